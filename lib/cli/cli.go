@@ -1,0 +1,209 @@
+// Package cli is the shell every tokenmill binary runs in: kong parsing with
+// TOKENMILL_* environment variables, signal handling, and the one place
+// where an error becomes an exit code.
+//
+// A tool's main is glue:
+//
+//	func main() { cli.Main("dedup", description, &cmd) }
+//
+// where cmd's Run(ctx context.Context, env *cli.Env) error does the work.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+	"golang.org/x/term"
+)
+
+// Exit codes shared by every tool.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitRejects     = 3
+	ExitInterrupted = 130
+)
+
+// ErrRejects marks a run that finished but rejected or failed some records;
+// wrap it (fmt.Errorf("...: %w", cli.ErrRejects)) to exit 3.
+var ErrRejects = errors.New("finished with rejected records")
+
+// ErrInterrupted is the cancellation cause after SIGINT or SIGTERM.
+var ErrInterrupted = errors.New("interrupted")
+
+// UsageError is a mistake in how the tool was called, found after parsing
+// (e.g. two flags that exclude each other); it exits 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usagef builds a UsageError.
+func Usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// Version is set at link time (-ldflags "-X tokenmill/lib/cli.Version=v1.2.3");
+// otherwise the module version from the build info, or "dev".
+var Version = ""
+
+func version() string {
+	v := Version
+	if v == "" {
+		v = "dev"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return v
+}
+
+// Globals are the flags every tool has; embed it in the command struct.
+type Globals struct {
+	Version kong.VersionFlag `help:"Print the version and exit." env:"-"`
+}
+
+// Env is what a command may touch of the outside world. Commands take their
+// streams from here, never from the os package, so tests can drive them.
+type Env struct {
+	Name   string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Interactive is true when Stderr is a terminal: live progress displays
+	// are drawn only then; otherwise progress is periodic plain lines.
+	Interactive bool
+}
+
+// Logf writes one diagnostic line to stderr, prefixed with the tool name.
+func (e *Env) Logf(format string, args ...any) {
+	fmt.Fprintf(e.Stderr, e.Name+": "+format+"\n", args...)
+}
+
+// OSEnv is the Env of a real process.
+func OSEnv(name string) *Env {
+	return &Env{
+		Name:        name,
+		Stdin:       os.Stdin,
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		Interactive: term.IsTerminal(int(os.Stderr.Fd())),
+	}
+}
+
+// Main runs cmd as the tool name with the process's arguments and exits
+// with the code Run chose.
+func Main(name, description string, cmd any) {
+	os.Exit(Run(context.Background(), OSEnv(name), description, cmd, os.Args[1:]))
+}
+
+type exitRequest int
+
+// Run parses args into cmd, runs it, and returns the exit code. description
+// is the --help text, which should show a real example pipeline.
+func Run(parent context.Context, env *Env, description string, cmd any, args []string) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			if c, ok := r.(exitRequest); ok {
+				code = int(c)
+				return
+			}
+			panic(r)
+		}
+	}()
+	parser, err := kong.New(cmd,
+		kong.Name(env.Name),
+		kong.Description(description),
+		kong.Writers(env.Stdout, env.Stderr),
+		kong.Exit(func(c int) { panic(exitRequest(c)) }),
+		kong.DefaultEnvars("TOKENMILL_"+strings.ToUpper(env.Name)),
+		kong.Vars{"version": env.Name + " (tokenmill) " + version()},
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
+	)
+	if err != nil {
+		// A broken grammar is a bug in the tool, not in the call.
+		fmt.Fprintf(env.Stderr, "%s: internal error: %v\n", env.Name, err)
+		return ExitFailure
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "%s: %v\n", env.Name, err)
+		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
+		return ExitUsage
+	}
+
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	stop := handleSignals(env, cancel)
+	defer stop()
+
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	err = kctx.Run(env)
+	return exitCode(env, ctx, err)
+}
+
+// exitCode is the one place where an outcome becomes an exit code.
+func exitCode(env *Env, ctx context.Context, err error) int {
+	interrupted := errors.Is(context.Cause(ctx), ErrInterrupted)
+	var usage *UsageError
+	switch {
+	case interrupted:
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrInterrupted) && !errors.Is(err, ErrRejects) {
+			env.Logf("error: %v", err)
+		}
+		return ExitInterrupted
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &usage):
+		env.Logf("%v", err)
+		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
+		return ExitUsage
+	case errors.Is(err, ErrRejects):
+		return ExitRejects
+	}
+	env.Logf("error: %v", err)
+	return ExitFailure
+}
+
+// handleSignals cancels the run on the first SIGINT or SIGTERM so the tool
+// can stop reading, flush and exit 130; a second signal exits at once.
+// SIGPIPE is left alone: Go's default ends the process quietly when stdout
+// is a closed pipe, which is what `| head` wants.
+func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+		case <-done:
+			return
+		}
+		env.Logf("interrupted: finishing up (signal again to exit at once)")
+		cancel(ErrInterrupted)
+		select {
+		case <-ch:
+			env.Logf("interrupted twice: exiting now")
+			os.Exit(ExitInterrupted)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
+// Interrupted reports whether ctx ended because of a signal.
+func Interrupted(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), ErrInterrupted)
+}

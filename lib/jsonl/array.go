@@ -1,0 +1,192 @@
+package jsonl
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// arraySource streams the elements of a top-level JSON array one at a time,
+// so a multi-gigabyte array file costs no more memory than its largest
+// element. Elements come out compacted onto one line, ready to be written
+// as JSONL; Line is the line on which the element starts.
+type arraySource struct {
+	name    string
+	br      *bufio.Reader
+	closer  io.Closer
+	line    int64 // current line in the file, 1-based
+	buf     []byte
+	maxLine int
+	stats   *Stats
+	started bool
+	ended   bool
+}
+
+func newArraySource(name string, br *bufio.Reader, closer io.Closer, maxLine int, stats *Stats) *arraySource {
+	return &arraySource{name: name, br: br, closer: closer, line: 1, maxLine: maxLine, stats: stats}
+}
+
+func (s *arraySource) close() error { return s.closer.Close() }
+
+func (s *arraySource) errorf(format string, args ...any) error {
+	return &InputError{File: s.name, Line: s.line, Reason: ReasonUnreadable, Err: fmt.Errorf(format, args...)}
+}
+
+// readByte reads one byte, counting lines and bytes.
+func (s *arraySource) readByte() (byte, error) {
+	c, err := s.br.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	s.stats.Bytes++
+	if c == '\n' {
+		s.line++
+	}
+	return c, nil
+}
+
+func (s *arraySource) skipSpace() (byte, error) {
+	for {
+		c, err := s.readByte()
+		if err != nil {
+			return 0, err
+		}
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return c, nil
+		}
+	}
+}
+
+func (s *arraySource) next() (Record, error) {
+	if s.ended {
+		return Record{}, io.EOF
+	}
+	c, err := s.skipSpace()
+	if err != nil {
+		return Record{}, s.truncated(err)
+	}
+	if !s.started {
+		s.started = true
+		if c != '[' {
+			return Record{}, s.errorf("expected a JSON array")
+		}
+		if c, err = s.skipSpace(); err != nil {
+			return Record{}, s.truncated(err)
+		}
+		if c == ']' {
+			return Record{}, s.finish()
+		}
+	} else {
+		switch c {
+		case ']':
+			return Record{}, s.finish()
+		case ',':
+			if c, err = s.skipSpace(); err != nil {
+				return Record{}, s.truncated(err)
+			}
+		default:
+			return Record{}, s.errorf("expected ',' or ']' between array elements, found %q", c)
+		}
+	}
+	start := s.line
+	if err := s.readValue(c); err != nil {
+		return Record{}, err
+	}
+	return Record{Data: s.buf, File: s.name, Line: start}, nil
+}
+
+// readValue copies one JSON value starting with first into s.buf, dropping
+// white space outside strings so the value fits on one line.
+func (s *arraySource) readValue(first byte) error {
+	s.buf = append(s.buf[:0], first)
+	depth := 0
+	switch first {
+	case '{', '[':
+		depth = 1
+	case '"':
+		if err := s.readString(); err != nil {
+			return err
+		}
+		return nil
+	}
+	for {
+		if len(s.buf) > s.maxLine {
+			return s.errorf("array element longer than %d bytes", s.maxLine)
+		}
+		c, err := s.br.ReadByte()
+		if err != nil {
+			return s.truncated(err)
+		}
+		if depth == 0 && (c == ',' || c == ']' || c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+			s.br.UnreadByte() // a scalar ends here; next() reads the separator
+			return nil
+		}
+		s.stats.Bytes++
+		switch c {
+		case '\n':
+			s.line++
+			continue
+		case ' ', '\t', '\r':
+			continue
+		case '"':
+			s.buf = append(s.buf, c)
+			if err := s.readString(); err != nil {
+				return err
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		}
+		s.buf = append(s.buf, c)
+		if depth == 0 && (c == '}' || c == ']') {
+			return nil
+		}
+	}
+}
+
+// readString copies the rest of a string whose opening quote is in s.buf.
+func (s *arraySource) readString() error {
+	for {
+		chunk, err := s.br.ReadSlice('"')
+		s.stats.Bytes += int64(len(chunk))
+		s.buf = append(s.buf, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return s.truncated(err)
+		}
+		if len(s.buf) > s.maxLine {
+			return s.errorf("array element longer than %d bytes", s.maxLine)
+		}
+		// The quote ends the string unless an odd run of backslashes escapes it.
+		n := 0
+		for i := len(s.buf) - 2; i >= 0 && s.buf[i] == '\\'; i-- {
+			n++
+		}
+		if n%2 == 0 {
+			return nil
+		}
+	}
+}
+
+func (s *arraySource) finish() error {
+	s.ended = true
+	if c, err := s.skipSpace(); err == nil {
+		return s.errorf("unexpected %q after the end of the JSON array", c)
+	} else if err != io.EOF {
+		return s.truncated(err)
+	}
+	return io.EOF
+}
+
+// truncated turns an early end of input into an error naming the line.
+func (s *arraySource) truncated(err error) error {
+	if errors.Is(err, io.EOF) {
+		err = errors.New("input ends inside the JSON array (truncated file?)")
+	}
+	return &InputError{File: s.name, Line: s.line, Reason: ReasonUnreadable, Err: describeReadError(err)}
+}

@@ -1,0 +1,146 @@
+package jsonl
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+const readBufferSize = 1 << 20
+
+var (
+	magicGzip    = []byte{0x1f, 0x8b}
+	magicZstd    = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	magicParquet = []byte("PAR1")
+	utf8BOM      = []byte{0xef, 0xbb, 0xbf}
+)
+
+// multiCloser closes in order and keeps the first error.
+type multiCloser []io.Closer
+
+func (m multiCloser) Close() error {
+	var first error
+	for _, c := range m {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// openSource opens one input and picks its reader by content, never by
+// name: compression by magic bytes, then Parquet, a JSON array, or JSONL.
+func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
+	var raw io.Reader
+	var closers multiCloser
+	var file *os.File
+	if name == "-" {
+		raw = stdin
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		raw, file = f, f
+		closers = append(closers, f)
+	}
+	br := bufio.NewReaderSize(raw, readBufferSize)
+	compressed := false
+	magic, _ := br.Peek(4)
+	switch {
+	case bytes.HasPrefix(magic, magicGzip):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			closers.Close()
+			return nil, describeReadError(err)
+		}
+		closers = append(multiCloser{zr}, closers...)
+		br, compressed = bufio.NewReaderSize(zr, readBufferSize), true
+	case bytes.HasPrefix(magic, magicZstd):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		if err != nil {
+			closers.Close()
+			return nil, err
+		}
+		closers = append(multiCloser{closerFunc(func() error { zr.Close(); return nil })}, closers...)
+		br, compressed = bufio.NewReaderSize(zr, readBufferSize), true
+	}
+
+	magic, _ = br.Peek(4)
+	if bytes.HasPrefix(magic, magicParquet) {
+		return openParquetInput(name, br, file, compressed, closers, &r.Stats)
+	}
+	if strings.HasSuffix(name, ".parquet") {
+		closers.Close()
+		return nil, fmt.Errorf("%w: the name says Parquet but the content does not start with PAR1", ErrNotParquet)
+	}
+	if bytes.HasPrefix(magic, utf8BOM) {
+		br.Discard(len(utf8BOM))
+	}
+	if firstNonSpace(br) == '[' {
+		return newArraySource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
+	}
+	return &lineSource{name: name, br: br, closer: closers, maxLine: r.opts.MaxLine, stats: &r.Stats}, nil
+}
+
+// firstNonSpace peeks past leading white space without consuming it.
+func firstNonSpace(br *bufio.Reader) byte {
+	for n := 64; n <= readBufferSize; n *= 4 {
+		b, err := br.Peek(n)
+		for _, c := range b {
+			if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+				return c
+			}
+		}
+		if err != nil {
+			return 0
+		}
+	}
+	return 0
+}
+
+// openParquetInput gives the Parquet reader the random access it needs: the
+// file itself when it is a plain file, otherwise a spooled temporary copy
+// (Parquet on stdin, or compressed Parquet).
+func openParquetInput(name string, br *bufio.Reader, file *os.File, compressed bool, closers multiCloser, stats *Stats) (source, error) {
+	if file != nil && !compressed {
+		if st, err := file.Stat(); err == nil && st.Mode().IsRegular() {
+			src, err := newParquetSource(name, file, st.Size(), closers, stats)
+			if err != nil {
+				closers.Close()
+			}
+			return src, err
+		}
+	}
+	tmp, err := os.CreateTemp("", "tokenmill-parquet-*")
+	if err != nil {
+		closers.Close()
+		return nil, err
+	}
+	os.Remove(tmp.Name()) // the open descriptor keeps it until closed
+	size, err := io.Copy(tmp, br)
+	closers.Close()
+	if err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("spooling parquet input: %w", describeReadError(err))
+	}
+	src, err := newParquetSource(name, tmp, size, tmp, stats)
+	if err != nil {
+		tmp.Close()
+	}
+	return src, err
+}
+
+// ErrNotParquet is returned for a file that starts like Parquet but is not.
+var ErrNotParquet = errors.New("not a valid Parquet file")

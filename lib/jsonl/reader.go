@@ -1,0 +1,260 @@
+// Package jsonl is the streaming record I/O every stage stands on: a reader
+// that turns files or stdin (JSONL, JSON arrays or Parquet, plain, gzip or
+// zstd) into one stream of raw JSON records with file and line attached,
+// a buffered writer whose errors are never lost, and the rejects file.
+package jsonl
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Record is one raw JSON value with where it came from. Data is valid only
+// until the next call to Reader.Next.
+type Record struct {
+	Data []byte
+	File string // "-" for stdin
+	Line int64  // 1-based line (JSONL, JSON arrays) or row (Parquet)
+}
+
+// DefaultMaxLine is the longest line read; longer ones are rejected with
+// reason line_too_long without being held in memory.
+const DefaultMaxLine = 64 << 20
+
+// Reasons for input errors, as counted in summaries and rejects files.
+const (
+	ReasonLineTooLong = "line_too_long"
+	ReasonUnreadable  = "unreadable"
+)
+
+// InputError is a problem with the input itself rather than one record:
+// an unreadable or truncated file, an over-long line. The Reader reports
+// it and goes on with the next line or the next file.
+type InputError struct {
+	File   string
+	Line   int64
+	Reason string
+	Err    error
+}
+
+func (e *InputError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.File, e.Err)
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Options tune a Reader.
+type Options struct {
+	MaxLine int // 0 means DefaultMaxLine
+}
+
+// Stats count what a Reader has seen.
+type Stats struct {
+	Records int64
+	Blank   int64 // blank lines skipped
+	Bytes   int64 // decompressed bytes read
+	Files   int
+}
+
+// source yields the records of one input.
+type source interface {
+	next() (Record, error) // io.EOF at the end
+	close() error
+}
+
+// Reader streams the records of several inputs in order.
+type Reader struct {
+	names []string
+	stdin io.Reader
+	opts  Options
+	cur   source
+	idx   int
+	Stats Stats
+}
+
+// NewReader reads the named files in order; no names, or "-", read stdin.
+func NewReader(names []string, stdin io.Reader, opts Options) *Reader {
+	if len(names) == 0 {
+		names = []string{"-"}
+	}
+	if opts.MaxLine <= 0 {
+		opts.MaxLine = DefaultMaxLine
+	}
+	return &Reader{names: names, stdin: stdin, opts: opts}
+}
+
+// Next returns the next record, io.EOF after the last one, or an
+// *InputError; after an InputError the caller may call Next again to go on.
+func (r *Reader) Next() (Record, error) {
+	for {
+		if r.cur == nil {
+			if r.idx >= len(r.names) {
+				return Record{}, io.EOF
+			}
+			name := r.names[r.idx]
+			r.idx++
+			r.Stats.Files++
+			src, err := openSource(name, r.stdin, r)
+			if err != nil {
+				return Record{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
+			}
+			r.cur = src
+		}
+		rec, err := r.cur.next()
+		if err == nil {
+			r.Stats.Records++
+			return rec, nil
+		}
+		var ie *InputError
+		if errors.As(err, &ie) && ie.Reason == ReasonLineTooLong {
+			return Record{}, err // the rest of the file is still readable
+		}
+		closeErr := r.cur.close()
+		r.cur = nil
+		if err == io.EOF {
+			if closeErr != nil {
+				return Record{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: closeErr}
+			}
+			continue
+		}
+		if errors.As(err, &ie) {
+			return Record{}, err
+		}
+		return Record{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: err}
+	}
+}
+
+// Close releases the current input.
+func (r *Reader) Close() error {
+	if r.cur == nil {
+		return nil
+	}
+	err := r.cur.close()
+	r.cur = nil
+	return err
+}
+
+// lineSource reads JSON Lines.
+type lineSource struct {
+	name    string
+	br      *bufio.Reader
+	closer  io.Closer
+	line    int64
+	buf     []byte // assembles lines longer than the bufio buffer
+	maxLine int
+	stats   *Stats
+}
+
+func (s *lineSource) next() (Record, error) {
+	for {
+		data, err := s.readLine()
+		if err != nil {
+			return Record{}, err
+		}
+		s.line++
+		if isBlank(data) {
+			s.stats.Blank++
+			continue
+		}
+		return Record{Data: data, File: s.name, Line: s.line}, nil
+	}
+}
+
+// readLine returns the next line without its line ending. A last line with
+// no newline is still returned; a line over maxLine is skipped and reported.
+func (s *lineSource) readLine() ([]byte, error) {
+	data, err := s.br.ReadSlice('\n')
+	s.stats.Bytes += int64(len(data))
+	if err == nil {
+		return trimEOL(data), nil
+	}
+	if err == bufio.ErrBufferFull {
+		return s.readLongLine(data)
+	}
+	if err == io.EOF && len(data) > 0 {
+		return trimEOL(data), nil
+	}
+	if err != io.EOF {
+		return nil, s.fail(err)
+	}
+	return nil, io.EOF
+}
+
+func (s *lineSource) readLongLine(first []byte) ([]byte, error) {
+	s.buf = append(s.buf[:0], first...)
+	for {
+		data, err := s.br.ReadSlice('\n')
+		s.stats.Bytes += int64(len(data))
+		if len(s.buf)+len(data) > s.maxLine+2 {
+			return nil, s.skipLongLine(err)
+		}
+		s.buf = append(s.buf, data...)
+		switch err {
+		case nil:
+			return trimEOL(s.buf), nil
+		case bufio.ErrBufferFull:
+			continue
+		case io.EOF:
+			return trimEOL(s.buf), nil
+		default:
+			return nil, s.fail(err)
+		}
+	}
+}
+
+// skipLongLine discards the rest of an over-long line and reports it.
+func (s *lineSource) skipLongLine(err error) error {
+	s.buf = s.buf[:0]
+	for err == bufio.ErrBufferFull {
+		var data []byte
+		data, err = s.br.ReadSlice('\n')
+		s.stats.Bytes += int64(len(data))
+	}
+	s.line++
+	if err != nil && err != io.EOF {
+		return s.fail(err)
+	}
+	return &InputError{File: s.name, Line: s.line, Reason: ReasonLineTooLong,
+		Err: fmt.Errorf("line longer than %d bytes", s.maxLine)}
+}
+
+func (s *lineSource) fail(err error) error {
+	return &InputError{File: s.name, Line: s.line + 1, Reason: ReasonUnreadable, Err: describeReadError(err)}
+}
+
+func (s *lineSource) close() error { return s.closer.Close() }
+
+func trimEOL(b []byte) []byte {
+	n := len(b)
+	if n > 0 && b[n-1] == '\n' {
+		n--
+		if n > 0 && b[n-1] == '\r' {
+			n--
+		}
+	} else if n > 0 && b[n-1] == '\r' {
+		n--
+	}
+	return b[:n]
+}
+
+func isBlank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// describeReadError names the usual cause of a failed decompression.
+func describeReadError(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("input ends early (truncated or partly written file?): %w", err)
+	}
+	return err
+}

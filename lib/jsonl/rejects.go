@@ -1,0 +1,159 @@
+package jsonl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/record"
+)
+
+// Common reject reasons shared by the stages.
+const (
+	ReasonMalformedJSON = "malformed_json"
+	ReasonNotObject     = "not_an_object"
+)
+
+// reportLimit is how many rejects of one reason are described on stderr;
+// the rest are only counted (and all go to the rejects file).
+const reportLimit = 5
+
+// Rejects counts rejected inputs by reason, describes the first few of each
+// reason on stderr with file and line, and writes every one to the
+// --rejects file when there is one. It is safe for concurrent use.
+type Rejects struct {
+	mu     sync.Mutex
+	w      *Writer // nil: count and report only
+	log    io.Writer
+	tool   string
+	counts map[string]int64
+	total  int64
+	buf    []byte
+}
+
+// NewRejects reports to log (stderr) as tool; w may be nil.
+func NewRejects(tool string, log io.Writer, w *Writer) *Rejects {
+	return &Rejects{tool: tool, log: log, w: w, counts: map[string]int64{}}
+}
+
+// OpenRejects creates the rejects file at path ("" for none).
+func OpenRejects(env *cli.Env, path string) (*Rejects, error) {
+	var w *Writer
+	if path != "" {
+		var err error
+		w, err = Create(path, env.Stdout, WriterOptions{Overwrite: true})
+		if err != nil {
+			return nil, fmt.Errorf("rejects file: %w", err)
+		}
+	}
+	return NewRejects(env.Name, env.Stderr, w), nil
+}
+
+// Add rejects rec for reason. detail explains it for a person. The record
+// written is the input with a "reject" field, or {"raw": line, "reject"}
+// when the input is not a JSON object.
+func (r *Rejects) Add(rec Record, reason, detail string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total++
+	r.counts[reason]++
+	if r.counts[reason] <= reportLimit {
+		msg := fmt.Sprintf("%s: %s:%d: %s", r.tool, rec.File, rec.Line, reason)
+		if detail != "" {
+			msg += ": " + detail
+		}
+		if r.counts[reason] == reportLimit {
+			msg += " (further " + reason + " rejects are counted, not shown)"
+		}
+		fmt.Fprintln(r.log, msg)
+	}
+	if r.w == nil {
+		return nil
+	}
+	info := record.Reject{Reason: reason, Detail: detail, File: rec.File, Line: rec.Line}
+	value, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	out, err := record.AppendField(r.buf[:0], rec.Data, "reject", value)
+	if err != nil || !json.Valid(rec.Data) {
+		out, _ = record.AppendField(r.buf[:0], record.RawLine(rec.Data), "reject", value)
+	}
+	r.buf = out
+	return r.w.Write(out)
+}
+
+// Input records a reader's InputError as a reject of its reason.
+func (r *Rejects) Input(err error) error {
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	return r.Add(Record{File: ie.File, Line: ie.Line}, ie.Reason, ie.Err.Error())
+}
+
+// Total is the number of rejects so far.
+func (r *Rejects) Total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
+// Counts returns a copy of the per-reason counts.
+func (r *Rejects) Counts() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64, len(r.counts))
+	for k, v := range r.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// Summary is "rejected N (reason n, reason n)", most frequent first, or
+// "rejected 0".
+func (r *Rejects) Summary() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.total == 0 {
+		return "rejected 0"
+	}
+	reasons := make([]string, 0, len(r.counts))
+	for k := range r.counts {
+		reasons = append(reasons, k)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		a, b := r.counts[reasons[i]], r.counts[reasons[j]]
+		if a != b {
+			return a > b
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := make([]string, len(reasons))
+	for i, k := range reasons {
+		parts[i] = fmt.Sprintf("%s %d", k, r.counts[k])
+	}
+	return fmt.Sprintf("rejected %d (%s)", r.total, strings.Join(parts, ", "))
+}
+
+// Close finishes the rejects file and returns cli.ErrRejects (exit 3) when
+// anything was rejected, or the file's write error.
+func (r *Rejects) Close() error {
+	var err error
+	if r.w != nil {
+		err = r.w.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("rejects file: %w", err)
+	}
+	if r.Total() > 0 {
+		return cli.ErrRejects
+	}
+	return nil
+}

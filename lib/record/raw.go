@@ -1,0 +1,193 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/segmentio/encoding/json"
+	"github.com/zeebo/xxh3"
+)
+
+// EachField calls fn with the raw key (unquoted) and raw value of every
+// top-level field of the JSON object raw, in order. Values are not
+// validated beyond finding where they end.
+func EachField(raw []byte, fn func(key string, value []byte) error) error {
+	b := bytes.TrimSpace(raw)
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return ErrNotObject
+	}
+	i := skipSpace(b, 1)
+	if i < len(b) && b[i] == '}' {
+		return nil
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return fmt.Errorf("offset %d: expected a field name", i)
+		}
+		keyEnd, err := skipString(b, i)
+		if err != nil {
+			return err
+		}
+		key := json.Unescape(b[i:keyEnd])
+		i = skipSpace(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return fmt.Errorf("offset %d: expected ':'", i)
+		}
+		i = skipSpace(b, i+1)
+		end, err := skipValue(b, i)
+		if err != nil {
+			return err
+		}
+		if err := fn(string(key[1:len(key)-1]), b[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+			continue
+		}
+		if i == len(b)-1 && b[i] == '}' {
+			return nil
+		}
+		return fmt.Errorf("offset %d: expected ',' or '}'", i)
+	}
+	return errors.New("unterminated object")
+}
+
+// WithoutFields appends raw to dst with the named top-level fields removed;
+// every other field keeps its bytes and order.
+func WithoutFields(dst, raw []byte, drop ...string) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, '{')
+	err := EachField(raw, func(key string, value []byte) error {
+		for _, d := range drop {
+			if key == d {
+				return nil
+			}
+		}
+		if len(dst) > start+1 {
+			dst = append(dst, ',')
+		}
+		dst = json.AppendEscape(dst, key, 0)
+		dst = append(dst, ':')
+		dst = append(dst, value...)
+		return nil
+	})
+	if err != nil {
+		return dst[:start], err
+	}
+	return append(dst, '}'), nil
+}
+
+// FieldValue returns the raw value of a top-level field, or nil if absent.
+func FieldValue(raw []byte, name string) ([]byte, error) {
+	var found []byte
+	err := EachField(raw, func(key string, value []byte) error {
+		if key == name {
+			found = value
+		}
+		return nil
+	})
+	return found, err
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at b[i] == '"'.
+func skipString(b []byte, i int) (int, error) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errors.New("unterminated string")
+}
+
+// skipValue returns the index just past the JSON value starting at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errors.New("missing value")
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, err := skipString(b, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errors.New("unterminated value")
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return 0, fmt.Errorf("offset %d: unexpected %q", i, b[i])
+	}
+	return j, nil
+}
+
+// AppendCanonical appends the canonical form of a prompt: every role and
+// content of its messages, or its completion text, joined by separators no
+// text contains. Two prompts are the same prompt exactly when their
+// canonical forms are equal; ids and dedup keys are derived from it.
+func (p *Prompt) AppendCanonical(dst []byte) []byte {
+	if len(p.Messages) == 0 && p.Prompt != nil {
+		dst = append(dst, "\x00prompt\x1f"...)
+		return append(dst, *p.Prompt...)
+	}
+	for _, m := range p.Messages {
+		dst = append(dst, 0)
+		dst = append(dst, m.Role...)
+		dst = append(dst, 0x1f)
+		dst = append(dst, m.Content...)
+		if len(m.ToolCalls) > 0 {
+			dst = append(dst, 0x1e)
+			dst = append(dst, m.ToolCalls...)
+		}
+	}
+	return dst
+}
+
+// HasPrompt reports whether p carries something to generate from.
+func (p *Prompt) HasPrompt() bool {
+	return len(p.Messages) > 0 || p.Prompt != nil
+}
+
+// ContentID is the id given to a record whose dataset has none: the 128-bit
+// xxh3 hash of its canonical prompt in hex, stable across runs and machines
+// and wide enough that 100M prompts do not collide.
+func ContentID(canonical []byte) string {
+	h := xxh3.Hash128(canonical).Bytes()
+	const hexdigits = "0123456789abcdef"
+	out := make([]byte, 32)
+	for i := range h {
+		out[2*i] = hexdigits[h[i]>>4]
+		out[2*i+1] = hexdigits[h[i]&0xf]
+	}
+	return string(out)
+}

@@ -1,0 +1,234 @@
+// Package record holds the record types every tokenmill stage exchanges
+// (see the record contract in README.md) and the small helpers that edit a
+// record's raw JSON without re-encoding the fields a stage does not own.
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/segmentio/encoding/json"
+)
+
+// ID is a record id. Datasets use strings or integers; both are kept as the
+// decimal or string text, and Numeric remembers which, so that an id written
+// back out keeps its JSON type.
+type ID struct {
+	Text    string
+	Numeric bool
+}
+
+// StringID and IntID build ids.
+func StringID(s string) ID { return ID{Text: s} }
+func IntID(n int64) ID     { return ID{Text: strconv.FormatInt(n, 10), Numeric: true} }
+
+func (id ID) String() string { return id.Text }
+func (id ID) IsZero() bool   { return id.Text == "" }
+
+// MarshalJSON writes the id with its original JSON type.
+func (id ID) MarshalJSON() ([]byte, error) {
+	if id.Numeric {
+		return []byte(id.Text), nil
+	}
+	return json.Marshal(id.Text)
+}
+
+// UnmarshalJSON accepts a JSON string or an integer.
+func (id *ID) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		*id = ID{}
+		return nil
+	case b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*id = ID{Text: s}
+		return nil
+	case b[0] == '-' || (b[0] >= '0' && b[0] <= '9'):
+		if _, err := strconv.ParseInt(string(b), 10, 64); err != nil {
+			return fmt.Errorf("id %s is not an integer", b)
+		}
+		*id = ID{Text: string(b), Numeric: true}
+		return nil
+	}
+	return fmt.Errorf("id must be a string or an integer, not %.20s", b)
+}
+
+// Message is one chat turn. Content is plain text: extract flattens arrays
+// of content parts. ToolCalls and Name are carried for tool-using datasets.
+type Message struct {
+	Role      string          `json:"role"`
+	Content   string          `json:"content"`
+	Name      string          `json:"name,omitempty"`
+	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// Prompt is the part of a prompt record the stages read. The raw record is
+// always what gets written, so fields not named here survive untouched.
+type Prompt struct {
+	ID       ID              `json:"id"`
+	Messages []Message       `json:"messages,omitempty"`
+	Prompt   *string         `json:"prompt,omitempty"`
+	Source   string          `json:"source,omitempty"`
+	Params   json.RawMessage `json:"params,omitempty"`
+	Meta     json.RawMessage `json:"meta,omitempty"`
+	// Sample is set on generation records, and on prompt records that a
+	// stage expanded per sample; absent means sample 0.
+	Sample int `json:"sample,omitempty"`
+}
+
+// Usage is the token accounting of one answer.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+}
+
+// Finish reasons, in increasing order of how good an answer they mark.
+const (
+	FinishAbort  = "abort"
+	FinishLength = "length"
+	FinishStop   = "stop"
+)
+
+// Output is what infer adds to a prompt record to make a generation record.
+type Output struct {
+	Text         string `json:"text"`
+	Reasoning    string `json:"reasoning,omitempty"`
+	FinishReason string `json:"finish_reason"`
+	Usage        Usage  `json:"usage"`
+	Model        string `json:"model,omitempty"`
+	Endpoint     string `json:"endpoint,omitempty"`
+	LatencyMS    int64  `json:"latency_ms"`
+	Attempts     int    `json:"attempts"`
+	Sample       int    `json:"sample"`
+}
+
+// Error is what infer adds to a prompt record it could not generate.
+type Error struct {
+	Status    int    `json:"status"`
+	Message   string `json:"message"`
+	Attempts  int    `json:"attempts"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	Retriable bool   `json:"retriable"`
+	Sample    int    `json:"sample"`
+}
+
+// Reject is what any stage adds to an input it could not use.
+type Reject struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+	File   string `json:"file"`
+	Line   int64  `json:"line"`
+}
+
+// Generation is the view of a generation or error record that merge and
+// stats read: the prompt fields plus whichever of output or error is set.
+type Generation struct {
+	Prompt
+	Output *Output `json:"output,omitempty"`
+	Error  *Error  `json:"error,omitempty"`
+}
+
+// Kind tells the three record kinds apart.
+type Kind int
+
+const (
+	KindPrompt Kind = iota
+	KindGeneration
+	KindError
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindGeneration:
+		return "generation"
+	case KindError:
+		return "error"
+	}
+	return "prompt"
+}
+
+// Kind reports which kind of record g is.
+func (g *Generation) Kind() Kind {
+	switch {
+	case g.Output != nil:
+		return KindGeneration
+	case g.Error != nil:
+		return KindError
+	}
+	return KindPrompt
+}
+
+// SampleIndex is the sample number of a generation or error record.
+func (g *Generation) SampleIndex() int {
+	switch {
+	case g.Output != nil:
+		return g.Output.Sample
+	case g.Error != nil:
+		return g.Error.Sample
+	}
+	return g.Sample
+}
+
+// ParseFlags are the decoding flags every stage uses: the decoded strings
+// may alias the input line, which lives until the next line is read.
+const ParseFlags = json.ZeroCopy
+
+// Decode parses one raw record into v. Decoded strings alias raw, so v is
+// valid only as long as raw is.
+func Decode(raw []byte, v any) error {
+	rest, err := json.Parse(raw, v, ParseFlags)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// ErrNotObject is returned by the raw editors for input that is not a JSON
+// object.
+var ErrNotObject = errors.New("record is not a JSON object")
+
+// AppendField returns dst with raw (a JSON object) copied and the field
+// key: value added before its closing brace. value must be valid JSON. The
+// rest of the record is kept byte for byte, so unknown fields survive.
+func AppendField(dst, raw []byte, key string, value []byte) ([]byte, error) {
+	obj := bytes.TrimSpace(raw)
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return dst, ErrNotObject
+	}
+	body := bytes.TrimSpace(obj[1 : len(obj)-1])
+	dst = append(dst, '{')
+	dst = append(dst, body...)
+	if len(body) > 0 {
+		dst = append(dst, ',')
+	}
+	dst = json.AppendEscape(dst, key, 0)
+	dst = append(dst, ':')
+	dst = append(dst, value...)
+	return append(dst, '}'), nil
+}
+
+// AppendValue marshals v and appends it as field key of raw (see AppendField).
+func AppendValue(dst, raw []byte, key string, v any) ([]byte, error) {
+	value, err := json.Marshal(v)
+	if err != nil {
+		return dst, err
+	}
+	return AppendField(dst, raw, key, value)
+}
+
+// RawLine wraps an input line that is not valid JSON, so a reject record can
+// still carry it: {"raw": "<line>"}.
+func RawLine(line []byte) []byte {
+	out := append([]byte(`{"raw":`), json.Escape(string(line))...)
+	return append(out, '}')
+}
