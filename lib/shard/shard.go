@@ -1,0 +1,354 @@
+// Package shard splits a record stream into N parts: by a stable hash of
+// the id, round-robin, or by count, writing each record byte for byte.
+package shard
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+)
+
+// Description is shard's --help text.
+const Description = `Split a record stream into N shards, each record written byte for byte.
+
+  shard -n 8 -o 'shards/part-{i}.jsonl.zst' prompts.jsonl
+  shard --select 3/8 prompts.jsonl | infer --endpoints gpu3:30000 -o gen-3.jsonl
+  shard --by lines --lines-per-shard 50000 -o 'chunks/chunk-{i:04}.jsonl' prompts.jsonl
+
+--by hash (default) puts a record in shard xxh3-64(id) mod N: the same id lands in
+the same shard on every run, in any input order, on any machine. A record with no
+id is placed by the content id extract would give its prompt. --select K/N streams
+only shard K (counted from 0) to stdout, so each worker can read the same input
+and keep its own part. Shard files are written atomically: they appear only when
+the whole run succeeded (with --by lines, each part as soon as it is full).`
+
+// Command is the shard tool.
+type Command struct {
+	cli.Globals
+	Inputs           []string      `arg:"" optional:"" help:"Input files (JSONL, JSON arrays, Parquet; gzip/zstd recognised by content). None or - reads stdin."`
+	Shards           int           `short:"n" help:"Number of shards (--by hash or round-robin)." default:"0"`
+	By               string        `help:"How records are assigned: hash (xxh3 of the id mod N), round-robin (record number mod N), lines (consecutive runs of --lines-per-shard records)." enum:"hash,round-robin,lines" default:"hash"`
+	LinesPerShard    int64         `help:"Records per shard with --by lines." default:"100000"`
+	Output           string        `short:"o" help:"Shard file name pattern: {i} is the shard number, {i:03} the number zero-padded to 3 digits. A .gz or .zst name is compressed." default:""`
+	Select           string        `help:"Write only shard K of N (as K/N, K from 0) to stdout instead of writing files." default:"" placeholder:"K/N"`
+	Force            bool          `help:"Replace shard files left by an earlier run." default:"false"`
+	Rejects          string        `help:"Write rejected records to this file, each with a \"reject\" field." default:""`
+	ProgressInterval time.Duration `help:"How often to report progress when stderr is not a terminal (0: never)." default:"30s"`
+}
+
+// run is the state of one shard run.
+type run struct {
+	cmd     *Command
+	env     *cli.Env
+	n       int // shards (0 for --by lines: open-ended)
+	sel     int // --select K, or -1
+	pat     pattern
+	writers []*jsonl.Writer
+	counts  []int64
+	names   []string
+	read    atomic.Int64
+	bytes   atomic.Int64
+}
+
+// Run splits the input.
+func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+	r := &run{cmd: c, env: env, sel: -1}
+	if err := r.configure(); err != nil {
+		return err
+	}
+	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	if err != nil {
+		return err
+	}
+	err = r.split(ctx, rejects)
+	rerr := rejects.Close()
+	if err != nil {
+		return err
+	}
+	r.summary(rejects)
+	return rerr
+}
+
+// configure checks the flags against each other.
+func (r *run) configure() error {
+	c := r.cmd
+	if c.Select != "" {
+		k, n, err := parseSelect(c.Select)
+		if err != nil {
+			return err
+		}
+		if c.By == "lines" {
+			return cli.Usagef("--select needs --by hash or round-robin")
+		}
+		if c.Shards != 0 && c.Shards != n {
+			return cli.Usagef("-n %d and --select %s disagree on the number of shards", c.Shards, c.Select)
+		}
+		if c.Output != "" {
+			return cli.Usagef("--select writes its shard to stdout; drop -o")
+		}
+		r.n, r.sel = n, k
+		r.counts = make([]int64, n)
+		return nil
+	}
+	if c.Output == "" {
+		return cli.Usagef("give -o PATTERN (e.g. -o 'shards/part-{i}.jsonl.zst') or --select K/N")
+	}
+	p, err := parsePattern(c.Output)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	r.pat = p
+	switch c.By {
+	case "lines":
+		if c.Shards != 0 {
+			return cli.Usagef("-n does not apply to --by lines (the input length decides); use --lines-per-shard")
+		}
+		if c.LinesPerShard <= 0 {
+			return cli.Usagef("--lines-per-shard must be positive")
+		}
+	default:
+		if c.Shards <= 0 {
+			return cli.Usagef("give the number of shards with -n N")
+		}
+		r.n = c.Shards
+		r.counts = make([]int64, r.n)
+	}
+	return nil
+}
+
+func parseSelect(s string) (k, n int, err error) {
+	ks, ns, ok := strings.Cut(s, "/")
+	k, kerr := strconv.Atoi(ks)
+	n, nerr := strconv.Atoi(ns)
+	if !ok || kerr != nil || nerr != nil || n <= 0 || k < 0 || k >= n {
+		return 0, 0, cli.Usagef("--select %q: want K/N with 0 <= K < N, e.g. --select 3/8", s)
+	}
+	return k, n, nil
+}
+
+// split reads every record and sends it to its shard.
+func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
+	var stdout *jsonl.Writer
+	if r.sel >= 0 {
+		stdout = jsonl.NewWriter(r.env.Stdout)
+	} else if err := r.openAll(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			r.abort()
+		}
+	}()
+	progress := cli.StartProgress(ctx, r.env, r.cmd.ProgressInterval, func() []string {
+		return []string{fmt.Sprintf("read %d records, %.1f MB", r.read.Load(), float64(r.bytes.Load())/1e6)}
+	})
+	defer progress.Stop()
+
+	in := jsonl.NewReader(r.cmd.Inputs, r.env.Stdin, jsonl.Options{})
+	defer in.Close()
+	var accepted int64
+	for {
+		if r.read.Load()&1023 == 0 && ctx.Err() != nil {
+			break
+		}
+		rec, rerr := in.Next()
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if err := rejects.Input(rerr); err != nil {
+				return err
+			}
+			continue
+		}
+		r.read.Add(1)
+		r.bytes.Store(in.Stats.Bytes)
+		k, rej := r.assign(rec.Data, accepted)
+		if rej != nil {
+			if err := rejects.Add(rec, rej.reason, rej.detail); err != nil {
+				return err
+			}
+			continue
+		}
+		accepted++
+		if r.sel >= 0 {
+			r.counts[k]++
+			if k == r.sel {
+				if err := stdout.Write(rec.Data); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := r.write(k, rec.Data); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		// A partial split must not look complete: the shard files are
+		// dropped, while --select has streamed what it had.
+		if stdout != nil {
+			stdout.Close()
+		}
+		return context.Cause(ctx)
+	}
+	if stdout != nil {
+		return stdout.Close()
+	}
+	return r.closeAll()
+}
+
+// assign picks the shard of the i-th accepted record.
+func (r *run) assign(data []byte, i int64) (int, *rejection) {
+	switch r.cmd.By {
+	case "hash":
+		key, rej := shardKey(data)
+		if rej != nil {
+			return 0, rej
+		}
+		return HashShard(key, r.n), nil
+	case "round-robin":
+		if rej := checkObject(data); rej != nil {
+			return 0, rej
+		}
+		return int(i % int64(r.n)), nil
+	}
+	if rej := checkObject(data); rej != nil {
+		return 0, rej
+	}
+	return int(i / r.cmd.LinesPerShard), nil
+}
+
+func (r *run) create(i int) (*jsonl.Writer, error) {
+	return jsonl.Create(r.pat.name(i), nil, jsonl.WriterOptions{Atomic: true, Overwrite: r.cmd.Force})
+}
+
+// openAll refuses to mix with an earlier run's shards unless --force, then
+// creates every shard up front, so that empty shards exist too.
+func (r *run) openAll() error {
+	if !r.cmd.Force {
+		old, err := r.pat.existing()
+		if err != nil {
+			return err
+		}
+		if len(old) > 0 {
+			return fmt.Errorf("%d shard files matching %s already exist (e.g. %s): remove them or pass --force", len(old), r.cmd.Output, first(old))
+		}
+	}
+	for i := 0; i < r.n; i++ {
+		w, err := r.create(i)
+		if err != nil {
+			return err
+		}
+		r.writers = append(r.writers, w)
+		r.names = append(r.names, w.Path())
+	}
+	return nil
+}
+
+// write appends data to shard k; with --by lines, shards are created as
+// the count reaches them and put in place as soon as they are full.
+func (r *run) write(k int, data []byte) error {
+	if r.n == 0 {
+		for len(r.writers) <= k {
+			if n := len(r.writers); n > 0 {
+				if err := r.writers[n-1].Close(); err != nil {
+					return err
+				}
+				r.writers[n-1] = nil
+			}
+			w, err := r.create(len(r.writers))
+			if err != nil {
+				return err
+			}
+			r.writers = append(r.writers, w)
+			r.names = append(r.names, w.Path())
+			r.counts = append(r.counts, 0)
+		}
+	}
+	r.counts[k]++
+	return r.writers[k].Write(data)
+}
+
+func (r *run) closeAll() error {
+	var first error
+	for i, w := range r.writers {
+		if w == nil {
+			continue
+		}
+		if err := w.Close(); err != nil && first == nil {
+			first = err
+		}
+		r.writers[i] = nil
+	}
+	if first != nil {
+		r.abort()
+	}
+	return first
+}
+
+// abort drops every shard file not yet in place.
+func (r *run) abort() {
+	for i, w := range r.writers {
+		if w != nil {
+			w.Abort()
+			r.writers[i] = nil
+		}
+	}
+}
+
+// summary prints each shard's count, then one line for the run, and warns
+// about shard files beyond this run's count left by an earlier one.
+func (r *run) summary(rejects *jsonl.Rejects) {
+	var written, lo, hi int64
+	for i, n := range r.counts {
+		if r.sel < 0 {
+			r.env.Logf("%s %d", r.names[i], n)
+		}
+		written += n
+		if i == 0 || n < lo {
+			lo = n
+		}
+		if n > hi {
+			hi = n
+		}
+	}
+	tail := ""
+	if rejects.Total() > 0 {
+		tail = ", " + rejects.Summary()
+	}
+	if r.sel >= 0 {
+		r.env.Logf("read %d, selected %d (shard %d/%d; shards hold %d to %d)%s", r.read.Load(), r.counts[r.sel], r.sel, r.n, lo, hi, tail)
+		return
+	}
+	r.env.Logf("read %d, wrote %d into %d shards (min %d, max %d)%s", r.read.Load(), written, len(r.counts), lo, hi, tail)
+	if old, err := r.pat.existing(); err == nil {
+		var stale []int
+		for i := range old {
+			if i >= len(r.counts) {
+				stale = append(stale, i)
+			}
+		}
+		if len(stale) > 0 {
+			sort.Ints(stale)
+			r.env.Logf("warning: %d shard files from an earlier run with more shards are still there (e.g. %s)", len(stale), old[stale[0]])
+		}
+	}
+}
+
+func first(m map[int]string) string {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return m[keys[0]]
+}
