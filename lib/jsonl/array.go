@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -152,7 +153,7 @@ func (s *arraySource) readString() error {
 	for {
 		chunk, err := s.br.ReadSlice('"')
 		s.stats.Bytes += int64(len(chunk))
-		s.buf = append(s.buf, chunk...)
+		s.appendStringChunk(chunk)
 		if err == bufio.ErrBufferFull {
 			continue
 		}
@@ -170,6 +171,27 @@ func (s *arraySource) readString() error {
 		if n%2 == 0 {
 			return nil
 		}
+	}
+}
+
+// appendStringChunk copies part of a string. A raw line break inside a
+// string is invalid JSON that some writers produce; it is escaped (and
+// counted as a line) so the element still fits on one output line.
+func (s *arraySource) appendStringChunk(chunk []byte) {
+	for {
+		i := bytes.IndexAny(chunk, "\r\n")
+		if i < 0 {
+			s.buf = append(s.buf, chunk...)
+			return
+		}
+		s.buf = append(s.buf, chunk[:i]...)
+		if chunk[i] == '\n' {
+			s.line++
+			s.buf = append(s.buf, '\\', 'n')
+		} else {
+			s.buf = append(s.buf, '\\', 'r')
+		}
+		chunk = chunk[i+1:]
 	}
 }
 

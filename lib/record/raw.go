@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -39,7 +40,7 @@ func EachField(raw []byte, fn func(key string, value []byte) error) error {
 		if err != nil {
 			return err
 		}
-		if err := fn(string(key[1:len(key)-1]), b[i:end]); err != nil {
+		if err := fn(string(key), b[i:end]); err != nil {
 			return err
 		}
 		i = skipSpace(b, end)
@@ -152,25 +153,30 @@ func skipValue(b []byte, i int) (int, error) {
 }
 
 // AppendCanonical appends the canonical form of a prompt: every role and
-// content of its messages, or its completion text, joined by separators no
-// text contains. Two prompts are the same prompt exactly when their
-// canonical forms are equal; ids and dedup keys are derived from it.
+// content of its messages (and tool calls), or its completion text, each
+// length-prefixed so that no content can imitate a boundary. Two prompts
+// are the same prompt exactly when their canonical forms are equal; ids and
+// dedup keys are derived from it.
 func (p *Prompt) AppendCanonical(dst []byte) []byte {
 	if len(p.Messages) == 0 && p.Prompt != nil {
-		dst = append(dst, "\x00prompt\x1f"...)
-		return append(dst, *p.Prompt...)
+		dst = append(dst, 'P')
+		return appendLenPrefixed(dst, *p.Prompt)
 	}
 	for _, m := range p.Messages {
-		dst = append(dst, 0)
-		dst = append(dst, m.Role...)
-		dst = append(dst, 0x1f)
-		dst = append(dst, m.Content...)
+		dst = append(dst, 'M')
+		dst = appendLenPrefixed(dst, m.Role)
+		dst = appendLenPrefixed(dst, m.Content)
 		if len(m.ToolCalls) > 0 {
-			dst = append(dst, 0x1e)
-			dst = append(dst, m.ToolCalls...)
+			dst = append(dst, 'T')
+			dst = appendLenPrefixed(dst, string(m.ToolCalls))
 		}
 	}
 	return dst
+}
+
+func appendLenPrefixed(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
 }
 
 // HasPrompt reports whether p carries something to generate from.

@@ -1,0 +1,295 @@
+package jsonl
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// got is what a test sees of one Next call.
+type got struct {
+	data   string
+	line   int64
+	reason string // InputError reason, "" for a record
+}
+
+// readAll drains r, collecting records and input errors in order.
+func readAll(t testing.TB, r *Reader) []got {
+	t.Helper()
+	var out []got
+	for i := 0; ; i++ {
+		if i > 1_000_000 {
+			t.Fatal("reader does not terminate")
+		}
+		rec, err := r.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("Next returned %T %v, want *InputError or io.EOF", err, err)
+			}
+			out = append(out, got{line: ie.Line, reason: ie.Reason})
+			continue
+		}
+		out = append(out, got{data: string(rec.Data), line: rec.Line})
+	}
+}
+
+func gz(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func zst(t testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestReaderFormats(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		want  []got
+	}{
+		{"jsonl", "{\"a\":1}\n{\"a\":2}\n", []got{{data: `{"a":1}`, line: 1}, {data: `{"a":2}`, line: 2}}},
+		{"no final newline", "{\"a\":1}\n{\"a\":2}", []got{{data: `{"a":1}`, line: 1}, {data: `{"a":2}`, line: 2}}},
+		{"crlf", "{\"a\":1}\r\n{\"a\":2}\r\n", []got{{data: `{"a":1}`, line: 1}, {data: `{"a":2}`, line: 2}}},
+		{"blank lines skipped, numbering kept", "\n{\"a\":1}\n  \t\n\r\n{\"a\":2}\n\n", []got{{data: `{"a":1}`, line: 2}, {data: `{"a":2}`, line: 5}}},
+		{"malformed line passes through for the stage to judge", "{\"a\":1}\n{oops\n{\"a\":3}\n", []got{{data: `{"a":1}`, line: 1}, {data: `{oops`, line: 2}, {data: `{"a":3}`, line: 3}}},
+		{"bom", "\ufeff{\"a\":1}\n", []got{{data: `{"a":1}`, line: 1}}},
+		{"empty input", "", nil},
+		{"array", "[{\"a\":1},{\"a\":2}]", []got{{data: `{"a":1}`, line: 1}, {data: `{"a":2}`, line: 1}}},
+		{"pretty array compacted, line of each element", "[\n  {\n    \"a\": \"x y\",\n    \"b\": [1, 2]\n  },\n  {\"a\": \"q\\\"]}\"}\n]\n",
+			[]got{{data: `{"a":"x y","b":[1,2]}`, line: 2}, {data: `{"a":"q\"]}"}`, line: 6}}},
+		{"empty array", "  [ ]  ", nil},
+		{"array of scalars", "[1, \"two\", null]", []got{{data: `1`, line: 1}, {data: `"two"`, line: 1}, {data: `null`, line: 1}}},
+		{"truncated array", "[{\"a\":1},\n{\"a\":", []got{{data: `{"a":1}`, line: 1}, {line: 2, reason: ReasonUnreadable}}},
+		{"garbage after array", "[{\"a\":1}] x", []got{{data: `{"a":1}`, line: 1}, {line: 1, reason: ReasonUnreadable}}},
+		{"missing comma", "[{\"a\":1} {\"a\":2}]", []got{{data: `{"a":1}`, line: 1}, {line: 1, reason: ReasonUnreadable}}},
+	}
+	for _, tt := range tests {
+		for _, enc := range []string{"plain", "gzip", "zstd"} {
+			t.Run(tt.name+"/"+enc, func(t *testing.T) {
+				input := []byte(tt.input)
+				switch enc {
+				case "gzip":
+					input = gz(t, input)
+				case "zstd":
+					input = zst(t, input)
+				}
+				r := NewReader(nil, bytes.NewReader(input), Options{})
+				out := readAll(t, r)
+				if fmt.Sprint(out) != fmt.Sprint(tt.want) {
+					t.Fatalf("got  %v\nwant %v", out, tt.want)
+				}
+			})
+		}
+	}
+}
+
+func TestReaderLongLines(t *testing.T) {
+	long := `{"text":"` + strings.Repeat("x", 3*readBufferSize) + `"}`
+	input := "{\"a\":1}\n" + long + "\n{\"a\":2}\n"
+	// Under the limit: the long line arrives whole.
+	out := readAll(t, NewReader(nil, strings.NewReader(input), Options{}))
+	if len(out) != 3 || out[1].data != long || out[2].line != 3 {
+		t.Fatalf("long line not read whole: %d records", len(out))
+	}
+	// Over the limit: reported with its line, and the stream goes on.
+	out = readAll(t, NewReader(nil, strings.NewReader(input), Options{MaxLine: readBufferSize}))
+	want := []got{{data: `{"a":1}`, line: 1}, {line: 2, reason: ReasonLineTooLong}, {data: `{"a":2}`, line: 3}}
+	if fmt.Sprint(out) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", out, want)
+	}
+}
+
+// TestReader64MiBLine is the contract's floor: a 64 MiB line is a record.
+func TestReader64MiBLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 128 MiB")
+	}
+	payload := bytes.Repeat([]byte("y"), DefaultMaxLine-16)
+	line := append(append([]byte(`{"t":"`), payload...), `"}`...)
+	r := NewReader(nil, bytes.NewReader(append(line, '\n')), Options{})
+	rec, err := r.Next()
+	if err != nil || len(rec.Data) != len(line) {
+		t.Fatalf("64 MiB line: err %v, got %d bytes want %d", err, len(rec.Data), len(line))
+	}
+}
+
+func TestReaderFilesAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	lines := []byte("{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n")
+	full := gz(t, bytes.Repeat(lines, 20000))
+	a := write("a.jsonl", lines)
+	trunc := write("trunc.jsonl.gz", full[:len(full)/2])
+	notParquet := write("fake.parquet", []byte("{\"n\":1}\n"))
+	b := write("b.json.zst", zst(t, []byte(`[{"n":4}]`)))
+	missing := filepath.Join(dir, "missing.jsonl")
+
+	r := NewReader([]string{a, trunc, notParquet, missing, "-", b}, strings.NewReader("{\"n\":0}\n"), Options{})
+	var records int
+	var errs []*InputError
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		var ie *InputError
+		if errors.As(err, &ie) {
+			errs = append(errs, ie)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.File == "" || rec.Line < 1 {
+			t.Fatalf("record without position: %+v", rec)
+		}
+		records++
+	}
+	if len(errs) != 3 {
+		t.Fatalf("want 3 input errors (truncated, not parquet, missing), got %v", errs)
+	}
+	if errs[0].File != trunc || errs[0].Line < 2 || !strings.Contains(errs[0].Error(), "truncated") {
+		t.Errorf("truncated gzip: %v", errs[0])
+	}
+	if errs[1].File != notParquet || !errors.Is(errs[1], ErrNotParquet) {
+		t.Errorf("fake parquet: %v", errs[1])
+	}
+	if errs[2].File != missing || !errors.Is(errs[2], os.ErrNotExist) {
+		t.Errorf("missing file: %v", errs[2])
+	}
+	// a.jsonl (3) + the good prefix of the truncated file + stdin (1) + b (1).
+	goodPrefix := int(errs[0].Line - 1)
+	if want := 3 + goodPrefix + 1 + 1; records != want {
+		t.Errorf("records %d, want %d", records, want)
+	}
+	if r.Stats.Files != 6 {
+		t.Errorf("files %d, want 6", r.Stats.Files)
+	}
+}
+
+func TestParquetRealData(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "data", "real")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("real datasets not found at %s", dir)
+	}
+	for _, name := range []string{"ii_0625_style.parquet", "ii_3m_style.parquet"} {
+		path := filepath.Join(dir, name)
+		r := NewReader([]string{path}, nil, Options{})
+		out := readAll(t, r)
+		if len(out) != 500 {
+			t.Fatalf("%s: %d records, want 500", name, len(out))
+		}
+		for i, g := range out {
+			if g.reason != "" || g.line != int64(i+1) || !strings.Contains(g.data, `"conversations":[{"from":"human"`) {
+				t.Fatalf("%s row %d: %+v", name, i+1, g)
+			}
+		}
+		// The same file through stdin is spooled and reads the same.
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := readAll(t, NewReader(nil, f, Options{}))
+		f.Close()
+		if fmt.Sprint(again) != fmt.Sprint(out) {
+			t.Fatalf("%s via stdin differs", name)
+		}
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	for _, seed := range []string{
+		"{\"a\":1}\n{\"a\":2}\n", "[{\"a\":1},{\"b\":[1,2]}]", "\r\n\r\n", "[\"x\\\"\",", "{\"a\":\"\xff\"}\n", "PAR1garbage",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		r := NewReader(nil, bytes.NewReader(input), Options{MaxLine: 1 << 12})
+		var total int
+		for i := 0; ; i++ {
+			if i > len(input)+10 {
+				t.Fatalf("more results than input bytes: reader loops")
+			}
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			var ie *InputError
+			if err != nil && !errors.As(err, &ie) {
+				t.Fatalf("unexpected error type %T: %v", err, err)
+			}
+			if err == nil {
+				if bytes.ContainsAny(rec.Data, "\n") {
+					t.Fatalf("record contains a newline: %q", rec.Data)
+				}
+				total += len(rec.Data)
+			}
+		}
+		// Escaping a raw line break in an array string adds one byte per break.
+		if total > 2*len(input) {
+			t.Fatalf("records hold %d bytes, input only %d", total, len(input))
+		}
+	})
+}
+
+func BenchmarkReaderJSONL(b *testing.B) {
+	line := `{"id":"x","conversations":[{"from":"human","value":"` + strings.Repeat("lorem ipsum ", 50) + `"}]}` + "\n"
+	input := []byte(strings.Repeat(line, 20000))
+	b.SetBytes(int64(len(input)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := NewReader(nil, bytes.NewReader(input), Options{})
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
+
+func BenchmarkReaderArray(b *testing.B) {
+	elem := `{"id":"x","conversations":[{"from":"human","value":"` + strings.Repeat("lorem ipsum ", 50) + `"}]}`
+	input := []byte("[" + strings.Repeat(elem+",\n", 19999) + elem + "]")
+	b.SetBytes(int64(len(input)))
+	for b.Loop() {
+		r := NewReader(nil, bytes.NewReader(input), Options{})
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
