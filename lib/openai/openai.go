@@ -1,0 +1,441 @@
+// Package openai holds the client side of the wire: the request and
+// response shapes of the OpenAI-compatible chat and completions APIs as
+// SGLang serves them, SGLang's native /generate, /v1/models,
+// /get_server_info (or /server_info) and SGLang's error bodies.
+//
+// The shapes follow SGLang's documented protocol (entrypoints/openai/
+// protocol.py, the native API docs) and OpenAI's API reference; golden
+// JSON in testdata/openai pins them. The simulator writes its own types,
+// so a misunderstanding of the protocol shows up as a failing test rather
+// than cancelling out.
+package openai
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/segmentio/encoding/json"
+)
+
+// Paths of the endpoints infer talks to, relative to a server's base URL.
+const (
+	PathChat        = "/v1/chat/completions"
+	PathCompletions = "/v1/completions"
+	PathGenerate    = "/generate"
+	PathModels      = "/v1/models"
+	PathServerInfo  = "/get_server_info"
+	// PathServerInfoNew is the name newer SGLang releases use.
+	PathServerInfoNew = "/server_info"
+	PathHealth        = "/health"
+)
+
+// Message is one chat turn of a request.
+type Message struct {
+	Role      string          `json:"role"`
+	Content   string          `json:"content"`
+	Name      string          `json:"name,omitempty"`
+	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// Sampling holds the sampling settings every API takes. Nil fields are
+// left out so the server's own defaults (or the model's generation
+// config) apply.
+type Sampling struct {
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+}
+
+// ChatRequest is the body of POST /v1/chat/completions.
+type ChatRequest struct {
+	Model    string    `json:"model,omitempty"`
+	Messages []Message `json:"messages"`
+	Sampling
+	Stream bool `json:"stream,omitempty"`
+}
+
+// CompletionRequest is the body of POST /v1/completions.
+type CompletionRequest struct {
+	Model  string `json:"model,omitempty"`
+	Prompt string `json:"prompt"`
+	Sampling
+	Stream bool `json:"stream,omitempty"`
+}
+
+// GenerateSampling is /generate's sampling_params. SGLang's native names
+// differ from OpenAI's: max_new_tokens and sampling_seed.
+type GenerateSampling struct {
+	MaxNewTokens *int     `json:"max_new_tokens,omitempty"`
+	Temperature  *float64 `json:"temperature,omitempty"`
+	TopP         *float64 `json:"top_p,omitempty"`
+	SamplingSeed *int64   `json:"sampling_seed,omitempty"`
+	Stop         []string `json:"stop,omitempty"`
+}
+
+// GenerateRequest is the body of SGLang's native POST /generate.
+type GenerateRequest struct {
+	Text           string           `json:"text"`
+	SamplingParams GenerateSampling `json:"sampling_params"`
+	Stream         bool             `json:"stream,omitempty"`
+}
+
+// NativeSamplingName maps an OpenAI sampling parameter name to the name
+// /generate's sampling_params uses for it; other names are the same.
+func NativeSamplingName(openaiName string) string {
+	switch openaiName {
+	case "max_tokens", "max_completion_tokens":
+		return "max_new_tokens"
+	case "seed":
+		return "sampling_seed"
+	case "min_tokens":
+		return "min_new_tokens"
+	}
+	return openaiName
+}
+
+// Usage is the token accounting of an OpenAI-style response.
+type Usage struct {
+	PromptTokens        int                  `json:"prompt_tokens"`
+	CompletionTokens    int                  `json:"completion_tokens"`
+	TotalTokens         int                  `json:"total_tokens"`
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	ReasoningTokens     int                  `json:"reasoning_tokens,omitempty"`
+}
+
+// PromptTokensDetails carries cached_tokens (SGLang sends it with
+// --enable-cache-report).
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func (u *Usage) cached() int {
+	if u == nil || u.PromptTokensDetails == nil {
+		return 0
+	}
+	return u.PromptTokensDetails.CachedTokens
+}
+
+// ChatResponse is the body of a non-streaming chat completion.
+type ChatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage"`
+}
+
+// ChatChoice is one answer of a chat completion.
+type ChatChoice struct {
+	Index        int             `json:"index"`
+	Message      ChatMessage     `json:"message"`
+	FinishReason *string         `json:"finish_reason"`
+	MatchedStop  json.RawMessage `json:"matched_stop,omitempty"` // SGLang: token id or string
+}
+
+// ChatMessage is the assistant turn of a chat answer. ReasoningContent is
+// set by SGLang when a --reasoning-parser splits out the thinking part.
+type ChatMessage struct {
+	Role             string          `json:"role"`
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// CompletionResponse is the body of a non-streaming text completion.
+type CompletionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   *Usage             `json:"usage"`
+}
+
+// CompletionChoice is one answer of a text completion.
+type CompletionChoice struct {
+	Index        int             `json:"index"`
+	Text         string          `json:"text"`
+	FinishReason *string         `json:"finish_reason"`
+	MatchedStop  json.RawMessage `json:"matched_stop,omitempty"`
+}
+
+// GenerateResponse is the body of SGLang's native /generate for one prompt.
+type GenerateResponse struct {
+	Text      string       `json:"text"`
+	OutputIDs []int        `json:"output_ids,omitempty"`
+	MetaInfo  GenerateMeta `json:"meta_info"`
+}
+
+// GenerateMeta is /generate's meta_info.
+type GenerateMeta struct {
+	ID               string        `json:"id"`
+	FinishReason     *NativeFinish `json:"finish_reason"`
+	PromptTokens     int           `json:"prompt_tokens"`
+	CompletionTokens int           `json:"completion_tokens"`
+	CachedTokens     int           `json:"cached_tokens"`
+	E2ELatency       float64       `json:"e2e_latency"`
+}
+
+// NativeFinish is SGLang's structured finish reason: {"type": "stop",
+// "matched": ...}, {"type": "length", "length": n}, or {"type": "abort",
+// "message": ..., "status_code": ...}.
+type NativeFinish struct {
+	Type       string          `json:"type"`
+	Matched    json.RawMessage `json:"matched,omitempty"`
+	Length     int             `json:"length,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	StatusCode int             `json:"status_code,omitempty"`
+	ErrType    string          `json:"err_type,omitempty"`
+}
+
+// ModelList is the body of GET /v1/models.
+type ModelList struct {
+	Object string  `json:"object"`
+	Data   []Model `json:"data"`
+}
+
+// Model is one entry of /v1/models. MaxModelLen is SGLang's (and vLLM's)
+// context length.
+type Model struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Root        string `json:"root,omitempty"`
+	MaxModelLen int    `json:"max_model_len,omitempty"`
+}
+
+// ServerInfo is the part of SGLang's /get_server_info infer reads: the
+// server arguments flattened at the top level, the scheduler's limits and
+// one internal state per data-parallel rank.
+type ServerInfo struct {
+	ModelPath          string          `json:"model_path"`
+	ServedModelName    string          `json:"served_model_name"`
+	MaxRunningRequests *int            `json:"max_running_requests"`
+	ContextLength      *int            `json:"context_length"`
+	MaxTotalNumTokens  int             `json:"max_total_num_tokens"`
+	DPSize             int             `json:"dp_size"`
+	InternalStates     []InternalState `json:"internal_states"`
+	Version            string          `json:"version"`
+}
+
+// InternalState is one data-parallel rank's state in /get_server_info.
+type InternalState struct {
+	MaxRunningRequests          int `json:"max_running_requests"`
+	EffectiveMaxRunningRequests int `json:"effective_max_running_requests_per_dp"`
+}
+
+// Slots is the number of requests the server runs at once: its
+// max_running_requests, or the sum over data-parallel ranks when only the
+// internal states carry it. Zero when the server does not say.
+func (s *ServerInfo) Slots() int {
+	if s.MaxRunningRequests != nil && *s.MaxRunningRequests > 0 {
+		return *s.MaxRunningRequests
+	}
+	total := 0
+	for _, st := range s.InternalStates {
+		switch {
+		case st.MaxRunningRequests > 0:
+			total += st.MaxRunningRequests
+		case st.EffectiveMaxRunningRequests > 0:
+			total += st.EffectiveMaxRunningRequests
+		}
+	}
+	return total
+}
+
+// Completion is one answer in the form every API is reduced to.
+type Completion struct {
+	Text             string
+	Reasoning        string
+	FinishReason     string // as the server said: stop, length, abort, tool_calls, ...
+	PromptTokens     int
+	CompletionTokens int
+	CachedTokens     int
+	Model            string
+	// AbortStatus is the HTTP status an aborted /generate carried, if any.
+	AbortStatus  int
+	AbortMessage string
+}
+
+// ErrNoChoices is returned for a response without any answer in it.
+var ErrNoChoices = errors.New("response has no choices")
+
+// ParseChat reads a chat completion body.
+func ParseChat(body []byte) (Completion, error) {
+	var r ChatResponse
+	if err := decode(body, &r); err != nil {
+		return Completion{}, err
+	}
+	if len(r.Choices) == 0 {
+		return Completion{}, ErrNoChoices
+	}
+	ch := r.Choices[0]
+	c := Completion{FinishReason: deref(ch.FinishReason), Model: r.Model}
+	c.Text = deref(ch.Message.Content)
+	c.Reasoning = deref(ch.Message.ReasoningContent)
+	if r.Usage != nil {
+		c.PromptTokens, c.CompletionTokens, c.CachedTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.cached()
+	}
+	return c, nil
+}
+
+// ParseCompletion reads a text completion body.
+func ParseCompletion(body []byte) (Completion, error) {
+	var r CompletionResponse
+	if err := decode(body, &r); err != nil {
+		return Completion{}, err
+	}
+	if len(r.Choices) == 0 {
+		return Completion{}, ErrNoChoices
+	}
+	ch := r.Choices[0]
+	c := Completion{Text: ch.Text, FinishReason: deref(ch.FinishReason), Model: r.Model}
+	if r.Usage != nil {
+		c.PromptTokens, c.CompletionTokens, c.CachedTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.cached()
+	}
+	return c, nil
+}
+
+// ParseGenerate reads a native /generate body for one prompt.
+func ParseGenerate(body []byte) (Completion, error) {
+	var r GenerateResponse
+	if err := decode(body, &r); err != nil {
+		return Completion{}, err
+	}
+	m := r.MetaInfo
+	c := Completion{Text: r.Text, PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CachedTokens: m.CachedTokens}
+	if f := m.FinishReason; f != nil {
+		c.FinishReason = f.Type
+		if f.Type == "abort" {
+			c.AbortStatus, c.AbortMessage = f.StatusCode, f.Message
+		}
+	}
+	return c, nil
+}
+
+// ParseModels reads a /v1/models body.
+func ParseModels(body []byte) (ModelList, error) {
+	var l ModelList
+	err := decode(body, &l)
+	return l, err
+}
+
+// ParseServerInfo reads a /get_server_info body.
+func ParseServerInfo(body []byte) (ServerInfo, error) {
+	var s ServerInfo
+	err := decode(body, &s)
+	return s, err
+}
+
+// ErrorResponse is SGLang's error body on the OpenAI-compatible routes: a
+// flat object. OpenAI itself (and vLLM) nest the same fields under
+// "error", and SGLang's native routes send {"error": {"message": ...}}.
+type ErrorResponse struct {
+	Object  string          `json:"object"`
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Param   *string         `json:"param"`
+	Code    json.RawMessage `json:"code"`
+}
+
+type nestedError struct {
+	Error json.RawMessage `json:"error"`
+	// FastAPI's own validation and HTTP errors.
+	Detail json.RawMessage `json:"detail"`
+}
+
+// maxErrorText bounds how much of an unrecognised error body is kept.
+const maxErrorText = 512
+
+// ErrorMessage extracts the human message from an error body, whichever
+// of the known shapes it has; otherwise the body's text, trimmed and
+// bounded. It never fails.
+func ErrorMessage(body []byte) string {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '{' {
+		var flat ErrorResponse
+		if json.Unmarshal(body, &flat) == nil && flat.Message != "" {
+			return bounded(flat.Message)
+		}
+		var n nestedError
+		if json.Unmarshal(body, &n) == nil {
+			if msg := messageOf(n.Error); msg != "" {
+				return msg
+			}
+			if msg := messageOf(n.Detail); msg != "" {
+				return msg
+			}
+		}
+	}
+	return bounded(strings.TrimSpace(string(body)))
+}
+
+// messageOf reads a message from a value that is a string, an object with
+// "message" (or "msg"), or a list of such objects.
+func messageOf(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return bounded(s)
+		}
+	case '{':
+		var o struct {
+			Message string `json:"message"`
+			Msg     string `json:"msg"`
+		}
+		if json.Unmarshal(raw, &o) == nil {
+			if o.Message != "" {
+				return bounded(o.Message)
+			}
+			return bounded(o.Msg)
+		}
+	case '[':
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) == nil {
+			parts := make([]string, 0, len(list))
+			for _, item := range list {
+				if m := messageOf(item); m != "" {
+					parts = append(parts, m)
+				}
+			}
+			return bounded(strings.Join(parts, "; "))
+		}
+	}
+	return bounded(string(raw))
+}
+
+func bounded(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	cut := maxErrorText
+	for cut > 0 && (s[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("malformed response body: %w", err)
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
