@@ -1,0 +1,198 @@
+package extract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+)
+
+// Description is extract's --help text.
+const Description = `Pull chat prompts out of instruction datasets and write them as prompt records.
+
+  extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
+  extract --turns each --keep category mt_bench_question.jsonl > mt_bench.jsonl
+  extract --lang en --min-chars 20 --limit 1000 --source ii-0625 --keep label,langdetect shard-*.parquet
+
+Inputs are JSONL, JSON arrays or Parquet files, plain, gzip or zstd (by content, not name),
+or stdin. Each record's layout is detected unless --format says it: batch (custom_id + body),
+sharegpt (conversations of from/value, as in Infinity-Instruct), openai (messages of
+role/content, content as text or a list of text parts), alpaca (instruction, input, history),
+mt-bench (turns), plain (prompt, question or text), tried in that order.
+
+A record that gives no prompt (no user turn, empty, malformed, unknown layout, ...) is
+rejected: counted by reason, shown with file and line, written to --rejects, and the run
+exits 3. Records left out by --lang, --min-chars or --max-chars are counted as filtered.`
+
+// Command is the extract tool.
+type Command struct {
+	cli.Globals
+
+	Files    []string      `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
+	Output   string        `short:"o" default:"-" help:"Write prompt records to this file ('-' is stdout; .gz/.zst compress). A file appears only when complete, so a crash leaves no partial output."`
+	Format   string        `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,plain" help:"Record layout: auto detects it per record (${enum})."`
+	Turns    string        `default:"first" enum:"first,all-but-last,each" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>')."`
+	IDPrefix string        `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`
+	IDField  string        `name:"id-field" default:"" help:"Take ids from this field (default: id, question_id or custom_id, whichever is set). Records without one get a hash of their prompt."`
+	Keep     string        `default:"" help:"Copy these dataset fields into meta, e.g. label,langdetect,source,reward."`
+	Source   string        `default:"" help:"Set the records' source (provenance), e.g. infinity-instruct/0625."`
+	MinChars int           `name:"min-chars" default:"0" help:"Leave out prompts with fewer characters (all message contents counted, system included)."`
+	MaxChars int           `name:"max-chars" default:"0" help:"Leave out prompts with more characters (0: no limit)."`
+	Lang     string        `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
+	Limit    int64         `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
+	Rejects  string        `default:"" help:"Also write every rejected record, with its reason, file and line, to this file."`
+	Progress time.Duration `default:"30s" help:"Report progress on stderr this often when it is not a terminal (0: never)."`
+}
+
+func (c *Command) options() Options {
+	return Options{
+		Format: c.Format, Turns: c.Turns, IDPrefix: c.IDPrefix, IDField: c.IDField,
+		Keep: splitList(c.Keep), Source: c.Source, MinChars: c.MinChars, MaxChars: c.MaxChars,
+		Lang: splitList(c.Lang),
+	}
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(list string) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// counts is the run's accounting. Every candidate (a record, or a user turn
+// with --turns each; an unreadable input counts as one) ends up exactly
+// once as written, rejected or filtered.
+type counts struct {
+	read       atomic.Int64 // records, and inputs the reader could not read
+	candidates atomic.Int64
+	wrote      atomic.Int64
+	filtered   map[string]int64
+}
+
+// Run extracts the prompts of every input.
+func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+	if c.MinChars < 0 || c.MaxChars < 0 || c.Limit < 0 {
+		return cli.Usagef("--min-chars, --max-chars and --limit cannot be negative")
+	}
+	x, err := NewExtractor(c.options())
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Atomic: true, Overwrite: true})
+	if err != nil {
+		return err
+	}
+	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	if err != nil {
+		out.Abort()
+		return err
+	}
+	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	n := &counts{filtered: map[string]int64{}}
+	start := time.Now()
+	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
+		secs := time.Since(start).Seconds()
+		return []string{fmt.Sprintf("read %d, wrote %d (%.0f records/s)", n.read.Load(), n.wrote.Load(), float64(n.read.Load())/secs)}
+	})
+	err = c.extract(ctx, in, x, out, rejects, n)
+	progress.Stop()
+	in.Close() // inputs are only read: nothing to lose on close
+	if err != nil {
+		out.Abort()
+		rejects.Close()
+		return err
+	}
+	werr := out.Close()
+	env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))
+	rerr := rejects.Close()
+	switch {
+	case werr != nil:
+		return fmt.Errorf("writing %s: %w", out.Path(), werr)
+	case cli.Interrupted(ctx):
+		return context.Cause(ctx)
+	}
+	return rerr
+}
+
+// extract is the record loop.
+func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+	for {
+		if n.read.Load()&1023 == 0 && ctx.Err() != nil {
+			return nil
+		}
+		rec, err := in.Next()
+		if err == io.EOF {
+			return nil
+		}
+		n.read.Add(1)
+		if err != nil {
+			var ie *jsonl.InputError
+			if !errors.As(err, &ie) {
+				return err
+			}
+			n.candidates.Add(1)
+			if err := rejects.Input(err); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, cand := range x.Convert(rec.Data) {
+			n.candidates.Add(1)
+			switch {
+			case cand.Out != nil:
+				if err := out.Write(cand.Out); err != nil {
+					return fmt.Errorf("writing %s: %w", out.Path(), err)
+				}
+				if n.wrote.Add(1) == c.Limit {
+					return nil
+				}
+			case cand.Filtered:
+				n.filtered[cand.Reason]++
+			default:
+				if err := rejects.Add(rec, cand.Reason, cand.Detail); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// summary is the one line printed at the end, e.g.
+// "read 660000, wrote 658671, rejected 1329 (no_user_turn 1200, empty 129)".
+func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "read %d", n.read.Load())
+	if perTurn {
+		fmt.Fprintf(&b, " (%d turns)", n.candidates.Load())
+	}
+	fmt.Fprintf(&b, ", wrote %d, %s", n.wrote.Load(), rejects.Summary())
+	var total int64
+	reasons := make([]string, 0, len(n.filtered))
+	for r, k := range n.filtered {
+		total += k
+		reasons = append(reasons, r)
+	}
+	if total > 0 {
+		sort.Slice(reasons, func(i, j int) bool {
+			a, b := n.filtered[reasons[i]], n.filtered[reasons[j]]
+			return a > b || (a == b && reasons[i] < reasons[j])
+		})
+		parts := make([]string, len(reasons))
+		for i, r := range reasons {
+			parts[i] = fmt.Sprintf("%s %d", r, n.filtered[r])
+		}
+		fmt.Fprintf(&b, ", filtered %d (%s)", total, strings.Join(parts, ", "))
+	}
+	return b.String()
+}
