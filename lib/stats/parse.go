@@ -1,0 +1,307 @@
+package stats
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/segmentio/encoding/json"
+	"github.com/zeebo/xxh3"
+
+	"tokenmill/lib/jsonl"
+	"tokenmill/lib/record"
+)
+
+// Reject reasons of stats, besides the reader's line_too_long and unreadable.
+const (
+	ReasonMissingID = "missing_id" // no id, null, or ""
+	ReasonWrongType = "wrong_type" // a field stats reads has the wrong JSON type
+	ReasonNoPrompt  = "no_prompt"  // neither "messages" nor "prompt"
+	ReasonBadValue  = "bad_value"  // a negative token count or latency
+)
+
+// chars is the length in characters (Unicode code points) of a JSON string,
+// counted on the raw literal so the text is never unescaped or copied: an
+// escape counts as the one character it stands for. Invalid UTF-8 counts
+// one per byte, as a decoder replacing it with U+FFFD would.
+type chars struct {
+	n   int
+	set bool // a string was present (null and absence leave it false)
+}
+
+func (c *chars) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("a text field (content, prompt, text or reasoning) should be a string, not %s", jsonKind(b))
+	}
+	c.n, c.set = countChars(b[1:len(b)-1]), true
+	return nil
+}
+
+// countChars counts the characters of the inside of a valid JSON string
+// literal.
+func countChars(s []byte) int {
+	n := 0
+	for {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			return n + utf8.RuneCount(s)
+		}
+		n += utf8.RuneCount(s[:i]) + 1
+		s = s[i+1:]
+		if len(s) == 0 {
+			return n
+		}
+		if s[0] != 'u' || len(s) < 5 {
+			s = s[1:]
+			continue
+		}
+		// A surrogate pair written as two escapes is one character.
+		hi, _ := strconv.ParseUint(string(s[1:5]), 16, 32)
+		s = s[5:]
+		if utf16.IsSurrogate(rune(hi)) && len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+			lo, _ := strconv.ParseUint(string(s[2:6]), 16, 32)
+			if utf16.DecodeRune(rune(hi), rune(lo)) != utf8.RuneError {
+				s = s[6:]
+			}
+		}
+	}
+}
+
+// rawID keeps the raw JSON of an id (a string or an integer) without
+// decoding it; most ids are never looked at again.
+type rawID []byte
+
+func (r *rawID) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if b[0] == '"' {
+		*r = b
+		return nil
+	}
+	// Integers (and the error for anything else) as record.ID defines them.
+	var id record.ID
+	if err := id.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*r = b
+	return nil
+}
+
+// empty reports an absent, null or "" id.
+func (r rawID) empty() bool { return len(r) == 0 || string(r) == `""` }
+
+// text is the id as a person reads it: the string's text or the integer.
+func (r rawID) text() record.ID {
+	var id record.ID
+	_ = id.UnmarshalJSON(r) // validated when parsed
+	return id
+}
+
+// The small views of the record contract stats decodes: only the fields it
+// reports, lengths as counts, strings aliasing the input line.
+type (
+	lineView struct {
+		ID       rawID         `json:"id"`
+		Messages []messageView `json:"messages"`
+		Prompt   chars         `json:"prompt"`
+		Source   string        `json:"source"`
+		Sample   int           `json:"sample"`
+		Output   *outputView   `json:"output"`
+		Error    *errorView    `json:"error"`
+	}
+	messageView struct {
+		Content chars `json:"content"`
+	}
+	outputView struct {
+		Text         chars      `json:"text"`
+		Reasoning    chars      `json:"reasoning"`
+		FinishReason string     `json:"finish_reason"`
+		Usage        *usageView `json:"usage"`
+		Endpoint     string     `json:"endpoint"`
+		LatencyMS    int64      `json:"latency_ms"`
+		Sample       int        `json:"sample"`
+	}
+	usageView struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	}
+	errorView struct {
+		Status   int    `json:"status"`
+		Message  string `json:"message"`
+		Endpoint string `json:"endpoint"`
+		Sample   int    `json:"sample"`
+	}
+)
+
+// fact is what one record contributes to the report. Its strings alias the
+// line it came from.
+type fact struct {
+	kind     record.Kind
+	id       rawID
+	key      uint64 // hash of (kind class, id, sample) for the duplicate count
+	sample   int
+	source   string
+	prompt   int // characters of all message contents, or of "prompt"
+	usage    bool
+	pTokens  int64
+	cTokens  int64
+	answer   int
+	hasReas  bool
+	reason   int
+	finish   string
+	endpoint string
+	latency  int64
+	status   int
+	message  string
+}
+
+// parseError is a record stats cannot use, with its reject reason.
+type parseError struct {
+	reason string
+	err    error
+}
+
+func (e *parseError) Error() string { return e.reason + ": " + e.err.Error() }
+
+// parse reads one record into f.
+func parse(data []byte, f *fact) *parseError {
+	var v lineView
+	if err := record.Decode(data, &v); err != nil {
+		return classify(data, err)
+	}
+	if v.ID.empty() {
+		return &parseError{ReasonMissingID, errors.New(`record has no "id"`)}
+	}
+	if v.Messages == nil && !v.Prompt.set {
+		return &parseError{ReasonNoPrompt, errors.New(`record has neither "messages" nor "prompt"`)}
+	}
+	*f = fact{id: v.ID, source: v.Source, sample: v.Sample, prompt: v.Prompt.n}
+	for _, m := range v.Messages {
+		f.prompt += m.Content.n
+	}
+	class := byte('p') // prompts apart from answers: a prompt file and its generations share ids
+	switch {
+	case v.Output != nil:
+		o := v.Output
+		f.kind, f.sample, class = record.KindGeneration, o.Sample, 'g'
+		f.answer, f.hasReas, f.reason = o.Text.n, o.Reasoning.n > 0, o.Reasoning.n
+		f.finish, f.endpoint, f.latency = o.FinishReason, o.Endpoint, o.LatencyMS
+		if o.Usage != nil {
+			f.usage, f.pTokens, f.cTokens = true, o.Usage.PromptTokens, o.Usage.CompletionTokens
+		}
+		if f.latency < 0 || f.pTokens < 0 || f.cTokens < 0 {
+			return &parseError{ReasonBadValue, errors.New("negative latency_ms or token count")}
+		}
+	case v.Error != nil:
+		e := v.Error
+		f.kind, f.sample, class = record.KindError, e.Sample, 'g' // an error and an answer for one (id, sample) repeat it
+		f.status, f.message, f.endpoint = e.Status, e.Message, e.Endpoint
+	default:
+		f.kind = record.KindPrompt
+	}
+	f.key = idKey(class, v.ID, f.sample)
+	return nil
+}
+
+// idKey hashes (class, id, sample). 64 bits keep the set small; two
+// different keys collide with probability about n²/2⁶⁵ (3e-8 for a million
+// records), which could only add one false repeat to the count.
+func idKey(class byte, id rawID, sample int) uint64 {
+	var buf [96]byte
+	b := append(buf[:0], class)
+	b = strconv.AppendInt(b, int64(sample), 10)
+	b = append(b, 0)
+	if bytes.IndexByte(id, '\\') >= 0 {
+		b = append(append(append(b, '"'), id.text().Text...), '"') // "a\u0062" and "ab" are one id
+	} else {
+		b = append(b, id...)
+	}
+	return xxh3.Hash(b)
+}
+
+// classify turns a decoding error into a reject reason.
+func classify(data []byte, err error) *parseError {
+	var typeErr *json.UnmarshalTypeError
+	var syntax *json.SyntaxError
+	switch {
+	case errors.As(err, &syntax):
+		return &parseError{jsonl.ReasonMalformedJSON, err}
+	case errors.As(err, &typeErr):
+		found := typeErr.Value
+		if unquoted, err := strconv.Unquote(found); err == nil {
+			found = unquoted // the rest of the line from the offending value on
+		}
+		if typeErr.Field == "" {
+			return &parseError{jsonl.ReasonNotObject, fmt.Errorf("record is %s, not an object", jsonKind([]byte(found)))}
+		}
+		return &parseError{ReasonWrongType, fmt.Errorf("%q should be %s, not %s", typeErr.Field, goKind(typeErr.Type), jsonKind([]byte(found)))}
+	}
+	if !json.Valid(data) {
+		return &parseError{jsonl.ReasonMalformedJSON, err}
+	}
+	if firstByte(data) != '{' {
+		return &parseError{jsonl.ReasonNotObject, errors.New("record is not a JSON object")}
+	}
+	return &parseError{ReasonWrongType, err}
+}
+
+// jsonKind names the kind of the JSON value b starts with.
+func jsonKind(b []byte) string {
+	switch firstByte(b) {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return "a number"
+	}
+	return "something else"
+}
+
+// goKind names the JSON kind a decoding target wants.
+func goKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "something else"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return t.Kind().String()
+}
+
+func firstByte(b []byte) byte {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}

@@ -1,0 +1,152 @@
+// Package stats reports what a set of prompt, generation and error records
+// holds: counts, length distributions, finish reasons, errors, repeated ids,
+// sources, and per-endpoint speed, as text tables, JSON or a plot.
+//
+// Memory: every length distribution and each endpoint's latencies keep one
+// 4-byte value per record that has it (exact percentiles), and the repeated
+// id check keeps one 8-byte hash per distinct (id, sample) in a map, about
+// 60 bytes per generation record in all: some 60 MB for a million.
+package stats
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+)
+
+// Description is the --help text.
+const Description = `Report what prompt, generation and error records hold.
+
+Reads any mix of prompt, generation (with "output") and error (with "error")
+records and prints, as aligned tables with histograms: counts by kind; prompt
+and answer lengths in characters, and in tokens from output.usage, with
+p50/p90/p99/max; finish_reason; errors by status with the commonest messages;
+(id, sample) pairs seen twice; records per source; and per endpoint the
+requests, completion tokens, tok/s and latency p50/p99. The report goes to
+stdout; bad lines are counted, shown with file:line on stderr, written to
+--rejects, and make the exit code 3 after the report.
+
+Examples:
+
+  stats gen.jsonl
+  stats --json gen.jsonl gen.errors.jsonl | jq .endpoints
+  stats --plot lengths.svg gen.jsonl
+  stats --wall 31h20m gen.jsonl          # adds tok/s over the whole run
+  zstdcat prompts.jsonl.zst | stats      # prompt records alone: counts and lengths`
+
+// Command is the stats tool.
+type Command struct {
+	cli.Globals
+	Files    []string      `arg:"" optional:"" name:"file" help:"Record files (JSONL, JSON array or Parquet; plain, gzip or zstd). None or - reads stdin."`
+	JSON     bool          `name:"json" default:"false" help:"Write the report as JSON (schema tokenmill.stats/v1) instead of tables."`
+	Plot     string        `placeholder:"FILE" default:"" help:"Also draw the length histograms and per-endpoint speed to FILE, an .svg or .png."`
+	Wall     time.Duration `default:"0s" help:"Duration of the generation run, which records do not carry: adds each endpoint's tok/s over the run and mean requests in flight."`
+	Top      int           `default:"10" help:"Error messages and sources listed in the tables (--json lists every source)."`
+	Rejects  string        `placeholder:"FILE" default:"" help:"Write bad lines here, each with a reject field (reason, file, line)."`
+	Workers  int           `default:"0" help:"Goroutines parsing records (0: one per CPU)."`
+	Progress time.Duration `default:"10s" help:"Interval of progress lines on stderr when it is not a terminal (0: none)."`
+}
+
+// Run reads the inputs and writes the report.
+func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	if err != nil {
+		return err
+	}
+	inputs := c.Files
+	if len(inputs) == 0 {
+		inputs = []string{"-"}
+	}
+	workers := c.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+
+	start := time.Now()
+	var prog progress
+	display := cli.StartProgress(ctx, env, c.Progress, func() []string {
+		return []string{fmt.Sprintf("read %s records (%s)", num(prog.records.Load()), bytesText(prog.bytes.Load()))}
+	})
+	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.Options{})
+	agg := newAggregator()
+	err = consume(ctx, reader, workers, func(b *batch, i int) error {
+		it := &b.items[i]
+		switch {
+		case it.inputErr != nil:
+			return rejects.Input(it.inputErr)
+		case b.errs[i] != nil:
+			return rejects.Add(b.record(i), b.errs[i].reason, b.errs[i].err.Error())
+		}
+		agg.add(&b.facts[i], it.file, it.line)
+		return nil
+	}, &prog)
+	display.Stop()
+	closeErr := reader.Close()
+	if err != nil {
+		return err
+	}
+
+	report := agg.report(c.Top, c.Wall.Seconds())
+	report.Inputs = inputs
+	report.Bytes = reader.Stats.Bytes
+	report.Rejected = rejects.Total()
+	report.RejectReasons = counts(rejects.Counts())
+	report.Interrupted = cli.Interrupted(ctx)
+	if err := c.write(env, report); err != nil {
+		return err
+	}
+	if c.Plot != "" {
+		if err := Plot(report, c.Plot); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	env.Logf("read %s records (%s) from %s in %s, %s", num(report.Records), bytesText(report.Bytes),
+		plural(len(inputs), "input"), time.Since(start).Round(time.Millisecond), rejects.Summary())
+	if err := rejects.Close(); err != nil {
+		return err
+	}
+	if closeErr != nil {
+		return closeErr
+	}
+	return context.Cause(ctx)
+}
+
+func (c *Command) check() error {
+	if c.Plot != "" {
+		if ext := strings.ToLower(filepath.Ext(c.Plot)); ext != ".svg" && ext != ".png" {
+			return cli.Usagef("--plot %s: the name must end in .svg or .png", c.Plot)
+		}
+	}
+	switch {
+	case c.Wall < 0:
+		return cli.Usagef("--wall must not be negative")
+	case c.Top < 0:
+		return cli.Usagef("--top must not be negative")
+	case c.Workers < 0:
+		return cli.Usagef("--workers must not be negative")
+	}
+	return nil
+}
+
+// write prints the report to stdout as text or JSON.
+func (c *Command) write(env *cli.Env, r *Report) error {
+	if !c.JSON {
+		return r.WriteText(env.Stdout, c.Top)
+	}
+	out, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = env.Stdout.Write(append(out, '\n'))
+	return err
+}
