@@ -1,0 +1,133 @@
+package merge
+
+import (
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/record"
+)
+
+// Training formats written by --to.
+const (
+	toGeneration = "generation"
+	toMessages   = "messages"
+	toShareGPT   = "sharegpt"
+)
+
+// trainMessage is a chat turn of the messages format. The reasoning of an
+// answer goes in reasoning_content, the field Qwen3-style chat templates
+// and OpenAI-compatible servers use for it.
+type trainMessage struct {
+	Role             string          `json:"role"`
+	Content          string          `json:"content"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	Name             string          `json:"name,omitempty"`
+	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+type messagesRecord struct {
+	ID       record.ID      `json:"id"`
+	Sample   int            `json:"sample,omitempty"`
+	Messages []trainMessage `json:"messages"`
+}
+
+type shareGPTTurn struct {
+	From  string `json:"from"`
+	Value string `json:"value"`
+}
+
+type shareGPTRecord struct {
+	ID            record.ID      `json:"id"`
+	Sample        int            `json:"sample,omitempty"`
+	Conversations []shareGPTTurn `json:"conversations"`
+}
+
+// shareGPTFrom names chat roles the ShareGPT way; other roles keep their
+// name.
+var shareGPTFrom = map[string]string{
+	"system":    "system",
+	"user":      "human",
+	"assistant": "gpt",
+	"tool":      "observation",
+}
+
+// converter turns a generation record into a training record: the prompt
+// with the answer appended as the assistant turn.
+type converter struct {
+	to            string
+	withReasoning bool
+	gen           record.Generation
+	msgs          []trainMessage
+	turns         []shareGPTTurn
+	think         []byte
+	out           []byte
+}
+
+// check decodes a generation record the way convert will, so that a record
+// that cannot be converted is rejected where it was read.
+func (c *converter) check(data []byte) *rejection {
+	c.gen = record.Generation{}
+	if err := record.Decode(data, &c.gen); err != nil {
+		return reject(ReasonBadRecord, "%v", err)
+	}
+	if !c.gen.HasPrompt() {
+		return reject(ReasonNoPrompt, "no messages or prompt to put the answer after")
+	}
+	return nil
+}
+
+// convert returns the training record of a generation record (checked
+// before); the result is valid until the next call.
+func (c *converter) convert(data []byte) ([]byte, error) {
+	if rej := c.check(data); rej != nil {
+		return nil, &rejectError{rej}
+	}
+	g := &c.gen
+	c.msgs = c.msgs[:0]
+	if len(g.Messages) == 0 && g.Prompt.Prompt != nil {
+		c.msgs = append(c.msgs, trainMessage{Role: "user", Content: *g.Prompt.Prompt})
+	}
+	for _, m := range g.Messages {
+		c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls})
+	}
+	answer := trainMessage{Role: "assistant", Content: g.Output.Text}
+	if c.withReasoning {
+		answer.ReasoningContent = g.Output.Reasoning
+	}
+	sample := g.SampleIndex()
+	var err error
+	if c.to == toMessages {
+		c.msgs = append(c.msgs, answer)
+		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs}, 0)
+		return c.out, err
+	}
+	c.turns = c.turns[:0]
+	for _, m := range c.msgs {
+		from, ok := shareGPTFrom[m.Role]
+		if !ok {
+			from = m.Role
+		}
+		c.turns = append(c.turns, shareGPTTurn{From: from, Value: m.Content})
+	}
+	c.turns = append(c.turns, shareGPTTurn{From: "gpt", Value: c.withThink(answer)})
+	c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns}, 0)
+	return c.out, err
+}
+
+// withThink puts the reasoning before the answer in a <think> block, as
+// reasoning models write it, since a ShareGPT turn has only one text.
+func (c *converter) withThink(m trainMessage) string {
+	if m.ReasoningContent == "" {
+		return m.Content
+	}
+	c.think = append(c.think[:0], "<think>\n"...)
+	c.think = append(c.think, m.ReasoningContent...)
+	c.think = append(c.think, "\n</think>\n\n"...)
+	c.think = append(c.think, m.Content...)
+	return string(c.think)
+}
+
+// rejectError carries a rejection found after reading (which cannot happen
+// for a record that passed check).
+type rejectError struct{ r *rejection }
+
+func (e *rejectError) Error() string { return e.r.reason + ": " + e.r.detail }

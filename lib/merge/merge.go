@@ -1,0 +1,347 @@
+// Package merge combines generation and error files into one record per
+// (id, sample), lists the prompts still lacking a good answer, and writes
+// training-ready records. Memory stays within a budget: past it, records
+// are hash-partitioned by key into temporary files and each partition is
+// resolved on its own.
+package merge
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+	"tokenmill/lib/record"
+)
+
+// Description is merge's --help text.
+const Description = `Combine generation and error files into one record per (id, sample).
+
+  merge gen*.jsonl gen*.errors.jsonl -o final.jsonl
+  merge --prompts prompts.jsonl --missing gen*.jsonl > todo.jsonl
+  merge --to messages --with-reasoning --sort gen*.jsonl -o train.jsonl
+
+For each (id, sample) one record wins: an answer beats an error, finish_reason
+stop beats length beats abort, and among equals the record read last wins. A
+good answer (stop, or length unless --drop-length) is written byte for byte, or
+with --to as a training record; a key without one is counted as missing, and its
+best record goes to --errors FILE if given. With --prompts FILE --missing, the
+output is instead the prompts that still lack a good answer, ready to rerun.
+Records come out in the order their key was first read, or by id with --sort.`
+
+// Command is the merge tool.
+type Command struct {
+	cli.Globals
+	Inputs           []string      `arg:"" optional:"" help:"Generation and error files, in the order to read them (later wins among equals). None or - reads stdin."`
+	Output           string        `short:"o" help:"Where to write (- for stdout); written atomically, .gz/.zst compressed by name." default:"-"`
+	Errors           string        `help:"Write here the best record of each (id, sample) without a good answer (its error, or an aborted or dropped answer)." default:""`
+	Prompts          string        `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
+	Missing          bool          `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
+	Samples          int           `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer." default:"1"`
+	To               string        `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn) or sharegpt ({id, conversations})." enum:"generation,messages,sharegpt" default:"generation"`
+	WithReasoning    bool          `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
+	DropLength       bool          `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
+	Sort             bool          `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
+	Memory           Size          `help:"Memory for records in flight; past it, records are spilled to temporary files by key." default:"512MiB"`
+	TempDir          string        `help:"Directory for spill files (default: the system's temporary directory)." default:""`
+	Force            bool          `help:"Replace an existing -o or --errors file." default:"false"`
+	Rejects          string        `help:"Write rejected records to this file, each with a \"reject\" field." default:""`
+	ProgressInterval time.Duration `help:"How often to report progress when stderr is not a terminal (0: never)." default:"30s"`
+}
+
+// merger is the state of one merge.
+type merger struct {
+	ctx        context.Context
+	cmd        *Command
+	budget     int64
+	missing    bool
+	sortByID   bool
+	goodRank   uint8
+	tempParent string
+	dir        string
+	files      int
+
+	out, errs *jsonl.Writer
+	conv      *converter
+
+	read, bytes atomic.Int64 // answer records and bytes read (progress)
+	prompts     int64
+	dupPrompts  int64
+	spills      int
+	spilled     atomic.Int64 // bytes written to spill files
+	// emitted counts
+	answered, good, missingN, notInPrompts, toErrors int64
+}
+
+// Run merges.
+func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+	m, err := c.newMerger(ctx)
+	if err != nil {
+		return err
+	}
+	defer m.cleanup()
+	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	if err != nil {
+		return err
+	}
+	err = m.run(env, rejects)
+	rerr := rejects.Close()
+	if err != nil {
+		return err
+	}
+	env.Logf("%s", m.summary(rejects))
+	return rerr
+}
+
+func (c *Command) newMerger(ctx context.Context) (*merger, error) {
+	switch {
+	case c.Missing && c.Prompts == "":
+		return nil, cli.Usagef("--missing needs --prompts FILE: the prompts to check for answers")
+	case c.Missing && c.To != toGeneration:
+		return nil, cli.Usagef("--missing writes prompts; it does not go with --to")
+	case c.Missing && c.Errors != "":
+		return nil, cli.Usagef("--missing writes prompts; it does not go with --errors")
+	case c.WithReasoning && c.To == toGeneration:
+		return nil, cli.Usagef("--with-reasoning applies to --to messages or sharegpt (generation records keep their reasoning anyway)")
+	case c.Samples < 1 || c.Samples > maxSample:
+		return nil, cli.Usagef("--samples must be from 1 to %d", maxSample)
+	case c.Memory <= 0:
+		return nil, cli.Usagef("--memory must be positive")
+	}
+	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory), missing: c.Missing, sortByID: c.Sort,
+		goodRank: rankLength, tempParent: c.TempDir}
+	if c.DropLength {
+		m.goodRank = rankStop
+	}
+	if c.To != toGeneration {
+		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning}
+	}
+	return m, nil
+}
+
+func (m *merger) cleanup() {
+	if m.dir != "" {
+		os.RemoveAll(m.dir)
+	}
+}
+
+// check stops long loops once the run is interrupted.
+func (m *merger) check(n int) error {
+	if n&1023 == 0 && m.ctx.Err() != nil {
+		return context.Cause(m.ctx)
+	}
+	return nil
+}
+
+func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
+	c := m.cmd
+	// Outputs are opened first, so that a name conflict fails before the
+	// reading, and written atomically, so that a failed merge leaves none.
+	opts := jsonl.WriterOptions{Atomic: true, Overwrite: c.Force}
+	if m.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			m.out.Abort()
+			if m.errs != nil {
+				m.errs.Abort()
+			}
+		}
+	}()
+	if c.Errors != "" {
+		if m.errs, err = jsonl.Create(c.Errors, env.Stdout, opts); err != nil {
+			return err
+		}
+	}
+	progress := cli.StartProgress(m.ctx, env, c.ProgressInterval, func() []string {
+		return []string{fmt.Sprintf("read %d records, %.1f MB; spilled %.1f MB", m.read.Load(), float64(m.bytes.Load())/1e6, float64(m.spilled.Load())/1e6)}
+	})
+	defer progress.Stop()
+
+	top := m.newTable(0)
+	var seq int64
+	if c.Prompts != "" {
+		if err := m.readPrompts(top, &seq, env, rejects); err != nil {
+			return err
+		}
+	}
+	if err := m.readAnswers(top, &seq, env, rejects); err != nil {
+		return err
+	}
+	if err := top.finish(m.emit); err != nil {
+		return err
+	}
+	if err := m.out.Close(); err != nil {
+		return err
+	}
+	if m.errs != nil {
+		return m.errs.Close()
+	}
+	return nil
+}
+
+// readAnswers folds every generation and error record into the table.
+func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
+	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.Options{})
+	defer in.Close()
+	var e entry
+	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+		p, rej := parseRecord(rec.Data)
+		if rej == nil && p.rank == rankNone {
+			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
+		}
+		if rej == nil && m.conv != nil && p.rank >= m.goodRank {
+			rej = m.conv.check(rec.Data)
+		}
+		if rej != nil {
+			return rejects.Add(rec, rej.reason, rej.detail)
+		}
+		m.read.Add(1)
+		m.bytes.Store(in.Stats.Bytes)
+		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, order: *seq, seq: *seq}
+		if !m.missing {
+			e.data = rec.Data
+		}
+		*seq++
+		return top.add(&e)
+	})
+}
+
+// readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
+// or only its own when it carries a top-level sample.
+func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
+	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.Options{})
+	defer in.Close()
+	var e entry
+	var buf, clean []byte
+	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+		p, rej := parseRecord(rec.Data)
+		if rej != nil {
+			return rejects.Add(rec, rej.reason, rej.detail)
+		}
+		m.prompts++
+		data := rec.Data
+		if p.rank != rankNone {
+			// A generation record holds its prompt: rerun that, not the answer.
+			clean, _ = record.WithoutFields(clean[:0], data, "output", "error")
+			data = clean
+		}
+		first, last := p.sample, p.sample
+		if !p.topSample {
+			first, last = 0, m.cmd.Samples-1
+		}
+		for s := first; s <= last; s++ {
+			e = entry{id: p.id.Text, sample: s, numeric: p.id.Numeric, prompt: true, order: *seq, seq: *seq}
+			if m.missing {
+				e.data = data
+				if first != last {
+					buf, _ = record.AppendField(buf[:0], data, "sample", strconv.AppendInt(nil, int64(s), 10))
+					e.data = buf
+				}
+			}
+			*seq++
+			if err := top.add(&e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// eachRecord runs fn on every record of in, reporting input errors as
+// rejects, until the end or an interrupt.
+func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jsonl.Record) error) error {
+	for n := 0; ; n++ {
+		if err := m.check(n); err != nil {
+			return err
+		}
+		rec, err := in.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			if err := rejects.Input(err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+}
+
+// emit writes one resolved (id, sample) where it belongs and counts it.
+func (m *merger) emit(e *entry) error {
+	hasPrompts := m.cmd.Prompts != ""
+	good := e.rank >= m.goodRank
+	if e.rank > rankNone {
+		m.answered++
+	}
+	if hasPrompts && !e.prompt {
+		m.notInPrompts++
+	}
+	if m.missing {
+		switch {
+		case !e.prompt:
+		case good:
+			m.good++
+		default:
+			m.missingN++
+			return m.out.Write(e.data)
+		}
+		return nil
+	}
+	if good {
+		m.good++
+		if m.conv == nil {
+			return m.out.Write(e.data)
+		}
+		rec, err := m.conv.convert(e.data)
+		if err != nil {
+			return err
+		}
+		return m.out.Write(rec)
+	}
+	if !hasPrompts || e.prompt {
+		m.missingN++
+	}
+	if m.errs != nil && e.rank > rankNone {
+		m.toErrors++
+		return m.errs.Write(e.data)
+	}
+	return nil
+}
+
+// summary is the final line: merge: read N, unique out M, replaced R,
+// missing K, then whatever else happened.
+func (m *merger) summary(rejects *jsonl.Rejects) string {
+	read := m.read.Load()
+	parts := []string{fmt.Sprintf("read %d, unique out %d, replaced %d, missing %d", read, m.good, read-m.answered, m.missingN)}
+	if m.cmd.Prompts != "" {
+		parts = append(parts, fmt.Sprintf("prompts %d", m.prompts))
+	}
+	if m.notInPrompts > 0 {
+		parts = append(parts, fmt.Sprintf("answers for ids not in --prompts %d", m.notInPrompts))
+	}
+	if m.dupPrompts > 0 {
+		parts = append(parts, fmt.Sprintf("repeated prompt ids %d", m.dupPrompts))
+	}
+	if m.errs != nil {
+		parts = append(parts, fmt.Sprintf("to %s %d", m.errs.Path(), m.toErrors))
+	}
+	if m.spills > 0 {
+		parts = append(parts, fmt.Sprintf("spilled %d times, %.1f MB of temporary files", m.spills, float64(m.spilled.Load())/1e6))
+	}
+	if rejects.Total() > 0 {
+		parts = append(parts, rejects.Summary())
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,177 @@
+package merge
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/jsonl"
+	"tokenmill/lib/record"
+)
+
+// Ranks order the records of one (id, sample): the higher rank wins, and
+// among equal ranks the record read last.
+const (
+	rankNone   uint8 = iota // no answer: a prompt record only
+	rankError               // an error record
+	rankAbort               // finish_reason abort, or one merge does not know
+	rankLength              // finish_reason length: cut at the token limit
+	rankStop                // finish_reason stop: a complete answer
+)
+
+// Reject reasons of merge, beside the shared ones in jsonl.
+const (
+	ReasonNoID           = "no_id"
+	ReasonBadID          = "bad_id"
+	ReasonBadRecord      = "bad_record"
+	ReasonNotAGeneration = "not_a_generation"
+	ReasonNoPrompt       = "no_prompt"
+)
+
+// maxSample bounds sample numbers, so that a typo cannot ask for a
+// billion to-do records.
+const maxSample = 1 << 20
+
+// rejection is why a record cannot be merged.
+type rejection struct {
+	reason, detail string
+}
+
+func reject(reason, format string, args ...any) *rejection {
+	return &rejection{reason, fmt.Sprintf(format, args...)}
+}
+
+// parsed is what merge needs of a record: its key and how good it is.
+type parsed struct {
+	id     record.ID
+	sample int // the answer's sample (output.sample, error.sample), else the top-level one
+	rank   uint8
+	// topSample tells a prompt record expanded per sample (it carries a
+	// top-level "sample") from one that stands for all its samples.
+	topSample bool
+}
+
+// parseRecord reads the key and rank of a prompt, generation or error
+// record (as record.Generation.Kind tells them apart) without decoding its
+// texts: the object is validated, then only the few fields merge needs are
+// looked at.
+func parseRecord(data []byte) (parsed, *rejection) {
+	var p parsed
+	if !json.Valid(data) {
+		return p, reject(jsonl.ReasonMalformedJSON, "not valid JSON")
+	}
+	if b := bytes.TrimSpace(data); len(b) == 0 || b[0] != '{' {
+		return p, reject(jsonl.ReasonNotObject, "a record must be a JSON object")
+	}
+	var idRaw, sampleRaw, outRaw, errRaw []byte
+	err := record.EachField(data, func(key string, value []byte) error {
+		switch key {
+		case "id":
+			idRaw = value
+		case "sample":
+			sampleRaw = value
+		case "output":
+			outRaw = value
+		case "error":
+			errRaw = value
+		}
+		return nil
+	})
+	if err != nil {
+		return p, reject(jsonl.ReasonMalformedJSON, "%v", err)
+	}
+	if idRaw != nil {
+		if err := p.id.UnmarshalJSON(idRaw); err != nil {
+			return p, reject(ReasonBadID, "%v", err)
+		}
+	}
+	if p.id.IsZero() {
+		return p, reject(ReasonNoID, "the record has no id to merge by")
+	}
+	if isNull(sampleRaw) {
+		sampleRaw = nil
+	}
+	if p.sample, err = sampleValue(sampleRaw); err != nil {
+		return p, reject(ReasonBadRecord, "sample: %v", err)
+	}
+	p.topSample = sampleRaw != nil
+	switch {
+	case !isNull(outRaw):
+		var finish []byte
+		if finish, p.sample, err = answerFields(outRaw, true); err != nil {
+			return p, reject(ReasonBadRecord, "output: %v", err)
+		}
+		p.rank = finishRank(finish)
+	case !isNull(errRaw):
+		if _, p.sample, err = answerFields(errRaw, false); err != nil {
+			return p, reject(ReasonBadRecord, "error: %v", err)
+		}
+		p.rank = rankError
+	}
+	return p, nil
+}
+
+func isNull(v []byte) bool { return v == nil || string(v) == "null" }
+
+// answerFields reads the sample (and finish_reason) of an output or error
+// object.
+func answerFields(obj []byte, wantFinish bool) (finish []byte, sample int, err error) {
+	if obj[0] != '{' {
+		return nil, 0, fmt.Errorf("must be an object, not %.20s", obj)
+	}
+	var sampleRaw []byte
+	err = record.EachField(obj, func(key string, value []byte) error {
+		switch {
+		case key == "sample":
+			sampleRaw = value
+		case wantFinish && key == "finish_reason":
+			finish = value
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if isNull(sampleRaw) {
+		sampleRaw = nil
+	}
+	sample, err = sampleValue(sampleRaw)
+	return finish, sample, err
+}
+
+// sampleValue is a sample number: absent means 0.
+func sampleValue(raw []byte) (int, error) {
+	if raw == nil {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 0 || n > maxSample {
+		return 0, fmt.Errorf("want a sample number from 0, not %.20s", raw)
+	}
+	return n, nil
+}
+
+// finishRank ranks a raw JSON finish_reason. Reasons other than stop and
+// length (abort, content filters, none) mark an answer not to train on.
+func finishRank(raw []byte) uint8 {
+	if len(raw) < 2 || raw[0] != '"' {
+		return rankAbort
+	}
+	text := raw[1 : len(raw)-1]
+	if bytes.IndexByte(text, '\\') >= 0 {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return rankAbort
+		}
+		text = []byte(s)
+	}
+	switch {
+	case string(text) == record.FinishStop:
+		return rankStop
+	case string(text) == record.FinishLength:
+		return rankLength
+	}
+	return rankAbort
+}

@@ -1,0 +1,268 @@
+package merge
+
+import (
+	"cmp"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/zeebo/xxh3"
+)
+
+// entry is everything merge keeps of one (id, sample).
+type entry struct {
+	id      string
+	sample  int
+	numeric bool  // the id is a JSON integer
+	prompt  bool  // a prompt record with this key was read (--prompts)
+	rank    uint8 // of the best answer; rankNone if there is none
+	order   int64 // place in the input of the first record with this key
+	seq     int64 // place of the best answer
+	// data is the best answer's record, or with --missing the first
+	// prompt record (answers are then only ranked, not kept).
+	data []byte
+}
+
+type key struct {
+	id     string
+	sample int
+}
+
+const (
+	// entryOverhead is what an entry costs beside its id and data: the
+	// struct, its map slot and slice headers, roughly.
+	entryOverhead = 128
+	// fanout is how many partitions a table spills into.
+	fanout = 16
+	// maxLevel stops repartitioning: a table this deep holds so few keys
+	// per partition that going over budget cannot be helped by splitting.
+	maxLevel = 8
+)
+
+// table resolves entries in memory until its budget is exceeded, then
+// spills them into hash partitions by key and goes on; at the end each
+// partition is resolved by a table one level down. Every key lands in one
+// partition, so partitions resolve independently.
+type table struct {
+	m       *merger
+	level   int
+	index   map[key]int32
+	entries []entry
+	used    int64
+	parts   []*spillFile // nil until the first spill
+}
+
+func (m *merger) newTable(level int) *table {
+	return &table{m: m, level: level, index: map[key]int32{}}
+}
+
+// add folds e into the table. e.data may alias a buffer reused by the
+// caller: the table copies what it keeps.
+func (t *table) add(e *entry) error {
+	k := key{e.id, e.sample}
+	if i, ok := t.index[k]; ok {
+		t.absorb(&t.entries[i], e)
+	} else {
+		n := *e
+		n.data = nil
+		if len(e.data) > 0 {
+			n.data = append(make([]byte, 0, len(e.data)), e.data...)
+		}
+		t.index[k] = int32(len(t.entries))
+		t.entries = append(t.entries, n)
+		t.used += entryOverhead + int64(len(n.id)) + int64(cap(n.data))
+	}
+	if t.used > t.m.budget && len(t.entries) > 1 && t.level < maxLevel {
+		return t.spill()
+	}
+	return nil
+}
+
+// absorb applies the precedence rules: the better answer wins, and among
+// equals the one read last; the first prompt record of a key is kept.
+func (t *table) absorb(old, e *entry) {
+	if old.prompt && e.prompt {
+		t.m.dupPrompts++
+	}
+	takePrompt := t.m.missing && e.prompt && (!old.prompt || e.order < old.order)
+	old.order = min(old.order, e.order)
+	old.prompt = old.prompt || e.prompt
+	if e.rank > rankNone && (e.rank > old.rank || e.rank == old.rank && e.seq > old.seq) {
+		old.rank, old.seq = e.rank, e.seq
+		if !t.m.missing {
+			t.setData(old, e.data)
+		}
+	}
+	if takePrompt {
+		t.setData(old, e.data)
+	}
+}
+
+func (t *table) setData(old *entry, data []byte) {
+	t.used -= int64(cap(old.data))
+	old.data = append(old.data[:0], data...)
+	t.used += int64(cap(old.data))
+}
+
+// partition picks the spill file of a key at this level; each level hashes
+// with its own seed, so a partition splits again evenly one level down.
+func (t *table) partition(e *entry) int {
+	return int(xxh3.HashStringSeed(e.id, uint64(t.level)<<32|uint64(e.sample)) % fanout)
+}
+
+// spill writes every entry to its partition and empties the table.
+func (t *table) spill() error {
+	if t.parts == nil {
+		t.parts = make([]*spillFile, fanout)
+		for i := range t.parts {
+			f, err := t.m.newSpillFile()
+			if err != nil {
+				return err
+			}
+			t.parts[i] = f
+		}
+	}
+	for i := range t.entries {
+		if err := t.parts[t.partition(&t.entries[i])].write(&t.entries[i]); err != nil {
+			return err
+		}
+	}
+	t.m.spills++
+	clear(t.entries)
+	t.entries = t.entries[:0]
+	clear(t.index)
+	t.used = 0
+	return nil
+}
+
+// finish hands every resolved entry to emit, in the merger's order.
+func (t *table) finish(emit func(*entry) error) error {
+	if t.parts == nil {
+		sort.Slice(t.entries, func(i, j int) bool { return t.m.compare(&t.entries[i], &t.entries[j]) < 0 })
+		for i := range t.entries {
+			if err := t.m.check(i); err != nil {
+				return err
+			}
+			if err := emit(&t.entries[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := t.spill(); err != nil {
+		return err
+	}
+	t.entries, t.index = nil, nil
+	var runs []*spillFile
+	defer func() {
+		for _, f := range append(runs, t.parts...) {
+			if f != nil {
+				f.remove()
+			}
+		}
+	}()
+	for i, part := range t.parts {
+		run, err := t.resolvePartition(part)
+		if err != nil {
+			return err
+		}
+		t.parts[i] = nil
+		runs = append(runs, run)
+	}
+	return t.m.mergeRuns(runs, emit)
+}
+
+// resolvePartition reads a partition into a table one level down and
+// writes its resolved entries, in order, to a run file.
+func (t *table) resolvePartition(part *spillFile) (*spillFile, error) {
+	defer part.remove()
+	if err := part.finishWriting(); err != nil {
+		return nil, err
+	}
+	child := t.m.newTable(t.level + 1)
+	r, err := part.open()
+	if err != nil {
+		return nil, err
+	}
+	for n := 0; ; n++ {
+		if err := t.m.check(n); err != nil {
+			return nil, err
+		}
+		e, err := r.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := child.add(e); err != nil {
+			return nil, err
+		}
+	}
+	run, err := t.m.newSpillFile()
+	if err != nil {
+		return nil, err
+	}
+	if err := child.finish(run.write); err != nil {
+		run.remove()
+		return nil, err
+	}
+	if err := run.finishWriting(); err != nil {
+		run.remove()
+		return nil, err
+	}
+	return run, nil
+}
+
+// compare orders output: by place of first appearance, or with --sort by
+// id (integer ids numerically, before string ids in byte order), then
+// sample.
+func (m *merger) compare(a, b *entry) int {
+	if !m.sortByID {
+		return cmp.Compare(a.order, b.order)
+	}
+	if c := compareIDs(a.id, a.numeric, b.id, b.numeric); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.sample, b.sample)
+}
+
+func compareIDs(a string, an bool, b string, bn bool) int {
+	switch {
+	case an && !bn:
+		return -1
+	case !an && bn:
+		return 1
+	case !an:
+		return strings.Compare(a, b)
+	}
+	aneg, bneg := strings.HasPrefix(a, "-"), strings.HasPrefix(b, "-")
+	if aneg != bneg {
+		if aneg {
+			return -1
+		}
+		return 1
+	}
+	a, b = strings.TrimPrefix(a, "-"), strings.TrimPrefix(b, "-")
+	c := cmp.Compare(len(a), len(b))
+	if c == 0 {
+		c = strings.Compare(a, b)
+	}
+	if aneg {
+		return -c
+	}
+	return c
+}
+
+// tempDir is where spill files go, created on the first spill.
+func (m *merger) tempDir() (string, error) {
+	if m.dir == "" {
+		d, err := os.MkdirTemp(m.tempParent, "tokenmill-merge-")
+		if err != nil {
+			return "", err
+		}
+		m.dir = d
+	}
+	return m.dir, nil
+}
