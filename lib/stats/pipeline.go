@@ -22,11 +22,12 @@ const (
 )
 
 type batch struct {
-	data  []byte
-	items []item
-	facts []fact
-	errs  []*parseError
-	done  chan struct{} // closed when parsed
+	readBytes int64 // the reader's byte count when the batch was sent
+	data      []byte
+	items     []item
+	facts     []fact
+	errs      []*parseError
+	done      chan struct{} // closed when parsed
 }
 
 // item is one record of a batch, or an input error in its place.
@@ -56,29 +57,39 @@ func (b *batch) parse() {
 // progress counts what has been folded, for the progress display.
 type progress struct {
 	records atomic.Int64
-	bytes   atomic.Int64
+	bytes   atomic.Int64 // input bytes (decompressed) up to the last record folded
 }
 
 // consume streams r's records through parse into visit, which sees every
-// record (with its fact) or reject in input order. It stops early, without
-// error, when ctx ends.
+// record (with its fact) or reject in input order. When ctx ends it folds
+// the batches already read and returns without waiting for the reader,
+// which may be blocked on a quiet stdin; records read into a batch not yet
+// sent on are abandoned. r is closed by the time consume returns normally.
 func consume(ctx context.Context, r *jsonl.Reader, workers int,
 	visit func(b *batch, i int) error, prog *progress) error {
-	if workers < 1 {
-		workers = 1
-	}
+	workers = max(workers, 1)
 	work := make(chan *batch, workers)
 	order := make(chan *batch, 2*workers)
 	free := make(chan *batch, 3*workers+2)
-	var readErr error
+	readDone := make(chan error, 1)
 
 	go func() {
-		defer close(work)
-		defer close(order)
-		readErr = readBatches(ctx, r, free, func(b *batch) {
-			work <- b
-			order <- b
+		err := readBatches(ctx, r, free, func(b *batch) bool {
+			select {
+			case work <- b:
+			case <-ctx.Done():
+				return false
+			}
+			select {
+			case order <- b:
+				return true
+			case <-ctx.Done():
+				return false
+			}
 		})
+		close(work)
+		close(order)
+		readDone <- errors.Join(err, r.Close())
 	}()
 	var wg sync.WaitGroup
 	for range workers {
@@ -88,10 +99,9 @@ func consume(ctx context.Context, r *jsonl.Reader, workers int,
 			}
 		})
 	}
-	defer wg.Wait()
 
 	var visitErr error
-	for b := range order {
+	fold := func(b *batch) {
 		<-b.done
 		if visitErr == nil {
 			for i := range b.items {
@@ -100,7 +110,7 @@ func consume(ctx context.Context, r *jsonl.Reader, workers int,
 				}
 			}
 			prog.records.Add(int64(len(b.items)))
-			prog.bytes.Add(int64(len(b.data)))
+			prog.bytes.Store(b.readBytes)
 		}
 		if cap(b.data) <= keepBuffer {
 			select {
@@ -109,12 +119,37 @@ func consume(ctx context.Context, r *jsonl.Reader, workers int,
 			}
 		}
 	}
-	// order is closed only after readBatches returned, so readErr is set.
-	return errors.Join(visitErr, readErr)
+	finished := func() error {
+		wg.Wait()
+		return errors.Join(visitErr, <-readDone)
+	}
+	for {
+		select {
+		case b, ok := <-order:
+			if !ok {
+				return finished()
+			}
+			fold(b)
+		case <-ctx.Done():
+			for {
+				select {
+				case b, ok := <-order:
+					if !ok {
+						return finished()
+					}
+					fold(b)
+				default:
+					return visitErr
+				}
+			}
+		}
+	}
 }
 
-// readBatches fills batches from r and sends them on until EOF or ctx ends.
-func readBatches(ctx context.Context, r *jsonl.Reader, free chan *batch, send func(*batch)) error {
+// readBatches fills batches from r and sends them on until EOF or ctx ends
+// (or send refuses a batch). The last batch is sent even when empty, to
+// carry the final byte count.
+func readBatches(ctx context.Context, r *jsonl.Reader, free chan *batch, send func(*batch) bool) error {
 	next := func() *batch {
 		select {
 		case b := <-free:
@@ -125,13 +160,12 @@ func readBatches(ctx context.Context, r *jsonl.Reader, free chan *batch, send fu
 		}
 	}
 	b := next()
-	flush := func() {
-		if len(b.items) > 0 {
-			send(b)
-			b = next()
-		}
+	flush := func() bool {
+		b.readBytes = r.Stats.Bytes
+		ok := send(b)
+		b = next()
+		return ok
 	}
-	defer flush()
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -139,6 +173,7 @@ func readBatches(ctx context.Context, r *jsonl.Reader, free chan *batch, send fu
 		rec, err := r.Next()
 		switch {
 		case err == io.EOF:
+			flush()
 			return nil
 		case err != nil:
 			var ie *jsonl.InputError
@@ -151,8 +186,8 @@ func readBatches(ctx context.Context, r *jsonl.Reader, free chan *batch, send fu
 			b.data = append(b.data, rec.Data...)
 			b.items = append(b.items, item{start: start, end: len(b.data), file: rec.File, line: rec.Line})
 		}
-		if len(b.data) >= batchBytes || len(b.items) >= batchRecords {
-			flush()
+		if (len(b.data) >= batchBytes || len(b.items) >= batchRecords) && !flush() {
+			return nil
 		}
 	}
 }

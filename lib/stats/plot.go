@@ -124,7 +124,7 @@ func panels(r *Report) ([]*plot.Plot, error) {
 	second, title, unit := func(e Endpoint) float64 { return float64(e.CompletionTokens) }, "completion tokens", "tokens"
 	if r.WallSeconds > 0 {
 		second, unit = func(e Endpoint) float64 { return *e.TokPerSec }, "tok/s"
-		title = fmt.Sprintf("tok/s over the run (completion tokens / --wall %s)", seconds(r.WallSeconds*1000))
+		title = fmt.Sprintf("tok/s over the run (completion tokens / --wall %s)", wallText(r.WallSeconds))
 	}
 	if p, err = endpointPlot(r, title, unit, second); err != nil {
 		return nil, err

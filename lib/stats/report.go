@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"tokenmill/lib/quantile"
@@ -279,8 +280,11 @@ func writeEndpoints(b *strings.Builder, r *Report) {
 		t.header = append(t.header, "tok/s", "in flight")
 	}
 	row := func(e Endpoint) {
-		cells := []string{e.Endpoint, num(e.Requests), num(e.Answers), num(e.Errors), num(e.CompletionTokens),
-			strconv.FormatFloat(e.TokPerSecPerRequest, 'f', 1, 64), seconds(e.LatencyMS.P50), seconds(e.LatencyMS.P99)}
+		speed, p50, p99 := "-", "-", "-"
+		if e.Answers > 0 {
+			speed, p50, p99 = strconv.FormatFloat(e.TokPerSecPerRequest, 'f', 1, 64), seconds(e.LatencyMS.P50), seconds(e.LatencyMS.P99)
+		}
+		cells := []string{e.Endpoint, num(e.Requests), num(e.Answers), num(e.Errors), num(e.CompletionTokens), speed, p50, p99}
 		if wall {
 			cells = append(cells, strconv.FormatFloat(*e.TokPerSec, 'f', 1, 64), strconv.FormatFloat(*e.InFlight, 'f', 1, 64))
 		}
@@ -295,7 +299,7 @@ func writeEndpoints(b *strings.Builder, r *Report) {
 	t.write(b)
 	b.WriteString("tok/s/req: completion tokens / summed latency of answers (one request's speed, queueing included)\n")
 	if wall {
-		fmt.Fprintf(b, "tok/s: completion tokens / --wall %s; in flight: summed latency / --wall\n", seconds(r.WallSeconds*1000))
+		fmt.Fprintf(b, "tok/s: completion tokens / --wall %s; in flight: summed latency / --wall\n", wallText(r.WallSeconds))
 	} else {
 		b.WriteString("throughput over the run needs its duration: add --wall (e.g. --wall 31h20m)\n")
 	}
@@ -414,6 +418,11 @@ func short(n int64) string {
 // seconds writes milliseconds as seconds.
 func seconds(ms float64) string {
 	return strconv.FormatFloat(ms/1000, 'f', 1, 64) + "s"
+}
+
+// wallText writes --wall as it was given, more or less: 1h0m0s.
+func wallText(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }
 
 func bytesText(n int64) string {

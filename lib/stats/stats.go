@@ -91,14 +91,13 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return nil
 	}, &prog)
 	display.Stop()
-	closeErr := reader.Close()
 	if err != nil {
 		return err
 	}
 
 	report := agg.report(c.Top, c.Wall.Seconds())
 	report.Inputs = inputs
-	report.Bytes = reader.Stats.Bytes
+	report.Bytes = prog.bytes.Load()
 	report.Rejected = rejects.Total()
 	report.RejectReasons = counts(rejects.Counts())
 	report.Interrupted = cli.Interrupted(ctx)
@@ -114,9 +113,6 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		plural(len(inputs), "input"), time.Since(start).Round(time.Millisecond), rejects.Summary())
 	if err := rejects.Close(); err != nil {
 		return err
-	}
-	if closeErr != nil {
-		return closeErr
 	}
 	return context.Cause(ctx)
 }

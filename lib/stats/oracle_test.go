@@ -1,0 +1,298 @@
+package stats
+
+// A second, deliberately naive computation of every figure, from records
+// decoded with the standard library, to check the real one against.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"tokenmill/lib/record"
+)
+
+// located is one valid input line and where it is.
+type located struct {
+	line []byte
+	file string
+	no   int64
+}
+
+// expect computes the report the records should give; top as --top,
+// wall in seconds as --wall.
+func expect(records []located, top int, wall float64) *Report {
+	r := &Report{Schema: Schema, FinishReasons: []Count{}, Sources: []Source{}, Endpoints: []Endpoint{},
+		Errors:     Errors{ByStatus: []StatusCount{}, TopMessages: []Message{}},
+		Duplicates: Duplicates{Examples: []Duplicate{}}}
+	var promptChars, promptTokens, answerChars, answerTokens, reasoningChars []float64
+	finish := map[string]int64{}
+	status := map[int]int64{}
+	type group struct {
+		count int64
+		first string
+	}
+	groups := map[string]*group{}
+	seen := map[string]bool{}
+	sources := map[string]*Source{}
+	sourceChars := map[string][2]float64{}
+	type ep struct {
+		answers, errors, prompt, completion, timedTokens, timedMS int64
+		latencies                                                 []float64
+	}
+	endpoints := map[string]*ep{}
+	endpointOf := func(name string) *ep {
+		if name == "" {
+			name = "(none)"
+		}
+		if endpoints[name] == nil {
+			endpoints[name] = &ep{}
+		}
+		return endpoints[name]
+	}
+	number := regexp.MustCompile(`\d+`)
+
+	for _, rec := range records {
+		var m map[string]any
+		if err := json.Unmarshal(rec.line, &m); err != nil {
+			panic(fmt.Sprintf("expect got a bad line %s: %v", rec.line, err))
+		}
+		r.Records++
+		chars := 0
+		if msgs, ok := m["messages"].([]any); ok {
+			for _, msg := range msgs {
+				if c, ok := msg.(map[string]any)["content"].(string); ok {
+					chars += utf8.RuneCountInString(c)
+				}
+			}
+		}
+		if p, ok := m["prompt"].(string); ok {
+			chars += utf8.RuneCountInString(p)
+		}
+		promptChars = append(promptChars, float64(chars))
+		srcName, _ := m["source"].(string)
+		if srcName == "" {
+			srcName = "(none)"
+		}
+		src := sources[srcName]
+		if src == nil {
+			src = &Source{Source: srcName}
+			sources[srcName] = src
+		}
+		src.Records++
+		sc := sourceChars[srcName]
+		sc[0] += float64(chars)
+
+		kind, class, sample := "prompt", "prompt", num64(m["sample"])
+		out, isGen := m["output"].(map[string]any)
+		errRec, isErr := m["error"].(map[string]any)
+		switch {
+		case isGen:
+			kind, class, sample = "generation", "answer", num64(out["sample"])
+			r.Kinds.Generation++
+			src.Generations++
+			text, _ := out["text"].(string)
+			answerChars = append(answerChars, float64(utf8.RuneCountInString(text)))
+			sc[1] += float64(utf8.RuneCountInString(text))
+			if reasoning, _ := out["reasoning"].(string); reasoning != "" {
+				reasoningChars = append(reasoningChars, float64(utf8.RuneCountInString(reasoning)))
+			}
+			e := endpointOf(str(out["endpoint"]))
+			e.answers++
+			latency := num64(out["latency_ms"])
+			e.latencies = append(e.latencies, float64(latency))
+			var completion int64
+			if usage, ok := out["usage"].(map[string]any); ok {
+				promptTokens = append(promptTokens, float64(num64(usage["prompt_tokens"])))
+				completion = num64(usage["completion_tokens"])
+				answerTokens = append(answerTokens, float64(completion))
+				e.prompt += num64(usage["prompt_tokens"])
+				e.completion += completion
+			}
+			src.CompletionTokens += completion
+			if latency > 0 {
+				e.timedTokens += completion
+				e.timedMS += latency
+			}
+			reason := str(out["finish_reason"])
+			if reason == "" {
+				reason = "(none)"
+			}
+			finish[reason]++
+			if reason == "length" {
+				src.Length++
+			}
+		case isErr:
+			kind, class, sample = "error", "answer", num64(errRec["sample"])
+			r.Kinds.Error++
+			src.Errors++
+			code := int(num64(errRec["status"]))
+			status[code]++
+			endpointOf(str(errRec["endpoint"])).errors++
+			msg := str(errRec["message"])
+			key := fmt.Sprint(code, "\x00", number.ReplaceAllString(msg, "N"))
+			if groups[key] == nil {
+				groups[key] = &group{first: msg}
+			}
+			groups[key].count++
+		default:
+			r.Kinds.Prompt++
+			src.Prompts++
+		}
+		sourceChars[srcName] = sc
+
+		var id record.ID
+		raw, _ := json.Marshal(m["id"])
+		if err := id.UnmarshalJSON(raw); err != nil {
+			panic(err)
+		}
+		key := fmt.Sprint(class, "\x00", id.Numeric, "\x00", id.Text, "\x00", sample)
+		if seen[key] {
+			r.Duplicates.Records++
+			if len(r.Duplicates.Examples) < 5 {
+				r.Duplicates.Examples = append(r.Duplicates.Examples, Duplicate{ID: id, Sample: int(sample), Kind: kind, File: rec.file, Line: rec.no})
+			}
+		}
+		seen[key] = true
+	}
+
+	r.Lengths = Lengths{
+		PromptChars: naiveDist(promptChars), PromptTokens: naiveDist(promptTokens),
+		AnswerChars: naiveDist(answerChars), AnswerTokens: naiveDist(answerTokens),
+		ReasoningChars: naiveDist(reasoningChars),
+	}
+	for name, n := range finish {
+		r.FinishReasons = append(r.FinishReasons, Count{name, n})
+	}
+	sort.Slice(r.FinishReasons, func(i, j int) bool {
+		a, b := r.FinishReasons[i], r.FinishReasons[j]
+		return a.Count > b.Count || a.Count == b.Count && a.Name < b.Name
+	})
+	for code, n := range status {
+		r.Errors.ByStatus = append(r.Errors.ByStatus, StatusCount{code, n})
+	}
+	sort.Slice(r.Errors.ByStatus, func(i, j int) bool {
+		a, b := r.Errors.ByStatus[i], r.Errors.ByStatus[j]
+		return a.Count > b.Count || a.Count == b.Count && a.Status < b.Status
+	})
+	for key, g := range groups {
+		var code int
+		fmt.Sscan(strings.SplitN(key, "\x00", 2)[0], &code)
+		r.Errors.TopMessages = append(r.Errors.TopMessages, Message{code, g.count, g.first})
+	}
+	sort.Slice(r.Errors.TopMessages, func(i, j int) bool {
+		a, b := r.Errors.TopMessages[i], r.Errors.TopMessages[j]
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		if a.Status != b.Status {
+			return a.Status < b.Status
+		}
+		return a.Message < b.Message
+	})
+	if len(r.Errors.TopMessages) > top {
+		r.Errors.TopMessages = r.Errors.TopMessages[:top]
+	}
+	for name, s := range sources {
+		s.MeanPromptChars = sourceChars[name][0] / float64(s.Records)
+		if s.Generations > 0 {
+			s.MeanAnswerChars = sourceChars[name][1] / float64(s.Generations)
+		}
+		r.Sources = append(r.Sources, *s)
+	}
+	sort.Slice(r.Sources, func(i, j int) bool {
+		a, b := r.Sources[i], r.Sources[j]
+		return a.Records > b.Records || a.Records == b.Records && a.Source < b.Source
+	})
+
+	all := &ep{}
+	describe := func(name string, e *ep) Endpoint {
+		out := Endpoint{Endpoint: name, Requests: e.answers + e.errors, Answers: e.answers, Errors: e.errors,
+			PromptTokens: e.prompt, CompletionTokens: e.completion, LatencyMS: naiveDist(e.latencies).Summary}
+		if e.timedMS > 0 {
+			out.TokPerSecPerRequest = float64(e.timedTokens) * 1000 / float64(e.timedMS)
+		}
+		if wall > 0 {
+			tps, inFlight := float64(e.completion)/wall, float64(e.timedMS)/1000/wall
+			out.TokPerSec, out.InFlight = &tps, &inFlight
+		}
+		return out
+	}
+	for name, e := range endpoints {
+		r.Endpoints = append(r.Endpoints, describe(name, e))
+		all.answers += e.answers
+		all.errors += e.errors
+		all.prompt += e.prompt
+		all.completion += e.completion
+		all.timedTokens += e.timedTokens
+		all.timedMS += e.timedMS
+		all.latencies = append(all.latencies, e.latencies...)
+	}
+	sort.Slice(r.Endpoints, func(i, j int) bool { return r.Endpoints[i].Endpoint < r.Endpoints[j].Endpoint })
+	r.Fleet = describe("(all)", all)
+	r.WallSeconds = wall
+	return r
+}
+
+// naiveDist is the nearest-rank summary and 1-2-5 histogram, written out.
+func naiveDist(values []float64) Distribution {
+	d := Distribution{Histogram: []Bucket{}}
+	if len(values) == 0 {
+		return d
+	}
+	sorted := append([]float64(nil), values...)
+	sort.Float64s(sorted)
+	n := len(sorted)
+	rank := func(p float64) float64 {
+		k := int(math.Ceil(p / 100 * float64(n)))
+		return sorted[max(k, 1)-1]
+	}
+	var sum float64
+	for _, v := range sorted {
+		sum += v
+	}
+	d.Count, d.Mean, d.Max = n, sum/float64(n), sorted[n-1]
+	d.P50, d.P90, d.P99 = rank(50), rank(90), rank(99)
+
+	edges := []int64{0, 1}
+	for edges[len(edges)-1] <= int64(sorted[n-1]) {
+		last := edges[len(edges)-1]
+		switch fmt.Sprint(last)[0] {
+		case '1':
+			edges = append(edges, last*2)
+		case '2':
+			edges = append(edges, last/2*5)
+		default:
+			edges = append(edges, last*2)
+		}
+	}
+	counts := make([]int64, len(edges)-1)
+	for _, v := range sorted {
+		for b := range counts {
+			if v >= float64(edges[b]) && v < float64(edges[b+1]) {
+				counts[b]++
+			}
+		}
+	}
+	first := 0
+	for counts[first] == 0 {
+		first++
+	}
+	for b := first; b < len(counts); b++ {
+		d.Histogram = append(d.Histogram, Bucket{edges[b], edges[b+1], counts[b]})
+	}
+	return d
+}
+
+func num64(v any) int64 {
+	f, _ := v.(float64)
+	return int64(f)
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
