@@ -70,16 +70,25 @@ func (p pattern) existing() (map[int]string, error) {
 	}
 	found := map[int]string{}
 	for _, e := range entries {
-		n := e.Name()
-		if len(n) <= len(p.prefix)+len(p.suffix) || !strings.HasPrefix(n, p.prefix) || !strings.HasSuffix(n, p.suffix) {
-			continue
+		if i, ok := p.index(e.Name()); ok {
+			found[i] = p.dir + e.Name()
 		}
-		digits := n[len(p.prefix) : len(n)-len(p.suffix)]
-		i, err := strconv.Atoi(digits)
-		if err != nil || i < 0 || digits[0] == '+' {
-			continue
-		}
-		found[i] = p.dir + n
 	}
 	return found, nil
+}
+
+// index reads the shard number back from a file name (without directory),
+// padded or not.
+func (p pattern) index(name string) (int, bool) {
+	if len(name) <= len(p.prefix)+len(p.suffix) || !strings.HasPrefix(name, p.prefix) || !strings.HasSuffix(name, p.suffix) {
+		return 0, false
+	}
+	digits := name[len(p.prefix) : len(name)-len(p.suffix)]
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	i, err := strconv.Atoi(digits)
+	return i, err == nil
 }
