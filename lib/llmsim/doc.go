@@ -1,0 +1,55 @@
+// Package llmsim is a simulated SGLang fleet: one process (or one test)
+// serves one or many independent endpoints that speak SGLang's HTTP API,
+// batch requests the way SGLang's continuous-batching scheduler does, and
+// fail in every way a real fleet fails. tokenmill's tests, demos and
+// benchmarks run against it because no GPU exists where they run.
+//
+// # In-process use
+//
+// Tests of HTTP clients start a fleet on loopback ports and point the client
+// at its URLs:
+//
+//	fleet, err := llmsim.Start(ctx, llmsim.Config{TimeScale: 1000}, 8)
+//	if err != nil { ... }
+//	defer fleet.Close()
+//	urls := fleet.URLs() // "http://127.0.0.1:PORT", one per endpoint
+//
+// Config's zero value is a faithful default (48 running slots, 32768-token
+// context, real-time latencies calibrated to the production job); set
+// TimeScale to run faster, Instant to answer at once, and Faults (or
+// PerEndpoint) to inject failures. While the fleet runs, each endpoint can
+// be steered and observed:
+//
+//	ep := fleet.Endpoint(2)
+//	ep.Crash()                          // listener closed, connections dropped
+//	ep.Restart()                        // back (after Faults.StartupDelay)
+//	ep.SetHealthy(false)                // /health answers 503
+//	ep.SetFaults(llmsim.Faults{FailRate: 1})
+//	st := ep.Stats()                    // requests, tokens, max running seen
+//
+// Every completion's text starts with PromptDigest of its prompt, followed
+// by one word per further generated token, so a client test can prove that
+// each answer belongs to its prompt and that the usage it reports is right.
+//
+// # Timing model
+//
+// Each endpoint runs a scheduler step loop: a step admits waiting requests
+// into free running slots (MaxRunning), produces one token for every running
+// request, and lasts StepBase + StepPerRequest*running + PrefillPerToken*
+// (prompt tokens of the requests joining in this step), times the endpoint's
+// Slow factor. The defaults reproduce the production fleet: one request
+// alone decodes about 26.5 tokens/s, 48 running requests about 1,180
+// tokens/s per endpoint. All durations (latencies, StartupDelay,
+// RestartAfter) are simulated time; TimeScale S runs them S times faster
+// than real time. The step loop is the pure state machine Model, which tests
+// drive on a virtual clock.
+//
+// # Wire format
+//
+// Request and response types are written here from SGLang's source
+// (python/sglang/srt/entrypoints/http_server.py, openai/protocol.py,
+// openai/serving_chat.py, serving_completions.py, managers/tokenizer_manager.py)
+// and pinned by the golden files in testdata/llmsim, whose README says where
+// each shape comes from. This package deliberately shares no code with the
+// client side, so a protocol mistake fails a test instead of cancelling out.
+package llmsim

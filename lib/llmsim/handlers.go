@@ -1,0 +1,522 @@
+package llmsim
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/zeebo/xxh3"
+)
+
+// Paths served, after SGLang's http_server.py.
+const (
+	pathChat          = "/v1/chat/completions"
+	pathCompletions   = "/v1/completions"
+	pathGenerate      = "/generate"
+	pathModels        = "/v1/models"
+	pathHealth        = "/health"
+	pathHealthGen     = "/health_generate"
+	pathServerInfo    = "/get_server_info"
+	pathServerInfoNew = "/server_info"
+	pathModelInfo     = "/get_model_info"
+	pathLoad          = "/get_load"
+	pathMetrics       = "/metrics"
+)
+
+// Token ids the simulated (Qwen-family) model stops on: <|im_end|> ends a
+// chat turn, <|endoftext|> a plain completion.
+const (
+	eosChat = 151645
+	eosText = 151643
+)
+
+const weightVersion = "default"
+
+const (
+	msgQueueFull = "The request queue is full."
+	msgFail      = "Internal server error: llmsim injected failure"
+	msgAborted   = "Aborted"
+)
+
+var (
+	ctJSON = []byte("application/json")
+	ctSSE  = []byte("text/event-stream; charset=utf-8")
+	ctText = []byte("text/plain; version=0.0.4; charset=utf-8")
+)
+
+func (e *Endpoint) handle(ctx *fasthttp.RequestCtx) {
+	path := unsafeString(ctx.Path())
+	get, post := ctx.IsGet(), ctx.IsPost() || ctx.IsPut()
+	switch path {
+	case pathChat:
+		e.routePost(ctx, post, apiChat)
+	case pathCompletions:
+		e.routePost(ctx, post, apiCompletion)
+	case pathGenerate:
+		e.routePost(ctx, post, apiGenerate)
+	case pathHealth, pathHealthGen:
+		if get {
+			e.health(ctx)
+			return
+		}
+		notAllowed(ctx)
+	case pathModels, pathServerInfo, pathServerInfoNew, pathModelInfo, pathLoad, pathMetrics:
+		if !get {
+			notAllowed(ctx)
+			return
+		}
+		e.info(ctx, path)
+	default:
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+		ctx.SetContentTypeBytes(ctJSON)
+		ctx.SetBodyString(`{"detail":"Not Found"}`)
+	}
+}
+
+func (e *Endpoint) routePost(ctx *fasthttp.RequestCtx, post bool, a api) {
+	if !post {
+		notAllowed(ctx)
+		return
+	}
+	e.generate(ctx, a)
+}
+
+func notAllowed(ctx *fasthttp.RequestCtx) {
+	ctx.SetStatusCode(fasthttp.StatusMethodNotAllowed)
+	ctx.SetContentTypeBytes(ctJSON)
+	ctx.SetBodyString(`{"detail":"Method Not Allowed"}`)
+}
+
+// health answers like SGLang's /health: 200 with an empty body once the
+// server is up, 503 while it starts (or was told it is unwell).
+func (e *Endpoint) health(ctx *fasthttp.RequestCtx) {
+	e.mu.Lock()
+	ok := e.stateLocked() == stateReady && !e.unwell
+	e.mu.Unlock()
+	if !ok {
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+	}
+}
+
+// flight is one generation request on its way through the endpoint.
+type flight struct {
+	e       *Endpoint
+	job     *job
+	id      string
+	digest  string
+	hash    uint64
+	prompt  int // prompt tokens
+	created int64
+	arrived time.Duration
+	stream  bool
+	drop    bool // close the connection mid-response
+	choices []*choiceState
+
+	notify    chan struct{}
+	remaining atomic.Int32
+	failed    atomic.Bool
+}
+
+// choiceState is one answer (of n) of a flight, and the sequence the
+// scheduler runs for it.
+type choiceState struct {
+	Seq
+	f         *flight
+	index     int
+	words     uint64 // seeds the words of this answer
+	reasoning int    // the first tokens that are reasoning (chat with --reasoning)
+	limit     int    // max_new_tokens after the context cap, for finish "length"
+	visible   atomic.Int32
+	done      atomic.Bool
+}
+
+func (f *flight) signal() {
+	select {
+	case f.notify <- struct{}{}:
+	default:
+	}
+}
+
+// fail marks the flight lost (crash or shutdown) and wakes its handler.
+func (f *flight) fail() {
+	f.failed.Store(true)
+	f.signal()
+}
+
+func (c *choiceState) publish(n int) {
+	c.visible.Store(int32(n))
+	c.f.signal()
+}
+
+func (c *choiceState) finish(n int) {
+	c.visible.Store(int32(n))
+	c.done.Store(true)
+	if c.f.remaining.Add(-1) == 0 || c.f.stream {
+		c.f.signal()
+	}
+}
+
+// faultKind is what the fault draw decided for a request.
+type faultKind int
+
+const (
+	faultNone faultKind = iota
+	faultFail
+	faultAbort
+	faultHang
+	faultDrop
+)
+
+// draw picks the fault of generation request number n (1-based), and a
+// second independent value for where an abort cuts the answer.
+func (e *Endpoint) draw(f Faults, n uint64) (faultKind, uint64) {
+	h := mix64(e.f.cfg.Seed ^ mix64(uint64(e.index)+1) ^ n*0x9e3779b97f4a7c15)
+	u := unitFloat(h) - 1e-300 // in [0, 1)
+	bits := mix64(h)
+	for _, c := range []struct {
+		k faultKind
+		p float64
+	}{{faultFail, f.FailRate}, {faultAbort, f.AbortRate}, {faultHang, f.HangRate}, {faultDrop, f.DropRate}} {
+		if u < c.p {
+			return c.k, bits
+		}
+		u -= c.p
+	}
+	return faultNone, bits
+}
+
+// admit counts a generation request against the endpoint's life: it
+// returns the incarnation serving it, the faults in force, and whether
+// this request is the one CrashAfter says crashes the endpoint.
+func (e *Endpoint) admit() (*incarnation, Faults, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.accepted++
+	crash := e.inc != nil && e.faults.CrashAfter > 0 && e.accepted > e.faults.CrashAfter
+	return e.inc, e.faults, crash
+}
+
+func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
+	e.stats.requests.Add(1)
+	n := e.seq.Add(1)
+	inc, faults, crash := e.admit()
+	if inc == nil || crash {
+		e.stats.lost.Add(1)
+		if crash {
+			e.Crash()
+		}
+		ctx.Conn().Close()
+		return
+	}
+	select {
+	case <-inc.ready:
+	case <-inc.ctx.Done():
+		e.stats.lost.Add(1)
+		return
+	}
+
+	var j *job
+	var err error
+	switch a {
+	case apiChat, apiCompletion:
+		if !isJSON(ctx.Request.Header.ContentType()) {
+			err = badRequest("[{'loc': ['header', 'content-type'], 'msg': \"Unsupported Media Type: Only 'application/json' is allowed\", 'type': 'value_error'}]")
+			break
+		}
+		if a == apiChat {
+			j, err = parseChat(ctx.PostBody())
+		} else {
+			j, err = parseCompletion(ctx.PostBody())
+		}
+	default:
+		j, err = parseGenerate(ctx.PostBody())
+	}
+	if err != nil {
+		e.stats.badRequests.Add(1)
+		writeError(ctx, a, fasthttp.StatusBadRequest, err.Error(), "Bad Request")
+		return
+	}
+	f, err := e.newFlight(j, n)
+	if err != nil {
+		e.stats.badRequests.Add(1)
+		writeError(ctx, a, fasthttp.StatusBadRequest, err.Error(), "BadRequestError")
+		return
+	}
+
+	kind, bits := e.draw(faults, n)
+	switch kind {
+	case faultFail:
+		e.stats.failed.Add(1)
+		writeError(ctx, a, fasthttp.StatusInternalServerError, msgFail, "InternalServerError")
+		return
+	case faultHang:
+		e.stats.hung.Add(1)
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(holdUntilClosed)
+		return
+	case faultAbort:
+		for _, c := range f.choices {
+			c.Target = 1 + int(bits%uint64(max(c.Target, 1)))
+			c.End = finishAbort
+		}
+	case faultDrop:
+		f.drop = true
+	}
+
+	if e.f.cfg.Instant || f.choices[0].Target == 0 {
+		e.stats.inflight.Add(1)
+		storeMax(&e.stats.maxRunning, e.stats.inflight.Load())
+		for _, c := range f.choices {
+			c.Generated = c.Target
+			c.visible.Store(int32(c.Target))
+			c.done.Store(true)
+			e.stats.generatedTokens.Add(int64(c.Target))
+		}
+		e.stats.promptTokens.Add(int64(f.prompt))
+		e.respond(ctx, f)
+		e.stats.inflight.Add(-1)
+		return
+	}
+
+	if !e.submit(inc, f) {
+		e.stats.rejected.Add(1)
+		if f.stream {
+			f.writeQueueFullStream(ctx)
+			return
+		}
+		writeError(ctx, a, fasthttp.StatusServiceUnavailable, msgQueueFull, "503")
+		return
+	}
+	if f.stream {
+		e.respond(ctx, f)
+		return
+	}
+	for f.remaining.Load() > 0 && !f.failed.Load() {
+		<-f.notify
+	}
+	if f.failed.Load() {
+		e.stats.lost.Add(1)
+		ctx.Conn().Close()
+		return
+	}
+	e.respond(ctx, f)
+}
+
+// submit queues the flight's sequences, all or none.
+func (e *Endpoint) submit(inc *incarnation, f *flight) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inc != inc {
+		f.failed.Store(true)
+		return true
+	}
+	m := e.model
+	if m.MaxQueued > 0 && m.Waiting()+len(f.choices) > m.MaxQueued {
+		return false
+	}
+	if !m.Busy() {
+		m.SetNow(e.f.clock.Now())
+	}
+	f.arrived = e.f.clock.Now()
+	for _, c := range f.choices {
+		m.Submit(&c.Seq)
+	}
+	storeMax(&e.stats.maxWaiting, int64(m.Waiting()))
+	select {
+	case inc.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// cancel takes the flight's sequences out of the scheduler (its client
+// went away).
+func (f *flight) cancel() {
+	e := f.e
+	e.mu.Lock()
+	for _, c := range f.choices {
+		e.model.Cancel(&c.Seq)
+	}
+	e.mu.Unlock()
+}
+
+const (
+	finishStop   = "stop"
+	finishLength = "length"
+	finishAbort  = "abort"
+)
+
+// newFlight works out what the model will answer: prompt size, context
+// checks (SGLang's tokenizer manager rejects a prompt that does not fit),
+// and each choice's length.
+func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
+	cfg := &e.f.cfg
+	canon := j.prompt.AppendCanonical(make([]byte, 0, 256))
+	h := xxh3.Hash(canon)
+	f := &flight{
+		e: e, job: j, hash: h, digest: string(appendHex64(nil, h)),
+		prompt: PromptTokens(&j.prompt), created: time.Now().Unix(),
+		stream: j.stream, notify: make(chan struct{}, 1),
+	}
+	idh := mix64(mix64(cfg.Seed+0x9e3779b97f4a7c15) ^ uint64(e.index)<<40 ^ n)
+	f.id = string(appendHex64(appendHex64(make([]byte, 0, 32), idh), mix64(idh)))
+	if f.prompt >= cfg.ContextLength {
+		return nil, fmt.Errorf("The input (%d tokens) is longer than the model's context length (%d tokens).", f.prompt, cfg.ContextLength)
+	}
+	if j.explicit && j.maxTokens < 0 {
+		return nil, fmt.Errorf("max_new_tokens must be at least 0, got %d.", j.maxTokens)
+	}
+	if j.explicit && f.prompt+j.maxTokens > cfg.ContextLength {
+		return nil, fmt.Errorf("Requested token count exceeds the model's maximum context length of %d tokens. "+
+			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
+			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+			cfg.ContextLength, f.prompt+j.maxTokens, f.prompt, j.maxTokens)
+	}
+	limit := max(cfg.ContextLength-f.prompt-1, 1)
+	if j.maxTokens >= 0 {
+		limit = min(limit, j.maxTokens)
+	}
+	f.choices = make([]*choiceState, j.n)
+	for i := range f.choices {
+		natural := NaturalLength(h, i)
+		c := &choiceState{f: f, index: i, words: mix64(h + uint64(i) + 1), limit: limit}
+		c.Seq = Seq{PromptTokens: f.prompt, Target: natural, End: finishStop, Ref: c}
+		if i > 0 {
+			c.PromptTokens = 0 // parallel samples share the prefilled prompt
+		}
+		if natural > limit {
+			c.Target, c.End = limit, finishLength
+		}
+		if j.api == apiChat && cfg.Reasoning && natural >= 2 {
+			c.reasoning = natural * 2 / 5
+		}
+		f.choices[i] = c
+	}
+	f.remaining.Store(int32(j.n))
+	return f, nil
+}
+
+func isJSON(ct []byte) bool {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return bytes.EqualFold(bytes.TrimSpace(ct), ctJSON)
+}
+
+// writeError answers an error the way the API's SGLang handler does: the
+// OpenAI endpoints with the flat error object, /generate with its
+// {"error": {"message"}} (except 503 and 500, raised as HTTP exceptions and
+// rendered flat by the server's exception handler).
+func writeError(ctx *fasthttp.RequestCtx, a api, status int, msg, typ string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(ctJSON)
+	buf := bufPool.get()
+	if a == apiGenerate && status == fasthttp.StatusBadRequest {
+		buf.b = appendNativeError(buf.b, msg)
+	} else {
+		buf.b = appendErrorBody(buf.b, msg, typ, status)
+	}
+	ctx.SetBody(buf.b)
+	bufPool.put(buf)
+}
+
+// holdUntilClosed keeps a hijacked connection open without answering,
+// until the client (or a crash) closes it.
+func holdUntilClosed(c net.Conn) {
+	var buf [512]byte
+	for {
+		if _, err := c.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}
+
+// respond writes a finished flight (or, when streaming, the whole stream).
+func (e *Endpoint) respond(ctx *fasthttp.RequestCtx, f *flight) {
+	if f.stream {
+		ctx.SetContentTypeBytes(ctSSE)
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { f.streamTo(ctx, w) })
+		return
+	}
+	e.count(f)
+	ctx.SetContentTypeBytes(ctJSON)
+	var body []byte
+	switch f.job.api {
+	case apiChat:
+		body = f.appendChat(make([]byte, 0, f.sizeHint()))
+	case apiCompletion:
+		body = f.appendCompletion(make([]byte, 0, f.sizeHint()))
+	default:
+		body = f.appendGenerate(make([]byte, 0, f.sizeHint()), f.choices[0].Target, true)
+	}
+	if f.drop {
+		e.stats.dropped.Add(1)
+		ctx.SetBodyStream(&truncatedReader{b: body[:len(body)/2]}, len(body))
+		return
+	}
+	ctx.SetBody(body)
+}
+
+// count records how a flight ended.
+func (e *Endpoint) count(f *flight) {
+	for _, c := range f.choices {
+		if c.End == finishAbort {
+			e.stats.aborted.Add(1)
+			return
+		}
+	}
+	if !f.drop {
+		e.stats.completed.Add(1)
+	}
+}
+
+// sizeHint guesses the body size, to allocate it once.
+func (f *flight) sizeHint() int {
+	n := 512
+	for _, c := range f.choices {
+		n += 8 * c.Target
+		if f.job.api == apiGenerate {
+			n += 7 * c.Target
+		}
+	}
+	return n
+}
+
+// e2e is the simulated time from arrival to the last token, in seconds.
+func (f *flight) e2e() float64 {
+	var last time.Duration
+	for _, c := range f.choices {
+		last = max(last, c.Finished)
+	}
+	if last < f.arrived {
+		return 0
+	}
+	return (last - f.arrived).Seconds()
+}
+
+var errDropped = errors.New("llmsim: connection dropped mid-response")
+
+// truncatedReader yields the first half of a body, then fails, so the
+// server closes the connection after a partial response.
+type truncatedReader struct {
+	b    []byte
+	done bool
+}
+
+func (r *truncatedReader) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, errDropped
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	if len(r.b) == 0 {
+		r.done = true
+	}
+	return n, nil
+}
