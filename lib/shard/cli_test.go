@@ -73,7 +73,7 @@ func TestBinary(t *testing.T) {
 		{name: "help shows the examples", args: []string{"--help"}, code: 0,
 			stdout: "shard -n 8 -o 'shards/part-{i}.jsonl.zst' prompts.jsonl"},
 		{name: "stdin to compressed shards", args: []string{"-n", "3", "-o", "shards/part-{i}.jsonl.zst"}, stdin: input, code: 0,
-			files: []string{"shards/part-0.jsonl.zst", "shards/part-1.jsonl.zst", "shards/part-2.jsonl.zst"},
+			files:  []string{"shards/part-0.jsonl.zst", "shards/part-1.jsonl.zst", "shards/part-2.jsonl.zst"},
 			stderr: "shard: read 40, wrote 40 into 3 shards"},
 		{name: "shard count from the environment", args: []string{"-o", "p-{i:02}.jsonl", "-"}, env: []string{"TOKENMILL_SHARD_SHARDS=2"},
 			stdin: input, code: 0, files: []string{"p-00.jsonl", "p-01.jsonl"}},
