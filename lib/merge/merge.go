@@ -238,7 +238,7 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 			first, last = 0, m.cmd.Samples-1
 		}
 		for s := first; s <= last; s++ {
-			e = entry{id: p.id.Text, sample: s, numeric: p.id.Numeric, prompt: true, order: *seq, seq: *seq}
+			e = entry{id: p.id.Text, sample: s, numeric: p.id.Numeric, prompt: true, head: s == first, order: *seq, seq: *seq}
 			if m.missing {
 				e.data = data
 				if first != last {
@@ -329,7 +329,7 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 		parts = append(parts, fmt.Sprintf("prompts %d", m.prompts))
 	}
 	if m.notInPrompts > 0 {
-		parts = append(parts, fmt.Sprintf("answers for ids not in --prompts %d", m.notInPrompts))
+		parts = append(parts, fmt.Sprintf("answers without a prompt in --prompts %d", m.notInPrompts))
 	}
 	if m.dupPrompts > 0 {
 		parts = append(parts, fmt.Sprintf("repeated prompt ids %d", m.dupPrompts))

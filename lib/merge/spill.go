@@ -29,6 +29,7 @@ type spillFile struct {
 const (
 	flagNumeric = 1 << iota
 	flagPrompt
+	flagHead
 )
 
 func (m *merger) newSpillFile() (*spillFile, error) {
@@ -52,6 +53,9 @@ func (s *spillFile) write(e *entry) error {
 	}
 	if e.prompt {
 		flags |= flagPrompt
+	}
+	if e.head {
+		flags |= flagHead
 	}
 	h := binary.AppendUvarint(s.head[:0], uint64(e.order))
 	h = binary.AppendUvarint(h, uint64(e.seq))
@@ -145,7 +149,7 @@ func (s *spillReader) next() (*entry, error) {
 		return nil, err
 	}
 	s.e = entry{
-		id: string(s.id), sample: int(v[2]), numeric: flags&flagNumeric != 0, prompt: flags&flagPrompt != 0,
+		id: string(s.id), sample: int(v[2]), numeric: flags&flagNumeric != 0, prompt: flags&flagPrompt != 0, head: flags&flagHead != 0,
 		rank: rank, order: int64(v[0]), seq: int64(v[1]), data: s.e.data,
 	}
 	return &s.e, nil

@@ -16,6 +16,7 @@ type entry struct {
 	sample  int
 	numeric bool  // the id is a JSON integer
 	prompt  bool  // a prompt record with this key was read (--prompts)
+	head    bool  // this key is the first sample of its prompt record
 	rank    uint8 // of the best answer; rankNone if there is none
 	order   int64 // place in the input of the first record with this key
 	seq     int64 // place of the best answer
@@ -82,12 +83,13 @@ func (t *table) add(e *entry) error {
 // absorb applies the precedence rules: the better answer wins, and among
 // equals the one read last; the first prompt record of a key is kept.
 func (t *table) absorb(old, e *entry) {
-	if old.prompt && e.prompt {
-		t.m.dupPrompts++
+	if old.prompt && e.head {
+		t.m.dupPrompts++ // once per repeated prompt record, not per sample
 	}
 	takePrompt := t.m.missing && e.prompt && (!old.prompt || e.order < old.order)
 	old.order = min(old.order, e.order)
 	old.prompt = old.prompt || e.prompt
+	old.head = old.head || e.head
 	if e.rank > rankNone && (e.rank > old.rank || e.rank == old.rank && e.seq > old.seq) {
 		old.rank, old.seq = e.rank, e.seq
 		if !t.m.missing {
@@ -112,19 +114,22 @@ func (t *table) partition(e *entry) int {
 }
 
 // spill writes every entry to its partition and empties the table.
+// Partition files are created when first needed.
 func (t *table) spill() error {
 	if t.parts == nil {
 		t.parts = make([]*spillFile, fanout)
-		for i := range t.parts {
+	}
+	for i := range t.entries {
+		e := &t.entries[i]
+		k := t.partition(e)
+		if t.parts[k] == nil {
 			f, err := t.m.newSpillFile()
 			if err != nil {
 				return err
 			}
-			t.parts[i] = f
+			t.parts[k] = f
 		}
-	}
-	for i := range t.entries {
-		if err := t.parts[t.partition(&t.entries[i])].write(&t.entries[i]); err != nil {
+		if err := t.parts[k].write(e); err != nil {
 			return err
 		}
 	}
@@ -163,6 +168,9 @@ func (t *table) finish(emit func(*entry) error) error {
 		}
 	}()
 	for i, part := range t.parts {
+		if part == nil {
+			continue
+		}
 		run, err := t.resolvePartition(part)
 		if err != nil {
 			return err
