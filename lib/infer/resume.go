@@ -1,0 +1,167 @@
+package infer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"tokenmill/lib/jsonl"
+	"tokenmill/lib/record"
+)
+
+// Resume: with -o FILE and --resume, the answers already in FILE are
+// skipped and new ones appended. The output file is the only record of
+// what is done: a prompt whose only record is in the errors file is tried
+// again (the errors file lists the failures of the latest run alone).
+
+// resumeInfo is what reading an existing output file found.
+type resumeInfo struct {
+	Answers    int64 // generation records counted as done
+	Length     int64 // of those, or beside them, finish_reason "length" ones redone under --redo-length
+	Unreadable int64 // lines that are not generation records (reported, ignored)
+	Repaired   int64 // bytes of a partial last line removed
+}
+
+// repairTail truncates f after its last newline, removing a partial line
+// that a killed run left at the end. It returns how many bytes it removed.
+func repairTail(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := st.Size()
+	if size == 0 {
+		return 0, nil
+	}
+	const chunk = 64 << 10
+	buf := make([]byte, chunk)
+	end := size
+	for end > 0 {
+		start := max(end-chunk, 0)
+		n, err := f.ReadAt(buf[:end-start], start)
+		if err != nil && err != io.EOF {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			keep := start + int64(i) + 1
+			if keep == size {
+				return 0, nil
+			}
+			return size - keep, f.Truncate(keep)
+		}
+		end = start
+	}
+	return size, f.Truncate(0)
+}
+
+// doneRecord is the part of a generation record resume reads.
+type doneRecord struct {
+	ID     record.ID `json:"id"`
+	Output *struct {
+		Sample       int    `json:"sample"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"output"`
+}
+
+// scanDone marks every answer in the output file at path as done in l.
+// Under redoLength an answer whose only records finished with "length" is
+// left undone, so it is generated again (and both records then sit in the
+// file for merge to choose from).
+func scanDone(path string, redoLength bool, l *ledger, warn func(string, ...any)) (resumeInfo, error) {
+	var info resumeInfo
+	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	defer r.Close()
+	var lengthOnly []struct {
+		id     string
+		sample int
+	}
+	shown := 0
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		var d doneRecord
+		if err == nil {
+			err = record.Decode(rec.Data, &d)
+			if err == nil && (d.ID.IsZero() || d.Output == nil) {
+				err = errors.New("not a generation record (no id or no output)")
+			}
+		}
+		if err != nil {
+			var ie *jsonl.InputError
+			if errors.As(err, &ie) && ie.Reason == jsonl.ReasonUnreadable && ie.Line == 0 {
+				return info, fmt.Errorf("reading %s to resume: %w", path, err)
+			}
+			info.Unreadable++
+			if shown < 5 {
+				shown++
+				warn("%s:%d: ignored while resuming: %v", path, rec.Line, err)
+			}
+			continue
+		}
+		if redoLength && d.Output.FinishReason == record.FinishLength {
+			info.Length++
+			lengthOnly = append(lengthOnly, struct {
+				id     string
+				sample int
+			}{d.ID.Text, d.Output.Sample})
+			continue
+		}
+		if !l.done(d.ID.Text, d.Output.Sample) {
+			info.Answers++
+		}
+		l.markDone(d.ID.Text, d.Output.Sample)
+	}
+	// A length answer counts as done again if a better record for the same
+	// answer is also in the file (a redo that already succeeded).
+	for _, a := range lengthOnly {
+		if l.done(a.id, a.sample) {
+			info.Length--
+		}
+	}
+	return info, nil
+}
+
+// prepareOutput checks the output file before a run. Without resume an
+// existing non-empty file is refused; with resume a partial last line is
+// cut off and the answers in the file are marked done.
+func prepareOutput(path string, resume, redoLength bool, l *ledger, warn func(string, ...any)) (resumeInfo, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return resumeInfo{}, nil
+	}
+	if err != nil {
+		return resumeInfo{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return resumeInfo{}, fmt.Errorf("%s is not a regular file", path)
+	}
+	if !resume {
+		if st.Size() > 0 {
+			return resumeInfo{}, errOutputExists
+		}
+		return resumeInfo{}, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return resumeInfo{}, err
+	}
+	cut, err := repairTail(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return resumeInfo{}, fmt.Errorf("repairing %s: %w", path, err)
+	}
+	if cut > 0 {
+		warn("%s: removed a partial last line (%d bytes) left by an interrupted run", path, cut)
+	}
+	info, err := scanDone(path, redoLength, l, warn)
+	info.Repaired = cut
+	return info, err
+}
+
+var errOutputExists = errors.New("output exists")
