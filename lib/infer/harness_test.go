@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,7 @@ func (ps promptSet) write(t testing.TB, dir, name string) (string, map[string]st
 	var b bytes.Buffer
 	lines := make(map[string]string, ps.n)
 	for i := 0; i < ps.n; i++ {
-		id := fmt.Sprintf("p%05d", i)
+		id := idOf(i)
 		text := fmt.Sprintf("Question %d: explain topic number %d in a few words.", i, i*7919%1000)
 		var line string
 		if ps.completion {
@@ -264,5 +265,25 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", limit, what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func idOf(i int) string { return fmt.Sprintf("p%05d", i) }
+
+// rewrite writes the prompt lines back to path in id order.
+func rewrite(t testing.TB, path string, lines map[string]string) {
+	t.Helper()
+	ids := make([]string, 0, len(lines))
+	for id := range lines {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var b bytes.Buffer
+	for _, id := range ids {
+		b.WriteString(lines[id])
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

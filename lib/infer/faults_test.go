@@ -1,0 +1,210 @@
+package infer
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/llmsim"
+)
+
+// A fleet that fails in every way still yields every answer exactly once.
+func TestFaultsEverythingCompletes(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults llmsim.Faults
+		extra  []string
+	}{
+		{"random 500s", llmsim.Faults{FailRate: 0.2}, nil},
+		{"aborts", llmsim.Faults{AbortRate: 0.2}, nil},
+		{"dropped connections", llmsim.Faults{DropRate: 0.2}, nil},
+		{"hangs", llmsim.Faults{HangRate: 0.05}, []string{"--request-timeout", "300ms"}},
+		{"everything at once", llmsim.Faults{FailRate: 0.05, AbortRate: 0.05, DropRate: 0.05, HangRate: 0.02}, []string{"--request-timeout", "300ms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, Faults: tt.faults}, 3)
+			dir := t.TempDir()
+			in, lines := promptSet{n: 200}.write(t, dir, "prompts.jsonl")
+			out := filepath.Join(dir, "gen.jsonl")
+			args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, in}, fastFlags...)
+			args = append(args, tt.extra...)
+			res := runInfer(t, 40*time.Second, "", args...)
+			if res.code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s", res.code, res.stderr)
+			}
+			acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+			if acc.ok != 200 {
+				t.Fatalf("ok %d, want 200", acc.ok)
+			}
+			st := fleet.Stats()
+			faulted := st.Failed + st.Aborted + st.Dropped + st.Hung
+			if faulted == 0 {
+				t.Fatalf("no fault was injected: %+v", st)
+			}
+			retried := 0
+			for _, g := range acc.outputs {
+				retried += g.Output.Attempts - 1
+			}
+			// Every faulted request was tried again, and nothing else was.
+			if int64(retried) < faulted {
+				t.Errorf("%d faulted requests but only %d retries recorded in output.attempts", faulted, retried)
+			}
+			if st.Requests != int64(200+retried) {
+				t.Errorf("fleet saw %d requests, want 200 answers + %d retries", st.Requests, retried)
+			}
+		})
+	}
+}
+
+// An endpoint that crashes mid-run and comes back, another that is
+// crashed and restarted by hand: every answer arrives once.
+func TestCrashAndRestart(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, PerEndpoint: map[int]llmsim.Faults{
+		1: {CrashAfter: 40, RestartAfter: 400 * time.Second, StartupDelay: 100 * time.Second},
+	}}, 3)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 400}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "32", "-o", out, in}, fastFlags...)
+	done := make(chan result, 1)
+	go func() { done <- runInfer(t, 60*time.Second, "", args...) }()
+	ep2 := fleet.Endpoint(2)
+	waitFor(t, 20*time.Second, "endpoint 2 to serve requests", func() bool { return ep2.Stats().Requests > 20 })
+	ep2.Crash()
+	time.Sleep(150 * time.Millisecond)
+	if err := ep2.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	if acc.ok != 400 {
+		t.Fatalf("ok %d", acc.ok)
+	}
+	if c := fleet.Endpoint(1).Stats().Crashes; c == 0 {
+		t.Errorf("endpoint 1 never crashed")
+	}
+	if !strings.Contains(res.stderr, "out of service") {
+		t.Errorf("no endpoint was reported out of service:\n%s", res.stderr)
+	}
+	// The endpoints came back and took work again after their crash.
+	for _, i := range []int{1, 2} {
+		if acc.byEndpoint[fleet.Endpoint(i).URL()] == 0 {
+			t.Errorf("endpoint %d answered nothing", i)
+		}
+	}
+}
+
+// With every endpoint down, work pauses without using up retries, and
+// goes on when they come back.
+func TestAllEndpointsDownThenBack(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 4}, 2)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 300}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "32", "--retries", "2", "-o", out, in}, fastFlags...)
+	done := make(chan result, 1)
+	go func() { done <- runInfer(t, 60*time.Second, "", args...) }()
+	waitFor(t, 20*time.Second, "some answers", func() bool { return fleet.Stats().Completed > 30 })
+	fleet.Endpoint(0).Crash()
+	fleet.Endpoint(1).Crash()
+	if c := fleet.Stats().Completed; c >= 300 {
+		t.Fatalf("all %d answers were done before the fleet went down", c)
+	}
+	// Far longer than --retries 2 with a 50ms backoff would last.
+	time.Sleep(600 * time.Millisecond)
+	for i := 0; i < 2; i++ {
+		if err := fleet.Endpoint(i).Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := <-done
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	if acc.ok != 300 || acc.failed != 0 {
+		t.Fatalf("ok %d failed %d: a pause used up retries", acc.ok, acc.failed)
+	}
+	if n := strings.Count(res.stderr, "is out of service"); n < 2 {
+		t.Errorf("%d endpoints reported out of service, want both:\n%s", n, res.stderr)
+	}
+}
+
+// A prompt longer than the context gets SGLang's 400: an error record with
+// the server's message, after one attempt; the rest are answered.
+func TestOverlongPromptIsPermanent(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 2)
+	dir := t.TempDir()
+	long := map[int]bool{3: true, 17: true, 42: true}
+	in, lines := promptSet{n: 50}.write(t, dir, "prompts.jsonl")
+	// Make three prompts far longer than 200 tokens.
+	for i := range long {
+		id := idOf(i)
+		lines[id] = strings.Replace(lines[id], "in a few words.", strings.Repeat("and more ", 200)+"in a few words.", 1)
+	}
+	rewrite(t, in, lines)
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, in}, fastFlags...)
+	res := runInfer(t, 30*time.Second, "", args...)
+	if res.code != cli.ExitRejects {
+		t.Fatalf("exit %d, want 3\n%s", res.code, res.stderr)
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	if acc.ok != 47 || acc.failed != 3 {
+		t.Fatalf("ok %d failed %d", acc.ok, acc.failed)
+	}
+	for key, g := range acc.errors {
+		e := g.Error
+		if e.Status != 400 || e.Attempts != 1 || e.Retriable || !strings.Contains(e.Message, "longer than the model's context length") {
+			t.Errorf("%s: error %+v", key, e)
+		}
+	}
+	if bad := fleet.Stats().BadRequests; bad != 3 {
+		t.Errorf("the fleet saw %d bad requests: a 400 was retried", bad)
+	}
+}
+
+// A slower endpoint gets proportionally less of the work under
+// least-outstanding; round-robin hands every endpoint the same share.
+func TestHeterogeneousFleetShares(t *testing.T) {
+	for _, policy := range []string{"least-outstanding", "round-robin"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			fleet := startFleet(t, llmsim.Config{TimeScale: 500, MaxRunning: 4, PerEndpoint: map[int]llmsim.Faults{0: {Slow: 3}}}, 3)
+			dir := t.TempDir()
+			in, lines := promptSet{n: 300}.write(t, dir, "prompts.jsonl")
+			out := filepath.Join(dir, "gen.jsonl")
+			args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "--queue-depth", "0", "--policy", policy, "-o", out, in}, fastFlags...)
+			res := runInfer(t, 60*time.Second, "", args...)
+			if res.code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s", res.code, res.stderr)
+			}
+			acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+			slow := float64(acc.byEndpoint[fleet.Endpoint(0).URL()]) / 300
+			t.Logf("%s: slow endpoint share %.2f, fast %.2f and %.2f", policy, slow,
+				float64(acc.byEndpoint[fleet.Endpoint(1).URL()])/300, float64(acc.byEndpoint[fleet.Endpoint(2).URL()])/300)
+			if policy == "least-outstanding" && (slow > 0.25 || slow < 0.05) {
+				t.Errorf("slow endpoint did %.0f%% of the work, want about 1/7 (14%%)", 100*slow)
+			}
+			if policy == "round-robin" && (slow < 0.30 || slow > 0.37) {
+				t.Errorf("round-robin gave the slow endpoint %.0f%%, want a third", 100*slow)
+			}
+			// The cap is the server's slots: never more running, and all used.
+			for i := 0; i < 3; i++ {
+				if m := fleet.Endpoint(i).Stats().MaxRunning; m != 4 {
+					t.Errorf("endpoint %d ran at most %d at once, want its 4 slots full", i, m)
+				}
+			}
+		})
+	}
+}
