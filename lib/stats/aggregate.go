@@ -33,13 +33,15 @@ func (d *dist) add(v int64) {
 	*d = append(*d, uint32(min(max(v, 0), math.MaxUint32)))
 }
 
-// floats returns the values as float64s for package quantile, sorted.
+// floats sorts d and returns its values as float64s for package quantile.
+// Sorting the 4-byte integers first is the faster way, and leaves
+// quantile's own sort nothing to do.
 func (d dist) floats() []float64 {
+	slices.Sort(d)
 	f := make([]float64, len(d))
 	for i, v := range d {
 		f[i] = float64(v)
 	}
-	slices.Sort(f)
 	return f
 }
 
@@ -172,8 +174,10 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 		if fin == "" {
 			fin = noneName
 		}
-		if _, ok := a.finish[fin]; ok || len(a.finish) < maxFinish {
-			a.finish[strings.Clone(fin)]++
+		if _, ok := a.finish[fin]; ok {
+			a.finish[fin]++
+		} else if len(a.finish) < maxFinish {
+			a.finish[strings.Clone(fin)] = 1
 		} else {
 			a.finish[otherName]++
 		}

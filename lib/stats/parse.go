@@ -229,26 +229,19 @@ func idKey(class byte, id rawID, sample int) uint64 {
 
 // classify turns a decoding error into a reject reason.
 func classify(data []byte, err error) *parseError {
-	var typeErr *json.UnmarshalTypeError
-	var syntax *json.SyntaxError
-	switch {
-	case errors.As(err, &syntax):
-		return &parseError{jsonl.ReasonMalformedJSON, err}
-	case errors.As(err, &typeErr):
-		found := typeErr.Value
-		if unquoted, err := strconv.Unquote(found); err == nil {
-			found = unquoted // the rest of the line from the offending value on
-		}
-		if typeErr.Field == "" {
-			return &parseError{jsonl.ReasonNotObject, fmt.Errorf("record is %s, not an object", jsonKind([]byte(found)))}
-		}
-		return &parseError{ReasonWrongType, fmt.Errorf("%q should be %s, not %s", typeErr.Field, goKind(typeErr.Type), jsonKind([]byte(found)))}
-	}
 	if !json.Valid(data) {
 		return &parseError{jsonl.ReasonMalformedJSON, err}
 	}
 	if firstByte(data) != '{' {
-		return &parseError{jsonl.ReasonNotObject, errors.New("record is not a JSON object")}
+		return &parseError{jsonl.ReasonNotObject, fmt.Errorf("record is %s, not an object", jsonKind(data))}
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		found := typeErr.Value
+		if unquoted, err := strconv.Unquote(found); err == nil {
+			found = unquoted // the rest of the line from the offending value on
+		}
+		return &parseError{ReasonWrongType, fmt.Errorf("%q should be %s, not %s", typeErr.Field, goKind(typeErr.Type), jsonKind([]byte(found)))}
 	}
 	return &parseError{ReasonWrongType, err}
 }

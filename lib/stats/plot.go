@@ -75,6 +75,9 @@ func Plot(r *Report, path string) error {
 // writeFile writes the picture under a temporary name and renames it into
 // place, so a failed run leaves no half-drawn file behind.
 func writeFile(path string, canvas io.WriterTo) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err

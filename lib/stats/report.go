@@ -188,7 +188,7 @@ const barWidth = 32
 // limits the sources listed.
 func (r *Report) WriteText(w io.Writer, top int) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s records from %s (%s)\n", num(r.Records), plural(len(r.Inputs), "input"), bytesText(r.Bytes))
+	fmt.Fprintf(&b, "%s from %s (%s)\n", plural(r.Records, "record"), plural(len(r.Inputs), "input"), bytesText(r.Bytes))
 	if r.Interrupted {
 		b.WriteString("interrupted: figures cover only what was read before the signal\n")
 	}
@@ -245,7 +245,7 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 		msgs.write(&b)
 	}
 
-	fmt.Fprintf(&b, "ids seen twice: %s repeating an (id, sample) already seen\n", plural(int(r.Duplicates.Records), "record"))
+	fmt.Fprintf(&b, "ids seen twice: %s repeating an (id, sample) already seen\n", plural(r.Duplicates.Records, "record"))
 	for _, d := range r.Duplicates.Examples {
 		id, _ := d.ID.MarshalJSON()
 		fmt.Fprintf(&b, "  id %s sample %d (%s) at %s:%d\n", id, d.Sample, d.Kind, d.File, d.Line)
@@ -437,7 +437,7 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-func plural(n int, word string) string {
+func plural[T int | int64](n T, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}

@@ -109,7 +109,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("plot: %w", err)
 		}
 	}
-	env.Logf("read %s records (%s) from %s in %s, %s", num(report.Records), bytesText(report.Bytes),
+	env.Logf("read %s (%s) from %s in %s, %s", plural(report.Records, "record"), bytesText(report.Bytes),
 		plural(len(inputs), "input"), time.Since(start).Round(time.Millisecond), rejects.Summary())
 	if err := rejects.Close(); err != nil {
 		return err

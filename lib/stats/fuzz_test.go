@@ -1,0 +1,87 @@
+package stats
+
+import (
+	"bufio"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"tokenmill/lib/jsonl"
+)
+
+// FuzzParse checks parse against the standard library: a line parse
+// accepts is a JSON object whose figures the standard decoder agrees with,
+// and a line it calls malformed is not JSON.
+func FuzzParse(f *testing.F) {
+	for _, b := range badLines {
+		f.Add([]byte(b.line))
+	}
+	if data, err := os.Open(filepath.Join(testdata, "mixed.jsonl")); err == nil {
+		sc := bufio.NewScanner(data)
+		for sc.Scan() {
+			f.Add([]byte(sc.Text()))
+		}
+		data.Close()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		f.Add(randomRecord(rng, 50, 2))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var got fact
+		perr := parse(line, &got)
+		valid := json.Valid(line)
+		if perr != nil {
+			if (perr.reason == jsonl.ReasonMalformedJSON) == valid {
+				t.Fatalf("reason %s (%v) for %q, which json.Valid says is %v", perr.reason, perr.err, line, valid)
+			}
+			return
+		}
+		if !valid || !strings.HasPrefix(strings.TrimLeft(string(line), " \t\r\n"), "{") {
+			t.Fatalf("accepted %q, which is not a JSON object", line)
+		}
+		var std struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+			Prompt *string `json:"prompt"`
+			Source string  `json:"source"`
+			Output *struct {
+				Text         string `json:"text"`
+				Reasoning    string `json:"reasoning"`
+				FinishReason string `json:"finish_reason"`
+				Endpoint     string `json:"endpoint"`
+				LatencyMS    int64  `json:"latency_ms"`
+			} `json:"output"`
+			Error *struct {
+				Status  int    `json:"status"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(line, &std); err != nil {
+			t.Fatalf("parse accepted %q, the standard decoder does not: %v", line, err)
+		}
+		chars := 0
+		for _, m := range std.Messages {
+			chars += utf8.RuneCountInString(m.Content)
+		}
+		if std.Prompt != nil {
+			chars += utf8.RuneCountInString(*std.Prompt)
+		}
+		if got.prompt != chars || got.source != std.Source {
+			t.Errorf("%q: prompt %d chars, source %q; the standard decoder: %d, %q", line, got.prompt, got.source, chars, std.Source)
+		}
+		if o := std.Output; o != nil {
+			if got.answer != utf8.RuneCountInString(o.Text) || got.reason != utf8.RuneCountInString(o.Reasoning) ||
+				got.finish != o.FinishReason || got.endpoint != o.Endpoint || got.latency != o.LatencyMS {
+				t.Errorf("%q: output %+v; the standard decoder: %+v", line, got, *o)
+			}
+		} else if e := std.Error; e != nil && (got.status != e.Status || got.message != e.Message) {
+			t.Errorf("%q: error %d %q; the standard decoder: %+v", line, got.status, got.message, *e)
+		}
+	})
+}
