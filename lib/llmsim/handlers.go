@@ -3,9 +3,9 @@ package llmsim
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -457,7 +457,8 @@ func (e *Endpoint) respond(ctx *fasthttp.RequestCtx, f *flight) {
 	}
 	if f.drop {
 		e.stats.dropped.Add(1)
-		ctx.SetBodyStream(&truncatedReader{b: body[:len(body)/2]}, len(body))
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) { writeHalfResponse(c, body) })
 		return
 	}
 	ctx.SetBody(body)
@@ -500,23 +501,11 @@ func (f *flight) e2e() float64 {
 	return (last - f.arrived).Seconds()
 }
 
-var errDropped = errors.New("llmsim: connection dropped mid-response")
-
-// truncatedReader yields the first half of a body, then fails, so the
-// server closes the connection after a partial response.
-type truncatedReader struct {
-	b    []byte
-	done bool
-}
-
-func (r *truncatedReader) Read(p []byte) (int, error) {
-	if r.done {
-		return 0, errDropped
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	if len(r.b) == 0 {
-		r.done = true
-	}
-	return n, nil
+// writeHalfResponse sends a response's head, announcing the whole body,
+// and half of the body; the connection then closes: a response dropped
+// midway, as a dying server leaves it.
+func writeHalfResponse(c net.Conn, body []byte) {
+	head := "HTTP/1.1 200 OK\r\nServer: uvicorn\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n"
+	c.Write(append([]byte(head), body[:len(body)/2]...))
 }

@@ -1,10 +1,12 @@
 package llmsim
 
 import (
+	"encoding/binary"
 	"math"
-	"strconv"
 
 	"github.com/zeebo/xxh3"
+
+	"tokenmill/lib/record"
 )
 
 // Message is one chat turn as the simulator reads it: only role and text
@@ -23,38 +25,30 @@ type Prompt struct {
 	InputIDs []int
 }
 
-// AppendCanonical appends the prompt's canonical form, the bytes its digest
-// and its simulated answer are derived from:
-//
-//   - chat: for each message, 0x00, role, 0x1f, content;
-//   - text: 0x00 "prompt" 0x1f, then the text;
-//   - token ids: 0x00 "ids" 0x1f, then the ids in decimal joined by ",".
-//
-// For a prompt without tool calls this is byte for byte the canonical form
-// tokenmill's record package gives the same prompt, so a test can compute
-// the digest from a prompt record.
+// AppendCanonical appends the prompt's canonical form, the bytes its
+// digest and its simulated answer are derived from. Chat messages and text
+// take tokenmill's canonical prompt form (record.Prompt.AppendCanonical of
+// the same roles and contents, or of the completion text), so a test can
+// compute the digest of a prompt record; token ids take 'I', their count
+// and the ids, as uvarints.
 func (p *Prompt) AppendCanonical(dst []byte) []byte {
 	switch {
 	case len(p.Messages) > 0:
-		for _, m := range p.Messages {
-			dst = append(dst, 0)
-			dst = append(dst, m.Role...)
-			dst = append(dst, 0x1f)
-			dst = append(dst, m.Content...)
+		rp := record.Prompt{Messages: make([]record.Message, len(p.Messages))}
+		for i, m := range p.Messages {
+			rp.Messages[i] = record.Message{Role: m.Role, Content: m.Content}
 		}
+		return rp.AppendCanonical(dst)
 	case len(p.InputIDs) > 0:
-		dst = append(dst, "\x00ids\x1f"...)
-		for i, id := range p.InputIDs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = strconv.AppendInt(dst, int64(id), 10)
+		dst = append(dst, 'I')
+		dst = binary.AppendUvarint(dst, uint64(len(p.InputIDs)))
+		for _, id := range p.InputIDs {
+			dst = binary.AppendUvarint(dst, uint64(id))
 		}
-	default:
-		dst = append(dst, "\x00prompt\x1f"...)
-		dst = append(dst, p.Text...)
+		return dst
 	}
-	return dst
+	rp := record.Prompt{Prompt: &p.Text}
+	return rp.AppendCanonical(dst)
 }
 
 // PromptDigest is the first token of every simulated answer to p: the

@@ -1,0 +1,332 @@
+package llmsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the values in testdata/llmsim golden files (their shapes, taken from SGLang, must not change)")
+
+const goldenDir = "../../testdata/llmsim"
+
+// golden is one pinned exchange. Source says which part of SGLang the
+// response shape is taken from; Request and Config are inputs; Status,
+// ContentType and Response/Events/Text are the expected answer.
+type golden struct {
+	Source      string            `json:"source"`
+	Scenario    string            `json:"scenario,omitempty"` // driven by a dedicated test, not the generic runner
+	Config      goldenConfig      `json:"config"`
+	Request     goldenRequest     `json:"request"`
+	Status      int               `json:"status"`
+	ContentType string            `json:"content_type"`
+	Response    json.RawMessage   `json:"response,omitempty"`
+	Events      []json.RawMessage `json:"events,omitempty"`
+	Text        *string           `json:"text,omitempty"`
+}
+
+type goldenConfig struct {
+	Reasoning     bool    `json:"reasoning,omitempty"`
+	ContextLength int     `json:"context_length,omitempty"`
+	FailRate      float64 `json:"fail_rate,omitempty"`
+	AbortRate     float64 `json:"abort_rate,omitempty"`
+}
+
+type goldenRequest struct {
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	ContentType string          `json:"content_type,omitempty"`
+	Body        json.RawMessage `json:"body,omitempty"`
+	RawBody     string          `json:"raw_body,omitempty"`
+}
+
+func readGolden(t *testing.T, name string) *golden {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(goldenDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g golden
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return &g
+}
+
+// TestGoldenWire sends each golden file's request to a fresh instant
+// endpoint and compares the answer with the file field by field.
+func TestGoldenWire(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(goldenDir, "*.json"))
+	if err != nil || len(files) < 20 {
+		t.Fatalf("golden files: %v (%d found)", err, len(files))
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		g := readGolden(t, name)
+		if g.Scenario != "" {
+			continue
+		}
+		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
+			cfg := Config{Instant: true, Seed: 7, Reasoning: g.Config.Reasoning, ContextLength: g.Config.ContextLength,
+				Faults: Faults{FailRate: g.Config.FailRate, AbortRate: g.Config.AbortRate}}
+			fleet := startFleet(t, cfg, 1)
+			resp := do(t, fleet.URLs()[0], g.Request)
+			checkGolden(t, name, g, resp)
+		})
+	}
+}
+
+type answer struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+func do(t *testing.T, base string, r goldenRequest) answer {
+	t.Helper()
+	body := []byte(r.RawBody)
+	if len(r.Body) > 0 {
+		body = r.Body
+	}
+	req, err := http.NewRequest(r.Method, base+r.Path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := r.ContentType; ct != "" {
+		req.Header.Set("Content-Type", ct)
+	} else if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", r.Method, r.Path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", r.Method, r.Path, err)
+	}
+	return answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: b}
+}
+
+var testClient = &http.Client{Timeout: 20 * time.Second}
+
+// checkGolden compares an answer with a golden file, or with -update
+// rewrites the file's values after checking the shape is unchanged.
+func checkGolden(t *testing.T, name string, g *golden, a answer) {
+	t.Helper()
+	got := *g
+	got.Status, got.ContentType = a.status, a.contentType
+	got.Response, got.Events, got.Text = nil, nil, nil
+	switch {
+	case strings.HasPrefix(a.contentType, "text/event-stream"):
+		events, err := sseEvents(a.body)
+		if err != nil {
+			t.Fatalf("%s: %v in %q", name, err, a.body)
+		}
+		for _, ev := range events {
+			got.Events = append(got.Events, normalize(t, ev))
+		}
+	case strings.HasPrefix(a.contentType, "application/json"):
+		got.Response = normalize(t, a.body)
+	default:
+		s := string(a.body)
+		got.Text = &s
+	}
+
+	if !*update || len(g.Response)+len(g.Events) > 0 || g.Text != nil {
+		if gs, ws := shapeOf(t, g), shapeOf(t, &got); !reflect.DeepEqual(gs, ws) {
+			t.Fatalf("%s: the response shape differs from SGLang's (edit the golden file by hand only from SGLang's source):\n%s", name, shapeDiff(gs, ws))
+		}
+	}
+	if *update {
+		b, err := json.MarshalIndent(&got, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(goldenDir, name), append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if g.Status != got.Status || g.ContentType != got.ContentType {
+		t.Errorf("%s: status %d %q, want %d %q", name, got.Status, got.ContentType, g.Status, g.ContentType)
+	}
+	if !jsonEqual(t, g.Response, got.Response) {
+		t.Errorf("%s: response\n got %s\nwant %s", name, got.Response, g.Response)
+	}
+	if len(g.Events) != len(got.Events) {
+		t.Fatalf("%s: %d events, want %d:\n%s", name, len(got.Events), len(g.Events), a.body)
+	}
+	for i := range g.Events {
+		if !jsonEqual(t, g.Events[i], got.Events[i]) {
+			t.Errorf("%s: event %d\n got %s\nwant %s", name, i, got.Events[i], g.Events[i])
+		}
+	}
+	if (g.Text == nil) != (got.Text == nil) || (g.Text != nil && *g.Text != *got.Text) {
+		t.Errorf("%s: body\n got %v\nwant %v", name, deref(got.Text), deref(g.Text))
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+// sseEvents splits a text/event-stream body into its data payloads;
+// "[DONE]" comes back as the JSON string "[DONE]".
+func sseEvents(body []byte) ([][]byte, error) {
+	var out [][]byte
+	for _, block := range strings.Split(string(body), "\n\n") {
+		if block == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(block, "data: ")
+		if !ok || strings.Contains(data, "\n") {
+			return out, fmt.Errorf("malformed event %q", block)
+		}
+		if data == "[DONE]" {
+			data = `"[DONE]"`
+		}
+		out = append(out, []byte(data))
+	}
+	if len(out) == 0 || string(out[len(out)-1]) != `"[DONE]"` {
+		return out, fmt.Errorf("stream does not end with data: [DONE]")
+	}
+	return out, nil
+}
+
+// normalize re-encodes a JSON body with the fields that differ from run
+// to run (wall-clock "created", the listening "port") zeroed.
+func normalize(t *testing.T, b []byte) json.RawMessage {
+	t.Helper()
+	v := decodeJSON(t, b)
+	v = zeroClock(v)
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func decodeJSON(t *testing.T, b []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, b)
+	}
+	return v
+}
+
+func zeroClock(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			if k == "created" || k == "port" {
+				x[k] = json.Number("0")
+			} else {
+				x[k] = zeroClock(c)
+			}
+		}
+	case []any:
+		for i := range x {
+			x[i] = zeroClock(x[i])
+		}
+	}
+	return v
+}
+
+func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	return reflect.DeepEqual(decodeJSON(t, a), decodeJSON(t, b))
+}
+
+// shapeOf lists every path of a golden answer with its JSON type, e.g.
+// "response.choices[].message.reasoning_content: null".
+func shapeOf(t *testing.T, g *golden) []string {
+	set := map[string]bool{fmt.Sprintf("status %d", g.Status): true, "content-type " + g.ContentType: true}
+	if len(g.Response) > 0 {
+		walkShape(decodeJSON(t, g.Response), "response", set)
+	}
+	for i, ev := range g.Events {
+		walkShape(decodeJSON(t, ev), fmt.Sprintf("event%d", i), set)
+	}
+	if g.Text != nil {
+		for _, line := range strings.Split(*g.Text, "\n") {
+			if strings.HasPrefix(line, "# TYPE") {
+				set["text "+line] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func walkShape(v any, path string, set map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		set[path+": object"] = true
+		for k, c := range x {
+			walkShape(c, path+"."+k, set)
+		}
+	case []any:
+		set[path+": array"] = true
+		for _, c := range x {
+			walkShape(c, path+"[]", set)
+		}
+	case string:
+		set[path+": string"] = true
+	case json.Number:
+		set[path+": number"] = true
+	case bool:
+		set[path+": bool"] = true
+	case nil:
+		set[path+": null"] = true
+	}
+}
+
+func shapeDiff(want, got []string) string {
+	var b strings.Builder
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			fmt.Fprintf(&b, "  missing %s\n", w)
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			fmt.Fprintf(&b, "  extra   %s\n", g)
+		}
+	}
+	return b.String()
+}
+
+func startFleet(t testing.TB, cfg Config, n int) *Fleet {
+	t.Helper()
+	f, err := Start(context.Background(), cfg, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
