@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/segmentio/encoding/json"
 
@@ -66,15 +67,17 @@ func parseRecord(data []byte) (parsed, *rejection) {
 		return p, reject(jsonl.ReasonNotObject, "a record must be a JSON object")
 	}
 	var idRaw, sampleRaw, outRaw, errRaw []byte
+	// Field names match as the JSON decoders of the other stages match
+	// them: case-insensitively, the last one winning.
 	err := record.EachField(data, func(key string, value []byte) error {
-		switch key {
-		case "id":
+		switch {
+		case strings.EqualFold(key, "id"):
 			idRaw = value
-		case "sample":
+		case strings.EqualFold(key, "sample"):
 			sampleRaw = value
-		case "output":
+		case strings.EqualFold(key, "output"):
 			outRaw = value
-		case "error":
+		case strings.EqualFold(key, "error"):
 			errRaw = value
 		}
 		return nil
@@ -124,9 +127,9 @@ func answerFields(obj []byte, wantFinish bool) (finish []byte, sample int, err e
 	var sampleRaw []byte
 	err = record.EachField(obj, func(key string, value []byte) error {
 		switch {
-		case key == "sample":
+		case strings.EqualFold(key, "sample"):
 			sampleRaw = value
-		case wantFinish && key == "finish_reason":
+		case wantFinish && strings.EqualFold(key, "finish_reason"):
 			finish = value
 		}
 		return nil

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
@@ -41,9 +42,15 @@ func shardKey(data []byte) (string, *rejection) {
 	if r := checkObject(data); r != nil {
 		return "", r
 	}
-	// FieldValue keeps the last "id" if a record repeats it, as a JSON
-	// decoder would.
-	raw, err := record.FieldValue(data, "id")
+	// The id field matches as JSON decoders match it: case-insensitively,
+	// the last one winning.
+	var raw []byte
+	err := record.EachField(data, func(key string, value []byte) error {
+		if strings.EqualFold(key, "id") {
+			raw = value
+		}
+		return nil
+	})
 	if err != nil {
 		return "", &rejection{jsonl.ReasonMalformedJSON, err.Error()}
 	}

@@ -553,6 +553,7 @@ func FuzzShardKey(f *testing.F) {
 		f.Add([]byte(l))
 	}
 	f.Add([]byte(`{"id":"a","id":"b"}`))
+	f.Add([]byte(`{"ID":"x","prompt":"p"}`))
 	f.Add([]byte(`{"id":9223372036854775808}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		key, rej := shardKey(data)
