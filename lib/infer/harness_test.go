@@ -103,7 +103,14 @@ func (l *lockedBuffer) String() string {
 // runInfer runs infer in-process with args, bounded by limit.
 func runInfer(t testing.TB, limit time.Duration, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	return runInferCtx(t, context.Background(), limit, stdin, args...)
+}
+
+// runInferCtx is runInfer under ctx (cancel it with cli.ErrInterrupted to
+// play a SIGINT).
+func runInferCtx(t testing.TB, parent context.Context, limit time.Duration, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	var stdout, stderr lockedBuffer
 	env := &cli.Env{Name: "infer", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr}

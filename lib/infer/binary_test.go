@@ -1,0 +1,264 @@
+package infer
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/llmsim"
+)
+
+// The real binaries, built once for the package's tests.
+var inferBin, llmsimBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "infer-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	inferBin = filepath.Join(dir, "infer")
+	llmsimBin = filepath.Join(dir, "llmsim")
+	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startSimBinary runs the llmsim binary on n free ports and returns their
+// URLs once it is listening.
+func startSimBinary(t *testing.T, n int, extra ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "urls")
+	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ",")
+	cmd := exec.Command(llmsimBin, append([]string{"--listen", listen, "--ready-file", ready}, extra...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	var urls []string
+	waitFor(t, 10*time.Second, "llmsim to write its ready file", func() bool {
+		b, err := os.ReadFile(ready)
+		if err != nil {
+			return false
+		}
+		urls = strings.Fields(string(b))
+		return len(urls) == n
+	})
+	return urls
+}
+
+// proc is a running infer binary.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+}
+
+func startInfer(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(inferBin, args...)}
+	p.cmd.Stderr = &p.stderr
+	p.cmd.Stdout = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+// wait returns the exit code, failing the test past limit.
+func (p *proc) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(limit):
+		p.cmd.Process.Kill()
+		<-done
+		t.Fatalf("infer did not exit within %v; stderr:\n%s", limit, p.stderr.String())
+	}
+	return -1
+}
+
+// completeLines counts the newline-terminated lines of a file.
+func completeLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte{'\n'})
+}
+
+// kill -9 at several points, a partial last line planted by hand, and
+// --resume each time: the output ends with exactly one record per answer
+// and no partial line.
+func TestKillAndResume(t *testing.T) {
+	t.Parallel()
+	// Slow enough that the run takes a few seconds, so each kill lands
+	// in the middle of it.
+	urls := startSimBinary(t, 3, "--time-scale", "10", "--max-running", "8")
+	dir := t.TempDir()
+	in, lines := promptSet{n: 600}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", strings.Join(urls, ","), "--max-tokens", "48", "-o", out, in}, fastFlags...)
+	resumeArgs := append(append([]string{}, args...), "--resume")
+
+	for round := 0; round < 3; round++ {
+		a := args
+		if round > 0 {
+			a = resumeArgs
+		}
+		before := completeLines(out)
+		p := startInfer(t, a...)
+		// Kill as soon as this run's first flush lands.
+		waitFor(t, 30*time.Second, fmt.Sprintf("round %d to write output", round), func() bool { return completeLines(out) > before })
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.wait(t, 10*time.Second)
+		if n := completeLines(out); n >= 600 {
+			t.Fatalf("round %d: the run finished (%d lines) before it was killed", round, n)
+		}
+		// Whatever the kill left must read back as whole records.
+		data, _ := os.ReadFile(out)
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			parseRecords(t, out, data[:i+1])
+		}
+		if round == 1 {
+			// A crash mid-write: half a record at the end.
+			f, err := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(`{"id":"p00599","messages":[{"role":"user","content":"Quest`)
+			f.Close()
+		}
+	}
+	p := startInfer(t, resumeArgs...)
+	if code := p.wait(t, 60*time.Second); code != cli.ExitOK {
+		t.Fatalf("final resume exit %d\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "resuming") {
+		t.Errorf("no resume report:\n%s", p.stderr.String())
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	if acc.ok != 600 {
+		t.Fatalf("ok %d", acc.ok)
+	}
+}
+
+// The partial line a crash leaves is cut off, and said so.
+func TestResumeRepairsPartialLine(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 40}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, in}, fastFlags...)
+	// A first run over half the prompts.
+	half := filepath.Join(dir, "half.jsonl")
+	var firstHalf bytes.Buffer
+	halfLines := map[string]string{}
+	for i := 0; i < 20; i++ {
+		firstHalf.WriteString(lines[idOf(i)] + "\n")
+		halfLines[idOf(i)] = lines[idOf(i)]
+	}
+	os.WriteFile(half, firstHalf.Bytes(), 0o644)
+	res := runInfer(t, 20*time.Second, "", append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, half}, fastFlags...)...)
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	checkExactlyOnce(t, halfLines, 1, readRecords(t, out), nil)
+	f, _ := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"id":"p00003","messages":[{"ro`)
+	f.Close()
+
+	res = runInfer(t, 20*time.Second, "", append(args, "--resume")...)
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "removed a partial last line (31 bytes)") || !strings.Contains(res.stderr, "20 answers already done") {
+		t.Errorf("stderr:\n%s", res.stderr)
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	if acc.ok != 40 {
+		t.Fatalf("ok %d", acc.ok)
+	}
+	if !strings.Contains(res.stderr, "skipped 20") {
+		t.Errorf("summary does not count the 20 skipped:\n%s", res.stderr)
+	}
+}
+
+// SIGINT stops the real binary with 130 and what was done flushed;
+// --resume finishes the job.
+func TestSigintThenResume(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 20, MaxRunning: 8}, 2)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 400}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "48", "--grace", "100ms", "-o", out, in}, fastFlags...)
+	p := startInfer(t, args...)
+	waitFor(t, 30*time.Second, "some output", func() bool { return completeLines(out) >= 50 })
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t, 10*time.Second); code != cli.ExitInterrupted {
+		t.Fatalf("exit %d, want 130\n%s", code, p.stderr.String())
+	}
+	stopped := readRecords(t, out)
+	if len(stopped) >= 400 {
+		t.Fatalf("the run finished before the signal")
+	}
+	if !strings.Contains(p.stderr.String(), "run again with --resume") {
+		t.Errorf("stderr:\n%s", p.stderr.String())
+	}
+	p = startInfer(t, append(args, "--resume")...)
+	if code := p.wait(t, 60*time.Second); code != cli.ExitOK {
+		t.Fatalf("resume exit %d\n%s", code, p.stderr.String())
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	if acc.ok != 400 {
+		t.Fatalf("ok %d", acc.ok)
+	}
+}
+
+// Without --resume an existing output is never touched.
+func TestRefusesToOverwrite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in, _ := promptSet{n: 3}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	const old = "{\"id\":\"keep\",\"output\":{\"text\":\"precious\"}}\n"
+	os.WriteFile(out, []byte(old), 0o644)
+	p := startInfer(t, "-e", "127.0.0.1:1", "-o", out, in)
+	if code := p.wait(t, 10*time.Second); code != cli.ExitUsage {
+		t.Fatalf("exit %d, want 2\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "already exists") || !strings.Contains(p.stderr.String(), "--resume") {
+		t.Errorf("stderr:\n%s", p.stderr.String())
+	}
+	if b, _ := os.ReadFile(out); string(b) != old {
+		t.Errorf("the output was changed: %q", b)
+	}
+}

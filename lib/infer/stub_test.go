@@ -1,0 +1,193 @@
+package infer
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"tokenmill/lib/cli"
+)
+
+// stub is a test-local server for the two things the simulator does not
+// show: the headers a request carried, and whether a hung request's
+// connection was closed by the client.
+type stub struct {
+	url        string
+	mu         sync.Mutex
+	auth       map[string]int // Authorization header -> requests
+	hangOpen   atomic.Int64
+	hangClosed atomic.Int64
+}
+
+func startStub(t *testing.T, gen func(s *stub, ctx *fasthttp.RequestCtx)) *stub {
+	t.Helper()
+	s := &stub{auth: map[string]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.url = "http://" + ln.Addr().String()
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		s.mu.Lock()
+		s.auth[string(ctx.Request.Header.Peek("Authorization"))]++
+		s.mu.Unlock()
+		switch string(ctx.Path()) {
+		case "/health":
+		case "/get_server_info":
+			ctx.SetBodyString(`{"max_running_requests": 4}`)
+		case "/v1/models":
+			ctx.SetBodyString(`{"object":"list","data":[{"id":"stub-model","object":"model"}]}`)
+		default:
+			gen(s, ctx)
+		}
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return s
+}
+
+// hang accepts a request and never answers, until the client closes.
+func hang(s *stub, ctx *fasthttp.RequestCtx) {
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		s.hangOpen.Add(1)
+		buf := make([]byte, 512)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				break
+			}
+		}
+		s.hangOpen.Add(-1)
+		s.hangClosed.Add(1)
+	})
+}
+
+func answer(_ *stub, ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"id":"x","object":"chat.completion","created":1,"model":"stub-model","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+}
+
+// A request that times out is closed, so the server can drop it and free
+// its slot; after --retries it is an error record.
+func TestTimeoutClosesConnection(t *testing.T) {
+	t.Parallel()
+	s := startStub(t, hang)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 3}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", s.url, "--request-timeout", "200ms", "--retries", "1", "-o", out, in}, fastFlags...)
+	res := runInfer(t, 20*time.Second, "", args...)
+	if res.code != cli.ExitRejects {
+		t.Fatalf("exit %d, want 3\n%s", res.code, res.stderr)
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	if acc.failed != 3 {
+		t.Fatalf("failed %d", acc.failed)
+	}
+	for key, g := range acc.errors {
+		if e := g.Error; e.Attempts != 2 || !e.Retriable || e.Status != 0 || !strings.Contains(e.Message, "no answer within 200ms") {
+			t.Errorf("%s: %+v", key, e)
+		}
+	}
+	waitFor(t, 5*time.Second, "the server to see every hung connection closed", func() bool {
+		return s.hangClosed.Load() == 6 && s.hangOpen.Load() == 0
+	})
+}
+
+// On SIGINT, requests still in flight after --grace are closed (the
+// servers drop them) and the run exits 130 with what was done flushed.
+func TestInterruptClosesInFlight(t *testing.T) {
+	t.Parallel()
+	s := startStub(t, hang)
+	dir := t.TempDir()
+	in, _ := promptSet{n: 20}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", s.url, "--grace", "50ms", "-o", out, in}, fastFlags...)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan result, 1)
+	go func() { done <- runInferCtx(t, ctx, 20*time.Second, "", args...) }()
+	waitFor(t, 10*time.Second, "6 requests in flight (the stub's 4 slots and 2 queued)", func() bool { return s.hangOpen.Load() == 6 })
+	cancel(cli.ErrInterrupted)
+	res := <-done
+	if res.code != cli.ExitInterrupted {
+		t.Fatalf("exit %d, want 130\n%s", res.code, res.stderr)
+	}
+	waitFor(t, 5*time.Second, "in-flight connections closed", func() bool { return s.hangOpen.Load() == 0 })
+	if !strings.Contains(res.stderr, "not done 20") {
+		t.Errorf("summary does not count the 20 answers left undone:\n%s", res.stderr)
+	}
+	if g := readRecords(t, out); len(g) != 0 {
+		t.Errorf("%d records written, want none", len(g))
+	}
+}
+
+// The API key goes to every request as a bearer token and never to stderr.
+func TestAPIKey(t *testing.T) {
+	const key = "sk-test-7f3a9c2e51"
+	for _, how := range []string{"flag", "env", "openai env"} {
+		t.Run(how, func(t *testing.T) {
+			s := startStub(t, answer)
+			dir := t.TempDir()
+			in, _ := promptSet{n: 5}.write(t, dir, "prompts.jsonl")
+			args := append([]string{"-e", s.url, "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
+			switch how {
+			case "flag":
+				args = append(args, "--api-key", key)
+			case "env":
+				t.Setenv("TOKENMILL_INFER_API_KEY", key)
+			case "openai env":
+				t.Setenv("OPENAI_API_KEY", key)
+			}
+			res := runInfer(t, 20*time.Second, "", args...)
+			if res.code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s", res.code, res.stderr)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if len(s.auth) != 1 || s.auth["Bearer "+key] == 0 {
+				t.Errorf("requests carried %v, want every one Bearer %s", s.auth, key)
+			}
+			if strings.Contains(res.stderr+res.stdout, key) {
+				t.Errorf("the key was printed:\n%s", res.stderr)
+			}
+		})
+	}
+	t.Run("help", func(t *testing.T) {
+		t.Setenv("TOKENMILL_INFER_API_KEY", key)
+		res := runInfer(t, 5*time.Second, "", "--help")
+		if res.code != cli.ExitOK || strings.Contains(res.stdout+res.stderr, key) {
+			t.Errorf("--help exit %d printed the key: %v", res.code, strings.Contains(res.stdout, key))
+		}
+	})
+}
+
+// A server that refuses the key stops the run at once: every request would
+// fail the same way.
+func TestUnauthorizedIsFatal(t *testing.T) {
+	t.Parallel()
+	const key = "sk-wrong-0000"
+	s := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
+		ctx.SetBodyString(`{"error": "Unauthorized"}`)
+	})
+	dir := t.TempDir()
+	in, _ := promptSet{n: 50}.write(t, dir, "prompts.jsonl")
+	args := append([]string{"-e", s.url, "--api-key", key, "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
+	res := runInfer(t, 20*time.Second, "", args...)
+	if res.code != cli.ExitFailure {
+		t.Fatalf("exit %d, want 1\n%s", res.code, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "HTTP 401: Unauthorized") || !strings.Contains(res.stderr, "--api-key") || strings.Contains(res.stderr, key) {
+		t.Errorf("stderr:\n%s", res.stderr)
+	}
+	if errs := readRecords(t, filepath.Join(dir, "gen.errors.jsonl")); len(errs) != 0 {
+		t.Errorf("%d error records written for a fatal refusal", len(errs))
+	}
+}
