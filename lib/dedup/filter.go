@@ -1,0 +1,194 @@
+package dedup
+
+import (
+	"math"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/zeebo/xxh3"
+)
+
+// Growth of a scalable bloom filter (Almeida et al., 2007): each new layer
+// holds growthFactor times as many keys as the one before, at tighten times
+// its false-positive rate. The first layer gets fp*(1-tighten), so the
+// rates of all layers, however many there are, add up to less than fp.
+const (
+	growthFactor = 2
+	tighten      = 0.5
+)
+
+// layer is one bloom filter of a scalable filter.
+type layer struct {
+	bf       *bloom.BloomFilter
+	capacity uint64  // keys it was sized for
+	fp       float64 // its false-positive rate when it holds capacity keys
+	count    uint64  // keys added
+}
+
+// rate is the layer's false-positive probability now: the chance that all
+// k bits of a new key are already set, (1 - e^(-k n / m))^k.
+func (l *layer) rate() float64 {
+	if l.count == 0 {
+		return 0
+	}
+	k, m := float64(l.bf.K()), float64(l.bf.Cap())
+	return math.Pow(-math.Expm1(-k*float64(l.count)/m), k)
+}
+
+// Filter is a scalable bloom filter of 128-bit key hashes: a key is looked
+// up in every layer and added to the newest, and a new layer is added when
+// the newest is full, so the false-positive rate stays below fp at any
+// number of keys while memory grows with the keys actually seen.
+type Filter struct {
+	expected uint64
+	fp       float64
+	layers   []*layer
+	// older is the probability that none of the full layers gives a false
+	// positive: the product of (1 - rate) over all but the newest layer.
+	older float64
+}
+
+// NewFilter returns an empty filter sized for expected keys at rate fp.
+func NewFilter(expected uint64, fp float64) *Filter {
+	f := &Filter{expected: expected, fp: fp, older: 1}
+	f.grow()
+	return f
+}
+
+// layerParams are the capacity and rate of layer i.
+func (f *Filter) layerParams(i int) (uint64, float64) {
+	c := float64(f.expected) * math.Pow(growthFactor, float64(i))
+	return uint64(math.Min(c, math.MaxUint32*64)), f.fp * (1 - tighten) * math.Pow(tighten, float64(i))
+}
+
+func (f *Filter) grow() {
+	if n := len(f.layers); n > 0 {
+		f.older *= 1 - f.layers[n-1].rate()
+	}
+	c, fp := f.layerParams(len(f.layers))
+	m, k := bloom.EstimateParameters(uint(c), fp)
+	f.layers = append(f.layers, &layer{bf: bloom.New(m, k), capacity: c, fp: fp})
+}
+
+// Rate is the probability that a key never added is reported present.
+func (f *Filter) Rate() float64 {
+	return 1 - f.older*(1-f.layers[len(f.layers)-1].rate())
+}
+
+// Test reports whether h may have been added.
+func (f *Filter) Test(h *[16]byte) bool {
+	for _, l := range f.layers {
+		if l.bf.Test(h[:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOrAdd reports whether h may have been added, and adds it if not.
+func (f *Filter) TestOrAdd(h *[16]byte) bool {
+	last := len(f.layers) - 1
+	for _, l := range f.layers[:last] {
+		if l.bf.Test(h[:]) {
+			return true
+		}
+	}
+	if f.layers[last].bf.TestOrAdd(h[:]) {
+		return true
+	}
+	f.added()
+	return false
+}
+
+// Add adds h (whose bits may all be set already: a false positive that an
+// exact set has overruled still counts as a key held).
+func (f *Filter) Add(h *[16]byte) {
+	f.layers[len(f.layers)-1].bf.Add(h[:])
+	f.added()
+}
+
+func (f *Filter) added() {
+	l := f.layers[len(f.layers)-1]
+	l.count++
+	if l.count >= l.capacity {
+		f.grow()
+	}
+}
+
+// Keys is the number of keys added.
+func (f *Filter) Keys() uint64 {
+	var n uint64
+	for _, l := range f.layers {
+		n += l.count
+	}
+	return n
+}
+
+// Bytes is the memory the filter's bits take.
+func (f *Filter) Bytes() uint64 {
+	var n uint64
+	for _, l := range f.layers {
+		n += uint64(l.bf.Cap()+63) / 64 * 8
+	}
+	return n
+}
+
+// Set decides which keys were seen: the filter alone (memory-bounded, with
+// a small chance of wrongly calling a new key seen), or the filter plus
+// every key's 128-bit hash (exact, memory grows with the keys).
+type Set struct {
+	Filter *Filter
+	// exact maps each key hash to the raw JSON id of the first record with
+	// that key ("" when ids are not kept); nil without --exact.
+	exact   map[xxh3.Uint128]string
+	keepIDs bool
+
+	// ExpectedFalseDrops is the expected number of new keys the filter
+	// wrongly called seen (bloom mode only): for every key found new when
+	// the filter's false-positive rate was p, p/(1-p) more new keys are
+	// expected to have been dropped unseen. Summing p over the new keys
+	// alone would miss the dropped ones; the odds p/(1-p) count them.
+	ExpectedFalseDrops float64
+	// Overruled counts filter false positives the exact set caught.
+	Overruled int64
+}
+
+// NewSet returns an empty set. With exact, key hashes are kept too, and
+// with keepIDs the id of each key's first record.
+func NewSet(expected uint64, fp float64, exact, keepIDs bool) *Set {
+	s := &Set{Filter: NewFilter(expected, fp), keepIDs: keepIDs}
+	if exact {
+		s.exact = map[xxh3.Uint128]string{}
+	}
+	return s
+}
+
+// Exact reports whether s keeps key hashes.
+func (s *Set) Exact() bool { return s.exact != nil }
+
+// Seen looks up key hash h and records it. It reports whether a record
+// with the same key came before, and then (exact mode, ids kept) that
+// record's raw JSON id. id is this record's raw JSON id, kept if it is new.
+func (s *Set) Seen(h xxh3.Uint128, id []byte) (bool, string) {
+	b := h.Bytes()
+	if s.exact != nil {
+		if first, ok := s.exact[h]; ok {
+			return true, first
+		}
+		if s.Filter.TestOrAdd(&b) {
+			s.Overruled++
+			s.Filter.Add(&b)
+		}
+		if s.keepIDs {
+			s.exact[h] = string(id)
+		} else {
+			s.exact[h] = ""
+		}
+		return false, ""
+	}
+	p := s.Filter.Rate()
+	if s.Filter.TestOrAdd(&b) {
+		return true, ""
+	}
+	s.ExpectedFalseDrops += p / (1 - p)
+	return false, ""
+}

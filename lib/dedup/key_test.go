@@ -1,0 +1,271 @@
+package dedup
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"tokenmill/lib/jsonl"
+)
+
+func TestNormalize(t *testing.T) {
+	tests := []struct {
+		in                      string
+		ws, lower, aggressive string
+	}{
+		{"plain", "plain", "plain", "plain"},
+		{"  Hello,\t\tWorld!\n\n", "Hello, World!", "hello, world!", "hello world"},
+		{"a\u00a0b\u3000c\u2028d", "a b c d", "a b c d", "a b c d"}, // no-break, ideographic, line separator
+		{"ÄÖÜ straße İ", "ÄÖÜ straße İ", "äöü straße i", "äöü straße i"},
+		{"Ｈｅｌｌｏ，世界！", "Ｈｅｌｌｏ，世界！", "ｈｅｌｌｏ，世界！", "hello世界"},
+		{"ﬁnal ½ ㎏", "ﬁnal ½ ㎏", "ﬁnal ½ ㎏", "final 1⁄2 kg"},
+		{"cost $5 + tax = 😀 <ok>", "cost $5 + tax = 😀 <ok>", "cost $5 + tax = 😀 <ok>", "cost $5 + tax = 😀 <ok>"},
+		{"don't - stop...", "don't - stop...", "don't - stop...", "dont stop"},
+		{"«quoted» “text” 「中文」。", "«quoted» “text” 「中文」。", "«quoted» “text” 「中文」。", "quoted text 中文"},
+		{"bad\xffutf8 \xc3", "bad\xffutf8 \xc3", "bad\xffutf8 \xc3", "bad\xffutf8 \xc3"},
+		{" \t\n ", "", "", ""},
+		{"", "", "", ""},
+	}
+	for _, tt := range tests {
+		for mode, want := range map[Mode]string{None: tt.in, WS: tt.ws, Lower: tt.lower, Aggressive: tt.aggressive} {
+			got, _ := mode.Append([]byte("prefix:"), tt.in, nil)
+			if string(got) != "prefix:"+want {
+				t.Errorf("%s(%q) = %q, want %q", mode, tt.in, got[len("prefix:"):], want)
+			}
+		}
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for _, name := range modeNames {
+		m, err := ParseMode(name)
+		if err != nil || m.String() != name {
+			t.Errorf("ParseMode(%q) = %v, %v", name, m, err)
+		}
+	}
+	if _, err := ParseMode("LOWER"); err == nil {
+		t.Error("ParseMode accepted LOWER")
+	}
+}
+
+// keyOf is the key of line, or the reject reason prefixed with "!".
+func keyOf(t testing.TB, spec string, mode Mode, line string) string {
+	k, err := NewKeyer(spec, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := k.Key([]byte(line))
+	if err != nil {
+		var ke *KeyError
+		if !errors.As(err, &ke) {
+			t.Fatalf("Key(%s) returned %T %v", line, err, err)
+		}
+		return "!" + ke.Reason
+	}
+	return string(key)
+}
+
+func TestKeySameAndDifferent(t *testing.T) {
+	user := func(content string) string {
+		return `{"id":"x","messages":[{"role":"user","content":` + content + `}]}`
+	}
+	tests := []struct {
+		name string
+		spec string
+		mode Mode
+		a, b string
+		same bool
+	}{
+		{"other fields do not matter", "prompt", None, user(`"hi"`), `{"messages":[{"role":"user","content":"hi"}],"id":7,"meta":{"x":[1]}}`, true},
+		{"escapes decode", "prompt", None, user(`"中文 \"q\"\n"`), user(`"\u4e2d\u6587 \u0022q\u0022\u000a"`), true},
+		{"surrogate pairs decode", "prompt", None, user(`"😀"`), user(`"\ud83d\ude00"`), true},
+		{"escaped slash", "prompt", None, user(`"a/b"`), user(`"a\/b"`), true},
+		{"content differs", "prompt", None, user(`"hi"`), user(`"hi "`), false},
+		{"role matters", "prompt", None, user(`"hi"`), `{"messages":[{"role":"system","content":"hi"}]}`, false},
+		{"system turn matters", "prompt", None, user(`"hi"`), `{"messages":[{"role":"system","content":""},{"role":"user","content":"hi"}]}`, false},
+		{"turns do not run together", "prompt", None,
+			`{"messages":[{"role":"user","content":"ab"},{"role":"user","content":"c"}]}`,
+			`{"messages":[{"role":"user","content":"a"},{"role":"user","content":"bc"}]}`, false},
+		{"completion prompt", "prompt", None, `{"prompt":"hi"}`, `{"prompt":"hi","id":2}`, true},
+		{"completion is not chat", "prompt", None, `{"prompt":"hi"}`, user(`"hi"`), false},
+		{"ws collapses", "prompt", WS, user(`"  a \n\t b "`), user(`"a b"`), true},
+		{"ws keeps case", "prompt", WS, user(`"A b"`), user(`"a b"`), false},
+		{"ws on each turn", "prompt", WS,
+			`{"messages":[{"role":"system","content":" s "},{"role":"user","content":"u\n"}]}`,
+			`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}]}`, true},
+		{"ws never merges turns", "prompt", WS,
+			`{"messages":[{"role":"user","content":"a "},{"role":"user","content":"b"}]}`,
+			`{"messages":[{"role":"user","content":"a"},{"role":"user","content":" b"}]}`, true},
+		{"lower", "prompt", Lower, user(`"Hello  World"`), user(`"hello world"`), true},
+		{"lower keeps punctuation", "prompt", Lower, user(`"hello!"`), user(`"hello"`), false},
+		{"aggressive", "prompt", Aggressive, user(`"Ｈello, World!!"`), user(`"hello world"`), true},
+		{"normalized completion", "prompt", Lower, `{"prompt":" X "}`, `{"prompt":"x"}`, true},
+		{"id string", "id", None, `{"id":"7","a":1}`, `{"id":"7","a":2}`, true},
+		{"id string vs number", "id", None, `{"id":"7"}`, `{"id":7}`, false},
+		{"id escapes", "id", None, `{"id":"é"}`, `{"id":"\u00e9"}`, true},
+		{"nested path", "meta.source", None, `{"meta":{"source":"a","x":1}}`, `{"meta":{"x":2,"source":"a"}}`, true},
+		{"object value order and spacing", "meta", None, `{"meta":{"a":1,"b":[1, 2]}}`, `{"meta": {"b":[1,2],"a":1}}`, true},
+		{"object value differs", "meta", None, `{"meta":{"a":1}}`, `{"meta":{"a":2}}`, false},
+		{"field normalized", "title", Lower, `{"title":"A  B"}`, `{"title":"a b"}`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ka, kb := keyOf(t, tt.spec, tt.mode, tt.a), keyOf(t, tt.spec, tt.mode, tt.b)
+			if strings.HasPrefix(ka, "!") || strings.HasPrefix(kb, "!") {
+				t.Fatalf("rejected: %s / %s", ka, kb)
+			}
+			if (ka == kb) != tt.same {
+				t.Errorf("keys %q and %q: same=%v, want %v", ka, kb, ka == kb, tt.same)
+			}
+		})
+	}
+}
+
+func TestKeyRejects(t *testing.T) {
+	tests := []struct {
+		spec, line, reason string
+	}{
+		{"prompt", `{"messages":[{"role":"user","content":"hi"}]`, jsonl.ReasonMalformedJSON},
+		{"prompt", `not json`, jsonl.ReasonMalformedJSON},
+		{"prompt", `{"messages":[{"role":"user","content":"hi"}]} trailing`, jsonl.ReasonMalformedJSON},
+		{"prompt", `["a","b"]`, jsonl.ReasonNotObject},
+		{"prompt", `"just a string"`, jsonl.ReasonNotObject},
+		{"prompt", `{"id":"x"}`, ReasonNoKey},
+		{"prompt", `{"messages":[]}`, ReasonNoKey},
+		{"prompt", `{"messages":null}`, ReasonNoKey},
+		{"prompt", `{"messages":"hi"}`, ReasonBadPrompt},
+		{"prompt", `{"messages":[{"role":"user","content":5}]}`, ReasonBadPrompt},
+		{"prompt", `{"prompt":["a"]}`, ReasonBadPrompt},
+		{"id", `{"idx":"x"}`, ReasonNoKey},
+		{"id", `{"id":null}`, ReasonNoKey},
+		{"id", `{"id":"x"`, jsonl.ReasonMalformedJSON},
+		{"id", `[{"id":"x"}]`, jsonl.ReasonNotObject},
+		{"meta.source", `{"meta":"flat"}`, ReasonNoKey},
+		{"meta.source", `{"meta":{}}`, ReasonNoKey},
+	}
+	for _, tt := range tests {
+		if got := keyOf(t, tt.spec, None, tt.line); got != "!"+tt.reason {
+			t.Errorf("--key %s %s: got %q, want reject %s", tt.spec, tt.line, got, tt.reason)
+		}
+	}
+	if _, err := NewKeyer("meta..x", None); err == nil {
+		t.Error("an empty path element was accepted")
+	}
+}
+
+// FuzzKey feeds arbitrary records and contents through key extraction and
+// normalization: nothing may panic, and the keys must obey the modes.
+func FuzzKey(f *testing.F) {
+	for _, s := range []string{"plain", "  Hello,\t\tWorld!\n", "a\u00a0b", "Ｈｅｌｌｏ，世界！", "ﬁnal ½", "bad\xffutf8", "İ", "\\u0041\""} {
+		f.Add([]byte(`{"messages":[{"role":"user","content":"x"}]}`), s)
+	}
+	f.Add([]byte(`{"id":1,"prompt":"\u00e9"}`), "")
+	f.Add([]byte(`{"meta":{"source":[1,{"b":2,"a":1}]}}`), "")
+	f.Add([]byte(`[{"messages":[]}`), "")
+	f.Fuzz(func(t *testing.T, line []byte, content string) {
+		for _, spec := range []string{"prompt", "id", "meta.source"} {
+			for m := None; m <= Aggressive; m++ {
+				k, _ := NewKeyer(spec, m)
+				k.Key(line) // must not panic, whatever the line
+			}
+		}
+		if !utf8.ValidString(content) {
+			return
+		}
+		for m := None; m <= Aggressive; m++ {
+			once, _ := m.Append(nil, content, nil)
+			if m != Aggressive {
+				// Aggressive lowercases after NFKC, and a lowercased
+				// letter need not be NFKC-normal, so only the others
+				// are idempotent.
+				twice, _ := m.Append(nil, string(once), nil)
+				if !bytes.Equal(once, twice) {
+					t.Fatalf("%s is not idempotent on %q: %q then %q", m, content, once, twice)
+				}
+			}
+			if m >= WS {
+				padded, _ := m.Append(nil, " \t"+strings.ReplaceAll(content, " ", "  ")+"\n", nil)
+				if !bytes.Equal(once, padded) {
+					t.Fatalf("%s: white space changed the key of %q: %q vs %q", m, content, once, padded)
+				}
+				if len(once) > 0 && (once[0] == ' ' || once[len(once)-1] == ' ' || bytes.Contains(once, []byte("  "))) {
+					t.Fatalf("%s(%q) = %q has untrimmed or doubled spaces", m, content, once)
+				}
+			}
+			if m >= Lower {
+				upper, _ := m.Append(nil, asciiUpper(content), nil)
+				if !bytes.Equal(once, upper) {
+					t.Fatalf("%s: ASCII case changed the key of %q", m, content)
+				}
+			}
+			// The same content inside a record gives the same key whether
+			// it is escaped or not.
+			enc := jsonString(content)
+			a := keyOf(t, "prompt", m, `{"messages":[{"role":"user","content":`+enc+`}]}`)
+			b := keyOf(t, "prompt", m, `{"messages":[{"role":"user","content":`+asciiEscaped(content)+`}]}`)
+			if a != b {
+				t.Fatalf("%s: escaping changed the key of %q", m, content)
+			}
+		}
+	})
+}
+
+func asciiUpper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}
+
+// jsonString escapes only what JSON requires.
+func jsonString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte("0123456789abcdef"[r>>4])
+			b.WriteByte("0123456789abcdef"[r&15])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// asciiEscaped writes every non-ASCII character as a \u escape.
+func asciiEscaped(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	const hex = "0123456789abcdef"
+	u := func(r rune) {
+		b.WriteString(`\u`)
+		for shift := 12; shift >= 0; shift -= 4 {
+			b.WriteByte(hex[r>>shift&15])
+		}
+	}
+	for _, r := range s {
+		switch {
+		case r >= 0x10000:
+			r -= 0x10000
+			u(0xD800 + r>>10)
+			u(0xDC00 + r&0x3FF)
+		case r >= 0x80 || r < 0x20 || r == '"' || r == '\\':
+			u(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

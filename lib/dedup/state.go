@@ -1,0 +1,319 @@
+package dedup
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/segmentio/encoding/json"
+	"github.com/zeebo/xxh3"
+)
+
+// The state file keeps a Set between runs, so that a later dataset can be
+// deduplicated against an earlier one:
+//
+//	magic        "tokenmill-dedup-state\n"
+//	uint32 LE    length of the header
+//	header       JSON: format version, settings, counts, layer geometry
+//	layers       each layer's bit words, uint64 LE, (m+63)/64 of them
+//	exact keys   (--exact) 16-byte key hash, uvarint id length, raw JSON id
+//	checksum     uint64 LE: xxh3-64 of every byte before it
+//
+// A file whose checksum, size or layout is wrong is refused as corrupt, and
+// one made with other settings is refused before its body is read.
+const (
+	stateMagic   = "tokenmill-dedup-state\n"
+	stateVersion = 1
+	maxHeader    = 1 << 20
+)
+
+// Settings are what a state must agree with to be used by a run.
+type Settings struct {
+	Key       string  `json:"key"`
+	Normalize string  `json:"normalize"`
+	FP        float64 `json:"fp"`
+	Expected  uint64  `json:"expected"`
+	Exact     bool    `json:"exact"`
+}
+
+// Totals are the counts a state accumulates over the runs that used it.
+type Totals struct {
+	Runs               int64   `json:"runs"`
+	Read               int64   `json:"read"`
+	Kept               int64   `json:"kept"`
+	Removed            int64   `json:"removed"`
+	Rejected           int64   `json:"rejected"`
+	ExpectedFalseDrops float64 `json:"expected_false_drops"`
+}
+
+type layerHeader struct {
+	M        uint64  `json:"m"`
+	K        uint64  `json:"k"`
+	Capacity uint64  `json:"capacity"`
+	FP       float64 `json:"fp"`
+	Count    uint64  `json:"count"`
+}
+
+type stateHeader struct {
+	Version int `json:"version"`
+	Settings
+	Totals    Totals        `json:"totals"`
+	Keys      uint64        `json:"keys"`
+	Layers    []layerHeader `json:"layers"`
+	ExactKeys uint64        `json:"exact_keys"`
+}
+
+// ErrCorruptState marks a state file that cannot be trusted.
+var ErrCorruptState = errors.New("corrupt or truncated state file")
+
+// SettingsError is a state made with other settings than the run's.
+type SettingsError struct {
+	Path, Flag, State, Run string
+}
+
+func (e *SettingsError) Error() string {
+	return fmt.Sprintf("state %s was made with %s %s, but this run has %s %s: use the same settings, or another --state file",
+		e.Path, e.Flag, e.State, e.Flag, e.Run)
+}
+
+// checkSettings names the first setting in which a state differs.
+func checkSettings(path string, state, run Settings) error {
+	diff := func(flag, a, b string) error {
+		if a != b {
+			return &SettingsError{path, flag, a, b}
+		}
+		return nil
+	}
+	return errors.Join(
+		diff("--key", state.Key, run.Key),
+		diff("--normalize", state.Normalize, run.Normalize),
+		diff("--fp", fmt.Sprint(state.FP), fmt.Sprint(run.FP)),
+		diff("--expected", fmt.Sprint(state.Expected), fmt.Sprint(run.Expected)),
+		diff("--exact", fmt.Sprint(state.Exact), fmt.Sprint(run.Exact)),
+	)
+}
+
+// SaveState writes s with its settings and totals to path atomically: a
+// temporary file beside it, synced, then renamed over it.
+func SaveState(path string, s *Set, settings Settings, totals Totals) (err error) {
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	h := xxh3.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
+	if err := writeState(bw, s, settings, totals); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := binary.Write(f, binary.LittleEndian, h.Sum64()); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error {
+	hdr := stateHeader{Version: stateVersion, Settings: settings, Totals: totals, Keys: s.Filter.Keys(), ExactKeys: uint64(len(s.exact))}
+	for _, l := range s.Filter.layers {
+		hdr.Layers = append(hdr.Layers, layerHeader{M: uint64(l.bf.Cap()), K: uint64(l.bf.K()), Capacity: l.capacity, FP: l.fp, Count: l.count})
+	}
+	js, err := json.Marshal(hdr)
+	if err != nil {
+		return err
+	}
+	w.WriteString(stateMagic)
+	binary.Write(w, binary.LittleEndian, uint32(len(js)))
+	w.Write(js)
+	var word [8]byte
+	for _, l := range s.Filter.layers {
+		for _, x := range l.bf.BitSet().Words() {
+			binary.LittleEndian.PutUint64(word[:], x)
+			w.Write(word[:])
+		}
+	}
+	var buf []byte
+	for h, id := range s.exact {
+		b := h.Bytes()
+		buf = append(buf[:0], b[:]...)
+		buf = binary.AppendUvarint(buf, uint64(len(id)))
+		buf = append(buf, id...)
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadState reads the state at path for a run with settings run. It
+// returns (nil, zero totals, nil) when there is no such file.
+func LoadState(path string, run Settings, keepIDs bool) (*Set, Totals, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, Totals{}, nil
+	}
+	if err != nil {
+		return nil, Totals{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, Totals{}, err
+	}
+	s, totals, err := readState(bufio.NewReaderSize(f, 1<<20), st.Size(), path, run, keepIDs)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%w %s: it ends early", ErrCorruptState, path)
+	}
+	return s, totals, err
+}
+
+// hashReader feeds every byte it hands out into the checksum.
+type hashReader struct {
+	r   *bufio.Reader
+	h   *xxh3.Hasher
+	one [1]byte
+}
+
+func (hr *hashReader) Read(p []byte) (int, error) {
+	n, err := hr.r.Read(p)
+	hr.h.Write(p[:n])
+	return n, err
+}
+
+func (hr *hashReader) ReadByte() (byte, error) {
+	c, err := hr.r.ReadByte()
+	if err == nil {
+		hr.one[0] = c
+		hr.h.Write(hr.one[:])
+	}
+	return c, err
+}
+
+func readState(r *bufio.Reader, size int64, path string, run Settings, keepIDs bool) (*Set, Totals, error) {
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s", ErrCorruptState, path, fmt.Sprintf(format, args...))
+	}
+	in := &hashReader{r: r, h: xxh3.New()}
+	magic := make([]byte, len(stateMagic))
+	if _, err := io.ReadFull(in, magic); err != nil || string(magic) != stateMagic {
+		return nil, Totals{}, fmt.Errorf("%s is not a dedup state file", path)
+	}
+	var hlen uint32
+	if err := binary.Read(in, binary.LittleEndian, &hlen); err != nil {
+		return nil, Totals{}, err
+	}
+	if hlen > maxHeader || int64(hlen) > size {
+		return nil, Totals{}, corrupt("header length %d", hlen)
+	}
+	js := make([]byte, hlen)
+	if _, err := io.ReadFull(in, js); err != nil {
+		return nil, Totals{}, err
+	}
+	var hdr stateHeader
+	if err := json.Unmarshal(js, &hdr); err != nil {
+		return nil, Totals{}, corrupt("header: %v", err)
+	}
+	if hdr.Version != stateVersion {
+		return nil, Totals{}, fmt.Errorf("state %s has format version %d; this dedup reads version %d", path, hdr.Version, stateVersion)
+	}
+	if err := checkSettings(path, hdr.Settings, run); err != nil {
+		return nil, Totals{}, err
+	}
+	// Check the sizes the header promises against the file before
+	// allocating anything they say.
+	need := int64(len(stateMagic)) + 4 + int64(hlen) + 8
+	for _, l := range hdr.Layers {
+		if l.M == 0 || l.K == 0 || l.K > 64 || l.M > uint64(size)*8 {
+			return nil, Totals{}, corrupt("layer of %d bits, %d hashes", l.M, l.K)
+		}
+		need += int64((l.M + 63) / 64 * 8)
+	}
+	if len(hdr.Layers) == 0 || need+int64(hdr.ExactKeys)*17 > size || (hdr.ExactKeys > 0 && !hdr.Exact) {
+		return nil, Totals{}, corrupt("%d bytes, but the header describes at least %d", size, need+int64(hdr.ExactKeys)*17)
+	}
+	s := &Set{Filter: &Filter{expected: hdr.Expected, fp: hdr.FP, older: 1}, keepIDs: keepIDs}
+	chunk := make([]byte, 64<<10)
+	for i, lh := range hdr.Layers {
+		words := make([]uint64, (lh.M+63)/64)
+		for j := 0; j < len(words); {
+			n := min(len(chunk)/8, len(words)-j)
+			if _, err := io.ReadFull(in, chunk[:n*8]); err != nil {
+				return nil, Totals{}, err
+			}
+			for x := range n {
+				words[j+x] = binary.LittleEndian.Uint64(chunk[x*8:])
+			}
+			j += n
+		}
+		if i > 0 {
+			s.Filter.older *= 1 - s.Filter.layers[i-1].rate()
+		}
+		s.Filter.layers = append(s.Filter.layers, &layer{
+			bf: bloom.FromWithM(words, uint(lh.M), uint(lh.K)), capacity: lh.Capacity, fp: lh.FP, count: lh.Count})
+	}
+	if hdr.Exact {
+		s.exact = make(map[xxh3.Uint128]string, hdr.ExactKeys)
+		var b [16]byte
+		for range hdr.ExactKeys {
+			if _, err := io.ReadFull(in, b[:]); err != nil {
+				return nil, Totals{}, err
+			}
+			n, err := binary.ReadUvarint(in)
+			if err != nil {
+				return nil, Totals{}, err
+			}
+			if n > uint64(size) {
+				return nil, Totals{}, corrupt("id of %d bytes", n)
+			}
+			id := make([]byte, n)
+			if _, err := io.ReadFull(in, id); err != nil {
+				return nil, Totals{}, err
+			}
+			key := xxh3.Uint128{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
+			if keepIDs {
+				s.exact[key] = string(id)
+			} else {
+				s.exact[key] = ""
+			}
+		}
+	}
+	sum := in.h.Sum64()
+	var stored uint64
+	if err := binary.Read(r, binary.LittleEndian, &stored); err != nil {
+		return nil, Totals{}, err
+	}
+	if stored != sum {
+		return nil, Totals{}, corrupt("checksum mismatch")
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		return nil, Totals{}, corrupt("bytes after the checksum")
+	}
+	if keys := s.Filter.Keys(); keys != hdr.Keys || (hdr.Exact && keys != hdr.ExactKeys) {
+		return nil, Totals{}, corrupt("the layers hold %d keys, the header says %d", keys, hdr.Keys)
+	}
+	return s, hdr.Totals, nil
+}

@@ -1,0 +1,151 @@
+package dedup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func fillSet(s *Set, family string, n int) {
+	for i := range n {
+		s.Seen(distinct(family, i), []byte(`"`+family+`"`))
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	for _, exact := range []bool{false, true} {
+		settings := Settings{Key: "prompt", Normalize: "ws", FP: 0.01, Expected: 500, Exact: exact}
+		path := filepath.Join(t.TempDir(), "sub", "seen.state")
+		a := NewSet(500, 0.01, exact, true)
+		fillSet(a, "a", 3000) // past --expected: several layers
+		totals := Totals{Runs: 1, Read: 3000, Kept: 3000}
+		if err := SaveState(path, a, settings, totals); err != nil {
+			t.Fatal(err)
+		}
+		b, gotTotals, err := LoadState(path, settings, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotTotals != totals {
+			t.Errorf("totals %+v, want %+v", gotTotals, totals)
+		}
+		if len(b.Filter.layers) != len(a.Filter.layers) || b.Filter.Keys() != a.Filter.Keys() || b.Filter.Rate() != a.Filter.Rate() {
+			t.Fatalf("loaded filter: %d layers, %d keys, rate %g; saved %d, %d, %g",
+				len(b.Filter.layers), b.Filter.Keys(), b.Filter.Rate(), len(a.Filter.layers), a.Filter.Keys(), a.Filter.Rate())
+		}
+		for i := range a.Filter.layers {
+			wa, wb := a.Filter.layers[i].bf.BitSet().Words(), b.Filter.layers[i].bf.BitSet().Words()
+			if !slices.Equal(wa, wb) || a.Filter.layers[i].bf.K() != b.Filter.layers[i].bf.K() || a.Filter.layers[i].bf.Cap() != b.Filter.layers[i].bf.Cap() {
+				t.Fatalf("layer %d differs after loading", i)
+			}
+		}
+		// Every key of A is seen by the loaded set; new keys go on
+		// being added where A left off.
+		for i := range 3000 {
+			seen, first := b.Seen(distinct("a", i), nil)
+			if !seen || (exact && first != `"a"`) {
+				t.Fatalf("exact=%v: key %d of A not seen after loading (first %q)", exact, i, first)
+			}
+		}
+		before := b.Filter.Keys()
+		fillSet(b, "b", 1000)
+		if b.Filter.Keys() < before+950 { // fp 0.01: about 10 of 1000 are false positives
+			t.Errorf("loaded set took only %d of 1000 new keys", b.Filter.Keys()-before)
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+			t.Errorf("the directory holds %d files after saving: a temporary file was left", len(entries))
+		}
+	}
+}
+
+func TestStateMissingFile(t *testing.T) {
+	s, totals, err := LoadState(filepath.Join(t.TempDir(), "none.state"), Settings{}, false)
+	if s != nil || totals != (Totals{}) || err != nil {
+		t.Fatalf("a missing state gave %v, %+v, %v; want nothing", s, totals, err)
+	}
+}
+
+func TestStateRefusesOtherSettings(t *testing.T) {
+	base := Settings{Key: "prompt", Normalize: "none", FP: 1e-6, Expected: 1000, Exact: false}
+	path := filepath.Join(t.TempDir(), "seen.state")
+	s := NewSet(base.Expected, base.FP, base.Exact, false)
+	fillSet(s, "x", 10)
+	if err := SaveState(path, s, base, Totals{}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		flag   string
+		change func(*Settings)
+	}{
+		{"--key", func(s *Settings) { s.Key = "id" }},
+		{"--normalize", func(s *Settings) { s.Normalize = "lower" }},
+		{"--fp", func(s *Settings) { s.FP = 1e-5 }},
+		{"--expected", func(s *Settings) { s.Expected = 2000 }},
+		{"--exact", func(s *Settings) { s.Exact = true }},
+	}
+	for _, tt := range tests {
+		run := base
+		tt.change(&run)
+		_, _, err := LoadState(path, run, false)
+		var se *SettingsError
+		if !errors.As(err, &se) || se.Flag != tt.flag || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s changed: got %v, want a settings error naming %s and the file", tt.flag, err, tt.flag)
+		}
+	}
+}
+
+func TestStateRefusesDamage(t *testing.T) {
+	settings := Settings{Key: "prompt", Normalize: "none", FP: 0.01, Expected: 100, Exact: true}
+	path := filepath.Join(t.TempDir(), "seen.state")
+	s := NewSet(100, 0.01, true, true)
+	fillSet(s, "x", 300)
+	if err := SaveState(path, s, settings, Totals{Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headerEnd := len(stateMagic) + 4 + int(uint32(good[len(stateMagic)])|uint32(good[len(stateMagic)+1])<<8)
+	flip := func(at int) []byte {
+		b := append([]byte(nil), good...)
+		b[at] ^= 0x40
+		return b
+	}
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "not a dedup state file"},
+		{"other file", []byte(`{"id":1}` + "\n"), "not a dedup state file"},
+		{"truncated in the header", good[:len(stateMagic)+10], "corrupt or truncated"},
+		{"truncated in the header length", good[:len(stateMagic)+2], "ends early"},
+		{"truncated in the layers", good[:headerEnd+100], "corrupt"},
+		{"truncated in the exact keys", good[:len(good)-30], "corrupt"},
+		{"checksum cut off", good[:len(good)-8], "corrupt"},
+		{"bit flipped in a layer", flip(headerEnd + 50), "checksum mismatch"},
+		{"bit flipped in the exact keys", flip(len(good) - 20), "corrupt"},
+		{"bit flipped in the checksum", flip(len(good) - 1), "checksum mismatch"},
+		{"trailing bytes", append(append([]byte(nil), good...), 0), "corrupt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bad.state")
+			if err := os.WriteFile(p, tt.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, _, err := LoadState(p, settings, true)
+			if err == nil || s != nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	// The intact file still loads: the cases above failed for their damage.
+	if _, _, err := LoadState(path, settings, true); err != nil {
+		t.Fatal(err)
+	}
+}
