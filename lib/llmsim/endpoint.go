@@ -148,7 +148,7 @@ func (e *Endpoint) Restart() error {
 	if e.f.ctx.Err() != nil {
 		return errDown
 	}
-	if err := e.start(); err != nil {
+	if err := e.start(true); err != nil {
 		return err
 	}
 	e.stats.restarts.Add(1)
@@ -157,8 +157,8 @@ func (e *Endpoint) Restart() error {
 
 // start opens the listener and launches the server, the scheduler and the
 // startup timer.
-func (e *Endpoint) start() error {
-	ln, err := listenRetry(e.f.ctx, e.addr)
+func (e *Endpoint) start(retry bool) error {
+	ln, err := listen(e.f.ctx, e.addr, retry)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func Start(ctx context.Context, cfg Config, n int) (*Fleet, error) {
 			addr = c.Listen[i]
 		}
 		e := newEndpoint(f, i, addr)
-		if err := e.start(); err != nil {
+		if err := e.start(false); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("llmsim: endpoint %d: %w", i, err)
 		}
@@ -239,14 +239,18 @@ func (l *trackListener) closeAll() {
 
 var errDown = errors.New("endpoint went down")
 
-// listenRetry binds addr, retrying briefly: a restarted endpoint may find
-// its port still held by the connections of the previous incarnation.
-func listenRetry(ctx context.Context, addr string) (net.Listener, error) {
+// listen binds addr; with retry it tries for a second: a restarted
+// endpoint may find its port still held by its previous incarnation.
+func listen(ctx context.Context, addr string, retry bool) (net.Listener, error) {
+	attempts := 1
+	if retry {
+		attempts = 50
+	}
 	var err error
-	for attempt := 0; attempt < 50; attempt++ {
+	for attempt := 0; attempt < attempts; attempt++ {
 		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			return ln, nil
+		if ln, err = net.Listen("tcp", addr); err == nil || !retry {
+			return ln, err
 		}
 		select {
 		case <-ctx.Done():
