@@ -1,0 +1,118 @@
+package merge
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// mergeBinary is the real merge executable, built once for the CLI tests.
+var mergeBinary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "merge-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mergeBinary = filepath.Join(dir, "merge")
+	if out, err := exec.Command("go", "build", "-o", mergeBinary, "tokenmill/cmd/merge").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building merge: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// goldenStdout is the records part of a golden file.
+func goldenStdout(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(td(name + ".golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	s = s[strings.Index(s, "\n")+1:]
+	return s[:strings.Index(s, "## ")]
+}
+
+// TestBinary drives the built merge the way the README shows it, through
+// a shell so that globs and redirections are the user's.
+func TestBinary(t *testing.T) {
+	data, err := filepath.Abs(testdataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		script    string
+		env       []string
+		code      int
+		stdoutHas []string // substrings of stdout
+		eachLine  string   // a substring of every stdout line
+		file      string   // this file in the work dir must equal want
+		want      string
+		stderr    string // substring
+	}{
+		{name: "help shows the examples", script: `merge --help`, stdoutHas: []string{
+			"merge gen*.jsonl gen*.errors.jsonl -o final.jsonl", "merge --prompts prompts.jsonl --missing gen*.jsonl > todo.jsonl"}},
+		{name: "merge to a file", script: `merge "$D"/gen-a.jsonl "$D"/gen-a.errors.jsonl "$D"/gen-b.jsonl "$D"/gen-b.errors.jsonl -o final.jsonl`,
+			file: "final.jsonl", want: goldenStdout(t, "default"), stderr: "merge: read 31, unique out 16, replaced 11, missing 4"},
+		{name: "to-do list with globs", script: `cd "$D" && merge --prompts prompts.jsonl --missing gen*.jsonl > "$W"/todo.jsonl`,
+			file: "todo.jsonl", want: goldenStdout(t, "missing"), stderr: "missing 6, prompts 21"},
+		{name: "format from the environment, input on stdin", script: `cat "$D"/gen-a.jsonl | merge --sort`, env: []string{"TOKENMILL_MERGE_TO=messages"},
+			eachLine: `"role":"assistant"`, stderr: "merge: read 17, unique out 13, replaced 1, missing 3"},
+		{name: "bad input exits 3", script: `echo '{"id": "x"' | merge`, code: 3, stderr: "-:1: malformed_json"},
+		{name: "usage error exits 2", script: `merge --missing`, code: 2, stderr: "Run 'merge --help' for usage."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			work := t.TempDir()
+			cmd := exec.Command("bash", "-c", "set -o pipefail; "+tt.script)
+			cmd.Dir = work
+			cmd.Env = append(os.Environ(), "D="+data, "W="+work, "PATH="+filepath.Dir(mergeBinary)+":"+os.Getenv("PATH"))
+			cmd.Env = append(cmd.Env, tt.env...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code {
+				t.Errorf("exit %d, want %d\n%s", code, tt.code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tt.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.stderr, errb.String())
+			}
+			if tt.file != "" {
+				got, err := os.ReadFile(filepath.Join(work, tt.file))
+				if err != nil || string(got) != tt.want {
+					t.Errorf("%s (%v):\n%s\nwant:\n%s", tt.file, err, got, tt.want)
+				}
+			}
+			for _, want := range tt.stdoutHas {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			for _, l := range splitLines(out.String()) {
+				if !strings.Contains(l, tt.eachLine) {
+					t.Errorf("stdout line lacks %q: %s", tt.eachLine, l)
+				}
+			}
+		})
+	}
+}
