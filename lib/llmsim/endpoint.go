@@ -171,14 +171,11 @@ func (e *Endpoint) start(retry bool) error {
 	}
 	inc.ctx, inc.cancel = context.WithCancel(e.f.ctx)
 	srv := &fasthttp.Server{
-		Handler:               e.handle,
-		Name:                  "uvicorn",
-		NoDefaultServerHeader: false,
-		NoDefaultContentType:  true,
-		ReadBufferSize:        64 << 10,
-		MaxRequestBodySize:    256 << 20,
-		Logger:                quietLogger{},
-		CloseOnShutdown:       true,
+		Handler:              e.handle,
+		Name:                 "uvicorn",
+		NoDefaultContentType: true,
+		MaxRequestBodySize:   256 << 20,
+		Logger:               quietLogger{},
 	}
 
 	e.mu.Lock()

@@ -312,7 +312,7 @@ func (e *Endpoint) submit(inc *incarnation, f *flight) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.inc != inc {
-		f.failed.Store(true)
+		f.fail()
 		return true
 	}
 	m := e.model

@@ -49,7 +49,16 @@ func (c *choiceState) appendReasoning(dst []byte, from, to int) []byte {
 
 func (c *choiceState) reasoningTokens(generated int) int { return min(generated, c.reasoning) }
 
-func (c *choiceState) matchedStop(dst []byte, eos int) []byte {
+// appendFinish writes the values of finish_reason and matched_stop: null
+// both while the answer goes on; once it ended, the reason, and the EOS
+// token id that matched when it stopped on its own.
+func (c *choiceState) appendFinish(dst []byte, ended bool, eos int) []byte {
+	if !ended {
+		return append(dst, `null,"matched_stop":null`...)
+	}
+	dst = append(dst, '"')
+	dst = append(dst, c.End...)
+	dst = append(dst, `","matched_stop":`...)
 	if c.End == finishStop {
 		return appendInt(dst, eos)
 	}
@@ -114,10 +123,8 @@ func (f *flight) appendChat(dst []byte) []byte {
 		} else {
 			dst = append(dst, "null"...)
 		}
-		dst = append(dst, `,"tool_calls":null},"logprobs":null,"finish_reason":"`...)
-		dst = append(dst, c.End...)
-		dst = append(dst, `","matched_stop":`...)
-		dst = c.matchedStop(dst, eosChat)
+		dst = append(dst, `,"tool_calls":null},"logprobs":null,"finish_reason":`...)
+		dst = c.appendFinish(dst, true, eosChat)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"usage":`...)
@@ -137,10 +144,8 @@ func (f *flight) appendCompletion(dst []byte) []byte {
 		dst = append(dst, `,"text":"`...)
 		n := int(c.visible.Load())
 		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
-		dst = append(dst, `","logprobs":null,"finish_reason":"`...)
-		dst = append(dst, c.End...)
-		dst = append(dst, `","matched_stop":`...)
-		dst = c.matchedStop(dst, eosText)
+		dst = append(dst, `","logprobs":null,"finish_reason":`...)
+		dst = c.appendFinish(dst, true, eosText)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"usage":`...)
@@ -229,14 +234,7 @@ func (f *flight) appendChatChunk(dst []byte, c *choiceState, delta func([]byte) 
 	dst = append(dst, `,"delta":{`...)
 	dst = delta(dst)
 	dst = append(dst, `},"logprobs":null,"finish_reason":`...)
-	if finish {
-		dst = append(dst, '"')
-		dst = append(dst, c.End...)
-		dst = append(dst, `","matched_stop":`...)
-		dst = c.matchedStop(dst, eosChat)
-	} else {
-		dst = append(dst, `null,"matched_stop":null`...)
-	}
+	dst = c.appendFinish(dst, finish, eosChat)
 	return append(dst, "}]}\n\n"...)
 }
 
@@ -248,14 +246,7 @@ func (f *flight) appendCompletionChunk(dst []byte, c *choiceState, from, to int,
 	dst = append(dst, `,"text":"`...)
 	dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, from, to) })
 	dst = append(dst, `","logprobs":null,"finish_reason":`...)
-	if finish {
-		dst = append(dst, '"')
-		dst = append(dst, c.End...)
-		dst = append(dst, `","matched_stop":`...)
-		dst = c.matchedStop(dst, eosText)
-	} else {
-		dst = append(dst, `null,"matched_stop":null`...)
-	}
+	dst = c.appendFinish(dst, finish, eosText)
 	return append(dst, "}],\"usage\":null}\n\n"...)
 }
 
