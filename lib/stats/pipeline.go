@@ -124,25 +124,22 @@ func consume(ctx context.Context, r *jsonl.Reader, workers int,
 		return errors.Join(visitErr, <-readDone)
 	}
 	for {
+		var b *batch
+		var ok bool
 		select {
-		case b, ok := <-order:
-			if !ok {
-				return finished()
-			}
-			fold(b)
+		case b, ok = <-order:
 		case <-ctx.Done():
-			for {
-				select {
-				case b, ok := <-order:
-					if !ok {
-						return finished()
-					}
-					fold(b)
-				default:
-					return visitErr
-				}
+			// Fold what is ready, then stop.
+			select {
+			case b, ok = <-order:
+			default:
+				return visitErr
 			}
 		}
+		if !ok {
+			return finished()
+		}
+		fold(b)
 	}
 }
 

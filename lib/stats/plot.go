@@ -169,8 +169,9 @@ func endpointPlot(r *Report, title, unit string, value func(Endpoint) float64) (
 	values := make(plotter.Values, len(r.Endpoints))
 	labels := make([]string, len(r.Endpoints))
 	for i, e := range r.Endpoints {
-		values[i] = value(e)
-		labels[i] = strings.TrimPrefix(strings.TrimPrefix(e.Endpoint, "http://"), "https://")
+		j := len(values) - 1 - i // the first endpoint on top: the y axis counts upwards
+		values[j] = value(e)
+		labels[j] = strings.TrimPrefix(strings.TrimPrefix(e.Endpoint, "http://"), "https://")
 	}
 	bars, err := plotter.NewBarChart(values, barFill*panelRowH/vg.Length(max(len(values), 1))/2)
 	if err != nil {

@@ -592,6 +592,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--top", "-1"},
 		{"--wall", "-5m"},
 		{"--workers", "-2"},
+		{"--rejects", "-"},
 		{"--no-such-flag"},
 	} {
 		code, _, stderr := run(t, "", args...)
