@@ -62,24 +62,15 @@ type converter struct {
 	out           []byte
 }
 
-// check decodes a generation record the way convert will, so that a record
-// that cannot be converted is rejected where it was read.
-func (c *converter) check(data []byte) *rejection {
+// convert returns the training record of a generation record, valid
+// until the next call, or why the record cannot be one.
+func (c *converter) convert(data []byte) ([]byte, *rejection) {
 	c.gen = record.Generation{}
 	if err := record.Decode(data, &c.gen); err != nil {
-		return reject(ReasonBadRecord, "%v", err)
+		return nil, reject(ReasonBadRecord, "%v", err)
 	}
 	if !c.gen.HasPrompt() {
-		return reject(ReasonNoPrompt, "no messages or prompt to put the answer after")
-	}
-	return nil
-}
-
-// convert returns the training record of a generation record (checked
-// before); the result is valid until the next call.
-func (c *converter) convert(data []byte) ([]byte, error) {
-	if rej := c.check(data); rej != nil {
-		return nil, &rejectError{rej}
+		return nil, reject(ReasonNoPrompt, "no messages or prompt to put the answer after")
 	}
 	g := &c.gen
 	c.msgs = c.msgs[:0]
@@ -98,7 +89,7 @@ func (c *converter) convert(data []byte) ([]byte, error) {
 	if c.to == toMessages {
 		c.msgs = append(c.msgs, answer)
 		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs}, 0)
-		return c.out, err
+		return c.out, encodeRejection(err)
 	}
 	c.turns = c.turns[:0]
 	for _, m := range c.msgs {
@@ -110,7 +101,16 @@ func (c *converter) convert(data []byte) ([]byte, error) {
 	}
 	c.turns = append(c.turns, shareGPTTurn{From: "gpt", Value: c.withThink(answer)})
 	c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns}, 0)
-	return c.out, err
+	return c.out, encodeRejection(err)
+}
+
+// encodeRejection reports a record whose parts do not encode back (an
+// invalid tool_calls value, say).
+func encodeRejection(err error) *rejection {
+	if err != nil {
+		return reject(ReasonBadRecord, "%v", err)
+	}
+	return nil
 }
 
 // withThink puts the reasoning before the answer in a <think> block, as
@@ -125,9 +125,3 @@ func (c *converter) withThink(m trainMessage) string {
 	c.think = append(c.think, m.Content...)
 	return string(c.think)
 }
-
-// rejectError carries a rejection found after reading (which cannot happen
-// for a record that passed check).
-type rejectError struct{ r *rejection }
-
-func (e *rejectError) Error() string { return e.r.reason + ": " + e.r.detail }

@@ -48,7 +48,7 @@ type Command struct {
 	WithReasoning    bool          `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
 	DropLength       bool          `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
 	Sort             bool          `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
-	Memory           Size          `help:"Memory for records in flight; past it, records are spilled to temporary files by key." default:"512MiB"`
+	Memory           Size          `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir          string        `help:"Directory for spill files (default: the system's temporary directory)." default:""`
 	Force            bool          `help:"Replace an existing -o or --errors file." default:"false"`
 	Rejects          string        `help:"Write rejected records to this file, each with a \"reject\" field." default:""`
@@ -114,7 +114,9 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	case c.Memory <= 0:
 		return nil, cli.Usagef("--memory must be positive")
 	}
-	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory), missing: c.Missing, sortByID: c.Sort,
+	// Records held may take half the budget: Go's collector lets the heap
+	// grow to about twice what is live before it reclaims garbage.
+	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort,
 		goodRank: rankLength, tempParent: c.TempDir}
 	if c.DropLength {
 		m.goodRank = rankStop
@@ -197,8 +199,11 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		if rej == nil && p.rank == rankNone {
 			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
 		}
+		data := rec.Data
 		if rej == nil && m.conv != nil && p.rank >= m.goodRank {
-			rej = m.conv.check(rec.Data)
+			// Converted now, so a record that cannot be is rejected where
+			// it was read, and only the smaller training record is held.
+			data, rej = m.conv.convert(rec.Data)
 		}
 		if rej != nil {
 			return rejects.Add(rec, rej.reason, rej.detail)
@@ -207,7 +212,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		m.bytes.Store(in.Stats.Bytes)
 		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, order: *seq, seq: *seq}
 		if !m.missing {
-			e.data = rec.Data
+			e.data = data
 		}
 		*seq++
 		return top.add(&e)
@@ -301,14 +306,7 @@ func (m *merger) emit(e *entry) error {
 	}
 	if good {
 		m.good++
-		if m.conv == nil {
-			return m.out.Write(e.data)
-		}
-		rec, err := m.conv.convert(e.data)
-		if err != nil {
-			return err
-		}
-		return m.out.Write(rec)
+		return m.out.Write(e.data)
 	}
 	if !hasPrompts || e.prompt {
 		m.missingN++
