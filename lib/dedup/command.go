@@ -76,6 +76,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if c.Expected == 0 {
 		return cli.Usagef("--expected must be at least 1")
 	}
+	if c.Dups == "-" {
+		return cli.Usagef("--dups needs a file: stdout carries the kept records")
+	}
 	workers := c.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -128,10 +131,18 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 	if cli.Interrupted(ctx) {
 		// Nothing that would look complete is left behind: the output and
-		// dups files are not put in place, and the state is not saved.
+		// dups files are not put in place, and the state is not saved. On
+		// stdout, the records decided so far are flushed whole; exit 130
+		// says the stream is short.
+		where := "no file written"
+		if s.out.Path() == "-" {
+			s.out.Close()
+			where = "stdout holds the records decided before the interrupt"
+		}
 		s.abort()
+		env.Logf("%s", c.summary(s, set.ExpectedFalseDrops))
 		s.rejects.Close()
-		env.Logf("interrupted after %d records: output incomplete; no file written, state not saved", s.n.read.Load())
+		env.Logf("interrupted after %d records: output incomplete (%s); state not saved", s.n.read.Load(), where)
 		return context.Cause(ctx)
 	}
 

@@ -42,14 +42,18 @@ type Filter struct {
 	expected uint64
 	fp       float64
 	layers   []*layer
-	// older is the probability that none of the full layers gives a false
-	// positive: the product of (1 - rate) over all but the newest layer.
+	// older is the probability that one of the full layers gives a false
+	// positive, 1 - product of (1 - rate) over all but the newest layer,
+	// kept as a sum so that tiny rates do not vanish in 1 - (1 - r).
 	older float64
 }
 
+// either is the probability of either of two independent events.
+func either(a, b float64) float64 { return a + b - a*b }
+
 // NewFilter returns an empty filter sized for expected keys at rate fp.
 func NewFilter(expected uint64, fp float64) *Filter {
-	f := &Filter{expected: expected, fp: fp, older: 1}
+	f := &Filter{expected: expected, fp: fp}
 	f.grow()
 	return f
 }
@@ -62,7 +66,7 @@ func (f *Filter) layerParams(i int) (uint64, float64) {
 
 func (f *Filter) grow() {
 	if n := len(f.layers); n > 0 {
-		f.older *= 1 - f.layers[n-1].rate()
+		f.older = either(f.older, f.layers[n-1].rate())
 	}
 	c, fp := f.layerParams(len(f.layers))
 	m, k := bloom.EstimateParameters(uint(c), fp)
@@ -71,7 +75,7 @@ func (f *Filter) grow() {
 
 // Rate is the probability that a key never added is reported present.
 func (f *Filter) Rate() float64 {
-	return 1 - f.older*(1-f.layers[len(f.layers)-1].rate())
+	return either(f.older, f.layers[len(f.layers)-1].rate())
 }
 
 // Test reports whether h may have been added.

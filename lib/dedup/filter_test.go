@@ -24,7 +24,7 @@ func TestFilterGrowsWithinFP(t *testing.T) {
 		fp       float64
 		n        int
 	}{
-		{expected: 1000, fp: 0.01, n: 200_000},  // 200x past: 8 layers
+		{expected: 1000, fp: 0.01, n: 200_000}, // 200x past: 8 layers
 		{expected: 50_000, fp: 0.001, n: 400_000},
 	}
 	for _, tt := range tests {

@@ -12,7 +12,7 @@ import (
 
 func TestNormalize(t *testing.T) {
 	tests := []struct {
-		in                      string
+		in                    string
 		ws, lower, aggressive string
 	}{
 		{"plain", "plain", "plain", "plain"},

@@ -255,7 +255,7 @@ func readState(r *bufio.Reader, size int64, path string, run Settings, keepIDs b
 	if len(hdr.Layers) == 0 || need+int64(hdr.ExactKeys)*17 > size || (hdr.ExactKeys > 0 && !hdr.Exact) {
 		return nil, Totals{}, corrupt("%d bytes, but the header describes at least %d", size, need+int64(hdr.ExactKeys)*17)
 	}
-	s := &Set{Filter: &Filter{expected: hdr.Expected, fp: hdr.FP, older: 1}, keepIDs: keepIDs}
+	s := &Set{Filter: &Filter{expected: hdr.Expected, fp: hdr.FP}, keepIDs: keepIDs}
 	chunk := make([]byte, 64<<10)
 	for i, lh := range hdr.Layers {
 		words := make([]uint64, (lh.M+63)/64)
@@ -270,7 +270,7 @@ func readState(r *bufio.Reader, size int64, path string, run Settings, keepIDs b
 			j += n
 		}
 		if i > 0 {
-			s.Filter.older *= 1 - s.Filter.layers[i-1].rate()
+			s.Filter.older = either(s.Filter.older, s.Filter.layers[i-1].rate())
 		}
 		s.Filter.layers = append(s.Filter.layers, &layer{
 			bf: bloom.FromWithM(words, uint(lh.M), uint(lh.K)), capacity: lh.Capacity, fp: lh.FP, count: lh.Count})
