@@ -139,6 +139,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--memory", "0"}, "--memory must be positive"},
 		{[]string{"--memory", "lots"}, "want a number with an optional unit"},
 		{[]string{"--to", "alpaca"}, "--to must be one of"},
+		{[]string{"--prompts", "-"}, "cannot both come from stdin"},
+		{[]string{"--prompts", "-", "a.jsonl", "-"}, "cannot both come from stdin"},
+		{[]string{"-o", "x.jsonl", "--errors", "x.jsonl"}, "name the same place"},
+		{[]string{"--errors", "-"}, "name the same place"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

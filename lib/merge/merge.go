@@ -113,6 +113,10 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 		return nil, cli.Usagef("--samples must be from 1 to %d", maxSample)
 	case c.Memory <= 0:
 		return nil, cli.Usagef("--memory must be positive")
+	case c.Prompts == "-" && readsStdin(c.Inputs):
+		return nil, cli.Usagef("--prompts - and the answers cannot both come from stdin")
+	case c.Errors != "" && c.Errors == c.Output:
+		return nil, cli.Usagef("-o and --errors name the same place (-o is stdout unless given)")
 	}
 	// Records held may take half the budget: Go's collector lets the heap
 	// grow to about twice what is live before it reclaims garbage.
@@ -125,6 +129,15 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning}
 	}
 	return m, nil
+}
+
+func readsStdin(inputs []string) bool {
+	for _, in := range inputs {
+		if in == "-" {
+			return true
+		}
+	}
+	return len(inputs) == 0
 }
 
 func (m *merger) cleanup() {
