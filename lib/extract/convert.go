@@ -327,12 +327,17 @@ func (x *Extractor) rejectAll(bad *badRecord) []Candidate {
 	return x.cands
 }
 
-// addMessage appends a turn; a system prompt with no text is dropped.
+// addMessage appends a turn (see add).
 func (x *Extractor) addMessage(role string, content []byte) {
-	if role == roleSystem && blankToken(content) {
+	x.add(message{role: role, content: content})
+}
+
+// add appends a turn; a system prompt with no text is dropped.
+func (x *Extractor) add(m message) {
+	if m.role == roleSystem && blankToken(m.content) {
 		return
 	}
-	x.msgs = append(x.msgs, message{role: role, content: content})
+	x.msgs = append(x.msgs, m)
 }
 
 // idKind says where a record's id comes from.

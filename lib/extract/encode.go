@@ -17,23 +17,23 @@ func (x *Extractor) candidate(id datasetID, u, turn int) {
 		msgs = x.msgs[:end+1]
 		last = msgs[end].content
 		if blankToken(last) {
-			x.add(Candidate{Reason: ReasonEmpty, Detail: x.turnName(u) + " has no text"})
+			x.addCandidate(Candidate{Reason: ReasonEmpty, Detail: x.turnName(u) + " has no text"})
 			return
 		}
 		if k := x.unanswered(u); k >= 0 {
-			x.add(Candidate{Reason: ReasonUnansweredTurn,
+			x.addCandidate(Candidate{Reason: ReasonUnansweredTurn,
 				Detail: "user turn " + strconv.Itoa(k+1) + " has no assistant answer before user turn " + strconv.Itoa(u+1)})
 			return
 		}
 	} else {
 		last = x.completion
 		if blankToken(last) {
-			x.add(Candidate{Reason: ReasonEmpty, Detail: "the prompt has no text"})
+			x.addCandidate(Candidate{Reason: ReasonEmpty, Detail: "the prompt has no text"})
 			return
 		}
 	}
 	if reason, detail := x.filter(msgs); reason != "" {
-		x.add(Candidate{Reason: reason, Detail: detail, Filtered: true})
+		x.addCandidate(Candidate{Reason: reason, Detail: detail, Filtered: true})
 		return
 	}
 	start := len(x.out)
@@ -55,10 +55,10 @@ func (x *Extractor) candidate(id datasetID, u, turn int) {
 	}
 	x.out = x.appendMeta(x.out)
 	x.out = append(x.out, '}')
-	x.add(Candidate{Out: x.out[start:]})
+	x.addCandidate(Candidate{Out: x.out[start:]})
 }
 
-func (x *Extractor) add(c Candidate) { x.cands = append(x.cands, c) }
+func (x *Extractor) addCandidate(c Candidate) { x.cands = append(x.cands, c) }
 
 func (x *Extractor) turnName(u int) string {
 	if len(x.users) == 1 {

@@ -174,7 +174,7 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 	if present(tools) && !emptyTools(tools) {
 		x.tools = tools
 	}
-	x.turns = x.turns[:0]
+	x.turns = emptied(x.turns)
 	if _, err := json.Parse(conv, &x.turns, parseFlags); err != nil {
 		return reject(ReasonUnknownLayout, "%s is not a list of turns: %v", name, shortError(err))
 	}
@@ -200,14 +200,14 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 			bad.detail = fmt.Sprintf("%s[%d]: %s", name, i, bad.detail)
 			return bad
 		}
-		x.addMessage(role, tok)
-		m := &x.msgs[len(x.msgs)-1]
+		m := message{role: role, content: tok}
 		if present(t.ToolCalls) {
 			m.toolCalls = t.ToolCalls
 		}
 		if isString(t.Name) {
 			m.name = cleanToken(&x.arena, t.Name)
 		}
+		x.add(m)
 	}
 	return nil
 }
@@ -222,6 +222,14 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 	}
 	x.addMessage(roleSystem, cleanToken(&x.arena, raw))
 	return nil
+}
+
+// emptied returns s with no elements, its whole backing array zeroed: the
+// decoder fills reused elements in place, so a field a record does not
+// set would otherwise keep the previous record's value.
+func emptied[T any](s []T) []T {
+	clear(s[:cap(s)])
+	return s[:0]
 }
 
 // emptyTools is true for the empty values datasets use for "no tools".
@@ -260,7 +268,7 @@ func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
 	case raw[0] != '[':
 		return nil, reject(ReasonUnknownLayout, "content is neither text nor a list of parts")
 	}
-	x.parts = x.parts[:0]
+	x.parts = emptied(x.parts)
 	if _, err := json.Parse(raw, &x.parts, parseFlags); err != nil {
 		return nil, reject(ReasonUnknownLayout, "content parts: %v", shortError(err))
 	}

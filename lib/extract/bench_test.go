@@ -1,0 +1,135 @@
+package extract
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+)
+
+var writeShareGPT = flag.String("write-sharegpt", "", "write the benchmark's generated ShareGPT JSONL to this file and stop (for side-by-side runs against other tools)")
+
+var benchWords = strings.Fields(`the of and to in is that for it as was with be by on not he this are or his
+from at which but have an they you were her she there been one all we their has would when who will
+more no if out so what up said about than into them can only other new some could time these two may
+first then do any like my now over such our man me even most made after also did many before must
+through back years where much your way well down should because each just those people how too little
+state good very make world still own see men work long get here between both life being under never
+day same another know while last might us great old year off come since against go came right used
+take three 函数 数据 模型 问题 résumé naïve café`)
+
+// shareGPTData is a deterministic ShareGPT JSONL dataset shaped like
+// Infinity-Instruct: string ids, one to three exchanges whose first human
+// turn is about 600 bytes (with the newlines, quotes and non-ASCII text real
+// prompts have), longer answers, and the label/langdetect/source columns.
+func shareGPTData(records int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func(size int) string {
+		var b strings.Builder
+		for b.Len() < size {
+			w := benchWords[rng.IntN(len(benchWords))]
+			switch rng.IntN(40) {
+			case 0:
+				b.WriteString("\n\n")
+			case 1:
+				w = `"` + w + `"`
+			case 2:
+				w += "."
+			}
+			b.WriteString(w)
+			b.WriteByte(' ')
+		}
+		return b.String()
+	}
+	type turn struct {
+		From  string `json:"from"`
+		Value string `json:"value"`
+	}
+	type rec struct {
+		ID            string         `json:"id"`
+		Conversations []turn         `json:"conversations"`
+		Label         map[string]any `json:"label"`
+		Langdetect    string         `json:"langdetect"`
+		Source        string         `json:"source"`
+	}
+	var buf bytes.Buffer
+	for i := range records {
+		r := rec{ID: fmt.Sprintf("gen-%07d", i), Langdetect: "en", Source: "bench",
+			Label: map[string]any{"ability_en": []string{"text generation"}, "cate_ability_en": []string{"writing"}}}
+		for t := range 1 + rng.IntN(3) {
+			size := 600
+			if t > 0 {
+				size = 150
+			}
+			r.Conversations = append(r.Conversations, turn{"human", text(size - 50 + rng.IntN(100))}, turn{"gpt", text(400 + rng.IntN(800))})
+		}
+		line, err := json.Marshal(r)
+		if err != nil {
+			panic(err)
+		}
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes()
+}
+
+// TestWriteShareGPT writes the benchmark data for side-by-side runs:
+// go test ./lib/extract -run TestWriteShareGPT -write-sharegpt /tmp/sharegpt.jsonl
+func TestWriteShareGPT(t *testing.T) {
+	if *writeShareGPT == "" {
+		t.Skip("only with -write-sharegpt FILE")
+	}
+	if err := os.WriteFile(*writeShareGPT, shareGPTData(100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkExtractShareGPT runs the whole command (read, detect, convert,
+// write) on ShareGPT JSONL, single-threaded; MB/s is of input.
+func BenchmarkExtractShareGPT(b *testing.B) {
+	benchmarkRun(b, shareGPTData(20000))
+}
+
+// BenchmarkExtractShareGPTKeep adds the work of --keep and --source.
+func BenchmarkExtractShareGPTKeep(b *testing.B) {
+	benchmarkRun(b, shareGPTData(20000), "--keep", "label,langdetect", "--source", "ii")
+}
+
+func benchmarkRun(b *testing.B, data []byte, args ...string) {
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		env := &cli.Env{Name: "extract", Stdin: bytes.NewReader(data), Stdout: io.Discard, Stderr: io.Discard}
+		if code := cli.Run(context.Background(), env, Description, &Command{}, args); code != 0 {
+			b.Fatalf("exit %d", code)
+		}
+	}
+}
+
+// BenchmarkConvert is the conversion alone, without reading and writing.
+func BenchmarkConvert(b *testing.B) {
+	data := shareGPTData(5000)
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	x, err := NewExtractor(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, l := range lines {
+			if c := x.Convert(l); c[0].Out == nil {
+				b.Fatal(c[0].Reason, c[0].Detail)
+			}
+		}
+	}
+}

@@ -1,0 +1,419 @@
+package extract
+
+import (
+	stdjson "encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"tokenmill/lib/record"
+)
+
+// convertCase is one record through Convert. want lists the candidates:
+// a prompt record as its exact JSON line, or "reject <reason>" / "filter
+// <reason>". In a prompt, "$HASH" stands for the content id of that very
+// prompt (record.ContentID of its canonical form), so the test states that
+// ids without a dataset id are the hash of what was written.
+type convertCase struct {
+	name   string
+	opts   Options
+	in     string
+	want   []string
+	detail string // a reject's detail must contain this
+}
+
+var first, allButLast, each = Options{Turns: TurnsFirst}, Options{Turns: TurnsAllButLast}, Options{Turns: TurnsEach}
+
+const fourTurns = `{"id":"a","conversations":[{"from":"human","value":"Hi"},{"from":"gpt","value":"Hello"},{"from":"human","value":"More"},{"from":"gpt","value":"Sure"}]}`
+
+var convertCases = []convertCase{
+	// ShareGPT and Infinity-Instruct.
+	{name: "sharegpt first", opts: first, in: fourTurns,
+		want: []string{`{"id":"a","messages":[{"role":"user","content":"Hi"}]}`}},
+	{name: "sharegpt all-but-last", opts: allButLast, in: fourTurns,
+		want: []string{`{"id":"a","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"More"}]}`}},
+	{name: "sharegpt each", opts: each, in: fourTurns, want: []string{
+		`{"id":"a#1","messages":[{"role":"user","content":"Hi"}]}`,
+		`{"id":"a#2","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"More"}]}`}},
+	{name: "top-level system, system turn, integer id", opts: first,
+		in:   `{"id":7,"system":"Be brief.","conversations":[{"from":"system","value":"S2"},{"from":"user","value":"Q"},{"from":"assistant","value":"A"}]}`,
+		want: []string{`{"id":7,"messages":[{"role":"system","content":"Be brief."},{"role":"system","content":"S2"},{"role":"user","content":"Q"}]}`}},
+	{name: "empty system prompts are dropped", opts: first,
+		in:   `{"id":"s","system":"","conversations":[{"from":"system","value":" "},{"from":"human","value":"Q"}]}`,
+		want: []string{`{"id":"s","messages":[{"role":"user","content":"Q"}]}`}},
+	{name: "assistant aliases and capitalised roles", opts: allButLast,
+		in: `{"id":"r","conversations":[{"from":"Human","value":"1"},{"from":"chatgpt","value":"a"},{"from":"user","value":"2"},{"from":"bard","value":"b"},{"from":"human","value":"3"},{"from":"bing","value":"c"},{"from":"USER","value":"4"},{"from":"model","value":"d"},{"from":"human","value":"5"}]}`,
+		want: []string{`{"id":"r","messages":[{"role":"user","content":"1"},{"role":"assistant","content":"a"},{"role":"user","content":"2"},{"role":"assistant","content":"b"},{"role":"user","content":"3"},{"role":"assistant","content":"c"},{"role":"user","content":"4"},{"role":"assistant","content":"d"},{"role":"user","content":"5"}]}`}},
+	{name: "tool use: function_call, observation, tools", opts: allButLast,
+		in:   `{"conversations":[{"from":"human","value":"Weather?"},{"from":"function_call","value":"{\"name\": \"w\"}"},{"from":"observation","value":"{\"t\": 20}"},{"from":"gpt","value":"20C"},{"from":"human","value":"Thanks"},{"from":"gpt","value":"Bye"}],"tools":"[{\"name\": \"w\"}]"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"{\"name\": \"w\"}"},{"role":"tool","content":"{\"t\": 20}"},{"role":"assistant","content":"20C"},{"role":"user","content":"Thanks"}],"tools":"[{\"name\": \"w\"}]"}`}},
+	{name: "empty tools are left out", opts: first,
+		in:   `{"id":"t","conversations":[{"from":"human","value":"Q"}],"tools":"[]"}`,
+		want: []string{`{"id":"t","messages":[{"role":"user","content":"Q"}]}`}},
+	{name: "a greeting before the first user turn is kept", opts: first,
+		in:   `{"id":"g","conversations":[{"from":"gpt","value":"Hello!"},{"from":"human","value":"Q"},{"from":"gpt","value":"A"}]}`,
+		want: []string{`{"id":"g","messages":[{"role":"assistant","content":"Hello!"},{"role":"user","content":"Q"}]}`}},
+	{name: "LMSYS conversation of role/content", opts: first,
+		in:   `{"conversation_id":"x","conversation":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}]}`}},
+	{name: "no user turn", opts: first, in: `{"id":"n","conversations":[{"from":"gpt","value":"A"}]}`,
+		want: []string{"reject no_user_turn"}},
+	{name: "empty conversation", opts: first, in: `{"id":"e","conversations":[]}`, want: []string{"reject empty"}},
+	{name: "blank user turn", opts: first, in: `{"id":"b","conversations":[{"from":"human","value":"   "},{"from":"gpt","value":"A"}]}`,
+		want: []string{"reject empty"}},
+	{name: "blank escaped user turn", opts: first, in: `{"id":"b","conversations":[{"from":"human","value":"\n\t \r"}]}`,
+		want: []string{"reject empty"}},
+	{name: "unknown role", opts: first, in: `{"id":"u","conversations":[{"from":"narrator","value":"Once"},{"from":"human","value":"Q"}]}`,
+		want: []string{"reject unknown_role"}, detail: `conversations[0]: unknown role "narrator"`},
+	{name: "conversations not a list", opts: first, in: `{"id":"l","conversations":"Q"}`, want: []string{"reject unknown_layout"}},
+	{name: "two user turns in a row: first is fine", opts: first,
+		in: `{"id":"d","conversations":[{"from":"human","value":"Q1"},{"from":"human","value":"Q2"},{"from":"gpt","value":"A"}]}`,
+		want: []string{`{"id":"d","messages":[{"role":"user","content":"Q1"}]}`}},
+	{name: "two user turns in a row: all-but-last is unanswered", opts: allButLast,
+		in:   `{"id":"d","conversations":[{"from":"human","value":"Q1"},{"from":"human","value":"Q2"},{"from":"gpt","value":"A"}]}`,
+		want: []string{"reject unanswered_turn"}, detail: "user turn 1 has no assistant answer before user turn 2"},
+	{name: "a blank answer does not count as one", opts: each,
+		in:   `{"id":"d","conversations":[{"from":"human","value":"Q1"},{"from":"gpt","value":""},{"from":"human","value":"Q2"}]}`,
+		want: []string{`{"id":"d#1","messages":[{"role":"user","content":"Q1"}]}`, "reject unanswered_turn"}},
+	{name: "escapes and non-ASCII pass through unchanged", opts: first,
+		in:   `{"id":"x","conversations":[{"from":"human","value":"a\"b\\n\u00e9 ü 数据 \ud83d\ude00 \/"}]}`,
+		want: []string{`{"id":"x","messages":[{"role":"user","content":"a\"b\\n\u00e9 ü 数据 \ud83d\ude00 \/"}]}`}},
+	{name: "invalid UTF-8 is replaced", opts: first, in: "{\"id\":\"v\",\"conversations\":[{\"from\":\"human\",\"value\":\"a\xffb\"}]}",
+		want: []string{"{\"id\":\"v\",\"messages\":[{\"role\":\"user\",\"content\":\"a\uFFFDb\"}]}"}},
+
+	// OpenAI messages.
+	{name: "openai messages with system", opts: first,
+		in:   `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}]}`}},
+	{name: "developer role is a system prompt", opts: first,
+		in:   `{"id":"dev","messages":[{"role":"developer","content":"S"},{"role":"user","content":"Q"}]}`,
+		want: []string{`{"id":"dev","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}]}`}},
+	{name: "openai tool calls and tool results", opts: allButLast,
+		in:   `{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"type":"function","function":{"name":"f"}}]}`,
+		want: []string{`{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"type":"function","function":{"name":"f"}}]}`}},
+	{name: "content parts joined by newlines", opts: first,
+		in:   `{"id":"p","messages":[{"role":"user","content":[{"type":"text","text":"a\"1"},{"type":"text","text":"b"}]}]}`,
+		want: []string{`{"id":"p","messages":[{"role":"user","content":"a\"1\nb"}]}`}},
+	{name: "LLaMA-Factory parts with value", opts: first,
+		in:   `{"messages":[{"role":"user","content":[{"type":"text","value":"hi"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"text","value":"Hello"}],"loss_weight":1.0}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"hi"}]}`}},
+	{name: "image parts cannot be a text prompt", opts: first,
+		in:   `{"id":"img","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"x"}}]}]}`,
+		want: []string{"reject non_text_content"}},
+	{name: "content that is a number", opts: first, in: `{"id":"n","messages":[{"role":"user","content":5}]}`,
+		want: []string{"reject unknown_layout"}},
+	{name: "message without role", opts: first, in: `{"id":"n","messages":[{"content":"Q"}]}`,
+		want: []string{"reject unknown_role"}},
+
+	// Alpaca.
+	{name: "alpaca instruction", opts: first, in: `{"instruction":"Describe crepes.","input":"","output":"..."}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Describe crepes."}]}`}},
+	{name: "alpaca input appended after a blank line", opts: first,
+		in:   `{"instruction":"Translate.","input":"Bonjour \"x\"","output":"Hello"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Translate.\n\nBonjour \"x\""}]}`}},
+	{name: "alpaca blank input is no input", opts: first, in: `{"instruction":"Do.","input":"  \n"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Do."}]}`}},
+	{name: "alpaca with only an input", opts: first, in: `{"instruction":"","input":"Text"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Text"}]}`}},
+	{name: "alpaca empty", opts: first, in: `{"instruction":"","input":""}`, want: []string{"reject empty"}},
+	{name: "alpaca system and history, all-but-last", opts: allButLast,
+		in:   `{"instruction":"Q2","input":"","system":"S","history":[["Q1","A1"]]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q1"},{"role":"assistant","content":"A1"},{"role":"user","content":"Q2"}]}`}},
+	{name: "alpaca history, first turn", opts: first,
+		in:   `{"instruction":"Q2","system":"S","history":[["Q1","A1"]]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q1"}]}`}},
+	{name: "alpaca history without an answer", opts: allButLast, in: `{"instruction":"Q2","history":[["Q1"]]}`,
+		want: []string{"reject unanswered_turn"}},
+	{name: "alpaca instruction that is not text", opts: first, in: `{"instruction":["a"]}`, want: []string{"reject unknown_layout"}},
+
+	// MT-Bench.
+	{name: "mt-bench first", opts: first, in: `{"question_id":81,"category":"writing","turns":["Q1","Q2"]}`,
+		want: []string{`{"id":81,"messages":[{"role":"user","content":"Q1"}],"meta":{"category":"writing"}}`}},
+	{name: "mt-bench each: turn 2 has no recorded answer", opts: each, in: `{"question_id":81,"category":"writing","turns":["Q1","Q2"]}`,
+		want: []string{`{"id":"81#1","messages":[{"role":"user","content":"Q1"}],"meta":{"category":"writing"}}`, "reject unanswered_turn"}},
+	{name: "mt-bench all-but-last", opts: allButLast, in: `{"question_id":81,"turns":["Q1","Q2"]}`,
+		want: []string{"reject unanswered_turn"}},
+	{name: "mt-bench no turns", opts: first, in: `{"question_id":1,"turns":[]}`, want: []string{"reject empty"}},
+
+	// Plain prompts.
+	{name: "prompt", opts: first, in: `{"id":"p1","prompt":"Write a poem."}`,
+		want: []string{`{"id":"p1","messages":[{"role":"user","content":"Write a poem."}]}`}},
+	{name: "question", opts: first, in: `{"id":"q1","question":"Why?","answer":"Because."}`,
+		want: []string{`{"id":"q1","messages":[{"role":"user","content":"Why?"}]}`}},
+	{name: "text", opts: first, in: `{"text":"Hello"}`, want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Hello"}]}`}},
+	{name: "prompt before question before text", opts: first, in: `{"id":"o","text":"T","question":"Q","prompt":"P"}`,
+		want: []string{`{"id":"o","messages":[{"role":"user","content":"P"}]}`}},
+	{name: "prompt that is a list of messages", opts: first,
+		in:   `{"id":"pm","prompt":[{"role":"user","content":"Q"}],"chosen":[{"role":"assistant","content":"A"}]}`,
+		want: []string{`{"id":"pm","messages":[{"role":"user","content":"Q"}]}`}},
+	{name: "messages beat a copy of the prompt", opts: first,
+		in:   `{"prompt":"Q","prompt_id":"z","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}]}`}},
+	{name: "prompt that is an object", opts: first, in: `{"prompt":{"a":1}}`, want: []string{"reject unknown_layout"}},
+
+	// OpenAI batch requests.
+	{name: "batch chat request", opts: first,
+		in:   `{"custom_id":"req-1","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}],"max_tokens":10}}`,
+		want: []string{`{"id":"req-1","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}]}`}},
+	{name: "batch completion request stays a completion", opts: first,
+		in:   `{"custom_id":"req-2","method":"POST","url":"/v1/completions","body":{"model":"m","prompt":"Once upon"}}`,
+		want: []string{`{"id":"req-2","prompt":"Once upon"}`}},
+	{name: "batch completion without an id", opts: first, in: `{"body":{"prompt":"Once upon"}}`,
+		want: []string{`{"id":"$HASH","prompt":"Once upon"}`}},
+	{name: "batch prompt list", opts: first, in: `{"custom_id":"r","body":{"prompt":["a","b"]}}`, want: []string{"reject unknown_layout"}},
+	{name: "batch blank prompt", opts: first, in: `{"custom_id":"r","body":{"prompt":" "}}`, want: []string{"reject empty"}},
+
+	// Records that are not records.
+	{name: "malformed JSON", opts: first, in: `{"id":"m","conversations":[`, want: []string{"reject malformed_json"}},
+	{name: "trailing data", opts: first, in: `{"prompt":"a"} {"prompt":"b"}`, want: []string{"reject malformed_json"}},
+	{name: "not JSON at all", opts: first, in: `hello`, want: []string{"reject malformed_json"}},
+	{name: "an array", opts: first, in: `[{"prompt":"a"}]`, want: []string{"reject not_an_object"}},
+	{name: "a string", opts: first, in: `"prompt"`, want: []string{"reject not_an_object"}},
+	{name: "unknown layout", opts: first, in: `{"id":1,"foo":"bar"}`, want: []string{"reject unknown_layout"}},
+
+	// Ids.
+	{name: "fractional id", opts: first, in: `{"id":1.5,"prompt":"a"}`, want: []string{"reject bad_id"}},
+	{name: "object id", opts: first, in: `{"id":{"a":1},"prompt":"a"}`, want: []string{"reject bad_id"}},
+	{name: "huge integer id", opts: first, in: `{"id":123456789012345678901234567890,"prompt":"a"}`, want: []string{"reject bad_id"}},
+	{name: "null and empty ids mean none", opts: first, in: `{"id":null,"question_id":"","prompt":"a"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "id before question_id before custom_id", opts: first, in: `{"custom_id":"c","question_id":2,"prompt":"a"}`,
+		want: []string{`{"id":2,"messages":[{"role":"user","content":"a"}]}`}},
+	{name: "id prefix on a string id", opts: Options{IDPrefix: "ii/"}, in: `{"id":"a\"b","prompt":"a"}`,
+		want: []string{`{"id":"ii/a\"b","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "id prefix on an integer id", opts: Options{IDPrefix: "3m-"}, in: `{"id":-12,"prompt":"a"}`,
+		want: []string{`{"id":"3m--12","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "id prefix on a content id", opts: Options{IDPrefix: "x-"}, in: `{"prompt":"a"}`,
+		want: []string{`{"id":"x-$HASH","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "id prefix with each", opts: Options{Turns: TurnsEach, IDPrefix: "p-"}, in: fourTurns, want: []string{
+		`{"id":"p-a#1","messages":[{"role":"user","content":"Hi"}]}`,
+		`{"id":"p-a#2","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"More"}]}`}},
+	{name: "content ids with each need no suffix", opts: each,
+		in: `{"conversations":[{"from":"human","value":"Q1"},{"from":"gpt","value":"A"},{"from":"human","value":"Q2"}]}`, want: []string{
+			`{"id":"$HASH","messages":[{"role":"user","content":"Q1"}]}`,
+			`{"id":"$HASH","messages":[{"role":"user","content":"Q1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`}},
+	{name: "id field", opts: Options{IDField: "uuid"}, in: `{"id":"ignored","uuid":"u-1","prompt":"a"}`,
+		want: []string{`{"id":"u-1","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "id field missing", opts: Options{IDField: "uuid"}, in: `{"id":"ignored","prompt":"a"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"a"}]}`}},
+
+	// Meta and source.
+	{name: "keep fields in order, missing and null ones left out", opts: Options{Keep: []string{"label", "reward", "langdetect", "missing", "id"}, Source: "ii/0625"},
+		in:   `{"id":"k","conversations":[{"from":"human","value":"Q"}],"label":{"ability_en":["x"]},"langdetect":"en","reward":null}`,
+		want: []string{`{"id":"k","messages":[{"role":"user","content":"Q"}],"source":"ii/0625","meta":{"label":{"ability_en":["x"]},"langdetect":"en","id":"k"}}`}},
+	{name: "keep a field extract also reads", opts: Options{Keep: []string{"source", "conversations"}},
+		in:   `{"id":"k","source":"orig","conversations":[{"from":"human","value":"Q"}]}`,
+		want: []string{`{"id":"k","messages":[{"role":"user","content":"Q"}],"meta":{"source":"orig","conversations":[{"from":"human","value":"Q"}]}}`}},
+	{name: "mt-bench category with keep", opts: Options{Keep: []string{"category"}}, in: `{"question_id":1,"category":"math","turns":["Q"]}`,
+		want: []string{`{"id":1,"messages":[{"role":"user","content":"Q"}],"meta":{"category":"math"}}`}},
+
+	// Filters.
+	{name: "lang kept", opts: Options{Lang: []string{"en", "zh"}}, in: `{"id":"l","langdetect":"zh","prompt":"数据"}`,
+		want: []string{`{"id":"l","messages":[{"role":"user","content":"数据"}]}`}},
+	{name: "lang filtered", opts: Options{Lang: []string{"en"}}, in: `{"id":"l","langdetect":"zh","prompt":"数据"}`,
+		want: []string{"filter lang"}},
+	{name: "no langdetect is filtered", opts: Options{Lang: []string{"en"}}, in: `{"id":"l","prompt":"x"}`,
+		want: []string{"filter lang"}},
+	{name: "rejects come before filters", opts: Options{Lang: []string{"en"}}, in: `{"id":"l","langdetect":"zh","conversations":[]}`,
+		want: []string{"reject empty"}},
+	{name: "min-chars counts characters, not bytes or escapes", opts: Options{MinChars: 4},
+		in: `{"id":"c","prompt":"é\n\ud83d\ude00"}`, want: []string{"filter too_short"}},
+	{name: "min-chars inclusive", opts: Options{MinChars: 3}, in: `{"id":"c","prompt":"é\n\ud83d\ude00"}`,
+		want: []string{`{"id":"c","messages":[{"role":"user","content":"é\n\ud83d\ude00"}]}`}},
+	{name: "max-chars counts every message", opts: Options{Turns: TurnsAllButLast, MaxChars: 5},
+		in: `{"id":"c","system":"ab","conversations":[{"from":"human","value":"cd"},{"from":"gpt","value":"e"},{"from":"human","value":"f"}]}`,
+		want: []string{"filter too_long"}},
+	{name: "max-chars inclusive", opts: Options{Turns: TurnsAllButLast, MaxChars: 6},
+		in:   `{"id":"c","system":"ab","conversations":[{"from":"human","value":"cd"},{"from":"gpt","value":"e"},{"from":"human","value":"f"}]}`,
+		want: []string{`{"id":"c","messages":[{"role":"system","content":"ab"},{"role":"user","content":"cd"},{"role":"assistant","content":"e"},{"role":"user","content":"f"}]}`}},
+	{name: "filters apply per turn with each", opts: Options{Turns: TurnsEach, MaxChars: 10}, in: fourTurns,
+		want: []string{`{"id":"a#1","messages":[{"role":"user","content":"Hi"}]}`, "filter too_long"}},
+
+	// Forced formats.
+	{name: "forced format without its field", opts: Options{Format: FormatAlpaca}, in: fourTurns,
+		want: []string{"reject unknown_layout"}, detail: "no instruction field"},
+	{name: "forced format picks among several", opts: Options{Format: FormatPlain}, in: `{"id":"f","instruction":"I","prompt":"P"}`,
+		want: []string{`{"id":"f","messages":[{"role":"user","content":"P"}]}`}},
+	{name: "auto picks alpaca over plain", opts: first, in: `{"id":"f","instruction":"I","prompt":"P"}`,
+		want: []string{`{"id":"f","messages":[{"role":"user","content":"I"}]}`}},
+}
+
+// describe renders candidates the way the cases state them.
+func describe(t testing.TB, cands []Candidate) []string {
+	var out []string
+	for _, c := range cands {
+		switch {
+		case c.Out != nil:
+			out = append(out, string(c.Out))
+		case c.Filtered:
+			out = append(out, "filter "+c.Reason)
+		default:
+			out = append(out, "reject "+c.Reason)
+		}
+	}
+	return out
+}
+
+// resolveHash replaces $HASH in a wanted prompt with its content id.
+func resolveHash(t testing.TB, want string) string {
+	if !strings.Contains(want, "$HASH") {
+		return want
+	}
+	var p record.Prompt
+	if err := stdjson.Unmarshal([]byte(strings.Replace(want, "$HASH", "", 1)), &p); err != nil {
+		t.Fatalf("bad want %s: %v", want, err)
+	}
+	return strings.Replace(want, "$HASH", record.ContentID(p.AppendCanonical(nil)), 1)
+}
+
+func TestConvert(t *testing.T) {
+	for _, tc := range convertCases {
+		t.Run(tc.name, func(t *testing.T) {
+			x, err := NewExtractor(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Twice, to show that nothing of one record leaks into the next.
+			for range 2 {
+				cands := x.Convert([]byte(tc.in))
+				got := describe(t, cands)
+				want := make([]string, len(tc.want))
+				for i, w := range tc.want {
+					want[i] = resolveHash(t, w)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("input %s\ngot\n  %s\nwant\n  %s", tc.in, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+				}
+				for _, c := range cands {
+					if c.Out == nil && c.Detail == "" {
+						t.Errorf("%s without a detail", c.Reason)
+					}
+					if tc.detail != "" && c.Out == nil && !strings.Contains(c.Detail, tc.detail) {
+						t.Errorf("detail %q does not contain %q", c.Detail, tc.detail)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestNewExtractorRejectsBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{Format: "csv"},
+		{Turns: "last"},
+		{MinChars: 10, MaxChars: 5},
+	} {
+		if _, err := NewExtractor(o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
+
+func TestTokenChars(t *testing.T) {
+	for _, tc := range []struct {
+		tok   string
+		chars int
+		blank bool
+	}{
+		{`""`, 0, true},
+		{`" \t\n"`, 3, true},
+		{`"\n\t\r "`, 4, true},
+		{`"abc"`, 3, false},
+		{`"é数"`, 2, false},
+		{`"\u00e9\""`, 2, false},
+		{`"\ud83d\ude00x"`, 2, false},
+		{`"\\n"`, 2, false},
+		{`"😀"`, 1, false},
+		{`"\u0020"`, 1, false}, // an escaped space is text: nobody writes blank prompts this way
+	} {
+		if got := tokenChars([]byte(tc.tok)); got != tc.chars {
+			t.Errorf("tokenChars(%s) = %d, want %d", tc.tok, got, tc.chars)
+		}
+		if got := blankToken([]byte(tc.tok)); got != tc.blank {
+			t.Errorf("blankToken(%s) = %v, want %v", tc.tok, got, tc.blank)
+		}
+	}
+}
+
+// FuzzConvert feeds arbitrary records through detection and conversion
+// in every turn mode: whatever comes in, each candidate is a prompt record
+// that later stages can read, or a reason.
+func FuzzConvert(f *testing.F) {
+	for _, tc := range convertCases {
+		f.Add([]byte(tc.in), uint8(0))
+		f.Add([]byte(tc.in), uint8(2))
+	}
+	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach}
+	extractors := make([]*Extractor, len(modes))
+	for i, m := range modes {
+		var err error
+		if extractors[i], err = NewExtractor(Options{Turns: m, Keep: []string{"label", "id"}, MinChars: 1}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
+		x := extractors[int(mode)%len(modes)]
+		cands := x.Convert(data)
+		if len(cands) == 0 {
+			t.Fatal("no candidate: the record would vanish from the accounting")
+		}
+		if x.opts.Turns != TurnsEach && len(cands) != 1 {
+			t.Fatalf("%d candidates in mode %s", len(cands), x.opts.Turns)
+		}
+		for _, c := range cands {
+			if c.Out == nil {
+				if c.Reason == "" {
+					t.Fatal("neither a prompt nor a reason")
+				}
+				continue
+			}
+			checkPrompt(t, c.Out)
+		}
+	})
+}
+
+// checkPrompt asserts that out is a prompt record of the contract.
+func checkPrompt(t testing.TB, out []byte) {
+	t.Helper()
+	if strings.ContainsAny(string(out), "\n\r") || !stdjson.Valid(out) {
+		t.Fatalf("not one line of valid JSON: %q", out)
+	}
+	var p record.Prompt
+	if err := record.Decode(out, &p); err != nil {
+		t.Fatalf("not a prompt record: %v: %s", err, out)
+	}
+	if p.ID.IsZero() || !p.HasPrompt() {
+		t.Fatalf("no id or no prompt: %s", out)
+	}
+	if p.Prompt == nil {
+		last := p.Messages[len(p.Messages)-1]
+		if last.Role != "user" || strings.TrimSpace(last.Content) == "" {
+			t.Fatalf("does not end with a user turn with text: %s", out)
+		}
+	}
+}
+
+// TestConvertForgetsPreviousRecord converts records one after another with
+// one Extractor: a field a record lacks must not keep the value the
+// previous record gave it (the decoder reuses list elements in place).
+func TestConvertForgetsPreviousRecord(t *testing.T) {
+	x, err := NewExtractor(Options{Turns: TurnsAllButLast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct{ in, want string }{
+		{`{"id":"1","messages":[{"role":"user","content":"Q","name":"n"},{"role":"assistant","content":"A","tool_calls":[]},{"role":"user","content":"Q2"}]}`,
+			`{"id":"1","messages":[{"role":"user","content":"Q","name":"n"},{"role":"assistant","content":"A","tool_calls":[]},{"role":"user","content":"Q2"}]}`},
+		{`{"id":"2","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`,
+			`{"id":"2","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`},
+		{`{"id":"3","messages":[{"content":"Q"}]}`, "reject unknown_role"},
+		{`{"id":"4","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`,
+			`{"id":"4","messages":[{"role":"user","content":"a\nb"}]}`},
+		{`{"id":"5","messages":[{"role":"user","content":[{"type":"text"}]}]}`, "reject unknown_layout"},
+	}
+	for i, s := range steps {
+		if got := describe(t, x.Convert([]byte(s.in))); len(got) != 1 || got[0] != s.want {
+			t.Errorf("record %d: got %v, want %s", i+1, got, s.want)
+		}
+	}
+}
