@@ -120,11 +120,11 @@ func TestKillAndResume(t *testing.T) {
 	t.Parallel()
 	// Slow enough that the run takes a few seconds, so each kill lands
 	// in the middle of it.
-	urls := startSimBinary(t, 3, "--time-scale", "10", "--max-running", "8")
+	urls := startSimBinary(t, 3, "--time-scale", "40", "--max-running", "8")
 	dir := t.TempDir()
 	in, lines := promptSet{n: 600}.write(t, dir, "prompts.jsonl")
 	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", strings.Join(urls, ","), "--max-tokens", "48", "-o", out, in}, fastFlags...)
+	args := append([]string{"-e", strings.Join(urls, ","), "--max-tokens", "48", "--flush-interval", "100ms", "-o", out, in}, fastFlags...)
 	resumeArgs := append(append([]string{}, args...), "--resume")
 
 	for round := 0; round < 3; round++ {
@@ -215,11 +215,11 @@ func TestResumeRepairsPartialLine(t *testing.T) {
 // --resume finishes the job.
 func TestSigintThenResume(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 20, MaxRunning: 8}, 2)
+	fleet := startFleet(t, llmsim.Config{TimeScale: 60, MaxRunning: 8}, 2)
 	dir := t.TempDir()
 	in, lines := promptSet{n: 400}.write(t, dir, "prompts.jsonl")
 	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "48", "--grace", "100ms", "-o", out, in}, fastFlags...)
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "48", "--grace", "100ms", "--flush-interval", "100ms", "-o", out, in}, fastFlags...)
 	p := startInfer(t, args...)
 	waitFor(t, 30*time.Second, "some output", func() bool { return completeLines(out) >= 50 })
 	p.cmd.Process.Signal(syscall.SIGINT)

@@ -71,6 +71,7 @@ type Command struct {
 	Resume           bool          `help:"Continue -o FILE: answers already in it are skipped, new ones appended; a partial last line left by a crash is cut off first."`
 	RedoLength       bool          `help:"With --resume, generate again the answers whose only record finished with \"length\" (the old record stays; merge keeps the better)."`
 	Rejects          string        `placeholder:"FILE" help:"Write input records that are not usable prompts here, each with a \"reject\" field."`
+	FlushInterval    time.Duration `default:"1s" help:"How often finished answers are flushed to -o and the errors file, so a killed run loses at most this much work."`
 	ProgressInterval time.Duration `default:"30s" help:"Interval of the plain progress lines when stderr is not a terminal (0: none)."`
 	MetricsAddr      string        `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics."`
 }
@@ -105,8 +106,8 @@ func (c *Command) usage() ([]Target, []byte, error) {
 		return nil, nil, cli.Usagef("--samples must be at least 1")
 	case c.Concurrency < 0 || c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
 		return nil, nil, cli.Usagef("--concurrency, --queue-depth and --retries must not be negative, --eject-after at least 1")
-	case c.RequestTimeout <= 0 || c.WaitReady <= 0 || c.ProbeInterval <= 0:
-		return nil, nil, cli.Usagef("--request-timeout, --wait-ready and --probe-interval must be positive")
+	case c.RequestTimeout <= 0 || c.WaitReady <= 0 || c.ProbeInterval <= 0 || c.FlushInterval <= 0:
+		return nil, nil, cli.Usagef("--request-timeout, --wait-ready, --probe-interval and --flush-interval must be positive")
 	case c.MaxTokens != nil && *c.MaxTokens < 1:
 		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
 	case c.Resume && (c.Output == "" || c.Output == "-"):
@@ -266,7 +267,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	stopFlush := make(chan struct{})
 	flushed := make(chan struct{})
 	go func() {
-		flushEvery(time.Second, stopFlush, out, errs)
+		flushEvery(c.FlushInterval, stopFlush, out, errs)
 		close(flushed)
 	}()
 

@@ -110,10 +110,16 @@ func runInfer(t testing.TB, limit time.Duration, stdin string, args ...string) r
 // play a SIGINT).
 func runInferCtx(t testing.TB, parent context.Context, limit time.Duration, stdin string, args ...string) result {
 	t.Helper()
+	return runInferEnv(t, parent, limit, false, stdin, args...)
+}
+
+// runInferEnv is runInferCtx with stderr taken for a terminal or not.
+func runInferEnv(t testing.TB, parent context.Context, limit time.Duration, interactive bool, stdin string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	var stdout, stderr lockedBuffer
-	env := &cli.Env{Name: "infer", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr}
+	env := &cli.Env{Name: "infer", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, Interactive: interactive}
 	done := make(chan int, 1)
 	go func() { done <- cli.Run(ctx, env, Description, &Command{}, args) }()
 	select {

@@ -185,24 +185,32 @@ func (p *pool) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, ep := range p.eps {
-		p.probeLocked(ep, min(p.cfg.probeInterval, 250*time.Millisecond))
+		p.probeLocked(ep, 0, min(p.cfg.probeInterval, 250*time.Millisecond))
 	}
 }
 
 // probeLocked starts ep's prober unless one runs.
-func (p *pool) probeLocked(ep *endpoint, interval time.Duration) {
+func (p *pool) probeLocked(ep *endpoint, first, interval time.Duration) {
 	if ep.probing {
 		return
 	}
 	ep.probing = true
 	p.wg.Add(1)
-	go p.probe(ep, interval)
+	go p.probe(ep, first, interval)
 }
 
-// probe polls ep's /health until it answers 200, reads its limits, and
-// puts it into service.
-func (p *pool) probe(ep *endpoint, interval time.Duration) {
+// probe polls ep's /health, the first time after first, until it answers
+// 200, reads its limits, and puts it into service.
+func (p *pool) probe(ep *endpoint, first, interval time.Duration) {
 	defer p.wg.Done()
+	if first > 0 {
+		t := time.NewTimer(first)
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+		}
+	}
 	for {
 		if p.ctx.Err() != nil {
 			p.mu.Lock()
@@ -368,7 +376,9 @@ func (p *pool) failed(ep *endpoint, down bool, why string) {
 	p.setStateLocked(ep, stateDown)
 	ep.stats.ejections.Add(1)
 	p.cfg.logf("%s is out of service after %d failure(s) (last: %s); probing %s until it recovers", ep.name, ep.fails, why, openai.PathHealth)
-	p.probeLocked(ep, p.cfg.probeInterval)
+	// Out of service for one probe interval at least: a server that fails
+	// while its /health says ok is not taken back at once.
+	p.probeLocked(ep, p.cfg.probeInterval, p.cfg.probeInterval)
 	p.broadcastLocked()
 }
 

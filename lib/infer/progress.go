@@ -122,8 +122,11 @@ func summaryLines(name string, s Summary, outName string) []string {
 		}
 		line := fmt.Sprintf("  %s: %5.1f%% of answers (%s ok, %s failed attempts, %s tokens, %d slots)",
 			e.Name, share, thousands(e.OK), thousands(e.Failures), thousands(e.CompletionTokens), e.Slots)
-		if e.Ejections > 0 {
-			line += fmt.Sprintf(", out of service %d times", e.Ejections)
+		switch {
+		case e.Ejections == 1:
+			line += ", taken out of service once"
+		case e.Ejections > 1:
+			line += fmt.Sprintf(", taken out of service %d times", e.Ejections)
 		}
 		lines = append(lines, line)
 	}

@@ -50,6 +50,8 @@ func classifyTransport(err error, timeout time.Duration) *failure {
 		return &failure{message: de.Error(), retriable: true, down: true, blame: true}
 	case errors.Is(err, fasthttp.ErrTimeout):
 		return &failure{message: fmt.Sprintf("no answer within %v (--request-timeout)", timeout), retriable: true, blame: true}
+	case errors.Is(err, fasthttp.ErrConnectionClosed):
+		return &failure{message: "the server closed the connection before answering", retriable: true, blame: true}
 	}
 	return &failure{message: "connection failed: " + err.Error(), retriable: true, blame: true}
 }

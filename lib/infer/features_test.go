@@ -1,0 +1,284 @@
+package infer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/llmsim"
+	"tokenmill/lib/record"
+)
+
+// --samples K: K answers per prompt, numbered 0..K-1.
+func TestSamples(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 40}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "--samples", "3", "--seed", "100", "-o", out, in}, fastFlags...)
+	res := runInfer(t, 30*time.Second, "", args...)
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	acc := checkExactlyOnce(t, lines, 3, readRecords(t, out), nil)
+	if acc.ok != 120 {
+		t.Fatalf("ok %d, want 120", acc.ok)
+	}
+	if !strings.Contains(res.stderr, "answers 120 (3 samples each): ok 120") {
+		t.Errorf("summary:\n%s", res.stderr)
+	}
+}
+
+// Bad records are rejected with their reason, duplicate ids are named and
+// generated once, and the counts add up.
+func TestRejectsAndDuplicates(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1)
+	dir := t.TempDir()
+	_, lines := promptSet{n: 10}.write(t, dir, "valid.jsonl")
+	var b strings.Builder
+	for i := 0; i < 10; i++ {
+		b.WriteString(lines[idOf(i)] + "\n")
+		if i == 2 || i == 5 {
+			b.WriteString(strings.Replace(lines[idOf(i)], "Question", "Another question", 1) + "\n")
+		}
+	}
+	bad := []struct{ line, reason string }{
+		{`{"id":"x1","messages":[{"role":"user","content":"unterminated}`, "malformed_json"},
+		{`["not", "an", "object"]`, "not_an_object"},
+		{`{"messages":[{"role":"user","content":"no id"}]}`, ReasonNoID},
+		{`{"id":"x4","source":"nothing to ask"}`, ReasonNoPrompt},
+		{`{"id":"x5","messages":[{"role":"user","content":"hi"}],"params":"hot"}`, ReasonBadParams},
+		{`{"id":"x6","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`, ReasonNoUserTurn},
+	}
+	for _, r := range bad {
+		b.WriteString(r.line + "\n")
+	}
+	in := filepath.Join(dir, "prompts.jsonl")
+	os.WriteFile(in, []byte(b.String()), 0o644)
+	out, rej := filepath.Join(dir, "gen.jsonl"), filepath.Join(dir, "rejects.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "8", "-o", out, "--rejects", rej, in}, fastFlags...)
+	res := runInfer(t, 30*time.Second, "", args...)
+	if res.code != cli.ExitRejects {
+		t.Fatalf("exit %d, want 3\n%s", res.code, res.stderr)
+	}
+	checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	rejects := readRecords(t, rej)
+	if len(rejects) != len(bad) {
+		t.Fatalf("%d rejects, want %d", len(rejects), len(bad))
+	}
+	for i, r := range bad {
+		if !strings.Contains(rejects[i].raw, `"reason":"`+r.reason+`"`) {
+			t.Errorf("reject %d: %s, want reason %s", i, rejects[i].raw, r.reason)
+		}
+	}
+	for _, want := range []string{`duplicate id "p00002"`, `duplicate id "p00005"`, "read 18 records: 10 prompts, 6 rejected, 2 duplicates"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, res.stderr)
+		}
+	}
+}
+
+// A record's "params" override --extra-body, which overrides the flags.
+func TestParamsOverride(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 40, extra: func(i int) string {
+		if i%2 == 0 {
+			return `,"params":{"max_tokens":3}`
+		}
+		return ""
+	}}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "40", "--extra-body", `{"max_tokens":6}`, "-o", out, in}, fastFlags...)
+	res := runInfer(t, 30*time.Second, "", args...)
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	for key, g := range acc.outputs {
+		var i int
+		fmt.Sscanf(key, "p%05d", &i)
+		limit := 6
+		if i%2 == 0 {
+			limit = 3
+		}
+		if n := g.Output.Usage.CompletionTokens; n > limit {
+			t.Errorf("%s: %d completion tokens, limit %d", key, n, limit)
+		}
+	}
+}
+
+// Prompts that only failed are tried again on --resume; the errors file
+// then lists the latest run's failures alone.
+func TestResumeRetriesFailures(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in, lines := promptSet{n: 30}.write(t, dir, "prompts.jsonl")
+	for _, i := range []int{4, 9} {
+		lines[idOf(i)] = strings.Replace(lines[idOf(i)], "in a few words.", strings.Repeat("and more ", 200)+"in a few words.", 1)
+	}
+	rewrite(t, in, lines)
+	out, errs := filepath.Join(dir, "gen.jsonl"), filepath.Join(dir, "gen.errors.jsonl")
+
+	small := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 1)
+	res := runInfer(t, 30*time.Second, "", append([]string{"-e", endpointsFlag(small.URLs()), "--max-tokens", "8", "-o", out, in}, fastFlags...)...)
+	if res.code != cli.ExitRejects {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	if acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, errs)); acc.failed != 2 {
+		t.Fatalf("failed %d", acc.failed)
+	}
+
+	large := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1)
+	res = runInfer(t, 30*time.Second, "", append([]string{"-e", endpointsFlag(large.URLs()), "--max-tokens", "8", "-o", out, "--resume", in}, fastFlags...)...)
+	if res.code != cli.ExitOK {
+		t.Fatalf("resume exit %d\n%s", res.code, res.stderr)
+	}
+	if _, err := os.Stat(errs); !os.IsNotExist(err) {
+		t.Errorf("the old errors file is still there: %v", err)
+	}
+	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	if acc.ok != 30 || !strings.Contains(res.stderr, "ok 2, failed 0, skipped 28") {
+		t.Fatalf("ok %d\n%s", acc.ok, res.stderr)
+	}
+}
+
+// --redo-length generates again the answers cut short by max_tokens.
+func TestRedoLength(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2)
+	dir := t.TempDir()
+	in, lines := promptSet{n: 60}.write(t, dir, "prompts.jsonl")
+	out := filepath.Join(dir, "gen.jsonl")
+	base := append([]string{"-e", endpointsFlag(fleet.URLs()), "-o", out, in}, fastFlags...)
+	res := runInfer(t, 30*time.Second, "", append(base, "--max-tokens", "400")...)
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	first := readRecords(t, out)
+	checkExactlyOnce(t, lines, 1, first, nil)
+	cut := map[string]bool{}
+	for _, g := range first {
+		if g.Output.FinishReason == record.FinishLength {
+			cut[g.ID.Text] = true
+		}
+	}
+	if len(cut) == 0 || len(cut) == 60 {
+		t.Fatalf("%d of 60 answers cut by length: the test needs some of each", len(cut))
+	}
+	res = runInfer(t, 30*time.Second, "", append(base, "--max-tokens", "30000", "--resume", "--redo-length")...)
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	all := readRecords(t, out)
+	redone := all[len(first):]
+	if len(redone) != len(cut) {
+		t.Fatalf("%d answers generated again, want the %d cut by length", len(redone), len(cut))
+	}
+	for _, g := range redone {
+		if !cut[g.ID.Text] {
+			t.Errorf("%s was generated again though it was complete", g.ID.Text)
+		}
+		delete(cut, g.ID.Text)
+	}
+	if !strings.Contains(res.stderr, "cut short by length to redo") {
+		t.Errorf("stderr:\n%s", res.stderr)
+	}
+	// A third run has nothing left to do.
+	res = runInfer(t, 30*time.Second, "", append(base, "--max-tokens", "30000", "--resume", "--redo-length")...)
+	if res.code != cli.ExitOK || len(readRecords(t, out)) != len(all) {
+		t.Fatalf("a third run wrote more: exit %d\n%s", res.code, res.stderr)
+	}
+}
+
+// --metrics-addr serves the run's figures while it runs.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	fleet := startFleet(t, llmsim.Config{TimeScale: 20, MaxRunning: 4}, 2)
+	dir := t.TempDir()
+	in, _ := promptSet{n: 200}.write(t, dir, "prompts.jsonl")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "24", "--metrics-addr", addr, "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan result, 1)
+	go func() { done <- runInferCtx(t, ctx, 30*time.Second, "", args...) }()
+	okRe := regexp.MustCompile(`(?m)^tokenmill_infer_answers_ok_total (\d+)`)
+	var body string
+	waitFor(t, 20*time.Second, "metrics with answers", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		m := okRe.FindStringSubmatch(body)
+		n, _ := strconv.Atoi(firstOr(m, 1))
+		return n > 0
+	})
+	cancel(cli.ErrInterrupted)
+	<-done
+	for _, want := range []string{
+		"tokenmill_infer_records_read_total",
+		`tokenmill_infer_endpoint_slots{endpoint="` + fleet.Endpoint(0).URL() + `"} 6`,
+		`tokenmill_infer_endpoint_up{endpoint="` + fleet.Endpoint(1).URL() + `"} 1`,
+		`tokenmill_infer_tokens_total{kind="completion"}`,
+		"tokenmill_infer_completion_tokens_per_second",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+}
+
+func firstOr(m []string, i int) string {
+	if len(m) > i {
+		return m[i]
+	}
+	return ""
+}
+
+// Progress: plain lines in a log, a live block with one line per endpoint
+// on a terminal.
+func TestProgress(t *testing.T) {
+	for _, interactive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("terminal=%v", interactive), func(t *testing.T) {
+			t.Parallel()
+			fleet := startFleet(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 2)
+			dir := t.TempDir()
+			in, _ := promptSet{n: 120}.write(t, dir, "prompts.jsonl")
+			args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "24", "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
+			args = append(args, "--progress-interval", "50ms")
+			res := runInferEnv(t, context.Background(), 30*time.Second, interactive, "", args...)
+			if res.code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s", res.code, res.stderr)
+			}
+			line := regexp.MustCompile(`answers \d+/120 \(\d+\.\d%\) \| ok \d+ failed 0 retrying 0 \| in flight \d+/12 \| [\d,]+ tok/s \| ETA`)
+			if !line.MatchString(res.stderr) {
+				t.Errorf("no progress line:\n%s", res.stderr)
+			}
+			perEndpoint := strings.Contains(res.stderr, fleet.Endpoint(0).URL()+"  ready")
+			if perEndpoint != interactive {
+				t.Errorf("per-endpoint lines shown: %v, on a terminal: %v\n%s", perEndpoint, interactive, res.stderr)
+			}
+		})
+	}
+}
