@@ -44,6 +44,17 @@
 // than real time. The step loop is the pure state machine Model, which tests
 // drive on a virtual clock.
 //
+// # What is not simulated
+//
+// Stop strings, sampling settings, logprobs and tool calls are accepted and
+// ignored; prompts are never cached (cached_tokens is 0); the KV cache never
+// fills (MaxRunning alone bounds the batch); /v1/completions and /generate
+// take one prompt, not a batch. A client that disconnects from a streaming
+// request frees its slot at once; one that disconnects from a
+// non-streaming request keeps it until the answer is done (SGLang notices
+// such a disconnect only every few seconds). Keep-alive connections idle
+// for 5 s (real time) are closed, as uvicorn does.
+//
 // # Wire format
 //
 // Request and response types are written here from SGLang's source

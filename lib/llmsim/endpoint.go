@@ -37,6 +37,8 @@ type incarnation struct {
 	ready  chan struct{} // closed when the startup delay is over
 }
 
+const uvicornKeepAlive = 5 * time.Second
+
 const (
 	stateDown     = "down"
 	stateStarting = "starting"
@@ -175,7 +177,10 @@ func (e *Endpoint) start(retry bool) error {
 		Name:                 "uvicorn",
 		NoDefaultContentType: true,
 		MaxRequestBodySize:   256 << 20,
-		Logger:               quietLogger{},
+		// uvicorn, which serves SGLang, closes keep-alive connections idle
+		// for 5 s (timeout_keep_alive=5); clients must cope with that.
+		IdleTimeout: uvicornKeepAlive,
+		Logger:      quietLogger{},
 	}
 
 	e.mu.Lock()

@@ -327,6 +327,11 @@ func startFleet(t testing.TB, cfg Config, n int) *Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
+	t.Cleanup(func() {
+		f.Close()
+		// A later fleet may get the same port; a pooled connection to this
+		// one would then fail the first request.
+		testClient.CloseIdleConnections()
+	})
 	return f
 }

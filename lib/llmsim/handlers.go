@@ -438,10 +438,22 @@ func holdUntilClosed(c net.Conn) {
 
 // respond writes a finished flight (or, when streaming, the whole stream).
 func (e *Endpoint) respond(ctx *fasthttp.RequestCtx, f *flight) {
+	if f.stream && f.drop {
+		// Written on the raw connection, so the drop comes right after the
+		// last event reached the client, with no chunked-encoding end.
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) {
+			w := bufio.NewWriter(c)
+			w.WriteString("HTTP/1.1 200 OK\r\nServer: uvicorn\r\nContent-Type: " + string(ctSSE) +
+				"\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+			f.streamTo(chunkWriter{w})
+		})
+		return
+	}
 	if f.stream {
 		ctx.SetContentTypeBytes(ctSSE)
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { f.streamTo(ctx, w) })
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { f.streamTo(w) })
 		return
 	}
 	e.count(f)
@@ -500,6 +512,21 @@ func (f *flight) e2e() float64 {
 	}
 	return (last - f.arrived).Seconds()
 }
+
+// chunkWriter frames writes in HTTP/1.1 chunked encoding.
+type chunkWriter struct{ w *bufio.Writer }
+
+func (c chunkWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.w.WriteString(strconv.FormatInt(int64(len(p)), 16) + "\r\n")
+	c.w.Write(p)
+	_, err := c.w.WriteString("\r\n")
+	return len(p), err
+}
+
+func (c chunkWriter) Flush() error { return c.w.Flush() }
 
 // writeHalfResponse sends a response's head, announcing the whole body,
 // and half of the body; the connection then closes: a response dropped

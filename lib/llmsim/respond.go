@@ -1,7 +1,6 @@
 package llmsim
 
 import (
-	"bufio"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -264,11 +263,18 @@ func (f *flight) appendUsageChunk(dst []byte) []byte {
 
 const sseDone = "data: [DONE]\n\n"
 
+// eventWriter is where a stream goes: the server's body writer, or a
+// chunked writer on a hijacked connection.
+type eventWriter interface {
+	Write([]byte) (int, error)
+	Flush() error
+}
+
 // streamTo writes the flight as server-sent events while the scheduler
 // produces it: each wake-up writes every token made since the last one
 // (SGLang coalesces a backlog the same way), so a fast simulation does
 // not drown the client in tiny chunks.
-func (f *flight) streamTo(ctx *fasthttp.RequestCtx, w *bufio.Writer) {
+func (f *flight) streamTo(w eventWriter) {
 	e := f.e
 	written := make([]int, len(f.choices))
 	finished := make([]bool, len(f.choices))
@@ -295,10 +301,9 @@ func (f *flight) streamTo(ctx *fasthttp.RequestCtx, w *bufio.Writer) {
 			return
 		}
 		if f.drop && written[0] >= dropAt {
-			w.Flush()
+			w.Flush() // the caller then closes the connection
 			e.stats.dropped.Add(1)
 			f.cancel()
-			ctx.Conn().Close()
 			return
 		}
 		if all {

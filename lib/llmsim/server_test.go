@@ -330,8 +330,8 @@ func TestFaultRates(t *testing.T) {
 		}},
 		{"drop stream", Faults{DropRate: 1}, func(t *testing.T, base string, fleet *Fleet) {
 			s, b, err := postChat(t, base, chatBody("x", 50, true))
-			if s != 200 || strings.Contains(string(b), "[DONE]") || !strings.Contains(string(b), "data: ") {
-				t.Errorf("drop stream: want some events and no [DONE], got %d %q %v", s, b, err)
+			if s != 200 || !errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(string(b), "[DONE]") || !strings.Contains(string(b), "data: ") {
+				t.Errorf("drop stream: want some events, then the body cut short, got %d %q %v", s, b, err)
 			}
 		}},
 		{"slow", Faults{Slow: 3}, func(t *testing.T, base string, fleet *Fleet) {
