@@ -210,9 +210,9 @@ func TestDefaultErrorsPath(t *testing.T) {
 
 func TestStripOwnFields(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"id":1, "messages":[]}`: `{"id":1, "messages":[]}`,
+		`{"id":1, "messages":[]}`:                              `{"id":1, "messages":[]}`,
 		`{"id":1,"output":{"text":"old"},"meta":{"output":1}}`: `{"id":1,"meta":{"output":1}}`,
-		`{"error":{},"id":"x"}`: `{"id":"x"}`,
+		`{"error":{},"id":"x"}`:                                `{"id":"x"}`,
 	} {
 		got, err := stripOwnFields([]byte(in))
 		if err != nil || string(got) != want {
