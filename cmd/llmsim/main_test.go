@@ -136,6 +136,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--listen", "127.0.0.1:0", "--fault", "0=bogus:1"},
 		{"--listen", "127.0.0.1:0", "--fail-rate", "1.5"},
 		{"--listen", "127.0.0.1:0", "--max-running", "0"},
+		{"--listen", "127.0.0.1:0", "--time-scale", "-1"},
 		{"--no-such-flag"},
 	}
 	for _, args := range cases {

@@ -164,8 +164,10 @@ func (e *Endpoint) start(retry bool) error {
 	if err != nil {
 		return err
 	}
-	e.addr = ln.Addr().String()
-	e.url = "http://" + e.addr
+	if e.url == "" { // a restart binds the address already resolved
+		e.addr = ln.Addr().String()
+		e.url = "http://" + e.addr
+	}
 	inc := &incarnation{
 		ln:    &trackListener{Listener: ln, conns: map[*trackConn]struct{}{}},
 		wake:  make(chan struct{}, 1),
