@@ -103,16 +103,8 @@ func (f *flight) appendHead(dst []byte, object string) []byte {
 }
 
 func (f *flight) appendChat(dst []byte) []byte {
-	dst = f.appendHead(dst, "chat.completion")
-	dst = append(dst, `,"choices":[`...)
-	for i, c := range f.choices {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		n := int(c.visible.Load())
-		dst = append(dst, `{"index":`...)
-		dst = appendInt(dst, i)
-		dst = append(dst, `,"message":{"role":"assistant","content":"`...)
+	return f.appendResponse(dst, "chat.completion", eosChat, func(dst []byte, c *choiceState, n int) []byte {
+		dst = append(dst, `"message":{"role":"assistant","content":"`...)
 		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
 		dst = append(dst, `","reasoning_content":`...)
 		if c.reasoningTokens(n) > 0 {
@@ -122,17 +114,22 @@ func (f *flight) appendChat(dst []byte) []byte {
 		} else {
 			dst = append(dst, "null"...)
 		}
-		dst = append(dst, `,"tool_calls":null},"logprobs":null,"finish_reason":`...)
-		dst = c.appendFinish(dst, true, eosChat)
-		dst = append(dst, '}')
-	}
-	dst = append(dst, `],"usage":`...)
-	dst = f.appendUsage(dst, true)
-	return append(dst, `,"metadata":{"weight_version":"`+weightVersion+`"}}`...)
+		return append(dst, `,"tool_calls":null}`...)
+	})
 }
 
 func (f *flight) appendCompletion(dst []byte) []byte {
-	dst = f.appendHead(dst, "text_completion")
+	return f.appendResponse(dst, "text_completion", eosText, func(dst []byte, c *choiceState, n int) []byte {
+		dst = append(dst, `"text":"`...)
+		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
+		return append(dst, '"')
+	})
+}
+
+// appendResponse writes a whole chat or completion response; answer writes
+// the part of a choice that differs between the two (message or text).
+func (f *flight) appendResponse(dst []byte, object string, eos int, answer func(dst []byte, c *choiceState, n int) []byte) []byte {
+	dst = f.appendHead(dst, object)
 	dst = append(dst, `,"choices":[`...)
 	for i, c := range f.choices {
 		if i > 0 {
@@ -140,11 +137,10 @@ func (f *flight) appendCompletion(dst []byte) []byte {
 		}
 		dst = append(dst, `{"index":`...)
 		dst = appendInt(dst, i)
-		dst = append(dst, `,"text":"`...)
-		n := int(c.visible.Load())
-		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
-		dst = append(dst, `","logprobs":null,"finish_reason":`...)
-		dst = c.appendFinish(dst, true, eosText)
+		dst = append(dst, ',')
+		dst = answer(dst, c, int(c.visible.Load()))
+		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+		dst = c.appendFinish(dst, true, eos)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"usage":`...)
