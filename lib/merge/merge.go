@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,6 +56,8 @@ type Command struct {
 	ProgressInterval time.Duration `help:"How often to report progress when stderr is not a terminal (0: never)." default:"30s"`
 }
 
+const minMemoryLimit = 64 << 20
+
 // merger is the state of one merge.
 type merger struct {
 	ctx        context.Context
@@ -75,6 +78,7 @@ type merger struct {
 	dupPrompts  int64
 	spills      int
 	spilled     atomic.Int64 // bytes written to spill files
+	spilledDisk int64        // the same, compressed, as they took on disk
 	// emitted counts
 	answered, good, missingN, notInPrompts, toErrors int64
 }
@@ -86,6 +90,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer m.cleanup()
+	// The budget also becomes the heap's soft limit (never raising one the
+	// user set with GOMEMLIMIT), so garbage does not carry the process past
+	// it; tiny test budgets are floored so the collector does not spin.
+	if limit := max(int64(c.Memory), minMemoryLimit); limit < debug.SetMemoryLimit(-1) {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	}
 	rejects, err := jsonl.OpenRejects(env, c.Rejects)
 	if err != nil {
 		return err
@@ -349,7 +359,8 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 		parts = append(parts, fmt.Sprintf("to %s %d", m.errs.Path(), m.toErrors))
 	}
 	if m.spills > 0 {
-		parts = append(parts, fmt.Sprintf("spilled %d times, %.1f MB of temporary files", m.spills, float64(m.spilled.Load())/1e6))
+		parts = append(parts, fmt.Sprintf("spilled %d times, %.1f MB in %.1f MB of temporary files",
+			m.spills, float64(m.spilled.Load())/1e6, float64(m.spilledDisk)/1e6))
 	}
 	if rejects.Total() > 0 {
 		parts = append(parts, rejects.Summary())

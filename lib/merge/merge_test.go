@@ -38,7 +38,7 @@ var runInputs = []string{td("gen-a.jsonl"), td("gen-a.errors.jsonl"), td("gen-b.
 
 // spilledClause is the summary's note on temporary files, the one part of
 // the output that differs between an in-memory and a spilling merge.
-var spilledClause = regexp.MustCompile(`, spilled \d+ times, [0-9.]+ MB of temporary files`)
+var spilledClause = regexp.MustCompile(`, spilled \d+ times, [0-9.]+ MB in [0-9.]+ MB of temporary files`)
 
 // TestGolden runs merge over the hand-made run in testdata/merge with each
 // combination of flags that matters, compares the output with the golden

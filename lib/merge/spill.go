@@ -9,18 +9,27 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/klauspost/compress/s2"
 )
 
-const spillBufferSize = 256 << 10
+const (
+	spillBufferSize = 64 << 10
+	spillBlockSize  = 256 << 10
+)
 
 // spillFile holds entries on disk: a partition waiting to be resolved, or
 // a run of resolved entries in output order. Each entry is
 //
 //	order seq (uvarint) rank flags (byte) sample len(id) (uvarint) id len(data) (uvarint) data
+//
+// and the stream is S2-compressed: JSON records shrink several times at
+// memory speed, and a merge larger than RAM is bound by the disk.
 type spillFile struct {
 	m     *merger
 	path  string
 	f     *os.File
+	zw    *s2.Writer
 	w     *bufio.Writer
 	count int64
 	head  []byte
@@ -43,7 +52,8 @@ func (m *merger) newSpillFile() (*spillFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
-	return &spillFile{m: m, path: path, f: f, w: bufio.NewWriterSize(f, spillBufferSize)}, nil
+	zw := s2.NewWriter(f, s2.WriterConcurrency(1), s2.WriterBlockSize(spillBlockSize))
+	return &spillFile{m: m, path: path, f: f, zw: zw, w: bufio.NewWriterSize(zw, spillBufferSize)}, nil
 }
 
 func (s *spillFile) write(e *entry) error {
@@ -81,7 +91,13 @@ func (s *spillFile) finishWriting() error {
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("spill file: %w", err)
 	}
-	s.w = nil
+	if err := s.zw.Close(); err != nil {
+		return fmt.Errorf("spill file: %w", err)
+	}
+	if size, err := s.f.Seek(0, io.SeekCurrent); err == nil {
+		s.m.spilledDisk += size
+	}
+	s.w, s.zw = nil, nil
 	return nil
 }
 
@@ -99,12 +115,12 @@ func (s *spillFile) open() (*spillReader, error) {
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
-	return &spillReader{r: bufio.NewReaderSize(s.f, spillBufferSize), left: s.count}, nil
+	return &spillReader{r: s2.NewReader(s.f), left: s.count}, nil
 }
 
 // spillReader yields a spill file's entries; each is valid until the next.
 type spillReader struct {
-	r    *bufio.Reader
+	r    *s2.Reader
 	left int64
 	e    entry
 	id   []byte
