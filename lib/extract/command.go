@@ -127,9 +127,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 
 // extract is the record loop.
 func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+	done := ctx.Done()
 	for {
-		if n.read.Load()&1023 == 0 && ctx.Err() != nil {
+		select {
+		case <-done:
 			return nil
+		default:
 		}
 		rec, err := in.Next()
 		if err == io.EOF {
