@@ -8,9 +8,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/cli"
@@ -83,14 +85,20 @@ func shareGPTData(records int) []byte {
 }
 
 // TestWriteShareGPT writes the benchmark data for side-by-side runs:
-// go test ./lib/extract -run TestWriteShareGPT -write-sharegpt /tmp/sharegpt.jsonl
+//
+//	go test ./lib/extract -run TestWriteShareGPT -write-sharegpt /tmp/sharegpt.jsonl
+//
+// writes 100,000 records (about 265 MB) there, and the same records as
+// Parquet in the Infinity-Instruct 0625 schema to /tmp/sharegpt.parquet.
 func TestWriteShareGPT(t *testing.T) {
 	if *writeShareGPT == "" {
 		t.Skip("only with -write-sharegpt FILE")
 	}
-	if err := os.WriteFile(*writeShareGPT, shareGPTData(100000), 0o644); err != nil {
+	data := shareGPTData(100000)
+	if err := os.WriteFile(*writeShareGPT, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	writeShareGPTParquet(t, data, strings.TrimSuffix(*writeShareGPT, ".jsonl")+".parquet")
 }
 
 // BenchmarkExtractShareGPT runs the whole command (read, detect, convert,
@@ -132,4 +140,67 @@ func BenchmarkConvert(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkExtractParquet runs the whole command on an Infinity-Instruct
+// shaped Parquet file (zstd, one row group): MB/s is of the file, and
+// rows/s is reported too.
+func BenchmarkExtractParquet(b *testing.B) {
+	path := writeShareGPTParquet(b, shareGPTData(20000), filepath.Join(b.TempDir(), "ii.parquet"))
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(st.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		env := &cli.Env{Name: "extract", Stdout: io.Discard, Stderr: io.Discard}
+		if code := cli.Run(context.Background(), env, Description, &Command{}, []string{path}); code != 0 {
+			b.Fatalf("exit %d", code)
+		}
+	}
+	b.ReportMetric(float64(20000*b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// writeShareGPTParquet writes ShareGPT JSONL records as Parquet in the
+// Infinity-Instruct 0625 schema.
+func writeShareGPTParquet(tb testing.TB, jsonlData []byte, path string) string {
+	type turn struct {
+		From  string `parquet:"from" json:"from"`
+		Value string `parquet:"value" json:"value"`
+	}
+	type label struct {
+		AbilityEn     []string `parquet:"ability_en,list" json:"ability_en"`
+		CateAbilityEn []string `parquet:"cate_ability_en,list" json:"cate_ability_en"`
+	}
+	type row struct {
+		ID            string `parquet:"id" json:"id"`
+		Conversations []turn `parquet:"conversations,list" json:"conversations"`
+		Label         label  `parquet:"label" json:"label"`
+		Langdetect    string `parquet:"langdetect" json:"langdetect"`
+		Source        string `parquet:"source" json:"source"`
+	}
+	var rows []row
+	for _, l := range bytes.Split(bytes.TrimSpace(jsonlData), []byte("\n")) {
+		var r row
+		if err := json.Unmarshal(l, &r); err != nil {
+			tb.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := parquet.NewGenericWriter[row](f, parquet.Compression(&parquet.Zstd))
+	if _, err := w.Write(rows); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
