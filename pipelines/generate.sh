@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# generate.sh: the whole job on one machine. Prompts are pulled out of the
+# datasets, repeats dropped, the rest answered by a fleet of inference
+# servers, and the result summarised:
+#
+#   extract DATASETS | dedup | tee PROMPTS | infer -e ENDPOINTS -o OUT;  stats OUT ERRORS
+#
+# Usage:
+#   ENDPOINTS=127.0.0.1:30000-30007 pipelines/generate.sh data/0625/*.parquet
+#   OUT=run1/gen.jsonl INFER_ARGS='--max-tokens 4096' pipelines/generate.sh a.jsonl b.parquet
+#
+# Run it again with RESUME=1 after a crash or Ctrl-C: prompts already answered
+# in OUT are skipped. Prompts that still failed are in ERRORS; rerun them with
+# rerun-missing.sh.
+#
+# Variables (defaults in brackets):
+#   ENDPOINTS    inference servers, as infer --endpoints takes them
+#                (host:port, host:first-last, URLs, comma-separated)
+#                [127.0.0.1:30000-30007]
+#   OUT          generation records [gen.jsonl]
+#   ERRORS       error records of prompts that could not be answered
+#                [OUT with .jsonl replaced by .errors.jsonl]
+#   PROMPTS      also keep the deduplicated prompts here, for rerun-missing.sh
+#                and merge --prompts; empty: do not keep them
+#                [OUT with .jsonl replaced by .prompts.jsonl]
+#   RESUME       1: continue OUT (infer --resume) instead of refusing to
+#                overwrite it [0]
+#   EXTRACT_ARGS, DEDUP_ARGS, INFER_ARGS, STATS_ARGS
+#                extra flags for each tool, split on white space, e.g.
+#                EXTRACT_ARGS='--lang en --source ii-0625'. Every flag also
+#                has an environment variable (TOKENMILL_INFER_MAX_TOKENS=...)
+#                for values that contain spaces. []
+#   BIN          directory holding the tokenmill binaries [found on PATH]
+#
+# Exit status: that of the pipeline (0, or 3 when records were rejected or
+# prompts failed: see the stats and the ERRORS file), after the stats.
+set -euo pipefail
+
+[ -n "${BIN:-}" ] && PATH="$(cd "$BIN" && pwd):$PATH"
+ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
+OUT=${OUT:-gen.jsonl}
+ERRORS=${ERRORS:-${OUT%.jsonl}.errors.jsonl}
+PROMPTS=${PROMPTS-${OUT%.jsonl}.prompts.jsonl}
+RESUME=${RESUME:-0}
+read -ra extract_args <<<"${EXTRACT_ARGS:-}"
+read -ra dedup_args <<<"${DEDUP_ARGS:-}"
+read -ra infer_args <<<"${INFER_ARGS:-}"
+read -ra stats_args <<<"${STATS_ARGS:-}"
+
+if [ $# = 0 ]; then
+  echo "usage: [ENDPOINTS=...] [OUT=gen.jsonl] $0 DATASET..." >&2
+  exit 2
+fi
+for tool in extract dedup infer stats; do
+  command -v "$tool" >/dev/null || { echo "$0: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
+done
+[ "$RESUME" = 1 ] && infer_args+=(--resume)
+
+# The run's wall time lets stats report the fleet's tok/s over the run.
+now_us() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then echo "${t/[.,]/}"; else echo "$(date +%s)000000"; fi; }
+start=$(now_us)
+status=0
+extract "${extract_args[@]}" "$@" |
+  dedup "${dedup_args[@]}" |
+  if [ -n "$PROMPTS" ]; then tee "$PROMPTS"; else cat; fi |
+  infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" ||
+  status=$?
+wall="$((($(now_us) - start) / 1000))ms"
+
+files=("$OUT")
+[ -s "$ERRORS" ] && files+=("$ERRORS")
+echo "generate.sh: ${files[*]} written in $wall, exit status $status" >&2
+stats --wall "$wall" "${stats_args[@]}" "${files[@]}" || { s=$?; [ "$status" != 0 ] || status=$s; }
+exit "$status"
