@@ -74,6 +74,7 @@ type merger struct {
 	conv      *converter
 
 	read, bytes atomic.Int64 // answer records and bytes read (progress)
+	resolved    atomic.Int64 // keys emitted (progress)
 	prompts     int64
 	dupPrompts  int64
 	spills      int
@@ -186,7 +187,8 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 		}
 	}
 	progress := cli.StartProgress(m.ctx, env, c.ProgressInterval, func() []string {
-		return []string{fmt.Sprintf("read %d records, %.1f MB; spilled %.1f MB", m.read.Load(), float64(m.bytes.Load())/1e6, float64(m.spilled.Load())/1e6)}
+		return []string{fmt.Sprintf("read %d records, %.1f MB; spilled %.1f MB; resolved %d keys",
+			m.read.Load(), float64(m.bytes.Load())/1e6, float64(m.spilled.Load())/1e6, m.resolved.Load())}
 	})
 	defer progress.Stop()
 
@@ -308,6 +310,7 @@ func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jso
 
 // emit writes one resolved (id, sample) where it belongs and counts it.
 func (m *merger) emit(e *entry) error {
+	m.resolved.Add(1)
 	hasPrompts := m.cmd.Prompts != ""
 	good := e.rank >= m.goodRank
 	if e.rank > rankNone {
