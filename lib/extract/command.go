@@ -18,8 +18,8 @@ import (
 const Description = `Pull chat prompts out of instruction datasets and write them as prompt records.
 
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
-  extract --turns each --keep category mt_bench_question.jsonl > mt_bench.jsonl
-  extract --lang en --min-chars 20 --limit 1000 --source ii-0625 --keep label,langdetect shard-*.parquet
+  extract --source ii/0625 --keep label,langdetect --lang en --min-chars 20 data/0625/*.parquet -o prompts.jsonl
+  extract --turns each --id-prefix sg- --rejects rejects.jsonl sharegpt.json.zst > prompts.jsonl
 
 Inputs are JSONL, JSON arrays or Parquet files, plain, gzip or zstd (by content, not name),
 or stdin. Each record's layout is detected unless --format says it: batch (custom_id + body),

@@ -922,38 +922,13 @@ func TestInterrupt(t *testing.T) {
 	}()
 	deadline := time.After(20 * time.Second)
 	var log []string
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("stderr closed early:\n%s", strings.Join(log, "\n"))
-			}
-			log = append(log, l)
-			if strings.Contains(l, "read 10, wrote 10") {
-				break wait
-			}
-		case <-deadline:
-			t.Fatalf("no progress line with 10 records within 20s:\n%s", strings.Join(log, "\n"))
-		}
-	}
+	waitFor(t, lines, &log, deadline, "read 10, wrote 10")
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	// Once the signal is taken, one more line wakes the blocked read; the
 	// loop then stops, whether or not that record made it through.
-	for seen := false; !seen; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("stderr closed before the signal was taken:\n%s", strings.Join(log, "\n"))
-			}
-			log = append(log, l)
-			seen = strings.Contains(l, "interrupted")
-		case <-deadline:
-			t.Fatalf("the signal was not taken within 20s:\n%s", strings.Join(log, "\n"))
-		}
-	}
+	waitFor(t, lines, &log, deadline, "interrupted")
 	fmt.Fprintln(stdin, `{"id":10,"prompt":"p10"}`)
 	stdin.Close()
 	for l := range lines {
@@ -967,5 +942,25 @@ wait:
 	s := parseSummary(strings.Join(log, "\n"))
 	if n := len(outLines(stdout.Bytes())); !s.found || s.wrote < 10 || s.wrote > 11 || n != s.wrote || s.read != s.wrote {
 		t.Errorf("summary %+v and %d records on stdout, want the 10 read before the signal (or 11) flushed and counted", s, n)
+	}
+}
+
+// waitFor collects stderr lines into log until one contains want, failing
+// the test at the deadline.
+func waitFor(t *testing.T, lines <-chan string, log *[]string, deadline <-chan time.Time, want string) {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("stderr closed before %q:\n%s", want, strings.Join(*log, "\n"))
+			}
+			*log = append(*log, l)
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q on stderr within 20s:\n%s", want, strings.Join(*log, "\n"))
+		}
 	}
 }
