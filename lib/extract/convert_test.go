@@ -158,8 +158,11 @@ var convertCases = []convertCase{
 	{name: "batch completion request stays a completion", opts: first,
 		in:   `{"custom_id":"req-2","method":"POST","url":"/v1/completions","body":{"model":"m","prompt":"Once upon"}}`,
 		want: []string{`{"id":"req-2","prompt":"Once upon"}`}},
-	{name: "batch completion without an id", opts: first, in: `{"body":{"prompt":"Once upon"}}`,
+	{name: "batch completion with an empty id", opts: first, in: `{"custom_id":"","body":{"prompt":"Once upon"}}`,
 		want: []string{`{"id":"$HASH","prompt":"Once upon"}`}},
+	{name: "a body without custom_id is not a batch line", opts: first,
+		in:   `{"body":{"text":"mail"},"conversations":[{"from":"human","value":"Q"}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}]}`}},
 	{name: "batch prompt list", opts: first, in: `{"custom_id":"r","body":{"prompt":["a","b"]}}`, want: []string{"reject unknown_layout"}},
 	{name: "batch blank prompt", opts: first, in: `{"custom_id":"r","body":{"prompt":" "}}`, want: []string{"reject empty"}},
 

@@ -20,7 +20,7 @@ const (
 
 // Formats lists the formats in detection order: the first whose field a
 // record has decides how it is read. A batch request line is recognised
-// by its body before anything else, then a conversation beats a bare
+// by its custom_id and request body before anything else, then a conversation beats a bare
 // instruction, which beats a bare prompt (so a record that carries both
 // the full conversation and a copy of its first prompt, as UltraChat's
 // do, is read as the conversation).
@@ -114,7 +114,7 @@ func reject(reason, format string, args ...any) *badRecord {
 // fields is there.
 func detect(f *fields) string {
 	switch {
-	case present(f.Body) && len(f.Body) > 0 && f.Body[0] == '{':
+	case present(f.CustomID) && present(f.Body) && f.Body[0] == '{':
 		return FormatBatch
 	case present(f.Conversation) || present(f.LMSYS):
 		return FormatShareGPT
