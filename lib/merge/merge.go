@@ -34,7 +34,8 @@ good answer (stop, or length unless --drop-length) is written byte for byte, or
 with --to as a training record; a key without one is counted as missing, and its
 best record goes to --errors FILE if given. With --prompts FILE --missing, the
 output is instead the prompts that still lack a good answer, ready to rerun.
-Records come out in the order their key was first read, or by id with --sort.`
+Records come out in the order their key was first read, or by id with --sort.
+Missing answers do not change the exit code; bad lines are rejected (exit 3).`
 
 // Command is the merge tool.
 type Command struct {
@@ -44,7 +45,7 @@ type Command struct {
 	Errors           string        `help:"Write here the best record of each (id, sample) without a good answer (its error, or an aborted or dropped answer)." default:""`
 	Prompts          string        `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing          bool          `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
-	Samples          int           `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer." default:"1"`
+	Samples          int           `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
 	To               string        `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn) or sharegpt ({id, conversations})." enum:"generation,messages,sharegpt" default:"generation"`
 	WithReasoning    bool          `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
 	DropLength       bool          `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
