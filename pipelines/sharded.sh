@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# sharded.sh: one prompt file answered by several machines at once, with GNU
+# parallel as the engine. The prompts are split into SHARDS stable parts
+# (shard: by a hash of the id); each part's infer runs as a job on one of
+# HOSTS (over ssh, or here); the parts' answers are merged into one file.
+#
+#   shard -n SHARDS PROMPTS                                       # here
+#   infer -e ENDPOINTS -o shard-K.gen.jsonl shard-K.jsonl         # a job per shard, on HOSTS
+#   merge --prompts PROMPTS shard-*.gen.jsonl ... -o OUT; stats OUT
+#
+# Usage:
+#   SHARDS=4 pipelines/sharded.sh prompts.jsonl        # 4 jobs on this machine
+#   HOSTS=gpu1,gpu2,gpu3,gpu4 SHARDS=4 WORK=/nfs/run1 BIN=/nfs/tokenmill/bin \
+#     pipelines/sharded.sh prompts.jsonl               # one job per host
+#   HOSTS=gpu1,gpu2 TRANSFER=1 SHARDS=8 pipelines/sharded.sh prompts.jsonl
+#
+# Every host needs the tokenmill binaries (at BIN, or on the PATH of its ssh
+# login), passwordless ssh from here, and access to ENDPOINTS. ENDPOINTS is
+# read on each host, so 127.0.0.1:30000-30007 means that host's own servers.
+# Either WORK is on a filesystem every host mounts at the same path (NFS, a
+# cluster's shared home: the default), or TRANSFER=1 has parallel copy each
+# shard to its host and the answers back (needs rsync on every host).
+#
+# Run it again after a failure: each shard's infer continues its output
+# (--resume) when WORK is shared; keep SHARDS the same. What still failed can
+# be rerun with rerun-missing.sh (PROMPTS=the prompt file, GEN=OUT).
+#
+# Variables (defaults in brackets):
+#   HOSTS       where jobs run, as parallel --sshlogin takes it: host names,
+#               user@host, N/host for N job slots, ':' for this machine,
+#               comma-separated [SHARDS/: , i.e. SHARDS slots here]
+#   JOBS        job slots per host (parallel -j) [1]
+#   SHARDS      number of shards, one infer job each [4]
+#   ENDPOINTS   inference servers, as seen from each host [127.0.0.1:30000-30007]
+#   WORK        directory for the shards and their answers [sharded]
+#   TRANSFER    1: copy shards to the hosts and answers back [0]
+#   OUT         the merged generation records [WORK/gen.jsonl]
+#   ERRORS      the prompts without a good answer, with their last error
+#               [OUT with .jsonl replaced by .errors.jsonl]
+#   INFER_ARGS, MERGE_ARGS, STATS_ARGS, PARALLEL_ARGS
+#               extra flags, split on white space (e.g. PARALLEL_ARGS=
+#               '--sshloginfile hosts.txt'). TOKENMILL_* variables set here are
+#               passed on to every host (parallel --env) []
+#   BIN         directory holding the binaries, the same on every host [PATH]
+#
+# Exit status: 0, or parallel's (the number of shards whose infer failed or
+# left failed prompts) when that is not 0; the merge runs either way.
+set -euo pipefail
+
+[ -n "${BIN:-}" ] && BIN=$(cd "$BIN" && pwd) && PATH="$BIN:$PATH"
+SHARDS=${SHARDS:-4}
+HOSTS=${HOSTS:-$SHARDS/:}
+JOBS=${JOBS:-1}
+ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
+WORK=${WORK:-sharded}
+TRANSFER=${TRANSFER:-0}
+read -ra infer_args <<<"${INFER_ARGS:-}"
+read -ra merge_args <<<"${MERGE_ARGS:-}"
+read -ra stats_args <<<"${STATS_ARGS:-}"
+read -ra parallel_args <<<"${PARALLEL_ARGS:-}"
+
+if [ $# != 1 ]; then
+  echo "usage: [HOSTS=...] [SHARDS=4] [WORK=sharded] $0 PROMPTS" >&2
+  exit 2
+fi
+command -v parallel >/dev/null || { echo "$0: GNU parallel not found (Debian/Ubuntu: apt-get install parallel)" >&2; exit 1; }
+for tool in shard infer merge stats; do
+  command -v "$tool" >/dev/null || { echo "$0: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
+done
+prompts=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+OUT=${OUT:-$WORK/gen.jsonl}
+ERRORS=${ERRORS:-${OUT%.jsonl}.errors.jsonl}
+
+# Shards are a pure function of the prompts and SHARDS, so writing them
+# again (--force) on a rerun gives the same parts the earlier answers belong to.
+shard -n "$SHARDS" -o "$WORK/shard-{i}.jsonl" --force "$prompts"
+
+infer=infer
+[ -n "${BIN:-}" ] && infer=$BIN/infer
+env_args=()
+for v in $(compgen -e); do
+  case $v in TOKENMILL_*) env_args+=(--env "$v") ;; esac
+done
+# The job as a shell command; parallel quotes what it puts in for {} and {.}.
+job="$(printf '%q ' "$infer" --endpoints "$ENDPOINTS" --resume "${infer_args[@]}")-o {.}.gen.jsonl --errors {.}.errors.jsonl {}"
+shards=()
+if [ "$TRANSFER" = 1 ]; then
+  # Names relative to WORK: parallel copies {} into a scratch directory on
+  # the host, runs the job there and brings both outputs back beside it
+  # (the errors file made empty when infer wrote none, so that rsync finds it).
+  cd "$WORK"
+  for ((k = 0; k < SHARDS; k++)); do shards+=("shard-$k.jsonl"); done
+  job="$job; s=\$?; touch {.}.errors.jsonl; exit \$s"
+  parallel_args+=(--workdir ... --transferfile {} --return {.}.gen.jsonl --return {.}.errors.jsonl --cleanup)
+else
+  for ((k = 0; k < SHARDS; k++)); do shards+=("$WORK/shard-$k.jsonl"); done
+fi
+
+status=0
+parallel --sshlogin "$HOSTS" -j "$JOBS" --tag --line-buffer --halt never \
+  "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}" || status=$?
+[ "$status" = 0 ] || echo "$0: $status of $SHARDS shard jobs failed or left failed prompts; merging what there is" >&2
+
+gens=() errs=()
+for ((k = 0; k < SHARDS; k++)); do
+  [ -e "$WORK/shard-$k.gen.jsonl" ] && gens+=("$WORK/shard-$k.gen.jsonl")
+  [ -e "$WORK/shard-$k.errors.jsonl" ] && errs+=("$WORK/shard-$k.errors.jsonl")
+done
+merge --prompts "$prompts" --force -o "$OUT" --errors "$ERRORS" "${merge_args[@]}" "${gens[@]}" "${errs[@]}" </dev/null
+files=("$OUT")
+[ -s "$ERRORS" ] && files+=("$ERRORS")
+stats "${stats_args[@]}" "${files[@]}"
+exit "$status"
