@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -68,8 +67,6 @@ type merger struct {
 	sortByID   bool
 	goodRank   uint8
 	tempParent string
-	dir        string
-	files      int
 
 	out, errs *jsonl.Writer
 	conv      *converter
@@ -91,7 +88,6 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	defer m.cleanup()
 	// The budget also becomes the heap's soft limit (never raising one the
 	// user set with GOMEMLIMIT), so garbage does not carry the process past
 	// it; tiny test budgets are floored so the collector does not spin.
@@ -150,12 +146,6 @@ func readsStdin(inputs []string) bool {
 		}
 	}
 	return len(inputs) == 0
-}
-
-func (m *merger) cleanup() {
-	if m.dir != "" {
-		os.RemoveAll(m.dir)
-	}
 }
 
 // check stops long loops once the run is interrupted.

@@ -151,8 +151,8 @@ func TestCompareIDs(t *testing.T) {
 
 // TestSpillRoundTrip: entries read back from a spill file as written.
 func TestSpillRoundTrip(t *testing.T) {
-	m := &merger{tempParent: t.TempDir()}
-	defer m.cleanup()
+	tmp := t.TempDir()
+	m := &merger{tempParent: tmp}
 	entries := []entry{
 		{id: "a", sample: 0, rank: rankStop, order: 0, seq: 0, data: []byte(`{"id":"a"}`)},
 		{id: "12345", numeric: true, prompt: true, head: true, sample: 1 << 20, rank: rankNone, order: 1 << 40, seq: 1<<40 + 1},
@@ -163,6 +163,9 @@ func TestSpillRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.remove()
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("a spill file has a name a killed merge would leave behind: %v", left)
+	}
 	for i := range entries {
 		if err := f.write(&entries[i]); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -27,7 +26,6 @@ const (
 // memory speed, and a merge larger than RAM is bound by the disk.
 type spillFile struct {
 	m     *merger
-	path  string
 	f     *os.File
 	zw    *s2.Writer
 	w     *bufio.Writer
@@ -41,19 +39,19 @@ const (
 	flagHead
 )
 
+// newSpillFile creates a spill file and unlinks it at once: it lives only
+// as long as its descriptor, so even a killed merge leaves nothing behind.
 func (m *merger) newSpillFile() (*spillFile, error) {
-	dir, err := m.tempDir()
-	if err != nil {
-		return nil, err
-	}
-	m.files++
-	path := filepath.Join(dir, fmt.Sprintf("%06d.spill", m.files))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.CreateTemp(m.tempParent, "tokenmill-merge-*.spill")
 	if err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("spill file: %w", err)
+	}
 	zw := s2.NewWriter(f, s2.WriterConcurrency(1), s2.WriterBlockSize(spillBlockSize))
-	return &spillFile{m: m, path: path, f: f, zw: zw, w: bufio.NewWriterSize(zw, spillBufferSize)}, nil
+	return &spillFile{m: m, f: f, zw: zw, w: bufio.NewWriterSize(zw, spillBufferSize)}, nil
 }
 
 func (s *spillFile) write(e *entry) error {
@@ -101,13 +99,12 @@ func (s *spillFile) finishWriting() error {
 	return nil
 }
 
-// remove closes and deletes the file.
+// remove closes the file, which deletes it.
 func (s *spillFile) remove() {
 	if s.f != nil {
 		s.f.Close()
 		s.f = nil
 	}
-	os.Remove(s.path)
 }
 
 // open reads the file from the start.

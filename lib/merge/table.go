@@ -3,7 +3,6 @@ package merge
 import (
 	"cmp"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -261,16 +260,4 @@ func compareIDs(a string, an bool, b string, bn bool) int {
 		return -c
 	}
 	return c
-}
-
-// tempDir is where spill files go, created on the first spill.
-func (m *merger) tempDir() (string, error) {
-	if m.dir == "" {
-		d, err := os.MkdirTemp(m.tempParent, "tokenmill-merge-")
-		if err != nil {
-			return "", err
-		}
-		m.dir = d
-	}
-	return m.dir, nil
 }
