@@ -52,7 +52,7 @@ if [ $# = 0 ]; then
   exit 2
 fi
 for tool in extract dedup infer stats; do
-  command -v "$tool" >/dev/null || { echo "$0: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "generate.sh: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
 done
 [ "$RESUME" = 1 ] && infer_args+=(--resume)
 

@@ -63,9 +63,9 @@ if [ $# != 1 ]; then
   echo "usage: [HOSTS=...] [SHARDS=4] [WORK=sharded] $0 PROMPTS" >&2
   exit 2
 fi
-command -v parallel >/dev/null || { echo "$0: GNU parallel not found (Debian/Ubuntu: apt-get install parallel)" >&2; exit 1; }
+command -v parallel >/dev/null || { echo "sharded.sh: GNU parallel not found (Debian/Ubuntu: apt-get install parallel)" >&2; exit 1; }
 for tool in shard infer merge stats; do
-  command -v "$tool" >/dev/null || { echo "$0: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "sharded.sh: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
 done
 prompts=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 mkdir -p "$WORK"
@@ -101,7 +101,7 @@ fi
 status=0
 parallel --sshlogin "$HOSTS" -j "$JOBS" --tag --line-buffer --halt never \
   "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}" || status=$?
-[ "$status" = 0 ] || echo "$0: $status of $SHARDS shard jobs failed or left failed prompts; merging what there is" >&2
+[ "$status" = 0 ] || echo "sharded.sh: $status of $SHARDS shard jobs failed or left failed prompts; merging what there is" >&2
 
 gens=() errs=()
 for ((k = 0; k < SHARDS; k++)); do
