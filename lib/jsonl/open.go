@@ -57,7 +57,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	}
 	br := bufio.NewReaderSize(raw, readBufferSize)
 	compressed := false
-	magic, _ := br.Peek(4)
+	magic := peekMagic(br)
 	switch {
 	case bytes.HasPrefix(magic, magicGzip):
 		zr, err := gzip.NewReader(br)
@@ -77,7 +77,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 		br, compressed = bufio.NewReaderSize(zr, readBufferSize), true
 	}
 
-	magic, _ = br.Peek(4)
+	magic = peekMagic(br)
 	if bytes.HasPrefix(magic, magicParquet) {
 		return openParquetInput(name, br, file, compressed, closers, &r.Stats)
 	}
@@ -94,20 +94,49 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	return &lineSource{name: name, br: br, closer: closers, maxLine: r.opts.MaxLine, stats: &r.Stats}, nil
 }
 
-// firstNonSpace peeks past leading white space without consuming it.
+// firstNonSpace peeks past leading white space without consuming it. It
+// waits only for bytes it needs, so a slow pipe that has sent one short
+// record is not held up waiting for a fuller buffer.
 func firstNonSpace(br *bufio.Reader) byte {
-	for n := 64; n <= readBufferSize; n *= 4 {
-		b, err := br.Peek(n)
+	for {
+		b, _ := br.Peek(br.Buffered())
 		for _, c := range b {
 			if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
 				return c
 			}
 		}
-		if err != nil {
+		if len(b) >= readBufferSize {
+			return 0
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil {
 			return 0
 		}
 	}
-	return 0
+}
+
+// peekMagic returns the first bytes of the input, up to 4, reading more
+// only while what has arrived could still be the start of a magic number.
+func peekMagic(br *bufio.Reader) []byte {
+	for {
+		b, _ := br.Peek(min(br.Buffered(), 4))
+		if len(b) == 4 || (len(b) > 0 && !magicPrefix(b)) {
+			return b
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil {
+			b, _ = br.Peek(br.Buffered())
+			return b
+		}
+	}
+}
+
+func magicPrefix(b []byte) bool {
+	for _, m := range [][]byte{magicGzip, magicZstd, magicParquet, utf8BOM} {
+		n := min(len(b), len(m))
+		if bytes.Equal(b[:n], m[:n]) {
+			return true
+		}
+	}
+	return false
 }
 
 // openParquetInput gives the Parquet reader the random access it needs: the

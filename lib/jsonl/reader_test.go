@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -291,5 +292,26 @@ func BenchmarkReaderArray(b *testing.B) {
 				break
 			}
 		}
+	}
+}
+
+// TestReaderDoesNotWaitForAFullBuffer: a pipe that has sent one short
+// record must yield it without waiting for more input.
+func TestReaderDoesNotWaitForAFullBuffer(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("{}\n"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewReader(nil, pr, Options{}).Next()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader waited for more than the 3 bytes a short record needs")
 	}
 }

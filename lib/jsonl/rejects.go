@@ -64,7 +64,11 @@ func (r *Rejects) Add(rec Record, reason, detail string) error {
 	r.total++
 	r.counts[reason]++
 	if r.counts[reason] <= reportLimit {
-		msg := fmt.Sprintf("%s: %s:%d: %s", r.tool, rec.File, rec.Line, reason)
+		where := rec.File
+		if rec.Line > 0 {
+			where = fmt.Sprintf("%s:%d", rec.File, rec.Line)
+		}
+		msg := fmt.Sprintf("%s: %s: %s", r.tool, where, reason)
 		if detail != "" {
 			msg += ": " + detail
 		}

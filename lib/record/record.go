@@ -181,7 +181,9 @@ func (g *Generation) SampleIndex() int {
 const ParseFlags = json.ZeroCopy
 
 // Decode parses one raw record into v. Decoded strings alias raw, so v is
-// valid only as long as raw is.
+// valid only as long as raw is. The decoder fills reused slices element by
+// element without clearing fields a record leaves out, so reset v (for
+// example *v = Prompt{Messages: msgs[:0]} with msgs cleared) before reuse.
 func Decode(raw []byte, v any) error {
 	rest, err := json.Parse(raw, v, ParseFlags)
 	if err != nil {
