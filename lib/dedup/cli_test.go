@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -154,11 +155,28 @@ func TestBinaryInterrupt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		stderrPipe, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		// Collect stderr, and say when dedup has taken the signal.
+		var stderr bytes.Buffer
+		acknowledged, stderrDone := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stderrDone)
+			sc := bufio.NewScanner(stderrPipe)
+			for sc.Scan() {
+				stderr.WriteString(sc.Text() + "\n")
+				if strings.Contains(sc.Text(), "interrupted: finishing up") {
+					close(acknowledged)
+				}
+			}
+		}()
 		// The write returns once dedup has read all but what the pipe
 		// holds: it is running, and it waits for more input.
 		if _, err := stdin.Write(input); err != nil {
@@ -167,9 +185,19 @@ func TestBinaryInterrupt(t *testing.T) {
 		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
+		// End the input only once dedup has the signal (it cancels right
+		// after saying so); otherwise a slow signal goroutine could let
+		// the run finish normally first.
+		select {
+		case <-acknowledged:
+			time.Sleep(50 * time.Millisecond)
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Fatal("dedup did not acknowledge SIGINT within 20 s")
+		}
 		stdin.Close()
 		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		go func() { <-stderrDone; done <- cmd.Wait() }()
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):

@@ -69,8 +69,31 @@ func (f *Filter) grow() {
 		f.older = either(f.older, f.layers[n-1].rate())
 	}
 	c, fp := f.layerParams(len(f.layers))
-	m, k := bloom.EstimateParameters(uint(c), fp)
+	m, k := layerSize(c, fp)
 	f.layers = append(f.layers, &layer{bf: bloom.New(m, k), capacity: c, fp: fp})
+}
+
+// extraBits is the memory a layer may take beyond the optimum to test
+// fewer bits per key. Every probe is a cache miss in a filter of megabytes,
+// and the probes are the sequencer's main cost: at the default fp the
+// optimal 21 probes need 30.2 bits a key, 12 probes need 33.8 (12% more
+// memory, 43% fewer misses).
+const extraBits = 0.15
+
+// layerSize is the bits m and probes k for n keys at false-positive rate
+// p: the fewest probes whose m, the least with (1 - e^(-k n / m))^k <= p,
+// is within extraBits of the optimum (-n ln p / ln²2 bits, log2(1/p)
+// probes). (bloom.EstimateParameters rounds k up after choosing m, which
+// overshoots p slightly.)
+func layerSize(n uint64, p float64) (m, k uint) {
+	budget := (1 + extraBits) * -math.Log(p) / (math.Ln2 * math.Ln2)
+	kOpt := max(1, math.Ceil(-math.Log2(p)))
+	for k := 1.0; ; k++ {
+		perKey := k / -math.Log1p(-math.Pow(p, 1/k)) // bits a key
+		if perKey <= budget || k >= kOpt {
+			return uint(math.Ceil(perKey * float64(n))), uint(k)
+		}
+	}
 }
 
 // Rate is the probability that a key never added is reported present.

@@ -26,6 +26,7 @@ func TestFilterGrowsWithinFP(t *testing.T) {
 	}{
 		{expected: 1000, fp: 0.01, n: 200_000}, // 200x past: 8 layers
 		{expected: 50_000, fp: 0.001, n: 400_000},
+		{expected: 20_000, fp: 1e-4, n: 300_000}, // fewer probes than the optimal 15
 	}
 	for _, tt := range tests {
 		s := NewSet(tt.expected, tt.fp, false, false)
@@ -70,6 +71,24 @@ func TestFilterGrowsWithinFP(t *testing.T) {
 		}
 		t.Logf("expected %d, fp %g: %d keys in %d layers (%d KB); %d false drops (%.1f expected); %d of %d unseen keys falsely present",
 			tt.expected, tt.fp, s.Filter.Keys(), layers, s.Filter.Bytes()>>10, falseDrops, exp, fps, trials)
+	}
+}
+
+func TestLayerSize(t *testing.T) {
+	for _, n := range []uint64{10, 1000, 1_000_000, 64_000_000} {
+		for _, p := range []float64{0.3, 0.1, 1e-3, 5e-7, 1e-12} {
+			m, k := layerSize(n, p)
+			rate := math.Pow(-math.Expm1(-float64(k)*float64(n)/float64(m)), float64(k))
+			least := -float64(n) * math.Log(p) / (math.Ln2 * math.Ln2) // the optimum's bits
+			switch {
+			case k < 1 || float64(k) > math.Ceil(-math.Log2(p)):
+				t.Errorf("n %d, p %g: %d probes", n, p, k)
+			case rate > p:
+				t.Errorf("n %d, p %g: m %d, k %d give rate %g at capacity", n, p, m, k, rate)
+			case float64(m) > least*(1+extraBits)+64:
+				t.Errorf("n %d, p %g: %d bits, the optimum needs %.0f", n, p, m, least)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/segmentio/encoding/json"
 
@@ -26,18 +29,26 @@ const (
 type Keyer struct {
 	mode    Mode
 	path    []string // nil: the canonical prompt
-	prompt  promptFields
+	prompt  rawPrompt
 	msgs    []record.Message
+	text    []byte // unescaped contents
 	key     []byte
 	canon   []byte
 	scratch []byte
 }
 
-// promptFields are the only fields the default key reads: decoding into a
-// small struct skips the rest of the record without building it.
-type promptFields struct {
-	Messages []record.Message `json:"messages"`
-	Prompt   *string          `json:"prompt"`
+// rawPrompt holds the only fields the default key reads. The contents stay
+// raw JSON: the parser validates them (and the whole record) without
+// building strings, and appendUnquoted decodes them in one pass.
+type rawPrompt struct {
+	Messages []rawMessage    `json:"messages"`
+	Prompt   json.RawMessage `json:"prompt"`
+}
+
+type rawMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls json.RawMessage `json:"tool_calls"`
 }
 
 // NewKeyer returns a Keyer for --key spec ("prompt", or a field path such
@@ -78,29 +89,115 @@ func (k *Keyer) promptKey(line []byte) ([]byte, error) {
 	if err := record.Decode(line, &k.prompt); err != nil {
 		return nil, decodeError(line, err)
 	}
-	p := record.Prompt{Messages: k.prompt.Messages, Prompt: k.prompt.Prompt}
+	// The strings below alias line, k.text and k.canon; they are dead once
+	// AppendCanonical has copied them into the key, before any of those
+	// buffers is written again.
+	k.msgs = k.msgs[:0]
+	k.text = k.text[:0]
+	k.canon = k.canon[:0]
+	for i := range k.prompt.Messages {
+		m := &k.prompt.Messages[i]
+		content, ok := k.unquote(m.Content)
+		if !ok {
+			return nil, &KeyError{ReasonBadPrompt, fmt.Sprintf("message %d: content is not a string", i+1)}
+		}
+		k.msgs = append(k.msgs, record.Message{Role: m.Role, Content: content, ToolCalls: m.ToolCalls})
+	}
+	p := record.Prompt{Messages: k.msgs}
+	if len(k.msgs) == 0 && len(k.prompt.Prompt) > 0 && string(k.prompt.Prompt) != "null" {
+		text, ok := k.unquote(k.prompt.Prompt)
+		if !ok {
+			return nil, &KeyError{ReasonBadPrompt, "prompt is not a string"}
+		}
+		p.Prompt = &text
+	}
 	if !p.HasPrompt() {
 		return nil, &KeyError{ReasonNoKey, "no messages or prompt"}
 	}
-	if k.mode != None {
-		// Normalize each content, not the canonical form, whose length
-		// prefixes must describe what follows them.
-		k.msgs = append(k.msgs[:0], p.Messages...)
-		k.canon = k.canon[:0]
-		for i := range k.msgs {
-			start := len(k.canon)
-			k.canon, k.scratch = k.mode.Append(k.canon, k.msgs[i].Content, k.scratch)
-			k.msgs[i].Content = string(k.canon[start:])
-		}
-		p.Messages = k.msgs
-		if p.Prompt != nil && len(p.Messages) == 0 {
-			k.canon, k.scratch = k.mode.Append(k.canon[:0], *p.Prompt, k.scratch)
-			s := string(k.canon)
-			p.Prompt = &s
-		}
-	}
 	k.key = p.AppendCanonical(k.key[:0])
 	return k.key, nil
+}
+
+// unquote returns the text of a raw JSON string (null is empty), normalized.
+// Each content is normalized on its own, never the canonical form, whose
+// length prefixes must describe what follows them.
+func (k *Keyer) unquote(raw []byte) (string, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", true
+	}
+	if raw[0] != '"' {
+		return "", false
+	}
+	start := len(k.text)
+	k.text = appendUnquoted(k.text, raw)
+	text := k.text[start:]
+	if k.mode != None {
+		start = len(k.canon)
+		k.canon, k.scratch = k.mode.Append(k.canon, unsafe.String(unsafe.SliceData(text), len(text)), k.scratch)
+		text = k.canon[start:]
+	}
+	return unsafe.String(unsafe.SliceData(text), len(text)), true
+}
+
+// appendUnquoted appends the text of the JSON string literal q, quotes
+// included, which the parser has validated. Unpaired surrogates become
+// U+FFFD, as encoding/json decodes them; other bytes are copied as they are.
+func appendUnquoted(dst, q []byte) []byte {
+	s := q[1 : len(q)-1]
+	for {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		c := s[i+1]
+		s = s[i+2:]
+		switch c {
+		case 'u':
+			r := hex4(s)
+			s = s[4:]
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+					r2 = hex4(s[2:])
+				}
+				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+					r, s = d, s[6:]
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		default: // '"', '\\', '/'
+			dst = append(dst, c)
+		}
+	}
+}
+
+func hex4(s []byte) rune {
+	var r rune
+	for _, c := range s[:4] {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c >= 'a':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // fieldKey is the value at the --key path: a string's text, or for any

@@ -2,9 +2,11 @@ package dedup
 
 import (
 	"bytes"
+	stdjson "encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"tokenmill/lib/jsonl"
@@ -34,6 +36,15 @@ func TestNormalize(t *testing.T) {
 			if string(got) != "prefix:"+want {
 				t.Errorf("%s(%q) = %q, want %q", mode, tt.in, got[len("prefix:"):], want)
 			}
+		}
+	}
+}
+
+// The normalizer copies this range without looking runes up.
+func TestCJKRangeIsCaselessAndPlain(t *testing.T) {
+	for r := rune(cjkFirst); r <= cjkLast; r++ {
+		if unicode.IsSpace(r) || unicode.IsPunct(r) || unicode.ToLower(r) != r || unicode.ToUpper(r) != r {
+			t.Fatalf("%U has case, is white space or punctuation", r)
 		}
 	}
 }
@@ -268,4 +279,22 @@ func asciiEscaped(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// FuzzUnquote checks the string decoder against encoding/json on every
+// string literal the parser accepts.
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\nb\t\"c\"\\d\/"`, `"\u00e9\u4e2d"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ude00\ud83d x"`, `"\ud83d\u0041"`, `"\b\f\r"`, `""`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		q = strings.TrimSpace(q) // the parser hands over values without the space around them
+		var want string
+		if stdjson.Unmarshal([]byte(q), &want) != nil || len(q) < 2 || q[0] != '"' || !utf8.ValidString(q) {
+			return
+		}
+		if got := appendUnquoted(nil, []byte(q)); string(got) != want {
+			t.Fatalf("%s decodes to %q, encoding/json says %q", q, got, want)
+		}
+	})
 }

@@ -37,24 +37,15 @@ func ParseMode(s string) (Mode, error) {
 	return None, fmt.Errorf("unknown normalization %q (none, ws, lower, aggressive)", s)
 }
 
-// asciiClass tells, for each ASCII byte, what normalizing does with it.
-const (
-	classKeep  = iota
-	classSpace // white space: collapses
-	classUpper // A-Z
-	classPunct // removed by Aggressive
-)
-
-var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+// kept[m][c] is whether mode m copies the ASCII byte c unchanged.
+var kept = func() (t [4][utf8.RuneSelf]bool) {
 	for c := range utf8.RuneSelf {
-		switch r := rune(c); {
-		case unicode.IsSpace(r):
-			t[c] = classSpace
-		case 'A' <= r && r <= 'Z':
-			t[c] = classUpper
-		case unicode.IsPunct(r):
-			t[c] = classPunct
-		}
+		r := rune(c)
+		space, upper, punct := unicode.IsSpace(r), 'A' <= r && r <= 'Z', unicode.IsPunct(r)
+		t[None][c] = true
+		t[WS][c] = !space
+		t[Lower][c] = !space && !upper
+		t[Aggressive][c] = !space && !upper && !punct
 	}
 	return t
 }()
@@ -73,59 +64,73 @@ func (m Mode) Append(dst []byte, s string, scratch []byte) ([]byte, []byte) {
 		scratch = norm.NFKC.AppendString(scratch[:0], s)
 		s = string(scratch) // the loop below reads s while dst grows
 	}
-	lower, dropPunct := m >= Lower, m == Aggressive
+	keep := &kept[m]
 	start := len(dst)
 	space := false // a run of white space is pending
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			i++
-			switch asciiClass[c] {
-			case classSpace:
-				space = true
-				continue
-			case classPunct:
-				if dropPunct {
-					continue
+		// Copy the longest run of text that stays as it is in one go.
+		j := i
+		for j < len(s) {
+			if c := s[j]; c < utf8.RuneSelf {
+				if !keep[c] {
+					break
 				}
-			case classUpper:
-				if lower {
-					c += 'a' - 'A'
-				}
+				j++
+			} else if r, size := utf8.DecodeRuneInString(s[j:]); unchanged(m, r, size) {
+				j += size
+			} else {
+				break
 			}
-			if space && len(dst) > start {
-				dst = append(dst, ' ')
-			}
-			space = false
-			dst = append(dst, c)
-			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		if j > i {
 			if space && len(dst) > start {
 				dst = append(dst, ' ')
 			}
 			space = false
-			dst = append(dst, c)
-			i++
-			continue
+			dst = append(dst, s[i:j]...)
+			if i = j; i == len(s) {
+				break
+			}
+		}
+		// s[i] changes: white space, a capital, punctuation.
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
 		}
 		i += size
 		switch {
 		case unicode.IsSpace(r):
 			space = true
 			continue
-		case dropPunct && unicode.IsPunct(r):
+		case m == Aggressive && unicode.IsPunct(r):
 			continue
 		}
 		if space && len(dst) > start {
 			dst = append(dst, ' ')
 		}
 		space = false
-		if lower {
-			r = unicode.ToLower(r)
-		}
-		dst = utf8.AppendRune(dst, r)
+		dst = utf8.AppendRune(dst, unicode.ToLower(r)) // m >= Lower: only case is left to change
 	}
 	return dst, scratch
 }
+
+// unchanged reports whether mode m (other than None) keeps the non-ASCII
+// rune r, of size bytes, as it is. CJK ideographs, the bulk of non-Latin
+// text, have no case, white space or punctuation, so they skip the tables.
+func unchanged(m Mode, r rune, size int) bool {
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return true // not UTF-8: copied as it is
+	case cjkFirst <= r && r <= cjkLast:
+		return true
+	case unicode.IsSpace(r):
+		return false
+	case m == Aggressive && unicode.IsPunct(r):
+		return false
+	}
+	return m == WS || unicode.ToLower(r) == r
+}
+
+// The CJK Unified Ideographs Extension A, Yijing and CJK Unified
+// Ideographs blocks: caseless letters and symbols (a test checks it).
+const cjkFirst, cjkLast = 0x3400, 0x9FFF
