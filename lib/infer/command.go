@@ -238,7 +238,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		cfg: c, b: b, pool: p, out: out, errs: errs, rejects: rejects, ledger: l,
 		backoff: newBackoff(c.Backoff, c.MaxBackoff, uint64(time.Now().UnixNano())),
 		logf:    log.Logf, model: model, input: make(chan *job, 64), ready: newReadyQueue(),
+		work: make(chan task), workDone: make(chan struct{}),
 	}
+	defer close(r.workDone)
 	switch c.API {
 	case APICompletions:
 		r.parse = openai.ParseCompletion

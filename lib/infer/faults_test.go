@@ -210,3 +210,51 @@ func TestHeterogeneousFleetShares(t *testing.T) {
 		})
 	}
 }
+
+// Nothing answering at start, or everything gone for longer than
+// --down-timeout: the run stops with exit 1 and says why.
+func TestGivesUp(t *testing.T) {
+	t.Parallel()
+	t.Run("never ready", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		in, _ := promptSet{n: 5}.write(t, dir, "prompts.jsonl")
+		args := append([]string{"-e", "127.0.0.1:1", "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
+		args = append(args, "--wait-ready", "200ms")
+		res := runInfer(t, 20*time.Second, "", args...)
+		if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no endpoint answered /health within 200ms") {
+			t.Fatalf("exit %d\n%s", res.code, res.stderr)
+		}
+	})
+	t.Run("down too long", func(t *testing.T) {
+		t.Parallel()
+		fleet := startFleet(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 1)
+		dir := t.TempDir()
+		in, lines := promptSet{n: 200}.write(t, dir, "prompts.jsonl")
+		out := filepath.Join(dir, "gen.jsonl")
+		args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "--down-timeout", "300ms", "-o", out, in}, fastFlags...)
+		done := make(chan result, 1)
+		go func() { done <- runInfer(t, 30*time.Second, "", args...) }()
+		waitFor(t, 20*time.Second, "some answers", func() bool { return fleet.Stats().Completed > 10 })
+		fleet.Endpoint(0).Crash()
+		res := <-done
+		if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "every endpoint has been down for 300ms") {
+			t.Fatalf("exit %d\n%s", res.code, res.stderr)
+		}
+		// What was done is kept, and nothing else was written.
+		outs := readRecords(t, out)
+		if len(outs) == 0 || len(outs) >= 200 || !strings.Contains(res.stderr, "run again with --resume") {
+			t.Fatalf("%d records\n%s", len(outs), res.stderr)
+		}
+		seen := map[string]bool{}
+		for _, g := range outs {
+			if _, ok := lines[g.ID.Text]; !ok || seen[g.ID.Text] {
+				t.Fatalf("unknown or repeated id %s", g.ID.Text)
+			}
+			seen[g.ID.Text] = true
+		}
+		if errs := readRecords(t, filepath.Join(dir, "gen.errors.jsonl")); len(errs) != 0 {
+			t.Errorf("%d error records: an outage is not the prompts' fault", len(errs))
+		}
+	})
+}

@@ -234,6 +234,9 @@ func (p *pool) probe(ep *endpoint, first, interval time.Duration) {
 			default:
 				ep.slots = DefaultSlots
 			}
+			if ep.state == stateDown {
+				p.cfg.logf("%s is back in service (%d slots)", ep.name, ep.slots)
+			}
 			p.setStateLocked(ep, stateReady)
 			ep.fails = 0
 			p.broadcastLocked()
@@ -394,6 +397,8 @@ func (p *pool) abortAll() {
 // timeout.
 func (p *pool) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.After(timeout)
+	// Say what is going on if the servers are still loading their model.
+	notice := time.After(min(2*time.Second, timeout/2))
 	for {
 		p.mu.Lock()
 		n, wait := p.ready, p.changed
@@ -403,6 +408,8 @@ func (p *pool) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-wait:
+		case <-notice:
+			p.cfg.logf("waiting for one of %d endpoints to answer %s (up to %v, --wait-ready)", len(p.eps), openai.PathHealth, timeout)
 		case <-deadline:
 			return fmt.Errorf("no endpoint answered %s within %v (--wait-ready): are the servers up?", openai.PathHealth, timeout)
 		case <-ctx.Done():

@@ -38,6 +38,8 @@ type runner struct {
 
 	input       chan *job
 	ready       *readyQueue
+	work        chan task     // attempts for idle workers
+	workDone    chan struct{} // closed at the end: workers exit
 	outstanding atomic.Int64 // jobs read and not yet ok or failed
 	inflight    sync.WaitGroup
 	stopping    atomic.Bool // interrupted or fatal: no more retries or error records
@@ -213,7 +215,35 @@ func (r *runner) dispatch(ctx context.Context) error {
 		}
 		r.c.queued.Add(-1)
 		r.inflight.Add(1)
-		go r.send(ep, j)
+		r.hand(ep, j)
+	}
+}
+
+// task is one attempt for a worker to make.
+type task struct {
+	ep  *endpoint
+	job *job
+}
+
+// hand gives an attempt to an idle worker, or to a new one. Workers live
+// for the run, so their stacks have grown to what a request needs once,
+// instead of a fresh goroutine growing its stack for every request.
+func (r *runner) hand(ep *endpoint, j *job) {
+	select {
+	case r.work <- task{ep, j}:
+	default:
+		go r.worker(task{ep, j})
+	}
+}
+
+func (r *runner) worker(t task) {
+	for {
+		r.send(t.ep, t.job)
+		select {
+		case t = <-r.work:
+		case <-r.workDone:
+			return
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -393,4 +394,63 @@ func TestPick(t *testing.T) {
 	if got := take(p, nil); got != 1 {
 		t.Errorf("round-robin did not skip an endpoint out of service: %d", got)
 	}
+}
+
+// Whatever a crash leaves, repair keeps exactly the complete lines.
+func FuzzRepairTail(f *testing.F) {
+	for _, s := range []string{"", "a\n", "a\nb", "{\"id\":1}\n{\"id\"", "\n\n\n", strings.Repeat("x", 70000) + "\ny"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f")
+		os.WriteFile(path, data, 0o644)
+		fh, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut, err := repairTail(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(path)
+		want := data[:bytes.LastIndexByte(data, '\n')+1]
+		if !bytes.Equal(got, want) || cut != int64(len(data)-len(want)) {
+			t.Fatalf("kept %q (cut %d), want %q", got, cut, want)
+		}
+	})
+}
+
+// Any record the checks accept yields a request body that is one valid
+// JSON object.
+func FuzzRequestBody(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"a","messages":[{"role":"user","content":"hi"}]}`,
+		`{"id":"b","prompt":"x","params":{"max_tokens":3,"seed":9}}`,
+		`{"id":"c","prompt":"x","params":{"seed":null,"stop":["\n"]}}`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, rec []byte, which uint8) {
+		api := []API{APIChat, APICompletions, APIGenerate}[int(which)%3]
+		b, err := newBuilder(api, "m", openai.Sampling{Seed: ptr(int64(1))}, []byte(`{"sampling_params":{"top_k":5},"x":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p record.Prompt
+		if record.Decode(rec, &p) != nil {
+			return
+		}
+		seed, err := b.check(&p)
+		if err != nil {
+			return
+		}
+		body, err := b.body(&p, seed, 2)
+		if err != nil {
+			return
+		}
+		if err := openai.ValidObject(body); err != nil {
+			t.Fatalf("record %q gave body %q: %v", rec, body, err)
+		}
+	})
 }
