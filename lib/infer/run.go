@@ -40,7 +40,7 @@ type runner struct {
 	ready       *readyQueue
 	work        chan task     // attempts for idle workers
 	workDone    chan struct{} // closed at the end: workers exit
-	outstanding atomic.Int64 // jobs read and not yet ok or failed
+	outstanding atomic.Int64  // jobs read and not yet ok or failed
 	inflight    sync.WaitGroup
 	stopping    atomic.Bool // interrupted or fatal: no more retries or error records
 	readerDone  atomic.Bool
