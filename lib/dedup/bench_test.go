@@ -201,7 +201,7 @@ func BenchmarkKey(b *testing.B) {
 
 // BenchmarkFilter is the sequencer's cost per key at the default settings.
 func BenchmarkFilter(b *testing.B) {
-	s := NewSet(1_000_000, 1e-6, false, false)
+	s := NewSet(1_000_000, 1e-6, false)
 	i := 0
 	for b.Loop() {
 		s.Seen(distinct("b", i%2_000_000), nil)

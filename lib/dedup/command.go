@@ -52,7 +52,7 @@ type Command struct {
 	Normalize string        `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
 	Expected  uint64        `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
 	FP        float64       `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
-	Exact     bool          `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 40 bytes per distinct key (more with --dups, which keeps ids)."`
+	Exact     bool          `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
 	State     string        `default:"" help:"Load the filter from this file if it exists, and save it there at the end (atomically), to deduplicate later input against this run's."`
 	Dups      string        `default:"" help:"Write every removed record to this file (with --exact, with a dup_of field: the id of the record it repeats)."`
 	Rejects   string        `default:"" help:"Also write every rejected record, with its reason, file and line, to this file."`
@@ -89,14 +89,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return cli.Usagef("%v", err)
 		}
 	}
-	keepIDs := c.Exact && c.Dups != ""
-
-	set, totals, err := LoadState(c.State, c.settings(), keepIDs)
+	set, totals, err := LoadState(c.State, c.settings())
 	if err != nil {
 		return err
 	}
 	if set == nil {
-		set = NewSet(c.Expected, c.FP, c.Exact, keepIDs)
+		set = NewSet(c.Expected, c.FP, c.Exact)
 	}
 
 	s := &sink{set: set, n: &counts{}}
@@ -121,7 +119,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return []string{fmt.Sprintf("read %d, kept %d, removed %d (%.0f records/s)",
 			read, s.n.kept.Load(), s.n.removed.Load(), float64(read)/time.Since(start).Seconds())}
 	})
-	err = run(ctx, in, keyers, keepIDs, s)
+	err = run(ctx, in, keyers, s)
 	progress.Stop()
 	in.Close()
 	if err != nil {

@@ -389,3 +389,23 @@ func readAll(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// An exact state keeps the first ids even when the run that made it wrote
+// no dups file, so a later run can say what its duplicates repeat.
+func TestExactStateKeepsIDs(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "seen.state")
+	a := []byte(`{"id":"a1","messages":[{"role":"user","content":"x"}]}` + "\n" + `{"id":5,"prompt":"y"}` + "\n")
+	b := []byte(`{"id":"b1","messages":[{"role":"user","content":"x"}]}` + "\n" + `{"id":"b2","prompt":"y"}` + "\n" + `{"id":"b3","prompt":"z"}` + "\n")
+	if code, _, stderr := runDedup(t, a, "--exact", "--state", state); code != 0 {
+		t.Fatalf("A: exit %d: %s", code, stderr)
+	}
+	dups := filepath.Join(t.TempDir(), "dups.jsonl")
+	code, stdout, stderr := runDedup(t, b, "--exact", "--state", state, "--dups", dups)
+	if code != 0 || len(lines(stdout)) != 1 {
+		t.Fatalf("B: exit %d, kept %d: %s", code, len(lines(stdout)), stderr)
+	}
+	want := `{"id":"b1","messages":[{"role":"user","content":"x"}],"dup_of":"a1"}` + "\n" + `{"id":"b2","prompt":"y","dup_of":5}` + "\n"
+	if got, _ := os.ReadFile(dups); string(got) != want {
+		t.Fatalf("dups file:\n%s\nwant:\n%s", got, want)
+	}
+}

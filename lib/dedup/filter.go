@@ -165,9 +165,8 @@ func (f *Filter) Bytes() uint64 {
 type Set struct {
 	Filter *Filter
 	// exact maps each key hash to the raw JSON id of the first record with
-	// that key ("" when ids are not kept); nil without --exact.
-	exact   map[xxh3.Uint128]string
-	keepIDs bool
+	// that key ("" when it had none); nil without --exact.
+	exact map[xxh3.Uint128]string
 
 	// ExpectedFalseDrops is the expected number of new keys the filter
 	// wrongly called seen (bloom mode only): for every key found new when
@@ -179,10 +178,10 @@ type Set struct {
 	Overruled int64
 }
 
-// NewSet returns an empty set. With exact, key hashes are kept too, and
-// with keepIDs the id of each key's first record.
-func NewSet(expected uint64, fp float64, exact, keepIDs bool) *Set {
-	s := &Set{Filter: NewFilter(expected, fp), keepIDs: keepIDs}
+// NewSet returns an empty set. With exact, key hashes are kept too, each
+// with the id of its first record.
+func NewSet(expected uint64, fp float64, exact bool) *Set {
+	s := &Set{Filter: NewFilter(expected, fp)}
 	if exact {
 		s.exact = map[xxh3.Uint128]string{}
 	}
@@ -205,11 +204,7 @@ func (s *Set) Seen(h xxh3.Uint128, id []byte) (bool, string) {
 			s.Overruled++
 			s.Filter.Add(&b)
 		}
-		if s.keepIDs {
-			s.exact[h] = string(id)
-		} else {
-			s.exact[h] = ""
-		}
+		s.exact[h] = string(id)
 		return false, ""
 	}
 	p := s.Filter.Rate()

@@ -29,7 +29,7 @@ func TestFilterGrowsWithinFP(t *testing.T) {
 		{expected: 20_000, fp: 1e-4, n: 300_000}, // fewer probes than the optimal 15
 	}
 	for _, tt := range tests {
-		s := NewSet(tt.expected, tt.fp, false, false)
+		s := NewSet(tt.expected, tt.fp, false)
 		falseDrops := 0
 		maxRate := 0.0
 		for i := range tt.n {
@@ -95,7 +95,7 @@ func TestLayerSize(t *testing.T) {
 func TestExactSetNeverDropsWrongly(t *testing.T) {
 	// A tiny, overfull filter gives many false positives; the exact set
 	// must overrule every one and still catch every real duplicate.
-	s := NewSet(10, 0.3, true, true)
+	s := NewSet(10, 0.3, true)
 	for i := range 5000 {
 		if seen, _ := s.Seen(distinct("k", i), []byte(`"id`+string(rune('a'+i%26))+`"`)); seen {
 			t.Fatalf("key %d: a new key was called seen in exact mode", i)
@@ -118,7 +118,7 @@ func TestExactSetNeverDropsWrongly(t *testing.T) {
 // The default settings on a run the size of the real dataset report
 // expected false drops well under 0.01.
 func TestDefaultFPAtDatasetScale(t *testing.T) {
-	s := NewSet(1_000_000, 1e-6, false, false)
+	s := NewSet(1_000_000, 1e-6, false)
 	for i := range 660_000 {
 		s.Seen(distinct("d", i), nil)
 	}

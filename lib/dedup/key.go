@@ -41,6 +41,7 @@ type Keyer struct {
 // raw JSON: the parser validates them (and the whole record) without
 // building strings, and appendUnquoted decodes them in one pass.
 type rawPrompt struct {
+	ID       json.RawMessage `json:"id"`
 	Messages []rawMessage    `json:"messages"`
 	Prompt   json.RawMessage `json:"prompt"`
 }
@@ -83,9 +84,22 @@ func (k *Keyer) Key(line []byte) ([]byte, error) {
 	return k.fieldKey(line)
 }
 
+// ID returns the raw JSON id of the record line whose key was just taken,
+// or nil when it has none (or a null one).
+func (k *Keyer) ID(line []byte) []byte {
+	id := k.prompt.ID
+	if k.path != nil {
+		id, _ = record.FieldValue(line, "id")
+	}
+	if string(id) == "null" {
+		return nil
+	}
+	return id
+}
+
 func (k *Keyer) promptKey(line []byte) ([]byte, error) {
 	k.prompt.Messages = k.prompt.Messages[:0]
-	k.prompt.Prompt = nil
+	k.prompt.Prompt, k.prompt.ID = nil, nil
 	if err := record.Decode(line, &k.prompt); err != nil {
 		return nil, decodeError(line, err)
 	}

@@ -27,7 +27,7 @@ const (
 // item is one input record (or unreadable input) in a batch.
 type item struct {
 	start, end int // the record in batch.data
-	idStart    int // the raw JSON id in batch.data, when kept
+	idStart    int // the raw JSON id in batch.ids (--exact)
 	idEnd      int
 	file       string
 	line       int64
@@ -37,6 +37,7 @@ type item struct {
 
 type batch struct {
 	data  []byte
+	ids   []byte
 	items []item
 	done  chan struct{} // closed when the workers are through
 }
@@ -60,7 +61,8 @@ type sink struct {
 // run reads in, keys records with workers keyers and decides them in
 // order. It returns early, without error, when ctx is cancelled: the
 // records read by then are decided and written.
-func run(ctx context.Context, in *jsonl.Reader, keyers []*Keyer, keepIDs bool, s *sink) error {
+func run(ctx context.Context, in *jsonl.Reader, keyers []*Keyer, s *sink) error {
+	keepIDs := s.set.Exact()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	inFlight := 2*len(keyers) + 2
@@ -130,7 +132,7 @@ func readBatches(ctx context.Context, in *jsonl.Reader, free <-chan *batch, work
 			case <-ctx.Done():
 				return nil
 			}
-			b.data, b.items, b.done = b.data[:0], b.items[:0], make(chan struct{})
+			b.data, b.ids, b.items, b.done = b.data[:0], b.ids[:0], b.items[:0], make(chan struct{})
 		}
 		it := item{start: len(b.data), file: rec.File, line: rec.Line, err: err}
 		if ie != nil {
@@ -161,17 +163,11 @@ func keyBatch(k *Keyer, b *batch, keepIDs bool) {
 		}
 		it.hash = xxh3.Hash128(key)
 		if keepIDs {
-			if id, err := record.FieldValue(line, "id"); err == nil && id != nil {
-				it.idStart = it.start + offset(line, id)
-				it.idEnd = it.idStart + len(id)
-			}
+			it.idStart = len(b.ids)
+			b.ids = append(b.ids, k.ID(line)...)
+			it.idEnd = len(b.ids)
 		}
 	}
-}
-
-// offset is where sub, a subslice of b, starts in b.
-func offset(b, sub []byte) int {
-	return cap(b) - cap(sub)
 }
 
 // decide looks up and writes the records of b in order.
@@ -194,7 +190,7 @@ func (s *sink) decide(b *batch) error {
 			}
 			continue
 		}
-		seen, first := s.set.Seen(it.hash, b.data[it.idStart:it.idEnd])
+		seen, first := s.set.Seen(it.hash, b.ids[it.idStart:it.idEnd])
 		if !seen {
 			s.n.kept.Add(1)
 			if err := s.out.Write(rec.Data); err != nil {

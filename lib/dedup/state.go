@@ -171,7 +171,7 @@ func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error
 
 // LoadState reads the state at path for a run with settings run. It
 // returns (nil, zero totals, nil) when there is no such file.
-func LoadState(path string, run Settings, keepIDs bool) (*Set, Totals, error) {
+func LoadState(path string, run Settings) (*Set, Totals, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, Totals{}, nil
@@ -184,7 +184,7 @@ func LoadState(path string, run Settings, keepIDs bool) (*Set, Totals, error) {
 	if err != nil {
 		return nil, Totals{}, err
 	}
-	s, totals, err := readState(bufio.NewReaderSize(f, 1<<20), st.Size(), path, run, keepIDs)
+	s, totals, err := readState(bufio.NewReaderSize(f, 1<<20), st.Size(), path, run)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		err = fmt.Errorf("%w %s: it ends early", ErrCorruptState, path)
 	}
@@ -213,7 +213,7 @@ func (hr *hashReader) ReadByte() (byte, error) {
 	return c, err
 }
 
-func readState(r *bufio.Reader, size int64, path string, run Settings, keepIDs bool) (*Set, Totals, error) {
+func readState(r *bufio.Reader, size int64, path string, run Settings) (*Set, Totals, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %s", ErrCorruptState, path, fmt.Sprintf(format, args...))
 	}
@@ -255,7 +255,7 @@ func readState(r *bufio.Reader, size int64, path string, run Settings, keepIDs b
 	if len(hdr.Layers) == 0 || need+int64(hdr.ExactKeys)*17 > size || (hdr.ExactKeys > 0 && !hdr.Exact) {
 		return nil, Totals{}, corrupt("%d bytes, but the header describes at least %d", size, need+int64(hdr.ExactKeys)*17)
 	}
-	s := &Set{Filter: &Filter{expected: hdr.Expected, fp: hdr.FP}, keepIDs: keepIDs}
+	s := &Set{Filter: &Filter{expected: hdr.Expected, fp: hdr.FP}}
 	chunk := make([]byte, 64<<10)
 	for i, lh := range hdr.Layers {
 		words := make([]uint64, (lh.M+63)/64)
@@ -294,11 +294,7 @@ func readState(r *bufio.Reader, size int64, path string, run Settings, keepIDs b
 				return nil, Totals{}, err
 			}
 			key := xxh3.Uint128{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
-			if keepIDs {
-				s.exact[key] = string(id)
-			} else {
-				s.exact[key] = ""
-			}
+			s.exact[key] = string(id)
 		}
 	}
 	sum := in.h.Sum64()

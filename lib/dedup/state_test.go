@@ -19,13 +19,13 @@ func TestStateRoundTrip(t *testing.T) {
 	for _, exact := range []bool{false, true} {
 		settings := Settings{Key: "prompt", Normalize: "ws", FP: 0.01, Expected: 500, Exact: exact}
 		path := filepath.Join(t.TempDir(), "sub", "seen.state")
-		a := NewSet(500, 0.01, exact, true)
+		a := NewSet(500, 0.01, exact)
 		fillSet(a, "a", 3000) // past --expected: several layers
 		totals := Totals{Runs: 1, Read: 3000, Kept: 3000}
 		if err := SaveState(path, a, settings, totals); err != nil {
 			t.Fatal(err)
 		}
-		b, gotTotals, err := LoadState(path, settings, true)
+		b, gotTotals, err := LoadState(path, settings)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestStateRoundTrip(t *testing.T) {
 }
 
 func TestStateMissingFile(t *testing.T) {
-	s, totals, err := LoadState(filepath.Join(t.TempDir(), "none.state"), Settings{}, false)
+	s, totals, err := LoadState(filepath.Join(t.TempDir(), "none.state"), Settings{})
 	if s != nil || totals != (Totals{}) || err != nil {
 		t.Fatalf("a missing state gave %v, %+v, %v; want nothing", s, totals, err)
 	}
@@ -71,7 +71,7 @@ func TestStateMissingFile(t *testing.T) {
 func TestStateRefusesOtherSettings(t *testing.T) {
 	base := Settings{Key: "prompt", Normalize: "none", FP: 1e-6, Expected: 1000, Exact: false}
 	path := filepath.Join(t.TempDir(), "seen.state")
-	s := NewSet(base.Expected, base.FP, base.Exact, false)
+	s := NewSet(base.Expected, base.FP, base.Exact)
 	fillSet(s, "x", 10)
 	if err := SaveState(path, s, base, Totals{}); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestStateRefusesOtherSettings(t *testing.T) {
 	for _, tt := range tests {
 		run := base
 		tt.change(&run)
-		_, _, err := LoadState(path, run, false)
+		_, _, err := LoadState(path, run)
 		var se *SettingsError
 		if !errors.As(err, &se) || se.Flag != tt.flag || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s changed: got %v, want a settings error naming %s and the file", tt.flag, err, tt.flag)
@@ -100,7 +100,7 @@ func TestStateRefusesOtherSettings(t *testing.T) {
 func TestStateRefusesDamage(t *testing.T) {
 	settings := Settings{Key: "prompt", Normalize: "none", FP: 0.01, Expected: 100, Exact: true}
 	path := filepath.Join(t.TempDir(), "seen.state")
-	s := NewSet(100, 0.01, true, true)
+	s := NewSet(100, 0.01, true)
 	fillSet(s, "x", 300)
 	if err := SaveState(path, s, settings, Totals{Runs: 1}); err != nil {
 		t.Fatal(err)
@@ -138,14 +138,14 @@ func TestStateRefusesDamage(t *testing.T) {
 			if err := os.WriteFile(p, tt.data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			s, _, err := LoadState(p, settings, true)
+			s, _, err := LoadState(p, settings)
 			if err == nil || s != nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	// The intact file still loads: the cases above failed for their damage.
-	if _, _, err := LoadState(path, settings, true); err != nil {
+	if _, _, err := LoadState(path, settings); err != nil {
 		t.Fatal(err)
 	}
 }
