@@ -172,37 +172,21 @@ func TestKillAndResume(t *testing.T) {
 // The partial line a crash leaves is cut off, and said so.
 func TestResumeRepairsPartialLine(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 40}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, in}, fastFlags...)
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2, promptSet{n: 40})
 	// A first run over half the prompts.
-	half := filepath.Join(dir, "half.jsonl")
-	var firstHalf bytes.Buffer
-	halfLines := map[string]string{}
-	for i := 0; i < 20; i++ {
-		firstHalf.WriteString(lines[idOf(i)] + "\n")
-		halfLines[idOf(i)] = lines[idOf(i)]
-	}
-	os.WriteFile(half, firstHalf.Bytes(), 0o644)
-	res := runInfer(t, 20*time.Second, "", append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, half}, fastFlags...)...)
-	if res.code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
-	}
-	checkExactlyOnce(t, halfLines, 1, readRecords(t, out), nil)
-	f, _ := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
+	half := newSetup(t, llmsim.Config{}, 0, promptSet{n: 20})
+	half.out = s.out
+	runWant(t, cli.ExitOK, half.args("-e", endpointsFlag(s.fleet.URLs()), "--max-tokens", "16")...)
+	checkExactlyOnce(t, half.lines, 1, readRecords(t, s.out), nil)
+	f, _ := os.OpenFile(s.out, os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"id":"p00003","messages":[{"ro`)
 	f.Close()
 
-	res = runInfer(t, 20*time.Second, "", append(args, "--resume")...)
-	if res.code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
-	}
+	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "16", "--resume")...)
 	if !strings.Contains(res.stderr, "removed a partial last line (31 bytes)") || !strings.Contains(res.stderr, "20 answers already done") {
 		t.Errorf("stderr:\n%s", res.stderr)
 	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	acc := s.check(t, 1)
 	if acc.ok != 40 {
 		t.Fatalf("ok %d", acc.ok)
 	}
@@ -215,11 +199,9 @@ func TestResumeRepairsPartialLine(t *testing.T) {
 // --resume finishes the job.
 func TestSigintThenResume(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 60, MaxRunning: 8}, 2)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 400}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "48", "--grace", "100ms", "--flush-interval", "100ms", "-o", out, in}, fastFlags...)
+	s := newSetup(t, llmsim.Config{TimeScale: 60, MaxRunning: 8}, 2, promptSet{n: 400})
+	out := s.out
+	args := s.args("--max-tokens", "48", "--grace", "100ms", "--flush-interval", "100ms")
 	p := startInfer(t, args...)
 	waitFor(t, 30*time.Second, "some output", func() bool { return completeLines(out) >= 50 })
 	p.cmd.Process.Signal(syscall.SIGINT)
@@ -237,7 +219,7 @@ func TestSigintThenResume(t *testing.T) {
 	if code := p.wait(t, 60*time.Second); code != cli.ExitOK {
 		t.Fatalf("resume exit %d\n%s", code, p.stderr.String())
 	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	acc := s.check(t, 1)
 	if acc.ok != 400 {
 		t.Fatalf("ok %d", acc.ok)
 	}
@@ -246,12 +228,11 @@ func TestSigintThenResume(t *testing.T) {
 // Without --resume an existing output is never touched.
 func TestRefusesToOverwrite(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	in, _ := promptSet{n: 3}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
+	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 3})
+	out := s.out
 	const old = "{\"id\":\"keep\",\"output\":{\"text\":\"precious\"}}\n"
 	os.WriteFile(out, []byte(old), 0o644)
-	p := startInfer(t, "-e", "127.0.0.1:1", "-o", out, in)
+	p := startInfer(t, s.args("-e", "127.0.0.1:1")...)
 	if code := p.wait(t, 10*time.Second); code != cli.ExitUsage {
 		t.Fatalf("exit %d, want 2\n%s", code, p.stderr.String())
 	}

@@ -1,7 +1,6 @@
 package infer
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,21 +25,13 @@ func TestFaultsEverythingCompletes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, Faults: tt.faults}, 3)
-			dir := t.TempDir()
-			in, lines := promptSet{n: 200}.write(t, dir, "prompts.jsonl")
-			out := filepath.Join(dir, "gen.jsonl")
-			args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, in}, fastFlags...)
-			args = append(args, tt.extra...)
-			res := runInfer(t, 40*time.Second, "", args...)
-			if res.code != cli.ExitOK {
-				t.Fatalf("exit %d\n%s", res.code, res.stderr)
-			}
-			acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+			s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, Faults: tt.faults}, 3, promptSet{n: 200})
+			runWant(t, cli.ExitOK, s.args(append([]string{"--max-tokens", "16"}, tt.extra...)...)...)
+			acc := s.check(t, 1)
 			if acc.ok != 200 {
 				t.Fatalf("ok %d, want 200", acc.ok)
 			}
-			st := fleet.Stats()
+			st := s.fleet.Stats()
 			faulted := st.Failed + st.Aborted + st.Dropped + st.Hung
 			if faulted == 0 {
 				t.Fatalf("no fault was injected: %+v", st)
@@ -66,15 +57,12 @@ func TestCrashAndRestart(t *testing.T) {
 	t.Parallel()
 	// Slow enough (a request takes about 12ms) that the run outlasts
 	// endpoint 1's startup delay (20ms) and its restart (100ms).
-	fleet := startFleet(t, llmsim.Config{TimeScale: 100, MaxRunning: 8, PerEndpoint: map[int]llmsim.Faults{
+	s := newSetup(t, llmsim.Config{TimeScale: 100, MaxRunning: 8, PerEndpoint: map[int]llmsim.Faults{
 		1: {CrashAfter: 40, RestartAfter: 10 * time.Second, StartupDelay: 2 * time.Second},
-	}}, 3)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 600}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "32", "-o", out, in}, fastFlags...)
+	}}, 3, promptSet{n: 600})
+	fleet := s.fleet
 	done := make(chan result, 1)
-	go func() { done <- runInfer(t, 60*time.Second, "", args...) }()
+	go func() { done <- runInfer(t, time.Minute, "", s.args("--max-tokens", "32")...) }()
 	ep2 := fleet.Endpoint(2)
 	waitFor(t, 20*time.Second, "endpoint 2 to serve requests", func() bool { return ep2.Stats().Requests > 20 })
 	ep2.Crash()
@@ -86,7 +74,7 @@ func TestCrashAndRestart(t *testing.T) {
 	if res.code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	acc := s.check(t, 1)
 	if acc.ok != 600 {
 		t.Fatalf("ok %d", acc.ok)
 	}
@@ -108,13 +96,10 @@ func TestCrashAndRestart(t *testing.T) {
 // goes on when they come back.
 func TestAllEndpointsDownThenBack(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 4}, 2)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 300}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "32", "--retries", "2", "-o", out, in}, fastFlags...)
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 4}, 2, promptSet{n: 300})
+	fleet := s.fleet
 	done := make(chan result, 1)
-	go func() { done <- runInfer(t, 60*time.Second, "", args...) }()
+	go func() { done <- runInfer(t, time.Minute, "", s.args("--max-tokens", "32", "--retries", "2")...) }()
 	waitFor(t, 20*time.Second, "some answers", func() bool { return fleet.Stats().Completed > 30 })
 	fleet.Endpoint(0).Crash()
 	fleet.Endpoint(1).Crash()
@@ -132,7 +117,7 @@ func TestAllEndpointsDownThenBack(t *testing.T) {
 	if res.code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	acc := s.check(t, 1)
 	if acc.ok != 300 || acc.failed != 0 {
 		t.Fatalf("ok %d failed %d: a pause used up retries", acc.ok, acc.failed)
 	}
@@ -145,23 +130,10 @@ func TestAllEndpointsDownThenBack(t *testing.T) {
 // the server's message, after one attempt; the rest are answered.
 func TestOverlongPromptIsPermanent(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 2)
-	dir := t.TempDir()
-	long := map[int]bool{3: true, 17: true, 42: true}
-	in, lines := promptSet{n: 50}.write(t, dir, "prompts.jsonl")
-	// Make three prompts far longer than 200 tokens.
-	for i := range long {
-		id := idOf(i)
-		lines[id] = strings.Replace(lines[id], "in a few words.", strings.Repeat("and more ", 200)+"in a few words.", 1)
-	}
-	rewrite(t, in, lines)
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "-o", out, in}, fastFlags...)
-	res := runInfer(t, 30*time.Second, "", args...)
-	if res.code != cli.ExitRejects {
-		t.Fatalf("exit %d, want 3\n%s", res.code, res.stderr)
-	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 2, promptSet{n: 50})
+	lengthen(t, s, 3, 17, 42)
+	runWant(t, cli.ExitRejects, s.args("--max-tokens", "16")...)
+	acc := s.check(t, 1)
 	if acc.ok != 47 || acc.failed != 3 {
 		t.Fatalf("ok %d failed %d", acc.ok, acc.failed)
 	}
@@ -171,7 +143,7 @@ func TestOverlongPromptIsPermanent(t *testing.T) {
 			t.Errorf("%s: error %+v", key, e)
 		}
 	}
-	if bad := fleet.Stats().BadRequests; bad != 3 {
+	if bad := s.fleet.Stats().BadRequests; bad != 3 {
 		t.Errorf("the fleet saw %d bad requests: a 400 was retried", bad)
 	}
 }
@@ -182,16 +154,10 @@ func TestHeterogeneousFleetShares(t *testing.T) {
 	for _, policy := range []string{"least-outstanding", "round-robin"} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
-			fleet := startFleet(t, llmsim.Config{TimeScale: 500, MaxRunning: 4, PerEndpoint: map[int]llmsim.Faults{0: {Slow: 3}}}, 3)
-			dir := t.TempDir()
-			in, lines := promptSet{n: 300}.write(t, dir, "prompts.jsonl")
-			out := filepath.Join(dir, "gen.jsonl")
-			args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "--queue-depth", "0", "--policy", policy, "-o", out, in}, fastFlags...)
-			res := runInfer(t, 60*time.Second, "", args...)
-			if res.code != cli.ExitOK {
-				t.Fatalf("exit %d\n%s", res.code, res.stderr)
-			}
-			acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+			s := newSetup(t, llmsim.Config{TimeScale: 500, MaxRunning: 4, PerEndpoint: map[int]llmsim.Faults{0: {Slow: 3}}}, 3, promptSet{n: 300})
+			fleet := s.fleet
+			runWant(t, cli.ExitOK, s.args("--max-tokens", "16", "--queue-depth", "0", "--policy", policy)...)
+			acc := s.check(t, 1)
 			slow := float64(acc.byEndpoint[fleet.Endpoint(0).URL()]) / 300
 			t.Logf("%s: slow endpoint share %.2f, fast %.2f and %.2f", policy, slow,
 				float64(acc.byEndpoint[fleet.Endpoint(1).URL()])/300, float64(acc.byEndpoint[fleet.Endpoint(2).URL()])/300)
@@ -217,24 +183,20 @@ func TestGivesUp(t *testing.T) {
 	t.Parallel()
 	t.Run("never ready", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		in, _ := promptSet{n: 5}.write(t, dir, "prompts.jsonl")
-		args := append([]string{"-e", "127.0.0.1:1", "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
-		args = append(args, "--wait-ready", "200ms")
-		res := runInfer(t, 20*time.Second, "", args...)
-		if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no endpoint answered /health within 200ms") {
-			t.Fatalf("exit %d\n%s", res.code, res.stderr)
+		s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
+		res := runWant(t, cli.ExitFailure, s.args("-e", "127.0.0.1:1", "--wait-ready", "200ms")...)
+		if !strings.Contains(res.stderr, "no endpoint answered /health within 200ms") {
+			t.Fatal(res.stderr)
 		}
 	})
 	t.Run("down too long", func(t *testing.T) {
 		t.Parallel()
-		fleet := startFleet(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 1)
-		dir := t.TempDir()
-		in, lines := promptSet{n: 200}.write(t, dir, "prompts.jsonl")
-		out := filepath.Join(dir, "gen.jsonl")
-		args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "--down-timeout", "300ms", "-o", out, in}, fastFlags...)
+		s := newSetup(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 1, promptSet{n: 200})
+		fleet, lines := s.fleet, s.lines
 		done := make(chan result, 1)
-		go func() { done <- runInfer(t, 30*time.Second, "", args...) }()
+		go func() {
+			done <- runInfer(t, time.Minute, "", s.args("--max-tokens", "16", "--down-timeout", "300ms")...)
+		}()
 		waitFor(t, 20*time.Second, "some answers", func() bool { return fleet.Stats().Completed > 10 })
 		fleet.Endpoint(0).Crash()
 		res := <-done
@@ -242,7 +204,7 @@ func TestGivesUp(t *testing.T) {
 			t.Fatalf("exit %d\n%s", res.code, res.stderr)
 		}
 		// What was done is kept, and nothing else was written.
-		outs := readRecords(t, out)
+		outs := readRecords(t, s.out)
 		if len(outs) == 0 || len(outs) >= 200 || !strings.Contains(res.stderr, "run again with --resume") {
 			t.Fatalf("%d records\n%s", len(outs), res.stderr)
 		}
@@ -253,8 +215,19 @@ func TestGivesUp(t *testing.T) {
 			}
 			seen[g.ID.Text] = true
 		}
-		if errs := readRecords(t, filepath.Join(dir, "gen.errors.jsonl")); len(errs) != 0 {
+		if errs := readRecords(t, s.errs()); len(errs) != 0 {
 			t.Errorf("%d error records: an outage is not the prompts' fault", len(errs))
 		}
 	})
+}
+
+// lengthen makes the prompts with the given numbers far longer than a
+// 200-token context.
+func lengthen(t testing.TB, s *setup, nums ...int) {
+	t.Helper()
+	for _, i := range nums {
+		id := idOf(i)
+		s.lines[id] = strings.Replace(s.lines[id], "in a few words.", strings.Repeat("and more ", 200)+"in a few words.", 1)
+	}
+	rewrite(t, s.in, s.lines)
 }

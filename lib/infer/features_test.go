@@ -22,16 +22,9 @@ import (
 // --samples K: K answers per prompt, numbered 0..K-1.
 func TestSamples(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 40}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "16", "--samples", "3", "--seed", "100", "-o", out, in}, fastFlags...)
-	res := runInfer(t, 30*time.Second, "", args...)
-	if res.code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
-	}
-	acc := checkExactlyOnce(t, lines, 3, readRecords(t, out), nil)
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2, promptSet{n: 40})
+	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "16", "--samples", "3", "--seed", "100")...)
+	acc := s.check(t, 3)
 	if acc.ok != 120 {
 		t.Fatalf("ok %d, want 120", acc.ok)
 	}
@@ -69,10 +62,7 @@ func TestRejectsAndDuplicates(t *testing.T) {
 	os.WriteFile(in, []byte(b.String()), 0o644)
 	out, rej := filepath.Join(dir, "gen.jsonl"), filepath.Join(dir, "rejects.jsonl")
 	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "8", "-o", out, "--rejects", rej, in}, fastFlags...)
-	res := runInfer(t, 30*time.Second, "", args...)
-	if res.code != cli.ExitRejects {
-		t.Fatalf("exit %d, want 3\n%s", res.code, res.stderr)
-	}
+	res := runWant(t, cli.ExitRejects, args...)
 	checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
 	rejects := readRecords(t, rej)
 	if len(rejects) != len(bad) {
@@ -93,21 +83,14 @@ func TestRejectsAndDuplicates(t *testing.T) {
 // A record's "params" override --extra-body, which overrides the flags.
 func TestParamsOverride(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 40, extra: func(i int) string {
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1, promptSet{n: 40, extra: func(i int) string {
 		if i%2 == 0 {
 			return `,"params":{"max_tokens":3}`
 		}
 		return ""
-	}}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "40", "--extra-body", `{"max_tokens":6}`, "-o", out, in}, fastFlags...)
-	res := runInfer(t, 30*time.Second, "", args...)
-	if res.code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
-	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	}})
+	runWant(t, cli.ExitOK, s.args("--max-tokens", "40", "--extra-body", `{"max_tokens":6}`)...)
+	acc := s.check(t, 1)
 	for key, g := range acc.outputs {
 		var i int
 		fmt.Sscanf(key, "p%05d", &i)
@@ -125,32 +108,19 @@ func TestParamsOverride(t *testing.T) {
 // then lists the latest run's failures alone.
 func TestResumeRetriesFailures(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	in, lines := promptSet{n: 30}.write(t, dir, "prompts.jsonl")
-	for _, i := range []int{4, 9} {
-		lines[idOf(i)] = strings.Replace(lines[idOf(i)], "in a few words.", strings.Repeat("and more ", 200)+"in a few words.", 1)
-	}
-	rewrite(t, in, lines)
-	out, errs := filepath.Join(dir, "gen.jsonl"), filepath.Join(dir, "gen.errors.jsonl")
-
-	small := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 1)
-	res := runInfer(t, 30*time.Second, "", append([]string{"-e", endpointsFlag(small.URLs()), "--max-tokens", "8", "-o", out, in}, fastFlags...)...)
-	if res.code != cli.ExitRejects {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
-	}
-	if acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, errs)); acc.failed != 2 {
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 1, promptSet{n: 30})
+	lengthen(t, s, 4, 9)
+	runWant(t, cli.ExitRejects, s.args("--max-tokens", "8")...)
+	if acc := s.check(t, 1); acc.failed != 2 {
 		t.Fatalf("failed %d", acc.failed)
 	}
 
 	large := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1)
-	res = runInfer(t, 30*time.Second, "", append([]string{"-e", endpointsFlag(large.URLs()), "--max-tokens", "8", "-o", out, "--resume", in}, fastFlags...)...)
-	if res.code != cli.ExitOK {
-		t.Fatalf("resume exit %d\n%s", res.code, res.stderr)
-	}
-	if _, err := os.Stat(errs); !os.IsNotExist(err) {
+	res := runWant(t, cli.ExitOK, s.args("-e", endpointsFlag(large.URLs()), "--max-tokens", "8", "--resume")...)
+	if _, err := os.Stat(s.errs()); !os.IsNotExist(err) {
 		t.Errorf("the old errors file is still there: %v", err)
 	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), nil)
+	acc := s.check(t, 1)
 	if acc.ok != 30 || !strings.Contains(res.stderr, "ok 2, failed 0, skipped 28") {
 		t.Fatalf("ok %d\n%s", acc.ok, res.stderr)
 	}
@@ -159,17 +129,10 @@ func TestResumeRetriesFailures(t *testing.T) {
 // --redo-length generates again the answers cut short by max_tokens.
 func TestRedoLength(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 60}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	base := append([]string{"-e", endpointsFlag(fleet.URLs()), "-o", out, in}, fastFlags...)
-	res := runInfer(t, 30*time.Second, "", append(base, "--max-tokens", "400")...)
-	if res.code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
-	}
-	first := readRecords(t, out)
-	checkExactlyOnce(t, lines, 1, first, nil)
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 2, promptSet{n: 60})
+	runWant(t, cli.ExitOK, s.args("--max-tokens", "400")...)
+	first := readRecords(t, s.out)
+	s.check(t, 1)
 	cut := map[string]bool{}
 	for _, g := range first {
 		if g.Output.FinishReason == record.FinishLength {
@@ -179,11 +142,8 @@ func TestRedoLength(t *testing.T) {
 	if len(cut) == 0 || len(cut) == 60 {
 		t.Fatalf("%d of 60 answers cut by length: the test needs some of each", len(cut))
 	}
-	res = runInfer(t, 30*time.Second, "", append(base, "--max-tokens", "30000", "--resume", "--redo-length")...)
-	if res.code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
-	}
-	all := readRecords(t, out)
+	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "30000", "--resume", "--redo-length")...)
+	all := readRecords(t, s.out)
 	redone := all[len(first):]
 	if len(redone) != len(cut) {
 		t.Fatalf("%d answers generated again, want the %d cut by length", len(redone), len(cut))
@@ -198,25 +158,24 @@ func TestRedoLength(t *testing.T) {
 		t.Errorf("stderr:\n%s", res.stderr)
 	}
 	// A third run has nothing left to do.
-	res = runInfer(t, 30*time.Second, "", append(base, "--max-tokens", "30000", "--resume", "--redo-length")...)
-	if res.code != cli.ExitOK || len(readRecords(t, out)) != len(all) {
-		t.Fatalf("a third run wrote more: exit %d\n%s", res.code, res.stderr)
+	runWant(t, cli.ExitOK, s.args("--max-tokens", "30000", "--resume", "--redo-length")...)
+	if n := len(readRecords(t, s.out)); n != len(all) {
+		t.Fatalf("a third run wrote %d more records", n-len(all))
 	}
 }
 
 // --metrics-addr serves the run's figures while it runs.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	fleet := startFleet(t, llmsim.Config{TimeScale: 20, MaxRunning: 4}, 2)
-	dir := t.TempDir()
-	in, _ := promptSet{n: 200}.write(t, dir, "prompts.jsonl")
+	s := newSetup(t, llmsim.Config{TimeScale: 20, MaxRunning: 4}, 2, promptSet{n: 200})
+	fleet := s.fleet
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "24", "--metrics-addr", addr, "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
+	args := s.args("--max-tokens", "24", "--metrics-addr", addr)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan result, 1)
 	go func() { done <- runInferCtx(t, ctx, 30*time.Second, "", args...) }()
@@ -262,11 +221,9 @@ func TestProgress(t *testing.T) {
 	for _, interactive := range []bool{false, true} {
 		t.Run(fmt.Sprintf("terminal=%v", interactive), func(t *testing.T) {
 			t.Parallel()
-			fleet := startFleet(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 2)
-			dir := t.TempDir()
-			in, _ := promptSet{n: 120}.write(t, dir, "prompts.jsonl")
-			args := append([]string{"-e", endpointsFlag(fleet.URLs()), "--max-tokens", "24", "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
-			args = append(args, "--progress-interval", "50ms")
+			s := newSetup(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 2, promptSet{n: 120})
+			fleet := s.fleet
+			args := s.args("--max-tokens", "24", "--progress-interval", "50ms")
 			res := runInferEnv(t, context.Background(), 30*time.Second, interactive, "", args...)
 			if res.code != cli.ExitOK {
 				t.Fatalf("exit %d\n%s", res.code, res.stderr)

@@ -300,3 +300,51 @@ func rewrite(t testing.TB, path string, lines map[string]string) {
 		t.Fatal(err)
 	}
 }
+
+// setup is what most tests start from: a simulated fleet, a prompt file
+// and the output path.
+type setup struct {
+	fleet        *llmsim.Fleet
+	dir, in, out string
+	lines        map[string]string
+}
+
+func newSetup(t testing.TB, cfg llmsim.Config, endpoints int, ps promptSet) *setup {
+	t.Helper()
+	s := &setup{dir: t.TempDir()}
+	if endpoints > 0 {
+		s.fleet = startFleet(t, cfg, endpoints)
+	}
+	s.in, s.lines = ps.write(t, s.dir, "prompts.jsonl")
+	s.out = filepath.Join(s.dir, "gen.jsonl")
+	return s
+}
+
+// args are infer's arguments against the setup's fleet and files, with
+// the fast test flags, then extra.
+func (s *setup) args(extra ...string) []string {
+	a := []string{"-o", s.out, s.in}
+	if s.fleet != nil {
+		a = append(a, "-e", endpointsFlag(s.fleet.URLs()))
+	}
+	a = append(a, fastFlags...)
+	return append(a, extra...)
+}
+
+func (s *setup) errs() string { return filepath.Join(s.dir, "gen.errors.jsonl") }
+
+// check is checkExactlyOnce over the setup's output and errors files.
+func (s *setup) check(t testing.TB, samples int) accounting {
+	t.Helper()
+	return checkExactlyOnce(t, s.lines, samples, readRecords(t, s.out), readRecords(t, s.errs()))
+}
+
+// runWant runs infer in-process and fails unless it exits with want.
+func runWant(t testing.TB, want int, args ...string) result {
+	t.Helper()
+	res := runInfer(t, time.Minute, "", args...)
+	if res.code != want {
+		t.Fatalf("exit %d, want %d\n%s", res.code, want, res.stderr)
+	}
+	return res
+}

@@ -1,10 +1,8 @@
 package infer
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/llmsim"
@@ -26,16 +24,9 @@ func TestAPIVariants(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fleet := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, Reasoning: tt.reasoning}, 2)
-			dir := t.TempDir()
-			in, lines := promptSet{n: 60, completion: tt.completion}.write(t, dir, "prompts.jsonl")
-			out := filepath.Join(dir, "gen.jsonl")
-			args := append([]string{"--endpoints", endpointsFlag(fleet.URLs()), "--api", tt.api, "--max-tokens", "24", "-o", out, in}, fastFlags...)
-			res := runInfer(t, 30*time.Second, "", args...)
-			if res.code != cli.ExitOK {
-				t.Fatalf("exit %d\n%s", res.code, res.stderr)
-			}
-			acc := checkAPI(t, tt.api == "chat", lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+			s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, Reasoning: tt.reasoning}, 2, promptSet{n: 60, completion: tt.completion})
+			res := runWant(t, cli.ExitOK, s.args("--api", tt.api, "--max-tokens", "24")...)
+			acc := checkAPI(t, tt.api == "chat", s.lines, 1, readRecords(t, s.out), readRecords(t, s.errs()))
 			if acc.ok != 60 || acc.failed != 0 {
 				t.Fatalf("ok %d failed %d", acc.ok, acc.failed)
 			}

@@ -3,7 +3,6 @@ package infer
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/llmsim"
 )
 
 // stub is a test-local server for the two things the simulator does not
@@ -79,15 +79,9 @@ func answer(_ *stub, ctx *fasthttp.RequestCtx) {
 func TestTimeoutClosesConnection(t *testing.T) {
 	t.Parallel()
 	s := startStub(t, hang)
-	dir := t.TempDir()
-	in, lines := promptSet{n: 3}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", s.url, "--request-timeout", "200ms", "--retries", "1", "-o", out, in}, fastFlags...)
-	res := runInfer(t, 20*time.Second, "", args...)
-	if res.code != cli.ExitRejects {
-		t.Fatalf("exit %d, want 3\n%s", res.code, res.stderr)
-	}
-	acc := checkExactlyOnce(t, lines, 1, readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
+	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 3})
+	runWant(t, cli.ExitRejects, su.args("-e", s.url, "--request-timeout", "200ms", "--retries", "1")...)
+	acc := su.check(t, 1)
 	if acc.failed != 3 {
 		t.Fatalf("failed %d", acc.failed)
 	}
@@ -106,10 +100,8 @@ func TestTimeoutClosesConnection(t *testing.T) {
 func TestInterruptClosesInFlight(t *testing.T) {
 	t.Parallel()
 	s := startStub(t, hang)
-	dir := t.TempDir()
-	in, _ := promptSet{n: 20}.write(t, dir, "prompts.jsonl")
-	out := filepath.Join(dir, "gen.jsonl")
-	args := append([]string{"-e", s.url, "--grace", "50ms", "-o", out, in}, fastFlags...)
+	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 20})
+	args := su.args("-e", s.url, "--grace", "50ms")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan result, 1)
 	go func() { done <- runInferCtx(t, ctx, 20*time.Second, "", args...) }()
@@ -123,7 +115,7 @@ func TestInterruptClosesInFlight(t *testing.T) {
 	if !strings.Contains(res.stderr, "not done 20") {
 		t.Errorf("summary does not count the 20 answers left undone:\n%s", res.stderr)
 	}
-	if g := readRecords(t, out); len(g) != 0 {
+	if g := readRecords(t, su.out); len(g) != 0 {
 		t.Errorf("%d records written, want none", len(g))
 	}
 }
@@ -134,9 +126,7 @@ func TestAPIKey(t *testing.T) {
 	for _, how := range []string{"flag", "env", "openai env"} {
 		t.Run(how, func(t *testing.T) {
 			s := startStub(t, answer)
-			dir := t.TempDir()
-			in, _ := promptSet{n: 5}.write(t, dir, "prompts.jsonl")
-			args := append([]string{"-e", s.url, "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
+			args := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5}).args("-e", s.url)
 			switch how {
 			case "flag":
 				args = append(args, "--api-key", key)
@@ -145,10 +135,7 @@ func TestAPIKey(t *testing.T) {
 			case "openai env":
 				t.Setenv("OPENAI_API_KEY", key)
 			}
-			res := runInfer(t, 20*time.Second, "", args...)
-			if res.code != cli.ExitOK {
-				t.Fatalf("exit %d\n%s", res.code, res.stderr)
-			}
+			res := runWant(t, cli.ExitOK, args...)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if len(s.auth) != 1 || s.auth["Bearer "+key] == 0 {
@@ -177,17 +164,12 @@ func TestUnauthorizedIsFatal(t *testing.T) {
 		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
 		ctx.SetBodyString(`{"error": "Unauthorized"}`)
 	})
-	dir := t.TempDir()
-	in, _ := promptSet{n: 50}.write(t, dir, "prompts.jsonl")
-	args := append([]string{"-e", s.url, "--api-key", key, "-o", filepath.Join(dir, "gen.jsonl"), in}, fastFlags...)
-	res := runInfer(t, 20*time.Second, "", args...)
-	if res.code != cli.ExitFailure {
-		t.Fatalf("exit %d, want 1\n%s", res.code, res.stderr)
-	}
+	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 50})
+	res := runWant(t, cli.ExitFailure, su.args("-e", s.url, "--api-key", key)...)
 	if !strings.Contains(res.stderr, "HTTP 401: Unauthorized") || !strings.Contains(res.stderr, "--api-key") || strings.Contains(res.stderr, key) {
 		t.Errorf("stderr:\n%s", res.stderr)
 	}
-	if errs := readRecords(t, filepath.Join(dir, "gen.errors.jsonl")); len(errs) != 0 {
+	if errs := readRecords(t, su.errs()); len(errs) != 0 {
 		t.Errorf("%d error records written for a fatal refusal", len(errs))
 	}
 }

@@ -119,15 +119,22 @@ func (u *Usage) cached() int {
 	return u.PromptTokensDetails.CachedTokens
 }
 
-// ChatResponse is the body of a non-streaming chat completion.
-type ChatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []ChatChoice `json:"choices"`
-	Usage   *Usage       `json:"usage"`
+// Response is the body of a non-streaming chat or text completion: the
+// same envelope around different choices.
+type Response[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *Usage `json:"usage"`
 }
+
+// ChatResponse is the body of a non-streaming chat completion.
+type ChatResponse = Response[ChatChoice]
+
+// CompletionResponse is the body of a non-streaming text completion.
+type CompletionResponse = Response[CompletionChoice]
 
 // ChatChoice is one answer of a chat completion.
 type ChatChoice struct {
@@ -144,16 +151,6 @@ type ChatMessage struct {
 	Content          *string         `json:"content"`
 	ReasoningContent *string         `json:"reasoning_content,omitempty"`
 	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
-}
-
-// CompletionResponse is the body of a non-streaming text completion.
-type CompletionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []CompletionChoice `json:"choices"`
-	Usage   *Usage             `json:"usage"`
 }
 
 // CompletionChoice is one answer of a text completion.
@@ -268,34 +265,29 @@ var ErrNoChoices = errors.New("response has no choices")
 
 // ParseChat reads a chat completion body.
 func ParseChat(body []byte) (Completion, error) {
-	var r ChatResponse
-	if err := decode(body, &r); err != nil {
-		return Completion{}, err
-	}
-	if len(r.Choices) == 0 {
-		return Completion{}, ErrNoChoices
-	}
-	ch := r.Choices[0]
-	c := Completion{FinishReason: deref(ch.FinishReason), Model: r.Model}
-	c.Text = deref(ch.Message.Content)
-	c.Reasoning = deref(ch.Message.ReasoningContent)
-	if r.Usage != nil {
-		c.PromptTokens, c.CompletionTokens, c.CachedTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.cached()
-	}
-	return c, nil
+	return parseFirst(body, func(ch *ChatChoice) Completion {
+		return Completion{Text: deref(ch.Message.Content), Reasoning: deref(ch.Message.ReasoningContent), FinishReason: deref(ch.FinishReason)}
+	})
 }
 
 // ParseCompletion reads a text completion body.
 func ParseCompletion(body []byte) (Completion, error) {
-	var r CompletionResponse
+	return parseFirst(body, func(ch *CompletionChoice) Completion {
+		return Completion{Text: ch.Text, FinishReason: deref(ch.FinishReason)}
+	})
+}
+
+// parseFirst reads a response and reduces its first choice with first.
+func parseFirst[C any](body []byte, first func(*C) Completion) (Completion, error) {
+	var r Response[C]
 	if err := decode(body, &r); err != nil {
 		return Completion{}, err
 	}
 	if len(r.Choices) == 0 {
 		return Completion{}, ErrNoChoices
 	}
-	ch := r.Choices[0]
-	c := Completion{Text: ch.Text, FinishReason: deref(ch.FinishReason), Model: r.Model}
+	c := first(&r.Choices[0])
+	c.Model = r.Model
 	if r.Usage != nil {
 		c.PromptTokens, c.CompletionTokens, c.CachedTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.cached()
 	}
