@@ -30,7 +30,7 @@ Example:
 // Command is the corpus tool.
 type Command struct {
 	cli.Globals
-	N       int64  `short:"n" help:"Number of records to generate." default:"1000"`
+	Records int64  `short:"n" help:"Number of records to generate." default:"1000"`
 	Output  string `short:"o" help:"Output file (.jsonl, .jsonl.gz, .jsonl.zst or .parquet); - for stdout. A file is written under a temporary name and renamed when complete." default:"-"`
 	Seed    uint64 `help:"Random seed: the same seed and -n give the same records." default:"1"`
 	Prompts bool   `help:"Write the prompt records extract would make (id, and the first human turn as the user message) instead of dataset rows." default:"false"`
@@ -38,7 +38,7 @@ type Command struct {
 
 // Run writes the corpus and the summary.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	if c.N < 0 {
+	if c.Records < 0 {
 		return cli.Usagef("-n must not be negative")
 	}
 	isParquet := strings.HasSuffix(c.Output, ".parquet")
@@ -49,7 +49,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	var written int64
 	var err error
 	if isParquet {
-		written, err = writeParquetFile(ctx, c.Output, gen, c.N)
+		written, err = writeParquetFile(ctx, c.Output, gen, c.Records)
 	} else {
 		written, err = c.writeJSONL(ctx, env, gen)
 	}
@@ -71,7 +71,7 @@ func (c *Command) writeJSONL(ctx context.Context, env *cli.Env, gen *Generator) 
 	}
 	var buf []byte
 	var written int64
-	for i := range c.N {
+	for i := range c.Records {
 		if i%4096 == 0 && ctx.Err() != nil {
 			w.Abort()
 			return written, context.Cause(ctx)
