@@ -192,9 +192,6 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		if errPath == c.Output {
 			return cli.Usagef("--errors and -o name the same file")
 		}
-		if err := os.Remove(errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing the previous errors file: %w", err)
-		}
 		errs = lazyFile(errPath)
 	}
 	rejects, err := jsonl.OpenRejects(env, c.Rejects)
@@ -217,10 +214,14 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := p.waitReady(ctx, c.WaitReady); err != nil {
 		out.close()
 		rejects.Close()
-		if cli.Interrupted(ctx) {
-			return err
-		}
 		return err
+	}
+	// The errors file lists this run's failures alone: the previous run's
+	// are tried again.
+	if errPath != "" {
+		if err := os.Remove(errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the previous errors file: %w", err)
+		}
 	}
 	model := c.Model
 	if model == "" {
