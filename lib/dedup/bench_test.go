@@ -15,6 +15,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/corpus"
+	"tokenmill/lib/testbin"
 )
 
 // Benchmarks run on generated prompt records standing in for the real
@@ -103,11 +104,11 @@ func BenchmarkTools(b *testing.B) {
 		bytes int64
 		cmd   []string
 	}{
-		{"dedup", size, []string{dedupBin, path}},
-		{"dedup-exact", size, []string{dedupBin, "--exact", path}},
-		{"dedup-1-worker", size, []string{dedupBin, "--workers", "1", path}},
+		{"dedup", size, []string{testbin.Path("dedup"), path}},
+		{"dedup-exact", size, []string{testbin.Path("dedup"), "--exact", path}},
+		{"dedup-1-worker", size, []string{testbin.Path("dedup"), "--workers", "1", path}},
 		{"awk", size, []string{"awk", "!seen[$0]++", path}},
-		{"dedup-quarter", quarterSize, []string{dedupBin, quarter}},
+		{"dedup-quarter", quarterSize, []string{testbin.Path("dedup"), quarter}},
 		{"jq-quarter", quarterSize, []string{"jq", "-c", "-s", "unique_by(.messages)[]", quarter}},
 	}
 	// A child's own ru_maxrss counts the memory it shared with this test

@@ -1,12 +1,8 @@
 package dedup
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,25 +10,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tokenmill/lib/testbin"
 )
 
-// dedupBin is the dedup executable built for these tests.
-var dedupBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dedup-bin-")
-	if err != nil {
-		panic(err)
-	}
-	dedupBin = filepath.Join(dir, "dedup")
-	if out, err := exec.Command("go", "build", "-o", dedupBin, "tokenmill/cmd/dedup").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building dedup: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "dedup") }
 
 type result struct {
 	code           int
@@ -42,17 +24,8 @@ type result struct {
 // runBinary runs the dedup binary; env entries are KEY=VALUE.
 func runBinary(t *testing.T, stdin []byte, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(dedupBin, args...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+	r := testbin.Run(t, "", bytes.NewReader(stdin), env, "dedup", args...)
+	return result{r.Code, string(r.Stdout), r.Stderr}
 }
 
 var summaryLine = regexp.MustCompile(`(?m)^dedup: read (\d+), kept (\d+), removed (\d+) \((\d+\.\d\d)%\), expected false drops (\S+)$`)
@@ -150,62 +123,22 @@ func TestBinaryInterrupt(t *testing.T) {
 		if toFile {
 			args = append(args, "-o", out)
 		}
-		cmd := exec.Command(dedupBin, args...)
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stdout bytes.Buffer
-		cmd.Stdout = &stdout
-		stderrPipe, err := cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Collect stderr, and say when dedup has taken the signal.
-		var stderr bytes.Buffer
-		acknowledged, stderrDone := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(stderrDone)
-			sc := bufio.NewScanner(stderrPipe)
-			for sc.Scan() {
-				stderr.WriteString(sc.Text() + "\n")
-				if strings.Contains(sc.Text(), "interrupted: finishing up") {
-					close(acknowledged)
-				}
-			}
-		}()
+		p := testbin.Start(t, "dedup", args...)
 		// The write returns once dedup has read all but what the pipe
 		// holds: it is running, and it waits for more input.
-		if _, err := stdin.Write(input); err != nil {
+		if _, err := p.Stdin.Write(input); err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
+		p.Signal(t, syscall.SIGINT)
 		// End the input only once dedup has the signal (it cancels right
 		// after saying so); otherwise a slow signal goroutine could let
 		// the run finish normally first.
-		select {
-		case <-acknowledged:
-			time.Sleep(50 * time.Millisecond)
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Fatal("dedup did not acknowledge SIGINT within 20 s")
-		}
-		stdin.Close()
-		done := make(chan error, 1)
-		go func() { <-stderrDone; done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Fatal("dedup did not exit within 20 s of SIGINT")
-		}
-		if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") {
-			t.Fatalf("toFile=%v: exit %d, want 130 and a message:\n%s", toFile, code, stderr.String())
+		p.WaitFor(t, 20*time.Second, "interrupted: finishing up")
+		time.Sleep(50 * time.Millisecond)
+		p.Stdin.Close()
+		r := p.Wait(t, 20*time.Second)
+		if r.Code != 130 || !strings.Contains(r.Stderr, "interrupted") {
+			t.Fatalf("toFile=%v: exit %d, want 130 and a message:\n%s", toFile, r.Code, r.Stderr)
 		}
 		if after, _ := os.ReadFile(state); !bytes.Equal(before, after) {
 			t.Errorf("toFile=%v: the state changed after an interrupt", toFile)
@@ -218,7 +151,7 @@ func TestBinaryInterrupt(t *testing.T) {
 			}
 			t.Errorf("toFile=%v: files after the interrupt: %v, want only the state", toFile, names)
 		}
-		got := lines(stdout.String())
+		got := lines(string(r.Stdout))
 		if toFile && len(got) != 0 {
 			t.Errorf("-o given, but %d records went to stdout", len(got))
 		}

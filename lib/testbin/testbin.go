@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 )
@@ -87,13 +89,152 @@ func Run(t testing.TB, workdir string, stdin io.Reader, env []string, name strin
 	if ctx.Err() != nil {
 		t.Fatalf("%s %v did not finish within %v; stderr:\n%s", name, args, Timeout, stderr.String())
 	}
+	return Result{Code: exitCode(t, name, err), Stdout: stdout.Bytes(), Stderr: stderr.String()}
+}
+
+// Proc is a built binary running in the background, for tests that talk
+// to it while it runs: write its stdin, wait for what it says on stderr,
+// signal it. Its methods are for the test's own goroutine.
+type Proc struct {
+	// Stdin is the binary's standard input; close it to end the input.
+	Stdin io.WriteCloser
+
+	name   string
+	cmd    *exec.Cmd
+	stdout bytes.Buffer // written while it runs; read only once done is closed
+	stderr stderrLog
+	seen   int           // bytes of stderr that WaitFor has passed
+	done   chan struct{} // closed once it has exited and all its output is in
+	err    error         // what cmd.Wait said
+}
+
+// Start starts a built binary with args, the process environment, a pipe
+// for stdin and its stdout and stderr collected. A binary still running
+// when the test ends is killed.
+func Start(t testing.TB, name string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{name: name, cmd: Command(name, args...), done: make(chan struct{})}
+	p.stderr.grew = make(chan struct{})
+	var err error
+	if p.Stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// Done is closed once the binary has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Signal sends sig to the binary.
+func (p *Proc) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signalling %s: %v", p.name, err)
+	}
+}
+
+// WaitFor waits for a stderr line matching the regular expression
+// pattern and returns it. Each call looks only at the lines after the one
+// the previous call returned, so successive calls follow the order in
+// which the binary speaks. It fails the test if the binary exits first or
+// no such line comes within the bound.
+func (p *Proc) WaitFor(t testing.TB, within time.Duration, pattern string) string {
+	t.Helper()
+	re := regexp.MustCompile(pattern)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		exited := false
+		select {
+		case <-p.done:
+			exited = true // all of stderr is in
+		default:
+		}
+		text, grew := p.stderr.snapshot()
+		for {
+			line, ok := text[p.seen:], exited
+			if i := bytes.IndexByte(line, '\n'); i >= 0 {
+				line, ok = line[:i+1], true
+			}
+			if !ok || len(line) == 0 {
+				break
+			}
+			p.seen += len(line)
+			if line = bytes.TrimSuffix(line, []byte("\n")); re.Match(line) {
+				return string(line)
+			}
+		}
+		if exited {
+			t.Fatalf("%s exited (%v) before a stderr line matching %q; stderr:\n%s", p.name, p.err, pattern, text)
+		}
+		select {
+		case <-grew:
+		case <-p.done:
+		case <-deadline.C:
+			t.Fatalf("%s: no stderr line matching %q within %v; stderr:\n%s", p.name, pattern, within, text)
+		}
+	}
+}
+
+// Wait waits for the binary to exit and returns what it produced. It
+// kills the binary and fails the test if it runs on past the bound.
+func (p *Proc) Wait(t testing.TB, within time.Duration) Result {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("%s did not exit within %v; stderr:\n%s", p.name, within, p.stderr.text)
+	}
+	return Result{Code: exitCode(t, p.name, p.err), Stdout: p.stdout.Bytes(), Stderr: string(p.stderr.text)}
+}
+
+// exitCode is the exit code behind cmd.Wait's error, failing the test if
+// the binary could not be run at all.
+func exitCode(t testing.TB, name string, err error) int {
+	t.Helper()
 	var exit *exec.ExitError
-	code := 0
 	switch {
 	case errors.As(err, &exit):
-		code = exit.ExitCode()
+		return exit.ExitCode()
 	case err != nil:
 		t.Fatalf("running %s: %v", name, err)
 	}
-	return Result{Code: code, Stdout: stdout.Bytes(), Stderr: stderr.String()}
+	return 0
+}
+
+// stderrLog collects a running binary's stderr and says when it grows.
+type stderrLog struct {
+	mu   sync.Mutex
+	text []byte
+	grew chan struct{} // closed and replaced on every write
+}
+
+func (l *stderrLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.text = append(l.text, b...)
+	close(l.grew)
+	l.grew = make(chan struct{})
+	return len(b), nil
+}
+
+// snapshot is the text so far and a channel closed when more arrives.
+func (l *stderrLog) snapshot() ([]byte, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.text[:len(l.text):len(l.text)], l.grew
 }
