@@ -60,6 +60,11 @@ func Create(path string, stdout io.Writer, opts WriterOptions) (*Writer, error) 
 	}
 	flags := os.O_WRONLY | os.O_CREATE
 	target := path
+	// A device or pipe (-o /dev/null, a FIFO) is written in place: renaming
+	// a temporary file over it would replace it with a plain file.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		opts = WriterOptions{Overwrite: true}
+	}
 	switch {
 	case opts.Append:
 		flags |= os.O_APPEND

@@ -79,6 +79,42 @@ func TestWriterAtomic(t *testing.T) {
 	}
 }
 
+// A device or FIFO named as output is written in place, whatever the
+// options: an atomic rename over /dev/null would replace it with a file.
+func TestWriterSpecialFileInPlace(t *testing.T) {
+	for _, opts := range []WriterOptions{{Atomic: true}, {Atomic: true, Overwrite: true}, {}, {Append: true}} {
+		fifo := filepath.Join(t.TempDir(), "fifo")
+		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+		// Opened read-write, the reading end never blocks the writer's open.
+		r, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := Create(fifo, nil, opts)
+		if err != nil {
+			t.Fatalf("%+v: %v", opts, err)
+		}
+		w.Write([]byte(`{"id":1}`))
+		if err := w.Close(); err != nil {
+			t.Fatalf("%+v: %v", opts, err)
+		}
+		buf := make([]byte, 64)
+		n, err := r.Read(buf)
+		r.Close()
+		if err != nil || string(buf[:n]) != "{\"id\":1}\n" {
+			t.Fatalf("%+v: read %q, %v", opts, buf[:n], err)
+		}
+		if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+			t.Fatalf("%+v: %s is no longer a FIFO (%v, %v)", opts, fifo, st.Mode(), err)
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(fifo)); len(entries) != 1 {
+			t.Fatalf("%+v: files left beside the FIFO: %v", opts, entries)
+		}
+	}
+}
+
 // failWriter fails every write, like a full disk or a closed pipe.
 type failWriter struct{}
 
