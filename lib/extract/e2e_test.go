@@ -1,10 +1,8 @@
 package extract
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
 	stdjson "encoding/json"
 	"errors"
 	"flag"
@@ -21,12 +19,11 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"tokenmill/lib/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/extract")
-
-// binary is the extract command built once for the package's tests.
-var binary string
 
 const (
 	realData = "../../../shared/data/real"
@@ -35,22 +32,13 @@ const (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "extract-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	// The binary runs see no TOKENMILL_ variables but the ones a test gives.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "TOKENMILL_") {
+			os.Unsetenv(name)
+		}
 	}
-	binary = filepath.Join(dir, "extract")
-	build := exec.Command("go", "build", "-o", binary, "tokenmill/cmd/extract")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building extract:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, "extract")
 }
 
 type result struct {
@@ -60,34 +48,13 @@ type result struct {
 	sum    summary
 }
 
-// run runs the binary with stdin (nil for none) and args, with no
-// TOKENMILL_ variables but the ones given in env.
+// run runs the binary with stdin (nil for none) and args; of the
+// TOKENMILL_ variables it sees only the ones given in env (TestMain
+// cleared the rest).
 func run(t *testing.T, stdin io.Reader, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TOKENMILL_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdin = stdin
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("extract %v did not finish within 60s", args)
-	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	r := result{stdout: out.Bytes(), stderr: errb.String(), code: code}
+	b := testbin.Run(t, "", stdin, env, "extract", args...)
+	r := result{stdout: b.Stdout, stderr: b.Stderr, code: b.Code}
 	r.sum = parseSummary(r.stderr)
 	return r
 }
@@ -879,7 +846,7 @@ func TestWriteFailure(t *testing.T) {
 		t.Skipf("no /dev/full: %v", err)
 	}
 	defer full.Close()
-	cmd := exec.Command(binary, filepath.Join(realData, "alpaca_en_demo.json"))
+	cmd := testbin.Command("extract", filepath.Join(realData, "alpaca_en_demo.json"))
 	cmd.Stdout = full
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -893,74 +860,24 @@ func TestWriteFailure(t *testing.T) {
 // TestInterrupt: SIGINT stops reading; what was extracted is flushed, the
 // summary says how much, and the exit code is 130.
 func TestInterrupt(t *testing.T) {
-	cmd := exec.Command(binary, "--progress", "20ms")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	p := testbin.Start(t, "extract", "--progress", "20ms")
 	for i := range 10 {
-		fmt.Fprintf(stdin, `{"id":%d,"prompt":"p%d"}`+"\n", i, i)
+		fmt.Fprintf(p.Stdin, `{"id":%d,"prompt":"p%d"}`+"\n", i, i)
 	}
 	// Wait (bounded) until the progress report shows the ten records read.
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	deadline := time.After(20 * time.Second)
-	var log []string
-	waitFor(t, lines, &log, deadline, "read 10, wrote 10")
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
+	p.WaitFor(t, 20*time.Second, "read 10, wrote 10")
+	p.Signal(t, syscall.SIGINT)
 	// Once the signal is taken, one more line wakes the blocked read; the
 	// loop then stops, whether or not that record made it through.
-	waitFor(t, lines, &log, deadline, "interrupted")
-	fmt.Fprintln(stdin, `{"id":10,"prompt":"p10"}`)
-	stdin.Close()
-	for l := range lines {
-		log = append(log, l)
+	p.WaitFor(t, 20*time.Second, "interrupted")
+	fmt.Fprintln(p.Stdin, `{"id":10,"prompt":"p10"}`)
+	p.Stdin.Close()
+	r := p.Wait(t, 20*time.Second)
+	if r.Code != 130 {
+		t.Fatalf("exit %d, want 130; stderr:\n%s", r.Code, r.Stderr)
 	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("exit %v, want 130; stderr:\n%s", err, strings.Join(log, "\n"))
-	}
-	s := parseSummary(strings.Join(log, "\n"))
-	if n := len(outLines(stdout.Bytes())); !s.found || s.wrote < 10 || s.wrote > 11 || n != s.wrote || s.read != s.wrote {
+	s := parseSummary(r.Stderr)
+	if n := len(outLines(r.Stdout)); !s.found || s.wrote < 10 || s.wrote > 11 || n != s.wrote || s.read != s.wrote {
 		t.Errorf("summary %+v and %d records on stdout, want the 10 read before the signal (or 11) flushed and counted", s, n)
-	}
-}
-
-// waitFor collects stderr lines into log until one contains want, failing
-// the test at the deadline.
-func waitFor(t *testing.T, lines <-chan string, log *[]string, deadline <-chan time.Time, want string) {
-	t.Helper()
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("stderr closed before %q:\n%s", want, strings.Join(*log, "\n"))
-			}
-			*log = append(*log, l)
-			if strings.Contains(l, want) {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no %q on stderr within 20s:\n%s", want, strings.Join(*log, "\n"))
-		}
 	}
 }
