@@ -1,56 +1,18 @@
 package stats
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"tokenmill/lib/testbin"
 )
 
-// binary is the real stats command, built once for the CLI tests.
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "stats-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "stats")
-	build := exec.Command("go", "build", "-o", binary, "tokenmill/cmd/stats")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building cmd/stats:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// runBinary runs the built stats with args, stdin and extra environment.
-func runBinary(t *testing.T, stdin string, env []string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errOut.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String(), errOut.String()
-}
+func TestMain(m *testing.M) { testbin.Main(m, "stats") }
 
 func TestCLI(t *testing.T) {
 	mixed := filepath.Join(testdata, "mixed.jsonl")
@@ -85,7 +47,8 @@ func TestCLI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, stdout, stderr := runBinary(t, tt.stdin, tt.env, tt.args...)
+			r := testbin.Run(t, "", strings.NewReader(tt.stdin), tt.env, "stats", tt.args...)
+			code, stdout, stderr := r.Code, string(r.Stdout), r.Stderr
 			if code != tt.code {
 				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
 			}
@@ -109,7 +72,7 @@ func TestCLIJSONPipeline(t *testing.T) {
 	if err != nil {
 		t.Skip("jq is not installed")
 	}
-	cmd := exec.Command("sh", "-c", fmt.Sprintf("%s --json %s | %s -c '[.endpoints[].endpoint]'", binary, filepath.Join(testdata, "mixed.jsonl"), jq))
+	cmd := exec.Command("sh", "-c", fmt.Sprintf("%s --json %s | %s -c '[.endpoints[].endpoint]'", testbin.Path("stats"), filepath.Join(testdata, "mixed.jsonl"), jq))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -122,65 +85,23 @@ func TestCLIJSONPipeline(t *testing.T) {
 // TestCLIInterrupt sends SIGINT while stats waits on a quiet stdin: it
 // prints the report of what it had read, marked interrupted, and exits 130.
 func TestCLIInterrupt(t *testing.T) {
-	cmd := exec.Command(binary, "--json", "--progress", "20ms")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	defer stdin.Close()
+	p := testbin.Start(t, "stats", "--json", "--progress", "20ms")
+	defer p.Stdin.Close()
 	// Enough records to fill a batch, which is what gets counted.
 	go func() {
 		for i := range 3 * batchRecords {
-			fmt.Fprintf(stdin, `{"id":%d,"prompt":"p"}`+"\n", i)
+			fmt.Fprintf(p.Stdin, `{"id":%d,"prompt":"p"}`+"\n", i)
 		}
 	}()
-	seen := make(chan bool, 1)
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stderr)
-		found := false
-		for sc.Scan() {
-			if !found && strings.Contains(sc.Text(), "read ") && !strings.Contains(sc.Text(), "read 0 records") {
-				found = true
-				seen <- true
-			}
-		}
-		if !found {
-			seen <- false
-		}
-	}()
-	select {
-	case ok := <-seen:
-		if !ok {
-			t.Fatal("stats ended before reporting progress")
-		}
-	case <-waitLimit():
-		t.Fatal("no progress line within 10 s")
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-scanned: // stderr closed: the process is ending
-	case <-waitLimit():
-		t.Fatal("stats did not exit within 10 s of SIGINT")
-	}
-	err = cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-		t.Errorf("exit %v, want 130", err)
+	p.WaitFor(t, waitBound, "read [1-9]") // a progress line past "read 0 records"
+	p.Signal(t, syscall.SIGINT)
+	res := p.Wait(t, waitBound)
+	if res.Code != 130 {
+		t.Errorf("exit %d, want 130", res.Code)
 	}
 	var r Report
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("report: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(res.Stdout, &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, res.Stdout)
 	}
 	if !r.Interrupted || r.Records == 0 || r.Records%batchRecords != 0 {
 		t.Errorf("interrupted %v with %d records; want a report of whole batches, marked interrupted", r.Interrupted, r.Records)

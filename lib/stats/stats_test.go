@@ -643,5 +643,7 @@ func TestInterrupted(t *testing.T) {
 	}
 }
 
-// waitLimit bounds every wait in these tests.
-func waitLimit() <-chan time.Time { return time.After(10 * time.Second) }
+// waitBound bounds every wait in these tests.
+const waitBound = 10 * time.Second
+
+func waitLimit() <-chan time.Time { return time.After(waitBound) }
