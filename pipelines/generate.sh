@@ -3,7 +3,13 @@
 # datasets, repeats dropped, the rest answered by a fleet of inference
 # servers, and the result summarised:
 #
-#   extract DATASETS | dedup | tee PROMPTS | infer -e ENDPOINTS -o OUT;  stats OUT ERRORS
+#   extract DATASETS | dedup -o PROMPTS;  infer -e ENDPOINTS -o OUT PROMPTS;  stats OUT ERRORS
+#
+# The prompt file is written whole (and atomically) before the first request,
+# so that after a crash or Ctrl-C it still lists every prompt, which is what
+# rerun-missing.sh and merge --prompts need. PROMPTS= (empty) streams instead:
+#
+#   extract DATASETS | dedup | infer -e ENDPOINTS -o OUT;  stats OUT ERRORS
 #
 # Usage:
 #   ENDPOINTS=127.0.0.1:30000-30007 pipelines/generate.sh data/0625/*.parquet
@@ -20,8 +26,8 @@
 #   OUT          generation records [gen.jsonl]
 #   ERRORS       error records of prompts that could not be answered
 #                [OUT with .jsonl replaced by .errors.jsonl]
-#   PROMPTS      also keep the deduplicated prompts here, for rerun-missing.sh
-#                and merge --prompts; empty: do not keep them
+#   PROMPTS      the deduplicated prompts, kept for rerun-missing.sh and
+#                merge --prompts; empty: stream them into infer, keeping none
 #                [OUT with .jsonl replaced by .prompts.jsonl]
 #   RESUME       1: continue OUT (infer --resume) instead of refusing to
 #                overwrite it [0]
@@ -60,12 +66,20 @@ done
 now_us() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then echo "${t/[.,]/}"; else echo "$(date +%s)000000"; fi; }
 start=$(now_us)
 status=0
-extract "${extract_args[@]}" "$@" |
-  dedup "${dedup_args[@]}" |
-  if [ -n "$PROMPTS" ]; then tee "$PROMPTS"; else cat; fi |
-  infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" ||
-  status=$?
+if [ -n "$PROMPTS" ]; then
+  extract "${extract_args[@]}" "$@" | dedup "${dedup_args[@]}" -o "$PROMPTS" || status=$?
+  # 3: records rejected, the rest kept; anything else: no prompt file.
+  if [ "$status" = 0 ] || [ "$status" = 3 ]; then
+    infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" "$PROMPTS" || status=$?
+  fi
+else
+  extract "${extract_args[@]}" "$@" |
+    dedup "${dedup_args[@]}" |
+    infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" ||
+    status=$?
+fi
 wall="$((($(now_us) - start) / 1000))ms"
+[ -e "$OUT" ] || exit "$status"
 
 files=("$OUT")
 [ -s "$ERRORS" ] && files+=("$ERRORS")

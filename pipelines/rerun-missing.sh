@@ -24,7 +24,8 @@
 #               error [OUT with .jsonl replaced by .errors.jsonl]
 #   RERUN       the new answers [OUT with .jsonl replaced by .rerun.jsonl]
 #   TODO        the latest to-do list [OUT with .jsonl replaced by .todo.jsonl]
-#   ROUNDS      how many times to answer the to-do list while it is not empty [1]
+#   ROUNDS      how many times to answer the to-do list while it is not empty;
+#               0 only merges and lists what is missing [1]
 #   INFER_ARGS  extra infer flags, split on white space []
 #   MERGE_ARGS  extra flags for every merge, e.g. '--drop-length' to rerun
 #               answers cut at the token limit, '--samples 4' for a run
@@ -75,7 +76,7 @@ for ((round = 1; ; round++)); do
     break
   fi
   if ((round > ROUNDS)); then
-    echo "rerun-missing.sh: $todo prompts still lack a good answer after $ROUNDS rounds: see $TODO and $ERRORS" >&2
+    echo "rerun-missing.sh: $todo prompts lack a good answer after $ROUNDS rounds: listed in $TODO, with their errors in $ERRORS" >&2
     status=3
     break
   fi

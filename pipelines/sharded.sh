@@ -6,7 +6,7 @@
 #
 #   shard -n SHARDS PROMPTS                                       # here
 #   infer -e ENDPOINTS -o shard-K.gen.jsonl shard-K.jsonl         # a job per shard, on HOSTS
-#   merge --prompts PROMPTS shard-*.gen.jsonl ... -o OUT; stats OUT
+#   merge --prompts PROMPTS shard-*.gen.jsonl ... -o OUT; stats OUT      # here
 #
 # Usage:
 #   SHARDS=4 pipelines/sharded.sh prompts.jsonl        # 4 jobs on this machine
@@ -22,8 +22,8 @@
 # shard to its host and the answers back (needs rsync on every host).
 #
 # Run it again after a failure: each shard's infer continues its output
-# (--resume) when WORK is shared; keep SHARDS the same. What still failed can
-# be rerun with rerun-missing.sh (PROMPTS=the prompt file, GEN=OUT).
+# (--resume) when WORK is shared (keep SHARDS the same); or answer what is
+# missing here with rerun-missing.sh (PROMPTS=prompts.jsonl, WORK/gen.jsonl).
 #
 # Variables (defaults in brackets):
 #   HOSTS       where jobs run, as parallel --sshlogin takes it: host names,
@@ -36,15 +36,18 @@
 #   TRANSFER    1: copy shards to the hosts and answers back [0]
 #   OUT         the merged generation records [WORK/gen.jsonl]
 #   ERRORS      the prompts without a good answer, with their last error
-#               [OUT with .jsonl replaced by .errors.jsonl]
+#               [OUT with .jsonl replaced by .errors.jsonl]; the prompts
+#               themselves are listed in OUT's .todo.jsonl, for rerun-missing.sh
 #   INFER_ARGS, MERGE_ARGS, STATS_ARGS, PARALLEL_ARGS
 #               extra flags, split on white space (e.g. PARALLEL_ARGS=
 #               '--sshloginfile hosts.txt'). TOKENMILL_* variables set here are
-#               passed on to every host (parallel --env) []
+#               passed on to every host (parallel --env). The merge and stats
+#               are rerun-missing.sh's with ROUNDS=0 []
 #   BIN         directory holding the binaries, the same on every host [PATH]
 #
-# Exit status: 0, or parallel's (the number of shards whose infer failed or
-# left failed prompts) when that is not 0; the merge runs either way.
+# Exit status: parallel's when not 0 (the number of shards whose infer failed
+# or left failed prompts), else 3 if prompts lack a good answer, else 0. The
+# merge runs either way.
 set -euo pipefail
 
 [ -n "${BIN:-}" ] && BIN=$(cd "$BIN" && pwd) && PATH="$BIN:$PATH"
@@ -55,8 +58,6 @@ ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
 WORK=${WORK:-sharded}
 TRANSFER=${TRANSFER:-0}
 read -ra infer_args <<<"${INFER_ARGS:-}"
-read -ra merge_args <<<"${MERGE_ARGS:-}"
-read -ra stats_args <<<"${STATS_ARGS:-}"
 read -ra parallel_args <<<"${PARALLEL_ARGS:-}"
 
 if [ $# != 1 ]; then
@@ -103,13 +104,17 @@ parallel --sshlogin "$HOSTS" -j "$JOBS" --tag --line-buffer --halt never \
   "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}" || status=$?
 [ "$status" = 0 ] || echo "sharded.sh: $status of $SHARDS shard jobs failed or left failed prompts; merging what there is" >&2
 
-gens=() errs=()
+files=()
 for ((k = 0; k < SHARDS; k++)); do
-  [ -e "$WORK/shard-$k.gen.jsonl" ] && gens+=("$WORK/shard-$k.gen.jsonl")
-  [ -e "$WORK/shard-$k.errors.jsonl" ] && errs+=("$WORK/shard-$k.errors.jsonl")
+  for f in "$WORK/shard-$k.gen.jsonl" "$WORK/shard-$k.errors.jsonl"; do
+    if [ -e "$f" ]; then files+=("$f"); fi
+  done
 done
-merge --prompts "$prompts" --force -o "$OUT" --errors "$ERRORS" "${merge_args[@]}" "${gens[@]}" "${errs[@]}" </dev/null
-files=("$OUT")
-[ -s "$ERRORS" ] && files+=("$ERRORS")
-stats "${stats_args[@]}" "${files[@]}"
+if [ ${#files[@]} = 0 ]; then
+  echo "sharded.sh: no shard job wrote anything: see the jobs' messages above" >&2
+  exit 1
+fi
+# rerun-missing.sh with no rounds: merge, list what lacks an answer, stats.
+PROMPTS=$prompts OUT=$OUT ERRORS=$ERRORS ROUNDS=0 bash "$(dirname "$0")/rerun-missing.sh" "${files[@]}" ||
+  { s=$?; [ "$status" != 0 ] || status=$s; }
 exit "$status"

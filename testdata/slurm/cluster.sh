@@ -6,7 +6,10 @@
 #
 #   testdata/slurm/cluster.sh start DIR   # prints: export SLURM_CONF=DIR/slurm.conf
 #   testdata/slurm/cluster.sh stop DIR
-set -euo pipefail
+#
+# SLURM_TEST_PORT (default 16817) is slurmctld's port; slurmd takes the next.
+# A start that fails stops whatever it had started.
+set -eEuo pipefail
 
 cmd=${1:?usage: cluster.sh start|stop DIR}
 dir=$(realpath -m "${2:?usage: cluster.sh start|stop DIR}")
@@ -31,6 +34,7 @@ stop() {
 }
 
 start() {
+  trap 'echo "cluster.sh: start failed; stopping what it started (logs in $dir)" >&2; stop' ERR
   mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
   chmod 700 "$dir/munge"
   head -c 1024 /dev/urandom > "$dir/munge/munge.key"
@@ -82,6 +86,7 @@ CONF
   echo "cluster.sh: the node did not become idle within 20 s; logs in $dir" >&2
   sinfo >&2 || true
   tail -5 "$dir/slurmctld.log" "$dir/slurmd.log" >&2 || true
+  trap - ERR
   stop
   return 1
 }

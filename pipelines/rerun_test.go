@@ -1,0 +1,103 @@
+package pipelines_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A run on a failing fleet leaves prompts unanswered; rerun-missing.sh
+// lists exactly those, keeps every answer there was byte for byte, says
+// (exit 3) when a round could not finish them, and ends with every prompt
+// answered once the fleet works again.
+func TestRerunMissing(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(repoRoot, demoData)
+	// No retries, no endpoint taken out of service: a failure is final.
+	noRetry := "INFER_ARGS=--max-tokens " + maxTokens + " --retries 0 --eject-after 1000000"
+	gen, kept := filepath.Join(dir, "gen.jsonl"), filepath.Join(dir, "gen.prompts.jsonl")
+	final, todo, finalErrors := filepath.Join(dir, "final.jsonl"), filepath.Join(dir, "final.todo.jsonl"), filepath.Join(dir, "final.errors.jsonl")
+
+	// Endpoint 0 answers 500 to everything, the others abort a tenth.
+	flaky := startFleet(t, 3, "--time-scale", "500", "--abort-rate", "0.1", "--fault", "0=fail-rate:1,abort-rate:0")
+	p := script(t, 2*time.Minute, dir, scriptEnv("ENDPOINTS="+flaky, "EXTRACT_ARGS=--limit 300", noRetry), "generate.sh", data)
+	p.must(t, 3)
+	ids := keys(readRecords(t, kept))
+	first := readRecords(t, gen)
+	answered := goodIDs(first)
+	missing := without(ids, answered)
+	if len(missing) == 0 || len(answered) == 0 {
+		t.Fatalf("the flaky run answered %d of %d prompts: the test needs some of each", len(answered), len(ids))
+	}
+	// infer's own accounting: every prompt is answered or in the errors file.
+	assertEachOnce(t, "answers and errors of the flaky run",
+		append(keys(first), keys(readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))...), ids)
+
+	t.Run("a round on a fleet that fails everything", func(t *testing.T) {
+		down := startFleet(t, 2, "--time-scale", "500", "--fail-rate", "1")
+		p := script(t, time.Minute, dir, scriptEnv("ENDPOINTS="+down, "PROMPTS="+kept, noRetry), "rerun-missing.sh", gen)
+		p.must(t, 3)
+		assertEachOnce(t, "the to-do list", keys(readRecords(t, todo)), missing)
+		assertEachOnce(t, "the merged errors", keys(readRecords(t, finalErrors)), missing)
+		assertEachOnce(t, "the merged answers", keys(readRecords(t, final)), answered)
+		assertLinesKept(t, first, readRecords(t, final))
+	})
+
+	t.Run("rounds on a fleet that fails a third", func(t *testing.T) {
+		healthy := startFleet(t, 2, "--time-scale", "500")
+		ref := reference(t, healthy) // llmsim's answers are a function of the prompt
+		flakier := startFleet(t, 3, "--time-scale", "500", "--fail-rate", "0.3")
+		// 20 rounds: a prompt still failing after them has odds of 0.3^20.
+		p := script(t, 2*time.Minute, dir, scriptEnv("ENDPOINTS="+flakier, "PROMPTS="+kept, "ROUNDS=20", noRetry), "rerun-missing.sh", gen)
+		p.must(t, 0)
+		assertSameAnswers(t, final, ref)
+		assertLinesKept(t, first, readRecords(t, final))
+		if n := len(readRecords(t, todo)); n != 0 {
+			t.Errorf("the to-do list still holds %d prompts", n)
+		}
+		if n := len(readRecords(t, finalErrors)); n != 0 {
+			t.Errorf("the merged errors hold %d records", n)
+		}
+		// Once everything is answered, a rerun asks for nothing.
+		p = script(t, time.Minute, dir, scriptEnv("ENDPOINTS="+flakier, "PROMPTS="+kept, noRetry), "rerun-missing.sh", gen)
+		p.must(t, 0)
+		assertSameAnswers(t, final, ref)
+	})
+}
+
+// goodIDs are the ids of records with a stop or length answer.
+func goodIDs(recs []record) []string {
+	var ids []string
+	for _, r := range recs {
+		if r.Output != nil && (r.Output.FinishReason == "stop" || r.Output.FinishReason == "length") {
+			ids = append(ids, r.key())
+		}
+	}
+	return ids
+}
+
+func without(all, some []string) []string {
+	var out []string
+	for _, s := range all {
+		if !slices.Contains(some, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// assertLinesKept fails unless every good answer of before is in after
+// byte for byte.
+func assertLinesKept(t *testing.T, before, after []record) {
+	t.Helper()
+	lines := map[string]string{}
+	for _, r := range after {
+		lines[r.key()] = r.raw
+	}
+	for _, r := range before {
+		if r.Output != nil && (r.Output.FinishReason == "stop" || r.Output.FinishReason == "length") && lines[r.key()] != r.raw {
+			t.Fatalf("the answer to %s changed:\n%.200s\nbecame\n%.200s", r.key(), r.raw, lines[r.key()])
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package pipelines_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// requireTools skips the test, saying why, when a program it drives is not
+// installed.
+func requireTools(t *testing.T, why string, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: %s (Debian: apt-get install %s; .ci/run installs it)", tool, why, debianPackage(tool))
+		}
+	}
+}
+
+func debianPackage(tool string) string {
+	switch tool {
+	case "sbatch", "squeue", "scontrol", "slurmctld", "slurmd":
+		return "slurm-wlm"
+	case "munged":
+		return "munge"
+	}
+	return tool
+}
+
+// Shard files, per-shard answers and the merge: whether the jobs run in
+// local slots or on hosts reached over ssh (fake-ssh.sh stands in for ssh,
+// each host a directory with its own home, environment and files), the
+// merged answers are those of the single-machine run.
+func TestSharded(t *testing.T) {
+	requireTools(t, "sharded.sh runs its jobs with GNU parallel", "parallel")
+	endpoints := startFleet(t, 4, "--time-scale", "500")
+	ref := reference(t, endpoints)
+	ids := keys(readRecords(t, prompts))
+	fakeSSH := filepath.Join(repoRoot, "testdata", "pipelines", "fake-ssh.sh")
+
+	for _, tc := range []struct {
+		name   string
+		shards int
+		vars   []string
+		hosts  []string // fake hosts the jobs must have run on
+	}{
+		{name: "local job slots", shards: 4, vars: []string{"INFER_ARGS=--max-tokens " + maxTokens}},
+		{name: "hosts over ssh, shared WORK", shards: 3, hosts: []string{"h1", "h2"},
+			// TOKENMILL_* reaches the hosts only through parallel --env.
+			vars: []string{"HOSTS=h1,h2", "PARALLEL_ARGS=--ssh " + fakeSSH, "TOKENMILL_INFER_MAX_TOKENS=" + maxTokens}},
+		{name: "hosts over ssh, TRANSFER=1", shards: 5, hosts: []string{"h1", "h2", "h3"},
+			vars: []string{"HOSTS=h1,h2,h3", "TRANSFER=1", "PARALLEL_ARGS=--ssh " + fakeSSH, "TOKENMILL_INFER_MAX_TOKENS=" + maxTokens}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.name, "TRANSFER") {
+				requireTools(t, "TRANSFER=1 copies shards and answers with parallel's rsync", "rsync")
+			}
+			dir := t.TempDir()
+			work, fakeHosts := filepath.Join(dir, "work"), filepath.Join(dir, "hosts")
+			env := scriptEnv(append([]string{"ENDPOINTS=" + endpoints, "WORK=" + work, "FAKE_HOSTS=" + fakeHosts,
+				fmt.Sprintf("SHARDS=%d", tc.shards)}, tc.vars...)...)
+			p := script(t, 2*time.Minute, dir, env, "sharded.sh", prompts)
+			p.must(t, 0)
+			out := filepath.Join(work, "gen.jsonl")
+			assertSameAnswers(t, out, ref)
+
+			var shardIDs, genIDs []string
+			for k := range tc.shards {
+				shardIDs = append(shardIDs, keys(readRecords(t, filepath.Join(work, fmt.Sprintf("shard-%d.jsonl", k))))...)
+				genIDs = append(genIDs, keys(readRecords(t, filepath.Join(work, fmt.Sprintf("shard-%d.gen.jsonl", k))))...)
+			}
+			assertEachOnce(t, "the shards", shardIDs, ids)
+			assertEachOnce(t, "the shards' answers", genIDs, ids)
+			if tc.hosts != nil {
+				assertRanOn(t, fakeHosts, tc.hosts)
+			}
+
+			// A second run finds every shard done: nothing is asked again.
+			before, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(tc.name, "TRANSFER") {
+				return // each job starts afresh on its host
+			}
+			p = script(t, 2*time.Minute, dir, env, "sharded.sh", prompts)
+			p.must(t, 0)
+			assertUnchanged(t, out, before)
+			var again []string
+			for k := range tc.shards {
+				again = append(again, keys(readRecords(t, filepath.Join(work, fmt.Sprintf("shard-%d.gen.jsonl", k))))...)
+			}
+			assertEachOnce(t, "the shards' answers after a second run", again, ids)
+		})
+	}
+}
+
+// assertRanOn checks that infer ran on every fake host through ssh and that
+// parallel left nothing behind in their homes.
+func assertRanOn(t *testing.T, fakeHosts string, hosts []string) {
+	t.Helper()
+	log, err := os.ReadFile(filepath.Join(fakeHosts, "ssh.log"))
+	if err != nil {
+		t.Fatalf("no job went through ssh: %v", err)
+	}
+	ran := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		host, cmd, _ := strings.Cut(line, " ")
+		if strings.Contains(cmd, "perl") { // parallel's job wrapper
+			ran[host]++
+		}
+	}
+	for _, h := range hosts {
+		if ran[h] == 0 {
+			t.Errorf("no job ran on %s:\n%s", h, log)
+		}
+		var left []string
+		filepath.WalkDir(filepath.Join(fakeHosts, h), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				left = append(left, path)
+			}
+			return nil
+		})
+		if len(left) > 0 {
+			t.Errorf("files left on %s: %q", h, left)
+		}
+	}
+}
