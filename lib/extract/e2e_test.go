@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	stdjson "encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -31,7 +29,6 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
 	// The binary runs see no TOKENMILL_ variables but the ones a test gives.
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "TOKENMILL_") {
@@ -848,12 +845,8 @@ func TestWriteFailure(t *testing.T) {
 	defer full.Close()
 	cmd := testbin.Command("extract", filepath.Join(realData, "alpaca_en_demo.json"))
 	cmd.Stdout = full
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err = cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "no space") {
-		t.Errorf("writing to a full disk: %v, stderr:\n%s", err, stderr.String())
+	if r := testbin.Exec(t, cmd); r.Code != 1 || !strings.Contains(r.Stderr, "no space") {
+		t.Errorf("writing to a full disk: exit %d, stderr:\n%s", r.Code, r.Stderr)
 	}
 }
 

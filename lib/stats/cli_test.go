@@ -73,11 +73,11 @@ func TestCLIJSONPipeline(t *testing.T) {
 		t.Skip("jq is not installed")
 	}
 	cmd := exec.Command("sh", "-c", fmt.Sprintf("%s --json %s | %s -c '[.endpoints[].endpoint]'", testbin.Path("stats"), filepath.Join(testdata, "mixed.jsonl"), jq))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v: %s", err, out)
+	r := testbin.Exec(t, cmd)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	if got, want := strings.TrimSpace(string(out)), `["(none)","http://127.0.0.1:30000","http://127.0.0.1:30001"]`; got != want {
+	if got, want := strings.TrimSpace(string(r.Stdout)), `["(none)","http://127.0.0.1:30000","http://127.0.0.1:30001"]`; got != want {
 		t.Errorf("endpoints %s, want %s", got, want)
 	}
 }

@@ -5,7 +5,6 @@ package testbin
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -74,20 +73,45 @@ const Timeout = 2 * time.Minute
 // args. It fails the test if the binary cannot start or runs past Timeout.
 func Run(t testing.TB, workdir string, stdin io.Reader, env []string, name string, args ...string) Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, Path(name), args...)
+	cmd := Command(name, args...)
 	cmd.Dir = workdir
 	if stdin == nil {
 		stdin = bytes.NewReader(nil)
 	}
 	cmd.Stdin = stdin
 	cmd.Env = append(os.Environ(), env...)
+	return Exec(t, cmd)
+}
+
+// Exec runs a prepared command, such as a shell pipeline around the built
+// binaries, as Run does: bounded by Timeout, its stdout and stderr
+// collected unless cmd already sends them elsewhere.
+func Exec(t testing.TB, cmd *exec.Cmd) Result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s %v did not finish within %v; stderr:\n%s", name, args, Timeout, stderr.String())
+	if cmd.Stdout == nil {
+		cmd.Stdout = &stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = &stderr
+	}
+	// Once a killed shell is gone, its children may still hold the pipes.
+	cmd.WaitDelay = 10 * time.Second
+	name := filepath.Base(cmd.Path)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timeout := time.NewTimer(Timeout)
+	defer timeout.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-timeout.C:
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s %q did not finish within %v; stderr:\n%s", name, cmd.Args[1:], Timeout, stderr.String())
 	}
 	return Result{Code: exitCode(t, name, err), Stdout: stdout.Bytes(), Stderr: stderr.String()}
 }
