@@ -1,37 +1,16 @@
 package merge
 
 import (
-	"bytes"
-	"errors"
-	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"tokenmill/lib/testbin"
 )
 
-// mergeBinary is the real merge executable, built once for the CLI tests.
-var mergeBinary string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "merge-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	mergeBinary = filepath.Join(dir, "merge")
-	if out, err := exec.Command("go", "build", "-o", mergeBinary, "tokenmill/cmd/merge").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building merge: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "merge") }
 
 // goldenStdout is the records part of a golden file.
 func goldenStdout(t *testing.T, name string) string {
@@ -79,23 +58,15 @@ func TestBinary(t *testing.T) {
 			work := t.TempDir()
 			cmd := exec.Command("bash", "-c", "set -o pipefail; "+tt.script)
 			cmd.Dir = work
-			cmd.Env = append(os.Environ(), "D="+data, "W="+work, "PATH="+filepath.Dir(mergeBinary)+":"+os.Getenv("PATH"))
+			cmd.Env = append(os.Environ(), "D="+data, "W="+work, "PATH="+filepath.Dir(testbin.Path("merge"))+":"+os.Getenv("PATH"))
 			cmd.Env = append(cmd.Env, tt.env...)
-			var out, errb bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errb
-			err := cmd.Run()
-			code := 0
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				code = exit.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			r := testbin.Exec(t, cmd)
+			code, stdout, stderr := r.Code, string(r.Stdout), r.Stderr
 			if code != tt.code {
-				t.Errorf("exit %d, want %d\n%s", code, tt.code, errb.String())
+				t.Errorf("exit %d, want %d\n%s", code, tt.code, stderr)
 			}
-			if !strings.Contains(errb.String(), tt.stderr) {
-				t.Errorf("stderr lacks %q:\n%s", tt.stderr, errb.String())
+			if !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.stderr, stderr)
 			}
 			if tt.file != "" {
 				got, err := os.ReadFile(filepath.Join(work, tt.file))
@@ -104,11 +75,11 @@ func TestBinary(t *testing.T) {
 				}
 			}
 			for _, want := range tt.stdoutHas {
-				if !strings.Contains(out.String(), want) {
+				if !strings.Contains(stdout, want) {
 					t.Errorf("stdout lacks %q", want)
 				}
 			}
-			for _, l := range splitLines(out.String()) {
+			for _, l := range splitLines(stdout) {
 				if !strings.Contains(l, tt.eachLine) {
 					t.Errorf("stdout line lacks %q: %s", tt.eachLine, l)
 				}

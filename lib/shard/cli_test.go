@@ -1,58 +1,15 @@
 package shard
 
 import (
-	"bytes"
-	"errors"
-	"flag"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"tokenmill/lib/testbin"
 )
 
-// binary is the real shard executable, built once for the CLI tests.
-var binary string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "shard-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "shard")
-	build := exec.Command("go", "build", "-o", binary, "tokenmill/cmd/shard")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building shard: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// runBinary runs the built tool with stdin and extra environment.
-func runBinary(t *testing.T, dir, stdin string, env []string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(stdin)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		t.Fatalf("running shard: %v", err)
-	}
-	return code, out.String(), errb.String()
-}
+func TestMain(m *testing.M) { testbin.Main(m, "shard") }
 
 func TestBinary(t *testing.T) {
 	input := strings.Join(syntheticInput(40), "\n") + "\n"
@@ -88,7 +45,8 @@ func TestBinary(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			code, stdout, stderr := runBinary(t, dir, tt.stdin, tt.env, tt.args...)
+			r := testbin.Run(t, dir, strings.NewReader(tt.stdin), tt.env, "shard", tt.args...)
+			code, stdout, stderr := r.Code, string(r.Stdout), r.Stderr
 			if code != tt.code {
 				t.Errorf("exit %d, want %d\nstderr:\n%s", code, tt.code, stderr)
 			}
