@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,28 +12,13 @@ import (
 	"time"
 
 	"tokenmill/lib/llmsim"
+	"tokenmill/lib/testbin"
 )
 
-var bin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "llmsim-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = filepath.Join(dir, "llmsim")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building llmsim: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "llmsim") }
 
 // waitForFile polls for the ready file, failing after a bound.
-func waitForFile(t *testing.T, path string, exited <-chan error) []byte {
+func waitForFile(t *testing.T, path string, p *testbin.Proc) []byte {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -45,8 +26,9 @@ func waitForFile(t *testing.T, path string, exited <-chan error) []byte {
 			return b
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("llmsim exited before it was ready: %v", err)
+		case <-p.Done():
+			r := p.Wait(t, 0)
+			t.Fatalf("llmsim exited before it was ready: exit %d\n%s", r.Code, r.Stderr)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -58,17 +40,8 @@ func waitForFile(t *testing.T, path string, exited <-chan error) []byte {
 
 func TestServeThenSIGTERM(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "urls")
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--time-scale", "1000", "--ready-file", ready)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-
-	urls := strings.Fields(string(waitForFile(t, ready, exited)))
+	p := testbin.Start(t, "llmsim", "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--time-scale", "1000", "--ready-file", ready)
+	urls := strings.Fields(string(waitForFile(t, ready, p)))
 	if len(urls) != 2 {
 		t.Fatalf("ready file lists %d URLs: %q", len(urls), urls)
 	}
@@ -91,17 +64,12 @@ func TestServeThenSIGTERM(t *testing.T) {
 		}
 	}
 
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-			t.Fatalf("after SIGTERM: %v, want exit 130\n%s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("llmsim did not exit after SIGTERM")
+	p.Signal(t, syscall.SIGTERM)
+	r := p.Wait(t, 15*time.Second)
+	if r.Code != 130 {
+		t.Fatalf("after SIGTERM: exit %d, want 130\n%s", r.Code, r.Stderr)
 	}
-	log := stderr.String()
+	log := r.Stderr
 	for _, u := range urls {
 		if !strings.Contains(log, "llmsim: listening on "+u+"\n") {
 			t.Errorf("stderr lacks the listening line for %s:\n%s", u, log)
@@ -118,12 +86,12 @@ func TestServeThenSIGTERM(t *testing.T) {
 }
 
 func TestHelpShowsExamples(t *testing.T) {
-	out, err := exec.Command(bin, "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("--help: %v", err)
+	r := testbin.Run(t, "", nil, nil, "llmsim", "--help")
+	if r.Code != 0 {
+		t.Fatalf("--help: exit %d\n%s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{"llmsim --listen 127.0.0.1:30000-30007 --time-scale 20", "--fault", "--max-queued", "--ready-file"} {
-		if !bytes.Contains(out, []byte(want)) {
+		if !bytes.Contains(r.Stdout, []byte(want)) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
@@ -140,12 +108,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--no-such-flag"},
 	}
 	for _, args := range cases {
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-			t.Errorf("llmsim %q: %v, want exit 2", args, err)
+		if r := testbin.Run(t, "", nil, nil, "llmsim", args...); r.Code != 2 {
+			t.Errorf("llmsim %q: exit %d, want 2", args, r.Code)
 		}
 	}
 }
@@ -153,17 +117,9 @@ func TestUsageErrors(t *testing.T) {
 // A port already taken is a runtime failure (exit 1), reported on stderr.
 func TestListenFailure(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "urls")
-	first := exec.Command(bin, "--listen", "127.0.0.1:0", "--ready-file", ready)
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- first.Wait() }()
-	defer first.Process.Kill()
-	addr := strings.TrimPrefix(strings.TrimSpace(string(waitForFile(t, ready, exited))), "http://")
-	out, err := exec.Command(bin, "--listen", addr).CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "address already in use") {
-		t.Errorf("second llmsim on %s: %v\n%s", addr, err, out)
+	first := testbin.Start(t, "llmsim", "--listen", "127.0.0.1:0", "--ready-file", ready)
+	addr := strings.TrimPrefix(strings.TrimSpace(string(waitForFile(t, ready, first))), "http://")
+	if r := testbin.Run(t, "", nil, nil, "llmsim", "--listen", addr); r.Code != 1 || !strings.Contains(r.Stderr, "address already in use") {
+		t.Errorf("second llmsim on %s: exit %d\n%s", addr, r.Code, r.Stderr)
 	}
 }

@@ -213,15 +213,22 @@ func (p *Proc) WaitFor(t testing.TB, within time.Duration, pattern string) strin
 }
 
 // Wait waits for the binary to exit and returns what it produced. It
-// kills the binary and fails the test if it runs on past the bound.
+// kills the binary and fails the test if it runs on past the bound; with
+// a bound of 0 it returns at once for a binary that has exited.
 func (p *Proc) Wait(t testing.TB, within time.Duration) Result {
 	t.Helper()
+	bound := time.NewTimer(within)
+	defer bound.Stop()
 	select {
 	case <-p.done:
-	case <-time.After(within):
-		p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("%s did not exit within %v; stderr:\n%s", p.name, within, p.stderr.text)
+	case <-bound.C:
+		select {
+		case <-p.done: // just in time
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+			t.Fatalf("%s did not exit within %v; stderr:\n%s", p.name, within, p.stderr.text)
+		}
 	}
 	return Result{Code: exitCode(t, p.name, p.err), Stdout: p.stdout.Bytes(), Stderr: string(p.stderr.text)}
 }
