@@ -49,7 +49,7 @@ func assertStopped(t *testing.T, dir string, base int) {
 
 func TestDemo(t *testing.T) {
 	base, dir := freePorts(t, 8), t.TempDir()
-	p := script(t, 3*time.Minute, repoRoot, demoEnv(base, dir, "DEMO_TIME_SCALE=1000", "INFER_ARGS=--max-tokens "+maxTokens), "demo.sh")
+	p := script(t, 3*time.Minute, repoRoot, demoEnv(base, dir, "DEMO_TIME_SCALE=1000"), "demo.sh")
 	p.must(t, 0)
 	assertStopped(t, dir, base)
 
@@ -65,6 +65,7 @@ func TestDemo(t *testing.T) {
 	if headline := fmt.Sprintf("%d records from 1 input", len(want)); !strings.Contains(strings.ReplaceAll(out, ",", ""), headline) {
 		t.Errorf("stdout lacks the stats headline %q:\n%s", headline, tail(out, 20))
 	}
+	assertFinishTable(t, out, filepath.Join(dir, "gen.jsonl"))
 	for port := base; port < base+8; port++ {
 		if url := fmt.Sprintf("http://127.0.0.1:%d", port); !strings.Contains(out, url) {
 			t.Errorf("the stats name no endpoint %s:\n%s", url, tail(out, 20))

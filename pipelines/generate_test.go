@@ -38,6 +38,7 @@ func TestGenerate(t *testing.T) {
 	if headline := fmt.Sprintf("%d records from 1 input", len(ids)); !strings.Contains(p.stdout.String(), headline) {
 		t.Errorf("stdout lacks the stats headline %q:\n%s", headline, tail(p.stdout.String(), 20))
 	}
+	assertFinishTable(t, p.stdout.String(), gen)
 	before, err := os.ReadFile(gen)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -447,4 +448,31 @@ func lineCount(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return bytes.Count(b, []byte("\n"))
+}
+
+// assertFinishTable fails unless the stats report in out counts each
+// finish_reason of the answers in gen as gen holds them.
+func assertFinishTable(t *testing.T, out, gen string) {
+	t.Helper()
+	count := map[string]int{}
+	for _, r := range readRecords(t, gen) {
+		if r.Output != nil {
+			count[r.Output.FinishReason]++
+		}
+	}
+	for reason, n := range count {
+		row := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(reason) + `\s+` + thousands(n) + `\s`)
+		if !row.MatchString(out) {
+			t.Errorf("the stats do not count %d answers finished %q:\n%s", n, reason, tail(out, 40))
+		}
+	}
+}
+
+// thousands formats n as the stats tables do: 1,189.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
