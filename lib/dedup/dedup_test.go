@@ -15,17 +15,15 @@ import (
 	"tokenmill/lib/corpus"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
+	"tokenmill/lib/testbin"
 )
 
 const realData = "../../../shared/data/real"
 
 // runDedup runs the command in-process on stdin with args.
 func runDedup(t testing.TB, stdin []byte, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	env := &cli.Env{Name: "dedup", Stdin: bytes.NewReader(stdin), Stdout: &out, Stderr: &errb}
-	code = cli.Run(context.Background(), env, Description, &Command{}, args)
-	return code, out.String(), errb.String()
+	r := testbin.InProcess(context.Background(), "dedup", Description, &Command{}, bytes.NewReader(stdin), args...)
+	return r.Code, string(r.Stdout), r.Stderr
 }
 
 // fastchatPrompts converts the FastChat conversations to prompt records the

@@ -3,7 +3,6 @@ package merge
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
+	"tokenmill/lib/testbin"
 )
 
 // badLines are answer-file lines merge must reject, with the reason.
@@ -202,7 +202,7 @@ func TestInterrupt(t *testing.T) {
 			os.Mkdir(tmp, 0o755)
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			in := &cancelAfter{data: data, after: len(data) / 2, cancel: cancel}
+			in := &testbin.InterruptingReader{Data: data, After: len(data) / 2, Cancel: cancel}
 			out := filepath.Join(dir, "out.jsonl")
 			code, _, stderr := runMerge(t, ctx, in, "--memory", memory, "--temp-dir", tmp, "-o", out)
 			if code != cli.ExitInterrupted {
@@ -216,25 +216,4 @@ func TestInterrupt(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cancelAfter serves data and interrupts the run, as SIGINT would, once
-// part of it is read.
-type cancelAfter struct {
-	data   []byte
-	after  int
-	cancel context.CancelCauseFunc
-	served int
-}
-
-func (r *cancelAfter) Read(p []byte) (int, error) {
-	if r.served >= len(r.data) {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), 4096)], r.data[r.served:])
-	r.served += n
-	if r.served >= r.after {
-		r.cancel(cli.ErrInterrupted)
-	}
-	return n, nil
 }

@@ -1,7 +1,6 @@
 package merge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -13,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/cli"
+	"tokenmill/lib/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/merge")
@@ -22,14 +21,8 @@ const testdataDir = "../../testdata/merge"
 
 // runMerge runs the command in process, as the binary would.
 func runMerge(t testing.TB, ctx context.Context, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	if stdin == nil {
-		stdin = strings.NewReader("")
-	}
-	env := &cli.Env{Name: "merge", Stdin: stdin, Stdout: &out, Stderr: &errb}
-	code = cli.Run(ctx, env, Description, &Command{}, args)
-	return code, out.String(), errb.String()
+	r := testbin.InProcess(ctx, "merge", Description, &Command{}, stdin, args...)
+	return r.Code, string(r.Stdout), r.Stderr
 }
 
 func td(name string) string { return filepath.Join(testdataDir, name) }

@@ -20,6 +20,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
+	"tokenmill/lib/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/shard")
@@ -28,14 +29,8 @@ const testdataDir = "../../testdata/shard"
 
 // runShard runs the command in process, as the binary would.
 func runShard(t testing.TB, ctx context.Context, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	if stdin == nil {
-		stdin = strings.NewReader("")
-	}
-	env := &cli.Env{Name: "shard", Stdin: stdin, Stdout: &out, Stderr: &errb}
-	code = cli.Run(ctx, env, Description, &Command{}, args)
-	return code, out.String(), errb.String()
+	r := testbin.InProcess(ctx, "shard", Description, &Command{}, stdin, args...)
+	return r.Code, string(r.Stdout), r.Stderr
 }
 
 // readLines returns the records of a shard file, decompressing by name.
@@ -460,27 +455,6 @@ func TestOverwrite(t *testing.T) {
 	}
 }
 
-// interruptingReader serves an input and interrupts the run, as SIGINT
-// would, once part of it has been read.
-type interruptingReader struct {
-	data   []byte
-	after  int
-	cancel context.CancelCauseFunc
-	served int
-}
-
-func (r *interruptingReader) Read(p []byte) (int, error) {
-	if r.served >= len(r.data) {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), 4096)], r.data[r.served:])
-	r.served += n
-	if r.served >= r.after {
-		r.cancel(cli.ErrInterrupted)
-	}
-	return n, nil
-}
-
 // TestInterrupt: an interrupted split exits 130 and leaves no shard file
 // that could pass for complete (with --by lines, only full parts).
 func TestInterrupt(t *testing.T) {
@@ -491,7 +465,7 @@ func TestInterrupt(t *testing.T) {
 			dir := t.TempDir()
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			in := &interruptingReader{data: data, after: len(data) / 4, cancel: cancel}
+			in := &testbin.InterruptingReader{Data: data, After: len(data) / 4, Cancel: cancel}
 			code, _, stderr := runShard(t, ctx, in, append(args, "-o", filepath.Join(dir, "p-{i}.jsonl"))...)
 			if code != cli.ExitInterrupted {
 				t.Fatalf("exit %d, want %d\n%s", code, cli.ExitInterrupted, stderr)

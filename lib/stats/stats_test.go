@@ -20,6 +20,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
+	"tokenmill/lib/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/stats")
@@ -32,11 +33,8 @@ const (
 // run runs the stats command in-process and returns its exit code and
 // output.
 func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	env := &cli.Env{Name: "stats", Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut}
-	code = cli.Run(context.Background(), env, Description, &Command{}, args)
-	return code, out.String(), errOut.String()
+	r := testbin.InProcess(context.Background(), "stats", Description, &Command{}, strings.NewReader(stdin), args...)
+	return r.Code, string(r.Stdout), r.Stderr
 }
 
 // runJSON runs stats --json and decodes the report.

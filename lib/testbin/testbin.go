@@ -1,6 +1,8 @@
 // Package testbin builds tokenmill's real binaries for tests and runs them,
 // so that CLI tests exercise exactly what users run: flag parsing, the exit
-// code mapping, signal handling and the buffered stdout.
+// code mapping, signal handling and the buffered stdout. InProcess runs a
+// command the same way without a build, for tests that cancel it or run it
+// many times.
 package testbin
 
 import (
@@ -201,7 +203,7 @@ func (p *Proc) WaitFor(t testing.TB, within time.Duration, pattern string) strin
 			}
 		}
 		if exited {
-			t.Fatalf("%s exited (%v) before a stderr line matching %q; stderr:\n%s", p.name, p.err, pattern, text)
+			t.Fatalf("%s exited (%v) before a stderr line matching %q; stderr:\n%s", p.name, p.cmd.ProcessState, pattern, text)
 		}
 		select {
 		case <-grew:
