@@ -106,7 +106,13 @@ type proc struct {
 func startScript(t *testing.T, dir string, env []string, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
-	p.cmd = exec.Command("bash", append([]string{filepath.Join(repoRoot, "pipelines", name)}, args...)...)
+	// Named relative to dir, as users run them: the scripts must find
+	// their neighbours and files whatever their $0 looks like.
+	path := filepath.Join(repoRoot, "pipelines", name)
+	if rel, err := filepath.Rel(dir, path); err == nil {
+		path = rel
+	}
+	p.cmd = exec.Command("bash", append([]string{path}, args...)...)
 	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

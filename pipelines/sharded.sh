@@ -88,10 +88,10 @@ done
 job="$(printf '%q ' "$infer" --endpoints "$ENDPOINTS" --resume "${infer_args[@]}")-o {.}.gen.jsonl --errors {.}.errors.jsonl {}"
 shards=()
 if [ "$TRANSFER" = 1 ]; then
-  # Names relative to WORK: parallel copies {} into a scratch directory on
-  # the host, runs the job there and brings both outputs back beside it
-  # (the errors file made empty when infer wrote none, so that rsync finds it).
-  cd "$WORK"
+  # Names relative to WORK (parallel runs in it): each shard is copied into
+  # a scratch directory on its host, the job runs there and both outputs
+  # come back beside the shard (the errors file made empty when infer wrote
+  # none, so that rsync finds it).
   for ((k = 0; k < SHARDS; k++)); do shards+=("shard-$k.jsonl"); done
   job="$job; s=\$?; touch {.}.errors.jsonl; exit \$s"
   parallel_args+=(--workdir ... --transferfile {} --return {.}.gen.jsonl --return {.}.errors.jsonl --cleanup)
@@ -100,8 +100,8 @@ else
 fi
 
 status=0
-parallel --sshlogin "$HOSTS" -j "$JOBS" --tag --line-buffer --halt never \
-  "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}" || status=$?
+(cd "$WORK" && parallel --sshlogin "$HOSTS" -j "$JOBS" --tag --line-buffer --halt never \
+  "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}") || status=$?
 [ "$status" = 0 ] || echo "sharded.sh: $status of $SHARDS shard jobs failed or left failed prompts; merging what there is" >&2
 
 files=()

@@ -102,6 +102,7 @@ func (c *slurmCluster) logs(dir string) string {
 // merge as a job that depends on the array, on a cluster of one node. The
 // merged answers are those of the single-machine run.
 func TestSlurmArray(t *testing.T) {
+	t.Parallel() // mostly waiting on the scheduler
 	cluster := startSlurm(t)
 	endpoints := startFleet(t, 4, "--time-scale", "500")
 	ref := reference(t, endpoints)
