@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,29 +14,23 @@ import (
 	"tokenmill/lib/llmsim"
 )
 
-// stub is a test-local server for the two things the simulator does not
-// show: the headers a request carried, and whether a hung request's
-// connection was closed by the client.
+// stub is a test-local server that counts the connections of hung
+// requests still open and those closed by the client.
 type stub struct {
 	url        string
-	mu         sync.Mutex
-	auth       map[string]int // Authorization header -> requests
 	hangOpen   atomic.Int64
 	hangClosed atomic.Int64
 }
 
 func startStub(t *testing.T, gen func(s *stub, ctx *fasthttp.RequestCtx)) *stub {
 	t.Helper()
-	s := &stub{auth: map[string]int{}}
+	s := &stub{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.url = "http://" + ln.Addr().String()
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-		s.mu.Lock()
-		s.auth[string(ctx.Request.Header.Peek("Authorization"))]++
-		s.mu.Unlock()
 		switch string(ctx.Path()) {
 		case "/health":
 		case "/get_server_info":
@@ -67,11 +60,6 @@ func hang(s *stub, ctx *fasthttp.RequestCtx) {
 		s.hangOpen.Add(-1)
 		s.hangClosed.Add(1)
 	})
-}
-
-func answer(_ *stub, ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("application/json")
-	ctx.SetBodyString(`{"id":"x","object":"chat.completion","created":1,"model":"stub-model","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
 }
 
 // A request that times out is closed, so the server can drop it and free
@@ -120,13 +108,14 @@ func TestInterruptClosesInFlight(t *testing.T) {
 	}
 }
 
-// The API key goes to every request as a bearer token and never to stderr.
+// The API key goes to every request as a bearer token and never to stderr:
+// the simulator, started with the key, refuses any request without it.
 func TestAPIKey(t *testing.T) {
 	const key = "sk-test-7f3a9c2e51"
 	for _, how := range []string{"flag", "env", "openai env"} {
 		t.Run(how, func(t *testing.T) {
-			s := startStub(t, answer)
-			args := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5}).args("-e", s.url)
+			s := newSetup(t, llmsim.Config{Instant: true, APIKey: key}, 1, promptSet{n: 5})
+			args := s.args()
 			switch how {
 			case "flag":
 				args = append(args, "--api-key", key)
@@ -136,10 +125,9 @@ func TestAPIKey(t *testing.T) {
 				t.Setenv("OPENAI_API_KEY", key)
 			}
 			res := runWant(t, cli.ExitOK, args...)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if len(s.auth) != 1 || s.auth["Bearer "+key] == 0 {
-				t.Errorf("requests carried %v, want every one Bearer %s", s.auth, key)
+			s.check(t, 1)
+			if st := s.fleet.Stats(); st.Unauthorized != 0 || st.Completed != 5 {
+				t.Errorf("server saw %d requests without the key, answered %d", st.Unauthorized, st.Completed)
 			}
 			if strings.Contains(res.stderr+res.stdout, key) {
 				t.Errorf("the key was printed:\n%s", res.stderr)
@@ -160,16 +148,15 @@ func TestAPIKey(t *testing.T) {
 func TestUnauthorizedIsFatal(t *testing.T) {
 	t.Parallel()
 	const key = "sk-wrong-0000"
-	s := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
-		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
-		ctx.SetBodyString(`{"error": "Unauthorized"}`)
-	})
-	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 50})
-	res := runWant(t, cli.ExitFailure, su.args("-e", s.url, "--api-key", key)...)
+	su := newSetup(t, llmsim.Config{Instant: true, APIKey: "sk-right-1111"}, 1, promptSet{n: 50})
+	res := runWant(t, cli.ExitFailure, su.args("--api-key", key)...)
 	if !strings.Contains(res.stderr, "HTTP 401: Unauthorized") || !strings.Contains(res.stderr, "--api-key") || strings.Contains(res.stderr, key) {
 		t.Errorf("stderr:\n%s", res.stderr)
 	}
 	if errs := readRecords(t, su.errs()); len(errs) != 0 {
 		t.Errorf("%d error records written for a fatal refusal", len(errs))
+	}
+	if st := su.fleet.Stats(); st.Unauthorized == 0 || st.Requests != 0 {
+		t.Errorf("server stats: %d refused, %d generation requests reached it", st.Unauthorized, st.Requests)
 	}
 }

@@ -54,6 +54,7 @@ type Command struct {
 	TimeScale     float64 `help:"Run simulated time this many times faster than real time (0: --instant)." default:"1"`
 	Instant       bool    `help:"Answer every request at once, without the batching model (client benchmarks)."`
 	Seed          uint64  `help:"Seed of the fault draws and response ids." default:"1"`
+	APIKey        string  `help:"Require this bearer token (Authorization: Bearer KEY) on every request but /health and /metrics, as SGLang's --api-key does; others get 401." placeholder:"KEY"`
 
 	StepBase        time.Duration `help:"Fixed cost of one decode step (calibrated: 26.5 tok/s alone)." default:"37.6736ms"`
 	StepPerRequest  time.Duration `help:"Added per running request (calibrated: 1,180 tok/s at 48)." default:"62.6us"`
@@ -96,8 +97,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	<-ctx.Done()
 	fleet.Close()
 	st := fleet.Stats()
-	env.Logf("served %d requests on %d endpoints: %d completed, %d aborted, %d failed, %d hung, %d dropped, %d rejected, %d bad, %d lost; %d tokens generated",
-		st.Requests, fleet.Len(), st.Completed, st.Aborted, st.Failed, st.Hung, st.Dropped, st.Rejected, st.BadRequests, st.Lost, st.GeneratedTokens)
+	env.Logf("served %d requests on %d endpoints: %d completed, %d aborted, %d failed, %d hung, %d dropped, %d rejected, %d bad, %d lost, %d cancelled by their clients; %d unauthorized; %d crashes, %d restarts; %d tokens generated",
+		st.Requests, fleet.Len(), st.Completed, st.Aborted, st.Failed, st.Hung, st.Dropped, st.Rejected, st.BadRequests, st.Lost, st.Cancelled,
+		st.Unauthorized, st.Crashes, st.Restarts, st.GeneratedTokens)
 	return nil
 }
 
@@ -105,7 +107,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 	cfg := Config{
 		Listen: addrs, ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
 		ContextLength: c.ContextLength, Reasoning: c.Reasoning, TimeScale: c.TimeScale,
-		Instant: c.Instant, Seed: c.Seed,
+		Instant: c.Instant, Seed: c.Seed, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
 			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate,

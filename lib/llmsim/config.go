@@ -18,8 +18,11 @@ type Faults struct {
 	FailRate float64
 	// AbortRate answers 200, the answer cut short with finish_reason "abort".
 	AbortRate float64
-	// HangRate accepts the request and never answers (until the client
-	// closes the connection).
+	// HangRate accepts the request and never answers, like a stuck
+	// request: it holds a running slot (decoding without end, so it also
+	// slows the batch) until the client closes the connection, which
+	// frees the slot, or the endpoint crashes. With Instant it counts as
+	// running until then.
 	HangRate float64
 	// DropRate closes the connection in the middle of the response.
 	DropRate float64
@@ -90,6 +93,10 @@ type Config struct {
 	Timing Timing
 	// Seed drives the fault draws and the response ids.
 	Seed uint64
+	// APIKey, when set, is required as "Authorization: Bearer <key>" on
+	// every request but /health*, /metrics and OPTIONS; others are answered
+	// 401 {"error": "Unauthorized"}, as SGLang started with --api-key does.
+	APIKey string
 	// Faults apply to every endpoint not named in PerEndpoint.
 	Faults Faults
 	// PerEndpoint[i], when present, replaces Faults for endpoint i.

@@ -49,11 +49,26 @@
 // Stop strings, sampling settings, logprobs and tool calls are accepted and
 // ignored; prompts are never cached (cached_tokens is 0); the KV cache never
 // fills (MaxRunning alone bounds the batch); /v1/completions and /generate
-// take one prompt, not a batch. A client that disconnects from a streaming
-// request frees its slot at once; one that disconnects from a
-// non-streaming request keeps it until the answer is done (SGLang notices
-// such a disconnect only every few seconds). Keep-alive connections idle
-// for 5 s (real time) are closed, as uvicorn does.
+// take one prompt, not a batch. Keep-alive connections idle for 5 s (real
+// time) are closed, as uvicorn does.
+//
+// # Clients that go away
+//
+// SGLang aborts a request whose client disconnected, which frees its slot.
+// The simulator does the same: a request waiting for its whole answer has
+// its connection watched (the socket is peeked at, never read, whenever it
+// turns readable), and a streamed one notices at its next write; either is
+// then cancelled and leaves the batch at the next scheduler step. Stats
+// count such requests as Cancelled and show the Running and Waiting
+// requests and the open Connections now, so a client test can prove that
+// its timeouts and cancellations free the server's slots. The hang fault
+// is a stuck request that holds its slot until its client gives up.
+//
+// # API key
+//
+// With Config.APIKey (--api-key) every request but OPTIONS, /health* and
+// /metrics needs "Authorization: Bearer <key>"; others are answered 401
+// {"error":"Unauthorized"}, as SGLang started with --api-key answers.
 //
 // # Wire format
 //

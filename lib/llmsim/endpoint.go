@@ -122,17 +122,21 @@ func (e *Endpoint) Stats() Stats {
 		Requests: c.requests.Load(), Completed: c.completed.Load(), Aborted: c.aborted.Load(),
 		Failed: c.failed.Load(), Hung: c.hung.Load(), Dropped: c.dropped.Load(),
 		Rejected: c.rejected.Load(), BadRequests: c.badRequests.Load(), Lost: c.lost.Load(),
+		Unauthorized: c.unauthorized.Load(), Cancelled: c.cancelled.Load(),
 		PromptTokens: c.promptTokens.Load(), GeneratedTokens: c.generatedTokens.Load(),
 		MaxRunning: c.maxRunning.Load(), MaxWaiting: c.maxWaiting.Load(),
 		Crashes: c.crashes.Load(), Restarts: c.restarts.Load(),
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.inc != nil {
+		s.Connections = int64(e.inc.ln.open())
 	}
 	if e.f.cfg.Instant {
 		s.Running = c.inflight.Load()
 		return s
 	}
-	e.mu.Lock()
 	s.Running, s.Waiting = int64(e.model.Running()), int64(e.model.Waiting())
-	e.mu.Unlock()
 	return s
 }
 
@@ -305,7 +309,7 @@ func (e *Endpoint) schedule(inc *incarnation) {
 			return
 		}
 		m.EachRunning(func(s *Seq) {
-			if cs := s.Ref.(*choiceState); cs.f.stream {
+			if cs := s.Ref.(*choiceState); cs.f.stream && !cs.f.hung {
 				cs.publish(s.Generated)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 // Fleet is a running set of simulated endpoints.
 type Fleet struct {
 	cfg       Config
+	bearer    []byte // "Bearer <APIKey>", nil without a key
 	clock     Clock
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -42,6 +43,9 @@ func Start(ctx context.Context, cfg Config, n int) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{cfg: c, clock: c.Clock}
+	if c.APIKey != "" {
+		f.bearer = []byte("Bearer " + c.APIKey)
+	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	for i := 0; i < n; i++ {
 		addr := "127.0.0.1:0"
@@ -129,14 +133,22 @@ type Stats struct {
 	Rejected int64
 	// BadRequests were answered 400 (malformed, or longer than the context).
 	BadRequests int64
+	// Unauthorized were answered 401 (Config.APIKey), any path.
+	Unauthorized int64
+	// Cancelled were given up by their client (it closed the connection)
+	// before the answer was ready; their slots were freed.
+	Cancelled int64
 	// Lost were in flight when the endpoint crashed or the fleet closed.
 	Lost int64
 	// PromptTokens were prefilled; GeneratedTokens were decoded (answers
-	// cut by a crash included).
+	// cut by a crash or given up by their client, and hung requests,
+	// included).
 	PromptTokens, GeneratedTokens int64
 	// Running and Waiting are the batch and queue now; MaxRunning and
-	// MaxWaiting the largest seen.
+	// MaxWaiting the largest seen. Connections are the client connections
+	// open now.
 	Running, Waiting       int64
+	Connections            int64
 	MaxRunning, MaxWaiting int64
 	// Crashes and Restarts count the endpoint going away and coming back.
 	Crashes, Restarts int64
@@ -151,11 +163,14 @@ func (s *Stats) add(o Stats) {
 	s.Dropped += o.Dropped
 	s.Rejected += o.Rejected
 	s.BadRequests += o.BadRequests
+	s.Unauthorized += o.Unauthorized
+	s.Cancelled += o.Cancelled
 	s.Lost += o.Lost
 	s.PromptTokens += o.PromptTokens
 	s.GeneratedTokens += o.GeneratedTokens
 	s.Running += o.Running
 	s.Waiting += o.Waiting
+	s.Connections += o.Connections
 	s.MaxRunning = max(s.MaxRunning, o.MaxRunning)
 	s.MaxWaiting = max(s.MaxWaiting, o.MaxWaiting)
 	s.Crashes += o.Crashes
@@ -165,6 +180,7 @@ func (s *Stats) add(o Stats) {
 // counters are Stats kept with atomics, so the instant path takes no lock.
 type counters struct {
 	requests, completed, aborted, failed, hung, dropped, rejected, badRequests, lost atomic.Int64
+	unauthorized, cancelled                                                          atomic.Int64
 	promptTokens, generatedTokens                                                    atomic.Int64
 	maxRunning, maxWaiting                                                           atomic.Int64
 	crashes, restarts                                                                atomic.Int64
@@ -220,6 +236,13 @@ func (l *trackListener) Accept() (net.Conn, error) {
 	l.conns[tc] = struct{}{}
 	l.mu.Unlock()
 	return tc, nil
+}
+
+// open is the number of connections open now.
+func (l *trackListener) open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
 }
 
 // closeAll closes the listener and drops every connection.

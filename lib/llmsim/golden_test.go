@@ -41,6 +41,7 @@ type goldenConfig struct {
 	ContextLength int     `json:"context_length,omitempty"`
 	FailRate      float64 `json:"fail_rate,omitempty"`
 	AbortRate     float64 `json:"abort_rate,omitempty"`
+	APIKey        string  `json:"api_key,omitempty"`
 }
 
 type goldenRequest struct {
@@ -79,7 +80,7 @@ func TestGoldenWire(t *testing.T) {
 		}
 		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
 			cfg := Config{Instant: true, Seed: 7, Reasoning: g.Config.Reasoning, ContextLength: g.Config.ContextLength,
-				Faults: Faults{FailRate: g.Config.FailRate, AbortRate: g.Config.AbortRate}}
+				Faults: Faults{FailRate: g.Config.FailRate, AbortRate: g.Config.AbortRate}, APIKey: g.Config.APIKey}
 			fleet := startFleet(t, cfg, 1)
 			resp := do(t, fleet.URLs()[0], g.Request)
 			checkGolden(t, name, g, resp)

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +53,13 @@ var (
 
 func (e *Endpoint) handle(ctx *fasthttp.RequestCtx) {
 	path := unsafeString(ctx.Path())
+	if !e.authorized(ctx, path) {
+		e.stats.unauthorized.Add(1)
+		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
+		ctx.SetContentTypeBytes(ctJSON)
+		ctx.SetBodyString(`{"error":"Unauthorized"}`)
+		return
+	}
 	get, post := ctx.IsGet(), ctx.IsPost() || ctx.IsPut()
 	switch path {
 	case pathChat:
@@ -76,6 +85,17 @@ func (e *Endpoint) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetContentTypeBytes(ctJSON)
 		ctx.SetBodyString(`{"detail":"Not Found"}`)
 	}
+}
+
+// authorized applies Config.APIKey the way SGLang's auth middleware
+// (python/sglang/srt/utils/auth.py) does: OPTIONS, /health* and /metrics*
+// are open, anything else (unknown paths too) needs the exact header.
+func (e *Endpoint) authorized(ctx *fasthttp.RequestCtx, path string) bool {
+	bearer := e.f.bearer
+	if bearer == nil || ctx.IsOptions() || strings.HasPrefix(path, pathHealth) || strings.HasPrefix(path, pathMetrics) {
+		return true
+	}
+	return bytes.Equal(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), bearer)
 }
 
 func (e *Endpoint) routePost(ctx *fasthttp.RequestCtx, post bool, a api) {
@@ -115,6 +135,7 @@ type flight struct {
 	arrived time.Duration
 	stream  bool
 	drop    bool // close the connection mid-response
+	hung    bool // the hang fault: never answered
 	choices []*choiceState
 
 	notify    chan struct{}
@@ -256,9 +277,11 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 		return
 	case faultHang:
 		e.stats.hung.Add(1)
-		ctx.HijackSetNoResponse(true)
-		ctx.Hijack(holdUntilClosed)
-		return
+		if e.f.cfg.Instant {
+			e.holdInstant(ctx)
+			return
+		}
+		f.hang()
 	case faultAbort:
 		for _, c := range f.choices {
 			c.Target = 1 + int(bits%uint64(max(c.Target, 1)))
@@ -292,19 +315,60 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 		writeError(ctx, a, fasthttp.StatusServiceUnavailable, msgQueueFull, "503")
 		return
 	}
-	if f.stream {
+	if f.stream && !f.hung {
 		e.respond(ctx, f)
 		return
 	}
-	for f.remaining.Load() > 0 && !f.failed.Load() {
-		<-f.notify
+	if e.await(ctx, f) {
+		e.respond(ctx, f)
 	}
+}
+
+// await waits for the answer of a flight that is not streamed (a hung one
+// never gets it). It reports false, the connection closed, when the flight
+// was lost to a crash or its client went away; the latter is cancelled,
+// so its slot frees at the next step, as SGLang aborts a request whose
+// client disconnected.
+func (e *Endpoint) await(ctx *fasthttp.RequestCtx, f *flight) bool {
+	w := watchHangup(ctx.Conn())
+	for f.remaining.Load() > 0 && !f.failed.Load() {
+		select {
+		case <-f.notify:
+		case <-w.gone:
+			f.abandon()
+			ctx.Conn().Close()
+			return false
+		}
+	}
+	w.stop()
 	if f.failed.Load() {
 		e.stats.lost.Add(1)
 		ctx.Conn().Close()
-		return
+		return false
 	}
-	e.respond(ctx, f)
+	return true
+}
+
+// hang makes the flight a stuck request: it takes its running slot and
+// decodes without end, answering nothing, until its client closes the
+// connection or the endpoint crashes.
+func (f *flight) hang() {
+	f.hung = true
+	for _, c := range f.choices {
+		c.Target = math.MaxInt32
+	}
+}
+
+// holdInstant is the hang fault without the batching model: the request
+// counts as running until its client closes the connection.
+func (e *Endpoint) holdInstant(ctx *fasthttp.RequestCtx) {
+	e.stats.inflight.Add(1)
+	storeMax(&e.stats.maxRunning, e.stats.inflight.Load())
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		holdUntilClosed(c)
+		e.stats.inflight.Add(-1)
+	})
 }
 
 // submit queues the flight's sequences, all or none.
@@ -334,8 +398,14 @@ func (e *Endpoint) submit(inc *incarnation, f *flight) bool {
 	return true
 }
 
+// abandon cancels the flight because its client went away.
+func (f *flight) abandon() {
+	f.e.stats.cancelled.Add(1)
+	f.cancel()
+}
+
 // cancel takes the flight's sequences out of the scheduler (its client
-// went away).
+// went away, or the drop fault cut it).
 func (f *flight) cancel() {
 	e := f.e
 	e.mu.Lock()

@@ -293,7 +293,7 @@ func (f *flight) streamTo(w eventWriter) {
 			}
 		}
 		if _, err := w.Write(buf.b); err != nil {
-			f.cancel()
+			f.abandon()
 			return
 		}
 		if f.drop && written[0] >= dropAt {
@@ -314,7 +314,7 @@ func (f *flight) streamTo(w eventWriter) {
 			return
 		}
 		if err := w.Flush(); err != nil {
-			f.cancel()
+			f.abandon()
 			return
 		}
 		<-f.notify
