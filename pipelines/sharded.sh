@@ -28,31 +28,33 @@
 # Variables (defaults in brackets):
 #   HOSTS       where jobs run, as parallel --sshlogin takes it: host names,
 #               user@host, N/host for N job slots, ':' for this machine,
-#               comma-separated [SHARDS/: , i.e. SHARDS slots here]
+#               comma-separated; empty when PARALLEL_ARGS names them
+#               (--sshloginfile) [SHARDS/: , i.e. SHARDS slots here]
 #   JOBS        job slots per host (parallel -j) [1]
 #   SHARDS      number of shards, one infer job each [4]
 #   ENDPOINTS   inference servers, as seen from each host [127.0.0.1:30000-30007]
 #   WORK        directory for the shards and their answers [sharded]
-#   TRANSFER    1: copy shards to the hosts and answers back [0]
+#   TRANSFER    1: copy shards to the hosts and answers back; parallel then
+#               runs in WORK, so name files in PARALLEL_ARGS by absolute paths [0]
 #   OUT         the merged generation records [WORK/gen.jsonl]
 #   ERRORS      the prompts without a good answer, with their last error
 #               [OUT with .jsonl replaced by .errors.jsonl]; the prompts
 #               themselves are listed in OUT's .todo.jsonl, for rerun-missing.sh
 #   INFER_ARGS, MERGE_ARGS, STATS_ARGS, PARALLEL_ARGS
-#               extra flags, split on white space (e.g. PARALLEL_ARGS=
+#               extra flags, split on white space (e.g. HOSTS= PARALLEL_ARGS=
 #               '--sshloginfile hosts.txt'). TOKENMILL_* variables set here are
 #               passed on to every host (parallel --env). The merge and stats
 #               are rerun-missing.sh's with ROUNDS=0 []
 #   BIN         directory holding the binaries, the same on every host [PATH]
 #
-# Exit status: parallel's when not 0 (the number of shards whose infer failed
-# or left failed prompts), else 3 if prompts lack a good answer, else 0. The
-# merge runs either way.
+# Exit status: 0 when every prompt has a good answer, 3 when some lack one
+# (a shard's job failed, or left failed prompts: see the jobs' messages), 1
+# when the merge failed. The merge runs whatever the jobs did.
 set -euo pipefail
 
 [ -n "${BIN:-}" ] && BIN=$(cd "$BIN" && pwd) && PATH="$BIN:$PATH"
 SHARDS=${SHARDS:-4}
-HOSTS=${HOSTS:-$SHARDS/:}
+HOSTS=${HOSTS-$SHARDS/:}
 JOBS=${JOBS:-1}
 ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
 WORK=${WORK:-sharded}
@@ -80,6 +82,7 @@ shard -n "$SHARDS" -o "$WORK/shard-{i}.jsonl" --force "$prompts"
 
 infer=infer
 [ -n "${BIN:-}" ] && infer=$BIN/infer
+[ -n "$HOSTS" ] && parallel_args+=(--sshlogin "$HOSTS")
 env_args=()
 for v in $(compgen -e); do
   case $v in TOKENMILL_*) env_args+=(--env "$v") ;; esac
@@ -88,7 +91,8 @@ done
 job="$(printf '%q ' "$infer" --endpoints "$ENDPOINTS" --resume "${infer_args[@]}")-o {.}.gen.jsonl --errors {.}.errors.jsonl {}"
 shards=()
 if [ "$TRANSFER" = 1 ]; then
-  # Names relative to WORK (parallel runs in it): each shard is copied into
+  # Names relative to WORK, where parallel runs (so files named in
+  # PARALLEL_ARGS must then be absolute): each shard is copied into
   # a scratch directory on its host, the job runs there and both outputs
   # come back beside the shard (the errors file made empty when infer wrote
   # none, so that rsync finds it).
@@ -100,8 +104,9 @@ else
 fi
 
 status=0
-(cd "$WORK" && parallel --sshlogin "$HOSTS" -j "$JOBS" --tag --line-buffer --halt never \
-  "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}") || status=$?
+(if [ "$TRANSFER" = 1 ]; then cd "$WORK"; fi
+  parallel -j "$JOBS" --tag --line-buffer --halt never "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}") ||
+  status=$?
 [ "$status" = 0 ] || echo "sharded.sh: $status of $SHARDS shard jobs failed or left failed prompts; merging what there is" >&2
 
 files=()
@@ -114,7 +119,6 @@ if [ ${#files[@]} = 0 ]; then
   echo "sharded.sh: no shard job wrote anything: see the jobs' messages above" >&2
   exit 1
 fi
-# rerun-missing.sh with no rounds: merge, list what lacks an answer, stats.
-PROMPTS=$prompts OUT=$OUT ERRORS=$ERRORS ROUNDS=0 bash "$(dirname "$0")/rerun-missing.sh" "${files[@]}" ||
-  { s=$?; [ "$status" != 0 ] || status=$s; }
-exit "$status"
+# rerun-missing.sh with no rounds: merge, list what lacks an answer, stats;
+# its exit status is the run's.
+PROMPTS=$prompts OUT=$OUT ERRORS=$ERRORS ROUNDS=0 exec bash "$(dirname "$0")/rerun-missing.sh" "${files[@]}"

@@ -50,8 +50,9 @@ func TestSharded(t *testing.T) {
 	}{
 		{name: "local job slots", shards: 4, vars: []string{"INFER_ARGS=--max-tokens " + maxTokens}},
 		{name: "hosts over ssh, shared WORK", shards: 3, hosts: []string{"h1", "h2"},
-			// TOKENMILL_* reaches the hosts only through parallel --env.
-			vars: []string{"HOSTS=h1,h2", "PARALLEL_ARGS=--ssh " + fakeSSH, "TOKENMILL_INFER_MAX_TOKENS=" + maxTokens}},
+			// The hosts from a file instead of HOSTS; TOKENMILL_* reaches
+			// them only through parallel --env.
+			vars: []string{"HOSTS=", "PARALLEL_ARGS=--ssh " + fakeSSH + " --sshloginfile hosts.txt", "TOKENMILL_INFER_MAX_TOKENS=" + maxTokens}},
 		{name: "hosts over ssh, TRANSFER=1", shards: 5, hosts: []string{"h1", "h2", "h3"},
 			vars: []string{"HOSTS=h1,h2,h3", "TRANSFER=1", "PARALLEL_ARGS=--ssh " + fakeSSH, "TOKENMILL_INFER_MAX_TOKENS=" + maxTokens}},
 	} {
@@ -61,6 +62,9 @@ func TestSharded(t *testing.T) {
 			}
 			dir := t.TempDir()
 			work, fakeHosts := filepath.Join(dir, "work"), filepath.Join(dir, "hosts")
+			if err := os.WriteFile(filepath.Join(dir, "hosts.txt"), []byte(strings.Join(tc.hosts, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			env := scriptEnv(append([]string{"ENDPOINTS=" + endpoints, "WORK=" + work, "FAKE_HOSTS=" + fakeHosts,
 				fmt.Sprintf("SHARDS=%d", tc.shards)}, tc.vars...)...)
 			p := script(t, 2*time.Minute, dir, env, "sharded.sh", prompts)
@@ -96,6 +100,28 @@ func TestSharded(t *testing.T) {
 			}
 			assertEachOnce(t, "the shards' answers after a second run", again, ids)
 		})
+	}
+}
+
+// When prompts fail, sharded.sh still merges, lists them for
+// rerun-missing.sh and exits 3.
+func TestShardedFailures(t *testing.T) {
+	requireTools(t, "sharded.sh runs its jobs with GNU parallel", "parallel")
+	down := startFleet(t, 2, "--time-scale", "500", "--fail-rate", "1")
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	env := scriptEnv("ENDPOINTS="+down, "WORK="+work, "SHARDS=3",
+		"INFER_ARGS=--max-tokens "+maxTokens+" --retries 0 --eject-after 1000000")
+	p := script(t, 2*time.Minute, dir, env, "sharded.sh", prompts)
+	p.must(t, 3)
+	ids := keys(readRecords(t, prompts))
+	if n := len(readRecords(t, filepath.Join(work, "gen.jsonl"))); n != 0 {
+		t.Errorf("%d answers from a fleet that fails everything", n)
+	}
+	assertEachOnce(t, "the to-do list", keys(readRecords(t, filepath.Join(work, "gen.todo.jsonl"))), ids)
+	assertEachOnce(t, "the merged errors", keys(readRecords(t, filepath.Join(work, "gen.errors.jsonl"))), ids)
+	if !strings.Contains(p.stderr.String(), "3 of 3 shard jobs failed") {
+		t.Errorf("stderr does not say the shard jobs failed:\n%s", tail(p.stderr.String(), 20))
 	}
 }
 

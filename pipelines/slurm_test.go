@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -151,4 +152,42 @@ func TestSlurmArray(t *testing.T) {
 		genIDs = append(genIDs, keys(readRecords(t, filepath.Join(work, fmt.Sprintf("shard-%d.gen.jsonl", k))))...)
 	}
 	assertEachOnce(t, "the array tasks' answers", genIDs, ids)
+}
+
+// The batch script's two modes, run by bash with the variables Slurm sets
+// (no cluster needed): each array task answers its shard; the merge job
+// lists what lacks an answer and exits 3; a task past the array's size
+// refuses to run.
+func TestSlurmScriptModes(t *testing.T) {
+	down := startFleet(t, 2, "--time-scale", "500", "--fail-rate", "0.5")
+	dir := t.TempDir()
+	work := filepath.Join(dir, "run")
+	const shards = 3
+	env := scriptEnv("ENDPOINTS="+down, "WORK="+work, "INFER_ARGS=--max-tokens "+maxTokens+" --retries 0 --eject-after 1000000")
+	ids := keys(readRecords(t, prompts))
+
+	var answered, failed []string
+	for k := range shards {
+		task := append(env, fmt.Sprintf("SLURM_JOB_ID=%d", 100+k), fmt.Sprintf("SLURM_ARRAY_TASK_ID=%d", k),
+			fmt.Sprintf("SLURM_ARRAY_TASK_COUNT=%d", shards))
+		p := script(t, time.Minute, dir, task, "slurm-array.sbatch", prompts)
+		if p.code != 0 && p.code != 3 {
+			t.Fatalf("task %d exited %d\n%s", k, p.code, p.stderr.String())
+		}
+		answered = append(answered, keys(readRecords(t, filepath.Join(work, fmt.Sprintf("shard-%d.gen.jsonl", k))))...)
+		failed = append(failed, keys(readRecords(t, filepath.Join(work, fmt.Sprintf("shard-%d.errors.jsonl", k))))...)
+	}
+	assertEachOnce(t, "the tasks' answers and errors", append(slices.Clone(answered), failed...), ids)
+	if len(failed) == 0 || len(answered) == 0 {
+		t.Fatalf("%d answered, %d failed: the test needs some of each", len(answered), len(failed))
+	}
+
+	p := script(t, time.Minute, dir, append(env, "SLURM_JOB_ID=200"), "slurm-array.sbatch", prompts)
+	p.must(t, 3)
+	assertEachOnce(t, "the merged answers", keys(readRecords(t, filepath.Join(work, "gen.jsonl"))), answered)
+	assertEachOnce(t, "the to-do list", keys(readRecords(t, filepath.Join(work, "gen.todo.jsonl"))), failed)
+
+	past := append(env, "SLURM_JOB_ID=300", "SLURM_ARRAY_TASK_ID=3", "SHARDS=3")
+	p = script(t, time.Minute, dir, past, "slurm-array.sbatch", prompts)
+	p.must(t, 2)
 }
