@@ -1,0 +1,537 @@
+#!/usr/bin/env bash
+# bench.sh: measure every tokenmill tool next to what users would run
+# instead, on the same files, in one run, and write BENCHMARKS.md.
+#
+#   bash pipelines/bench.sh               # or: just bench
+#   BENCH_QUICK=1 bash pipelines/bench.sh # small sizes, a smoke test (~2 min)
+#
+# It builds the tools into $BENCH_DIR/bin, makes the data (a 660,000-record
+# synthetic Infinity-Instruct corpus, its extracted prompts, generation
+# records for them), times each command BENCH_RUNS times through
+# `benchmark time` (cmd/benchmark: median wall time, CPU time, peak RSS),
+# and renders the tables. The comparison tools it uses: jq, awk (and gawk
+# if present), split, sort, curl with xargs, and the official OpenAI Node
+# SDK (npm install openai into $BENCH_DIR/node). jq is installed with
+# apt-get when missing and running as root; a tool that cannot be had is
+# marked "not available" in its table, never left out silently.
+#
+# Variables (defaults in brackets):
+#   BENCH_DIR     scratch directory: data, binaries, node modules, results
+#                 [.bench in the repository, git-ignored]
+#   BENCH_QUICK   1: small sizes, for a smoke test [0]
+#   BENCH_RUNS    runs per measurement; the median is reported [3]
+#   BENCH_OUT     the report [BENCHMARKS.md in the repository; with
+#                 BENCH_QUICK=1, $BENCH_DIR/BENCHMARKS.md]
+#   BENCH_REUSE_DATA  1: keep data files made by an earlier run with the same
+#                 sizes instead of making them again [0]
+#
+# Exit status: 0 when the report was written (targets missed are marked in
+# it, not failures of the script), 1 when a measurement failed.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_DIR=${BENCH_DIR:-$root/.bench}
+BENCH_QUICK=${BENCH_QUICK:-0}
+BENCH_RUNS=${BENCH_RUNS:-3}
+BENCH_REUSE_DATA=${BENCH_REUSE_DATA:-0}
+if [ "$BENCH_QUICK" = 1 ]; then
+  BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/BENCHMARKS.md}
+else
+  BENCH_OUT=${BENCH_OUT:-$root/BENCHMARKS.md}
+fi
+say() { echo "bench.sh: $*" >&2; }
+
+# Sizes. Full: the 660k corpus of the real job, the 1M-record growth
+# point; jq's slurping variants (-s) read the first SLURP records only,
+# since they hold the whole input in memory (GBs at 660k), and tokenmill
+# is measured on the same subset for their ratios.
+if [ "$BENCH_QUICK" = 1 ]; then
+  N_MAIN=20000 N_BIG=40000 GROWTH="1000:1k 10000:10k 40000:40k"
+  SLURP=5000 CLIENT_INFER=10000 CLIENT_NODE=3000 CLIENT_CURL=500
+  FLEET_PROMPTS=1500 FLEET_RUNS=1 LLMSIM_BENCHTIME=20000x
+else
+  N_MAIN=660000 N_BIG=1000000 GROWTH="10000:10k 100000:100k 1000000:1M"
+  SLURP=100000 CLIENT_INFER=100000 CLIENT_NODE=20000 CLIENT_CURL=4000
+  FLEET_PROMPTS=8000 FLEET_RUNS=$BENCH_RUNS LLMSIM_BENCHTIME=200000x
+fi
+CONCURRENCY=64    # requests in flight, the same for every client
+TIME_SCALE=20     # the fleet runs this many times faster than real GPUs
+BIG_LABEL=${GROWTH##*:}
+SMALL_LABEL=${GROWTH%% *}
+SMALL_LABEL=${SMALL_LABEL#*:}
+
+command -v go >/dev/null || { say "go is not on PATH: install Go 1.26 from https://go.dev/dl/"; exit 1; }
+mkdir -p "$BENCH_DIR"
+BENCH_DIR=$(cd "$BENCH_DIR" && pwd)
+cd "$BENCH_DIR"
+mkdir -p bin data tmp node logs
+export TMPDIR=$BENCH_DIR/tmp
+export PATH="$BENCH_DIR/bin:$PATH"
+results=$BENCH_DIR/results.jsonl
+# How the repository is reached from here, in the commands shown.
+repo_prefix="$root/"
+[ "$BENCH_DIR" = "$root/.bench" ] && repo_prefix=../
+rm -f "$results"
+started=$SECONDS
+
+# --- tools -------------------------------------------------------------
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+  else return 1
+  fi
+}
+# jq is installed when missing (as root). gawk is not: installing it would
+# switch the system's awk from mawk to gawk; it is measured when present.
+if ! command -v jq >/dev/null; then
+  say "installing jq with apt-get"
+  if ! { as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends jq; } >logs/apt.log 2>&1; then
+    say "could not install jq (logs/apt.log); its rows are marked not available"
+  fi
+fi
+have() { command -v "$1" >/dev/null 2>&1; }
+missing_why() { echo "$1 is not installed on this machine"; }
+
+say "building the tools into $BENCH_DIR/bin"
+(cd "$root" && go build -o "$BENCH_DIR/bin/" ./cmd/... && go build -o "$BENCH_DIR/bin/rusage" ./pipelines/bench/rusage)
+
+# Node's OpenAI SDK, from pipelines/bench/package.json into node/.
+node_ok=0 node_why=''
+if ! have node || ! have npm; then
+  node_why="node and npm are not installed"
+elif [ -d node/node_modules/openai ] && cmp -s "$root/pipelines/bench/package.json" node/package.json; then
+  node_ok=1
+else
+  say "installing the OpenAI Node SDK into $BENCH_DIR/node"
+  cp "$root/pipelines/bench/package.json" node/package.json
+  if (cd node && npm install --no-audit --no-fund --loglevel=error) >logs/npm.log 2>&1; then
+    node_ok=1
+  else
+    node_why="npm install openai failed (see .bench/logs/npm.log)"
+  fi
+fi
+openai_version=$( [ "$node_ok" = 1 ] && node -p "require('$BENCH_DIR/node/node_modules/openai/package.json').version" 2>/dev/null || echo "not installed")
+
+pin=()
+pin_note="not pinned (taskset is not installed)"
+if have taskset; then pin=(taskset -c 0); pin_note="pinned to CPU 0 with taskset"; fi
+
+load_before=$(uptime)
+say "load before: $load_before"
+
+# measure GROUP NAME [benchmark time flags...] -- COMMAND...
+measure() {
+  local group=$1 name=$2
+  shift 2
+  benchmark time --rusage "$BENCH_DIR/bin/rusage" --results "$results" --runs "$BENCH_RUNS" \
+    --group "$group" --name "$name" --stderr "logs/$group-${name//[^A-Za-z0-9]/_}.err" "$@"
+}
+# unavailable GROUP NAME REASON: a row saying why it was not measured.
+unavailable() {
+  benchmark time --results "$results" --group "$1" --name "$2" --unavailable "$3" -- true
+}
+
+# --- data ----------------------------------------------------------------
+# make TARGET COMMAND...: run COMMAND (which writes TARGET) unless reusing.
+make_data() {
+  local target=$1
+  shift
+  if [ "$BENCH_REUSE_DATA" = 1 ] && [ -s "$target" ] && [ -e "$target.done" ]; then return; fi
+  rm -f "$target.done"
+  "$@"
+  touch "$target.done"
+}
+say "making the data (corpus of $N_MAIN and $N_BIG records, prompts, generations)"
+make_data data/corpus.jsonl corpus -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
+make_data data/prompts.jsonl extract --progress 0 -o data/prompts.jsonl data/corpus.jsonl 2>>logs/data.log
+make_data data/gens.jsonl benchmark generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl 2>>logs/data.log
+head -n "$SLURP" data/prompts.jsonl >data/prompts-slurp.jsonl
+benchmark generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl 2>>logs/data.log
+make_data data/corpus-big.jsonl corpus -n "$N_BIG" -o data/corpus-big.jsonl 2>>logs/data.log
+make_data data/prompts-big.jsonl extract --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl 2>>logs/data.log
+
+lines() { wc -l <"$1" | tr -d ' '; }
+# num 658671 -> 658,671
+num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+n_corpus=$(lines data/corpus.jsonl)
+n_prompts=$(lines data/prompts.jsonl)
+n_gens=$(($(lines data/gens.jsonl) + $(lines data/rerun.jsonl)))
+n_gens_only=$(lines data/gens.jsonl)
+n_slurp_gens=$(($(lines data/gens-slurp.jsonl) + $(lines data/rerun-slurp.jsonl)))
+
+# --- extract -------------------------------------------------------------
+say "extract"
+jq_extract='{id, messages:[{role:"user",content:.conversations[0].value}]}'
+measure extract "extract, 1 core" --ours --bytes-of data/corpus.jsonl --records "$n_corpus" -- "${pin[@]}" extract data/corpus.jsonl
+measure extract "extract, all $(nproc) cores" --ours --bytes-of data/corpus.jsonl --records "$n_corpus" -- extract data/corpus.jsonl
+if have jq; then
+  measure extract "jq, 1 core" --bytes-of data/corpus.jsonl --records "$n_corpus" -- "${pin[@]}" jq -c "$jq_extract" data/corpus.jsonl
+else unavailable extract "jq, 1 core" "$(missing_why jq)"; fi
+
+# --- dedup ---------------------------------------------------------------
+say "dedup"
+measure dedup dedup --ours --bytes-of data/prompts.jsonl --records "$n_prompts" -- dedup data/prompts.jsonl
+measure dedup "dedup --exact" --ours --bytes-of data/prompts.jsonl --records "$n_prompts" -- dedup --exact data/prompts.jsonl
+measure dedup "awk" --bytes-of data/prompts.jsonl --records "$n_prompts" --note "compares whole lines, ids included, so it drops no repeated prompt" -- awk '!seen[$0]++' data/prompts.jsonl
+if have gawk; then
+  measure dedup "gawk" --bytes-of data/prompts.jsonl --records "$n_prompts" --note "whole lines, as awk" -- gawk '!seen[$0]++' data/prompts.jsonl
+else unavailable dedup gawk "$(missing_why gawk); awk here is $(readlink -f "$(command -v awk)")"; fi
+if have jq; then
+  measure dedup "jq + sort" --bytes-of data/prompts.jsonl --records "$n_prompts" --shell \
+    --note "keeps the first of each prompt, written in key order, not input order" -- \
+    "jq -r '\"\\(.messages|tojson)\\t\\(tojson)\"' data/prompts.jsonl | LC_ALL=C sort -s -t \$'\\t' -k1,1 -u | cut -f2-"
+  measure dedup "dedup, first $SLURP" --ours --bytes-of data/prompts-slurp.jsonl --records "$SLURP" -- dedup data/prompts-slurp.jsonl
+  measure dedup "jq -s unique_by, first $SLURP" --bytes-of data/prompts-slurp.jsonl --records "$SLURP" -- jq -c -s 'unique_by(.messages)[]' data/prompts-slurp.jsonl
+else
+  unavailable dedup "jq + sort" "$(missing_why jq)"
+  unavailable dedup "jq -s unique_by" "$(missing_why jq)"
+fi
+
+# --- shard ---------------------------------------------------------------
+say "shard"
+measure shard shard --ours --bytes-of data/prompts.jsonl --records "$n_prompts" --mkdir tmp/shards --count 'tmp/shards/*' -- \
+  shard -n 8 -o 'tmp/shards/part-{i}.jsonl' data/prompts.jsonl
+measure shard "shard --by round-robin" --ours --bytes-of data/prompts.jsonl --records "$n_prompts" --mkdir tmp/shards --count 'tmp/shards/*' -- \
+  shard -n 8 --by round-robin -o 'tmp/shards/part-{i}.jsonl' data/prompts.jsonl
+measure shard "split -n l/8" --bytes-of data/prompts.jsonl --records "$n_prompts" --mkdir tmp/shards --count 'tmp/shards/*' \
+  --note "8 runs of consecutive lines: a record's shard changes with the file" -- split -n l/8 data/prompts.jsonl tmp/shards/part-
+measure shard "awk round-robin" --bytes-of data/prompts.jsonl --records "$n_prompts" --mkdir tmp/shards --count 'tmp/shards/*' -- \
+  awk '{ print > ("tmp/shards/part-" NR % 8) }' data/prompts.jsonl
+
+# --- merge ---------------------------------------------------------------
+say "merge"
+measure merge merge --ours --bytes-of data/gens.jsonl --bytes-of data/rerun.jsonl --records "$n_gens" -- merge data/gens.jsonl data/rerun.jsonl
+measure merge "merge --sort" --ours --bytes-of data/gens.jsonl --bytes-of data/rerun.jsonl --records "$n_gens" -- merge --sort data/gens.jsonl data/rerun.jsonl
+measure merge "merge, first $SLURP" --ours --bytes-of data/gens-slurp.jsonl --bytes-of data/rerun-slurp.jsonl --records "$n_slurp_gens" -- \
+  merge data/gens-slurp.jsonl data/rerun-slurp.jsonl
+if have jq; then
+  measure merge "jq -s group_by, first $SLURP" --bytes-of data/gens-slurp.jsonl --bytes-of data/rerun-slurp.jsonl --records "$n_slurp_gens" \
+    --note "the last record of each id wins: right here, since the rerun comes last and holds only better answers" -- \
+    jq -c -s 'group_by(.id) | map(last)[]' data/gens-slurp.jsonl data/rerun-slurp.jsonl
+else unavailable merge "jq -s group_by" "$(missing_why jq)"; fi
+
+# --- stats ---------------------------------------------------------------
+say "stats"
+jq_pct='{n: length, p50: .[length*0.5|floor], p90: .[length*0.9|floor], p99: .[length*0.99|floor], max: .[-1]}'
+awk_pct='{ v[NR] = $1 } END { print "n", NR, "p50", v[int(NR*0.5)+1], "p90", v[int(NR*0.9)+1], "p99", v[int(NR*0.99)+1], "max", v[NR] }'
+measure stats stats --ours --bytes-of data/gens.jsonl --records "$n_gens_only" --no-count -- stats data/gens.jsonl
+measure stats "stats --json" --ours --bytes-of data/gens.jsonl --records "$n_gens_only" --no-count -- stats --json data/gens.jsonl
+measure stats "stats, first $SLURP" --ours --bytes-of data/gens-slurp.jsonl --records "$SLURP" --no-count -- stats data/gens-slurp.jsonl
+if have jq; then
+  measure stats "jq + sort + awk" --bytes-of data/gens.jsonl --records "$n_gens_only" --no-count --shell \
+    --note "answer length percentiles alone; stats reports much more" -- \
+    "jq '.output.usage.completion_tokens // empty' data/gens.jsonl | LC_ALL=C sort -n | awk '$awk_pct'"
+  measure stats "jq -s, first $SLURP" --bytes-of data/gens-slurp.jsonl --records "$SLURP" --no-count \
+    --note "answer length percentiles alone" -- \
+    jq -s "[.[].output.usage.completion_tokens // empty] | sort | $jq_pct" data/gens-slurp.jsonl
+else
+  unavailable stats "jq + sort + awk" "$(missing_why jq)"
+  unavailable stats "jq -s" "$(missing_why jq)"
+fi
+
+# --- background llmsim ---------------------------------------------------
+sim_pid=''
+stop_sim() {
+  if [ -n "$sim_pid" ] && kill -0 "$sim_pid" 2>/dev/null; then
+    kill -TERM "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+  fi
+  sim_pid=''
+}
+trap stop_sim EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# start_sim: one zero-latency endpoint; sets sim_url.
+start_sim() {
+  rm -f tmp/llmsim.url
+  llmsim --listen 127.0.0.1:0 --instant --ready-file tmp/llmsim.url </dev/null >>logs/llmsim.log 2>&1 &
+  sim_pid=$!
+  for _ in $(seq 300); do
+    [ -s tmp/llmsim.url ] && break
+    kill -0 "$sim_pid" 2>/dev/null || { say "llmsim did not start: logs/llmsim.log"; exit 1; }
+    sleep 0.1
+  done
+  sim_url=$(head -n 1 tmp/llmsim.url)
+}
+
+# --- client overhead -----------------------------------------------------
+say "infer's client overhead against a zero-latency llmsim"
+head -n "$CLIENT_INFER" data/prompts-big.jsonl >data/client-infer.jsonl
+head -n "$CLIENT_NODE" data/prompts-big.jsonl >data/client-node.jsonl
+start_sim
+out=tmp/client-gen.jsonl
+measure client infer --ours --records "$CLIENT_INFER" --clean $out --clean tmp/client-gen.errors.jsonl --count $out --alias "$sim_url=\$URL" -- \
+  infer -e "$sim_url" --concurrency $CONCURRENCY --max-tokens 16 --progress-interval 0 -o $out data/client-infer.jsonl
+if [ "$node_ok" = 1 ]; then
+  measure client "OpenAI Node SDK $openai_version" --records "$CLIENT_NODE" --alias "$sim_url=\$URL" --alias "$BENCH_DIR/=" --alias "$root/=$repo_prefix" -- \
+    node "$root/pipelines/bench/openai-client.mjs" --modules "$BENCH_DIR/node" --base-url "$sim_url/v1" \
+    --concurrency $CONCURRENCY --max-tokens 16 data/client-node.jsonl
+else unavailable client "OpenAI Node SDK" "$node_why"; fi
+if have jq && have curl && have xargs; then
+  # Request bodies made beforehand, not timed; xargs passes each as one
+  # argument, so bodies over 100 kB (the argument limit is 128 kB) are left out.
+  head -n "$CLIENT_CURL" data/prompts-big.jsonl | jq -c "{model: \"Qwen3.6-27B\", messages, max_tokens: 16}" |
+    awk 'length($0) < 100000' >data/client-curl-bodies.jsonl
+  measure client "xargs -P $CONCURRENCY curl" --records "$(lines data/client-curl-bodies.jsonl)" --stdin data/client-curl-bodies.jsonl \
+    --alias "$sim_url=\$URL" --show "xargs -d '\\n' -P $CONCURRENCY -n 1 curl -sS --fail -w '\\n' -H 'Content-Type: application/json' $sim_url/v1/chat/completions --data-binary < data/client-curl-bodies.jsonl" -- \
+    xargs -d '\n' -P $CONCURRENCY -n 1 curl -sS --fail -w '\n' -H 'Content-Type: application/json' "$sim_url/v1/chat/completions" --data-binary
+else unavailable client "xargs -P $CONCURRENCY curl" "$(missing_why "jq, curl or xargs")"; fi
+stop_sim
+
+say "llmsim alone (BenchmarkInstantChat)"
+(cd "$root" && benchmark gobench --results "$results" --group llmsim --name "llmsim --instant, 1 endpoint" --ours --metric req/s --as rps \
+  --note "client and simulator in one process, 32 goroutines on one fasthttp client" -- \
+  go test -run '^$' -bench '^BenchmarkInstantChat$' -benchtime "$LLMSIM_BENCHTIME" -count "$BENCH_RUNS" ./lib/llmsim/)
+
+# --- fleet ---------------------------------------------------------------
+say "infer on a simulated 8-endpoint fleet (time scale $TIME_SCALE), one endpoint 3x slower, one crashing"
+head -n "$FLEET_PROMPTS" data/prompts-big.jsonl >data/fleet-prompts.jsonl
+crash_after=$((FLEET_PROMPTS * 3 / 40)) # about half of that endpoint's share
+fleet_faults=(--fault 7=slow:3 --fault "6=crash-after:$crash_after,restart-after:60s,startup-delay:20s")
+# infer's waits are real time; scaled like the fleet's, so that probing and
+# backoff cost what they would on real GPUs.
+scaled() { echo "$(($1 / TIME_SCALE))ms"; }
+fleet_infer=(--infer-args=--probe-interval "--infer-args=$(scaled 2000)" --infer-args=--backoff "--infer-args=$(scaled 1000)"
+  --infer-args=--max-backoff "--infer-args=$(scaled 60000)")
+for policy in least-outstanding round-robin; do
+  benchmark fleet --results "$results" --runs "$FLEET_RUNS" --time-scale $TIME_SCALE --policy $policy --max-tokens 1024 \
+    --prompts data/fleet-prompts.jsonl --records "$FLEET_PROMPTS" "${fleet_faults[@]}" "${fleet_infer[@]}" 2>>logs/fleet.log
+done
+
+# --- growth --------------------------------------------------------------
+say "peak RSS as the input grows: $GROWTH"
+runs_saved=$BENCH_RUNS
+BENCH_RUNS=1
+start_sim
+for spec in $GROWTH; do
+  n=${spec%%:*} label=${spec##*:}
+  c=data/corpus-big.jsonl p=data/prompts-big.jsonl g=data/gens-$label.jsonl r=data/rerun-$label.jsonl
+  if [ "$n" != "$N_BIG" ]; then
+    c=data/corpus-$label.jsonl p=data/prompts-$label.jsonl
+    head -n "$n" data/corpus-big.jsonl >"$c"
+    head -n "$n" data/prompts-big.jsonl >"$p"
+  fi
+  benchmark generations --rerun "$r" -o "$g" "$p" 2>>logs/data.log
+  ng=$(($(lines "$g") + $(lines "$r")))
+  measure growth extract --size "$label" --bytes-of "$c" --records "$n" -- extract "$c"
+  measure growth dedup --size "$label" --bytes-of "$p" --records "$n" -- dedup "$p"
+  measure growth "dedup --exact" --size "$label" --bytes-of "$p" --records "$n" -- dedup --exact "$p"
+  measure growth shard --size "$label" --bytes-of "$p" --records "$n" --mkdir tmp/shards --count 'tmp/shards/*' -- shard -n 8 -o 'tmp/shards/part-{i}.jsonl' "$p"
+  measure growth merge --size "$label" --bytes-of "$g" --bytes-of "$r" --records "$ng" -- merge "$g" "$r"
+  measure growth stats --size "$label" --bytes-of "$g" --records "$(lines "$g")" --no-count -- stats "$g"
+  measure growth infer --size "$label" --records "$n" --clean tmp/growth-gen.jsonl --clean tmp/growth-gen.errors.jsonl --count tmp/growth-gen.jsonl \
+    --alias "$sim_url=\$URL" -- infer -e "$sim_url" --concurrency $CONCURRENCY --max-tokens 16 --progress-interval 0 -o tmp/growth-gen.jsonl "$p"
+  measure growth "awk '!seen[\$0]++'" --size "$label" --bytes-of "$p" --records "$n" -- awk '!seen[$0]++' "$p"
+  rm -f "$g" "$r"
+  [ "$n" = "$N_BIG" ] || rm -f "$c" "$p"
+done
+stop_sim
+BENCH_RUNS=$runs_saved
+
+load_after=$(uptime)
+say "load after: $load_after"
+elapsed=$((SECONDS - started))
+
+# --- report --------------------------------------------------------------
+table() { benchmark table --results "$results" "$@"; }
+mb() { echo "$(($(stat -c %s "$1") / 1000000)) MB"; }
+jq_version=$(jq --version 2>/dev/null || echo "not installed")
+awk_version=$(awk -W version 2>/dev/null | head -n 1 || true)
+[ -n "$awk_version" ] || awk_version=$(awk --version 2>/dev/null | head -n 1 || echo unknown)
+gawk_version=$(gawk --version 2>/dev/null | head -n 1 || echo "not installed")
+cpu=$(grep -m 1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
+targets=(
+  "extract ≥ 150 MB/s on one core := extract/extract, 1 core:mbps >= 150"
+  "extract ≥ 3× jq (both on one core) := extract/extract, 1 core:mbps / extract/jq, 1 core:mbps >= 3"
+  "dedup ≥ 250 MB/s := dedup/dedup:mbps >= 250"
+  "dedup ≥ 3× awk := dedup/dedup:mbps / dedup/awk:mbps >= 3"
+  "dedup ≥ 3× gawk := dedup/dedup:mbps / dedup/gawk:mbps >= 3"
+  "dedup ≥ 20× jq -s unique_by (same $SLURP records) := dedup/dedup, first $SLURP:mbps / dedup/jq -s unique_by, first $SLURP:mbps >= 20"
+  "dedup peak RSS ≤ 64 MB (bloom mode) := dedup/dedup:rss_mb <= 64"
+  "shard ≥ 200 MB/s := shard/shard:mbps >= 200"
+  "stats ≥ 200 MB/s := stats/stats:mbps >= 200"
+  "merge ≥ 100 MB/s := merge/merge:mbps >= 100"
+  "merge of $BIG_LABEL prompts' generation records ≥ 100 MB/s := growth/merge@$BIG_LABEL:mbps >= 100"
+  "merge of $BIG_LABEL within its memory budget (--memory 512MiB) := growth/merge@$BIG_LABEL:rss_mb <= 512"
+  "extract memory flat: peak RSS at $BIG_LABEL records ≤ 2× at $SMALL_LABEL := growth/extract@$BIG_LABEL:rss_mb / growth/extract@$SMALL_LABEL:rss_mb <= 2"
+  "infer ≥ 20,000 req/s against llmsim --instant (simulator included) := client/infer:rps >= 20000"
+  "infer peak RSS < 150 MB for $BIG_LABEL prompts := growth/infer@$BIG_LABEL:rss_mb <= 150"
+  "llmsim ≥ 20,000 req/s alone := llmsim/llmsim --instant, 1 endpoint:rps >= 20000"
+  "fleet: ≥ 97% of the ideal (least-outstanding, steady state) := fleet/least-outstanding:ideal_pct >= 97"
+  "fleet: slot utilisation ≥ 99% (least-outstanding, steady state) := fleet/least-outstanding:util_pct >= 99"
+)
+target_args=()
+for t in "${targets[@]}"; do target_args+=(--target "$t"); done
+
+tmp_out=$BENCH_OUT.tmp
+{
+  cat <<EOF
+# Benchmarks
+
+Generated by \`pipelines/bench.sh\` ($( [ "$BENCH_QUICK" = 1 ] && echo "BENCH_QUICK=1, small sizes: a smoke test, not figures to quote" || echo "full run")) on $(date -u '+%Y-%m-%d %H:%M UTC'), in $((elapsed / 60)) min $((elapsed % 60)) s.
+Every figure below comes from this one run: tokenmill's tools and the tools
+users would run instead, on the same files, each command run $BENCH_RUNS times
+and the median run reported (the growth table: one run per size). Peak RSS is
+the largest single process's, from wait4's rusage, the highest of the runs.
+
+## Machine
+
+| | |
+|---|---|
+| CPUs (nproc) | $(nproc) |
+| CPU model | ${cpu:-unknown} |
+| memory | $(free -h 2>/dev/null | awk '/^Mem:/ {print $2}') |
+| kernel | $(uname -sr) |
+| Go | $(go version | cut -d' ' -f3-) |
+| jq | $jq_version |
+| awk | $awk_version |
+| gawk | $gawk_version |
+| node | $(node --version 2>/dev/null || echo "not installed") (openai $openai_version) |
+| load before | \`$load_before\` |
+| load after | \`$load_after\` |
+
+**Read the load figures first.** On a machine shared with other work (a load
+average above the number of CPUs), every figure here is lower than the same
+tools reach alone, and the ratios between tools are noisier than usual. The
+\`load\` column of each table is the 1-minute load average when that
+measurement started.
+
+## Targets
+
+EOF
+  benchmark targets --results "$results" "${target_args[@]}"
+  cat <<EOF
+
+## Data
+
+- \`corpus -n $N_MAIN -o data/corpus.jsonl\`: $(num "$n_corpus") records in the
+  BAAI/Infinity-Instruct 0625 layout, $(mb data/corpus.jsonl) (long-tailed
+  prompts, multi-turn, CJK and emoji, ~0.6% repeated prompts).
+- \`extract -o data/prompts.jsonl data/corpus.jsonl\`: $(num "$n_prompts") prompt records, $(mb data/prompts.jsonl).
+- \`benchmark generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl\`:
+  a generation record for each prompt, as infer writes them ($(mb data/gens.jsonl);
+  answers of ~100 tokens median, long-tailed to 1,024; 2% error records), and a rerun
+  file ($(num "$(lines data/rerun.jsonl)") records, $(mb data/rerun.jsonl)) answering the errors and
+  redoing half of the answers cut at the limit: what \`merge\` puts together.
+- \`data/*-slurp.jsonl\`: the first $(num "$SLURP") records, for the jq commands that read
+  their whole input into memory (\`jq -s\`), which at full size would need several
+  GB; tokenmill is measured on the same subset for those ratios.
+
+Commands run in \`$(basename "$BENCH_DIR")/\` with the tools built into \`$(basename "$BENCH_DIR")/bin\`
+on PATH. Output goes to a file in \`$(basename "$BENCH_DIR")/tmp\` (counted afterwards:
+"records out").
+
+## extract: prompts from the corpus
+
+The \`1 core\` rows are $pin_note, as are jq's.
+
+EOF
+  table --group extract
+  cat <<EOF
+
+## dedup
+
+\`dedup\` keeps the first record of each prompt (the roles and contents of
+\`messages\`), in input order, in a bloom filter; \`--exact\` also keeps a
+128-bit hash per prompt. \`awk '!seen[\$0]++'\` is the classic line dedup:
+it keeps every distinct *line*, and since every record carries its own id,
+it drops nothing here; it is shown for speed and memory. The jq commands
+are the key dedups users write: their "records out" should match dedup's.
+
+EOF
+  table --group dedup
+  cat <<EOF
+
+## shard: 8 parts
+
+EOF
+  table --group shard
+  cat <<EOF
+
+## merge: one record per prompt from a run and its rerun
+
+EOF
+  table --group merge
+  cat <<EOF
+
+## stats
+
+EOF
+  table --group stats
+  cat <<EOF
+
+## infer: client overhead against a zero-latency llmsim
+
+One \`llmsim --instant\` endpoint on this machine answers every request at
+once, so the rate is what the client (and the simulator, on the same two
+cores) can push. Every client keeps $CONCURRENCY requests in flight and asks
+for 16 tokens. CPU s is the client's own (for xargs, every curl process's),
+not the simulator's: on a busy machine, **CPU µs/record** is the steadier
+figure.
+
+EOF
+  table --group client --cpu-per-record --rate requests/s
+  cat <<EOF
+
+## llmsim alone
+
+EOF
+  table --group llmsim --rate requests/s
+  cat <<EOF
+
+## infer on the calibrated 8-endpoint fleet
+
+\`llmsim\` simulates eight SGLang servers of 48 slots each, calibrated to
+the real job (1,180 tok/s per endpoint with a full batch), $TIME_SCALE times
+faster than real time. Endpoint 7 is 3× slower; endpoint 6 crashes after
+$crash_after requests and comes back 60 s later (simulated), answering
+health checks only after a further 20 s start-up. infer's own waits (probe
+interval, retry backoff) are scaled by the same factor. $FLEET_PROMPTS prompts, answers
+up to 1,024 tokens. Token rates are in simulated time (real rate ÷ $TIME_SCALE).
+
+- **delivered tok/s**: completion tokens infer wrote, per second, in the
+  steady state (between 10% and 90% of the run's tokens; from infer's
+  \`--metrics-addr\`).
+- **fleet ideal**: for each endpoint, 48 slots decoding at its calibrated
+  rate (1,180 tok/s, a third of that for the slow one), for the time it
+  was up (\`/health\` polled every 100 ms); "with prefill" also charges
+  the prompt processing the simulator adds for the answers' actual prompts.
+- **slot utilisation**: running requests over the slots of the endpoints
+  that were up, from each endpoint's \`/metrics\`.
+- **whole run**: all tokens over the whole wall time, ramp-up and tail
+  included.
+- **endpoint downtime**: seconds (simulated) during which some endpoint was
+  down, summed over endpoints.
+
+EOF
+  table --group fleet --kind fleet
+  cat <<EOF
+
+## Cost as the input grows
+
+Each tool at $(echo "$GROWTH" | sed 's/[0-9]*://g; s/ /, /g') records (prompts for extract's
+corpus, dedup, shard and infer; generation records for merge and stats;
+infer against one \`llmsim --instant\` endpoint). One run per size.
+\`awk '!seen[\$0]++'\` is shown for contrast: it holds every line.
+
+EOF
+  table --group growth --kind growth
+  cat <<EOF
+
+## How to reproduce
+
+    just bench                      # or: bash pipelines/bench.sh
+    BENCH_QUICK=1 bash pipelines/bench.sh   # small sizes, ~2 minutes: a smoke test
+
+It needs Go, bash and the usual command-line tools; it installs jq with
+apt-get when it is missing and the script runs as root (gawk, when present,
+is measured as well), and the OpenAI Node
+SDK (\`openai\`, from \`pipelines/bench/package.json\`) into
+\`.bench/node\` with npm. Everything it makes stays in \`.bench/\` (about
+7 GB at full size; \`BENCH_DIR\` moves it). This run took
+$((elapsed / 60)) min $((elapsed % 60)) s. Figures of a single tool:
+\`go test -run '^\$' -bench . -benchtime 1x ./lib/<tool>/\`.
+EOF
+} >"$tmp_out"
+mv "$tmp_out" "$BENCH_OUT"
+say "wrote $BENCH_OUT in $((elapsed / 60)) min $((elapsed % 60)) s"
