@@ -110,7 +110,7 @@ type aggregator struct {
 	records  int64
 	kinds    [3]int64
 	lengths  [numLengths]dist
-	finish   map[string]int64
+	finish   map[string]*int64 // pointer counts: assigning m[k] would store k, which aliases the input line
 	statuses map[int]int64
 	messages map[msgKey]*msgAgg
 	seen     map[uint64]struct{}
@@ -132,7 +132,7 @@ const (
 
 func newAggregator() *aggregator {
 	return &aggregator{
-		finish:   map[string]int64{},
+		finish:   map[string]*int64{},
 		statuses: map[int]int64{},
 		messages: map[msgKey]*msgAgg{},
 		seen:     map[uint64]struct{}{},
@@ -170,18 +170,8 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 			a.lengths[lenPromptTokens].add(f.pTokens)
 			a.lengths[lenAnswerTokens].add(f.cTokens)
 		}
-		fin := f.finish
-		if fin == "" {
-			fin = noneName
-		}
-		if _, ok := a.finish[fin]; ok {
-			a.finish[fin]++
-		} else if len(a.finish) < maxFinish {
-			a.finish[strings.Clone(fin)] = 1
-		} else {
-			a.finish[otherName]++
-		}
-		if fin == record.FinishLength {
+		*bounded(a.finish, f.finish, maxFinish, func() *int64 { return new(int64) })++
+		if f.finish == record.FinishLength {
 			src.length++
 		}
 		src.completion += f.cTokens
@@ -208,7 +198,9 @@ func (a *aggregator) endpoint(name string) *endpointAgg {
 
 // bounded returns m's entry for name ("" is noneName), creating it while m
 // has fewer than limit names and using otherName after that. New keys are
-// cloned: name may alias an input line that is about to be reused.
+// cloned: name may alias an input line that is about to be reused. Callers
+// update the entry through the pointer and never assign m[name]: a map
+// assignment stores its key again, aliasing the line after all.
 func bounded[T any](m map[string]*T, name string, limit int, fresh func() *T) *T {
 	if name == "" {
 		name = noneName
@@ -282,7 +274,7 @@ func (a *aggregator) report(top int, wallSeconds float64) *Report {
 			AnswerTokens:   a.lengths[lenAnswerTokens].describe(),
 			ReasoningChars: a.lengths[lenReasoningChars].describe(),
 		},
-		FinishReasons: counts(a.finish),
+		FinishReasons: counts(derefCounts(a.finish)),
 		Errors:        Errors{ByStatus: []StatusCount{}, TopMessages: []Message{}},
 		Duplicates:    Duplicates{Records: a.dups, Examples: append([]Duplicate{}, a.examples...)},
 		Sources:       []Source{},
@@ -368,5 +360,13 @@ func counts(m map[string]int64) []Count {
 	slices.SortFunc(out, func(x, y Count) int {
 		return cmp.Or(cmp.Compare(y.Count, x.Count), strings.Compare(x.Name, y.Name))
 	})
+	return out
+}
+
+func derefCounts(m map[string]*int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = *v
+	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -645,3 +646,45 @@ func TestInterrupted(t *testing.T) {
 const waitBound = 10 * time.Second
 
 func waitLimit() <-chan time.Time { return time.After(waitBound) }
+
+// TestNamesSurviveBufferReuse: names counted from records (finish reasons,
+// sources, endpoints) must not alias input buffers that later batches
+// reuse. Many batches of long records with few distinct names make every
+// buffer be reused while the names are still counted.
+func TestNamesSurviveBufferReuse(t *testing.T) {
+	var in strings.Builder
+	const n = 6000
+	filler := strings.Repeat("word ", 400)
+	for i := 0; i < n; i++ {
+		fin := "stop"
+		if i%7 == 0 {
+			fin = "length"
+		}
+		fmt.Fprintf(&in, `{"id":%d,"messages":[{"role":"user","content":"q"}],"source":"src%d",`+
+			`"output":{"text":%q,"finish_reason":%q,"endpoint":"http://e:%d","latency_ms":5,"usage":{"prompt_tokens":1,"completion_tokens":2}}}`+"\n",
+			i, i%3, filler, fin, 30000+i%2)
+	}
+	for _, workers := range []string{"1", "2"} {
+		code, stdout, stderr := run(t, in.String(), "--json", "--workers", workers)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var r Report
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		wantLength := int64((n + 6) / 7)
+		want := []Count{{"stop", n - wantLength}, {"length", wantLength}}
+		if fmt.Sprint(r.FinishReasons) != fmt.Sprint(want) {
+			t.Fatalf("workers %s: finish reasons %v, want %v", workers, r.FinishReasons, want)
+		}
+		var names []string
+		for _, s := range r.Sources {
+			names = append(names, s.Source)
+		}
+		slices.Sort(names)
+		if fmt.Sprint(names) != "[src0 src1 src2]" {
+			t.Fatalf("workers %s: sources %v", workers, names)
+		}
+	}
+}
