@@ -235,8 +235,13 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 	}
 
+	maxTokens := 0
+	if c.MaxTokens != nil {
+		maxTokens = *c.MaxTokens
+	}
+	est := NewEstimator(time.Minute, maxTokens)
 	r := &runner{
-		cfg: c, b: b, pool: p, out: out, errs: errs, rejects: rejects, ledger: l,
+		cfg: c, b: b, pool: p, out: out, errs: errs, rejects: rejects, ledger: l, eta: est,
 		backoff: newBackoff(c.Backoff, c.MaxBackoff, uint64(time.Now().UnixNano())),
 		logf:    log.Logf, model: model, input: make(chan *job, 64), ready: newReadyQueue(),
 		work: make(chan task), workDone: make(chan struct{}),
@@ -254,7 +259,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	defer cancelRun(nil)
 	r.cancelRun = cancelRun
 
-	prog := newProgress(r, env.Interactive, NewRateEstimator(time.Minute))
+	prog := newProgress(r, env.Interactive, est)
 	go prog.inputLines.Store(countInputLines(c.Inputs))
 	cp := cli.StartProgress(ctx, env, c.ProgressInterval, prog.lines)
 	log.p.Store(cp)

@@ -1,75 +1,294 @@
 package infer
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"time"
 )
 
-// Estimator forecasts how long the rest of a run will take. The progress
-// display feeds it what has happened and asks it for the time left; a
-// better forecast (from measured output tok/s and the running mean of
-// answer tokens) can replace the default without touching anything else.
-type Estimator interface {
-	// Observe records the run's totals at now: answers finished (this
-	// run's, ok or failed) and completion tokens generated.
-	Observe(now time.Time, answers, completionTokens int64)
-	// Remaining returns the time needed for left more answers, or false
-	// while there is too little to go on.
-	Remaining(now time.Time, left int64) (time.Duration, bool)
+// Forecast is how long the rest of a run will take, and what it rests on.
+type Forecast struct {
+	Left      time.Duration // the estimate
+	Low, High time.Duration // about a 95% range
+	// TokPerSec is the fleet's output now, answers in flight included.
+	TokPerSec float64
+	// MeanTokens is the expected answer length in tokens, with its
+	// standard error.
+	MeanTokens, MeanSE float64
 }
 
-// rateEstimator divides what is left by the answer rate over the last
-// window. It ignores the first minSpan of the run, when the fleet is
-// still filling and the rate says little.
-type rateEstimator struct {
-	mu      sync.Mutex
-	window  time.Duration
-	minSpan time.Duration
-	samples []etaSample
-	start   time.Time
+// Estimator forecasts how long the rest of a run takes. The runner tells
+// it when each attempt starts and ends; the progress display asks it for
+// the time left.
+type Estimator interface {
+	// Started: an attempt of j was sent at at.
+	Started(j *job, at time.Time)
+	// Ended: the attempt of j ended at at; with ok, an answer of tokens
+	// completion tokens that finished for finish ("stop", "length", ...).
+	Ended(j *job, at time.Time, ok bool, tokens int, finish string)
+	// Forecast is the time needed for left more answers, or false while
+	// there is too little to go on.
+	Forecast(now time.Time, left int64) (Forecast, bool)
+}
+
+// etaEstimator forecasts from the fleet's output in tokens per second and
+// the mean answer length, both corrected for the answers still being
+// written. Early in a run the answers that have finished are the short
+// ones (a long answer is still running), so neither the answer rate nor
+// the mean length of finished answers can be trusted. Instead:
+//
+//   - The per-answer decode speed v and a fixed overhead q (queueing,
+//     prefill, the round trip) come from a regression of latency on length
+//     over finished answers; an answer in flight for a seconds has then
+//     produced about v*(a-q) tokens, streaming or not.
+//   - Output tok/s is the growth, over the last window, of the tokens
+//     produced: those of finished answers plus those in flight.
+//   - Answer lengths are fitted as a lognormal, with max_tokens cuts and
+//     answers in flight as censored (longer than what they have so far);
+//     the mean is taken over every answer sent, finished ones as they were
+//     and those in flight as their expected final length. The fit fills in
+//     what has not been seen yet; as the run goes on the finished answers
+//     dominate and the estimate becomes the plain mean.
+//   - The time left is the tokens left (answers not yet sent times the
+//     mean, plus what those in flight still have to write) over the rate,
+//     plus the drain at the end (the run waits for its longest answers),
+//     and never less than the longest answer in flight needs.
+type etaEstimator struct {
+	mu       sync.Mutex
+	window   time.Duration
+	limit    float64 // max_tokens when known (0: learn it)
+	started  bool
+	inflight map[*job]time.Time
+
+	done        float64 // answers finished ok
+	credited    float64 // their tokens
+	sumL, sumL2 float64
+	exact       logStats        // log lengths of answers that stopped on their own
+	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
+	longest     int
+	speed       speedFit
+	fit         logNormal // last fit, the next one's start
+	produced    []etaSample
 }
 
 type etaSample struct {
-	at      time.Time
-	answers int64
+	at     time.Time
+	tokens float64
 }
 
-// NewRateEstimator returns the default Estimator: answers per second over
-// the last window (a minute in the live display).
-func NewRateEstimator(window time.Duration) Estimator {
-	return &rateEstimator{window: window, minSpan: min(window/4, 15*time.Second)}
+// speedFit is the least-squares line latency = q + tokens/v.
+type speedFit struct{ n, sx, sy, sxx, sxy float64 }
+
+func (s *speedFit) add(tokens float64, latency time.Duration) {
+	y := latency.Seconds()
+	s.n++
+	s.sx += tokens
+	s.sy += y
+	s.sxx += tokens * tokens
+	s.sxy += tokens * y
 }
 
-func (e *rateEstimator) Observe(now time.Time, answers, _ int64) {
+// line returns v (tokens per second of one answer) and q (seconds).
+func (s *speedFit) line() (v, q float64) {
+	if s.n >= 3 {
+		den := s.n*s.sxx - s.sx*s.sx
+		if den > 0 {
+			slope := (s.n*s.sxy - s.sx*s.sy) / den
+			icept := (s.sy - slope*s.sx) / s.n
+			if slope > 0 && icept >= 0 {
+				return 1 / slope, icept
+			}
+		}
+	}
+	if s.sxy > 0 && s.sxx > 0 {
+		return s.sxx / s.sxy, 0 // through the origin
+	}
+	return 0, 0
+}
+
+// Forecasting needs this many finished answers.
+const etaMinAnswers = 20
+
+// defaultAnswerLimit bounds answer lengths when max_tokens is not given
+// and no answer was cut yet: a common context length.
+const defaultAnswerLimit = 32768
+
+// NewEstimator returns the forecast the progress display uses: tokens per
+// second over the last window, answers of at most maxTokens (0: unknown).
+func NewEstimator(window time.Duration, maxTokens int) Estimator {
+	return &etaEstimator{window: window, limit: float64(maxTokens), inflight: map[*job]time.Time{}, cut: map[int]float64{}}
+}
+
+func (e *etaEstimator) Started(j *job, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.start.IsZero() {
-		e.start = now
+	if !e.started {
+		// Nothing was produced before the first request went out.
+		e.started = true
+		e.produced = append(e.produced, etaSample{at: at})
 	}
-	e.samples = append(e.samples, etaSample{now, answers})
+	e.inflight[j] = at
+}
+
+func (e *etaEstimator) Ended(j *job, at time.Time, ok bool, tokens int, finish string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sent, found := e.inflight[j]
+	delete(e.inflight, j)
+	if !ok || !found {
+		return
+	}
+	l := float64(tokens)
+	e.done++
+	e.credited += l
+	e.sumL += l
+	e.sumL2 += l * l
+	e.longest = max(e.longest, tokens)
+	if finish == "length" {
+		e.cut[tokens]++
+	} else {
+		e.exact.add(tokens)
+	}
+	if tokens > 0 {
+		e.speed.add(l, at.Sub(sent))
+	}
+}
+
+// answerLimit is the longest an answer can be.
+func (e *etaEstimator) answerLimit() float64 {
+	if e.limit > 0 {
+		return e.limit
+	}
+	lim := float64(defaultAnswerLimit)
+	for l := range e.cut {
+		lim = max(lim, float64(l))
+	}
+	return max(lim, float64(e.longest))
+}
+
+// lengths fits the answer lengths given the progress of those in flight.
+func (e *etaEstimator) lengths(progress []float64, limit float64) (lengthDist, bool) {
+	if e.exact.n == 0 {
+		if len(e.cut) == 0 {
+			return nil, false
+		}
+		// Every answer was cut: they will all be as long as the longest cut.
+		c := 0
+		for l := range e.cut {
+			c = max(c, l)
+		}
+		return pointMass{float64(c)}, true
+	}
+	cens := make([]censor, 0, len(e.cut)+len(progress))
+	for l, w := range e.cut {
+		cens = append(cens, censor{math.Log(float64(max(l, 1))), w})
+	}
+	for _, l := range progress {
+		if l >= 1 {
+			cens = append(cens, censor{math.Log(l), 1})
+		}
+	}
+	d, ok := fitLogNormal(e.exact, cens, e.fit)
+	if !ok {
+		return nil, false
+	}
+	e.fit = d
+	return d, true
+}
+
+func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done < etaMinAnswers || !e.started {
+		return Forecast{}, false
+	}
+	v, q := e.speed.line()
+	if v <= 0 {
+		return Forecast{}, false
+	}
+	limit := e.answerLimit()
+
+	// What each answer in flight has produced so far.
+	progress := make([]float64, 0, len(e.inflight))
+	producing := e.credited
+	for _, sent := range e.inflight {
+		l := min(max(v*(now.Sub(sent).Seconds()-q), 0), limit-1)
+		progress = append(progress, l)
+		producing += l
+	}
+	rate := e.rate(now, producing)
+	d, ok := e.lengths(progress, limit)
+	if !ok || rate <= 0 {
+		return Forecast{}, false
+	}
+
+	// The mean over every answer sent: finished ones as they were, those
+	// in flight as their expected final length.
+	sum, rest := e.sumL, 0.0
+	for _, l := range progress {
+		final := condMean(d, l, limit)
+		sum += final
+		rest += final - l
+	}
+	n := e.done + float64(len(progress))
+	mean := sum / n
+	_, m2 := cappedMoments(d, limit)
+	sd := math.Sqrt(max(m2-mean*mean, 0))
+	if e.done >= 2 {
+		sd = max(sd, math.Sqrt(max(e.sumL2/e.done-(e.sumL/e.done)*(e.sumL/e.done), 0)))
+	}
+	se := sd / math.Sqrt(e.done)
+	f := Forecast{TokPerSec: rate, MeanTokens: mean, MeanSE: se}
+	if left <= 0 {
+		return f, true
+	}
+
+	unsent := max(float64(left)-float64(len(progress)), 0)
+	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	var bulk, spread float64
+	if unsent > 0 {
+		slots := min(rate/v, unsent+float64(len(progress)))
+		bulk = (unsent*mean+rest)/rate + drain(d, limit, slots)/v
+		// The spread: the mean's error, and chance in the lengths still to come.
+		spread = math.Sqrt(unsent*unsent*se*se+unsent*sd*sd) / rate
+		f.Left, f.Low, f.High = secs(bulk), secs(max(bulk-2*spread, 0)), secs(bulk+2*spread)
+	}
+	// The longest answer in flight bounds the time left from below; it
+	// matters only once no answer in flight can outlast the bulk.
+	if bulk < limit/v {
+		longest, lo, hi := longestOf(d, progress, limit)
+		if longest/v > bulk {
+			f.Left, f.Low, f.High = secs(longest/v), secs(max(lo/v, bulk-2*spread)), secs(max(hi/v, bulk+2*spread))
+		}
+	}
+	return f, true
+}
+
+// rate records the tokens produced so far and returns their growth per
+// second over the window.
+func (e *etaEstimator) rate(now time.Time, producing float64) float64 {
+	e.produced = append(e.produced, etaSample{now, producing})
 	// Keep one sample older than the window as its left edge.
 	cut := 0
-	for cut+1 < len(e.samples) && now.Sub(e.samples[cut+1].at) >= e.window {
+	for cut+1 < len(e.produced) && now.Sub(e.produced[cut+1].at) >= e.window {
 		cut++
 	}
-	e.samples = e.samples[cut:]
+	e.produced = e.produced[cut:]
+	first := e.produced[0]
+	span := now.Sub(first.at).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return (producing - first.tokens) / span
 }
 
-func (e *rateEstimator) Remaining(now time.Time, left int64) (time.Duration, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if left <= 0 {
-		return 0, true
+// formatForecast is the progress display's part for a forecast:
+// "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok".
+func formatForecast(f Forecast) string {
+	eta := "ETA " + shortDuration(f.Left)
+	if f.High > f.Low {
+		eta += " (" + shortDuration(f.Low) + "-" + shortDuration(f.High) + ")"
 	}
-	if len(e.samples) < 2 || now.Sub(e.start) < e.minSpan {
-		return 0, false
-	}
-	first, last := e.samples[0], e.samples[len(e.samples)-1]
-	span := last.at.Sub(first.at)
-	done := last.answers - first.answers
-	if span <= 0 || done <= 0 {
-		return 0, false
-	}
-	perAnswer := float64(span) / float64(done)
-	return time.Duration(perAnswer * float64(left)), true
+	return fmt.Sprintf("%s, mean answer %s±%s tok", eta, thousands(int64(math.Round(f.MeanTokens))), thousands(int64(math.Round(f.MeanSE))))
 }

@@ -46,7 +46,6 @@ func (p *progress) lines() []string {
 	now := time.Now()
 	c := &p.r.c
 	ok, failed, skipped := c.ok.Load(), c.failed.Load(), c.skipped.Load()
-	p.est.Observe(now, ok+failed, c.completionTokens.Load())
 	done := ok + failed + skipped
 
 	var b strings.Builder
@@ -55,8 +54,8 @@ func (p *progress) lines() []string {
 	eta := "ETA -"
 	if total, known := p.total(); known && total > 0 {
 		fmt.Fprintf(&b, "/%s (%.1f%%)", thousands(total), 100*float64(done)/float64(total))
-		if left, ok := p.est.Remaining(now, total-done); ok {
-			eta = "ETA " + shortDuration(left)
+		if f, ok := p.est.Forecast(now, total-done); ok {
+			eta = formatForecast(f)
 		}
 	}
 	views := p.r.pool.view()

@@ -35,6 +35,7 @@ type runner struct {
 	logf    func(format string, args ...any)
 	parse   func([]byte) (openai.Completion, error)
 	model   string
+	eta     Estimator
 
 	input       chan *job
 	ready       *readyQueue
@@ -251,7 +252,9 @@ func (r *runner) worker(t task) {
 func (r *runner) send(ep *endpoint, j *job) {
 	defer r.inflight.Done()
 	start := time.Now()
+	r.eta.Started(j, start)
 	c, f := r.attempt(ep, j)
+	r.eta.Ended(j, time.Now(), f == nil, c.CompletionTokens, c.FinishReason)
 	r.pool.release(ep)
 	if f == nil || !f.down {
 		j.attempts++

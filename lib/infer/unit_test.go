@@ -293,25 +293,6 @@ func TestRateWindow(t *testing.T) {
 	}
 }
 
-func TestRateEstimator(t *testing.T) {
-	e := NewRateEstimator(time.Minute)
-	t0 := time.Unix(5000, 0)
-	e.Observe(t0, 0, 0)
-	if _, ok := e.Remaining(t0, 100); ok {
-		t.Error("an estimate with no progress")
-	}
-	for s := 1; s <= 120; s++ {
-		e.Observe(t0.Add(time.Duration(s)*time.Second), int64(10*s), 0)
-	}
-	left, ok := e.Remaining(t0.Add(120*time.Second), 600)
-	if !ok || left < 59*time.Second || left > 61*time.Second {
-		t.Errorf("600 answers at 10/s: %v %v, want 1m", left, ok)
-	}
-	if left, ok := e.Remaining(t0, 0); !ok || left != 0 {
-		t.Error("nothing left is no time")
-	}
-}
-
 func TestFormatting(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 654676: "654,676", 1234567: "1,234,567", -1234: "-1,234"} {
 		if got := thousands(n); got != want {

@@ -1,0 +1,377 @@
+package infer
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+)
+
+// The estimator on synthetic runs: a fleet of slots answering prompts of
+// known lengths first come first served, replayed on a virtual clock, so
+// every figure is exact and the test needs no servers.
+
+type simFleet struct {
+	slots    int
+	speed    float64       // tokens per second of one answer
+	overhead time.Duration // per answer: queue, prefill, round trip
+	limit    int           // max_tokens (0: none)
+}
+
+type simEvent struct {
+	at     time.Time
+	j      *job
+	start  bool
+	tokens int
+	finish string
+}
+
+// slotHeap holds when each slot is next free.
+type slotHeap []time.Time
+
+func (h slotHeap) Len() int           { return len(h) }
+func (h slotHeap) Less(i, k int) bool { return h[i].Before(h[k]) }
+func (h slotHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *slotHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *slotHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+var simEpoch = time.Unix(1_700_000_000, 0)
+
+// run lays the answers out on the slots and returns the events in time
+// order and the time the last answer ends.
+func (f simFleet) run(lengths []int) ([]simEvent, time.Time) {
+	h := make(slotHeap, f.slots)
+	for i := range h {
+		h[i] = simEpoch
+	}
+	heap.Init(&h)
+	events := make([]simEvent, 0, 2*len(lengths))
+	var end time.Time
+	for _, natural := range lengths {
+		start := heap.Pop(&h).(time.Time)
+		tokens, finish := natural, "stop"
+		if f.limit > 0 && tokens >= f.limit {
+			tokens, finish = f.limit, "length"
+		}
+		d := f.overhead + time.Duration(float64(tokens)/f.speed*float64(time.Second))
+		stop := start.Add(d)
+		j := &job{}
+		events = append(events, simEvent{at: start, j: j, start: true}, simEvent{at: stop, j: j, tokens: tokens, finish: finish})
+		heap.Push(&h, stop)
+		if stop.After(end) {
+			end = stop
+		}
+	}
+	sort.SliceStable(events, func(a, b int) bool { return events[a].at.Before(events[b].at) })
+	return events, end
+}
+
+func logNormalLengths(n int, median, sigma float64, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([]int, n)
+	for i := range out {
+		out[i] = max(1, int(math.Round(median*math.Exp(sigma*r.NormFloat64()))))
+	}
+	return out
+}
+
+// etaAt replays a run into a fresh estimator and returns its forecast
+// (and the naive one: elapsed time scaled by answers left over answers
+// done) when each fraction of the answers is done, with the true time left.
+type etaPoint struct {
+	frac          float64
+	got           Forecast
+	naive, actual time.Duration
+}
+
+func replay(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
+	t.Helper()
+	events, end := f.run(lengths)
+	est := NewEstimator(time.Minute, f.limit)
+	n := len(lengths)
+	var out []etaPoint
+	done, next := 0, 0
+	asked := simEpoch
+	for _, ev := range events {
+		if ev.start {
+			est.Started(ev.j, ev.at)
+			continue
+		}
+		est.Ended(ev.j, ev.at, true, ev.tokens, ev.finish)
+		done++
+		// Ask every 10 seconds, as a display would, so the rate window has
+		// samples, and at each checkpoint.
+		due := next < len(fracs) && float64(done) >= fracs[next]*float64(n)
+		if due || ev.at.Sub(asked) >= 10*time.Second {
+			asked = ev.at
+			fc, ok := est.Forecast(ev.at, int64(n-done))
+			if due {
+				if !ok {
+					t.Fatalf("no forecast at %.0f%% (%d answers done)", 100*fracs[next], done)
+				}
+				elapsed := ev.at.Sub(simEpoch)
+				out = append(out, etaPoint{frac: fracs[next], got: fc, actual: end.Sub(ev.at),
+					naive: time.Duration(float64(elapsed) * float64(n-done) / float64(done))})
+				next++
+			}
+		}
+	}
+	return out
+}
+
+func relErr(got, want time.Duration) float64 {
+	return math.Abs(got.Seconds()-want.Seconds()) / want.Seconds()
+}
+
+func TestEstimatorSyntheticRuns(t *testing.T) {
+	late := []float64{0.05, 0.1, 0.25, 0.5, 0.9}
+	tests := []struct {
+		name    string
+		fleet   simFleet
+		lengths []int
+		fracs   []float64
+		tol     float64 // relative error allowed at every checkpoint
+		ranged  bool    // lengths vary: the range must be honest
+	}{
+		// Checkpoints from one fleetful of answers done on.
+		{"production-like: 400 slots, lognormal, max 8192", simFleet{400, 24.6, 300 * time.Millisecond, 8192},
+			logNormalLengths(100_000, 600, 1.01, 1), append([]float64{0.004, 0.008, 0.02}, late...), 0.07, true},
+		{"5% is one fleetful: 400 slots, 8,000 prompts", simFleet{400, 24.6, 300 * time.Millisecond, 2048},
+			logNormalLengths(8_000, 600, 1.01, 5), []float64{0.05, 0.1, 0.25, 0.5}, 0.06, true},
+		{"test-sized: 100 slots, lognormal, max 2048", simFleet{100, 24.6, 300 * time.Millisecond, 2048},
+			logNormalLengths(20_000, 600, 1.01, 2), late, 0.05, true},
+		{"narrow lognormal, no max_tokens", simFleet{200, 30, 100 * time.Millisecond, 0},
+			logNormalLengths(20_000, 400, 0.5, 3), late, 0.05, true},
+		{"every answer cut at 256", simFleet{200, 25, 50 * time.Millisecond, 256},
+			logNormalLengths(20_000, 2000, 0.3, 4), late, 0.05, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			points := replay(t, tt.fleet, tt.lengths, tt.fracs)
+			inRange := 0
+			for _, p := range points {
+				if p.got.Low <= p.actual && p.actual <= p.got.High {
+					inRange++
+				}
+				e := relErr(p.got.Left, p.actual)
+				t.Logf("%4.1f%%: forecast %v (%v-%v) actual %v: error %.1f%%; naive %v (%.1f%%); mean %.0f±%.0f, %.0f tok/s",
+					100*p.frac, p.got.Left.Round(time.Second), p.got.Low.Round(time.Second), p.got.High.Round(time.Second),
+					p.actual.Round(time.Second), 100*e, p.naive.Round(time.Second), 100*relErr(p.naive, p.actual),
+					p.got.MeanTokens, p.got.MeanSE, p.got.TokPerSec)
+				if e > tt.tol {
+					t.Errorf("at %.1f%%: forecast %v, actual %v: off by %.1f%%, more than %.0f%%", 100*p.frac, p.got.Left, p.actual, 100*e, 100*tt.tol)
+				}
+			}
+			// The range is about 95%; with lengths that vary it must hold
+			// the truth most of the time.
+			if tt.ranged && 5*inRange < 4*len(points) {
+				t.Errorf("the true time left was inside the forecast's range at %d of %d checkpoints", inRange, len(points))
+			}
+		})
+	}
+}
+
+// TestEstimatorMeanEarly: after one fleetful of answers, those finished
+// average far less than all answers will; the estimator's mean must not.
+func TestEstimatorMeanEarly(t *testing.T) {
+	f := simFleet{400, 24.6, 300 * time.Millisecond, 8192}
+	lengths := logNormalLengths(20_000, 600, 1.01, 9)
+	var trueSum float64
+	for _, l := range lengths {
+		trueSum += float64(min(l, f.limit))
+	}
+	trueMean := trueSum / float64(len(lengths))
+	events, _ := f.run(lengths)
+	est := NewEstimator(time.Minute, f.limit)
+	var done, finishedSum float64
+	for _, ev := range events {
+		if ev.start {
+			est.Started(ev.j, ev.at)
+			continue
+		}
+		est.Ended(ev.j, ev.at, true, ev.tokens, ev.finish)
+		done++
+		finishedSum += float64(ev.tokens)
+		if done == 400 {
+			fc, ok := est.Forecast(ev.at, int64(len(lengths))-400)
+			if !ok {
+				t.Fatal("no forecast after 400 answers")
+			}
+			naive := finishedSum / done
+			t.Logf("true mean %.0f; finished answers %.0f; estimate %.0f±%.0f", trueMean, naive, fc.MeanTokens, fc.MeanSE)
+			if naive > 0.75*trueMean {
+				t.Fatalf("the finished answers' mean %.0f is not biased short (true %.0f): the case tests nothing", naive, trueMean)
+			}
+			if e := math.Abs(fc.MeanTokens-trueMean) / trueMean; e > 0.10 {
+				t.Errorf("mean estimate %.0f, true %.0f: off by %.0f%%", fc.MeanTokens, trueMean, 100*e)
+			}
+			if math.Abs(fc.MeanTokens-trueMean) > 3*fc.MeanSE {
+				t.Errorf("mean estimate %.0f±%.0f is more than 3 standard errors from the true %.0f", fc.MeanTokens, fc.MeanSE, trueMean)
+			}
+			return
+		}
+	}
+}
+
+func TestEstimatorEdges(t *testing.T) {
+	est := NewEstimator(time.Minute, 0)
+	t0 := simEpoch
+	if _, ok := est.Forecast(t0, 100); ok {
+		t.Fatal("a forecast before anything was sent")
+	}
+	jobs := make([]*job, 40)
+	for i := range jobs {
+		jobs[i] = &job{}
+		est.Started(jobs[i], t0)
+	}
+	// Failed attempts teach nothing.
+	for i := range jobs {
+		est.Ended(jobs[i], t0.Add(time.Second), false, 0, "")
+	}
+	if _, ok := est.Forecast(t0.Add(time.Second), 100); ok {
+		t.Fatal("a forecast from failed attempts only")
+	}
+	// Answers of 100 tokens at 50 tok/s after a 0.1 s overhead.
+	var at time.Time
+	for i := 0; i < 25; i++ {
+		j := &job{}
+		sent := t0.Add(time.Duration(i) * time.Second)
+		at = sent.Add(2100 * time.Millisecond)
+		est.Started(j, sent)
+		est.Ended(j, at, true, 100, "stop")
+	}
+	fc, ok := est.Forecast(at, 50)
+	if !ok {
+		t.Fatal("no forecast after 25 answers")
+	}
+	if math.Abs(fc.MeanTokens-100) > 1 {
+		t.Errorf("mean %v, want 100", fc.MeanTokens)
+	}
+	if fc, ok := est.Forecast(at, 0); !ok || fc.Left != 0 {
+		t.Errorf("nothing left: %+v %v", fc, ok)
+	}
+	// An answer ending that was never seen starting is ignored.
+	est.Ended(&job{}, at, true, 1_000_000, "stop")
+	if fc, _ := est.Forecast(at, 50); math.Abs(fc.MeanTokens-100) > 1 {
+		t.Errorf("an unknown answer moved the mean to %v", fc.MeanTokens)
+	}
+}
+
+func TestFormatForecast(t *testing.T) {
+	f := Forecast{Left: 19*time.Hour + 2*time.Minute, Low: 18*time.Hour + 40*time.Minute, High: 19*time.Hour + 25*time.Minute, MeanTokens: 1003.4, MeanSE: 27.6}
+	if got, want := formatForecast(f), "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	f.Low, f.High = f.Left, f.Left
+	if got, want := formatForecast(f), "ETA 19h02m, mean answer 1,003±28 tok"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestFitLogNormalCensored(t *testing.T) {
+	const mu, sigma = 6.4, 1.0
+	r := rand.New(rand.NewPCG(11, 12))
+	tests := []struct {
+		name string
+		cut  float64 // every length above it is censored there
+	}{
+		{"no censoring", math.Inf(1)},
+		{"censored at the median", math.Exp(mu)},
+		{"censored at the 16th percentile", math.Exp(mu - sigma)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s logStats
+			var cens []censor
+			for i := 0; i < 20000; i++ {
+				l := math.Exp(mu + sigma*r.NormFloat64())
+				if l > tt.cut {
+					cens = append(cens, censor{math.Log(tt.cut), 1})
+					continue
+				}
+				x := math.Log(l)
+				s.n++
+				s.s1 += x
+				s.s2 += x * x
+			}
+			d, ok := fitLogNormal(s, cens, logNormal{})
+			if !ok || math.Abs(d.mu-mu) > 0.05 || math.Abs(d.sigma-sigma) > 0.05 {
+				t.Errorf("fit %+v %v, want mu %v sigma %v", d, ok, mu, sigma)
+			}
+		})
+	}
+	if _, ok := fitLogNormal(logStats{}, []censor{{5, 10}}, logNormal{}); ok {
+		t.Error("a fit from censored lengths alone")
+	}
+}
+
+// The closed forms against plain numerical integration and simulation.
+func TestLengthDistMath(t *testing.T) {
+	for _, d := range []lengthDist{logNormal{6.4, 1.01}, logNormal{5, 0.3}, pointMass{256}} {
+		for _, tt := range []struct{ l, limit float64 }{{0, 2048}, {300, 2048}, {1500, 2048}, {100, 32768}, {2000, 2048}} {
+			// E[min(L, limit) | L > l] = l + (integral of P(L > x) from l to limit) / P(L > l).
+			const steps = 200000
+			h := (tt.limit - tt.l) / steps
+			var area float64
+			for i := 0; i < steps; i++ {
+				area += d.surv(tt.l+(float64(i)+0.5)*h) * h
+			}
+			s := d.surv(tt.l)
+			if s == 0 {
+				continue // beyond the distribution: condMean's fallback
+			}
+			want := tt.l + area/s
+			if got := condMean(d, tt.l, tt.limit); math.Abs(got-want) > 0.005*want+0.5 {
+				t.Errorf("%+v: condMean(%v, %v) = %v, integration gives %v", d, tt.l, tt.limit, got, want)
+			}
+		}
+	}
+	// Far in a lognormal's tail, E[L | L > l] = exp(mu + sigma^2/2) *
+	// Q(z - sigma) / Q(z), z the standard score of ln l, with the normal
+	// tail Q from its asymptotic series.
+	far := logNormal{5, 0.3}
+	q := func(a float64) float64 {
+		return math.Exp(-a*a/2) / a * (1 - 1/(a*a) + 3/math.Pow(a, 4) - 15/math.Pow(a, 6) + 105/math.Pow(a, 8))
+	}
+	for _, l := range []float64{1500, 3000} {
+		z := (math.Log(l) - far.mu) / far.sigma
+		want := math.Exp(far.mu+far.sigma*far.sigma/2) * q(z-far.sigma) / q(z)
+		if got := condMean(far, l, 1e9); math.Abs(got-want) > 0.01*(want-l) {
+			t.Errorf("far tail: condMean(%v) = %v, asymptotically %v", l, got, want)
+		}
+	}
+	// drain against a simulation of the largest of n residuals.
+	d, limit := logNormal{6.4, 1.01}, 4096.0
+	m1, m2 := cappedMoments(d, limit)
+	r := rand.New(rand.NewPCG(3, 4))
+	// A residual: a length drawn in proportion to itself, then a uniform part of it.
+	pool := make([]float64, 0, 1<<16)
+	for len(pool) < cap(pool) {
+		l := min(math.Exp(6.4+1.01*r.NormFloat64()), limit)
+		if r.Float64()*limit < l {
+			pool = append(pool, r.Float64()*l)
+		}
+	}
+	for _, slots := range []float64{10, 400} {
+		var sum float64
+		const trials = 2000
+		for i := 0; i < trials; i++ {
+			var longest float64
+			for k := 0; k < int(slots); k++ {
+				longest = max(longest, pool[r.IntN(len(pool))])
+			}
+			sum += longest
+		}
+		want := sum/trials - m2/(2*m1)
+		if got := drain(d, limit, slots); math.Abs(got-want) > 0.03*want {
+			t.Errorf("drain with %v slots: %v, simulation %v", slots, got, want)
+		}
+	}
+}
