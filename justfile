@@ -1,5 +1,5 @@
-# tokenmill recipes. `just` is optional: every recipe is a plain command.
-# Install it with: npm install -g rust-just
+# tokenmill recipes. `just` is a convenience: every recipe is one plain
+# command you can run without it. Install: npm install -g rust-just
 
 # List the recipes.
 default:
@@ -9,9 +9,33 @@ default:
 build:
     go build -o bin/ ./cmd/...
 
-# Run the tests (the same command CI runs).
+# Run all tests (what CI runs, after installing parallel/slurm/munge/rsync).
 test:
     go test ./...
+
+# Only the pipeline scripts' end-to-end tests (GNU parallel and Slurm included where installed).
+test-pipelines:
+    go test -count=1 ./pipelines/
+
+# The whole job on a simulated 8-server fleet (about 40 s).
+demo:
+    bash pipelines/demo.sh
+
+# Write an N-record synthetic Infinity-Instruct corpus to corpus-N.jsonl.zst.
+corpus N="660000":
+    go run ./cmd/corpus -n {{N}} -o corpus-{{N}}.jsonl.zst
+
+# Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK).
+bench:
+    bash pipelines/bench.sh
+
+# The long chaos suite (kills, crashes, faults); writes RELIABILITY.md.
+chaos:
+    bash pipelines/chaos.sh
+
+# Run every fuzz target for a bounded time each (default 30s).
+fuzz time="30s":
+    bash pipelines/fuzz.sh {{time}}
 
 # Static checks.
 lint:
@@ -21,3 +45,10 @@ lint:
 # Format the code.
 fmt:
     gofmt -w .
+
+# Start / stop the private single-node Slurm cluster the tests use (root).
+slurm-up dir="/tmp/tokenmill-slurm":
+    bash testdata/slurm/cluster.sh start {{dir}}
+
+slurm-down dir="/tmp/tokenmill-slurm":
+    bash testdata/slurm/cluster.sh stop {{dir}}
