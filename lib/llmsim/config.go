@@ -39,12 +39,15 @@ type Faults struct {
 	StartupDelay time.Duration
 }
 
+// maxSlow bounds Faults.Slow, so a step's duration stays finite.
+const maxSlow = 1000
+
 func (f Faults) validate() error {
 	for _, r := range []struct {
 		name string
 		v    float64
 	}{{"fail-rate", f.FailRate}, {"abort-rate", f.AbortRate}, {"hang-rate", f.HangRate}, {"drop-rate", f.DropRate}} {
-		if r.v < 0 || r.v > 1 {
+		if !(r.v >= 0 && r.v <= 1) { // NaN too
 			return fmt.Errorf("%s %g is not a probability in [0, 1]", r.name, r.v)
 		}
 	}
@@ -58,8 +61,8 @@ func (f Faults) validate() error {
 		return fmt.Errorf("restart-after %v is negative", f.RestartAfter)
 	case f.StartupDelay < 0:
 		return fmt.Errorf("startup-delay %v is negative", f.StartupDelay)
-	case f.Slow < 0:
-		return fmt.Errorf("slow %g is negative", f.Slow)
+	case !(f.Slow >= 0 && f.Slow <= maxSlow): // NaN too
+		return fmt.Errorf("slow %g is not a factor in [0, %d]", f.Slow, maxSlow)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
 )
@@ -275,12 +276,24 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendEscaped appends s JSON-escaped, without quotes.
+// appendEscaped appends s JSON-escaped, without quotes. Bytes that are not
+// UTF-8 (a garbage body quoted in an error) become U+FFFD, as Python's
+// decoding of the body before SGLang quotes it does.
 func appendEscaped(dst []byte, s string) []byte {
 	const hexdigits = "0123456789abcdef"
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(append(dst, s[start:i]...), `\ufffd`...)
+				start = i + 1
+			} else {
+				i += size - 1
+			}
+			continue
+		}
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
