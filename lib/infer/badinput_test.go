@@ -1,0 +1,189 @@
+package infer
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"tokenmill/lib/chaos"
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+	"tokenmill/lib/llmsim"
+	"tokenmill/lib/testbin"
+)
+
+// runBinary runs the infer binary with args, bounded by testbin.Timeout.
+func runBinary(t *testing.T, args ...string) testbin.Result {
+	t.Helper()
+	return testbin.Exec(t, exec.Command(inferBin, args...))
+}
+
+// The bad inputs every tool is tried on, through the binary: bad lines
+// are rejected (exit 3) and the good prompts around them still answered.
+func TestBadInputFiles(t *testing.T) {
+	fleet := startFleet(t, llmsim.Config{Instant: true}, 1)
+	args := append([]string{"-e", fleet.URLs()[0], "--max-tokens", "8"}, fastFlags...)
+	// Lines that are not objects are not_an_object; the repeated records
+	// before the gzip cut are duplicate ids, answered once.
+	chaos.TryBadInputs(t, inferBin, args, chaos.Prompts, chaos.ReaderExpect(2, map[string]chaos.Expect{
+		chaos.Garbage:       {Code: 3, Out: 0, Stderr: "garbage.bin:1: not_an_object"},
+		chaos.TruncatedGzip: {Code: 3, Out: 2, Stderr: "unreadable: input ends early"},
+	}))
+}
+
+// Records of the wrong kind: answers (generation or error records) are
+// prompts again, their old output or error replaced by the new answer; a
+// dataset row that extract has not turned into a prompt is rejected.
+func TestBadInputWrongKind(t *testing.T) {
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 0})
+	os.WriteFile(s.in, []byte(`{"id":"g","messages":[{"role":"user","content":"What is a prime?"}],"output":{"text":"old","finish_reason":"stop","sample":0}}
+{"id":"e","messages":[{"role":"user","content":"Name a colour."}],"error":{"status":500,"message":"old","attempts":9,"retriable":true,"sample":0}}
+{"id":"row","conversations":[{"from":"human","value":"Hello?"},{"from":"gpt","value":"Hi."}]}
+`), 0o644)
+	r := runBinary(t, s.args("--max-tokens", "8")...)
+	if r.Code != cli.ExitRejects || !strings.Contains(r.Stderr, `prompts.jsonl:3: no_prompt: neither "messages" nor "prompt"`) {
+		t.Fatalf("exit %d, want 3 with the dataset row rejected:\n%s", r.Code, r.Stderr)
+	}
+	outs := readRecords(t, s.out)
+	if len(outs) != 2 {
+		t.Fatalf("%d records out, want the 2 answers regenerated", len(outs))
+	}
+	for _, g := range outs {
+		if g.Error != nil || g.Output == nil || g.Output.Text == "old" || !strings.HasPrefix(g.Output.Text, digestOf(&g, true)) || strings.Count(g.raw, `"output"`) != 1 {
+			t.Errorf("%s: not one new answer to its prompt: %s", g.ID.Text, g.raw)
+		}
+	}
+}
+
+// badServer serves every request with answer; with healthy, /health and
+// /get_server_info answer as SGLang does and only the rest is bad.
+func badServer(t *testing.T, healthy bool, answer func(ctx *fasthttp.RequestCtx)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		switch p := string(ctx.Path()); {
+		case healthy && p == "/health":
+		case healthy && p == "/get_server_info":
+			ctx.SetBodyString(`{"max_running_requests": 4}`)
+		case healthy && p == "/v1/models":
+			ctx.SetBodyString(`{"object":"list","data":[{"id":"m","object":"model"}]}`)
+		default:
+			answer(ctx)
+		}
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return "http://" + ln.Addr().String()
+}
+
+const htmlPage = "<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>"
+
+// An endpoint that answers HTML or JSON that is not an answer: each
+// attempt fails and is retried, and after --retries the prompt goes to
+// the errors file saying what came back; nothing reaches the output.
+func TestBadEndpointAnswers(t *testing.T) {
+	body := func(status int, ct, b string) func(*fasthttp.RequestCtx) {
+		return func(ctx *fasthttp.RequestCtx) {
+			ctx.SetStatusCode(status)
+			ctx.SetContentType(ct)
+			ctx.SetBodyString(b)
+		}
+	}
+	tests := []struct {
+		name    string
+		healthy bool // health and server info answer; generation is bad
+		answer  func(*fasthttp.RequestCtx)
+		status  int    // in every error record
+		message string // in every error record's message
+	}{
+		{"HTML 502 from a proxy", true, body(502, "text/html", htmlPage), 502, "<title>502 Bad Gateway</title>"},
+		{"HTML page with 200", true, body(200, "text/html", htmlPage), 200, "malformed response body: json: invalid character '<'"},
+		{"invalid JSON", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"cut`), 200, "malformed response body"},
+		{"JSON that is not an answer", true, body(200, "application/json", `{"object":"list","data":[]}`), 200, "choices"},
+		{"HTML on every path", false, body(200, "text/html", htmlPage), 200, "malformed response body: json: invalid character '<'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
+			url := badServer(t, tt.healthy, tt.answer)
+			r := runBinary(t, s.args("-e", url, "--retries", "2", "--max-tokens", "8")...)
+			if r.Code != cli.ExitRejects || !strings.Contains(r.Stderr, "failed 5") {
+				t.Fatalf("exit %d, want 3 with 5 failed:\n%s", r.Code, r.Stderr)
+			}
+			acc := s.check(t, 1)
+			if acc.ok != 0 || acc.failed != 5 {
+				t.Fatalf("%d answers, %d errors", acc.ok, acc.failed)
+			}
+			for key, g := range acc.errors {
+				if e := g.Error; !e.Retriable || e.Attempts != 3 || e.Status != tt.status || !strings.Contains(e.Message, tt.message) {
+					t.Errorf("%s: %+v", key, e)
+				}
+			}
+		})
+	}
+}
+
+// FuzzReadEndpointsFile: an accepted --endpoints-file lists URLs that,
+// written one per line, read back as the same endpoints.
+func FuzzReadEndpointsFile(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:30000-30007\n# gpu2\ngpu2:30000, gpu2:30001\n", "https://h:8443/sglang/v1 # tls\n", "\n\n#\n", "h:1-\n", "a:1\r\nb:2\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ts, err := ReadEndpointsFile(strings.NewReader(s), "fuzz")
+		if err != nil {
+			return
+		}
+		var urls []string
+		for _, tg := range ts {
+			urls = append(urls, tg.URL)
+		}
+		again, err := ReadEndpointsFile(strings.NewReader(strings.Join(urls, "\n")), "again")
+		if err != nil || len(again) != len(ts) {
+			t.Fatalf("%q gave %q, which reads back as %v, %v", s, urls, again, err)
+		}
+		for i := range ts {
+			if again[i] != ts[i] {
+				t.Fatalf("%q: %+v reads back as %+v", s, ts[i], again[i])
+			}
+		}
+	})
+}
+
+// FuzzScanDone: whatever the output file to resume holds, a bad line is
+// counted and skipped, never fatal (only a file that cannot be read at
+// all, such as a damaged gzip stream, is refused), and no more answers
+// are counted than there are lines.
+func FuzzScanDone(f *testing.F) {
+	f.Add([]byte(`{"id":"a","output":{"text":"x","finish_reason":"stop","sample":0}}`+"\n"+`{"id":"a","output":{"sample":1,"finish_reason":"length"}}`+"\n"), false)
+	f.Add([]byte(`{"id":7,"output":{"sample":0}}`+"\n"+`{"id":"b","error":{"status":500}}`+"\n"+`{"id":"c","out`), true)
+	f.Add(chaos.GarbageBytes(300), false)
+	f.Add([]byte("\x1f\x8b\x08\x00garbage"), false)
+	f.Fuzz(func(t *testing.T, data []byte, redo bool) {
+		path := filepath.Join(t.TempDir(), "gen.jsonl")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l := newLedger()
+		info, err := scanDone(path, redo, l, func(string, ...any) {})
+		var ie *jsonl.InputError
+		if err != nil && !(errors.As(err, &ie) && ie.Reason == jsonl.ReasonUnreadable) {
+			t.Fatalf("%q: %v, want only a file that cannot be read at all refused", data, err)
+		}
+		lines := int64(bytes.Count(data, []byte("\n")) + 1)
+		if info.Answers < 0 || info.Answers+info.Unreadable > lines {
+			t.Fatalf("%q: %+v from %d lines", data, info, lines)
+		}
+	})
+}
