@@ -29,25 +29,25 @@ const chaosSeed = 20250611
 
 // chaosScale is how much work a chaos run does.
 type chaosScale struct {
-	name             string
-	prompts, kills   int
-	endpoints        int
-	runLimit         time.Duration // bound on one infer run
-	timeScale        string        // llmsim --time-scale
-	crashA, crashB   int           // crash-after of endpoints 0 and 1
-	restartA, restBB string
+	name               string
+	prompts, kills     int
+	endpoints          int
+	runLimit           time.Duration // bound on one infer run
+	timeScale          string        // llmsim --time-scale
+	crashA, crashB     int           // crash-after of endpoints 0 and 1
+	restartA, restartB string
 }
 
 func chaosScaleFor(t *testing.T) chaosScale {
 	if chaos.Long() {
 		return chaosScale{name: "long", prompts: 20000, kills: 10, endpoints: 4, runLimit: 5 * time.Minute,
-			timeScale: "100", crashA: 900, crashB: 1700, restartA: "20s", restBB: "40s"}
+			timeScale: "100", crashA: 900, crashB: 1700, restartA: "20s", restartB: "40s"}
 	}
 	if testing.Short() {
 		t.Skip("chaos: skipped with -short")
 	}
 	return chaosScale{name: "short", prompts: 3000, kills: 4, endpoints: 4, runLimit: 90 * time.Second,
-		timeScale: "100", crashA: 250, crashB: 400, restartA: "20s", restBB: "40s"}
+		timeScale: "100", crashA: 250, crashB: 400, restartA: "20s", restartB: "40s"}
 }
 
 // simProc is the llmsim binary serving the fleet.
@@ -66,7 +66,7 @@ func startChaosFleet(t *testing.T, sc chaosScale) *simProc {
 		"--time-scale", sc.timeScale, "--max-running", "16",
 		"--fail-rate", "0.02", "--hang-rate", "0.01", "--drop-rate", "0.01", "--abort-rate", "0.01",
 		"--fault", fmt.Sprintf("0=crash-after:%d,restart-after:%s,startup-delay:5s", sc.crashA, sc.restartA),
-		"--fault", fmt.Sprintf("1=crash-after:%d,restart-after:%s", sc.crashB, sc.restBB)}
+		"--fault", fmt.Sprintf("1=crash-after:%d,restart-after:%s", sc.crashB, sc.restartB)}
 	s := &simProc{cmd: exec.Command(llmsimBin, args...), done: make(chan struct{})}
 	s.cmd.Stderr = &s.stderr
 	if err := s.cmd.Start(); err != nil {
@@ -210,7 +210,7 @@ func TestChaosKillAndResume(t *testing.T) {
 	rng := rand.New(rand.NewPCG(chaosSeed, uint64(sc.prompts)))
 	killAt := make([]int, sc.kills)
 	for i := range killAt {
-		killAt[i] = sc.prompts/20 + rng.IntN(sc.prompts*17/20)
+		killAt[i] = sc.prompts/20 + rng.IntN(sc.prompts*3/4)
 	}
 	slices.Sort(killAt)
 
