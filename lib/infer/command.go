@@ -30,12 +30,23 @@ A killed run continues with --resume: answers already in -o are skipped.
 Example:
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
   infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl --resume prompts.jsonl
+  infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
+
+Generating is the default command: its flags are listed by infer generate --help.
+infer bench measures the fleet and forecasts a run first (infer bench --help).
 `
 
-// Command is infer's command line.
+// Command is infer's command line: generate (what infer does unless told
+// otherwise) or bench.
 type Command struct {
 	cli.Globals
 
+	Generate Generate `cmd:"" default:"withargs" help:"Generate answers (the default: infer [flags] [files] is infer generate [flags] [files])."`
+	Bench    Bench    `cmd:"" help:"Measure the fleet's throughput at rising concurrency, name the knee and forecast a run's wall time. Writes no records."`
+}
+
+// Generate is infer's generation command.
+type Generate struct {
 	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files: JSONL, JSON array or Parquet, plain, gzip or zstd. None, or -, reads stdin."`
 
 	Endpoints     string `short:"e" placeholder:"LIST" help:"Servers, comma-separated: host:port, host:first-last (a port range), or a URL (http:// is the default, https:// allowed, a path prefix kept). E.g. 127.0.0.1:30000-30007,gpu2:30000."`
@@ -76,30 +87,39 @@ type Command struct {
 	MetricsAddr      string        `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics."`
 }
 
-// usage checks the flags that kong cannot.
-func (c *Command) usage() ([]Target, []byte, error) {
+// readTargets reads --endpoints and --endpoints-file.
+func readTargets(endpoints, file string) ([]Target, error) {
 	var targets []Target
-	if c.Endpoints != "" {
-		ts, err := ParseEndpoints(c.Endpoints)
+	if endpoints != "" {
+		ts, err := ParseEndpoints(endpoints)
 		if err != nil {
-			return nil, nil, cli.Usagef("--endpoints: %v", err)
+			return nil, cli.Usagef("--endpoints: %v", err)
 		}
 		targets = ts
 	}
-	if c.EndpointsFile != "" {
-		f, err := os.Open(c.EndpointsFile)
+	if file != "" {
+		f, err := os.Open(file)
 		if err != nil {
-			return nil, nil, cli.Usagef("--endpoints-file: %v", err)
+			return nil, cli.Usagef("--endpoints-file: %v", err)
 		}
-		ts, err := ReadEndpointsFile(f, c.EndpointsFile)
+		ts, err := ReadEndpointsFile(f, file)
 		f.Close()
 		if err != nil {
-			return nil, nil, cli.Usagef("--endpoints-file: %v", err)
+			return nil, cli.Usagef("--endpoints-file: %v", err)
 		}
 		targets = append(targets, ts...)
 	}
 	if err := CheckTargets(targets); err != nil {
-		return nil, nil, cli.Usagef("%v", err)
+		return nil, cli.Usagef("%v", err)
+	}
+	return targets, nil
+}
+
+// usage checks the flags that kong cannot.
+func (c *Generate) usage() ([]Target, []byte, error) {
+	targets, err := readTargets(c.Endpoints, c.EndpointsFile)
+	if err != nil {
+		return nil, nil, err
 	}
 	switch {
 	case c.Samples < 1:
@@ -142,7 +162,7 @@ func (l *logSink) Logf(format string, args ...any) {
 }
 
 // Run generates.
-func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
 	targets, extra, err := c.usage()
 	if err != nil {
 		return err

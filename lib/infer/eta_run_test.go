@@ -74,7 +74,7 @@ func parseProgress(line string) (progressLine, bool) {
 // still being written).
 func TestETAEarlyInSimulatedRun(t *testing.T) {
 	const (
-		prompts   = 12000
+		prompts   = 8000
 		endpoints = 2
 		scale     = 600
 	)

@@ -23,7 +23,7 @@ import (
 // free slot chosen by the pool, and one goroutine per request in flight
 // sends it and files the outcome.
 type runner struct {
-	cfg     *Command
+	cfg     *Generate
 	b       *builder
 	pool    *pool
 	c       counters

@@ -1,0 +1,377 @@
+package infer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
+)
+
+// Bench is `infer bench`: it measures the fleet's saturation curve
+// (output tokens per second at a ladder of requests in flight per
+// endpoint), names the knee, recommends --concurrency, and forecasts the
+// wall time of a run. Requests are streamed, so every token is counted
+// when it arrives and the time to first token is seen; it writes no
+// records.
+type Bench struct {
+	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files to take sample prompts from (the first --sample usable records; JSONL, JSON array or Parquet, plain, gzip or zstd; - is stdin). None: prompts are generated, --prompt-tokens long."`
+
+	Endpoints     string   `short:"e" placeholder:"LIST" help:"Servers, as for infer: host:port, host:first-last, or URLs, comma-separated."`
+	EndpointsFile string   `placeholder:"FILE" help:"File of endpoints, one (or a comma-separated list) per line; # starts a comment."`
+	API           API      `name:"api" enum:"chat,completions,generate" default:"chat" help:"Request kind: chat, completions or generate (SGLang's native /generate), as for infer."`
+	Model         string   `help:"Model name sent with each request. Default: the first model /v1/models lists."`
+	APIKey        string   `name:"api-key" env:"TOKENMILL_INFER_API_KEY,OPENAI_API_KEY" placeholder:"KEY" help:"Bearer token for the servers. Never printed. Default: none."`
+	ExtraBody     string   `placeholder:"JSON" help:"JSON object merged into every request body, as for infer; its stream_options replace the bench's. Default: none."`
+	Temperature   *float64 `placeholder:"T" help:"Sampling temperature. Default: the server's."`
+	TopP          *float64 `name:"top-p" placeholder:"P" help:"Nucleus sampling. Default: the server's."`
+
+	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's max_running_requests."`
+	Duration     time.Duration `default:"30s" help:"Measured time per level, after the warm-up."`
+	Warmup       time.Duration `default:"10s" help:"Time per level before measuring, not counted: the servers' batches fill and the previous level's requests leave."`
+	Requests     int           `default:"0" placeholder:"N" help:"End a level's measurement early once N answers finished in it (0: --duration alone)."`
+	PromptTokens int           `default:"256" placeholder:"N" help:"Length of generated prompts in tokens (about 4 characters each), when no input is given."`
+	AnswerTokens int           `default:"256" placeholder:"N" help:"max_tokens of the bench's requests: throughput hardly depends on it, and short answers let each level see many finish. 0: no limit (sample prompts only)."`
+	IgnoreEOS    bool          `name:"ignore-eos" default:"true" negatable:"" help:"With generated prompts, ask the servers (SGLang, vLLM) to write every answer to --answer-tokens. --no-ignore-eos for servers that refuse the field."`
+	Sample       int           `default:"1000" placeholder:"N" help:"Sample prompts read from the input, or generated."`
+
+	MaxTokens        *int    `placeholder:"N" help:"--max-tokens of the run to forecast: its answers are cut there. Default: a 32,768-token limit."`
+	DatasetSize      int64   `placeholder:"N" help:"Answers of the run to forecast (prompts times --samples). Default: the lines of the input files."`
+	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers (with generated prompts, give it)."`
+
+	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
+	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to answer /health."`
+	TimeScale float64       `default:"1" hidden:"" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
+}
+
+// BenchDescription is the bench's --help text.
+const BenchDescription = `Measure the fleet before a run: sample prompts are sent, streamed, at a
+ladder of requests in flight per endpoint, each level warmed up and then
+measured for --duration. The table shows, per level, answers and output
+tokens per second (in total and per endpoint), latency and time to first
+token; it names the knee (the level after which more concurrency adds
+under 5%) and recommends --concurrency. With the dataset's size (counted
+from the input, or --dataset-size) and its mean answer length (measured on
+the sample prompts, or --mean-answer-tokens) it forecasts the run's wall
+time, with its range.
+
+Example:
+  infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
+  infer bench -e 127.0.0.1:30000-30007 --concurrency 1,8,48 --duration 1m --json
+`
+
+// benchLadder is the default ladder; each server's max_running_requests
+// joins it.
+var benchLadder = []int{1, 2, 4, 8, 16, 32, 48}
+
+// ladder is the default ladder with the servers' max_running_requests.
+func ladder(maxRunning []int) []int {
+	levels := slices.Clone(benchLadder)
+	for _, mr := range maxRunning {
+		if mr > 0 {
+			levels = append(levels, mr)
+		}
+	}
+	slices.Sort(levels)
+	return slices.Compact(levels)
+}
+
+// kneeGain is the throughput a level must add over the one before for the
+// climb to go on.
+const kneeGain = 0.05
+
+// parseLevels reads --concurrency.
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no levels in %q", s)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (c *Bench) usage() ([]Target, []int, error) {
+	targets, err := readTargets(c.Endpoints, c.EndpointsFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	var levels []int
+	if c.Concurrency != "" {
+		if levels, err = parseLevels(c.Concurrency); err != nil {
+			return nil, nil, cli.Usagef("--concurrency: %v", err)
+		}
+	}
+	switch {
+	case c.Duration <= 0 || c.Warmup < 0 || c.WaitReady <= 0:
+		return nil, nil, cli.Usagef("--duration and --wait-ready must be positive, --warmup not negative")
+	case c.Requests < 0 || c.Sample < 1 || c.PromptTokens < 1 || c.AnswerTokens < 0:
+		return nil, nil, cli.Usagef("--requests and --answer-tokens must not be negative, --sample and --prompt-tokens at least 1")
+	case c.AnswerTokens == 0 && len(c.Inputs) == 0:
+		return nil, nil, cli.Usagef("--answer-tokens 0 (no limit) needs sample prompts as input: generated prompts ask for --answer-tokens each")
+	case c.MaxTokens != nil && *c.MaxTokens < 1:
+		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
+	case c.DatasetSize < 0 || c.MeanAnswerTokens < 0 || c.TimeScale <= 0:
+		return nil, nil, cli.Usagef("--dataset-size and --mean-answer-tokens must not be negative, --time-scale positive")
+	}
+	if c.ExtraBody != "" {
+		if err := openai.ValidObject([]byte(c.ExtraBody)); err != nil {
+			return nil, nil, cli.Usagef("--extra-body: %v", err)
+		}
+	}
+	return targets, levels, nil
+}
+
+// Run measures the fleet and prints the report.
+func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
+	targets, levels, err := c.usage()
+	if err != nil {
+		return err
+	}
+	// Streaming with usage, in every chunk where the server can (SGLang's
+	// and vLLM's continuous_usage_stats): tokens are then counted exactly.
+	stream := `{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
+	if c.API == APIGenerate {
+		stream = `{"stream":true}`
+	}
+	extra, err := openai.Merge([]byte(stream), []byte(c.ExtraBody))
+	if err != nil {
+		return cli.Usagef("--extra-body: %v", err)
+	}
+	sampling := openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}
+	if c.AnswerTokens > 0 {
+		sampling.MaxTokens = &c.AnswerTokens
+	}
+	b, err := newBuilder(c.API, c.Model, sampling, extra)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+
+	poolCtx, cancelPool := context.WithCancel(context.Background())
+	p := newPool(poolCtx, targets, poolConfig{
+		apiKey: c.APIKey, ejectAfter: 1 << 30, probeInterval: time.Second, controlTimeout: 10 * time.Second,
+		policy: LeastOutstanding, logf: env.Logf,
+	})
+	defer func() {
+		cancelPool()
+		p.close()
+	}()
+	p.start()
+	ready, err := p.waitAll(ctx, c.WaitReady)
+	if err != nil {
+		return err
+	}
+	if c.Model == "" && c.API != APIGenerate {
+		if b.model = p.discoverModel(); b.model == "" {
+			b.model = "default"
+		}
+	}
+	bodies, note, err := c.prompts(env, b)
+	if err != nil {
+		return err
+	}
+	run := newBenchRun(c, p, ready, bodies)
+	if len(levels) == 0 {
+		levels = ladder(run.maxRunning)
+	}
+
+	rep := run.report(b.model)
+	rep.PromptNote = note
+	for i, n := range levels {
+		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
+			i+1, len(levels), n, n*len(ready), c.Warmup, c.Duration)
+		lv := run.level(ctx, n)
+		if ctx.Err() != nil {
+			break
+		}
+		rep.Levels = append(rep.Levels, lv)
+		env.Logf("  %s tok/s (%s per endpoint), %.2f answers/s, latency p50 %s, TTFT p50 %s%s",
+			thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.RequestsPerSec,
+			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.TTFTP50), errorNote(lv))
+	}
+	if len(rep.Levels) > 0 {
+		rep.finish(c, run)
+	}
+	if err := rep.write(env.Stdout, c.JSON); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	var answered float64
+	for _, lv := range rep.Levels {
+		answered += lv.TokPerSec
+	}
+	if answered == 0 {
+		return fmt.Errorf("no tokens came back at any level: %s", firstError(rep.Levels))
+	}
+	return nil
+}
+
+func errorNote(lv BenchLevel) string {
+	if lv.Errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d failed requests (%s)", lv.Errors, lv.FirstError)
+}
+
+func firstError(levels []BenchLevel) string {
+	for _, lv := range levels {
+		if lv.FirstError != "" {
+			return lv.FirstError
+		}
+	}
+	return "no request was answered"
+}
+
+// prompts builds the streamed request bodies: the input's first usable
+// records, or generated prompts.
+func (c *Bench) prompts(env *cli.Env, b *builder) ([][]byte, string, error) {
+	var bodies [][]byte
+	if len(c.Inputs) == 0 {
+		for k := 0; k < c.Sample; k++ {
+			text := benchPromptText(k, c.PromptTokens)
+			p := record.Prompt{}
+			if c.API == APIChat {
+				p.Messages = []record.Message{{Role: "user", Content: text}}
+			} else {
+				p.Prompt = &text
+			}
+			if c.IgnoreEOS {
+				p.Params = []byte(`{"ignore_eos":true}`)
+			}
+			body, err := b.body(&p, nil, 0)
+			if err != nil {
+				return nil, "", err
+			}
+			bodies = append(bodies, body)
+		}
+		return bodies, fmt.Sprintf("%s generated prompts of %s tokens", thousands(int64(len(bodies))), thousands(int64(c.PromptTokens))), nil
+	}
+	rd := jsonl.NewReader(c.Inputs, env.Stdin, jsonl.Options{})
+	defer rd.Close()
+	skipped := 0
+	for len(bodies) < c.Sample {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		var ie *jsonl.InputError
+		if errors.As(err, &ie) {
+			skipped++
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		var p record.Prompt
+		if record.Decode(rec.Data, &p) != nil {
+			skipped++
+			continue
+		}
+		seed, err := b.check(&p)
+		if err != nil {
+			skipped++
+			continue
+		}
+		body, err := b.body(&p, seed, p.Sample)
+		if err != nil {
+			skipped++
+			continue
+		}
+		bodies = append(bodies, body)
+	}
+	if len(bodies) == 0 {
+		return nil, "", fmt.Errorf("no usable prompt records in the input (%d skipped)", skipped)
+	}
+	note := fmt.Sprintf("%s sample prompts", thousands(int64(len(bodies))))
+	if skipped > 0 {
+		note += fmt.Sprintf(" (%d unusable records skipped)", skipped)
+	}
+	return bodies, note, nil
+}
+
+// benchWords fill generated prompts.
+var benchWords = strings.Fields(`the model answers questions about history science language art music
+mathematics cooking travel health law economics software design and writes clear detailed explanations
+with examples steps reasons and comparisons for a general audience of curious readers`)
+
+// benchPromptText is generated prompt k, about tokens tokens long (four
+// characters a token), distinct from the others from its first words so
+// that no server answers it from its prefix cache.
+func benchPromptText(k, tokens int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Request %d. Write a long, detailed essay on these notes:", k)
+	for i := 0; b.Len() < 4*tokens; i++ {
+		b.WriteByte(' ')
+		b.WriteString(benchWords[(k*7+i*13)%len(benchWords)])
+	}
+	return b.String()
+}
+
+// waitAll waits until every endpoint is ready, for at most timeout; after
+// that it goes on with those that are, if any. It returns their indexes.
+func (p *pool) waitAll(ctx context.Context, timeout time.Duration) ([]int, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var ready []int
+		for i, v := range p.view() {
+			if v.state == stateReady {
+				ready = append(ready, i)
+			}
+		}
+		if len(ready) == len(p.eps) {
+			return ready, nil
+		}
+		if time.Now().After(deadline) {
+			if len(ready) == 0 {
+				return nil, fmt.Errorf("no endpoint answered %s within %v (--wait-ready): are the servers up?", openai.PathHealth, timeout)
+			}
+			p.cfg.logf("%d of %d endpoints are not ready after %v (--wait-ready); measuring the %d that are", len(p.eps)-len(ready), len(p.eps), timeout, len(ready))
+			return ready, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// thousandsFloat writes x with thousands separators, with one decimal
+// below 100.
+func thousandsFloat(x float64) string {
+	if x < 100 {
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return thousands(int64(x + 0.5))
+}
+
+// fmtSeconds writes a latency: 48ms, 12.3s, 4m05s.
+func fmtSeconds(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return shortDuration(time.Duration(s * float64(time.Second)))
+}
+
+// Help is the bench's detailed --help text.
+func (c *Bench) Help() string { return BenchDescription }

@@ -1,0 +1,247 @@
+package infer
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/segmentio/encoding/json"
+)
+
+// BenchReport is what `infer bench` found; --json prints it as is.
+type BenchReport struct {
+	Endpoints    []string `json:"endpoints"`
+	API          API      `json:"api"`
+	Model        string   `json:"model"`
+	MaxRunning   []int    `json:"max_running_requests"` // per endpoint; 0: not reported
+	PromptNote   string   `json:"prompts"`
+	AnswerTokens int      `json:"answer_tokens"` // the bench's max_tokens (0: none)
+	Warmup       float64  `json:"warmup_s"`
+	Duration     float64  `json:"duration_s"`
+
+	Levels []BenchLevel `json:"levels"`
+	// Knee is the first level after which more concurrency adds under 5%
+	// throughput; KneeFound is false when throughput was still climbing at
+	// the last level (Knee is then the last).
+	Knee        int  `json:"knee"`
+	KneeFound   bool `json:"knee_found"`
+	Recommended int  `json:"recommended_concurrency"`
+
+	Forecast     *BenchForecast `json:"forecast,omitempty"`
+	ForecastNote string         `json:"forecast_note,omitempty"`
+}
+
+// BenchForecast is the predicted wall time of a run at the recommended
+// concurrency.
+type BenchForecast struct {
+	Answers          int64   `json:"answers"`
+	MeanAnswerTokens float64 `json:"mean_answer_tokens"`
+	MeanAnswerSE     float64 `json:"mean_answer_tokens_se"`
+	MeanSource       string  `json:"mean_source"` // "measured" or "given"
+	MaxTokens        int     `json:"max_tokens"`
+	Concurrency      int     `json:"concurrency"`
+	TokPerSec        float64 `json:"output_tokens_per_s"`
+	Seconds          float64 `json:"seconds"`
+	LowSeconds       float64 `json:"low_seconds"`
+	HighSeconds      float64 `json:"high_seconds"`
+}
+
+func (r *benchRun) report(model string) *BenchReport {
+	rep := &BenchReport{API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.AnswerTokens,
+		Warmup: r.cfg.Warmup.Seconds(), Duration: r.cfg.Duration.Seconds(), Levels: []BenchLevel{}}
+	for _, ep := range r.eps {
+		rep.Endpoints = append(rep.Endpoints, ep.t.URL)
+	}
+	return rep
+}
+
+// knee returns the index of the first level after which the next adds
+// less than kneeGain, or the last level's when none does.
+func knee(levels []BenchLevel) (int, bool) {
+	for i := 0; i+1 < len(levels); i++ {
+		if levels[i+1].TokPerSec < (1+kneeGain)*levels[i].TokPerSec {
+			return i, true
+		}
+	}
+	return len(levels) - 1, false
+}
+
+// finish names the knee and forecasts the run.
+func (rep *BenchReport) finish(c *Bench, r *benchRun) {
+	k, found := knee(rep.Levels)
+	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
+
+	answers := c.DatasetSize
+	if answers == 0 && len(c.Inputs) > 0 {
+		answers = max(countInputLines(c.Inputs), 0)
+	}
+	limit := float64(defaultAnswerLimit)
+	if c.MaxTokens != nil {
+		limit = float64(*c.MaxTokens)
+	}
+	dist, fitted := r.obs.fit()
+	var mean, se, sd float64
+	source := "given"
+	switch {
+	case answers == 0:
+		rep.ForecastNote = "give --dataset-size (or the dataset's files as input) to forecast a run"
+		return
+	case c.MeanAnswerTokens > 0:
+		mean = min(c.MeanAnswerTokens, limit)
+		if !fitted {
+			// The end of the run, modelled with answers of that mean spread
+			// like typical instruction answers.
+			dist = logNormal{math.Log(mean) - 0.5, 1}
+		}
+	case len(c.Inputs) == 0:
+		rep.ForecastNote = "generated prompts say nothing of the dataset's answers: give --mean-answer-tokens, or sample prompts as input, to forecast a run"
+		return
+	case !fitted:
+		rep.ForecastNote = "no sample answer ended on its own (all cut by --answer-tokens or the level's end): raise --answer-tokens or --duration, or give --mean-answer-tokens"
+		return
+	default:
+		source = "measured"
+		var m2 float64
+		mean, m2 = cappedMoments(dist, limit)
+		sd = math.Sqrt(max(m2-mean*mean, 0))
+		se = sd / math.Sqrt(r.obs.exact.n)
+	}
+	for i := range rep.Levels {
+		lv := &rep.Levels[i]
+		if lv.TokPerSec <= 0 {
+			continue
+		}
+		// One answer's decode speed at this level: what the drain at the
+		// end of the run goes at.
+		running := float64(lv.Concurrency)
+		if mr := r.maxRunning[0]; mr > 0 {
+			running = min(running, float64(mr))
+		}
+		slots := running * float64(len(r.eps))
+		perAnswer := lv.TokPerSec / slots
+		n := float64(answers)
+		secs := n*mean/lv.TokPerSec + drain(dist, limit, slots)/perAnswer
+		lv.RunSeconds = secs
+		if i != k {
+			continue
+		}
+		spread := 2 * math.Sqrt(n*n*se*se+n*sd*sd) / lv.TokPerSec
+		maxTokens := 0
+		if c.MaxTokens != nil {
+			maxTokens = *c.MaxTokens
+		}
+		rep.Forecast = &BenchForecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
+			Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: max(secs-spread, 0), HighSeconds: secs + spread}
+	}
+}
+
+// fit is the lognormal of the answer lengths seen.
+func (o *lengthObs) fit() (lengthDist, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.exact.n < 2 {
+		return nil, false
+	}
+	d, ok := fitLogNormal(o.exact, o.cens, logNormal{})
+	return d, ok
+}
+
+func logOf(tokens float64) float64 { return math.Log(max(tokens, 1)) }
+
+func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d endpoints (max_running_requests %s), %s API, model %s\n", len(rep.Endpoints), maxRunningText(rep.MaxRunning), rep.API, rep.Model)
+	answers := "answers up to " + thousands(int64(rep.AnswerTokens)) + " tokens"
+	if rep.AnswerTokens == 0 {
+		answers = "answers unlimited"
+	}
+	fmt.Fprintf(&b, "%s, %s; each level %s warm-up, then %s measured\n\n", rep.PromptNote, answers,
+		shortDuration(time.Duration(rep.Warmup*float64(time.Second))), shortDuration(time.Duration(rep.Duration*float64(time.Second))))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "per endpoint\tin flight\tanswers/s\tout tok/s\tper endpoint\tlatency p50\tp99\tTTFT p50\tp99\t")
+	for _, lv := range rep.Levels {
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t", lv.Concurrency, lv.InFlight, lv.RequestsPerSec,
+			thousands(int64(lv.TokPerSec+0.5)), thousandsFloat(lv.TokPerSecPerEndpoint),
+			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.LatencyP99), fmtSeconds(lv.TTFTP50), fmtSeconds(lv.TTFTP99))
+		if lv.Errors > 0 {
+			fmt.Fprintf(tw, "  %d failed", lv.Errors)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	b.WriteByte('\n')
+	b.WriteString(rep.kneeText())
+	if f := rep.Forecast; f != nil {
+		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s (%s-%s)\n",
+			thousands(f.Answers), thousands(int64(f.MeanAnswerTokens+0.5)), thousands(int64(f.MeanAnswerSE+0.5)), f.MeanSource,
+			thousands(int64(f.TokPerSec+0.5)), shortDuration(secondsDuration(f.Seconds)),
+			shortDuration(secondsDuration(f.LowSeconds)), shortDuration(secondsDuration(f.HighSeconds)))
+	} else if rep.ForecastNote != "" {
+		b.WriteString("forecast: " + rep.ForecastNote + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// kneeText says where the curve bends and what to run with.
+func (rep *BenchReport) kneeText() string {
+	var k int
+	for i, lv := range rep.Levels {
+		if lv.Concurrency == rep.Knee {
+			k = i
+		}
+	}
+	lv := rep.Levels[k]
+	mr := 0
+	if len(rep.MaxRunning) > 0 {
+		mr = rep.MaxRunning[0]
+	}
+	var b strings.Builder
+	if rep.KneeFound {
+		next := rep.Levels[k+1]
+		fmt.Fprintf(&b, "knee: %d per endpoint (%s tok/s); %d per endpoint adds %+.1f%%\n", lv.Concurrency,
+			thousands(int64(lv.TokPerSec+0.5)), next.Concurrency, 100*(next.TokPerSec/lv.TokPerSec-1))
+	} else if k > 0 {
+		prev := rep.Levels[k-1]
+		fmt.Fprintf(&b, "no knee up to %d per endpoint: it still added %+.1f%% over %d\n", lv.Concurrency,
+			100*(lv.TokPerSec/prev.TokPerSec-1), prev.Concurrency)
+	}
+	fmt.Fprintf(&b, "recommended: --concurrency %d", rep.Recommended)
+	if mr > 0 && rep.Recommended == mr {
+		b.WriteString(" (the servers' max_running_requests: infer's default, which adds --queue-depth, does the same)")
+	} else if !rep.KneeFound && (mr == 0 || rep.Recommended < mr) {
+		b.WriteString(" (or measure higher levels with --concurrency)")
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
+func maxRunningText(mr []int) string {
+	lo, hi := 0, 0
+	for i, m := range mr {
+		if i == 0 || m < lo {
+			lo = m
+		}
+		hi = max(hi, m)
+	}
+	switch {
+	case hi == 0:
+		return "not reported"
+	case lo == hi:
+		return fmt.Sprint(hi)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
