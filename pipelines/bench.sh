@@ -132,14 +132,15 @@ unavailable() {
 }
 
 # --- data ----------------------------------------------------------------
-# make TARGET COMMAND...: run COMMAND (which writes TARGET) unless reusing.
+# make_data TARGET COMMAND...: run COMMAND (which writes TARGET), unless
+# reusing data and TARGET.done says the same command made it.
 make_data() {
   local target=$1
   shift
-  if [ "$BENCH_REUSE_DATA" = 1 ] && [ -s "$target" ] && [ -e "$target.done" ]; then return; fi
+  if [ "$BENCH_REUSE_DATA" = 1 ] && [ -s "$target" ] && [ "$(cat "$target.done" 2>/dev/null)" = "$*" ]; then return; fi
   rm -f "$target.done"
   "$@"
-  touch "$target.done"
+  echo "$*" >"$target.done"
 }
 say "making the data (corpus of $N_MAIN and $N_BIG records, prompts, generations)"
 make_data data/corpus.jsonl corpus -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
@@ -333,6 +334,7 @@ say "load after: $load_after"
 elapsed=$((SECONDS - started))
 
 # --- report --------------------------------------------------------------
+bench_size=$(du -sh "$BENCH_DIR" 2>/dev/null | cut -f1)
 table() { benchmark table --results "$results" "$@"; }
 mb() { echo "$(($(stat -c %s "$1") / 1000000)) MB"; }
 jq_version=$(jq --version 2>/dev/null || echo "not installed")
@@ -527,8 +529,9 @@ It needs Go, bash and the usual command-line tools; it installs jq with
 apt-get when it is missing and the script runs as root (gawk, when present,
 is measured as well), and the OpenAI Node
 SDK (\`openai\`, from \`pipelines/bench/package.json\`) into
-\`.bench/node\` with npm. Everything it makes stays in \`.bench/\` (about
-7 GB at full size; \`BENCH_DIR\` moves it). This run took
+\`.bench/node\` with npm. Everything it makes stays in \`.bench/\`
+($bench_size after this run, its data kept for \`BENCH_REUSE_DATA=1\`;
+\`BENCH_DIR\` moves it). This run took
 $((elapsed / 60)) min $((elapsed % 60)) s. Figures of a single tool:
 \`go test -run '^\$' -bench . -benchtime 1x ./lib/<tool>/\`.
 EOF
