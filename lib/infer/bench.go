@@ -25,14 +25,7 @@ import (
 type Bench struct {
 	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files to take sample prompts from (the first --sample usable records; JSONL, JSON array or Parquet, plain, gzip or zstd; - is stdin). None: prompts are generated, --prompt-tokens long."`
 
-	Endpoints     string   `short:"e" placeholder:"LIST" help:"Servers, as for infer: host:port, host:first-last, or URLs, comma-separated."`
-	EndpointsFile string   `placeholder:"FILE" help:"File of endpoints, one (or a comma-separated list) per line; # starts a comment."`
-	API           API      `name:"api" enum:"chat,completions,generate" default:"chat" help:"Request kind: chat, completions or generate (SGLang's native /generate), as for infer."`
-	Model         string   `help:"Model name sent with each request. Default: the first model /v1/models lists."`
-	APIKey        string   `name:"api-key" env:"TOKENMILL_INFER_API_KEY,OPENAI_API_KEY" placeholder:"KEY" help:"Bearer token for the servers. Never printed. Default: none."`
-	ExtraBody     string   `placeholder:"JSON" help:"JSON object merged into every request body, as for infer; its stream_options replace the bench's. Default: none."`
-	Temperature   *float64 `placeholder:"T" help:"Sampling temperature. Default: the server's."`
-	TopP          *float64 `name:"top-p" placeholder:"P" help:"Nucleus sampling. Default: the server's."`
+	serverFlags `embed:""`
 
 	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's max_running_requests."`
 	Duration     time.Duration `default:"30s" help:"Measured time per level, after the warm-up."`
@@ -179,9 +172,13 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	if c.Model == "" && c.API != APIGenerate {
-		if b.model = p.discoverModel(); b.model == "" {
-			b.model = "default"
+	model := c.Model
+	if model == "" {
+		if model = p.discoverModel(); model == "" {
+			model = "default"
+		}
+		if c.API != APIGenerate {
+			b.model = model
 		}
 	}
 	bodies, note, err := c.prompts(env, b)
@@ -193,7 +190,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		levels = ladder(run.maxRunning)
 	}
 
-	rep := run.report(b.model)
+	rep := run.report(model)
 	rep.PromptNote = note
 	for i, n := range levels {
 		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",

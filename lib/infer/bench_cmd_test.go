@@ -1,10 +1,14 @@
 package infer
 
 import (
+	"bytes"
 	"math"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,10 +241,10 @@ func TestCommands(t *testing.T) {
 }
 
 func TestLadderAndKnee(t *testing.T) {
-	if got := ladder([]int{48, 37, 0, 48}); !equalInts(got, []int{1, 2, 4, 8, 16, 32, 37, 48}) {
+	if got := ladder([]int{48, 37, 0, 48}); !slices.Equal(got, []int{1, 2, 4, 8, 16, 32, 37, 48}) {
 		t.Errorf("ladder: %v", got)
 	}
-	if got, err := parseLevels(" 48,1, 8,8"); err != nil || !equalInts(got, []int{1, 8, 48}) {
+	if got, err := parseLevels(" 48,1, 8,8"); err != nil || !slices.Equal(got, []int{1, 8, 48}) {
 		t.Errorf("parseLevels: %v %v", got, err)
 	}
 	lv := func(tps ...float64) []BenchLevel {
@@ -265,18 +269,6 @@ func TestLadderAndKnee(t *testing.T) {
 			t.Errorf("%v: knee %d %v, want %d %v", tt.tps, k, found, tt.want, tt.found)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestBenchWindow: tokens count in the window they arrive in, whether the
@@ -351,3 +343,54 @@ func TestBenchPromptText(t *testing.T) {
 		t.Errorf("prompt texts: %d bytes %q", len(a), a[:40])
 	}
 }
+
+// The real binary: a JSON report on stdout; SIGINT ends it with the
+// levels measured so far and 130.
+func TestBenchBinary(t *testing.T) {
+	t.Parallel()
+	urls := startSimBinary(t, 2, "--time-scale", "50")
+	args := []string{"bench", "--json", "-e", strings.Join(urls, ","), "--warmup", "1s", "--time-scale", "50"}
+
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(inferBin, append(args, "--concurrency", "1,4", "--duration", "5s")...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var rep BenchReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || len(rep.Levels) != 2 || rep.Levels[1].TokPerSec <= rep.Levels[0].TokPerSec {
+		t.Fatalf("report %+v %v\n%s", rep, err, stdout.String())
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	cmd = exec.Command(inferBin, append(args, "--concurrency", "1,2,4", "--duration", "1m")...)
+	cmd.Stdout = &stdout
+	var mu sync.Mutex
+	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return stderr.Write(p)
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the second level", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(stderr.String(), "level 2/3")
+	})
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != cli.ExitInterrupted {
+		t.Fatalf("exit %d (%v), want 130\n%s", code, err, stderr.String())
+	}
+	rep = BenchReport{}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || len(rep.Levels) != 1 || rep.Levels[0].Concurrency != 1 {
+		t.Fatalf("after SIGINT: report %+v %v\n%s", rep, err, stdout.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -210,11 +210,37 @@ func (r *benchRun) level(ctx context.Context, n int) BenchLevel {
 	timer.Stop()
 	lv.stop()
 	// Cut off what is in flight: closing the connection frees its slot.
-	for _, ep := range r.eps {
-		ep.conns.closeAll()
+	// Again until every worker is out, for a request that was just
+	// connecting.
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	for {
+		for _, ep := range r.eps {
+			ep.conns.closeAll()
+		}
+		select {
+		case <-done:
+			return lv.result()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	wg.Wait()
-	return lv.result()
+}
+
+// slots is how many answers the fleet runs at once with n requests in
+// flight per endpoint: n, or the server's max_running_requests if lower.
+func (r *benchRun) slots(n int) float64 {
+	var total float64
+	for _, mr := range r.maxRunning {
+		if mr > 0 {
+			total += float64(min(n, mr))
+		} else {
+			total += float64(n)
+		}
+	}
+	return total
 }
 
 // request sends one streamed request to endpoint i and reads its answer.
@@ -224,13 +250,7 @@ func (r *benchRun) request(lv *levelRun, i int, body []byte) *reqStats {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	setURI(req, ep.t, r.cfg.API.Path())
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.Header.SetContentType("application/json")
-	if r.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
-	}
-	req.SetBodyRaw(body)
+	setPost(req, ep.t, r.cfg.API.Path(), r.cfg.APIKey, body)
 	rs := &reqStats{ep: i, sent: time.Now(), total: -1}
 	if err := ep.client.DoDeadline(req, resp, lv.deadline); err != nil {
 		rs.err = lv.failure(err)

@@ -116,11 +116,7 @@ func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 		}
 		// One answer's decode speed at this level: what the drain at the
 		// end of the run goes at.
-		running := float64(lv.Concurrency)
-		if mr := r.maxRunning[0]; mr > 0 {
-			running = min(running, float64(mr))
-		}
-		slots := running * float64(len(r.eps))
+		slots := r.slots(lv.Concurrency)
 		perAnswer := lv.TokPerSec / slots
 		n := float64(answers)
 		secs := n*mean/lv.TokPerSec + drain(dist, limit, slots)/perAnswer
@@ -205,9 +201,15 @@ func (rep *BenchReport) kneeText() string {
 		}
 	}
 	lv := rep.Levels[k]
+	// The servers' max_running_requests, if they all say the same.
 	mr := 0
-	if len(rep.MaxRunning) > 0 {
-		mr = rep.MaxRunning[0]
+	for i, m := range rep.MaxRunning {
+		if i == 0 || m == mr {
+			mr = m
+		} else {
+			mr = 0
+			break
+		}
 	}
 	var b strings.Builder
 	if rep.KneeFound {

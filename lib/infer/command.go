@@ -45,23 +45,29 @@ type Command struct {
 	Bench    Bench    `cmd:"" help:"Measure the fleet's throughput at rising concurrency, name the knee and forecast a run's wall time. Writes no records."`
 }
 
+// serverFlags say which servers to use and what every request carries;
+// generate and bench share them.
+type serverFlags struct {
+	Endpoints     string   `short:"e" placeholder:"LIST" help:"Servers, comma-separated: host:port, host:first-last (a port range), or a URL (http:// is the default, https:// allowed, a path prefix kept). E.g. 127.0.0.1:30000-30007,gpu2:30000."`
+	EndpointsFile string   `placeholder:"FILE" help:"File of endpoints, one (or a comma-separated list) per line; # starts a comment."`
+	API           API      `name:"api" enum:"chat,completions,generate" default:"chat" help:"Request kind: chat (/v1/chat/completions), completions (/v1/completions) or generate (SGLang's native /generate). completions and generate need records with a \"prompt\" text."`
+	Model         string   `help:"Model name sent with each request. Default: the first model the server's /v1/models lists."`
+	Temperature   *float64 `placeholder:"T" help:"Sampling temperature. Default: the server's (the model's generation config)."`
+	TopP          *float64 `name:"top-p" placeholder:"P" help:"Nucleus sampling. Default: the server's."`
+	ExtraBody     string   `placeholder:"JSON" help:"JSON object merged into every request body, e.g. '{\"chat_template_kwargs\":{\"enable_thinking\":false}}' (for generate, its \"sampling_params\" merge into the sampling params). A record's own \"params\" override it and the flags. Default: none."`
+	APIKey        string   `name:"api-key" env:"TOKENMILL_INFER_API_KEY,OPENAI_API_KEY" placeholder:"KEY" help:"Bearer token for the servers. Never printed. Default: none."`
+}
+
 // Generate is infer's generation command.
 type Generate struct {
 	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files: JSONL, JSON array or Parquet, plain, gzip or zstd. None, or -, reads stdin."`
 
-	Endpoints     string `short:"e" placeholder:"LIST" help:"Servers, comma-separated: host:port, host:first-last (a port range), or a URL (http:// is the default, https:// allowed, a path prefix kept). E.g. 127.0.0.1:30000-30007,gpu2:30000."`
-	EndpointsFile string `placeholder:"FILE" help:"File of endpoints, one (or a comma-separated list) per line; # starts a comment."`
-	API           API    `name:"api" enum:"chat,completions,generate" default:"chat" help:"Request kind: chat (/v1/chat/completions), completions (/v1/completions) or generate (SGLang's native /generate). completions and generate need records with a \"prompt\" text."`
-	Model         string `help:"Model name sent with each request. Default: the first model the server's /v1/models lists."`
+	serverFlags `embed:""`
 
-	MaxTokens   *int     `placeholder:"N" help:"Longest answer in tokens. Default: the server's (SGLang: up to the context for chat, but only 16 for completions and 128 for generate, so set it there)."`
-	Temperature *float64 `placeholder:"T" help:"Sampling temperature. Default: the server's (the model's generation config)."`
-	TopP        *float64 `name:"top-p" placeholder:"P" help:"Nucleus sampling. Default: the server's."`
-	Seed        *int64   `placeholder:"N" help:"Sampling seed; sample k of a prompt uses N+k. Default: none."`
-	Stop        []string `placeholder:"TEXT" sep:"none" help:"Stop sequence; repeat the flag for several. Default: none."`
-	ExtraBody   string   `placeholder:"JSON" help:"JSON object merged into every request body, e.g. '{\"chat_template_kwargs\":{\"enable_thinking\":false}}' (for generate, its \"sampling_params\" merge into the sampling params). A record's own \"params\" override it and the flags. Default: none."`
-	Samples     int      `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
-	APIKey      string   `name:"api-key" env:"TOKENMILL_INFER_API_KEY,OPENAI_API_KEY" placeholder:"KEY" help:"Bearer token for the servers. Never printed. Default: none."`
+	MaxTokens *int     `placeholder:"N" help:"Longest answer in tokens. Default: the server's (SGLang: up to the context for chat, but only 16 for completions and 128 for generate, so set it there)."`
+	Seed      *int64   `placeholder:"N" help:"Sampling seed; sample k of a prompt uses N+k. Default: none."`
+	Stop      []string `placeholder:"TEXT" sep:"none" help:"Stop sequence; repeat the flag for several. Default: none."`
+	Samples   int      `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
 
 	Concurrency   int           `default:"0" placeholder:"N" help:"Requests in flight per endpoint. 0: each server's max_running_requests (from /get_server_info) plus --queue-depth, or 64 if it does not say."`
 	QueueDepth    int           `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond its max_running_requests, so a slot that frees is refilled without waiting for a round trip."`

@@ -91,14 +91,10 @@ type etaPoint struct {
 	naive, actual time.Duration
 }
 
-func replay(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
-	t.Helper()
-	events, end := f.run(lengths)
-	est := NewEstimator(time.Minute, f.limit)
-	n := len(lengths)
-	var out []etaPoint
-	done, next := 0, 0
-	asked := simEpoch
+// feed plays events into est, calling ended after each answer ends with
+// the number done so far, until it returns false.
+func feed(est Estimator, events []simEvent, ended func(ev simEvent, done int) bool) {
+	done := 0
 	for _, ev := range events {
 		if ev.start {
 			est.Started(ev.j, ev.at)
@@ -106,23 +102,40 @@ func replay(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint
 		}
 		est.Ended(ev.j, ev.at, true, ev.tokens, ev.finish)
 		done++
+		if !ended(ev, done) {
+			return
+		}
+	}
+}
+
+func replay(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
+	t.Helper()
+	events, end := f.run(lengths)
+	est := NewEstimator(time.Minute, f.limit)
+	n := len(lengths)
+	var out []etaPoint
+	next := 0
+	asked := simEpoch
+	feed(est, events, func(ev simEvent, done int) bool {
 		// Ask every 10 seconds, as a display would, so the rate window has
 		// samples, and at each checkpoint.
 		due := next < len(fracs) && float64(done) >= fracs[next]*float64(n)
-		if due || ev.at.Sub(asked) >= 10*time.Second {
-			asked = ev.at
-			fc, ok := est.Forecast(ev.at, int64(n-done))
-			if due {
-				if !ok {
-					t.Fatalf("no forecast at %.0f%% (%d answers done)", 100*fracs[next], done)
-				}
-				elapsed := ev.at.Sub(simEpoch)
-				out = append(out, etaPoint{frac: fracs[next], got: fc, actual: end.Sub(ev.at),
-					naive: time.Duration(float64(elapsed) * float64(n-done) / float64(done))})
-				next++
-			}
+		if !due && ev.at.Sub(asked) < 10*time.Second {
+			return true
 		}
-	}
+		asked = ev.at
+		fc, ok := est.Forecast(ev.at, int64(n-done))
+		if due {
+			if !ok {
+				t.Fatalf("no forecast at %.0f%% (%d answers done)", 100*fracs[next], done)
+			}
+			elapsed := ev.at.Sub(simEpoch)
+			out = append(out, etaPoint{frac: fracs[next], got: fc, actual: end.Sub(ev.at),
+				naive: time.Duration(float64(elapsed) * float64(n-done) / float64(done))})
+			next++
+		}
+		return true
+	})
 	return out
 }
 
@@ -190,34 +203,29 @@ func TestEstimatorMeanEarly(t *testing.T) {
 	trueMean := trueSum / float64(len(lengths))
 	events, _ := f.run(lengths)
 	est := NewEstimator(time.Minute, f.limit)
-	var done, finishedSum float64
-	for _, ev := range events {
-		if ev.start {
-			est.Started(ev.j, ev.at)
-			continue
-		}
-		est.Ended(ev.j, ev.at, true, ev.tokens, ev.finish)
-		done++
+	var finishedSum float64
+	feed(est, events, func(ev simEvent, done int) bool {
 		finishedSum += float64(ev.tokens)
-		if done == 400 {
-			fc, ok := est.Forecast(ev.at, int64(len(lengths))-400)
-			if !ok {
-				t.Fatal("no forecast after 400 answers")
-			}
-			naive := finishedSum / done
-			t.Logf("true mean %.0f; finished answers %.0f; estimate %.0f±%.0f", trueMean, naive, fc.MeanTokens, fc.MeanSE)
-			if naive > 0.75*trueMean {
-				t.Fatalf("the finished answers' mean %.0f is not biased short (true %.0f): the case tests nothing", naive, trueMean)
-			}
-			if e := math.Abs(fc.MeanTokens-trueMean) / trueMean; e > 0.10 {
-				t.Errorf("mean estimate %.0f, true %.0f: off by %.0f%%", fc.MeanTokens, trueMean, 100*e)
-			}
-			if math.Abs(fc.MeanTokens-trueMean) > 3*fc.MeanSE {
-				t.Errorf("mean estimate %.0f±%.0f is more than 3 standard errors from the true %.0f", fc.MeanTokens, fc.MeanSE, trueMean)
-			}
-			return
+		if done < 400 {
+			return true
 		}
-	}
+		fc, ok := est.Forecast(ev.at, int64(len(lengths))-400)
+		if !ok {
+			t.Fatal("no forecast after 400 answers")
+		}
+		naive := finishedSum / float64(done)
+		t.Logf("true mean %.0f; finished answers %.0f; estimate %.0f±%.0f", trueMean, naive, fc.MeanTokens, fc.MeanSE)
+		if naive > 0.75*trueMean {
+			t.Fatalf("the finished answers' mean %.0f is not biased short (true %.0f): the case tests nothing", naive, trueMean)
+		}
+		if e := math.Abs(fc.MeanTokens-trueMean) / trueMean; e > 0.10 {
+			t.Errorf("mean estimate %.0f, true %.0f: off by %.0f%%", fc.MeanTokens, trueMean, 100*e)
+		}
+		if math.Abs(fc.MeanTokens-trueMean) > 3*fc.MeanSE {
+			t.Errorf("mean estimate %.0f±%.0f is more than 3 standard errors from the true %.0f", fc.MeanTokens, fc.MeanSE, trueMean)
+		}
+		return false
+	})
 }
 
 func TestEstimatorEdges(t *testing.T) {

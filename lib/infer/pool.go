@@ -287,6 +287,18 @@ func (p *pool) get(ep *endpoint, path string) (int, []byte, error) {
 	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
 }
 
+// setPost makes req a JSON POST of body to path on t, with the bearer
+// token if there is one.
+func setPost(req *fasthttp.Request, t Target, path, apiKey string, body []byte) {
+	setURI(req, t, path)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	req.SetBodyRaw(body)
+}
+
 func setURI(req *fasthttp.Request, t Target, path string) {
 	scheme := "http"
 	if t.TLS {

@@ -298,13 +298,7 @@ func (r *runner) attempt(ep *endpoint, j *job) (openai.Completion, *failure) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	setURI(req, ep.t, r.cfg.API.Path())
-	req.Header.SetMethod(fasthttp.MethodPost)
-	req.Header.SetContentType("application/json")
-	if r.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
-	}
-	req.SetBodyRaw(j.body)
+	setPost(req, ep.t, r.cfg.API.Path(), r.cfg.APIKey, j.body)
 	ep.stats.requests.Add(1)
 	if err := ep.gen.DoTimeout(req, resp, r.cfg.RequestTimeout); err != nil {
 		return openai.Completion{}, classifyTransport(err, r.cfg.RequestTimeout)

@@ -136,20 +136,13 @@ type ChatChunk = Response[ChatChunkChoice]
 // shape as the whole answer, the choice's text being the new piece.
 type CompletionChunk = Response[CompletionChoice]
 
-// ChatChunkChoice is one choice of a chat chunk.
+// ChatChunkChoice is one choice of a chat chunk: its delta has the
+// fields of a message, each the piece this chunk adds (or none).
 type ChatChunkChoice struct {
 	Index        int             `json:"index"`
-	Delta        ChatDelta       `json:"delta"`
+	Delta        ChatMessage     `json:"delta"`
 	FinishReason *string         `json:"finish_reason"`
 	MatchedStop  json.RawMessage `json:"matched_stop,omitempty"`
-}
-
-// ChatDelta is what a chat chunk adds to the assistant turn.
-type ChatDelta struct {
-	Role             string          `json:"role,omitempty"`
-	Content          *string         `json:"content"`
-	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
 }
 
 // StreamOptions is a request's stream_options. ContinuousUsageStats is

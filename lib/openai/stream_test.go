@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -99,21 +100,9 @@ func TestStreamGolden(t *testing.T) {
 		}
 		counts = append(counts, d.CompletionTokens)
 	}
-	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 8}; !equalInts(counts, want) {
+	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 8}; !slices.Equal(counts, want) {
 		t.Errorf("continuous usage counts %v, want %v", counts, want)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 var eventTests = []struct {
