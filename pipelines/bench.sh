@@ -71,7 +71,7 @@ results=$BENCH_DIR/results.jsonl
 # How the repository is reached from here, in the commands shown.
 repo_prefix="$root/"
 [ "$BENCH_DIR" = "$root/.bench" ] && repo_prefix=../
-rm -f "$results"
+rm -f "$results" logs/*
 started=$SECONDS
 
 # --- tools -------------------------------------------------------------
