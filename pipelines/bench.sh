@@ -8,7 +8,7 @@
 # It builds the tools into $BENCH_DIR/bin, makes the data (a 660,000-record
 # synthetic Infinity-Instruct corpus, its extracted prompts, generation
 # records for them), times each command BENCH_RUNS times through
-# `benchmark time` (cmd/benchmark: median wall time, CPU time, peak RSS),
+# `benchmark time` (cmd/benchmark, lib/benchmark: median wall time, CPU time, peak RSS),
 # and renders the tables. The comparison tools it uses: jq, awk (and gawk
 # if present), split, sort, curl with xargs, and the official OpenAI Node
 # SDK (npm install openai into $BENCH_DIR/node). jq is installed with

@@ -1,4 +1,4 @@
-package main
+package benchmark
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func run(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	env := &cli.Env{Name: "benchmark", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr}
-	code := cli.Run(context.Background(), env, description, &Command{}, args)
+	code := cli.Run(context.Background(), env, Description, &Command{}, args)
 	return code, stdout.String(), stderr.String()
 }
 
