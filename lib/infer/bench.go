@@ -32,7 +32,7 @@ type Bench struct {
 	Warmup       time.Duration `default:"10s" help:"Time per level before measuring, not counted: the servers' batches fill and the previous level's requests leave."`
 	Requests     int           `default:"0" placeholder:"N" help:"End a level's measurement early once N answers finished in it (0: --duration alone)."`
 	PromptTokens int           `default:"256" placeholder:"N" help:"Length of generated prompts in tokens (about 4 characters each), when no input is given."`
-	AnswerTokens int           `default:"256" placeholder:"N" help:"max_tokens of the bench's requests: throughput hardly depends on it, and short answers let each level see many finish. 0: no limit (sample prompts only)."`
+	AnswerTokens *int          `placeholder:"N" help:"max_tokens of the bench's requests. Default: 256 for generated prompts (short answers let each level see many finish); for sample prompts --max-tokens, so that their answers are the run's, else 256. 0: no limit (sample prompts only)."`
 	IgnoreEOS    bool          `name:"ignore-eos" default:"true" negatable:"" help:"With generated prompts, ask the servers (SGLang, vLLM) to write every answer to --answer-tokens. --no-ignore-eos for servers that refuse the field."`
 	Sample       int           `default:"1000" placeholder:"N" help:"Sample prompts read from the input, or generated."`
 
@@ -116,9 +116,9 @@ func (c *Bench) usage() ([]Target, []int, error) {
 	switch {
 	case c.Duration <= 0 || c.Warmup < 0 || c.WaitReady <= 0:
 		return nil, nil, cli.Usagef("--duration and --wait-ready must be positive, --warmup not negative")
-	case c.Requests < 0 || c.Sample < 1 || c.PromptTokens < 1 || c.AnswerTokens < 0:
+	case c.Requests < 0 || c.Sample < 1 || c.PromptTokens < 1 || c.AnswerTokens != nil && *c.AnswerTokens < 0:
 		return nil, nil, cli.Usagef("--requests and --answer-tokens must not be negative, --sample and --prompt-tokens at least 1")
-	case c.AnswerTokens == 0 && len(c.Inputs) == 0:
+	case c.AnswerTokens != nil && *c.AnswerTokens == 0 && len(c.Inputs) == 0:
 		return nil, nil, cli.Usagef("--answer-tokens 0 (no limit) needs sample prompts as input: generated prompts ask for --answer-tokens each")
 	case c.MaxTokens != nil && *c.MaxTokens < 1:
 		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
@@ -131,6 +131,20 @@ func (c *Bench) usage() ([]Target, []int, error) {
 		}
 	}
 	return targets, levels, nil
+}
+
+// defaultAnswerTokens is the bench's max_tokens for generated prompts.
+const defaultAnswerTokens = 256
+
+// answerTokens is the bench requests' max_tokens (0: none).
+func (c *Bench) answerTokens() int {
+	switch {
+	case c.AnswerTokens != nil:
+		return *c.AnswerTokens
+	case len(c.Inputs) > 0 && c.MaxTokens != nil:
+		return *c.MaxTokens
+	}
+	return defaultAnswerTokens
 }
 
 // Run measures the fleet and prints the report.
@@ -150,8 +164,8 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("--extra-body: %v", err)
 	}
 	sampling := openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}
-	if c.AnswerTokens > 0 {
-		sampling.MaxTokens = &c.AnswerTokens
+	if n := c.answerTokens(); n > 0 {
+		sampling.MaxTokens = &n
 	}
 	b, err := newBuilder(c.API, c.Model, sampling, extra)
 	if err != nil {
@@ -200,8 +214,8 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 			break
 		}
 		rep.Levels = append(rep.Levels, lv)
-		env.Logf("  %s tok/s (%s per endpoint), %.2f answers/s, latency p50 %s, TTFT p50 %s%s",
-			thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.RequestsPerSec,
+		env.Logf("  %s tok/s (%s per endpoint), %d answers, latency p50 %s, TTFT p50 %s%s",
+			thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.Answers,
 			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.TTFTP50), errorNote(lv))
 	}
 	if len(rep.Levels) > 0 {

@@ -118,7 +118,7 @@ func TestBenchForecast(t *testing.T) {
 	const prompts = 3000
 	s := newSetup(t, llmsim.Config{TimeScale: 25}, 2, promptSet{n: prompts})
 	rep, res := runBench(t, time.Minute, "-e", endpointsFlag(s.fleet.URLs()), "--concurrency", "48",
-		"--warmup", "5s", "--duration", "60s", "--answer-tokens", "2048", "--max-tokens", "2048", "--time-scale", "25", s.in)
+		"--warmup", "5s", "--duration", "60s", "--max-tokens", "2048", "--time-scale", "25", s.in)
 	f := rep.Forecast
 	if f == nil {
 		t.Fatalf("no forecast: %s\n%s", rep.ForecastNote, res.stderr)

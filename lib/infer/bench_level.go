@@ -360,21 +360,11 @@ func (lv *levelRun) result() BenchLevel {
 	if rb > 0 {
 		ratio = rt / rb
 	}
-	// Lengths of the answers that finished, for the unfinished ones'
-	// share of a request.
-	var doneSum, doneN float64
-	for _, rs := range lv.reqs {
-		if rs.finish != "" && rs.total > 0 {
-			doneSum += float64(rs.total)
-			doneN++
-		}
-	}
 	// Whole slices only: the last one was cut off by the level's end.
 	slices := max(int(end.Sub(lv.measure)/lv.clock.slice), 1)
 	covered := float64(slices) * r.scaled(lv.clock.slice)
 	series := make([]float64, slices)
 	byEP := make([]float64, len(r.eps))
-	var answers float64
 	var lat, ttft []float64
 	for _, rs := range lv.reqs {
 		if rs.err != nil {
@@ -392,13 +382,6 @@ func (lv *levelRun) result() BenchLevel {
 			}
 		}
 		byEP[rs.ep] += in
-		length := sofar
-		if rs.finish == "" && doneN > 0 {
-			length = max(length, doneSum/doneN)
-		}
-		if length > 0 {
-			answers += in / length // the part of the answer made in the window
-		}
 		if rs.finish != "" && !rs.finishedAt.Before(lv.measure) {
 			out.Answers++
 			lat = append(lat, r.scaled(rs.finishedAt.Sub(rs.sent)))
@@ -418,7 +401,7 @@ func (lv *levelRun) result() BenchLevel {
 	if rate, ok := slope(series, r.scaled(lv.clock.slice)); ok {
 		out.TokPerSec = rate
 	}
-	// Endpoints' shares and answers by the same measure.
+	// Endpoints' shares by the same measure.
 	for i := range byEP {
 		if total > 0 {
 			byEP[i] *= out.TokPerSec / total
@@ -426,9 +409,6 @@ func (lv *levelRun) result() BenchLevel {
 	}
 	out.ByEndpoint = byEP
 	out.TokPerSecPerEndpoint = out.TokPerSec / float64(len(r.eps))
-	if total > 0 {
-		out.RequestsPerSec = answers * out.TokPerSec / total
-	}
 	sort.Float64s(lat)
 	sort.Float64s(ttft)
 	out.LatencyP50, out.LatencyP99 = quantile.Of(lat, 50), quantile.Of(lat, 99)
@@ -468,6 +448,8 @@ type lengthObs struct {
 	mu    sync.Mutex
 	exact logStats
 	cens  []censor
+	// answers that finished (stop or length): their count and tokens.
+	finished, finishedTokens float64
 }
 
 func (o *lengthObs) add(tokens float64, finish string) {
@@ -475,6 +457,10 @@ func (o *lengthObs) add(tokens float64, finish string) {
 	defer o.mu.Unlock()
 	if finish == "abort" {
 		return // cut short by the server: says nothing of the length
+	}
+	if finish != "" {
+		o.finished++
+		o.finishedTokens += tokens
 	}
 	if finish != "" && finish != "length" {
 		o.exact.add(int(tokens + 0.5))

@@ -50,7 +50,7 @@ type BenchForecast struct {
 }
 
 func (r *benchRun) report(model string) *BenchReport {
-	rep := &BenchReport{API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.AnswerTokens,
+	rep := &BenchReport{API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.answerTokens(),
 		Warmup: r.cfg.Warmup.Seconds(), Duration: r.cfg.Duration.Seconds(), Levels: []BenchLevel{}}
 	for _, ep := range r.eps {
 		rep.Endpoints = append(rep.Endpoints, ep.t.URL)
@@ -69,10 +69,29 @@ func knee(levels []BenchLevel) (int, bool) {
 	return len(levels) - 1, false
 }
 
-// finish names the knee and forecasts the run.
+// finish counts answers per second, names the knee and forecasts the run.
 func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 	k, found := knee(rep.Levels)
 	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
+	dist, fitted := r.obs.fit()
+
+	// Answers per second are tokens per second over the mean answer: the
+	// answers that finish inside a level are the short ones.
+	benchLimit := float64(c.answerTokens())
+	if benchLimit == 0 {
+		benchLimit = defaultAnswerLimit
+	}
+	var benchMean float64
+	if fitted {
+		benchMean, _ = cappedMoments(dist, benchLimit)
+	} else if r.obs.finished > 0 {
+		benchMean = r.obs.finishedTokens / r.obs.finished
+	}
+	if benchMean > 0 {
+		for i := range rep.Levels {
+			rep.Levels[i].RequestsPerSec = rep.Levels[i].TokPerSec / benchMean
+		}
+	}
 
 	answers := c.DatasetSize
 	if answers == 0 && len(c.Inputs) > 0 {
@@ -82,7 +101,6 @@ func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 	if c.MaxTokens != nil {
 		limit = float64(*c.MaxTokens)
 	}
-	dist, fitted := r.obs.fit()
 	var mean, se, sd float64
 	source := "given"
 	switch {
