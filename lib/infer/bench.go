@@ -56,6 +56,12 @@ from the input, or --dataset-size) and its mean answer length (measured on
 the sample prompts, or --mean-answer-tokens) it forecasts the run's wall
 time, with its range.
 
+Requests ask for stream_options {"include_usage": true,
+"continuous_usage_stats": true} (SGLang, vLLM), so tokens are counted as
+they come; for a server that refuses the second, pass
+--extra-body '{"stream_options":{"include_usage":true}}' and streamed text
+is turned into tokens by each answer's final count.
+
 Example:
   infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
   infer bench -e 127.0.0.1:30000-30007 --concurrency 1,8,48 --duration 1m --json

@@ -146,7 +146,6 @@ func (r *reqStats) tokensPer(ratio float64) (per, sofar float64) {
 type levelRun struct {
 	r        *benchRun
 	n        int
-	start    time.Time
 	measure  time.Time
 	clock    clock
 	end      atomic.Int64 // UnixNano when the level ended
@@ -179,7 +178,7 @@ func (lv *levelRun) isEnded() bool {
 func (r *benchRun) level(ctx context.Context, n int) BenchLevel {
 	c := r.cfg
 	now := time.Now()
-	lv := &levelRun{r: r, n: n, start: now, ended: make(chan struct{})}
+	lv := &levelRun{r: r, n: n, ended: make(chan struct{})}
 	lv.measure = now.Add(r.real(c.Warmup))
 	lv.clock = clock{measure: lv.measure, slice: max(r.real(c.Duration)/windowSlices, time.Microsecond)}
 	stopAt := lv.measure.Add(r.real(c.Duration))

@@ -55,12 +55,24 @@ type Estimator interface {
 //     plus the drain at the end (the run waits for its longest answers),
 //     and never less than the longest answer in flight needs.
 type etaEstimator struct {
-	mu       sync.Mutex
-	window   time.Duration
-	limit    float64 // max_tokens when known (0: learn it)
-	started  bool
-	inflight map[*job]time.Time
+	window time.Duration
+	limit  float64 // max_tokens when known (0: learn it)
 
+	// What the runner reports, under mu: taken briefly by every request.
+	mu       sync.Mutex
+	first    time.Time // the first request (zero: none yet)
+	inflight map[*job]time.Time
+	answers  etaAnswers
+
+	// The forecast's own state, under fmu, so that its arithmetic does
+	// not hold up requests.
+	fmu      sync.Mutex
+	fit      logNormal // last fit, the next one's start
+	produced []etaSample
+}
+
+// etaAnswers sums up the answers that finished.
+type etaAnswers struct {
 	done        float64 // answers finished ok
 	credited    float64 // their tokens
 	sumL, sumL2 float64
@@ -68,8 +80,6 @@ type etaEstimator struct {
 	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
 	longest     int
 	speed       speedFit
-	fit         logNormal // last fit, the next one's start
-	produced    []etaSample
 }
 
 type etaSample struct {
@@ -117,16 +127,14 @@ const defaultAnswerLimit = 32768
 // NewEstimator returns the forecast the progress display uses: tokens per
 // second over the last window, answers of at most maxTokens (0: unknown).
 func NewEstimator(window time.Duration, maxTokens int) Estimator {
-	return &etaEstimator{window: window, limit: float64(maxTokens), inflight: map[*job]time.Time{}, cut: map[int]float64{}}
+	return &etaEstimator{window: window, limit: float64(maxTokens), inflight: map[*job]time.Time{}, answers: etaAnswers{cut: map[int]float64{}}}
 }
 
 func (e *etaEstimator) Started(j *job, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.started {
-		// Nothing was produced before the first request went out.
-		e.started = true
-		e.produced = append(e.produced, etaSample{at: at})
+	if e.first.IsZero() {
+		e.first = at
 	}
 	e.inflight[j] = at
 }
@@ -139,49 +147,68 @@ func (e *etaEstimator) Ended(j *job, at time.Time, ok bool, tokens int, finish s
 	if !ok || !found {
 		return
 	}
+	a := &e.answers
 	l := float64(tokens)
-	e.done++
-	e.credited += l
-	e.sumL += l
-	e.sumL2 += l * l
-	e.longest = max(e.longest, tokens)
+	a.done++
+	a.credited += l
+	a.sumL += l
+	a.sumL2 += l * l
+	a.longest = max(a.longest, tokens)
 	if finish == "length" {
-		e.cut[tokens]++
+		a.cut[tokens]++
 	} else {
-		e.exact.add(tokens)
+		a.exact.add(tokens)
 	}
 	if tokens > 0 {
-		e.speed.add(l, at.Sub(sent))
+		a.speed.add(l, at.Sub(sent))
 	}
+}
+
+// snapshot copies what the runner reported: the answers, when the first
+// request went out, and since when each answer in flight is.
+func (e *etaEstimator) snapshot() (etaAnswers, time.Time, []time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a := e.answers
+	a.cut = make(map[int]float64, len(e.answers.cut))
+	for l, w := range e.answers.cut {
+		a.cut[l] = w
+	}
+	sent := make([]time.Time, 0, len(e.inflight))
+	for _, at := range e.inflight {
+		sent = append(sent, at)
+	}
+	return a, e.first, sent
 }
 
 // answerLimit is the longest an answer can be.
-func (e *etaEstimator) answerLimit() float64 {
-	if e.limit > 0 {
-		return e.limit
+func (a *etaAnswers) answerLimit(limit float64) float64 {
+	if limit > 0 {
+		return limit
 	}
 	lim := float64(defaultAnswerLimit)
-	for l := range e.cut {
+	for l := range a.cut {
 		lim = max(lim, float64(l))
 	}
-	return max(lim, float64(e.longest))
+	return max(lim, float64(a.longest))
 }
 
-// lengths fits the answer lengths given the progress of those in flight.
-func (e *etaEstimator) lengths(progress []float64, limit float64) (lengthDist, bool) {
-	if e.exact.n == 0 {
-		if len(e.cut) == 0 {
+// lengths fits the answer lengths given the progress of those in flight,
+// starting from the last fit.
+func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (lengthDist, bool) {
+	if a.exact.n == 0 {
+		if len(a.cut) == 0 {
 			return nil, false
 		}
 		// Every answer was cut: they will all be as long as the longest cut.
 		c := 0
-		for l := range e.cut {
+		for l := range a.cut {
 			c = max(c, l)
 		}
 		return pointMass{float64(c)}, true
 	}
-	cens := make([]censor, 0, len(e.cut)+len(progress))
-	for l, w := range e.cut {
+	cens := make([]censor, 0, len(a.cut)+len(progress))
+	for l, w := range a.cut {
 		cens = append(cens, censor{math.Log(float64(max(l, 1))), w})
 	}
 	for _, l := range progress {
@@ -189,7 +216,7 @@ func (e *etaEstimator) lengths(progress []float64, limit float64) (lengthDist, b
 			cens = append(cens, censor{math.Log(l), 1})
 		}
 	}
-	d, ok := fitLogNormal(e.exact, cens, e.fit)
+	d, ok := fitLogNormal(a.exact, cens, e.fit)
 	if !ok {
 		return nil, false
 	}
@@ -198,47 +225,48 @@ func (e *etaEstimator) lengths(progress []float64, limit float64) (lengthDist, b
 }
 
 func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.done < etaMinAnswers || !e.started {
+	a, first, inflight := e.snapshot()
+	e.fmu.Lock()
+	defer e.fmu.Unlock()
+	if a.done < etaMinAnswers || first.IsZero() {
 		return Forecast{}, false
 	}
-	v, q := e.speed.line()
+	v, q := a.speed.line()
 	if v <= 0 {
 		return Forecast{}, false
 	}
-	limit := e.answerLimit()
+	limit := a.answerLimit(e.limit)
 
 	// What each answer in flight has produced so far.
-	progress := make([]float64, 0, len(e.inflight))
-	producing := e.credited
-	for _, sent := range e.inflight {
+	progress := make([]float64, 0, len(inflight))
+	producing := a.credited
+	for _, sent := range inflight {
 		l := min(max(v*(now.Sub(sent).Seconds()-q), 0), limit-1)
 		progress = append(progress, l)
 		producing += l
 	}
-	rate := e.rate(now, producing)
-	d, ok := e.lengths(progress, limit)
+	rate := e.rate(now, first, producing)
+	d, ok := e.lengths(&a, progress)
 	if !ok || rate <= 0 {
 		return Forecast{}, false
 	}
 
 	// The mean over every answer sent: finished ones as they were, those
 	// in flight as their expected final length.
-	sum, rest := e.sumL, 0.0
+	sum, rest := a.sumL, 0.0
 	for _, l := range progress {
 		final := condMean(d, l, limit)
 		sum += final
 		rest += final - l
 	}
-	n := e.done + float64(len(progress))
+	n := a.done + float64(len(progress))
 	mean := sum / n
 	_, m2 := cappedMoments(d, limit)
 	sd := math.Sqrt(max(m2-mean*mean, 0))
-	if e.done >= 2 {
-		sd = max(sd, math.Sqrt(max(e.sumL2/e.done-(e.sumL/e.done)*(e.sumL/e.done), 0)))
+	if a.done >= 2 {
+		sd = max(sd, math.Sqrt(max(a.sumL2/a.done-(a.sumL/a.done)*(a.sumL/a.done), 0)))
 	}
-	se := sd / math.Sqrt(e.done)
+	se := sd / math.Sqrt(a.done)
 	f := Forecast{TokPerSec: rate, MeanTokens: mean, MeanSE: se}
 	if left <= 0 {
 		return f, true
@@ -266,8 +294,11 @@ func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
 }
 
 // rate records the tokens produced so far and returns their growth per
-// second over the window.
-func (e *etaEstimator) rate(now time.Time, producing float64) float64 {
+// second over the window. Nothing was produced before the first request.
+func (e *etaEstimator) rate(now, first time.Time, producing float64) float64 {
+	if len(e.produced) == 0 {
+		e.produced = append(e.produced, etaSample{at: first})
+	}
 	e.produced = append(e.produced, etaSample{now, producing})
 	// Keep one sample older than the window as its left edge.
 	cut := 0
@@ -275,12 +306,12 @@ func (e *etaEstimator) rate(now time.Time, producing float64) float64 {
 		cut++
 	}
 	e.produced = e.produced[cut:]
-	first := e.produced[0]
-	span := now.Sub(first.at).Seconds()
+	edge := e.produced[0]
+	span := now.Sub(edge.at).Seconds()
 	if span <= 0 {
 		return 0
 	}
-	return (producing - first.tokens) / span
+	return (producing - edge.tokens) / span
 }
 
 // formatForecast is the progress display's part for a forecast:
