@@ -394,3 +394,14 @@ func TestBenchBinary(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// --requests ends a level once that many answers finished in its window.
+func TestBenchRequests(t *testing.T) {
+	fleet := startFleet(t, llmsim.Config{TimeScale: 50}, 2)
+	rep, _ := runBench(t, time.Minute, "-e", endpointsFlag(fleet.URLs()), "--concurrency", "8",
+		"--warmup", "1s", "--duration", "1h", "--requests", "20", "--answer-tokens", "64", "--time-scale", "50")
+	lv := levelAt(t, rep, 8)
+	if lv.Answers < 20 || lv.Seconds > 600 || lv.TokPerSec <= 0 {
+		t.Errorf("level %+v: want it ended after 20 answers, well before the hour", lv)
+	}
+}

@@ -383,3 +383,38 @@ func TestLengthDistMath(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkForecast: one forecast in a production-like run (400 answers
+// in flight), as the live display asks four times a second.
+func BenchmarkForecast(b *testing.B) {
+	f := simFleet{400, 24.6, 300 * time.Millisecond, 8192}
+	events, _ := f.run(logNormalLengths(20_000, 600, 1.01, 1))
+	est := NewEstimator(time.Minute, f.limit)
+	var at time.Time
+	feed(est, events, func(ev simEvent, done int) bool {
+		at = ev.at
+		return done < 1000
+	})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, ok := est.Forecast(at.Add(time.Duration(i)*time.Millisecond), 19_000); !ok {
+			b.Fatal("no forecast")
+		}
+	}
+}
+
+// BenchmarkEstimatorEvents: what the estimator adds to every request.
+func BenchmarkEstimatorEvents(b *testing.B) {
+	est := NewEstimator(time.Minute, 0)
+	jobs := make([]*job, 400)
+	for i := range jobs {
+		jobs[i] = &job{}
+	}
+	t0 := simEpoch
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := jobs[i%len(jobs)]
+		est.Started(j, t0)
+		est.Ended(j, t0.Add(time.Second), true, 100+i%500, "stop")
+	}
+}

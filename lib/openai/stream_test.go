@@ -246,3 +246,26 @@ func FuzzStreamDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkStreamDecode: reading and decoding a chat stream with usage in
+// every chunk, as infer bench does for each answer.
+func BenchmarkStreamDecode(b *testing.B) {
+	body := golden(b, "stream_chat_sglang_continuous_usage.txt")
+	b.SetBytes(int64(len(body)))
+	events := 0
+	for i := 0; i < b.N; i++ {
+		er := NewEventReader(bytes.NewReader(body))
+		dec := StreamDecoder{Kind: StreamChat}
+		for {
+			data, err := er.Next()
+			if err != nil {
+				break
+			}
+			if _, err := dec.Decode(data); err != nil {
+				b.Fatal(err)
+			}
+			events++
+		}
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
