@@ -382,8 +382,12 @@ func thousandsFloat(x float64) string {
 	return thousands(int64(x + 0.5))
 }
 
-// fmtSeconds writes a latency: 48ms, 12.3s, 4m05s.
+// fmtSeconds writes a latency: 48ms, 12.3s, 4m05s; - for none (no answer
+// finished, or none began, inside the window).
 func fmtSeconds(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
 	if s < 1 {
 		return fmt.Sprintf("%.0fms", s*1000)
 	}

@@ -183,11 +183,20 @@ func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
 	fmt.Fprintf(&b, "%s, %s; each level %s warm-up, then %s measured\n\n", rep.PromptNote, answers,
 		shortDuration(time.Duration(rep.Warmup*float64(time.Second))), shortDuration(time.Duration(rep.Duration*float64(time.Second))))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "per endpoint\tin flight\tanswers/s\tout tok/s\tper endpoint\tlatency p50\tp99\tTTFT p50\tp99\t")
+	// With a forecast, each level's time for the whole run.
+	runCol := rep.Forecast != nil
+	head := "per endpoint\tin flight\tanswers/s\tout tok/s\tper endpoint\tlatency p50\tp99\tTTFT p50\tp99\t"
+	if runCol {
+		head += "run\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, lv := range rep.Levels {
 		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t", lv.Concurrency, lv.InFlight, lv.RequestsPerSec,
 			thousands(int64(lv.TokPerSec+0.5)), thousandsFloat(lv.TokPerSecPerEndpoint),
 			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.LatencyP99), fmtSeconds(lv.TTFTP50), fmtSeconds(lv.TTFTP99))
+		if runCol {
+			fmt.Fprintf(tw, "%s\t", fmtSeconds(lv.RunSeconds))
+		}
 		if lv.Errors > 0 {
 			fmt.Fprintf(tw, "  %d failed", lv.Errors)
 		}
@@ -197,10 +206,13 @@ func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
 	b.WriteByte('\n')
 	b.WriteString(rep.kneeText())
 	if f := rep.Forecast; f != nil {
-		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s (%s-%s)\n",
-			thousands(f.Answers), thousands(int64(f.MeanAnswerTokens+0.5)), thousands(int64(f.MeanAnswerSE+0.5)), f.MeanSource,
-			thousands(int64(f.TokPerSec+0.5)), shortDuration(secondsDuration(f.Seconds)),
-			shortDuration(secondsDuration(f.LowSeconds)), shortDuration(secondsDuration(f.HighSeconds)))
+		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s", thousands(f.Answers),
+			thousands(int64(f.MeanAnswerTokens+0.5)), thousands(int64(f.MeanAnswerSE+0.5)), f.MeanSource,
+			thousands(int64(f.TokPerSec+0.5)), shortDuration(secondsDuration(f.Seconds)))
+		if f.HighSeconds-f.LowSeconds >= 1 {
+			fmt.Fprintf(&b, " (%s-%s)", shortDuration(secondsDuration(f.LowSeconds)), shortDuration(secondsDuration(f.HighSeconds)))
+		}
+		b.WriteByte('\n')
 	} else if rep.ForecastNote != "" {
 		b.WriteString("forecast: " + rep.ForecastNote + "\n")
 	}
