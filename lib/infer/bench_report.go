@@ -137,18 +137,19 @@ func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 		slots := r.slots(lv.Concurrency)
 		perAnswer := lv.TokPerSec / slots
 		n := float64(answers)
-		secs := n*mean/lv.TokPerSec + drain(dist, limit, slots)/perAnswer
+		dm, dlo, dhi := endDrain(dist, limit, slots)
+		secs := n*mean/lv.TokPerSec + dm/perAnswer
 		lv.RunSeconds = secs
 		if i != k {
 			continue
 		}
-		spread := 2 * math.Sqrt(n*n*se*se+n*sd*sd) / lv.TokPerSec
+		low, high := drainRange(secs, 2*math.Sqrt(n*n*se*se+n*sd*sd)/lv.TokPerSec, dm/perAnswer, dlo/perAnswer, dhi/perAnswer)
 		maxTokens := 0
 		if c.MaxTokens != nil {
 			maxTokens = *c.MaxTokens
 		}
 		rep.Forecast = &BenchForecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
-			Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: max(secs-spread, 0), HighSeconds: secs + spread}
+			Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
 	}
 }
 

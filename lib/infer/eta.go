@@ -277,17 +277,20 @@ func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
 	var bulk, spread float64
 	if unsent > 0 {
 		slots := min(rate/v, unsent+float64(len(progress)))
-		bulk = (unsent*mean+rest)/rate + drain(d, limit, slots)/v
-		// The spread: the mean's error, and chance in the lengths still to come.
+		dm, dlo, dhi := endDrain(d, limit, slots)
+		bulk = (unsent*mean+rest)/rate + dm/v
+		// The spread: the mean's error, and chance in the lengths still to
+		// come, in the bulk and in the drain.
 		spread = math.Sqrt(unsent*unsent*se*se+unsent*sd*sd) / rate
-		f.Left, f.Low, f.High = secs(bulk), secs(max(bulk-2*spread, 0)), secs(bulk+2*spread)
+		lo, hi := drainRange(bulk, 2*spread, dm/v, dlo/v, dhi/v)
+		f.Left, f.Low, f.High = secs(bulk), secs(lo), secs(hi)
 	}
 	// The longest answer in flight bounds the time left from below; it
 	// matters only once no answer in flight can outlast the bulk.
 	if bulk < limit/v {
 		longest, lo, hi := longestOf(d, progress, limit)
 		if longest/v > bulk {
-			f.Left, f.Low, f.High = secs(longest/v), secs(max(lo/v, bulk-2*spread)), secs(max(hi/v, bulk+2*spread))
+			f.Left, f.Low, f.High = secs(longest/v), max(secs(lo/v), f.Low), max(secs(hi/v), f.High)
 		}
 	}
 	return f, true

@@ -88,30 +88,53 @@ func condMean(d lengthDist, l, limit float64) float64 {
 	return min(limit, max(l, (d.pe(1, l, limit)+limit*d.surv(limit))/s))
 }
 
-// drain is what the end of a run adds to "remaining tokens / rate" when
-// slots answers run side by side: the run ends with the longest of the
-// answers in flight when the last prompt was sent, which (in a run long
-// enough to have mixed) are at the stationary residual of a length-biased
-// answer. It returns E[max of slots residuals] - E[one residual], in
-// tokens; divide by the per-answer decode speed for time.
-func drain(d lengthDist, limit, slots float64) float64 {
+// endDrain is what the end of a run adds to "remaining tokens / rate"
+// when slots answers run side by side: the run ends with the longest of
+// the answers in flight when the last prompt was sent, which (in a run
+// long enough to have mixed) are at the stationary residual of a
+// length-biased answer. It returns E[max of slots residuals] - E[one
+// residual], and the 2.5% and 97.5% quantiles of the same, in tokens;
+// divide by the per-answer decode speed for time.
+func endDrain(d lengthDist, limit, slots float64) (mean, lo, hi float64) {
 	if slots <= 1 {
-		return 0
+		return 0, 0, 0
 	}
 	m1, m2 := cappedMoments(d, limit)
 	if m1 <= 0 {
-		return 0
+		return 0, 0, 0
 	}
-	// The residual's CDF is E[min(L, r)] / E[min(L, limit)].
+	// The residual's CDF is E[min(L, r)] / E[min(L, limit)]; the largest
+	// of slots residuals has its power.
 	const steps = 512
 	h := limit / steps
-	var maxRes float64
+	lo, hi = -1, -1
 	for i := 0; i < steps; i++ {
 		r := (float64(i) + 0.5) * h
-		f := (d.pe(1, 0, r) + r*d.surv(r)) / m1
-		maxRes += (1 - math.Pow(min(f, 1), slots)) * h
+		all := math.Pow(min((d.pe(1, 0, r)+r*d.surv(r))/m1, 1), slots)
+		mean += (1 - all) * h
+		if lo < 0 && all >= 0.025 {
+			lo = r
+		}
+		if hi < 0 && all >= 0.975 {
+			hi = r
+		}
 	}
-	return max(0, maxRes-m2/(2*m1))
+	if lo < 0 {
+		lo = limit
+	}
+	if hi < 0 {
+		hi = limit
+	}
+	one := m2 / (2 * m1)
+	return max(0, mean-one), max(0, lo-one), max(0, hi-one)
+}
+
+// drainRange widens an estimate's range (mean +- half) by the drain's own:
+// the two are independent, so they add in quadrature.
+func drainRange(est, half, drainMean, drainLo, drainHi float64) (lo, hi float64) {
+	lo = est - math.Sqrt(half*half+(drainMean-drainLo)*(drainMean-drainLo))
+	hi = est + math.Sqrt(half*half+(drainHi-drainMean)*(drainHi-drainMean))
+	return max(lo, 0), hi
 }
 
 // longestOf is the distribution of the longest remaining part of the

@@ -378,8 +378,9 @@ func TestLengthDistMath(t *testing.T) {
 			sum += longest
 		}
 		want := sum/trials - m2/(2*m1)
-		if got := drain(d, limit, slots); math.Abs(got-want) > 0.03*want {
-			t.Errorf("drain with %v slots: %v, simulation %v", slots, got, want)
+		got, lo, hi := endDrain(d, limit, slots)
+		if math.Abs(got-want) > 0.03*want || !(lo < got && got < hi) {
+			t.Errorf("drain with %v slots: %v (%v-%v), simulation %v", slots, got, lo, hi, want)
 		}
 	}
 }
