@@ -105,26 +105,9 @@ func endDrain(d lengthDist, limit, slots float64) (mean, lo, hi float64) {
 	}
 	// The residual's CDF is E[min(L, r)] / E[min(L, limit)]; the largest
 	// of slots residuals has its power.
-	const steps = 512
-	h := limit / steps
-	lo, hi = -1, -1
-	for i := 0; i < steps; i++ {
-		r := (float64(i) + 0.5) * h
-		all := math.Pow(min((d.pe(1, 0, r)+r*d.surv(r))/m1, 1), slots)
-		mean += (1 - all) * h
-		if lo < 0 && all >= 0.025 {
-			lo = r
-		}
-		if hi < 0 && all >= 0.975 {
-			hi = r
-		}
-	}
-	if lo < 0 {
-		lo = limit
-	}
-	if hi < 0 {
-		hi = limit
-	}
+	mean, lo, hi = largest(limit, 512, func(r float64) float64 {
+		return math.Pow(min((d.pe(1, 0, r)+r*d.surv(r))/m1, 1), slots)
+	})
 	one := m2 / (2 * m1)
 	return max(0, mean-one), max(0, lo-one), max(0, hi-one)
 }
@@ -144,11 +127,7 @@ func longestOf(d lengthDist, l []float64, limit float64) (mean, lo, hi float64) 
 	if len(l) == 0 {
 		return 0, 0, 0
 	}
-	const steps = 256
-	h := limit / steps
-	lo, hi = -1, -1
-	for i := 0; i < steps; i++ {
-		r := (float64(i) + 0.5) * h
+	return largest(limit, 256, func(r float64) float64 {
 		// P(every residual <= r).
 		logAll := 0.0
 		for _, li := range l {
@@ -161,17 +140,27 @@ func longestOf(d lengthDist, l []float64, limit float64) (mean, lo, hi float64) 
 			}
 			g := 1 - d.surv(li+r)/s0
 			if g <= 0 {
-				logAll = math.Inf(-1)
-				break
+				return 0
 			}
 			logAll += math.Log(g)
 		}
-		all := math.Exp(logAll)
-		mean += (1 - all) * h
-		if lo < 0 && all >= 0.025 {
+		return math.Exp(logAll)
+	})
+}
+
+// largest integrates a maximum's CDF over [0, limit] in steps: its mean
+// (the integral of 1 - cdf) and its 2.5% and 97.5% quantiles.
+func largest(limit float64, steps int, cdf func(r float64) float64) (mean, lo, hi float64) {
+	h := limit / float64(steps)
+	lo, hi = -1, -1
+	for i := 0; i < steps; i++ {
+		r := (float64(i) + 0.5) * h
+		p := cdf(r)
+		mean += (1 - p) * h
+		if lo < 0 && p >= 0.025 {
 			lo = r
 		}
-		if hi < 0 && all >= 0.975 {
+		if hi < 0 && p >= 0.975 {
 			hi = r
 		}
 	}
