@@ -42,7 +42,7 @@ type Bench struct {
 
 	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
 	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to answer /health."`
-	TimeScale float64       `default:"1" hidden:"" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
+	TimeScale float64       `default:"1" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
 }
 
 // BenchDescription is the bench's --help text.
