@@ -264,6 +264,11 @@ func (r *runner) send(ep *endpoint, j *job) {
 		r.succeed(ep, j, &c, time.Since(start))
 		return
 	}
+	if r.stopping.Load() {
+		// Not done; resume redoes it. Failures now are mostly the shutdown's
+		// own doing (connections closed after --grace), not the endpoint's.
+		return
+	}
 	ep.stats.failures.Add(1)
 	if f.fatal {
 		r.fatal(fmt.Errorf("%s refused the request (%v): check --api-key", ep.name, f))
@@ -271,9 +276,6 @@ func (r *runner) send(ep *endpoint, j *job) {
 	}
 	if f.blame {
 		r.pool.failed(ep, f.down, f.Error())
-	}
-	if r.stopping.Load() {
-		return // not done; resume redoes it
 	}
 	j.last = ep
 	if f.retriable && (f.down || j.attempts <= r.cfg.Retries) {

@@ -103,6 +103,9 @@ func TestInterruptClosesInFlight(t *testing.T) {
 	if !strings.Contains(res.stderr, "not done 20") {
 		t.Errorf("summary does not count the 20 answers left undone:\n%s", res.stderr)
 	}
+	if strings.Contains(res.stderr, "out of service") {
+		t.Errorf("the connections the shutdown closed itself were blamed on the endpoint:\n%s", res.stderr)
+	}
 	if g := readRecords(t, su.out); len(g) != 0 {
 		t.Errorf("%d records written, want none", len(g))
 	}
