@@ -30,7 +30,10 @@ func EachField(raw []byte, fn func(key string, value []byte) error) error {
 		if err != nil {
 			return err
 		}
-		key := json.Unescape(b[i:keyEnd])
+		key := b[i+1 : keyEnd-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = json.Unescape(b[i:keyEnd])
+		}
 		i = skipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return fmt.Errorf("offset %d: expected ':'", i)
@@ -101,14 +104,23 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the index just past the string starting at b[i] == '"'.
+// Answers are long strings, so it jumps from quote to quote; a quote ends
+// the string unless an odd run of backslashes escapes it.
 func skipString(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
+	for j := i + 1; j < len(b); {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			break
+		}
+		j += q
+		n := 0
+		for k := j - 1; k > i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
 			return j + 1, nil
 		}
+		j++
 	}
 	return 0, errors.New("unterminated string")
 }

@@ -1,8 +1,10 @@
 package record
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
 )
@@ -143,6 +145,25 @@ func FuzzEachField(f *testing.F) {
 		// Whatever was accepted as a valid object stays valid without a field.
 		if json.Valid(raw) && !json.Valid(out) {
 			t.Fatalf("valid %s became invalid %s", raw, out)
+		}
+		// On a valid object, every field found is the one a decoder finds.
+		var fields map[string]json.RawMessage
+		if !utf8.Valid(raw) || json.Unmarshal(raw, &fields) != nil { // a decoder rewrites invalid UTF-8
+			return
+		}
+		last := map[string]string{} // a repeated key: the decoder keeps the last
+		EachField(raw, func(key string, value []byte) error {
+			last[key] = string(value)
+			return nil
+		})
+		for k, v := range fields {
+			got, ok := last[k]
+			if !ok {
+				t.Fatalf("field %q missed in %s", k, raw)
+			}
+			if got != string(bytes.TrimSpace(v)) {
+				t.Fatalf("field %q: found %s, decoder has %s", k, got, v)
+			}
 		}
 	})
 }
