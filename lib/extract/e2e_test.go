@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -872,5 +873,29 @@ func TestInterrupt(t *testing.T) {
 	s := parseSummary(r.Stderr)
 	if n := len(outLines(r.Stdout)); !s.found || s.wrote < 10 || s.wrote > 11 || n != s.wrote || s.read != s.wrote {
 		t.Errorf("summary %+v and %d records on stdout, want the 10 read before the signal (or 11) flushed and counted", s, n)
+	}
+}
+
+// TestClosedPipeEndsQuietly: SIGPIPE keeps Go's default, so
+// `extract big | head -1` ends extract at once by the signal, with no
+// error message, instead of reading on or complaining.
+func TestClosedPipeEndsQuietly(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.jsonl")
+	var b strings.Builder
+	for i := range 200_000 {
+		fmt.Fprintf(&b, `{"id":%d,"prompt":"prompt number %d"}`+"\n", i, i)
+	}
+	if err := os.WriteFile(big, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`%q %q | head -n 1; echo "status ${PIPESTATUS[0]}" >&2`, testbin.Path("extract"), big)
+	r := testbin.Exec(t, exec.Command("bash", "-c", script))
+	if lines := strings.Count(string(r.Stdout), "\n"); lines != 1 {
+		t.Errorf("head printed %d lines, want 1", lines)
+	}
+	// 141 = 128 + SIGPIPE: killed by the signal, not exiting on an error.
+	if !strings.Contains(r.Stderr, "status 141") || strings.Contains(r.Stderr, "extract:") {
+		t.Errorf("extract did not end quietly by SIGPIPE; stderr:\n%s", r.Stderr)
 	}
 }
