@@ -112,6 +112,9 @@ func (c *TimeCmd) Run(ctx context.Context, env *cli.Env) error {
 		if err := c.prepare(); err != nil {
 			return err
 		}
+		// The previous run's output is still being written back to disk;
+		// flush it now so that its writeback is not timed as this run's.
+		syscall.Sync()
 		run, floor, stderr, err := c.runOnce(ctx, argv, stdout)
 		if c.StderrOut != "" {
 			os.WriteFile(c.StderrOut, stderr, 0o644)
