@@ -23,7 +23,9 @@ const (
 //	order seq (uvarint) rank flags (byte) sample len(id) (uvarint) id len(data) (uvarint) data
 //
 // and the stream is S2-compressed: JSON records shrink several times at
-// memory speed, and a merge larger than RAM is bound by the disk.
+// memory speed, and a merge larger than RAM is bound by the disk. The
+// compressor runs beside the reader (two goroutines), so spilling uses the
+// second core instead of stalling the parse.
 type spillFile struct {
 	m     *merger
 	f     *os.File
@@ -50,7 +52,7 @@ func (m *merger) newSpillFile() (*spillFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
-	zw := s2.NewWriter(f, s2.WriterConcurrency(1), s2.WriterBlockSize(spillBlockSize))
+	zw := s2.NewWriter(f, s2.WriterConcurrency(2), s2.WriterBlockSize(spillBlockSize))
 	return &spillFile{m: m, f: f, zw: zw, w: bufio.NewWriterSize(zw, spillBufferSize)}, nil
 }
 
