@@ -899,3 +899,18 @@ func TestClosedPipeEndsQuietly(t *testing.T) {
 		t.Errorf("extract did not end quietly by SIGPIPE; stderr:\n%s", r.Stderr)
 	}
 }
+
+// TestSecondSignalExitsAtOnce: a tool stuck after the first SIGINT (here,
+// blocked on a quiet stdin) exits 130 at the second one, without waiting.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	p := testbin.Start(t, "extract", "--progress", "20ms")
+	fmt.Fprintln(p.Stdin, `{"id":1,"prompt":"p1"}`)
+	p.WaitFor(t, 20*time.Second, "read 1, wrote 1")
+	p.Signal(t, syscall.SIGINT)
+	p.WaitFor(t, 20*time.Second, "interrupted")
+	p.Signal(t, syscall.SIGINT) // stdin stays open: only the signal can end it
+	r := p.Wait(t, 20*time.Second)
+	if r.Code != 130 || !strings.Contains(r.Stderr, "interrupted twice") {
+		t.Fatalf("exit %d, want 130 with the second signal noted; stderr:\n%s", r.Code, r.Stderr)
+	}
+}
