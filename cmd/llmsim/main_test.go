@@ -85,12 +85,49 @@ func TestServeThenSIGTERM(t *testing.T) {
 	}
 }
 
+// --flavor and --fault N=flavor:NAME make a mixed fleet through the real
+// binary: a vLLM endpoint (its error shape) beside an Ollama one (no
+// /health, "Ollama is running").
+func TestFlavorFlags(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "urls")
+	p := testbin.Start(t, "llmsim", "--listen", "127.0.0.1:0,127.0.0.1:0", "--instant", "--flavor", "vllm",
+		"--fault", "1=flavor:ollama,slow:2", "--ready-file", ready)
+	urls := strings.Fields(string(waitForFile(t, ready, p)))
+	body := `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`
+	resp, err := http.Post(urls[0]+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Error struct{ Type, Message string } `json:"error"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 404 || e.Error.Type != "NotFoundError" {
+		t.Errorf("vllm endpoint, wrong model: %d %+v %v", resp.StatusCode, e, err)
+	}
+	for path, want := range map[string]int{"/": 200, "/health": 404} {
+		resp, err := http.Get(urls[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("ollama endpoint %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if r := p.Wait(t, 15*time.Second); r.Code != 130 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+}
+
 func TestHelpShowsExamples(t *testing.T) {
 	r := testbin.Run(t, "", nil, nil, "llmsim", "--help")
 	if r.Code != 0 {
 		t.Fatalf("--help: exit %d\n%s", r.Code, r.Stderr)
 	}
-	for _, want := range []string{"llmsim --listen 127.0.0.1:30000-30007 --time-scale 20", "--fault", "--max-queued", "--ready-file"} {
+	for _, want := range []string{"llmsim --listen 127.0.0.1:30000-30007 --time-scale 20", "--fault", "--max-queued", "--ready-file", "--flavor", "TOKENMILL_LLMSIM_FLAVOR"} {
 		if !bytes.Contains(r.Stdout, []byte(want)) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -105,6 +142,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--listen", "127.0.0.1:0", "--fail-rate", "1.5"},
 		{"--listen", "127.0.0.1:0", "--max-running", "0"},
 		{"--listen", "127.0.0.1:0", "--time-scale", "-1"},
+		{"--listen", "127.0.0.1:0", "--flavor", "tgi"},
+		{"--listen", "127.0.0.1:0", "--fault", "0=flavor:tgi"},
 		{"--no-such-flag"},
 	}
 	for _, args := range cases {

@@ -12,10 +12,11 @@ import (
 )
 
 // Description is llmsim's --help text.
-const Description = `Serve a simulated SGLang fleet: one endpoint per listen address, each with
-SGLang's HTTP API (/v1/chat/completions, /v1/completions, /generate, /health,
-/v1/models, /get_server_info, /get_load, /metrics), its continuous-batching
-throughput curve, and faults on demand. Every answer starts with a 16-hex-digit
+const Description = `Serve a simulated fleet of LLM servers: one endpoint per listen address, each
+with the HTTP API of SGLang (the default: /v1/chat/completions, /v1/completions,
+/generate, /health, /v1/models, /get_server_info, /get_load, /metrics) or, with
+--flavor, of vLLM, llama.cpp's llama-server, Ollama or an OpenAI gateway, a
+continuous-batching throughput curve, and faults on demand. Every answer starts with a 16-hex-digit
 digest of its prompt, then one word per generated token.
 
 Examples:
@@ -36,8 +37,12 @@ Durations (latencies, --startup-delay, --restart-after) are simulated time:
 --time-scale S makes them S times shorter. --time-scale 0 is --instant.
 --fault ENDPOINT=key:value,... overrides the fault flags for one endpoint,
 named by index (0 is the first address), host:port, or :port; keys are
-fail-rate, abort-rate, hang-rate, drop-rate, crash-after, restart-after, slow
-and startup-delay. Stop with SIGINT or SIGTERM.`
+fail-rate, abort-rate, hang-rate, drop-rate, crash-after, restart-after, slow,
+startup-delay, and flavor (the kind of server it imitates). Stop with SIGINT
+or SIGTERM.
+
+  # a mixed fleet: two SGLang servers, a vLLM and an Ollama one
+  llmsim --listen 127.0.0.1:30000-30003 --fault 2=flavor:vllm --fault 3=flavor:ollama`
 
 // Command is the llmsim command line.
 type Command struct {
@@ -46,6 +51,7 @@ type Command struct {
 	Listen    []string `help:"Address(es) to serve, one endpoint each: host:port, host:first-last, comma lists; repeatable. Port 0 picks a free port." default:"127.0.0.1:30000" placeholder:"ADDR"`
 	ReadyFile string   `help:"Once listening, write the endpoints' base URLs here, one per line (atomically)." placeholder:"FILE"`
 
+	Flavor        string  `help:"Kind of server to imitate: sglang, vllm, vllm-0.10.0 (flat errors), llamacpp, ollama or openai (a gateway); per endpoint with --fault N=flavor:NAME." default:"sglang" enum:"sglang,vllm,vllm-0.10.0,llamacpp,ollama,openai"`
 	Model         string  `help:"Served model name." default:"Qwen3.6-27B"`
 	MaxRunning    int     `help:"Running slots per endpoint (SGLang --max-running-requests)." default:"48"`
 	MaxQueued     int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
@@ -105,7 +111,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 
 func (c *Command) config(addrs []string) (Config, error) {
 	cfg := Config{
-		Listen: addrs, ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
+		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
 		ContextLength: c.ContextLength, Reasoning: c.Reasoning, TimeScale: c.TimeScale,
 		Instant: c.Instant, Seed: c.Seed, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
@@ -144,6 +150,16 @@ func (c *Command) config(addrs []string) (Config, error) {
 		if !ok {
 			base = cfg.Faults
 		}
+		settings, flavor, err := cutFlavor(settings)
+		if err != nil {
+			return cfg, cli.Usagef("--fault %q: %v", spec, err)
+		}
+		if flavor != "" {
+			if cfg.Flavors == nil {
+				cfg.Flavors = map[int]Flavor{}
+			}
+			cfg.Flavors[i] = flavor
+		}
 		f, err := ParseFaultSpec(base, settings)
 		if err != nil {
 			return cfg, cli.Usagef("--fault %q: %v", spec, err)
@@ -151,6 +167,24 @@ func (c *Command) config(addrs []string) (Config, error) {
 		cfg.PerEndpoint[i] = f
 	}
 	return cfg, nil
+}
+
+// cutFlavor takes a "flavor:NAME" setting out of a --fault spec.
+func cutFlavor(spec string) (string, Flavor, error) {
+	var kept []string
+	var flavor Flavor
+	for _, kv := range strings.Split(spec, ",") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(kv), "flavor:"); ok {
+			f, err := ParseFlavor(name)
+			if err != nil {
+				return "", "", err
+			}
+			flavor = f
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return strings.Join(kept, ","), flavor, nil
 }
 
 // writeFileAtomic writes data to path through a temporary file and a

@@ -100,6 +100,10 @@ type Config struct {
 	// every request but /health*, /metrics and OPTIONS; others are answered
 	// 401 {"error": "Unauthorized"}, as SGLang started with --api-key does.
 	APIKey string
+	// Flavor is the kind of server every endpoint imitates (default sglang);
+	// Flavors[i], when present, overrides it for endpoint i.
+	Flavor  Flavor
+	Flavors map[int]Flavor
 	// Faults apply to every endpoint not named in PerEndpoint.
 	Faults Faults
 	// PerEndpoint[i], when present, replaces Faults for endpoint i.
@@ -150,10 +154,28 @@ func (c *Config) withDefaults() (Config, error) {
 			return out, fmt.Errorf("endpoint %d: %w", i, err)
 		}
 	}
+	if _, err := ParseFlavor(string(out.Flavor)); err != nil {
+		return out, err
+	}
+	if out.Flavor == "" {
+		out.Flavor = FlavorSGLang
+	}
+	for i, f := range out.Flavors {
+		if _, err := ParseFlavor(string(f)); err != nil {
+			return out, fmt.Errorf("endpoint %d: %w", i, err)
+		}
+	}
 	if out.Clock == nil {
 		out.Clock = NewScaledClock(out.TimeScale)
 	}
 	return out, nil
+}
+
+func (c *Config) flavorFor(i int) Flavor {
+	if f, ok := c.Flavors[i]; ok && f != "" {
+		return f
+	}
+	return c.Flavor
 }
 
 func (c *Config) faultsFor(i int) Faults {

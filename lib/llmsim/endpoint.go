@@ -12,6 +12,7 @@ import (
 // Endpoint is one simulated SGLang server of a fleet.
 type Endpoint struct {
 	f     *Fleet
+	d     *dialect
 	index int
 	addr  string
 	url   string
@@ -46,7 +47,7 @@ const (
 )
 
 func newEndpoint(f *Fleet, i int, addr string) *Endpoint {
-	e := &Endpoint{f: f, index: i, addr: addr, faults: f.cfg.faultsFor(i)}
+	e := &Endpoint{f: f, d: dialectOf(f.cfg.flavorFor(i)), index: i, addr: addr, faults: f.cfg.faultsFor(i)}
 	e.model = e.newModel()
 	return e
 }
@@ -62,6 +63,9 @@ func (e *Endpoint) URL() string { return e.url }
 
 // Addr is the endpoint's host:port.
 func (e *Endpoint) Addr() string { return e.addr }
+
+// Flavor is the kind of server the endpoint imitates.
+func (e *Endpoint) Flavor() Flavor { return e.d.flavor }
 
 // Index is the endpoint's position in the fleet.
 func (e *Endpoint) Index() int { return e.index }
@@ -179,10 +183,11 @@ func (e *Endpoint) start(retry bool) error {
 	}
 	inc.ctx, inc.cancel = context.WithCancel(e.f.ctx)
 	srv := &fasthttp.Server{
-		Handler:              e.handle,
-		Name:                 "uvicorn",
-		NoDefaultContentType: true,
-		MaxRequestBodySize:   256 << 20,
+		Handler:               e.handle,
+		Name:                  e.d.server,
+		NoDefaultServerHeader: e.d.server == "",
+		NoDefaultContentType:  true,
+		MaxRequestBodySize:    256 << 20,
 		// uvicorn, which serves SGLang, closes keep-alive connections idle
 		// for 5 s (timeout_keep_alive=5); clients must cope with that.
 		IdleTimeout: uvicornKeepAlive,

@@ -42,6 +42,11 @@ func Start(ctx context.Context, cfg Config, n int) (*Fleet, error) {
 			return nil, fmt.Errorf("llmsim: faults given for endpoint %d of %d", i, n)
 		}
 	}
+	for i := range c.Flavors {
+		if i < 0 || i >= n {
+			return nil, fmt.Errorf("llmsim: flavor given for endpoint %d of %d", i, n)
+		}
+	}
 	f := &Fleet{cfg: c, clock: c.Clock}
 	if c.APIKey != "" {
 		f.bearer = []byte("Bearer " + c.APIKey)
@@ -181,6 +186,7 @@ func (s *Stats) add(o Stats) {
 type counters struct {
 	requests, completed, aborted, failed, hung, dropped, rejected, badRequests, lost atomic.Int64
 	unauthorized, cancelled                                                          atomic.Int64
+	cacheQueries, cachedTokens                                                       atomic.Int64
 	promptTokens, generatedTokens                                                    atomic.Int64
 	maxRunning, maxWaiting                                                           atomic.Int64
 	crashes, restarts                                                                atomic.Int64

@@ -305,10 +305,16 @@ func (f *flight) streamTo(w eventWriter) {
 		if all {
 			e.count(f)
 			buf.b = buf.b[:0]
-			if f.job.usage && f.job.api != apiGenerate {
-				buf.b = f.appendUsageChunk(buf.b)
+			switch {
+			case f.job.api == apiNative: // llama.cpp's /completion stream has no [DONE]
+			case e.d.oai != nil:
+				buf.b = e.d.oai.appendStreamEnd(buf.b, f)
+			default:
+				if f.job.usage && f.job.api != apiGenerate {
+					buf.b = f.appendUsageChunk(buf.b)
+				}
+				buf.b = append(buf.b, sseDone...)
 			}
-			buf.b = append(buf.b, sseDone...)
 			w.Write(buf.b)
 			w.Flush()
 			return
@@ -328,6 +334,12 @@ func (f *flight) streamTo(w eventWriter) {
 // appendDelta writes the events for tokens [from, to) of a choice, and its
 // finish when done.
 func (f *flight) appendDelta(dst []byte, c *choiceState, from, to int, done bool) []byte {
+	if f.job.api == apiNative {
+		return f.appendNativeChunk(dst, c, from, to, done)
+	}
+	if s := f.e.d.oai; s != nil {
+		return s.appendDelta(dst, f, c, from, to, done)
+	}
 	switch f.job.api {
 	case apiGenerate:
 		dst = append(dst, "data: "...)
