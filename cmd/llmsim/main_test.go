@@ -91,7 +91,7 @@ func TestServeThenSIGTERM(t *testing.T) {
 func TestFlavorFlags(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "urls")
 	p := testbin.Start(t, "llmsim", "--listen", "127.0.0.1:0,127.0.0.1:0", "--instant", "--flavor", "vllm",
-		"--fault", "1=flavor:ollama,slow:2", "--ready-file", ready)
+		"--fault", "1=flavor:ollama,slow:2", "--slots-schedule", "0s:8,10m:2", "--ready-file", ready)
 	urls := strings.Fields(string(waitForFile(t, ready, p)))
 	body := `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`
 	resp, err := http.Post(urls[0]+"/v1/chat/completions", "application/json", strings.NewReader(body))
@@ -143,6 +143,8 @@ func TestUsageErrors(t *testing.T) {
 		{"--listen", "127.0.0.1:0", "--max-running", "0"},
 		{"--listen", "127.0.0.1:0", "--time-scale", "-1"},
 		{"--listen", "127.0.0.1:0", "--flavor", "tgi"},
+		{"--listen", "127.0.0.1:0", "--slots-schedule", "0s:48,1m:0"},
+		{"--listen", "127.0.0.1:0", "--fault", "0=slots:5m:8/1m:4"},
 		{"--listen", "127.0.0.1:0", "--fault", "0=flavor:tgi"},
 		{"--no-such-flag"},
 	}

@@ -38,8 +38,8 @@ Durations (latencies, --startup-delay, --restart-after) are simulated time:
 --fault ENDPOINT=key:value,... overrides the fault flags for one endpoint,
 named by index (0 is the first address), host:port, or :port; keys are
 fail-rate, abort-rate, hang-rate, drop-rate, crash-after, restart-after, slow,
-startup-delay, and flavor (the kind of server it imitates). Stop with SIGINT
-or SIGTERM.
+startup-delay, slots (a slot schedule, steps split by slashes) and flavor
+(the kind of server it imitates). Stop with SIGINT or SIGTERM.
 
   # a mixed fleet: two SGLang servers, a vLLM and an Ollama one
   llmsim --listen 127.0.0.1:30000-30003 --fault 2=flavor:vllm --fault 3=flavor:ollama`
@@ -66,15 +66,16 @@ type Command struct {
 	StepPerRequest  time.Duration `help:"Added per running request (calibrated: 1,180 tok/s at 48)." default:"62.6us"`
 	PrefillPerToken time.Duration `help:"Added per prompt token of each request joining a step." default:"40us"`
 
-	FailRate     float64       `help:"Fraction of generation requests answered 500." default:"0"`
-	AbortRate    float64       `help:"Fraction answered 200 with finish_reason \"abort\", cut short." default:"0"`
-	HangRate     float64       `help:"Fraction accepted and never answered (until the client closes)." default:"0"`
-	DropRate     float64       `help:"Fraction whose connection closes mid-response." default:"0"`
-	CrashAfter   int           `help:"Crash (listener closed, connections dropped) on the generation request after this many (0: never)." default:"0"`
-	RestartAfter time.Duration `help:"Bring a crashed endpoint back after this long (0: stays down)." default:"0s"`
-	Slow         float64       `help:"Multiply every scheduler step by this factor." default:"1"`
-	StartupDelay time.Duration `help:"Health answers 503 (and generation waits) this long after a (re)start." default:"0s"`
-	Fault        []string      `help:"Per-endpoint faults ENDPOINT=key:value,...; repeatable (see above)." placeholder:"ENDPOINT=SPEC" sep:"none"`
+	FailRate      float64       `help:"Fraction of generation requests answered 500." default:"0"`
+	AbortRate     float64       `help:"Fraction answered 200 with finish_reason \"abort\", cut short." default:"0"`
+	HangRate      float64       `help:"Fraction accepted and never answered (until the client closes)." default:"0"`
+	DropRate      float64       `help:"Fraction whose connection closes mid-response." default:"0"`
+	CrashAfter    int           `help:"Crash (listener closed, connections dropped) on the generation request after this many (0: never)." default:"0"`
+	RestartAfter  time.Duration `help:"Bring a crashed endpoint back after this long (0: stays down)." default:"0s"`
+	Slow          float64       `help:"Multiply every scheduler step by this factor." default:"1"`
+	StartupDelay  time.Duration `help:"Health answers 503 (and generation waits) this long after a (re)start." default:"0s"`
+	SlotsSchedule string        `help:"Change the running slots over simulated time: TIME:SLOTS steps, e.g. \"0s:48,5m:16\" (per endpoint: --fault N=slots:0s:48/5m:16). Empty: --max-running throughout." default:"" placeholder:"SCHEDULE"`
+	Fault         []string      `help:"Per-endpoint faults ENDPOINT=key:value,...; repeatable (see above)." placeholder:"ENDPOINT=SPEC" sep:"none"`
 }
 
 // Run serves until ctx ends.
@@ -130,6 +131,13 @@ func (c *Command) config(addrs []string) (Config, error) {
 		return cfg, cli.Usagef("--max-running %d: want at least 1", c.MaxRunning)
 	case c.StepBase <= 0:
 		return cfg, cli.Usagef("--step-base %v: want a positive duration", c.StepBase)
+	}
+	if c.SlotsSchedule != "" {
+		s, err := ParseSlotSchedule(c.SlotsSchedule)
+		if err != nil {
+			return cfg, cli.Usagef("--slots-schedule: %v", err)
+		}
+		cfg.Faults.Slots = s
 	}
 	if err := cfg.Faults.validate(); err != nil {
 		return cfg, cli.Usagef("%v", err)

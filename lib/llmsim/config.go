@@ -37,6 +37,62 @@ type Faults struct {
 	// StartupDelay keeps the endpoint starting (health 503, generation
 	// requests held) that long after it starts or restarts.
 	StartupDelay time.Duration
+	// Slots, when set, changes the endpoint's running slots over simulated
+	// time (the fleet clock): from each step's At on, Slots requests run at
+	// once. Requests already running when the count drops finish; none
+	// joins until fewer run than the new count.
+	Slots SlotSchedule
+}
+
+// SlotSchedule is a running-slot count that changes over simulated time,
+// steps in increasing At order.
+type SlotSchedule []SlotStep
+
+// SlotStep: from At on, Slots slots.
+type SlotStep struct {
+	At    time.Duration
+	Slots int
+}
+
+// at is the slot count at simulated time t (def before the first step).
+func (s SlotSchedule) at(t time.Duration, def int) int {
+	n := def
+	for _, st := range s {
+		if st.At > t {
+			break
+		}
+		n = st.Slots
+	}
+	return n
+}
+
+// ParseSlotSchedule reads "T:N" steps separated by commas or slashes,
+// e.g. "0s:48,5m:16" (the slash form fits in a --fault spec:
+// slots:0s:48/5m:16). T is simulated time in Go's duration syntax.
+func ParseSlotSchedule(spec string) (SlotSchedule, error) {
+	var out SlotSchedule
+	for _, part := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '/' }) {
+		at, n, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return nil, fmt.Errorf("slot step %q: want TIME:SLOTS", part)
+		}
+		d, err := time.ParseDuration(at)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("slot step %q: bad time %q", part, at)
+		}
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 1 {
+			return nil, fmt.Errorf("slot step %q: want at least 1 slot", part)
+		}
+		if len(out) > 0 && d <= out[len(out)-1].At {
+			return nil, fmt.Errorf("slot step %q: times must increase", part)
+		}
+		out = append(out, SlotStep{At: d, Slots: k})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("slot schedule %q has no steps", spec)
+	}
+	return out, nil
 }
 
 // maxSlow bounds Faults.Slow, so a step's duration stays finite.
@@ -63,6 +119,11 @@ func (f Faults) validate() error {
 		return fmt.Errorf("startup-delay %v is negative", f.StartupDelay)
 	case !(f.Slow >= 0 && f.Slow <= maxSlow): // NaN too
 		return fmt.Errorf("slow %g is not a factor in [0, %d]", f.Slow, maxSlow)
+	}
+	for i, st := range f.Slots {
+		if st.Slots < 1 || st.At < 0 || i > 0 && st.At <= f.Slots[i-1].At {
+			return fmt.Errorf("slot schedule step %d (%v:%d): want increasing times and at least 1 slot", i, st.At, st.Slots)
+		}
 	}
 	return nil
 }
@@ -254,8 +315,9 @@ func parsePort(s string) (int, error) {
 
 // ParseFaultSpec applies "key:value,key:value" settings (the right side of
 // --fault ENDPOINT=SPEC) to f. Keys: fail-rate, abort-rate, hang-rate,
-// drop-rate, crash-after, restart-after, slow, startup-delay; durations
-// take Go's syntax (500ms, 30s, 2m).
+// drop-rate, crash-after, restart-after, slow, startup-delay, slots (a
+// slot schedule with slashes: slots:0s:48/5m:16); durations take Go's
+// syntax (500ms, 30s, 2m).
 func ParseFaultSpec(f Faults, spec string) (Faults, error) {
 	for _, kv := range strings.Split(spec, ",") {
 		kv = strings.TrimSpace(kv)
@@ -284,6 +346,8 @@ func ParseFaultSpec(f Faults, spec string) (Faults, error) {
 			f.RestartAfter, err = time.ParseDuration(v)
 		case "startup-delay":
 			f.StartupDelay, err = time.ParseDuration(v)
+		case "slots":
+			f.Slots, err = ParseSlotSchedule(v)
 		default:
 			return f, fmt.Errorf("fault setting %q: unknown key %q", kv, k)
 		}

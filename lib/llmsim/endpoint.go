@@ -295,6 +295,7 @@ func (e *Endpoint) schedule(inc *incarnation) {
 			return
 		}
 		m := e.model
+		m.MaxRunning = e.faults.Slots.at(m.Now(), e.f.cfg.MaxRunning)
 		d, _ := m.Step()
 		produced := int64(m.LastTokens())
 		e.stats.generatedTokens.Add(produced)

@@ -91,7 +91,7 @@ func (e *Endpoint) appendServerInfo(b []byte) []byte {
 	b = append(b, `,"context_length":`...)
 	b = appendInt(b, cfg.ContextLength)
 	b = append(b, `,"max_running_requests":`...)
-	b = appendInt(b, cfg.MaxRunning)
+	b = appendInt(b, e.slots())
 	b = append(b, `,"max_queued_requests":`...)
 	if cfg.MaxQueued > 0 {
 		b = appendInt(b, cfg.MaxQueued)

@@ -124,11 +124,11 @@ func serveLlamaSlots(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	answerJSON(ctx, ctJSONUTF8, append(b, ']'))
 }
 
-// slots is the endpoint's running slots now.
+// slots is the endpoint's running slots now (Faults.Slots).
 func (e *Endpoint) slots() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.model.MaxRunning
+	return e.faults.Slots.at(e.f.clock.Now(), e.f.cfg.MaxRunning)
 }
 
 // promWriter writes Prometheus text exposition.
