@@ -65,7 +65,7 @@ func vllmDialect(f Flavor) *dialect {
 		flavor: f,
 		routes: map[string]route{
 			pathChat: post(generation(apiChat)), pathCompletions: post(generation(apiCompletion)),
-			pathHealth: health, pathModels: get(serveVLLMModels), pathMetrics: get(serveVLLMMetrics),
+			pathHealth: health, pathModels: get(serveVLLMModels), pathMetrics: get(serveVLLMMetrics), pathTokenize: post(serveVLLMTokenize),
 			pathVersion: get(func(e *Endpoint, ctx *fasthttp.RequestCtx) {
 				v := vllmVersion
 				if old {
@@ -77,7 +77,7 @@ func vllmDialect(f Flavor) *dialect {
 		// api_server.py's API-key middleware guards only /v1 paths.
 		open:     func(p string) bool { return !strings.HasPrefix(p, "/v1") },
 		jsonOnly: true, holdWhileStarting: true, reasoning: "reasoning_content", server: "uvicorn",
-		completionMaxTokens: -1,
+		completionMaxTokens: defaultCompletionMaxTokens, // completion/protocol.py CompletionRequest max_tokens = 16
 		oai: &oaiStyle{
 			messageExtra:  `,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[]`,
 			reasoningNull: true, logprobs: true, stopReason: true,
@@ -123,7 +123,8 @@ func llamacppDialect() *dialect {
 			pathHealth: health, pathLlamaHealthV1: health,
 			pathModels: models, pathLlamaModels: models,
 			pathLlamaProps: get(serveLlamaProps), pathLlamaSlots: get(serveLlamaSlots), pathMetrics: get(serveLlamaMetrics),
-			pathChat: chat, pathLlamaChat: chat, pathCompletions: cmpl,
+			pathTokenize: post(serveLlamaTokenize),
+			pathChat:     chat, pathLlamaChat: chat, pathCompletions: cmpl,
 			pathLlamaComplete: native, pathLlamaCompls: native,
 		},
 		open:     func(p string) bool { return public[p] },

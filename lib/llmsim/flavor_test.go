@@ -235,3 +235,88 @@ func TestMixedFleet(t *testing.T) {
 		t.Errorf("ollama endpoint /health: %d", s)
 	}
 }
+
+// A prompt longer than the context: refused with the flavour's 400, except
+// by Ollama, which keeps what fits and says so in prompt_tokens. The
+// routes that tell the context say 64.
+func TestFlavorContext(t *testing.T) {
+	long := strings.Repeat("word ", 80) // 100 tokens
+	for _, fc := range flavorCases {
+		t.Run(string(fc.flavor), func(t *testing.T) {
+			fleet := startFleet(t, Config{Instant: true, Flavor: fc.flavor, ContextLength: 64}, 1)
+			base := fleet.URLs()[0]
+			s, b := postJSON(t, base+pathChat, `{"model":"`+DefaultModelName+`","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"`+long+`"}]}`)
+			var a struct {
+				Usage struct {
+					PromptTokens int `json:"prompt_tokens"`
+				} `json:"usage"`
+			}
+			switch {
+			case fc.flavor == FlavorOllama:
+				if s != 200 || json.Unmarshal(b, &a) != nil || a.Usage.PromptTokens != 64 {
+					t.Errorf("ollama: %d %s, want 200 with the prompt cut to 64 tokens", s, b)
+				}
+				if s, body := postJSON(t, base+pathOllamaShow, `{"model":"`+DefaultModelName+`"}`); s != 200 || !strings.Contains(string(body), `num_ctx                        64`) {
+					t.Errorf("/api/show: %d %s", s, body)
+				}
+			case s != 400 || !strings.Contains(string(b), "64"):
+				t.Errorf("%d %s, want a 400 naming the 64-token context", s, b)
+			}
+		})
+	}
+}
+
+// The tokenize routes count what a generation request is charged: vLLM's
+// for chat messages and text, llama.cpp's and SGLang's for text.
+func TestTokenizeCountsLikePrompts(t *testing.T) {
+	texts := []string{"", "a", "Hello, tokenizer!", "日本語のテキスト", strings.Repeat("pipes and filters ", 50)}
+	count := func(t *testing.T, b []byte, field string) int {
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if field == "tokens" {
+			var ids []int
+			json.Unmarshal(v["tokens"], &ids)
+			return len(ids)
+		}
+		var n int
+		json.Unmarshal(v[field], &n)
+		return n
+	}
+	for _, c := range []struct {
+		flavor       Flavor
+		path, field  string
+		body         func(string) string
+		promptTokens func(string) int
+	}{
+		{FlavorVLLM, pathTokenize, "count", func(s string) string { return `{"messages":[{"role":"user","content":` + quote(s) + `}]}` },
+			func(s string) int { return PromptTokens(&Prompt{Messages: []Message{{"user", s}}}) }},
+		{FlavorVLLM, pathTokenize, "count", func(s string) string { return `{"prompt":` + quote(s) + `}` }, TextTokens},
+		{FlavorLlamaCpp, pathTokenize, "tokens", func(s string) string { return `{"content":` + quote(s) + `}` }, TextTokens},
+		{FlavorSGLang, pathSGLTokenize, "count", func(s string) string { return `{"prompt":` + quote(s) + `}` }, TextTokens},
+	} {
+		fleet := startFleet(t, Config{Instant: true, Flavor: c.flavor}, 1)
+		for _, s := range texts {
+			st, b := postJSON(t, fleet.URLs()[0]+c.path, c.body(s))
+			if got, want := count(t, b, c.field), c.promptTokens(s); st != 200 || got != want {
+				t.Errorf("%s %s %.20q: %d, %d tokens, want %d", c.flavor, c.path, s, st, got, want)
+			}
+		}
+		// And a generation request is charged the same.
+		st, b := postJSON(t, fleet.URLs()[0]+pathChat, `{"model":"`+DefaultModelName+`","messages":[{"role":"user","content":"Hello, tokenizer!"}],"max_tokens":1}`)
+		var a struct {
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(b, &a); st != 200 || a.Usage.PromptTokens != PromptTokens(&Prompt{Messages: []Message{{"user", "Hello, tokenizer!"}}}) {
+			t.Errorf("%s chat: %d %s", c.flavor, st, b)
+		}
+	}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -548,9 +548,8 @@ const (
 	finishAbort  = "abort"
 )
 
-// newFlight works out what the model will answer: prompt size, context
-// checks (SGLang's tokenizer manager rejects a prompt that does not fit),
-// and each choice's length.
+// newFlight works out what the model will answer: prompt size, the
+// flavour's context checks (context.go), and each choice's length.
 func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	cfg := &e.f.cfg
 	canon := j.prompt.AppendCanonical(make([]byte, 0, 256))
@@ -562,19 +561,10 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	}
 	idh := mix64(mix64(cfg.Seed+0x9e3779b97f4a7c15) ^ uint64(e.index)<<40 ^ n)
 	f.id = string(appendHex64(appendHex64(make([]byte, 0, 32), idh), mix64(idh)))
-	if f.prompt >= cfg.ContextLength {
-		return nil, fmt.Errorf("The input (%d tokens) is longer than the model's context length (%d tokens).", f.prompt, cfg.ContextLength)
+	limit, err := e.fitContext(f, j)
+	if err != nil {
+		return nil, err
 	}
-	if j.explicit && j.maxTokens < 0 {
-		return nil, fmt.Errorf("max_new_tokens must be at least 0, got %d.", j.maxTokens)
-	}
-	if j.explicit && f.prompt+j.maxTokens > cfg.ContextLength {
-		return nil, fmt.Errorf("Requested token count exceeds the model's maximum context length of %d tokens. "+
-			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
-			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
-			cfg.ContextLength, f.prompt+j.maxTokens, f.prompt, j.maxTokens)
-	}
-	limit := max(cfg.ContextLength-f.prompt-1, 1)
 	if j.maxTokens >= 0 {
 		limit = min(limit, j.maxTokens)
 	}
