@@ -57,6 +57,8 @@ type Command struct {
 	MaxQueued     int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
 	ContextLength int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
 	Reasoning     bool    `help:"Chat answers carry message.reasoning_content (as with --reasoning-parser)."`
+	KVTokens      int     `help:"KV cache per endpoint, in tokens: a prefix cache of 16-token pages (cached prompt tokens are not prefilled again) that also bounds the running requests' prompts and answers. 0: no cache, no bound." default:"0" name:"kv-tokens"`
+	CacheReport   bool    `help:"Report cached prompt tokens in usage.prompt_tokens_details (SGLang --enable-cache-report, vLLM --enable-prompt-tokens-details); the openai flavour always does."`
 	TimeScale     float64 `help:"Run simulated time this many times faster than real time (0: --instant)." default:"1"`
 	Instant       bool    `help:"Answer every request at once, without the batching model (client benchmarks)."`
 	Seed          uint64  `help:"Seed of the fault draws and response ids." default:"1"`
@@ -113,7 +115,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 func (c *Command) config(addrs []string) (Config, error) {
 	cfg := Config{
 		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
-		ContextLength: c.ContextLength, Reasoning: c.Reasoning, TimeScale: c.TimeScale,
+		ContextLength: c.ContextLength, Reasoning: c.Reasoning, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
 		Instant: c.Instant, Seed: c.Seed, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
@@ -129,6 +131,8 @@ func (c *Command) config(addrs []string) (Config, error) {
 		return cfg, cli.Usagef("--time-scale %g is negative", c.TimeScale)
 	case c.MaxRunning < 1:
 		return cfg, cli.Usagef("--max-running %d: want at least 1", c.MaxRunning)
+	case c.KVTokens < 0:
+		return cfg, cli.Usagef("--kv-tokens %d is negative", c.KVTokens)
 	case c.StepBase <= 0:
 		return cfg, cli.Usagef("--step-base %v: want a positive duration", c.StepBase)
 	}

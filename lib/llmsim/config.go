@@ -143,6 +143,16 @@ type Config struct {
 	MaxQueued int
 	// ContextLength is the model's context in tokens; default 32768.
 	ContextLength int
+	// KVTokens > 0 gives each endpoint a prefix cache and a KV cache of
+	// that many tokens (cache.go): cached prompt pages are not prefilled
+	// again, and a request whose prompt and answer do not fit beside the
+	// running ones waits. 0: neither (every prompt prefilled in full, only
+	// MaxRunning bounds the batch).
+	KVTokens int
+	// CacheReport reports cached prompt tokens in usage where the flavour
+	// needs a flag for it (SGLang --enable-cache-report, vLLM
+	// --enable-prompt-tokens-details); the OpenAI gateway always does.
+	CacheReport bool
 	// Reasoning makes chat answers carry message.reasoning_content, as a
 	// server started with --reasoning-parser does.
 	Reasoning bool
@@ -200,6 +210,8 @@ func (c *Config) withDefaults() (Config, error) {
 	switch {
 	case out.MaxRunning < 0:
 		return out, fmt.Errorf("max-running %d is negative", out.MaxRunning)
+	case out.KVTokens < 0:
+		return out, fmt.Errorf("kv-tokens %d is negative", out.KVTokens)
 	case out.MaxQueued < 0:
 		return out, fmt.Errorf("max-queued %d is negative", out.MaxQueued)
 	case out.ContextLength < 2:

@@ -22,6 +22,7 @@ type Endpoint struct {
 	mu       sync.Mutex
 	faults   Faults
 	model    *Model
+	cache    *prefixCache // nil without Config.KVTokens
 	inc      *incarnation // nil while down
 	unwell   bool         // SetHealthy(false)
 	accepted int          // generation requests since the last (re)start
@@ -55,7 +56,9 @@ func newEndpoint(f *Fleet, i int, addr string) *Endpoint {
 func (e *Endpoint) newModel() *Model {
 	t := e.f.cfg.Timing
 	t.Slow = e.faults.Slow
-	return NewModel(t, e.f.cfg.MaxRunning, e.f.cfg.MaxQueued)
+	m := NewModel(t, e.f.cfg.MaxRunning, e.f.cfg.MaxQueued)
+	m.KVCapacity = e.f.cfg.KVTokens
+	return m
 }
 
 // URL is the endpoint's base URL, e.g. "http://127.0.0.1:30003".
@@ -198,6 +201,9 @@ func (e *Endpoint) start(retry bool) error {
 	e.inc = inc
 	e.accepted = 0
 	e.model = e.newModel()
+	if e.f.cfg.KVTokens > 0 { // a (re)started server has an empty cache
+		e.cache = newPrefixCache(e.f.cfg.KVTokens)
+	}
 	delay := e.faults.StartupDelay
 	e.mu.Unlock()
 

@@ -296,6 +296,8 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 		f.drop = true
 	}
 
+	f.reserve()
+	e.consultCache(f)
 	if e.f.cfg.Instant || f.choices[0].Target == 0 {
 		e.stats.inflight.Add(1)
 		storeMax(&e.stats.maxRunning, e.stats.inflight.Load())
@@ -305,7 +307,7 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 			c.done.Store(true)
 			e.stats.generatedTokens.Add(int64(c.Target))
 		}
-		e.stats.promptTokens.Add(int64(f.prompt))
+		e.stats.promptTokens.Add(int64(f.prompt - f.cached))
 		e.respond(ctx, f)
 		e.stats.inflight.Add(-1)
 		return
@@ -474,6 +476,18 @@ func (e *Endpoint) await(ctx *fasthttp.RequestCtx, f *flight) bool {
 		return false
 	}
 	return true
+}
+
+// reserve sets what each sequence holds of the KV cache: its prompt (the
+// first choice; the others share it) and its answer, at most the context.
+func (f *flight) reserve() {
+	for i, c := range f.choices {
+		kv := min(c.Target, f.e.f.cfg.ContextLength)
+		if i == 0 {
+			kv = min(kv+f.prompt, f.e.f.cfg.ContextLength)
+		}
+		c.KV = kv
+	}
 }
 
 // hang makes the flight a stuck request: it takes its running slot and

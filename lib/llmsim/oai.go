@@ -92,9 +92,17 @@ func (s *oaiStyle) appendUsage(dst []byte, f *flight) []byte {
 	dst = appendInt(dst, f.prompt+comp)
 	switch s.usage {
 	case usageVLLM:
-		dst = append(dst, `,"prompt_tokens_details":null`...)
+		if f.reportCached() {
+			dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+			dst = appendInt(dst, f.cached)
+			dst = append(dst, '}')
+		} else {
+			dst = append(dst, `,"prompt_tokens_details":null`...)
+		}
 	case usageOpenAI:
-		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":`...)
+		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = appendInt(dst, f.cached)
+		dst = append(dst, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":`...)
 		dst = appendInt(dst, reasoning)
 		dst = append(dst, `,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}`...)
 	}
@@ -106,16 +114,19 @@ func (s *oaiStyle) appendUsage(dst []byte, f *flight) []byte {
 func (s *oaiStyle) appendTimings(dst []byte, f *flight) []byte {
 	comp, _ := f.completionTokens()
 	total := f.e2e() * 1000
-	prompt := min(total, float64(f.prompt)*f.e.f.cfg.Timing.PrefillPerToken.Seconds()*1000)
+	computed := f.prompt - f.cached
+	prompt := min(total, float64(computed)*f.e.f.cfg.Timing.PrefillPerToken.Seconds()*1000)
 	predicted := total - prompt
-	dst = append(dst, `,"timings":{"prompt_n":`...)
-	dst = appendInt(dst, f.prompt)
+	dst = append(dst, `,"timings":{"cache_n":`...)
+	dst = appendInt(dst, f.cached)
+	dst = append(dst, `,"prompt_n":`...)
+	dst = appendInt(dst, computed)
 	dst = append(dst, `,"prompt_ms":`...)
 	dst = appendFloat(dst, prompt)
 	dst = append(dst, `,"prompt_per_token_ms":`...)
-	dst = appendFloat(dst, ratio(prompt, float64(f.prompt)))
+	dst = appendFloat(dst, ratio(prompt, float64(computed)))
 	dst = append(dst, `,"prompt_per_second":`...)
-	dst = appendFloat(dst, ratio(float64(f.prompt)*1000, prompt))
+	dst = appendFloat(dst, ratio(float64(computed)*1000, prompt))
 	dst = append(dst, `,"predicted_n":`...)
 	dst = appendInt(dst, comp)
 	dst = append(dst, `,"predicted_ms":`...)

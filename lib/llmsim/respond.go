@@ -83,13 +83,23 @@ func (f *flight) appendUsage(dst []byte, details bool) []byte {
 	dst = appendInt(dst, f.prompt+comp)
 	dst = append(dst, `,"completion_tokens":`...)
 	dst = appendInt(dst, comp)
-	if details {
+	switch {
+	case f.reportCached():
+		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = appendInt(dst, f.cached)
+		dst = append(dst, '}')
+	case details:
 		dst = append(dst, `,"prompt_tokens_details":null`...)
 	}
 	dst = append(dst, `,"reasoning_tokens":`...)
 	dst = appendInt(dst, reasoning)
 	return append(dst, '}')
 }
+
+// reportCached: usage carries prompt_tokens_details.cached_tokens, as
+// SGLang (--enable-cache-report) and vLLM (--enable-prompt-tokens-details)
+// do when some of the prompt was cached.
+func (f *flight) reportCached() bool { return f.e.f.cfg.CacheReport && f.cached > 0 }
 
 func (f *flight) appendHead(dst []byte, object string) []byte {
 	dst = append(dst, `{"id":"`...)
@@ -173,7 +183,8 @@ func (f *flight) appendGenerate(dst []byte, n int, done bool) []byte {
 	dst = appendInt(dst, f.prompt)
 	dst = append(dst, `,"weight_version":"`+weightVersion+`","total_retractions":0,"completion_tokens":`...)
 	dst = appendInt(dst, n)
-	dst = append(dst, `,"cached_tokens":0`...)
+	dst = append(dst, `,"cached_tokens":`...)
+	dst = appendInt(dst, f.cached)
 	if done {
 		dst = append(dst, `,"e2e_latency":`...)
 		dst = appendFloat(dst, f.e2e())
