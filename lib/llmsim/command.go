@@ -51,18 +51,20 @@ type Command struct {
 	Listen    []string `help:"Address(es) to serve, one endpoint each: host:port, host:first-last, comma lists; repeatable. Port 0 picks a free port." default:"127.0.0.1:30000" placeholder:"ADDR"`
 	ReadyFile string   `help:"Once listening, write the endpoints' base URLs here, one per line (atomically)." placeholder:"FILE"`
 
-	Flavor        string  `help:"Kind of server to imitate: sglang, vllm, vllm-0.10.0 (flat errors), llamacpp, ollama or openai (a gateway); per endpoint with --fault N=flavor:NAME." default:"sglang" enum:"sglang,vllm,vllm-0.10.0,llamacpp,ollama,openai"`
-	Model         string  `help:"Served model name." default:"Qwen3.6-27B"`
-	MaxRunning    int     `help:"Running slots per endpoint (SGLang --max-running-requests)." default:"48"`
-	MaxQueued     int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
-	ContextLength int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
-	Reasoning     bool    `help:"Chat answers carry message.reasoning_content (as with --reasoning-parser)."`
-	KVTokens      int     `help:"KV cache per endpoint, in tokens: a prefix cache of 16-token pages (cached prompt tokens are not prefilled again) that also bounds the running requests' prompts and answers. 0: no cache, no bound." default:"0" name:"kv-tokens"`
-	CacheReport   bool    `help:"Report cached prompt tokens in usage.prompt_tokens_details (SGLang --enable-cache-report, vLLM --enable-prompt-tokens-details); the openai flavour always does."`
-	TimeScale     float64 `help:"Run simulated time this many times faster than real time (0: --instant)." default:"1"`
-	Instant       bool    `help:"Answer every request at once, without the batching model (client benchmarks)."`
-	Seed          uint64  `help:"Seed of the fault draws and response ids." default:"1"`
-	APIKey        string  `help:"Require this bearer token (Authorization: Bearer KEY) on every request but /health and /metrics, as SGLang's --api-key does; others get 401." placeholder:"KEY"`
+	Flavor               string  `help:"Kind of server to imitate: sglang, vllm, vllm-0.10.0 (flat errors), llamacpp, ollama or openai (a gateway); per endpoint with --fault N=flavor:NAME." default:"sglang" enum:"sglang,vllm,vllm-0.10.0,llamacpp,ollama,openai"`
+	Model                string  `help:"Served model name." default:"Qwen3.6-27B"`
+	MaxRunning           int     `help:"Running slots per endpoint (SGLang --max-running-requests)." default:"48"`
+	MaxQueued            int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
+	ContextLength        int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
+	Reasoning            bool    `help:"Chat answers carry message.reasoning_content (as with --reasoning-parser)."`
+	ToolCallRate         float64 `help:"Fraction of chat requests carrying tools that are answered by a tool call (finish_reason tool_calls), drawn from the prompt and --seed." default:"0"`
+	ParallelToolCallRate float64 `help:"Fraction of those tool-call answers that make two parallel calls." default:"0"`
+	KVTokens             int     `help:"KV cache per endpoint, in tokens: a prefix cache of 16-token pages (cached prompt tokens are not prefilled again) that also bounds the running requests' prompts and answers. 0: no cache, no bound." default:"0" name:"kv-tokens"`
+	CacheReport          bool    `help:"Report cached prompt tokens in usage.prompt_tokens_details (SGLang --enable-cache-report, vLLM --enable-prompt-tokens-details); the openai flavour always does."`
+	TimeScale            float64 `help:"Run simulated time this many times faster than real time (0: --instant)." default:"1"`
+	Instant              bool    `help:"Answer every request at once, without the batching model (client benchmarks)."`
+	Seed                 uint64  `help:"Seed of the fault draws and response ids." default:"1"`
+	APIKey               string  `help:"Require this bearer token (Authorization: Bearer KEY) on every request but /health and /metrics, as SGLang's --api-key does; others get 401." placeholder:"KEY"`
 
 	StepBase        time.Duration `help:"Fixed cost of one decode step (calibrated: 26.5 tok/s alone)." default:"37.6736ms"`
 	StepPerRequest  time.Duration `help:"Added per running request (calibrated: 1,180 tok/s at 48)." default:"62.6us"`
@@ -116,6 +118,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 	cfg := Config{
 		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
 		ContextLength: c.ContextLength, Reasoning: c.Reasoning, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
+		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
 		Instant: c.Instant, Seed: c.Seed, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
@@ -133,6 +136,8 @@ func (c *Command) config(addrs []string) (Config, error) {
 		return cfg, cli.Usagef("--max-running %d: want at least 1", c.MaxRunning)
 	case c.KVTokens < 0:
 		return cfg, cli.Usagef("--kv-tokens %d is negative", c.KVTokens)
+	case !(c.ToolCallRate >= 0 && c.ToolCallRate <= 1) || !(c.ParallelToolCallRate >= 0 && c.ParallelToolCallRate <= 1):
+		return cfg, cli.Usagef("--tool-call-rate %g, --parallel-tool-call-rate %g: want probabilities in [0, 1]", c.ToolCallRate, c.ParallelToolCallRate)
 	case c.StepBase <= 0:
 		return cfg, cli.Usagef("--step-base %v: want a positive duration", c.StepBase)
 	}

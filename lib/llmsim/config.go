@@ -153,6 +153,10 @@ type Config struct {
 	// needs a flag for it (SGLang --enable-cache-report, vLLM
 	// --enable-prompt-tokens-details); the OpenAI gateway always does.
 	CacheReport bool
+	// ToolCallRate is the probability that a chat request with tools is
+	// answered by a tool call (tools.go); ParallelToolCallRate that such an
+	// answer makes two calls. Drawn from the prompt and Seed.
+	ToolCallRate, ParallelToolCallRate float64
 	// Reasoning makes chat answers carry message.reasoning_content, as a
 	// server started with --reasoning-parser does.
 	Reasoning bool
@@ -210,6 +214,8 @@ func (c *Config) withDefaults() (Config, error) {
 	switch {
 	case out.MaxRunning < 0:
 		return out, fmt.Errorf("max-running %d is negative", out.MaxRunning)
+	case !(out.ToolCallRate >= 0 && out.ToolCallRate <= 1) || !(out.ParallelToolCallRate >= 0 && out.ParallelToolCallRate <= 1):
+		return out, fmt.Errorf("tool call rates %g, %g: want probabilities in [0, 1]", out.ToolCallRate, out.ParallelToolCallRate)
 	case out.KVTokens < 0:
 		return out, fmt.Errorf("kv-tokens %d is negative", out.KVTokens)
 	case out.MaxQueued < 0:

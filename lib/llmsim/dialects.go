@@ -185,7 +185,7 @@ func ollamaDialect() *dialect {
 		},
 		open: func(string) bool { return true }, holdWhileStarting: true, modelRequired: true, completionMaxTokens: -1,
 		oai: &oaiStyle{
-			shortID: true, fingerprint: `"` + ollamaFinger + `"`, roleInDeltas: true,
+			shortID: true, fingerprint: `"` + ollamaFinger + `"`, roleInDeltas: true, wholeToolCalls: true,
 			firstDelta: "", lastDelta: `"role":"assistant","content":""`,
 			usage: usagePlain, sse: ctSSEPlain, json: ctJSONUTF8,
 		},

@@ -44,6 +44,9 @@ type goldenConfig struct {
 	AbortRate     float64 `json:"abort_rate,omitempty"`
 	APIKey        string  `json:"api_key,omitempty"`
 	MaxRunning    int     `json:"max_running,omitempty"`
+	ToolCallRate  float64 `json:"tool_call_rate,omitempty"`
+	KVTokens      int     `json:"kv_tokens,omitempty"`
+	CacheReport   bool    `json:"cache_report,omitempty"`
 }
 
 type goldenRequest struct {
@@ -85,7 +88,8 @@ func TestGoldenWire(t *testing.T) {
 		}
 		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
 			cfg := Config{Instant: true, Seed: 7, Flavor: g.Config.Flavor, Reasoning: g.Config.Reasoning, ContextLength: g.Config.ContextLength,
-				Faults: Faults{FailRate: g.Config.FailRate, AbortRate: g.Config.AbortRate}, APIKey: g.Config.APIKey, MaxRunning: g.Config.MaxRunning}
+				Faults: Faults{FailRate: g.Config.FailRate, AbortRate: g.Config.AbortRate}, APIKey: g.Config.APIKey, MaxRunning: g.Config.MaxRunning,
+				ToolCallRate: g.Config.ToolCallRate, KVTokens: g.Config.KVTokens, CacheReport: g.Config.CacheReport}
 			fleet := startFleet(t, cfg, 1)
 			resp := do(t, fleet.URLs()[0], g.Request)
 			checkGolden(t, name, g, resp)

@@ -169,9 +169,10 @@ type choiceState struct {
 	Seq
 	f         *flight
 	index     int
-	words     uint64 // seeds the words of this answer
-	reasoning int    // the first tokens that are reasoning (chat with --reasoning)
-	limit     int    // max_new_tokens after the context cap, for finish "length"
+	words     uint64     // seeds the words of this answer
+	reasoning int        // the first tokens that are reasoning (chat with --reasoning)
+	limit     int        // max_new_tokens after the context cap, for finish "length"
+	calls     []toolCall // the answer calls tools instead of writing text
 	visible   atomic.Int32
 	done      atomic.Bool
 }
@@ -595,6 +596,9 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 		}
 		if j.api == apiChat && cfg.Reasoning && (e.d.reasoning != "" || e.d.hiddenReasoning) && natural >= 2 {
 			c.reasoning = natural * 2 / 5
+		}
+		if j.api == apiChat {
+			e.planToolCalls(f, c, j.tools, limit)
 		}
 		f.choices[i] = c
 	}

@@ -15,8 +15,11 @@ type oaiStyle struct {
 	stopReason   bool   // vLLM: "stop_reason": null with finish_reason
 	// reasoningNull: the message carries the reasoning field as null when
 	// there is no reasoning (vLLM); otherwise it appears only when set.
-	reasoningNull   bool
-	messageExtra    string // literal fields added to a chat message
+	reasoningNull bool
+	messageExtra  string // literal fields added to a chat message
+	noToolCalls   string // literal tool_calls field of a message without calls
+	// wholeToolCalls: a stream sends each call whole, in one chunk (Ollama).
+	wholeToolCalls  bool
 	chatExtra       string // literal top-level fields of a chat answer
 	cmplExtra       string // literal top-level fields of a completion answer
 	cmplChoiceExtra string // literal fields of a completion choice
@@ -156,6 +159,19 @@ func appendFinishValue(dst []byte, c *choiceState, ended bool) []byte {
 }
 
 func (s *oaiStyle) appendMessage(dst []byte, f *flight, c *choiceState, n int) []byte {
+	if c.calls != nil {
+		if s.wholeToolCalls {
+			dst = append(dst, `{"role":"assistant","content":""`...)
+		} else {
+			dst = append(dst, `{"role":"assistant","content":null`...)
+		}
+		if field := f.e.d.reasoning; field != "" && s.reasoningNull {
+			dst = append(dst, `,"`+field+`":null`...)
+		}
+		dst = append(dst, s.messageExtra...)
+		dst = append(dst, `,"tool_calls":`...)
+		return append(c.appendToolCalls(dst, s.wholeToolCalls), '}')
+	}
 	dst = append(dst, `{"role":"assistant","content":"`...)
 	dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
 	dst = append(dst, '"')
@@ -169,6 +185,7 @@ func (s *oaiStyle) appendMessage(dst []byte, f *flight, c *choiceState, n int) [
 		}
 	}
 	dst = append(dst, s.messageExtra...)
+	dst = append(dst, s.noToolCalls...)
 	return append(dst, '}')
 }
 
@@ -285,6 +302,22 @@ func (s *oaiStyle) appendDelta(dst []byte, f *flight, c *choiceState, from, to i
 	}
 	if from == 0 && s.firstDelta != "" {
 		dst = s.appendChunk(dst, f, c, func(b []byte) []byte { return append(b, s.firstDelta...) }, 0, 0, false)
+	}
+	if c.calls != nil {
+		switch {
+		case s.wholeToolCalls && done:
+			dst = s.appendChunk(dst, f, c, func(b []byte) []byte {
+				return c.appendToolCalls(append(b, `"content":"","tool_calls":`...), true)
+			}, 0, 0, false)
+		case !s.wholeToolCalls:
+			c.toolDeltas(from, to, func(d []byte) {
+				dst = s.appendChunk(dst, f, c, func(b []byte) []byte { return append(b, d...) }, 0, 0, false)
+			})
+		}
+		if done {
+			dst = s.appendChunk(dst, f, c, func(b []byte) []byte { return append(b, s.lastDelta...) }, 0, 0, true)
+		}
+		return dst
 	}
 	if field := f.e.d.reasoning; field != "" {
 		if r := min(to, c.reasoning); r > from {

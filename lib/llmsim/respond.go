@@ -58,7 +58,7 @@ func (c *choiceState) appendFinish(dst []byte, ended bool, eos int) []byte {
 	dst = append(dst, '"')
 	dst = append(dst, c.End...)
 	dst = append(dst, `","matched_stop":`...)
-	if c.End == finishStop {
+	if c.End == finishStop || c.End == finishToolCalls {
 		return appendInt(dst, eos)
 	}
 	return append(dst, "null"...)
@@ -114,6 +114,10 @@ func (f *flight) appendHead(dst []byte, object string) []byte {
 
 func (f *flight) appendChat(dst []byte) []byte {
 	return f.appendResponse(dst, "chat.completion", eosChat, func(dst []byte, c *choiceState, n int) []byte {
+		if c.calls != nil {
+			dst = append(dst, `"message":{"role":"assistant","content":null,"reasoning_content":null,"tool_calls":`...)
+			return append(c.appendToolCalls(dst, true), '}')
+		}
 		dst = append(dst, `"message":{"role":"assistant","content":"`...)
 		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
 		dst = append(dst, `","reasoning_content":`...)
@@ -361,6 +365,15 @@ func (f *flight) appendDelta(dst []byte, c *choiceState, from, to int, done bool
 	}
 	if from == 0 {
 		dst = f.appendChatChunk(dst, c, func(b []byte) []byte { return append(b, `"role":"assistant","content":""`...) }, false)
+	}
+	if c.calls != nil {
+		c.toolDeltas(from, to, func(d []byte) {
+			dst = f.appendChatChunk(dst, c, func(b []byte) []byte { return append(b, d...) }, false)
+		})
+		if done {
+			dst = f.appendChatChunk(dst, c, func(b []byte) []byte { return b }, true)
+		}
+		return dst
 	}
 	if r := min(to, c.reasoning); r > from {
 		dst = f.appendChatChunk(dst, c, func(b []byte) []byte {

@@ -26,6 +26,7 @@ type chatRequest struct {
 	Stream              bool            `json:"stream"`
 	StreamOptions       json.RawMessage `json:"stream_options"`
 	Rid                 json.RawMessage `json:"rid"`
+	Tools               []wireTool      `json:"tools"`
 }
 
 type wireMessage struct {
@@ -116,6 +117,7 @@ type job struct {
 	continuous bool
 	// requested is the model the request named ("" none).
 	requested string
+	tools     []wireTool
 }
 
 type api int
@@ -168,7 +170,7 @@ func parseChat(body []byte) (*job, error) {
 	if r.Messages == nil {
 		return nil, validationError("missing", "'messages'", "Field required")
 	}
-	j := &job{api: apiChat, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: -1, n: 1, stream: r.Stream}
+	j := &job{api: apiChat, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: -1, n: 1, stream: r.Stream, tools: r.Tools}
 	j.prompt.Messages = make([]Message, len(r.Messages))
 	for i, m := range r.Messages {
 		if !chatRoles[m.Role] {
