@@ -122,6 +122,49 @@ func TestFlavorFlags(t *testing.T) {
 	}
 }
 
+// --request-log appends a line per generation request to the file (a line
+// already there is kept) and is flushed when SIGTERM stops the server.
+func TestRequestLogFlag(t *testing.T) {
+	dir := t.TempDir()
+	ready, logPath := filepath.Join(dir, "urls"), filepath.Join(dir, "requests.jsonl")
+	if err := os.WriteFile(logPath, []byte("{\"earlier\":true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testbin.Start(t, "llmsim", "--listen", "127.0.0.1:0", "--instant", "--request-log", logPath, "--ready-file", ready)
+	url := strings.TrimSpace(string(waitForFile(t, ready, p)))
+	for i := 0; i < 3; i++ {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if r := p.Wait(t, 15*time.Second); r.Code != 130 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 4 || lines[0] != `{"earlier":true}` {
+		t.Fatalf("log after 3 requests:\n%s", b)
+	}
+	for _, l := range lines[1:] {
+		var e struct {
+			Status int             `json:"status"`
+			Body   json.RawMessage `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Status != 200 || !strings.Contains(string(e.Body), `"content":"hi"`) {
+			t.Errorf("line %s: %v", l, err)
+		}
+	}
+	if r := testbin.Run(t, "", nil, nil, "llmsim", "--listen", "127.0.0.1:0", "--request-log", filepath.Join(dir, "no", "such", "dir", "log")); r.Code != 1 {
+		t.Errorf("an unwritable --request-log: exit %d, want 1", r.Code)
+	}
+}
+
 func TestHelpShowsExamples(t *testing.T) {
 	r := testbin.Run(t, "", nil, nil, "llmsim", "--help")
 	if r.Code != 0 {

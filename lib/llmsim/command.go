@@ -52,6 +52,7 @@ type Command struct {
 	ReadyFile string   `help:"Once listening, write the endpoints' base URLs here, one per line (atomically)." placeholder:"FILE"`
 
 	Flavor               string  `help:"Kind of server to imitate: sglang, vllm, vllm-0.10.0 (flat errors), llamacpp, ollama or openai (a gateway); per endpoint with --fault N=flavor:NAME." default:"sglang" enum:"sglang,vllm,vllm-0.10.0,llamacpp,ollama,openai"`
+	RequestLog           string  `help:"Append one JSON line per generation request received to FILE: time, endpoint, route, status, prompt and cached tokens, the body as received. Flushed on exit." placeholder:"FILE"`
 	Model                string  `help:"Served model name." default:"Qwen3.6-27B"`
 	MaxRunning           int     `help:"Running slots per endpoint (SGLang --max-running-requests)." default:"48"`
 	MaxQueued            int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
@@ -92,6 +93,14 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	if c.RequestLog != "" {
+		lf, err := os.OpenFile(c.RequestLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("--request-log: %w", err)
+		}
+		defer lf.Close()
+		cfg.RequestLog = lf
+	}
 	fleet, err := Start(ctx, cfg, len(addrs))
 	if err != nil {
 		return err
@@ -106,7 +115,14 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 	}
 	<-ctx.Done()
-	fleet.Close()
+	if err := fleet.Close(); err != nil {
+		return fmt.Errorf("--request-log: %w", err)
+	}
+	if f, ok := cfg.RequestLog.(*os.File); ok {
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--request-log: %w", err)
+		}
+	}
 	st := fleet.Stats()
 	env.Logf("served %d requests on %d endpoints: %d completed, %d aborted, %d failed, %d hung, %d dropped, %d rejected, %d bad, %d lost, %d cancelled by their clients; %d unauthorized; %d crashes, %d restarts; %d tokens generated",
 		st.Requests, fleet.Len(), st.Completed, st.Aborted, st.Failed, st.Hung, st.Dropped, st.Rejected, st.BadRequests, st.Lost, st.Cancelled,

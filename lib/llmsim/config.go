@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -183,6 +184,9 @@ type Config struct {
 	Faults Faults
 	// PerEndpoint[i], when present, replaces Faults for endpoint i.
 	PerEndpoint map[int]Faults
+	// RequestLog, when set, gets one JSON line per generation request
+	// (reqlog.go); Fleet.Close flushes it.
+	RequestLog io.Writer
 	// Clock is the simulated time; nil: real time times TimeScale.
 	Clock Clock
 }

@@ -246,10 +246,16 @@ func (e *Endpoint) admit() (*incarnation, Faults, bool) {
 func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 	e.stats.requests.Add(1)
 	n := e.seq.Add(1)
+	le := &logEntry{}
+	if e.f.log != nil {
+		defer e.logRequest(ctx, le)
+	}
 	inc, faults, crash := e.admit()
 	if inc == nil || crash {
 		e.stats.lost.Add(1)
+		le.outcome = "lost"
 		if crash {
+			le.outcome = "crash"
 			e.Crash()
 		}
 		ctx.Conn().Close()
@@ -259,6 +265,7 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 	case <-inc.ready:
 	case <-inc.ctx.Done():
 		e.stats.lost.Add(1)
+		le.outcome = "lost"
 		return
 	}
 
@@ -275,7 +282,9 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 		return
 	}
 
+	le.f = f
 	kind, bits := e.draw(faults, n)
+	le.outcome = [...]string{faultNone: "", faultFail: "fail", faultAbort: "abort", faultHang: "hang", faultDrop: "drop"}[kind]
 	switch kind {
 	case faultFail:
 		e.stats.failed.Add(1)
@@ -316,6 +325,7 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 
 	if !e.submit(inc, f) {
 		e.stats.rejected.Add(1)
+		le.outcome = "rejected"
 		if f.stream && e.d.flavor == FlavorSGLang {
 			f.writeQueueFullStream(ctx)
 			return
@@ -333,6 +343,8 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 	}
 	if e.await(ctx, f) {
 		e.respond(ctx, f)
+	} else if le.outcome == "" {
+		le.outcome = "lost"
 	}
 }
 
