@@ -307,6 +307,9 @@ func TestManualCrashDropsInflight(t *testing.T) {
 	if s, _, err := postChat(t, base, chatBody("after", 5, false)); err != nil || s != 200 {
 		t.Fatalf("after restart: %d %v", s, err)
 	}
+	// A client sees its connection drop before the handler that held it
+	// has counted the request lost.
+	waitFor(t, "three requests counted lost", func() bool { return ep.Stats().Lost >= 3 })
 	if st := ep.Stats(); st.Lost != 3 || st.Crashes != 1 || st.Restarts != 1 {
 		t.Errorf("stats %+v", st)
 	}
