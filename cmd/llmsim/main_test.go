@@ -187,6 +187,7 @@ func TestUsageErrors(t *testing.T) {
 		{"--listen", "127.0.0.1:0", "--time-scale", "-1"},
 		{"--listen", "127.0.0.1:0", "--flavor", "tgi"},
 		{"--listen", "127.0.0.1:0", "--tool-call-rate", "1.5"},
+		{"--listen", "127.0.0.1:0", "--loop-rate", "0.6", "--empty-rate", "0.5"},
 		{"--listen", "127.0.0.1:0", "--slots-schedule", "0s:48,1m:0"},
 		{"--listen", "127.0.0.1:0", "--fault", "0=slots:5m:8/1m:4"},
 		{"--listen", "127.0.0.1:0", "--fault", "0=flavor:tgi"},

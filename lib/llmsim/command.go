@@ -58,6 +58,10 @@ type Command struct {
 	MaxQueued            int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
 	ContextLength        int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
 	Reasoning            bool    `help:"Chat answers carry message.reasoning_content (as with --reasoning-parser)."`
+	LoopRate             float64 `help:"Fraction of answers that fall into a repeated span until max_tokens (finish length)." default:"0"`
+	EmptyRate            float64 `help:"Fraction of answers with empty content (finish stop)." default:"0"`
+	ThinkResidueRate     float64 `help:"Fraction of answers with <think> and </think> markers left in the content." default:"0"`
+	TruncateRate         float64 `help:"Fraction of answers cut short with finish length before any limit." default:"0"`
 	ToolCallRate         float64 `help:"Fraction of chat requests carrying tools that are answered by a tool call (finish_reason tool_calls), drawn from the prompt and --seed." default:"0"`
 	ParallelToolCallRate float64 `help:"Fraction of those tool-call answers that make two parallel calls." default:"0"`
 	KVTokens             int     `help:"KV cache per endpoint, in tokens: a prefix cache of 16-token pages (cached prompt tokens are not prefilled again) that also bounds the running requests' prompts and answers. 0: no cache, no bound." default:"0" name:"kv-tokens"`
@@ -135,6 +139,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
 		ContextLength: c.ContextLength, Reasoning: c.Reasoning, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
 		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
+		LoopRate: c.LoopRate, EmptyRate: c.EmptyRate, ThinkResidueRate: c.ThinkResidueRate, TruncateRate: c.TruncateRate,
 		Instant: c.Instant, Seed: c.Seed, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
@@ -152,6 +157,9 @@ func (c *Command) config(addrs []string) (Config, error) {
 		return cfg, cli.Usagef("--max-running %d: want at least 1", c.MaxRunning)
 	case c.KVTokens < 0:
 		return cfg, cli.Usagef("--kv-tokens %d is negative", c.KVTokens)
+	case !(c.LoopRate >= 0 && c.EmptyRate >= 0 && c.ThinkResidueRate >= 0 && c.TruncateRate >= 0) ||
+		c.LoopRate+c.EmptyRate+c.ThinkResidueRate+c.TruncateRate > 1+1e-9:
+		return cfg, cli.Usagef("--loop-rate, --empty-rate, --think-residue-rate and --truncate-rate: want probabilities adding up to at most 1")
 	case !(c.ToolCallRate >= 0 && c.ToolCallRate <= 1) || !(c.ParallelToolCallRate >= 0 && c.ParallelToolCallRate <= 1):
 		return cfg, cli.Usagef("--tool-call-rate %g, --parallel-tool-call-rate %g: want probabilities in [0, 1]", c.ToolCallRate, c.ParallelToolCallRate)
 	case c.StepBase <= 0:

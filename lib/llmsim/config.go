@@ -158,6 +158,12 @@ type Config struct {
 	// answered by a tool call (tools.go); ParallelToolCallRate that such an
 	// answer makes two calls. Drawn from the prompt and Seed.
 	ToolCallRate, ParallelToolCallRate float64
+	// LoopRate, EmptyRate, ThinkResidueRate and TruncateRate are the
+	// fractions of answers that degenerate (degenerate.go): into a repeated
+	// span until the length limit, into nothing, with <think> markers left
+	// in the content, or cut short with finish "length". Their sum must not
+	// exceed 1.
+	LoopRate, EmptyRate, ThinkResidueRate, TruncateRate float64
 	// Reasoning makes chat answers carry message.reasoning_content, as a
 	// server started with --reasoning-parser does.
 	Reasoning bool
@@ -222,6 +228,10 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, fmt.Errorf("tool call rates %g, %g: want probabilities in [0, 1]", out.ToolCallRate, out.ParallelToolCallRate)
 	case out.KVTokens < 0:
 		return out, fmt.Errorf("kv-tokens %d is negative", out.KVTokens)
+	case !(out.LoopRate >= 0 && out.EmptyRate >= 0 && out.ThinkResidueRate >= 0 && out.TruncateRate >= 0) ||
+		out.LoopRate+out.EmptyRate+out.ThinkResidueRate+out.TruncateRate > 1+1e-9:
+		return out, fmt.Errorf("loop, empty, think-residue and truncate rates %g, %g, %g, %g: want probabilities adding up to at most 1",
+			out.LoopRate, out.EmptyRate, out.ThinkResidueRate, out.TruncateRate)
 	case out.MaxQueued < 0:
 		return out, fmt.Errorf("max-queued %d is negative", out.MaxQueued)
 	case out.ContextLength < 2:

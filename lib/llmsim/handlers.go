@@ -173,8 +173,13 @@ type choiceState struct {
 	reasoning int        // the first tokens that are reasoning (chat with --reasoning)
 	limit     int        // max_new_tokens after the context cap, for finish "length"
 	calls     []toolCall // the answer calls tools instead of writing text
-	visible   atomic.Int32
-	done      atomic.Bool
+	// degen shapes a degenerate answer (degenerate.go): a loop from token
+	// loopFrom over the span before it, think markers at two tokens.
+	degen                 degeneracy
+	loopFrom, span        int
+	thinkOpen, thinkClose int
+	visible               atomic.Int32
+	done                  atomic.Bool
 }
 
 func (f *flight) signal() {
@@ -612,6 +617,7 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 		if j.api == apiChat {
 			e.planToolCalls(f, c, j.tools, limit)
 		}
+		e.degenerate(f, c, limit)
 		f.choices[i] = c
 	}
 	f.remaining.Store(int32(j.n))

@@ -38,6 +38,9 @@ var bufPool bufferPool
 // reasoning and each part starts with the prompt digest.
 func (c *choiceState) appendContent(dst []byte, from, to int) []byte {
 	from, to = max(from, c.reasoning)-c.reasoning, max(to, c.reasoning)-c.reasoning
+	if c.degen != degenNone {
+		return c.appendDegenerate(dst, from, to)
+	}
 	return appendTokens(dst, c.f.digest, c.words, from, to)
 }
 
