@@ -89,15 +89,7 @@ func TestFlavorRoutes(t *testing.T) {
 					map[bool]string{true: "true", false: "false"}[stream]+extra+`}`)
 			}
 			s, b := chat(DefaultModelName, false, "")
-			var a struct {
-				Choices []struct {
-					Message      struct{ Content string } `json:"message"`
-					FinishReason string                   `json:"finish_reason"`
-				} `json:"choices"`
-				Usage struct {
-					CompletionTokens int `json:"completion_tokens"`
-				} `json:"usage"`
-			}
+			var a plainAnswer
 			if s != 200 || json.Unmarshal(b, &a) != nil || len(a.Choices) != 1 || !strings.HasPrefix(a.Choices[0].Message.Content, digest) ||
 				len(strings.Fields(a.Choices[0].Message.Content)) != a.Usage.CompletionTokens {
 				t.Errorf("chat: %d %s", s, b)
