@@ -93,7 +93,8 @@ type Timings struct {
 	FirstAnswer time.Duration // the first one-token generation
 }
 
-var client = &http.Client{}
+// client is bounded per call by a context; the timeout is a backstop.
+var client = &http.Client{Timeout: loadTimeout}
 
 // Start starts ollama serve with a freshly written model, creates the
 // model, loads it and has it answer once, then returns. The server is
