@@ -12,6 +12,7 @@
 package gguf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 )
@@ -178,10 +179,9 @@ func align(n, a uint64) uint64 {
 
 // F32Data encodes float32 elements for a tensor of type F32.
 func F32Data(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		u := math.Float32bits(x)
-		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	b := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
 	}
 	return b
 }

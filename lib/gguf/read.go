@@ -97,13 +97,13 @@ func (d *decoder) str() (string, error) {
 }
 
 // count reads an element count and checks that n elements of at least
-// min bytes each fit in what is left.
-func (d *decoder) count(what string, min uint64) (int, error) {
+// least bytes each fit in what is left.
+func (d *decoder) count(what string, least uint64) (int, error) {
 	n, err := d.u64()
 	if err != nil {
 		return 0, err
 	}
-	if n > d.left()/min {
+	if n > d.left()/least {
 		return 0, fmt.Errorf("%d %s cannot fit in the %d bytes left", n, what, d.left())
 	}
 	return int(n), nil
