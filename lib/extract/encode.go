@@ -158,11 +158,15 @@ func (x *Extractor) canonical(msgs []message) []byte {
 	} else {
 		x.recMsgs = x.recMsgs[:0]
 		for _, m := range msgs {
-			x.recMsgs = append(x.recMsgs, record.Message{Role: m.role,
-				Content: string(tokenText(nil, m.content)), ToolCalls: m.toolCalls})
+			rm := record.Message{Role: m.role, Content: string(tokenText(nil, m.content)), ToolCalls: m.toolCalls}
+			if m.toolCallID != nil {
+				rm.ToolCallID = string(tokenText(nil, m.toolCallID))
+			}
+			x.recMsgs = append(x.recMsgs, rm)
 		}
 		p.Messages = x.recMsgs
 	}
+	p.Tools = x.tools
 	x.canon = p.AppendCanonical(x.canon[:0])
 	return x.canon
 }
@@ -184,6 +188,10 @@ func appendMessages(dst []byte, msgs []message) []byte {
 		if m.toolCalls != nil {
 			dst = append(dst, `,"tool_calls":`...)
 			dst = append(dst, m.toolCalls...)
+		}
+		if m.toolCallID != nil {
+			dst = append(dst, `,"tool_call_id":`...)
+			dst = append(dst, m.toolCallID...)
 		}
 		dst = append(dst, '}')
 	}

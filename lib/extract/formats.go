@@ -5,17 +5,21 @@ import (
 	"strings"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/record"
 )
 
 // Formats, as named by --format.
 const (
-	FormatAuto     = "auto"
-	FormatShareGPT = "sharegpt"
-	FormatOpenAI   = "openai"
-	FormatAlpaca   = "alpaca"
-	FormatMTBench  = "mt-bench"
-	FormatPlain    = "plain"
-	FormatBatch    = "batch"
+	FormatAuto       = "auto"
+	FormatShareGPT   = "sharegpt"
+	FormatOpenAI     = "openai"
+	FormatAlpaca     = "alpaca"
+	FormatMTBench    = "mt-bench"
+	FormatOAsst      = "oasst"
+	FormatPlain      = "plain"
+	FormatPreference = "preference"
+	FormatBatch      = "batch"
 )
 
 // Formats lists the formats in detection order: the first whose field a
@@ -23,43 +27,63 @@ const (
 // by its custom_id and request body before anything else, then a conversation beats a bare
 // instruction, which beats a bare prompt (so a record that carries both
 // the full conversation and a copy of its first prompt, as UltraChat's
-// do, is read as the conversation).
-var Formats = []string{FormatBatch, FormatShareGPT, FormatOpenAI, FormatAlpaca, FormatMTBench, FormatPlain}
+// do, is read as the conversation). An OpenAssistant message (its prompt
+// an object, or message_id + role + text) comes before the plain prompt
+// fields it shares, and a preference pair comes last: when a pair also
+// has an explicit prompt, instruction or conversation, that is the prompt.
+var Formats = []string{FormatBatch, FormatShareGPT, FormatOpenAI, FormatAlpaca, FormatMTBench, FormatOAsst, FormatPlain, FormatPreference}
 
 // fields is every top-level field any format reads, kept as raw JSON that
 // aliases the input line. Only the fields of the format chosen for a record
 // are looked at further, so an unexpected type in a field the record's
 // format does not use cannot cause a reject.
 type fields struct {
-	ID           json.RawMessage `json:"id"`
-	QuestionID   json.RawMessage `json:"question_id"`
-	CustomID     json.RawMessage `json:"custom_id"`
-	Conversation json.RawMessage `json:"conversations"`
-	LMSYS        json.RawMessage `json:"conversation"` // LMSYS-Chat-1M's name for it
-	Messages     json.RawMessage `json:"messages"`
-	System       json.RawMessage `json:"system"`
-	Tools        json.RawMessage `json:"tools"`
-	Instruction  json.RawMessage `json:"instruction"`
-	Input        json.RawMessage `json:"input"`
-	History      json.RawMessage `json:"history"`
-	Turns        json.RawMessage `json:"turns"`
-	Category     json.RawMessage `json:"category"`
-	Prompt       json.RawMessage `json:"prompt"`
-	Question     json.RawMessage `json:"question"`
-	Text         json.RawMessage `json:"text"`
-	Body         json.RawMessage `json:"body"`
-	Langdetect   json.RawMessage `json:"langdetect"`
+	ID               json.RawMessage `json:"id"`
+	QuestionID       json.RawMessage `json:"question_id"`
+	CustomID         json.RawMessage `json:"custom_id"`
+	Conversation     json.RawMessage `json:"conversations"`
+	LMSYS            json.RawMessage `json:"conversation"` // LMSYS-Chat-1M's name for it
+	Messages         json.RawMessage `json:"messages"`
+	System           json.RawMessage `json:"system"`
+	Tools            json.RawMessage `json:"tools"`
+	Instruction      json.RawMessage `json:"instruction"`
+	Input            json.RawMessage `json:"input"`
+	Context          json.RawMessage `json:"context"` // Dolly's reference text
+	History          json.RawMessage `json:"history"`
+	Turns            json.RawMessage `json:"turns"`
+	Category         json.RawMessage `json:"category"`
+	Prompt           json.RawMessage `json:"prompt"`
+	Question         json.RawMessage `json:"question"`
+	Text             json.RawMessage `json:"text"`
+	Chosen           json.RawMessage `json:"chosen"`
+	Rejected         json.RawMessage `json:"rejected"`
+	ChosenMessages   json.RawMessage `json:"chosen_messages"` // LLaMA-Factory v1 DPO
+	RejectedMessages json.RawMessage `json:"rejected_messages"`
+	MessageID        json.RawMessage `json:"message_id"` // OpenAssistant
+	ParentID         json.RawMessage `json:"parent_id"`
+	MessageTreeID    json.RawMessage `json:"message_tree_id"`
+	Role             json.RawMessage `json:"role"`
+	Body             json.RawMessage `json:"body"`
+	URL              json.RawMessage `json:"url"`
+	Langdetect       json.RawMessage `json:"langdetect"`
+	Images           json.RawMessage `json:"images"` // media lists (LLaMA-Factory) and files (LLaVA)
+	Audios           json.RawMessage `json:"audios"`
+	Videos           json.RawMessage `json:"videos"`
+	Image            json.RawMessage `json:"image"`
+	Audio            json.RawMessage `json:"audio"`
+	Video            json.RawMessage `json:"video"`
 }
 
 // turn is one element of a conversation: ShareGPT's {from, value} or
 // OpenAI's {role, content}; either spelling is accepted in either layout.
 type turn struct {
-	From      json.RawMessage `json:"from"`
-	Value     json.RawMessage `json:"value"`
-	Role      json.RawMessage `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	Name      json.RawMessage `json:"name"`
-	ToolCalls json.RawMessage `json:"tool_calls"`
+	From       json.RawMessage `json:"from"`
+	Value      json.RawMessage `json:"value"`
+	Role       json.RawMessage `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       json.RawMessage `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID json.RawMessage `json:"tool_call_id"`
 }
 
 // part is one element of an OpenAI content array; LLaMA-Factory spells
@@ -68,13 +92,6 @@ type part struct {
 	Type  json.RawMessage `json:"type"`
 	Text  json.RawMessage `json:"text"`
 	Value json.RawMessage `json:"value"`
-}
-
-// batchBody is the request of an OpenAI batch input line.
-type batchBody struct {
-	Messages json.RawMessage `json:"messages"`
-	Prompt   json.RawMessage `json:"prompt"`
-	Tools    json.RawMessage `json:"tools"`
 }
 
 // Roles, normalised.
@@ -124,21 +141,38 @@ func detect(f *fields) string {
 		return FormatAlpaca
 	case present(f.Turns):
 		return FormatMTBench
+	case isOAsst(f):
+		return FormatOAsst
 	case present(f.Prompt) || present(f.Question) || present(f.Text):
 		return FormatPlain
+	case isPreference(f):
+		return FormatPreference
 	}
 	return ""
+}
+
+// isOAsst recognises an OpenAssistant message tree (its prompt is a
+// message object) or one message of a flat export.
+func isOAsst(f *fields) bool {
+	return (present(f.Prompt) && f.Prompt[0] == '{') ||
+		(present(f.MessageID) && present(f.Role) && present(f.Text))
+}
+
+func isPreference(f *fields) bool {
+	return (present(f.Chosen) && present(f.Rejected)) || (present(f.ChosenMessages) && present(f.RejectedMessages))
 }
 
 // layoutFields names the fields each format needs, for the reject detail
 // of a record that has none of them.
 var layoutFields = map[string]string{
-	FormatBatch:    "body",
-	FormatShareGPT: "conversations",
-	FormatOpenAI:   "messages",
-	FormatAlpaca:   "instruction",
-	FormatMTBench:  "turns",
-	FormatPlain:    "prompt, question or text",
+	FormatBatch:      "body",
+	FormatShareGPT:   "conversations",
+	FormatOpenAI:     "messages",
+	FormatAlpaca:     "instruction",
+	FormatMTBench:    "turns",
+	FormatOAsst:      "prompt message tree, or message_id, role and text",
+	FormatPlain:      "prompt, question or text",
+	FormatPreference: "chosen and rejected (or chosen_messages and rejected_messages)",
 }
 
 // read turns the record's fields into x.msgs (or x.completion) according
@@ -161,19 +195,26 @@ func (x *Extractor) read(format string, f *fields) *badRecord {
 		return x.readTurns(f.Turns)
 	case FormatPlain:
 		return x.readPlain(f)
+	case FormatPreference:
+		return x.readPreference(f)
 	}
 	return reject(ReasonUnknownLayout, "unknown format %q", format)
 }
 
-// readConversation reads a list of turns, after the top-level system
-// prompt if there is one.
+// readConversation reads a list of turns, with the top-level system
+// prompt and tools if the record has them.
 func (x *Extractor) readConversation(name string, conv, system, tools []byte) *badRecord {
+	if bad := x.readTurnList(name, conv); bad != nil {
+		return bad
+	}
 	if bad := x.addSystem(system); bad != nil {
 		return bad
 	}
-	if present(tools) && !emptyTools(tools) {
-		x.tools = tools
-	}
+	return x.setTools(tools)
+}
+
+// readTurnList appends a list of turns to x.msgs.
+func (x *Extractor) readTurnList(name string, conv []byte) *badRecord {
 	x.turns = emptied(x.turns)
 	if _, err := json.Parse(conv, &x.turns, parseFlags); err != nil {
 		return reject(ReasonUnknownLayout, "%s is not a list of turns: %v", name, shortError(err))
@@ -207,12 +248,17 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 		if isString(t.Name) {
 			m.name = cleanToken(&x.arena, t.Name)
 		}
+		if isString(t.ToolCallID) {
+			m.toolCallID = cleanToken(&x.arena, t.ToolCallID)
+		}
 		x.add(m)
 	}
 	return nil
 }
 
-// addSystem adds a top-level system prompt, if the record has one.
+// addSystem puts a top-level system prompt in the system slot, by the
+// rule of record.UsesSystem: a conversation that starts with a system turn
+// of its own keeps it, and the top-level one is not used.
 func (x *Extractor) addSystem(raw []byte) *badRecord {
 	if !present(raw) {
 		return nil
@@ -220,7 +266,29 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 	if !isString(raw) {
 		return reject(ReasonUnknownLayout, "system is not a string")
 	}
-	x.addMessage(roleSystem, cleanToken(&x.arena, raw))
+	if blankToken(raw) || (len(x.msgs) > 0 && x.msgs[0].role == roleSystem) {
+		return nil
+	}
+	x.msgs = append(x.msgs, message{})
+	copy(x.msgs[1:], x.msgs)
+	x.msgs[0] = message{role: roleSystem, content: cleanToken(&x.arena, raw)}
+	return nil
+}
+
+// setTools takes a record's tools, checked and, when empty in any
+// spelling, left out.
+func (x *Extractor) setTools(raw []byte) *badRecord {
+	if !present(raw) {
+		return nil
+	}
+	var ok bool
+	var err error
+	if x.canonTools, ok, err = record.AppendCanonicalTools(x.canonTools[:0], raw); err != nil {
+		return reject(ReasonBadTools, "%v", err)
+	}
+	if ok {
+		x.tools = raw
+	}
 	return nil
 }
 
@@ -230,12 +298,6 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 func emptied[T any](s []T) []T {
 	clear(s[:cap(s)])
 	return s[:0]
-}
-
-// emptyTools is true for the empty values datasets use for "no tools".
-func emptyTools(raw []byte) bool {
-	s := strings.TrimSpace(string(raw))
-	return s == `""` || s == "[]" || s == `"[]"` || s == "{}"
 }
 
 // role normalises a speaker name.
@@ -272,9 +334,12 @@ func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
 	if _, err := json.Parse(raw, &x.parts, parseFlags); err != nil {
 		return nil, reject(ReasonUnknownLayout, "content parts: %v", shortError(err))
 	}
-	var texts [][]byte
+	x.texts = x.texts[:0]
 	for i, p := range x.parts {
-		if present(p.Type) && string(p.Type) != `"text"` {
+		if present(p.Type) && !textPart[string(p.Type)] {
+			if mediaPart[string(p.Type)] {
+				return nil, reject(ReasonMultimodal, "content part %d is %s; only text prompts can be extracted", i, p.Type)
+			}
 			return nil, reject(ReasonNonText, "content part %d has type %s; only text prompts can be extracted", i, p.Type)
 		}
 		tok := p.Text
@@ -284,29 +349,40 @@ func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
 		if !isString(tok) {
 			return nil, reject(ReasonUnknownLayout, "content part %d has no text", i)
 		}
-		texts = append(texts, tok)
+		x.texts = append(x.texts, tok)
 	}
-	switch len(texts) {
+	return x.joinTokens(x.texts, "\n"), nil
+}
+
+// textPart names the content part types that hold text: OpenAI's and
+// LLaMA-Factory's text, and the Responses API's input and output text.
+var textPart = map[string]bool{`"text"`: true, `"input_text"`: true, `"output_text"`: true}
+
+// joinTokens returns the string tokens joined by sep as one token: "" for
+// none, the token itself for one.
+func (x *Extractor) joinTokens(toks [][]byte, sep string) []byte {
+	switch len(toks) {
 	case 0:
-		return []byte(`""`), nil
+		return []byte(`""`)
 	case 1:
-		return cleanToken(&x.arena, texts[0]), nil
+		return cleanToken(&x.arena, toks[0])
 	}
 	joined := x.scratch[:0]
-	for i, tok := range texts {
+	for i, tok := range toks {
 		if i > 0 {
-			joined = append(joined, '\n')
+			joined = append(joined, sep...)
 		}
 		joined = append(joined, tokenText(nil, tok)...)
 	}
 	x.scratch = joined
 	start := len(x.arena)
 	x.arena = json.AppendEscape(x.arena, string(joined), 0)
-	return x.arena[start:], nil
+	return x.arena[start:]
 }
 
-// readAlpaca builds system, history pairs and the instruction (with its
-// input after a blank line when there is one).
+// readAlpaca builds system, history pairs and the prompt: the instruction,
+// then its input and (Dolly's) context, each after a blank line, leaving
+// out the blank ones.
 func (x *Extractor) readAlpaca(f *fields) *badRecord {
 	if bad := x.addSystem(f.System); bad != nil {
 		return bad
@@ -326,26 +402,23 @@ func (x *Extractor) readAlpaca(f *fields) *badRecord {
 			}
 		}
 	}
-	if !isString(f.Instruction) {
-		return reject(ReasonUnknownLayout, "instruction is not a string")
+	x.texts = x.texts[:0]
+	for _, c := range []struct {
+		name string
+		raw  []byte
+	}{{"instruction", f.Instruction}, {"input", f.Input}, {"context", f.Context}} {
+		switch {
+		case !present(c.raw) && c.name != "instruction":
+		case !isString(c.raw):
+			return reject(ReasonUnknownLayout, "%s is not a string", c.name)
+		case !blankToken(c.raw):
+			x.texts = append(x.texts, c.raw)
+		}
 	}
-	if present(f.Input) && !isString(f.Input) {
-		return reject(ReasonUnknownLayout, "input is not a string")
+	if len(x.texts) == 0 {
+		x.texts = append(x.texts, f.Instruction) // blank: rejected as empty
 	}
-	if !present(f.Input) || blankToken(f.Input) {
-		x.addMessage(roleUser, cleanToken(&x.arena, f.Instruction))
-		return nil
-	}
-	if blankToken(f.Instruction) {
-		x.addMessage(roleUser, cleanToken(&x.arena, f.Input))
-		return nil
-	}
-	text := append(tokenText(x.scratch[:0], f.Instruction), "\n\n"...)
-	text = append(text, tokenText(nil, f.Input)...)
-	x.scratch = text
-	start := len(x.arena)
-	x.arena = json.AppendEscape(x.arena, string(text), 0)
-	x.addMessage(roleUser, x.arena[start:])
+	x.addMessage(roleUser, x.joinTokens(x.texts, "\n\n"))
 	return nil
 }
 
@@ -381,11 +454,11 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 		case !present(c.raw):
 			continue
 		case isString(c.raw):
+			x.addMessage(roleUser, cleanToken(&x.arena, c.raw))
 			if bad := x.addSystem(f.System); bad != nil {
 				return bad
 			}
-			x.addMessage(roleUser, cleanToken(&x.arena, c.raw))
-			return nil
+			return x.setTools(f.Tools)
 		case c.raw[0] == '[':
 			return x.readConversation(c.name, c.raw, f.System, f.Tools)
 		default:
@@ -393,25 +466,6 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 		}
 	}
 	return reject(ReasonUnknownLayout, "no prompt, question or text field")
-}
-
-// readBatch reads an OpenAI batch input line: a chat request's messages,
-// or a completion request's prompt, which stays a completion prompt.
-func (x *Extractor) readBatch(f *fields) *badRecord {
-	var body batchBody
-	if _, err := json.Parse(f.Body, &body, parseFlags); err != nil {
-		return reject(ReasonUnknownLayout, "body: %v", shortError(err))
-	}
-	switch {
-	case present(body.Messages):
-		return x.readConversation("body.messages", body.Messages, nil, body.Tools)
-	case isString(body.Prompt):
-		x.completion = cleanToken(&x.arena, body.Prompt)
-		return nil
-	case present(body.Prompt):
-		return reject(ReasonUnknownLayout, "body.prompt is not a single string")
-	}
-	return reject(ReasonUnknownLayout, "body has neither messages nor prompt")
 }
 
 // shortError keeps a parse error's message to one short line.
