@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(name)
 		}
 	}
-	testbin.Main(m, "extract")
+	testbin.Main(m, "extract", "dedup")
 }
 
 type result struct {
@@ -61,11 +61,11 @@ func run(t *testing.T, stdin io.Reader, env []string, args ...string) result {
 type summary struct {
 	found                          bool
 	read, turns, wrote, rejected   int
-	filtered                       int
+	filtered, noPrompt             int
 	rejectReasons, filteredReasons map[string]int
 }
 
-var summaryRE = regexp.MustCompile(`(?m)^extract: read (\d+)(?: \((\d+) turns\))?, wrote (\d+), rejected (\d+)(?: \(([^)]*)\))?(?:, filtered (\d+) \(([^)]*)\))?$`)
+var summaryRE = regexp.MustCompile(`(?m)^extract: read (\d+)(?: \((\d+) turns\))?, wrote (\d+), rejected (\d+)(?: \(([^)]*)\))?(?:, filtered (\d+) \(([^)]*)\))?(?:, (\d+) messages end no prompt)?$`)
 
 func parseSummary(stderr string) summary {
 	m := summaryRE.FindAllStringSubmatch(stderr, -1)
@@ -84,7 +84,7 @@ func parseSummary(stderr string) summary {
 		return out
 	}
 	s := summary{found: true, read: atoi(g[1]), turns: atoi(g[2]), wrote: atoi(g[3]), rejected: atoi(g[4]),
-		rejectReasons: reasons(g[5]), filtered: atoi(g[6]), filteredReasons: reasons(g[7])}
+		rejectReasons: reasons(g[5]), filtered: atoi(g[6]), filteredReasons: reasons(g[7]), noPrompt: atoi(g[8])}
 	if g[2] == "" {
 		s.turns = s.read
 	}
@@ -100,8 +100,8 @@ func checkAccounting(t *testing.T, r result) {
 	if !s.found {
 		t.Fatalf("no summary line on stderr:\n%s", r.stderr)
 	}
-	if s.turns != s.wrote+s.rejected+s.filtered {
-		t.Errorf("accounting: %d candidates != wrote %d + rejected %d + filtered %d", s.turns, s.wrote, s.rejected, s.filtered)
+	if s.turns != s.wrote+s.rejected+s.filtered+s.noPrompt {
+		t.Errorf("accounting: %d candidates != wrote %d + rejected %d + filtered %d + ending no prompt %d", s.turns, s.wrote, s.rejected, s.filtered, s.noPrompt)
 	}
 	sum := func(m map[string]int) (n int) {
 		for _, v := range m {
@@ -718,25 +718,30 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			for suffix, got := range map[string][]byte{".out": r.stdout, ".err": []byte(r.stderr), ".rejects": rj} {
-				golden := filepath.Join(ourData, "golden", tt.name+suffix)
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(golden, got, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create it)", err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s differs from %s (run with -update if the change is intended):\n%s", suffix, golden, got)
-				}
+				checkGolden(t, filepath.Join(ourData, "golden", tt.name+suffix), got)
 			}
 		})
+	}
+}
+
+// checkGolden compares got with the golden file, or writes it with -update.
+func checkGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("differs from %s (run with -update if the change is intended):\n%s", golden, got)
 	}
 }
 

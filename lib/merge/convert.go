@@ -22,6 +22,7 @@ type trainMessage struct {
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
 	Name             string          `json:"name,omitempty"`
 	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
 }
 
 type messagesRecord struct {
@@ -50,12 +51,19 @@ var shareGPTFrom = map[string]string{
 	"tool":      "observation",
 }
 
+// generation is the part of a generation record a conversion reads: the
+// record, and a top-level system prompt if it has one.
+type generation struct {
+	record.Generation
+	System json.RawMessage `json:"system"`
+}
+
 // converter turns a generation record into a training record: the prompt
 // with the answer appended as the assistant turn.
 type converter struct {
 	to            string
 	withReasoning bool
-	gen           record.Generation
+	gen           generation
 	msgs          []trainMessage
 	turns         []shareGPTTurn
 	think         []byte
@@ -65,20 +73,30 @@ type converter struct {
 // convert returns the training record of a generation record, valid
 // until the next call, or why the record cannot be one.
 func (c *converter) convert(data []byte) ([]byte, *rejection) {
-	c.gen = record.Generation{}
+	c.gen = generation{}
 	if err := record.Decode(data, &c.gen); err != nil {
 		return nil, reject(ReasonBadRecord, "%v", err)
 	}
 	if !c.gen.HasPrompt() {
 		return nil, reject(ReasonNoPrompt, "no messages or prompt to put the answer after")
 	}
-	g := &c.gen
+	g := &c.gen.Generation
 	c.msgs = c.msgs[:0]
 	if len(g.Messages) == 0 && g.Prompt.Prompt != nil {
 		c.msgs = append(c.msgs, trainMessage{Role: "user", Content: *g.Prompt.Prompt})
+	} else if len(c.gen.System) > 0 && string(c.gen.System) != "null" {
+		// A top-level system prompt takes the system slot by the rule
+		// every stage follows.
+		var system string
+		if err := json.Unmarshal(c.gen.System, &system); err != nil {
+			return nil, reject(ReasonBadRecord, "system is not a string")
+		}
+		if record.UsesSystem(system, g.Messages) {
+			c.msgs = append(c.msgs, trainMessage{Role: "system", Content: system})
+		}
 	}
 	for _, m := range g.Messages {
-		c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls})
+		c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
 	}
 	answer := trainMessage{Role: "assistant", Content: g.Output.Text}
 	if c.withReasoning {

@@ -175,8 +175,20 @@ func skipValue(b []byte, i int) (int, error) {
 // ids of such prompts did not change.
 //
 // A tools value that AppendCanonicalTools cannot read is taken byte for
-// byte: the stages that write records (extract) reject such values first.
+// byte: the stages that write records (extract) reject such values first,
+// and AppendCanonicalStrict refuses them.
 func (p *Prompt) AppendCanonical(dst []byte) []byte {
+	dst, _ = p.appendCanonical(dst)
+	return dst
+}
+
+// AppendCanonicalStrict is AppendCanonical for a prompt whose tools must
+// be readable: it returns an error wrapping ErrBadTools if they are not.
+func (p *Prompt) AppendCanonicalStrict(dst []byte) ([]byte, error) {
+	return p.appendCanonical(dst)
+}
+
+func (p *Prompt) appendCanonical(dst []byte) ([]byte, error) {
 	if len(p.Messages) == 0 && p.Prompt != nil {
 		dst = append(dst, 'P')
 		dst = appendLenPrefixed(dst, *p.Prompt)
@@ -199,20 +211,20 @@ func (p *Prompt) AppendCanonical(dst []byte) []byte {
 }
 
 // appendTools appends 'U' and the length-prefixed canonical tools, if any.
-func (p *Prompt) appendTools(dst []byte) []byte {
+func (p *Prompt) appendTools(dst []byte) ([]byte, error) {
 	if len(p.Tools) == 0 {
-		return dst
+		return dst, nil
 	}
 	tools, ok, err := AppendCanonicalTools(nil, p.Tools)
 	if err != nil {
 		tools, ok = p.Tools, true
 	}
 	if !ok {
-		return dst
+		return dst, nil
 	}
 	dst = append(dst, 'U')
 	dst = binary.AppendUvarint(dst, uint64(len(tools)))
-	return append(dst, tools...)
+	return append(dst, tools...), err
 }
 
 // UsesSystem reports whether a record's top-level system prompt takes the
