@@ -247,6 +247,9 @@ func (x *Extractor) Convert(data []byte) []Candidate {
 // the last record for the rest.
 func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 	x.reset()
+	if len(x.held.nodes) > 0 && rec.File != x.held.file {
+		x.flushHeld() // a tree does not go on in another file
+	}
 	if bad := x.parse(rec.Data); bad != nil {
 		return x.rejectAll(bad)
 	}
@@ -263,11 +266,18 @@ func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 	if bad := x.mediaFields(); bad != nil {
 		return x.rejectAll(bad)
 	}
+	flat := format == FormatOAsst && !(present(x.f.Prompt) && x.f.Prompt[0] == '{')
+	if flat {
+		x.hold(rec)
+		return x.cands
+	}
+	if len(x.held.nodes) > 0 {
+		// Another kind of record ends the held tree; its prompts come first.
+		x.flushHeld()
+		x.parse(rec.Data) // it parsed a moment ago
+		x.format = format
+	}
 	if format == FormatOAsst {
-		if !(present(x.f.Prompt) && x.f.Prompt[0] == '{') {
-			x.hold(rec)
-			return x.cands
-		}
 		if bad := x.readTree(x.f.Prompt); bad != nil {
 			return x.rejectAll(bad)
 		}

@@ -3,10 +3,13 @@ package extract
 import (
 	"bytes"
 	stdjson "encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
 )
 
@@ -614,4 +617,53 @@ func TestConvertForgetsPreviousRecord(t *testing.T) {
 			t.Errorf("record %d: got %v, want %s", i+1, got, s.want)
 		}
 	}
+}
+
+// FuzzConvertSequence converts two records, from one file or two, with one
+// Extractor and then flushes it, as the command does: whatever they are,
+// with --turns first each gives exactly one candidate (a held
+// OpenAssistant message one comes later), in other modes at least one, and
+// every prompt is a prompt record.
+func FuzzConvertSequence(f *testing.F) {
+	flat, err := os.ReadFile(filepath.Join(ourData, "oasst.messages.jsonl"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	msgs := bytes.Split(bytes.TrimSpace(flat), []byte("\n"))
+	for i := 0; i+1 < len(msgs); i++ {
+		f.Add(msgs[i], msgs[i+1], false, uint8(i))
+	}
+	f.Add(msgs[0], []byte(fourTurns), false, uint8(0))
+	f.Add(msgs[2], msgs[3], true, uint8(1))
+	f.Add(msgs[0], []byte(fourTurns), true, uint8(2))
+	f.Add([]byte(oasstTree), msgs[0], false, uint8(2))
+	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach}
+	f.Fuzz(func(t *testing.T, a, b []byte, twoFiles bool, mode uint8) {
+		x, err := NewExtractor(Options{Turns: modes[int(mode)%len(modes)], Keep: []string{"lang"}, MaxHeld: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fileB := "a"
+		if twoFiles {
+			fileB = "b"
+		}
+		n := 0
+		check := func(cands []Candidate) {
+			for _, c := range cands {
+				n++
+				switch {
+				case c.Out != nil:
+					checkPrompt(t, c.Out)
+				case c.Reason == "" && !c.NoPrompt:
+					t.Fatal("neither a prompt nor a reason")
+				}
+			}
+		}
+		check(x.ConvertRecord(jsonl.Record{Data: a, File: "a", Line: 1}))
+		check(x.ConvertRecord(jsonl.Record{Data: b, File: fileB, Line: 2}))
+		check(x.Flush())
+		if n < 2 || (x.opts.Turns == TurnsFirst && n != 2) {
+			t.Fatalf("%d candidates for 2 records in mode %s", n, x.opts.Turns)
+		}
+	})
 }

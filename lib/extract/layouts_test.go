@@ -92,6 +92,13 @@ func TestOAsstTreesAndMessagesAgree(t *testing.T) {
 		if len(trees.stdout) == 0 || !bytes.Equal(trees.stdout, flat.stdout) {
 			t.Errorf("--turns %s: trees give\n%s\nmessages give\n%s", mode, trees.stdout, flat.stdout)
 		}
+		// Held messages come out before the next file's records.
+		both := run(t, nil, nil, "--turns", mode, filepath.Join(ourData, "oasst.messages.jsonl"), filepath.Join(ourData, "dolly.jsonl"))
+		dolly := run(t, nil, nil, "--turns", mode, filepath.Join(ourData, "dolly.jsonl"))
+		checkAccounting(t, both)
+		if !bytes.Equal(both.stdout, append(append([]byte(nil), flat.stdout...), dolly.stdout...)) {
+			t.Errorf("--turns %s: messages then dolly in one run differ from the two runs in order", mode)
+		}
 	}
 }
 

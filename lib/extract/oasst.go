@@ -20,7 +20,8 @@ import (
 //     {message_id, parent_id, role, text, message_tree_id}. The messages of
 //     a tree are held until a message of another tree arrives (the exports
 //     keep each tree together) or the input ends, then the tree is rebuilt
-//     from parent_id. At most Options.MaxHeld messages are held; one past
+//     from parent_id. Any other record, or the next input file, ends the
+//     tree too. At most Options.MaxHeld messages are held; one past
 //     that is rejected as max_held, and a message whose parent was not held
 //     as missing_parent.
 //
@@ -273,6 +274,7 @@ func (x *Extractor) oaPath(i int) {
 
 // heldTree is the flat export's tree being collected.
 type heldTree struct {
+	file  string // the input it is read from
 	tree  []byte // its message_tree_id, nil when the messages carry none
 	nodes []oaNode
 	ids   map[string]int
@@ -285,8 +287,7 @@ func (x *Extractor) hold(rec jsonl.Record) {
 	tree := x.f.MessageTreeID
 	if h := &x.held; len(h.nodes) > 0 && !bytes.Equal(tree, h.tree) {
 		x.flushHeld()
-		x.resetRecord()
-		x.parse(rec.Data) // parsed before, so it parses again
+		x.parse(rec.Data) // it parsed a moment ago
 	}
 	h := &x.held
 	if len(h.nodes) >= x.opts.MaxHeld {
@@ -322,14 +323,18 @@ func (x *Extractor) hold(rec jsonl.Record) {
 	if h.ids == nil {
 		h.ids = map[string]int{}
 	}
-	if len(h.nodes) == 0 && present(m.MessageTreeID) {
-		h.tree = m.MessageTreeID
+	if len(h.nodes) == 0 {
+		h.file, h.tree = rec.File, nil
+		if present(m.MessageTreeID) {
+			h.tree = m.MessageTreeID
+		}
 	}
 	h.ids[string(n.id)] = len(h.nodes)
 	h.nodes = append(h.nodes, n)
 }
 
-// flushHeld turns the held tree into candidates and lets it go.
+// flushHeld turns the held tree into candidates and lets it go. The
+// record being converted must be parsed again after it.
 func (x *Extractor) flushHeld() {
 	h := &x.held
 	if len(h.nodes) == 0 {
@@ -350,6 +355,7 @@ func (x *Extractor) flushHeld() {
 	x.oaCandidates(true)
 	x.nodes = nil
 	*h = heldTree{}
+	x.resetRecord() // the held records were parsed in turn
 }
 
 // Flush returns the candidates of the messages still held at the end of
