@@ -472,7 +472,7 @@ func noID(raw []byte) bool {
 	if !isString(raw) {
 		return false
 	}
-	return strings.TrimSpace(string(tokenText(nil, raw))) == ""
+	return len(bytes.TrimSpace(tokenText(nil, raw))) == 0
 }
 
 // rawExcerpt shows a value as the input wrote it, cut at 100 bytes (on a

@@ -242,3 +242,16 @@ func TestRealGlaiveToolsSetPromptsApart(t *testing.T) {
 		t.Fatalf("dedup kept %d of %d prompts, want %d (exit %d): %s", len(kept), len(source), len(distinct), d.Code, d.Stderr)
 	}
 }
+
+// --max-held has its environment variable, and must hold something.
+func TestMaxHeldFlag(t *testing.T) {
+	path := filepath.Join(ourData, "oasst.messages.jsonl")
+	r := run(t, nil, []string{"TOKENMILL_EXTRACT_MAX_HELD=2"}, "--turns", "each", path)
+	checkAccounting(t, r)
+	if r.sum.rejectReasons["max_held"] != 4 || r.sum.wrote != 2 {
+		t.Fatalf("TOKENMILL_EXTRACT_MAX_HELD=2: %+v", r.sum)
+	}
+	if r := run(t, nil, nil, "--max-held", "0", path); r.code != 2 || !strings.Contains(r.stderr, "--max-held") || len(r.stdout) != 0 {
+		t.Fatalf("--max-held 0: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+}
