@@ -164,7 +164,7 @@ func (x *Extractor) responseItem(it *responseItem) *badRecord {
 		if err != nil {
 			return reject(ReasonUnknownRole, "%v", err)
 		}
-		tok, bad := x.content(it.Content)
+		tok, bad := x.content(it.Content, false)
 		if bad != nil {
 			return bad
 		}
@@ -178,7 +178,7 @@ func (x *Extractor) responseItem(it *responseItem) *badRecord {
 		if !isString(it.CallID) {
 			return reject(ReasonUnknownLayout, "a function_call_output item needs a string call_id")
 		}
-		tok, bad := x.content(it.Output)
+		tok, bad := x.content(it.Output, false)
 		if bad != nil {
 			return bad
 		}
@@ -194,7 +194,7 @@ func (x *Extractor) responseItem(it *responseItem) *badRecord {
 // tokens) to the assistant turn at the end of x.msgs, or to a new one: a
 // run of calls is one assistant turn, as in chat requests.
 func (x *Extractor) addToolCall(id, name, arguments []byte) {
-	id, name, arguments = cleanToken(&x.arena, id), cleanToken(&x.arena, name), cleanToken(&x.arena, arguments)
+	id, name, arguments = cleanToken(&x.scratchArena, id), cleanToken(&x.scratchArena, name), cleanToken(&x.scratchArena, arguments)
 	n := len(x.msgs)
 	start := len(x.arena)
 	if n > 0 && x.msgs[n-1].role == roleAssistant && x.msgs[n-1].toolCalls != nil && x.msgs[n-1].callsBuilt {
@@ -206,12 +206,7 @@ func (x *Extractor) addToolCall(id, name, arguments []byte) {
 		n++
 		x.arena = append(x.arena, '[')
 	}
-	x.arena = append(x.arena, `{"id":`...)
-	x.arena = append(x.arena, id...)
-	x.arena = append(x.arena, `,"type":"function","function":{"name":`...)
-	x.arena = append(x.arena, name...)
-	x.arena = append(x.arena, `,"arguments":`...)
-	x.arena = append(x.arena, arguments...)
-	x.arena = append(x.arena, "}}]"...)
+	x.arena = x.appendCall(x.arena, id, name, arguments)
+	x.arena = append(x.arena, ']')
 	x.msgs[n-1].toolCalls = x.arena[start:]
 }

@@ -20,6 +20,7 @@ const Description = `Pull chat prompts out of instruction datasets and write the
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
   extract --source ii/0625 --keep label,langdetect --lang en --min-chars 20 data/0625/*.parquet -o prompts.jsonl
   extract --turns each --id-prefix sg- --rejects rejects.jsonl sharegpt.json.zst > prompts.jsonl
+  extract --turns all glaive_toolcall_en.json > conversations.jsonl
 
 Inputs are JSONL, JSON arrays or Parquet files, plain, gzip or zstd (by content, not name),
 or stdin. Each record's layout is detected unless --format says it: batch (custom_id + body),
@@ -40,7 +41,7 @@ type Command struct {
 	Files    []string      `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
 	Output   string        `short:"o" default:"-" help:"Write prompt records to this file ('-' is stdout; .gz/.zst compress). A file appears only when complete, so a crash leaves no partial output."`
 	Format   string        `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,oasst,plain,preference" help:"Record layout: auto detects it per record (${enum})."`
-	Turns    string        `default:"first" enum:"first,all-but-last,each" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>')."`
+	Turns    string        `default:"first" enum:"first,all-but-last,each,all" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>'), all (the whole conversation with its answers, tool calls and tool results, for regenerating it)."`
 	IDPrefix string        `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`
 	IDField  string        `name:"id-field" default:"" help:"Take ids from this field (default: id, question_id or custom_id, whichever is set). Records without one get a hash of their prompt."`
 	Keep     string        `default:"" help:"Copy these dataset fields into meta, e.g. label,langdetect,source,reward."`

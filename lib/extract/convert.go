@@ -30,6 +30,7 @@ const (
 	TurnsFirst      = "first"
 	TurnsAllButLast = "all-but-last"
 	TurnsEach       = "each"
+	TurnsAll        = "all" // the whole conversation, for regeneration
 )
 
 // Reasons a record yields no prompt (rejects, exit 3).
@@ -95,7 +96,8 @@ type message struct {
 	name       []byte
 	toolCalls  []byte
 	toolCallID []byte
-	callsBuilt bool // toolCalls were built here, from calls given one by one
+	reasoning  []byte // reasoning_content token, nil if none
+	callsBuilt bool   // toolCalls were built here, from calls given one by one
 }
 
 // Extractor converts records one at a time, reusing its buffers. It is not
@@ -123,14 +125,21 @@ type Extractor struct {
 	users      []int
 	arena      []byte // tokens built for this record
 	scratch    []byte
-	out        []byte
-	canon      []byte
-	recMsgs    []record.Message
-	cands      []Candidate
+	// scratchArena holds tokens made while a value is being built in arena.
+	scratchArena  []byte
+	partReasoning [][]byte // the reasoning parts of the content just read
+	partCalls     [][]byte // its tool_call parts
+	callVals      [][]byte
+	pending       [][]byte // ids of generated calls the next tool turns answer
+	out           []byte
+	canon         []byte
+	recMsgs       []record.Message
+	cands         []Candidate
 
 	nodes   []oaNode // the OpenAssistant tree being read
 	oaState []uint8
 	oaBelow []bool
+	oaLeaf  []bool
 	held    heldTree // a flat export's messages waiting for their tree
 }
 
@@ -146,9 +155,9 @@ func NewExtractor(opts Options) (*Extractor, error) {
 		return nil, fmt.Errorf("unknown format %q (known: auto, %s)", opts.Format, strings.Join(Formats, ", "))
 	}
 	switch opts.Turns {
-	case TurnsFirst, TurnsAllButLast, TurnsEach:
+	case TurnsFirst, TurnsAllButLast, TurnsEach, TurnsAll:
 	default:
-		return nil, fmt.Errorf("unknown --turns %q (known: first, all-but-last, each)", opts.Turns)
+		return nil, fmt.Errorf("unknown --turns %q (known: first, all-but-last, each, all)", opts.Turns)
 	}
 	if opts.MaxChars > 0 && opts.MinChars > opts.MaxChars {
 		return nil, fmt.Errorf("--min-chars %d is above --max-chars %d", opts.MinChars, opts.MaxChars)
@@ -315,6 +324,8 @@ func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 		for n := range x.users {
 			x.candidate(id, n, n+1)
 		}
+	case TurnsAll:
+		x.conversation(id)
 	}
 	return x.cands
 }
@@ -323,6 +334,7 @@ func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 func (x *Extractor) reset() {
 	x.resetRecord()
 	x.arena = x.arena[:0]
+	x.scratchArena = x.scratchArena[:0]
 	x.out = x.out[:0]
 	x.cands = x.cands[:0]
 }

@@ -26,7 +26,7 @@ type convertCase struct {
 	detail string // a reject's detail must contain this
 }
 
-var first, allButLast, each = Options{Turns: TurnsFirst}, Options{Turns: TurnsAllButLast}, Options{Turns: TurnsEach}
+var first, allButLast, each, whole = Options{Turns: TurnsFirst}, Options{Turns: TurnsAllButLast}, Options{Turns: TurnsEach}, Options{Turns: TurnsAll}
 
 // oasstTree is an OpenAssistant tree: a root question, two answers, a
 // follow-up question below each, and an answer to one of them.
@@ -65,7 +65,7 @@ var convertCases = []convertCase{
 		want: []string{`{"id":"r","messages":[{"role":"user","content":"1"},{"role":"assistant","content":"a"},{"role":"user","content":"2"},{"role":"assistant","content":"b"},{"role":"user","content":"3"},{"role":"assistant","content":"c"},{"role":"user","content":"4"},{"role":"assistant","content":"d"},{"role":"user","content":"5"}]}`}},
 	{name: "tool use: function_call, observation, tools", opts: allButLast,
 		in:   `{"conversations":[{"from":"human","value":"Weather?"},{"from":"function_call","value":"{\"name\": \"w\"}"},{"from":"observation","value":"{\"t\": 20}"},{"from":"gpt","value":"20C"},{"from":"human","value":"Thanks"},{"from":"gpt","value":"Bye"}],"tools":"[{\"name\": \"w\"}]"}`,
-		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"{\"name\": \"w\"}"},{"role":"tool","content":"{\"t\": 20}"},{"role":"assistant","content":"20C"},{"role":"user","content":"Thanks"}],"tools":"[{\"name\": \"w\"}]"}`}},
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{}"}}]},{"role":"tool","content":"{\"t\": 20}","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C"},{"role":"user","content":"Thanks"}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
 	{name: "empty tools are left out", opts: first,
 		in:   `{"id":"t","conversations":[{"from":"human","value":"Q"}],"tools":"[]"}`,
 		want: []string{`{"id":"t","messages":[{"role":"user","content":"Q"}]}`}},
@@ -109,7 +109,7 @@ var convertCases = []convertCase{
 		want: []string{`{"id":"dev","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}]}`}},
 	{name: "openai tool calls and tool results", opts: allButLast,
 		in:   `{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"type":"function","function":{"name":"f"}}]}`,
-		want: []string{`{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"type":"function","function":{"name":"f"}}]}`}},
+		want: []string{`{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"function":{"name":"f"},"type":"function"}]}`}},
 	{name: "content parts joined by newlines", opts: first,
 		in:   `{"id":"p","messages":[{"role":"user","content":[{"type":"text","text":"a\"1"},{"type":"text","text":"b"}]}]}`,
 		want: []string{`{"id":"p","messages":[{"role":"user","content":"a\"1\nb"}]}`}},
@@ -368,7 +368,7 @@ var convertCases = []convertCase{
 		want: []string{`{"id":"r2","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"Bye"}]}`}},
 	{name: "responses: function calls and outputs", opts: allButLast,
 		in:   `{"custom_id":"r3","url":"/v1/responses","body":{"input":[{"role":"user","content":"Weather in Paris and Oslo?"},{"type":"function_call","call_id":"c1","name":"w","arguments":"{\"city\":\"Paris\"}"},{"type":"function_call","call_id":"c2","name":"w","arguments":"{\"city\":\"Oslo\"}"},{"type":"function_call_output","call_id":"c1","output":"18"},{"type":"function_call_output","call_id":"c2","output":"9"},{"type":"reasoning","summary":[]},{"role":"assistant","content":"18 and 9."},{"role":"user","content":"Thanks"}],"tools":[{"type":"function","name":"w","parameters":{"type":"object"}}]}}`,
-		want: []string{`{"id":"r3","messages":[{"role":"user","content":"Weather in Paris and Oslo?"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},{"id":"c2","type":"function","function":{"name":"w","arguments":"{\"city\":\"Oslo\"}"}}]},{"role":"tool","content":"18","tool_call_id":"c1"},{"role":"tool","content":"9","tool_call_id":"c2"},{"role":"assistant","content":"18 and 9."},{"role":"user","content":"Thanks"}],"tools":[{"type":"function","name":"w","parameters":{"type":"object"}}]}`}},
+		want: []string{`{"id":"r3","messages":[{"role":"user","content":"Weather in Paris and Oslo?"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},{"id":"c2","type":"function","function":{"name":"w","arguments":"{\"city\":\"Oslo\"}"}}]},{"role":"tool","content":"18","tool_call_id":"c1"},{"role":"tool","content":"9","tool_call_id":"c2"},{"role":"assistant","content":"18 and 9."},{"role":"user","content":"Thanks"}],"tools":[{"function":{"name":"w","parameters":{"type":"object"}},"type":"function"}]}`}},
 	{name: "responses: an image input", opts: first,
 		in:   `{"custom_id":"r4","url":"/v1/responses","body":{"input":[{"role":"user","content":[{"type":"input_text","text":"What is in this image?"},{"type":"input_image","image_url":"https://example.com/a.jpg"}]}]}}`,
 		want: []string{"reject multimodal"}},
@@ -400,16 +400,62 @@ var convertCases = []convertCase{
 	{name: "tools in every empty spelling are left out", opts: first,
 		in:   `{"id":"t","conversations":[{"from":"human","value":"Q"}],"tools":" [ ] "}`,
 		want: []string{`{"id":"t","messages":[{"role":"user","content":"Q"}]}`}},
-	{name: "a list of tools given as a JSON string with spaces is kept as written", opts: first,
-		in:   `{"conversations":[{"from":"human","value":"Q"}],"tools":"[ {\"name\": \"w\"} ]"}`,
-		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}],"tools":"[ {\"name\": \"w\"} ]"}`}},
+	{name: "tools given as a JSON string of bare functions are written as OpenAI tools", opts: first,
+		in:   `{"conversations":[{"from":"human","value":"Q"}],"tools":"[ {\"name\": \"w\", \"parameters\": {\"type\": \"object\", \"n\": 1.50}} ]"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}],"tools":[{"function":{"name":"w","parameters":{"n":1.50,"type":"object"}},"type":"function"}]}`}},
 	{name: "tools of a plain prompt", opts: first, in: `{"prompt":"Q","tools":[{"type":"function","function":{"name":"w"}}]}`,
-		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}],"tools":[{"type":"function","function":{"name":"w"}}]}`}},
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
 	{name: "tools that are not tools", opts: first, in: `{"conversations":[{"from":"human","value":"Q"}],"tools":"get_weather"}`,
 		want: []string{"reject bad_tools"}},
 	{name: "tool_call_id of a tool message is kept", opts: allButLast,
 		in:   `{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","tool_call_id":"c1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`,
 		want: []string{`{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","tool_call_id":"c1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`}},
+
+	// Tool calls in the OpenAI shape, and the whole conversation (--turns all).
+	{name: "glaive-style conversation, whole", opts: whole,
+		in:   `{"conversations":[{"from":"human","value":"Weather in Paris?"},{"from":"function_call","value":"{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"C\"}}"},{"from":"observation","value":"{\"t\": 20}"},{"from":"gpt","value":"20C"},{"from":"human","value":"Thanks"},{"from":"gpt","value":"Bye"}],"system":"S","tools":"[{\"name\": \"w\", \"description\": \"weather\"}]"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\",\"unit\":\"C\"}"}}]},{"role":"tool","content":"{\"t\": 20}","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C"},{"role":"user","content":"Thanks"},{"role":"assistant","content":"Bye"}],"tools":[{"function":{"description":"weather","name":"w"},"type":"function"}]}`}},
+	{name: "parallel calls in one function_call turn, answered in order", opts: whole,
+		in:   `{"id":"p","conversations":[{"from":"human","value":"Paris and Oslo?"},{"from":"function_call","value":"[{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"w\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}]"},{"from":"observation","value":"20"},{"from":"observation","value":"9"},{"from":"gpt","value":"20 and 9"}]}`,
+		want: []string{`{"id":"p","messages":[{"role":"user","content":"Paris and Oslo?"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},{"id":"call_2_2","type":"function","function":{"name":"w","arguments":"{\"city\": \"Oslo\"}"}}]},{"role":"tool","content":"20","tool_call_id":"call_2_1"},{"role":"tool","content":"9","tool_call_id":"call_2_2"},{"role":"assistant","content":"20 and 9"}]}`}},
+	{name: "a function_call that is not a call stays text", opts: whole,
+		in:   `{"id":"n","conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"call w now"},{"from":"observation","value":"r"},{"from":"gpt","value":"A"}]}`,
+		want: []string{`{"id":"n","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"call w now"},{"role":"tool","content":"r"},{"role":"assistant","content":"A"}]}`}},
+	{name: "tool calls in a prompt's history", opts: allButLast,
+		in:   `{"id":"h","conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"{\"name\": \"w\", \"arguments\": {}}"},{"from":"observation","value":"r"},{"from":"gpt","value":"A"},{"from":"human","value":"Q2"},{"from":"gpt","value":"A2"}]}`,
+		want: []string{`{"id":"h","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{}"}}]},{"role":"tool","content":"r","tool_call_id":"call_2_1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`}},
+	{name: "LLaMA-Factory v1 reasoning and tool_call parts", opts: whole,
+		in:   `{"messages":[{"role":"user","content":[{"type":"text","value":"Weather?"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"reasoning","value":"Need the tool."},{"type":"tool_call","value":"{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}"}],"loss_weight":1.0},{"role":"tool","content":[{"type":"text","value":"20"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"reasoning","value":"Got it."},{"type":"text","value":"20C"}],"loss_weight":1.0}],"tools":"[{\"name\": \"w\"}]"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"","reasoning_content":"Need the tool.","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","content":"20","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C","reasoning_content":"Got it."}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
+	{name: "v1 reasoning parts are kept in a prompt's history", opts: allButLast,
+		in:   `{"id":"r","messages":[{"role":"user","content":[{"type":"text","value":"Q"}]},{"role":"assistant","content":[{"type":"reasoning","value":"think"},{"type":"text","value":"A"}]},{"role":"user","content":[{"type":"text","value":"Q2"}]}]}`,
+		want: []string{`{"id":"r","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"think"},{"role":"user","content":"Q2"}]}`}},
+	{name: "reasoning_content of an OpenAI assistant turn is kept", opts: whole,
+		in:   `{"id":"o","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"because"}]}`,
+		want: []string{`{"id":"o","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"because"}]}`}},
+	{name: "a reasoning part in a user turn", opts: first,
+		in:   `{"messages":[{"role":"user","content":[{"type":"reasoning","value":"x"}]}]}`,
+		want: []string{"reject non_text_content"}},
+	{name: "a tool_call part that is not a call", opts: first,
+		in:   `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":[{"type":"tool_call","value":"w()"}]}]}`,
+		want: []string{"reject unknown_layout"}, detail: "not a call"},
+	{name: "whole alpaca record with its answer", opts: whole, in: `{"instruction":"Add 2 and 2.","input":"","output":"4","system":"S"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Add 2 and 2."},{"role":"assistant","content":"4"}]}`}},
+	{name: "whole dolly record with its response", opts: whole, in: `{"instruction":"Name a colour.","context":"","response":"Red.","category":"open_qa"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Name a colour."},{"role":"assistant","content":"Red."}]}`}},
+	{name: "whole preference pair is the chosen conversation", opts: whole,
+		in:   `{"id":"pp","chosen":"\n\nHuman: Hi\n\nAssistant: Hello!","rejected":"\n\nHuman: Hi\n\nAssistant: Go away."}`,
+		want: []string{`{"id":"pp","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}]}`}},
+	{name: "whole MT-Bench record: its questions", opts: whole, in: `{"question_id":81,"category":"writing","turns":["Q1","Q2"]}`,
+		want: []string{`{"id":81,"messages":[{"role":"user","content":"Q1"},{"role":"user","content":"Q2"}],"meta":{"category":"writing"}}`}},
+	{name: "whole conversation with a blank user turn", opts: whole,
+		in:   `{"id":"b","conversations":[{"from":"human","value":"Q"},{"from":"gpt","value":"A"},{"from":"human","value":" "},{"from":"gpt","value":"B"}]}`,
+		want: []string{"reject empty"}, detail: "user turn 2"},
+	{name: "whole completion prompt", opts: whole, in: `{"custom_id":"c","url":"/v1/completions","body":{"prompt":"Once"}}`,
+		want: []string{`{"id":"c","prompt":"Once"}`}},
+	{name: "oasst tree, whole: one conversation per leaf", opts: whole, in: oasstTree, want: []string{
+		`{"id":"m4","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"A number with two divisors."},{"role":"user","content":"Is 1 one?"},{"role":"assistant","content":"No."}]}`,
+		`{"id":"m5","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"Like 2, 3, 5."},{"role":"user","content":"And 9?"}]}`}},
 
 	// Blank ids count as none.
 	{name: "an empty id leaves the next id field", opts: first, in: `{"id":"","question_id":5,"prompt":"a"}`,
@@ -538,8 +584,9 @@ func FuzzConvert(f *testing.F) {
 	for _, tc := range convertCases {
 		f.Add([]byte(tc.in), uint8(0))
 		f.Add([]byte(tc.in), uint8(2))
+		f.Add([]byte(tc.in), uint8(3))
 	}
-	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach}
+	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach, TurnsAll}
 	extractors := make([]*Extractor, len(modes))
 	for i, m := range modes {
 		var err error
@@ -588,9 +635,16 @@ func checkPrompt(t testing.TB, out []byte) {
 	}
 	if p.Prompt == nil {
 		last := p.Messages[len(p.Messages)-1]
-		if last.Role != "user" || strings.TrimSpace(last.Content) == "" {
-			t.Fatalf("does not end with a user turn with text: %s", out)
+		if last.Role == "user" && strings.TrimSpace(last.Content) != "" {
+			return
 		}
+		// A whole conversation (--turns all) may end with its answer.
+		for _, m := range p.Messages {
+			if m.Role == "user" && strings.TrimSpace(m.Content) != "" {
+				return
+			}
+		}
+		t.Fatalf("neither ends with a user turn with text nor holds one: %s", out)
 	}
 }
 
@@ -637,7 +691,7 @@ func FuzzConvertSequence(f *testing.F) {
 	f.Add(msgs[2], msgs[3], true, uint8(1))
 	f.Add(msgs[0], []byte(fourTurns), true, uint8(2))
 	f.Add([]byte(oasstTree), msgs[0], false, uint8(2))
-	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach}
+	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach, TurnsAll}
 	f.Fuzz(func(t *testing.T, a, b []byte, twoFiles bool, mode uint8) {
 		x, err := NewExtractor(Options{Turns: modes[int(mode)%len(modes)], Keep: []string{"lang"}, MaxHeld: 3})
 		if err != nil {

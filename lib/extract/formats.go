@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -48,7 +49,9 @@ type fields struct {
 	Tools            json.RawMessage `json:"tools"`
 	Instruction      json.RawMessage `json:"instruction"`
 	Input            json.RawMessage `json:"input"`
-	Context          json.RawMessage `json:"context"` // Dolly's reference text
+	Context          json.RawMessage `json:"context"`  // Dolly's reference text
+	Output           json.RawMessage `json:"output"`   // Alpaca's answer
+	Response         json.RawMessage `json:"response"` // Dolly's
 	History          json.RawMessage `json:"history"`
 	Turns            json.RawMessage `json:"turns"`
 	Category         json.RawMessage `json:"category"`
@@ -84,6 +87,7 @@ type turn struct {
 	Name       json.RawMessage `json:"name"`
 	ToolCalls  json.RawMessage `json:"tool_calls"`
 	ToolCallID json.RawMessage `json:"tool_call_id"`
+	Reasoning  json.RawMessage `json:"reasoning_content"`
 }
 
 // part is one element of an OpenAI content array; LLaMA-Factory spells
@@ -222,6 +226,7 @@ func (x *Extractor) readTurnList(name string, conv []byte) *badRecord {
 	if len(x.turns) == 0 {
 		return reject(ReasonEmpty, "%s is empty", name)
 	}
+	x.pending = x.pending[:0]
 	for i := range x.turns {
 		t := &x.turns[i]
 		who := t.Role
@@ -236,24 +241,52 @@ func (x *Extractor) readTurnList(name string, conv []byte) *badRecord {
 		if !present(content) {
 			content = t.Value
 		}
-		tok, bad := x.content(content)
+		tok, bad := x.content(content, role == roleAssistant)
 		if bad != nil {
 			bad.detail = fmt.Sprintf("%s[%d]: %s", name, i, bad.detail)
 			return bad
 		}
 		m := message{role: role, content: tok}
-		if present(t.ToolCalls) {
-			m.toolCalls = t.ToolCalls
-		}
 		if isString(t.Name) {
 			m.name = cleanToken(&x.arena, t.Name)
 		}
 		if isString(t.ToolCallID) {
 			m.toolCallID = cleanToken(&x.arena, t.ToolCallID)
 		}
+		if isString(t.Reasoning) && !blankToken(t.Reasoning) {
+			m.reasoning = cleanToken(&x.arena, t.Reasoning)
+		}
+		switch {
+		case present(t.ToolCalls):
+			m.toolCalls = t.ToolCalls
+			x.pending = x.pending[:0]
+		case len(x.partCalls) > 0:
+			m.toolCalls = x.callsFromParts(i+1, x.partCalls)
+			if m.toolCalls == nil {
+				return reject(ReasonUnknownLayout, "%s[%d]: a tool_call part is not a call (JSON with a name and arguments)", name, i)
+			}
+		case isFunctionCall(who):
+			if calls := x.callsFromText(i+1, tok); calls != nil {
+				m.content, m.toolCalls = []byte(`""`), calls
+			} else {
+				x.pending = x.pending[:0]
+			}
+		case role == roleTool:
+			x.answerCall(&m)
+		default:
+			x.pending = x.pending[:0]
+		}
+		if len(x.partReasoning) > 0 {
+			m.reasoning = x.joinTokens(x.partReasoning, "\n")
+		}
 		x.add(m)
 	}
 	return nil
+}
+
+// isFunctionCall tells ShareGPT's function_call speaker.
+func isFunctionCall(who []byte) bool {
+	return len(who) == len(`"function_call"`) && bytes.EqualFold(who, []byte(`"function_call"`))
 }
 
 // addSystem puts a top-level system prompt in the system slot, by the
@@ -275,8 +308,9 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 	return nil
 }
 
-// setTools takes a record's tools, checked and, when empty in any
-// spelling, left out.
+// setTools takes a record's tools in the OpenAI shape and canonical form
+// (see record.AppendCanonicalTools), or none when they are empty in any
+// spelling.
 func (x *Extractor) setTools(raw []byte) *badRecord {
 	if !present(raw) {
 		return nil
@@ -287,7 +321,7 @@ func (x *Extractor) setTools(raw []byte) *badRecord {
 		return reject(ReasonBadTools, "%v", err)
 	}
 	if ok {
-		x.tools = raw
+		x.tools = x.canonTools
 	}
 	return nil
 }
@@ -320,8 +354,11 @@ func (x *Extractor) role(raw []byte) (string, error) {
 
 // content returns a message content as one string token: a string as is,
 // null as "", and an array of text parts joined by newlines (the way
-// OpenAI-compatible servers join them).
-func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
+// OpenAI-compatible servers join them). In an assistant turn, LLaMA-Factory
+// v1's reasoning and tool_call parts are kept aside in x.partReasoning and
+// x.partCalls.
+func (x *Extractor) content(raw []byte, assistant bool) ([]byte, *badRecord) {
+	x.partReasoning, x.partCalls = x.partReasoning[:0], x.partCalls[:0]
 	switch {
 	case isString(raw):
 		return cleanToken(&x.arena, raw), nil
@@ -336,10 +373,13 @@ func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
 	}
 	x.texts = x.texts[:0]
 	for i, p := range x.parts {
-		if present(p.Type) && !textPart[string(p.Type)] {
-			if mediaPart[string(p.Type)] {
-				return nil, reject(ReasonMultimodal, "content part %d is %s; only text prompts can be extracted", i, p.Type)
-			}
+		kind := string(p.Type)
+		switch {
+		case !present(p.Type) || textPart[kind]:
+		case mediaPart[kind]:
+			return nil, reject(ReasonMultimodal, "content part %d is %s; only text prompts can be extracted", i, p.Type)
+		case assistant && (kind == `"reasoning"` || kind == `"tool_call"`):
+		default:
 			return nil, reject(ReasonNonText, "content part %d has type %s; only text prompts can be extracted", i, p.Type)
 		}
 		tok := p.Text
@@ -349,7 +389,14 @@ func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
 		if !isString(tok) {
 			return nil, reject(ReasonUnknownLayout, "content part %d has no text", i)
 		}
-		x.texts = append(x.texts, tok)
+		switch kind {
+		case `"reasoning"`:
+			x.partReasoning = append(x.partReasoning, tok)
+		case `"tool_call"`:
+			x.partCalls = append(x.partCalls, tok)
+		default:
+			x.texts = append(x.texts, tok)
+		}
 	}
 	return x.joinTokens(x.texts, "\n"), nil
 }
@@ -419,6 +466,13 @@ func (x *Extractor) readAlpaca(f *fields) *badRecord {
 		x.texts = append(x.texts, f.Instruction) // blank: rejected as empty
 	}
 	x.addMessage(roleUser, x.joinTokens(x.texts, "\n\n"))
+	// The answer, for the whole conversation (--turns all).
+	for _, answer := range [][]byte{f.Output, f.Response} {
+		if isString(answer) && !blankToken(answer) {
+			x.addMessage(roleAssistant, cleanToken(&x.arena, answer))
+			break
+		}
+	}
 	return nil
 }
 

@@ -21,29 +21,29 @@ type layoutCounts struct {
 
 // layoutSamples are the samples in testdata/extract written in each
 // layout's published schema, with what every --turns mode gives
-// (first, each, all-but-last).
+// (first, each, all-but-last, all).
 var layoutSamples = []struct {
 	file  string
-	modes [3]layoutCounts
+	modes [4]layoutCounts
 }{
 	// Dolly: one blank instruction.
-	{"dolly.jsonl", [3]layoutCounts{{6, 5, 0, map[string]int{"empty": 1}}, {6, 5, 0, map[string]int{"empty": 1}}, {6, 5, 0, map[string]int{"empty": 1}}}},
+	{"dolly.jsonl", [4]layoutCounts{{6, 5, 0, map[string]int{"empty": 1}}, {6, 5, 0, map[string]int{"empty": 1}}, {6, 5, 0, map[string]int{"empty": 1}}, {6, 5, 0, map[string]int{"empty": 1}}}},
 	// HH-RLHF: a one-turn and a two-turn pair, and one whose prompts differ.
-	{"hh_rlhf.jsonl", [3]layoutCounts{{3, 2, 0, mismatch}, {4, 3, 0, mismatch}, {3, 2, 0, mismatch}}},
-	{"v1_dpo.jsonl", [3]layoutCounts{{3, 2, 0, mismatch}, {3, 2, 0, mismatch}, {3, 2, 0, mismatch}}},
-	{"ultrafeedback_binarized.jsonl", [3]layoutCounts{{2, 2, 0, nil}, {2, 2, 0, nil}, {2, 2, 0, nil}}},
-	{"trl_preference.jsonl", [3]layoutCounts{{2, 2, 0, nil}, {2, 2, 0, nil}, {2, 2, 0, nil}}},
+	{"hh_rlhf.jsonl", [4]layoutCounts{{3, 2, 0, mismatch}, {4, 3, 0, mismatch}, {3, 2, 0, mismatch}, {3, 2, 0, mismatch}}},
+	{"v1_dpo.jsonl", [4]layoutCounts{{3, 2, 0, mismatch}, {3, 2, 0, mismatch}, {3, 2, 0, mismatch}, {3, 2, 0, mismatch}}},
+	{"ultrafeedback_binarized.jsonl", [4]layoutCounts{{2, 2, 0, nil}, {2, 2, 0, nil}, {2, 2, 0, nil}, {2, 2, 0, nil}}},
+	{"trl_preference.jsonl", [4]layoutCounts{{2, 2, 0, nil}, {2, 2, 0, nil}, {2, 2, 0, nil}, {2, 2, 0, nil}}},
 	// Two trees: 4 prompter messages, 3 of them the last of their branch.
-	{"oasst.trees.jsonl", [3]layoutCounts{{2, 2, 0, nil}, {4, 4, 0, nil}, {3, 3, 0, nil}}},
+	{"oasst.trees.jsonl", [4]layoutCounts{{2, 2, 0, nil}, {4, 4, 0, nil}, {3, 3, 0, nil}, {4, 4, 0, nil}}},
 	// The same trees as 8 messages.
-	{"oasst.messages.jsonl", [3]layoutCounts{{8, 2, 6, nil}, {8, 4, 4, nil}, {8, 3, 5, nil}}},
+	{"oasst.messages.jsonl", [4]layoutCounts{{8, 2, 6, nil}, {8, 4, 4, nil}, {8, 3, 5, nil}, {8, 4, 4, nil}}},
 	// Two records with an image, one text-only.
-	{"llava.json", [3]layoutCounts{{3, 1, 0, multimodal(2)}, {3, 1, 0, multimodal(2)}, {3, 1, 0, multimodal(2)}}},
+	{"llava.json", [4]layoutCounts{{3, 1, 0, multimodal(2)}, {3, 1, 0, multimodal(2)}, {3, 1, 0, multimodal(2)}, {3, 1, 0, multimodal(2)}}},
 	// Image, audio and video records, and one that mentions <video> in a sentence.
-	{"mllm_demo.json", [3]layoutCounts{{4, 1, 0, multimodal(3)}, {4, 1, 0, multimodal(3)}, {4, 1, 0, multimodal(3)}}},
+	{"mllm_demo.json", [4]layoutCounts{{4, 1, 0, multimodal(3)}, {4, 1, 0, multimodal(3)}, {4, 1, 0, multimodal(3)}, {4, 1, 0, multimodal(3)}}},
 	// Responses (text and items), chat, completions, embeddings, and a Responses image input.
-	{"openai_batch.jsonl", [3]layoutCounts{{6, 4, 0, batchRejects}, {7, 5, 0, batchRejects}, {6, 4, 0, batchRejects}}},
-	{"pretty.json", [3]layoutCounts{{1, 1, 0, nil}, {1, 1, 0, nil}, {1, 1, 0, nil}}},
+	{"openai_batch.jsonl", [4]layoutCounts{{6, 4, 0, batchRejects}, {7, 5, 0, batchRejects}, {6, 4, 0, batchRejects}, {6, 4, 0, batchRejects}}},
+	{"pretty.json", [4]layoutCounts{{1, 1, 0, nil}, {1, 1, 0, nil}, {1, 1, 0, nil}, {1, 1, 0, nil}}},
 }
 
 var (
@@ -56,7 +56,7 @@ func multimodal(n int) map[string]int { return map[string]int{"multimodal": n} }
 // TestLayoutSamples runs every sample in every --turns mode: exact counts,
 // exact accounting, and the prompts and rejects against a golden file.
 func TestLayoutSamples(t *testing.T) {
-	modes := []string{TurnsFirst, TurnsEach, TurnsAllButLast}
+	modes := []string{TurnsFirst, TurnsEach, TurnsAllButLast, TurnsAll}
 	for _, s := range layoutSamples {
 		t.Run(s.file, func(t *testing.T) {
 			var golden bytes.Buffer
@@ -86,7 +86,7 @@ func TestLayoutSamples(t *testing.T) {
 // The two OpenAssistant exports hold the same trees, so they give the same
 // prompts, in the same order, in every mode.
 func TestOAsstTreesAndMessagesAgree(t *testing.T) {
-	for _, mode := range []string{TurnsFirst, TurnsEach, TurnsAllButLast} {
+	for _, mode := range []string{TurnsFirst, TurnsEach, TurnsAllButLast, TurnsAll} {
 		trees := run(t, nil, nil, "--turns", mode, filepath.Join(ourData, "oasst.trees.jsonl"))
 		flat := run(t, nil, nil, "--turns", mode, filepath.Join(ourData, "oasst.messages.jsonl"))
 		if len(trees.stdout) == 0 || !bytes.Equal(trees.stdout, flat.stdout) {

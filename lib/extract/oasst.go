@@ -29,8 +29,10 @@ import (
 // root; its id is that message's message_id (no "#<n>" suffix: message
 // ids are unique). --turns picks the prompter messages: first the root
 // only, each every one, all-but-last those with no prompter message below
-// them (the last question of each branch). The other messages of a flat
-// export end no prompt and are counted as such.
+// them (the last question of each branch). --turns all gives each whole
+// conversation, the path from the root to each leaf, with the leaf's id.
+// The other messages of a flat export end no prompt and are counted as
+// such.
 
 // oaMessage is an OpenAssistant message as the exports write it.
 type oaMessage struct {
@@ -163,8 +165,19 @@ func (x *Extractor) oaCandidates(flat bool) {
 		below = append(below, false)
 	}
 	x.oaBelow = below
+	leaf := x.oaLeaf[:0]
+	for range nodes {
+		leaf = append(leaf, true)
+	}
+	x.oaLeaf = leaf
 	for i := range nodes {
-		if nodes[i].role != roleUser || !x.oaUsable(i) {
+		if !x.oaUsable(i) {
+			continue
+		}
+		if p := nodes[i].parent; p >= 0 {
+			leaf[p] = false
+		}
+		if nodes[i].role != roleUser {
 			continue
 		}
 		for p := nodes[i].parent; p >= 0 && !below[p]; p = nodes[p].parent {
@@ -184,15 +197,17 @@ func (x *Extractor) oaCandidates(flat bool) {
 			continue
 		}
 		take := false
-		if usable && n.role == roleUser {
-			switch x.opts.Turns {
-			case TurnsFirst:
-				take = n.parent < 0
-			case TurnsEach:
-				take = true
-			case TurnsAllButLast:
-				take = !below[i]
-			}
+		switch {
+		case !usable:
+		case x.opts.Turns == TurnsAll:
+			take = leaf[i]
+		case n.role != roleUser:
+		case x.opts.Turns == TurnsFirst:
+			take = n.parent < 0
+		case x.opts.Turns == TurnsEach:
+			take = true
+		case x.opts.Turns == TurnsAllButLast:
+			take = !below[i]
 		}
 		if !take {
 			if flat {
@@ -216,7 +231,14 @@ func (x *Extractor) oaCandidates(flat bool) {
 			id = datasetID{kind: idString, tok: n.id}
 		}
 		first := len(x.cands)
-		x.candidate(id, len(x.users)-1, 0)
+		switch {
+		case len(x.users) == 0:
+			x.addCandidate(Candidate{Reason: ReasonNoUserTurn, Detail: "the conversation has no prompter message"})
+		case x.opts.Turns == TurnsAll:
+			x.conversation(id)
+		default:
+			x.candidate(id, len(x.users)-1, 0)
+		}
 		if flat {
 			for k := first; k < len(x.cands); k++ {
 				x.cands[k].From = n.held

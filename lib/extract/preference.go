@@ -13,7 +13,8 @@ import (
 // The prompt is what comes before that answer, which both must share
 // (else the record is a preference_mismatch). Each side is a list of turns
 // or, as in Anthropic's HH-RLHF, one text of "\n\nHuman: ..." and
-// "\n\nAssistant: ..." turns.
+// "\n\nAssistant: ..." turns. The whole conversation (--turns all) is the
+// chosen one.
 func (x *Extractor) readPreference(f *fields) *badRecord {
 	cname, rname, chosen, rejected := "chosen", "rejected", f.Chosen, f.Rejected
 	if !present(chosen) || !present(rejected) {
@@ -65,7 +66,7 @@ func (x *Extractor) readTurnPair(cname, rname string, chosen, rejected []byte) *
 			return reject(ReasonPreferenceMismatch, "%s and %s differ at turn %d, before their answers", cname, rname, i+1)
 		}
 	}
-	x.msgs = x.msgs[:len(c)]
+	x.msgs = x.msgs[:nc] // the prompt and the chosen answer (--turns all)
 	return nil
 }
 
@@ -103,7 +104,8 @@ func (x *Extractor) readHHPair(cname, rname string, chosen, rejected []byte) *ba
 	if !strings.HasPrefix(prompt, strings.TrimSpace(hhHuman)) {
 		return reject(ReasonUnknownLayout, "%s does not start with Human:", cname)
 	}
-	prompt = "\n\n" + prompt
+	// The chosen answer ends the conversation (--turns all).
+	prompt = "\n\n" + prompt + c[ci:]
 	for len(prompt) > 0 {
 		role := roleUser
 		if strings.HasPrefix(prompt, hhHuman) {

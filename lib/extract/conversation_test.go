@@ -1,0 +1,170 @@
+package extract
+
+import (
+	"bytes"
+	stdjson "encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// conversationOut is a conversation record (--turns all) as the tests
+// read it.
+type conversationOut struct {
+	ID       any `json:"id"`
+	Messages []struct {
+		Role       string `json:"role"`
+		Content    string `json:"content"`
+		Reasoning  string `json:"reasoning_content"`
+		ToolCallID string `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID       string `json:"id"`
+			Type     string `json:"type"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	Tools any `json:"tools"`
+}
+
+func conversations(t *testing.T, out []byte) []conversationOut {
+	t.Helper()
+	var cs []conversationOut
+	for _, l := range outLines(out) {
+		var c conversationOut
+		dec := stdjson.NewDecoder(bytes.NewReader(l))
+		dec.UseNumber()
+		if err := dec.Decode(&c); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(t *testing.T, a, b string) bool {
+	var va, vb any
+	if err := stdjson.Unmarshal([]byte(a), &va); err != nil {
+		t.Fatalf("%v: %s", err, a)
+	}
+	if err := stdjson.Unmarshal([]byte(b), &vb); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// TestRealGlaiveConversations: every glaive conversation as one record,
+// its function_call turns as OpenAI tool calls and its observations as
+// tool turns that answer them, stated turn by turn from the dataset.
+func TestRealGlaiveConversations(t *testing.T) {
+	needRealData(t)
+	path := filepath.Join(realData, "glaive_toolcall_en_demo.json")
+	var source []shareGPTRecord
+	readJSON(t, path, &source)
+	r := run(t, nil, nil, "--turns", "all", path)
+	checkAccounting(t, r)
+	got := conversations(t, r.stdout)
+	if len(got) != 300 || len(source) != 300 || r.sum.rejected != 0 {
+		t.Fatalf("%d conversations from %d records (%d rejected), want 300", len(got), len(source), r.sum.rejected)
+	}
+	roles := map[string]string{"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool"}
+	calls, toolTurns, withCalls := 0, 0, 0
+	for i, rec := range source {
+		c := got[i]
+		if len(c.Messages) != len(rec.Conversations) {
+			t.Fatalf("record %d: %d messages for %d turns", i+1, len(c.Messages), len(rec.Conversations))
+		}
+		hasTools := rec.Tools != "" && rec.Tools != "[]"
+		if (c.Tools != nil) != hasTools || (hasTools && !reflect.DeepEqual(c.Tools, openAITools(t, rec.Tools))) {
+			t.Fatalf("record %d: tools %v, dataset has %q", i+1, c.Tools, rec.Tools)
+		}
+		answered := map[string]bool{} // call ids made so far: answered yet?
+		var lastCall string
+		for k, turn := range rec.Conversations {
+			m := c.Messages[k]
+			if m.Role != roles[turn.From] {
+				t.Fatalf("record %d turn %d: role %s for %s", i+1, k+1, m.Role, turn.From)
+			}
+			switch turn.From {
+			case "function_call":
+				var want struct {
+					Name      string
+					Arguments stdjson.RawMessage
+				}
+				if err := stdjson.Unmarshal([]byte(turn.Value), &want); err != nil {
+					t.Fatal(err)
+				}
+				if m.Content != "" || len(m.ToolCalls) != 1 {
+					t.Fatalf("record %d turn %d: %+v for the call %s", i+1, k+1, m, turn.Value)
+				}
+				tc := m.ToolCalls[0]
+				if tc.ID != fmt.Sprintf("call_%d_1", k+1) || tc.Type != "function" || tc.Function.Name != want.Name || !sameJSON(t, tc.Function.Arguments, string(want.Arguments)) {
+					t.Fatalf("record %d turn %d: call %+v for %s", i+1, k+1, tc, turn.Value)
+				}
+				answered[tc.ID], lastCall = false, tc.ID
+				calls++
+			case "observation":
+				if m.Content != turn.Value || m.ToolCallID != lastCall {
+					t.Fatalf("record %d turn %d: tool turn %+v does not answer %q", i+1, k+1, m, lastCall)
+				}
+				if done, made := answered[m.ToolCallID]; !made || done {
+					t.Fatalf("record %d turn %d: tool_call_id %q matches no preceding unanswered call", i+1, k+1, m.ToolCallID)
+				}
+				answered[m.ToolCallID] = true
+				toolTurns++
+			default:
+				if m.Content != turn.Value || len(m.ToolCalls) != 0 || m.ToolCallID != "" {
+					t.Fatalf("record %d turn %d: %+v for %q", i+1, k+1, m, turn.Value)
+				}
+			}
+		}
+		if len(answered) > 0 {
+			withCalls++
+		}
+	}
+	// Counted from the dataset's own turns above: 211 function_call turns
+	// of one call each, each answered by one observation, in 153 of the
+	// 300 conversations.
+	if calls != 211 || toolTurns != 211 || withCalls != 153 {
+		t.Fatalf("%d tool calls, %d tool turns, %d conversations with calls; the dataset has 211, 211, 153", calls, toolTurns, withCalls)
+	}
+}
+
+// TestRealContentPartsConversations: LLaMA-Factory v1 records, whole.
+func TestRealContentPartsConversations(t *testing.T) {
+	needRealData(t)
+	path := filepath.Join(realData, "v1_sft_demo.jsonl")
+	type part struct{ Type, Value string }
+	source := readJSONL[struct {
+		Messages []struct {
+			Role    string
+			Content []part
+		}
+	}](t, path)
+	r := run(t, nil, nil, "--turns", "all", path)
+	checkAccounting(t, r)
+	got := conversations(t, r.stdout)
+	if len(got) != 500 || len(source) != 500 {
+		t.Fatalf("%d conversations from %d records, want 500", len(got), len(source))
+	}
+	for i, rec := range source {
+		if len(got[i].Messages) != len(rec.Messages) {
+			t.Fatalf("record %d: %d messages, want %d", i+1, len(got[i].Messages), len(rec.Messages))
+		}
+		for k, m := range rec.Messages {
+			var texts []string
+			for _, p := range m.Content {
+				texts = append(texts, p.Value)
+			}
+			g := got[i].Messages[k]
+			if g.Role != m.Role || g.Content != strings.Join(texts, "\n") {
+				t.Fatalf("record %d message %d: got %+v from %+v", i+1, k+1, g, m)
+			}
+		}
+	}
+}
