@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"tokenmill/lib/corpus"
 )
 
 // conversationOut is a conversation record (--turns all) as the tests
@@ -166,5 +168,72 @@ func TestRealContentPartsConversations(t *testing.T) {
 				t.Fatalf("record %d message %d: got %+v from %+v", i+1, k+1, g, m)
 			}
 		}
+	}
+}
+
+// corpusConversations is n conversations of the corpus tool's
+// --conversations output for seed.
+func corpusConversations(n int, seed uint64) []byte {
+	g := corpus.NewConversations(seed)
+	var out []byte
+	for range n {
+		out = append(corpus.AppendConversation(out, g.Next()), '\n')
+	}
+	return out
+}
+
+// TestCorpusConversations: synthetic multi-turn conversations through the
+// binary. --turns all gives one record each, whose tool calls and tool
+// turns are exactly the corpus's function calls and observations, each
+// tool turn answering the call before it; --turns each gives one prompt
+// per question.
+func TestCorpusConversations(t *testing.T) {
+	const n = 1500
+	data := corpusConversations(n, 21)
+	g := corpus.NewConversations(21)
+	var humans int
+	for range n {
+		for _, turn := range g.Next().Conversations {
+			if turn.From == "human" {
+				humans++
+			}
+		}
+	}
+	want := g.Counts()
+	r := run(t, bytes.NewReader(data), nil, "--turns", "all")
+	checkAccounting(t, r)
+	got := conversations(t, r.stdout)
+	if len(got) != n || r.sum.rejected != 0 {
+		t.Fatalf("%d conversations, %d rejected; want %d", len(got), r.sum.rejected, n)
+	}
+	var turns, calls, toolTurns, withTools int64
+	for i, c := range got {
+		turns += int64(len(c.Messages))
+		if c.Tools != nil {
+			withTools++
+		}
+		ids := map[string]bool{}
+		for k, m := range c.Messages {
+			for _, tc := range m.ToolCalls {
+				ids[tc.ID] = true
+				calls++
+			}
+			if m.Role == "tool" {
+				prev := c.Messages[k-1].ToolCalls
+				if len(prev) != 1 || prev[0].ID != m.ToolCallID || !ids[m.ToolCallID] {
+					t.Fatalf("conversation %d message %d: tool_call_id %q does not answer the call before it", i, k+1, m.ToolCallID)
+				}
+				toolTurns++
+			}
+		}
+	}
+	// The system prompt is a message of its own in the records.
+	if turns != want.Turns+want.WithSystem || calls != want.Calls || toolTurns != want.Observations || withTools != want.WithTools {
+		t.Fatalf("%d messages, %d calls, %d tool turns, %d with tools; the corpus made %+v", turns, calls, toolTurns, withTools, want)
+	}
+	each := run(t, bytes.NewReader(data), nil, "--turns", "each")
+	checkAccounting(t, each)
+	if each.sum.turns != humans || each.sum.wrote != humans {
+		t.Fatalf("--turns each: %+v, want %d prompts, one per question", each.sum, humans)
 	}
 }

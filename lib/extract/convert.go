@@ -117,8 +117,8 @@ type Extractor struct {
 	format     string
 	msgs       []message
 	completion []byte // a completion prompt's token, instead of msgs
-	tools      []byte // as written; nil when there are none
-	canonTools []byte
+	tools      []byte // in canonical form; nil when there are none
+	toolsCache map[string][]byte
 	turns      []turn
 	parts      []part
 	texts      [][]byte
@@ -165,7 +165,7 @@ func NewExtractor(opts Options) (*Extractor, error) {
 	if opts.MaxHeld <= 0 {
 		opts.MaxHeld = DefaultMaxHeld
 	}
-	x := &Extractor{opts: opts}
+	x := &Extractor{opts: opts, toolsCache: map[string][]byte{}}
 	names := append([]string(nil), opts.Keep...)
 	if opts.IDField != "" {
 		names = append(names, opts.IDField)

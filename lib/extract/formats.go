@@ -310,21 +310,33 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 
 // setTools takes a record's tools in the OpenAI shape and canonical form
 // (see record.AppendCanonicalTools), or none when they are empty in any
-// spelling.
+// spelling. Datasets repeat a few tool sets over and over, so canonical
+// forms are kept by the bytes they were read from.
 func (x *Extractor) setTools(raw []byte) *badRecord {
 	if !present(raw) {
 		return nil
 	}
-	var ok bool
-	var err error
-	if x.canonTools, ok, err = record.AppendCanonicalTools(x.canonTools[:0], raw); err != nil {
-		return reject(ReasonBadTools, "%v", err)
+	canon, seen := x.toolsCache[string(raw)]
+	if !seen {
+		var ok bool
+		var err error
+		if canon, ok, err = record.AppendCanonicalTools(nil, raw); err != nil {
+			return reject(ReasonBadTools, "%v", err)
+		}
+		if !ok {
+			canon = nil
+		}
+		if len(x.toolsCache) >= maxToolsCache {
+			clear(x.toolsCache)
+		}
+		x.toolsCache[string(raw)] = canon
 	}
-	if ok {
-		x.tools = x.canonTools
-	}
+	x.tools = canon
 	return nil
 }
+
+// maxToolsCache bounds the canonical tools kept.
+const maxToolsCache = 1024
 
 // emptied returns s with no elements, its whole backing array zeroed: the
 // decoder fills reused elements in place, so a field a record does not
