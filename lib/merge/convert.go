@@ -115,6 +115,17 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 		if !ok {
 			from = m.Role
 		}
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+			call, err := shareGPTCall(m.ToolCalls)
+			if err != nil {
+				return nil, reject(ReasonBadRecord, "tool_calls: %v", err)
+			}
+			if m.Content != "" {
+				c.turns = append(c.turns, shareGPTTurn{From: from, Value: m.Content})
+			}
+			c.turns = append(c.turns, shareGPTTurn{From: "function_call", Value: call})
+			continue
+		}
 		c.turns = append(c.turns, shareGPTTurn{From: from, Value: m.Content})
 	}
 	c.turns = append(c.turns, shareGPTTurn{From: "gpt", Value: c.withThink(answer)})
@@ -142,4 +153,43 @@ func (c *converter) withThink(m trainMessage) string {
 	c.think = append(c.think, "\n</think>\n\n"...)
 	c.think = append(c.think, m.Content...)
 	return string(c.think)
+}
+
+// openAICall is a tool call in the OpenAI chat shape.
+type openAICall struct {
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// shareGPTCall writes OpenAI tool calls the way ShareGPT tool-calling data
+// (glaive, LLaMA-Factory) holds them in a function_call turn: one
+// {"name", "arguments"} object, or a list of them for parallel calls, with
+// the arguments as JSON rather than a string of it when they are JSON.
+func shareGPTCall(raw json.RawMessage) (string, error) {
+	var calls []openAICall
+	if err := json.Unmarshal(raw, &calls); err != nil {
+		return "", err
+	}
+	type call struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	out := make([]call, len(calls))
+	for i, c := range calls {
+		args := json.RawMessage(c.Function.Arguments)
+		if !json.Valid(args) {
+			args, _ = json.Marshal(c.Function.Arguments)
+		}
+		out[i] = call{c.Function.Name, args}
+	}
+	var b []byte
+	var err error
+	if len(out) == 1 {
+		b, err = json.Marshal(out[0])
+	} else {
+		b, err = json.Marshal(out)
+	}
+	return string(b), err
 }
