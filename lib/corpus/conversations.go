@@ -213,18 +213,7 @@ func AppendConversation(dst []byte, c *Conversation) []byte {
 		dst = append(dst, `,"system":`...)
 		dst = appendString(dst, c.System, c.ASCII)
 	}
-	dst = append(dst, `,"conversations":[`...)
-	for i, t := range c.Conversations {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"from":`...)
-		dst = appendString(dst, t.From, c.ASCII)
-		dst = append(dst, `,"value":`...)
-		dst = appendString(dst, t.Value, c.ASCII)
-		dst = append(dst, '}')
-	}
-	dst = append(dst, ']')
+	dst = appendTurns(dst, c.Conversations, c.ASCII)
 	if c.Tools != "" {
 		dst = append(dst, `,"tools":`...)
 		dst = appendString(dst, c.Tools, c.ASCII)

@@ -34,18 +34,7 @@ type conversationOut struct {
 }
 
 func conversations(t *testing.T, out []byte) []conversationOut {
-	t.Helper()
-	var cs []conversationOut
-	for _, l := range outLines(out) {
-		var c conversationOut
-		dec := stdjson.NewDecoder(bytes.NewReader(l))
-		dec.UseNumber()
-		if err := dec.Decode(&c); err != nil {
-			t.Fatalf("%v: %s", err, l)
-		}
-		cs = append(cs, c)
-	}
-	return cs
+	return decodeLines[conversationOut](t, out)
 }
 
 // sameJSON reports whether two JSON texts hold the same value.

@@ -155,19 +155,22 @@ type turnOut struct {
 	ToolCalls any    `json:"tool_calls,omitempty"`
 }
 
-func prompts(t *testing.T, out []byte) []prompt {
+func prompts(t *testing.T, out []byte) []prompt { return decodeLines[prompt](t, out) }
+
+// decodeLines decodes each line of out, numbers as json.Number.
+func decodeLines[T any](t *testing.T, out []byte) []T {
 	t.Helper()
-	var ps []prompt
+	var vs []T
 	for _, l := range outLines(out) {
-		var p prompt
+		var v T
 		dec := stdjson.NewDecoder(bytes.NewReader(l))
 		dec.UseNumber()
-		if err := dec.Decode(&p); err != nil {
+		if err := dec.Decode(&v); err != nil {
 			t.Fatalf("%v: %s", err, l)
 		}
-		ps = append(ps, p)
+		vs = append(vs, v)
 	}
-	return ps
+	return vs
 }
 
 func needRealData(t *testing.T) {
