@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"tokenmill/lib/corpus"
@@ -123,40 +122,6 @@ func TestRealGlaiveConversations(t *testing.T) {
 	// 300 conversations.
 	if calls != 211 || toolTurns != 211 || withCalls != 153 {
 		t.Fatalf("%d tool calls, %d tool turns, %d conversations with calls; the dataset has 211, 211, 153", calls, toolTurns, withCalls)
-	}
-}
-
-// TestRealContentPartsConversations: LLaMA-Factory v1 records, whole.
-func TestRealContentPartsConversations(t *testing.T) {
-	needRealData(t)
-	path := filepath.Join(realData, "v1_sft_demo.jsonl")
-	type part struct{ Type, Value string }
-	source := readJSONL[struct {
-		Messages []struct {
-			Role    string
-			Content []part
-		}
-	}](t, path)
-	r := run(t, nil, nil, "--turns", "all", path)
-	checkAccounting(t, r)
-	got := conversations(t, r.stdout)
-	if len(got) != 500 || len(source) != 500 {
-		t.Fatalf("%d conversations from %d records, want 500", len(got), len(source))
-	}
-	for i, rec := range source {
-		if len(got[i].Messages) != len(rec.Messages) {
-			t.Fatalf("record %d: %d messages, want %d", i+1, len(got[i].Messages), len(rec.Messages))
-		}
-		for k, m := range rec.Messages {
-			var texts []string
-			for _, p := range m.Content {
-				texts = append(texts, p.Value)
-			}
-			g := got[i].Messages[k]
-			if g.Role != m.Role || g.Content != strings.Join(texts, "\n") {
-				t.Fatalf("record %d message %d: got %+v from %+v", i+1, k+1, g, m)
-			}
-		}
 	}
 }
 

@@ -423,6 +423,27 @@ func TestRealContentParts(t *testing.T) {
 			t.Fatalf("record %d: got %+v from %+v", i+1, got[i].Messages, rec.Messages[0])
 		}
 	}
+	// Whole, every message of every record.
+	r = run(t, nil, nil, "--turns", "all", path)
+	checkAccounting(t, r)
+	whole := conversations(t, r.stdout)
+	if len(whole) != 500 {
+		t.Fatalf("--turns all: %d conversations from 500 records", len(whole))
+	}
+	for i, rec := range source {
+		if len(whole[i].Messages) != len(rec.Messages) {
+			t.Fatalf("record %d: %d messages, want %d", i+1, len(whole[i].Messages), len(rec.Messages))
+		}
+		for k, m := range rec.Messages {
+			var texts []string
+			for _, p := range m.Content {
+				texts = append(texts, p.Value)
+			}
+			if g := whole[i].Messages[k]; g.Role != m.Role || g.Content != strings.Join(texts, "\n") {
+				t.Fatalf("record %d message %d: got %+v from %+v", i+1, k+1, g, m)
+			}
+		}
+	}
 }
 
 func TestRealMTBench(t *testing.T) {
