@@ -64,7 +64,7 @@ func TestLoopCaught(t *testing.T) {
 
 func TestRepeatedTail(t *testing.T) {
 	tests := []struct {
-		text                   string
+		text                  string
 		copies, span, covered int
 	}{
 		{"abc", 0, 0, 0},
@@ -198,7 +198,7 @@ func TestLang(t *testing.T) {
 		{zh, en, true},
 		{en, zh, true},
 		{zh, zh, false},
-		{"hi", fr, false},                                    // the prompt is too short to judge
+		{"hi", fr, false}, // the prompt is too short to judge
 		{en, "```python\nprint('bonjour')\n```\n" + en, false}, // code blocks are not prose
 	} {
 		d, bad := Lang(tc.prompt, tc.answer, &DefaultLang)

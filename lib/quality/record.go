@@ -52,8 +52,8 @@ type Record struct {
 }
 
 type topView struct {
-	Messages []rawMessage   `json:"messages"`
-	Prompt   *string        `json:"prompt"`
+	Messages []rawMessage    `json:"messages"`
+	Prompt   *string         `json:"prompt"`
 	Tools    json.RawMessage `json:"tools"`
 	Output   json.RawMessage `json:"output"`
 	Error    json.RawMessage `json:"error"`
