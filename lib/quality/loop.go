@@ -1,9 +1,13 @@
 package quality
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"strings"
+	"unsafe"
+
+	"github.com/zeebo/xxh3"
 )
 
 // The loop check finds degenerate repetition with the repetition measures
@@ -159,6 +163,8 @@ func over(v, thresh float64) bool { return thresh > 0 && thresh < 1 && v > thres
 type Scratch struct {
 	words  []uint64 // hash of each word, then of each n-gram starting there
 	starts []int32  // prefix sums of word lengths: bytes of words [0, i)
+	widest int32    // the longest word's bytes
+	order  int      // the n of the n-gram hashes in words
 	set    hashSet
 	lines  hashSet
 }
@@ -194,20 +200,35 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 		}
 	}
 	s.hashWords(text)
-	for n := 2; n <= 10; n++ {
-		if n >= 5 && !ngramsCanExceed(cfg, n) {
-			break
-		}
-		if len(s.starts)-1 < n {
+	words := len(s.starts) - 1
+	// Each n-gram order costs a pass over the words; an order is skipped
+	// when what is known of shorter ones shows its measures cannot be
+	// over: the most frequent n-gram occurs no more often than the most
+	// frequent (n-1)-gram, it is at most n times the longest word, and the
+	// words inside repeated n-grams are inside repeated (n-1)-grams too.
+	count := uint32(words) // a bound of the most frequent n-gram's count
+	dup := total           // a bound of the bytes inside repeated n-grams
+	for n := 2; n <= 4 && n <= words; n++ {
+		bound := float64(count) * float64(n) * float64(s.widest) / total
+		needTop := over(min(bound, 1), cfg.TopNgram[n])
+		if !needTop && !anyBelow(cfg, 5, dup/total) {
 			break
 		}
 		s.nextOrder(n)
-		if n <= 4 {
-			if v := s.topNgram(n) / total; over(v, cfg.TopNgram[n]) {
-				return fmt.Sprintf("top_%dgram %.3f > %.2f", n, v, cfg.TopNgram[n]), true
-			}
-			continue
+		top, c, d := s.topNgram(n)
+		if v := top / total; over(v, cfg.TopNgram[n]) {
+			return fmt.Sprintf("top_%dgram %.3f > %.2f", n, v, cfg.TopNgram[n]), true
 		}
+		count, dup = c, d
+		if n == 4 {
+			break
+		}
+	}
+	if !anyBelow(cfg, 5, dup/total) {
+		return "", false
+	}
+	for n := 5; n <= 10 && n <= words; n++ {
+		s.nextOrder(n)
 		v := s.dupNgram(n) / total
 		if over(v, cfg.DupNgram[n]) {
 			return fmt.Sprintf("dup_%dgram %.3f > %.2f", n, v, cfg.DupNgram[n]), true
@@ -219,12 +240,6 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 		}
 	}
 	return "", false
-}
-
-// ngramsCanExceed reports whether any duplicate n-gram measure from n on
-// is turned on.
-func ngramsCanExceed(cfg *LoopConfig, n int) bool {
-	return anyBelow(cfg, n, 1)
 }
 
 // anyBelow reports whether a duplicate n-gram threshold from order n on is
@@ -256,7 +271,8 @@ func MeasureLoop(text string, s *Scratch) LoopMeasures {
 	for n := 2; n <= 10 && len(s.starts)-1 >= n; n++ {
 		s.nextOrder(n)
 		if n <= 4 {
-			m.TopNgram[n] = s.topNgram(n) / total
+			top, _, _ := s.topNgram(n)
+			m.TopNgram[n] = top / total
 		} else {
 			m.DupNgram[n] = s.dupNgram(n) / total
 		}
@@ -288,29 +304,33 @@ func (s *Scratch) lineMeasures(text string) (lineFrac, lineBytes, paraFrac, para
 		paraStart = -1
 	}
 	for start := 0; start <= len(text); {
-		end := start
-		h := uint64(offset64)
+		end := strings.IndexByte(text[start:], '\n')
+		if end < 0 {
+			end = len(text)
+		} else {
+			end += start
+		}
+		line := text[start:end]
 		blank := true
-		for end < len(text) && text[end] != '\n' {
-			c := text[end]
-			if c != ' ' && c != '\t' && c != '\r' {
+		for i := 0; i < len(line); i++ {
+			if c := line[i]; c != ' ' && c != '\t' && c != '\r' {
 				blank = false
+				break
 			}
-			h = (h ^ uint64(c)) * prime64
-			end++
 		}
 		if blank {
 			endPara()
 		} else {
+			h := xxh3.HashString(line)
 			nLines++
-			if lines.add(mix(h)) > 1 {
+			if lines.add(h) > 1 {
 				dupLines++
 				dupLineBytes += end - start
 			}
 			if paraStart < 0 {
 				paraStart, paraHash = start, offset64
 			}
-			paraHash = (bits.RotateLeft64(paraHash, 7) ^ mix(h)) * prime64
+			paraHash = (bits.RotateLeft64(paraHash, 7) ^ h) * prime64
 			paraEnd = end
 		}
 		start = end + 1
@@ -341,61 +361,87 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'
-}
+// spaces marks the ASCII white space bytes that separate words.
+var spaces = [256]bool{' ': true, '\n': true, '\t': true, '\r': true, '\v': true, '\f': true}
+
+func isSpace(c byte) bool { return spaces[c] }
 
 // hashWords fills s.words with one hash per word and s.starts with the
 // prefix sums of word lengths.
 func (s *Scratch) hashWords(text string) {
 	s.words = s.words[:0]
 	s.starts = append(s.starts[:0], 0)
+	s.widest = 0
 	var sum int32
 	for i := 0; i < len(text); {
-		for i < len(text) && isSpace(text[i]) {
+		for i < len(text) && spaces[text[i]] {
 			i++
 		}
 		if i == len(text) {
 			break
 		}
-		h := uint64(offset64)
 		j := i
-		for j < len(text) && !isSpace(text[j]) {
-			h = (h ^ uint64(text[j])) * prime64
+		for j < len(text) && !spaces[text[j]] {
 			j++
 		}
+		// A word of up to 8 bytes is its bytes (read 8 at a time where the
+		// text allows) and its length; a longer one is hashed.
+		var h uint64
+		switch n := j - i; {
+		case n > 8:
+			h = xxh3.HashString(text[i:j])
+		case i+8 <= len(text):
+			h = binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(text[i:]), 8)) & (^uint64(0) >> (64 - 8*n))
+		default:
+			for k := j - 1; k >= i; k-- {
+				h = h<<8 | uint64(text[k])
+			}
+		}
+		h ^= uint64(j-i) * 0x9e3779b97f4a7c15
 		s.words = append(s.words, mix(h))
-		sum += int32(j - i)
+		w := int32(j - i)
+		sum += w
+		s.widest = max(s.widest, w)
 		s.starts = append(s.starts, sum)
 		i = j
 	}
+	s.order = 1
 }
 
-// nextOrder turns s.words[i], the hash of the (n-1)-gram at i, into the
-// hash of the n-gram at i. Word hashes are kept beside it: the word at
-// i+n-1 is re-derived from the first order's hashes, which are saved in
-// the upper half of the buffer on the first call.
+// nextOrder turns s.words[i] into the hash of the n-gram at i, advancing
+// from the order it holds (1 after hashWords) one order at a time. The
+// word hashes are kept in the upper half of the buffer.
 func (s *Scratch) nextOrder(n int) {
 	w := len(s.starts) - 1 // words
-	if n == 2 {
-		// Keep the word hashes after the working hashes.
+	if s.order == 1 {
 		s.words = append(s.words[:w], s.words[:w]...)
 	}
 	grams, word := s.words[:w], s.words[w:2*w]
-	for i := 0; i+n <= w; i++ {
-		grams[i] = bits.RotateLeft64(grams[i], 11) ^ word[i+n-1]
+	for ; s.order < n; s.order++ {
+		k := s.order + 1
+		for i := 0; i+k <= w; i++ {
+			grams[i] = bits.RotateLeft64(grams[i], 11) ^ word[i+k-1]
+		}
 	}
 }
 
 // topNgram returns bytes of the most frequent n-gram times its count
-// (0 when none occurs twice); among equally frequent ones, the largest.
-func (s *Scratch) topNgram(n int) float64 {
-	count := len(s.starts) - n
-	s.set.reset(count)
+// (0 when none occurs twice; among equally frequent ones, the largest),
+// that count, and the bytes of words inside n-grams repeating an earlier
+// one (as dupNgram), which bounds the same measure of longer n-grams.
+func (s *Scratch) topNgram(n int) (top float64, count uint32, dup float64) {
+	grams := len(s.starts) - n
+	s.set.reset(grams)
 	var best uint32
-	var bestBytes int32
-	for i := 0; i < count; i++ {
+	var bestBytes, dupBytes int32
+	covered := 0
+	for i := 0; i < grams; i++ {
 		c := s.set.add(s.words[i])
+		if c >= 2 {
+			from := max(i, covered)
+			dupBytes += s.starts[i+n] - s.starts[from]
+			covered = i + n
+		}
 		if c < best {
 			continue
 		}
@@ -405,11 +451,11 @@ func (s *Scratch) topNgram(n int) float64 {
 		}
 	}
 	if best < 2 {
-		return 0
+		return 0, best, float64(dupBytes)
 	}
 	// Overlapping occurrences ("the the the") count each time, as in the
 	// paper's measure; the fraction is capped at the whole text.
-	return min(float64(best)*float64(bestBytes), float64(s.starts[len(s.starts)-1]))
+	return min(float64(best)*float64(bestBytes), float64(s.starts[len(s.starts)-1])), best, float64(dupBytes)
 }
 
 // dupNgram returns the bytes of words inside n-grams that repeat an
@@ -451,14 +497,22 @@ func repeatedTail(text string) (copies, span, covered int) {
 	}
 	k := min(key, len(t)/2)
 	suffix := t[len(t)-k:]
+	// The nearest occurrences ending before the text does: found scanning
+	// forward, which is much faster than backward, keeping the last few.
 	lo := max(0, len(t)-1-maxSpan-k)
-	limit := len(t) - 1 // occurrences must end before the text does
-	for try := 0; try < tries && limit-lo >= k; try++ {
-		q := strings.LastIndex(t[lo:limit], suffix)
+	var near [tries]int // ends of occurrences, a ring
+	found := 0
+	for from := lo; ; {
+		q := strings.Index(t[from:len(t)-1], suffix)
 		if q < 0 {
 			break
 		}
-		p := len(t) - (lo + q + k) // the distance: a candidate span
+		near[found%tries] = from + q + k
+		found++
+		from += q + 1
+	}
+	for j := 0; j < min(found, tries); j++ {
+		p := len(t) - near[(found-1-j)%tries] // a candidate span, nearest first
 		run := 0
 		for i := len(t) - 1 - p; i >= 0 && t[i] == t[i+p]; i-- {
 			run++
@@ -466,7 +520,6 @@ func repeatedTail(text string) (copies, span, covered int) {
 		if c := (run + p) / p; c >= 2 && run+p > covered {
 			copies, span, covered = c, p, run+p
 		}
-		limit = lo + q + k - 1
 	}
 	return copies, span, covered
 }

@@ -82,6 +82,17 @@ type Answer struct {
 	// ToolCalls are the calls the turn made; a turn that calls tools may
 	// have no text.
 	ToolCalls []ToolCall
+	// prompt, when set, gives Prompt on demand (a single answer's prompt
+	// is decoded only when a check needs it).
+	prompt *Record
+}
+
+// PromptText is the text of the user turn answered.
+func (a *Answer) PromptText() string {
+	if a.Prompt == "" && a.prompt != nil {
+		return a.prompt.lastUserTurn()
+	}
+	return a.Prompt
 }
 
 // Finding is a failed check.
@@ -166,7 +177,12 @@ func (c *Checker) run(a *Answer, tools Tools, found func(Finding) bool) bool {
 		}
 	}
 	if on(CheckThinkResidue) {
-		if m, where, ok := ThinkResidue(a.Prompt, a.Text, a.Reasoning); ok {
+		// The prompt is looked at only when a marker is found.
+		m, where, ok := ThinkResidue("", a.Text, a.Reasoning)
+		if ok {
+			m, where, ok = ThinkResidue(a.PromptText(), a.Text, a.Reasoning)
+		}
+		if ok {
 			if !report(CheckThinkResidue, fmt.Sprintf("%s in the %s", m, where)) {
 				return true
 			}
@@ -183,7 +199,7 @@ func (c *Checker) run(a *Answer, tools Tools, found func(Finding) bool) bool {
 		}
 	}
 	if on(CheckLang) {
-		if d, bad := Lang(a.Prompt, a.Text, &c.cfg.Lang); bad && !report(CheckLang, d) {
+		if d, bad := Lang(a.PromptText(), a.Text, &c.cfg.Lang); bad && !report(CheckLang, d) {
 			return true
 		}
 	}
