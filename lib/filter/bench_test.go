@@ -48,7 +48,7 @@ func benchRecords(size int) []byte {
 					b.WriteByte('\n')
 				}
 			case 1:
-				b.WriteString("```python\ndef f(x):\n    if x > 0:\n        return x * 2\n    return 0\n```\n")
+				fmt.Fprintf(&b, "```python\ndef f%d(x):\n    if x > %d:\n        return x * %d\n    return 0\n```\n", rng.IntN(1000), rng.IntN(100), rng.IntN(10))
 			default:
 				for range 2 + rng.IntN(4) {
 					sentence(&b)

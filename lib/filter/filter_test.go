@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -285,5 +286,36 @@ func TestFilterInterrupt(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("%s was put in place after an interrupt", out)
+	}
+}
+
+// TestPythonTwin: pipelines/bench/filter_gopher.py, the benchmark's
+// Python version of the default checks, keeps exactly the records filter
+// keeps, so the two are compared doing the same work.
+func TestPythonTwin(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "gen.jsonl")
+	data := benchRecords(4 << 20)
+	extra := []string{gen("cjk", strings.Repeat("我不知道。", 40), "", "stop"), gen("residue", "[THINK]x[/THINK] ok", "", "stop"),
+		conv("conv", "get_weather", [2]string{goodText, "stop"}, [2]string{loopText, "stop"}), gen("short", "ok ok ok ok", "", "stop")}
+	data = append(data, []byte(strings.Join(extra, "\n")+"\n")...)
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := testbin.Run(t, dir, nil, nil, "filter", in)
+	p := testbin.Exec(t, exec.Command(py, "../../pipelines/bench/filter_gopher.py", in))
+	if r.Code != 0 || p.Code != 0 {
+		t.Fatalf("filter exit %d, python exit %d: %s %s", r.Code, p.Code, r.Stderr, p.Stderr)
+	}
+	if !bytes.Equal(r.Stdout, p.Stdout) {
+		t.Fatalf("filter kept %d records, filter_gopher.py %d\n%s%s", bytes.Count(r.Stdout, []byte("\n")), bytes.Count(p.Stdout, []byte("\n")), r.Stderr, p.Stderr)
+	}
+	want, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(r.Stderr), "filter: "), "), ")
+	if got := strings.TrimPrefix(strings.TrimSpace(p.Stderr), "filter_gopher.py: "); !strings.HasPrefix(got, want+"), rejected 0") {
+		t.Errorf("summaries differ:\n%s\n%s", got, want)
 	}
 }

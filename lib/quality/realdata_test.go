@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 
 	"tokenmill/lib/jsonl"
 )
@@ -211,3 +214,100 @@ func TestRealAnswersKept(t *testing.T) {
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.2f%%", v) }
+
+// TestLangAccuracy judges a labelled sample: English answers of the real
+// datasets, the Chinese ones of v1_sft, and paragraphs in 14 languages
+// written for this test (testdata/quality/lang-samples.jsonl). Each
+// answer is set against an English prompt and a prompt in its own
+// language; the lang check must call the first pair a mismatch exactly
+// when the answer is not English, and never the second.
+func TestLangAccuracy(t *testing.T) {
+	all := loadRealAnswers(t)
+	type sample struct{ lang, text string }
+	var samples []sample
+	cjk := func(s string) bool {
+		n := 0
+		for _, r := range s {
+			if r >= 0x4e00 && r <= 0x9fff {
+				n++
+			}
+		}
+		return n >= 20
+	}
+	for _, name := range []string{"alpaca_en_demo.json", "fastchat_dummy_conversation.json", "v1_sft_demo.jsonl"} {
+		seen := map[string]bool{}
+		for _, ra := range all[name] {
+			text := ra.a.Text
+			if seen[text] || len(text) < 200 || strings.Contains(strings.ToLower(ra.a.Prompt), "translat") {
+				continue
+			}
+			seen[text] = true
+			switch {
+			case cjk(text):
+				samples = append(samples, sample{"zh", text})
+			case asciiLetters(text) > 0.99 && name != "v1_sft_demo.jsonl":
+				samples = append(samples, sample{"en", text})
+			}
+		}
+	}
+	b, err := os.ReadFile("../../testdata/quality/lang-samples.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLang := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var s struct{ Lang, Text string }
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatal(err)
+		}
+		samples = append(samples, sample{s.Lang, s.Text})
+		byLang[s.Lang] = append(byLang[s.Lang], s.Text)
+	}
+	for _, s := range samples {
+		if s.lang == "en" || s.lang == "zh" {
+			byLang[s.lang] = append(byLang[s.lang], s.text)
+		}
+	}
+	enPrompt := "Please explain in a few paragraphs how plants make their food from sunlight, and why this matters for the animals that eat them."
+	wrong := map[string]int{}
+	count := map[string]int{}
+	for i, s := range samples {
+		count[s.lang]++
+		_, mismatch := Lang(enPrompt, s.text, &DefaultLang)
+		same := byLang[s.lang][(i+1)%len(byLang[s.lang])]
+		_, selfMismatch := Lang(same, s.text, &DefaultLang)
+		if mismatch != (s.lang != "en") || selfMismatch {
+			wrong[s.lang]++
+			if testing.Verbose() {
+				t.Logf("%s: mismatch with English %v, with its own language %v: %.100q", s.lang, mismatch, selfMismatch, s.text)
+			}
+		}
+	}
+	bad := 0
+	var parts []string
+	for _, l := range slices.Sorted(maps.Keys(count)) {
+		bad += wrong[l]
+		parts = append(parts, fmt.Sprintf("%s %d/%d", l, count[l]-wrong[l], count[l]))
+	}
+	acc := 100 * float64(len(samples)-bad) / float64(len(samples))
+	t.Logf("lang on %d labelled answers: %.1f%% judged right (%s)", len(samples), acc, strings.Join(parts, ", "))
+	if acc < 98 {
+		t.Errorf("lang judged %.1f%% of the labelled sample right, want at least 98%%", acc)
+	}
+}
+
+func asciiLetters(s string) float64 {
+	var a, l int
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			l++
+			if r < 128 {
+				a++
+			}
+		}
+	}
+	if l == 0 {
+		return 0
+	}
+	return float64(a) / float64(l)
+}
