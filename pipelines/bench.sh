@@ -104,7 +104,9 @@ say "building the tools into $BENCH_DIR/bin"
 
 # Node's OpenAI SDK, from pipelines/bench/package.json into node/.
 node_ok=0 node_why=''
-if ! have node || ! have npm; then
+if [ -n "$BENCH_ONLY" ]; then
+  node_why="not needed for BENCH_ONLY=$BENCH_ONLY"
+elif ! have node || ! have npm; then
   node_why="node and npm are not installed"
 elif [ -d node/node_modules/openai ] && cmp -s "$root/pipelines/bench/package.json" node/package.json; then
   node_ok=1
