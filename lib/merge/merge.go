@@ -98,6 +98,7 @@ type merger struct {
 	// emitted counts
 	answered, good, missingN, notInPrompts, toErrors int64
 	rejectedN, droppedN, emptyN                      int64 // records read as filter's rejects, answers they rejected, empty answers
+	earlierRejects                                   int64 // bad lines from an earlier stage's rejects file
 }
 
 // Run merges.
@@ -246,6 +247,12 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 			data, rej = m.conv.convert(rec.Data)
 		}
 		if rej != nil {
+			if v, err := record.FieldValue(rec.Data, "reject"); err == nil && v != nil && p.rank != rankRejected {
+				// A line an earlier stage rejected, as its rejects file
+				// holds it: reported there already.
+				m.earlierRejects++
+				return nil
+			}
 			return rejects.Add(rec, rej.reason, rej.detail)
 		}
 		m.read.Add(1)
@@ -267,7 +274,7 @@ func rejectKey(p *parsed) uint64 {
 }
 
 // collectRejected reads, before anything else, the inputs that are
-// filter's rejects files (their first record is a reject record), so that
+// filter's rejects files (their first valid record is a reject record), so that
 // the answers they reject are known wherever those answers are read.
 // Reject records elsewhere are recognised when read.
 func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
@@ -282,10 +289,17 @@ func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
 		first := true
 		err := eachRecord(m, in, discard, func(rec jsonl.Record) error {
 			p, rej := parseRecord(rec.Data)
-			if first && (rej != nil || p.rank != rankRejected) {
-				return errNotRejects
+			if first {
+				// Decided by the first record that parses: filter writes the
+				// bad lines it met to the same file, as {"raw": ...}.
+				if rej != nil {
+					return nil
+				}
+				if p.rank != rankRejected {
+					return errNotRejects
+				}
+				first = false
 			}
-			first = false
 			if rej == nil && p.rank == rankRejected {
 				m.rejected[rejectKey(&p)] = struct{}{}
 			}
@@ -456,6 +470,9 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 	}
 	if m.rejectedN+m.droppedN > 0 {
 		parts = append(parts, fmt.Sprintf("filter rejects %d (answers they reject read elsewhere %d)", m.rejectedN, m.droppedN))
+	}
+	if m.earlierRejects > 0 {
+		parts = append(parts, fmt.Sprintf("bad lines of an earlier stage's rejects skipped %d", m.earlierRejects))
 	}
 	if m.emptyN > 0 {
 		parts = append(parts, fmt.Sprintf("empty answers dropped %d", m.emptyN))

@@ -46,7 +46,9 @@ func TestRejectedAnswers(t *testing.T) {
 		answerLine("p7", "the rerun's good answer", "stop"),
 		fit8, unfit8,
 	}
-	unfit := []string{unfitLine(loop2, "loop"), unfitLine(first7, "loop"), unfitLine(unfit8, "loop")}
+	// filter writes the bad lines it met to the same file, first here.
+	unfit := []string{`{"raw":"not json","reject":{"reason":"malformed_json","file":"gen.jsonl","line":9}}`,
+		unfitLine(loop2, "loop"), unfitLine(first7, "loop"), unfitLine(unfit8, "loop")}
 	var prompts []string
 	for _, id := range []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"} {
 		prompts = append(prompts, promptLine(id))
@@ -114,7 +116,7 @@ func TestRejectedAnswers(t *testing.T) {
 
 	t.Run("errors file gets the reject record", func(t *testing.T) {
 		r := testbin.Run(t, dir, nil, nil, "merge", "--prompts", promptsF, "--force", "-o", "final.jsonl", "--errors", "final.errors.jsonl", genF, unfitF)
-		if r.Code != 0 {
+		if r.Code != 0 || !strings.Contains(r.Stderr, "bad lines of an earlier stage's rejects skipped 1") {
 			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 		}
 		errs, _ := os.ReadFile(filepath.Join(dir, "final.errors.jsonl"))

@@ -212,7 +212,7 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 		bound := float64(count) * float64(n) * float64(s.widest) / total
 		needTop := over(min(bound, 1), cfg.TopNgram[n])
 		if !needTop && !anyBelow(cfg, 5, dup/total) {
-			break
+			continue // a longer n-gram may still need it: its bound is larger
 		}
 		s.nextOrder(n)
 		top, c, d := s.topNgram(n)

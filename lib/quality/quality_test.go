@@ -346,3 +346,93 @@ func FuzzUnquote(f *testing.F) {
 		}
 	})
 }
+
+var recordSeeds = []string{
+	`{"id":"a","messages":[{"role":"user","content":"hi"}],"output":{"text":"Hello!\n","reasoning":"greet","finish_reason":"stop","sample":0}}`,
+	`{"id":"b","prompt":"2+2=","output":{"text":" 4","finish_reason":"length","tool_calls":[{"function":{"name":"calc","arguments":"{\"x\":1}"}}]},"tools":"[{\"name\":\"calc\"}]"}`,
+	`{"id":"c","messages":[],"output":{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r"},{"role":"assistant","content":"done","reasoning_content":"r"}],"turns":[{"message":1,"finish_reason":"tool_calls"},{"message":3,"finish_reason":"stop"}]}}`,
+	`{"id":"d","error":{"status":500,"message":"boom"}}`,
+	`{"id":"e","messages":[{"role":"user","content":"hi"}]}`,
+	`{"id":"f","output":{"text":7}}`,
+	`{"id":"g","output":{"messages":[{"role":"user","content":"x"}],"turns":[{"message":5}]}}`,
+	`[1,2]`, `{"id":`, `{"output":{"text":"a\ud83d\ude00\u00e9"}}`,
+}
+
+func TestRecordParse(t *testing.T) {
+	want := []struct {
+		reason  string
+		answers int
+	}{{"", 1}, {"", 1}, {"", 2}, {"", 0}, {"", 0}, {ReasonBadOutput, 0}, {ReasonBadOutput, 0}, {ReasonNotObject, 0}, {ReasonMalformedJSON, 0}, {"", 1}}
+	var r Record
+	for i, line := range recordSeeds {
+		perr := r.Parse([]byte(line))
+		reason := ""
+		if perr != nil {
+			reason = perr.Reason
+		}
+		if reason != want[i].reason || perr == nil && len(r.Answers) != want[i].answers {
+			t.Errorf("%s: reason %q, %d answers; want %q, %d", line, reason, len(r.Answers), want[i].reason, want[i].answers)
+		}
+	}
+	r.Parse([]byte(recordSeeds[2]))
+	if a := r.Answers[1]; a.Text != "done" || a.Reasoning != "r" || a.Prompt != "x" || len(r.Answers[0].ToolCalls) != 1 || !r.Conversation {
+		t.Errorf("conversation turns %+v", r.Answers)
+	}
+	r.Parse([]byte(recordSeeds[1]))
+	if a := r.Answers[0]; a.Text != " 4" || a.Finish != "length" || a.PromptText() != "2+2=" || len(r.Tools()) != 1 {
+		t.Errorf("single answer %+v, tools %v", a, r.Tools())
+	}
+}
+
+// FuzzRecordParse: any line parses or is rejected with a reason, without
+// a panic, and a line that parses as a generation is valid JSON.
+func FuzzRecordParse(f *testing.F) {
+	for _, s := range recordSeeds {
+		f.Add(s)
+	}
+	c, _ := NewChecker(Config{Checks: Checks, Loop: DefaultLoop, Lang: DefaultLang})
+	var r Record
+	f.Fuzz(func(t *testing.T, line string) {
+		perr := r.Parse([]byte(line))
+		if perr != nil {
+			if perr.Reason == "" {
+				t.Fatalf("a parse error without a reason: %v", perr)
+			}
+			return
+		}
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("%q parsed but is not valid JSON", line)
+		}
+		for i := range r.Answers {
+			c.All(&r.Answers[i], r.Tools(), nil)
+		}
+	})
+}
+
+// TestLoopSkipsOnlyWhatCannotBeOver: the 3-gram pass is skipped (its bound
+// is below its threshold) while the 4-gram's bound, larger, is not: a
+// repeated 4-gram of long words must still be found.
+func TestLoopSkipsOnlyWhatCannotBeOver(t *testing.T) {
+	var b strings.Builder
+	w := 0
+	filler := func(n int) {
+		for range n {
+			fmt.Fprintf(&b, "w%03d ", w)
+			w++
+		}
+	}
+	for range 3 {
+		filler(31)
+		b.WriteString("aaaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd ")
+	}
+	filler(3)
+	text := strings.TrimSpace(b.String())
+	var s Scratch
+	m := MeasureLoop(text, &s)
+	if m.TopNgram[3] > DefaultLoop.TopNgram[3] || m.TopNgram[4] <= DefaultLoop.TopNgram[4] {
+		t.Fatalf("the text does not set the case up: %d bytes, top 3-gram %.3f, top 4-gram %.3f", len(text), m.TopNgram[3], m.TopNgram[4])
+	}
+	if d, bad := Loop(text, &DefaultLoop, &s); !bad || !strings.HasPrefix(d, "top_4gram") {
+		t.Errorf("Loop = %v %q, want top_4gram", bad, d)
+	}
+}

@@ -141,6 +141,14 @@ func main() {
 	runtime.ReadMemStats(&ms1)
 	fmt.Printf("lingua load %v heap %.1f MB\n", load, float64(ms1.HeapAlloc-ms0.HeapAlloc)/1e6)
 
+	var ms3, ms4 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms3)
+	whatlanggo.Detect(samples[0].text)
+	runtime.GC()
+	runtime.ReadMemStats(&ms4)
+	fmt.Printf("whatlanggo heap after its first use: %+.1f MB (its profiles are package variables, in the binary)\n", (float64(ms4.HeapAlloc)-float64(ms3.HeapAlloc))/1e6)
+
 	wl := map[whatlanggo.Lang]bool{}
 	for l := range whatlanggo.Langs {
 		for _, c := range codes {
