@@ -55,7 +55,11 @@ var cjk = regexp.MustCompile(`\p{Han}`)
 func load() []sample {
 	var out []sample
 	var alp []struct{ Instruction, Input, Output string }
-	b, _ := os.ReadFile(filepath.Join(*real, "alpaca_en_demo.json"))
+	b, err := os.ReadFile(filepath.Join(*real, "alpaca_en_demo.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "langid:", err, "(set -real)")
+		os.Exit(1)
+	}
 	json.Unmarshal(b, &alp)
 	trans := regexp.MustCompile(`(?i)translat|spanish|french|german|chinese|japanese|italian|language`)
 	for _, a := range alp {
