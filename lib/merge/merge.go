@@ -35,9 +35,12 @@ const Description = `Combine generation and error files into one record per (id,
 
 For each (id, sample) one record wins: an answer beats an error, finish_reason
 stop beats length beats abort, and among equals the record read last wins. A
-good answer (stop, or length unless --drop-length; not empty with --drop-empty)
-is written byte for byte, or with --to as a training record; a key without one
-is counted as missing, and its best record goes to --errors FILE if given. With
+regenerated conversation (infer --regenerate) ranks by its turns: complete
+beats truncated, then every turn stop beats a length turn. A good answer (stop,
+or length unless --drop-length; not empty with --drop-empty; for a
+conversation, every turn so, and complete unless --keep-truncated) is written
+byte for byte, or with --to as a training record; a key without one is counted
+as missing, and its best record goes to --errors FILE if given. With
 --prompts FILE --missing, the output is instead the prompts that still lack a
 good answer, ready to rerun.
 
@@ -60,6 +63,7 @@ type Command struct {
 	WithReasoning    bool          `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
 	DropLength       bool          `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
 	DropEmpty        bool          `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
+	KeepTruncated    bool          `help:"Count a truncated regenerated conversation (output.truncated: a tool call left unpaired, the context full) as good, written up to its last regenerated turn; by default it counts as missing." default:"false"`
 	Sort             bool          `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
 	Memory           Size          `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir          string        `help:"Directory for spill files (default: the system's temporary directory)." default:""`
@@ -77,7 +81,8 @@ type merger struct {
 	budget     int64
 	missing    bool
 	sortByID   bool
-	goodRank   uint8
+	dropLength bool
+	keepCut    bool // --keep-truncated
 	tempParent string
 
 	out, errs *jsonl.Writer
@@ -148,10 +153,8 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	// Records held may take half the budget: Go's collector lets the heap
 	// grow to about twice what is live before it reclaims garbage.
 	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort,
-		goodRank: rankLength, tempParent: c.TempDir, dropEmpty: c.DropEmpty, rejected: map[uint64]struct{}{}}
-	if c.DropLength {
-		m.goodRank = rankStop
-	}
+		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
+		rejected: map[uint64]struct{}{}}
 	if c.To != toGeneration {
 		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning}
 	}
@@ -241,7 +244,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 			m.judge(&p, rec.Data)
 		}
 		data := rec.Data
-		if rej == nil && m.conv != nil && p.rank >= m.goodRank {
+		if rej == nil && m.conv != nil && m.isGood(p.rank) {
 			// Converted now, so a record that cannot be is rejected where
 			// it was read, and only the smaller training record is held.
 			data, rej = m.conv.convert(rec.Data)
@@ -326,10 +329,26 @@ func (m *merger) judge(p *parsed, data []byte) {
 	case len(m.rejected) > 0 && hasKey(m.rejected, rejectKey(p)):
 		p.rank = rankDropped
 		m.droppedN++
-	case m.dropEmpty && p.rank >= rankLength && m.empty(data):
+	case m.dropEmpty && p.rank > rankAbort && m.empty(data):
 		p.rank = rankEmpty
 		m.emptyN++
 	}
+}
+
+// isGood tells the ranks of a good answer: stop; length unless
+// --drop-length; a truncated conversation's likewise with --keep-truncated.
+func (m *merger) isGood(rank uint8) bool {
+	switch rank {
+	case rankStop:
+		return true
+	case rankLength:
+		return !m.dropLength
+	case rankTruncStop:
+		return m.keepCut
+	case rankTruncLength:
+		return m.keepCut && !m.dropLength
+	}
+	return false
 }
 
 func hasKey(set map[uint64]struct{}, k uint64) bool {
@@ -419,7 +438,7 @@ func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jso
 func (m *merger) emit(e *entry) error {
 	m.resolved.Add(1)
 	hasPrompts := m.cmd.Prompts != ""
-	good := e.rank >= m.goodRank
+	good := m.isGood(e.rank)
 	if e.rank > rankNone {
 		m.answered++
 	}
