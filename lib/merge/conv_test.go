@@ -32,6 +32,9 @@ func TestConversationGolden(t *testing.T) {
 		{"conv-drop", append([]string{"--drop-length", "--drop-empty"}, convFiles...), true},
 		{"conv-prompts", append(prompts, convFiles...), true},
 		{"conv-missing", append(append(prompts, "--missing"), convFiles...), false},
+		{"conv-messages", append([]string{"--to", "messages", "--with-reasoning"}, convFiles...), false},
+		{"conv-sharegpt", append([]string{"--to", "sharegpt", "--with-reasoning", "--keep-truncated", "--sort"}, convFiles...), false},
+		{"conv-conversations", append([]string{"--to", "conversations", "--drop-length"}, convFiles...), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { runGolden(t, tt.name, tt.args, tt.errors, 0) })

@@ -59,8 +59,8 @@ type Command struct {
 	Prompts          string        `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing          bool          `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
 	Samples          int           `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
-	To               string        `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn) or sharegpt ({id, conversations})." enum:"generation,messages,sharegpt" default:"generation"`
-	WithReasoning    bool          `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
+	To               string        `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value})." enum:"generation,messages,conversations,sharegpt" default:"generation"`
+	WithReasoning    bool          `help:"With --to, keep each answer's reasoning: as reasoning_content on its assistant message, or as a <think> block before it in sharegpt." default:"false"`
 	DropLength       bool          `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
 	DropEmpty        bool          `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
 	KeepTruncated    bool          `help:"Count a truncated regenerated conversation (output.truncated: a tool call left unpaired, the context full) as good, written up to its last regenerated turn; by default it counts as missing." default:"false"`
@@ -140,7 +140,7 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	case c.Missing && c.Errors != "":
 		return nil, cli.Usagef("--missing writes prompts; it does not go with --errors")
 	case c.WithReasoning && c.To == toGeneration:
-		return nil, cli.Usagef("--with-reasoning applies to --to messages or sharegpt (generation records keep their reasoning anyway)")
+		return nil, cli.Usagef("--with-reasoning applies to --to messages, conversations or sharegpt (generation records keep their reasoning anyway)")
 	case c.Samples < 1 || c.Samples > maxSample:
 		return nil, cli.Usagef("--samples must be from 1 to %d", maxSample)
 	case c.Memory <= 0:
