@@ -10,7 +10,7 @@ import (
 	"tokenmill/lib/testbin"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m, "merge") }
+func TestMain(m *testing.M) { testbin.Main(m, "merge", "extract") }
 
 // goldenStdout is the records part of a golden file.
 func goldenStdout(t *testing.T, name string) string {

@@ -32,6 +32,7 @@ const Description = `Combine generation and error files into one record per (id,
   merge gen*.jsonl gen*.errors.jsonl -o final.jsonl
   merge --prompts prompts.jsonl --missing gen*.jsonl > todo.jsonl
   merge --to messages --with-reasoning --sort gen*.jsonl -o train.jsonl
+  merge --to conversations --with-reasoning regen*.jsonl -o train.parquet
 
 For each (id, sample) one record wins: an answer beats an error, finish_reason
 stop beats length beats abort, and among equals the record read last wins. A
@@ -54,7 +55,7 @@ Missing answers do not change the exit code; bad lines are rejected (exit 3).`
 type Command struct {
 	cli.Globals
 	Inputs           []string      `arg:"" optional:"" help:"Generation and error files, in the order to read them (later wins among equals). None or - reads stdin."`
-	Output           string        `short:"o" help:"Where to write (- for stdout); written atomically, .gz/.zst compressed by name." default:"-"`
+	Output           string        `short:"o" help:"Where to write (- for stdout); written atomically, .gz/.zst compressed by name; a name ending in .parquet (with --to) is written as Parquet." default:"-"`
 	Errors           string        `help:"Write here the best record of each (id, sample) without a good answer (its error, or an aborted or dropped answer)." default:""`
 	Prompts          string        `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing          bool          `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
@@ -85,8 +86,9 @@ type merger struct {
 	keepCut    bool // --keep-truncated
 	tempParent string
 
-	out, errs *jsonl.Writer
-	conv      *converter
+	out  sink
+	errs *jsonl.Writer
+	conv *converter
 
 	dropEmpty bool
 	// rejected holds rejectKey of every answer filter rejected.
@@ -135,6 +137,10 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	switch {
 	case c.Missing && c.Prompts == "":
 		return nil, cli.Usagef("--missing needs --prompts FILE: the prompts to check for answers")
+	case isParquet(c.Output) && (c.Missing || c.To == toGeneration):
+		return nil, cli.Usagef("-o %s: Parquet holds training records: give --to messages, conversations or sharegpt", c.Output)
+	case isParquet(c.Errors):
+		return nil, cli.Usagef("--errors %s: the errors file holds generation and error records as JSON Lines, not Parquet", c.Errors)
 	case c.Missing && c.To != toGeneration:
 		return nil, cli.Usagef("--missing writes prompts; it does not go with --to")
 	case c.Missing && c.Errors != "":
@@ -183,8 +189,13 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	// Outputs are opened first, so that a name conflict fails before the
 	// reading, and written atomically, so that a failed merge leaves none.
 	opts := jsonl.WriterOptions{Atomic: true, Overwrite: c.Force}
-	if m.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
+	file, err := jsonl.Create(c.Output, env.Stdout, opts)
+	if err != nil {
 		return err
+	}
+	m.out = file
+	if isParquet(c.Output) {
+		m.out = newParquetSink(file, c.To, int64(c.Memory))
 	}
 	defer func() {
 		if err != nil {
