@@ -22,10 +22,10 @@ var parquetInputs = append(append([]string{"--keep-truncated"}, convFiles...), r
 
 // jsonTurn is a turn of the JSONL training records, read back.
 type jsonTurn struct {
-	Role             string `json:"role"`
-	Content          string `json:"content"`
-	ReasoningContent string `json:"reasoning_content"`
-	Name             string `json:"name"`
+	Role             string     `json:"role"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content"`
+	Name             string     `json:"name"`
 	ToolCallID       string     `json:"tool_call_id"`
 	ToolCalls        []jsonCall `json:"tool_calls"`
 	From             string     `json:"from"`
