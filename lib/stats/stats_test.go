@@ -461,18 +461,22 @@ func readJSON(t *testing.T, name string, v any) {
 // TestGolden pins the JSON schema and the text layout on a hand-made file.
 func TestGolden(t *testing.T) {
 	input := filepath.Join(testdata, "mixed.jsonl")
+	convs := filepath.Join(testdata, "conversations.jsonl")
 	for _, tt := range []struct {
 		golden string
 		args   []string
+		code   int
 	}{
-		{"mixed.json", []string{"--json", "--wall", "1h", input}},
-		{"mixed.txt", []string{"--wall", "1h", input}},
-		{"mixed.nowall.txt", []string{"--top", "2", input}},
+		{"mixed.json", []string{"--json", "--wall", "1h", input}, 3}, // the file has bad lines
+		{"mixed.txt", []string{"--wall", "1h", input}, 3},
+		{"mixed.nowall.txt", []string{"--top", "2", input}, 3},
+		{"conversations.json", []string{"--json", convs}, 0},
+		{"conversations.txt", []string{"--checks", "default", convs}, 0},
 	} {
 		t.Run(tt.golden, func(t *testing.T) {
 			code, stdout, stderr := run(t, "", tt.args...)
-			if code != 3 {
-				t.Fatalf("exit %d, want 3 (the file has bad lines); stderr:\n%s", code, stderr)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
 			}
 			path := filepath.Join(testdata, tt.golden)
 			if *update {
