@@ -123,13 +123,13 @@ type (
 		Content chars `json:"content"`
 	}
 	outputView struct {
-		Text         chars      `json:"text"`
-		Reasoning    chars      `json:"reasoning"`
-		FinishReason string     `json:"finish_reason"`
-		Usage        *usageView `json:"usage"`
-		Endpoint     string     `json:"endpoint"`
-		LatencyMS    int64      `json:"latency_ms"`
-		Sample       int        `json:"sample"`
+		Text         chars           `json:"text"`
+		Reasoning    chars           `json:"reasoning"`
+		FinishReason string          `json:"finish_reason"`
+		Usage        *usageView      `json:"usage"`
+		Endpoint     string          `json:"endpoint"`
+		LatencyMS    int64           `json:"latency_ms"`
+		Sample       int             `json:"sample"`
 		ToolCalls    json.RawMessage `json:"tool_calls"`
 		// A regenerated conversation (infer --regenerate): the whole
 		// conversation, and where its regenerated turns are in it.
