@@ -51,7 +51,7 @@ func TestBinary(t *testing.T) {
 		{name: "format from the environment, input on stdin", script: `cat "$D"/gen-a.jsonl | merge --sort`, env: []string{"TOKENMILL_MERGE_TO=messages"},
 			eachLine: `"role":"assistant"`, stderr: "merge: read 17, unique out 13, replaced 1, missing 3"},
 		{name: "regenerated conversations to Parquet, read back by extract",
-			script: `cd "$D" && merge --to conversations --with-reasoning conv-[ab].jsonl conv.*.jsonl -o "$W"/train.parquet && extract --turns all "$W"/train.parquet`,
+			script:   `cd "$D" && merge --to conversations --with-reasoning conv-[ab].jsonl conv.*.jsonl -o "$W"/train.parquet && extract --turns all "$W"/train.parquet`,
 			eachLine: `"reasoning_content":"`, stderr: "extract: read 11, wrote 11, rejected 0"},
 		{name: "conversations to-do list", script: `cd "$D" && merge --prompts conv-prompts.jsonl --samples 2 --missing conv-[ab].jsonl conv.*.jsonl > "$W"/todo.jsonl`,
 			file: "todo.jsonl", want: goldenStdout(t, "conv-missing"), stderr: "missing 21, prompts 16"},
