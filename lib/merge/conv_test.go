@@ -129,31 +129,7 @@ func TestConversationPrecedence(t *testing.T) {
 		{"--drop-empty applies to any turn", [][]string{{conv(`"x"`, 0, "e", "", stop, stop), strings.Replace(conv(`"x"`, 0, "l", "", stop, length), `"answer 2"`, `" \n"`, 2)}}, []string{"--drop-empty"}, "e", ""},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			var args []string
-			for i, f := range tt.files {
-				args = append(args, writeLines(t, filepath.Join(dir, fmt.Sprintf("f%d.jsonl", i)), f))
-			}
-			errsPath := filepath.Join(dir, "errors.jsonl")
-			args = append(append(args, "--errors", errsPath), tt.flags...)
-			code, stdout, stderr := runMerge(t, context.Background(), nil, args...)
-			if code != 0 {
-				t.Fatalf("exit %d\n%s", code, stderr)
-			}
-			errs, _ := os.ReadFile(errsPath)
-			for _, c := range []struct{ what, text, want string }{{"output", stdout, tt.out}, {"errors file", string(errs), tt.errs}} {
-				lines := splitLines(c.text)
-				switch {
-				case c.want == "" && len(lines) != 0:
-					t.Errorf("%s holds %v, want nothing", c.what, lines)
-				case c.want != "" && len(lines) != 1:
-					t.Errorf("%s holds %d records, want 1 (%s)", c.what, len(lines), c.want)
-				case c.want != "" && convLabel(t, lines[0]) != c.want:
-					t.Errorf("%s holds %q, want %q", c.what, convLabel(t, lines[0]), c.want)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkWinner(t, tt.files, tt.flags, tt.out, tt.errs, convLabel) })
 	}
 }
 
@@ -293,15 +269,7 @@ func FuzzConversationParse(f *testing.F) {
 	for _, c := range convParseCases {
 		f.Add([]byte(c.line))
 	}
-	for _, name := range convFiles {
-		raw, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, l := range splitLines(string(raw)) {
-			f.Add([]byte(l))
-		}
-	}
+	seedLines(f, convFiles...)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, rej := parseRecord(data)
 		if rej != nil {

@@ -94,25 +94,13 @@ func newParquetSink(file *jsonl.Writer, to string, budget int64) sink {
 	limit := min(max(budget/8, minGroupBytes), maxGroupBytes)
 	switch to {
 	case toMessages:
-		return newSink(file, limit, func(r *pqMessagesRow, data []byte) error {
-			var v messagesRecord
-			if err := record.Decode(data, &v); err != nil {
-				return err
-			}
-			r.ID, r.Sample, r.Tools = v.ID.Text, int64(v.Sample), pqText(v.Tools)
-			var err error
-			r.Messages, err = pqTurns(r.Messages[:0], v.Messages)
+		return newSink(file, limit, func(r *pqMessagesRow, data []byte) (err error) {
+			r.ID, r.Sample, r.Tools, r.Messages, err = pqChat(data, r.Messages[:0])
 			return err
 		})
 	case toConversations:
-		return newSink(file, limit, func(r *pqConversationsRow, data []byte) error {
-			var v conversationsRecord
-			if err := record.Decode(data, &v); err != nil {
-				return err
-			}
-			r.ID, r.Sample, r.Tools = v.ID.Text, int64(v.Sample), pqText(v.Tools)
-			var err error
-			r.Conversations, err = pqTurns(r.Conversations[:0], v.Conversations)
+		return newSink(file, limit, func(r *pqConversationsRow, data []byte) (err error) {
+			r.ID, r.Sample, r.Tools, r.Conversations, err = pqChat(data, r.Conversations[:0])
 			return err
 		})
 	}
@@ -172,6 +160,23 @@ func (s *parquetSink[T]) Close() error {
 }
 
 func (s *parquetSink[T]) Abort() { s.file.Abort() }
+
+// pqChat reads a messages or conversations training record into the
+// columns of its row, appending its turns to turns.
+func pqChat(data []byte, turns []pqTurn) (id string, sample int64, tools *string, _ []pqTurn, err error) {
+	var v struct {
+		ID            record.ID       `json:"id"`
+		Sample        int             `json:"sample"`
+		Messages      []trainMessage  `json:"messages"`
+		Conversations []trainMessage  `json:"conversations"`
+		Tools         json.RawMessage `json:"tools"`
+	}
+	if err := record.Decode(data, &v); err != nil {
+		return "", 0, nil, turns, err
+	}
+	turns, err = pqTurns(turns, append(v.Messages, v.Conversations...))
+	return v.ID.Text, int64(v.Sample), pqText(v.Tools), turns, err
+}
 
 // pqText is a JSON value's text as a nullable string column.
 func pqText(raw json.RawMessage) *string {

@@ -120,16 +120,7 @@ func TestParquet(t *testing.T) {
 				t.Fatalf("Parquet: exit %d\n%s", code, stderr)
 			}
 			want := readTraining(t, jsonOut)
-			f, err := os.Open(pq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			st, _ := f.Stat()
-			pf, err := parquet.OpenFile(f, st.Size())
-			if err != nil {
-				t.Fatal(err)
-			}
+			pf := openParquet(t, pq)
 			for _, c := range pf.Metadata().RowGroups[0].Columns {
 				if c.MetaData.Codec.String() != "ZSTD" {
 					t.Errorf("column %v compressed with %v, want ZSTD", c.MetaData.PathInSchema, c.MetaData.Codec)
@@ -205,6 +196,25 @@ func TestParquet(t *testing.T) {
 	}
 }
 
+// openParquet opens a Parquet file for the test's life.
+func openParquet(t *testing.T, path string) *parquet.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pf
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -266,17 +276,7 @@ func TestParquetRowGroups(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, stderr)
 			}
-			f, err := os.Open(pq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			st, _ := f.Stat()
-			pf, err := parquet.OpenFile(f, st.Size())
-			if err != nil {
-				t.Fatal(err)
-			}
-			groups := pf.RowGroups()
+			groups := openParquet(t, pq).RowGroups()
 			var rows int64
 			for _, g := range groups {
 				if g.NumRows() > maxGroupRows {

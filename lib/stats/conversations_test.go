@@ -20,49 +20,6 @@ const convLine = `{"id":"c","messages":[{"role":"user","content":"q"}],"output":
 	`{"message":3,"finish_reason":"length","usage":{"prompt_tokens":30,"completion_tokens":6,"cached_tokens":24}}],` +
 	`"finish_reason":"length","usage":{"prompt_tokens":40,"completion_tokens":10},"endpoint":"e","latency_ms":9,"attempts":1,"sample":1}}`
 
-func TestParseConversation(t *testing.T) {
-	tests := []struct {
-		name, line string
-		want       fact
-	}{
-		{"two turns, one reporting cached tokens", convLine, fact{kind: 1, prompt: 1, sample: 1, usage: true, pTokens: 40, cTokens: 10,
-			answer: 11, hasReas: true, reasoning: 16, finish: "length", endpoint: "e", latency: 9, conversation: true,
-			turns: []turnFact{{chars: 0, finish: "stop", usage: true, pTokens: 10, cTokens: 4},
-				{chars: 11, finish: "length", usage: true, pTokens: 30, cTokens: 6, cached: 24, hasCached: true}}}},
-		{"truncated, an empty turn", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":" "}],` +
-			`"turns":[{"message":1,"finish_reason":"stop"}],"truncated":{"reason":"tool_unpaired","turn":1}}}`,
-			fact{kind: 1, prompt: 1, answer: 1, empty: true, conversation: true, truncated: "tool_unpaired", turns: []turnFact{{chars: 1, finish: "stop"}}}},
-		{"truncated without a reason, no turn", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"}],"truncated":{}}}`,
-			fact{kind: 1, prompt: 1, conversation: true, truncated: noneName, turns: []turnFact{}}},
-		{"empty messages: a single answer", `{"id":"c","prompt":"p","output":{"messages":[],"text":"","finish_reason":"stop"}}`,
-			fact{kind: 1, prompt: 1, empty: true, finish: "stop"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var f fact
-			if err := parse([]byte(tt.line), &f); err != nil {
-				t.Fatal(err)
-			}
-			f.id, f.key = nil, 0
-			if !reflect.DeepEqual(f, tt.want) {
-				t.Errorf("got  %+v\nwant %+v", f, tt.want)
-			}
-		})
-	}
-	for _, bad := range []struct{ line, reason string }{
-		{strings.Replace(convLine, `"message":3`, `"message":4`, 1), ReasonBadValue},
-		{strings.Replace(convLine, `"message":3`, `"message":null`, 1), ReasonBadValue},
-		{strings.Replace(convLine, `"cached_tokens":24`, `"cached_tokens":-1`, 1), ReasonBadValue},
-		{strings.Replace(convLine, `"content":"18C"`, `"content":[{"type":"text","text":"18C"}]`, 1), ReasonWrongType},
-		{`{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"}],"turns":"none"}}`, ReasonWrongType},
-	} {
-		var f fact
-		if err := parse([]byte(bad.line), &f); err == nil || err.reason != bad.reason {
-			t.Errorf("%s: got %v, want %s", bad.line, err, bad.reason)
-		}
-	}
-}
-
 // TestConversationsReport: the conversations section, checked against a
 // computation by the standard decoder over the hand-made conversations.
 func TestConversationsReport(t *testing.T) {
