@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
+
+	"tokenmill/lib/jsonl"
 )
 
 // The state file keeps a Set between runs, so that a later dataset can be
@@ -98,43 +99,20 @@ func checkSettings(path string, state, run Settings) error {
 	)
 }
 
-// SaveState writes s with its settings and totals to path atomically: a
-// temporary file beside it, synced, then renamed over it.
-func SaveState(path string, s *Set, settings Settings, totals Totals) (err error) {
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+// SaveState writes s with its settings and totals to path atomically,
+// through the one file-safety helper (jsonl.WriteFile).
+func SaveState(path string, s *Set, settings Settings, totals Totals) error {
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(f io.Writer) error {
+		h := xxh3.New()
+		bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
+		if err := writeState(bw, s, settings, totals); err != nil {
 			return err
 		}
-	}
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+		if err := bw.Flush(); err != nil {
+			return err
 		}
-	}()
-	h := xxh3.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
-	if err := writeState(bw, s, settings, totals); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if err := binary.Write(f, binary.LittleEndian, h.Sum64()); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+		return binary.Write(f, binary.LittleEndian, h.Sum64())
+	})
 }
 
 func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error {

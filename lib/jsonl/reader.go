@@ -9,19 +9,32 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"tokenmill/lib/record"
 )
 
 // Record is one raw JSON value with where it came from. Data is valid only
-// until the next call to Reader.Next.
+// until the next call to Reader.Next (Reader.Detach keeps it longer).
 type Record struct {
 	Data []byte
 	File string // "-" for stdin
 	Line int64  // 1-based line (JSONL, JSON arrays) or row (Parquet)
 }
 
-// DefaultMaxLine is the longest line read; longer ones are rejected with
-// reason line_too_long without being held in memory.
-const DefaultMaxLine = 64 << 20
+// MaxLine is the longest line any tokenmill tool reads or writes: 1 GiB,
+// far above any answer a server can produce (a 128k-token context is well
+// under 1 MiB of text). A longer input line is rejected with reason
+// line_too_long without being held in memory; Writer refuses to write one.
+const MaxLine = 1 << 30
+
+// MaxDepth is how deeply a record may nest arrays and objects. A deeper one
+// is rejected as malformed_json before any decoder sees it: decoders
+// recurse, and a line of a million '[' would exhaust the stack.
+const MaxDepth = record.MaxDepth
+
+// keepLongBuffer is the largest line buffer kept for the next long line;
+// a bigger one is let go once its line has been handed out.
+const keepLongBuffer = 16 << 20
 
 // Reasons for input errors, as counted in summaries and rejects files.
 const (
@@ -37,6 +50,9 @@ type InputError struct {
 	Line   int64
 	Reason string
 	Err    error
+	// Data is the offending line, when the problem is one record (too
+	// deeply nested); valid until the next call to Next.
+	Data []byte
 }
 
 func (e *InputError) Error() string {
@@ -50,7 +66,14 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // Options tune a Reader.
 type Options struct {
-	MaxLine int // 0 means DefaultMaxLine
+	MaxLine int // 0 means MaxLine; tests set less
+}
+
+// LineTooLongError is a record Writer refuses: longer than MaxLine.
+type LineTooLongError struct{ Len int }
+
+func (e *LineTooLongError) Error() string {
+	return fmt.Sprintf("record of %d bytes is longer than the line limit (%d bytes)", e.Len, writeLimit)
 }
 
 // Stats count what a Reader has seen.
@@ -83,7 +106,7 @@ func NewReader(names []string, stdin io.Reader, opts Options) *Reader {
 		names = []string{"-"}
 	}
 	if opts.MaxLine <= 0 {
-		opts.MaxLine = DefaultMaxLine
+		opts.MaxLine = MaxLine
 	}
 	return &Reader{names: names, stdin: stdin, opts: opts}
 }
@@ -108,6 +131,9 @@ func (r *Reader) Next() (Record, error) {
 		rec, err := r.cur.next()
 		if err == nil {
 			r.Stats.Records++
+			if err := record.CheckDepth(rec.Data); err != nil {
+				return Record{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: rec.Data}
+			}
 			return rec, nil
 		}
 		var ie *InputError
@@ -129,6 +155,18 @@ func (r *Reader) Next() (Record, error) {
 	}
 }
 
+// Detach returns rec.Data (the record Next returned last) for the caller
+// to keep past the next call to Next. A long line's own buffer is handed
+// over without a copy, so a line of hundreds of megabytes is never held
+// twice; anything else is copied.
+func (r *Reader) Detach(rec Record) []byte {
+	if ls, ok := r.cur.(*lineSource); ok && ls.long && len(rec.Data) > 0 && len(ls.buf) > 0 && &ls.buf[0] == &rec.Data[0] {
+		ls.buf, ls.long = nil, false
+		return rec.Data
+	}
+	return append([]byte(nil), rec.Data...)
+}
+
 // Close releases the current input.
 func (r *Reader) Close() error {
 	if r.cur == nil {
@@ -146,6 +184,7 @@ type lineSource struct {
 	closer  io.Closer
 	line    int64
 	buf     []byte // assembles lines longer than the bufio buffer
+	long    bool   // the last line returned is in buf
 	maxLine int
 	stats   *Stats
 }
@@ -168,6 +207,10 @@ func (s *lineSource) next() (Record, error) {
 // readLine returns the next line without its line ending. A last line with
 // no newline is still returned; a line over maxLine is skipped and reported.
 func (s *lineSource) readLine() ([]byte, error) {
+	if s.long && cap(s.buf) > keepLongBuffer {
+		s.buf = nil
+	}
+	s.long = false
 	data, err := s.br.ReadSlice('\n')
 	s.stats.Bytes += int64(len(data))
 	if err == nil {
@@ -195,12 +238,11 @@ func (s *lineSource) readLongLine(first []byte) ([]byte, error) {
 		}
 		s.buf = append(s.buf, data...)
 		switch err {
-		case nil:
+		case nil, io.EOF:
+			s.long = true
 			return trimEOL(s.buf), nil
 		case bufio.ErrBufferFull:
 			continue
-		case io.EOF:
-			return trimEOL(s.buf), nil
 		default:
 			return nil, s.fail(err)
 		}

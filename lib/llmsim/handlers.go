@@ -435,13 +435,17 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	}
 	idh := mix64(mix64(cfg.Seed+0x9e3779b97f4a7c15) ^ uint64(e.index)<<40 ^ n)
 	f.id = string(appendHex64(appendHex64(make([]byte, 0, 32), idh), mix64(idh)))
+	// The messages are SGLang's own, byte for byte (capitals, full stops).
 	if f.prompt >= cfg.ContextLength {
+		//lint:ignore ST1005 SGLang's message, byte for byte
 		return nil, fmt.Errorf("The input (%d tokens) is longer than the model's context length (%d tokens).", f.prompt, cfg.ContextLength)
 	}
 	if j.explicit && j.maxTokens < 0 {
+		//lint:ignore ST1005 SGLang's message, byte for byte
 		return nil, fmt.Errorf("max_new_tokens must be at least 0, got %d.", j.maxTokens)
 	}
 	if j.explicit && f.prompt+j.maxTokens > cfg.ContextLength {
+		//lint:ignore ST1005 SGLang's message, byte for byte
 		return nil, fmt.Errorf("Requested token count exceeds the model's maximum context length of %d tokens. "+
 			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
 			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",

@@ -209,3 +209,35 @@ func ContentID(canonical []byte) string {
 	}
 	return string(out)
 }
+
+// MaxDepth is how deeply a record may nest arrays and objects: far more
+// than any dataset uses, and shallow enough that every decoder, all of
+// which recurse, stays within a small stack.
+const MaxDepth = 10000
+
+// ErrTooDeep is a value nested past MaxDepth.
+var ErrTooDeep = fmt.Errorf("nested deeper than %d arrays and objects", MaxDepth)
+
+// CheckDepth refuses raw JSON nested deeper than MaxDepth. It is one pass
+// that jumps from quote to quote inside strings, so it costs a fraction
+// of a parse; malformed input is left to the parser to describe.
+func CheckDepth(raw []byte) error {
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			end, err := skipString(raw, i)
+			if err != nil {
+				return nil
+			}
+			i = end - 1
+		case '[', '{':
+			if depth++; depth > MaxDepth {
+				return ErrTooDeep
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return nil
+}
