@@ -23,7 +23,7 @@ demo:
 
 # Write an N-record synthetic Infinity-Instruct corpus to corpus-N.jsonl.zst.
 corpus N="660000":
-    go run ./cmd/corpus -n {{N}} -o corpus-{{N}}.jsonl.zst
+    go run ./cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
 
 # Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK).
 bench:
