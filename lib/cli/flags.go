@@ -14,14 +14,14 @@ import (
 //
 //	type Command struct {
 //		cli.Globals
-//		cli.OutputFlag `vars:"output_what=the kept records"`
+//		cli.OutputFlag `set:"output_what=the kept records"`
 //		cli.RejectsFlag
 //		cli.ForceFlag
 //		cli.ProgressFlag
 //	}
 //
 // Each gets its TOKENMILL_<TOOL>_<FLAG> variable like any flag. A tool may
-// fill the help's ${..._what} blanks with vars on the embedded field.
+// fill the help's ${..._what} blanks with set:"name=text" on the embedded field.
 
 // OutputFlag is -o/--output FILE: "-" or empty is stdout.
 type OutputFlag struct {
@@ -43,7 +43,7 @@ const DefaultProgress = 10 * time.Second
 // stderr when it is not a terminal (a terminal gets a live display). The
 // old spelling --progress-interval is a hidden alias.
 type ProgressFlag struct {
-	Progress time.Duration `default:"10s" aliases:"progress-interval" placeholder:"DURATION" help:"Report progress on stderr this often when it is not a terminal (a terminal gets a live display); 0: never."`
+	Progress time.Duration `default:"10s" aliases:"progress-interval" placeholder:"DURATION" help:"Report progress on stderr this often when it is not a terminal (a terminal gets a live display); 0: never. Default ${default}."`
 }
 
 // ForceFlag is --force: the one replace rule. An existing output file is

@@ -28,8 +28,8 @@ Example:
 type Command struct {
 	cli.Globals
 	Records        int64 `short:"n" help:"Number of records to generate." default:"1000"`
-	cli.OutputFlag `vars:"output_what=the dataset (.jsonl, .jsonl.gz, .jsonl.zst or .parquet)"`
-	cli.ForceFlag  `vars:"force_what=-o"`
+	cli.OutputFlag `set:"output_what=the dataset (.jsonl, .jsonl.gz, .jsonl.zst or .parquet)"`
+	cli.ForceFlag  `set:"force_what=-o"`
 	Seed           uint64 `help:"Random seed: the same seed and -n give the same records." default:"1"`
 	Prompts        bool   `help:"Write the prompt records extract would make (id, and the first human turn as the user message) instead of dataset rows." default:"false"`
 }

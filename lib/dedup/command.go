@@ -46,7 +46,7 @@ type Command struct {
 	cli.Globals
 
 	Files          []string `arg:"" optional:"" name:"file" help:"Records to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
-	cli.OutputFlag `vars:"output_what=the kept records"`
+	cli.OutputFlag `set:"output_what=the kept records"`
 	Key            string  `default:"prompt" help:"What makes two records the same: prompt (every role and content of messages, or the completion prompt), or a field path such as id or meta.source."`
 	Normalize      string  `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
 	Expected       uint64  `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
@@ -55,8 +55,8 @@ type Command struct {
 	State          string  `default:"" placeholder:"FILE" help:"Load the filter from FILE if it exists, and save it there at the end (atomically), to deduplicate later input against this run's. Locked (FILE.lock) for the whole run."`
 	Dups           string  `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats)."`
 	cli.RejectsFlag
-	cli.ForceFlag   `vars:"force_what=-o, --dups and --rejects"`
-	cli.WorkersFlag `vars:"workers_what=parse and hash records"`
+	cli.ForceFlag   `set:"force_what=-o, --dups and --rejects"`
+	cli.WorkersFlag `set:"workers_what=parse and hash records"`
 	cli.ProgressFlag
 }
 

@@ -36,7 +36,7 @@ type Command struct {
 	cli.Globals
 
 	Files          []string `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
-	cli.OutputFlag `vars:"output_what=the prompt records"`
+	cli.OutputFlag `set:"output_what=the prompt records"`
 	Format         string `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,plain" help:"Record layout: auto detects it per record (${enum})."`
 	Turns          string `default:"first" enum:"first,all-but-last,each" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>')."`
 	IDPrefix       string `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`

@@ -39,7 +39,7 @@ Missing answers do not change the exit code; bad lines are rejected (exit 3).`
 type Command struct {
 	cli.Globals
 	Inputs         []string `arg:"" optional:"" help:"Generation and error files, in the order to read them (later wins among equals). None or - reads stdin."`
-	cli.OutputFlag `vars:"output_what=the merged records"`
+	cli.OutputFlag `set:"output_what=the merged records"`
 	Errors         string `placeholder:"FILE" help:"Write here the best record of each (id, sample) without a good answer (its error, or an aborted or dropped answer)." default:""`
 	Prompts        string `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing        bool   `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
@@ -51,7 +51,7 @@ type Command struct {
 	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
 	cli.RejectsFlag
-	cli.ForceFlag `vars:"force_what=-o, --errors and --rejects"`
+	cli.ForceFlag `set:"force_what=-o, --errors and --rejects"`
 	cli.ProgressFlag
 }
 

@@ -41,7 +41,7 @@ type Command struct {
 	Output        string   `short:"o" placeholder:"PATTERN" help:"Shard file name pattern: {i} is the shard number, {i:03} the number zero-padded to 3 digits. A .gz or .zst name is compressed." default:""`
 	Select        string   `help:"Write only shard K of N (as K/N, K from 0) to stdout instead of writing files." default:"" placeholder:"K/N"`
 	cli.RejectsFlag
-	cli.ForceFlag `vars:"force_what=shard files and --rejects"`
+	cli.ForceFlag `set:"force_what=shard files and --rejects"`
 	cli.ProgressFlag
 }
 

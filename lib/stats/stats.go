@@ -50,7 +50,7 @@ type Command struct {
 	Wall  time.Duration `default:"0s" help:"Duration of the generation run, which records do not carry: adds each endpoint's tok/s over the run and mean requests in flight."`
 	Top   int           `default:"10" help:"Error messages listed, and sources listed in the tables (--json lists every source)."`
 	cli.RejectsFlag
-	cli.ForceFlag `vars:"force_what=--plot and --rejects"`
+	cli.ForceFlag `set:"force_what=--plot and --rejects"`
 	cli.WorkersFlag
 	cli.ProgressFlag
 }
