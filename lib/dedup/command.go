@@ -94,7 +94,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return cli.Usagef("%v", err)
 		}
 	}
-	set, totals, err := LoadState(c.State, c.settings())
+	lock, err := jsonl.LockOutput("--state", c.State)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	set, totals, err := LoadState(ctx, c.State, c.settings(), env.Logf)
 	if err != nil {
 		return err
 	}
@@ -117,7 +122,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.ToolOptions(ctx, env))
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -148,9 +149,10 @@ func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error
 }
 
 // LoadState reads the state at path for a run with settings run. It
-// returns (nil, zero totals, nil) when there is no such file.
-func LoadState(path string, run Settings) (*Set, Totals, error) {
-	f, err := os.Open(path)
+// returns (nil, zero totals, nil) when there is no such file. A FIFO's
+// wait for its writer ends with ctx, and logf (if not nil) explains it.
+func LoadState(ctx context.Context, path string, run Settings, logf func(string, ...any)) (*Set, Totals, error) {
+	f, err := jsonl.Open(ctx, path, logf)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, Totals{}, nil
 	}
@@ -162,11 +164,40 @@ func LoadState(path string, run Settings) (*Set, Totals, error) {
 	if err != nil {
 		return nil, Totals{}, err
 	}
+	if !st.Mode().IsRegular() {
+		// A pipe or FIFO has no size to check the header against: it is
+		// read once into an unlinked temporary file, which has.
+		if f, err = spool(f); err != nil {
+			return nil, Totals{}, fmt.Errorf("reading state %s: %w", path, err)
+		}
+		defer f.Close()
+		if st, err = f.Stat(); err != nil {
+			return nil, Totals{}, err
+		}
+	}
 	s, totals, err := readState(bufio.NewReaderSize(f, 1<<20), st.Size(), path, run)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		err = fmt.Errorf("%w %s: it ends early", ErrCorruptState, path)
 	}
 	return s, totals, err
+}
+
+// spool copies r into an unlinked temporary file and returns it rewound.
+func spool(r io.Reader) (*os.File, error) {
+	tmp, err := os.CreateTemp("", "tokenmill-state-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(tmp.Name()) // the open descriptor keeps it until closed
+	if _, err := io.Copy(tmp, r); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	return tmp, nil
 }
 
 // hashReader feeds every byte it hands out into the checksum.

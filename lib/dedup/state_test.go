@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ func TestStateRoundTrip(t *testing.T) {
 		if err := SaveState(path, a, settings, totals); err != nil {
 			t.Fatal(err)
 		}
-		b, gotTotals, err := LoadState(path, settings)
+		b, gotTotals, err := LoadState(context.Background(), path, settings, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func TestStateRoundTrip(t *testing.T) {
 }
 
 func TestStateMissingFile(t *testing.T) {
-	s, totals, err := LoadState(filepath.Join(t.TempDir(), "none.state"), Settings{})
+	s, totals, err := LoadState(context.Background(), filepath.Join(t.TempDir(), "none.state"), Settings{}, nil)
 	if s != nil || totals != (Totals{}) || err != nil {
 		t.Fatalf("a missing state gave %v, %+v, %v; want nothing", s, totals, err)
 	}
@@ -89,7 +90,7 @@ func TestStateRefusesOtherSettings(t *testing.T) {
 	for _, tt := range tests {
 		run := base
 		tt.change(&run)
-		_, _, err := LoadState(path, run)
+		_, _, err := LoadState(context.Background(), path, run, nil)
 		var se *SettingsError
 		if !errors.As(err, &se) || se.Flag != tt.flag || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s changed: got %v, want a settings error naming %s and the file", tt.flag, err, tt.flag)
@@ -138,14 +139,14 @@ func TestStateRefusesDamage(t *testing.T) {
 			if err := os.WriteFile(p, tt.data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			s, _, err := LoadState(p, settings)
+			s, _, err := LoadState(context.Background(), p, settings, nil)
 			if err == nil || s != nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	// The intact file still loads: the cases above failed for their damage.
-	if _, _, err := LoadState(path, settings); err != nil {
+	if _, _, err := LoadState(context.Background(), path, settings, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -103,7 +103,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		out.Abort()
 		return err
 	}
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.ToolOptions(ctx, env))
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {

@@ -6,15 +6,17 @@ package jsonl
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
 
 // Record is one raw JSON value with where it came from. Data is valid only
-// until the next call to Reader.Next (Reader.Detach keeps it longer).
+// until the next call to Reader.Next (Reader.TakeLong keeps a long one).
 type Record struct {
 	Data []byte
 	File string // "-" for stdin
@@ -51,7 +53,7 @@ type InputError struct {
 	Reason string
 	Err    error
 	// Data is the offending line, when the problem is one record (too
-	// deeply nested); valid until the next call to Next.
+	// deeply nested): a copy, which the error keeps.
 	Data []byte
 }
 
@@ -67,6 +69,11 @@ func (e *InputError) Unwrap() error { return e.Err }
 // Options tune a Reader.
 type Options struct {
 	MaxLine int // 0 means MaxLine; tests set less
+	// Context, when set, ends a wait for a FIFO's writer (see Open): Next
+	// then returns the context's cause, not an InputError.
+	Context context.Context
+	// Logf, when set, says what a long wait for a FIFO is waiting for.
+	Logf func(format string, args ...any)
 }
 
 // LineTooLongError is a record Writer refuses: longer than MaxLine.
@@ -124,6 +131,9 @@ func (r *Reader) Next() (Record, error) {
 			r.Stats.Files++
 			src, err := openSource(name, r.stdin, r)
 			if err != nil {
+				if ctx := r.opts.Context; ctx != nil && ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+					return Record{}, err
+				}
 				return Record{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
 			}
 			r.cur = src
@@ -132,7 +142,11 @@ func (r *Reader) Next() (Record, error) {
 		if err == nil {
 			r.Stats.Records++
 			if err := record.CheckDepth(rec.Data); err != nil {
-				return Record{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: rec.Data}
+				data := r.TakeLong(rec)
+				if data == nil {
+					data = append([]byte(nil), rec.Data...)
+				}
+				return Record{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: data}
 			}
 			return rec, nil
 		}
@@ -155,16 +169,17 @@ func (r *Reader) Next() (Record, error) {
 	}
 }
 
-// Detach returns rec.Data (the record Next returned last) for the caller
-// to keep past the next call to Next. A long line's own buffer is handed
-// over without a copy, so a line of hundreds of megabytes is never held
-// twice; anything else is copied.
-func (r *Reader) Detach(rec Record) []byte {
+// TakeLong hands over rec.Data (the record Next returned last) when it is
+// a long line, assembled in a buffer of its own: the caller keeps it past
+// the next call to Next, and the reader starts a new buffer, so a line of
+// hundreds of megabytes is never held twice. For any other record it
+// returns nil: the caller copies what it keeps, as usual.
+func (r *Reader) TakeLong(rec Record) []byte {
 	if ls, ok := r.cur.(*lineSource); ok && ls.long && len(rec.Data) > 0 && len(ls.buf) > 0 && &ls.buf[0] == &rec.Data[0] {
 		ls.buf, ls.long = nil, false
 		return rec.Data
 	}
-	return append([]byte(nil), rec.Data...)
+	return nil
 }
 
 // Close releases the current input.
@@ -299,4 +314,10 @@ func describeReadError(err error) error {
 		return fmt.Errorf("input ends early (truncated or partly written file?): %w", err)
 	}
 	return err
+}
+
+// ToolOptions are the Options of a tool's run: its context ends a wait for
+// a FIFO, and the wait is explained on its stderr.
+func ToolOptions(ctx context.Context, env *cli.Env) Options {
+	return Options{Context: ctx, Logf: env.Logf}
 }

@@ -99,6 +99,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
 	}
+	lock, err := jsonl.LockOutput("-o", c.Output)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
 	if err != nil {
 		return err
@@ -210,7 +215,7 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 
 // readAnswers folds every generation and error record into the table.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.ToolOptions(m.ctx, env))
 	defer in.Close()
 	var e entry
 	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
@@ -232,6 +237,12 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, order: *seq, seq: *seq}
 		if !m.missing {
 			e.data = data
+			if m.conv == nil || p.rank < m.goodRank {
+				// A long line is kept as the reader assembled it, not copied.
+				if long := in.TakeLong(rec); long != nil {
+					e.data, e.owned = long, true
+				}
+			}
 		}
 		*seq++
 		return top.add(&e)
@@ -241,7 +252,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 // readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
 // or only its own when it carries a top-level sample.
 func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.ToolOptions(m.ctx, env))
 	defer in.Close()
 	var e entry
 	var buf, clean []byte

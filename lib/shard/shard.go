@@ -187,7 +187,7 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 	})
 	defer progress.Stop()
 
-	in := jsonl.NewReader(r.cmd.Inputs, r.env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(r.cmd.Inputs, r.env.Stdin, jsonl.ToolOptions(ctx, r.env))
 	defer in.Close()
 	var accepted int64
 	for {

@@ -82,7 +82,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	display := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		return []string{fmt.Sprintf("read %s records (%s)", num(prog.records.Load()), bytesText(prog.bytes.Load()))}
 	})
-	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.Options{})
+	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.ToolOptions(ctx, env))
 	agg := newAggregator()
 	err = consume(ctx, reader, workers, func(b *batch, i int) error {
 		it := &b.items[i]
