@@ -150,6 +150,17 @@ func (f *File) Finish() error {
 // Commit finishes the file and puts it in place. On any error the
 // temporary file is removed and the target left as it was.
 func (f *File) Commit() error {
+	if err := f.rename(); err != nil {
+		return err
+	}
+	if f.tmp == "" {
+		return nil
+	}
+	return syncDir(filepath.Dir(f.path))
+}
+
+// rename is Commit without the directory's sync.
+func (f *File) rename() error {
 	if f.done {
 		return errors.New("file already committed or aborted")
 	}
@@ -170,9 +181,44 @@ func (f *File) Commit() error {
 	}
 	if err != nil {
 		f.removeTemp()
-		return err
 	}
-	return syncDir(filepath.Dir(f.path))
+	return err
+}
+
+// CommitAll puts several finished files in place as nearly together as
+// the file system allows: every one is complete and synced before the
+// first is renamed, the renames follow one another, and each directory is
+// synced once after them. On an error the files not yet renamed are
+// removed (those renamed before it stay).
+func CommitAll(files []*File) error {
+	for i, f := range files {
+		if err := f.Finish(); err != nil {
+			abortAll(files[i+1:])
+			return err
+		}
+	}
+	dirs := map[string]bool{}
+	for i, f := range files {
+		if err := f.rename(); err != nil {
+			abortAll(files[i+1:])
+			return err
+		}
+		if f.tmp != "" {
+			dirs[filepath.Dir(f.path)] = true
+		}
+	}
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func abortAll(files []*File) {
+	for _, f := range files {
+		f.Abort()
+	}
 }
 
 // Abort drops the file: the temporary file is removed, the target left as

@@ -182,16 +182,45 @@ func (w *Writer) Finish() error {
 
 // Commit puts a finished named file in place (nothing for stdout).
 func (w *Writer) Commit() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		return w.err
+	return CommitWriters([]*Writer{w})
+}
+
+// CommitWriters finishes every writer, then puts all their files in place
+// together (see CommitAll), so that either every output appears or, but
+// for the moment of the renames themselves, none does. On error every
+// file not yet in place is dropped.
+func CommitWriters(ws []*Writer) error {
+	var files []*File
+	var first error
+	for _, w := range ws {
+		if err := w.Finish(); err != nil && first == nil {
+			first = err
+		}
 	}
-	if w.file != nil {
-		w.err = w.file.Commit()
-		w.file = nil
+	for _, w := range ws {
+		w.mu.Lock()
+		if w.file != nil {
+			if first == nil {
+				files = append(files, w.file)
+			} else {
+				w.file.Abort()
+			}
+			w.file = nil
+		}
+		w.mu.Unlock()
 	}
-	return w.err
+	if first != nil {
+		return first
+	}
+	err := CommitAll(files)
+	for _, w := range ws {
+		w.mu.Lock()
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+	}
+	return err
 }
 
 // Abort closes the writer without putting its file in place (for a run

@@ -304,22 +304,16 @@ func (r *run) write(k int, data []byte) error {
 }
 
 // closeAll finishes every part, and only once all are complete renames
-// them into place, one after another.
+// them into place, one right after another (jsonl.CommitWriters).
 func (r *run) closeAll() error {
-	for _, w := range r.writers {
-		if err := w.Finish(); err != nil {
-			r.abort()
-			return err
-		}
+	err := jsonl.CommitWriters(r.writers)
+	if err != nil {
+		r.abort()
 	}
-	for i, w := range r.writers {
-		if err := w.Commit(); err != nil {
-			r.abort()
-			return err
-		}
+	for i := range r.writers {
 		r.writers[i] = nil
 	}
-	return nil
+	return err
 }
 
 // abort drops every shard file not yet in place.
