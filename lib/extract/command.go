@@ -167,14 +167,15 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 			n.candidates.Add(1)
 			switch {
 			case cand.Out != nil:
-				var tooLong *jsonl.LineTooLongError
-				if err := out.Write(cand.Out); errors.As(err, &tooLong) {
+				if err := out.Write(cand.Out); err != nil {
+					var tooLong *jsonl.LineTooLongError
+					if !errors.As(err, &tooLong) {
+						return fmt.Errorf("writing %s: %w", out.Path(), err)
+					}
 					if err := rejects.Add(rec, jsonl.ReasonLineTooLong, tooLong.Error()); err != nil {
 						return err
 					}
 					continue
-				} else if err != nil {
-					return fmt.Errorf("writing %s: %w", out.Path(), err)
 				}
 				if n.wrote.Add(1) == c.Limit {
 					return nil
