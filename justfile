@@ -13,6 +13,10 @@ build:
 test:
     go test ./...
 
+# Build Ollama v0.6.5 for lib/ollama's tests against a real server (about 2 minutes, once).
+install-ollama:
+    .ci/install-ollama
+
 # Only the pipeline scripts' end-to-end tests (GNU parallel and Slurm included where installed).
 test-pipelines:
     go test -count=1 ./pipelines/

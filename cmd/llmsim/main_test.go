@@ -85,12 +85,92 @@ func TestServeThenSIGTERM(t *testing.T) {
 	}
 }
 
+// --flavor and --fault N=flavor:NAME make a mixed fleet through the real
+// binary: a vLLM endpoint (its error shape) beside an Ollama one (no
+// /health, "Ollama is running").
+func TestFlavorFlags(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "urls")
+	p := testbin.Start(t, "llmsim", "--listen", "127.0.0.1:0,127.0.0.1:0", "--instant", "--flavor", "vllm",
+		"--fault", "1=flavor:ollama,slow:2", "--slots-schedule", "0s:8,10m:2", "--ready-file", ready)
+	urls := strings.Fields(string(waitForFile(t, ready, p)))
+	body := `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`
+	resp, err := http.Post(urls[0]+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Error struct{ Type, Message string } `json:"error"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 404 || e.Error.Type != "NotFoundError" {
+		t.Errorf("vllm endpoint, wrong model: %d %+v %v", resp.StatusCode, e, err)
+	}
+	for path, want := range map[string]int{"/": 200, "/health": 404} {
+		resp, err := http.Get(urls[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("ollama endpoint %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if r := p.Wait(t, 15*time.Second); r.Code != 130 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+}
+
+// --request-log appends a line per generation request to the file (a line
+// already there is kept) and is flushed when SIGTERM stops the server.
+func TestRequestLogFlag(t *testing.T) {
+	dir := t.TempDir()
+	ready, logPath := filepath.Join(dir, "urls"), filepath.Join(dir, "requests.jsonl")
+	if err := os.WriteFile(logPath, []byte("{\"earlier\":true}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testbin.Start(t, "llmsim", "--listen", "127.0.0.1:0", "--instant", "--request-log", logPath, "--ready-file", ready)
+	url := strings.TrimSpace(string(waitForFile(t, ready, p)))
+	for i := 0; i < 3; i++ {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if r := p.Wait(t, 15*time.Second); r.Code != 130 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 4 || lines[0] != `{"earlier":true}` {
+		t.Fatalf("log after 3 requests:\n%s", b)
+	}
+	for _, l := range lines[1:] {
+		var e struct {
+			Status int             `json:"status"`
+			Body   json.RawMessage `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Status != 200 || !strings.Contains(string(e.Body), `"content":"hi"`) {
+			t.Errorf("line %s: %v", l, err)
+		}
+	}
+	if r := testbin.Run(t, "", nil, nil, "llmsim", "--listen", "127.0.0.1:0", "--request-log", filepath.Join(dir, "no", "such", "dir", "log")); r.Code != 1 {
+		t.Errorf("an unwritable --request-log: exit %d, want 1", r.Code)
+	}
+}
+
 func TestHelpShowsExamples(t *testing.T) {
 	r := testbin.Run(t, "", nil, nil, "llmsim", "--help")
 	if r.Code != 0 {
 		t.Fatalf("--help: exit %d\n%s", r.Code, r.Stderr)
 	}
-	for _, want := range []string{"llmsim --listen 127.0.0.1:30000-30007 --time-scale 20", "--fault", "--max-queued", "--ready-file"} {
+	for _, want := range []string{"llmsim --listen 127.0.0.1:30000-30007 --time-scale 20", "--fault", "--max-queued", "--ready-file", "--flavor", "TOKENMILL_LLMSIM_FLAVOR"} {
 		if !bytes.Contains(r.Stdout, []byte(want)) {
 			t.Errorf("--help lacks %q", want)
 		}
@@ -105,6 +185,12 @@ func TestUsageErrors(t *testing.T) {
 		{"--listen", "127.0.0.1:0", "--fail-rate", "1.5"},
 		{"--listen", "127.0.0.1:0", "--max-running", "0"},
 		{"--listen", "127.0.0.1:0", "--time-scale", "-1"},
+		{"--listen", "127.0.0.1:0", "--flavor", "tgi"},
+		{"--listen", "127.0.0.1:0", "--tool-call-rate", "1.5"},
+		{"--listen", "127.0.0.1:0", "--loop-rate", "0.6", "--empty-rate", "0.5"},
+		{"--listen", "127.0.0.1:0", "--slots-schedule", "0s:48,1m:0"},
+		{"--listen", "127.0.0.1:0", "--fault", "0=slots:5m:8/1m:4"},
+		{"--listen", "127.0.0.1:0", "--fault", "0=flavor:tgi"},
 		{"--no-such-flag"},
 	}
 	for _, args := range cases {

@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -37,6 +38,62 @@ type Faults struct {
 	// StartupDelay keeps the endpoint starting (health 503, generation
 	// requests held) that long after it starts or restarts.
 	StartupDelay time.Duration
+	// Slots, when set, changes the endpoint's running slots over simulated
+	// time (the fleet clock): from each step's At on, Slots requests run at
+	// once. Requests already running when the count drops finish; none
+	// joins until fewer run than the new count.
+	Slots SlotSchedule
+}
+
+// SlotSchedule is a running-slot count that changes over simulated time,
+// steps in increasing At order.
+type SlotSchedule []SlotStep
+
+// SlotStep: from At on, Slots slots.
+type SlotStep struct {
+	At    time.Duration
+	Slots int
+}
+
+// at is the slot count at simulated time t (def before the first step).
+func (s SlotSchedule) at(t time.Duration, def int) int {
+	n := def
+	for _, st := range s {
+		if st.At > t {
+			break
+		}
+		n = st.Slots
+	}
+	return n
+}
+
+// ParseSlotSchedule reads "T:N" steps separated by commas or slashes,
+// e.g. "0s:48,5m:16" (the slash form fits in a --fault spec:
+// slots:0s:48/5m:16). T is simulated time in Go's duration syntax.
+func ParseSlotSchedule(spec string) (SlotSchedule, error) {
+	var out SlotSchedule
+	for _, part := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '/' }) {
+		at, n, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return nil, fmt.Errorf("slot step %q: want TIME:SLOTS", part)
+		}
+		d, err := time.ParseDuration(at)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("slot step %q: bad time %q", part, at)
+		}
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 1 {
+			return nil, fmt.Errorf("slot step %q: want at least 1 slot", part)
+		}
+		if len(out) > 0 && d <= out[len(out)-1].At {
+			return nil, fmt.Errorf("slot step %q: times must increase", part)
+		}
+		out = append(out, SlotStep{At: d, Slots: k})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("slot schedule %q has no steps", spec)
+	}
+	return out, nil
 }
 
 // maxSlow bounds Faults.Slow, so a step's duration stays finite.
@@ -64,6 +121,11 @@ func (f Faults) validate() error {
 	case !(f.Slow >= 0 && f.Slow <= maxSlow): // NaN too
 		return fmt.Errorf("slow %g is not a factor in [0, %d]", f.Slow, maxSlow)
 	}
+	for i, st := range f.Slots {
+		if st.Slots < 1 || st.At < 0 || i > 0 && st.At <= f.Slots[i-1].At {
+			return fmt.Errorf("slot schedule step %d (%v:%d): want increasing times and at least 1 slot", i, st.At, st.Slots)
+		}
+	}
 	return nil
 }
 
@@ -82,6 +144,26 @@ type Config struct {
 	MaxQueued int
 	// ContextLength is the model's context in tokens; default 32768.
 	ContextLength int
+	// KVTokens > 0 gives each endpoint a prefix cache and a KV cache of
+	// that many tokens (cache.go): cached prompt pages are not prefilled
+	// again, and a request whose prompt and answer do not fit beside the
+	// running ones waits. 0: neither (every prompt prefilled in full, only
+	// MaxRunning bounds the batch).
+	KVTokens int
+	// CacheReport reports cached prompt tokens in usage where the flavour
+	// needs a flag for it (SGLang --enable-cache-report, vLLM
+	// --enable-prompt-tokens-details); the OpenAI gateway always does.
+	CacheReport bool
+	// ToolCallRate is the probability that a chat request with tools is
+	// answered by a tool call (tools.go); ParallelToolCallRate that such an
+	// answer makes two calls. Drawn from the prompt and Seed.
+	ToolCallRate, ParallelToolCallRate float64
+	// LoopRate, EmptyRate, ThinkResidueRate and TruncateRate are the
+	// fractions of answers that degenerate (degenerate.go): into a repeated
+	// span until the length limit, into nothing, with <think> markers left
+	// in the content, or cut short with finish "length". Their sum must not
+	// exceed 1.
+	LoopRate, EmptyRate, ThinkResidueRate, TruncateRate float64
 	// Reasoning makes chat answers carry message.reasoning_content, as a
 	// server started with --reasoning-parser does.
 	Reasoning bool
@@ -100,10 +182,17 @@ type Config struct {
 	// every request but /health*, /metrics and OPTIONS; others are answered
 	// 401 {"error": "Unauthorized"}, as SGLang started with --api-key does.
 	APIKey string
+	// Flavor is the kind of server every endpoint imitates (default sglang);
+	// Flavors[i], when present, overrides it for endpoint i.
+	Flavor  Flavor
+	Flavors map[int]Flavor
 	// Faults apply to every endpoint not named in PerEndpoint.
 	Faults Faults
 	// PerEndpoint[i], when present, replaces Faults for endpoint i.
 	PerEndpoint map[int]Faults
+	// RequestLog, when set, gets one JSON line per generation request
+	// (reqlog.go); Fleet.Close flushes it.
+	RequestLog io.Writer
 	// Clock is the simulated time; nil: real time times TimeScale.
 	Clock Clock
 }
@@ -135,6 +224,14 @@ func (c *Config) withDefaults() (Config, error) {
 	switch {
 	case out.MaxRunning < 0:
 		return out, fmt.Errorf("max-running %d is negative", out.MaxRunning)
+	case !(out.ToolCallRate >= 0 && out.ToolCallRate <= 1) || !(out.ParallelToolCallRate >= 0 && out.ParallelToolCallRate <= 1):
+		return out, fmt.Errorf("tool call rates %g, %g: want probabilities in [0, 1]", out.ToolCallRate, out.ParallelToolCallRate)
+	case out.KVTokens < 0:
+		return out, fmt.Errorf("kv-tokens %d is negative", out.KVTokens)
+	case !(out.LoopRate >= 0 && out.EmptyRate >= 0 && out.ThinkResidueRate >= 0 && out.TruncateRate >= 0) ||
+		out.LoopRate+out.EmptyRate+out.ThinkResidueRate+out.TruncateRate > 1+1e-9:
+		return out, fmt.Errorf("loop, empty, think-residue and truncate rates %g, %g, %g, %g: want probabilities adding up to at most 1",
+			out.LoopRate, out.EmptyRate, out.ThinkResidueRate, out.TruncateRate)
 	case out.MaxQueued < 0:
 		return out, fmt.Errorf("max-queued %d is negative", out.MaxQueued)
 	case out.ContextLength < 2:
@@ -150,10 +247,28 @@ func (c *Config) withDefaults() (Config, error) {
 			return out, fmt.Errorf("endpoint %d: %w", i, err)
 		}
 	}
+	if _, err := ParseFlavor(string(out.Flavor)); err != nil {
+		return out, err
+	}
+	if out.Flavor == "" {
+		out.Flavor = FlavorSGLang
+	}
+	for i, f := range out.Flavors {
+		if _, err := ParseFlavor(string(f)); err != nil {
+			return out, fmt.Errorf("endpoint %d: %w", i, err)
+		}
+	}
 	if out.Clock == nil {
 		out.Clock = NewScaledClock(out.TimeScale)
 	}
 	return out, nil
+}
+
+func (c *Config) flavorFor(i int) Flavor {
+	if f, ok := c.Flavors[i]; ok && f != "" {
+		return f
+	}
+	return c.Flavor
 }
 
 func (c *Config) faultsFor(i int) Faults {
@@ -232,8 +347,9 @@ func parsePort(s string) (int, error) {
 
 // ParseFaultSpec applies "key:value,key:value" settings (the right side of
 // --fault ENDPOINT=SPEC) to f. Keys: fail-rate, abort-rate, hang-rate,
-// drop-rate, crash-after, restart-after, slow, startup-delay; durations
-// take Go's syntax (500ms, 30s, 2m).
+// drop-rate, crash-after, restart-after, slow, startup-delay, slots (a
+// slot schedule with slashes: slots:0s:48/5m:16); durations take Go's
+// syntax (500ms, 30s, 2m).
 func ParseFaultSpec(f Faults, spec string) (Faults, error) {
 	for _, kv := range strings.Split(spec, ",") {
 		kv = strings.TrimSpace(kv)
@@ -262,6 +378,8 @@ func ParseFaultSpec(f Faults, spec string) (Faults, error) {
 			f.RestartAfter, err = time.ParseDuration(v)
 		case "startup-delay":
 			f.StartupDelay, err = time.ParseDuration(v)
+		case "slots":
+			f.Slots, err = ParseSlotSchedule(v)
 		default:
 			return f, fmt.Errorf("fault setting %q: unknown key %q", kv, k)
 		}

@@ -1,8 +1,10 @@
-// Package llmsim is a simulated SGLang fleet: one process (or one test)
-// serves one or many independent endpoints that speak SGLang's HTTP API,
-// batch requests the way SGLang's continuous-batching scheduler does, and
-// fail in every way a real fleet fails. tokenmill's tests, demos and
-// benchmarks run against it because no GPU exists where they run.
+// Package llmsim is a simulated fleet of LLM servers: one process (or one
+// test) serves one or many independent endpoints that speak the HTTP API
+// of SGLang (the default) or, by Config.Flavor, of vLLM, llama.cpp's
+// llama-server, Ollama or an OpenAI gateway (flavor.go, dialects.go),
+// batch requests the way a continuous-batching scheduler does, and fail in
+// every way a real fleet fails. tokenmill's tests, demos and benchmarks
+// run against it because no GPU exists where they run.
 //
 // # In-process use
 //
@@ -44,12 +46,20 @@
 // than real time. The step loop is the pure state machine Model, which tests
 // drive on a virtual clock.
 //
+// # Caches, tools, degenerate answers
+//
+// With KVTokens an endpoint has a prefix cache (cache.go) and a KV cache
+// that bounds the batch besides MaxRunning; Faults.Slots changes
+// MaxRunning over simulated time. ToolCallRate answers requests with tools
+// by tool calls (tools.go); LoopRate and its siblings make answers
+// degenerate (degenerate.go). RequestLog records every generation request
+// (reqlog.go).
+//
 // # What is not simulated
 //
-// Stop strings, sampling settings, logprobs and tool calls are accepted and
-// ignored; prompts are never cached (cached_tokens is 0); the KV cache never
-// fills (MaxRunning alone bounds the batch); /v1/completions and /generate
-// take one prompt, not a batch. Keep-alive connections idle for 5 s (real
+// Stop strings, sampling settings and logprobs are accepted and ignored;
+// tools are not counted as prompt tokens; /v1/completions, /generate and
+// llama.cpp's /completion take one prompt, not a batch. Keep-alive connections idle for 5 s (real
 // time) are closed, as uvicorn does.
 //
 // # Clients that go away
@@ -68,14 +78,16 @@
 //
 // With Config.APIKey (--api-key) every request but OPTIONS, /health* and
 // /metrics needs "Authorization: Bearer <key>"; others are answered 401
-// {"error":"Unauthorized"}, as SGLang started with --api-key answers.
+// {"error":"Unauthorized"}, as SGLang started with --api-key answers (the
+// other flavours guard their own paths with their own 401s).
 //
 // # Wire format
 //
-// Request and response types are written here from SGLang's source
-// (python/sglang/srt/entrypoints/http_server.py, openai/protocol.py,
-// openai/serving_chat.py, serving_completions.py, managers/tokenizer_manager.py)
-// and pinned by the golden files in testdata/llmsim, whose README says where
-// each shape comes from. This package deliberately shares no code with the
+// Request and response types are written here from each server's source
+// and documentation (SGLang: python/sglang/srt/entrypoints/http_server.py,
+// openai/protocol.py, openai/serving_chat.py, serving_completions.py,
+// managers/tokenizer_manager.py; the others in dialects.go) and pinned by
+// the golden files in testdata/llmsim, each naming where its shape comes
+// from. This package deliberately shares no code with the
 // client side, so a protocol mistake fails a test instead of cancelling out.
 package llmsim

@@ -12,6 +12,7 @@ import (
 // Endpoint is one simulated SGLang server of a fleet.
 type Endpoint struct {
 	f     *Fleet
+	d     *dialect
 	index int
 	addr  string
 	url   string
@@ -21,6 +22,7 @@ type Endpoint struct {
 	mu       sync.Mutex
 	faults   Faults
 	model    *Model
+	cache    *prefixCache // nil without Config.KVTokens
 	inc      *incarnation // nil while down
 	unwell   bool         // SetHealthy(false)
 	accepted int          // generation requests since the last (re)start
@@ -46,7 +48,7 @@ const (
 )
 
 func newEndpoint(f *Fleet, i int, addr string) *Endpoint {
-	e := &Endpoint{f: f, index: i, addr: addr, faults: f.cfg.faultsFor(i)}
+	e := &Endpoint{f: f, d: dialectOf(f.cfg.flavorFor(i)), index: i, addr: addr, faults: f.cfg.faultsFor(i)}
 	e.model = e.newModel()
 	return e
 }
@@ -54,7 +56,9 @@ func newEndpoint(f *Fleet, i int, addr string) *Endpoint {
 func (e *Endpoint) newModel() *Model {
 	t := e.f.cfg.Timing
 	t.Slow = e.faults.Slow
-	return NewModel(t, e.f.cfg.MaxRunning, e.f.cfg.MaxQueued)
+	m := NewModel(t, e.f.cfg.MaxRunning, e.f.cfg.MaxQueued)
+	m.KVCapacity = e.f.cfg.KVTokens
+	return m
 }
 
 // URL is the endpoint's base URL, e.g. "http://127.0.0.1:30003".
@@ -62,6 +66,9 @@ func (e *Endpoint) URL() string { return e.url }
 
 // Addr is the endpoint's host:port.
 func (e *Endpoint) Addr() string { return e.addr }
+
+// Flavor is the kind of server the endpoint imitates.
+func (e *Endpoint) Flavor() Flavor { return e.d.flavor }
 
 // Index is the endpoint's position in the fleet.
 func (e *Endpoint) Index() int { return e.index }
@@ -179,10 +186,11 @@ func (e *Endpoint) start(retry bool) error {
 	}
 	inc.ctx, inc.cancel = context.WithCancel(e.f.ctx)
 	srv := &fasthttp.Server{
-		Handler:              e.handle,
-		Name:                 "uvicorn",
-		NoDefaultContentType: true,
-		MaxRequestBodySize:   256 << 20,
+		Handler:               e.handle,
+		Name:                  e.d.server,
+		NoDefaultServerHeader: e.d.server == "",
+		NoDefaultContentType:  true,
+		MaxRequestBodySize:    256 << 20,
 		// uvicorn, which serves SGLang, closes keep-alive connections idle
 		// for 5 s (timeout_keep_alive=5); clients must cope with that.
 		IdleTimeout: uvicornKeepAlive,
@@ -193,6 +201,9 @@ func (e *Endpoint) start(retry bool) error {
 	e.inc = inc
 	e.accepted = 0
 	e.model = e.newModel()
+	if e.f.cfg.KVTokens > 0 { // a (re)started server has an empty cache
+		e.cache = newPrefixCache(e.f.cfg.KVTokens)
+	}
 	delay := e.faults.StartupDelay
 	e.mu.Unlock()
 
@@ -290,6 +301,7 @@ func (e *Endpoint) schedule(inc *incarnation) {
 			return
 		}
 		m := e.model
+		m.MaxRunning = e.faults.Slots.at(m.Now(), e.f.cfg.MaxRunning)
 		d, _ := m.Step()
 		produced := int64(m.LastTokens())
 		e.stats.generatedTokens.Add(produced)

@@ -14,6 +14,8 @@ import (
 // Fleet is a running set of simulated endpoints.
 type Fleet struct {
 	cfg       Config
+	log       *requestLog // nil without Config.RequestLog
+	logErr    error
 	bearer    []byte // "Bearer <APIKey>", nil without a key
 	clock     Clock
 	ctx       context.Context
@@ -42,7 +44,12 @@ func Start(ctx context.Context, cfg Config, n int) (*Fleet, error) {
 			return nil, fmt.Errorf("llmsim: faults given for endpoint %d of %d", i, n)
 		}
 	}
-	f := &Fleet{cfg: c, clock: c.Clock}
+	for i := range c.Flavors {
+		if i < 0 || i >= n {
+			return nil, fmt.Errorf("llmsim: flavor given for endpoint %d of %d", i, n)
+		}
+	}
+	f := &Fleet{cfg: c, clock: c.Clock, log: newRequestLog(c.RequestLog)}
 	if c.APIKey != "" {
 		f.bearer = []byte("Bearer " + c.APIKey)
 	}
@@ -103,7 +110,8 @@ func (f *Fleet) Stats() Stats {
 }
 
 // Close stops every endpoint: listeners close, connections drop, pending
-// requests are abandoned. It waits for the endpoints' goroutines.
+// requests are abandoned. It waits for the endpoints' goroutines, then
+// flushes the request log and reports its first write error.
 func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		f.cancel()
@@ -111,8 +119,9 @@ func (f *Fleet) Close() error {
 			e.stop(false)
 		}
 		f.wg.Wait()
+		f.logErr = f.log.flush()
 	})
-	return nil
+	return f.logErr
 }
 
 // Stats are an endpoint's counters since the fleet started.
@@ -181,6 +190,7 @@ func (s *Stats) add(o Stats) {
 type counters struct {
 	requests, completed, aborted, failed, hung, dropped, rejected, badRequests, lost atomic.Int64
 	unauthorized, cancelled                                                          atomic.Int64
+	cacheQueries, cachedTokens                                                       atomic.Int64
 	promptTokens, generatedTokens                                                    atomic.Int64
 	maxRunning, maxWaiting                                                           atomic.Int64
 	crashes, restarts                                                                atomic.Int64

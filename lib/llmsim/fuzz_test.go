@@ -40,7 +40,7 @@ func fuzzParser(f *testing.F, parse func([]byte) (*job, error)) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	e := &Endpoint{f: &Fleet{cfg: cfg}}
+	e := &Endpoint{f: &Fleet{cfg: cfg}, d: dialectOf(cfg.Flavor)}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		j, err := parse(body)
 		if err != nil {

@@ -40,9 +40,11 @@ const (
 const weightVersion = "default"
 
 const (
-	msgQueueFull = "The request queue is full."
-	msgFail      = "Internal server error: llmsim injected failure"
-	msgAborted   = "Aborted"
+	msgQueueFull  = "The request queue is full."
+	msgOllamaBusy = "server busy, please try again.  maximum pending requests exceeded"
+	msgFail       = "Internal server error: llmsim injected failure"
+	msgAborted    = "Aborted"
+	msgLoading    = "Loading model"
 )
 
 var (
@@ -53,74 +55,91 @@ var (
 
 func (e *Endpoint) handle(ctx *fasthttp.RequestCtx) {
 	path := unsafeString(ctx.Path())
+	d := e.d
 	if !e.authorized(ctx, path) {
 		e.stats.unauthorized.Add(1)
-		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
-		ctx.SetContentTypeBytes(ctJSON)
-		ctx.SetBodyString(`{"error":"Unauthorized"}`)
+		d.unauthorized(ctx)
 		return
 	}
-	get, post := ctx.IsGet(), ctx.IsPost() || ctx.IsPut()
-	switch path {
-	case pathChat:
-		e.routePost(ctx, post, apiChat)
-	case pathCompletions:
-		e.routePost(ctx, post, apiCompletion)
-	case pathGenerate:
-		e.routePost(ctx, post, apiGenerate)
-	case pathHealth, pathHealthGen:
-		if get {
-			e.health(ctx)
-			return
-		}
-		notAllowed(ctx)
-	case pathModels, pathServerInfo, pathServerInfoNew, pathModelInfo, pathLoad, pathMetrics:
-		if !get {
-			notAllowed(ctx)
-			return
-		}
-		e.info(ctx, path)
+	r, ok := d.routes[path]
+	if !ok {
+		d.notFound(ctx)
+		return
+	}
+	if !d.methodOK(ctx, r.method) {
+		d.notAllowed(ctx)
+		return
+	}
+	if !d.holdWhileStarting && !d.open(path) && e.State() == stateStarting {
+		e.fail(ctx, apiChat, &apiError{kind: errLoading, status: fasthttp.StatusServiceUnavailable, msg: msgLoading})
+		return
+	}
+	r.serve(e, ctx)
+}
+
+// methodOK: FastAPI routes take their method (SGLang's generation routes
+// PUT as well); Ollama's GET routes answer HEAD too.
+func (d *dialect) methodOK(ctx *fasthttp.RequestCtx, method string) bool {
+	switch {
+	case string(ctx.Method()) == method:
+		return true
+	case method == fasthttp.MethodPost:
+		return d.flavor == FlavorSGLang && ctx.IsPut()
 	default:
-		ctx.SetStatusCode(fasthttp.StatusNotFound)
-		ctx.SetContentTypeBytes(ctJSON)
-		ctx.SetBodyString(`{"detail":"Not Found"}`)
+		return d.flavor == FlavorOllama && ctx.IsHead()
 	}
 }
 
-// authorized applies Config.APIKey the way SGLang's auth middleware
-// (python/sglang/srt/utils/auth.py) does: OPTIONS, /health* and /metrics*
-// are open, anything else (unknown paths too) needs the exact header.
+// authorized applies Config.APIKey the way the flavour's auth middleware
+// does (SGLang: python/sglang/srt/utils/auth.py): OPTIONS and the
+// flavour's open paths pass, anything else (unknown paths too) needs the
+// exact header. Ollama has no API key.
 func (e *Endpoint) authorized(ctx *fasthttp.RequestCtx, path string) bool {
 	bearer := e.f.bearer
-	if bearer == nil || ctx.IsOptions() || strings.HasPrefix(path, pathHealth) || strings.HasPrefix(path, pathMetrics) {
+	if bearer == nil || e.d.flavor == FlavorOllama || (ctx.IsOptions() && e.d.flavor != FlavorOpenAI) || e.d.open(path) {
 		return true
 	}
 	return bytes.Equal(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), bearer)
 }
 
-func (e *Endpoint) routePost(ctx *fasthttp.RequestCtx, post bool, a api) {
-	if !post {
-		notAllowed(ctx)
-		return
+// fail answers an error in the flavour's shape.
+func (e *Endpoint) fail(ctx *fasthttp.RequestCtx, a api, err *apiError) {
+	ctx.SetStatusCode(err.status)
+	if e.d.oai != nil {
+		ctx.SetContentTypeBytes(e.d.oai.jsonType())
+	} else {
+		ctx.SetContentTypeBytes(ctJSON)
 	}
-	e.generate(ctx, a)
+	buf := bufPool.get()
+	buf.b = e.d.errorBody(buf.b, a, err)
+	ctx.SetBody(buf.b)
+	bufPool.put(buf)
 }
 
-func notAllowed(ctx *fasthttp.RequestCtx) {
-	ctx.SetStatusCode(fasthttp.StatusMethodNotAllowed)
-	ctx.SetContentTypeBytes(ctJSON)
-	ctx.SetBodyString(`{"detail":"Method Not Allowed"}`)
-}
-
-// health answers like SGLang's /health: 200 with an empty body once the
-// server is up, 503 while it starts (or was told it is unwell).
+// health answers like SGLang's and vLLM's /health: 200 with an empty
+// body once the server is up, 503 while it starts (or was told it is
+// unwell).
 func (e *Endpoint) health(ctx *fasthttp.RequestCtx) {
-	e.mu.Lock()
-	ok := e.stateLocked() == stateReady && !e.unwell
-	e.mu.Unlock()
-	if !ok {
+	if !e.healthy() {
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 	}
+}
+
+func (e *Endpoint) healthy() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stateLocked() == stateReady && !e.unwell
+}
+
+// llamacppHealth is llama-server's /health (tools/server/README.md):
+// {"status": "ok"}, or 503 with its unavailable_error while loading.
+func (e *Endpoint) llamacppHealth(ctx *fasthttp.RequestCtx) {
+	if !e.healthy() {
+		e.fail(ctx, apiChat, &apiError{kind: errLoading, status: fasthttp.StatusServiceUnavailable, msg: msgLoading})
+		return
+	}
+	ctx.SetContentTypeBytes(ctJSONUTF8)
+	ctx.SetBodyString(`{"status":"ok"}`)
 }
 
 // flight is one generation request on its way through the endpoint.
@@ -131,6 +150,7 @@ type flight struct {
 	digest  string
 	hash    uint64
 	prompt  int // prompt tokens
+	cached  int // prompt tokens found in the prefix cache
 	created int64
 	arrived time.Duration
 	stream  bool
@@ -149,11 +169,17 @@ type choiceState struct {
 	Seq
 	f         *flight
 	index     int
-	words     uint64 // seeds the words of this answer
-	reasoning int    // the first tokens that are reasoning (chat with --reasoning)
-	limit     int    // max_new_tokens after the context cap, for finish "length"
-	visible   atomic.Int32
-	done      atomic.Bool
+	words     uint64     // seeds the words of this answer
+	reasoning int        // the first tokens that are reasoning (chat with --reasoning)
+	limit     int        // max_new_tokens after the context cap, for finish "length"
+	calls     []toolCall // the answer calls tools instead of writing text
+	// degen shapes a degenerate answer (degenerate.go): a loop from token
+	// loopFrom over the span before it, think markers at two tokens.
+	degen                 degeneracy
+	loopFrom, span        int
+	thinkOpen, thinkClose int
+	visible               atomic.Int32
+	done                  atomic.Bool
 }
 
 func (f *flight) signal() {
@@ -225,10 +251,16 @@ func (e *Endpoint) admit() (*incarnation, Faults, bool) {
 func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 	e.stats.requests.Add(1)
 	n := e.seq.Add(1)
+	le := &logEntry{}
+	if e.f.log != nil {
+		defer e.logRequest(ctx, le)
+	}
 	inc, faults, crash := e.admit()
 	if inc == nil || crash {
 		e.stats.lost.Add(1)
+		le.outcome = "lost"
 		if crash {
+			le.outcome = "crash"
 			e.Crash()
 		}
 		ctx.Conn().Close()
@@ -238,42 +270,30 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 	case <-inc.ready:
 	case <-inc.ctx.Done():
 		e.stats.lost.Add(1)
+		le.outcome = "lost"
 		return
 	}
 
-	var j *job
-	var err error
-	switch a {
-	case apiChat, apiCompletion:
-		if !isJSON(ctx.Request.Header.ContentType()) {
-			err = badRequest("[{'loc': ['header', 'content-type'], 'msg': \"Unsupported Media Type: Only 'application/json' is allowed\", 'type': 'value_error'}]")
-			break
-		}
-		if a == apiChat {
-			j, err = parseChat(ctx.PostBody())
-		} else {
-			j, err = parseCompletion(ctx.PostBody())
-		}
-	default:
-		j, err = parseGenerate(ctx.PostBody())
-	}
-	if err != nil {
+	j, aerr := e.parse(ctx, a)
+	if aerr != nil {
 		e.stats.badRequests.Add(1)
-		writeError(ctx, a, fasthttp.StatusBadRequest, err.Error(), "Bad Request")
+		e.fail(ctx, a, aerr)
 		return
 	}
 	f, err := e.newFlight(j, n)
 	if err != nil {
 		e.stats.badRequests.Add(1)
-		writeError(ctx, a, fasthttp.StatusBadRequest, err.Error(), "BadRequestError")
+		e.fail(ctx, a, asAPIError(err))
 		return
 	}
 
+	le.f = f
 	kind, bits := e.draw(faults, n)
+	le.outcome = [...]string{faultNone: "", faultFail: "fail", faultAbort: "abort", faultHang: "hang", faultDrop: "drop"}[kind]
 	switch kind {
 	case faultFail:
 		e.stats.failed.Add(1)
-		writeError(ctx, a, fasthttp.StatusInternalServerError, msgFail, "InternalServerError")
+		e.fail(ctx, a, &apiError{kind: errInternal, status: fasthttp.StatusInternalServerError, msg: msgFail})
 		return
 	case faultHang:
 		e.stats.hung.Add(1)
@@ -291,6 +311,8 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 		f.drop = true
 	}
 
+	f.reserve()
+	e.consultCache(f)
 	if e.f.cfg.Instant || f.choices[0].Target == 0 {
 		e.stats.inflight.Add(1)
 		storeMax(&e.stats.maxRunning, e.stats.inflight.Load())
@@ -300,7 +322,7 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 			c.done.Store(true)
 			e.stats.generatedTokens.Add(int64(c.Target))
 		}
-		e.stats.promptTokens.Add(int64(f.prompt))
+		e.stats.promptTokens.Add(int64(f.prompt - f.cached))
 		e.respond(ctx, f)
 		e.stats.inflight.Add(-1)
 		return
@@ -308,11 +330,16 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 
 	if !e.submit(inc, f) {
 		e.stats.rejected.Add(1)
-		if f.stream {
+		le.outcome = "rejected"
+		if f.stream && e.d.flavor == FlavorSGLang {
 			f.writeQueueFullStream(ctx)
 			return
 		}
-		writeError(ctx, a, fasthttp.StatusServiceUnavailable, msgQueueFull, "503")
+		msg := msgQueueFull
+		if e.d.flavor == FlavorOllama {
+			msg = msgOllamaBusy
+		}
+		e.fail(ctx, a, &apiError{kind: errBusy, status: fasthttp.StatusServiceUnavailable, msg: msg})
 		return
 	}
 	if f.stream && !f.hung {
@@ -321,7 +348,127 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 	}
 	if e.await(ctx, f) {
 		e.respond(ctx, f)
+	} else if le.outcome == "" {
+		le.outcome = "lost"
 	}
+}
+
+// parse reads a generation request and applies the flavour's checks:
+// content type, model name, stream options, default lengths.
+func (e *Endpoint) parse(ctx *fasthttp.RequestCtx, a api) (*job, *apiError) {
+	d := e.d
+	if d.jsonOnly && (a == apiChat || a == apiCompletion) && !isJSON(ctx.Request.Header.ContentType()) {
+		return nil, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest,
+			msg: "[{'loc': ['header', 'content-type'], 'msg': \"Unsupported Media Type: Only 'application/json' is allowed\", 'type': 'value_error'}]"}
+	}
+	var j *job
+	var err error
+	switch a {
+	case apiChat:
+		j, err = parseChat(ctx.PostBody())
+	case apiCompletion:
+		j, err = parseCompletion(ctx.PostBody())
+	case apiNative:
+		j, err = parseNative(ctx.PostBody())
+	default:
+		j, err = parseGenerate(ctx.PostBody())
+	}
+	if err != nil {
+		return nil, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest, msg: err.Error()}
+	}
+	if a == apiCompletion && !j.given && d.completionMaxTokens < 0 {
+		j.maxTokens, j.explicit = -1, false
+	}
+	if aerr := e.checkModel(j); aerr != nil {
+		return nil, aerr
+	}
+	if s := d.oai; s != nil && j.opts.present {
+		switch {
+		case s.streamOptionsNeedStream && !j.stream:
+			return nil, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest,
+				msg: "Stream options can only be defined when `stream=True`."}
+		case s.strictStreamOptions && j.opts.unknown != "":
+			return nil, &apiError{kind: errInvalid, status: fasthttp.StatusBadRequest,
+				msg: "Unrecognized request argument supplied: " + j.opts.unknown}
+		}
+	}
+	if !j.stream {
+		j.usage, j.continuous = false, false
+	}
+	return j, nil
+}
+
+// checkModel applies the flavour's rule for the request's model name and
+// sets the name the answer echoes.
+func (e *Endpoint) checkModel(j *job) *apiError {
+	d, served := e.d, e.f.cfg.ModelName
+	if d.flavor == FlavorSGLang || j.api == apiNative {
+		return nil
+	}
+	name := j.requested
+	switch {
+	case name == "" && d.modelRequired:
+		msg := "model is required" // Ollama's ChatHandler
+		if d.flavor == FlavorOpenAI {
+			msg = "you must provide a model parameter"
+		}
+		return &apiError{kind: errInvalid, status: fasthttp.StatusBadRequest, msg: msg}
+	case name == "":
+		j.model = served
+	case d.anyModel || e.modelMatches(name):
+		j.model = name
+	default:
+		return e.modelNotFound(name)
+	}
+	return nil
+}
+
+// modelMatches: vLLM and OpenAI take the served name exactly; Ollama
+// names are case-blind and ":latest" when they carry no tag.
+func (e *Endpoint) modelMatches(name string) bool {
+	served := e.f.cfg.ModelName
+	if e.d.flavor == FlavorOllama {
+		return strings.EqualFold(ollamaTagged(name), ollamaTagged(served))
+	}
+	return name == served
+}
+
+func ollamaTagged(name string) string {
+	if strings.Contains(name, ":") {
+		return name
+	}
+	return name + ":latest"
+}
+
+func (e *Endpoint) modelNotFound(name string) *apiError {
+	err := &apiError{kind: errModel, status: fasthttp.StatusNotFound}
+	switch e.d.flavor {
+	case FlavorOllama:
+		err.msg = fmt.Sprintf("model %q not found, try pulling it first", name) // server/routes.go handleScheduleError
+	case FlavorOpenAI:
+		err.msg, err.code = "The model `"+name+"` does not exist or you do not have access to it.", "model_not_found"
+	default: // vLLM serving_engine.py _check_model
+		err.msg = "The model `" + name + "` does not exist."
+		if e.d.flavor == FlavorVLLM {
+			err.param = "model"
+		}
+	}
+	return err
+}
+
+// asAPIError turns a refusal from newFlight into an error answer.
+func asAPIError(err error) *apiError {
+	if ae, ok := err.(*apiError); ok {
+		return ae
+	}
+	return &apiError{kind: errInvalid, status: fasthttp.StatusBadRequest, msg: err.Error()}
+}
+
+func (f *flight) sseType() []byte {
+	if s := f.e.d.oai; s != nil && s.sse != nil {
+		return s.sse
+	}
+	return ctSSE
 }
 
 // await waits for the answer of a flight that is not streamed (a hung one
@@ -347,6 +494,18 @@ func (e *Endpoint) await(ctx *fasthttp.RequestCtx, f *flight) bool {
 		return false
 	}
 	return true
+}
+
+// reserve sets what each sequence holds of the KV cache: its prompt (the
+// first choice; the others share it) and its answer, at most the context.
+func (f *flight) reserve() {
+	for i, c := range f.choices {
+		kv := min(c.Target, f.e.f.cfg.ContextLength)
+		if i == 0 {
+			kv = min(kv+f.prompt, f.e.f.cfg.ContextLength)
+		}
+		c.KV = kv
+	}
 }
 
 // hang makes the flight a stuck request: it takes its running slot and
@@ -421,9 +580,8 @@ const (
 	finishAbort  = "abort"
 )
 
-// newFlight works out what the model will answer: prompt size, context
-// checks (SGLang's tokenizer manager rejects a prompt that does not fit),
-// and each choice's length.
+// newFlight works out what the model will answer: prompt size, the
+// flavour's context checks (context.go), and each choice's length.
 func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	cfg := &e.f.cfg
 	canon := j.prompt.AppendCanonical(make([]byte, 0, 256))
@@ -435,23 +593,10 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	}
 	idh := mix64(mix64(cfg.Seed+0x9e3779b97f4a7c15) ^ uint64(e.index)<<40 ^ n)
 	f.id = string(appendHex64(appendHex64(make([]byte, 0, 32), idh), mix64(idh)))
-	// The messages are SGLang's own, byte for byte (capitals, full stops).
-	if f.prompt >= cfg.ContextLength {
-		//lint:ignore ST1005 SGLang's message, byte for byte
-		return nil, fmt.Errorf("The input (%d tokens) is longer than the model's context length (%d tokens).", f.prompt, cfg.ContextLength)
+	limit, err := e.fitContext(f, j)
+	if err != nil {
+		return nil, err
 	}
-	if j.explicit && j.maxTokens < 0 {
-		//lint:ignore ST1005 SGLang's message, byte for byte
-		return nil, fmt.Errorf("max_new_tokens must be at least 0, got %d.", j.maxTokens)
-	}
-	if j.explicit && f.prompt+j.maxTokens > cfg.ContextLength {
-		//lint:ignore ST1005 SGLang's message, byte for byte
-		return nil, fmt.Errorf("Requested token count exceeds the model's maximum context length of %d tokens. "+
-			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
-			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
-			cfg.ContextLength, f.prompt+j.maxTokens, f.prompt, j.maxTokens)
-	}
-	limit := max(cfg.ContextLength-f.prompt-1, 1)
 	if j.maxTokens >= 0 {
 		limit = min(limit, j.maxTokens)
 	}
@@ -466,9 +611,13 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 		if natural > limit {
 			c.Target, c.End = limit, finishLength
 		}
-		if j.api == apiChat && cfg.Reasoning && natural >= 2 {
+		if j.api == apiChat && cfg.Reasoning && (e.d.reasoning != "" || e.d.hiddenReasoning) && natural >= 2 {
 			c.reasoning = natural * 2 / 5
 		}
+		if j.api == apiChat {
+			e.planToolCalls(f, c, j.tools, limit)
+		}
+		e.degenerate(f, c, limit)
 		f.choices[i] = c
 	}
 	f.remaining.Store(int32(j.n))
@@ -480,23 +629,6 @@ func isJSON(ct []byte) bool {
 		ct = ct[:i]
 	}
 	return bytes.EqualFold(bytes.TrimSpace(ct), ctJSON)
-}
-
-// writeError answers an error the way the API's SGLang handler does: the
-// OpenAI endpoints with the flat error object, /generate with its
-// {"error": {"message"}} (except 503 and 500, raised as HTTP exceptions and
-// rendered flat by the server's exception handler).
-func writeError(ctx *fasthttp.RequestCtx, a api, status int, msg, typ string) {
-	ctx.SetStatusCode(status)
-	ctx.SetContentTypeBytes(ctJSON)
-	buf := bufPool.get()
-	if a == apiGenerate && status == fasthttp.StatusBadRequest {
-		buf.b = appendNativeError(buf.b, msg)
-	} else {
-		buf.b = appendErrorBody(buf.b, msg, typ, status)
-	}
-	ctx.SetBody(buf.b)
-	bufPool.put(buf)
 }
 
 // holdUntilClosed keeps a hijacked connection open without answering,
@@ -518,14 +650,14 @@ func (e *Endpoint) respond(ctx *fasthttp.RequestCtx, f *flight) {
 		ctx.HijackSetNoResponse(true)
 		ctx.Hijack(func(c net.Conn) {
 			w := bufio.NewWriter(c)
-			w.WriteString("HTTP/1.1 200 OK\r\nServer: uvicorn\r\nContent-Type: " + string(ctSSE) +
+			w.WriteString("HTTP/1.1 200 OK\r\nServer: uvicorn\r\nContent-Type: " + string(f.sseType()) +
 				"\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
 			f.streamTo(chunkWriter{w})
 		})
 		return
 	}
 	if f.stream {
-		ctx.SetContentTypeBytes(ctSSE)
+		ctx.SetContentTypeBytes(f.sseType())
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { f.streamTo(w) })
 		return
@@ -533,10 +665,16 @@ func (e *Endpoint) respond(ctx *fasthttp.RequestCtx, f *flight) {
 	e.count(f)
 	ctx.SetContentTypeBytes(ctJSON)
 	var body []byte
-	switch f.job.api {
-	case apiChat:
+	switch s := e.d.oai; {
+	case f.job.api == apiNative:
+		ctx.SetContentTypeBytes(s.jsonType())
+		body = f.appendNative(make([]byte, 0, f.sizeHint()), int(f.choices[0].visible.Load()), true)
+	case s != nil:
+		ctx.SetContentTypeBytes(s.jsonType())
+		body = s.appendAnswer(make([]byte, 0, f.sizeHint()), f)
+	case f.job.api == apiChat:
 		body = f.appendChat(make([]byte, 0, f.sizeHint()))
-	case apiCompletion:
+	case f.job.api == apiCompletion:
 		body = f.appendCompletion(make([]byte, 0, f.sizeHint()))
 	default:
 		body = f.appendGenerate(make([]byte, 0, f.sizeHint()), f.choices[0].Target, true)

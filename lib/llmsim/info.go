@@ -91,7 +91,7 @@ func (e *Endpoint) appendServerInfo(b []byte) []byte {
 	b = append(b, `,"context_length":`...)
 	b = appendInt(b, cfg.ContextLength)
 	b = append(b, `,"max_running_requests":`...)
-	b = appendInt(b, cfg.MaxRunning)
+	b = appendInt(b, e.slots())
 	b = append(b, `,"max_queued_requests":`...)
 	if cfg.MaxQueued > 0 {
 		b = appendInt(b, cfg.MaxQueued)
@@ -141,6 +141,9 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 	metric("num_used_tokens", "gauge", "The number of used tokens.", float64(tokens))
 	metric("token_usage", "gauge", "The token usage.", float64(tokens)/float64(e.maxTotalTokens()))
 	metric("gen_throughput", "gauge", "The generation throughput (token/s).", rate)
+	if e.f.cfg.KVTokens > 0 {
+		metric("cache_hit_rate", "gauge", "The prefix cache hit rate.", ratio(float64(e.stats.cachedTokens.Load()), float64(e.stats.cacheQueries.Load())))
+	}
 	return b
 }
 

@@ -45,7 +45,12 @@ func (t Timing) StepDuration(running, joinTokens int) time.Duration {
 // Seq is one sequence being generated: a request (or one of its n choices)
 // as the scheduler sees it.
 type Seq struct {
+	// PromptTokens are prefilled when the sequence joins (its prompt less
+	// what the prefix cache had).
 	PromptTokens int
+	// KV is what the sequence holds of the KV cache while it runs (its
+	// prompt and answer), checked against Model.KVCapacity.
+	KV int
 	// Target is the number of tokens the sequence will have when it ends;
 	// End is why it ends then ("stop", "length" or "abort").
 	Target int
@@ -73,6 +78,11 @@ type Model struct {
 	MaxRunning int
 	// MaxQueued bounds the waiting queue; 0 means unbounded.
 	MaxQueued int
+	// KVCapacity > 0: a waiting sequence joins only while the KV of the
+	// running ones and its own fit (first come, first served: the queue
+	// waits behind it); one alone always runs.
+	KVCapacity int
+	kvUsed     int
 
 	now     time.Duration
 	running []*Seq
@@ -142,11 +152,15 @@ func (m *Model) Cancel(s *Seq) { s.cancelled = true }
 func (m *Model) Step() (time.Duration, []*Seq) {
 	m.finished = m.finished[:0]
 	m.lastTokens, m.lastJoin = 0, 0
-	m.running = dropCancelled(m.running)
+	m.running = m.dropCancelledRunning()
 	m.waiting = dropCancelled(m.waiting)
 	joinTokens := 0
 	for len(m.running) < m.MaxRunning && len(m.waiting) > 0 {
 		s := m.waiting[0]
+		if m.KVCapacity > 0 && len(m.running) > 0 && m.kvUsed+s.KV > m.KVCapacity {
+			break
+		}
+		m.kvUsed += s.KV
 		m.waiting[0] = nil
 		m.waiting = m.waiting[1:]
 		joinTokens += s.PromptTokens
@@ -165,6 +179,7 @@ func (m *Model) Step() (time.Duration, []*Seq) {
 		}
 		s.Generated++
 		if s.Generated >= s.Target {
+			m.kvUsed -= s.KV
 			s.Done = true
 			s.Finished = m.now
 			m.finished = append(m.finished, s)
@@ -180,7 +195,7 @@ func (m *Model) Step() (time.Duration, []*Seq) {
 // Reset drops every sequence, as a crash does, and returns them.
 func (m *Model) Reset() []*Seq {
 	all := append(append([]*Seq(nil), m.running...), m.waiting...)
-	m.running, m.waiting = nil, nil
+	m.running, m.waiting, m.kvUsed = nil, nil, 0
 	return all
 }
 
@@ -198,6 +213,15 @@ func (m *Model) Finished() []*Seq { return m.finished }
 // size); LastJoinTokens the prompt tokens it prefilled.
 func (m *Model) LastTokens() int     { return m.lastTokens }
 func (m *Model) LastJoinTokens() int { return m.lastJoin }
+
+func (m *Model) dropCancelledRunning() []*Seq {
+	for _, s := range m.running {
+		if s.cancelled {
+			m.kvUsed -= s.KV
+		}
+	}
+	return dropCancelled(m.running)
+}
 
 func dropCancelled(q []*Seq) []*Seq {
 	kept := q[:0]

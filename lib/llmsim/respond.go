@@ -38,6 +38,9 @@ var bufPool bufferPool
 // reasoning and each part starts with the prompt digest.
 func (c *choiceState) appendContent(dst []byte, from, to int) []byte {
 	from, to = max(from, c.reasoning)-c.reasoning, max(to, c.reasoning)-c.reasoning
+	if c.degen != degenNone {
+		return c.appendDegenerate(dst, from, to)
+	}
 	return appendTokens(dst, c.f.digest, c.words, from, to)
 }
 
@@ -58,7 +61,7 @@ func (c *choiceState) appendFinish(dst []byte, ended bool, eos int) []byte {
 	dst = append(dst, '"')
 	dst = append(dst, c.End...)
 	dst = append(dst, `","matched_stop":`...)
-	if c.End == finishStop {
+	if c.End == finishStop || c.End == finishToolCalls {
 		return appendInt(dst, eos)
 	}
 	return append(dst, "null"...)
@@ -83,13 +86,23 @@ func (f *flight) appendUsage(dst []byte, details bool) []byte {
 	dst = appendInt(dst, f.prompt+comp)
 	dst = append(dst, `,"completion_tokens":`...)
 	dst = appendInt(dst, comp)
-	if details {
+	switch {
+	case f.reportCached():
+		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = appendInt(dst, f.cached)
+		dst = append(dst, '}')
+	case details:
 		dst = append(dst, `,"prompt_tokens_details":null`...)
 	}
 	dst = append(dst, `,"reasoning_tokens":`...)
 	dst = appendInt(dst, reasoning)
 	return append(dst, '}')
 }
+
+// reportCached: usage carries prompt_tokens_details.cached_tokens, as
+// SGLang (--enable-cache-report) and vLLM (--enable-prompt-tokens-details)
+// do when some of the prompt was cached.
+func (f *flight) reportCached() bool { return f.e.f.cfg.CacheReport && f.cached > 0 }
 
 func (f *flight) appendHead(dst []byte, object string) []byte {
 	dst = append(dst, `{"id":"`...)
@@ -104,6 +117,10 @@ func (f *flight) appendHead(dst []byte, object string) []byte {
 
 func (f *flight) appendChat(dst []byte) []byte {
 	return f.appendResponse(dst, "chat.completion", eosChat, func(dst []byte, c *choiceState, n int) []byte {
+		if c.calls != nil {
+			dst = append(dst, `"message":{"role":"assistant","content":null,"reasoning_content":null,"tool_calls":`...)
+			return append(c.appendToolCalls(dst, true), '}')
+		}
 		dst = append(dst, `"message":{"role":"assistant","content":"`...)
 		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
 		dst = append(dst, `","reasoning_content":`...)
@@ -173,7 +190,8 @@ func (f *flight) appendGenerate(dst []byte, n int, done bool) []byte {
 	dst = appendInt(dst, f.prompt)
 	dst = append(dst, `,"weight_version":"`+weightVersion+`","total_retractions":0,"completion_tokens":`...)
 	dst = appendInt(dst, n)
-	dst = append(dst, `,"cached_tokens":0`...)
+	dst = append(dst, `,"cached_tokens":`...)
+	dst = appendInt(dst, f.cached)
 	if done {
 		dst = append(dst, `,"e2e_latency":`...)
 		dst = appendFloat(dst, f.e2e())
@@ -305,10 +323,16 @@ func (f *flight) streamTo(w eventWriter) {
 		if all {
 			e.count(f)
 			buf.b = buf.b[:0]
-			if f.job.usage && f.job.api != apiGenerate {
-				buf.b = f.appendUsageChunk(buf.b)
+			switch {
+			case f.job.api == apiNative: // llama.cpp's /completion stream has no [DONE]
+			case e.d.oai != nil:
+				buf.b = e.d.oai.appendStreamEnd(buf.b, f)
+			default:
+				if f.job.usage && f.job.api != apiGenerate {
+					buf.b = f.appendUsageChunk(buf.b)
+				}
+				buf.b = append(buf.b, sseDone...)
 			}
-			buf.b = append(buf.b, sseDone...)
 			w.Write(buf.b)
 			w.Flush()
 			return
@@ -328,6 +352,12 @@ func (f *flight) streamTo(w eventWriter) {
 // appendDelta writes the events for tokens [from, to) of a choice, and its
 // finish when done.
 func (f *flight) appendDelta(dst []byte, c *choiceState, from, to int, done bool) []byte {
+	if f.job.api == apiNative {
+		return f.appendNativeChunk(dst, c, from, to, done)
+	}
+	if s := f.e.d.oai; s != nil {
+		return s.appendDelta(dst, f, c, from, to, done)
+	}
 	switch f.job.api {
 	case apiGenerate:
 		dst = append(dst, "data: "...)
@@ -338,6 +368,15 @@ func (f *flight) appendDelta(dst []byte, c *choiceState, from, to int, done bool
 	}
 	if from == 0 {
 		dst = f.appendChatChunk(dst, c, func(b []byte) []byte { return append(b, `"role":"assistant","content":""`...) }, false)
+	}
+	if c.calls != nil {
+		c.toolDeltas(from, to, func(d []byte) {
+			dst = f.appendChatChunk(dst, c, func(b []byte) []byte { return append(b, d...) }, false)
+		})
+		if done {
+			dst = f.appendChatChunk(dst, c, func(b []byte) []byte { return b }, true)
+		}
+		return dst
 	}
 	if r := min(to, c.reasoning); r > from {
 		dst = f.appendChatChunk(dst, c, func(b []byte) []byte {

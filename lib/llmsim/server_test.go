@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -306,6 +307,9 @@ func TestManualCrashDropsInflight(t *testing.T) {
 	if s, _, err := postChat(t, base, chatBody("after", 5, false)); err != nil || s != 200 {
 		t.Fatalf("after restart: %d %v", s, err)
 	}
+	// A client sees its connection drop before the handler that held it
+	// has counted the request lost.
+	waitFor(t, "three requests counted lost", func() bool { return ep.Stats().Lost >= 3 })
 	if st := ep.Stats(); st.Lost != 3 || st.Crashes != 1 || st.Restarts != 1 {
 		t.Errorf("stats %+v", st)
 	}
@@ -456,7 +460,7 @@ func TestParseListenAndFaults(t *testing.T) {
 	}
 	f, err := ParseFaultSpec(Faults{FailRate: 0.1}, "slow:3,crash-after:100,restart-after:30s,startup-delay:500ms,hang-rate:0.2")
 	want := Faults{FailRate: 0.1, HangRate: 0.2, Slow: 3, CrashAfter: 100, RestartAfter: 30 * time.Second, StartupDelay: 500 * time.Millisecond}
-	if err != nil || f != want {
+	if err != nil || !reflect.DeepEqual(f, want) {
 		t.Errorf("ParseFaultSpec: %+v %v", f, err)
 	}
 	for _, bad := range []string{"slow", "slow:x", "nope:1", "fail-rate:2", "fail-rate:0.7,drop-rate:0.7", "restart-after:-1s"} {
@@ -509,5 +513,58 @@ func TestCurlReadsStream(t *testing.T) {
 	}
 	if d := PromptDigest(Prompt{Messages: []Message{{"user", "hello from curl"}}}); !strings.HasPrefix(text.String(), d) {
 		t.Errorf("streamed text %.40q does not start with %s", text.String(), d)
+	}
+}
+
+// A slot schedule changes how many requests run at once over simulated
+// time: one slot before a minute, three after, reported by
+// /get_server_info too.
+func TestSlotSchedule(t *testing.T) {
+	clock := NewManualClock()
+	sched, err := ParseSlotSchedule("0s:1/1m:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := startFleet(t, Config{Clock: clock, MaxRunning: 8, Faults: Faults{Slots: sched}}, 1)
+	ep, base := fleet.Endpoint(0), fleet.URLs()[0]
+	burst := func(tag string) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for i := 0; i < 3; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				if s, _, err := postChat(t, base, chatBody(fmt.Sprintf("%s %d", tag, i), 3, false)); err != nil || s != 200 {
+					t.Errorf("%s request %d: %d %v", tag, i, s, err)
+				}
+			}(i)
+		}
+		waitFor(t, "three requests in the scheduler", func() bool { st := ep.Stats(); return st.Running+st.Waiting == 3 })
+		stop := advanceUntil(clock, func() bool { return ep.Stats().Running+ep.Stats().Waiting == 0 })
+		wg.Wait()
+		stop()
+	}
+	if _, body := getBody(t, base+pathServerInfo); !strings.Contains(body, `"max_running_requests":1,`) {
+		t.Errorf("server info before the step: %.200s", body)
+	}
+	burst("early")
+	if st := ep.Stats(); st.MaxRunning != 1 {
+		t.Fatalf("before a minute: max running %d, want 1", st.MaxRunning)
+	}
+	clock.Advance(time.Minute)
+	if _, body := getBody(t, base+pathServerInfo); !strings.Contains(body, `"max_running_requests":3,`) {
+		t.Errorf("server info after the step: %.200s", body)
+	}
+	burst("late")
+	if st := ep.Stats(); st.MaxRunning != 3 {
+		t.Errorf("after a minute: max running %d, want 3", st.MaxRunning)
+	}
+	for _, bad := range []string{"", "5m", "0s:0", "1m:4,30s:2", "x:3"} {
+		if _, err := ParseSlotSchedule(bad); err == nil {
+			t.Errorf("ParseSlotSchedule(%q) succeeded", bad)
+		}
+	}
+	if f, err := ParseFaultSpec(Faults{}, "slots:0s:48/5m:16,slow:2"); err != nil || len(f.Slots) != 2 || f.Slots[1] != (SlotStep{5 * time.Minute, 16}) || f.Slow != 2 {
+		t.Errorf("ParseFaultSpec slots: %+v %v", f, err)
 	}
 }

@@ -24,8 +24,9 @@ type chatRequest struct {
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	N                   *int            `json:"n"`
 	Stream              bool            `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options"`
+	StreamOptions       json.RawMessage `json:"stream_options"`
 	Rid                 json.RawMessage `json:"rid"`
+	Tools               []wireTool      `json:"tools"`
 }
 
 type wireMessage struct {
@@ -33,8 +34,41 @@ type wireMessage struct {
 	Content json.RawMessage `json:"content"`
 }
 
+// streamOptions are the stream_options a request sent: the two keys the
+// simulator acts on, and the first other key (OpenAI rejects it).
 type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
+	present, includeUsage, continuous bool
+	unknown                           string
+}
+
+func parseStreamOptions(raw json.RawMessage) (streamOptions, error) {
+	var o streamOptions
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return o, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return o, validationError("model_attributes_type", "'stream_options'", "Input should be a valid dictionary or object to extract fields from")
+	}
+	o.present = true
+	for k, v := range m {
+		on := string(bytes.TrimSpace(v)) == "true"
+		switch k {
+		case "include_usage":
+			o.includeUsage = on
+		case "continuous_usage_stats":
+			o.continuous = on
+			if o.unknown == "" || k < o.unknown {
+				o.unknown = k
+			}
+		default:
+			if o.unknown == "" || k < o.unknown {
+				o.unknown = k
+			}
+		}
+	}
+	return o, nil
 }
 
 type completionRequest struct {
@@ -43,7 +77,7 @@ type completionRequest struct {
 	MaxTokens     *int            `json:"max_tokens"`
 	N             *int            `json:"n"`
 	Stream        bool            `json:"stream"`
-	StreamOptions *streamOptions  `json:"stream_options"`
+	StreamOptions json.RawMessage `json:"stream_options"`
 }
 
 type generateRequest struct {
@@ -73,10 +107,17 @@ type job struct {
 	prompt    Prompt
 	model     string
 	maxTokens int  // -1: no limit but the context
-	explicit  bool // the request set the length (checked against the context)
+	explicit  bool // the length is checked against the context
+	given     bool // the request set the length itself
 	n         int
 	stream    bool
+	opts      streamOptions
 	usage     bool // stream_options.include_usage
+	// continuous is stream_options.continuous_usage_stats (vLLM).
+	continuous bool
+	// requested is the model the request named ("" none).
+	requested string
+	tools     []wireTool
 }
 
 type api int
@@ -85,6 +126,7 @@ const (
 	apiChat api = iota
 	apiCompletion
 	apiGenerate
+	apiNative // llama.cpp's /completion
 )
 
 // requestError is a malformed request: SGLang answers 400 with the
@@ -128,7 +170,7 @@ func parseChat(body []byte) (*job, error) {
 	if r.Messages == nil {
 		return nil, validationError("missing", "'messages'", "Field required")
 	}
-	j := &job{api: apiChat, model: modelOrDefault(r.Model), maxTokens: -1, n: 1, stream: r.Stream}
+	j := &job{api: apiChat, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: -1, n: 1, stream: r.Stream, tools: r.Tools}
 	j.prompt.Messages = make([]Message, len(r.Messages))
 	for i, m := range r.Messages {
 		if !chatRoles[m.Role] {
@@ -145,11 +187,17 @@ func parseChat(body []byte) (*job, error) {
 	} else if r.MaxTokens != nil {
 		j.maxTokens, j.explicit = *r.MaxTokens, true
 	}
+	j.given = j.explicit
 	if err := setChoices(j, r.N); err != nil {
 		return nil, err
 	}
-	j.usage = r.StreamOptions != nil && r.StreamOptions.IncludeUsage
-	return j, nil
+	return j, j.setStreamOptions(r.StreamOptions)
+}
+
+func (j *job) setStreamOptions(raw json.RawMessage) error {
+	o, err := parseStreamOptions(raw)
+	j.opts, j.usage, j.continuous = o, o.includeUsage, o.continuous
+	return err
 }
 
 // contentText flattens a message content: a string, null, or an array of
@@ -194,7 +242,7 @@ func parseCompletion(body []byte) (*job, error) {
 	if len(raw) == 0 {
 		return nil, validationError("missing", "'prompt'", "Field required")
 	}
-	j := &job{api: apiCompletion, model: modelOrDefault(r.Model), maxTokens: defaultCompletionMaxTokens, explicit: true, n: 1, stream: r.Stream}
+	j := &job{api: apiCompletion, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: defaultCompletionMaxTokens, explicit: true, n: 1, stream: r.Stream}
 	if raw[0] != '"' {
 		return nil, validationError("string_type", "'prompt'", "llmsim simulates a single string prompt")
 	}
@@ -205,13 +253,12 @@ func parseCompletion(body []byte) (*job, error) {
 		if *r.MaxTokens <= 0 {
 			return nil, validationError("value_error", "'max_tokens'", "Value error, max_tokens must be positive")
 		}
-		j.maxTokens = *r.MaxTokens
+		j.maxTokens, j.given = *r.MaxTokens, true
 	}
 	if err := setChoices(j, r.N); err != nil {
 		return nil, err
 	}
-	j.usage = r.StreamOptions != nil && r.StreamOptions.IncludeUsage
-	return j, nil
+	return j, j.setStreamOptions(r.StreamOptions)
 }
 
 // parseGenerate reads a /generate body: text or input_ids, one prompt.
@@ -241,7 +288,40 @@ func parseGenerate(body []byte) (*job, error) {
 		return nil, badRequest("Either text, input_ids or input_embeds should be provided.")
 	}
 	if r.SamplingParams != nil && r.SamplingParams.MaxNewTokens != nil {
-		j.maxTokens, j.explicit = *r.SamplingParams.MaxNewTokens, true
+		j.maxTokens, j.explicit, j.given = *r.SamplingParams.MaxNewTokens, true, true
+	}
+	return j, nil
+}
+
+// nativeRequest is llama.cpp's /completion body (tools/server/README.md):
+// one prompt, a string or token ids; n_predict -1 is no limit.
+type nativeRequest struct {
+	Prompt   json.RawMessage `json:"prompt"`
+	NPredict *int            `json:"n_predict"`
+	Stream   bool            `json:"stream"`
+}
+
+func parseNative(body []byte) (*job, error) {
+	var r nativeRequest
+	if err := decodeBody(body, &r); err != nil {
+		return nil, err
+	}
+	j := &job{api: apiNative, maxTokens: -1, n: 1, stream: r.Stream}
+	raw := bytes.TrimSpace(r.Prompt)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, badRequest("\"prompt\" must be provided")
+	case raw[0] == '"':
+		if err := json.Unmarshal(raw, &j.prompt.Text); err != nil {
+			return nil, badRequest("\"prompt\" must be a string or an array of tokens")
+		}
+	default:
+		if err := json.Unmarshal(raw, &j.prompt.InputIDs); err != nil || len(j.prompt.InputIDs) == 0 {
+			return nil, badRequest("llmsim simulates /completion with one prompt: a string or a list of token ids")
+		}
+	}
+	if r.NPredict != nil && *r.NPredict >= 0 {
+		j.maxTokens, j.given = *r.NPredict, true
 	}
 	return j, nil
 }
