@@ -1,7 +1,10 @@
 // Package chaos is what tokenmill's chaos and bad-input tests share: kill
 // moments drawn from a seed, a way to SIGKILL a real binary at one of
 // them, the malformed inputs every tool is tried on, and the report the
-// long runs leave for RELIABILITY.md (pipelines/chaos.sh). Tests only.
+// long runs leave for RELIABILITY.md (pipelines/chaos.sh). Tests only; its
+// own tests drive every record tool (extract, dedup, shard, merge, stats)
+// through the same hostile paths: pipes and FIFOs, aliased outputs, planted
+// links, locks, kills, full disks.
 package chaos
 
 import (
