@@ -16,6 +16,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/llmsim"
+	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )
 
@@ -51,9 +52,9 @@ func TestRejectsAndDuplicates(t *testing.T) {
 		{`{"id":"x1","messages":[{"role":"user","content":"unterminated}`, "malformed_json"},
 		{`["not", "an", "object"]`, "not_an_object"},
 		{`{"messages":[{"role":"user","content":"no id"}]}`, ReasonNoID},
-		{`{"id":"x4","source":"nothing to ask"}`, ReasonNoPrompt},
-		{`{"id":"x5","messages":[{"role":"user","content":"hi"}],"params":"hot"}`, ReasonBadParams},
-		{`{"id":"x6","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`, ReasonNoUserTurn},
+		{`{"id":"x4","source":"nothing to ask"}`, openai.ReasonNoPrompt},
+		{`{"id":"x5","messages":[{"role":"user","content":"hi"}],"params":"hot"}`, openai.ReasonBadParams},
+		{`{"id":"x6","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`, openai.ReasonNoUserTurn},
 	}
 	for _, r := range bad {
 		b.WriteString(r.line + "\n")

@@ -121,7 +121,7 @@ func runInferEnv(t testing.TB, parent context.Context, limit time.Duration, inte
 	var stdout, stderr lockedBuffer
 	env := &cli.Env{Name: "infer", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, Interactive: interactive}
 	done := make(chan int, 1)
-	go func() { done <- cli.Run(ctx, env, Description, &Command{}, args) }()
+	go func() { done <- cli.Run(ctx, env, Description, &Generate{}, args) }()
 	select {
 	case code := <-done:
 		return result{code, stdout.String(), stderr.String()}
