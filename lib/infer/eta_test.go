@@ -108,7 +108,7 @@ func feed(est Estimator, events []simEvent, ended func(ev simEvent, done int) bo
 	}
 }
 
-func replay(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
+func replaySynthetic(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
 	t.Helper()
 	events, end := f.run(lengths)
 	est := NewEstimator(time.Minute, f.limit)
@@ -167,7 +167,7 @@ func TestEstimatorSyntheticRuns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			points := replay(t, tt.fleet, tt.lengths, tt.fracs)
+			points := replaySynthetic(t, tt.fleet, tt.lengths, tt.fracs)
 			inRange := 0
 			for _, p := range points {
 				if p.got.Low <= p.actual && p.actual <= p.got.High {

@@ -132,7 +132,7 @@ func runInferEnv(t testing.TB, parent context.Context, limit time.Duration, inte
 }
 
 // fastFlags make retries and probes quick for tests.
-var fastFlags = []string{"--backoff", "5ms", "--max-backoff", "50ms", "--probe-interval", "20ms", "--wait-ready", "20s", "--progress-interval", "0"}
+var fastFlags = []string{"--backoff", "5ms", "--max-backoff", "50ms", "--probe-interval", "20ms", "--wait-ready", "20s", "--progress", "0"}
 
 // genRecord is a generation or error record as read back in tests.
 type genRecord struct {
