@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"sync"
+
 	"tokenmill/lib/forecast"
 )
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/segmentio/encoding/json"
+
 	"tokenmill/lib/cli"
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/openai"
-
-	"github.com/segmentio/encoding/json"
 )
 
 // Report is what `infer bench` found; --json prints it as is.

@@ -3,6 +3,7 @@ package bench
 import (
 	"sort"
 	"time"
+
 	"tokenmill/lib/openai"
 	"tokenmill/lib/quantile"
 )

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"tokenmill/lib/openai"
 
 	"github.com/valyala/fasthttp"
+
+	"tokenmill/lib/openai"
 )
 
 func TestClassify(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"time"
+
 	"tokenmill/lib/cli"
 	"tokenmill/lib/forecast"
 )

@@ -6,10 +6,11 @@ import (
 	"net"
 	"net/http"
 	"time"
-	"tokenmill/lib/fleet"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tokenmill/lib/fleet"
 )
 
 // metrics serves the run's figures in Prometheus text format: the same

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
 	"tokenmill/lib/cli"
 	"tokenmill/lib/fleet"
 )

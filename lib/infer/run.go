@@ -127,11 +127,26 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 // refuseCollisions refuses two of -o, --errors and --rejects naming the
 // same file (or both stdout): one would overwrite the other.
 func refuseCollisions(output, errPath, rejects string) error {
-	type named struct{ flag, path string }
-	files := []named{{"-o", output}, {"--errors", errPath}, {"--rejects", rejects}}
-	for i, a := range files {
-		for _, b := range files[i+1:] {
-			if samePath(a.path, b.path, b.flag != "--errors") {
+	type sink struct{ flag, path string } // path "" for stdout
+	var sinks []sink
+	if toStdout(output) {
+		sinks = append(sinks, sink{"-o", ""})
+	} else {
+		sinks = append(sinks, sink{"-o", output})
+	}
+	if errPath != "" {
+		sinks = append(sinks, sink{"--errors", errPath})
+	}
+	switch rejects {
+	case "":
+	case "-":
+		sinks = append(sinks, sink{"--rejects", ""})
+	default:
+		sinks = append(sinks, sink{"--rejects", rejects})
+	}
+	for i, a := range sinks {
+		for _, b := range sinks[i+1:] {
+			if (a.path == "" && b.path == "") || (a.path != "" && b.path != "" && sameFile(a.path, b.path)) {
 				return cli.Usagef("%s and %s name the same file", a.flag, b.flag)
 			}
 		}
@@ -139,15 +154,9 @@ func refuseCollisions(output, errPath, rejects string) error {
 	return nil
 }
 
-// samePath tells whether a and b are one file: the same name, or two
-// names of one existing file. dash says whether "-" (stdout) counts.
-func samePath(a, b string, dash bool) bool {
-	if a == "" || b == "" || (!dash && (a == "-" || b == "-")) {
-		return false
-	}
-	if a == "-" || b == "-" {
-		return a == b
-	}
+// sameFile tells whether a and b are one file: the same name, or two
+// names of one existing file.
+func sameFile(a, b string) bool {
 	if filepath.Clean(a) == filepath.Clean(b) {
 		return true
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/clock"
 	"tokenmill/lib/llmsim"
 )
 
@@ -198,4 +199,66 @@ func TestRejectsOnStdout(t *testing.T) {
 		t.Errorf("stdout:\n%s", res.stdout)
 	}
 	s.check(t, 1)
+}
+
+func TestRefuseCollisions(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.jsonl")
+	os.WriteFile(a, nil, 0o644)
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		out, errs, rejects string
+		want               string
+	}{
+		{"-", "", "", ""},
+		{"-", "", "r.jsonl", ""},
+		{"-", "", "-", "-o and --rejects"},
+		{"", "", "-", "-o and --rejects"},
+		{a, "b.jsonl", "-", ""},
+		{a, a, "", "-o and --errors"},
+		{a, link, "", "-o and --errors"},
+		{a, "b.jsonl", "./b.jsonl", "--errors and --rejects"},
+		{a, "-", "-", ""}, // --errors - is a file named -
+		{"out/../x.jsonl", "", "x.jsonl", "-o and --rejects"},
+	} {
+		err := refuseCollisions(tt.out, tt.errs, tt.rejects)
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want+" name the same file")) {
+			t.Errorf("-o %q --errors %q --rejects %q: %v, want %q", tt.out, tt.errs, tt.rejects, err, tt.want)
+		}
+	}
+}
+
+// The run's clock is the pool's: on a fake clock, --wait-ready 10m is
+// over when the test moves the clock ten minutes, and nothing is left
+// behind.
+func TestWaitReadyOnTheRunsClock(t *testing.T) {
+	fake := clock.NewFake(simEpoch)
+	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
+	before := dirState(t, s.dir)
+	done := make(chan result, 1)
+	go func() {
+		done <- runCommand(t, context.Background(), time.Minute, false, "", &Generate{clock: fake}, s.args("-e", "127.0.0.1:1", "--wait-ready", "10m")...)
+	}()
+	// The wait's deadline and its notice, and the probe's next try.
+	for deadline := time.Now().Add(10 * time.Second); fake.Pending() < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d timers set on the run's clock, want 3", fake.Pending())
+		}
+	}
+	fake.Advance(10 * time.Minute)
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not end within 20s of its clock passing --wait-ready")
+	}
+	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no endpoint answered /health within 10m0s") {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	if after := dirState(t, s.dir); after != before {
+		t.Errorf("files before the run:\n%s\nafter it:\n%s", before, after)
+	}
 }

@@ -3,6 +3,7 @@ package openai
 import (
 	"errors"
 	"testing"
+
 	"tokenmill/lib/record"
 )
 
