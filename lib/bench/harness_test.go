@@ -1,13 +1,12 @@
 package bench
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,39 +19,17 @@ import (
 
 func TestMain(m *testing.M) { testbin.Main(m, "infer", "llmsim") }
 
-// startFleet starts an in-process simulated fleet, closed with the test.
-func startFleet(t testing.TB, cfg llmsim.Config, n int) *llmsim.Fleet {
+// simFleet starts an in-process simulated fleet of n endpoints, closed
+// with the test, and returns it with its --endpoints value.
+func simFleet(t testing.TB, cfg llmsim.Config, n int) (*llmsim.Fleet, string) {
 	t.Helper()
-	if cfg.Seed == 0 {
-		cfg.Seed = 7
-	}
+	cfg.Seed = cmp.Or(cfg.Seed, 7)
 	f, err := llmsim.Start(context.Background(), cfg, n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return f
-}
-
-func endpointsFlag(f *llmsim.Fleet) string { return strings.Join(f.URLs(), ",") }
-
-// lockedBuffer takes the concurrent writes of the pool's probes and the
-// bench's own lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return f, strings.Join(f.URLs(), ",")
 }
 
 // result is what a run of the bench printed.
@@ -61,22 +38,14 @@ type result struct {
 	stdout, stderr string
 }
 
-// runBenchArgs runs `infer bench` in-process with args, bounded by limit.
+// runBenchArgs runs `infer bench` in-process with args; past limit it is
+// interrupted (and exits 1 saying so).
 func runBenchArgs(t testing.TB, limit time.Duration, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	var stdout, stderr lockedBuffer
-	env := &cli.Env{Name: "infer", Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
-	done := make(chan int, 1)
-	go func() { done <- cli.Run(ctx, env, Description, &Bench{}, args) }()
-	select {
-	case code := <-done:
-		return result{code, stdout.String(), stderr.String()}
-	case <-time.After(limit + 10*time.Second):
-		t.Fatalf("infer bench did not return within %v; stderr:\n%s", limit, stderr.String())
-	}
-	return result{}
+	r := testbin.InProcess(ctx, "infer", Description, &Bench{}, nil, args...)
+	return result{r.Code, string(r.Stdout), r.Stderr}
 }
 
 // runBench runs the bench with --json and returns its report.
@@ -102,6 +71,16 @@ func levelAt(t *testing.T, rep Report, n int) Level {
 	}
 	t.Fatalf("no level %d in %+v", n, rep.Levels)
 	return Level{}
+}
+
+// hasAll fails the test for each of wants that text lacks.
+func hasAll(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, text)
+		}
+	}
 }
 
 // promptText is the question of test prompt i.

@@ -107,14 +107,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
 	}
-	buf := r.buffer()
-	line, err := generationLine(buf[:0], j.prompt, &out)
-	if err == nil {
-		err = r.out.writeLine(line)
-	}
-	r.bufs.Put(&line)
-	if err != nil {
-		r.fatal(err)
+	if !r.writeRecord(r.out, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
 	}
 	now := r.clk.Now()
@@ -149,14 +142,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	r.c.answerRate.Add(r.clk.Now(), 1)
 	if r.errs != nil {
 		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Endpoint: ep.Name(), Retriable: f.Retriable, Sample: j.sample}
-		buf := r.buffer()
-		line, err := errorLine(buf[:0], j.prompt, &e)
-		if err == nil {
-			err = r.errs.writeLine(line)
-		}
-		r.bufs.Put(&line)
-		if err != nil {
-			r.fatal(err)
+		if !r.writeRecord(r.errs, func(dst []byte) ([]byte, error) { return errorLine(dst, j.prompt, &e) }) {
 			return
 		}
 	}
@@ -168,9 +154,23 @@ func (r *runner) finish() {
 	r.ready.wake()
 }
 
-func (r *runner) buffer() []byte {
+// writeRecord writes the line build makes to w, in a buffer of the
+// runner's pool; false, and the run stopped, when it cannot.
+func (r *runner) writeRecord(w *lineWriter, build func(dst []byte) ([]byte, error)) bool {
+	var buf []byte
 	if b, ok := r.bufs.Get().(*[]byte); ok {
-		return *b
+		buf = (*b)[:0]
+	} else {
+		buf = make([]byte, 0, 8<<10)
 	}
-	return make([]byte, 0, 8<<10)
+	line, err := build(buf)
+	if err == nil {
+		err = w.writeLine(line)
+	}
+	r.bufs.Put(&line)
+	if err != nil {
+		r.fatal(err)
+		return false
+	}
+	return true
 }
