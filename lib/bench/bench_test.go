@@ -45,7 +45,7 @@ func TestBenchSamplePrompts(t *testing.T) {
 	in := writePrompts(t, dir, prompts)
 	_, endpoints := simFleet(t, llmsim.Config{TimeScale: 50}, 2)
 	rep, res := runBench(t, time.Minute, "-e", endpoints, "--concurrency", "48",
-		"--warmup", "5s", "--duration", "60s", "--max-tokens", "2048", "--time-scale", "50", in)
+		"--warmup", "5s", "--duration", "120s", "--max-tokens", "2048", "--time-scale", "50", in)
 	f := rep.Forecast
 	if f == nil {
 		t.Fatalf("no forecast: %s\n%s", rep.ForecastNote, res.stderr)
