@@ -30,7 +30,7 @@ func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer r.close()
-	if err := r.resume(); err != nil {
+	if err := r.prepareOutput(); err != nil {
 		return err
 	}
 	if err := r.startFleet(ctx); err != nil {
@@ -182,10 +182,10 @@ func (r *runner) close() {
 	r.cleanup = nil
 }
 
-// resume readies -o: continued (--resume: its partial last line cut,
+// prepareOutput readies -o: continued (--resume: its partial last line cut,
 // its answers marked done), replaced (--force) or new. The file is opened
 // by openFiles.
-func (r *runner) resume() error {
+func (r *runner) prepareOutput() error {
 	c := r.cfg
 	if toStdout(c.Output) {
 		r.out = newLineWriter("stdout", r.env.Stdout, nil)
