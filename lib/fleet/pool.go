@@ -289,7 +289,15 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	ep.gen.Post(req, path, body)
 	ep.stats.Requests.Add(1)
 	if err := ep.gen.DoTimeout(req, resp, timeout); err != nil {
-		return openai.Completion{}, ClassifyTransport(err, timeout)
+		f := ClassifyTransport(err, timeout)
+		if !f.Down && !errors.Is(err, fasthttp.ErrTimeout) {
+			// The connection broke. A server that went away (a crash, a
+			// restart) broke its idle ones too, and a retry sent on one of
+			// them would fail the same way, using up an attempt, without
+			// ever reaching it; a fresh connection finds out at once.
+			ep.gen.CloseIdle()
+		}
+		return openai.Completion{}, f
 	}
 	if status := resp.StatusCode(); status != fasthttp.StatusOK {
 		return openai.Completion{}, ClassifyStatus(status, resp.Body())
