@@ -167,10 +167,12 @@ func TestDownTimeout(t *testing.T) {
 		t.Fatalf("at the timeout: %v", err)
 	}
 	// An endpoint back in service ends the wait.
+	p, fake, _ = testPool(t, 2, Config{DownTimeout: time.Hour})
 	go func() {
 		_, err := p.Acquire(context.Background(), nil)
 		done <- err
 	}()
+	pending(t, fake, 1)
 	p.setReady(0, 1)
 	if err := waitErr(t, done); err != nil {
 		t.Fatalf("with an endpoint back: %v", err)

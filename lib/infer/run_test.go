@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,9 +70,10 @@ func noGoroutinesLeft(t *testing.T, base int) {
 }
 
 // hangServer answers /health and server info as SGLang does and holds
-// every generation request until the client goes away.
-func hangServer(t *testing.T) string {
+// every generation request until the client goes away; held counts them.
+func hangServer(t *testing.T) (url string, held *atomic.Int64) {
 	t.Helper()
+	held = new(atomic.Int64)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/health":
@@ -83,51 +85,53 @@ func hangServer(t *testing.T) string {
 			// Read the body, so that net/http watches the connection and
 			// ends the context when the client closes it.
 			io.Copy(io.Discard, r.Body)
+			held.Add(1)
 			<-r.Context().Done()
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, held
 }
 
 // Every way Run can end early leaves no goroutine running and no file
 // created, emptied or cut: bad flags, an output it refuses, files that
-// collide, no endpoint ready, an interrupt while waiting for one. An
+// collide, no endpoint ready, an interrupt before one is. An
 // interrupt in the middle of the run leaves no goroutine either.
 func TestEarlyReturnsLeaveNothing(t *testing.T) {
 	const old = "{\"id\":\"keep\",\"output\":{\"text\":\"precious\"}}\n{\"id\":\"half"
-	hang := hangServer(t)
+	hang, held := hangServer(t)
+	requestsHeld := func() bool { return held.Load() > 0 }
 	tests := []struct {
 		name    string
 		args    func(dir string) []string
-		cancel  time.Duration // interrupt this long after the start (0: never)
+		cancel  func() bool // interrupt once this holds (nil: never)
 		code    int
 		stderr  string
 		started bool // the run began: its files may exist
 	}{
-		{"bad flags", func(string) []string { return []string{"--samples", "0"} }, 0, cli.ExitUsage, "--samples", false},
-		{"output exists", func(string) []string { return []string{"-o", "old.jsonl"} }, 0, cli.ExitUsage, "--resume", false},
+		{"bad flags", func(string) []string { return []string{"--samples", "0"} }, nil, cli.ExitUsage, "--samples", false},
+		{"output exists", func(string) []string { return []string{"-o", "old.jsonl"} }, nil, cli.ExitUsage, "--resume", false},
 		{"errors is the output", func(string) []string {
 			return []string{"-o", "old.jsonl", "--resume", "--errors", "./old.jsonl"}
-		}, 0, cli.ExitUsage, "--errors name the same file", false},
-		{"rejects is the output", func(string) []string { return []string{"-o", "new.jsonl", "--rejects", "new.jsonl"} }, 0, cli.ExitUsage, "--rejects name the same file", false},
+		}, nil, cli.ExitUsage, "--errors name the same file", false},
+		{"rejects is the output", func(string) []string { return []string{"-o", "new.jsonl", "--rejects", "new.jsonl"} }, nil, cli.ExitUsage, "--rejects name the same file", false},
 		{"rejects is the errors file", func(string) []string {
 			return []string{"-o", "new.jsonl", "--rejects", "new.errors.jsonl"}
-		}, 0, cli.ExitUsage, "--errors and --rejects name the same file", false},
-		{"both on stdout", func(string) []string { return []string{"--rejects", "-"} }, 0, cli.ExitUsage, "-o and --rejects name the same file", false},
-		{"force and resume", func(string) []string { return []string{"-o", "old.jsonl", "--force", "--resume"} }, 0, cli.ExitUsage, "choose one", false},
+		}, nil, cli.ExitUsage, "--errors and --rejects name the same file", false},
+		{"both on stdout", func(string) []string { return []string{"--rejects", "-"} }, nil, cli.ExitUsage, "-o and --rejects name the same file", false},
+		{"force and resume", func(string) []string { return []string{"-o", "old.jsonl", "--force", "--resume"} }, nil, cli.ExitUsage, "choose one", false},
 		{"no endpoint ready", func(string) []string {
 			return []string{"-o", "new.jsonl", "--rejects", "rejects.jsonl", "-e", "127.0.0.1:1", "--wait-ready", "100ms"}
-		}, 0, cli.ExitFailure, "no endpoint answered", false},
+		}, nil, cli.ExitFailure, "no endpoint answered", false},
 		{"no endpoint ready, output to replace", func(string) []string {
 			return []string{"-o", "old.jsonl", "--force", "-e", "127.0.0.1:1", "--wait-ready", "100ms"}
-		}, 0, cli.ExitFailure, "no endpoint answered", false},
-		{"interrupted while waiting for an endpoint", func(string) []string {
+		}, nil, cli.ExitFailure, "no endpoint answered", false},
+		{"interrupted before an endpoint is ready", func(string) []string {
 			return []string{"-o", "new.jsonl", "-e", "127.0.0.1:1", "--wait-ready", "1m"}
-		}, 100 * time.Millisecond, cli.ExitInterrupted, "", false},
+		}, func() bool { return true }, cli.ExitInterrupted, "", false},
 		{"interrupted in the middle of the run", func(string) []string {
 			return []string{"-o", "new.jsonl", "-e", hang, "--grace", "50ms", "--metrics-addr", "127.0.0.1:0"}
-		}, 300 * time.Millisecond, cli.ExitInterrupted, "not done 20", true},
+		}, requestsHeld, cli.ExitInterrupted, "not done 20", true},
 	}
 	// A first run starts what a process keeps for good (the signal
 	// handler's goroutine).
@@ -149,8 +153,13 @@ func TestEarlyReturnsLeaveNothing(t *testing.T) {
 
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			if tt.cancel > 0 {
-				time.AfterFunc(tt.cancel, func() { cancel(cli.ErrInterrupted) })
+			if tt.cancel != nil {
+				go func() {
+					for deadline := time.Now().Add(20 * time.Second); !tt.cancel() && time.Now().Before(deadline); {
+						time.Sleep(5 * time.Millisecond)
+					}
+					cancel(cli.ErrInterrupted)
+				}()
 			}
 			args := append(append([]string{in}, fastFlags...), tt.args(dir)...)
 			if !strings.Contains(strings.Join(args, " "), " -e ") {
