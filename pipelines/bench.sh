@@ -25,6 +25,8 @@
 #                 BENCH_QUICK=1, $BENCH_DIR/BENCHMARKS.md]
 #   BENCH_REUSE_DATA  1: keep data files made by an earlier run with the same
 #                 sizes instead of making them again [0]
+#   BENCH_ONLY    filter: measure filter alone and rewrite only the filter
+#                 section of BENCH_OUT (BENCHMARKS.md), keeping the rest []
 #
 # Exit status: 0 when the report was written (targets missed are marked in
 # it, not failures of the script), 1 when a measurement failed.
@@ -35,6 +37,7 @@ BENCH_DIR=${BENCH_DIR:-$root/.bench}
 BENCH_QUICK=${BENCH_QUICK:-0}
 BENCH_RUNS=${BENCH_RUNS:-5}
 BENCH_REUSE_DATA=${BENCH_REUSE_DATA:-0}
+BENCH_ONLY=${BENCH_ONLY:-}
 if [ "$BENCH_QUICK" = 1 ]; then
   BENCH_OUT=${BENCH_OUT:-$BENCH_DIR/BENCHMARKS.md}
 else
@@ -47,10 +50,12 @@ say() { echo "bench.sh: $*" >&2; }
 # since they hold the whole input in memory (GBs at 660k), and tokenmill
 # is measured on the same subset for their ratios.
 if [ "$BENCH_QUICK" = 1 ]; then
+  FILTER_BYTES=50000000 FILTER_LANG_BYTES=5000000
   N_MAIN=20000 N_BIG=40000 GROWTH="1000:1k 10000:10k 40000:40k"
   SLURP=5000 CLIENT_INFER=10000 CLIENT_NODE=3000 CLIENT_CURL=500
   FLEET_PROMPTS=1500 FLEET_RUNS=1 LLMSIM_BENCHTIME=20000x
 else
+  FILTER_BYTES=1000000000 FILTER_LANG_BYTES=50000000
   N_MAIN=660000 N_BIG=1000000 GROWTH="10000:10k 100000:100k 1000000:1M"
   SLURP=100000 CLIENT_INFER=100000 CLIENT_NODE=20000 CLIENT_CURL=4000
   FLEET_PROMPTS=8000 FLEET_RUNS=3 LLMSIM_BENCHTIME=200000x
@@ -94,11 +99,14 @@ have() { command -v "$1" >/dev/null 2>&1; }
 missing_why() { echo "$1 is not installed on this machine"; }
 
 say "building the tools into $BENCH_DIR/bin"
-(cd "$root" && go build -o "$BENCH_DIR/bin/" ./cmd/... && go build -o "$BENCH_DIR/bin/rusage" ./pipelines/bench/rusage)
+(cd "$root" && go build -o "$BENCH_DIR/bin/" ./cmd/... && go build -o "$BENCH_DIR/bin/rusage" ./pipelines/bench/rusage &&
+  go build -o "$BENCH_DIR/bin/filtergen" ./pipelines/bench/filtergen)
 
 # Node's OpenAI SDK, from pipelines/bench/package.json into node/.
 node_ok=0 node_why=''
-if ! have node || ! have npm; then
+if [ -n "$BENCH_ONLY" ]; then
+  node_why="not needed for BENCH_ONLY=$BENCH_ONLY"
+elif ! have node || ! have npm; then
   node_why="node and npm are not installed"
 elif [ -d node/node_modules/openai ] && cmp -s "$root/pipelines/bench/package.json" node/package.json; then
   node_ok=1
@@ -143,6 +151,89 @@ make_data() {
   "$@"
   echo "$*" >"$target.done"
 }
+# --- filter (functions: BENCH_ONLY=filter runs them alone) ---------------
+filter_data() {
+  make_data data/corpus.jsonl corpus -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
+  make_data data/filter-gens.jsonl filtergen --bytes "$FILTER_BYTES" -o data/filter-gens.jsonl data/corpus.jsonl 2>>logs/data.log
+  head -c "$FILTER_LANG_BYTES" data/filter-gens.jsonl | sed '$d' >data/filter-gens-lang.jsonl
+}
+bench_filter() {
+  say "filter"
+  local f=data/filter-gens.jsonl l=data/filter-gens-lang.jsonl nf nl
+  nf=$(lines $f)
+  nl=$(lines $l)
+  measure filter filter --ours --bytes-of $f --records "$nf" -- filter --progress 0 $f
+  measure filter "filter --workers 1" --bytes-of $f --records "$nf" --note "one core" -- filter --progress 0 --workers 1 $f
+  if have python3; then
+    measure filter "python3 filter_gopher.py" --bytes-of $f --records "$nf" --alias "$root/=$repo_prefix" \
+      --note "the same checks in Python $(python3 -c 'import sys; print(sys.version.split()[0])'), one process" -- \
+      python3 "$root/pipelines/bench/filter_gopher.py" $f
+  else unavailable filter "python3 filter_gopher.py" "$(missing_why python3)"; fi
+  measure filter-lang "filter --checks default,lang" --ours --bytes-of $l --records "$nl" \
+    --note "language identification with whatlanggo" -- filter --progress 0 --checks default,lang $l
+  measure filter-lang "filter (default checks)" --bytes-of $l --records "$nl" -- filter --progress 0 $l
+}
+filter_targets=(
+  "filter ≥ 200 MB/s (default checks) := filter/filter:mbps >= 200"
+)
+filter_section() {
+  cat <<EOF
+## filter: quality checks
+
+\`filtergen --bytes $FILTER_BYTES -o data/filter-gens.jsonl data/corpus.jsonl\`
+(pipelines/bench/filtergen): $(num "$(lines data/filter-gens.jsonl)") generation records,
+$(mb data/filter-gens.jsonl): prompts from the corpus, answers made of its assistant turns
+(prose, lists, code, CJK; median about 2 kB), a fifth with reasoning, and 2.5% degenerate
+(cut at the limit, looping, empty, reasoning only, thinking markers left in). filter runs its
+default checks (length, reasoning_only, empty, think_residue, tool_call, loop);
+\`filter_gopher.py\` (pipelines/bench) is the same checks, definitions and thresholds in Python,
+and keeps exactly the records filter keeps (TestPythonTwin in lib/filter).
+
+EOF
+  table --group filter
+  cat <<EOF
+
+Language identification (\`--checks default,lang\`) is slower, and measured apart on the first
+$((FILTER_LANG_BYTES / 1000000)) MB of the same file:
+
+EOF
+  table --group filter-lang
+}
+if [ "$BENCH_ONLY" = filter ]; then
+  lines() { wc -l <"$1" | tr -d ' '; }
+  num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+  mb() { echo "$(($(stat -c %s "$1") / 1000000)) MB"; }
+  table() { benchmark table --results "$results" "$@"; }
+  say "making the data for filter"
+  filter_data
+  bench_filter
+  section=$BENCH_DIR/filter-section.md
+  t_args=()
+  for t in "${filter_targets[@]}"; do t_args+=(--target "$t"); done
+  {
+    filter_section
+    echo
+    echo "Measured alone (\`BENCH_ONLY=filter bash pipelines/bench.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'), $BENCH_RUNS runs each,"
+    echo "median reported; load before \`$load_before\`, after \`$(uptime)\`."
+    echo
+    benchmark targets --results "$results" "${t_args[@]}"
+    echo
+  } >"$section"
+  # The section replaces the old one, or goes before the infer section.
+  [ -e "$BENCH_OUT" ] || echo "# Benchmarks" >"$BENCH_OUT"
+  awk -v file="$section" '
+    function put(  l) { while ((getline l < file) > 0) print l; close(file); done = 1 }
+    /^## filter: / { put(); skip = 1; next }
+    skip && /^## / { skip = 0 }
+    !done && /^## infer: client overhead/ { put() }
+    !skip { print }
+    END { if (!done) put() }
+  ' "$BENCH_OUT" >"$BENCH_OUT.tmp"
+  mv "$BENCH_OUT.tmp" "$BENCH_OUT"
+  say "wrote the filter section of $BENCH_OUT"
+  exit 0
+fi
+
 say "making the data (corpus of $N_MAIN and $N_BIG records, prompts, generations)"
 make_data data/corpus.jsonl corpus --force -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
 make_data data/prompts.jsonl extract --force --progress 0 -o data/prompts.jsonl data/corpus.jsonl 2>>logs/data.log
@@ -230,6 +321,9 @@ else
   unavailable stats "jq + sort + awk" "$(missing_why jq)"
   unavailable stats "jq -s" "$(missing_why jq)"
 fi
+
+filter_data
+bench_filter
 
 # --- background llmsim ---------------------------------------------------
 sim_pid=''
@@ -353,6 +447,7 @@ targets=(
   "dedup peak RSS ≤ 64 MB (bloom mode) := dedup/dedup:rss_mb <= 64"
   "shard ≥ 200 MB/s := shard/shard:mbps >= 200"
   "stats ≥ 200 MB/s := stats/stats:mbps >= 200"
+  "${filter_targets[@]}"
   "merge ≥ 100 MB/s := merge/merge:mbps >= 100"
   "merge of $BIG_LABEL prompts' generation records ≥ 100 MB/s := growth/merge@$BIG_LABEL:mbps >= 100"
   "merge of $BIG_LABEL within its memory budget (--memory 512MiB) := growth/merge@$BIG_LABEL:rss_mb <= 512"
@@ -461,6 +556,8 @@ EOF
 
 EOF
   table --group stats
+  echo
+  filter_section
   cat <<EOF
 
 ## infer: client overhead against a zero-latency llmsim

@@ -30,6 +30,9 @@ func TestGenerate(t *testing.T) {
 	ids := keys(readRecords(t, prompts))
 	assertEachOnce(t, "generate.sh answers", keys(readRecords(t, gen)), ids)
 	answers(t, gen)
+	// filter's default checks: every answer once, fit or unfit.
+	assertEachOnce(t, "fit and unfit answers", append(keys(readRecords(t, filepath.Join(dir, "gen.fit.jsonl"))),
+		keys(readRecords(t, filepath.Join(dir, "gen.unfit.jsonl")))...), ids)
 	if _, err := os.Stat(filepath.Join(dir, "gen.errors.jsonl")); err == nil {
 		if errs := readRecords(t, filepath.Join(dir, "gen.errors.jsonl")); len(errs) > 0 {
 			t.Errorf("%d error records on a fleet without faults", len(errs))

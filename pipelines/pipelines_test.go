@@ -33,6 +33,10 @@ const (
 	demoData = "testdata/demo/infinity-instruct-sample.parquet"
 	// maxTokens keeps answers short: the tests check records, not speed.
 	maxTokens = "48"
+	// noLength is every default check but length: at maxTokens nearly all
+	// of llmsim's answers are cut, and the tests that are not about the
+	// checks want them kept, as merge does.
+	noLength = "FILTER_ARGS=--checks reasoning_only,empty,think_residue,tool_call,loop"
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +81,8 @@ func setup(m *testing.M) (int, error) {
 // scriptVars are the variables the scripts read; the tests set the ones
 // they mean and drop any the caller's environment holds.
 var scriptVars = strings.Fields(`BIN ENDPOINTS OUT ERRORS PROMPTS RESUME EXTRACT_ARGS DEDUP_ARGS
-	INFER_ARGS STATS_ARGS MERGE_ARGS PARALLEL_ARGS HOSTS JOBS SHARDS WORK TRANSFER RERUN TODO ROUNDS`)
+	INFER_ARGS STATS_ARGS MERGE_ARGS PARALLEL_ARGS HOSTS JOBS SHARDS WORK TRANSFER RERUN TODO ROUNDS
+	FIT UNFIT FILTER FILTER_ARGS`)
 
 func scriptEnv(vars ...string) []string {
 	var env []string

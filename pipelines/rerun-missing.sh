@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # rerun-missing.sh: finish a run. The prompts that still lack a good answer
-# in its generation files (they failed, were aborted, or were never reached
-# because the run was killed) are listed by merge --missing, answered again
-# by infer, and everything is merged into one record per prompt:
+# in its generation files (they failed, were aborted, were never reached
+# because the run was killed, or their answers failed filter's quality
+# checks) are listed by merge --missing, answered again by infer, and
+# everything is merged into one record per prompt:
 #
-#   merge --prompts PROMPTS --missing GEN... RERUN > TODO     # the to-do list
+#   filter --rejects UNFIT GEN... RERUN                       # the unfit answers
+#   merge --prompts PROMPTS --missing GEN... RERUN UNFIT > TODO   # the to-do list
 #   infer -e ENDPOINTS --resume -o RERUN TODO                 # ROUNDS times at most
-#   merge --prompts PROMPTS GEN... RERUN -o OUT --errors ERRORS; stats OUT
+#   merge --prompts PROMPTS GEN... RERUN UNFIT -o OUT --errors ERRORS; stats OUT
 #
 # Usage:
 #   PROMPTS=gen.prompts.jsonl pipelines/rerun-missing.sh gen.jsonl
 #   PROMPTS=prompts.jsonl OUT=final.jsonl ROUNDS=3 pipelines/rerun-missing.sh sharded/shard-*.gen.jsonl
 #
-# Running it again is safe: RERUN is continued, never overwritten, and OUT
-# is rebuilt from all the answers there are.
+# Running it again is safe: RERUN is continued, never overwritten, and UNFIT
+# and OUT are rebuilt from all the answers there are. An answer filter
+# rejected is never in OUT; a rerun's fit answer for its prompt is. (infer
+# answers a prompt with the same seed again: a rerun helps where sampling
+# is random or the fleet was at fault.)
 #
 # Variables (defaults in brackets):
 #   PROMPTS     the run's prompt file (generate.sh keeps it as
@@ -24,6 +29,10 @@
 #               error [OUT with .jsonl replaced by .errors.jsonl]
 #   RERUN       the new answers [OUT with .jsonl replaced by .rerun.jsonl]
 #   TODO        the latest to-do list [OUT with .jsonl replaced by .todo.jsonl]
+#   UNFIT       every answer that fails the checks, with its reason
+#               [OUT with .jsonl replaced by .unfit.jsonl]
+#   FILTER      0: no quality checks (only missing answers are rerun) [1]
+#   FILTER_ARGS extra filter flags, e.g. '--checks default,lang' []
 #   ROUNDS      how many times to answer the to-do list while it is not empty;
 #               0 only merges and lists what is missing [1]
 #   INFER_ARGS  extra infer flags, split on white space []
@@ -34,7 +43,8 @@
 #   BIN         directory holding the tokenmill binaries [found on PATH]
 #
 # Exit status: 0 when every prompt has a good answer, 3 when some still lack
-# one (they are in TODO, and in ERRORS with their reason), 1 on a failure.
+# one (they are in TODO, and in ERRORS with their error or filter's reject),
+# 1 on a failure.
 set -euo pipefail
 
 [ -n "${BIN:-}" ] && PATH="$(cd "$BIN" && pwd):$PATH"
@@ -44,8 +54,11 @@ OUT=${OUT:-final.jsonl}
 ERRORS=${ERRORS:-${OUT%.jsonl}.errors.jsonl}
 RERUN=${RERUN:-${OUT%.jsonl}.rerun.jsonl}
 TODO=${TODO:-${OUT%.jsonl}.todo.jsonl}
+UNFIT=${UNFIT:-${OUT%.jsonl}.unfit.jsonl}
+FILTER=${FILTER:-1}
 ROUNDS=${ROUNDS:-1}
 read -ra infer_args <<<"${INFER_ARGS:-}"
+read -ra filter_args <<<"${FILTER_ARGS:-}"
 read -ra merge_args <<<"${MERGE_ARGS:-}"
 read -ra stats_args <<<"${STATS_ARGS:-}"
 rerun_errors=${RERUN%.jsonl}.errors.jsonl
@@ -54,7 +67,9 @@ if [ $# = 0 ]; then
   echo "usage: PROMPTS=prompts.jsonl [ENDPOINTS=...] [OUT=final.jsonl] $0 GENERATION_FILE..." >&2
   exit 2
 fi
-for tool in infer merge stats; do
+tools=(infer merge stats)
+[ "$FILTER" != 0 ] && tools+=(filter)
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "rerun-missing.sh: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
 done
 
@@ -65,9 +80,24 @@ answers() {
   return 0
 }
 
+# check: every answer there is through filter, its unfit ones into UNFIT;
+# sets inputs to the answers, and UNFIT, for merge.
+check() {
+  mapfile -d '' inputs < <(answers "$@")
+  [ "$FILTER" != 0 ] || return 0
+  local s=0
+  filter --force --progress 0 --rejects "$UNFIT" -o /dev/null "${filter_args[@]}" "${inputs[@]}" || s=$?
+  # 3: bad lines, reported by filter (and by merge below); the rest checked.
+  if [ "$s" != 0 ] && [ "$s" != 3 ]; then
+    echo "rerun-missing.sh: filter failed (exit $s)" >&2
+    exit "$s"
+  fi
+  inputs+=("$UNFIT")
+}
+
 status=0
 for ((round = 1; ; round++)); do
-  mapfile -d '' inputs < <(answers "$@")
+  check "$@"
   merge --prompts "$PROMPTS" --missing --force -o "$TODO" "${merge_args[@]}" "${inputs[@]}"
   todo=$(wc -l <"$TODO")
   todo=${todo// /}
@@ -92,7 +122,7 @@ for ((round = 1; ; round++)); do
   }
 done
 
-mapfile -d '' inputs < <(answers "$@")
+check "$@"
 [ -s "$rerun_errors" ] && inputs+=("$rerun_errors")
 merge --prompts "$PROMPTS" --force -o "$OUT" --errors "$ERRORS" "${merge_args[@]}" "${inputs[@]}"
 files=("$OUT")

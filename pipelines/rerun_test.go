@@ -36,7 +36,7 @@ func TestRerunMissing(t *testing.T) {
 
 	t.Run("a round on a fleet that fails everything", func(t *testing.T) {
 		down := startFleet(t, 2, "--time-scale", "500", "--fail-rate", "1")
-		p := script(t, time.Minute, dir, scriptEnv("ENDPOINTS="+down, "PROMPTS="+kept, noRetry), "rerun-missing.sh", gen)
+		p := script(t, time.Minute, dir, scriptEnv("ENDPOINTS="+down, "PROMPTS="+kept, noRetry, noLength), "rerun-missing.sh", gen)
 		p.must(t, 3)
 		assertEachOnce(t, "the to-do list", keys(readRecords(t, todo)), missing)
 		assertEachOnce(t, "the merged errors", keys(readRecords(t, finalErrors)), missing)
@@ -49,7 +49,7 @@ func TestRerunMissing(t *testing.T) {
 		ref := reference(t, healthy) // llmsim's answers are a function of the prompt
 		flakier := startFleet(t, 3, "--time-scale", "500", "--fail-rate", "0.3")
 		// 20 rounds: a prompt still failing after them has odds of 0.3^20.
-		p := script(t, 2*time.Minute, dir, scriptEnv("ENDPOINTS="+flakier, "PROMPTS="+kept, "ROUNDS=20", noRetry), "rerun-missing.sh", gen)
+		p := script(t, 2*time.Minute, dir, scriptEnv("ENDPOINTS="+flakier, "PROMPTS="+kept, "ROUNDS=20", noRetry, noLength), "rerun-missing.sh", gen)
 		p.must(t, 0)
 		assertSameAnswers(t, final, ref)
 		assertLinesKept(t, first, readRecords(t, final))
@@ -60,7 +60,7 @@ func TestRerunMissing(t *testing.T) {
 			t.Errorf("the merged errors hold %d records", n)
 		}
 		// Once everything is answered, a rerun asks for nothing.
-		p = script(t, time.Minute, dir, scriptEnv("ENDPOINTS="+flakier, "PROMPTS="+kept, noRetry), "rerun-missing.sh", gen)
+		p = script(t, time.Minute, dir, scriptEnv("ENDPOINTS="+flakier, "PROMPTS="+kept, noRetry, noLength), "rerun-missing.sh", gen)
 		p.must(t, 0)
 		assertSameAnswers(t, final, ref)
 	})

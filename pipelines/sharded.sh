@@ -120,5 +120,6 @@ if [ ${#files[@]} = 0 ]; then
   exit 1
 fi
 # rerun-missing.sh with no rounds: merge, list what lacks an answer, stats;
-# its exit status is the run's.
-PROMPTS=$prompts OUT=$OUT ERRORS=$ERRORS ROUNDS=0 exec bash "$(dirname "$0")/rerun-missing.sh" "${files[@]}"
+# its exit status is the run's. Without quality checks unless FILTER=1: a
+# later rerun-missing.sh of the whole run checks the answers.
+FILTER=${FILTER:-0} PROMPTS=$prompts OUT=$OUT ERRORS=$ERRORS ROUNDS=0 exec bash "$(dirname "$0")/rerun-missing.sh" "${files[@]}"

@@ -82,6 +82,10 @@ type Env struct {
 	// Interactive is true when Stderr is a terminal: live progress displays
 	// are drawn only then; otherwise progress is periodic plain lines.
 	Interactive bool
+	// Width is the terminal's width in columns, asked again at every
+	// redraw of a live display (the window may be resized); 0 or a nil
+	// func when unknown. See term.go.
+	Width func() int
 }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
@@ -97,6 +101,7 @@ func OSEnv(name string) *Env {
 		Stdout:      os.Stdout,
 		Stderr:      os.Stderr,
 		Interactive: term.IsTerminal(int(os.Stderr.Fd())),
+		Width:       stderrWidth,
 	}
 }
 

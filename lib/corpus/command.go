@@ -20,9 +20,14 @@ conversations, CJK and emoji, JSON escapes, and ~0.6% duplicated first-turn
 prompts plus whitespace, case and punctuation variants, in numbers the
 summary on stderr reports.
 
+With --conversations it writes multi-turn ShareGPT conversations instead (2-10 turns,
+long-tailed history lengths, some with tools, function calls and observations), for
+extract --turns all.
+
 Example:
   corpus -n 660000 -o corpus.jsonl.zst
-  corpus -n 660000 --prompts | dedup --normalize lower > unique.jsonl`
+  corpus -n 660000 --prompts | dedup --normalize lower > unique.jsonl
+  corpus -n 10000 --conversations | extract --turns all > conversations.jsonl`
 
 // Command is the corpus tool.
 type Command struct {
@@ -32,6 +37,8 @@ type Command struct {
 	cli.ForceFlag  `set:"force_what=-o"`
 	Seed           uint64 `help:"Random seed: the same seed and -n give the same records." default:"1"`
 	Prompts        bool   `help:"Write the prompt records extract would make (id, and the first human turn as the user message) instead of dataset rows." default:"false"`
+
+	Conversations bool `help:"Write multi-turn ShareGPT conversations (2-10 turns; some with a system prompt, tools, function calls and observations) instead of Infinity-Instruct rows." default:"false"`
 }
 
 // Run writes the corpus and the summary.
@@ -40,11 +47,17 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("-n must not be negative")
 	}
 	isParquet := strings.HasSuffix(c.Output, ".parquet")
-	if isParquet && c.Prompts {
-		return cli.Usagef("--prompts writes JSONL; choose a .jsonl output")
+	switch {
+	case isParquet && (c.Prompts || c.Conversations):
+		return cli.Usagef("--prompts and --conversations write JSONL; choose a .jsonl output")
+	case c.Prompts && c.Conversations:
+		return cli.Usagef("--prompts and --conversations are two different outputs; choose one")
 	}
 	if err := jsonl.CheckPaths(nil, []jsonl.Output{{Flag: "-o", Path: c.Output}}, c.Force); err != nil {
 		return err
+	}
+	if c.Conversations {
+		return c.writeConversations(ctx, env)
 	}
 	gen := New(c.Seed)
 	var written int64
@@ -66,6 +79,29 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 }
 
 func (c *Command) writeJSONL(ctx context.Context, env *cli.Env, gen *Generator) (int64, error) {
+	return c.writeLines(ctx, env, func(buf []byte) []byte {
+		if c.Prompts {
+			return AppendPrompt(buf, gen.Next())
+		}
+		return AppendJSON(buf, gen.Next())
+	})
+}
+
+// writeConversations writes the conversations corpus and its summary.
+func (c *Command) writeConversations(ctx context.Context, env *cli.Env) error {
+	gen := NewConversations(c.Seed)
+	written, err := c.writeLines(ctx, env, func(buf []byte) []byte { return AppendConversation(buf, gen.Next()) })
+	if err != nil {
+		return err
+	}
+	n := gen.Counts()
+	env.Logf("wrote %d conversations (%d bytes) to %s: %d turns, %d with a system prompt, %d with tools, %d function calls each answered by an observation, longest %d characters",
+		n.Conversations, written, c.Output, n.Turns, n.WithSystem, n.WithTools, n.Calls, n.LongestChars)
+	return nil
+}
+
+// writeLines writes -n lines, each appended by next, to -o.
+func (c *Command) writeLines(ctx context.Context, env *cli.Env, next func([]byte) []byte) (int64, error) {
 	w, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
 	if err != nil {
 		return 0, err
@@ -77,12 +113,7 @@ func (c *Command) writeJSONL(ctx context.Context, env *cli.Env, gen *Generator) 
 			w.Abort()
 			return written, context.Cause(ctx)
 		}
-		r := gen.Next()
-		if c.Prompts {
-			buf = AppendPrompt(buf[:0], r)
-		} else {
-			buf = AppendJSON(buf[:0], r)
-		}
+		buf = next(buf[:0])
 		written += int64(len(buf)) + 1
 		if err := w.Write(buf); err != nil {
 			w.Abort()

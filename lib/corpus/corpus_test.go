@@ -310,6 +310,8 @@ func TestCommand(t *testing.T) {
 		{"parquet", []string{"-n", "400", "--seed", "9", "-o", filepath.Join(dir, "c.parquet")}, 0, "c.parquet"},
 		{"prompts", []string{"-n", "400", "--seed", "9", "--prompts", "-o", filepath.Join(dir, "p.jsonl")}, 0, "p.jsonl"},
 		{"prompts as parquet", []string{"-n", "4", "--prompts", "-o", filepath.Join(dir, "p.parquet")}, 2, ""},
+		{"conversations as parquet", []string{"-n", "4", "--conversations", "-o", filepath.Join(dir, "c.parquet")}, 2, ""},
+		{"prompts and conversations", []string{"-n", "4", "--conversations", "--prompts"}, 2, ""},
 		{"negative n", []string{"-n", "-1"}, 2, ""},
 	}
 	_, counts := generate(t, 9, 400, false)

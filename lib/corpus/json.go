@@ -9,24 +9,30 @@ import (
 func AppendJSON(dst []byte, r *Record) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, r.ID, r.ASCII)
-	dst = append(dst, `,"conversations":[`...)
-	for i, t := range r.Conversations {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"from":`...)
-		dst = appendString(dst, t.From, r.ASCII)
-		dst = append(dst, `,"value":`...)
-		dst = appendString(dst, t.Value, r.ASCII)
-		dst = append(dst, '}')
-	}
-	dst = append(dst, `],"label":`...)
+	dst = appendTurns(dst, r.Conversations, r.ASCII)
+	dst = append(dst, `,"label":`...)
 	dst = appendLabel(dst, &r.Label, r.ASCII)
 	dst = append(dst, `,"langdetect":`...)
 	dst = appendString(dst, r.Langdetect, r.ASCII)
 	dst = append(dst, `,"source":`...)
 	dst = appendString(dst, r.Source, r.ASCII)
 	return append(dst, '}')
+}
+
+// appendTurns writes turns as the "conversations" field, after a comma.
+func appendTurns(dst []byte, turns []Turn, ascii bool) []byte {
+	dst = append(dst, `,"conversations":[`...)
+	for i, t := range turns {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"from":`...)
+		dst = appendString(dst, t.From, ascii)
+		dst = append(dst, `,"value":`...)
+		dst = appendString(dst, t.Value, ascii)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }
 
 // AppendPrompt appends the prompt record extract makes of r by default:

@@ -105,6 +105,26 @@ func TestBinaryStateRefusals(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("a refused run created its output file (%v)", err)
 	}
+	// A state of the prompt key before it covered tools (see
+	// TestStateRefusesAnOlderPromptKey) is refused before anything is
+	// written, and left as it was.
+	old, err := os.ReadFile(filepath.Join("testdata", "v1-prompt.state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(state, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runBinary(t, input, nil, "--expected", "100", "--state", state, "-o", out)
+	if r.code != 1 || !strings.Contains(r.stderr, "older dedup whose prompt key (version 1) left out the tools") {
+		t.Fatalf("old key version: exit %d, want 1 saying why:\n%s", r.code, r.stderr)
+	}
+	if after, _ := os.ReadFile(state); !bytes.Equal(after, old) {
+		t.Error("the refused state file was changed")
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused run created its output file (%v)", err)
+	}
 }
 
 // SIGINT: exit 130; no -o, --dups or state file is written or changed; on

@@ -44,12 +44,15 @@ type rawPrompt struct {
 	ID       json.RawMessage `json:"id"`
 	Messages []rawMessage    `json:"messages"`
 	Prompt   json.RawMessage `json:"prompt"`
+	System   json.RawMessage `json:"system"`
+	Tools    json.RawMessage `json:"tools"`
 }
 
 type rawMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls json.RawMessage `json:"tool_calls"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID json.RawMessage `json:"tool_call_id"`
 }
 
 // NewKeyer returns a Keyer for --key spec ("prompt", or a field path such
@@ -98,8 +101,8 @@ func (k *Keyer) ID(line []byte) []byte {
 }
 
 func (k *Keyer) promptKey(line []byte) ([]byte, error) {
-	k.prompt.Messages = k.prompt.Messages[:0]
-	k.prompt.Prompt, k.prompt.ID = nil, nil
+	clear(k.prompt.Messages[:cap(k.prompt.Messages)]) // the decoder keeps fields a message leaves out
+	k.prompt = rawPrompt{Messages: k.prompt.Messages[:0]}
 	if err := record.Decode(line, &k.prompt); err != nil {
 		return nil, decodeError(line, err)
 	}
@@ -109,26 +112,56 @@ func (k *Keyer) promptKey(line []byte) ([]byte, error) {
 	k.msgs = k.msgs[:0]
 	k.text = k.text[:0]
 	k.canon = k.canon[:0]
+	if len(k.prompt.System) > 0 && string(k.prompt.System) != "null" {
+		// A top-level system prompt takes the system slot by the rule
+		// every stage follows (record.UsesSystem).
+		system, ok := k.unquote(k.prompt.System)
+		if !ok {
+			return nil, &KeyError{ReasonBadPrompt, "system is not a string"}
+		}
+		first := ""
+		if len(k.prompt.Messages) > 0 {
+			first = k.prompt.Messages[0].Role
+		}
+		if first != "system" && !record.Blank(system) {
+			k.msgs = append(k.msgs, record.Message{Role: "system", Content: system})
+		}
+	}
 	for i := range k.prompt.Messages {
 		m := &k.prompt.Messages[i]
 		content, ok := k.unquote(m.Content)
 		if !ok {
 			return nil, &KeyError{ReasonBadPrompt, fmt.Sprintf("message %d: content is not a string", i+1)}
 		}
-		k.msgs = append(k.msgs, record.Message{Role: m.Role, Content: content, ToolCalls: m.ToolCalls})
+		msg := record.Message{Role: m.Role, Content: content}
+		if string(m.ToolCalls) != "null" {
+			msg.ToolCalls = m.ToolCalls
+		}
+		if len(m.ToolCallID) > 0 && string(m.ToolCallID) != "null" {
+			if m.ToolCallID[0] != '"' {
+				return nil, &KeyError{ReasonBadPrompt, fmt.Sprintf("message %d: tool_call_id is not a string", i+1)}
+			}
+			start := len(k.text)
+			k.text = appendUnquoted(k.text, m.ToolCallID)
+			msg.ToolCallID = unsafe.String(unsafe.SliceData(k.text[start:]), len(k.text)-start)
+		}
+		k.msgs = append(k.msgs, msg)
 	}
-	p := record.Prompt{Messages: k.msgs}
-	if len(k.msgs) == 0 && len(k.prompt.Prompt) > 0 && string(k.prompt.Prompt) != "null" {
+	p := record.Prompt{Messages: k.msgs, Tools: k.prompt.Tools}
+	if len(k.prompt.Messages) == 0 && len(k.prompt.Prompt) > 0 && string(k.prompt.Prompt) != "null" {
 		text, ok := k.unquote(k.prompt.Prompt)
 		if !ok {
 			return nil, &KeyError{ReasonBadPrompt, "prompt is not a string"}
 		}
-		p.Prompt = &text
+		p.Messages, p.Prompt = nil, &text
 	}
 	if !p.HasPrompt() {
 		return nil, &KeyError{ReasonNoKey, "no messages or prompt"}
 	}
-	k.key = p.AppendCanonical(k.key[:0])
+	var err error
+	if k.key, err = p.AppendCanonicalStrict(k.key[:0]); err != nil {
+		return nil, &KeyError{ReasonBadPrompt, err.Error()}
+	}
 	return k.key, nil
 }
 

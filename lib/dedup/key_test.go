@@ -82,6 +82,12 @@ func TestKeySameAndDifferent(t *testing.T) {
 	user := func(content string) string {
 		return `{"id":"x","messages":[{"role":"user","content":` + content + `}]}`
 	}
+	withTools := func(tools string) string {
+		return `{"id":"x","messages":[{"role":"user","content":"hi"}],"tools":` + tools + `}`
+	}
+	toolResult := func(id string) string {
+		return `{"messages":[{"role":"user","content":"q"},{"role":"tool","content":"r","tool_call_id":` + id + `}]}`
+	}
 	tests := []struct {
 		name string
 		spec string
@@ -120,6 +126,39 @@ func TestKeySameAndDifferent(t *testing.T) {
 		{"object value order and spacing", "meta", None, `{"meta":{"a":1,"b":[1, 2]}}`, `{"meta": {"b":[1,2],"a":1}}`, true},
 		{"object value differs", "meta", None, `{"meta":{"a":1}}`, `{"meta":{"a":2}}`, false},
 		{"field normalized", "title", Lower, `{"title":"A  B"}`, `{"title":"a b"}`, true},
+
+		// Tools are part of the prompt, compared in canonical form.
+		{"tools differ", "prompt", None, withTools(`[{"type":"function","function":{"name":"a"}}]`), withTools(`[{"type":"function","function":{"name":"b"}}]`), false},
+		{"tools or none", "prompt", None, user(`"hi"`), withTools(`[{"type":"function","function":{"name":"a"}}]`), false},
+		{"tools as a JSON string, spaced, keys in other order", "prompt", None,
+			withTools(`[{"type":"function","function":{"name":"a","parameters":{"type":"object"}}}]`),
+			withTools(`"[ {\"function\": {\"parameters\": {\"type\": \"object\"}, \"name\": \"a\"}, \"type\": \"function\"} ]"`), true},
+		{"a bare function is an OpenAI tool", "prompt", None,
+			withTools(`[{"type":"function","function":{"name":"a","description":"d"}}]`), withTools(`"[{\"name\": \"a\", \"description\": \"d\"}]"`), true},
+		{"numbers in tools keep their spelling", "prompt", None, withTools(`[{"name":"a","x":1.0}]`), withTools(`[{"name":"a","x":1}]`), false},
+		{"tools are not normalized", "prompt", Lower, withTools(`[{"name":"A"}]`), withTools(`[{"name":"a"}]`), false},
+		{"empty list of tools is none", "prompt", None, user(`"hi"`), withTools(`[]`), true},
+		{"empty string of tools is none", "prompt", None, user(`"hi"`), withTools(`""`), true},
+		{"empty list in a string is none", "prompt", None, user(`"hi"`), withTools(`"[]"`), true},
+		{"spaced empty list in a string is none", "prompt", None, user(`"hi"`), withTools(`" [ ] "`), true},
+		{"null tools are none", "prompt", None, user(`"hi"`), withTools(`null`), true},
+		{"empty object of tools is none", "prompt", None, user(`"hi"`), withTools(`{}`), true},
+		{"tools of a completion prompt", "prompt", None, `{"prompt":"hi"}`, `{"prompt":"hi","tools":[{"name":"a"}]}`, false},
+
+		// The top-level system prompt takes the system slot (record.UsesSystem).
+		{"top-level system is a system turn", "prompt", None, `{"system":"S","messages":[{"role":"user","content":"hi"}]}`,
+			`{"messages":[{"role":"system","content":"S"},{"role":"user","content":"hi"}]}`, true},
+		{"a system turn wins over the top-level system", "prompt", None, `{"system":"S","messages":[{"role":"system","content":"T"},{"role":"user","content":"hi"}]}`,
+			`{"messages":[{"role":"system","content":"T"},{"role":"user","content":"hi"}]}`, true},
+		{"a blank top-level system is none", "prompt", None, `{"system":" \n","messages":[{"role":"user","content":"hi"}]}`, user(`"hi"`), true},
+		{"the top-level system is normalized like the turns", "prompt", WS, `{"system":" S ","messages":[{"role":"user","content":"hi"}]}`,
+			`{"messages":[{"role":"system","content":"S"},{"role":"user","content":"hi"}]}`, true},
+		{"a completion prompt has no system slot", "prompt", None, `{"system":"S","prompt":"hi"}`, `{"prompt":"hi"}`, true},
+
+		// Which call a tool result answers is part of the prompt.
+		{"tool_call_id matters", "prompt", None, toolResult(`"c1"`), toolResult(`"c2"`), false},
+		{"tool_call_id null is none", "prompt", None, toolResult(`null`), `{"messages":[{"role":"user","content":"q"},{"role":"tool","content":"r"}]}`, true},
+		{"tool_calls null is none", "prompt", None, `{"messages":[{"role":"user","content":"q","tool_calls":null}]}`, `{"messages":[{"role":"user","content":"q"}]}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +188,11 @@ func TestKeyRejects(t *testing.T) {
 		{"prompt", `{"messages":"hi"}`, ReasonBadPrompt},
 		{"prompt", `{"messages":[{"role":"user","content":5}]}`, ReasonBadPrompt},
 		{"prompt", `{"prompt":["a"]}`, ReasonBadPrompt},
+		{"prompt", `{"messages":[{"role":"user","content":"hi"}],"tools":5}`, ReasonBadPrompt},
+		{"prompt", `{"messages":[{"role":"user","content":"hi"}],"tools":"get_weather"}`, ReasonBadPrompt},
+		{"prompt", `{"messages":[{"role":"user","content":"hi"}],"tools":"[{\"name\": "}`, ReasonBadPrompt},
+		{"prompt", `{"messages":[{"role":"user","content":"hi"}],"system":7}`, ReasonBadPrompt},
+		{"prompt", `{"messages":[{"role":"tool","content":"r","tool_call_id":3}]}`, ReasonBadPrompt},
 		{"id", `{"idx":"x"}`, ReasonNoKey},
 		{"id", `{"id":null}`, ReasonNoKey},
 		{"id", `{"id":"x"`, jsonl.ReasonMalformedJSON},
@@ -175,6 +219,7 @@ func FuzzKey(f *testing.F) {
 	f.Add([]byte(`{"id":1,"prompt":"\u00e9"}`), "")
 	f.Add([]byte(`{"meta":{"source":[1,{"b":2,"a":1}]}}`), "")
 	f.Add([]byte(`[{"messages":[]}`), "")
+	f.Add([]byte(`{"system":"S","messages":[{"role":"tool","content":"r","tool_call_id":"c"}],"tools":"[{\"name\":\"a\",\"x\":1e3}]"}`), "")
 	f.Fuzz(func(t *testing.T, line []byte, content string) {
 		for _, spec := range []string{"prompt", "id", "meta.source"} {
 			for m := None; m <= Aggressive; m++ {

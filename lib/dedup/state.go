@@ -28,10 +28,17 @@ import (
 //
 // A file whose checksum, size or layout is wrong is refused as corrupt, and
 // one made with other settings is refused before its body is read.
+//
+// The header's key_version says what the default --key prompt covered when
+// the state was made: 1 (no key_version) the messages or completion prompt
+// only; 2 also the tools and the top-level system prompt, and tool_call_id.
+// A --key prompt state of another version holds keys this run cannot match
+// and is refused; field keys (--key id, ...) did not change.
 const (
-	stateMagic   = "tokenmill-dedup-state\n"
-	stateVersion = 1
-	maxHeader    = 1 << 20
+	stateMagic       = "tokenmill-dedup-state\n"
+	stateVersion     = 1
+	promptKeyVersion = 2
+	maxHeader        = 1 << 20
 )
 
 // Settings are what a state must agree with to be used by a run.
@@ -62,7 +69,8 @@ type layerHeader struct {
 }
 
 type stateHeader struct {
-	Version int `json:"version"`
+	Version    int `json:"version"`
+	KeyVersion int `json:"key_version,omitempty"`
 	Settings
 	Totals    Totals        `json:"totals"`
 	Keys      uint64        `json:"keys"`
@@ -81,6 +89,23 @@ type SettingsError struct {
 func (e *SettingsError) Error() string {
 	return fmt.Sprintf("state %s was made with %s %s, but this run has %s %s: use the same settings, or another --state file",
 		e.Path, e.Flag, e.State, e.Flag, e.Run)
+}
+
+// KeyVersionError is a --key prompt state whose keys were computed by
+// another version of the prompt key.
+type KeyVersionError struct {
+	Path  string
+	State int
+}
+
+func (e *KeyVersionError) Error() string {
+	if e.State < promptKeyVersion {
+		return fmt.Sprintf("state %s was made by an older dedup whose prompt key (version %d) left out the tools, the top-level system prompt and tool_call_id; "+
+			"this dedup's key (version %d) includes them, so the saved keys cannot be matched: start a new --state file and run the earlier inputs through it again",
+			e.Path, e.State, promptKeyVersion)
+	}
+	return fmt.Sprintf("state %s has prompt key version %d; this dedup reads version %d: use the dedup that made it, or start a new --state file",
+		e.Path, e.State, promptKeyVersion)
 }
 
 // checkSettings names the first setting in which a state differs.
@@ -117,7 +142,7 @@ func SaveState(path string, s *Set, settings Settings, totals Totals) error {
 }
 
 func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error {
-	hdr := stateHeader{Version: stateVersion, Settings: settings, Totals: totals, Keys: s.Filter.Keys(), ExactKeys: uint64(len(s.exact))}
+	hdr := stateHeader{Version: stateVersion, KeyVersion: promptKeyVersion, Settings: settings, Totals: totals, Keys: s.Filter.Keys(), ExactKeys: uint64(len(s.exact))}
 	for _, l := range s.Filter.layers {
 		hdr.Layers = append(hdr.Layers, layerHeader{M: uint64(l.bf.Cap()), K: uint64(l.bf.K()), Capacity: l.capacity, FP: l.fp, Count: l.count})
 	}
@@ -251,6 +276,11 @@ func readState(r *bufio.Reader, size int64, path string, run Settings) (*Set, To
 	}
 	if err := checkSettings(path, hdr.Settings, run); err != nil {
 		return nil, Totals{}, err
+	}
+	if hdr.Key == KeyPrompt {
+		if v := max(hdr.KeyVersion, 1); v != promptKeyVersion {
+			return nil, Totals{}, &KeyVersionError{Path: path, State: v}
+		}
 	}
 	// Check the sizes the header promises against the file before
 	// allocating anything they say.

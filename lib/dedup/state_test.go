@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/zeebo/xxh3"
 )
 
 func fillSet(s *Set, family string, n int) {
@@ -148,5 +150,51 @@ func TestStateRefusesDamage(t *testing.T) {
 	// The intact file still loads: the cases above failed for their damage.
 	if _, _, err := LoadState(context.Background(), path, settings, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The v1-*.state files in testdata were written by the dedup before the
+// prompt key covered tools and the top-level system prompt:
+//
+//	dedup --expected 100 [--key id] --state v1-prompt.state state-in.jsonl
+//
+// over two prompt records, one with tools.
+var v1Settings = Settings{Key: KeyPrompt, Normalize: "none", FP: 1e-6, Expected: 100}
+
+func TestStateRefusesAnOlderPromptKey(t *testing.T) {
+	_, _, err := LoadState(context.Background(), filepath.Join("testdata", "v1-prompt.state"), v1Settings, nil)
+	var kv *KeyVersionError
+	if !errors.As(err, &kv) || kv.State != 1 || !strings.Contains(err.Error(), "left out the tools") || !strings.Contains(err.Error(), "start a new --state file") {
+		t.Fatalf("got %v, want a key version error saying why", err)
+	}
+	// A field key did not change: that state still loads, and holds its keys.
+	idSettings := v1Settings
+	idSettings.Key = "id"
+	s, totals, err := LoadState(context.Background(), filepath.Join("testdata", "v1-id.state"), idSettings, nil)
+	if err != nil || s.Filter.Keys() != 2 || totals.Read != 2 {
+		t.Fatalf("v1 --key id state: %v, totals %+v", err, totals)
+	}
+	k, _ := NewKeyer("id", None)
+	for _, line := range []string{`{"id":"a"}`, `{"id":"b"}`} {
+		key, err := k.Key([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen, _ := s.Seen(xxh3.Hash128(key), nil); !seen {
+			t.Errorf("key of %s not in the loaded state", line)
+		}
+	}
+	// A state saved now carries the current version and loads.
+	path := filepath.Join(t.TempDir(), "new.state")
+	fresh := NewSet(100, 1e-6, false)
+	fillSet(fresh, "x", 5)
+	if err := SaveState(path, fresh, v1Settings, Totals{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadState(context.Background(), path, v1Settings, nil); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"key_version":2`) {
+		t.Error("a saved state does not record its key version")
 	}
 }

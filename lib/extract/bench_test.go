@@ -112,6 +112,12 @@ func BenchmarkExtractShareGPTKeep(b *testing.B) {
 	benchmarkRun(b, shareGPTData(20000), "--keep", "label,langdetect", "--source", "ii")
 }
 
+// BenchmarkExtractConversations makes whole conversation records (--turns
+// all) of multi-turn tool-calling conversations (corpus --conversations).
+func BenchmarkExtractConversations(b *testing.B) {
+	benchmarkRun(b, corpusConversations(5000, 1), "--turns", "all")
+}
+
 func benchmarkRun(b *testing.B, data []byte, args ...string) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()

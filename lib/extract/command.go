@@ -20,12 +20,15 @@ const Description = `Pull chat prompts out of instruction datasets and write the
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
   extract --source ii/0625 --keep label,langdetect --lang en --min-chars 20 data/0625/*.parquet -o prompts.jsonl
   extract --turns each --id-prefix sg- --rejects rejects.jsonl sharegpt.json.zst > prompts.jsonl
+  extract --turns all glaive_toolcall_en.json > conversations.jsonl
 
 Inputs are JSONL, JSON arrays or Parquet files, plain, gzip or zstd (by content, not name),
 or stdin. Each record's layout is detected unless --format says it: batch (custom_id + body),
 sharegpt (conversations of from/value, as in Infinity-Instruct), openai (messages of
-role/content, content as text or a list of text parts), alpaca (instruction, input, history),
-mt-bench (turns), plain (prompt, question or text), tried in that order.
+role/content, content as text or a list of text parts), alpaca (instruction, input, history;
+Dolly's context), mt-bench (turns), oasst (OpenAssistant trees, or messages by parent_id),
+plain (prompt, question or text), preference (chosen/rejected pairs), tried in that order.
+Records that need an image, audio or video are rejected as multimodal.
 
 A record that gives no prompt (no user turn, empty, malformed, unknown layout, ...) is
 rejected: counted by reason, shown with file and line, written to --rejects, and the run
@@ -37,8 +40,8 @@ type Command struct {
 
 	Files          []string `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
 	cli.OutputFlag `set:"output_what=the prompt records"`
-	Format         string `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,plain" help:"Record layout: auto detects it per record (${enum})."`
-	Turns          string `default:"first" enum:"first,all-but-last,each" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>')."`
+	Format         string `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,oasst,plain,preference" help:"Record layout: auto detects it per record (${enum})."`
+	Turns          string `default:"first" enum:"first,all-but-last,each,all" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>'), all (the whole conversation with its answers, tool calls and tool results, for regenerating it)."`
 	IDPrefix       string `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`
 	IDField        string `name:"id-field" default:"" help:"Take ids from this field (default: id, question_id or custom_id, whichever is set). Records without one get a hash of their prompt."`
 	Keep           string `default:"" help:"Copy these dataset fields into meta, e.g. label,langdetect,source,reward."`
@@ -47,6 +50,7 @@ type Command struct {
 	MaxChars       int    `name:"max-chars" default:"0" help:"Leave out prompts with more characters (0: no limit)."`
 	Lang           string `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
 	Limit          int64  `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
+	MaxHeld        int    `name:"max-held" default:"100000" help:"Messages of a flat OpenAssistant export held at once to rebuild a conversation tree; one past this is rejected as max_held."`
 	cli.RejectsFlag
 	cli.ForceFlag
 	cli.ProgressFlag
@@ -56,7 +60,7 @@ func (c *Command) options() Options {
 	return Options{
 		Format: c.Format, Turns: c.Turns, IDPrefix: c.IDPrefix, IDField: c.IDField,
 		Keep: splitList(c.Keep), Source: c.Source, MinChars: c.MinChars, MaxChars: c.MaxChars,
-		Lang: splitList(c.Lang),
+		Lang: splitList(c.Lang), MaxHeld: c.MaxHeld,
 	}
 }
 
@@ -72,12 +76,14 @@ func splitList(list string) []string {
 }
 
 // counts is the run's accounting. Every candidate (a record, or a user turn
-// with --turns each; an unreadable input counts as one) ends up exactly
-// once as written, rejected or filtered.
+// with --turns each, or a prompter message of an OpenAssistant tree; an
+// unreadable input counts as one) ends up exactly once as written,
+// rejected, filtered, or (a held message) as ending no prompt.
 type counts struct {
 	read       atomic.Int64 // records, and inputs the reader could not read
 	candidates atomic.Int64
 	wrote      atomic.Int64
+	noPrompt   int64
 	filtered   map[string]int64
 }
 
@@ -85,6 +91,9 @@ type counts struct {
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if c.MinChars < 0 || c.MaxChars < 0 || c.Limit < 0 {
 		return cli.Usagef("--min-chars, --max-chars and --limit cannot be negative")
+	}
+	if c.MaxHeld < 1 {
+		return cli.Usagef("--max-held must be at least 1")
 	}
 	x, err := NewExtractor(c.options())
 	if err != nil {
@@ -149,7 +158,7 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 		}
 		rec, err := in.Next()
 		if err == io.EOF {
-			return nil
+			return c.take(x.Flush(), jsonl.Record{}, out, rejects, n)
 		}
 		n.read.Add(1)
 		if err != nil {
@@ -163,40 +172,60 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 			}
 			continue
 		}
-		for _, cand := range x.Convert(rec.Data) {
-			n.candidates.Add(1)
-			switch {
-			case cand.Out != nil:
-				if err := out.Write(cand.Out); err != nil {
-					var tooLong *jsonl.LineTooLongError
-					if !errors.As(err, &tooLong) {
-						return fmt.Errorf("writing %s: %w", out.Path(), err)
-					}
-					if err := rejects.Add(rec, jsonl.ReasonLineTooLong, tooLong.Error()); err != nil {
-						return err
-					}
-					continue
-				}
-				if n.wrote.Add(1) == c.Limit {
-					return nil
-				}
-			case cand.Filtered:
-				n.filtered[cand.Reason]++
-			default:
-				if err := rejects.Add(rec, cand.Reason, cand.Detail); err != nil {
-					return err
-				}
-			}
+		if err := c.take(x.ConvertRecord(rec), rec, out, rejects, n); err != nil {
+			return err
+		}
+		if c.Limit > 0 && n.wrote.Load() >= c.Limit {
+			return nil
 		}
 	}
 }
 
+// take writes, rejects or counts the candidates of rec, stopping at
+// --limit.
+func (c *Command) take(cands []Candidate, rec jsonl.Record, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+	for _, cand := range cands {
+		n.candidates.Add(1)
+		switch {
+		case cand.Out != nil:
+			if err := out.Write(cand.Out); err != nil {
+				var tooLong *jsonl.LineTooLongError
+				if !errors.As(err, &tooLong) {
+					return fmt.Errorf("writing %s: %w", out.Path(), err)
+				}
+				if err := rejects.Add(rec, jsonl.ReasonLineTooLong, tooLong.Error()); err != nil {
+					return err
+				}
+				continue
+			}
+			if n.wrote.Add(1) == c.Limit {
+				return nil
+			}
+		case cand.Filtered:
+			n.filtered[cand.Reason]++
+		case cand.NoPrompt:
+			n.noPrompt++
+		default:
+			from := rec
+			if cand.From != nil {
+				from = *cand.From
+			}
+			if err := rejects.Add(from, cand.Reason, cand.Detail); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // summary is the one line printed at the end, e.g.
 // "read 660000, wrote 658671, rejected 1329 (no_user_turn 1200, empty 129)".
+// With --turns each, or whenever the records gave other than one candidate each,
+// "(T turns)" after read counts the candidates.
 func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "read %d", n.read.Load())
-	if perTurn {
+	if perTurn || n.candidates.Load() != n.read.Load() {
 		fmt.Fprintf(&b, " (%d turns)", n.candidates.Load())
 	}
 	fmt.Fprintf(&b, ", wrote %d, %s", n.wrote.Load(), rejects.Summary())
@@ -216,6 +245,9 @@ func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
 			parts[i] = fmt.Sprintf("%s %d", r, n.filtered[r])
 		}
 		fmt.Fprintf(&b, ", filtered %d (%s)", total, strings.Join(parts, ", "))
+	}
+	if n.noPrompt > 0 {
+		fmt.Fprintf(&b, ", %d messages end no prompt", n.noPrompt)
 	}
 	return b.String()
 }

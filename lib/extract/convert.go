@@ -1,6 +1,7 @@
 // Package extract pulls chat prompts out of instruction datasets: it reads
 // each record in whichever common layout it comes (ShareGPT and
-// Infinity-Instruct, OpenAI messages, Alpaca, MT-Bench, plain prompts,
+// Infinity-Instruct, OpenAI messages, Alpaca and Dolly, MT-Bench,
+// OpenAssistant trees and messages, plain prompts, preference pairs,
 // OpenAI batch requests), picks the turns to prompt with, and writes
 // prompt records of the tokenmill record contract.
 package extract
@@ -11,6 +12,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
 
@@ -28,6 +30,7 @@ const (
 	TurnsFirst      = "first"
 	TurnsAllButLast = "all-but-last"
 	TurnsEach       = "each"
+	TurnsAll        = "all" // the whole conversation, for regeneration
 )
 
 // Reasons a record yields no prompt (rejects, exit 3).
@@ -41,6 +44,14 @@ const (
 	ReasonUnknownRole    = "unknown_role"
 	ReasonNonText        = "non_text_content"
 	ReasonBadID          = "bad_id"
+	ReasonBadTools       = "bad_tools"
+	ReasonMultimodal     = "multimodal"
+	ReasonEmbeddings     = "embeddings_request"
+	ReasonModerations    = "moderations_request"
+
+	ReasonPreferenceMismatch = "preference_mismatch"
+	ReasonMissingParent      = "missing_parent"
+	ReasonMaxHeld            = "max_held"
 )
 
 // Reasons a good prompt is left out on purpose (counted, not rejects).
@@ -61,24 +72,32 @@ type Options struct {
 	MinChars int      // 0: no minimum
 	MaxChars int      // 0: no maximum
 	Lang     []string // langdetect values to keep; empty keeps all
+	MaxHeld  int      // messages of a flat OpenAssistant export held at once; 0: DefaultMaxHeld
 }
 
 // Candidate is what one prompt a record could give came to: the prompt
-// record, or the reason it was rejected or filtered out.
+// record, or the reason it was rejected or filtered out. A message of a
+// flat OpenAssistant export is held until its tree is complete, so its
+// candidate comes with a later record (or from Flush), and From names it.
 type Candidate struct {
 	Out      []byte // the prompt record (one JSON line), nil if none
 	Reason   string // why there is no prompt
 	Detail   string
-	Filtered bool // Reason is a filter, not a reject
+	Filtered bool          // Reason is a filter, not a reject
+	NoPrompt bool          // a held message that ends no prompt in this --turns mode
+	From     *jsonl.Record // the input this came from, when not the record just converted
 }
 
 // message is one chat turn of the record being converted. content is a
-// JSON string token; name and toolCalls are raw JSON or nil.
+// JSON string token; name, toolCallID and toolCalls are raw JSON or nil.
 type message struct {
-	role      string
-	content   []byte
-	name      []byte
-	toolCalls []byte
+	role       string
+	content    []byte
+	name       []byte
+	toolCalls  []byte
+	toolCallID []byte
+	reasoning  []byte // reasoning_content token, nil if none
+	callsBuilt bool   // toolCalls were built here, from calls given one by one
 }
 
 // Extractor converts records one at a time, reusing its buffers. It is not
@@ -98,16 +117,30 @@ type Extractor struct {
 	format     string
 	msgs       []message
 	completion []byte // a completion prompt's token, instead of msgs
-	tools      []byte
+	tools      []byte // in canonical form; nil when there are none
+	toolsCache map[string][]byte
 	turns      []turn
 	parts      []part
+	texts      [][]byte
 	users      []int
 	arena      []byte // tokens built for this record
 	scratch    []byte
-	out        []byte
-	canon      []byte
-	recMsgs    []record.Message
-	cands      []Candidate
+	// scratchArena holds tokens made while a value is being built in arena.
+	scratchArena  []byte
+	partReasoning [][]byte // the reasoning parts of the content just read
+	partCalls     [][]byte // its tool_call parts
+	callVals      [][]byte
+	pending       [][]byte // ids of generated calls the next tool turns answer
+	out           []byte
+	canon         []byte
+	recMsgs       []record.Message
+	cands         []Candidate
+
+	nodes   []oaNode // the OpenAssistant tree being read
+	oaState []uint8
+	oaBelow []bool
+	oaLeaf  []bool
+	held    heldTree // a flat export's messages waiting for their tree
 }
 
 // NewExtractor checks opts and prepares an Extractor.
@@ -122,14 +155,17 @@ func NewExtractor(opts Options) (*Extractor, error) {
 		return nil, fmt.Errorf("unknown format %q (known: auto, %s)", opts.Format, strings.Join(Formats, ", "))
 	}
 	switch opts.Turns {
-	case TurnsFirst, TurnsAllButLast, TurnsEach:
+	case TurnsFirst, TurnsAllButLast, TurnsEach, TurnsAll:
 	default:
-		return nil, fmt.Errorf("unknown --turns %q (known: first, all-but-last, each)", opts.Turns)
+		return nil, fmt.Errorf("unknown --turns %q (known: first, all-but-last, each, all)", opts.Turns)
 	}
 	if opts.MaxChars > 0 && opts.MinChars > opts.MaxChars {
 		return nil, fmt.Errorf("--min-chars %d is above --max-chars %d", opts.MinChars, opts.MaxChars)
 	}
-	x := &Extractor{opts: opts}
+	if opts.MaxHeld <= 0 {
+		opts.MaxHeld = DefaultMaxHeld
+	}
+	x := &Extractor{opts: opts, toolsCache: map[string][]byte{}}
 	names := append([]string(nil), opts.Keep...)
 	if opts.IDField != "" {
 		names = append(names, opts.IDField)
@@ -206,25 +242,61 @@ func (x *Extractor) buildTarget(names []string) map[string]*json.RawMessage {
 }
 
 // Convert turns one input record into its candidates: one per prompt it
-// could give (one, or one per user turn with --turns each), each either a
-// prompt record or a reason. The result and the records in it are valid
-// until the next call.
+// could give (one, or one per user turn with --turns each, or one per
+// prompter message an OpenAssistant tree gives), each either a prompt
+// record or a reason. The result and the records in it are valid until
+// the next call.
 func (x *Extractor) Convert(data []byte) []Candidate {
+	return x.ConvertRecord(jsonl.Record{Data: data})
+}
+
+// ConvertRecord is Convert for a record with its place in the input,
+// which a held message keeps for its reject. The candidates may include
+// those of messages held before (see Candidate.From); call Flush after
+// the last record for the rest.
+func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 	x.reset()
-	if bad := x.parse(data); bad != nil {
+	if len(x.held.nodes) > 0 && rec.File != x.held.file {
+		x.flushHeld() // a tree does not go on in another file
+	}
+	if bad := x.parse(rec.Data); bad != nil {
 		return x.rejectAll(bad)
 	}
 	format := x.opts.Format
 	if format == FormatAuto {
 		if format = detect(x.f); format == "" {
 			return x.rejectAll(reject(ReasonUnknownLayout,
-				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, text)"))
+				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, text, chosen/rejected, message_id)"))
 		}
 	} else if !has(format, x.f) {
 		return x.rejectAll(reject(ReasonUnknownLayout, "no %s field, which --format %s reads", layoutFields[format], format))
 	}
 	x.format = format
+	if bad := x.mediaFields(); bad != nil {
+		return x.rejectAll(bad)
+	}
+	flat := format == FormatOAsst && !(present(x.f.Prompt) && x.f.Prompt[0] == '{')
+	if flat {
+		x.hold(rec)
+		return x.cands
+	}
+	if len(x.held.nodes) > 0 {
+		// Another kind of record ends the held tree; its prompts come first.
+		x.flushHeld()
+		x.parse(rec.Data) // it parsed a moment ago
+		x.format = format
+	}
+	if format == FormatOAsst {
+		if bad := x.readTree(x.f.Prompt); bad != nil {
+			return x.rejectAll(bad)
+		}
+		x.oaCandidates(false)
+		return x.cands
+	}
 	if bad := x.read(format, x.f); bad != nil {
+		return x.rejectAll(bad)
+	}
+	if bad := x.placeholders(); bad != nil {
 		return x.rejectAll(bad)
 	}
 	id, bad := x.datasetID()
@@ -252,11 +324,24 @@ func (x *Extractor) Convert(data []byte) []Candidate {
 		for n := range x.users {
 			x.candidate(id, n, n+1)
 		}
+	case TurnsAll:
+		x.conversation(id)
 	}
 	return x.cands
 }
 
+// reset readies the Extractor for a new call.
 func (x *Extractor) reset() {
+	x.resetRecord()
+	x.arena = x.arena[:0]
+	x.scratchArena = x.scratchArena[:0]
+	x.out = x.out[:0]
+	x.cands = x.cands[:0]
+}
+
+// resetRecord forgets the record read last, keeping the candidates made
+// so far in this call.
+func (x *Extractor) resetRecord() {
 	for _, p := range x.rawFields {
 		*p = nil
 	}
@@ -265,9 +350,6 @@ func (x *Extractor) reset() {
 	x.completion = nil
 	x.tools = nil
 	x.users = x.users[:0]
-	x.arena = x.arena[:0]
-	x.out = x.out[:0]
-	x.cands = x.cands[:0]
 }
 
 // parse decodes the record's top-level fields.
@@ -306,6 +388,10 @@ func jsonKind(b []byte) string {
 // has reports whether a record has the field format reads.
 func has(format string, f *fields) bool {
 	switch format {
+	case FormatOAsst:
+		return isOAsst(f)
+	case FormatPreference:
+		return isPreference(f)
 	case FormatBatch:
 		return present(f.Body)
 	case FormatShareGPT:
@@ -356,25 +442,28 @@ type datasetID struct {
 
 // datasetID finds the record's own id: --id-field, or the first of id,
 // question_id and custom_id that is set. A string or an integer is kept as
-// it is; an empty string counts as no id; anything else is a bad_id.
+// it is; null, an empty string or one of white space only counts as no id
+// (the next field is tried); anything else is a bad_id, shown as written.
 func (x *Extractor) datasetID() (datasetID, *badRecord) {
 	var raw []byte
 	name := x.opts.IDField
 	if x.idField != nil {
-		raw = *x.idField
+		if raw = *x.idField; noID(raw) {
+			raw = nil
+		}
 	} else {
 		for _, c := range []struct {
 			name string
 			raw  []byte
 		}{{"id", x.f.ID}, {"question_id", x.f.QuestionID}, {"custom_id", x.f.CustomID}} {
-			if present(c.raw) {
+			if !noID(c.raw) {
 				name, raw = c.name, c.raw
 				break
 			}
 		}
 	}
 	switch {
-	case !present(raw) || string(raw) == `""`:
+	case raw == nil:
 		return datasetID{kind: idContent}, nil
 	case isString(raw):
 		return datasetID{kind: idString, tok: cleanToken(&x.arena, raw)}, nil
@@ -383,5 +472,31 @@ func (x *Extractor) datasetID() (datasetID, *badRecord) {
 			return datasetID{kind: idNumber, tok: raw}, nil
 		}
 	}
-	return datasetID{}, reject(ReasonBadID, "%s %.40s is neither a string nor a 64-bit integer", name, raw)
+	return datasetID{}, reject(ReasonBadID, "%s %s is neither a string nor a 64-bit integer", name, rawExcerpt(raw))
+}
+
+// noID is true for an id that counts as none: absent, null, or a string
+// of nothing but white space.
+func noID(raw []byte) bool {
+	if !present(raw) {
+		return true
+	}
+	if !isString(raw) {
+		return false
+	}
+	return len(bytes.TrimSpace(tokenText(nil, raw))) == 0
+}
+
+// rawExcerpt shows a value as the input wrote it, cut at 100 bytes (on a
+// character boundary) with "..." after.
+func rawExcerpt(raw []byte) string {
+	const max = 100
+	if len(raw) <= max {
+		return string(raw)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(raw[cut]) {
+		cut--
+	}
+	return string(raw[:cut]) + "..."
 }

@@ -1,11 +1,15 @@
 package extract
 
 import (
+	"bytes"
 	stdjson "encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
 )
 
@@ -22,7 +26,13 @@ type convertCase struct {
 	detail string // a reject's detail must contain this
 }
 
-var first, allButLast, each = Options{Turns: TurnsFirst}, Options{Turns: TurnsAllButLast}, Options{Turns: TurnsEach}
+var first, allButLast, each, whole = Options{Turns: TurnsFirst}, Options{Turns: TurnsAllButLast}, Options{Turns: TurnsEach}, Options{Turns: TurnsAll}
+
+// oasstTree is an OpenAssistant tree: a root question, two answers, a
+// follow-up question below each, and an answer to one of them.
+const oasstTree = `{"message_tree_id":"m1","tree_state":"ready_for_export","prompt":{"message_id":"m1","parent_id":null,"user_id":"u1","text":"What is a prime?","role":"prompter","lang":"en","review_count":3,"rank":null,"synthetic":false,"replies":[` +
+	`{"message_id":"m2","parent_id":"m1","text":"A number with two divisors.","role":"assistant","lang":"en","rank":0,"replies":[{"message_id":"m3","parent_id":"m2","text":"Is 1 one?","role":"prompter","lang":"en","replies":[{"message_id":"m4","parent_id":"m3","text":"No.","role":"assistant","lang":"en","replies":[]}]}]},` +
+	`{"message_id":"m6","parent_id":"m1","text":"Like 2, 3, 5.","role":"assistant","lang":"en","rank":1,"replies":[{"message_id":"m5","parent_id":"m6","text":"And 9?","role":"prompter","lang":"en","replies":[]}]}]},"origin":"https://open-assistant.io"}`
 
 const fourTurns = `{"id":"a","conversations":[{"from":"human","value":"Hi"},{"from":"gpt","value":"Hello"},{"from":"human","value":"More"},{"from":"gpt","value":"Sure"}]}`
 
@@ -35,9 +45,18 @@ var convertCases = []convertCase{
 	{name: "sharegpt each", opts: each, in: fourTurns, want: []string{
 		`{"id":"a#1","messages":[{"role":"user","content":"Hi"}]}`,
 		`{"id":"a#2","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"More"}]}`}},
-	{name: "top-level system, system turn, integer id", opts: first,
+	{name: "a system turn of the conversation wins over the top-level system", opts: first,
 		in:   `{"id":7,"system":"Be brief.","conversations":[{"from":"system","value":"S2"},{"from":"user","value":"Q"},{"from":"assistant","value":"A"}]}`,
-		want: []string{`{"id":7,"messages":[{"role":"system","content":"Be brief."},{"role":"system","content":"S2"},{"role":"user","content":"Q"}]}`}},
+		want: []string{`{"id":7,"messages":[{"role":"system","content":"S2"},{"role":"user","content":"Q"}]}`}},
+	{name: "the top-level system goes first when the conversation has no system turn", opts: first,
+		in:   `{"id":7,"system":"Be brief.","conversations":[{"from":"user","value":"Q"},{"from":"assistant","value":"A"}]}`,
+		want: []string{`{"id":7,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q"}]}`}},
+	{name: "a blank system turn leaves the slot to the top-level system", opts: first,
+		in:   `{"id":7,"system":"Be brief.","messages":[{"role":"system","content":" "},{"role":"user","content":"Q"}]}`,
+		want: []string{`{"id":7,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Q"}]}`}},
+	{name: "a system turn later in the conversation does not take the slot", opts: allButLast,
+		in:   `{"id":7,"system":"S","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"system","content":"S2"},{"role":"user","content":"Q2"}]}`,
+		want: []string{`{"id":7,"messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"system","content":"S2"},{"role":"user","content":"Q2"}]}`}},
 	{name: "empty system prompts are dropped", opts: first,
 		in:   `{"id":"s","system":"","conversations":[{"from":"system","value":" "},{"from":"human","value":"Q"}]}`,
 		want: []string{`{"id":"s","messages":[{"role":"user","content":"Q"}]}`}},
@@ -46,7 +65,7 @@ var convertCases = []convertCase{
 		want: []string{`{"id":"r","messages":[{"role":"user","content":"1"},{"role":"assistant","content":"a"},{"role":"user","content":"2"},{"role":"assistant","content":"b"},{"role":"user","content":"3"},{"role":"assistant","content":"c"},{"role":"user","content":"4"},{"role":"assistant","content":"d"},{"role":"user","content":"5"}]}`}},
 	{name: "tool use: function_call, observation, tools", opts: allButLast,
 		in:   `{"conversations":[{"from":"human","value":"Weather?"},{"from":"function_call","value":"{\"name\": \"w\"}"},{"from":"observation","value":"{\"t\": 20}"},{"from":"gpt","value":"20C"},{"from":"human","value":"Thanks"},{"from":"gpt","value":"Bye"}],"tools":"[{\"name\": \"w\"}]"}`,
-		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"{\"name\": \"w\"}"},{"role":"tool","content":"{\"t\": 20}"},{"role":"assistant","content":"20C"},{"role":"user","content":"Thanks"}],"tools":"[{\"name\": \"w\"}]"}`}},
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{}"}}]},{"role":"tool","content":"{\"t\": 20}","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C"},{"role":"user","content":"Thanks"}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
 	{name: "empty tools are left out", opts: first,
 		in:   `{"id":"t","conversations":[{"from":"human","value":"Q"}],"tools":"[]"}`,
 		want: []string{`{"id":"t","messages":[{"role":"user","content":"Q"}]}`}},
@@ -90,15 +109,18 @@ var convertCases = []convertCase{
 		want: []string{`{"id":"dev","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}]}`}},
 	{name: "openai tool calls and tool results", opts: allButLast,
 		in:   `{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"type":"function","function":{"name":"f"}}]}`,
-		want: []string{`{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"type":"function","function":{"name":"f"}}]}`}},
+		want: []string{`{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","name":"f"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}],"tools":[{"function":{"name":"f"},"type":"function"}]}`}},
 	{name: "content parts joined by newlines", opts: first,
 		in:   `{"id":"p","messages":[{"role":"user","content":[{"type":"text","text":"a\"1"},{"type":"text","text":"b"}]}]}`,
 		want: []string{`{"id":"p","messages":[{"role":"user","content":"a\"1\nb"}]}`}},
 	{name: "LLaMA-Factory parts with value", opts: first,
 		in:   `{"messages":[{"role":"user","content":[{"type":"text","value":"hi"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"text","value":"Hello"}],"loss_weight":1.0}]}`,
 		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"hi"}]}`}},
-	{name: "image parts cannot be a text prompt", opts: first,
+	{name: "image parts are multimodal", opts: first,
 		in:   `{"id":"img","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"x"}}]}]}`,
+		want: []string{"reject multimodal"}},
+	{name: "other non-text parts", opts: first,
+		in:   `{"id":"f","messages":[{"role":"user","content":[{"type":"text","text":"Summarise"},{"type":"file","file":{"file_id":"x"}}]}]}`,
 		want: []string{"reject non_text_content"}},
 	{name: "content that is a number", opts: first, in: `{"id":"n","messages":[{"role":"user","content":5}]}`,
 		want: []string{"reject unknown_layout"}},
@@ -232,6 +254,223 @@ var convertCases = []convertCase{
 	{name: "filters apply per turn with each", opts: Options{Turns: TurnsEach, MaxChars: 10}, in: fourTurns,
 		want: []string{`{"id":"a#1","messages":[{"role":"user","content":"Hi"}]}`, "filter too_long"}},
 
+	// Dolly: the context is the instruction's input.
+	{name: "dolly context after the instruction", opts: first,
+		in:   `{"instruction":"When did Virgin Australia start operating?","context":"Virgin Australia commenced services on 31 August 2000.","response":"On 31 August 2000.","category":"closed_qa"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"When did Virgin Australia start operating?\n\nVirgin Australia commenced services on 31 August 2000."}]}`}},
+	{name: "dolly empty context, category kept", opts: Options{Keep: []string{"category"}},
+		in:   `{"instruction":"Give me three colours.","context":"","response":"Red, green, blue.","category":"brainstorming"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Give me three colours."}],"meta":{"category":"brainstorming"}}`}},
+	{name: "input and context both kept, in that order", opts: first, in: `{"instruction":"I","input":"In","context":"C"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"I\n\nIn\n\nC"}]}`}},
+	{name: "dolly context that is not text", opts: first, in: `{"instruction":"I","context":["C"]}`, want: []string{"reject unknown_layout"}},
+
+	// Preference pairs.
+	{name: "HH-RLHF pair", opts: allButLast,
+		in:   `{"chosen":"\n\nHuman: What is 2+2?\n\nAssistant: 4.\n\nHuman: And 3+3?\n\nAssistant: 6.","rejected":"\n\nHuman: What is 2+2?\n\nAssistant: 4.\n\nHuman: And 3+3?\n\nAssistant: I don't know."}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"What is 2+2?"},{"role":"assistant","content":"4."},{"role":"user","content":"And 3+3?"}]}`}},
+	{name: "HH-RLHF pair, first turn", opts: first,
+		in:   `{"chosen":"\n\nHuman: What is 2+2?\n\nAssistant: 4.\n\nHuman: And 3+3?\n\nAssistant: 6.","rejected":"\n\nHuman: What is 2+2?\n\nAssistant: 4.\n\nHuman: And 3+3?\n\nAssistant: I don't know."}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"What is 2+2?"}]}`}},
+	{name: "HH-RLHF pair with different prompts", opts: first,
+		in:   `{"chosen":"\n\nHuman: Hi\n\nAssistant: Hello","rejected":"\n\nHuman: Hey\n\nAssistant: Go away"}`,
+		want: []string{"reject preference_mismatch"}, detail: "differ before their last Assistant: answer"},
+	{name: "HH-RLHF text without turns", opts: first, in: `{"chosen":"good","rejected":"bad"}`,
+		want: []string{"reject unknown_layout"}},
+	{name: "pair of message lists (UltraFeedback, without its messages copy)", opts: first,
+		in:   `{"prompt_id":"p1","chosen":[{"role":"user","content":"Name a prime."},{"role":"assistant","content":"7"}],"rejected":[{"role":"user","content":"Name a prime."},{"role":"assistant","content":"8"}],"score_chosen":9.0,"score_rejected":2.0}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Name a prime."}]}`}},
+	{name: "pair kept in meta", opts: Options{Keep: []string{"chosen", "rejected"}},
+		in:   `{"id":"k","chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}],"rejected":[{"role":"user","content":"Q"},{"role":"assistant","content":"B"}]}`,
+		want: []string{`{"id":"k","messages":[{"role":"user","content":"Q"}],"meta":{"chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}],"rejected":[{"role":"user","content":"Q"},{"role":"assistant","content":"B"}]}}`}},
+	{name: "LLaMA-Factory v1 DPO pair", opts: first,
+		in:   `{"chosen_messages":[{"role":"system","content":[{"type":"text","value":"Be exact."}],"loss_weight":0.0},{"role":"user","content":[{"type":"text","value":"Translate: bonjour"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"text","value":"hello"}],"loss_weight":1.0}],"rejected_messages":[{"role":"system","content":[{"type":"text","value":"Be exact."}],"loss_weight":0.0},{"role":"user","content":[{"type":"text","value":"Translate: bonjour"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"text","value":"good night"}],"loss_weight":1.0}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"Be exact."},{"role":"user","content":"Translate: bonjour"}]}`}},
+	{name: "pair whose prompts differ", opts: first,
+		in:   `{"chosen":[{"role":"user","content":"Q1"},{"role":"assistant","content":"A"}],"rejected":[{"role":"user","content":"Q2"},{"role":"assistant","content":"B"}]}`,
+		want: []string{"reject preference_mismatch"}, detail: "differ at turn 1"},
+	{name: "pair whose histories differ in length", opts: first,
+		in:   `{"chosen":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}],"rejected":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"user","content":"Q"},{"role":"assistant","content":"B"}]}`,
+		want: []string{"reject preference_mismatch"}},
+	{name: "pair spelled differently is the same prompt", opts: first,
+		in:   `{"chosen":[{"role":"user","content":"caf\u00e9"},{"role":"assistant","content":"A"}],"rejected":[{"from":"human","value":"café"},{"from":"gpt","value":"B"}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"caf\u00e9"}]}`}},
+	{name: "pair that does not end with an answer", opts: first,
+		in:   `{"chosen":[{"role":"user","content":"Q"}],"rejected":[{"role":"user","content":"Q"}]}`,
+		want: []string{"reject unknown_layout"}, detail: "does not end with an assistant answer"},
+	{name: "an explicit prompt beats the pair", opts: first,
+		in:   `{"prompt":"Q","chosen":[{"role":"assistant","content":"A"}],"rejected":[{"role":"assistant","content":"B"}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}]}`}},
+
+	// OpenAssistant trees: two branches below the root.
+	{name: "oasst tree, first", opts: first, in: oasstTree,
+		want: []string{`{"id":"m1","messages":[{"role":"user","content":"What is a prime?"}]}`}},
+	{name: "oasst tree, each", opts: each, in: oasstTree, want: []string{
+		`{"id":"m1","messages":[{"role":"user","content":"What is a prime?"}]}`,
+		`{"id":"m3","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"A number with two divisors."},{"role":"user","content":"Is 1 one?"}]}`,
+		`{"id":"m5","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"Like 2, 3, 5."},{"role":"user","content":"And 9?"}]}`}},
+	{name: "oasst tree, all-but-last: the last question of each branch", opts: allButLast, in: oasstTree, want: []string{
+		`{"id":"m3","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"A number with two divisors."},{"role":"user","content":"Is 1 one?"}]}`,
+		`{"id":"m5","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"Like 2, 3, 5."},{"role":"user","content":"And 9?"}]}`}},
+	{name: "oasst tree, prefix and meta", opts: Options{Turns: TurnsFirst, IDPrefix: "oa/", Keep: []string{"message_tree_id"}}, in: oasstTree,
+		want: []string{`{"id":"oa/m1","messages":[{"role":"user","content":"What is a prime?"}],"meta":{"message_tree_id":"m1"}}`}},
+	{name: "oasst tree of one message", opts: allButLast,
+		in:   `{"message_tree_id":"t","tree_state":"ready_for_export","prompt":{"message_id":"t","parent_id":null,"role":"prompter","text":"Hello?","replies":[]}}`,
+		want: []string{`{"id":"t","messages":[{"role":"user","content":"Hello?"}]}`}},
+	{name: "oasst tree whose root is an answer", opts: first,
+		in:   `{"message_tree_id":"t","prompt":{"message_id":"t","role":"assistant","text":"Hi"}}`,
+		want: []string{"reject no_user_turn"}},
+	{name: "oasst tree with an unknown role", opts: first,
+		in:   `{"message_tree_id":"t","prompt":{"message_id":"t","role":"prompter","text":"Q","replies":[{"message_id":"u","role":"moderator","text":"x"}]}}`,
+		want: []string{"reject unknown_role"}, detail: "prompt.replies[0]"},
+	{name: "oasst tree without message ids gets hash ids", opts: first,
+		in:   `{"prompt":{"role":"prompter","text":"Q"}}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}]}`}},
+
+	// Media: one rule in every layout.
+	{name: "LLaVA record", opts: first,
+		in:   `{"id":"000000033471","image":"000000033471.jpg","conversations":[{"from":"human","value":"<image>\nWhat are the colors of the bus in the image?"},{"from":"gpt","value":"The bus in the image is white and red."}]}`,
+		want: []string{"reject multimodal"}, detail: "the record has image"},
+	{name: "LLaMA-Factory images list", opts: first,
+		in:   `{"messages":[{"content":"<image>Who are they?","role":"user"},{"content":"They're Kane and Gretzka.","role":"assistant"}],"images":["mllm_demo_data/1.jpg"]}`,
+		want: []string{"reject multimodal"}, detail: "images"},
+	{name: "LLaMA-Factory audios list", opts: first,
+		in:   `{"messages":[{"content":"<audio>What's that sound?","role":"user"},{"content":"Glass shattering.","role":"assistant"}],"audios":["mllm_demo_data/1.mp3"]}`,
+		want: []string{"reject multimodal"}},
+	{name: "placeholder without its media", opts: first,
+		in:   `{"messages":[{"content":"<image>Who are they?","role":"user"}]}`,
+		want: []string{"reject multimodal"}, detail: "placeholder <image>"},
+	{name: "placeholder at the end of a later turn, HTML-escaped", opts: each,
+		in:   `{"id":"p","conversations":[{"from":"human","value":"Hi"},{"from":"gpt","value":"Hello"},{"from":"human","value":"What is this?\n\u003cvideo\u003e \n"}]}`,
+		want: []string{"reject multimodal"}, detail: "user turn 2"},
+	{name: "a placeholder mentioned in a sentence is text", opts: first,
+		in:   `{"id":"h","messages":[{"role":"user","content":"What does the <video> tag do in HTML?"}]}`,
+		want: []string{`{"id":"h","messages":[{"role":"user","content":"What does the <video> tag do in HTML?"}]}`}},
+	{name: "empty media fields are no media", opts: first,
+		in:   `{"id":"e","images":[],"videos":"","audios":null,"messages":[{"role":"user","content":"Q"}]}`,
+		want: []string{`{"id":"e","messages":[{"role":"user","content":"Q"}]}`}},
+	{name: "LLaMA-Factory v1 image part", opts: first,
+		in:   `{"messages":[{"role":"user","content":[{"type":"image_url","value":"data/mllm_demo_data/1.jpg"},{"type":"text","value":"Who are they?"}]},{"role":"assistant","content":[{"type":"text","value":"Kane and Gretzka."}]}]}`,
+		want: []string{"reject multimodal"}},
+	{name: "audio part", opts: first,
+		in:   `{"messages":[{"role":"user","content":[{"type":"text","text":"Transcribe"},{"type":"input_audio","input_audio":{"data":"...","format":"wav"}}]}]}`,
+		want: []string{"reject multimodal"}},
+	{name: "media in an answer makes the record multimodal too", opts: first,
+		in:   `{"messages":[{"role":"user","content":"Draw a cat"},{"role":"assistant","content":[{"type":"image_url","image_url":{"url":"cat.png"}}]}]}`,
+		want: []string{"reject multimodal"}},
+
+	// OpenAI batch lines by endpoint.
+	{name: "responses: input text and instructions", opts: first,
+		in:   `{"custom_id":"r1","method":"POST","url":"/v1/responses","body":{"model":"gpt-4.1","instructions":"Talk like a pirate.","input":"Are semicolons optional in JavaScript?"}}`,
+		want: []string{`{"id":"r1","messages":[{"role":"system","content":"Talk like a pirate."},{"role":"user","content":"Are semicolons optional in JavaScript?"}]}`}},
+	{name: "responses: message items with parts", opts: allButLast,
+		in:   `{"custom_id":"r2","method":"POST","url":"/v1/responses","body":{"model":"m","input":[{"role":"developer","content":"Be brief."},{"type":"message","role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello"}]},{"role":"user","content":"Bye"}]}}`,
+		want: []string{`{"id":"r2","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"Bye"}]}`}},
+	{name: "responses: function calls and outputs", opts: allButLast,
+		in:   `{"custom_id":"r3","url":"/v1/responses","body":{"input":[{"role":"user","content":"Weather in Paris and Oslo?"},{"type":"function_call","call_id":"c1","name":"w","arguments":"{\"city\":\"Paris\"}"},{"type":"function_call","call_id":"c2","name":"w","arguments":"{\"city\":\"Oslo\"}"},{"type":"function_call_output","call_id":"c1","output":"18"},{"type":"function_call_output","call_id":"c2","output":"9"},{"type":"reasoning","summary":[]},{"role":"assistant","content":"18 and 9."},{"role":"user","content":"Thanks"}],"tools":[{"type":"function","name":"w","parameters":{"type":"object"}}]}}`,
+		want: []string{`{"id":"r3","messages":[{"role":"user","content":"Weather in Paris and Oslo?"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},{"id":"c2","type":"function","function":{"name":"w","arguments":"{\"city\":\"Oslo\"}"}}]},{"role":"tool","content":"18","tool_call_id":"c1"},{"role":"tool","content":"9","tool_call_id":"c2"},{"role":"assistant","content":"18 and 9."},{"role":"user","content":"Thanks"}],"tools":[{"function":{"name":"w","parameters":{"type":"object"}},"type":"function"}]}`}},
+	{name: "responses: an image input", opts: first,
+		in:   `{"custom_id":"r4","url":"/v1/responses","body":{"input":[{"role":"user","content":[{"type":"input_text","text":"What is in this image?"},{"type":"input_image","image_url":"https://example.com/a.jpg"}]}]}}`,
+		want: []string{"reject multimodal"}},
+	{name: "responses: an item that refers to another", opts: first,
+		in:   `{"custom_id":"r5","url":"/v1/responses","body":{"input":[{"type":"item_reference","id":"msg_1"},{"role":"user","content":"Q"}]}}`,
+		want: []string{"reject unknown_layout"}, detail: "body.input[0]"},
+	{name: "completions: a list of one prompt", opts: first,
+		in:   `{"custom_id":"c1","method":"POST","url":"/v1/completions","body":{"model":"m","prompt":["Once upon"]}}`,
+		want: []string{`{"id":"c1","prompt":"Once upon"}`}},
+	{name: "completions: several prompts in one line", opts: first,
+		in:   `{"custom_id":"c2","url":"/v1/completions","body":{"prompt":["a","b"]}}`,
+		want: []string{"reject unknown_layout"}, detail: "holds 2 prompts"},
+	{name: "embeddings line", opts: first,
+		in:   `{"custom_id":"e1","method":"POST","url":"/v1/embeddings","body":{"model":"text-embedding-3-small","input":"The food was delicious."}}`,
+		want: []string{"reject embeddings_request"}},
+	{name: "moderations line", opts: first,
+		in:   `{"custom_id":"m1","url":"/v1/moderations","body":{"input":"text"}}`,
+		want: []string{"reject moderations_request"}},
+	{name: "an unknown endpoint", opts: first,
+		in:   `{"custom_id":"u1","url":"/v1/images/generations","body":{"prompt":"a cat"}}`,
+		want: []string{"reject unknown_layout"}, detail: "/v1/images/generations"},
+	{name: "input without a url", opts: first, in: `{"custom_id":"n","body":{"input":"Q"}}`,
+		want: []string{"reject unknown_layout"}, detail: "without a url"},
+	{name: "a chat url with a query and a trailing slash", opts: first,
+		in:   `{"custom_id":"q","url":"/v1/chat/completions/?x=1","body":{"messages":[{"role":"user","content":"Q"}]}}`,
+		want: []string{`{"id":"q","messages":[{"role":"user","content":"Q"}]}`}},
+
+	// Tools are part of the prompt; empty tools are none.
+	{name: "tools in every empty spelling are left out", opts: first,
+		in:   `{"id":"t","conversations":[{"from":"human","value":"Q"}],"tools":" [ ] "}`,
+		want: []string{`{"id":"t","messages":[{"role":"user","content":"Q"}]}`}},
+	{name: "tools given as a JSON string of bare functions are written as OpenAI tools", opts: first,
+		in:   `{"conversations":[{"from":"human","value":"Q"}],"tools":"[ {\"name\": \"w\", \"parameters\": {\"type\": \"object\", \"n\": 1.50}} ]"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}],"tools":[{"function":{"name":"w","parameters":{"n":1.50,"type":"object"}},"type":"function"}]}`}},
+	{name: "tools of a plain prompt", opts: first, in: `{"prompt":"Q","tools":[{"type":"function","function":{"name":"w"}}]}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
+	{name: "tools that are not tools", opts: first, in: `{"conversations":[{"from":"human","value":"Q"}],"tools":"get_weather"}`,
+		want: []string{"reject bad_tools"}},
+	{name: "tool_call_id of a tool message is kept", opts: allButLast,
+		in:   `{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","tool_call_id":"c1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`,
+		want: []string{`{"id":"tc","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"r","tool_call_id":"c1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`}},
+
+	// Tool calls in the OpenAI shape, and the whole conversation (--turns all).
+	{name: "glaive-style conversation, whole", opts: whole,
+		in:   `{"conversations":[{"from":"human","value":"Weather in Paris?"},{"from":"function_call","value":"{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"C\"}}"},{"from":"observation","value":"{\"t\": 20}"},{"from":"gpt","value":"20C"},{"from":"human","value":"Thanks"},{"from":"gpt","value":"Bye"}],"system":"S","tools":"[{\"name\": \"w\", \"description\": \"weather\"}]"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\",\"unit\":\"C\"}"}}]},{"role":"tool","content":"{\"t\": 20}","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C"},{"role":"user","content":"Thanks"},{"role":"assistant","content":"Bye"}],"tools":[{"function":{"description":"weather","name":"w"},"type":"function"}]}`}},
+	{name: "parallel calls in one function_call turn, answered in order", opts: whole,
+		in:   `{"id":"p","conversations":[{"from":"human","value":"Paris and Oslo?"},{"from":"function_call","value":"[{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"w\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}]"},{"from":"observation","value":"20"},{"from":"observation","value":"9"},{"from":"gpt","value":"20 and 9"}]}`,
+		want: []string{`{"id":"p","messages":[{"role":"user","content":"Paris and Oslo?"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}},{"id":"call_2_2","type":"function","function":{"name":"w","arguments":"{\"city\": \"Oslo\"}"}}]},{"role":"tool","content":"20","tool_call_id":"call_2_1"},{"role":"tool","content":"9","tool_call_id":"call_2_2"},{"role":"assistant","content":"20 and 9"}]}`}},
+	{name: "a function_call that is not a call stays text", opts: whole,
+		in:   `{"id":"n","conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"call w now"},{"from":"observation","value":"r"},{"from":"gpt","value":"A"}]}`,
+		want: []string{`{"id":"n","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"call w now"},{"role":"tool","content":"r"},{"role":"assistant","content":"A"}]}`}},
+	{name: "tool calls in a prompt's history", opts: allButLast,
+		in:   `{"id":"h","conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"{\"name\": \"w\", \"arguments\": {}}"},{"from":"observation","value":"r"},{"from":"gpt","value":"A"},{"from":"human","value":"Q2"},{"from":"gpt","value":"A2"}]}`,
+		want: []string{`{"id":"h","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{}"}}]},{"role":"tool","content":"r","tool_call_id":"call_2_1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`}},
+	{name: "LLaMA-Factory v1 reasoning and tool_call parts", opts: whole,
+		in:   `{"messages":[{"role":"user","content":[{"type":"text","value":"Weather?"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"reasoning","value":"Need the tool."},{"type":"tool_call","value":"{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}"}],"loss_weight":1.0},{"role":"tool","content":[{"type":"text","value":"20"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"reasoning","value":"Got it."},{"type":"text","value":"20C"}],"loss_weight":1.0}],"tools":"[{\"name\": \"w\"}]"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"","reasoning_content":"Need the tool.","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","content":"20","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C","reasoning_content":"Got it."}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
+	{name: "v1 reasoning parts are kept in a prompt's history", opts: allButLast,
+		in:   `{"id":"r","messages":[{"role":"user","content":[{"type":"text","value":"Q"}]},{"role":"assistant","content":[{"type":"reasoning","value":"think"},{"type":"text","value":"A"}]},{"role":"user","content":[{"type":"text","value":"Q2"}]}]}`,
+		want: []string{`{"id":"r","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"think"},{"role":"user","content":"Q2"}]}`}},
+	{name: "reasoning_content of an OpenAI assistant turn is kept", opts: whole,
+		in:   `{"id":"o","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"because"}]}`,
+		want: []string{`{"id":"o","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"because"}]}`}},
+	{name: "a reasoning part in a user turn", opts: first,
+		in:   `{"messages":[{"role":"user","content":[{"type":"reasoning","value":"x"}]}]}`,
+		want: []string{"reject non_text_content"}},
+	{name: "a tool_call part that is not a call", opts: first,
+		in:   `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":[{"type":"tool_call","value":"w()"}]}]}`,
+		want: []string{"reject unknown_layout"}, detail: "not a call"},
+	{name: "whole alpaca record with its answer", opts: whole, in: `{"instruction":"Add 2 and 2.","input":"","output":"4","system":"S"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Add 2 and 2."},{"role":"assistant","content":"4"}]}`}},
+	{name: "whole dolly record with its response", opts: whole, in: `{"instruction":"Name a colour.","context":"","response":"Red.","category":"open_qa"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Name a colour."},{"role":"assistant","content":"Red."}]}`}},
+	{name: "whole preference pair is the chosen conversation", opts: whole,
+		in:   `{"id":"pp","chosen":"\n\nHuman: Hi\n\nAssistant: Hello!","rejected":"\n\nHuman: Hi\n\nAssistant: Go away."}`,
+		want: []string{`{"id":"pp","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}]}`}},
+	{name: "whole MT-Bench record: its questions", opts: whole, in: `{"question_id":81,"category":"writing","turns":["Q1","Q2"]}`,
+		want: []string{`{"id":81,"messages":[{"role":"user","content":"Q1"},{"role":"user","content":"Q2"}],"meta":{"category":"writing"}}`}},
+	{name: "whole conversation with a blank user turn", opts: whole,
+		in:   `{"id":"b","conversations":[{"from":"human","value":"Q"},{"from":"gpt","value":"A"},{"from":"human","value":" "},{"from":"gpt","value":"B"}]}`,
+		want: []string{"reject empty"}, detail: "user turn 2"},
+	{name: "whole completion prompt", opts: whole, in: `{"custom_id":"c","url":"/v1/completions","body":{"prompt":"Once"}}`,
+		want: []string{`{"id":"c","prompt":"Once"}`}},
+	{name: "oasst tree, whole: one conversation per leaf", opts: whole, in: oasstTree, want: []string{
+		`{"id":"m4","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"A number with two divisors."},{"role":"user","content":"Is 1 one?"},{"role":"assistant","content":"No."}]}`,
+		`{"id":"m5","messages":[{"role":"user","content":"What is a prime?"},{"role":"assistant","content":"Like 2, 3, 5."},{"role":"user","content":"And 9?"}]}`}},
+
+	// Blank ids count as none.
+	{name: "an empty id leaves the next id field", opts: first, in: `{"id":"","question_id":5,"prompt":"a"}`,
+		want: []string{`{"id":5,"messages":[{"role":"user","content":"a"}]}`}},
+	{name: "a white-space id is none, and gets no turn suffix", opts: each, in: `{"id":"  \t","prompt":"a"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "an escaped white-space id is none", opts: first, in: `{"id":"\u0020\n","prompt":"a"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "a blank --id-field is none", opts: Options{IDField: "uuid"}, in: `{"uuid":" ","prompt":"a"}`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"a"}]}`}},
+	{name: "a bad id is shown as written", opts: first, in: `{"id":1e3,"prompt":"a"}`,
+		want: []string{"reject bad_id"}, detail: "id 1e3 is neither"},
+	{name: "a long bad id is shown cut", opts: first, in: `{"id":[` + strings.Repeat(`"ab",`, 40) + `"c"],"prompt":"a"}`,
+		want: []string{"reject bad_id"}, detail: `"ab","ab"...`},
+
 	// Forced formats.
 	{name: "forced format without its field", opts: Options{Format: FormatAlpaca}, in: fourTurns,
 		want: []string{"reject unknown_layout"}, detail: "no instruction field"},
@@ -345,8 +584,9 @@ func FuzzConvert(f *testing.F) {
 	for _, tc := range convertCases {
 		f.Add([]byte(tc.in), uint8(0))
 		f.Add([]byte(tc.in), uint8(2))
+		f.Add([]byte(tc.in), uint8(3))
 	}
-	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach}
+	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach, TurnsAll}
 	extractors := make([]*Extractor, len(modes))
 	for i, m := range modes {
 		var err error
@@ -356,16 +596,21 @@ func FuzzConvert(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
 		x := extractors[int(mode)%len(modes)]
-		cands := x.Convert(data)
+		var cands []Candidate
+		for _, c := range x.Convert(data) {
+			c.Out = bytes.Clone(c.Out)
+			cands = append(cands, c)
+		}
+		cands = append(cands, x.Flush()...) // a held OpenAssistant message comes out here
 		if len(cands) == 0 {
 			t.Fatal("no candidate: the record would vanish from the accounting")
 		}
-		if x.opts.Turns != TurnsEach && len(cands) != 1 {
+		if x.opts.Turns == TurnsFirst && len(cands) != 1 {
 			t.Fatalf("%d candidates in mode %s", len(cands), x.opts.Turns)
 		}
 		for _, c := range cands {
 			if c.Out == nil {
-				if c.Reason == "" {
+				if c.Reason == "" && !c.NoPrompt {
 					t.Fatal("neither a prompt nor a reason")
 				}
 				continue
@@ -390,9 +635,16 @@ func checkPrompt(t testing.TB, out []byte) {
 	}
 	if p.Prompt == nil {
 		last := p.Messages[len(p.Messages)-1]
-		if last.Role != "user" || strings.TrimSpace(last.Content) == "" {
-			t.Fatalf("does not end with a user turn with text: %s", out)
+		if last.Role == "user" && strings.TrimSpace(last.Content) != "" {
+			return
 		}
+		// A whole conversation (--turns all) may end with its answer.
+		for _, m := range p.Messages {
+			if m.Role == "user" && strings.TrimSpace(m.Content) != "" {
+				return
+			}
+		}
+		t.Fatalf("neither ends with a user turn with text nor holds one: %s", out)
 	}
 }
 
@@ -419,4 +671,53 @@ func TestConvertForgetsPreviousRecord(t *testing.T) {
 			t.Errorf("record %d: got %v, want %s", i+1, got, s.want)
 		}
 	}
+}
+
+// FuzzConvertSequence converts two records, from one file or two, with one
+// Extractor and then flushes it, as the command does: whatever they are,
+// with --turns first each gives exactly one candidate (a held
+// OpenAssistant message one comes later), in other modes at least one, and
+// every prompt is a prompt record.
+func FuzzConvertSequence(f *testing.F) {
+	flat, err := os.ReadFile(filepath.Join(ourData, "oasst.messages.jsonl"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	msgs := bytes.Split(bytes.TrimSpace(flat), []byte("\n"))
+	for i := 0; i+1 < len(msgs); i++ {
+		f.Add(msgs[i], msgs[i+1], false, uint8(i))
+	}
+	f.Add(msgs[0], []byte(fourTurns), false, uint8(0))
+	f.Add(msgs[2], msgs[3], true, uint8(1))
+	f.Add(msgs[0], []byte(fourTurns), true, uint8(2))
+	f.Add([]byte(oasstTree), msgs[0], false, uint8(2))
+	modes := []string{TurnsFirst, TurnsAllButLast, TurnsEach, TurnsAll}
+	f.Fuzz(func(t *testing.T, a, b []byte, twoFiles bool, mode uint8) {
+		x, err := NewExtractor(Options{Turns: modes[int(mode)%len(modes)], Keep: []string{"lang"}, MaxHeld: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fileB := "a"
+		if twoFiles {
+			fileB = "b"
+		}
+		n := 0
+		check := func(cands []Candidate) {
+			for _, c := range cands {
+				n++
+				switch {
+				case c.Out != nil:
+					checkPrompt(t, c.Out)
+				case c.Reason == "" && !c.NoPrompt:
+					t.Fatal("neither a prompt nor a reason")
+				}
+			}
+		}
+		check(x.ConvertRecord(jsonl.Record{Data: a, File: "a", Line: 1}))
+		check(x.ConvertRecord(jsonl.Record{Data: b, File: fileB, Line: 2}))
+		check(x.Flush())
+		if n < 2 || (x.opts.Turns == TurnsFirst && n != 2) {
+			t.Fatalf("%d candidates for 2 records in mode %s", n, x.opts.Turns)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(name)
 		}
 	}
-	testbin.Main(m, "extract")
+	testbin.Main(m, "extract", "dedup")
 }
 
 type result struct {
@@ -61,11 +62,11 @@ func run(t *testing.T, stdin io.Reader, env []string, args ...string) result {
 type summary struct {
 	found                          bool
 	read, turns, wrote, rejected   int
-	filtered                       int
+	filtered, noPrompt             int
 	rejectReasons, filteredReasons map[string]int
 }
 
-var summaryRE = regexp.MustCompile(`(?m)^extract: read (\d+)(?: \((\d+) turns\))?, wrote (\d+), rejected (\d+)(?: \(([^)]*)\))?(?:, filtered (\d+) \(([^)]*)\))?$`)
+var summaryRE = regexp.MustCompile(`(?m)^extract: read (\d+)(?: \((\d+) turns\))?, wrote (\d+), rejected (\d+)(?: \(([^)]*)\))?(?:, filtered (\d+) \(([^)]*)\))?(?:, (\d+) messages end no prompt)?$`)
 
 func parseSummary(stderr string) summary {
 	m := summaryRE.FindAllStringSubmatch(stderr, -1)
@@ -84,7 +85,7 @@ func parseSummary(stderr string) summary {
 		return out
 	}
 	s := summary{found: true, read: atoi(g[1]), turns: atoi(g[2]), wrote: atoi(g[3]), rejected: atoi(g[4]),
-		rejectReasons: reasons(g[5]), filtered: atoi(g[6]), filteredReasons: reasons(g[7])}
+		rejectReasons: reasons(g[5]), filtered: atoi(g[6]), filteredReasons: reasons(g[7]), noPrompt: atoi(g[8])}
 	if g[2] == "" {
 		s.turns = s.read
 	}
@@ -100,8 +101,8 @@ func checkAccounting(t *testing.T, r result) {
 	if !s.found {
 		t.Fatalf("no summary line on stderr:\n%s", r.stderr)
 	}
-	if s.turns != s.wrote+s.rejected+s.filtered {
-		t.Errorf("accounting: %d candidates != wrote %d + rejected %d + filtered %d", s.turns, s.wrote, s.rejected, s.filtered)
+	if s.turns != s.wrote+s.rejected+s.filtered+s.noPrompt {
+		t.Errorf("accounting: %d candidates != wrote %d + rejected %d + filtered %d + ending no prompt %d", s.turns, s.wrote, s.rejected, s.filtered, s.noPrompt)
 	}
 	sum := func(m map[string]int) (n int) {
 		for _, v := range m {
@@ -154,19 +155,22 @@ type turnOut struct {
 	ToolCalls any    `json:"tool_calls,omitempty"`
 }
 
-func prompts(t *testing.T, out []byte) []prompt {
+func prompts(t *testing.T, out []byte) []prompt { return decodeLines[prompt](t, out) }
+
+// decodeLines decodes each line of out, numbers as json.Number.
+func decodeLines[T any](t *testing.T, out []byte) []T {
 	t.Helper()
-	var ps []prompt
+	var vs []T
 	for _, l := range outLines(out) {
-		var p prompt
+		var v T
 		dec := stdjson.NewDecoder(bytes.NewReader(l))
 		dec.UseNumber()
-		if err := dec.Decode(&p); err != nil {
+		if err := dec.Decode(&v); err != nil {
 			t.Fatalf("%v: %s", err, l)
 		}
-		ps = append(ps, p)
+		vs = append(vs, v)
 	}
-	return ps
+	return vs
 }
 
 func needRealData(t *testing.T) {
@@ -226,7 +230,11 @@ func expectedTurns(t *testing.T, rec shareGPTRecord, mode string) [][]turnOut {
 		if role == "user" {
 			users = append(users, len(msgs))
 		}
-		msgs = append(msgs, turnOut{Role: role, Content: c.Value})
+		content := c.Value
+		if c.From == "function_call" {
+			content = "" // the call goes in tool_calls
+		}
+		msgs = append(msgs, turnOut{Role: role, Content: content})
 	}
 	switch mode {
 	case TurnsFirst:
@@ -237,6 +245,23 @@ func expectedTurns(t *testing.T, rec shareGPTRecord, mode string) [][]turnOut {
 	var out [][]turnOut
 	for _, u := range users {
 		out = append(out, msgs[:u+1])
+	}
+	return out
+}
+
+// openAITools is glaive's tools (a JSON string of a list of functions) in
+// the OpenAI shape, decoded as prompts decodes records.
+func openAITools(t *testing.T, tools string) any {
+	t.Helper()
+	var fns []map[string]any
+	dec := stdjson.NewDecoder(strings.NewReader(tools))
+	dec.UseNumber()
+	if err := dec.Decode(&fns); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]any, len(fns))
+	for i, f := range fns {
+		out[i] = map[string]any{"type": "function", "function": f}
 	}
 	return out
 }
@@ -362,7 +387,7 @@ func TestRealGlaiveToolCalls(t *testing.T) {
 					}
 				}
 				hasTools := rec.Tools != "" && rec.Tools != "[]"
-				if (got[i].Tools != nil) != hasTools || (hasTools && got[i].Tools != rec.Tools) {
+				if (got[i].Tools != nil) != hasTools || (hasTools && !reflect.DeepEqual(got[i].Tools, openAITools(t, rec.Tools))) {
 					t.Fatalf("record %d: tools %v, dataset has %q", i+1, got[i].Tools, rec.Tools)
 				}
 			}
@@ -396,6 +421,27 @@ func TestRealContentParts(t *testing.T) {
 		}
 		if rec.Messages[0].Role != "user" || len(got[i].Messages) != 1 || got[i].Messages[0].Content != strings.Join(texts, "\n") {
 			t.Fatalf("record %d: got %+v from %+v", i+1, got[i].Messages, rec.Messages[0])
+		}
+	}
+	// Whole, every message of every record.
+	r = run(t, nil, nil, "--turns", "all", path)
+	checkAccounting(t, r)
+	whole := conversations(t, r.stdout)
+	if len(whole) != 500 {
+		t.Fatalf("--turns all: %d conversations from 500 records", len(whole))
+	}
+	for i, rec := range source {
+		if len(whole[i].Messages) != len(rec.Messages) {
+			t.Fatalf("record %d: %d messages, want %d", i+1, len(whole[i].Messages), len(rec.Messages))
+		}
+		for k, m := range rec.Messages {
+			var texts []string
+			for _, p := range m.Content {
+				texts = append(texts, p.Value)
+			}
+			if g := whole[i].Messages[k]; g.Role != m.Role || g.Content != strings.Join(texts, "\n") {
+				t.Fatalf("record %d message %d: got %+v from %+v", i+1, k+1, g, m)
+			}
 		}
 	}
 }
@@ -706,6 +752,7 @@ func TestGolden(t *testing.T) {
 		{"first", []string{"--turns", "first"}},
 		{"all-but-last", []string{"--turns", "all-but-last"}},
 		{"each", []string{"--turns", "each"}},
+		{"all", []string{"--turns", "all"}},
 		{"options", []string{"--keep", "langdetect,label", "--source", "demo", "--id-prefix", "t-", "--lang", "en", "--max-chars", "40"}},
 	}
 	for _, tt := range tests {
@@ -718,25 +765,30 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			for suffix, got := range map[string][]byte{".out": r.stdout, ".err": []byte(r.stderr), ".rejects": rj} {
-				golden := filepath.Join(ourData, "golden", tt.name+suffix)
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(golden, got, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create it)", err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s differs from %s (run with -update if the change is intended):\n%s", suffix, golden, got)
-				}
+				checkGolden(t, filepath.Join(ourData, "golden", tt.name+suffix), got)
 			}
 		})
+	}
+}
+
+// checkGolden compares got with the golden file, or writes it with -update.
+func checkGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("differs from %s (run with -update if the change is intended):\n%s", golden, got)
 	}
 }
 

@@ -6,6 +6,21 @@ import (
 	"tokenmill/lib/record"
 )
 
+// conversation checks, filters and encodes the whole conversation as one
+// record (--turns all): every turn as read, the answers and the turns
+// after the last user turn included, for regenerating the answers. Every
+// user turn must have text; a user turn that follows another is kept (a
+// regeneration answers each).
+func (x *Extractor) conversation(id datasetID) {
+	for k, u := range x.users {
+		if blankToken(x.msgs[u].content) {
+			x.addCandidate(Candidate{Reason: ReasonEmpty, Detail: x.turnName(k) + " has no text"})
+			return
+		}
+	}
+	x.encode(id, x.msgs, 0)
+}
+
 // candidate checks, filters and encodes the prompt that ends at user turn
 // number u (0-based; -1 for a completion prompt). turn is the 1-based
 // turn number put after the dataset id with --turns each, 0 otherwise.
@@ -32,6 +47,12 @@ func (x *Extractor) candidate(id datasetID, u, turn int) {
 			return
 		}
 	}
+	x.encode(id, msgs, turn)
+}
+
+// encode filters and writes a prompt record of msgs (nil: the completion
+// prompt).
+func (x *Extractor) encode(id datasetID, msgs []message, turn int) {
 	if reason, detail := x.filter(msgs); reason != "" {
 		x.addCandidate(Candidate{Reason: reason, Detail: detail, Filtered: true})
 		return
@@ -39,7 +60,7 @@ func (x *Extractor) candidate(id datasetID, u, turn int) {
 	start := len(x.out)
 	x.out = append(x.out, `{"id":`...)
 	x.out = x.appendID(x.out, id, msgs, turn)
-	if u < 0 {
+	if msgs == nil {
 		x.out = append(x.out, `,"prompt":`...)
 		x.out = append(x.out, x.completion...)
 	} else {
@@ -158,11 +179,15 @@ func (x *Extractor) canonical(msgs []message) []byte {
 	} else {
 		x.recMsgs = x.recMsgs[:0]
 		for _, m := range msgs {
-			x.recMsgs = append(x.recMsgs, record.Message{Role: m.role,
-				Content: string(tokenText(nil, m.content)), ToolCalls: m.toolCalls})
+			rm := record.Message{Role: m.role, Content: string(tokenText(nil, m.content)), ToolCalls: m.toolCalls}
+			if m.toolCallID != nil {
+				rm.ToolCallID = string(tokenText(nil, m.toolCallID))
+			}
+			x.recMsgs = append(x.recMsgs, rm)
 		}
 		p.Messages = x.recMsgs
 	}
+	p.Tools = x.tools
 	x.canon = p.AppendCanonical(x.canon[:0])
 	return x.canon
 }
@@ -177,6 +202,10 @@ func appendMessages(dst []byte, msgs []message) []byte {
 		dst = append(dst, m.role...)
 		dst = append(dst, `","content":`...)
 		dst = append(dst, m.content...)
+		if m.reasoning != nil {
+			dst = append(dst, `,"reasoning_content":`...)
+			dst = append(dst, m.reasoning...)
+		}
 		if m.name != nil {
 			dst = append(dst, `,"name":`...)
 			dst = append(dst, m.name...)
@@ -184,6 +213,10 @@ func appendMessages(dst []byte, msgs []message) []byte {
 		if m.toolCalls != nil {
 			dst = append(dst, `,"tool_calls":`...)
 			dst = append(dst, m.toolCalls...)
+		}
+		if m.toolCallID != nil {
+			dst = append(dst, `,"tool_call_id":`...)
+			dst = append(dst, m.toolCallID...)
 		}
 		dst = append(dst, '}')
 	}

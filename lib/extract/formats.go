@@ -1,21 +1,26 @@
 package extract
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/record"
 )
 
 // Formats, as named by --format.
 const (
-	FormatAuto     = "auto"
-	FormatShareGPT = "sharegpt"
-	FormatOpenAI   = "openai"
-	FormatAlpaca   = "alpaca"
-	FormatMTBench  = "mt-bench"
-	FormatPlain    = "plain"
-	FormatBatch    = "batch"
+	FormatAuto       = "auto"
+	FormatShareGPT   = "sharegpt"
+	FormatOpenAI     = "openai"
+	FormatAlpaca     = "alpaca"
+	FormatMTBench    = "mt-bench"
+	FormatOAsst      = "oasst"
+	FormatPlain      = "plain"
+	FormatPreference = "preference"
+	FormatBatch      = "batch"
 )
 
 // Formats lists the formats in detection order: the first whose field a
@@ -23,43 +28,66 @@ const (
 // by its custom_id and request body before anything else, then a conversation beats a bare
 // instruction, which beats a bare prompt (so a record that carries both
 // the full conversation and a copy of its first prompt, as UltraChat's
-// do, is read as the conversation).
-var Formats = []string{FormatBatch, FormatShareGPT, FormatOpenAI, FormatAlpaca, FormatMTBench, FormatPlain}
+// do, is read as the conversation). An OpenAssistant message (its prompt
+// an object, or message_id + role + text) comes before the plain prompt
+// fields it shares, and a preference pair comes last: when a pair also
+// has an explicit prompt, instruction or conversation, that is the prompt.
+var Formats = []string{FormatBatch, FormatShareGPT, FormatOpenAI, FormatAlpaca, FormatMTBench, FormatOAsst, FormatPlain, FormatPreference}
 
 // fields is every top-level field any format reads, kept as raw JSON that
 // aliases the input line. Only the fields of the format chosen for a record
 // are looked at further, so an unexpected type in a field the record's
 // format does not use cannot cause a reject.
 type fields struct {
-	ID           json.RawMessage `json:"id"`
-	QuestionID   json.RawMessage `json:"question_id"`
-	CustomID     json.RawMessage `json:"custom_id"`
-	Conversation json.RawMessage `json:"conversations"`
-	LMSYS        json.RawMessage `json:"conversation"` // LMSYS-Chat-1M's name for it
-	Messages     json.RawMessage `json:"messages"`
-	System       json.RawMessage `json:"system"`
-	Tools        json.RawMessage `json:"tools"`
-	Instruction  json.RawMessage `json:"instruction"`
-	Input        json.RawMessage `json:"input"`
-	History      json.RawMessage `json:"history"`
-	Turns        json.RawMessage `json:"turns"`
-	Category     json.RawMessage `json:"category"`
-	Prompt       json.RawMessage `json:"prompt"`
-	Question     json.RawMessage `json:"question"`
-	Text         json.RawMessage `json:"text"`
-	Body         json.RawMessage `json:"body"`
-	Langdetect   json.RawMessage `json:"langdetect"`
+	ID               json.RawMessage `json:"id"`
+	QuestionID       json.RawMessage `json:"question_id"`
+	CustomID         json.RawMessage `json:"custom_id"`
+	Conversation     json.RawMessage `json:"conversations"`
+	LMSYS            json.RawMessage `json:"conversation"` // LMSYS-Chat-1M's name for it
+	Messages         json.RawMessage `json:"messages"`
+	System           json.RawMessage `json:"system"`
+	Tools            json.RawMessage `json:"tools"`
+	Instruction      json.RawMessage `json:"instruction"`
+	Input            json.RawMessage `json:"input"`
+	Context          json.RawMessage `json:"context"`  // Dolly's reference text
+	Output           json.RawMessage `json:"output"`   // Alpaca's answer
+	Response         json.RawMessage `json:"response"` // Dolly's
+	History          json.RawMessage `json:"history"`
+	Turns            json.RawMessage `json:"turns"`
+	Category         json.RawMessage `json:"category"`
+	Prompt           json.RawMessage `json:"prompt"`
+	Question         json.RawMessage `json:"question"`
+	Text             json.RawMessage `json:"text"`
+	Chosen           json.RawMessage `json:"chosen"`
+	Rejected         json.RawMessage `json:"rejected"`
+	ChosenMessages   json.RawMessage `json:"chosen_messages"` // LLaMA-Factory v1 DPO
+	RejectedMessages json.RawMessage `json:"rejected_messages"`
+	MessageID        json.RawMessage `json:"message_id"` // OpenAssistant
+	ParentID         json.RawMessage `json:"parent_id"`
+	MessageTreeID    json.RawMessage `json:"message_tree_id"`
+	Role             json.RawMessage `json:"role"`
+	Body             json.RawMessage `json:"body"`
+	URL              json.RawMessage `json:"url"`
+	Langdetect       json.RawMessage `json:"langdetect"`
+	Images           json.RawMessage `json:"images"` // media lists (LLaMA-Factory) and files (LLaVA)
+	Audios           json.RawMessage `json:"audios"`
+	Videos           json.RawMessage `json:"videos"`
+	Image            json.RawMessage `json:"image"`
+	Audio            json.RawMessage `json:"audio"`
+	Video            json.RawMessage `json:"video"`
 }
 
 // turn is one element of a conversation: ShareGPT's {from, value} or
 // OpenAI's {role, content}; either spelling is accepted in either layout.
 type turn struct {
-	From      json.RawMessage `json:"from"`
-	Value     json.RawMessage `json:"value"`
-	Role      json.RawMessage `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	Name      json.RawMessage `json:"name"`
-	ToolCalls json.RawMessage `json:"tool_calls"`
+	From       json.RawMessage `json:"from"`
+	Value      json.RawMessage `json:"value"`
+	Role       json.RawMessage `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       json.RawMessage `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID json.RawMessage `json:"tool_call_id"`
+	Reasoning  json.RawMessage `json:"reasoning_content"`
 }
 
 // part is one element of an OpenAI content array; LLaMA-Factory spells
@@ -68,13 +96,6 @@ type part struct {
 	Type  json.RawMessage `json:"type"`
 	Text  json.RawMessage `json:"text"`
 	Value json.RawMessage `json:"value"`
-}
-
-// batchBody is the request of an OpenAI batch input line.
-type batchBody struct {
-	Messages json.RawMessage `json:"messages"`
-	Prompt   json.RawMessage `json:"prompt"`
-	Tools    json.RawMessage `json:"tools"`
 }
 
 // Roles, normalised.
@@ -124,21 +145,38 @@ func detect(f *fields) string {
 		return FormatAlpaca
 	case present(f.Turns):
 		return FormatMTBench
+	case isOAsst(f):
+		return FormatOAsst
 	case present(f.Prompt) || present(f.Question) || present(f.Text):
 		return FormatPlain
+	case isPreference(f):
+		return FormatPreference
 	}
 	return ""
+}
+
+// isOAsst recognises an OpenAssistant message tree (its prompt is a
+// message object) or one message of a flat export.
+func isOAsst(f *fields) bool {
+	return (present(f.Prompt) && f.Prompt[0] == '{') ||
+		(present(f.MessageID) && present(f.Role) && present(f.Text))
+}
+
+func isPreference(f *fields) bool {
+	return (present(f.Chosen) && present(f.Rejected)) || (present(f.ChosenMessages) && present(f.RejectedMessages))
 }
 
 // layoutFields names the fields each format needs, for the reject detail
 // of a record that has none of them.
 var layoutFields = map[string]string{
-	FormatBatch:    "body",
-	FormatShareGPT: "conversations",
-	FormatOpenAI:   "messages",
-	FormatAlpaca:   "instruction",
-	FormatMTBench:  "turns",
-	FormatPlain:    "prompt, question or text",
+	FormatBatch:      "body",
+	FormatShareGPT:   "conversations",
+	FormatOpenAI:     "messages",
+	FormatAlpaca:     "instruction",
+	FormatMTBench:    "turns",
+	FormatOAsst:      "prompt message tree, or message_id, role and text",
+	FormatPlain:      "prompt, question or text",
+	FormatPreference: "chosen and rejected (or chosen_messages and rejected_messages)",
 }
 
 // read turns the record's fields into x.msgs (or x.completion) according
@@ -161,19 +199,26 @@ func (x *Extractor) read(format string, f *fields) *badRecord {
 		return x.readTurns(f.Turns)
 	case FormatPlain:
 		return x.readPlain(f)
+	case FormatPreference:
+		return x.readPreference(f)
 	}
 	return reject(ReasonUnknownLayout, "unknown format %q", format)
 }
 
-// readConversation reads a list of turns, after the top-level system
-// prompt if there is one.
+// readConversation reads a list of turns, with the top-level system
+// prompt and tools if the record has them.
 func (x *Extractor) readConversation(name string, conv, system, tools []byte) *badRecord {
+	if bad := x.readTurnList(name, conv); bad != nil {
+		return bad
+	}
 	if bad := x.addSystem(system); bad != nil {
 		return bad
 	}
-	if present(tools) && !emptyTools(tools) {
-		x.tools = tools
-	}
+	return x.setTools(tools)
+}
+
+// readTurnList appends a list of turns to x.msgs.
+func (x *Extractor) readTurnList(name string, conv []byte) *badRecord {
 	x.turns = emptied(x.turns)
 	if _, err := json.Parse(conv, &x.turns, parseFlags); err != nil {
 		return reject(ReasonUnknownLayout, "%s is not a list of turns: %v", name, shortError(err))
@@ -181,6 +226,7 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 	if len(x.turns) == 0 {
 		return reject(ReasonEmpty, "%s is empty", name)
 	}
+	x.pending = x.pending[:0]
 	for i := range x.turns {
 		t := &x.turns[i]
 		who := t.Role
@@ -195,24 +241,57 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 		if !present(content) {
 			content = t.Value
 		}
-		tok, bad := x.content(content)
+		tok, bad := x.content(content, role == roleAssistant)
 		if bad != nil {
 			bad.detail = fmt.Sprintf("%s[%d]: %s", name, i, bad.detail)
 			return bad
 		}
 		m := message{role: role, content: tok}
-		if present(t.ToolCalls) {
-			m.toolCalls = t.ToolCalls
-		}
 		if isString(t.Name) {
 			m.name = cleanToken(&x.arena, t.Name)
+		}
+		if isString(t.ToolCallID) {
+			m.toolCallID = cleanToken(&x.arena, t.ToolCallID)
+		}
+		if isString(t.Reasoning) && !blankToken(t.Reasoning) {
+			m.reasoning = cleanToken(&x.arena, t.Reasoning)
+		}
+		switch {
+		case present(t.ToolCalls):
+			m.toolCalls = t.ToolCalls
+			x.pending = x.pending[:0]
+		case len(x.partCalls) > 0:
+			m.toolCalls = x.callsFromParts(i+1, x.partCalls)
+			if m.toolCalls == nil {
+				return reject(ReasonUnknownLayout, "%s[%d]: a tool_call part is not a call (JSON with a name and arguments)", name, i)
+			}
+		case isFunctionCall(who):
+			if calls := x.callsFromText(i+1, tok); calls != nil {
+				m.content, m.toolCalls = []byte(`""`), calls
+			} else {
+				x.pending = x.pending[:0]
+			}
+		case role == roleTool:
+			x.answerCall(&m)
+		default:
+			x.pending = x.pending[:0]
+		}
+		if len(x.partReasoning) > 0 {
+			m.reasoning = x.joinTokens(x.partReasoning, "\n")
 		}
 		x.add(m)
 	}
 	return nil
 }
 
-// addSystem adds a top-level system prompt, if the record has one.
+// isFunctionCall tells ShareGPT's function_call speaker.
+func isFunctionCall(who []byte) bool {
+	return len(who) == len(`"function_call"`) && bytes.EqualFold(who, []byte(`"function_call"`))
+}
+
+// addSystem puts a top-level system prompt in the system slot, by the
+// rule of record.UsesSystem: a conversation that starts with a system turn
+// of its own keeps it, and the top-level one is not used.
 func (x *Extractor) addSystem(raw []byte) *badRecord {
 	if !present(raw) {
 		return nil
@@ -220,9 +299,44 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 	if !isString(raw) {
 		return reject(ReasonUnknownLayout, "system is not a string")
 	}
-	x.addMessage(roleSystem, cleanToken(&x.arena, raw))
+	if blankToken(raw) || (len(x.msgs) > 0 && x.msgs[0].role == roleSystem) {
+		return nil
+	}
+	x.msgs = append(x.msgs, message{})
+	copy(x.msgs[1:], x.msgs)
+	x.msgs[0] = message{role: roleSystem, content: cleanToken(&x.arena, raw)}
 	return nil
 }
+
+// setTools takes a record's tools in the OpenAI shape and canonical form
+// (see record.AppendCanonicalTools), or none when they are empty in any
+// spelling. Datasets repeat a few tool sets over and over, so canonical
+// forms are kept by the bytes they were read from.
+func (x *Extractor) setTools(raw []byte) *badRecord {
+	if !present(raw) {
+		return nil
+	}
+	canon, seen := x.toolsCache[string(raw)]
+	if !seen {
+		var ok bool
+		var err error
+		if canon, ok, err = record.AppendCanonicalTools(nil, raw); err != nil {
+			return reject(ReasonBadTools, "%v", err)
+		}
+		if !ok {
+			canon = nil
+		}
+		if len(x.toolsCache) >= maxToolsCache {
+			clear(x.toolsCache)
+		}
+		x.toolsCache[string(raw)] = canon
+	}
+	x.tools = canon
+	return nil
+}
+
+// maxToolsCache bounds the canonical tools kept.
+const maxToolsCache = 1024
 
 // emptied returns s with no elements, its whole backing array zeroed: the
 // decoder fills reused elements in place, so a field a record does not
@@ -230,12 +344,6 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 func emptied[T any](s []T) []T {
 	clear(s[:cap(s)])
 	return s[:0]
-}
-
-// emptyTools is true for the empty values datasets use for "no tools".
-func emptyTools(raw []byte) bool {
-	s := strings.TrimSpace(string(raw))
-	return s == `""` || s == "[]" || s == `"[]"` || s == "{}"
 }
 
 // role normalises a speaker name.
@@ -258,8 +366,11 @@ func (x *Extractor) role(raw []byte) (string, error) {
 
 // content returns a message content as one string token: a string as is,
 // null as "", and an array of text parts joined by newlines (the way
-// OpenAI-compatible servers join them).
-func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
+// OpenAI-compatible servers join them). In an assistant turn, LLaMA-Factory
+// v1's reasoning and tool_call parts are kept aside in x.partReasoning and
+// x.partCalls.
+func (x *Extractor) content(raw []byte, assistant bool) ([]byte, *badRecord) {
+	x.partReasoning, x.partCalls = x.partReasoning[:0], x.partCalls[:0]
 	switch {
 	case isString(raw):
 		return cleanToken(&x.arena, raw), nil
@@ -272,9 +383,15 @@ func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
 	if _, err := json.Parse(raw, &x.parts, parseFlags); err != nil {
 		return nil, reject(ReasonUnknownLayout, "content parts: %v", shortError(err))
 	}
-	var texts [][]byte
+	x.texts = x.texts[:0]
 	for i, p := range x.parts {
-		if present(p.Type) && string(p.Type) != `"text"` {
+		kind := string(p.Type)
+		switch {
+		case !present(p.Type) || textPart[kind]:
+		case mediaPart[kind]:
+			return nil, reject(ReasonMultimodal, "content part %d is %s; only text prompts can be extracted", i, p.Type)
+		case assistant && (kind == `"reasoning"` || kind == `"tool_call"`):
+		default:
 			return nil, reject(ReasonNonText, "content part %d has type %s; only text prompts can be extracted", i, p.Type)
 		}
 		tok := p.Text
@@ -284,29 +401,47 @@ func (x *Extractor) content(raw []byte) ([]byte, *badRecord) {
 		if !isString(tok) {
 			return nil, reject(ReasonUnknownLayout, "content part %d has no text", i)
 		}
-		texts = append(texts, tok)
+		switch kind {
+		case `"reasoning"`:
+			x.partReasoning = append(x.partReasoning, tok)
+		case `"tool_call"`:
+			x.partCalls = append(x.partCalls, tok)
+		default:
+			x.texts = append(x.texts, tok)
+		}
 	}
-	switch len(texts) {
+	return x.joinTokens(x.texts, "\n"), nil
+}
+
+// textPart names the content part types that hold text: OpenAI's and
+// LLaMA-Factory's text, and the Responses API's input and output text.
+var textPart = map[string]bool{`"text"`: true, `"input_text"`: true, `"output_text"`: true}
+
+// joinTokens returns the string tokens joined by sep as one token: "" for
+// none, the token itself for one.
+func (x *Extractor) joinTokens(toks [][]byte, sep string) []byte {
+	switch len(toks) {
 	case 0:
-		return []byte(`""`), nil
+		return []byte(`""`)
 	case 1:
-		return cleanToken(&x.arena, texts[0]), nil
+		return cleanToken(&x.arena, toks[0])
 	}
 	joined := x.scratch[:0]
-	for i, tok := range texts {
+	for i, tok := range toks {
 		if i > 0 {
-			joined = append(joined, '\n')
+			joined = append(joined, sep...)
 		}
 		joined = append(joined, tokenText(nil, tok)...)
 	}
 	x.scratch = joined
 	start := len(x.arena)
 	x.arena = json.AppendEscape(x.arena, string(joined), 0)
-	return x.arena[start:], nil
+	return x.arena[start:]
 }
 
-// readAlpaca builds system, history pairs and the instruction (with its
-// input after a blank line when there is one).
+// readAlpaca builds system, history pairs and the prompt: the instruction,
+// then its input and (Dolly's) context, each after a blank line, leaving
+// out the blank ones.
 func (x *Extractor) readAlpaca(f *fields) *badRecord {
 	if bad := x.addSystem(f.System); bad != nil {
 		return bad
@@ -326,26 +461,30 @@ func (x *Extractor) readAlpaca(f *fields) *badRecord {
 			}
 		}
 	}
-	if !isString(f.Instruction) {
-		return reject(ReasonUnknownLayout, "instruction is not a string")
+	x.texts = x.texts[:0]
+	for _, c := range []struct {
+		name string
+		raw  []byte
+	}{{"instruction", f.Instruction}, {"input", f.Input}, {"context", f.Context}} {
+		switch {
+		case !present(c.raw) && c.name != "instruction":
+		case !isString(c.raw):
+			return reject(ReasonUnknownLayout, "%s is not a string", c.name)
+		case !blankToken(c.raw):
+			x.texts = append(x.texts, c.raw)
+		}
 	}
-	if present(f.Input) && !isString(f.Input) {
-		return reject(ReasonUnknownLayout, "input is not a string")
+	if len(x.texts) == 0 {
+		x.texts = append(x.texts, f.Instruction) // blank: rejected as empty
 	}
-	if !present(f.Input) || blankToken(f.Input) {
-		x.addMessage(roleUser, cleanToken(&x.arena, f.Instruction))
-		return nil
+	x.addMessage(roleUser, x.joinTokens(x.texts, "\n\n"))
+	// The answer, for the whole conversation (--turns all).
+	for _, answer := range [][]byte{f.Output, f.Response} {
+		if isString(answer) && !blankToken(answer) {
+			x.addMessage(roleAssistant, cleanToken(&x.arena, answer))
+			break
+		}
 	}
-	if blankToken(f.Instruction) {
-		x.addMessage(roleUser, cleanToken(&x.arena, f.Input))
-		return nil
-	}
-	text := append(tokenText(x.scratch[:0], f.Instruction), "\n\n"...)
-	text = append(text, tokenText(nil, f.Input)...)
-	x.scratch = text
-	start := len(x.arena)
-	x.arena = json.AppendEscape(x.arena, string(text), 0)
-	x.addMessage(roleUser, x.arena[start:])
 	return nil
 }
 
@@ -381,11 +520,11 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 		case !present(c.raw):
 			continue
 		case isString(c.raw):
+			x.addMessage(roleUser, cleanToken(&x.arena, c.raw))
 			if bad := x.addSystem(f.System); bad != nil {
 				return bad
 			}
-			x.addMessage(roleUser, cleanToken(&x.arena, c.raw))
-			return nil
+			return x.setTools(f.Tools)
 		case c.raw[0] == '[':
 			return x.readConversation(c.name, c.raw, f.System, f.Tools)
 		default:
@@ -393,25 +532,6 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 		}
 	}
 	return reject(ReasonUnknownLayout, "no prompt, question or text field")
-}
-
-// readBatch reads an OpenAI batch input line: a chat request's messages,
-// or a completion request's prompt, which stays a completion prompt.
-func (x *Extractor) readBatch(f *fields) *badRecord {
-	var body batchBody
-	if _, err := json.Parse(f.Body, &body, parseFlags); err != nil {
-		return reject(ReasonUnknownLayout, "body: %v", shortError(err))
-	}
-	switch {
-	case present(body.Messages):
-		return x.readConversation("body.messages", body.Messages, nil, body.Tools)
-	case isString(body.Prompt):
-		x.completion = cleanToken(&x.arena, body.Prompt)
-		return nil
-	case present(body.Prompt):
-		return reject(ReasonUnknownLayout, "body.prompt is not a single string")
-	}
-	return reject(ReasonUnknownLayout, "body has neither messages nor prompt")
 }
 
 // shortError keeps a parse error's message to one short line.

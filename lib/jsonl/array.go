@@ -22,10 +22,13 @@ type arraySource struct {
 	stats   *Stats
 	started bool
 	ended   bool
+	element string // what a value is called in errors: "array element", or "record"
+	inside  string // what a truncated input ends inside
 }
 
 func newArraySource(name string, br *bufio.Reader, closer io.Closer, maxLine int, stats *Stats) *arraySource {
-	return &arraySource{name: name, br: br, closer: closer, line: 1, maxLine: maxLine, stats: stats}
+	return &arraySource{name: name, br: br, closer: closer, line: 1, maxLine: maxLine, stats: stats,
+		element: "array element", inside: "the JSON array"}
 }
 
 func (s *arraySource) close() error { return s.closer.Close() }
@@ -113,7 +116,7 @@ func (s *arraySource) readValue(first byte) error {
 	}
 	for {
 		if len(s.buf) > s.maxLine {
-			return s.errorf("array element longer than %d bytes", s.maxLine)
+			return s.errorf("%s longer than %d bytes", s.element, s.maxLine)
 		}
 		c, err := s.br.ReadByte()
 		if err != nil {
@@ -161,7 +164,7 @@ func (s *arraySource) readString() error {
 			return s.truncated(err)
 		}
 		if len(s.buf) > s.maxLine {
-			return s.errorf("array element longer than %d bytes", s.maxLine)
+			return s.errorf("%s longer than %d bytes", s.element, s.maxLine)
 		}
 		// The quote ends the string unless an odd run of backslashes escapes it.
 		n := 0
@@ -208,7 +211,7 @@ func (s *arraySource) finish() error {
 // truncated turns an early end of input into an error naming the line.
 func (s *arraySource) truncated(err error) error {
 	if errors.Is(err, io.EOF) {
-		err = errors.New("input ends inside the JSON array (truncated file?)")
+		err = fmt.Errorf("input ends inside %s (truncated file?)", s.inside)
 	}
 	return &InputError{File: s.name, Line: s.line, Reason: ReasonUnreadable, Err: describeReadError(err)}
 }

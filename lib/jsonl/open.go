@@ -91,6 +91,9 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	if firstNonSpace(br) == '[' {
 		return newArraySource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
 	}
+	if startsPretty(br) {
+		return newValueSource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
+	}
 	return &lineSource{name: name, br: br, closer: closers, maxLine: r.opts.MaxLine, stats: &r.Stats}, nil
 }
 

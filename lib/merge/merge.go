@@ -7,15 +7,21 @@ package merge
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
+	"github.com/zeebo/xxh3"
+
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/quality"
 	"tokenmill/lib/record"
 )
 
@@ -28,10 +34,15 @@ const Description = `Combine generation and error files into one record per (id,
 
 For each (id, sample) one record wins: an answer beats an error, finish_reason
 stop beats length beats abort, and among equals the record read last wins. A
-good answer (stop, or length unless --drop-length) is written byte for byte, or
-with --to as a training record; a key without one is counted as missing, and its
-best record goes to --errors FILE if given. With --prompts FILE --missing, the
-output is instead the prompts that still lack a good answer, ready to rerun.
+good answer (stop, or length unless --drop-length; not empty with --drop-empty)
+is written byte for byte, or with --to as a training record; a key without one
+is counted as missing, and its best record goes to --errors FILE if given. With
+--prompts FILE --missing, the output is instead the prompts that still lack a
+good answer, ready to rerun.
+
+Filter's rejects file (filter --rejects) may be given among the inputs: an
+answer it rejected is not good, wherever it is read, while another answer for
+the same (id, sample), a rerun's, still wins.
 Records come out in the order their key was first read, or by id with --sort.
 Missing answers do not change the exit code; bad lines are rejected (exit 3).`
 
@@ -47,6 +58,7 @@ type Command struct {
 	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn) or sharegpt ({id, conversations})." enum:"generation,messages,sharegpt" default:"generation"`
 	WithReasoning  bool   `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
 	DropLength     bool   `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
+	DropEmpty      bool   `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
 	Sort           bool   `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
 	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
@@ -70,6 +82,11 @@ type merger struct {
 	out, errs *jsonl.Writer
 	conv      *converter
 
+	dropEmpty bool
+	// rejected holds rejectKey of every answer filter rejected.
+	rejected map[uint64]struct{}
+	qrec     quality.Record
+
 	read, bytes atomic.Int64 // answer records and bytes read (progress)
 	resolved    atomic.Int64 // keys emitted (progress)
 	prompts     int64
@@ -79,6 +96,8 @@ type merger struct {
 	spilledDisk int64        // the same, compressed, as they took on disk
 	// emitted counts
 	answered, good, missingN, notInPrompts, toErrors int64
+	rejectedN, droppedN, emptyN                      int64 // records read as filter's rejects, answers they rejected, empty answers
+	earlierRejects                                   int64 // bad lines from an earlier stage's rejects file
 }
 
 // Run merges.
@@ -138,7 +157,7 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	// Records held may take half the budget: Go's collector lets the heap
 	// grow to about twice what is live before it reclaims garbage.
 	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort,
-		goodRank: rankLength, tempParent: c.TempDir}
+		goodRank: rankLength, tempParent: c.TempDir, dropEmpty: c.DropEmpty, rejected: map[uint64]struct{}{}}
 	if c.DropLength {
 		m.goodRank = rankStop
 	}
@@ -191,6 +210,9 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	})
 	defer progress.Stop()
 
+	if err := m.collectRejected(env, rejects); err != nil {
+		return err
+	}
 	top := m.newTable(0)
 	var seq int64
 	if c.Prompts != "" {
@@ -223,6 +245,9 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		if rej == nil && p.rank == rankNone {
 			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
 		}
+		if rej == nil {
+			m.judge(&p, rec.Data)
+		}
 		data := rec.Data
 		if rej == nil && m.conv != nil && p.rank >= m.goodRank {
 			// Converted now, so a record that cannot be is rejected where
@@ -230,11 +255,17 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 			data, rej = m.conv.convert(rec.Data)
 		}
 		if rej != nil {
+			if v, err := record.FieldValue(rec.Data, "reject"); err == nil && v != nil && p.rank != rankRejected {
+				// A line an earlier stage rejected, as its rejects file
+				// holds it: reported there already.
+				m.earlierRejects++
+				return nil
+			}
 			return rejects.Add(rec, rej.reason, rej.detail)
 		}
 		m.read.Add(1)
 		m.bytes.Store(in.Stats.Bytes)
-		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, order: *seq, seq: *seq}
+		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
 		if !m.missing {
 			e.data = data
 			if m.conv == nil || p.rank < m.goodRank {
@@ -247,6 +278,91 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		*seq++
 		return top.add(&e)
 	})
+}
+
+// rejectKey identifies one rejected answer: its (id, sample) and the
+// digest of its output.
+func rejectKey(p *parsed) uint64 {
+	h := xxh3.HashString(p.id.Text)
+	return xxh3.HashSeed(binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, h), p.digest), uint64(p.sample)+1)
+}
+
+// collectRejected reads, before anything else, the inputs that are
+// filter's rejects files (their first valid record is a reject record), so that
+// the answers they reject are known wherever those answers are read.
+// Reject records elsewhere are recognised when read.
+func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
+	discard := jsonl.NewRejects("merge", io.Discard, nil) // bad lines are reported when read again below
+	for _, name := range m.cmd.Inputs {
+		// Only regular files can be read twice: stdin, a pipe or a FIFO is
+		// read once, with the rest.
+		if st, err := os.Stat(name); name == "-" || err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		in := jsonl.NewReader([]string{name}, nil, jsonl.Options{})
+		first := true
+		err := eachRecord(m, in, discard, func(rec jsonl.Record) error {
+			p, rej := parseRecord(rec.Data)
+			if first {
+				// Decided by the first record that parses: filter writes the
+				// bad lines it met to the same file, as {"raw": ...}.
+				if rej != nil {
+					return nil
+				}
+				if p.rank != rankRejected {
+					return errNotRejects
+				}
+				first = false
+			}
+			if rej == nil && p.rank == rankRejected {
+				m.rejected[rejectKey(&p)] = struct{}{}
+			}
+			return nil
+		})
+		in.Close()
+		if err != nil && err != errNotRejects {
+			return err
+		}
+	}
+	return nil
+}
+
+var errNotRejects = errors.New("not a rejects file")
+
+// judge lowers the rank of an answer filter rejected, and with
+// --drop-empty of an empty one.
+func (m *merger) judge(p *parsed, data []byte) {
+	switch {
+	case p.rank == rankRejected:
+		m.rejectedN++
+		m.rejected[rejectKey(p)] = struct{}{}
+	case p.rank <= rankRejected || p.output == nil:
+	case len(m.rejected) > 0 && hasKey(m.rejected, rejectKey(p)):
+		p.rank = rankDropped
+		m.droppedN++
+	case m.dropEmpty && p.rank >= rankLength && m.empty(data):
+		p.rank = rankEmpty
+		m.emptyN++
+	}
+}
+
+func hasKey(set map[uint64]struct{}, k uint64) bool {
+	_, ok := set[k]
+	return ok
+}
+
+// empty reports an answer with no text (or a regenerated turn with none)
+// and no tool call, as filter's empty check finds it.
+func (m *merger) empty(data []byte) bool {
+	if m.qrec.Parse(data) != nil {
+		return false
+	}
+	for _, a := range m.qrec.Answers {
+		if len(a.ToolCalls) == 0 && quality.Blank(a.Text) {
+			return true
+		}
+	}
+	return false
 }
 
 // readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
@@ -365,6 +481,15 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 	}
 	if m.errs != nil {
 		parts = append(parts, fmt.Sprintf("to %s %d", m.errs.Path(), m.toErrors))
+	}
+	if m.rejectedN+m.droppedN > 0 {
+		parts = append(parts, fmt.Sprintf("filter rejects %d (answers they reject read elsewhere %d)", m.rejectedN, m.droppedN))
+	}
+	if m.earlierRejects > 0 {
+		parts = append(parts, fmt.Sprintf("bad lines of an earlier stage's rejects skipped %d", m.earlierRejects))
+	}
+	if m.emptyN > 0 {
+		parts = append(parts, fmt.Sprintf("empty answers dropped %d", m.emptyN))
 	}
 	if m.spills > 0 {
 		parts = append(parts, fmt.Sprintf("spilled %d times, %.1f MB in %.1f MB of temporary files",

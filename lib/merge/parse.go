@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/segmentio/encoding/json"
+	"github.com/zeebo/xxh3"
 
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
@@ -14,11 +15,14 @@ import (
 // Ranks order the records of one (id, sample): the higher rank wins, and
 // among equal ranks the record read last.
 const (
-	rankNone   uint8 = iota // no answer: a prompt record only
-	rankError               // an error record
-	rankAbort               // finish_reason abort, or one merge does not know
-	rankLength              // finish_reason length: cut at the token limit
-	rankStop                // finish_reason stop: a complete answer
+	rankNone     uint8 = iota // no answer: a prompt record only
+	rankError                 // an error record
+	rankDropped               // an answer filter rejected, read without its reject field
+	rankRejected              // filter's reject record of an answer (it carries the reason)
+	rankEmpty                 // an empty answer, with --drop-empty
+	rankAbort                 // finish_reason abort, or one merge does not know
+	rankLength                // finish_reason length: cut at the token limit
+	rankStop                  // finish_reason stop: a complete answer
 )
 
 // Reject reasons of merge, beside the shared ones in jsonl.
@@ -51,12 +55,18 @@ type parsed struct {
 	// topSample tells a prompt record expanded per sample (it carries a
 	// top-level "sample") from one that stands for all its samples.
 	topSample bool
+	// digest identifies the answer: the xxh3 hash of its raw output
+	// value, which filter's reject record keeps byte for byte.
+	digest uint64
+	// output is the raw output value.
+	output []byte
 }
 
 // parseRecord reads the key and rank of a prompt, generation or error
 // record (as record.Generation.Kind tells them apart) without decoding its
 // texts: the object is validated, then only the few fields merge needs are
-// looked at.
+// looked at. A generation record that carries a reject field is filter's
+// record of an answer it found unfit: rankRejected.
 func parseRecord(data []byte) (parsed, *rejection) {
 	var p parsed
 	if !json.Valid(data) {
@@ -65,7 +75,7 @@ func parseRecord(data []byte) (parsed, *rejection) {
 	if b := bytes.TrimSpace(data); len(b) == 0 || b[0] != '{' {
 		return p, reject(jsonl.ReasonNotObject, "a record must be a JSON object")
 	}
-	var idRaw, sampleRaw, outRaw, errRaw []byte
+	var idRaw, sampleRaw, outRaw, errRaw, rejRaw []byte
 	// Field names match exactly, as the record contract spells them and
 	// every stage reads them; a repeated field's last value wins.
 	err := record.EachField(data, func(key string, value []byte) error {
@@ -78,6 +88,8 @@ func parseRecord(data []byte) (parsed, *rejection) {
 			outRaw = value
 		case "error":
 			errRaw = value
+		case "reject":
+			rejRaw = value
 		}
 		return nil
 	})
@@ -106,6 +118,10 @@ func parseRecord(data []byte) (parsed, *rejection) {
 			return p, reject(ReasonBadRecord, "output: %v", err)
 		}
 		p.rank = finishRank(finish)
+		p.output, p.digest = outRaw, xxh3.Hash(outRaw)
+		if !isNull(rejRaw) {
+			p.rank = rankRejected
+		}
 	case !isNull(errRaw):
 		if _, p.sample, err = answerFields(errRaw, false); err != nil {
 			return p, reject(ReasonBadRecord, "error: %v", err)

@@ -20,7 +20,7 @@ const (
 // spillFile holds entries on disk: a partition waiting to be resolved, or
 // a run of resolved entries in output order. Each entry is
 //
-//	order seq (uvarint) rank flags (byte) sample len(id) (uvarint) id len(data) (uvarint) data
+//	order seq (uvarint) rank flags (byte) digest (8 bytes) sample len(id) (uvarint) id len(data) (uvarint) data
 //
 // and the stream is S2-compressed: JSON records shrink several times at
 // memory speed, and a merge larger than RAM is bound by the disk. The
@@ -70,6 +70,7 @@ func (s *spillFile) write(e *entry) error {
 	h := binary.AppendUvarint(s.head[:0], uint64(e.order))
 	h = binary.AppendUvarint(h, uint64(e.seq))
 	h = append(h, e.rank, flags)
+	h = binary.LittleEndian.AppendUint64(h, e.digest)
 	h = binary.AppendUvarint(h, uint64(e.sample))
 	h = binary.AppendUvarint(h, uint64(len(e.id)))
 	h = append(h, e.id...)
@@ -145,6 +146,10 @@ func (s *spillReader) next() (*entry, error) {
 	if err1 != nil || err2 != nil {
 		return nil, errCorruptSpill
 	}
+	var digest [8]byte
+	if _, err := io.ReadFull(s.r, digest[:]); err != nil {
+		return nil, errCorruptSpill
+	}
 	for i := 2; i < 4; i++ {
 		n, err := binary.ReadUvarint(s.r)
 		if err != nil {
@@ -165,7 +170,7 @@ func (s *spillReader) next() (*entry, error) {
 	}
 	s.e = entry{
 		id: string(s.id), sample: int(v[2]), numeric: flags&flagNumeric != 0, prompt: flags&flagPrompt != 0, head: flags&flagHead != 0,
-		rank: rank, order: int64(v[0]), seq: int64(v[1]), data: s.e.data,
+		rank: rank, digest: binary.LittleEndian.Uint64(digest[:]), order: int64(v[0]), seq: int64(v[1]), data: s.e.data,
 	}
 	return &s.e, nil
 }

@@ -13,12 +13,13 @@ import (
 type entry struct {
 	id      string
 	sample  int
-	numeric bool  // the id is a JSON integer
-	prompt  bool  // a prompt record with this key was read (--prompts)
-	head    bool  // this key is the first sample of its prompt record
-	rank    uint8 // of the best answer; rankNone if there is none
-	order   int64 // place in the input of the first record with this key
-	seq     int64 // place of the best answer
+	numeric bool   // the id is a JSON integer
+	prompt  bool   // a prompt record with this key was read (--prompts)
+	head    bool   // this key is the first sample of its prompt record
+	rank    uint8  // of the best answer; rankNone if there is none
+	digest  uint64 // of the best answer's output, to recognise filter's reject of it
+	order   int64  // place in the input of the first record with this key
+	seq     int64  // place of the best answer
 	// data is the best answer's record, or with --missing the first
 	// prompt record (answers are then only ranked, not kept).
 	data []byte
@@ -95,8 +96,13 @@ func (t *table) absorb(old, e *entry) {
 	old.order = min(old.order, e.order)
 	old.prompt = old.prompt || e.prompt
 	old.head = old.head || e.head
+	if e.rank == rankRejected && old.rank > rankRejected && old.digest == e.digest {
+		// filter's reject of the answer held: the reject takes its place.
+		old.rank = rankDropped
+		t.m.droppedN++
+	}
 	if e.rank > rankNone && (e.rank > old.rank || e.rank == old.rank && e.seq > old.seq) {
-		old.rank, old.seq = e.rank, e.seq
+		old.rank, old.seq, old.digest = e.rank, e.seq, e.digest
 		if !t.m.missing {
 			t.setData(old, e)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
@@ -165,14 +166,33 @@ func skipValue(b []byte, i int) (int, error) {
 }
 
 // AppendCanonical appends the canonical form of a prompt: every role and
-// content of its messages (and tool calls), or its completion text, each
+// content of its messages (with their tool calls and tool call ids), or
+// its completion text, then its tools in canonical form, each
 // length-prefixed so that no content can imitate a boundary. Two prompts
 // are the same prompt exactly when their canonical forms are equal; ids and
-// dedup keys are derived from it.
+// dedup keys are derived from it. A prompt without tools (or with an empty
+// tools value) has the canonical form it had before tools counted, so the
+// ids of such prompts did not change.
+//
+// A tools value that AppendCanonicalTools cannot read is taken byte for
+// byte: the stages that write records (extract) reject such values first,
+// and AppendCanonicalStrict refuses them.
 func (p *Prompt) AppendCanonical(dst []byte) []byte {
+	dst, _ = p.appendCanonical(dst)
+	return dst
+}
+
+// AppendCanonicalStrict is AppendCanonical for a prompt whose tools must
+// be readable: it returns an error wrapping ErrBadTools if they are not.
+func (p *Prompt) AppendCanonicalStrict(dst []byte) ([]byte, error) {
+	return p.appendCanonical(dst)
+}
+
+func (p *Prompt) appendCanonical(dst []byte) ([]byte, error) {
 	if len(p.Messages) == 0 && p.Prompt != nil {
 		dst = append(dst, 'P')
-		return appendLenPrefixed(dst, *p.Prompt)
+		dst = appendLenPrefixed(dst, *p.Prompt)
+		return p.appendTools(dst)
 	}
 	for _, m := range p.Messages {
 		dst = append(dst, 'M')
@@ -182,8 +202,48 @@ func (p *Prompt) AppendCanonical(dst []byte) []byte {
 			dst = append(dst, 'T')
 			dst = appendLenPrefixed(dst, string(m.ToolCalls))
 		}
+		if m.ToolCallID != "" {
+			dst = append(dst, 'C')
+			dst = appendLenPrefixed(dst, m.ToolCallID)
+		}
 	}
-	return dst
+	return p.appendTools(dst)
+}
+
+// appendTools appends 'U' and the length-prefixed canonical tools, if any.
+func (p *Prompt) appendTools(dst []byte) ([]byte, error) {
+	if len(p.Tools) == 0 {
+		return dst, nil
+	}
+	tools, ok, err := AppendCanonicalTools(nil, p.Tools)
+	if err != nil {
+		tools, ok = p.Tools, true
+	}
+	if !ok {
+		return dst, nil
+	}
+	dst = append(dst, 'U')
+	dst = binary.AppendUvarint(dst, uint64(len(tools)))
+	return append(dst, tools...), err
+}
+
+// UsesSystem reports whether a record's top-level system prompt takes the
+// system slot of its messages. There is one slot: a conversation that
+// starts with a system turn keeps that turn and the top-level system is
+// not used (as LLaMA-Factory reads ShareGPT data); otherwise a top-level
+// system with text goes before the first message. extract, dedup's key and
+// merge's conversions all follow this rule.
+func UsesSystem(system string, msgs []Message) bool {
+	if Blank(system) {
+		return false
+	}
+	return len(msgs) == 0 || msgs[0].Role != "system"
+}
+
+// Blank reports whether s holds nothing but spaces, tabs and line breaks,
+// the white space a blank system prompt or id is made of.
+func Blank(s string) bool {
+	return strings.Trim(s, " \t\r\n") == ""
 }
 
 func appendLenPrefixed(dst []byte, s string) []byte {

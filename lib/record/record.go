@@ -60,20 +60,25 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 }
 
 // Message is one chat turn. Content is plain text: extract flattens arrays
-// of content parts. ToolCalls and Name are carried for tool-using datasets.
+// of content parts. ToolCalls, ToolCallID and Name are carried for
+// tool-using datasets.
 type Message struct {
-	Role      string          `json:"role"`
-	Content   string          `json:"content"`
-	Name      string          `json:"name,omitempty"`
-	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+	Role       string          `json:"role"`
+	Content    string          `json:"content"`
+	Name       string          `json:"name,omitempty"`
+	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
 }
 
 // Prompt is the part of a prompt record the stages read. The raw record is
 // always what gets written, so fields not named here survive untouched.
+// Tools are the tools the prompt offers the model, in any of the spellings
+// AppendCanonicalTools reads.
 type Prompt struct {
 	ID       ID              `json:"id"`
 	Messages []Message       `json:"messages,omitempty"`
 	Prompt   *string         `json:"prompt,omitempty"`
+	Tools    json.RawMessage `json:"tools,omitempty"`
 	Source   string          `json:"source,omitempty"`
 	Params   json.RawMessage `json:"params,omitempty"`
 	Meta     json.RawMessage `json:"meta,omitempty"`

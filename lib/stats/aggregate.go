@@ -118,6 +118,8 @@ type aggregator struct {
 	examples []Duplicate
 	sources  map[string]*sourceAgg
 	ends     map[string]*endpointAgg
+	empty    int64
+	checks   *checkAgg // nil without --checks
 }
 
 // Indexes of aggregator.lengths.
@@ -162,9 +164,15 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 
 	switch f.kind {
 	case record.KindGeneration:
+		if f.empty {
+			a.empty++
+		}
+		if a.checks != nil {
+			a.checks.add(f, file, line)
+		}
 		a.lengths[lenAnswerChars].add(int64(f.answer))
 		if f.hasReas {
-			a.lengths[lenReasoningChars].add(int64(f.reason))
+			a.lengths[lenReasoningChars].add(int64(f.reasoning))
 		}
 		if f.usage {
 			a.lengths[lenPromptTokens].add(f.pTokens)
@@ -279,6 +287,10 @@ func (a *aggregator) report(top int, wallSeconds float64) *Report {
 		Duplicates:    Duplicates{Records: a.dups, Examples: append([]Duplicate{}, a.examples...)},
 		Sources:       []Source{},
 		Endpoints:     []Endpoint{},
+		Empty:         a.empty,
+	}
+	if a.checks != nil {
+		r.Checks = a.checks.report()
 	}
 	for status, n := range a.statuses {
 		r.Errors.ByStatus = append(r.Errors.ByStatus, StatusCount{Status: status, Count: n})

@@ -76,7 +76,7 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("%q: prompt %d chars, source %q; the standard decoder: %d, %q", line, got.prompt, got.source, chars, std.Source)
 		}
 		if o := std.Output; o != nil {
-			if got.answer != utf8.RuneCountInString(o.Text) || got.reason != utf8.RuneCountInString(o.Reasoning) ||
+			if got.answer != utf8.RuneCountInString(o.Text) || got.reasoning != utf8.RuneCountInString(o.Reasoning) ||
 				got.finish != o.FinishReason || got.endpoint != o.Endpoint || got.latency != o.LatencyMS {
 				t.Errorf("%q: output %+v; the standard decoder: %+v", line, got, *o)
 			}

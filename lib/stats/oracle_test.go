@@ -95,6 +95,9 @@ func expect(records []located, top int, wall float64) *Report {
 			r.Kinds.Generation++
 			src.Generations++
 			text, _ := out["text"].(string)
+			if strings.TrimSpace(text) == "" && out["tool_calls"] == nil && out["messages"] == nil {
+				r.Empty++
+			}
 			answerChars = append(answerChars, float64(utf8.RuneCountInString(text)))
 			sc[1] += float64(utf8.RuneCountInString(text))
 			if reasoning, _ := out["reasoning"].(string); reasoning != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/quality"
 	"tokenmill/lib/record"
 )
 
@@ -29,8 +30,9 @@ const (
 // escape counts as the one character it stands for. Invalid UTF-8 counts
 // one per byte, as a decoder replacing it with U+FFFD would.
 type chars struct {
-	n   int
-	set bool // a string was present (null and absence leave it false)
+	n     int
+	set   bool // a string was present (null and absence leave it false)
+	blank bool // ... and empty or white space only
 }
 
 func (c *chars) UnmarshalJSON(b []byte) error {
@@ -40,7 +42,7 @@ func (c *chars) UnmarshalJSON(b []byte) error {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
 		return fmt.Errorf("a text field (content, prompt, text or reasoning) should be a string, not %s", jsonKind(b))
 	}
-	c.n, c.set = countChars(b[1:len(b)-1]), true
+	c.n, c.set, c.blank = countChars(b[1:len(b)-1]), true, quality.BlankJSON(b)
 	return nil
 }
 
@@ -128,6 +130,10 @@ type (
 		Endpoint     string     `json:"endpoint"`
 		LatencyMS    int64      `json:"latency_ms"`
 		Sample       int        `json:"sample"`
+		// A regenerated conversation's turns, and tool calls, are only
+		// looked at to tell an empty answer (see fact.empty).
+		Messages  json.RawMessage `json:"messages"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
 	}
 	usageView struct {
 		PromptTokens     int64 `json:"prompt_tokens"`
@@ -144,23 +150,35 @@ type (
 // fact is what one record contributes to the report. Its strings alias the
 // line it came from.
 type fact struct {
-	kind     record.Kind
-	id       rawID
-	key      uint64 // hash of (kind class, id, sample) for the duplicate count
-	sample   int
-	source   string
-	prompt   int // characters of all message contents, or of "prompt"
-	usage    bool
-	pTokens  int64
-	cTokens  int64
-	answer   int
-	hasReas  bool
-	reason   int
-	finish   string
-	endpoint string
-	latency  int64
-	status   int
-	message  string
+	kind      record.Kind
+	id        rawID
+	key       uint64 // hash of (kind class, id, sample) for the duplicate count
+	sample    int
+	source    string
+	prompt    int // characters of all message contents, or of "prompt"
+	usage     bool
+	pTokens   int64
+	cTokens   int64
+	answer    int
+	hasReas   bool
+	reasoning int
+	finish    string
+	endpoint  string
+	latency   int64
+	status    int
+	message   string
+	// empty: an answer (or a regenerated turn) with no text and no tool
+	// call; conversation: it needs the checker's record view to tell.
+	empty        bool
+	conversation bool
+	// The quality checks (--checks): the reason of the first failure, as
+	// filter counts it, the checks failed, and the first failure's turn
+	// and detail.
+	reason  string
+	failed  uint8
+	turn    int
+	detail  string
+	answers int
 }
 
 // parseError is a record stats cannot use, with its reject reason.
@@ -192,7 +210,9 @@ func parse(data []byte, f *fact) *parseError {
 	case v.Output != nil:
 		o := v.Output
 		f.kind, f.sample, class = record.KindGeneration, o.Sample, 'g'
-		f.answer, f.hasReas, f.reason = o.Text.n, o.Reasoning.n > 0, o.Reasoning.n
+		f.answer, f.hasReas, f.reasoning = o.Text.n, o.Reasoning.n > 0, o.Reasoning.n
+		f.conversation = !isNullRaw(o.Messages)
+		f.empty = !f.conversation && (!o.Text.set || o.Text.blank) && isNullRaw(o.ToolCalls)
 		f.finish, f.endpoint, f.latency = o.FinishReason, o.Endpoint, o.LatencyMS
 		if o.Usage != nil {
 			f.usage, f.pTokens, f.cTokens = true, o.Usage.PromptTokens, o.Usage.CompletionTokens
@@ -209,6 +229,10 @@ func parse(data []byte, f *fact) *parseError {
 	}
 	f.key = idKey(class, v.ID, f.sample)
 	return nil
+}
+
+func isNullRaw(v json.RawMessage) bool {
+	return len(v) == 0 || string(v) == "null" || string(v) == "[]"
 }
 
 // idKey hashes (class, id, sample). 64 bits keep the set small; two

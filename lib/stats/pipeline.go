@@ -43,12 +43,15 @@ func (b *batch) record(i int) jsonl.Record {
 	return jsonl.Record{Data: b.data[it.start:it.end], File: it.file, Line: it.line}
 }
 
-func (b *batch) parse() {
+func (b *batch) parse(ck *checker) {
 	b.facts = append(b.facts[:0], make([]fact, len(b.items))...)
 	b.errs = append(b.errs[:0], make([]*parseError, len(b.items))...)
 	for i, it := range b.items {
 		if it.inputErr == nil {
-			b.errs[i] = parse(b.data[it.start:it.end], &b.facts[i])
+			line := b.data[it.start:it.end]
+			if b.errs[i] = parse(line, &b.facts[i]); b.errs[i] == nil {
+				ck.check(line, &b.facts[i])
+			}
 		}
 	}
 	close(b.done)
@@ -65,7 +68,7 @@ type progress struct {
 // the batches already read and returns without waiting for the reader,
 // which may be blocked on a quiet stdin; records read into a batch not yet
 // sent on are abandoned. r is closed by the time consume returns normally.
-func consume(ctx context.Context, r *jsonl.Reader, workers int,
+func consume(ctx context.Context, r *jsonl.Reader, workers int, newChecker func() *checker,
 	visit func(b *batch, i int) error, prog *progress) error {
 	workers = max(workers, 1)
 	work := make(chan *batch, workers)
@@ -93,9 +96,10 @@ func consume(ctx context.Context, r *jsonl.Reader, workers int,
 	}()
 	var wg sync.WaitGroup
 	for range workers {
+		ck := newChecker()
 		wg.Go(func() {
 			for b := range work {
-				b.parse()
+				b.parse(ck)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/quantile"
 	"tokenmill/lib/record"
 )
@@ -45,6 +46,50 @@ type Report struct {
 	// Interrupted is true when the report covers only what was read before
 	// SIGINT/SIGTERM.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Empty counts generation records with an answer (or a regenerated
+	// turn) whose text is empty or white space and that calls no tool:
+	// still answers, which merge --drop-empty and filter drop.
+	Empty int64 `json:"empty"`
+	// Checks is what filter's quality checks find (--checks); nothing is
+	// dropped.
+	Checks *Checks `json:"checks,omitempty"`
+}
+
+// Checks reports the quality checks over the generation records.
+type Checks struct {
+	// Checks run, in the order tried.
+	Checks []string `json:"checks"`
+	// Records checked (generation records) and the answers in them (one
+	// per record, or one per regenerated turn).
+	Records int64 `json:"records"`
+	Answers int64 `json:"answers"`
+	Fit     int64 `json:"fit"`
+	Unfit   int64 `json:"unfit"`
+	// ByReason counts unfit records by the first check they fail, as
+	// filter counts its drops (a record whose output cannot be read has
+	// the reason bad_output or bad_turn).
+	ByReason []Count `json:"by_reason"`
+	// PerCheck counts the records failing each check, whatever else they
+	// fail, with the first few.
+	PerCheck []CheckCount `json:"per_check"`
+}
+
+// CheckCount is one check's failures.
+type CheckCount struct {
+	Check    string         `json:"check"`
+	Count    int64          `json:"count"`
+	Examples []CheckExample `json:"examples"`
+}
+
+// CheckExample locates a record that failed a check; Detail and Turn are
+// given when this check is the record's reason.
+type CheckExample struct {
+	ID     record.ID `json:"id"`
+	Sample int       `json:"sample"`
+	File   string    `json:"file"`
+	Line   int64     `json:"line"`
+	Turn   *int      `json:"turn,omitempty"`
+	Detail string    `json:"detail,omitempty"`
 }
 
 // Kinds counts records by kind: a prompt, a generation (has "output"), or
@@ -230,6 +275,10 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 			fin.add(c.Name, num(c.Count), percent(c.Count, r.Kinds.Generation), bar(float64(c.Count)/float64(r.Kinds.Generation)))
 		}
 		fin.write(&b)
+		fmt.Fprintf(&b, "empty answers: %s (no text, or white space only, and no tool call)\n\n", plural(r.Empty, "record"))
+	}
+	if r.Checks != nil {
+		writeChecks(&b, r.Checks)
 	}
 
 	if len(r.Errors.ByStatus) > 0 {
@@ -270,6 +319,28 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func writeChecks(b *strings.Builder, c *Checks) {
+	fmt.Fprintf(b, "quality checks (%s): %s checked (%s), %s fit, %s unfit; nothing dropped\n",
+		strings.Join(c.Checks, ", "), plural(c.Records, "record"), plural(c.Answers, "answer"), num(c.Fit), num(c.Unfit))
+	if len(c.ByReason) > 0 {
+		t := table{align: "lrrl", header: []string{"reason (first check failed)", "records", "%", ""}}
+		for _, x := range c.ByReason {
+			t.add(x.Name, num(x.Count), percent(x.Count, c.Records), bar(float64(x.Count)/float64(c.Records)))
+		}
+		t.write(b)
+	}
+	t := table{align: "lrl", header: []string{"check", "fails", "first records failing it"}}
+	for _, pc := range c.PerCheck {
+		var ex []string
+		for _, e := range pc.Examples {
+			id, _ := e.ID.MarshalJSON()
+			ex = append(ex, fmt.Sprintf("%s (%s:%d)", id, e.File, e.Line))
+		}
+		t.add(pc.Check, num(pc.Count), strings.Join(ex, ", "))
+	}
+	t.write(b)
 }
 
 func writeEndpoints(b *strings.Builder, r *Report) {
@@ -375,22 +446,7 @@ func (t *table) write(b *strings.Builder) {
 }
 
 // num writes n with thousands separators.
-func num[T int | int64](n T) string {
-	s := strconv.FormatInt(int64(n), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
+func num[T int | int64](n T) string { return cli.Thousands(n) }
 
 // numf writes a whole-valued float as num does.
 func numf(f float64) string { return num(int64(f)) }

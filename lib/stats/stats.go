@@ -19,6 +19,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/quality"
 )
 
 // Description is the --help text.
@@ -53,6 +54,8 @@ type Command struct {
 	cli.ForceFlag `set:"force_what=--plot and --rejects"`
 	cli.WorkersFlag
 	cli.ProgressFlag
+	Checks string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
+	quality.Flags
 }
 
 // Run reads the inputs and writes the report.
@@ -82,9 +85,18 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	display := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		return []string{fmt.Sprintf("read %s records (%s)", num(prog.records.Load()), bytesText(prog.bytes.Load()))}
 	})
+	newChecker, checks, err := c.checker()
+	if err != nil {
+		display.Stop()
+		rejects.Abort()
+		return err
+	}
 	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.ToolOptions(ctx, env))
 	agg := newAggregator()
-	err = consume(ctx, reader, workers, func(b *batch, i int) error {
+	if checks != nil {
+		agg.checks = newCheckAgg(checks)
+	}
+	err = consume(ctx, reader, workers, newChecker, func(b *batch, i int) error {
 		it := &b.items[i]
 		switch {
 		case it.inputErr != nil:
@@ -126,6 +138,32 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return context.Cause(ctx)
 	}
 	return rejects.Close()
+}
+
+// checker returns the workers' checker factory and the checks --checks
+// asks for (nil: none).
+func (c *Command) checker() (func() *checker, []string, error) {
+	if c.Checks == "" {
+		return func() *checker { return &checker{} }, nil, nil
+	}
+	checks, err := quality.ParseChecks(c.Checks)
+	if err != nil {
+		return nil, nil, cli.Usagef("--checks: %v", err)
+	}
+	if len(checks) == 0 {
+		return nil, nil, cli.Usagef("--checks names no check")
+	}
+	cfg, err := c.Flags.Config(checks)
+	if err != nil {
+		return nil, nil, cli.Usagef("%v", err)
+	}
+	if _, err := quality.NewChecker(cfg); err != nil {
+		return nil, nil, cli.Usagef("%v", err)
+	}
+	return func() *checker {
+		qc, _ := quality.NewChecker(cfg)
+		return &checker{c: qc}
+	}, checks, nil
 }
 
 func (c *Command) check() error {

@@ -201,7 +201,7 @@ func TestParseFacts(t *testing.T) {
 			fact{kind: record.KindPrompt, prompt: 3, sample: 2}},
 		{"generation", `{"id":"a","prompt":"p","output":{"text":"\ud83d\ude00!","reasoning":"why","finish_reason":"length","usage":{"prompt_tokens":9,"completion_tokens":4,"cached_tokens":1},"endpoint":"http://e:1","latency_ms":250,"attempts":1,"sample":1}}`,
 			fact{kind: record.KindGeneration, prompt: 1, sample: 1, usage: true, pTokens: 9, cTokens: 4, answer: 2,
-				hasReas: true, reason: 3, finish: "length", endpoint: "http://e:1", latency: 250}},
+				hasReas: true, reasoning: 3, finish: "length", endpoint: "http://e:1", latency: 250}},
 		{"generation without usage", `{"id":"a","prompt":"p","output":{"text":"ok","finish_reason":"stop"}}`,
 			fact{kind: record.KindGeneration, prompt: 1, answer: 2, finish: "stop"}},
 		{"error", `{"id":"a","prompt":"p","error":{"status":400,"message":"too long","attempts":1,"endpoint":"http://e:2","retriable":false,"sample":3}}`,

@@ -1,0 +1,286 @@
+// Package bench is `infer bench`: it measures the fleet's saturation
+// curve before a run, names the knee, recommends --concurrency and
+// forecasts the run's wall time. It talks to the servers through
+// lib/fleet and forecasts with lib/forecast, as the run itself does.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/clock"
+	"tokenmill/lib/fleet"
+	"tokenmill/lib/openai"
+)
+
+// Bench is `infer bench`: it measures the fleet's saturation curve
+// (output tokens per second at a ladder of requests in flight per
+// endpoint), names the knee, recommends --concurrency, and forecasts the
+// wall time of a run. Requests are streamed, so every token is counted
+// when it arrives and the time to first token is seen; it writes no
+// records.
+type Bench struct {
+	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files to take sample prompts from (the first --sample usable records; JSONL, JSON array or Parquet, plain, gzip or zstd; - is stdin). None: prompts are generated, --prompt-tokens long."`
+
+	fleet.ServerFlags `embed:""`
+
+	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's max_running_requests."`
+	Duration     time.Duration `default:"30s" help:"Measured time per level, after the warm-up."`
+	Warmup       time.Duration `default:"10s" help:"Time per level before measuring, not counted: the servers' batches fill and the previous level's requests leave."`
+	Requests     int           `default:"0" placeholder:"N" help:"End a level's measurement early once N answers finished in it (0: --duration alone)."`
+	PromptTokens int           `default:"256" placeholder:"N" help:"Length of generated prompts in tokens (about 4 characters each), when no input is given."`
+	AnswerTokens *int          `placeholder:"N" help:"max_tokens of the bench's requests. Default: 256 for generated prompts (short answers let each level see many finish); for sample prompts --max-tokens, so that their answers are the run's, else 256. 0: no limit (sample prompts only)."`
+	IgnoreEOS    bool          `name:"ignore-eos" default:"true" negatable:"" help:"With generated prompts, ask the servers (SGLang, vLLM) to write every answer to --answer-tokens. --no-ignore-eos for servers that refuse the field."`
+	Sample       int           `default:"1000" placeholder:"N" help:"Sample prompts read from the input, or generated."`
+
+	MaxTokens        *int    `placeholder:"N" help:"--max-tokens of the run to forecast: its answers are cut there. Default: a 32,768-token limit."`
+	DatasetSize      int64   `placeholder:"N" help:"Answers of the run to forecast (prompts times --samples). Default: the lines of the input files."`
+	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers (with generated prompts, give it)."`
+
+	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
+	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to answer /health."`
+	TimeScale float64       `default:"1" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
+
+	// clock is the bench's time; nil: the real clock. Tests set it.
+	clock clock.Clock
+}
+
+// Description is the bench's --help text.
+const Description = `Measure the fleet before a run: sample prompts are sent, streamed, at a
+ladder of requests in flight per endpoint, each level warmed up and then
+measured for --duration. The table shows, per level, answers and output
+tokens per second (in total and per endpoint), latency and time to first
+token; it names the knee (the level after which more concurrency adds
+under 5%) and recommends --concurrency. With the dataset's size (counted
+from the input, or --dataset-size) and its mean answer length (measured on
+the sample prompts, or --mean-answer-tokens) it forecasts the run's wall
+time, with its range.
+
+Requests ask for stream_options {"include_usage": true,
+"continuous_usage_stats": true} (SGLang, vLLM), so tokens are counted as
+they come; for a server that refuses the second, pass
+--extra-body '{"stream_options":{"include_usage":true}}' and streamed text
+is turned into tokens by each answer's final count.
+
+Example:
+  infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
+  infer bench -e 127.0.0.1:30000-30007 --concurrency 1,8,48 --duration 1m --json
+`
+
+// benchLadder is the default ladder; each server's max_running_requests
+// joins it.
+var benchLadder = []int{1, 2, 4, 8, 16, 32, 48}
+
+// ladder is the default ladder with the servers' max_running_requests.
+func ladder(maxRunning []int) []int {
+	levels := slices.Clone(benchLadder)
+	for _, mr := range maxRunning {
+		if mr > 0 {
+			levels = append(levels, mr)
+		}
+	}
+	slices.Sort(levels)
+	return slices.Compact(levels)
+}
+
+// kneeGain is the throughput a level must add over the one before for the
+// climb to go on.
+const kneeGain = 0.05
+
+// parseLevels reads --concurrency.
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no levels in %q", s)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (c *Bench) usage() ([]fleet.Target, []int, error) {
+	targets, err := c.Targets()
+	if err != nil {
+		return nil, nil, err
+	}
+	var levels []int
+	if c.Concurrency != "" {
+		if levels, err = parseLevels(c.Concurrency); err != nil {
+			return nil, nil, cli.Usagef("--concurrency: %v", err)
+		}
+	}
+	switch {
+	case c.Duration <= 0 || c.Warmup < 0 || c.WaitReady <= 0:
+		return nil, nil, cli.Usagef("--duration and --wait-ready must be positive, --warmup not negative")
+	case c.Requests < 0 || c.Sample < 1 || c.PromptTokens < 1 || c.AnswerTokens != nil && *c.AnswerTokens < 0:
+		return nil, nil, cli.Usagef("--requests and --answer-tokens must not be negative, --sample and --prompt-tokens at least 1")
+	case c.AnswerTokens != nil && *c.AnswerTokens == 0 && len(c.Inputs) == 0:
+		return nil, nil, cli.Usagef("--answer-tokens 0 (no limit) needs sample prompts as input: generated prompts ask for --answer-tokens each")
+	case c.MaxTokens != nil && *c.MaxTokens < 1:
+		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
+	case c.DatasetSize < 0 || c.MeanAnswerTokens < 0 || c.TimeScale <= 0:
+		return nil, nil, cli.Usagef("--dataset-size and --mean-answer-tokens must not be negative, --time-scale positive")
+	}
+	if _, err := c.Extra(); err != nil {
+		return nil, nil, err
+	}
+	return targets, levels, nil
+}
+
+// defaultAnswerTokens is the bench's max_tokens for generated prompts.
+const defaultAnswerTokens = 256
+
+// answerTokens is the bench requests' max_tokens (0: none).
+func (c *Bench) answerTokens() int {
+	switch {
+	case c.AnswerTokens != nil:
+		return *c.AnswerTokens
+	case len(c.Inputs) > 0 && c.MaxTokens != nil:
+		return *c.MaxTokens
+	}
+	return defaultAnswerTokens
+}
+
+// Run measures the fleet and prints the report.
+func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
+	targets, levels, err := c.usage()
+	if err != nil {
+		return err
+	}
+	// Streaming with usage, in every chunk where the server can (SGLang's
+	// and vLLM's continuous_usage_stats): tokens are then counted exactly.
+	stream := `{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
+	if c.API == openai.APIGenerate {
+		stream = `{"stream":true}`
+	}
+	extra, err := openai.Merge([]byte(stream), []byte(c.ExtraBody))
+	if err != nil {
+		return cli.Usagef("--extra-body: %v", err)
+	}
+	sampling := openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}
+	if n := c.answerTokens(); n > 0 {
+		sampling.MaxTokens = &n
+	}
+	b, err := openai.NewBuilder(c.API, c.Model, sampling, extra)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+
+	clk := clock.Or(c.clock)
+	poolCtx, cancelPool := context.WithCancel(context.Background())
+	p := fleet.NewPool(poolCtx, targets, fleet.Config{
+		APIKey: c.APIKey, EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
+		Policy: fleet.LeastOutstanding, Logf: env.Logf, Clock: clk,
+	})
+	defer func() {
+		cancelPool()
+		p.Close()
+	}()
+	p.Start()
+	ready, err := p.WaitAll(ctx, c.WaitReady)
+	if err != nil {
+		return err
+	}
+	model := c.Model
+	if model == "" {
+		if model = p.DiscoverModel(); model == "" {
+			model = "default"
+		}
+		b.SetModel(model)
+	}
+	bodies, note, err := c.prompts(env, b)
+	if err != nil {
+		return err
+	}
+	run := newBenchRun(c, clk, p, ready, bodies)
+	if len(levels) == 0 {
+		levels = ladder(run.maxRunning)
+	}
+
+	rep := run.report(model)
+	rep.PromptNote = note
+	for i, n := range levels {
+		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
+			i+1, len(levels), n, n*len(ready), c.Warmup, c.Duration)
+		lv := run.level(ctx, n)
+		if ctx.Err() != nil {
+			break
+		}
+		rep.Levels = append(rep.Levels, lv)
+		env.Logf("  %s tok/s (%s per endpoint), %d answers, latency p50 %s, TTFT p50 %s%s",
+			cli.Thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.Answers,
+			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.TTFTP50), errorNote(lv))
+	}
+	if len(rep.Levels) > 0 {
+		rep.finish(c, run)
+	}
+	if err := rep.write(env.Stdout, c.JSON); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	var answered float64
+	for _, lv := range rep.Levels {
+		answered += lv.TokPerSec
+	}
+	if answered == 0 {
+		return fmt.Errorf("no tokens came back at any level: %s", firstError(rep.Levels))
+	}
+	return nil
+}
+
+func errorNote(lv Level) string {
+	if lv.Errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d failed requests (%s)", lv.Errors, lv.FirstError)
+}
+
+func firstError(levels []Level) string {
+	for _, lv := range levels {
+		if lv.FirstError != "" {
+			return lv.FirstError
+		}
+	}
+	return "no request was answered"
+}
+
+// thousandsFloat writes x with thousands separators, with one decimal
+// below 100.
+func thousandsFloat(x float64) string {
+	if x < 100 {
+		return cli.ThousandsFloat(x, 1)
+	}
+	return cli.Thousands(int64(x + 0.5))
+}
+
+// fmtSeconds writes a latency: 48ms, 12.3s, 4m05s; - for none (no answer
+// finished, or none began, inside the window).
+func fmtSeconds(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	if s < 1 {
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return cli.ShortDuration(time.Duration(s * float64(time.Second)))
+}
+
+// Help is the bench's detailed --help text.
+func (c *Bench) Help() string { return Description }

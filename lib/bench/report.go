@@ -1,0 +1,285 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/forecast"
+	"tokenmill/lib/openai"
+)
+
+// Report is what `infer bench` found; --json prints it as is.
+type Report struct {
+	Endpoints    []string   `json:"endpoints"`
+	API          openai.API `json:"api"`
+	Model        string     `json:"model"`
+	MaxRunning   []int      `json:"max_running_requests"` // per endpoint; 0: not reported
+	PromptNote   string     `json:"prompts"`
+	AnswerTokens int        `json:"answer_tokens"` // the bench's max_tokens (0: none)
+	Warmup       float64    `json:"warmup_s"`
+	Duration     float64    `json:"duration_s"`
+
+	Levels []Level `json:"levels"`
+	// Knee is the first level after which more concurrency adds under 5%
+	// throughput; KneeFound is false when throughput was still climbing at
+	// the last level (Knee is then the last).
+	Knee        int  `json:"knee"`
+	KneeFound   bool `json:"knee_found"`
+	Recommended int  `json:"recommended_concurrency"`
+
+	Forecast     *Forecast `json:"forecast,omitempty"`
+	ForecastNote string    `json:"forecast_note,omitempty"`
+}
+
+// Level is one level of the ladder, measured. Times are in seconds.
+type Level struct {
+	Concurrency          int       `json:"concurrency"` // per endpoint
+	InFlight             int       `json:"in_flight"`   // the whole fleet
+	Seconds              float64   `json:"seconds"`     // the measured window
+	RequestsPerSec       float64   `json:"requests_per_s"`
+	TokPerSec            float64   `json:"output_tokens_per_s"`
+	TokPerSecPerEndpoint float64   `json:"output_tokens_per_s_per_endpoint"`
+	ByEndpoint           []float64 `json:"output_tokens_per_s_by_endpoint"`
+	Answers              int       `json:"answers"` // finished in the window
+	LatencyP50           float64   `json:"latency_p50_s"`
+	LatencyP99           float64   `json:"latency_p99_s"`
+	TTFTP50              float64   `json:"ttft_p50_s"`
+	TTFTP99              float64   `json:"ttft_p99_s"`
+	Errors               int       `json:"errors"`
+	FirstError           string    `json:"first_error,omitempty"`
+	// RunSeconds is the forecast run's wall time at this level.
+	RunSeconds float64 `json:"run_seconds,omitempty"`
+}
+
+// Forecast is the predicted wall time of a run at the recommended
+// concurrency.
+type Forecast struct {
+	Answers          int64   `json:"answers"`
+	MeanAnswerTokens float64 `json:"mean_answer_tokens"`
+	MeanAnswerSE     float64 `json:"mean_answer_tokens_se"`
+	MeanSource       string  `json:"mean_source"` // "measured" or "given"
+	MaxTokens        int     `json:"max_tokens"`
+	Concurrency      int     `json:"concurrency"`
+	TokPerSec        float64 `json:"output_tokens_per_s"`
+	Seconds          float64 `json:"seconds"`
+	LowSeconds       float64 `json:"low_seconds"`
+	HighSeconds      float64 `json:"high_seconds"`
+}
+
+func (r *benchRun) report(model string) *Report {
+	return &Report{Endpoints: r.urls, API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.answerTokens(),
+		Warmup: r.cfg.Warmup.Seconds(), Duration: r.cfg.Duration.Seconds(), Levels: []Level{}}
+}
+
+// knee returns the index of the first level after which the next adds
+// less than kneeGain, or the last level's when none does.
+func knee(levels []Level) (int, bool) {
+	for i := 0; i+1 < len(levels); i++ {
+		if levels[i+1].TokPerSec < (1+kneeGain)*levels[i].TokPerSec {
+			return i, true
+		}
+	}
+	return len(levels) - 1, false
+}
+
+// finish counts answers per second, names the knee and forecasts the run.
+func (rep *Report) finish(c *Bench, r *benchRun) {
+	k, found := knee(rep.Levels)
+	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
+	dist, fitted := r.obs.fit()
+
+	// Answers per second are tokens per second over the mean answer: the
+	// answers that finish inside a level are the short ones.
+	benchLimit := float64(c.answerTokens())
+	if benchLimit == 0 {
+		benchLimit = forecast.DefaultLimit
+	}
+	var benchMean float64
+	if fitted {
+		benchMean, _ = forecast.CappedMoments(dist, benchLimit)
+	} else if r.obs.finished > 0 {
+		benchMean = r.obs.finishedTokens / r.obs.finished
+	}
+	if benchMean > 0 {
+		for i := range rep.Levels {
+			rep.Levels[i].RequestsPerSec = rep.Levels[i].TokPerSec / benchMean
+		}
+	}
+
+	answers := c.DatasetSize
+	if answers == 0 && len(c.Inputs) > 0 {
+		answers = max(forecast.CountInputLines(context.Background(), c.Inputs), 0)
+	}
+	limit := float64(forecast.DefaultLimit)
+	if c.MaxTokens != nil {
+		limit = float64(*c.MaxTokens)
+	}
+	var mean, se, sd float64
+	source := "given"
+	switch {
+	case answers == 0:
+		rep.ForecastNote = "give --dataset-size (or the dataset's files as input) to forecast a run"
+		return
+	case c.MeanAnswerTokens > 0:
+		mean = min(c.MeanAnswerTokens, limit)
+		if !fitted {
+			// The end of the run, modelled with answers of that mean spread
+			// like typical instruction answers.
+			dist = forecast.LogNormal{Mu: math.Log(mean) - 0.5, Sigma: 1}
+		}
+	case len(c.Inputs) == 0:
+		rep.ForecastNote = "generated prompts say nothing of the dataset's answers: give --mean-answer-tokens, or sample prompts as input, to forecast a run"
+		return
+	case !fitted:
+		rep.ForecastNote = "no sample answer ended on its own (all cut by --answer-tokens or the level's end): raise --answer-tokens or --duration, or give --mean-answer-tokens"
+		return
+	default:
+		source = "measured"
+		var m2 float64
+		mean, m2 = forecast.CappedMoments(dist, limit)
+		sd = math.Sqrt(max(m2-mean*mean, 0))
+		se = sd / math.Sqrt(r.obs.exact.N)
+	}
+	maxTokens := 0
+	if c.MaxTokens != nil {
+		maxTokens = *c.MaxTokens
+	}
+	for i := range rep.Levels {
+		lv := &rep.Levels[i]
+		if lv.TokPerSec <= 0 {
+			continue
+		}
+		// One answer's decode speed at this level (what the drain at the
+		// end of the run goes at) is the level's output over its slots.
+		secs, low, high := forecast.RunTime(forecast.Run{
+			Answers: float64(answers), TokPerSec: lv.TokPerSec, Speed: lv.TokPerSec / r.slots(lv.Concurrency),
+			Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd,
+		})
+		lv.RunSeconds = secs
+		if i == k {
+			rep.Forecast = &Forecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
+				Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
+		}
+	}
+}
+
+func (rep *Report) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d endpoints (max_running_requests %s), %s API, model %s\n", len(rep.Endpoints), maxRunningText(rep.MaxRunning), rep.API, rep.Model)
+	answers := "answers up to " + cli.Thousands(int64(rep.AnswerTokens)) + " tokens"
+	if rep.AnswerTokens == 0 {
+		answers = "answers unlimited"
+	}
+	fmt.Fprintf(&b, "%s, %s; each level %s warm-up, then %s measured\n\n", rep.PromptNote, answers,
+		cli.ShortDuration(time.Duration(rep.Warmup*float64(time.Second))), cli.ShortDuration(time.Duration(rep.Duration*float64(time.Second))))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// With a forecast, each level's time for the whole run.
+	runCol := rep.Forecast != nil
+	head := "per endpoint\tin flight\tanswers/s\tout tok/s\tper endpoint\tlatency p50\tp99\tTTFT p50\tp99\t"
+	if runCol {
+		head += "run\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, lv := range rep.Levels {
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t", lv.Concurrency, lv.InFlight, lv.RequestsPerSec,
+			cli.Thousands(int64(lv.TokPerSec+0.5)), thousandsFloat(lv.TokPerSecPerEndpoint),
+			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.LatencyP99), fmtSeconds(lv.TTFTP50), fmtSeconds(lv.TTFTP99))
+		if runCol {
+			fmt.Fprintf(tw, "%s\t", fmtSeconds(lv.RunSeconds))
+		}
+		if lv.Errors > 0 {
+			fmt.Fprintf(tw, "  %d failed", lv.Errors)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	b.WriteByte('\n')
+	b.WriteString(rep.kneeText())
+	if f := rep.Forecast; f != nil {
+		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s", cli.Thousands(f.Answers),
+			cli.Thousands(int64(f.MeanAnswerTokens+0.5)), cli.Thousands(int64(f.MeanAnswerSE+0.5)), f.MeanSource,
+			cli.Thousands(int64(f.TokPerSec+0.5)), cli.ShortDuration(secondsDuration(f.Seconds)))
+		if f.HighSeconds-f.LowSeconds >= 1 {
+			fmt.Fprintf(&b, " (%s-%s)", cli.ShortDuration(secondsDuration(f.LowSeconds)), cli.ShortDuration(secondsDuration(f.HighSeconds)))
+		}
+		b.WriteByte('\n')
+	} else if rep.ForecastNote != "" {
+		b.WriteString("forecast: " + rep.ForecastNote + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// kneeText says where the curve bends and what to run with.
+func (rep *Report) kneeText() string {
+	var k int
+	for i, lv := range rep.Levels {
+		if lv.Concurrency == rep.Knee {
+			k = i
+		}
+	}
+	lv := rep.Levels[k]
+	// The servers' max_running_requests, if they all say the same.
+	mr := 0
+	for i, m := range rep.MaxRunning {
+		if i == 0 || m == mr {
+			mr = m
+		} else {
+			mr = 0
+			break
+		}
+	}
+	var b strings.Builder
+	if rep.KneeFound {
+		next := rep.Levels[k+1]
+		fmt.Fprintf(&b, "knee: %d per endpoint (%s tok/s); %d per endpoint adds %+.1f%%\n", lv.Concurrency,
+			cli.Thousands(int64(lv.TokPerSec+0.5)), next.Concurrency, 100*(next.TokPerSec/lv.TokPerSec-1))
+	} else if k > 0 {
+		prev := rep.Levels[k-1]
+		fmt.Fprintf(&b, "no knee up to %d per endpoint: it still added %+.1f%% over %d\n", lv.Concurrency,
+			100*(lv.TokPerSec/prev.TokPerSec-1), prev.Concurrency)
+	}
+	fmt.Fprintf(&b, "recommended: --concurrency %d", rep.Recommended)
+	if mr > 0 && rep.Recommended == mr {
+		b.WriteString(" (the servers' max_running_requests: infer's default, which adds --queue-depth, does the same)")
+	} else if !rep.KneeFound && (mr == 0 || rep.Recommended < mr) {
+		b.WriteString(" (or measure higher levels with --concurrency)")
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
+func maxRunningText(mr []int) string {
+	lo, hi := 0, 0
+	for i, m := range mr {
+		if i == 0 || m < lo {
+			lo = m
+		}
+		hi = max(hi, m)
+	}
+	switch {
+	case hi == 0:
+		return "not reported"
+	case lo == hi:
+		return fmt.Sprint(hi)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}

@@ -1,0 +1,183 @@
+// Package filter is the quality gate between generation and training: it
+// checks every answer of a stream of generation records (one per record,
+// or one per regenerated assistant turn) with the checks of package
+// quality, writes the records whose answers all pass byte for byte, and
+// the others, with the reason, to the rejects file, from which merge
+// --missing sends them back for regeneration.
+package filter
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+	"tokenmill/lib/quality"
+)
+
+// Description is filter's --help text.
+const Description = `Keep the generation records whose answers pass the quality checks.
+
+  infer -e 127.0.0.1:30000-30007 -o gen.jsonl prompts.jsonl
+  filter --rejects gen.unfit.jsonl -o gen.fit.jsonl gen.jsonl
+  merge --prompts prompts.jsonl --missing gen.jsonl gen.unfit.jsonl > todo.jsonl   # unfit and unanswered
+  filter --checks default,lang --loop-dup-ngram 5=0.3 gen.jsonl > fit.jsonl
+
+Every answer is checked: output.text of a single answer, or each regenerated
+assistant turn of a conversation (output.turns). Records whose answers all
+pass are written byte for byte; a record with an unfit answer goes to
+--rejects FILE as it was, plus "reject": {reason, detail, turn, file, line}
+(turn: the index into output.turns), and is counted by reason. Dropping is
+not an error: the exit code stays 0.
+
+Checks (--checks, in the order tried; the first an answer fails is its reason):
+  length          finish_reason length: cut at max_tokens
+  reasoning_only  reasoning, and no answer text
+  empty           no answer text, or white space only (a turn that calls tools may have none)
+  think_residue   thinking markers (<think>, harmony's <|channel|>, ◁think▷, ...) in the answer or reasoning
+  tool_call       a regenerated call whose arguments are not a JSON object, or naming a function not in "tools"
+  loop            degenerate repetition: Gopher repetition measures, and a repeated tail
+  lang            the answer's language differs from the prompt's (off by default)
+
+Error records are passed through unchanged (merge ranks them); prompt records
+and lines that are not JSON objects are rejected as bad input (exit 3).`
+
+// Command is the filter tool.
+type Command struct {
+	cli.Globals
+	Files    []string      `arg:"" optional:"" name:"file" help:"Generation records (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
+	Output   string        `short:"o" default:"-" help:"Write the fit records here ('-' is stdout; .gz/.zst compress). A file appears only when the run completes."`
+	Rejects  string        `default:"" placeholder:"FILE" help:"Write the unfit records here, each with a reject field, and bad input lines (written atomically)."`
+	Checks   string        `default:"default" help:"Checks to run, comma-separated: length, reasoning_only, empty, think_residue, tool_call, loop, lang; default (all but lang); all."`
+	Force    bool          `default:"false" help:"Replace an existing -o or --rejects file."`
+	Workers  int           `default:"0" help:"Goroutines that parse and check records (0: one per CPU)."`
+	Progress time.Duration `default:"30s" help:"Report progress on stderr this often when it is not a terminal (0: never)."`
+	quality.Flags
+}
+
+// counts is the run's accounting: every record read is kept, dropped,
+// passed (an error record) or rejected, exactly once.
+type counts struct {
+	read, kept, dropped, passed, rejected, answers atomic.Int64
+	bytes                                          atomic.Int64
+	byReason                                       map[string]int64 // sequencer only
+}
+
+// Run filters the inputs.
+func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+	checks, err := quality.ParseChecks(c.Checks)
+	if err != nil {
+		return cli.Usagef("--checks: %v", err)
+	}
+	cfg, err := c.Flags.Config(checks)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	switch {
+	case c.Rejects == "-":
+		return cli.Usagef("--rejects needs a file: stdout carries the fit records")
+	case c.Rejects != "" && c.Rejects == c.Output:
+		return cli.Usagef("-o and --rejects name the same file")
+	case c.Workers < 0:
+		return cli.Usagef("--workers must not be negative")
+	}
+	workers := c.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	checkers := make([]*quality.Checker, workers)
+	for i := range checkers {
+		if checkers[i], err = quality.NewChecker(cfg); err != nil {
+			return cli.Usagef("%v", err)
+		}
+	}
+
+	s := &sink{n: &counts{byReason: map[string]int64{}}}
+	opts := jsonl.WriterOptions{Force: c.Force}
+	if s.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
+		return err
+	}
+	if c.Rejects != "" {
+		if s.unfit, err = jsonl.Create(c.Rejects, env.Stdout, opts); err != nil {
+			s.out.Abort()
+			return fmt.Errorf("--rejects: %w", err)
+		}
+	}
+	s.bad = jsonl.NewRejects(env.Name, env.Stderr, s.unfit)
+
+	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	start := time.Now()
+	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
+		read := s.n.read.Load()
+		return []string{fmt.Sprintf("read %d, kept %d, dropped %d (%.1f MB/s)", read, s.n.kept.Load(), s.n.dropped.Load(),
+			float64(s.n.bytes.Load())/1e6/time.Since(start).Seconds())}
+	})
+	err = run(ctx, in, checkers, s)
+	progress.Stop()
+	if err != nil {
+		s.abort()
+		return err
+	}
+	if cli.Interrupted(ctx) {
+		where := "no file written"
+		if s.out.Path() == "-" {
+			s.out.Close()
+			where = "stdout holds the records decided before the interrupt"
+		}
+		s.abort()
+		env.Logf("%s", s.summary())
+		env.Logf("interrupted after %d records: output incomplete (%s)", s.n.read.Load(), where)
+		return context.Cause(ctx)
+	}
+	if err := s.out.Close(); err != nil {
+		s.abort()
+		return fmt.Errorf("writing %s: %w", s.out.Path(), err)
+	}
+	env.Logf("%s", s.summary())
+	// Closing the rejects closes the unfit file too: both share it.
+	return s.bad.Close()
+}
+
+func (s *sink) abort() {
+	s.out.Abort()
+	if s.unfit != nil {
+		s.unfit.Abort()
+	}
+}
+
+// summary is the one line printed at the end, e.g. "read 654676, kept
+// 641002, dropped 13674 (length 9120, loop 2211, empty 1030)".
+func (s *sink) summary() string {
+	n := s.n
+	line := fmt.Sprintf("read %d, kept %d, dropped %d", n.read.Load(), n.kept.Load(), n.dropped.Load())
+	if len(n.byReason) > 0 {
+		reasons := make([]string, 0, len(n.byReason))
+		for r := range n.byReason {
+			reasons = append(reasons, r)
+		}
+		sort.Slice(reasons, func(i, j int) bool {
+			a, b := n.byReason[reasons[i]], n.byReason[reasons[j]]
+			return a > b || a == b && reasons[i] < reasons[j]
+		})
+		parts := make([]string, len(reasons))
+		for i, r := range reasons {
+			parts[i] = fmt.Sprintf("%s %d", r, n.byReason[r])
+		}
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	if a, r := n.answers.Load(), n.kept.Load()+n.dropped.Load(); a != r {
+		line += fmt.Sprintf(", %d answers checked", a)
+	}
+	if p := n.passed.Load(); p > 0 {
+		line += fmt.Sprintf(", passed %d error records", p)
+	}
+	if n.rejected.Load() > 0 {
+		line += ", " + s.bad.Summary()
+	}
+	return line
+}

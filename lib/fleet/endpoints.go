@@ -1,0 +1,200 @@
+package fleet
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Target is one server to send requests to, as written on the command line
+// or in an endpoints file.
+type Target struct {
+	// URL is the base every API path is appended to, e.g.
+	// "http://127.0.0.1:30000" or "https://gpu2.example:8443/sglang".
+	URL  string
+	Addr string // host:port to dial
+	TLS  bool
+	Path string // prefix before the API paths, "" or "/something"
+}
+
+// maxRange bounds one port range, so a typo such as 30000-39999 is caught
+// instead of opening ten thousand endpoints.
+const maxRange = 256
+
+// ParseEndpoints reads a comma-separated list of endpoints. Each is
+// host:port, host:first-last (a port range), or a URL with http:// or
+// https:// (which may carry a port range and a path prefix). http:// is
+// the default. A trailing /v1 on a path is dropped, since infer adds the
+// API paths itself.
+func ParseEndpoints(list string) ([]Target, error) {
+	var out []Target
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		ts, err := parseEndpoint(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// ReadEndpointsFile reads endpoints one (or a comma-separated list) per
+// line; blank lines and # comments are skipped.
+func ReadEndpointsFile(r io.Reader, name string) ([]Target, error) {
+	var out []Target
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if i := strings.IndexByte(text, '#'); i >= 0 {
+			text = text[:i]
+		}
+		ts, err := ParseEndpoints(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		out = append(out, ts...)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// CheckTargets refuses an empty list and an endpoint listed twice (which
+// would silently double its share of the work).
+func CheckTargets(ts []Target) error {
+	if len(ts) == 0 {
+		return fmt.Errorf("no endpoints given (--endpoints host:port,... or --endpoints-file)")
+	}
+	seen := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		if seen[t.URL] {
+			return fmt.Errorf("endpoint %s is listed twice", t.URL)
+		}
+		seen[t.URL] = true
+	}
+	return nil
+}
+
+func parseEndpoint(s string) ([]Target, error) {
+	scheme, rest := "http", s
+	explicit := false
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, rest, explicit = strings.ToLower(s[:i]), s[i+3:], true
+		if scheme != "http" && scheme != "https" {
+			return nil, fmt.Errorf("endpoint %q: scheme must be http or https", s)
+		}
+	}
+	path := ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		if rest[i] != '/' {
+			return nil, fmt.Errorf("endpoint %q: a query or fragment is not allowed", s)
+		}
+		rest, path = rest[:i], rest[i:]
+	}
+	path = strings.TrimRight(path, "/")
+	path = strings.TrimSuffix(path, "/v1")
+	if strings.ContainsAny(path, " \t") {
+		return nil, fmt.Errorf("endpoint %q: white space in the path", s)
+	}
+	host, ports, err := splitHostPorts(rest)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", s, err)
+	}
+	if ports == "" {
+		if !explicit {
+			return nil, fmt.Errorf("endpoint %q: missing port (host:port, or a URL with http:// or https://)", s)
+		}
+		ports = "80"
+		if scheme == "https" {
+			ports = "443"
+		}
+	}
+	first, last, err := parsePorts(ports)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", s, err)
+	}
+	out := make([]Target, 0, last-first+1)
+	for p := first; p <= last; p++ {
+		addr := net.JoinHostPort(host, strconv.Itoa(p))
+		out = append(out, Target{URL: scheme + "://" + addr + path, Addr: addr, TLS: scheme == "https", Path: path})
+	}
+	return out, nil
+}
+
+// splitHostPorts splits "host:ports", "[v6]:ports", "host" or "[v6]".
+func splitHostPorts(s string) (host, ports string, err error) {
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return "", "", fmt.Errorf("unclosed [ in IPv6 address")
+		}
+		host, rest := s[1:end], s[end+1:]
+		if rest != "" {
+			if rest[0] != ':' {
+				return "", "", fmt.Errorf("expected :port after ]")
+			}
+			ports = rest[1:]
+		}
+		if net.ParseIP(host) == nil {
+			return "", "", fmt.Errorf("%q is not an IPv6 address", host)
+		}
+		return host, ports, nil
+	}
+	host = s
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		host, ports = s[:i], s[i+1:]
+		if strings.IndexByte(host, ':') >= 0 {
+			return "", "", fmt.Errorf("write an IPv6 address in brackets: [addr]:port")
+		}
+		if ports == "" {
+			return "", "", fmt.Errorf("empty port")
+		}
+	}
+	if host == "" {
+		return "", "", fmt.Errorf("missing host")
+	}
+	for _, c := range host {
+		if !(c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return "", "", fmt.Errorf("bad character %q in host name", c)
+		}
+	}
+	return host, ports, nil
+}
+
+func parsePorts(s string) (first, last int, err error) {
+	a, b, isRange := strings.Cut(s, "-")
+	if first, err = parsePort(a); err != nil {
+		return 0, 0, err
+	}
+	last = first
+	if isRange {
+		if last, err = parsePort(b); err != nil {
+			return 0, 0, err
+		}
+		if last < first {
+			return 0, 0, fmt.Errorf("port range %s runs backwards", s)
+		}
+		if last-first+1 > maxRange {
+			return 0, 0, fmt.Errorf("port range %s has more than %d ports", s, maxRange)
+		}
+	}
+	return first, last, nil
+}
+
+func parsePort(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > 65535 || strings.TrimSpace(s) != s {
+		return 0, fmt.Errorf("bad port %q", s)
+	}
+	return n, nil
+}

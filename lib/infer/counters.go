@@ -1,0 +1,79 @@
+package infer
+
+import (
+	"sync/atomic"
+	"time"
+
+	"tokenmill/lib/fleet"
+	"tokenmill/lib/record"
+)
+
+// counters are the run's figures, shared by the progress display, the
+// metrics endpoint and the final summary, so all three always agree.
+//
+// Accounting: every record read is rejected, a duplicate, or a prompt;
+// every prompt is --samples answers; every answer is skipped (already in
+// the output), ok, failed (in the errors file), or not done (the run was
+// interrupted, or stopped on a fatal error, first):
+//
+//	read    = rejected + duplicates + prompts
+//	answers = prompts * samples = skipped + ok + failed + notDone
+type counters struct {
+	read       atomic.Int64
+	duplicates atomic.Int64
+	prompts    atomic.Int64
+	answers    atomic.Int64
+	skipped    atomic.Int64
+	ok         atomic.Int64
+	failed     atomic.Int64
+	retries    atomic.Int64 // attempts that were tried again
+	backingOff atomic.Int64 // answers waiting out a backoff
+	queued     atomic.Int64 // answers read, not yet dispatched
+
+	promptTokens     atomic.Int64
+	completionTokens atomic.Int64
+	cachedTokens     atomic.Int64
+	finishStop       atomic.Int64
+	finishLength     atomic.Int64
+	finishOther      atomic.Int64
+
+	tokenRate  fleet.RateWindow // completion tokens per second, whole fleet
+	answerRate fleet.RateWindow
+}
+
+// finishReason files an answer's finish_reason under the summary's counts.
+func (c *counters) finishReason(reason string) {
+	switch reason {
+	case record.FinishStop:
+		c.finishStop.Add(1)
+	case record.FinishLength:
+		c.finishLength.Add(1)
+	default:
+		c.finishOther.Add(1)
+	}
+}
+
+// Summary is the outcome of a run, as printed at the end.
+type Summary struct {
+	Read, Rejected, Duplicates, Prompts int64
+	Samples                             int
+	Answers, Skipped, OK, Failed        int64
+	NotDone                             int64
+	Retries                             int64
+	PromptTokens, CompletionTokens      int64
+	CachedTokens                        int64
+	FinishStop, FinishLength            int64
+	FinishOther                         int64
+	Wall                                time.Duration
+	Endpoints                           []EndpointSummary
+}
+
+// EndpointSummary is one endpoint's share of a run.
+type EndpointSummary struct {
+	Name             string
+	Requests, OK     int64
+	Failures         int64
+	Ejections        int64
+	CompletionTokens int64
+	Slots            int
+}

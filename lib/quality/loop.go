@@ -1,0 +1,575 @@
+package quality
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"strings"
+	"unsafe"
+
+	"github.com/zeebo/xxh3"
+)
+
+// The loop check finds degenerate repetition with the repetition measures
+// of Rae et al. 2021, "Scaling Language Models: Methods, Analysis &
+// Insights from Training Gopher", appendix A (table A1), computed on the
+// answer text, plus a repeated tail: the same span written again and again
+// up to the end, which is how a looping answer that ran into max_tokens
+// ends.
+//
+// Deliberate differences from the paper's filter, for answers rather than
+// web pages, each kept by a test on real answers:
+//   - fractions are of bytes (UTF-8), not code points: both sides of a
+//     fraction are counted the same way, and no text is decoded;
+//   - words are runs of bytes between ASCII white space; an n-gram's size is
+//     the bytes of its words (separators not counted);
+//   - the most frequent n-gram counts only when it occurs at least twice
+//     (a text made of few long words is not repetitive);
+//   - lines that hold only white space are neither lines nor duplicates,
+//     and they separate paragraphs like empty lines do;
+//   - the most frequent n-gram's occurrences may overlap ("the the the"),
+//     so its bytes are capped at the bytes of all words;
+//   - a duplicate n-gram's words count once however many repeated n-grams
+//     cover them (the paper's "not counting overlaps twice").
+
+// LoopConfig holds the loop check's thresholds. A fraction of 1 or more
+// turns its measure off (no fraction exceeds 1).
+type LoopConfig struct {
+	// MinBytes: answers shorter than this are not judged by the Gopher
+	// measures (the tail check still applies).
+	MinBytes int
+	// DupLines: lines that repeat an earlier line, over all lines.
+	DupLines float64
+	// DupParagraphs: the same for paragraphs (separated by blank lines).
+	DupParagraphs float64
+	// DupLineBytes, DupParagraphBytes: bytes of those repeats over the text.
+	DupLineBytes, DupParagraphBytes float64
+	// TopNgram[n] for n = 2..4: bytes of the most frequent n-gram times its
+	// count, over the text.
+	TopNgram [5]float64
+	// DupNgram[n] for n = 5..10: bytes of words inside n-grams that repeat
+	// an earlier n-gram, over the text.
+	DupNgram [11]float64
+	// TailCopies, TailBytes: a tail of at least TailCopies consecutive
+	// copies of one span, covering at least TailBytes bytes, is a loop.
+	// TailCopies 0 turns the tail check off.
+	TailCopies, TailBytes int
+}
+
+// PaperLoop is the paper's table A1 as it stands, applied to every
+// answer. On real answers it drops 1.6% of alpaca, glaive and v1_sft
+// (short answers, lists, songs with a chorus): web-page thresholds, for
+// boilerplate subtler than a model's loop.
+var PaperLoop = LoopConfig{
+	DupLines:          0.30,
+	DupParagraphs:     0.30,
+	DupLineBytes:      0.20,
+	DupParagraphBytes: 0.20,
+	TopNgram:          [5]float64{2: 0.20, 3: 0.18, 4: 0.16},
+	DupNgram:          [11]float64{5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10},
+}
+
+// DefaultLoop is calibrated on the real answers under shared/data/real
+// (TestRealAnswersKept) and the synthetic loops of TestLoopCaught: the
+// Gopher measures judge answers of 500 bytes and more (a short answer
+// reuses its few phrases), the paper's top n-gram and paragraph
+// thresholds stand, and the line and duplicate n-gram thresholds are
+// raised above the highest value a real answer reaches (a loop scores
+// 0.6 to 1). Shorter loops are left to the repeated tail.
+var DefaultLoop = LoopConfig{
+	MinBytes:          500,
+	DupLines:          0.50,
+	DupParagraphs:     0.30,
+	DupLineBytes:      0.30,
+	DupParagraphBytes: 0.30,
+	TopNgram:          [5]float64{2: 0.20, 3: 0.18, 4: 0.16},
+	DupNgram:          [11]float64{5: 0.40, 6: 0.35, 7: 0.32, 8: 0.30, 9: 0.28, 10: 0.26},
+	TailCopies:        4,
+	TailBytes:         100,
+}
+
+// Loop measure names, as they appear in a finding's detail.
+const (
+	MeasureDupLines          = "dup_lines"
+	MeasureDupParagraphs     = "dup_paragraphs"
+	MeasureDupLineBytes      = "dup_line_bytes"
+	MeasureDupParagraphBytes = "dup_paragraph_bytes"
+	MeasureTail              = "tail"
+)
+
+// MeasureNames lists every loop measure in the order they are tried.
+var MeasureNames = func() []string {
+	names := []string{MeasureTail, MeasureDupLines, MeasureDupLineBytes, MeasureDupParagraphs, MeasureDupParagraphBytes}
+	for n := 2; n <= 4; n++ {
+		names = append(names, fmt.Sprintf("top_%dgram", n))
+	}
+	for n := 5; n <= 10; n++ {
+		names = append(names, fmt.Sprintf("dup_%dgram", n))
+	}
+	return names
+}()
+
+// LoopMeasures are every measure of one text, for calibration and stats.
+type LoopMeasures struct {
+	DupLines, DupParagraphs, DupLineBytes, DupParagraphBytes float64
+	TopNgram                                                 [5]float64
+	DupNgram                                                 [11]float64
+	// TailCopies copies of a TailSpan-byte span make up the last TailBytes
+	// bytes (0 when the tail does not repeat).
+	TailCopies, TailSpan, TailBytes int
+}
+
+// Exceeded lists the measures of m over the thresholds of cfg, in the
+// order of MeasureNames. Short texts (cfg.MinBytes) are judged by the tail
+// alone; textLen is the length of the measured text.
+func (m *LoopMeasures) Exceeded(cfg *LoopConfig, textLen int) []string {
+	var out []string
+	if cfg.TailCopies > 0 && m.TailCopies >= cfg.TailCopies && m.TailBytes >= cfg.TailBytes {
+		out = append(out, MeasureTail)
+	}
+	if textLen < cfg.MinBytes {
+		return out
+	}
+	for _, c := range []struct {
+		name      string
+		v, thresh float64
+	}{
+		{MeasureDupLines, m.DupLines, cfg.DupLines},
+		{MeasureDupLineBytes, m.DupLineBytes, cfg.DupLineBytes},
+		{MeasureDupParagraphs, m.DupParagraphs, cfg.DupParagraphs},
+		{MeasureDupParagraphBytes, m.DupParagraphBytes, cfg.DupParagraphBytes},
+	} {
+		if over(c.v, c.thresh) {
+			out = append(out, c.name)
+		}
+	}
+	for n := 2; n <= 4; n++ {
+		if over(m.TopNgram[n], cfg.TopNgram[n]) {
+			out = append(out, fmt.Sprintf("top_%dgram", n))
+		}
+	}
+	for n := 5; n <= 10; n++ {
+		if over(m.DupNgram[n], cfg.DupNgram[n]) {
+			out = append(out, fmt.Sprintf("dup_%dgram", n))
+		}
+	}
+	return out
+}
+
+func over(v, thresh float64) bool { return thresh > 0 && thresh < 1 && v > thresh }
+
+// Scratch holds the buffers the loop check reuses from one text to the
+// next. The zero value is ready; a Scratch is not safe for concurrent use.
+type Scratch struct {
+	words  []uint64 // hash of each word, then of each n-gram starting there
+	starts []int32  // prefix sums of word lengths: bytes of words [0, i)
+	widest int32    // the longest word's bytes
+	order  int      // the n of the n-gram hashes in words
+	set    hashSet
+	lines  hashSet
+}
+
+// Loop reports whether text loops under cfg, with the first measure over
+// its threshold and its value as detail. It stops at the first measure
+// found over, and skips the longer n-grams when the shorter ones show
+// they cannot be over (words inside a repeated n-gram are inside repeated
+// shorter ones too).
+func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
+	if s == nil {
+		s = &Scratch{}
+	}
+	var m LoopMeasures
+	if cfg.TailCopies > 0 {
+		m.TailCopies, m.TailSpan, m.TailBytes = repeatedTail(text)
+		if m.TailCopies >= cfg.TailCopies && m.TailBytes >= cfg.TailBytes {
+			return fmt.Sprintf("tail: the last %d bytes are %d copies of a %d-byte span", m.TailBytes, m.TailCopies, m.TailSpan), true
+		}
+	}
+	if len(text) < cfg.MinBytes || len(text) == 0 {
+		return "", false
+	}
+	total := float64(len(text))
+	lf, lb, pf, pb := s.lineMeasures(text)
+	for _, c := range []struct {
+		name      string
+		v, thresh float64
+	}{{MeasureDupLines, lf, cfg.DupLines}, {MeasureDupLineBytes, lb / total, cfg.DupLineBytes},
+		{MeasureDupParagraphs, pf, cfg.DupParagraphs}, {MeasureDupParagraphBytes, pb / total, cfg.DupParagraphBytes}} {
+		if over(c.v, c.thresh) {
+			return fmt.Sprintf("%s %.3f > %.2f", c.name, c.v, c.thresh), true
+		}
+	}
+	s.hashWords(text)
+	words := len(s.starts) - 1
+	// Each n-gram order costs a pass over the words; an order is skipped
+	// when what is known of shorter ones shows its measures cannot be
+	// over: the most frequent n-gram occurs no more often than the most
+	// frequent (n-1)-gram, it is at most n times the longest word, and the
+	// words inside repeated n-grams are inside repeated (n-1)-grams too.
+	count := uint32(words) // a bound of the most frequent n-gram's count
+	dup := total           // a bound of the bytes inside repeated n-grams
+	for n := 2; n <= 4 && n <= words; n++ {
+		bound := float64(count) * float64(n) * float64(s.widest) / total
+		needTop := over(min(bound, 1), cfg.TopNgram[n])
+		if !needTop && !anyBelow(cfg, 5, dup/total) {
+			continue // a longer n-gram may still need it: its bound is larger
+		}
+		s.nextOrder(n)
+		top, c, d := s.topNgram(n)
+		if v := top / total; over(v, cfg.TopNgram[n]) {
+			return fmt.Sprintf("top_%dgram %.3f > %.2f", n, v, cfg.TopNgram[n]), true
+		}
+		count, dup = c, d
+		if n == 4 {
+			break
+		}
+	}
+	if !anyBelow(cfg, 5, dup/total) {
+		return "", false
+	}
+	for n := 5; n <= 10 && n <= words; n++ {
+		s.nextOrder(n)
+		v := s.dupNgram(n) / total
+		if over(v, cfg.DupNgram[n]) {
+			return fmt.Sprintf("dup_%dgram %.3f > %.2f", n, v, cfg.DupNgram[n]), true
+		}
+		// The fraction can only fall as n grows: stop once no later
+		// threshold is below it.
+		if !anyBelow(cfg, n+1, v) {
+			break
+		}
+	}
+	return "", false
+}
+
+// anyBelow reports whether a duplicate n-gram threshold from order n on is
+// on and below v.
+func anyBelow(cfg *LoopConfig, n int, v float64) bool {
+	for ; n <= 10; n++ {
+		if t := cfg.DupNgram[n]; t > 0 && t < 1 && t < v {
+			return true
+		}
+	}
+	return false
+}
+
+// MeasureLoop computes every loop measure of text (no early stop).
+func MeasureLoop(text string, s *Scratch) LoopMeasures {
+	if s == nil {
+		s = &Scratch{}
+	}
+	var m LoopMeasures
+	m.TailCopies, m.TailSpan, m.TailBytes = repeatedTail(text)
+	if len(text) == 0 {
+		return m
+	}
+	total := float64(len(text))
+	var lb, pb float64
+	m.DupLines, lb, m.DupParagraphs, pb = s.lineMeasures(text)
+	m.DupLineBytes, m.DupParagraphBytes = lb/total, pb/total
+	s.hashWords(text)
+	for n := 2; n <= 10 && len(s.starts)-1 >= n; n++ {
+		s.nextOrder(n)
+		if n <= 4 {
+			top, _, _ := s.topNgram(n)
+			m.TopNgram[n] = top / total
+		} else {
+			m.DupNgram[n] = s.dupNgram(n) / total
+		}
+	}
+	return m
+}
+
+// lineMeasures returns the fraction of lines repeating an earlier line and
+// their bytes, and the same for paragraphs.
+func (s *Scratch) lineMeasures(text string) (lineFrac, lineBytes, paraFrac, paraBytes float64) {
+	var nLines, dupLines, nParas, dupParas int
+	var dupLineBytes, dupParaBytes int
+	lines := &s.lines
+	paras := &s.set
+	n := strings.Count(text, "\n") + 1
+	lines.reset(n)
+	paras.reset(n)
+	paraStart, paraEnd := -1, -1
+	var paraHash uint64
+	endPara := func() {
+		if paraStart < 0 {
+			return
+		}
+		nParas++
+		if paras.add(mix(paraHash)) > 1 {
+			dupParas++
+			dupParaBytes += paraEnd - paraStart
+		}
+		paraStart = -1
+	}
+	for start := 0; start <= len(text); {
+		end := strings.IndexByte(text[start:], '\n')
+		if end < 0 {
+			end = len(text)
+		} else {
+			end += start
+		}
+		line := text[start:end]
+		blank := true
+		for i := 0; i < len(line); i++ {
+			if c := line[i]; c != ' ' && c != '\t' && c != '\r' {
+				blank = false
+				break
+			}
+		}
+		if blank {
+			endPara()
+		} else {
+			h := xxh3.HashString(line)
+			nLines++
+			if lines.add(h) > 1 {
+				dupLines++
+				dupLineBytes += end - start
+			}
+			if paraStart < 0 {
+				paraStart, paraHash = start, offset64
+			}
+			paraHash = (bits.RotateLeft64(paraHash, 7) ^ h) * prime64
+			paraEnd = end
+		}
+		start = end + 1
+	}
+	endPara()
+	if nLines > 0 {
+		lineFrac = float64(dupLines) / float64(nLines)
+	}
+	if nParas > 0 {
+		paraFrac = float64(dupParas) / float64(nParas)
+	}
+	return lineFrac, float64(dupLineBytes), paraFrac, float64(dupParaBytes)
+}
+
+const (
+	offset64 = 14695981039346656037
+	prime64  = 1099511628211
+)
+
+// mix is splitmix64's finalizer, so that table slots and n-gram
+// combinations see well-spread bits.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// spaces marks the ASCII white space bytes that separate words.
+var spaces = [256]bool{' ': true, '\n': true, '\t': true, '\r': true, '\v': true, '\f': true}
+
+func isSpace(c byte) bool { return spaces[c] }
+
+// hashWords fills s.words with one hash per word and s.starts with the
+// prefix sums of word lengths.
+func (s *Scratch) hashWords(text string) {
+	s.words = s.words[:0]
+	s.starts = append(s.starts[:0], 0)
+	s.widest = 0
+	var sum int32
+	for i := 0; i < len(text); {
+		for i < len(text) && spaces[text[i]] {
+			i++
+		}
+		if i == len(text) {
+			break
+		}
+		j := i
+		for j < len(text) && !spaces[text[j]] {
+			j++
+		}
+		// A word of up to 8 bytes is its bytes (read 8 at a time where the
+		// text allows) and its length; a longer one is hashed.
+		var h uint64
+		switch n := j - i; {
+		case n > 8:
+			h = xxh3.HashString(text[i:j])
+		case i+8 <= len(text):
+			h = binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(text[i:]), 8)) & (^uint64(0) >> (64 - 8*n))
+		default:
+			for k := j - 1; k >= i; k-- {
+				h = h<<8 | uint64(text[k])
+			}
+		}
+		h ^= uint64(j-i) * 0x9e3779b97f4a7c15
+		s.words = append(s.words, mix(h))
+		w := int32(j - i)
+		sum += w
+		s.widest = max(s.widest, w)
+		s.starts = append(s.starts, sum)
+		i = j
+	}
+	s.order = 1
+}
+
+// nextOrder turns s.words[i] into the hash of the n-gram at i, advancing
+// from the order it holds (1 after hashWords) one order at a time. The
+// word hashes are kept in the upper half of the buffer.
+func (s *Scratch) nextOrder(n int) {
+	w := len(s.starts) - 1 // words
+	if s.order == 1 {
+		s.words = append(s.words[:w], s.words[:w]...)
+	}
+	grams, word := s.words[:w], s.words[w:2*w]
+	for ; s.order < n; s.order++ {
+		k := s.order + 1
+		for i := 0; i+k <= w; i++ {
+			grams[i] = bits.RotateLeft64(grams[i], 11) ^ word[i+k-1]
+		}
+	}
+}
+
+// topNgram returns bytes of the most frequent n-gram times its count
+// (0 when none occurs twice; among equally frequent ones, the largest),
+// that count, and the bytes of words inside n-grams repeating an earlier
+// one (as dupNgram), which bounds the same measure of longer n-grams.
+func (s *Scratch) topNgram(n int) (top float64, count uint32, dup float64) {
+	grams := len(s.starts) - n
+	s.set.reset(grams)
+	var best uint32
+	var bestBytes, dupBytes int32
+	covered := 0
+	for i := 0; i < grams; i++ {
+		c := s.set.add(s.words[i])
+		if c >= 2 {
+			from := max(i, covered)
+			dupBytes += s.starts[i+n] - s.starts[from]
+			covered = i + n
+		}
+		if c < best {
+			continue
+		}
+		b := s.starts[i+n] - s.starts[i]
+		if c > best || b > bestBytes {
+			best, bestBytes = c, b
+		}
+	}
+	if best < 2 {
+		return 0, best, float64(dupBytes)
+	}
+	// Overlapping occurrences ("the the the") count each time, as in the
+	// paper's measure; the fraction is capped at the whole text.
+	return min(float64(best)*float64(bestBytes), float64(s.starts[len(s.starts)-1])), best, float64(dupBytes)
+}
+
+// dupNgram returns the bytes of words inside n-grams that repeat an
+// earlier n-gram, each word counted once.
+func (s *Scratch) dupNgram(n int) float64 {
+	count := len(s.starts) - n
+	s.set.reset(count)
+	covered := 0 // words [0, covered) are counted
+	var bytes int32
+	for i := 0; i < count; i++ {
+		if s.set.add(s.words[i]) < 2 {
+			continue
+		}
+		from := max(i, covered)
+		bytes += s.starts[i+n] - s.starts[from]
+		covered = i + n
+	}
+	return float64(bytes)
+}
+
+// repeatedTail finds the longest run of copies of one span at the end of
+// text (trailing white space aside): it returns how many whole copies,
+// the span's length and the bytes the run covers (a last copy cut short,
+// as by max_tokens, counts in the bytes). Candidate spans, up to maxSpan
+// bytes, are the distances back to the nearest earlier occurrences of the
+// text's last bytes, so a tail that does not repeat costs one backward
+// search over maxSpan bytes.
+func repeatedTail(text string) (copies, span, covered int) {
+	const key = 8 // bytes of the tail looked for earlier
+	const maxSpan = 4 << 10
+	const tries = 8
+	end := len(text)
+	for end > 0 && isSpace(text[end-1]) {
+		end--
+	}
+	t := text[:end]
+	if len(t) < 2 {
+		return 0, 0, 0
+	}
+	k := min(key, len(t)/2)
+	suffix := t[len(t)-k:]
+	// The nearest occurrences ending before the text does: found scanning
+	// forward, which is much faster than backward, keeping the last few.
+	lo := max(0, len(t)-1-maxSpan-k)
+	var near [tries]int // ends of occurrences, a ring
+	found := 0
+	for from := lo; ; {
+		q := strings.Index(t[from:len(t)-1], suffix)
+		if q < 0 {
+			break
+		}
+		near[found%tries] = from + q + k
+		found++
+		from += q + 1
+	}
+	for j := 0; j < min(found, tries); j++ {
+		p := len(t) - near[(found-1-j)%tries] // a candidate span, nearest first
+		run := 0
+		for i := len(t) - 1 - p; i >= 0 && t[i] == t[i+p]; i-- {
+			run++
+		}
+		if c := (run + p) / p; c >= 2 && run+p > covered {
+			copies, span, covered = c, p, run+p
+		}
+	}
+	return copies, span, covered
+}
+
+// hashSet counts 64-bit keys in an open-addressed table. Slots carry the
+// generation they were written in, so emptying the table between texts
+// costs nothing.
+type hashSet struct {
+	slots []slot
+	mask  uint64
+	gen   uint32
+}
+
+type slot struct {
+	key   uint64
+	count uint32
+	gen   uint32
+}
+
+// reset empties the set, sized for about n keys.
+func (h *hashSet) reset(n int) {
+	size := 64
+	for size < 2*n {
+		size <<= 1
+	}
+	if size > len(h.slots) {
+		h.slots = make([]slot, size)
+		h.gen = 0
+	}
+	h.mask = uint64(size - 1)
+	h.gen++
+	if h.gen == 0 {
+		clear(h.slots)
+		h.gen = 1
+	}
+}
+
+// add counts key and returns its count so far, this one included.
+func (h *hashSet) add(key uint64) uint32 {
+	i := key & h.mask
+	for {
+		s := &h.slots[i]
+		if s.gen != h.gen {
+			*s = slot{key: key, count: 1, gen: h.gen}
+			return 1
+		}
+		if s.key == key {
+			s.count++
+			return s.count
+		}
+		i = (i + 1) & h.mask
+	}
+}

@@ -1,0 +1,452 @@
+package quality
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/record"
+)
+
+// Reasons a line is not a generation record whose answers can be checked.
+const (
+	ReasonMalformedJSON   = "malformed_json"
+	ReasonNotObject       = "not_an_object"
+	ReasonNotAGeneration  = "not_a_generation" // a prompt record: nothing to check
+	ReasonBadOutput       = "bad_output"       // output of the wrong shape
+	ReasonUnknownTurnRole = "bad_turn"         // a turn that is not an assistant message
+)
+
+// ParseError is why a line cannot be checked, with its reject reason.
+type ParseError struct {
+	Reason string
+	Err    error
+}
+
+func (e *ParseError) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+func parseErr(reason, format string, args ...any) *ParseError {
+	return &ParseError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// Record is the view of a generation record the checks read: its answers,
+// one for a single answer or one per regenerated assistant turn
+// (output.turns), each with the user turn it answers. Its strings alias
+// the line parsed and buffers of the Record, so a Record is valid until
+// the next Parse or until the line's buffer is reused.
+type Record struct {
+	Kind record.Kind
+	// Conversation is true for a regenerated conversation (output.messages):
+	// Answers[i] is then output.turns[i].
+	Conversation bool
+	Answers      []Answer
+	// Output is the raw output value, as the line holds it.
+	Output []byte
+	tools  Tools
+
+	messages, prompt, toolsRaw []byte // raw top-level fields
+	promptText                 string
+	promptDone                 bool
+	text, reasoning            []byte // unescaped output.text and output.reasoning
+	out                        outputView
+	calls                      []toolCallView
+	args                       [][]ToolCall
+}
+
+type rawMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type outputView struct {
+	Messages []messageView `json:"messages"`
+	Turns    []turnView    `json:"turns"`
+}
+
+type messageView struct {
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	ReasoningContent string         `json:"reasoning_content"`
+	ToolCalls        []toolCallView `json:"tool_calls"`
+}
+
+type toolCallView struct {
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+type turnView struct {
+	Message      *int   `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// Parse reads line into r. The whole line is validated as JSON; prompt
+// and error records parse (Kind tells them apart) with no answers. Only
+// the output is decoded, and of a single answer only its text, reasoning,
+// finish_reason and tool_calls: generation records are mostly answer text,
+// which is unescaped once, without copying when it holds no escape.
+func (r *Record) Parse(line []byte) *ParseError {
+	r.Kind, r.Conversation, r.Output, r.tools = record.KindPrompt, false, nil, nil
+	r.Answers = r.Answers[:0]
+	r.messages, r.prompt, r.toolsRaw, r.promptText, r.promptDone = nil, nil, nil, "", false
+	if !json.Valid(line) {
+		return parseErr(ReasonMalformedJSON, "not valid JSON")
+	}
+	if b := bytes.TrimLeft(line, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return parseErr(ReasonNotObject, "a record must be a JSON object")
+	}
+	var outRaw, errRaw []byte
+	// Field names match as the JSON decoders of the other stages match
+	// them: case-insensitively, the last one winning.
+	err := record.EachField(line, func(key string, value []byte) error {
+		switch {
+		case strings.EqualFold(key, "output"):
+			outRaw = value
+		case strings.EqualFold(key, "error"):
+			errRaw = value
+		case strings.EqualFold(key, "messages"):
+			r.messages = value
+		case strings.EqualFold(key, "prompt"):
+			r.prompt = value
+		case strings.EqualFold(key, "tools"):
+			r.toolsRaw = value
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return parseErr(ReasonMalformedJSON, "%v", err)
+	case !isNull(outRaw):
+		r.Kind = record.KindGeneration
+	case !isNull(errRaw):
+		r.Kind = record.KindError
+		return nil
+	default:
+		return nil
+	}
+	r.Output = outRaw
+	if r.Output[0] != '{' {
+		return parseErr(ReasonBadOutput, "output must be an object, not %.20s", r.Output)
+	}
+	var textRaw, reasoningRaw, finishRaw, callsRaw, msgsRaw, turnsRaw []byte
+	err = record.EachField(outRaw, func(key string, value []byte) error {
+		switch {
+		case strings.EqualFold(key, "text"):
+			textRaw = value
+		case strings.EqualFold(key, "reasoning"):
+			reasoningRaw = value
+		case strings.EqualFold(key, "finish_reason"):
+			finishRaw = value
+		case strings.EqualFold(key, "tool_calls"):
+			callsRaw = value
+		case strings.EqualFold(key, "messages"):
+			msgsRaw = value
+		case strings.EqualFold(key, "turns"):
+			turnsRaw = value
+		}
+		return nil
+	})
+	if err != nil {
+		return parseErr(ReasonBadOutput, "output: %v", err)
+	}
+	calls := 0
+	if !isNull(msgsRaw) && string(msgsRaw) != "[]" {
+		if perr := r.parseConversation(msgsRaw, turnsRaw); perr != nil {
+			return perr
+		}
+		for _, a := range r.Answers {
+			calls += len(a.ToolCalls)
+		}
+	} else {
+		if isNull(textRaw) && isNull(callsRaw) {
+			return parseErr(ReasonBadOutput, "output has neither text nor messages")
+		}
+		a := Answer{prompt: r}
+		var perr *ParseError
+		if a.Text, r.text, perr = stringField("output.text", textRaw, r.text); perr != nil {
+			return perr
+		}
+		if a.Reasoning, r.reasoning, perr = stringField("output.reasoning", reasoningRaw, r.reasoning); perr != nil {
+			return perr
+		}
+		var finish []byte
+		if finish, perr = bytesField("output.finish_reason", finishRaw); perr != nil {
+			return perr
+		}
+		a.Finish = string(finish)
+		if !isNull(callsRaw) {
+			r.calls = r.calls[:0]
+			if err := record.Decode(callsRaw, &r.calls); err != nil {
+				return parseErr(ReasonBadOutput, "output.tool_calls: %v", err)
+			}
+			a.ToolCalls = r.toolCalls(0, r.calls)
+		}
+		calls = len(a.ToolCalls)
+		r.Answers = append(r.Answers, a)
+	}
+	if calls > 0 {
+		var err error
+		if r.tools, err = parseTools(r.toolsRaw); err != nil {
+			return parseErr(ReasonBadOutput, "tools: %v", err)
+		}
+	}
+	return nil
+}
+
+// parseConversation reads the regenerated turns of output.messages.
+func (r *Record) parseConversation(msgsRaw, turnsRaw []byte) *ParseError {
+	r.Conversation = true
+	clear(r.out.Messages[:cap(r.out.Messages)])
+	clear(r.out.Turns[:cap(r.out.Turns)])
+	r.out = outputView{Messages: r.out.Messages[:0], Turns: r.out.Turns[:0]}
+	if err := record.Decode(msgsRaw, &r.out.Messages); err != nil {
+		return parseErr(ReasonBadOutput, "output.messages: %v", err)
+	}
+	if !isNull(turnsRaw) {
+		if err := record.Decode(turnsRaw, &r.out.Turns); err != nil {
+			return parseErr(ReasonBadOutput, "output.turns: %v", err)
+		}
+	}
+	o := &r.out
+	for i, t := range o.Turns {
+		if t.Message == nil || *t.Message < 0 || *t.Message >= len(o.Messages) {
+			return parseErr(ReasonBadOutput, "output.turns[%d].message is not an index into output.messages", i)
+		}
+		m := &o.Messages[*t.Message]
+		if m.Role != "assistant" {
+			return parseErr(ReasonUnknownTurnRole, "output.turns[%d] points at a %q message, not an assistant one", i, m.Role)
+		}
+		a := Answer{Reasoning: m.ReasoningContent, Finish: t.FinishReason, ToolCalls: r.toolCalls(len(r.Answers), m.ToolCalls)}
+		if m.Content != nil {
+			a.Text = *m.Content
+		}
+		for j := *t.Message - 1; j >= 0; j-- {
+			if u := &o.Messages[j]; u.Role == "user" && u.Content != nil {
+				a.Prompt = *u.Content
+				break
+			}
+		}
+		r.Answers = append(r.Answers, a)
+	}
+	return nil
+}
+
+// stringField unescapes the JSON string raw (null or absent: ""), into buf
+// when it holds escapes.
+func stringField(name string, raw, buf []byte) (string, []byte, *ParseError) {
+	if isNull(raw) {
+		return "", buf, nil
+	}
+	if raw[0] != '"' {
+		return "", buf, parseErr(ReasonBadOutput, "%s should be a string, not %.20s", name, raw)
+	}
+	s, buf := Unquote(raw, buf)
+	return s, buf, nil
+}
+
+// bytesField is a short string field's raw bytes, unescaped if need be.
+func bytesField(name string, raw []byte) ([]byte, *ParseError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	if raw[0] != '"' {
+		return nil, parseErr(ReasonBadOutput, "%s should be a string, not %.20s", name, raw)
+	}
+	s, _ := Unquote(raw, nil)
+	return []byte(s), nil
+}
+
+// Unquote decodes the valid JSON string literal raw. Without escapes the
+// result aliases raw; otherwise it is written into buf (returned for
+// reuse) and aliases it. Invalid UTF-8 becomes U+FFFD, as decoders do.
+func Unquote(raw, buf []byte) (string, []byte) {
+	s := raw[1 : len(raw)-1]
+	i := bytes.IndexByte(s, '\\')
+	if i < 0 {
+		if utf8.Valid(s) {
+			return unsafe.String(unsafe.SliceData(s), len(s)), buf
+		}
+		buf = appendValid(buf[:0], s)
+		return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
+	}
+	buf = append(buf[:0], s[:i]...)
+	for s = s[i:]; len(s) > 0; {
+		if s[0] != '\\' {
+			j := bytes.IndexByte(s, '\\')
+			if j < 0 {
+				j = len(s)
+			}
+			buf = append(buf, s[:j]...)
+			s = s[j:]
+			continue
+		}
+		if len(s) < 2 {
+			break
+		}
+		switch c := s[1]; c {
+		case 'n':
+			buf = append(buf, '\n')
+		case 't':
+			buf = append(buf, '\t')
+		case 'r':
+			buf = append(buf, '\r')
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'u':
+			if len(s) < 6 {
+				s = s[len(s):]
+				continue
+			}
+			r := hex4(s[2:6])
+			s = s[6:]
+			if utf16.IsSurrogate(r) {
+				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+					if pair := utf16.DecodeRune(r, hex4(s[2:6])); pair != utf8.RuneError {
+						buf = utf8.AppendRune(buf, pair)
+						s = s[6:]
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			buf = utf8.AppendRune(buf, r)
+			continue
+		default: // " \\ /
+			buf = append(buf, c)
+		}
+		s = s[2:]
+	}
+	if !utf8.Valid(buf) {
+		buf = appendValid(nil, buf)
+	}
+	return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
+}
+
+// appendValid appends s with each byte of invalid UTF-8 replaced by
+// U+FFFD, as encoding/json decodes it.
+func appendValid(dst, s []byte) []byte {
+	for len(s) > 0 {
+		r, n := utf8.DecodeRune(s)
+		if r == utf8.RuneError && n == 1 {
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		} else {
+			dst = append(dst, s[:n]...)
+		}
+		s = s[n:]
+	}
+	return dst
+}
+
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// Tools is the set of functions the record offers (parsed only when some
+// answer calls one).
+func (r *Record) Tools() Tools { return r.tools }
+
+// toolCalls converts the calls of answer i, reusing r's buffers.
+func (r *Record) toolCalls(i int, calls []toolCallView) []ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	for len(r.args) <= i {
+		r.args = append(r.args, nil)
+	}
+	out := r.args[i][:0]
+	for _, c := range calls {
+		out = append(out, ToolCall{Name: c.Function.Name, Arguments: c.Function.Arguments})
+	}
+	r.args[i] = out
+	return out
+}
+
+// lastUserTurn is the text of the prompt's last user message, or its
+// completion prompt; decoded when first asked for.
+func (r *Record) lastUserTurn() string {
+	if r.promptDone {
+		return r.promptText
+	}
+	r.promptDone = true
+	var msgs []rawMessage
+	if !isNull(r.messages) && record.Decode(r.messages, &msgs) == nil {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == "user" {
+				var s string
+				if json.Unmarshal(msgs[i].Content, &s) == nil {
+					r.promptText = s
+				}
+				return r.promptText
+			}
+		}
+	}
+	if len(r.prompt) > 0 && r.prompt[0] == '"' {
+		s, _ := Unquote(r.prompt, nil)
+		r.promptText = strings.Clone(s)
+	}
+	return r.promptText
+}
+
+// parseTools reads the names of "tools": OpenAI's [{"type": "function",
+// "function": {"name": ...}}], the bare [{"name": ...}] of ShareGPT-style
+// datasets, or either written as a JSON string (glaive).
+func parseTools(raw []byte) (Tools, error) {
+	raw = bytes.TrimSpace(raw)
+	if isNull(raw) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		raw = []byte(strings.TrimSpace(s))
+		if len(raw) == 0 {
+			return nil, nil
+		}
+	}
+	var list []struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, errors.New("not a list of functions")
+	}
+	tools := Tools{}
+	for _, t := range list {
+		name := t.Function.Name
+		if name == "" {
+			name = t.Name
+		}
+		if name != "" {
+			tools[strings.Clone(name)] = struct{}{}
+		}
+	}
+	return tools, nil
+}
+
+func isNull(v []byte) bool { return len(v) == 0 || string(v) == "null" }

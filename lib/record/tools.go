@@ -1,0 +1,106 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/segmentio/encoding/json"
+)
+
+// ErrBadTools marks a tools value that is not a list of tools.
+var ErrBadTools = errors.New("tools is neither a list of tools nor a JSON string holding one")
+
+// AppendCanonicalTools appends the canonical form of a record's "tools"
+// value to dst and reports whether there were any tools. The value may be
+// the list itself or a JSON string holding it (as ShareGPT and
+// LLaMA-Factory datasets store it). Every empty spelling (absent, null,
+// "", " [ ] ", [], {}) means no tools and appends nothing, so a record
+// with empty tools is the same prompt as one without. Tools are put in the
+// OpenAI chat shape, {"type":"function","function":{...}}: a bare function
+// object (name, description, parameters) and the flat Responses API form
+// ({"type":"function","name":...}) are wrapped. The result is compact JSON
+// with object keys sorted and numbers kept as written, so two spellings of
+// the same tools give the same bytes.
+func AppendCanonicalTools(dst, raw []byte) ([]byte, bool, error) {
+	v, err := parseTools(raw)
+	if err != nil || v == nil {
+		return dst, false, err
+	}
+	out, err := json.Append(dst, v, json.SortMapKeys)
+	if err != nil {
+		return dst, false, fmt.Errorf("%w: %v", ErrBadTools, err)
+	}
+	return out, true, nil
+}
+
+// parseTools decodes a tools value into plain Go values in the OpenAI
+// shape, or nil when it holds no tools.
+func parseTools(raw []byte) (any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadTools, err)
+		}
+		if raw = []byte(strings.TrimSpace(s)); len(raw) == 0 || string(raw) == "null" {
+			return nil, nil
+		}
+		if raw[0] != '[' && raw[0] != '{' {
+			return nil, ErrBadTools
+		}
+	}
+	var v any
+	if rest, err := json.Parse(raw, &v, json.UseNumber); err != nil || len(bytes.TrimSpace(rest)) != 0 {
+		return nil, ErrBadTools
+	}
+	switch t := v.(type) {
+	case []any:
+		if len(t) == 0 {
+			return nil, nil
+		}
+		for i, tool := range t {
+			t[i] = openAITool(tool)
+		}
+		return t, nil
+	case map[string]any:
+		if len(t) == 0 {
+			return nil, nil
+		}
+		return t, nil
+	}
+	return nil, ErrBadTools
+}
+
+// openAITool wraps a function declared in another shape as an OpenAI chat
+// tool; anything else (built-in tools, other shapes) is kept as it is.
+func openAITool(tool any) any {
+	m, ok := tool.(map[string]any)
+	if !ok {
+		return tool
+	}
+	if _, wrapped := m["function"]; wrapped {
+		return m
+	}
+	if _, named := m["name"]; !named {
+		return m
+	}
+	typ, typed := m["type"]
+	switch {
+	case !typed:
+		return map[string]any{"type": "function", "function": m}
+	case typ == "function":
+		fn := make(map[string]any, len(m)-1)
+		for k, v := range m {
+			if k != "type" {
+				fn[k] = v
+			}
+		}
+		return map[string]any{"type": "function", "function": fn}
+	}
+	return m
+}
