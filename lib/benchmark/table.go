@@ -117,7 +117,7 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 		}
 		out := "—"
 		if r.OutRecords >= 0 {
-			out = group3(r.OutRecords)
+			out = cli.Thousands(r.OutRecords)
 		}
 		cells = append(cells, rss, out, loadCell(r.Load1))
 		writeRow(w, cells)
@@ -143,7 +143,7 @@ func fleetTable(w io.Writer, rows []*Result) {
 	for _, r := range rows {
 		writeRow(w, []string{"**" + r.Name + "**", metricCell(r, "tok_s", 0), metricCell(r, "ideal_tok_s", 0), metricCell(r, "ideal_pct", 1),
 			metricCell(r, "ideal_prefill_pct", 1), metricCell(r, "util_pct", 1), metricCell(r, "whole_pct", 1), metricCell(r, "down_sim_s", 0),
-			group3(r.OutRecords), metricCell(r, "failed", 0), metricCell(r, "retries", 0), metricCell(r, "wall_s", 1), metricCell(r, "cpu_s", 1),
+			cli.Thousands(r.OutRecords), metricCell(r, "failed", 0), metricCell(r, "retries", 0), metricCell(r, "wall_s", 1), metricCell(r, "cpu_s", 1),
 			metricCell(r, "rss_mb", 1), loadCell(r.Load1)})
 	}
 	fmt.Fprintln(w)
@@ -236,7 +236,7 @@ func inputCell(r *Result) string {
 		parts = append(parts, fmt.Sprintf("%.0f MB", float64(r.Bytes)/1e6))
 	}
 	if r.Records > 0 {
-		parts = append(parts, group3(r.Records)+" rec")
+		parts = append(parts, cli.Thousands(r.Records)+" rec")
 	}
 	if len(parts) == 0 {
 		return "—"
@@ -277,7 +277,7 @@ func metricCell(r *Result, name string, decimals int) string {
 		return "—"
 	}
 	if decimals == 0 {
-		return group3(int64(math.Round(v)))
+		return cli.Thousands(int64(math.Round(v)))
 	}
 	return strconv.FormatFloat(v, 'f', decimals, 64)
 }
@@ -287,24 +287,6 @@ func loadCell(v float64) string {
 		return "?"
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
-}
-
-// group3 writes an integer with thousands separators: 658,671.
-func group3(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, ch := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(ch)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 func writeRow(w io.Writer, cells []string) {

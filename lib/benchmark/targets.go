@@ -146,7 +146,7 @@ func formatMeasured(v float64, t target) string {
 	case t.num.metric == "mbps":
 		return fmt.Sprintf("%.0f MB/s", v)
 	case t.num.metric == "rps":
-		return group3(int64(v)) + "/s"
+		return cli.Thousands(int64(v)) + "/s"
 	case t.num.metric == "rss_mb":
 		return fmt.Sprintf("%.1f MB", v)
 	case strings.HasSuffix(t.num.metric, "_pct"):

@@ -82,6 +82,10 @@ type Env struct {
 	// Interactive is true when Stderr is a terminal: live progress displays
 	// are drawn only then; otherwise progress is periodic plain lines.
 	Interactive bool
+	// Width is the terminal's width in columns, asked again at every
+	// redraw of a live display (the window may be resized); 0 or a nil
+	// func when unknown. See term.go.
+	Width func() int
 }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
@@ -97,6 +101,7 @@ func OSEnv(name string) *Env {
 		Stdout:      os.Stdout,
 		Stderr:      os.Stderr,
 		Interactive: term.IsTerminal(int(os.Stderr.Fd())),
+		Width:       stderrWidth,
 	}
 }
 
@@ -126,6 +131,7 @@ func Run(parent context.Context, env *Env, description string, cmd any, args []s
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.DefaultEnvars("TOKENMILL_"+strings.ToUpper(env.Name)),
+		aliasEnvars("TOKENMILL_"+strings.ToUpper(env.Name)),
 		kong.Vars{"version": env.Name + " (tokenmill) " + version()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 	)
@@ -188,8 +194,10 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 		case <-done:
 			return
 		}
-		env.Logf("interrupted: finishing up (signal again to exit at once)")
+		// Cancel before saying so: a test (or a user) that sees the line
+		// may rely on the run being cancelled already.
 		cancel(ErrInterrupted)
+		env.Logf("interrupted: finishing up (signal again to exit at once)")
 		select {
 		case <-ch:
 			env.Logf("interrupted twice: exiting now")

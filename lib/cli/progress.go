@@ -16,7 +16,7 @@ type Progress struct {
 	status   func() []string
 	interval time.Duration
 	mu       sync.Mutex
-	drawn    int // lines of the live block on screen
+	drawn    int // rows of the live block on screen
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -52,6 +52,12 @@ func StartProgress(ctx context.Context, env *Env, interval time.Duration, status
 	return p
 }
 
+// draw writes the status once: plain lines, or the live block redrawn in
+// place. Each row of the block is cut to the terminal's width, asked
+// again every time so that a resized window is redrawn to its new size,
+// and cleared whole (ESC[2K) before it is written, so a shorter row
+// leaves nothing of the longer one it replaces; rows a shorter block no
+// longer needs are erased below it (ESC[J).
 func (p *Progress) draw() {
 	lines := p.status()
 	p.mu.Lock()
@@ -64,19 +70,32 @@ func (p *Progress) draw() {
 		fmt.Fprint(p.env.Stderr, b.String())
 		return
 	}
-	p.clearLocked(&b)
+	width := p.env.width()
+	p.upLocked(&b)
 	for _, l := range lines {
-		fmt.Fprintf(&b, "%s\x1b[K\n", l)
+		b.WriteString("\x1b[2K")
+		b.WriteString(fit(l, width))
+		b.WriteByte('\n')
 	}
+	b.WriteString("\x1b[J")
 	p.drawn = len(lines)
 	fmt.Fprint(p.env.Stderr, b.String())
+}
+
+// upLocked moves the cursor to the first column of the live block's top
+// row.
+func (p *Progress) upLocked(b *strings.Builder) {
+	if p.drawn > 0 {
+		fmt.Fprintf(b, "\x1b[%dF", p.drawn)
+		p.drawn = 0
+	}
 }
 
 // clearLocked moves the cursor to the top of the live block and erases it.
 func (p *Progress) clearLocked(b *strings.Builder) {
 	if p.drawn > 0 {
-		fmt.Fprintf(b, "\x1b[%dF\x1b[J", p.drawn)
-		p.drawn = 0
+		p.upLocked(b)
+		b.WriteString("\x1b[J")
 	}
 }
 

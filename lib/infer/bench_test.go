@@ -38,7 +38,7 @@ func BenchmarkClientOverhead(b *testing.B) {
 		out := filepath.Join(b.TempDir(), "gen.jsonl")
 		start := time.Now()
 		res := runInfer(b, 5*time.Minute, "", "-e", endpointsFlag(fleet.URLs()), "--concurrency", "64", "--max-tokens", "16",
-			"--progress-interval", "0", "-o", out, in)
+			"--progress", "0", "-o", out, in)
 		total += time.Since(start)
 		if res.code != cli.ExitOK {
 			b.Fatalf("exit %d\n%s", res.code, res.stderr)
@@ -91,7 +91,7 @@ func fleetRun(b *testing.B, policy string, perEndpoint map[int]llmsim.Faults, en
 		}
 	}()
 	res := runInfer(b, 10*time.Minute, "", "-e", endpointsFlag(fleet.URLs()), "--policy", policy, "--max-tokens", "512",
-		"--progress-interval", "0", "-o", out, in)
+		"--progress", "0", "-o", out, in)
 	close(stop)
 	wg.Wait()
 	if res.code != cli.ExitOK {
@@ -156,7 +156,7 @@ func BenchmarkMemory(b *testing.B) {
 		out := filepath.Join(b.TempDir(), "gen.jsonl")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		cmd := exec.CommandContext(ctx, inferBin, "-e", strings.Join(fleet.URLs(), ","), "--concurrency", "64",
-			"--max-tokens", "16", "--progress-interval", "0", "-o", out, in)
+			"--max-tokens", "16", "--progress", "0", "-o", out, in)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		start := time.Now()

@@ -243,3 +243,38 @@ func TestRefusesToOverwrite(t *testing.T) {
 		t.Errorf("the output was changed: %q", b)
 	}
 }
+
+// The default command stays generation: infer [flags] [files], infer
+// generate [flags] [files], and help naming both commands.
+func TestCommands(t *testing.T) {
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 20})
+	if r := runBinary(t, append([]string{"generate"}, s.args()...)...); r.Code != cli.ExitOK {
+		t.Fatalf("infer generate: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if acc := s.check(t, 1); acc.ok != 20 {
+		t.Fatalf("infer generate: %d answers", acc.ok)
+	}
+	r := runBinary(t, "--help")
+	help := strings.Join(strings.Fields(string(r.Stdout)), " ")
+	for _, want := range []string{"generate Generate answers", "bench Measure the fleet", "infer generate --help"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	r = runBinary(t, "bench", "--help")
+	if !strings.Contains(string(r.Stdout), "knee") || !strings.Contains(string(r.Stdout), "--concurrency") {
+		t.Errorf("bench --help:\n%s", r.Stdout)
+	}
+	// The flags' names: --progress and --force shown, the old
+	// --progress-interval hidden.
+	r = runBinary(t, "generate", "--help")
+	gen := string(r.Stdout)
+	for _, want := range []string{"-o, --output=FILE", "--rejects=FILE", "--progress=DURATION", "--force", "TOKENMILL_INFER_PROGRESS"} {
+		if !strings.Contains(gen, want) {
+			t.Errorf("generate --help lacks %q:\n%s", want, gen)
+		}
+	}
+	if strings.Contains(gen, "progress-interval") {
+		t.Errorf("generate --help shows the hidden --progress-interval:\n%s", gen)
+	}
+}

@@ -201,7 +201,7 @@ func TestChaosKillAndResume(t *testing.T) {
 	out := filepath.Join(dir, "gen.jsonl")
 	args := []string{"-e", strings.Join(sim.urls, ","), "-o", out, in, "--max-tokens", "64",
 		"--request-timeout", "2s", "--flush-interval", "50ms",
-		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s", "--progress-interval", "0"}
+		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s", "--progress", "0"}
 	resume := append(slices.Clone(args), "--resume")
 
 	// Kill points: output line counts drawn from the seed, each kill

@@ -5,6 +5,9 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/forecast"
 )
 
 // Forecast is how long the rest of a run will take, and what it rests on.
@@ -67,7 +70,7 @@ type etaEstimator struct {
 	// The forecast's own state, under fmu, so that its arithmetic does
 	// not hold up requests.
 	fmu      sync.Mutex
-	fit      logNormal // last fit, the next one's start
+	fit      forecast.LogNormal // last fit, the next one's start
 	produced []etaSample
 }
 
@@ -76,8 +79,8 @@ type etaAnswers struct {
 	done        float64 // answers finished ok
 	credited    float64 // their tokens
 	sumL, sumL2 float64
-	exact       logStats        // log lengths of answers that stopped on their own
-	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
+	exact       forecast.LogStats // log lengths of answers that stopped on their own
+	cut         map[int]float64   // answers cut by max_tokens (or the context), by length
 	longest     int
 	speed       speedFit
 }
@@ -120,10 +123,6 @@ func (s *speedFit) line() (v, q float64) {
 // Forecasting needs this many finished answers.
 const etaMinAnswers = 20
 
-// defaultAnswerLimit bounds answer lengths when max_tokens is not given
-// and no answer was cut yet: a common context length.
-const defaultAnswerLimit = 32768
-
 // NewEstimator returns the forecast the progress display uses: tokens per
 // second over the last window, answers of at most maxTokens (0: unknown).
 func NewEstimator(window time.Duration, maxTokens int) Estimator {
@@ -157,7 +156,7 @@ func (e *etaEstimator) Ended(j *job, at time.Time, ok bool, tokens int, finish s
 	if finish == "length" {
 		a.cut[tokens]++
 	} else {
-		a.exact.add(tokens)
+		a.exact.Add(tokens)
 	}
 	if tokens > 0 {
 		a.speed.add(l, at.Sub(sent))
@@ -186,7 +185,7 @@ func (a *etaAnswers) answerLimit(limit float64) float64 {
 	if limit > 0 {
 		return limit
 	}
-	lim := float64(defaultAnswerLimit)
+	lim := float64(forecast.DefaultLimit)
 	for l := range a.cut {
 		lim = max(lim, float64(l))
 	}
@@ -195,8 +194,8 @@ func (a *etaAnswers) answerLimit(limit float64) float64 {
 
 // lengths fits the answer lengths given the progress of those in flight,
 // starting from the last fit.
-func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (lengthDist, bool) {
-	if a.exact.n == 0 {
+func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (forecast.Dist, bool) {
+	if a.exact.N == 0 {
 		if len(a.cut) == 0 {
 			return nil, false
 		}
@@ -205,18 +204,18 @@ func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (lengthDist, b
 		for l := range a.cut {
 			c = max(c, l)
 		}
-		return pointMass{float64(c)}, true
+		return forecast.PointMass{C: float64(c)}, true
 	}
-	cens := make([]censor, 0, len(a.cut)+len(progress))
+	cens := make([]forecast.Censor, 0, len(a.cut)+len(progress))
 	for l, w := range a.cut {
-		cens = append(cens, censor{math.Log(float64(max(l, 1))), w})
+		cens = append(cens, forecast.Censor{X: math.Log(float64(max(l, 1))), W: w})
 	}
 	for _, l := range progress {
 		if l >= 1 {
-			cens = append(cens, censor{math.Log(l), 1})
+			cens = append(cens, forecast.Censor{X: math.Log(l), W: 1})
 		}
 	}
-	d, ok := fitLogNormal(a.exact, cens, e.fit)
+	d, ok := forecast.FitLogNormal(a.exact, cens, e.fit)
 	if !ok {
 		return nil, false
 	}
@@ -255,13 +254,13 @@ func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
 	// in flight as their expected final length.
 	sum, rest := a.sumL, 0.0
 	for _, l := range progress {
-		final := condMean(d, l, limit)
+		final := forecast.CondMean(d, l, limit)
 		sum += final
 		rest += final - l
 	}
 	n := a.done + float64(len(progress))
 	mean := sum / n
-	_, m2 := cappedMoments(d, limit)
+	_, m2 := forecast.CappedMoments(d, limit)
 	sd := math.Sqrt(max(m2-mean*mean, 0))
 	if a.done >= 2 {
 		sd = max(sd, math.Sqrt(max(a.sumL2/a.done-(a.sumL/a.done)*(a.sumL/a.done), 0)))
@@ -272,27 +271,11 @@ func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
 		return f, true
 	}
 
-	unsent := max(float64(left)-float64(len(progress)), 0)
-	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-	var bulk, spread float64
-	if unsent > 0 {
-		slots := min(rate/v, unsent+float64(len(progress)))
-		dm, dlo, dhi := endDrain(d, limit, slots)
-		bulk = (unsent*mean+rest)/rate + dm/v
-		// The spread: the mean's error, and chance in the lengths still to
-		// come, in the bulk and in the drain.
-		spread = math.Sqrt(unsent*unsent*se*se+unsent*sd*sd) / rate
-		lo, hi := drainRange(bulk, 2*spread, dm/v, dlo/v, dhi/v)
-		f.Left, f.Low, f.High = secs(bulk), secs(lo), secs(hi)
-	}
-	// The longest answer in flight bounds the time left from below; it
-	// matters only once no answer in flight can outlast the bulk.
-	if bulk < limit/v {
-		longest, lo, hi := longestOf(d, progress, limit)
-		if longest/v > bulk {
-			f.Left, f.Low, f.High = secs(longest/v), max(secs(lo/v), f.Low), max(secs(hi/v), f.High)
-		}
-	}
+	secs, lo, hi := forecast.RunTime(forecast.Run{
+		Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Rest: rest,
+		TokPerSec: rate, Speed: v, Lengths: d, Limit: limit, Mean: mean, SE: se, SD: sd,
+	})
+	f.Left, f.Low, f.High = seconds(secs), seconds(lo), seconds(hi)
 	return f, true
 }
 
@@ -317,12 +300,14 @@ func (e *etaEstimator) rate(now, first time.Time, producing float64) float64 {
 	return (producing - edge.tokens) / span
 }
 
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 // formatForecast is the progress display's part for a forecast:
 // "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok".
 func formatForecast(f Forecast) string {
-	eta := "ETA " + shortDuration(f.Left)
+	eta := "ETA " + cli.ShortDuration(f.Left)
 	if f.High > f.Low {
-		eta += " (" + shortDuration(f.Low) + "-" + shortDuration(f.High) + ")"
+		eta += " (" + cli.ShortDuration(f.Low) + "-" + cli.ShortDuration(f.High) + ")"
 	}
-	return fmt.Sprintf("%s, mean answer %s±%s tok", eta, thousands(int64(math.Round(f.MeanTokens))), thousands(int64(math.Round(f.MeanSE))))
+	return fmt.Sprintf("%s, mean answer %s±%s tok", eta, cli.Thousands(int64(math.Round(f.MeanTokens))), cli.Thousands(int64(math.Round(f.MeanSE))))
 }

@@ -1,6 +1,8 @@
 package infer
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -8,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/cli"
+	"tokenmill/lib/clock"
+	"tokenmill/lib/fleet"
 	"tokenmill/lib/llmsim"
+	"tokenmill/lib/replay"
 )
 
 // progressLine is one plain progress line of infer, as far as the ETA
@@ -65,41 +69,82 @@ func parseProgress(line string) (progressLine, bool) {
 	return p, true
 }
 
-// TestETAEarlyInSimulatedRun runs infer on a time-scaled simulated fleet
-// at its calibrated defaults (lognormal answers, median 600 tokens, here
-// cut at 2,048) and checks what the progress display shows at 5% of the
-// run against how the run really went: the ETA within 10% of the time the
-// run still took, and the mean answer length within 10% of the final one
-// (the answers finished by then average far less: the long ones are
-// still being written).
+// chatSeq is the sequence the simulator makes of a chat prompt under
+// max_tokens limit, as its handler does: the prompt's tokens, and its
+// natural answer length cut at the limit.
+func chatSeq(system, user string, limit int, ref any) *llmsim.Seq {
+	p := llmsim.Prompt{Messages: []llmsim.Message{{Role: "system", Content: system}, {Role: "user", Content: user}}}
+	h, err := strconv.ParseUint(llmsim.PromptDigest(p), 16, 64)
+	if err != nil {
+		panic(err)
+	}
+	s := &llmsim.Seq{PromptTokens: llmsim.PromptTokens(&p), Target: llmsim.NaturalLength(h, 0), End: "stop", Ref: ref}
+	if s.Target > limit {
+		s.Target, s.End = limit, "length"
+	}
+	return s
+}
+
+// TestETAEarlyInSimulatedRun plays a run of infer on two simulated
+// servers at their calibrated defaults (lognormal answers, median 600
+// tokens, here cut at 2,048; 48 running each plus infer's queue depth of
+// 2) on virtual time, feeding the estimator as the runner does, and
+// checks what the progress display shows at 5% of the run against how the
+// run really went: the ETA within 10% of the time the run still took, and
+// the mean answer length within 10% of the final one (the answers finished
+// by then average far less: the long ones are still being written).
 func TestETAEarlyInSimulatedRun(t *testing.T) {
 	const (
 		prompts   = 8000
 		endpoints = 2
-		scale     = 600
+		maxTokens = 2048
 	)
-	s := newSetup(t, llmsim.Config{TimeScale: scale}, endpoints, promptSet{n: prompts})
-	start := time.Now()
-	res := runInfer(t, 2*time.Minute, "", s.args("--max-tokens", "2048", "--progress-interval", "20ms")...)
-	wall := time.Since(start)
-	if res.code != cli.ExitOK {
-		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	fake := clock.NewFake(simEpoch)
+	targets, err := fleet.ParseEndpoints("127.0.0.1:1-2")
+	if err != nil {
+		t.Fatal(err)
 	}
+	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
+	r.eta = NewEstimator(time.Minute, maxTokens)
+	r.c.answers.Store(prompts)
+	r.readerDone.Store(true)
+	prog := newProgress(r, false, r.eta)
+
+	sim := replay.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
+	sent, tokens := 0, 0
 	var at5 *progressLine
-	for _, line := range strings.Split(res.stderr, "\n") {
-		if p, ok := parseProgress(line); ok && p.hasETA && p.done*20 >= p.total {
-			at5 = &p
-			break
+	var asked time.Duration
+	sim.Keep(llmsim.DefaultMaxRunning+2, func(_ int, at time.Duration) (*llmsim.Seq, bool) {
+		if sent == prompts {
+			return nil, false
 		}
-	}
+		j := &job{}
+		r.eta.Started(j, simEpoch.Add(at))
+		sent++
+		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
+	}, func(st replay.Step) bool {
+		now := simEpoch.Add(st.At)
+		for _, s := range st.Finished {
+			r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
+			r.c.ok.Add(1)
+			r.c.tokenRate.Add(now, int64(s.Generated))
+			tokens += s.Generated
+		}
+		// The display asks every second; the line at 5% is kept.
+		if at5 == nil && st.At-asked >= time.Second {
+			asked = st.At
+			fake.Set(now)
+			if p, ok := parseProgress(prog.lines()[0]); ok && p.hasETA && p.done*20 >= p.total {
+				at5 = &p
+			}
+		}
+		return true
+	})
+	wall := sim.Now()
 	if at5 == nil {
-		t.Fatalf("no progress line with an ETA at 5%%:\n%s", res.stderr)
+		t.Fatal("no progress line with an ETA at 5%")
 	}
-	m := regexp.MustCompile(`tokens: [\d,]+ prompt, ([\d,]+) completion`).FindStringSubmatch(res.stderr)
-	if m == nil {
-		t.Fatalf("no token summary:\n%s", res.stderr)
-	}
-	finalMean := float64(atoiCommas(m[1])) / prompts
+	finalMean := float64(tokens) / prompts
 	left := wall - at5.elapsed
 	t.Logf("%s\nactual: %v left of %v; mean answer %.0f tokens", at5.text, left, wall, finalMean)
 	if e := relErr(at5.eta, left); e > 0.10 {

@@ -148,29 +148,23 @@ func TestOverlongPromptIsPermanent(t *testing.T) {
 	}
 }
 
-// A slower endpoint gets proportionally less of the work under
-// least-outstanding; round-robin hands every endpoint the same share.
-func TestHeterogeneousFleetShares(t *testing.T) {
+// Both policies through the real HTTP path, on a fleet with a slower
+// endpoint: every answer exactly once, and never more requests running
+// on a server than its slots. (The policies' shares of the work are
+// measured on virtual time, in lib/fleet's TestHeterogeneousFleetShares.)
+func TestPoliciesKeepTheCap(t *testing.T) {
 	for _, policy := range []string{"least-outstanding", "round-robin"} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, llmsim.Config{TimeScale: 500, MaxRunning: 4, PerEndpoint: map[int]llmsim.Faults{0: {Slow: 3}}}, 3, promptSet{n: 300})
 			fleet := s.fleet
 			runWant(t, cli.ExitOK, s.args("--max-tokens", "16", "--queue-depth", "0", "--policy", policy)...)
-			acc := s.check(t, 1)
-			slow := float64(acc.byEndpoint[fleet.Endpoint(0).URL()]) / 300
-			t.Logf("%s: slow endpoint share %.2f, fast %.2f and %.2f", policy, slow,
-				float64(acc.byEndpoint[fleet.Endpoint(1).URL()])/300, float64(acc.byEndpoint[fleet.Endpoint(2).URL()])/300)
-			if policy == "least-outstanding" && (slow > 0.25 || slow < 0.05) {
-				t.Errorf("slow endpoint did %.0f%% of the work, want about 1/7 (14%%)", 100*slow)
+			if acc := s.check(t, 1); acc.ok != 300 {
+				t.Fatalf("ok %d", acc.ok)
 			}
-			if policy == "round-robin" && (slow < 0.30 || slow > 0.37) {
-				t.Errorf("round-robin gave the slow endpoint %.0f%%, want a third", 100*slow)
-			}
-			// The cap is the server's slots: never more running, and all used.
 			for i := 0; i < 3; i++ {
-				if m := fleet.Endpoint(i).Stats().MaxRunning; m != 4 {
-					t.Errorf("endpoint %d ran at most %d at once, want its 4 slots full", i, m)
+				if m := fleet.Endpoint(i).Stats().MaxRunning; m > 4 {
+					t.Errorf("endpoint %d ran %d at once, more than its 4 slots", i, m)
 				}
 			}
 		})

@@ -16,6 +16,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/llmsim"
+	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )
 
@@ -51,9 +52,9 @@ func TestRejectsAndDuplicates(t *testing.T) {
 		{`{"id":"x1","messages":[{"role":"user","content":"unterminated}`, "malformed_json"},
 		{`["not", "an", "object"]`, "not_an_object"},
 		{`{"messages":[{"role":"user","content":"no id"}]}`, ReasonNoID},
-		{`{"id":"x4","source":"nothing to ask"}`, ReasonNoPrompt},
-		{`{"id":"x5","messages":[{"role":"user","content":"hi"}],"params":"hot"}`, ReasonBadParams},
-		{`{"id":"x6","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`, ReasonNoUserTurn},
+		{`{"id":"x4","source":"nothing to ask"}`, openai.ReasonNoPrompt},
+		{`{"id":"x5","messages":[{"role":"user","content":"hi"}],"params":"hot"}`, openai.ReasonBadParams},
+		{`{"id":"x6","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`, openai.ReasonNoUserTurn},
 	}
 	for _, r := range bad {
 		b.WriteString(r.line + "\n")
@@ -215,26 +216,31 @@ func firstOr(m []string, i int) string {
 	return ""
 }
 
-// Progress: plain lines in a log, a live block with one line per endpoint
-// on a terminal.
+// Progress: plain lines in a log every --progress (or its old name,
+// --progress-interval), a live block with one line per endpoint on a
+// terminal.
 func TestProgress(t *testing.T) {
-	for _, interactive := range []bool{false, true} {
-		t.Run(fmt.Sprintf("terminal=%v", interactive), func(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		interactive bool
+		flag        string
+	}{{"log", false, "--progress"}, {"log, old flag name", false, "--progress-interval"}, {"terminal", true, "--progress"}} {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newSetup(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 2, promptSet{n: 120})
+			s := newSetup(t, llmsim.Config{TimeScale: 50, MaxRunning: 4}, 2, promptSet{n: 400})
 			fleet := s.fleet
-			args := s.args("--max-tokens", "24", "--progress-interval", "50ms")
-			res := runInferEnv(t, context.Background(), 30*time.Second, interactive, "", args...)
+			args := s.args("--max-tokens", "24", tt.flag, "50ms")
+			res := runInferEnv(t, context.Background(), 30*time.Second, tt.interactive, "", args...)
 			if res.code != cli.ExitOK {
 				t.Fatalf("exit %d\n%s", res.code, res.stderr)
 			}
-			line := regexp.MustCompile(`answers \d+/120 \(\d+\.\d%\) \| ok \d+ failed 0 retrying 0 \| in flight \d+/12 \| [\d,]+ tok/s \| ETA`)
+			line := regexp.MustCompile(`answers \d+/400 \(\d+\.\d%\) \| ok \d+ failed 0 retrying 0 \| in flight \d+/12 \| [\d,]+ tok/s \| ETA`)
 			if !line.MatchString(res.stderr) {
 				t.Errorf("no progress line:\n%s", res.stderr)
 			}
 			perEndpoint := strings.Contains(res.stderr, fleet.Endpoint(0).URL()+"  ready")
-			if perEndpoint != interactive {
-				t.Errorf("per-endpoint lines shown: %v, on a terminal: %v\n%s", perEndpoint, interactive, res.stderr)
+			if perEndpoint != tt.interactive {
+				t.Errorf("per-endpoint lines shown: %v, on a terminal: %v\n%s", perEndpoint, tt.interactive, res.stderr)
 			}
 		})
 	}

@@ -116,12 +116,19 @@ func runInferCtx(t testing.TB, parent context.Context, limit time.Duration, stdi
 // runInferEnv is runInferCtx with stderr taken for a terminal or not.
 func runInferEnv(t testing.TB, parent context.Context, limit time.Duration, interactive bool, stdin string, args ...string) result {
 	t.Helper()
+	return runCommand(t, parent, limit, interactive, stdin, &Generate{}, args...)
+}
+
+// runCommand runs cmd, a Generate the test may have set up (its clock),
+// as infer.
+func runCommand(t testing.TB, parent context.Context, limit time.Duration, interactive bool, stdin string, cmd *Generate, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	var stdout, stderr lockedBuffer
 	env := &cli.Env{Name: "infer", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, Interactive: interactive}
 	done := make(chan int, 1)
-	go func() { done <- cli.Run(ctx, env, Description, &Command{}, args) }()
+	go func() { done <- cli.Run(ctx, env, Description, cmd, args) }()
 	select {
 	case code := <-done:
 		return result{code, stdout.String(), stderr.String()}
@@ -132,7 +139,7 @@ func runInferEnv(t testing.TB, parent context.Context, limit time.Duration, inte
 }
 
 // fastFlags make retries and probes quick for tests.
-var fastFlags = []string{"--backoff", "5ms", "--max-backoff", "50ms", "--probe-interval", "20ms", "--wait-ready", "20s", "--progress-interval", "0"}
+var fastFlags = []string{"--backoff", "5ms", "--max-backoff", "50ms", "--probe-interval", "20ms", "--wait-ready", "20s", "--progress", "0"}
 
 // genRecord is a generation or error record as read back in tests.
 type genRecord struct {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tokenmill/lib/fleet"
 )
 
 // metrics serves the run's figures in Prometheus text format: the same
@@ -65,7 +67,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	c := &m.r.c
-	now := time.Now()
+	now := m.r.clk.Now()
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -88,22 +90,23 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(m.finish, c.finishStop.Load(), "stop")
 	counter(m.finish, c.finishLength.Load(), "length")
 	counter(m.finish, c.finishOther.Load(), "other")
-	gauge(m.tokRate, c.tokenRate.rate(now, time.Minute))
-	for i, v := range m.r.pool.view() {
-		st := &m.r.pool.eps[i].stats
+	gauge(m.tokRate, c.tokenRate.Rate(now, time.Minute))
+	eps := m.r.pool.Endpoints()
+	for i, v := range m.r.pool.View() {
+		st := eps[i].Stats()
 		up := 0.0
-		if v.state == stateReady {
+		if v.State == fleet.StateReady {
 			up = 1
 		}
-		gauge(m.epInflight, float64(v.inflight), v.name)
-		gauge(m.epSlots, float64(v.slots), v.name)
-		gauge(m.epUp, up, v.name)
-		counter(m.epRequests, st.requests.Load(), v.name)
-		counter(m.epOK, st.ok.Load(), v.name)
-		counter(m.epFailures, st.failures.Load(), v.name)
-		counter(m.epTokens, st.completionTokens.Load(), v.name)
-		gauge(m.epRate, st.rate.rate(now, time.Minute), v.name)
-		counter(m.epEject, st.ejections.Load(), v.name)
+		gauge(m.epInflight, float64(v.Inflight), v.Name)
+		gauge(m.epSlots, float64(v.Slots), v.Name)
+		gauge(m.epUp, up, v.Name)
+		counter(m.epRequests, st.Requests.Load(), v.Name)
+		counter(m.epOK, st.OK.Load(), v.Name)
+		counter(m.epFailures, st.Failures.Load(), v.Name)
+		counter(m.epTokens, st.CompletionTokens.Load(), v.Name)
+		gauge(m.epRate, st.Rate.Rate(now, time.Minute), v.Name)
+		counter(m.epEject, st.Ejections.Load(), v.Name)
 	}
 }
 

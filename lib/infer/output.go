@@ -12,6 +12,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/lib/clock"
 	"tokenmill/lib/record"
 )
 
@@ -28,7 +29,7 @@ type lineWriter struct {
 	buf    []byte
 	err    error
 	lines  int64
-	opened func() (*os.File, error) // lazy open (errors file); nil once open
+	opener func() (*os.File, error) // a file not yet open; nil once open
 }
 
 const flushAt = 1 << 20
@@ -37,33 +38,42 @@ func newLineWriter(name string, w io.Writer, f *os.File) *lineWriter {
 	return &lineWriter{name: name, w: w, f: f, buf: make([]byte, 0, flushAt+64<<10)}
 }
 
-// lazyFile is a writer for path whose file is created, truncating any old
-// one, only when the first line is written.
-func lazyFile(path string) *lineWriter {
+// fileWriter is a writer for path whose file is opened, with flag
+// (os.O_APPEND or os.O_TRUNC) and created if need be, only when it is
+// first needed: by open, or when the first lines are flushed. Nothing is
+// created or emptied before then.
+func fileWriter(path string, flag int) *lineWriter {
 	lw := newLineWriter(path, nil, nil)
-	lw.opened = func() (*os.File, error) {
+	lw.opener = func() (*os.File, error) {
 		if dir := filepath.Dir(path); dir != "." {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
 		}
-		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, 0o644)
 	}
 	return lw
 }
 
-// appendFile opens path for appending (creating it if needed).
-func appendFile(path string) (*lineWriter, error) {
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
+// open opens the writer's file now, if it is not open yet.
+func (lw *lineWriter) open() error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.openLocked()
+}
+
+func (lw *lineWriter) openLocked() error {
+	if lw.err != nil || lw.opener == nil {
+		return lw.err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := lw.opener()
+	lw.opener = nil
 	if err != nil {
-		return nil, err
+		lw.err = err
+		return err
 	}
-	return newLineWriter(path, f, f), nil
+	lw.f, lw.w = f, f
+	return nil
 }
 
 // writeLine adds one line (without its newline).
@@ -92,14 +102,8 @@ func (lw *lineWriter) flushLocked() error {
 	if lw.err != nil || len(lw.buf) == 0 {
 		return lw.err
 	}
-	if lw.opened != nil {
-		f, err := lw.opened()
-		lw.opened = nil
-		if err != nil {
-			lw.err = err
-			return err
-		}
-		lw.f, lw.w = f, f
+	if err := lw.openLocked(); err != nil {
+		return err
 	}
 	if _, err := lw.w.Write(lw.buf); err != nil {
 		lw.err = fmt.Errorf("writing %s: %w", lw.name, err)
@@ -137,12 +141,12 @@ func (lw *lineWriter) count() int64 {
 
 // flushEvery flushes the writers every interval until stop is closed, so
 // that finished answers reach the file within a second whatever the rate.
-func flushEvery(interval time.Duration, stop <-chan struct{}, ws ...*lineWriter) {
-	t := time.NewTicker(interval)
+func flushEvery(clk clock.Clock, interval time.Duration, stop <-chan struct{}, ws ...*lineWriter) {
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.C():
 			for _, w := range ws {
 				if w != nil {
 					w.flush()
@@ -157,7 +161,7 @@ func flushEvery(interval time.Duration, stop <-chan struct{}, ws ...*lineWriter)
 // DefaultErrorsPath derives the errors file from the output file:
 // gen.jsonl -> gen.errors.jsonl.
 func DefaultErrorsPath(output string) string {
-	if output == "" || output == "-" {
+	if toStdout(output) {
 		return ""
 	}
 	ext := filepath.Ext(output)

@@ -1,17 +1,16 @@
 package infer
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/fleet"
 )
 
-// The progress display: one line every --progress-interval in a log, or a
+// The progress display: one line every --progress in a log, or a
 // live block on a terminal with a line per endpoint, and the summary at
 // the end.
 
@@ -24,7 +23,7 @@ type progress struct {
 }
 
 func newProgress(r *runner, interactive bool, est Estimator) *progress {
-	p := &progress{r: r, start: time.Now(), interactive: interactive, est: est}
+	p := &progress{r: r, start: r.clk.Now(), interactive: interactive, est: est}
 	p.inputLines.Store(-1)
 	return p
 }
@@ -43,46 +42,47 @@ func (p *progress) total() (int64, bool) {
 }
 
 func (p *progress) lines() []string {
-	now := time.Now()
+	now := p.r.clk.Now()
 	c := &p.r.c
 	ok, failed, skipped := c.ok.Load(), c.failed.Load(), c.skipped.Load()
 	done := ok + failed + skipped
 
 	var b strings.Builder
 	b.WriteString("answers ")
-	b.WriteString(thousands(done))
+	b.WriteString(cli.Thousands(done))
 	eta := "ETA -"
 	if total, known := p.total(); known && total > 0 {
-		fmt.Fprintf(&b, "/%s (%.1f%%)", thousands(total), 100*float64(done)/float64(total))
+		fmt.Fprintf(&b, "/%s (%.1f%%)", cli.Thousands(total), 100*float64(done)/float64(total))
 		if f, ok := p.est.Forecast(now, total-done); ok {
 			eta = formatForecast(f)
 		}
 	}
-	views := p.r.pool.view()
+	views := p.r.pool.View()
 	inflight, slots := 0, 0
 	for _, v := range views {
-		inflight += v.inflight
-		if v.state == stateReady {
-			slots += v.slots
+		inflight += v.Inflight
+		if v.State == fleet.StateReady {
+			slots += v.Slots
 		}
 	}
 	retrying := c.backingOff.Load() + int64(p.r.ready.len())
-	fmt.Fprintf(&b, " | ok %s failed %s retrying %s", thousands(ok), thousands(failed), thousands(retrying))
+	fmt.Fprintf(&b, " | ok %s failed %s retrying %s", cli.Thousands(ok), cli.Thousands(failed), cli.Thousands(retrying))
 	fmt.Fprintf(&b, " | in flight %d/%d | %s tok/s | %s | %s", inflight, slots,
-		thousands(int64(c.tokenRate.rate(now, time.Minute))), eta, shortDuration(now.Sub(p.start)))
+		cli.Thousands(int64(c.tokenRate.Rate(now, time.Minute))), eta, cli.ShortDuration(now.Sub(p.start)))
 	out := []string{b.String()}
 	if !p.interactive {
 		return out
 	}
 	width := 0
 	for _, v := range views {
-		width = max(width, len(v.name))
+		width = max(width, len(v.Name))
 	}
+	eps := p.r.pool.Endpoints()
 	for i, v := range views {
-		st := &p.r.pool.eps[i].stats
+		st := eps[i].Stats()
 		out = append(out, fmt.Sprintf("  %-*s  %-8s %4d/%-4d %8s tok/s  ok %s  failed %s",
-			width, v.name, v.state, v.inflight, v.slots, thousands(int64(st.rate.rate(now, time.Minute))),
-			thousands(st.ok.Load()), thousands(st.failures.Load())))
+			width, v.Name, v.State, v.Inflight, v.Slots, cli.Thousands(int64(st.Rate.Rate(now, time.Minute))),
+			cli.Thousands(st.OK.Load()), cli.Thousands(st.Failures.Load())))
 	}
 	return out
 }
@@ -91,25 +91,25 @@ func (p *progress) lines() []string {
 func summaryLines(name string, s Summary, outName string) []string {
 	var lines []string
 	read := fmt.Sprintf("read %s records: %s prompts, %s rejected, %s duplicates",
-		thousands(s.Read), thousands(s.Prompts), thousands(s.Rejected), thousands(s.Duplicates))
+		cli.Thousands(s.Read), cli.Thousands(s.Prompts), cli.Thousands(s.Rejected), cli.Thousands(s.Duplicates))
 	lines = append(lines, read)
-	ans := fmt.Sprintf("answers %s", thousands(s.Answers))
+	ans := fmt.Sprintf("answers %s", cli.Thousands(s.Answers))
 	if s.Samples > 1 {
 		ans += fmt.Sprintf(" (%d samples each)", s.Samples)
 	}
-	ans += fmt.Sprintf(": ok %s, failed %s, skipped %s (already in %s)", thousands(s.OK), thousands(s.Failed), thousands(s.Skipped), outName)
+	ans += fmt.Sprintf(": ok %s, failed %s, skipped %s (already in %s)", cli.Thousands(s.OK), cli.Thousands(s.Failed), cli.Thousands(s.Skipped), outName)
 	if s.NotDone > 0 {
-		ans += fmt.Sprintf(", not done %s (run again with --resume)", thousands(s.NotDone))
+		ans += fmt.Sprintf(", not done %s (run again with --resume)", cli.Thousands(s.NotDone))
 	}
-	ans += fmt.Sprintf("; %s retries", thousands(s.Retries))
+	ans += fmt.Sprintf("; %s retries", cli.Thousands(s.Retries))
 	lines = append(lines, ans)
 	rate := 0.0
 	if s.Wall > 0 {
 		rate = float64(s.CompletionTokens) / s.Wall.Seconds()
 	}
 	lines = append(lines, fmt.Sprintf("tokens: %s prompt, %s completion in %s (%s tok/s); finish stop %s, length %s, other %s",
-		thousands(s.PromptTokens), thousands(s.CompletionTokens), shortDuration(s.Wall), thousands(int64(rate)),
-		thousands(s.FinishStop), thousands(s.FinishLength), thousands(s.FinishOther)))
+		cli.Thousands(s.PromptTokens), cli.Thousands(s.CompletionTokens), cli.ShortDuration(s.Wall), cli.Thousands(int64(rate)),
+		cli.Thousands(s.FinishStop), cli.Thousands(s.FinishLength), cli.Thousands(s.FinishOther)))
 	var total int64
 	for _, e := range s.Endpoints {
 		total += e.OK
@@ -120,7 +120,7 @@ func summaryLines(name string, s Summary, outName string) []string {
 			share = 100 * float64(e.OK) / float64(total)
 		}
 		line := fmt.Sprintf("  %s: %5.1f%% of answers (%s ok, %s failed attempts, %s tokens, %d slots)",
-			e.Name, share, thousands(e.OK), thousands(e.Failures), thousands(e.CompletionTokens), e.Slots)
+			e.Name, share, cli.Thousands(e.OK), cli.Thousands(e.Failures), cli.Thousands(e.CompletionTokens), e.Slots)
 		switch {
 		case e.Ejections == 1:
 			line += ", taken out of service once"
@@ -133,91 +133,4 @@ func summaryLines(name string, s Summary, outName string) []string {
 		lines[i] = name + ": " + lines[i]
 	}
 	return lines
-}
-
-// countInputLines counts the lines of plain JSONL input files, cheaply,
-// for the progress total; -1 when any input is stdin, compressed, Parquet
-// or a JSON array (whose records are not lines).
-func countInputLines(names []string) int64 {
-	if len(names) == 0 {
-		return -1
-	}
-	var total int64
-	buf := make([]byte, 1<<20)
-	for _, name := range names {
-		if name == "-" {
-			return -1
-		}
-		n, ok := countLines(name, buf)
-		if !ok {
-			return -1
-		}
-		total += n
-	}
-	return total
-}
-
-func countLines(name string, buf []byte) (int64, bool) {
-	f, err := os.Open(name)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	var n int64
-	first, last := true, byte('\n')
-	for {
-		k, err := f.Read(buf)
-		if k > 0 {
-			if first {
-				first = false
-				head := bytes.TrimLeft(buf[:k], " \t\r\n\xef\xbb\xbf")
-				if len(head) > 0 && head[0] != '{' {
-					return 0, false // compressed, Parquet, an array, or not JSONL
-				}
-			}
-			n += int64(bytes.Count(buf[:k], []byte{'\n'}))
-			last = buf[k-1]
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, false
-		}
-	}
-	if last != '\n' {
-		n++
-	}
-	return n, true
-}
-
-// thousands writes n with thousands separators: 654,676.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// shortDuration writes d as 19h02m, 4m05s or 12.3s.
-func shortDuration(d time.Duration) string {
-	switch {
-	case d >= time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
-	case d >= time.Minute:
-		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
-	}
-	return fmt.Sprintf("%.1fs", d.Seconds())
 }

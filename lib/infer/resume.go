@@ -125,27 +125,36 @@ func scanDone(path string, redoLength bool, l *ledger, warn func(string, ...any)
 	return info, nil
 }
 
-// prepareOutput checks the output file before a run. Without resume an
-// existing non-empty file is refused; with resume a partial last line is
-// cut off and the answers in the file are marked done.
-func prepareOutput(path string, resume, redoLength bool, l *ledger, warn func(string, ...any)) (resumeInfo, error) {
+// checkOutput refuses, before anything is written, an output file that
+// the run would overwrite: one that is not a regular file, or one that is
+// not empty, unless resume continues it or force replaces it.
+func checkOutput(path string, resume, force bool) error {
 	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() > 0 && !resume && !force {
+		return errOutputExists
+	}
+	return nil
+}
+
+var errOutputExists = errors.New("output exists")
+
+// resumeOutput readies the output file at path to be continued: a
+// partial last line is cut off and the answers in the file are marked
+// done in l. A file that does not exist yet has nothing done.
+func resumeOutput(path string, redoLength bool, l *ledger, warn func(string, ...any)) (resumeInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return resumeInfo{}, nil
 	}
-	if err != nil {
-		return resumeInfo{}, err
-	}
-	if !st.Mode().IsRegular() {
-		return resumeInfo{}, fmt.Errorf("%s is not a regular file", path)
-	}
-	if !resume {
-		if st.Size() > 0 {
-			return resumeInfo{}, errOutputExists
-		}
-		return resumeInfo{}, nil
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return resumeInfo{}, err
 	}
@@ -163,5 +172,3 @@ func prepareOutput(path string, resume, redoLength bool, l *ledger, warn func(st
 	info.Repaired = cut
 	return info, err
 }
-
-var errOutputExists = errors.New("output exists")

@@ -1,92 +1,88 @@
 package infer
 
 import (
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
-	"tokenmill/lib/openai"
-	"tokenmill/lib/record"
+	"tokenmill/lib/clock"
+	"tokenmill/lib/fleet"
 )
 
-// The retry policy. A failed attempt is one of:
-//   - down: the connection was refused; the endpoint is taken out of
-//     service and the request, never sent, goes elsewhere without using
-//     up an attempt;
-//   - retriable: connection errors, timeouts, 408, 429, 5xx, a malformed
-//     answer, finish_reason "abort": tried again on another endpoint after
-//     an exponential backoff with jitter, up to --retries times;
-//   - permanent: other 4xx (400, 404, 413, 422...): the server will say the
-//     same again, so the prompt goes straight to the errors file with the
-//     server's message;
-//   - fatal: 401 and 403, a wrong or missing API key: every request would
-//     fail the same way, so the run stops.
+// The retry policy, on fleet's classes of failure: a refused connection
+// (the request was never sent) goes elsewhere at once without using up an
+// attempt; other retriable failures are tried again on another endpoint
+// after an exponential backoff with jitter, up to --retries times;
+// permanent failures go straight to the errors file; a fatal one stops
+// the run.
 
-type failure struct {
-	status    int // HTTP status; 0 when there was no answer
-	message   string
-	retriable bool
-	down      bool // could not connect: no attempt used
-	blame     bool // counts toward taking the endpoint out of service
-	fatal     bool
+// retry schedules another attempt of j after f, if f allows one, and
+// reports whether it did.
+func (r *runner) retry(j *job, f *fleet.Failure) bool {
+	if !f.Retriable || (!f.Down && j.attempts > r.cfg.Retries) {
+		return false
+	}
+	r.c.retries.Add(1)
+	var wait time.Duration
+	if !f.Down {
+		wait = r.backoff.delay(j.attempts)
+	}
+	r.c.backingOff.Add(1)
+	r.retries.after(r.clk, wait, func() {
+		r.c.backingOff.Add(-1)
+		r.ready.push(j)
+	})
+	return true
 }
 
-func (f *failure) Error() string {
-	if f.status != 0 {
-		return fmt.Sprintf("HTTP %d: %s", f.status, f.message)
-	}
-	return f.message
+// retryTimers are the backoffs under way, so that the end of a run can
+// stop them: a retry due after the run has ended must not fire into it.
+type retryTimers struct {
+	mu      sync.Mutex
+	pending map[*retryTimer]struct{}
+	stopped bool
 }
 
-// classifyTransport sorts an error from the HTTP client.
-func classifyTransport(err error, timeout time.Duration) *failure {
-	var de *dialError
-	switch {
-	case errors.As(err, &de):
-		return &failure{message: de.Error(), retriable: true, down: true, blame: true}
-	case errors.Is(err, fasthttp.ErrTimeout):
-		return &failure{message: fmt.Sprintf("no answer within %v (--request-timeout)", timeout), retriable: true, blame: true}
-	case errors.Is(err, fasthttp.ErrConnectionClosed):
-		return &failure{message: "the server closed the connection before answering", retriable: true, blame: true}
+type retryTimer struct{ t clock.Timer }
+
+// after calls f once d has passed, unless stop comes first.
+func (rt *retryTimers) after(clk clock.Clock, d time.Duration, f func()) {
+	e := &retryTimer{}
+	rt.mu.Lock()
+	if rt.stopped {
+		rt.mu.Unlock()
+		return
 	}
-	return &failure{message: "connection failed: " + err.Error(), retriable: true, blame: true}
+	if rt.pending == nil {
+		rt.pending = map[*retryTimer]struct{}{}
+	}
+	rt.pending[e] = struct{}{}
+	rt.mu.Unlock()
+	t := clk.AfterFunc(d, func() {
+		rt.mu.Lock()
+		_, live := rt.pending[e]
+		delete(rt.pending, e)
+		rt.mu.Unlock()
+		if live {
+			f()
+		}
+	})
+	rt.mu.Lock()
+	e.t = t
+	rt.mu.Unlock()
 }
 
-// classifyStatus sorts a non-200 answer; the message is the server's own.
-func classifyStatus(status int, body []byte) *failure {
-	f := &failure{status: status, message: openai.ErrorMessage(body)}
-	if f.message == "" {
-		f.message = fasthttp.StatusMessage(status)
+// stop cancels every backoff under way.
+func (rt *retryTimers) stop() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.stopped = true
+	for e := range rt.pending {
+		if e.t != nil {
+			e.t.Stop()
+		}
+		delete(rt.pending, e)
 	}
-	switch {
-	case status == fasthttp.StatusUnauthorized || status == fasthttp.StatusForbidden:
-		f.fatal = true
-	case status == fasthttp.StatusRequestTimeout || status == fasthttp.StatusTooManyRequests || status == fasthttp.StatusServiceUnavailable:
-		f.retriable = true // busy, not broken
-	case status >= 500:
-		f.retriable, f.blame = true, true
-	}
-	return f
-}
-
-// classifyAnswer checks a parsed 200 answer: "abort" is retried, unless
-// the server said with a 4xx status why it refused the request.
-func classifyAnswer(c *openai.Completion) *failure {
-	if c.FinishReason != record.FinishAbort {
-		return nil
-	}
-	msg := "the server aborted the request (finish_reason abort)"
-	if c.AbortMessage != "" {
-		msg += ": " + c.AbortMessage
-	}
-	if c.AbortStatus >= 400 && c.AbortStatus < 500 && c.AbortStatus != fasthttp.StatusTooManyRequests && c.AbortStatus != fasthttp.StatusRequestTimeout {
-		return &failure{status: c.AbortStatus, message: msg}
-	}
-	return &failure{message: msg, retriable: true, blame: true}
 }
 
 // backoff is exponential with jitter: attempt n waits between half and

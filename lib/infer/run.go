@@ -1,41 +1,76 @@
 package infer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
+	"tokenmill/lib/cli"
+	"tokenmill/lib/clock"
+	"tokenmill/lib/fleet"
+	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
-	"tokenmill/lib/record"
 )
 
-// runner moves answers from the input to the output: a reader goroutine
-// turns records into jobs on a small bounded channel (so memory stays
-// bounded whatever the input size), one dispatcher hands each job to a
-// free slot chosen by the pool, and one goroutine per request in flight
-// sends it and files the outcome.
+// Run generates. Its steps come in an order that keeps every promise to
+// the user's files: every refusal comes before anything is written; the
+// output's partial tail is cut only once nothing else can refuse the
+// run; and no file is created, emptied or removed until a server is
+// ready. Whatever step returns, close ends every goroutine the run
+// started and closes every file it opened.
+func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
+	r, err := c.plan(env)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if err := r.prepareOutput(); err != nil {
+		return err
+	}
+	if err := r.startFleet(ctx); err != nil {
+		return err
+	}
+	if err := r.openFiles(); err != nil {
+		return err
+	}
+	r.discoverModel()
+	start := r.clk.Now()
+	r.generate(ctx)
+	return r.summarise(ctx, r.clk.Now().Sub(start))
+}
+
+// runner is one run: it moves answers from the input to the output. A
+// reader goroutine turns records into jobs on a small bounded channel (so
+// memory stays bounded whatever the input size), one dispatcher hands
+// each job to a free slot chosen by the pool, and a worker per request in
+// flight sends it and files the outcome.
 type runner struct {
 	cfg     *Generate
-	b       *builder
-	pool    *pool
-	c       counters
+	env     *cli.Env
+	clk     clock.Clock
+	log     *logSink
+	logf    func(format string, args ...any)
+	targets []fleet.Target
+	b       *openai.Builder
+	outName string // "stdout" or -o
+	errPath string // "" for none
+	ledger  *ledger
+
 	out     *lineWriter
 	errs    *lineWriter // nil: failures are only counted and reported
 	rejects *jsonl.Rejects
-	ledger  *ledger
-	backoff *backoff
-	logf    func(format string, args ...any)
-	parse   func([]byte) (openai.Completion, error)
+	pool    *fleet.Pool
 	model   string
 	eta     Estimator
+	backoff *backoff
+	retries retryTimers
+	c       counters
 
 	input       chan *job
 	ready       *readyQueue
@@ -51,6 +86,316 @@ type runner struct {
 
 	shownDup, shownFail atomic.Int64
 	bufs                sync.Pool
+
+	// cleanup undoes the steps taken so far, last first (see close).
+	cleanup []func()
+}
+
+// plan checks the flags and the files named, refusing what the run
+// cannot do before it touches anything.
+func (c *Generate) plan(env *cli.Env) (*runner, error) {
+	targets, b, err := c.usage()
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{
+		cfg: c, env: env, clk: clock.Or(c.clock), log: &logSink{env: env}, targets: targets, b: b,
+		outName: "stdout", ledger: newLedger(), ready: newReadyQueue(),
+		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
+	}
+	r.logf = r.log.Logf
+	r.errPath = c.Errors
+	if r.errPath == "" {
+		r.errPath = DefaultErrorsPath(c.Output)
+	}
+	if err := refuseCollisions(c.Output, r.errPath, c.Rejects); err != nil {
+		return nil, err
+	}
+	if !toStdout(c.Output) {
+		r.outName = c.Output
+		err := checkOutput(c.Output, c.Resume, c.Force)
+		if errors.Is(err, errOutputExists) {
+			return nil, cli.Usagef("%s already exists and is not empty: add --resume to continue it (answers already in it are skipped), --force to replace it, or choose another -o", c.Output)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// refuseCollisions refuses two of -o, --errors and --rejects naming the
+// same file (or both stdout): one would overwrite the other.
+func refuseCollisions(output, errPath, rejects string) error {
+	type sink struct{ flag, path string } // path "" for stdout
+	var sinks []sink
+	if toStdout(output) {
+		sinks = append(sinks, sink{"-o", ""})
+	} else {
+		sinks = append(sinks, sink{"-o", output})
+	}
+	if errPath != "" {
+		sinks = append(sinks, sink{"--errors", errPath})
+	}
+	switch rejects {
+	case "":
+	case "-":
+		sinks = append(sinks, sink{"--rejects", ""})
+	default:
+		sinks = append(sinks, sink{"--rejects", rejects})
+	}
+	for i, a := range sinks {
+		for _, b := range sinks[i+1:] {
+			if (a.path == "" && b.path == "") || (a.path != "" && b.path != "" && sameFile(a.path, b.path)) {
+				return cli.Usagef("%s and %s name the same file", a.flag, b.flag)
+			}
+		}
+	}
+	return nil
+}
+
+// sameFile tells whether a and b are one file: the same name, or two
+// names of one existing file.
+func sameFile(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	if aa, err := filepath.Abs(a); err == nil {
+		if ab, err := filepath.Abs(b); err == nil && aa == ab {
+			return true
+		}
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// onClose adds f to what close undoes.
+func (r *runner) onClose(f func()) { r.cleanup = append(r.cleanup, f) }
+
+// close is the run's one way out: it stops what the steps started and
+// closes what they opened, last first. It is safe after any step.
+func (r *runner) close() {
+	for i := len(r.cleanup) - 1; i >= 0; i-- {
+		r.cleanup[i]()
+	}
+	r.cleanup = nil
+}
+
+// prepareOutput readies -o: continued (--resume: its partial last line cut,
+// its answers marked done), replaced (--force) or new. The file is opened
+// by openFiles.
+func (r *runner) prepareOutput() error {
+	c := r.cfg
+	if toStdout(c.Output) {
+		r.out = newLineWriter("stdout", r.env.Stdout, nil)
+		return nil
+	}
+	flag := os.O_APPEND
+	if c.Force {
+		flag = os.O_TRUNC
+	}
+	r.out = fileWriter(c.Output, flag)
+	r.onClose(func() { r.out.close() })
+	if !c.Resume {
+		return nil
+	}
+	info, err := resumeOutput(c.Output, c.RedoLength, r.ledger, r.logf)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("resuming %s: %s answers already done", c.Output, cli.Thousands(info.Answers))
+	if c.RedoLength {
+		msg += fmt.Sprintf(", %s cut short by length to redo", cli.Thousands(info.Length))
+	}
+	if info.Unreadable > 0 {
+		msg += fmt.Sprintf(", %s lines ignored", cli.Thousands(info.Unreadable))
+	}
+	r.logf("%s", msg)
+	return nil
+}
+
+// startFleet starts probing the endpoints and waits for one to be ready.
+func (r *runner) startFleet(ctx context.Context) error {
+	c := r.cfg
+	poolCtx, cancelPool := context.WithCancel(context.Background())
+	r.pool = fleet.NewPool(poolCtx, r.targets, fleet.Config{
+		APIKey: c.APIKey, FixedSlots: c.Concurrency, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
+		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
+		Policy: c.Policy, Logf: r.logf, Clock: r.clk,
+	})
+	r.onClose(func() {
+		cancelPool()
+		r.pool.Close()
+	})
+	r.pool.Start()
+	return r.pool.WaitReady(ctx, c.WaitReady)
+}
+
+// openFiles creates the run's files, now that it can go ahead: -o (or
+// opens it to append), the rejects file, and, lazily, the errors file,
+// after the previous run's errors file is removed: it lists this run's
+// failures alone, and the previous run's are tried again.
+func (r *runner) openFiles() error {
+	if err := r.out.open(); err != nil {
+		return err
+	}
+	if r.errPath != "" {
+		if err := os.Remove(r.errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the previous errors file: %w", err)
+		}
+		r.errs = fileWriter(r.errPath, os.O_TRUNC)
+		r.onClose(func() { r.errs.close() })
+	}
+	rejects, err := jsonl.OpenRejects(r.env, r.cfg.Rejects)
+	if err != nil {
+		return err
+	}
+	r.rejects = rejects
+	r.onClose(func() { r.rejects.Close() })
+	return nil
+}
+
+// discoverModel names the model the requests and records carry: --model,
+// or the first one /v1/models lists.
+func (r *runner) discoverModel() {
+	r.model = r.cfg.Model
+	if r.model != "" {
+		return
+	}
+	if r.model = r.pool.DiscoverModel(); r.model == "" {
+		r.model = "default"
+		r.logf("/v1/models names no model; sending model %q (set --model)", r.model)
+	}
+	r.b.SetModel(r.model)
+}
+
+// generate reads the input and sends every answer, until all are done,
+// the run is interrupted or something fatal happens; then it lets the
+// answers in flight land (for --grace when interrupted).
+func (r *runner) generate(ctx context.Context) {
+	c := r.cfg
+	maxTokens := 0
+	if c.MaxTokens != nil {
+		maxTokens = *c.MaxTokens
+	}
+	r.eta = NewEstimator(time.Minute, maxTokens)
+	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	r.cancelRun = cancelRun
+	r.startReporting(ctx, runCtx)
+	r.onClose(func() {
+		cancelRun(nil)
+		r.retries.stop()
+		close(r.workDone)
+	})
+
+	stopFlush := make(chan struct{})
+	flushed := make(chan struct{})
+	go func() {
+		flushEvery(r.clk, c.FlushInterval, stopFlush, r.out, r.errs)
+		close(flushed)
+	}()
+	rd := jsonl.NewReader(c.Inputs, r.env.Stdin, jsonl.Options{})
+	readerExit := make(chan struct{})
+	go func() {
+		r.read(runCtx, rd)
+		close(readerExit)
+	}()
+
+	if err := r.dispatch(runCtx); err != nil {
+		r.fatal(err)
+	}
+	if runCtx.Err() != nil {
+		r.stopping.Store(true)
+		r.drain(c.Grace)
+	}
+	r.inflight.Wait()
+	cancelRun(nil)
+	select {
+	case <-readerExit:
+		rd.Close()
+	case <-time.After(time.Second): // blocked on a terminal's stdin, which cannot be interrupted: nothing more is read
+	}
+	close(stopFlush)
+	<-flushed
+}
+
+// startReporting starts what shows the run while it goes: the progress
+// display, the count of the input's lines behind its total, and the
+// metrics endpoint. close stops them.
+func (r *runner) startReporting(ctx, runCtx context.Context) {
+	c := r.cfg
+	prog := newProgress(r, r.env.Interactive, r.eta)
+	counted := make(chan struct{})
+	go func() {
+		prog.inputLines.Store(forecast.CountInputLines(runCtx, c.Inputs))
+		close(counted)
+	}()
+	cp := cli.StartProgress(ctx, r.env, c.Progress, prog.lines)
+	r.log.p.Store(cp)
+	r.onClose(func() {
+		<-counted
+		cp.Stop()
+		r.log.p.Store(nil)
+	})
+	if c.MetricsAddr == "" {
+		return
+	}
+	stop, addr, err := serveMetrics(c.MetricsAddr, newMetrics(r))
+	if err != nil {
+		r.logf("--metrics-addr: %v (going on without metrics)", err)
+		return
+	}
+	r.logf("metrics at http://%s/metrics", addr)
+	r.onClose(stop)
+}
+
+// summarise closes the files, prints the summary and says how the run
+// ended.
+func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
+	if p := r.log.p.Load(); p != nil {
+		p.Stop()
+		r.log.p.Store(nil)
+	}
+	werr := r.out.close()
+	if r.errs != nil {
+		if err := r.errs.close(); werr == nil {
+			werr = err
+		}
+	}
+	rerr := r.rejects.Close()
+	s := r.summary(wall)
+	for _, line := range summaryLines(r.env.Name, s, r.outName) {
+		fmt.Fprintln(r.env.Stderr, line)
+	}
+	switch {
+	case r.fatalErr != nil:
+		return r.fatalErr
+	case werr != nil:
+		return werr
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case rerr != nil && !errors.Is(rerr, cli.ErrRejects):
+		return rerr
+	case s.Failed > 0:
+		return fmt.Errorf("%d answers failed (see %s): %w", s.Failed, r.errPath, cli.ErrRejects)
+	}
+	return rerr
+}
+
+// logSink sends diagnostics above the live progress block once it runs.
+type logSink struct {
+	env *cli.Env
+	p   atomic.Pointer[cli.Progress]
+}
+
+func (l *logSink) Logf(format string, args ...any) {
+	if p := l.p.Load(); p != nil {
+		p.Logf(format, args...)
+		return
+	}
+	l.env.Logf(format, args...)
 }
 
 // reportLimit is how many duplicates and failures are described on
@@ -66,335 +411,20 @@ func (r *runner) fatal(err error) {
 	})
 }
 
-// read feeds the input's records to r.input until EOF or ctx ends.
-func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
-	defer close(r.input)
-	defer r.readerDone.Store(true)
-	for ctx.Err() == nil {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			if !isInputError(err) {
-				r.fatal(err)
-				return
-			}
-			r.c.read.Add(1)
-			if werr := r.rejects.Input(err); werr != nil {
-				r.fatal(fmt.Errorf("rejects file: %w", werr))
-				return
-			}
-			continue
-		}
-		r.c.read.Add(1)
-		if !r.take(ctx, rec) {
-			return
-		}
-	}
-}
-
-func isInputError(err error) bool {
-	var ie *jsonl.InputError
-	return errors.As(err, &ie)
-}
-
-// take turns one record into its jobs; false when the run is stopping.
-func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
-	raw := bytes.Clone(rec.Data)
-	reject := func(reason, detail string) bool {
-		if err := r.rejects.Add(jsonl.Record{Data: raw, File: rec.File, Line: rec.Line}, reason, detail); err != nil {
-			r.fatal(fmt.Errorf("rejects file: %w", err))
-			return false
-		}
-		return true
-	}
-	var p record.Prompt
-	if err := record.Decode(raw, &p); err != nil {
-		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] != '{' {
-			return reject(jsonl.ReasonNotObject, "a record must be a JSON object")
-		}
-		return reject(jsonl.ReasonMalformedJSON, err.Error())
-	}
-	if p.ID.IsZero() {
-		return reject(ReasonNoID, `no "id" (extract and dedup give every record one)`)
-	}
-	paramSeed, err := r.b.check(&p)
-	if err != nil {
-		var pe *promptError
-		if errors.As(err, &pe) {
-			return reject(pe.reason, pe.detail)
-		}
-		return reject(ReasonBadParams, err.Error())
-	}
-	first, err := r.b.body(&p, paramSeed, p.Sample)
-	if err != nil {
-		return reject(ReasonBadParams, err.Error())
-	}
-	prompt, err := stripOwnFields(raw)
-	if err != nil {
-		return reject(jsonl.ReasonMalformedJSON, err.Error())
-	}
-	if r.ledger.see(p.ID.Text) {
-		n := r.c.duplicates.Add(1)
-		if n <= reportLimit {
-			more := ""
-			if n == reportLimit {
-				more = " (further duplicates are counted, not shown)"
-			}
-			r.logf("%s:%d: duplicate id %q: generated once%s", rec.File, rec.Line, p.ID.Text, more)
-		}
-		return true
-	}
-	r.c.prompts.Add(1)
-	r.c.answers.Add(int64(r.cfg.Samples))
-	for k := 0; k < r.cfg.Samples; k++ {
-		sample := p.Sample + k
-		if r.ledger.done(p.ID.Text, sample) {
-			r.c.skipped.Add(1)
-			continue
-		}
-		body := first
-		if k > 0 {
-			if body, err = r.b.body(&p, paramSeed, sample); err != nil {
-				r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
-				return false
-			}
-		}
-		j := &job{prompt: prompt, id: p.ID.Text, sample: sample, body: body, file: rec.File, line: rec.Line}
-		r.outstanding.Add(1)
-		r.c.queued.Add(1)
-		select {
-		case r.input <- j:
-		case <-ctx.Done():
-			r.c.queued.Add(-1)
-			r.outstanding.Add(-1)
-			return false
-		}
-	}
-	return true
-}
-
-// next returns the next job to send: retries whose backoff is over first,
-// then new input. nil when everything is done or the run is stopping.
-func (r *runner) next(ctx context.Context) *job {
-	input := r.input
-	for {
-		if j := r.ready.pop(); j != nil {
-			return j
-		}
-		if input == nil && r.outstanding.Load() == 0 {
-			return nil
-		}
-		select {
-		case <-r.ready.notify:
-		case j, ok := <-input:
-			if !ok {
-				input = nil
-				continue
-			}
-			return j
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// dispatch sends jobs until all are done or ctx ends.
-func (r *runner) dispatch(ctx context.Context) error {
-	for {
-		j := r.next(ctx)
-		if j == nil {
-			return nil
-		}
-		ep, err := r.pool.acquire(ctx, j.last)
-		if err != nil {
-			if errors.Is(err, errAllDown) {
-				return err
-			}
-			return nil // interrupted: the job is not done, resume will redo it
-		}
-		r.c.queued.Add(-1)
-		r.inflight.Add(1)
-		r.hand(ep, j)
-	}
-}
-
-// task is one attempt for a worker to make.
-type task struct {
-	ep  *endpoint
-	job *job
-}
-
-// hand gives an attempt to an idle worker, or to a new one. Workers live
-// for the run, so their stacks have grown to what a request needs once,
-// instead of a fresh goroutine growing its stack for every request.
-func (r *runner) hand(ep *endpoint, j *job) {
+// drain lets the requests in flight finish for up to grace, then closes
+// their connections (the servers drop them; --resume redoes them).
+func (r *runner) drain(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		r.inflight.Wait()
+		close(done)
+	}()
 	select {
-	case r.work <- task{ep, j}:
-	default:
-		go r.worker(task{ep, j})
+	case <-done:
+	case <-r.clk.After(grace):
+		r.pool.AbortAll()
+		<-done
 	}
-}
-
-func (r *runner) worker(t task) {
-	for {
-		r.send(t.ep, t.job)
-		select {
-		case t = <-r.work:
-		case <-r.workDone:
-			return
-		}
-	}
-}
-
-// send makes one attempt of j on ep and files the outcome.
-func (r *runner) send(ep *endpoint, j *job) {
-	defer r.inflight.Done()
-	start := time.Now()
-	r.eta.Started(j, start)
-	c, f := r.attempt(ep, j)
-	r.eta.Ended(j, time.Now(), f == nil, c.CompletionTokens, c.FinishReason)
-	r.pool.release(ep)
-	if f == nil || !f.down {
-		j.attempts++
-	}
-	if f == nil {
-		r.pool.succeeded(ep)
-		r.succeed(ep, j, &c, time.Since(start))
-		return
-	}
-	if r.stopping.Load() {
-		// Not done; resume redoes it. Failures now are mostly the shutdown's
-		// own doing (connections closed after --grace), not the endpoint's.
-		return
-	}
-	ep.stats.failures.Add(1)
-	if f.fatal {
-		r.fatal(fmt.Errorf("%s refused the request (%v): check --api-key", ep.name, f))
-		return
-	}
-	if f.blame {
-		r.pool.failed(ep, f.down, f.Error())
-	}
-	j.last = ep
-	if f.retriable && (f.down || j.attempts <= r.cfg.Retries) {
-		r.c.retries.Add(1)
-		var wait time.Duration
-		if !f.down {
-			wait = r.backoff.delay(j.attempts)
-		}
-		r.c.backingOff.Add(1)
-		time.AfterFunc(wait, func() {
-			r.c.backingOff.Add(-1)
-			r.ready.push(j)
-		})
-		return
-	}
-	r.failJob(ep, j, f)
-}
-
-// attempt sends j to ep once.
-func (r *runner) attempt(ep *endpoint, j *job) (openai.Completion, *failure) {
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	setPost(req, ep.t, r.cfg.API.Path(), r.cfg.APIKey, j.body)
-	ep.stats.requests.Add(1)
-	if err := ep.gen.DoTimeout(req, resp, r.cfg.RequestTimeout); err != nil {
-		return openai.Completion{}, classifyTransport(err, r.cfg.RequestTimeout)
-	}
-	if status := resp.StatusCode(); status != fasthttp.StatusOK {
-		return openai.Completion{}, classifyStatus(status, resp.Body())
-	}
-	c, err := r.parse(resp.Body())
-	if err != nil {
-		return openai.Completion{}, &failure{status: fasthttp.StatusOK, message: err.Error(), retriable: true, blame: true}
-	}
-	if f := classifyAnswer(&c); f != nil {
-		return openai.Completion{}, f
-	}
-	return c, nil
-}
-
-func (r *runner) succeed(ep *endpoint, j *job, c *openai.Completion, latency time.Duration) {
-	model := c.Model
-	if model == "" {
-		model = r.model
-	}
-	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, FinishReason: c.FinishReason,
-		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
-		Model:    model,
-		Endpoint: ep.name, LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
-	}
-	buf := r.buffer()
-	line, err := generationLine(buf[:0], j.prompt, &out)
-	if err == nil {
-		err = r.out.writeLine(line)
-	}
-	r.bufs.Put(&line)
-	if err != nil {
-		r.fatal(err)
-		return
-	}
-	now := time.Now()
-	r.c.ok.Add(1)
-	r.c.promptTokens.Add(int64(c.PromptTokens))
-	r.c.completionTokens.Add(int64(c.CompletionTokens))
-	r.c.cachedTokens.Add(int64(c.CachedTokens))
-	r.c.finishReason(c.FinishReason)
-	r.c.tokenRate.add(now, int64(c.CompletionTokens))
-	r.c.answerRate.add(now, 1)
-	ep.stats.ok.Add(1)
-	ep.stats.promptTokens.Add(int64(c.PromptTokens))
-	ep.stats.completionTokens.Add(int64(c.CompletionTokens))
-	ep.stats.rate.add(now, int64(c.CompletionTokens))
-	r.finish()
-}
-
-// failJob writes j's error record.
-func (r *runner) failJob(ep *endpoint, j *job, f *failure) {
-	if n := r.shownFail.Add(1); n <= reportLimit {
-		more := ""
-		if n == reportLimit {
-			more = " (further failures are counted, not shown)"
-		}
-		what := "failed"
-		if f.retriable {
-			what = fmt.Sprintf("failed after %d attempts", j.attempts)
-		}
-		r.logf("%s:%d: id %q sample %d %s: %v%s", j.file, j.line, j.id, j.sample, what, f, more)
-	}
-	r.c.failed.Add(1)
-	r.c.answerRate.add(time.Now(), 1)
-	if r.errs != nil {
-		e := record.Error{Status: f.status, Message: f.message, Attempts: j.attempts, Endpoint: ep.name, Retriable: f.retriable, Sample: j.sample}
-		buf := r.buffer()
-		line, err := errorLine(buf[:0], j.prompt, &e)
-		if err == nil {
-			err = r.errs.writeLine(line)
-		}
-		r.bufs.Put(&line)
-		if err != nil {
-			r.fatal(err)
-			return
-		}
-	}
-	r.finish()
-}
-
-func (r *runner) finish() {
-	r.outstanding.Add(-1)
-	r.ready.wake()
-}
-
-func (r *runner) buffer() []byte {
-	if b, ok := r.bufs.Get().(*[]byte); ok {
-		return *b
-	}
-	return make([]byte, 0, 8<<10)
 }
 
 // summary gathers the final figures.
@@ -407,11 +437,12 @@ func (r *runner) summary(wall time.Duration) Summary {
 		FinishOther: r.c.finishOther.Load(), Wall: wall,
 	}
 	s.NotDone = s.Answers - s.Skipped - s.OK - s.Failed
-	for i, v := range r.pool.view() {
-		st := &r.pool.eps[i].stats
+	eps := r.pool.Endpoints()
+	for i, v := range r.pool.View() {
+		st := eps[i].Stats()
 		s.Endpoints = append(s.Endpoints, EndpointSummary{
-			Name: v.name, Requests: st.requests.Load(), OK: st.ok.Load(), Failures: st.failures.Load(),
-			Ejections: st.ejections.Load(), CompletionTokens: st.completionTokens.Load(), Slots: v.slots,
+			Name: v.Name, Requests: st.Requests.Load(), OK: st.OK.Load(), Failures: st.Failures.Load(),
+			Ejections: st.Ejections.Load(), CompletionTokens: st.CompletionTokens.Load(), Slots: v.Slots,
 		})
 	}
 	return s

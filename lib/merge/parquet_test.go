@@ -314,7 +314,7 @@ func TestParquetRefusals(t *testing.T) {
 		{"generation records", []string{"-o", pq}, cli.ExitUsage, "Parquet holds training records"},
 		{"the to-do list", []string{"--prompts", td("conv-prompts.jsonl"), "--missing", "-o", pq}, cli.ExitUsage, "Parquet holds training records"},
 		{"errors as Parquet", []string{"--to", "messages", "--errors", pq}, cli.ExitUsage, "not Parquet"},
-		{"an existing file", []string{"--to", "messages", "-o", existing}, cli.ExitFailure, "already exists"},
+		{"an existing file", []string{"--to", "messages", "-o", existing}, cli.ExitUsage, "already exists"},
 		{"a failed spill", []string{"--to", "messages", "--memory", "1KiB", "--temp-dir", filepath.Join(dir, "missing"), "-o", pq}, cli.ExitFailure, "spill file"},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/quantile"
 	"tokenmill/lib/record"
 )
@@ -445,22 +446,7 @@ func (t *table) write(b *strings.Builder) {
 }
 
 // num writes n with thousands separators.
-func num[T int | int64](n T) string {
-	s := strconv.FormatInt(int64(n), 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
+func num[T int | int64](n T) string { return cli.Thousands(n) }
 
 // numf writes a whole-valued float as num does.
 func numf(f float64) string { return num(int64(f)) }

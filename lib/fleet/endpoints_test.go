@@ -1,4 +1,4 @@
-package infer
+package fleet
 
 import (
 	"strings"
@@ -119,6 +119,33 @@ func FuzzParseEndpoints(f *testing.F) {
 			again, err := ParseEndpoints(tg.URL)
 			if err != nil || len(again) != 1 || again[0] != tg {
 				t.Fatalf("%q: %q does not parse back to itself: %v %+v", s, tg.URL, err, again)
+			}
+		}
+	})
+}
+
+// FuzzReadEndpointsFile: an accepted --endpoints-file lists URLs that,
+// written one per line, read back as the same endpoints.
+func FuzzReadEndpointsFile(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:30000-30007\n# gpu2\ngpu2:30000, gpu2:30001\n", "https://h:8443/sglang/v1 # tls\n", "\n\n#\n", "h:1-\n", "a:1\r\nb:2\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ts, err := ReadEndpointsFile(strings.NewReader(s), "fuzz")
+		if err != nil {
+			return
+		}
+		var urls []string
+		for _, tg := range ts {
+			urls = append(urls, tg.URL)
+		}
+		again, err := ReadEndpointsFile(strings.NewReader(strings.Join(urls, "\n")), "again")
+		if err != nil || len(again) != len(ts) {
+			t.Fatalf("%q gave %q, which reads back as %v, %v", s, urls, again, err)
+		}
+		for i := range ts {
+			if again[i] != ts[i] {
+				t.Fatalf("%q: %+v reads back as %+v", s, ts[i], again[i])
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package infer
+package openai
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
-	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )
 
@@ -23,32 +22,56 @@ const (
 func (a API) Path() string {
 	switch a {
 	case APICompletions:
-		return openai.PathCompletions
+		return PathCompletions
 	case APIGenerate:
-		return openai.PathGenerate
+		return PathGenerate
 	}
-	return openai.PathChat
+	return PathChat
 }
 
-// builder turns prompt records into request bodies. Settings are layered:
+// Parse reads a whole (not streamed) answer of the API.
+func (a API) Parse(body []byte) (Completion, error) {
+	switch a {
+	case APICompletions:
+		return ParseCompletion(body)
+	case APIGenerate:
+		return ParseGenerate(body)
+	}
+	return ParseChat(body)
+}
+
+// StreamKind is the shape of the API's streamed chunks.
+func (a API) StreamKind() StreamKind {
+	switch a {
+	case APICompletions:
+		return StreamCompletion
+	case APIGenerate:
+		return StreamGenerate
+	}
+	return StreamChat
+}
+
+// Builder turns prompt records into request bodies. Settings are layered:
 // the sampling flags, then --extra-body, then the record's own "params",
 // each overriding the one before; with a seed, sample k uses seed+k.
-type builder struct {
+type Builder struct {
 	api      API
 	model    string
-	sampling openai.Sampling
+	sampling Sampling
 	// extra is --extra-body; for /generate its "sampling_params" object is
 	// split out into extraSampling and merged into the sampling params.
 	extra         []byte
 	extraSampling []byte
 }
 
-func newBuilder(api API, model string, sampling openai.Sampling, extraBody []byte) (*builder, error) {
-	b := &builder{api: api, model: model, sampling: sampling}
+// NewBuilder builds requests of api for model (none for /generate) with
+// the sampling flags and --extra-body (a JSON object, or empty).
+func NewBuilder(api API, model string, sampling Sampling, extraBody []byte) (*Builder, error) {
+	b := &Builder{api: api, model: model, sampling: sampling}
 	if len(extraBody) == 0 {
 		return b, nil
 	}
-	if err := openai.ValidObject(extraBody); err != nil {
+	if err := ValidObject(extraBody); err != nil {
 		return nil, fmt.Errorf("--extra-body: %w", err)
 	}
 	if api != APIGenerate {
@@ -60,7 +83,7 @@ func newBuilder(api API, model string, sampling openai.Sampling, extraBody []byt
 		return nil, fmt.Errorf("--extra-body: %w", err)
 	}
 	if sp != nil {
-		if err := openai.ValidObject(sp); err != nil {
+		if err := ValidObject(sp); err != nil {
 			return nil, fmt.Errorf("--extra-body sampling_params: %w", err)
 		}
 		b.extraSampling = sp
@@ -73,57 +96,59 @@ func newBuilder(api API, model string, sampling openai.Sampling, extraBody []byt
 	return b, nil
 }
 
-// promptError is a record that cannot be turned into a request; its
-// reason becomes the reject reason.
-type promptError struct {
-	reason, detail string
+// SetModel names the model of the requests built from now on (the one a
+// server's /v1/models lists, when the flags named none).
+func (b *Builder) SetModel(model string) { b.model = model }
+
+// PromptError is a record that cannot be turned into a request; its
+// Reason becomes the reject reason.
+type PromptError struct {
+	Reason, Detail string
 }
 
-func (e *promptError) Error() string { return e.reason + ": " + e.detail }
+func (e *PromptError) Error() string { return e.Reason + ": " + e.Detail }
 
-// Reasons a prompt record is rejected for, besides the reader's.
+// Reasons a prompt record cannot be sent for.
 const (
-	ReasonNoID            = "no_id"
-	ReasonBadID           = "bad_id"
 	ReasonNoPrompt        = "no_prompt"
 	ReasonNoUserTurn      = "no_user_turn"
 	ReasonBadParams       = "bad_params"
 	ReasonNeedsPromptText = "needs_prompt_text"
 )
 
-// check tells whether p can be sent with this API, and reads the seed a
+// Check tells whether p can be sent with this API, and reads the seed a
 // record's params may set.
-func (b *builder) check(p *record.Prompt) (paramSeed *int64, err error) {
+func (b *Builder) Check(p *record.Prompt) (paramSeed *int64, err error) {
 	if !p.HasPrompt() {
-		return nil, &promptError{ReasonNoPrompt, `neither "messages" nor "prompt"`}
+		return nil, &PromptError{ReasonNoPrompt, `neither "messages" nor "prompt"`}
 	}
 	if b.api != APIChat && p.Prompt == nil {
-		return nil, &promptError{ReasonNeedsPromptText, fmt.Sprintf(`--api %s sends text: the record needs a "prompt" field (use --api chat for "messages")`, b.api)}
+		return nil, &PromptError{ReasonNeedsPromptText, fmt.Sprintf(`--api %s sends text: the record needs a "prompt" field (use --api chat for "messages")`, b.api)}
 	}
 	if b.api == APIChat && p.Prompt == nil {
 		last := p.Messages[len(p.Messages)-1].Role
 		if last != "user" && last != "tool" {
-			return nil, &promptError{ReasonNoUserTurn, fmt.Sprintf("the last message is a %q turn, not a user turn", last)}
+			return nil, &PromptError{ReasonNoUserTurn, fmt.Sprintf("the last message is a %q turn, not a user turn", last)}
 		}
 	}
 	if len(p.Params) > 0 {
-		if err := openai.ValidObject(p.Params); err != nil {
-			return nil, &promptError{ReasonBadParams, `"params" ` + err.Error()}
+		if err := ValidObject(p.Params); err != nil {
+			return nil, &PromptError{ReasonBadParams, `"params" ` + err.Error()}
 		}
 		var ps struct {
 			Seed *int64 `json:"seed"`
 		}
 		if err := json.Unmarshal(p.Params, &ps); err != nil {
-			return nil, &promptError{ReasonBadParams, `"params": ` + err.Error()}
+			return nil, &PromptError{ReasonBadParams, `"params": ` + err.Error()}
 		}
 		paramSeed = ps.Seed
 	}
 	return paramSeed, nil
 }
 
-// body builds the request body for sample of p. paramSeed is what check
+// Body builds the request body for sample of p. paramSeed is what Check
 // returned.
-func (b *builder) body(p *record.Prompt, paramSeed *int64, sample int) ([]byte, error) {
+func (b *Builder) Body(p *record.Prompt, paramSeed *int64, sample int) ([]byte, error) {
 	var seedOverride []byte
 	base := b.sampling.Seed
 	if paramSeed != nil {
@@ -140,31 +165,31 @@ func (b *builder) body(p *record.Prompt, paramSeed *int64, sample int) ([]byte, 
 	case APIGenerate:
 		return b.generateBody(p, seedOverride)
 	case APICompletions:
-		head, err := json.Marshal(openai.CompletionRequest{Model: b.model, Prompt: *p.Prompt, Sampling: b.sampling})
+		head, err := json.Marshal(CompletionRequest{Model: b.model, Prompt: *p.Prompt, Sampling: b.sampling})
 		if err != nil {
 			return nil, err
 		}
-		return openai.Merge(head, b.extra, p.Params, seedOverride)
+		return Merge(head, b.extra, p.Params, seedOverride)
 	}
-	req := openai.ChatRequest{Model: b.model, Sampling: b.sampling}
+	req := ChatRequest{Model: b.model, Sampling: b.sampling}
 	if p.Prompt != nil && len(p.Messages) == 0 {
-		req.Messages = []openai.Message{{Role: "user", Content: *p.Prompt}}
+		req.Messages = []Message{{Role: "user", Content: *p.Prompt}}
 	} else {
-		req.Messages = make([]openai.Message, len(p.Messages))
+		req.Messages = make([]Message, len(p.Messages))
 		for i, m := range p.Messages {
-			req.Messages[i] = openai.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls}
+			req.Messages[i] = Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls}
 		}
 	}
 	head, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	return openai.Merge(head, b.extra, p.Params, seedOverride)
+	return Merge(head, b.extra, p.Params, seedOverride)
 }
 
-func (b *builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, error) {
+func (b *Builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, error) {
 	s := b.sampling
-	sp, err := json.Marshal(openai.GenerateSampling{MaxNewTokens: s.MaxTokens, Temperature: s.Temperature, TopP: s.TopP, SamplingSeed: s.Seed, Stop: s.Stop})
+	sp, err := json.Marshal(GenerateSampling{MaxNewTokens: s.MaxTokens, Temperature: s.Temperature, TopP: s.TopP, SamplingSeed: s.Seed, Stop: s.Stop})
 	if err != nil {
 		return nil, err
 	}
@@ -172,13 +197,13 @@ func (b *builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	if sp, err = openai.Merge(sp, b.extraSampling, params, seedOverride); err != nil {
+	if sp, err = Merge(sp, b.extraSampling, params, seedOverride); err != nil {
 		return nil, err
 	}
 	head := append([]byte(`{"text":`), json.Escape(*p.Prompt)...)
 	head = append(head, `,"sampling_params":`...)
 	head = append(append(head, sp...), '}')
-	return openai.Merge(head, b.extra)
+	return Merge(head, b.extra)
 }
 
 // nativeParams renames a record's OpenAI-style params to /generate's
@@ -193,7 +218,7 @@ func nativeParams(params []byte) ([]byte, error) {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = json.AppendEscape(out, openai.NativeSamplingName(key), 0)
+		out = json.AppendEscape(out, NativeSamplingName(key), 0)
 		out = append(out, ':')
 		out = append(out, value...)
 		return nil

@@ -1,19 +1,21 @@
-package infer
+// Package bench is `infer bench`: it measures the fleet's saturation
+// curve before a run, names the knee, recommends --concurrency and
+// forecasts the run's wall time. It talks to the servers through
+// lib/fleet and forecasts with lib/forecast, as the run itself does.
+package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"tokenmill/lib/cli"
-	"tokenmill/lib/jsonl"
+	"tokenmill/lib/clock"
+	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
-	"tokenmill/lib/record"
 )
 
 // Bench is `infer bench`: it measures the fleet's saturation curve
@@ -25,7 +27,7 @@ import (
 type Bench struct {
 	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files to take sample prompts from (the first --sample usable records; JSONL, JSON array or Parquet, plain, gzip or zstd; - is stdin). None: prompts are generated, --prompt-tokens long."`
 
-	serverFlags `embed:""`
+	fleet.ServerFlags `embed:""`
 
 	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's max_running_requests."`
 	Duration     time.Duration `default:"30s" help:"Measured time per level, after the warm-up."`
@@ -43,10 +45,13 @@ type Bench struct {
 	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
 	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to answer /health."`
 	TimeScale float64       `default:"1" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
+
+	// clock is the bench's time; nil: the real clock. Tests set it.
+	clock clock.Clock
 }
 
-// BenchDescription is the bench's --help text.
-const BenchDescription = `Measure the fleet before a run: sample prompts are sent, streamed, at a
+// Description is the bench's --help text.
+const Description = `Measure the fleet before a run: sample prompts are sent, streamed, at a
 ladder of requests in flight per endpoint, each level warmed up and then
 measured for --duration. The table shows, per level, answers and output
 tokens per second (in total and per endpoint), latency and time to first
@@ -108,8 +113,8 @@ func parseLevels(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
-func (c *Bench) usage() ([]Target, []int, error) {
-	targets, err := readTargets(c.Endpoints, c.EndpointsFile)
+func (c *Bench) usage() ([]fleet.Target, []int, error) {
+	targets, err := c.Targets()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,10 +136,8 @@ func (c *Bench) usage() ([]Target, []int, error) {
 	case c.DatasetSize < 0 || c.MeanAnswerTokens < 0 || c.TimeScale <= 0:
 		return nil, nil, cli.Usagef("--dataset-size and --mean-answer-tokens must not be negative, --time-scale positive")
 	}
-	if c.ExtraBody != "" {
-		if err := openai.ValidObject([]byte(c.ExtraBody)); err != nil {
-			return nil, nil, cli.Usagef("--extra-body: %v", err)
-		}
+	if _, err := c.Extra(); err != nil {
+		return nil, nil, err
 	}
 	return targets, levels, nil
 }
@@ -162,7 +165,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	// Streaming with usage, in every chunk where the server can (SGLang's
 	// and vLLM's continuous_usage_stats): tokens are then counted exactly.
 	stream := `{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
-	if c.API == APIGenerate {
+	if c.API == openai.APIGenerate {
 		stream = `{"stream":true}`
 	}
 	extra, err := openai.Merge([]byte(stream), []byte(c.ExtraBody))
@@ -173,39 +176,38 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if n := c.answerTokens(); n > 0 {
 		sampling.MaxTokens = &n
 	}
-	b, err := newBuilder(c.API, c.Model, sampling, extra)
+	b, err := openai.NewBuilder(c.API, c.Model, sampling, extra)
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
 
+	clk := clock.Or(c.clock)
 	poolCtx, cancelPool := context.WithCancel(context.Background())
-	p := newPool(poolCtx, targets, poolConfig{
-		apiKey: c.APIKey, ejectAfter: 1 << 30, probeInterval: time.Second, controlTimeout: 10 * time.Second,
-		policy: LeastOutstanding, logf: env.Logf,
+	p := fleet.NewPool(poolCtx, targets, fleet.Config{
+		APIKey: c.APIKey, EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
+		Policy: fleet.LeastOutstanding, Logf: env.Logf, Clock: clk,
 	})
 	defer func() {
 		cancelPool()
-		p.close()
+		p.Close()
 	}()
-	p.start()
-	ready, err := p.waitAll(ctx, c.WaitReady)
+	p.Start()
+	ready, err := p.WaitAll(ctx, c.WaitReady)
 	if err != nil {
 		return err
 	}
 	model := c.Model
 	if model == "" {
-		if model = p.discoverModel(); model == "" {
+		if model = p.DiscoverModel(); model == "" {
 			model = "default"
 		}
-		if c.API != APIGenerate {
-			b.model = model
-		}
+		b.SetModel(model)
 	}
 	bodies, note, err := c.prompts(env, b)
 	if err != nil {
 		return err
 	}
-	run := newBenchRun(c, p, ready, bodies)
+	run := newBenchRun(c, clk, p, ready, bodies)
 	if len(levels) == 0 {
 		levels = ladder(run.maxRunning)
 	}
@@ -221,7 +223,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		}
 		rep.Levels = append(rep.Levels, lv)
 		env.Logf("  %s tok/s (%s per endpoint), %d answers, latency p50 %s, TTFT p50 %s%s",
-			thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.Answers,
+			cli.Thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.Answers,
 			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.TTFTP50), errorNote(lv))
 	}
 	if len(rep.Levels) > 0 {
@@ -243,14 +245,14 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	return nil
 }
 
-func errorNote(lv BenchLevel) string {
+func errorNote(lv Level) string {
 	if lv.Errors == 0 {
 		return ""
 	}
 	return fmt.Sprintf("; %d failed requests (%s)", lv.Errors, lv.FirstError)
 }
 
-func firstError(levels []BenchLevel) string {
+func firstError(levels []Level) string {
 	for _, lv := range levels {
 		if lv.FirstError != "" {
 			return lv.FirstError
@@ -259,127 +261,13 @@ func firstError(levels []BenchLevel) string {
 	return "no request was answered"
 }
 
-// prompts builds the streamed request bodies: the input's first usable
-// records, or generated prompts.
-func (c *Bench) prompts(env *cli.Env, b *builder) ([][]byte, string, error) {
-	var bodies [][]byte
-	if len(c.Inputs) == 0 {
-		for k := 0; k < c.Sample; k++ {
-			text := benchPromptText(k, c.PromptTokens)
-			p := record.Prompt{}
-			if c.API == APIChat {
-				p.Messages = []record.Message{{Role: "user", Content: text}}
-			} else {
-				p.Prompt = &text
-			}
-			if c.IgnoreEOS {
-				p.Params = []byte(`{"ignore_eos":true}`)
-			}
-			body, err := b.body(&p, nil, 0)
-			if err != nil {
-				return nil, "", err
-			}
-			bodies = append(bodies, body)
-		}
-		return bodies, fmt.Sprintf("%s generated prompts of %s tokens", thousands(int64(len(bodies))), thousands(int64(c.PromptTokens))), nil
-	}
-	rd := jsonl.NewReader(c.Inputs, env.Stdin, jsonl.Options{})
-	defer rd.Close()
-	skipped := 0
-	for len(bodies) < c.Sample {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		var ie *jsonl.InputError
-		if errors.As(err, &ie) {
-			skipped++
-			continue
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		var p record.Prompt
-		if record.Decode(rec.Data, &p) != nil {
-			skipped++
-			continue
-		}
-		seed, err := b.check(&p)
-		if err != nil {
-			skipped++
-			continue
-		}
-		body, err := b.body(&p, seed, p.Sample)
-		if err != nil {
-			skipped++
-			continue
-		}
-		bodies = append(bodies, body)
-	}
-	if len(bodies) == 0 {
-		return nil, "", fmt.Errorf("no usable prompt records in the input (%d skipped)", skipped)
-	}
-	note := fmt.Sprintf("%s sample prompts", thousands(int64(len(bodies))))
-	if skipped > 0 {
-		note += fmt.Sprintf(" (%d unusable records skipped)", skipped)
-	}
-	return bodies, note, nil
-}
-
-// benchWords fill generated prompts.
-var benchWords = strings.Fields(`the model answers questions about history science language art music
-mathematics cooking travel health law economics software design and writes clear detailed explanations
-with examples steps reasons and comparisons for a general audience of curious readers`)
-
-// benchPromptText is generated prompt k, about tokens tokens long (four
-// characters a token), distinct from the others from its first words so
-// that no server answers it from its prefix cache.
-func benchPromptText(k, tokens int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Request %d. Write a long, detailed essay on these notes:", k)
-	for i := 0; b.Len() < 4*tokens; i++ {
-		b.WriteByte(' ')
-		b.WriteString(benchWords[(k*7+i*13)%len(benchWords)])
-	}
-	return b.String()
-}
-
-// waitAll waits until every endpoint is ready, for at most timeout; after
-// that it goes on with those that are, if any. It returns their indexes.
-func (p *pool) waitAll(ctx context.Context, timeout time.Duration) ([]int, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var ready []int
-		for i, v := range p.view() {
-			if v.state == stateReady {
-				ready = append(ready, i)
-			}
-		}
-		if len(ready) == len(p.eps) {
-			return ready, nil
-		}
-		if time.Now().After(deadline) {
-			if len(ready) == 0 {
-				return nil, fmt.Errorf("no endpoint answered %s within %v (--wait-ready): are the servers up?", openai.PathHealth, timeout)
-			}
-			p.cfg.logf("%d of %d endpoints are not ready after %v (--wait-ready); measuring the %d that are", len(p.eps)-len(ready), len(p.eps), timeout, len(ready))
-			return ready, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // thousandsFloat writes x with thousands separators, with one decimal
 // below 100.
 func thousandsFloat(x float64) string {
 	if x < 100 {
-		return strconv.FormatFloat(x, 'f', 1, 64)
+		return cli.ThousandsFloat(x, 1)
 	}
-	return thousands(int64(x + 0.5))
+	return cli.Thousands(int64(x + 0.5))
 }
 
 // fmtSeconds writes a latency: 48ms, 12.3s, 4m05s; - for none (no answer
@@ -391,8 +279,8 @@ func fmtSeconds(s float64) string {
 	if s < 1 {
 		return fmt.Sprintf("%.0fms", s*1000)
 	}
-	return shortDuration(time.Duration(s * float64(time.Second)))
+	return cli.ShortDuration(time.Duration(s * float64(time.Second)))
 }
 
 // Help is the bench's detailed --help text.
-func (c *Bench) Help() string { return BenchDescription }
+func (c *Bench) Help() string { return Description }

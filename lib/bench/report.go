@@ -1,6 +1,7 @@
-package infer
+package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -9,20 +10,24 @@ import (
 	"time"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/forecast"
+	"tokenmill/lib/openai"
 )
 
-// BenchReport is what `infer bench` found; --json prints it as is.
-type BenchReport struct {
-	Endpoints    []string `json:"endpoints"`
-	API          API      `json:"api"`
-	Model        string   `json:"model"`
-	MaxRunning   []int    `json:"max_running_requests"` // per endpoint; 0: not reported
-	PromptNote   string   `json:"prompts"`
-	AnswerTokens int      `json:"answer_tokens"` // the bench's max_tokens (0: none)
-	Warmup       float64  `json:"warmup_s"`
-	Duration     float64  `json:"duration_s"`
+// Report is what `infer bench` found; --json prints it as is.
+type Report struct {
+	Endpoints    []string   `json:"endpoints"`
+	API          openai.API `json:"api"`
+	Model        string     `json:"model"`
+	MaxRunning   []int      `json:"max_running_requests"` // per endpoint; 0: not reported
+	PromptNote   string     `json:"prompts"`
+	AnswerTokens int        `json:"answer_tokens"` // the bench's max_tokens (0: none)
+	Warmup       float64    `json:"warmup_s"`
+	Duration     float64    `json:"duration_s"`
 
-	Levels []BenchLevel `json:"levels"`
+	Levels []Level `json:"levels"`
 	// Knee is the first level after which more concurrency adds under 5%
 	// throughput; KneeFound is false when throughput was still climbing at
 	// the last level (Knee is then the last).
@@ -30,13 +35,33 @@ type BenchReport struct {
 	KneeFound   bool `json:"knee_found"`
 	Recommended int  `json:"recommended_concurrency"`
 
-	Forecast     *BenchForecast `json:"forecast,omitempty"`
-	ForecastNote string         `json:"forecast_note,omitempty"`
+	Forecast     *Forecast `json:"forecast,omitempty"`
+	ForecastNote string    `json:"forecast_note,omitempty"`
 }
 
-// BenchForecast is the predicted wall time of a run at the recommended
+// Level is one level of the ladder, measured. Times are in seconds.
+type Level struct {
+	Concurrency          int       `json:"concurrency"` // per endpoint
+	InFlight             int       `json:"in_flight"`   // the whole fleet
+	Seconds              float64   `json:"seconds"`     // the measured window
+	RequestsPerSec       float64   `json:"requests_per_s"`
+	TokPerSec            float64   `json:"output_tokens_per_s"`
+	TokPerSecPerEndpoint float64   `json:"output_tokens_per_s_per_endpoint"`
+	ByEndpoint           []float64 `json:"output_tokens_per_s_by_endpoint"`
+	Answers              int       `json:"answers"` // finished in the window
+	LatencyP50           float64   `json:"latency_p50_s"`
+	LatencyP99           float64   `json:"latency_p99_s"`
+	TTFTP50              float64   `json:"ttft_p50_s"`
+	TTFTP99              float64   `json:"ttft_p99_s"`
+	Errors               int       `json:"errors"`
+	FirstError           string    `json:"first_error,omitempty"`
+	// RunSeconds is the forecast run's wall time at this level.
+	RunSeconds float64 `json:"run_seconds,omitempty"`
+}
+
+// Forecast is the predicted wall time of a run at the recommended
 // concurrency.
-type BenchForecast struct {
+type Forecast struct {
 	Answers          int64   `json:"answers"`
 	MeanAnswerTokens float64 `json:"mean_answer_tokens"`
 	MeanAnswerSE     float64 `json:"mean_answer_tokens_se"`
@@ -49,18 +74,14 @@ type BenchForecast struct {
 	HighSeconds      float64 `json:"high_seconds"`
 }
 
-func (r *benchRun) report(model string) *BenchReport {
-	rep := &BenchReport{API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.answerTokens(),
-		Warmup: r.cfg.Warmup.Seconds(), Duration: r.cfg.Duration.Seconds(), Levels: []BenchLevel{}}
-	for _, ep := range r.eps {
-		rep.Endpoints = append(rep.Endpoints, ep.t.URL)
-	}
-	return rep
+func (r *benchRun) report(model string) *Report {
+	return &Report{Endpoints: r.urls, API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.answerTokens(),
+		Warmup: r.cfg.Warmup.Seconds(), Duration: r.cfg.Duration.Seconds(), Levels: []Level{}}
 }
 
 // knee returns the index of the first level after which the next adds
 // less than kneeGain, or the last level's when none does.
-func knee(levels []BenchLevel) (int, bool) {
+func knee(levels []Level) (int, bool) {
 	for i := 0; i+1 < len(levels); i++ {
 		if levels[i+1].TokPerSec < (1+kneeGain)*levels[i].TokPerSec {
 			return i, true
@@ -70,7 +91,7 @@ func knee(levels []BenchLevel) (int, bool) {
 }
 
 // finish counts answers per second, names the knee and forecasts the run.
-func (rep *BenchReport) finish(c *Bench, r *benchRun) {
+func (rep *Report) finish(c *Bench, r *benchRun) {
 	k, found := knee(rep.Levels)
 	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
 	dist, fitted := r.obs.fit()
@@ -79,11 +100,11 @@ func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 	// answers that finish inside a level are the short ones.
 	benchLimit := float64(c.answerTokens())
 	if benchLimit == 0 {
-		benchLimit = defaultAnswerLimit
+		benchLimit = forecast.DefaultLimit
 	}
 	var benchMean float64
 	if fitted {
-		benchMean, _ = cappedMoments(dist, benchLimit)
+		benchMean, _ = forecast.CappedMoments(dist, benchLimit)
 	} else if r.obs.finished > 0 {
 		benchMean = r.obs.finishedTokens / r.obs.finished
 	}
@@ -95,9 +116,9 @@ func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 
 	answers := c.DatasetSize
 	if answers == 0 && len(c.Inputs) > 0 {
-		answers = max(countInputLines(c.Inputs), 0)
+		answers = max(forecast.CountInputLines(context.Background(), c.Inputs), 0)
 	}
-	limit := float64(defaultAnswerLimit)
+	limit := float64(forecast.DefaultLimit)
 	if c.MaxTokens != nil {
 		limit = float64(*c.MaxTokens)
 	}
@@ -112,7 +133,7 @@ func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 		if !fitted {
 			// The end of the run, modelled with answers of that mean spread
 			// like typical instruction answers.
-			dist = logNormal{math.Log(mean) - 0.5, 1}
+			dist = forecast.LogNormal{Mu: math.Log(mean) - 0.5, Sigma: 1}
 		}
 	case len(c.Inputs) == 0:
 		rep.ForecastNote = "generated prompts say nothing of the dataset's answers: give --mean-answer-tokens, or sample prompts as input, to forecast a run"
@@ -123,50 +144,34 @@ func (rep *BenchReport) finish(c *Bench, r *benchRun) {
 	default:
 		source = "measured"
 		var m2 float64
-		mean, m2 = cappedMoments(dist, limit)
+		mean, m2 = forecast.CappedMoments(dist, limit)
 		sd = math.Sqrt(max(m2-mean*mean, 0))
-		se = sd / math.Sqrt(r.obs.exact.n)
+		se = sd / math.Sqrt(r.obs.exact.N)
+	}
+	maxTokens := 0
+	if c.MaxTokens != nil {
+		maxTokens = *c.MaxTokens
 	}
 	for i := range rep.Levels {
 		lv := &rep.Levels[i]
 		if lv.TokPerSec <= 0 {
 			continue
 		}
-		// One answer's decode speed at this level: what the drain at the
-		// end of the run goes at.
-		slots := r.slots(lv.Concurrency)
-		perAnswer := lv.TokPerSec / slots
-		n := float64(answers)
-		dm, dlo, dhi := endDrain(dist, limit, slots)
-		secs := n*mean/lv.TokPerSec + dm/perAnswer
+		// One answer's decode speed at this level (what the drain at the
+		// end of the run goes at) is the level's output over its slots.
+		secs, low, high := forecast.RunTime(forecast.Run{
+			Answers: float64(answers), TokPerSec: lv.TokPerSec, Speed: lv.TokPerSec / r.slots(lv.Concurrency),
+			Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd,
+		})
 		lv.RunSeconds = secs
-		if i != k {
-			continue
+		if i == k {
+			rep.Forecast = &Forecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
+				Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
 		}
-		low, high := drainRange(secs, 2*math.Sqrt(n*n*se*se+n*sd*sd)/lv.TokPerSec, dm/perAnswer, dlo/perAnswer, dhi/perAnswer)
-		maxTokens := 0
-		if c.MaxTokens != nil {
-			maxTokens = *c.MaxTokens
-		}
-		rep.Forecast = &BenchForecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
-			Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
 	}
 }
 
-// fit is the lognormal of the answer lengths seen.
-func (o *lengthObs) fit() (lengthDist, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.exact.n < 2 {
-		return nil, false
-	}
-	d, ok := fitLogNormal(o.exact, o.cens, logNormal{})
-	return d, ok
-}
-
-func logOf(tokens float64) float64 { return math.Log(max(tokens, 1)) }
-
-func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
+func (rep *Report) write(w io.Writer, asJSON bool) error {
 	if asJSON {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -177,12 +182,12 @@ func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d endpoints (max_running_requests %s), %s API, model %s\n", len(rep.Endpoints), maxRunningText(rep.MaxRunning), rep.API, rep.Model)
-	answers := "answers up to " + thousands(int64(rep.AnswerTokens)) + " tokens"
+	answers := "answers up to " + cli.Thousands(int64(rep.AnswerTokens)) + " tokens"
 	if rep.AnswerTokens == 0 {
 		answers = "answers unlimited"
 	}
 	fmt.Fprintf(&b, "%s, %s; each level %s warm-up, then %s measured\n\n", rep.PromptNote, answers,
-		shortDuration(time.Duration(rep.Warmup*float64(time.Second))), shortDuration(time.Duration(rep.Duration*float64(time.Second))))
+		cli.ShortDuration(time.Duration(rep.Warmup*float64(time.Second))), cli.ShortDuration(time.Duration(rep.Duration*float64(time.Second))))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// With a forecast, each level's time for the whole run.
 	runCol := rep.Forecast != nil
@@ -193,7 +198,7 @@ func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
 	fmt.Fprintln(tw, head)
 	for _, lv := range rep.Levels {
 		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t", lv.Concurrency, lv.InFlight, lv.RequestsPerSec,
-			thousands(int64(lv.TokPerSec+0.5)), thousandsFloat(lv.TokPerSecPerEndpoint),
+			cli.Thousands(int64(lv.TokPerSec+0.5)), thousandsFloat(lv.TokPerSecPerEndpoint),
 			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.LatencyP99), fmtSeconds(lv.TTFTP50), fmtSeconds(lv.TTFTP99))
 		if runCol {
 			fmt.Fprintf(tw, "%s\t", fmtSeconds(lv.RunSeconds))
@@ -207,11 +212,11 @@ func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
 	b.WriteByte('\n')
 	b.WriteString(rep.kneeText())
 	if f := rep.Forecast; f != nil {
-		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s", thousands(f.Answers),
-			thousands(int64(f.MeanAnswerTokens+0.5)), thousands(int64(f.MeanAnswerSE+0.5)), f.MeanSource,
-			thousands(int64(f.TokPerSec+0.5)), shortDuration(secondsDuration(f.Seconds)))
+		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s", cli.Thousands(f.Answers),
+			cli.Thousands(int64(f.MeanAnswerTokens+0.5)), cli.Thousands(int64(f.MeanAnswerSE+0.5)), f.MeanSource,
+			cli.Thousands(int64(f.TokPerSec+0.5)), cli.ShortDuration(secondsDuration(f.Seconds)))
 		if f.HighSeconds-f.LowSeconds >= 1 {
-			fmt.Fprintf(&b, " (%s-%s)", shortDuration(secondsDuration(f.LowSeconds)), shortDuration(secondsDuration(f.HighSeconds)))
+			fmt.Fprintf(&b, " (%s-%s)", cli.ShortDuration(secondsDuration(f.LowSeconds)), cli.ShortDuration(secondsDuration(f.HighSeconds)))
 		}
 		b.WriteByte('\n')
 	} else if rep.ForecastNote != "" {
@@ -224,7 +229,7 @@ func (rep *BenchReport) write(w io.Writer, asJSON bool) error {
 func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // kneeText says where the curve bends and what to run with.
-func (rep *BenchReport) kneeText() string {
+func (rep *Report) kneeText() string {
 	var k int
 	for i, lv := range rep.Levels {
 		if lv.Concurrency == rep.Knee {
@@ -246,7 +251,7 @@ func (rep *BenchReport) kneeText() string {
 	if rep.KneeFound {
 		next := rep.Levels[k+1]
 		fmt.Fprintf(&b, "knee: %d per endpoint (%s tok/s); %d per endpoint adds %+.1f%%\n", lv.Concurrency,
-			thousands(int64(lv.TokPerSec+0.5)), next.Concurrency, 100*(next.TokPerSec/lv.TokPerSec-1))
+			cli.Thousands(int64(lv.TokPerSec+0.5)), next.Concurrency, 100*(next.TokPerSec/lv.TokPerSec-1))
 	} else if k > 0 {
 		prev := rep.Levels[k-1]
 		fmt.Fprintf(&b, "no knee up to %d per endpoint: it still added %+.1f%% over %d\n", lv.Concurrency,

@@ -1,9 +1,11 @@
 package infer
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"tokenmill/lib/fleet"
+	"tokenmill/lib/record"
 )
 
 // counters are the run's figures, shared by the progress display, the
@@ -35,58 +37,20 @@ type counters struct {
 	finishLength     atomic.Int64
 	finishOther      atomic.Int64
 
-	tokenRate  rateWindow // completion tokens per second, whole fleet
-	answerRate rateWindow
+	tokenRate  fleet.RateWindow // completion tokens per second, whole fleet
+	answerRate fleet.RateWindow
 }
 
-// rateWindow counts events in one-second buckets to give a rate over the
-// last minute.
-type rateWindow struct {
-	mu      sync.Mutex
-	counts  [64]int64
-	seconds [64]int64
-	first   time.Time
-}
-
-func (w *rateWindow) add(now time.Time, n int64) {
-	sec := now.Unix()
-	i := sec & 63
-	w.mu.Lock()
-	if w.first.IsZero() {
-		w.first = now
+// finishReason files an answer's finish_reason under the summary's counts.
+func (c *counters) finishReason(reason string) {
+	switch reason {
+	case record.FinishStop:
+		c.finishStop.Add(1)
+	case record.FinishLength:
+		c.finishLength.Add(1)
+	default:
+		c.finishOther.Add(1)
 	}
-	if w.seconds[i] != sec {
-		w.seconds[i], w.counts[i] = sec, 0
-	}
-	w.counts[i] += n
-	w.mu.Unlock()
-}
-
-// rate is events per second over the last span (at most a minute), or
-// since the first event when that is more recent.
-func (w *rateWindow) rate(now time.Time, span time.Duration) float64 {
-	span = min(span, 60*time.Second)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.first.IsZero() {
-		return 0
-	}
-	sec := now.Unix()
-	oldest := sec - int64(span/time.Second) + 1
-	var sum int64
-	for i := range w.counts {
-		if s := w.seconds[i]; s >= oldest && s <= sec {
-			sum += w.counts[i]
-		}
-	}
-	elapsed := now.Sub(w.first)
-	if elapsed > span {
-		elapsed = span
-	}
-	if elapsed < time.Second {
-		elapsed = time.Second
-	}
-	return float64(sum) / elapsed.Seconds()
 }
 
 // Summary is the outcome of a run, as printed at the end.

@@ -1,4 +1,4 @@
-package infer
+package fleet
 
 // Policy chooses which endpoint gets the next request.
 type Policy string
@@ -18,18 +18,18 @@ const (
 
 // pickLocked returns the endpoint for the next request, or nil when the
 // policy has none to offer now. The caller holds p.mu.
-func (p *pool) pickLocked(avoid *endpoint) *endpoint {
-	if p.cfg.policy == RoundRobin {
+func (p *Pool) pickLocked(avoid *Endpoint) *Endpoint {
+	if p.cfg.Policy == RoundRobin {
 		return p.pickRoundRobinLocked()
 	}
-	var best, fallback *endpoint
+	var best, fallback *Endpoint
 	n := len(p.eps)
 	// Start the scan at a rotating index so ties spread evenly.
 	start := p.rr
 	p.rr = (p.rr + 1) % n
 	for k := 0; k < n; k++ {
 		ep := p.eps[(start+k)%n]
-		if ep.state != stateReady || ep.inflight >= ep.slots {
+		if ep.state != StateReady || ep.inflight >= ep.slots {
 			continue
 		}
 		if ep == avoid {
@@ -49,11 +49,11 @@ func (p *pool) pickLocked(avoid *endpoint) *endpoint {
 
 // pickRoundRobinLocked takes the next endpoint in turn, skipping those out
 // of service but waiting for a full one.
-func (p *pool) pickRoundRobinLocked() *endpoint {
+func (p *Pool) pickRoundRobinLocked() *Endpoint {
 	n := len(p.eps)
 	for k := 0; k < n; k++ {
 		ep := p.eps[p.rr]
-		if ep.state != stateReady {
+		if ep.state != StateReady {
 			p.rr = (p.rr + 1) % n
 			continue
 		}

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/lib/openai"
+)
+
+func TestLadderAndKnee(t *testing.T) {
+	if got := ladder([]int{48, 37, 0, 48}); !slices.Equal(got, []int{1, 2, 4, 8, 16, 32, 37, 48}) {
+		t.Errorf("ladder: %v", got)
+	}
+	if got, err := parseLevels(" 48,1, 8,8"); err != nil || !slices.Equal(got, []int{1, 8, 48}) {
+		t.Errorf("parseLevels: %v %v", got, err)
+	}
+	lv := func(tps ...float64) []Level {
+		out := make([]Level, len(tps))
+		for i, x := range tps {
+			out[i] = Level{Concurrency: 1 << i, TokPerSec: x}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		tps   []float64
+		want  int
+		found bool
+	}{
+		{[]float64{100, 200, 400, 410, 800}, 2, true}, // the first flat step counts
+		{[]float64{100, 200, 400, 800}, 3, false},
+		{[]float64{100, 104}, 0, true},
+		{[]float64{100, 90, 200}, 0, true}, // a drop is no gain
+		{[]float64{100}, 0, false},
+	} {
+		if k, found := knee(lv(tt.tps...)); k != tt.want || found != tt.found {
+			t.Errorf("%v: knee %d %v, want %d %v", tt.tps, k, found, tt.want, tt.found)
+		}
+	}
+}
+
+// TestBenchWindow: tokens count in the window they arrive in, whether the
+// server counts them in each event or only at the end.
+func TestBenchWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := window{measure: t0.Add(10 * time.Second), slice: time.Second}
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	inWindow := func(r *reqStats, ratio float64) (in, sofar float64) {
+		per, sofar := r.tokensPer(ratio)
+		for _, a := range r.arrivals {
+			in += float64(a.amount) * per
+		}
+		return in, sofar
+	}
+	// A server that counts (continuous usage): 4 tokens before the window, 6 in it.
+	exact := &reqStats{sent: t0, total: -1}
+	for i, s := range []float64{2, 5, 9, 11, 12, 15} {
+		exact.event(at(s), c, openai.Delta{Text: "xx", CompletionTokens: []int{1, 2, 4, 6, 8, 10}[i]})
+	}
+	exact.event(at(15), c, openai.Delta{FinishReason: "stop", CompletionTokens: 10})
+	if in, sofar := inWindow(exact, 0.25); in != 6 || sofar != 10 || exact.finish != "stop" || !exact.first.Equal(at(2)) {
+		t.Errorf("exact: %v in the window, %v in all, %+v", in, sofar, exact)
+	}
+	// Slices 1, 2 and 5 of the window.
+	if want := []arrival{{1, 2}, {2, 2}, {5, 2}}; len(exact.arrivals) != 3 || exact.arrivals[0] != want[0] || exact.arrivals[2] != want[2] {
+		t.Errorf("arrivals %v, want %v", exact.arrivals, want)
+	}
+	// A server that only says at the end: text apportioned.
+	late := &reqStats{sent: t0, total: -1}
+	late.event(at(1), c, openai.Delta{CompletionTokens: -1}) // the role chunk
+	late.event(at(8), c, openai.Delta{Text: "abcd", CompletionTokens: -1})
+	late.event(at(12), c, openai.Delta{Text: "efghijkl", CompletionTokens: -1, FinishReason: "length"})
+	late.event(at(12), c, openai.Delta{CompletionTokens: 6})
+	if in, sofar := inWindow(late, 0.25); in != 4 || sofar != 6 || !late.first.Equal(at(8)) {
+		t.Errorf("late: %v in the window, %v in all", in, sofar)
+	}
+	// Cut off before it said: the level's ratio.
+	cut := &reqStats{sent: t0, total: -1}
+	cut.event(at(11), c, openai.Delta{Text: "abcdefgh", CompletionTokens: -1})
+	if in, sofar := inWindow(cut, 0.5); in != 4 || sofar != 4 {
+		t.Errorf("cut: %v in the window, %v in all", in, sofar)
+	}
+}
+
+// TestSlope: the rate of a steady stream, whatever a stall does at the
+// window's edges.
+func TestSlope(t *testing.T) {
+	steady := make([]float64, 100)
+	for i := range steady {
+		steady[i] = 50
+	}
+	burst := slices.Clone(steady)
+	burst[0] += 500 // tokens held up before the window arrive in its first slice
+	burst[99] = 0   // and a stall at its end holds some back
+	for _, tt := range []struct {
+		name   string
+		counts []float64
+	}{{"steady", steady}, {"stalls at the edges", burst}} {
+		if r, ok := slope(tt.counts, 0.5); !ok || math.Abs(r-100) > 2 {
+			t.Errorf("%s: rate %v %v, want 100/s", tt.name, r, ok)
+		}
+	}
+	if _, ok := slope([]float64{1, 2}, 1); ok {
+		t.Error("a rate from two slices")
+	}
+}
+
+func TestBenchPromptText(t *testing.T) {
+	a, b := benchPromptText(1, 256), benchPromptText(2, 256)
+	if a == b || len(a) < 1024 || len(a) > 1100 || !strings.HasPrefix(a, "Request 1. ") {
+		t.Errorf("prompt texts: %d bytes %q", len(a), a[:40])
+	}
+}

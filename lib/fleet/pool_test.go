@@ -1,0 +1,246 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"tokenmill/lib/clock"
+	"tokenmill/lib/llmsim"
+	"tokenmill/lib/replay"
+)
+
+var epoch = time.Unix(1_700_000_000, 0)
+
+// testPool is a pool of n endpoints on a fake clock with nothing behind
+// them and no probes: the test sets their states.
+func testPool(t *testing.T, n int, cfg Config) (*Pool, *clock.Fake, *logs) {
+	t.Helper()
+	fake := clock.NewFake(epoch)
+	l := &logs{}
+	cfg.Clock, cfg.Logf = fake, l.logf
+	targets, err := ParseEndpoints(fmt.Sprintf("127.0.0.1:1-%d", n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewPool(context.Background(), targets, cfg), fake, l
+}
+
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logs) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// setReady puts endpoint i into service with slots.
+func (p *Pool) setReady(i, slots int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ep := p.eps[i]
+	ep.slots = slots
+	p.setStateLocked(ep, StateReady)
+	p.broadcastLocked()
+}
+
+// pending waits (with a bound) until n timers are set on fake.
+func pending(t *testing.T, fake *clock.Fake, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for fake.Pending() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d timers set, want %d", fake.Pending(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitErr waits (with a bound) for what a call in another goroutine
+// returned.
+func waitErr(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no return within 10s")
+	}
+	return nil
+}
+
+// WaitReady on virtual time: it says after 2s what it waits for, gives up
+// at --wait-ready, and returns as soon as an endpoint is ready.
+func TestWaitReady(t *testing.T) {
+	p, fake, l := testPool(t, 3, Config{})
+	done := make(chan error, 1)
+	go func() { done <- p.WaitReady(context.Background(), 10*time.Minute) }()
+	pending(t, fake, 2) // the deadline and the notice
+	fake.Advance(2 * time.Second)
+	for !strings.Contains(l.text(), "waiting for one of 3 endpoints to answer /health (up to 10m0s, --wait-ready)") {
+		select {
+		case err := <-done:
+			t.Fatalf("returned %v before its deadline", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	fake.Advance(10*time.Minute - 2*time.Second - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v before its deadline", err)
+	default:
+	}
+	fake.Advance(time.Nanosecond)
+	if err := waitErr(t, done); err == nil || err.Error() != "no endpoint answered /health within 10m0s (--wait-ready): are the servers up?" {
+		t.Fatalf("at the deadline: %v", err)
+	}
+
+	go func() { done <- p.WaitReady(context.Background(), time.Minute) }()
+	pending(t, fake, 2)
+	p.setReady(1, 4)
+	if err := waitErr(t, done); err != nil {
+		t.Fatalf("with an endpoint ready: %v", err)
+	}
+	if fake.Pending() != 0 {
+		t.Errorf("%d timers left set", fake.Pending())
+	}
+}
+
+// WaitAll goes on with the endpoints that are ready at the deadline.
+func TestWaitAll(t *testing.T) {
+	p, fake, l := testPool(t, 2, Config{})
+	p.setReady(1, 4)
+	ready := make(chan []int, 1)
+	done := make(chan error, 1)
+	go func() {
+		r, err := p.WaitAll(context.Background(), time.Minute)
+		ready <- r
+		done <- err
+	}()
+	pending(t, fake, 1)
+	fake.Advance(time.Minute)
+	if err := waitErr(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ready; fmt.Sprint(r) != "[1]" || !strings.Contains(l.text(), "1 of 2 endpoints are not ready after 1m0s (--wait-ready); measuring the 1 that are") {
+		t.Errorf("ready %v, logs %q", r, l.text())
+	}
+	// All of them ready: at once.
+	p.setReady(0, 4)
+	if r, err := p.WaitAll(context.Background(), time.Minute); err != nil || fmt.Sprint(r) != "[0 1]" {
+		t.Errorf("all ready: %v %v", r, err)
+	}
+}
+
+// With every endpoint out of service, Acquire waits --down-timeout (from
+// the moment the last one went) and then gives up.
+func TestDownTimeout(t *testing.T) {
+	p, fake, _ := testPool(t, 2, Config{DownTimeout: time.Hour})
+	fake.Advance(10 * time.Minute) // down since the start
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(context.Background(), nil)
+		done <- err
+	}()
+	pending(t, fake, 1)
+	fake.Advance(50*time.Minute - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("gave up %v early: %v", time.Nanosecond, err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	fake.Advance(time.Nanosecond)
+	if err := waitErr(t, done); !errors.Is(err, ErrAllDown) || !strings.Contains(err.Error(), "every endpoint has been down for 1h0m0s (--down-timeout)") {
+		t.Fatalf("at the timeout: %v", err)
+	}
+	// An endpoint back in service ends the wait.
+	p, fake, _ = testPool(t, 2, Config{DownTimeout: time.Hour})
+	go func() {
+		_, err := p.Acquire(context.Background(), nil)
+		done <- err
+	}()
+	pending(t, fake, 1)
+	p.setReady(0, 1)
+	if err := waitErr(t, done); err != nil {
+		t.Fatalf("with an endpoint back: %v", err)
+	}
+}
+
+// A slower endpoint gets proportionally less of the work under
+// least-outstanding; round-robin hands every endpoint the same share. The
+// pool's policies at work on the simulator's scheduler model, on virtual
+// time: three servers of 4 slots, one three times slower, 300 answers of
+// 16 tokens.
+func TestHeterogeneousFleetShares(t *testing.T) {
+	for _, policy := range []Policy{LeastOutstanding, RoundRobin} {
+		t.Run(string(policy), func(t *testing.T) {
+			p, _, _ := testPool(t, 3, Config{Policy: policy})
+			for i := range 3 {
+				p.setReady(i, 4)
+			}
+			slow := llmsim.DefaultTiming()
+			slow.Slow = 3
+			sim := replay.New([]llmsim.Timing{slow, llmsim.DefaultTiming(), llmsim.DefaultTiming()}, 4)
+			const answers = 300
+			sent := 0
+			var done, most [3]int
+			dispatch := func() {
+				for sent < answers {
+					ep := p.TryAcquire(nil)
+					if ep == nil {
+						return
+					}
+					sim.Submit(ep.Index(), &llmsim.Seq{PromptTokens: 20, Target: min(llmsim.NaturalLength(uint64(sent), 0), 16), Ref: ep})
+					sent++
+					for i, v := range p.View() {
+						most[i] = max(most[i], v.Inflight)
+					}
+				}
+			}
+			dispatch()
+			for {
+				st, ok := sim.Next()
+				if !ok {
+					break
+				}
+				if r := sim.Running(st.Endpoint); r > 4 {
+					t.Fatalf("endpoint %d runs %d at once, more than its 4 slots", st.Endpoint, r)
+				}
+				for _, s := range st.Finished {
+					ep := s.Ref.(*Endpoint)
+					p.Release(ep)
+					done[ep.Index()]++
+				}
+				dispatch()
+			}
+			if done[0]+done[1]+done[2] != answers {
+				t.Fatalf("answers done %v, want %d in all", done, answers)
+			}
+			share := float64(done[0]) / answers
+			t.Logf("%s: slow endpoint share %.2f, fast %.2f and %.2f", policy, share, float64(done[1])/answers, float64(done[2])/answers)
+			if policy == LeastOutstanding && (share > 0.20 || share < 0.10) {
+				t.Errorf("slow endpoint did %.0f%% of the work, want about 1/7 (14%%)", 100*share)
+			}
+			if policy == RoundRobin && done[0] != answers/3 {
+				t.Errorf("round-robin gave the slow endpoint %d of %d answers, want a third", done[0], answers)
+			}
+			// The cap is the server's slots: never more in flight, and all used.
+			if most != [3]int{4, 4, 4} {
+				t.Errorf("most in flight per endpoint %v, want every endpoint's 4 slots full", most)
+			}
+		})
+	}
+}

@@ -1,0 +1,139 @@
+package openai
+
+import (
+	"errors"
+	"testing"
+
+	"tokenmill/lib/record"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestRequestBodies(t *testing.T) {
+	chat := `{"id":"a","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`
+	text := `{"id":"b","prompt":"Once upon"}`
+	withParams := `{"id":"c","prompt":"Once upon","params":{"max_tokens":7,"seed":50,"top_k":20}}`
+	flags := Sampling{MaxTokens: ptr(100), Temperature: ptr(0.6), Seed: ptr(int64(10)), Stop: []string{"END"}}
+	tests := []struct {
+		name   string
+		api    API
+		flags  Sampling
+		extra  string
+		record string
+		sample int
+		want   string
+	}{
+		{"chat", APIChat, Sampling{}, "", chat, 0,
+			`{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`},
+		{"chat flags and seed per sample", APIChat, flags, "", chat, 2,
+			`{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":100,"temperature":0.6,"seed":12,"stop":["END"]}`},
+		{"chat extra body", APIChat, flags, `{"chat_template_kwargs":{"enable_thinking":false},"max_tokens":5}`, chat, 0,
+			`{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":5,"temperature":0.6,"seed":10,"stop":["END"],"chat_template_kwargs":{"enable_thinking":false}}`},
+		{"chat from prompt text", APIChat, Sampling{}, "", text, 0,
+			`{"model":"m","messages":[{"role":"user","content":"Once upon"}]}`},
+		{"completions params win", APICompletions, flags, `{"max_tokens":5}`, withParams, 1,
+			`{"model":"m","prompt":"Once upon","max_tokens":7,"temperature":0.6,"seed":51,"stop":["END"],"top_k":20}`},
+		{"generate", APIGenerate, flags, "", text, 0,
+			`{"text":"Once upon","sampling_params":{"max_new_tokens":100,"temperature":0.6,"sampling_seed":10,"stop":["END"]}}`},
+		{"generate extra and params", APIGenerate, flags, `{"sampling_params":{"top_k":5,"max_new_tokens":9},"return_logprob":false}`, withParams, 3,
+			`{"text":"Once upon","sampling_params":{"max_new_tokens":7,"temperature":0.6,"sampling_seed":53,"stop":["END"],"top_k":20},"return_logprob":false}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var extra []byte
+			if tt.extra != "" {
+				extra = []byte(tt.extra)
+			}
+			b, err := NewBuilder(tt.api, "m", tt.flags, extra)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p record.Prompt
+			if err := record.Decode([]byte(tt.record), &p); err != nil {
+				t.Fatal(err)
+			}
+			seed, err := b.Check(&p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Body(&p, seed, tt.sample)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBuilderChecks(t *testing.T) {
+	tests := []struct {
+		api    API
+		record string
+		reason string
+	}{
+		{APIChat, `{"id":"a"}`, ReasonNoPrompt},
+		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]}`, ReasonNoUserTurn},
+		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"}],"params":[1]}`, ReasonBadParams},
+		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"}],"params":{"seed":"x"}}`, ReasonBadParams},
+		{APICompletions, `{"id":"a","messages":[{"role":"user","content":"q"}]}`, ReasonNeedsPromptText},
+		{APIGenerate, `{"id":"a","messages":[{"role":"user","content":"q"}]}`, ReasonNeedsPromptText},
+		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"},{"role":"tool","content":"42"}]}`, ""},
+	}
+	for _, tt := range tests {
+		b, _ := NewBuilder(tt.api, "m", Sampling{}, nil)
+		var p record.Prompt
+		if err := record.Decode([]byte(tt.record), &p); err != nil {
+			t.Fatal(err)
+		}
+		_, err := b.Check(&p)
+		var pe *PromptError
+		switch {
+		case tt.reason == "" && err != nil:
+			t.Errorf("%s: unexpected %v", tt.record, err)
+		case tt.reason != "" && (!errors.As(err, &pe) || pe.Reason != tt.reason):
+			t.Errorf("%s: got %v, want %s", tt.record, err, tt.reason)
+		}
+	}
+	if _, err := NewBuilder(APIChat, "m", Sampling{}, []byte(`[1]`)); err == nil {
+		t.Error("an extra body that is not an object was accepted")
+	}
+	if _, err := NewBuilder(APIGenerate, "m", Sampling{}, []byte(`{"sampling_params":3}`)); err == nil {
+		t.Error("sampling_params that is not an object was accepted")
+	}
+}
+
+// Any record the checks accept yields a request body that is one valid
+// JSON object.
+func FuzzRequestBody(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"a","messages":[{"role":"user","content":"hi"}]}`,
+		`{"id":"b","prompt":"x","params":{"max_tokens":3,"seed":9}}`,
+		`{"id":"c","prompt":"x","params":{"seed":null,"stop":["\n"]}}`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, rec []byte, which uint8) {
+		api := []API{APIChat, APICompletions, APIGenerate}[int(which)%3]
+		b, err := NewBuilder(api, "m", Sampling{Seed: ptr(int64(1))}, []byte(`{"sampling_params":{"top_k":5},"x":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p record.Prompt
+		if record.Decode(rec, &p) != nil {
+			return
+		}
+		seed, err := b.Check(&p)
+		if err != nil {
+			return
+		}
+		body, err := b.Body(&p, seed, 2)
+		if err != nil {
+			return
+		}
+		if err := ValidObject(body); err != nil {
+			t.Fatalf("record %q gave body %q: %v", rec, body, err)
+		}
+	})
+}
