@@ -291,13 +291,14 @@ func refTail(text string) (copies, span, covered int) {
 		}
 	}
 	for _, e := range near {
-		p := len(t) - e
-		run := 0
-		for i := len(t) - 1 - p; i >= 0 && t[i] == t[i+p]; i-- {
-			run++
+		// The longest end of t that has period p: as long as the text
+		// p bytes back is the same, one byte more.
+		p, n := len(t)-e, len(t)-e
+		for n < len(t) && t[len(t)-1-n] == t[len(t)-1-n+p] {
+			n++
 		}
-		if c := (run + p) / p; c >= 2 && run+p > covered {
-			copies, span, covered = c, p, run+p
+		if n/p >= 2 && n > covered {
+			copies, span, covered = n/p, p, n
 		}
 	}
 	return copies, span, covered

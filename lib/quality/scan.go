@@ -124,17 +124,12 @@ func number(b []byte, i int) int {
 	case b[i] == '0':
 		i++
 	default:
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
+		i = digits(b, i)
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if d := digits(b, i+1); d > i+1 {
+			i = d
+		} else {
 			return -1
 		}
 	}
@@ -143,13 +138,19 @@ func number(b []byte, i int) int {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if d := digits(b, i); d > i {
+			i = d
+		} else {
 			return -1
 		}
+	}
+	return i
+}
+
+// digits returns the index past the run of digits at b[i:].
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
 	}
 	return i
 }
@@ -183,18 +184,26 @@ func (s *scanner) elements(i int) int {
 		if i = s.value(i, levelNone); i < 0 {
 			return -1
 		}
-		i = skipWS(b, i)
-		switch {
-		case i >= len(b):
-			return -1
-		case b[i] == ',':
-			i = skipWS(b, i+1)
-		case b[i] == ']':
-			return i + 1
-		default:
-			return -1
+		if i = after(b, i, ']'); i < 0 || b[i-1] == ']' {
+			return i
 		}
 	}
+}
+
+// after reads what follows a value of an array or object closed by end:
+// a comma (it returns the index of the next value) or end (the index past
+// it), or it returns -1.
+func after(b []byte, i int, end byte) int {
+	i = skipWS(b, i)
+	switch {
+	case i >= len(b):
+		return -1
+	case b[i] == ',':
+		return skipWS(b, i+1)
+	case b[i] == end:
+		return i + 1
+	}
+	return -1
 }
 
 func (s *scanner) members(i, level int) int {
@@ -246,16 +255,8 @@ func (s *scanner) members(i, level int) int {
 			sp.raw = b[start:end]
 			s.f[slot] = sp
 		}
-		i = skipWS(b, end)
-		switch {
-		case i >= len(b):
-			return -1
-		case b[i] == ',':
-			i = skipWS(b, i+1)
-		case b[i] == '}':
-			return i + 1
-		default:
-			return -1
+		if i = after(b, end, '}'); i < 0 || b[i-1] == '}' {
+			return i
 		}
 	}
 }
@@ -307,11 +308,12 @@ const (
 
 // special marks, in the top bit of each byte, a quote, a backslash or a
 // control character among the 8 bytes of x. A byte above a marked one may
-// be marked wrongly, so only the lowest mark is to be trusted.
+// be marked wrongly, so only the lowest mark is to be trusted. (x^0x02 is
+// below 0x21 exactly for the control characters and the quote.)
 func special(x uint64) uint64 {
-	q := x ^ (ones * '"')
+	y := x ^ (ones * 0x02)
 	bs := x ^ (ones * '\\')
-	return ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x) & highs
+	return ((y-ones*0x21)&^y | (bs-ones)&^bs) & highs
 }
 
 // str validates the string starting at s.b[i] == '"' and returns the
