@@ -14,8 +14,8 @@ import (
 
 // The checks' fast paths (Record.Parse's one-pass scanner, the loop
 // check's hashed words, early stops and bounds, the tail's anchored
-// search) against straightforward versions written from their
-// definitions: encoding/json and maps of strings, every measure computed
+// search, the thinking markers' gated scans) against straightforward
+// versions written from their definitions: encoding/json and maps of strings, every measure computed
 // in full. Both must reach the same verdict, with the same detail, on the
 // real answers and on fuzzed input.
 
@@ -405,6 +405,7 @@ func TestFastPathsMatchReference(t *testing.T) {
 		perr := r.Parse(line)
 		sameParse(t, line, &r, perr)
 		sameLoop(t, a.Text, &s)
+		sameMarker(t, a.Text, a.Prompt)
 		sameFirst(t, c, &a, tools)
 	}
 	n := 0
@@ -453,6 +454,7 @@ func FuzzFastPaths(f *testing.F) {
 		}
 		for _, text := range texts {
 			sameLoop(t, text, &s)
+			sameMarker(t, text, "")
 		}
 	})
 }
@@ -468,4 +470,38 @@ func TestCheckIndexes(t *testing.T) {
 	if len(Checks) != numChecks {
 		t.Errorf("%d checks, numChecks %d", len(Checks), numChecks)
 	}
+}
+
+// refMarker is findMarker from its definition: the earliest angle marker
+// in s, else the first other marker in list order; none the prompt holds.
+func refMarker(s, prompt string) (string, bool) {
+	for i := range len(s) {
+		for _, m := range thinkMarkers {
+			if m[0] == '<' && strings.HasPrefix(s[i:], m) && !strings.Contains(prompt, m) {
+				return m, true
+			}
+		}
+	}
+	for _, m := range thinkMarkers {
+		if m[0] != '<' && strings.Contains(s, m) && !strings.Contains(prompt, m) {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+func sameMarker(t *testing.T, s, prompt string) {
+	t.Helper()
+	m, ok := findMarker(s, prompt)
+	if wm, wok := refMarker(s, prompt); m != wm || ok != wok {
+		t.Fatalf("findMarker(%.200q, %.100q) = %q %v, the reference %q %v", s, prompt, m, ok, wm, wok)
+	}
+}
+
+func FuzzFindMarker(f *testing.F) {
+	for _, tc := range thinkCases {
+		f.Add(tc.text, tc.prompt)
+	}
+	f.Add("[/THINK] ◁/think▷ [THINK]", "[/THINK]")
+	f.Fuzz(func(t *testing.T, s, prompt string) { sameMarker(t, s, prompt) })
 }
