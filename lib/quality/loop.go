@@ -378,7 +378,7 @@ func (s *Scratch) hashWords(text string) {
 		for i < n && spaces[text[i]] {
 			i++
 		}
-		if i == n {
+		if i >= n {
 			break
 		}
 		var h uint64
@@ -408,7 +408,7 @@ func (s *Scratch) hashWords(text string) {
 		sum += w
 		widest = max(widest, w)
 		starts = append(starts, sum)
-		i = j
+		i = j + 1 // text[j], if any, is a separator
 	}
 	s.words, s.starts, s.widest = words, starts, widest
 	s.order = 1
