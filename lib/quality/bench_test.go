@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"strconv"
 	"testing"
 
 	"tokenmill/lib/quality/qualitytest"
@@ -34,4 +35,29 @@ func BenchmarkThinkResidue(b *testing.B) { benchCheck(b, func(t string) { ThinkR
 func BenchmarkLang(b *testing.B) {
 	prompt := "Explain how the system works in a few paragraphs, with an example of its use."
 	benchCheck(b, func(t string) { Lang(prompt, t, &DefaultLang) })
+}
+
+// BenchmarkRecordParse: validating generation records and reading out
+// their answers (bytes of records).
+func BenchmarkRecordParse(b *testing.B) {
+	var lines [][]byte
+	var n int64
+	for i, text := range qualitytest.Answers(2000, 3) {
+		a := Answer{Prompt: "Explain how the system works, with an example.", Text: text, Finish: "stop"}
+		if i%5 == 0 {
+			a.Reasoning = "The user asks how the system works; " + text[:len(text)/3]
+		}
+		lines = append(lines, generationLine(b, strconv.Itoa(i), a))
+		n += int64(len(lines[i]))
+	}
+	var r Record
+	b.SetBytes(n)
+	b.ResetTimer()
+	for range b.N {
+		for _, l := range lines {
+			if r.Parse(l) != nil {
+				b.Fatal("a record did not parse")
+			}
+		}
+	}
 }

@@ -367,45 +367,78 @@ var spaces = [256]bool{' ': true, '\n': true, '\t': true, '\r': true, '\v': true
 func isSpace(c byte) bool { return spaces[c] }
 
 // hashWords fills s.words with one hash per word and s.starts with the
-// prefix sums of word lengths.
+// prefix sums of word lengths. A word of up to 8 bytes is its bytes and its
+// length (its end found among 8 bytes read at once, which are its hash
+// too); a longer one is hashed.
 func (s *Scratch) hashWords(text string) {
-	s.words = s.words[:0]
-	s.starts = append(s.starts[:0], 0)
-	s.widest = 0
-	var sum int32
-	for i := 0; i < len(text); {
-		for i < len(text) && spaces[text[i]] {
+	words, starts := s.words[:0], append(s.starts[:0], 0)
+	var sum, widest int32
+	n := len(text)
+	for i := 0; ; {
+		for i < n && spaces[text[i]] {
 			i++
 		}
-		if i == len(text) {
+		if i >= n {
 			break
 		}
-		j := i
-		for j < len(text) && !spaces[text[j]] {
-			j++
-		}
-		// A word of up to 8 bytes is its bytes (read 8 at a time where the
-		// text allows) and its length; a longer one is hashed.
 		var h uint64
-		switch n := j - i; {
-		case n > 8:
-			h = xxh3.HashString(text[i:j])
-		case i+8 <= len(text):
-			h = binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(text[i:]), 8)) & (^uint64(0) >> (64 - 8*n))
-		default:
+		j := i
+		if i+8 <= n {
+			x := load8(text, i)
+			if m := sepMask(x); m != 0 {
+				w := bits.TrailingZeros64(m) >> 3 // at least 1: text[i] is no separator
+				j, h = i+w, x&(1<<(8*w)-1)
+			} else {
+				j = wordEnd(text, i+8)
+				if h = x; j-i > 8 {
+					h = xxh3.HashString(text[i:j])
+				}
+			}
+		} else {
+			for j < n && !spaces[text[j]] {
+				j++
+			}
 			for k := j - 1; k >= i; k-- {
 				h = h<<8 | uint64(text[k])
 			}
 		}
 		h ^= uint64(j-i) * 0x9e3779b97f4a7c15
-		s.words = append(s.words, mix(h))
+		words = append(words, mix(h))
 		w := int32(j - i)
 		sum += w
-		s.widest = max(s.widest, w)
-		s.starts = append(s.starts, sum)
-		i = j
+		widest = max(widest, w)
+		starts = append(starts, sum)
+		i = j + 1 // text[j], if any, is a separator
 	}
+	s.words, s.starts, s.widest = words, starts, widest
 	s.order = 1
+}
+
+// wordEnd returns the index of the first separator from i on, or len(text).
+func wordEnd(text string, i int) int {
+	for ; i+8 <= len(text); i += 8 {
+		if m := sepMask(load8(text, i)); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(text) && !spaces[text[i]] {
+		i++
+	}
+	return i
+}
+
+func load8(text string, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(text[i:]), 8))
+}
+
+// sepMask marks, in the top bit of each byte, the separators (the bytes of
+// spaces) among the 8 bytes of x.
+func sepMask(x uint64) uint64 {
+	y := x ^ (ones * ' ')
+	space := ^((y&^highs + ^highs) | y) // a byte's top bit: y's byte is 0
+	low := x &^ highs
+	ctrl := (low + ones*(0x80-'\t')) &^ (low + ones*(0x80-'\r'-1)) &^ x // \t \n \v \f \r
+	return (space | ctrl) & highs
 }
 
 // nextOrder turns s.words[i] into the hash of the n-gram at i, advancing
@@ -499,11 +532,14 @@ func repeatedTail(text string) (copies, span, covered int) {
 	suffix := t[len(t)-k:]
 	// The nearest occurrences ending before the text does: found scanning
 	// forward, which is much faster than backward, keeping the last few.
-	lo := max(0, len(t)-1-maxSpan-k)
+	// A span over half the text cannot make two copies: the search starts
+	// where the spans are at most maxSpan and half the text.
+	lo := max(0, len(t)-1-maxSpan-k, len(t)-len(t)/2-k)
+	a := rarest(suffix)
 	var near [tries]int // ends of occurrences, a ring
 	found := 0
 	for from := lo; ; {
-		q := strings.Index(t[from:len(t)-1], suffix)
+		q := indexAnchored(t[from:len(t)-1], suffix, a)
 		if q < 0 {
 			break
 		}
@@ -522,6 +558,59 @@ func repeatedTail(text string) (copies, span, covered int) {
 		}
 	}
 	return copies, span, covered
+}
+
+// commonness ranks bytes by how often prose holds them, roughly: white
+// space and the commonest letters first; the rest (capitals, digits,
+// punctuation, bytes of other scripts) share rank 0.
+var commonness = func() (r [256]uint8) {
+	for i, set := range []string{"bcfgjkpqvwxyz", ",.", "lducm\n", "etaoinsrh", " "} {
+		for _, c := range []byte(set) {
+			r[c] = uint8(i + 1)
+		}
+	}
+	return r
+}()
+
+// rarest is the index of the byte of s that prose holds least often.
+func rarest(s string) int {
+	a := 0
+	for i := 1; i < len(s); i++ {
+		if commonness[s[i]] < commonness[s[a]] {
+			a = i
+		}
+	}
+	return a
+}
+
+// indexAnchored is strings.Index(s, sub), looking for sub's byte at a
+// (its rarest) first: strings.Index looks for the first byte, which in
+// prose is often a space or a common letter that stops the search every
+// few bytes. Once the anchor too proves common, strings.Index takes over.
+func indexAnchored(s, sub string, a int) int {
+	n := len(sub)
+	if n == 0 || n > len(s) {
+		return strings.Index(s, sub)
+	}
+	c, last := sub[a], len(s)-n+a // the anchor's last possible place
+	fails := 0
+	for i := a; i <= last; i++ {
+		o := strings.IndexByte(s[i:last+1], c)
+		if o < 0 {
+			return -1
+		}
+		i += o
+		if s[i-a:i-a+n] == sub {
+			return i - a
+		}
+		if fails++; fails > 4+i>>4 {
+			if q := strings.Index(s[i-a+1:], sub); q >= 0 {
+				return i - a + 1 + q
+			}
+			return -1
+		}
+	}
+	return -1
 }
 
 // hashSet counts 64-bit keys in an open-addressed table. Slots carry the

@@ -116,7 +116,17 @@ type Checker struct {
 	scratch Scratch
 }
 
-const numChecks = 7
+// The index of each check in Checks (TestCheckIndexes keeps them so).
+const (
+	iLength = iota
+	iReasoningOnly
+	iEmpty
+	iThinkResidue
+	iToolCall
+	iLoop
+	iLang
+	numChecks
+)
 
 func checkIndex(name string) int { return slices.Index(Checks, name) }
 
@@ -160,23 +170,22 @@ func (c *Checker) run(a *Answer, tools Tools, found func(Finding) bool) bool {
 		failed = true
 		return found(Finding{Check: check, Detail: detail})
 	}
-	on := func(check string) bool { return c.enabled[checkIndex(check)] }
-	if on(CheckLength) && Length(a.Finish) {
+	if c.enabled[iLength] && Length(a.Finish) {
 		if !report(CheckLength, "finish_reason length: cut at max_tokens") {
 			return true
 		}
 	}
 	blank := len(a.ToolCalls) == 0 && Blank(a.Text)
-	if on(CheckReasoningOnly) && blank && !Blank(a.Reasoning) {
+	if c.enabled[iReasoningOnly] && blank && !Blank(a.Reasoning) {
 		if !report(CheckReasoningOnly, fmt.Sprintf("%d bytes of reasoning and no answer", len(a.Reasoning))) {
 			return true
 		}
-	} else if on(CheckEmpty) && blank {
+	} else if c.enabled[iEmpty] && blank {
 		if !report(CheckEmpty, emptyDetail(a.Text)) {
 			return true
 		}
 	}
-	if on(CheckThinkResidue) {
+	if c.enabled[iThinkResidue] {
 		// The prompt is looked at only when a marker is found.
 		m, where, ok := ThinkResidue("", a.Text, a.Reasoning)
 		if ok {
@@ -188,17 +197,17 @@ func (c *Checker) run(a *Answer, tools Tools, found func(Finding) bool) bool {
 			}
 		}
 	}
-	if on(CheckToolCall) && len(a.ToolCalls) > 0 {
+	if c.enabled[iToolCall] && len(a.ToolCalls) > 0 {
 		if d, bad := ToolCallProblem(a.ToolCalls, tools); bad && !report(CheckToolCall, d) {
 			return true
 		}
 	}
-	if on(CheckLoop) {
+	if c.enabled[iLoop] {
 		if d, bad := Loop(a.Text, &c.cfg.Loop, &c.scratch); bad && !report(CheckLoop, d) {
 			return true
 		}
 	}
-	if on(CheckLang) {
+	if c.enabled[iLang] {
 		if d, bad := Lang(a.PromptText(), a.Text, &c.cfg.Lang); bad && !report(CheckLang, d) {
 			return true
 		}

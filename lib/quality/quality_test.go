@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"tokenmill/lib/record"
 )
 
 // prose is ordinary text for the synthetic loops to grow out of.
@@ -381,6 +383,62 @@ func TestRecordParse(t *testing.T) {
 	r.Parse([]byte(recordSeeds[1]))
 	if a := r.Answers[0]; a.Text != " 4" || a.Finish != "length" || a.PromptText() != "2+2=" || len(r.Tools()) != 1 {
 		t.Errorf("single answer %+v, tools %v", a, r.Tools())
+	}
+}
+
+// TestRecordExactKeys: field names match as the record contract spells
+// them, exactly; a field spelled otherwise is an unknown field, carried
+// and not read (the other stages' decoders match the same way).
+func TestRecordExactKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		kind       record.Kind
+		reason     string
+		text       string // of the one answer, when it parses as a generation
+		finish     string
+		prompt     string
+	}{
+		{"the contract's names", `{"messages":[{"role":"user","content":"q"}],"output":{"text":"a","finish_reason":"stop"}}`, record.KindGeneration, "", "a", "stop", "q"},
+		{"Output is not output", `{"Output":{"text":"a"}}`, record.KindPrompt, "", "", "", ""},
+		{"OUTPUT beside output", `{"OUTPUT":{"text":"b"},"output":{"text":"a"}}`, record.KindGeneration, "", "a", "", ""},
+		{"Error is not error", `{"Error":{"status":500}}`, record.KindPrompt, "", "", "", ""},
+		{"Text is not text", `{"output":{"Text":"a"}}`, record.KindGeneration, ReasonBadOutput, "", "", ""},
+		{"Text beside text", `{"output":{"text":"a","Text":"b"}}`, record.KindGeneration, "", "a", "", ""},
+		{"Finish_Reason is not finish_reason", `{"output":{"text":"a","Finish_Reason":"length"}}`, record.KindGeneration, "", "a", "", ""},
+		{"Messages is not messages", `{"Messages":[{"role":"user","content":"q"}],"output":{"text":"a"}}`, record.KindGeneration, "", "a", "", ""},
+		{"Role and Content are not role and content", `{"messages":[{"Role":"user","Content":"q"}],"output":{"text":"a"}}`, record.KindGeneration, "", "a", "", ""},
+		{"Prompt is not prompt", `{"Prompt":"q","output":{"text":"a"}}`, record.KindGeneration, "", "a", "", ""},
+		{"an escaped key is its text", `{"out\u0070ut":{"t\u0065xt":"a"}}`, record.KindGeneration, "", "a", "", ""},
+		{"the last of repeated keys", `{"output":{"text":"a"},"output":{"text":"b"}}`, record.KindGeneration, "", "b", "", ""},
+		{"a later output replaces an earlier one's fields", `{"output":{"text":"a"},"output":{"reasoning":"r"}}`, record.KindGeneration, ReasonBadOutput, "", "", ""},
+		{"Turns is not turns", `{"output":{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}],"Turns":[{"message":1}]}}`, record.KindGeneration, "", "", "", ""},
+	} {
+		var r Record
+		perr := r.Parse([]byte(tc.line))
+		reason := ""
+		if perr != nil {
+			reason = perr.Reason
+		}
+		switch {
+		case reason != tc.reason:
+			t.Errorf("%s: reason %q, want %q", tc.name, reason, tc.reason)
+		case perr != nil:
+		case r.Kind != tc.kind:
+			t.Errorf("%s: kind %v, want %v", tc.name, r.Kind, tc.kind)
+		case tc.kind == record.KindGeneration && !r.Conversation && (len(r.Answers) != 1 || r.Answers[0].Text != tc.text || r.Answers[0].Finish != tc.finish || r.Answers[0].PromptText() != tc.prompt):
+			t.Errorf("%s: answers %+v, want text %q, prompt %q", tc.name, r.Answers, tc.text, tc.prompt)
+		case r.Conversation && len(r.Answers) != 0:
+			t.Errorf("%s: %d answers from turns spelled Turns", tc.name, len(r.Answers))
+		}
+	}
+	// Tool calls and tools: Function and Name are not function and name.
+	var r Record
+	line := `{"tools":[{"type":"function","Function":{"name":"f"}}],"output":{"text":"","tool_calls":[{"function":{"Name":"f","arguments":"{}"}}]}}`
+	if perr := r.Parse([]byte(line)); perr != nil || len(r.Answers) != 1 || len(r.Answers[0].ToolCalls) != 1 {
+		t.Fatalf("Parse: %v, %+v", perr, r.Answers)
+	}
+	if c := r.Answers[0].ToolCalls[0]; c.Name != "" || len(r.Tools()) != 0 {
+		t.Errorf("call named %q, tools %v: read through miscased names", c.Name, r.Tools())
 	}
 }
 

@@ -50,6 +50,7 @@ type Record struct {
 	Output []byte
 	tools  Tools
 
+	scan                       scanner
 	messages, prompt, toolsRaw []byte // raw top-level fields
 	promptText                 string
 	promptDone                 bool
@@ -92,96 +93,59 @@ type turnView struct {
 // and error records parse (Kind tells them apart) with no answers. Only
 // the output is decoded, and of a single answer only its text, reasoning,
 // finish_reason and tool_calls: generation records are mostly answer text,
-// which is unescaped once, without copying when it holds no escape.
+// which is validated and located in one pass (scan.go) and unescaped once,
+// without copying when it holds no escape. Field names match exactly, as
+// the record contract spells them ("Output" is not "output"), the last of
+// repeated ones winning.
 func (r *Record) Parse(line []byte) *ParseError {
 	r.Kind, r.Conversation, r.Output, r.tools = record.KindPrompt, false, nil, nil
 	r.Answers = r.Answers[:0]
 	r.messages, r.prompt, r.toolsRaw, r.promptText, r.promptDone = nil, nil, nil, "", false
-	if !json.Valid(line) {
+	if !r.scan.scan(line) {
 		return parseErr(ReasonMalformedJSON, "not valid JSON")
 	}
-	if b := bytes.TrimLeft(line, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+	if line[skipWS(line, 0)] != '{' {
 		return parseErr(ReasonNotObject, "a record must be a JSON object")
 	}
-	var outRaw, errRaw []byte
-	// Field names match as the JSON decoders of the other stages match
-	// them: case-insensitively, the last one winning.
-	err := record.EachField(line, func(key string, value []byte) error {
-		switch {
-		case strings.EqualFold(key, "output"):
-			outRaw = value
-		case strings.EqualFold(key, "error"):
-			errRaw = value
-		case strings.EqualFold(key, "messages"):
-			r.messages = value
-		case strings.EqualFold(key, "prompt"):
-			r.prompt = value
-		case strings.EqualFold(key, "tools"):
-			r.toolsRaw = value
-		}
-		return nil
-	})
+	f := &r.scan.f
+	r.messages, r.prompt, r.toolsRaw = f[fMessages].raw, f[fPrompt].raw, f[fTools].raw
 	switch {
-	case err != nil:
-		return parseErr(ReasonMalformedJSON, "%v", err)
-	case !isNull(outRaw):
+	case !isNull(f[fOutput].raw):
 		r.Kind = record.KindGeneration
-	case !isNull(errRaw):
+	case !isNull(f[fError].raw):
 		r.Kind = record.KindError
 		return nil
 	default:
 		return nil
 	}
-	r.Output = outRaw
+	r.Output = f[fOutput].raw
 	if r.Output[0] != '{' {
 		return parseErr(ReasonBadOutput, "output must be an object, not %.20s", r.Output)
 	}
-	var textRaw, reasoningRaw, finishRaw, callsRaw, msgsRaw, turnsRaw []byte
-	err = record.EachField(outRaw, func(key string, value []byte) error {
-		switch {
-		case strings.EqualFold(key, "text"):
-			textRaw = value
-		case strings.EqualFold(key, "reasoning"):
-			reasoningRaw = value
-		case strings.EqualFold(key, "finish_reason"):
-			finishRaw = value
-		case strings.EqualFold(key, "tool_calls"):
-			callsRaw = value
-		case strings.EqualFold(key, "messages"):
-			msgsRaw = value
-		case strings.EqualFold(key, "turns"):
-			turnsRaw = value
-		}
-		return nil
-	})
-	if err != nil {
-		return parseErr(ReasonBadOutput, "output: %v", err)
-	}
 	calls := 0
-	if !isNull(msgsRaw) && string(msgsRaw) != "[]" {
-		if perr := r.parseConversation(msgsRaw, turnsRaw); perr != nil {
+	if msgsRaw := f[oMessages].raw; !isNull(msgsRaw) && string(msgsRaw) != "[]" {
+		if perr := r.parseConversation(msgsRaw, f[oTurns].raw); perr != nil {
 			return perr
 		}
 		for _, a := range r.Answers {
 			calls += len(a.ToolCalls)
 		}
 	} else {
-		if isNull(textRaw) && isNull(callsRaw) {
+		callsRaw := f[oToolCalls].raw
+		if isNull(f[oText].raw) && isNull(callsRaw) {
 			return parseErr(ReasonBadOutput, "output has neither text nor messages")
 		}
 		a := Answer{prompt: r}
 		var perr *ParseError
-		if a.Text, r.text, perr = stringField("output.text", textRaw, r.text); perr != nil {
+		if a.Text, r.text, perr = stringField("output.text", &f[oText], r.text); perr != nil {
 			return perr
 		}
-		if a.Reasoning, r.reasoning, perr = stringField("output.reasoning", reasoningRaw, r.reasoning); perr != nil {
+		if a.Reasoning, r.reasoning, perr = stringField("output.reasoning", &f[oReasoning], r.reasoning); perr != nil {
 			return perr
 		}
-		var finish []byte
-		if finish, perr = bytesField("output.finish_reason", finishRaw); perr != nil {
+		if a.Finish, perr = finishField(&f[oFinish]); perr != nil {
 			return perr
 		}
-		a.Finish = string(finish)
 		if !isNull(callsRaw) {
 			r.calls = r.calls[:0]
 			if err := record.Decode(callsRaw, &r.calls); err != nil {
@@ -239,44 +203,57 @@ func (r *Record) parseConversation(msgsRaw, turnsRaw []byte) *ParseError {
 	return nil
 }
 
-// stringField unescapes the JSON string raw (null or absent: ""), into buf
+// stringField unescapes the JSON string sp (null or absent: ""), into buf
 // when it holds escapes.
-func stringField(name string, raw, buf []byte) (string, []byte, *ParseError) {
-	if isNull(raw) {
+func stringField(name string, sp *span, buf []byte) (string, []byte, *ParseError) {
+	if isNull(sp.raw) {
 		return "", buf, nil
 	}
-	if raw[0] != '"' {
-		return "", buf, parseErr(ReasonBadOutput, "%s should be a string, not %.20s", name, raw)
+	if sp.raw[0] != '"' {
+		return "", buf, parseErr(ReasonBadOutput, "%s should be a string, not %.20s", name, sp.raw)
 	}
-	s, buf := Unquote(raw, buf)
+	s, buf := unquote(sp.raw, buf, sp.escaped, sp.high)
 	return s, buf, nil
 }
 
-// bytesField is a short string field's raw bytes, unescaped if need be.
-func bytesField(name string, raw []byte) ([]byte, *ParseError) {
-	if isNull(raw) {
-		return nil, nil
+// finishField is output.finish_reason: one of a few short words, so the
+// common ones are not allocated.
+func finishField(sp *span) (string, *ParseError) {
+	if isNull(sp.raw) {
+		return "", nil
 	}
-	if raw[0] != '"' {
-		return nil, parseErr(ReasonBadOutput, "%s should be a string, not %.20s", name, raw)
+	if sp.raw[0] != '"' {
+		return "", parseErr(ReasonBadOutput, "output.finish_reason should be a string, not %.20s", sp.raw)
 	}
-	s, _ := Unquote(raw, nil)
-	return []byte(s), nil
+	s, _ := unquote(sp.raw, nil, sp.escaped, sp.high)
+	for _, known := range [...]string{"stop", "length", "tool_calls", "abort", "content_filter"} {
+		if s == known {
+			return known, nil
+		}
+	}
+	return strings.Clone(s), nil
 }
 
 // Unquote decodes the valid JSON string literal raw. Without escapes the
 // result aliases raw; otherwise it is written into buf (returned for
 // reuse) and aliases it. Invalid UTF-8 becomes U+FFFD, as decoders do.
 func Unquote(raw, buf []byte) (string, []byte) {
+	return unquote(raw, buf, bytes.IndexByte(raw, '\\') >= 0, true)
+}
+
+// unquote is Unquote knowing whether raw holds an escape, and whether it
+// may hold bytes above ASCII (when not, the result is valid UTF-8 as it
+// stands).
+func unquote(raw, buf []byte, escaped, high bool) (string, []byte) {
 	s := raw[1 : len(raw)-1]
-	i := bytes.IndexByte(s, '\\')
-	if i < 0 {
-		if utf8.Valid(s) {
+	if !escaped {
+		if !high || utf8.Valid(s) {
 			return unsafe.String(unsafe.SliceData(s), len(s)), buf
 		}
 		buf = appendValid(buf[:0], s)
 		return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
 	}
+	i := bytes.IndexByte(s, '\\')
 	buf = append(buf[:0], s[:i]...)
 	for s = s[i:]; len(s) > 0; {
 		if s[0] != '\\' {
@@ -326,7 +303,7 @@ func Unquote(raw, buf []byte) (string, []byte) {
 		}
 		s = s[2:]
 	}
-	if !utf8.Valid(buf) {
+	if high && !utf8.Valid(buf) {
 		buf = appendValid(nil, buf)
 	}
 	return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
@@ -386,27 +363,33 @@ func (r *Record) toolCalls(i int, calls []toolCallView) []ToolCall {
 // lastUserTurn is the text of the prompt's last user message, or its
 // completion prompt; decoded when first asked for.
 func (r *Record) lastUserTurn() string {
-	if r.promptDone {
-		return r.promptText
+	if !r.promptDone {
+		r.promptDone = true
+		r.promptText = userTurn(r.messages, r.prompt)
 	}
-	r.promptDone = true
+	return r.promptText
+}
+
+// userTurn is the text of the last user message of the raw messages, or
+// the raw completion prompt.
+func userTurn(messages, prompt []byte) string {
 	var msgs []rawMessage
-	if !isNull(r.messages) && record.Decode(r.messages, &msgs) == nil {
+	if !isNull(messages) && record.Decode(messages, &msgs) == nil {
 		for i := len(msgs) - 1; i >= 0; i-- {
 			if msgs[i].Role == "user" {
 				var s string
-				if json.Unmarshal(msgs[i].Content, &s) == nil {
-					r.promptText = s
+				if json.Unmarshal(msgs[i].Content, &s) != nil {
+					return ""
 				}
-				return r.promptText
+				return s
 			}
 		}
 	}
-	if len(r.prompt) > 0 && r.prompt[0] == '"' {
-		s, _ := Unquote(r.prompt, nil)
-		r.promptText = strings.Clone(s)
+	if len(prompt) > 0 && prompt[0] == '"' {
+		s, _ := Unquote(prompt, nil)
+		return strings.Clone(s)
 	}
-	return r.promptText
+	return ""
 }
 
 // parseTools reads the names of "tools": OpenAI's [{"type": "function",
@@ -433,7 +416,7 @@ func parseTools(raw []byte) (Tools, error) {
 			Name string `json:"name"`
 		} `json:"function"`
 	}
-	if err := json.Unmarshal(raw, &list); err != nil {
+	if err := record.Decode(raw, &list); err != nil {
 		return nil, errors.New("not a list of functions")
 	}
 	tools := Tools{}

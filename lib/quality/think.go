@@ -48,8 +48,9 @@ func ThinkResidue(prompt, text, reasoning string) (marker, where string, found b
 	return "", "", false
 }
 
-// findMarker scans s once per marker family: at every '<' for the angle
-// markers, and for the two others by their first bytes.
+// findMarker scans s at every '<' for the angle markers, then, only when
+// s holds one of the other markers' rare parts ("THINK]", found by its
+// ']', or "◁"), for those in list order.
 func findMarker(s, prompt string) (string, bool) {
 	for i := 0; ; {
 		j := strings.IndexByte(s[i:], '<')
@@ -67,14 +68,12 @@ func findMarker(s, prompt string) (string, bool) {
 		}
 		i++
 	}
-	for _, family := range []string{"◁", "[THINK]", "[/THINK]"} {
-		if !strings.Contains(s, family) {
-			continue
-		}
-		for _, m := range thinkMarkers {
-			if m[0] != '<' && strings.Contains(s, m) && !strings.Contains(prompt, m) {
-				return m, true
-			}
+	if indexAnchored(s, "THINK]", len("THINK]")-1) < 0 && !strings.Contains(s, "◁") {
+		return "", false
+	}
+	for _, m := range thinkMarkers {
+		if m[0] != '<' && strings.Contains(s, m) && !strings.Contains(prompt, m) {
+			return m, true
 		}
 	}
 	return "", false

@@ -1,0 +1,171 @@
+package jsonl
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+)
+
+// Parallel work on a stream of records, in input order: one goroutine
+// reads records into batches, workers goroutines process whole batches at
+// once, and the caller's goroutine takes the batches back in the order
+// they were read, so what it writes does not depend on timing.
+
+const (
+	batchBytes   = 512 << 10
+	batchRecords = 2048
+	keepBatch    = 8 << 20 // a batch buffer grown past this (a huge line) is let go
+)
+
+// Item is one input of a Batch: a record, with the worker's result V, or
+// the reader's *InputError for an input it could not read (Record then
+// says where, without data).
+type Item[T any] struct {
+	Record
+	Err        error
+	V          T
+	start, end int // the record in the batch's buffer; end < 0: a long line of its own
+}
+
+// Batch is a run of consecutive inputs. Its records' Data stay valid
+// until the sequence function returns.
+type Batch[T any] struct {
+	Items []Item[T]
+	// Read is what the reader had read once the batch was complete.
+	Read Stats
+	data []byte
+	done chan struct{}
+}
+
+// Parallel reads in to its end, calls work on every batch from one of
+// workers goroutines (worker is its index, for state of its own), and
+// calls sequence on the batches in input order from the caller's
+// goroutine; it closes in. When ctx ends, reading stops and the batches
+// already read are worked on and sequenced; when sequence fails, reading
+// stops and the error is returned. Either way Parallel returns without
+// waiting for a reader blocked on its input (a quiet stdin), which may
+// still hold in: the process is about to end.
+func Parallel[T any](ctx context.Context, in *Reader, workers int, work func(worker int, b *Batch[T]), sequence func(b *Batch[T]) error) error {
+	workers = max(workers, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := 2*workers + 2
+	free := make(chan *Batch[T], slots)
+	for range slots {
+		free <- &Batch[T]{}
+	}
+	todo := make(chan *Batch[T], slots)
+	order := make(chan *Batch[T], slots)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for b := range todo {
+				work(w, b)
+				close(b.done)
+			}
+		})
+	}
+	readDone := make(chan error, 1)
+	go func() {
+		err := fill(ctx, in, free, todo, order)
+		close(todo)
+		close(order)
+		readDone <- errors.Join(err, in.Close())
+	}()
+	var seqErr error
+	take := func(b *Batch[T]) {
+		<-b.done
+		if seqErr == nil {
+			if seqErr = sequence(b); seqErr != nil {
+				cancel()
+			}
+		}
+		for i := range b.Items {
+			b.Items[i] = Item[T]{} // no long line or result outlives its batch
+		}
+		if cap(b.data) > keepBatch {
+			b.data = nil
+		}
+		free <- b
+	}
+	for {
+		select {
+		case b, ok := <-order:
+			if !ok {
+				wg.Wait()
+				return errors.Join(seqErr, <-readDone)
+			}
+			take(b)
+		case <-ctx.Done():
+			for {
+				select {
+				case b, ok := <-order:
+					if !ok {
+						return seqErr
+					}
+					take(b)
+				default:
+					return seqErr
+				}
+			}
+		}
+	}
+}
+
+// fill reads batches until EOF, a fatal error or cancellation.
+func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, order chan<- *Batch[T]) error {
+	var b *Batch[T]
+	send := func() {
+		if b == nil || len(b.Items) == 0 {
+			return
+		}
+		for i := range b.Items {
+			if it := &b.Items[i]; it.end >= 0 && it.Err == nil {
+				it.Data = b.data[it.start:it.end]
+			}
+		}
+		b.Read = in.Stats
+		todo <- b
+		order <- b
+		b = nil
+	}
+	defer send()
+	for n := 0; ; n++ {
+		if n&255 == 0 && ctx.Err() != nil {
+			return nil
+		}
+		rec, err := in.Next()
+		if err == io.EOF {
+			return nil
+		}
+		var ie *InputError
+		if err != nil && !errors.As(err, &ie) {
+			return err
+		}
+		if b == nil {
+			select {
+			case b = <-free:
+			case <-ctx.Done():
+				return nil
+			}
+			b.data, b.Items, b.done = b.data[:0], b.Items[:0], make(chan struct{})
+		}
+		it := Item[T]{Record: Record{File: rec.File, Line: rec.Line}, Err: err, start: len(b.data)}
+		switch {
+		case ie != nil:
+			it.File, it.Line = ie.File, ie.Line
+		default:
+			if long := in.TakeLong(rec); long != nil {
+				it.Data, it.end = long, -1
+				break
+			}
+			b.data = append(b.data, rec.Data...)
+			it.end = len(b.data)
+		}
+		b.Items = append(b.Items, it)
+		if len(b.data) >= batchBytes || len(b.Items) >= batchRecords {
+			send()
+		}
+	}
+}

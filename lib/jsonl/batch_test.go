@@ -1,0 +1,152 @@
+package jsonl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// batchInput is n records, each naming its line, with an over-long line
+// and a long line (assembled in a buffer of its own) among them.
+func batchInput(n int) (string, []string) {
+	var b strings.Builder
+	var want []string
+	for i := 1; i <= n; i++ {
+		line := fmt.Sprintf(`{"line":%d}`, i)
+		switch i {
+		case 7:
+			line = `{"long":"` + strings.Repeat("x", 3*readBufferSize) + `"}`
+		case 11:
+			line = `{"toolong":"` + strings.Repeat("y", 5*readBufferSize) + `"}`
+		}
+		b.WriteString(line + "\n")
+		if i == 11 {
+			line = ReasonLineTooLong
+		}
+		want = append(want, fmt.Sprintf("%d %s", i, line))
+	}
+	return b.String(), want
+}
+
+// TestParallelKeepsInputOrder: whatever the workers' timing, sequence
+// sees every input once, in input order, each with its worker's result,
+// input errors in their place.
+func TestParallelKeepsInputOrder(t *testing.T) {
+	input, want := batchInput(3*batchRecords + 500)
+	for _, workers := range []int{1, 3} {
+		in := NewReader(nil, strings.NewReader(input), Options{MaxLine: 4 * readBufferSize})
+		var got []string
+		err := Parallel(context.Background(), in, workers, func(w int, b *Batch[int]) {
+			time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+			for i := range b.Items {
+				b.Items[i].V = len(b.Items[i].Data)
+			}
+		}, func(b *Batch[int]) error {
+			for _, it := range b.Items {
+				var ie *InputError
+				switch {
+				case errors.As(it.Err, &ie):
+					got = append(got, fmt.Sprintf("%d %s", it.Line, ie.Reason))
+				case it.V != len(it.Data):
+					return fmt.Errorf("line %d: the worker's result %d, not its %d bytes", it.Line, it.V, len(it.Data))
+				default:
+					got = append(got, fmt.Sprintf("%d %s", it.Line, it.Data))
+				}
+			}
+			if b.Read.Records == 0 {
+				return errors.New("a batch without the reader's counts")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%d workers: %v", workers, err)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%d workers: %d inputs sequenced, want %d in input order", workers, len(got), len(want))
+		}
+	}
+}
+
+// endless yields "{}" records without end, counting the bytes read.
+type endless struct{ n atomic.Int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = "{}\n"[i%3]
+	}
+	n := len(p) / 3 * 3
+	e.n.Add(int64(n))
+	return n, nil
+}
+
+// TestParallelStopsOnSequenceError: a failing sequence stops the reading
+// of an endless input, and its error is returned.
+func TestParallelStopsOnSequenceError(t *testing.T) {
+	src := &endless{}
+	boom := errors.New("disk full")
+	calls := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- Parallel(context.Background(), NewReader(nil, src, Options{}), 2, func(int, *Batch[struct{}]) {}, func(*Batch[struct{}]) error {
+			calls++
+			return boom
+		})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, boom) || calls != 1 {
+			t.Fatalf("Parallel = %v after %d calls, want the sequence's error after 1", err, calls)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Parallel did not return within 20 s of the sequence's error")
+	}
+	// The reader stops within a few batches: its count goes still.
+	last := int64(-1)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		n := src.n.Load()
+		if n == last {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader is still reading 20 s after the failure: %d bytes", n)
+		}
+		last = n
+	}
+	if last > 64<<20 {
+		t.Errorf("the reader read %d bytes after the failure", last)
+	}
+}
+
+// TestParallelCancelWithQuietInput: once ctx ends, the batches read are
+// sequenced and Parallel returns, though the reader waits on an input
+// that says nothing more.
+func TestParallelCancelWithQuietInput(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte(strings.Repeat("{}\n", batchRecords+5)))
+	ctx, cancel := context.WithCancel(context.Background())
+	in := NewReader(nil, pr, Options{})
+	seen := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- Parallel(ctx, in, 2, func(int, *Batch[struct{}]) {}, func(b *Batch[struct{}]) error {
+			seen += len(b.Items)
+			cancel()
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil || seen != batchRecords {
+			t.Fatalf("Parallel = %v after %d records, want nil after the first batch of %d", err, seen, batchRecords)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Parallel did not return within 20 s of the cancel")
+	}
+}

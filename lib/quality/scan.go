@@ -1,0 +1,374 @@
+package quality
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"tokenmill/lib/record"
+)
+
+// Parse reads a generation record in one pass that both validates the
+// line as JSON and notes where the fields the checks read are: a
+// generation record is mostly answer text, so its bytes are read once to
+// validate and locate it (eight at a time inside strings), instead of
+// once by a validator and again by a field scanner. The grammar is the
+// one json.Valid accepts (RFC 8259, any byte but a control character
+// inside strings, invalid UTF-8 included); keys match exactly, as the
+// record contract spells them; the last of repeated keys wins.
+
+// Field slots: the top-level fields, then those of output.
+const (
+	fOutput = iota
+	fError
+	fMessages
+	fPrompt
+	fTools
+	oText
+	oReasoning
+	oFinish
+	oToolCalls
+	oMessages
+	oTurns
+	numFields
+)
+
+// Where object keys are looked up.
+const (
+	levelTop = iota
+	levelOutput
+	levelNone
+)
+
+// span is a field's raw value; for a string, whether it holds an escape
+// and whether it may hold a byte above ASCII (false means it does not).
+type span struct {
+	raw           []byte
+	escaped, high bool
+}
+
+// scanner is the state of one pass; reused from line to line.
+type scanner struct {
+	b     []byte
+	depth int
+	f     [numFields]span
+	key   []byte // an escaped key, unescaped
+}
+
+// scan validates line and fills s.f; it reports whether line is valid.
+func (s *scanner) scan(line []byte) bool {
+	s.b, s.depth, s.f = line, 0, [numFields]span{}
+	i := skipWS(line, 0)
+	if i >= len(line) {
+		return false
+	}
+	level := levelNone
+	if line[i] == '{' {
+		level = levelTop
+	}
+	end := s.value(i, level)
+	s.b = nil
+	return end >= 0 && skipWS(line, end) == len(line)
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// value validates the value at b[i] and returns the index past it, or -1;
+// an object's keys are looked up at level.
+func (s *scanner) value(i, level int) int {
+	b := s.b
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; c {
+	case '{':
+		return s.object(i, level)
+	case '[':
+		return s.array(i)
+	case '"':
+		end, _, _ := s.str(i)
+		return end
+	case 't':
+		return literal(b, i, "true")
+	case 'f':
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	default:
+		if c == '-' || c >= '0' && c <= '9' {
+			return number(b, i)
+		}
+		return -1
+	}
+}
+
+func literal(b []byte, i int, lit string) int {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit)
+	}
+	return -1
+}
+
+// number validates a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func number(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b) || b[i] < '0' || b[i] > '9':
+		return -1
+	case b[i] == '0':
+		i++
+	default:
+		i = digits(b, i)
+	}
+	if i < len(b) && b[i] == '.' {
+		if d := digits(b, i+1); d > i+1 {
+			i = d
+		} else {
+			return -1
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if d := digits(b, i); d > i {
+			i = d
+		} else {
+			return -1
+		}
+	}
+	return i
+}
+
+// digits returns the index past the run of digits at b[i:].
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// array and object validate a nested value, as deep as a record may be.
+func (s *scanner) array(i int) int {
+	if s.depth++; s.depth > record.MaxDepth {
+		return -1
+	}
+	end := s.elements(i)
+	s.depth--
+	return end
+}
+
+func (s *scanner) object(i, level int) int {
+	if s.depth++; s.depth > record.MaxDepth {
+		return -1
+	}
+	end := s.members(i, level)
+	s.depth--
+	return end
+}
+
+func (s *scanner) elements(i int) int {
+	b := s.b
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1
+	}
+	for {
+		if i = s.value(i, levelNone); i < 0 {
+			return -1
+		}
+		if i = after(b, i, ']'); i < 0 || b[i-1] == ']' {
+			return i
+		}
+	}
+}
+
+// after reads what follows a value of an array or object closed by end:
+// a comma (it returns the index of the next value) or end (the index past
+// it), or it returns -1.
+func after(b []byte, i int, end byte) int {
+	i = skipWS(b, i)
+	switch {
+	case i >= len(b):
+		return -1
+	case b[i] == ',':
+		return skipWS(b, i+1)
+	case b[i] == end:
+		return i + 1
+	}
+	return -1
+}
+
+func (s *scanner) members(i, level int) int {
+	b := s.b
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return -1
+		}
+		keyEnd, keyEscaped, _ := s.str(i)
+		if keyEnd < 0 {
+			return -1
+		}
+		slot := -1
+		if level != levelNone {
+			slot = s.slot(b[i:keyEnd], keyEscaped, level)
+		}
+		i = skipWS(b, keyEnd)
+		if i >= len(b) || b[i] != ':' {
+			return -1
+		}
+		i = skipWS(b, i+1)
+		if i >= len(b) {
+			return -1
+		}
+		start, end := i, -1
+		var sp span
+		switch {
+		case slot == fOutput:
+			// A later output replaces an earlier one, fields and all.
+			clear(s.f[oText:])
+			if b[i] == '{' {
+				end = s.object(i, levelOutput)
+			} else {
+				end = s.value(i, levelNone)
+			}
+		case b[i] == '"':
+			end, sp.escaped, sp.high = s.str(i)
+		default:
+			end = s.value(i, levelNone)
+		}
+		if end < 0 {
+			return -1
+		}
+		if slot >= 0 {
+			sp.raw = b[start:end]
+			s.f[slot] = sp
+		}
+		if i = after(b, end, '}'); i < 0 || b[i-1] == '}' {
+			return i
+		}
+	}
+}
+
+// slot is the field slot of the quoted key at level, or -1.
+func (s *scanner) slot(quoted []byte, escaped bool, level int) int {
+	key := quoted[1 : len(quoted)-1]
+	if escaped {
+		var k string
+		k, s.key = Unquote(quoted, s.key)
+		key = []byte(k)
+	}
+	if level == levelTop {
+		switch string(key) {
+		case "output":
+			return fOutput
+		case "error":
+			return fError
+		case "messages":
+			return fMessages
+		case "prompt":
+			return fPrompt
+		case "tools":
+			return fTools
+		}
+		return -1
+	}
+	switch string(key) {
+	case "text":
+		return oText
+	case "reasoning":
+		return oReasoning
+	case "finish_reason":
+		return oFinish
+	case "tool_calls":
+		return oToolCalls
+	case "messages":
+		return oMessages
+	case "turns":
+		return oTurns
+	}
+	return -1
+}
+
+const (
+	ones  uint64 = 0x0101010101010101
+	highs uint64 = 0x8080808080808080
+)
+
+// special marks, in the top bit of each byte, a quote, a backslash or a
+// control character among the 8 bytes of x. A byte above a marked one may
+// be marked wrongly, so only the lowest mark is to be trusted. (x^0x02 is
+// below 0x21 exactly for the control characters and the quote.)
+func special(x uint64) uint64 {
+	y := x ^ (ones * 0x02)
+	bs := x ^ (ones * '\\')
+	return ((y-ones*0x21)&^y | (bs-ones)&^bs) & highs
+}
+
+// str validates the string starting at s.b[i] == '"' and returns the
+// index past its closing quote (-1 if invalid), whether it holds an
+// escape, and whether a byte above ASCII may be in it.
+func (s *scanner) str(i int) (end int, escaped, high bool) {
+	b := s.b
+	var seen uint64 // every byte looked at, or'ed together
+	j := i + 1
+	for {
+		for j+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[j:])
+			if m := special(x); m != 0 {
+				n := bits.TrailingZeros64(m) >> 3
+				seen |= x & (1<<(8*n) - 1) // the bytes before the mark
+				j += n
+				goto found
+			}
+			seen |= x
+			j += 8
+		}
+		for j < len(b) {
+			if c := b[j]; c == '"' || c == '\\' || c < 0x20 {
+				goto found
+			}
+			seen |= uint64(b[j])
+			j++
+		}
+		return -1, false, false
+	found:
+		switch b[j] {
+		case '"':
+			return j + 1, escaped, seen&highs != 0
+		case '\\':
+			escaped = true
+			if j+1 >= len(b) {
+				return -1, false, false
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if j+6 > len(b) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) || !isHex(b[j+5]) {
+					return -1, false, false
+				}
+				j += 6
+			default:
+				return -1, false, false
+			}
+		default: // a control character
+			return -1, false, false
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
