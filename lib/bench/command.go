@@ -43,7 +43,7 @@ type Bench struct {
 	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers (with generated prompts, give it)."`
 
 	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
-	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to answer /health."`
+	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to be ready (/health, or /v1/models where a server has no /health; --health-path)."`
 	TimeScale float64       `default:"1" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
 
 	// clock is the bench's time; nil: the real clock. Tests set it.
@@ -183,10 +183,10 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 
 	clk := clock.Or(c.clock)
 	poolCtx, cancelPool := context.WithCancel(context.Background())
-	p := fleet.NewPool(poolCtx, targets, fleet.Config{
-		APIKey: c.APIKey, EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
-		Policy: fleet.LeastOutstanding, Logf: env.Logf, Clock: clk,
-	})
+	p := fleet.NewPool(poolCtx, targets, c.PoolConfig(fleet.Config{
+		EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
+		Policy: fleet.LeastOutstanding, Ladder: true, Logf: env.Logf, Clock: clk,
+	}))
 	defer func() {
 		cancelPool()
 		p.Close()
@@ -195,6 +195,9 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	ready, err := p.WaitAll(ctx, c.WaitReady)
 	if err != nil {
 		return err
+	}
+	if err := fleet.CheckRun(p, c.API, c.Model); err != nil {
+		return cli.Usagef("%v", err)
 	}
 	model := c.Model
 	if model == "" {

@@ -105,7 +105,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
-	r.eta = NewEstimator(time.Minute, maxTokens)
+	r.eta = NewEstimator(time.Minute, maxTokens, nil)
 	r.c.answers.Store(prompts)
 	r.readerDone.Store(true)
 	prog := newProgress(r, false, r.eta)
@@ -119,7 +119,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 			return nil, false
 		}
 		j := &job{}
-		r.eta.Started(j, simEpoch.Add(at))
+		r.eta.Started(j, 0, simEpoch.Add(at))
 		sent++
 		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
 	}, func(st replay.Step) bool {

@@ -109,12 +109,14 @@ type Usage struct {
 // PromptTokensDetails carries cached_tokens (SGLang sends it with
 // --enable-cache-report).
 type PromptTokensDetails struct {
-	CachedTokens int `json:"cached_tokens"`
+	CachedTokens *int `json:"cached_tokens"`
 }
 
-func (u *Usage) cached() int {
+// cached is the cached prompt tokens the usage reports; nil when it does
+// not say (most servers, unless told to).
+func (u *Usage) cached() *int {
 	if u == nil || u.PromptTokensDetails == nil {
-		return 0
+		return nil
 	}
 	return u.PromptTokensDetails.CachedTokens
 }
@@ -174,7 +176,7 @@ type GenerateMeta struct {
 	FinishReason     *NativeFinish `json:"finish_reason"`
 	PromptTokens     int           `json:"prompt_tokens"`
 	CompletionTokens int           `json:"completion_tokens"`
-	CachedTokens     int           `json:"cached_tokens"`
+	CachedTokens     *int          `json:"cached_tokens"`
 	E2ELatency       float64       `json:"e2e_latency"`
 }
 
@@ -253,7 +255,7 @@ type Completion struct {
 	FinishReason     string // as the server said: stop, length, abort, tool_calls, ...
 	PromptTokens     int
 	CompletionTokens int
-	CachedTokens     int
+	CachedTokens     *int // nil: the server did not report it
 	Model            string
 	// AbortStatus is the HTTP status an aborted /generate carried, if any.
 	AbortStatus  int
