@@ -1,6 +1,5 @@
 package fleet
 
-
 // DiscoverModel is the first model a ready endpoint's /v1/models lists;
 // "" when none names one.
 func (p *Pool) DiscoverModel() string {

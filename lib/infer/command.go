@@ -48,12 +48,12 @@ type Generate struct {
 
 	Concurrency   fleet.Concurrency `default:"0" placeholder:"N|auto" help:"Requests in flight per endpoint, or auto. 0: each server's capacity where it says (SGLang max_running_requests, llama.cpp total_slots) plus --queue-depth, else adapted to the server while the run goes (auto: on every endpoint)."`
 	QueueDepth    int               `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond the capacity it reports, so a slot that frees is refilled without waiting for a round trip."`
-	Policy        fleet.Policy  `enum:"least-outstanding,round-robin" default:"least-outstanding" help:"Load balancing: least-outstanding (the endpoint with the most free room) or round-robin (strict turns, for comparison)."`
-	Retries       int           `default:"8" placeholder:"N" help:"Times a failed request (connection error, timeout, 429, 5xx, abort) is tried again, on another endpoint, before the prompt goes to the errors file."`
-	Backoff       time.Duration `default:"1s" help:"First retry backoff; it doubles each time, with jitter."`
-	MaxBackoff    time.Duration `default:"1m" help:"Longest retry backoff."`
-	EjectAfter    int           `default:"5" placeholder:"N" help:"Consecutive failures that take an endpoint out of service until it is ready again."`
-	ProbeInterval time.Duration `default:"2s" help:"How often an endpoint out of service (or starting) is probed for readiness (/health, /v1/models or --health-path)."`
+	Policy        fleet.Policy      `enum:"least-outstanding,round-robin" default:"least-outstanding" help:"Load balancing: least-outstanding (the endpoint with the most free room) or round-robin (strict turns, for comparison)."`
+	Retries       int               `default:"8" placeholder:"N" help:"Times a failed request (connection error, timeout, 429, 5xx, abort) is tried again, on another endpoint, before the prompt goes to the errors file."`
+	Backoff       time.Duration     `default:"1s" help:"First retry backoff; it doubles each time, with jitter."`
+	MaxBackoff    time.Duration     `default:"1m" help:"Longest retry backoff."`
+	EjectAfter    int               `default:"5" placeholder:"N" help:"Consecutive failures that take an endpoint out of service until it is ready again."`
+	ProbeInterval time.Duration     `default:"2s" help:"How often an endpoint out of service (or starting) is probed for readiness (/health, /v1/models or --health-path)."`
 
 	RequestTimeout time.Duration `default:"30m" help:"Longest wait for one answer (8,192 tokens at 25 tok/s take 5.5 minutes, longer in a full batch). A request that times out is closed, which frees its slot on the server."`
 	WaitReady      time.Duration `default:"10m" help:"How long to wait at start for an endpoint to be ready (/health, or /v1/models where a server has no /health; --health-path)."`

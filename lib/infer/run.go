@@ -64,16 +64,16 @@ type runner struct {
 	errPath string // "" for none
 	ledger  *ledger
 
-	out     *lineWriter
-	errs    *lineWriter // nil: failures are only counted and reported
-	rejects *jsonl.Rejects
+	out        *lineWriter
+	errs       *lineWriter // nil: failures are only counted and reported
+	rejects    *jsonl.Rejects
 	pool       *fleet.Pool
 	systematic *fleet.Systematic
 	model      string
-	eta     Estimator
-	backoff *backoff
-	retries retryTimers
-	c       counters
+	eta        Estimator
+	backoff    *backoff
+	retries    retryTimers
+	c          counters
 
 	input       chan *job
 	ready       *readyQueue
