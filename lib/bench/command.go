@@ -15,7 +15,6 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
-	"tokenmill/lib/openai"
 )
 
 // Bench is `infer bench`: it measures the fleet's saturation curve
@@ -162,23 +161,8 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	// Streaming with usage, in every chunk where the server can (SGLang's
-	// and vLLM's continuous_usage_stats): tokens are then counted exactly.
-	stream := `{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
-	if c.API == openai.APIGenerate {
-		stream = `{"stream":true}`
-	}
-	extra, err := openai.Merge([]byte(stream), []byte(c.ExtraBody))
-	if err != nil {
-		return cli.Usagef("--extra-body: %v", err)
-	}
-	sampling := openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}
-	if n := c.answerTokens(); n > 0 {
-		sampling.MaxTokens = &n
-	}
-	b, err := openai.NewBuilder(c.API, c.Model, sampling, extra)
-	if err != nil {
-		return cli.Usagef("%v", err)
+	if _, err := c.builder(streamAsks[0].body, c.Model); err != nil {
+		return err
 	}
 
 	clk := clock.Or(c.clock)
@@ -204,13 +188,13 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		if model = p.DiscoverModel(); model == "" {
 			model = "default"
 		}
-		b.SetModel(model)
 	}
-	bodies, note, err := c.prompts(env, b)
+	bodies, note, wantUsage, err := c.negotiate(ctx, env, p, ready[0], model)
 	if err != nil {
 		return err
 	}
 	run := newBenchRun(c, clk, p, ready, bodies)
+	run.wantUsage = wantUsage
 	if len(levels) == 0 {
 		levels = ladder(run.maxRunning)
 	}
@@ -221,6 +205,14 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
 			i+1, len(levels), n, n*len(ready), c.Warmup, c.Duration)
 		lv := run.level(ctx, n)
+		if ctx.Err() == nil && !lv.steady() {
+			// The two halves of the window disagree: the fleet was not
+			// steady (still filling, or the machine stalled). Once more.
+			env.Logf("  the two halves of its window disagree (%s and %s tok/s): measuring it again",
+				cli.Thousands(int64(lv.Halves[0]+0.5)), cli.Thousands(int64(lv.Halves[1]+0.5)))
+			lv = run.level(ctx, n)
+			lv.Repeated, lv.Unsteady = true, !lv.steady()
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -238,11 +230,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
-	var answered float64
-	for _, lv := range rep.Levels {
-		answered += lv.TokPerSec
-	}
-	if answered == 0 {
+	if rep.Recommended == 0 {
 		return fmt.Errorf("no tokens came back at any level: %s", firstError(rep.Levels))
 	}
 	return nil

@@ -29,10 +29,13 @@ func TestLadderAndKnee(t *testing.T) {
 		want  int
 		found bool
 	}{
-		{[]float64{100, 200, 400, 410, 800}, 2, true}, // the first flat step counts
+		{[]float64{100, 200, 400, 410, 800}, 4, false}, // a flat step does not end the climb
 		{[]float64{100, 200, 400, 800}, 3, false},
 		{[]float64{100, 104}, 0, true},
-		{[]float64{100, 90, 200}, 0, true}, // a drop is no gain
+		{[]float64{100, 90, 200}, 2, false}, // nor does a low one
+		{[]float64{100, 200, 400, 390, 405}, 2, true},
+		{[]float64{100, 0, 0}, 0, false}, // levels with only errors never qualify
+		{[]float64{0, 0}, -1, false},
 		{[]float64{100}, 0, false},
 	} {
 		if k, found := knee(lv(tt.tps...)); k != tt.want || found != tt.found {
