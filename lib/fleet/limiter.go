@@ -335,7 +335,7 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		l.climb = append(l.climb, m)
 		if m.queued && m.running > 0 {
 			// The server says requests wait: it runs m.running at once.
-			l.settle(min(m.running, m.limit), now, "its metrics count requests waiting")
+			l.counted(min(m.running, m.limit), now)
 			return
 		}
 		if len(l.climb) == 1 || m.out >= l.climb[len(l.climb)-2].out*(1+gain) {
@@ -381,7 +381,7 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 			return
 		}
 		if m.queued && m.running > 0 && m.running < l.limit {
-			l.settle(m.running, now, "its metrics count requests waiting")
+			l.counted(m.running, now)
 			return
 		}
 		if m.perTok > 1.25*l.ref.perTok && m.out < (1-gain)*l.ref.out {
@@ -454,6 +454,13 @@ func (l *Limiter) settle(n int, now time.Time, why string) {
 	}
 	l.hold(n, now)
 	l.below, l.why = below, why
+}
+
+// counted holds at n, the number the server's metrics count running
+// while others wait: exact, nothing to check.
+func (l *Limiter) counted(n int, now time.Time) {
+	l.hold(n, now)
+	l.note = fmt.Sprintf("in flight settled at %d (the server's metrics count %d running and requests waiting)", n, n)
 }
 
 // verify is the first window held after settling, m: it moves to the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -355,7 +356,11 @@ func (r *runner) startReporting(ctx, runCtx context.Context) {
 		r.logf("--metrics-addr: %v (going on without metrics)", err)
 		return
 	}
-	r.logf("metrics at http://%s/metrics", addr)
+	where := ""
+	if h, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(h).IsUnspecified() {
+		where = " (every interface: --metrics-addr without a host)"
+	}
+	r.logf("metrics at http://%s/metrics%s", addr, where)
 	r.onClose(stop)
 }
 
