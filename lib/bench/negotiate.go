@@ -102,7 +102,8 @@ func asksUsage(body []byte) bool {
 func refusesStreamOption(status int, msg string) bool {
 	low := strings.ToLower(msg)
 	return (status == fasthttp.StatusBadRequest || status == fasthttp.StatusUnprocessableEntity) &&
-		(strings.Contains(low, "stream_options") || strings.Contains(low, "continuous_usage_stats") || strings.Contains(low, "include_usage"))
+		(strings.Contains(low, "stream_options") || strings.Contains(low, "stream options") ||
+			strings.Contains(low, "continuous_usage_stats") || strings.Contains(low, "include_usage"))
 }
 
 // refusalHint names the likely fix of a first request refused.

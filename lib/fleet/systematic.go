@@ -100,7 +100,7 @@ func (s *Systematic) hint(f *Failure) string {
 		return fmt.Sprintf("model %q is not served: %s (set --model)", s.model, s.p.servedText())
 	case f.Status == fasthttp.StatusNotFound || f.Status == fasthttp.StatusMethodNotAllowed:
 		return fmt.Sprintf("the servers have no %s route (--api %s): use --api chat or --api completions", s.api.Path(), s.api)
-	case strings.Contains(low, "stream_options") || strings.Contains(low, "continuous_usage_stats"):
+	case strings.Contains(low, "stream_options") || strings.Contains(low, "stream options") || strings.Contains(low, "continuous_usage_stats"):
 		return "the servers refuse stream_options: take it out of --extra-body"
 	}
 	if m := unknownField.FindStringSubmatch(f.Message); m != nil {

@@ -130,6 +130,10 @@ type Response[C any] struct {
 	Model   string `json:"model"`
 	Choices []C    `json:"choices"`
 	Usage   *Usage `json:"usage"`
+	// Timings is llama.cpp's: cache_n is the prompt tokens it found cached.
+	Timings *struct {
+		CacheN *int `json:"cache_n"`
+	} `json:"timings,omitempty"`
 }
 
 // ChatResponse is the body of a non-streaming chat completion.
@@ -292,6 +296,9 @@ func parseFirst[C any](body []byte, first func(*C) Completion) (Completion, erro
 	c.Model = r.Model
 	if r.Usage != nil {
 		c.PromptTokens, c.CompletionTokens, c.CachedTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.cached()
+	}
+	if c.CachedTokens == nil && r.Timings != nil {
+		c.CachedTokens = r.Timings.CacheN
 	}
 	return c, nil
 }
