@@ -148,6 +148,12 @@ func (r *benchRun) level(ctx context.Context, n int) Level {
 		}
 		select {
 		case <-done:
+			// The connections closed stay in the clients' pools as idle
+			// ones: drop them, so that the next level dials afresh instead
+			// of failing its first requests on them.
+			for _, ep := range r.eps {
+				ep.CloseIdle()
+			}
 			return lv.result()
 		case <-r.clk.After(50 * time.Millisecond):
 		}
