@@ -161,31 +161,39 @@ func (l *Limiter) Note() string {
 	return n
 }
 
-// Inflight says that n requests are in flight from now on; one more
-// than before is a request sent.
+// Inflight says that n requests are in flight from now on.
 func (l *Limiter) Inflight(now time.Time, n int) {
 	w := &l.win
 	if now.After(w.last) {
 		w.area += float64(w.inflight) * now.Sub(w.last).Seconds()
 		w.last = now
 	}
-	if n > w.inflight && w.cohort == 0 {
-		w.sends += n - w.inflight
-		switch {
-		case w.settling && w.sends >= l.limit:
-			w.inflight = n
-			l.begin(now)
-			return
-		case !w.settling && w.sends >= l.cohortSize():
-			w.cohort, w.sealed = w.sends, now
-		}
-	}
 	w.inflight = n
+}
+
+// Sent says a request was sent at at: the time Observe will be given
+// for it, so that a cohort's members are known exactly.
+func (l *Limiter) Sent(at time.Time) {
+	w := &l.win
+	if w.cohort > 0 || at.Before(w.start) {
+		return
+	}
+	w.sends++
+	switch {
+	case w.settling && w.sends >= l.limit:
+		l.begin(at)
+	case !w.settling && w.sends >= l.cohortSize():
+		w.cohort, w.sealed = w.sends, at
+	}
 }
 
 // begin starts the cohort now.
 func (l *Limiter) begin(now time.Time) {
-	l.win = limiterWindow{start: now, last: now, inflight: l.win.inflight}
+	w := &l.win
+	if now.After(w.last) {
+		w.last = now
+	}
+	l.win = limiterWindow{start: now, last: w.last, inflight: w.inflight}
 	l.windows++
 }
 

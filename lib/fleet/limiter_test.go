@@ -60,10 +60,13 @@ func (s slotPlan) at(t time.Duration) int {
 // the model: adaptive when fixed is 0, else fixed in flight.
 func runOnModel(t *testing.T, plan slotPlan, answers, maxTokens, fixed int) simRun {
 	t.Helper()
-	return runOnModelCfg(t, plan, answers, maxTokens, fixed, LimiterConfig{})
+	return runOnModelCfg(t, plan, answers, maxTokens, fixed, LimiterConfig{}, false)
 }
 
-func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, cfg LimiterConfig) simRun {
+// runOnModelCfg is runOnModel with the limiter's bounds, and the server's
+// running and waiting counts told to it after every step when metrics
+// (as the pool's poller does).
+func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, cfg LimiterConfig, metrics bool) simRun {
 	t.Helper()
 	p, fake, logs := testPool(t, 1, Config{})
 	ep := p.eps[0]
@@ -83,7 +86,7 @@ func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, c
 				return
 			}
 			n := llmsim.NaturalLength(uint64(sent)*2654435761+1, 0)
-			sim.Submit(0, &llmsim.Seq{PromptTokens: 60, Target: min(n, maxTokens), Ref: req{fake.Now()}})
+			sim.Submit(0, &llmsim.Seq{PromptTokens: 60, Target: min(n, maxTokens), Ref: req{p.sent(got)}})
 			sent++
 		}
 	}
@@ -101,6 +104,11 @@ func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, c
 		}
 		fake.Set(epoch.Add(st.At))
 		sim.SetMaxRunning(0, plan.at(st.At))
+		if metrics && ep.limiter != nil {
+			p.mu.Lock()
+			ep.limiter.Load(sim.Running(0), sim.Waiting(0))
+			p.mu.Unlock()
+		}
 		for _, s := range st.Finished {
 			p.observe(ep, s.Ref.(req).sent, s.Generated, nil)
 			p.Release(ep)

@@ -359,7 +359,7 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	defer fasthttp.ReleaseResponse(resp)
 	ep.gen.Post(req, path, body)
 	ep.stats.Requests.Add(1)
-	sent := p.clk.Now()
+	sent := p.sent(ep)
 	if err := ep.gen.DoTimeout(req, resp, timeout); err != nil {
 		f := ClassifyTransport(err, timeout)
 		if !f.Down && !errors.Is(err, fasthttp.ErrTimeout) {
@@ -390,6 +390,17 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	}
 	p.observe(ep, sent, c.CompletionTokens, nil)
 	return c, nil
+}
+
+// sent stamps a request to ep going out now, and tells ep's adaptive limit.
+func (p *Pool) sent(ep *Endpoint) time.Time {
+	now := p.clk.Now()
+	p.mu.Lock()
+	if ep.limiter != nil {
+		ep.limiter.Sent(now)
+	}
+	p.mu.Unlock()
+	return now
 }
 
 // observe tells ep's adaptive limit and its effective-concurrency fit how

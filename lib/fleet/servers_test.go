@@ -90,46 +90,17 @@ func TestServerLoadFromFlavors(t *testing.T) {
 	}
 }
 
-// The limit on virtual time, from what the server's metrics say: a queue
-// ends the climb at the number the server runs.
+// The limit on virtual time, from what the server's metrics say (vLLM's
+// num_requests_running and num_requests_waiting): a queue ends the climb
+// at the number the server runs.
 func TestLimiterMetricsQueue(t *testing.T) {
-	t0 := epoch
-	l := NewLimiter(LimiterConfig{}, t0)
-	now := t0
-	sent := 0
-	// Windows at 4, 8, 16: the server runs 12 and queues the rest.
-	for step := 0; step < 200 && l.Limit() <= 16 && !l.Settled(); step++ {
-		n := l.Limit()
-		for i := 0; i < n; i++ {
-			l.Inflight(now, i+1)
-		}
-		sentAt := now
-		sent += n
-		now = now.Add(10 * time.Second)
-		run := min(n, 12)
-		l.Load(run, n-run)
-		for i := 0; i < n; i++ {
-			l.Observe(now, sentAt, 10*time.Second, 250, true, false)
-			l.Inflight(now, n-1)
-			l.Inflight(now, n)
-			if i < n-1 {
-				l.Observe(now, now, 0, 0, false, false) // not of the cohort
-			}
-		}
-		// Let the cohort seal and come back.
-		for i := 0; i < 64 && l.Limit() == n && !l.Settled(); i++ {
-			l.Inflight(now, n-1)
-			l.Inflight(now, n)
-			now = now.Add(time.Second)
-			l.Load(run, n-run)
-			l.Observe(now, now.Add(-time.Second), 10*time.Second, 250, true, false)
-		}
+	run := runOnModelCfg(t, slotPlan{{Slots: 12}}, 1500, 256, 0, LimiterConfig{}, true)
+	t.Logf("limits:%s\n%s", run, run.notes)
+	if n := run.limitAfter(run.wall / 2); n != 12 {
+		t.Errorf("limit %d half way, want 12: the server ran 12 and queued the rest", n)
 	}
-	if !l.Settled() || l.Limit() != 12 {
-		t.Errorf("limit %d (settled %v), want 12: the server ran 12 and queued the rest", l.Limit(), l.Settled())
-	}
-	if note := l.Note(); !strings.Contains(note, "in flight settled at 12") || !strings.Contains(note, "the server's metrics count 12 running and requests waiting") {
-		t.Errorf("note %q", note)
+	if !strings.Contains(run.notes, "in flight settled at 12 (the server's metrics count 12 running and requests waiting)") {
+		t.Errorf("notes %q", run.notes)
 	}
 }
 
@@ -138,6 +109,7 @@ func TestLimiterBusy(t *testing.T) {
 	l := NewLimiter(LimiterConfig{Start: 32}, epoch)
 	for i := 0; i < 32; i++ {
 		l.Inflight(epoch, i+1)
+		l.Sent(epoch)
 	}
 	now := epoch.Add(time.Second)
 	l.Observe(now, epoch, time.Second, 0, false, true)
@@ -158,6 +130,7 @@ func TestLimiterDemandBound(t *testing.T) {
 	now := epoch
 	for round := 0; round < 20; round++ {
 		l.Inflight(now, 1) // one in flight under a limit of 4
+		l.Sent(now)
 		sent := now
 		now = now.Add(time.Second)
 		l.Inflight(now, 0)
@@ -298,6 +271,7 @@ func TestCloseWithAProbeHanging(t *testing.T) {
 func TestLimiterDegenerate(t *testing.T) {
 	l := NewLimiter(LimiterConfig{MinAnswers: 1, Start: 1}, epoch)
 	l.Inflight(epoch, 1)
+	l.Sent(epoch)
 	l.Observe(epoch, epoch, 0, 0, true, false)   // no time, no tokens
 	l.Observe(epoch, epoch, 0, 1e9, true, false) // no time
 	l.Observe(epoch, epoch, -1, 10, true, false) // a latency from a clock gone back
