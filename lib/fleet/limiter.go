@@ -12,14 +12,19 @@ import (
 // say how many requests they run at once (vLLM, Ollama, gateways), or any
 // server with --concurrency auto.
 //
-// It measures in windows. A window at limit L lasts until max(8, L)
-// answers to requests sent in it have come back. From them it takes the
-// latency per token, ℓ = Σ latency / Σ tokens, and the mean number of
-// requests in flight, N; by Little's law the endpoint's output is N/ℓ
-// tokens per second. That ratio is steady even with long-tailed answer
-// lengths (a long answer has a long latency), so windows of a few answers
-// can be compared, where counting the tokens of the answers that happen
-// to finish in a window would swing by half.
+// It measures in windows. After a change of the limit, once as many
+// requests as the limit were sent (the server's batch and queue have
+// turned over), a window takes a cohort of requests sent one after
+// another (a quarter of the limit while climbing, the limit once held;
+// 4 to 8 at least) and ends when every one of them is back, the longest
+// too. From the cohort it takes the latency per token ℓ of an answer of
+// the recent mean length (the line latency = a + b × tokens fitted on
+// it: a queue's wait goes into a), and the mean number of requests in
+// flight, N; by Little's law the endpoint's output is N/ℓ tokens per
+// second. That figure is steady even with long-tailed answer lengths (a
+// long answer has a long latency), so windows of a few answers can be
+// compared, where counting the tokens of the answers that happen to
+// finish in a window would swing by half.
 //
 // The limit climbs from 4, doubling but by at most 16 a window, while each
 // step adds at least 5% to the output. When a step adds less, the server
@@ -199,7 +204,7 @@ func (l *Limiter) begin(now time.Time) {
 
 // cohortSize is how many requests a window measures.
 // While climbing (below the knee, no queue) the figures are steady and a
-// quarter of the limit is enough; at or past the knee a queue's waits vary
+// quarter of the limit (half MinAnswers at least) is enough; at or past the knee a queue's waits vary
 // from request to request, and a cohort as large as the limit evens them
 // out.
 // A step down is tried to see whether the output halves, which a few
@@ -207,7 +212,7 @@ func (l *Limiter) begin(now time.Time) {
 func (l *Limiter) cohortSize() int {
 	switch l.phase {
 	case climbing:
-		return max(l.cfg.MinAnswers, l.limit/4)
+		return max(l.cfg.MinAnswers/2, l.limit/4)
 	case descending:
 		return max(l.cfg.MinAnswers/2, l.limit)
 	}
