@@ -73,6 +73,7 @@ type Endpoint struct {
 	decode    decodeFit // latency against answer length, for its effective concurrency
 	metrics   serverLoad
 	polling   bool // a poller reads its /metrics
+	tokenizer tokenizeForm
 }
 
 // Index is the endpoint's place in the list it was given in.
@@ -125,6 +126,8 @@ type Config struct {
 	// nothing adapts and the ready line names the capacity alone.
 	Ladder  bool
 	Limiter LimiterConfig // the adaptive limit's bounds; zero fields take the defaults
+	// TokenCache keeps Tokenize's counts (nil: every prompt is asked).
+	TokenCache TokenCache
 	Logf    func(format string, args ...any)
 	Clock   clock.Clock // nil: the real clock
 }
