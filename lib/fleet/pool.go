@@ -128,8 +128,8 @@ type Config struct {
 	Limiter LimiterConfig // the adaptive limit's bounds; zero fields take the defaults
 	// TokenCache keeps Tokenize's counts (nil: every prompt is asked).
 	TokenCache TokenCache
-	Logf    func(format string, args ...any)
-	Clock   clock.Clock // nil: the real clock
+	Logf       func(format string, args ...any)
+	Clock      clock.Clock // nil: the real clock
 }
 
 // Pool holds the endpoints: their clients, their state, their in-flight
