@@ -28,7 +28,7 @@ type Bench struct {
 
 	fleet.ServerFlags `embed:""`
 
-	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's max_running_requests."`
+	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's reported capacity."`
 	Duration     time.Duration `default:"30s" help:"Measured time per level, after the warm-up."`
 	Warmup       time.Duration `default:"10s" help:"Time per level before measuring, not counted: the servers' batches fill and the previous level's requests leave."`
 	Requests     int           `default:"0" placeholder:"N" help:"End a level's measurement early once N answers finished in it (0: --duration alone)."`
@@ -54,17 +54,20 @@ const Description = `Measure the fleet before a run: sample prompts are sent, st
 ladder of requests in flight per endpoint, each level warmed up and then
 measured for --duration. The table shows, per level, answers and output
 tokens per second (in total and per endpoint), latency and time to first
-token; it names the knee (the level after which more concurrency adds
-under 5%) and recommends --concurrency. With the dataset's size (counted
-from the input, or --dataset-size) and its mean answer length (measured on
-the sample prompts, or --mean-answer-tokens) it forecasts the run's wall
-time, with its range.
+token; it names the knee (the smallest level within 5% of the best
+level's output; a level with only errors never) and recommends
+--concurrency. A level whose window's two halves disagree by more than 5%
+is measured again. With the dataset's size (counted from the input, or
+--dataset-size) and its mean answer length (measured on the sample
+prompts, or --mean-answer-tokens) it forecasts the run's wall time, with
+its range.
 
-Requests ask for stream_options {"include_usage": true,
-"continuous_usage_stats": true} (SGLang, vLLM), so tokens are counted as
-they come; for a server that refuses the second, pass
---extra-body '{"stream_options":{"include_usage":true}}' and streamed text
-is turned into tokens by each answer's final count.
+Requests ask for as much of the stream as the servers give: one short
+request tries stream_options {"include_usage": true,
+"continuous_usage_stats": true} (SGLang, vLLM: tokens counted as they
+come), then {"include_usage": true} alone (gateways refuse the rest), then
+none; streamed text is then turned into tokens by each answer's final
+count. Stream options in --extra-body are used as they are.
 
 Example:
   infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl

@@ -2,8 +2,8 @@ package bench
 
 import (
 	"fmt"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,7 +147,7 @@ func TestBenchIncompleteStreams(t *testing.T) {
 // streamStub is a server whose every chat completion is body, streamed.
 func streamStub(t *testing.T, body string) string {
 	t.Helper()
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/health":
 		case "/v1/models":
@@ -158,12 +158,7 @@ func streamStub(t *testing.T, body string) string {
 		default:
 			http.NotFound(w, r)
 		}
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -156,3 +156,19 @@ func TestEjectedProbedOnItsRoute(t *testing.T) {
 		})
 	}
 }
+
+// A server that refuses the credentials on every route (a gateway with
+// its key) is not waited for: the wait ends at once, saying so.
+func TestReadyRefusedCredentials(t *testing.T) {
+	p, _, _ := simPool(t, llmsim.Config{Flavor: llmsim.FlavorOpenAI, APIKey: "right"}, 1, Config{APIKey: "wrong"})
+	err := p.WaitReady(context.Background(), time.Hour)
+	if err == nil || !strings.Contains(err.Error(), "every endpoint refused the credentials: http://127.0.0.1:") ||
+		!strings.Contains(err.Error(), "/health 401 (check --api-key)") {
+		t.Errorf("%v", err)
+	}
+	// With the key it is ready on /v1/models.
+	p, _, l := simPool(t, llmsim.Config{Flavor: llmsim.FlavorOpenAI, APIKey: "right"}, 1, Config{APIKey: "right"})
+	if err := p.WaitReady(context.Background(), 20*time.Second); err != nil || !strings.Contains(l.text(), "/health 404 (no such route), /v1/models 200: ready") {
+		t.Errorf("%v\n%s", err, l.text())
+	}
+}

@@ -285,3 +285,66 @@ func TestLimiterDegenerate(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrencyFlag(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want Concurrency
+		err  bool
+	}{{"0", Concurrency{}, false}, {"48", Concurrency{N: 48}, false}, {"auto", Concurrency{Auto: true}, false}, {" AUTO ", Concurrency{Auto: true}, false},
+		{"-1", Concurrency{}, true}, {"many", Concurrency{}, true}, {"", Concurrency{}, true}} {
+		var c Concurrency
+		err := c.UnmarshalText([]byte(tt.in))
+		if (err != nil) != tt.err || !tt.err && c != tt.want {
+			t.Errorf("%q: %+v %v", tt.in, c, err)
+		}
+		if !tt.err && c.String() != strings.ToLower(strings.TrimSpace(tt.in)) {
+			t.Errorf("%q prints as %q", tt.in, c.String())
+		}
+	}
+	for _, tt := range []struct {
+		f   ServerFlags
+		err string
+	}{
+		{ServerFlags{Endpoints: "h:1", HealthPath: "ping"}, "--health-path"},
+		{ServerFlags{Endpoints: "h:1", HealthPath: "/a b"}, "--health-path"},
+		{ServerFlags{Endpoints: "h:1", ContextLength: -1}, "--context-length"},
+		{ServerFlags{Endpoints: "h:1", HealthPath: "/v1/health", ContextLength: 4096}, ""},
+	} {
+		_, err := tt.f.Targets()
+		if (tt.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%+v: %v, want %q", tt.f, err, tt.err)
+		}
+	}
+}
+
+func FuzzRetryAfter(f *testing.F) {
+	for _, s := range []string{"", "3", "3600", "-5", "Wed, 01 Jan 2025 12:00:30 GMT", "99999999999999999999", "1e9"} {
+		f.Add(s)
+	}
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		if d := retryAfter([]byte(s), now); d < 0 {
+			t.Fatalf("%q: %v", s, d)
+		}
+	})
+}
+
+// A server's /metrics is hostile bytes too: whatever it says, a load is a
+// pair of counts that could be.
+func FuzzServerLoad(f *testing.F) {
+	for _, s := range []string{"sglang:num_running_reqs 3\nsglang:num_queue_reqs 1\n", "vllm:num_requests_running{engine=\"0\"} 4\nvllm:num_requests_waiting 0\n",
+		"llamacpp:requests_processing NaN\nllamacpp:requests_deferred 1\n", "# TYPE x gauge\n", "sglang:num_running_reqs 1e300\nsglang:num_queue_reqs 1\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m := findMetrics(b)
+		if m == nil {
+			return
+		}
+		load, ok := m.read(b)
+		if !ok || load.running < 0 || load.waiting < 0 || load.running > 1e9 || load.waiting > 1e9 {
+			t.Fatalf("%q: %+v %v", b, load, ok)
+		}
+	})
+}

@@ -45,6 +45,9 @@ func NewSystematic(p *Pool, api openai.API, model string) *Systematic {
 // Succeeded: a request was answered; failures from now on are the
 // prompts' own.
 func (s *Systematic) Succeeded() {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	s.armed = false
 	s.mu.Unlock()
@@ -54,7 +57,7 @@ func (s *Systematic) Succeeded() {
 // returns the error to stop the run with when the refusals are
 // systematic, else nil.
 func (s *Systematic) Failed(ep *Endpoint, f *Failure) error {
-	if f == nil || f.Retriable || f.Fatal {
+	if s == nil || f == nil || f.Retriable || f.Fatal {
 		return nil
 	}
 	switch f.Status {

@@ -85,6 +85,23 @@ func chatSeq(system, user string, limit int, ref any) *llmsim.Seq {
 	return s
 }
 
+// virtualRun is a runner on a fake clock for answers answers, its ETA
+// and its progress display fed by the test, with a pool of endpoints
+// that are never probed.
+func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens int, capacity func(int) int) (*runner, *clock.Fake, *progress) {
+	t.Helper()
+	fake := clock.NewFake(simEpoch)
+	targets, err := fleet.ParseEndpoints(fmt.Sprintf("127.0.0.1:1-%d", endpoints))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
+	r.eta = NewEstimator(time.Minute, maxTokens, capacity)
+	r.c.answers.Store(answers)
+	r.readerDone.Store(true)
+	return r, fake, newProgress(r, false, r.eta)
+}
+
 // TestETAEarlyInSimulatedRun plays a run of infer on two simulated
 // servers at their calibrated defaults (lognormal answers, median 600
 // tokens, here cut at 2,048; 48 running each plus infer's queue depth of
@@ -99,17 +116,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		endpoints = 2
 		maxTokens = 2048
 	)
-	fake := clock.NewFake(simEpoch)
-	targets, err := fleet.ParseEndpoints("127.0.0.1:1-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
-	r.eta = NewEstimator(time.Minute, maxTokens, nil)
-	r.c.answers.Store(prompts)
-	r.readerDone.Store(true)
-	prog := newProgress(r, false, r.eta)
-
+	r, fake, prog := virtualRun(t, endpoints, prompts, maxTokens, nil)
 	sim := replay.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
 	sent, tokens := 0, 0
 	var at5 *progressLine
@@ -172,16 +179,7 @@ func TestETAQueued(t *testing.T) {
 		slots     = 4
 	)
 	etaAt := func(capacity func(int) int, frac float64) (progressLine, time.Duration) {
-		fake := clock.NewFake(simEpoch)
-		targets, err := fleet.ParseEndpoints("127.0.0.1:1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
-		r.eta = NewEstimator(time.Minute, maxTokens, capacity)
-		r.c.answers.Store(prompts)
-		r.readerDone.Store(true)
-		prog := newProgress(r, false, r.eta)
+		r, fake, prog := virtualRun(t, 1, prompts, maxTokens, capacity)
 		sim := replay.Uniform(1, llmsim.DefaultTiming(), slots)
 		sent := 0
 		var half *progressLine

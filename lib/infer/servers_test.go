@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -279,7 +280,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var times []time.Time
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/health":
 		case "/v1/models":
@@ -304,15 +305,10 @@ func TestRetryAfterHonoured(t *testing.T) {
 		default:
 			http.NotFound(w, r)
 		}
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	}))
+	t.Cleanup(srv.Close)
 	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 1})
-	res := runWant(t, cli.ExitOK, s.args("-e", "http://"+ln.Addr().String(), "--concurrency", "1", "--retries", "1", "--backoff", "1ms", "--max-backoff", "150ms")...)
+	res := runWant(t, cli.ExitOK, s.args("-e", srv.URL, "--concurrency", "1", "--retries", "1", "--backoff", "1ms", "--max-backoff", "150ms")...)
 	outs := readRecords(t, s.out)
 	if len(outs) != 1 || outs[0].Output.Attempts != 4 {
 		t.Fatalf("records %+v\n%s", outs, res.stderr)
