@@ -26,7 +26,11 @@
 #   BENCH_REUSE_DATA  1: keep data files made by an earlier run with the same
 #                 sizes instead of making them again [0]
 #   BENCH_ONLY    filter: measure filter alone and rewrite only the filter
-#                 section of BENCH_OUT (BENCHMARKS.md), keeping the rest []
+#                 section of BENCH_OUT (BENCHMARKS.md), keeping the rest;
+#                 servers: the same for the server sections (infer's adapted
+#                 in-flight count against fixed ones on llmsim, and infer
+#                 on a real Ollama server) []
+#   SERVERS_RUNS  runs per row of the llmsim server tables [3; 1 quick]
 #
 # Exit status: 0 when the report was written (targets missed are marked in
 # it, not failures of the script), 1 when a measurement failed.
@@ -50,11 +54,13 @@ say() { echo "bench.sh: $*" >&2; }
 # since they hold the whole input in memory (GBs at 660k), and tokenmill
 # is measured on the same subset for their ratios.
 if [ "$BENCH_QUICK" = 1 ]; then
+  SERVERS_RUNS=${SERVERS_RUNS:-1} SERVERS_MIN=2 OLLAMA_PROMPTS=40
   FILTER_BYTES=50000000 FILTER_LANG_BYTES=5000000
   N_MAIN=20000 N_BIG=40000 GROWTH="1000:1k 10000:10k 40000:40k"
   SLURP=5000 CLIENT_INFER=10000 CLIENT_NODE=3000 CLIENT_CURL=500
   FLEET_PROMPTS=1500 FLEET_RUNS=1 LLMSIM_BENCHTIME=20000x
 else
+  SERVERS_RUNS=${SERVERS_RUNS:-3} SERVERS_MIN=20 OLLAMA_PROMPTS=200
   FILTER_BYTES=1000000000 FILTER_LANG_BYTES=50000000
   N_MAIN=660000 N_BIG=1000000 GROWTH="10000:10k 100000:100k 1000000:1M"
   SLURP=100000 CLIENT_INFER=100000 CLIENT_NODE=20000 CLIENT_CURL=4000
@@ -100,7 +106,7 @@ missing_why() { echo "$1 is not installed on this machine"; }
 
 say "building the tools into $BENCH_DIR/bin"
 (cd "$root" && go build -o "$BENCH_DIR/bin/" ./cmd/... && go build -o "$BENCH_DIR/bin/rusage" ./pipelines/bench/rusage &&
-  go build -o "$BENCH_DIR/bin/filtergen" ./pipelines/bench/filtergen)
+  go build -o "$BENCH_DIR/bin/filtergen" ./pipelines/bench/filtergen && go build -o "$BENCH_DIR/bin/ollamaserve" ./pipelines/bench/ollamaserve)
 
 # Node's OpenAI SDK, from pipelines/bench/package.json into node/.
 node_ok=0 node_why=''
@@ -199,6 +205,191 @@ $((FILTER_LANG_BYTES / 1000000)) MB of the same file:
 EOF
   table --group filter-lang
 }
+# --- servers (functions: BENCH_ONLY=servers runs them alone) --------------
+# infer's in-flight count, adapted to servers that do not report their
+# capacity, next to fixed ones, on llmsim's Ollama flavour (no capacity, no
+# metrics: only latency and output to go on). Each case is
+# key|label|llmsim flags|prompts|max tokens|fixed --concurrency levels; runs
+# last about SERVERS_MIN minutes of simulated time at SERVERS_SCALE.
+SERVERS_SCALE=50
+servers_cases=(
+  "4|4 slots|--flavor ollama --max-running 4|$((SERVERS_MIN * 55))|128|2 4 8 64"
+  "48|48 slots|--flavor ollama --max-running 48|$((SERVERS_MIN * 300))|256|32 48 64"
+  "schedule|48 slots, then 16 from $((SERVERS_MIN * 15)) s on|--flavor ollama --slots-schedule 0s:48,$((SERVERS_MIN * 15))s:16|$((SERVERS_MIN * 150))|256|16 48 64"
+)
+servers_data() {
+  make_data data/servers-corpus.jsonl corpus -n 10000 -o data/servers-corpus.jsonl 2>>logs/data.log
+  make_data data/servers-prompts.jsonl extract --progress 0 -o data/servers-prompts.jsonl data/servers-corpus.jsonl 2>>logs/data.log
+}
+bench_servers() {
+  local saved=$BENCH_RUNS spec key label flags n tokens levels c sim
+  BENCH_RUNS=$SERVERS_RUNS
+  sim="$root/pipelines/bench/sim-run"
+  for spec in "${servers_cases[@]}"; do
+    IFS='|' read -r key label flags n tokens levels <<<"$spec"
+    say "servers: $label, $n prompts"
+    head -n "$n" data/servers-prompts.jsonl >"data/servers-$key.jsonl"
+    # shellcheck disable=SC2086 # the flags are words
+    measure "servers-$key" "infer (adapted)" --ours --records "$n" --clean tmp/servers-gen.jsonl --count tmp/servers-gen.jsonl \
+      --alias "$root/=$repo_prefix" -- \
+      "$sim" $flags --time-scale $SERVERS_SCALE -- infer -e @URL@ --max-tokens "$tokens" --progress 0 --force -o tmp/servers-gen.jsonl "data/servers-$key.jsonl"
+    for c in $levels; do
+      # shellcheck disable=SC2086
+      measure "servers-$key" "infer --concurrency $c" --records "$n" --clean tmp/servers-gen.jsonl --count tmp/servers-gen.jsonl \
+        --alias "$root/=$repo_prefix" -- \
+        "$sim" $flags --time-scale $SERVERS_SCALE -- infer -e @URL@ --concurrency "$c" --max-tokens "$tokens" --progress 0 --force -o tmp/servers-gen.jsonl "data/servers-$key.jsonl"
+    done
+  done
+  BENCH_RUNS=$saved
+}
+# servers_targets: adapted ≥ 95% of the best fixed level, per case (the
+# best is found in the results); infer's defaults against the others on
+# Ollama.
+servers_targets() {
+  local spec key label best
+  for spec in "${servers_cases[@]}"; do
+    IFS='|' read -r key label _ <<<"$spec"
+    best=$(jq -rs --arg g "servers-$key" '[.[] | select(.group == $g and (.ours | not) and ((.runs // []) | length) > 0)]
+      | map({name, w: ([.runs[].wall_ns] | sort | .[length / 2 | floor])}) | min_by(.w) | .name // empty' "$results" 2>/dev/null || true)
+    if [ -n "$best" ]; then
+      echo "adapted ≥ 95% of the best fixed ($label: $best) := servers-$key/infer (adapted):rps / servers-$key/$best:rps >= 0.95"
+    fi
+  done
+  echo "on Ollama, infer's defaults ≥ infer --concurrency 4 := ollama/infer (defaults):rps / ollama/infer --concurrency 4:rps >= 1"
+  echo "on Ollama, infer's defaults ≥ xargs -P 4 curl := ollama/infer (defaults):rps / ollama/xargs -P 4 curl:rps >= 1"
+  echo "on Ollama, infer's defaults ≥ the OpenAI Node SDK at 4 := ollama/infer (defaults):rps / ollama/OpenAI Node SDK, 4 at once:rps >= 1"
+}
+# A real Ollama server (lib/ollama: Ollama v0.6.5 on the CPU, its tiny
+# random-weight model, OLLAMA_NUM_PARALLEL=4), held up by ollamaserve.
+# (Ollama's answers end in a newline: curl needs no -w.)
+real_alpaca="$root/../shared/data/real/alpaca_en_demo.json"
+bench_ollama() {
+  local n=$OLLAMA_PROMPTS url model pid why r saved=$BENCH_RUNS
+  # Real instructions (Alpaca's, in ../shared/data/real), else the corpus's.
+  if [ -s "$real_alpaca" ]; then
+    extract --progress 0 "$real_alpaca" 2>>logs/data.log | dedup 2>>logs/data.log | head -n "$n" >data/ollama-prompts.jsonl
+  else
+    head -n "$n" data/servers-prompts.jsonl >data/ollama-prompts.jsonl
+  fi
+  n=$(lines data/ollama-prompts.jsonl)
+  rm -f tmp/ollama.ready
+  ollamaserve --ready-file tmp/ollama.ready </dev/null 2>logs/ollamaserve.log &
+  pid=$!
+  for _ in $(seq 600); do
+    [ -s tmp/ollama.ready ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ ! -s tmp/ollama.ready ]; then
+    why="no Ollama server: $(tail -n 1 logs/ollamaserve.log)"
+    say "$why"
+    for r in "infer (defaults)" "infer --concurrency 4" "xargs -P 4 curl" "OpenAI Node SDK, 4 at once"; do unavailable ollama "$r" "$why"; done
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return
+  fi
+  url=$(sed -n 1p tmp/ollama.ready)
+  model=$(sed -n 2p tmp/ollama.ready)
+  say "a real Ollama server at $url, $n prompts"
+  BENCH_RUNS=5
+  measure ollama "infer (defaults)" --ours --records "$n" --clean tmp/ollama-gen.jsonl --count tmp/ollama-gen.jsonl --alias "$url=\$URL" -- \
+    infer -e "$url" --max-tokens 32 --progress 0 --force -o tmp/ollama-gen.jsonl data/ollama-prompts.jsonl
+  measure ollama "infer --concurrency 4" --records "$n" --clean tmp/ollama-gen.jsonl --count tmp/ollama-gen.jsonl --alias "$url=\$URL" -- \
+    infer -e "$url" --concurrency 4 --max-tokens 32 --progress 0 --force -o tmp/ollama-gen.jsonl data/ollama-prompts.jsonl
+  if have jq && have curl && have xargs; then
+    jq -c --arg m "$model" '{model: $m, messages, max_tokens: 32}' data/ollama-prompts.jsonl | awk 'length($0) < 100000' >data/ollama-curl-bodies.jsonl
+    measure ollama "xargs -P 4 curl" --records "$(lines data/ollama-curl-bodies.jsonl)" --stdin data/ollama-curl-bodies.jsonl \
+      --alias "$url=\$URL" --show "xargs -d '\\n' -P 4 -n 1 curl -sS --fail -H 'Content-Type: application/json' \$URL/v1/chat/completions --data-binary < data/ollama-curl-bodies.jsonl" -- \
+      xargs -d '\n' -P 4 -n 1 curl -sS --fail -H 'Content-Type: application/json' "$url/v1/chat/completions" --data-binary
+  else unavailable ollama "xargs -P 4 curl" "$(missing_why "jq, curl or xargs")"; fi
+  if [ "$node_ok" = 1 ]; then
+    measure ollama "OpenAI Node SDK, 4 at once" --records "$n" --alias "$url=\$URL" --alias "$BENCH_DIR/=" --alias "$root/=$repo_prefix" -- \
+      node "$root/pipelines/bench/openai-client.mjs" --modules "$BENCH_DIR/node" --base-url "$url/v1" --model "$model" \
+      --concurrency 4 --max-tokens 32 data/ollama-prompts.jsonl
+  else unavailable ollama "OpenAI Node SDK, 4 at once" "$node_why"; fi
+  BENCH_RUNS=$saved
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+servers_section() {
+  local spec key label flags n tokens levels
+  cat <<EOF
+## infer's in-flight count on servers that do not say their capacity
+
+A server that does not report how many requests it runs at once (vLLM, Ollama, gateways) gets an
+in-flight count that infer adapts while the run goes (see Balancing in the README). Here it is next to
+fixed \`--concurrency\` levels on llmsim's Ollama flavour, which reports neither its capacity nor a queue
+(only latency and output to go on), $SERVERS_SCALE times faster than real time, each run on a fresh
+simulator (\`pipelines/bench/sim-run\`); prompts from the corpus, answers cut at max_tokens. Each row is
+the median of $SERVERS_RUNS runs; "tokenmill is" compares the adapted count with each fixed one (every run
+writes the same tokens, so the rate of answers is the rate of tokens). The goal: at least 95% of the
+best fixed level's rate in every case. Wall times include the simulator's start (the same for every row).
+
+EOF
+  for spec in "${servers_cases[@]}"; do
+    IFS='|' read -r key label flags n tokens levels <<<"$spec"
+    printf '### %s (%s prompts, max_tokens %s)\n\n' "$label" "$(num "$n")" "$tokens"
+    table --group "servers-$key" --rate "answers/s"
+    echo
+  done
+  cat <<EOF
+## infer on a real Ollama server
+
+Ollama v0.6.5 on this machine's CPU (\`lib/ollama\`, held up by \`pipelines/bench/ollamaserve\`), serving
+its tiny random-weight model with \`OLLAMA_NUM_PARALLEL=4\`; the same $(num "$(lines data/ollama-prompts.jsonl)") prompts for every
+client (the first of Alpaca's English instructions, \`../shared/data/real/alpaca_en_demo.json\`, through
+extract and dedup), 32 tokens each (the tiny model always runs to max_tokens), 5 runs, the median reported. infer
+with its defaults finds Ollama ready on \`/v1/models\` and adapts its in-flight count; the others keep 4
+requests in flight, Ollama's slots.
+
+EOF
+  table --group ollama --cpu-per-record --rate "answers/s"
+}
+if [ "$BENCH_ONLY" = servers ]; then
+  lines() { wc -l <"$1" | tr -d ' '; }
+  num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+  table() { benchmark table --results "$results" "$@"; }
+  (cd "$root" && go build -o "$BENCH_DIR/bin/ollamaserve" ./pipelines/bench/ollamaserve)
+  node_ok=0 node_why="node and npm are not installed"
+  if have node && have npm; then
+    if [ -d node/node_modules/openai ] && cmp -s "$root/pipelines/bench/package.json" node/package.json; then node_ok=1
+    else
+      cp "$root/pipelines/bench/package.json" node/package.json
+      if (cd node && npm install --no-audit --no-fund --loglevel=error) >logs/npm.log 2>&1; then node_ok=1
+      else node_why="npm install openai failed (see .bench/logs/npm.log)"; fi
+    fi
+  fi
+  say "making the data for the server tables"
+  servers_data
+  bench_servers
+  bench_ollama
+  section=$BENCH_DIR/servers-section.md
+  t_args=()
+  while IFS= read -r t; do t_args+=(--target "$t"); done < <(servers_targets)
+  {
+    servers_section
+    echo
+    echo "Measured alone (\`BENCH_ONLY=servers bash pipelines/bench.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'),"
+    echo "load before \`$load_before\`, after \`$(uptime)\`."
+    echo
+    benchmark targets --results "$results" "${t_args[@]}"
+    echo
+  } >"$section"
+  # The sections replace the old ones, or go before the growth section.
+  [ -e "$BENCH_OUT" ] || echo "# Benchmarks" >"$BENCH_OUT"
+  awk -v file="$section" '
+    function put(  l) { while ((getline l < file) > 0) print l; close(file); done = 1 }
+    /^## infer.s in-flight count on servers/ || /^## infer on a real Ollama server/ { if (!done) put(); skip = 1; next }
+    skip && /^## / { skip = 0 }
+    !done && !skip && /^## Cost as the input grows/ { put() }
+    !skip { print }
+    END { if (!done) put() }
+  ' "$BENCH_OUT" >"$BENCH_OUT.tmp"
+  mv "$BENCH_OUT.tmp" "$BENCH_OUT"
+  say "wrote the server sections of $BENCH_OUT"
+  exit 0
+fi
+
 if [ "$BENCH_ONLY" = filter ]; then
   lines() { wc -l <"$1" | tr -d ' '; }
   num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
@@ -394,6 +585,11 @@ for policy in least-outstanding round-robin; do
     --prompts data/fleet-prompts.jsonl --records "$FLEET_PROMPTS" "${fleet_faults[@]}" "${fleet_infer[@]}" 2>>logs/fleet.log
 done
 
+# --- servers ---------------------------------------------------------------
+servers_data
+bench_servers
+bench_ollama
+
 # --- growth --------------------------------------------------------------
 say "peak RSS as the input grows: $GROWTH"
 runs_saved=$BENCH_RUNS
@@ -458,6 +654,7 @@ targets=(
   "fleet: ≥ 97% of the ideal (least-outstanding, steady state) := fleet/least-outstanding:ideal_pct >= 97"
   "fleet: slot utilisation ≥ 99% (least-outstanding, steady state) := fleet/least-outstanding:util_pct >= 99"
 )
+while IFS= read -r t; do targets+=("$t"); done < <(servers_targets)
 target_args=()
 for t in "${targets[@]}"; do target_args+=(--target "$t"); done
 
@@ -605,6 +802,8 @@ up to 1,024 tokens. Token rates are in simulated time (real rate ÷ $TIME_SCALE)
 
 EOF
   table --group fleet --kind fleet
+  echo
+  servers_section
   cat <<EOF
 
 ## Cost as the input grows

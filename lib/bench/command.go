@@ -15,7 +15,6 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
-	"tokenmill/lib/openai"
 )
 
 // Bench is `infer bench`: it measures the fleet's saturation curve
@@ -29,7 +28,7 @@ type Bench struct {
 
 	fleet.ServerFlags `embed:""`
 
-	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's max_running_requests."`
+	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's reported capacity."`
 	Duration     time.Duration `default:"30s" help:"Measured time per level, after the warm-up."`
 	Warmup       time.Duration `default:"10s" help:"Time per level before measuring, not counted: the servers' batches fill and the previous level's requests leave."`
 	Requests     int           `default:"0" placeholder:"N" help:"End a level's measurement early once N answers finished in it (0: --duration alone)."`
@@ -43,7 +42,7 @@ type Bench struct {
 	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers (with generated prompts, give it)."`
 
 	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
-	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to answer /health."`
+	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to be ready (/health, or /v1/models where a server has no /health; --health-path)."`
 	TimeScale float64       `default:"1" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
 
 	// clock is the bench's time; nil: the real clock. Tests set it.
@@ -55,17 +54,20 @@ const Description = `Measure the fleet before a run: sample prompts are sent, st
 ladder of requests in flight per endpoint, each level warmed up and then
 measured for --duration. The table shows, per level, answers and output
 tokens per second (in total and per endpoint), latency and time to first
-token; it names the knee (the level after which more concurrency adds
-under 5%) and recommends --concurrency. With the dataset's size (counted
-from the input, or --dataset-size) and its mean answer length (measured on
-the sample prompts, or --mean-answer-tokens) it forecasts the run's wall
-time, with its range.
+token; it names the knee (the smallest level within 5% of the best
+level's output; a level with only errors never) and recommends
+--concurrency. A level whose window's two halves disagree by more than 5%
+is measured again. With the dataset's size (counted from the input, or
+--dataset-size) and its mean answer length (measured on the sample
+prompts, or --mean-answer-tokens) it forecasts the run's wall time, with
+its range.
 
-Requests ask for stream_options {"include_usage": true,
-"continuous_usage_stats": true} (SGLang, vLLM), so tokens are counted as
-they come; for a server that refuses the second, pass
---extra-body '{"stream_options":{"include_usage":true}}' and streamed text
-is turned into tokens by each answer's final count.
+Requests ask for as much of the stream as the servers give: one short
+request tries stream_options {"include_usage": true,
+"continuous_usage_stats": true} (SGLang, vLLM: tokens counted as they
+come), then {"include_usage": true} alone (gateways refuse the rest), then
+none; streamed text is then turned into tokens by each answer's final
+count. Stream options in --extra-body are used as they are.
 
 Example:
   infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
@@ -162,31 +164,16 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	// Streaming with usage, in every chunk where the server can (SGLang's
-	// and vLLM's continuous_usage_stats): tokens are then counted exactly.
-	stream := `{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
-	if c.API == openai.APIGenerate {
-		stream = `{"stream":true}`
-	}
-	extra, err := openai.Merge([]byte(stream), []byte(c.ExtraBody))
-	if err != nil {
-		return cli.Usagef("--extra-body: %v", err)
-	}
-	sampling := openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}
-	if n := c.answerTokens(); n > 0 {
-		sampling.MaxTokens = &n
-	}
-	b, err := openai.NewBuilder(c.API, c.Model, sampling, extra)
-	if err != nil {
-		return cli.Usagef("%v", err)
+	if _, err := c.builder(streamAsks[0].body, c.Model); err != nil {
+		return err
 	}
 
 	clk := clock.Or(c.clock)
 	poolCtx, cancelPool := context.WithCancel(context.Background())
-	p := fleet.NewPool(poolCtx, targets, fleet.Config{
-		APIKey: c.APIKey, EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
-		Policy: fleet.LeastOutstanding, Logf: env.Logf, Clock: clk,
-	})
+	p := fleet.NewPool(poolCtx, targets, c.PoolConfig(fleet.Config{
+		EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
+		Policy: fleet.LeastOutstanding, Ladder: true, Logf: env.Logf, Clock: clk,
+	}))
 	defer func() {
 		cancelPool()
 		p.Close()
@@ -196,18 +183,21 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	if err := fleet.CheckRun(p, c.API, c.Model); err != nil {
+		return cli.Usagef("%v", err)
+	}
 	model := c.Model
 	if model == "" {
 		if model = p.DiscoverModel(); model == "" {
 			model = "default"
 		}
-		b.SetModel(model)
 	}
-	bodies, note, err := c.prompts(env, b)
+	bodies, note, wantUsage, err := c.negotiate(ctx, env, p, ready[0], model)
 	if err != nil {
 		return err
 	}
 	run := newBenchRun(c, clk, p, ready, bodies)
+	run.wantUsage = wantUsage
 	if len(levels) == 0 {
 		levels = ladder(run.maxRunning)
 	}
@@ -218,6 +208,14 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
 			i+1, len(levels), n, n*len(ready), c.Warmup, c.Duration)
 		lv := run.level(ctx, n)
+		if ctx.Err() == nil && !lv.steady() {
+			// The two halves of the window disagree: the fleet was not
+			// steady (still filling, or the machine stalled). Once more.
+			env.Logf("  the two halves of its window disagree (%s and %s tok/s): measuring it again",
+				cli.Thousands(int64(lv.Halves[0]+0.5)), cli.Thousands(int64(lv.Halves[1]+0.5)))
+			lv = run.level(ctx, n)
+			lv.Repeated, lv.Unsteady = true, !lv.steady()
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -235,11 +233,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
-	var answered float64
-	for _, lv := range rep.Levels {
-		answered += lv.TokPerSec
-	}
-	if answered == 0 {
+	if rep.Recommended == 0 {
 		return fmt.Errorf("no tokens came back at any level: %s", firstError(rep.Levels))
 	}
 	return nil

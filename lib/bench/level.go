@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -27,7 +28,10 @@ type benchRun struct {
 	urls       []string
 	maxRunning []int // per endpoint measured, 0 when the server does not say
 	bodies     [][]byte
-	next       atomic.Uint64
+	// wantUsage: the requests ask for the answers' usage (include_usage,
+	// or /generate's meta_info), so a stream without it was cut.
+	wantUsage bool
+	next      atomic.Uint64
 	// lengths seen at every level, for the forecast's mean answer.
 	obs lengthObs
 }
@@ -144,6 +148,12 @@ func (r *benchRun) level(ctx context.Context, n int) Level {
 		}
 		select {
 		case <-done:
+			// The connections closed stay in the clients' pools as idle
+			// ones: drop them, so that the next level dials afresh instead
+			// of failing its first requests on them.
+			for _, ep := range r.eps {
+				ep.CloseIdle()
+			}
 			return lv.result()
 		case <-r.clk.After(50 * time.Millisecond):
 		}
@@ -206,11 +216,28 @@ func (r *benchRun) request(lv *levelRun, i int, body []byte) *reqStats {
 			break
 		}
 		if d.Done {
+			rs.done = true
 			break
 		}
 		lv.event(rs, r.clk.Now(), d)
 	}
+	if rs.err == nil {
+		rs.err = lv.failure(r.incomplete(rs))
+	}
 	return rs
+}
+
+// incomplete says what a stream that ended lacked: its end marker (it
+// was cut, perhaps in the middle of an event), or the token count asked
+// for with stream_options.include_usage; nil when it was whole.
+func (r *benchRun) incomplete(rs *reqStats) error {
+	switch {
+	case !rs.done:
+		return errors.New("the stream ended without [DONE]: cut off")
+	case r.wantUsage && !rs.usage:
+		return errors.New("the stream ended without the answer's usage (stream_options.include_usage asked for it)")
+	}
+	return nil
 }
 
 // event counts one event of rs that arrived at now; the level ends early

@@ -118,10 +118,10 @@ func replayLevel(r *benchRun, fake *clock.Fake, n int, prompts []simPrompt) Leve
 		}
 		fake.Set(at)
 		for _, p := range st.Running {
-			lv.event(p.Seq.Ref.(*reqStats), at, openai.Delta{CompletionTokens: p.Generated})
+			lv.event(p.Seq.Ref.(*reqStats), at, openai.Delta{Text: " w", CompletionTokens: p.Generated})
 		}
 		for _, s := range st.Finished {
-			lv.event(s.Ref.(*reqStats), at, openai.Delta{FinishReason: s.End, CompletionTokens: s.Generated})
+			lv.event(s.Ref.(*reqStats), at, openai.Delta{Text: " w", FinishReason: s.End, CompletionTokens: s.Generated})
 		}
 		return true
 	})
@@ -213,7 +213,7 @@ func TestBenchKnee(t *testing.T) {
 	if rep.Knee != 16 || !rep.KneeFound || rep.Recommended != 16 {
 		t.Errorf("knee %d (found %v), recommended %d; want 16", rep.Knee, rep.KneeFound, rep.Recommended)
 	}
-	if text := rep.kneeText(); !strings.Contains(text, "knee: 16 per endpoint (") || !strings.Contains(text, "; 32 per endpoint adds +") {
+	if text := rep.kneeText(); !strings.Contains(text, "knee: 16 per endpoint (") || !strings.Contains(text, " tok/s), within 5% of the best, 32 per endpoint (") {
 		t.Errorf("knee text:\n%s", text)
 	}
 	// Past the knee requests wait in the servers' queues.

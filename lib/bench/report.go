@@ -28,9 +28,10 @@ type Report struct {
 	Duration     float64    `json:"duration_s"`
 
 	Levels []Level `json:"levels"`
-	// Knee is the first level after which more concurrency adds under 5%
-	// throughput; KneeFound is false when throughput was still climbing at
-	// the last level (Knee is then the last).
+	// Knee is the smallest level within 5% of the best level's output, the
+	// recommendation; KneeFound is false when the best was the last level
+	// measured (output was still climbing). Levels with only errors never
+	// qualify; Recommended is 0 when no level answered.
 	Knee        int  `json:"knee"`
 	KneeFound   bool `json:"knee_found"`
 	Recommended int  `json:"recommended_concurrency"`
@@ -55,9 +56,28 @@ type Level struct {
 	TTFTP99              float64   `json:"ttft_p99_s"`
 	Errors               int       `json:"errors"`
 	FirstError           string    `json:"first_error,omitempty"`
+	// Halves are the output tokens per second of the first and the second
+	// half of the window. When they differ by more than 5% the level is
+	// measured again (Repeated); Unsteady when they differ again.
+	Halves   []float64 `json:"halves_output_tokens_per_s,omitempty"`
+	Repeated bool      `json:"repeated,omitempty"`
+	Unsteady bool      `json:"unsteady,omitempty"`
 	// RunSeconds is the forecast run's wall time at this level.
 	RunSeconds float64 `json:"run_seconds,omitempty"`
 }
+
+// steady tells whether the two halves of the level's window agree within
+// the margin.
+func (lv *Level) steady() bool {
+	if len(lv.Halves) != 2 {
+		return true
+	}
+	a, b := lv.Halves[0], lv.Halves[1]
+	return math.Abs(a-b) <= kneeGain*max(a, b)
+}
+
+// answered: some tokens came back at the level (not only errors).
+func (lv *Level) answered() bool { return lv.TokPerSec > 0 }
 
 // Forecast is the predicted wall time of a run at the recommended
 // concurrency.
@@ -79,20 +99,42 @@ func (r *benchRun) report(model string) *Report {
 		Warmup: r.cfg.Warmup.Seconds(), Duration: r.cfg.Duration.Seconds(), Levels: []Level{}}
 }
 
-// knee returns the index of the first level after which the next adds
-// less than kneeGain, or the last level's when none does.
+// knee returns the index of the smallest level whose output is within
+// kneeGain of the best level's, among those that answered, and whether a
+// level above it answered (the curve was seen to flatten); -1 when no
+// level answered. Taking the best of all levels rather than the
+// first step that gains little keeps one low measurement (a stall of the
+// machine) from stopping the climb early.
 func knee(levels []Level) (int, bool) {
-	for i := 0; i+1 < len(levels); i++ {
-		if levels[i+1].TokPerSec < (1+kneeGain)*levels[i].TokPerSec {
-			return i, true
+	best := -1
+	for i := range levels {
+		if levels[i].answered() && (best < 0 || levels[i].TokPerSec > levels[best].TokPerSec) {
+			best = i
 		}
 	}
-	return len(levels) - 1, false
+	if best < 0 {
+		return -1, false
+	}
+	k := best
+	for i := range levels {
+		if levels[i].answered() && levels[i].TokPerSec >= (1-kneeGain)*levels[best].TokPerSec && levels[i].Concurrency < levels[k].Concurrency {
+			k = i
+		}
+	}
+	found := false
+	for i := range levels {
+		found = found || levels[i].answered() && levels[i].Concurrency > levels[k].Concurrency
+	}
+	return k, found
 }
 
 // finish counts answers per second, names the knee and forecasts the run.
 func (rep *Report) finish(c *Bench, r *benchRun) {
 	k, found := knee(rep.Levels)
+	if k < 0 {
+		rep.ForecastNote = "no level answered: nothing to recommend or forecast"
+		return
+	}
 	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
 	dist, fitted := r.obs.fit()
 
@@ -172,6 +214,7 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 }
 
 func (rep *Report) write(w io.Writer, asJSON bool) error {
+	rep.finite()
 	if asJSON {
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -203,8 +246,14 @@ func (rep *Report) write(w io.Writer, asJSON bool) error {
 		if runCol {
 			fmt.Fprintf(tw, "%s\t", fmtSeconds(lv.RunSeconds))
 		}
-		if lv.Errors > 0 {
+		switch {
+		case lv.Errors > 0 && !lv.answered():
+			fmt.Fprintf(tw, "  all %d failed", lv.Errors)
+		case lv.Errors > 0:
 			fmt.Fprintf(tw, "  %d failed", lv.Errors)
+		}
+		if lv.Unsteady {
+			fmt.Fprint(tw, "  unsteady")
 		}
 		fmt.Fprintln(tw)
 	}
@@ -230,6 +279,9 @@ func secondsDuration(s float64) time.Duration { return time.Duration(s * float64
 
 // kneeText says where the curve bends and what to run with.
 func (rep *Report) kneeText() string {
+	if rep.Recommended == 0 {
+		return "recommended: nothing: no level answered (see the errors)\n"
+	}
 	var k int
 	for i, lv := range rep.Levels {
 		if lv.Concurrency == rep.Knee {
@@ -247,15 +299,30 @@ func (rep *Report) kneeText() string {
 			break
 		}
 	}
+	best := lv
+	for _, l := range rep.Levels {
+		if l.answered() && l.TokPerSec > best.TokPerSec {
+			best = l
+		}
+	}
 	var b strings.Builder
-	if rep.KneeFound {
-		next := rep.Levels[k+1]
-		fmt.Fprintf(&b, "knee: %d per endpoint (%s tok/s); %d per endpoint adds %+.1f%%\n", lv.Concurrency,
-			cli.Thousands(int64(lv.TokPerSec+0.5)), next.Concurrency, 100*(next.TokPerSec/lv.TokPerSec-1))
-	} else if k > 0 {
+	switch {
+	case rep.KneeFound && best.Concurrency == lv.Concurrency:
+		// The best level is the knee: name the next one up.
+		for _, next := range rep.Levels {
+			if next.Concurrency > lv.Concurrency && next.answered() {
+				fmt.Fprintf(&b, "knee: %d per endpoint (%s tok/s); %d per endpoint adds %s\n", lv.Concurrency,
+					cli.Thousands(int64(lv.TokPerSec+0.5)), next.Concurrency, percent(next.TokPerSec, lv.TokPerSec))
+				break
+			}
+		}
+	case rep.KneeFound:
+		fmt.Fprintf(&b, "knee: %d per endpoint (%s tok/s), within %.0f%% of the best, %d per endpoint (%s tok/s)\n", lv.Concurrency,
+			cli.Thousands(int64(lv.TokPerSec+0.5)), 100*kneeGain, best.Concurrency, cli.Thousands(int64(best.TokPerSec+0.5)))
+	case k > 0 && rep.Levels[k-1].answered():
 		prev := rep.Levels[k-1]
-		fmt.Fprintf(&b, "no knee up to %d per endpoint: it still added %+.1f%% over %d\n", lv.Concurrency,
-			100*(lv.TokPerSec/prev.TokPerSec-1), prev.Concurrency)
+		fmt.Fprintf(&b, "no knee up to %d per endpoint: it still added %s over %d\n", lv.Concurrency,
+			percent(lv.TokPerSec, prev.TokPerSec), prev.Concurrency)
 	}
 	fmt.Fprintf(&b, "recommended: --concurrency %d", rep.Recommended)
 	if mr > 0 && rep.Recommended == mr {
@@ -265,6 +332,42 @@ func (rep *Report) kneeText() string {
 	}
 	b.WriteByte('\n')
 	return b.String()
+}
+
+// percent is how much a adds over b, "+12.3%"; "-" when b is nothing.
+func percent(a, b float64) string {
+	if !(b > 0) || math.IsInf(a, 0) || math.IsNaN(a) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(a/b-1))
+}
+
+// finite makes every figure of the report a finite number: a degenerate
+// level (nothing answered, a window of no length) must not print NaN or
+// Inf, nor make the JSON unwritable.
+func (rep *Report) finite() {
+	fix := func(xs ...*float64) {
+		for _, x := range xs {
+			if math.IsNaN(*x) || math.IsInf(*x, 0) {
+				*x = 0
+			}
+		}
+	}
+	fix(&rep.Warmup, &rep.Duration)
+	for i := range rep.Levels {
+		lv := &rep.Levels[i]
+		fix(&lv.Seconds, &lv.RequestsPerSec, &lv.TokPerSec, &lv.TokPerSecPerEndpoint, &lv.LatencyP50, &lv.LatencyP99,
+			&lv.TTFTP50, &lv.TTFTP99, &lv.RunSeconds)
+		for j := range lv.ByEndpoint {
+			fix(&lv.ByEndpoint[j])
+		}
+		for j := range lv.Halves {
+			fix(&lv.Halves[j])
+		}
+	}
+	if f := rep.Forecast; f != nil {
+		fix(&f.MeanAnswerTokens, &f.MeanAnswerSE, &f.TokPerSec, &f.Seconds, &f.LowSeconds, &f.HighSeconds)
+	}
 }
 
 func maxRunningText(mr []int) string {

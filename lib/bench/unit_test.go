@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/encoding/json"
+
 	"tokenmill/lib/openai"
 )
 
@@ -29,10 +31,13 @@ func TestLadderAndKnee(t *testing.T) {
 		want  int
 		found bool
 	}{
-		{[]float64{100, 200, 400, 410, 800}, 2, true}, // the first flat step counts
+		{[]float64{100, 200, 400, 410, 800}, 4, false}, // a flat step does not end the climb
 		{[]float64{100, 200, 400, 800}, 3, false},
 		{[]float64{100, 104}, 0, true},
-		{[]float64{100, 90, 200}, 0, true}, // a drop is no gain
+		{[]float64{100, 90, 200}, 2, false}, // nor does a low one
+		{[]float64{100, 200, 400, 390, 405}, 2, true},
+		{[]float64{100, 0, 0}, 0, false}, // levels with only errors never qualify
+		{[]float64{0, 0}, -1, false},
 		{[]float64{100}, 0, false},
 	} {
 		if k, found := knee(lv(tt.tps...)); k != tt.want || found != tt.found {
@@ -111,5 +116,110 @@ func TestBenchPromptText(t *testing.T) {
 	a, b := benchPromptText(1, 256), benchPromptText(2, 256)
 	if a == b || len(a) < 1024 || len(a) > 1100 || !strings.HasPrefix(a, "Request 1. ") {
 		t.Errorf("prompt texts: %d bytes %q", len(a), a[:40])
+	}
+}
+
+// Ollama's completion chunks carry a usage of zeros each, and the real
+// count comes after the finish: the text is what is counted as it
+// streams, not the zeros.
+func TestBenchWindowZeroUsage(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := window{measure: t0, slice: time.Second}
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	r := &reqStats{sent: t0, total: -1}
+	for i := 1; i <= 4; i++ {
+		r.event(at(float64(i)), c, openai.Delta{Text: "abcd", CompletionTokens: 0})
+	}
+	r.event(at(5), c, openai.Delta{FinishReason: "length", CompletionTokens: 0})
+	if r.exact || r.usage {
+		t.Fatalf("zeros taken as counts: exact %v, usage %v", r.exact, r.usage)
+	}
+	r.event(at(5), c, openai.Delta{CompletionTokens: 4})
+	per, sofar := r.tokensPer(1) // the answer's own ratio wins over the level's
+	in := 0.0
+	for _, a := range r.arrivals {
+		in += float64(a.amount) * per
+	}
+	if !r.usage || sofar != 4 || in != 4 || r.arrivals[0].slice != 1 {
+		t.Errorf("usage %v, %v tokens, arrivals %v", r.usage, sofar, r.arrivals)
+	}
+	// A server that counts (vLLM's continuous usage) says one or more with
+	// its first text.
+	v := &reqStats{sent: t0, total: -1}
+	v.event(at(1), c, openai.Delta{CompletionTokens: 0}) // the role chunk
+	v.event(at(2), c, openai.Delta{Text: "ab", CompletionTokens: 1})
+	if !v.exact {
+		t.Error("continuous usage not taken as counts")
+	}
+}
+
+// No figure of the report is ever NaN or infinite, in the table or the
+// JSON, whatever the levels: nothing answered, a window of no length, a
+// level with only errors, figures that came out NaN.
+func TestReportFinite(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	rep := &Report{Endpoints: []string{"http://h:1"}, MaxRunning: []int{0}, Warmup: nan, Duration: inf, Levels: []Level{
+		{Concurrency: 1, InFlight: 1},
+		{Concurrency: 2, InFlight: 2, Seconds: nan, TokPerSec: nan, TokPerSecPerEndpoint: inf, ByEndpoint: []float64{nan}, Halves: []float64{inf, nan},
+			LatencyP50: inf, LatencyP99: nan, TTFTP50: -inf, TTFTP99: nan, RequestsPerSec: inf, RunSeconds: nan},
+		{Concurrency: 4, InFlight: 4, Errors: 9, FirstError: "HTTP 500: boom"},
+	}}
+	rep.Forecast = &Forecast{Answers: 10, MeanAnswerTokens: nan, MeanAnswerSE: inf, TokPerSec: nan, Seconds: inf, LowSeconds: nan, HighSeconds: inf}
+	c := benchFlags()
+	c.DatasetSize = 100
+	rep.finish(c, &benchRun{cfg: c})
+	var text, js strings.Builder
+	if err := rep.write(&text, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.write(&js, true); err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	for _, out := range []string{text.String(), js.String()} {
+		for _, bad := range []string{"NaN", "Inf", "nan", "inf"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("%q printed:\n%s", bad, out)
+			}
+		}
+	}
+	if !strings.Contains(text.String(), "all 9 failed") || !strings.Contains(text.String(), "recommended: nothing: no level answered") {
+		t.Errorf("table:\n%s", text.String())
+	}
+	var anyJSON any
+	if err := json.Unmarshal([]byte(js.String()), &anyJSON); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case float64:
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				t.Errorf("JSON holds %v", x)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(anyJSON)
+}
+
+// A level whose two halves disagree by more than the margin is unsteady;
+// the recommendation takes the best level, so one low level does not end
+// the climb early.
+func TestLevelSteady(t *testing.T) {
+	for _, tt := range []struct {
+		halves []float64
+		steady bool
+	}{{nil, true}, {[]float64{100, 104}, true}, {[]float64{100, 106}, false}, {[]float64{0, 0}, true}, {[]float64{50, 0}, false}} {
+		lv := Level{Halves: tt.halves}
+		if lv.steady() != tt.steady {
+			t.Errorf("halves %v: steady %v", tt.halves, lv.steady())
+		}
 	}
 }

@@ -17,9 +17,11 @@ type reqStats struct {
 	err         error
 	exact       bool // the server counts tokens in every event
 	decided     bool
-	tokens      int // exact: tokens so far
-	bytes       int // otherwise: text so far
-	total       int // the answer's tokens, once said (-1: not yet)
+	done        bool // the stream's end marker came
+	usage       bool // a token count came with or after the finish
+	tokens      int  // exact: tokens so far
+	bytes       int  // otherwise: text so far
+	total       int  // the answer's tokens, once said (-1: not yet)
 	// arrivals in the window: tokens (exact) or bytes, by time slice.
 	arrivals []arrival
 }
@@ -37,11 +39,20 @@ type window struct {
 	slice   time.Duration
 }
 
-// event counts one event that arrived at now.
+// event counts one event that arrived at now. Whether the server counts
+// tokens in every event is decided by the first that carries text: SGLang
+// and vLLM (continuous_usage_stats) put a count of one or more in it;
+// Ollama's completion streams put a usage of zeros in every chunk, which
+// counts nothing, and the others none.
 func (r *reqStats) event(now time.Time, c window, d openai.Delta) {
 	n := len(d.Text) + len(d.Reasoning)
-	if !r.decided && (d.CompletionTokens >= 0 || n > 0) {
-		r.decided, r.exact = true, d.CompletionTokens >= 0
+	if !r.decided && n > 0 {
+		r.decided, r.exact = true, d.CompletionTokens > 0
+	}
+	// The answer's count: a usage after its finish, or with it (not
+	// Ollama's zeros).
+	if d.CompletionTokens >= 0 && r.finish != "" || d.CompletionTokens > 0 && d.FinishReason != "" {
+		r.usage = true
 	}
 	if r.first.IsZero() && (n > 0 || d.CompletionTokens > 0) {
 		r.first = now
@@ -119,7 +130,7 @@ func (lv *levelRun) result() Level {
 		ratio = rt / rb
 	}
 	// Whole slices only: the last one was cut off by the level's end.
-	slices := max(int(end.Sub(lv.measure)/lv.window.slice), 1)
+	slices := min(max(int(end.Sub(lv.measure)/lv.window.slice), 1), windowSlices)
 	covered := float64(slices) * r.scaled(lv.window.slice)
 	series := make([]float64, slices)
 	byEP := make([]float64, len(r.eps))
@@ -156,8 +167,15 @@ func (lv *levelRun) result() Level {
 		total += x
 	}
 	out.TokPerSec = total / covered
-	if rate, ok := slope(series, r.scaled(lv.window.slice)); ok {
-		out.TokPerSec = rate
+	width := r.scaled(lv.window.slice)
+	if rate, ok := slope(series, width); ok {
+		out.TokPerSec = max(rate, 0)
+	}
+	// Each half of the window alone, to see whether the level was steady.
+	if h1, ok := slope(series[:slices/2], width); ok {
+		if h2, ok := slope(series[slices/2:], width); ok {
+			out.Halves = []float64{max(h1, 0), max(h2, 0)}
+		}
 	}
 	// Endpoints' shares by the same measure.
 	for i := range byEP {

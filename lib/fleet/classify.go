@@ -3,6 +3,9 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -32,6 +35,9 @@ type Failure struct {
 	Down      bool // could not connect: no attempt used
 	Blame     bool // counts toward taking the endpoint out of service
 	Fatal     bool
+	// RetryAfter is how long the server asked to be left alone (a 429 or
+	// 503 with Retry-After); 0 when it did not say.
+	RetryAfter time.Duration
 }
 
 func (f *Failure) Error() string {
@@ -94,4 +100,25 @@ func ClassifyAnswer(c *openai.Completion) *Failure {
 		return &Failure{Status: c.AbortStatus, Message: msg}
 	}
 	return &Failure{Message: msg, Retriable: true, Blame: true}
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP date
+// (RFC 9110 10.2.3), as a wait from now; 0 when absent, unreadable or
+// already past. A server is not trusted with the length: the caller caps
+// it (--max-backoff).
+func retryAfter(h []byte, now time.Time) time.Duration {
+	v := strings.TrimSpace(string(h))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(1<<31))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }

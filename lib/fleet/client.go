@@ -13,19 +13,20 @@ import (
 // per-request cancellation, and a closed connection is also what makes
 // the server drop the request and free its slot.
 type Client struct {
-	t      Target
-	apiKey string
-	hc     *fasthttp.HostClient
-	conns  *connSet
+	t     Target
+	auth  string // the Authorization header, "" for none
+	hc    *fasthttp.HostClient
+	conns *connSet
 }
 
 // NewClient is a generation client for t, sending apiKey (if any) as a
-// bearer token; stream leaves answers' bodies to be read as they arrive.
+// bearer token (or the URL's credentials); stream leaves answers' bodies
+// to be read as they arrive.
 func NewClient(t Target, apiKey string, stream bool) *Client {
 	conns := newConnSet()
 	hc := newHostClient(t, conns, 1<<16)
 	hc.StreamResponseBody = stream
-	return &Client{t: t, apiKey: apiKey, hc: hc, conns: conns}
+	return &Client{t: t, auth: t.Authorization(apiKey), hc: hc, conns: conns}
 }
 
 // Post makes req a JSON POST of body to path on the client's server.
@@ -33,8 +34,8 @@ func (c *Client) Post(req *fasthttp.Request, path string, body []byte) {
 	setURI(req, c.t, path)
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
 	}
 	req.SetBodyRaw(body)
 }

@@ -2,9 +2,11 @@ package fleet
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -13,11 +15,64 @@ import (
 // or in an endpoints file.
 type Target struct {
 	// URL is the base every API path is appended to, e.g.
-	// "http://127.0.0.1:30000" or "https://gpu2.example:8443/sglang".
+	// "http://127.0.0.1:30000" or "https://gpu2.example:8443/sglang". It is
+	// the endpoint's name in every message, record and metric, so a
+	// password written in the URL shows as *** ("http://admin:***@h:1").
 	URL  string
 	Addr string // host:port to dial
 	TLS  bool
 	Path string // prefix before the API paths, "" or "/something"
+	// User and Password are credentials written in the URL
+	// (http://user:password@host:port), sent as HTTP basic auth.
+	User     string
+	Password Secret
+}
+
+// Secret is a password: it prints as *** whatever the verb, so a Target
+// in a message, a %+v or a panic never shows it.
+type Secret string
+
+func (Secret) String() string   { return "***" }
+func (Secret) GoString() string { return `"***"` }
+
+// Authorization is the Authorization header for requests to t: basic auth
+// with the URL's credentials when it has them (they name this server
+// alone), else apiKey as a bearer token; "" for none.
+func (t Target) Authorization(apiKey string) string {
+	if t.User != "" || t.Password != "" {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(t.User+":"+string(t.Password)))
+	}
+	if apiKey != "" {
+		return "Bearer " + apiKey
+	}
+	return ""
+}
+
+// Redact hides the password of every URL with credentials in s (a list of
+// endpoints as given, or a message quoting one): "http://admin:***@h:1".
+func Redact(s string) string {
+	var b strings.Builder
+	for {
+		at := strings.IndexByte(s, '@')
+		if at < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		// The user info runs back from the @ to the start of the authority:
+		// after "://", a comma, a space or a quote.
+		start := strings.LastIndexAny(s[:at], ", \t\"'(")
+		if i := strings.LastIndex(s[:at], "://"); i >= 0 && i+3 > start {
+			start = i + 2
+		}
+		info := s[start+1 : at]
+		if colon := strings.IndexByte(info, ':'); colon >= 0 && !strings.ContainsAny(info, "/?#") {
+			b.WriteString(s[:start+1+colon+1])
+			b.WriteString("***@")
+		} else {
+			b.WriteString(s[:at+1])
+		}
+		s = s[at+1:]
+	}
 }
 
 // maxRange bounds one port range, so a typo such as 30000-39999 is caught
@@ -77,22 +132,29 @@ func CheckTargets(ts []Target) error {
 	}
 	seen := make(map[string]bool, len(ts))
 	for _, t := range ts {
-		if seen[t.URL] {
+		key := t.Addr + t.Path + "|" + strconv.FormatBool(t.TLS)
+		if seen[key] {
 			return fmt.Errorf("endpoint %s is listed twice", t.URL)
 		}
-		seen[t.URL] = true
+		seen[key] = true
 	}
 	return nil
 }
 
-func parseEndpoint(s string) ([]Target, error) {
-	scheme, rest := "http", s
+func parseEndpoint(raw string) ([]Target, error) {
+	// Every message quotes the endpoint without its password.
+	s := Redact(raw)
+	scheme, rest := "http", raw
 	explicit := false
-	if i := strings.Index(s, "://"); i >= 0 {
-		scheme, rest, explicit = strings.ToLower(s[:i]), s[i+3:], true
+	if i := strings.Index(raw, "://"); i >= 0 {
+		scheme, rest, explicit = strings.ToLower(raw[:i]), raw[i+3:], true
 		if scheme != "http" && scheme != "https" {
 			return nil, fmt.Errorf("endpoint %q: scheme must be http or https", s)
 		}
+	}
+	user, password, rest, err := splitUserInfo(rest)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", s, err)
 	}
 	path := ""
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
@@ -123,12 +185,45 @@ func parseEndpoint(s string) ([]Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %q: %w", s, err)
 	}
+	shown := ""
+	switch {
+	case password != "":
+		shown = url.PathEscape(user) + ":***@"
+	case user != "":
+		shown = url.PathEscape(user) + "@"
+	}
 	out := make([]Target, 0, last-first+1)
 	for p := first; p <= last; p++ {
 		addr := net.JoinHostPort(host, strconv.Itoa(p))
-		out = append(out, Target{URL: scheme + "://" + addr + path, Addr: addr, TLS: scheme == "https", Path: path})
+		out = append(out, Target{URL: scheme + "://" + shown + addr + path, Addr: addr, TLS: scheme == "https", Path: path,
+			User: user, Password: Secret(password)})
 	}
 	return out, nil
+}
+
+// splitUserInfo takes "user:password@" off the front of an authority
+// (percent-encoded, as in any URL).
+func splitUserInfo(rest string) (user, password, host string, err error) {
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = i
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return "", "", rest, nil
+	}
+	info := rest[:at]
+	u, p, hasPassword := strings.Cut(info, ":")
+	if user, err = url.PathUnescape(u); err != nil {
+		return "", "", "", fmt.Errorf("bad user name in the URL")
+	}
+	if password, err = url.PathUnescape(p); err != nil {
+		return "", "", "", fmt.Errorf("bad password in the URL")
+	}
+	if user == "" && (!hasPassword || password == "") {
+		return "", "", "", fmt.Errorf("empty user info before @")
+	}
+	return user, password, rest[at+1:], nil
 }
 
 // splitHostPorts splits "host:ports", "[v6]:ports", "host" or "[v6]".

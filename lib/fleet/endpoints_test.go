@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,50 @@ func TestParseEndpoints(t *testing.T) {
 	}
 }
 
+// Credentials in an endpoint's URL are sent as basic auth and never shown:
+// the URL, every message and a %+v of the target carry *** instead.
+func TestEndpointCredentials(t *testing.T) {
+	ts, err := ParseEndpoints("http://admin:s%3Acr%40t@gpu1:8000-8001/p,https://bob@h:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := urls(ts); got != "http://admin:***@gpu1:8000/p http://admin:***@gpu1:8001/p https://bob@h:1" {
+		t.Errorf("URLs %q", got)
+	}
+	if ts[0].User != "admin" || ts[0].Password != "s:cr@t" || ts[0].Addr != "gpu1:8000" || ts[0].Path != "/p" {
+		t.Errorf("target %#v", ts[0])
+	}
+	if auth := ts[0].Authorization("key"); auth != "Basic YWRtaW46czpjckB0" { // admin:s:cr@t
+		t.Errorf("authorization %q", auth)
+	}
+	if auth := ts[2].Authorization(""); auth != "Basic Ym9iOg==" {
+		t.Errorf("a user alone: %q", auth)
+	}
+	if auth := (Target{}).Authorization("key"); auth != "Bearer key" {
+		t.Errorf("no credentials: %q", auth)
+	}
+	for _, shown := range []string{fmt.Sprintf("%v %+v %#v %s", ts[0], ts[0], ts[0], ts[0].Password), fmt.Sprint([]Target{ts[0]})} {
+		if strings.Contains(shown, "cr@t") || strings.Contains(shown, "s:cr") {
+			t.Errorf("the password shows: %s", shown)
+		}
+	}
+	// A mistake in such an endpoint is reported without the password.
+	for _, bad := range []string{"http://admin:SECRET@gpu1:x", "http://admin:SECRET@", "admin:SECRET@bad host:1", "ftp://admin:SECRET@h:1", "http://admin:SECRET@h:1?x"} {
+		_, err := ParseEndpoints(bad)
+		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "admin:***@") {
+			t.Errorf("%s: %v", Redact(bad), err)
+		}
+	}
+	if got := Redact(`-e "http://a:p1@h:1,https://b:p2@g:2" and x@y`); got != `-e "http://a:***@h:1,https://b:***@g:2" and x@y` {
+		t.Errorf("Redact: %s", got)
+	}
+	// Two names of one server are one endpoint.
+	same, _ := ParseEndpoints("http://a:1@h:1,http://b:2@h:1")
+	if err := CheckTargets(same); err == nil {
+		t.Error("the same server under two credentials is accepted twice")
+	}
+}
+
 func TestTargetFields(t *testing.T) {
 	ts, err := ParseEndpoints("https://h:8443/p")
 	if err != nil {
@@ -101,7 +146,7 @@ func TestCheckTargets(t *testing.T) {
 }
 
 func FuzzParseEndpoints(f *testing.F) {
-	for _, s := range []string{"127.0.0.1:30000-30007,gpu2:30000", "https://h:8443/sglang/v1", "[::1]:1-2", "h:", "a:1,,b:2"} {
+	for _, s := range []string{"127.0.0.1:30000-30007,gpu2:30000", "https://h:8443/sglang/v1", "[::1]:1-2", "h:", "a:1,,b:2", "http://u:p@h:1", "u@h:2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -115,6 +160,12 @@ func FuzzParseEndpoints(f *testing.F) {
 			}
 			if !strings.Contains(tg.URL, tg.Addr) || tg.Addr == "" {
 				t.Fatalf("%q: addr %q not in URL %q", s, tg.Addr, tg.URL)
+			}
+			if tg.Password != "" && !strings.Contains(tg.URL, ":***@") {
+				t.Fatalf("%q: URL %q does not hide the password", s, tg.URL)
+			}
+			if tg.Password != "" {
+				continue // the URL shows *** instead: it does not parse back to the same target
 			}
 			again, err := ParseEndpoints(tg.URL)
 			if err != nil || len(again) != 1 || again[0] != tg {
@@ -134,6 +185,11 @@ func FuzzReadEndpointsFile(f *testing.F) {
 		ts, err := ReadEndpointsFile(strings.NewReader(s), "fuzz")
 		if err != nil {
 			return
+		}
+		for _, tg := range ts {
+			if tg.Password != "" {
+				return // shown as ***: not written back
+			}
 		}
 		var urls []string
 		for _, tg := range ts {

@@ -1,7 +1,10 @@
 package fleet
 
 import (
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/openai"
@@ -17,7 +20,9 @@ type ServerFlags struct {
 	Temperature   *float64   `placeholder:"T" help:"Sampling temperature. Default: the server's (the model's generation config)."`
 	TopP          *float64   `name:"top-p" placeholder:"P" help:"Nucleus sampling. Default: the server's."`
 	ExtraBody     string     `placeholder:"JSON" help:"JSON object merged into every request body, e.g. '{\"chat_template_kwargs\":{\"enable_thinking\":false}}' (for generate, its \"sampling_params\" merge into the sampling params). A record's own \"params\" override it and the flags. Default: none."`
-	APIKey        string     `name:"api-key" env:"TOKENMILL_INFER_API_KEY,OPENAI_API_KEY" placeholder:"KEY" help:"Bearer token for the servers. Never printed. Default: none."`
+	APIKey        string     `name:"api-key" env:"TOKENMILL_INFER_API_KEY,OPENAI_API_KEY" placeholder:"KEY" help:"Bearer token for the servers (an endpoint URL's own user:password@ is sent as basic auth instead). Never printed. Default: none."`
+	HealthPath    string     `name:"health-path" placeholder:"PATH" help:"Route that answers 200 once a server is ready, e.g. /ping. Default: /health (SGLang, vLLM, llama.cpp, TGI), or /v1/models where a server has no /health (Ollama, gateways)."`
+	ContextLength int        `name:"context-length" placeholder:"N" help:"Context length of every endpoint in tokens, whatever the servers say. Default: learned from each server (SGLang /get_server_info, vLLM /v1/models, llama.cpp /props, Ollama /api/show)."`
 }
 
 // SamplingFlags are the sampling settings of generation beyond
@@ -28,8 +33,8 @@ type SamplingFlags struct {
 	Stop      []string `placeholder:"TEXT" sep:"none" help:"Stop sequence; repeat the flag for several. Default: none."`
 }
 
-// Targets reads --endpoints and --endpoints-file; a mistake in either is
-// a usage error.
+// Targets reads --endpoints and --endpoints-file, and checks the other
+// server flags; a mistake in any is a usage error.
 func (f *ServerFlags) Targets() ([]Target, error) {
 	var targets []Target
 	if f.Endpoints != "" {
@@ -54,7 +59,44 @@ func (f *ServerFlags) Targets() ([]Target, error) {
 	if err := CheckTargets(targets); err != nil {
 		return nil, cli.Usagef("%v", err)
 	}
+	if p := f.HealthPath; p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t?#")) {
+		return nil, cli.Usagef("--health-path %q: want a path such as /health", p)
+	}
+	if f.ContextLength < 0 {
+		return nil, cli.Usagef("--context-length must not be negative")
+	}
 	return targets, nil
+}
+
+// Concurrency is --concurrency: a number of requests in flight per
+// endpoint, or "auto" for the adaptive limit on every endpoint. Zero is
+// the default: each server's reported capacity plus --queue-depth, and
+// the adaptive limit where a server reports none.
+type Concurrency struct {
+	N    int
+	Auto bool
+}
+
+// UnmarshalText reads "auto" or a number.
+func (c *Concurrency) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if strings.EqualFold(s, "auto") {
+		*c = Concurrency{Auto: true}
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a number of requests or auto, got %q", s)
+	}
+	*c = Concurrency{N: n}
+	return nil
+}
+
+func (c Concurrency) String() string {
+	if c.Auto {
+		return "auto"
+	}
+	return strconv.Itoa(c.N)
 }
 
 // Extra is --extra-body, checked to be a JSON object (nil when not given).

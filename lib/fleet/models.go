@@ -1,30 +1,18 @@
 package fleet
 
-import (
-	"github.com/valyala/fasthttp"
-
-	"tokenmill/lib/openai"
-)
-
-// DiscoverModel asks the ready endpoints' /v1/models for the model name;
+// DiscoverModel is the first model a ready endpoint's /v1/models lists;
 // "" when none names one.
 func (p *Pool) DiscoverModel() string {
-	p.mu.Lock()
-	var ready []*Endpoint
-	for _, ep := range p.eps {
-		if ep.state == StateReady {
-			ready = append(ready, ep)
-		}
-	}
-	p.mu.Unlock()
-	for _, ep := range ready {
-		status, body, err := p.get(ep, openai.PathModels)
-		if err != nil || status != fasthttp.StatusOK {
-			continue
-		}
-		if l, err := openai.ParseModels(body); err == nil && len(l.Data) > 0 && l.Data[0].ID != "" {
-			return l.Data[0].ID
+	for _, v := range p.View() {
+		if v.State == StateReady && len(v.Info.Models) > 0 && v.Info.Models[0] != "" {
+			return v.Info.Models[0]
 		}
 	}
 	return ""
+}
+
+// PoolConfig fills in what cfg takes from the server flags.
+func (f *ServerFlags) PoolConfig(cfg Config) Config {
+	cfg.APIKey, cfg.HealthPath, cfg.Model, cfg.ContextLength = f.APIKey, f.HealthPath, f.Model, f.ContextLength
+	return cfg
 }

@@ -1,9 +1,16 @@
 // Package fleet is what talks to the servers: the endpoints named on the
 // command line, the pool that holds their state (starting, ready, out of
 // service), their in-flight caps and the balancing between them, the
-// probes that bring a server into service once its /health answers, the
-// classes of failure a request can meet, and the server flags that every
-// command talking to a fleet shares.
+// probes that bring a server into service once it says it is ready, what
+// each server says of itself (capacity, context length, its metrics), the
+// adaptive in-flight limit of servers that do not say, the classes of
+// failure a request can meet and the detector of systematic ones, and the
+// server flags that every command talking to a fleet shares.
+//
+// It speaks to every kind of OpenAI-compatible server: SGLang, vLLM,
+// llama.cpp's server, Ollama and gateways. Each offers a different part of
+// what a client would like to know; the probes ask in an order that finds
+// it on each (probe.go, discover.go).
 package fleet
 
 import (
@@ -24,7 +31,7 @@ import (
 type State int32
 
 const (
-	StateStarting State = iota // not yet answered /health
+	StateStarting State = iota // not yet ready
 	StateReady
 	StateDown // ejected after failures; probed until it recovers
 )
@@ -40,8 +47,7 @@ func (s State) String() string {
 }
 
 // DefaultSlots is the in-flight cap of a server that does not say its
-// max_running_requests (not SGLang, or an old one) when --concurrency is
-// not given.
+// capacity when nothing adapts it (infer bench sets its own levels).
 const DefaultSlots = 64
 
 // Endpoint is one server of the pool.
@@ -54,12 +60,20 @@ type Endpoint struct {
 	stats Stats
 
 	// guarded by Pool.mu
-	state    State
-	slots    int // in-flight cap
-	inflight int
-	fails    int // consecutive failures
-	probing  bool
-	serverMR int // max_running_requests the server reported (0: unknown)
+	state     State
+	slots     int // in-flight cap
+	inflight  int
+	fails     int // consecutive failures
+	probing   bool
+	readyPath string // the route that says the server is ready, once learned
+	lastProbe string // what the last readiness probe saw, for messages
+	refused   bool   // the last probe was refused for its credentials
+	info      Info   // what the server said of itself when it came up
+	limiter   *Limiter
+	decode    decodeFit // latency against answer length, for its effective concurrency
+	metrics   serverLoad
+	polling   bool // a poller reads its /metrics
+	tokenizer tokenizeForm
 }
 
 // Index is the endpoint's place in the list it was given in.
@@ -86,21 +100,41 @@ type Stats struct {
 
 // Config is how a pool treats its endpoints.
 type Config struct {
-	APIKey         string
-	FixedSlots     int // --concurrency; 0: discover
-	QueueDepth     int // requests kept queued beyond max_running_requests
+	APIKey string
+	// FixedSlots is --concurrency N; 0: each server's reported capacity
+	// plus QueueDepth, or the adaptive limit where a server does not say.
+	FixedSlots int
+	// Adaptive (--concurrency auto) adapts the in-flight limit of every
+	// endpoint, capacity reported or not.
+	Adaptive       bool
+	QueueDepth     int // requests kept queued beyond a reported capacity
 	EjectAfter     int // consecutive failures that eject an endpoint
 	ProbeInterval  time.Duration
 	ControlTimeout time.Duration
 	DownTimeout    time.Duration // all endpoints down this long: give up (0: never)
 	Policy         Policy
-	Logf           func(format string, args ...any)
-	Clock          clock.Clock // nil: the real clock
+	// HealthPath is --health-path: the one route that says a server is
+	// ready. "": /health, or /v1/models where a server has no /health.
+	HealthPath string
+	// Model is --model ("": the first a server lists), asked about where
+	// a server tells its context length per model (Ollama's /api/show).
+	Model string
+	// ContextLength is --context-length: every endpoint's context, whatever
+	// the servers say (0: learn it).
+	ContextLength int
+	// Ladder: the caller sets its own in-flight levels (infer bench), so
+	// nothing adapts and the ready line names the capacity alone.
+	Ladder  bool
+	Limiter LimiterConfig // the adaptive limit's bounds; zero fields take the defaults
+	// TokenCache keeps Tokenize's counts (nil: every prompt is asked).
+	TokenCache TokenCache
+	Logf       func(format string, args ...any)
+	Clock      clock.Clock // nil: the real clock
 }
 
 // Pool holds the endpoints: their clients, their state, their in-flight
 // caps and counts, and the probes that bring a starting or ejected server
-// into service once its /health answers.
+// into service once it is ready.
 type Pool struct {
 	cfg     Config
 	clk     clock.Clock
@@ -112,6 +146,7 @@ type Pool struct {
 	downAt  time.Time // when the last ready endpoint went away (zero while one is ready)
 	ctx     context.Context
 	wg      sync.WaitGroup
+	ctlConn *connSet // the control requests' connections, closed by Close
 }
 
 // NewPool makes a pool of the targets, every one starting; Start probes
@@ -121,10 +156,11 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	p := &Pool{cfg: cfg, clk: clk, changed: make(chan struct{}), ctx: ctx, downAt: clk.Now()}
+	cfg.Limiter = cfg.Limiter.withDefaults()
+	p := &Pool{cfg: cfg, clk: clk, changed: make(chan struct{}), ctx: ctx, downAt: clk.Now(), ctlConn: newConnSet()}
 	for i, t := range targets {
 		ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, cfg.APIKey, false)}
-		ep.ctl = newHostClient(t, nil, 8)
+		ep.ctl = newHostClient(t, p.ctlConn, 8)
 		p.eps = append(p.eps, ep)
 	}
 	return p
@@ -201,6 +237,9 @@ func (p *Pool) takeLocked(avoid *Endpoint) *Endpoint {
 	ep := p.pickLocked(avoid)
 	if ep != nil {
 		ep.inflight++
+		if ep.limiter != nil {
+			ep.limiter.Inflight(p.clk.Now(), ep.inflight)
+		}
 	}
 	return ep
 }
@@ -209,6 +248,9 @@ func (p *Pool) takeLocked(avoid *Endpoint) *Endpoint {
 func (p *Pool) Release(ep *Endpoint) {
 	p.mu.Lock()
 	ep.inflight--
+	if ep.limiter != nil {
+		ep.limiter.Inflight(p.clk.Now(), ep.inflight)
+	}
 	p.broadcastLocked()
 	p.mu.Unlock()
 }
@@ -232,7 +274,7 @@ func (p *Pool) Failed(ep *Endpoint, down bool, why string) {
 	}
 	p.setStateLocked(ep, StateDown)
 	ep.stats.Ejections.Add(1)
-	p.cfg.Logf("%s is out of service after %d failure(s) (last: %s); probing %s until it recovers", ep.name, ep.fails, why, openai.PathHealth)
+	p.cfg.Logf("%s is out of service after %d failure(s) (last: %s); probing %s until it recovers", ep.name, ep.fails, why, p.readinessRouteLocked(ep))
 	// Out of service for one probe interval at least: a server that fails
 	// while its /health says ok is not taken back at once.
 	p.probeLocked(ep, p.cfg.ProbeInterval, p.cfg.ProbeInterval)
@@ -247,13 +289,27 @@ func (p *Pool) AbortAll() {
 	}
 }
 
-// Close waits for the probes, which end with the pool's context, and
-// closes the idle connections.
+// Close waits for the probes and pollers, which end with the pool's
+// context, and closes the idle connections. A control request still
+// waiting on a server that accepted it and never answers has its
+// connection closed rather than waited for.
 func (p *Pool) Close() {
-	p.wg.Wait()
-	for _, ep := range p.eps {
-		ep.gen.CloseIdle()
-		ep.ctl.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	for {
+		p.ctlConn.closeAll()
+		select {
+		case <-done:
+			for _, ep := range p.eps {
+				ep.gen.CloseIdle()
+				ep.ctl.CloseIdleConnections()
+			}
+			return
+		case <-time.After(20 * time.Millisecond): // a probe that was just dialling
+		}
 	}
 }
 
@@ -263,20 +319,38 @@ type View struct {
 	State    State
 	Slots    int // in-flight cap
 	Inflight int
-	// MaxRunning is the max_running_requests the server reported (0:
-	// unknown, or --concurrency fixed the slots).
+	// Running is how many of the requests in flight the server is
+	// generating now, the others waiting in its queue: its own count where
+	// its metrics say, else at most its reported capacity, else its
+	// measured effective concurrency, else all of them.
+	Running int
+	// MaxRunning is the capacity the server reported (0: it did not say).
 	MaxRunning int
+	// Adaptive: the in-flight cap is the adaptive limit.
+	Adaptive bool
+	// Info is what the server said of itself when it came up.
+	Info Info
 }
 
 // View is a snapshot of every endpoint, in order.
 func (p *Pool) View() []View {
+	now := p.clk.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]View, len(p.eps))
 	for i, ep := range p.eps {
-		out[i] = View{Name: ep.name, State: ep.state, Slots: ep.slots, Inflight: ep.inflight, MaxRunning: ep.serverMR}
+		out[i] = View{Name: ep.name, State: ep.state, Slots: ep.slots, Inflight: ep.inflight, Running: p.runningLocked(ep, now),
+			MaxRunning: ep.info.Capacity, Adaptive: ep.limiter != nil, Info: ep.info}
 	}
 	return out
+}
+
+// Running is View's Running of endpoint i alone.
+func (p *Pool) Running(i int) int {
+	now := p.clk.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runningLocked(p.eps[i], now)
 }
 
 // Complete sends one generation request, body to path on ep, and reads
@@ -288,6 +362,7 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	defer fasthttp.ReleaseResponse(resp)
 	ep.gen.Post(req, path, body)
 	ep.stats.Requests.Add(1)
+	sent := p.sent(ep)
 	if err := ep.gen.DoTimeout(req, resp, timeout); err != nil {
 		f := ClassifyTransport(err, timeout)
 		if !f.Down && !errors.Is(err, fasthttp.ErrTimeout) {
@@ -297,34 +372,105 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 			// ever reaching it; a fresh connection finds out at once.
 			ep.gen.CloseIdle()
 		}
+		p.observe(ep, sent, 0, f)
 		return openai.Completion{}, f
 	}
 	if status := resp.StatusCode(); status != fasthttp.StatusOK {
-		return openai.Completion{}, ClassifyStatus(status, resp.Body())
+		f := ClassifyStatus(status, resp.Body())
+		f.RetryAfter = retryAfter(resp.Header.Peek(fasthttp.HeaderRetryAfter), p.clk.Now())
+		p.observe(ep, sent, 0, f)
+		return openai.Completion{}, f
 	}
 	c, err := parse(resp.Body())
 	if err != nil {
-		return openai.Completion{}, &Failure{Status: fasthttp.StatusOK, Message: err.Error(), Retriable: true, Blame: true}
-	}
-	if f := ClassifyAnswer(&c); f != nil {
+		f := &Failure{Status: fasthttp.StatusOK, Message: err.Error(), Retriable: true, Blame: true}
+		p.observe(ep, sent, 0, f)
 		return openai.Completion{}, f
 	}
+	if f := ClassifyAnswer(&c); f != nil {
+		p.observe(ep, sent, 0, f)
+		return openai.Completion{}, f
+	}
+	p.observe(ep, sent, c.CompletionTokens, nil)
 	return c, nil
 }
 
-// get performs a control request (health, info, models).
+// sent stamps a request to ep going out now, and tells ep's adaptive limit.
+func (p *Pool) sent(ep *Endpoint) time.Time {
+	now := p.clk.Now()
+	p.mu.Lock()
+	if ep.limiter != nil {
+		ep.limiter.Sent(now)
+	}
+	p.mu.Unlock()
+	return now
+}
+
+// observe tells ep's adaptive limit and its effective-concurrency fit how
+// a request sent at sent ended: tokens generated, or failure f.
+func (p *Pool) observe(ep *Endpoint, sent time.Time, tokens int, f *Failure) {
+	now := p.clk.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f == nil && tokens > 0 {
+		ep.decode.add(float64(tokens), now.Sub(sent).Seconds())
+	}
+	if ep.limiter == nil || f != nil && f.Down {
+		return
+	}
+	busy := f != nil && (f.Status == fasthttp.StatusTooManyRequests || f.Status == fasthttp.StatusServiceUnavailable)
+	if ep.limiter.Observe(now, sent, now.Sub(sent), tokens, f == nil, busy) {
+		p.setLimitLocked(ep)
+	}
+}
+
+// setLimitLocked makes ep's in-flight cap its adaptive limit, and says so
+// when the limit settles or moves.
+func (p *Pool) setLimitLocked(ep *Endpoint) {
+	old := ep.slots
+	ep.slots = ep.limiter.Limit()
+	if ep.slots > old {
+		p.broadcastLocked()
+	}
+	if note := ep.limiter.Note(); note != "" {
+		p.cfg.Logf("%s: %s", ep.name, note)
+	}
+}
+
+// maxControlBody bounds what a control answer (health, info, models,
+// metrics) may hold: a server is not trusted to keep it small.
+const maxControlBody = 4 << 20
+
+// get performs a control request (health, info, models, metrics).
 func (p *Pool) get(ep *Endpoint, path string) (int, []byte, error) {
+	return p.control(ep, fasthttp.MethodGet, path, nil)
+}
+
+// control performs a control request with a JSON body (nil: none).
+func (p *Pool) control(ep *Endpoint, method, path string, body []byte) (int, []byte, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	setURI(req, ep.t, path)
-	req.Header.SetMethod(fasthttp.MethodGet)
-	if p.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	req.Header.SetMethod(method)
+	if auth := ep.t.Authorization(p.cfg.APIKey); auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
-	if err := ep.ctl.DoTimeout(req, resp, p.cfg.ControlTimeout); err != nil {
+	if body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(body)
+	}
+	timeout := p.cfg.ControlTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	if err := ep.ctl.DoTimeout(req, resp, timeout); err != nil {
 		return 0, nil, err
 	}
-	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
+	b := resp.Body()
+	if len(b) > maxControlBody {
+		b = b[:maxControlBody]
+	}
+	return resp.StatusCode(), append([]byte(nil), b...), nil
 }

@@ -90,7 +90,7 @@ func TestWaitReady(t *testing.T) {
 	go func() { done <- p.WaitReady(context.Background(), 10*time.Minute) }()
 	pending(t, fake, 2) // the deadline and the notice
 	fake.Advance(2 * time.Second)
-	for !strings.Contains(l.text(), "waiting for one of 3 endpoints to answer /health (up to 10m0s, --wait-ready)") {
+	for !strings.Contains(l.text(), "waiting for one of 3 endpoints to be ready (up to 10m0s, --wait-ready): http://127.0.0.1:1: not probed yet; ") {
 		select {
 		case err := <-done:
 			t.Fatalf("returned %v before its deadline", err)
@@ -104,7 +104,7 @@ func TestWaitReady(t *testing.T) {
 	default:
 	}
 	fake.Advance(time.Nanosecond)
-	if err := waitErr(t, done); err == nil || err.Error() != "no endpoint answered /health within 10m0s (--wait-ready): are the servers up?" {
+	if err := waitErr(t, done); err == nil || !strings.HasPrefix(err.Error(), "no endpoint was ready within 10m0s (--wait-ready): http://127.0.0.1:1: not probed yet; http://127.0.0.1:2") {
 		t.Fatalf("at the deadline: %v", err)
 	}
 
@@ -135,7 +135,7 @@ func TestWaitAll(t *testing.T) {
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-ready; fmt.Sprint(r) != "[1]" || !strings.Contains(l.text(), "1 of 2 endpoints are not ready after 1m0s (--wait-ready); measuring the 1 that are") {
+	if r := <-ready; fmt.Sprint(r) != "[1]" || !strings.Contains(l.text(), "1 of 2 endpoints are not ready after 1m0s (--wait-ready); measuring the 1 that are: http://127.0.0.1:1: not probed yet") {
 		t.Errorf("ready %v, logs %q", r, l.text())
 	}
 	// All of them ready: at once.

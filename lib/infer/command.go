@@ -46,17 +46,17 @@ type Generate struct {
 	fleet.SamplingFlags `embed:""`
 	Samples             int `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
 
-	Concurrency   int           `default:"0" placeholder:"N" help:"Requests in flight per endpoint. 0: each server's max_running_requests (from /get_server_info) plus --queue-depth, or 64 if it does not say."`
-	QueueDepth    int           `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond its max_running_requests, so a slot that frees is refilled without waiting for a round trip."`
-	Policy        fleet.Policy  `enum:"least-outstanding,round-robin" default:"least-outstanding" help:"Load balancing: least-outstanding (the endpoint with the most free room) or round-robin (strict turns, for comparison)."`
-	Retries       int           `default:"8" placeholder:"N" help:"Times a failed request (connection error, timeout, 429, 5xx, abort) is tried again, on another endpoint, before the prompt goes to the errors file."`
-	Backoff       time.Duration `default:"1s" help:"First retry backoff; it doubles each time, with jitter."`
-	MaxBackoff    time.Duration `default:"1m" help:"Longest retry backoff."`
-	EjectAfter    int           `default:"5" placeholder:"N" help:"Consecutive failures that take an endpoint out of service until its /health answers again."`
-	ProbeInterval time.Duration `default:"2s" help:"How often an endpoint out of service (or starting) is probed on /health."`
+	Concurrency   fleet.Concurrency `default:"0" placeholder:"N|auto" help:"Requests in flight per endpoint, or auto. 0: each server's capacity where it says (SGLang max_running_requests, llama.cpp total_slots) plus --queue-depth, else adapted to the server while the run goes (auto: on every endpoint)."`
+	QueueDepth    int               `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond the capacity it reports, so a slot that frees is refilled without waiting for a round trip."`
+	Policy        fleet.Policy      `enum:"least-outstanding,round-robin" default:"least-outstanding" help:"Load balancing: least-outstanding (the endpoint with the most free room) or round-robin (strict turns, for comparison)."`
+	Retries       int               `default:"8" placeholder:"N" help:"Times a failed request (connection error, timeout, 429, 5xx, abort) is tried again, on another endpoint, before the prompt goes to the errors file."`
+	Backoff       time.Duration     `default:"1s" help:"First retry backoff; it doubles each time, with jitter."`
+	MaxBackoff    time.Duration     `default:"1m" help:"Longest retry backoff."`
+	EjectAfter    int               `default:"5" placeholder:"N" help:"Consecutive failures that take an endpoint out of service until it is ready again."`
+	ProbeInterval time.Duration     `default:"2s" help:"How often an endpoint out of service (or starting) is probed for readiness (/health, /v1/models or --health-path)."`
 
 	RequestTimeout time.Duration `default:"30m" help:"Longest wait for one answer (8,192 tokens at 25 tok/s take 5.5 minutes, longer in a full batch). A request that times out is closed, which frees its slot on the server."`
-	WaitReady      time.Duration `default:"10m" help:"How long to wait at start for an endpoint to answer /health."`
+	WaitReady      time.Duration `default:"10m" help:"How long to wait at start for an endpoint to be ready (/health, or /v1/models where a server has no /health; --health-path)."`
 	DownTimeout    time.Duration `default:"1h" help:"Give up (exit 1, --resume continues) when every endpoint has been out of service this long. 0: wait for ever."`
 	Grace          time.Duration `default:"5s" help:"On SIGINT/SIGTERM, how long answers in flight may still arrive; the rest are dropped and redone by --resume."`
 
@@ -71,7 +71,7 @@ type Generate struct {
 	// ProgressInterval is --progress's old name, kept so that scripts
 	// that use it go on working.
 	ProgressInterval *time.Duration `name:"progress-interval" hidden:"" placeholder:"DURATION" help:"Old name of --progress. Default: --progress's."`
-	MetricsAddr      string         `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics."`
+	MetricsAddr      string         `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics; the address bound is printed. :PORT (no host) listens on every interface, as Go does; 127.0.0.1:PORT on this machine alone; port 0 picks a free one."`
 
 	// clock is the run's time; nil: the real clock. Tests set it.
 	clock clock.Clock
@@ -87,8 +87,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 	switch {
 	case c.Samples < 1:
 		return nil, nil, cli.Usagef("--samples must be at least 1")
-	case c.Concurrency < 0 || c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
-		return nil, nil, cli.Usagef("--concurrency, --queue-depth and --retries must not be negative, --eject-after at least 1")
+	case c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
+		return nil, nil, cli.Usagef("--queue-depth and --retries must not be negative, --eject-after at least 1")
 	case c.RequestTimeout <= 0 || c.WaitReady <= 0 || c.ProbeInterval <= 0 || c.FlushInterval <= 0:
 		return nil, nil, cli.Usagef("--request-timeout, --wait-ready, --probe-interval and --flush-interval must be positive")
 	case c.MaxTokens != nil && *c.MaxTokens < 1:

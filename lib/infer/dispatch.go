@@ -63,7 +63,7 @@ func (r *runner) worker(t task) {
 func (r *runner) send(ep *fleet.Endpoint, j *job) {
 	defer r.inflight.Done()
 	start := r.clk.Now()
-	r.eta.Started(j, start)
+	r.eta.Started(j, ep.Index(), start)
 	c, f := r.pool.Complete(ep, r.cfg.API.Path(), j.body, r.cfg.RequestTimeout, r.cfg.API.Parse)
 	end := r.clk.Now()
 	r.eta.Ended(j, end, f == nil, c.CompletionTokens, c.FinishReason)
@@ -73,6 +73,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 	}
 	if f == nil {
 		r.pool.Succeeded(ep)
+		r.systematic.Succeeded()
 		r.succeed(ep, j, &c, end.Sub(start))
 		return
 	}
@@ -91,6 +92,10 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 	}
 	j.last = ep
 	if r.retry(j, f) {
+		return
+	}
+	if err := r.systematic.Failed(ep, f); err != nil {
+		r.fatal(err)
 		return
 	}
 	r.failJob(ep, j, f)
@@ -114,7 +119,9 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 	r.c.ok.Add(1)
 	r.c.promptTokens.Add(int64(c.PromptTokens))
 	r.c.completionTokens.Add(int64(c.CompletionTokens))
-	r.c.cachedTokens.Add(int64(c.CachedTokens))
+	if c.CachedTokens != nil {
+		r.c.cachedTokens.Add(int64(*c.CachedTokens))
+	}
 	r.c.finishReason(c.FinishReason)
 	r.c.tokenRate.Add(now, int64(c.CompletionTokens))
 	r.c.answerRate.Add(now, 1)

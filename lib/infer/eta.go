@@ -25,8 +25,8 @@ type Forecast struct {
 // it when each attempt starts and ends; the progress display asks it for
 // the time left.
 type Estimator interface {
-	// Started: an attempt of j was sent at at.
-	Started(j *job, at time.Time)
+	// Started: an attempt of j was sent to endpoint ep at at.
+	Started(j *job, ep int, at time.Time)
 	// Ended: the attempt of j ended at at; with ok, an answer of tokens
 	// completion tokens that finished for finish ("stop", "length", ...).
 	Ended(j *job, at time.Time, ok bool, tokens int, finish string)
@@ -41,10 +41,18 @@ type Estimator interface {
 // ones (a long answer is still running), so neither the answer rate nor
 // the mean length of finished answers can be trusted. Instead:
 //
-//   - The per-answer decode speed v and a fixed overhead q (queueing,
-//     prefill, the round trip) come from a regression of latency on length
-//     over finished answers; an answer in flight for a seconds has then
-//     produced about v*(a-q) tokens, streaming or not.
+//   - A request in flight is not necessarily being written: past what a
+//     server runs at once, requests wait in its queue. The pool says how
+//     many each endpoint runs (its metrics' count, its reported capacity,
+//     or its measured effective concurrency); the oldest that many of an
+//     endpoint's requests are taken as being written, the others as
+//     waiting (first come, first served), and a waiting one starts when
+//     one of them ends.
+//   - The per-answer decode speed v and a fixed overhead q (prefill, the
+//     round trip) come from a regression of latency, from the moment a
+//     request was taken as being written, on length over finished answers;
+//     an answer written for a seconds has then produced about v*(a-q)
+//     tokens, streaming or not.
 //   - Output tok/s is the growth, over the last window, of the tokens
 //     produced: those of finished answers plus those in flight.
 //   - Answer lengths are fitted as a lognormal, with max_tokens cuts and
@@ -60,11 +68,14 @@ type Estimator interface {
 type etaEstimator struct {
 	window time.Duration
 	limit  float64 // max_tokens when known (0: learn it)
+	// capacity is how many requests endpoint i runs at once (0: all).
+	capacity func(i int) int
 
 	// What the runner reports, under mu: taken briefly by every request.
 	mu       sync.Mutex
 	first    time.Time // the first request (zero: none yet)
-	inflight map[*job]time.Time
+	inflight map[*job]*etaFlight
+	byEP     map[int][]*etaFlight // in flight per endpoint, oldest first
 	answers  etaAnswers
 
 	// The forecast's own state, under fmu, so that its arithmetic does
@@ -88,6 +99,14 @@ type etaAnswers struct {
 type etaSample struct {
 	at     time.Time
 	tokens float64
+}
+
+// etaFlight is a request in flight: where it went, and since when it is
+// taken as being written (zero while it waits in the server's queue).
+type etaFlight struct {
+	ep      int
+	sent    time.Time
+	writing time.Time
 }
 
 // speedFit is the least-squares line latency = q + tokens/v.
@@ -124,27 +143,74 @@ func (s *speedFit) line() (v, q float64) {
 const etaMinAnswers = 20
 
 // NewEstimator returns the forecast the progress display uses: tokens per
-// second over the last window, answers of at most maxTokens (0: unknown).
-func NewEstimator(window time.Duration, maxTokens int) Estimator {
-	return &etaEstimator{window: window, limit: float64(maxTokens), inflight: map[*job]time.Time{}, answers: etaAnswers{cut: map[int]float64{}}}
+// second over the last window, answers of at most maxTokens (0: unknown),
+// and capacity(i) requests written at once by endpoint i (nil, or 0: all
+// those in flight).
+func NewEstimator(window time.Duration, maxTokens int, capacity func(i int) int) Estimator {
+	return &etaEstimator{window: window, limit: float64(maxTokens), capacity: capacity,
+		inflight: map[*job]*etaFlight{}, byEP: map[int][]*etaFlight{}, answers: etaAnswers{cut: map[int]float64{}}}
 }
 
-func (e *etaEstimator) Started(j *job, at time.Time) {
+func (e *etaEstimator) Started(j *job, ep int, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.first.IsZero() {
 		e.first = at
 	}
-	e.inflight[j] = at
+	f := &etaFlight{ep: ep, sent: at}
+	e.inflight[j] = f
+	e.byEP[ep] = append(e.byEP[ep], f)
+	e.promoteLocked(ep, at)
+}
+
+// promoteLocked takes the oldest waiting requests of endpoint ep as being
+// written from at on, while it writes fewer than it can.
+func (e *etaEstimator) promoteLocked(ep int, at time.Time) {
+	list := e.byEP[ep]
+	room := len(list)
+	if e.capacity != nil {
+		if c := e.capacity(ep); c > 0 {
+			room = c
+		}
+	}
+	for _, f := range list {
+		if !f.writing.IsZero() {
+			room--
+		}
+	}
+	for _, f := range list {
+		if room <= 0 {
+			return
+		}
+		if f.writing.IsZero() {
+			f.writing = at
+			room--
+		}
+	}
 }
 
 func (e *etaEstimator) Ended(j *job, at time.Time, ok bool, tokens int, finish string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	sent, found := e.inflight[j]
+	f, found := e.inflight[j]
 	delete(e.inflight, j)
-	if !ok || !found {
+	if !found {
 		return
+	}
+	list := e.byEP[f.ep]
+	for i, g := range list {
+		if g == f {
+			e.byEP[f.ep] = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	e.promoteLocked(f.ep, at)
+	if !ok {
+		return
+	}
+	sent := f.writing
+	if sent.IsZero() {
+		sent = f.sent
 	}
 	a := &e.answers
 	l := float64(tokens)
@@ -164,8 +230,9 @@ func (e *etaEstimator) Ended(j *job, at time.Time, ok bool, tokens int, finish s
 }
 
 // snapshot copies what the runner reported: the answers, when the first
-// request went out, and since when each answer in flight is.
-func (e *etaEstimator) snapshot() (etaAnswers, time.Time, []time.Time) {
+// request went out, and since when each answer in flight is being written
+// (those waiting in a server's queue are left out).
+func (e *etaEstimator) snapshot(now time.Time) (etaAnswers, time.Time, []time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a := e.answers
@@ -173,11 +240,16 @@ func (e *etaEstimator) snapshot() (etaAnswers, time.Time, []time.Time) {
 	for l, w := range e.answers.cut {
 		a.cut[l] = w
 	}
-	sent := make([]time.Time, 0, len(e.inflight))
-	for _, at := range e.inflight {
-		sent = append(sent, at)
+	writing := make([]time.Time, 0, len(e.inflight))
+	for ep := range e.byEP {
+		e.promoteLocked(ep, now) // an endpoint that grew
 	}
-	return a, e.first, sent
+	for _, f := range e.inflight {
+		if !f.writing.IsZero() {
+			writing = append(writing, f.writing)
+		}
+	}
+	return a, e.first, writing
 }
 
 // answerLimit is the longest an answer can be.
@@ -224,7 +296,7 @@ func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (forecast.Dist
 }
 
 func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
-	a, first, inflight := e.snapshot()
+	a, first, inflight := e.snapshot(now)
 	e.fmu.Lock()
 	defer e.fmu.Unlock()
 	if a.done < etaMinAnswers || first.IsZero() {

@@ -85,6 +85,23 @@ func chatSeq(system, user string, limit int, ref any) *llmsim.Seq {
 	return s
 }
 
+// virtualRun is a runner on a fake clock for answers answers, its ETA
+// and its progress display fed by the test, with a pool of endpoints
+// that are never probed.
+func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens int, capacity func(int) int) (*runner, *clock.Fake, *progress) {
+	t.Helper()
+	fake := clock.NewFake(simEpoch)
+	targets, err := fleet.ParseEndpoints(fmt.Sprintf("127.0.0.1:1-%d", endpoints))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
+	r.eta = NewEstimator(time.Minute, maxTokens, capacity)
+	r.c.answers.Store(answers)
+	r.readerDone.Store(true)
+	return r, fake, newProgress(r, false, r.eta)
+}
+
 // TestETAEarlyInSimulatedRun plays a run of infer on two simulated
 // servers at their calibrated defaults (lognormal answers, median 600
 // tokens, here cut at 2,048; 48 running each plus infer's queue depth of
@@ -99,17 +116,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		endpoints = 2
 		maxTokens = 2048
 	)
-	fake := clock.NewFake(simEpoch)
-	targets, err := fleet.ParseEndpoints("127.0.0.1:1-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
-	r.eta = NewEstimator(time.Minute, maxTokens)
-	r.c.answers.Store(prompts)
-	r.readerDone.Store(true)
-	prog := newProgress(r, false, r.eta)
-
+	r, fake, prog := virtualRun(t, endpoints, prompts, maxTokens, nil)
 	sim := replay.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
 	sent, tokens := 0, 0
 	var at5 *progressLine
@@ -119,7 +126,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 			return nil, false
 		}
 		j := &job{}
-		r.eta.Started(j, simEpoch.Add(at))
+		r.eta.Started(j, 0, simEpoch.Add(at))
 		sent++
 		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
 	}, func(st replay.Step) bool {
@@ -155,5 +162,67 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 	}
 	if !at5.hasRange || at5.low > at5.eta || at5.high < at5.eta {
 		t.Errorf("ETA range missing or not around the ETA: %s", at5.text)
+	}
+}
+
+// TestETAQueued: 64 requests in flight on a server that runs 4 at once
+// (--concurrency 64 on a small server): the other 60 wait in its queue
+// and are not being written. With the server's capacity (as the pool
+// gives it: its metrics, its reported slots, or its measured effective
+// concurrency) the ETA at half the run is within 15% of the time the run
+// still took; counting every request in flight as being written, as
+// infer did, it is far off.
+func TestETAQueued(t *testing.T) {
+	const (
+		prompts   = 600
+		maxTokens = 512
+		slots     = 4
+	)
+	etaAt := func(capacity func(int) int, frac float64) (progressLine, time.Duration) {
+		r, fake, prog := virtualRun(t, 1, prompts, maxTokens, capacity)
+		sim := replay.Uniform(1, llmsim.DefaultTiming(), slots)
+		sent := 0
+		var half *progressLine
+		var asked time.Duration
+		sim.Keep(64, func(e int, at time.Duration) (*llmsim.Seq, bool) {
+			if sent == prompts {
+				return nil, false
+			}
+			j := &job{}
+			r.eta.Started(j, e, simEpoch.Add(at))
+			sent++
+			return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
+		}, func(st replay.Step) bool {
+			now := simEpoch.Add(st.At)
+			for _, s := range st.Finished {
+				r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
+				r.c.ok.Add(1)
+				r.c.tokenRate.Add(now, int64(s.Generated))
+			}
+			if half == nil && st.At-asked >= time.Second {
+				asked = st.At
+				fake.Set(now)
+				if p, ok := parseProgress(prog.lines()[0]); ok && p.hasETA && float64(p.done) >= frac*float64(p.total) {
+					half = &p
+				}
+			}
+			return true
+		})
+		if half == nil {
+			t.Fatalf("no progress line with an ETA at %.0f%% of the run", 100*frac)
+		}
+		return *half, sim.Now() - half.elapsed
+	}
+	for _, frac := range []float64{0.5, 0.9} {
+		p, left := etaAt(func(int) int { return slots }, frac)
+		t.Logf("with the capacity: %s\nactual: %v left", p.text, left)
+		if e := relErr(p.eta, left); e > 0.15 {
+			t.Errorf("ETA at %d/%d answers was %v, the run took %v more: off by %.0f%%", p.done, p.total, p.eta, left, 100*e)
+		}
+		naive, left := etaAt(nil, frac)
+		t.Logf("every request in flight taken as written: %s (off by %.0f%%)", naive.text, 100*relErr(naive.eta, left))
+		if frac == 0.9 && relErr(naive.eta, left) <= 0.3 {
+			t.Errorf("counting the queued requests as written gave an ETA off by only %.0f%% at 90%%: the test shows nothing", 100*relErr(naive.eta, left))
+		}
 	}
 }

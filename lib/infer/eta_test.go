@@ -97,7 +97,7 @@ func feed(est Estimator, events []simEvent, ended func(ev simEvent, done int) bo
 	done := 0
 	for _, ev := range events {
 		if ev.start {
-			est.Started(ev.j, ev.at)
+			est.Started(ev.j, 0, ev.at)
 			continue
 		}
 		est.Ended(ev.j, ev.at, true, ev.tokens, ev.finish)
@@ -111,7 +111,7 @@ func feed(est Estimator, events []simEvent, ended func(ev simEvent, done int) bo
 func replaySynthetic(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
 	t.Helper()
 	events, end := f.run(lengths)
-	est := NewEstimator(time.Minute, f.limit)
+	est := NewEstimator(time.Minute, f.limit, nil)
 	n := len(lengths)
 	var out []etaPoint
 	next := 0
@@ -202,7 +202,7 @@ func TestEstimatorMeanEarly(t *testing.T) {
 	}
 	trueMean := trueSum / float64(len(lengths))
 	events, _ := f.run(lengths)
-	est := NewEstimator(time.Minute, f.limit)
+	est := NewEstimator(time.Minute, f.limit, nil)
 	var finishedSum float64
 	feed(est, events, func(ev simEvent, done int) bool {
 		finishedSum += float64(ev.tokens)
@@ -229,7 +229,7 @@ func TestEstimatorMeanEarly(t *testing.T) {
 }
 
 func TestEstimatorEdges(t *testing.T) {
-	est := NewEstimator(time.Minute, 0)
+	est := NewEstimator(time.Minute, 0, nil)
 	t0 := simEpoch
 	if _, ok := est.Forecast(t0, 100); ok {
 		t.Fatal("a forecast before anything was sent")
@@ -237,7 +237,7 @@ func TestEstimatorEdges(t *testing.T) {
 	jobs := make([]*job, 40)
 	for i := range jobs {
 		jobs[i] = &job{}
-		est.Started(jobs[i], t0)
+		est.Started(jobs[i], 0, t0)
 	}
 	// Failed attempts teach nothing.
 	for i := range jobs {
@@ -252,7 +252,7 @@ func TestEstimatorEdges(t *testing.T) {
 		j := &job{}
 		sent := t0.Add(time.Duration(i) * time.Second)
 		at = sent.Add(2100 * time.Millisecond)
-		est.Started(j, sent)
+		est.Started(j, 0, sent)
 		est.Ended(j, at, true, 100, "stop")
 	}
 	fc, ok := est.Forecast(at, 50)
@@ -288,7 +288,7 @@ func TestFormatForecast(t *testing.T) {
 func BenchmarkForecast(b *testing.B) {
 	f := simFleet{400, 24.6, 300 * time.Millisecond, 8192}
 	events, _ := f.run(logNormalLengths(20_000, 600, 1.01, 1))
-	est := NewEstimator(time.Minute, f.limit)
+	est := NewEstimator(time.Minute, f.limit, nil)
 	var at time.Time
 	feed(est, events, func(ev simEvent, done int) bool {
 		at = ev.at
@@ -304,7 +304,7 @@ func BenchmarkForecast(b *testing.B) {
 
 // BenchmarkEstimatorEvents: what the estimator adds to every request.
 func BenchmarkEstimatorEvents(b *testing.B) {
-	est := NewEstimator(time.Minute, 0)
+	est := NewEstimator(time.Minute, 0, nil)
 	jobs := make([]*job, 400)
 	for i := range jobs {
 		jobs[i] = &job{}
@@ -313,7 +313,7 @@ func BenchmarkEstimatorEvents(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		j := jobs[i%len(jobs)]
-		est.Started(j, t0)
+		est.Started(j, 0, t0)
 		est.Ended(j, t0.Add(time.Second), true, 100+i%500, "stop")
 	}
 }

@@ -179,7 +179,7 @@ func TestGivesUp(t *testing.T) {
 		t.Parallel()
 		s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
 		res := runWant(t, cli.ExitFailure, s.args("-e", "127.0.0.1:1", "--wait-ready", "200ms")...)
-		if !strings.Contains(res.stderr, "no endpoint answered /health within 200ms") {
+		if !strings.Contains(res.stderr, "no endpoint was ready within 200ms (--wait-ready)") {
 			t.Fatal(res.stderr)
 		}
 	})

@@ -61,8 +61,12 @@ func (p *progress) lines() []string {
 	inflight, slots := 0, 0
 	for _, v := range views {
 		inflight += v.Inflight
+		// An endpoint out of service takes no more work, but what it still
+		// has in flight holds slots: never more in flight than slots.
 		if v.State == fleet.StateReady {
 			slots += v.Slots
+		} else {
+			slots += v.Inflight
 		}
 	}
 	retrying := c.backingOff.Load() + int64(p.r.ready.len())
@@ -80,11 +84,25 @@ func (p *progress) lines() []string {
 	eps := p.r.pool.Endpoints()
 	for i, v := range views {
 		st := eps[i].Stats()
-		out = append(out, fmt.Sprintf("  %-*s  %-8s %4d/%-4d %8s tok/s  ok %s  failed %s",
-			width, v.Name, v.State, v.Inflight, v.Slots, cli.Thousands(int64(st.Rate.Rate(now, time.Minute))),
-			cli.Thousands(st.OK.Load()), cli.Thousands(st.Failures.Load())))
+		line := fmt.Sprintf("  %-*s  %-8s %4d/%-4d %8s tok/s  ok %s  failed %s",
+			width, v.Name, v.State, v.Inflight, endpointSlots(v), cli.Thousands(int64(st.Rate.Rate(now, time.Minute))),
+			cli.Thousands(st.OK.Load()), cli.Thousands(st.Failures.Load()))
+		if q := v.Inflight - v.Running; q > 0 {
+			line += fmt.Sprintf("  (%d queued on the server)", q)
+		}
+		out = append(out, line)
 	}
 	return out
+}
+
+// endpointSlots is the in-flight cap shown for v: 0 until it was ready
+// once, its own while out of service (it takes no more work, but those it
+// has hold their slots).
+func endpointSlots(v fleet.View) int {
+	if v.State == fleet.StateStarting {
+		return v.Inflight
+	}
+	return v.Slots
 }
 
 // summaryLines are printed on stderr when the run ends.

@@ -19,13 +19,19 @@ import (
 // retry schedules another attempt of j after f, if f allows one, and
 // reports whether it did.
 func (r *runner) retry(j *job, f *fleet.Failure) bool {
-	if !f.Retriable || (!f.Down && j.attempts > r.cfg.Retries) {
+	if !f.Retriable || (!f.Down && f.RetryAfter == 0 && j.attempts-j.deferred > r.cfg.Retries) {
 		return false
 	}
 	r.c.retries.Add(1)
 	var wait time.Duration
-	if !f.Down {
-		wait = r.backoff.delay(j.attempts)
+	switch {
+	case f.RetryAfter > 0:
+		// The server said when (429/503 Retry-After): that long, at most
+		// --max-backoff, and not counted against --retries.
+		wait = min(f.RetryAfter, r.cfg.MaxBackoff)
+		j.deferred++
+	case !f.Down:
+		wait = r.backoff.delay(j.attempts - j.deferred)
 	}
 	r.c.backingOff.Add(1)
 	r.retries.after(r.clk, wait, func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,10 +37,12 @@ func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
 	if err := r.startFleet(ctx); err != nil {
 		return err
 	}
+	if err := r.discoverModel(); err != nil {
+		return err
+	}
 	if err := r.openFiles(); err != nil {
 		return err
 	}
-	r.discoverModel()
 	start := r.clk.Now()
 	r.generate(ctx)
 	return r.summarise(ctx, r.clk.Now().Sub(start))
@@ -62,15 +65,16 @@ type runner struct {
 	errPath string // "" for none
 	ledger  *ledger
 
-	out     *lineWriter
-	errs    *lineWriter // nil: failures are only counted and reported
-	rejects *jsonl.Rejects
-	pool    *fleet.Pool
-	model   string
-	eta     Estimator
-	backoff *backoff
-	retries retryTimers
-	c       counters
+	out        *lineWriter
+	errs       *lineWriter // nil: failures are only counted and reported
+	rejects    *jsonl.Rejects
+	pool       *fleet.Pool
+	systematic *fleet.Systematic
+	model      string
+	eta        Estimator
+	backoff    *backoff
+	retries    retryTimers
+	c          counters
 
 	input       chan *job
 	ready       *readyQueue
@@ -219,11 +223,11 @@ func (r *runner) prepareOutput() error {
 func (r *runner) startFleet(ctx context.Context) error {
 	c := r.cfg
 	poolCtx, cancelPool := context.WithCancel(context.Background())
-	r.pool = fleet.NewPool(poolCtx, r.targets, fleet.Config{
-		APIKey: c.APIKey, FixedSlots: c.Concurrency, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
+	r.pool = fleet.NewPool(poolCtx, r.targets, c.PoolConfig(fleet.Config{
+		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
 		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
 		Policy: c.Policy, Logf: r.logf, Clock: r.clk,
-	})
+	}))
 	r.onClose(func() {
 		cancelPool()
 		r.pool.Close()
@@ -257,17 +261,22 @@ func (r *runner) openFiles() error {
 }
 
 // discoverModel names the model the requests and records carry: --model,
-// or the first one /v1/models lists.
-func (r *runner) discoverModel() {
+// checked against what the servers list, or the first one /v1/models
+// lists; and refuses an API whose route the servers lack.
+func (r *runner) discoverModel() error {
+	if err := fleet.CheckRun(r.pool, r.cfg.API, r.cfg.Model); err != nil {
+		return cli.Usagef("%v", err)
+	}
 	r.model = r.cfg.Model
-	if r.model != "" {
-		return
+	if r.model == "" {
+		if r.model = r.pool.DiscoverModel(); r.model == "" {
+			r.model = "default"
+			r.logf("/v1/models names no model; sending model %q (set --model)", r.model)
+		}
+		r.b.SetModel(r.model)
 	}
-	if r.model = r.pool.DiscoverModel(); r.model == "" {
-		r.model = "default"
-		r.logf("/v1/models names no model; sending model %q (set --model)", r.model)
-	}
-	r.b.SetModel(r.model)
+	r.systematic = fleet.NewSystematic(r.pool, r.cfg.API, r.model)
+	return nil
 }
 
 // generate reads the input and sends every answer, until all are done,
@@ -279,7 +288,7 @@ func (r *runner) generate(ctx context.Context) {
 	if c.MaxTokens != nil {
 		maxTokens = *c.MaxTokens
 	}
-	r.eta = NewEstimator(time.Minute, maxTokens)
+	r.eta = NewEstimator(time.Minute, maxTokens, r.pool.Running)
 	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	r.cancelRun = cancelRun
@@ -347,7 +356,11 @@ func (r *runner) startReporting(ctx, runCtx context.Context) {
 		r.logf("--metrics-addr: %v (going on without metrics)", err)
 		return
 	}
-	r.logf("metrics at http://%s/metrics", addr)
+	where := ""
+	if h, _, err := net.SplitHostPort(addr); err == nil && net.ParseIP(h).IsUnspecified() {
+		where = " (every interface: --metrics-addr without a host)"
+	}
+	r.logf("metrics at http://%s/metrics%s", addr, where)
 	r.onClose(stop)
 }
 

@@ -82,6 +82,10 @@ func hangServer(t *testing.T) (url string, held *atomic.Int64) {
 		case "/v1/models":
 			w.Write([]byte(`{"object":"list","data":[{"id":"m","object":"model"}]}`))
 		default:
+			if r.Method != http.MethodPost {
+				http.NotFound(w, r) // a route it does not have
+				return
+			}
 			// Read the body, so that net/http watches the connection and
 			// ends the context when the client closes it.
 			io.Copy(io.Discard, r.Body)
@@ -122,10 +126,10 @@ func TestEarlyReturnsLeaveNothing(t *testing.T) {
 		{"force and resume", func(string) []string { return []string{"-o", "old.jsonl", "--force", "--resume"} }, nil, cli.ExitUsage, "choose one", false},
 		{"no endpoint ready", func(string) []string {
 			return []string{"-o", "new.jsonl", "--rejects", "rejects.jsonl", "-e", "127.0.0.1:1", "--wait-ready", "100ms"}
-		}, nil, cli.ExitFailure, "no endpoint answered", false},
+		}, nil, cli.ExitFailure, "no endpoint was ready within 100ms (--wait-ready): http://127.0.0.1:1: /health: connection refused", false},
 		{"no endpoint ready, output to replace", func(string) []string {
 			return []string{"-o", "old.jsonl", "--force", "-e", "127.0.0.1:1", "--wait-ready", "100ms"}
-		}, nil, cli.ExitFailure, "no endpoint answered", false},
+		}, nil, cli.ExitFailure, "no endpoint was ready within 100ms", false},
 		{"interrupted before an endpoint is ready", func(string) []string {
 			return []string{"-o", "new.jsonl", "-e", "127.0.0.1:1", "--wait-ready", "1m"}
 		}, func() bool { return true }, cli.ExitInterrupted, "", false},
@@ -264,7 +268,7 @@ func TestWaitReadyOnTheRunsClock(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the run did not end within 20s of its clock passing --wait-ready")
 	}
-	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no endpoint answered /health within 10m0s") {
+	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no endpoint was ready within 10m0s (--wait-ready): http://127.0.0.1:1: /health: connection refused") {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
 	if after := dirState(t, s.dir); after != before {

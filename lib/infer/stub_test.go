@@ -38,6 +38,10 @@ func startStub(t *testing.T, gen func(s *stub, ctx *fasthttp.RequestCtx)) *stub 
 		case "/v1/models":
 			ctx.SetBodyString(`{"object":"list","data":[{"id":"stub-model","object":"model"}]}`)
 		default:
+			if !ctx.IsPost() {
+				ctx.SetStatusCode(fasthttp.StatusNotFound) // a route it does not have
+				return
+			}
 			gen(s, ctx)
 		}
 	}}

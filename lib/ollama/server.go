@@ -29,7 +29,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"tokenmill/lib/gguf"
@@ -73,6 +72,21 @@ type Options struct {
 	Env []string
 }
 
+// Host is the part of testing.TB that Start uses: a test passes its own
+// *testing.T; a program that holds a server up (the benchmark's) passes
+// one of its own making.
+type Host interface {
+	Helper()
+	Skip(args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+	Failed() bool
+}
+
 // Server is a running, warm Ollama server.
 type Server struct {
 	URL     string // "http://127.0.0.1:PORT"
@@ -83,7 +97,8 @@ type Server struct {
 	Log     string // the server's log file
 	Timings Timings
 	proc    *process
-	t       testing.TB
+	t       Host
+	opts    Options
 }
 
 // Timings are how long Start's steps took.
@@ -100,7 +115,7 @@ var client = &http.Client{Timeout: loadTimeout}
 // Start starts ollama serve with a freshly written model, creates the
 // model, loads it and has it answer once, then returns. The server is
 // stopped when t's test ends.
-func Start(t testing.TB, o Options) *Server {
+func Start(t Host, o Options) *Server {
 	t.Helper()
 	if err := supported(); err != nil {
 		t.Skip(err)
@@ -122,7 +137,7 @@ func Start(t testing.TB, o Options) *Server {
 		o.Threads = 1
 	}
 	dir := t.TempDir()
-	s := &Server{Model: o.Name, Binary: bin, Dir: dir, Log: filepath.Join(dir, "server.log"), t: t}
+	s := &Server{Model: o.Name, Binary: bin, Dir: dir, Log: filepath.Join(dir, "server.log"), t: t, opts: o}
 	modelPath := filepath.Join(dir, "model.gguf")
 	digest, err := writeModel(o.Model, modelPath)
 	if err != nil {
@@ -205,6 +220,31 @@ func (s *Server) Kill() {
 	s.t.Helper()
 	killGroup(s.proc.cmd.Process.Pid)
 	s.proc.stop(s.t)
+}
+
+// Restart starts the server again after Kill or Stop, as its operator
+// would: on the same port, with the same models directory, HOME and log,
+// and returns once GET / answers. The model is not created again; it is
+// loaded by the first request that names it, as after any restart.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if !s.proc.stopped {
+		s.t.Fatal("ollama: Restart of a server that runs")
+	}
+	_, portText, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	p, err := s.launch(s.opts, port)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { p.stop(s.t) })
+	if err := s.waitReady(p); err != nil {
+		s.t.Fatalf("ollama serve, restarted: %v\n%s", err, s.logTail())
+	}
+	s.proc = p
 }
 
 // writeModel writes the GGUF and returns its sha256 digest in hex.
@@ -340,7 +380,7 @@ func (s *Server) waitReady(p *process) error {
 // too long it closes the lifeline (the shell kills the group), then kills
 // the group itself. It waits until no process of the group runs and
 // fails the test if one outlives stopTimeout.
-func (p *process) stop(t testing.TB) {
+func (p *process) stop(t Host) {
 	if p.stopped {
 		return
 	}

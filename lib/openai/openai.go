@@ -109,12 +109,14 @@ type Usage struct {
 // PromptTokensDetails carries cached_tokens (SGLang sends it with
 // --enable-cache-report).
 type PromptTokensDetails struct {
-	CachedTokens int `json:"cached_tokens"`
+	CachedTokens *int `json:"cached_tokens"`
 }
 
-func (u *Usage) cached() int {
+// cached is the cached prompt tokens the usage reports; nil when it does
+// not say (most servers, unless told to).
+func (u *Usage) cached() *int {
 	if u == nil || u.PromptTokensDetails == nil {
-		return 0
+		return nil
 	}
 	return u.PromptTokensDetails.CachedTokens
 }
@@ -128,6 +130,10 @@ type Response[C any] struct {
 	Model   string `json:"model"`
 	Choices []C    `json:"choices"`
 	Usage   *Usage `json:"usage"`
+	// Timings is llama.cpp's: cache_n is the prompt tokens it found cached.
+	Timings *struct {
+		CacheN *int `json:"cache_n"`
+	} `json:"timings,omitempty"`
 }
 
 // ChatResponse is the body of a non-streaming chat completion.
@@ -174,7 +180,7 @@ type GenerateMeta struct {
 	FinishReason     *NativeFinish `json:"finish_reason"`
 	PromptTokens     int           `json:"prompt_tokens"`
 	CompletionTokens int           `json:"completion_tokens"`
-	CachedTokens     int           `json:"cached_tokens"`
+	CachedTokens     *int          `json:"cached_tokens"`
 	E2ELatency       float64       `json:"e2e_latency"`
 }
 
@@ -253,7 +259,7 @@ type Completion struct {
 	FinishReason     string // as the server said: stop, length, abort, tool_calls, ...
 	PromptTokens     int
 	CompletionTokens int
-	CachedTokens     int
+	CachedTokens     *int // nil: the server did not report it
 	Model            string
 	// AbortStatus is the HTTP status an aborted /generate carried, if any.
 	AbortStatus  int
@@ -290,6 +296,9 @@ func parseFirst[C any](body []byte, first func(*C) Completion) (Completion, erro
 	c.Model = r.Model
 	if r.Usage != nil {
 		c.PromptTokens, c.CompletionTokens, c.CachedTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.cached()
+	}
+	if c.CachedTokens == nil && r.Timings != nil {
+		c.CachedTokens = r.Timings.CacheN
 	}
 	return c, nil
 }

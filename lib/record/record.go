@@ -91,7 +91,9 @@ type Prompt struct {
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
-	CachedTokens     int `json:"cached_tokens"`
+	// CachedTokens is the prompt tokens the server found in its prefix
+	// cache, when it said (nil: it did not report them).
+	CachedTokens *int `json:"cached_tokens,omitempty"`
 }
 
 // Finish reasons, in increasing order of how good an answer they mark.

@@ -118,6 +118,14 @@ func (s *Sim) Next() (Step, bool) {
 	return st, true
 }
 
+// SetMaxRunning changes endpoint e's slots from now on, as llmsim's
+// --slots-schedule does: running sequences finish, and none joins until
+// fewer than n run.
+func (s *Sim) SetMaxRunning(e, n int) { s.eps[e].m.MaxRunning = max(n, 1) }
+
+// Waiting is the queue length of endpoint e now.
+func (s *Sim) Waiting(e int) int { return s.eps[e].m.Waiting() }
+
 // Running is the batch size of endpoint e now.
 func (s *Sim) Running(e int) int { return s.eps[e].m.Running() }
 

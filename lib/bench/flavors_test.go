@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/llmsim"
+	"tokenmill/lib/testbin"
+)
+
+// simBinary runs the llmsim binary with n endpoints and flags, and
+// returns its --endpoints value.
+func simBinary(t *testing.T, n int, flags ...string) string {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "urls")
+	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ",")
+	testbin.Start(t, "llmsim", append([]string{"--listen", listen, "--ready-file", ready}, flags...)...)
+	var urls []string
+	for deadline := time.Now().Add(10 * time.Second); len(urls) != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("llmsim did not write its ready file within 10s")
+		}
+		b, _ := os.ReadFile(ready)
+		urls = strings.Fields(string(b))
+	}
+	return strings.Join(urls, ",")
+}
+
+// The bench on every kind of server, through the binaries: every level
+// answered with no error, the stream asked for as the server gives it
+// (the gateway refuses continuous_usage_stats: the bench asks for less),
+// no "sending up to 64" of infer's, a recommendation. On Ollama's
+// completions, whose chunks carry a usage of zeros, the tokens are still
+// counted as they stream: one request writes about 26.5 tok/s in the
+// simulator's time, its answers longer than the window.
+func TestBenchFlavors(t *testing.T) {
+	t.Parallel()
+	for _, fl := range llmsim.Flavors {
+		for _, api := range []string{"chat", "completions"} {
+			t.Run(string(fl)+"/"+api, func(t *testing.T) {
+				t.Parallel()
+				endpoints := simBinary(t, 1, "--flavor", string(fl), "--time-scale", "50")
+				r := testbin.Run(t, "", nil, nil, "infer", "bench", "--json", "-e", endpoints, "--api", api, "--concurrency", "1,4",
+					"--warmup", "2s", "--duration", "20s", "--answer-tokens", "2048", "--no-ignore-eos", "--prompt-tokens", "40", "--time-scale", "50")
+				if r.Code != cli.ExitOK {
+					t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+				}
+				var rep Report
+				if err := json.Unmarshal(r.Stdout, &rep); err != nil {
+					t.Fatalf("%v\n%s", err, r.Stdout)
+				}
+				for _, lv := range rep.Levels {
+					if lv.Errors != 0 || lv.TokPerSec <= 0 {
+						t.Errorf("level %d: %d errors (%s), %.1f tok/s\n%s", lv.Concurrency, lv.Errors, lv.FirstError, lv.TokPerSec, r.Stderr)
+					}
+				}
+				// Where no answer says its count before the window ends, text
+				// is turned into tokens at 4 bytes a token, and llmsim's words
+				// run longer: hence the wide margin. Counting Ollama's zeros
+				// as tokens would see none.
+				if one := levelAt(t, rep, 1); one.TokPerSec < 0.6*26.5 || one.TokPerSec > 1.6*26.5 {
+					t.Errorf("one request: %.1f tok/s, want about 26.5 (streamed tokens counted as they come)", one.TokPerSec)
+				}
+				if rep.Recommended == 0 || strings.Contains(r.Stderr, "sending it up to") {
+					t.Errorf("recommended %d\n%s", rep.Recommended, r.Stderr)
+				}
+				refuses := strings.Contains(r.Stderr, "refuses continuous_usage_stats (HTTP 400: Unrecognized request argument supplied: continuous_usage_stats): asking for less")
+				if refuses != (fl == llmsim.FlavorOpenAI) {
+					t.Errorf("the stream options asked for:\n%s", r.Stderr)
+				}
+			})
+		}
+	}
+}
+
+// A model no server lists is refused before any level (exit 2); so is
+// --api generate where there is no /generate.
+func TestBenchRefusesAtStart(t *testing.T) {
+	t.Parallel()
+	for _, fl := range llmsim.Flavors {
+		t.Run(string(fl), func(t *testing.T) {
+			t.Parallel()
+			endpoints := simBinary(t, 1, "--flavor", string(fl), "--instant")
+			r := testbin.Run(t, "", nil, nil, "infer", "bench", "-e", endpoints, "--model", "nope", "--concurrency", "1", "--duration", "1s")
+			if r.Code != cli.ExitUsage || !strings.Contains(r.Stderr, `--model "nope" is not served by `+endpoints) {
+				t.Errorf("wrong model: exit %d\n%s", r.Code, r.Stderr)
+			}
+			r = testbin.Run(t, "", nil, nil, "infer", "bench", "-e", endpoints, "--api", "generate", "--concurrency", "1", "--warmup", "0s", "--duration", "1s")
+			if fl == llmsim.FlavorSGLang {
+				if r.Code != cli.ExitOK {
+					t.Errorf("--api generate on SGLang: exit %d\n%s", r.Code, r.Stderr)
+				}
+			} else if r.Code != cli.ExitUsage || !strings.Contains(r.Stderr, "has no /generate") {
+				t.Errorf("--api generate: exit %d\n%s", r.Code, r.Stderr)
+			}
+		})
+	}
+}
+
+// A stream that ends without [DONE], is cut in the middle of an event, or
+// never sends the usage it was asked for, is an error of its level.
+func TestBenchIncompleteStreams(t *testing.T) {
+	t.Parallel()
+	chunk := func(text, finish string) string {
+		f := "null"
+		if finish != "" {
+			f = `"` + finish + `"`
+		}
+		return fmt.Sprintf(`data: {"choices":[{"index":0,"delta":{"content":%q},"finish_reason":%s}]}`+"\n\n", text, f)
+	}
+	usage := `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}` + "\n\n"
+	for _, tt := range []struct {
+		name, stream, want string
+	}{
+		{"whole", chunk("a", "") + chunk("b", "stop") + usage + "data: [DONE]\n\n", ""},
+		{"no [DONE]", chunk("a", "") + chunk("b", "stop") + usage, "the stream ended without [DONE]: cut off"},
+		{"cut mid-event", chunk("a", "") + `data: {"choices":[{"index":0,"del`, "the stream ended without [DONE]: cut off"},
+		{"no usage", chunk("a", "") + chunk("b", "stop") + "data: [DONE]\n\n", "the stream ended without the answer's usage"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url := streamStub(t, tt.stream)
+			rep, res := runBench(t, time.Minute, "-e", url, "--concurrency", "1", "--warmup", "0s", "--duration", "300ms")
+			lv := levelAt(t, rep, 1)
+			if tt.want == "" {
+				if lv.Errors != 0 {
+					t.Errorf("a whole stream counted as an error: %+v\n%s", lv, res.stderr)
+				}
+				return
+			}
+			if lv.Errors == 0 || !strings.Contains(lv.FirstError, tt.want) {
+				t.Errorf("level %+v, want errors with %q", lv, tt.want)
+			}
+		})
+	}
+}
+
+// streamStub is a server whose every chat completion is body, streamed.
+func streamStub(t *testing.T, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+		case "/v1/models":
+			w.Write([]byte(`{"object":"list","data":[{"id":"m"}]}`))
+		case "/v1/chat/completions":
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte(body))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/segmentio/encoding/json"
+	"github.com/valyala/fasthttp"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/fleet"
+	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
+)
+
+// What the bench asks of a stream, the most first: the usage in every
+// chunk (SGLang's and vLLM's continuous_usage_stats), so that tokens are
+// counted as they come; the usage at the end alone (OpenAI and the
+// gateways that refuse any other stream option, Ollama, llama.cpp), the
+// streamed text then turned into tokens by each answer's count; or no
+// stream options at all, for a server that refuses them.
+var streamAsks = []struct{ body, refused string }{
+	{`{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`, ""},
+	{`{"stream":true,"stream_options":{"include_usage":true}}`, "continuous_usage_stats"},
+	{`{"stream":true}`, "stream_options"},
+}
+
+// builder is the request builder of the bench's requests with stream
+// asking for its stream options, under --extra-body.
+func (c *Bench) builder(stream, model string) (*openai.Builder, error) {
+	if c.API == openai.APIGenerate {
+		stream = `{"stream":true}` // /generate's chunks carry their meta_info
+	}
+	extra, err := openai.Merge([]byte(stream), []byte(c.ExtraBody))
+	if err != nil {
+		return nil, cli.Usagef("--extra-body: %v", err)
+	}
+	sampling := openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}
+	if n := c.answerTokens(); n > 0 {
+		sampling.MaxTokens = &n
+	}
+	b, err := openai.NewBuilder(c.API, model, sampling, extra)
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
+	return b, nil
+}
+
+// negotiate builds the bench's request bodies, asking for as much of the
+// stream as the servers give: one short request to the first ready
+// endpoint tries each of streamAsks in turn, and a refusal that names the
+// option moves on to the next. Stream options in --extra-body are taken
+// as they are. A first request refused for another reason (a route or a
+// field the server lacks) ends the bench before any level. wantUsage
+// reports whether the answers' usage is asked for.
+func (c *Bench) negotiate(ctx context.Context, env *cli.Env, p *fleet.Pool, first int, model string) (bodies [][]byte, note string, wantUsage bool, err error) {
+	own, _ := record.FieldValue([]byte(c.ExtraBody), "stream_options")
+	asks := streamAsks
+	if c.API == openai.APIGenerate || own != nil {
+		asks = asks[:1]
+	}
+	ep := p.Endpoints()[first]
+	for i, ask := range asks {
+		b, err := c.builder(ask.body, model)
+		if err != nil {
+			return nil, "", false, err
+		}
+		if bodies, note, err = c.prompts(env, b); err != nil {
+			return nil, "", false, err
+		}
+		wantUsage = c.API == openai.APIGenerate || asksUsage(bodies[0])
+		status, msg := preflight(ctx, ep, c.APIKey, c.API, bodies[0])
+		switch {
+		case status == fasthttp.StatusOK || status == 0:
+			return bodies, note, wantUsage, nil // 0: no answer; the levels will say
+		case i+1 < len(asks) && refusesStreamOption(status, msg):
+			env.Logf("%s refuses %s (HTTP %d: %s): asking for less", ep.Name(), asks[i+1].refused, status, msg)
+			continue
+		}
+		f := fleet.ClassifyStatus(status, []byte(msg))
+		if f.Retriable {
+			return bodies, note, wantUsage, nil // busy or broken now, perhaps not later
+		}
+		return nil, "", false, fmt.Errorf("%s refused the first request (HTTP %d: %s): %s", ep.Name(), status, msg, refusalHint(status, msg, c.API))
+	}
+	return bodies, note, wantUsage, nil
+}
+
+// asksUsage reads a body's stream_options.include_usage.
+func asksUsage(body []byte) bool {
+	raw, err := record.FieldValue(body, "stream_options")
+	if err != nil || raw == nil {
+		return false
+	}
+	var so openai.StreamOptions
+	return json.Unmarshal(raw, &so) == nil && so.IncludeUsage
+}
+
+func refusesStreamOption(status int, msg string) bool {
+	low := strings.ToLower(msg)
+	return (status == fasthttp.StatusBadRequest || status == fasthttp.StatusUnprocessableEntity) &&
+		(strings.Contains(low, "stream_options") || strings.Contains(low, "stream options") ||
+			strings.Contains(low, "continuous_usage_stats") || strings.Contains(low, "include_usage"))
+}
+
+// refusalHint names the likely fix of a first request refused.
+func refusalHint(status int, msg string, api openai.API) string {
+	if status == fasthttp.StatusNotFound && !strings.Contains(strings.ToLower(msg), "model") {
+		return fmt.Sprintf("the server has no %s route (--api %s): use --api chat or --api completions", api.Path(), api)
+	}
+	return "check --api, --model and --extra-body"
+}
+
+// preflightTimeout bounds the first request: one token, streamed.
+const preflightTimeout = time.Minute
+
+// oneToken is body asking for one token.
+func oneToken(api openai.API, body []byte) ([]byte, error) {
+	if api != openai.APIGenerate {
+		return openai.Merge(body, []byte(`{"max_tokens":1}`))
+	}
+	sp, err := record.FieldValue(body, "sampling_params")
+	if err != nil {
+		return nil, err
+	}
+	if sp == nil {
+		sp = []byte(`{}`)
+	}
+	if sp, err = openai.Merge(sp, []byte(`{"max_new_tokens":1}`)); err != nil {
+		return nil, err
+	}
+	return openai.Merge(body, append(append([]byte(`{"sampling_params":`), sp...), '}'))
+}
+
+// preflight sends body, cut to one token, to ep as a stream and reads its
+// answer: the status and the server's message (0 when there was no
+// answer).
+func preflight(ctx context.Context, ep *fleet.Endpoint, apiKey string, api openai.API, body []byte) (int, string) {
+	short, err := oneToken(api, body)
+	if err != nil {
+		return 0, ""
+	}
+	path := api.Path()
+	cl := fleet.NewClient(ep.Target(), apiKey, true)
+	defer cl.CloseAll()
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	cl.Post(req, path, short)
+	done := make(chan error, 1)
+	go func() { done <- cl.DoTimeout(req, resp, preflightTimeout) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return 0, ""
+		}
+	case <-ctx.Done():
+		cl.CloseAll()
+		<-done
+		return 0, ""
+	}
+	defer resp.CloseBodyStream()
+	b, _ := io.ReadAll(io.LimitReader(resp.BodyStream(), 64<<10))
+	if resp.StatusCode() == fasthttp.StatusOK {
+		return fasthttp.StatusOK, ""
+	}
+	return resp.StatusCode(), openai.ErrorMessage(b)
+}

@@ -1,0 +1,225 @@
+package fleet
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/segmentio/encoding/json"
+	"github.com/valyala/fasthttp"
+
+	"tokenmill/lib/openai"
+)
+
+// What a server says of itself, asked once it is ready. Each kind answers
+// a different route:
+//
+//	                capacity                          context length
+//	SGLang          /get_server_info max_running_requests   context_length (same answer)
+//	llama.cpp       /props total_slots                      /props default_generation_settings.n_ctx
+//	vLLM            (none: the adaptive limit finds it)     /v1/models max_model_len
+//	Ollama          (none)                                  POST /api/show: parameters num_ctx, else Ollama's default
+//	gateways        (none)                                  (none: --context-length)
+//
+// and the servers with Prometheus metrics count their running and waiting
+// requests there (sglang:num_running_reqs and num_queue_reqs,
+// vllm:num_requests_running and num_requests_waiting, llama.cpp's
+// requests_processing and requests_deferred).
+
+// Info is what a server said of itself when it came up.
+type Info struct {
+	// Capacity is how many requests it runs at once; 0 when it does not say.
+	Capacity       int
+	CapacitySource string // "max_running_requests, /get_server_info"
+	// Context is the most tokens a request (prompt and answer) may have;
+	// 0 when unknown.
+	Context       int
+	ContextSource string // "max_model_len, /v1/models"
+	// Models are the names /v1/models lists.
+	Models []string
+	// Metrics names the gauges of its /metrics that count running and
+	// waiting requests, once read ("" when it has none).
+	Metrics string
+}
+
+// Paths of the routes asked, beyond openai's.
+const (
+	pathProps       = "/props"    // llama.cpp
+	pathOllamaShow  = "/api/show" // Ollama
+	pathMetrics     = "/metrics"
+	pathVLLMVersion = "/version"
+)
+
+// ollamaDefaultContext is the context Ollama v0.6.5 gives a model whose
+// Modelfile sets no num_ctx (api/types.go DefaultOptions, unless the
+// server's OLLAMA_CONTEXT_LENGTH says otherwise).
+const ollamaDefaultContext = 2048
+
+// discover asks ep what it says of itself.
+func (p *Pool) discover(ep *Endpoint) Info {
+	var in Info
+	for _, path := range []string{openai.PathServerInfo, openai.PathServerInfoNew} {
+		status, body, err := p.get(ep, path)
+		if err != nil || status != fasthttp.StatusOK {
+			continue
+		}
+		si, err := openai.ParseServerInfo(body)
+		if err != nil {
+			continue
+		}
+		if n := si.Slots(); n > 0 {
+			in.Capacity, in.CapacitySource = n, "max_running_requests, "+path
+		}
+		if si.ContextLength != nil && *si.ContextLength > 0 {
+			in.Context, in.ContextSource = *si.ContextLength, "context_length, "+path
+		}
+		break
+	}
+	if in.Capacity == 0 {
+		if status, body, err := p.get(ep, pathProps); err == nil && status == fasthttp.StatusOK {
+			if slots, nctx, ok := parseProps(body); ok {
+				if slots > 0 {
+					in.Capacity, in.CapacitySource = slots, "total_slots, "+pathProps
+				}
+				if nctx > 0 && in.Context == 0 {
+					in.Context, in.ContextSource = nctx, "n_ctx, "+pathProps
+				}
+			}
+		}
+	}
+	model, ollama := p.cfg.Model, false
+	if status, body, err := p.get(ep, openai.PathModels); err == nil && status == fasthttp.StatusOK {
+		if l, err := parseModelList(body); err == nil {
+			for _, m := range l {
+				in.Models = append(in.Models, m.ID)
+				// Ollama's OpenAI layer lists its models as the "library"'s.
+				ollama = ollama || m.OwnedBy == "library"
+			}
+			if model == "" && len(l) > 0 {
+				model = l[0].ID
+			}
+			for _, m := range l {
+				if in.Context == 0 && m.MaxModelLen > 0 && (p.cfg.Model == "" || ModelMatches(p.cfg.Model, m.ID)) {
+					in.Context, in.ContextSource = m.MaxModelLen, "max_model_len, "+openai.PathModels
+				}
+			}
+		}
+	}
+	if in.Context == 0 && ollama && model != "" {
+		in.Context, in.ContextSource = p.ollamaContext(ep, model)
+	}
+	if p.cfg.ContextLength > 0 {
+		in.Context, in.ContextSource = p.cfg.ContextLength, "--context-length"
+	}
+	return in
+}
+
+// listedModel is one entry of /v1/models as discovery reads it.
+type listedModel struct {
+	ID          string `json:"id"`
+	OwnedBy     string `json:"owned_by"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+func parseModelList(body []byte) ([]listedModel, error) {
+	var l struct {
+		Data []listedModel `json:"data"`
+	}
+	err := json.Unmarshal(body, &l)
+	return l.Data, err
+}
+
+// parseProps reads llama.cpp's /props: total_slots and the context of a
+// slot (default_generation_settings.n_ctx).
+func parseProps(body []byte) (slots, nctx int, ok bool) {
+	var pr struct {
+		TotalSlots int `json:"total_slots"`
+		Defaults   struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	if json.Unmarshal(body, &pr) != nil {
+		return 0, 0, false
+	}
+	return pr.TotalSlots, pr.Defaults.NCtx, pr.TotalSlots > 0 || pr.Defaults.NCtx > 0
+}
+
+// ollamaContext asks Ollama's /api/show the context model's requests get:
+// the num_ctx its Modelfile sets, else Ollama's default (never more than
+// the trained context, model_info's <arch>.context_length). 0 when the
+// server is not Ollama.
+func (p *Pool) ollamaContext(ep *Endpoint, model string) (int, string) {
+	req, _ := json.Marshal(map[string]string{"model": model})
+	status, body, err := p.control(ep, fasthttp.MethodPost, pathOllamaShow, req)
+	if err != nil || status != fasthttp.StatusOK {
+		return 0, ""
+	}
+	var show struct {
+		Parameters string                     `json:"parameters"`
+		ModelInfo  map[string]json.RawMessage `json:"model_info"`
+	}
+	if json.Unmarshal(body, &show) != nil || show.ModelInfo == nil {
+		return 0, ""
+	}
+	if n := numCtxParameter(show.Parameters); n > 0 {
+		return n, "num_ctx, " + pathOllamaShow
+	}
+	trained := 0
+	var arch string
+	if raw, ok := show.ModelInfo["general.architecture"]; ok && json.Unmarshal(raw, &arch) == nil {
+		if raw, ok := show.ModelInfo[arch+".context_length"]; ok {
+			json.Unmarshal(raw, &trained)
+		}
+	}
+	if trained > 0 && trained < ollamaDefaultContext {
+		return trained, arch + ".context_length, " + pathOllamaShow
+	}
+	return ollamaDefaultContext, "Ollama's default num_ctx: the model sets none in " + pathOllamaShow
+}
+
+// numCtxParameter finds "num_ctx N" in /api/show's parameters, one
+// "name value" per line.
+func numCtxParameter(params string) int {
+	for _, line := range strings.Split(params, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "num_ctx" {
+			if n, err := strconv.Atoi(f[1]); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// ModelMatches tells whether a model name given names one a server lists:
+// the same name, or the same but for Ollama's default tag (":latest"),
+// which its server adds to the names it lists and accepts without.
+func ModelMatches(given, listed string) bool {
+	if given == listed {
+		return true
+	}
+	trim := func(s string) string { return strings.TrimSuffix(s, ":latest") }
+	return strings.EqualFold(trim(given), trim(listed))
+}
+
+// metricNames are the gauges of a server's /metrics that count its
+// running and waiting requests.
+type metricNames struct{ running, waiting string }
+
+var knownMetrics = []metricNames{
+	{"sglang:num_running_reqs", "sglang:num_queue_reqs"},
+	{"vllm:num_requests_running", "vllm:num_requests_waiting"},
+	{"llamacpp:requests_processing", "llamacpp:requests_deferred"},
+}
+
+// findMetrics names the gauges a /metrics answer has, or nil.
+func findMetrics(body []byte) *metricNames {
+	for _, m := range knownMetrics {
+		if bytes.Contains(body, []byte(m.running)) && bytes.Contains(body, []byte(m.waiting)) {
+			if _, ok := m.read(body); ok {
+				return &m
+			}
+		}
+	}
+	return nil
+}

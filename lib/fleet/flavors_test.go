@@ -1,0 +1,174 @@
+package fleet
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/lib/llmsim"
+)
+
+// simPool starts an in-process llmsim fleet of n endpoints and a pool on
+// it (real clock: the servers are real), probing at once; both end with
+// the test.
+func simPool(t *testing.T, sim llmsim.Config, n int, cfg Config) (*Pool, *llmsim.Fleet, *logs) {
+	t.Helper()
+	if sim.Seed == 0 {
+		sim.Seed = 7
+	}
+	f, err := llmsim.Start(context.Background(), sim, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var targets []Target
+	for _, u := range f.URLs() {
+		ts, err := ParseEndpoints(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, ts...)
+	}
+	l := &logs{}
+	cfg.Logf = l.logf
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = 20 * time.Millisecond
+	}
+	if cfg.EjectAfter == 0 {
+		cfg.EjectAfter = 5
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := NewPool(ctx, targets, cfg)
+	t.Cleanup(func() {
+		cancel()
+		p.Close()
+	})
+	p.Start()
+	return p, f, l
+}
+
+// flavorWant is what the pool learns of each kind of server when it
+// comes up: how it is found ready, its capacity, its context length and
+// where its queue is counted.
+var flavorWant = map[llmsim.Flavor]struct {
+	ready, capacity, context, metrics string
+}{
+	llmsim.FlavorSGLang:   {"/health 200", "capacity 48 (max_running_requests, /get_server_info)", "context 32768 tokens (context_length, /get_server_info)", "/metrics sglang:num_running_reqs, sglang:num_queue_reqs"},
+	llmsim.FlavorVLLM:     {"/health 200", "capacity not reported", "context 32768 tokens (max_model_len, /v1/models)", "/metrics vllm:num_requests_running, vllm:num_requests_waiting"},
+	llmsim.FlavorVLLM0100: {"/health 200", "capacity not reported", "context 32768 tokens (max_model_len, /v1/models)", "/metrics vllm:num_requests_running, vllm:num_requests_waiting"},
+	llmsim.FlavorLlamaCpp: {"/health 200", "capacity 48 (total_slots, /props)", "context 32768 tokens (n_ctx, /props)", "/metrics llamacpp:requests_processing, llamacpp:requests_deferred"},
+	llmsim.FlavorOllama:   {"/health 404 (no such route), /v1/models 200", "capacity not reported", "context 32768 tokens (num_ctx, /api/show)", ""},
+	llmsim.FlavorOpenAI:   {"/health 404 (no such route), /v1/models 200", "capacity not reported", "context length not reported", ""},
+}
+
+// Every kind of server is found ready, and what it says of itself read,
+// by the route it has; those that do not say their capacity get the
+// adaptive limit, from 4.
+func TestReadyAndDiscoveryPerFlavor(t *testing.T) {
+	for _, fl := range llmsim.Flavors {
+		t.Run(string(fl), func(t *testing.T) {
+			want := flavorWant[fl]
+			p, _, l := simPool(t, llmsim.Config{Flavor: fl}, 1, Config{QueueDepth: 2})
+			if err := p.WaitReady(context.Background(), 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			line := l.text()
+			for _, w := range []string{"http://127.0.0.1:", ": " + want.ready + ": ready; " + want.capacity, want.context} {
+				if !strings.Contains(line, w) {
+					t.Errorf("the ready line lacks %q:\n%s", w, line)
+				}
+			}
+			v := p.View()[0]
+			// The metrics are read beside the requests: once, or never.
+			for deadline := time.Now().Add(10 * time.Second); want.metrics != "" && p.View()[0].Info.Metrics == "" && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := p.View()[0].Info.Metrics; got != want.metrics {
+				t.Errorf("metrics %q, want %q", got, want.metrics)
+			}
+			if want.capacity == "capacity not reported" {
+				if !v.Adaptive || v.Slots != 4 || !strings.Contains(line, "in flight adapted to the server from 4 (--concurrency N fixes it)") {
+					t.Errorf("capacity not reported: %+v\n%s", v, line)
+				}
+			} else if v.Adaptive || v.Slots != 50 || !strings.Contains(line, "up to 50 in flight (--queue-depth 2)") {
+				t.Errorf("capacity 48 and --queue-depth 2: %+v\n%s", v, line)
+			}
+			if len(v.Info.Models) != 1 || !ModelMatches(llmsim.DefaultModelName, v.Info.Models[0]) {
+				t.Errorf("models %q", v.Info.Models)
+			}
+		})
+	}
+}
+
+// --health-path is the one route asked; --concurrency and --context-length
+// win over what servers say.
+func TestReadyOverrides(t *testing.T) {
+	for _, fl := range llmsim.Flavors {
+		t.Run(string(fl), func(t *testing.T) {
+			p, _, l := simPool(t, llmsim.Config{Flavor: fl}, 1, Config{HealthPath: "/v1/models", FixedSlots: 7, ContextLength: 4096})
+			if err := p.WaitReady(context.Background(), 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			v := p.View()[0]
+			if v.Slots != 7 || v.Adaptive || v.Info.Context != 4096 || v.Info.ContextSource != "--context-length" {
+				t.Errorf("%+v", v)
+			}
+			if line := l.text(); !strings.Contains(line, ": /v1/models 200: ready; ") || !strings.Contains(line, ", 7 in flight (--concurrency)") {
+				t.Errorf("ready line:\n%s", line)
+			}
+		})
+	}
+	// A route the server lacks is never ready, and the wait says why.
+	p, _, _ := simPool(t, llmsim.Config{Flavor: llmsim.FlavorOllama}, 1, Config{HealthPath: "/health"})
+	err := p.WaitReady(context.Background(), 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "/health 404 (no such route: set --health-path)") {
+		t.Errorf("%v", err)
+	}
+}
+
+// An endpoint taken out of service is probed on the route that found it
+// ready, and comes back on it.
+func TestEjectedProbedOnItsRoute(t *testing.T) {
+	for _, fl := range []llmsim.Flavor{llmsim.FlavorSGLang, llmsim.FlavorOllama, llmsim.FlavorOpenAI} {
+		t.Run(string(fl), func(t *testing.T) {
+			p, _, l := simPool(t, llmsim.Config{Flavor: fl}, 1, Config{EjectAfter: 1})
+			if err := p.WaitReady(context.Background(), 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			route := "/health"
+			if fl != llmsim.FlavorSGLang {
+				route = "/v1/models"
+			}
+			p.Failed(p.eps[0], false, "boom")
+			deadline := time.Now().Add(20 * time.Second)
+			for p.View()[0].State != StateReady || !strings.Contains(l.text(), "back in service") {
+				if time.Now().After(deadline) {
+					t.Fatalf("not back in service within 20s:\n%s", l.text())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			text := l.text()
+			if !strings.Contains(text, "is out of service after 1 failure(s) (last: boom); probing "+route+" until it recovers") ||
+				!strings.Contains(text, "is back in service ("+route+" 200: ready; ") {
+				t.Errorf("logs:\n%s", text)
+			}
+		})
+	}
+}
+
+// A server that refuses the credentials on every route (a gateway with
+// its key) is not waited for: the wait ends at once, saying so.
+func TestReadyRefusedCredentials(t *testing.T) {
+	p, _, _ := simPool(t, llmsim.Config{Flavor: llmsim.FlavorOpenAI, APIKey: "right"}, 1, Config{APIKey: "wrong"})
+	err := p.WaitReady(context.Background(), time.Hour)
+	if err == nil || !strings.Contains(err.Error(), "every endpoint refused the credentials: http://127.0.0.1:") ||
+		!strings.Contains(err.Error(), "/health 401 (check --api-key)") {
+		t.Errorf("%v", err)
+	}
+	// With the key it is ready on /v1/models.
+	p, _, l := simPool(t, llmsim.Config{Flavor: llmsim.FlavorOpenAI, APIKey: "right"}, 1, Config{APIKey: "right"})
+	if err := p.WaitReady(context.Background(), 20*time.Second); err != nil || !strings.Contains(l.text(), "/health 404 (no such route), /v1/models 200: ready") {
+		t.Errorf("%v\n%s", err, l.text())
+	}
+}

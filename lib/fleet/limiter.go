@@ -1,0 +1,515 @@
+package fleet
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"tokenmill/lib/cli"
+)
+
+// The adaptive in-flight limit of one endpoint, for servers that do not
+// say how many requests they run at once (vLLM, Ollama, gateways), or any
+// server with --concurrency auto.
+//
+// It measures in windows. After a change of the limit, once as many
+// requests as the limit were sent (the server's batch and queue have
+// turned over), a window takes a cohort of requests sent one after
+// another (a quarter of the limit while climbing, the limit once held;
+// 4 to 8 at least) and ends when every one of them is back, the longest
+// too. From the cohort it takes the latency per token ℓ of an answer of
+// the recent mean length (the line latency = a + b × tokens fitted on
+// it: a queue's wait goes into a), and the mean number of requests in
+// flight, N; by Little's law the endpoint's output is N/ℓ tokens per
+// second. That figure is steady even with long-tailed answer lengths (a
+// long answer has a long latency), so windows of a few answers can be
+// compared, where counting the tokens of the answers that happen to
+// finish in a window would swing by half.
+//
+// The limit climbs from 4, doubling but by at most 16 a window, while each
+// step adds at least 5% to the output. When a step adds less, the server
+// is full: past its slots the extra requests only wait in its queue, and
+// ℓ grows as fast as N. The limit settles on the smallest level measured
+// within 5% of the best, after trying lower ones when nothing below was
+// measured. Held there, it watches for the server slowing down at the
+// same limit (fewer slots, or other clients): ℓ up by a quarter and the
+// output down, and then tries the limit that ℓ's growth points to
+// (L × ℓ_before/ℓ_now, the gradient step of TCP Vegas and Netflix's
+// concurrency-limits), keeping it if the output holds. Every 8 windows
+// held it tries a quarter more, in case the server grew, and climbs on
+// if that paid. Where the
+// server's metrics count waiting requests, a queue ends the climb at once
+// at the number it runs; 429 and 503 answers halve the limit.
+//
+// The limiter is pure arithmetic on the times it is told: the pool calls
+// it under its lock, on its clock, so tests run it on virtual time.
+
+// LimiterConfig bounds the adaptive limit; zero fields take the defaults.
+type LimiterConfig struct {
+	Start      int     // the first limit [4]
+	Min        int     // the lowest [1]
+	Max        int     // the ceiling [256]
+	MaxStep    int     // the most added in one window [16]
+	Gain       float64 // output a step up must add to be kept, and a step down may lose [0.05]
+	ProbeEvery int     // windows held before one step more is tried [8]
+	MinAnswers int     // answers a window needs at least [8]
+}
+
+func (c LimiterConfig) withDefaults() LimiterConfig {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Min, 1)
+	def(&c.Max, 256)
+	def(&c.Start, 4)
+	def(&c.MaxStep, 16)
+	def(&c.ProbeEvery, 8)
+	def(&c.MinAnswers, 8)
+	if !(c.Gain > 0 && c.Gain < 1) {
+		c.Gain = 0.05
+	}
+	c.Max = max(c.Max, c.Min)
+	c.Start = min(max(c.Start, c.Min), c.Max)
+	return c
+}
+
+type limiterPhase int
+
+const (
+	climbing   limiterPhase = iota // stepping up while it pays
+	descending                     // trying lower limits against ref
+	holding                        // at the limit found, watching
+	probing                        // one step above the held limit
+)
+
+// Limiter is the adaptive limit of one endpoint.
+type Limiter struct {
+	cfg   LimiterConfig
+	limit int
+	phase limiterPhase
+	win   limiterWindow
+
+	climb  []limiterMeasure // this climb's levels, in order
+	ref    limiterMeasure   // holding: the held level (smoothed); descending: the level to match
+	hasRef bool
+	good   int // descending: the smallest limit found as good as ref
+	held   int // windows held since the last step up was tried
+	lowest int // the smallest limit ever measured (0: none)
+	note   string
+	// lengths and answers sum the recent answers' tokens, decayed.
+	lengths, answers float64
+	windows          int // windows begun
+	// why the limit settled, and the levels measured below it, until the
+	// first window held checks them (verify).
+	why   string
+	below []limiterMeasure
+}
+
+// limiterWindow is the measurement under way: a cohort of requests sent
+// one after another at one limit, measured once all of them are back.
+// Taking every request of a cohort, the long ones too, is what keeps
+// the figures fair: a window that took the answers that happened to come
+// back first would favour short answers and short waits.
+type limiterWindow struct {
+	// start is when the cohort began: after a change of the limit, once as
+	// many requests as the limit were sent at it, so that the server's
+	// batch and queue have turned over to the new level.
+	start, last time.Time
+	settling    bool
+	unsettled   bool // the cohort began without settling
+	inflight    int
+	area        float64 // request-seconds in flight since start
+	sends       int     // requests sent since start
+	cohort      int     // the cohort's size, once it is all sent (0: sending)
+	sealed      time.Time
+	back        int     // cohort requests come back
+	answers     int     // of them, answered
+	latency     float64 // seconds, summed over the answers
+	tokens      float64
+	tt, tl      float64 // sums of tokens² and tokens × latency, for the fit
+	busy        int     // 429 and 503 answers
+	waitSum     float64
+	loads       int
+	runMax      int
+}
+
+// limiterMeasure is one window's figures.
+type limiterMeasure struct {
+	limit   int
+	out     float64 // tokens per second, N/ℓ
+	perTok  float64 // ℓ, seconds of latency per token
+	queued  bool    // the server's metrics saw requests waiting
+	running int     // the most its metrics saw running
+	settled bool    // measured after the server settled to the limit
+}
+
+// NewLimiter starts a limit at cfg.Start (defaults filled in) at now.
+func NewLimiter(cfg LimiterConfig, now time.Time) *Limiter {
+	cfg = cfg.withDefaults()
+	l := &Limiter{cfg: cfg, limit: cfg.Start}
+	l.win = limiterWindow{start: now, last: now}
+	return l
+}
+
+// Limit is the number of requests to keep in flight now.
+func (l *Limiter) Limit() int { return l.limit }
+
+// Settled reports whether the limit holds at a level it found.
+func (l *Limiter) Settled() bool { return l.phase == holding }
+
+// Note is what the last decision worth telling did, once; "" otherwise.
+func (l *Limiter) Note() string {
+	n := l.note
+	l.note = ""
+	return n
+}
+
+// Inflight says that n requests are in flight from now on.
+func (l *Limiter) Inflight(now time.Time, n int) {
+	w := &l.win
+	if now.After(w.last) {
+		w.area += float64(w.inflight) * now.Sub(w.last).Seconds()
+		w.last = now
+	}
+	w.inflight = n
+}
+
+// Sent says a request was sent at at: the time Observe will be given
+// for it, so that a cohort's members are known exactly.
+func (l *Limiter) Sent(at time.Time) {
+	w := &l.win
+	if w.cohort > 0 || at.Before(w.start) {
+		return
+	}
+	w.sends++
+	switch {
+	case w.settling && w.sends >= l.limit:
+		l.begin(at)
+	case !w.settling && w.sends >= l.cohortSize():
+		w.cohort, w.sealed = w.sends, at
+	}
+}
+
+// begin starts the cohort now.
+func (l *Limiter) begin(now time.Time) {
+	w := &l.win
+	if now.After(w.last) {
+		w.last = now
+	}
+	l.win = limiterWindow{start: now, last: w.last, inflight: w.inflight}
+	l.windows++
+}
+
+// cohortSize is how many requests a window measures.
+// While climbing (below the knee, no queue) the figures are steady and a
+// quarter of the limit (half MinAnswers at least) is enough; at or past the knee a queue's waits vary
+// from request to request, and a cohort as large as the limit evens them
+// out.
+// A step down is tried to see whether the output halves, which a few
+// answers show.
+func (l *Limiter) cohortSize() int {
+	switch l.phase {
+	case climbing:
+		return max(l.cfg.MinAnswers/2, l.limit/4)
+	case descending:
+		return max(l.cfg.MinAnswers/2, l.limit)
+	}
+	return max(l.cfg.MinAnswers, l.limit)
+}
+
+// Load is what the server's metrics say now: requests running and
+// waiting.
+func (l *Limiter) Load(running, waiting int) {
+	w := &l.win
+	w.waitSum += float64(waiting)
+	w.loads++
+	w.runMax = max(w.runMax, running)
+}
+
+// Observe is a request sent at sent that came back at now after latency:
+// tokens generated when ok, else busy for a 429 or 503. It reports
+// whether the limit changed.
+func (l *Limiter) Observe(now, sent time.Time, latency time.Duration, tokens int, ok, busy bool) bool {
+	w := &l.win
+	if ok && tokens > 0 {
+		l.lengths = l.lengths*lengthDecay + float64(tokens)
+		l.answers = l.answers*lengthDecay + 1
+	}
+	if sent.Before(w.start) || w.settling || w.cohort > 0 && (sent.After(w.sealed) || w.back >= w.cohort) {
+		return false // not of the cohort
+	}
+	w.back++
+	switch {
+	case ok:
+		t, lat := float64(tokens), latency.Seconds()
+		w.answers++
+		w.latency += lat
+		w.tokens += t
+		w.tt += t * t
+		w.tl += t * lat
+	case busy:
+		w.busy++
+	}
+	if w.busy >= 2 && 5*w.busy >= w.answers+w.busy {
+		// The server turns requests away: it is past what it can queue.
+		before := l.limit
+		l.hold(max(l.cfg.Min, l.limit/2), now)
+		l.note = fmt.Sprintf("%d in flight answered 429/503 (busy): down to %d", before, l.limit)
+		return l.limit != before
+	}
+	if w.cohort == 0 || w.back < w.cohort && !l.straggling(now) {
+		return false
+	}
+	l.Inflight(now, w.inflight)
+	before := l.limit
+	dur := now.Sub(w.start).Seconds()
+	if dur <= 0 || w.tokens <= 0 {
+		l.restart(now)
+		return false
+	}
+	mean := w.area / dur
+	if mean < 0.8*float64(l.limit) {
+		// Not enough work came to fill the limit (the input runs dry):
+		// the window says nothing of the server.
+		l.restart(now)
+		return false
+	}
+	m := limiterMeasure{limit: l.limit, perTok: l.perToken(), running: w.runMax, settled: !w.unsettled}
+	m.out = mean / m.perTok
+	m.queued = w.loads > 0 && w.waitSum/float64(w.loads) >= 1
+	if l.lowest == 0 || m.limit < l.lowest {
+		l.lowest = m.limit
+	}
+	windows := l.windows
+	l.decide(m, now)
+	if l.windows == windows {
+		l.begin(now) // the same limit: the next cohort starts at once
+	}
+	return l.limit != before
+}
+
+// lengthDecay weighs the mean answer length toward the last few hundred.
+const lengthDecay = 0.998
+
+// perToken is the window's latency per token of a typical answer: the
+// line latency = a + b × tokens fitted on the cohort, at the mean answer
+// length of every recent answer. A queue's wait does not depend on an
+// answer's length, so it goes into a and the cohort's own mix of short
+// and long answers does not move the figure; answers all of one length
+// (a model that always runs to max_tokens) fall back to Σ latency / Σ
+// tokens.
+func (l *Limiter) perToken() float64 {
+	w := &l.win
+	n := float64(w.answers)
+	ratio := w.latency / w.tokens
+	mean := w.tokens / n
+	if l.answers >= 8 {
+		mean = l.lengths / l.answers
+	}
+	den := n*w.tt - w.tokens*w.tokens
+	if n < 4 || den <= 0.05*n*w.tt {
+		return ratio
+	}
+	b := (n*w.tl - w.tokens*w.latency) / den
+	a := (w.latency - b*w.tokens) / n
+	if b <= 0 || a+b*mean <= 0 {
+		return ratio
+	}
+	return (a + b*mean) / mean
+}
+
+// straggling: three quarters of the cohort are back and the rest have
+// taken four times their mean latency since the last was sent, as a
+// request that hangs does: the window ends without them.
+func (l *Limiter) straggling(now time.Time) bool {
+	w := &l.win
+	if 4*w.back < 3*w.cohort || w.answers == 0 {
+		return false
+	}
+	return now.Sub(w.sealed).Seconds() > 4*w.latency/float64(w.answers)
+}
+
+// step is how much one step up adds to limit n: it doubles, by at most
+// MaxStep.
+func (l *Limiter) step(n int) int { return min(max(n, 1), l.cfg.MaxStep) }
+
+func (l *Limiter) decide(m limiterMeasure, now time.Time) {
+	gain := l.cfg.Gain
+	switch l.phase {
+	case climbing:
+		if n := len(l.climb); !m.settled && n > 0 && m.perTok > 1.1*l.climb[n-1].perTok {
+			// Requests began to wait, and a queue's first window after a
+			// step flatters it: measure the level again, settled.
+			l.restart(now)
+			return
+		}
+		l.climb = append(l.climb, m)
+		if m.queued && m.running > 0 {
+			// The server says requests wait: it runs m.running at once.
+			l.counted(min(m.running, m.limit), now)
+			return
+		}
+		if len(l.climb) == 1 || m.out >= l.climb[len(l.climb)-2].out*(1+gain) {
+			if l.limit >= l.cfg.Max {
+				l.settle(l.limit, now, "the ceiling")
+				return
+			}
+			next := l.limit + l.step(l.limit)
+			// Output that grew in step with the limit says no request
+			// waits: the next level needs no time to settle.
+			linear := len(l.climb) == 1 && m.perTok > 0 ||
+				len(l.climb) > 1 && m.perTok <= 1.1*l.climb[len(l.climb)-2].perTok
+			l.set(next, now)
+			l.win.settling, l.win.unsettled = !linear, linear
+			return
+		}
+		k, best := l.knee()
+		if k <= l.lowest && k > l.cfg.Min {
+			// Nothing below it was measured: try lower, keeping the output.
+			l.phase, l.ref, l.good = descending, best, k
+			l.set(max(l.cfg.Min, k/2), now)
+			return
+		}
+		l.settle(k, now, fmt.Sprintf("%d added under %.0f%%", m.limit, 100*gain))
+	case descending:
+		// Twice the margin: both levels may be past the knee, where one
+		// window's figure is less exact, and a level too low is found
+		// again by the next step down and the probes up.
+		if m.out >= l.ref.out*(1-2*gain) {
+			l.good = m.limit
+			if next := max(l.cfg.Min, m.limit/2); next < m.limit {
+				l.set(next, now)
+				return
+			}
+		}
+		l.settle(l.good, now, fmt.Sprintf("%d gave %.0f%% less", m.limit, 100*(1-m.out/l.ref.out)))
+	case holding:
+		if !l.hasRef {
+			l.ref, l.hasRef = m, true
+			if l.why != "" {
+				l.verify(m, now)
+			}
+			return
+		}
+		if m.queued && m.running > 0 && m.running < l.limit {
+			l.counted(m.running, now)
+			return
+		}
+		if m.perTok > 1.25*l.ref.perTok && m.out < (1-gain)*l.ref.out {
+			// Slower at the same limit: fewer slots than before, or other
+			// clients. Try the limit the latency's growth points to.
+			if target := max(l.cfg.Min, int(math.Round(float64(l.limit)*l.ref.perTok/m.perTok))); target < l.limit {
+				l.phase, l.ref, l.good = descending, m, l.limit
+				l.set(target, now)
+				return
+			}
+		}
+		// Smoothed, so that one odd window does not move the reference far.
+		l.ref.out = 0.7*l.ref.out + 0.3*m.out
+		l.ref.perTok = 0.7*l.ref.perTok + 0.3*m.perTok
+		l.held++
+		if l.held >= l.cfg.ProbeEvery && l.limit < l.cfg.Max && !m.queued {
+			// A quarter more: enough to see a server that grew, little
+			// queue for one that did not.
+			l.phase = probing
+			l.climb = []limiterMeasure{l.ref}
+			l.set(l.limit+max(1, l.limit/4), now)
+		}
+	case probing:
+		base := l.climb[0]
+		l.climb = append(l.climb, m)
+		if m.out >= base.out*(1+gain) && !m.queued {
+			l.phase = climbing
+			if l.limit >= l.cfg.Max {
+				l.settle(l.limit, now, "the ceiling")
+				return
+			}
+			l.set(l.limit+l.step(l.limit), now)
+			return
+		}
+		l.hold(base.limit, now)
+	}
+}
+
+// knee is the smallest level of the climb within Gain of the best one,
+// and that best level.
+func (l *Limiter) knee() (int, limiterMeasure) {
+	best := l.climb[0]
+	for _, m := range l.climb {
+		if m.out > best.out {
+			best = m
+		}
+	}
+	k := best.limit
+	for _, m := range l.climb {
+		if m.out >= (1-l.cfg.Gain)*best.out && m.limit < k {
+			k = m.limit
+		}
+	}
+	return k, best
+}
+
+// settle holds at n, why the climb stopped, and checks on the first
+// window there that no lower level measured did as well: a level just
+// past the knee looks better on its first window than it is, since the
+// queue it makes has not yet built up waits.
+func (l *Limiter) settle(n int, now time.Time, why string) {
+	var below []limiterMeasure
+	for _, m := range l.climb {
+		if m.limit < n {
+			below = append(below, m)
+		}
+	}
+	if l.phase == descending && l.ref.limit < n {
+		below = append(below, l.ref)
+	}
+	l.hold(n, now)
+	l.below, l.why = below, why
+}
+
+// counted holds at n, the number the server's metrics count running
+// while others wait: exact, nothing to check.
+func (l *Limiter) counted(n int, now time.Time) {
+	l.hold(n, now)
+	l.note = fmt.Sprintf("in flight settled at %d (the server's metrics count %d running and requests waiting)", n, n)
+}
+
+// verify is the first window held after settling, m: it moves to the
+// lowest level measured on the way within twice Gain of m (m, past the
+// knee, is the less exact of the two), or says where it holds.
+func (l *Limiter) verify(m limiterMeasure, now time.Time) {
+	k, kOut := l.limit, m.out
+	for _, b := range l.below {
+		if b.limit < k && b.out >= (1-2*l.cfg.Gain)*m.out {
+			k, kOut = b.limit, b.out
+		}
+	}
+	why := l.why
+	if k < l.limit {
+		why = fmt.Sprintf("%d gave no more", l.limit)
+		l.hold(k, now)
+	}
+	l.why, l.below = "", nil
+	l.note = fmt.Sprintf("in flight settled at %d (%s tok/s measured; %s)", k, cli.Thousands(int64(kOut+0.5)), why)
+}
+
+// hold keeps n from now on, measuring afresh.
+func (l *Limiter) hold(n int, now time.Time) {
+	l.phase, l.hasRef, l.held, l.climb = holding, false, 0, nil
+	l.why, l.below = "", nil
+	l.set(n, now)
+}
+
+// set makes n the limit and starts a new window, which first lets the
+// requests sent under the old limit come back.
+func (l *Limiter) set(n int, now time.Time) {
+	l.limit = min(max(n, l.cfg.Min), l.cfg.Max)
+	l.restart(now)
+}
+
+func (l *Limiter) restart(now time.Time) {
+	l.win = limiterWindow{start: now, last: now, inflight: l.win.inflight, settling: true}
+	l.windows++
+}

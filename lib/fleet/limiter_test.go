@@ -1,0 +1,245 @@
+package fleet
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"tokenmill/lib/llmsim"
+	"tokenmill/lib/replay"
+)
+
+// The adaptive limit on virtual time: one endpoint of the pool, served by
+// llmsim's scheduler model (lib/replay) with S slots, its requests sent
+// as infer sends them (a free slot of the pool is refilled at once) and
+// each answer observed as Complete observes it. Answers are llmsim's
+// long-tailed lengths cut at max_tokens.
+
+// simRun is one run on the model: the limit over time and the output.
+type simRun struct {
+	limits []limitAt
+	tokens int
+	wall   time.Duration
+	notes  string
+}
+
+type limitAt struct {
+	at    time.Duration
+	limit int
+	done  int // answers back by then
+}
+
+// limitAfter is the limit in force at virtual time at.
+func (r simRun) limitAfter(at time.Duration) int {
+	n := 0
+	for _, l := range r.limits {
+		if l.at > at {
+			break
+		}
+		n = l.limit
+	}
+	return n
+}
+
+func (r simRun) rate() float64 { return float64(r.tokens) / r.wall.Seconds() }
+
+// slotPlan is the endpoint's slots over virtual time.
+type slotPlan []llmsim.SlotStep
+
+func (s slotPlan) at(t time.Duration) int {
+	n := s[0].Slots
+	for _, st := range s {
+		if st.At <= t {
+			n = st.Slots
+		}
+	}
+	return n
+}
+
+// runOnModel sends answers requests through a pool of one endpoint on
+// the model: adaptive when fixed is 0, else fixed in flight.
+func runOnModel(t *testing.T, plan slotPlan, answers, maxTokens, fixed int) simRun {
+	t.Helper()
+	return runOnModelCfg(t, plan, answers, maxTokens, fixed, LimiterConfig{}, false)
+}
+
+// runOnModelCfg is runOnModel with the limiter's bounds, and the server's
+// running and waiting counts told to it after every step when metrics
+// (as the pool's poller does).
+func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, cfg LimiterConfig, metrics bool) simRun {
+	t.Helper()
+	p, fake, logs := testPool(t, 1, Config{})
+	ep := p.eps[0]
+	if fixed > 0 {
+		p.setReady(0, fixed)
+	} else {
+		p.setAdaptive(0, cfg)
+	}
+	sim := replay.Uniform(1, llmsim.DefaultTiming(), plan.at(0))
+	type req struct{ sent time.Time }
+	var run simRun
+	sent, done := 0, 0
+	dispatch := func() {
+		for sent < answers {
+			got := p.TryAcquire(nil)
+			if got == nil {
+				return
+			}
+			n := llmsim.NaturalLength(uint64(sent)*2654435761+1, 0)
+			sim.Submit(0, &llmsim.Seq{PromptTokens: 60, Target: min(n, maxTokens), Ref: req{p.sent(got)}})
+			sent++
+		}
+	}
+	record := func(at time.Duration) {
+		if l := len(run.limits); l == 0 || run.limits[l-1].limit != ep.slots {
+			run.limits = append(run.limits, limitAt{at, ep.slots, done})
+		}
+	}
+	record(0)
+	dispatch()
+	for {
+		st, ok := sim.Next()
+		if !ok {
+			break
+		}
+		fake.Set(epoch.Add(st.At))
+		sim.SetMaxRunning(0, plan.at(st.At))
+		if metrics && ep.limiter != nil {
+			p.mu.Lock()
+			ep.limiter.Load(sim.Running(0), sim.Waiting(0))
+			p.mu.Unlock()
+		}
+		for _, s := range st.Finished {
+			p.observe(ep, s.Ref.(req).sent, s.Generated, nil)
+			p.Release(ep)
+			run.tokens += s.Generated
+			done++
+		}
+		record(st.At)
+		dispatch()
+	}
+	if done != answers {
+		t.Fatalf("%d of %d answers came back", done, answers)
+	}
+	run.wall, run.notes = sim.Now(), logs.text()
+	return run
+}
+
+// setAdaptive puts endpoint i into service under an adaptive limit.
+func (p *Pool) setAdaptive(i int, cfg LimiterConfig) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ep := p.eps[i]
+	ep.limiter = NewLimiter(cfg, p.clk.Now())
+	ep.slots = ep.limiter.Limit()
+	p.setStateLocked(ep, StateReady)
+	p.broadcastLocked()
+}
+
+func (r simRun) String() string {
+	s := ""
+	for _, l := range r.limits {
+		s += fmt.Sprintf(" %v:%d", l.at.Round(time.Second), l.limit)
+	}
+	return s
+}
+
+// share is the fraction of [from, end of run] during which the limit was
+// within [lo, hi], and the lowest limit in force then.
+func (r simRun) share(from time.Duration, lo, hi int) (float64, int) {
+	in, lowest := time.Duration(0), 1<<30
+	for i, l := range r.limits {
+		end := r.wall
+		if i+1 < len(r.limits) {
+			end = r.limits[i+1].at
+		}
+		if end <= from {
+			continue
+		}
+		start := max(l.at, from)
+		lowest = min(lowest, l.limit)
+		if l.limit >= lo && l.limit <= hi {
+			in += end - start
+		}
+	}
+	return float64(in) / float64(r.wall-from), lowest
+}
+
+// within is the range the limit should hold in for s slots: the slots,
+// up to one step of the climb more (16 at most past 16).
+func within(s int) (int, int) { return s, s + min(s, 16) }
+
+// The limit finds the server's slots: once a hundred or so answers are
+// back it never holds below them, and 80% of the time at most one step
+// above (it tries a step more now and then); and the run's output is at
+// least 95% of the best fixed in-flight count's.
+func TestLimiterConverges(t *testing.T) {
+	for _, tt := range []struct {
+		slots, answers, maxTokens int
+		by                        int // answers back by when it must hold
+		fixed                     []int
+	}{
+		{4, 600, 256, 100, []int{2, 4, 6, 8, 16}},
+		{48, 6000, 256, 1000, []int{32, 48, 50, 64, 96}},
+		{16, 3000, 512, 500, []int{8, 16, 18, 24, 32}},
+	} {
+		t.Run(fmt.Sprintf("%d slots", tt.slots), func(t *testing.T) {
+			plan := slotPlan{{Slots: tt.slots}}
+			run := runOnModel(t, plan, tt.answers, tt.maxTokens, 0)
+			t.Logf("limits:%s\n%s", run, run.notes)
+			var from time.Duration
+			for _, l := range run.limits {
+				if l.done <= tt.by {
+					from = l.at
+				}
+			}
+			lo, hi := within(tt.slots)
+			share, lowest := run.share(from, lo, hi)
+			if share < 0.8 || lowest < tt.slots {
+				t.Errorf("after %d answers (%v) the limit was within %d-%d %.0f%% of the time, and as low as %d", tt.by, from, lo, hi, 100*share, lowest)
+			}
+			best := 0.0
+			for _, n := range tt.fixed {
+				f := runOnModel(t, plan, tt.answers, tt.maxTokens, n)
+				t.Logf("fixed %d: %.0f tok/s", n, f.rate())
+				best = max(best, f.rate())
+			}
+			t.Logf("adaptive: %.0f tok/s, %.1f%% of the best fixed", run.rate(), 100*run.rate()/best)
+			if run.rate() < 0.95*best {
+				t.Errorf("adaptive output %.0f tok/s, under 95%% of the best fixed %.0f", run.rate(), best)
+			}
+		})
+	}
+}
+
+// When the server's slots change mid-run, the limit follows: down within a
+// few windows of a drop, up within a few probes of a rise.
+func TestLimiterFollowsSlots(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		plan     slotPlan
+		within   time.Duration
+		answers  int
+		maxToken int
+	}{
+		{"48 to 16", slotPlan{{Slots: 48}, {At: 4 * time.Minute, Slots: 16}}, 3 * time.Minute, 4000, 256},
+		{"16 to 48", slotPlan{{Slots: 16}, {At: 4 * time.Minute, Slots: 48}}, 5 * time.Minute, 5000, 256},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			run := runOnModel(t, tt.plan, tt.answers, tt.maxToken, 0)
+			t.Logf("limits:%s\n%s", run, run.notes)
+			change, before, after := tt.plan[1].At, tt.plan[0].Slots, tt.plan[1].Slots
+			if run.wall < change+tt.within+5*time.Minute {
+				t.Fatalf("the run ended at %v, too soon after the change at %v", run.wall, change)
+			}
+			lo, hi := within(before)
+			if n := run.limitAfter(change); n < lo || n > hi {
+				t.Errorf("before the change to %d slots the limit is %d, want %d-%d", after, n, lo, hi)
+			}
+			lo, hi = within(after)
+			if share, _ := run.share(change+tt.within, lo, hi); share < 0.75 {
+				t.Errorf("from %v after the change to %d slots the limit was within %d-%d only %.0f%% of the time", tt.within, after, lo, hi, 100*share)
+			}
+		})
+	}
+}
