@@ -44,7 +44,13 @@ type Generate struct {
 
 	fleet.ServerFlags   `embed:""`
 	fleet.SamplingFlags `embed:""`
-	Samples             int `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
+	Samples             int   `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
+	SeedOffset          int64 `default:"0" placeholder:"N" help:"Added to every seed: sample k uses seed+N+k, so a rerun of the same prompts (rerun-missing.sh passes round x samples) does not sample the same answers again."`
+
+	Regenerate       bool `help:"Regenerate whole conversations: keep each record's system and user turns, replace every assistant turn with the model's answer to the history as regenerated so far (tool calls answered from the record's own tool results), and answer a last unanswered user turn. Writes output.messages and output.turns; see README."`
+	HistoryReasoning bool `help:"With --regenerate, send each earlier answer's reasoning_content back in the history (by default it is kept in the output but left out of later turns' requests, as the Qwen3 and DeepSeek chat templates do)."`
+	Affinity         bool `default:"true" negatable:"" help:"With --regenerate, send every turn of a conversation to the endpoint that served its first turn, holding its slot between turns, so that the server's prefix cache serves the history; a conversation moves only when a turn fails there. --no-affinity (or --affinity=false) sends each turn to the least loaded endpoint."`
+	ToolRounds       int  `default:"16" placeholder:"N" help:"With --regenerate, the most rounds of tool results the model may get per user turn; a call past them ends the conversation, truncated (tool_rounds)."`
 
 	Concurrency   int           `default:"0" placeholder:"N" help:"Requests in flight per endpoint. 0: each server's max_running_requests (from /get_server_info) plus --queue-depth, or 64 if it does not say."`
 	QueueDepth    int           `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond its max_running_requests, so a slot that frees is refilled without waiting for a round trip."`
@@ -93,6 +99,10 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, cli.Usagef("--request-timeout, --wait-ready, --probe-interval and --flush-interval must be positive")
 	case c.MaxTokens != nil && *c.MaxTokens < 1:
 		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
+	case c.Regenerate && c.API != openai.APIChat:
+		return nil, nil, cli.Usagef("--regenerate sends chat conversations: it needs --api chat, not %s", c.API)
+	case c.ToolRounds < 0:
+		return nil, nil, cli.Usagef("--tool-rounds must not be negative")
 	case c.Resume && toStdout(c.Output):
 		return nil, nil, cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
 	case c.RedoLength && !c.Resume:
@@ -113,6 +123,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
 	}
+	b.SetSeedOffset(c.SeedOffset)
+	b.SetHistoryReasoning(c.HistoryReasoning)
 	return targets, b, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"tokenmill/lib/fleet"
@@ -18,7 +19,7 @@ func (r *runner) dispatch(ctx context.Context) error {
 		if j == nil {
 			return nil
 		}
-		ep, err := r.pool.Acquire(ctx, j.last)
+		ep, err := r.acquire(ctx, j)
 		if err != nil {
 			if errors.Is(err, fleet.ErrAllDown) {
 				return err
@@ -59,23 +60,81 @@ func (r *runner) worker(t task) {
 	}
 }
 
-// send makes one attempt of j on ep and files the outcome.
+// acquire takes a slot for j: with affinity, a resumed conversation goes
+// back to the endpoint its journaled turns went to, whose prefix cache may
+// still hold its history, if that one has room.
+func (r *runner) acquire(ctx context.Context, j *job) (*fleet.Endpoint, error) {
+	if j.prefer != "" && r.cfg.Affinity {
+		prefer := r.pool.ByName(j.prefer)
+		j.prefer = ""
+		if prefer != nil && prefer != j.last {
+			if ep := r.pool.TryAcquireOn(prefer); ep != nil {
+				return ep, nil
+			}
+		}
+	}
+	return r.pool.Acquire(ctx, j.last)
+}
+
+// send makes one attempt of j on ep and files the outcome. A conversation
+// goes on with its next turn on the same slot while affinity holds and ep
+// stays in service; otherwise the slot is given back after each turn and
+// the next turn queued like a retry.
 func (r *runner) send(ep *fleet.Endpoint, j *job) {
 	defer r.inflight.Done()
-	start := r.clk.Now()
-	r.eta.Started(j, start)
-	c, f := r.pool.Complete(ep, r.cfg.API.Path(), j.body, r.cfg.RequestTimeout, r.cfg.API.Parse)
-	end := r.clk.Now()
-	r.eta.Ended(j, end, f == nil, c.CompletionTokens, c.FinishReason)
-	r.pool.Release(ep)
-	if f == nil || !f.Down {
-		j.attempts++
-	}
-	if f == nil {
+	for {
+		start := r.clk.Now()
+		if !j.etaOn {
+			r.eta.Started(j, start)
+			j.etaOn, j.started = true, start
+		}
+		c, f := r.pool.Complete(ep, r.cfg.API.Path(), j.body, r.cfg.RequestTimeout, r.cfg.API.Parse)
+		end := r.clk.Now()
+		if f == nil || !f.Down {
+			j.attempts++
+		}
+		if f != nil {
+			j.etaOn = false
+			r.eta.Ended(j, end, false, 0, "")
+			r.pool.Release(ep)
+			r.failed(ep, j, f)
+			return
+		}
 		r.pool.Succeeded(ep)
-		r.succeed(ep, j, &c, end.Sub(start))
-		return
+		if j.conv == nil {
+			r.eta.Ended(j, end, true, c.CompletionTokens, c.FinishReason)
+			r.pool.Release(ep)
+			r.succeed(ep, j, &c, end.Sub(start))
+			return
+		}
+		more, ok := r.turnDone(ep, j, &c, end.Sub(start))
+		if !ok {
+			r.pool.Release(ep)
+			return
+		}
+		if !more {
+			j.etaOn = false
+			r.eta.Ended(j, end, true, j.conv.usage.CompletionTokens, j.conv.output(j.sample, "").FinishReason)
+			r.pool.Release(ep)
+			r.finishConversation(j)
+			return
+		}
+		if r.stopping.Load() {
+			r.pool.Release(ep)
+			return // not done: the journal has its turns, resume goes on from there
+		}
+		if !r.cfg.Affinity || !r.pool.Keep(ep) {
+			r.pool.Release(ep)
+			j.last = nil
+			r.c.queued.Add(1)
+			r.ready.push(j)
+			return
+		}
 	}
+}
+
+// failed files a failed attempt: retried, or an error record.
+func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	if r.stopping.Load() {
 		// Not done; resume redoes it. Failures now are mostly the shutdown's
 		// own doing (connections closed after --grace), not the endpoint's.
@@ -102,7 +161,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		model = r.model
 	}
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, FinishReason: c.FinishReason,
+		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
@@ -110,18 +169,95 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 	if !r.writeRecord(r.out, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
 	}
-	now := r.clk.Now()
 	r.c.ok.Add(1)
+	r.counted(ep, c)
+	r.c.answerRate.Add(r.clk.Now(), 1)
+	r.finish()
+}
+
+// counted adds an answer (or a conversation's turn) to the figures.
+func (r *runner) counted(ep *fleet.Endpoint, c *openai.Completion) {
+	now := r.clk.Now()
 	r.c.promptTokens.Add(int64(c.PromptTokens))
 	r.c.completionTokens.Add(int64(c.CompletionTokens))
 	r.c.cachedTokens.Add(int64(c.CachedTokens))
 	r.c.finishReason(c.FinishReason)
+	if c.Text == "" && len(c.ToolCalls) == 0 && c.FinishReason == record.FinishStop {
+		r.c.empty.Add(1)
+	}
 	r.c.tokenRate.Add(now, int64(c.CompletionTokens))
-	r.c.answerRate.Add(now, 1)
 	st := ep.Stats()
 	st.OK.Add(1)
 	st.CompletionTokens.Add(int64(c.CompletionTokens))
 	st.Rate.Add(now, int64(c.CompletionTokens))
+}
+
+// nameCalls gives calls that came without an id call_<m>_<k> (m the
+// answer's 1-based place in the conversation, k the call's), as extract
+// names the calls of datasets without ids.
+func nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
+	for k := range calls {
+		if calls[k].ID == "" {
+			calls[k].ID = "call_" + strconv.Itoa(m) + "_" + strconv.Itoa(k+1)
+		}
+	}
+	return calls
+}
+
+// prepareTurn builds the request of the turn j's conversation asks for.
+func (r *runner) prepareTurn(j *job) error {
+	body, err := r.b.Body(j.conv.request(), j.conv.paramSeed, j.sample)
+	j.body = body
+	return err
+}
+
+// turnDone takes a conversation's answer: into the walk, the journal and
+// the figures; then readies the next turn. more: a turn is to be sent;
+// !ok: the run is stopping (the journal could not be written).
+func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) (more, ok bool) {
+	conv := j.conv
+	turn := record.Turn{FinishReason: c.FinishReason, Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
+		LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
+	a, err := conv.newAnswer(c, turn)
+	if err != nil {
+		r.fatal(err)
+		return false, false
+	}
+	if r.journal != nil {
+		l := journalLine{ID: j.rid, Sample: j.sample, FP: j.fp, Base: j.base, Turn: len(conv.turns), Model: c.Model, Answer: a.msg, Meta: turn}
+		if err := r.journal.write(&l); err != nil {
+			r.fatal(err)
+			return false, false
+		}
+	}
+	conv.apply(a)
+	j.attempts = 0
+	r.counted(ep, c)
+	r.c.turns.Add(1)
+	if !conv.next() {
+		return false, true
+	}
+	if err := r.prepareTurn(j); err != nil {
+		r.fatal(fmt.Errorf("%s:%d: building turn %d: %w", j.file, j.line, len(conv.turns), err))
+		return false, false
+	}
+	return true, true
+}
+
+// finishConversation writes a conversation's generation record.
+func (r *runner) finishConversation(j *job) {
+	conv := j.conv
+	out := conv.output(j.sample, r.model)
+	if !r.writeRecord(r.out, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
+		return
+	}
+	r.c.ok.Add(1)
+	r.c.replayed.Add(int64(conv.replayed))
+	r.c.paired.Add(int64(conv.paired))
+	if t := conv.truncated; t != nil {
+		r.c.truncated(t.Reason)
+	}
+	r.c.answerRate.Add(r.clk.Now(), 1)
 	r.finish()
 }
 
@@ -142,6 +278,10 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	r.c.answerRate.Add(r.clk.Now(), 1)
 	if r.errs != nil {
 		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Endpoint: ep.Name(), Retriable: f.Retriable, Sample: j.sample}
+		if j.conv != nil {
+			n := len(j.conv.turns)
+			e.TurnsDone, e.Turn = &n, &n
+		}
 		if !r.writeRecord(r.errs, func(dst []byte) ([]byte, error) { return errorLine(dst, j.prompt, &e) }) {
 			return
 		}

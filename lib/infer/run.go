@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
@@ -61,6 +63,9 @@ type runner struct {
 	outName string // "stdout" or -o
 	errPath string // "" for none
 	ledger  *ledger
+	journal *journal // --regenerate with -o FILE: the turns of unfinished conversations
+	// staleJournal: --force replaces -o, and the journal beside it goes too.
+	staleJournal bool
 
 	out     *lineWriter
 	errs    *lineWriter // nil: failures are only counted and reported
@@ -120,8 +125,37 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := r.planJournal(); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
+}
+
+// planJournal refuses a turn journal the run would overwrite or ignore:
+// one left beside -o is continued by --resume --regenerate or emptied by
+// --force; a run without --regenerate must not continue a --regenerate
+// run's output.
+func (r *runner) planJournal() error {
+	c := r.cfg
+	path := JournalPath(c.Output)
+	st, err := os.Stat(path)
+	exists := err == nil
+	switch {
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return err
+	case exists && !st.Mode().IsRegular():
+		return fmt.Errorf("%s (the turn journal of -o) is not a regular file", path)
+	case exists && !c.Regenerate && (c.Resume || st.Size() > 0 && !c.Force):
+		return cli.Usagef("%s holds the turns of an infer --regenerate run on %s: add --regenerate to continue it, --force to replace both, or remove both", path, c.Output)
+	case exists && c.Regenerate && st.Size() > 0 && !c.Resume && !c.Force:
+		return cli.Usagef("%s holds the turns of unfinished conversations: add --resume to continue them, --force to start over, or choose another -o", path)
+	}
+	r.staleJournal = exists && c.Force
+	if c.Regenerate {
+		r.journal = newJournal(path)
+	}
+	return nil
 }
 
 // refuseCollisions refuses two of -o, --errors and --rejects naming the
@@ -200,7 +234,14 @@ func (r *runner) prepareOutput() error {
 	if !c.Resume {
 		return nil
 	}
-	info, err := resumeOutput(c.Output, c.RedoLength, r.ledger, r.logf)
+	var counts map[xxh3.Uint128]int
+	if r.journal != nil {
+		var err error
+		if counts, err = journalKeys(r.journal.path, r.logf); err != nil {
+			return err
+		}
+	}
+	info, err := resumeOutput(c.Output, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
 		return err
 	}
@@ -210,6 +251,13 @@ func (r *runner) prepareOutput() error {
 	}
 	if info.Unreadable > 0 {
 		msg += fmt.Sprintf(", %s lines ignored", cli.Thousands(info.Unreadable))
+	}
+	if r.journal != nil {
+		convs, turns, err := r.journal.load(counts, r.ledger, r.logf)
+		if err != nil {
+			return err
+		}
+		msg += fmt.Sprintf("; %s unfinished conversations continue from %s turns in %s", cli.Thousands(int64(convs)), cli.Thousands(int64(turns)), r.journal.path)
 	}
 	r.logf("%s", msg)
 	return nil
@@ -239,6 +287,17 @@ func (r *runner) startFleet(ctx context.Context) error {
 func (r *runner) openFiles() error {
 	if err := r.out.open(); err != nil {
 		return err
+	}
+	if r.staleJournal {
+		if err := os.Remove(JournalPath(r.cfg.Output)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the previous turn journal: %w", err)
+		}
+	}
+	if jn := r.journal; jn != nil {
+		if err := jn.open(); err != nil {
+			return err
+		}
+		r.onClose(func() { jn.close() })
 	}
 	if r.errPath != "" {
 		if err := os.Remove(r.errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -366,8 +425,14 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 	}
 	rerr := r.rejects.Close()
 	s := r.summary(wall)
+	if werr == nil {
+		werr = r.closeJournal(s)
+	}
 	for _, line := range summaryLines(r.env.Name, s, r.outName) {
 		fmt.Fprintln(r.env.Stderr, line)
+	}
+	for _, line := range r.moreSummary(s) {
+		fmt.Fprintln(r.env.Stderr, r.env.Name+": "+line)
 	}
 	switch {
 	case r.fatalErr != nil:
@@ -382,6 +447,58 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		return fmt.Errorf("%d answers failed (see %s): %w", s.Failed, r.errPath, cli.ErrRejects)
 	}
 	return rerr
+}
+
+// closeJournal closes the turn journal, and removes it when the run has
+// nothing unfinished: every conversation it read was answered, none failed
+// or was left for later, and no journaled turns wait for a record this
+// input did not hold.
+func (r *runner) closeJournal(s Summary) error {
+	jn := r.journal
+	if jn == nil || jn.f == nil {
+		return nil
+	}
+	if err := jn.close(); err != nil {
+		return err
+	}
+	if r.fatalErr != nil || s.Failed > 0 || s.NotDone > 0 || !r.readerDone.Load() || jn.unclaimed() > 0 {
+		return nil
+	}
+	if err := os.Remove(jn.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the turn journal: %w", err)
+	}
+	return nil
+}
+
+// moreSummary are the summary's lines beyond the answers': empty answers,
+// and what --regenerate did.
+func (r *runner) moreSummary(s Summary) []string {
+	var lines []string
+	c := &r.c
+	if r.cfg.Regenerate {
+		line := fmt.Sprintf("conversations: %s turns regenerated", cli.Thousands(c.turns.Load()))
+		if n := c.replayed.Load(); n > 0 {
+			line += fmt.Sprintf(", %s continued from the journal", cli.Thousands(n))
+		}
+		line += fmt.Sprintf(", %s tool calls answered from the records' results", cli.Thousands(c.paired.Load()))
+		u, tr, cf := c.truncUnpaired.Load(), c.truncRounds.Load(), c.truncCtx.Load()
+		line += fmt.Sprintf(", %s truncated", cli.Thousands(u+tr+cf))
+		if u+tr+cf > 0 {
+			line += fmt.Sprintf(" (tool_unpaired %s, tool_rounds %s, context_full %s)", cli.Thousands(u), cli.Thousands(tr), cli.Thousands(cf))
+		}
+		if s.PromptTokens > 0 {
+			line += fmt.Sprintf("; prompt tokens served from cache %.1f%%", 100*float64(s.CachedTokens)/float64(s.PromptTokens))
+		}
+		lines = append(lines, line)
+	}
+	if n := c.empty.Load(); n > 0 {
+		what := "answers"
+		if r.cfg.Regenerate {
+			what = "turns"
+		}
+		lines = append(lines, fmt.Sprintf("empty %s (no text, no tool call, finish stop): %s", what, cli.Thousands(n)))
+	}
+	return lines
 }
 
 // logSink sends diagnostics above the live progress block once it runs.
