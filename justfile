@@ -9,7 +9,7 @@ default:
 build:
     go build -o bin/ ./cmd/...
 
-# Run all tests (what CI runs, after installing parallel/slurm/munge/rsync).
+# Run all tests (the README's test command; CI also runs lint and the race detector: .ci/run).
 test:
     go test ./...
 
@@ -27,7 +27,7 @@ demo:
 
 # Write an N-record synthetic Infinity-Instruct corpus to corpus-N.jsonl.zst.
 corpus N="660000":
-    go run ./cmd/corpus -n {{N}} -o corpus-{{N}}.jsonl.zst
+    go run ./cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
 
 # Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK).
 bench:
@@ -41,10 +41,14 @@ chaos:
 fuzz time="30s":
     bash pipelines/fuzz.sh {{time}}
 
-# Static checks.
+# Static checks, as CI runs them (staticcheck pinned in .ci/run).
 lint:
-    go vet ./...
     test -z "$(gofmt -l .)"
+    go vet ./...
+    go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+    go mod tidy -diff
+    GOOS=darwin GOARCH=amd64 go build ./...
+    GOOS=darwin GOARCH=arm64 go build ./...
 
 # Format the code.
 fmt:

@@ -235,13 +235,13 @@ if [ "$BENCH_ONLY" = filter ]; then
 fi
 
 say "making the data (corpus of $N_MAIN and $N_BIG records, prompts, generations)"
-make_data data/corpus.jsonl corpus -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
-make_data data/prompts.jsonl extract --progress 0 -o data/prompts.jsonl data/corpus.jsonl 2>>logs/data.log
+make_data data/corpus.jsonl corpus --force -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
+make_data data/prompts.jsonl extract --force --progress 0 -o data/prompts.jsonl data/corpus.jsonl 2>>logs/data.log
 make_data data/gens.jsonl benchmark generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl 2>>logs/data.log
 head -n "$SLURP" data/prompts.jsonl >data/prompts-slurp.jsonl
 benchmark generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl 2>>logs/data.log
-make_data data/corpus-big.jsonl corpus -n "$N_BIG" -o data/corpus-big.jsonl 2>>logs/data.log
-make_data data/prompts-big.jsonl extract --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl 2>>logs/data.log
+make_data data/corpus-big.jsonl corpus --force -n "$N_BIG" -o data/corpus-big.jsonl 2>>logs/data.log
+make_data data/prompts-big.jsonl extract --force --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl 2>>logs/data.log
 
 lines() { wc -l <"$1" | tr -d ' '; }
 # num 658671 -> 658,671

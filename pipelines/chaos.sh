@@ -7,7 +7,9 @@
 #     itself is killed with SIGKILL at 10 seeded moments and resumed each
 #     time: every prompt must end with exactly one good answer;
 #   - dedup and merge killed with SIGKILL mid-write: their outputs must be
-#     absent or complete, never short, and a rerun must give them whole.
+#     absent or complete, never short, and a rerun must give them whole;
+#   - shard reading a pipe, killed with SIGKILL: its parts must be all in
+#     place or none, and a rerun from the pipe must give them whole.
 #
 # The same tests run at a smaller size in every `go test ./...`.
 #
@@ -20,16 +22,16 @@ size=${CHAOS:-long}
 report=$(mktemp -d)
 trap 'rm -rf "$report"' EXIT
 
-echo "chaos.sh: $size run of the chaos tests in lib/infer, lib/dedup, lib/merge" >&2
+echo "chaos.sh: $size run of the chaos tests in lib/infer, lib/dedup, lib/merge, lib/shard" >&2
 TOKENMILL_CHAOS=$size TOKENMILL_CHAOS_REPORT=$report \
-  go test -count=1 -timeout 60m -run '^TestChaos' -v ./lib/infer/ ./lib/dedup/ ./lib/merge/
+  go test -count=1 -timeout 60m -run '^TestChaos' -v ./lib/infer/ ./lib/dedup/ ./lib/merge/ ./lib/shard/
 
 section=$report/section.md
 {
   echo "<!-- chaos:begin: written by pipelines/chaos.sh from the tests' own figures; do not edit by hand -->"
   echo
   echo "Measured $(date -u +%Y-%m-%d) at $(git describe --always --dirty 2>/dev/null || echo 'an unknown commit'), $(go version | awk '{print $3}'), $(nproc) cores."
-  for t in infer dedup merge; do
+  for t in infer dedup merge shard; do
     if [ ! -s "$report/$t.md" ]; then
       echo "chaos.sh: the $t chaos test left no figures" >&2
       exit 1

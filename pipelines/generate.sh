@@ -80,7 +80,8 @@ now_us() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then echo "${t/[.,]/}"; e
 start=$(now_us)
 status=0
 if [ -n "$PROMPTS" ]; then
-  extract "${extract_args[@]}" "$@" | dedup "${dedup_args[@]}" -o "$PROMPTS" || status=$?
+  # A rerun rebuilds the prompt file from the same datasets (--force).
+  extract "${extract_args[@]}" "$@" | dedup "${dedup_args[@]}" --force -o "$PROMPTS" || status=$?
   # 3: records rejected, the rest kept; anything else: no prompt file.
   if [ "$status" = 0 ] || [ "$status" = 3 ]; then
     infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" "$PROMPTS" || status=$?

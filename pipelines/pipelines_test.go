@@ -452,15 +452,6 @@ func processesMentioning(s string) []string {
 	return found
 }
 
-func lineCount(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Count(b, []byte("\n"))
-}
-
 // assertFinishTable fails unless the stats report in out counts each
 // finish_reason of the answers in gen as gen holds them.
 func assertFinishTable(t *testing.T, out, gen string) {

@@ -131,7 +131,7 @@ func slowFactors(faults []string, endpoints int) ([]float64, error) {
 	for _, spec := range faults {
 		target, kvs, ok := strings.Cut(spec, "=")
 		if !ok {
-			return nil, fmt.Errorf("--fault %q: want INDEX=key:value,...", spec)
+			return nil, fmt.Errorf("--fault %q: want INDEX=key:value[,key:value]", spec)
 		}
 		idx, err := strconv.Atoi(target)
 		if err != nil || idx < 0 || idx >= endpoints {

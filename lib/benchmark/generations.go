@@ -43,14 +43,14 @@ func (c *GenerationsCmd) Run(ctx context.Context, env *cli.Env) error {
 	if c.Endpoints < 1 || c.MaxTokens < 1 || c.MedianTokens <= 0 || c.ErrorRate < 0 || c.ErrorRate > 1 {
 		return cli.Usagef("--endpoints, --max-tokens and --median-tokens must be positive, --error-rate in [0,1]")
 	}
-	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Atomic: true, Overwrite: true})
+	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: true})
 	if err != nil {
 		return err
 	}
 	defer out.Abort()
 	var rerun *jsonl.Writer
 	if c.Rerun != "" {
-		if rerun, err = jsonl.Create(c.Rerun, env.Stdout, jsonl.WriterOptions{Atomic: true, Overwrite: true}); err != nil {
+		if rerun, err = jsonl.Create(c.Rerun, env.Stdout, jsonl.WriterOptions{Force: true}); err != nil {
 			return err
 		}
 		defer rerun.Abort()

@@ -26,13 +26,18 @@ const (
 	NotParquet    = "not Parquet, named .parquet"
 	BadParquet    = "corrupt Parquet"
 	Empty         = "empty input"
+	DeepNesting   = "deep nesting"
 )
+
+// DeepNestingBytes is the length of the deeply nested line: that many '['.
+const DeepNestingBytes = 2 << 20
 
 // Prompts are two good prompt records, for tools that read prompts.
 var Prompts = []byte(`{"id":"a","messages":[{"role":"user","content":"What is a prime?"}]}` + "\n" +
 	`{"id":"b","messages":[{"role":"user","content":"Name a colour."}]}` + "\n")
 
-// HugeLineBytes is the size of the huge line: past the 64 MiB line limit.
+// HugeLineBytes is the size of the huge line: far past any real record,
+// though under the 1 GiB line limit (lib/jsonl tests that limit itself).
 const HugeLineBytes = 100 << 20
 
 // BadInputs writes the bad inputs into dir and returns their paths by
@@ -43,13 +48,15 @@ const HugeLineBytes = 100 << 20
 //   - malformed JSON: good, with a line cut short inserted after its first;
 //   - binary garbage: 64 KiB of seeded random bytes (NULs and newlines
 //     among them);
-//   - 100 MB line: good's first line, a 100 MB record (one long prompt),
-//     then the rest of good;
+//   - 100 MB line: good's first line, a 100 MB record cut short before its
+//     end (one long prompt, never closed: malformed), then the rest of good;
 //   - truncated gzip and zstd: good repeated 2,000 times, compressed, and
 //     cut at two thirds;
 //   - not Parquet: CSV text in a file named data.parquet;
 //   - corrupt Parquet: Parquet's magic bytes around garbage;
-//   - empty: a file of no bytes.
+//   - empty: a file of no bytes;
+//   - deep nesting: good's first line, a line of 2 MiB of '[' (nested far
+//     past the 10,000 levels a record may have), then the rest of good.
 func BadInputs(t testing.TB, dir string, good []byte) map[string]string {
 	t.Helper()
 	first, rest, _ := bytes.Cut(good, []byte("\n"))
@@ -64,11 +71,12 @@ func BadInputs(t testing.TB, dir string, good []byte) map[string]string {
 		NotParquet:    []byte("id,prompt\n1,What is a prime number?\n2,Name a colour.\n"),
 		BadParquet:    concat([]byte("PAR1"), garbage[:4096], []byte("\x00\x10\x00\x00PAR1")),
 		Empty:         nil,
+		DeepNesting:   concat(first, bytes.Repeat([]byte("["), DeepNestingBytes), []byte("\n"), rest),
 	}
 	names := map[string]string{
 		MalformedJSON: "malformed.jsonl", Garbage: "garbage.bin", TruncatedGzip: "truncated.jsonl.gz",
 		TruncatedZstd: "truncated.jsonl.zst", NotParquet: "data.parquet", BadParquet: "corrupt.parquet", Empty: "empty.jsonl",
-		HugeLine: "huge.jsonl",
+		HugeLine: "huge.jsonl", DeepNesting: "deep.jsonl",
 	}
 	paths := map[string]string{}
 	for name, data := range files {
@@ -118,8 +126,8 @@ func compress(t testing.TB, data []byte, zst bool) []byte {
 	return buf.Bytes()
 }
 
-// writeHuge writes first, a record whose prompt is HugeLineBytes long,
-// then rest, without holding the huge line in memory twice.
+// writeHuge writes first, a record whose prompt is HugeLineBytes long and
+// never closed, then rest, without holding the huge line in memory.
 func writeHuge(t testing.TB, path string, first, rest []byte) {
 	t.Helper()
 	f, err := os.Create(path)
@@ -133,7 +141,7 @@ func writeHuge(t testing.TB, path string, first, rest []byte) {
 	for n := 0; n < HugeLineBytes; n += len(chunk) {
 		f.Write(chunk)
 	}
-	f.WriteString("\"}]}\n")
+	f.WriteString("\n")
 	if _, err := f.Write(rest); err != nil {
 		t.Fatal(err)
 	}
@@ -163,12 +171,13 @@ func ReaderExpect(kept int, change map[string]Expect) map[string]Expect {
 	want := map[string]Expect{
 		MalformedJSON: {Code: 3, Out: kept, Stderr: "malformed.jsonl:2: malformed_json"},
 		Garbage:       {Code: 3, Out: none, Stderr: "garbage.bin:1: malformed_json"},
-		HugeLine:      {Code: 3, Out: kept, Stderr: "huge.jsonl:2: line_too_long: line longer than 67108864 bytes"},
+		HugeLine:      {Code: 3, Out: kept, Stderr: "huge.jsonl:2: malformed_json"},
 		TruncatedGzip: {Code: 3, Out: -1, Stderr: "unreadable: input ends early (truncated or partly written file?)"},
 		TruncatedZstd: {Code: 3, Out: none, Stderr: "truncated.jsonl.zst:1: unreadable: input ends early"},
 		NotParquet:    {Code: 3, Out: none, Stderr: "data.parquet: unreadable: not a valid Parquet file: the name says Parquet but the content does not start with PAR1"},
 		BadParquet:    {Code: 3, Out: none, Stderr: "corrupt.parquet: unreadable: not a valid Parquet file"},
 		Empty:         {Code: 0, Out: none},
+		DeepNesting:   {Code: 3, Out: kept, Stderr: "deep.jsonl:2: malformed_json: nested deeper than 10000 arrays and objects"},
 	}
 	for k, v := range change {
 		want[k] = v

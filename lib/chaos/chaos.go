@@ -1,7 +1,10 @@
 // Package chaos is what tokenmill's chaos and bad-input tests share: kill
 // moments drawn from a seed, a way to SIGKILL a real binary at one of
 // them, the malformed inputs every tool is tried on, and the report the
-// long runs leave for RELIABILITY.md (pipelines/chaos.sh). Tests only.
+// long runs leave for RELIABILITY.md (pipelines/chaos.sh). Tests only; its
+// own tests drive every record tool (extract, dedup, shard, merge, stats)
+// through the same hostile paths: pipes and FIFOs, aliased outputs, planted
+// links, locks, kills, full disks.
 package chaos
 
 import (
@@ -113,8 +116,18 @@ func Moments(seed uint64, n int, span time.Duration, glob string, size int64) []
 // (bounded by testbin.Timeout).
 func Kill(t testing.TB, m Moment, name string, args ...string) bool {
 	t.Helper()
+	return KillFed(t, m, nil, name, args...)
+}
+
+// KillFed is Kill for a run that reads stdin from a pipe: stdin is written
+// into it as fast as the binary reads, then the pipe is closed.
+func KillFed(t testing.TB, m Moment, stdin []byte, name string, args ...string) bool {
+	t.Helper()
 	p := testbin.Start(t, name, args...)
-	p.Stdin.Close()
+	go func() {
+		p.Stdin.Write(stdin) // fails once the binary is killed: nothing to do
+		p.Stdin.Close()
+	}()
 	deadline := time.NewTimer(testbin.Timeout)
 	defer deadline.Stop()
 	if m.Glob == "" {
@@ -160,7 +173,7 @@ func globSize(glob string) int64 {
 }
 
 // Litter removes and counts the files a killed atomic writer leaves in
-// dir: its temporary files, named <target>.tmp-<pid>.
+// dir: its temporary files, named <target>.tmp-<random>.
 func Litter(t testing.TB, dir string) int {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.tmp-*"))

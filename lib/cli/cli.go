@@ -131,6 +131,7 @@ func Run(parent context.Context, env *Env, description string, cmd any, args []s
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.DefaultEnvars("TOKENMILL_"+strings.ToUpper(env.Name)),
+		aliasEnvars("TOKENMILL_"+strings.ToUpper(env.Name)),
 		kong.Vars{"version": env.Name + " (tokenmill) " + version()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 	)
@@ -193,8 +194,10 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 		case <-done:
 			return
 		}
-		env.Logf("interrupted: finishing up (signal again to exit at once)")
+		// Cancel before saying so: a test (or a user) that sees the line
+		// may rely on the run being cancelled already.
 		cancel(ErrInterrupted)
+		env.Logf("interrupted: finishing up (signal again to exit at once)")
 		select {
 		case <-ch:
 			env.Logf("interrupted twice: exiting now")

@@ -3,10 +3,7 @@ package corpus
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -35,10 +32,11 @@ Example:
 // Command is the corpus tool.
 type Command struct {
 	cli.Globals
-	Records int64  `short:"n" help:"Number of records to generate." default:"1000"`
-	Output  string `short:"o" help:"Output file (.jsonl, .jsonl.gz, .jsonl.zst or .parquet); - for stdout. A file is written under a temporary name and renamed when complete." default:"-"`
-	Seed    uint64 `help:"Random seed: the same seed and -n give the same records." default:"1"`
-	Prompts bool   `help:"Write the prompt records extract would make (id, and the first human turn as the user message) instead of dataset rows." default:"false"`
+	Records        int64 `short:"n" help:"Number of records to generate." default:"1000"`
+	cli.OutputFlag `set:"output_what=the dataset (.jsonl, .jsonl.gz, .jsonl.zst or .parquet)"`
+	cli.ForceFlag  `set:"force_what=-o"`
+	Seed           uint64 `help:"Random seed: the same seed and -n give the same records." default:"1"`
+	Prompts        bool   `help:"Write the prompt records extract would make (id, and the first human turn as the user message) instead of dataset rows." default:"false"`
 
 	Conversations bool `help:"Write multi-turn ShareGPT conversations (2-10 turns; some with a system prompt, tools, function calls and observations) instead of Infinity-Instruct rows." default:"false"`
 }
@@ -54,14 +52,18 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("--prompts and --conversations write JSONL; choose a .jsonl output")
 	case c.Prompts && c.Conversations:
 		return cli.Usagef("--prompts and --conversations are two different outputs; choose one")
-	case c.Conversations:
+	}
+	if err := jsonl.CheckPaths(nil, []jsonl.Output{{Flag: "-o", Path: c.Output}}, c.Force); err != nil {
+		return err
+	}
+	if c.Conversations {
 		return c.writeConversations(ctx, env)
 	}
 	gen := New(c.Seed)
 	var written int64
 	var err error
 	if isParquet {
-		written, err = writeParquetFile(ctx, c.Output, gen, c.Records)
+		written, err = writeParquetFile(ctx, c.Output, c.Force, gen, c.Records)
 	} else {
 		written, err = c.writeJSONL(ctx, env, gen)
 	}
@@ -100,7 +102,7 @@ func (c *Command) writeConversations(ctx context.Context, env *cli.Env) error {
 
 // writeLines writes -n lines, each appended by next, to -o.
 func (c *Command) writeLines(ctx context.Context, env *cli.Env, next func([]byte) []byte) (int64, error) {
-	w, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Atomic: true, Overwrite: true})
+	w, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
 	if err != nil {
 		return 0, err
 	}
@@ -140,40 +142,30 @@ func WriteParquet(ctx context.Context, out io.Writer, gen *Generator, n int64) e
 	return pw.Close()
 }
 
-// writeParquetFile writes the Parquet file under a temporary name and
-// renames it into place only when it is complete.
-func writeParquetFile(ctx context.Context, path string, gen *Generator, n int64) (int64, error) {
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return 0, err
-		}
-	}
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	f, err := os.Create(tmp)
-	if err != nil {
-		return 0, err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = WriteParquet(ctx, bw, gen, n)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+// writeParquetFile writes the Parquet file through the one file-safety
+// helper: it appears only when complete.
+func writeParquetFile(ctx context.Context, path string, force bool, gen *Generator, n int64) (int64, error) {
 	var size int64
-	if err == nil {
-		var st os.FileInfo
-		if st, err = os.Stat(tmp); err == nil {
-			size = st.Size()
-			err = os.Rename(tmp, path)
+	err := jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: force}, func(w io.Writer) error {
+		cw := &countingWriter{w: w}
+		bw := bufio.NewWriterSize(cw, 1<<20)
+		if err := WriteParquet(ctx, bw, gen, n); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
+		err := bw.Flush()
+		size = cw.n
+		return err
+	})
 	return size, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -150,11 +150,9 @@ func TestBinaryInterrupt(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Signal(t, syscall.SIGINT)
-		// End the input only once dedup has the signal (it cancels right
-		// after saying so); otherwise a slow signal goroutine could let
-		// the run finish normally first.
+		// End the input only once dedup has the signal: it says so after
+		// cancelling the run, so the end of input cannot overtake it.
 		p.WaitFor(t, 20*time.Second, "interrupted: finishing up")
-		time.Sleep(50 * time.Millisecond)
 		p.Stdin.Close()
 		r := p.Wait(t, 20*time.Second)
 		if r.Code != 130 || !strings.Contains(r.Stderr, "interrupted") {

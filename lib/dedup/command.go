@@ -9,7 +9,6 @@ package dedup
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"tokenmill/lib/cli"
@@ -46,18 +45,19 @@ file:line on stderr, all of them to --rejects), and the run exits 3.`
 type Command struct {
 	cli.Globals
 
-	Files     []string      `arg:"" optional:"" name:"file" help:"Records to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
-	Output    string        `short:"o" default:"-" help:"Write the kept records to this file ('-' is stdout; .gz/.zst compress). A file appears only when the run completes."`
-	Key       string        `default:"prompt" help:"What makes two records the same: prompt (every role and content of messages, or the completion prompt), or a field path such as id or meta.source."`
-	Normalize string        `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
-	Expected  uint64        `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
-	FP        float64       `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
-	Exact     bool          `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
-	State     string        `default:"" help:"Load the filter from this file if it exists, and save it there at the end (atomically), to deduplicate later input against this run's."`
-	Dups      string        `default:"" help:"Write every removed record to this file (with --exact, with a dup_of field: the id of the record it repeats)."`
-	Rejects   string        `default:"" help:"Also write every rejected record, with its reason, file and line, to this file."`
-	Workers   int           `default:"0" help:"Goroutines that parse and hash records (0: one per CPU)."`
-	Progress  time.Duration `default:"30s" help:"Report progress on stderr this often when it is not a terminal (0: never)."`
+	Files          []string `arg:"" optional:"" name:"file" help:"Records to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
+	cli.OutputFlag `set:"output_what=the kept records"`
+	Key            string  `default:"prompt" help:"What makes two records the same: prompt (every role and content of messages, or the completion prompt), or a field path such as id or meta.source."`
+	Normalize      string  `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
+	Expected       uint64  `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
+	FP             float64 `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
+	Exact          bool    `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
+	State          string  `default:"" placeholder:"FILE" help:"Load the filter from FILE if it exists, and save it there at the end (atomically), to deduplicate later input against this run's. Locked (FILE.lock) for the whole run."`
+	Dups           string  `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats)."`
+	cli.RejectsFlag
+	cli.ForceFlag   `set:"force_what=-o, --dups and --rejects"`
+	cli.WorkersFlag `set:"workers_what=parse and hash records"`
+	cli.ProgressFlag
 }
 
 func (c *Command) settings() Settings {
@@ -79,9 +79,14 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if c.Dups == "-" {
 		return cli.Usagef("--dups needs a file: stdout carries the kept records")
 	}
-	workers := c.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	workers, err := c.Count()
+	if err != nil {
+		return err
+	}
+	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--dups", Path: c.Dups},
+		{Flag: "--rejects", Path: c.Rejects}, {Flag: "--state", Path: c.State, Kept: true}}
+	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+		return err
 	}
 	keyers := make([]*Keyer, workers)
 	for i := range keyers {
@@ -89,7 +94,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return cli.Usagef("%v", err)
 		}
 	}
-	set, totals, err := LoadState(c.State, c.settings())
+	lock, err := jsonl.LockOutput("--state", c.State)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	set, totals, err := LoadState(ctx, c.State, c.settings(), env.Logf)
 	if err != nil {
 		return err
 	}
@@ -98,21 +108,21 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 
 	s := &sink{set: set, n: &counts{}}
-	if s.out, err = jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Atomic: true, Overwrite: true}); err != nil {
+	if s.out, err = jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force}); err != nil {
 		return err
 	}
 	if c.Dups != "" {
-		if s.dups, err = jsonl.Create(c.Dups, env.Stdout, jsonl.WriterOptions{Atomic: true, Overwrite: true}); err != nil {
+		if s.dups, err = jsonl.Create(c.Dups, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--dups"}); err != nil {
 			s.out.Abort()
 			return fmt.Errorf("--dups: %w", err)
 		}
 	}
-	if s.rejects, err = jsonl.OpenRejects(env, c.Rejects); err != nil {
+	if s.rejects, err = jsonl.CreateRejects(env, c.Rejects, c.Force); err != nil {
 		s.abort()
 		return err
 	}
 
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.ToolOptions(ctx, env))
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()
@@ -124,7 +134,6 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	in.Close()
 	if err != nil {
 		s.abort()
-		s.rejects.Close()
 		return err
 	}
 	if cli.Interrupted(ctx) {
@@ -139,7 +148,6 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 		s.abort()
 		env.Logf("%s", c.summary(s, set.ExpectedFalseDrops))
-		s.rejects.Close()
 		env.Logf("interrupted after %d records: output incomplete (%s); state not saved", s.n.read.Load(), where)
 		return context.Cause(ctx)
 	}
@@ -148,12 +156,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	// records did not reach the output.
 	if err := s.out.Close(); err != nil {
 		s.abort()
-		s.rejects.Close()
 		return fmt.Errorf("writing %s: %w", s.out.Path(), err)
 	}
 	if s.dups != nil {
 		if err := s.dups.Close(); err != nil {
-			s.rejects.Close()
+			s.rejects.Abort()
 			return fmt.Errorf("writing %s: %w", s.dups.Path(), err)
 		}
 	}
@@ -180,6 +187,9 @@ func (s *sink) abort() {
 	s.out.Abort()
 	if s.dups != nil {
 		s.dups.Abort()
+	}
+	if s.rejects != nil {
+		s.rejects.Abort()
 	}
 }
 

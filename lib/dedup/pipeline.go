@@ -32,7 +32,8 @@ type item struct {
 	file       string
 	line       int64
 	hash       xxh3.Uint128
-	err        error // *KeyError, or the reader's *jsonl.InputError
+	err        error  // *KeyError, or the reader's *jsonl.InputError
+	long       []byte // a long line, taken from the reader instead of copied
 }
 
 type batch struct {
@@ -40,6 +41,14 @@ type batch struct {
 	ids   []byte
 	items []item
 	done  chan struct{} // closed when the workers are through
+}
+
+// line is the record of it.
+func (b *batch) line(it *item) []byte {
+	if it.long != nil {
+		return it.long
+	}
+	return b.data[it.start:it.end]
 }
 
 // counts is the run's accounting: every record read is kept, removed or
@@ -138,7 +147,9 @@ func readBatches(ctx context.Context, in *jsonl.Reader, free <-chan *batch, work
 		if ie != nil {
 			it.file, it.line = ie.File, ie.Line
 		}
-		b.data = append(b.data, rec.Data...)
+		if it.long = in.TakeLong(rec); it.long == nil {
+			b.data = append(b.data, rec.Data...)
+		}
 		it.end = len(b.data)
 		b.items = append(b.items, it)
 		if len(b.data) >= batchBytes || len(b.items) >= batchRecords {
@@ -155,7 +166,7 @@ func keyBatch(k *Keyer, b *batch, keepIDs bool) {
 		if it.err != nil {
 			continue
 		}
-		line := b.data[it.start:it.end]
+		line := b.line(it)
 		key, err := k.Key(line)
 		if err != nil {
 			it.err = err
@@ -175,7 +186,8 @@ func (s *sink) decide(b *batch) error {
 	for i := range b.items {
 		it := &b.items[i]
 		s.n.read.Add(1)
-		rec := jsonl.Record{Data: b.data[it.start:it.end], File: it.file, Line: it.line}
+		rec := jsonl.Record{Data: b.line(it), File: it.file, Line: it.line}
+		it.long = nil // written below; the batch is reused without it
 		if it.err != nil {
 			s.n.rejected.Add(1)
 			var ke *KeyError

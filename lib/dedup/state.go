@@ -2,16 +2,18 @@ package dedup
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
+
+	"tokenmill/lib/jsonl"
 )
 
 // The state file keeps a Set between runs, so that a later dataset can be
@@ -123,43 +125,20 @@ func checkSettings(path string, state, run Settings) error {
 	)
 }
 
-// SaveState writes s with its settings and totals to path atomically: a
-// temporary file beside it, synced, then renamed over it.
-func SaveState(path string, s *Set, settings Settings, totals Totals) (err error) {
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+// SaveState writes s with its settings and totals to path atomically,
+// through the one file-safety helper (jsonl.WriteFile).
+func SaveState(path string, s *Set, settings Settings, totals Totals) error {
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(f io.Writer) error {
+		h := xxh3.New()
+		bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
+		if err := writeState(bw, s, settings, totals); err != nil {
 			return err
 		}
-	}
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+		if err := bw.Flush(); err != nil {
+			return err
 		}
-	}()
-	h := xxh3.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
-	if err := writeState(bw, s, settings, totals); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if err := binary.Write(f, binary.LittleEndian, h.Sum64()); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+		return binary.Write(f, binary.LittleEndian, h.Sum64())
+	})
 }
 
 func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error {
@@ -195,9 +174,10 @@ func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error
 }
 
 // LoadState reads the state at path for a run with settings run. It
-// returns (nil, zero totals, nil) when there is no such file.
-func LoadState(path string, run Settings) (*Set, Totals, error) {
-	f, err := os.Open(path)
+// returns (nil, zero totals, nil) when there is no such file. A FIFO's
+// wait for its writer ends with ctx, and logf (if not nil) explains it.
+func LoadState(ctx context.Context, path string, run Settings, logf func(string, ...any)) (*Set, Totals, error) {
+	f, err := jsonl.Open(ctx, path, logf)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, Totals{}, nil
 	}
@@ -209,11 +189,40 @@ func LoadState(path string, run Settings) (*Set, Totals, error) {
 	if err != nil {
 		return nil, Totals{}, err
 	}
+	if !st.Mode().IsRegular() {
+		// A pipe or FIFO has no size to check the header against: it is
+		// read once into an unlinked temporary file, which has.
+		if f, err = spool(f); err != nil {
+			return nil, Totals{}, fmt.Errorf("reading state %s: %w", path, err)
+		}
+		defer f.Close()
+		if st, err = f.Stat(); err != nil {
+			return nil, Totals{}, err
+		}
+	}
 	s, totals, err := readState(bufio.NewReaderSize(f, 1<<20), st.Size(), path, run)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		err = fmt.Errorf("%w %s: it ends early", ErrCorruptState, path)
 	}
 	return s, totals, err
+}
+
+// spool copies r into an unlinked temporary file and returns it rewound.
+func spool(r io.Reader) (*os.File, error) {
+	tmp, err := os.CreateTemp("", "tokenmill-state-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(tmp.Name()) // the open descriptor keeps it until closed
+	if _, err := io.Copy(tmp, r); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	return tmp, nil
 }
 
 // hashReader feeds every byte it hands out into the checksum.

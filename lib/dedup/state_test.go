@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ func TestStateRoundTrip(t *testing.T) {
 		if err := SaveState(path, a, settings, totals); err != nil {
 			t.Fatal(err)
 		}
-		b, gotTotals, err := LoadState(path, settings)
+		b, gotTotals, err := LoadState(context.Background(), path, settings, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func TestStateRoundTrip(t *testing.T) {
 }
 
 func TestStateMissingFile(t *testing.T) {
-	s, totals, err := LoadState(filepath.Join(t.TempDir(), "none.state"), Settings{})
+	s, totals, err := LoadState(context.Background(), filepath.Join(t.TempDir(), "none.state"), Settings{}, nil)
 	if s != nil || totals != (Totals{}) || err != nil {
 		t.Fatalf("a missing state gave %v, %+v, %v; want nothing", s, totals, err)
 	}
@@ -91,7 +92,7 @@ func TestStateRefusesOtherSettings(t *testing.T) {
 	for _, tt := range tests {
 		run := base
 		tt.change(&run)
-		_, _, err := LoadState(path, run)
+		_, _, err := LoadState(context.Background(), path, run, nil)
 		var se *SettingsError
 		if !errors.As(err, &se) || se.Flag != tt.flag || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s changed: got %v, want a settings error naming %s and the file", tt.flag, err, tt.flag)
@@ -140,14 +141,14 @@ func TestStateRefusesDamage(t *testing.T) {
 			if err := os.WriteFile(p, tt.data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			s, _, err := LoadState(p, settings)
+			s, _, err := LoadState(context.Background(), p, settings, nil)
 			if err == nil || s != nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	// The intact file still loads: the cases above failed for their damage.
-	if _, _, err := LoadState(path, settings); err != nil {
+	if _, _, err := LoadState(context.Background(), path, settings, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -161,7 +162,7 @@ func TestStateRefusesDamage(t *testing.T) {
 var v1Settings = Settings{Key: KeyPrompt, Normalize: "none", FP: 1e-6, Expected: 100}
 
 func TestStateRefusesAnOlderPromptKey(t *testing.T) {
-	_, _, err := LoadState(filepath.Join("testdata", "v1-prompt.state"), v1Settings)
+	_, _, err := LoadState(context.Background(), filepath.Join("testdata", "v1-prompt.state"), v1Settings, nil)
 	var kv *KeyVersionError
 	if !errors.As(err, &kv) || kv.State != 1 || !strings.Contains(err.Error(), "left out the tools") || !strings.Contains(err.Error(), "start a new --state file") {
 		t.Fatalf("got %v, want a key version error saying why", err)
@@ -169,7 +170,7 @@ func TestStateRefusesAnOlderPromptKey(t *testing.T) {
 	// A field key did not change: that state still loads, and holds its keys.
 	idSettings := v1Settings
 	idSettings.Key = "id"
-	s, totals, err := LoadState(filepath.Join("testdata", "v1-id.state"), idSettings)
+	s, totals, err := LoadState(context.Background(), filepath.Join("testdata", "v1-id.state"), idSettings, nil)
 	if err != nil || s.Filter.Keys() != 2 || totals.Read != 2 {
 		t.Fatalf("v1 --key id state: %v, totals %+v", err, totals)
 	}
@@ -190,7 +191,7 @@ func TestStateRefusesAnOlderPromptKey(t *testing.T) {
 	if err := SaveState(path, fresh, v1Settings, Totals{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := LoadState(path, v1Settings); err != nil {
+	if _, _, err := LoadState(context.Background(), path, v1Settings, nil); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"key_version":2`) {

@@ -38,21 +38,22 @@ exits 3. Records left out by --lang, --min-chars or --max-chars are counted as f
 type Command struct {
 	cli.Globals
 
-	Files    []string      `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
-	Output   string        `short:"o" default:"-" help:"Write prompt records to this file ('-' is stdout; .gz/.zst compress). A file appears only when complete, so a crash leaves no partial output."`
-	Format   string        `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,oasst,plain,preference" help:"Record layout: auto detects it per record (${enum})."`
-	Turns    string        `default:"first" enum:"first,all-but-last,each,all" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>'), all (the whole conversation with its answers, tool calls and tool results, for regenerating it)."`
-	IDPrefix string        `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`
-	IDField  string        `name:"id-field" default:"" help:"Take ids from this field (default: id, question_id or custom_id, whichever is set). Records without one get a hash of their prompt."`
-	Keep     string        `default:"" help:"Copy these dataset fields into meta, e.g. label,langdetect,source,reward."`
-	Source   string        `default:"" help:"Set the records' source (provenance), e.g. infinity-instruct/0625."`
-	MinChars int           `name:"min-chars" default:"0" help:"Leave out prompts with fewer characters (all message contents counted, system included)."`
-	MaxChars int           `name:"max-chars" default:"0" help:"Leave out prompts with more characters (0: no limit)."`
-	Lang     string        `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
-	Limit    int64         `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
-	Rejects  string        `default:"" help:"Also write every rejected record, with its reason, file and line, to this file."`
-	Progress time.Duration `default:"30s" help:"Report progress on stderr this often when it is not a terminal (0: never)."`
-	MaxHeld  int           `name:"max-held" default:"100000" help:"Messages of a flat OpenAssistant export held at once to rebuild a conversation tree; one past this is rejected as max_held."`
+	Files          []string `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
+	cli.OutputFlag `set:"output_what=the prompt records"`
+	Format         string `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,oasst,plain,preference" help:"Record layout: auto detects it per record (${enum})."`
+	Turns          string `default:"first" enum:"first,all-but-last,each,all" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>'), all (the whole conversation with its answers, tool calls and tool results, for regenerating it)."`
+	IDPrefix       string `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`
+	IDField        string `name:"id-field" default:"" help:"Take ids from this field (default: id, question_id or custom_id, whichever is set). Records without one get a hash of their prompt."`
+	Keep           string `default:"" help:"Copy these dataset fields into meta, e.g. label,langdetect,source,reward."`
+	Source         string `default:"" help:"Set the records' source (provenance), e.g. infinity-instruct/0625."`
+	MinChars       int    `name:"min-chars" default:"0" help:"Leave out prompts with fewer characters (all message contents counted, system included)."`
+	MaxChars       int    `name:"max-chars" default:"0" help:"Leave out prompts with more characters (0: no limit)."`
+	Lang           string `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
+	Limit          int64  `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
+	MaxHeld        int    `name:"max-held" default:"100000" help:"Messages of a flat OpenAssistant export held at once to rebuild a conversation tree; one past this is rejected as max_held."`
+	cli.RejectsFlag
+	cli.ForceFlag
+	cli.ProgressFlag
 }
 
 func (c *Command) options() Options {
@@ -98,16 +99,20 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Atomic: true, Overwrite: true})
+	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
+	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+		return err
+	}
+	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
 	if err != nil {
 		return err
 	}
-	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
 	if err != nil {
 		out.Abort()
 		return err
 	}
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.ToolOptions(ctx, env))
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
@@ -119,19 +124,27 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	in.Close() // inputs are only read: nothing to lose on close
 	if err != nil {
 		out.Abort()
-		rejects.Close()
+		rejects.Abort()
 		return err
+	}
+	if cli.Interrupted(ctx) {
+		// A named file is not put in place short; stdout keeps the
+		// prompts written before the signal, and exit 130 says so.
+		if c.Stdout() {
+			out.Close()
+		}
+		out.Abort()
+		rejects.Abort()
+		env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))
+		return context.Cause(ctx)
 	}
 	werr := out.Close()
 	env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))
-	rerr := rejects.Close()
-	switch {
-	case werr != nil:
+	if werr != nil {
+		rejects.Abort()
 		return fmt.Errorf("writing %s: %w", out.Path(), werr)
-	case cli.Interrupted(ctx):
-		return context.Cause(ctx)
 	}
-	return rerr
+	return rejects.Close()
 }
 
 // extract is the record loop.
@@ -176,7 +189,14 @@ func (c *Command) take(cands []Candidate, rec jsonl.Record, out *jsonl.Writer, r
 		switch {
 		case cand.Out != nil:
 			if err := out.Write(cand.Out); err != nil {
-				return fmt.Errorf("writing %s: %w", out.Path(), err)
+				var tooLong *jsonl.LineTooLongError
+				if !errors.As(err, &tooLong) {
+					return fmt.Errorf("writing %s: %w", out.Path(), err)
+				}
+				if err := rejects.Add(rec, jsonl.ReasonLineTooLong, tooLong.Error()); err != nil {
+					return err
+				}
+				continue
 			}
 			if n.wrote.Add(1) == c.Limit {
 				return nil

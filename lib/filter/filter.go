@@ -98,7 +98,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 
 	s := &sink{n: &counts{byReason: map[string]int64{}}}
-	opts := jsonl.WriterOptions{Atomic: true, Overwrite: c.Force}
+	opts := jsonl.WriterOptions{Force: c.Force}
 	if s.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
 		return err
 	}

@@ -253,7 +253,7 @@ func TestFilterFiles(t *testing.T) {
 		t.Errorf("%d unfit records, want 686", n)
 	}
 	r = testbin.Run(t, dir, nil, nil, "filter", "-o", fit, in)
-	if r.Code != 1 || !strings.Contains(r.Stderr, "already exists") {
+	if r.Code != 2 || !strings.Contains(r.Stderr, "already exists: pass --force") { // the one replace rule: a usage error
 		t.Errorf("an existing -o was not refused: exit %d %s", r.Code, r.Stderr)
 	}
 	if r := testbin.Run(t, dir, nil, nil, "filter", "--force", "-o", fit, "--rejects", unfit, in); r.Code != 0 {

@@ -6,22 +6,37 @@ package jsonl
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/record"
 )
 
 // Record is one raw JSON value with where it came from. Data is valid only
-// until the next call to Reader.Next.
+// until the next call to Reader.Next (Reader.TakeLong keeps a long one).
 type Record struct {
 	Data []byte
 	File string // "-" for stdin
 	Line int64  // 1-based line (JSONL, JSON arrays) or row (Parquet)
 }
 
-// DefaultMaxLine is the longest line read; longer ones are rejected with
-// reason line_too_long without being held in memory.
-const DefaultMaxLine = 64 << 20
+// MaxLine is the longest line any tokenmill tool reads or writes: 1 GiB,
+// far above any answer a server can produce (a 128k-token context is well
+// under 1 MiB of text). A longer input line is rejected with reason
+// line_too_long without being held in memory; Writer refuses to write one.
+const MaxLine = 1 << 30
+
+// MaxDepth is how deeply a record may nest arrays and objects. A deeper one
+// is rejected as malformed_json before any decoder sees it: decoders
+// recurse, and a line of a million '[' would exhaust the stack.
+const MaxDepth = record.MaxDepth
+
+// keepLongBuffer is the largest line buffer kept for the next long line;
+// a bigger one is let go once its line has been handed out.
+const keepLongBuffer = 16 << 20
 
 // Reasons for input errors, as counted in summaries and rejects files.
 const (
@@ -37,6 +52,9 @@ type InputError struct {
 	Line   int64
 	Reason string
 	Err    error
+	// Data is the offending line, when the problem is one record (too
+	// deeply nested): a copy, which the error keeps.
+	Data []byte
 }
 
 func (e *InputError) Error() string {
@@ -50,7 +68,19 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // Options tune a Reader.
 type Options struct {
-	MaxLine int // 0 means DefaultMaxLine
+	MaxLine int // 0 means MaxLine; tests set less
+	// Context, when set, ends a wait for a FIFO's writer (see Open): Next
+	// then returns the context's cause, not an InputError.
+	Context context.Context
+	// Logf, when set, says what a long wait for a FIFO is waiting for.
+	Logf func(format string, args ...any)
+}
+
+// LineTooLongError is a record Writer refuses: longer than MaxLine.
+type LineTooLongError struct{ Len int }
+
+func (e *LineTooLongError) Error() string {
+	return fmt.Sprintf("record of %d bytes is longer than the line limit (%d bytes)", e.Len, writeLimit)
 }
 
 // Stats count what a Reader has seen.
@@ -83,7 +113,7 @@ func NewReader(names []string, stdin io.Reader, opts Options) *Reader {
 		names = []string{"-"}
 	}
 	if opts.MaxLine <= 0 {
-		opts.MaxLine = DefaultMaxLine
+		opts.MaxLine = MaxLine
 	}
 	return &Reader{names: names, stdin: stdin, opts: opts}
 }
@@ -101,6 +131,9 @@ func (r *Reader) Next() (Record, error) {
 			r.Stats.Files++
 			src, err := openSource(name, r.stdin, r)
 			if err != nil {
+				if ctx := r.opts.Context; ctx != nil && ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+					return Record{}, err
+				}
 				return Record{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
 			}
 			r.cur = src
@@ -108,6 +141,13 @@ func (r *Reader) Next() (Record, error) {
 		rec, err := r.cur.next()
 		if err == nil {
 			r.Stats.Records++
+			if err := record.CheckDepth(rec.Data); err != nil {
+				data := r.TakeLong(rec)
+				if data == nil {
+					data = append([]byte(nil), rec.Data...)
+				}
+				return Record{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: data}
+			}
 			return rec, nil
 		}
 		var ie *InputError
@@ -129,6 +169,19 @@ func (r *Reader) Next() (Record, error) {
 	}
 }
 
+// TakeLong hands over rec.Data (the record Next returned last) when it is
+// a long line, assembled in a buffer of its own: the caller keeps it past
+// the next call to Next, and the reader starts a new buffer, so a line of
+// hundreds of megabytes is never held twice. For any other record it
+// returns nil: the caller copies what it keeps, as usual.
+func (r *Reader) TakeLong(rec Record) []byte {
+	if ls, ok := r.cur.(*lineSource); ok && ls.long && len(rec.Data) > 0 && len(ls.buf) > 0 && &ls.buf[0] == &rec.Data[0] {
+		ls.buf, ls.long = nil, false
+		return rec.Data
+	}
+	return nil
+}
+
 // Close releases the current input.
 func (r *Reader) Close() error {
 	if r.cur == nil {
@@ -146,6 +199,7 @@ type lineSource struct {
 	closer  io.Closer
 	line    int64
 	buf     []byte // assembles lines longer than the bufio buffer
+	long    bool   // the last line returned is in buf
 	maxLine int
 	stats   *Stats
 }
@@ -168,6 +222,10 @@ func (s *lineSource) next() (Record, error) {
 // readLine returns the next line without its line ending. A last line with
 // no newline is still returned; a line over maxLine is skipped and reported.
 func (s *lineSource) readLine() ([]byte, error) {
+	if s.long && cap(s.buf) > keepLongBuffer {
+		s.buf = nil
+	}
+	s.long = false
 	data, err := s.br.ReadSlice('\n')
 	s.stats.Bytes += int64(len(data))
 	if err == nil {
@@ -195,12 +253,11 @@ func (s *lineSource) readLongLine(first []byte) ([]byte, error) {
 		}
 		s.buf = append(s.buf, data...)
 		switch err {
-		case nil:
+		case nil, io.EOF:
+			s.long = true
 			return trimEOL(s.buf), nil
 		case bufio.ErrBufferFull:
 			continue
-		case io.EOF:
-			return trimEOL(s.buf), nil
 		default:
 			return nil, s.fail(err)
 		}
@@ -257,4 +314,10 @@ func describeReadError(err error) error {
 		return fmt.Errorf("input ends early (truncated or partly written file?): %w", err)
 	}
 	return err
+}
+
+// ToolOptions are the Options of a tool's run: its context ends a wait for
+// a FIFO, and the wait is explained on its stderr.
+func ToolOptions(ctx context.Context, env *cli.Env) Options {
+	return Options{Context: ctx, Logf: env.Logf}
 }

@@ -127,17 +127,69 @@ func TestReaderLongLines(t *testing.T) {
 	}
 }
 
-// TestReader64MiBLine is the contract's floor: a 64 MiB line is a record.
-func TestReader64MiBLine(t *testing.T) {
+// A 70 MiB line, past the old 64 MiB limit, is a record, and TakeLong
+// hands its buffer over instead of copying it: a long line is held once.
+func TestReaderLongLineIsOneCopy(t *testing.T) {
 	if testing.Short() {
-		t.Skip("allocates 128 MiB")
+		t.Skip("allocates 70 MiB lines")
 	}
-	payload := bytes.Repeat([]byte("y"), DefaultMaxLine-16)
-	line := append(append([]byte(`{"t":"`), payload...), `"}`...)
-	r := NewReader(nil, bytes.NewReader(append(line, '\n')), Options{})
+	line := hugeLine(70 << 20)
+	r := NewReader(nil, bytes.NewReader(append(line, "\n{\"a\":2}\n"...)), Options{})
 	rec, err := r.Next()
-	if err != nil || len(rec.Data) != len(line) {
-		t.Fatalf("64 MiB line: err %v, got %d bytes want %d", err, len(rec.Data), len(line))
+	if err != nil || !bytes.Equal(rec.Data, line) {
+		t.Fatalf("70 MiB line: err %v, got %d bytes want %d", err, len(rec.Data), len(line))
+	}
+	kept := r.TakeLong(rec)
+	if len(kept) == 0 || &kept[0] != &rec.Data[0] {
+		t.Fatal("TakeLong did not hand the long line's buffer over")
+	}
+	next, err := r.Next()
+	if err != nil || string(next.Data) != `{"a":2}` || !bytes.Equal(kept, line) {
+		t.Fatalf("after TakeLong: %q, %v; the line taken changed: %v", next.Data, err, !bytes.Equal(kept, line))
+	}
+	if r.TakeLong(next) != nil {
+		t.Fatal("TakeLong handed over the read buffer of a short line")
+	}
+}
+
+// hugeLine is a valid record of about n bytes.
+func hugeLine(n int) []byte {
+	return append(append([]byte(`{"id":"huge","t":"`), bytes.Repeat([]byte("y"), n)...), `"}`...)
+}
+
+// A record nested past MaxDepth is a malformed_json input error carrying
+// the line, and the stream goes on; one at the limit is a record.
+func TestReaderRefusesDeepNesting(t *testing.T) {
+	deep := strings.Repeat("[", 2<<20)
+	atLimit := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
+	objects := strings.Repeat(`{"a":`, MaxDepth) + "1" + strings.Repeat("}", MaxDepth)
+	quoted := `{"s":"` + strings.Repeat("[", MaxDepth+5) + `"}`
+	input := "{\"a\":1}\n" + deep + "\n" + atLimit + "\n" + objects + "\n" + quoted + "\n" + "[" + objects + "]\n"
+	r := NewReader(nil, strings.NewReader(input), Options{})
+	var reasons []string
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		var ie *InputError
+		switch {
+		case errors.As(err, &ie):
+			if ie.Line != 2 && ie.Line != 6 || ie.Reason != ReasonMalformedJSON || !strings.Contains(ie.Error(), "nested deeper than 10000") {
+				t.Fatalf("input error %v (reason %s)", ie, ie.Reason)
+			}
+			if ie.Line == 2 && len(ie.Data) != len(deep) {
+				t.Fatalf("the error carries %d bytes of the line, want %d", len(ie.Data), len(deep))
+			}
+			reasons = append(reasons, fmt.Sprint(ie.Line, ":", ie.Reason))
+		case err != nil:
+			t.Fatal(err)
+		default:
+			reasons = append(reasons, fmt.Sprint(rec.Line, ":ok"))
+		}
+	}
+	if got := strings.Join(reasons, " "); got != "1:ok 2:malformed_json 3:ok 4:ok 5:ok 6:malformed_json" {
+		t.Fatalf("got %s", got)
 	}
 }
 

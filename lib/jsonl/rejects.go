@@ -42,17 +42,25 @@ func NewRejects(tool string, log io.Writer, w *Writer) *Rejects {
 	return &Rejects{tool: tool, log: log, w: w, counts: map[string]int64{}}
 }
 
-// OpenRejects creates the rejects file at path ("" for none).
-func OpenRejects(env *cli.Env, path string) (*Rejects, error) {
+// CreateRejects starts the --rejects file at path ("" for none). Like any
+// output it is written atomically: Close puts it in place, Abort drops it.
+// An existing file is refused unless force (see CheckPaths).
+func CreateRejects(env *cli.Env, path string, force bool) (*Rejects, error) {
 	var w *Writer
 	if path != "" {
 		var err error
-		w, err = Create(path, env.Stdout, WriterOptions{Overwrite: true})
+		w, err = Create(path, env.Stdout, WriterOptions{Force: force, Flag: "--rejects"})
 		if err != nil {
 			return nil, fmt.Errorf("rejects file: %w", err)
 		}
 	}
 	return NewRejects(env.Name, env.Stderr, w), nil
+}
+
+// OpenRejects is CreateRejects replacing any existing file, for a tool
+// that has not yet taken up the replace rule.
+func OpenRejects(env *cli.Env, path string) (*Rejects, error) {
+	return CreateRejects(env, path, true)
 }
 
 // Add rejects rec for reason. detail explains it for a person. The record
@@ -90,7 +98,22 @@ func (r *Rejects) Add(rec Record, reason, detail string) error {
 		out, _ = record.AppendField(r.buf[:0], record.RawLine(rec.Data), "reject", value)
 	}
 	r.buf = out
-	return r.w.Write(out)
+	err = r.w.Write(out)
+	var tooLong *LineTooLongError
+	if errors.As(err, &tooLong) {
+		// The input and its reject do not fit on one line: the reject
+		// alone still says where to find it.
+		info.Detail = fmt.Sprintf("%s (the record, %d bytes with its reject, is too long to carry)", detail, tooLong.Len)
+		if value, err = json.Marshal(info); err != nil {
+			return err
+		}
+		out, _ = record.AppendField(r.buf[:0], []byte("{}"), "reject", value)
+		err = r.w.Write(out)
+	}
+	if cap(r.buf) > keepLongBuffer {
+		r.buf = nil
+	}
+	return err
 }
 
 // Input records a reader's InputError as a reject of its reason.
@@ -99,7 +122,7 @@ func (r *Rejects) Input(err error) error {
 	if !errors.As(err, &ie) {
 		return err
 	}
-	return r.Add(Record{File: ie.File, Line: ie.Line}, ie.Reason, ie.Err.Error())
+	return r.Add(Record{Data: ie.Data, File: ie.File, Line: ie.Line}, ie.Reason, ie.Err.Error())
 }
 
 // Total is the number of rejects so far.
@@ -146,8 +169,16 @@ func (r *Rejects) Summary() string {
 	return fmt.Sprintf("rejected %d (%s)", r.total, strings.Join(parts, ", "))
 }
 
-// Close finishes the rejects file and returns cli.ErrRejects (exit 3) when
-// anything was rejected, or the file's write error.
+// Abort drops the rejects file of a run that failed or was interrupted,
+// leaving any earlier file as it was.
+func (r *Rejects) Abort() {
+	if r.w != nil {
+		r.w.Abort()
+	}
+}
+
+// Close puts the rejects file in place and returns cli.ErrRejects (exit 3)
+// when anything was rejected, or the file's write error.
 func (r *Rejects) Close() error {
 	var err error
 	if r.w != nil {

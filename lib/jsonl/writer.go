@@ -2,11 +2,7 @@ package jsonl
 
 import (
 	"bufio"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -16,27 +12,27 @@ import (
 
 const writeBufferSize = 1 << 20
 
-// WriterOptions choose how Create opens a file.
+// writeLimit is MaxLine; tests lower it rather than write a gigabyte.
+var writeLimit = MaxLine
+
+// WriterOptions choose how Create treats an existing file.
 type WriterOptions struct {
-	// Atomic writes to a temporary file beside the target and renames it
-	// into place on Close, so a killed run never leaves a short file that
-	// looks complete.
-	Atomic bool
-	// Append adds to an existing file instead of refusing to overwrite it.
-	Append bool
-	// Overwrite replaces an existing file (otherwise Create refuses).
-	Overwrite bool
+	// Force replaces an existing file; without it Create refuses one (a
+	// usage error, exit 2). Tools apply the rule up front with CheckPaths.
+	Force bool
+	// Flag names the output in messages, e.g. "--dups" (default "-o").
+	Flag string
 }
 
 // Writer writes one record per line through a buffer. It is safe for
 // concurrent use. Every error is kept and returned by Close, so a full disk
 // or a closed pipe cannot go unnoticed before the exit code is chosen.
+// A named file goes through File: it appears whole on Close, or not at all.
 type Writer struct {
 	mu      sync.Mutex
 	bw      *bufio.Writer
 	closers []io.Closer // innermost (compressor) first
-	file    *os.File
-	tmp     string // Atomic: the temporary name
+	file    *File
 	path    string
 	err     error
 	lines   int64
@@ -53,45 +49,19 @@ func Create(path string, stdout io.Writer, opts WriterOptions) (*Writer, error) 
 	if path == "" || path == "-" {
 		return NewWriter(stdout), nil
 	}
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	if opts.Flag == "" {
+		opts.Flag = "-o"
+	}
+	if !opts.Force {
+		if err := refuseExisting(opts.Flag, path); err != nil {
 			return nil, err
 		}
 	}
-	flags := os.O_WRONLY | os.O_CREATE
-	target := path
-	// A device or pipe (-o /dev/null, a FIFO) is written in place: renaming
-	// a temporary file over it would replace it with a plain file.
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
-		opts = WriterOptions{Overwrite: true}
-	}
-	switch {
-	case opts.Append:
-		flags |= os.O_APPEND
-	case opts.Atomic:
-		if !opts.Overwrite {
-			if _, err := os.Stat(path); err == nil {
-				return nil, fmt.Errorf("%s already exists (remove it, or choose another name)", path)
-			}
-		}
-		target = fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-		flags |= os.O_TRUNC
-	case opts.Overwrite:
-		flags |= os.O_TRUNC
-	default:
-		flags |= os.O_EXCL
-	}
-	f, err := os.OpenFile(target, flags, 0o644)
+	f, err := CreateFile(path, CreateFileOptions{Replace: opts.Force})
 	if err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("%s already exists (remove it, or choose another name)", path)
-		}
 		return nil, err
 	}
 	w := &Writer{file: f, path: path}
-	if opts.Atomic {
-		w.tmp = target
-	}
 	var out io.Writer = f
 	switch {
 	case strings.HasSuffix(path, ".gz"):
@@ -101,7 +71,7 @@ func Create(path string, stdout io.Writer, opts WriterOptions) (*Writer, error) 
 	case strings.HasSuffix(path, ".zst"):
 		zw, err := zstd.NewWriter(f, zstd.WithEncoderConcurrency(1))
 		if err != nil {
-			f.Close()
+			f.Abort()
 			return nil, err
 		}
 		w.closers = append(w.closers, zw)
@@ -128,6 +98,9 @@ func (w *Writer) Write(record []byte) error {
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
+	}
+	if len(record) > writeLimit {
+		return &LineTooLongError{Len: len(record)}
 	}
 	if _, err := w.bw.Write(record); err != nil {
 		w.err = err
@@ -168,23 +141,20 @@ func (w *Writer) flushLocked() error {
 	return nil
 }
 
-// Sync flushes and asks the OS to put the file on disk.
-func (w *Writer) Sync() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.flushLocked(); err != nil {
+// Close flushes, finishes compression and puts a named file in place.
+// The first error of the writer's life is returned; after an error the
+// target is left as it was.
+func (w *Writer) Close() error {
+	if err := w.Finish(); err != nil {
 		return err
 	}
-	if w.file != nil {
-		return w.file.Sync()
-	}
-	return nil
+	return w.Commit()
 }
 
-// Close flushes, finishes compression, closes the file and, for an atomic
-// writer, renames it into place. The first error of the writer's life is
-// returned.
-func (w *Writer) Close() error {
+// Finish flushes, finishes compression and closes a named file without
+// putting it in place yet (Commit does), so that several outputs can all
+// be complete before the first appears. After an error the file is gone.
+func (w *Writer) Finish() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	err := w.flushLocked()
@@ -195,19 +165,13 @@ func (w *Writer) Close() error {
 	}
 	w.closers = nil
 	if w.file != nil {
-		if w.tmp != "" && err == nil {
-			err = w.file.Sync()
+		if err == nil {
+			err = w.file.Finish()
+		} else {
+			w.file.Abort()
 		}
-		if cerr := w.file.Close(); err == nil {
-			err = cerr
-		}
-		w.file = nil
-		if w.tmp != "" {
-			if err == nil {
-				err = os.Rename(w.tmp, w.path)
-			} else {
-				os.Remove(w.tmp)
-			}
+		if err != nil {
+			w.file = nil
 		}
 	}
 	if err != nil && w.err == nil {
@@ -216,8 +180,51 @@ func (w *Writer) Close() error {
 	return w.err
 }
 
-// Abort closes an atomic writer without putting its file in place (for a
-// run that failed or was interrupted: the target is left as it was).
+// Commit puts a finished named file in place (nothing for stdout).
+func (w *Writer) Commit() error {
+	return CommitWriters([]*Writer{w})
+}
+
+// CommitWriters finishes every writer, then puts all their files in place
+// together (see CommitAll), so that either every output appears or, but
+// for the moment of the renames themselves, none does. On error every
+// file not yet in place is dropped.
+func CommitWriters(ws []*Writer) error {
+	var files []*File
+	var first error
+	for _, w := range ws {
+		if err := w.Finish(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, w := range ws {
+		w.mu.Lock()
+		if w.file != nil {
+			if first == nil {
+				files = append(files, w.file)
+			} else {
+				w.file.Abort()
+			}
+			w.file = nil
+		}
+		w.mu.Unlock()
+	}
+	if first != nil {
+		return first
+	}
+	err := CommitAll(files)
+	for _, w := range ws {
+		w.mu.Lock()
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+	}
+	return err
+}
+
+// Abort closes the writer without putting its file in place (for a run
+// that failed or was interrupted: the target is left as it was).
 func (w *Writer) Abort() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -226,10 +233,7 @@ func (w *Writer) Abort() {
 	}
 	w.closers = nil
 	if w.file != nil {
-		w.file.Close()
+		w.file.Abort()
 		w.file = nil
-		if w.tmp != "" {
-			os.Remove(w.tmp)
-		}
 	}
 }

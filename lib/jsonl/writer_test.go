@@ -36,23 +36,57 @@ func TestWriterRoundTripCompressed(t *testing.T) {
 	}
 }
 
-func TestWriterRefusesToOverwrite(t *testing.T) {
+// Without Force an existing file is a usage error (exit 2) and is left
+// alone; with it, it is replaced whole on Close.
+func TestWriterReplaceRule(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.jsonl")
 	os.WriteFile(path, []byte("keep\n"), 0o644)
-	for _, opts := range []WriterOptions{{}, {Atomic: true}} {
-		if _, err := Create(path, nil, opts); err == nil || !strings.Contains(err.Error(), "already exists") {
-			t.Fatalf("%+v: want refusal, got %v", opts, err)
-		}
+	_, err := Create(path, nil, WriterOptions{Flag: "--dups"})
+	var usage *cli.UsageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), `--dups "`+path+`" already exists: pass --force`) {
+		t.Fatalf("want a usage error naming --dups, got %v", err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "keep\n" {
 		t.Fatalf("file changed: %q", b)
+	}
+	w, err := Create(path, nil, WriterOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte(`{}`))
+	if b, _ := os.ReadFile(path); string(b) != "keep\n" {
+		t.Fatalf("replaced before Close: %q", b)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{}\n" {
+		t.Fatalf("not replaced: %q", b)
+	}
+}
+
+// A record over the line limit is refused without spoiling the writer.
+func TestWriterRefusesOverlongLine(t *testing.T) {
+	defer func(limit int) { writeLimit = limit }(writeLimit)
+	writeLimit = 1 << 10
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	var tooLong *LineTooLongError
+	if err := w.Write(make([]byte, writeLimit+1)); !errors.As(err, &tooLong) || tooLong.Len != writeLimit+1 {
+		t.Fatalf("Write = %v, want a LineTooLongError", err)
+	}
+	if err := w.Write([]byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil || buf.String() != "{}\n" {
+		t.Fatalf("Close = %v, wrote %q", err, buf.String())
 	}
 }
 
 func TestWriterAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.jsonl")
-	w, err := Create(path, nil, WriterOptions{Atomic: true})
+	w, err := Create(path, nil, WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +104,7 @@ func TestWriterAtomic(t *testing.T) {
 
 	// Abort leaves nothing behind.
 	path2 := filepath.Join(dir, "y.jsonl")
-	w, _ = Create(path2, nil, WriterOptions{Atomic: true})
+	w, _ = Create(path2, nil, WriterOptions{})
 	w.Write([]byte(`{}`))
 	w.Abort()
 	entries, _ := os.ReadDir(dir)
@@ -82,7 +116,7 @@ func TestWriterAtomic(t *testing.T) {
 // A device or FIFO named as output is written in place, whatever the
 // options: an atomic rename over /dev/null would replace it with a file.
 func TestWriterSpecialFileInPlace(t *testing.T) {
-	for _, opts := range []WriterOptions{{Atomic: true}, {Atomic: true, Overwrite: true}, {}, {Append: true}} {
+	for _, opts := range []WriterOptions{{}, {Force: true}} {
 		fifo := filepath.Join(t.TempDir(), "fifo")
 		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 			t.Skipf("mkfifo: %v", err)
@@ -141,7 +175,7 @@ func TestRejects(t *testing.T) {
 	path := filepath.Join(dir, "rejects.jsonl")
 	var stderr bytes.Buffer
 	env := &cli.Env{Name: "tool", Stderr: &stderr}
-	r, err := OpenRejects(env, path)
+	r, err := CreateRejects(env, path, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,13 @@ package llmsim
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
 )
 
 // Description is llmsim's --help text.
@@ -114,7 +115,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		env.Logf("listening on %s", u)
 	}
 	if c.ReadyFile != "" {
-		if err := writeFileAtomic(c.ReadyFile, []byte(strings.Join(fleet.URLs(), "\n")+"\n")); err != nil {
+		urls := strings.Join(fleet.URLs(), "\n") + "\n"
+		if err := jsonl.WriteFile(c.ReadyFile, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+			_, err := io.WriteString(w, urls)
+			return err
+		}); err != nil {
 			return fmt.Errorf("--ready-file: %w", err)
 		}
 	}
@@ -226,23 +231,4 @@ func cutFlavor(spec string) (string, Flavor, error) {
 		kept = append(kept, kv)
 	}
 	return strings.Join(kept, ","), flavor, nil
-}
-
-// writeFileAtomic writes data to path through a temporary file and a
-// rename, so a reader never sees a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -227,6 +227,7 @@ func contentText(raw json.RawMessage) (string, error) {
 		}
 		return string(b), nil
 	}
+	//lint:ignore ST1005 pydantic's message in SGLang's 400, byte for byte
 	return "", errors.New("Input should be a valid string")
 }
 

@@ -86,7 +86,7 @@ func TestChaosKilledMidWrite(t *testing.T) {
 		answers, size>>20, prompts, span.Round(time.Millisecond), kills)
 	rep.WriteString(chaos.Table("what a kill left", "kills", outcomes))
 	fmt.Fprintf(&rep, "\nKills that landed before the run ended: %d. Outputs found short: **0**; spill files left: **0**. "+
-		"Every rerun gave the reference output and errors byte for byte. Temporary files left by the kills (`OUT.tmp-PID` and `ERRS.tmp-PID`, removed by the test): %d.\n\n", landed, litter)
+		"Every rerun gave the reference output and errors byte for byte. Temporary files left by the kills (`OUT.tmp-*` and `ERRS.tmp-*`, removed by the test): %d.\n\n", landed, litter)
 	rep.WriteString(chaos.Reproduce("TestChaosKilledMidWrite", "lib/merge"))
 	chaos.Report(t, "merge", rep.String())
 }

@@ -141,7 +141,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--to", "alpaca"}, "--to must be one of"},
 		{[]string{"--prompts", "-"}, "cannot both come from stdin"},
 		{[]string{"--prompts", "-", "a.jsonl", "-"}, "cannot both come from stdin"},
-		{[]string{"-o", "x.jsonl", "--errors", "x.jsonl"}, "name the same place"},
+		{[]string{"-o", "x.jsonl", "--errors", "x.jsonl"}, `--errors "x.jsonl" is the same file as -o "x.jsonl"`},
 		{[]string{"--errors", "-"}, "name the same place"},
 	}
 	for _, tt := range tests {
@@ -164,11 +164,11 @@ func TestOutputFiles(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	code, _, stderr := runMerge(t, context.Background(), nil, "-o", out, in)
-	if code != cli.ExitFailure || !strings.Contains(stderr, "already exists") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "already exists: pass --force") {
 		t.Errorf("second merge over the same -o: exit %d\n%s", code, stderr)
 	}
 	code, _, stderr = runMerge(t, context.Background(), nil, "-o", filepath.Join(dir, "new.jsonl"), "--errors", errs, in)
-	if code != cli.ExitFailure || !strings.Contains(stderr, "already exists") {
+	if code != cli.ExitUsage || !strings.Contains(stderr, "already exists: pass --force") {
 		t.Errorf("merge over an existing --errors: exit %d\n%s", code, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "new.jsonl")); err == nil {

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/zeebo/xxh3"
 
@@ -50,22 +49,22 @@ Missing answers do not change the exit code; bad lines are rejected (exit 3).`
 // Command is the merge tool.
 type Command struct {
 	cli.Globals
-	Inputs           []string      `arg:"" optional:"" help:"Generation and error files, in the order to read them (later wins among equals). None or - reads stdin."`
-	Output           string        `short:"o" help:"Where to write (- for stdout); written atomically, .gz/.zst compressed by name." default:"-"`
-	Errors           string        `help:"Write here the best record of each (id, sample) without a good answer (its error, or an aborted or dropped answer)." default:""`
-	Prompts          string        `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
-	Missing          bool          `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
-	Samples          int           `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
-	To               string        `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn) or sharegpt ({id, conversations})." enum:"generation,messages,sharegpt" default:"generation"`
-	WithReasoning    bool          `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
-	DropLength       bool          `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
-	DropEmpty        bool          `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
-	Sort             bool          `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
-	Memory           Size          `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
-	TempDir          string        `help:"Directory for spill files (default: the system's temporary directory)." default:""`
-	Force            bool          `help:"Replace an existing -o or --errors file." default:"false"`
-	Rejects          string        `help:"Write rejected records to this file, each with a \"reject\" field." default:""`
-	ProgressInterval time.Duration `help:"How often to report progress when stderr is not a terminal (0: never)." default:"30s"`
+	Inputs         []string `arg:"" optional:"" help:"Generation and error files, in the order to read them (later wins among equals). None or - reads stdin."`
+	cli.OutputFlag `set:"output_what=the merged records"`
+	Errors         string `placeholder:"FILE" help:"Write here the best record of each (id, sample) without a good answer (its error, or an aborted or dropped answer)." default:""`
+	Prompts        string `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
+	Missing        bool   `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
+	Samples        int    `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
+	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn) or sharegpt ({id, conversations})." enum:"generation,messages,sharegpt" default:"generation"`
+	WithReasoning  bool   `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
+	DropLength     bool   `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
+	DropEmpty      bool   `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
+	Sort           bool   `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
+	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
+	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
+	cli.RejectsFlag
+	cli.ForceFlag `set:"force_what=-o, --errors and --rejects"`
+	cli.ProgressFlag
 }
 
 const minMemoryLimit = 64 << 20
@@ -113,17 +112,27 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if limit := max(int64(c.Memory), minMemoryLimit); limit < debug.SetMemoryLimit(-1) {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
-	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	inputs := append(jsonl.Inputs(c.Inputs), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
+	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output, MayBeInput: true},
+		{Flag: "--errors", Path: c.Errors}, {Flag: "--rejects", Path: c.Rejects}}
+	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
+		return err
+	}
+	lock, err := jsonl.LockOutput("-o", c.Output)
 	if err != nil {
 		return err
 	}
-	err = m.run(env, rejects)
-	rerr := rejects.Close()
+	defer lock.Release()
+	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
 	if err != nil {
+		return err
+	}
+	if err := m.run(env, rejects); err != nil {
+		rejects.Abort()
 		return err
 	}
 	env.Logf("%s", m.summary(rejects))
-	return rerr
+	return rejects.Close()
 }
 
 func (c *Command) newMerger(ctx context.Context) (*merger, error) {
@@ -142,7 +151,7 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 		return nil, cli.Usagef("--memory must be positive")
 	case c.Prompts == "-" && readsStdin(c.Inputs):
 		return nil, cli.Usagef("--prompts - and the answers cannot both come from stdin")
-	case c.Errors != "" && c.Errors == c.Output:
+	case c.Errors == "-" && c.Stdout():
 		return nil, cli.Usagef("-o and --errors name the same place (-o is stdout unless given)")
 	}
 	// Records held may take half the budget: Go's collector lets the heap
@@ -179,8 +188,7 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	c := m.cmd
 	// Outputs are opened first, so that a name conflict fails before the
 	// reading, and written atomically, so that a failed merge leaves none.
-	opts := jsonl.WriterOptions{Atomic: true, Overwrite: c.Force}
-	if m.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
+	if m.out, err = jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force}); err != nil {
 		return err
 	}
 	defer func() {
@@ -192,11 +200,11 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 		}
 	}()
 	if c.Errors != "" {
-		if m.errs, err = jsonl.Create(c.Errors, env.Stdout, opts); err != nil {
+		if m.errs, err = jsonl.Create(c.Errors, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--errors"}); err != nil {
 			return err
 		}
 	}
-	progress := cli.StartProgress(m.ctx, env, c.ProgressInterval, func() []string {
+	progress := cli.StartProgress(m.ctx, env, c.Progress, func() []string {
 		return []string{fmt.Sprintf("read %d records, %.1f MB; spilled %.1f MB; resolved %d keys",
 			m.read.Load(), float64(m.bytes.Load())/1e6, float64(m.spilled.Load())/1e6, m.resolved.Load())}
 	})
@@ -229,7 +237,7 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 
 // readAnswers folds every generation and error record into the table.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.ToolOptions(m.ctx, env))
 	defer in.Close()
 	var e entry
 	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
@@ -260,6 +268,12 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
 		if !m.missing {
 			e.data = data
+			if m.conv == nil || p.rank < m.goodRank {
+				// A long line is kept as the reader assembled it, not copied.
+				if long := in.TakeLong(rec); long != nil {
+					e.data, e.owned = long, true
+				}
+			}
 		}
 		*seq++
 		return top.add(&e)
@@ -354,7 +368,7 @@ func (m *merger) empty(data []byte) bool {
 // readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
 // or only its own when it carries a top-level sample.
 func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.ToolOptions(m.ctx, env))
 	defer in.Close()
 	var e entry
 	var buf, clean []byte

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
@@ -77,19 +76,19 @@ func parseRecord(data []byte) (parsed, *rejection) {
 		return p, reject(jsonl.ReasonNotObject, "a record must be a JSON object")
 	}
 	var idRaw, sampleRaw, outRaw, errRaw, rejRaw []byte
-	// Field names match as the JSON decoders of the other stages match
-	// them: case-insensitively, the last one winning.
+	// Field names match exactly, as the record contract spells them and
+	// every stage reads them; a repeated field's last value wins.
 	err := record.EachField(data, func(key string, value []byte) error {
-		switch {
-		case strings.EqualFold(key, "id"):
+		switch key {
+		case "id":
 			idRaw = value
-		case strings.EqualFold(key, "sample"):
+		case "sample":
 			sampleRaw = value
-		case strings.EqualFold(key, "output"):
+		case "output":
 			outRaw = value
-		case strings.EqualFold(key, "error"):
+		case "error":
 			errRaw = value
-		case strings.EqualFold(key, "reject"):
+		case "reject":
 			rejRaw = value
 		}
 		return nil
@@ -143,9 +142,9 @@ func answerFields(obj []byte, wantFinish bool) (finish []byte, sample int, err e
 	var sampleRaw []byte
 	err = record.EachField(obj, func(key string, value []byte) error {
 		switch {
-		case strings.EqualFold(key, "sample"):
+		case key == "sample":
 			sampleRaw = value
-		case wantFinish && strings.EqualFold(key, "finish_reason"):
+		case wantFinish && key == "finish_reason":
 			finish = value
 		}
 		return nil

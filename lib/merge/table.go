@@ -23,6 +23,9 @@ type entry struct {
 	// data is the best answer's record, or with --missing the first
 	// prompt record (answers are then only ranked, not kept).
 	data []byte
+	// owned marks data the table may keep as it is (a long line taken
+	// from the reader) instead of copying.
+	owned bool
 }
 
 type key struct {
@@ -66,8 +69,11 @@ func (t *table) add(e *entry) error {
 		t.absorb(&t.entries[i], e)
 	} else {
 		n := *e
-		n.data = nil
-		if len(e.data) > 0 {
+		n.data, n.owned = nil, false
+		switch {
+		case e.owned:
+			n.data = e.data
+		case len(e.data) > 0:
 			n.data = append(make([]byte, 0, len(e.data)), e.data...)
 		}
 		t.index[k] = int32(len(t.entries))
@@ -98,17 +104,21 @@ func (t *table) absorb(old, e *entry) {
 	if e.rank > rankNone && (e.rank > old.rank || e.rank == old.rank && e.seq > old.seq) {
 		old.rank, old.seq, old.digest = e.rank, e.seq, e.digest
 		if !t.m.missing {
-			t.setData(old, e.data)
+			t.setData(old, e)
 		}
 	}
 	if takePrompt {
-		t.setData(old, e.data)
+		t.setData(old, e)
 	}
 }
 
-func (t *table) setData(old *entry, data []byte) {
+func (t *table) setData(old, e *entry) {
 	t.used -= int64(cap(old.data))
-	old.data = append(old.data[:0], data...)
+	if e.owned {
+		old.data = e.data
+	} else {
+		old.data = append(old.data[:0], e.data...)
+	}
 	t.used += int64(cap(old.data))
 }
 

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"tokenmill/lib/gguf"
+	"tokenmill/lib/jsonl"
 )
 
 // Template is the chat template models are created with (Ollama's Go
@@ -217,7 +218,10 @@ func writeModel(m gguf.Llama, path string) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), os.WriteFile(path, b, 0o644)
+	return hex.EncodeToString(sum[:]), jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
 // freePort asks the kernel for a free loopback port. It can be taken again

@@ -269,3 +269,43 @@ func ContentID(canonical []byte) string {
 	}
 	return string(out)
 }
+
+// MaxDepth is how deeply a record may nest arrays and objects: far more
+// than any dataset uses, and shallow enough that every decoder, all of
+// which recurse, stays within a small stack.
+const MaxDepth = 10000
+
+var openArray, openObject = []byte("["), []byte("{")
+
+// ErrTooDeep is a value nested past MaxDepth.
+var ErrTooDeep = fmt.Errorf("nested deeper than %d arrays and objects", MaxDepth)
+
+// CheckDepth refuses raw JSON nested deeper than MaxDepth; malformed input
+// is left to the parser to describe. Nesting needs an opening bracket per
+// level, so a line with no more than MaxDepth of them (every line under
+// MaxDepth bytes, and nearly every other) is settled by counting them at
+// memory speed; only the rest are walked, jumping from quote to quote
+// inside strings.
+func CheckDepth(raw []byte) error {
+	if len(raw) <= MaxDepth || bytes.Count(raw, openArray)+bytes.Count(raw, openObject) <= MaxDepth {
+		return nil
+	}
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			end, err := skipString(raw, i)
+			if err != nil {
+				return nil
+			}
+			i = end - 1
+		case '[', '{':
+			if depth++; depth > MaxDepth {
+				return ErrTooDeep
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return nil
+}

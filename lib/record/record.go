@@ -272,8 +272,10 @@ func (g *Generation) SampleIndex() int {
 }
 
 // ParseFlags are the decoding flags every stage uses: the decoded strings
-// may alias the input line, which lives until the next line is read.
-const ParseFlags = json.ZeroCopy
+// may alias the input line, which lives until the next line is read, and
+// field names match exactly, as the record contract spells them ("ID" is
+// not "id"; encoding/json would take either).
+const ParseFlags = json.ZeroCopy | json.DontMatchCaseInsensitiveStructFields
 
 // Decode parses one raw record into v. Decoded strings alias raw, so v is
 // valid only as long as raw is. The decoder fills reused slices element by

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
@@ -42,15 +41,9 @@ func shardKey(data []byte) (string, *rejection) {
 	if r := checkObject(data); r != nil {
 		return "", r
 	}
-	// The id field matches as JSON decoders match it: case-insensitively,
-	// the last one winning.
-	var raw []byte
-	err := record.EachField(data, func(key string, value []byte) error {
-		if strings.EqualFold(key, "id") {
-			raw = value
-		}
-		return nil
-	})
+	// The id is the field named exactly "id" (the last one, if repeated),
+	// as every stage reads it.
+	raw, err := record.FieldValue(data, "id")
 	if err != nil {
 		return "", &rejection{jsonl.ReasonMalformedJSON, err.Error()}
 	}

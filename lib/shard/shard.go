@@ -6,11 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
@@ -27,21 +27,22 @@ const Description = `Split a record stream into N shards, each record written by
 the same shard on every run, in any input order, on any machine. A record with no
 id is placed by the content id extract would give its prompt. --select K/N streams
 only shard K (counted from 0) to stdout, so each worker can read the same input
-and keep its own part. Shard files are written atomically: they appear only when
-the whole run succeeded (with --by lines, each part as soon as it is full).`
+and keep its own part. Shard files are written all or nothing: every part goes to a
+temporary name, and the parts are renamed into place together once all of them are
+complete, so a killed or failed run leaves no new part (and a rerun needs no --force).`
 
 // Command is the shard tool.
 type Command struct {
 	cli.Globals
-	Inputs           []string      `arg:"" optional:"" help:"Input files (JSONL, JSON arrays, Parquet; gzip/zstd recognised by content). None or - reads stdin."`
-	Shards           int           `short:"n" help:"Number of shards (--by hash or round-robin)." default:"0"`
-	By               string        `help:"How records are assigned: hash (xxh3 of the id mod N), round-robin (record number mod N), lines (consecutive runs of --lines-per-shard records)." enum:"hash,round-robin,lines" default:"hash"`
-	LinesPerShard    int64         `help:"Records per shard with --by lines." default:"100000"`
-	Output           string        `short:"o" help:"Shard file name pattern: {i} is the shard number, {i:03} the number zero-padded to 3 digits. A .gz or .zst name is compressed." default:""`
-	Select           string        `help:"Write only shard K of N (as K/N, K from 0) to stdout instead of writing files." default:"" placeholder:"K/N"`
-	Force            bool          `help:"Replace shard files left by an earlier run." default:"false"`
-	Rejects          string        `help:"Write rejected records to this file, each with a \"reject\" field." default:""`
-	ProgressInterval time.Duration `help:"How often to report progress when stderr is not a terminal (0: never)." default:"30s"`
+	Inputs        []string `arg:"" optional:"" help:"Input files (JSONL, JSON arrays, Parquet; gzip/zstd recognised by content). None or - reads stdin."`
+	Shards        int      `short:"n" help:"Number of shards (--by hash or round-robin)." default:"0"`
+	By            string   `help:"How records are assigned: hash (xxh3 of the id mod N), round-robin (record number mod N), lines (consecutive runs of --lines-per-shard records)." enum:"hash,round-robin,lines" default:"hash"`
+	LinesPerShard int64    `help:"Records per shard with --by lines." default:"100000"`
+	Output        string   `short:"o" placeholder:"PATTERN" help:"Shard file name pattern: {i} is the shard number, {i:03} the number zero-padded to 3 digits. A .gz or .zst name is compressed." default:""`
+	Select        string   `help:"Write only shard K of N (as K/N, K from 0) to stdout instead of writing files." default:"" placeholder:"K/N"`
+	cli.RejectsFlag
+	cli.ForceFlag `set:"force_what=shard files and --rejects"`
+	cli.ProgressFlag
 }
 
 // run is the state of one shard run.
@@ -64,17 +65,51 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := r.configure(); err != nil {
 		return err
 	}
-	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	if err := r.checkPaths(); err != nil {
+		return err
+	}
+	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
 	if err != nil {
 		return err
 	}
-	err = r.split(ctx, rejects)
-	rerr := rejects.Close()
-	if err != nil {
+	if err := r.split(ctx, rejects); err != nil {
+		rejects.Abort()
 		return err
 	}
 	r.summary(rejects)
-	return rerr
+	return rejects.Close()
+}
+
+// checkPaths refuses, before anything is written, shard files left by an
+// earlier run (unless --force) and any part or --rejects file that is one
+// of the inputs or each other.
+func (r *run) checkPaths() error {
+	c := r.cmd
+	outputs := []jsonl.Output{{Flag: "--rejects", Path: c.Rejects}}
+	if r.sel >= 0 {
+		outputs = append(outputs, jsonl.Output{Flag: "--select", Path: "-"})
+		return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
+	}
+	if !c.Force {
+		old, err := r.pat.existing()
+		if err != nil {
+			return err
+		}
+		if len(old) > 0 {
+			return cli.Usagef("%d shard files matching %s already exist (e.g. %s): remove them or pass --force", len(old), c.Output, first(old))
+		}
+	}
+	for i := 0; i < r.n; i++ {
+		outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i)})
+	}
+	// With --by lines the number of parts follows from the input: an input
+	// whose name the pattern could give is checked as the part it would be.
+	for _, in := range c.Inputs {
+		if i, ok := r.pat.index(filepath.Base(in)); ok && (r.n == 0 || i >= r.n) {
+			outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i)})
+		}
+	}
+	return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
 }
 
 // configure checks the flags against each other.
@@ -147,12 +182,12 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 			r.abort()
 		}
 	}()
-	progress := cli.StartProgress(ctx, r.env, r.cmd.ProgressInterval, func() []string {
+	progress := cli.StartProgress(ctx, r.env, r.cmd.Progress, func() []string {
 		return []string{fmt.Sprintf("read %d records, %.1f MB", r.read.Load(), float64(r.bytes.Load())/1e6)}
 	})
 	defer progress.Stop()
 
-	in := jsonl.NewReader(r.cmd.Inputs, r.env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(r.cmd.Inputs, r.env.Stdin, jsonl.ToolOptions(ctx, r.env))
 	defer in.Close()
 	var accepted int64
 	for {
@@ -228,21 +263,11 @@ func (r *run) assign(data []byte, i int64) (int, *rejection) {
 }
 
 func (r *run) create(i int) (*jsonl.Writer, error) {
-	return jsonl.Create(r.pat.name(i), nil, jsonl.WriterOptions{Atomic: true, Overwrite: r.cmd.Force})
+	return jsonl.Create(r.pat.name(i), nil, jsonl.WriterOptions{Force: r.cmd.Force})
 }
 
-// openAll refuses to mix with an earlier run's shards unless --force, then
-// creates every shard up front, so that empty shards exist too.
+// openAll creates every shard up front, so that empty shards exist too.
 func (r *run) openAll() error {
-	if !r.cmd.Force {
-		old, err := r.pat.existing()
-		if err != nil {
-			return err
-		}
-		if len(old) > 0 {
-			return fmt.Errorf("%d shard files matching %s already exist (e.g. %s): remove them or pass --force", len(old), r.cmd.Output, first(old))
-		}
-	}
 	for i := 0; i < r.n; i++ {
 		w, err := r.create(i)
 		if err != nil {
@@ -255,15 +280,15 @@ func (r *run) openAll() error {
 }
 
 // write appends data to shard k; with --by lines, shards are created as
-// the count reaches them and put in place as soon as they are full.
+// the count reaches them and finished (synced and closed, not yet renamed)
+// as soon as they are full.
 func (r *run) write(k int, data []byte) error {
 	if r.n == 0 {
 		for len(r.writers) <= k {
 			if n := len(r.writers); n > 0 {
-				if err := r.writers[n-1].Close(); err != nil {
+				if err := r.writers[n-1].Finish(); err != nil {
 					return err
 				}
-				r.writers[n-1] = nil
 			}
 			w, err := r.create(len(r.writers))
 			if err != nil {
@@ -278,21 +303,17 @@ func (r *run) write(k int, data []byte) error {
 	return r.writers[k].Write(data)
 }
 
+// closeAll finishes every part, and only once all are complete renames
+// them into place, one right after another (jsonl.CommitWriters).
 func (r *run) closeAll() error {
-	var first error
-	for i, w := range r.writers {
-		if w == nil {
-			continue
-		}
-		if err := w.Close(); err != nil && first == nil {
-			first = err
-		}
-		r.writers[i] = nil
-	}
-	if first != nil {
+	err := jsonl.CommitWriters(r.writers)
+	if err != nil {
 		r.abort()
 	}
-	return first
+	for i := range r.writers {
+		r.writers[i] = nil
+	}
+	return err
 }
 
 // abort drops every shard file not yet in place.

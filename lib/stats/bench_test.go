@@ -56,7 +56,7 @@ func benchRun(b *testing.B, path string, size int64, records, workers int) {
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
-		cmd := &Command{Files: []string{path}, Workers: workers, Top: 10}
+		cmd := &Command{Files: []string{path}, WorkersFlag: cli.WorkersFlag{Workers: workers}, Top: 10}
 		if err := cmd.Run(context.Background(), env); err != nil {
 			b.Fatal(err)
 		}

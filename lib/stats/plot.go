@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -14,6 +13,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"tokenmill/lib/jsonl"
 )
 
 // Plot sizes: two panels side by side, one row per pair.
@@ -34,7 +35,7 @@ var (
 // log buckets as the tables) and, when there are endpoints, their tok/s
 // per request and their completion tokens (or tok/s over the run with
 // --wall), into path as SVG or PNG by its extension.
-func Plot(r *Report, path string) error {
+func Plot(r *Report, path string, force bool) error {
 	panels, err := panels(r)
 	if err != nil {
 		return err
@@ -69,33 +70,10 @@ func Plot(r *Report, path string) error {
 			}
 		}
 	}
-	return writeFile(path, canvas)
-}
-
-// writeFile writes the picture under a temporary name and renames it into
-// place, so a failed run leaves no half-drawn file behind.
-func writeFile(path string, canvas io.WriterTo) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: force}, func(w io.Writer) error {
+		_, err := canvas.WriteTo(w)
 		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = canvas.WriteTo(f)
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	})
 }
 
 func panels(r *Report) ([]*plot.Plot, error) {

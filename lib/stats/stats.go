@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -46,15 +45,16 @@ Examples:
 // Command is the stats tool.
 type Command struct {
 	cli.Globals
-	Files    []string      `arg:"" optional:"" name:"file" help:"Record files (JSONL, JSON array or Parquet; plain, gzip or zstd). None or - reads stdin."`
-	JSON     bool          `name:"json" default:"false" help:"Write the report as JSON (schema tokenmill.stats/v1) instead of tables."`
-	Plot     string        `placeholder:"FILE" default:"" help:"Also draw the length histograms and per-endpoint speed to FILE, an .svg or .png."`
-	Wall     time.Duration `default:"0s" help:"Duration of the generation run, which records do not carry: adds each endpoint's tok/s over the run and mean requests in flight."`
-	Top      int           `default:"10" help:"Error messages listed, and sources listed in the tables (--json lists every source)."`
-	Rejects  string        `placeholder:"FILE" default:"" help:"Write bad lines here, each with a reject field (reason, file, line)."`
-	Workers  int           `default:"0" help:"Goroutines parsing records (0: one per CPU)."`
-	Progress time.Duration `default:"10s" help:"Interval of progress lines on stderr when it is not a terminal (0: none)."`
-	Checks   string        `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
+	Files []string      `arg:"" optional:"" name:"file" help:"Record files (JSONL, JSON array or Parquet; plain, gzip or zstd). None or - reads stdin."`
+	JSON  bool          `name:"json" default:"false" help:"Write the report as JSON (schema tokenmill.stats/v1) instead of tables."`
+	Plot  string        `placeholder:"FILE" default:"" help:"Also draw the length histograms and per-endpoint speed to FILE, an .svg or .png."`
+	Wall  time.Duration `default:"0s" help:"Duration of the generation run, which records do not carry: adds each endpoint's tok/s over the run and mean requests in flight."`
+	Top   int           `default:"10" help:"Error messages listed, and sources listed in the tables (--json lists every source)."`
+	cli.RejectsFlag
+	cli.ForceFlag `set:"force_what=--plot and --rejects"`
+	cli.WorkersFlag
+	cli.ProgressFlag
+	Checks string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
 	quality.Flags
 }
 
@@ -63,17 +63,21 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	rejects, err := jsonl.OpenRejects(env, c.Rejects)
+	workers, err := c.Count()
+	if err != nil {
+		return err
+	}
+	outputs := []jsonl.Output{{Flag: "report", Path: "-"}, {Flag: "--plot", Path: c.Plot}, {Flag: "--rejects", Path: c.Rejects}}
+	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+		return err
+	}
+	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
 	if err != nil {
 		return err
 	}
 	inputs := c.Files
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
-	}
-	workers := c.Workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
 	}
 
 	start := time.Now()
@@ -83,9 +87,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	})
 	newChecker, checks, err := c.checker()
 	if err != nil {
+		display.Stop()
+		rejects.Abort()
 		return err
 	}
-	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.Options{})
+	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.ToolOptions(ctx, env))
 	agg := newAggregator()
 	if checks != nil {
 		agg.checks = newCheckAgg(checks)
@@ -103,6 +109,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}, &prog)
 	display.Stop()
 	if err != nil {
+		rejects.Abort()
 		return err
 	}
 
@@ -113,19 +120,24 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	report.RejectReasons = counts(rejects.Counts())
 	report.Interrupted = cli.Interrupted(ctx)
 	if err := c.write(env, report); err != nil {
+		rejects.Abort()
 		return err
 	}
-	if c.Plot != "" {
-		if err := Plot(report, c.Plot); err != nil {
+	if c.Plot != "" && !report.Interrupted {
+		if err := Plot(report, c.Plot, c.Force); err != nil {
+			rejects.Abort()
 			return fmt.Errorf("plot: %w", err)
 		}
 	}
 	env.Logf("read %s (%s) from %s in %s, %s", plural(report.Records, "record"), bytesText(report.Bytes),
 		plural(len(inputs), "input"), time.Since(start).Round(time.Millisecond), rejects.Summary())
-	if err := rejects.Close(); err != nil {
-		return err
+	if report.Interrupted {
+		// The report on stdout says "interrupted"; files are not put in
+		// place short.
+		rejects.Abort()
+		return context.Cause(ctx)
 	}
-	return context.Cause(ctx)
+	return rejects.Close()
 }
 
 // checker returns the workers' checker factory and the checks --checks
@@ -168,8 +180,6 @@ func (c *Command) check() error {
 		return cli.Usagef("--wall must not be negative")
 	case c.Top < 0:
 		return cli.Usagef("--top must not be negative")
-	case c.Workers < 0:
-		return cli.Usagef("--workers must not be negative")
 	}
 	return nil
 }

@@ -271,3 +271,21 @@ func (l *stderrLog) snapshot() ([]byte, <-chan struct{}) {
 	defer l.mu.Unlock()
 	return l.text[:len(l.text):len(l.text)], l.grew
 }
+
+// SmallDisk mounts a tmpfs of size bytes on a new temporary directory, so
+// a test can fill a disk for real (ENOSPC), and unmounts it when the test
+// ends. It skips the test, saying why, where mounting is not allowed.
+func SmallDisk(t testing.TB, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}

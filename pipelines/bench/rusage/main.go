@@ -29,9 +29,8 @@ func main() {
 	}
 	cmd := exec.Command(os.Args[2], os.Args[3:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	// The command dies with this process, so a benchmark that times out
-	// leaves nothing running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	dieWithParent(cmd.SysProcAttr)
 	// A Ctrl-C reaches the command through the process group; this process
 	// outlives it to report. (Caught, not ignored: an ignored signal would
 	// stay ignored in the command.)
