@@ -32,6 +32,7 @@ Example:
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
   infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl --resume prompts.jsonl
   infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
+  extract --turns all data.json | dedup | infer --regenerate -e 127.0.0.1:30000-30007 -o regen.jsonl
 
 Generating is the default command: its flags are listed by infer generate --help.
 infer bench measures the fleet and forecasts a run first (infer bench --help).
