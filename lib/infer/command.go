@@ -53,6 +53,11 @@ type Generate struct {
 	Affinity         bool `default:"true" negatable:"" help:"With --regenerate, send every turn of a conversation to the endpoint that served its first turn, holding its slot between turns, so that the server's prefix cache serves the history; a conversation moves only when a turn fails there. --no-affinity (or --affinity=false) sends each turn to the least loaded endpoint."`
 	ToolRounds       int  `default:"16" placeholder:"N" help:"With --regenerate, the most rounds of tool results the model may get per user turn; a call past them ends the conversation, truncated (tool_rounds)."`
 
+	ContextLength   int  `placeholder:"N" help:"The model's context length in tokens. Default: learned from the first refusal for length that states it."`
+	FitContext      bool `default:"true" negatable:"" help:"When the context length is known, lower each request's max_tokens to what the prompt leaves of the context, and do not send a prompt that leaves fewer than --min-answer-tokens (an error record prompt_too_long); a refusal for length is sent again fitted to the numbers it states."`
+	ContextMargin   int  `default:"8" placeholder:"N" help:"Tokens kept free of the context beyond the prompt and the answer, for estimates' errors."`
+	MinAnswerTokens int  `default:"32" placeholder:"N" help:"The fewest answer tokens worth asking for: a prompt that leaves fewer in the context is not sent."`
+
 	Concurrency   int           `default:"0" placeholder:"N" help:"Requests in flight per endpoint. 0: each server's max_running_requests (from /get_server_info) plus --queue-depth, or 64 if it does not say."`
 	QueueDepth    int           `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond its max_running_requests, so a slot that frees is refilled without waiting for a round trip."`
 	Policy        fleet.Policy  `enum:"least-outstanding,round-robin" default:"least-outstanding" help:"Load balancing: least-outstanding (the endpoint with the most free room) or round-robin (strict turns, for comparison)."`
@@ -104,6 +109,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, cli.Usagef("--regenerate sends chat conversations: it needs --api chat, not %s", c.API)
 	case c.ToolRounds < 0:
 		return nil, nil, cli.Usagef("--tool-rounds must not be negative")
+	case c.ContextLength < 0 || c.ContextMargin < 0 || c.MinAnswerTokens < 1:
+		return nil, nil, cli.Usagef("--context-length and --context-margin must not be negative, --min-answer-tokens at least 1")
 	case c.Resume && toStdout(c.Output):
 		return nil, nil, cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
 	case c.RedoLength && !c.Resume:

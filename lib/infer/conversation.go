@@ -274,10 +274,15 @@ func (c *convo) hasResultOf(name string) bool {
 	return false
 }
 
-// truncate ends the conversation early, keeping the turns done.
+// truncate ends the conversation early, keeping the turns done; the
+// output ends with the last of them (a question no answer was asked for
+// is left out).
 func (c *convo) truncate(reason string, turn int, detail string) {
 	c.truncated = &record.Truncation{Reason: reason, Turn: turn, Detail: detail}
 	c.answering, c.done = false, true
+	if n := len(c.turns); n > 0 {
+		c.out = c.out[:c.turns[n-1].Message+1]
+	}
 }
 
 // output is the conversation's generation record output.

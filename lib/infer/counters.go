@@ -41,7 +41,11 @@ type counters struct {
 	// Conversations (--regenerate): turns regenerated, turns replayed
 	// from the journal, tool calls answered from cached results, and
 	// conversations truncated by reason.
-	turns, replayed, paired              atomic.Int64
+	turns, replayed, paired atomic.Int64
+
+	// Fitting the context: requests sent with a lowered max_tokens,
+	// prompts refused as too long, refusals for length sent again.
+	clamped, tooLong, contextRetries     atomic.Int64
 	truncUnpaired, truncRounds, truncCtx atomic.Int64
 
 	tokenRate  fleet.RateWindow // completion tokens per second, whole fleet

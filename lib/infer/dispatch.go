@@ -149,6 +149,9 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.pool.Failed(ep, f.Down, f.Error())
 	}
 	j.last = ep
+	if r.contextRetry(ep, j, f) {
+		return
+	}
 	if r.retry(j, f) {
 		return
 	}
@@ -161,7 +164,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		model = r.model
 	}
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason,
+		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
@@ -170,14 +173,28 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		return
 	}
 	r.c.ok.Add(1)
-	r.counted(ep, c)
+	r.counted(ep, j, c)
 	r.c.answerRate.Add(r.clk.Now(), 1)
 	r.finish()
 }
 
-// counted adds an answer (or a conversation's turn) to the figures.
-func (r *runner) counted(ep *fleet.Endpoint, c *openai.Completion) {
+// counted adds an answer (or a conversation's turn) to the figures, and
+// what its prompt cost to the token estimate.
+func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	now := r.clk.Now()
+	if j.fit.max > 0 {
+		r.c.clamped.Add(1)
+	}
+	if r.tokens != nil && c.PromptTokens > 0 {
+		// Far from the context only: a server that cuts a prompt too long
+		// (Ollama) reports what it kept.
+		if ctx := r.contextLen.Load(); ctx == 0 || int64(j.fit.prompt) < ctx/2 {
+			r.tokens.learn(j.size, c.PromptTokens)
+		}
+		if j.fit.text > 0 {
+			r.tokens.learnTemplate(j.size.msgs, j.fit.text, c.PromptTokens)
+		}
+	}
 	r.c.promptTokens.Add(int64(c.PromptTokens))
 	r.c.completionTokens.Add(int64(c.CompletionTokens))
 	r.c.cachedTokens.Add(int64(c.CachedTokens))
@@ -204,9 +221,35 @@ func nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
 	return calls
 }
 
-// prepareTurn builds the request of the turn j's conversation asks for.
+// prepareTurn builds the request of the turn j's conversation asks for,
+// fitted to the context: the prompt's tokens are the last turn's prompt,
+// as the server counted it, and what came after it (the answer, as many
+// tokens as it took or as its text estimates, whichever is more: sent
+// back as text it is counted again), estimated.
 func (r *runner) prepareTurn(j *job) error {
-	body, err := r.b.Body(j.conv.request(), j.conv.paramSeed, j.sample)
+	known := 0
+	if conv := j.conv; len(conv.turns) > 0 && r.tokens != nil {
+		last := conv.turns[len(conv.turns)-1]
+		if last.Usage.PromptTokens > 0 {
+			answer := conv.out[last.Message : last.Message+1]
+			known = last.Usage.PromptTokens + max(last.Usage.CompletionTokens, r.tokens.estimate(sizeOf(answer, nil))) +
+				r.tokens.estimate(sizeOf(conv.out[last.Message+1:], nil))
+		}
+	}
+	return r.prepareTurnKnown(j, known, false)
+}
+
+// prepareTurnKnown is prepareTurn with the prompt's tokens known.
+func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
+	p := j.conv.request()
+	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
+	ft := r.fit(p.Messages, tools, r.b.MaxTokens(p), known, exact)
+	j.size, j.fit, j.promptTokens, j.refused = sizeOf(p.Messages, tools), ft, ft.prompt, nil
+	if ft.refused {
+		j.refused = ft.refusal()
+		return nil
+	}
+	body, err := r.b.BodyMax(p, j.conv.paramSeed, j.sample, ft.max)
 	j.body = body
 	return err
 }
@@ -217,7 +260,7 @@ func (r *runner) prepareTurn(j *job) error {
 func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) (more, ok bool) {
 	conv := j.conv
 	turn := record.Turn{FinishReason: c.FinishReason, Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
-		LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
+		MaxTokens: j.fit.max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
 	a, err := conv.newAnswer(c, turn)
 	if err != nil {
 		r.fatal(err)
@@ -231,8 +274,8 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 		}
 	}
 	conv.apply(a)
-	j.attempts = 0
-	r.counted(ep, c)
+	j.attempts, j.ctxRetries = 0, 0
+	r.counted(ep, j, c)
 	r.c.turns.Add(1)
 	if !conv.next() {
 		return false, true
@@ -240,6 +283,10 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 	if err := r.prepareTurn(j); err != nil {
 		r.fatal(fmt.Errorf("%s:%d: building turn %d: %w", j.file, j.line, len(conv.turns), err))
 		return false, false
+	}
+	if j.refused != nil {
+		conv.truncate(record.TruncContextFull, len(conv.turns), j.refused.Message)
+		return false, true
 	}
 	return true, true
 }
@@ -261,7 +308,8 @@ func (r *runner) finishConversation(j *job) {
 	r.finish()
 }
 
-// failJob writes j's error record.
+// failJob writes j's error record; ep is nil for a prompt that was never
+// sent.
 func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	if n := r.shownFail.Add(1); n <= reportLimit {
 		more := ""
@@ -277,7 +325,13 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	r.c.failed.Add(1)
 	r.c.answerRate.Add(r.clk.Now(), 1)
 	if r.errs != nil {
-		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Endpoint: ep.Name(), Retriable: f.Retriable, Sample: j.sample}
+		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Retriable: f.Retriable, Sample: j.sample}
+		if ep != nil {
+			e.Endpoint = ep.Name()
+		}
+		if f == j.refused {
+			e.Reason, e.PromptTokens = ReasonPromptTooLong, j.fit.prompt
+		}
 		if j.conv != nil {
 			n := len(j.conv.turns)
 			e.TurnsDone, e.Turn = &n, &n

@@ -126,8 +126,9 @@ func TestAllEndpointsDownThenBack(t *testing.T) {
 	}
 }
 
-// A prompt longer than the context gets SGLang's 400: an error record with
-// the server's message, after one attempt; the rest are answered.
+// A prompt longer than the context gets SGLang's 400: an error record
+// prompt_too_long with the server's message and the prompt's tokens, after
+// one attempt; the rest are answered.
 func TestOverlongPromptIsPermanent(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 2, promptSet{n: 50})
@@ -139,7 +140,8 @@ func TestOverlongPromptIsPermanent(t *testing.T) {
 	}
 	for key, g := range acc.errors {
 		e := g.Error
-		if e.Status != 400 || e.Attempts != 1 || e.Retriable || !strings.Contains(e.Message, "longer than the model's context length") {
+		if e.Status != 400 || e.Attempts != 1 || e.Retriable || !strings.Contains(e.Message, "longer than the model's context length") ||
+			e.Reason != ReasonPromptTooLong || e.PromptTokens < 200 {
 			t.Errorf("%s: error %+v", key, e)
 		}
 	}

@@ -39,6 +39,17 @@ type job struct {
 	prefer  string
 	etaOn   bool // the estimator has the conversation in flight
 	started time.Time
+
+	// Fitting the context: the record (to build the request again), how it
+	// fitted, the prompt's tokens as last known, refusals for length so
+	// far, and the failure of a prompt too long.
+	rec          *record.Prompt
+	paramSeed    *int64
+	size         promptSize
+	fit          fitted
+	promptTokens int
+	ctxRetries   int
+	refused      *fleet.Failure
 }
 
 // readyQueue holds answers whose backoff is over, to be dispatched before
@@ -152,10 +163,6 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
 		}
 		return reject(openai.ReasonBadParams, err.Error())
 	}
-	first, err := r.b.Body(&p, paramSeed, p.Sample)
-	if err != nil {
-		return reject(openai.ReasonBadParams, err.Error())
-	}
 	prompt, err := stripOwnFields(raw)
 	if err != nil {
 		return reject(jsonl.ReasonMalformedJSON, err.Error())
@@ -165,20 +172,28 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
 	}
 	r.c.prompts.Add(1)
 	r.c.answers.Add(int64(r.cfg.Samples))
+	known, exact := 0, false // counted once for every sample
 	for k := 0; k < r.cfg.Samples; k++ {
 		sample := p.Sample + k
 		if r.ledger.done(p.ID.Text, sample) {
 			r.c.skipped.Add(1)
 			continue
 		}
-		body := first
-		if k > 0 {
-			if body, err = r.b.Body(&p, paramSeed, sample); err != nil {
-				r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
-				return false
+		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, msgs: len(openai.ChatMessages(&p)), sample: sample, file: rec.File, line: rec.Line,
+			rec: &p, paramSeed: paramSeed}
+		if err := r.prepareSingle(j, known, exact); err != nil {
+			if k == 0 {
+				return reject(openai.ReasonBadParams, err.Error())
 			}
+			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
+			return false
 		}
-		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, msgs: len(openai.ChatMessages(&p)), sample: sample, body: body, file: rec.File, line: rec.Line}
+		known, exact = j.fit.prompt, j.fit.exact
+		if j.refused != nil {
+			r.outstanding.Add(1)
+			r.refuse(nil, j)
+			continue
+		}
 		if !r.queue(ctx, j) {
 			return false
 		}
@@ -271,6 +286,11 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 		if err := r.prepareTurn(j); err != nil {
 			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
 			return false
+		}
+		if j.refused != nil {
+			r.outstanding.Add(1)
+			r.refuse(nil, j)
+			continue
 		}
 		if !r.queue(ctx, j) {
 			return false

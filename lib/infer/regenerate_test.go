@@ -905,3 +905,44 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// Conversations on a small context: a turn whose history no longer fits
+// is not sent; the conversation ends there, truncated context_full, with
+// the turns done; no request is refused for length.
+func TestRegenerateContextFull(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in, lines := conversations(t, dir, false, 80)
+	s := startSim(t, 2, "--instant", "--context-length", "2500", "--seed", "2")
+	out := filepath.Join(dir, "regen.jsonl")
+	p := startInfer(t, "-e", strings.Join(s.urls, ","), "--regenerate", "--max-tokens", "700", "--context-length", "2500", "--seed", "1",
+		"-o", out, in, "--progress", "0")
+	code := p.wait(t, time.Minute)
+	reqs := s.requests(t)
+	for _, r := range reqs {
+		if r.Status == 400 {
+			t.Fatalf("a request was refused: %+v", r)
+		}
+	}
+	outs, errs := readRecords(t, out), readRecords(t, filepath.Join(dir, "regen.errors.jsonl"))
+	fig := checkConversations(t, lines, convCheck{samples: 1, seed: 1, requests: reqs}, outs, errs)
+	full := 0
+	for _, g := range outs {
+		o := g.Output
+		if tr := o.Truncated; tr != nil && tr.Reason == record.TruncContextFull {
+			full++
+			if tr.Turn != len(o.Turns) || len(o.Turns) == 0 || len(o.Messages) != o.Turns[len(o.Turns)-1].Message+1 {
+				t.Errorf("%s: %+v with %d turns, %d messages", g.ID.Text, tr, len(o.Turns), len(o.Messages))
+			}
+		}
+	}
+	for _, g := range errs {
+		if g.Error.Reason != ReasonPromptTooLong || *g.Error.TurnsDone != 0 {
+			t.Errorf("%s: error %+v", g.ID.Text, g.Error)
+		}
+	}
+	if full == 0 {
+		t.Errorf("no conversation outgrew the context (exit %d):\n%s", code, p.stderr.String())
+	}
+	t.Logf("%d conversations, %d truncated context_full, %d too long from the start", fig.ok, full, fig.failed)
+}

@@ -64,6 +64,10 @@ type runner struct {
 	errPath string // "" for none
 	ledger  *ledger
 	journal *journal // --regenerate with -o FILE: the turns of unfinished conversations
+	// contextLen is the model's context (0: not known yet); tokens counts
+	// prompts' tokens to fit requests into it.
+	contextLen atomic.Int64
+	tokens     *tokenCounter
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
 
@@ -277,6 +281,9 @@ func (r *runner) startFleet(ctx context.Context) error {
 		r.pool.Close()
 	})
 	r.pool.Start()
+	r.contextLen.Store(int64(c.ContextLength))
+	r.tokens = newTokenCounter(r.pool, c.APIKey, func() string { return r.model }, min(10*time.Second, c.RequestTimeout))
+	r.onClose(r.tokens.close)
 	return r.pool.WaitReady(ctx, c.WaitReady)
 }
 
@@ -490,6 +497,10 @@ func (r *runner) moreSummary(s Summary) []string {
 			line += fmt.Sprintf("; prompt tokens served from cache %.1f%%", 100*float64(s.CachedTokens)/float64(s.PromptTokens))
 		}
 		lines = append(lines, line)
+	}
+	if cl, tl, cr := c.clamped.Load(), c.tooLong.Load(), c.contextRetries.Load(); cl+tl+cr > 0 {
+		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
+			cli.Thousands(r.contextLen.Load()), cli.Thousands(cl), cli.Thousands(tl), ReasonPromptTooLong, cli.Thousands(cr)))
 	}
 	if n := c.empty.Load(); n > 0 {
 		what := "answers"

@@ -284,6 +284,42 @@ func (b *Builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, e
 	return Merge(head, b.extra)
 }
 
+// MaxTokens is the max_tokens a request of p asks for, after the layers
+// (the flag, --extra-body, the record's params); 0 when none sets it (the
+// server's default applies) or a layer removes it with null.
+func (b *Builder) MaxTokens(p *record.Prompt) int {
+	n := 0
+	if b.sampling.MaxTokens != nil {
+		n = *b.sampling.MaxTokens
+	}
+	layers := [][]byte{b.extra, p.Params}
+	names := []string{"max_tokens", "max_completion_tokens"}
+	if b.api == APIGenerate {
+		layers = [][]byte{b.extraSampling, p.Params}
+		names = []string{"max_new_tokens", "max_tokens"}
+	}
+	for _, layer := range layers {
+		if len(layer) == 0 {
+			continue
+		}
+		record.EachField(layer, func(key string, value []byte) error {
+			for _, name := range names {
+				if key == name {
+					var v *int
+					if json.Unmarshal(value, &v) == nil {
+						n = 0
+						if v != nil {
+							n = *v
+						}
+					}
+				}
+			}
+			return nil
+		})
+	}
+	return n
+}
+
 // nativeParams renames a record's OpenAI-style params to /generate's
 // sampling_params names (max_tokens -> max_new_tokens, seed ->
 // sampling_seed).
