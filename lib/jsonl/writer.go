@@ -114,6 +114,22 @@ func (w *Writer) Write(record []byte) error {
 	return nil
 }
 
+// WriteRaw writes p as it is, without a newline: for a file that is not
+// JSON Lines (merge's Parquet output) but is written and put in place the
+// same way.
+func (w *Writer) WriteRaw(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
+	}
+	n, err := w.bw.Write(p)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
 // Flush pushes buffered records to the file (and through the compressor,
 // for compressed output) so that they survive a kill of this process.
 func (w *Writer) Flush() error {

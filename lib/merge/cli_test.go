@@ -10,7 +10,7 @@ import (
 	"tokenmill/lib/testbin"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m, "merge") }
+func TestMain(m *testing.M) { testbin.Main(m, "merge", "extract") }
 
 // goldenStdout is the records part of a golden file.
 func goldenStdout(t *testing.T, name string) string {
@@ -50,6 +50,12 @@ func TestBinary(t *testing.T) {
 			file: "todo.jsonl", want: goldenStdout(t, "missing"), stderr: "missing 6, prompts 21"},
 		{name: "format from the environment, input on stdin", script: `cat "$D"/gen-a.jsonl | merge --sort`, env: []string{"TOKENMILL_MERGE_TO=messages"},
 			eachLine: `"role":"assistant"`, stderr: "merge: read 17, unique out 13, replaced 1, missing 3"},
+		{name: "regenerated conversations to Parquet, read back by extract",
+			script:   `cd "$D" && merge --to conversations --with-reasoning conv-[ab].jsonl conv.*.jsonl -o "$W"/train.parquet && extract --turns all "$W"/train.parquet`,
+			eachLine: `"reasoning_content":"`, stderr: "extract: read 11, wrote 11, rejected 0"},
+		{name: "conversations to-do list", script: `cd "$D" && merge --prompts conv-prompts.jsonl --samples 2 --missing conv-[ab].jsonl conv.*.jsonl > "$W"/todo.jsonl`,
+			file: "todo.jsonl", want: goldenStdout(t, "conv-missing"), stderr: "missing 21, prompts 16"},
+		{name: "Parquet needs --to", script: `merge "$D"/conv-a.jsonl -o x.parquet`, code: 2, stderr: "Parquet holds training records"},
 		{name: "bad input exits 3", script: `echo '{"id": "x"' | merge`, code: 3, stderr: "-:1: malformed_json"},
 		{name: "usage error exits 2", script: `merge --missing`, code: 2, stderr: "Run 'merge --help' for usage."},
 	}

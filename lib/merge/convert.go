@@ -1,6 +1,8 @@
 package merge
 
 import (
+	"slices"
+
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/record"
@@ -8,14 +10,15 @@ import (
 
 // Training formats written by --to.
 const (
-	toGeneration = "generation"
-	toMessages   = "messages"
-	toShareGPT   = "sharegpt"
+	toGeneration    = "generation"
+	toMessages      = "messages"
+	toShareGPT      = "sharegpt"
+	toConversations = "conversations"
 )
 
-// trainMessage is a chat turn of the messages format. The reasoning of an
-// answer goes in reasoning_content, the field Qwen3-style chat templates
-// and OpenAI-compatible servers use for it.
+// trainMessage is a chat turn of the messages and conversations formats.
+// The reasoning of an answer goes in reasoning_content, the field
+// Qwen3-style chat templates and OpenAI-compatible servers use for it.
 type trainMessage struct {
 	Role             string          `json:"role"`
 	Content          string          `json:"content"`
@@ -26,9 +29,24 @@ type trainMessage struct {
 }
 
 type messagesRecord struct {
-	ID       record.ID      `json:"id"`
-	Sample   int            `json:"sample,omitempty"`
-	Messages []trainMessage `json:"messages"`
+	ID       record.ID       `json:"id"`
+	Sample   int             `json:"sample,omitempty"`
+	Messages []trainMessage  `json:"messages"`
+	Tools    json.RawMessage `json:"tools,omitempty"`
+}
+
+// conversationsRecord is the layout SpecForge and vLLM speculators train
+// on: OpenAI chat turns under "conversations", with reasoning_content,
+// tool_calls and tool_call_id on the turns and the tools beside them, as
+// SpecForge's specforge/utils.py (safe_conversations_generator) and
+// specforge/data/parse.py (ThinkingParser's keys) and speculators'
+// src/speculators/data_generation/preprocessing.py (_normalize_conversation,
+// the "tools" column) read them.
+type conversationsRecord struct {
+	ID            record.ID       `json:"id"`
+	Sample        int             `json:"sample,omitempty"`
+	Conversations []trainMessage  `json:"conversations"`
+	Tools         json.RawMessage `json:"tools,omitempty"`
 }
 
 type shareGPTTurn struct {
@@ -40,6 +58,9 @@ type shareGPTRecord struct {
 	ID            record.ID      `json:"id"`
 	Sample        int            `json:"sample,omitempty"`
 	Conversations []shareGPTTurn `json:"conversations"`
+	// Tools is the tools' JSON text, as glaive and LLaMA-Factory's
+	// ShareGPT datasets hold them.
+	Tools string `json:"tools,omitempty"`
 }
 
 // shareGPTFrom names chat roles the ShareGPT way; other roles keep their
@@ -51,15 +72,40 @@ var shareGPTFrom = map[string]string{
 	"tool":      "observation",
 }
 
-// generation is the part of a generation record a conversion reads: the
-// record, and a top-level system prompt if it has one.
+// generation is the part of a generation record a conversion reads.
 type generation struct {
-	record.Generation
-	System json.RawMessage `json:"system"`
+	ID       record.ID        `json:"id"`
+	Messages []record.Message `json:"messages"`
+	Prompt   *string          `json:"prompt"`
+	System   json.RawMessage  `json:"system"`
+	Tools    json.RawMessage  `json:"tools"`
+	Output   struct {
+		Text      string          `json:"text"`
+		Reasoning string          `json:"reasoning"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
+		Sample    int             `json:"sample"`
+		// A regenerated conversation, and the places of its regenerated
+		// turns in it.
+		Messages []convMessage `json:"messages"`
+		Turns    []struct {
+			Message int `json:"message"`
+		} `json:"turns"`
+	} `json:"output"`
+}
+
+// convMessage is a message of a regenerated conversation.
+type convMessage struct {
+	Role             string          `json:"role"`
+	Content          string          `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	Name             string          `json:"name"`
+	ToolCalls        json.RawMessage `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
 }
 
 // converter turns a generation record into a training record: the prompt
-// with the answer appended as the assistant turn.
+// with the answer appended as the assistant turn, or the regenerated
+// conversation.
 type converter struct {
 	to            string
 	withReasoning bool
@@ -67,46 +113,79 @@ type converter struct {
 	msgs          []trainMessage
 	turns         []shareGPTTurn
 	think         []byte
+	tools         []byte
 	out           []byte
 }
 
 // convert returns the training record of a generation record, valid
 // until the next call, or why the record cannot be one.
 func (c *converter) convert(data []byte) ([]byte, *rejection) {
-	c.gen = generation{}
+	clear(c.gen.Messages[:cap(c.gen.Messages)])
+	clear(c.gen.Output.Messages[:cap(c.gen.Output.Messages)])
+	msgs, convMsgs, turns := c.gen.Messages[:0], c.gen.Output.Messages[:0], c.gen.Output.Turns[:0]
+	c.gen = generation{Messages: msgs}
+	c.gen.Output.Messages, c.gen.Output.Turns = convMsgs, turns
 	if err := record.Decode(data, &c.gen); err != nil {
 		return nil, reject(ReasonBadRecord, "%v", err)
 	}
-	if !c.gen.HasPrompt() {
+	g := &c.gen
+	conversation := len(g.Output.Messages) > 0
+	if !conversation && len(g.Messages) == 0 && g.Prompt == nil {
 		return nil, reject(ReasonNoPrompt, "no messages or prompt to put the answer after")
 	}
-	g := &c.gen.Generation
 	c.msgs = c.msgs[:0]
-	if len(g.Messages) == 0 && g.Prompt.Prompt != nil {
-		c.msgs = append(c.msgs, trainMessage{Role: "user", Content: *g.Prompt.Prompt})
-	} else if len(c.gen.System) > 0 && string(c.gen.System) != "null" {
-		// A top-level system prompt takes the system slot by the rule
-		// every stage follows.
-		var system string
-		if err := json.Unmarshal(c.gen.System, &system); err != nil {
-			return nil, reject(ReasonBadRecord, "system is not a string")
+	switch {
+	case conversation:
+		// The regenerated conversation replaces the prompt's, up to its
+		// last regenerated turn (a truncated one stops there).
+		last := -1
+		for _, t := range g.Output.Turns {
+			last = max(last, t.Message)
 		}
-		if record.UsesSystem(system, g.Messages) {
-			c.msgs = append(c.msgs, trainMessage{Role: "system", Content: system})
+		if last < 0 || last >= len(g.Output.Messages) {
+			return nil, reject(ReasonBadRecord, "output.turns lists no regenerated message")
+		}
+		for _, m := range g.Output.Messages[:last+1] {
+			tm := trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+			if c.withReasoning && m.Role == "assistant" {
+				tm.ReasoningContent = m.ReasoningContent
+			}
+			c.msgs = append(c.msgs, tm)
+		}
+	case len(g.Messages) == 0:
+		c.msgs = append(c.msgs, trainMessage{Role: "user", Content: *g.Prompt})
+	default:
+		for _, m := range g.Messages {
+			c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
 		}
 	}
-	for _, m := range g.Messages {
-		c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
+	if conversation || len(g.Messages) > 0 {
+		if rej := c.systemSlot(); rej != nil {
+			return nil, rej
+		}
 	}
-	answer := trainMessage{Role: "assistant", Content: g.Output.Text}
-	if c.withReasoning {
-		answer.ReasoningContent = g.Output.Reasoning
-	}
-	sample := g.SampleIndex()
-	var err error
-	if c.to == toMessages {
+	if !conversation {
+		answer := trainMessage{Role: "assistant", Content: g.Output.Text}
+		if !isNull(g.Output.ToolCalls) && string(g.Output.ToolCalls) != "[]" {
+			answer.ToolCalls = g.Output.ToolCalls
+		}
+		if c.withReasoning {
+			answer.ReasoningContent = g.Output.Reasoning
+		}
 		c.msgs = append(c.msgs, answer)
-		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs}, 0)
+	}
+	var err error
+	c.tools, _, err = record.AppendCanonicalTools(c.tools[:0], g.Tools)
+	if err != nil {
+		return nil, reject(ReasonBadRecord, "%v", err)
+	}
+	sample := g.Output.Sample
+	switch c.to {
+	case toMessages:
+		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs, Tools: c.tools}, 0)
+		return c.out, encodeRejection(err)
+	case toConversations:
+		c.out, err = json.Append(c.out[:0], conversationsRecord{ID: g.ID, Sample: sample, Conversations: c.msgs, Tools: c.tools}, 0)
 		return c.out, encodeRejection(err)
 	}
 	c.turns = c.turns[:0]
@@ -115,22 +194,42 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 		if !ok {
 			from = m.Role
 		}
-		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 			call, err := shareGPTCall(m.ToolCalls)
 			if err != nil {
 				return nil, reject(ReasonBadRecord, "tool_calls: %v", err)
 			}
-			if m.Content != "" {
-				c.turns = append(c.turns, shareGPTTurn{From: from, Value: m.Content})
+			if text := c.withThink(m); text != "" {
+				c.turns = append(c.turns, shareGPTTurn{From: from, Value: text})
 			}
 			c.turns = append(c.turns, shareGPTTurn{From: "function_call", Value: call})
 			continue
 		}
-		c.turns = append(c.turns, shareGPTTurn{From: from, Value: m.Content})
+		c.turns = append(c.turns, shareGPTTurn{From: from, Value: c.withThink(m)})
 	}
-	c.turns = append(c.turns, shareGPTTurn{From: "gpt", Value: c.withThink(answer)})
-	c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns}, 0)
+	c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools)}, 0)
 	return c.out, encodeRejection(err)
+}
+
+// systemSlot puts a top-level system prompt first by the rule every stage
+// follows (record.UsesSystem): unless the conversation starts with a
+// system turn of its own.
+func (c *converter) systemSlot() *rejection {
+	if len(c.gen.System) == 0 || string(c.gen.System) == "null" {
+		return nil
+	}
+	var system string
+	if err := json.Unmarshal(c.gen.System, &system); err != nil {
+		return reject(ReasonBadRecord, "system is not a string")
+	}
+	var first []record.Message
+	if len(c.msgs) > 0 {
+		first = []record.Message{{Role: c.msgs[0].Role}}
+	}
+	if record.UsesSystem(system, first) {
+		c.msgs = slices.Insert(c.msgs, 0, trainMessage{Role: "system", Content: system})
+	}
+	return nil
 }
 
 // encodeRejection reports a record whose parts do not encode back (an

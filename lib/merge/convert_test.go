@@ -1,6 +1,9 @@
 package merge
 
 import (
+	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -37,7 +40,8 @@ func TestConvertSystemSlot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for to, want := range map[string]string{toMessages: tt.messages, toShareGPT: tt.sharegpt} {
+			conversations := strings.Replace(tt.messages, `"messages":`, `"conversations":`, 1)
+			for to, want := range map[string]string{toMessages: tt.messages, toShareGPT: tt.sharegpt, toConversations: conversations} {
 				c := &converter{to: to}
 				got, rej := c.convert([]byte(tt.in))
 				switch {
@@ -51,4 +55,73 @@ func TestConvertSystemSlot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConvertConversation: a regenerated conversation replaces the
+// prompt's in every format, up to its last regenerated turn; each
+// assistant turn keeps its tool calls, and with --with-reasoning its
+// reasoning; tools come along.
+func TestConvertConversation(t *testing.T) {
+	const prompt = `"messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":"old"}]`
+	const tools = `"tools":"[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{}}}]"`
+	call := `[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]`
+	regenerated := `[{"role":"system","content":"S"},{"role":"user","content":"Weather in Paris?"},` +
+		`{"role":"assistant","content":null,"reasoning_content":"R1","tool_calls":` + call + `},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"18C"},` +
+		`{"role":"assistant","content":"It is 18C.","reasoning_content":"R2"},` +
+		`{"role":"user","content":"Thanks"}]`
+	turns := `[{"message":2,"finish_reason":"stop","usage":{"prompt_tokens":5,"completion_tokens":3}},{"message":4,"finish_reason":"stop","usage":{"prompt_tokens":9,"completion_tokens":4,"cached_tokens":5}}]`
+	rec := func(id string, sample int, extra string) string {
+		return `{"id":` + id + `,` + prompt + `,` + tools + extra + `,"output":{"messages":` + regenerated + `,"turns":` + turns +
+			`,"truncated":{"reason":"context_full","turn":2,"detail":"d"},"finish_reason":"stop","sample":` + strconv.Itoa(sample) + `}}`
+	}
+	const canon = `[{"function":{"name":"get_weather","parameters":{}},"type":"function"}]`
+	plain := `[{"role":"system","content":"S"},{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":"","tool_calls":` + call +
+		`},{"role":"tool","content":"18C","tool_call_id":"call_1"},{"role":"assistant","content":"It is 18C."}]`
+	reasoned := `[{"role":"system","content":"S"},{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":"","reasoning_content":"R1","tool_calls":` + call +
+		`},{"role":"tool","content":"18C","tool_call_id":"call_1"},{"role":"assistant","content":"It is 18C.","reasoning_content":"R2"}]`
+	gptCall := `{"from":"function_call","value":"{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"}`
+	tests := []struct {
+		name, in, to string
+		reasoning    bool
+		want         string
+	}{
+		{"messages", rec(`"a"`, 0, ""), toMessages, false, `{"id":"a","messages":` + plain + `,"tools":` + canon + `}`},
+		{"messages with reasoning, sample 1", rec(`"a"`, 1, ""), toMessages, true, `{"id":"a","sample":1,"messages":` + reasoned + `,"tools":` + canon + `}`},
+		{"conversations", rec(`7`, 0, ""), toConversations, false, `{"id":7,"conversations":` + plain + `,"tools":` + canon + `}`},
+		{"conversations with reasoning", rec(`7`, 1, ""), toConversations, true, `{"id":7,"sample":1,"conversations":` + reasoned + `,"tools":` + canon + `}`},
+		{"sharegpt", rec(`"a"`, 0, ""), toShareGPT, false, `{"id":"a","conversations":[{"from":"system","value":"S"},{"from":"human","value":"Weather in Paris?"},` +
+			gptCall + `,{"from":"observation","value":"18C"},{"from":"gpt","value":"It is 18C."}],"tools":` + quoteJSON(canon) + `}`},
+		{"sharegpt with reasoning", rec(`"a"`, 0, ""), toShareGPT, true, `{"id":"a","conversations":[{"from":"system","value":"S"},{"from":"human","value":"Weather in Paris?"},` +
+			`{"from":"gpt","value":"<think>\nR1\n</think>\n\n"},` + gptCall + `,{"from":"observation","value":"18C"},{"from":"gpt","value":"<think>\nR2\n</think>\n\nIt is 18C."}],"tools":` + quoteJSON(canon) + `}`},
+		{"a top-level system does not replace the conversation's", rec(`"a"`, 0, `,"system":"T"`), toMessages, false, `{"id":"a","messages":` + plain + `,"tools":` + canon + `}`},
+		{"a single answer's tool calls", `{"id":"s","messages":[{"role":"user","content":"Q"}],"output":{"text":"","tool_calls":` + call + `,"finish_reason":"stop","sample":0}}`, toConversations, false,
+			`{"id":"s","conversations":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":` + call + `}]}`},
+		{"a single answer in sharegpt with its call", `{"id":"s","messages":[{"role":"user","content":"Q"}],"output":{"text":"","reasoning":"R","tool_calls":` + call + `,"finish_reason":"stop","sample":0}}`, toShareGPT, true,
+			`{"id":"s","conversations":[{"from":"human","value":"Q"},{"from":"gpt","value":"<think>\nR\n</think>\n\n"},` + gptCall + `]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &converter{to: tt.to, withReasoning: tt.reasoning}
+			got, rej := c.convert([]byte(tt.in))
+			if rej != nil || string(got) != tt.want {
+				t.Errorf("got %s %+v\nwant %s", got, rej, tt.want)
+			}
+		})
+	}
+	// Bad parts of a conversation are rejected where they are read.
+	for _, bad := range []string{
+		strings.Replace(rec(`"a"`, 0, ""), `"tools":"[`, `"tools":"nope[`, 1),
+		strings.Replace(rec(`"a"`, 0, ""), `"turns":[`, `"turns":[{"message":9},`, 1),
+	} {
+		c := &converter{to: toMessages}
+		if got, rej := c.convert([]byte(bad)); rej == nil || rej.reason != ReasonBadRecord {
+			t.Errorf("%s: got %s %+v, want bad_record", bad, got, rej)
+		}
+	}
+}
+
+func quoteJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -7,7 +7,7 @@ import (
 
 // A long line the reader hands over (owned) is kept as it is, not copied.
 func TestTableKeepsOwnedData(t *testing.T) {
-	m := &merger{budget: 1 << 40, goodRank: rankLength}
+	m := &merger{budget: 1 << 40}
 	tb := m.newTable(0)
 	big := bytes.Repeat([]byte("x"), 1<<20)
 	if err := tb.add(&entry{id: "a", rank: rankStop, data: big, owned: true}); err != nil {

@@ -31,12 +31,16 @@ const Description = `Combine generation and error files into one record per (id,
   merge gen*.jsonl gen*.errors.jsonl -o final.jsonl
   merge --prompts prompts.jsonl --missing gen*.jsonl > todo.jsonl
   merge --to messages --with-reasoning --sort gen*.jsonl -o train.jsonl
+  merge --to conversations --with-reasoning regen*.jsonl -o train.parquet
 
 For each (id, sample) one record wins: an answer beats an error, finish_reason
 stop beats length beats abort, and among equals the record read last wins. A
-good answer (stop, or length unless --drop-length; not empty with --drop-empty)
-is written byte for byte, or with --to as a training record; a key without one
-is counted as missing, and its best record goes to --errors FILE if given. With
+regenerated conversation (infer --regenerate) ranks by its turns: complete
+beats truncated, then every turn stop beats a length turn. A good answer (stop,
+or length unless --drop-length; not empty with --drop-empty; for a
+conversation, every turn so, and complete unless --keep-truncated) is written
+byte for byte, or with --to as a training record; a key without one is counted
+as missing, and its best record goes to --errors FILE if given. With
 --prompts FILE --missing, the output is instead the prompts that still lack a
 good answer, ready to rerun.
 
@@ -50,15 +54,16 @@ Missing answers do not change the exit code; bad lines are rejected (exit 3).`
 type Command struct {
 	cli.Globals
 	Inputs         []string `arg:"" optional:"" help:"Generation and error files, in the order to read them (later wins among equals). None or - reads stdin."`
-	cli.OutputFlag `set:"output_what=the merged records"`
+	cli.OutputFlag `set:"output_what=the merged records (a name ending in .parquet, with --to, is written as Parquet)"`
 	Errors         string `placeholder:"FILE" help:"Write here the best record of each (id, sample) without a good answer (its error, or an aborted or dropped answer)." default:""`
 	Prompts        string `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing        bool   `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
 	Samples        int    `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
-	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn) or sharegpt ({id, conversations})." enum:"generation,messages,sharegpt" default:"generation"`
-	WithReasoning  bool   `help:"With --to, keep the answer's reasoning: as reasoning_content on the assistant message, or as a <think> block before the answer in sharegpt." default:"false"`
+	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value})." enum:"generation,messages,conversations,sharegpt" default:"generation"`
+	WithReasoning  bool   `help:"With --to, keep each answer's reasoning: as reasoning_content on its assistant message, or as a <think> block before it in sharegpt." default:"false"`
 	DropLength     bool   `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
 	DropEmpty      bool   `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
+	KeepTruncated  bool   `help:"Count a truncated regenerated conversation (output.truncated: a tool call left unpaired, the context full) as good, written up to its last regenerated turn; by default it counts as missing." default:"false"`
 	Sort           bool   `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
 	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
@@ -76,11 +81,13 @@ type merger struct {
 	budget     int64
 	missing    bool
 	sortByID   bool
-	goodRank   uint8
+	dropLength bool
+	keepCut    bool // --keep-truncated
 	tempParent string
 
-	out, errs *jsonl.Writer
-	conv      *converter
+	out  sink
+	errs *jsonl.Writer
+	conv *converter
 
 	dropEmpty bool
 	// rejected holds rejectKey of every answer filter rejected.
@@ -139,12 +146,16 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	switch {
 	case c.Missing && c.Prompts == "":
 		return nil, cli.Usagef("--missing needs --prompts FILE: the prompts to check for answers")
+	case isParquet(c.Output) && (c.Missing || c.To == toGeneration):
+		return nil, cli.Usagef("-o %s: Parquet holds training records: give --to messages, conversations or sharegpt", c.Output)
+	case isParquet(c.Errors):
+		return nil, cli.Usagef("--errors %s: the errors file holds generation and error records as JSON Lines, not Parquet", c.Errors)
 	case c.Missing && c.To != toGeneration:
 		return nil, cli.Usagef("--missing writes prompts; it does not go with --to")
 	case c.Missing && c.Errors != "":
 		return nil, cli.Usagef("--missing writes prompts; it does not go with --errors")
 	case c.WithReasoning && c.To == toGeneration:
-		return nil, cli.Usagef("--with-reasoning applies to --to messages or sharegpt (generation records keep their reasoning anyway)")
+		return nil, cli.Usagef("--with-reasoning applies to --to messages, conversations or sharegpt (generation records keep their reasoning anyway)")
 	case c.Samples < 1 || c.Samples > maxSample:
 		return nil, cli.Usagef("--samples must be from 1 to %d", maxSample)
 	case c.Memory <= 0:
@@ -157,10 +168,8 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	// Records held may take half the budget: Go's collector lets the heap
 	// grow to about twice what is live before it reclaims garbage.
 	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort,
-		goodRank: rankLength, tempParent: c.TempDir, dropEmpty: c.DropEmpty, rejected: map[uint64]struct{}{}}
-	if c.DropLength {
-		m.goodRank = rankStop
-	}
+		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
+		rejected: map[uint64]struct{}{}}
 	if c.To != toGeneration {
 		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning}
 	}
@@ -188,8 +197,13 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	c := m.cmd
 	// Outputs are opened first, so that a name conflict fails before the
 	// reading, and written atomically, so that a failed merge leaves none.
-	if m.out, err = jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force}); err != nil {
+	file, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
+	if err != nil {
 		return err
+	}
+	m.out = file
+	if isParquet(c.Output) {
+		m.out = newParquetSink(file, c.To, int64(c.Memory))
 	}
 	defer func() {
 		if err != nil {
@@ -249,7 +263,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 			m.judge(&p, rec.Data)
 		}
 		data := rec.Data
-		if rej == nil && m.conv != nil && p.rank >= m.goodRank {
+		if rej == nil && m.conv != nil && m.isGood(p.rank) {
 			// Converted now, so a record that cannot be is rejected where
 			// it was read, and only the smaller training record is held.
 			data, rej = m.conv.convert(rec.Data)
@@ -268,7 +282,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
 		if !m.missing {
 			e.data = data
-			if m.conv == nil || p.rank < m.goodRank {
+			if m.conv == nil || !m.isGood(p.rank) {
 				// A long line is kept as the reader assembled it, not copied.
 				if long := in.TakeLong(rec); long != nil {
 					e.data, e.owned = long, true
@@ -340,10 +354,26 @@ func (m *merger) judge(p *parsed, data []byte) {
 	case len(m.rejected) > 0 && hasKey(m.rejected, rejectKey(p)):
 		p.rank = rankDropped
 		m.droppedN++
-	case m.dropEmpty && p.rank >= rankLength && m.empty(data):
+	case m.dropEmpty && p.rank > rankAbort && m.empty(data):
 		p.rank = rankEmpty
 		m.emptyN++
 	}
+}
+
+// isGood tells the ranks of a good answer: stop; length unless
+// --drop-length; a truncated conversation's likewise with --keep-truncated.
+func (m *merger) isGood(rank uint8) bool {
+	switch rank {
+	case rankStop:
+		return true
+	case rankLength:
+		return !m.dropLength
+	case rankTruncStop:
+		return m.keepCut
+	case rankTruncLength:
+		return m.keepCut && !m.dropLength
+	}
+	return false
 }
 
 func hasKey(set map[uint64]struct{}, k uint64) bool {
@@ -433,7 +463,7 @@ func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jso
 func (m *merger) emit(e *entry) error {
 	m.resolved.Add(1)
 	hasPrompts := m.cmd.Prompts != ""
-	good := e.rank >= m.goodRank
+	good := m.isGood(e.rank)
 	if e.rank > rankNone {
 		m.answered++
 	}

@@ -58,47 +58,53 @@ func TestGolden(t *testing.T) {
 		{"sharegpt-reasoning", append([]string{"--to", "sharegpt", "--with-reasoning", "--drop-length"}, runInputs...), false, 0},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var report strings.Builder
-			var first string
-			for _, memory := range []string{"512MiB", "1KiB"} {
-				dir := t.TempDir()
-				args := append([]string{"--memory", memory}, tt.args...)
-				if tt.errors {
-					args = append(args, "--errors", filepath.Join(dir, "errors.jsonl"))
-				}
-				code, stdout, stderr := runMerge(t, context.Background(), nil, args...)
-				if code != tt.code {
-					t.Fatalf("--memory %s: exit %d, want %d\n%s", memory, code, tt.code, stderr)
-				}
-				report.Reset()
-				fmt.Fprintf(&report, "## merge %s\n%s", strings.Join(tt.args, " "), stdout)
-				if tt.errors {
-					errs, err := os.ReadFile(filepath.Join(dir, "errors.jsonl"))
-					if err != nil {
-						t.Fatal(err)
-					}
-					fmt.Fprintf(&report, "## --errors file\n%s", errs)
-				}
-				if memory == "1KiB" && !spilledClause.MatchString(stderr) {
-					t.Errorf("--memory 1KiB did not spill:\n%s", stderr)
-				}
-				stderr = spilledClause.ReplaceAllString(strings.ReplaceAll(stderr, dir, "$TMP"), "")
-				fmt.Fprintf(&report, "## stderr\n%s", strings.ReplaceAll(stderr, testdataDir+"/", ""))
-				if first == "" {
-					first = report.String()
-				} else if report.String() != first {
-					t.Errorf("spilling merge differs from the in-memory one:\n%s\n--- in memory:\n%s", report.String(), first)
-				}
-				for _, l := range splitLines(stdout) {
-					if !json.Valid([]byte(l)) {
-						t.Errorf("invalid JSON out: %s", l)
-					}
-				}
-			}
-			checkGolden(t, td(tt.name+".golden"), first)
-		})
+		t.Run(tt.name, func(t *testing.T) { runGolden(t, tt.name, tt.args, tt.errors, tt.code) })
 	}
+}
+
+// runGolden runs merge with args (and --errors if errors), in memory and
+// with a budget so small that every record goes through the spill files,
+// checks that both runs write the same, and compares that with the golden
+// file testdata/merge/NAME.golden.
+func runGolden(t *testing.T, name string, args []string, errors bool, wantCode int) {
+	var report strings.Builder
+	var first string
+	for _, memory := range []string{"512MiB", "1KiB"} {
+		dir := t.TempDir()
+		run := append([]string{"--memory", memory}, args...)
+		if errors {
+			run = append(run, "--errors", filepath.Join(dir, "errors.jsonl"))
+		}
+		code, stdout, stderr := runMerge(t, context.Background(), nil, run...)
+		if code != wantCode {
+			t.Fatalf("--memory %s: exit %d, want %d\n%s", memory, code, wantCode, stderr)
+		}
+		report.Reset()
+		fmt.Fprintf(&report, "## merge %s\n%s", strings.Join(args, " "), stdout)
+		if errors {
+			errs, err := os.ReadFile(filepath.Join(dir, "errors.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&report, "## --errors file\n%s", errs)
+		}
+		if memory == "1KiB" && !spilledClause.MatchString(stderr) {
+			t.Errorf("--memory 1KiB did not spill:\n%s", stderr)
+		}
+		stderr = spilledClause.ReplaceAllString(strings.ReplaceAll(stderr, dir, "$TMP"), "")
+		fmt.Fprintf(&report, "## stderr\n%s", strings.ReplaceAll(stderr, testdataDir+"/", ""))
+		if first == "" {
+			first = report.String()
+		} else if report.String() != first {
+			t.Errorf("spilling merge differs from the in-memory one:\n%s\n--- in memory:\n%s", report.String(), first)
+		}
+		for _, l := range splitLines(stdout) {
+			if !json.Valid([]byte(l)) {
+				t.Errorf("invalid JSON out: %s", l)
+			}
+		}
+	}
+	checkGolden(t, td(name+".golden"), first)
 }
 
 func checkGolden(t *testing.T, path, got string) {

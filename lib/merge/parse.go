@@ -13,16 +13,19 @@ import (
 )
 
 // Ranks order the records of one (id, sample): the higher rank wins, and
-// among equal ranks the record read last.
+// among equal ranks the record read last. A regenerated conversation ranks
+// by its worst turn, and a truncated one below every complete one.
 const (
-	rankNone     uint8 = iota // no answer: a prompt record only
-	rankError                 // an error record
-	rankDropped               // an answer filter rejected, read without its reject field
-	rankRejected              // filter's reject record of an answer (it carries the reason)
-	rankEmpty                 // an empty answer, with --drop-empty
-	rankAbort                 // finish_reason abort, or one merge does not know
-	rankLength                // finish_reason length: cut at the token limit
-	rankStop                  // finish_reason stop: a complete answer
+	rankNone        uint8 = iota // no answer: a prompt record only
+	rankError                    // an error record
+	rankDropped                  // an answer filter rejected, read without its reject field
+	rankRejected                 // filter's reject record of an answer (it carries the reason)
+	rankEmpty                    // an empty answer, with --drop-empty
+	rankAbort                    // finish_reason abort, or one merge does not know (of any turn)
+	rankTruncLength              // a truncated conversation with a turn cut at the token limit
+	rankTruncStop                // a truncated conversation whose turns all finished stop
+	rankLength                   // finish_reason length: cut at the token limit (of any turn)
+	rankStop                     // finish_reason stop: a complete answer (of every turn)
 )
 
 // Reject reasons of merge, beside the shared ones in jsonl.
@@ -60,6 +63,8 @@ type parsed struct {
 	digest uint64
 	// output is the raw output value.
 	output []byte
+	// conversation marks a regenerated conversation (output.messages).
+	conversation bool
 }
 
 // parseRecord reads the key and rank of a prompt, generation or error
@@ -113,50 +118,129 @@ func parseRecord(data []byte) (parsed, *rejection) {
 	p.topSample = sampleRaw != nil
 	switch {
 	case !isNull(outRaw):
-		var finish []byte
-		if finish, p.sample, err = answerFields(outRaw, true); err != nil {
+		var a answerView
+		if a, err = answerFields(outRaw, true); err != nil {
 			return p, reject(ReasonBadRecord, "output: %v", err)
 		}
-		p.rank = finishRank(finish)
+		p.sample, p.rank = a.sample, finishRank(a.finish)
+		if p.conversation = isConversation(a.messages); p.conversation {
+			if p.rank, err = conversationRank(a.messages, a.turns, a.truncated); err != nil {
+				return p, reject(ReasonBadRecord, "output.%v", err)
+			}
+		}
 		p.output, p.digest = outRaw, xxh3.Hash(outRaw)
 		if !isNull(rejRaw) {
 			p.rank = rankRejected
 		}
 	case !isNull(errRaw):
-		if _, p.sample, err = answerFields(errRaw, false); err != nil {
+		var a answerView
+		if a, err = answerFields(errRaw, false); err != nil {
 			return p, reject(ReasonBadRecord, "error: %v", err)
 		}
-		p.rank = rankError
+		p.sample, p.rank = a.sample, rankError
 	}
 	return p, nil
 }
 
 func isNull(v []byte) bool { return v == nil || string(v) == "null" }
 
-// answerFields reads the sample (and finish_reason) of an output or error
-// object.
-func answerFields(obj []byte, wantFinish bool) (finish []byte, sample int, err error) {
+// answerView is what merge reads of an output or error object: raw
+// values, but for the sample.
+type answerView struct {
+	sample                             int
+	finish, messages, turns, truncated []byte
+}
+
+// answerFields reads the sample of an output or error object, and of an
+// output its finish_reason and a conversation's messages, turns and
+// truncated.
+func answerFields(obj []byte, output bool) (answerView, error) {
+	var a answerView
 	if obj[0] != '{' {
-		return nil, 0, fmt.Errorf("must be an object, not %.20s", obj)
+		return a, fmt.Errorf("must be an object, not %.20s", obj)
 	}
 	var sampleRaw []byte
-	err = record.EachField(obj, func(key string, value []byte) error {
+	err := record.EachField(obj, func(key string, value []byte) error {
 		switch {
 		case key == "sample":
 			sampleRaw = value
-		case wantFinish && key == "finish_reason":
-			finish = value
+		case !output:
+		case key == "finish_reason":
+			a.finish = value
+		case key == "messages":
+			a.messages = value
+		case key == "turns":
+			a.turns = value
+		case key == "truncated":
+			a.truncated = value
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return a, err
 	}
 	if isNull(sampleRaw) {
 		sampleRaw = nil
 	}
-	sample, err = sampleValue(sampleRaw)
-	return finish, sample, err
+	a.sample, err = sampleValue(sampleRaw)
+	return a, err
+}
+
+// isConversation tells a regenerated conversation by its output.messages,
+// as filter and stats tell it (lib/quality).
+func isConversation(messages []byte) bool {
+	return !isNull(messages) && string(messages) != "[]"
+}
+
+// convTurn is what ranking reads of one entry of output.turns.
+type convTurn struct {
+	Message      *int            `json:"message"`
+	FinishReason json.RawMessage `json:"finish_reason"`
+}
+
+// convRole is what ranking reads of one message of output.messages.
+type convRole struct {
+	Role string `json:"role"`
+}
+
+// conversationRank ranks a regenerated conversation by its worst turn
+// (abort, then length, then stop), a truncated one below every complete
+// one. One with no regenerated turn has no answer to train on: abort. The
+// turns must point at assistant messages, as filter requires.
+func conversationRank(messages, turns, truncated []byte) (uint8, error) {
+	var roles []convRole
+	if err := record.Decode(messages, &roles); err != nil {
+		return 0, fmt.Errorf("messages: %v", err)
+	}
+	var ts []convTurn
+	if !isNull(turns) {
+		if err := record.Decode(turns, &ts); err != nil {
+			return 0, fmt.Errorf("turns: %v", err)
+		}
+	}
+	cut := !isNull(truncated)
+	if cut && truncated[0] != '{' {
+		return 0, fmt.Errorf("truncated must be an object, not %.20s", truncated)
+	}
+	worst := rankStop
+	for i, t := range ts {
+		if t.Message == nil || *t.Message < 0 || *t.Message >= len(roles) {
+			return 0, fmt.Errorf("turns[%d].message is not an index into output.messages", i)
+		}
+		if role := roles[*t.Message].Role; role != "assistant" {
+			return 0, fmt.Errorf("turns[%d] points at a %q message, not an assistant one", i, role)
+		}
+		worst = min(worst, finishRank(t.FinishReason))
+	}
+	switch {
+	case len(ts) == 0 || worst == rankAbort:
+		return rankAbort, nil
+	case cut && worst == rankStop:
+		return rankTruncStop, nil
+	case cut:
+		return rankTruncLength, nil
+	}
+	return worst, nil
 }
 
 // sampleValue is a sample number: absent means 0.

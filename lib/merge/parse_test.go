@@ -2,7 +2,6 @@ package merge
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"tokenmill/lib/record"
@@ -55,15 +54,7 @@ func FuzzParseRecord(f *testing.F) {
 	for _, b := range badLines {
 		f.Add([]byte(b.line))
 	}
-	for _, name := range []string{"gen-a.jsonl", "gen-a.errors.jsonl", "prompts.jsonl"} {
-		raw, err := os.ReadFile(filepath.Join(testdataDir, name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, l := range splitLines(string(raw)) {
-			f.Add([]byte(l))
-		}
-	}
+	seedLines(f, td("gen-a.jsonl"), td("gen-a.errors.jsonl"), td("prompts.jsonl"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, rej := parseRecord(data)
 		if rej != nil {
@@ -87,7 +78,7 @@ func FuzzParseRecord(f *testing.F) {
 		if g.Kind() != record.KindPrompt && g.SampleIndex() != p.sample {
 			t.Fatalf("%q: decoder says sample %d, merge %d", data, g.SampleIndex(), p.sample)
 		}
-		if g.Output != nil && (g.Output.FinishReason == record.FinishStop) != (p.rank == rankStop) {
+		if g.Output != nil && !p.conversation && (g.Output.FinishReason == record.FinishStop) != (p.rank == rankStop) {
 			t.Fatalf("%q: finish_reason %q ranked %d", data, g.Output.FinishReason, p.rank)
 		}
 	})
@@ -190,5 +181,18 @@ func TestSpillRoundTrip(t *testing.T) {
 	}
 	if _, err := r.next(); err == nil {
 		t.Error("read past the last entry")
+	}
+}
+
+// seedLines adds every line of the files to the fuzz corpus.
+func seedLines(f *testing.F, files ...string) {
+	for _, name := range files {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, l := range splitLines(string(raw)) {
+			f.Add([]byte(l))
+		}
 	}
 }

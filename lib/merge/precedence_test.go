@@ -76,38 +76,51 @@ func TestPrecedence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			var args []string
-			for i, f := range tt.files {
+			var files [][]string
+			for _, f := range tt.files {
 				var lines []string
 				for _, a := range f {
 					kind, lab, _ := strings.Cut(a, ":")
 					lines = append(lines, answer(`"x"`, 0, kind, lab))
 				}
-				args = append(args, writeLines(t, filepath.Join(dir, fmt.Sprintf("f%d.jsonl", i)), lines))
+				files = append(files, lines)
 			}
-			errsPath := filepath.Join(dir, "errors.jsonl")
-			args = append(args, "--errors", errsPath)
+			var flags []string
 			if tt.dropLength {
-				args = append(args, "--drop-length")
+				flags = append(flags, "--drop-length")
 			}
-			code, stdout, stderr := runMerge(t, context.Background(), nil, args...)
-			if code != 0 {
-				t.Fatalf("exit %d\n%s", code, stderr)
-			}
-			errs, _ := os.ReadFile(errsPath)
-			for _, c := range []struct{ what, text, want string }{{"output", stdout, tt.out}, {"errors file", string(errs), tt.errs}} {
-				lines := splitLines(c.text)
-				switch {
-				case c.want == "" && len(lines) != 0:
-					t.Errorf("%s holds %v, want nothing", c.what, lines)
-				case c.want != "" && len(lines) != 1:
-					t.Errorf("%s holds %d records, want 1 (%s)", c.what, len(lines), c.want)
-				case c.want != "" && label(t, lines[0]) != c.want:
-					t.Errorf("%s holds %q, want %q", c.what, label(t, lines[0]), c.want)
-				}
-			}
+			checkWinner(t, files, flags, tt.out, tt.errs, label)
 		})
+	}
+}
+
+// checkWinner merges files (each a list of lines) with flags and --errors,
+// and checks which record of the one (id, sample) is written (its label
+// out, "" for none) and which goes to the errors file.
+func checkWinner(t *testing.T, files [][]string, flags []string, out, errs string, label func(*testing.T, string) string) {
+	t.Helper()
+	dir := t.TempDir()
+	var args []string
+	for i, f := range files {
+		args = append(args, writeLines(t, filepath.Join(dir, fmt.Sprintf("f%d.jsonl", i)), f))
+	}
+	errsPath := filepath.Join(dir, "errors.jsonl")
+	args = append(append(args, "--errors", errsPath), flags...)
+	code, stdout, stderr := runMerge(t, context.Background(), nil, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	errText, _ := os.ReadFile(errsPath)
+	for _, c := range []struct{ what, text, want string }{{"output", stdout, out}, {"errors file", string(errText), errs}} {
+		lines := splitLines(c.text)
+		switch {
+		case c.want == "" && len(lines) != 0:
+			t.Errorf("%s holds %v, want nothing", c.what, lines)
+		case c.want != "" && len(lines) != 1:
+			t.Errorf("%s holds %d records, want 1 (%s)", c.what, len(lines), c.want)
+		case c.want != "" && label(t, lines[0]) != c.want:
+			t.Errorf("%s holds %q, want %q", c.what, label(t, lines[0]), c.want)
+		}
 	}
 }
 

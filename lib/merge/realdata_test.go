@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"tokenmill/lib/testbin"
 )
 
 const realData = "../../../shared/data/real"
@@ -219,4 +221,122 @@ func TestMissingOnRealData(t *testing.T) {
 	if code != 0 || stdout != "" || !strings.Contains(stderr, "unique out 500, replaced") || !strings.Contains(stderr, "missing 0") {
 		t.Errorf("after the rerun: exit %d, %d to do\n%s", code, len(splitLines(stdout)), stderr)
 	}
+}
+
+// regenerate makes, from a conversation record of extract --turns all, the
+// generation record infer --regenerate writes (CONVERSATION-RECORD shape):
+// every assistant turn rewritten, its calls given new ids that the tool
+// results are re-paired to. Every 5th conversation has a length turn,
+// every 7th is truncated after its first turn.
+func regenerate(t *testing.T, i int, line string) (gen string, good bool) {
+	t.Helper()
+	var rec struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		t.Fatalf("%v: %s", err, line)
+	}
+	var msgs []map[string]any
+	var turns []map[string]any
+	ids := map[string]string{}
+	for j, m := range rec.Messages {
+		n := map[string]any{}
+		for k, v := range m {
+			n[k] = v
+		}
+		switch m["role"] {
+		case "assistant":
+			if calls, ok := m["tool_calls"].([]any); ok {
+				for k, c := range calls {
+					call := c.(map[string]any)
+					id := fmt.Sprintf("regen_%d_%d", j, k)
+					ids[call["id"].(string)] = id
+					call["id"] = id
+				}
+			} else {
+				n["content"] = fmt.Sprintf("regenerated %d: %v", j, m["content"])
+			}
+			n["reasoning_content"] = fmt.Sprintf("thinking before message %d", j)
+			finish := "stop"
+			if i%5 == 0 && len(turns) == 0 {
+				finish = "length"
+			}
+			turns = append(turns, map[string]any{"message": j, "finish_reason": finish,
+				"usage": map[string]int{"prompt_tokens": 100 * (j + 1), "completion_tokens": 20, "cached_tokens": 90 * j}, "latency_ms": 200, "endpoint": "http://127.0.0.1:30000", "attempts": 1})
+		case "tool":
+			if id, ok := ids[fmt.Sprint(m["tool_call_id"])]; ok {
+				n["tool_call_id"] = id
+			}
+		}
+		msgs = append(msgs, n)
+	}
+	out := map[string]any{"messages": msgs, "turns": turns, "finish_reason": "stop", "model": "m", "endpoint": "http://127.0.0.1:30000",
+		"latency_ms": 200 * len(turns), "attempts": 1, "sample": 0}
+	if i%7 == 0 && len(turns) > 1 {
+		last := turns[0]["message"].(int)
+		out["messages"], out["turns"] = msgs[:last+1], turns[:1]
+		out["truncated"] = map[string]any{"reason": "context_full", "turn": 1, "detail": "the history no longer fits"}
+	}
+	o, _ := json.Marshal(out)
+	return strings.TrimSuffix(line, "}") + `,"output":` + string(o) + "}", i%5 != 0 && (i%7 != 0 || len(turns) <= 1)
+}
+
+// TestConversationsOnRealData: the glaive tool-calling conversations, read
+// whole by extract and regenerated, merged into the conversations layout
+// as Parquet, read back by extract: the same conversations, tool calls and
+// tools; every conversation is written or counted missing.
+func TestConversationsOnRealData(t *testing.T) {
+	src := filepath.Join(realData, "glaive_toolcall_en_demo.json")
+	if _, err := os.Stat(src); err != nil {
+		t.Skipf("real data not available (%v)", err)
+	}
+	r := testbin.Run(t, "", nil, nil, "extract", "--turns", "all", src)
+	if r.Code != 0 {
+		t.Fatalf("extract: exit %d\n%s", r.Code, r.Stderr)
+	}
+	var gens []string
+	good := 0
+	seen := map[string]bool{}
+	for i, l := range splitLines(string(r.Stdout)) {
+		// The demo file repeats some conversations: one (id, sample) each.
+		var rec struct{ ID string }
+		if json.Unmarshal([]byte(l), &rec) != nil || seen[rec.ID] {
+			continue
+		}
+		seen[rec.ID] = true
+		g, ok := regenerate(t, i, l)
+		gens = append(gens, g)
+		if ok {
+			good++
+		}
+	}
+	dir := t.TempDir()
+	in := writeLines(t, filepath.Join(dir, "regen.jsonl"), gens)
+	args := []string{"--to", "conversations", "--with-reasoning", "--drop-length", "--errors", filepath.Join(dir, "errors.jsonl"), in}
+	code, jsonOut, stderr := runMerge(t, context.Background(), nil, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	want := readTraining(t, jsonOut)
+	errs, _ := os.ReadFile(filepath.Join(dir, "errors.jsonl"))
+	if len(want) != good || len(want)+len(splitLines(string(errs))) != len(gens) || good < 150 {
+		t.Fatalf("%d written, %d to --errors, of %d; want %d written", len(want), len(splitLines(string(errs))), len(gens), good)
+	}
+	calls := 0
+	for _, w := range want {
+		for _, tn := range w.Conversations {
+			calls += len(tn.ToolCalls)
+			if tn.Role == "assistant" && tn.ReasoningContent == "" {
+				t.Fatalf("%s: an assistant turn without its reasoning", w.ID)
+			}
+		}
+	}
+	if calls < 100 {
+		t.Errorf("only %d tool calls in the training records", calls)
+	}
+	pq := filepath.Join(dir, "train.parquet")
+	if code, _, stderr := runMerge(t, context.Background(), nil, append(args[:len(args)-3], "-o", pq, in)...); code != 0 {
+		t.Fatalf("Parquet: exit %d\n%s", code, stderr)
+	}
+	checkThroughExtract(t, pq, want, toConversations)
 }

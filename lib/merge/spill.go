@@ -41,15 +41,12 @@ const (
 	flagHead
 )
 
-// newSpillFile creates a spill file and unlinks it at once: it lives only
-// as long as its descriptor, so even a killed merge leaves nothing behind.
+// newSpillFile creates a spill file that has no name (see createSpill):
+// it lives only as long as its descriptor, so even a killed merge leaves
+// nothing behind.
 func (m *merger) newSpillFile() (*spillFile, error) {
-	f, err := os.CreateTemp(m.tempParent, "tokenmill-merge-*.spill")
+	f, err := createSpill(m.tempParent)
 	if err != nil {
-		return nil, fmt.Errorf("spill file: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
 	zw := s2.NewWriter(f, s2.WriterConcurrency(2), s2.WriterBlockSize(spillBlockSize))
@@ -85,6 +82,20 @@ func (s *spillFile) write(e *entry) error {
 		return fmt.Errorf("spill file: %w", err)
 	}
 	return nil
+}
+
+// createNamedSpill creates a spill file and unlinks it at once, where an
+// unnamed one cannot be had: a kill between the two leaves it behind.
+func createNamedSpill(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "tokenmill-merge-*.spill")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // finishWriting flushes what was written so the file can be read back.

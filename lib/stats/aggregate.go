@@ -120,6 +120,7 @@ type aggregator struct {
 	ends     map[string]*endpointAgg
 	empty    int64
 	checks   *checkAgg // nil without --checks
+	convs    *convAgg  // nil until a regenerated conversation is read
 }
 
 // Indexes of aggregator.lengths.
@@ -166,6 +167,12 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 	case record.KindGeneration:
 		if f.empty {
 			a.empty++
+		}
+		if f.conversation {
+			if a.convs == nil {
+				a.convs = newConvAgg()
+			}
+			a.convs.add(f)
 		}
 		if a.checks != nil {
 			a.checks.add(f, file, line)
@@ -291,6 +298,9 @@ func (a *aggregator) report(top int, wallSeconds float64) *Report {
 	}
 	if a.checks != nil {
 		r.Checks = a.checks.report()
+	}
+	if a.convs != nil {
+		r.Conversations = a.convs.report()
 	}
 	for status, n := range a.statuses {
 		r.Errors.ByStatus = append(r.Errors.ByStatus, StatusCount{Status: status, Count: n})

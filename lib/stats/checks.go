@@ -5,8 +5,7 @@ import (
 	"tokenmill/lib/record"
 )
 
-// checker runs filter's quality checks in one parsing worker (--checks),
-// and tells an empty answer in a regenerated conversation.
+// checker runs filter's quality checks in one parsing worker (--checks).
 type checker struct {
 	c     *quality.Checker // nil: no --checks
 	rec   quality.Record
@@ -15,25 +14,17 @@ type checker struct {
 
 // check adds to f what the checks find in the generation record line.
 func (ck *checker) check(line []byte, f *fact) {
-	if f.kind != record.KindGeneration || ck.c == nil && !f.conversation {
+	if f.kind != record.KindGeneration || ck.c == nil {
 		return
 	}
 	f.turn = -1
 	if perr := ck.rec.Parse(line); perr != nil {
-		if ck.c != nil {
-			f.reason, f.detail = perr.Reason, perr.Err.Error()
-		}
+		f.reason, f.detail = perr.Reason, perr.Err.Error()
 		return
 	}
 	f.answers = len(ck.rec.Answers)
 	for i := range ck.rec.Answers {
 		a := &ck.rec.Answers[i]
-		if len(a.ToolCalls) == 0 && quality.Blank(a.Text) {
-			f.empty = true
-		}
-		if ck.c == nil {
-			continue
-		}
 		ck.found = ck.c.All(a, ck.rec.Tools(), ck.found[:0])
 		for _, x := range ck.found {
 			f.failed |= 1 << checkBit(x.Check)

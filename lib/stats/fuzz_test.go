@@ -20,13 +20,17 @@ func FuzzParse(f *testing.F) {
 	for _, b := range badLines {
 		f.Add([]byte(b.line))
 	}
-	if data, err := os.Open(filepath.Join(testdata, "mixed.jsonl")); err == nil {
-		sc := bufio.NewScanner(data)
-		for sc.Scan() {
-			f.Add([]byte(sc.Text()))
+	for _, name := range []string{"mixed.jsonl", "conversations.jsonl"} {
+		if data, err := os.Open(filepath.Join(testdata, name)); err == nil {
+			sc := bufio.NewScanner(data)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				f.Add([]byte(sc.Text()))
+			}
+			data.Close()
 		}
-		data.Close()
 	}
+	f.Add([]byte(convLine))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 20 {
 		f.Add(randomRecord(rng, 50, 2))
@@ -56,6 +60,13 @@ func FuzzParse(f *testing.F) {
 				FinishReason string `json:"finish_reason"`
 				Endpoint     string `json:"endpoint"`
 				LatencyMS    int64  `json:"latency_ms"`
+				Messages     []struct {
+					Content   string `json:"content"`
+					Reasoning string `json:"reasoning_content"`
+				} `json:"messages"`
+				Turns []struct {
+					Message int `json:"message"`
+				} `json:"turns"`
 			} `json:"output"`
 			Error *struct {
 				Status  int    `json:"status"`
@@ -76,7 +87,22 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("%q: prompt %d chars, source %q; the standard decoder: %d, %q", line, got.prompt, got.source, chars, std.Source)
 		}
 		if o := std.Output; o != nil {
-			if got.answer != utf8.RuneCountInString(o.Text) || got.reasoning != utf8.RuneCountInString(o.Reasoning) ||
+			answer, reasoning := utf8.RuneCountInString(o.Text), utf8.RuneCountInString(o.Reasoning)
+			if got.conversation != (len(o.Messages) > 0) {
+				t.Fatalf("%q: conversation %v, the standard decoder finds %d messages", line, got.conversation, len(o.Messages))
+			}
+			if got.conversation {
+				// A conversation's answer is its regenerated turns.
+				answer, reasoning = 0, 0
+				for _, tn := range o.Turns {
+					answer += utf8.RuneCountInString(o.Messages[tn.Message].Content)
+					reasoning += utf8.RuneCountInString(o.Messages[tn.Message].Reasoning)
+				}
+				if len(got.turns) != len(o.Turns) {
+					t.Errorf("%q: %d turns, the standard decoder %d", line, len(got.turns), len(o.Turns))
+				}
+			}
+			if got.answer != answer || got.reasoning != reasoning ||
 				got.finish != o.FinishReason || got.endpoint != o.Endpoint || got.latency != o.LatencyMS {
 				t.Errorf("%q: output %+v; the standard decoder: %+v", line, got, *o)
 			}

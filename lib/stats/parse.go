@@ -123,21 +123,39 @@ type (
 		Content chars `json:"content"`
 	}
 	outputView struct {
-		Text         chars      `json:"text"`
-		Reasoning    chars      `json:"reasoning"`
-		FinishReason string     `json:"finish_reason"`
-		Usage        *usageView `json:"usage"`
-		Endpoint     string     `json:"endpoint"`
-		LatencyMS    int64      `json:"latency_ms"`
-		Sample       int        `json:"sample"`
-		// A regenerated conversation's turns, and tool calls, are only
-		// looked at to tell an empty answer (see fact.empty).
-		Messages  json.RawMessage `json:"messages"`
-		ToolCalls json.RawMessage `json:"tool_calls"`
+		Text         chars           `json:"text"`
+		Reasoning    chars           `json:"reasoning"`
+		FinishReason string          `json:"finish_reason"`
+		Usage        *usageView      `json:"usage"`
+		Endpoint     string          `json:"endpoint"`
+		LatencyMS    int64           `json:"latency_ms"`
+		Sample       int             `json:"sample"`
+		ToolCalls    json.RawMessage `json:"tool_calls"`
+		// A regenerated conversation (infer --regenerate): the whole
+		// conversation, and where its regenerated turns are in it.
+		Messages  []convMessageView `json:"messages"`
+		Turns     []turnView        `json:"turns"`
+		Truncated *truncatedView    `json:"truncated"`
 	}
 	usageView struct {
 		PromptTokens     int64 `json:"prompt_tokens"`
 		CompletionTokens int64 `json:"completion_tokens"`
+		// CachedTokens is nil when the server did not report it.
+		CachedTokens *int64 `json:"cached_tokens"`
+	}
+	convMessageView struct {
+		Content   chars `json:"content"`
+		Reasoning chars `json:"reasoning_content"`
+		// Only counted: an empty turn is one without calls.
+		ToolCalls []struct{} `json:"tool_calls"`
+	}
+	turnView struct {
+		Message      *int       `json:"message"`
+		FinishReason string     `json:"finish_reason"`
+		Usage        *usageView `json:"usage"`
+	}
+	truncatedView struct {
+		Reason string `json:"reason"`
 	}
 	errorView struct {
 		Status   int    `json:"status"`
@@ -168,9 +186,13 @@ type fact struct {
 	status    int
 	message   string
 	// empty: an answer (or a regenerated turn) with no text and no tool
-	// call; conversation: it needs the checker's record view to tell.
-	empty        bool
+	// call.
+	empty bool
+	// A regenerated conversation: its turns, and why it was cut short
+	// ("" when complete).
 	conversation bool
+	turns        []turnFact
+	truncated    string
 	// The quality checks (--checks): the reason of the first failure, as
 	// filter counts it, the checks failed, and the first failure's turn
 	// and detail.
@@ -179,6 +201,17 @@ type fact struct {
 	turn    int
 	detail  string
 	answers int
+}
+
+// turnFact is what one regenerated turn contributes.
+type turnFact struct {
+	chars     int
+	finish    string
+	usage     bool
+	cTokens   int64
+	pTokens   int64
+	cached    int64
+	hasCached bool
 }
 
 // parseError is a record stats cannot use, with its reject reason.
@@ -211,14 +244,18 @@ func parse(data []byte, f *fact) *parseError {
 		o := v.Output
 		f.kind, f.sample, class = record.KindGeneration, o.Sample, 'g'
 		f.answer, f.hasReas, f.reasoning = o.Text.n, o.Reasoning.n > 0, o.Reasoning.n
-		f.conversation = !isNullRaw(o.Messages)
-		f.empty = !f.conversation && (!o.Text.set || o.Text.blank) && isNullRaw(o.ToolCalls)
+		f.empty = (!o.Text.set || o.Text.blank) && isNullRaw(o.ToolCalls)
 		f.finish, f.endpoint, f.latency = o.FinishReason, o.Endpoint, o.LatencyMS
 		if o.Usage != nil {
 			f.usage, f.pTokens, f.cTokens = true, o.Usage.PromptTokens, o.Usage.CompletionTokens
 		}
 		if f.latency < 0 || f.pTokens < 0 || f.cTokens < 0 {
 			return &parseError{ReasonBadValue, errors.New("negative latency_ms or token count")}
+		}
+		if len(o.Messages) > 0 {
+			if perr := f.readConversation(o); perr != nil {
+				return perr
+			}
 		}
 	case v.Error != nil:
 		e := v.Error
@@ -228,6 +265,42 @@ func parse(data []byte, f *fact) *parseError {
 		f.kind = record.KindPrompt
 	}
 	f.key = idKey(class, v.ID, f.sample)
+	return nil
+}
+
+// readConversation reads a regenerated conversation's turns: the record's
+// answer is all of them (their text and reasoning summed), empty if one
+// of them is.
+func (f *fact) readConversation(o *outputView) *parseError {
+	f.conversation, f.empty, f.answer, f.reasoning = true, false, 0, 0
+	if o.Truncated != nil {
+		f.truncated = o.Truncated.Reason
+		if f.truncated == "" {
+			f.truncated = noneName
+		}
+	}
+	f.turns = make([]turnFact, len(o.Turns))
+	for i, t := range o.Turns {
+		if t.Message == nil || *t.Message < 0 || *t.Message >= len(o.Messages) {
+			return &parseError{ReasonBadValue, fmt.Errorf("output.turns[%d].message is not an index into output.messages", i)}
+		}
+		m := &o.Messages[*t.Message]
+		tf := turnFact{chars: m.Content.n, finish: t.FinishReason}
+		if u := t.Usage; u != nil {
+			tf.usage, tf.pTokens, tf.cTokens = true, u.PromptTokens, u.CompletionTokens
+			if u.CachedTokens != nil {
+				tf.hasCached, tf.cached = true, *u.CachedTokens
+			}
+			if tf.pTokens < 0 || tf.cTokens < 0 || tf.cached < 0 {
+				return &parseError{ReasonBadValue, fmt.Errorf("output.turns[%d]: a negative token count", i)}
+			}
+		}
+		f.turns[i] = tf
+		f.answer += m.Content.n
+		f.reasoning += m.Reasoning.n
+		f.empty = f.empty || (!m.Content.set || m.Content.blank) && len(m.ToolCalls) == 0
+	}
+	f.hasReas = f.reasoning > 0
 	return nil
 }
 

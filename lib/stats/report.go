@@ -53,6 +53,9 @@ type Report struct {
 	// Checks is what filter's quality checks find (--checks); nothing is
 	// dropped.
 	Checks *Checks `json:"checks,omitempty"`
+	// Conversations describes the regenerated conversations, when there
+	// are any.
+	Conversations *Conversations `json:"conversations,omitempty"`
 }
 
 // Checks reports the quality checks over the generation records.
@@ -254,13 +257,7 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 
 	lengths := table{align: "lrrrrrr", header: []string{"length", "count", "mean", "p50", "p90", "p99", "max"}}
 	for _, l := range r.lengthRows() {
-		s := l.d.Summary
-		if s.Count == 0 {
-			lengths.add(l.name, "0", "-", "-", "-", "-", "-")
-			continue
-		}
-		lengths.add(l.name, num(s.Count), strconv.FormatFloat(s.Mean, 'f', 1, 64),
-			numf(s.P50), numf(s.P90), numf(s.P99), numf(s.Max))
+		lengths.add(lengthRow(l)...)
 	}
 	lengths.write(&b)
 	for _, l := range r.lengthRows() {
@@ -276,6 +273,9 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 		}
 		fin.write(&b)
 		fmt.Fprintf(&b, "empty answers: %s (no text, or white space only, and no tool call)\n\n", plural(r.Empty, "record"))
+	}
+	if r.Conversations != nil {
+		writeConversations(&b, r.Conversations)
 	}
 	if r.Checks != nil {
 		writeChecks(&b, r.Checks)

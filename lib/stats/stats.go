@@ -30,7 +30,9 @@ records and prints, as aligned tables with histograms: counts by kind; prompt
 and answer lengths in characters, and in tokens from output.usage, with
 p50/p90/p99/max; finish_reason; errors by status with the commonest messages;
 (id, sample) pairs seen twice; records per source; and per endpoint the
-requests, completion tokens, tok/s and latency p50/p99. The report goes to
+requests, completion tokens, tok/s and latency p50/p99. Regenerated
+conversations (infer --regenerate) add turns per conversation, per-turn
+lengths, truncations by reason and the prefix-cache hit rate. The report goes to
 stdout; bad lines are counted, shown with file:line on stderr, written to
 --rejects, and make the exit code 3 after the report.
 

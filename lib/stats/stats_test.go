@@ -173,6 +173,11 @@ var badLines = []struct{ name, line, reason string }{
 	{"status as text", `{"id":"x","prompt":"a","error":{"status":"400","message":"m"}}`, ReasonWrongType},
 	{"negative latency", `{"id":"x","prompt":"a","output":{"text":"b","latency_ms":-1}}`, ReasonBadValue},
 	{"negative tokens", `{"id":"x","prompt":"a","output":{"text":"b","usage":{"prompt_tokens":-5}}}`, ReasonBadValue},
+	{"a turn past the messages", strings.Replace(convLine, `"message":3`, `"message":4`, 1), ReasonBadValue},
+	{"a turn without a message", strings.Replace(convLine, `"message":3`, `"message":null`, 1), ReasonBadValue},
+	{"negative cached tokens", strings.Replace(convLine, `"cached_tokens":24`, `"cached_tokens":-1`, 1), ReasonBadValue},
+	{"a turn's content as parts", strings.Replace(convLine, `"content":"18C"`, `"content":[{"type":"text","text":"18C"}]`, 1), ReasonWrongType},
+	{"turns not a list", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"}],"turns":"none"}}`, ReasonWrongType},
 }
 
 func TestParseRejects(t *testing.T) {
@@ -210,6 +215,17 @@ func TestParseFacts(t *testing.T) {
 			fact{kind: record.KindPrompt, prompt: 1}},
 		{"empty messages are a prompt of no characters", `{"id":"a","messages":[]}`,
 			fact{kind: record.KindPrompt}},
+		{"two turns, one reporting cached tokens", convLine, fact{kind: 1, prompt: 1, sample: 1, usage: true, pTokens: 40, cTokens: 10,
+			answer: 11, hasReas: true, reasoning: 16, finish: "length", endpoint: "e", latency: 9, conversation: true,
+			turns: []turnFact{{chars: 0, finish: "stop", usage: true, pTokens: 10, cTokens: 4},
+				{chars: 11, finish: "length", usage: true, pTokens: 30, cTokens: 6, cached: 24, hasCached: true}}}},
+		{"truncated, an empty turn", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":" "}],` +
+			`"turns":[{"message":1,"finish_reason":"stop"}],"truncated":{"reason":"tool_unpaired","turn":1}}}`,
+			fact{kind: 1, prompt: 1, answer: 1, empty: true, conversation: true, truncated: "tool_unpaired", turns: []turnFact{{chars: 1, finish: "stop"}}}},
+		{"truncated without a reason, no turn", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"}],"truncated":{}}}`,
+			fact{kind: 1, prompt: 1, conversation: true, truncated: noneName, turns: []turnFact{}}},
+		{"empty messages: a single answer", `{"id":"c","prompt":"p","output":{"messages":[],"text":"","finish_reason":"stop"}}`,
+			fact{kind: 1, prompt: 1, empty: true, finish: "stop"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -461,18 +477,22 @@ func readJSON(t *testing.T, name string, v any) {
 // TestGolden pins the JSON schema and the text layout on a hand-made file.
 func TestGolden(t *testing.T) {
 	input := filepath.Join(testdata, "mixed.jsonl")
+	convs := filepath.Join(testdata, "conversations.jsonl")
 	for _, tt := range []struct {
 		golden string
 		args   []string
+		code   int
 	}{
-		{"mixed.json", []string{"--json", "--wall", "1h", input}},
-		{"mixed.txt", []string{"--wall", "1h", input}},
-		{"mixed.nowall.txt", []string{"--top", "2", input}},
+		{"mixed.json", []string{"--json", "--wall", "1h", input}, 3}, // the file has bad lines
+		{"mixed.txt", []string{"--wall", "1h", input}, 3},
+		{"mixed.nowall.txt", []string{"--top", "2", input}, 3},
+		{"conversations.json", []string{"--json", convs}, 0},
+		{"conversations.txt", []string{"--checks", "default", convs}, 0},
 	} {
 		t.Run(tt.golden, func(t *testing.T) {
 			code, stdout, stderr := run(t, "", tt.args...)
-			if code != 3 {
-				t.Fatalf("exit %d, want 3 (the file has bad lines); stderr:\n%s", code, stderr)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
 			}
 			path := filepath.Join(testdata, tt.golden)
 			if *update {
