@@ -72,18 +72,15 @@ type Generate struct {
 	DownTimeout    time.Duration `default:"1h" help:"Give up (exit 1, --resume continues) when every endpoint has been out of service this long. 0: wait for ever."`
 	Grace          time.Duration `default:"5s" help:"On SIGINT/SIGTERM, how long answers in flight may still arrive; the rest are dropped and redone by --resume."`
 
-	Output        string        `short:"o" default:"-" placeholder:"FILE" help:"Generation records (JSONL). - is stdout. An existing non-empty file is refused: --resume continues it, --force replaces it."`
-	Errors        string        `placeholder:"FILE" help:"Error records for prompts that could not be answered. Default: beside -o (gen.jsonl -> gen.errors.jsonl); none with stdout. Rewritten each run: it lists the latest run's failures, which --resume tries again."`
-	Resume        bool          `help:"Continue -o FILE: answers already in it are skipped, new ones appended; a partial last line left by a crash is cut off first."`
-	RedoLength    bool          `help:"With --resume, generate again the answers whose only record finished with \"length\" (the old record stays; merge keeps the better)."`
-	Force         bool          `help:"Replace an existing non-empty -o FILE instead of refusing it (it is emptied once a server is ready)."`
-	Rejects       string        `placeholder:"FILE" help:"Write input records that are not usable prompts here, each with a \"reject\" field."`
+	Output        string `short:"o" default:"-" placeholder:"FILE" help:"Generation records (JSONL). - is stdout. An existing non-empty file is refused: --resume continues it, --force replaces it."`
+	Errors        string `placeholder:"FILE" help:"Error records for prompts that could not be answered. Default: beside -o (gen.jsonl -> gen.errors.jsonl); none with stdout. Rewritten each run: it lists the latest run's failures, which --resume tries again."`
+	Resume        bool   `help:"Continue -o FILE: answers already in it are skipped, new ones appended; a partial last line left by a crash is cut off first."`
+	RedoLength    bool   `help:"With --resume, generate again the answers whose only record finished with \"length\" (the old record stays; merge keeps the better)."`
+	cli.ForceFlag `set:"force_what=an existing non-empty -o FILE and its turn journal, emptied once a server is ready, and --rejects"`
+	cli.RejectsFlag
 	FlushInterval time.Duration `default:"1s" help:"How often finished answers are flushed to -o and the errors file, so a killed run loses at most this much work."`
-	Progress      time.Duration `default:"10s" placeholder:"DURATION" help:"Interval of the plain progress lines when stderr is not a terminal (0: none); on a terminal a live display is redrawn instead."`
-	// ProgressInterval is --progress's old name, kept so that scripts
-	// that use it go on working.
-	ProgressInterval *time.Duration `name:"progress-interval" hidden:"" placeholder:"DURATION" help:"Old name of --progress. Default: --progress's."`
-	MetricsAddr      string         `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics."`
+	cli.ProgressFlag
+	MetricsAddr string `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics."`
 
 	// clock is the run's time; nil: the real clock. Tests set it.
 	clock clock.Clock
@@ -119,9 +116,6 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, cli.Usagef("--force replaces -o, --resume continues it: choose one")
 	case strings.HasSuffix(c.Output, ".gz") || strings.HasSuffix(c.Output, ".zst"):
 		return nil, nil, cli.Usagef("-o %s: infer writes plain JSONL so that a killed run can be resumed; compress the file afterwards", c.Output)
-	}
-	if c.ProgressInterval != nil {
-		c.Progress = *c.ProgressInterval
 	}
 	extra, err := c.Extra()
 	if err != nil {

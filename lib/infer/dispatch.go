@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )
@@ -169,7 +170,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
 	}
-	if !r.writeRecord(r.out, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
+	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
 	}
 	r.c.ok.Add(1)
@@ -266,6 +267,12 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 		r.fatal(err)
 		return false, false
 	}
+	if n := len(j.prompt) + len(a.msg.Content) + len(a.msg.ReasoningContent) + len(a.msg.ToolCalls); n > maxLineOut {
+		// Neither the journal nor -o could hold it: no use going on.
+		j.reason = ReasonAnswerTooLarge
+		r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("turn %d's answer would make a record of more than %d bytes, the line limit", len(conv.turns), maxLineOut)})
+		return false, false
+	}
 	if r.journal != nil {
 		l := journalLine{ID: j.rid, Sample: j.sample, FP: j.fp, Base: j.base, Turn: len(conv.turns), Model: c.Model, Answer: a.msg, Meta: turn}
 		if err := r.journal.write(&l); err != nil {
@@ -295,7 +302,7 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 func (r *runner) finishConversation(j *job) {
 	conv := j.conv
 	out := conv.output(j.sample, r.model)
-	if !r.writeRecord(r.out, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
+	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
 		return
 	}
 	r.c.ok.Add(1)
@@ -329,8 +336,11 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		if ep != nil {
 			e.Endpoint = ep.Name()
 		}
-		if f == j.refused {
+		switch {
+		case f == j.refused:
 			e.Reason, e.PromptTokens = ReasonPromptTooLong, j.fit.prompt
+		case j.reason != "":
+			e.Reason = j.reason
 		}
 		if j.conv != nil {
 			n := len(j.conv.turns)
@@ -348,9 +358,41 @@ func (r *runner) finish() {
 	r.ready.wake()
 }
 
+// ReasonAnswerTooLarge is the error reason of an answer whose record
+// would be longer than the line limit.
+const ReasonAnswerTooLarge = "answer_too_large"
+
+// maxLineOut is the longest record infer writes: the line limit every
+// tool reads (tests lower it).
+var maxLineOut = jsonl.MaxLine
+
+// writeAnswer writes j's generation record, built by build, to -o; a
+// record longer than the line limit, which no reader would take back
+// (--resume included), becomes an error record answer_too_large instead.
+// false when nothing was written to -o.
+func (r *runner) writeAnswer(ep *fleet.Endpoint, j *job, build func(dst []byte) ([]byte, error)) bool {
+	var size int
+	ok := r.writeRecordIf(r.out, build, func(line []byte) bool {
+		size = len(line)
+		return size <= maxLineOut
+	})
+	if ok || size <= maxLineOut {
+		return ok
+	}
+	j.reason = ReasonAnswerTooLarge
+	r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("the answer's record would be %d bytes, more than the %d-byte line limit", size, maxLineOut)})
+	return false
+}
+
 // writeRecord writes the line build makes to w, in a buffer of the
 // runner's pool; false, and the run stopped, when it cannot.
 func (r *runner) writeRecord(w *lineWriter, build func(dst []byte) ([]byte, error)) bool {
+	return r.writeRecordIf(w, build, nil)
+}
+
+// writeRecordIf is writeRecord that writes the line only if keep (nil:
+// any) takes it; false when it did not write it.
+func (r *runner) writeRecordIf(w *lineWriter, build func(dst []byte) ([]byte, error), keep func([]byte) bool) bool {
 	var buf []byte
 	if b, ok := r.bufs.Get().(*[]byte); ok {
 		buf = (*b)[:0]
@@ -358,10 +400,16 @@ func (r *runner) writeRecord(w *lineWriter, build func(dst []byte) ([]byte, erro
 		buf = make([]byte, 0, 8<<10)
 	}
 	line, err := build(buf)
+	if err == nil && keep != nil && !keep(line) {
+		r.bufs.Put(&buf)
+		return false
+	}
 	if err == nil {
 		err = w.writeLine(line)
 	}
-	r.bufs.Put(&line)
+	if cap(line) <= 1<<20 { // a huge buffer is let go, not kept for every record
+		r.bufs.Put(&line)
+	}
 	if err != nil {
 		r.fatal(err)
 		return false

@@ -50,6 +50,7 @@ type job struct {
 	promptTokens int
 	ctxRetries   int
 	refused      *fleet.Failure
+	reason       string // the error record's reason, when infer decided the failure
 }
 
 // readyQueue holds answers whose backoff is over, to be dispatched before

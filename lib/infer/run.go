@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +18,7 @@ import (
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
 )
 
 // Run generates. Its steps come in an order that keeps every promise to
@@ -113,11 +114,11 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
-	r.errPath = c.Errors
-	if r.errPath == "" {
-		r.errPath = DefaultErrorsPath(c.Output)
+	r.errPath = errorsPath(c.Output, c.Errors)
+	if err := checkPaths(c, r.errPath); err != nil {
+		return nil, err
 	}
-	if err := refuseCollisions(c.Output, r.errPath, c.Rejects); err != nil {
+	if err := checkErrorsFile(r.errPath); err != nil {
 		return nil, err
 	}
 	if !toStdout(c.Output) {
@@ -132,8 +133,93 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		if err := r.planJournal(); err != nil {
 			return nil, err
 		}
+		// Last: a run that refuses leaves no lock behind.
+		lock, err := jsonl.LockOutput("-o", c.Output)
+		if err != nil {
+			return nil, err
+		}
+		r.onClose(lock.Release)
 	}
 	return r, nil
+}
+
+// errorsPath is the errors file: --errors, or beside -o.
+func errorsPath(output, errors string) string {
+	if errors == "" {
+		return DefaultErrorsPath(output)
+	}
+	return errors
+}
+
+// checkPaths refuses, before anything is opened for writing, an output
+// that is an input or another output (under any name), or a directory:
+// -o, --errors and the turn journal are infer's own files, continued or
+// rewritten by their own rules; --rejects follows the replace rule
+// (--force), but a --resume run writes it again.
+func checkPaths(c *Generate, errPath string) error {
+	out := c.Output
+	if toStdout(out) {
+		out = "-"
+	}
+	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
+	if !toStdout(c.Output) {
+		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: JournalPath(c.Output), Kept: true})
+	}
+	switch errPath {
+	case "":
+	case "-": // a file named -, not stdout
+		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: "./-", Kept: true})
+	default:
+		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: errPath, Kept: true})
+	}
+	if c.Rejects != "" {
+		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.Resume})
+	}
+	return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
+}
+
+// checkErrorsFile refuses an --errors file that is not infer's own: the
+// run rewrites its errors file, so every line of an existing one must be
+// an error record (a prompt record with an "error" object), or the file
+// empty. A file that is anything else is never touched.
+func checkErrorsFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) || err == nil && (!st.Mode().IsRegular() || st.Size() == 0) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rd := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	defer rd.Close()
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		var e struct {
+			Error *struct {
+				Message *string `json:"message"`
+			} `json:"error"`
+		}
+		if err == nil {
+			err = record.Decode(rec.Data, &e)
+		}
+		if err == nil && (e.Error == nil || e.Error.Message == nil) {
+			err = errors.New("not an error record")
+		}
+		if err != nil {
+			line := rec.Line
+			var ie *jsonl.InputError
+			if errors.As(err, &ie) {
+				line = ie.Line
+			}
+			return cli.Usagef("--errors %q is not an infer errors file (line %d: %v), and infer rewrites its errors file: name another --errors", path, line, err)
+		}
+	}
 }
 
 // planJournal refuses a turn journal the run would overwrite or ignore:
@@ -160,52 +246,6 @@ func (r *runner) planJournal() error {
 		r.journal = newJournal(path)
 	}
 	return nil
-}
-
-// refuseCollisions refuses two of -o, --errors and --rejects naming the
-// same file (or both stdout): one would overwrite the other.
-func refuseCollisions(output, errPath, rejects string) error {
-	type sink struct{ flag, path string } // path "" for stdout
-	var sinks []sink
-	if toStdout(output) {
-		sinks = append(sinks, sink{"-o", ""})
-	} else {
-		sinks = append(sinks, sink{"-o", output})
-	}
-	if errPath != "" {
-		sinks = append(sinks, sink{"--errors", errPath})
-	}
-	switch rejects {
-	case "":
-	case "-":
-		sinks = append(sinks, sink{"--rejects", ""})
-	default:
-		sinks = append(sinks, sink{"--rejects", rejects})
-	}
-	for i, a := range sinks {
-		for _, b := range sinks[i+1:] {
-			if (a.path == "" && b.path == "") || (a.path != "" && b.path != "" && sameFile(a.path, b.path)) {
-				return cli.Usagef("%s and %s name the same file", a.flag, b.flag)
-			}
-		}
-	}
-	return nil
-}
-
-// sameFile tells whether a and b are one file: the same name, or two
-// names of one existing file.
-func sameFile(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
-	}
-	if aa, err := filepath.Abs(a); err == nil {
-		if ab, err := filepath.Abs(b); err == nil && aa == ab {
-			return true
-		}
-	}
-	sa, errA := os.Stat(a)
-	sb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
 
 // onClose adds f to what close undoes.
@@ -313,12 +353,12 @@ func (r *runner) openFiles() error {
 		r.errs = fileWriter(r.errPath, os.O_TRUNC)
 		r.onClose(func() { r.errs.close() })
 	}
-	rejects, err := jsonl.OpenRejects(r.env, r.cfg.Rejects)
+	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.Resume)
 	if err != nil {
 		return err
 	}
 	r.rejects = rejects
-	r.onClose(func() { r.rejects.Close() })
+	r.onClose(r.rejects.Abort) // a run that ends before its summary leaves the old file
 	return nil
 }
 
@@ -430,7 +470,12 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 			werr = err
 		}
 	}
-	rerr := r.rejects.Close()
+	var rerr error
+	if r.fatalErr != nil || ctx.Err() != nil {
+		r.rejects.Abort() // an interrupted run leaves the old file as it was
+	} else {
+		rerr = r.rejects.Close()
+	}
 	s := r.summary(wall)
 	if werr == nil {
 		werr = r.closeJournal(s)
