@@ -271,7 +271,19 @@ that a prefix cache can serve.
 
 EOF
   regenstats --table regen-results.jsonl
-  echo
+  cat <<EOF
+
+Reading the figures: a turn's history is prefilled once per turn, at 40 µs a token, while its
+answer takes hundreds of decode steps of about 40 ms each: on llmsim's calibration the prefill that
+affinity saves is a few percent of the fleet's time, and that is what (b) loses. (c) pins each
+conversation to one server as (a) does, so its cache serves the history as well, and its 64
+conversations per server keep each server's 48 slots full despite the round robin: the simulated fleet
+leaves no throughput for (a) to win over it. What (a) has that (c) does not is correctness, not speed:
+retries on another endpoint, tool calls paired with the records' results, resume by (id, sample) from
+the turn journal (SpecForge's \`--resume\` counts output lines, so conversations that finished out of
+order are skipped or repeated), and no per-server concurrency to choose.
+
+EOF
 }
 # --- filter (functions: BENCH_ONLY=filter runs them alone) ---------------
 filter_data() {

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -169,8 +170,11 @@ func readJournal(path string, warn func(string, ...any), fn func(l *journalLine,
 			return nil
 		}
 		var l journalLine
+		var data []byte
 		if err == nil {
-			if err = json.Unmarshal(rec.Data, &l); err == nil && (l.ID.IsZero() || l.FP == "" || l.Turn < 0) {
+			// A copy: the decoded strings alias it, and the turns are kept.
+			data = append([]byte(nil), rec.Data...)
+			if err = record.Decode(data, &l); err == nil && (l.ID.IsZero() || l.FP == "" || l.Turn < 0) {
 				err = errors.New("not a turn line")
 			}
 		}
@@ -185,7 +189,7 @@ func readJournal(path string, warn func(string, ...any), fn func(l *journalLine,
 			}
 			continue
 		}
-		if err := fn(&l, rec.Data); err != nil {
+		if err := fn(&l, data); err != nil {
 			return err
 		}
 	}
@@ -251,7 +255,7 @@ func (jn *journal) load(counts map[xxh3.Uint128]int, l *ledger, warn func(string
 			order = append(order, k)
 		}
 		jn.pending[k] = append(list, *line)
-		raws[k] = append(raws[k], append([]byte(nil), raw...))
+		raws[k] = append(raws[k], raw)
 		return nil
 	})
 	var keep [][]byte
@@ -264,32 +268,21 @@ func (jn *journal) load(counts map[xxh3.Uint128]int, l *ledger, warn func(string
 	return len(jn.pending), len(keep), rewriteFile(jn.path, keep)
 }
 
-// rewriteFile replaces the file at path with lines, through a temporary
-// file renamed over it: a kill leaves the old file or the new one.
+// rewriteFile replaces the file at path with lines, through the house's
+// one file-safety helper: a kill leaves the old file or the new one.
 func rewriteFile(path string, lines [][]byte) error {
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	var werr error
-	for _, line := range lines {
-		if _, werr = f.Write(append(line, '\n')); werr != nil {
-			break
+	err := jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		for _, line := range lines {
+			bw.Write(line)
+			if err := bw.WriteByte('\n'); err != nil {
+				return err
+			}
 		}
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("compacting %s: %w", path, werr)
+		return bw.Flush()
+	})
+	if err != nil {
+		return fmt.Errorf("compacting %s: %w", path, err)
 	}
 	return nil
 }

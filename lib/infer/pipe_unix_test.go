@@ -25,15 +25,20 @@ func TestPipesAsInput(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// reading is the run's arguments with name for the input file.
+	reading := func(name string) []string {
+		args := s.args("--max-tokens", "8")
+		for i, a := range args {
+			if a == s.in {
+				args[i] = name
+			}
+		}
+		return args
+	}
+
 	// /dev/stdin, a pipe.
 	p := &proc{}
-	args := s.args("--max-tokens", "8")
-	for i, a := range args {
-		if a == s.in {
-			args[i] = "/dev/stdin"
-		}
-	}
-	p.cmd = newInferCmd(args...)
+	p.cmd = newInferCmd(reading("/dev/stdin")...)
 	p.cmd.Stderr = &p.stderr
 	w := stdinPipe(t, p.cmd)
 	if err := p.cmd.Start(); err != nil {
@@ -55,13 +60,7 @@ func TestPipesAsInput(t *testing.T) {
 	}
 	os.Remove(s.out)
 	os.Remove(s.errs())
-	args = s.args("--max-tokens", "8")
-	for i, a := range args {
-		if a == s.in {
-			args[i] = fifo
-		}
-	}
-	q := startInfer(t, args...)
+	q := startInfer(t, reading(fifo)...)
 	f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // blocks until infer opens it to read
 	if err != nil {
 		t.Fatal(err)

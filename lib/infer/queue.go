@@ -158,11 +158,7 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
 	}
 	paramSeed, err := r.b.Check(&p)
 	if err != nil {
-		var pe *openai.PromptError
-		if errors.As(err, &pe) {
-			return reject(pe.Reason, pe.Detail)
-		}
-		return reject(openai.ReasonBadParams, err.Error())
+		return rejectCheck(err, reject)
 	}
 	prompt, err := stripOwnFields(raw)
 	if err != nil {
@@ -190,16 +186,32 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
 			return false
 		}
 		known, exact = j.fit.prompt, j.fit.exact
-		if j.refused != nil {
-			r.outstanding.Add(1)
-			r.refuse(nil, j)
-			continue
-		}
-		if !r.queue(ctx, j) {
+		if !r.enqueue(ctx, j) {
 			return false
 		}
 	}
 	return true
+}
+
+// enqueue hands j to the dispatcher, or files it at once when its prompt
+// does not fit the context; false when the run is stopping.
+func (r *runner) enqueue(ctx context.Context, j *job) bool {
+	if j.refused != nil {
+		r.outstanding.Add(1)
+		r.refuse(nil, j)
+		return true
+	}
+	return r.queue(ctx, j)
+}
+
+// rejectCheck rejects a record the request builder refused, by its
+// reason.
+func rejectCheck(err error, reject func(reason, detail string) bool) bool {
+	var pe *openai.PromptError
+	if errors.As(err, &pe) {
+		return reject(pe.Reason, pe.Detail)
+	}
+	return reject(openai.ReasonBadParams, err.Error())
 }
 
 // duplicate reports (and names, the first few) a record whose id the
@@ -245,11 +257,7 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 	}
 	paramSeed, err := r.b.CheckParams(p)
 	if err != nil {
-		var pe *openai.PromptError
-		if errors.As(err, &pe) {
-			return reject(pe.Reason, pe.Detail)
-		}
-		return reject(openai.ReasonBadParams, err.Error())
+		return rejectCheck(err, reject)
 	}
 	if _, ok := newConvo(p, paramSeed, r.cfg.ToolRounds); !ok {
 		return reject(ReasonNoConversation, "nothing to regenerate: no assistant turn after a user turn, and the last turn is not a user turn")
@@ -288,12 +296,7 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
 			return false
 		}
-		if j.refused != nil {
-			r.outstanding.Add(1)
-			r.refuse(nil, j)
-			continue
-		}
-		if !r.queue(ctx, j) {
+		if !r.enqueue(ctx, j) {
 			return false
 		}
 	}

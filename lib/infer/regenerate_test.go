@@ -491,22 +491,7 @@ func TestRegenerateKillResume(t *testing.T) {
 	jpath := JournalPath(out)
 	args := []string{"-e", strings.Join(s.urls, ","), "--regenerate", "--samples", "2", "--seed", "3", "--max-tokens", "48",
 		"--flush-interval", "100ms", "-o", out, in, "--progress", "0", "--backoff", "5ms", "--probe-interval", "20ms"}
-	type kill struct {
-		dead  time.Time
-		turns map[string]bool
-	}
-	var kills []kill
-	for round := 0; round < 3; round++ {
-		a := args
-		if round > 0 {
-			a = append(append([]string{}, args...), "--resume")
-		}
-		before := len(journaled(t, jpath))
-		p := startInfer(t, a...)
-		waitFor(t, 60*time.Second, fmt.Sprintf("round %d to journal 40 turns", round), func() bool { return len(journaled(t, jpath)) >= before+40 })
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(t, 10*time.Second)
-		k := kill{dead: time.Now(), turns: journaled(t, jpath)}
+	kills := killWhileJournaling(t, args, jpath, 3, func(int) int { return 40 }, func() time.Duration { return 0 }, func(round int, p *proc) {
 		if strings.Contains(p.stderr.String(), "answers 480") {
 			t.Fatalf("round %d finished before the kill", round)
 		}
@@ -522,8 +507,7 @@ func TestRegenerateKillResume(t *testing.T) {
 			f.WriteString(`{"id":"conv-3","sample":1,"fp":"1f2e","base":0,"turn":0,"answer":{"role":"assis`)
 			f.Close()
 		}
-		kills = append(kills, k)
-	}
+	})
 	p := startInfer(t, append(args, "--resume")...)
 	if code := p.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("final resume: exit %d\n%s", code, p.stderr.String())
@@ -545,6 +529,39 @@ func TestRegenerateKillResume(t *testing.T) {
 		t.Errorf("the journal is left after the run completed: %v", err)
 	}
 	t.Logf("%d conversations, %d turns, %d requests; turns journaled at the kills: %d %d %d", fig.ok, fig.turns, len(reqs), len(kills[0].turns), len(kills[1].turns), len(kills[2].turns))
+}
+
+// journaledKill is what a SIGKILL left: when the process was dead, and
+// the turns ("id/sample/turn") the journal held.
+type journaledKill struct {
+	dead  time.Time
+	turns map[string]bool
+}
+
+// killWhileJournaling runs infer with args rounds times (with --resume
+// after the first), each killed with SIGKILL once the turn journal at
+// jpath has grown by grow(round) turns and pause() has passed; each (nil:
+// none) looks at every killed run.
+func killWhileJournaling(t *testing.T, args []string, jpath string, rounds int, grow func(int) int, pause func() time.Duration, each func(int, *proc)) []journaledKill {
+	t.Helper()
+	var kills []journaledKill
+	for round := 0; round < rounds; round++ {
+		a := args
+		if round > 0 {
+			a = append(append([]string{}, args...), "--resume")
+		}
+		before, n := len(journaled(t, jpath)), grow(round)
+		p := startInfer(t, a...)
+		waitFor(t, 90*time.Second, fmt.Sprintf("round %d to journal %d turns", round, n), func() bool { return len(journaled(t, jpath)) >= before+n })
+		time.Sleep(pause())
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.wait(t, 10*time.Second)
+		kills = append(kills, journaledKill{dead: time.Now(), turns: journaled(t, jpath)})
+		if each != nil {
+			each(round, p)
+		}
+	}
+	return kills
 }
 
 // checkNotAskedAgain fails for a turn journaled before a kill at dead that
@@ -611,27 +628,8 @@ func TestRegenerateChaos(t *testing.T) {
 		"--request-timeout", "2s", "--flush-interval", "50ms", "-o", out, in, "--progress", "0",
 		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s"}
 	rng := rand.New(rand.NewPCG(chaosSeed, 200))
-	type kill struct {
-		dead  time.Time
-		turns map[string]bool
-	}
-	var kills []kill
-	for round := 0; round < 4; round++ {
-		a := args
-		if round > 0 {
-			a = append(append([]string{}, args...), "--resume")
-		}
-		before := len(journaled(t, jpath))
-		grow := 20 + rng.IntN(60)
-		p := startInfer(t, a...)
-		waitFor(t, 90*time.Second, fmt.Sprintf("round %d to journal %d turns", round, grow), func() bool {
-			return len(journaled(t, jpath)) >= before+grow
-		})
-		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(t, 10*time.Second)
-		kills = append(kills, kill{dead: time.Now(), turns: journaled(t, jpath)})
-	}
+	kills := killWhileJournaling(t, args, jpath, 4, func(int) int { return 20 + rng.IntN(60) },
+		func() time.Duration { return time.Duration(rng.IntN(40)) * time.Millisecond }, nil)
 	for final := 0; ; final++ {
 		p := startInfer(t, append(args, "--resume")...)
 		code := p.wait(t, 3*time.Minute)

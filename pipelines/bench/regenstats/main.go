@@ -64,6 +64,8 @@ func main() {
 	wall := flag.Float64("wall", 0, "the run's wall time in real seconds")
 	scale := flag.Float64("scale", 1, "llmsim's --time-scale: simulated seconds per real second")
 	table := flag.Bool("table", false, "render the runs in FILE (lines printed by earlier calls) as a markdown table")
+	prefillUS := flag.Float64("prefill-us", 40, "with --table: the fleet's prefill cost per prompt token, in microseconds (llmsim's --prefill-per-token)")
+	endpoints := flag.Int("endpoints", 8, "with --table: the fleet's endpoints")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: regenstats [--name N --wall S --scale X] REQUEST_LOG | regenstats --table RESULTS")
@@ -76,7 +78,7 @@ func main() {
 	}
 	defer f.Close()
 	if *table {
-		if err := render(f); err != nil {
+		if err := render(f, *prefillUS, *endpoints); err != nil {
 			fmt.Fprintln(os.Stderr, "regenstats:", err)
 			os.Exit(1)
 		}
@@ -132,8 +134,9 @@ func main() {
 }
 
 // render prints the runs as a table, the first run the reference of the
-// "× slower" column.
-func render(f *os.File) error {
+// "vs. the first row" column, the targets, and what the extra prefill of
+// each other run costs at prefillUS a token over the endpoints.
+func render(f *os.File, prefillUS float64, endpoints int) error {
 	var runs []run
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -166,6 +169,13 @@ func render(f *os.File) error {
 	for _, r := range runs[1:] {
 		ratio := r.SimWallS / a.SimWallS
 		fmt.Printf("| %s ≥ 1.3× faster than %s | %.2f× | %s |\n", a.Name, r.Name, ratio, met(ratio >= 1.3))
+	}
+	fmt.Println()
+	for _, r := range runs[1:] {
+		extra := r.PrefillTokens - a.PrefillTokens
+		cost := float64(extra) * prefillUS / 1e6 / float64(endpoints)
+		fmt.Printf("- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
+			r.Name, thousands(extra), a.Name, prefillUS, endpoints, cost, r.SimWallS-a.SimWallS)
 	}
 	return nil
 }
