@@ -115,7 +115,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 		}
 		if !more {
 			j.etaOn = false
-			r.eta.Ended(j, end, true, j.conv.usage.CompletionTokens, j.conv.output(j.sample, "").FinishReason)
+			r.eta.Ended(j, end, true, j.conv.usage.CompletionTokens, c.FinishReason)
 			r.pool.Release(ep)
 			r.finishConversation(j)
 			return

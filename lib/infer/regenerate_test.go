@@ -944,3 +944,67 @@ func TestRegenerateContextFull(t *testing.T) {
 	}
 	t.Logf("%d conversations, %d truncated context_full, %d too long from the start", fig.ok, full, fig.failed)
 }
+
+// --redo-length with --resume regenerates, from its first turn, every
+// conversation that had a turn cut by length; the old record stays beside
+// the new one. (llmsim answers a history alike each time, so each redo is
+// cut again and the next --redo-length run redoes it once more.)
+func TestRegenerateRedoLength(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in, lines := conversations(t, dir, false, 40)
+	s := startSim(t, 2, "--instant", "--seed", "6")
+	out := filepath.Join(dir, "regen.jsonl")
+	args := []string{"-e", strings.Join(s.urls, ","), "--regenerate", "--max-tokens", "1200", "-o", out, in, "--progress", "0"}
+	p := startInfer(t, args...)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr.String())
+	}
+	first := readRecords(t, out)
+	cut := map[string]bool{}
+	for _, g := range first {
+		for _, turn := range g.Output.Turns {
+			if turn.FinishReason == record.FinishLength {
+				cut[g.ID.Text] = true
+			}
+		}
+	}
+	if len(cut) == 0 || len(cut) == len(first) {
+		t.Fatalf("%d of %d conversations had a turn cut by length: the test needs some of each", len(cut), len(first))
+	}
+	for round := 0; round < 2; round++ {
+		p = startInfer(t, append(append([]string{}, args...), "--resume", "--redo-length")...)
+		if code := p.wait(t, time.Minute); code != 0 {
+			t.Fatalf("redo %d: exit %d\n%s", round, code, p.stderr.String())
+		}
+	}
+	counts := map[string]int{}
+	for _, g := range readRecords(t, out) {
+		counts[g.ID.Text]++
+	}
+	for id := range lines {
+		want := 1
+		if cut[id] {
+			want = 3
+		}
+		if counts[id] != want {
+			t.Errorf("%s: %d records, want %d", id, counts[id], want)
+		}
+	}
+	if _, err := os.Stat(JournalPath(out)); !os.IsNotExist(err) {
+		t.Errorf("the journal is left: %v", err)
+	}
+	// Each redo asked for every turn again: the first run's turns, twice
+	// more for the conversations cut.
+	turns := 0
+	for _, g := range first {
+		n := len(g.Output.Turns)
+		if cut[g.ID.Text] {
+			n *= 3
+		}
+		turns += n
+	}
+	if reqs := s.requests(t); len(reqs) != turns {
+		t.Errorf("%d requests, want %d", len(reqs), turns)
+	}
+}
