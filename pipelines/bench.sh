@@ -29,7 +29,8 @@
 #                 section of BENCH_OUT (BENCHMARKS.md), keeping the rest;
 #                 servers: the same for the server sections (infer's adapted
 #                 in-flight count against fixed ones on llmsim, and infer
-#                 on a real Ollama server) []
+#                 on a real Ollama server); regen: the same for infer
+#                 --regenerate's section []
 #   SERVERS_RUNS  runs per row of the llmsim server tables [3; 1 quick]
 #
 # Exit status: 0 when the report was written (targets missed are marked in
@@ -58,13 +59,13 @@ if [ "$BENCH_QUICK" = 1 ]; then
   FILTER_BYTES=50000000 FILTER_LANG_BYTES=5000000
   N_MAIN=20000 N_BIG=40000 GROWTH="1000:1k 10000:10k 40000:40k"
   SLURP=5000 CLIENT_INFER=10000 CLIENT_NODE=3000 CLIENT_CURL=500
-  FLEET_PROMPTS=1500 FLEET_RUNS=1 LLMSIM_BENCHTIME=20000x
+  FLEET_PROMPTS=1500 FLEET_RUNS=1 LLMSIM_BENCHTIME=20000x REGEN_CORPUS=600
 else
   SERVERS_RUNS=${SERVERS_RUNS:-3} SERVERS_MIN=20 OLLAMA_PROMPTS=200
   FILTER_BYTES=1000000000 FILTER_LANG_BYTES=50000000
   N_MAIN=660000 N_BIG=1000000 GROWTH="10000:10k 100000:100k 1000000:1M"
   SLURP=100000 CLIENT_INFER=100000 CLIENT_NODE=20000 CLIENT_CURL=4000
-  FLEET_PROMPTS=8000 FLEET_RUNS=3 LLMSIM_BENCHTIME=200000x
+  FLEET_PROMPTS=8000 FLEET_RUNS=3 LLMSIM_BENCHTIME=200000x REGEN_CORPUS=6000
 fi
 CONCURRENCY=64    # requests in flight, the same for every client
 TIME_SCALE=20     # the fleet runs this many times faster than real GPUs
@@ -106,7 +107,8 @@ missing_why() { echo "$1 is not installed on this machine"; }
 
 say "building the tools into $BENCH_DIR/bin"
 (cd "$root" && go build -o "$BENCH_DIR/bin/" ./cmd/... && go build -o "$BENCH_DIR/bin/rusage" ./pipelines/bench/rusage &&
-  go build -o "$BENCH_DIR/bin/filtergen" ./pipelines/bench/filtergen && go build -o "$BENCH_DIR/bin/ollamaserve" ./pipelines/bench/ollamaserve)
+  go build -o "$BENCH_DIR/bin/filtergen" ./pipelines/bench/filtergen && go build -o "$BENCH_DIR/bin/ollamaserve" ./pipelines/bench/ollamaserve &&
+  go build -o "$BENCH_DIR/bin/regenstats" ./pipelines/bench/regenstats)
 
 # Node's OpenAI SDK, from pipelines/bench/package.json into node/.
 node_ok=0 node_why=''
@@ -156,6 +158,139 @@ make_data() {
   rm -f "$target.done"
   "$@"
   echo "$*" >"$target.done"
+}
+# splice_section FILE HEADING BEFORE: FILE replaces the section of BENCH_OUT
+# whose heading starts with HEADING, or goes before the one starting with
+# BEFORE (at the end if there is none).
+splice_section() {
+  [ -e "$BENCH_OUT" ] || echo "# Benchmarks" >"$BENCH_OUT"
+  awk -v file="$1" -v heading="$2" -v before="$3" '
+    function put(  l) { while ((getline l < file) > 0) print l; close(file); done = 1 }
+    index($0, heading) == 1 { put(); skip = 1; next }
+    skip && /^## / { skip = 0 }
+    !done && index($0, before) == 1 { put() }
+    !skip { print }
+    END { if (!done) put() }
+  ' "$BENCH_OUT" >"$BENCH_OUT.tmp"
+  mv "$BENCH_OUT.tmp" "$BENCH_OUT"
+}
+# --- regenerating conversations (BENCH_ONLY=regen runs them alone) -------
+# Eight calibrated llmsim endpoints (the default timing), each with a prefix
+# cache of REGEN_KV tokens, regenerate the same multi-turn conversations
+# three ways: infer --regenerate (affinity), infer --regenerate
+# --no-affinity, and specforge_regen.py, a client that does what SpecForge's
+# scripts/regenerate_train_data.py does. llmsim's request log says what
+# each run's prompts cost.
+REGEN_SCALE=10  # the fleet runs this many times faster than real GPUs
+# KV cache per endpoint, in tokens: about SGLang's max_total_num_tokens for
+# a 27-32B model in FP8 on one 80 GB GPU.
+REGEN_KV=300000
+REGEN_MAX_TOKENS=1024
+regen_data() {
+  # Conversations of 3 to 5 questions: their later turns carry histories of
+  # 2k tokens and more.
+  if [ "$BENCH_REUSE_DATA" = 1 ] && [ -s data/regen.jsonl ] && [ "$(cat data/regen.jsonl.done 2>/dev/null)" = "$REGEN_CORPUS" ]; then return; fi
+  corpus -n "$REGEN_CORPUS" --conversations --seed 1 2>>logs/data.log | extract --turns all --progress 0 2>>logs/data.log |
+    jq -c 'select([.messages[] | select(.role == "user")] | length >= 3)' >data/regen.jsonl
+  echo "$REGEN_CORPUS" >data/regen.jsonl.done
+}
+# regen_run NAME COMMAND...: COMMAND against a fresh fleet of 8 endpoints,
+# its arguments {URLS} (the URLs, comma-separated) and {ADDRS} (host:port
+# each, as separate arguments) filled in; its figures go to
+# regen-results.jsonl.
+regen_run() {
+  local name=$1 log=tmp/regen-requests.jsonl pid start end a
+  shift
+  rm -f tmp/regen.urls "$log"
+  llmsim --listen 127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0 \
+    --ready-file tmp/regen.urls --time-scale "$REGEN_SCALE" --kv-tokens "$REGEN_KV" --cache-report --request-log "$log" --seed 1 \
+    </dev/null >>logs/regen-llmsim.log 2>&1 &
+  pid=$!
+  sim_pid=$pid # stopped by the EXIT trap if the script ends first
+  for _ in $(seq 300); do
+    [ -s tmp/regen.urls ] && break
+    kill -0 "$pid" 2>/dev/null || { say "llmsim did not start: logs/regen-llmsim.log"; exit 1; }
+    sleep 0.1
+  done
+  local urls args=() addrs=()
+  urls=$(paste -sd, tmp/regen.urls)
+  mapfile -t addrs < <(sed 's#^http://##' tmp/regen.urls)
+  for a in "$@"; do
+    case $a in
+    '{URLS}') args+=("$urls") ;;
+    '{ADDRS}') args+=("${addrs[@]}") ;;
+    *) args+=("$a") ;;
+    esac
+  done
+  echo "== $name: ${args[*]}" >>logs/regen-client.log
+  start=$(date +%s.%N)
+  if ! "${args[@]}" </dev/null >>logs/regen-client.log 2>&1; then
+    say "$name failed: logs/regen-client.log"
+    kill -TERM "$pid"
+    wait "$pid" || true
+    exit 1
+  fi
+  end=$(date +%s.%N)
+  kill -TERM "$pid"
+  wait "$pid" || true
+  sim_pid=''
+  regenstats --name "$name" --wall "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" --scale "$REGEN_SCALE" "$log" >>regen-results.jsonl
+}
+bench_regen() {
+  say "regenerating $(lines data/regen.jsonl) conversations on 8 endpoints (time scale $REGEN_SCALE), three ways"
+  rm -f regen-results.jsonl tmp/regen-a.jsonl* tmp/regen-b.jsonl* tmp/regen-c.jsonl tmp/regen-*.errors.jsonl
+  # infer's waits are scaled like the fleet's, as in the fleet section.
+  local waits=(--probe-interval "$((2000 / REGEN_SCALE))ms" --backoff "$((1000 / REGEN_SCALE))ms" --max-backoff "$((60000 / REGEN_SCALE))ms")
+  regen_run "(a) infer --regenerate" infer --regenerate -e '{URLS}' --max-tokens "$REGEN_MAX_TOKENS" "${waits[@]}" \
+    --progress 0 -o tmp/regen-a.jsonl data/regen.jsonl
+  regen_run "(b) infer --regenerate --no-affinity" infer --regenerate --no-affinity -e '{URLS}' --max-tokens "$REGEN_MAX_TOKENS" \
+    "${waits[@]}" --progress 0 -o tmp/regen-b.jsonl data/regen.jsonl
+  if have python3; then
+    regen_run "(c) specforge_regen.py" python3 "$root/pipelines/bench/specforge_regen.py" --server-address '{ADDRS}' --concurrency 64 \
+      --max-tokens "$REGEN_MAX_TOKENS" --input-file-path data/regen.jsonl --output-file-path tmp/regen-c.jsonl
+  else
+    say "python3 is not installed: no SpecForge-style row"
+  fi
+}
+regen_section() {
+  local n turns
+  n=$(lines data/regen.jsonl)
+  turns=$(jq '[.messages[] | select(.role == "user")] | length' data/regen.jsonl | sort -n | uniq -c |
+    awk '{ printf "%s%s with %d", sep, $1, $2; sep = ", " }')
+  cat <<EOF
+## infer --regenerate: conversations on a calibrated fleet
+
+\`corpus -n $REGEN_CORPUS --conversations --seed 1 | extract --turns all\`, the conversations of 3 to 5
+questions ($(num "$n"): $turns questions), regenerated with \`--max-tokens $REGEN_MAX_TOKENS\` on eight
+\`llmsim\` endpoints with the default calibration (48 slots, 1,180 tok/s each with a full batch,
+prefill 40 µs a prompt token), a prefix cache of $(num "$REGEN_KV") tokens each (\`--kv-tokens $REGEN_KV\`:
+about what SGLang holds for a 27-32B model in FP8 on one 80 GB GPU; \`--cache-report\`), $REGEN_SCALE times
+faster than real time; a fresh fleet for each client. Wall time is simulated (real × $REGEN_SCALE), from the
+client's start to its exit. Token figures come from llmsim's request log (\`pipelines/bench/regenstats\`):
+a turn's **history** is what its request holds of earlier turns (its messages up to the last answer), all
+that a prefix cache can serve.
+
+- **(a)** \`infer --regenerate\`: each conversation keeps its slot on the endpoint of its first turn.
+- **(b)** \`infer --regenerate --no-affinity\`: each turn goes to the least loaded endpoint.
+- **(c)** \`pipelines/bench/specforge_regen.py\`: what SpecForge's \`scripts/regenerate_train_data.py\` does
+  (Python standard library): conversations dealt round robin to the servers, 64 in flight per server,
+  each conversation's turns one after another in one thread on its server; no tools, no retries.
+
+EOF
+  regenstats --table regen-results.jsonl
+  cat <<EOF
+
+Reading the figures: a turn's history is prefilled once per turn, at 40 µs a token, while its
+answer takes hundreds of decode steps of about 40 ms each: on llmsim's calibration the prefill that
+affinity saves is a few percent of the fleet's time, and that is what (b) loses. (c) pins each
+conversation to one server as (a) does, so its cache serves the history as well, and its 64
+conversations per server keep each server's 48 slots full despite the round robin: the simulated fleet
+leaves no throughput for (a) to win over it. What (a) has that (c) does not is correctness, not speed:
+retries on another endpoint, tool calls paired with the records' results, resume by (id, sample) from
+the turn journal (SpecForge's \`--resume\` counts output lines, so conversations that finished out of
+order are skipped or repeated), and no per-server concurrency to choose.
+
+EOF
 }
 # --- filter (functions: BENCH_ONLY=filter runs them alone) ---------------
 filter_data() {
@@ -390,6 +525,26 @@ if [ "$BENCH_ONLY" = servers ]; then
   exit 0
 fi
 
+if [ "$BENCH_ONLY" = regen ]; then
+  lines() { wc -l <"$1" | tr -d ' '; }
+  num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
+  have jq || { say "BENCH_ONLY=regen needs jq"; exit 1; }
+  sim_pid=''
+  trap '[ -z "$sim_pid" ] || kill -TERM "$sim_pid" 2>/dev/null || true' EXIT
+  say "making the conversations"
+  regen_data
+  bench_regen
+  section=$BENCH_DIR/regen-section.md
+  {
+    regen_section
+    echo "Measured alone (\`BENCH_ONLY=regen bash pipelines/bench.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'), one run each;"
+    echo "load before \`$load_before\`, after \`$(uptime)\`."
+    echo
+  } >"$section"
+  splice_section "$section" "## infer --regenerate: " "## Cost as the input grows"
+  say "wrote the regenerate section of $BENCH_OUT"
+  exit 0
+fi
 if [ "$BENCH_ONLY" = filter ]; then
   lines() { wc -l <"$1" | tr -d ' '; }
   num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
@@ -410,17 +565,7 @@ if [ "$BENCH_ONLY" = filter ]; then
     benchmark targets --results "$results" "${t_args[@]}"
     echo
   } >"$section"
-  # The section replaces the old one, or goes before the infer section.
-  [ -e "$BENCH_OUT" ] || echo "# Benchmarks" >"$BENCH_OUT"
-  awk -v file="$section" '
-    function put(  l) { while ((getline l < file) > 0) print l; close(file); done = 1 }
-    /^## filter: / { put(); skip = 1; next }
-    skip && /^## / { skip = 0 }
-    !done && /^## infer: client overhead/ { put() }
-    !skip { print }
-    END { if (!done) put() }
-  ' "$BENCH_OUT" >"$BENCH_OUT.tmp"
-  mv "$BENCH_OUT.tmp" "$BENCH_OUT"
+  splice_section "$section" "## filter: " "## infer: client overhead"
   say "wrote the filter section of $BENCH_OUT"
   exit 0
 fi
@@ -589,6 +734,11 @@ done
 servers_data
 bench_servers
 bench_ollama
+# --- regenerating conversations ------------------------------------------
+if have jq; then
+  regen_data
+  bench_regen
+fi
 
 # --- growth --------------------------------------------------------------
 say "peak RSS as the input grows: $GROWTH"
@@ -804,6 +954,12 @@ EOF
   table --group fleet --kind fleet
   echo
   servers_section
+  if [ -s regen-results.jsonl ]; then regen_section; else
+    echo "## infer --regenerate: conversations on a calibrated fleet"
+    echo
+    echo "Not measured: jq is not installed."
+    echo
+  fi
   cat <<EOF
 
 ## Cost as the input grows

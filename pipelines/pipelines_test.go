@@ -223,6 +223,14 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // when the test ends.
 func startFleet(t *testing.T, n int, args ...string) string {
 	t.Helper()
+	urls, _ := startStoppableFleet(t, n, args...)
+	return urls
+}
+
+// startStoppableFleet is startFleet that also returns a stop that ends
+// llmsim (SIGTERM, so that its --request-log is flushed) and waits for it.
+func startStoppableFleet(t *testing.T, n int, args ...string) (string, func()) {
+	t.Helper()
 	dir := t.TempDir()
 	ready, logName := filepath.Join(dir, "ready"), filepath.Join(dir, "llmsim.log")
 	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ",")
@@ -237,7 +245,7 @@ func startFleet(t *testing.T, n int, args ...string) string {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); logFile.Close(); close(exited) }()
-	t.Cleanup(func() {
+	stop := func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -246,7 +254,8 @@ func startFleet(t *testing.T, n int, args ...string) string {
 			<-exited
 			t.Errorf("llmsim did not stop within 10 s of SIGTERM")
 		}
-	})
+	}
+	t.Cleanup(stop)
 	waitFor(t, 20*time.Second, "llmsim to write "+ready, func() bool {
 		select {
 		case <-exited:
@@ -261,7 +270,7 @@ func startFleet(t *testing.T, n int, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Join(strings.Fields(string(urls)), ",")
+	return strings.Join(strings.Fields(string(urls)), ","), stop
 }
 
 // record holds what the tests compare of prompt, generation and error records.

@@ -7,7 +7,7 @@
 #
 #   filter --rejects UNFIT GEN... RERUN                       # the unfit answers
 #   merge --prompts PROMPTS --missing GEN... RERUN UNFIT > TODO   # the to-do list
-#   infer -e ENDPOINTS --resume -o RERUN TODO                 # ROUNDS times at most
+#   infer -e ENDPOINTS --resume -o RERUN --seed-offset R*K TODO  # round R, ROUNDS at most
 #   merge --prompts PROMPTS GEN... RERUN UNFIT -o OUT --errors ERRORS; stats OUT
 #
 # Usage:
@@ -16,9 +16,12 @@
 #
 # Running it again is safe: RERUN is continued, never overwritten, and UNFIT
 # and OUT are rebuilt from all the answers there are. An answer filter
-# rejected is never in OUT; a rerun's fit answer for its prompt is. (infer
-# answers a prompt with the same seed again: a rerun helps where sampling
-# is random or the fleet was at fault.)
+# rejected is never in OUT; a rerun's fit answer for its prompt is. Round r
+# passes infer --seed-offset r*K (K: the --samples of MERGE_ARGS, else of
+# INFER_ARGS, else 1), so
+# with a --seed each round samples other answers than the run and the rounds
+# before it: an answer that looped is not asked for with the seed that made
+# it loop.
 #
 # Variables (defaults in brackets):
 #   PROMPTS     the run's prompt file (generate.sh keeps it as
@@ -62,6 +65,19 @@ read -ra filter_args <<<"${FILTER_ARGS:-}"
 read -ra merge_args <<<"${MERGE_ARGS:-}"
 read -ra stats_args <<<"${STATS_ARGS:-}"
 rerun_errors=${RERUN%.jsonl}.errors.jsonl
+
+# samples: the run's samples per prompt (--samples of MERGE_ARGS, else of
+# INFER_ARGS, else 1), the seeds one round takes up.
+samples=1
+for args in "${infer_args[*]}" "${merge_args[*]}"; do
+  read -ra words <<<"$args"
+  for ((i = 0; i < ${#words[@]}; i++)); do
+    case ${words[i]} in
+    --samples) samples=${words[i + 1]:-1} ;;
+    --samples=*) samples=${words[i]#--samples=} ;;
+    esac
+  done
+done
 
 if [ $# = 0 ]; then
   echo "usage: PROMPTS=prompts.jsonl [ENDPOINTS=...] [OUT=final.jsonl] $0 GENERATION_FILE..." >&2
@@ -111,7 +127,7 @@ for ((round = 1; ; round++)); do
     break
   fi
   echo "rerun-missing.sh: round $round: answering $todo prompts into $RERUN" >&2
-  infer --endpoints "$ENDPOINTS" --resume -o "$RERUN" --errors "$rerun_errors" "${infer_args[@]}" "$TODO" || {
+  infer --endpoints "$ENDPOINTS" --resume -o "$RERUN" --errors "$rerun_errors" --seed-offset $((round * samples)) "${infer_args[@]}" "$TODO" || {
     s=$?
     # 3 means some prompts failed again: the next round takes them.
     if [ "$s" != 3 ]; then

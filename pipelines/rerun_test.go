@@ -1,8 +1,11 @@
 package pipelines_test
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,6 +67,60 @@ func TestRerunMissing(t *testing.T) {
 		p.must(t, 0)
 		assertSameAnswers(t, final, ref)
 	})
+}
+
+// Each round asks with other seeds: round r of rerun-missing.sh passes
+// --seed-offset r*K, so no prompt is asked twice with one seed, by the run
+// or by any round (llmsim's request log).
+func TestRerunMissingSeeds(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(repoRoot, demoData)
+	args := "INFER_ARGS=--max-tokens " + maxTokens + " --retries 0 --eject-after 1000000 --seed 100"
+	gen, kept := filepath.Join(dir, "gen.jsonl"), filepath.Join(dir, "gen.prompts.jsonl")
+	log := filepath.Join(dir, "requests.jsonl")
+	flaky, stop := startStoppableFleet(t, 2, "--time-scale", "500", "--fail-rate", "0.5", "--request-log", log)
+	script(t, 2*time.Minute, dir, scriptEnv("ENDPOINTS="+flaky, "EXTRACT_ARGS=--limit 60", args+" --samples 2"), "generate.sh", data).must(t, 3)
+	p := script(t, 2*time.Minute, dir, scriptEnv("ENDPOINTS="+flaky, "PROMPTS="+kept, "ROUNDS=4", "MERGE_ARGS=--samples 2", args, noLength), "rerun-missing.sh", gen)
+	if p.code != 0 && p.code != 3 {
+		p.must(t, 0)
+	}
+	stop()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := map[string][]int64{} // prompt -> the seeds it was asked with
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Body struct {
+				Messages json.RawMessage `json:"messages"`
+				Seed     *int64          `json:"seed"`
+			} `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Body.Seed == nil {
+			t.Fatalf("a request without a seed: %v %.200s", err, line)
+		}
+		seeds[string(r.Body.Messages)] = append(seeds[string(r.Body.Messages)], *r.Body.Seed)
+	}
+	again := 0
+	for prompt, ss := range seeds {
+		slices.Sort(ss)
+		if len(slices.Compact(slices.Clone(ss))) != len(ss) {
+			t.Fatalf("a prompt was asked twice with one seed (%v): %.200s", ss, prompt)
+		}
+		for _, s := range ss {
+			// The run: 100 and 101 (samples 0 and 1); round r: 100+2r+sample.
+			if s < 100 || s > 100+2*4+1 {
+				t.Fatalf("seed %d is neither the run's nor a round's", s)
+			}
+		}
+		if len(ss) > 2 {
+			again++
+		}
+	}
+	if again == 0 {
+		t.Fatal("no prompt was asked in more than one round: the test shows nothing")
+	}
 }
 
 // goodIDs are the ids of records with a stop or length answer.

@@ -22,7 +22,7 @@ type ServerFlags struct {
 	ExtraBody     string     `placeholder:"JSON" help:"JSON object merged into every request body, e.g. '{\"chat_template_kwargs\":{\"enable_thinking\":false}}' (for generate, its \"sampling_params\" merge into the sampling params). A record's own \"params\" override it and the flags. Default: none."`
 	APIKey        string     `name:"api-key" env:"TOKENMILL_INFER_API_KEY,OPENAI_API_KEY" placeholder:"KEY" help:"Bearer token for the servers (an endpoint URL's own user:password@ is sent as basic auth instead). Never printed. Default: none."`
 	HealthPath    string     `name:"health-path" placeholder:"PATH" help:"Route that answers 200 once a server is ready, e.g. /ping. Default: /health (SGLang, vLLM, llama.cpp, TGI), or /v1/models where a server has no /health (Ollama, gateways)."`
-	ContextLength int        `name:"context-length" placeholder:"N" help:"Context length of every endpoint in tokens, whatever the servers say. Default: learned from each server (SGLang /get_server_info, vLLM /v1/models, llama.cpp /props, Ollama /api/show)."`
+	ContextLength int        `name:"context-length" placeholder:"N" help:"Context length of every endpoint in tokens, whatever the servers say. Default: learned from each server (SGLang /get_server_info, vLLM /v1/models, llama.cpp /props, Ollama /api/show), else from the first refusal for length that states it; requests are fitted to the smallest."`
 }
 
 // SamplingFlags are the sampling settings of generation beyond

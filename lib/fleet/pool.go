@@ -147,7 +147,15 @@ type Pool struct {
 	ctx     context.Context
 	wg      sync.WaitGroup
 	ctlConn *connSet // the control requests' connections, closed by Close
+	// context is the smallest context length the endpoints up so far
+	// stated (or --context-length); 0 while none has.
+	context atomic.Int64
 }
+
+// Context is the model's context length in tokens as the endpoints state
+// it: the smallest among those that came up, so that a request fitted to
+// it fits on any of them; 0 while none has said.
+func (p *Pool) Context() int { return int(p.context.Load()) }
 
 // NewPool makes a pool of the targets, every one starting; Start probes
 // them. The probes stop when ctx ends; Close waits for them.

@@ -101,6 +101,11 @@ func (p *Pool) bringUp(ep *Endpoint, info Info, probe string) {
 	defer p.mu.Unlock()
 	ep.probing = false
 	ep.info = info
+	if c := int64(info.Context); c > 0 {
+		if old := p.context.Load(); old == 0 || c < old {
+			p.context.Store(c) // under p.mu: no other writer
+		}
+	}
 	if ep.limiter == nil && !p.cfg.Ladder && p.cfg.FixedSlots == 0 && (p.cfg.Adaptive || info.Capacity == 0) {
 		ep.limiter = NewLimiter(p.cfg.Limiter, p.clk.Now())
 	}

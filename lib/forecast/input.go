@@ -9,8 +9,10 @@ import (
 
 // CountInputLines counts the lines of plain JSONL input files, cheaply:
 // the size of the run to forecast before its input is read. -1 when any
-// input is stdin, compressed, Parquet or a JSON array (whose records are
-// not lines), or when ctx ends first.
+// input is stdin or not a regular file (a pipe, /dev/stdin, a FIFO, a
+// process substitution: reading it would take the records from the run),
+// compressed, Parquet or a JSON array (whose records are not lines), or
+// when ctx ends first.
 func CountInputLines(ctx context.Context, names []string) int64 {
 	if len(names) == 0 {
 		return -1
@@ -31,6 +33,9 @@ func CountInputLines(ctx context.Context, names []string) int64 {
 }
 
 func countLines(ctx context.Context, name string, buf []byte) (int64, bool) {
+	if st, err := os.Stat(name); err != nil || !st.Mode().IsRegular() {
+		return 0, false
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		return 0, false

@@ -3,6 +3,7 @@ package infer
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -111,6 +112,12 @@ func TestBadEndpointAnswers(t *testing.T) {
 		{"invalid JSON", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"cut`), 200, "malformed response body"},
 		{"JSON that is not an answer", true, body(200, "application/json", `{"object":"list","data":[]}`), 200, "choices"},
 		{"HTML on every path", false, body(200, "text/html", htmlPage), 200, "malformed response body: json: invalid character '<'"},
+		// Answers that are not answers.
+		{"empty choices", true, body(200, "application/json", `{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":0}}`), 200, "no choices"},
+		{"null choice", true, body(200, "application/json", `{"id":"x","choices":[null]}`), 200, "the choice is null"},
+		{"null message", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":null,"finish_reason":"stop"}]}`), 200, "no message"},
+		{"null content without calls", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"stop"}]}`), 200, "null content"},
+		{"no finish_reason", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`), 200, "no finish_reason"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,6 +141,55 @@ func TestBadEndpointAnswers(t *testing.T) {
 	}
 }
 
+// A non-answer is retried on another endpoint: with one endpoint that
+// answers nothing and one that answers, every prompt gets its answer
+// from the good one.
+func TestNonAnswersRetriedElsewhere(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 4}, 1, promptSet{n: 30})
+	bad := badServer(t, true, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","choices":[{"index":0,"message":null,"finish_reason":null}]}`)
+	})
+	r := runBinary(t, s.args("-e", bad+","+endpointsFlag(s.fleet.URLs()), "--max-tokens", "8", "--eject-after", "1000")...)
+	if r.Code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	acc := s.check(t, 1)
+	if acc.ok != 30 || acc.byEndpoint[bad] != 0 {
+		t.Fatalf("%d answers, %d of them from the endpoint that answers nothing", acc.ok, acc.byEndpoint[bad])
+	}
+	retried := 0
+	for _, g := range acc.outputs {
+		if g.Output.Attempts > 1 {
+			retried++
+		}
+	}
+	if retried == 0 || !strings.Contains(r.Stderr, "retries") {
+		t.Errorf("no answer needed a retry: the bad endpoint got no request\n%s", r.Stderr)
+	}
+}
+
+// An empty answer that stopped is an answer, counted as empty in the
+// summary.
+func TestEmptyAnswersCounted(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, EmptyRate: 0.3}, 1, promptSet{n: 60})
+	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "16")...)
+	empty := 0
+	for _, g := range readRecords(t, s.out) {
+		if g.Output.Text == "" && g.Output.FinishReason == "stop" {
+			empty++
+		}
+	}
+	if empty == 0 {
+		t.Fatal("llmsim gave no empty answer")
+	}
+	if want := fmt.Sprintf("empty answers (no text, no tool call, finish stop): %d", empty); !strings.Contains(res.stderr, want) {
+		t.Errorf("summary lacks %q:\n%s", want, res.stderr)
+	}
+}
+
 // FuzzScanDone: whatever the output file to resume holds, a bad line is
 // counted and skipped, never fatal (only a file that cannot be read at
 // all, such as a damaged gzip stream, is refused), and no more answers
@@ -149,7 +205,7 @@ func FuzzScanDone(f *testing.F) {
 			t.Fatal(err)
 		}
 		l := newLedger()
-		info, err := scanDone(path, redo, l, func(string, ...any) {})
+		info, err := scanDone(path, redo, l, nil, func(string, ...any) {})
 		var ie *jsonl.InputError
 		if err != nil && !(errors.As(err, &ie) && ie.Reason == jsonl.ReasonUnreadable) {
 			t.Fatalf("%q: %v, want only a file that cannot be read at all refused", data, err)

@@ -3,6 +3,7 @@ package infer
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 )
 
 // The real binaries, built once for the package's tests.
-var inferBin, llmsimBin string
+var inferBin, llmsimBin, extractBin, corpusBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "infer-test-bin-")
@@ -26,7 +27,9 @@ func TestMain(m *testing.M) {
 	}
 	inferBin = filepath.Join(dir, "infer")
 	llmsimBin = filepath.Join(dir, "llmsim")
-	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim"} {
+	extractBin = filepath.Join(dir, "extract")
+	corpusBin = filepath.Join(dir, "corpus")
+	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim", extractBin: "../../cmd/extract", corpusBin: "../../cmd/corpus"} {
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
@@ -277,4 +280,17 @@ func TestCommands(t *testing.T) {
 	if strings.Contains(gen, "progress-interval") {
 		t.Errorf("generate --help shows the hidden --progress-interval:\n%s", gen)
 	}
+}
+
+// newInferCmd is the infer binary with args, not started.
+func newInferCmd(args ...string) *exec.Cmd { return exec.Command(inferBin, args...) }
+
+// stdinPipe gives cmd a pipe for stdin; the test writes and closes it.
+func stdinPipe(t *testing.T, cmd *exec.Cmd) io.WriteCloser {
+	t.Helper()
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

@@ -51,35 +51,15 @@ func chaosScaleFor(t *testing.T) chaosScale {
 }
 
 // simProc is the llmsim binary serving the fleet.
-type simProc struct {
-	cmd    *exec.Cmd
-	stderr lockedBuffer
-	urls   []string
-	done   chan struct{}
-}
+type simProc = sim
 
 func startChaosFleet(t *testing.T, sc chaosScale) *simProc {
 	t.Helper()
-	ready := filepath.Join(t.TempDir(), "urls")
-	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", sc.endpoints), ",")
-	args := []string{"--listen", listen, "--ready-file", ready, "--seed", strconv.Itoa(chaosSeed),
+	return startSim(t, sc.endpoints, "--seed", strconv.Itoa(chaosSeed),
 		"--time-scale", sc.timeScale, "--max-running", "16",
 		"--fail-rate", "0.02", "--hang-rate", "0.01", "--drop-rate", "0.01", "--abort-rate", "0.01",
 		"--fault", fmt.Sprintf("0=crash-after:%d,restart-after:%s,startup-delay:5s", sc.crashA, sc.restartA),
-		"--fault", fmt.Sprintf("1=crash-after:%d,restart-after:%s", sc.crashB, sc.restartB)}
-	s := &simProc{cmd: exec.Command(llmsimBin, args...), done: make(chan struct{})}
-	s.cmd.Stderr = &s.stderr
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() { s.cmd.Process.Kill(); <-s.done })
-	waitFor(t, 15*time.Second, "llmsim to write its ready file", func() bool {
-		b, _ := os.ReadFile(ready)
-		s.urls = strings.Fields(string(b))
-		return len(s.urls) == sc.endpoints
-	})
-	return s
+		"--fault", fmt.Sprintf("1=crash-after:%d,restart-after:%s", sc.crashB, sc.restartB))
 }
 
 // stop ends llmsim with SIGTERM and returns its counters, from the

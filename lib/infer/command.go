@@ -32,6 +32,7 @@ Example:
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
   infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl --resume prompts.jsonl
   infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
+  extract --turns all data.json | dedup | infer --regenerate -e 127.0.0.1:30000-30007 -o regen.jsonl
 
 Generating is the default command: its flags are listed by infer generate --help.
 infer bench measures the fleet and forecasts a run first (infer bench --help).
@@ -44,7 +45,17 @@ type Generate struct {
 
 	fleet.ServerFlags   `embed:""`
 	fleet.SamplingFlags `embed:""`
-	Samples             int `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
+	Samples             int   `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
+	SeedOffset          int64 `default:"0" placeholder:"N" help:"Added to every seed: sample k uses seed+N+k, so a rerun of the same prompts (rerun-missing.sh passes round x samples) does not sample the same answers again."`
+
+	Regenerate       bool `help:"Regenerate whole conversations: keep each record's system and user turns, replace every assistant turn with the model's answer to the history as regenerated so far (tool calls answered from the record's own tool results), and answer a last unanswered user turn. Writes output.messages and output.turns; see README."`
+	HistoryReasoning bool `help:"With --regenerate, send each earlier answer's reasoning_content back in the history (by default it is kept in the output but left out of later turns' requests, as the Qwen3 and DeepSeek chat templates do)."`
+	Affinity         bool `default:"true" negatable:"" help:"With --regenerate, send every turn of a conversation to the endpoint that served its first turn, holding its slot between turns, so that the server's prefix cache serves the history; a conversation moves only when a turn fails there. --no-affinity (or --affinity=false) sends each turn to the least loaded endpoint."`
+	ToolRounds       int  `default:"16" placeholder:"N" help:"With --regenerate, the most rounds of tool results the model may get per user turn; a call past them ends the conversation, truncated (tool_rounds)."`
+
+	FitContext      bool `default:"true" negatable:"" help:"When the context length is known, lower each request's max_tokens to what the prompt leaves of the context, and do not send a prompt that leaves fewer than --min-answer-tokens (an error record prompt_too_long); a refusal for length is sent again fitted to the numbers it states."`
+	ContextMargin   int  `default:"8" placeholder:"N" help:"Tokens kept free of the context beyond the prompt and the answer, for estimates' errors."`
+	MinAnswerTokens int  `default:"32" placeholder:"N" help:"The fewest answer tokens worth asking for: a prompt that leaves fewer in the context is not sent."`
 
 	Concurrency   fleet.Concurrency `default:"0" placeholder:"N|auto" help:"Requests in flight per endpoint, or auto. 0: each server's capacity where it says (SGLang max_running_requests, llama.cpp total_slots) plus --queue-depth, else adapted to the server while the run goes (auto: on every endpoint)."`
 	QueueDepth    int               `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond the capacity it reports, so a slot that frees is refilled without waiting for a round trip."`
@@ -60,18 +71,15 @@ type Generate struct {
 	DownTimeout    time.Duration `default:"1h" help:"Give up (exit 1, --resume continues) when every endpoint has been out of service this long. 0: wait for ever."`
 	Grace          time.Duration `default:"5s" help:"On SIGINT/SIGTERM, how long answers in flight may still arrive; the rest are dropped and redone by --resume."`
 
-	Output        string        `short:"o" default:"-" placeholder:"FILE" help:"Generation records (JSONL). - is stdout. An existing non-empty file is refused: --resume continues it, --force replaces it."`
-	Errors        string        `placeholder:"FILE" help:"Error records for prompts that could not be answered. Default: beside -o (gen.jsonl -> gen.errors.jsonl); none with stdout. Rewritten each run: it lists the latest run's failures, which --resume tries again."`
-	Resume        bool          `help:"Continue -o FILE: answers already in it are skipped, new ones appended; a partial last line left by a crash is cut off first."`
-	RedoLength    bool          `help:"With --resume, generate again the answers whose only record finished with \"length\" (the old record stays; merge keeps the better)."`
-	Force         bool          `help:"Replace an existing non-empty -o FILE instead of refusing it (it is emptied once a server is ready)."`
-	Rejects       string        `placeholder:"FILE" help:"Write input records that are not usable prompts here, each with a \"reject\" field."`
+	Output        string `short:"o" default:"-" placeholder:"FILE" help:"Generation records (JSONL). - is stdout. An existing non-empty file is refused: --resume continues it, --force replaces it."`
+	Errors        string `placeholder:"FILE" help:"Error records for prompts that could not be answered. Default: beside -o (gen.jsonl -> gen.errors.jsonl); none with stdout. Rewritten each run: it lists the latest run's failures, which --resume tries again."`
+	Resume        bool   `help:"Continue -o FILE: answers already in it are skipped, new ones appended; a partial last line left by a crash is cut off first."`
+	RedoLength    bool   `help:"With --resume, generate again the answers whose only record finished with \"length\" (the old record stays; merge keeps the better)."`
+	cli.ForceFlag `set:"force_what=an existing non-empty -o FILE and its turn journal, emptied once a server is ready, and --rejects"`
+	cli.RejectsFlag
 	FlushInterval time.Duration `default:"1s" help:"How often finished answers are flushed to -o and the errors file, so a killed run loses at most this much work."`
-	Progress      time.Duration `default:"10s" placeholder:"DURATION" help:"Interval of the plain progress lines when stderr is not a terminal (0: none); on a terminal a live display is redrawn instead."`
-	// ProgressInterval is --progress's old name, kept so that scripts
-	// that use it go on working.
-	ProgressInterval *time.Duration `name:"progress-interval" hidden:"" placeholder:"DURATION" help:"Old name of --progress. Default: --progress's."`
-	MetricsAddr      string         `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics; the address bound is printed. :PORT (no host) listens on every interface, as Go does; 127.0.0.1:PORT on this machine alone; port 0 picks a free one."`
+	cli.ProgressFlag
+	MetricsAddr string `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics; the address bound is printed. :PORT (no host) listens on every interface, as Go does; 127.0.0.1:PORT on this machine alone; port 0 picks a free one."`
 
 	// clock is the run's time; nil: the real clock. Tests set it.
 	clock clock.Clock
@@ -93,6 +101,12 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, cli.Usagef("--request-timeout, --wait-ready, --probe-interval and --flush-interval must be positive")
 	case c.MaxTokens != nil && *c.MaxTokens < 1:
 		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
+	case c.Regenerate && c.API != openai.APIChat:
+		return nil, nil, cli.Usagef("--regenerate sends chat conversations: it needs --api chat, not %s", c.API)
+	case c.ToolRounds < 0:
+		return nil, nil, cli.Usagef("--tool-rounds must not be negative")
+	case c.ContextMargin < 0 || c.MinAnswerTokens < 1:
+		return nil, nil, cli.Usagef("--context-length and --context-margin must not be negative, --min-answer-tokens at least 1")
 	case c.Resume && toStdout(c.Output):
 		return nil, nil, cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
 	case c.RedoLength && !c.Resume:
@@ -102,9 +116,6 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 	case strings.HasSuffix(c.Output, ".gz") || strings.HasSuffix(c.Output, ".zst"):
 		return nil, nil, cli.Usagef("-o %s: infer writes plain JSONL so that a killed run can be resumed; compress the file afterwards", c.Output)
 	}
-	if c.ProgressInterval != nil {
-		c.Progress = *c.ProgressInterval
-	}
 	extra, err := c.Extra()
 	if err != nil {
 		return nil, nil, err
@@ -113,6 +124,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
 	}
+	b.SetSeedOffset(c.SeedOffset)
+	b.SetHistoryReasoning(c.HistoryReasoning)
 	return targets, b, nil
 }
 

@@ -36,6 +36,17 @@ type counters struct {
 	finishStop       atomic.Int64
 	finishLength     atomic.Int64
 	finishOther      atomic.Int64
+	empty            atomic.Int64 // answers (or turns) with no text and no calls that finished with "stop"
+
+	// Conversations (--regenerate): turns regenerated, turns replayed
+	// from the journal, tool calls answered from cached results, and
+	// conversations truncated by reason.
+	turns, replayed, paired atomic.Int64
+
+	// Fitting the context: requests sent with a lowered max_tokens,
+	// prompts refused as too long, refusals for length sent again.
+	clamped, tooLong, contextRetries     atomic.Int64
+	truncUnpaired, truncRounds, truncCtx atomic.Int64
 
 	tokenRate  fleet.RateWindow // completion tokens per second, whole fleet
 	answerRate fleet.RateWindow
@@ -50,6 +61,18 @@ func (c *counters) finishReason(reason string) {
 		c.finishLength.Add(1)
 	default:
 		c.finishOther.Add(1)
+	}
+}
+
+// truncated counts a conversation that ended early for reason.
+func (c *counters) truncated(reason string) {
+	switch reason {
+	case record.TruncToolUnpaired:
+		c.truncUnpaired.Add(1)
+	case record.TruncToolRounds:
+		c.truncRounds.Add(1)
+	default:
+		c.truncCtx.Add(1)
 	}
 }
 

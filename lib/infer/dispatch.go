@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )
@@ -18,7 +20,7 @@ func (r *runner) dispatch(ctx context.Context) error {
 		if j == nil {
 			return nil
 		}
-		ep, err := r.pool.Acquire(ctx, j.last)
+		ep, err := r.acquire(ctx, j)
 		if err != nil {
 			if errors.Is(err, fleet.ErrAllDown) {
 				return err
@@ -59,24 +61,82 @@ func (r *runner) worker(t task) {
 	}
 }
 
-// send makes one attempt of j on ep and files the outcome.
+// acquire takes a slot for j: with affinity, a resumed conversation goes
+// back to the endpoint its journaled turns went to, whose prefix cache may
+// still hold its history, if that one has room.
+func (r *runner) acquire(ctx context.Context, j *job) (*fleet.Endpoint, error) {
+	if j.prefer != "" && r.cfg.Affinity {
+		prefer := r.pool.ByName(j.prefer)
+		j.prefer = ""
+		if prefer != nil && prefer != j.last {
+			if ep := r.pool.TryAcquireOn(prefer); ep != nil {
+				return ep, nil
+			}
+		}
+	}
+	return r.pool.Acquire(ctx, j.last)
+}
+
+// send makes one attempt of j on ep and files the outcome. A conversation
+// goes on with its next turn on the same slot while affinity holds and ep
+// stays in service; otherwise the slot is given back after each turn and
+// the next turn queued like a retry.
 func (r *runner) send(ep *fleet.Endpoint, j *job) {
 	defer r.inflight.Done()
-	start := r.clk.Now()
-	r.eta.Started(j, ep.Index(), start)
-	c, f := r.pool.Complete(ep, r.cfg.API.Path(), j.body, r.cfg.RequestTimeout, r.cfg.API.Parse)
-	end := r.clk.Now()
-	r.eta.Ended(j, end, f == nil, c.CompletionTokens, c.FinishReason)
-	r.pool.Release(ep)
-	if f == nil || !f.Down {
-		j.attempts++
-	}
-	if f == nil {
+	for {
+		start := r.clk.Now()
+		if !j.etaOn {
+			r.eta.Started(j, ep.Index(), start)
+			j.etaOn, j.started = true, start
+		}
+		c, f := r.pool.Complete(ep, r.cfg.API.Path(), j.body, r.cfg.RequestTimeout, r.cfg.API.Parse)
+		end := r.clk.Now()
+		if f == nil || !f.Down {
+			j.attempts++
+		}
+		if f != nil {
+			j.etaOn = false
+			r.eta.Ended(j, end, false, 0, "")
+			r.pool.Release(ep)
+			r.failed(ep, j, f)
+			return
+		}
 		r.pool.Succeeded(ep)
 		r.systematic.Succeeded()
-		r.succeed(ep, j, &c, end.Sub(start))
-		return
+		if j.conv == nil {
+			r.eta.Ended(j, end, true, c.CompletionTokens, c.FinishReason)
+			r.pool.Release(ep)
+			r.succeed(ep, j, &c, end.Sub(start))
+			return
+		}
+		more, ok := r.turnDone(ep, j, &c, end.Sub(start))
+		if !ok {
+			r.pool.Release(ep)
+			return
+		}
+		if !more {
+			j.etaOn = false
+			r.eta.Ended(j, end, true, j.conv.usage.CompletionTokens, c.FinishReason)
+			r.pool.Release(ep)
+			r.finishConversation(j)
+			return
+		}
+		if r.stopping.Load() {
+			r.pool.Release(ep)
+			return // not done: the journal has its turns, resume goes on from there
+		}
+		if !r.cfg.Affinity || !r.pool.Keep(ep) {
+			r.pool.Release(ep)
+			j.last = nil
+			r.c.queued.Add(1)
+			r.ready.push(j)
+			return
+		}
 	}
+}
+
+// failed files a failed attempt: retried, or an error record.
+func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	if r.stopping.Load() {
 		// Not done; resume redoes it. Failures now are mostly the shutdown's
 		// own doing (connections closed after --grace), not the endpoint's.
@@ -91,7 +151,15 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 		r.pool.Failed(ep, f.Down, f.Error())
 	}
 	j.last = ep
+	if r.contextRetry(ep, j, f) {
+		return
+	}
 	if r.retry(j, f) {
+		return
+	}
+	// A refusal for length is the prompt's, however many there are.
+	if _, forLength := openai.ParseContextError(f.Message); forLength && f.Status == 400 {
+		r.failJob(ep, j, f)
 		return
 	}
 	if err := r.systematic.Failed(ep, f); err != nil {
@@ -107,32 +175,160 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		model = r.model
 	}
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, FinishReason: c.FinishReason,
+		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
 	}
-	if !r.writeRecord(r.out, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
+	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
 	}
-	now := r.clk.Now()
 	r.c.ok.Add(1)
+	r.counted(ep, j, c)
+	r.c.answerRate.Add(r.clk.Now(), 1)
+	r.finish()
+}
+
+// counted adds an answer (or a conversation's turn) to the figures, and
+// what its prompt cost to the token estimate.
+func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
+	now := r.clk.Now()
+	if j.fit.max > 0 {
+		r.c.clamped.Add(1)
+	}
+	if r.tokens != nil && c.PromptTokens > 0 {
+		// Far from the context only: a server that cuts a prompt too long
+		// (Ollama) reports what it kept.
+		if ctx := r.context(); ctx == 0 || j.fit.prompt < ctx/2 {
+			r.tokens.learn(j.size, c.PromptTokens)
+		}
+		if j.fit.text > 0 {
+			r.tokens.learnTemplate(j.size.msgs, j.fit.text, c.PromptTokens)
+		}
+	}
 	r.c.promptTokens.Add(int64(c.PromptTokens))
 	r.c.completionTokens.Add(int64(c.CompletionTokens))
 	if c.CachedTokens != nil {
 		r.c.cachedTokens.Add(int64(*c.CachedTokens))
 	}
 	r.c.finishReason(c.FinishReason)
+	if c.Text == "" && len(c.ToolCalls) == 0 && c.FinishReason == record.FinishStop {
+		r.c.empty.Add(1)
+	}
 	r.c.tokenRate.Add(now, int64(c.CompletionTokens))
-	r.c.answerRate.Add(now, 1)
 	st := ep.Stats()
 	st.OK.Add(1)
 	st.CompletionTokens.Add(int64(c.CompletionTokens))
 	st.Rate.Add(now, int64(c.CompletionTokens))
+}
+
+// nameCalls gives calls that came without an id call_<m>_<k> (m the
+// answer's 1-based place in the conversation, k the call's), as extract
+// names the calls of datasets without ids.
+func nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
+	for k := range calls {
+		if calls[k].ID == "" {
+			calls[k].ID = "call_" + strconv.Itoa(m) + "_" + strconv.Itoa(k+1)
+		}
+	}
+	return calls
+}
+
+// prepareTurn builds the request of the turn j's conversation asks for,
+// fitted to the context: the prompt's tokens are the last turn's prompt,
+// as the server counted it, and what came after it (the answer, as many
+// tokens as it took or as its text estimates, whichever is more: sent
+// back as text it is counted again), estimated.
+func (r *runner) prepareTurn(j *job) error {
+	known := 0
+	if conv := j.conv; len(conv.turns) > 0 && r.tokens != nil {
+		last := conv.turns[len(conv.turns)-1]
+		if last.Usage.PromptTokens > 0 {
+			answer := conv.out[last.Message : last.Message+1]
+			known = last.Usage.PromptTokens + max(last.Usage.CompletionTokens, r.tokens.estimate(sizeOf(answer, nil))) +
+				r.tokens.estimate(sizeOf(conv.out[last.Message+1:], nil))
+		}
+	}
+	return r.prepareTurnKnown(j, known, false)
+}
+
+// prepareTurnKnown is prepareTurn with the prompt's tokens known.
+func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
+	p := j.conv.request()
+	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
+	ft := r.fit(p.Messages, tools, r.b.MaxTokens(p), known, exact)
+	j.size, j.fit, j.promptTokens, j.refused = sizeOf(p.Messages, tools), ft, ft.prompt, nil
+	if ft.refused {
+		j.refused = ft.refusal()
+		return nil
+	}
+	body, err := r.b.BodyMax(p, j.conv.paramSeed, j.sample, ft.max)
+	j.body = body
+	return err
+}
+
+// turnDone takes a conversation's answer: into the walk, the journal and
+// the figures; then readies the next turn. more: a turn is to be sent;
+// !ok: the run is stopping (the journal could not be written).
+func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) (more, ok bool) {
+	conv := j.conv
+	turn := record.Turn{FinishReason: c.FinishReason, Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
+		MaxTokens: j.fit.max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
+	a, err := conv.newAnswer(c, turn)
+	if err != nil {
+		r.fatal(err)
+		return false, false
+	}
+	if n := len(j.prompt) + len(a.msg.Content) + len(a.msg.ReasoningContent) + len(a.msg.ToolCalls); n > maxLineOut {
+		// Neither the journal nor -o could hold it: no use going on.
+		j.reason = ReasonAnswerTooLarge
+		r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("turn %d's answer would make a record of more than %d bytes, the line limit", len(conv.turns), maxLineOut)})
+		return false, false
+	}
+	if r.journal != nil {
+		l := journalLine{ID: j.rid, Sample: j.sample, FP: j.fp, Base: j.base, Turn: len(conv.turns), Model: c.Model, Answer: a.msg, Meta: turn}
+		if err := r.journal.write(&l); err != nil {
+			r.fatal(err)
+			return false, false
+		}
+	}
+	conv.apply(a)
+	j.attempts, j.ctxRetries = 0, 0
+	r.counted(ep, j, c)
+	r.c.turns.Add(1)
+	if !conv.next() {
+		return false, true
+	}
+	if err := r.prepareTurn(j); err != nil {
+		r.fatal(fmt.Errorf("%s:%d: building turn %d: %w", j.file, j.line, len(conv.turns), err))
+		return false, false
+	}
+	if j.refused != nil {
+		conv.truncate(record.TruncContextFull, len(conv.turns), j.refused.Message)
+		return false, true
+	}
+	return true, true
+}
+
+// finishConversation writes a conversation's generation record.
+func (r *runner) finishConversation(j *job) {
+	conv := j.conv
+	out := conv.output(j.sample, r.model)
+	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
+		return
+	}
+	r.c.ok.Add(1)
+	r.c.replayed.Add(int64(conv.replayed))
+	r.c.paired.Add(int64(conv.paired))
+	if t := conv.truncated; t != nil {
+		r.c.truncated(t.Reason)
+	}
+	r.c.answerRate.Add(r.clk.Now(), 1)
 	r.finish()
 }
 
-// failJob writes j's error record.
+// failJob writes j's error record; ep is nil for a prompt that was never
+// sent.
 func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	if n := r.shownFail.Add(1); n <= reportLimit {
 		more := ""
@@ -148,7 +344,20 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	r.c.failed.Add(1)
 	r.c.answerRate.Add(r.clk.Now(), 1)
 	if r.errs != nil {
-		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Endpoint: ep.Name(), Retriable: f.Retriable, Sample: j.sample}
+		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Retriable: f.Retriable, Sample: j.sample}
+		if ep != nil {
+			e.Endpoint = ep.Name()
+		}
+		switch {
+		case f == j.refused:
+			e.Reason, e.PromptTokens = ReasonPromptTooLong, j.fit.prompt
+		case j.reason != "":
+			e.Reason = j.reason
+		}
+		if j.conv != nil {
+			n := len(j.conv.turns)
+			e.TurnsDone, e.Turn = &n, &n
+		}
 		if !r.writeRecord(r.errs, func(dst []byte) ([]byte, error) { return errorLine(dst, j.prompt, &e) }) {
 			return
 		}
@@ -161,9 +370,41 @@ func (r *runner) finish() {
 	r.ready.wake()
 }
 
+// ReasonAnswerTooLarge is the error reason of an answer whose record
+// would be longer than the line limit.
+const ReasonAnswerTooLarge = "answer_too_large"
+
+// maxLineOut is the longest record infer writes: the line limit every
+// tool reads (tests lower it).
+var maxLineOut = jsonl.MaxLine
+
+// writeAnswer writes j's generation record, built by build, to -o; a
+// record longer than the line limit, which no reader would take back
+// (--resume included), becomes an error record answer_too_large instead.
+// false when nothing was written to -o.
+func (r *runner) writeAnswer(ep *fleet.Endpoint, j *job, build func(dst []byte) ([]byte, error)) bool {
+	var size int
+	ok := r.writeRecordIf(r.out, build, func(line []byte) bool {
+		size = len(line)
+		return size <= maxLineOut
+	})
+	if ok || size <= maxLineOut {
+		return ok
+	}
+	j.reason = ReasonAnswerTooLarge
+	r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("the answer's record would be %d bytes, more than the %d-byte line limit", size, maxLineOut)})
+	return false
+}
+
 // writeRecord writes the line build makes to w, in a buffer of the
 // runner's pool; false, and the run stopped, when it cannot.
 func (r *runner) writeRecord(w *lineWriter, build func(dst []byte) ([]byte, error)) bool {
+	return r.writeRecordIf(w, build, nil)
+}
+
+// writeRecordIf is writeRecord that writes the line only if keep (nil:
+// any) takes it; false when it did not write it.
+func (r *runner) writeRecordIf(w *lineWriter, build func(dst []byte) ([]byte, error), keep func([]byte) bool) bool {
 	var buf []byte
 	if b, ok := r.bufs.Get().(*[]byte); ok {
 		buf = (*b)[:0]
@@ -171,10 +412,16 @@ func (r *runner) writeRecord(w *lineWriter, build func(dst []byte) ([]byte, erro
 		buf = make([]byte, 0, 8<<10)
 	}
 	line, err := build(buf)
+	if err == nil && keep != nil && !keep(line) {
+		r.bufs.Put(&buf)
+		return false
+	}
 	if err == nil {
 		err = w.writeLine(line)
 	}
-	r.bufs.Put(&line)
+	if cap(line) <= 1<<20 { // a huge buffer is let go, not kept for every record
+		r.bufs.Put(&line)
+	}
 	if err != nil {
 		r.fatal(err)
 		return false

@@ -126,8 +126,11 @@ func TestAllEndpointsDownThenBack(t *testing.T) {
 	}
 }
 
-// A prompt longer than the context gets SGLang's 400: an error record with
-// the server's message, after one attempt; the rest are answered.
+// A prompt longer than the context SGLang states at start is an error
+// record prompt_too_long with its tokens (counted by the server's
+// tokenizer), never sent: the fleet sees no bad request; the rest are
+// answered. (Learning the context from refusals, where no server states
+// it, is TestFitContextLearnsFromRefusals.)
 func TestOverlongPromptIsPermanent(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8, ContextLength: 200}, 2, promptSet{n: 50})
@@ -139,12 +142,13 @@ func TestOverlongPromptIsPermanent(t *testing.T) {
 	}
 	for key, g := range acc.errors {
 		e := g.Error
-		if e.Status != 400 || e.Attempts != 1 || e.Retriable || !strings.Contains(e.Message, "longer than the model's context length") {
+		if e.Status != 0 || e.Attempts != 0 || !strings.Contains(e.Message, "leave fewer than --min-answer-tokens") ||
+			e.Retriable || e.Reason != ReasonPromptTooLong || e.PromptTokens < 200 {
 			t.Errorf("%s: error %+v", key, e)
 		}
 	}
-	if bad := s.fleet.Stats().BadRequests; bad != 3 {
-		t.Errorf("the fleet saw %d bad requests: a 400 was retried", bad)
+	if bad := s.fleet.Stats().BadRequests; bad != 0 {
+		t.Errorf("the fleet saw %d bad requests: a prompt too long was sent", bad)
 	}
 }
 

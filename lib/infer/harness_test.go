@@ -169,7 +169,7 @@ func parseRecords(t testing.TB, name string, data []byte) []genRecord {
 	}
 	var out []genRecord
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
 	for n := 1; sc.Scan(); n++ {
 		var g genRecord
 		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
@@ -177,6 +177,9 @@ func parseRecords(t testing.TB, name string, data []byte) []genRecord {
 		}
 		g.raw = sc.Text()
 		out = append(out, g)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 	return out
 }

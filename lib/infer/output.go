@@ -197,6 +197,15 @@ func generationLine(dst, prompt []byte, out *record.Output) ([]byte, error) {
 	return record.AppendField(dst, prompt, "output", v)
 }
 
+// conversationLine is the conversation record with its "output" field.
+func conversationLine(dst, prompt []byte, out *record.ConversationOutput) ([]byte, error) {
+	v, err := json.Marshal(out)
+	if err != nil {
+		return dst, err
+	}
+	return record.AppendField(dst, prompt, "output", v)
+}
+
 // errorLine is the prompt record with its "error" field.
 func errorLine(dst, prompt []byte, e *record.Error) ([]byte, error) {
 	v, err := json.Marshal(e)

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
+
+	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
@@ -18,6 +21,8 @@ import (
 type job struct {
 	prompt []byte // the record, any old output/error field removed
 	id     string
+	rid    record.ID // id as the record has it (a string or a number)
+	msgs   int       // the turns the request sends (where an answer's calls are named from)
 	sample int
 	body   []byte
 	file   string
@@ -26,6 +31,27 @@ type job struct {
 	attempts int             // requests that got an answer or an error (refused connections do not count)
 	deferred int             // of them, answered 429/503 with Retry-After: not counted against --retries
 	last     *fleet.Endpoint // where the last attempt went
+
+	// A conversation (--regenerate): its walk, the journal's fingerprint
+	// and base for it, and the endpoint its journaled turns went to.
+	conv    *convo
+	fp      string
+	base    int
+	prefer  string
+	etaOn   bool // the estimator has the conversation in flight
+	started time.Time
+
+	// Fitting the context: the record (to build the request again), how it
+	// fitted, the prompt's tokens as last known, refusals for length so
+	// far, and the failure of a prompt too long.
+	rec          *record.Prompt
+	paramSeed    *int64
+	size         promptSize
+	fit          fitted
+	promptTokens int
+	ctxRetries   int
+	refused      *fleet.Failure
+	reason       string // the error record's reason, when infer decided the failure
 }
 
 // readyQueue holds answers whose backoff is over, to be dispatched before
@@ -128,60 +154,174 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
 	if p.ID.IsZero() {
 		return reject(ReasonNoID, `no "id" (extract and dedup give every record one)`)
 	}
+	if r.cfg.Regenerate {
+		return r.takeConversation(ctx, &p, raw, rec, reject)
+	}
 	paramSeed, err := r.b.Check(&p)
 	if err != nil {
-		var pe *openai.PromptError
-		if errors.As(err, &pe) {
-			return reject(pe.Reason, pe.Detail)
-		}
-		return reject(openai.ReasonBadParams, err.Error())
-	}
-	first, err := r.b.Body(&p, paramSeed, p.Sample)
-	if err != nil {
-		return reject(openai.ReasonBadParams, err.Error())
+		return rejectCheck(err, reject)
 	}
 	prompt, err := stripOwnFields(raw)
 	if err != nil {
 		return reject(jsonl.ReasonMalformedJSON, err.Error())
 	}
-	if r.ledger.see(p.ID.Text) {
-		n := r.c.duplicates.Add(1)
-		if n <= reportLimit {
-			more := ""
-			if n == reportLimit {
-				more = " (further duplicates are counted, not shown)"
-			}
-			r.logf("%s:%d: duplicate id %q: generated once%s", rec.File, rec.Line, p.ID.Text, more)
-		}
+	if r.duplicate(&p, rec) {
 		return true
 	}
 	r.c.prompts.Add(1)
 	r.c.answers.Add(int64(r.cfg.Samples))
+	known, exact := 0, false // counted once for every sample
 	for k := 0; k < r.cfg.Samples; k++ {
 		sample := p.Sample + k
 		if r.ledger.done(p.ID.Text, sample) {
 			r.c.skipped.Add(1)
 			continue
 		}
-		body := first
-		if k > 0 {
-			if body, err = r.b.Body(&p, paramSeed, sample); err != nil {
-				r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
-				return false
+		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, msgs: len(openai.ChatMessages(&p)), sample: sample, file: rec.File, line: rec.Line,
+			rec: &p, paramSeed: paramSeed}
+		if err := r.prepareSingle(j, known, exact); err != nil {
+			if k == 0 {
+				return reject(openai.ReasonBadParams, err.Error())
 			}
+			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
+			return false
 		}
-		j := &job{prompt: prompt, id: p.ID.Text, sample: sample, body: body, file: rec.File, line: rec.Line}
-		r.outstanding.Add(1)
-		r.c.queued.Add(1)
-		select {
-		case r.input <- j:
-		case <-ctx.Done():
-			r.c.queued.Add(-1)
-			r.outstanding.Add(-1)
+		known, exact = j.fit.prompt, j.fit.exact
+		if !r.enqueue(ctx, j) {
 			return false
 		}
 	}
 	return true
+}
+
+// enqueue hands j to the dispatcher, or files it at once when its prompt
+// does not fit the context; false when the run is stopping.
+func (r *runner) enqueue(ctx context.Context, j *job) bool {
+	if j.refused != nil {
+		r.outstanding.Add(1)
+		r.refuse(nil, j)
+		return true
+	}
+	return r.queue(ctx, j)
+}
+
+// rejectCheck rejects a record the request builder refused, by its
+// reason.
+func rejectCheck(err error, reject func(reason, detail string) bool) bool {
+	var pe *openai.PromptError
+	if errors.As(err, &pe) {
+		return reject(pe.Reason, pe.Detail)
+	}
+	return reject(openai.ReasonBadParams, err.Error())
+}
+
+// duplicate reports (and names, the first few) a record whose id the
+// input has shown before: it is generated once.
+func (r *runner) duplicate(p *record.Prompt, rec jsonl.Record) bool {
+	if !r.ledger.see(p.ID.Text) {
+		return false
+	}
+	n := r.c.duplicates.Add(1)
+	if n <= reportLimit {
+		more := ""
+		if n == reportLimit {
+			more = " (further duplicates are counted, not shown)"
+		}
+		r.logf("%s:%d: duplicate id %q: generated once%s", rec.File, rec.Line, p.ID.Text, more)
+	}
+	return true
+}
+
+// queue hands j to the dispatcher; false when the run is stopping.
+func (r *runner) queue(ctx context.Context, j *job) bool {
+	r.outstanding.Add(1)
+	r.c.queued.Add(1)
+	select {
+	case r.input <- j:
+		return true
+	case <-ctx.Done():
+		r.c.queued.Add(-1)
+		r.outstanding.Add(-1)
+		return false
+	}
+}
+
+// ReasonNoConversation is the reject reason, under --regenerate, of a
+// record with nothing to regenerate.
+const ReasonNoConversation = "no_conversation"
+
+// takeConversation turns a conversation record into its jobs (one per
+// sample), each resumed from the journal's turns when it has some.
+func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []byte, rec jsonl.Record, reject func(reason, detail string) bool) bool {
+	if !p.HasPrompt() {
+		return reject(openai.ReasonNoPrompt, `neither "messages" nor "prompt"`)
+	}
+	paramSeed, err := r.b.CheckParams(p)
+	if err != nil {
+		return rejectCheck(err, reject)
+	}
+	if _, ok := newConvo(p, paramSeed, r.cfg.ToolRounds); !ok {
+		return reject(ReasonNoConversation, "nothing to regenerate: no assistant turn after a user turn, and the last turn is not a user turn")
+	}
+	prompt, err := stripOwnFields(raw)
+	if err != nil {
+		return reject(jsonl.ReasonMalformedJSON, err.Error())
+	}
+	if r.duplicate(p, rec) {
+		return true
+	}
+	r.c.prompts.Add(1)
+	r.c.answers.Add(int64(r.cfg.Samples))
+	fp := fingerprint(prompt)
+	for k := 0; k < r.cfg.Samples; k++ {
+		sample := p.Sample + k
+		if r.ledger.done(p.ID.Text, sample) {
+			r.c.skipped.Add(1)
+			continue
+		}
+		conv, _ := newConvo(p, paramSeed, r.cfg.ToolRounds)
+		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, conv: conv, fp: fp}
+		if r.journal != nil {
+			j.base = r.journal.base(j.id, sample)
+			if err := r.replay(j, r.journal.claim(j.id, sample, fp)); err != nil {
+				r.logf("%s:%d: id %q sample %d: the journal's turns do not fit the record (%v): regenerating it from the start", rec.File, rec.Line, j.id, sample, err)
+				j.conv, _ = newConvo(p, paramSeed, r.cfg.ToolRounds)
+			}
+		}
+		if !j.conv.next() {
+			r.outstanding.Add(1)
+			r.finishConversation(j)
+			continue
+		}
+		if err := r.prepareTurn(j); err != nil {
+			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
+			return false
+		}
+		if !r.enqueue(ctx, j) {
+			return false
+		}
+	}
+	return true
+}
+
+// replay takes a resumed conversation's journaled turns in order.
+func (r *runner) replay(j *job, lines []journalLine) error {
+	for i := range lines {
+		l := &lines[i]
+		if !j.conv.next() {
+			return fmt.Errorf("turn %d is past the conversation's end", l.Turn)
+		}
+		a := answer{msg: l.Answer, turn: l.Meta, model: l.Model}
+		if len(l.Answer.ToolCalls) > 0 {
+			if err := json.Unmarshal(l.Answer.ToolCalls, &a.calls); err != nil {
+				return fmt.Errorf("turn %d: %w", l.Turn, err)
+			}
+		}
+		j.conv.apply(a)
+		j.conv.replayed++
+		j.prefer = l.Meta.Endpoint
+	}
+	return nil
 }
 
 // next returns the next job to send: retries whose backoff is over first,

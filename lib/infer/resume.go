@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/zeebo/xxh3"
+
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
 )
@@ -62,14 +64,33 @@ type doneRecord struct {
 	Output *struct {
 		Sample       int    `json:"sample"`
 		FinishReason string `json:"finish_reason"`
+		Turns        []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"turns"`
 	} `json:"output"`
 }
 
+// cutByLength tells whether the answer, or any turn of a regenerated
+// conversation, finished with "length".
+func (d *doneRecord) cutByLength() bool {
+	if d.Output.FinishReason == record.FinishLength {
+		return true
+	}
+	for _, t := range d.Output.Turns {
+		if t.FinishReason == record.FinishLength {
+			return true
+		}
+	}
+	return false
+}
+
 // scanDone marks every answer in the output file at path as done in l.
-// Under redoLength an answer whose only records finished with "length" is
-// left undone, so it is generated again (and both records then sit in the
-// file for merge to choose from).
-func scanDone(path string, redoLength bool, l *ledger, warn func(string, ...any)) (resumeInfo, error) {
+// Under redoLength an answer whose only records finished with "length"
+// (or, for a conversation, had a turn that did) is left undone, so it is
+// generated again (and both records then sit in the file for merge to
+// choose from). counts (nil: none) counts the records of the (id, sample)
+// keys it holds, and gains the keys of answers left to redo.
+func scanDone(path string, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
 	var info resumeInfo
 	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
 	defer r.Close()
@@ -102,7 +123,15 @@ func scanDone(path string, redoLength bool, l *ledger, warn func(string, ...any)
 			}
 			continue
 		}
-		if redoLength && d.Output.FinishReason == record.FinishLength {
+		if counts != nil {
+			k := sampleKey(d.ID.Text, d.Output.Sample)
+			if _, ok := counts[k]; ok {
+				counts[k]++
+			} else if redoLength && d.cutByLength() {
+				counts[k] = 1
+			}
+		}
+		if redoLength && d.cutByLength() {
 			info.Length++
 			lengthOnly = append(lengthOnly, struct {
 				id     string
@@ -150,7 +179,7 @@ var errOutputExists = errors.New("output exists")
 // resumeOutput readies the output file at path to be continued: a
 // partial last line is cut off and the answers in the file are marked
 // done in l. A file that does not exist yet has nothing done.
-func resumeOutput(path string, redoLength bool, l *ledger, warn func(string, ...any)) (resumeInfo, error) {
+func resumeOutput(path string, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return resumeInfo{}, nil
@@ -168,7 +197,7 @@ func resumeOutput(path string, redoLength bool, l *ledger, warn func(string, ...
 	if cut > 0 {
 		warn("%s: removed a partial last line (%d bytes) left by an interrupted run", path, cut)
 	}
-	info, err := scanDone(path, redoLength, l, warn)
+	info, err := scanDone(path, redoLength, l, counts, warn)
 	info.Repaired = cut
 	return info, err
 }

@@ -36,6 +36,7 @@ func (r *runner) retry(j *job, f *fleet.Failure) bool {
 	r.c.backingOff.Add(1)
 	r.retries.after(r.clk, wait, func() {
 		r.c.backingOff.Add(-1)
+		r.c.queued.Add(1)
 		r.ready.push(j)
 	})
 	return true

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zeebo/xxh3"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
@@ -17,6 +19,7 @@ import (
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
 )
 
 // Run generates. Its steps come in an order that keeps every promise to
@@ -64,6 +67,14 @@ type runner struct {
 	outName string // "stdout" or -o
 	errPath string // "" for none
 	ledger  *ledger
+	journal *journal // --regenerate with -o FILE: the turns of unfinished conversations
+	// contextLen is the context the first refusal for length stated, where
+	// no server said at start (see context); tokens counts prompts' tokens
+	// to fit requests into it.
+	contextLen atomic.Int64
+	tokens     *tokenCounter
+	// staleJournal: --force replaces -o, and the journal beside it goes too.
+	staleJournal bool
 
 	out        *lineWriter
 	errs       *lineWriter // nil: failures are only counted and reported
@@ -108,11 +119,11 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
-	r.errPath = c.Errors
-	if r.errPath == "" {
-		r.errPath = DefaultErrorsPath(c.Output)
+	r.errPath = errorsPath(c.Output, c.Errors)
+	if err := checkPaths(c, r.errPath); err != nil {
+		return nil, err
 	}
-	if err := refuseCollisions(c.Output, r.errPath, c.Rejects); err != nil {
+	if err := checkErrorsFile(r.errPath); err != nil {
 		return nil, err
 	}
 	if !toStdout(c.Output) {
@@ -124,54 +135,122 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := r.planJournal(); err != nil {
+			return nil, err
+		}
+		// Last: a run that refuses leaves no lock behind.
+		lock, err := jsonl.LockOutput("-o", c.Output)
+		if err != nil {
+			return nil, err
+		}
+		r.onClose(lock.Release)
 	}
 	return r, nil
 }
 
-// refuseCollisions refuses two of -o, --errors and --rejects naming the
-// same file (or both stdout): one would overwrite the other.
-func refuseCollisions(output, errPath, rejects string) error {
-	type sink struct{ flag, path string } // path "" for stdout
-	var sinks []sink
-	if toStdout(output) {
-		sinks = append(sinks, sink{"-o", ""})
-	} else {
-		sinks = append(sinks, sink{"-o", output})
+// errorsPath is the errors file: --errors, or beside -o.
+func errorsPath(output, errors string) string {
+	if errors == "" {
+		return DefaultErrorsPath(output)
 	}
-	if errPath != "" {
-		sinks = append(sinks, sink{"--errors", errPath})
-	}
-	switch rejects {
-	case "":
-	case "-":
-		sinks = append(sinks, sink{"--rejects", ""})
-	default:
-		sinks = append(sinks, sink{"--rejects", rejects})
-	}
-	for i, a := range sinks {
-		for _, b := range sinks[i+1:] {
-			if (a.path == "" && b.path == "") || (a.path != "" && b.path != "" && sameFile(a.path, b.path)) {
-				return cli.Usagef("%s and %s name the same file", a.flag, b.flag)
-			}
-		}
-	}
-	return nil
+	return errors
 }
 
-// sameFile tells whether a and b are one file: the same name, or two
-// names of one existing file.
-func sameFile(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
+// checkPaths refuses, before anything is opened for writing, an output
+// that is an input or another output (under any name), or a directory:
+// -o, --errors and the turn journal are infer's own files, continued or
+// rewritten by their own rules; --rejects follows the replace rule
+// (--force), but a --resume run writes it again.
+func checkPaths(c *Generate, errPath string) error {
+	out := c.Output
+	if toStdout(out) {
+		out = "-"
 	}
-	if aa, err := filepath.Abs(a); err == nil {
-		if ab, err := filepath.Abs(b); err == nil && aa == ab {
-			return true
+	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
+	if !toStdout(c.Output) {
+		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: JournalPath(c.Output), Kept: true})
+	}
+	switch errPath {
+	case "":
+	case "-": // a file named -, not stdout
+		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: "./-", Kept: true})
+	default:
+		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: errPath, Kept: true})
+	}
+	if c.Rejects != "" {
+		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.Resume})
+	}
+	return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
+}
+
+// checkErrorsFile refuses an --errors file that is not infer's own: the
+// run rewrites its errors file, so every line of an existing one must be
+// an error record (a prompt record with an "error" object), or the file
+// empty. A file that is anything else is never touched.
+func checkErrorsFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) || err == nil && (!st.Mode().IsRegular() || st.Size() == 0) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rd := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	defer rd.Close()
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			return nil
+		}
+		var e struct {
+			Error *struct {
+				Message *string `json:"message"`
+			} `json:"error"`
+		}
+		if err == nil {
+			err = record.Decode(rec.Data, &e)
+		}
+		if err == nil && (e.Error == nil || e.Error.Message == nil) {
+			err = errors.New("not an error record")
+		}
+		if err != nil {
+			line := rec.Line
+			var ie *jsonl.InputError
+			if errors.As(err, &ie) {
+				line = ie.Line
+			}
+			return cli.Usagef("--errors %q is not an infer errors file (line %d: %v), and infer rewrites its errors file: name another --errors", path, line, err)
 		}
 	}
-	sa, errA := os.Stat(a)
-	sb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// planJournal refuses a turn journal the run would overwrite or ignore:
+// one left beside -o is continued by --resume --regenerate or emptied by
+// --force; a run without --regenerate must not continue a --regenerate
+// run's output.
+func (r *runner) planJournal() error {
+	c := r.cfg
+	path := JournalPath(c.Output)
+	st, err := os.Stat(path)
+	exists := err == nil
+	switch {
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return err
+	case exists && !st.Mode().IsRegular():
+		return fmt.Errorf("%s (the turn journal of -o) is not a regular file", path)
+	case exists && !c.Regenerate && (c.Resume || st.Size() > 0 && !c.Force):
+		return cli.Usagef("%s holds the turns of an infer --regenerate run on %s: add --regenerate to continue it, --force to replace both, or remove both", path, c.Output)
+	case exists && c.Regenerate && st.Size() > 0 && !c.Resume && !c.Force:
+		return cli.Usagef("%s holds the turns of unfinished conversations: add --resume to continue them, --force to start over, or choose another -o", path)
+	}
+	r.staleJournal = exists && c.Force
+	if c.Regenerate {
+		r.journal = newJournal(path)
+	}
+	return nil
 }
 
 // onClose adds f to what close undoes.
@@ -204,7 +283,14 @@ func (r *runner) prepareOutput() error {
 	if !c.Resume {
 		return nil
 	}
-	info, err := resumeOutput(c.Output, c.RedoLength, r.ledger, r.logf)
+	var counts map[xxh3.Uint128]int
+	if r.journal != nil {
+		var err error
+		if counts, err = journalKeys(r.journal.path, r.logf); err != nil {
+			return err
+		}
+	}
+	info, err := resumeOutput(c.Output, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
 		return err
 	}
@@ -214,6 +300,13 @@ func (r *runner) prepareOutput() error {
 	}
 	if info.Unreadable > 0 {
 		msg += fmt.Sprintf(", %s lines ignored", cli.Thousands(info.Unreadable))
+	}
+	if r.journal != nil {
+		convs, turns, err := r.journal.load(counts, r.ledger, r.logf)
+		if err != nil {
+			return err
+		}
+		msg += fmt.Sprintf("; %s unfinished conversations continue from %s turns in %s", cli.Thousands(int64(convs)), cli.Thousands(int64(turns)), r.journal.path)
 	}
 	r.logf("%s", msg)
 	return nil
@@ -233,6 +326,8 @@ func (r *runner) startFleet(ctx context.Context) error {
 		r.pool.Close()
 	})
 	r.pool.Start()
+	r.tokens = newTokenCounter(r.pool, c.APIKey, func() string { return r.model }, min(10*time.Second, c.RequestTimeout))
+	r.onClose(r.tokens.close)
 	return r.pool.WaitReady(ctx, c.WaitReady)
 }
 
@@ -244,6 +339,17 @@ func (r *runner) openFiles() error {
 	if err := r.out.open(); err != nil {
 		return err
 	}
+	if r.staleJournal {
+		if err := os.Remove(JournalPath(r.cfg.Output)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing the previous turn journal: %w", err)
+		}
+	}
+	if jn := r.journal; jn != nil {
+		if err := jn.open(); err != nil {
+			return err
+		}
+		r.onClose(func() { jn.close() })
+	}
 	if r.errPath != "" {
 		if err := os.Remove(r.errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the previous errors file: %w", err)
@@ -251,12 +357,12 @@ func (r *runner) openFiles() error {
 		r.errs = fileWriter(r.errPath, os.O_TRUNC)
 		r.onClose(func() { r.errs.close() })
 	}
-	rejects, err := jsonl.OpenRejects(r.env, r.cfg.Rejects)
+	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.Resume)
 	if err != nil {
 		return err
 	}
 	r.rejects = rejects
-	r.onClose(func() { r.rejects.Close() })
+	r.onClose(r.rejects.Abort) // a run that ends before its summary leaves the old file
 	return nil
 }
 
@@ -377,10 +483,21 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 			werr = err
 		}
 	}
-	rerr := r.rejects.Close()
+	var rerr error
+	if r.fatalErr != nil || ctx.Err() != nil {
+		r.rejects.Abort() // an interrupted run leaves the old file as it was
+	} else {
+		rerr = r.rejects.Close()
+	}
 	s := r.summary(wall)
+	if werr == nil {
+		werr = r.closeJournal(s)
+	}
 	for _, line := range summaryLines(r.env.Name, s, r.outName) {
 		fmt.Fprintln(r.env.Stderr, line)
+	}
+	for _, line := range r.moreSummary(s) {
+		fmt.Fprintln(r.env.Stderr, r.env.Name+": "+line)
 	}
 	switch {
 	case r.fatalErr != nil:
@@ -395,6 +512,62 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		return fmt.Errorf("%d answers failed (see %s): %w", s.Failed, r.errPath, cli.ErrRejects)
 	}
 	return rerr
+}
+
+// closeJournal closes the turn journal, and removes it when the run has
+// nothing unfinished: every conversation it read was answered, none failed
+// or was left for later, and no journaled turns wait for a record this
+// input did not hold.
+func (r *runner) closeJournal(s Summary) error {
+	jn := r.journal
+	if jn == nil || jn.f == nil {
+		return nil
+	}
+	if err := jn.close(); err != nil {
+		return err
+	}
+	if r.fatalErr != nil || s.Failed > 0 || s.NotDone > 0 || !r.readerDone.Load() || jn.unclaimed() > 0 {
+		return nil
+	}
+	if err := os.Remove(jn.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the turn journal: %w", err)
+	}
+	return nil
+}
+
+// moreSummary are the summary's lines beyond the answers': empty answers,
+// and what --regenerate did.
+func (r *runner) moreSummary(s Summary) []string {
+	var lines []string
+	c := &r.c
+	if r.cfg.Regenerate {
+		line := fmt.Sprintf("conversations: %s turns regenerated", cli.Thousands(c.turns.Load()))
+		if n := c.replayed.Load(); n > 0 {
+			line += fmt.Sprintf(", %s continued from the journal", cli.Thousands(n))
+		}
+		line += fmt.Sprintf(", %s tool calls answered from the records' results", cli.Thousands(c.paired.Load()))
+		u, tr, cf := c.truncUnpaired.Load(), c.truncRounds.Load(), c.truncCtx.Load()
+		line += fmt.Sprintf(", %s truncated", cli.Thousands(u+tr+cf))
+		if u+tr+cf > 0 {
+			line += fmt.Sprintf(" (tool_unpaired %s, tool_rounds %s, context_full %s)", cli.Thousands(u), cli.Thousands(tr), cli.Thousands(cf))
+		}
+		if s.PromptTokens > 0 {
+			line += fmt.Sprintf("; prompt tokens served from cache %.1f%%", 100*float64(s.CachedTokens)/float64(s.PromptTokens))
+		}
+		lines = append(lines, line)
+	}
+	if cl, tl, cr := c.clamped.Load(), c.tooLong.Load(), c.contextRetries.Load(); cl+tl+cr > 0 {
+		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
+			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), ReasonPromptTooLong, cli.Thousands(cr)))
+	}
+	if n := c.empty.Load(); n > 0 {
+		what := "answers"
+		if r.cfg.Regenerate {
+			what = "turns"
+		}
+		lines = append(lines, fmt.Sprintf("empty %s (no text, no tool call, finish stop): %s", what, cli.Thousands(n)))
+	}
+	return lines
 }
 
 // logSink sends diagnostics above the live progress block once it runs.

@@ -117,12 +117,12 @@ func TestEarlyReturnsLeaveNothing(t *testing.T) {
 		{"output exists", func(string) []string { return []string{"-o", "old.jsonl"} }, nil, cli.ExitUsage, "--resume", false},
 		{"errors is the output", func(string) []string {
 			return []string{"-o", "old.jsonl", "--resume", "--errors", "./old.jsonl"}
-		}, nil, cli.ExitUsage, "--errors name the same file", false},
-		{"rejects is the output", func(string) []string { return []string{"-o", "new.jsonl", "--rejects", "new.jsonl"} }, nil, cli.ExitUsage, "--rejects name the same file", false},
+		}, nil, cli.ExitUsage, `--errors "./old.jsonl" is the same file as -o "old.jsonl"`, false},
+		{"rejects is the output", func(string) []string { return []string{"-o", "new.jsonl", "--rejects", "new.jsonl"} }, nil, cli.ExitUsage, `--rejects "new.jsonl" is the same file as -o "new.jsonl"`, false},
 		{"rejects is the errors file", func(string) []string {
 			return []string{"-o", "new.jsonl", "--rejects", "new.errors.jsonl"}
-		}, nil, cli.ExitUsage, "--errors and --rejects name the same file", false},
-		{"both on stdout", func(string) []string { return []string{"--rejects", "-"} }, nil, cli.ExitUsage, "-o and --rejects name the same file", false},
+		}, nil, cli.ExitUsage, `--rejects "new.errors.jsonl" is the same file as --errors "new.errors.jsonl"`, false},
+		{"both on stdout", func(string) []string { return []string{"--rejects", "-"} }, nil, cli.ExitUsage, "-o and --rejects both write to stdout", false},
 		{"force and resume", func(string) []string { return []string{"-o", "old.jsonl", "--force", "--resume"} }, nil, cli.ExitUsage, "choose one", false},
 		{"no endpoint ready", func(string) []string {
 			return []string{"-o", "new.jsonl", "--rejects", "rejects.jsonl", "-e", "127.0.0.1:1", "--wait-ready", "100ms"}
@@ -228,17 +228,19 @@ func TestRefuseCollisions(t *testing.T) {
 	}{
 		{"-", "", "", ""},
 		{"-", "", "r.jsonl", ""},
-		{"-", "", "-", "-o and --rejects"},
-		{"", "", "-", "-o and --rejects"},
+		{"-", "", "-", "-o and --rejects both write to stdout"},
+		{"", "", "-", "-o and --rejects both write to stdout"},
 		{a, "b.jsonl", "-", ""},
-		{a, a, "", "-o and --errors"},
-		{a, link, "", "-o and --errors"},
-		{a, "b.jsonl", "./b.jsonl", "--errors and --rejects"},
+		{a, a, "", `--errors "` + a + `" is the same file as -o`},
+		{a, link, "", `--errors "` + link + `" is the same file as -o`},
+		{a, "b.jsonl", "./b.jsonl", `--rejects "./b.jsonl" is the same file as --errors "b.jsonl"`},
 		{a, "-", "-", ""}, // --errors - is a file named -
-		{"out/../x.jsonl", "", "x.jsonl", "-o and --rejects"},
+		{"out/../x.jsonl", "", "x.jsonl", `--rejects "x.jsonl" is the same file as -o "out/../x.jsonl"`},
+		{a, "b.jsonl", dir, "is a directory"},
+		{a, a + ".turns", "", "is the same file as -o's turn journal"},
 	} {
-		err := refuseCollisions(tt.out, tt.errs, tt.rejects)
-		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want+" name the same file")) {
+		err := checkPaths(&Generate{Inputs: []string{"in.jsonl"}, Output: tt.out, Errors: tt.errs, RejectsFlag: cli.RejectsFlag{Rejects: tt.rejects}}, errorsPath(tt.out, tt.errs))
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("-o %q --errors %q --rejects %q: %v, want %q", tt.out, tt.errs, tt.rejects, err, tt.want)
 		}
 	}

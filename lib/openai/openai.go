@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/record"
 )
 
 // Paths of the endpoints infer talks to, relative to a server's base URL.
@@ -31,12 +33,16 @@ const (
 	PathHealth        = "/health"
 )
 
-// Message is one chat turn of a request.
+// Message is one chat turn of a request: a tool result answers the call
+// named by ToolCallID; an assistant turn of the history carries its
+// ToolCalls, and its ReasoningContent when the history is sent with it.
 type Message struct {
-	Role      string          `json:"role"`
-	Content   string          `json:"content"`
-	Name      string          `json:"name,omitempty"`
-	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+	Role             string          `json:"role"`
+	Content          string          `json:"content"`
+	Name             string          `json:"name,omitempty"`
+	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
 }
 
 // Sampling holds the sampling settings every API takes. Nil fields are
@@ -50,10 +56,13 @@ type Sampling struct {
 	Stop        []string `json:"stop,omitempty"`
 }
 
-// ChatRequest is the body of POST /v1/chat/completions.
+// ChatRequest is the body of POST /v1/chat/completions. Tools are in the
+// OpenAI shape ({"type":"function","function":{...}}).
 type ChatRequest struct {
-	Model    string    `json:"model,omitempty"`
-	Messages []Message `json:"messages"`
+	Model      string          `json:"model,omitempty"`
+	Messages   []Message       `json:"messages"`
+	Tools      json.RawMessage `json:"tools,omitempty"`
+	ToolChoice json.RawMessage `json:"tool_choice,omitempty"`
 	Sampling
 	Stream bool `json:"stream,omitempty"`
 }
@@ -142,10 +151,11 @@ type ChatResponse = Response[ChatChoice]
 // CompletionResponse is the body of a non-streaming text completion.
 type CompletionResponse = Response[CompletionChoice]
 
-// ChatChoice is one answer of a chat completion.
+// ChatChoice is one answer of a chat completion. Message is a pointer so
+// that an answer without one (null, or left out) is told apart.
 type ChatChoice struct {
 	Index        int             `json:"index"`
-	Message      ChatMessage     `json:"message"`
+	Message      *ChatMessage    `json:"message"`
 	FinishReason *string         `json:"finish_reason"`
 	MatchedStop  json.RawMessage `json:"matched_stop,omitempty"` // SGLang: token id or string
 }
@@ -157,6 +167,20 @@ type ChatMessage struct {
 	Content          *string         `json:"content"`
 	ReasoningContent *string         `json:"reasoning_content,omitempty"`
 	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// WireToolCall is one call of an answer's tool_calls as servers send it:
+// SGLang adds the call's index, and arguments are JSON text (OpenAI,
+// SGLang, vLLM) or, from some servers, the arguments object itself. In a
+// stream's delta each piece carries the index of the call it extends.
+type WireToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
 }
 
 // CompletionChoice is one answer of a text completion.
@@ -254,8 +278,10 @@ func (s *ServerInfo) Slots() int {
 
 // Completion is one answer in the form every API is reduced to.
 type Completion struct {
-	Text             string
-	Reasoning        string
+	Text      string
+	Reasoning string
+	// ToolCalls are the calls a chat answer makes, in the OpenAI shape.
+	ToolCalls        []record.ToolCall
 	FinishReason     string // as the server said: stop, length, abort, tool_calls, ...
 	PromptTokens     int
 	CompletionTokens int
@@ -269,30 +295,60 @@ type Completion struct {
 // ErrNoChoices is returned for a response without any answer in it.
 var ErrNoChoices = errors.New("response has no choices")
 
+// ErrNotAnswer is returned for a 200 response whose first choice is not an
+// answer: a null choice, a null or missing message, null content with
+// neither tool calls nor reasoning, or no finish_reason. A server in
+// trouble sends these; the request is worth trying again elsewhere.
+var ErrNotAnswer = errors.New("response is not an answer")
+
 // ParseChat reads a chat completion body.
 func ParseChat(body []byte) (Completion, error) {
-	return parseFirst(body, func(ch *ChatChoice) Completion {
-		return Completion{Text: deref(ch.Message.Content), Reasoning: deref(ch.Message.ReasoningContent), FinishReason: deref(ch.FinishReason)}
-	})
+	return parseFirst(body, func(ch *ChatChoice) (Completion, error) {
+		m := ch.Message
+		if m == nil {
+			return Completion{}, fmt.Errorf("%w: the choice has no message", ErrNotAnswer)
+		}
+		calls, err := ToolCalls(m.ToolCalls)
+		if err != nil {
+			return Completion{}, err
+		}
+		if m.Content == nil && len(calls) == 0 && deref(m.ReasoningContent) == "" {
+			return Completion{}, fmt.Errorf("%w: null content and no tool calls", ErrNotAnswer)
+		}
+		return Completion{Text: deref(m.Content), Reasoning: deref(m.ReasoningContent), ToolCalls: calls}, nil
+	}, func(ch *ChatChoice) *string { return ch.FinishReason })
 }
 
 // ParseCompletion reads a text completion body.
 func ParseCompletion(body []byte) (Completion, error) {
-	return parseFirst(body, func(ch *CompletionChoice) Completion {
-		return Completion{Text: ch.Text, FinishReason: deref(ch.FinishReason)}
-	})
+	return parseFirst(body, func(ch *CompletionChoice) (Completion, error) {
+		return Completion{Text: ch.Text}, nil
+	}, func(ch *CompletionChoice) *string { return ch.FinishReason })
 }
 
-// parseFirst reads a response and reduces its first choice with first.
-func parseFirst[C any](body []byte, first func(*C) Completion) (Completion, error) {
-	var r Response[C]
+// parseFirst reads a response and reduces its first choice with first;
+// finish is the choice's finish_reason, which an answer must have.
+func parseFirst[C any](body []byte, first func(*C) (Completion, error), finish func(*C) *string) (Completion, error) {
+	var r Response[*C]
 	if err := decode(body, &r); err != nil {
 		return Completion{}, err
 	}
 	if len(r.Choices) == 0 {
 		return Completion{}, ErrNoChoices
 	}
-	c := first(&r.Choices[0])
+	ch := r.Choices[0]
+	if ch == nil {
+		return Completion{}, fmt.Errorf("%w: the choice is null", ErrNotAnswer)
+	}
+	c, err := first(ch)
+	if err != nil {
+		return Completion{}, err
+	}
+	f := finish(ch)
+	if f == nil || *f == "" {
+		return Completion{}, fmt.Errorf("%w: no finish_reason", ErrNotAnswer)
+	}
+	c.FinishReason = *f
 	c.Model = r.Model
 	if r.Usage != nil {
 		c.PromptTokens, c.CompletionTokens, c.CachedTokens = r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.cached()
@@ -311,11 +367,13 @@ func ParseGenerate(body []byte) (Completion, error) {
 	}
 	m := r.MetaInfo
 	c := Completion{Text: r.Text, PromptTokens: m.PromptTokens, CompletionTokens: m.CompletionTokens, CachedTokens: m.CachedTokens}
-	if f := m.FinishReason; f != nil {
-		c.FinishReason = f.Type
-		if f.Type == "abort" {
-			c.AbortStatus, c.AbortMessage = f.StatusCode, f.Message
-		}
+	f := m.FinishReason
+	if f == nil || f.Type == "" {
+		return Completion{}, fmt.Errorf("%w: no finish_reason in meta_info", ErrNotAnswer)
+	}
+	c.FinishReason = f.Type
+	if f.Type == "abort" {
+		c.AbortStatus, c.AbortMessage = f.StatusCode, f.Message
 	}
 	return c, nil
 }
@@ -425,6 +483,58 @@ func bounded(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+// ToolCalls reads an answer's tool_calls (absent or null: none) into the
+// OpenAI shape: the type defaults to "function", arguments given as an
+// object become its compact JSON text, and a call without an id is left
+// for the caller to name.
+func ToolCalls(raw json.RawMessage) ([]record.ToolCall, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var wire []WireToolCall
+	if err := json.Unmarshal(raw, &wire); err != nil {
+		return nil, fmt.Errorf("malformed tool_calls: %w", err)
+	}
+	calls := make([]record.ToolCall, 0, len(wire))
+	for _, w := range wire {
+		args, err := ArgumentsText(w.Function.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		if w.Function.Name == "" {
+			return nil, fmt.Errorf("%w: a tool call without a function name", ErrNotAnswer)
+		}
+		typ := w.Type
+		if typ == "" {
+			typ = "function"
+		}
+		calls = append(calls, record.ToolCall{ID: w.ID, Type: typ, Function: record.FunctionCall{Name: w.Function.Name, Arguments: args}})
+	}
+	return calls, nil
+}
+
+// ArgumentsText is a call's arguments as JSON text: a JSON string is
+// unquoted, an object (or any other value) is compacted; none is "{}".
+func ArgumentsText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "{}", nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf("malformed tool call arguments: %w", err)
+		}
+		return s, nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return "", fmt.Errorf("malformed tool call arguments: %w", err)
+	}
+	return b.String(), nil
 }
 
 func decode(body []byte, v any) error {

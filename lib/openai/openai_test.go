@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/record"
 )
 
 func golden(t testing.TB, name string) []byte {
@@ -42,6 +44,13 @@ func TestParseGolden(t *testing.T) {
 		{"generate_length.json", ParseGenerate, Completion{Text: " Paris. It is located in the north-central part of the country, on the",
 			FinishReason: "length", PromptTokens: 7, CompletionTokens: 16, CachedTokens: ptr(6)}},
 		{"generate_abort.json", ParseGenerate, Completion{FinishReason: "abort", PromptTokens: 7, CachedTokens: ptr(0), AbortMessage: "Abort in waiting queue"}},
+		{"chat_tool_calls_sglang.json", ParseChat, Completion{FinishReason: "tool_calls", PromptTokens: 280, CompletionTokens: 58, Model: "Qwen/Qwen2.5-7B-Instruct",
+			ToolCalls: []record.ToolCall{
+				{ID: "call_0f3a1b2c4d5e6f708192a3b4", Type: "function", Function: record.FunctionCall{Name: "get_current_weather", Arguments: `{"city": "Boston", "state": "MA", "unit": "fahrenheit"}`}},
+				{ID: "call_1a2b3c4d5e6f708192a3b4c5", Type: "function", Function: record.FunctionCall{Name: "get_current_weather", Arguments: `{"city": "Paris", "unit": "celsius"}`}},
+			}}},
+		{"chat_tool_calls_openai.json", ParseChat, Completion{FinishReason: "tool_calls", PromptTokens: 82, CompletionTokens: 17, Model: "gpt-4o-mini",
+			ToolCalls: []record.ToolCall{{ID: "call_abc123", Type: "function", Function: record.FunctionCall{Name: "get_current_weather", Arguments: "{\n\"location\": \"Boston, MA\"\n}"}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -68,6 +77,18 @@ func TestParseRejects(t *testing.T) {
 		{"completion no choices", ParseCompletion, `{"id":"x"}`, "no choices"},
 		{"generate truncated", ParseGenerate, `{"text":"abc","meta_info":{"prompt_tokens":`, "malformed response body"},
 		{"chat wrong type", ParseChat, `{"choices":[{"message":{"content":5}}]}`, "malformed response body"},
+		// Answers that are not answers.
+		{"chat null choice", ParseChat, `{"choices":[null]}`, "the choice is null"},
+		{"chat null message", ParseChat, `{"choices":[{"message":null,"finish_reason":"stop"}]}`, "no message"},
+		{"chat no message", ParseChat, `{"choices":[{"index":0,"finish_reason":"stop"}]}`, "no message"},
+		{"chat null content", ParseChat, `{"choices":[{"message":{"role":"assistant","content":null},"finish_reason":"stop"}]}`, "null content"},
+		{"chat no finish", ParseChat, `{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":null}]}`, "no finish_reason"},
+		{"chat finish left out", ParseChat, `{"choices":[{"message":{"role":"assistant","content":"hi"}}]}`, "no finish_reason"},
+		{"chat nameless call", ParseChat, `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"c","function":{"arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`, "without a function name"},
+		{"chat bad calls", ParseChat, `{"choices":[{"message":{"content":null,"tool_calls":{"id":"c"}},"finish_reason":"tool_calls"}]}`, "malformed tool_calls"},
+		{"completion null choice", ParseCompletion, `{"choices":[null]}`, "the choice is null"},
+		{"completion no finish", ParseCompletion, `{"choices":[{"text":"x","finish_reason":null}]}`, "no finish_reason"},
+		{"generate no finish", ParseGenerate, `{"text":"abc","meta_info":{"prompt_tokens":3,"finish_reason":null}}`, "no finish_reason"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +97,34 @@ func TestParseRejects(t *testing.T) {
 				t.Fatalf("error %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// Answers that are answers though they look thin: an empty text that
+// stopped, reasoning cut by the length limit before any content, calls
+// whose arguments come as an object.
+func TestParseThinAnswers(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       Completion
+	}{
+		{"empty stop", `{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`, Completion{FinishReason: "stop"}},
+		{"reasoning only", `{"choices":[{"message":{"content":null,"reasoning_content":"Let me"},"finish_reason":"length"}]}`,
+			Completion{Reasoning: "Let me", FinishReason: "length"}},
+		{"object arguments", `{"choices":[{"message":{"content":"","tool_calls":[{"id":"c1","function":{"name":"f","arguments":{"a": 1, "b":[2]}}}]},"finish_reason":"tool_calls"}]}`,
+			Completion{FinishReason: "tool_calls", ToolCalls: []record.ToolCall{{ID: "c1", Type: "function", Function: record.FunctionCall{Name: "f", Arguments: `{"a":1,"b":[2]}`}}}}},
+		{"no arguments", `{"choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":"now"}}]},"finish_reason":"tool_calls"}]}`,
+			Completion{FinishReason: "tool_calls", ToolCalls: []record.ToolCall{{Type: "function", Function: record.FunctionCall{Name: "now", Arguments: "{}"}}}}},
+	}
+	for _, tt := range tests {
+		got, err := ParseChat([]byte(tt.body))
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -230,7 +279,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, parse := range []func([]byte) (Completion, error){ParseChat, ParseCompletion, ParseGenerate} {
 			c, err := parse(body)
-			if err != nil && c != (Completion{}) {
+			if err != nil && !reflect.DeepEqual(c, Completion{}) {
 				t.Fatalf("error %v with a non-empty completion %+v", err, c)
 			}
 		}

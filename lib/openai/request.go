@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 
@@ -53,11 +54,16 @@ func (a API) StreamKind() StreamKind {
 
 // Builder turns prompt records into request bodies. Settings are layered:
 // the sampling flags, then --extra-body, then the record's own "params",
-// each overriding the one before; with a seed, sample k uses seed+k.
+// each overriding the one before; with a seed, sample k uses
+// seed+offset+k (offset: SetSeedOffset).
 type Builder struct {
 	api      API
 	model    string
 	sampling Sampling
+	// seedOffset is added to every seed (--seed-offset).
+	seedOffset int64
+	// historyReasoning sends the history's reasoning_content back.
+	historyReasoning bool
 	// extra is --extra-body; for /generate its "sampling_params" object is
 	// split out into extraSampling and merged into the sampling params.
 	extra         []byte
@@ -100,6 +106,15 @@ func NewBuilder(api API, model string, sampling Sampling, extraBody []byte) (*Bu
 // server's /v1/models lists, when the flags named none).
 func (b *Builder) SetModel(model string) { b.model = model }
 
+// SetSeedOffset adds n to the seed of every request built from now on, so
+// that a rerun of the same prompts samples other answers.
+func (b *Builder) SetSeedOffset(n int64) { b.seedOffset = n }
+
+// SetHistoryReasoning sends the reasoning_content of the history's
+// assistant turns back to the server. By default it is left out, as the
+// Qwen3 and DeepSeek chat templates drop it from earlier turns.
+func (b *Builder) SetHistoryReasoning(on bool) { b.historyReasoning = on }
+
 // PromptError is a record that cannot be turned into a request; its
 // Reason becomes the reject reason.
 type PromptError struct {
@@ -114,6 +129,7 @@ const (
 	ReasonNoUserTurn      = "no_user_turn"
 	ReasonBadParams       = "bad_params"
 	ReasonNeedsPromptText = "needs_prompt_text"
+	ReasonBadTools        = "bad_tools"
 )
 
 // Check tells whether p can be sent with this API, and reads the seed a
@@ -129,6 +145,17 @@ func (b *Builder) Check(p *record.Prompt) (paramSeed *int64, err error) {
 		last := p.Messages[len(p.Messages)-1].Role
 		if last != "user" && last != "tool" {
 			return nil, &PromptError{ReasonNoUserTurn, fmt.Sprintf("the last message is a %q turn, not a user turn", last)}
+		}
+	}
+	return b.CheckParams(p)
+}
+
+// CheckParams checks a record's tools and "params", and reads the seed
+// its params may set.
+func (b *Builder) CheckParams(p *record.Prompt) (paramSeed *int64, err error) {
+	if b.api == APIChat {
+		if _, _, err := record.AppendCanonicalTools(nil, p.Tools); err != nil {
+			return nil, &PromptError{ReasonBadTools, err.Error()}
 		}
 	}
 	if len(p.Params) > 0 {
@@ -149,42 +176,93 @@ func (b *Builder) Check(p *record.Prompt) (paramSeed *int64, err error) {
 // Body builds the request body for sample of p. paramSeed is what Check
 // returned.
 func (b *Builder) Body(p *record.Prompt, paramSeed *int64, sample int) ([]byte, error) {
-	var seedOverride []byte
+	return b.BodyMax(p, paramSeed, sample, 0)
+}
+
+// BodyMax is Body with max_tokens set to maxTokens (when > 0) over every
+// other setting: the length infer chose to fit the model's context.
+func (b *Builder) BodyMax(p *record.Prompt, paramSeed *int64, sample, maxTokens int) ([]byte, error) {
+	var override []byte
 	base := b.sampling.Seed
 	if paramSeed != nil {
 		base = paramSeed
 	}
-	seedName := "seed"
+	seedName, maxName := "seed", "max_tokens"
 	if b.api == APIGenerate {
-		seedName = "sampling_seed"
+		seedName, maxName = "sampling_seed", "max_new_tokens"
 	}
-	if base != nil {
-		seedOverride = []byte(`{"` + seedName + `":` + strconv.FormatInt(*base+int64(sample), 10) + `}`)
+	if base != nil || maxTokens > 0 {
+		override = []byte{'{'}
+		if base != nil {
+			override = append(override, `"`+seedName+`":`...)
+			override = strconv.AppendInt(override, *base+b.seedOffset+int64(sample), 10)
+		}
+		if maxTokens > 0 {
+			if len(override) > 1 {
+				override = append(override, ',')
+			}
+			override = append(override, `"`+maxName+`":`...)
+			override = strconv.AppendInt(override, int64(maxTokens), 10)
+		}
+		override = append(override, '}')
 	}
 	switch b.api {
 	case APIGenerate:
-		return b.generateBody(p, seedOverride)
+		return b.generateBody(p, override)
 	case APICompletions:
 		head, err := json.Marshal(CompletionRequest{Model: b.model, Prompt: *p.Prompt, Sampling: b.sampling})
 		if err != nil {
 			return nil, err
 		}
-		return Merge(head, b.extra, p.Params, seedOverride)
+		return Merge(head, b.extra, p.Params, override)
 	}
-	req := ChatRequest{Model: b.model, Sampling: b.sampling}
-	if p.Prompt != nil && len(p.Messages) == 0 {
-		req.Messages = []Message{{Role: "user", Content: *p.Prompt}}
-	} else {
-		req.Messages = make([]Message, len(p.Messages))
-		for i, m := range p.Messages {
-			req.Messages[i] = Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls}
+	req := ChatRequest{Model: b.model, Sampling: b.sampling, ToolChoice: nonNull(p.ToolChoice)}
+	msgs := ChatMessages(p)
+	req.Messages = make([]Message, len(msgs))
+	for i, m := range msgs {
+		req.Messages[i] = Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: nonNull(m.ToolCalls), ToolCallID: m.ToolCallID}
+		if b.historyReasoning && m.Role == "assistant" {
+			req.Messages[i].ReasoningContent = m.ReasoningContent
+		}
+	}
+	if len(p.Tools) > 0 {
+		tools, ok, err := record.AppendCanonicalTools(nil, p.Tools)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			req.Tools = tools
 		}
 	}
 	head, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	return Merge(head, b.extra, p.Params, seedOverride)
+	return Merge(head, b.extra, p.Params, override)
+}
+
+// ChatMessages are the turns a chat request sends for p: its messages,
+// with a top-level "system" first unless a system turn opens them (the
+// one system slot, record.UsesSystem), or its "prompt" text as one user
+// turn.
+func ChatMessages(p *record.Prompt) []record.Message {
+	msgs := p.Messages
+	if p.Prompt != nil && len(msgs) == 0 {
+		msgs = []record.Message{{Role: "user", Content: *p.Prompt}}
+	}
+	if record.UsesSystem(p.System, msgs) {
+		msgs = append([]record.Message{{Role: "system", Content: p.System}}, msgs...)
+	}
+	return msgs
+}
+
+// nonNull is raw unless it is JSON null (or empty): a field set to null
+// is left out of the request.
+func nonNull(raw json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	return raw
 }
 
 func (b *Builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, error) {
@@ -204,6 +282,42 @@ func (b *Builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, e
 	head = append(head, `,"sampling_params":`...)
 	head = append(append(head, sp...), '}')
 	return Merge(head, b.extra)
+}
+
+// MaxTokens is the max_tokens a request of p asks for, after the layers
+// (the flag, --extra-body, the record's params); 0 when none sets it (the
+// server's default applies) or a layer removes it with null.
+func (b *Builder) MaxTokens(p *record.Prompt) int {
+	n := 0
+	if b.sampling.MaxTokens != nil {
+		n = *b.sampling.MaxTokens
+	}
+	layers := [][]byte{b.extra, p.Params}
+	names := []string{"max_tokens", "max_completion_tokens"}
+	if b.api == APIGenerate {
+		layers = [][]byte{b.extraSampling, p.Params}
+		names = []string{"max_new_tokens", "max_tokens"}
+	}
+	for _, layer := range layers {
+		if len(layer) == 0 {
+			continue
+		}
+		record.EachField(layer, func(key string, value []byte) error {
+			for _, name := range names {
+				if key == name {
+					var v *int
+					if json.Unmarshal(value, &v) == nil {
+						n = 0
+						if v != nil {
+							n = *v
+						}
+					}
+				}
+			}
+			return nil
+		})
+	}
+	return n
 }
 
 // nativeParams renames a record's OpenAI-style params to /generate's

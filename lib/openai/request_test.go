@@ -2,7 +2,10 @@ package openai
 
 import (
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/record"
 )
@@ -80,6 +83,9 @@ func TestBuilderChecks(t *testing.T) {
 		{APICompletions, `{"id":"a","messages":[{"role":"user","content":"q"}]}`, ReasonNeedsPromptText},
 		{APIGenerate, `{"id":"a","messages":[{"role":"user","content":"q"}]}`, ReasonNeedsPromptText},
 		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"},{"role":"tool","content":"42"}]}`, ""},
+		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"}],"tools":"not json"}`, ReasonBadTools},
+		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"}],"tools":5}`, ReasonBadTools},
+		{APIChat, `{"id":"a","messages":[{"role":"user","content":"q"}],"tools":"[]"}`, ""},
 	}
 	for _, tt := range tests {
 		b, _ := NewBuilder(tt.api, "m", Sampling{}, nil)
@@ -103,6 +109,64 @@ func TestBuilderChecks(t *testing.T) {
 		t.Error("sampling_params that is not an object was accepted")
 	}
 }
+
+// What a record carries reaches the server: its tools (in the OpenAI
+// shape, from any spelling), tool_choice, the history's tool calls and the
+// tool results' tool_call_id; a top-level system by the one-slot rule; the
+// history's reasoning only when asked for; the seed offset and a
+// max_tokens chosen to fit the context, over the record's own params.
+func TestRequestCarriesTheRecord(t *testing.T) {
+	tools := `[{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]`
+	conv := `{"id":"t","system":"Top.","tools":` + strconvQuote(tools) + `,"tool_choice":"auto","messages":[` +
+		`{"role":"user","content":"Weather in Paris?"},` +
+		`{"role":"assistant","content":"","reasoning_content":"Call it.","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
+		`{"role":"tool","content":"{\"temp\":21}","tool_call_id":"call_2_1"},` +
+		`{"role":"user","content":"And tomorrow?"}],"params":{"max_tokens":50}}`
+	wantTools := `"tools":[{"function":{"description":"Weather","name":"get_weather","parameters":{"properties":{"city":{"type":"string"}},"type":"object"}},"type":"function"}],"tool_choice":"auto"`
+	wantMsgs := `"messages":[{"role":"system","content":"Top."},{"role":"user","content":"Weather in Paris?"},` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
+		`{"role":"tool","content":"{\"temp\":21}","tool_call_id":"call_2_1"},{"role":"user","content":"And tomorrow?"}]`
+	var p record.Prompt
+	if err := record.Decode([]byte(conv), &p); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewBuilder(APIChat, "m", Sampling{Seed: ptr(int64(100))}, nil)
+	seed, err := b.Check(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.Body(&p, seed, 1)
+	if want := `{"model":"m",` + wantMsgs + `,` + wantTools + `,"seed":101,"max_tokens":50}`; string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	b.SetSeedOffset(20)
+	b.SetHistoryReasoning(true)
+	got, _ = b.BodyMax(&p, seed, 1, 30)
+	withReasoning := strings.Replace(wantMsgs, `"content":"","tool_calls"`, `"content":"","tool_calls"`, 1)
+	withReasoning = strings.Replace(withReasoning, `"arguments":"{\"city\":\"Paris\"}"}}]}`, `"arguments":"{\"city\":\"Paris\"}"}}],"reasoning_content":"Call it."}`, 1)
+	if want := `{"model":"m",` + withReasoning + `,` + wantTools + `,"seed":121,"max_tokens":30}`; string(got) != want {
+		t.Errorf("with offset, reasoning and a fitted length:\ngot  %s\nwant %s", got, want)
+	}
+
+	// A system turn of its own wins over the top-level one.
+	own := `{"id":"s","system":"Top.","messages":[{"role":"system","content":"Own."},{"role":"user","content":"q"}]}`
+	var q record.Prompt
+	if err := record.Decode([]byte(own), &q); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = b.Body(&q, nil, 0)
+	if want := `{"model":"m","messages":[{"role":"system","content":"Own."},{"role":"user","content":"q"}],"seed":120}`; string(got) != want {
+		t.Errorf("own system turn: got %s", got)
+	}
+	gen, _ := NewBuilder(APIGenerate, "", Sampling{}, nil)
+	text := "go"
+	got, _ = gen.BodyMax(&record.Prompt{Prompt: &text}, nil, 0, 9)
+	if want := `{"text":"go","sampling_params":{"max_new_tokens":9}}`; string(got) != want {
+		t.Errorf("generate with a fitted length: %s", got)
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // Any record the checks accept yields a request body that is one valid
 // JSON object.

@@ -61,13 +61,29 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 
 // Message is one chat turn. Content is plain text: extract flattens arrays
 // of content parts. ToolCalls, ToolCallID and Name are carried for
-// tool-using datasets.
+// tool-using datasets; ReasoningContent is an assistant turn's separated
+// reasoning (not part of the prompt's identity).
 type Message struct {
-	Role       string          `json:"role"`
-	Content    string          `json:"content"`
-	Name       string          `json:"name,omitempty"`
-	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Role             string          `json:"role"`
+	Content          string          `json:"content"`
+	Name             string          `json:"name,omitempty"`
+	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+}
+
+// ToolCall is one call of an assistant turn, in the OpenAI chat shape:
+// Arguments is the arguments object as JSON text.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function a ToolCall calls.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Prompt is the part of a prompt record the stages read. The raw record is
@@ -79,9 +95,14 @@ type Prompt struct {
 	Messages []Message       `json:"messages,omitempty"`
 	Prompt   *string         `json:"prompt,omitempty"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
-	Source   string          `json:"source,omitempty"`
-	Params   json.RawMessage `json:"params,omitempty"`
-	Meta     json.RawMessage `json:"meta,omitempty"`
+	// ToolChoice is sent as the request's tool_choice when set.
+	ToolChoice json.RawMessage `json:"tool_choice,omitempty"`
+	// System is a top-level system prompt (ShareGPT, Alpaca); it takes
+	// the system slot by UsesSystem's rule.
+	System string          `json:"system,omitempty"`
+	Source string          `json:"source,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Meta   json.RawMessage `json:"meta,omitempty"`
 	// Sample is set on generation records, and on prompt records that a
 	// stage expanded per sample; absent means sample 0.
 	Sample int `json:"sample,omitempty"`
@@ -104,26 +125,107 @@ const (
 )
 
 // Output is what infer adds to a prompt record to make a generation record.
+// A single answer has Text (and ToolCalls when the answer calls tools); a
+// regenerated conversation (infer --regenerate, see ConversationOutput)
+// has Messages, Turns and Truncated instead of Text.
 type Output struct {
-	Text         string `json:"text"`
-	Reasoning    string `json:"reasoning,omitempty"`
-	FinishReason string `json:"finish_reason"`
-	Usage        Usage  `json:"usage"`
-	Model        string `json:"model,omitempty"`
-	Endpoint     string `json:"endpoint,omitempty"`
-	LatencyMS    int64  `json:"latency_ms"`
-	Attempts     int    `json:"attempts"`
-	Sample       int    `json:"sample"`
+	Text         string     `json:"text"`
+	Reasoning    string     `json:"reasoning,omitempty"`
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
+	FinishReason string     `json:"finish_reason"`
+	Usage        Usage      `json:"usage"`
+	// MaxTokens is the max_tokens sent, when infer lowered it to fit the
+	// model's context.
+	MaxTokens int    `json:"max_tokens,omitempty"`
+	Model     string `json:"model,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	LatencyMS int64  `json:"latency_ms"`
+	Attempts  int    `json:"attempts"`
+	Sample    int    `json:"sample"`
+
+	Messages  []Message   `json:"messages,omitempty"`
+	Turns     []Turn      `json:"turns,omitempty"`
+	Truncated *Truncation `json:"truncated,omitempty"`
 }
 
+// ConversationOutput is the "output" of a regenerated conversation: the
+// conversation with every assistant turn regenerated, and one Turn per
+// regenerated answer. It has no "text": the answers are the turns.
+type ConversationOutput struct {
+	Messages     []Message   `json:"messages"`
+	Turns        []Turn      `json:"turns"`
+	Truncated    *Truncation `json:"truncated,omitempty"`
+	FinishReason string      `json:"finish_reason"`
+	Usage        TurnUsage   `json:"usage"`
+	Model        string      `json:"model,omitempty"`
+	Endpoint     string      `json:"endpoint,omitempty"`
+	LatencyMS    int64       `json:"latency_ms"`
+	Attempts     int         `json:"attempts"`
+	Sample       int         `json:"sample"`
+}
+
+// Turn is one regenerated assistant turn of a conversation: Message is its
+// index in the output's messages.
+type Turn struct {
+	Message      int       `json:"message"`
+	FinishReason string    `json:"finish_reason"`
+	Usage        TurnUsage `json:"usage"`
+	MaxTokens    int       `json:"max_tokens,omitempty"`
+	LatencyMS    int64     `json:"latency_ms"`
+	Endpoint     string    `json:"endpoint,omitempty"`
+	Attempts     int       `json:"attempts"`
+}
+
+// TurnUsage is a turn's token accounting; cached_tokens appears only when
+// the server reported cached tokens.
+type TurnUsage struct {
+	PromptTokens     int  `json:"prompt_tokens"`
+	CompletionTokens int  `json:"completion_tokens"`
+	CachedTokens     *int `json:"cached_tokens,omitempty"`
+}
+
+// AddCached adds the cached tokens of another turn, reported or not: the
+// sum is reported when any turn's was.
+func (u *TurnUsage) AddCached(n *int) {
+	if n == nil {
+		return
+	}
+	if u.CachedTokens == nil {
+		u.CachedTokens = new(int)
+	}
+	*u.CachedTokens += *n
+}
+
+// Truncation says why a regenerated conversation ended before the
+// original did, and at which turn (an index into the output's turns).
+type Truncation struct {
+	Reason string `json:"reason"`
+	Turn   int    `json:"turn"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Truncation reasons.
+const (
+	TruncToolUnpaired = "tool_unpaired"
+	TruncToolRounds   = "tool_rounds"
+	TruncContextFull  = "context_full"
+)
+
 // Error is what infer adds to a prompt record it could not generate.
+// Reason names failures infer decided itself (a prompt too long for the
+// context, an answer too large to write); TurnsDone and Turn say, for a
+// conversation, how many turns were regenerated and which one failed.
 type Error struct {
-	Status    int    `json:"status"`
-	Message   string `json:"message"`
-	Attempts  int    `json:"attempts"`
-	Endpoint  string `json:"endpoint,omitempty"`
-	Retriable bool   `json:"retriable"`
-	Sample    int    `json:"sample"`
+	Status       int    `json:"status"`
+	Message      string `json:"message"`
+	Reason       string `json:"reason,omitempty"`
+	PromptTokens int    `json:"prompt_tokens,omitempty"`
+	Attempts     int    `json:"attempts"`
+	Endpoint     string `json:"endpoint,omitempty"`
+	Retriable    bool   `json:"retriable"`
+	Sample       int    `json:"sample"`
+	TurnsDone    *int   `json:"turns_done,omitempty"`
+	Turn         *int   `json:"turn,omitempty"`
 }
 
 // Reject is what any stage adds to an input it could not use.

@@ -1,0 +1,306 @@
+package infer
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
+)
+
+// Regenerating a conversation (--regenerate). The record's messages are
+// walked in order, the top-level system first by the one-slot rule:
+//
+//   - system and user turns (and any role but assistant and tool) are kept;
+//   - an assistant turn before the first user turn is kept as it is: it
+//     answers nothing;
+//   - at any other assistant turn the history so far, with the answers
+//     regenerated in place of the originals, is sent with the record's
+//     tools, and the answer takes the turn's place. The original's whole
+//     exchange up to the next user turn (its assistant turns and tool
+//     results) is replaced by what the model does:
+//   - an answer without tool calls ends the exchange: whatever the original
+//     still had before the next user turn is skipped;
+//   - an answer with tool calls is answered from the original's cached tool
+//     results of the same exchange: each call, in order, takes the next
+//     unused result of the same function (a result whose function is not
+//     known pairs with any call), re-addressed to the new call's id; then
+//     the model answers again. A call that cannot be paired (the results
+//     are used up, another function, more parallel calls than the original
+//     made) ends the conversation truncated (tool_unpaired), the answer
+//     that made it kept as the last turn; so does a call past --tool-rounds
+//     rounds of results in one exchange (tool_rounds);
+//   - a conversation that ends with a user turn gets a final answer.
+//
+// The walk is a pure function of the record and the answers, so a
+// conversation resumed from the journal replays its answers to the state
+// it had when it was killed.
+
+// cachedResult is one tool result of the original conversation, with the
+// function it answered ("" when the record does not say).
+type cachedResult struct {
+	name string
+	msg  record.Message
+}
+
+// convo is one (conversation, sample) being regenerated.
+type convo struct {
+	src       []record.Message
+	prompt    record.Prompt // tools, tool_choice and params; Messages is set per turn
+	paramSeed *int64
+	maxRounds int
+
+	out       []record.Message
+	turns     []record.Turn
+	truncated *record.Truncation
+	usage     record.TurnUsage
+	model     string
+	replayed  int // turns taken from the journal
+	paired    int // tool calls answered from cached results
+
+	pos        int  // next message of src to walk
+	seenUser   bool // a user turn has been walked: assistant turns are answers
+	answering  bool // inside an exchange: the next step asks for an answer
+	finalAsked bool
+	done       bool
+	pool       []cachedResult
+	used       []bool
+	rounds     int
+	// callNames maps the original calls' ids to their functions.
+	callNames map[string]string
+}
+
+// newConvo prepares the walk of p's conversation; false when it has
+// nothing to regenerate (no assistant turn after a user turn, and no user
+// turn at the end).
+func newConvo(p *record.Prompt, paramSeed *int64, maxRounds int) (*convo, bool) {
+	c := &convo{src: openai.ChatMessages(p), paramSeed: paramSeed, maxRounds: maxRounds}
+	c.prompt = record.Prompt{Tools: p.Tools, ToolChoice: p.ToolChoice, Params: p.Params}
+	c.out = make([]record.Message, 0, len(c.src)+2)
+	user, answers := false, false
+	for _, m := range c.src {
+		switch m.Role {
+		case "user":
+			user = true
+		case "assistant":
+			answers = answers || user
+			calls, _ := openai.ToolCalls(m.ToolCalls)
+			for _, call := range calls {
+				if call.ID != "" {
+					if c.callNames == nil {
+						c.callNames = map[string]string{}
+					}
+					c.callNames[call.ID] = call.Function.Name
+				}
+			}
+		}
+	}
+	last := ""
+	if len(c.src) > 0 {
+		last = c.src[len(c.src)-1].Role
+	}
+	return c, answers || last == "user"
+}
+
+// next walks on to the next answer to ask for: true when one is wanted
+// (the history is c.out), false when the conversation is complete.
+func (c *convo) next() bool {
+	if c.done {
+		return false
+	}
+	if c.answering {
+		return true
+	}
+	for c.pos < len(c.src) {
+		m := c.src[c.pos]
+		if m.Role != "assistant" || !c.seenUser {
+			c.seenUser = c.seenUser || m.Role == "user"
+			c.out = append(c.out, m)
+			c.pos++
+			continue
+		}
+		end := c.pos
+		for end < len(c.src) && (c.src[end].Role == "assistant" || c.src[end].Role == "tool") {
+			end++
+		}
+		c.startExchange(c.src[c.pos:end])
+		c.pos = end
+		return true
+	}
+	if !c.finalAsked && len(c.out) > 0 && c.out[len(c.out)-1].Role == "user" {
+		c.finalAsked = true
+		c.startExchange(nil)
+		return true
+	}
+	c.done = true
+	return false
+}
+
+// startExchange begins the answer to a user turn, with the original's
+// exchange (assistant turns and tool results) as the cache of results.
+func (c *convo) startExchange(orig []record.Message) {
+	c.answering, c.rounds = true, 0
+	c.pool, c.used = c.pool[:0], c.used[:0]
+	var lastCalls []record.ToolCall
+	k := 0
+	for _, m := range orig {
+		switch m.Role {
+		case "assistant":
+			lastCalls, _ = openai.ToolCalls(m.ToolCalls)
+			k = 0
+		case "tool":
+			name, ok := c.callNames[m.ToolCallID]
+			switch {
+			case ok:
+			case m.Name != "":
+				name = m.Name
+			case k < len(lastCalls):
+				name = lastCalls[k].Function.Name
+			}
+			k++
+			c.pool = append(c.pool, cachedResult{name: name, msg: m})
+			c.used = append(c.used, false)
+		}
+	}
+}
+
+// request is the prompt of the answer c asks for now.
+func (c *convo) request() *record.Prompt {
+	p := c.prompt
+	p.Messages = c.out
+	return &p
+}
+
+// answer is one regenerated assistant turn.
+type answer struct {
+	msg   record.Message // role assistant: content, reasoning_content, tool_calls
+	calls []record.ToolCall
+	turn  record.Turn
+	model string
+}
+
+// newAnswer makes the turn of a completion; calls without an id get
+// call_<m>_<k> (m the turn's 1-based place in the conversation, k the
+// call's), as extract names calls of datasets without ids.
+func (c *convo) newAnswer(comp *openai.Completion, turn record.Turn) (answer, error) {
+	a := answer{msg: record.Message{Role: "assistant", Content: comp.Text, ReasoningContent: comp.Reasoning}, turn: turn, model: comp.Model}
+	if len(comp.ToolCalls) > 0 {
+		a.calls = append([]record.ToolCall(nil), comp.ToolCalls...)
+		for k := range a.calls {
+			if a.calls[k].ID == "" {
+				a.calls[k].ID = "call_" + strconv.Itoa(len(c.out)+1) + "_" + strconv.Itoa(k+1)
+			}
+		}
+		raw, err := json.Marshal(a.calls)
+		if err != nil {
+			return a, err
+		}
+		a.msg.ToolCalls = raw
+	}
+	return a, nil
+}
+
+// apply takes the answer c asked for: it becomes the next turn, and its
+// tool calls are answered from the cache or end the conversation.
+func (c *convo) apply(a answer) {
+	a.turn.Message = len(c.out)
+	c.out = append(c.out, a.msg)
+	c.turns = append(c.turns, a.turn)
+	c.usage.PromptTokens += a.turn.Usage.PromptTokens
+	c.usage.CompletionTokens += a.turn.Usage.CompletionTokens
+	c.usage.AddCached(a.turn.Usage.CachedTokens)
+	if c.model == "" {
+		c.model = a.model
+	}
+	turn := len(c.turns) - 1
+	if len(a.calls) == 0 {
+		c.answering = false
+		return
+	}
+	if c.rounds >= c.maxRounds {
+		c.truncate(record.TruncToolRounds, turn, fmt.Sprintf("the answer calls %s after %d rounds of tool results in this exchange (--tool-rounds)", a.calls[0].Function.Name, c.rounds))
+		return
+	}
+	picks := make([]int, len(a.calls))
+	for k, call := range a.calls {
+		picks[k] = -1
+		for i, r := range c.pool {
+			if !c.used[i] && (r.name == "" || r.name == call.Function.Name) {
+				picks[k] = i
+				c.used[i] = true
+				break
+			}
+		}
+		if picks[k] < 0 {
+			for _, i := range picks[:k] {
+				c.used[i] = false
+			}
+			c.truncate(record.TruncToolUnpaired, turn, c.unpairedDetail(k, a.calls))
+			return
+		}
+	}
+	for k, call := range a.calls {
+		r := c.pool[picks[k]].msg
+		c.out = append(c.out, record.Message{Role: "tool", Content: r.Content, Name: r.Name, ToolCallID: call.ID})
+	}
+	c.paired += len(a.calls)
+	c.rounds++
+}
+
+// unpairedDetail says why call k of calls found no cached result.
+func (c *convo) unpairedDetail(k int, calls []record.ToolCall) string {
+	name := calls[k].Function.Name
+	what := fmt.Sprintf("call %d of %d (%s)", k+1, len(calls), name)
+	if len(calls) == 1 {
+		what = "the call to " + name
+	}
+	switch {
+	case len(c.pool) == 0:
+		return what + ": the original made no tool call here"
+	case !c.hasResultOf(name):
+		return what + ": the original called no " + name + " here"
+	}
+	return what + ": the original's results of " + name + " here are used up"
+}
+
+func (c *convo) hasResultOf(name string) bool {
+	for _, r := range c.pool {
+		if r.name == name || r.name == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate ends the conversation early, keeping the turns done; the
+// output ends with the last of them (a question no answer was asked for
+// is left out).
+func (c *convo) truncate(reason string, turn int, detail string) {
+	c.truncated = &record.Truncation{Reason: reason, Turn: turn, Detail: detail}
+	c.answering, c.done = false, true
+	if n := len(c.turns); n > 0 {
+		c.out = c.out[:c.turns[n-1].Message+1]
+	}
+}
+
+// output is the conversation's generation record output.
+func (c *convo) output(sample int, fallbackModel string) *record.ConversationOutput {
+	o := &record.ConversationOutput{Messages: c.out, Turns: c.turns, Truncated: c.truncated, Usage: c.usage, Model: c.model, Sample: sample}
+	if o.Model == "" {
+		o.Model = fallbackModel
+	}
+	if o.Turns == nil {
+		o.Turns = []record.Turn{}
+	}
+	for _, t := range c.turns {
+		o.LatencyMS += t.LatencyMS
+		o.Attempts = max(o.Attempts, t.Attempts)
+	}
+	if n := len(c.turns); n > 0 {
+		o.FinishReason = c.turns[n-1].FinishReason
+		o.Endpoint = c.turns[0].Endpoint
+	}
+	return o
+}

@@ -1,0 +1,242 @@
+package infer
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
+)
+
+// scripted is a model's answer in a walk test: text, or calls to the
+// functions named (with arguments {"n":k}).
+type scripted struct {
+	text  string
+	calls []string
+}
+
+// walk regenerates the conversation rec with the answers given in turn,
+// and returns the output messages as "role:content" (tool turns with the
+// id they answer, answers' calls as call(name#id)), the truncation, and
+// the histories each answer was asked for.
+func walk(t *testing.T, rec string, maxRounds int, answers ...scripted) ([]string, *record.Truncation, [][]record.Message) {
+	t.Helper()
+	var p record.Prompt
+	if err := record.Decode([]byte(rec), &p); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := newConvo(&p, nil, maxRounds)
+	if !ok {
+		t.Fatalf("%s: nothing to regenerate", rec)
+	}
+	var asked [][]record.Message
+	for i := 0; c.next(); i++ {
+		if i >= len(answers) {
+			t.Fatalf("asked for answer %d, only %d scripted; out so far %v", i+1, len(answers), show(c.out))
+		}
+		asked = append(asked, append([]record.Message(nil), c.request().Messages...))
+		comp := openai.Completion{Text: answers[i].text, FinishReason: "stop"}
+		for k, name := range answers[i].calls {
+			comp.ToolCalls = append(comp.ToolCalls, record.ToolCall{ID: fmt.Sprintf("new%d_%d", i, k), Type: "function",
+				Function: record.FunctionCall{Name: name, Arguments: fmt.Sprintf(`{"n":%d}`, k)}})
+		}
+		if len(comp.ToolCalls) > 0 {
+			comp.FinishReason = "tool_calls"
+		}
+		a, err := c.newAnswer(&comp, record.Turn{FinishReason: comp.FinishReason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.apply(a)
+	}
+	if len(asked) != len(answers) {
+		t.Fatalf("asked for %d answers, %d scripted: out %v", len(asked), len(answers), show(c.out))
+	}
+	for i, turn := range c.turns {
+		if m := c.out[turn.Message]; m.Role != "assistant" || m.Content != answers[i].text {
+			t.Fatalf("turn %d points at message %d %+v", i, turn.Message, m)
+		}
+	}
+	return show(c.out), c.truncated, asked
+}
+
+func show(msgs []record.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		s := m.Role + ":" + m.Content
+		if m.ToolCallID != "" {
+			s += "@" + m.ToolCallID
+		}
+		if len(m.ToolCalls) > 0 {
+			calls, _ := openai.ToolCalls(m.ToolCalls)
+			for _, c := range calls {
+				s += " call(" + c.Function.Name + "#" + c.ID + ")"
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// A conversation record: turns written as "role:content", an assistant
+// turn "assistant:call name1,name2" calls those functions (ids c<turn>_<k>),
+// a tool turn "tool:name=result" answers the next call of that name (by
+// id), "tool:=result" answers without saying which call (no id).
+func conversation(tools bool, turns ...string) string {
+	var msgs []string
+	pendingIDs := map[string][]string{}
+	for i, t := range turns {
+		role, content, _ := strings.Cut(t, ":")
+		switch {
+		case role == "assistant" && strings.HasPrefix(content, "call "):
+			var calls []string
+			for k, name := range strings.Split(strings.TrimPrefix(content, "call "), ",") {
+				id := fmt.Sprintf("c%d_%d", i, k)
+				pendingIDs[name] = append(pendingIDs[name], id)
+				calls = append(calls, fmt.Sprintf(`{"id":%q,"type":"function","function":{"name":%q,"arguments":"{}"}}`, id, name))
+			}
+			msgs = append(msgs, `{"role":"assistant","content":"","tool_calls":[`+strings.Join(calls, ",")+`]}`)
+		case role == "tool":
+			name, result, _ := strings.Cut(content, "=")
+			id := ""
+			if ids := pendingIDs[name]; name != "" && len(ids) > 0 {
+				id, pendingIDs[name] = ids[0], ids[1:]
+			}
+			b, _ := json.Marshal(record.Message{Role: "tool", Content: result, ToolCallID: id})
+			msgs = append(msgs, string(b))
+		default:
+			b, _ := json.Marshal(record.Message{Role: role, Content: content})
+			msgs = append(msgs, string(b))
+		}
+	}
+	rec := `{"id":"c","messages":[` + strings.Join(msgs, ",") + `]`
+	if tools {
+		rec += `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}]`
+	}
+	return rec + "}"
+}
+
+func TestWalkRules(t *testing.T) {
+	tests := []struct {
+		name      string
+		rec       string
+		rounds    int
+		answers   []scripted
+		want      []string
+		truncated string // reason/turn
+	}{
+		{"plain turns replaced", conversation(false, "system:S", "user:q1", "assistant:a1", "user:q2", "assistant:a2"), 16,
+			[]scripted{{text: "A1"}, {text: "A2"}},
+			[]string{"system:S", "user:q1", "assistant:A1", "user:q2", "assistant:A2"}, ""},
+		{"a last user turn is answered", conversation(false, "user:q1", "assistant:a1", "user:q2"), 16,
+			[]scripted{{text: "A1"}, {text: "A2"}},
+			[]string{"user:q1", "assistant:A1", "user:q2", "assistant:A2"}, ""},
+		{"questions in a row get one answer", conversation(false, "user:q1", "user:q2", "assistant:a"), 16,
+			[]scripted{{text: "A"}},
+			[]string{"user:q1", "user:q2", "assistant:A"}, ""},
+		{"an opening assistant turn is kept", conversation(false, "assistant:hello", "user:q", "assistant:a"), 16,
+			[]scripted{{text: "A"}},
+			[]string{"assistant:hello", "user:q", "assistant:A"}, ""},
+		{"a call paired with the cached result", conversation(true, "user:q", "assistant:call f", "tool:f=R", "assistant:a", "user:q2", "assistant:b"), 16,
+			[]scripted{{calls: []string{"f"}}, {text: "A"}, {text: "B"}},
+			[]string{"user:q", "assistant: call(f#new0_0)", "tool:R@new0_0", "assistant:A", "user:q2", "assistant:B"}, ""},
+		{"no call where the original called: the exchange is skipped", conversation(true, "user:q", "assistant:call f", "tool:f=R", "assistant:a", "user:q2", "assistant:b"), 16,
+			[]scripted{{text: "A"}, {text: "B"}},
+			[]string{"user:q", "assistant:A", "user:q2", "assistant:B"}, ""},
+		{"a call where the original made none", conversation(true, "user:q", "assistant:a", "user:q2", "assistant:b"), 16,
+			[]scripted{{calls: []string{"f"}}},
+			[]string{"user:q", "assistant: call(f#new0_0)"}, "tool_unpaired/0"},
+		{"another function", conversation(true, "user:q", "assistant:call f", "tool:f=R", "assistant:a"), 16,
+			[]scripted{{calls: []string{"g"}}},
+			[]string{"user:q", "assistant: call(g#new0_0)"}, "tool_unpaired/0"},
+		{"more parallel calls than cached", conversation(true, "user:q", "assistant:call f", "tool:f=R", "assistant:a"), 16,
+			[]scripted{{calls: []string{"f", "f"}}},
+			[]string{"user:q", "assistant: call(f#new0_0) call(f#new0_1)"}, "tool_unpaired/0"},
+		{"parallel calls paired in order, across the original's rounds", conversation(true, "user:q", "assistant:call f,g", "tool:f=R1", "tool:g=R2", "assistant:call f", "tool:f=R3", "assistant:a"), 16,
+			[]scripted{{calls: []string{"g", "f"}}, {calls: []string{"f"}}, {text: "A"}},
+			[]string{"user:q", "assistant: call(g#new0_0) call(f#new0_1)", "tool:R2@new0_0", "tool:R1@new0_1",
+				"assistant: call(f#new1_0)", "tool:R3@new1_0", "assistant:A"}, ""},
+		{"results used up", conversation(true, "user:q", "assistant:call f", "tool:f=R", "assistant:a"), 16,
+			[]scripted{{calls: []string{"f"}}, {calls: []string{"f"}}},
+			[]string{"user:q", "assistant: call(f#new0_0)", "tool:R@new0_0", "assistant: call(f#new1_0)"}, "tool_unpaired/1"},
+		{"results of a later question are not used", conversation(true, "user:q", "assistant:a", "user:q2", "assistant:call f", "tool:f=R", "assistant:b"), 16,
+			[]scripted{{calls: []string{"f"}}},
+			[]string{"user:q", "assistant: call(f#new0_0)"}, "tool_unpaired/0"},
+		{"a result without an id answers the call in its place", conversation(true, "user:q", "assistant:call f", "tool:=R", "assistant:a"), 16,
+			[]scripted{{calls: []string{"g"}}},
+			[]string{"user:q", "assistant: call(g#new0_0)"}, "tool_unpaired/0"},
+		{"a result of no known function pairs with any call", conversation(true, "user:q", "assistant:a", "tool:=R", "assistant:b"), 16,
+			[]scripted{{calls: []string{"g"}}, {text: "A"}},
+			[]string{"user:q", "assistant: call(g#new0_0)", "tool:R@new0_0", "assistant:A"}, ""},
+		{"tool rounds bounded", conversation(true, "user:q", "assistant:call f", "tool:f=R1", "assistant:call f", "tool:f=R2", "assistant:a"), 1,
+			[]scripted{{calls: []string{"f"}}, {calls: []string{"f"}}},
+			[]string{"user:q", "assistant: call(f#new0_0)", "tool:R1@new0_0", "assistant: call(f#new1_0)"}, "tool_rounds/1"},
+		{"a call in the final answer", conversation(true, "user:q"), 16,
+			[]scripted{{calls: []string{"f"}}},
+			[]string{"user:q", "assistant: call(f#new0_0)"}, "tool_unpaired/0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, trunc, _ := walk(t, tt.rec, tt.rounds, tt.answers...)
+			if strings.Join(got, " | ") != strings.Join(tt.want, " | ") {
+				t.Errorf("got  %v\nwant %v", got, tt.want)
+			}
+			gotTrunc := ""
+			if trunc != nil {
+				gotTrunc = fmt.Sprintf("%s/%d", trunc.Reason, trunc.Turn)
+				if trunc.Detail == "" {
+					t.Error("a truncation without detail")
+				}
+			}
+			if gotTrunc != tt.truncated {
+				t.Errorf("truncated %q, want %q", gotTrunc, tt.truncated)
+			}
+		})
+	}
+}
+
+// Each answer is asked for with the history regenerated so far: the
+// earlier answers in place of the originals, the original's turns after
+// the point left out; a top-level system prompt takes the system slot
+// unless a system turn of the record's own does.
+func TestWalkHistories(t *testing.T) {
+	rec := `{"id":"h","system":"Top","messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a1","reasoning_content":"r"},{"role":"user","content":"q2"},{"role":"assistant","content":"a2"}]}`
+	_, _, asked := walk(t, rec, 16, scripted{text: "A1"}, scripted{text: "A2"})
+	want := []string{"system:Top | user:q1", "system:Top | user:q1 | assistant:A1 | user:q2"}
+	for i, h := range asked {
+		if got := strings.Join(show(h), " | "); got != want[i] {
+			t.Errorf("answer %d asked with %q, want %q", i, got, want[i])
+		}
+	}
+	own := `{"id":"h","system":"Top","messages":[{"role":"system","content":"Own"},{"role":"user","content":"q1"}]}`
+	got, _, _ := walk(t, own, 16, scripted{text: "A"})
+	if strings.Join(got, " | ") != "system:Own | user:q1 | assistant:A" {
+		t.Errorf("own system turn: %v", got)
+	}
+}
+
+// Records with nothing to regenerate are told apart.
+func TestWalkNothingToDo(t *testing.T) {
+	for _, rec := range []string{
+		conversation(false, "system:S", "assistant:hello"),
+		conversation(false, "user:q", "assistant:a", "tool:=x"),
+		conversation(false, "system:S"),
+	} {
+		var p record.Prompt
+		if err := record.Decode([]byte(rec), &p); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := newConvo(&p, nil, 16); ok && !strings.Contains(rec, `"user"`) {
+			t.Errorf("%s: said to have something to regenerate", rec)
+		}
+	}
+	// A conversation whose user turn is answered has something to do.
+	var p record.Prompt
+	record.Decode([]byte(conversation(false, "user:q", "assistant:a", "tool:=x")), &p)
+	if _, ok := newConvo(&p, nil, 16); !ok {
+		t.Error("an answered user turn has nothing to regenerate")
+	}
+}
