@@ -133,12 +133,6 @@ func (lw *lineWriter) close() error {
 	return lw.err
 }
 
-func (lw *lineWriter) count() int64 {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	return lw.lines
-}
-
 // flushEvery flushes the writers every interval until stop is closed, so
 // that finished answers reach the file within a second whatever the rate.
 func flushEvery(clk clock.Clock, interval time.Duration, stop <-chan struct{}, ws ...*lineWriter) {

@@ -354,7 +354,7 @@ func checkConversations(t *testing.T, lines map[string]string, cc convCheck, out
 				asked[hk] = append(sent[:at], sent[at+1:]...)
 			}
 		}
-		if u := o.Usage; !reflect.DeepEqual(usage, record.TurnUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}) {
+		if u := o.Usage; !reflect.DeepEqual(usage, record.TurnUsage(u)) {
 			t.Fatalf("%s: usage %+v, turns add up to %+v", key, o.Usage, usage)
 		}
 		if cc.affinity && len(endpoints) > 1 {

@@ -99,8 +99,8 @@ type runner struct {
 	fatalErr    error
 	cancelRun   context.CancelCauseFunc
 
-	shownDup, shownFail atomic.Int64
-	bufs                sync.Pool
+	shownFail atomic.Int64
+	bufs      sync.Pool
 
 	// cleanup undoes the steps taken so far, last first (see close).
 	cleanup []func()
