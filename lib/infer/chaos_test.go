@@ -125,8 +125,15 @@ type inferRun struct {
 
 func startInferRun(t *testing.T, args []string) *inferRun {
 	t.Helper()
+	return startInferPiped(t, args, nil)
+}
+
+// startInferPiped is startInferRun with stdin fed from stdin through a
+// pipe (nil: none).
+func startInferPiped(t *testing.T, args []string, stdin io.Reader) *inferRun {
+	t.Helper()
 	r := &inferRun{cmd: exec.Command(inferBin, args...), done: make(chan struct{})}
-	r.cmd.Stdout, r.cmd.Stderr = io.Discard, &r.stderr
+	r.cmd.Stdout, r.cmd.Stderr, r.cmd.Stdin = io.Discard, &r.stderr, stdin
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,6 +170,7 @@ type chaosFigures struct {
 	Prompts, Kills, KillsMidFlush, Resumes, FinalRuns  int
 	Records, Lost, Duplicated, Partial, NotGood, Wrong int
 	Retries, Ejections, Repaired                       int
+	Piped, RivalsRefused                               int
 	Sim                                                map[string]int64
 	Wall                                               time.Duration
 }
@@ -170,8 +178,11 @@ type chaosFigures struct {
 // TestChaosKillAndResume runs infer over a prompt set on a fleet that
 // crashes, restarts, answers 500, hangs, drops connections and aborts,
 // while infer itself is killed with SIGKILL at random moments (seeded)
-// and resumed each time. At the end every prompt has exactly one good
-// answer (stop or length) that belongs to it, and no line is partial.
+// and resumed each time. Every other run reads the prompts from a pipe
+// (stdin) instead of the file, and while each resume holds the output a
+// second --resume on it is started and must refuse at once, naming the
+// holder. At the end every prompt has exactly one good answer (stop or
+// length) that belongs to it, and no line is partial.
 func TestChaosKillAndResume(t *testing.T) {
 	sc := chaosScaleFor(t)
 	start := time.Now()
@@ -183,6 +194,16 @@ func TestChaosKillAndResume(t *testing.T) {
 		"--request-timeout", "2s", "--flush-interval", "50ms",
 		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s", "--progress", "0"}
 	resume := append(slices.Clone(args), "--resume")
+	prompts, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// piped: the same run reading its prompts from stdin, a pipe.
+	piped := func(a []string) ([]string, io.Reader) {
+		a = slices.Clone(a)
+		a[slices.Index(a, in)] = "-"
+		return a, bytes.NewReader(prompts)
+	}
 
 	// Kill points: output line counts drawn from the seed, each kill
 	// landing a random few milliseconds after its count is reached, so
@@ -202,7 +223,15 @@ func TestChaosKillAndResume(t *testing.T) {
 		if k > 0 {
 			a = resume
 		}
-		r := startInferRun(t, a)
+		var stdin io.Reader
+		if k%2 == 1 {
+			a, stdin = piped(a)
+			fig.Piped++
+		}
+		r := startInferPiped(t, a, stdin)
+		if k > 0 {
+			rivalResume(t, r, out, resume, &fig)
+		}
 		deadline := time.Now().Add(sc.runLimit)
 		for lc.count() < at && !r.exited() {
 			if time.Now().After(deadline) {
@@ -267,6 +296,27 @@ func TestChaosKillAndResume(t *testing.T) {
 	writeChaosReport(t, sc, fig)
 }
 
+// rivalResume starts a second infer --resume on out while r holds it:
+// it must refuse at once (exit 1) naming r's pid, and write nothing.
+func rivalResume(t *testing.T, r *inferRun, out string, resume []string, fig *chaosFigures) {
+	t.Helper()
+	pid := strconv.Itoa(r.cmd.Process.Pid)
+	waitFor(t, 30*time.Second, "the resumed run's lock", func() bool {
+		held, _ := os.ReadFile(out + ".lock")
+		return strings.TrimSpace(string(held)) == pid || r.exited()
+	})
+	if r.exited() {
+		return
+	}
+	rival := startInferRun(t, resume)
+	code := rival.wait(t, 20*time.Second)
+	want := fmt.Sprintf("-o %q is in use by process %s", out, pid)
+	if code != cli.ExitFailure || !strings.Contains(rival.stderr.String(), want) {
+		t.Fatalf("a second --resume while the first runs: exit %d, want 1 saying %q:\n%s", code, want, rival.stderr.String())
+	}
+	fig.RivalsRefused++
+}
+
 // chaosCheck counts, in the output, the lines that are not whole records,
 // the prompts without a record or with more than one, the answers that
 // are not a good finish, and those that are not their prompt's (the
@@ -322,6 +372,8 @@ func writeChaosReport(t *testing.T, sc chaosScale, f chaosFigures) {
 	row("SIGKILLs of infer survived (each followed by --resume)", f.Kills)
 	row("kills that left a partial last line (repaired on resume)", fmt.Sprintf("%d (%d repairs reported)", f.KillsMidFlush, f.Repaired))
 	row("runs after the last kill until exit 0", f.FinalRuns)
+	row("runs that read their prompts from a pipe", f.Piped)
+	row("second --resume runs started on the same output meanwhile (each refused at once)", f.RivalsRefused)
 	row("generation requests the fleet received", s["requests"])
 	row("endpoint crashes survived (and restarts)", fmt.Sprintf("%d (%d)", s["crashes"], s["restarts"]))
 	row("requests lost in crashes", s["lost"])

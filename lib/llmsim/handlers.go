@@ -3,6 +3,7 @@ package llmsim
 import (
 	"bufio"
 	"bytes"
+	"crypto/subtle"
 	"fmt"
 	"math"
 	"net"
@@ -99,7 +100,9 @@ func (e *Endpoint) authorized(ctx *fasthttp.RequestCtx, path string) bool {
 	if bearer == nil || e.d.flavor == FlavorOllama || (ctx.IsOptions() && e.d.flavor != FlavorOpenAI) || e.d.open(path) {
 		return true
 	}
-	return bytes.Equal(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), bearer)
+	// In constant time: how long a refusal takes says nothing of how much
+	// of the key matched.
+	return subtle.ConstantTimeCompare(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), bearer) == 1
 }
 
 // fail answers an error in the flavour's shape.
