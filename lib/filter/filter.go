@@ -50,13 +50,13 @@ and lines that are not JSON objects are rejected as bad input (exit 3).`
 // Command is the filter tool.
 type Command struct {
 	cli.Globals
-	Files    []string      `arg:"" optional:"" name:"file" help:"Generation records (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
-	Output   string        `short:"o" default:"-" help:"Write the fit records here ('-' is stdout; .gz/.zst compress). A file appears only when the run completes."`
-	Rejects  string        `default:"" placeholder:"FILE" help:"Write the unfit records here, each with a reject field, and bad input lines (written atomically)."`
-	Checks   string        `default:"default" help:"Checks to run, comma-separated: length, reasoning_only, empty, think_residue, tool_call, loop, lang; default (all but lang); all."`
-	Force    bool          `default:"false" help:"Replace an existing -o or --rejects file."`
-	Workers  int           `default:"0" help:"Goroutines that parse and check records (0: one per CPU)."`
-	Progress time.Duration `default:"30s" help:"Report progress on stderr this often when it is not a terminal (0: never)."`
+	Files          []string `arg:"" optional:"" name:"file" help:"Generation records (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
+	cli.OutputFlag `set:"output_what=the fit records"`
+	Rejects        string `default:"" placeholder:"FILE" help:"Write the unfit records to FILE, each with a reject field, and bad input lines (appears only when complete; refused if it exists unless --force)."`
+	Checks         string `default:"default" help:"Checks to run, comma-separated: length, reasoning_only, empty, think_residue, tool_call, loop, lang; default (all but lang); all."`
+	cli.ForceFlag
+	cli.WorkersFlag `set:"workers_what=parse and check records"`
+	cli.ProgressFlag
 	quality.Flags
 }
 
@@ -81,10 +81,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	switch {
 	case c.Rejects == "-":
 		return cli.Usagef("--rejects needs a file: stdout carries the fit records")
-	case c.Rejects != "" && c.Rejects == c.Output:
-		return cli.Usagef("-o and --rejects name the same file")
 	case c.Workers < 0:
 		return cli.Usagef("--workers must not be negative")
+	}
+	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
+	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+		return err
 	}
 	workers := c.Workers
 	if workers == 0 {

@@ -210,7 +210,8 @@ func TestFilterCLI(t *testing.T) {
 }
 
 // TestFilterFiles: -o and --rejects appear whole, only at the end, are
-// refused when they exist unless --force, and a compressed input is read.
+// refused when they exist unless --force or when they are an input, and a
+// compressed input is read.
 func TestFilterFiles(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
@@ -258,6 +259,22 @@ func TestFilterFiles(t *testing.T) {
 	}
 	if r := testbin.Run(t, dir, nil, nil, "filter", "--force", "-o", fit, "--rejects", unfit, in); r.Code != 0 {
 		t.Errorf("--force: exit %d %s", r.Code, r.Stderr)
+	}
+	// An output that is an input, under its name or through a link, is
+	// refused before anything is written; the input is left as it was.
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(in, link); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(in)
+	for _, args := range [][]string{{"--force", "-o", in, in}, {"--force", "--rejects", link, in}, {"-o", link, "--force", in}} {
+		r := testbin.Run(t, dir, nil, nil, "filter", args...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, "is the same file as input") {
+			t.Errorf("%q: exit %d, want 2 naming both:\n%s", args, r.Code, r.Stderr)
+		}
+		if after, _ := os.ReadFile(in); !bytes.Equal(after, before) {
+			t.Fatalf("%q changed the input", args)
+		}
 	}
 	// Filtering the unfit records again replaces their reject field.
 	again := filepath.Join(dir, "again.jsonl")
