@@ -13,7 +13,7 @@ var (
 	// the development measuring tool.
 	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "corpus", "benchmark"}
 	// groundFloor: what stages stand on.
-	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock"}
+	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens"}
 	// testSupport: for tests alone.
 	testSupport = []string{"testbin", "chaos", "replay"}
 )

@@ -11,6 +11,7 @@ import (
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // dispatch sends jobs until all are done or ctx ends.
@@ -200,10 +201,10 @@ func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 		// Far from the context only: a server that cuts a prompt too long
 		// (Ollama) reports what it kept.
 		if ctx := r.context(); ctx == 0 || j.fit.prompt < ctx/2 {
-			r.tokens.learn(j.size, c.PromptTokens)
+			r.tokens.Learn(j.size, c.PromptTokens)
 		}
 		if j.fit.text > 0 {
-			r.tokens.learnTemplate(j.size.msgs, j.fit.text, c.PromptTokens)
+			r.tokens.LearnTemplate(j.size.Msgs, j.fit.text, c.PromptTokens)
 		}
 	}
 	r.c.promptTokens.Add(int64(c.PromptTokens))
@@ -245,8 +246,8 @@ func (r *runner) prepareTurn(j *job) error {
 		last := conv.turns[len(conv.turns)-1]
 		if last.Usage.PromptTokens > 0 {
 			answer := conv.out[last.Message : last.Message+1]
-			known = last.Usage.PromptTokens + max(last.Usage.CompletionTokens, r.tokens.estimate(sizeOf(answer, nil))) +
-				r.tokens.estimate(sizeOf(conv.out[last.Message+1:], nil))
+			known = last.Usage.PromptTokens + max(last.Usage.CompletionTokens, r.tokens.Estimate(tokens.SizeOf(answer, nil))) +
+				r.tokens.Estimate(tokens.SizeOf(conv.out[last.Message+1:], nil))
 		}
 	}
 	return r.prepareTurnKnown(j, known, false)
@@ -257,7 +258,7 @@ func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 	p := j.conv.request()
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
 	ft := r.fit(p.Messages, tools, r.b.MaxTokens(p), known, exact)
-	j.size, j.fit, j.promptTokens, j.refused = sizeOf(p.Messages, tools), ft, ft.prompt, nil
+	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(p.Messages, tools), ft, ft.prompt, nil
 	if ft.refused {
 		j.refused = ft.refusal()
 		return nil

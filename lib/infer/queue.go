@@ -15,6 +15,7 @@ import (
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // job is one answer to generate: a prompt record and a sample number.
@@ -46,7 +47,7 @@ type job struct {
 	// far, and the failure of a prompt too long.
 	rec          *record.Prompt
 	paramSeed    *int64
-	size         promptSize
+	size         tokens.Size
 	fit          fitted
 	promptTokens int
 	ctxRetries   int

@@ -20,6 +20,7 @@ import (
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // Run generates. Its steps come in an order that keeps every promise to
@@ -72,7 +73,7 @@ type runner struct {
 	// no server said at start (see context); tokens counts prompts' tokens
 	// to fit requests into it.
 	contextLen atomic.Int64
-	tokens     *tokenCounter
+	tokens     *tokens.Counter
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
 
@@ -326,8 +327,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 		r.pool.Close()
 	})
 	r.pool.Start()
-	r.tokens = newTokenCounter(r.pool, c.APIKey, func() string { return r.model }, min(10*time.Second, c.RequestTimeout))
-	r.onClose(r.tokens.close)
+	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
 	return r.pool.WaitReady(ctx, c.WaitReady)
 }
 
