@@ -361,8 +361,8 @@ func parseTokenize(body []byte) (n int, counted bool, err error) {
 	return len(r.Tokens), false, nil
 }
 
-// post sends a JSON control request, bounded by ctx's deadline as well as
-// the control timeout.
+// post sends a JSON tokenize request, bounded by ctx's deadline as well
+// as the control timeout.
 func (p *Pool) post(ctx context.Context, ep *Endpoint, path string, v any) (int, []byte, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, nil, err
@@ -378,7 +378,7 @@ func (p *Pool) post(ctx context.Context, ep *Endpoint, path string, v any) (int,
 	}
 	done := make(chan answer, 1)
 	go func() {
-		status, body, err := p.control(ep, fasthttp.MethodPost, path, b)
+		status, body, err := p.controlOn(ep.tok, ep, fasthttp.MethodPost, path, b)
 		done <- answer{status, body, err}
 	}()
 	select {

@@ -185,3 +185,27 @@ func TestParseTokenizeGoldens(t *testing.T) {
 		}
 	}
 }
+
+// Every request in flight may ask the tokenizer at once: more of them
+// than the control requests' few connections all get their count.
+func TestTokenizeConcurrent(t *testing.T) {
+	p, _, _ := simPool(t, llmsim.Config{Flavor: llmsim.FlavorVLLM, Instant: true}, 1, Config{ControlTimeout: 10 * time.Second})
+	if err := p.WaitReady(context.Background(), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ep := p.Endpoints()[0]
+	const n = 64
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			text := strings.Repeat("word ", 1+i)
+			_, err := p.Tokenize(context.Background(), ep, []byte(fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, text)))
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+}
