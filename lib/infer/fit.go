@@ -168,8 +168,8 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 // prompt_too_long, or for a conversation past its first turn the end of
 // the conversation, truncated context_full.
 func (r *runner) refuse(ep *fleet.Endpoint, j *job) {
-	if conv := j.conv; conv != nil && len(conv.turns) > 0 {
-		conv.truncate(record.TruncContextFull, len(conv.turns), j.refused.Message)
+	if conv := j.conv; conv != nil && len(conv.Turns()) > 0 {
+		conv.Truncate(record.TruncContextFull, len(conv.Turns()), j.refused.Message)
 		r.finishConversation(j)
 		return
 	}
