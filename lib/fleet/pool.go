@@ -127,7 +127,7 @@ type Config struct {
 	// nothing adapts and the ready line names the capacity alone.
 	Ladder  bool
 	Limiter LimiterConfig // the adaptive limit's bounds; zero fields take the defaults
-	// TokenCache keeps Tokenize's counts (nil: every prompt is asked).
+	// TokenCache keeps Tokenize's and TokenizeTexts' counts (nil: every prompt is asked).
 	TokenCache TokenCache
 	Logf       func(format string, args ...any)
 	Clock      clock.Clock // nil: the real clock
