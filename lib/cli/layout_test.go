@@ -13,7 +13,7 @@ var (
 	// the development measuring tool.
 	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "corpus", "benchmark"}
 	// groundFloor: what stages stand on.
-	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock"}
+	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens", "conversation"}
 	// testSupport: for tests alone.
 	testSupport = []string{"testbin", "chaos", "replay"}
 )
@@ -50,7 +50,7 @@ func TestLayout(t *testing.T) {
 				t.Errorf("stage %s imports stage %s", name(pkg), name(d))
 			case isLib(pkg) && slices.Contains(groundFloor, name(pkg)) && !slices.Contains(groundFloor, name(d)):
 				t.Errorf("ground-floor %s imports %s, which is not on the ground floor", name(pkg), name(d))
-			case name(pkg) == "llmsim" && slices.Contains([]string{"openai", "fleet", "infer", "bench", "forecast"}, name(d)):
+			case name(pkg) == "llmsim" && slices.Contains([]string{"openai", "fleet", "infer", "bench", "forecast", "tokens", "conversation"}, name(d)):
 				t.Errorf("the simulator imports %s: it shares nothing with the client's side", name(d))
 			case name(pkg) == "openai" && name(d) == "fleet":
 				t.Errorf("openai imports fleet: fleet stands on openai")

@@ -57,6 +57,7 @@ type Endpoint struct {
 	t     Target
 	gen   *Client              // generation requests
 	ctl   *fasthttp.HostClient // health, server info, models
+	tok   *fasthttp.HostClient // tokenize: asked by any request in flight, so not bound to ctl's few connections
 	stats Stats
 
 	// guarded by Pool.mu
@@ -126,7 +127,7 @@ type Config struct {
 	// nothing adapts and the ready line names the capacity alone.
 	Ladder  bool
 	Limiter LimiterConfig // the adaptive limit's bounds; zero fields take the defaults
-	// TokenCache keeps Tokenize's counts (nil: every prompt is asked).
+	// TokenCache keeps Tokenize's and TokenizeTexts' counts (nil: every prompt is asked).
 	TokenCache TokenCache
 	Logf       func(format string, args ...any)
 	Clock      clock.Clock // nil: the real clock
@@ -169,6 +170,7 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 	for i, t := range targets {
 		ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, cfg.APIKey, false)}
 		ep.ctl = newHostClient(t, p.ctlConn, 8)
+		ep.tok = newHostClient(t, p.ctlConn, 1<<16)
 		p.eps = append(p.eps, ep)
 	}
 	return p
@@ -314,6 +316,7 @@ func (p *Pool) Close() {
 			for _, ep := range p.eps {
 				ep.gen.CloseIdle()
 				ep.ctl.CloseIdleConnections()
+				ep.tok.CloseIdleConnections()
 			}
 			return
 		case <-time.After(20 * time.Millisecond): // a probe that was just dialling
@@ -456,6 +459,11 @@ func (p *Pool) get(ep *Endpoint, path string) (int, []byte, error) {
 
 // control performs a control request with a JSON body (nil: none).
 func (p *Pool) control(ep *Endpoint, method, path string, body []byte) (int, []byte, error) {
+	return p.controlOn(ep.ctl, ep, method, path, body)
+}
+
+// controlOn is control on the client hc of ep's.
+func (p *Pool) controlOn(hc *fasthttp.HostClient, ep *Endpoint, method, path string, body []byte) (int, []byte, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -473,7 +481,7 @@ func (p *Pool) control(ep *Endpoint, method, path string, body []byte) (int, []b
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	if err := ep.ctl.DoTimeout(req, resp, timeout); err != nil {
+	if err := hc.DoTimeout(req, resp, timeout); err != nil {
 		return 0, nil, err
 	}
 	b := resp.Body()

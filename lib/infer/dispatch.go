@@ -7,10 +7,12 @@ import (
 	"strconv"
 	"time"
 
+	"tokenmill/lib/conversation"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // dispatch sends jobs until all are done or ctx ends.
@@ -116,7 +118,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 		}
 		if !more {
 			j.etaOn = false
-			r.eta.Ended(j, end, true, j.conv.usage.CompletionTokens, c.FinishReason)
+			r.eta.Ended(j, end, true, j.conv.Usage().CompletionTokens, c.FinishReason)
 			r.pool.Release(ep)
 			r.finishConversation(j)
 			return
@@ -200,10 +202,10 @@ func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 		// Far from the context only: a server that cuts a prompt too long
 		// (Ollama) reports what it kept.
 		if ctx := r.context(); ctx == 0 || j.fit.prompt < ctx/2 {
-			r.tokens.learn(j.size, c.PromptTokens)
+			r.tokens.Learn(j.size, c.PromptTokens)
 		}
 		if j.fit.text > 0 {
-			r.tokens.learnTemplate(j.size.msgs, j.fit.text, c.PromptTokens)
+			r.tokens.LearnTemplate(j.size.Msgs, j.fit.text, c.PromptTokens)
 		}
 	}
 	r.c.promptTokens.Add(int64(c.PromptTokens))
@@ -241,12 +243,12 @@ func nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
 // back as text it is counted again), estimated.
 func (r *runner) prepareTurn(j *job) error {
 	known := 0
-	if conv := j.conv; len(conv.turns) > 0 && r.tokens != nil {
-		last := conv.turns[len(conv.turns)-1]
+	if turns := j.conv.Turns(); len(turns) > 0 && r.tokens != nil {
+		last, out := turns[len(turns)-1], j.conv.Messages()
 		if last.Usage.PromptTokens > 0 {
-			answer := conv.out[last.Message : last.Message+1]
-			known = last.Usage.PromptTokens + max(last.Usage.CompletionTokens, r.tokens.estimate(sizeOf(answer, nil))) +
-				r.tokens.estimate(sizeOf(conv.out[last.Message+1:], nil))
+			answer := out[last.Message : last.Message+1]
+			known = last.Usage.PromptTokens + max(last.Usage.CompletionTokens, r.tokens.Estimate(tokens.SizeOf(answer, nil))) +
+				r.tokens.Estimate(tokens.SizeOf(out[last.Message+1:], nil))
 		}
 	}
 	return r.prepareTurnKnown(j, known, false)
@@ -254,15 +256,15 @@ func (r *runner) prepareTurn(j *job) error {
 
 // prepareTurnKnown is prepareTurn with the prompt's tokens known.
 func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
-	p := j.conv.request()
+	p := j.conv.Request()
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
 	ft := r.fit(p.Messages, tools, r.b.MaxTokens(p), known, exact)
-	j.size, j.fit, j.promptTokens, j.refused = sizeOf(p.Messages, tools), ft, ft.prompt, nil
+	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(p.Messages, tools), ft, ft.prompt, nil
 	if ft.refused {
 		j.refused = ft.refusal()
 		return nil
 	}
-	body, err := r.b.BodyMax(p, j.conv.paramSeed, j.sample, ft.max)
+	body, err := r.b.BodyMax(p, j.conv.ParamSeed(), j.sample, ft.max)
 	j.body = body
 	return err
 }
@@ -274,37 +276,37 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 	conv := j.conv
 	turn := record.Turn{FinishReason: c.FinishReason, Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		MaxTokens: j.fit.max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
-	a, err := conv.newAnswer(c, turn)
+	a, err := conv.NewAnswer(c, turn)
 	if err != nil {
 		r.fatal(err)
 		return false, false
 	}
-	if n := len(j.prompt) + len(a.msg.Content) + len(a.msg.ReasoningContent) + len(a.msg.ToolCalls); n > maxLineOut {
+	if n := len(j.prompt) + len(a.Message.Content) + len(a.Message.ReasoningContent) + len(a.Message.ToolCalls); n > maxLineOut {
 		// Neither the journal nor -o could hold it: no use going on.
 		j.reason = ReasonAnswerTooLarge
-		r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("turn %d's answer would make a record of more than %d bytes, the line limit", len(conv.turns), maxLineOut)})
+		r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("turn %d's answer would make a record of more than %d bytes, the line limit", len(conv.Turns()), maxLineOut)})
 		return false, false
 	}
 	if r.journal != nil {
-		l := journalLine{ID: j.rid, Sample: j.sample, FP: j.fp, Base: j.base, Turn: len(conv.turns), Model: c.Model, Answer: a.msg, Meta: turn}
-		if err := r.journal.write(&l); err != nil {
+		l := conversation.JournalLine{ID: j.rid, Sample: j.sample, FP: j.fp, Base: j.base, Turn: len(conv.Turns()), Model: c.Model, Answer: a.Message, Meta: turn}
+		if err := r.journal.Write(&l); err != nil {
 			r.fatal(err)
 			return false, false
 		}
 	}
-	conv.apply(a)
+	conv.Apply(a)
 	j.attempts, j.ctxRetries = 0, 0
 	r.counted(ep, j, c)
 	r.c.turns.Add(1)
-	if !conv.next() {
+	if !conv.Next() {
 		return false, true
 	}
 	if err := r.prepareTurn(j); err != nil {
-		r.fatal(fmt.Errorf("%s:%d: building turn %d: %w", j.file, j.line, len(conv.turns), err))
+		r.fatal(fmt.Errorf("%s:%d: building turn %d: %w", j.file, j.line, len(conv.Turns()), err))
 		return false, false
 	}
 	if j.refused != nil {
-		conv.truncate(record.TruncContextFull, len(conv.turns), j.refused.Message)
+		conv.Truncate(record.TruncContextFull, len(conv.Turns()), j.refused.Message)
 		return false, true
 	}
 	return true, true
@@ -313,14 +315,14 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 // finishConversation writes a conversation's generation record.
 func (r *runner) finishConversation(j *job) {
 	conv := j.conv
-	out := conv.output(j.sample, r.model)
+	out := conv.Output(j.sample, r.model)
 	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
 		return
 	}
 	r.c.ok.Add(1)
-	r.c.replayed.Add(int64(conv.replayed))
-	r.c.paired.Add(int64(conv.paired))
-	if t := conv.truncated; t != nil {
+	r.c.replayed.Add(int64(conv.Replayed()))
+	r.c.paired.Add(int64(conv.Paired()))
+	if t := conv.Truncated(); t != nil {
 		r.c.truncated(t.Reason)
 	}
 	r.c.answerRate.Add(r.clk.Now(), 1)
@@ -355,7 +357,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 			e.Reason = j.reason
 		}
 		if j.conv != nil {
-			n := len(j.conv.turns)
+			n := len(j.conv.Turns())
 			e.TurnsDone, e.Turn = &n, &n
 		}
 		if !r.writeRecord(r.errs, func(dst []byte) ([]byte, error) { return errorLine(dst, j.prompt, &e) }) {

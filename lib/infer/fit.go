@@ -6,6 +6,7 @@ import (
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // Fitting requests into the model's context (--fit-context, on whenever
@@ -54,14 +55,14 @@ func (r *runner) fit(msgs []record.Message, tools []byte, requested, known int, 
 	}
 	f := fitted{context: ctx, prompt: known, exact: exact && known > 0}
 	if f.prompt <= 0 {
-		f.prompt = r.tokens.estimate(sizeOf(msgs, tools))
+		f.prompt = r.tokens.Estimate(tokens.SizeOf(msgs, tools))
 	}
 	need := max(requested, c.MinAnswerTokens)
 	if f.prompt+need+c.ContextMargin < ctx {
 		return f
 	}
 	if !f.exact {
-		if n, text, ok := r.tokens.count(msgs, tools); ok {
+		if n, text, ok := r.tokens.Count(msgs, tools); ok {
 			f.prompt, f.text, f.exact = n, text, true
 		}
 	}
@@ -152,7 +153,7 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 	msgs := openai.ChatMessages(p)
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
 	ft := r.fit(msgs, tools, r.b.MaxTokens(p), known, exact)
-	j.size, j.fit = sizeOf(msgs, tools), ft
+	j.size, j.fit = tokens.SizeOf(msgs, tools), ft
 	j.promptTokens = ft.prompt
 	if ft.refused {
 		j.refused = ft.refusal()
@@ -167,8 +168,8 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 // prompt_too_long, or for a conversation past its first turn the end of
 // the conversation, truncated context_full.
 func (r *runner) refuse(ep *fleet.Endpoint, j *job) {
-	if conv := j.conv; conv != nil && len(conv.turns) > 0 {
-		conv.truncate(record.TruncContextFull, len(conv.turns), j.refused.Message)
+	if conv := j.conv; conv != nil && len(conv.Turns()) > 0 {
+		conv.Truncate(record.TruncContextFull, len(conv.Turns()), j.refused.Message)
 		r.finishConversation(j)
 		return
 	}

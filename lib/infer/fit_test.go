@@ -24,6 +24,7 @@ import (
 
 	"tokenmill/lib/llmsim"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // longTailed writes n chat prompts whose token counts (as llmsim counts
@@ -81,8 +82,8 @@ func TestFitContextEveryFlavor(t *testing.T) {
 		slack  int    // tokens the count may be over by
 		source string // where infer learns the context
 	}{
-		{"sglang", 2 * templateGuess * 3, "context_length, /get_server_info"}, {"vllm", 0, "max_model_len, /v1/models"},
-		{"vllm-0.10.0", 0, "max_model_len, /v1/models"}, {"llamacpp", 2 * templateGuess * 3, "n_ctx, /props"},
+		{"sglang", 2 * tokens.TemplateGuess * 3, "context_length, /get_server_info"}, {"vllm", 0, "max_model_len, /v1/models"},
+		{"vllm-0.10.0", 0, "max_model_len, /v1/models"}, {"llamacpp", 2 * tokens.TemplateGuess * 3, "n_ctx, /props"},
 	} {
 		t.Run(tt.flavor, func(t *testing.T) {
 			t.Parallel()
@@ -174,7 +175,7 @@ func toSim(msgs []record.Message) []llmsim.Message {
 // counts then), and the run ends as if the context had been given:
 // nothing lost, nothing refused twice.
 func TestFitContextLearnsFromRefusals(t *testing.T) {
-	const ctx = 4096
+	const ctx, slack = 4096, 2 * tokens.TemplateGuess * 3
 	for _, flavor := range []string{"sglang", "vllm", "vllm-0.10.0"} {
 		t.Run(flavor, func(t *testing.T) {
 			t.Parallel()
@@ -210,7 +211,7 @@ func TestFitContextLearnsFromRefusals(t *testing.T) {
 					t.Errorf("a prompt was refused %d times: %.60q", n, k)
 				}
 			}
-			checkContextRun(t, lines, tokens, outs, errs, kept, ctx, 8, 32, 2*templateGuess*3)
+			checkContextRun(t, lines, tokens, outs, errs, kept, ctx, 8, 32, slack)
 			if !strings.Contains(p.stderr.String(), fmt.Sprintf("the model's context is %d tokens", ctx)) {
 				t.Errorf("no word of the context learned:\n%s", p.stderr.String())
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/lib/conversation"
 	"tokenmill/lib/record"
 )
 
@@ -20,7 +21,7 @@ func TestJournalLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gen.jsonl.turns")
 	line := func(id string, base, turn int, fp string) string {
-		b, _ := json.Marshal(journalLine{ID: record.StringID(id), Sample: 0, FP: fp, Base: base, Turn: turn,
+		b, _ := json.Marshal(conversation.JournalLine{ID: record.StringID(id), Sample: 0, FP: fp, Base: base, Turn: turn,
 			Answer: record.Message{Role: "assistant", Content: fmt.Sprintf("%s-%d-%d", id, base, turn)}, Meta: record.Turn{Message: 1}})
 		return string(b)
 	}
@@ -42,11 +43,11 @@ func TestJournalLoad(t *testing.T) {
 	}
 	l := newLedger()
 	// -o holds a good record of "done" and a length record of "redo" (left to redo).
-	counts[sampleKey("done", 0)]++
+	counts[conversation.Key("done", 0)]++
 	l.markDone("done", 0)
-	counts[sampleKey("redo", 0)]++
-	jn := newJournal(path)
-	convs, turns, err := jn.load(counts, l, warn)
+	counts[conversation.Key("redo", 0)]++
+	jn := conversation.NewJournal(path)
+	convs, turns, err := jn.Load(counts, l.done, warn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,18 +61,18 @@ func TestJournalLoad(t *testing.T) {
 			fp = "y"
 		}
 		var got []string
-		for _, l := range jn.claim(id, 0, fp) {
+		for _, l := range jn.Claim(id, 0, fp) {
 			got = append(got, l.Answer.Content)
 		}
 		if strings.Join(got, ",") != w {
 			t.Errorf("%s: claimed %v, want %s", id, got, w)
 		}
 	}
-	if got := jn.claim("changed", 0, "x"); got != nil {
+	if got := jn.Claim("changed", 0, "x"); got != nil {
 		t.Errorf("turns claimed twice: %v", got)
 	}
-	if jn.base("redo", 0) != 1 || jn.base("open", 0) != 0 {
-		t.Errorf("bases: redo %d open %d", jn.base("redo", 0), jn.base("open", 0))
+	if jn.Base("redo", 0) != 1 || jn.Base("open", 0) != 0 {
+		t.Errorf("bases: redo %d open %d", jn.Base("redo", 0), jn.Base("open", 0))
 	}
 	// The journal now holds the live lines alone, whole.
 	data, _ := os.ReadFile(path)

@@ -14,7 +14,13 @@ import (
 // sample numbers (rare) go to a second set keyed by (id, sample).
 type ledger struct {
 	ids   map[xxh3.Uint128]uint64
-	extra map[xxh3.Uint128]struct{}
+	extra map[extraKey]struct{}
+}
+
+// extraKey is an (id, sample) of the second set.
+type extraKey struct {
+	id     xxh3.Uint128
+	sample int
 }
 
 const (
@@ -28,13 +34,6 @@ func newLedger() *ledger {
 
 func idKey(id string) xxh3.Uint128 { return xxh3.HashString128(id) }
 
-func sampleKey(id string, sample int) xxh3.Uint128 {
-	buf := make([]byte, 0, len(id)+9)
-	buf = append(buf, id...)
-	buf = append(buf, 0, byte(sample>>24), byte(sample>>16), byte(sample>>8), byte(sample))
-	return xxh3.Hash128(buf)
-}
-
 // markDone records the answer (id, sample) as done.
 func (l *ledger) markDone(id string, sample int) {
 	if sample >= 0 && sample < wordSamples {
@@ -43,9 +42,9 @@ func (l *ledger) markDone(id string, sample int) {
 		return
 	}
 	if l.extra == nil {
-		l.extra = make(map[xxh3.Uint128]struct{})
+		l.extra = make(map[extraKey]struct{})
 	}
-	l.extra[sampleKey(id, sample)] = struct{}{}
+	l.extra[extraKey{idKey(id), sample}] = struct{}{}
 }
 
 // done reports whether the answer (id, sample) is done.
@@ -53,7 +52,7 @@ func (l *ledger) done(id string, sample int) bool {
 	if sample >= 0 && sample < wordSamples {
 		return l.ids[idKey(id)]&(1<<uint(sample)) != 0
 	}
-	_, ok := l.extra[sampleKey(id, sample)]
+	_, ok := l.extra[extraKey{idKey(id), sample}]
 	return ok
 }
 

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/encoding/json"
-
+	"tokenmill/lib/conversation"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // job is one answer to generate: a prompt record and a sample number.
@@ -34,7 +34,7 @@ type job struct {
 
 	// A conversation (--regenerate): its walk, the journal's fingerprint
 	// and base for it, and the endpoint its journaled turns went to.
-	conv    *convo
+	conv    *conversation.Walk
 	fp      string
 	base    int
 	prefer  string
@@ -46,7 +46,7 @@ type job struct {
 	// far, and the failure of a prompt too long.
 	rec          *record.Prompt
 	paramSeed    *int64
-	size         promptSize
+	size         tokens.Size
 	fit          fitted
 	promptTokens int
 	ctxRetries   int
@@ -260,7 +260,7 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 	if err != nil {
 		return rejectCheck(err, reject)
 	}
-	if _, ok := newConvo(p, paramSeed, r.cfg.ToolRounds); !ok {
+	if _, ok := conversation.New(p, paramSeed, r.cfg.ToolRounds); !ok {
 		return reject(ReasonNoConversation, "nothing to regenerate: no assistant turn after a user turn, and the last turn is not a user turn")
 	}
 	prompt, err := stripOwnFields(raw)
@@ -272,23 +272,24 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 	}
 	r.c.prompts.Add(1)
 	r.c.answers.Add(int64(r.cfg.Samples))
-	fp := fingerprint(prompt)
+	fp := conversation.Fingerprint(prompt)
 	for k := 0; k < r.cfg.Samples; k++ {
 		sample := p.Sample + k
 		if r.ledger.done(p.ID.Text, sample) {
 			r.c.skipped.Add(1)
 			continue
 		}
-		conv, _ := newConvo(p, paramSeed, r.cfg.ToolRounds)
+		conv, _ := conversation.New(p, paramSeed, r.cfg.ToolRounds)
 		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, conv: conv, fp: fp}
 		if r.journal != nil {
-			j.base = r.journal.base(j.id, sample)
-			if err := r.replay(j, r.journal.claim(j.id, sample, fp)); err != nil {
+			j.base = r.journal.Base(j.id, sample)
+			var err error
+			if j.prefer, err = j.conv.Replay(r.journal.Claim(j.id, sample, fp)); err != nil {
 				r.logf("%s:%d: id %q sample %d: the journal's turns do not fit the record (%v): regenerating it from the start", rec.File, rec.Line, j.id, sample, err)
-				j.conv, _ = newConvo(p, paramSeed, r.cfg.ToolRounds)
+				j.conv, _ = conversation.New(p, paramSeed, r.cfg.ToolRounds)
 			}
 		}
-		if !j.conv.next() {
+		if !j.conv.Next() {
 			r.outstanding.Add(1)
 			r.finishConversation(j)
 			continue
@@ -302,26 +303,6 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 		}
 	}
 	return true
-}
-
-// replay takes a resumed conversation's journaled turns in order.
-func (r *runner) replay(j *job, lines []journalLine) error {
-	for i := range lines {
-		l := &lines[i]
-		if !j.conv.next() {
-			return fmt.Errorf("turn %d is past the conversation's end", l.Turn)
-		}
-		a := answer{msg: l.Answer, turn: l.Meta, model: l.Model}
-		if len(l.Answer.ToolCalls) > 0 {
-			if err := json.Unmarshal(l.Answer.ToolCalls, &a.calls); err != nil {
-				return fmt.Errorf("turn %d: %w", l.Turn, err)
-			}
-		}
-		j.conv.apply(a)
-		j.conv.replayed++
-		j.prefer = l.Meta.Endpoint
-	}
-	return nil
 }
 
 // next returns the next job to send: retries whose backoff is over first,

@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/conversation"
 	"tokenmill/lib/llmsim"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
@@ -417,7 +418,7 @@ func TestRegenerateOnFleet(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, p.stderr.String())
 		}
 	}
-	if _, err := os.Stat(JournalPath(out)); !os.IsNotExist(err) {
+	if _, err := os.Stat(conversation.JournalPath(out)); !os.IsNotExist(err) {
 		t.Errorf("the turn journal is left after a complete run: %v", err)
 	}
 	t.Logf("%d conversations, %d turns, %d calls, %d paired, %d truncated", fig.ok, fig.turns, fig.calls, fig.paired, fig.truncated)
@@ -442,7 +443,7 @@ func journaled(t *testing.T, path string) map[string]bool {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		var l journalLine
+		var l conversation.JournalLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("%s: a line that is not a turn: %v: %.200s", path, err, sc.Text())
 		}
@@ -489,7 +490,7 @@ func TestRegenerateKillResume(t *testing.T) {
 	s := startSim(t, 3, "--time-scale", "20", "--max-running", "8", "--kv-tokens", "200000", "--cache-report",
 		"--tool-call-rate", "0.3", "--seed", "5")
 	out := filepath.Join(dir, "regen.jsonl")
-	jpath := JournalPath(out)
+	jpath := conversation.JournalPath(out)
 	args := []string{"-e", strings.Join(s.urls, ","), "--regenerate", "--samples", "2", "--seed", "3", "--max-tokens", "48",
 		"--flush-interval", "100ms", "-o", out, in, "--progress", "0", "--backoff", "5ms", "--probe-interval", "20ms"}
 	kills := killWhileJournaling(t, args, jpath, 3, func(int) int { return 40 }, func() time.Duration { return 0 }, func(round int, p *proc) {
@@ -624,7 +625,7 @@ func TestRegenerateChaos(t *testing.T) {
 		"--tool-call-rate", "0.3", "--fail-rate", "0.02", "--drop-rate", "0.01", "--abort-rate", "0.01", "--hang-rate", "0.005",
 		"--fault", "0=crash-after:150,restart-after:3s,startup-delay:1s")
 	out := filepath.Join(dir, "regen.jsonl")
-	jpath := JournalPath(out)
+	jpath := conversation.JournalPath(out)
 	args := []string{"-e", strings.Join(s.urls, ","), "--regenerate", "--samples", "2", "--seed", "40", "--max-tokens", "32",
 		"--request-timeout", "2s", "--flush-interval", "50ms", "-o", out, in, "--progress", "0",
 		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s"}
@@ -798,7 +799,7 @@ func TestRegenerateRefusalsAndErrors(t *testing.T) {
 	dir := t.TempDir()
 	in, lines := conversations(t, dir, false, 20)
 	out := filepath.Join(dir, "regen.jsonl")
-	jpath := JournalPath(out)
+	jpath := conversation.JournalPath(out)
 	const held = `{"id":"conv-0","sample":0,"fp":"1","base":0,"turn":0,"answer":{"role":"assistant","content":"x"},"meta":{"message":1}}` + "\n"
 	os.WriteFile(jpath, []byte(held), 0o644)
 	for _, tt := range []struct {
@@ -992,7 +993,7 @@ func TestRegenerateRedoLength(t *testing.T) {
 			t.Errorf("%s: %d records, want %d", id, counts[id], want)
 		}
 	}
-	if _, err := os.Stat(JournalPath(out)); !os.IsNotExist(err) {
+	if _, err := os.Stat(conversation.JournalPath(out)); !os.IsNotExist(err) {
 		t.Errorf("the journal is left: %v", err)
 	}
 	// Each redo asked for every turn again: the first run's turns, twice

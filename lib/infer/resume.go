@@ -9,6 +9,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"tokenmill/lib/conversation"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
 )
@@ -56,6 +57,34 @@ func repairTail(f *os.File) (int64, error) {
 		end = start
 	}
 	return size, f.Truncate(0)
+}
+
+// journalKeys reads the (id, sample) keys the journal at path names,
+// after cutting a partial last line off it.
+func journalKeys(path string, warn func(string, ...any)) (map[xxh3.Uint128]int, error) {
+	keys := map[xxh3.Uint128]int{}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return keys, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cut, err := repairTail(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("repairing %s: %w", path, err)
+	}
+	if cut > 0 {
+		warn("%s: removed a partial last line (%d bytes) left by an interrupted run", path, cut)
+	}
+	err = conversation.ReadJournal(path, warn, func(l *conversation.JournalLine, _ []byte) error {
+		keys[conversation.Key(l.ID.Text, l.Sample)] = 0
+		return nil
+	})
+	return keys, err
 }
 
 // doneRecord is the part of a generation record resume reads.
@@ -124,7 +153,7 @@ func scanDone(path string, redoLength bool, l *ledger, counts map[xxh3.Uint128]i
 			continue
 		}
 		if counts != nil {
-			k := sampleKey(d.ID.Text, d.Output.Sample)
+			k := conversation.Key(d.ID.Text, d.Output.Sample)
 			if _, ok := counts[k]; ok {
 				counts[k]++
 			} else if redoLength && d.cutByLength() {

@@ -15,11 +15,13 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
+	"tokenmill/lib/conversation"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
 // Run generates. Its steps come in an order that keeps every promise to
@@ -67,12 +69,12 @@ type runner struct {
 	outName string // "stdout" or -o
 	errPath string // "" for none
 	ledger  *ledger
-	journal *journal // --regenerate with -o FILE: the turns of unfinished conversations
+	journal *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
 	// contextLen is the context the first refusal for length stated, where
 	// no server said at start (see context); tokens counts prompts' tokens
 	// to fit requests into it.
 	contextLen atomic.Int64
-	tokens     *tokenCounter
+	tokens     *tokens.Counter
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
 
@@ -168,7 +170,7 @@ func checkPaths(c *Generate, errPath string) error {
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
 	if !toStdout(c.Output) {
-		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: JournalPath(c.Output), Kept: true})
+		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(c.Output), Kept: true})
 	}
 	switch errPath {
 	case "":
@@ -233,7 +235,7 @@ func checkErrorsFile(path string) error {
 // run's output.
 func (r *runner) planJournal() error {
 	c := r.cfg
-	path := JournalPath(c.Output)
+	path := conversation.JournalPath(c.Output)
 	st, err := os.Stat(path)
 	exists := err == nil
 	switch {
@@ -248,7 +250,7 @@ func (r *runner) planJournal() error {
 	}
 	r.staleJournal = exists && c.Force
 	if c.Regenerate {
-		r.journal = newJournal(path)
+		r.journal = conversation.NewJournal(path)
 	}
 	return nil
 }
@@ -286,7 +288,7 @@ func (r *runner) prepareOutput() error {
 	var counts map[xxh3.Uint128]int
 	if r.journal != nil {
 		var err error
-		if counts, err = journalKeys(r.journal.path, r.logf); err != nil {
+		if counts, err = journalKeys(r.journal.Path(), r.logf); err != nil {
 			return err
 		}
 	}
@@ -302,11 +304,11 @@ func (r *runner) prepareOutput() error {
 		msg += fmt.Sprintf(", %s lines ignored", cli.Thousands(info.Unreadable))
 	}
 	if r.journal != nil {
-		convs, turns, err := r.journal.load(counts, r.ledger, r.logf)
+		convs, turns, err := r.journal.Load(counts, r.ledger.done, r.logf)
 		if err != nil {
 			return err
 		}
-		msg += fmt.Sprintf("; %s unfinished conversations continue from %s turns in %s", cli.Thousands(int64(convs)), cli.Thousands(int64(turns)), r.journal.path)
+		msg += fmt.Sprintf("; %s unfinished conversations continue from %s turns in %s", cli.Thousands(int64(convs)), cli.Thousands(int64(turns)), r.journal.Path())
 	}
 	r.logf("%s", msg)
 	return nil
@@ -326,8 +328,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 		r.pool.Close()
 	})
 	r.pool.Start()
-	r.tokens = newTokenCounter(r.pool, c.APIKey, func() string { return r.model }, min(10*time.Second, c.RequestTimeout))
-	r.onClose(r.tokens.close)
+	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
 	return r.pool.WaitReady(ctx, c.WaitReady)
 }
 
@@ -340,15 +341,15 @@ func (r *runner) openFiles() error {
 		return err
 	}
 	if r.staleJournal {
-		if err := os.Remove(JournalPath(r.cfg.Output)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(conversation.JournalPath(r.cfg.Output)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the previous turn journal: %w", err)
 		}
 	}
 	if jn := r.journal; jn != nil {
-		if err := jn.open(); err != nil {
+		if err := jn.Open(); err != nil {
 			return err
 		}
-		r.onClose(func() { jn.close() })
+		r.onClose(func() { jn.Close() })
 	}
 	if r.errPath != "" {
 		if err := os.Remove(r.errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -520,16 +521,16 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 // input did not hold.
 func (r *runner) closeJournal(s Summary) error {
 	jn := r.journal
-	if jn == nil || jn.f == nil {
+	if jn == nil || !jn.IsOpen() {
 		return nil
 	}
-	if err := jn.close(); err != nil {
+	if err := jn.Close(); err != nil {
 		return err
 	}
-	if r.fatalErr != nil || s.Failed > 0 || s.NotDone > 0 || !r.readerDone.Load() || jn.unclaimed() > 0 {
+	if r.fatalErr != nil || s.Failed > 0 || s.NotDone > 0 || !r.readerDone.Load() || jn.Unclaimed() > 0 {
 		return nil
 	}
-	if err := os.Remove(jn.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(jn.Path()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing the turn journal: %w", err)
 	}
 	return nil

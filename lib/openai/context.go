@@ -1,11 +1,8 @@
 package openai
 
 import (
-	"errors"
 	"regexp"
 	"strconv"
-
-	"github.com/segmentio/encoding/json"
 )
 
 // ContextLimit is what a server's refusal of a request too long for the
@@ -75,55 +72,4 @@ func ParseContextError(msg string) (ContextLimit, bool) {
 		return l, true
 	}
 	return ContextLimit{}, false
-}
-
-// Tokenizing. The servers that count tokens for a client do it on
-// different routes:
-//
-//	vLLM       POST /tokenize {model, messages} -> {count, tokens}: the chat prompt, template included
-//	llama.cpp  POST /tokenize {content} -> {tokens}: the text alone
-//	SGLang     POST /v1/tokenize {model, prompt: [texts]} -> {count: [n...]}: each text alone
-//
-// One body serves /tokenize on both vLLM and llama.cpp: each reads its own
-// fields. Where only texts are counted, the caller adds the chat
-// template's tokens.
-const (
-	PathTokenize       = "/tokenize"
-	PathTokenizeSGLang = "/v1/tokenize"
-)
-
-// TokenizeRequest is the body of a tokenize request.
-type TokenizeRequest struct {
-	Model    string    `json:"model,omitempty"`
-	Messages []Message `json:"messages,omitempty"`
-	Content  *string   `json:"content,omitempty"` // llama.cpp
-	Prompt   []string  `json:"prompt,omitempty"`  // SGLang
-}
-
-// ParseTokenize reads a tokenize answer: the tokens counted (summed over
-// texts when several were sent), and whether the server gave a count of
-// its own ("count": vLLM and SGLang) or only the tokens (llama.cpp). On
-// /tokenize a count means vLLM counted the chat prompt, template included.
-func ParseTokenize(body []byte) (n int, counted bool, err error) {
-	var r struct {
-		Count  json.RawMessage   `json:"count"`
-		Tokens []json.RawMessage `json:"tokens"`
-	}
-	if err := decode(body, &r); err != nil {
-		return 0, false, err
-	}
-	var one int
-	var many []int
-	switch {
-	case json.Unmarshal(r.Count, &one) == nil && len(r.Count) > 0 && string(r.Count) != "null":
-		return one, true, nil
-	case json.Unmarshal(r.Count, &many) == nil && len(many) > 0:
-		for _, k := range many {
-			n += k
-		}
-		return n, true, nil
-	case r.Tokens == nil:
-		return 0, false, errors.New("tokenize answer with neither count nor tokens")
-	}
-	return len(r.Tokens), false, nil
 }

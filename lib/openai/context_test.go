@@ -70,30 +70,3 @@ func TestParseContextErrorGoldens(t *testing.T) {
 		}
 	}
 }
-
-func TestParseTokenizeGoldens(t *testing.T) {
-	for _, tt := range []struct {
-		file    string
-		n       int
-		counted bool
-	}{
-		{"tokenize.json", 5, true},
-		{"vllm/tokenize.json", 5, true},
-		{"vllm/tokenize_chat.json", 12, true},
-		{"llamacpp/tokenize.json", 5, false},
-	} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "llmsim", tt.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var g llmsimGolden
-		json.Unmarshal(b, &g)
-		n, counted, err := ParseTokenize(g.Response)
-		if err != nil || n != tt.n || counted != tt.counted {
-			t.Errorf("%s: %d %v %v, want %d %v", tt.file, n, counted, err, tt.n, tt.counted)
-		}
-	}
-	if n, counted, err := ParseTokenize([]byte(`{"tokens":[[1,2],[3]],"count":[2,1],"max_model_len":9}`)); n != 3 || !counted || err != nil {
-		t.Errorf("SGLang's list of prompts: %d %v %v", n, counted, err)
-	}
-}

@@ -1,4 +1,4 @@
-package infer
+package conversation
 
 import (
 	"fmt"
@@ -28,16 +28,16 @@ func walk(t *testing.T, rec string, maxRounds int, answers ...scripted) ([]strin
 	if err := record.Decode([]byte(rec), &p); err != nil {
 		t.Fatal(err)
 	}
-	c, ok := newConvo(&p, nil, maxRounds)
+	c, ok := New(&p, nil, maxRounds)
 	if !ok {
 		t.Fatalf("%s: nothing to regenerate", rec)
 	}
 	var asked [][]record.Message
-	for i := 0; c.next(); i++ {
+	for i := 0; c.Next(); i++ {
 		if i >= len(answers) {
 			t.Fatalf("asked for answer %d, only %d scripted; out so far %v", i+1, len(answers), show(c.out))
 		}
-		asked = append(asked, append([]record.Message(nil), c.request().Messages...))
+		asked = append(asked, append([]record.Message(nil), c.Request().Messages...))
 		comp := openai.Completion{Text: answers[i].text, FinishReason: "stop"}
 		for k, name := range answers[i].calls {
 			comp.ToolCalls = append(comp.ToolCalls, record.ToolCall{ID: fmt.Sprintf("new%d_%d", i, k), Type: "function",
@@ -46,11 +46,11 @@ func walk(t *testing.T, rec string, maxRounds int, answers ...scripted) ([]strin
 		if len(comp.ToolCalls) > 0 {
 			comp.FinishReason = "tool_calls"
 		}
-		a, err := c.newAnswer(&comp, record.Turn{FinishReason: comp.FinishReason})
+		a, err := c.NewAnswer(&comp, record.Turn{FinishReason: comp.FinishReason})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.apply(a)
+		c.Apply(a)
 	}
 	if len(asked) != len(answers) {
 		t.Fatalf("asked for %d answers, %d scripted: out %v", len(asked), len(answers), show(c.out))
@@ -229,14 +229,14 @@ func TestWalkNothingToDo(t *testing.T) {
 		if err := record.Decode([]byte(rec), &p); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := newConvo(&p, nil, 16); ok && !strings.Contains(rec, `"user"`) {
+		if _, ok := New(&p, nil, 16); ok && !strings.Contains(rec, `"user"`) {
 			t.Errorf("%s: said to have something to regenerate", rec)
 		}
 	}
 	// A conversation whose user turn is answered has something to do.
 	var p record.Prompt
 	record.Decode([]byte(conversation(false, "user:q", "assistant:a", "tool:=x")), &p)
-	if _, ok := newConvo(&p, nil, 16); !ok {
+	if _, ok := New(&p, nil, 16); !ok {
 		t.Error("an answered user turn has nothing to regenerate")
 	}
 }

@@ -1,4 +1,4 @@
-package infer
+package conversation
 
 import (
 	"bufio"
@@ -32,13 +32,13 @@ import (
 // still the count (compacting the journal to them), and replays them.
 //
 // infer creates the journal and removes it when a run ends with nothing
-// unfinished; --force empties it with -o.
+// unfinished; --force empties it with -o. Its lines are keyed by Key.
 
 // JournalPath is the turn journal beside the output file.
 func JournalPath(output string) string { return output + ".turns" }
 
-// journalLine is one regenerated turn in the journal.
-type journalLine struct {
+// JournalLine is one regenerated turn in the journal.
+type JournalLine struct {
 	ID     record.ID      `json:"id"`
 	Sample int            `json:"sample"`
 	FP     string         `json:"fp"`
@@ -49,32 +49,45 @@ type journalLine struct {
 	Meta   record.Turn    `json:"meta"`
 }
 
-// fingerprint identifies a prompt record's bytes, so a journal is
+// Fingerprint identifies a prompt record's bytes, so a journal is
 // replayed only onto the record it was written for.
-func fingerprint(prompt []byte) string {
+func Fingerprint(prompt []byte) string {
 	return strconv.FormatUint(xxh3.Hash(prompt), 16)
 }
 
-// journal appends turn lines; safe for concurrent use.
-type journal struct {
+// Key is the key of a (conversation, sample) in the journal, and in the
+// counts Load takes.
+func Key(id string, sample int) xxh3.Uint128 {
+	buf := make([]byte, 0, len(id)+9)
+	buf = append(buf, id...)
+	buf = append(buf, 0, byte(sample>>24), byte(sample>>16), byte(sample>>8), byte(sample))
+	return xxh3.Hash128(buf)
+}
+
+// Journal appends turn lines; safe for concurrent use.
+type Journal struct {
 	path string
 	mu   sync.Mutex
 	f    *os.File
 	err  error
 	// pending are the replayable turns read at resume, by (id, sample),
 	// until their conversation claims them.
-	pending map[xxh3.Uint128][]journalLine
+	pending map[xxh3.Uint128][]JournalLine
 	// bases are the records -o held of each (id, sample) the journal or
 	// --redo-length names: the base of a new attempt at it.
 	bases map[xxh3.Uint128]int
 }
 
-func newJournal(path string) *journal {
-	return &journal{path: path, pending: map[xxh3.Uint128][]journalLine{}, bases: map[xxh3.Uint128]int{}}
+// NewJournal is the journal at path, not opened yet.
+func NewJournal(path string) *Journal {
+	return &Journal{path: path, pending: map[xxh3.Uint128][]JournalLine{}, bases: map[xxh3.Uint128]int{}}
 }
 
-// open creates the journal or opens it to append.
-func (jn *journal) open() error {
+// Path is where the journal is.
+func (jn *Journal) Path() string { return jn.path }
+
+// Open creates the journal or opens it to append.
+func (jn *Journal) Open() error {
 	if dir := filepath.Dir(jn.path); dir != "." {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -88,9 +101,9 @@ func (jn *journal) open() error {
 	return nil
 }
 
-// write appends one turn with a single write(2): a kill leaves the line
+// Write appends one turn with a single write(2): a kill leaves the line
 // whole or absent (resume repairs a torn tail all the same).
-func (jn *journal) write(l *journalLine) error {
+func (jn *Journal) Write(l *JournalLine) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err
@@ -107,8 +120,15 @@ func (jn *journal) write(l *journalLine) error {
 	return jn.err
 }
 
-// close syncs and closes the journal.
-func (jn *journal) close() error {
+// IsOpen says whether the journal is open: opened, and not closed yet.
+func (jn *Journal) IsOpen() bool {
+	jn.mu.Lock()
+	defer jn.mu.Unlock()
+	return jn.f != nil
+}
+
+// Close syncs and closes the journal.
+func (jn *Journal) Close() error {
 	jn.mu.Lock()
 	defer jn.mu.Unlock()
 	if jn.f == nil {
@@ -125,13 +145,13 @@ func (jn *journal) close() error {
 	return jn.err
 }
 
-// claim returns (and forgets) the journaled turns of (id, sample) for a
+// Claim returns (and forgets) the journaled turns of (id, sample) for a
 // prompt record with fingerprint fp, in order from turn 0; none when the
 // lines were written for another version of the record.
-func (jn *journal) claim(id string, sample int, fp string) []journalLine {
+func (jn *Journal) Claim(id string, sample int, fp string) []JournalLine {
 	jn.mu.Lock()
 	defer jn.mu.Unlock()
-	k := sampleKey(id, sample)
+	k := Key(id, sample)
 	lines := jn.pending[k]
 	delete(jn.pending, k)
 	if len(lines) == 0 || lines[0].FP != fp {
@@ -140,24 +160,24 @@ func (jn *journal) claim(id string, sample int, fp string) []journalLine {
 	return lines
 }
 
-// base is the base of a new attempt at (id, sample).
-func (jn *journal) base(id string, sample int) int {
+// Base is the base of a new attempt at (id, sample).
+func (jn *Journal) Base(id string, sample int) int {
 	jn.mu.Lock()
 	defer jn.mu.Unlock()
-	return jn.bases[sampleKey(id, sample)]
+	return jn.bases[Key(id, sample)]
 }
 
-// unclaimed counts the conversations whose journaled turns no input
+// Unclaimed counts the conversations whose journaled turns no input
 // record claimed: the journal must stay for them.
-func (jn *journal) unclaimed() int {
+func (jn *Journal) Unclaimed() int {
 	jn.mu.Lock()
 	defer jn.mu.Unlock()
 	return len(jn.pending)
 }
 
-// readJournal calls fn with every line of the journal at path that parses
+// ReadJournal calls fn with every line of the journal at path that parses
 // (a line that does not is reported and skipped); a missing file has none.
-func readJournal(path string, warn func(string, ...any), fn func(l *journalLine, raw []byte) error) error {
+func ReadJournal(path string, warn func(string, ...any), fn func(l *JournalLine, raw []byte) error) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -169,7 +189,7 @@ func readJournal(path string, warn func(string, ...any), fn func(l *journalLine,
 		if err == io.EOF {
 			return nil
 		}
-		var l journalLine
+		var l JournalLine
 		var data []byte
 		if err == nil {
 			// A copy: the decoded strings alias it, and the turns are kept.
@@ -195,46 +215,19 @@ func readJournal(path string, warn func(string, ...any), fn func(l *journalLine,
 	}
 }
 
-// journalKeys reads the (id, sample) keys the journal at path names,
-// after cutting a partial last line off it.
-func journalKeys(path string, warn func(string, ...any)) (map[xxh3.Uint128]int, error) {
-	keys := map[xxh3.Uint128]int{}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return keys, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	cut, err := repairTail(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("repairing %s: %w", path, err)
-	}
-	if cut > 0 {
-		warn("%s: removed a partial last line (%d bytes) left by an interrupted run", path, cut)
-	}
-	err = readJournal(path, warn, func(l *journalLine, _ []byte) error {
-		keys[sampleKey(l.ID.Text, l.Sample)] = 0
-		return nil
-	})
-	return keys, err
-}
-
-// load keeps the journal's live lines (see the type's comment), given the
-// records -o holds of each key, and rewrites the journal to them when it
-// held others. It returns how many conversations and turns it keeps.
-func (jn *journal) load(counts map[xxh3.Uint128]int, l *ledger, warn func(string, ...any)) (convs, turns int, err error) {
+// Load keeps the journal's live lines (by the rules above), given
+// the records -o holds of each key and whether an (id, sample) is done,
+// and rewrites the journal to them when it held others. It returns how
+// many conversations and turns it keeps.
+func (jn *Journal) Load(counts map[xxh3.Uint128]int, done func(id string, sample int) bool, warn func(string, ...any)) (convs, turns int, err error) {
 	for k, n := range counts {
 		jn.bases[k] = n
 	}
 	raws := map[xxh3.Uint128][][]byte{}
 	var order []xxh3.Uint128
 	dropped := 0
-	err = readJournal(jn.path, warn, func(line *journalLine, raw []byte) error {
-		k := sampleKey(line.ID.Text, line.Sample)
+	err = ReadJournal(jn.path, warn, func(line *JournalLine, raw []byte) error {
+		k := Key(line.ID.Text, line.Sample)
 		list := jn.pending[k]
 		if line.Turn == 0 && len(list) > 0 {
 			// A later attempt (the record changed, so the earlier turns
@@ -242,7 +235,7 @@ func (jn *journal) load(counts map[xxh3.Uint128]int, l *ledger, warn func(string
 			dropped += len(list)
 			list, raws[k] = nil, nil
 		}
-		live := line.Base == counts[k] && !l.done(line.ID.Text, line.Sample) &&
+		live := line.Base == counts[k] && !done(line.ID.Text, line.Sample) &&
 			line.Turn == len(list) && (len(list) == 0 || list[0].FP == line.FP)
 		if !live {
 			dropped++

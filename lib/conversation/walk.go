@@ -1,4 +1,9 @@
-package infer
+// Package conversation regenerates a conversation record's assistant
+// turns (infer --regenerate): the walk that builds each turn's request
+// from the history regenerated so far, pairs the answers' tool calls with
+// the record's cached results and ends a conversation early, and the turn
+// journal a killed run resumes from.
+package conversation
 
 import (
 	"fmt"
@@ -45,8 +50,8 @@ type cachedResult struct {
 	msg  record.Message
 }
 
-// convo is one (conversation, sample) being regenerated.
-type convo struct {
+// Walk is the regeneration of one (conversation, sample).
+type Walk struct {
 	src       []record.Message
 	prompt    record.Prompt // tools, tool_choice and params; Messages is set per turn
 	paramSeed *int64
@@ -72,11 +77,12 @@ type convo struct {
 	callNames map[string]string
 }
 
-// newConvo prepares the walk of p's conversation; false when it has
-// nothing to regenerate (no assistant turn after a user turn, and no user
-// turn at the end).
-func newConvo(p *record.Prompt, paramSeed *int64, maxRounds int) (*convo, bool) {
-	c := &convo{src: openai.ChatMessages(p), paramSeed: paramSeed, maxRounds: maxRounds}
+// New prepares the walk of p's conversation, with the seed of its params
+// (if any) and at most maxRounds rounds of tool results in one exchange;
+// false when it has nothing to regenerate (no assistant turn after a user
+// turn, and no user turn at the end).
+func New(p *record.Prompt, paramSeed *int64, maxRounds int) (*Walk, bool) {
+	c := &Walk{src: openai.ChatMessages(p), paramSeed: paramSeed, maxRounds: maxRounds}
 	c.prompt = record.Prompt{Tools: p.Tools, ToolChoice: p.ToolChoice, Params: p.Params}
 	c.out = make([]record.Message, 0, len(c.src)+2)
 	user, answers := false, false
@@ -104,9 +110,9 @@ func newConvo(p *record.Prompt, paramSeed *int64, maxRounds int) (*convo, bool) 
 	return c, answers || last == "user"
 }
 
-// next walks on to the next answer to ask for: true when one is wanted
-// (the history is c.out), false when the conversation is complete.
-func (c *convo) next() bool {
+// Next walks on to the next answer to ask for: true when one is wanted
+// (Request is its prompt), false when the conversation is complete.
+func (c *Walk) Next() bool {
 	if c.done {
 		return false
 	}
@@ -140,7 +146,7 @@ func (c *convo) next() bool {
 
 // startExchange begins the answer to a user turn, with the original's
 // exchange (assistant turns and tool results) as the cache of results.
-func (c *convo) startExchange(orig []record.Message) {
+func (c *Walk) startExchange(orig []record.Message) {
 	c.answering, c.rounds = true, 0
 	c.pool, c.used = c.pool[:0], c.used[:0]
 	var lastCalls []record.ToolCall
@@ -166,26 +172,26 @@ func (c *convo) startExchange(orig []record.Message) {
 	}
 }
 
-// request is the prompt of the answer c asks for now.
-func (c *convo) request() *record.Prompt {
+// Request is the prompt of the answer c asks for now.
+func (c *Walk) Request() *record.Prompt {
 	p := c.prompt
 	p.Messages = c.out
 	return &p
 }
 
-// answer is one regenerated assistant turn.
-type answer struct {
-	msg   record.Message // role assistant: content, reasoning_content, tool_calls
-	calls []record.ToolCall
-	turn  record.Turn
-	model string
+// Answer is one regenerated assistant turn.
+type Answer struct {
+	Message record.Message // role assistant: content, reasoning_content, tool_calls
+	Turn    record.Turn
+	Model   string
+	calls   []record.ToolCall
 }
 
-// newAnswer makes the turn of a completion; calls without an id get
+// NewAnswer makes the turn of a completion; calls without an id get
 // call_<m>_<k> (m the turn's 1-based place in the conversation, k the
 // call's), as extract names calls of datasets without ids.
-func (c *convo) newAnswer(comp *openai.Completion, turn record.Turn) (answer, error) {
-	a := answer{msg: record.Message{Role: "assistant", Content: comp.Text, ReasoningContent: comp.Reasoning}, turn: turn, model: comp.Model}
+func (c *Walk) NewAnswer(comp *openai.Completion, turn record.Turn) (Answer, error) {
+	a := Answer{Message: record.Message{Role: "assistant", Content: comp.Text, ReasoningContent: comp.Reasoning}, Turn: turn, Model: comp.Model}
 	if len(comp.ToolCalls) > 0 {
 		a.calls = append([]record.ToolCall(nil), comp.ToolCalls...)
 		for k := range a.calls {
@@ -197,22 +203,22 @@ func (c *convo) newAnswer(comp *openai.Completion, turn record.Turn) (answer, er
 		if err != nil {
 			return a, err
 		}
-		a.msg.ToolCalls = raw
+		a.Message.ToolCalls = raw
 	}
 	return a, nil
 }
 
-// apply takes the answer c asked for: it becomes the next turn, and its
+// Apply takes the answer c asked for: it becomes the next turn, and its
 // tool calls are answered from the cache or end the conversation.
-func (c *convo) apply(a answer) {
-	a.turn.Message = len(c.out)
-	c.out = append(c.out, a.msg)
-	c.turns = append(c.turns, a.turn)
-	c.usage.PromptTokens += a.turn.Usage.PromptTokens
-	c.usage.CompletionTokens += a.turn.Usage.CompletionTokens
-	c.usage.AddCached(a.turn.Usage.CachedTokens)
+func (c *Walk) Apply(a Answer) {
+	a.Turn.Message = len(c.out)
+	c.out = append(c.out, a.Message)
+	c.turns = append(c.turns, a.Turn)
+	c.usage.PromptTokens += a.Turn.Usage.PromptTokens
+	c.usage.CompletionTokens += a.Turn.Usage.CompletionTokens
+	c.usage.AddCached(a.Turn.Usage.CachedTokens)
 	if c.model == "" {
-		c.model = a.model
+		c.model = a.Model
 	}
 	turn := len(c.turns) - 1
 	if len(a.calls) == 0 {
@@ -220,7 +226,7 @@ func (c *convo) apply(a answer) {
 		return
 	}
 	if c.rounds >= c.maxRounds {
-		c.truncate(record.TruncToolRounds, turn, fmt.Sprintf("the answer calls %s after %d rounds of tool results in this exchange (--tool-rounds)", a.calls[0].Function.Name, c.rounds))
+		c.Truncate(record.TruncToolRounds, turn, fmt.Sprintf("the answer calls %s after %d rounds of tool results in this exchange (--tool-rounds)", a.calls[0].Function.Name, c.rounds))
 		return
 	}
 	picks := make([]int, len(a.calls))
@@ -237,7 +243,7 @@ func (c *convo) apply(a answer) {
 			for _, i := range picks[:k] {
 				c.used[i] = false
 			}
-			c.truncate(record.TruncToolUnpaired, turn, c.unpairedDetail(k, a.calls))
+			c.Truncate(record.TruncToolUnpaired, turn, c.unpairedDetail(k, a.calls))
 			return
 		}
 	}
@@ -250,7 +256,7 @@ func (c *convo) apply(a answer) {
 }
 
 // unpairedDetail says why call k of calls found no cached result.
-func (c *convo) unpairedDetail(k int, calls []record.ToolCall) string {
+func (c *Walk) unpairedDetail(k int, calls []record.ToolCall) string {
 	name := calls[k].Function.Name
 	what := fmt.Sprintf("call %d of %d (%s)", k+1, len(calls), name)
 	if len(calls) == 1 {
@@ -265,7 +271,7 @@ func (c *convo) unpairedDetail(k int, calls []record.ToolCall) string {
 	return what + ": the original's results of " + name + " here are used up"
 }
 
-func (c *convo) hasResultOf(name string) bool {
+func (c *Walk) hasResultOf(name string) bool {
 	for _, r := range c.pool {
 		if r.name == name || r.name == "" {
 			return true
@@ -274,10 +280,10 @@ func (c *convo) hasResultOf(name string) bool {
 	return false
 }
 
-// truncate ends the conversation early, keeping the turns done; the
-// output ends with the last of them (a question no answer was asked for
-// is left out).
-func (c *convo) truncate(reason string, turn int, detail string) {
+// Truncate ends the conversation early for reason (a record.Trunc*) at
+// turn, keeping the turns done; the output ends with the last of them (a
+// question no answer was asked for is left out).
+func (c *Walk) Truncate(reason string, turn int, detail string) {
 	c.truncated = &record.Truncation{Reason: reason, Turn: turn, Detail: detail}
 	c.answering, c.done = false, true
 	if n := len(c.turns); n > 0 {
@@ -285,8 +291,9 @@ func (c *convo) truncate(reason string, turn int, detail string) {
 	}
 }
 
-// output is the conversation's generation record output.
-func (c *convo) output(sample int, fallbackModel string) *record.ConversationOutput {
+// Output is the conversation's generation record output, naming
+// fallbackModel where no answer named its model.
+func (c *Walk) Output(sample int, fallbackModel string) *record.ConversationOutput {
 	o := &record.ConversationOutput{Messages: c.out, Turns: c.turns, Truncated: c.truncated, Usage: c.usage, Model: c.model, Sample: sample}
 	if o.Model == "" {
 		o.Model = fallbackModel
@@ -303,4 +310,46 @@ func (c *convo) output(sample int, fallbackModel string) *record.ConversationOut
 		o.Endpoint = c.turns[0].Endpoint
 	}
 	return o
+}
+
+// Messages is the conversation so far: the regenerated history.
+func (c *Walk) Messages() []record.Message { return c.out }
+
+// Turns are the regenerated turns so far.
+func (c *Walk) Turns() []record.Turn { return c.turns }
+
+// Truncated says why the conversation ended early; nil when it did not.
+func (c *Walk) Truncated() *record.Truncation { return c.truncated }
+
+// Usage is the tokens of the turns so far.
+func (c *Walk) Usage() record.TurnUsage { return c.usage }
+
+// ParamSeed is the seed of the record's params, as New was given it.
+func (c *Walk) ParamSeed() *int64 { return c.paramSeed }
+
+// Replayed is how many turns were taken from the journal.
+func (c *Walk) Replayed() int { return c.replayed }
+
+// Paired is how many tool calls were answered from cached results.
+func (c *Walk) Paired() int { return c.paired }
+
+// Replay takes a resumed conversation's journaled turns in order, and
+// returns the endpoint the last one taken went to.
+func (c *Walk) Replay(lines []JournalLine) (endpoint string, err error) {
+	for i := range lines {
+		l := &lines[i]
+		if !c.Next() {
+			return endpoint, fmt.Errorf("turn %d is past the conversation's end", l.Turn)
+		}
+		a := Answer{Message: l.Answer, Turn: l.Meta, Model: l.Model}
+		if len(l.Answer.ToolCalls) > 0 {
+			if err := json.Unmarshal(l.Answer.ToolCalls, &a.calls); err != nil {
+				return endpoint, fmt.Errorf("turn %d: %w", l.Turn, err)
+			}
+		}
+		c.Apply(a)
+		c.replayed++
+		endpoint = l.Meta.Endpoint
+	}
+	return endpoint, nil
 }

@@ -1,0 +1,165 @@
+// Package tokens counts a prompt's tokens, to fit its request into the
+// model's context: by a server's tokenizer where one offers it (fleet's
+// Tokenize: vLLM counts the chat prompt itself; SGLang and llama.cpp
+// without /apply-template count the texts, to which the chat template's
+// tokens are added), else estimated from the prompt's bytes. The
+// estimate is kept conservative: its bytes per token are a low percentile
+// of what the answered prompts measured (the server's prompt_tokens over
+// their bytes), and before there are enough of them a low guess.
+package tokens
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/fleet"
+	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
+)
+
+const (
+	// guessBytesPerToken is the estimate's bytes per token before the
+	// counter has measured its own: fewer than any common tokenizer
+	// averages on text (English runs about 4, Chinese about 3, code 3 to
+	// 4), so the estimate is high.
+	guessBytesPerToken = 2.5
+	// TemplateGuess is the chat template's tokens per message (and for
+	// the answer's turn) until measured: ChatML's are 4 or 5.
+	TemplateGuess = 8
+	// learnAfter is how many answered prompts the estimate waits for.
+	learnAfter  = 20
+	ratioWindow = 512
+)
+
+// Size is what the estimate reads of a prompt: the bytes of its texts
+// (contents, tool calls, tools) and its messages.
+type Size struct {
+	Bytes, Msgs int
+}
+
+// SizeOf is the size of a prompt of msgs and tools.
+func SizeOf(msgs []record.Message, tools []byte) Size {
+	s := Size{Bytes: len(tools), Msgs: len(msgs)}
+	for _, m := range msgs {
+		s.Bytes += len(m.Content) + len(m.ToolCalls) + len(m.ReasoningContent)
+	}
+	return s
+}
+
+// Counter counts prompts' tokens; safe for concurrent use.
+type Counter struct {
+	pool  *fleet.Pool
+	model func() string
+
+	mu       sync.Mutex
+	ratios   []float64 // bytes per token of answered prompts, the last ratioWindow
+	next     int
+	bpt      float64 // the estimate's bytes per token now
+	template float64 // chat template tokens per message, measured (0: not yet)
+}
+
+// NewCounter is a counter asking pool's tokenizers, in requests naming
+// the model model returns.
+func NewCounter(pool *fleet.Pool, model func() string) *Counter {
+	return &Counter{pool: pool, model: model, bpt: guessBytesPerToken}
+}
+
+// templateTokens is the chat template's share of a prompt of msgs
+// messages, as measured so far.
+func (c *Counter) templateTokens(msgs int) int {
+	c.mu.Lock()
+	tpl := c.template
+	c.mu.Unlock()
+	if tpl == 0 {
+		tpl = TemplateGuess
+	}
+	return int(tpl*float64(msgs+1) + 0.999)
+}
+
+// Estimate is the conservative guess of a prompt's tokens.
+func (c *Counter) Estimate(s Size) int {
+	c.mu.Lock()
+	bpt := c.bpt
+	c.mu.Unlock()
+	return int(float64(s.Bytes)/bpt+0.999) + c.templateTokens(s.Msgs)
+}
+
+// Learn takes an answered prompt's size and the prompt_tokens the server
+// charged for it.
+func (c *Counter) Learn(s Size, promptTokens int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tpl := c.template
+	if tpl == 0 {
+		tpl = TemplateGuess
+	}
+	text := float64(promptTokens) - tpl*float64(s.Msgs+1)
+	if s.Bytes < 64 || text <= 0 {
+		return
+	}
+	r := float64(s.Bytes) / text
+	if len(c.ratios) < ratioWindow {
+		c.ratios = append(c.ratios, r)
+	} else {
+		c.ratios[c.next] = r
+		c.next = (c.next + 1) % ratioWindow
+	}
+	if n := len(c.ratios); n >= learnAfter && n%8 == 0 || n == learnAfter {
+		sorted := slices.Clone(c.ratios)
+		slices.Sort(sorted)
+		c.bpt = min(sorted[len(sorted)/20], 8) // the 5th percentile
+	}
+}
+
+// LearnTemplate takes the chat template's share of a prompt of msgs
+// messages whose texts the tokenizer counted (textTokens): the most per
+// message seen, and never less than TemplateGuess, so the count stays high
+// whatever the texts' rounding.
+func (c *Counter) LearnTemplate(msgs, textTokens, promptTokens int) {
+	per := float64(promptTokens-textTokens) / float64(msgs+1)
+	c.mu.Lock()
+	if per > max(c.template, TemplateGuess) {
+		c.template = per
+	}
+	c.mu.Unlock()
+}
+
+// Count asks a ready endpoint's tokenizer for the prompt's tokens, and
+// the texts' alone where only they were counted (0 where the tokenizer
+// counted the chat prompt itself); false when no endpoint offers one (or
+// they failed).
+func (c *Counter) Count(msgs []record.Message, tools []byte) (n int, textTokens int, ok bool) {
+	wire := make([]openai.Message, len(msgs))
+	for i, m := range msgs {
+		wire[i] = openai.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+	}
+	body, err := json.Marshal(struct {
+		Model    string           `json:"model,omitempty"`
+		Messages []openai.Message `json:"messages"`
+		Tools    json.RawMessage  `json:"tools,omitempty"`
+	}{c.model(), wire, tools})
+	if err != nil {
+		return 0, 0, false
+	}
+	ctx := context.Background() // each request is bounded by the pool's control timeout
+	for _, ep := range c.pool.Endpoints() {
+		if !c.pool.Keep(ep) {
+			continue
+		}
+		n, err := c.pool.Tokenize(ctx, ep, body)
+		if err == nil {
+			return n, 0, true
+		}
+		if !errors.Is(err, fleet.ErrNoTokenizer) {
+			continue
+		}
+		if text, err := c.pool.TokenizeTexts(ctx, ep, body); err == nil {
+			return text + c.templateTokens(len(msgs)), text, true
+		}
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,124 @@
+package tokens
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/lib/fleet"
+	"tokenmill/lib/llmsim"
+	"tokenmill/lib/record"
+)
+
+// The estimate starts high (the guess), and after learnAfter answered
+// prompts takes the 5th percentile of their bytes per token: never under
+// what most of them measured; prompts too small to tell are not learned.
+func TestEstimateLearns(t *testing.T) {
+	c := NewCounter(nil, func() string { return "m" })
+	s := Size{Bytes: 4000, Msgs: 2}
+	if got, want := c.Estimate(s), 1600+3*TemplateGuess; got != want {
+		t.Fatalf("before learning: %d, want %d", got, want)
+	}
+	c.Learn(Size{Bytes: 10, Msgs: 1}, 500) // too small: not learned
+	for i := 0; i < learnAfter-1; i++ {
+		// 4 bytes a token, the template's guessed share beside.
+		c.Learn(Size{Bytes: 4000, Msgs: 2}, 1000+3*TemplateGuess)
+	}
+	if got := c.Estimate(s); got != 1600+3*TemplateGuess {
+		t.Fatalf("learned before %d prompts: %d", learnAfter, got)
+	}
+	c.Learn(Size{Bytes: 4000, Msgs: 2}, 1000+3*TemplateGuess)
+	if got, want := c.Estimate(s), 1000+3*TemplateGuess; got != want {
+		t.Fatalf("after %d prompts at 4 bytes a token: %d, want %d", learnAfter, got, want)
+	}
+	// A few denser prompts pull the estimate up to the low percentile.
+	for i := 0; i < 20; i++ {
+		c.Learn(Size{Bytes: 2000, Msgs: 2}, 1000+3*TemplateGuess)
+	}
+	if got := c.Estimate(s); got != 2000+3*TemplateGuess {
+		t.Errorf("with a 2-byte tail: %d, want %d", got, 2000+3*TemplateGuess)
+	}
+}
+
+// The template's share per message is the most measured, never under the
+// guess.
+func TestLearnTemplate(t *testing.T) {
+	c := NewCounter(nil, func() string { return "m" })
+	for _, tt := range []struct{ msgs, text, prompt, want int }{
+		{2, 100, 103, 3 * TemplateGuess}, // less than the guess: kept at the guess
+		{2, 100, 136, 36},                // 12 a message
+		{1, 100, 110, 36},                // less than measured before: kept
+		{3, 0, 60, 45},                   // 15 a message
+	} {
+		c.LearnTemplate(tt.msgs, tt.text, tt.prompt)
+		if got := c.templateTokens(2); got != tt.want {
+			t.Errorf("after %+v: %d for 2 messages, want %d", tt, got, tt.want)
+		}
+	}
+}
+
+// Count on every kind of server: vLLM's tokenizer counts the chat prompt
+// as it is charged; SGLang and llama.cpp count the texts, the template's
+// share added (never less than charged, with the guess); Ollama and
+// gateways have none.
+func TestCountPerFlavor(t *testing.T) {
+	msgs := []record.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: strings.Repeat("How many tokens? ", 40)}}
+	charged := 3
+	texts := 0
+	for _, m := range msgs {
+		charged += 4 + llmsim.TextTokens(m.Content)
+		texts += llmsim.TextTokens(m.Content)
+	}
+	for _, tt := range []struct {
+		flavor      llmsim.Flavor
+		n, textOnly int
+		ok          bool
+	}{
+		{llmsim.FlavorVLLM, charged, 0, true},
+		{llmsim.FlavorSGLang, texts + 3*TemplateGuess, texts, true},
+		{llmsim.FlavorOllama, 0, 0, false},
+		{llmsim.FlavorOpenAI, 0, 0, false},
+	} {
+		t.Run(string(tt.flavor), func(t *testing.T) {
+			c := NewCounter(simPool(t, tt.flavor), func() string { return llmsim.DefaultModelName })
+			n, text, ok := c.Count(msgs, nil)
+			if n != tt.n || text != tt.textOnly || ok != tt.ok {
+				t.Errorf("%d %d %v, want %d %d %v", n, text, ok, tt.n, tt.textOnly, tt.ok)
+			}
+			if ok && n < charged {
+				t.Errorf("counted %d, fewer than the %d charged", n, charged)
+			}
+		})
+	}
+	// llama.cpp (no /apply-template here) counts the texts joined.
+	c := NewCounter(simPool(t, llmsim.FlavorLlamaCpp), func() string { return llmsim.DefaultModelName })
+	joined := llmsim.TextTokens(msgs[0].Content + "\n" + msgs[1].Content)
+	if n, text, ok := c.Count(msgs, nil); !ok || text != joined || n != joined+3*TemplateGuess {
+		t.Errorf("llama.cpp: %d %d %v, want %d %d", n, text, ok, joined+3*TemplateGuess, joined)
+	}
+}
+
+func simPool(t *testing.T, flavor llmsim.Flavor) *fleet.Pool {
+	t.Helper()
+	f, err := llmsim.Start(context.Background(), llmsim.Config{Flavor: flavor, Instant: true, Seed: 7}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	targets, err := fleet.ParseEndpoints(f.URLs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := fleet.NewPool(ctx, targets, fleet.Config{ProbeInterval: 20 * time.Millisecond, ControlTimeout: 10 * time.Second, Logf: func(string, ...any) {}})
+	t.Cleanup(func() {
+		cancel()
+		p.Close()
+	})
+	p.Start()
+	if err := p.WaitReady(context.Background(), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
