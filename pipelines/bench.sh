@@ -175,13 +175,23 @@ splice_section() {
   mv "$BENCH_OUT.tmp" "$BENCH_OUT"
 }
 # --- regenerating conversations (BENCH_ONLY=regen runs them alone) -------
-# Eight calibrated llmsim endpoints (the default timing), each with a prefix
-# cache of REGEN_KV tokens, regenerate the same multi-turn conversations
-# three ways: infer --regenerate (affinity), infer --regenerate
-# --no-affinity, and specforge_regen.py, a client that does what SpecForge's
-# scripts/regenerate_train_data.py does. llmsim's request log says what
-# each run's prompts cost.
+# Eight calibrated llmsim endpoints (the default decode timing, prefill at
+# REGEN_PREFILL_US), each with a prefix cache of REGEN_KV tokens, regenerate
+# the same multi-turn conversations three ways: infer --regenerate
+# (affinity), infer --regenerate --no-affinity, and specforge_regen.py, a
+# client that does what SpecForge's scripts/regenerate_train_data.py does.
+# llmsim's request log says what each run's prompts cost.
 REGEN_SCALE=10  # the fleet runs this many times faster than real GPUs
+# Prefill per prompt token, µs. llmsim's default (40 µs, 25,000 tokens/s) is
+# not from the production job, and it is more than one GPU can compute for
+# a 27B model: 2 FLOPs a parameter a token at 40 µs is 1.35 PFLOP/s, above
+# an H100's dense BF16 peak (989 TFLOP/s). A real figure for the class:
+# gemma-3-27b-it on vLLM (vllm-project/vllm pull request 33743, `vllm bench
+# serve`, 16 prompts of 1,024 tokens at once) gave the 16,368 prompt tokens
+# their first tokens after 4.2 s, about 3,900 tokens/s or 257 µs a token,
+# while decoding at 46 ms a step with 16 running (llmsim: 38.7 ms). Prefill
+# is what affinity saves, so this section is measured at 250 µs.
+REGEN_PREFILL_US=250
 # KV cache per endpoint, in tokens: about SGLang's max_total_num_tokens for
 # a 27-32B model in FP8 on one 80 GB GPU.
 REGEN_KV=300000
@@ -199,17 +209,17 @@ regen_data() {
 # each, as separate arguments) filled in; its figures go to
 # regen-results.jsonl.
 regen_run() {
-  local name=$1 log=tmp/regen-requests.jsonl pid start end a
+  local name=$1 log=tmp/regen-requests.jsonl pid start end a generated
   shift
   rm -f tmp/regen.urls "$log"
   llmsim --listen 127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0 \
-    --ready-file tmp/regen.urls --time-scale "$REGEN_SCALE" --kv-tokens "$REGEN_KV" --cache-report --request-log "$log" --seed 1 \
-    </dev/null >>logs/regen-llmsim.log 2>&1 &
+    --ready-file tmp/regen.urls --time-scale "$REGEN_SCALE" --kv-tokens "$REGEN_KV" --prefill-per-token "${REGEN_PREFILL_US}us" \
+    --cache-report --request-log "$log" --seed 1 </dev/null >tmp/regen-llmsim.log 2>&1 &
   pid=$!
   sim_pid=$pid # stopped by the EXIT trap if the script ends first
   for _ in $(seq 300); do
     [ -s tmp/regen.urls ] && break
-    kill -0 "$pid" 2>/dev/null || { say "llmsim did not start: logs/regen-llmsim.log"; exit 1; }
+    kill -0 "$pid" 2>/dev/null || { say "llmsim did not start: $BENCH_DIR/tmp/regen-llmsim.log"; exit 1; }
     sleep 0.1
   done
   local urls args=() addrs=()
@@ -234,7 +244,11 @@ regen_run() {
   kill -TERM "$pid"
   wait "$pid" || true
   sim_pid=''
-  regenstats --name "$name" --wall "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" --scale "$REGEN_SCALE" "$log" >>regen-results.jsonl
+  cat tmp/regen-llmsim.log >>logs/regen-llmsim.log
+  # llmsim's exit summary: "... N tokens generated"
+  generated=$(sed -n 's/.* \([0-9][0-9]*\) tokens generated.*/\1/p' tmp/regen-llmsim.log | tail -1)
+  regenstats --name "$name" --wall "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" --scale "$REGEN_SCALE" \
+    --generated "${generated:-0}" "$log" >>regen-results.jsonl
 }
 bench_regen() {
   say "regenerating $(lines data/regen.jsonl) conversations on 8 endpoints (time scale $REGEN_SCALE), three ways"
@@ -253,22 +267,42 @@ bench_regen() {
   fi
 }
 regen_section() {
-  local n turns
+  local n turns history prompts rr
   n=$(lines data/regen.jsonl)
   turns=$(jq '[.messages[] | select(.role == "user")] | length' data/regen.jsonl | sort -n | uniq -c |
     awk '{ printf "%s%s with %d", sep, $1, $2; sep = ", " }')
+  history=$(jq -r 'select(.later_turns > 0) | .history_tokens / .later_turns | floor' regen-results.jsonl | head -1)
+  # Mean prompt by question, from the last run's request log (every run
+  # sends the same prompts: llmsim's answers depend on the prompt alone).
+  prompts=$(jq -r 'select(.status == 200) | [([.body.messages[] | select(.role == "user")] | length), .prompt_tokens] | @tsv' \
+    tmp/regen-requests.jsonl | awk '{ s[$1] += $2; c[$1]++ } END { for (k in s) printf "%d %.0f\n", k, s[k] / c[k] }' |
+    sort -n | awk '{ printf "%s%s %s", sep, ($1 == 1 ? "1st" : $1 == 2 ? "2nd" : $1 == 3 ? "3rd" : $1 "th"), $2; sep = ", " }')
+  # (c) deals conversations round robin, in input order; (a)'s records say
+  # how many tokens each conversation's answers took.
+  rr=$(jq -r '[.id, (.output.usage.completion_tokens // 0)] | @tsv' tmp/regen-a.jsonl |
+    awk -v eps=8 'NR == FNR { tok[$1] = $2; next }
+      { s = (FNR - 1) % eps; load[s] += tok[$1]; total += tok[$1] }
+      END { for (s in load) if (load[s] > most) most = load[s]; printf "%.1f", 100 * (most / (total / eps) - 1) }' \
+      - <(jq -r .id data/regen.jsonl))
   cat <<EOF
 ## infer --regenerate: conversations on a calibrated fleet
 
 \`corpus -n $REGEN_CORPUS --conversations --seed 1 | extract --turns all\`, the conversations of 3 to 5
 questions ($(num "$n"): $turns questions), regenerated with \`--max-tokens $REGEN_MAX_TOKENS\` on eight
-\`llmsim\` endpoints with the default calibration (48 slots, 1,180 tok/s each with a full batch,
-prefill 40 µs a prompt token), a prefix cache of $(num "$REGEN_KV") tokens each (\`--kv-tokens $REGEN_KV\`:
-about what SGLang holds for a 27-32B model in FP8 on one 80 GB GPU; \`--cache-report\`), $REGEN_SCALE times
-faster than real time; a fresh fleet for each client. Wall time is simulated (real × $REGEN_SCALE), from the
-client's start to its exit. Token figures come from llmsim's request log (\`pipelines/bench/regenstats\`):
-a turn's **history** is what its request holds of earlier turns (its messages up to the last answer), all
-that a prefix cache can serve.
+\`llmsim\` endpoints, $REGEN_SCALE times faster than real time, a fresh fleet for each client. Prompts average
+$prompts tokens by question; a later turn's history averages $(num "$history") tokens.
+
+The fleet: llmsim's decode calibration (48 slots; 26.5 tok/s alone and 1,180 tok/s with 48 running: a step
+costs 37.7 ms plus 62.6 µs a running request), prefill at $REGEN_PREFILL_US µs a prompt token
+(\`--prefill-per-token ${REGEN_PREFILL_US}us\`), and a prefix cache of $(num "$REGEN_KV") tokens each (\`--kv-tokens $REGEN_KV\`:
+about what SGLang holds for a 27-32B model in FP8 on one 80 GB GPU; \`--cache-report\`). llmsim's default
+prefill, 40 µs a token, is more than one GPU computes for a 27B model (2 FLOPs a parameter a token at
+40 µs is 1.35 PFLOP/s; an H100's dense BF16 peak is 989 TFLOP/s); gemma-3-27b-it on vLLM, decoding at
+46 ms a step with 16 running (llmsim: 38.7 ms), gave 16 prompts of 1,024 tokens sent at once their first
+tokens after 4.2 s: about 3,900 prompt tokens/s, 257 µs a token (\`vllm bench serve\`, in vLLM's pull
+request 33743). Wall time is simulated (real × $REGEN_SCALE), from the client's start to its exit. Token figures
+come from llmsim's request log (\`pipelines/bench/regenstats\`): a turn's **history** is what its request
+holds of earlier turns (its messages up to the last answer), all that a prefix cache can serve.
 
 - **(a)** \`infer --regenerate\`: each conversation keeps its slot on the endpoint of its first turn.
 - **(b)** \`infer --regenerate --no-affinity\`: each turn goes to the least loaded endpoint.
@@ -277,18 +311,24 @@ that a prefix cache can serve.
   each conversation's turns one after another in one thread on its server; no tools, no retries.
 
 EOF
-  regenstats --table regen-results.jsonl
+  regenstats --table --prefill-us "$REGEN_PREFILL_US" regen-results.jsonl
   cat <<EOF
+- (c)'s round robin: by the answers (a) got, the busiest of the eight servers generates $rr% more tokens
+  than the mean.
 
-Reading the figures: a turn's history is prefilled once per turn, at 40 µs a token, while its
-answer takes hundreds of decode steps of about 40 ms each: on llmsim's calibration the prefill that
-affinity saves is a few percent of the fleet's time, and that is what (b) loses. (c) pins each
-conversation to one server as (a) does, so its cache serves the history as well, and its 64
-conversations per server keep each server's 48 slots full despite the round robin: the simulated fleet
-leaves no throughput for (a) to win over it. What (a) has that (c) does not is correctness, not speed:
-retries on another endpoint, tool calls paired with the records' results, resume by (id, sample) from
-the turn journal (SpecForge's \`--resume\` counts output lines, so conversations that finished out of
-order are skipped or repeated), and no per-server concurrency to choose.
+Reading the figures: what affinity saves is prefill, so the cost model bounds what it can win: no client is
+faster than one whose cache serves every history, and that one is faster than a client with no cache
+by at most the factor in the line on prefill's share. (b) sends each turn to whichever endpoint is least
+loaded, which holds the conversation's history only by chance, and pays the prefill. (c) cannot lose
+on the cache: SpecForge's script runs a conversation's turns in one thread against the server it was dealt,
+so its caches serve the histories as (a)'s do, and 64 conversations a server keep the 48 slots full. What
+can separate (a) from (c) is the round robin's imbalance and the end of the run, when the last
+conversations' turns run one after another on a draining batch: (a) pays the drain too, and the column
+"any client at most" is (c)'s wall time over the least time the work can take, so where it is below 1.3×
+no client can meet that goal. What (a) has that (c) does not is correctness, not speed: retries on another
+endpoint, tool calls paired with the records' results, resume by (id, sample) from the turn journal
+(SpecForge's \`--resume\` counts output lines, so conversations that finished out of order are skipped or
+repeated), and no per-server concurrency to choose.
 
 EOF
 }

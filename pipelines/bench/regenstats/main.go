@@ -8,16 +8,21 @@
 // always computed). Tokens are counted as llmsim charges them (4 bytes a
 // token, 4 more per message: llmsim.TextTokens and its chat template).
 // With --table it renders the lines it printed for several runs as the
-// benchmark's table instead, each run against the first.
+// benchmark's table instead, each run against the first; given the tokens
+// each run generated (--generated, from llmsim's exit summary) it adds what
+// llmsim's cost model makes of them: prefill's share of the fleet's time
+// without a cache, and each run's floor, the least time its work takes,
+// which bounds how much faster than another run any client can be.
 //
-//	regenstats --wall 61.2 --scale 10 --name "infer --regenerate" requests.jsonl >>results.jsonl
-//	regenstats --table results.jsonl
+//	regenstats --wall 61.2 --scale 10 --generated 5885278 --name "infer --regenerate" requests.jsonl >>results.jsonl
+//	regenstats --table --prefill-us 250 results.jsonl
 package main
 
 import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/segmentio/encoding/json"
@@ -44,19 +49,20 @@ const templateTokens = 4
 
 // run is one measured run, as printed.
 type run struct {
-	Name           string  `json:"name"`
-	Requests       int64   `json:"requests"`
-	FailedRequests int64   `json:"failed_requests"`
-	LaterTurns     int64   `json:"later_turns"`
-	PromptTokens   int64   `json:"prompt_tokens"`
-	CachedTokens   int64   `json:"cached_tokens"`
-	PrefillTokens  int64   `json:"prefill_tokens"`
-	HistoryTokens  int64   `json:"history_tokens"`
-	HistoryCached  int64   `json:"history_cached"`
-	WallS          float64 `json:"wall_s"`
-	SimWallS       float64 `json:"sim_wall_s"`
-	CacheHitPct    float64 `json:"cache_hit_pct"`
-	HistoryHitPct  float64 `json:"history_hit_pct"`
+	Name            string  `json:"name"`
+	Requests        int64   `json:"requests"`
+	FailedRequests  int64   `json:"failed_requests"`
+	LaterTurns      int64   `json:"later_turns"`
+	PromptTokens    int64   `json:"prompt_tokens"`
+	CachedTokens    int64   `json:"cached_tokens"`
+	PrefillTokens   int64   `json:"prefill_tokens"`
+	HistoryTokens   int64   `json:"history_tokens"`
+	HistoryCached   int64   `json:"history_cached"`
+	GeneratedTokens int64   `json:"generated_tokens,omitempty"`
+	WallS           float64 `json:"wall_s"`
+	SimWallS        float64 `json:"sim_wall_s"`
+	CacheHitPct     float64 `json:"cache_hit_pct"`
+	HistoryHitPct   float64 `json:"history_hit_pct"`
 }
 
 func main() {
@@ -66,6 +72,8 @@ func main() {
 	table := flag.Bool("table", false, "render the runs in FILE (lines printed by earlier calls) as a markdown table")
 	prefillUS := flag.Float64("prefill-us", 40, "with --table: the fleet's prefill cost per prompt token, in microseconds (llmsim's --prefill-per-token)")
 	endpoints := flag.Int("endpoints", 8, "with --table: the fleet's endpoints")
+	decodeTPS := flag.Float64("decode-tps", 1180, "with --table: an endpoint's output with a full batch, tokens/s (llmsim's calibration: 1,180 at 48 running)")
+	generated := flag.Int64("generated", 0, "the tokens the fleet generated in the run (llmsim's exit summary); 0: unknown, no floors in the table")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: regenstats [--name N --wall S --scale X] REQUEST_LOG | regenstats --table RESULTS")
@@ -78,7 +86,7 @@ func main() {
 	}
 	defer f.Close()
 	if *table {
-		if err := render(f, *prefillUS, *endpoints); err != nil {
+		if err := render(os.Stdout, f, costModel{prefillUS: *prefillUS, decodeTPS: *decodeTPS, endpoints: *endpoints}); err != nil {
 			fmt.Fprintln(os.Stderr, "regenstats:", err)
 			os.Exit(1)
 		}
@@ -122,7 +130,7 @@ func main() {
 		os.Exit(1)
 	}
 	r := run{Name: *name, Requests: requests, FailedRequests: failed, LaterTurns: later, PromptTokens: prompt, CachedTokens: cached,
-		PrefillTokens: prompt - cached, HistoryTokens: history, HistoryCached: historyCached, WallS: *wall, SimWallS: *wall * *scale}
+		PrefillTokens: prompt - cached, HistoryTokens: history, HistoryCached: historyCached, GeneratedTokens: *generated, WallS: *wall, SimWallS: *wall * *scale}
 	if prompt > 0 {
 		r.CacheHitPct = 100 * float64(cached) / float64(prompt)
 	}
@@ -133,10 +141,46 @@ func main() {
 	fmt.Println(string(b))
 }
 
+// costModel is llmsim's timing as the table reads it: an endpoint
+// generates decodeTPS tokens a second with a full batch, and each prompt
+// token it computes costs prefillUS more.
+type costModel struct {
+	prefillUS, decodeTPS float64
+	endpoints            int
+}
+
+// decodeS is each endpoint's share of the run's generated tokens, in
+// seconds at a full batch.
+func (c costModel) decodeS(r run) float64 {
+	return float64(r.GeneratedTokens) / float64(c.endpoints) / c.decodeTPS
+}
+
+// prefillS is each endpoint's share of tokens prefilled, in seconds.
+func (c costModel) prefillS(tokens int64) float64 {
+	return float64(tokens) * c.prefillUS / 1e6 / float64(c.endpoints)
+}
+
+// floor is the least time the run's work takes the fleet: every slot busy
+// from start to end on its answers and on the prefill its cache left.
+func (c costModel) floor(r run) float64 { return c.decodeS(r) + c.prefillS(r.PrefillTokens) }
+
+// noCacheGain is how much faster a client whose cache served every prompt
+// token could be than one whose cache served none, and prefill's share
+// of the busy time without a cache.
+func (c costModel) noCacheGain(r run) (gain, sharePct float64) {
+	d, p := c.decodeS(r), c.prefillS(r.PromptTokens)
+	if d <= 0 {
+		return 0, 0
+	}
+	return (d + p) / d, 100 * p / (d + p)
+}
+
 // render prints the runs as a table, the first run the reference of the
-// "vs. the first row" column, the targets, and what the extra prefill of
-// each other run costs at prefillUS a token over the endpoints.
-func render(f *os.File, prefillUS float64, endpoints int) error {
+// "vs. the first row" column, the targets, and what the cost model says
+// each run's work takes at the least (when the runs know the tokens they
+// generated): prefill's share of it, and how much faster than each run
+// any client could be.
+func render(w io.Writer, f io.Reader, c costModel) error {
 	var runs []run
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -149,15 +193,32 @@ func render(f *os.File, prefillUS float64, endpoints int) error {
 	if err := sc.Err(); err != nil || len(runs) == 0 {
 		return err
 	}
-	fmt.Println("| client | wall (simulated) | vs. the first row | requests | prompt tokens | served from cache | prefill computed | history served from cache |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
-	for _, r := range runs {
-		fmt.Printf("| %s | %.0f s | %.2f× | %s | %s | %s (%.1f%%) | %s | %.1f%% |\n", r.Name, r.SimWallS, r.SimWallS/runs[0].SimWallS,
-			thousands(r.Requests), thousands(r.PromptTokens), thousands(r.CachedTokens), r.CacheHitPct, thousands(r.PrefillTokens), r.HistoryHitPct)
+	floors := true
+	best := -1
+	for i, r := range runs {
+		if r.GeneratedTokens <= 0 {
+			floors = false
+		} else if best < 0 || c.floor(r) < c.floor(runs[best]) {
+			best = i
+		}
 	}
-	fmt.Println()
-	fmt.Println("| target | measured | met |")
-	fmt.Println("|---|---|---|")
+	floors = floors && c.decodeTPS > 0 && c.endpoints > 0
+	if floors {
+		fmt.Fprintln(w, "| client | wall (simulated) | vs. the first row | requests | prompt tokens | served from cache | prefill computed | history served from cache | floor |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	} else {
+		fmt.Fprintln(w, "| client | wall (simulated) | vs. the first row | requests | prompt tokens | served from cache | prefill computed | history served from cache |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	}
+	for _, r := range runs {
+		fmt.Fprintf(w, "| %s | %.0f s | %.2f× | %s | %s | %s (%.1f%%) | %s | %.1f%% |", r.Name, r.SimWallS, r.SimWallS/runs[0].SimWallS,
+			thousands(r.Requests), thousands(r.PromptTokens), thousands(r.CachedTokens), r.CacheHitPct, thousands(r.PrefillTokens), r.HistoryHitPct)
+		if floors {
+			fmt.Fprintf(w, " %.0f s |", c.floor(r))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
 	a := runs[0]
 	met := func(ok bool) string {
 		if ok {
@@ -165,17 +226,35 @@ func render(f *os.File, prefillUS float64, endpoints int) error {
 		}
 		return "**no**"
 	}
-	fmt.Printf("| %s: ≥ 90%% of history tokens served from cache | %.1f%% | %s |\n", a.Name, a.HistoryHitPct, met(a.HistoryHitPct >= 90))
+	if floors {
+		fmt.Fprintln(w, "| target | measured | any client at most | met |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+		fmt.Fprintf(w, "| %s: ≥ 90%% of history tokens served from cache | %.1f%% | 100%% | %s |\n", a.Name, a.HistoryHitPct, met(a.HistoryHitPct >= 90))
+	} else {
+		fmt.Fprintln(w, "| target | measured | met |")
+		fmt.Fprintln(w, "|---|---|---|")
+		fmt.Fprintf(w, "| %s: ≥ 90%% of history tokens served from cache | %.1f%% | %s |\n", a.Name, a.HistoryHitPct, met(a.HistoryHitPct >= 90))
+	}
 	for _, r := range runs[1:] {
 		ratio := r.SimWallS / a.SimWallS
-		fmt.Printf("| %s ≥ 1.3× faster than %s | %.2f× | %s |\n", a.Name, r.Name, ratio, met(ratio >= 1.3))
+		if floors {
+			fmt.Fprintf(w, "| %s ≥ 1.3× faster than %s | %.2f× | %.2f× | %s |\n", a.Name, r.Name, ratio, r.SimWallS/c.floor(runs[best]), met(ratio >= 1.3))
+		} else {
+			fmt.Fprintf(w, "| %s ≥ 1.3× faster than %s | %.2f× | %s |\n", a.Name, r.Name, ratio, met(ratio >= 1.3))
+		}
 	}
-	fmt.Println()
+	fmt.Fprintln(w)
+	if floors {
+		gain, share := c.noCacheGain(a)
+		fmt.Fprintf(w, "- Prefill's share: each endpoint's part of the %s tokens generated takes %.0f s at %s tok/s (a full batch); prefilling its part of all %s prompt tokens would take %.0f s more at %g µs a token. Without a prefix cache prefill is %.1f%% of an endpoint's busy time, so a client whose cache served every prompt token could be at most %.2f× faster than one whose cache served none.\n",
+			thousands(a.GeneratedTokens), c.decodeS(a), thousands(int64(c.decodeTPS)), thousands(a.PromptTokens), c.prefillS(a.PromptTokens), c.prefillUS, share, gain)
+		fmt.Fprintf(w, "- The floor is the least time a run's work takes: each endpoint's part of the answers at a full batch plus its part of the prefill the cache left. No client can take less than the smallest floor, %.0f s (%s), which bounds the column \"any client at most\": each run's wall time over that floor.\n",
+			c.floor(runs[best]), runs[best].Name)
+	}
 	for _, r := range runs[1:] {
 		extra := r.PrefillTokens - a.PrefillTokens
-		cost := float64(extra) * prefillUS / 1e6 / float64(endpoints)
-		fmt.Printf("- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
-			r.Name, thousands(extra), a.Name, prefillUS, endpoints, cost, r.SimWallS-a.SimWallS)
+		fmt.Fprintf(w, "- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
+			r.Name, thousands(extra), a.Name, c.prefillUS, c.endpoints, c.prefillS(extra), r.SimWallS-a.SimWallS)
 	}
 	return nil
 }
