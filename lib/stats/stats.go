@@ -52,6 +52,8 @@ type Command struct {
 	Plot  string        `placeholder:"FILE" default:"" help:"Also draw the length histograms and per-endpoint speed to FILE, an .svg or .png."`
 	Wall  time.Duration `default:"0s" help:"Duration of the generation run, which records do not carry: adds each endpoint's tok/s over the run and mean requests in flight."`
 	Top   int           `default:"10" help:"Error messages listed, and sources listed in the tables (--json lists every source)."`
+	// ContextLength is the model's context, which records do not carry.
+	ContextLength int64 `name:"context-length" placeholder:"N" default:"0" help:"The model's context length in tokens: prompt tokens are also shown as a share of it, with the prompts above 50% and 90% of it (0: unknown, inferred from requests whose max_tokens infer lowered, when there are any)."`
 	cli.RejectsFlag
 	cli.ForceFlag `set:"force_what=--plot and --rejects"`
 	cli.WorkersFlag
@@ -115,7 +117,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 
-	report := agg.report(c.Top, c.Wall.Seconds())
+	report := agg.report(c.Top, c.Wall.Seconds(), c.ContextLength)
 	report.Inputs = inputs
 	report.Bytes = prog.bytes.Load()
 	report.Rejected = rejects.Total()
@@ -182,6 +184,8 @@ func (c *Command) check() error {
 		return cli.Usagef("--wall must not be negative")
 	case c.Top < 0:
 		return cli.Usagef("--top must not be negative")
+	case c.ContextLength < 0:
+		return cli.Usagef("--context-length must not be negative")
 	}
 	return nil
 }
