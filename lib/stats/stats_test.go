@@ -177,6 +177,10 @@ var badLines = []struct{ name, line, reason string }{
 	{"a turn without a message", strings.Replace(convLine, `"message":3`, `"message":null`, 1), ReasonBadValue},
 	{"negative cached tokens", strings.Replace(convLine, `"cached_tokens":24`, `"cached_tokens":-1`, 1), ReasonBadValue},
 	{"a turn's content as parts", strings.Replace(convLine, `"content":"18C"`, `"content":[{"type":"text","text":"18C"}]`, 1), ReasonWrongType},
+	{"negative max_tokens", `{"id":"x","prompt":"a","output":{"text":"b","max_tokens":-1}}`, ReasonBadValue},
+	{"max_tokens as text", `{"id":"x","prompt":"a","output":{"text":"b","max_tokens":"12"}}`, ReasonWrongType},
+	{"a turn's negative max_tokens", strings.Replace(convLine, `"finish_reason":"length","usage":{"prompt_tokens":30`, `"finish_reason":"length","max_tokens":-3,"usage":{"prompt_tokens":30`, 1), ReasonBadValue},
+	{"negative prompt_tokens of a refusal", `{"id":"x","prompt":"a","error":{"status":0,"message":"m","reason":"prompt_too_long","prompt_tokens":-9}}`, ReasonBadValue},
 	{"turns not a list", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"}],"turns":"none"}}`, ReasonWrongType},
 }
 
