@@ -12,7 +12,7 @@ import (
 	"tokenmill/lib/testbin"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m, "stats") }
+func TestMain(m *testing.M) { testbin.Main(m, "stats", "infer", "llmsim") }
 
 func TestCLI(t *testing.T) {
 	mixed := filepath.Join(testdata, "mixed.jsonl")
