@@ -32,7 +32,11 @@ p50/p90/p99/max; finish_reason; errors by status with the commonest messages;
 (id, sample) pairs seen twice; records per source; and per endpoint the
 requests, completion tokens, tok/s and latency p50/p99. Regenerated
 conversations (infer --regenerate) add turns per conversation, per-turn
-lengths, truncations by reason and the prefix-cache hit rate. The report goes to
+lengths, truncations by reason and the prefix-cache hit rate. Prompt tokens are
+set against the model's context (--context-length, else inferred from requests
+whose max_tokens infer lowered to fit, else unknown): per answer, per turn and
+per prompt refused as prompt_too_long, with the requests lowered to fit and the
+conversations ended context_full. The report goes to
 stdout; bad lines are counted, shown with file:line on stderr, written to
 --rejects, and make the exit code 3 after the report.
 
@@ -42,6 +46,7 @@ Examples:
   stats --json gen.jsonl gen.errors.jsonl | jq .endpoints
   stats --plot lengths.svg gen.jsonl
   stats --wall 31h20m gen.jsonl          # adds tok/s over the whole run
+  stats --context-length 32768 gen.jsonl gen.errors.jsonl  # prompts as a share of it
   zstdcat prompts.jsonl.zst | stats      # prompt records alone: counts and lengths`
 
 // Command is the stats tool.
