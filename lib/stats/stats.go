@@ -2,11 +2,12 @@
 // holds: counts, length distributions, finish reasons, errors, repeated ids,
 // sources, and per-endpoint speed, as text tables, JSON or a plot.
 //
-// Memory: every length distribution and each endpoint's latencies keep one
-// 4-byte value per record that has it, so percentiles are exact, and the
-// repeated-id check keeps one 8-byte hash per distinct (id, sample) in a
-// map (10-20 bytes with its slack): 40-70 bytes per generation record, and
-// a peak of about 155 MB RSS for a million of them.
+// Memory: every length distribution (the context section's prompt tokens
+// too) and each endpoint's latencies keep one 4-byte value per record that
+// has it, so percentiles are exact, and the repeated-id check keeps one
+// 8-byte hash per distinct (id, sample) in a map (10-20 bytes with its
+// slack): 40-70 bytes per generation record, and a peak of 155-190 MB RSS
+// for a million small ones (runs vary with the garbage collector).
 package stats
 
 import (
