@@ -79,12 +79,18 @@ type ContextShare struct {
 
 // ctxAgg folds the facts' prompt tokens and fitting.
 type ctxAgg struct {
-	answers, turns, refused    int64
-	answerTokens, turnTokens   dist
-	refusedTokens              dist
-	loweredAnswers, loweredTrn int64
-	contextFull                int64
-	inferFrom, largestSum      int64
+	answers, turns        ctxRequests
+	refused               int64
+	refusedTokens         dist
+	contextFull           int64
+	inferFrom, largestSum int64
+}
+
+// ctxRequests are the answers, or the turns: their prompt tokens and how
+// many were lowered.
+type ctxRequests struct {
+	records, lowered int64
+	tokens           dist
 }
 
 func (c *ctxAgg) add(f *fact) {
@@ -102,29 +108,24 @@ func (c *ctxAgg) add(f *fact) {
 		}
 		for i := range f.turns {
 			t := &f.turns[i]
-			c.turns++
-			if t.usage {
-				c.turnTokens.add(t.pTokens)
-			}
-			if t.maxTokens > 0 {
-				c.loweredTrn++
-				c.lowered(t.usage, t.pTokens, t.maxTokens)
-			}
+			c.request(&c.turns, t.usage, t.pTokens, t.maxTokens)
 		}
 	case f.kind == record.KindGeneration:
-		c.answers++
-		if f.usage {
-			c.answerTokens.add(f.pTokens)
-		}
-		if f.maxTokens > 0 {
-			c.loweredAnswers++
-			c.lowered(f.usage, f.pTokens, f.maxTokens)
-		}
+		c.request(&c.answers, f.usage, f.pTokens, f.maxTokens)
 	}
 }
 
-// lowered notes a lowered request for inferring the context.
-func (c *ctxAgg) lowered(usage bool, prompt, maxTokens int64) {
+// request counts one request into r; a lowered one with its prompt's
+// tokens is also a clue to the context.
+func (c *ctxAgg) request(r *ctxRequests, usage bool, prompt, maxTokens int64) {
+	r.records++
+	if usage {
+		r.tokens.add(prompt)
+	}
+	if maxTokens <= 0 {
+		return
+	}
+	r.lowered++
 	if usage && prompt > 0 {
 		c.inferFrom++
 		c.largestSum = max(c.largestSum, prompt+maxTokens)
@@ -134,7 +135,7 @@ func (c *ctxAgg) lowered(usage bool, prompt, maxTokens int64) {
 // report builds the figures; length is --context-length (0: not given).
 func (c *ctxAgg) report(length int64) *Context {
 	r := &Context{Length: length, Source: "--context-length",
-		LoweredAnswers: c.loweredAnswers, LoweredTurns: c.loweredTrn, ContextFull: c.contextFull}
+		LoweredAnswers: c.answers.lowered, LoweredTurns: c.turns.lowered, ContextFull: c.contextFull}
 	switch {
 	case length > 0:
 	case c.inferFrom > 0:
@@ -143,8 +144,8 @@ func (c *ctxAgg) report(length int64) *Context {
 	default:
 		r.Source = "unknown"
 	}
-	r.Answers = promptsOf(c.answers, c.answerTokens, r.Length)
-	r.Turns = promptsOf(c.turns, c.turnTokens, r.Length)
+	r.Answers = promptsOf(c.answers.records, c.answers.tokens, r.Length)
+	r.Turns = promptsOf(c.turns.records, c.turns.tokens, r.Length)
 	r.Refused = promptsOf(c.refused, c.refusedTokens, r.Length)
 	return r
 }
