@@ -121,6 +121,7 @@ type aggregator struct {
 	empty    int64
 	checks   *checkAgg // nil without --checks
 	convs    *convAgg  // nil until a regenerated conversation is read
+	ctx      ctxAgg
 }
 
 // Indexes of aggregator.lengths.
@@ -163,6 +164,9 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 		a.seen[f.key] = struct{}{}
 	}
 
+	if f.kind != record.KindPrompt {
+		a.ctx.add(f)
+	}
 	switch f.kind {
 	case record.KindGeneration:
 		if f.empty {
@@ -276,8 +280,9 @@ func prefix(s string, n int) string {
 	return s
 }
 
-// report builds the figures. top limits the error messages listed.
-func (a *aggregator) report(top int, wallSeconds float64) *Report {
+// report builds the figures. top limits the error messages listed;
+// contextLength is --context-length (0: not given).
+func (a *aggregator) report(top int, wallSeconds float64, contextLength int64) *Report {
 	r := &Report{
 		Schema:  Schema,
 		Records: a.records,
@@ -301,6 +306,9 @@ func (a *aggregator) report(top int, wallSeconds float64) *Report {
 	}
 	if a.convs != nil {
 		r.Conversations = a.convs.report()
+	}
+	if r.Kinds.Generation+r.Kinds.Error > 0 {
+		r.Context = a.ctx.report(contextLength)
 	}
 	for status, n := range a.statuses {
 		r.Errors.ByStatus = append(r.Errors.ByStatus, StatusCount{Status: status, Count: n})

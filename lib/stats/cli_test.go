@@ -12,7 +12,7 @@ import (
 	"tokenmill/lib/testbin"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m, "stats") }
+func TestMain(m *testing.M) { testbin.Main(m, "stats", "infer", "llmsim") }
 
 func TestCLI(t *testing.T) {
 	mixed := filepath.Join(testdata, "mixed.jsonl")
@@ -29,7 +29,11 @@ func TestCLI(t *testing.T) {
 		noStdout []string
 	}{
 		{name: "help shows real examples", args: []string{"--help"},
-			stdout: []string{"stats gen.jsonl", "stats --json gen.jsonl gen.errors.jsonl | jq .endpoints", "stats --plot lengths.svg gen.jsonl", "TOKENMILL_STATS_WALL"}},
+			stdout: []string{"stats gen.jsonl", "stats --json gen.jsonl gen.errors.jsonl | jq .endpoints", "stats --plot lengths.svg gen.jsonl", "TOKENMILL_STATS_WALL",
+				"--context-length=N", "TOKENMILL_STATS_CONTEXT_LENGTH"}},
+		{name: "context length from the environment", stdin: good, env: []string{"TOKENMILL_STATS_CONTEXT_LENGTH=64"},
+			stdout: []string{"context: 64 tokens (--context-length)", "of the context"}},
+		{name: "negative context length", args: []string{"--context-length=-1"}, code: 2, stderr: []string{"--context-length must not be negative"}},
 		{name: "version", args: []string{"--version"}, stdout: []string{"stats (tokenmill)"}},
 		{name: "text report of stdin", stdin: good,
 			stdout: []string{"2 records from 1 input", "generation", "finish_reason", "error status", "429", "http://h:1", "50.0"},

@@ -20,7 +20,7 @@ func FuzzParse(f *testing.F) {
 	for _, b := range badLines {
 		f.Add([]byte(b.line))
 	}
-	for _, name := range []string{"mixed.jsonl", "conversations.jsonl"} {
+	for _, name := range []string{"mixed.jsonl", "conversations.jsonl", "context.jsonl"} {
 		if data, err := os.Open(filepath.Join(testdata, name)); err == nil {
 			sc := bufio.NewScanner(data)
 			sc.Buffer(nil, 1<<20)
@@ -60,17 +60,21 @@ func FuzzParse(f *testing.F) {
 				FinishReason string `json:"finish_reason"`
 				Endpoint     string `json:"endpoint"`
 				LatencyMS    int64  `json:"latency_ms"`
+				MaxTokens    int64  `json:"max_tokens"`
 				Messages     []struct {
 					Content   string `json:"content"`
 					Reasoning string `json:"reasoning_content"`
 				} `json:"messages"`
 				Turns []struct {
-					Message int `json:"message"`
+					Message   int   `json:"message"`
+					MaxTokens int64 `json:"max_tokens"`
 				} `json:"turns"`
 			} `json:"output"`
 			Error *struct {
-				Status  int    `json:"status"`
-				Message string `json:"message"`
+				Status       int    `json:"status"`
+				Message      string `json:"message"`
+				Reason       string `json:"reason"`
+				PromptTokens int64  `json:"prompt_tokens"`
 			} `json:"error"`
 		}
 		if err := json.Unmarshal(line, &std); err != nil {
@@ -99,14 +103,20 @@ func FuzzParse(f *testing.F) {
 					reasoning += utf8.RuneCountInString(o.Messages[tn.Message].Reasoning)
 				}
 				if len(got.turns) != len(o.Turns) {
-					t.Errorf("%q: %d turns, the standard decoder %d", line, len(got.turns), len(o.Turns))
+					t.Fatalf("%q: %d turns, the standard decoder %d", line, len(got.turns), len(o.Turns))
+				}
+				for i, tn := range o.Turns {
+					if got.turns[i].maxTokens != tn.MaxTokens {
+						t.Errorf("%q: turn %d max_tokens %d, the standard decoder %d", line, i, got.turns[i].maxTokens, tn.MaxTokens)
+					}
 				}
 			}
 			if got.answer != answer || got.reasoning != reasoning ||
-				got.finish != o.FinishReason || got.endpoint != o.Endpoint || got.latency != o.LatencyMS {
+				got.finish != o.FinishReason || got.endpoint != o.Endpoint || got.latency != o.LatencyMS || got.maxTokens != o.MaxTokens {
 				t.Errorf("%q: output %+v; the standard decoder: %+v", line, got, *o)
 			}
-		} else if e := std.Error; e != nil && (got.status != e.Status || got.message != e.Message) {
+		} else if e := std.Error; e != nil && (got.status != e.Status || got.message != e.Message ||
+			got.tooLong != (e.Reason == "prompt_too_long") || got.pTokens != e.PromptTokens) {
 			t.Errorf("%q: error %d %q; the standard decoder: %+v", line, got.status, got.message, *e)
 		}
 	})

@@ -75,6 +75,12 @@ func randomRecord(rng *rand.Rand, poolSize, scale int) []byte {
 		if ep := pickOf(rng, endpointNames); ep != "" {
 			e["endpoint"] = ep
 		}
+		if rng.IntN(3) == 0 { // infer's refusal of a prompt too long for the context
+			e["status"], e["reason"] = 0, "prompt_too_long"
+			if rng.IntN(5) != 0 {
+				e["prompt_tokens"] = 4000 + rng.IntN(30000)
+			}
+		}
 		m["error"] = e
 	default:
 		o := map[string]any{"text": randomText(rng, rng.IntN(8*scale)), "finish_reason": pickOf(rng, finishReasons),
@@ -87,6 +93,9 @@ func randomRecord(rng *rand.Rand, poolSize, scale int) []byte {
 		}
 		if ep := pickOf(rng, endpointNames); ep != "" {
 			o["endpoint"] = ep
+		}
+		if rng.IntN(4) == 0 { // max_tokens lowered to fit the context
+			o["max_tokens"] = 1 + rng.IntN(4000)
 		}
 		if rng.IntN(8) != 0 {
 			o["latency_ms"] = rng.IntN(90000)

@@ -23,8 +23,8 @@ type located struct {
 }
 
 // expect computes the report the records should give; top as --top,
-// wall in seconds as --wall.
-func expect(records []located, top int, wall float64) *Report {
+// wall in seconds as --wall, contextLength as --context-length.
+func expect(records []located, top int, wall float64, contextLength int64) *Report {
 	r := &Report{Schema: Schema, FinishReasons: []Count{}, Sources: []Source{}, Endpoints: []Endpoint{},
 		Errors:     Errors{ByStatus: []StatusCount{}, TopMessages: []Message{}},
 		Duplicates: Duplicates{Examples: []Duplicate{}}}
@@ -54,6 +54,23 @@ func expect(records []located, top int, wall float64) *Report {
 		return endpoints[name]
 	}
 	number := regexp.MustCompile(`\d+`)
+	cx := &Context{}
+	var answerPrompts, turnPrompts, refusedPrompts []float64
+	var largest, lowered int64
+	lower := func(o map[string]any, prompts *[]float64) bool {
+		usage, ok := o["usage"].(map[string]any)
+		if ok {
+			*prompts = append(*prompts, float64(num64(usage["prompt_tokens"])))
+		}
+		if num64(o["max_tokens"]) <= 0 {
+			return false
+		}
+		if p := num64(usage["prompt_tokens"]); ok && p > 0 {
+			lowered++
+			largest = max(largest, p+num64(o["max_tokens"]))
+		}
+		return true
+	}
 
 	for _, rec := range records {
 		var m map[string]any
@@ -116,6 +133,23 @@ func expect(records []located, top int, wall float64) *Report {
 				e.completion += completion
 			}
 			src.CompletionTokens += completion
+			if msgs, _ := out["messages"].([]any); len(msgs) > 0 {
+				if tr, ok := out["truncated"].(map[string]any); ok && tr["reason"] == "context_full" {
+					cx.ContextFull++
+				}
+				turns, _ := out["turns"].([]any)
+				for _, tn := range turns {
+					cx.Turns.Records++
+					if lower(tn.(map[string]any), &turnPrompts) {
+						cx.LoweredTurns++
+					}
+				}
+			} else {
+				cx.Answers.Records++
+				if lower(out, &answerPrompts) {
+					cx.LoweredAnswers++
+				}
+			}
 			if latency > 0 {
 				e.timedTokens += completion
 				e.timedMS += latency
@@ -135,6 +169,12 @@ func expect(records []located, top int, wall float64) *Report {
 			code := int(num64(errRec["status"]))
 			status[code]++
 			endpointOf(str(errRec["endpoint"])).errors++
+			if errRec["reason"] == "prompt_too_long" {
+				cx.Refused.Records++
+				if p := num64(errRec["prompt_tokens"]); p > 0 {
+					refusedPrompts = append(refusedPrompts, float64(p))
+				}
+			}
 			msg := str(errRec["message"])
 			key := fmt.Sprint(code, "\x00", number.ReplaceAllString(msg, "N"))
 			if groups[key] == nil {
@@ -162,6 +202,37 @@ func expect(records []located, top int, wall float64) *Report {
 		seen[key] = true
 	}
 
+	if r.Kinds.Generation+r.Kinds.Error > 0 {
+		cx.Length, cx.Source = contextLength, "--context-length"
+		switch {
+		case contextLength > 0:
+		case lowered > 0:
+			cx.Length, cx.Source = largest+9, "inferred"
+			cx.Inferred = &InferredContext{Requests: lowered, LargestSum: largest, Added: 9}
+		default:
+			cx.Source = "unknown"
+		}
+		for _, x := range []struct {
+			p      *ContextPrompts
+			values []float64
+		}{{&cx.Answers, answerPrompts}, {&cx.Turns, turnPrompts}, {&cx.Refused, refusedPrompts}} {
+			x.p.PromptTokens = naiveDist(x.values).Summary
+			if cx.Length > 0 {
+				l, s := float64(cx.Length), x.p.PromptTokens
+				sh := &ContextShare{Mean: s.Mean / l, P50: s.P50 / l, P90: s.P90 / l, P99: s.P99 / l, Max: s.Max / l}
+				for _, v := range x.values {
+					if v/l > 0.5 {
+						sh.AboveHalf++
+					}
+					if v/l > 0.9 {
+						sh.Above90++
+					}
+				}
+				x.p.Share = sh
+			}
+		}
+		r.Context = cx
+	}
 	r.Lengths = Lengths{
 		PromptChars: naiveDist(promptChars), PromptTokens: naiveDist(promptTokens),
 		AnswerChars: naiveDist(answerChars), AnswerTokens: naiveDist(answerTokens),

@@ -25,6 +25,10 @@ const (
 	ReasonBadValue  = "bad_value"  // a negative token count or latency
 )
 
+// reasonPromptTooLong is infer's error.reason for a prompt that leaves no
+// room for an answer in the model's context.
+const reasonPromptTooLong = "prompt_too_long"
+
 // chars is the length in characters (Unicode code points) of a JSON string,
 // counted on the raw literal so the text is never unescaped or copied: an
 // escape counts as the one character it stands for. Invalid UTF-8 counts
@@ -131,6 +135,9 @@ type (
 		LatencyMS    int64           `json:"latency_ms"`
 		Sample       int             `json:"sample"`
 		ToolCalls    json.RawMessage `json:"tool_calls"`
+		// MaxTokens is the max_tokens sent when infer lowered it to fit
+		// the model's context (absent otherwise).
+		MaxTokens int64 `json:"max_tokens"`
 		// A regenerated conversation (infer --regenerate): the whole
 		// conversation, and where its regenerated turns are in it.
 		Messages  []convMessageView `json:"messages"`
@@ -153,6 +160,7 @@ type (
 		Message      *int       `json:"message"`
 		FinishReason string     `json:"finish_reason"`
 		Usage        *usageView `json:"usage"`
+		MaxTokens    int64      `json:"max_tokens"`
 	}
 	truncatedView struct {
 		Reason string `json:"reason"`
@@ -162,6 +170,10 @@ type (
 		Message  string `json:"message"`
 		Endpoint string `json:"endpoint"`
 		Sample   int    `json:"sample"`
+		// Reason and PromptTokens: a prompt infer found too long for the
+		// context (prompt_too_long) and its tokens.
+		Reason       string `json:"reason"`
+		PromptTokens int64  `json:"prompt_tokens"`
 	}
 )
 
@@ -185,6 +197,10 @@ type fact struct {
 	latency   int64
 	status    int
 	message   string
+	// maxTokens is output.max_tokens (0: not lowered); tooLong marks an
+	// error record prompt_too_long, pTokens then its error.prompt_tokens.
+	maxTokens int64
+	tooLong   bool
 	// empty: an answer (or a regenerated turn) with no text and no tool
 	// call.
 	empty bool
@@ -212,6 +228,7 @@ type turnFact struct {
 	pTokens   int64
 	cached    int64
 	hasCached bool
+	maxTokens int64
 }
 
 // parseError is a record stats cannot use, with its reject reason.
@@ -249,8 +266,9 @@ func parse(data []byte, f *fact) *parseError {
 		if o.Usage != nil {
 			f.usage, f.pTokens, f.cTokens = true, o.Usage.PromptTokens, o.Usage.CompletionTokens
 		}
-		if f.latency < 0 || f.pTokens < 0 || f.cTokens < 0 {
-			return &parseError{ReasonBadValue, errors.New("negative latency_ms or token count")}
+		f.maxTokens = o.MaxTokens
+		if f.latency < 0 || f.pTokens < 0 || f.cTokens < 0 || f.maxTokens < 0 {
+			return &parseError{ReasonBadValue, errors.New("negative latency_ms, token count or max_tokens")}
 		}
 		if len(o.Messages) > 0 {
 			if perr := f.readConversation(o); perr != nil {
@@ -261,6 +279,10 @@ func parse(data []byte, f *fact) *parseError {
 		e := v.Error
 		f.kind, f.sample, class = record.KindError, e.Sample, 'g' // an error and an answer for one (id, sample) repeat it
 		f.status, f.message, f.endpoint = e.Status, e.Message, e.Endpoint
+		f.tooLong, f.pTokens = e.Reason == reasonPromptTooLong, e.PromptTokens
+		if f.pTokens < 0 {
+			return &parseError{ReasonBadValue, errors.New("negative error.prompt_tokens")}
+		}
 	default:
 		f.kind = record.KindPrompt
 	}
@@ -285,7 +307,10 @@ func (f *fact) readConversation(o *outputView) *parseError {
 			return &parseError{ReasonBadValue, fmt.Errorf("output.turns[%d].message is not an index into output.messages", i)}
 		}
 		m := &o.Messages[*t.Message]
-		tf := turnFact{chars: m.Content.n, finish: t.FinishReason}
+		tf := turnFact{chars: m.Content.n, finish: t.FinishReason, maxTokens: t.MaxTokens}
+		if tf.maxTokens < 0 {
+			return &parseError{ReasonBadValue, fmt.Errorf("output.turns[%d].max_tokens is negative", i)}
+		}
 		if u := t.Usage; u != nil {
 			tf.usage, tf.pTokens, tf.cTokens = true, u.PromptTokens, u.CompletionTokens
 			if u.CachedTokens != nil {

@@ -56,6 +56,10 @@ type Report struct {
 	// Conversations describes the regenerated conversations, when there
 	// are any.
 	Conversations *Conversations `json:"conversations,omitempty"`
+	// Context is the prompts' tokens against the model's context, and
+	// how infer fitted them into it, when there are generation or error
+	// records.
+	Context *Context `json:"context,omitempty"`
 }
 
 // Checks reports the quality checks over the generation records.
@@ -276,6 +280,9 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 	}
 	if r.Conversations != nil {
 		writeConversations(&b, r.Conversations)
+	}
+	if r.Context != nil {
+		writeContext(&b, r.Context, r.Conversations != nil)
 	}
 	if r.Checks != nil {
 		writeChecks(&b, r.Checks)

@@ -2,11 +2,12 @@
 // holds: counts, length distributions, finish reasons, errors, repeated ids,
 // sources, and per-endpoint speed, as text tables, JSON or a plot.
 //
-// Memory: every length distribution and each endpoint's latencies keep one
-// 4-byte value per record that has it, so percentiles are exact, and the
-// repeated-id check keeps one 8-byte hash per distinct (id, sample) in a
-// map (10-20 bytes with its slack): 40-70 bytes per generation record, and
-// a peak of about 155 MB RSS for a million of them.
+// Memory: every length distribution (the context section's prompt tokens
+// too) and each endpoint's latencies keep one 4-byte value per record that
+// has it, so percentiles are exact, and the repeated-id check keeps one
+// 8-byte hash per distinct (id, sample) in a map (10-20 bytes with its
+// slack): 40-70 bytes per generation record, and a peak of 155-190 MB RSS
+// for a million small ones (runs vary with the garbage collector).
 package stats
 
 import (
@@ -32,7 +33,11 @@ p50/p90/p99/max; finish_reason; errors by status with the commonest messages;
 (id, sample) pairs seen twice; records per source; and per endpoint the
 requests, completion tokens, tok/s and latency p50/p99. Regenerated
 conversations (infer --regenerate) add turns per conversation, per-turn
-lengths, truncations by reason and the prefix-cache hit rate. The report goes to
+lengths, truncations by reason and the prefix-cache hit rate. Prompt tokens are
+set against the model's context (--context-length, else inferred from requests
+whose max_tokens infer lowered to fit, else unknown): per answer, per turn and
+per prompt refused as prompt_too_long, with the requests lowered to fit and the
+conversations ended context_full. The report goes to
 stdout; bad lines are counted, shown with file:line on stderr, written to
 --rejects, and make the exit code 3 after the report.
 
@@ -42,6 +47,7 @@ Examples:
   stats --json gen.jsonl gen.errors.jsonl | jq .endpoints
   stats --plot lengths.svg gen.jsonl
   stats --wall 31h20m gen.jsonl          # adds tok/s over the whole run
+  stats --context-length 32768 gen.jsonl gen.errors.jsonl  # prompts as a share of it
   zstdcat prompts.jsonl.zst | stats      # prompt records alone: counts and lengths`
 
 // Command is the stats tool.
@@ -52,6 +58,8 @@ type Command struct {
 	Plot  string        `placeholder:"FILE" default:"" help:"Also draw the length histograms and per-endpoint speed to FILE, an .svg or .png."`
 	Wall  time.Duration `default:"0s" help:"Duration of the generation run, which records do not carry: adds each endpoint's tok/s over the run and mean requests in flight."`
 	Top   int           `default:"10" help:"Error messages listed, and sources listed in the tables (--json lists every source)."`
+	// ContextLength is the model's context, which records do not carry.
+	ContextLength int64 `name:"context-length" placeholder:"N" default:"0" help:"The model's context length in tokens: prompt tokens are also shown as a share of it, with the prompts above 50% and 90% of it (0: unknown, inferred from requests whose max_tokens infer lowered, when there are any)."`
 	cli.RejectsFlag
 	cli.ForceFlag `set:"force_what=--plot and --rejects"`
 	cli.WorkersFlag
@@ -115,7 +123,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 
-	report := agg.report(c.Top, c.Wall.Seconds())
+	report := agg.report(c.Top, c.Wall.Seconds(), c.ContextLength)
 	report.Inputs = inputs
 	report.Bytes = prog.bytes.Load()
 	report.Rejected = rejects.Total()
@@ -182,6 +190,8 @@ func (c *Command) check() error {
 		return cli.Usagef("--wall must not be negative")
 	case c.Top < 0:
 		return cli.Usagef("--top must not be negative")
+	case c.ContextLength < 0:
+		return cli.Usagef("--context-length must not be negative")
 	}
 	return nil
 }

@@ -177,6 +177,10 @@ var badLines = []struct{ name, line, reason string }{
 	{"a turn without a message", strings.Replace(convLine, `"message":3`, `"message":null`, 1), ReasonBadValue},
 	{"negative cached tokens", strings.Replace(convLine, `"cached_tokens":24`, `"cached_tokens":-1`, 1), ReasonBadValue},
 	{"a turn's content as parts", strings.Replace(convLine, `"content":"18C"`, `"content":[{"type":"text","text":"18C"}]`, 1), ReasonWrongType},
+	{"negative max_tokens", `{"id":"x","prompt":"a","output":{"text":"b","max_tokens":-1}}`, ReasonBadValue},
+	{"max_tokens as text", `{"id":"x","prompt":"a","output":{"text":"b","max_tokens":"12"}}`, ReasonWrongType},
+	{"a turn's negative max_tokens", strings.Replace(convLine, `"finish_reason":"length","usage":{"prompt_tokens":30`, `"finish_reason":"length","max_tokens":-3,"usage":{"prompt_tokens":30`, 1), ReasonBadValue},
+	{"negative prompt_tokens of a refusal", `{"id":"x","prompt":"a","error":{"status":0,"message":"m","reason":"prompt_too_long","prompt_tokens":-9}}`, ReasonBadValue},
 	{"turns not a list", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"}],"turns":"none"}}`, ReasonWrongType},
 }
 
@@ -326,11 +330,12 @@ func TestReportMatchesBruteForce(t *testing.T) {
 		wall          string
 		wallSeconds   float64
 		withBad       bool
+		context       int64 // --context-length; 0: not given
 	}{
-		{"few ids, many repeats", 1, 400, 40, 10, "", 0, false},
-		{"mostly distinct", 2, 3000, 100000, 3, "1h", 3600, true},
-		{"one record", 3, 1, 10, 10, "90s", 90, false},
-		{"with rejects", 4, 1500, 500, 100, "", 0, true},
+		{"few ids, many repeats", 1, 400, 40, 10, "", 0, false, 0},
+		{"mostly distinct", 2, 3000, 100000, 3, "1h", 3600, true, 4096},
+		{"one record", 3, 1, 10, 10, "90s", 90, false, 0},
+		{"with rejects", 4, 1500, 500, 100, "", 0, true, 32768},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -348,7 +353,7 @@ func TestReportMatchesBruteForce(t *testing.T) {
 				}
 			}
 			files, valid, size := writeInputs(t, rng, lines, bad)
-			want := expect(valid, tt.top, tt.wallSeconds)
+			want := expect(valid, tt.top, tt.wallSeconds, tt.context)
 			want.Inputs, want.Bytes, want.Rejected = files, size, int64(len(bad))
 			want.RejectReasons = counts(wantReasons) // only sorts them
 
@@ -361,6 +366,9 @@ func TestReportMatchesBruteForce(t *testing.T) {
 				args := append([]string{"--workers", workers, "--top", fmt.Sprint(tt.top)}, files...)
 				if tt.wall != "" {
 					args = append(args, "--wall", tt.wall)
+				}
+				if tt.context > 0 {
+					args = append(args, "--context-length", fmt.Sprint(tt.context))
 				}
 				got := runJSON(t, wantCode, args...)
 				sameReport(t, got, want)
@@ -455,7 +463,7 @@ func TestRealData(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := runJSON(t, 0, "--wall", "10m", path)
-	want := expect(valid, 10, 600)
+	want := expect(valid, 10, 600, 0)
 	want.Inputs, want.Bytes, want.RejectReasons = []string{path}, int64(buf.Len()), []Count{}
 	sameReport(t, got, want)
 	if got.Records != 999+500+80 || got.Kinds.Generation != 999 || got.Kinds.Prompt != 500 || got.Kinds.Error != 80 {
@@ -478,6 +486,7 @@ func readJSON(t *testing.T, name string, v any) {
 func TestGolden(t *testing.T) {
 	input := filepath.Join(testdata, "mixed.jsonl")
 	convs := filepath.Join(testdata, "conversations.jsonl")
+	fitted := filepath.Join(testdata, "context.jsonl")
 	for _, tt := range []struct {
 		golden string
 		args   []string
@@ -488,6 +497,9 @@ func TestGolden(t *testing.T) {
 		{"mixed.nowall.txt", []string{"--top", "2", input}, 3},
 		{"conversations.json", []string{"--json", convs}, 0},
 		{"conversations.txt", []string{"--checks", "default", convs}, 0},
+		{"context.json", []string{"--json", "--context-length", "4096", fitted}, 0},
+		{"context.txt", []string{"--context-length", "4096", fitted}, 0},
+		{"context.inferred.txt", []string{fitted}, 0},
 	} {
 		t.Run(tt.golden, func(t *testing.T) {
 			code, stdout, stderr := run(t, "", tt.args...)
