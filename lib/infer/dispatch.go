@@ -283,7 +283,7 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 	}
 	if n := len(j.prompt) + len(a.Message.Content) + len(a.Message.ReasoningContent) + len(a.Message.ToolCalls); n > maxLineOut {
 		// Neither the journal nor -o could hold it: no use going on.
-		j.reason = ReasonAnswerTooLarge
+		j.reason = record.ReasonAnswerTooLarge
 		r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("turn %d's answer would make a record of more than %d bytes, the line limit", len(conv.Turns()), maxLineOut)})
 		return false, false
 	}
@@ -352,7 +352,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		}
 		switch {
 		case f == j.refused:
-			e.Reason, e.PromptTokens = ReasonPromptTooLong, j.fit.prompt
+			e.Reason, e.PromptTokens = record.ReasonPromptTooLong, j.fit.prompt
 		case j.reason != "":
 			e.Reason = j.reason
 		}
@@ -372,10 +372,6 @@ func (r *runner) finish() {
 	r.ready.wake()
 }
 
-// ReasonAnswerTooLarge is the error reason of an answer whose record
-// would be longer than the line limit.
-const ReasonAnswerTooLarge = "answer_too_large"
-
 // maxLineOut is the longest record infer writes: the line limit every
 // tool reads (tests lower it).
 var maxLineOut = jsonl.MaxLine
@@ -393,7 +389,7 @@ func (r *runner) writeAnswer(ep *fleet.Endpoint, j *job, build func(dst []byte) 
 	if ok || size <= maxLineOut {
 		return ok
 	}
-	j.reason = ReasonAnswerTooLarge
+	j.reason = record.ReasonAnswerTooLarge
 	r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("the answer's record would be %d bytes, more than the %d-byte line limit", size, maxLineOut)})
 	return false
 }

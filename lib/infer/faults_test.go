@@ -7,6 +7,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/llmsim"
+	"tokenmill/lib/record"
 )
 
 // A fleet that fails in every way still yields every answer exactly once.
@@ -143,7 +144,7 @@ func TestOverlongPromptIsPermanent(t *testing.T) {
 	for key, g := range acc.errors {
 		e := g.Error
 		if e.Status != 0 || e.Attempts != 0 || !strings.Contains(e.Message, "leave fewer than --min-answer-tokens") ||
-			e.Retriable || e.Reason != ReasonPromptTooLong || e.PromptTokens < 200 {
+			e.Retriable || e.Reason != record.ReasonPromptTooLong || e.PromptTokens < 200 {
 			t.Errorf("%s: error %+v", key, e)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/llmsim"
+	"tokenmill/lib/record"
 )
 
 // A second infer on the same -o, with or without --resume, refuses at
@@ -142,7 +143,7 @@ func TestAnswerTooLarge(t *testing.T) {
 		t.Fatalf("%d answers, %d errors\n%s", acc.ok, acc.failed, res.stderr)
 	}
 	e := acc.errors["p00002/0"]
-	if e == nil || e.Error.Reason != ReasonAnswerTooLarge {
+	if e == nil || e.Error.Reason != record.ReasonAnswerTooLarge {
 		t.Fatalf("error records: %+v", acc.errors)
 	}
 	runWant(t, cli.ExitRejects, s.args("-e", url, "--resume")...)

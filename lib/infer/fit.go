@@ -26,10 +26,6 @@ import (
 // (vLLM 0.10.1+ states only a lower bound: the tokenizer counts then), at
 // most twice, before the refusal is filed as a permanent error.
 
-// ReasonPromptTooLong is the error reason of a prompt that leaves no room
-// for an answer in the model's context.
-const ReasonPromptTooLong = "prompt_too_long"
-
 // maxContextRetries is how many times a request refused for length is
 // sent again.
 const maxContextRetries = 2

@@ -142,7 +142,7 @@ func checkContextRun(t *testing.T, lines map[string]string, tokens map[string]in
 	for _, g := range errs {
 		id := g.ID.Text
 		e := g.Error
-		if e.Reason != ReasonPromptTooLong || e.PromptTokens < tokens[id] || e.PromptTokens > tokens[id]+slack {
+		if e.Reason != record.ReasonPromptTooLong || e.PromptTokens < tokens[id] || e.PromptTokens > tokens[id]+slack {
 			t.Errorf("%s: error %+v, the prompt has %d tokens", id, e, tokens[id])
 		}
 		if room := fits(id); room >= minAnswer+slack {

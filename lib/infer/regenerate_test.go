@@ -937,7 +937,7 @@ func TestRegenerateContextFull(t *testing.T) {
 		}
 	}
 	for _, g := range errs {
-		if g.Error.Reason != ReasonPromptTooLong || *g.Error.TurnsDone != 0 {
+		if g.Error.Reason != record.ReasonPromptTooLong || *g.Error.TurnsDone != 0 {
 			t.Errorf("%s: error %+v", g.ID.Text, g.Error)
 		}
 	}

@@ -559,7 +559,7 @@ func (r *runner) moreSummary(s Summary) []string {
 	}
 	if cl, tl, cr := c.clamped.Load(), c.tooLong.Load(), c.contextRetries.Load(); cl+tl+cr > 0 {
 		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
-			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), ReasonPromptTooLong, cli.Thousands(cr)))
+			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), record.ReasonPromptTooLong, cli.Thousands(cr)))
 	}
 	if n := c.empty.Load(); n > 0 {
 		what := "answers"

@@ -211,6 +211,15 @@ const (
 	TruncContextFull  = "context_full"
 )
 
+// Error reasons: failures infer decided itself.
+const (
+	// ReasonPromptTooLong: the prompt leaves no room for an answer in the
+	// model's context.
+	ReasonPromptTooLong = "prompt_too_long"
+	// ReasonAnswerTooLarge: the answer's record would pass the line limit.
+	ReasonAnswerTooLarge = "answer_too_large"
+)
+
 // Error is what infer adds to a prompt record it could not generate.
 // Reason names failures infer decided itself (a prompt too long for the
 // context, an answer too large to write); TurnsDone and Turn say, for a

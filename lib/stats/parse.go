@@ -25,10 +25,6 @@ const (
 	ReasonBadValue  = "bad_value"  // a negative token count or latency
 )
 
-// reasonPromptTooLong is infer's error.reason for a prompt that leaves no
-// room for an answer in the model's context.
-const reasonPromptTooLong = "prompt_too_long"
-
 // chars is the length in characters (Unicode code points) of a JSON string,
 // counted on the raw literal so the text is never unescaped or copied: an
 // escape counts as the one character it stands for. Invalid UTF-8 counts
@@ -279,7 +275,7 @@ func parse(data []byte, f *fact) *parseError {
 		e := v.Error
 		f.kind, f.sample, class = record.KindError, e.Sample, 'g' // an error and an answer for one (id, sample) repeat it
 		f.status, f.message, f.endpoint = e.Status, e.Message, e.Endpoint
-		f.tooLong, f.pTokens = e.Reason == reasonPromptTooLong, e.PromptTokens
+		f.tooLong, f.pTokens = e.Reason == record.ReasonPromptTooLong, e.PromptTokens
 		if f.pTokens < 0 {
 			return &parseError{ReasonBadValue, errors.New("negative error.prompt_tokens")}
 		}
