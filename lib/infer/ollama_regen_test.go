@@ -33,7 +33,9 @@ import (
 // turn is max_tokens long, cut by length, and ends its exchange: the
 // output is the source with each exchange (answers and tool results)
 // replaced by one regenerated answer, unless a later turn no longer fit
-// Ollama's context (2048 tokens) and the conversation ends truncated.
+// the context and the conversation ends truncated. The server runs with
+// OLLAMA_DEBUG=1: its log shows every chat prompt it rendered and every
+// prompt its runner cut to num_ctx.
 
 const fastchatPath = "../../../shared/data/real/fastchat_dummy_conversation.json"
 
@@ -129,23 +131,45 @@ func regenSkeleton(src []record.Message) []*record.Message {
 
 // regenFigures are what checkOllamaRegen counted.
 type regenFigures struct {
-	turns, truncated, tools int
+	complete, truncated, tooLong int // conversations
+	turns                        int
+	toolTurns                    int // turns of conversations with tools
+	completeTools                int // complete conversations with tools
+	cut                          int // refusals of a prompt the server cut
 }
 
-// checkOllamaRegen is exact accounting for a --regenerate run on Ollama:
-// every input conversation exactly once in the output and none in the
-// errors, each record its input line plus "output", and each output the
-// source's skeleton (system and user turns in order and untouched, one
-// regenerated answer per exchange, each listed in turns with its finish,
-// usage and endpoint), or a prefix of it that ends at its last turn and
-// says why (a documented truncation reason).
-func checkOllamaRegen(t *testing.T, srv *ollama.Server, lines map[string]string, outs, errs []genRecord) regenFigures {
+// checkOllamaRegen is exact accounting for a --regenerate run on an Ollama
+// server whose context is numCtx: every input conversation exactly once
+// in the output or the errors, each record its input line plus its field;
+// each output the source's skeleton (system and user turns in order and
+// untouched, one regenerated answer per exchange, each listed in turns
+// with its finish, usage and endpoint), or a prefix of it that ends at
+// its last turn and says why (a documented truncation reason); each
+// error a first turn too long for the context.
+func checkOllamaRegen(t *testing.T, srv *ollama.Server, numCtx int, lines map[string]string, outs, errs []genRecord) regenFigures {
 	t.Helper()
 	var fig regenFigures
-	for _, g := range errs {
-		t.Errorf("an error record: %s", g.raw)
-	}
+	const cutBy = "the server cut the prompt"
 	seen := map[string]bool{}
+	for _, g := range errs {
+		id := g.ID.Text
+		orig, ok := lines[id]
+		if !ok || seen[id] {
+			t.Fatalf("an error record for unknown or repeated id %q", id)
+		}
+		seen[id] = true
+		if stripped, err := record.WithoutFields(nil, []byte(g.raw), "error"); err != nil || string(stripped) != orig {
+			t.Fatalf("%s: the error record is not its input line plus error:\n got %s\nwant %s", id, stripped, orig)
+		}
+		e := g.Error
+		if e == nil || e.Reason != ReasonPromptTooLong || e.TurnsDone == nil || *e.TurnsDone != 0 || e.Turn == nil || *e.Turn != 0 {
+			t.Fatalf("%s: an error record, not a first turn too long for the context: %s", id, g.raw)
+		}
+		fig.tooLong++
+		if strings.Contains(e.Message, cutBy) {
+			fig.cut++
+		}
+	}
 	for i := range outs {
 		g := &outs[i]
 		id := g.ID.Text
@@ -168,9 +192,6 @@ func checkOllamaRegen(t *testing.T, srv *ollama.Server, lines map[string]string,
 		if err := json.Unmarshal([]byte(orig), &p); err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Tools) > 0 {
-			fig.tools++
-		}
 		want := regenSkeleton(openai.ChatMessages(&p))
 		if tr := o.Truncated; tr != nil {
 			fig.truncated++
@@ -187,6 +208,9 @@ func checkOllamaRegen(t *testing.T, srv *ollama.Server, lines map[string]string,
 				t.Fatalf("%s: truncated, yet %d messages of %d, the last %q", id, len(o.Messages), len(want), o.Messages[len(o.Messages)-1].Role)
 			}
 			want = want[:len(o.Messages)]
+			if strings.Contains(tr.Detail, cutBy) {
+				fig.cut++
+			}
 		}
 		if len(o.Messages) != len(want) {
 			t.Fatalf("%s: %d messages, want %d (the source's with one answer an exchange)", id, len(o.Messages), len(want))
@@ -221,8 +245,10 @@ func checkOllamaRegen(t *testing.T, srv *ollama.Server, lines map[string]string,
 				t.Fatalf("%s: turn %d was asked with %d prompt tokens, turn %d with %d and answered %d: history was lost",
 					id, k, turn.Usage.PromptTokens, k-1, o.Turns[k-1].Usage.PromptTokens, o.Turns[k-1].Usage.CompletionTokens)
 			}
-			if turn.Usage.PromptTokens+sent > 2048 {
-				t.Fatalf("%s: turn %d: %d prompt tokens and max_tokens %d exceed Ollama's 2048", id, k, turn.Usage.PromptTokens, sent)
+			// Ollama keeps num_ctx tokens of a longer prompt: infer
+			// refuses that answer.
+			if turn.Usage.PromptTokens >= numCtx {
+				t.Fatalf("%s: turn %d answers a prompt cut to Ollama's %d-token context: %d prompt tokens", id, k, numCtx, turn.Usage.PromptTokens)
 			}
 			usage.PromptTokens += turn.Usage.PromptTokens
 			usage.CompletionTokens += turn.Usage.CompletionTokens
@@ -233,6 +259,15 @@ func checkOllamaRegen(t *testing.T, srv *ollama.Server, lines map[string]string,
 			t.Fatalf("%s: %d turns, %d answers in the messages", id, len(o.Turns), k)
 		}
 		fig.turns += k
+		if len(p.Tools) > 0 {
+			fig.toolTurns += k
+		}
+		if o.Truncated == nil {
+			fig.complete++
+			if len(p.Tools) > 0 {
+				fig.completeTools++
+			}
+		}
 		last := o.Turns[k-1]
 		if !reflect.DeepEqual(usage, o.Usage) || o.LatencyMS != latency || o.FinishReason != last.FinishReason || o.Endpoint != srv.URL ||
 			o.Sample != 0 || !strings.HasPrefix(o.Model, srv.Model) {
@@ -326,35 +361,77 @@ func checkMergedConversations(t *testing.T, lines map[string]string, out string)
 	}
 }
 
+// serverLog is what an Ollama server (run with OLLAMA_DEBUG=1) logged
+// from offset on: the chat prompts it rendered, those of them that began
+// with tools, and the prompts its runner cut to num_ctx (none logged:
+// not run with OLLAMA_DEBUG=1, or its debug log changed).
+type serverLog struct {
+	prompts, withTools, cut int
+}
+
+func readServerLog(t *testing.T, srv *ollama.Server, offset int) (serverLog, int) {
+	t.Helper()
+	b, err := os.ReadFile(srv.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l serverLog
+	for _, line := range strings.Split(string(b[offset:]), "\n") {
+		switch {
+		case strings.Contains(line, `msg="chat request"`):
+			l.prompts++
+			if strings.Contains(line, `prompt="tools: [{`) {
+				l.withTools++
+			}
+		case strings.Contains(line, `msg="truncating input prompt"`):
+			l.cut++
+		}
+	}
+	return l, len(b)
+}
+
 func TestOllamaRegenerate(t *testing.T) {
-	srv := ollama.Start(t, ollama.Options{Parallel: 4, Template: ollama.ToolsTemplate})
+	const numCtx = 2048 // Ollama's default
+	srv := ollama.Start(t, ollama.Options{Parallel: 4, Template: ollama.ToolsTemplate, Env: []string{"OLLAMA_DEBUG=1"}})
 	dir := t.TempDir()
 	in, lines := realConversations(t, dir, 12, 8)
-	args := func(out string, extra ...string) []string {
-		a := append([]string{"-e", srv.URL, "--regenerate", "--max-tokens", fmt.Sprint(regenMaxTokens), "-o", out, in}, fastFlags...)
+	args := func(url, in, out string, extra ...string) []string {
+		a := append([]string{"-e", url, "--regenerate", "--max-tokens", fmt.Sprint(regenMaxTokens), "-o", out, in}, fastFlags...)
 		return append(a, extra...)
 	}
+	// check is checkOllamaRegen, the journal gone and merge, for a run
+	// where every conversation fits.
 	check := func(t *testing.T, out string) regenFigures {
 		t.Helper()
-		fig := checkOllamaRegen(t, srv, lines, readRecords(t, out), readRecords(t, strings.TrimSuffix(out, ".jsonl")+".errors.jsonl"))
-		if fig.tools != 8 {
-			t.Errorf("%d conversations with tools regenerated, want 8", fig.tools)
+		fig := checkOllamaRegen(t, srv, numCtx, lines, readRecords(t, out), readRecords(t, strings.TrimSuffix(out, ".jsonl")+".errors.jsonl"))
+		if fig.complete != len(lines) || fig.completeTools != 8 {
+			t.Errorf("%d conversations complete (%d with tools), want all %d (8 with tools): %+v", fig.complete, fig.completeTools, len(lines), fig)
 		}
 		if _, err := os.Stat(JournalPath(out)); !os.IsNotExist(err) {
 			t.Errorf("the turn journal is left after a complete run: %v", err)
 		}
 		checkMergedConversations(t, lines, out)
-		t.Logf("%d conversations, %d turns, %d truncated", len(lines), fig.turns, fig.truncated)
+		t.Logf("%d conversations, %d turns (%d with tools)", len(lines), fig.turns, fig.toolTurns)
 		return fig
 	}
+	logAt := 0
 
+	// Each turn asked once, with the record's tools in the prompt Ollama
+	// rendered.
 	t.Run("complete", func(t *testing.T) {
+		_, logAt = readServerLog(t, srv, 0)
 		out := filepath.Join(t.TempDir(), "regen.jsonl")
-		r := testbin.Exec(t, exec.Command(inferBin, args(out)...))
+		r := testbin.Exec(t, exec.Command(inferBin, args(srv.URL, in, out)...))
 		if r.Code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 		}
 		fig := check(t, out)
+		var l serverLog
+		l, logAt = readServerLog(t, srv, logAt)
+		if l.prompts != fig.turns || l.withTools != fig.toolTurns || l.cut != 0 {
+			t.Errorf("Ollama rendered %d chat prompts (%d with tools) and cut %d; want one a turn: %d (%d with tools), none cut",
+				l.prompts, l.withTools, l.cut, fig.turns, fig.toolTurns)
+		}
 		if want := "conversations: " + cli.Thousands(int64(fig.turns)) + " turns regenerated"; !strings.Contains(r.Stderr, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.Stderr)
 		}
@@ -365,7 +442,7 @@ func TestOllamaRegenerate(t *testing.T) {
 	// output exactly once.
 	t.Run("kill and resume", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "regen.jsonl")
-		a := args(out, "--flush-interval", "50ms")
+		a := args(srv.URL, in, out, "--flush-interval", "50ms")
 		p := startInfer(t, a...)
 		waitFor(t, 60*time.Second, "10 turns journaled", func() bool { return len(journaled(t, JournalPath(out))) >= 10 })
 		p.cmd.Process.Signal(syscall.SIGKILL)
@@ -381,5 +458,40 @@ func TestOllamaRegenerate(t *testing.T) {
 			t.Errorf("the resumed run continued no turn from the journal:\n%s", p.stderr.String())
 		}
 		check(t, out)
+	})
+
+	// The glaive conversations on a server with a 640-token context, where
+	// one opens with a prompt of 752 tokens (its tools, system and first
+	// question) and others outgrow it: what does not fit ends as an error
+	// (the first turn) or a truncation (a later one), refused before it
+	// was sent or, where the estimate let it through and Ollama cut it,
+	// when its prompt_tokens came back as the whole context; no turn
+	// answers a prompt that was cut.
+	t.Run("small context", func(t *testing.T) {
+		const small = 640
+		srv := ollama.Start(t, ollama.Options{Parallel: 4, NumCtx: small, Template: ollama.ToolsTemplate, Env: []string{"OLLAMA_DEBUG=1"}})
+		dir := t.TempDir()
+		in, lines := realConversations(t, dir, 0, 8)
+		_, at := readServerLog(t, srv, 0)
+		out := filepath.Join(dir, "regen.jsonl")
+		// Failed answers: exit 3.
+		r := testbin.Exec(t, exec.Command(inferBin, args(srv.URL, in, out)...))
+		if r.Code != cli.ExitRejects {
+			t.Fatalf("exit %d, want 3\n%s", r.Code, r.Stderr)
+		}
+		fig := checkOllamaRegen(t, srv, small, lines, readRecords(t, out), readRecords(t, filepath.Join(dir, "regen.errors.jsonl")))
+		l, _ := readServerLog(t, srv, at)
+		if l.prompts == 0 || l.cut != fig.cut {
+			t.Errorf("Ollama rendered %d chat prompts and cut %d to num_ctx; infer refused %d answers for it", l.prompts, l.cut, fig.cut)
+		}
+		if fig.tooLong == 0 || fig.completeTools == 0 {
+			t.Errorf("want a conversation whose first turn does not fit and one that does throughout: %+v", fig)
+		}
+		for _, want := range []string{fmt.Sprintf("ok %d, failed %d,", fig.complete+fig.truncated, fig.tooLong), fmt.Sprintf("%d prompts too long (prompt_too_long)", fig.tooLong)} {
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
+			}
+		}
+		t.Logf("%d conversations: %d complete, %d truncated, %d too long; %d turns; %d prompts cut by Ollama", len(lines), fig.complete, fig.truncated, fig.tooLong, fig.turns, fig.cut)
 	})
 }
