@@ -151,16 +151,23 @@ func checkOllamaRegen(t *testing.T, srv *ollama.Server, numCtx int, lines map[st
 	var fig regenFigures
 	const cutBy = "the server cut the prompt"
 	seen := map[string]bool{}
-	for _, g := range errs {
+	// own is the input line of g, a record that is that line plus field.
+	own := func(g *genRecord, field string) string {
 		id := g.ID.Text
 		orig, ok := lines[id]
 		if !ok || seen[id] {
-			t.Fatalf("an error record for unknown or repeated id %q", id)
+			t.Fatalf("a record for unknown or repeated id %q: %.300s", id, g.raw)
 		}
 		seen[id] = true
-		if stripped, err := record.WithoutFields(nil, []byte(g.raw), "error"); err != nil || string(stripped) != orig {
-			t.Fatalf("%s: the error record is not its input line plus error:\n got %s\nwant %s", id, stripped, orig)
+		if stripped, err := record.WithoutFields(nil, []byte(g.raw), field); err != nil || string(stripped) != orig {
+			t.Fatalf("%s: the record is not its input line plus %s:\n got %s\nwant %s", id, field, stripped, orig)
 		}
+		return orig
+	}
+	for i := range errs {
+		g := &errs[i]
+		id := g.ID.Text
+		own(g, "error")
 		e := g.Error
 		if e == nil || e.Reason != ReasonPromptTooLong || e.TurnsDone == nil || *e.TurnsDone != 0 || e.Turn == nil || *e.Turn != 0 {
 			t.Fatalf("%s: an error record, not a first turn too long for the context: %s", id, g.raw)
@@ -173,14 +180,7 @@ func checkOllamaRegen(t *testing.T, srv *ollama.Server, numCtx int, lines map[st
 	for i := range outs {
 		g := &outs[i]
 		id := g.ID.Text
-		orig, ok := lines[id]
-		if !ok || seen[id] {
-			t.Fatalf("an output record for unknown or repeated id %q", id)
-		}
-		seen[id] = true
-		if stripped, err := record.WithoutFields(nil, []byte(g.raw), "output"); err != nil || string(stripped) != orig {
-			t.Fatalf("%s: the record is not its input line plus output:\n got %s\nwant %s", id, stripped, orig)
-		}
+		orig := own(g, "output")
 		var o record.ConversationOutput
 		var wrap struct {
 			Output json.RawMessage `json:"output"`
