@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -437,27 +439,49 @@ func TestOllamaRegenerate(t *testing.T) {
 		}
 	})
 
-	// kill -9 once some turns are journaled, then --resume: each
-	// conversation goes on from its last journaled turn and ends up in the
-	// output exactly once.
+	// kill -9 once some turns are journaled, then --resume: the
+	// conversations written before the kill are kept, the others go on
+	// from their journaled turns, and the resumed run asks for exactly the
+	// turns neither holds; each conversation ends up in the output once.
 	t.Run("kill and resume", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "regen.jsonl")
 		a := args(srv.URL, in, out, "--flush-interval", "50ms")
 		p := startInfer(t, a...)
-		waitFor(t, 60*time.Second, "10 turns journaled", func() bool { return len(journaled(t, JournalPath(out))) >= 10 })
+		waitFor(t, 2*time.Minute, "25 turns journaled", func() bool { return len(journaled(t, JournalPath(out))) >= 25 })
 		p.cmd.Process.Signal(syscall.SIGKILL)
 		p.wait(t, 10*time.Second)
-		if n := completeLines(out); n >= len(lines) {
-			t.Fatalf("the run finished (%d conversations written) before it was killed", n)
+		data := mustRead(t, out)
+		written := parseRecords(t, out, data[:bytes.LastIndexByte(data, '\n')+1])
+		if len(written) >= len(lines) {
+			t.Fatalf("the run finished (%d conversations written) before it was killed", len(written))
+		}
+		writtenTurns, inJournal := 0, 0
+		done := map[string]bool{}
+		for _, g := range written {
+			done[g.ID.Text] = true
+			writtenTurns += len(g.Output.Turns)
+		}
+		for key := range journaled(t, JournalPath(out)) {
+			if id, _, _ := strings.Cut(key, "/"); !done[id] {
+				inJournal++
+			}
 		}
 		p = startInfer(t, append(a, "--resume")...)
-		if code := p.wait(t, 90*time.Second); code != cli.ExitOK {
+		if code := p.wait(t, 3*time.Minute); code != cli.ExitOK {
 			t.Fatalf("resume: exit %d\n%s", code, p.stderr.String())
 		}
-		if !strings.Contains(p.stderr.String(), "continued from the journal") {
-			t.Errorf("the resumed run continued no turn from the journal:\n%s", p.stderr.String())
+		fig := check(t, out)
+		asked, continued := 0, 0
+		m := regexp.MustCompile(`conversations: ([\d,]+) turns regenerated(?:, ([\d,]+) continued from the journal)?`).FindStringSubmatch(p.stderr.String())
+		if m != nil {
+			asked, _ = strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+			continued, _ = strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
 		}
-		check(t, out)
+		if m == nil || continued != inJournal || inJournal == 0 || asked+continued+writtenTurns != fig.turns {
+			t.Errorf("killed with %d conversations (%d turns) written and %d turns of others journaled, the resumed run asked %d turns and continued %d: want %d and %d\n%s",
+				len(written), writtenTurns, inJournal, asked, continued, fig.turns-writtenTurns-inJournal, inJournal, p.stderr.String())
+		}
+		t.Logf("killed with %d conversations (%d turns) written and %d turns journaled; the resumed run asked %d", len(written), writtenTurns, inJournal, asked)
 	})
 
 	// The glaive conversations on a server with a 640-token context, where
