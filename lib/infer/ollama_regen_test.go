@@ -369,7 +369,11 @@ func checkMergedConversations(t *testing.T, lines map[string]string, out string)
 // not run with OLLAMA_DEBUG=1, or its debug log changed).
 type serverLog struct {
 	prompts, withTools, cut int
+	// The prompts' tokens, and those of them its slots' caches held.
+	tokens, cached int
 }
+
+var cacheSlot = regexp.MustCompile(`msg="loading cache slot" .* prompt=(\d+) used=(\d+)`)
 
 func readServerLog(t *testing.T, srv *ollama.Server, offset int) (serverLog, int) {
 	t.Helper()
@@ -388,6 +392,12 @@ func readServerLog(t *testing.T, srv *ollama.Server, offset int) (serverLog, int
 		case strings.Contains(line, `msg="truncating input prompt"`):
 			l.cut++
 		}
+		if m := cacheSlot.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			used, _ := strconv.Atoi(m[2])
+			l.tokens += n
+			l.cached += used
+		}
 	}
 	return l, len(b)
 }
@@ -397,8 +407,11 @@ func TestOllamaRegenerate(t *testing.T) {
 	srv := ollama.Start(t, ollama.Options{Parallel: 4, Template: ollama.ToolsTemplate, Env: []string{"OLLAMA_DEBUG=1"}})
 	dir := t.TempDir()
 	in, lines := realConversations(t, dir, 12, 8)
+	// In flight as many as Ollama runs: more only wait in its queue and
+	// take turns in its 4 slots, whose caches then hold less of each
+	// conversation's history.
 	args := func(url, in, out string, extra ...string) []string {
-		a := append([]string{"-e", url, "--regenerate", "--max-tokens", fmt.Sprint(regenMaxTokens), "-o", out, in}, fastFlags...)
+		a := append([]string{"-e", url, "--concurrency", "4", "--regenerate", "--max-tokens", fmt.Sprint(regenMaxTokens), "-o", out, in}, fastFlags...)
 		return append(a, extra...)
 	}
 	// check is checkOllamaRegen, the journal gone and merge, for a run
@@ -434,6 +447,7 @@ func TestOllamaRegenerate(t *testing.T) {
 			t.Errorf("Ollama rendered %d chat prompts (%d with tools) and cut %d; want one a turn: %d (%d with tools), none cut",
 				l.prompts, l.withTools, l.cut, fig.turns, fig.toolTurns)
 		}
+		t.Logf("Ollama's slot caches held %d of the %d prompt tokens", l.cached, l.tokens)
 		if want := "conversations: " + cli.Thousands(int64(fig.turns)) + " turns regenerated"; !strings.Contains(r.Stderr, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.Stderr)
 		}
