@@ -422,7 +422,7 @@ func TestOllamaRegenerate(t *testing.T) {
 		if fig.complete != len(lines) || fig.completeTools != 8 {
 			t.Errorf("%d conversations complete (%d with tools), want all %d (8 with tools): %+v", fig.complete, fig.completeTools, len(lines), fig)
 		}
-		if _, err := os.Stat(JournalPath(out)); !os.IsNotExist(err) {
+		if _, err := os.Stat(journalOf(out)); !os.IsNotExist(err) {
 			t.Errorf("the turn journal is left after a complete run: %v", err)
 		}
 		checkMergedConversations(t, lines, out)
@@ -461,7 +461,7 @@ func TestOllamaRegenerate(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "regen.jsonl")
 		a := args(srv.URL, in, out, "--flush-interval", "50ms")
 		p := startInfer(t, a...)
-		waitFor(t, 2*time.Minute, "25 turns journaled", func() bool { return len(journaled(t, JournalPath(out))) >= 25 })
+		waitFor(t, 2*time.Minute, "25 turns journaled", func() bool { return len(journaled(t, journalOf(out))) >= 25 })
 		p.cmd.Process.Signal(syscall.SIGKILL)
 		p.wait(t, 10*time.Second)
 		data := mustRead(t, out)
@@ -475,7 +475,7 @@ func TestOllamaRegenerate(t *testing.T) {
 			done[g.ID.Text] = true
 			writtenTurns += len(g.Output.Turns)
 		}
-		for key := range journaled(t, JournalPath(out)) {
+		for key := range journaled(t, journalOf(out)) {
 			if id, _, _ := strings.Cut(key, "/"); !done[id] {
 				inJournal++
 			}
@@ -533,3 +533,6 @@ func TestOllamaRegenerate(t *testing.T) {
 		t.Logf("%d conversations: %d complete, %d truncated, %d too long; %d turns; %d prompts cut by Ollama", len(lines), fig.complete, fig.truncated, fig.tooLong, fig.turns, fig.cut)
 	})
 }
+
+// journalOf is -o's turn journal, FILE.turns.
+func journalOf(out string) string { return out + ".turns" }
