@@ -105,6 +105,13 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 		}
 		r.pool.Succeeded(ep)
 		r.systematic.Succeeded()
+		if r.cutByServer(j, &c) {
+			j.etaOn = false
+			r.eta.Ended(j, end, false, 0, "")
+			r.pool.Release(ep)
+			r.refuse(ep, j)
+			return
+		}
 		if j.conv == nil {
 			r.eta.Ended(j, end, true, c.CompletionTokens, c.FinishReason)
 			r.pool.Release(ep)

@@ -160,6 +160,22 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 	return err
 }
 
+// cutByServer tells whether the server answered a prompt it cut to fit
+// the context: Ollama does not refuse a prompt longer than num_ctx, it
+// keeps num_ctx of its tokens (the first few and the last) and says so
+// only by prompt_tokens. That answer is not to the prompt sent, so j is
+// refused as too long instead, as it would have been had its tokens been
+// counted.
+func (r *runner) cutByServer(j *job, c *openai.Completion) bool {
+	ctx := r.context()
+	if !r.cfg.FitContext || ctx <= 0 || c.PromptTokens < ctx {
+		return false
+	}
+	j.fit.prompt = c.PromptTokens
+	j.refused = &fleet.Failure{Message: fmt.Sprintf("the server cut the prompt to its %d-token context (prompt_tokens %d): the prompt is longer", ctx, c.PromptTokens)}
+	return true
+}
+
 // refuse files a prompt too long for the context: an error record
 // prompt_too_long, or for a conversation past its first turn the end of
 // the conversation, truncated context_full.

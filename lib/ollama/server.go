@@ -40,6 +40,11 @@ import (
 // "assistant:".
 const Template = "{{ range .Messages }}{{ .Role }}: {{ .Content }}\n{{ end }}assistant:"
 
+// ToolsTemplate is Template with the request's tools first, as JSON. Ollama
+// refuses tools (400 "does not support tools") for a model whose template
+// does not use .Tools; a model created with this one takes them.
+const ToolsTemplate = "{{ if .Tools }}tools: {{ json .Tools }}\n{{ end }}" + Template
+
 // Bounds on each wait. Loading is the slow one on a loaded 2-core machine.
 const (
 	startTimeout  = 30 * time.Second
@@ -68,6 +73,8 @@ type Options struct {
 	// Name is the name the model is created under ["tiny"]; /v1/models
 	// lists it as "tiny:latest".
 	Name string
+	// Template is the model's chat template [Template].
+	Template string
 	// Env holds further KEY=VALUE settings for the server (OLLAMA_DEBUG=1).
 	Env []string
 }
@@ -135,6 +142,9 @@ func Start(t Host, o Options) *Server {
 	}
 	if o.Threads <= 0 {
 		o.Threads = 1
+	}
+	if o.Template == "" {
+		o.Template = Template
 	}
 	dir := t.TempDir()
 	s := &Server{Model: o.Name, Binary: bin, Dir: dir, Log: filepath.Join(dir, "server.log"), t: t, opts: o}
@@ -443,7 +453,7 @@ func (s *Server) create(ctx context.Context, o Options, modelPath, digest string
 		return fmt.Errorf("the uploaded model is not in this server's models directory (another server on %s?): %w", s.URL, err)
 	}
 	body := map[string]any{"model": o.Name, "files": map[string]string{"model.gguf": "sha256:" + digest},
-		"template": Template, "stream": false}
+		"template": o.Template, "stream": false}
 	params := map[string]any{"num_thread": o.Threads}
 	if o.NumCtx > 0 {
 		params["num_ctx"] = o.NumCtx
