@@ -171,7 +171,7 @@ func checkOllamaRegen(t *testing.T, srv *ollama.Server, numCtx int, lines map[st
 		id := g.ID.Text
 		own(g, "error")
 		e := g.Error
-		if e == nil || e.Reason != ReasonPromptTooLong || e.TurnsDone == nil || *e.TurnsDone != 0 || e.Turn == nil || *e.Turn != 0 {
+		if e == nil || e.Reason != record.ReasonPromptTooLong || e.TurnsDone == nil || *e.TurnsDone != 0 || e.Turn == nil || *e.Turn != 0 {
 			t.Fatalf("%s: an error record, not a first turn too long for the context: %s", id, g.raw)
 		}
 		fig.tooLong++
