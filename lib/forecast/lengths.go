@@ -1,10 +1,10 @@
-// Package forecast is the arithmetic behind a run's forecast, shared by
-// the live ETA of infer and the report of infer bench: answer lengths as
-// a (capped) lognormal fitted to answers that finished and to answers
-// still being written (censored: they are at least as long as what they
-// have produced so far), what follows from such a distribution
-// (conditional means, the tail of a run's end), and the one formula for
-// the time a run takes.
+// Package forecast is a run's forecast: the live estimator behind infer's
+// ETA, and the arithmetic it shares with the report of infer bench:
+// answer lengths as a (capped) lognormal fitted to answers that finished
+// and to answers still being written (censored: they are at least as long
+// as what they have produced so far), what follows from such a
+// distribution (conditional means, the tail of a run's end), and the one
+// formula for the time a run takes.
 package forecast
 
 import "math"

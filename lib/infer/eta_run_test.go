@@ -12,9 +12,17 @@ import (
 
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/forecast"
 	"tokenmill/lib/llmsim"
 	"tokenmill/lib/replay"
 )
+
+// simEpoch is when virtual runs start.
+var simEpoch = time.Unix(1_700_000_000, 0)
+
+func relErr(got, want time.Duration) float64 {
+	return math.Abs(got.Seconds()-want.Seconds()) / want.Seconds()
+}
 
 // progressLine is one plain progress line of infer, as far as the ETA
 // goes.
@@ -96,7 +104,7 @@ func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens int, capac
 		t.Fatal(err)
 	}
 	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
-	r.eta = NewEstimator(time.Minute, maxTokens, capacity)
+	r.eta = forecast.NewEstimator[*job](time.Minute, maxTokens, capacity)
 	r.c.answers.Store(answers)
 	r.readerDone.Store(true)
 	return r, fake, newProgress(r, false, r.eta)

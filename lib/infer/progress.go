@@ -2,12 +2,14 @@ package infer
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/forecast"
 )
 
 // The progress display: one line every --progress in a log, or a
@@ -18,11 +20,11 @@ type progress struct {
 	r           *runner
 	start       time.Time
 	interactive bool
-	est         Estimator
+	est         forecast.Estimator[*job]
 	inputLines  atomic.Int64 // lines in the input files, once counted (-1: unknown)
 }
 
-func newProgress(r *runner, interactive bool, est Estimator) *progress {
+func newProgress(r *runner, interactive bool, est forecast.Estimator[*job]) *progress {
 	p := &progress{r: r, start: r.clk.Now(), interactive: interactive, est: est}
 	p.inputLines.Store(-1)
 	return p
@@ -151,4 +153,14 @@ func summaryLines(name string, s Summary, outName string) []string {
 		lines[i] = name + ": " + lines[i]
 	}
 	return lines
+}
+
+// formatForecast is the progress display's part for a forecast:
+// "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok".
+func formatForecast(f forecast.ETA) string {
+	eta := "ETA " + cli.ShortDuration(f.Left)
+	if f.High > f.Low {
+		eta += " (" + cli.ShortDuration(f.Low) + "-" + cli.ShortDuration(f.High) + ")"
+	}
+	return fmt.Sprintf("%s, mean answer %s±%s tok", eta, cli.Thousands(int64(math.Round(f.MeanTokens))), cli.Thousands(int64(math.Round(f.MeanSE))))
 }

@@ -8,6 +8,7 @@ import (
 
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/forecast"
 	"tokenmill/lib/llmsim"
 )
 
@@ -45,7 +46,7 @@ func TestProgressEndpointDown(t *testing.T) {
 	}
 	pool.Failed(eps[0], true, "connection refused") // out of service, its 3 still out
 	r := &runner{cfg: &Generate{Samples: 1}, clk: clock.Real, pool: pool, ready: newReadyQueue()}
-	r.eta = NewEstimator(time.Minute, 0, pool.Running)
+	r.eta = forecast.NewEstimator[*job](time.Minute, 0, pool.Running)
 	lines := newProgress(r, true, r.eta).lines()
 	if !strings.Contains(lines[0], "| in flight 3/7 |") {
 		t.Errorf("totals: %s", lines[0])
@@ -55,5 +56,16 @@ func TestProgressEndpointDown(t *testing.T) {
 	}
 	for _, ep := range held {
 		pool.Release(ep)
+	}
+}
+
+func TestFormatForecast(t *testing.T) {
+	f := forecast.ETA{Left: 19*time.Hour + 2*time.Minute, Low: 18*time.Hour + 40*time.Minute, High: 19*time.Hour + 25*time.Minute, MeanTokens: 1003.4, MeanSE: 27.6}
+	if got, want := formatForecast(f), "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	f.Low, f.High = f.Left, f.Left
+	if got, want := formatForecast(f), "ETA 19h02m, mean answer 1,003±28 tok"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

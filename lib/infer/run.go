@@ -84,7 +84,7 @@ type runner struct {
 	pool       *fleet.Pool
 	systematic *fleet.Systematic
 	model      string
-	eta        Estimator
+	eta        forecast.Estimator[*job]
 	backoff    *backoff
 	retries    retryTimers
 	c          counters
@@ -395,7 +395,7 @@ func (r *runner) generate(ctx context.Context) {
 	if c.MaxTokens != nil {
 		maxTokens = *c.MaxTokens
 	}
-	r.eta = NewEstimator(time.Minute, maxTokens, r.pool.Running)
+	r.eta = forecast.NewEstimator[*job](time.Minute, maxTokens, r.pool.Running)
 	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	r.cancelRun = cancelRun

@@ -1,4 +1,4 @@
-package infer
+package forecast
 
 import (
 	"container/heap"
@@ -22,7 +22,7 @@ type simFleet struct {
 
 type simEvent struct {
 	at     time.Time
-	j      *job
+	id     int // the attempt's key
 	start  bool
 	tokens int
 	finish string
@@ -54,7 +54,7 @@ func (f simFleet) run(lengths []int) ([]simEvent, time.Time) {
 	heap.Init(&h)
 	events := make([]simEvent, 0, 2*len(lengths))
 	var end time.Time
-	for _, natural := range lengths {
+	for id, natural := range lengths {
 		start := heap.Pop(&h).(time.Time)
 		tokens, finish := natural, "stop"
 		if f.limit > 0 && tokens >= f.limit {
@@ -62,8 +62,7 @@ func (f simFleet) run(lengths []int) ([]simEvent, time.Time) {
 		}
 		d := f.overhead + time.Duration(float64(tokens)/f.speed*float64(time.Second))
 		stop := start.Add(d)
-		j := &job{}
-		events = append(events, simEvent{at: start, j: j, start: true}, simEvent{at: stop, j: j, tokens: tokens, finish: finish})
+		events = append(events, simEvent{at: start, id: id, start: true}, simEvent{at: stop, id: id, tokens: tokens, finish: finish})
 		heap.Push(&h, stop)
 		if stop.After(end) {
 			end = stop
@@ -87,20 +86,20 @@ func logNormalLengths(n int, median, sigma float64, seed uint64) []int {
 // done) when each fraction of the answers is done, with the true time left.
 type etaPoint struct {
 	frac          float64
-	got           Forecast
+	got           ETA
 	naive, actual time.Duration
 }
 
 // feed plays events into est, calling ended after each answer ends with
 // the number done so far, until it returns false.
-func feed(est Estimator, events []simEvent, ended func(ev simEvent, done int) bool) {
+func feed(est Estimator[int], events []simEvent, ended func(ev simEvent, done int) bool) {
 	done := 0
 	for _, ev := range events {
 		if ev.start {
-			est.Started(ev.j, 0, ev.at)
+			est.Started(ev.id, 0, ev.at)
 			continue
 		}
-		est.Ended(ev.j, ev.at, true, ev.tokens, ev.finish)
+		est.Ended(ev.id, ev.at, true, ev.tokens, ev.finish)
 		done++
 		if !ended(ev, done) {
 			return
@@ -111,7 +110,7 @@ func feed(est Estimator, events []simEvent, ended func(ev simEvent, done int) bo
 func replaySynthetic(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
 	t.Helper()
 	events, end := f.run(lengths)
-	est := NewEstimator(time.Minute, f.limit, nil)
+	est := NewEstimator[int](time.Minute, f.limit, nil)
 	n := len(lengths)
 	var out []etaPoint
 	next := 0
@@ -202,7 +201,7 @@ func TestEstimatorMeanEarly(t *testing.T) {
 	}
 	trueMean := trueSum / float64(len(lengths))
 	events, _ := f.run(lengths)
-	est := NewEstimator(time.Minute, f.limit, nil)
+	est := NewEstimator[int](time.Minute, f.limit, nil)
 	var finishedSum float64
 	feed(est, events, func(ev simEvent, done int) bool {
 		finishedSum += float64(ev.tokens)
@@ -229,19 +228,18 @@ func TestEstimatorMeanEarly(t *testing.T) {
 }
 
 func TestEstimatorEdges(t *testing.T) {
-	est := NewEstimator(time.Minute, 0, nil)
+	est := NewEstimator[int](time.Minute, 0, nil)
 	t0 := simEpoch
 	if _, ok := est.Forecast(t0, 100); ok {
 		t.Fatal("a forecast before anything was sent")
 	}
-	jobs := make([]*job, 40)
-	for i := range jobs {
-		jobs[i] = &job{}
-		est.Started(jobs[i], 0, t0)
+	const failing = 40
+	for k := range failing {
+		est.Started(k, 0, t0)
 	}
 	// Failed attempts teach nothing.
-	for i := range jobs {
-		est.Ended(jobs[i], t0.Add(time.Second), false, 0, "")
+	for k := range failing {
+		est.Ended(k, t0.Add(time.Second), false, 0, "")
 	}
 	if _, ok := est.Forecast(t0.Add(time.Second), 100); ok {
 		t.Fatal("a forecast from failed attempts only")
@@ -249,11 +247,11 @@ func TestEstimatorEdges(t *testing.T) {
 	// Answers of 100 tokens at 50 tok/s after a 0.1 s overhead.
 	var at time.Time
 	for i := 0; i < 25; i++ {
-		j := &job{}
+		k := failing + i
 		sent := t0.Add(time.Duration(i) * time.Second)
 		at = sent.Add(2100 * time.Millisecond)
-		est.Started(j, 0, sent)
-		est.Ended(j, at, true, 100, "stop")
+		est.Started(k, 0, sent)
+		est.Ended(k, at, true, 100, "stop")
 	}
 	fc, ok := est.Forecast(at, 50)
 	if !ok {
@@ -266,20 +264,9 @@ func TestEstimatorEdges(t *testing.T) {
 		t.Errorf("nothing left: %+v %v", fc, ok)
 	}
 	// An answer ending that was never seen starting is ignored.
-	est.Ended(&job{}, at, true, 1_000_000, "stop")
+	est.Ended(-1, at, true, 1_000_000, "stop")
 	if fc, _ := est.Forecast(at, 50); math.Abs(fc.MeanTokens-100) > 1 {
 		t.Errorf("an unknown answer moved the mean to %v", fc.MeanTokens)
-	}
-}
-
-func TestFormatForecast(t *testing.T) {
-	f := Forecast{Left: 19*time.Hour + 2*time.Minute, Low: 18*time.Hour + 40*time.Minute, High: 19*time.Hour + 25*time.Minute, MeanTokens: 1003.4, MeanSE: 27.6}
-	if got, want := formatForecast(f), "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	f.Low, f.High = f.Left, f.Left
-	if got, want := formatForecast(f), "ETA 19h02m, mean answer 1,003±28 tok"; got != want {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
@@ -288,7 +275,7 @@ func TestFormatForecast(t *testing.T) {
 func BenchmarkForecast(b *testing.B) {
 	f := simFleet{400, 24.6, 300 * time.Millisecond, 8192}
 	events, _ := f.run(logNormalLengths(20_000, 600, 1.01, 1))
-	est := NewEstimator(time.Minute, f.limit, nil)
+	est := NewEstimator[int](time.Minute, f.limit, nil)
 	var at time.Time
 	feed(est, events, func(ev simEvent, done int) bool {
 		at = ev.at
@@ -304,16 +291,13 @@ func BenchmarkForecast(b *testing.B) {
 
 // BenchmarkEstimatorEvents: what the estimator adds to every request.
 func BenchmarkEstimatorEvents(b *testing.B) {
-	est := NewEstimator(time.Minute, 0, nil)
-	jobs := make([]*job, 400)
-	for i := range jobs {
-		jobs[i] = &job{}
-	}
+	est := NewEstimator[int](time.Minute, 0, nil)
+	const inFlight = 400
 	t0 := simEpoch
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		j := jobs[i%len(jobs)]
-		est.Started(j, 0, t0)
-		est.Ended(j, t0.Add(time.Second), true, 100+i%500, "stop")
+		k := i % inFlight
+		est.Started(k, 0, t0)
+		est.Ended(k, t0.Add(time.Second), true, 100+i%500, "stop")
 	}
 }

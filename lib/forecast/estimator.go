@@ -1,17 +1,13 @@
-package infer
+package forecast
 
 import (
-	"fmt"
 	"math"
 	"sync"
 	"time"
-
-	"tokenmill/lib/cli"
-	"tokenmill/lib/forecast"
 )
 
-// Forecast is how long the rest of a run will take, and what it rests on.
-type Forecast struct {
+// ETA is how long the rest of a run will take, and what it rests on.
+type ETA struct {
 	Left      time.Duration // the estimate
 	Low, High time.Duration // about a 95% range
 	// TokPerSec is the fleet's output now, answers in flight included.
@@ -21,21 +17,22 @@ type Forecast struct {
 	MeanTokens, MeanSE float64
 }
 
-// Estimator forecasts how long the rest of a run takes. The runner tells
-// it when each attempt starts and ends; the progress display asks it for
-// the time left.
-type Estimator interface {
-	// Started: an attempt of j was sent to endpoint ep at at.
-	Started(j *job, ep int, at time.Time)
-	// Ended: the attempt of j ended at at; with ok, an answer of tokens
+// Estimator is the live forecast of how long the rest of a run takes. The
+// runner tells it when each attempt starts and ends, naming the attempt by
+// a key of its own (one attempt in flight per key); the progress display
+// asks it for the time left.
+type Estimator[K comparable] interface {
+	// Started: attempt k was sent to endpoint ep at at.
+	Started(k K, ep int, at time.Time)
+	// Ended: attempt k ended at at; with ok, an answer of tokens
 	// completion tokens that finished for finish ("stop", "length", ...).
-	Ended(j *job, at time.Time, ok bool, tokens int, finish string)
+	Ended(k K, at time.Time, ok bool, tokens int, finish string)
 	// Forecast is the time needed for left more answers, or false while
 	// there is too little to go on.
-	Forecast(now time.Time, left int64) (Forecast, bool)
+	Forecast(now time.Time, left int64) (ETA, bool)
 }
 
-// etaEstimator forecasts from the fleet's output in tokens per second and
+// estimator forecasts from the fleet's output in tokens per second and
 // the mean answer length, both corrected for the answers still being
 // written. Early in a run the answers that have finished are the short
 // ones (a long answer is still running), so neither the answer rate nor
@@ -65,7 +62,7 @@ type Estimator interface {
 //     mean, plus what those in flight still have to write) over the rate,
 //     plus the drain at the end (the run waits for its longest answers),
 //     and never less than the longest answer in flight needs.
-type etaEstimator struct {
+type estimator[K comparable] struct {
 	window time.Duration
 	limit  float64 // max_tokens when known (0: learn it)
 	// capacity is how many requests endpoint i runs at once (0: all).
@@ -74,36 +71,36 @@ type etaEstimator struct {
 	// What the runner reports, under mu: taken briefly by every request.
 	mu       sync.Mutex
 	first    time.Time // the first request (zero: none yet)
-	inflight map[*job]*etaFlight
-	byEP     map[int][]*etaFlight // in flight per endpoint, oldest first
-	answers  etaAnswers
+	inflight map[K]*flight
+	byEP     map[int][]*flight // in flight per endpoint, oldest first
+	answers  finished
 
 	// The forecast's own state, under fmu, so that its arithmetic does
 	// not hold up requests.
 	fmu      sync.Mutex
-	fit      forecast.LogNormal // last fit, the next one's start
-	produced []etaSample
+	fit      LogNormal // last fit, the next one's start
+	produced []sample
 }
 
-// etaAnswers sums up the answers that finished.
-type etaAnswers struct {
+// finished sums up the answers that finished.
+type finished struct {
 	done        float64 // answers finished ok
 	credited    float64 // their tokens
 	sumL, sumL2 float64
-	exact       forecast.LogStats // log lengths of answers that stopped on their own
-	cut         map[int]float64   // answers cut by max_tokens (or the context), by length
+	exact       LogStats        // log lengths of answers that stopped on their own
+	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
 	longest     int
 	speed       speedFit
 }
 
-type etaSample struct {
+type sample struct {
 	at     time.Time
 	tokens float64
 }
 
-// etaFlight is a request in flight: where it went, and since when it is
+// flight is a request in flight: where it went, and since when it is
 // taken as being written (zero while it waits in the server's queue).
-type etaFlight struct {
+type flight struct {
 	ep      int
 	sent    time.Time
 	writing time.Time
@@ -140,32 +137,32 @@ func (s *speedFit) line() (v, q float64) {
 }
 
 // Forecasting needs this many finished answers.
-const etaMinAnswers = 20
+const minAnswers = 20
 
 // NewEstimator returns the forecast the progress display uses: tokens per
 // second over the last window, answers of at most maxTokens (0: unknown),
 // and capacity(i) requests written at once by endpoint i (nil, or 0: all
-// those in flight).
-func NewEstimator(window time.Duration, maxTokens int, capacity func(i int) int) Estimator {
-	return &etaEstimator{window: window, limit: float64(maxTokens), capacity: capacity,
-		inflight: map[*job]*etaFlight{}, byEP: map[int][]*etaFlight{}, answers: etaAnswers{cut: map[int]float64{}}}
+// those in flight). K names an attempt in flight.
+func NewEstimator[K comparable](window time.Duration, maxTokens int, capacity func(i int) int) Estimator[K] {
+	return &estimator[K]{window: window, limit: float64(maxTokens), capacity: capacity,
+		inflight: map[K]*flight{}, byEP: map[int][]*flight{}, answers: finished{cut: map[int]float64{}}}
 }
 
-func (e *etaEstimator) Started(j *job, ep int, at time.Time) {
+func (e *estimator[K]) Started(k K, ep int, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.first.IsZero() {
 		e.first = at
 	}
-	f := &etaFlight{ep: ep, sent: at}
-	e.inflight[j] = f
+	f := &flight{ep: ep, sent: at}
+	e.inflight[k] = f
 	e.byEP[ep] = append(e.byEP[ep], f)
 	e.promoteLocked(ep, at)
 }
 
 // promoteLocked takes the oldest waiting requests of endpoint ep as being
 // written from at on, while it writes fewer than it can.
-func (e *etaEstimator) promoteLocked(ep int, at time.Time) {
+func (e *estimator[K]) promoteLocked(ep int, at time.Time) {
 	list := e.byEP[ep]
 	room := len(list)
 	if e.capacity != nil {
@@ -189,11 +186,11 @@ func (e *etaEstimator) promoteLocked(ep int, at time.Time) {
 	}
 }
 
-func (e *etaEstimator) Ended(j *job, at time.Time, ok bool, tokens int, finish string) {
+func (e *estimator[K]) Ended(k K, at time.Time, ok bool, tokens int, finish string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	f, found := e.inflight[j]
-	delete(e.inflight, j)
+	f, found := e.inflight[k]
+	delete(e.inflight, k)
 	if !found {
 		return
 	}
@@ -232,7 +229,7 @@ func (e *etaEstimator) Ended(j *job, at time.Time, ok bool, tokens int, finish s
 // snapshot copies what the runner reported: the answers, when the first
 // request went out, and since when each answer in flight is being written
 // (those waiting in a server's queue are left out).
-func (e *etaEstimator) snapshot(now time.Time) (etaAnswers, time.Time, []time.Time) {
+func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a := e.answers
@@ -253,11 +250,11 @@ func (e *etaEstimator) snapshot(now time.Time) (etaAnswers, time.Time, []time.Ti
 }
 
 // answerLimit is the longest an answer can be.
-func (a *etaAnswers) answerLimit(limit float64) float64 {
+func (a *finished) answerLimit(limit float64) float64 {
 	if limit > 0 {
 		return limit
 	}
-	lim := float64(forecast.DefaultLimit)
+	lim := float64(DefaultLimit)
 	for l := range a.cut {
 		lim = max(lim, float64(l))
 	}
@@ -266,7 +263,7 @@ func (a *etaAnswers) answerLimit(limit float64) float64 {
 
 // lengths fits the answer lengths given the progress of those in flight,
 // starting from the last fit.
-func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (forecast.Dist, bool) {
+func (e *estimator[K]) lengths(a *finished, progress []float64) (Dist, bool) {
 	if a.exact.N == 0 {
 		if len(a.cut) == 0 {
 			return nil, false
@@ -276,18 +273,18 @@ func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (forecast.Dist
 		for l := range a.cut {
 			c = max(c, l)
 		}
-		return forecast.PointMass{C: float64(c)}, true
+		return PointMass{C: float64(c)}, true
 	}
-	cens := make([]forecast.Censor, 0, len(a.cut)+len(progress))
+	cens := make([]Censor, 0, len(a.cut)+len(progress))
 	for l, w := range a.cut {
-		cens = append(cens, forecast.Censor{X: math.Log(float64(max(l, 1))), W: w})
+		cens = append(cens, Censor{X: math.Log(float64(max(l, 1))), W: w})
 	}
 	for _, l := range progress {
 		if l >= 1 {
-			cens = append(cens, forecast.Censor{X: math.Log(l), W: 1})
+			cens = append(cens, Censor{X: math.Log(l), W: 1})
 		}
 	}
-	d, ok := forecast.FitLogNormal(a.exact, cens, e.fit)
+	d, ok := FitLogNormal(a.exact, cens, e.fit)
 	if !ok {
 		return nil, false
 	}
@@ -295,16 +292,16 @@ func (e *etaEstimator) lengths(a *etaAnswers, progress []float64) (forecast.Dist
 	return d, true
 }
 
-func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
+func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	a, first, inflight := e.snapshot(now)
 	e.fmu.Lock()
 	defer e.fmu.Unlock()
-	if a.done < etaMinAnswers || first.IsZero() {
-		return Forecast{}, false
+	if a.done < minAnswers || first.IsZero() {
+		return ETA{}, false
 	}
 	v, q := a.speed.line()
 	if v <= 0 {
-		return Forecast{}, false
+		return ETA{}, false
 	}
 	limit := a.answerLimit(e.limit)
 
@@ -319,31 +316,31 @@ func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
 	rate := e.rate(now, first, producing)
 	d, ok := e.lengths(&a, progress)
 	if !ok || rate <= 0 {
-		return Forecast{}, false
+		return ETA{}, false
 	}
 
 	// The mean over every answer sent: finished ones as they were, those
 	// in flight as their expected final length.
 	sum, rest := a.sumL, 0.0
 	for _, l := range progress {
-		final := forecast.CondMean(d, l, limit)
+		final := CondMean(d, l, limit)
 		sum += final
 		rest += final - l
 	}
 	n := a.done + float64(len(progress))
 	mean := sum / n
-	_, m2 := forecast.CappedMoments(d, limit)
+	_, m2 := CappedMoments(d, limit)
 	sd := math.Sqrt(max(m2-mean*mean, 0))
 	if a.done >= 2 {
 		sd = max(sd, math.Sqrt(max(a.sumL2/a.done-(a.sumL/a.done)*(a.sumL/a.done), 0)))
 	}
 	se := sd / math.Sqrt(a.done)
-	f := Forecast{TokPerSec: rate, MeanTokens: mean, MeanSE: se}
+	f := ETA{TokPerSec: rate, MeanTokens: mean, MeanSE: se}
 	if left <= 0 {
 		return f, true
 	}
 
-	secs, lo, hi := forecast.RunTime(forecast.Run{
+	secs, lo, hi := RunTime(Run{
 		Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Rest: rest,
 		TokPerSec: rate, Speed: v, Lengths: d, Limit: limit, Mean: mean, SE: se, SD: sd,
 	})
@@ -353,11 +350,11 @@ func (e *etaEstimator) Forecast(now time.Time, left int64) (Forecast, bool) {
 
 // rate records the tokens produced so far and returns their growth per
 // second over the window. Nothing was produced before the first request.
-func (e *etaEstimator) rate(now, first time.Time, producing float64) float64 {
+func (e *estimator[K]) rate(now, first time.Time, producing float64) float64 {
 	if len(e.produced) == 0 {
-		e.produced = append(e.produced, etaSample{at: first})
+		e.produced = append(e.produced, sample{at: first})
 	}
-	e.produced = append(e.produced, etaSample{now, producing})
+	e.produced = append(e.produced, sample{now, producing})
 	// Keep one sample older than the window as its left edge.
 	cut := 0
 	for cut+1 < len(e.produced) && now.Sub(e.produced[cut+1].at) >= e.window {
@@ -373,13 +370,3 @@ func (e *etaEstimator) rate(now, first time.Time, producing float64) float64 {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-// formatForecast is the progress display's part for a forecast:
-// "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok".
-func formatForecast(f Forecast) string {
-	eta := "ETA " + cli.ShortDuration(f.Left)
-	if f.High > f.Low {
-		eta += " (" + cli.ShortDuration(f.Low) + "-" + cli.ShortDuration(f.High) + ")"
-	}
-	return fmt.Sprintf("%s, mean answer %s±%s tok", eta, cli.Thousands(int64(math.Round(f.MeanTokens))), cli.Thousands(int64(math.Round(f.MeanSE))))
-}
