@@ -17,6 +17,7 @@ import (
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
+	"tokenmill/lib/tokens"
 )
 
 // Description is infer's --help text.
@@ -53,9 +54,7 @@ type Generate struct {
 	Affinity         bool `default:"true" negatable:"" help:"With --regenerate, send every turn of a conversation to the endpoint that served its first turn, holding its slot between turns, so that the server's prefix cache serves the history; a conversation moves only when a turn fails there. --no-affinity (or --affinity=false) sends each turn to the least loaded endpoint."`
 	ToolRounds       int  `default:"16" placeholder:"N" help:"With --regenerate, the most rounds of tool results the model may get per user turn; a call past them ends the conversation, truncated (tool_rounds)."`
 
-	FitContext      bool `default:"true" negatable:"" help:"When the context length is known, lower each request's max_tokens to what the prompt leaves of the context, and do not send a prompt that leaves fewer than --min-answer-tokens (an error record prompt_too_long); a refusal for length is sent again fitted to the numbers it states."`
-	ContextMargin   int  `default:"8" placeholder:"N" help:"Tokens kept free of the context beyond the prompt and the answer, for estimates' errors."`
-	MinAnswerTokens int  `default:"32" placeholder:"N" help:"The fewest answer tokens worth asking for: a prompt that leaves fewer in the context is not sent."`
+	tokens.FitFlags `embed:""`
 
 	Concurrency   fleet.Concurrency `default:"0" placeholder:"N|auto" help:"Requests in flight per endpoint, or auto. 0: each server's capacity where it says (SGLang max_running_requests, llama.cpp total_slots) plus --queue-depth, else adapted to the server while the run goes (auto: on every endpoint)."`
 	QueueDepth    int               `default:"2" placeholder:"N" help:"Requests kept waiting in each server's own queue beyond the capacity it reports, so a slot that frees is refilled without waiting for a round trip."`
@@ -105,8 +104,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, cli.Usagef("--regenerate sends chat conversations: it needs --api chat, not %s", c.API)
 	case c.ToolRounds < 0:
 		return nil, nil, cli.Usagef("--tool-rounds must not be negative")
-	case c.ContextMargin < 0 || c.MinAnswerTokens < 1:
-		return nil, nil, cli.Usagef("--context-length and --context-margin must not be negative, --min-answer-tokens at least 1")
+	case c.FitFlags.Check() != nil:
+		return nil, nil, cli.Usagef("%v", c.FitFlags.Check())
 	case c.Resume && toStdout(c.Output):
 		return nil, nil, cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
 	case c.RedoLength && !c.Resume:

@@ -184,7 +184,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		model = r.model
 	}
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.max,
+		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
@@ -202,17 +202,17 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 // what its prompt cost to the token estimate.
 func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	now := r.clk.Now()
-	if j.fit.max > 0 {
+	if j.fit.Max > 0 {
 		r.c.clamped.Add(1)
 	}
 	if r.tokens != nil && c.PromptTokens > 0 {
 		// Far from the context only: a server that cuts a prompt too long
 		// (Ollama) reports what it kept.
-		if ctx := r.context(); ctx == 0 || j.fit.prompt < ctx/2 {
+		if ctx := r.context(); ctx == 0 || j.fit.Prompt < ctx/2 {
 			r.tokens.Learn(j.size, c.PromptTokens)
 		}
-		if j.fit.text > 0 {
-			r.tokens.LearnTemplate(j.size.Msgs, j.fit.text, c.PromptTokens)
+		if j.fit.Text > 0 {
+			r.tokens.LearnTemplate(j.size.Msgs, j.fit.Text, c.PromptTokens)
 		}
 	}
 	r.c.promptTokens.Add(int64(c.PromptTokens))
@@ -266,12 +266,12 @@ func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 	p := j.conv.Request()
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
 	ft := r.fit(p.Messages, tools, r.b.MaxTokens(p), known, exact)
-	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(p.Messages, tools), ft, ft.prompt, nil
-	if ft.refused {
-		j.refused = ft.refusal()
+	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(p.Messages, tools), ft, ft.Prompt, nil
+	if ft.Refused {
+		j.refused = &fleet.Failure{Message: ft.Refusal()}
 		return nil
 	}
-	body, err := r.b.BodyMax(p, j.conv.ParamSeed(), j.sample, ft.max)
+	body, err := r.b.BodyMax(p, j.conv.ParamSeed(), j.sample, ft.Max)
 	j.body = body
 	return err
 }
@@ -282,7 +282,7 @@ func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) (more, ok bool) {
 	conv := j.conv
 	turn := record.Turn{FinishReason: c.FinishReason, Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
-		MaxTokens: j.fit.max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
+		MaxTokens: j.fit.Max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
 	a, err := conv.NewAnswer(c, turn)
 	if err != nil {
 		r.fatal(err)
@@ -359,7 +359,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		}
 		switch {
 		case f == j.refused:
-			e.Reason, e.PromptTokens = record.ReasonPromptTooLong, j.fit.prompt
+			e.Reason, e.PromptTokens = record.ReasonPromptTooLong, j.fit.Prompt
 		case j.reason != "":
 			e.Reason = j.reason
 		}

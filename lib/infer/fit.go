@@ -30,46 +30,10 @@ import (
 // sent again.
 const maxContextRetries = 2
 
-// fitted is how a request fits the context.
-type fitted struct {
-	max     int // max_tokens to send; 0: as requested
-	prompt  int // the prompt's tokens, counted or estimated (0: not needed)
-	exact   bool
-	text    int  // of them, the texts' alone (a text tokenizer counted)
-	refused bool // it leaves fewer than --min-answer-tokens
-	context int
-}
-
-// fit works out the request of a prompt of msgs (and tools) that asks for
-// requested tokens (0: the server's default), given the prompt's tokens
-// if known (exact, or a close figure from an earlier turn's usage).
-func (r *runner) fit(msgs []record.Message, tools []byte, requested, known int, exact bool) fitted {
-	c := r.cfg
-	ctx := r.context()
-	if !c.FitContext || ctx <= 0 || r.tokens == nil {
-		return fitted{}
-	}
-	f := fitted{context: ctx, prompt: known, exact: exact && known > 0}
-	if f.prompt <= 0 {
-		f.prompt = r.tokens.Estimate(tokens.SizeOf(msgs, tools))
-	}
-	need := max(requested, c.MinAnswerTokens)
-	if f.prompt+need+c.ContextMargin < ctx {
-		return f
-	}
-	if !f.exact {
-		if n, text, ok := r.tokens.Count(msgs, tools); ok {
-			f.prompt, f.text, f.exact = n, text, true
-		}
-	}
-	room := ctx - f.prompt - c.ContextMargin - 1
-	switch {
-	case room < c.MinAnswerTokens:
-		f.refused = true
-	case requested > room:
-		f.max = room
-	}
-	return f
+// fit works out the request of a prompt of msgs (and tools): see
+// tokens.Counter.Fit.
+func (r *runner) fit(msgs []record.Message, tools []byte, requested, known int, exact bool) tokens.Fit {
+	return r.tokens.Fit(r.cfg.FitFlags, r.context(), msgs, tools, requested, known, exact)
 }
 
 // context is the model's context length: as the servers (or
@@ -82,15 +46,6 @@ func (r *runner) context() int {
 		}
 	}
 	return int(r.contextLen.Load())
-}
-
-// refusal is the error of a prompt that does not fit.
-func (f fitted) refusal() *fleet.Failure {
-	how := "estimated"
-	if f.exact {
-		how = "counted"
-	}
-	return &fleet.Failure{Message: fmt.Sprintf("the prompt's %d tokens (%s) leave fewer than --min-answer-tokens for an answer in the model's %d-token context", f.prompt, how, f.context)}
 }
 
 // contextRetry handles a refusal for length: the request is sent again
@@ -150,12 +105,12 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
 	ft := r.fit(msgs, tools, r.b.MaxTokens(p), known, exact)
 	j.size, j.fit = tokens.SizeOf(msgs, tools), ft
-	j.promptTokens = ft.prompt
-	if ft.refused {
-		j.refused = ft.refusal()
+	j.promptTokens = ft.Prompt
+	if ft.Refused {
+		j.refused = &fleet.Failure{Message: ft.Refusal()}
 		return nil
 	}
-	body, err := r.b.BodyMax(p, j.paramSeed, j.sample, ft.max)
+	body, err := r.b.BodyMax(p, j.paramSeed, j.sample, ft.Max)
 	j.body = body
 	return err
 }
@@ -171,7 +126,7 @@ func (r *runner) cutByServer(j *job, c *openai.Completion) bool {
 	if !r.cfg.FitContext || ctx <= 0 || c.PromptTokens < ctx {
 		return false
 	}
-	j.fit.prompt = c.PromptTokens
+	j.fit.Prompt = c.PromptTokens
 	j.refused = &fleet.Failure{Message: fmt.Sprintf("the server cut the prompt to its %d-token context (prompt_tokens %d): the prompt is longer", ctx, c.PromptTokens)}
 	return true
 }

@@ -47,7 +47,7 @@ type job struct {
 	rec          *record.Prompt
 	paramSeed    *int64
 	size         tokens.Size
-	fit          fitted
+	fit          tokens.Fit
 	promptTokens int
 	ctxRetries   int
 	refused      *fleet.Failure
@@ -186,7 +186,7 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
 			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
 			return false
 		}
-		known, exact = j.fit.prompt, j.fit.exact
+		known, exact = j.fit.Prompt, j.fit.Exact
 		if !r.enqueue(ctx, j) {
 			return false
 		}

@@ -1,0 +1,76 @@
+package tokens
+
+import (
+	"errors"
+	"fmt"
+
+	"tokenmill/lib/record"
+)
+
+// FitFlags are the flags of fitting requests into the model's context,
+// the same for infer's run and its bench.
+type FitFlags struct {
+	FitContext      bool `default:"true" negatable:"" help:"When the context length is known, lower each request's max_tokens to what the prompt leaves of the context, and do not send a prompt that leaves fewer than --min-answer-tokens (infer: an error record prompt_too_long; bench: the prompt is left out); a refusal for length is sent again fitted to the numbers it states."`
+	ContextMargin   int  `default:"8" placeholder:"N" help:"Tokens kept free of the context beyond the prompt and the answer, for estimates' errors."`
+	MinAnswerTokens int  `default:"32" placeholder:"N" help:"The fewest answer tokens worth asking for: a prompt that leaves fewer in the context is not sent."`
+}
+
+// Check refuses values the fitting cannot use.
+func (f FitFlags) Check() error {
+	if f.ContextMargin < 0 || f.MinAnswerTokens < 1 {
+		return errors.New("--context-margin must not be negative, --min-answer-tokens at least 1")
+	}
+	return nil
+}
+
+// Fit is how a request fits the context.
+type Fit struct {
+	Max     int // max_tokens to send; 0: as requested
+	Prompt  int // the prompt's tokens, counted or estimated (0: not needed)
+	Exact   bool
+	Text    int  // of them, the texts' alone (a text tokenizer counted)
+	Refused bool // it leaves fewer than --min-answer-tokens
+	Context int
+}
+
+// Fit works out the request of a prompt of msgs (and tools) that asks for
+// requested tokens (0: the server's default) in a context of ctx tokens
+// (0: unknown, nothing fitted), given the prompt's tokens if known (exact,
+// or a close figure from an earlier turn's usage). The prompt is
+// estimated, and counted by the server's tokenizer only when the estimate
+// says the request may not fit as asked.
+func (c *Counter) Fit(fl FitFlags, ctx int, msgs []record.Message, tools []byte, requested, known int, exact bool) Fit {
+	if !fl.FitContext || ctx <= 0 || c == nil {
+		return Fit{}
+	}
+	f := Fit{Context: ctx, Prompt: known, Exact: exact && known > 0}
+	if f.Prompt <= 0 {
+		f.Prompt = c.Estimate(SizeOf(msgs, tools))
+	}
+	need := max(requested, fl.MinAnswerTokens)
+	if f.Prompt+need+fl.ContextMargin < ctx {
+		return f
+	}
+	if !f.Exact {
+		if n, text, ok := c.Count(msgs, tools); ok {
+			f.Prompt, f.Text, f.Exact = n, text, true
+		}
+	}
+	room := ctx - f.Prompt - fl.ContextMargin - 1
+	switch {
+	case room < fl.MinAnswerTokens:
+		f.Refused = true
+	case requested > room:
+		f.Max = room
+	}
+	return f
+}
+
+// Refusal says why a refused prompt does not fit.
+func (f Fit) Refusal() string {
+	how := "estimated"
+	if f.Exact {
+		how = "counted"
+	}
+	return fmt.Sprintf("the prompt's %d tokens (%s) leave fewer than --min-answer-tokens for an answer in the model's %d-token context", f.Prompt, how, f.Context)
+}
