@@ -15,6 +15,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/tokens"
 )
 
 // Bench is `infer bench`: it measures the fleet's saturation curve
@@ -27,6 +28,7 @@ type Bench struct {
 	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files to take sample prompts from (the first --sample usable records; JSONL, JSON array or Parquet, plain, gzip or zstd; - is stdin). None: prompts are generated, --prompt-tokens long."`
 
 	fleet.ServerFlags `embed:""`
+	tokens.FitFlags   `embed:""`
 
 	Concurrency  string        `placeholder:"LIST" help:"Requests in flight per endpoint at each level, comma-separated, e.g. 1,8,48. Default: 1,2,4,8,16,32,48 and each server's reported capacity."`
 	Duration     time.Duration `default:"30s" help:"Measured time per level, after the warm-up."`
@@ -127,6 +129,8 @@ func (c *Bench) usage() ([]fleet.Target, []int, error) {
 		}
 	}
 	switch {
+	case c.FitFlags.Check() != nil:
+		return nil, nil, cli.Usagef("%v", c.FitFlags.Check())
 	case c.Duration <= 0 || c.Warmup < 0 || c.WaitReady <= 0:
 		return nil, nil, cli.Usagef("--duration and --wait-ready must be positive, --warmup not negative")
 	case c.Requests < 0 || c.Sample < 1 || c.PromptTokens < 1 || c.AnswerTokens != nil && *c.AnswerTokens < 0:

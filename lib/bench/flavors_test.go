@@ -162,3 +162,52 @@ func streamStub(t *testing.T, body string) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// The bench fits its requests into the model's context as infer does:
+// against servers of a 1,024-token context that state it (SGLang, vLLM,
+// llama.cpp), sample prompts asking for 4,096 tokens are sent with
+// max_tokens lowered to what each leaves, those too long for the context
+// are left out, and no level sees a refusal for length.
+func TestBenchFitsTheContext(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var b strings.Builder
+	short, long := 0, 0
+	for i := range 15 {
+		words := 40 + 7*i
+		if i%3 == 2 {
+			words, long = 1500+i, long+1 // past 1,024 tokens whatever the count
+		} else {
+			short++
+		}
+		fmt.Fprintf(&b, `{"id":"p%d","messages":[{"role":"user","content":%q}]}`+"\n", i, strings.Repeat("word ", words))
+	}
+	in := filepath.Join(dir, "prompts.jsonl")
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range []llmsim.Flavor{llmsim.FlavorSGLang, llmsim.FlavorVLLM, llmsim.FlavorLlamaCpp} {
+		t.Run(string(fl), func(t *testing.T) {
+			t.Parallel()
+			endpoints := simBinary(t, 1, "--flavor", string(fl), "--time-scale", "200", "--context-length", "1024")
+			r := testbin.Run(t, "", nil, nil, "infer", "bench", "--json", "-e", endpoints, "--concurrency", "2",
+				"--warmup", "1s", "--duration", "120s", "--max-tokens", "4096", "--time-scale", "200", in)
+			if r.Code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+			}
+			var rep Report
+			if err := json.Unmarshal(r.Stdout, &rep); err != nil {
+				t.Fatalf("%v\n%s", err, r.Stdout)
+			}
+			want := fmt.Sprintf("%d sample prompts; fitted to the 1,024-token context: %d with max_tokens lowered, %d left out (too long)", short, short, long)
+			if rep.PromptNote != want {
+				t.Errorf("prompts: %q, want %q", rep.PromptNote, want)
+			}
+			for _, lv := range rep.Levels {
+				if lv.Errors != 0 || lv.Answers == 0 {
+					t.Errorf("level %d: %d answers, %d errors (%s)", lv.Concurrency, lv.Answers, lv.Errors, lv.FirstError)
+				}
+			}
+		})
+	}
+}

@@ -7,14 +7,58 @@ import (
 	"strings"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokens"
 )
 
+// fitter fits the bench's requests into the model's context as infer
+// fits a run's: max_tokens lowered to what the prompt leaves, prompts
+// that leave too little left out.
+func (c *Bench) fitter(p *fleet.Pool, b *openai.Builder, model string) *fitting {
+	return &fitting{flags: c.FitFlags, ctx: p.Context(), b: b, counter: tokens.NewCounter(p, func() string { return model })}
+}
+
+// fitting builds fitted request bodies and counts what it changed.
+type fitting struct {
+	flags            tokens.FitFlags
+	ctx              int
+	b                *openai.Builder
+	counter          *tokens.Counter
+	lowered, refused int
+}
+
+// body is p's request body, fitted; nil when p does not fit at all.
+func (f *fitting) body(p *record.Prompt, seed *int64, sample int) ([]byte, error) {
+	tools, _, err := record.AppendCanonicalTools(nil, p.Tools)
+	if err != nil {
+		return nil, err
+	}
+	ft := f.counter.Fit(f.flags, f.ctx, openai.ChatMessages(p), tools, f.b.MaxTokens(p), 0, false)
+	switch {
+	case ft.Refused:
+		f.refused++
+		return nil, nil
+	case ft.Max > 0:
+		f.lowered++
+	}
+	return f.b.BodyMax(p, seed, sample, ft.Max)
+}
+
+// note says what fitting changed, if anything.
+func (f *fitting) note() string {
+	if f.lowered+f.refused == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; fitted to the %s-token context: %s with max_tokens lowered, %s left out (too long)",
+		cli.Thousands(f.ctx), cli.Thousands(f.lowered), cli.Thousands(f.refused))
+}
+
 // prompts builds the streamed request bodies: the input's first usable
-// records, or generated prompts.
-func (c *Bench) prompts(env *cli.Env, b *openai.Builder) ([][]byte, string, error) {
+// records, or generated prompts, fitted to the context.
+func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
 	var bodies [][]byte
 	if len(c.Inputs) == 0 {
 		for k := 0; k < c.Sample; k++ {
@@ -28,13 +72,18 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder) ([][]byte, string, erro
 			if c.IgnoreEOS {
 				p.Params = []byte(`{"ignore_eos":true}`)
 			}
-			body, err := b.Body(&p, nil, 0)
+			body, err := fit.body(&p, nil, 0)
 			if err != nil {
 				return nil, "", err
 			}
-			bodies = append(bodies, body)
+			if body != nil {
+				bodies = append(bodies, body)
+			}
 		}
-		return bodies, fmt.Sprintf("%s generated prompts of %s tokens", cli.Thousands(len(bodies)), cli.Thousands(c.PromptTokens)), nil
+		if len(bodies) == 0 {
+			return nil, "", fmt.Errorf("no generated prompt of %d tokens fits the model's %d-token context with --min-answer-tokens %d", c.PromptTokens, fit.ctx, c.MinAnswerTokens)
+		}
+		return bodies, fmt.Sprintf("%s generated prompts of %s tokens", cli.Thousands(len(bodies)), cli.Thousands(c.PromptTokens)) + fit.note(), nil
 	}
 	rd := jsonl.NewReader(c.Inputs, env.Stdin, jsonl.Options{})
 	defer rd.Close()
@@ -62,21 +111,23 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder) ([][]byte, string, erro
 			skipped++
 			continue
 		}
-		body, err := b.Body(&p, seed, p.Sample)
+		body, err := fit.body(&p, seed, p.Sample)
 		if err != nil {
 			skipped++
 			continue
 		}
-		bodies = append(bodies, body)
+		if body != nil {
+			bodies = append(bodies, body)
+		}
 	}
 	if len(bodies) == 0 {
-		return nil, "", fmt.Errorf("no usable prompt records in the input (%d skipped)", skipped)
+		return nil, "", fmt.Errorf("no usable prompt records in the input (%d skipped, %d too long for the context)", skipped, fit.refused)
 	}
 	note := fmt.Sprintf("%s sample prompts", cli.Thousands(len(bodies)))
 	if skipped > 0 {
 		note += fmt.Sprintf(" (%d unusable records skipped)", skipped)
 	}
-	return bodies, note, nil
+	return bodies, note + fit.note(), nil
 }
 
 // benchWords fill generated prompts.
