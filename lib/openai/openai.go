@@ -33,17 +33,11 @@ const (
 	PathHealth        = "/health"
 )
 
-// Message is one chat turn of a request: a tool result answers the call
-// named by ToolCallID; an assistant turn of the history carries its
-// ToolCalls, and its ReasoningContent when the history is sent with it.
-type Message struct {
-	Role             string          `json:"role"`
-	Content          string          `json:"content"`
-	Name             string          `json:"name,omitempty"`
-	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
-	ToolCallID       string          `json:"tool_call_id,omitempty"`
-	ReasoningContent string          `json:"reasoning_content,omitempty"`
-}
+// Message is one chat turn of a request, as the record contract has it:
+// a tool result answers the call named by ToolCallID; an assistant turn of
+// the history carries its ToolCalls, and its ReasoningContent when the
+// history is sent with it.
+type Message = record.Message
 
 // Sampling holds the sampling settings every API takes. Nil fields are
 // left out so the server's own defaults (or the model's generation
