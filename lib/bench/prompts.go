@@ -38,7 +38,7 @@ func (f *fitting) body(p *record.Prompt, seed *int64, sample int) ([]byte, error
 	}
 	ft := f.counter.Fit(f.flags, f.ctx, openai.ChatMessages(p), tools, f.b.MaxTokens(p), 0, false)
 	switch {
-	case ft.Refused:
+	case ft.Refused || ft.Unsure:
 		f.refused++
 		return nil, nil
 	case ft.Max > 0:

@@ -109,6 +109,56 @@ func TestFitContextEveryFlavor(t *testing.T) {
 	}
 }
 
+// A gateway has no tokenizer and says nothing of the context
+// (--context-length gives it): prompts' tokens are estimated. A prompt the
+// estimate puts past the limit, but not so far that the estimate could not
+// be that wrong, is sent as asked, and the gateway's refusal (which states
+// the count) settles it: no prompt that fits is lost, each prompt is
+// refused by the server at most once, none is answered past the context,
+// and every error record is a prompt that cannot fit.
+func TestFitContextGateway(t *testing.T) {
+	t.Parallel()
+	const ctx, margin, minAnswer = 4096, 8, 32
+	dir := t.TempDir()
+	in, lines, tokens := longTailed(t, dir, 150, ctx)
+	s := startSim(t, 2, "--instant", "--context-length", fmt.Sprint(ctx), "--flavor", "openai")
+	out := filepath.Join(dir, "gen.jsonl")
+	p := startInfer(t, "-e", strings.Join(s.urls, ","), "--model", "Qwen3.6-27B", "--max-tokens", "4096", "--context-length", fmt.Sprint(ctx),
+		"-o", out, in, "--progress", "0")
+	p.wait(t, time.Minute)
+	outs, errs := readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl"))
+	if len(outs)+len(errs) != len(lines) {
+		t.Fatalf("%d answers and %d errors for %d prompts\n%s", len(outs), len(errs), len(lines), p.stderr.String())
+	}
+	refusals := map[string]int{}
+	for _, r := range s.requests(t) {
+		if r.Status == 400 {
+			refusals[historyKey(r.Body.Messages, nil, nil)]++
+		}
+	}
+	for k, n := range refusals {
+		if n > 1 {
+			t.Errorf("a prompt was refused %d times: %.60q", n, k)
+		}
+	}
+	room := func(id string) int { return ctx - tokens[id] - margin - 1 }
+	for _, g := range outs {
+		// The estimate may be a few tokens short of the count (the margin
+		// covers that): the server's own limit is what must hold.
+		if id := g.ID.Text; room(id) < minAnswer || g.Output.MaxTokens+tokens[id] > ctx {
+			t.Errorf("%s: answered with max_tokens %d, its %d tokens leave %d", id, g.Output.MaxTokens, tokens[id], room(id))
+		}
+	}
+	for _, g := range errs {
+		if id := g.ID.Text; g.Error.Reason != record.ReasonPromptTooLong || room(id) >= minAnswer {
+			t.Errorf("%s: error %+v, its %d tokens leave %d", id, g.Error, tokens[id], room(id))
+		}
+	}
+	if len(refusals) == 0 {
+		t.Errorf("no prompt was sent for the gateway to count:\n%s", p.stderr.String())
+	}
+}
+
 // checkContextRun checks a run fitted to ctx: no request refused for
 // length, each answer to a prompt that fits asked for what it leaves,
 // each refusal a prompt that cannot fit (within slack).

@@ -30,8 +30,18 @@ type Fit struct {
 	Exact   bool
 	Text    int  // of them, the texts' alone (a text tokenizer counted)
 	Refused bool // it leaves fewer than --min-answer-tokens
+	// Unsure: the estimate says it does not fit, but no tokenizer counted
+	// it and the estimate may be that far off: it is sent as asked, and
+	// the server's refusal for length (which states the count) or its
+	// prompt_tokens settle it, rather than a prompt that fits being lost.
+	Unsure  bool
 	Context int
 }
+
+// unsureBand is how far over the limit an estimated prompt may be and
+// still be sent for the server to count: the estimate's first guess
+// (2.5 bytes a token) is half of what English text averages.
+const unsureBand = 2.0
 
 // Fit works out the request of a prompt of msgs (and tools) that asks for
 // requested tokens (0: the server's default) in a context of ctx tokens
@@ -58,6 +68,8 @@ func (c *Counter) Fit(fl FitFlags, ctx int, msgs []record.Message, tools []byte,
 	}
 	room := ctx - f.Prompt - fl.ContextMargin - 1
 	switch {
+	case room < fl.MinAnswerTokens && !f.Exact && float64(f.Prompt) <= unsureBand*float64(ctx-fl.ContextMargin-1-fl.MinAnswerTokens):
+		f.Unsure = true
 	case room < fl.MinAnswerTokens:
 		f.Refused = true
 	case requested > room:
