@@ -402,7 +402,10 @@ bench_ollama() {
   local n=$OLLAMA_PROMPTS url model pid why r saved=$BENCH_RUNS
   # Real instructions (Alpaca's, in ../shared/data/real), else the corpus's.
   if [ -s "$real_alpaca" ]; then
-    extract --progress 0 "$real_alpaca" 2>>logs/data.log | dedup 2>>logs/data.log | head -n "$n" >data/ollama-prompts.jsonl
+    # Whole, then cut: head closing the pipe early would kill dedup with
+    # SIGPIPE, which pipefail and set -e turn into the script's silent end.
+    extract --progress 0 "$real_alpaca" 2>>logs/data.log | dedup 2>>logs/data.log >data/ollama-alpaca.jsonl
+    head -n "$n" data/ollama-alpaca.jsonl >data/ollama-prompts.jsonl
   else
     head -n "$n" data/servers-prompts.jsonl >data/ollama-prompts.jsonl
   fi
