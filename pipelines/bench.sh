@@ -353,8 +353,8 @@ servers_cases=(
   "schedule|48 slots, then 16 from $((SERVERS_MIN * 15)) s on|--flavor ollama --slots-schedule 0s:48,$((SERVERS_MIN * 15))s:16|$((SERVERS_MIN * 150))|256|16 48 64"
 )
 servers_data() {
-  make_data data/servers-corpus.jsonl corpus -n 10000 -o data/servers-corpus.jsonl 2>>logs/data.log
-  make_data data/servers-prompts.jsonl extract --progress 0 -o data/servers-prompts.jsonl data/servers-corpus.jsonl 2>>logs/data.log
+  make_data data/servers-corpus.jsonl corpus --force -n 10000 -o data/servers-corpus.jsonl 2>>logs/data.log
+  make_data data/servers-prompts.jsonl extract --force --progress 0 -o data/servers-prompts.jsonl data/servers-corpus.jsonl 2>>logs/data.log
 }
 bench_servers() {
   local saved=$BENCH_RUNS spec key label flags n tokens levels c sim
