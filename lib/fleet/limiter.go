@@ -96,6 +96,11 @@ type Limiter struct {
 	hasRef bool
 	good   int // descending: the smallest limit found as good as ref
 	held   int // windows held since the last step up was tried
+	// slowed: holding, one window was slower than ref; the next one,
+	// wholly after the change, says by how much.
+	slowed bool
+	// base: descending after a slowdown, ℓ before it (0: not after one).
+	base   float64
 	lowest int // the smallest limit ever measured (0: none)
 	note   string
 	// lengths and answers sum the recent answers' tokens, decayed.
@@ -356,11 +361,15 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 				l.settle(l.limit, now, "the ceiling")
 				return
 			}
-			next := l.limit + l.step(l.limit)
 			// Output that grew in step with the limit says no request
-			// waits: the next level needs no time to settle.
+			// waits: the next level needs no time to settle, and it may
+			// be a longer step, since the server is not near full.
 			linear := len(l.climb) == 1 && m.perTok > 0 ||
 				len(l.climb) > 1 && m.perTok <= 1.1*l.climb[len(l.climb)-2].perTok
+			next := l.limit + l.step(l.limit)
+			if linear {
+				next = l.limit + l.step(3*l.limit)
+			}
 			l.set(next, now)
 			l.win.settling, l.win.unsettled = !linear, linear
 			return
@@ -379,6 +388,12 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		// again by the next step down and the probes up.
 		if m.out >= l.ref.out*(1-2*gain) {
 			l.good = m.limit
+			if l.base > 0 && m.perTok <= 1.1*l.base {
+				// ℓ is back where it was before the slowdown: no request
+				// waits at this level, and a lower one would idle slots.
+				l.settle(l.good, now, fmt.Sprintf("latency per token back to %.0f%% of before", 100*m.perTok/l.base))
+				return
+			}
 			if next := max(l.cfg.Min, m.limit/2); next < m.limit {
 				l.set(next, now)
 				return
@@ -399,13 +414,24 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		}
 		if m.perTok > 1.25*l.ref.perTok && m.out < (1-gain)*l.ref.out {
 			// Slower at the same limit: fewer slots than before, or other
-			// clients. Try the limit the latency's growth points to.
+			// clients. The window that saw it began before the change and
+			// understates it (and a level measured against it looks worse
+			// than it is): measure again, on requests sent from now on,
+			// all after the change, then try the limit the latency's
+			// growth points to.
+			if !l.slowed {
+				l.slowed = true
+				return // the next cohort starts at once
+			}
 			if target := max(l.cfg.Min, int(math.Round(float64(l.limit)*l.ref.perTok/m.perTok))); target < l.limit {
+				base := l.ref.perTok
 				l.phase, l.ref, l.good = descending, m, l.limit
 				l.set(target, now)
+				l.base = base
 				return
 			}
 		}
+		l.slowed = false
 		// Smoothed, so that one odd window does not move the reference far.
 		l.ref.out = 0.7*l.ref.out + 0.3*m.out
 		l.ref.perTok = 0.7*l.ref.perTok + 0.3*m.perTok
@@ -498,6 +524,7 @@ func (l *Limiter) verify(m limiterMeasure, now time.Time) {
 // hold keeps n from now on, measuring afresh.
 func (l *Limiter) hold(n int, now time.Time) {
 	l.phase, l.hasRef, l.held, l.climb = holding, false, 0, nil
+	l.slowed, l.base = false, 0
 	l.why, l.below = "", nil
 	l.set(n, now)
 }
