@@ -26,20 +26,24 @@ import (
 // compared, where counting the tokens of the answers that happen to
 // finish in a window would swing by half.
 //
-// The limit climbs from 4, doubling but by at most 16 a window, while each
-// step adds at least 5% to the output. When a step adds less, the server
-// is full: past its slots the extra requests only wait in its queue, and
-// ℓ grows as fast as N. The limit settles on the smallest level measured
-// within 5% of the best, after trying lower ones when nothing below was
-// measured. Held there, it watches for the server slowing down at the
-// same limit (fewer slots, or other clients): ℓ up by a quarter and the
-// output down, and then tries the limit that ℓ's growth points to
-// (L × ℓ_before/ℓ_now, the gradient step of TCP Vegas and Netflix's
-// concurrency-limits), keeping it if the output holds. Every 8 windows
-// held it tries a quarter more, in case the server grew, and climbs on
-// if that paid. Where the
-// server's metrics count waiting requests, a queue ends the climb at once
-// at the number it runs; 429 and 503 answers halve the limit.
+// The limit climbs from 4 while each step adds at least 5% to the output,
+// by at most 16 a window: it doubles, or grows fourfold after a step whose
+// ℓ stayed within 10% of the level before (nothing waits: the server is
+// far from full). When a step adds less, the server is full: past its
+// slots the extra requests only wait in its queue, and ℓ grows as fast
+// as N. The limit settles on the smallest level measured within 5% of the
+// best, after trying lower ones when nothing below was measured. Held
+// there, it watches for the server slowing down at the same limit (fewer
+// slots, or other clients): ℓ up by a quarter and the output down in two
+// windows running (the first began before the change and understates
+// it), and then tries the limit that ℓ's growth points to (L × ℓ_before/
+// ℓ_now, the gradient step of TCP Vegas and Netflix's concurrency-limits),
+// keeping it if the output holds, and halving on from there only while ℓ
+// is still above what it was before. Every 8 windows held it tries a
+// quarter more, in case the server grew, and climbs on if that paid.
+// Where the server's metrics count waiting requests, a queue ends the
+// climb at once at the number it runs; 429 and 503 answers halve the
+// limit.
 //
 // The limiter is pure arithmetic on the times it is told: the pool calls
 // it under its lock, on its clock, so tests run it on virtual time.
