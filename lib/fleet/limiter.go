@@ -57,6 +57,11 @@ type LimiterConfig struct {
 	Gain       float64 // output a step up must add to be kept, and a step down may lose [0.05]
 	ProbeEvery int     // windows held before one step more is tried [8]
 	MinAnswers int     // answers a window needs at least [8]
+	// Spare is how many more than the level found are kept in flight, to
+	// wait in the server's queue so that a slot that frees is refilled
+	// without a round trip, as --queue-depth does beyond a reported
+	// capacity [2; negative: none].
+	Spare int
 }
 
 func (c LimiterConfig) withDefaults() LimiterConfig {
@@ -71,6 +76,10 @@ func (c LimiterConfig) withDefaults() LimiterConfig {
 	def(&c.MaxStep, 16)
 	def(&c.ProbeEvery, 8)
 	def(&c.MinAnswers, 8)
+	if c.Spare == 0 {
+		c.Spare = 2
+	}
+	c.Spare = max(c.Spare, 0)
 	if !(c.Gain > 0 && c.Gain < 1) {
 		c.Gain = 0.05
 	}
@@ -110,9 +119,10 @@ type Limiter struct {
 	// lengths and answers sum the recent answers' tokens, decayed.
 	lengths, answers float64
 	windows          int // windows begun
-	// why the limit settled, and the levels measured below it, until the
-	// first window held checks them (verify).
+	// why the limit settled, at which level (before Spare), and the levels
+	// measured below it, until the first window held checks them (verify).
 	why   string
+	found int
 	below []limiterMeasure
 }
 
@@ -481,10 +491,10 @@ func (l *Limiter) knee() (int, limiterMeasure) {
 	return k, best
 }
 
-// settle holds at n, why the climb stopped, and checks on the first
-// window there that no lower level measured did as well: a level just
-// past the knee looks better on its first window than it is, since the
-// queue it makes has not yet built up waits.
+// settle holds at n and Spare more, why the climb stopped, and checks on
+// the first window there that no lower level measured did as well: a
+// level just past the knee looks better on its first window than it is,
+// since the queue it makes has not yet built up waits.
 func (l *Limiter) settle(n int, now time.Time, why string) {
 	var below []limiterMeasure
 	for _, m := range l.climb {
@@ -495,8 +505,8 @@ func (l *Limiter) settle(n int, now time.Time, why string) {
 	if l.phase == descending && l.ref.limit < n {
 		below = append(below, l.ref)
 	}
-	l.hold(n, now)
-	l.below, l.why = below, why
+	l.hold(n+l.cfg.Spare, now)
+	l.below, l.why, l.found = below, why, n
 }
 
 // counted holds at n, the number the server's metrics count running
@@ -508,21 +518,26 @@ func (l *Limiter) counted(n int, now time.Time) {
 
 // verify is the first window held after settling, m: it moves to the
 // lowest level measured on the way within twice Gain of m (m, past the
-// knee, is the less exact of the two), or says where it holds.
+// knee, is the less exact of the two), and Spare more, or says where it
+// holds.
 func (l *Limiter) verify(m limiterMeasure, now time.Time) {
-	k, kOut := l.limit, m.out
+	k, kOut := l.found, m.out
 	for _, b := range l.below {
 		if b.limit < k && b.out >= (1-2*l.cfg.Gain)*m.out {
 			k, kOut = b.limit, b.out
 		}
 	}
 	why := l.why
-	if k < l.limit {
-		why = fmt.Sprintf("%d gave no more", l.limit)
-		l.hold(k, now)
+	if k < l.found {
+		why = fmt.Sprintf("%d gave no more", l.found)
+		l.hold(k+l.cfg.Spare, now)
 	}
 	l.why, l.below = "", nil
-	l.note = fmt.Sprintf("in flight settled at %d (%s tok/s measured; %s)", k, cli.Thousands(int64(kOut+0.5)), why)
+	spare := ""
+	if l.limit > k {
+		spare = fmt.Sprintf("%d + %d spare; ", k, l.limit-k)
+	}
+	l.note = fmt.Sprintf("in flight settled at %d (%s%s tok/s measured; %s)", l.limit, spare, cli.Thousands(int64(kOut+0.5)), why)
 }
 
 // hold keeps n from now on, measuring afresh.
