@@ -32,7 +32,9 @@ import (
 // far from full). When a step adds less, the server is full: past its
 // slots the extra requests only wait in its queue, and ℓ grows as fast
 // as N. The limit settles on the smallest level measured within 5% of the
-// best, after trying lower ones when nothing below was measured. Held
+// best, after trying lower ones when nothing below was measured, plus
+// Spare (2) to wait in the server's queue, so that a slot that frees is
+// refilled without a round trip. Held
 // there, it watches for the server slowing down at the same limit (fewer
 // slots, or other clients): ℓ up by a quarter and the output down in two
 // windows running (the first began before the change and understates
