@@ -42,7 +42,8 @@ import (
 // ℓ_now, the gradient step of TCP Vegas and Netflix's concurrency-limits),
 // keeping it if the output holds, and halving on from there only while ℓ
 // is still above what it was before. Every 8 windows held it tries a
-// quarter more, in case the server grew, and climbs on if that paid.
+// quarter more, in case the server grew, and climbs on if that paid (the
+// levels it then measures carry the spare already: it adds none).
 // Where the server's metrics count waiting requests, a queue ends the
 // climb at once at the number it runs; 429 and 503 answers halve the
 // limit.
@@ -121,11 +122,16 @@ type Limiter struct {
 	// lengths and answers sum the recent answers' tokens, decayed.
 	lengths, answers float64
 	windows          int // windows begun
-	// why the limit settled, at which level (before Spare), and the levels
-	// measured below it, until the first window held checks them (verify).
-	why   string
-	found int
-	below []limiterMeasure
+	// why the limit settled, at which level, with what spare, and the
+	// levels measured below it, until the first window held checks them
+	// (verify).
+	why          string
+	found, spare int
+	below        []limiterMeasure
+	// probed: climbing on from a probe of the held limit, whose levels
+	// carry its spare already (settling adds none, or the spare would
+	// grow by 2 with every probe that paid).
+	probed bool
 }
 
 // limiterWindow is the measurement under way: a cohort of requests sent
@@ -463,7 +469,7 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		base := l.climb[0]
 		l.climb = append(l.climb, m)
 		if m.out >= base.out*(1+gain) && !m.queued {
-			l.phase = climbing
+			l.phase, l.probed = climbing, true
 			if l.limit >= l.cfg.Max {
 				l.settle(l.limit, now, "the ceiling")
 				return
@@ -507,8 +513,12 @@ func (l *Limiter) settle(n int, now time.Time, why string) {
 	if l.phase == descending && l.ref.limit < n {
 		below = append(below, l.ref)
 	}
-	l.hold(n+l.cfg.Spare, now)
-	l.below, l.why, l.found = below, why, n
+	spare := l.cfg.Spare
+	if l.probed {
+		spare = 0
+	}
+	l.hold(n+spare, now)
+	l.below, l.why, l.found, l.spare = below, why, n, spare
 }
 
 // counted holds at n, the number the server's metrics count running
@@ -532,7 +542,7 @@ func (l *Limiter) verify(m limiterMeasure, now time.Time) {
 	why := l.why
 	if k < l.found {
 		why = fmt.Sprintf("%d gave no more", l.found)
-		l.hold(k+l.cfg.Spare, now)
+		l.hold(k+l.spare, now)
 	}
 	l.why, l.below = "", nil
 	spare := ""
@@ -545,7 +555,7 @@ func (l *Limiter) verify(m limiterMeasure, now time.Time) {
 // hold keeps n from now on, measuring afresh.
 func (l *Limiter) hold(n int, now time.Time) {
 	l.phase, l.hasRef, l.held, l.climb = holding, false, 0, nil
-	l.slowed, l.base = false, 0
+	l.slowed, l.base, l.probed = false, 0, false
 	l.why, l.below = "", nil
 	l.set(n, now)
 }

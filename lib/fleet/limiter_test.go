@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -169,6 +171,8 @@ func (r simRun) share(from time.Duration, lo, hi int) (float64, int) {
 // up to one step of the climb more (16 at most past 16).
 func within(s int) (int, int) { return s, s + min(s, 16) }
 
+var settledAt = regexp.MustCompile(`in flight settled at (\d+)`)
+
 // The limit finds the server's slots: once a hundred or so answers are
 // back it never holds below them, and 80% of the time at most one step
 // above (it tries a step more now and then); and the run's output is at
@@ -191,6 +195,13 @@ func TestLimiterConverges(t *testing.T) {
 			for _, l := range run.limits {
 				if l.done <= tt.by {
 					from = l.at
+				}
+			}
+			// It settles at the slots and the spare: a probe that paid
+			// (noise, on a server that did not grow) does not add another.
+			for _, m := range settledAt.FindAllStringSubmatch(run.notes, -1) {
+				if n, _ := strconv.Atoi(m[1]); n > tt.slots+2 {
+					t.Errorf("settled at %d on %d slots (2 spare)", n, tt.slots)
 				}
 			}
 			lo, hi := within(tt.slots)
