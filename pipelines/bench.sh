@@ -497,8 +497,9 @@ fixed \`--concurrency\` levels on llmsim's Ollama flavour, which reports neither
 simulator (\`pipelines/bench/sim-run\`); prompts from the corpus, answers cut at max_tokens. Each row is
 the median of $SERVERS_RUNS runs, taken in turns (one run of every row, then the next round, so that the
 machine's load falls on every row alike); "tokenmill is" compares the adapted count with each fixed one
-(every run writes the same tokens, so the rate of answers is the rate of tokens). The goal: at least 95% of the
-best fixed level's rate in every case. Wall times include the simulator's start (the same for every row).
+(every run writes the same tokens, so the rate of answers is the rate of tokens). The goal: at least 95% of
+the best fixed level's rate in every case. Wall times include the simulator's start (the same for every
+row).
 
 EOF
   for spec in "${servers_cases[@]}"; do
@@ -514,8 +515,8 @@ Ollama v0.6.5 on this machine's CPU (\`lib/ollama\`, held up by \`pipelines/benc
 its tiny random-weight model with \`OLLAMA_NUM_PARALLEL=4\`; the same $(num "$(lines data/ollama-prompts.jsonl)") prompts for every
 client (the first of Alpaca's English instructions, \`../shared/data/real/alpaca_en_demo.json\`, through
 extract and dedup), 32 tokens each (the tiny model always runs to max_tokens), 5 runs in turns as above,
-the median reported. infer with its defaults finds Ollama ready on \`/v1/models\` and adapts its in-flight count; the others keep 4
-requests in flight, Ollama's slots.
+the median reported. infer with its defaults finds Ollama ready on \`/v1/models\` and adapts its in-flight
+count; the others keep 4 requests in flight, Ollama's slots.
 
 EOF
   table --group ollama --cpu-per-record --rate "answers/s"
