@@ -393,17 +393,40 @@ servers_cases=(
   "schedule|48 slots, then 16 from $((SERVERS_MIN * 15)) s on|--flavor ollama --slots-schedule 0s:48,$((SERVERS_MIN * 15))s:16|$((SERVERS_MIN * 150))|256|16 48 64"
 )
 servers_data() {
-  make_data data/servers-corpus.jsonl corpus -n 10000 -o data/servers-corpus.jsonl 2>>logs/data.log
-  make_data data/servers-prompts.jsonl extract --progress 0 -o data/servers-prompts.jsonl data/servers-corpus.jsonl 2>>logs/data.log
+  make_data data/servers-corpus.jsonl corpus --force -n 10000 -o data/servers-corpus.jsonl 2>>logs/data.log
+  make_data data/servers-prompts.jsonl extract --force --progress 0 -o data/servers-prompts.jsonl data/servers-corpus.jsonl 2>>logs/data.log
 }
-bench_servers() {
-  local saved=$BENCH_RUNS spec key label flags n tokens levels c sim
-  BENCH_RUNS=$SERVERS_RUNS
-  sim="$root/pipelines/bench/sim-run"
+# in_turns ROUNDS FUNCTION: FUNCTION measures every row of a table once
+# (with measure); it is called ROUNDS times, so that each row's runs are
+# spread over the same minutes as the others' and a shared machine's load
+# falls on every row alike, and the rounds' runs of a row are merged into
+# one result (its load: the mean of the rounds').
+in_turns() {
+  local rounds=$1 fn=$2 saved_results=$results saved_runs=$BENCH_RUNS r
+  if ! have jq; then # no merging: each row's runs one after another
+    BENCH_RUNS=$rounds
+    "$fn"
+    BENCH_RUNS=$saved_runs
+    return
+  fi
+  results=$BENCH_DIR/tmp/turns.jsonl
+  rm -f "$results"
+  BENCH_RUNS=1
+  for r in $(seq "$rounds"); do
+    say "round $r of $rounds"
+    "$fn"
+  done
+  results=$saved_results BENCH_RUNS=$saved_runs
+  jq -c -s 'reduce .[] as $r ({o: [], m: {}}; ($r.group + "\u0000" + $r.name) as $k
+      | if .m[$k] then .m[$k].runs += ($r.runs // []) | .m[$k].loads += [$r.load1]
+        else .o += [$k] | .m[$k] = ($r + {loads: [$r.load1]}) end)
+    | .o[] as $k | .m[$k] | .load1 = (.loads | add / length) | del(.loads)' "$BENCH_DIR/tmp/turns.jsonl" >>"$results"
+}
+servers_round() {
+  local spec key label flags n tokens levels c sim="$root/pipelines/bench/sim-run"
   for spec in "${servers_cases[@]}"; do
     IFS='|' read -r key label flags n tokens levels <<<"$spec"
     say "servers: $label, $n prompts"
-    head -n "$n" data/servers-prompts.jsonl >"data/servers-$key.jsonl"
     # shellcheck disable=SC2086 # the flags are words
     measure "servers-$key" "infer (adapted)" --ours --records "$n" --clean tmp/servers-gen.jsonl --count tmp/servers-gen.jsonl \
       --alias "$root/=$repo_prefix" -- \
@@ -415,7 +438,14 @@ bench_servers() {
         "$sim" $flags --time-scale $SERVERS_SCALE -- infer -e @URL@ --concurrency "$c" --max-tokens "$tokens" --progress 0 --force -o tmp/servers-gen.jsonl "data/servers-$key.jsonl"
     done
   done
-  BENCH_RUNS=$saved
+}
+bench_servers() {
+  local spec key n
+  for spec in "${servers_cases[@]}"; do
+    IFS='|' read -r key _ _ n _ <<<"$spec"
+    head -n "$n" data/servers-prompts.jsonl >"data/servers-$key.jsonl"
+  done
+  in_turns "$SERVERS_RUNS" servers_round
 }
 # servers_targets: adapted ≥ 95% of the best fixed level, per case (the
 # best is found in the results); infer's defaults against the others on
@@ -439,10 +469,13 @@ servers_targets() {
 # (Ollama's answers end in a newline: curl needs no -w.)
 real_alpaca="$root/../shared/data/real/alpaca_en_demo.json"
 bench_ollama() {
-  local n=$OLLAMA_PROMPTS url model pid why r saved=$BENCH_RUNS
+  local n=$OLLAMA_PROMPTS url model pid why r
   # Real instructions (Alpaca's, in ../shared/data/real), else the corpus's.
   if [ -s "$real_alpaca" ]; then
-    extract --progress 0 "$real_alpaca" 2>>logs/data.log | dedup 2>>logs/data.log | head -n "$n" >data/ollama-prompts.jsonl
+    # Whole, then cut: head closing the pipe early would kill dedup with
+    # SIGPIPE, which pipefail and set -e turn into the script's silent end.
+    extract --progress 0 "$real_alpaca" 2>>logs/data.log | dedup 2>>logs/data.log >data/ollama-alpaca.jsonl
+    head -n "$n" data/ollama-alpaca.jsonl >data/ollama-prompts.jsonl
   else
     head -n "$n" data/servers-prompts.jsonl >data/ollama-prompts.jsonl
   fi
@@ -466,13 +499,22 @@ bench_ollama() {
   url=$(sed -n 1p tmp/ollama.ready)
   model=$(sed -n 2p tmp/ollama.ready)
   say "a real Ollama server at $url, $n prompts"
-  BENCH_RUNS=5
+  if have jq && have curl && have xargs; then
+    jq -c --arg m "$model" '{model: $m, messages, max_tokens: 32}' data/ollama-prompts.jsonl | awk 'length($0) < 100000' >data/ollama-curl-bodies.jsonl
+  fi
+  ollama_url=$url ollama_model=$model
+  in_turns 5 ollama_round
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+ollama_round() {
+  local n url=$ollama_url model=$ollama_model
+  n=$(lines data/ollama-prompts.jsonl)
   measure ollama "infer (defaults)" --ours --records "$n" --clean tmp/ollama-gen.jsonl --count tmp/ollama-gen.jsonl --alias "$url=\$URL" -- \
     infer -e "$url" --max-tokens 32 --progress 0 --force -o tmp/ollama-gen.jsonl data/ollama-prompts.jsonl
   measure ollama "infer --concurrency 4" --records "$n" --clean tmp/ollama-gen.jsonl --count tmp/ollama-gen.jsonl --alias "$url=\$URL" -- \
     infer -e "$url" --concurrency 4 --max-tokens 32 --progress 0 --force -o tmp/ollama-gen.jsonl data/ollama-prompts.jsonl
   if have jq && have curl && have xargs; then
-    jq -c --arg m "$model" '{model: $m, messages, max_tokens: 32}' data/ollama-prompts.jsonl | awk 'length($0) < 100000' >data/ollama-curl-bodies.jsonl
     measure ollama "xargs -P 4 curl" --records "$(lines data/ollama-curl-bodies.jsonl)" --stdin data/ollama-curl-bodies.jsonl \
       --alias "$url=\$URL" --show "xargs -d '\\n' -P 4 -n 1 curl -sS --fail -H 'Content-Type: application/json' \$URL/v1/chat/completions --data-binary < data/ollama-curl-bodies.jsonl" -- \
       xargs -d '\n' -P 4 -n 1 curl -sS --fail -H 'Content-Type: application/json' "$url/v1/chat/completions" --data-binary
@@ -482,9 +524,6 @@ bench_ollama() {
       node "$root/pipelines/bench/openai-client.mjs" --modules "$BENCH_DIR/node" --base-url "$url/v1" --model "$model" \
       --concurrency 4 --max-tokens 32 data/ollama-prompts.jsonl
   else unavailable ollama "OpenAI Node SDK, 4 at once" "$node_why"; fi
-  BENCH_RUNS=$saved
-  kill -TERM "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
 }
 servers_section() {
   local spec key label flags n tokens levels
@@ -496,9 +535,11 @@ in-flight count that infer adapts while the run goes (see Balancing in the READM
 fixed \`--concurrency\` levels on llmsim's Ollama flavour, which reports neither its capacity nor a queue
 (only latency and output to go on), $SERVERS_SCALE times faster than real time, each run on a fresh
 simulator (\`pipelines/bench/sim-run\`); prompts from the corpus, answers cut at max_tokens. Each row is
-the median of $SERVERS_RUNS runs; "tokenmill is" compares the adapted count with each fixed one (every run
-writes the same tokens, so the rate of answers is the rate of tokens). The goal: at least 95% of the
-best fixed level's rate in every case. Wall times include the simulator's start (the same for every row).
+the median of $SERVERS_RUNS runs, taken in turns (one run of every row, then the next round, so that the
+machine's load falls on every row alike); "tokenmill is" compares the adapted count with each fixed one
+(every run writes the same tokens, so the rate of answers is the rate of tokens). The goal: at least 95% of
+the best fixed level's rate in every case. Wall times include the simulator's start (the same for every
+row).
 
 EOF
   for spec in "${servers_cases[@]}"; do
@@ -513,9 +554,9 @@ EOF
 Ollama v0.6.5 on this machine's CPU (\`lib/ollama\`, held up by \`pipelines/bench/ollamaserve\`), serving
 its tiny random-weight model with \`OLLAMA_NUM_PARALLEL=4\`; the same $(num "$(lines data/ollama-prompts.jsonl)") prompts for every
 client (the first of Alpaca's English instructions, \`../shared/data/real/alpaca_en_demo.json\`, through
-extract and dedup), 32 tokens each (the tiny model always runs to max_tokens), 5 runs, the median reported. infer
-with its defaults finds Ollama ready on \`/v1/models\` and adapts its in-flight count; the others keep 4
-requests in flight, Ollama's slots.
+extract and dedup), 32 tokens each (the tiny model always runs to max_tokens), 5 runs in turns as above,
+the median reported. infer with its defaults finds Ollama ready on \`/v1/models\` and adapts its in-flight
+count; the others keep 4 requests in flight, Ollama's slots.
 
 EOF
   table --group ollama --cpu-per-record --rate "answers/s"

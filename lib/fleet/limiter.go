@@ -26,20 +26,27 @@ import (
 // compared, where counting the tokens of the answers that happen to
 // finish in a window would swing by half.
 //
-// The limit climbs from 4, doubling but by at most 16 a window, while each
-// step adds at least 5% to the output. When a step adds less, the server
-// is full: past its slots the extra requests only wait in its queue, and
-// ℓ grows as fast as N. The limit settles on the smallest level measured
-// within 5% of the best, after trying lower ones when nothing below was
-// measured. Held there, it watches for the server slowing down at the
-// same limit (fewer slots, or other clients): ℓ up by a quarter and the
-// output down, and then tries the limit that ℓ's growth points to
-// (L × ℓ_before/ℓ_now, the gradient step of TCP Vegas and Netflix's
-// concurrency-limits), keeping it if the output holds. Every 8 windows
-// held it tries a quarter more, in case the server grew, and climbs on
-// if that paid. Where the
-// server's metrics count waiting requests, a queue ends the climb at once
-// at the number it runs; 429 and 503 answers halve the limit.
+// The limit climbs from 4 while each step adds at least 5% to the output,
+// by at most 16 a window: it doubles, or grows fourfold after a step whose
+// ℓ stayed within 10% of the level before (nothing waits: the server is
+// far from full). When a step adds less, the server is full: past its
+// slots the extra requests only wait in its queue, and ℓ grows as fast
+// as N. The limit settles on the smallest level measured within 5% of the
+// best, after trying lower ones when nothing below was measured, plus
+// Spare (2) to wait in the server's queue, so that a slot that frees is
+// refilled without a round trip. Held
+// there, it watches for the server slowing down at the same limit (fewer
+// slots, or other clients): ℓ up by a quarter and the output down in two
+// windows running (the first began before the change and understates
+// it), and then tries the limit that ℓ's growth points to (L × ℓ_before/
+// ℓ_now, the gradient step of TCP Vegas and Netflix's concurrency-limits),
+// keeping it if the output holds, and halving on from there only while ℓ
+// is still above what it was before. Every 8 windows held it tries a
+// quarter more, in case the server grew, and climbs on if that paid (the
+// levels it then measures carry the spare already: it adds none).
+// Where the server's metrics count waiting requests, a queue ends the
+// climb at once at the number it runs; 429 and 503 answers halve the
+// limit.
 //
 // The limiter is pure arithmetic on the times it is told: the pool calls
 // it under its lock, on its clock, so tests run it on virtual time.
@@ -53,6 +60,11 @@ type LimiterConfig struct {
 	Gain       float64 // output a step up must add to be kept, and a step down may lose [0.05]
 	ProbeEvery int     // windows held before one step more is tried [8]
 	MinAnswers int     // answers a window needs at least [8]
+	// Spare is how many more than the level found are kept in flight, to
+	// wait in the server's queue so that a slot that frees is refilled
+	// without a round trip, as --queue-depth does beyond a reported
+	// capacity [2; negative: none].
+	Spare int
 }
 
 func (c LimiterConfig) withDefaults() LimiterConfig {
@@ -67,6 +79,10 @@ func (c LimiterConfig) withDefaults() LimiterConfig {
 	def(&c.MaxStep, 16)
 	def(&c.ProbeEvery, 8)
 	def(&c.MinAnswers, 8)
+	if c.Spare == 0 {
+		c.Spare = 2
+	}
+	c.Spare = max(c.Spare, 0)
 	if !(c.Gain > 0 && c.Gain < 1) {
 		c.Gain = 0.05
 	}
@@ -96,15 +112,26 @@ type Limiter struct {
 	hasRef bool
 	good   int // descending: the smallest limit found as good as ref
 	held   int // windows held since the last step up was tried
+	// slowed: holding, one window was slower than ref; the next one,
+	// wholly after the change, says by how much.
+	slowed bool
+	// base: descending after a slowdown, ℓ before it (0: not after one).
+	base   float64
 	lowest int // the smallest limit ever measured (0: none)
 	note   string
 	// lengths and answers sum the recent answers' tokens, decayed.
 	lengths, answers float64
 	windows          int // windows begun
-	// why the limit settled, and the levels measured below it, until the
-	// first window held checks them (verify).
-	why   string
-	below []limiterMeasure
+	// why the limit settled, at which level, with what spare, and the
+	// levels measured below it, until the first window held checks them
+	// (verify).
+	why          string
+	found, spare int
+	below        []limiterMeasure
+	// probed: climbing on from a probe of the held limit, whose levels
+	// carry its spare already (settling adds none, or the spare would
+	// grow by 2 with every probe that paid).
+	probed bool
 }
 
 // limiterWindow is the measurement under way: a cohort of requests sent
@@ -356,11 +383,15 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 				l.settle(l.limit, now, "the ceiling")
 				return
 			}
-			next := l.limit + l.step(l.limit)
 			// Output that grew in step with the limit says no request
-			// waits: the next level needs no time to settle.
+			// waits: the next level needs no time to settle, and it may
+			// be a longer step, since the server is not near full.
 			linear := len(l.climb) == 1 && m.perTok > 0 ||
 				len(l.climb) > 1 && m.perTok <= 1.1*l.climb[len(l.climb)-2].perTok
+			next := l.limit + l.step(l.limit)
+			if linear {
+				next = l.limit + l.step(3*l.limit)
+			}
 			l.set(next, now)
 			l.win.settling, l.win.unsettled = !linear, linear
 			return
@@ -379,6 +410,12 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		// again by the next step down and the probes up.
 		if m.out >= l.ref.out*(1-2*gain) {
 			l.good = m.limit
+			if l.base > 0 && m.perTok <= 1.1*l.base {
+				// ℓ is back where it was before the slowdown: no request
+				// waits at this level, and a lower one would idle slots.
+				l.settle(l.good, now, fmt.Sprintf("latency per token back to %.0f%% of before", 100*m.perTok/l.base))
+				return
+			}
 			if next := max(l.cfg.Min, m.limit/2); next < m.limit {
 				l.set(next, now)
 				return
@@ -399,13 +436,24 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		}
 		if m.perTok > 1.25*l.ref.perTok && m.out < (1-gain)*l.ref.out {
 			// Slower at the same limit: fewer slots than before, or other
-			// clients. Try the limit the latency's growth points to.
+			// clients. The window that saw it began before the change and
+			// understates it (and a level measured against it looks worse
+			// than it is): measure again, on requests sent from now on,
+			// all after the change, then try the limit the latency's
+			// growth points to.
+			if !l.slowed {
+				l.slowed = true
+				return // the next cohort starts at once
+			}
 			if target := max(l.cfg.Min, int(math.Round(float64(l.limit)*l.ref.perTok/m.perTok))); target < l.limit {
+				base := l.ref.perTok
 				l.phase, l.ref, l.good = descending, m, l.limit
 				l.set(target, now)
+				l.base = base
 				return
 			}
 		}
+		l.slowed = false
 		// Smoothed, so that one odd window does not move the reference far.
 		l.ref.out = 0.7*l.ref.out + 0.3*m.out
 		l.ref.perTok = 0.7*l.ref.perTok + 0.3*m.perTok
@@ -421,7 +469,7 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		base := l.climb[0]
 		l.climb = append(l.climb, m)
 		if m.out >= base.out*(1+gain) && !m.queued {
-			l.phase = climbing
+			l.phase, l.probed = climbing, true
 			if l.limit >= l.cfg.Max {
 				l.settle(l.limit, now, "the ceiling")
 				return
@@ -451,10 +499,10 @@ func (l *Limiter) knee() (int, limiterMeasure) {
 	return k, best
 }
 
-// settle holds at n, why the climb stopped, and checks on the first
-// window there that no lower level measured did as well: a level just
-// past the knee looks better on its first window than it is, since the
-// queue it makes has not yet built up waits.
+// settle holds at n and Spare more, why the climb stopped, and checks on
+// the first window there that no lower level measured did as well: a
+// level just past the knee looks better on its first window than it is,
+// since the queue it makes has not yet built up waits.
 func (l *Limiter) settle(n int, now time.Time, why string) {
 	var below []limiterMeasure
 	for _, m := range l.climb {
@@ -465,8 +513,12 @@ func (l *Limiter) settle(n int, now time.Time, why string) {
 	if l.phase == descending && l.ref.limit < n {
 		below = append(below, l.ref)
 	}
-	l.hold(n, now)
-	l.below, l.why = below, why
+	spare := l.cfg.Spare
+	if l.probed {
+		spare = 0
+	}
+	l.hold(n+spare, now)
+	l.below, l.why, l.found, l.spare = below, why, n, spare
 }
 
 // counted holds at n, the number the server's metrics count running
@@ -478,26 +530,32 @@ func (l *Limiter) counted(n int, now time.Time) {
 
 // verify is the first window held after settling, m: it moves to the
 // lowest level measured on the way within twice Gain of m (m, past the
-// knee, is the less exact of the two), or says where it holds.
+// knee, is the less exact of the two), and Spare more, or says where it
+// holds.
 func (l *Limiter) verify(m limiterMeasure, now time.Time) {
-	k, kOut := l.limit, m.out
+	k, kOut := l.found, m.out
 	for _, b := range l.below {
 		if b.limit < k && b.out >= (1-2*l.cfg.Gain)*m.out {
 			k, kOut = b.limit, b.out
 		}
 	}
 	why := l.why
-	if k < l.limit {
-		why = fmt.Sprintf("%d gave no more", l.limit)
-		l.hold(k, now)
+	if k < l.found {
+		why = fmt.Sprintf("%d gave no more", l.found)
+		l.hold(k+l.spare, now)
 	}
 	l.why, l.below = "", nil
-	l.note = fmt.Sprintf("in flight settled at %d (%s tok/s measured; %s)", k, cli.Thousands(int64(kOut+0.5)), why)
+	spare := ""
+	if l.limit > k {
+		spare = fmt.Sprintf("%d + %d spare; ", k, l.limit-k)
+	}
+	l.note = fmt.Sprintf("in flight settled at %d (%s%s tok/s measured; %s)", l.limit, spare, cli.Thousands(int64(kOut+0.5)), why)
 }
 
 // hold keeps n from now on, measuring afresh.
 func (l *Limiter) hold(n int, now time.Time) {
 	l.phase, l.hasRef, l.held, l.climb = holding, false, 0, nil
+	l.slowed, l.base, l.probed = false, 0, false
 	l.why, l.below = "", nil
 	l.set(n, now)
 }

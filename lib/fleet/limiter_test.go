@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -169,6 +171,8 @@ func (r simRun) share(from time.Duration, lo, hi int) (float64, int) {
 // up to one step of the climb more (16 at most past 16).
 func within(s int) (int, int) { return s, s + min(s, 16) }
 
+var settledAt = regexp.MustCompile(`in flight settled at (\d+)`)
+
 // The limit finds the server's slots: once a hundred or so answers are
 // back it never holds below them, and 80% of the time at most one step
 // above (it tries a step more now and then); and the run's output is at
@@ -193,6 +197,13 @@ func TestLimiterConverges(t *testing.T) {
 					from = l.at
 				}
 			}
+			// It settles at the slots and the spare: a probe that paid
+			// (noise, on a server that did not grow) does not add another.
+			for _, m := range settledAt.FindAllStringSubmatch(run.notes, -1) {
+				if n, _ := strconv.Atoi(m[1]); n > tt.slots+2 {
+					t.Errorf("settled at %d on %d slots (2 spare)", n, tt.slots)
+				}
+			}
 			lo, hi := within(tt.slots)
 			share, lowest := run.share(from, lo, hi)
 			if share < 0.8 || lowest < tt.slots {
@@ -213,7 +224,10 @@ func TestLimiterConverges(t *testing.T) {
 }
 
 // When the server's slots change mid-run, the limit follows: down within a
-// few windows of a drop, up within a few probes of a rise.
+// few windows of a drop, up within a few probes of a rise. After a drop it
+// never goes below the slots left (no level is tried that idles them), and
+// the run's output is at least 95% of the best fixed count's, as it is
+// when the slots hold.
 func TestLimiterFollowsSlots(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
@@ -221,9 +235,10 @@ func TestLimiterFollowsSlots(t *testing.T) {
 		within   time.Duration
 		answers  int
 		maxToken int
+		fixed    []int // the fixed counts the output is compared with (none: not compared)
 	}{
-		{"48 to 16", slotPlan{{Slots: 48}, {At: 4 * time.Minute, Slots: 16}}, 3 * time.Minute, 4000, 256},
-		{"16 to 48", slotPlan{{Slots: 16}, {At: 4 * time.Minute, Slots: 48}}, 5 * time.Minute, 5000, 256},
+		{"48 to 16", slotPlan{{Slots: 48}, {At: 4 * time.Minute, Slots: 16}}, 3 * time.Minute, 4000, 256, []int{16, 48, 64}},
+		{"16 to 48", slotPlan{{Slots: 16}, {At: 4 * time.Minute, Slots: 48}}, 5 * time.Minute, 5000, 256, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			run := runOnModel(t, tt.plan, tt.answers, tt.maxToken, 0)
@@ -240,6 +255,84 @@ func TestLimiterFollowsSlots(t *testing.T) {
 			if share, _ := run.share(change+tt.within, lo, hi); share < 0.75 {
 				t.Errorf("from %v after the change to %d slots the limit was within %d-%d only %.0f%% of the time", tt.within, after, lo, hi, 100*share)
 			}
+			if _, lowest := run.share(change, 0, 0); after < before && lowest < after {
+				t.Errorf("after the drop to %d slots the limit went as low as %d", after, lowest)
+			}
+			if len(tt.fixed) == 0 {
+				return
+			}
+			best := 0.0
+			for _, n := range tt.fixed {
+				best = max(best, runOnModel(t, tt.plan, tt.answers, tt.maxToken, n).rate())
+			}
+			t.Logf("adaptive: %.0f tok/s, %.1f%% of the best fixed", run.rate(), 100*run.rate()/best)
+			if run.rate() < 0.95*best {
+				t.Errorf("adaptive output %.0f tok/s, under 95%% of the best fixed %.0f", run.rate(), best)
+			}
 		})
+	}
+}
+
+// A dip in the server's slots shorter than a window or two (another
+// client's burst) does not move a settled limit: the window that sees it
+// is measured again before the limit acts, and by then it is over.
+func TestLimiterRidesOutDip(t *testing.T) {
+	plan := slotPlan{{Slots: 48}, {At: 4 * time.Minute, Slots: 16}, {At: 4*time.Minute + 30*time.Second, Slots: 48}}
+	run := runOnModel(t, plan, 4000, 256, 0)
+	t.Logf("limits:%s\n%s", run, run.notes)
+	if n := run.limitAfter(plan[1].At); n < 48 {
+		t.Fatalf("the limit is %d before the dip, want 48 or more", n)
+	}
+	if _, lowest := run.share(plan[1].At, 0, 0); lowest < 48 {
+		t.Errorf("a 30 s dip to 16 slots sent the limit to %d", lowest)
+	}
+}
+
+// rounds keeps l's limit in flight on a server that answers every
+// request in latency with tokens, the requests of a round sent 1 ms
+// apart, until the limit changes (at most 16 rounds); it returns the
+// time after the last round.
+func rounds(l *Limiter, now time.Time, latency time.Duration, tokens int) time.Time {
+	start := l.Limit()
+	for r := 0; r < 16 && l.Limit() == start; r++ {
+		n := l.Limit()
+		sent := make([]time.Time, n)
+		for i := range sent {
+			sent[i] = now.Add(time.Duration(i) * time.Millisecond)
+			l.Inflight(sent[i], i+1)
+			l.Sent(sent[i])
+		}
+		for i, at := range sent {
+			back := at.Add(latency)
+			l.Inflight(back, n-i-1)
+			l.Observe(back, at, latency, tokens, true, false)
+		}
+		now = sent[n-1].Add(latency)
+	}
+	return now
+}
+
+// While a step's output grows with the limit at the same latency per
+// token, nothing waits and the next step is up to 4× the limit; once the
+// latency grows the limit only doubles (both by at most MaxStep).
+func TestLimiterClimbSteps(t *testing.T) {
+	l := NewLimiter(LimiterConfig{MaxStep: 64}, epoch)
+	now := rounds(l, epoch, time.Second, 100)
+	if l.Limit() != 16 {
+		t.Fatalf("after a window at 4: limit %d, want 16 (4 + 3×4)", l.Limit())
+	}
+	now = rounds(l, now, time.Second, 100)
+	if l.Limit() != 64 {
+		t.Fatalf("after a window at 16 as fast per token: limit %d, want 64 (16 + 3×16)", l.Limit())
+	}
+	// At 64, 50% more latency: output up a third, but requests wait.
+	rounds(l, now, 1500*time.Millisecond, 100)
+	if l.Limit() != 128 {
+		t.Fatalf("after a window at 64 half as slow again per token: limit %d, want 128 (doubled)", l.Limit())
+	}
+	l = NewLimiter(LimiterConfig{}, epoch)
+	rounds(l, rounds(l, epoch, time.Second, 100), time.Second, 100)
+	if l.Limit() != 32 {
+		t.Errorf("with the default MaxStep, 4 then 16 as fast: limit %d, want 32 (16 + 16)", l.Limit())
 	}
 }
