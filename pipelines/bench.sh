@@ -334,7 +334,7 @@ EOF
 }
 # --- filter (functions: BENCH_ONLY=filter runs them alone) ---------------
 filter_data() {
-  make_data data/corpus.jsonl corpus -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
+  make_data data/corpus.jsonl corpus --force -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
   make_data data/filter-gens.jsonl filtergen --bytes "$FILTER_BYTES" -o data/filter-gens.jsonl data/corpus.jsonl 2>>logs/data.log
   head -c "$FILTER_LANG_BYTES" data/filter-gens.jsonl | sed '$d' >data/filter-gens-lang.jsonl
 }
