@@ -39,7 +39,7 @@ import (
 // OLLAMA_DEBUG=1: its log shows every chat prompt it rendered and every
 // prompt its runner cut to num_ctx.
 
-const fastchatPath = "../../../shared/data/real/fastchat_dummy_conversation.json"
+const fastchatFile = "fastchat_dummy_conversation.json"
 
 // regenMaxTokens keeps a turn short: the run is about the walk, not the
 // answers.
@@ -95,8 +95,8 @@ func realConversations(t *testing.T, dir string, nFastchat, nGlaive int) (string
 			t.Fatal(sc.Err())
 		}
 	}
-	pick(fastchatPath, nFastchat, false)
-	pick(glaivePath, nGlaive, true)
+	pick(testbin.RealData(t, fastchatFile), nFastchat, false)
+	pick(testbin.RealData(t, glaiveFile), nGlaive, true)
 	if len(lines) != nFastchat+nGlaive {
 		t.Fatalf("%d conversations with 3 user turns in the real data, want %d", len(lines), nFastchat+nGlaive)
 	}

@@ -24,11 +24,12 @@ import (
 	"tokenmill/lib/llmsim"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/testbin"
 )
 
-// glaivePath is the real tool-calling dataset the conversation tests
+// glaiveFile is the real tool-calling dataset the conversation tests
 // regenerate (LLaMA-Factory's glaive_toolcall_en_demo.json).
-const glaivePath = "../../../shared/data/real/glaive_toolcall_en_demo.json"
+const glaiveFile = "glaive_toolcall_en_demo.json"
 
 // conversations writes the conversation records of the real glaive data
 // (extract --turns all) and, with n > 0, n synthetic multi-turn ones
@@ -38,9 +39,10 @@ func conversations(t *testing.T, dir string, glaive bool, n int) (string, map[st
 	t.Helper()
 	var data bytes.Buffer
 	if glaive {
-		out, err := exec.Command(extractBin, "--turns", "all", glaivePath).Output()
+		path := testbin.RealData(t, glaiveFile)
+		out, err := exec.Command(extractBin, "--turns", "all", path).Output()
 		if err != nil {
-			t.Fatalf("extract %s: %v", glaivePath, err)
+			t.Fatalf("extract %s: %v", path, err)
 		}
 		data.Write(out)
 	}
@@ -729,7 +731,7 @@ func TestRegenerateWithoutAffinity(t *testing.T) {
 func TestSingleAnswerCarriesTools(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	out, err := exec.Command(extractBin, "--turns", "each", glaivePath).Output()
+	out, err := exec.Command(extractBin, "--turns", "each", testbin.RealData(t, glaiveFile)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

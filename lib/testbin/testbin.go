@@ -289,3 +289,22 @@ func SmallDisk(t testing.TB, size int) string {
 	})
 	return dir
 }
+
+// RealData is the path of file in the real public datasets kept beside the
+// repository (../shared/data/real from its root, where CI lays them out;
+// further up where the checkout is a worktree deeper down), found from a
+// package directory of lib/. Where they are not there the test is skipped,
+// saying so.
+func RealData(t testing.TB, file string) string {
+	t.Helper()
+	dir := "../../.."
+	for range 4 {
+		p := filepath.Join(dir, "shared/data/real", file)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		dir = filepath.Join(dir, "..")
+	}
+	t.Skipf("the real dataset %s is not in ../shared/data/real beside the repository", file)
+	return ""
+}
