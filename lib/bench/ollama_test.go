@@ -20,8 +20,10 @@ import (
 func TestBenchOllama(t *testing.T) {
 	srv := ollama.Start(t, ollama.Options{Parallel: 4})
 	for _, api := range []string{"chat", "completions"} {
+		// A level ends once 8 answers are in; its 30 s leave a CPU server on
+		// a loaded machine time to give them.
 		r := testbin.Run(t, "", nil, nil, "infer", "bench", "--json", "-e", srv.URL, "--api", api, "--concurrency", "1,4",
-			"--warmup", "1s", "--duration", "4s", "--answer-tokens", "16", "--prompt-tokens", "32")
+			"--warmup", "1s", "--duration", "30s", "--requests", "8", "--answer-tokens", "16", "--prompt-tokens", "32")
 		if r.Code != cli.ExitOK {
 			t.Fatalf("%s: exit %d\n%s", api, r.Code, r.Stderr)
 		}
