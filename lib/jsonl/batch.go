@@ -126,13 +126,16 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 	take := func() bool {
 		select {
 		case b = <-free:
+			if b.data == nil {
+				b.data = make([]byte, 0, batchBytes+64<<10) // room for the record that fills it
+			}
 			b.data, b.Items, b.done = b.data[:0], b.Items[:0], make(chan struct{})
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	}
-	send := func() { // b: nil, or holding what was read since the last send
+	send := func() {
 		if b == nil {
 			return
 		}
@@ -158,9 +161,11 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 			return nil
 		}
 		var ie *InputError
-		if err != nil && !errors.As(err, &ie) {
-			send()
-			return err
+		if err != nil {
+			if ie = inputError(err); ie == nil {
+				send()
+				return err
+			}
 		}
 		if b == nil && !take() {
 			return nil
@@ -182,4 +187,13 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 			send()
 		}
 	}
+}
+
+// inputError is err's *InputError, or nil. The variable errors.As fills
+// escapes to the heap: declared for every record, it would cost an
+// allocation each.
+func inputError(err error) *InputError {
+	var ie *InputError
+	errors.As(err, &ie)
+	return ie
 }
