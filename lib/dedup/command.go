@@ -131,7 +131,6 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	})
 	err = run(ctx, in, keyers, s)
 	progress.Stop()
-	in.Close()
 	if err != nil {
 		s.abort()
 		return err

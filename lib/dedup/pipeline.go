@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"sync/atomic"
 
 	"github.com/zeebo/xxh3"
@@ -15,40 +13,17 @@ import (
 )
 
 // The work is split so that both cores help while the output stays in
-// input order: the reader copies records into batches, workers parse and
-// hash the batches in parallel, and one sequencer takes the batches back
-// in the order they were read, looks each key up and writes. The first
-// occurrence in input order therefore always wins, whatever the timing.
-const (
-	batchBytes   = 256 << 10
-	batchRecords = 1024
-)
+// input order (jsonl.Parallel): workers parse and hash batches of records
+// in parallel, and one sequencer takes the batches back in the order they
+// were read, looks each key up and writes. The first occurrence in input
+// order therefore always wins, whatever the timing.
 
-// item is one input record (or unreadable input) in a batch.
-type item struct {
-	start, end int // the record in batch.data
-	idStart    int // the raw JSON id in batch.ids (--exact)
-	idEnd      int
-	file       string
-	line       int64
-	hash       xxh3.Uint128
-	err        error  // *KeyError, or the reader's *jsonl.InputError
-	long       []byte // a long line, taken from the reader instead of copied
-}
-
-type batch struct {
-	data  []byte
-	ids   []byte
-	items []item
-	done  chan struct{} // closed when the workers are through
-}
-
-// line is the record of it.
-func (b *batch) line(it *item) []byte {
-	if it.long != nil {
-		return it.long
-	}
-	return b.data[it.start:it.end]
+// key is a worker's result for one record: its key hash and, with
+// --exact, its raw JSON id, which aliases the record's line. A record
+// without a key has its *KeyError in the item's Err instead.
+type key struct {
+	hash xxh3.Uint128
+	id   []byte
 }
 
 // counts is the run's accounting: every record read is kept, removed or
@@ -67,142 +42,57 @@ type sink struct {
 	buf     []byte
 }
 
-// run reads in, keys records with workers keyers and decides them in
-// order. It returns early, without error, when ctx is cancelled: the
-// records read by then are decided and written.
+// run reads in, keys records with one worker per keyer and decides them
+// in order; it closes in. It returns early, without error, when ctx is
+// cancelled: the whole batches read by then are decided and written.
 func run(ctx context.Context, in *jsonl.Reader, keyers []*Keyer, s *sink) error {
 	keepIDs := s.set.Exact()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	inFlight := 2*len(keyers) + 2
-	free := make(chan *batch, inFlight)
-	for range inFlight {
-		free <- &batch{}
-	}
-	work := make(chan *batch, inFlight)
-	order := make(chan *batch, inFlight)
-
-	var wg sync.WaitGroup
-	for _, k := range keyers {
-		wg.Go(func() {
-			for b := range work {
-				keyBatch(k, b, keepIDs)
-				close(b.done)
-			}
-		})
-	}
-	var readErr error
-	wg.Go(func() {
-		defer close(work)
-		defer close(order)
-		readErr = readBatches(ctx, in, free, work, order)
-	})
-
-	var seqErr error
-	for b := range order {
-		<-b.done
-		if seqErr == nil {
-			if seqErr = s.decide(b); seqErr != nil {
-				cancel() // stop the reader; keep draining so it can finish
-			}
-		}
-		free <- b
-	}
-	wg.Wait()
-	return errors.Join(seqErr, readErr)
-}
-
-// readBatches fills batches from in until EOF or cancellation.
-func readBatches(ctx context.Context, in *jsonl.Reader, free <-chan *batch, work, order chan<- *batch) error {
-	var b *batch
-	send := func() {
-		if b != nil && len(b.items) > 0 {
-			work <- b
-			order <- b
-			b = nil
-		}
-	}
-	defer send()
-	for n := 0; ; n++ {
-		if n&255 == 0 && ctx.Err() != nil {
-			return nil
-		}
-		rec, err := in.Next()
-		if err == io.EOF {
-			return nil
-		}
-		var ie *jsonl.InputError
-		if err != nil && !errors.As(err, &ie) {
-			return err
-		}
-		if b == nil {
-			select {
-			case b = <-free:
-			case <-ctx.Done():
-				return nil
-			}
-			b.data, b.ids, b.items, b.done = b.data[:0], b.ids[:0], b.items[:0], make(chan struct{})
-		}
-		it := item{start: len(b.data), file: rec.File, line: rec.Line, err: err}
-		if ie != nil {
-			it.file, it.line = ie.File, ie.Line
-		}
-		if it.long = in.TakeLong(rec); it.long == nil {
-			b.data = append(b.data, rec.Data...)
-		}
-		it.end = len(b.data)
-		b.items = append(b.items, it)
-		if len(b.data) >= batchBytes || len(b.items) >= batchRecords {
-			send()
-		}
-	}
+	return jsonl.Parallel(ctx, in, len(keyers), func(w int, b *jsonl.Batch[key]) {
+		keyBatch(keyers[w], b, keepIDs)
+	}, s.decide)
 }
 
 // keyBatch computes the key hash (or the reason there is none) of every
 // record of b.
-func keyBatch(k *Keyer, b *batch, keepIDs bool) {
-	for i := range b.items {
-		it := &b.items[i]
-		if it.err != nil {
+func keyBatch(k *Keyer, b *jsonl.Batch[key], keepIDs bool) {
+	for i := range b.Items {
+		it := &b.Items[i]
+		if it.Err != nil {
 			continue
 		}
-		line := b.line(it)
-		key, err := k.Key(line)
+		kb, err := k.Key(it.Data)
 		if err != nil {
-			it.err = err
+			it.Err = err
 			continue
 		}
-		it.hash = xxh3.Hash128(key)
+		it.V.hash = xxh3.Hash128(kb)
 		if keepIDs {
-			it.idStart = len(b.ids)
-			b.ids = append(b.ids, k.ID(line)...)
-			it.idEnd = len(b.ids)
+			it.V.id = k.ID(it.Data)
 		}
 	}
 }
 
 // decide looks up and writes the records of b in order.
-func (s *sink) decide(b *batch) error {
-	for i := range b.items {
-		it := &b.items[i]
+func (s *sink) decide(b *jsonl.Batch[key]) error {
+	for i := range b.Items {
+		it := &b.Items[i]
 		s.n.read.Add(1)
-		rec := jsonl.Record{Data: b.line(it), File: it.file, Line: it.line}
-		it.long = nil // written below; the batch is reused without it
-		if it.err != nil {
+		rec := it.Record
+		if it.Err != nil {
 			s.n.rejected.Add(1)
 			var ke *KeyError
 			var err error
-			if errors.As(it.err, &ke) {
+			if errors.As(it.Err, &ke) {
 				err = s.rejects.Add(rec, ke.Reason, ke.Detail)
 			} else {
-				err = s.rejects.Input(it.err)
+				err = s.rejects.Input(it.Err)
 			}
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		seen, first := s.set.Seen(it.hash, b.ids[it.idStart:it.idEnd])
+		seen, first := s.set.Seen(it.V.hash, it.V.id)
 		if !seen {
 			s.n.kept.Add(1)
 			if err := s.out.Write(rec.Data); err != nil {

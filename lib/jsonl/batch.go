@@ -12,15 +12,19 @@ import (
 // once, and the caller's goroutine takes the batches back in the order
 // they were read, so what it writes does not depend on timing.
 
+// BatchRecords is the most inputs a Batch holds; it is sent on sooner
+// once its records reach batchBytes.
+const BatchRecords = 2048
+
 const (
-	batchBytes   = 512 << 10
-	batchRecords = 2048
-	keepBatch    = 8 << 20 // a batch buffer grown past this (a huge line) is let go
+	batchBytes = 512 << 10
+	keepBatch  = 8 << 20 // a batch buffer grown past this (a huge line) is let go
 )
 
 // Item is one input of a Batch: a record, with the worker's result V, or
 // the reader's *InputError for an input it could not read (Record then
-// says where, without data).
+// says where, without data). A worker may set Err of its own, for a
+// record it refuses.
 type Item[T any] struct {
 	Record
 	Err        error
@@ -41,11 +45,14 @@ type Batch[T any] struct {
 // Parallel reads in to its end, calls work on every batch from one of
 // workers goroutines (worker is its index, for state of its own), and
 // calls sequence on the batches in input order from the caller's
-// goroutine; it closes in. When ctx ends, reading stops and the batches
-// already read are worked on and sequenced; when sequence fails, reading
-// stops and the error is returned. Either way Parallel returns without
-// waiting for a reader blocked on its input (a quiet stdin), which may
-// still hold in: the process is about to end.
+// goroutine; it closes in. The batch that ends in is sequenced even when
+// it holds no input, so that its Read is the reader's final count. When
+// ctx ends, reading stops and the whole batches already read are worked on
+// and sequenced (a batch still being filled is let go, so what is
+// sequenced does not depend on when the reader sees the end); when
+// sequence fails, reading stops and the error is returned. Either way
+// Parallel returns without waiting for a reader blocked on its input (a
+// quiet stdin), which may still hold in: the process is about to end.
 func Parallel[T any](ctx context.Context, in *Reader, workers int, work func(worker int, b *Batch[T]), sequence func(b *Batch[T]) error) error {
 	workers = max(workers, 1)
 	ctx, cancel := context.WithCancel(ctx)
@@ -116,8 +123,20 @@ func Parallel[T any](ctx context.Context, in *Reader, workers int, work func(wor
 // fill reads batches until EOF, a fatal error or cancellation.
 func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, order chan<- *Batch[T]) error {
 	var b *Batch[T]
+	take := func() bool {
+		select {
+		case b = <-free:
+			if b.data == nil {
+				b.data = make([]byte, 0, batchBytes+64<<10) // room for the record that fills it
+			}
+			b.data, b.Items, b.done = b.data[:0], b.Items[:0], make(chan struct{})
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	send := func() {
-		if b == nil || len(b.Items) == 0 {
+		if b == nil {
 			return
 		}
 		for i := range b.Items {
@@ -130,26 +149,26 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 		order <- b
 		b = nil
 	}
-	defer send()
 	for n := 0; ; n++ {
 		if n&255 == 0 && ctx.Err() != nil {
 			return nil
 		}
 		rec, err := in.Next()
 		if err == io.EOF {
+			if b != nil || take() {
+				send()
+			}
 			return nil
 		}
 		var ie *InputError
-		if err != nil && !errors.As(err, &ie) {
-			return err
-		}
-		if b == nil {
-			select {
-			case b = <-free:
-			case <-ctx.Done():
-				return nil
+		if err != nil {
+			if ie = inputError(err); ie == nil {
+				send()
+				return err
 			}
-			b.data, b.Items, b.done = b.data[:0], b.Items[:0], make(chan struct{})
+		}
+		if b == nil && !take() {
+			return nil
 		}
 		it := Item[T]{Record: Record{File: rec.File, Line: rec.Line}, Err: err, start: len(b.data)}
 		switch {
@@ -164,8 +183,17 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 			it.end = len(b.data)
 		}
 		b.Items = append(b.Items, it)
-		if len(b.data) >= batchBytes || len(b.Items) >= batchRecords {
+		if len(b.data) >= batchBytes || len(b.Items) >= BatchRecords {
 			send()
 		}
 	}
+}
+
+// inputError is err's *InputError, or nil. The variable errors.As fills
+// escapes to the heap: declared for every record, it would cost an
+// allocation each.
+func inputError(err error) *InputError {
+	var ie *InputError
+	errors.As(err, &ie)
+	return ie
 }

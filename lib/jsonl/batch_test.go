@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ func batchInput(n int) (string, []string) {
 // sees every input once, in input order, each with its worker's result,
 // input errors in their place.
 func TestParallelKeepsInputOrder(t *testing.T) {
-	input, want := batchInput(3*batchRecords + 500)
+	input, want := batchInput(3*BatchRecords + 500)
 	for _, workers := range []int{1, 3} {
 		in := NewReader(nil, strings.NewReader(input), Options{MaxLine: 4 * readBufferSize})
 		var got []string
@@ -129,7 +130,7 @@ func TestParallelStopsOnSequenceError(t *testing.T) {
 func TestParallelCancelWithQuietInput(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	go pw.Write([]byte(strings.Repeat("{}\n", batchRecords+5)))
+	go pw.Write([]byte(strings.Repeat("{}\n", BatchRecords+5)))
 	ctx, cancel := context.WithCancel(context.Background())
 	in := NewReader(nil, pr, Options{})
 	seen := 0
@@ -143,10 +144,58 @@ func TestParallelCancelWithQuietInput(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err != nil || seen != batchRecords {
-			t.Fatalf("Parallel = %v after %d records, want nil after the first batch of %d", err, seen, batchRecords)
+		if err != nil || seen != BatchRecords {
+			t.Fatalf("Parallel = %v after %d records, want nil after the first batch of %d", err, seen, BatchRecords)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Parallel did not return within 20 s of the cancel")
+	}
+}
+
+// TestParallelHandsOverLongLines: a long line reaches the sequence as the
+// buffer the reader assembled it in: the batch holds no second copy of it.
+func TestParallelHandsOverLongLines(t *testing.T) {
+	long := append(append([]byte(`{"id":"huge","messages":[{"role":"user","content":"`), bytes.Repeat([]byte("x"), 8<<20)...), `"}]}`...)
+	input := append(append([]byte(`{"id":"a","messages":[{"role":"user","content":"a"}]}`+"\n"), long...), '\n')
+	in := NewReader(nil, bytes.NewReader(input), Options{})
+	batches := 0
+	err := Parallel(context.Background(), in, 2, func(int, *Batch[struct{}]) {}, func(b *Batch[struct{}]) error {
+		batches++
+		if len(b.Items) != 2 {
+			return fmt.Errorf("%d items, want 2", len(b.Items))
+		}
+		it := &b.Items[1]
+		if it.end >= 0 || !bytes.Equal(it.Data, long) {
+			return errors.New("the long line was not handed over whole")
+		}
+		if len(b.data) > 1<<10 {
+			return fmt.Errorf("the batch copied %d bytes: the long line is in it twice", len(b.data))
+		}
+		return nil
+	})
+	if err != nil || batches != 1 {
+		t.Fatalf("Parallel = %v after %d batches, want nil after 1", err, batches)
+	}
+}
+
+// TestParallelLastBatchCarriesFinalCount: the batch that ends the input
+// is sequenced even when a full batch took its last record, so that its
+// Read counts what follows (blank lines); an empty input is one empty
+// batch.
+func TestParallelLastBatchCarriesFinalCount(t *testing.T) {
+	for _, records := range []int{0, 5, BatchRecords} {
+		input := strings.Repeat("{}\n", records) + "\n\n\n"
+		var items int
+		var last Stats
+		err := Parallel(context.Background(), NewReader(nil, strings.NewReader(input), Options{}), 2,
+			func(int, *Batch[struct{}]) {}, func(b *Batch[struct{}]) error {
+				items += len(b.Items)
+				last = b.Read
+				return nil
+			})
+		if err != nil || items != records || last.Bytes != int64(len(input)) {
+			t.Errorf("%d records: Parallel = %v with %d items, the last batch read %d bytes; want %d items, all %d bytes",
+				records, err, items, last.Bytes, records, len(input))
+		}
 	}
 }

@@ -106,15 +106,14 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if checks != nil {
 		agg.checks = newCheckAgg(checks)
 	}
-	err = consume(ctx, reader, workers, newChecker, func(b *batch, i int) error {
-		it := &b.items[i]
+	err = consume(ctx, reader, workers, newChecker, func(it *item) error {
 		switch {
-		case it.inputErr != nil:
-			return rejects.Input(it.inputErr)
-		case b.errs[i] != nil:
-			return rejects.Add(b.record(i), b.errs[i].reason, b.errs[i].err.Error())
+		case it.Err != nil:
+			return rejects.Input(it.Err)
+		case it.V.err != nil:
+			return rejects.Add(it.Record, it.V.err.reason, it.V.err.err.Error())
 		}
-		agg.add(&b.facts[i], it.file, it.line)
+		agg.add(&it.V.fact, it.File, it.Line)
 		return nil
 	}, &prog)
 	display.Stop()
