@@ -732,11 +732,13 @@ func TestDamagedInputs(t *testing.T) {
 			t.Errorf("stderr does not name %s as bad Parquet:\n%s", fakePath, r.stderr)
 		}
 	})
+	// A file that is not there is a mistake in the call, found before
+	// anything is read or written: exit 2, naming it.
 	t.Run("missing file", func(t *testing.T) {
-		r := run(t, nil, nil, filepath.Join(dir, "nope.jsonl"), after)
-		checkAccounting(t, r)
-		if r.sum.wrote != 1 || r.sum.rejectReasons["unreadable"] != 1 || !strings.Contains(r.stderr, "nope.jsonl") {
-			t.Fatalf("summary %+v; stderr:\n%s", r.sum, r.stderr)
+		missing := filepath.Join(dir, "nope.jsonl")
+		r := run(t, nil, nil, after, missing)
+		if r.code != 2 || len(r.stdout) != 0 || !strings.Contains(r.stderr, "cannot read "+missing+": no such file") {
+			t.Fatalf("exit %d, %d bytes out; want 2 and nothing out, naming the file; stderr:\n%s", r.code, len(r.stdout), r.stderr)
 		}
 	})
 }
