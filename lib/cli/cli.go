@@ -164,19 +164,19 @@ func exitCode(env *Env, ctx context.Context, err error) int {
 	switch {
 	case interrupted:
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrInterrupted) && !errors.Is(err, ErrRejects) {
-			env.Logf("error: %v", err)
+			env.Logf("error: %s", Plain(err.Error()))
 		}
 		return ExitInterrupted
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &usage):
-		env.Logf("%v", err)
+		env.Logf("%s", Plain(err.Error()))
 		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
 		return ExitUsage
 	case errors.Is(err, ErrRejects):
 		return ExitRejects
 	}
-	env.Logf("error: %v", err)
+	env.Logf("error: %s", Plain(err.Error()))
 	return ExitFailure
 }
 
