@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -53,19 +52,8 @@ func Usagef(format string, args ...any) error {
 }
 
 // Version is set at link time (-ldflags "-X tokenmill/lib/cli.Version=v1.2.3");
-// otherwise the module version from the build info, or "dev".
+// otherwise the module version and commit from the build info (see help.go).
 var Version = ""
-
-func version() string {
-	v := Version
-	if v == "" {
-		v = "dev"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-	}
-	return v
-}
 
 // Globals are the flags every tool has; embed it in the command struct.
 type Globals struct {
@@ -134,15 +122,19 @@ func Run(parent context.Context, env *Env, description string, cmd any, args []s
 		aliasEnvars("TOKENMILL_"+strings.ToUpper(env.Name)),
 		kong.Vars{"version": env.Name + " (tokenmill) " + version()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
+		kong.ValueFormatter(helpValue),
 	)
 	if err != nil {
 		// A broken grammar is a bug in the tool, not in the call.
 		fmt.Fprintf(env.Stderr, "%s: internal error: %v\n", env.Name, err)
 		return ExitFailure
 	}
-	kctx, err := parser.Parse(args)
+	if err := misspelledCommand(parser.Model.Node, args); err != nil {
+		return exitCode(env, parent, err)
+	}
+	kctx, err := parser.Parse(defaultCommandHelp(parser.Model.Node, args))
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "%s: %v\n", env.Name, err)
+		fmt.Fprintf(env.Stderr, "%s: %s\n", env.Name, parseError(err))
 		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
 		return ExitUsage
 	}
