@@ -28,15 +28,18 @@ func helpValue(v *kong.Value) string {
 // hiddenDefault is the default of v when --help would not show it.
 func hiddenDefault(v *kong.Value) (string, bool) {
 	f := v.Flag
-	if f == nil || !v.HasDefault || v.Default == "" || saysDefault(v.OrigHelp) {
+	if f == nil || v.Required || saysDefault(v.OrigHelp) {
 		return "", false
 	}
-	if f.IsBool() {
+	if f.IsBool() || f.IsCounter() {
 		return v.Default, v.Default == "true"
 	}
 	_, custom := v.Mapper.(kong.PlaceHolderProvider)
-	if f.PlaceHolder == "" && !custom {
+	switch {
+	case v.HasDefault && f.PlaceHolder == "" && !custom:
 		return "", false // kong shows it: --api="chat"
+	case v.Default == "":
+		return "none", true
 	}
 	return v.Default, true
 }
