@@ -99,4 +99,8 @@ type EndpointSummary struct {
 	Ejections        int64
 	CompletionTokens int64
 	Slots            int
+	// NeverReady: the endpoint was not ready once during the run;
+	// NotReady is what its last probe saw.
+	NeverReady bool
+	NotReady   string
 }

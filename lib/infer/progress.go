@@ -135,6 +135,10 @@ func summaryLines(name string, s Summary, outName string) []string {
 		total += e.OK
 	}
 	for _, e := range s.Endpoints {
+		if e.NeverReady {
+			lines = append(lines, fmt.Sprintf("  %s: never ready, no answers (last probe: %s)", e.Name, e.NotReady))
+			continue
+		}
 		share := 0.0
 		if total > 0 {
 			share = 100 * float64(e.OK) / float64(total)

@@ -318,19 +318,33 @@ func (r *runner) prepareOutput() error {
 func (r *runner) startFleet(ctx context.Context) error {
 	c := r.cfg
 	poolCtx, cancelPool := context.WithCancel(context.Background())
+	notice := c.Progress
+	if notice <= 0 {
+		notice = fleet.DefaultWaitNotice
+	}
 	r.pool = fleet.NewPool(poolCtx, r.targets, c.PoolConfig(fleet.Config{
 		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
 		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
-		Policy: c.Policy, Logf: r.logf, Clock: r.clk,
+		Policy: c.Policy, Logf: r.logf, Clock: r.clk, WaitNotice: notice,
 	}))
 	r.onClose(func() {
 		cancelPool()
 		r.pool.Close()
 	})
+	started := r.clk.Now()
 	r.pool.Start()
 	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
-	return r.pool.WaitReady(ctx, c.WaitReady)
+	if err := r.pool.WaitReady(ctx, c.WaitReady); err != nil {
+		return err
+	}
+	// The run goes on with the endpoints that are ready; one still not
+	// ready after the first minute is named, with why.
+	r.onClose(r.pool.WarnNotReady(started, notReadyWarning))
+	return nil
 }
+
+// notReadyWarning is when the endpoints not ready yet are named.
+const notReadyWarning = time.Minute
 
 // openFiles creates the run's files, now that it can go ahead: -o (or
 // opens it to append), the rejects file, and, lazily, the errors file,
@@ -627,10 +641,12 @@ func (r *runner) summary(wall time.Duration) Summary {
 	eps := r.pool.Endpoints()
 	for i, v := range r.pool.View() {
 		st := eps[i].Stats()
-		s.Endpoints = append(s.Endpoints, EndpointSummary{
+		e := EndpointSummary{
 			Name: v.Name, Requests: st.Requests.Load(), OK: st.OK.Load(), Failures: st.Failures.Load(),
 			Ejections: st.Ejections.Load(), CompletionTokens: st.CompletionTokens.Load(), Slots: v.Slots,
-		})
+		}
+		e.NotReady, e.NeverReady = r.pool.NeverReady(i)
+		s.Endpoints = append(s.Endpoints, e)
 	}
 	return s
 }

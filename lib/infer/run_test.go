@@ -277,3 +277,19 @@ func TestWaitReadyOnTheRunsClock(t *testing.T) {
 		t.Errorf("files before the run:\n%s\nafter it:\n%s", before, after)
 	}
 }
+
+// An endpoint that never came up is named in the summary with what its
+// last probe saw, not shown as an endpoint of 0 slots; the run is done by
+// the others.
+func TestSummaryNamesEndpointNeverReady(t *testing.T) {
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 5})
+	dead := "http://127.0.0.1:1"
+	r := runCommand(t, context.Background(), time.Minute, false, "", &Generate{}, s.args("-e", endpointsFlag(s.fleet.URLs())+","+dead, "--max-tokens", "8")...)
+	if r.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if want := "infer:   " + dead + ": never ready, no answers (last probe: /health: connection refused)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("the summary does not say %q:\n%s", want, r.stderr)
+	}
+	s.check(t, 1)
+}
