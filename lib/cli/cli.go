@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -74,7 +75,17 @@ type Env struct {
 	// redraw of a live display (the window may be resized); 0 or a nil
 	// func when unknown. See term.go.
 	Width func() int
+
+	// interrupted, when set (OnInterrupt), says what the tool does on the
+	// first SIGINT or SIGTERM, in place of the generic line.
+	interrupted atomic.Pointer[func()]
 }
+
+// OnInterrupt makes the first SIGINT or SIGTERM call say (after the run's
+// context is cancelled) instead of printing the generic "interrupted"
+// line, so that a tool can tell at once what it is doing about it: what
+// it finishes, for how long, how to stop it at once, how to continue.
+func (e *Env) OnInterrupt(say func()) { e.interrupted.Store(&say) }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
 func (e *Env) Logf(format string, args ...any) {
@@ -189,7 +200,11 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 		// Cancel before saying so: a test (or a user) that sees the line
 		// may rely on the run being cancelled already.
 		cancel(ErrInterrupted)
-		env.Logf("interrupted: finishing up (signal again to exit at once)")
+		if say := env.interrupted.Load(); say != nil {
+			(*say)()
+		} else {
+			env.Logf("interrupted: finishing up (signal again to exit at once)")
+		}
 		select {
 		case <-ch:
 			env.Logf("interrupted twice: exiting now")

@@ -118,8 +118,12 @@ func summaryLines(name string, s Summary, outName string) []string {
 		ans += fmt.Sprintf(" (%d samples each)", s.Samples)
 	}
 	ans += fmt.Sprintf(": ok %s, failed %s, skipped %s (already in %s)", cli.Thousands(s.OK), cli.Thousands(s.Failed), cli.Thousands(s.Skipped), outName)
-	if s.NotDone > 0 {
-		ans += fmt.Sprintf(", not done %s (run again with --resume)", cli.Thousands(s.NotDone))
+	if s.NotDone > 0 || s.NotDoneAtLeast {
+		atLeast := ""
+		if s.NotDoneAtLeast {
+			atLeast = "at least "
+		}
+		ans += fmt.Sprintf(", not done %s%s (run again with --resume)", atLeast, cli.Thousands(s.NotDone))
 	}
 	ans += fmt.Sprintf("; %s retries", cli.Thousands(s.Retries))
 	lines = append(lines, ans)
