@@ -75,6 +75,8 @@ type Env struct {
 	// redraw of a live display (the window may be resized); 0 or a nil
 	// func when unknown. See term.go.
 	Width func() int
+	// Height is the terminal's height in rows, the same way.
+	Height func() int
 
 	// interrupted, when set (OnInterrupt), says what the tool does on the
 	// first SIGINT or SIGTERM, in place of the generic line.
@@ -101,6 +103,7 @@ func OSEnv(name string) *Env {
 		Stderr:      os.Stderr,
 		Interactive: term.IsTerminal(int(os.Stderr.Fd())),
 		Width:       stderrWidth,
+		Height:      stderrHeight,
 	}
 }
 

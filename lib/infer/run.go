@@ -471,7 +471,7 @@ func (r *runner) startReporting(ctx, runCtx context.Context) {
 	}()
 	// The display goes on through an interruption's grace period, showing
 	// the answers in flight land; close stops it.
-	cp := cli.StartProgress(context.WithoutCancel(ctx), r.env, c.Progress, prog.lines)
+	cp := cli.StartProgressRows(context.WithoutCancel(ctx), r.env, c.Progress, prog.rows)
 	r.log.p.Store(cp)
 	r.onClose(func() {
 		<-counted
