@@ -3,7 +3,7 @@ package infer
 import (
 	"fmt"
 	"math"
-		"sync/atomic"
+	"sync/atomic"
 	"time"
 
 	"tokenmill/lib/cli"
