@@ -149,6 +149,45 @@ func longestOf(d Dist, l []float64, limit float64) (mean, lo, hi float64) {
 	})
 }
 
+// longestTime is longestOf in seconds for answers written at their own
+// speeds (speeds[i] for l[i]; nil or 0: v): the time until the last of
+// them ends.
+func longestTime(d Dist, l, speeds []float64, v, limit float64) (mean, lo, hi float64) {
+	if len(l) == 0 {
+		return 0, 0, 0
+	}
+	speed := func(i int) float64 {
+		if i < len(speeds) && speeds[i] > 0 {
+			return speeds[i]
+		}
+		return v
+	}
+	slowest := v
+	for i := range l {
+		slowest = min(slowest, speed(i))
+	}
+	return largest(limit/slowest, 256, func(tau float64) float64 {
+		// P(every answer ends within tau).
+		logAll := 0.0
+		for i, li := range l {
+			r := tau * speed(i)
+			if li+r >= limit {
+				continue
+			}
+			s0 := d.Surv(li)
+			if s0 <= 0 {
+				continue
+			}
+			g := 1 - d.Surv(li+r)/s0
+			if g <= 0 {
+				return 0
+			}
+			logAll += math.Log(g)
+		}
+		return math.Exp(logAll)
+	})
+}
+
 // largest integrates a maximum's CDF over [0, limit] in steps: its mean
 // (the integral of 1 - cdf) and its 2.5% and 97.5% quantiles.
 func largest(limit float64, steps int, cdf func(r float64) float64) (mean, lo, hi float64) {
