@@ -121,37 +121,11 @@ func drainRange(est, half, drainMean, drainLo, drainHi float64) (lo, hi float64)
 	return max(lo, 0), hi
 }
 
-// longestOf is the distribution of the longest remaining part of the
-// answers in flight (produced l[i] tokens each so far): its mean and its
-// 2.5% and 97.5% quantiles, in tokens.
-func longestOf(d Dist, l []float64, limit float64) (mean, lo, hi float64) {
-	if len(l) == 0 {
-		return 0, 0, 0
-	}
-	return largest(limit, 256, func(r float64) float64 {
-		// P(every residual <= r).
-		logAll := 0.0
-		for _, li := range l {
-			if li+r >= limit {
-				continue
-			}
-			s0 := d.Surv(li)
-			if s0 <= 0 {
-				continue
-			}
-			g := 1 - d.Surv(li+r)/s0
-			if g <= 0 {
-				return 0
-			}
-			logAll += math.Log(g)
-		}
-		return math.Exp(logAll)
-	})
-}
 
-// longestTime is longestOf in seconds for answers written at their own
-// speeds (speeds[i] for l[i]; nil or 0: v): the time until the last of
-// them ends.
+// longestTime is the expected time until the last of the answers in
+// flight ends, and its 2.5% and 97.5% quantiles, in seconds: answer i has
+// l[i] tokens so far, a length of distribution d cut at limit, and is
+// written at speeds[i] tokens per second (nil or 0: v).
 func longestTime(d Dist, l, speeds []float64, v, limit float64) (mean, lo, hi float64) {
 	if len(l) == 0 {
 		return 0, 0, 0

@@ -187,39 +187,14 @@ func TestETAQueued(t *testing.T) {
 		slots     = 4
 	)
 	etaAt := func(capacity func(int) int, frac float64) (progressLine, time.Duration) {
-		r, fake, prog := virtualRun(t, 1, prompts, maxTokens, capacity)
-		sim := replay.Uniform(1, llmsim.DefaultTiming(), slots)
-		sent := 0
-		var half *progressLine
-		var asked time.Duration
-		sim.Keep(64, func(e int, at time.Duration) (*llmsim.Seq, bool) {
-			if sent == prompts {
-				return nil, false
+		trace, wall := etaTrace(t, []llmsim.Timing{llmsim.DefaultTiming()}, slots, 64, prompts, maxTokens, capacity)
+		for _, p := range trace {
+			if p.hasETA && float64(p.done) >= frac*float64(p.total) {
+				return p, wall - p.elapsed
 			}
-			j := &job{}
-			r.eta.Started(j, e, simEpoch.Add(at))
-			sent++
-			return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
-		}, func(st replay.Step) bool {
-			now := simEpoch.Add(st.At)
-			for _, s := range st.Finished {
-				r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
-				r.c.ok.Add(1)
-				r.c.tokenRate.Add(now, int64(s.Generated))
-			}
-			if half == nil && st.At-asked >= time.Second {
-				asked = st.At
-				fake.Set(now)
-				if p, ok := parseProgress(prog.lines()[0]); ok && p.hasETA && float64(p.done) >= frac*float64(p.total) {
-					half = &p
-				}
-			}
-			return true
-		})
-		if half == nil {
-			t.Fatalf("no progress line with an ETA at %.0f%% of the run", 100*frac)
 		}
-		return *half, sim.Now() - half.elapsed
+		t.Fatalf("no progress line with an ETA at %.0f%% of the run", 100*frac)
+		return progressLine{}, 0
 	}
 	for _, frac := range []float64{0.5, 0.9} {
 		p, left := etaAt(func(int) int { return slots }, frac)
