@@ -121,7 +121,6 @@ func drainRange(est, half, drainMean, drainLo, drainHi float64) (lo, hi float64)
 	return max(lo, 0), hi
 }
 
-
 // longestTime is the expected time until the last of the answers in
 // flight ends, and its 2.5% and 97.5% quantiles, in seconds: answer i has
 // l[i] tokens so far, a length of distribution d cut at limit, and is
