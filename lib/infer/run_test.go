@@ -222,6 +222,8 @@ func TestRefuseCollisions(t *testing.T) {
 	if err := os.Symlink(a, link); err != nil {
 		t.Fatal(err)
 	}
+	in := filepath.Join(dir, "in.jsonl") // an input that can be read: the paths are what is checked
+	os.WriteFile(in, nil, 0o644)
 	for _, tt := range []struct {
 		out, errs, rejects string
 		want               string
@@ -239,7 +241,7 @@ func TestRefuseCollisions(t *testing.T) {
 		{a, "b.jsonl", dir, "is a directory"},
 		{a, a + ".turns", "", "is the same file as -o's turn journal"},
 	} {
-		err := checkPaths(&Generate{Inputs: []string{"in.jsonl"}, Output: tt.out, Errors: tt.errs, RejectsFlag: cli.RejectsFlag{Rejects: tt.rejects}}, errorsPath(tt.out, tt.errs))
+		err := checkPaths(&Generate{Inputs: []string{in}, Output: tt.out, Errors: tt.errs, RejectsFlag: cli.RejectsFlag{Rejects: tt.rejects}}, errorsPath(tt.out, tt.errs))
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("-o %q --errors %q --rejects %q: %v, want %q", tt.out, tt.errs, tt.rejects, err, tt.want)
 		}
