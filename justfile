@@ -7,7 +7,7 @@ default:
 
 # Build every binary into ./bin.
 build:
-    go build -o bin/ ./cmd/...
+    go build -buildvcs=auto -o bin/ ./cmd/...
 
 # Run all tests (the README's test command; CI also runs lint and the race detector: .ci/run).
 test:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ const (
 	BadParquet    = "corrupt Parquet"
 	Empty         = "empty input"
 	DeepNesting   = "deep nesting"
+	CSV           = "CSV file"
 )
 
 // DeepNestingBytes is the length of the deeply nested line: that many '['.
@@ -56,7 +58,9 @@ const HugeLineBytes = 100 << 20
 //   - corrupt Parquet: Parquet's magic bytes around garbage;
 //   - empty: a file of no bytes;
 //   - deep nesting: good's first line, a line of 2 MiB of '[' (nested far
-//     past the 10,000 levels a record may have), then the rest of good.
+//     past the 10,000 levels a record may have), then the rest of good;
+//   - CSV: two prompts as CSV (CSVPrompts) in data.csv, which extract
+//     reads and every other tool refuses.
 func BadInputs(t testing.TB, dir string, good []byte) map[string]string {
 	t.Helper()
 	first, rest, _ := bytes.Cut(good, []byte("\n"))
@@ -72,11 +76,12 @@ func BadInputs(t testing.TB, dir string, good []byte) map[string]string {
 		BadParquet:    concat([]byte("PAR1"), garbage[:4096], []byte("\x00\x10\x00\x00PAR1")),
 		Empty:         nil,
 		DeepNesting:   concat(first, bytes.Repeat([]byte("["), DeepNestingBytes), []byte("\n"), rest),
+		CSV:           []byte(CSVPrompts),
 	}
 	names := map[string]string{
 		MalformedJSON: "malformed.jsonl", Garbage: "garbage.bin", TruncatedGzip: "truncated.jsonl.gz",
 		TruncatedZstd: "truncated.jsonl.zst", NotParquet: "data.parquet", BadParquet: "corrupt.parquet", Empty: "empty.jsonl",
-		HugeLine: "huge.jsonl", DeepNesting: "deep.jsonl",
+		HugeLine: "huge.jsonl", DeepNesting: "deep.jsonl", CSV: "data.csv",
 	}
 	paths := map[string]string{}
 	for name, data := range files {
@@ -89,6 +94,9 @@ func BadInputs(t testing.TB, dir string, good []byte) map[string]string {
 	writeHuge(t, paths[HugeLine], first, rest)
 	return paths
 }
+
+// CSVPrompts is the CSV file: a header and two prompts, one quoted.
+const CSVPrompts = "id,prompt\n1,What is a prime number?\n2,\"Name a colour, any one.\"\n"
 
 // GarbageBytes is n bytes of seeded random noise: the binary garbage.
 func GarbageBytes(n int) []byte {
@@ -147,6 +155,10 @@ func writeHuge(t testing.TB, path string, first, rest []byte) {
 	}
 }
 
+// Internals matches what no message for a person may hold: Go type
+// names and a decoder's own words.
+var Internals = regexp.MustCompile(`Go (?:value|struct)|of type |\bjson: |unmarshal|looking for beginning|invalid token|\b(?:interface \{\}|\*?[a-z]+\.[a-z]+[A-Z]\w*)\b|%!|goroutine \d`)
+
 // Expect is what a tool must do with one bad input.
 type Expect struct {
 	Code int
@@ -178,6 +190,7 @@ func ReaderExpect(kept int, change map[string]Expect) map[string]Expect {
 		BadParquet:    {Code: 3, Out: none, Stderr: "corrupt.parquet: unreadable: not a valid Parquet file"},
 		Empty:         {Code: 0, Out: none},
 		DeepNesting:   {Code: 3, Out: kept, Stderr: "deep.jsonl:2: malformed_json: nested deeper than 10000 arrays and objects"},
+		CSV:           {Code: 2, Out: none, Stderr: "data.csv is not JSON Lines: CSV is read by extract"},
 	}
 	for k, v := range change {
 		want[k] = v
@@ -207,6 +220,9 @@ func TryBadInputs(t *testing.T, bin string, args []string, good []byte, want map
 			if r.Code != w.Code || (w.Out >= 0 && out != w.Out) || !strings.Contains(r.Stderr, w.Stderr) {
 				t.Errorf("%s on %s: exit %d with %d records out, want exit %d with %d, and stderr holding %q:\n%.3000s",
 					name, bad, r.Code, out, w.Code, w.Out, w.Stderr, r.Stderr)
+			}
+			if m := Internals.FindString(r.Stderr); m != "" {
+				t.Errorf("%s on %s: a message names the program's insides (%q):\n%.3000s", name, bad, m, r.Stderr)
 			}
 		})
 	}

@@ -17,7 +17,7 @@ import (
 // file: what every one of them must do alike.
 var tools = []string{"extract", "dedup", "shard", "merge", "stats"}
 
-func TestMain(m *testing.M) { testbin.Main(m, tools...) }
+func TestMain(m *testing.M) { testbin.Main(m, allTools...) }
 
 // run runs a tool binary in dir with stdin (nil: none) and args.
 func run(t *testing.T, dir string, stdin []byte, tool string, args ...string) testbin.Result {

@@ -12,7 +12,9 @@ import (
 func TestBadInputFiles(t *testing.T) {
 	good := []byte(`{"id":"a","messages":[{"role":"user","content":"What is a prime?"}]}` + "\n" +
 		`{"id":"b","conversations":[{"from":"human","value":"Name a colour."},{"from":"gpt","value":"Red."}]}` + "\n")
-	chaos.TryBadInputs(t, testbin.Path("extract"), nil, good, chaos.ReaderExpect(2, nil))
+	chaos.TryBadInputs(t, testbin.Path("extract"), nil, good, chaos.ReaderExpect(2, map[string]chaos.Expect{
+		chaos.CSV: {Code: 0, Out: 2, Stderr: "extract: read 2, wrote 2, rejected 0"},
+	}))
 }
 
 // Records of the wrong kind: answers (generation and error records) give

@@ -131,6 +131,8 @@ type Config struct {
 	TokenCache TokenCache
 	Logf       func(format string, args ...any)
 	Clock      clock.Clock // nil: the real clock
+	// WaitNotice is how often WaitReady says what it waits for (0: DefaultWaitNotice).
+	WaitNotice time.Duration
 }
 
 // Pool holds the endpoints: their clients, their state, their in-flight

@@ -91,6 +91,9 @@ type finished struct {
 	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
 	longest     int
 	speed       speedFit
+	// byEP is each endpoint's own speed: one slower than the rest writes
+	// its answers slower, and the run's end waits for them.
+	byEP map[int]*speedFit
 }
 
 type sample struct {
@@ -223,13 +226,20 @@ func (e *estimator[K]) Ended(k K, at time.Time, ok bool, tokens int, finish stri
 	}
 	if tokens > 0 {
 		a.speed.add(l, at.Sub(sent))
+		if a.byEP == nil {
+			a.byEP = map[int]*speedFit{}
+		}
+		if a.byEP[f.ep] == nil {
+			a.byEP[f.ep] = &speedFit{}
+		}
+		a.byEP[f.ep].add(l, at.Sub(sent))
 	}
 }
 
 // snapshot copies what the runner reported: the answers, when the first
 // request went out, and since when each answer in flight is being written
 // (those waiting in a server's queue are left out).
-func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []time.Time) {
+func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a := e.answers
@@ -237,16 +247,32 @@ func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []time.Time
 	for l, w := range e.answers.cut {
 		a.cut[l] = w
 	}
-	writing := make([]time.Time, 0, len(e.inflight))
+	a.byEP = make(map[int]*speedFit, len(e.answers.byEP))
+	for ep, s := range e.answers.byEP {
+		c := *s
+		a.byEP[ep] = &c
+	}
+	writing := make([]flight, 0, len(e.inflight))
 	for ep := range e.byEP {
 		e.promoteLocked(ep, now) // an endpoint that grew
 	}
 	for _, f := range e.inflight {
 		if !f.writing.IsZero() {
-			writing = append(writing, f.writing)
+			writing = append(writing, *f)
 		}
 	}
 	return a, e.first, writing
+}
+
+// speedOf is endpoint ep's answer speed and overhead, or the fleet's
+// (v, q) until it has answered enough to fit its own.
+func (a *finished) speedOf(ep int, v, q float64) (float64, float64) {
+	if s := a.byEP[ep]; s != nil && s.n >= 3 {
+		if ve, qe := s.line(); ve > 0 {
+			return ve, qe
+		}
+	}
+	return v, q
 }
 
 // answerLimit is the longest an answer can be.
@@ -305,17 +331,23 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	}
 	limit := a.answerLimit(e.limit)
 
-	// What each answer in flight has produced so far.
+	// What each answer in flight has produced so far, at the speed of
+	// the endpoint writing it.
 	progress := make([]float64, 0, len(inflight))
+	speeds := make([]float64, 0, len(inflight))
 	producing := a.credited
-	for _, sent := range inflight {
-		l := min(max(v*(now.Sub(sent).Seconds()-q), 0), limit-1)
+	for _, f := range inflight {
+		vi, qi := a.speedOf(f.ep, v, q)
+		l := min(max(vi*(now.Sub(f.writing).Seconds()-qi), 0), limit-1)
 		progress = append(progress, l)
+		speeds = append(speeds, vi)
 		producing += l
 	}
 	rate := e.rate(now, first, producing)
 	d, ok := e.lengths(&a, progress)
-	if !ok || rate <= 0 {
+	// With every answer left in flight, the time left is theirs: it needs
+	// no rate (which stalls while the last, long ones are written).
+	if !ok || (rate <= 0 && left > int64(len(progress))) {
 		return ETA{}, false
 	}
 
@@ -341,12 +373,18 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	}
 
 	secs, lo, hi := RunTime(Run{
-		Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Rest: rest,
+		Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Speeds: speeds, Rest: rest,
 		TokPerSec: rate, Speed: v, Lengths: d, Limit: limit, Mean: mean, SE: se, SD: sd,
 	})
+	// Answers are left: the run is not over, whatever the arithmetic says.
+	secs, lo, hi = max(secs, minLeft), max(lo, minLeft), max(hi, minLeft)
 	f.Left, f.Low, f.High = seconds(secs), seconds(lo), seconds(hi)
 	return f, true
 }
+
+// minLeft is the least time left the forecast gives while answers are
+// left, in seconds: never 0 before the end.
+const minLeft = 1.0
 
 // rate records the tokens produced so far and returns their growth per
 // second over the window. Nothing was produced before the first request.

@@ -35,9 +35,14 @@ Example:
   infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
   extract --turns all data.json | dedup | infer --regenerate -e 127.0.0.1:30000-30007 -o regen.jsonl
 
-Generating is the default command: its flags are listed by infer generate --help.
-infer bench measures the fleet and forecasts a run first (infer bench --help).
+Generating is the default command: infer [flags] [files] is infer generate [flags] [files],
+and infer --help lists its flags. infer bench measures the fleet and forecasts a run first
+(infer bench --help).
 `
+
+// Help is generate's detailed help: infer's own, since infer --help shows
+// generate's flags.
+func (c *Generate) Help() string { return Description }
 
 // Generate is infer's generation command: what infer does unless told
 // otherwise.

@@ -108,6 +108,7 @@ func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
 	for ctx.Err() == nil {
 		rec, err := rd.Next()
 		if err == io.EOF {
+			r.readAll.Store(true)
 			return
 		}
 		if err != nil {

@@ -97,6 +97,8 @@ type runner struct {
 	inflight    sync.WaitGroup
 	stopping    atomic.Bool // interrupted or fatal: no more retries or error records
 	readerDone  atomic.Bool
+	readAll     atomic.Bool // the reader saw the end of the input
+	unread      *unread     // an interrupted run's count of the input it did not read
 	fatalOnce   sync.Once
 	fatalErr    error
 	cancelRun   context.CancelCauseFunc
@@ -318,19 +320,33 @@ func (r *runner) prepareOutput() error {
 func (r *runner) startFleet(ctx context.Context) error {
 	c := r.cfg
 	poolCtx, cancelPool := context.WithCancel(context.Background())
+	notice := c.Progress
+	if notice <= 0 {
+		notice = fleet.DefaultWaitNotice
+	}
 	r.pool = fleet.NewPool(poolCtx, r.targets, c.PoolConfig(fleet.Config{
 		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
 		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
-		Policy: c.Policy, Logf: r.logf, Clock: r.clk,
+		Policy: c.Policy, Logf: r.logf, Clock: r.clk, WaitNotice: notice,
 	}))
 	r.onClose(func() {
 		cancelPool()
 		r.pool.Close()
 	})
+	started := r.clk.Now()
 	r.pool.Start()
 	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
-	return r.pool.WaitReady(ctx, c.WaitReady)
+	if err := r.pool.WaitReady(ctx, c.WaitReady); err != nil {
+		return err
+	}
+	// The run goes on with the endpoints that are ready; one still not
+	// ready after the first minute is named, with why.
+	r.onClose(r.pool.WarnNotReady(started, notReadyWarning))
+	return nil
 }
+
+// notReadyWarning is when the endpoints not ready yet are named.
+const notReadyWarning = time.Minute
 
 // openFiles creates the run's files, now that it can go ahead: -o (or
 // opens it to append), the rejects file, and, lazily, the errors file,
@@ -399,6 +415,7 @@ func (r *runner) generate(ctx context.Context) {
 	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	r.cancelRun = cancelRun
+	r.env.OnInterrupt(r.sayStopping)
 	r.startReporting(ctx, runCtx)
 	r.onClose(func() {
 		cancelRun(nil)
@@ -430,7 +447,11 @@ func (r *runner) generate(ctx context.Context) {
 	cancelRun(nil)
 	select {
 	case <-readerExit:
-		rd.Close()
+		if ctx.Err() != nil && r.fatalErr == nil && !r.readAll.Load() {
+			r.unread = r.countUnread(rd) // it reads rd to the end, or goes on past the summary
+		} else {
+			rd.Close()
+		}
 	case <-time.After(time.Second): // blocked on a terminal's stdin, which cannot be interrupted: nothing more is read
 	}
 	close(stopFlush)
@@ -448,7 +469,9 @@ func (r *runner) startReporting(ctx, runCtx context.Context) {
 		prog.inputLines.Store(forecast.CountInputLines(runCtx, c.Inputs))
 		close(counted)
 	}()
-	cp := cli.StartProgress(ctx, r.env, c.Progress, prog.lines)
+	// The display goes on through an interruption's grace period, showing
+	// the answers in flight land; close stops it.
+	cp := cli.StartProgressRows(context.WithoutCancel(ctx), r.env, c.Progress, prog.rows)
 	r.log.p.Store(cp)
 	r.onClose(func() {
 		<-counted
@@ -598,6 +621,19 @@ func (r *runner) fatal(err error) {
 	})
 }
 
+// sayStopping is what the first Ctrl-C (SIGINT, SIGTERM) says at once.
+func (r *runner) sayStopping() {
+	n := 0
+	for _, v := range r.pool.View() {
+		n += v.Inflight
+	}
+	what := fmt.Sprintf("finishing %s requests in flight (up to %v, --grace)", cli.Thousands(int64(n)), r.cfg.Grace)
+	if n == 0 {
+		what = "no requests in flight"
+	}
+	r.logf("stopping: %s; Ctrl-C again to stop now; --resume continues", what)
+}
+
 // drain lets the requests in flight finish for up to grace, then closes
 // their connections (the servers drop them; --resume redoes them).
 func (r *runner) drain(grace time.Duration) {
@@ -624,13 +660,19 @@ func (r *runner) summary(wall time.Duration) Summary {
 		FinishOther: r.c.finishOther.Load(), Wall: wall,
 	}
 	s.NotDone = s.Answers - s.Skipped - s.OK - s.Failed
+	if u := r.unread; u != nil {
+		s.NotDone += u.answers.Load()
+		s.NotDoneAtLeast = !u.complete
+	}
 	eps := r.pool.Endpoints()
 	for i, v := range r.pool.View() {
 		st := eps[i].Stats()
-		s.Endpoints = append(s.Endpoints, EndpointSummary{
+		e := EndpointSummary{
 			Name: v.Name, Requests: st.Requests.Load(), OK: st.OK.Load(), Failures: st.Failures.Load(),
 			Ejections: st.Ejections.Load(), CompletionTokens: st.CompletionTokens.Load(), Slots: v.Slots,
-		})
+		}
+		e.NotReady, e.NeverReady = r.pool.NeverReady(i)
+		s.Endpoints = append(s.Endpoints, e)
 	}
 	return s
 }

@@ -13,6 +13,8 @@ import (
 // ("input" for an argument).
 type Named struct {
 	Flag, Path string
+	// CSV: the tool reads CSV and TSV (extract); every other tool refuses them.
+	CSV bool
 }
 
 // Inputs names a tool's arguments as inputs.
@@ -20,6 +22,15 @@ func Inputs(paths []string) []Named {
 	out := make([]Named, len(paths))
 	for i, p := range paths {
 		out[i] = Named{Flag: "input", Path: p}
+	}
+	return out
+}
+
+// CSVInputs names the arguments of a tool that reads CSV as inputs.
+func CSVInputs(paths []string) []Named {
+	out := Inputs(paths)
+	for i := range out {
+		out[i].CSV = true
 	}
 	return out
 }
@@ -38,6 +49,8 @@ type Output struct {
 // CheckPaths is what every tool checks before it opens anything for
 // writing, so that a refusal comes before any write (a usage error, exit 2):
 //
+//   - every input can be read: it exists, is not a directory, may be
+//     opened, and is not CSV unless the tool reads CSV (see checkInputs);
 //   - the replace rule: an output that exists as a file is refused unless
 //     force (or it is Kept); a directory is refused always;
 //   - no aliasing: no output is the same file as an input (unless
@@ -49,6 +62,9 @@ type Output struct {
 // Devices such as /dev/null may take several outputs. A FIFO or device
 // output is written in place (see File), so force does not apply to it.
 func CheckPaths(inputs []Named, outputs []Output, force bool) error {
+	if err := checkInputs(inputs); err != nil {
+		return err
+	}
 	ins := make([]place, 0, len(inputs))
 	for _, in := range inputs {
 		if in.Path != "" && in.Path != "-" {

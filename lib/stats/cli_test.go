@@ -49,8 +49,8 @@ func TestCLI(t *testing.T) {
 			stdout: []string{"regenerated conversations: 19, 15 complete, 4 truncated (context_full 3, tool_unpaired 1)",
 				"turns per conversation      19", "prefix cache: 1,980 of 3,600 prompt tokens cached, hit rate 55.0%, over 33 turns", "(37 answers)"}},
 		{name: "usage error", args: []string{"--plot", "out.jpg"}, code: 2, stderr: []string{"--plot out.jpg", "--help"}},
-		{name: "missing file", args: []string{"no/such/file.jsonl"}, code: 3,
-			stdout: []string{"0 records from 1 input"}, stderr: []string{"unreadable"}},
+		{name: "missing file", args: []string{"no/such/file.jsonl"}, code: 2,
+			stderr: []string{"cannot read no/such/file.jsonl: no such file", "--help"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

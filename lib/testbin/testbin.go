@@ -36,7 +36,9 @@ func run(m *testing.M, names []string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	// -buildvcs=auto: the binaries carry the commit they were built from
+	// (--version says it) wherever the source is a checkout.
+	args := []string{"build", "-buildvcs=auto", "-o", dir + string(os.PathSeparator)}
 	for _, n := range names {
 		args = append(args, "tokenmill/cmd/"+n)
 	}
