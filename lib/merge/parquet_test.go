@@ -312,7 +312,7 @@ func TestParquetRefusals(t *testing.T) {
 		stderr string
 	}{
 		{"generation records", []string{"-o", pq}, cli.ExitUsage, "Parquet holds training records"},
-		{"the to-do list", []string{"--prompts", td("conv-prompts.jsonl"), "--missing", "-o", pq}, cli.ExitUsage, "Parquet holds training records"},
+		{"the to-do list", []string{"--prompts", td("conv-prompts.jsonl"), "--missing", "-o", pq}, cli.ExitUsage, "--missing writes the prompts to rerun, as JSON Lines for infer: name a .jsonl file"},
 		{"errors as Parquet", []string{"--to", "messages", "--errors", pq}, cli.ExitUsage, "not Parquet"},
 		{"an existing file", []string{"--to", "messages", "-o", existing}, cli.ExitUsage, "already exists"},
 		{"a failed spill", []string{"--to", "messages", "--memory", "1KiB", "--temp-dir", filepath.Join(dir, "missing"), "-o", pq}, cli.ExitFailure, "spill file"},
