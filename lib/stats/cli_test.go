@@ -50,7 +50,7 @@ func TestCLI(t *testing.T) {
 				"turns per conversation      19", "prefix cache: 1,980 of 3,600 prompt tokens cached, hit rate 55.0%, over 33 turns", "(37 answers)"}},
 		{name: "absurd token counts are bad records, the totals stay right",
 			stdin: strings.Repeat(`{"id":"x","prompt":"abc","output":{"text":"de","finish_reason":"stop","usage":{"prompt_tokens":1,"completion_tokens":4611686018427387904}}}`+"\n", 3) + good,
-			code: 3, args: []string{"--json"}, stdout: []string{`"completion_tokens": 50,`}, stderr: []string{"bad_value 3"}},
+			code:  3, args: []string{"--json"}, stdout: []string{`"completion_tokens": 50,`}, stderr: []string{"bad_value 3"}},
 		{name: "usage error", args: []string{"--plot", "out.jpg"}, code: 2, stderr: []string{"--plot out.jpg", "--help"}},
 		{name: "missing file", args: []string{"no/such/file.jsonl"}, code: 3,
 			stdout: []string{"0 records from 1 input"}, stderr: []string{"unreadable"}},
