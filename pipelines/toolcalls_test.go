@@ -19,8 +19,12 @@ import (
 // turns and the tool calls they make.
 type tally struct{ records, turns, calls int }
 
-func (a tally) plus(b tally) tally  { return tally{a.records + b.records, a.turns + b.turns, a.calls + b.calls} }
-func (a tally) minus(b tally) tally { return tally{a.records - b.records, a.turns - b.turns, a.calls - b.calls} }
+func (a tally) plus(b tally) tally {
+	return tally{a.records + b.records, a.turns + b.turns, a.calls + b.calls}
+}
+func (a tally) minus(b tally) tally {
+	return tally{a.records - b.records, a.turns - b.turns, a.calls - b.calls}
+}
 
 // chatTurn is a turn in any of the shapes the stages write: an OpenAI
 // message, or a ShareGPT {from, value}.
