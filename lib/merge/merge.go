@@ -554,7 +554,7 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 		parts = append(parts, fmt.Sprintf("empty answers dropped %d", m.emptyN))
 	}
 	if m.cutN > 0 {
-		what := "written"
+		what := "written whole as generation records; --to cuts them"
 		if m.conv != nil {
 			what = fmt.Sprintf("left out %d turns, %d tool calls", m.cutTurns, m.cutCalls)
 		}
