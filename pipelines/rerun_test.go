@@ -88,22 +88,9 @@ func TestRerunMissingSeeds(t *testing.T) {
 		p.must(t, 0)
 	}
 	stop()
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	seeds := map[string][]int64{} // prompt -> the seeds it was asked with
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r struct {
-			Body struct {
-				Messages json.RawMessage `json:"messages"`
-				Seed     *int64          `json:"seed"`
-			} `json:"body"`
-		}
-		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Body.Seed == nil {
-			t.Fatalf("a request without a seed: %v %.200s", err, line)
-		}
-		seeds[string(r.Body.Messages)] = append(seeds[string(r.Body.Messages)], *r.Body.Seed)
+	for _, r := range seededRequests(t, log) {
+		seeds[r.messages] = append(seeds[r.messages], r.seed)
 	}
 	again := 0
 	for prompt, ss := range seeds {
@@ -124,6 +111,37 @@ func TestRerunMissingSeeds(t *testing.T) {
 	if again == 0 {
 		t.Fatal("no prompt was asked in more than one round: the test shows nothing")
 	}
+}
+
+// seededRequest is a request of llmsim's request log: the messages it
+// asked about (as JSON) and its seed.
+type seededRequest struct {
+	messages string
+	seed     int64
+}
+
+// seededRequests reads llmsim's request log, failing on a request that
+// carries no seed.
+func seededRequests(t *testing.T, log string) []seededRequest {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []seededRequest
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Body struct {
+				Messages json.RawMessage `json:"messages"`
+				Seed     *int64          `json:"seed"`
+			} `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Body.Seed == nil {
+			t.Fatalf("a request without a seed: %v %.200s", err, line)
+		}
+		out = append(out, seededRequest{string(r.Body.Messages), *r.Body.Seed})
+	}
+	return out
 }
 
 // goodIDs are the ids of records with a stop or length answer.
@@ -197,28 +215,15 @@ func TestRerunUnfitFalls(t *testing.T) {
 	// asked[r]: the prompts answered in round r (the seed 100 + r); 0 is
 	// generate.sh's run.
 	asked := map[int64]map[string]bool{}
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r struct {
-			Body struct {
-				Messages json.RawMessage `json:"messages"`
-				Seed     *int64          `json:"seed"`
-			} `json:"body"`
-		}
-		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Body.Seed == nil {
-			t.Fatalf("a request without a seed: %v %.200s", err, line)
-		}
-		round := *r.Body.Seed - 100
+	for _, r := range seededRequests(t, log) {
+		round := r.seed - 100
 		if asked[round] == nil {
 			asked[round] = map[string]bool{}
 		}
-		if asked[round][string(r.Body.Messages)] {
-			t.Fatalf("round %d asked twice for %.200s", round, r.Body.Messages)
+		if asked[round][r.messages] {
+			t.Fatalf("round %d asked twice for %.200s", round, r.messages)
 		}
-		asked[round][string(r.Body.Messages)] = true
+		asked[round][r.messages] = true
 	}
 	said := regexp.MustCompile(`round (\d+) \(seed offset (\d+)\): answering (\d+) prompts`)
 	var counts []int // the to-do list of each round, both runs

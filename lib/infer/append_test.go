@@ -1,14 +1,11 @@
 package infer
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/valyala/fasthttp"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/conversation"
@@ -74,23 +71,7 @@ func TestRegenerateAppend(t *testing.T) {
 	out := filepath.Join(dir, "regen.jsonl")
 	// Second turns are refused for good: the conversations that have one
 	// go to the errors file, their first turn in the journal.
-	url := badServer(t, true, func(ctx *fasthttp.RequestCtx) {
-		var req struct {
-			Messages []record.Message `json:"messages"`
-		}
-		json.Unmarshal(ctx.PostBody(), &req)
-		if len(req.Messages) > 2 {
-			ctx.SetStatusCode(400)
-			ctx.SetBodyString(`{"object":"error","message":"no second turn here","type":"BadRequestError","param":null,"code":400}`)
-			return
-		}
-		var sp llmsim.Prompt
-		for _, m := range req.Messages {
-			sp.Messages = append(sp.Messages, llmsim.Message{Role: m.Role, Content: m.Content})
-		}
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + llmsim.PromptDigest(sp) + ` first"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`)
-	})
+	url := firstTurnsOnly(t)
 	if r := runBinary(t, "-e", url, "--regenerate", "-o", out, in, "--progress", "0"); r.Code != cli.ExitRejects {
 		t.Fatalf("exit %d, want 3\n%s", r.Code, r.Stderr)
 	}

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/parquet-go/parquet-go"
 )
 
 // Records as infer writes them when the model calls tools: finish_reason
@@ -191,49 +189,4 @@ func checkToolTraining(t *testing.T, to string, recs []jsonTraining, written []s
 	if !slices.Equal(ids, written) {
 		t.Errorf("wrote %q, want %q", ids, written)
 	}
-}
-
-// readParquetTraining reads a Parquet training file back in the JSONL
-// shape.
-func readParquetTraining(t *testing.T, to, pq string) []jsonTraining {
-	t.Helper()
-	var out []jsonTraining
-	tools := func(s *string) json.RawMessage {
-		if s == nil {
-			return nil
-		}
-		return json.RawMessage(*s)
-	}
-	id := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
-	switch to {
-	case toMessages:
-		rows, err := parquet.ReadFile[pqMessagesRow](pq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			out = append(out, jsonTraining{ID: id(r.ID), Sample: r.Sample, Messages: toJSONTurns(r.Messages), Tools: tools(r.Tools)})
-		}
-	case toConversations:
-		rows, err := parquet.ReadFile[pqConversationsRow](pq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			out = append(out, jsonTraining{ID: id(r.ID), Sample: r.Sample, Conversations: toJSONTurns(r.Conversations), Tools: tools(r.Tools)})
-		}
-	default:
-		rows, err := parquet.ReadFile[pqShareGPTRow](pq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			var turns []jsonTurn
-			for _, c := range r.Conversations {
-				turns = append(turns, jsonTurn{From: c.From, Value: c.Value})
-			}
-			out = append(out, jsonTraining{ID: id(r.ID), Sample: r.Sample, Conversations: turns, Tools: tools(r.Tools)})
-		}
-	}
-	return out
 }
