@@ -231,9 +231,15 @@ func startFleet(t *testing.T, n int, args ...string) string {
 // llmsim (SIGTERM, so that its --request-log is flushed) and waits for it.
 func startStoppableFleet(t *testing.T, n int, args ...string) (string, func()) {
 	t.Helper()
+	return startFleetAt(t, strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ","), args...)
+}
+
+// startFleetAt is startStoppableFleet listening on listen (llmsim
+// --listen).
+func startFleetAt(t *testing.T, listen string, args ...string) (string, func()) {
+	t.Helper()
 	dir := t.TempDir()
 	ready, logName := filepath.Join(dir, "ready"), filepath.Join(dir, "llmsim.log")
-	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ",")
 	logFile, err := os.Create(logName)
 	if err != nil {
 		t.Fatal(err)

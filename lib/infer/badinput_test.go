@@ -205,7 +205,7 @@ func FuzzScanDone(f *testing.F) {
 			t.Fatal(err)
 		}
 		l := newLedger()
-		info, err := scanDone(path, redo, l, nil, func(string, ...any) {})
+		info, err := scanDone(path, true, redo, l, nil, func(string, ...any) {})
 		var ie *jsonl.InputError
 		if err != nil && !(errors.As(err, &ie) && ie.Reason == jsonl.ReasonUnreadable) {
 			t.Fatalf("%q: %v, want only a file that cannot be read at all refused", data, err)

@@ -17,6 +17,7 @@ import (
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
 	"tokenmill/lib/tokens"
 )
 
@@ -78,6 +79,7 @@ type Generate struct {
 	Output        string `short:"o" default:"-" placeholder:"FILE" help:"Generation records (JSONL). - is stdout. An existing non-empty file is refused: --resume continues it, --force replaces it."`
 	Errors        string `placeholder:"FILE" help:"Error records for prompts that could not be answered. Default: beside -o (gen.jsonl -> gen.errors.jsonl); none with stdout. Rewritten each run: it lists the latest run's failures, which --resume tries again."`
 	Resume        bool   `help:"Continue -o FILE: answers already in it are skipped, new ones appended; a partial last line left by a crash is cut off first."`
+	Append        bool   `help:"Add to -o FILE instead of refusing it when it exists: every prompt of the input is answered, one FILE already answers too (a rerun of the prompts still lacking a good answer, as rerun-missing.sh does; merge keeps the better); a partial last line is cut off first and, with --regenerate, unfinished conversations continue from the turn journal. --resume instead skips what FILE holds."`
 	RedoLength    bool   `help:"With --resume, generate again the answers whose only record finished with \"length\" (the old record stays; merge keeps the better)."`
 	cli.ForceFlag `set:"force_what=an existing non-empty -o FILE and its turn journal, emptied once a server is ready, and --rejects"`
 	cli.RejectsFlag
@@ -97,8 +99,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, err
 	}
 	switch {
-	case c.Samples < 1:
-		return nil, nil, cli.Usagef("--samples must be at least 1")
+	case c.Samples < 1 || c.Samples > record.MaxSample+1:
+		return nil, nil, cli.Usagef("--samples must be from 1 to %d (samples are numbered 0 to %d)", record.MaxSample+1, record.MaxSample)
 	case c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
 		return nil, nil, cli.Usagef("--queue-depth and --retries must not be negative, --eject-after at least 1")
 	case c.RequestTimeout <= 0 || c.WaitReady <= 0 || c.ProbeInterval <= 0 || c.FlushInterval <= 0:
@@ -113,6 +115,12 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, cli.Usagef("%v", c.FitFlags.Check())
 	case c.Resume && toStdout(c.Output):
 		return nil, nil, cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
+	case c.Seed != nil && seedOverflows(*c.Seed, c.SeedOffset, c.Samples-1):
+		return nil, nil, cli.Usagef("--seed %d, --seed-offset %d and --samples %d: the last sample's seed would pass the largest integer", *c.Seed, c.SeedOffset, c.Samples)
+	case c.Append && toStdout(c.Output):
+		return nil, nil, cli.Usagef("--append needs -o FILE: the file to add the answers to")
+	case c.Append && (c.Resume || c.Force):
+		return nil, nil, cli.Usagef("--append adds to -o, --resume skips what it holds, --force replaces it: choose one")
 	case c.RedoLength && !c.Resume:
 		return nil, nil, cli.Usagef("--redo-length goes with --resume")
 	case c.Force && c.Resume:
@@ -134,3 +142,6 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 }
 
 func toStdout(path string) bool { return path == "" || path == "-" }
+
+// continues tells a run that adds to an existing -o: --resume or --append.
+func (c *Generate) continues() bool { return c.Resume || c.Append }

@@ -132,7 +132,7 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	}
 	if !toStdout(c.Output) {
 		r.outName = c.Output
-		err := checkOutput(c.Output, c.Resume, c.Force)
+		err := checkOutput(c.Output, c.continues(), c.Force)
 		if errors.Is(err, errOutputExists) {
 			return nil, cli.Usagef("%s already exists and is not empty: add --resume to continue it (answers already in it are skipped), --force to replace it, or choose another -o", c.Output)
 		}
@@ -182,7 +182,7 @@ func checkPaths(c *Generate, errPath string) error {
 		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: errPath, Kept: true})
 	}
 	if c.Rejects != "" {
-		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.Resume})
+		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.continues()})
 	}
 	return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
 }
@@ -245,9 +245,9 @@ func (r *runner) planJournal() error {
 		return err
 	case exists && !st.Mode().IsRegular():
 		return fmt.Errorf("%s (the turn journal of -o) is not a regular file", path)
-	case exists && !c.Regenerate && (c.Resume || st.Size() > 0 && !c.Force):
+	case exists && !c.Regenerate && (c.continues() || st.Size() > 0 && !c.Force):
 		return cli.Usagef("%s holds the turns of an infer --regenerate run on %s: add --regenerate to continue it, --force to replace both, or remove both", path, c.Output)
-	case exists && c.Regenerate && st.Size() > 0 && !c.Resume && !c.Force:
+	case exists && c.Regenerate && st.Size() > 0 && !c.continues() && !c.Force:
 		return cli.Usagef("%s holds the turns of unfinished conversations: add --resume to continue them, --force to start over, or choose another -o", path)
 	}
 	r.staleJournal = exists && c.Force
@@ -284,7 +284,7 @@ func (r *runner) prepareOutput() error {
 	}
 	r.out = fileWriter(c.Output, flag)
 	r.onClose(func() { r.out.close() })
-	if !c.Resume {
+	if !c.continues() {
 		return nil
 	}
 	var counts map[xxh3.Uint128]int
@@ -294,11 +294,14 @@ func (r *runner) prepareOutput() error {
 			return err
 		}
 	}
-	info, err := resumeOutput(c.Output, c.RedoLength, r.ledger, counts, r.logf)
+	info, err := resumeOutput(c.Output, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("resuming %s: %s answers already done", c.Output, cli.Thousands(info.Answers))
+	if c.Append {
+		msg = fmt.Sprintf("appending to %s: %s answers already in it, none skipped", c.Output, cli.Thousands(info.Answers))
+	}
 	if c.RedoLength {
 		msg += fmt.Sprintf(", %s cut short by length to redo", cli.Thousands(info.Length))
 	}
@@ -349,9 +352,10 @@ func (r *runner) startFleet(ctx context.Context) error {
 const notReadyWarning = time.Minute
 
 // openFiles creates the run's files, now that it can go ahead: -o (or
-// opens it to append), the rejects file, and, lazily, the errors file,
-// after the previous run's errors file is removed: it lists this run's
-// failures alone, and the previous run's are tried again.
+// opens it to append), the rejects file, and, lazily (at the latest when
+// the run ends, empty if nothing failed), the errors file, after the
+// previous run's errors file is removed: it lists this run's failures
+// alone, and the previous run's are tried again.
 func (r *runner) openFiles() error {
 	if err := r.out.open(); err != nil {
 		return err
@@ -374,7 +378,7 @@ func (r *runner) openFiles() error {
 		r.errs = fileWriter(r.errPath, os.O_TRUNC)
 		r.onClose(func() { r.errs.close() })
 	}
-	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.Resume)
+	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.continues())
 	if err != nil {
 		return err
 	}
@@ -503,7 +507,13 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 	}
 	werr := r.out.close()
 	if r.errs != nil {
-		if err := r.errs.close(); werr == nil {
+		// The errors file is left even when nothing failed (empty), so
+		// that it can be named wherever the run's files are.
+		err := r.errs.open()
+		if cerr := r.errs.close(); err == nil {
+			err = cerr
+		}
+		if werr == nil {
 			werr = err
 		}
 	}

@@ -70,6 +70,7 @@ type Command struct {
 	TimeScale            float64 `help:"Run simulated time this many times faster than real time (0: --instant)." default:"1"`
 	Instant              bool    `help:"Answer every request at once, without the batching model (client benchmarks)."`
 	Seed                 uint64  `help:"Seed of the fault draws and response ids." default:"1"`
+	Temperature          float64 `help:"The model's sampling temperature for requests that send none. 0 (greedy) answers a prompt alike whatever the request's seed; above 0 (or a request's temperature above 0) the request's seed picks the answer, its degenerate-answer and tool-call draws included, and a request without a seed gets another answer each time." default:"0"`
 	APIKey               string  `help:"Require this bearer token (Authorization: Bearer KEY) on every request but /health and /metrics, as SGLang's --api-key does; others get 401." placeholder:"KEY"`
 
 	StepBase        time.Duration `help:"Fixed cost of one decode step (calibrated: 26.5 tok/s alone)." default:"37.6736ms"`
@@ -145,7 +146,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 		ContextLength: c.ContextLength, Reasoning: c.Reasoning, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
 		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
 		LoopRate: c.LoopRate, EmptyRate: c.EmptyRate, ThinkResidueRate: c.ThinkResidueRate, TruncateRate: c.TruncateRate,
-		Instant: c.Instant, Seed: c.Seed, APIKey: c.APIKey,
+		Instant: c.Instant, Seed: c.Seed, Temperature: c.Temperature, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
 			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate,

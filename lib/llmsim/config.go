@@ -178,6 +178,10 @@ type Config struct {
 	Timing Timing
 	// Seed drives the fault draws and the response ids.
 	Seed uint64
+	// Temperature is the model's own sampling temperature, for requests
+	// that send none (sampling.go): 0 answers a prompt alike whatever the
+	// seed, as greedy decoding does.
+	Temperature float64
 	// APIKey, when set, is required as "Authorization: Bearer <key>" on
 	// every request but /health*, /metrics and OPTIONS; others are answered
 	// 401 {"error": "Unauthorized"}, as SGLang started with --api-key does.
@@ -224,6 +228,8 @@ func (c *Config) withDefaults() (Config, error) {
 	switch {
 	case out.MaxRunning < 0:
 		return out, fmt.Errorf("max-running %d is negative", out.MaxRunning)
+	case !(out.Temperature >= 0 && out.Temperature <= 100):
+		return out, fmt.Errorf("temperature %g: want 0 or more", out.Temperature)
 	case !(out.ToolCallRate >= 0 && out.ToolCallRate <= 1) || !(out.ParallelToolCallRate >= 0 && out.ParallelToolCallRate <= 1):
 		return out, fmt.Errorf("tool call rates %g, %g: want probabilities in [0, 1]", out.ToolCallRate, out.ParallelToolCallRate)
 	case out.KVTokens < 0:

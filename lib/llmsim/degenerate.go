@@ -2,8 +2,9 @@ package llmsim
 
 // Degenerate answers, the ways real models fail a generation job while
 // the server is fine (Config.LoopRate and the others). At most one hits
-// an answer, drawn from the prompt hash, the choice and the seed; answers
-// with text still start with the prompt digest.
+// an answer, drawn from the flight's sample hash (the prompt, and the
+// request's seed when it samples), the choice and the seed; answers with
+// text still start with the prompt digest.
 
 type degeneracy int
 
@@ -22,7 +23,7 @@ func (e *Endpoint) degenerate(f *flight, c *choiceState, limit int) {
 	if cfg.LoopRate+cfg.EmptyRate+cfg.ThinkResidueRate+cfg.TruncateRate <= 0 || c.calls != nil {
 		return
 	}
-	h := mix64(f.hash ^ mix64(cfg.Seed+0x2545f4914f6cdd1d) ^ uint64(c.index+1)*0x9e3779b97f4a7c15)
+	h := mix64(f.sample ^ mix64(cfg.Seed+0x2545f4914f6cdd1d) ^ uint64(c.index+1)*0x9e3779b97f4a7c15)
 	u := unitFloat(h) - 1e-300
 	kind := degenNone
 	for _, r := range []struct {

@@ -147,11 +147,15 @@ func (e *Endpoint) llamacppHealth(ctx *fasthttp.RequestCtx) {
 
 // flight is one generation request on its way through the endpoint.
 type flight struct {
-	e       *Endpoint
-	job     *job
-	id      string
-	digest  string
-	hash    uint64
+	e      *Endpoint
+	job    *job
+	id     string
+	digest string
+	hash   uint64
+	// sample is what the answers are drawn from: the prompt's hash, mixed
+	// with the request's seed or a draw of its own when it samples
+	// (sampling.go).
+	sample  uint64
 	prompt  int // prompt tokens
 	cached  int // prompt tokens found in the prefix cache
 	created int64
@@ -596,6 +600,7 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	}
 	idh := mix64(mix64(cfg.Seed+0x9e3779b97f4a7c15) ^ uint64(e.index)<<40 ^ n)
 	f.id = string(appendHex64(appendHex64(make([]byte, 0, 32), idh), mix64(idh)))
+	f.sample = e.sampleHash(h, j, n)
 	limit, err := e.fitContext(f, j)
 	if err != nil {
 		return nil, err
@@ -605,8 +610,8 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	}
 	f.choices = make([]*choiceState, j.n)
 	for i := range f.choices {
-		natural := NaturalLength(h, i)
-		c := &choiceState{f: f, index: i, words: mix64(h + uint64(i) + 1), limit: limit}
+		natural := NaturalLength(f.sample, i)
+		c := &choiceState{f: f, index: i, words: mix64(f.sample + uint64(i) + 1), limit: limit}
 		c.Seq = Seq{PromptTokens: f.prompt, Target: natural, End: finishStop, Ref: c}
 		if i > 0 {
 			c.PromptTokens = 0 // parallel samples share the prefilled prompt

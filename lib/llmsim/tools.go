@@ -32,13 +32,14 @@ type toolCall struct {
 }
 
 // planToolCalls decides whether choice c of the flight calls tools, and
-// which, deterministically from the prompt hash and the seed.
+// which, deterministically from the flight's sample hash (the prompt, and
+// the request's seed when it samples) and the seed.
 func (e *Endpoint) planToolCalls(f *flight, c *choiceState, tools []wireTool, limit int) {
 	cfg := &e.f.cfg
 	if len(tools) == 0 || cfg.ToolCallRate <= 0 {
 		return
 	}
-	h := mix64(f.hash ^ mix64(cfg.Seed+0x7f4a7c159e3779b9) ^ uint64(c.index)*0x9e3779b97f4a7c15)
+	h := mix64(f.sample ^ mix64(cfg.Seed+0x7f4a7c159e3779b9) ^ uint64(c.index)*0x9e3779b97f4a7c15)
 	if unitFloat(h) > cfg.ToolCallRate {
 		return
 	}

@@ -27,6 +27,8 @@ type chatRequest struct {
 	StreamOptions       json.RawMessage `json:"stream_options"`
 	Rid                 json.RawMessage `json:"rid"`
 	Tools               []wireTool      `json:"tools"`
+	Seed                *int64          `json:"seed"`
+	Temperature         *float64        `json:"temperature"`
 }
 
 type wireMessage struct {
@@ -78,6 +80,8 @@ type completionRequest struct {
 	N             *int            `json:"n"`
 	Stream        bool            `json:"stream"`
 	StreamOptions json.RawMessage `json:"stream_options"`
+	Seed          *int64          `json:"seed"`
+	Temperature   *float64        `json:"temperature"`
 }
 
 type generateRequest struct {
@@ -88,7 +92,9 @@ type generateRequest struct {
 }
 
 type samplingParams struct {
-	MaxNewTokens *int `json:"max_new_tokens"`
+	MaxNewTokens *int     `json:"max_new_tokens"`
+	SamplingSeed *int64   `json:"sampling_seed"`
+	Temperature  *float64 `json:"temperature"`
 }
 
 // Defaults SGLang applies when the request names no length: the OpenAI
@@ -118,6 +124,10 @@ type job struct {
 	// requested is the model the request named ("" none).
 	requested string
 	tools     []wireTool
+	// seed and temperature are the request's sampling settings (nil: not
+	// sent), which pick its answer (sampling.go).
+	seed        *int64
+	temperature *float64
 }
 
 type api int
@@ -170,7 +180,8 @@ func parseChat(body []byte) (*job, error) {
 	if r.Messages == nil {
 		return nil, validationError("missing", "'messages'", "Field required")
 	}
-	j := &job{api: apiChat, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: -1, n: 1, stream: r.Stream, tools: r.Tools}
+	j := &job{api: apiChat, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: -1, n: 1, stream: r.Stream, tools: r.Tools,
+		seed: r.Seed, temperature: r.Temperature}
 	j.prompt.Messages = make([]Message, len(r.Messages))
 	for i, m := range r.Messages {
 		if !chatRoles[m.Role] {
@@ -242,7 +253,8 @@ func parseCompletion(body []byte) (*job, error) {
 	if len(raw) == 0 {
 		return nil, validationError("missing", "'prompt'", "Field required")
 	}
-	j := &job{api: apiCompletion, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: defaultCompletionMaxTokens, explicit: true, n: 1, stream: r.Stream}
+	j := &job{api: apiCompletion, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: defaultCompletionMaxTokens, explicit: true, n: 1, stream: r.Stream,
+		seed: r.Seed, temperature: r.Temperature}
 	if raw[0] != '"' {
 		return nil, validationError("string_type", "'prompt'", "llmsim simulates a single string prompt")
 	}
@@ -287,8 +299,11 @@ func parseGenerate(body []byte) (*job, error) {
 	default:
 		return nil, badRequest("Either text, input_ids or input_embeds should be provided.")
 	}
-	if r.SamplingParams != nil && r.SamplingParams.MaxNewTokens != nil {
-		j.maxTokens, j.explicit, j.given = *r.SamplingParams.MaxNewTokens, true, true
+	if sp := r.SamplingParams; sp != nil {
+		if sp.MaxNewTokens != nil {
+			j.maxTokens, j.explicit, j.given = *sp.MaxNewTokens, true, true
+		}
+		j.seed, j.temperature = sp.SamplingSeed, sp.Temperature
 	}
 	return j, nil
 }
@@ -296,9 +311,11 @@ func parseGenerate(body []byte) (*job, error) {
 // nativeRequest is llama.cpp's /completion body (tools/server/README.md):
 // one prompt, a string or token ids; n_predict -1 is no limit.
 type nativeRequest struct {
-	Prompt   json.RawMessage `json:"prompt"`
-	NPredict *int            `json:"n_predict"`
-	Stream   bool            `json:"stream"`
+	Prompt      json.RawMessage `json:"prompt"`
+	NPredict    *int            `json:"n_predict"`
+	Stream      bool            `json:"stream"`
+	Seed        *int64          `json:"seed"`
+	Temperature *float64        `json:"temperature"`
 }
 
 func parseNative(body []byte) (*job, error) {
@@ -306,7 +323,10 @@ func parseNative(body []byte) (*job, error) {
 	if err := decodeBody(body, &r); err != nil {
 		return nil, err
 	}
-	j := &job{api: apiNative, maxTokens: -1, n: 1, stream: r.Stream}
+	j := &job{api: apiNative, maxTokens: -1, n: 1, stream: r.Stream, seed: r.Seed, temperature: r.Temperature}
+	if r.Seed != nil && (*r.Seed == -1 || *r.Seed == 1<<32-1) {
+		j.seed = nil // llama.cpp's "random seed" (-1, LLAMA_DEFAULT_SEED)
+	}
 	raw := bytes.TrimSpace(r.Prompt)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":

@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"bytes"
 	"slices"
 
 	"github.com/segmentio/encoding/json"
@@ -90,6 +91,7 @@ type generation struct {
 		Turns    []struct {
 			Message int `json:"message"`
 		} `json:"turns"`
+		Truncated *convTruncation `json:"truncated"`
 	} `json:"output"`
 }
 
@@ -109,6 +111,7 @@ type convMessage struct {
 type converter struct {
 	to            string
 	withReasoning bool
+	keepTruncated bool // a tool-truncated conversation is written whole, not cut
 	gen           generation
 	msgs          []trainMessage
 	turns         []shareGPTTurn
@@ -137,9 +140,20 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 	switch {
 	case conversation:
 		// The regenerated conversation replaces the prompt's, up to its
-		// last regenerated turn (a truncated one stops there).
+		// last regenerated turn (a truncated one stops there); one that a
+		// tool call nobody answered ended, up to its last complete
+		// exchange unless --keep-truncated.
+		turns := g.Output.Turns
+		if tr := g.Output.Truncated; tr != nil && isToolTruncation(tr.Reason) && !c.keepTruncated {
+			turns = turns[:completeTurns(len(turns), func(i int) int {
+				if m := turns[i].Message; m >= 0 && m < len(g.Output.Messages) && makesCalls(g.Output.Messages[m].ToolCalls) {
+					return 1
+				}
+				return 0
+			})]
+		}
 		last := -1
-		for _, t := range g.Output.Turns {
+		for _, t := range turns {
 			last = max(last, t.Message)
 		}
 		if last < 0 || last >= len(g.Output.Messages) {
@@ -209,6 +223,16 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 	}
 	c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools)}, 0)
 	return c.out, encodeRejection(err)
+}
+
+// makesCalls tells a message's tool_calls value that holds a call: not
+// absent, null or an empty list.
+func makesCalls(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return false
+	}
+	return raw[0] != '[' || len(bytes.TrimSpace(raw[1:])) == 0 || bytes.TrimSpace(raw[1:])[0] != ']'
 }
 
 // systemSlot puts a top-level system prompt first by the rule every stage

@@ -118,11 +118,19 @@ type Usage struct {
 }
 
 // Finish reasons, in increasing order of how good an answer they mark.
+// An answer that ends in tool calls (FinishToolCalls) is as complete as
+// one that stops: the calls are the answer.
 const (
-	FinishAbort  = "abort"
-	FinishLength = "length"
-	FinishStop   = "stop"
+	FinishAbort     = "abort"
+	FinishLength    = "length"
+	FinishStop      = "stop"
+	FinishToolCalls = "tool_calls"
 )
+
+// MaxSample is the highest sample number a record may carry: infer refuses
+// a prompt whose samples would pass it, and merge a record that does, so
+// that a typo cannot ask for a billion to-do records.
+const MaxSample = 1 << 20
 
 // Output is what infer adds to a prompt record to make a generation record.
 // A single answer has Text (and ToolCalls when the answer calls tools); a

@@ -295,12 +295,12 @@ func SmallDisk(t testing.TB, size int) string {
 // RealData is the path of file in the real public datasets kept beside the
 // repository (../shared/data/real from its root, where CI lays them out;
 // further up where the checkout is a worktree deeper down), found from a
-// package directory of lib/. Where they are not there the test is skipped,
-// saying so.
+// package directory of lib/ or from pipelines/. Where they are not there
+// the test is skipped, saying so.
 func RealData(t testing.TB, file string) string {
 	t.Helper()
-	dir := "../../.."
-	for range 4 {
+	dir := "../.."
+	for range 5 {
 		p := filepath.Join(dir, "shared/data/real", file)
 		if _, err := os.Stat(p); err == nil {
 			return p
