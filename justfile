@@ -13,7 +13,7 @@ build:
 test:
     go test ./...
 
-# Build Ollama v0.6.5 for lib/ollama's tests against a real server (about 2 minutes, once).
+# Build Ollama v0.6.5 for internal/ollamaserver's tests against a real server (about 2 minutes, once).
 install-ollama:
     .ci/install-ollama
 
@@ -27,7 +27,7 @@ demo:
 
 # Write an N-record synthetic Infinity-Instruct corpus to corpus-N.jsonl.zst.
 corpus N="660000":
-    go run ./cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
+    go run ./internal/cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
 
 # Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK).
 bench:

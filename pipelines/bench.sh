@@ -8,7 +8,7 @@
 # It builds the tools into $BENCH_DIR/bin, makes the data (a 660,000-record
 # synthetic Infinity-Instruct corpus, its extracted prompts, generation
 # records for them), times each command BENCH_RUNS times through
-# `benchmark time` (cmd/benchmark, lib/benchmark: median wall time, CPU time, peak RSS),
+# `benchsuite time` (internal/cmd/benchsuite, internal/benchsuite: median wall time, CPU time, peak RSS),
 # and renders the tables. The comparison tools it uses: jq, awk (and gawk
 # if present), split, sort, curl with xargs, and the official OpenAI Node
 # SDK (npm install openai into $BENCH_DIR/node). jq is installed with
@@ -106,7 +106,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 missing_why() { echo "$1 is not installed on this machine"; }
 
 say "building the tools into $BENCH_DIR/bin"
-(cd "$root" && go build -o "$BENCH_DIR/bin/" ./cmd/... && go build -o "$BENCH_DIR/bin/rusage" ./pipelines/bench/rusage &&
+(cd "$root" && go build -o "$BENCH_DIR/bin/" ./cmd/... ./internal/cmd/... && go build -o "$BENCH_DIR/bin/rusage" ./pipelines/bench/rusage &&
   go build -o "$BENCH_DIR/bin/filtergen" ./pipelines/bench/filtergen && go build -o "$BENCH_DIR/bin/ollamaserve" ./pipelines/bench/ollamaserve &&
   go build -o "$BENCH_DIR/bin/regenstats" ./pipelines/bench/regenstats)
 
@@ -136,16 +136,16 @@ if have taskset; then pin=(taskset -c 0); pin_note="pinned to CPU 0 with taskset
 load_before=$(uptime)
 say "load before: $load_before"
 
-# measure GROUP NAME [benchmark time flags...] -- COMMAND...
+# measure GROUP NAME [benchsuite time flags...] -- COMMAND...
 measure() {
   local group=$1 name=$2
   shift 2
-  benchmark time --rusage "$BENCH_DIR/bin/rusage" --results "$results" --runs "$BENCH_RUNS" \
+  benchsuite time --rusage "$BENCH_DIR/bin/rusage" --results "$results" --runs "$BENCH_RUNS" \
     --group "$group" --name "$name" --stderr "logs/$group-${name//[^A-Za-z0-9]/_}.err" "$@"
 }
 # unavailable GROUP NAME REASON: a row saying why it was not measured.
 unavailable() {
-  benchmark time --results "$results" --group "$1" --name "$2" --unavailable "$3" -- true
+  benchsuite time --results "$results" --group "$1" --name "$2" --unavailable "$3" -- true
 }
 
 # --- data ----------------------------------------------------------------
@@ -464,7 +464,7 @@ servers_targets() {
   echo "on Ollama, infer's defaults ≥ xargs -P 4 curl := ollama/infer (defaults):rps / ollama/xargs -P 4 curl:rps >= 1"
   echo "on Ollama, infer's defaults ≥ the OpenAI Node SDK at 4 := ollama/infer (defaults):rps / ollama/OpenAI Node SDK, 4 at once:rps >= 1"
 }
-# A real Ollama server (lib/ollama: Ollama v0.6.5 on the CPU, its tiny
+# A real Ollama server (internal/ollamaserver: Ollama v0.6.5 on the CPU, its tiny
 # random-weight model, OLLAMA_NUM_PARALLEL=4), held up by ollamaserve.
 # (Ollama's answers end in a newline: curl needs no -w.)
 real_alpaca="$root/../shared/data/real/alpaca_en_demo.json"
@@ -551,7 +551,7 @@ EOF
   cat <<EOF
 ## infer on a real Ollama server
 
-Ollama v0.6.5 on this machine's CPU (\`lib/ollama\`, held up by \`pipelines/bench/ollamaserve\`), serving
+Ollama v0.6.5 on this machine's CPU (\`internal/ollamaserver\`, held up by \`pipelines/bench/ollamaserve\`), serving
 its tiny random-weight model with \`OLLAMA_NUM_PARALLEL=4\`; the same $(num "$(lines data/ollama-prompts.jsonl)") prompts for every
 client (the first of Alpaca's English instructions, \`../shared/data/real/alpaca_en_demo.json\`, through
 extract and dedup), 32 tokens each (the tiny model always runs to max_tokens), 5 runs in turns as above,
@@ -564,7 +564,7 @@ EOF
 if [ "$BENCH_ONLY" = servers ]; then
   lines() { wc -l <"$1" | tr -d ' '; }
   num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
-  table() { benchmark table --results "$results" "$@"; }
+  table() { benchsuite table --results "$results" "$@"; }
   (cd "$root" && go build -o "$BENCH_DIR/bin/ollamaserve" ./pipelines/bench/ollamaserve)
   node_ok=0 node_why="node and npm are not installed"
   if have node && have npm; then
@@ -588,7 +588,7 @@ if [ "$BENCH_ONLY" = servers ]; then
     echo "Measured alone (\`BENCH_ONLY=servers bash pipelines/bench.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'),"
     echo "load before \`$load_before\`, after \`$(uptime)\`."
     echo
-    benchmark targets --results "$results" "${t_args[@]}"
+    benchsuite targets --results "$results" "${t_args[@]}"
     echo
   } >"$section"
   # The sections replace the old ones, or go before the growth section.
@@ -630,7 +630,7 @@ if [ "$BENCH_ONLY" = filter ]; then
   lines() { wc -l <"$1" | tr -d ' '; }
   num() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
   mb() { echo "$(($(stat -c %s "$1") / 1000000)) MB"; }
-  table() { benchmark table --results "$results" "$@"; }
+  table() { benchsuite table --results "$results" "$@"; }
   say "making the data for filter"
   filter_data
   bench_filter
@@ -643,7 +643,7 @@ if [ "$BENCH_ONLY" = filter ]; then
     echo "Measured alone (\`BENCH_ONLY=filter bash pipelines/bench.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'), $BENCH_RUNS runs each,"
     echo "median reported; load before \`$load_before\`, after \`$(uptime)\`."
     echo
-    benchmark targets --results "$results" "${t_args[@]}"
+    benchsuite targets --results "$results" "${t_args[@]}"
     echo
   } >"$section"
   splice_section "$section" "## filter: " "## infer: client overhead"
@@ -654,9 +654,9 @@ fi
 say "making the data (corpus of $N_MAIN and $N_BIG records, prompts, generations)"
 make_data data/corpus.jsonl corpus --force -n "$N_MAIN" -o data/corpus.jsonl 2>>logs/data.log
 make_data data/prompts.jsonl extract --force --progress 0 -o data/prompts.jsonl data/corpus.jsonl 2>>logs/data.log
-make_data data/gens.jsonl benchmark generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl 2>>logs/data.log
+make_data data/gens.jsonl benchsuite generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl 2>>logs/data.log
 head -n "$SLURP" data/prompts.jsonl >data/prompts-slurp.jsonl
-benchmark generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl 2>>logs/data.log
+benchsuite generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl 2>>logs/data.log
 make_data data/corpus-big.jsonl corpus --force -n "$N_BIG" -o data/corpus-big.jsonl 2>>logs/data.log
 make_data data/prompts-big.jsonl extract --force --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl 2>>logs/data.log
 
@@ -792,9 +792,9 @@ else unavailable client "xargs -P $CONCURRENCY curl" "$(missing_why "jq, curl or
 stop_sim
 
 say "llmsim alone (BenchmarkInstantChat)"
-(cd "$root" && benchmark gobench --results "$results" --group llmsim --name "llmsim --instant, 1 endpoint" --ours --metric req/s --as rps \
+(cd "$root" && benchsuite gobench --results "$results" --group llmsim --name "llmsim --instant, 1 endpoint" --ours --metric req/s --as rps \
   --note "client and simulator in one process, 32 goroutines on one fasthttp client" -- \
-  go test -run '^$' -bench '^BenchmarkInstantChat$' -benchtime "$LLMSIM_BENCHTIME" -count "$BENCH_RUNS" ./lib/llmsim/)
+  go test -run '^$' -bench '^BenchmarkInstantChat$' -benchtime "$LLMSIM_BENCHTIME" -count "$BENCH_RUNS" ./internal/llmsim/)
 
 # --- fleet ---------------------------------------------------------------
 say "infer on a simulated 8-endpoint fleet (time scale $TIME_SCALE), one endpoint 3x slower, one crashing"
@@ -807,7 +807,7 @@ scaled() { echo "$(($1 / TIME_SCALE))ms"; }
 fleet_infer=(--infer-args=--probe-interval "--infer-args=$(scaled 2000)" --infer-args=--backoff "--infer-args=$(scaled 1000)"
   --infer-args=--max-backoff "--infer-args=$(scaled 60000)")
 for policy in least-outstanding round-robin; do
-  benchmark fleet --results "$results" --runs "$FLEET_RUNS" --time-scale $TIME_SCALE --policy $policy --max-tokens 1024 \
+  benchsuite fleet --results "$results" --runs "$FLEET_RUNS" --time-scale $TIME_SCALE --policy $policy --max-tokens 1024 \
     --prompts data/fleet-prompts.jsonl --records "$FLEET_PROMPTS" "${fleet_faults[@]}" "${fleet_infer[@]}" 2>>logs/fleet.log
 done
 
@@ -834,7 +834,7 @@ for spec in $GROWTH; do
     head -n "$n" data/corpus-big.jsonl >"$c"
     head -n "$n" data/prompts-big.jsonl >"$p"
   fi
-  benchmark generations --rerun "$r" -o "$g" "$p" 2>>logs/data.log
+  benchsuite generations --rerun "$r" -o "$g" "$p" 2>>logs/data.log
   ng=$(($(lines "$g") + $(lines "$r")))
   measure growth extract --size "$label" --bytes-of "$c" --records "$n" -- extract "$c"
   measure growth dedup --size "$label" --bytes-of "$p" --records "$n" -- dedup "$p"
@@ -857,7 +857,7 @@ elapsed=$((SECONDS - started))
 
 # --- report --------------------------------------------------------------
 bench_size=$(du -sh "$BENCH_DIR" 2>/dev/null | cut -f1)
-table() { benchmark table --results "$results" "$@"; }
+table() { benchsuite table --results "$results" "$@"; }
 mb() { echo "$(($(stat -c %s "$1") / 1000000)) MB"; }
 jq_version=$(jq --version 2>/dev/null || echo "not installed")
 awk_version=$(awk -W version 2>/dev/null | head -n 1 || true)
@@ -925,7 +925,7 @@ measurement started.
 ## Targets
 
 EOF
-  benchmark targets --results "$results" "${target_args[@]}"
+  benchsuite targets --results "$results" "${target_args[@]}"
   cat <<EOF
 
 ## Data
@@ -934,7 +934,7 @@ EOF
   BAAI/Infinity-Instruct 0625 layout, $(mb data/corpus.jsonl) (long-tailed
   prompts, multi-turn, CJK and emoji, ~0.6% repeated prompts).
 - \`extract -o data/prompts.jsonl data/corpus.jsonl\`: $(num "$n_prompts") prompt records, $(mb data/prompts.jsonl).
-- \`benchmark generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl\`:
+- \`benchsuite generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl\`:
   a generation record for each prompt, as infer writes them ($(mb data/gens.jsonl);
   answers of ~100 tokens median, long-tailed to 1,024; 2% error records), and a rerun
   file ($(num "$(lines data/rerun.jsonl)") records, $(mb data/rerun.jsonl)) answering the errors and

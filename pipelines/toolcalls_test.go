@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 // tally is what the end-to-end test counts of a file: records, assistant

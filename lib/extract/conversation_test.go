@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"tokenmill/lib/corpus"
+	"tokenmill/internal/corpus"
 )
 
 // conversationOut is a conversation record (--turns all) as the tests

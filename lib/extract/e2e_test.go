@@ -21,7 +21,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/extract")

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 // layoutCounts is what one --turns mode makes of a sample file.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
 	"tokenmill/lib/clock"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/replay"
 )
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -262,7 +262,7 @@ func TestHeterogeneousFleetShares(t *testing.T) {
 			}
 			slow := llmsim.DefaultTiming()
 			slow.Slow = 3
-			sim := replay.New([]llmsim.Timing{slow, llmsim.DefaultTiming(), llmsim.DefaultTiming()}, 4)
+			sim := simfleet.New([]llmsim.Timing{slow, llmsim.DefaultTiming(), llmsim.DefaultTiming()}, 4)
 			const answers = 300
 			sent := 0
 			var done, most [3]int

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/conversation"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/record"
 )
 

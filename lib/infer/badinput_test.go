@@ -13,11 +13,11 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"tokenmill/lib/chaos"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/testbin"
 )
 
 // runBinary runs the infer binary with args, bounded by testbin.Timeout.

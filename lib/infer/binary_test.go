@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 )
 
 // The real binaries, built once for the package's tests.
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	llmsimBin = filepath.Join(dir, "llmsim")
 	extractBin = filepath.Join(dir, "extract")
 	corpusBin = filepath.Join(dir, "corpus")
-	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim", extractBin: "../../cmd/extract", corpusBin: "../../cmd/corpus"} {
+	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim", extractBin: "../../cmd/extract", corpusBin: "../../internal/cmd/corpus"} {
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/replay"
 )
 
 // simEpoch is when virtual runs start.
@@ -125,7 +125,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		maxTokens = 2048
 	)
 	r, fake, prog := virtualRun(t, endpoints, prompts, maxTokens, nil)
-	sim := replay.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
+	sim := simfleet.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
 	sent, tokens := 0, 0
 	var at5 *progressLine
 	var asked time.Duration
@@ -137,7 +137,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		r.eta.Started(j, 0, simEpoch.Add(at))
 		sent++
 		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
-	}, func(st replay.Step) bool {
+	}, func(st simfleet.Step) bool {
 		now := simEpoch.Add(st.At)
 		for _, s := range st.Finished {
 			r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
@@ -217,7 +217,7 @@ func TestETAQueued(t *testing.T) {
 func etaTrace(t *testing.T, timings []llmsim.Timing, slots, keep, prompts, maxTokens int, capacity func(int) int) ([]progressLine, time.Duration) {
 	t.Helper()
 	r, fake, prog := virtualRun(t, len(timings), int64(prompts), maxTokens, capacity)
-	sim := replay.New(timings, slots)
+	sim := simfleet.New(timings, slots)
 	sent := 0
 	var trace []progressLine
 	var asked time.Duration
@@ -229,7 +229,7 @@ func etaTrace(t *testing.T, timings []llmsim.Timing, slots, keep, prompts, maxTo
 		r.eta.Started(j, e, simEpoch.Add(at))
 		sent++
 		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
-	}, func(st replay.Step) bool {
+	}, func(st simfleet.Step) bool {
 		now := simEpoch.Add(st.At)
 		for _, s := range st.Finished {
 			r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)

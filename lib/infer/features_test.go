@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
-	"tokenmill/lib/llmsim"
 )
 
 // An endpoint out of service with requests still in flight: the totals

@@ -19,12 +19,12 @@ import (
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/conversation"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 // glaiveFile is the real tool-calling dataset the conversation tests

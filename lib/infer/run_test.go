@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
-	"tokenmill/lib/llmsim"
 )
 
 // dirState is what a directory holds: every file's name and content.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/llmsim"
+	"tokenmill/internal/llmsim"
 )
 
 // tmuxPane is the infer binary running in a tmux pane: a real terminal,

@@ -12,8 +12,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/testbin"
 )
 
 // parquetInputs mix regenerated conversations (with tool calls, reasoning,

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 const realData = "../../../shared/data/real"

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "stats", "infer", "llmsim") }

@@ -18,10 +18,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/stats")

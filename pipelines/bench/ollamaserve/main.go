@@ -1,5 +1,5 @@
 // Command ollamaserve holds a real Ollama server up for pipelines/bench.sh:
-// lib/ollama starts it on a free loopback port with its tiny model, as the
+// internal/ollamaserver starts it on a free loopback port with its tiny model, as the
 // interop tests do; once it answers, the URL and the model name are
 // written to --ready-file, one per line, and the server runs until
 // SIGINT or SIGTERM, when it is stopped with its runners.
@@ -18,10 +18,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	"tokenmill/lib/ollama"
+	"tokenmill/internal/ollamaserver"
 )
 
-// host is what lib/ollama asks of its caller, for a program: failures end
+// host is what internal/ollamaserver asks of its caller, for a program: failures end
 // it, cleanups run on the way out.
 type host struct {
 	cleanups []func()
@@ -83,7 +83,7 @@ func main() {
 	h := &host{}
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
-	srv := ollama.Start(h, ollama.Options{Parallel: *parallel})
+	srv := ollamaserver.Start(h, ollamaserver.Options{Parallel: *parallel})
 	fmt.Fprintf(os.Stderr, "ollamaserve: %s %s at %s (started in %v, loaded in %v)\n", srv.Binary, srv.Version, srv.URL, srv.Timings.Start, srv.Timings.Load)
 	if err := os.WriteFile(*ready, []byte(srv.URL+"\n"+srv.Model+"\n"), 0o644); err != nil {
 		h.Fatal(err)

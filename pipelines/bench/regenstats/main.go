@@ -27,7 +27,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
-	"tokenmill/lib/llmsim"
+	"tokenmill/internal/llmsim"
 )
 
 type logLine struct {
