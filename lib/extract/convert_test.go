@@ -192,7 +192,9 @@ var convertCases = []convertCase{
 	{name: "malformed JSON", opts: first, in: `{"id":"m","conversations":[`, want: []string{"reject malformed_json"}},
 	{name: "trailing data", opts: first, in: `{"prompt":"a"} {"prompt":"b"}`, want: []string{"reject malformed_json"}},
 	{name: "not JSON at all", opts: first, in: `hello`, want: []string{"reject malformed_json"}},
-	{name: "an array", opts: first, in: `[{"prompt":"a"}]`, want: []string{"reject not_an_object"}},
+	{name: "an array of records", opts: first, in: `[{"prompt":"a"}]`, want: []string{"reject not_an_object"}},
+	{name: "an array of messages is a conversation (xtuner's openai lines)", opts: whole, in: `[{"role":"user","content":"Q"},{"role":"assistant","content":"A","loss":false},{"role":"user","content":"Q2"},{"role":"assistant","content":"A2"}]`,
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","weight":0},{"role":"user","content":"Q2"},{"role":"assistant","content":"A2"}]}`}},
 	{name: "a string", opts: first, in: `"prompt"`, want: []string{"reject not_an_object"}},
 	{name: "unknown layout", opts: first, in: `{"id":1,"foo":"bar"}`, want: []string{"reject unknown_layout"}},
 
@@ -426,7 +428,7 @@ var convertCases = []convertCase{
 		want: []string{`{"id":"h","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{}"}}]},{"role":"tool","content":"r","tool_call_id":"call_2_1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`}},
 	{name: "LLaMA-Factory v1 reasoning and tool_call parts", opts: whole,
 		in:   `{"messages":[{"role":"user","content":[{"type":"text","value":"Weather?"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"reasoning","value":"Need the tool."},{"type":"tool_call","value":"{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}"}],"loss_weight":1.0},{"role":"tool","content":[{"type":"text","value":"20"}],"loss_weight":0.0},{"role":"assistant","content":[{"type":"reasoning","value":"Got it."},{"type":"text","value":"20C"}],"loss_weight":1.0}],"tools":"[{\"name\": \"w\"}]"}`,
-		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"","reasoning_content":"Need the tool.","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","content":"20","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C","reasoning_content":"Got it."}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
+		want: []string{`{"id":"$HASH","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":"","reasoning_content":"Need the tool.","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}}],"weight":1},{"role":"tool","content":"20","tool_call_id":"call_2_1"},{"role":"assistant","content":"20C","reasoning_content":"Got it.","weight":1}],"tools":[{"function":{"name":"w"},"type":"function"}]}`}},
 	{name: "v1 reasoning parts are kept in a prompt's history", opts: allButLast,
 		in:   `{"id":"r","messages":[{"role":"user","content":[{"type":"text","value":"Q"}]},{"role":"assistant","content":[{"type":"reasoning","value":"think"},{"type":"text","value":"A"}]},{"role":"user","content":[{"type":"text","value":"Q2"}]}]}`,
 		want: []string{`{"id":"r","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A","reasoning_content":"think"},{"role":"user","content":"Q2"}]}`}},
@@ -438,7 +440,7 @@ var convertCases = []convertCase{
 		want: []string{"reject non_text_content"}},
 	{name: "a tool_call part that is not a call", opts: first,
 		in:   `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":[{"type":"tool_call","value":"w()"}]}]}`,
-		want: []string{"reject unknown_layout"}, detail: "not a call"},
+		want: []string{"reject bad_tool_calls"}, detail: "not a call"},
 	{name: "whole alpaca record with its answer", opts: whole, in: `{"instruction":"Add 2 and 2.","input":"","output":"4","system":"S"}`,
 		want: []string{`{"id":"$HASH","messages":[{"role":"system","content":"S"},{"role":"user","content":"Add 2 and 2."},{"role":"assistant","content":"4"}]}`}},
 	{name: "whole dolly record with its response", opts: whole, in: `{"instruction":"Name a colour.","context":"","response":"Red.","category":"open_qa"}`,
@@ -658,7 +660,7 @@ func TestConvertForgetsPreviousRecord(t *testing.T) {
 	}
 	steps := []struct{ in, want string }{
 		{`{"id":"1","messages":[{"role":"user","content":"Q","name":"n"},{"role":"assistant","content":"A","tool_calls":[]},{"role":"user","content":"Q2"}]}`,
-			`{"id":"1","messages":[{"role":"user","content":"Q","name":"n"},{"role":"assistant","content":"A","tool_calls":[]},{"role":"user","content":"Q2"}]}`},
+			`{"id":"1","messages":[{"role":"user","content":"Q","name":"n"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`},
 		{`{"id":"2","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`,
 			`{"id":"2","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"}]}`},
 		{`{"id":"3","messages":[{"content":"Q"}]}`, "reject unknown_role"},
