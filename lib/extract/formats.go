@@ -82,7 +82,7 @@ type fields struct {
 	Solution         json.RawMessage `json:"solution"`
 	ToyInput         json.RawMessage `json:"toy_input"` // xtuner's custom-dataset example
 	ToyOutput        json.RawMessage `json:"toy_output"`
-	Data             json.RawMessage `json:"data"` // UltraChat: alternating user and assistant texts
+	Data             json.RawMessage `json:"data"`             // UltraChat: alternating user and assistant texts
 	Preferred        json.RawMessage `json:"preferred_output"` // OpenAI preference fine-tuning
 	NonPreferred     json.RawMessage `json:"non_preferred_output"`
 	Images           json.RawMessage `json:"images"` // media lists (LLaMA-Factory) and files (LLaVA)

@@ -204,7 +204,10 @@ func (x *Extractor) readOpenAIPreference(f *fields) *badRecord {
 	if !present(tools) {
 		tools = f.Tools
 	}
-	for _, s := range []struct{ dst *[]byte; raw []byte }{{&x.settings.choice, in.ToolChoice}, {&x.settings.parallel, in.ParallelCalls}} {
+	for _, s := range []struct {
+		dst *[]byte
+		raw []byte
+	}{{&x.settings.choice, in.ToolChoice}, {&x.settings.parallel, in.ParallelCalls}} {
 		if present(s.raw) {
 			*s.dst = s.raw
 		}
