@@ -92,7 +92,9 @@ const (
 )
 
 // readHHPair reads two HH-RLHF texts: the prompt is each text up to its
-// last "\n\nAssistant:", which must be the same in both.
+// last "\n\nAssistant:", which must be the same in both. Each turn is the
+// text after its marker as written, less the one space that follows the
+// marker.
 func (x *Extractor) readHHPair(cname, rname string, chosen, rejected []byte) *badRecord {
 	c := string(tokenText(nil, chosen))
 	r := string(tokenText(nil, rejected))
@@ -123,8 +125,10 @@ func (x *Extractor) readHHPair(cname, rname string, chosen, rejected []byte) *ba
 		if i := strings.Index(prompt[:end], hhAssistant); i >= 0 {
 			end = i
 		}
+		// The text as written, less the one space that follows the
+		// marker: indented code keeps its indent.
 		start := len(x.arena)
-		x.arena = json.AppendEscape(x.arena, strings.TrimSpace(prompt[:end]), 0)
+		x.arena = json.AppendEscape(x.arena, strings.TrimPrefix(prompt[:end], " "), 0)
 		x.addMessage(role, x.arena[start:])
 		prompt = prompt[end:]
 	}

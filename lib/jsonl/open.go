@@ -88,7 +88,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	if bytes.HasPrefix(magic, utf8BOM) {
 		br.Discard(len(utf8BOM))
 	}
-	if firstNonSpace(br) == '[' {
+	if firstNonSpace(br) == '[' && !arrayLines(br) {
 		return newArraySource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
 	}
 	if startsPretty(br) {
