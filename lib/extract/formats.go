@@ -641,7 +641,7 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 		case !present(c.raw):
 			continue
 		case c.name == "query" && present(f.APIList):
-			return reject(ReasonToolBenchQuery, "a ToolBench query: its api_list are RapidAPI endpoints, not tools a chat model is offered, so the prompt cannot be made as ToolBench asks it")
+			return reject(ReasonToolBenchQuery, "a ToolBench query (query and api_list) is not read: its APIs are RapidAPI endpoints, not chat tools, and without them the query asks for calls no model can make")
 		case isString(c.raw):
 			x.addMessage(roleUser, cleanToken(&x.arena, c.raw))
 			for _, answer := range [][]byte{f.Response, f.Solution, f.ToyOutput} {

@@ -21,9 +21,15 @@ import (
 func (x *Extractor) aliases() *badRecord {
 	f := x.f
 	if !present(f.System) || (isString(f.System) && blankToken(f.System)) {
-		for _, alt := range [][]byte{f.SystemPrompt, f.SystemMessage} {
-			if present(alt) && !(isString(alt) && blankToken(alt)) {
-				f.System = alt
+		for _, alt := range [...]namedField{{"system_prompt", f.SystemPrompt}, {"system_message", f.SystemMessage}} {
+			switch {
+			case !present(alt.raw):
+			case !isString(alt.raw):
+				return reject(ReasonUnknownLayout, "%s is %s, not text", alt.name, kindOf(alt.raw))
+			case !blankToken(alt.raw):
+				f.System = alt.raw
+			}
+			if present(f.System) && !blankToken(f.System) {
 				break
 			}
 		}
