@@ -18,8 +18,9 @@ type conversationOut struct {
 	Messages []struct {
 		Role       string `json:"role"`
 		Content    string `json:"content"`
-		Reasoning  string `json:"reasoning_content"`
-		ToolCallID string `json:"tool_call_id"`
+		Reasoning  string   `json:"reasoning_content"`
+		ToolCallID string   `json:"tool_call_id"`
+		Weight     *float64 `json:"weight"`
 		ToolCalls  []struct {
 			ID       string `json:"id"`
 			Type     string `json:"type"`

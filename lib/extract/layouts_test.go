@@ -447,3 +447,34 @@ func TestMaxHeldFlag(t *testing.T) {
 		t.Fatalf("--max-held 0: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// The id and dedup's key are one rule: one tool written as a list, as a
+// single object or with its parameters as a JSON string is one prompt
+// (dedup keeps one); prompts that differ only in their legacy functions,
+// or only in their system prompt (OpenOrca's system_prompt), are
+// different prompts (dedup keeps each).
+func TestLayoutsThroughDedup(t *testing.T) {
+	tests := []struct {
+		file        string
+		wrote, kept int
+	}{
+		{"tool_shapes.jsonl", 6, 4},
+		{"legacy_functions.jsonl", 2, 2},
+		{"openorca.jsonl", 4, 4},
+		{"openai_finetune.jsonl", 3, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			r := run(t, nil, nil, filepath.Join(ourData, tt.file))
+			checkAccounting(t, r)
+			ids := map[string]bool{}
+			for _, p := range prompts(t, r.stdout) {
+				ids[fmt.Sprint(p.ID)] = true
+			}
+			d := testbin.Run(t, "", bytes.NewReader(r.stdout), nil, "dedup")
+			if r.sum.wrote != tt.wrote || len(ids) != tt.kept || len(outLines(d.Stdout)) != tt.kept || !strings.Contains(d.Stderr, fmt.Sprintf("kept %d,", tt.kept)) {
+				t.Fatalf("wrote %d prompts with %d ids, dedup kept %d; want %d, %d ids, %d kept\n%s", r.sum.wrote, len(ids), len(outLines(d.Stdout)), tt.wrote, tt.kept, tt.kept, d.Stderr)
+			}
+		})
+	}
+}
