@@ -16,8 +16,8 @@ import (
 type conversationOut struct {
 	ID       any `json:"id"`
 	Messages []struct {
-		Role       string `json:"role"`
-		Content    string `json:"content"`
+		Role       string   `json:"role"`
+		Content    string   `json:"content"`
 		Reasoning  string   `json:"reasoning_content"`
 		ToolCallID string   `json:"tool_call_id"`
 		Weight     *float64 `json:"weight"`
