@@ -22,7 +22,7 @@ import (
 // xtuner's loss), with what extract makes of them: conversations and
 // rejects.
 var weightSamples = []struct {
-	file              string
+	file            string
 	wrote, rejected int
 }{
 	{"openai_finetune.jsonl", 3, 2},
