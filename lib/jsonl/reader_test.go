@@ -291,6 +291,7 @@ func TestParquetRealData(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	for _, seed := range []string{
 		"{\"a\":1}\n{\"a\":2}\n", "[{\"a\":1},{\"b\":[1,2]}]", "\r\n\r\n", "[\"x\\\"\",", "{\"a\":\"\xff\"}\n", "PAR1garbage",
+		"[{\"role\":\"user\"}]\n[{\"role\":\"x]\"}]\n", "[1]\r\n\n{}",
 	} {
 		f.Add([]byte(seed))
 	}
