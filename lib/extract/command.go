@@ -24,10 +24,11 @@ const Description = `Pull chat prompts out of instruction datasets and write the
 
 Inputs are JSONL, JSON arrays or Parquet files, plain, gzip or zstd (by content, not name),
 or stdin. Each record's layout is detected unless --format says it: batch (custom_id + body),
-sharegpt (conversations of from/value, as in Infinity-Instruct), openai (messages of
-role/content, content as text or a list of text parts), alpaca (instruction, input, history;
-Dolly's context), mt-bench (turns), oasst (OpenAssistant trees, or messages by parent_id),
-plain (prompt, question or text), preference (chosen/rejected pairs), tried in that order.
+sharegpt (conversations of from/value, as in Infinity-Instruct; UltraChat's data), openai
+(messages of role/content, content as text or a list of text parts; a line that is a list of
+messages), alpaca (instruction, input, history; Dolly's context), mt-bench (turns), oasst
+(OpenAssistant trees, or messages by parent_id), plain (prompt, question, query, problem or
+text), preference (chosen/rejected pairs, OpenAI's preferred_output), tried in that order.
 Records that need an image, audio or video are rejected as multimodal.
 
 A record that gives no prompt (no user turn, empty, malformed, unknown layout, ...) is
