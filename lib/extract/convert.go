@@ -387,7 +387,7 @@ func (x *Extractor) parse(data []byte) *badRecord {
 			x.f.Messages = b
 			return nil
 		}
-		return reject(ReasonNotObject, "the record is a JSON %s, not an object", jsonKind(b))
+		return reject(ReasonNotObject, "the record is %s, not an object", kindOf(b))
 	}
 	rest, err := json.Parse(b, x.target, parseFlags)
 	if err != nil {
@@ -415,19 +415,6 @@ func isMessageList(b []byte) bool {
 	return present(first[0].Role) || present(first[0].From)
 }
 
-func jsonKind(b []byte) string {
-	switch b[0] {
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
 
 // has reports whether a record has the field format reads.
 func has(format string, f *fields) bool {
