@@ -415,7 +415,6 @@ func isMessageList(b []byte) bool {
 	return present(first[0].Role) || present(first[0].From)
 }
 
-
 // has reports whether a record has the field format reads.
 func has(format string, f *fields) bool {
 	switch format {
