@@ -25,11 +25,13 @@ const Description = `Pull chat prompts out of instruction datasets and write the
 
 Inputs are JSONL, JSON arrays, Parquet, or CSV and TSV with a header row (.csv, .tsv, or a
 first line of column names), plain, gzip or zstd (by content, not name), or stdin. A CSV row
-is read as a record of its columns: instruction/input/output, prompt, question, system... Each record's layout is detected unless --format says it: batch (custom_id + body),
-sharegpt (conversations of from/value, as in Infinity-Instruct), openai (messages of
-role/content, content as text or a list of text parts), alpaca (instruction, input, history;
-Dolly's context), mt-bench (turns), oasst (OpenAssistant trees, or messages by parent_id),
-plain (prompt, question or text), preference (chosen/rejected pairs), tried in that order.
+is read as a record of its columns: instruction/input/output, prompt, question, system...
+Each record's layout is detected unless --format says it: batch (custom_id + body),
+sharegpt (conversations of from/value, as in Infinity-Instruct; UltraChat's data), openai
+(messages of role/content, content as text or a list of text parts; a line that is a list of
+messages), alpaca (instruction, input, history; Dolly's context), mt-bench (turns), oasst
+(OpenAssistant trees, or messages by parent_id), plain (prompt, question, query, problem or
+text), preference (chosen/rejected pairs, OpenAI's preferred_output), tried in that order.
 Records that need an image, audio or video are rejected as multimodal.
 
 A record that gives no prompt (no user turn, empty, malformed, unknown layout, ...) is

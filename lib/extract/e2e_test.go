@@ -405,8 +405,9 @@ func TestRealContentParts(t *testing.T) {
 	type part struct{ Type, Value string }
 	source := readJSONL[struct {
 		Messages []struct {
-			Role    string
-			Content []part
+			Role       string
+			Content    []part
+			LossWeight *float64 `json:"loss_weight"`
 		}
 	}](t, path)
 	r := run(t, nil, nil, path)
@@ -431,6 +432,7 @@ func TestRealContentParts(t *testing.T) {
 	if len(whole) != 500 {
 		t.Fatalf("--turns all: %d conversations from 500 records", len(whole))
 	}
+	weighted := 0
 	for i, rec := range source {
 		if len(whole[i].Messages) != len(rec.Messages) {
 			t.Fatalf("record %d: %d messages, want %d", i+1, len(whole[i].Messages), len(rec.Messages))
@@ -443,7 +445,21 @@ func TestRealContentParts(t *testing.T) {
 			if g := whole[i].Messages[k]; g.Role != m.Role || g.Content != strings.Join(texts, "\n") {
 				t.Fatalf("record %d message %d: got %+v from %+v", i+1, k+1, g, m)
 			}
+			// loss_weight is kept as the turn's weight on assistant
+			// turns, the turns that are trained.
+			wantWeight := m.LossWeight
+			if m.Role != "assistant" {
+				wantWeight = nil
+			} else {
+				weighted++
+			}
+			if g := whole[i].Messages[k].Weight; (g == nil) != (wantWeight == nil) || (g != nil && *g != *wantWeight) {
+				t.Fatalf("record %d message %d: weight %v, dataset's loss_weight %v", i+1, k+1, g, m.LossWeight)
+			}
 		}
+	}
+	if weighted == 0 {
+		t.Fatal("no assistant turn with a loss_weight: the weights were not exercised")
 	}
 }
 

@@ -97,7 +97,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 			return newCSVSource(name, br, closers, delim, &r.Stats), nil
 		}
 	}
-	if firstNonSpace(br) == '[' {
+	if firstNonSpace(br) == '[' && !arrayLines(br) {
 		return newArraySource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
 	}
 	if startsPretty(br) {
