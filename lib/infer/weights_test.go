@@ -12,9 +12,9 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 // weightSamples are our samples whose conversations have assistant turns
