@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,9 +22,10 @@ import (
 
 var dir string
 
-// Main builds tokenmill/cmd/<name> for every name into one temporary
-// directory, runs the package's tests and removes the directory. Call it
-// from TestMain.
+// Main builds every named command (tokenmill/cmd/<name>, or
+// tokenmill/internal/cmd/<name> for the development commands) into one
+// temporary directory, runs the package's tests and removes the directory.
+// Call it from TestMain.
 func Main(m *testing.M, names ...string) {
 	os.Exit(run(m, names))
 }
@@ -40,13 +42,24 @@ func run(m *testing.M, names []string) int {
 	// (--version says it) wherever the source is a checkout.
 	args := []string{"build", "-buildvcs=auto", "-o", dir + string(os.PathSeparator)}
 	for _, n := range names {
-		args = append(args, "tokenmill/cmd/"+n)
+		args = append(args, packageOf(n))
 	}
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "testbin: building %v: %v\n%s", names, err, out)
 		return 1
 	}
 	return m.Run()
+}
+
+// devCommands are the commands of the kit, under internal/cmd.
+var devCommands = []string{"corpus", "benchsuite"}
+
+// packageOf is the import path of the command named.
+func packageOf(name string) string {
+	if slices.Contains(devCommands, name) {
+		return "tokenmill/internal/cmd/" + name
+	}
+	return "tokenmill/cmd/" + name
 }
 
 // Path is the built binary of a command named in Main.
