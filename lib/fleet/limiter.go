@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/forecast"
 )
 
 // The adaptive in-flight limit of one endpoint, for servers that do not
@@ -151,12 +152,10 @@ type limiterWindow struct {
 	sends       int     // requests sent since start
 	cohort      int     // the cohort's size, once it is all sent (0: sending)
 	sealed      time.Time
-	back        int     // cohort requests come back
-	answers     int     // of them, answered
-	latency     float64 // seconds, summed over the answers
-	tokens      float64
-	tt, tl      float64 // sums of tokens² and tokens × latency, for the fit
-	busy        int     // 429 and 503 answers
+	back        int               // cohort requests come back
+	answers     int               // of them, answered
+	fit         forecast.SpeedFit // their latency on their tokens
+	busy        int               // 429 and 503 answers
 	waitSum     float64
 	loads       int
 	runMax      int
@@ -270,12 +269,8 @@ func (l *Limiter) Observe(now, sent time.Time, latency time.Duration, tokens int
 	w.back++
 	switch {
 	case ok:
-		t, lat := float64(tokens), latency.Seconds()
 		w.answers++
-		w.latency += lat
-		w.tokens += t
-		w.tt += t * t
-		w.tl += t * lat
+		w.fit.Add(float64(tokens), latency.Seconds())
 	case busy:
 		w.busy++
 	}
@@ -292,7 +287,7 @@ func (l *Limiter) Observe(now, sent time.Time, latency time.Duration, tokens int
 	l.Inflight(now, w.inflight)
 	before := l.limit
 	dur := now.Sub(w.start).Seconds()
-	if dur <= 0 || w.tokens <= 0 {
+	if dur <= 0 || w.fit.Tokens() <= 0 {
 		l.restart(now)
 		return false
 	}
@@ -328,20 +323,17 @@ const lengthDecay = 0.998
 // (a model that always runs to max_tokens) fall back to Σ latency / Σ
 // tokens.
 func (l *Limiter) perToken() float64 {
-	w := &l.win
-	n := float64(w.answers)
-	ratio := w.latency / w.tokens
-	mean := w.tokens / n
+	fit := &l.win.fit
+	ratio := fit.Seconds() / fit.Tokens()
+	mean := fit.Tokens() / fit.N()
 	if l.answers >= 8 {
 		mean = l.lengths / l.answers
 	}
-	den := n*w.tt - w.tokens*w.tokens
-	if n < 4 || den <= 0.05*n*w.tt {
+	if fit.N() < 4 {
 		return ratio
 	}
-	b := (n*w.tl - w.tokens*w.latency) / den
-	a := (w.latency - b*w.tokens) / n
-	if b <= 0 || a+b*mean <= 0 {
+	b, a, ok := fit.Slope(0.05)
+	if !ok || a+b*mean <= 0 {
 		return ratio
 	}
 	return (a + b*mean) / mean
@@ -355,7 +347,7 @@ func (l *Limiter) straggling(now time.Time) bool {
 	if 4*w.back < 3*w.cohort || w.answers == 0 {
 		return false
 	}
-	return now.Sub(w.sealed).Seconds() > 4*w.latency/float64(w.answers)
+	return now.Sub(w.sealed).Seconds() > 4*w.fit.Seconds()/float64(w.answers)
 }
 
 // step is how much one step up adds to limit n: it doubles, by at most

@@ -31,16 +31,31 @@ func (s *SpeedFit) N() float64 { return s.n }
 // spread too little to say anything of it: when their variance is at most
 // minSpread times their mean square (0 asks only that they differ).
 func (s *SpeedFit) Line(minSpread float64) (v, q float64, ok bool) {
+	slope, q, ok := s.Slope(minSpread)
+	if !ok {
+		return 0, 0, false
+	}
+	return 1 / slope, q, true
+}
+
+// Slope is the fitted line as seconds per token (1/v) and q, with ok as
+// Line's.
+func (s *SpeedFit) Slope(minSpread float64) (slope, q float64, ok bool) {
 	den := s.n*s.sxx - s.sx*s.sx
 	if !(den > minSpread*s.n*s.sxx) {
 		return 0, 0, false
 	}
-	slope := (s.n*s.sxy - s.sx*s.sy) / den
+	slope = (s.n*s.sxy - s.sx*s.sy) / den
 	if !(slope > 0) {
 		return 0, 0, false
 	}
-	return 1 / slope, (s.sy - slope*s.sx) / s.n, true
+	return slope, (s.sy - slope*s.sx) / s.n, true
 }
+
+// Tokens and Seconds are the answers' tokens and seconds, summed as they
+// are weighed.
+func (s *SpeedFit) Tokens() float64  { return s.sx }
+func (s *SpeedFit) Seconds() float64 { return s.sy }
 
 // Origin is v of the line through the origin, q = 0: every second of an
 // answer counted as writing. ok is false while nothing was written.

@@ -57,6 +57,21 @@ func TestSpeedFit(t *testing.T) {
 			if ok != (tt.v > 0) || !near(v, tt.v) || !near(q, tt.q) {
 				t.Errorf("Line = %v, %v, %v; want %v, %v", v, q, ok, tt.v, tt.q)
 			}
+			slope, sq, ok := s.Slope(tt.minSpread)
+			if ok != (tt.v > 0) || ok && (!near(slope, 1/tt.v) || !near(sq, tt.q)) {
+				t.Errorf("Slope = %v, %v, %v; want %v, %v", slope, sq, ok, 1/tt.v, tt.q)
+			}
+			var tokens, seconds float64
+			for _, a := range tt.answers {
+				w := tt.decay
+				if w == 0 {
+					w = 1
+				}
+				tokens, seconds = tokens*w+a.tokens, seconds*w+a.seconds
+			}
+			if !near(s.Tokens(), tokens) || !near(s.Seconds(), seconds) {
+				t.Errorf("Tokens, Seconds = %v, %v; want %v, %v", s.Tokens(), s.Seconds(), tokens, seconds)
+			}
 			o, ok := s.Origin()
 			if ok != (tt.origin > 0) || !near(o, tt.origin) {
 				t.Errorf("Origin = %v, %v; want %v", o, ok, tt.origin)
