@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -313,4 +314,124 @@ func TestLimiterProbing(t *testing.T) {
 				}
 			}},
 	})
+}
+
+// sendCohort sends n requests at at, with inflight in flight.
+func sendCohort(l *Limiter, at time.Time, n, inflight int) {
+	l.Inflight(at, inflight)
+	for i := 0; i < n; i++ {
+		l.Sent(at)
+	}
+}
+
+// The end of a window, before any phase sees it: a window the input did
+// not fill is begun again, enough 429/503 answers halve the limit at
+// once, and stragglers do not hold the window open.
+func TestLimiterWindowEnd(t *testing.T) {
+	second := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	t.Run("a window filled to 82.5% is measured", func(t *testing.T) {
+		l := NewLimiter(LimiterConfig{}, epoch)
+		sendCohort(l, epoch, 4, 3)
+		l.Inflight(second(7), 4) // 3 for 7 s, 4 for 3 s: a mean of 3.3 of 4
+		for i := 0; i < 4; i++ {
+			l.Observe(second(10), epoch, 10*time.Second, 100, true, false)
+		}
+		if l.Limit() != 16 {
+			t.Errorf("limit %d, want 16: the first window steps up", l.Limit())
+		}
+	})
+	t.Run("a window filled to 77.5% is begun again", func(t *testing.T) {
+		l := NewLimiter(LimiterConfig{}, epoch)
+		sendCohort(l, epoch, 4, 3)
+		l.Inflight(second(9), 4) // a mean of 3.1 of 4
+		for i := 0; i < 4; i++ {
+			l.Observe(second(10), epoch, 10*time.Second, 100, true, false)
+		}
+		if l.Limit() != 4 || !l.win.settling || len(l.climb) != 0 {
+			t.Errorf("limit %d, settling %v, climb %v: want the window begun again at 4", l.Limit(), l.win.settling, l.climb)
+		}
+	})
+	for _, tt := range []struct {
+		answered int
+		limit    int
+	}{{8, 32}, {9, 64}} {
+		t.Run(fmt.Sprintf("2 busy after %d answers", tt.answered), func(t *testing.T) {
+			l := NewLimiter(LimiterConfig{Start: 64}, epoch)
+			sendCohort(l, epoch, 16, 64)
+			for i := 0; i < tt.answered; i++ {
+				l.Observe(second(1), epoch, time.Second, 100, true, false)
+			}
+			l.Observe(second(1), epoch, time.Second, 0, false, true)
+			changed := l.Observe(second(1), epoch, time.Second, 0, false, true)
+			if l.Limit() != tt.limit || changed != (tt.limit != 64) {
+				t.Errorf("limit %d (changed %v), want %d: a fifth of the answers busy halves it", l.Limit(), changed, tt.limit)
+			}
+		})
+	}
+	t.Run("stragglers", func(t *testing.T) {
+		l := NewLimiter(LimiterConfig{Start: 32}, epoch)
+		sendCohort(l, epoch, 8, 32)
+		for i := 0; i < 6; i++ {
+			l.Observe(second(1), epoch, time.Second, 100, true, false)
+		}
+		// The seventh back after 8 s: the last one has taken less than four
+		// times the mean latency (2 s) since the cohort was sent.
+		l.Observe(second(8), epoch, 8*time.Second, 100, true, false)
+		if l.Limit() != 32 {
+			t.Fatalf("limit %d with one of 8 out for 8 s, want 32: the window waits", l.Limit())
+		}
+		l = NewLimiter(LimiterConfig{Start: 32}, epoch)
+		sendCohort(l, epoch, 8, 32)
+		for i := 0; i < 6; i++ {
+			l.Observe(second(1), epoch, time.Second, 100, true, false)
+		}
+		// After 10 s: more than four times the mean (16/7 s).
+		l.Observe(second(10), epoch, 10*time.Second, 100, true, false)
+		if l.Limit() != 48 {
+			t.Errorf("limit %d with one of 8 out for 10 s, want 48: the window ends without it", l.Limit())
+		}
+	})
+}
+
+// A window's latency per token: the cohort's line at the recent mean
+// length, Σ latency / Σ tokens where the line says nothing.
+func TestLimiterPerToken(t *testing.T) {
+	type answer struct{ tokens, seconds float64 }
+	line := func(tokens ...float64) []answer { // latency = 1 s + tokens/100
+		var out []answer
+		for _, n := range tokens {
+			out = append(out, answer{n, 1 + n/100})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name            string
+		answers         []answer
+		lengths, recent float64 // the recent answers' decayed tokens and count
+		want            float64
+	}{
+		{"three answers: the ratio", line(100, 200, 300), 0, 0, (3 + 6) / 600.0},
+		{"four on a line, at their mean length", line(100, 200, 300, 400), 0, 0, (1 + 2.5) / 250},
+		{"at the mean of the recent answers once eight are in", line(100, 200, 300, 400), 8 * 1000, 8, (1 + 10) / 1000.0},
+		{"seven recent answers are too few", line(100, 200, 300, 400), 7 * 1000, 7, (1 + 2.5) / 250},
+		{"one length: the ratio", line(300, 300, 300, 300), 0, 0, 4 / 300.0},
+		// On a line the ratio is the line at the cohort's own mean: only
+		// a recent mean apart from it tells the two apart.
+		{"lengths spread under 5% (variance over mean square): the ratio", line(100, 100, 100, 160), 8 * 1000, 8, 8.6 / 460},
+		{"lengths spread over 5%: the line", line(100, 100, 100, 170), 8 * 1000, 8, (1 + 10) / 1000.0},
+		{"longer answers faster: the ratio", []answer{{100, 4}, {200, 3}, {300, 2}, {400, 1}}, 0, 0, 10 / 1000.0},
+		{"the line below zero at the mean: the ratio", []answer{{100, 0.1}, {200, 0.1}, {300, 0.1}, {400, 10}}, 8 * 10, 8, 10.3 / 1000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLimiter(LimiterConfig{}, epoch)
+			for _, a := range tt.answers {
+				l.win.answers++
+				l.win.fit.Add(a.tokens, a.seconds)
+			}
+			l.lengths, l.answers = tt.lengths, tt.recent
+			if got := l.perToken(); !near(got, tt.want) {
+				t.Errorf("per token %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
