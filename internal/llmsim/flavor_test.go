@@ -343,20 +343,8 @@ func TestFlavorDifferences(t *testing.T) {
 		t.Run(string(tt.flavor), func(t *testing.T) {
 			send := func(base, method, path, body string) (int, string) {
 				t.Helper()
-				req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if body != "" {
-					req.Header.Set("Content-Type", "application/json")
-				}
-				resp, err := testClient.Do(req)
-				if err != nil {
-					t.Fatalf("%s %s: %v", method, path, err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b)
+				a := do(t, base, goldenRequest{Method: method, Path: path, RawBody: body})
+				return a.status, string(a.body)
 			}
 			chat := func(model, extra string) string {
 				return `{` + model + `"messages":[{"role":"user","content":"hi"}],"max_tokens":4` + extra + `}`

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -351,46 +350,41 @@ func TestLimiterWindowEnd(t *testing.T) {
 			t.Errorf("limit %d, settling %v, climb %v: want the window begun again at 4", l.Limit(), l.win.settling, l.climb)
 		}
 	})
+	// A cohort sent at once, answered after 1 s but for its last few:
+	// two busy answers, a fifth of those back, halve the limit (two after
+	// nine answers do not); a straggler ends the window without it once it
+	// has been out more than four times the mean latency (at 8 s the mean
+	// is 2 s; at 10 s, 16/7 s).
+	type back struct {
+		at float64 // seconds after the cohort was sent
+		ok bool    // answered, else busy
+	}
 	for _, tt := range []struct {
-		answered int
-		limit    int
-	}{{8, 32}, {9, 64}} {
-		t.Run(fmt.Sprintf("2 busy after %d answers", tt.answered), func(t *testing.T) {
-			l := NewLimiter(LimiterConfig{Start: 64}, epoch)
-			sendCohort(l, epoch, 16, 64)
+		name                    string
+		start, cohort, answered int
+		then                    []back
+		limit                   int
+	}{
+		{"2 busy after 8 answers", 64, 16, 8, []back{{1, false}, {1, false}}, 32},
+		{"2 busy after 9 answers", 64, 16, 9, []back{{1, false}, {1, false}}, 64},
+		{"one of 8 out for 8 s", 32, 8, 6, []back{{8, true}}, 32},
+		{"one of 8 out for 10 s", 32, 8, 6, []back{{10, true}}, 48},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLimiter(LimiterConfig{Start: tt.start}, epoch)
+			sendCohort(l, epoch, tt.cohort, tt.start)
 			for i := 0; i < tt.answered; i++ {
 				l.Observe(second(1), epoch, time.Second, 100, true, false)
 			}
-			l.Observe(second(1), epoch, time.Second, 0, false, true)
-			changed := l.Observe(second(1), epoch, time.Second, 0, false, true)
-			if l.Limit() != tt.limit || changed != (tt.limit != 64) {
-				t.Errorf("limit %d (changed %v), want %d: a fifth of the answers busy halves it", l.Limit(), changed, tt.limit)
+			changed := false
+			for _, b := range tt.then {
+				changed = l.Observe(second(b.at), epoch, second(b.at).Sub(epoch), 100, b.ok, !b.ok)
+			}
+			if l.Limit() != tt.limit || changed != (tt.limit != tt.start) {
+				t.Errorf("limit %d (changed %v), want %d", l.Limit(), changed, tt.limit)
 			}
 		})
 	}
-	t.Run("stragglers", func(t *testing.T) {
-		l := NewLimiter(LimiterConfig{Start: 32}, epoch)
-		sendCohort(l, epoch, 8, 32)
-		for i := 0; i < 6; i++ {
-			l.Observe(second(1), epoch, time.Second, 100, true, false)
-		}
-		// The seventh back after 8 s: the last one has taken less than four
-		// times the mean latency (2 s) since the cohort was sent.
-		l.Observe(second(8), epoch, 8*time.Second, 100, true, false)
-		if l.Limit() != 32 {
-			t.Fatalf("limit %d with one of 8 out for 8 s, want 32: the window waits", l.Limit())
-		}
-		l = NewLimiter(LimiterConfig{Start: 32}, epoch)
-		sendCohort(l, epoch, 8, 32)
-		for i := 0; i < 6; i++ {
-			l.Observe(second(1), epoch, time.Second, 100, true, false)
-		}
-		// After 10 s: more than four times the mean (16/7 s).
-		l.Observe(second(10), epoch, 10*time.Second, 100, true, false)
-		if l.Limit() != 48 {
-			t.Errorf("limit %d with one of 8 out for 10 s, want 48: the window ends without it", l.Limit())
-		}
-	})
 }
 
 // A window's latency per token: the cohort's line at the recent mean
