@@ -14,87 +14,116 @@ import (
 // flavour does, and returns the most tokens the answer may have. It may
 // shorten the prompt (Ollama truncates instead of refusing).
 func (e *Endpoint) fitContext(f *flight, j *job) (int, error) {
-	ctxLen := e.f.cfg.ContextLength
-	p, m := f.prompt, j.maxTokens // m < 0: the request set no length
-	tooLong := func(format string, args ...any) *apiError {
-		return &apiError{kind: errContext, status: fasthttp.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+	return e.d.fitContext(f, j, e.f.cfg.ContextLength)
+}
+
+// contextRule is a flavour's check of a flight's prompt (f.prompt tokens)
+// and the answer's max_tokens (j.maxTokens, < 0 when the request set
+// none) against a context of ctxLen tokens: the most tokens the answer
+// may have, or the flavour's refusal.
+type contextRule func(f *flight, j *job, ctxLen int) (int, error)
+
+func tooLong(format string, args ...any) *apiError {
+	return &apiError{kind: errContext, status: fasthttp.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// roomLeft is what a prompt of p tokens leaves an answer of a context of
+// ctxLen, one token at least, where the flavour checks no more (SGLang,
+// llama.cpp).
+func roomLeft(p, ctxLen int) int { return max(ctxLen-p-1, 1) }
+
+// sglangContext: managers/tokenizer_manager.py _validate_one_request: refused,
+// not truncated, unless --allow-auto-truncate (off by default).
+func sglangContext(f *flight, j *job, ctxLen int) (int, error) {
+	p, m := f.prompt, j.maxTokens
+	if p >= ctxLen {
+		return 0, tooLong("The input (%d tokens) is longer than the model's context length (%d tokens).", p, ctxLen)
 	}
-	room := max(ctxLen-p-1, 1)
-	switch e.d.flavor {
-	case FlavorSGLang:
-		// managers/tokenizer_manager.py _validate_one_request: refused, not
-		// truncated, unless --allow-auto-truncate (off by default).
-		if p >= ctxLen {
-			return 0, tooLong("The input (%d tokens) is longer than the model's context length (%d tokens).", p, ctxLen)
-		}
-		if j.explicit && m < 0 {
-			return 0, newAPIError(errInvalid, fasthttp.StatusBadRequest, "max_new_tokens must be at least 0, got %d.", m)
-		}
-		if j.explicit && p+m >= ctxLen {
-			return 0, tooLong("Requested token count exceeds the model's maximum context length of %d tokens. "+
-				"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
-				"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
-				ctxLen, p+m, p, m)
-		}
-	case FlavorVLLM:
-		// vllm/renderers/params.py: the prompt is tokenized to at most
-		// max_input_tokens+1 = max_model_len - max_tokens + 1 tokens, so the
-		// count it reports is a lower bound.
-		out := max(m, 0)
-		if out > ctxLen { // TokenizeParams.__post_init__, its wording as it is
-			err := tooLong("max_tokens=%dcannot be greater than max_model_len=max_total_tokens=%d. Please request fewer output tokens.", out, ctxLen)
-			err.param = "max_tokens"
-			return 0, err
-		}
-		if maxIn := ctxLen - out; p > maxIn || out == 0 && p >= ctxLen {
-			n := maxIn + 1
-			err := tooLong("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains at least %d input tokens, "+
-				"for a total of at least %d tokens. Please reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, value=%d)",
-				ctxLen, out, n, n+out, n)
-			err.param = "input_tokens"
-			return 0, err
-		}
-		room = ctxLen - p
-	case FlavorVLLM0100:
-		// vllm/entrypoints/openai/serving_engine.py _validate_input (<= 0.10.0).
-		if m < 0 && p >= ctxLen {
-			return 0, tooLong("This model's maximum context length is %d tokens. However, you requested %d tokens in the messages, Please reduce the length of the messages.", ctxLen, p)
-		}
-		if m >= 0 && p+m > ctxLen {
-			return 0, tooLong("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). "+
-				"Please reduce the length of the messages or completion.", ctxLen, p+m, p, m)
-		}
-		room = ctxLen - p
-	case FlavorLlamaCpp:
-		// server-context.cpp: a prompt that fills the slot is refused; an
-		// answer stops (finish "length") when the slot's context is full.
-		if p >= ctxLen {
-			err := tooLong("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", p, ctxLen)
-			err.promptTokens, err.contextTokens = p, ctxLen
-			return 0, err
-		}
-	case FlavorOllama:
-		// server/prompt.go chatPrompt drops the oldest messages that do not
-		// fit num_ctx (keeping system messages and the last one); the runner
-		// cuts what is still too long, and shifts the context while
-		// generating, so the answer is not cut by the context.
-		f.prompt = ollamaTruncate(&j.prompt, ctxLen)
-		room = math.MaxInt32
-	case FlavorOpenAI:
-		if m >= 0 && p+m > ctxLen {
-			err := tooLong("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). "+
-				"Please reduce the length of the messages or completion.", ctxLen, p+m, p, m)
-			err.param, err.code = "messages", "context_length_exceeded"
-			return 0, err
-		}
-		if m < 0 && p > ctxLen {
-			err := tooLong("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", ctxLen, p)
-			err.param, err.code = "messages", "context_length_exceeded"
-			return 0, err
-		}
-		room = max(ctxLen-p, 1)
+	if j.explicit && m < 0 {
+		return 0, newAPIError(errInvalid, fasthttp.StatusBadRequest, "max_new_tokens must be at least 0, got %d.", m)
 	}
-	return room, nil
+	if j.explicit && p+m >= ctxLen {
+		return 0, tooLong("Requested token count exceeds the model's maximum context length of %d tokens. "+
+			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
+			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+			ctxLen, p+m, p, m)
+	}
+	return roomLeft(p, ctxLen), nil
+}
+
+// vllmContext: vllm/renderers/params.py: the prompt is tokenized to at
+// most max_input_tokens+1 = max_model_len - max_tokens + 1 tokens, so the
+// count it reports is a lower bound.
+func vllmContext(f *flight, j *job, ctxLen int) (int, error) {
+	p, out := f.prompt, max(j.maxTokens, 0)
+	if out > ctxLen { // TokenizeParams.__post_init__, its wording as it is
+		err := tooLong("max_tokens=%dcannot be greater than max_model_len=max_total_tokens=%d. Please request fewer output tokens.", out, ctxLen)
+		err.param = "max_tokens"
+		return 0, err
+	}
+	if maxIn := ctxLen - out; p > maxIn || out == 0 && p >= ctxLen {
+		n := maxIn + 1
+		err := tooLong("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains at least %d input tokens, "+
+			"for a total of at least %d tokens. Please reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, value=%d)",
+			ctxLen, out, n, n+out, n)
+		err.param = "input_tokens"
+		return 0, err
+	}
+	return ctxLen - p, nil
+}
+
+// vllm0100Context: vllm/entrypoints/openai/serving_engine.py
+// _validate_input (<= 0.10.0).
+func vllm0100Context(f *flight, j *job, ctxLen int) (int, error) {
+	p, m := f.prompt, j.maxTokens
+	if m < 0 && p >= ctxLen {
+		return 0, tooLong("This model's maximum context length is %d tokens. However, you requested %d tokens in the messages, Please reduce the length of the messages.", ctxLen, p)
+	}
+	if m >= 0 && p+m > ctxLen {
+		return 0, tooLong("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). "+
+			"Please reduce the length of the messages or completion.", ctxLen, p+m, p, m)
+	}
+	return ctxLen - p, nil
+}
+
+// llamacppContext: server-context.cpp: a prompt that fills the slot is
+// refused; an answer stops (finish "length") when the slot's context is
+// full.
+func llamacppContext(f *flight, _ *job, ctxLen int) (int, error) {
+	p := f.prompt
+	if p >= ctxLen {
+		err := tooLong("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", p, ctxLen)
+		err.promptTokens, err.contextTokens = p, ctxLen
+		return 0, err
+	}
+	return roomLeft(p, ctxLen), nil
+}
+
+// ollamaContext: server/prompt.go chatPrompt drops the oldest messages
+// that do not fit num_ctx (keeping system messages and the last one); the
+// runner cuts what is still too long, and shifts the context while
+// generating, so the answer is not cut by the context.
+func ollamaContext(f *flight, j *job, ctxLen int) (int, error) {
+	f.prompt = ollamaTruncate(&j.prompt, ctxLen)
+	return math.MaxInt32, nil
+}
+
+// openaiContext: the API reference's context_length_exceeded, on the
+// messages.
+func openaiContext(f *flight, j *job, ctxLen int) (int, error) {
+	p, m := f.prompt, j.maxTokens
+	if m >= 0 && p+m > ctxLen {
+		err := tooLong("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). "+
+			"Please reduce the length of the messages or completion.", ctxLen, p+m, p, m)
+		err.param, err.code = "messages", "context_length_exceeded"
+		return 0, err
+	}
+	if m < 0 && p > ctxLen {
+		err := tooLong("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", ctxLen, p)
+		err.param, err.code = "messages", "context_length_exceeded"
+		return 0, err
+	}
+	return max(ctxLen-p, 1), nil
 }
 
 // ollamaTruncate is the prompt tokens Ollama keeps of p within num_ctx.
@@ -186,7 +215,7 @@ func serveVLLMTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if r.Model != "" && !e.modelMatches(r.Model) {
-		e.fail(ctx, apiChat, e.modelNotFound(r.Model))
+		e.fail(ctx, apiChat, e.d.modelNotFound(r.Model))
 		return
 	}
 	var ids []int

@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -55,29 +56,43 @@ const (
 	openaiNoKeyText = "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with blank username) if you're accessing the API from your browser and are prompted for a username. You can obtain an API key from https://platform.openai.com/account/api-keys."
 )
 
-// vllmDialect: vLLM's OpenAI server. From 0.10.1 errors are
-// ErrorResponse{error: ErrorInfo}; before, ErrorResponse was flat with
-// "object": "error".
-func vllmDialect(f Flavor) *dialect {
-	old := f == FlavorVLLM0100
+// vllmRelease is what differs between the vLLM releases imitated.
+type vllmRelease struct {
+	flavor  Flavor
+	version string // what /version says
+	// flatErrors: before 0.10.1 ErrorResponse was flat, with "object":
+	// "error"; from 0.10.1 it is ErrorResponse{error: ErrorInfo}.
+	flatErrors bool
+	// modelParam is the param a model-not-found error names ("" null).
+	modelParam string
+	fitContext contextRule
+}
+
+var (
+	vllmCurrent = vllmRelease{flavor: FlavorVLLM, version: vllmVersion, modelParam: "model", fitContext: vllmContext}
+	vllmOld     = vllmRelease{flavor: FlavorVLLM0100, version: vllmOldVersion, flatErrors: true, fitContext: vllm0100Context}
+)
+
+// vllmDialect: vLLM's OpenAI server, at release r.
+func vllmDialect(r vllmRelease) *dialect {
 	health := get(func(e *Endpoint, ctx *fasthttp.RequestCtx) { e.health(ctx) })
 	return &dialect{
-		flavor: f,
+		flavor: r.flavor,
 		routes: map[string]route{
 			pathChat: post(generation(apiChat)), pathCompletions: post(generation(apiCompletion)),
 			pathHealth: health, pathModels: get(serveVLLMModels), pathMetrics: get(serveVLLMMetrics), pathTokenize: post(serveVLLMTokenize),
 			pathVersion: get(func(e *Endpoint, ctx *fasthttp.RequestCtx) {
-				v := vllmVersion
-				if old {
-					v = vllmOldVersion
-				}
-				jsonAnswer(ctx, 200, `{"version":"`+v+`"}`)
+				jsonAnswer(ctx, 200, `{"version":"`+r.version+`"}`)
 			}),
 		},
 		// api_server.py's API-key middleware guards only /v1 paths.
 		open:     func(p string) bool { return !strings.HasPrefix(p, "/v1") },
 		jsonOnly: true, holdWhileStarting: true, reasoning: "reasoning_content", server: "uvicorn",
 		completionMaxTokens: defaultCompletionMaxTokens, // completion/protocol.py CompletionRequest max_tokens = 16
+		fitContext:          r.fitContext, busyMessage: msgQueueFull,
+		modelNotFound: func(name string) *apiError { // serving_engine.py _check_model
+			return &apiError{kind: errModel, status: fasthttp.StatusNotFound, msg: "The model `" + name + "` does not exist.", param: r.modelParam}
+		},
 		oai: &oaiStyle{
 			messageExtra:  `,"refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[]`,
 			reasoningNull: true, logprobs: true, stopReason: true,
@@ -90,7 +105,7 @@ func vllmDialect(f Flavor) *dialect {
 		errorBody: func(dst []byte, _ api, e *apiError) []byte {
 			typ := map[errKind]string{errValidation: "BadRequestError", errInvalid: "BadRequestError", errContext: "BadRequestError",
 				errModel: "NotFoundError", errBusy: "ServiceUnavailableError", errInternal: "InternalServerError"}[e.kind]
-			if old {
+			if r.flatErrors {
 				return appendErrorBody(dst, e.msg, typ, e.status)
 			}
 			dst = append(dst, `{"error":{"message":`...)
@@ -129,6 +144,7 @@ func llamacppDialect() *dialect {
 		},
 		open:     func(p string) bool { return public[p] },
 		anyModel: true, reasoning: "reasoning_content", completionMaxTokens: -1,
+		fitContext: llamacppContext, busyMessage: msgQueueFull,
 		oai: &oaiStyle{
 			fingerprint: `"` + llamacppBuild + `"`,
 			firstDelta:  `"role":"assistant","content":null`, lastDelta: ``,
@@ -183,7 +199,13 @@ func ollamaDialect() *dialect {
 			pathModels: get(serveOllamaModels),
 			pathChat:   post(generation(apiChat)), pathCompletions: post(generation(apiCompletion)),
 		},
-		open: func(string) bool { return true }, holdWhileStarting: true, modelRequired: true, completionMaxTokens: -1,
+		open: func(string) bool { return true }, noAPIKey: true, headIsGet: true, holdWhileStarting: true, completionMaxTokens: -1,
+		noModel:   "model is required", // ChatHandler
+		sameModel: ollamaSameModel,
+		modelNotFound: func(name string) *apiError { // server/routes.go handleScheduleError
+			return &apiError{kind: errModel, status: fasthttp.StatusNotFound, msg: fmt.Sprintf("model %q not found, try pulling it first", name)}
+		},
+		fitContext: ollamaContext, busyMessage: msgOllamaBusy, shortCallIDs: true,
 		oai: &oaiStyle{
 			shortID: true, fingerprint: `"` + ollamaFinger + `"`, roleInDeltas: true, wholeToolCalls: true,
 			firstDelta: "", lastDelta: `"role":"assistant","content":""`,
@@ -216,8 +238,14 @@ func openaiDialect() *dialect {
 			pathChat: post(generation(apiChat)), pathCompletions: post(generation(apiCompletion)),
 			pathModels: get(serveOpenAIModels),
 		},
-		open: func(string) bool { return false }, holdWhileStarting: true, modelRequired: true, hiddenReasoning: true,
+		open: func(string) bool { return false }, guardsOptions: true, holdWhileStarting: true, hiddenReasoning: true,
 		completionMaxTokens: defaultCompletionMaxTokens,
+		noModel:             "you must provide a model parameter",
+		modelNotFound: func(name string) *apiError {
+			return &apiError{kind: errModel, status: fasthttp.StatusNotFound,
+				msg: "The model `" + name + "` does not exist or you do not have access to it.", code: "model_not_found"}
+		},
+		fitContext: openaiContext, busyMessage: msgQueueFull,
 		oai: &oaiStyle{
 			fingerprint: `"` + openaiFinger + `"`, logprobs: true,
 			messageExtra: `,"refusal":null,"annotations":[]`,
@@ -245,6 +273,19 @@ func openaiDialect() *dialect {
 			return appendOpenAIError(dst, e.msg, typ, e.param, e.code)
 		},
 	}
+}
+
+// ollamaSameModel: Ollama's names are case-blind, and ":latest" when
+// they carry no tag.
+func ollamaSameModel(name, served string) bool {
+	return strings.EqualFold(ollamaTagged(name), ollamaTagged(served))
+}
+
+func ollamaTagged(name string) string {
+	if strings.Contains(name, ":") {
+		return name
+	}
+	return name + ":latest"
 }
 
 // maskKey shows a key the way OpenAI's 401 does: its first and last four

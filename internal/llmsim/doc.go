@@ -90,4 +90,10 @@
 // the golden files in testdata/llmsim, each naming where its shape comes
 // from. This package deliberately shares no code with the
 // client side, so a protocol mistake fails a test instead of cancelling out.
+//
+// Everything a flavour does differently is a field of its dialect (the
+// type in flavor.go, one filled in per flavour in dialects.go): the rest
+// of the package asks the dialect, never which flavour it is. A request's
+// way through the scheduler (generate.go) is apart from the bytes it reads
+// and writes (handlers.go, wire.go, respond.go, oai.go).
 package llmsim

@@ -94,16 +94,43 @@ type dialect struct {
 	routes map[string]route
 	// open says which paths an API key does not guard.
 	open func(path string) bool
+	// noAPIKey servers check no key, whatever Config.APIKey says (Ollama).
+	noAPIKey bool
+	// guardsOptions: OPTIONS needs the key like any request (an OpenAI
+	// gateway); the others let CORS preflights through.
+	guardsOptions bool
+	// putIsPost: POST routes take PUT as well (SGLang's generation
+	// routes); headIsGet: GET routes answer HEAD too (Ollama).
+	putIsPost, headIsGet bool
 	// jsonOnly servers (FastAPI ones) 400 a body sent as anything but JSON.
 	jsonOnly bool
 	// holdWhileStarting: requests wait out the startup delay (the server
 	// is not listening yet, or loads the model on demand); otherwise they
 	// are answered 503 at once (llama.cpp).
 	holdWhileStarting bool
+	// echoModel servers neither check a request's model name nor fill it
+	// in: the answer echoes it, or "default" (SGLang).
+	echoModel bool
 	// anyModel servers answer whatever model a request names.
 	anyModel bool
-	// modelRequired servers 400 a request without a model.
-	modelRequired bool
+	// noModel is the 400 message for a request that names no model; ""
+	// lets the served model stand in.
+	noModel string
+	// sameModel says whether a requested name is the served one; nil:
+	// the same string.
+	sameModel func(name, served string) bool
+	// modelNotFound is the 404 for a model the server does not serve.
+	modelNotFound func(name string) *apiError
+	// fitContext is the flavour's context rule (context.go).
+	fitContext contextRule
+	// busyMessage is the 503 message for a request the waiting queue has
+	// no room for; queueFullInStream: a streamed one gets 200 and the
+	// error as an event (SGLang).
+	busyMessage       string
+	queueFullInStream bool
+	// shortCallIDs: tool call ids are call_ and 8 characters (Ollama's
+	// openai.go toolCallId).
+	shortCallIDs bool
 	// reasoning is the message field reasoning goes in; "" has none.
 	reasoning string
 	// hiddenReasoning: the model reasons but the API shows only the count
@@ -127,7 +154,7 @@ type dialect struct {
 var dialects = map[Flavor]*dialect{}
 
 func init() {
-	for _, d := range []*dialect{sglangDialect(), vllmDialect(FlavorVLLM), vllmDialect(FlavorVLLM0100), llamacppDialect(), ollamaDialect(), openaiDialect()} {
+	for _, d := range []*dialect{sglangDialect(), vllmDialect(vllmCurrent), vllmDialect(vllmOld), llamacppDialect(), ollamaDialect(), openaiDialect()} {
 		dialects[d.flavor] = d
 	}
 }
@@ -182,9 +209,10 @@ func sglangDialect() *dialect {
 		open: func(p string) bool {
 			return strings.HasPrefix(p, pathHealth) || strings.HasPrefix(p, pathMetrics)
 		},
-		jsonOnly: true, holdWhileStarting: true, anyModel: true, reasoning: "reasoning_content", server: "uvicorn",
-		completionMaxTokens: defaultCompletionMaxTokens,
-		notFound:            fastapiNotFound, notAllowed: fastapiNotAllowed, unauthorized: bareUnauthorized,
+		putIsPost: true, jsonOnly: true, holdWhileStarting: true, echoModel: true, anyModel: true, reasoning: "reasoning_content", server: "uvicorn",
+		completionMaxTokens: defaultCompletionMaxTokens, fitContext: sglangContext,
+		busyMessage: msgQueueFull, queueFullInStream: true,
+		notFound: fastapiNotFound, notAllowed: fastapiNotAllowed, unauthorized: bareUnauthorized,
 		errorBody: sglangErrorBody,
 	}
 }

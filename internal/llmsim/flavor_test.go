@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -311,4 +312,102 @@ func TestTokenizeCountsLikePrompts(t *testing.T) {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// What each flavour does differently on the wire, from its dialect: the
+// methods its routes take, what its API key guards, how it takes a model
+// name it does not serve or none at all, and how it refuses a request its
+// waiting queue has no room for.
+func TestFlavorDifferences(t *testing.T) {
+	type want struct {
+		put, head        int    // PUT on the chat route, HEAD on /v1/models
+		options, models  int    // OPTIONS and GET /v1/models with a key set and none sent
+		noModel          string // status and what the answer holds for a chat naming no model
+		wrongModel       string // ... naming "nope"
+		otherCase        int    // a chat naming the served model in lower case
+		busy, busyStream string // a chat (whole, streamed) the waiting queue has no room for
+	}
+	const full = "The request queue is full."
+	for _, tt := range []struct {
+		flavor Flavor
+		want   want
+	}{
+		{FlavorSGLang, want{200, 405, 405, 401, `200 "model":"default"`, `200 "model":"nope"`, 200, "503 " + full, "200 " + full}},
+		{FlavorVLLM, want{405, 405, 405, 401, `200 "model":"Qwen3.6-27B"`, `404 "param":"model"`, 404, "503 " + full, "503 " + full}},
+		{FlavorVLLM0100, want{405, 405, 405, 401, `200 "model":"Qwen3.6-27B"`, `404 "param":null`, 404, "503 " + full, "503 " + full}},
+		{FlavorLlamaCpp, want{404, 404, 404, 200, `200 "model":"Qwen3.6-27B"`, `200 "model":"nope"`, 200, "503 " + full, "503 " + full}},
+		{FlavorOllama, want{404, 200, 404, 200, `400 model is required`, `404 model \"nope\" not found, try pulling it first`, 200,
+			"503 " + msgOllamaBusy, "503 " + msgOllamaBusy}},
+		{FlavorOpenAI, want{404, 404, 401, 401, `400 you must provide a model parameter`, `404 "code":"model_not_found"`, 404, "503 " + full, "503 " + full}},
+	} {
+		t.Run(string(tt.flavor), func(t *testing.T) {
+			send := func(base, method, path, body string) (int, string) {
+				t.Helper()
+				a := do(t, base, goldenRequest{Method: method, Path: path, RawBody: body})
+				return a.status, string(a.body)
+			}
+			chat := func(model, extra string) string {
+				return `{` + model + `"messages":[{"role":"user","content":"hi"}],"max_tokens":4` + extra + `}`
+			}
+			holds := func(what string, status int, body, want string) {
+				t.Helper()
+				code, text, _ := strings.Cut(want, " ")
+				if fmt.Sprint(status) != code || !strings.Contains(body, text) {
+					t.Errorf("%s: %d %s, want %s", what, status, body, want)
+				}
+			}
+			w := tt.want
+			base := startFleet(t, Config{Instant: true, Seed: 7, Flavor: tt.flavor}, 1).URLs()[0]
+			served := `"model":"` + DefaultModelName + `",`
+			if s, _ := send(base, "PUT", pathChat, chat(served, "")); s != w.put {
+				t.Errorf("PUT %s: %d, want %d", pathChat, s, w.put)
+			}
+			if s, _ := send(base, "HEAD", pathModels, ""); s != w.head {
+				t.Errorf("HEAD %s: %d, want %d", pathModels, s, w.head)
+			}
+			s, b := send(base, "POST", pathChat, chat("", ""))
+			holds("no model", s, b, w.noModel)
+			s, b = send(base, "POST", pathChat, chat(`"model":"nope",`, ""))
+			holds("model nope", s, b, w.wrongModel)
+			if s, b := send(base, "POST", pathChat, chat(`"model":"`+strings.ToLower(DefaultModelName)+`",`, "")); s != w.otherCase {
+				t.Errorf("the served model in lower case: %d %s, want %d", s, b, w.otherCase)
+			}
+
+			base = startFleet(t, Config{Instant: true, Seed: 7, Flavor: tt.flavor, APIKey: "k3y"}, 1).URLs()[0]
+			if s, _ := send(base, "OPTIONS", pathModels, ""); s != w.options {
+				t.Errorf("OPTIONS %s with no key: %d, want %d", pathModels, s, w.options)
+			}
+			if s, _ := send(base, "GET", pathModels, ""); s != w.models {
+				t.Errorf("GET %s with no key: %d, want %d", pathModels, s, w.models)
+			}
+
+			base = startFleet(t, Config{Seed: 7, Flavor: tt.flavor, MaxQueued: 1}, 1).URLs()[0]
+			s, b = send(base, "POST", pathChat, chat(served, `,"n":2`))
+			holds("queue full", s, b, w.busy)
+			s, b = send(base, "POST", pathChat, chat(served, `,"n":2,"stream":true`))
+			holds("queue full, streamed", s, b, w.busyStream)
+		})
+	}
+}
+
+// Every flavour has its dialect, and every dialect says everything the
+// endpoint asks of it: the code outside the table has no flavour of its
+// own to fall back on.
+func TestDialectTable(t *testing.T) {
+	for _, fl := range Flavors {
+		d, ok := dialects[fl]
+		switch {
+		case !ok || d.flavor != fl:
+			t.Errorf("%s: no dialect", fl)
+			continue
+		case d.routes == nil || d.open == nil || d.fitContext == nil || d.errorBody == nil:
+			t.Errorf("%s: routes, open paths, context rule or error body missing", fl)
+		case d.notFound == nil || d.notAllowed == nil || d.unauthorized == nil:
+			t.Errorf("%s: a refusal missing", fl)
+		case d.busyMessage == "":
+			t.Errorf("%s: no message for a full queue", fl)
+		case d.modelNotFound == nil && !d.anyModel && !d.echoModel:
+			t.Errorf("%s: refuses models it does not serve, with no answer for them", fl)
+		}
+	}
 }

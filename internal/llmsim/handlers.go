@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/subtle"
-	"fmt"
-	"math"
 	"net"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,9 +82,9 @@ func (d *dialect) methodOK(ctx *fasthttp.RequestCtx, method string) bool {
 	case string(ctx.Method()) == method:
 		return true
 	case method == fasthttp.MethodPost:
-		return d.flavor == FlavorSGLang && ctx.IsPut()
+		return d.putIsPost && ctx.IsPut()
 	default:
-		return d.flavor == FlavorOllama && ctx.IsHead()
+		return d.headIsGet && ctx.IsHead()
 	}
 }
 
@@ -97,7 +94,7 @@ func (d *dialect) methodOK(ctx *fasthttp.RequestCtx, method string) bool {
 // exact header. Ollama has no API key.
 func (e *Endpoint) authorized(ctx *fasthttp.RequestCtx, path string) bool {
 	bearer := e.f.bearer
-	if bearer == nil || e.d.flavor == FlavorOllama || (ctx.IsOptions() && e.d.flavor != FlavorOpenAI) || e.d.open(path) {
+	if bearer == nil || e.d.noAPIKey || (ctx.IsOptions() && !e.d.guardsOptions) || e.d.open(path) {
 		return true
 	}
 	// In constant time: how long a refusal takes says nothing of how much
@@ -215,151 +212,6 @@ func (c *choiceState) finish(n int) {
 	}
 }
 
-// faultKind is what the fault draw decided for a request.
-type faultKind int
-
-const (
-	faultNone faultKind = iota
-	faultFail
-	faultAbort
-	faultHang
-	faultDrop
-)
-
-// draw picks the fault of generation request number n (1-based), and a
-// second independent value for where an abort cuts the answer.
-func (e *Endpoint) draw(f Faults, n uint64) (faultKind, uint64) {
-	h := mix64(e.f.cfg.Seed ^ mix64(uint64(e.index)+1) ^ n*0x9e3779b97f4a7c15)
-	u := unitFloat(h) - 1e-300 // in [0, 1)
-	bits := mix64(h)
-	for _, c := range []struct {
-		k faultKind
-		p float64
-	}{{faultFail, f.FailRate}, {faultAbort, f.AbortRate}, {faultHang, f.HangRate}, {faultDrop, f.DropRate}} {
-		if u < c.p {
-			return c.k, bits
-		}
-		u -= c.p
-	}
-	return faultNone, bits
-}
-
-// admit counts a generation request against the endpoint's life: it
-// returns the incarnation serving it, the faults in force, and whether
-// this request is the one CrashAfter says crashes the endpoint.
-func (e *Endpoint) admit() (*incarnation, Faults, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.accepted++
-	crash := e.inc != nil && e.faults.CrashAfter > 0 && e.accepted > e.faults.CrashAfter
-	return e.inc, e.faults, crash
-}
-
-func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
-	e.stats.requests.Add(1)
-	n := e.seq.Add(1)
-	le := &logEntry{}
-	if e.f.log != nil {
-		defer e.logRequest(ctx, le)
-	}
-	inc, faults, crash := e.admit()
-	if inc == nil || crash {
-		e.stats.lost.Add(1)
-		le.outcome = "lost"
-		if crash {
-			le.outcome = "crash"
-			e.Crash()
-		}
-		ctx.Conn().Close()
-		return
-	}
-	select {
-	case <-inc.ready:
-	case <-inc.ctx.Done():
-		e.stats.lost.Add(1)
-		le.outcome = "lost"
-		return
-	}
-
-	j, aerr := e.parse(ctx, a)
-	if aerr != nil {
-		e.stats.badRequests.Add(1)
-		e.fail(ctx, a, aerr)
-		return
-	}
-	f, err := e.newFlight(j, n)
-	if err != nil {
-		e.stats.badRequests.Add(1)
-		e.fail(ctx, a, asAPIError(err))
-		return
-	}
-
-	le.f = f
-	kind, bits := e.draw(faults, n)
-	le.outcome = [...]string{faultNone: "", faultFail: "fail", faultAbort: "abort", faultHang: "hang", faultDrop: "drop"}[kind]
-	switch kind {
-	case faultFail:
-		e.stats.failed.Add(1)
-		e.fail(ctx, a, &apiError{kind: errInternal, status: fasthttp.StatusInternalServerError, msg: msgFail})
-		return
-	case faultHang:
-		e.stats.hung.Add(1)
-		if e.f.cfg.Instant {
-			e.holdInstant(ctx)
-			return
-		}
-		f.hang()
-	case faultAbort:
-		for _, c := range f.choices {
-			c.Target = 1 + int(bits%uint64(max(c.Target, 1)))
-			c.End = finishAbort
-		}
-	case faultDrop:
-		f.drop = true
-	}
-
-	f.reserve()
-	e.consultCache(f)
-	if e.f.cfg.Instant || f.choices[0].Target == 0 {
-		e.stats.inflight.Add(1)
-		storeMax(&e.stats.maxRunning, e.stats.inflight.Load())
-		for _, c := range f.choices {
-			c.Generated = c.Target
-			c.visible.Store(int32(c.Target))
-			c.done.Store(true)
-			e.stats.generatedTokens.Add(int64(c.Target))
-		}
-		e.stats.promptTokens.Add(int64(f.prompt - f.cached))
-		e.respond(ctx, f)
-		e.stats.inflight.Add(-1)
-		return
-	}
-
-	if !e.submit(inc, f) {
-		e.stats.rejected.Add(1)
-		le.outcome = "rejected"
-		if f.stream && e.d.flavor == FlavorSGLang {
-			f.writeQueueFullStream(ctx)
-			return
-		}
-		msg := msgQueueFull
-		if e.d.flavor == FlavorOllama {
-			msg = msgOllamaBusy
-		}
-		e.fail(ctx, a, &apiError{kind: errBusy, status: fasthttp.StatusServiceUnavailable, msg: msg})
-		return
-	}
-	if f.stream && !f.hung {
-		e.respond(ctx, f)
-		return
-	}
-	if e.await(ctx, f) {
-		e.respond(ctx, f)
-	} else if le.outcome == "" {
-		le.outcome = "lost"
-	}
-}
-
 // parse reads a generation request and applies the flavour's checks:
 // content type, model name, stream options, default lengths.
 func (e *Endpoint) parse(ctx *fasthttp.RequestCtx, a api) (*job, *apiError) {
@@ -409,58 +261,30 @@ func (e *Endpoint) parse(ctx *fasthttp.RequestCtx, a api) (*job, *apiError) {
 // sets the name the answer echoes.
 func (e *Endpoint) checkModel(j *job) *apiError {
 	d, served := e.d, e.f.cfg.ModelName
-	if d.flavor == FlavorSGLang || j.api == apiNative {
+	if d.echoModel || j.api == apiNative {
 		return nil
 	}
 	name := j.requested
 	switch {
-	case name == "" && d.modelRequired:
-		msg := "model is required" // Ollama's ChatHandler
-		if d.flavor == FlavorOpenAI {
-			msg = "you must provide a model parameter"
-		}
-		return &apiError{kind: errInvalid, status: fasthttp.StatusBadRequest, msg: msg}
+	case name == "" && d.noModel != "":
+		return &apiError{kind: errInvalid, status: fasthttp.StatusBadRequest, msg: d.noModel}
 	case name == "":
 		j.model = served
 	case d.anyModel || e.modelMatches(name):
 		j.model = name
 	default:
-		return e.modelNotFound(name)
+		return d.modelNotFound(name)
 	}
 	return nil
 }
 
-// modelMatches: vLLM and OpenAI take the served name exactly; Ollama
-// names are case-blind and ":latest" when they carry no tag.
+// modelMatches says whether a requested model name is the one served, by
+// the flavour's rule.
 func (e *Endpoint) modelMatches(name string) bool {
-	served := e.f.cfg.ModelName
-	if e.d.flavor == FlavorOllama {
-		return strings.EqualFold(ollamaTagged(name), ollamaTagged(served))
+	if same := e.d.sameModel; same != nil {
+		return same(name, e.f.cfg.ModelName)
 	}
-	return name == served
-}
-
-func ollamaTagged(name string) string {
-	if strings.Contains(name, ":") {
-		return name
-	}
-	return name + ":latest"
-}
-
-func (e *Endpoint) modelNotFound(name string) *apiError {
-	err := &apiError{kind: errModel, status: fasthttp.StatusNotFound}
-	switch e.d.flavor {
-	case FlavorOllama:
-		err.msg = fmt.Sprintf("model %q not found, try pulling it first", name) // server/routes.go handleScheduleError
-	case FlavorOpenAI:
-		err.msg, err.code = "The model `"+name+"` does not exist or you do not have access to it.", "model_not_found"
-	default: // vLLM serving_engine.py _check_model
-		err.msg = "The model `" + name + "` does not exist."
-		if e.d.flavor == FlavorVLLM {
-			err.param = "model"
-		}
-	}
-	return err
+	return name == e.f.cfg.ModelName
 }
 
 // asAPIError turns a refusal from newFlight into an error answer.
@@ -471,114 +295,21 @@ func asAPIError(err error) *apiError {
 	return &apiError{kind: errInvalid, status: fasthttp.StatusBadRequest, msg: err.Error()}
 }
 
+// refuseBusy answers a request the waiting queue has no room for, in
+// the flavour's shape.
+func (e *Endpoint) refuseBusy(ctx *fasthttp.RequestCtx, a api, f *flight) {
+	if f.stream && e.d.queueFullInStream {
+		f.writeQueueFullStream(ctx)
+		return
+	}
+	e.fail(ctx, a, &apiError{kind: errBusy, status: fasthttp.StatusServiceUnavailable, msg: e.d.busyMessage})
+}
+
 func (f *flight) sseType() []byte {
 	if s := f.e.d.oai; s != nil && s.sse != nil {
 		return s.sse
 	}
 	return ctSSE
-}
-
-// await waits for the answer of a flight that is not streamed (a hung one
-// never gets it). It reports false, the connection closed, when the flight
-// was lost to a crash or its client went away; the latter is cancelled,
-// so its slot frees at the next step, as SGLang aborts a request whose
-// client disconnected.
-func (e *Endpoint) await(ctx *fasthttp.RequestCtx, f *flight) bool {
-	w := watchHangup(ctx.Conn())
-	for f.remaining.Load() > 0 && !f.failed.Load() {
-		select {
-		case <-f.notify:
-		case <-w.gone:
-			f.abandon()
-			ctx.Conn().Close()
-			return false
-		}
-	}
-	w.stop()
-	if f.failed.Load() {
-		e.stats.lost.Add(1)
-		ctx.Conn().Close()
-		return false
-	}
-	return true
-}
-
-// reserve sets what each sequence holds of the KV cache: its prompt (the
-// first choice; the others share it) and its answer, at most the context.
-func (f *flight) reserve() {
-	for i, c := range f.choices {
-		kv := min(c.Target, f.e.f.cfg.ContextLength)
-		if i == 0 {
-			kv = min(kv+f.prompt, f.e.f.cfg.ContextLength)
-		}
-		c.KV = kv
-	}
-}
-
-// hang makes the flight a stuck request: it takes its running slot and
-// decodes without end, answering nothing, until its client closes the
-// connection or the endpoint crashes.
-func (f *flight) hang() {
-	f.hung = true
-	for _, c := range f.choices {
-		c.Target = math.MaxInt32
-	}
-}
-
-// holdInstant is the hang fault without the batching model: the request
-// counts as running until its client closes the connection.
-func (e *Endpoint) holdInstant(ctx *fasthttp.RequestCtx) {
-	e.stats.inflight.Add(1)
-	storeMax(&e.stats.maxRunning, e.stats.inflight.Load())
-	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(c net.Conn) {
-		holdUntilClosed(c)
-		e.stats.inflight.Add(-1)
-	})
-}
-
-// submit queues the flight's sequences, all or none.
-func (e *Endpoint) submit(inc *incarnation, f *flight) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.inc != inc {
-		f.fail()
-		return true
-	}
-	m := e.model
-	if m.MaxQueued > 0 && m.Waiting()+len(f.choices) > m.MaxQueued {
-		return false
-	}
-	if !m.Busy() {
-		m.SetNow(e.f.clock.Now())
-	}
-	f.arrived = e.f.clock.Now()
-	for _, c := range f.choices {
-		m.Submit(&c.Seq)
-	}
-	storeMax(&e.stats.maxWaiting, int64(m.Waiting()))
-	select {
-	case inc.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// abandon cancels the flight because its client went away.
-func (f *flight) abandon() {
-	f.e.stats.cancelled.Add(1)
-	f.cancel()
-}
-
-// cancel takes the flight's sequences out of the scheduler (its client
-// went away, or the drop fault cut it).
-func (f *flight) cancel() {
-	e := f.e
-	e.mu.Lock()
-	for _, c := range f.choices {
-		e.model.Cancel(&c.Seq)
-	}
-	e.mu.Unlock()
 }
 
 const (
@@ -637,17 +368,6 @@ func isJSON(ct []byte) bool {
 		ct = ct[:i]
 	}
 	return bytes.EqualFold(bytes.TrimSpace(ct), ctJSON)
-}
-
-// holdUntilClosed keeps a hijacked connection open without answering,
-// until the client (or a crash) closes it.
-func holdUntilClosed(c net.Conn) {
-	var buf [512]byte
-	for {
-		if _, err := c.Read(buf[:]); err != nil {
-			return
-		}
-	}
 }
 
 // respond writes a finished flight (or, when streaming, the whole stream).

@@ -49,7 +49,7 @@ func (f *flight) appendNative(dst []byte, n int, withText bool) []byte {
 	dst = append(dst, stopType(c.End)...)
 	dst = append(dst, `","stopping_word":"","tokens_cached":`...)
 	dst = appendInt(dst, f.cached)
-	dst = dialects[FlavorLlamaCpp].oai.appendTimings(dst, f)
+	dst = f.appendTimings(dst)
 	return append(dst, '}')
 }
 

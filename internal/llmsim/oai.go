@@ -114,7 +114,7 @@ func (s *oaiStyle) appendUsage(dst []byte, f *flight) []byte {
 
 // appendTimings writes llama.cpp's timings object (server-task.cpp
 // result_timings::to_json) from the simulated clock.
-func (s *oaiStyle) appendTimings(dst []byte, f *flight) []byte {
+func (f *flight) appendTimings(dst []byte) []byte {
 	comp, _ := f.completionTokens()
 	total := f.e2e() * 1000
 	computed := f.prompt - f.cached
@@ -224,7 +224,7 @@ func (s *oaiStyle) appendAnswer(dst []byte, f *flight) []byte {
 		dst = append(dst, s.cmplExtra...)
 	}
 	if s.timings {
-		dst = s.appendTimings(dst, f)
+		dst = f.appendTimings(dst)
 	}
 	return append(dst, '}')
 }
@@ -286,7 +286,7 @@ func (s *oaiStyle) appendChunk(dst []byte, f *flight, c *choiceState, delta func
 		dst = append(dst, `,"usage":null`...)
 	}
 	if ended && s.timings && !f.job.usage {
-		dst = s.appendTimings(dst, f)
+		dst = f.appendTimings(dst)
 	}
 	return append(dst, "}\n\n"...)
 }
@@ -355,7 +355,7 @@ func (s *oaiStyle) appendStreamEnd(dst []byte, f *flight) []byte {
 		dst = append(dst, `,"choices":[],"usage":`...)
 		dst = s.appendUsage(dst, f)
 		if s.timings {
-			dst = s.appendTimings(dst, f)
+			dst = f.appendTimings(dst)
 		}
 		dst = append(dst, "}\n\n"...)
 	}

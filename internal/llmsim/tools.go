@@ -54,7 +54,7 @@ func (e *Endpoint) planToolCalls(f *flight, c *choiceState, tools []wireTool, li
 		t := tools[r%uint64(len(tools))]
 		args := string(appendSchemaValue(nil, t.Function.Parameters, mix64(r), 0, true))
 		id := "call_" + f.digest + strconv.FormatUint(r%0x10000, 16)
-		if e.d.flavor == FlavorOllama { // openai.go toolCallId: call_ and 8 characters
+		if e.d.shortCallIDs {
 			id = "call_" + f.digest[:8]
 		}
 		calls = append(calls, toolCall{id: id, name: t.Function.Name, args: args})

@@ -90,10 +90,10 @@ type finished struct {
 	exact       LogStats        // log lengths of answers that stopped on their own
 	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
 	longest     int
-	speed       speedFit
+	speed       SpeedFit
 	// byEP is each endpoint's own speed: one slower than the rest writes
 	// its answers slower, and the run's end waits for them.
-	byEP map[int]*speedFit
+	byEP map[int]*SpeedFit
 }
 
 type sample struct {
@@ -109,34 +109,17 @@ type flight struct {
 	writing time.Time
 }
 
-// speedFit is the least-squares line latency = q + tokens/v.
-type speedFit struct{ n, sx, sy, sxx, sxy float64 }
-
-func (s *speedFit) add(tokens float64, latency time.Duration) {
-	y := latency.Seconds()
-	s.n++
-	s.sx += tokens
-	s.sy += y
-	s.sxx += tokens * tokens
-	s.sxy += tokens * y
-}
-
-// line returns v (tokens per second of one answer) and q (seconds).
-func (s *speedFit) line() (v, q float64) {
-	if s.n >= 3 {
-		den := s.n*s.sxx - s.sx*s.sx
-		if den > 0 {
-			slope := (s.n*s.sxy - s.sx*s.sy) / den
-			icept := (s.sy - slope*s.sx) / s.n
-			if slope > 0 && icept >= 0 {
-				return 1 / slope, icept
-			}
+// lineOf is a fit's v (tokens per second of one answer) and q (seconds):
+// the line once three answers make one and it does not start below zero,
+// else the line through the origin.
+func lineOf(s *SpeedFit) (v, q float64) {
+	if s.N() >= 3 {
+		if v, q, ok := s.Line(0); ok && q >= 0 {
+			return v, q
 		}
 	}
-	if s.sxy > 0 && s.sxx > 0 {
-		return s.sxx / s.sxy, 0 // through the origin
-	}
-	return 0, 0
+	v, _ = s.Origin()
+	return v, 0
 }
 
 // Forecasting needs this many finished answers.
@@ -225,14 +208,15 @@ func (e *estimator[K]) Ended(k K, at time.Time, ok bool, tokens int, finish stri
 		a.exact.Add(tokens)
 	}
 	if tokens > 0 {
-		a.speed.add(l, at.Sub(sent))
+		secs := at.Sub(sent).Seconds()
+		a.speed.Add(l, secs)
 		if a.byEP == nil {
-			a.byEP = map[int]*speedFit{}
+			a.byEP = map[int]*SpeedFit{}
 		}
 		if a.byEP[f.ep] == nil {
-			a.byEP[f.ep] = &speedFit{}
+			a.byEP[f.ep] = &SpeedFit{}
 		}
-		a.byEP[f.ep].add(l, at.Sub(sent))
+		a.byEP[f.ep].Add(l, secs)
 	}
 }
 
@@ -247,7 +231,7 @@ func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight) {
 	for l, w := range e.answers.cut {
 		a.cut[l] = w
 	}
-	a.byEP = make(map[int]*speedFit, len(e.answers.byEP))
+	a.byEP = make(map[int]*SpeedFit, len(e.answers.byEP))
 	for ep, s := range e.answers.byEP {
 		c := *s
 		a.byEP[ep] = &c
@@ -267,8 +251,8 @@ func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight) {
 // speedOf is endpoint ep's answer speed and overhead, or the fleet's
 // (v, q) until it has answered enough to fit its own.
 func (a *finished) speedOf(ep int, v, q float64) (float64, float64) {
-	if s := a.byEP[ep]; s != nil && s.n >= 3 {
-		if ve, qe := s.line(); ve > 0 {
+	if s := a.byEP[ep]; s != nil && s.N() >= 3 {
+		if ve, qe := lineOf(s); ve > 0 {
 			return ve, qe
 		}
 	}
@@ -325,7 +309,7 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	if a.done < minAnswers || first.IsZero() {
 		return ETA{}, false
 	}
-	v, q := a.speed.line()
+	v, q := lineOf(&a.speed)
 	if v <= 0 {
 		return ETA{}, false
 	}
