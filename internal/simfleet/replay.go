@@ -118,6 +118,30 @@ func (s *Sim) Next() (Step, bool) {
 	return st, true
 }
 
+// Peek is when the next step ends, without delivering it; false when
+// every endpoint is idle.
+func (s *Sim) Peek() (time.Duration, bool) {
+	var end time.Duration
+	found := false
+	for _, ep := range s.eps {
+		if ep.pending && (!found || ep.end < end) {
+			end, found = ep.end, true
+		}
+	}
+	return end, found
+}
+
+// Advance moves the virtual time to t, between steps, for a client whose
+// requests arrive at times of their own (a round trip after it sent
+// them): Submit then sends at t. Time never goes back, nor past the end
+// of the next step (Next delivers that first).
+func (s *Sim) Advance(t time.Duration) {
+	if end, ok := s.Peek(); ok && t > end {
+		t = end
+	}
+	s.now = max(s.now, t)
+}
+
 // SetMaxRunning changes endpoint e's slots from now on, as llmsim's
 // --slots-schedule does: running sequences finish, and none joins until
 // fewer than n run.

@@ -61,11 +61,17 @@ type LimiterConfig struct {
 	Gain       float64 // output a step up must add to be kept, and a step down may lose [0.05]
 	ProbeEvery int     // windows held before one step more is tried [8]
 	MinAnswers int     // answers a window needs at least [8]
-	// Spare is how many more than the level found are kept in flight, to
-	// wait in the server's queue so that a slot that frees is refilled
-	// without a round trip, as --queue-depth does beyond a reported
-	// capacity [2; negative: none].
-	Spare int
+	// Spare and SpareShare say how many more than the level found are
+	// kept in flight, to wait in the server's queue so that a slot that
+	// frees is refilled without a round trip, as --queue-depth does beyond
+	// a reported capacity: SpareShare of the level, at least Spare [2 and
+	// 1/8; Spare negative: none, SpareShare negative: Spare alone].
+	Spare      int
+	SpareShare float64
+	// Capacity is what the server reports it runs at once (0: it does not
+	// say): the limit starts there with its spare and holds, adapting from
+	// there.
+	Capacity int
 }
 
 func (c LimiterConfig) withDefaults() LimiterConfig {
@@ -77,13 +83,19 @@ func (c LimiterConfig) withDefaults() LimiterConfig {
 	def(&c.Min, 1)
 	def(&c.Max, 256)
 	def(&c.Start, 4)
-	def(&c.MaxStep, 16)
+	def(&c.MaxStep, 256)
 	def(&c.ProbeEvery, 8)
 	def(&c.MinAnswers, 8)
 	if c.Spare == 0 {
 		c.Spare = 2
 	}
 	c.Spare = max(c.Spare, 0)
+	switch {
+	case c.SpareShare == 0:
+		c.SpareShare = 1.0 / 8
+	case c.SpareShare < 0 || c.Spare == 0:
+		c.SpareShare = 0
+	}
 	if !(c.Gain > 0 && c.Gain < 1) {
 		c.Gain = 0.05
 	}
@@ -99,6 +111,7 @@ const (
 	descending                     // trying lower limits against ref
 	holding                        // at the limit found, watching
 	probing                        // one step above the held limit
+	searching                      // between the climb's last two levels, for the knee
 )
 
 // Limiter is the adaptive limit of one endpoint.
@@ -111,7 +124,8 @@ type Limiter struct {
 	climb  []limiterMeasure // this climb's levels, in order
 	ref    limiterMeasure   // holding: the held level (smoothed); descending: the level to match
 	hasRef bool
-	good   int // descending: the smallest limit found as good as ref
+	good   int // descending, searching: the smallest limit found as good as ref
+	lo     int // searching: the largest limit found short of ref
 	held   int // windows held since the last step up was tried
 	// slowed: holding, one window was slower than ref; the next one,
 	// wholly after the change, says by how much.
@@ -133,6 +147,10 @@ type Limiter struct {
 	// carry its spare already (settling adds none, or the spare would
 	// grow by 2 with every probe that paid).
 	probed bool
+	// signals: the server's metrics are read, and the limit follows them
+	// (limiter_signals.go); load is the last reading.
+	signals bool
+	loads   [3]signalLoad
 }
 
 // limiterWindow is the measurement under way: a cohort of requests sent
@@ -169,6 +187,9 @@ type limiterMeasure struct {
 	queued  bool    // the server's metrics saw requests waiting
 	running int     // the most its metrics saw running
 	settled bool    // measured after the server settled to the limit
+	// wait is the share of a typical answer's latency that every answer
+	// waited, whatever its length (-1: unknown).
+	wait float64
 }
 
 // NewLimiter starts a limit at cfg.Start (defaults filled in) at now.
@@ -176,6 +197,12 @@ func NewLimiter(cfg LimiterConfig, now time.Time) *Limiter {
 	cfg = cfg.withDefaults()
 	l := &Limiter{cfg: cfg, limit: cfg.Start}
 	l.win = limiterWindow{start: now, last: now}
+	if c := cfg.Capacity; c > 0 {
+		// What the server says it runs is the level found: held there with
+		// its spare, measured, and probed above as any level held is.
+		l.hold(c+cfg.spare(c), now)
+		l.found, l.spare = c, l.limit-c
+	}
 	return l
 }
 
@@ -238,20 +265,11 @@ func (l *Limiter) begin(now time.Time) {
 func (l *Limiter) cohortSize() int {
 	switch l.phase {
 	case climbing:
-		return max(l.cfg.MinAnswers/2, l.limit/4)
+		return max(l.cfg.MinAnswers/2, l.limit/2)
 	case descending:
 		return max(l.cfg.MinAnswers/2, l.limit)
 	}
 	return max(l.cfg.MinAnswers, l.limit)
-}
-
-// Load is what the server's metrics say now: requests running and
-// waiting.
-func (l *Limiter) Load(running, waiting int) {
-	w := &l.win
-	w.waitSum += float64(waiting)
-	w.loads++
-	w.runMax = max(w.runMax, running)
 }
 
 // Observe is a request sent at sent that came back at now after latency:
@@ -328,8 +346,18 @@ func (l *Limiter) turnedAway() bool {
 }
 
 // cohortBack: the whole cohort is sent and back, or all but stragglers.
+//
+// While it climbs, once the level settled, half the cohort back is
+// enough: the climb asks only whether the output grew with the level,
+// which the first answers back tell as well as the last (all of them met
+// the level's queue), and a step taken a long answer sooner keeps a large
+// server's slots idle for less. A cohort sent at once on a step, unsettled,
+// waits for all: the first back are those the step's free slots took.
 func (l *Limiter) cohortBack(now time.Time) bool {
 	w := &l.win
+	if w.cohort > 0 && l.phase == climbing && !w.unsettled && 2*w.back >= w.cohort && w.answers >= min(lineAnswers, w.cohort) {
+		return true
+	}
 	return w.cohort > 0 && (w.back >= w.cohort || l.straggling(now))
 }
 
@@ -348,14 +376,17 @@ func (l *Limiter) endWindow(now time.Time) {
 		l.restart(now)
 		return
 	}
-	m := limiterMeasure{limit: l.limit, perTok: l.perToken(), running: w.runMax, settled: !w.unsettled}
+	m := limiterMeasure{limit: l.limit, running: w.runMax, settled: !w.unsettled}
+	m.perTok, m.wait = l.perToken()
 	m.out = mean / m.perTok
 	m.queued = w.loads > 0 && w.waitSum/float64(w.loads) >= 1
 	if l.lowest == 0 || m.limit < l.lowest {
 		l.lowest = m.limit
 	}
 	windows := l.windows
-	l.decide(m, now)
+	if !l.signals {
+		l.decide(m, now)
+	}
 	if l.windows == windows {
 		l.begin(now) // the same limit: the next cohort starts at once
 	}
@@ -368,7 +399,11 @@ func (l *Limiter) endWindow(now time.Time) {
 // and long answers does not move the figure; answers all of one length
 // (a model that always runs to max_tokens) fall back to Σ latency / Σ
 // tokens.
-func (l *Limiter) perToken() float64 {
+//
+// It also returns the share of that typical answer's latency the line
+// puts in a, what every answer waited whatever its length (the server's
+// queue, and the round trip); -1 when the line says nothing.
+func (l *Limiter) perToken() (float64, float64) {
 	fit := &l.win.fit
 	ratio := fit.Seconds() / fit.Tokens()
 	mean := fit.Tokens() / fit.N()
@@ -376,13 +411,13 @@ func (l *Limiter) perToken() float64 {
 		mean = l.lengths / l.answers
 	}
 	if fit.N() < lineAnswers {
-		return ratio
+		return ratio, -1
 	}
 	b, a, ok := fit.Slope(lineSpread)
 	if !ok || a+b*mean <= 0 {
-		return ratio
+		return ratio, -1
 	}
-	return (a + b*mean) / mean
+	return (a + b*mean) / mean, max(a, 0) / (a + b*mean)
 }
 
 // straggling: three quarters of the cohort are back and the rest have
@@ -419,6 +454,13 @@ const (
 	// refKeep is the weight of the held reference against each new window,
 	// so that one odd window does not move it far.
 	refKeep = 0.7
+	// searchGap: a knee more than a quarter above the level measured
+	// before it is searched for in between; the search ends within an
+	// eighth of the level.
+	searchGap = 4
+	// noWait: a level whose answers waited under a tenth of their latency
+	// ran them all at once.
+	noWait = 0.1
 )
 
 // step is how much one step up adds to limit n: it doubles, by at most
@@ -436,6 +478,8 @@ func (l *Limiter) decide(m limiterMeasure, now time.Time) {
 		l.holdWindow(m, now)
 	case probing:
 		l.probeWindow(m, now)
+	case searching:
+		l.searchWindow(m, now)
 	}
 }
 
@@ -457,7 +501,7 @@ func (l *Limiter) climbWindow(m limiterMeasure, now time.Time) {
 	case !stepped || m.out >= prev.out*(1+l.cfg.Gain):
 		l.stepUp(m, prev, stepped, now)
 	default:
-		l.atKnee(m, now)
+		l.atKnee(m, now, fmt.Sprintf("%d added under %.0f%%", m.limit, 100*l.cfg.Gain))
 	}
 }
 
@@ -472,12 +516,19 @@ func (l *Limiter) lastLevel() (limiterMeasure, bool) {
 // stepUp climbs from m, the step before at prev when stepped. Output that
 // grew in step with the limit (ℓ the same) says no request waits: the
 // next level needs no time to settle, and it may be a longer step, since
-// the server is not near full.
+// the server is not near full. Its cohort, the first half of the level
+// sent, is large enough to fill slots beyond the level before and wait
+// when the server has fewer than the new level.
 func (l *Limiter) stepUp(m, prev limiterMeasure, stepped bool, now time.Time) {
+	linear := !stepped && m.perTok > 0 || stepped && m.perTok <= sameLatency*prev.perTok
+	if !linear && l.limit >= l.cfg.Max {
+		// At the ceiling, and requests waited: the knee may lie below.
+		l.atKnee(m, now, "the ceiling")
+		return
+	}
 	if l.settledAtCeiling(now) {
 		return
 	}
-	linear := !stepped && m.perTok > 0 || stepped && m.perTok <= sameLatency*prev.perTok
 	next := l.limit + l.step(l.limit)
 	if linear {
 		next = l.limit + l.step(fastStep*l.limit)
@@ -499,14 +550,75 @@ func (l *Limiter) settledAtCeiling(now time.Time) bool {
 // atKnee ends the climb at m, the step that added less than Gain: it
 // settles at the knee, or, when nothing below the knee was measured,
 // tries lower levels for the same output.
-func (l *Limiter) atKnee(m limiterMeasure, now time.Time) {
+//
+// When the knee was reached by a long step (fourfold while nothing
+// waited), the slots lie somewhere between the level before and the knee:
+// it searches there (searching), first at the number of requests the
+// server runs by Little's law, the knee's output times the latency per
+// token of the level before, where nothing waited.
+func (l *Limiter) atKnee(m limiterMeasure, now time.Time, why string) {
 	k, best := l.knee()
-	if k <= l.lowest && k > l.cfg.Min {
+	if below, ok := l.levelBelow(k); ok && k > below.limit+max(2, below.limit/searchGap) {
+		l.phase, l.ref, l.good, l.lo = searching, best, k, below.limit
+		l.why = why
+		l.set(l.searchAt(best.out*below.perTok), now)
+		return
+	}
+	if k <= l.lowest && k > l.cfg.Min && !l.nothingWaited(k) {
 		l.phase, l.ref, l.good = descending, best, k
 		l.set(max(l.cfg.Min, k/2), now)
 		return
 	}
-	l.settle(k, now, fmt.Sprintf("%d added under %.0f%%", m.limit, 100*l.cfg.Gain))
+	l.settle(k, now, why)
+}
+
+// levelBelow is the climb's highest level measured under n.
+func (l *Limiter) levelBelow(n int) (limiterMeasure, bool) {
+	var b limiterMeasure
+	found := false
+	for _, m := range l.climb {
+		if m.limit < n && (!found || m.limit > b.limit) {
+			b, found = m, true
+		}
+	}
+	return b, found
+}
+
+// nothingWaited: the climb's measure of level n says its answers waited
+// next to nothing (the server ran them all at once): no lower level can
+// do as well.
+func (l *Limiter) nothingWaited(n int) bool {
+	for _, m := range l.climb {
+		if m.limit == n {
+			return m.wait >= 0 && m.wait < noWait
+		}
+	}
+	return false
+}
+
+// searchAt is the next level searching tries: est (the running count
+// Little's law gives) rounded up, within the range still open (lo, good).
+func (l *Limiter) searchAt(est float64) int {
+	n := int(math.Ceil(est))
+	if n <= l.lo || n >= l.good {
+		n = (l.lo + l.good + 1) / 2
+	}
+	return n
+}
+
+// searchWindow: a level between the last one short of the best output (lo)
+// and the knee (good). One as good (within kneeMargin Gains) is where it
+// settles; one short of it is the new lo, and the next try is halfway up
+// to the knee.
+func (l *Limiter) searchWindow(m limiterMeasure, now time.Time) {
+	if m.out >= l.ref.out*(1-kneeMargin*l.cfg.Gain) || l.good-m.limit <= max(1, l.good/(2*searchGap)) {
+		// As good as the knee (the spare covers the rest), or too close
+		// to it to tell: no lower level is tried, each would idle slots.
+		l.settle(min(m.limit, l.good), now, l.why)
+		return
+	}
+	l.lo = m.limit
+	l.set((l.lo+l.good+1)/2, now)
 }
 
 // descendWindow: halving while a level keeps ref's output (within
@@ -645,7 +757,7 @@ func (l *Limiter) settle(n int, now time.Time, why string) {
 	if l.phase == descending && l.ref.limit < n {
 		below = append(below, l.ref)
 	}
-	spare := l.cfg.Spare
+	spare := l.cfg.spare(n)
 	if l.probed {
 		spare = 0
 	}
@@ -674,6 +786,9 @@ func (l *Limiter) verify(m limiterMeasure, now time.Time) {
 	why := l.why
 	if k < l.found {
 		why = fmt.Sprintf("%d gave no more", l.found)
+		if l.spare > 0 {
+			l.spare = l.cfg.spare(k)
+		}
 		l.hold(k+l.spare, now)
 	}
 	l.why, l.below = "", nil

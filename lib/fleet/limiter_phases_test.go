@@ -423,7 +423,7 @@ func TestLimiterPerToken(t *testing.T) {
 				l.win.fit.Add(a.tokens, a.seconds)
 			}
 			l.lengths, l.answers = tt.lengths, tt.recent
-			if got := l.perToken(); !near(got, tt.want) {
+			if got, _ := l.perToken(); !near(got, tt.want) {
 				t.Errorf("per token %v, want %v", got, tt.want)
 			}
 		})

@@ -108,7 +108,7 @@ func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, c
 		sim.SetMaxRunning(0, plan.at(st.At))
 		if metrics && ep.limiter != nil {
 			p.mu.Lock()
-			ep.limiter.Load(sim.Running(0), sim.Waiting(0))
+			ep.limiter.Load(p.clk.Now(), sim.Running(0), sim.Waiting(0))
 			p.mu.Unlock()
 		}
 		for _, s := range st.Finished {

@@ -18,7 +18,7 @@ var epoch = time.Unix(1_700_000_000, 0)
 
 // testPool is a pool of n endpoints on a fake clock with nothing behind
 // them and no probes: the test sets their states.
-func testPool(t *testing.T, n int, cfg Config) (*Pool, *clock.Fake, *logs) {
+func testPool(t testing.TB, n int, cfg Config) (*Pool, *clock.Fake, *logs) {
 	t.Helper()
 	fake := clock.NewFake(epoch)
 	l := &logs{}

@@ -107,7 +107,9 @@ func (p *Pool) bringUp(ep *Endpoint, info Info, probe string) {
 		}
 	}
 	if ep.limiter == nil && !p.cfg.Ladder && p.cfg.FixedSlots == 0 && (p.cfg.Adaptive || info.Capacity == 0) {
-		ep.limiter = NewLimiter(p.cfg.Limiter, p.clk.Now())
+		cfg := p.cfg.Limiter
+		cfg.Capacity = info.Capacity
+		ep.limiter = NewLimiter(cfg, p.clk.Now())
 	}
 	switch {
 	case p.cfg.FixedSlots > 0:
@@ -259,14 +261,24 @@ func (p *Pool) poll(ep *Endpoint) {
 		if err == nil && status == fasthttp.StatusOK {
 			if load, ok := names.read(body); ok {
 				load.at = now
-				ep.metrics = load
-				if ep.limiter != nil {
-					ep.limiter.Load(load.running, load.waiting)
-				}
+				p.loadLocked(ep, load)
 			}
 		}
 		p.mu.Unlock()
 		p.sleep(p.cfg.ProbeInterval)
+	}
+}
+
+// loadLocked takes what ep's metrics say now: for the progress's running
+// count, and for its adaptive limit, which may move on it.
+func (p *Pool) loadLocked(ep *Endpoint, load serverLoad) {
+	ep.metrics = load
+	if ep.limiter != nil {
+		before := ep.limiter.Limit()
+		ep.limiter.Load(p.clk.Now(), load.running, load.waiting)
+		if ep.limiter.Limit() != before {
+			p.setLimitLocked(ep)
+		}
 	}
 }
 

@@ -1,0 +1,277 @@
+package fleet
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
+)
+
+// The pool's in-flight cap on virtual time, against each kind of server
+// as the pool sees it: llmsim's scheduler model (internal/simfleet) with
+// S slots behind one endpoint, brought up with what that kind of server
+// says of itself (its capacity, or none), its metrics read every probe
+// interval where it has them, requests sent as infer sends them (a free
+// slot of the pool is refilled at once) and every answer observed as
+// Complete observes it.
+
+// simFlavour is what the pool learns of one kind of server.
+type simFlavour struct {
+	name string
+	// capacity: the server reports its slots (SGLang's
+	// max_running_requests, llama.cpp's total_slots).
+	capacity bool
+	// metrics: what its monitoring says of its load.
+	metrics simMetrics
+}
+
+type simMetrics int
+
+const (
+	noMetrics simMetrics = iota
+	// countMetrics: running and waiting requests, as SGLang's and vLLM's
+	// /metrics (and llama.cpp's with --metrics) count them.
+	countMetrics
+	// slotMetrics: which slots are busy, as llama.cpp's /slots says (its
+	// /metrics answers 501 unless the server was started with --metrics).
+	slotMetrics
+)
+
+var simFlavours = []simFlavour{
+	{"sglang", true, countMetrics},
+	{"vllm", false, countMetrics},
+	{"llamacpp", true, slotMetrics},
+	{"ollama", false, noMetrics},
+}
+
+// simMode is how infer is told to fill the endpoint: its default, auto,
+// or a fixed count.
+type simMode struct {
+	name  string
+	fixed int
+	auto  bool
+}
+
+func (m simMode) config() Config {
+	return Config{FixedSlots: m.fixed, Adaptive: m.auto, QueueDepth: 2, ProbeInterval: simPollEvery}
+}
+
+var (
+	modeDefault = simMode{name: "default"}
+	modeAuto    = simMode{name: "auto", auto: true}
+)
+
+func modeFixed(n int) simMode { return simMode{name: fmt.Sprint(n), fixed: n} }
+
+// simPollEvery is how often the pool reads a server's metrics: infer's
+// default --probe-interval.
+const simPollEvery = 2 * time.Second
+
+// simWork is a run's prompts: answers of llmsim's long-tailed natural
+// lengths (median ~600 tokens) cut at maxTokens, drawn from seed.
+type simWork struct {
+	answers, maxTokens int
+	seed               uint64
+}
+
+// simSetup is one run.
+type simSetup struct {
+	flavour simFlavour
+	plan    slotPlan
+	mode    simMode
+	work    simWork
+	limiter LimiterConfig // the adaptive limit's bounds (zero: defaults)
+	// rtt is a request's round trip beyond the server's steps: half of it
+	// from the client to the server's queue, half from the step that
+	// finished the answer back to the client, which then sends the next
+	// (0: simRTT; negative: none).
+	rtt time.Duration
+}
+
+// simRTT is the round trip of a request: the network, the server's
+// parsing and templating, and the client's own handling of the answer.
+const simRTT = 50 * time.Millisecond
+
+// simEvent is what happens at a time between the model's steps: a
+// request reaches the server, an answer reaches the client, or the
+// client reads the server's metrics.
+type simEvent struct {
+	at   time.Duration
+	seq  *llmsim.Seq // arrival or answer
+	back bool        // the answer reaches the client
+}
+
+// simulate runs s on the model and returns the limit over time, the
+// output and the wall time of the whole run, the last answer included.
+func simulate(t testing.TB, s simSetup) simRun {
+	t.Helper()
+	cfg := s.mode.config()
+	cfg.Limiter = s.limiter
+	half := s.rtt / 2
+	if s.rtt == 0 {
+		half = simRTT / 2
+	}
+	half = max(half, 0)
+	p, fake, logs := testPool(t, 1, cfg)
+	ep := p.eps[0]
+	var info Info
+	if s.flavour.capacity {
+		info.Capacity, info.CapacitySource = s.plan.at(0), "the model"
+	}
+	p.mu.Lock()
+	ep.polling = true // the test reads the metrics, on the model's time
+	p.mu.Unlock()
+	p.bringUp(ep, info, "the model")
+	sim := simfleet.Uniform(1, llmsim.DefaultTiming(), s.plan.at(0))
+	type req struct{ sent time.Time }
+	var run simRun
+	var events []simEvent // in time order
+	push := func(e simEvent) {
+		i, _ := slices.BinarySearchFunc(events, e.at, func(a simEvent, at time.Duration) int {
+			if a.at <= at {
+				return -1
+			}
+			return 1
+		})
+		events = slices.Insert(events, i, e)
+	}
+	now := func() time.Duration { return fake.Now().Sub(epoch) }
+	sent, done := 0, 0
+	dispatch := func() {
+		for sent < s.work.answers {
+			got := p.TryAcquire(nil)
+			if got == nil {
+				return
+			}
+			n := llmsim.NaturalLength(s.work.seed*0x9e3779b97f4a7c15+uint64(sent)*2654435761+1, 0)
+			seq := &llmsim.Seq{PromptTokens: 60, Target: min(n, s.work.maxTokens), Ref: req{p.sent(got)}}
+			push(simEvent{at: now() + half, seq: seq})
+			sent++
+		}
+	}
+	record := func() {
+		p.mu.Lock()
+		slots := ep.slots
+		p.mu.Unlock()
+		if l := len(run.limits); l == 0 || run.limits[l-1].limit != slots {
+			run.limits = append(run.limits, limitAt{now(), slots, done})
+		}
+	}
+	record()
+	dispatch()
+	nextPoll := simPollEvery
+	for done < s.work.answers {
+		step, busy := sim.Peek()
+		switch {
+		case len(events) > 0 && (!busy || events[0].at <= step):
+			e := events[0]
+			events = events[1:]
+			sim.Advance(e.at)
+			fake.Set(epoch.Add(e.at))
+			if !e.back {
+				sim.Submit(0, e.seq)
+				continue
+			}
+			p.observe(ep, e.seq.Ref.(req).sent, e.seq.Generated, nil)
+			p.Release(ep)
+			run.tokens += e.seq.Generated
+			done++
+			record()
+			dispatch()
+		case busy:
+			st, _ := sim.Next()
+			fake.Set(epoch.Add(st.At))
+			sim.SetMaxRunning(0, s.plan.at(st.At))
+			if s.flavour.metrics != noMetrics && st.At >= nextPoll {
+				p.mu.Lock()
+				p.loadLocked(ep, s.flavour.reading(sim, p.clk.Now(), ep.inflight))
+				p.mu.Unlock()
+				nextPoll = st.At + simPollEvery
+				record()
+				dispatch()
+			}
+			for _, f := range st.Finished {
+				push(simEvent{at: st.At + half, seq: f, back: true})
+			}
+		default:
+			t.Fatalf("%d of %d answers came back, and nothing is under way", done, s.work.answers)
+		}
+	}
+	run.wall, run.notes = now(), logs.text()
+	return run
+}
+
+// reading is what the flavour's monitoring says of the model now.
+func (f simFlavour) reading(sim *simfleet.Sim, now time.Time, inflight int) serverLoad {
+	load := serverLoad{running: sim.Running(0), waiting: sim.Waiting(0), at: now}
+	return load
+}
+
+// wallTimes runs every mode on the setup for each seed and returns each
+// mode's wall times, in seed order.
+func wallTimes(t testing.TB, s simSetup, modes []simMode, seeds []uint64) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
+	for _, seed := range seeds {
+		for _, m := range modes {
+			s.mode, s.work.seed = m, seed
+			out[m.name] = append(out[m.name], simulate(t, s).wall)
+		}
+	}
+	return out
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// fixedLevels are the fixed in-flight counts a run on s slots is compared
+// with: from half the slots to four times as many.
+func fixedLevels(s int) []simMode {
+	var out []simMode
+	for _, n := range []int{s / 2, s, s + 2, s + s/8, s + s/4, s + s/2, 2 * s, 4 * s} {
+		if n > 0 && !slices.ContainsFunc(out, func(m simMode) bool { return m.fixed == n }) {
+			out = append(out, modeFixed(n))
+		}
+	}
+	return out
+}
+
+// simWorkFor is the run a test measures on s slots: long enough (about
+// 40 answers a slot) that a limit found early pays, as it does on a real
+// run of hours.
+func simWorkFor(s int) simWork { return simWork{answers: 40 * s, maxTokens: 512} }
+
+func TestFlavoursTable(t *testing.T) {
+	seeds := []uint64{1, 2, 3}
+	for _, slots := range []int{4, 32, 128} {
+		for _, fl := range simFlavours {
+			s := simSetup{flavour: fl, plan: slotPlan{{Slots: slots}}, work: simWorkFor(slots)}
+			modes := append([]simMode{modeDefault, modeAuto}, fixedLevels(slots)...)
+			walls := wallTimes(t, s, modes, seeds)
+			best, bestName := time.Duration(1<<62), ""
+			for _, m := range modes[2:] {
+				if w := median(walls[m.name]); w < best {
+					best, bestName = w, m.name
+				}
+			}
+			line := fmt.Sprintf("%s %d slots: best fixed %s %v", fl.name, slots, bestName, best.Round(time.Second))
+			for _, m := range modes {
+				line += fmt.Sprintf(" | %s %.3f", m.name, float64(median(walls[m.name]))/float64(best))
+			}
+			t.Log(line)
+		}
+	}
+}
+
+func TestFlavourDebug(t *testing.T) {
+	for _, n := range []int{4, 32, 128} {
+		s := simSetup{flavour: simFlavours[3], plan: slotPlan{{Slots: n}}, work: simWorkFor(n), mode: modeAuto}
+		r := simulate(t, s)
+		t.Logf("%v\n%s\n%v", r, r.notes, r.wall)
+	}
+}
