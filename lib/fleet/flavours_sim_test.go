@@ -146,6 +146,9 @@ func simulate(t testing.TB, s simSetup) simRun {
 			if got == nil {
 				return
 			}
+			// Requests go out one after another, as infer's senders send
+			// them, never two at the same instant.
+			fake.Advance(time.Microsecond)
 			n := llmsim.NaturalLength(s.work.seed*0x9e3779b97f4a7c15+uint64(sent)*2654435761+1, 0)
 			seq := &llmsim.Seq{PromptTokens: 60, Target: min(n, s.work.maxTokens), Ref: req{p.sent(got)}}
 			push(simEvent{at: now() + half, seq: seq})
@@ -170,7 +173,7 @@ func simulate(t testing.TB, s simSetup) simRun {
 			e := events[0]
 			events = events[1:]
 			sim.Advance(e.at)
-			fake.Set(epoch.Add(e.at))
+			fake.Set(epoch.Add(max(e.at, now())))
 			if !e.back {
 				sim.Submit(0, e.seq)
 				continue
@@ -183,7 +186,7 @@ func simulate(t testing.TB, s simSetup) simRun {
 			dispatch()
 		case busy:
 			st, _ := sim.Next()
-			fake.Set(epoch.Add(st.At))
+			fake.Set(epoch.Add(max(st.At, now())))
 			sim.SetMaxRunning(0, s.plan.at(st.At))
 			if s.flavour.metrics != noMetrics && st.At >= nextPoll {
 				p.mu.Lock()
@@ -241,10 +244,9 @@ func fixedLevels(s int) []simMode {
 	return out
 }
 
-// simWorkFor is the run a test measures on s slots: long enough (about
-// 40 answers a slot) that a limit found early pays, as it does on a real
-// run of hours.
-func simWorkFor(s int) simWork { return simWork{answers: 40 * s, maxTokens: 512} }
+// simWorkFor is the run a test measures on s slots: 100 answers a slot,
+// a short run (the production job is 1,700 a slot), up to 512 tokens each.
+func simWorkFor(s int) simWork { return simWork{answers: 100 * s, maxTokens: 512} }
 
 func TestFlavoursTable(t *testing.T) {
 	seeds := []uint64{1, 2, 3}

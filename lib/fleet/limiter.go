@@ -126,6 +126,7 @@ type Limiter struct {
 	hasRef bool
 	good   int // descending, searching: the smallest limit found as good as ref
 	lo     int // searching: the largest limit found short of ref
+	trying int // searching: the level measured now, less its spare
 	held   int // windows held since the last step up was tried
 	// slowed: holding, one window was slower than ref; the next one,
 	// wholly after the change, says by how much.
@@ -164,6 +165,7 @@ type limiterWindow struct {
 	// batch and queue have turned over to the new level.
 	start, last time.Time
 	settling    bool
+	skip        int  // settling: the sends to let pass before the cohort begins
 	unsettled   bool // the cohort began without settling
 	inflight    int
 	area        float64 // request-seconds in flight since start
@@ -238,20 +240,20 @@ func (l *Limiter) Sent(at time.Time) {
 	}
 	w.sends++
 	switch {
-	case w.settling && w.sends >= l.limit:
-		l.begin(at)
+	case w.settling && w.sends >= w.skip:
+		l.begin(at, w.unsettled)
 	case !w.settling && w.sends >= l.cohortSize():
 		w.cohort, w.sealed = w.sends, at
 	}
 }
 
 // begin starts the cohort now.
-func (l *Limiter) begin(now time.Time) {
+func (l *Limiter) begin(now time.Time, unsettled bool) {
 	w := &l.win
 	if now.After(w.last) {
 		w.last = now
 	}
-	l.win = limiterWindow{start: now, last: w.last, inflight: w.inflight}
+	l.win = limiterWindow{start: now, last: w.last, inflight: w.inflight, unsettled: unsettled}
 	l.windows++
 }
 
@@ -347,15 +349,14 @@ func (l *Limiter) turnedAway() bool {
 
 // cohortBack: the whole cohort is sent and back, or all but stragglers.
 //
-// While it climbs, once the level settled, half the cohort back is
-// enough: the climb asks only whether the output grew with the level,
-// which the first answers back tell as well as the last (all of them met
-// the level's queue), and a step taken a long answer sooner keeps a large
-// server's slots idle for less. A cohort sent at once on a step, unsettled,
-// waits for all: the first back are those the step's free slots took.
+// While it climbs, half the cohort back is enough: the climb asks only
+// whether the output grew with the level, which the first answers back
+// tell as well as the last (all of them met the level's queue, or the
+// step's burst was past the free slots: see stepUp), and a step taken a
+// long answer sooner keeps a large server's slots idle for less.
 func (l *Limiter) cohortBack(now time.Time) bool {
 	w := &l.win
-	if w.cohort > 0 && l.phase == climbing && !w.unsettled && 2*w.back >= w.cohort && w.answers >= min(lineAnswers, w.cohort) {
+	if w.cohort > 0 && l.phase == climbing && 2*w.back >= w.cohort && w.answers >= l.quorum() {
 		return true
 	}
 	return w.cohort > 0 && (w.back >= w.cohort || l.straggling(now))
@@ -388,7 +389,7 @@ func (l *Limiter) endWindow(now time.Time) {
 		l.decide(m, now)
 	}
 	if l.windows == windows {
-		l.begin(now) // the same limit: the next cohort starts at once
+		l.begin(now, false) // the same limit: the next cohort starts at once
 	}
 }
 
@@ -418,6 +419,18 @@ func (l *Limiter) perToken() (float64, float64) {
 		return ratio, -1
 	}
 	return (a + b*mean) / mean, max(a, 0) / (a + b*mean)
+}
+
+// quorum is how many answers a climbing window needs before half its
+// cohort back ends it: half the cohort, and on the first window enough
+// for the line (lineAnswers), whose wait share says whether the level
+// ran every request at once (nothingWaited), or a lower one is tried.
+func (l *Limiter) quorum() int {
+	w := &l.win
+	if len(l.climb) == 0 {
+		return min(w.cohort, max(lineAnswers, (w.cohort+1)/2))
+	}
+	return (w.cohort + 1) / 2
 }
 
 // straggling: three quarters of the cohort are back and the rest have
@@ -533,8 +546,15 @@ func (l *Limiter) stepUp(m, prev limiterMeasure, stepped bool, now time.Time) {
 	if linear {
 		next = l.limit + l.step(fastStep*l.limit)
 	}
+	burst := next - l.limit
 	l.set(next, now)
-	l.win.settling, l.win.unsettled = !linear, linear
+	if linear {
+		// The step's requests go out at once: the first of them take the
+		// slots the last level left free (burst less the cohort's share),
+		// the cohort is the rest, those that wait if the server has fewer
+		// slots than the new level.
+		l.win.skip, l.win.unsettled = max(0, burst-l.cohortSize()), true
+	}
 }
 
 // settledAtCeiling settles at the ceiling when the limit is there: no
@@ -561,7 +581,7 @@ func (l *Limiter) atKnee(m limiterMeasure, now time.Time, why string) {
 	if below, ok := l.levelBelow(k); ok && k > below.limit+max(2, below.limit/searchGap) {
 		l.phase, l.ref, l.good, l.lo = searching, best, k, below.limit
 		l.why = why
-		l.set(l.searchAt(best.out*below.perTok), now)
+		l.try(l.searchAt(best.out*below.perTok), now)
 		return
 	}
 	if k <= l.lowest && k > l.cfg.Min && !l.nothingWaited(k) {
@@ -606,19 +626,28 @@ func (l *Limiter) searchAt(est float64) int {
 	return n
 }
 
+// try measures level n of the search, with the spare it would settle
+// with: a level found by Little's law is a little under the slots (the
+// latency per token grows with the batch), which the spare makes up.
+func (l *Limiter) try(n int, now time.Time) {
+	l.trying = n
+	l.set(min(n, l.good)+l.cfg.spare(n), now)
+}
+
 // searchWindow: a level between the last one short of the best output (lo)
-// and the knee (good). One as good (within kneeMargin Gains) is where it
-// settles; one short of it is the new lo, and the next try is halfway up
-// to the knee.
+// and the knee (good), with its spare. One as good (within kneeMargin
+// Gains) is where it settles; one short of it is the new lo, and the next
+// try is halfway up to the knee.
 func (l *Limiter) searchWindow(m limiterMeasure, now time.Time) {
-	if m.out >= l.ref.out*(1-kneeMargin*l.cfg.Gain) || l.good-m.limit <= max(1, l.good/(2*searchGap)) {
-		// As good as the knee (the spare covers the rest), or too close
-		// to it to tell: no lower level is tried, each would idle slots.
-		l.settle(min(m.limit, l.good), now, l.why)
+	n := l.trying
+	if m.out >= l.ref.out*(1-kneeMargin*l.cfg.Gain) || l.good-n <= max(1, l.good/(2*searchGap)) {
+		// As good as the knee, or too close to it to tell: no lower level
+		// is tried, each would idle slots.
+		l.settle(min(n, l.good), now, l.why)
 		return
 	}
-	l.lo = m.limit
-	l.set((l.lo+l.good+1)/2, now)
+	l.lo = n
+	l.try((l.lo+l.good+1)/2, now)
 }
 
 // descendWindow: halving while a level keeps ref's output (within
@@ -815,6 +844,6 @@ func (l *Limiter) set(n int, now time.Time) {
 }
 
 func (l *Limiter) restart(now time.Time) {
-	l.win = limiterWindow{start: now, last: now, inflight: l.win.inflight, settling: true}
+	l.win = limiterWindow{start: now, last: now, inflight: l.win.inflight, settling: true, skip: l.limit}
 	l.windows++
 }
