@@ -349,14 +349,16 @@ func (l *Limiter) turnedAway() bool {
 
 // cohortBack: the whole cohort is sent and back, or all but stragglers.
 //
-// While it climbs, half the cohort back is enough: the climb asks only
-// whether the output grew with the level, which the first answers back
-// tell as well as the last (all of them met the level's queue, or the
-// step's burst was past the free slots: see stepUp), and a step taken a
-// long answer sooner keeps a large server's slots idle for less.
+// While it climbs, half the cohort back is enough when it was sent one
+// request after another, on answers coming back (settled): all of them
+// met the level's queue, the climb asks only whether the output grew with
+// the level, and a step taken a long answer sooner keeps a large server's
+// slots idle for less. A step's burst, sent at once (unsettled), waits for
+// all: the first back are those that found free slots, the last those
+// that waited.
 func (l *Limiter) cohortBack(now time.Time) bool {
 	w := &l.win
-	if w.cohort > 0 && l.phase == climbing && 2*w.back >= w.cohort && w.answers >= l.quorum() {
+	if w.cohort > 0 && l.phase == climbing && !w.unsettled && 2*w.back >= w.cohort && w.answers >= l.quorum() {
 		return true
 	}
 	return w.cohort > 0 && (w.back >= w.cohort || l.straggling(now))
@@ -574,14 +576,13 @@ func (l *Limiter) settledAtCeiling(now time.Time) bool {
 // When the knee was reached by a long step (fourfold while nothing
 // waited), the slots lie somewhere between the level before and the knee:
 // it searches there (searching), first at the number of requests the
-// server runs by Little's law, the knee's output times the latency per
-// token of the level before, where nothing waited.
+// server ran at once past the knee, by Little's law (running).
 func (l *Limiter) atKnee(m limiterMeasure, now time.Time, why string) {
 	k, best := l.knee()
 	if below, ok := l.levelBelow(k); ok && k > below.limit+max(2, below.limit/searchGap) {
 		l.phase, l.ref, l.good, l.lo = searching, best, k, below.limit
 		l.why = why
-		l.try(l.searchAt(best.out*below.perTok), now)
+		l.try(l.searchAt(l.running(best, k)), now)
 		return
 	}
 	if k <= l.lowest && k > l.cfg.Min && !l.nothingWaited(k) {
@@ -590,6 +591,34 @@ func (l *Limiter) atKnee(m limiterMeasure, now time.Time, why string) {
 		return
 	}
 	l.settle(k, now, why)
+}
+
+// running is how many requests the server ran at once during m, a level
+// past the knee k, by Little's law: the requests in flight (m's output
+// times its latency per token) times the share of their latency spent
+// being written rather than waiting (m.wait is the share of a typical
+// answer's latency its line puts in the intercept). Without a line, the
+// output over the latency per token of a request that does not wait.
+func (l *Limiter) running(m limiterMeasure, k int) float64 {
+	if m.wait >= 0 {
+		return m.out * m.perTok * (1 - m.wait)
+	}
+	return m.out * l.freeLatency(k)
+}
+
+// freeLatency is the latency per token of a request that does not wait:
+// the least the climb measured below level n. The level just below the
+// knee may have had some of its requests wait (a step's burst that
+// reached past the free slots looks nearly linear), and one answer's
+// speed changes little with the batch, so the least is the nearest.
+func (l *Limiter) freeLatency(n int) float64 {
+	least := 0.0
+	for _, m := range l.climb {
+		if m.limit < n && m.perTok > 0 && (least == 0 || m.perTok < least) {
+			least = m.perTok
+		}
+	}
+	return least
 }
 
 // levelBelow is the climb's highest level measured under n.
