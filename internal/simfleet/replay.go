@@ -98,7 +98,14 @@ type Progress struct {
 // Next delivers the step that ends first, moving the virtual time to its
 // end, and starts that endpoint's next step; false when every endpoint is
 // idle.
-func (s *Sim) Next() (Step, bool) {
+func (s *Sim) Next() (Step, bool) { return s.next(true) }
+
+// NextFinished is Next without the running sequences' progress (Running
+// is nil), for a client that looks only at the answers that end: it
+// allocates nothing a step.
+func (s *Sim) NextFinished() (Step, bool) { return s.next(false) }
+
+func (s *Sim) next(progress bool) (Step, bool) {
 	var first *endpoint
 	idx := -1
 	for i, ep := range s.eps {
@@ -110,10 +117,15 @@ func (s *Sim) Next() (Step, bool) {
 		return Step{}, false
 	}
 	s.now = first.end
-	st := Step{Endpoint: idx, At: s.now, Finished: append([]*llmsim.Seq(nil), first.m.Finished()...)}
-	first.m.EachRunning(func(seq *llmsim.Seq) {
-		st.Running = append(st.Running, Progress{seq, seq.Generated})
-	})
+	st := Step{Endpoint: idx, At: s.now}
+	if f := first.m.Finished(); len(f) > 0 {
+		st.Finished = append([]*llmsim.Seq(nil), f...)
+	}
+	if progress {
+		first.m.EachRunning(func(seq *llmsim.Seq) {
+			st.Running = append(st.Running, Progress{seq, seq.Generated})
+		})
+	}
 	s.step(first)
 	return st, true
 }

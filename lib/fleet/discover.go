@@ -262,7 +262,7 @@ var knownMetrics = []metricNames{
 func findMetrics(body []byte) *metricNames {
 	for _, m := range knownMetrics {
 		if bytes.Contains(body, []byte(m.running)) && bytes.Contains(body, []byte(m.waiting)) {
-			if _, ok := m.read(body); ok {
+			if _, ok := m.read(body, 0); ok {
 				return &m
 			}
 		}

@@ -11,42 +11,47 @@ import (
 
 // The adaptive in-flight limit of one endpoint, for servers that do not
 // say how many requests they run at once (vLLM, Ollama, gateways), or any
-// server with --concurrency auto.
+// server with --concurrency auto (which starts from the capacity a server
+// reports, with its spare, and holds there as at a level found).
 //
-// It measures in windows. After a change of the limit, once as many
-// requests as the limit were sent (the server's batch and queue have
-// turned over), a window takes a cohort of requests sent one after
-// another (a quarter of the limit while climbing, the limit once held;
-// 4 to 8 at least) and ends when every one of them is back, the longest
-// too. From the cohort it takes the latency per token ℓ of an answer of
-// the recent mean length (the line latency = a + b × tokens fitted on
-// it: a queue's wait goes into a), and the mean number of requests in
-// flight, N; by Little's law the endpoint's output is N/ℓ tokens per
-// second. That figure is steady even with long-tailed answer lengths (a
-// long answer has a long latency), so windows of a few answers can be
+// Where the server's metrics count its running and waiting requests, the
+// limit follows them (limiter_signals.go). Elsewhere it measures latency
+// in windows. A window takes a cohort of requests sent one after another
+// (half the limit while climbing, the limit once held; 4 to 8 at least),
+// after a change of the limit once as many requests as the limit were
+// sent (the server's batch and queue have turned over), and ends when
+// every one of them is back, the longest too (while climbing, half of
+// them). From the cohort it takes the latency per token ℓ of an answer of
+// the recent mean length (the line latency = a + b × tokens fitted on it:
+// a queue's wait goes into a), and the mean number of requests in flight,
+// N; by Little's law the endpoint's output is N/ℓ tokens per second.
+// That figure is steady even with long-tailed answer lengths (a long
+// answer has a long latency), so windows of a few answers can be
 // compared, where counting the tokens of the answers that happen to
 // finish in a window would swing by half.
 //
-// The limit climbs from 4 while each step adds at least 5% to the output,
-// by at most 16 a window: it doubles, or grows fourfold after a step whose
-// ℓ stayed within 10% of the level before (nothing waits: the server is
-// far from full). When a step adds less, the server is full: past its
-// slots the extra requests only wait in its queue, and ℓ grows as fast
-// as N. The limit settles on the smallest level measured within 5% of the
-// best, after trying lower ones when nothing below was measured, plus
-// Spare (2) to wait in the server's queue, so that a slot that frees is
-// refilled without a round trip. Held
-// there, it watches for the server slowing down at the same limit (fewer
-// slots, or other clients): ℓ up by a quarter and the output down in two
-// windows running (the first began before the change and understates
-// it), and then tries the limit that ℓ's growth points to (L × ℓ_before/
-// ℓ_now, the gradient step of TCP Vegas and Netflix's concurrency-limits),
-// keeping it if the output holds, and halving on from there only while ℓ
-// is still above what it was before. Every 8 windows held it tries a
-// quarter more, in case the server grew, and climbs on if that paid (the
-// levels it then measures carry the spare already: it adds none).
-// Where the server's metrics count waiting requests, a queue ends the
-// climb at once at the number it runs; 429 and 503 answers halve the
+// The limit climbs from 4 while each step adds at least 5% to the output:
+// it doubles, or grows fourfold after a step whose ℓ stayed within 10% of
+// the level before (nothing waits: the server is far from full). When a
+// step adds less, the server is full: past its slots the extra requests
+// only wait in its queue, and ℓ grows as fast as N. The knee lies between
+// the smallest level within 5% of the best and the level measured before
+// it; where those are far apart it is searched for, first at the number
+// of requests the server ran at once by Little's law (N times the share
+// of the latency spent being written, 1 − a/ℓ). The limit settles there,
+// after trying lower levels when nothing below was measured and the
+// level's answers waited, plus the spare (an eighth of the level, 2 at
+// least) to wait in the server's queue, so that a slot that frees is
+// refilled without a round trip. Held there, it watches for the server
+// slowing down at the same limit (fewer slots, or other clients): ℓ up by
+// a quarter and the output down in two windows running (the first began
+// before the change and understates it), and then tries the limit that
+// ℓ's growth points to (L × ℓ_before/ℓ_now, the gradient step of TCP
+// Vegas and Netflix's concurrency-limits), keeping it if the output
+// holds, and halving on from there only while ℓ is still above what it
+// was before. Every 8 windows held it tries a quarter more, in case the
+// server grew, and climbs on if that paid (the levels it then measures
+// carry the spare already: it adds none). 429 and 503 answers halve the
 // limit.
 //
 // The limiter is pure arithmetic on the times it is told: the pool calls
@@ -57,7 +62,7 @@ type LimiterConfig struct {
 	Start      int     // the first limit [4]
 	Min        int     // the lowest [1]
 	Max        int     // the ceiling [256]
-	MaxStep    int     // the most added in one window [16]
+	MaxStep    int     // the most added in one window [256]
 	Gain       float64 // output a step up must add to be kept, and a step down may lose [0.05]
 	ProbeEvery int     // windows held before one step more is tried [8]
 	MinAnswers int     // answers a window needs at least [8]
@@ -86,15 +91,17 @@ func (c LimiterConfig) withDefaults() LimiterConfig {
 	def(&c.MaxStep, 256)
 	def(&c.ProbeEvery, 8)
 	def(&c.MinAnswers, 8)
-	if c.Spare == 0 {
+	switch { // idempotent: a negative Spare stays negative, meaning none
+	case c.Spare < 0:
+		c.SpareShare = -1
+	case c.Spare == 0:
 		c.Spare = 2
 	}
-	c.Spare = max(c.Spare, 0)
 	switch {
-	case c.SpareShare == 0:
-		c.SpareShare = 1.0 / 8
-	case c.SpareShare < 0 || c.Spare == 0:
+	case c.SpareShare < 0:
 		c.SpareShare = 0
+	case c.SpareShare == 0 && c.Spare > 0:
+		c.SpareShare = 1.0 / 8
 	}
 	if !(c.Gain > 0 && c.Gain < 1) {
 		c.Gain = 0.05
@@ -176,9 +183,6 @@ type limiterWindow struct {
 	answers     int               // of them, answered
 	fit         forecast.SpeedFit // their latency on their tokens
 	busy        int               // 429 and 503 answers
-	waitSum     float64
-	loads       int
-	runMax      int
 }
 
 // limiterMeasure is one window's figures.
@@ -186,8 +190,6 @@ type limiterMeasure struct {
 	limit   int
 	out     float64 // tokens per second, N/ℓ
 	perTok  float64 // ℓ, seconds of latency per token
-	queued  bool    // the server's metrics saw requests waiting
-	running int     // the most its metrics saw running
 	settled bool    // measured after the server settled to the limit
 	// wait is the share of a typical answer's latency that every answer
 	// waited, whatever its length (-1: unknown).
@@ -258,10 +260,10 @@ func (l *Limiter) begin(now time.Time, unsettled bool) {
 }
 
 // cohortSize is how many requests a window measures.
-// While climbing (below the knee, no queue) the figures are steady and a
-// quarter of the limit (half MinAnswers at least) is enough; at or past the knee a queue's waits vary
-// from request to request, and a cohort as large as the limit evens them
-// out.
+// While climbing (below the knee, no queue) the figures are steady and
+// half the limit (half MinAnswers at least) is enough; at or past the knee
+// a queue's waits vary from request to request, and a cohort as large as
+// the limit evens them out.
 // A step down is tried to see whether the output halves, which a few
 // answers show.
 func (l *Limiter) cohortSize() int {
@@ -379,10 +381,9 @@ func (l *Limiter) endWindow(now time.Time) {
 		l.restart(now)
 		return
 	}
-	m := limiterMeasure{limit: l.limit, running: w.runMax, settled: !w.unsettled}
+	m := limiterMeasure{limit: l.limit, settled: !w.unsettled}
 	m.perTok, m.wait = l.perToken()
 	m.out = mean / m.perTok
-	m.queued = w.loads > 0 && w.waitSum/float64(w.loads) >= 1
 	if l.lowest == 0 || m.limit < l.lowest {
 		l.lowest = m.limit
 	}
@@ -510,9 +511,6 @@ func (l *Limiter) climbWindow(m limiterMeasure, now time.Time) {
 	}
 	l.climb = append(l.climb, m)
 	switch {
-	case m.queued && m.running > 0:
-		// The server says requests wait: it runs m.running at once.
-		l.counted(min(m.running, m.limit), now)
 	case !stepped || m.out >= prev.out*(1+l.cfg.Gain):
 		l.stepUp(m, prev, stepped, now)
 	default:
@@ -664,19 +662,26 @@ func (l *Limiter) try(n int, now time.Time) {
 }
 
 // searchWindow: a level between the last one short of the best output (lo)
-// and the knee (good), with its spare. One as good (within kneeMargin
-// Gains) is where it settles; one short of it is the new lo, and the next
-// try is halfway up to the knee.
+// and the knee (good), with its spare. One as good (within Gain) is where
+// it settles; one short of it is the new lo, and the next try is the
+// level its shortfall points to.
 func (l *Limiter) searchWindow(m limiterMeasure, now time.Time) {
 	n := l.trying
-	if m.out >= l.ref.out*(1-kneeMargin*l.cfg.Gain) || l.good-n <= max(1, l.good/(2*searchGap)) {
+	if m.out >= l.ref.out*(1-l.cfg.Gain) || l.good-n <= max(1, l.good/(2*searchGap)) {
 		// As good as the knee, or too close to it to tell: no lower level
 		// is tried, each would idle slots.
 		l.settle(min(n, l.good), now, l.why)
 		return
 	}
+	// Short of it: the slots are more, by about the share of the output
+	// missing (the requests in flight all ran, and each slot adds its
+	// share), and one more.
 	l.lo = n
-	l.try((l.lo+l.good+1)/2, now)
+	next := n + 1
+	if m.out > 0 {
+		next = max(next, int(math.Ceil(float64(n)*l.ref.out/m.out))+1)
+	}
+	l.try(l.searchAt(float64(next)), now)
 }
 
 // descendWindow: halving while a level keeps ref's output (within
@@ -700,19 +705,14 @@ func (l *Limiter) descendWindow(m limiterMeasure, now time.Time) {
 }
 
 // holdWindow: held at the limit found, the first window is the reference
-// (and checks the levels below it after settling); later ones watch for a
-// queue the metrics count and for the server slowing down, and move the
-// reference.
+// (and checks the levels below it after settling); later ones watch for
+// the server slowing down, and move the reference.
 func (l *Limiter) holdWindow(m limiterMeasure, now time.Time) {
 	if !l.hasRef {
 		l.ref, l.hasRef = m, true
 		if l.why != "" {
 			l.verify(m, now)
 		}
-		return
-	}
-	if m.queued && m.running > 0 && m.running < l.limit {
-		l.counted(m.running, now)
 		return
 	}
 	if l.slower(m) {
@@ -732,13 +732,13 @@ func (l *Limiter) holdWindow(m limiterMeasure, now time.Time) {
 }
 
 // keepHolding takes m into the reference and, every ProbeEvery windows
-// held, tries a step more, unless the server's metrics see a queue.
+// held, tries a step more.
 func (l *Limiter) keepHolding(m limiterMeasure, now time.Time) {
 	l.slowed = false
 	l.ref.out = refKeep*l.ref.out + (1-refKeep)*m.out
 	l.ref.perTok = refKeep*l.ref.perTok + (1-refKeep)*m.perTok
 	l.held++
-	if l.held >= l.cfg.ProbeEvery && l.limit < l.cfg.Max && !m.queued {
+	if l.held >= l.cfg.ProbeEvery && l.limit < l.cfg.Max {
 		l.phase = probing
 		l.climb = []limiterMeasure{l.ref}
 		l.set(l.limit+max(1, l.limit/probeShare), now)
@@ -767,13 +767,13 @@ func (l *Limiter) followSlowdown(m limiterMeasure, now time.Time) bool {
 	return true
 }
 
-// probeWindow: one step above the held limit. Output up by Gain with no
-// queue says the server grew: the climb goes on from there; otherwise
-// back to the held limit.
+// probeWindow: one step above the held limit. Output up by Gain says the
+// server grew: the climb goes on from there; otherwise back to the held
+// limit.
 func (l *Limiter) probeWindow(m limiterMeasure, now time.Time) {
 	base := l.climb[0]
 	l.climb = append(l.climb, m)
-	if !(m.out >= base.out*(1+l.cfg.Gain) && !m.queued) {
+	if m.out < base.out*(1+l.cfg.Gain) {
 		l.hold(base.limit, now)
 		return
 	}
@@ -815,19 +815,12 @@ func (l *Limiter) settle(n int, now time.Time, why string) {
 	if l.phase == descending && l.ref.limit < n {
 		below = append(below, l.ref)
 	}
-	spare := l.cfg.spare(n)
+	spare := min(l.cfg.spare(n), l.cfg.Max-n)
 	if l.probed {
 		spare = 0
 	}
 	l.hold(n+spare, now)
 	l.below, l.why, l.found, l.spare = below, why, n, spare
-}
-
-// counted holds at n, the number the server's metrics count running
-// while others wait: exact, nothing to check.
-func (l *Limiter) counted(n int, now time.Time) {
-	l.hold(n, now)
-	l.note = fmt.Sprintf("in flight settled at %d (the server's metrics count %d running and requests waiting)", n, n)
 }
 
 // verify is the first window held after settling, m: it moves to the

@@ -9,8 +9,8 @@ import (
 
 // Each phase of the adaptive limit, one window's figures at a time: what
 // the limiter does with a measure, from a state set up for it, under the
-// default bounds (start 4, ceiling 256, steps of at most 16, 5% gain, a
-// probe every 8 windows held, 2 spare).
+// default bounds (start 4, ceiling 256, 5% gain, a probe every 8 windows
+// held, a spare of an eighth, 2 at least).
 
 // phaseCase is one window measured in a phase.
 type phaseCase struct {
@@ -60,22 +60,24 @@ func runPhase(t *testing.T, phase limiterPhase, cases []phaseCase) {
 
 func TestLimiterClimbing(t *testing.T) {
 	runPhase(t, climbing, []phaseCase{
-		{name: "the first window, at the start, steps fourfold, needing no settling",
+		{name: "the first window, at the start, steps fourfold; the cohort is the end of the step's burst",
 			setup: func(l *Limiter) {}, m: measured(4, 100, 0.01), limit: 16, phase: climbing,
 			check: func(t *testing.T, l *Limiter) {
-				if l.win.settling || !l.win.unsettled || len(l.climb) != 1 {
-					t.Errorf("settling %v, unsettled %v, climb %v", l.win.settling, l.win.unsettled, l.climb)
+				// 12 sent at once: the first 4 may take free slots, the 8
+				// after them are the cohort, unsettled.
+				if l.win.skip != 4 || !l.win.unsettled || l.cohortSize() != 8 || len(l.climb) != 1 {
+					t.Errorf("skip %d, unsettled %v, cohort %d, climb %v", l.win.skip, l.win.unsettled, l.cohortSize(), l.climb)
 				}
 			}},
-		{name: "output up at the same latency per token: fourfold, by at most MaxStep",
+		{name: "output up at the same latency per token: fourfold",
 			setup: func(l *Limiter) { l.limit, l.climb = 32, []limiterMeasure{measured(16, 400, 0.01)} },
-			m:     measured(32, 800, 0.0109), limit: 48, phase: climbing},
+			m:     measured(32, 800, 0.0109), limit: 128, phase: climbing},
 		{name: "output up, latency per token up more than 10%: the step doubles and settles first",
 			setup: func(l *Limiter) { l.limit, l.climb = 8, []limiterMeasure{measured(4, 100, 0.01)} },
 			m:     measured(8, 150, 0.0111), limit: 16, phase: climbing,
 			check: func(t *testing.T, l *Limiter) {
-				if !l.win.settling || l.win.unsettled {
-					t.Errorf("settling %v, unsettled %v", l.win.settling, l.win.unsettled)
+				if !l.win.settling || l.win.skip != 16 || l.win.unsettled {
+					t.Errorf("settling %v, skip %d, unsettled %v", l.win.settling, l.win.skip, l.win.unsettled)
 				}
 			}},
 		{name: "an unsettled window slower per token is measured again",
@@ -86,43 +88,65 @@ func TestLimiterClimbing(t *testing.T) {
 					t.Errorf("climb %v (the window is not kept), settling %v", l.climb, l.win.settling)
 				}
 			}},
-		{name: "the server's metrics count a queue: the number running",
-			setup: func(l *Limiter) { l.limit = 16 },
-			m:     limiterMeasure{limit: 16, out: 300, perTok: 0.01, settled: true, queued: true, running: 12},
-			limit: 12, phase: holding,
-			note: "in flight settled at 12 (the server's metrics count 12 running and requests waiting)"},
-		{name: "the server's metrics count more running than sent: the limit",
-			setup: func(l *Limiter) { l.limit = 8 },
-			m:     limiterMeasure{limit: 8, out: 300, perTok: 0.01, settled: true, queued: true, running: 12},
-			limit: 8, phase: holding,
-			note: "in flight settled at 8 (the server's metrics count 8 running and requests waiting)"},
-		{name: "a step that paid at the ceiling settles there",
+		{name: "a step that paid at the ceiling, latency per token the same, settles there",
 			setup: func(l *Limiter) { l.limit, l.climb = 256, []limiterMeasure{measured(240, 1000, 0.01)} },
 			m:     measured(256, 1100, 0.01), limit: 256, phase: holding,
 			check: func(t *testing.T, l *Limiter) {
-				if l.why != "the ceiling" || l.found != 256 || l.spare != 2 {
+				if l.why != "the ceiling" || l.found != 256 || l.spare != 0 {
 					t.Errorf("why %q, found %d, spare %d", l.why, l.found, l.spare)
 				}
 			}},
-		{name: "a step that added under 5% settles at the knee, 2 spare",
+		{name: "a step that paid at the ceiling as requests waited: the knee is searched for below",
+			setup: func(l *Limiter) { l.limit, l.climb = 256, []limiterMeasure{measured(64, 1000, 0.01)} },
+			// 256 in flight, 2,000 tok/s at 0.128 s a token, half of it
+			// waiting: 256 × 0.5 = 128 ran at once; tried with 16 spare.
+			m: limiterMeasure{limit: 256, out: 2000, perTok: 0.128, settled: true, wait: 0.5}, limit: 144, phase: searching,
+			check: func(t *testing.T, l *Limiter) {
+				if l.trying != 128 || l.lo != 64 || l.good != 256 || l.why != "the ceiling" {
+					t.Errorf("trying %d in (%d, %d), why %q", l.trying, l.lo, l.good, l.why)
+				}
+			}},
+		{name: "a step that added under 5% right above the level before settles at the knee, with its spare",
+			setup: func(l *Limiter) {
+				l.limit, l.lowest = 16, 4
+				l.climb = []limiterMeasure{measured(4, 100, 0.01), measured(13, 380, 0.01), measured(15, 400, 0.01)}
+			},
+			m: measured(16, 410, 0.02), limit: 17, phase: holding,
+			check: func(t *testing.T, l *Limiter) {
+				if l.why != "16 added under 5%" || l.found != 15 || l.spare != 2 || !slices.Equal(l.below, []limiterMeasure{measured(4, 100, 0.01), measured(13, 380, 0.01)}) {
+					t.Errorf("why %q, found %d, spare %d, below %v", l.why, l.found, l.spare, l.below)
+				}
+			}},
+		{name: "a step that added under 5% far above the level before: the knee is searched for in between",
 			setup: func(l *Limiter) {
 				l.limit, l.lowest = 32, 4
 				l.climb = []limiterMeasure{measured(4, 100, 0.01), measured(16, 400, 0.01)}
 			},
-			m: measured(32, 410, 0.02), limit: 18, phase: holding,
+			// 410 tok/s at 0.02 s a token is 8.2 in flight, none waiting:
+			// 9 ran at once, tried with 2 spare.
+			m: measured(32, 410, 0.02), limit: 11, phase: searching,
 			check: func(t *testing.T, l *Limiter) {
-				if l.why != "32 added under 5%" || l.found != 16 || l.spare != 2 || !slices.Equal(l.below, []limiterMeasure{measured(4, 100, 0.01)}) {
-					t.Errorf("why %q, found %d, spare %d, below %v", l.why, l.found, l.spare, l.below)
+				if l.trying != 9 || l.lo != 4 || l.good != 16 || l.ref != measured(32, 410, 0.02) {
+					t.Errorf("trying %d in (%d, %d), ref %+v", l.trying, l.lo, l.good, l.ref)
 				}
 			}},
-		{name: "the knee is the lowest level measured: lower ones are tried",
-			setup: func(l *Limiter) { l.limit, l.lowest, l.climb = 32, 16, []limiterMeasure{measured(16, 400, 0.01)} },
-			m:     measured(32, 410, 0.02), limit: 8, phase: descending,
+		{name: "the knee is the lowest level measured, its answers waited: lower ones are tried",
+			setup: func(l *Limiter) {
+				l.limit, l.lowest = 32, 16
+				l.climb = []limiterMeasure{{limit: 16, out: 400, perTok: 0.01, settled: true, wait: 0.3}}
+			},
+			m: measured(32, 410, 0.02), limit: 8, phase: descending,
 			check: func(t *testing.T, l *Limiter) {
 				if l.good != 16 || l.ref != measured(32, 410, 0.02) {
 					t.Errorf("good %d, ref %+v", l.good, l.ref)
 				}
 			}},
+		{name: "the knee is the lowest level measured, its answers did not wait: settles there",
+			setup: func(l *Limiter) {
+				l.limit, l.lowest = 32, 16
+				l.climb = []limiterMeasure{{limit: 16, out: 400, perTok: 0.01, settled: true, wait: 0.05}}
+			},
+			m: measured(32, 410, 0.02), limit: 18, phase: holding},
 		{name: "the knee at the floor: settles there",
 			setup: func(l *Limiter) { l.limit, l.lowest, l.climb = 2, 1, []limiterMeasure{measured(1, 100, 0.01)} },
 			m:     measured(2, 101, 0.02), limit: 3, phase: holding},
@@ -170,7 +194,7 @@ func TestLimiterDescending(t *testing.T) {
 				}
 			}},
 		{name: "after a slowdown, latency per token back within 10%: settles",
-			setup: from(24, 48, 0.01), m: measured(24, 400, 0.0109), limit: 26, phase: holding,
+			setup: from(24, 48, 0.01), m: measured(24, 400, 0.0109), limit: 27, phase: holding,
 			check: func(t *testing.T, l *Limiter) {
 				if l.why != "latency per token back to 109% of before" || l.found != 24 || l.base != 0 {
 					t.Errorf("why %q, found %d, base %v", l.why, l.found, l.base)
@@ -224,11 +248,6 @@ func TestLimiterHolding(t *testing.T) {
 					t.Errorf("why %q, below %v, ref %v", l.why, l.below, l.hasRef)
 				}
 			}},
-		{name: "the server's metrics count fewer running than the limit, and a queue",
-			setup: held(18, nil),
-			m:     limiterMeasure{limit: 18, out: 400, perTok: 0.01, settled: true, queued: true, running: 12},
-			limit: 12, phase: holding,
-			note: "in flight settled at 12 (the server's metrics count 12 running and requests waiting)"},
 		{name: "slower at the same limit once: measured again",
 			setup: held(18, nil), m: measured(18, 300, 0.0126), limit: 18, phase: holding,
 			check: func(t *testing.T, l *Limiter) {
@@ -273,10 +292,6 @@ func TestLimiterHolding(t *testing.T) {
 			}},
 		{name: "a small limit probes one more",
 			setup: held(3, func(l *Limiter) { l.held = 7 }), m: measured(3, 400, 0.01), limit: 4, phase: probing},
-		{name: "a queue the metrics see: no probe",
-			setup: held(18, func(l *Limiter) { l.held = 7 }),
-			m:     limiterMeasure{limit: 18, out: 400, perTok: 0.01, settled: true, queued: true},
-			limit: 18, phase: holding},
 		{name: "at the ceiling: no probe",
 			setup: held(256, func(l *Limiter) { l.held = 7 }), m: measured(256, 400, 0.01), limit: 256, phase: holding},
 	})
@@ -288,7 +303,7 @@ func TestLimiterProbing(t *testing.T) {
 	}
 	runPhase(t, probing, []phaseCase{
 		{name: "it paid: climbs on, carrying the spare",
-			setup: probe(22, measured(18, 400, 0.01)), m: measured(22, 421, 0.01), limit: 38, phase: climbing,
+			setup: probe(22, measured(18, 400, 0.01)), m: measured(22, 421, 0.01), limit: 44, phase: climbing,
 			check: func(t *testing.T, l *Limiter) {
 				if !l.probed || len(l.climb) != 2 {
 					t.Errorf("probed %v, climb %v", l.probed, l.climb)
@@ -303,10 +318,8 @@ func TestLimiterProbing(t *testing.T) {
 			}},
 		{name: "under the gain: back to the held level",
 			setup: probe(22, measured(18, 400, 0.01)), m: measured(22, 419, 0.01), limit: 18, phase: holding},
-		{name: "a queue the metrics see: back to the held level",
-			setup: probe(22, measured(18, 400, 0.01)),
-			m:     limiterMeasure{limit: 22, out: 500, perTok: 0.01, settled: true, queued: true},
-			limit: 18, phase: holding,
+		{name: "under the gain: the held level is measured afresh",
+			setup: probe(22, measured(18, 400, 0.01)), m: measured(22, 410, 0.01), limit: 18, phase: holding,
 			check: func(t *testing.T, l *Limiter) {
 				if l.hasRef || l.climb != nil {
 					t.Errorf("hasRef %v, climb %v: the held level is measured afresh", l.hasRef, l.climb)
@@ -352,9 +365,9 @@ func TestLimiterWindowEnd(t *testing.T) {
 	})
 	// A cohort sent at once, answered after 1 s but for its last few:
 	// two busy answers, a fifth of those back, halve the limit (two after
-	// nine answers do not); a straggler ends the window without it once it
-	// has been out more than four times the mean latency (at 8 s the mean
-	// is 2 s; at 10 s, 16/7 s).
+	// nine answers do not); held, a straggler ends the window without it
+	// once it has been out more than four times the mean latency (at 8 s
+	// the mean is 2 s; at 10 s, 16/7 s).
 	type back struct {
 		at float64 // seconds after the cohort was sent
 		ok bool    // answered, else busy
@@ -364,14 +377,20 @@ func TestLimiterWindowEnd(t *testing.T) {
 		start, cohort, answered int
 		then                    []back
 		limit                   int
+		ended                   bool // the window ended, the limit the same
 	}{
-		{"2 busy after 8 answers", 64, 16, 8, []back{{1, false}, {1, false}}, 32},
-		{"2 busy after 9 answers", 64, 16, 9, []back{{1, false}, {1, false}}, 64},
-		{"one of 8 out for 8 s", 32, 8, 6, []back{{8, true}}, 32},
-		{"one of 8 out for 10 s", 32, 8, 6, []back{{10, true}}, 48},
+		{"2 busy after 8 answers", 64, 32, 8, []back{{1, false}, {1, false}}, 32, false},
+		{"2 busy after 9 answers", 64, 32, 9, []back{{1, false}, {1, false}}, 64, false},
+		{"one of 8 out for 8 s", 8, 8, 6, []back{{8, true}}, 8, false},
+		{"one of 8 out for 10 s", 8, 8, 6, []back{{10, true}}, 8, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := NewLimiter(LimiterConfig{Start: tt.start}, epoch)
+			if tt.start == 8 {
+				l.hold(8, epoch)
+				l.win.settling = false // the held level's cohort, sent at once
+			}
+			windows := l.windows
 			sendCohort(l, epoch, tt.cohort, tt.start)
 			for i := 0; i < tt.answered; i++ {
 				l.Observe(second(1), epoch, time.Second, 100, true, false)
@@ -380,8 +399,8 @@ func TestLimiterWindowEnd(t *testing.T) {
 			for _, b := range tt.then {
 				changed = l.Observe(second(b.at), epoch, second(b.at).Sub(epoch), 100, b.ok, !b.ok)
 			}
-			if l.Limit() != tt.limit || changed != (tt.limit != tt.start) {
-				t.Errorf("limit %d (changed %v), want %d", l.Limit(), changed, tt.limit)
+			if l.Limit() != tt.limit || changed != (tt.limit != tt.start) || (l.windows > windows) != (tt.ended || changed) {
+				t.Errorf("limit %d (changed %v), windows %d from %d, want %d (ended %v)", l.Limit(), changed, l.windows, windows, tt.limit, tt.ended)
 			}
 		})
 	}
@@ -427,5 +446,86 @@ func TestLimiterPerToken(t *testing.T) {
 				t.Errorf("per token %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The limit on the server's signals, one reading at a time: what the
+// limiter does with each reading of the server's running and waiting
+// counts, with our requests in flight as given.
+func TestLimiterSignals(t *testing.T) {
+	type reading struct{ inflight, running, waiting int }
+	for _, tt := range []struct {
+		name     string
+		start    LimiterConfig
+		readings []reading
+		limits   []int // the limit after each reading
+		note     string
+	}{
+		{"room at every reading: doubling", LimiterConfig{},
+			[]reading{{4, 4, 0}, {8, 8, 0}, {16, 15, 0}}, []int{8, 16, 32}, ""},
+		{"below the limit (the input runs dry): no step", LimiterConfig{},
+			[]reading{{3, 3, 0}}, []int{4}, ""},
+		{"one reading with requests waiting (they just arrived): nothing", LimiterConfig{Start: 32},
+			[]reading{{32, 30, 2}, {32, 32, 0}}, []int{32, 64}, ""},
+		{"waiting at two readings, running flat: its slots and the spare", LimiterConfig{Start: 64},
+			[]reading{{64, 48, 16}, {64, 48, 16}}, []int{64, 54},
+			"in flight settled at 54 (48 + 6 spare: the server's metrics count 48 running and requests waiting)"},
+		{"waiting while the running count still grows: not yet", LimiterConfig{Start: 64},
+			[]reading{{64, 40, 24}, {64, 48, 16}, {64, 48, 16}}, []int{64, 64, 54}, ""},
+		{"held: the spare's requests waiting change nothing", LimiterConfig{Capacity: 48},
+			[]reading{{54, 48, 6}, {54, 48, 6}, {54, 48, 4}}, []int{54, 54, 54}, ""},
+		{"held: a reading taken as a slot freed does not lower it", LimiterConfig{Capacity: 48},
+			[]reading{{54, 48, 6}, {54, 47, 7}, {54, 47, 7}}, []int{54, 54, 54}, ""},
+		{"held: fewer running at every reading kept (slots shrank): down", LimiterConfig{Capacity: 48},
+			[]reading{{54, 16, 38}, {54, 16, 38}, {54, 16, 38}}, []int{54, 54, 18}, ""},
+		{"held: more running than held, none waiting, twice: up a quarter", LimiterConfig{Capacity: 16},
+			[]reading{{18, 18, 0}, {18, 18, 0}}, []int{18, 22}, ""},
+		{"held: none waiting once, the spare on its way: nothing", LimiterConfig{Capacity: 16},
+			[]reading{{18, 16, 0}, {18, 16, 0}}, []int{18, 18}, ""},
+		{"other clients' requests running: our share at most", LimiterConfig{Start: 8},
+			[]reading{{8, 40, 10}, {8, 40, 10}}, []int{8, 10}, ""},
+		{"the ceiling: no step past it", LimiterConfig{Start: 256},
+			[]reading{{256, 256, 0}}, []int{256}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLimiter(tt.start, epoch)
+			for i, r := range tt.readings {
+				now := epoch.Add(time.Duration(i+1) * 2 * time.Second)
+				l.Inflight(now, r.inflight)
+				l.Load(now, r.running, r.waiting)
+				if l.Limit() != tt.limits[i] {
+					t.Fatalf("after reading %d %+v: limit %d, want %d", i, r, l.Limit(), tt.limits[i])
+				}
+				if i == len(tt.readings)-1 && tt.note != "" {
+					if note := l.Note(); note != tt.note {
+						t.Errorf("note %q, want %q", note, tt.note)
+					}
+				}
+			}
+			// Once read, the windows decide nothing.
+			if !l.signals {
+				t.Error("the limit is not on the server's signals")
+			}
+		})
+	}
+}
+
+// The spare grows with the level: an eighth of it, 2 at least.
+func TestLimiterSpare(t *testing.T) {
+	cfg := LimiterConfig{}.withDefaults()
+	for n, want := range map[int]int{1: 2, 4: 2, 16: 2, 17: 3, 32: 4, 48: 6, 128: 16} {
+		if got := cfg.spare(n); got != want {
+			t.Errorf("spare(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if got := (LimiterConfig{Spare: -1}).withDefaults().withDefaults().spare(128); got != 0 {
+		t.Errorf("no spare: spare(128) = %d", got)
+	}
+	if got := (LimiterConfig{SpareShare: -1}).withDefaults().spare(128); got != 2 {
+		t.Errorf("no share: spare(128) = %d, want 2", got)
+	}
+	l := NewLimiter(LimiterConfig{Capacity: 32}, epoch)
+	if l.Limit() != 36 || l.phase != holding || l.found != 32 {
+		t.Errorf("a reported capacity of 32: limit %d in phase %d (found %d), want 36 held", l.Limit(), l.phase, l.found)
 	}
 }

@@ -31,7 +31,7 @@ type signalLoad struct {
 // answer's latency over n, so the requests needed to refill the slots
 // that free during a round trip grow with n.
 func (c LimiterConfig) spare(n int) int {
-	return max(c.Spare, int(math.Ceil(float64(n)*c.SpareShare)))
+	return max(c.Spare, int(math.Ceil(float64(n)*c.SpareShare)), 0)
 }
 
 // Load is what the server's metrics say at now: requests running and
@@ -39,9 +39,6 @@ func (c LimiterConfig) spare(n int) int {
 // server's signals from then on.
 func (l *Limiter) Load(now time.Time, running, waiting int) {
 	w := &l.win
-	w.waitSum += float64(waiting)
-	w.loads++
-	w.runMax = max(w.runMax, running)
 	if running < 0 || waiting < 0 {
 		return
 	}
@@ -59,8 +56,7 @@ func (l *Limiter) Load(now time.Time, running, waiting int) {
 		if found, ok := l.fullAt(); ok {
 			l.full(now, min(found, max(n, 1)))
 		}
-	case waiting == 0 && n >= l.limit && running >= n-l.cfg.spare(n) && l.limit < l.cfg.Max:
-		// Every request of ours runs and none waits: the server has room.
+	case waiting == 0 && n >= l.limit && l.limit < l.cfg.Max && l.room(running, n, prev):
 		l.roomy(now, running)
 	}
 }
@@ -96,6 +92,18 @@ func (l *Limiter) full(now time.Time, n int) {
 	l.hold(target, now)
 	l.found, l.spare = n, target-n
 	l.note = fmt.Sprintf("in flight settled at %d (%d + %d spare: the server's metrics count %d running and requests waiting)", target, n, target-n, n)
+}
+
+// room: none waits, and the server runs every request of ours (but for
+// those on their way, a spare's worth at most) while the limit climbs, or
+// more than the level held at two readings running: it has room for
+// more. Held, the spare's requests on their way after an answer are not
+// room.
+func (l *Limiter) room(running, n int, prev signalLoad) bool {
+	if l.phase != holding || l.found == 0 {
+		return running >= n-l.cfg.spare(n)
+	}
+	return running > l.found && prev.ok && prev.waiting == 0 && prev.running > l.found
 }
 
 // roomy raises the limit on a reading that found room: doubling while it

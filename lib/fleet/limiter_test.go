@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"tokenmill/internal/llmsim"
-	"tokenmill/internal/simfleet"
 )
 
 // The adaptive limit on virtual time: one endpoint of the pool, served by
@@ -59,72 +58,15 @@ func (s slotPlan) at(t time.Duration) int {
 }
 
 // runOnModel sends answers requests through a pool of one endpoint on
-// the model: adaptive when fixed is 0, else fixed in flight.
+// the model of a server that says neither its capacity nor its load (as
+// Ollama and gateways): adaptive when fixed is 0, else fixed in flight.
 func runOnModel(t *testing.T, plan slotPlan, answers, maxTokens, fixed int) simRun {
 	t.Helper()
-	return runOnModelCfg(t, plan, answers, maxTokens, fixed, LimiterConfig{}, false)
-}
-
-// runOnModelCfg is runOnModel with the limiter's bounds, and the server's
-// running and waiting counts told to it after every step when metrics
-// (as the pool's poller does).
-func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, cfg LimiterConfig, metrics bool) simRun {
-	t.Helper()
-	p, fake, logs := testPool(t, 1, Config{})
-	ep := p.eps[0]
+	mode := modeDefault
 	if fixed > 0 {
-		p.setReady(0, fixed)
-	} else {
-		p.setAdaptive(0, cfg)
+		mode = modeFixed(fixed)
 	}
-	sim := simfleet.Uniform(1, llmsim.DefaultTiming(), plan.at(0))
-	type req struct{ sent time.Time }
-	var run simRun
-	sent, done := 0, 0
-	dispatch := func() {
-		for sent < answers {
-			got := p.TryAcquire(nil)
-			if got == nil {
-				return
-			}
-			n := llmsim.NaturalLength(uint64(sent)*2654435761+1, 0)
-			sim.Submit(0, &llmsim.Seq{PromptTokens: 60, Target: min(n, maxTokens), Ref: req{p.sent(got)}})
-			sent++
-		}
-	}
-	record := func(at time.Duration) {
-		if l := len(run.limits); l == 0 || run.limits[l-1].limit != ep.slots {
-			run.limits = append(run.limits, limitAt{at, ep.slots, done})
-		}
-	}
-	record(0)
-	dispatch()
-	for {
-		st, ok := sim.Next()
-		if !ok {
-			break
-		}
-		fake.Set(epoch.Add(st.At))
-		sim.SetMaxRunning(0, plan.at(st.At))
-		if metrics && ep.limiter != nil {
-			p.mu.Lock()
-			ep.limiter.Load(p.clk.Now(), sim.Running(0), sim.Waiting(0))
-			p.mu.Unlock()
-		}
-		for _, s := range st.Finished {
-			p.observe(ep, s.Ref.(req).sent, s.Generated, nil)
-			p.Release(ep)
-			run.tokens += s.Generated
-			done++
-		}
-		record(st.At)
-		dispatch()
-	}
-	if done != answers {
-		t.Fatalf("%d of %d answers came back", done, answers)
-	}
-	run.wall, run.notes = sim.Now(), logs.text()
-	return run
+	return simulate(t, simSetup{flavour: simFlavours[3], plan: plan, mode: mode, work: simWork{answers: answers, maxTokens: maxTokens}})
 }
 
 // setAdaptive puts endpoint i into service under an adaptive limit.
@@ -197,11 +139,13 @@ func TestLimiterConverges(t *testing.T) {
 					from = l.at
 				}
 			}
-			// It settles at the slots and the spare: a probe that paid
-			// (noise, on a server that did not grow) does not add another.
+			// It settles at the slots and the spare at most: a probe that
+			// paid (noise, on a server that did not grow) does not add
+			// another.
+			spare := LimiterConfig{}.withDefaults().spare(tt.slots)
 			for _, m := range settledAt.FindAllStringSubmatch(run.notes, -1) {
-				if n, _ := strconv.Atoi(m[1]); n > tt.slots+2 {
-					t.Errorf("settled at %d on %d slots (2 spare)", n, tt.slots)
+				if n, _ := strconv.Atoi(m[1]); n > tt.slots+spare {
+					t.Errorf("settled at %d on %d slots (%d spare)", n, tt.slots, spare)
 				}
 			}
 			lo, hi := within(tt.slots)
@@ -313,10 +257,10 @@ func rounds(l *Limiter, now time.Time, latency time.Duration, tokens int) time.T
 }
 
 // While a step's output grows with the limit at the same latency per
-// token, nothing waits and the next step is up to 4× the limit; once the
+// token, nothing waits and the next step is 4× the limit; once the
 // latency grows the limit only doubles (both by at most MaxStep).
 func TestLimiterClimbSteps(t *testing.T) {
-	l := NewLimiter(LimiterConfig{MaxStep: 64}, epoch)
+	l := NewLimiter(LimiterConfig{}, epoch)
 	now := rounds(l, epoch, time.Second, 100)
 	if l.Limit() != 16 {
 		t.Fatalf("after a window at 4: limit %d, want 16 (4 + 3×4)", l.Limit())
@@ -330,9 +274,9 @@ func TestLimiterClimbSteps(t *testing.T) {
 	if l.Limit() != 128 {
 		t.Fatalf("after a window at 64 half as slow again per token: limit %d, want 128 (doubled)", l.Limit())
 	}
-	l = NewLimiter(LimiterConfig{}, epoch)
+	l = NewLimiter(LimiterConfig{MaxStep: 16}, epoch)
 	rounds(l, rounds(l, epoch, time.Second, 100), time.Second, 100)
 	if l.Limit() != 32 {
-		t.Errorf("with the default MaxStep, 4 then 16 as fast: limit %d, want 32 (16 + 16)", l.Limit())
+		t.Errorf("with MaxStep 16, 4 then 16 as fast: limit %d, want 32 (16 + 16)", l.Limit())
 	}
 }

@@ -234,11 +234,12 @@ func transportNote(err error, timeout time.Duration) string {
 	return err.Error()
 }
 
-// poll reads ep's /metrics every probe interval, for the server's own
-// count of running and waiting requests, until the pool's context ends;
-// a server whose first answer has neither is not asked again. It runs
-// beside the requests, so a server slow to answer its /metrics (or that
-// never does) holds up nothing.
+// poll reads ep's load every probe interval, for the server's own count
+// of running and waiting requests, until the pool's context ends: its
+// /metrics where they count them, else llama.cpp's /slots (its /metrics
+// answers 501 unless started with --metrics); a server whose first
+// answers have neither is not asked again. It runs beside the requests,
+// so a server slow to answer (or that never does) holds up nothing.
 func (p *Pool) poll(ep *Endpoint) {
 	defer p.wg.Done()
 	defer func() {
@@ -246,27 +247,42 @@ func (p *Pool) poll(ep *Endpoint) {
 		ep.polling = false
 		p.mu.Unlock()
 	}()
-	var names *metricNames
+	src := p.loadSource(ep)
+	if src == nil {
+		return // none, or none known
+	}
+	p.mu.Lock()
+	ep.info.Metrics = src.describe()
+	p.mu.Unlock()
 	for p.ctx.Err() == nil {
-		status, body, err := p.get(ep, pathMetrics)
+		status, body, err := p.get(ep, src.path())
 		now := p.clk.Now()
-		if err == nil && status == fasthttp.StatusOK && names == nil {
-			names = findMetrics(body)
-		}
-		if names == nil {
-			return // none, or none known
-		}
-		p.mu.Lock()
-		ep.info.Metrics = pathMetrics + " " + names.running + ", " + names.waiting
 		if err == nil && status == fasthttp.StatusOK {
-			if load, ok := names.read(body); ok {
+			p.mu.Lock()
+			if load, ok := src.read(body, ep.inflight); ok {
 				load.at = now
 				p.loadLocked(ep, load)
 			}
+			p.mu.Unlock()
 		}
-		p.mu.Unlock()
 		p.sleep(p.cfg.ProbeInterval)
 	}
+}
+
+// loadSource finds where ep tells its load: the gauges of its /metrics,
+// else its /slots; nil when neither answers with them.
+func (p *Pool) loadSource(ep *Endpoint) loadSource {
+	if status, body, err := p.get(ep, pathMetrics); err == nil && status == fasthttp.StatusOK {
+		if names := findMetrics(body); names != nil {
+			return names
+		}
+	}
+	if status, body, err := p.get(ep, pathSlots); err == nil && status == fasthttp.StatusOK {
+		if _, _, ok := parseSlots(body); ok {
+			return slotsSource{}
+		}
+	}
+	return nil
 }
 
 // loadLocked takes what ep's metrics say now: for the progress's running

@@ -45,7 +45,7 @@ func TestServerLoad(t *testing.T) {
 		if m == nil {
 			t.Fatalf("%s: not recognised", tt.name)
 		}
-		load, ok := m.read([]byte(tt.body))
+		load, ok := m.read([]byte(tt.body), 0)
 		if !ok || load.running != tt.running || load.waiting != tt.waiting {
 			t.Errorf("%s: %+v %v", tt.name, load, ok)
 		}
@@ -92,15 +92,20 @@ func TestServerLoadFromFlavors(t *testing.T) {
 
 // The limit on virtual time, from what the server's metrics say (vLLM's
 // num_requests_running and num_requests_waiting): a queue ends the climb
-// at the number the server runs.
+// at the number the server runs, and the spare.
 func TestLimiterMetricsQueue(t *testing.T) {
-	run := runOnModelCfg(t, slotPlan{{Slots: 12}}, 1500, 256, 0, LimiterConfig{}, true)
+	run := simulate(t, simSetup{flavour: simFlavours[1], plan: slotPlan{{Slots: 12}}, mode: modeDefault, work: simWork{answers: 1500, maxTokens: 256}})
 	t.Logf("limits:%s\n%s", run, run.notes)
-	if n := run.limitAfter(run.wall / 2); n != 12 {
-		t.Errorf("limit %d half way, want 12: the server ran 12 and queued the rest", n)
+	if n := run.limitAfter(run.wall / 2); n != 14 {
+		t.Errorf("limit %d half way, want 14: the server ran 12 and queued the rest, and 2 spare", n)
 	}
-	if !strings.Contains(run.notes, "in flight settled at 12 (the server's metrics count 12 running and requests waiting)") {
+	if !strings.Contains(run.notes, "in flight settled at 14 (12 + 2 spare: the server's metrics count 12 running and requests waiting)") {
 		t.Errorf("notes %q", run.notes)
+	}
+	// It took the server's word within a few readings, doubling on each
+	// that found room: 4, 8, 16, then 14.
+	if got := run.String(); got != " 0s:4 2s:8 4s:16 8s:14" {
+		t.Errorf("limits%s, want 4, 8, 16, then 14 within 8 s", got)
 	}
 }
 
@@ -342,7 +347,7 @@ func FuzzServerLoad(f *testing.F) {
 		if m == nil {
 			return
 		}
-		load, ok := m.read(b)
+		load, ok := m.read(b, 0)
 		if !ok || load.running < 0 || load.waiting < 0 || load.running > 1e9 || load.waiting > 1e9 {
 			t.Fatalf("%q: %+v %v", b, load, ok)
 		}
