@@ -45,7 +45,7 @@ const (
 
 // vllmVersion and the others are the releases the flavours report.
 const (
-	vllmVersion     = "0.11.0"
+	vllmVersion     = "0.19.0"
 	vllmOldVersion  = "0.10.0"
 	ollamaVersion   = "0.6.5"
 	llamacppBuild   = "b6097-9515c613"
@@ -66,11 +66,15 @@ type vllmRelease struct {
 	// modelParam is the param a model-not-found error names ("" null).
 	modelParam string
 	fitContext contextRule
+	// reasoning names the message's thinking field: reasoning_content until
+	// vLLM renamed it reasoning (PR #27752, late 2025, the old name kept
+	// beside it for a while; PR #33402 dropped it).
+	reasoning string
 }
 
 var (
-	vllmCurrent = vllmRelease{flavor: FlavorVLLM, version: vllmVersion, modelParam: "model", fitContext: vllmContext}
-	vllmOld     = vllmRelease{flavor: FlavorVLLM0100, version: vllmOldVersion, flatErrors: true, fitContext: vllm0100Context}
+	vllmCurrent = vllmRelease{flavor: FlavorVLLM, version: vllmVersion, modelParam: "model", fitContext: vllmContext, reasoning: "reasoning"}
+	vllmOld     = vllmRelease{flavor: FlavorVLLM0100, version: vllmOldVersion, flatErrors: true, fitContext: vllm0100Context, reasoning: "reasoning_content"}
 )
 
 // vllmDialect: vLLM's OpenAI server, at release r.
@@ -87,7 +91,7 @@ func vllmDialect(r vllmRelease) *dialect {
 		},
 		// api_server.py's API-key middleware guards only /v1 paths.
 		open:     func(p string) bool { return !strings.HasPrefix(p, "/v1") },
-		jsonOnly: true, holdWhileStarting: true, reasoning: "reasoning_content", server: "uvicorn",
+		jsonOnly: true, holdWhileStarting: true, reasoning: r.reasoning, server: "uvicorn",
 		completionMaxTokens: defaultCompletionMaxTokens, // completion/protocol.py CompletionRequest max_tokens = 16
 		fitContext:          r.fitContext, busyMessage: msgQueueFull,
 		modelNotFound: func(name string) *apiError { // serving_engine.py _check_model

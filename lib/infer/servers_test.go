@@ -416,3 +416,30 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// An answer's reasoning under either of vLLM's names: current vLLM sends
+// "reasoning", 0.10 (and SGLang, llama.cpp) "reasoning_content"; infer
+// keeps it in output.reasoning and says which field it came in.
+func TestReasoningFields(t *testing.T) {
+	t.Parallel()
+	for fl, field := range map[llmsim.Flavor]string{llmsim.FlavorVLLM: "reasoning", llmsim.FlavorVLLM0100: "reasoning_content", llmsim.FlavorSGLang: "reasoning_content"} {
+		t.Run(string(fl), func(t *testing.T) {
+			t.Parallel()
+			url := simFlavor(t, fl, "--instant", "--reasoning")
+			s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 12})
+			if r := runBinary(t, s.args("-e", url, "--max-tokens", "64")...); r.Code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+			}
+			acc := s.check(t, 1)
+			if acc.ok != 12 {
+				t.Fatalf("%d ok of 12", acc.ok)
+			}
+			for key, g := range acc.outputs {
+				o := g.Output
+				if o.Reasoning == "" || o.ReasoningField != field {
+					t.Errorf("%s: reasoning %q in field %q, want some in %q", key, o.Reasoning, o.ReasoningField, field)
+				}
+			}
+		})
+	}
+}

@@ -157,12 +157,36 @@ type ChatChoice struct {
 }
 
 // ChatMessage is the assistant turn of a chat answer. ReasoningContent is
-// set by SGLang when a --reasoning-parser splits out the thinking part.
+// set by SGLang, llama.cpp and vLLM before its rename when a reasoning
+// parser splits out the thinking part; Reasoning is the name current vLLM
+// gives it (chat_completion/protocol.py ChatMessage.reasoning: renamed in
+// PR #27752, reasoning_content dropped in PR #33402, v0.19).
 type ChatMessage struct {
 	Role             string          `json:"role"`
 	Content          *string         `json:"content"`
 	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Reasoning        *string         `json:"reasoning,omitempty"`
 	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+// The names a server gives an answer's reasoning, as Completion's
+// ReasoningField says which one it used.
+const (
+	FieldReasoningContent = "reasoning_content"
+	FieldReasoning        = "reasoning"
+)
+
+// thinking is the message's reasoning and the field it came in:
+// reasoning_content where set (a server that sends both, as vLLM did
+// while it kept the old name, sends the same text), else reasoning.
+func (m *ChatMessage) thinking() (text, field string) {
+	if r := deref(m.ReasoningContent); r != "" {
+		return r, FieldReasoningContent
+	}
+	if r := deref(m.Reasoning); r != "" {
+		return r, FieldReasoning
+	}
+	return "", ""
 }
 
 // WireToolCall is one call of an answer's tool_calls as servers send it:
@@ -276,6 +300,9 @@ func (s *ServerInfo) Slots() int {
 type Completion struct {
 	Text      string
 	Reasoning string
+	// ReasoningField is the field the reasoning came in (FieldReasoning or
+	// FieldReasoningContent; "" without reasoning).
+	ReasoningField string
 	// ToolCalls are the calls a chat answer makes, in the OpenAI shape.
 	ToolCalls        []record.ToolCall
 	FinishReason     string // as the server said: stop, length, abort, tool_calls, ...
@@ -308,10 +335,11 @@ func ParseChat(body []byte) (Completion, error) {
 		if err != nil {
 			return Completion{}, err
 		}
-		if m.Content == nil && len(calls) == 0 && deref(m.ReasoningContent) == "" {
+		reasoning, field := m.thinking()
+		if m.Content == nil && len(calls) == 0 && reasoning == "" {
 			return Completion{}, fmt.Errorf("%w: null content and no tool calls", ErrNotAnswer)
 		}
-		return Completion{Text: deref(m.Content), Reasoning: deref(m.ReasoningContent), ToolCalls: calls}, nil
+		return Completion{Text: deref(m.Content), Reasoning: reasoning, ReasoningField: field, ToolCalls: calls}, nil
 	}, func(ch *ChatChoice) *string { return ch.FinishReason })
 }
 

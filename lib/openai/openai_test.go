@@ -29,7 +29,7 @@ func TestParseGolden(t *testing.T) {
 	}{
 		{"chat_sglang.json", ParseChat, Completion{Text: "The capital of France is Paris.", FinishReason: "stop",
 			PromptTokens: 36, CompletionTokens: 8, Model: "qwen/qwen2.5-0.5b-instruct"}},
-		{"chat_reasoning.json", ParseChat, Completion{Text: "\n\n3 + 5 = 8", Reasoning: "The user asks for 3 + 5. That is 8.",
+		{"chat_reasoning.json", ParseChat, Completion{Text: "\n\n3 + 5 = 8", Reasoning: "The user asks for 3 + 5. That is 8.", ReasoningField: "reasoning_content",
 			FinishReason: "stop", PromptTokens: 14, CompletionTokens: 46, CachedTokens: ptr(4), Model: "Qwen/Qwen3-4B"}},
 		{"chat_length.json", ParseChat, Completion{Text: "Once upon a time, in a land far", FinishReason: "length",
 			PromptTokens: 20, CompletionTokens: 10, Model: "qwen/qwen2.5-0.5b-instruct"}},
@@ -110,7 +110,13 @@ func TestParseThinAnswers(t *testing.T) {
 	}{
 		{"empty stop", `{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`, Completion{FinishReason: "stop"}},
 		{"reasoning only", `{"choices":[{"message":{"content":null,"reasoning_content":"Let me"},"finish_reason":"length"}]}`,
-			Completion{Reasoning: "Let me", FinishReason: "length"}},
+			Completion{Reasoning: "Let me", ReasoningField: "reasoning_content", FinishReason: "length"}},
+		{"current vLLM's reasoning only", `{"choices":[{"message":{"content":null,"reasoning":"Let me"},"finish_reason":"length"}]}`,
+			Completion{Reasoning: "Let me", ReasoningField: "reasoning", FinishReason: "length"}},
+		{"current vLLM's reasoning, reasoning_content null", `{"choices":[{"message":{"content":"4","reasoning_content":null,"reasoning":"2+2"},"finish_reason":"stop"}]}`,
+			Completion{Text: "4", Reasoning: "2+2", ReasoningField: "reasoning", FinishReason: "stop"}},
+		{"both, as vLLM sent while it kept the old name", `{"choices":[{"message":{"content":"4","reasoning_content":"2+2","reasoning":"2+2"},"finish_reason":"stop"}]}`,
+			Completion{Text: "4", Reasoning: "2+2", ReasoningField: "reasoning_content", FinishReason: "stop"}},
 		{"object arguments", `{"choices":[{"message":{"content":"","tool_calls":[{"id":"c1","function":{"name":"f","arguments":{"a": 1, "b":[2]}}}]},"finish_reason":"tool_calls"}]}`,
 			Completion{FinishReason: "tool_calls", ToolCalls: []record.ToolCall{{ID: "c1", Type: "function", Function: record.FunctionCall{Name: "f", Arguments: `{"a":1,"b":[2]}`}}}}},
 		{"no arguments", `{"choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":"now"}}]},"finish_reason":"tool_calls"}]}`,

@@ -168,6 +168,7 @@ const (
 // once it has, and token counts when the event carries them.
 type Delta struct {
 	Text, Reasoning string
+	ReasoningField  string // the field Reasoning came in (Completion's)
 	// ToolCalls are the pieces of tool calls this chunk adds (chat), each
 	// under its call's index; ToolCallStream puts them together.
 	ToolCalls    []WireToolCall
@@ -265,7 +266,8 @@ func (s *StreamDecoder) Decode(data []byte) (Delta, error) {
 	}
 	if len(c.Choices) > 0 {
 		ch := &c.Choices[0]
-		d.Text, d.Reasoning, d.FinishReason = deref(ch.Delta.Content), deref(ch.Delta.ReasoningContent), deref(ch.FinishReason)
+		d.Text, d.FinishReason = deref(ch.Delta.Content), deref(ch.FinishReason)
+		d.Reasoning, d.ReasoningField = ch.Delta.thinking()
 		if len(ch.Delta.ToolCalls) > 0 && string(ch.Delta.ToolCalls) != "null" {
 			if err := json.Unmarshal(ch.Delta.ToolCalls, &d.ToolCalls); err != nil {
 				return d, fmt.Errorf("malformed tool_calls delta: %w", err)

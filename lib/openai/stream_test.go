@@ -332,3 +332,20 @@ func fn(name, args string) (f struct {
 	f.Name, f.Arguments = name, json.RawMessage(args)
 	return f
 }
+
+// A chunk's reasoning under either name: reasoning_content (SGLang,
+// llama.cpp, vLLM before the rename), reasoning (current vLLM); the delta
+// says which.
+func TestStreamReasoningFields(t *testing.T) {
+	for _, tt := range []struct{ data, text, field string }{
+		{`{"choices":[{"delta":{"reasoning_content":"Let"}}]}`, "Let", FieldReasoningContent},
+		{`{"choices":[{"delta":{"reasoning":"Let"}}]}`, "Let", FieldReasoning},
+		{`{"choices":[{"delta":{"content":"x","reasoning":null}}]}`, "", ""},
+	} {
+		dec := StreamDecoder{Kind: StreamChat}
+		d, err := dec.Decode([]byte(tt.data))
+		if err != nil || d.Reasoning != tt.text || d.ReasoningField != tt.field {
+			t.Errorf("%s: reasoning %q in %q (%v), want %q in %q", tt.data, d.Reasoning, d.ReasoningField, err, tt.text, tt.field)
+		}
+	}
+}

@@ -150,11 +150,15 @@ const MaxSample = 1 << 20
 // regenerated conversation (infer --regenerate, see ConversationOutput)
 // has Messages, Turns and Truncated instead of Text.
 type Output struct {
-	Text         string     `json:"text"`
-	Reasoning    string     `json:"reasoning,omitempty"`
-	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
-	FinishReason string     `json:"finish_reason"`
-	Usage        Usage      `json:"usage"`
+	Text      string `json:"text"`
+	Reasoning string `json:"reasoning,omitempty"`
+	// ReasoningField is the field the server sent the reasoning in:
+	// reasoning_content (SGLang, llama.cpp, older vLLM) or reasoning
+	// (current vLLM).
+	ReasoningField string     `json:"reasoning_field,omitempty"`
+	ToolCalls      []ToolCall `json:"tool_calls,omitempty"`
+	FinishReason   string     `json:"finish_reason"`
+	Usage          Usage      `json:"usage"`
 	// MaxTokens is the max_tokens sent, when infer lowered it to fit the
 	// model's context.
 	MaxTokens int    `json:"max_tokens,omitempty"`
@@ -188,13 +192,14 @@ type ConversationOutput struct {
 // Turn is one regenerated assistant turn of a conversation: Message is its
 // index in the output's messages.
 type Turn struct {
-	Message      int       `json:"message"`
-	FinishReason string    `json:"finish_reason"`
-	Usage        TurnUsage `json:"usage"`
-	MaxTokens    int       `json:"max_tokens,omitempty"`
-	LatencyMS    int64     `json:"latency_ms"`
-	Endpoint     string    `json:"endpoint,omitempty"`
-	Attempts     int       `json:"attempts"`
+	Message        int       `json:"message"`
+	FinishReason   string    `json:"finish_reason"`
+	ReasoningField string    `json:"reasoning_field,omitempty"` // as Output's
+	Usage          TurnUsage `json:"usage"`
+	MaxTokens      int       `json:"max_tokens,omitempty"`
+	LatencyMS      int64     `json:"latency_ms"`
+	Endpoint       string    `json:"endpoint,omitempty"`
+	Attempts       int       `json:"attempts"`
 }
 
 // TurnUsage is a turn's token accounting; cached_tokens appears only when
