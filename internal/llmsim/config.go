@@ -164,9 +164,13 @@ type Config struct {
 	// in the content, or cut short with finish "length". Their sum must not
 	// exceed 1.
 	LoopRate, EmptyRate, ThinkResidueRate, TruncateRate float64
-	// Reasoning makes chat answers carry message.reasoning_content, as a
-	// server started with --reasoning-parser does.
+	// Reasoning makes chat answers carry their thinking apart (the
+	// flavour's field: reasoning_content, or current vLLM's reasoning), as
+	// a server started with --reasoning-parser does.
 	Reasoning bool
+	// LlamaMetrics serves the llamacpp flavour's /metrics, as llama-server
+	// does when started with --metrics; without it /metrics answers 501.
+	LlamaMetrics bool
 	// TimeScale S runs simulated time S times faster than real time;
 	// default 1.
 	TimeScale float64

@@ -2,6 +2,8 @@ package llmsim
 
 import (
 	"bytes"
+	stdjson "encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -91,7 +93,8 @@ func vllmDialect(r vllmRelease) *dialect {
 		},
 		// api_server.py's API-key middleware guards only /v1 paths.
 		open:     func(p string) bool { return !strings.HasPrefix(p, "/v1") },
-		jsonOnly: true, holdWhileStarting: true, reasoning: r.reasoning, server: "uvicorn",
+		jsonOnly: true, holdWhileStarting: true, listenWhenReady: true, reasoning: r.reasoning, server: "uvicorn",
+		checkRequest: func(j *job) *apiError { return vllmMaxTokens(j, r) },
 		completionMaxTokens: defaultCompletionMaxTokens, // completion/protocol.py CompletionRequest max_tokens = 16
 		fitContext:          r.fitContext, busyMessage: msgQueueFull,
 		modelNotFound: func(name string) *apiError { // serving_engine.py _check_model
@@ -125,6 +128,48 @@ func vllmDialect(r vllmRelease) *dialect {
 	}
 }
 
+// vllmMaxTokens is SamplingParams' check of max_tokens (sampling_params.py
+// _verify_args): at least 1, else 400; since the validation errors of
+// 0.11 (VLLMValidationError) the message names the parameter and value.
+func vllmMaxTokens(j *job, r vllmRelease) *apiError {
+	if !j.given || j.maxTokens >= 1 {
+		return nil
+	}
+	msg := fmt.Sprintf("max_tokens must be at least 1, got %d.", j.maxTokens)
+	if !r.flatErrors {
+		msg += fmt.Sprintf(" (parameter=max_tokens, value=%d)", j.maxTokens)
+	}
+	return &apiError{kind: errInvalid, status: fasthttp.StatusBadRequest, msg: msg, param: "max_tokens"}
+}
+
+// llamacppMalformed is llama-server's answer to a body that is not JSON:
+// nlohmann::json's parse_error, thrown by json::parse in the handler and
+// rendered by the server's exception wrapper (ex_wrapper) as a 500
+// server_error.
+func llamacppMalformed(body []byte) *apiError {
+	off := len(body)
+	what := "end of input"
+	var syn *stdjson.SyntaxError
+	if err := stdjson.Unmarshal(body, new(any)); errors.As(err, &syn) && int(syn.Offset) <= len(body) && !strings.Contains(syn.Error(), "end of JSON") {
+		off = max(int(syn.Offset), 1)
+		what = fmt.Sprintf("'%c'", body[off-1])
+	}
+	line, col := 1, 1
+	for _, c := range body[:min(off, len(body))] {
+		if c == '\n' {
+			line, col = line+1, 0
+		}
+		col++
+	}
+	if what == "end of input" {
+		col = off + 1
+	} else {
+		col--
+	}
+	return &apiError{kind: errInternal, status: fasthttp.StatusInternalServerError,
+		msg: fmt.Sprintf("[json.exception.parse_error.101] parse error at line %d, column %d: syntax error while parsing value - unexpected %s; expected '[', '{', or a literal", line, col, what)}
+}
+
 // llamacppDialect: llama-server. Errors are format_error_response's
 // {"error": {"code", "message", "type"}}; every path but the public ones
 // answers 503 "Loading model" until the model is loaded.
@@ -148,7 +193,7 @@ func llamacppDialect() *dialect {
 		},
 		open:     func(p string) bool { return public[p] },
 		anyModel: true, reasoning: "reasoning_content", completionMaxTokens: -1,
-		fitContext: llamacppContext, busyMessage: msgQueueFull,
+		fitContext: llamacppContext, busyMessage: msgQueueFull, malformed: llamacppMalformed,
 		oai: &oaiStyle{
 			fingerprint: `"` + llamacppBuild + `"`,
 			firstDelta:  `"role":"assistant","content":null`, lastDelta: ``,
@@ -160,7 +205,8 @@ func llamacppDialect() *dialect {
 		},
 		errorBody: func(dst []byte, _ api, e *apiError) []byte {
 			typ := map[errKind]string{errValidation: "invalid_request_error", errInvalid: "invalid_request_error", errContext: "exceed_context_size_error",
-				errModel: "not_found_error", errBusy: "unavailable_error", errInternal: "server_error", errLoading: "unavailable_error"}[e.kind]
+				errModel: "not_found_error", errBusy: "unavailable_error", errInternal: "server_error", errLoading: "unavailable_error",
+				errNotSupported: "not_supported_error"}[e.kind]
 			dst = append(dst, `{"error":{"code":`...)
 			dst = appendInt(dst, e.status)
 			dst = append(dst, `,"message":`...)

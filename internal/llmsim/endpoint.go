@@ -207,9 +207,26 @@ func (e *Endpoint) start(retry bool) error {
 	delay := e.faults.StartupDelay
 	e.mu.Unlock()
 
+	late := e.d.listenWhenReady && delay > 0
+	if late {
+		// The port is known (bound once for it) but closed until ready:
+		// connections are refused while the server starts.
+		inc.ln.Listener = nil
+		ln.Close()
+	}
 	e.f.wg.Add(1)
 	go func() {
 		defer e.f.wg.Done()
+		if late {
+			if !e.f.clock.Sleep(inc.ctx, e.f.clock.Now()+delay) {
+				return
+			}
+			ln, err := listen(inc.ctx, e.addr, true)
+			if err != nil || !inc.ln.late(ln) {
+				return
+			}
+			close(inc.ready)
+		}
 		_ = srv.Serve(inc.ln)
 	}()
 	if !e.f.cfg.Instant {
@@ -219,9 +236,11 @@ func (e *Endpoint) start(retry bool) error {
 			e.schedule(inc)
 		}()
 	}
-	if delay <= 0 {
+	switch {
+	case delay <= 0:
 		close(inc.ready)
-	} else {
+	case late: // ready once it listens
+	default:
 		e.f.wg.Add(1)
 		go func() {
 			defer e.f.wg.Done()

@@ -63,6 +63,7 @@ const (
 	errBusy                      // the waiting queue is full
 	errInternal                  // the fail fault
 	errLoading                   // the model is still loading (llama.cpp)
+	errNotSupported              // a route the server was not started with (llama.cpp's /metrics)
 )
 
 // apiError is an error answer before the flavour renders it.
@@ -108,6 +109,15 @@ type dialect struct {
 	// is not listening yet, or loads the model on demand); otherwise they
 	// are answered 503 at once (llama.cpp).
 	holdWhileStarting bool
+	// listenWhenReady: the server opens its port only once it is ready,
+	// so that a client is refused the connection while it starts (vLLM:
+	// uvicorn starts after the engine).
+	listenWhenReady bool
+	// checkRequest is the flavour's own refusal of a parsed request (nil:
+	// none).
+	checkRequest func(j *job) *apiError
+	// malformed renders a body that is not JSON (nil: SGLang's 400).
+	malformed func(body []byte) *apiError
 	// echoModel servers neither check a request's model name nor fill it
 	// in: the answer echoes it, or "default" (SGLang).
 	echoModel bool

@@ -20,15 +20,16 @@ type flavorCase struct {
 	wrongModel  int    // status for a model the server does not serve
 	info        string // a path that tells the context length
 	infoContext string // what the info body says about a 64-token context
+	malformed   int    // status for a body that is not JSON
 }
 
 var flavorCases = []flavorCase{
-	{FlavorSGLang, pathHealth, "/api/tags", "sglang:num_running_reqs", 200, pathServerInfo, `"context_length":64`},
-	{FlavorVLLM, pathHealth, pathServerInfo, "vllm:num_requests_running", 404, pathModels, `"max_model_len":64`},
-	{FlavorVLLM0100, pathHealth, pathServerInfo, "vllm:num_requests_waiting", 404, pathModels, `"max_model_len":64`},
-	{FlavorLlamaCpp, pathHealth, pathServerInfo, "llamacpp:requests_deferred", 200, pathLlamaProps, `"n_ctx":64`},
-	{FlavorOllama, pathOllamaRoot, pathHealth, "", 404, pathOllamaTags, ""},
-	{FlavorOpenAI, "", pathHealth, "", 404, pathModels, ""},
+	{FlavorSGLang, pathHealth, "/api/tags", "sglang:num_running_reqs", 200, pathServerInfo, `"context_length":64`, 400},
+	{FlavorVLLM, pathHealth, pathServerInfo, "vllm:num_requests_running", 404, pathModels, `"max_model_len":64`, 400},
+	{FlavorVLLM0100, pathHealth, pathServerInfo, "vllm:num_requests_waiting", 404, pathModels, `"max_model_len":64`, 400},
+	{FlavorLlamaCpp, pathHealth, pathServerInfo, "llamacpp:requests_deferred", 200, pathLlamaProps, `"n_ctx":64`, 500},
+	{FlavorOllama, pathOllamaRoot, pathHealth, "", 404, pathOllamaTags, "", 400},
+	{FlavorOpenAI, "", pathHealth, "", 404, pathModels, "", 400},
 }
 
 func getBody(t *testing.T, url string) (int, string) {
@@ -59,7 +60,7 @@ func postJSON(t *testing.T, url, body string) (int, []byte) {
 func TestFlavorRoutes(t *testing.T) {
 	for _, fc := range flavorCases {
 		t.Run(string(fc.flavor), func(t *testing.T) {
-			fleet := startFleet(t, Config{Instant: true, Flavor: fc.flavor, ContextLength: 64}, 1)
+			fleet := startFleet(t, Config{Instant: true, Flavor: fc.flavor, ContextLength: 64, LlamaMetrics: true}, 1)
 			base := fleet.URLs()[0]
 			if fleet.Endpoint(0).Flavor() != fc.flavor {
 				t.Fatalf("endpoint flavor %s", fleet.Endpoint(0).Flavor())
@@ -103,8 +104,8 @@ func TestFlavorRoutes(t *testing.T) {
 			if s, b := chat("no-such-model", false, ""); s != fc.wrongModel {
 				t.Errorf("wrong model: %d %s, want %d", s, b, fc.wrongModel)
 			}
-			if s, b := postJSON(t, base+pathChat, `{"messages": [}`); s != 400 {
-				t.Errorf("malformed JSON: %d %s", s, b)
+			if s, b := postJSON(t, base+pathChat, `{"messages": [}`); s != fc.malformed {
+				t.Errorf("malformed JSON: %d %s, want %d", s, b, fc.malformed)
 			}
 		})
 	}
@@ -148,8 +149,9 @@ func streamedText(t *testing.T, body []byte) (string, int) {
 }
 
 // While starting, each flavour shows it the way its server does: SGLang
-// and vLLM 503 on /health (and hold requests), llama.cpp 503 "Loading
-// model" on /health and on generation, Ollama answers / at once.
+// 503 on /health (and holds requests), vLLM refuses connections (uvicorn
+// listens once the engine is up), llama.cpp 503 "Loading model" on /health
+// and on generation, Ollama answers / at once.
 func TestFlavorStarting(t *testing.T) {
 	cases := []struct {
 		flavor Flavor
@@ -159,7 +161,8 @@ func TestFlavorStarting(t *testing.T) {
 		genNow int // status of a chat sent while starting, 0: held
 	}{
 		{FlavorSGLang, pathHealth, 503, "", 0},
-		{FlavorVLLM, pathHealth, 503, "", 0},
+		{FlavorVLLM, pathHealth, 0, "", 0}, // refused
+		{FlavorVLLM0100, pathHealth, 0, "", 0},
 		{FlavorLlamaCpp, pathHealth, 503, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`, 503},
 		{FlavorOllama, pathOllamaRoot, 200, "Ollama is running", 0},
 	}
@@ -168,6 +171,20 @@ func TestFlavorStarting(t *testing.T) {
 			clock := NewManualClock()
 			fleet := startFleet(t, Config{Instant: true, Clock: clock, Flavor: c.flavor, Faults: Faults{StartupDelay: time.Minute}}, 1)
 			base := fleet.URLs()[0]
+			if c.status == 0 {
+				if _, err := testClient.Get(base + c.path); err == nil || !strings.Contains(err.Error(), "refused") {
+					t.Fatalf("%s while starting: %v, want the connection refused", c.path, err)
+				}
+				clock.Advance(time.Minute)
+				waitFor(t, "the server to listen once ready", func() bool {
+					resp, err := testClient.Get(base + c.path)
+					if err == nil {
+						resp.Body.Close()
+					}
+					return err == nil && resp.StatusCode == 200
+				})
+				return
+			}
 			if s, b := getBody(t, base+c.path); s != c.status || b != c.body {
 				t.Errorf("%s while starting: %d %q, want %d %q", c.path, s, b, c.status, c.body)
 			}

@@ -248,6 +248,20 @@ func (l *trackListener) Accept() (net.Conn, error) {
 	return tc, nil
 }
 
+// late is a listener opened after the incarnation began (a server that
+// listens once ready): false when the incarnation was stopped meanwhile,
+// ln closed.
+func (l *trackListener) late(ln net.Listener) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		ln.Close()
+		return false
+	}
+	l.Listener = ln
+	return true
+}
+
 // open is the number of connections open now.
 func (l *trackListener) open() int {
 	l.mu.Lock()
@@ -263,8 +277,11 @@ func (l *trackListener) closeAll() {
 	for c := range l.conns {
 		conns = append(conns, c)
 	}
+	ln := l.Listener
 	l.mu.Unlock()
-	l.Listener.Close()
+	if ln != nil {
+		ln.Close()
+	}
 	for _, c := range conns {
 		c.Close()
 	}

@@ -47,6 +47,10 @@ type goldenConfig struct {
 	ToolCallRate  float64 `json:"tool_call_rate,omitempty"`
 	KVTokens      int     `json:"kv_tokens,omitempty"`
 	CacheReport   bool    `json:"cache_report,omitempty"`
+	LlamaMetrics  bool    `json:"llamacpp_metrics,omitempty"`
+	// StartupDelay holds the server in its start ("1h": for the whole
+	// exchange).
+	StartupDelay string `json:"startup_delay,omitempty"`
 }
 
 type goldenRequest struct {
@@ -89,7 +93,13 @@ func TestGoldenWire(t *testing.T) {
 		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
 			cfg := Config{Instant: true, Seed: 7, Flavor: g.Config.Flavor, Reasoning: g.Config.Reasoning, ContextLength: g.Config.ContextLength,
 				Faults: Faults{FailRate: g.Config.FailRate, AbortRate: g.Config.AbortRate}, APIKey: g.Config.APIKey, MaxRunning: g.Config.MaxRunning,
-				ToolCallRate: g.Config.ToolCallRate, KVTokens: g.Config.KVTokens, CacheReport: g.Config.CacheReport}
+				ToolCallRate: g.Config.ToolCallRate, KVTokens: g.Config.KVTokens, CacheReport: g.Config.CacheReport, LlamaMetrics: g.Config.LlamaMetrics}
+			if d := g.Config.StartupDelay; d != "" {
+				var err error
+				if cfg.Faults.StartupDelay, err = time.ParseDuration(d); err != nil {
+					t.Fatal(err)
+				}
+			}
 			fleet := startFleet(t, cfg, 1)
 			resp := do(t, fleet.URLs()[0], g.Request)
 			checkGolden(t, name, g, resp)

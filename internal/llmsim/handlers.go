@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 	"github.com/zeebo/xxh3"
 )
@@ -220,6 +221,9 @@ func (e *Endpoint) parse(ctx *fasthttp.RequestCtx, a api) (*job, *apiError) {
 		return nil, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest,
 			msg: "[{'loc': ['header', 'content-type'], 'msg': \"Unsupported Media Type: Only 'application/json' is allowed\", 'type': 'value_error'}]"}
 	}
+	if d.malformed != nil && !json.Valid(ctx.PostBody()) {
+		return nil, d.malformed(ctx.PostBody())
+	}
 	var j *job
 	var err error
 	switch a {
@@ -240,6 +244,11 @@ func (e *Endpoint) parse(ctx *fasthttp.RequestCtx, a api) (*job, *apiError) {
 	}
 	if aerr := e.checkModel(j); aerr != nil {
 		return nil, aerr
+	}
+	if d.checkRequest != nil {
+		if aerr := d.checkRequest(j); aerr != nil {
+			return nil, aerr
+		}
 	}
 	if s := d.oai; s != nil && j.opts.present {
 		switch {

@@ -66,8 +66,17 @@ func serveOllamaModels(e *Endpoint, ctx *fasthttp.RequestCtx) {
 
 // serveLlamaModels: tools/server/README.md GET /v1/models, one model with
 // its GGUF meta.
+//
+// The loading middleware lets the model lists through while the model
+// loads (every other route but /health answers 503 "Loading model"), and
+// the handler leaves meta null until it is loaded (model_meta() only once
+// ready).
 func serveLlamaModels(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	b := modelsHead(nil, e.f.cfg.ModelName)
+	if e.State() == stateStarting {
+		answerJSON(ctx, ctJSONUTF8, append(b, `,"owned_by":"llamacpp","meta":null}]}`...))
+		return
+	}
 	b = append(b, `,"owned_by":"llamacpp","meta":{"vocab_type":2,"n_vocab":151936,"n_ctx_train":`...)
 	b = appendInt(b, e.trainedContext())
 	b = append(b, `,"n_embd":5120,"n_params":27000000000,"size":16549875712}}]}`...)
@@ -169,6 +178,12 @@ func serveVLLMMetrics(e *Endpoint, ctx *fasthttp.RequestCtx) {
 // which the real server serves only when started with --metrics; llmsim
 // always serves it.
 func serveLlamaMetrics(e *Endpoint, ctx *fasthttp.RequestCtx) {
+	if !e.f.cfg.LlamaMetrics {
+		// server-context.cpp get_metrics without params.endpoint_metrics.
+		e.fail(ctx, apiChat, &apiError{kind: errNotSupported, status: fasthttp.StatusNotImplemented,
+			msg: "This server does not support metrics endpoint. Start it with `--metrics`"})
+		return
+	}
 	running, waiting, _ := e.load()
 	e.mu.Lock()
 	rate := e.window.rate()

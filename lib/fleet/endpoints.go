@@ -26,6 +26,9 @@ type Target struct {
 	// (http://user:password@host:port), sent as HTTP basic auth.
 	User     string
 	Password Secret
+	// Trimmed is the API path the URL as given ended with, dropped to make
+	// it the base ("/v1/chat/completions"; "" none).
+	Trimmed string
 }
 
 // Secret is a password: it prints as *** whatever the verb, so a Target
@@ -82,8 +85,9 @@ const maxRange = 256
 // ParseEndpoints reads a comma-separated list of endpoints. Each is
 // host:port, host:first-last (a port range), or a URL with http:// or
 // https:// (which may carry a port range and a path prefix). http:// is
-// the default. A trailing /v1 on a path is dropped, since infer adds the
-// API paths itself.
+// the default. A path ending in /v1, /v1/chat/completions or
+// /v1/completions is taken as its base (Target.Trimmed says what was
+// dropped), since infer adds the API paths itself.
 func ParseEndpoints(list string) ([]Target, error) {
 	var out []Target
 	for _, item := range strings.Split(list, ",") {
@@ -164,7 +168,13 @@ func parseEndpoint(raw string) ([]Target, error) {
 		rest, path = rest[:i], rest[i:]
 	}
 	path = strings.TrimRight(path, "/")
-	path = strings.TrimSuffix(path, "/v1")
+	trimmed := ""
+	for _, api := range apiSuffixes {
+		if strings.HasSuffix(path, api) {
+			path, trimmed = strings.TrimSuffix(path, api), api
+			break
+		}
+	}
 	if strings.ContainsAny(path, " \t") {
 		return nil, fmt.Errorf("endpoint %q: white space in the path", s)
 	}
@@ -196,10 +206,14 @@ func parseEndpoint(raw string) ([]Target, error) {
 	for p := first; p <= last; p++ {
 		addr := net.JoinHostPort(host, strconv.Itoa(p))
 		out = append(out, Target{URL: scheme + "://" + shown + addr + path, Addr: addr, TLS: scheme == "https", Path: path,
-			User: user, Password: Secret(password)})
+			User: user, Password: Secret(password), Trimmed: trimmed})
 	}
 	return out, nil
 }
+
+// apiSuffixes are the API paths a URL pasted from a client's
+// configuration may end with, the longest first.
+var apiSuffixes = []string{"/v1/chat/completions", "/v1/completions", "/v1"}
 
 // splitUserInfo takes "user:password@" off the front of an authority
 // (percent-encoded, as in any URL).

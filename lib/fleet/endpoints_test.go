@@ -28,6 +28,9 @@ func TestParseEndpoints(t *testing.T) {
 		{"HTTPS://h:8443/sglang/", "https://h:8443/sglang", ""},
 		{"http://h:8000/v1", "http://h:8000", ""},
 		{"http://h:8000/proxy/v1/", "http://h:8000/proxy", ""},
+		{"http://h:8000/v1/chat/completions", "http://h:8000", ""},
+		{"https://h:8443/vllm/v1/completions/", "https://h:8443/vllm", ""},
+		{"http://h:8000/v1/models", "http://h:8000/v1/models", ""}, // not an API path infer sends: kept (and refused at start)
 		{"http://h:30000-30001/p", "http://h:30000/p http://h:30001/p", ""},
 		{"[::1]:30000-30001", "http://[::1]:30000 http://[::1]:30001", ""},
 		{"", "", ""},
@@ -62,6 +65,12 @@ func TestParseEndpoints(t *testing.T) {
 				t.Errorf("got %q, want %q", urls(got), tt.want)
 			}
 		})
+	}
+	// What was dropped is kept, for the note at start.
+	for in, want := range map[string]string{"h:1/v1": "/v1", "h:1/v1/chat/completions": "/v1/chat/completions", "h:1/v1/completions": "/v1/completions", "h:1/p": ""} {
+		if got, _ := ParseEndpoints(in); len(got) != 1 || got[0].Trimmed != want {
+			t.Errorf("%s: trimmed %+v, want %q", in, got, want)
+		}
 	}
 }
 
@@ -168,6 +177,7 @@ func FuzzParseEndpoints(f *testing.F) {
 				continue // the URL shows *** instead: it does not parse back to the same target
 			}
 			again, err := ParseEndpoints(tg.URL)
+			tg.Trimmed = "" // the base URL, written back, has no API path to drop
 			if err != nil || len(again) != 1 || again[0] != tg {
 				t.Fatalf("%q: %q does not parse back to itself: %v %+v", s, tg.URL, err, again)
 			}
@@ -200,7 +210,7 @@ func FuzzReadEndpointsFile(f *testing.F) {
 			t.Fatalf("%q gave %q, which reads back as %v, %v", s, urls, again, err)
 		}
 		for i := range ts {
-			if again[i] != ts[i] {
+			if ts[i].Trimmed = ""; again[i] != ts[i] {
 				t.Fatalf("%q: %+v reads back as %+v", s, ts[i], again[i])
 			}
 		}

@@ -2,11 +2,17 @@ package fleet
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/lib/cli"
 )
 
 // simPool starts an in-process llmsim fleet of n endpoints and a pool on
@@ -57,7 +63,7 @@ var flavorWant = map[llmsim.Flavor]struct {
 	llmsim.FlavorSGLang:   {"/health 200", "capacity 48 (max_running_requests, /get_server_info)", "context 32768 tokens (context_length, /get_server_info)", "/metrics sglang:num_running_reqs, sglang:num_queue_reqs"},
 	llmsim.FlavorVLLM:     {"/health 200", "capacity not reported", "context 32768 tokens (max_model_len, /v1/models)", "/metrics vllm:num_requests_running, vllm:num_requests_waiting"},
 	llmsim.FlavorVLLM0100: {"/health 200", "capacity not reported", "context 32768 tokens (max_model_len, /v1/models)", "/metrics vllm:num_requests_running, vllm:num_requests_waiting"},
-	llmsim.FlavorLlamaCpp: {"/health 200", "capacity 48 (total_slots, /props)", "context 32768 tokens (n_ctx, /props)", "/metrics llamacpp:requests_processing, llamacpp:requests_deferred"},
+	llmsim.FlavorLlamaCpp: {"/health 200", "capacity 48 (total_slots, /props)", "context 32768 tokens (n_ctx, /props)", "/slots is_processing"},
 	llmsim.FlavorOllama:   {"/health 404 (no such route), /v1/models 200", "capacity not reported", "context 32768 tokens (num_ctx, /api/show)", ""},
 	llmsim.FlavorOpenAI:   {"/health 404 (no such route), /v1/models 200", "capacity not reported", "context length not reported", ""},
 }
@@ -119,10 +125,12 @@ func TestReadyOverrides(t *testing.T) {
 			}
 		})
 	}
-	// A route the server lacks is never ready, and the wait says why.
+	// A route the server lacks is a wrong address: refused (a usage
+	// error) after the first probe, naming the route and the fix.
 	p, _, _ := simPool(t, llmsim.Config{Flavor: llmsim.FlavorOllama}, 1, Config{HealthPath: "/health"})
-	err := p.WaitReady(context.Background(), 300*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "/health 404 (no such route: set --health-path)") {
+	err := p.WaitReady(context.Background(), time.Minute)
+	var usage *cli.UsageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), ": /health 404 (no such route); give the server's base URL") || !strings.Contains(err.Error(), "--health-path PATH") {
 		t.Errorf("%v", err)
 	}
 }
@@ -171,4 +179,89 @@ func TestReadyRefusedCredentials(t *testing.T) {
 	if err := p.WaitReady(context.Background(), 20*time.Second); err != nil || !strings.Contains(l.text(), "/health 404 (no such route), /v1/models 200: ready") {
 		t.Errorf("%v\n%s", err, l.text())
 	}
+}
+
+// An address that is not a server's base URL is refused after the first
+// probe round, naming what each route answered and the fix: every route
+// 404 (a wrong path prefix, a URL pasted with an API path the pool does
+// not drop), a web page; 503 and a refused connection still wait. One
+// wrong endpoint among good ones refuses the run too: the list is wrong.
+func TestWrongAddress(t *testing.T) {
+	serve := func(status int, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	refusedAt := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return "http://" + ln.Addr().String()
+	}
+	sim, err := llmsim.Start(context.Background(), llmsim.Config{Instant: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	good := sim.URLs()[0]
+	for _, tt := range []struct {
+		name  string
+		urls  []string
+		wrong string // in the usage error; "" waits (and times out)
+	}{
+		{"every route 404", []string{serve(404, `{"detail":"Not Found"}`)},
+			": /health 404 (no such route), /v1/models 404 (no such route); give the server's base URL (infer adds"},
+		{"a path prefix", []string{good + "/api"},
+			"/api: /health 404 (no such route), /v1/models 404 (no such route); give the server's base URL, likely without /api"},
+		{"a web page", []string{serve(200, "<!DOCTYPE html><html><body>Welcome</body></html>")},
+			": /health 200 (a web page, not an API), /v1/models 200 (a web page, not an API); "},
+		{"one wrong among good ones", []string{good, serve(404, "404 page not found")},
+			": /health 404 (no such route), /v1/models 404 (no such route); "},
+		{"503: waits", []string{serve(503, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`)}, ""},
+		{"a refused connection: waits", []string{refusedAt()}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var targets []Target
+			for _, u := range tt.urls {
+				ts, err := ParseEndpoints(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				targets = append(targets, ts...)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			p := NewPool(ctx, targets, Config{ProbeInterval: 20 * time.Millisecond, EjectAfter: 5})
+			defer p.Close()
+			defer cancel() // before Close, which waits for the probes to end
+			p.Start()
+			err := p.WaitReady(context.Background(), time.Second)
+			var usage *cli.UsageError
+			switch {
+			case tt.wrong == "" && (err == nil || errors.As(err, &usage) || !strings.Contains(err.Error(), "no endpoint was ready within 1s")):
+				t.Errorf("%v, want the wait to run out", err)
+			case tt.wrong != "" && (!errors.As(err, &usage) || !strings.Contains(err.Error(), tt.wrong)):
+				t.Errorf("%v, want a usage error with %q", err, tt.wrong)
+			}
+		})
+	}
+	// A 503's message is in the probe's note, for the wait line.
+	p := NewPool(context.Background(), mustParse(t, serve(503, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`)), Config{ProbeInterval: time.Hour})
+	if r := p.checkReady(p.eps[0]); r.note != "/health 503 (starting: Loading model)" || r.wrong {
+		t.Errorf("%+v", r)
+	}
+	p.Close()
+}
+
+func mustParse(t *testing.T, s string) []Target {
+	t.Helper()
+	ts, err := ParseEndpoints(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
 }

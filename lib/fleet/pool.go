@@ -69,7 +69,12 @@ type Endpoint struct {
 	readyPath string // the route that says the server is ready, once learned
 	lastProbe string // what the last readiness probe saw, for messages
 	refused   bool   // the last probe was refused for its credentials
-	info      Info   // what the server said of itself when it came up
+	probed    bool   // a readiness probe has ended (answered or not)
+	// wrong is what the routes of a first probe answered when none is an
+	// API's (every one 404, or a web page): the address is not a server's
+	// base URL; it is not probed again.
+	wrong     string
+	info      Info // what the server said of itself when it came up
 	limiter   *Limiter
 	decode    decodeFit // latency against answer length, for its effective concurrency
 	metrics   serverLoad

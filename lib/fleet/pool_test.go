@@ -111,11 +111,30 @@ func TestWaitReady(t *testing.T) {
 	go func() { done <- p.WaitReady(context.Background(), time.Minute) }()
 	pending(t, fake, 2)
 	p.setReady(1, 4)
+	// The others were never probed: the run waits ReadyGrace for their
+	// first probes, no more.
+	pending(t, fake, 3)
+	fake.Advance(ReadyGrace - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v before the others' first probes or the grace", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	fake.Advance(time.Nanosecond)
 	if err := waitErr(t, done); err != nil {
 		t.Fatalf("with an endpoint ready: %v", err)
 	}
 	if fake.Pending() != 0 {
 		t.Errorf("%d timers left set", fake.Pending())
+	}
+}
+
+// probedAll marks every endpoint probed once.
+func (p *Pool) probedAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ep := range p.eps {
+		ep.probed = true
 	}
 }
 
@@ -166,6 +185,7 @@ func TestWaitReadySaysWhy(t *testing.T) {
 		}
 	}
 	pending(t, fake, 2)
+	p.probedAll()
 	p.setReady(3, 4)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
@@ -180,7 +200,19 @@ func TestWaitReadySaysWhy(t *testing.T) {
 	fake.Advance(time.Nanosecond)
 	waitLog(t, l, "warning: 2 of 4 endpoints not ready after 1m0s (still probed every 2s; each joins once ready): "+
 		"http://127.0.0.1:1: /health: connection refused; http://127.0.0.1:2: /health 503 (starting)", 1)
-	for i, want := range []string{"/health: connection refused", "/health 503 (starting)", "", ""} {
+	// The warning is said again, every WaitNotice, when what the probes
+	// see changed: the server that refused connections now loads.
+	pending(t, fake, 1)
+	fake.Advance(10 * time.Second)
+	if n := strings.Count(l.text(), "warning"); n != 1 {
+		t.Fatalf("%d warnings with nothing changed:\n%s", n, l.text())
+	}
+	p.setProbe(0, "/health 503 (starting: Loading model)")
+	pending(t, fake, 1)
+	fake.Advance(10 * time.Second)
+	waitLog(t, l, "warning: 2 of 4 endpoints still not ready after 1m20s (still probed every 2s; each joins once ready): "+
+		"http://127.0.0.1:1: /health 503 (starting: Loading model); http://127.0.0.1:2: /health 503 (starting)", 1)
+	for i, want := range []string{"/health 503 (starting: Loading model)", "/health 503 (starting)", "", ""} {
 		got, never := p.NeverReady(i)
 		if never != (want != "") || got != want {
 			t.Errorf("endpoint %d: NeverReady %q, %v; want %q", i, got, never, want)

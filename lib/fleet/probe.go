@@ -1,11 +1,14 @@
 package fleet
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 
 	"tokenmill/lib/openai"
@@ -19,10 +22,16 @@ import (
 // route answered first is the one the endpoint is probed on from then on,
 // after an ejection too.
 
-// Start probes every endpoint until it is ready.
+// Start probes every endpoint until it is ready. An endpoint given as a
+// URL that ended in an API path is said once to be taken as its base.
 func (p *Pool) Start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, ep := range p.eps {
+		if tr := ep.t.Trimmed; tr != "" && tr != "/v1" {
+			p.cfg.Logf("%s%s: taken as the base URL %s (the API's routes, %s among them, are added to it)", ep.name, tr, ep.name, tr)
+		}
+	}
 	for _, ep := range p.eps {
 		p.probeLocked(ep, 0, min(p.cfg.ProbeInterval, 250*time.Millisecond))
 	}
@@ -76,9 +85,21 @@ func (p *Pool) probe(ep *Endpoint, first, interval time.Duration) {
 		}
 		r := p.checkReady(ep)
 		p.mu.Lock()
-		ep.lastProbe, ep.refused = r.note, r.refused
+		ep.lastProbe, ep.refused, ep.probed = r.note, r.refused, true
 		if r.ready && p.cfg.HealthPath == "" {
 			ep.readyPath = r.path
+		}
+		if r.wrong && ep.state == StateStarting {
+			// Never ready, and its routes are not an API's: a wrong
+			// address, which waiting will not mend (one ready before and
+			// ejected is probed on as any other).
+			ep.wrong, ep.probing = r.note, false
+			if p.ready > 0 {
+				p.cfg.Logf("warning: %s is left out: %s", ep.name, wrongText(ep))
+			}
+			p.broadcastLocked()
+			p.mu.Unlock()
+			return
 		}
 		p.broadcastLocked() // WaitReady reports what the probes see
 		p.mu.Unlock()
@@ -170,6 +191,10 @@ type readiness struct {
 	path    string // the route that answered 200
 	note    string // what each route said: "/health 404 (no such route), /v1/models 200"
 	refused bool   // 401 or 403: the credentials, not the server
+	// wrong: every route asked answered that it is not there (404), or
+	// with a page that is not an API's: the address is not an
+	// OpenAI-compatible server's base URL, and waiting will not change it.
+	wrong bool
 }
 
 // checkReady asks ep whether it is ready: --health-path, else the route
@@ -187,13 +212,25 @@ func (p *Pool) checkReady(ep *Endpoint) readiness {
 	p.mu.Unlock()
 	var notes []string
 	for i, path := range paths {
-		status, _, err := p.get(ep, path)
+		status, body, err := p.get(ep, path)
 		if err != nil {
 			notes = append(notes, path+": "+transportNote(err, p.cfg.ControlTimeout))
 			return readiness{note: strings.Join(notes, ", ")}
 		}
 		note := fmt.Sprintf("%s %d", path, status)
+		page := webPage(body)
 		switch {
+		case status == fasthttp.StatusOK && page && p.cfg.HealthPath == "":
+			// A web page at the API's route: another server (a proxy's or
+			// a web application's front page) answers at this address.
+			notes = append(notes, note+" (a web page, not an API)")
+			if i+1 < len(paths) {
+				continue
+			}
+			return readiness{wrong: true, note: strings.Join(notes, ", ")}
+		case status == fasthttp.StatusOK && path == openai.PathModels && p.cfg.HealthPath == "" && !modelList(body):
+			notes = append(notes, note+" (not a model list)")
+			return readiness{wrong: true, note: strings.Join(notes, ", ")}
 		case status == fasthttp.StatusOK:
 			return readiness{ready: true, path: path, note: strings.Join(append(notes, note), ", ")}
 		case status == fasthttp.StatusNotFound && i+1 < len(paths):
@@ -203,17 +240,77 @@ func (p *Pool) checkReady(ep *Endpoint) readiness {
 		r := readiness{}
 		switch status {
 		case fasthttp.StatusServiceUnavailable:
-			note += " (starting)"
+			note += " (starting" + said(body) + ")"
 		case fasthttp.StatusNotFound:
-			note += " (no such route: set --health-path)"
+			// The last route asked is not there either (a route that
+			// answered before an ejection, or --health-path, too: the
+			// server behind the address is another one now).
+			note += " (no such route)"
+			r.wrong = true
 		case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden:
 			note += " (check --api-key)"
 			r.refused = true
+		default:
+			note += said(body)
 		}
 		r.note = strings.Join(append(notes, note), ", ")
 		return r
 	}
 	return readiness{note: strings.Join(notes, ", ")}
+}
+
+// webPage tells an HTML page from an API's answer.
+func webPage(body []byte) bool {
+	b := bytes.TrimSpace(body)
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	b = bytes.ToLower(b)
+	return bytes.HasPrefix(b, []byte("<!doctype html")) || bytes.HasPrefix(b, []byte("<html"))
+}
+
+// modelList: body is a /v1/models answer, {"data": [...]}.
+func modelList(body []byte) bool {
+	var l struct {
+		Data *[]json.RawMessage `json:"data"`
+	}
+	return json.Unmarshal(body, &l) == nil && l.Data != nil
+}
+
+// said is what a server's answer says, in a few words, for a probe's
+// note: the message of its error object, else the start of its text
+// ("" when neither says anything).
+func said(body []byte) string {
+	var e struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  string          `json:"detail"`
+	}
+	msg := ""
+	if json.Unmarshal(body, &e) == nil {
+		var inner struct {
+			Message string `json:"message"`
+		}
+		switch {
+		case len(e.Error) > 0 && json.Unmarshal(e.Error, &inner) == nil && inner.Message != "":
+			msg = inner.Message
+		case len(e.Error) > 0 && json.Unmarshal(e.Error, &msg) == nil:
+		case e.Message != "":
+			msg = e.Message
+		case e.Detail != "":
+			msg = e.Detail
+		}
+	} else if !webPage(body) {
+		msg = string(body)
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	if msg == "" || !utf8.ValidString(msg) {
+		return ""
+	}
+	if r := []rune(msg); len(r) > 60 {
+		msg = string(r[:60]) + "..."
+	}
+	return ": " + msg
 }
 
 // transportNote says in a few words why a control request got no answer.

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/clock"
 )
 
 // WaitReady waits until at least one endpoint is ready, for at most
@@ -13,6 +17,12 @@ import (
 // each one's last probe saw (connection refused, 503 starting, no
 // answer) and when it gives up. When every endpoint refuses the
 // credentials it stops at once: waiting would not change that.
+//
+// An endpoint whose first probe finds no API at its address (every route
+// 404, or a web page) makes it return a usage error once every endpoint
+// was probed once, naming what each route answered and the fix: waiting
+// would not change that. The first endpoint ready starts the run once the
+// others' first probes are in, or ReadyGrace after it at most.
 func (p *Pool) WaitReady(ctx context.Context, timeout time.Duration) error {
 	start := p.clk.Now()
 	deadline := p.clk.NewTimer(timeout)
@@ -23,18 +33,31 @@ func (p *Pool) WaitReady(ctx context.Context, timeout time.Duration) error {
 	}
 	notice := p.clk.NewTimer(min(2*time.Second, timeout/2))
 	defer func() { notice.Stop() }()
+	var grace <-chan time.Time // running once the first endpoint is ready
+	graceOver := false
 	for {
 		p.mu.Lock()
 		n, wait := p.ready, p.changed
 		refused := p.allRefusedLocked()
+		probed, wrong := p.firstRoundLocked()
 		p.mu.Unlock()
-		if n > 0 {
+		if len(wrong) > 0 && (probed || graceOver) {
+			return wrongAddresses(wrong)
+		}
+		if n > 0 && (probed || graceOver) {
 			return nil
+		}
+		if n > 0 && grace == nil {
+			t := p.clk.NewTimer(ReadyGrace)
+			defer t.Stop()
+			grace = t.C()
 		}
 		if refused {
 			return fmt.Errorf("every endpoint refused the credentials: %s", p.probesText())
 		}
 		select {
+		case <-grace:
+			graceOver = true
 		case <-wait:
 		case <-notice.C():
 			left := timeout - p.clk.Now().Sub(start)
@@ -52,6 +75,47 @@ func (p *Pool) WaitReady(ctx context.Context, timeout time.Duration) error {
 // DefaultWaitNotice is how often WaitReady says what it waits for.
 const DefaultWaitNotice = 10 * time.Second
 
+// ReadyGrace is how long the first endpoint ready waits for the others'
+// first probes, so that a wrong address among them is refused before the
+// run starts, while one that hangs does not hold the run up.
+const ReadyGrace = 2 * time.Second
+
+// firstRoundLocked says whether every endpoint was probed once, and which
+// ones found no API at their address.
+func (p *Pool) firstRoundLocked() (all bool, wrong []*Endpoint) {
+	all = true
+	for _, ep := range p.eps {
+		all = all && ep.probed
+		if ep.wrong != "" {
+			wrong = append(wrong, ep)
+		}
+	}
+	return all, wrong
+}
+
+// wrongAddresses is the usage error for endpoints whose addresses are not
+// an API's.
+func wrongAddresses(eps []*Endpoint) error {
+	parts := make([]string, len(eps))
+	for i, ep := range eps {
+		parts[i] = wrongText(ep)
+	}
+	what := "is not an OpenAI-compatible server's base URL"
+	if len(eps) > 1 {
+		what = fmt.Sprintf("%d endpoints are not OpenAI-compatible servers' base URLs", len(eps))
+	}
+	return cli.Usagef("%s: %s", what, strings.Join(parts, "; "))
+}
+
+// wrongText names ep, what its routes answered, and the likely fix.
+func wrongText(ep *Endpoint) string {
+	fix := "give the server's base URL (infer adds /v1/chat/completions and its other routes itself), or --health-path PATH for a readiness route of its own"
+	if path := ep.t.Path; path != "" {
+		fix = fmt.Sprintf("give the server's base URL, likely without %s (infer adds /v1/chat/completions and its other routes itself), or --health-path PATH for a readiness route of its own", path)
+	}
+	return fmt.Sprintf("%s: %s; %s", ep.name, ep.wrong, fix)
+}
+
 func endpointsWord(n int) string {
 	if n == 1 {
 		return "the endpoint"
@@ -63,15 +127,56 @@ func endpointsWord(n int) string {
 // it has already), every endpoint that has not been ready yet, with what
 // its last probe saw: the run goes on without them (each joins once
 // ready), and the user should know why the fleet is smaller than asked.
-// It returns at once; stop cancels the warning.
+// Then, every WaitNotice, it says so again when what their probes see
+// has changed (a server that refused connections now answers 503 while
+// it loads), until every one has been ready. It returns at once; stop
+// cancels the warnings.
 func (p *Pool) WarnNotReady(started time.Time, after time.Duration) (stop func()) {
-	t := p.clk.AfterFunc(after-p.clk.Now().Sub(started), func() {
-		if text, n := p.neverReadyText(); n > 0 {
-			p.cfg.Logf("warning: %d of %d endpoints not ready after %v (still probed every %v; each joins once ready): %s",
-				n, len(p.eps), p.clk.Now().Sub(started).Round(time.Second), p.cfg.ProbeInterval, text)
+	every := p.cfg.WaitNotice
+	if every <= 0 {
+		every = DefaultWaitNotice
+	}
+	var mu sync.Mutex // guards t, stopped and last
+	var t clock.Timer // the next warning's
+	stopped, last := false, ""
+	var warn func()
+	warn = func() {
+		text, n := p.neverReadyText()
+		mu.Lock()
+		if stopped || n == 0 {
+			mu.Unlock()
+			return // stopped, or all came up
 		}
-	})
-	return func() { t.Stop() }
+		if text != last {
+			again := ""
+			if last != "" {
+				again = "still "
+			}
+			p.cfg.Logf("warning: %d of %d endpoints %snot ready after %v (still probed every %v; each joins once ready): %s",
+				n, len(p.eps), again, p.clk.Now().Sub(started).Round(time.Second), p.cfg.ProbeInterval, text)
+			last = text
+		}
+		mu.Unlock()
+		next := p.clk.AfterFunc(every, warn)
+		mu.Lock()
+		t = next
+		if stopped {
+			next.Stop()
+		}
+		mu.Unlock()
+	}
+	first := p.clk.AfterFunc(after-p.clk.Now().Sub(started), warn) // may run at once
+	mu.Lock()
+	if t == nil {
+		t = first
+	}
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // NeverReady reports whether endpoint i has not been ready once, and what
@@ -124,7 +229,11 @@ func (p *Pool) WaitAll(ctx context.Context, timeout time.Duration) ([]int, error
 		p.mu.Lock()
 		wait := p.changed
 		refused := p.allRefusedLocked()
+		probed, wrong := p.firstRoundLocked()
 		p.mu.Unlock()
+		if len(wrong) > 0 && probed {
+			return nil, wrongAddresses(wrong)
+		}
 		ready := p.readyIndexes()
 		if len(ready) == len(p.eps) {
 			return ready, nil

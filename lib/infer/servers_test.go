@@ -443,3 +443,41 @@ func TestReasoningFields(t *testing.T) {
 		})
 	}
 }
+
+// A wrong address fails fast, through the binary: a path prefix the
+// server does not have (every readiness route 404) exits 2 after the
+// first probe round, --wait-ready 10m notwithstanding, naming what each
+// route answered and the fix, and writes nothing; a URL pasted with
+// /v1/chat/completions is taken as its base, said once; a server still
+// starting (503) is waited for, to --wait-ready.
+func TestWrongAddressFailsFast(t *testing.T) {
+	t.Parallel()
+	url := simFlavor(t, llmsim.FlavorSGLang, "--instant")
+	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
+	p := startInfer(t, append(s.args("-e", url+"/api", "--max-tokens", "8"), "--wait-ready", "10m")...)
+	if code := p.wait(t, 60*time.Second); code != cli.ExitUsage {
+		t.Fatalf("exit %d, want 2:\n%s", code, p.stderr.String())
+	}
+	want := url + "/api: /health 404 (no such route), /v1/models 404 (no such route); give the server's base URL, likely without /api"
+	if !strings.Contains(p.stderr.String(), want) || strings.Contains(p.stderr.String(), "waiting for") {
+		t.Errorf("stderr lacks %q (or waited):\n%s", want, p.stderr.String())
+	}
+	if _, err := os.Stat(s.out); !os.IsNotExist(err) {
+		t.Errorf("-o written after a wrong address: %v", err)
+	}
+
+	r := runBinary(t, s.args("-e", url+"/v1/chat/completions", "--max-tokens", "8")...)
+	note := url + "/v1/chat/completions: taken as the base URL " + url
+	if r.Code != cli.ExitOK || strings.Count(r.Stderr, note) != 1 {
+		t.Fatalf("exit %d, want 0 with %q once:\n%s", r.Code, note, r.Stderr)
+	}
+	if acc := s.check(t, 1); acc.ok != 5 {
+		t.Errorf("%d ok of 5", acc.ok)
+	}
+
+	starting := simFlavor(t, llmsim.FlavorLlamaCpp, "--instant", "--startup-delay", "1h")
+	r = runBinary(t, append(s.args("-e", starting, "--max-tokens", "8", "--force"), "--wait-ready", "3s")...)
+	if r.Code != cli.ExitFailure || !strings.Contains(r.Stderr, "no endpoint was ready within 3s (--wait-ready): "+starting+": /health 503 (starting: Loading model)") {
+		t.Errorf("a server loading its model: exit %d, want 1 after --wait-ready:\n%s", r.Code, r.Stderr)
+	}
+}
