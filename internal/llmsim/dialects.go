@@ -94,7 +94,7 @@ func vllmDialect(r vllmRelease) *dialect {
 		// api_server.py's API-key middleware guards only /v1 paths.
 		open:     func(p string) bool { return !strings.HasPrefix(p, "/v1") },
 		jsonOnly: true, holdWhileStarting: true, listenWhenReady: true, reasoning: r.reasoning, server: "uvicorn",
-		checkRequest: func(j *job) *apiError { return vllmMaxTokens(j, r) },
+		checkRequest:        func(j *job) *apiError { return vllmMaxTokens(j, r) },
 		completionMaxTokens: defaultCompletionMaxTokens, // completion/protocol.py CompletionRequest max_tokens = 16
 		fitContext:          r.fitContext, busyMessage: msgQueueFull,
 		modelNotFound: func(name string) *apiError { // serving_engine.py _check_model

@@ -56,14 +56,14 @@ func ParseFlavor(s string) (Flavor, error) {
 type errKind int
 
 const (
-	errValidation errKind = iota // the body does not parse or misses a field
-	errInvalid                   // a well-formed request the server refuses
-	errContext                   // the prompt (and max_tokens) do not fit the context
-	errModel                     // no such model
-	errBusy                      // the waiting queue is full
-	errInternal                  // the fail fault
-	errLoading                   // the model is still loading (llama.cpp)
-	errNotSupported              // a route the server was not started with (llama.cpp's /metrics)
+	errValidation   errKind = iota // the body does not parse or misses a field
+	errInvalid                     // a well-formed request the server refuses
+	errContext                     // the prompt (and max_tokens) do not fit the context
+	errModel                       // no such model
+	errBusy                        // the waiting queue is full
+	errInternal                    // the fail fault
+	errLoading                     // the model is still loading (llama.cpp)
+	errNotSupported                // a route the server was not started with (llama.cpp's /metrics)
 )
 
 // apiError is an error answer before the flavour renders it.
