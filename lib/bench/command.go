@@ -190,11 +190,11 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err := fleet.CheckRun(p, c.API, c.Model); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	model := c.Model
+	// Requests are built with the first endpoint's model; each endpoint
+	// is sent its own name for it (fleet.Pool.BodyFor).
+	model := p.DiscoverModel()
 	if model == "" {
-		if model = p.DiscoverModel(); model == "" {
-			model = "default"
-		}
+		model = "default"
 	}
 	bodies, note, wantUsage, err := c.negotiate(ctx, env, p, ready[0], model)
 	if err != nil {

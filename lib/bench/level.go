@@ -25,6 +25,8 @@ type benchRun struct {
 	clk        clock.Clock
 	kind       openai.StreamKind
 	eps        []*fleet.Client
+	pool       *fleet.Pool
+	peps       []*fleet.Endpoint // the pool's endpoints behind eps, for their model names
 	urls       []string
 	maxRunning []int // per endpoint measured, 0 when the server does not say
 	bodies     [][]byte
@@ -39,11 +41,12 @@ type benchRun struct {
 // newBenchRun measures the ready endpoints of p (their indexes), each
 // with its own streaming client.
 func newBenchRun(c *Bench, clk clock.Clock, p *fleet.Pool, ready []int, bodies [][]byte) *benchRun {
-	r := &benchRun{cfg: c, clk: clk, kind: c.API.StreamKind(), bodies: bodies}
+	r := &benchRun{cfg: c, clk: clk, kind: c.API.StreamKind(), bodies: bodies, pool: p}
 	views, eps := p.View(), p.Endpoints()
 	for _, i := range ready {
 		t := eps[i].Target()
 		r.eps = append(r.eps, fleet.NewClient(t, c.APIKey, true))
+		r.peps = append(r.peps, eps[i])
 		r.urls = append(r.urls, t.URL)
 		r.maxRunning = append(r.maxRunning, views[i].MaxRunning)
 	}
@@ -181,6 +184,9 @@ func (r *benchRun) request(lv *levelRun, i int, body []byte) *reqStats {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
+	if r.pool != nil {
+		body = r.pool.BodyFor(r.peps[i], body)
+	}
 	ep.Post(req, r.cfg.API.Path(), body)
 	rs := &reqStats{ep: i, sent: r.clk.Now(), total: -1}
 	if err := ep.DoDeadline(req, resp, lv.deadline); err != nil {

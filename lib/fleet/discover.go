@@ -37,6 +37,9 @@ type Info struct {
 	ContextSource string // "max_model_len, /v1/models"
 	// Models are the names /v1/models lists.
 	Models []string
+	// Model is the one it is sent (models.go), and where that came from
+	// ("--model", or "/v1/models": the first it lists).
+	Model, ModelSource string
 	// Metrics names the gauges of its /metrics that count running and
 	// waiting requests, once read ("" when it has none).
 	Metrics string
@@ -127,26 +130,25 @@ func (p *Pool) readProps(ep *Endpoint, in *Info) {
 // whether the server is Ollama, whose OpenAI layer lists its models as
 // the "library"'s.
 func (p *Pool) readModels(ep *Endpoint, in *Info) (model string, ollama bool) {
-	model = p.cfg.Model
+	defer func() { model = in.Model }()
+	in.Model, in.ModelSource = p.pickModel(nil)
 	body, ok := p.get200(ep, openai.PathModels)
 	if !ok {
-		return model, false
+		return
 	}
 	l, err := parseModelList(body)
 	if err != nil {
-		return model, false
+		return
 	}
 	for _, m := range l {
 		in.Models = append(in.Models, m.ID)
 		ollama = ollama || m.OwnedBy == "library"
 	}
-	if model == "" && len(l) > 0 {
-		model = l[0].ID
-	}
-	if n := maxModelLen(l, p.cfg.Model); in.Context == 0 && n > 0 {
+	in.Model, in.ModelSource = p.pickModel(in.Models)
+	if n := maxModelLen(l, in.Model); in.Context == 0 && n > 0 {
 		in.Context, in.ContextSource = n, "max_model_len, "+openai.PathModels
 	}
-	return model, ollama
+	return
 }
 
 // maxModelLen is the first max_model_len listed for the model given (any

@@ -16,7 +16,7 @@ type ServerFlags struct {
 	Endpoints     string     `short:"e" placeholder:"LIST" help:"Servers, comma-separated: host:port, host:first-last (a port range), or a URL (http:// is the default, https:// allowed, a path prefix kept). E.g. 127.0.0.1:30000-30007,gpu2:30000."`
 	EndpointsFile string     `placeholder:"FILE" help:"File of endpoints, one (or a comma-separated list) per line; # starts a comment."`
 	API           openai.API `name:"api" enum:"chat,completions,generate" default:"chat" help:"Request kind: chat (/v1/chat/completions), completions (/v1/completions) or generate (SGLang's native /generate). completions and generate need records with a \"prompt\" text."`
-	Model         string     `help:"Model name sent with each request. Default: the first model the server's /v1/models lists."`
+	Model         string     `help:"Model name sent with each request; a comma-separated list where the servers serve it under different names (each endpoint is sent the first one its /v1/models lists). Default: each endpoint the first model its own /v1/models lists."`
 	Temperature   *float64   `placeholder:"T" help:"Sampling temperature. Default: the server's (the model's generation config)."`
 	TopP          *float64   `name:"top-p" placeholder:"P" help:"Nucleus sampling. Default: the server's."`
 	ExtraBody     string     `placeholder:"JSON" help:"JSON object merged into every request body, e.g. '{\"chat_template_kwargs\":{\"enable_thinking\":false}}' (for generate, its \"sampling_params\" merge into the sampling params). A record's own \"params\" override it and the flags. Default: none."`

@@ -123,8 +123,11 @@ type Config struct {
 	// ready. "": /health, or /v1/models where a server has no /health.
 	HealthPath string
 	// Model is --model ("": the first a server lists), asked about where
-	// a server tells its context length per model (Ollama's /api/show).
-	Model string
+	// a server tells its context length per model (Ollama's /api/show);
+	// Models is --model's list, where endpoints serve the model under
+	// different names (each is sent the first of them it lists).
+	Model  string
+	Models []string
 	// ContextLength is --context-length: every endpoint's context, whatever
 	// the servers say (0: learn it).
 	ContextLength int

@@ -121,6 +121,9 @@ func (p *Pool) bringUp(ep *Endpoint, info Info, probe string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ep.probing = false
+	if ep.wrong != "" {
+		return // out of the run for good (Misconfigured)
+	}
 	ep.info = info
 	if c := int64(info.Context); c > 0 {
 		if old := p.context.Load(); old == 0 || c < old {
@@ -171,6 +174,8 @@ func (p *Pool) describeLocked(ep *Endpoint) string {
 		switch {
 		case p.cfg.FixedSlots > 0:
 			fmt.Fprintf(&b, ", %d in flight (--concurrency)", p.cfg.FixedSlots)
+		case ep.limiter != nil && in.Capacity > 0:
+			fmt.Fprintf(&b, ", in flight adapted to the server from %d (%d + %d spare; --concurrency N fixes it)", ep.limiter.Limit(), in.Capacity, ep.limiter.Limit()-in.Capacity)
 		case ep.limiter != nil:
 			fmt.Fprintf(&b, ", in flight adapted to the server from %d (--concurrency N fixes it)", ep.limiter.Limit())
 		default:
@@ -182,7 +187,21 @@ func (p *Pool) describeLocked(ep *Endpoint) string {
 	} else {
 		b.WriteString("; context length not reported (--context-length N sets it)")
 	}
+	if in.Model != "" && p.otherModelLocked(ep, in.Model) {
+		fmt.Fprintf(&b, "; model %s (%s), which the others name otherwise", in.Model, in.ModelSource)
+	}
 	return b.String()
+}
+
+// otherModelLocked: an endpoint up before ep is sent another name than
+// model.
+func (p *Pool) otherModelLocked(ep *Endpoint, model string) bool {
+	for _, e := range p.eps {
+		if e != ep && e.info.Model != "" && e.info.Model != model {
+			return true
+		}
+	}
+	return false
 }
 
 // readiness is what one probe found.

@@ -353,3 +353,62 @@ func FuzzServerLoad(f *testing.F) {
 		}
 	})
 }
+
+// Each endpoint is sent its own name for the run's model: --model's list
+// picks the first name each endpoint lists; BodyFor swaps the run's name
+// for the endpoint's, and leaves a name a record chose; a refusal naming
+// the model as unknown is the endpoint's.
+func TestModelPerEndpoint(t *testing.T) {
+	p, _, _ := testPool(t, 3, Config{Models: []string{"a", "b"}, Model: "a"})
+	for i, listed := range [][]string{{"b", "x"}, {"a:latest"}, {"z"}} {
+		m, src := p.pickModel(listed)
+		want := []string{"b", "a", "a"}[i]
+		if m != want || src != "--model" {
+			t.Errorf("listing %v: model %q from %q, want %q", listed, m, src, want)
+		}
+	}
+	if m, src := (&Pool{}).pickModel([]string{"q", "r"}); m != "q" || src != "/v1/models" {
+		t.Errorf("no --model: %q from %q", m, src)
+	}
+	p.eps[0].info.Model, p.eps[1].info.Model = "Qwen3.6-27B", "fake/model"
+	body := []byte(`{"model":"Qwen3.6-27B","messages":[{"role":"user","content":"hi"}],"max_tokens":8}`)
+	if got := string(p.BodyFor(p.eps[1], body)); got != `{"model":"fake/model","messages":[{"role":"user","content":"hi"}],"max_tokens":8}` {
+		t.Errorf("BodyFor: %s", got)
+	}
+	if got := p.BodyFor(p.eps[0], body); string(got) != string(body) {
+		t.Errorf("BodyFor its own model: %s", got)
+	}
+	own := []byte(`{"model":"special","messages":[]}`)
+	if got := p.BodyFor(p.eps[1], own); string(got) != string(own) {
+		t.Errorf("BodyFor a record's own model: %s", got)
+	}
+	if p.ModelsText() != "" {
+		t.Error("ModelsText with no endpoint in service")
+	}
+	p.setReady(0, 4)
+	p.setReady(1, 4)
+	if got := p.ModelsText(); got != "Qwen3.6-27B (http://127.0.0.1:1); fake/model (http://127.0.0.1:2)" {
+		t.Errorf("ModelsText %q", got)
+	}
+	for _, tt := range []struct {
+		f    Failure
+		want bool
+	}{
+		{Failure{Status: 404, Message: "The model `x` does not exist."}, true},
+		{Failure{Status: 404, Message: `model "x" not found, try pulling it first`}, true},
+		{Failure{Status: 404, Message: "The model `x` does not exist or you do not have access to it. (model_not_found)"}, true},
+		{Failure{Status: 404, Message: "Not Found"}, false},
+		{Failure{Status: 400, Message: "The model `x` does not exist."}, false},
+	} {
+		if got := ModelNotFound(&tt.f); got != tt.want {
+			t.Errorf("%+v: %v, want %v", tt.f, got, tt.want)
+		}
+	}
+	if !p.Misconfigured(p.eps[1], "it does not serve model") || p.eps[1].state != StateDown {
+		t.Error("one endpoint misconfigured: the others are left, it is down")
+	}
+	p.Misconfigured(p.eps[0], "x")
+	if p.Misconfigured(p.eps[2], "x") {
+		t.Error("every endpoint misconfigured: none left")
+	}
+}

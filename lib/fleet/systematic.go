@@ -137,6 +137,7 @@ func (p *Pool) servedText() string {
 // /v1/models lists model (up to Ollama's ":latest"); the error names what
 // they serve instead. Servers that list nothing are not judged.
 func (p *Pool) CheckModel(model string) error {
+	names := strings.Split(model, ",")
 	var missing []string
 	for _, v := range p.View() {
 		if v.State != StateReady || len(v.Info.Models) == 0 {
@@ -144,9 +145,8 @@ func (p *Pool) CheckModel(model string) error {
 		}
 		found := false
 		for _, m := range v.Info.Models {
-			if ModelMatches(model, m) {
-				found = true
-				break
+			for _, n := range names {
+				found = found || ModelMatches(strings.TrimSpace(n), m)
 			}
 		}
 		if !found {

@@ -93,6 +93,9 @@ func (p *Pool) count(ctx context.Context, ep *Endpoint, body []byte, texts bool)
 	if len(r.Messages) == 0 && len(r.Prompt) == 0 {
 		return 0, errors.New("tokenize: the request has neither messages nor a prompt")
 	}
+	if own := p.ModelOf(ep); own != "" && r.Model != own && p.servesAnother(r.Model) {
+		r.Model = own // the endpoint's own name for the run's model
+	}
 	var key uint64
 	if c := p.cfg.TokenCache; c != nil {
 		h := xxh3.New()

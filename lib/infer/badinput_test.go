@@ -111,7 +111,6 @@ func TestBadEndpointAnswers(t *testing.T) {
 		{"HTML page with 200", true, body(200, "text/html", htmlPage), 200, "malformed response body: json: invalid character '<'"},
 		{"invalid JSON", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"cut`), 200, "malformed response body"},
 		{"JSON that is not an answer", true, body(200, "application/json", `{"object":"list","data":[]}`), 200, "choices"},
-		{"HTML on every path", false, body(200, "text/html", htmlPage), 200, "malformed response body: json: invalid character '<'"},
 		// Answers that are not answers.
 		{"empty choices", true, body(200, "application/json", `{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":0}}`), 200, "no choices"},
 		{"null choice", true, body(200, "application/json", `{"id":"x","choices":[null]}`), 200, "the choice is null"},
@@ -119,6 +118,17 @@ func TestBadEndpointAnswers(t *testing.T) {
 		{"null content without calls", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":null},"finish_reason":"stop"}]}`), 200, "null content"},
 		{"no finish_reason", true, body(200, "application/json", `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`), 200, "no finish_reason"},
 	}
+	// HTML on every path, /health and /v1/models too, is no server's API:
+	// refused at start (exit 2), nothing sent.
+	t.Run("HTML on every path", func(t *testing.T) {
+		t.Parallel()
+		s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
+		url := badServer(t, false, body(200, "text/html", htmlPage))
+		r := runBinary(t, s.args("-e", url, "--retries", "2", "--max-tokens", "8")...)
+		if r.Code != cli.ExitUsage || !strings.Contains(r.Stderr, url+": /health 200 (a web page, not an API), /v1/models 200 (a web page, not an API)") {
+			t.Fatalf("exit %d, want 2 naming the web page:\n%s", r.Code, r.Stderr)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

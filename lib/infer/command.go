@@ -132,7 +132,11 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := openai.NewBuilder(c.API, c.Model, c.Sampling(c.SamplingFlags), extra)
+	model := ""
+	if m := c.Models(); len(m) > 0 {
+		model = m[0] // the endpoints' own names are set once they are up
+	}
+	b, err := openai.NewBuilder(c.API, model, c.Sampling(c.SamplingFlags), extra)
 	if err != nil {
 		return nil, nil, cli.Usagef("%v", err)
 	}

@@ -91,7 +91,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 			r.eta.Started(j, ep.Index(), start)
 			j.etaOn, j.started = true, start
 		}
-		c, f := r.pool.Complete(ep, r.cfg.API.Path(), j.body, r.cfg.RequestTimeout, r.cfg.API.Parse)
+		c, f := r.pool.Complete(ep, r.cfg.API.Path(), r.pool.BodyFor(ep, j.body), r.cfg.RequestTimeout, r.cfg.API.Parse)
 		end := r.clk.Now()
 		if f == nil || !f.Down {
 			j.attempts++
@@ -160,6 +160,9 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.pool.Failed(ep, f.Down, f.Error())
 	}
 	j.last = ep
+	if r.wrongModel(ep, j, f) {
+		return
+	}
 	if r.contextRetry(ep, j, f) {
 		return
 	}
@@ -181,7 +184,7 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) {
 	model := c.Model
 	if model == "" {
-		model = r.model
+		model = r.modelOf(ep)
 	}
 	out := record.Output{
 		Text: c.Text, Reasoning: c.Reasoning, ReasoningField: c.ReasoningField, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
@@ -431,5 +434,32 @@ func (r *runner) writeRecordIf(w *lineWriter, build func(dst []byte) ([]byte, er
 		r.fatal(err)
 		return false
 	}
+	return true
+}
+
+// modelOf is the model ep is sent.
+func (r *runner) modelOf(ep *fleet.Endpoint) string {
+	if m := r.pool.ModelOf(ep); m != "" {
+		return m
+	}
+	return r.model
+}
+
+// wrongModel handles a refusal of the model ep was sent as one it does
+// not serve: ep's misconfiguration, not the prompt's. ep is out of the
+// run at once and j goes to another endpoint, the attempt not counted;
+// when no endpoint is left the run stops. false: f is not such a refusal.
+func (r *runner) wrongModel(ep *fleet.Endpoint, j *job, f *fleet.Failure) bool {
+	if !fleet.ModelNotFound(f) {
+		return false
+	}
+	why := fmt.Sprintf("it does not serve model %q (%s): check --model", r.modelOf(ep), f.Message)
+	if !r.pool.Misconfigured(ep, why) {
+		r.fatal(fmt.Errorf("no endpoint serves the model: %s", why))
+		return true
+	}
+	j.attempts--
+	r.c.queued.Add(1)
+	r.ready.push(j)
 	return true
 }

@@ -394,13 +394,15 @@ func (r *runner) discoverModel() error {
 	if err := fleet.CheckRun(r.pool, r.cfg.API, r.cfg.Model); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	r.model = r.cfg.Model
-	if r.model == "" {
-		if r.model = r.pool.DiscoverModel(); r.model == "" {
-			r.model = "default"
-			r.logf("/v1/models names no model; sending model %q (set --model)", r.model)
-		}
-		r.b.SetModel(r.model)
+	// Requests are built with the first endpoint's model; each endpoint
+	// is sent its own name for it (fleet.Pool.BodyFor).
+	if r.model = r.pool.DiscoverModel(); r.model == "" {
+		r.model = "default"
+		r.logf("/v1/models names no model; sending model %q (set --model)", r.model)
+	}
+	r.b.SetModel(r.model)
+	if text := r.pool.ModelsText(); text != "" {
+		r.logf("the endpoints serve the model under different names, each sent its own: %s", text)
 	}
 	r.systematic = fleet.NewSystematic(r.pool, r.cfg.API, r.model)
 	return nil

@@ -60,6 +60,9 @@ func TestFlavorsRun(t *testing.T) {
 				want = strings.ReplaceAll(want, "up to 50", "up to 10")
 				if extra != nil {
 					want = "in flight adapted to the server from 4 (--concurrency N fixes it)"
+					if strings.Contains(flavorReady[fl], "capacity 48") {
+						want = "in flight adapted to the server from 10 (8 + 2 spare; --concurrency N fixes it)"
+					}
 				}
 				if !strings.Contains(r.Stderr, url+want) && !strings.Contains(r.Stderr, want) {
 					t.Errorf("%v: stderr lacks %q:\n%s", extra, want, r.Stderr)
@@ -479,5 +482,55 @@ func TestWrongAddressFailsFast(t *testing.T) {
 	r = runBinary(t, append(s.args("-e", starting, "--max-tokens", "8", "--force"), "--wait-ready", "3s")...)
 	if r.Code != cli.ExitFailure || !strings.Contains(r.Stderr, "no endpoint was ready within 3s (--wait-ready): "+starting+": /health 503 (starting: Loading model)") {
 		t.Errorf("a server loading its model: exit %d, want 1 after --wait-ready:\n%s", r.Code, r.Stderr)
+	}
+}
+
+// A fleet serving one model under different names (SGLang's name, two
+// vLLM servers' fake/model): without --model each endpoint is sent the
+// name it serves, said at start, and each answer's output.model names it;
+// every prompt is answered. A server that joins late without the --model
+// it is sent (404 model not found) is out of the run at once, and its
+// prompts go to the others: none is filed as an error.
+func TestMixedModelNames(t *testing.T) {
+	t.Parallel()
+	a := simFlavor(t, llmsim.FlavorSGLang, "--time-scale", "200", "--max-running", "4")
+	bs := startSimBinary(t, 2, "--flavor", "vllm", "--model", "fake/model", "--time-scale", "200", "--max-running", "4")
+	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 60})
+	r := runBinary(t, s.args("-e", a+","+bs[0]+","+bs[1], "--max-tokens", "16")...)
+	if r.Code != cli.ExitOK {
+		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, " (/v1/models), which the others name otherwise") && !strings.Contains(r.Stderr, "the endpoints serve the model under different names, each sent its own: ") {
+		t.Errorf("the names are not said at start:\n%s", r.Stderr)
+	}
+	acc := s.check(t, 1)
+	if acc.ok != 60 || acc.failed != 0 {
+		t.Fatalf("%d ok, %d failed of 60", acc.ok, acc.failed)
+	}
+	for key, g := range acc.outputs {
+		want := "fake/model"
+		if g.Output.Endpoint == a {
+			want = llmsim.DefaultModelName
+		}
+		if g.Output.Model != want {
+			t.Errorf("%s from %s: output.model %q, want %q", key, g.Output.Endpoint, g.Output.Model, want)
+		}
+	}
+	if len(acc.byEndpoint) != 3 {
+		t.Errorf("answers by endpoint %v, want all three", acc.byEndpoint)
+	}
+
+	slow := simFlavor(t, llmsim.FlavorSGLang, "--time-scale", "20", "--max-running", "4")
+	late := startSimBinary(t, 1, "--flavor", "vllm", "--model", "fake/model", "--time-scale", "200", "--startup-delay", "100s")[0]
+	s = newSetup(t, llmsim.Config{}, 0, promptSet{n: 200})
+	r = runBinary(t, s.args("-e", slow+","+late, "--model", llmsim.DefaultModelName, "--max-tokens", "64", "--probe-interval", "100ms")...)
+	if r.Code != cli.ExitOK {
+		t.Fatalf("late: exit %d:\n%s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, late+" is out of service for the run: it does not serve model \"Qwen3.6-27B\" (The model `Qwen3.6-27B` does not exist.)") {
+		t.Errorf("late: the endpoint without the model is not named:\n%s", r.Stderr)
+	}
+	if acc := s.check(t, 1); acc.ok != 200 || acc.failed != 0 || acc.byEndpoint[late] != 0 {
+		t.Errorf("late: %d ok, %d failed of 200, %v", acc.ok, acc.failed, acc.byEndpoint)
 	}
 }
