@@ -105,7 +105,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 		}
 		r.pool.Succeeded(ep)
 		r.systematic.Succeeded()
-		if r.cutByServer(j, &c) {
+		if r.cutByServer(j, &c) || r.leftTooLittle(j, &c) {
 			j.etaOn = false
 			r.eta.Ended(j, end, false, 0, "")
 			r.pool.Release(ep)

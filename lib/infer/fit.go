@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"bytes"
 	"fmt"
 
 	"tokenmill/lib/fleet"
@@ -37,15 +38,41 @@ func (r *runner) fit(msgs []record.Message, tools []byte, requested, known int, 
 }
 
 // context is the model's context length: as the servers (or
-// --context-length) state it, else as the first refusal for length said;
-// 0 while unknown.
+// --context-length) state it, or as a refusal for length stated it where
+// that is smaller (the server's own word wins over a larger
+// --context-length); 0 while unknown.
 func (r *runner) context() int {
+	said := int(r.contextLen.Load())
 	if r.pool != nil {
-		if n := r.pool.Context(); n > 0 {
+		if n := r.pool.Context(); n > 0 && (said == 0 || n < said) {
 			return n
 		}
 	}
-	return int(r.contextLen.Load())
+	return said
+}
+
+// learnContext takes the context a refusal for length stated, n, when it
+// is smaller than the one requests are fitted to (or none is known).
+func (r *runner) learnContext(ep *fleet.Endpoint, n int) {
+	for {
+		old := r.contextLen.Load()
+		if old > 0 && int64(n) >= old {
+			return
+		}
+		now := r.context()
+		if now > 0 && n >= now {
+			return
+		}
+		if !r.contextLen.CompareAndSwap(old, int64(n)) {
+			continue
+		}
+		if now > 0 {
+			r.logf("%s says the model's context is %d tokens, less than the %d requests were fitted to: they are fitted to %d from now on", ep.Name(), n, now, n)
+		} else {
+			r.logf("%s says the model's context is %d tokens: requests are fitted to it from now on (--context-length sets it)", ep.Name(), n)
+		}
+		return
+	}
 }
 
 // contextRetry handles a refusal for length: the request is sent again
@@ -61,29 +88,30 @@ func (r *runner) contextRetry(ep *fleet.Endpoint, j *job, f *fleet.Failure) bool
 		return false
 	}
 	if l.Context > 0 {
-		if r.pool != nil && r.pool.Context() == 0 && r.contextLen.CompareAndSwap(0, int64(l.Context)) {
-			r.logf("%s says the model's context is %d tokens: requests are fitted to it from now on (--context-length sets it)", ep.Name(), l.Context)
-		}
+		r.learnContext(ep, l.Context)
 	}
 	if r.context() <= 0 {
 		return false
 	}
 	j.ctxRetries++
-	r.c.contextRetries.Add(1)
 	known, exact := l.Prompt, !l.AtLeast && l.Prompt > 0
 	if l.AtLeast {
 		known = max(known, j.promptTokens)
 	}
+	before := j.body
 	if err := r.refit(j, known, exact); err != nil {
 		r.fatal(err)
 		return true
 	}
-	if j.refused != nil {
-		// The server's own words say it best.
+	if j.refused != nil || bytes.Equal(j.body, before) {
+		// Too long, or fitted already as the server's numbers say and
+		// refused all the same: the prompt does not fit, in the server's
+		// own words, which say it best.
 		j.refused = &fleet.Failure{Status: f.Status, Message: f.Message}
 		r.refuse(ep, j)
 		return true
 	}
+	r.c.contextRetries.Add(1) // sent again, fitted otherwise than before
 	r.c.queued.Add(1)
 	r.ready.push(j)
 	return true
@@ -129,6 +157,39 @@ func (r *runner) cutByServer(j *job, c *openai.Completion) bool {
 	j.fit.Prompt = c.PromptTokens
 	j.refused = &fleet.Failure{Message: fmt.Sprintf("the server cut the prompt to its %d-token context (prompt_tokens %d): the prompt is longer", ctx, c.PromptTokens)}
 	return true
+}
+
+// leftTooLittle tells an answer that stopped for length with fewer than
+// --min-answer-tokens, its prompt having left no more of the context (a
+// request sent without max_tokens, or one the estimate could not settle,
+// where the server gives what the context leaves): not an answer worth
+// keeping, j is refused as too long instead, as it would have been had its
+// tokens been counted.
+func (r *runner) leftTooLittle(j *job, c *openai.Completion) bool {
+	ctx := r.context()
+	fl := r.cfg.FitFlags
+	if !fl.FitContext || ctx <= 0 || c.FinishReason != record.FinishLength || c.CompletionTokens >= fl.MinAnswerTokens ||
+		c.PromptTokens+c.CompletionTokens+fl.ContextMargin < ctx {
+		return false
+	}
+	if asked := r.askedMax(j); asked > 0 && asked <= c.CompletionTokens {
+		return false // it asked for no more: the answer is as long as asked
+	}
+	j.fit.Prompt = c.PromptTokens
+	j.refused = &fleet.Failure{Message: fmt.Sprintf("the prompt's %d tokens (the server's count) left %d of the model's %d-token context for the answer, fewer than --min-answer-tokens %d",
+		c.PromptTokens, ctx-c.PromptTokens, ctx, fl.MinAnswerTokens)}
+	return true
+}
+
+// askedMax is the max_tokens j's request was sent with (0: none).
+func (r *runner) askedMax(j *job) int {
+	if j.fit.Max > 0 {
+		return j.fit.Max
+	}
+	if j.conv != nil {
+		return r.b.MaxTokens(j.conv.Request())
+	}
+	return r.b.MaxTokens(j.rec)
 }
 
 // refuse files a prompt too long for the context: an error record

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -323,8 +324,11 @@ func hideContext(t *testing.T, target string) string {
 }
 
 // A server that refuses every request for length, whatever it is sent:
-// the request is sent again twice, fitted, then the refusal is filed.
-func TestContextRefusalSentAgainTwice(t *testing.T) {
+// the request is sent again once, fitted to what the server said; refused
+// again as it was fitted, it is not sent a third time the same, but filed
+// as prompt_too_long in the server's words, and the summary counts one
+// refusal sent again per prompt.
+func TestContextRefusalNotSentTheSame(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 4})
 	var mu sync.Mutex
@@ -354,13 +358,88 @@ func TestContextRefusalSentAgainTwice(t *testing.T) {
 		t.Fatalf("%d errors", acc.failed)
 	}
 	for k, n := range sent {
-		if n != 1+maxContextRetries {
-			t.Errorf("%.40q sent %d times, want %d", k, n, 1+maxContextRetries)
+		if n != 2 {
+			t.Errorf("%.40q sent %d times, want 2 (as asked, then fitted)", k, n)
 		}
 	}
 	for key, g := range acc.errors {
-		if g.Error.Status != 400 || !strings.Contains(g.Error.Message, "maximum context length of 2048") {
+		if g.Error.Status != 400 || g.Error.Reason != record.ReasonPromptTooLong || !strings.Contains(g.Error.Message, "maximum context length of 2048") {
 			t.Errorf("%s: %+v", key, g.Error)
 		}
 	}
+	if !strings.Contains(r.Stderr, "4 prompts too long (prompt_too_long), 4 refusals for length sent again fitted") {
+		t.Errorf("the summary does not count honestly:\n%s", r.Stderr)
+	}
 }
+
+// A context a refusal states wins over a larger --context-length: with
+// --context-length 8192 against 4,096-token servers, the first refusal's
+// 4,096 is what requests are fitted to from then on (said once), prompts
+// past it end as prompt_too_long in the errors (never a bare HTTP 400),
+// and with --max-tokens unset no answer comes back that the context left
+// fewer than --min-answer-tokens for: such a prompt is refused too.
+func TestContextRefusalWinsOverFlag(t *testing.T) {
+	const ctx, minAnswer = 4096, 32
+	for _, flavor := range []string{"vllm", "sglang"} {
+		t.Run(flavor, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			in, lines, tokens := longTailed(t, dir, 200, ctx)
+			s := startSim(t, 2, "--instant", "--context-length", fmt.Sprint(ctx), "--flavor", flavor)
+			out := filepath.Join(dir, "gen.jsonl")
+			p := startInfer(t, "-e", strings.Join(s.urls, ","), "--context-length", "8192", "-o", out, in, "--progress", "0")
+			code := p.wait(t, time.Minute)
+			stderr := p.stderr.String()
+			outs, errs := readRecords(t, out), readRecords(t, filepath.Join(dir, "gen.errors.jsonl"))
+			if len(outs)+len(errs) != len(lines) || code != 3 {
+				t.Fatalf("%d answers and %d errors for %d prompts, exit %d\n%s", len(outs), len(errs), len(lines), code, stderr)
+			}
+			if strings.Count(stderr, fmt.Sprintf("the model's context is %d tokens, less than the 8192 requests were fitted to", ctx)) != 1 {
+				t.Errorf("the smaller context is not said once:\n%s", stderr)
+			}
+			long := 0
+			for _, g := range errs {
+				if g.Error.Reason != record.ReasonPromptTooLong {
+					t.Errorf("%s: error %+v, want prompt_too_long", g.ID.Text, g.Error)
+				}
+				if tokens[g.ID.Text] >= 5000 {
+					long++
+				}
+			}
+			for _, g := range outs {
+				o := g.Output
+				if o.FinishReason == record.FinishLength && o.Usage.CompletionTokens < minAnswer {
+					t.Errorf("%s: an answer of %d tokens (finish length) to a prompt of %d", g.ID.Text, o.Usage.CompletionTokens, tokens[g.ID.Text])
+				}
+				if tokens[g.ID.Text] >= ctx {
+					t.Errorf("%s: a prompt of %d tokens answered in a %d context", g.ID.Text, tokens[g.ID.Text], ctx)
+				}
+			}
+			want := 0
+			for id := range lines {
+				if tokens[id] >= 5000 {
+					want++
+				}
+			}
+			if want == 0 || long != want {
+				t.Errorf("%d prompts of 5,000 tokens or more, %d of them prompt_too_long", want, long)
+			}
+			// Counted honestly: a refusal is "sent again fitted" only when
+			// it was sent again.
+			resent := refusalsResent.FindStringSubmatch(stderr)
+			refused := 0
+			for _, r := range s.requests(t) {
+				if r.Status == 400 {
+					refused++
+				}
+			}
+			if resent != nil {
+				if n, _ := strconv.Atoi(resent[1]); n > refused {
+					t.Errorf("%d refusals sent again, of %d refused requests", n, refused)
+				}
+			}
+		})
+	}
+}
+
+var refusalsResent = regexp.MustCompile(`(\d+) refusals for length sent again fitted`)
