@@ -163,6 +163,12 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	if r.wrongModel(ep, j, f) {
 		return
 	}
+	if r.offersTools(j) && fleet.ToolsRefused(f) {
+		// The record's tools, not the run: it fails so, the others go on.
+		j.reason = record.ReasonToolsUnsupported
+		r.failJob(ep, j, f)
+		return
+	}
 	if r.contextRetry(ep, j, f) {
 		return
 	}
@@ -435,6 +441,14 @@ func (r *runner) writeRecordIf(w *lineWriter, build func(dst []byte) ([]byte, er
 		return false
 	}
 	return true
+}
+
+// offersTools: j's request carries tools.
+func (r *runner) offersTools(j *job) bool {
+	if j.conv != nil {
+		return len(j.conv.Request().Tools) > 0
+	}
+	return j.rec != nil && len(j.rec.Tools) > 0
 }
 
 // modelOf is the model ep is sent.

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,9 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
+	"tokenmill/lib/record"
 )
 
 // infer against every kind of server, through the real binaries: llmsim's
@@ -532,5 +536,54 @@ func TestMixedModelNames(t *testing.T) {
 	}
 	if acc := s.check(t, 1); acc.ok != 200 || acc.failed != 0 || acc.byEndpoint[late] != 0 {
 		t.Errorf("late: %d ok, %d failed of 200, %v", acc.ok, acc.failed, acc.byEndpoint)
+	}
+}
+
+// A server that refuses the requests offering tools (Ollama's "does not
+// support tools") is not a systematic stop: the records with tools go to
+// the errors file as tools_unsupported, every record without tools is
+// answered, and the run exits 3.
+func TestToolsUnsupported(t *testing.T) {
+	t.Parallel()
+	url := badServer(t, true, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) != "/v1/chat/completions" {
+			ctx.SetStatusCode(404)
+			return
+		}
+		if bytes.Contains(ctx.PostBody(), []byte(`"tools"`)) {
+			ctx.SetStatusCode(400)
+			ctx.SetBodyString(`{"error":{"message":"registry.ollama.ai/library/tiny:latest does not support tools","type":"api_error","param":null,"code":null}}`)
+			return
+		}
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Yes."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`)
+	})
+	tools := `,"tools":[{"type":"function","function":{"name":"now","parameters":{"type":"object","properties":{}}}}]`
+	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 12, extra: func(i int) string {
+		if i%3 == 0 {
+			return tools
+		}
+		return ""
+	}})
+	r := runBinary(t, s.args("-e", url, "--max-tokens", "8")...)
+	if r.Code != cli.ExitRejects || strings.Contains(r.Stderr, "every endpoint refused") {
+		t.Fatalf("exit %d, want 3 with the run gone on:\n%s", r.Code, r.Stderr)
+	}
+	seen := map[string]string{}
+	for _, g := range readRecords(t, s.out) {
+		seen[g.ID.Text] += "answer "
+		if strings.Contains(s.lines[g.ID.Text], `"tools"`) {
+			t.Errorf("%s, offering tools, answered", g.ID.Text)
+		}
+	}
+	for _, g := range readRecords(t, s.errs()) {
+		seen[g.ID.Text] += "error "
+		if !strings.Contains(s.lines[g.ID.Text], `"tools"`) || g.Error.Reason != record.ReasonToolsUnsupported || !strings.Contains(g.Error.Message, "does not support tools") {
+			t.Errorf("%s: %+v", g.ID.Text, g.Error)
+		}
+	}
+	for id := range s.lines {
+		if seen[id] != "answer " && seen[id] != "error " {
+			t.Errorf("%s: %q, want one answer or one error", id, seen[id])
+		}
 	}
 }

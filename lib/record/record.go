@@ -244,6 +244,10 @@ const (
 	ReasonPromptTooLong = "prompt_too_long"
 	// ReasonAnswerTooLarge: the answer's record would pass the line limit.
 	ReasonAnswerTooLarge = "answer_too_large"
+	// ReasonToolsUnsupported: the server refuses a request that offers
+	// tools (the model's template has none, or its tool parser is off);
+	// records without tools are answered.
+	ReasonToolsUnsupported = "tools_unsupported"
 )
 
 // Error is what infer adds to a prompt record it could not generate.
