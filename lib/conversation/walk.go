@@ -156,25 +156,59 @@ func (c *Walk) startExchange(orig []record.Message) {
 	c.pool, c.used = c.pool[:0], c.used[:0]
 	var lastCalls []record.ToolCall
 	k := 0
-	for _, m := range orig {
+	for i, m := range orig {
 		switch m.Role {
 		case "assistant":
 			lastCalls, _ = openai.ToolCalls(m.ToolCalls)
 			k = 0
 		case "tool":
-			name, ok := c.callNames[m.ToolCallID]
-			switch {
-			case ok:
-			case m.Name != "":
-				name = m.Name
-			case k < len(lastCalls):
-				name = lastCalls[k].Function.Name
+			results := []record.Message{m}
+			if last := i+1 == len(orig) || orig[i+1].Role != "tool"; last && len(lastCalls)-k > 1 {
+				results = splitResults(m, len(lastCalls)-k)
 			}
-			k++
-			c.pool = append(c.pool, cachedResult{name: name, msg: m})
-			c.used = append(c.used, false)
+			for _, r := range results {
+				name, ok := c.callNames[r.ToolCallID]
+				switch {
+				case ok && len(results) == 1:
+				case r.Name != "":
+					name = r.Name
+				case k < len(lastCalls):
+					name = lastCalls[k].Function.Name
+				}
+				k++
+				c.pool = append(c.pool, cachedResult{name: name, msg: r})
+				c.used = append(c.used, false)
+			}
 		}
 	}
+}
+
+// splitResults makes the last tool turn after a turn of parallel calls,
+// n of them still without a result, the results of those n: one turn that
+// holds them all (LLaMA-Factory's layouts write a single observation for
+// a list of calls). A JSON list of n results is split, each result its own
+// turn; any other text answers all n as one, the same text each.
+func splitResults(m record.Message, n int) []record.Message {
+	var list []json.RawMessage
+	if err := json.Unmarshal([]byte(m.Content), &list); err != nil || len(list) != n {
+		list = nil
+	}
+	out := make([]record.Message, n)
+	for i := range out {
+		out[i] = record.Message{Role: m.Role, Content: m.Content, Name: m.Name}
+		if list == nil {
+			continue
+		}
+		var text string
+		if json.Unmarshal(list[i], &text) != nil {
+			text = string(list[i]) // an object or a number: its JSON
+		}
+		out[i].Content, out[i].Name = text, ""
+	}
+	if m.ToolCallID != "" {
+		out[0].ToolCallID = m.ToolCallID
+	}
+	return out
 }
 
 // Request is the prompt of the answer c asks for now.

@@ -1021,3 +1021,55 @@ func TestRegenerateRedoLength(t *testing.T) {
 		t.Errorf("%d requests, want %d", len(reqs), turns)
 	}
 }
+
+// A LLaMA-Factory record whose one observation holds the results of the
+// parallel calls before it (a JSON list), through extract --turns all and
+// infer --regenerate on a fleet that always calls two tools in parallel:
+// each new call is answered by its own result from the list, and no
+// conversation ends tool_unpaired for it.
+func TestRegenerateOneTurnOfParallelResults(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 10; i++ {
+		fmt.Fprintf(&b, `{"id":"p%d","conversations":[{"from":"human","value":"Weather in Paris and Oslo, case %d?"},`+
+			`{"from":"function_call","value":"[{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"w\", \"arguments\": {\"city\": \"Oslo\"}}]"},`+
+			`{"from":"observation","value":"[\"{\\\"t\\\": 20}\", \"{\\\"t\\\": 9}\"]"},{"from":"gpt","value":"20 and 9."}],`+
+			`"tools":"[{\"name\": \"w\", \"description\": \"weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}]"}`+"\n", i, i)
+	}
+	raw := filepath.Join(dir, "raw.jsonl")
+	os.WriteFile(raw, []byte(b.String()), 0o644)
+	in := filepath.Join(dir, "convs.jsonl")
+	ex := exec.Command(extractBin, "--turns", "all", "-o", in, raw)
+	if out, err := ex.CombinedOutput(); err != nil {
+		t.Fatalf("extract: %v\n%s", err, out)
+	}
+	s := startSim(t, 1, "--instant", "--tool-call-rate", "1", "--parallel-tool-call-rate", "1")
+	out := filepath.Join(dir, "regen.jsonl")
+	p := startInfer(t, "-e", s.urls[0], "--regenerate", "--max-tokens", "200", "-o", out, in, "--progress", "0")
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr.String())
+	}
+	outs := readRecords(t, out)
+	if len(outs) != 10 {
+		t.Fatalf("%d records for 10 conversations", len(outs))
+	}
+	for _, g := range outs {
+		o := g.Output
+		if o.Truncated != nil && o.Truncated.Reason == record.TruncToolUnpaired && o.Truncated.Turn == 0 {
+			t.Errorf("%s: the first answer's two calls were not both answered: %+v", g.ID.Text, o.Truncated)
+		}
+		results := 0
+		for _, m := range o.Messages {
+			if m.Role == "tool" {
+				results++
+				if m.Content != `{"t": 20}` && m.Content != `{"t": 9}` {
+					t.Errorf("%s: a result %q, want one of the list's", g.ID.Text, m.Content)
+				}
+			}
+		}
+		if results < 2 {
+			t.Errorf("%s: %d tool results in %+v", g.ID.Text, results, o.Messages)
+		}
+	}
+}
