@@ -35,6 +35,11 @@ type Info struct {
 	// 0 when unknown.
 	Context       int
 	ContextSource string // "max_model_len, /v1/models"
+	// ContextAssumed: the server did not state Context; it is what such a
+	// server runs unless set otherwise (Ollama's default num_ctx, which
+	// its OLLAMA_CONTEXT_LENGTH changes unseen). A prompt it cuts shorter
+	// is found by its answer (infer's fit).
+	ContextAssumed bool
 	// Models are the names /v1/models lists.
 	Models []string
 	// Model is the one it is sent (models.go), and where that came from
@@ -70,6 +75,10 @@ func (p *Pool) discover(ep *Endpoint) Info {
 	model, ollama := p.readModels(ep, &in)
 	if in.Context == 0 && ollama && model != "" {
 		in.Context, in.ContextSource = p.ollamaContext(ep, model)
+		if n := p.ollamaLoadedContext(ep, model); n > 0 {
+			in.Context, in.ContextSource = n, "context_length, "+pathOllamaPS
+		}
+		in.ContextAssumed = strings.HasPrefix(in.ContextSource, ollamaDefaultSource)
 	}
 	if p.cfg.ContextLength > 0 {
 		in.Context, in.ContextSource = p.cfg.ContextLength, "--context-length"
@@ -222,7 +231,40 @@ func (p *Pool) ollamaContext(ep *Endpoint, model string) (int, string) {
 	if trained > 0 && trained < ollamaDefaultContext {
 		return trained, arch + ".context_length, " + pathOllamaShow
 	}
-	return ollamaDefaultContext, "Ollama's default num_ctx: the model sets none in " + pathOllamaShow
+	return ollamaDefaultContext, ollamaDefaultSource + ": the model sets none in " + pathOllamaShow
+}
+
+// ollamaDefaultSource names a context that is Ollama's default.
+const ollamaDefaultSource = "Ollama's default num_ctx"
+
+// pathOllamaPS lists the models Ollama has loaded.
+const pathOllamaPS = "/api/ps"
+
+// ollamaLoadedContext is the context model runs with where Ollama says it:
+// newer releases' /api/ps give each loaded model's context_length (what
+// num_ctx and OLLAMA_CONTEXT_LENGTH made it); v0.6.5's do not, and a model
+// not loaded yet is not listed. 0 when unknown.
+func (p *Pool) ollamaLoadedContext(ep *Endpoint, model string) int {
+	body, ok := p.get200(ep, pathOllamaPS)
+	if !ok {
+		return 0
+	}
+	var ps struct {
+		Models []struct {
+			Name          string `json:"name"`
+			Model         string `json:"model"`
+			ContextLength int    `json:"context_length"`
+		} `json:"models"`
+	}
+	if json.Unmarshal(body, &ps) != nil {
+		return 0
+	}
+	for _, m := range ps.Models {
+		if m.ContextLength > 0 && (ModelMatches(model, m.Name) || ModelMatches(model, m.Model)) {
+			return m.ContextLength
+		}
+	}
+	return 0
 }
 
 // numCtxParameter finds "num_ctx N" in /api/show's parameters, one

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
@@ -194,4 +195,42 @@ func (p *Pool) Misconfigured(ep *Endpoint, why string) bool {
 		}
 	}
 	return false
+}
+
+// ContextAssumed tells an endpoint whose context the server did not state
+// (Info.ContextAssumed).
+func (p *Pool) ContextAssumed(ep *Endpoint) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ep.info.ContextAssumed && p.cfg.ContextLength == 0
+}
+
+// ProbeContext asks ep how many tokens of a prompt longer than n it keeps:
+// a chat request of about 3n tokens of filler, one answer token asked.
+// A server that cuts prompts to its context (Ollama) says its context in
+// the answer's prompt_tokens; one that refuses them answers 400 (an
+// error). It is one request's prefill of the context at most.
+func (p *Pool) ProbeContext(ep *Endpoint, n int, timeout time.Duration) (int, error) {
+	body, _ := json.Marshal(map[string]any{
+		"model":       p.ModelOf(ep),
+		"messages":    []map[string]string{{"role": "user", "content": strings.Repeat("the ", 3*n+64)}},
+		"max_tokens":  1,
+		"temperature": 0,
+	})
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	ep.gen.Post(req, openai.PathChat, body)
+	if err := ep.gen.DoTimeout(req, resp, timeout); err != nil {
+		return 0, err
+	}
+	if resp.StatusCode() != fasthttp.StatusOK {
+		return 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode(), openai.ErrorMessage(resp.Body()))
+	}
+	c, err := openai.ParseChat(resp.Body())
+	if err != nil {
+		return 0, err
+	}
+	return c.PromptTokens, nil
 }

@@ -46,6 +46,7 @@ type counters struct {
 	// Fitting the context: requests sent with a lowered max_tokens,
 	// prompts refused as too long, refusals for length sent again.
 	clamped, tooLong, contextRetries     atomic.Int64
+	shifted                              atomic.Int64 // answers past the context (output.context_shifted)
 	truncUnpaired, truncRounds, truncCtx atomic.Int64
 
 	tokenRate  fleet.RateWindow // completion tokens per second, whole fleet

@@ -105,7 +105,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 		}
 		r.pool.Succeeded(ep)
 		r.systematic.Succeeded()
-		if r.cutByServer(j, &c) || r.leftTooLittle(j, &c) {
+		if r.cutByServer(j, &c) || r.cutUnstated(ep, j, &c) || r.leftTooLittle(j, &c) {
 			j.etaOn = false
 			r.eta.Ended(j, end, false, 0, "")
 			r.pool.Release(ep)
@@ -197,6 +197,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
+		ContextShifted: r.shifted(c),
 	}
 	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
@@ -290,7 +291,7 @@ func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 // !ok: the run is stopping (the journal could not be written).
 func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) (more, ok bool) {
 	conv := j.conv
-	turn := record.Turn{FinishReason: c.FinishReason, ReasoningField: c.ReasoningField, Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
+	turn := record.Turn{FinishReason: c.FinishReason, ReasoningField: c.ReasoningField, ContextShifted: r.shifted(c), Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		MaxTokens: j.fit.Max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
 	a, err := conv.NewAnswer(c, turn)
 	if err != nil {

@@ -204,3 +204,80 @@ func (r *runner) refuse(ep *fleet.Endpoint, j *job) {
 	r.c.tooLong.Add(1)
 	r.failJob(ep, j, j.refused)
 }
+
+// A context the server never states (Ollama takes OLLAMA_CONTEXT_LENGTH
+// over its default, and v0.6.5 says neither): infer fits requests to the
+// default, and the server cuts longer prompts to its real context, saying
+// so only by the answer's prompt_tokens, the context itself. An answer
+// whose prompt_tokens fall well short of the prompt's own estimate is
+// such a cut, or a prompt that tokenizes shorter than estimated; one
+// request settles which: a prompt of three times as many tokens, whose
+// prompt_tokens are the context where the server cuts. Confirmed, the
+// context is learned (requests are fitted to it from then on) and the
+// answer refused as prompt_too_long; otherwise it is kept, and answers
+// as short are not asked about again.
+
+// A prompt_tokens under cutShare of the estimate, and cutGap tokens
+// short of it at least, is asked about.
+const (
+	cutShare = 0.75
+	cutGap   = 64
+)
+
+// cutUnstated tells an answer to a prompt the server cut to a context it
+// did not state: see above.
+func (r *runner) cutUnstated(ep *fleet.Endpoint, j *job, c *openai.Completion) bool {
+	if !r.cfg.FitContext || r.tokens == nil || c.PromptTokens <= 0 || !r.pool.ContextAssumed(ep) {
+		return false
+	}
+	est := r.tokens.Estimate(j.size)
+	if float64(c.PromptTokens) >= cutShare*float64(est) || est-c.PromptTokens < cutGap {
+		return false
+	}
+	n := r.confirmCut(ep, c.PromptTokens)
+	if n == 0 {
+		return false
+	}
+	r.learnContext(ep, n)
+	j.fit.Prompt = est
+	j.refused = &fleet.Failure{Message: fmt.Sprintf("the server cut the prompt to its %d-token context (prompt_tokens %d; the prompt's own estimate is %d): the prompt is longer", n, c.PromptTokens, est)}
+	return true
+}
+
+// confirmCut asks ep, once, whether it cuts prompts at n tokens: n when
+// it does, 0 when it keeps more (or could not be asked). One question at a
+// time; the answers are kept.
+func (r *runner) confirmCut(ep *fleet.Endpoint, n int) int {
+	r.cutMu.Lock()
+	defer r.cutMu.Unlock()
+	if ctx := r.context(); ctx > 0 && n >= ctx {
+		return ctx // learned meanwhile
+	}
+	if n < r.keepsAtLeast {
+		return 0
+	}
+	kept, err := r.pool.ProbeContext(ep, n, r.cfg.RequestTimeout)
+	switch {
+	case err != nil:
+		r.logf("%s: could not ask whether it cuts prompts at %d tokens (%v): its answers are kept", ep.Name(), n, err)
+		r.keepsAtLeast = max(r.keepsAtLeast, n+1)
+		return 0
+	case kept > n:
+		r.keepsAtLeast = max(r.keepsAtLeast, kept)
+		return 0
+	}
+	return kept
+}
+
+// shifted tells an answer whose prompt and answer passed the context: the
+// server dropped the prompt's start while it wrote (Ollama shifts its
+// context), so the answer is to less than its prompt. It is kept, flagged
+// (output.context_shifted) and counted.
+func (r *runner) shifted(c *openai.Completion) bool {
+	ctx := r.context()
+	if ctx <= 0 || c.PromptTokens+c.CompletionTokens <= ctx {
+		return false
+	}
+	r.c.shifted.Add(1)
+	return true
+}

@@ -74,6 +74,10 @@ type runner struct {
 	// no server said at start (see context); tokens counts prompts' tokens
 	// to fit requests into it.
 	contextLen atomic.Int64
+	// cutMu guards keepsAtLeast, what a server was found to keep of a
+	// prompt (cutUnstated's questions).
+	cutMu        sync.Mutex
+	keepsAtLeast int
 	tokens     *tokens.Counter
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
@@ -595,6 +599,10 @@ func (r *runner) moreSummary(s Summary) []string {
 	if cl, tl, cr := c.clamped.Load(), c.tooLong.Load(), c.contextRetries.Load(); cl+tl+cr > 0 {
 		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
 			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), record.ReasonPromptTooLong, cli.Thousands(cr)))
+	}
+	if n := c.shifted.Load(); n > 0 {
+		lines = append(lines, fmt.Sprintf("warning: %s answers ran past the %s-token context: the server dropped the start of their prompts while it wrote them (output.context_shifted)",
+			cli.Thousands(n), cli.Thousands(int64(r.context()))))
 	}
 	if n := c.empty.Load(); n > 0 {
 		what := "answers"

@@ -157,8 +157,12 @@ type Output struct {
 	// (current vLLM).
 	ReasoningField string     `json:"reasoning_field,omitempty"`
 	ToolCalls      []ToolCall `json:"tool_calls,omitempty"`
-	FinishReason   string     `json:"finish_reason"`
-	Usage          Usage      `json:"usage"`
+	// ContextShifted: the prompt and the answer passed the model's context,
+	// so the server (Ollama) dropped the prompt's start while it wrote the
+	// answer: an answer to less than its prompt.
+	ContextShifted bool   `json:"context_shifted,omitempty"`
+	FinishReason   string `json:"finish_reason"`
+	Usage          Usage  `json:"usage"`
 	// MaxTokens is the max_tokens sent, when infer lowered it to fit the
 	// model's context.
 	MaxTokens int    `json:"max_tokens,omitempty"`
@@ -195,6 +199,7 @@ type Turn struct {
 	Message        int       `json:"message"`
 	FinishReason   string    `json:"finish_reason"`
 	ReasoningField string    `json:"reasoning_field,omitempty"` // as Output's
+	ContextShifted bool      `json:"context_shifted,omitempty"` // as Output's
 	Usage          TurnUsage `json:"usage"`
 	MaxTokens      int       `json:"max_tokens,omitempty"`
 	LatencyMS      int64     `json:"latency_ms"`
