@@ -78,7 +78,7 @@ type runner struct {
 	// prompt (cutUnstated's questions).
 	cutMu        sync.Mutex
 	keepsAtLeast int
-	tokens     *tokens.Counter
+	tokens       *tokens.Counter
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
 
