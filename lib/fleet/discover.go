@@ -81,7 +81,7 @@ func (p *Pool) discover(ep *Endpoint) Info {
 		in.ContextAssumed = strings.HasPrefix(in.ContextSource, ollamaDefaultSource)
 	}
 	if p.cfg.ContextLength > 0 {
-		in.Context, in.ContextSource = p.cfg.ContextLength, "--context-length"
+		in.Context, in.ContextSource, in.ContextAssumed = p.cfg.ContextLength, "--context-length", false
 	}
 	return in
 }

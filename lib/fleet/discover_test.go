@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,27 +79,33 @@ func TestDiscover(t *testing.T) {
 			routes: map[string]answer{"GET /v1/models": {200, ollamaList},
 				"POST /api/show": {200, `{"parameters":"stop \"<|im_end|>\"\nnum_ctx 4096","model_info":{"general.architecture":"llama"}}`}},
 			want:  Info{Context: 4096, ContextSource: "num_ctx, /api/show", Models: []string{"tiny:latest"}},
-			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`}},
+			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
+		{name: "Ollama: the context of the loaded model where /api/ps says it (newer releases)",
+			routes: map[string]answer{"GET /v1/models": {200, ollamaList},
+				"POST /api/show": {200, `{"parameters":"","model_info":{"general.architecture":"llama"}}`},
+				"GET /api/ps":    {200, `{"models":[{"name":"tiny:latest","model":"tiny:latest","context_length":512}]}`}},
+			want:  Info{Context: 512, ContextSource: "context_length, /api/ps", Models: []string{"tiny:latest"}},
+			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
 		{name: "Ollama with --model: /api/show asked for it",
 			routes: map[string]answer{"GET /v1/models": {200, ollamaList},
 				"POST /api/show": {200, `{"parameters":"num_ctx 4096","model_info":{}}`}},
 			model: "tiny",
 			want:  Info{Context: 4096, ContextSource: "num_ctx, /api/show", Models: []string{"tiny:latest"}},
-			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny"}`}},
+			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny"}`, "GET /api/ps"}},
 		{name: "Ollama: a trained context under the default",
 			routes: map[string]answer{"GET /v1/models": {200, ollamaList},
 				"POST /api/show": {200, `{"model_info":{"general.architecture":"llama","llama.context_length":1024}}`}},
 			want:  Info{Context: 1024, ContextSource: "llama.context_length, /api/show", Models: []string{"tiny:latest"}},
-			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`}},
+			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
 		{name: "Ollama: its default, no num_ctx set",
 			routes: map[string]answer{"GET /v1/models": {200, ollamaList},
 				"POST /api/show": {200, `{"model_info":{"general.architecture":"llama","llama.context_length":8192}}`}},
 			want:  Info{Context: 2048, ContextSource: "Ollama's default num_ctx: the model sets none in /api/show", Models: []string{"tiny:latest"}},
-			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`}},
+			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
 		{name: "Ollama: /api/show refused",
 			routes: map[string]answer{"GET /v1/models": {200, ollamaList}},
 			want:   Info{Models: []string{"tiny:latest"}},
-			asked:  []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`}},
+			asked:  []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
 		{name: "Ollama listing no model: nothing to show",
 			routes: map[string]answer{"GET /v1/models": {200, `{"data":[]}`}},
 			asked:  []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models"}},
@@ -106,7 +113,7 @@ func TestDiscover(t *testing.T) {
 			routes: map[string]answer{"GET /v1/models": {200, `{"data":[{"id":"tiny:latest","owned_by":"library"},{"id":"other","owned_by":"someone"}]}`},
 				"POST /api/show": {200, `{"parameters":"num_ctx 4096","model_info":{}}`}},
 			want:  Info{Context: 4096, ContextSource: "num_ctx, /api/show", Models: []string{"tiny:latest", "other"}},
-			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`}},
+			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
 		{name: "Ollama with a context said already: /api/show not asked",
 			routes: map[string]answer{"GET /props": {200, `{"default_generation_settings":{"n_ctx":8192}}`}, "GET /v1/models": {200, ollamaList}},
 			want:   Info{Context: 8192, ContextSource: "n_ctx, /props", Models: []string{"tiny:latest"}},
@@ -124,7 +131,7 @@ func TestDiscover(t *testing.T) {
 			routes: map[string]answer{"GET /v1/models": {200, ollamaList}},
 			ctxLen: 999,
 			want:   Info{Context: 999, ContextSource: "--context-length", Models: []string{"tiny:latest"}},
-			asked:  []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`}},
+			asked:  []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
 		{name: "nothing answers",
 			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models"}},
 	}
@@ -163,7 +170,8 @@ func TestDiscover(t *testing.T) {
 			got := p.discover(p.eps[0])
 			if got.Capacity != tt.want.Capacity || got.CapacitySource != tt.want.CapacitySource ||
 				got.Context != tt.want.Context || got.ContextSource != tt.want.ContextSource ||
-				!slices.Equal(got.Models, tt.want.Models) || got.Metrics != "" {
+				!slices.Equal(got.Models, tt.want.Models) || got.Metrics != "" ||
+				got.ContextAssumed != strings.HasPrefix(got.ContextSource, "Ollama's default") {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 			mu.Lock()
