@@ -227,6 +227,11 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		env.Logf("  %s tok/s (%s per endpoint), %d answers, latency p50 %s, TTFT p50 %s%s",
 			cli.Thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.Answers,
 			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.TTFTP50), errorNote(lv))
+		if why := falling(rep.Levels); why != "" && i+1 < len(levels) {
+			rep.Held = why
+			env.Logf("  %s: the levels above are not measured", why)
+			break
+		}
 	}
 	if len(rep.Levels) > 0 {
 		rep.finish(c, run)

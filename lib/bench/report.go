@@ -38,6 +38,12 @@ type Report struct {
 
 	Forecast     *Forecast `json:"forecast,omitempty"`
 	ForecastNote string    `json:"forecast_note,omitempty"`
+	// Held says why the ladder stopped before its end: the output fell as
+	// more were sent at once.
+	Held string `json:"held,omitempty"`
+	// Unsteady: every level answered was unsteady, so the figures (the
+	// knee, the forecast) rest on measurements that did not settle.
+	Unsteady bool `json:"unsteady,omitempty"`
 }
 
 // Level is one level of the ladder, measured. Times are in seconds.
@@ -105,10 +111,21 @@ func (r *benchRun) report(model string) *Report {
 // level answered. Taking the best of all levels rather than the
 // first step that gains little keeps one low measurement (a stall of the
 // machine) from stopping the climb early.
+//
+// Steady levels are taken over unsteady ones where there are any: a
+// window whose halves disagree may have caught a stall or a burst, and
+// one such level above the steady ones must not become the knee.
 func knee(levels []Level) (int, bool) {
+	usable := func(lv *Level) bool { return lv.answered() }
+	for i := range levels {
+		if levels[i].answered() && !levels[i].Unsteady {
+			usable = func(lv *Level) bool { return lv.answered() && !lv.Unsteady }
+			break
+		}
+	}
 	best := -1
 	for i := range levels {
-		if levels[i].answered() && (best < 0 || levels[i].TokPerSec > levels[best].TokPerSec) {
+		if usable(&levels[i]) && (best < 0 || levels[i].TokPerSec > levels[best].TokPerSec) {
 			best = i
 		}
 	}
@@ -117,7 +134,7 @@ func knee(levels []Level) (int, bool) {
 	}
 	k := best
 	for i := range levels {
-		if levels[i].answered() && levels[i].TokPerSec >= (1-kneeGain)*levels[best].TokPerSec && levels[i].Concurrency < levels[k].Concurrency {
+		if usable(&levels[i]) && levels[i].TokPerSec >= (1-kneeGain)*levels[best].TokPerSec && levels[i].Concurrency < levels[k].Concurrency {
 			k = i
 		}
 	}
@@ -128,12 +145,46 @@ func knee(levels []Level) (int, bool) {
 	return k, found
 }
 
+// falling says, once the output fell at the last two levels measured, each
+// under the best below them by more than kneeGain, that the server slows
+// as more are sent at once (a server on the CPU, or one with fewer slots
+// than that and a costly queue): higher levels would only take longer and
+// measure less. "" otherwise.
+func falling(levels []Level) string {
+	n := len(levels)
+	if n < 3 {
+		return ""
+	}
+	best := -1
+	for i := range levels[:n-2] {
+		if levels[i].answered() && (best < 0 || levels[i].TokPerSec > levels[best].TokPerSec) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	b := levels[best]
+	for _, lv := range levels[n-2:] {
+		if !lv.answered() || lv.TokPerSec >= (1-kneeGain)*b.TokPerSec {
+			return ""
+		}
+	}
+	return fmt.Sprintf("the output fell as more were sent at once (%d and %d per endpoint gave %s and %s tok/s, %d gave %s)",
+		levels[n-2].Concurrency, levels[n-1].Concurrency, cli.Thousands(int64(levels[n-2].TokPerSec+0.5)),
+		cli.Thousands(int64(levels[n-1].TokPerSec+0.5)), b.Concurrency, cli.Thousands(int64(b.TokPerSec+0.5)))
+}
+
 // finish counts answers per second, names the knee and forecasts the run.
 func (rep *Report) finish(c *Bench, r *benchRun) {
 	k, found := knee(rep.Levels)
 	if k < 0 {
 		rep.ForecastNote = "no level answered: nothing to recommend or forecast"
 		return
+	}
+	rep.Unsteady = rep.Levels[k].Unsteady // no steady level answered (knee takes them first)
+	if rep.Held != "" {
+		found = true // the curve was seen to fall past the knee
 	}
 	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
 	dist, fitted := r.obs.fit()
@@ -207,6 +258,17 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 		})
 		lv.RunSeconds = secs
 		if i == k {
+			if lv.Unsteady && len(lv.Halves) == 2 {
+				// Its window did not settle: the run's range spans the two
+				// halves' rates as well as the answers' lengths.
+				for _, rate := range lv.Halves {
+					if rate > 0 {
+						s, lo, hi := forecast.RunTime(forecast.Run{Answers: float64(answers), TokPerSec: rate, Speed: rate / r.slots(lv.Concurrency),
+							Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd})
+						low, high = min(low, lo, s), max(high, hi, s)
+					}
+				}
+			}
 			rep.Forecast = &Forecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
 				Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
 		}
@@ -259,6 +321,12 @@ func (rep *Report) write(w io.Writer, asJSON bool) error {
 	}
 	tw.Flush()
 	b.WriteByte('\n')
+	if rep.Held != "" {
+		fmt.Fprintf(&b, "held: %s; the levels above were not measured\n", rep.Held)
+	}
+	if rep.Unsteady {
+		fmt.Fprintf(&b, "could not measure steadily: no level's output settled (the two halves of every window differed by more than %.0f%%, measured twice); the knee and the forecast are rough: raise --duration (or --requests) to measure longer\n", 100*kneeGain)
+	}
 	b.WriteString(rep.kneeText())
 	if f := rep.Forecast; f != nil {
 		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s", cli.Thousands(f.Answers),

@@ -46,6 +46,58 @@ func TestLadderAndKnee(t *testing.T) {
 	}
 }
 
+// On a server whose output falls as more are sent at once (a CPU: 1
+// gives the most), the ladder holds once two levels fell under the best,
+// the knee is the best level, and steady levels are taken over unsteady
+// ones (an unsteady 8 that caught a burst is not the knee); when none is
+// steady the report says it could not measure, and the forecast's range
+// spans the knee's two halves.
+func TestBenchOnAFallingServer(t *testing.T) {
+	cpu := []Level{{Concurrency: 1, TokPerSec: 67}, {Concurrency: 2, TokPerSec: 60}, {Concurrency: 4, TokPerSec: 39}}
+	if why := falling(cpu); why != "the output fell as more were sent at once (2 and 4 per endpoint gave 60 and 39 tok/s, 1 gave 67)" {
+		t.Errorf("falling: %q", why)
+	}
+	for _, tt := range []struct {
+		tps  []float64
+		want bool
+	}{{[]float64{67, 66, 39}, false}, {[]float64{67, 60}, false}, {[]float64{10, 20, 40}, false}, {[]float64{67, 120, 100, 90}, true}} {
+		var lv []Level
+		for i, x := range tt.tps {
+			lv = append(lv, Level{Concurrency: 1 << i, TokPerSec: x})
+		}
+		if got := falling(lv) != ""; got != tt.want {
+			t.Errorf("%v: falling %v, want %v", tt.tps, got, tt.want)
+		}
+	}
+	mixed := []Level{{Concurrency: 1, TokPerSec: 67}, {Concurrency: 2, TokPerSec: 50}, {Concurrency: 8, TokPerSec: 90, Unsteady: true}}
+	if k, _ := knee(mixed); k != 0 {
+		t.Errorf("knee %d among a steady 1 and an unsteady 8, want the steady 1", k)
+	}
+	for i := range mixed {
+		mixed[i].Unsteady = true
+	}
+	if k, _ := knee(mixed); k != 2 {
+		t.Errorf("knee %d with none steady, want the best measured", k)
+	}
+	rep := &Report{Levels: []Level{{Concurrency: 1, TokPerSec: 67, Unsteady: true, Halves: []float64{50, 84}}, {Concurrency: 2, TokPerSec: 40, Unsteady: true, Halves: []float64{30, 50}}},
+		Held: "the output fell", AnswerTokens: 32}
+	c := &Bench{DatasetSize: 100, MeanAnswerTokens: 32}
+	rep.finish(c, &benchRun{cfg: c, maxRunning: []int{0}})
+	if !rep.Unsteady || rep.Recommended != 1 || !rep.KneeFound || rep.Forecast == nil {
+		t.Fatalf("report %+v", rep)
+	}
+	if f := rep.Forecast; !(f.LowSeconds <= 100*32/84.0 && f.HighSeconds >= 100*32/50.0) {
+		t.Errorf("forecast %+v: the range does not span the halves' rates (%.0f-%.0f s)", f, 100*32/84.0, 100*32/50.0)
+	}
+	var b strings.Builder
+	rep.write(&b, false)
+	for _, want := range []string{"held: the output fell; the levels above were not measured", "could not measure steadily: ", "recommended: --concurrency 1"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // TestBenchWindow: tokens count in the window they arrive in, whether the
 // server counts them in each event or only at the end.
 func TestBenchWindow(t *testing.T) {

@@ -684,11 +684,20 @@ func (l *Limiter) searchWindow(m limiterMeasure, now time.Time) {
 	l.try(l.searchAt(float64(next)), now)
 }
 
-// descendWindow: halving while a level keeps ref's output (within
-// kneeMargin Gains) and, after a slowdown, until ℓ is back where it was
-// before it; it settles at the smallest level as good.
+// descendWindow: halving while a level keeps ref's output (within Gain;
+// after a slowdown, kneeMargin Gains, and until ℓ is back where it was
+// before it); it settles at the smallest level as good.
 func (l *Limiter) descendWindow(m limiterMeasure, now time.Time) {
-	if m.out >= l.ref.out*(1-kneeMargin*l.cfg.Gain) {
+	// Checking below a knee that was the lowest level measured, a level
+	// must be as good within Gain: too low a level idles slots, where one
+	// too high only queues a few requests (a CPU server on which fewer at
+	// once are a little faster, or noise, must not walk the limit down
+	// by a margin a step).
+	margin := l.cfg.Gain
+	if l.base > 0 {
+		margin = kneeMargin * l.cfg.Gain
+	}
+	if m.out >= l.ref.out*(1-margin) {
 		l.good = m.limit
 		if l.base > 0 && m.perTok <= sameLatency*l.base {
 			// ℓ is back where it was before the slowdown: no request

@@ -172,11 +172,18 @@ func TestLimiterDescending(t *testing.T) {
 		}
 	}
 	runPhase(t, descending, []phaseCase{
-		{name: "within twice the gain of the level to match: halves on",
-			setup: from(8, 16, 0), m: measured(8, 370, 0.01), limit: 4, phase: descending,
+		{name: "within the gain of the level to match: halves on",
+			setup: from(8, 16, 0), m: measured(8, 395, 0.01), limit: 4, phase: descending,
 			check: func(t *testing.T, l *Limiter) {
 				if l.good != 8 {
 					t.Errorf("good %d, want 8", l.good)
+				}
+			}},
+		{name: "within twice the gain but not the gain: settles above, with its spare",
+			setup: from(8, 16, 0), m: measured(8, 370, 0.01), limit: 18, phase: holding,
+			check: func(t *testing.T, l *Limiter) {
+				if l.found != 16 {
+					t.Errorf("found %d, want 16", l.found)
 				}
 			}},
 		{name: "output lost: settles at the last level as good, 2 spare",
