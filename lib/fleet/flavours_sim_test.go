@@ -258,6 +258,7 @@ func fixedLevels(s int) []simMode {
 			out = append(out, modeFixed(n))
 		}
 	}
+	slices.SortFunc(out, func(a, b simMode) int { return a.fixed - b.fixed })
 	return out
 }
 
