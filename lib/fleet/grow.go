@@ -1,0 +1,115 @@
+package fleet
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A fleet that changes while a run goes: servers listed in an endpoints
+// file that is rewritten as they come and go (serve writes one). Add puts
+// new ones into the pool; Follow re-reads the file; Check is the probes'
+// readiness rule asked once, for a supervisor that watches its servers.
+
+// Add puts the targets not in the pool yet into it, starting, and probes
+// them until they are ready, as Start does; it returns those added. An
+// endpoint is never taken out: one that is no longer listed leaves
+// service by its failures, as any other.
+func (p *Pool) Add(targets []Target) []*Endpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	have := make(map[string]bool, len(p.eps))
+	for _, ep := range p.eps {
+		have[targetKey(ep.t)] = true
+	}
+	var added []*Endpoint
+	// A new slice, so that one Endpoints returned before stays as it was.
+	eps := append([]*Endpoint(nil), p.eps...)
+	for _, t := range targets {
+		if have[targetKey(t)] {
+			continue
+		}
+		have[targetKey(t)] = true
+		ep := p.newEndpoint(len(eps), t)
+		eps = append(eps, ep)
+		added = append(added, ep)
+	}
+	p.eps = eps
+	for _, ep := range added {
+		p.probeLocked(ep, 0, min(p.cfg.ProbeInterval, 250*time.Millisecond))
+	}
+	if len(added) > 0 {
+		p.broadcastLocked()
+	}
+	return added
+}
+
+// targetKey is what makes two targets the same server (CheckTargets').
+func targetKey(t Target) string {
+	return t.Addr + t.Path + "|" + strconv.FormatBool(t.TLS)
+}
+
+// Follow re-reads the endpoints file at path every interval until the
+// pool's context ends, and adds the endpoints that appear in it (Add).
+// A file that cannot be read or parsed is reported once per content and
+// changes nothing. It returns at once.
+func (p *Pool) Follow(path string, every time.Duration) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		last, _ := os.ReadFile(path)
+		var failed []byte
+		for {
+			p.sleep(every)
+			if p.ctx.Err() != nil {
+				return
+			}
+			b, err := os.ReadFile(path)
+			if err != nil || bytes.Equal(b, last) {
+				continue // a file being replaced is there again at the next look
+			}
+			ts, err := ReadEndpointsFile(bytes.NewReader(b), path)
+			if err != nil {
+				if !bytes.Equal(b, failed) {
+					p.cfg.Logf("--endpoints-file changed but cannot be read (%v); the endpoints stay as they are", err)
+					failed = b
+				}
+				continue
+			}
+			last = b
+			if added := p.Add(ts); len(added) > 0 {
+				names := make([]string, len(added))
+				for i, ep := range added {
+					names[i] = ep.name
+				}
+				p.cfg.Logf("%s lists %s: probing until ready", path, joinNames(names))
+			}
+		}
+	}()
+}
+
+func joinNames(names []string) string {
+	if len(names) == 1 {
+		return "a new endpoint, " + names[0]
+	}
+	return fmt.Sprintf("%d new endpoints, %s", len(names), strings.Join(names, ", "))
+}
+
+// Check asks endpoint i once whether it is ready, by the probes' rule
+// (--health-path, else /health, else /v1/models where a server has no
+// /health), and says what it saw ("/health 503 (starting)"). It probes
+// nothing else and puts nothing into service: a supervisor of the
+// servers (serve) calls it without Start, on its own schedule.
+func (p *Pool) Check(i int) (ready bool, note string) {
+	p.mu.Lock()
+	ep := p.eps[i]
+	p.mu.Unlock()
+	r := p.checkReady(ep)
+	p.mu.Lock()
+	p.noteProbeLocked(ep, r)
+	p.mu.Unlock()
+	return r.ready, r.note
+}
