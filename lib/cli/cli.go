@@ -81,6 +81,9 @@ type Env struct {
 	// interrupted, when set (OnInterrupt), says what the tool does on the
 	// first SIGINT or SIGTERM, in place of the generic line.
 	interrupted atomic.Pointer[func()]
+	// forced, when set (OnSecondInterrupt), runs on the second signal,
+	// just before the process exits.
+	forced atomic.Pointer[func()]
 }
 
 // OnInterrupt makes the first SIGINT or SIGTERM call say (after the run's
@@ -88,6 +91,11 @@ type Env struct {
 // line, so that a tool can tell at once what it is doing about it: what
 // it finishes, for how long, how to stop it at once, how to continue.
 func (e *Env) OnInterrupt(say func()) { e.interrupted.Store(&say) }
+
+// OnSecondInterrupt makes the second SIGINT or SIGTERM, which exits at
+// once, call last first: what a tool that started processes of its own
+// does so that none outlives it (serve kills its servers).
+func (e *Env) OnSecondInterrupt(last func()) { e.forced.Store(&last) }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
 func (e *Env) Logf(format string, args ...any) {
@@ -211,6 +219,9 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 		select {
 		case <-ch:
 			env.Logf("interrupted twice: exiting now")
+			if last := env.forced.Load(); last != nil {
+				(*last)()
+			}
 			os.Exit(ExitInterrupted)
 		case <-done:
 		}
