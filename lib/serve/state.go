@@ -135,11 +135,25 @@ func endpointsText(st *State) []byte {
 func leftovers(st *State) []Server {
 	var out []Server
 	for _, s := range st.Servers {
-		if s.PID > 0 && (running(s.PID, s.PIDStart) || len(groupAlive(s.PID)) > 0) {
+		if stillRuns(s) {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// stillRuns reports whether server s's process group runs: its leader
+// (a process that has the pid since is another's, and so is its group:
+// a pid is not given again while a group has its number), or the workers
+// of a leader that is gone.
+func stillRuns(s Server) bool {
+	switch {
+	case s.PID <= 0:
+		return false
+	case running(s.PID, 0):
+		return running(s.PID, s.PIDStart)
+	}
+	return len(groupAlive(s.PID)) > 0
 }
 
 // describe names servers for a message: "server 0 (pid 123, port 30000)".

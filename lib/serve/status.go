@@ -101,7 +101,7 @@ func writeStatus(w *bufio.Writer, st *State, runs bool, now time.Time) {
 		switch {
 		case state == stateReady && !s.ReadySince.IsZero():
 			state += " " + cli.ShortDuration(now.Sub(s.ReadySince))
-		case !runs && s.PID > 0 && len(groupAlive(s.PID)) > 0:
+		case !runs && stillRuns(s):
 			state = "left running"
 		case !runs && state != stateGivenUp:
 			state = stateStopped
