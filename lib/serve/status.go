@@ -99,12 +99,12 @@ func writeStatus(w *bufio.Writer, st *State, runs bool, now time.Time) {
 	for _, s := range st.Servers {
 		state := s.State
 		switch {
-		case state == stateReady && !s.ReadySince.IsZero():
-			state += " " + cli.ShortDuration(now.Sub(s.ReadySince))
 		case !runs && stillRuns(s):
 			state = "left running"
 		case !runs && state != stateGivenUp:
 			state = stateStopped
+		case state == stateReady && !s.ReadySince.IsZero():
+			state += " " + cli.ShortDuration(now.Sub(s.ReadySince))
 		}
 		pid, gpus, exit, check := "-", "-", "-", "-"
 		if s.PID > 0 {
