@@ -2,8 +2,11 @@ package fleet
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -60,18 +63,17 @@ func (p *Pool) Follow(path string, every time.Duration) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		last, _ := os.ReadFile(path)
+		_, last, _ := LoadEndpoints(path)
 		var failed []byte
 		for {
 			p.sleep(every)
 			if p.ctx.Err() != nil {
 				return
 			}
-			b, err := os.ReadFile(path)
-			if err != nil || bytes.Equal(b, last) {
-				continue // a file being replaced is there again at the next look
+			ts, b, err := LoadEndpoints(path)
+			if b == nil || bytes.Equal(b, last) {
+				continue // nothing there: a file being replaced is there again at the next look
 			}
-			ts, err := ReadEndpointsFile(bytes.NewReader(b), path)
 			if err != nil {
 				if !bytes.Equal(b, failed) {
 					p.cfg.Logf("--endpoints-file changed but cannot be read (%v); the endpoints stay as they are", err)
@@ -89,6 +91,51 @@ func (p *Pool) Follow(path string, every time.Duration) {
 			}
 		}
 	}()
+}
+
+// LoadEndpoints reads --endpoints-file: a file (ReadEndpointsFile), or a
+// directory whose *.txt files are read in name order, each as one (every
+// node's serve writes its own into a directory they share). It also
+// returns what it read, names and contents, to tell a change by; nil
+// when nothing could be read.
+func LoadEndpoints(path string) ([]Target, []byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := []string{path}
+	if st.IsDir() {
+		if files, err = filepath.Glob(filepath.Join(path, "*.txt")); err != nil {
+			return nil, nil, err
+		}
+		sort.Strings(files)
+	}
+	var seen bytes.Buffer
+	var out []Target
+	var firstErr error
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			if st.IsDir() && errors.Is(err, os.ErrNotExist) {
+				continue // replaced between the listing and the read: the next look finds it
+			}
+			return nil, nil, err
+		}
+		fmt.Fprintf(&seen, "%s\x00%d\x00", f, len(b))
+		seen.Write(b)
+		ts, err := ReadEndpointsFile(bytes.NewReader(b), f)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		out = append(out, ts...)
+	}
+	if firstErr != nil {
+		return nil, seen.Bytes(), firstErr
+	}
+	if seen.Len() == 0 {
+		seen.WriteString("\x00none") // an empty directory is something read
+	}
+	return out, seen.Bytes(), nil
 }
 
 func joinNames(names []string) string {

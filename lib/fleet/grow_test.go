@@ -104,3 +104,26 @@ func TestCheck(t *testing.T) {
 		t.Errorf("no server: %v, %q", ready, note)
 	}
 }
+
+// --endpoints-file DIR: every node's serve writes its own file into a
+// directory they share; its *.txt files are read in name order (a file
+// being written beside them, which has another name, is not), and a
+// mistake names its file and line.
+func TestLoadEndpointsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeList(t, filepath.Join(dir, "node2.txt"), "# node2", "node2:30000-30001")
+	writeList(t, filepath.Join(dir, "node1.txt"), "node1:30000")
+	writeList(t, filepath.Join(dir, "node3.txt.tmp-1234"), "half-written:1")
+	ts, seen, err := LoadEndpoints(dir)
+	if err != nil || urls(ts) != "http://node1:30000 http://node2:30000 http://node2:30001" || len(seen) == 0 {
+		t.Fatalf("%s, %v", urls(ts), err)
+	}
+	empty := t.TempDir()
+	if ts, seen, err := LoadEndpoints(empty); err != nil || len(ts) != 0 || seen == nil {
+		t.Errorf("an empty directory: %v %q %v", ts, seen, err)
+	}
+	writeList(t, filepath.Join(dir, "node4.txt"), "node4:30000", "node4:x")
+	if _, _, err := LoadEndpoints(dir); err == nil || !strings.Contains(err.Error(), "node4.txt:2") {
+		t.Errorf("a bad line: %v", err)
+	}
+}
