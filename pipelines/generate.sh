@@ -25,6 +25,9 @@
 #   ENDPOINTS    inference servers, as infer --endpoints takes them
 #                (host:port, host:first-last, URLs, comma-separated)
 #                [127.0.0.1:30000-30007]
+#   ENDPOINTS_FILE  instead of ENDPOINTS: the endpoints file serve writes (or
+#                a directory of them, one per node), which infer follows as
+#                servers come and go, e.g. tokenmill-serve/endpoints.txt []
 #   OUT          generation records [gen.jsonl]
 #   ERRORS       error records of prompts that could not be answered
 #                [OUT with .jsonl replaced by .errors.jsonl]
@@ -53,6 +56,8 @@ set -euo pipefail
 
 [ -n "${BIN:-}" ] && PATH="$(cd "$BIN" && pwd):$PATH"
 ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
+servers=(--endpoints "$ENDPOINTS")
+[ -n "${ENDPOINTS_FILE:-}" ] && servers=(--endpoints-file "$ENDPOINTS_FILE")
 OUT=${OUT:-gen.jsonl}
 ERRORS=${ERRORS:-${OUT%.jsonl}.errors.jsonl}
 PROMPTS=${PROMPTS-${OUT%.jsonl}.prompts.jsonl}
@@ -84,12 +89,12 @@ if [ -n "$PROMPTS" ]; then
   extract "${extract_args[@]}" "$@" | dedup "${dedup_args[@]}" --force -o "$PROMPTS" || status=$?
   # 3: records rejected, the rest kept; anything else: no prompt file.
   if [ "$status" = 0 ] || [ "$status" = 3 ]; then
-    infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" "$PROMPTS" || status=$?
+    infer "${servers[@]}" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" "$PROMPTS" || status=$?
   fi
 else
   extract "${extract_args[@]}" "$@" |
     dedup "${dedup_args[@]}" |
-    infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" ||
+    infer "${servers[@]}" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" ||
     status=$?
 fi
 wall="$((($(now_us) - start) / 1000))ms"

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -59,7 +60,36 @@ func targetKey(t Target) string {
 // pool's context ends, and adds the endpoints that appear in it (Add).
 // A file that cannot be read or parsed is reported once per content and
 // changes nothing. It returns at once.
+//
+// From then on an endpoint the file has listed comes into service (at
+// start, or back after failures) only while the file lists it: serve
+// lists a server once it has seen it ready and takes it off when it
+// exits, so a server it is restarting is not sent work before serve has
+// seen it up (a server that crashed again at once, unseen, would count
+// as a start that failed). Endpoints named otherwise (--endpoints) are
+// not held to the file.
 func (p *Pool) Follow(path string, every time.Duration) {
+	var managed sync.Map // targetKey -> true: listed in the file once
+	ts, _, _ := LoadEndpoints(path)
+	for _, t := range ts {
+		managed.Store(targetKey(t), true)
+	}
+	gate := func(t Target) (bool, string) {
+		if _, ok := managed.Load(targetKey(t)); !ok {
+			return true, ""
+		}
+		now, _, err := LoadEndpoints(path)
+		if err != nil {
+			return true, "" // unreadable for a moment: its last word stands
+		}
+		for _, n := range now {
+			if targetKey(n) == targetKey(t) {
+				return true, ""
+			}
+		}
+		return false, "not listed in " + path + " (yet)"
+	}
+	p.listed.Store(&gate)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -82,6 +112,9 @@ func (p *Pool) Follow(path string, every time.Duration) {
 				continue
 			}
 			last = b
+			for _, t := range ts {
+				managed.Store(targetKey(t), true)
+			}
 			if added := p.Add(ts); len(added) > 0 {
 				names := make([]string, len(added))
 				for i, ep := range added {
@@ -143,6 +176,19 @@ func joinNames(names []string) string {
 		return "a new endpoint, " + names[0]
 	}
 	return fmt.Sprintf("%d new endpoints, %s", len(names), strings.Join(names, ", "))
+}
+
+// admit is r, a ready answer of ep's, unless the endpoints file keeps ep
+// out of service for now (Follow).
+func (p *Pool) admit(ep *Endpoint, r readiness) readiness {
+	gate := p.listed.Load()
+	if gate == nil {
+		return r
+	}
+	if ok, why := (*gate)(ep.t); !ok {
+		return readiness{note: r.note + "; " + why, path: r.path}
+	}
+	return r
 }
 
 // Check asks endpoint i once whether it is ready, by the probes' rule

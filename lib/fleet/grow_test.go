@@ -74,9 +74,36 @@ func TestFollowAddsEndpoints(t *testing.T) {
 	if n := strings.Count(l.text(), "cannot be read"); n != 1 {
 		t.Errorf("the bad file was reported %d times, want once:\n%s", n, l.text())
 	}
-	if ep := p.Endpoints()[1]; ep.Index() != 1 || ep.Name() != urls[1] {
+	ep := p.Endpoints()[1]
+	if ep.Index() != 1 || ep.Name() != urls[1] {
 		t.Errorf("the added endpoint is #%d %s", ep.Index(), ep.Name())
 	}
+
+	// Taken off the file, it stays out of service once it fails, though
+	// its /health answers; listed again, it comes back.
+	writeList(t, path, urls[0])
+	p.Failed(ep, true, "connection refused")
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not within 20s: %+v\n%s", what, p.View()[1], l.text())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the probe to see it unlisted", func() bool {
+		p.mu.Lock()
+		seen := ep.lastProbe
+		p.mu.Unlock()
+		return strings.HasSuffix(seen, "; not listed in "+path+" (yet)")
+	})
+	if v := p.View()[1]; v.State != StateDown {
+		t.Errorf("an endpoint the file no longer lists came back: %s", v.State)
+	}
+	writeList(t, path, urls[0], urls[1])
+	waitFor("it to come back once listed", func() bool { return p.View()[1].State == StateReady })
 }
 
 // Check is the probes' rule asked once: what each kind of server answers

@@ -153,6 +153,9 @@ type Pool struct {
 	// context is the smallest context length the endpoints up so far
 	// stated (or --context-length); 0 while none has.
 	context atomic.Int64
+	// listed, once Follow runs, says whether the endpoints file lets an
+	// endpoint come into service (grow.go); nil: every endpoint may.
+	listed atomic.Pointer[func(Target) (bool, string)]
 }
 
 // Context is the model's context length in tokens as the endpoints state

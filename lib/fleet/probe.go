@@ -75,6 +75,9 @@ func (p *Pool) probe(ep *Endpoint, first, interval time.Duration) {
 			return
 		}
 		r := p.checkReady(ep)
+		if r.ready {
+			r = p.admit(ep, r) // an endpoints file that no longer lists it keeps it out (grow.go)
+		}
 		p.mu.Lock()
 		p.noteProbeLocked(ep, r)
 		p.mu.Unlock()

@@ -17,7 +17,6 @@ import (
 // no /health), lists both, infer answers every prompt exactly once, and
 // SIGTERM stops both servers and their runners, no process left.
 func TestOllamaFleet(t *testing.T) {
-	long(t)
 	// A server of the kit's own makes the model (a tiny random-weight
 	// llama) in its models directory, which both of serve's share.
 	made := ollamaserver.Start(t, ollamaserver.Options{})
