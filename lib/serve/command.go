@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"tokenmill/lib/cli"
@@ -149,10 +150,18 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 	sup.openLogs(c.LogMaxSize, c.LogKeep)
 	defer sup.closeLogs()
 
+	var first atomic.Int64 // when the first signal came, in Unix nanoseconds
 	env.OnInterrupt(func() {
+		first.Store(time.Now().UnixNano())
 		env.Logf("interrupted: stopping %d servers (SIGTERM, then SIGKILL after %v: --grace); signal again to kill them at once", len(specs), c.Grace)
 	})
-	env.OnSecondInterrupt(sup.killAll)
+	env.OnSecondInterrupt(func() bool {
+		if time.Since(time.Unix(0, first.Load())) < sameSignal {
+			return false // one stop, told twice (Slurm signals serve, and srun passes its own on)
+		}
+		sup.killAll()
+		return true
+	})
 	env.Logf("starting %d servers on %s, ports %d-%d%s: %s; status, logs and endpoints in %s",
 		len(specs), c.Host, specs[0].port, specs[len(specs)-1].port, gpuText(specs, c.GPUsPerServer), strings.Join(st.Command, " "), c.StateDir)
 	err = sup.run(ctx)
@@ -176,6 +185,11 @@ func gpuText(specs []spec, per int) string {
 	}
 	return fmt.Sprintf(", GPUs %s (%d per server)", strings.Join(groups, " "), per)
 }
+
+// sameSignal is how soon after the first a signal is taken for the same
+// one: a job scheduler's SIGTERM comes to serve both straight and through
+// its launcher; a person signalling again does so after reading the line.
+const sameSignal = time.Second
 
 // checkDurations refuses settings that cannot work.
 func (c *Run) checkDurations() error {
