@@ -19,6 +19,14 @@ import (
 // (checked here until the kit has a helper for the switch).
 func longTier() bool { return os.Getenv("TOKENMILL_TEST_LONG") == "1" }
 
+// requireLong skips a test of more than a few seconds outside the long tier.
+func requireLong(t *testing.T, fast string) {
+	t.Helper()
+	if !longTier() {
+		t.Skipf("a long test: set TOKENMILL_TEST_LONG=1 to run it (%s runs in the default tier)", fast)
+	}
+}
+
 // servedFleet is a serve binary running llmsim servers for a test.
 type servedFleet struct {
 	cmd    *exec.Cmd
@@ -48,9 +56,20 @@ func startServe(t *testing.T, dir string, n int, llmsimArgs ...string) *servedFl
 	t.Cleanup(func() {
 		select {
 		case <-f.done:
+			return
 		default:
+		}
+		// A test that failed with serve running: serve stops its servers,
+		// or, should it not within a bound, they are killed with it.
+		f.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-f.done:
+		case <-time.After(20 * time.Second):
 			syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
 			<-f.done
+			for _, pid := range serverPIDs(t, readServeState(t, f.state)) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 	})
 	waitFor(t, 30*time.Second, "serve's servers to be ready", func() bool {
@@ -182,6 +201,7 @@ func TestGenerateOnServe(t *testing.T) {
 // from WORK/endpoints, the shards answered with sharded.sh on those hosts,
 // every prompt exactly once; then stop leaves no server running.
 func TestServeHosts(t *testing.T) {
+	requireLong(t, "TestSlurmServeScript, one serve per node through serve-node.sh too,")
 	requireTools(t, "serve-hosts.sh and sharded.sh run with GNU parallel", "parallel")
 	dir := t.TempDir()
 	work, fakeHosts := filepath.Join(dir, "work"), filepath.Join(dir, "hosts")
@@ -238,4 +258,151 @@ func TestServeHosts(t *testing.T) {
 		return true
 	})
 	assertGone(t, "after serve-hosts.sh stop", pids)
+}
+
+// nodeArgs gives each of nodes its own ports (the nodes of a test are all
+// this machine): WORK/serve/NODE.args, as a node with other GPUs would
+// have its own --gpus.
+func nodeArgs(t *testing.T, work string, nodes []string, perNode int) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(work, "serve"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := freePorts(t, perNode*len(nodes))
+	for i, n := range nodes {
+		if err := os.WriteFile(filepath.Join(work, "serve", n+".args"), []byte(fmt.Sprintf("--port %d\n", base+perNode*i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitNodesReady waits for every node's serve to say its servers are ready.
+func waitNodesReady(t *testing.T, work string, nodes []string, script *proc) {
+	t.Helper()
+	waitFor(t, time.Minute, "every node's servers to be ready", func() bool {
+		if script.exited() {
+			t.Fatalf("%s exited %d before its servers were ready:\n%s", script.name, script.code, script.stderr.String())
+		}
+		for _, n := range nodes {
+			log, _ := os.ReadFile(filepath.Join(work, "serve", n+".log"))
+			if !strings.Contains(string(log), "servers ready after") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// assertNodesStopped waits for every node's serve to have stopped and
+// checks that none of pids runs.
+func assertNodesStopped(t *testing.T, work string, nodes []string, pids []int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "every node's serve to stop", func() bool {
+		for _, n := range nodes {
+			if readServeState(t, filepath.Join(work, "serve", n)).State != "stopped" {
+				return false
+			}
+		}
+		return true
+	})
+	assertGone(t, "after the serve job ended", pids)
+}
+
+// slurm-serve.sbatch run by bash with a stand-in for srun (two "nodes" on
+// this machine, no cluster needed), then slurm-array.sbatch's tasks and
+// merge with ENDPOINTS_FILE=WORK/endpoints: every prompt answered once,
+// by servers of both nodes. SIGTERM to the job's processes, as scancel
+// sends it (srun passing it on as well), stops every serve and server.
+func TestSlurmServeScript(t *testing.T) {
+	dir := t.TempDir()
+	work, fakeBin := filepath.Join(dir, "work"), filepath.Join(dir, "fakebin")
+	if err := os.MkdirAll(fakeBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(repoRoot, "testdata", "pipelines", "fake-srun.sh"), filepath.Join(fakeBin, "srun")); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []string{"node0", "node1"}
+	nodeArgs(t, work, nodes, 2)
+	env := scriptEnv("WORK="+work, "FAKE_NODES=2", "SERVE_HOST=127.0.0.1", "PIPELINES="+filepath.Join(repoRoot, "pipelines"),
+		"SERVE_ARGS=--servers 2 "+strings.Join(quickServe, " "), "PATH="+fakeBin+":"+os.Getenv("PATH"))
+	job := startScript(t, dir, env, "slurm-serve.sbatch", filepath.Join(binDir, "llmsim"), "--listen", "127.0.0.1:{port}", "--instant")
+	waitNodesReady(t, work, nodes, job)
+	var pids []int
+	for _, n := range nodes {
+		pids = append(pids, serverPIDs(t, readServeState(t, filepath.Join(work, "serve", n)))...)
+	}
+
+	const shards = 3
+	arrayEnv := scriptEnv("ENDPOINTS_FILE="+filepath.Join(work, "endpoints"), "WORK="+work, "INFER_ARGS=--max-tokens "+maxTokens)
+	for k := range shards {
+		task := append(arrayEnv, fmt.Sprintf("SLURM_JOB_ID=%d", 100+k), fmt.Sprintf("SLURM_ARRAY_TASK_ID=%d", k), fmt.Sprintf("SLURM_ARRAY_TASK_COUNT=%d", shards))
+		script(t, time.Minute, dir, task, "slurm-array.sbatch", prompts).must(t, 0)
+	}
+	script(t, time.Minute, dir, append(arrayEnv, "SLURM_JOB_ID=200"), "slurm-array.sbatch", prompts).must(t, 0)
+	gen := readRecords(t, filepath.Join(work, "gen.jsonl"))
+	assertEachOnce(t, "the merged answers", keys(gen), keys(readRecords(t, prompts)))
+	used := map[string]bool{}
+	for _, r := range gen {
+		used[r.Output.Endpoint] = true
+	}
+	if len(used) != 4 {
+		t.Errorf("the answers came from %d servers, want all 4 of both nodes: %v", len(used), used)
+	}
+
+	syscall.Kill(-job.cmd.Process.Pid, syscall.SIGTERM)
+	job.wait(t, time.Minute)
+	assertNodesStopped(t, work, nodes, pids)
+	for _, n := range nodes {
+		if log, _ := os.ReadFile(filepath.Join(work, "serve", n+".log")); strings.Contains(string(log), "interrupted twice") {
+			t.Errorf("%s's serve took scancel's SIGTERM, passed on by srun too, for a second signal:\n%s", n, log)
+		}
+	}
+}
+
+// The serve job submitted for real on a cluster of one node: its serve
+// comes up, an array job whose tasks wait for its endpoints answers every
+// prompt once, and scancel stops every server.
+func TestSlurmServe(t *testing.T) {
+	requireLong(t, "TestSlurmServeScript")
+	cluster := startSlurm(t)
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeArgs(t, work, []string{host}, 2)
+	env := scriptEnv("WORK="+work, "SERVE_HOST=127.0.0.1", "SERVE_ARGS=--servers 2 "+strings.Join(quickServe, " "),
+		"PIPELINES="+filepath.Join(repoRoot, "pipelines"))
+	sbatch := filepath.Join(repoRoot, "pipelines", "slurm-serve.sbatch")
+	serveJob := cluster.slurm(t, dir, env, "sbatch", "--parsable", sbatch, filepath.Join(binDir, "llmsim"), "--listen", "127.0.0.1:{port}", "--instant")
+	serveJob, _, _ = strings.Cut(serveJob, ";")
+	t.Cleanup(func() { exec.Command("scancel", serveJob).Run() })
+
+	arrayEnv := scriptEnv("ENDPOINTS_FILE="+filepath.Join(work, "endpoints"), "WORK="+work, "INFER_ARGS=--max-tokens "+maxTokens, "WAIT_SERVERS=60")
+	array := filepath.Join(repoRoot, "pipelines", "slurm-array.sbatch")
+	tasks := cluster.slurm(t, dir, arrayEnv, "sbatch", "--parsable", "--array=0-1", array, prompts)
+	tasks, _, _ = strings.Cut(tasks, ";")
+	merge := cluster.slurm(t, dir, arrayEnv, "sbatch", "--parsable", "--dependency=afterany:"+tasks, array, prompts)
+	merge, _, _ = strings.Cut(merge, ";")
+	waitFor(t, 2*time.Minute, "the merge job "+merge+" to end", func() bool {
+		switch state := cluster.jobs(t, merge)[0][0]; state {
+		case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING":
+			return false
+		case "COMPLETED":
+			return true
+		default:
+			t.Fatalf("merge job %s ended %s\n%s", merge, state, cluster.logs(dir))
+			return true
+		}
+	})
+	assertEachOnce(t, "the merged answers", keys(readRecords(t, filepath.Join(work, "gen.jsonl"))), keys(readRecords(t, prompts)))
+	pids := serverPIDs(t, readServeState(t, filepath.Join(work, "serve", host)))
+	cluster.slurm(t, dir, env, "scancel", serveJob)
+	assertNodesStopped(t, work, []string{host}, pids)
+	waitFor(t, time.Minute, "the serve job to end", func() bool {
+		state := cluster.jobs(t, serveJob)[0][0]
+		return state != "RUNNING" && state != "COMPLETING"
+	})
 }

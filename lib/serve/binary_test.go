@@ -68,7 +68,21 @@ func (f fleetDir) startServe(t *testing.T, servers int, flags []string, command 
 	args := []string{"--servers", strconv.Itoa(servers), "--port", strconv.Itoa(f.port), "--state-dir", f.state,
 		"--probe-interval", "50ms", "--backoff", "50ms", "--unhealthy-after", "300ms", "--grace", "5s", "--progress", "0"}
 	args = append(append(args, flags...), "--")
+	// Registered before the serve's own cleanup (which kills it), so run
+	// after it: a test that fails with serve running leaves no server.
+	t.Cleanup(func() { killServers(f.state) })
 	return testbin.Start(t, "serve", append(args, command...)...)
+}
+
+// killServers kills every process group the status file of state names.
+func killServers(state string) {
+	if st, err := readState(state); err == nil {
+		for _, s := range st.Servers {
+			if s.PID > 0 {
+				signalGroup(s.PID, syscall.SIGKILL)
+			}
+		}
+	}
 }
 
 // script writes an executable shell script into f's directory.
