@@ -27,7 +27,9 @@
 #                [127.0.0.1:30000-30007]
 #   ENDPOINTS_FILE  instead of ENDPOINTS: the endpoints file serve writes (or
 #                a directory of them, one per node), which infer follows as
-#                servers come and go, e.g. tokenmill-serve/endpoints.txt []
+#                servers come and go, e.g. tokenmill-serve/endpoints.txt;
+#                generation waits for it to list a server first []
+#   WAIT_SERVERS seconds to wait for that [3600]
 #   OUT          generation records [gen.jsonl]
 #   ERRORS       error records of prompts that could not be answered
 #                [OUT with .jsonl replaced by .errors.jsonl]
@@ -79,6 +81,19 @@ for tool in extract dedup infer filter stats; do
   command -v "$tool" >/dev/null || { echo "generate.sh: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
 done
 [ "$RESUME" = 1 ] && infer_args+=(--resume)
+# serve's servers may still be loading: wait for the first one listed.
+if [ -n "${ENDPOINTS_FILE:-}" ]; then
+  waited=0
+  until grep -qsh '^http' "$ENDPOINTS_FILE" "$ENDPOINTS_FILE"/*.txt; do
+    if ((waited >= ${WAIT_SERVERS:-3600})); then
+      echo "generate.sh: no server listed in $ENDPOINTS_FILE after ${waited}s (is serve running? serve status says)" >&2
+      exit 1
+    fi
+    ((waited % 30 == 0)) && echo "generate.sh: waiting for serve to list a ready server in $ENDPOINTS_FILE" >&2
+    sleep 1
+    waited=$((waited + 1))
+  done
+fi
 
 # The run's wall time lets stats report the fleet's tok/s over the run.
 now_us() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then echo "${t/[.,]/}"; else echo "$(date +%s)000000"; fi; }

@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -45,6 +47,9 @@ func (f *ServerFlags) Targets() ([]Target, error) {
 	}
 	if f.EndpointsFile != "" {
 		ts, _, err := LoadEndpoints(f.EndpointsFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, cli.Usagef("--endpoints-file %s: no such file (serve writes it once a server is ready)", f.EndpointsFile)
+		}
 		if err != nil {
 			return nil, cli.Usagef("--endpoints-file: %v", err)
 		}

@@ -78,7 +78,7 @@ func (f fleetDir) startServe(t *testing.T, servers int, flags []string, command 
 func killServers(state string) {
 	if st, err := readState(state); err == nil {
 		for _, s := range st.Servers {
-			if s.PID > 0 {
+			if stillRuns(s) {
 				signalGroup(s.PID, syscall.SIGKILL)
 			}
 		}
