@@ -233,14 +233,7 @@ func TestServeHosts(t *testing.T) {
 		"HOSTS=h1,h2", "PARALLEL_ARGS=--ssh "+fakeSSH, "INFER_ARGS=--max-tokens "+maxTokens)
 	p := script(t, 2*time.Minute, dir, shardEnv, "sharded.sh", prompts)
 	p.must(t, 0)
-	assertEachOnce(t, "the merged answers", keys(readRecords(t, filepath.Join(work, "gen.jsonl"))), keys(readRecords(t, prompts)))
-	used := map[string]bool{}
-	for _, r := range readRecords(t, filepath.Join(work, "gen.jsonl")) {
-		used[r.Output.Endpoint] = true
-	}
-	if len(used) != 4 {
-		t.Errorf("the answers came from %d servers, want all 4 of both hosts: %v", len(used), used)
-	}
+	assertMergedFromAll(t, filepath.Join(work, "gen.jsonl"), 4)
 
 	status := script(t, time.Minute, dir, env, "serve-hosts.sh", "status")
 	status.must(t, 0)
@@ -273,6 +266,21 @@ func nodeArgs(t *testing.T, work string, nodes []string, perNode int) {
 		if err := os.WriteFile(filepath.Join(work, "serve", n+".args"), []byte(fmt.Sprintf("--port %d\n", base+perNode*i)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// assertMergedFromAll checks that the merged file answers every prompt
+// once, and that servers of every node (n in all) answered.
+func assertMergedFromAll(t *testing.T, gen string, n int) {
+	t.Helper()
+	recs := readRecords(t, gen)
+	assertEachOnce(t, "the merged answers", keys(recs), keys(readRecords(t, prompts)))
+	used := map[string]bool{}
+	for _, r := range recs {
+		used[r.Output.Endpoint] = true
+	}
+	if len(used) != n {
+		t.Errorf("the answers came from %d servers, want all %d of every node: %v", len(used), n, used)
 	}
 }
 
@@ -340,15 +348,7 @@ func TestSlurmServeScript(t *testing.T) {
 		script(t, time.Minute, dir, task, "slurm-array.sbatch", prompts).must(t, 0)
 	}
 	script(t, time.Minute, dir, append(arrayEnv, "SLURM_JOB_ID=200"), "slurm-array.sbatch", prompts).must(t, 0)
-	gen := readRecords(t, filepath.Join(work, "gen.jsonl"))
-	assertEachOnce(t, "the merged answers", keys(gen), keys(readRecords(t, prompts)))
-	used := map[string]bool{}
-	for _, r := range gen {
-		used[r.Output.Endpoint] = true
-	}
-	if len(used) != 4 {
-		t.Errorf("the answers came from %d servers, want all 4 of both nodes: %v", len(used), used)
-	}
+	assertMergedFromAll(t, filepath.Join(work, "gen.jsonl"), 4)
 
 	syscall.Kill(-job.cmd.Process.Pid, syscall.SIGTERM)
 	job.wait(t, time.Minute)
@@ -386,17 +386,7 @@ func TestSlurmServe(t *testing.T) {
 	tasks, _, _ = strings.Cut(tasks, ";")
 	merge := cluster.slurm(t, dir, arrayEnv, "sbatch", "--parsable", "--dependency=afterany:"+tasks, array, prompts)
 	merge, _, _ = strings.Cut(merge, ";")
-	waitFor(t, 2*time.Minute, "the merge job "+merge+" to end", func() bool {
-		switch state := cluster.jobs(t, merge)[0][0]; state {
-		case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING":
-			return false
-		case "COMPLETED":
-			return true
-		default:
-			t.Fatalf("merge job %s ended %s\n%s", merge, state, cluster.logs(dir))
-			return true
-		}
-	})
+	cluster.waitCompleted(t, dir, "the merge job", merge)
 	assertEachOnce(t, "the merged answers", keys(readRecords(t, filepath.Join(work, "gen.jsonl"))), keys(readRecords(t, prompts)))
 	pids := serverPIDs(t, readServeState(t, filepath.Join(work, "serve", host)))
 	cluster.slurm(t, dir, env, "scancel", serveJob)
