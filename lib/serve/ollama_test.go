@@ -29,7 +29,9 @@ func TestOllamaFleet(t *testing.T) {
 	serve.WaitFor(t, 2*time.Minute, "all 2 servers ready")
 	st := f.status(t)
 	for _, s := range st.Servers {
-		if s.Check != "/health 404 (no such route), /v1/models 200" {
+		// The first check finds the route ("/health 404 (no such route),
+		// /v1/models 200"); later ones ask it alone.
+		if !strings.HasSuffix(s.Check, "/v1/models 200") {
 			t.Errorf("server %d found ready by %q, not by Ollama's route", s.Index, s.Check)
 		}
 	}
