@@ -404,19 +404,20 @@ func TestKilledServeLeavesServersFound(t *testing.T) {
 	assertNoneRuns(t, pids, f.status(t))
 }
 
-// A server that cannot start is given up after --max-failures starts in
-// a row, and named; one that never gets ready within --start-timeout
+// A server that cannot start (on its GPU, passed through as
+// CUDA_VISIBLE_DEVICES) is given up after --max-failures starts in a row,
+// and named; one that never gets ready within --start-timeout
 // too; the one that works goes on, alone in the endpoints file. When
 // every server is given up, serve exits 1.
 func TestGiveUp(t *testing.T) {
 	f := newFleetDir(t, 3)
 	script := f.script(t, "server.sh", fmt.Sprintf(`case $1 in
-0) echo "no such model" >&2; exit 7 ;;
+0) echo "gpus $CUDA_VISIBLE_DEVICES: no such model" >&2; exit 7 ;;
 1) exec sleep 300 ;;
 *) exec %q --listen "127.0.0.1:$2" --instant ;;
 esac
 `, testbin.Path("llmsim")))
-	serve := f.startServe(t, 3, []string{"--max-failures", "2", "--start-timeout", "300ms"}, script, "{index}", "{port}")
+	serve := f.startServe(t, 3, []string{"--max-failures", "2", "--start-timeout", "300ms", "--gpus", "4-6"}, script, "{index}", "{port}")
 	serve.WaitFor(t, 30*time.Second, `server 0 \(.*\) failed to start 2 times in a row \(last: exited \(exit status 7\)\); giving up on it`)
 	st := f.waitState(t, "servers 0 and 1 given up, 2 ready", func(st *State) bool {
 		return st.Servers[0].State == stateGivenUp && st.Servers[1].State == stateGivenUp && st.Servers[2].State == stateReady
@@ -429,8 +430,11 @@ esac
 		t.Errorf("the endpoints file:\n%s", listed)
 	}
 	log, _ := os.ReadFile(st.Servers[0].Log)
-	if strings.Count(string(log), "no such model") != 2 {
-		t.Errorf("server 0's log does not keep both starts' output:\n%s", log)
+	if strings.Count(string(log), "gpus 4: no such model") != 2 || !strings.Contains(string(log), "CUDA_VISIBLE_DEVICES=4 ") {
+		t.Errorf("server 0's log does not keep both starts' output, on GPU 4:\n%s", log)
+	}
+	if st.Servers[2].GPUs != "6" {
+		t.Errorf("server 2 has GPUs %q, want 6", st.Servers[2].GPUs)
 	}
 	serve.Signal(t, syscall.SIGTERM)
 	serve.Wait(t, 30*time.Second)
