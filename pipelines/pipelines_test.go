@@ -82,7 +82,7 @@ func setup(m *testing.M) (int, error) {
 // they mean and drop any the caller's environment holds.
 var scriptVars = strings.Fields(`BIN ENDPOINTS OUT ERRORS PROMPTS RESUME EXTRACT_ARGS DEDUP_ARGS
 	INFER_ARGS STATS_ARGS MERGE_ARGS PARALLEL_ARGS HOSTS JOBS SHARDS WORK TRANSFER RERUN TODO ROUNDS
-	FIT UNFIT FILTER FILTER_ARGS`)
+	FIT UNFIT FILTER FILTER_ARGS ENDPOINTS_FILE SERVE_ARGS SERVE_HOST NODE WAIT WAIT_SERVERS PIPELINES FAKE_NODES`)
 
 func scriptEnv(vars ...string) []string {
 	var env []string

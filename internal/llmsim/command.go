@@ -85,6 +85,9 @@ type Command struct {
 	RestartAfter  time.Duration `help:"Bring a crashed endpoint back after this long (0: stays down)." default:"0s"`
 	Slow          float64       `help:"Multiply every scheduler step by this factor." default:"1"`
 	StartupDelay  time.Duration `help:"Health answers 503 (and generation waits) this long after a (re)start." default:"0s"`
+	ExitAfter     int           `help:"End the process (exit status 1, as a server killed for its memory) on the generation request after this many, its connections dropped (0: never): a server for a supervisor (serve) to restart." default:"0" placeholder:"N"`
+	ExitAt        time.Duration `help:"End the process (exit status 1) this long after it started listening (0: never)." default:"0s"`
+	ListenDelay   time.Duration `help:"Start slowly: wait this long before listening, as a server loading its weights before it opens its port (--startup-delay then answers 503 for as long)." default:"0s"`
 	SlotsSchedule string        `help:"Change the running slots over simulated time: TIME:SLOTS steps, e.g. \"0s:48,5m:16\" (per endpoint: --fault N=slots:0s:48/5m:16). Empty: --max-running throughout." default:"" placeholder:"SCHEDULE"`
 	Fault         []string      `help:"Per-endpoint faults ENDPOINT=key:value,...; repeatable (see above)." placeholder:"ENDPOINT=SPEC" sep:"none"`
 }
@@ -107,11 +110,15 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		defer lf.Close()
 		cfg.RequestLog = lf
 	}
+	if !c.waitToListen(ctx) {
+		return nil // interrupted while starting
+	}
 	fleet, err := Start(ctx, cfg, len(addrs))
 	if err != nil {
 		return err
 	}
 	defer fleet.Close()
+	exited := c.watchExit(ctx, fleet)
 	for _, u := range fleet.URLs() {
 		env.Logf("listening on %s", u)
 	}
@@ -124,7 +131,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--ready-file: %w", err)
 		}
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-exited:
+		fleet.Close()
+		return err
+	}
 	if err := fleet.Close(); err != nil {
 		return fmt.Errorf("--request-log: %w", err)
 	}
@@ -177,6 +189,9 @@ func (c *Command) config(addrs []string) (Config, error) {
 			return cfg, cli.Usagef("--slots-schedule: %v", err)
 		}
 		cfg.Faults.Slots = s
+	}
+	if err := c.exitFaults(&cfg); err != nil {
+		return cfg, err
 	}
 	if err := cfg.Faults.validate(); err != nil {
 		return cfg, cli.Usagef("%v", err)

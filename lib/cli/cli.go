@@ -81,6 +81,9 @@ type Env struct {
 	// interrupted, when set (OnInterrupt), says what the tool does on the
 	// first SIGINT or SIGTERM, in place of the generic line.
 	interrupted atomic.Pointer[func()]
+	// forced, when set (OnSecondInterrupt), runs on every further signal:
+	// true exits at once, false lets the run go on finishing.
+	forced atomic.Pointer[func() bool]
 }
 
 // OnInterrupt makes the first SIGINT or SIGTERM call say (after the run's
@@ -88,6 +91,14 @@ type Env struct {
 // line, so that a tool can tell at once what it is doing about it: what
 // it finishes, for how long, how to stop it at once, how to continue.
 func (e *Env) OnInterrupt(say func()) { e.interrupted.Store(&say) }
+
+// OnSecondInterrupt makes every SIGINT or SIGTERM after the first call
+// last before the process exits at once: what a tool that started
+// processes of its own does so that none outlives it (serve kills its
+// servers). last returns false to let the run go on instead (serve takes
+// a signal that comes twice at once, from a job scheduler and its
+// launcher, for one).
+func (e *Env) OnSecondInterrupt(last func() bool) { e.forced.Store(&last) }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
 func (e *Env) Logf(format string, args ...any) {
@@ -208,11 +219,17 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 		} else {
 			env.Logf("interrupted: finishing up (signal again to exit at once)")
 		}
-		select {
-		case <-ch:
-			env.Logf("interrupted twice: exiting now")
-			os.Exit(ExitInterrupted)
-		case <-done:
+		for {
+			select {
+			case <-ch:
+				if last := env.forced.Load(); last != nil && !(*last)() {
+					continue
+				}
+				env.Logf("interrupted twice: exiting now")
+				os.Exit(ExitInterrupted)
+			case <-done:
+				return
+			}
 		}
 	}()
 	return func() {

@@ -153,6 +153,9 @@ type Pool struct {
 	// context is the smallest context length the endpoints up so far
 	// stated (or --context-length); 0 while none has.
 	context atomic.Int64
+	// listed, once Follow runs, says whether the endpoints file lets an
+	// endpoint come into service (grow.go); nil: every endpoint may.
+	listed atomic.Pointer[func(Target) (bool, string)]
 }
 
 // Context is the model's context length in tokens as the endpoints state
@@ -170,16 +173,26 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 	cfg.Limiter = cfg.Limiter.withDefaults()
 	p := &Pool{cfg: cfg, clk: clk, changed: make(chan struct{}), ctx: ctx, downAt: clk.Now(), ctlConn: newConnSet()}
 	for i, t := range targets {
-		ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, cfg.APIKey, false)}
-		ep.ctl = newHostClient(t, p.ctlConn, 8)
-		ep.tok = newHostClient(t, p.ctlConn, 1<<16)
-		p.eps = append(p.eps, ep)
+		p.eps = append(p.eps, p.newEndpoint(i, t))
 	}
 	return p
 }
 
-// Endpoints are the pool's endpoints, in the order they were given.
-func (p *Pool) Endpoints() []*Endpoint { return p.eps }
+// newEndpoint is target t as the pool's endpoint number i, starting.
+func (p *Pool) newEndpoint(i int, t Target) *Endpoint {
+	ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, p.cfg.APIKey, false)}
+	ep.ctl = newHostClient(t, p.ctlConn, 8)
+	ep.tok = newHostClient(t, p.ctlConn, 1<<16)
+	return ep
+}
+
+// Endpoints are the pool's endpoints, in the order they were given (Add
+// appends, so a later call may return more).
+func (p *Pool) Endpoints() []*Endpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eps
+}
 
 // broadcastLocked wakes everything waiting for a slot or a state change.
 func (p *Pool) broadcastLocked() {
@@ -296,7 +309,7 @@ func (p *Pool) Failed(ep *Endpoint, down bool, why string) {
 // AbortAll closes every generation connection, ending the requests in
 // flight (used when a shutdown's grace period runs out).
 func (p *Pool) AbortAll() {
-	for _, ep := range p.eps {
+	for _, ep := range p.Endpoints() {
 		ep.gen.CloseAll()
 	}
 }
@@ -315,7 +328,7 @@ func (p *Pool) Close() {
 		p.ctlConn.closeAll()
 		select {
 		case <-done:
-			for _, ep := range p.eps {
+			for _, ep := range p.Endpoints() {
 				ep.gen.CloseIdle()
 				ep.ctl.CloseIdleConnections()
 				ep.tok.CloseIdleConnections()

@@ -39,7 +39,7 @@ func (p *Pool) WaitReady(ctx context.Context, timeout time.Duration) error {
 		case <-notice.C():
 			left := timeout - p.clk.Now().Sub(start)
 			p.cfg.Logf("waiting for %s to be ready (giving up in %v, --wait-ready %v): %s",
-				endpointsWord(len(p.eps)), left.Round(time.Second), timeout, p.probesText())
+				endpointsWord(len(p.Endpoints())), left.Round(time.Second), timeout, p.probesText())
 			notice = p.clk.NewTimer(every)
 		case <-deadline.C():
 			return fmt.Errorf("no endpoint was ready within %v (--wait-ready): %s", timeout, p.probesText())
@@ -68,7 +68,7 @@ func (p *Pool) WarnNotReady(started time.Time, after time.Duration) (stop func()
 	t := p.clk.AfterFunc(after-p.clk.Now().Sub(started), func() {
 		if text, n := p.neverReadyText(); n > 0 {
 			p.cfg.Logf("warning: %d of %d endpoints not ready after %v (still probed every %v; each joins once ready): %s",
-				n, len(p.eps), p.clk.Now().Sub(started).Round(time.Second), p.cfg.ProbeInterval, text)
+				n, len(p.Endpoints()), p.clk.Now().Sub(started).Round(time.Second), p.cfg.ProbeInterval, text)
 		}
 	})
 	return func() { t.Stop() }
@@ -126,7 +126,7 @@ func (p *Pool) WaitAll(ctx context.Context, timeout time.Duration) ([]int, error
 		refused := p.allRefusedLocked()
 		p.mu.Unlock()
 		ready := p.readyIndexes()
-		if len(ready) == len(p.eps) {
+		if len(ready) == len(p.Endpoints()) {
 			return ready, nil
 		}
 		if refused {
@@ -140,14 +140,15 @@ func (p *Pool) WaitAll(ctx context.Context, timeout time.Duration) ([]int, error
 		case <-deadline.C():
 		}
 		// The deadline: go on with what is ready, if anything.
-		if ready = p.readyIndexes(); len(ready) == len(p.eps) {
+		total := len(p.Endpoints())
+		if ready = p.readyIndexes(); len(ready) == total {
 			return ready, nil
 		}
 		if len(ready) == 0 {
 			return nil, fmt.Errorf("no endpoint was ready within %v (--wait-ready): %s", timeout, p.probesText())
 		}
 		p.cfg.Logf("%d of %d endpoints are not ready after %v (--wait-ready); measuring the %d that are: %s",
-			len(p.eps)-len(ready), len(p.eps), timeout, len(ready), p.probesText())
+			total-len(ready), total, timeout, len(ready), p.probesText())
 		return ready, nil
 	}
 }

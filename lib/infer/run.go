@@ -338,6 +338,9 @@ func (r *runner) startFleet(ctx context.Context) error {
 	})
 	started := r.clk.Now()
 	r.pool.Start()
+	if c.EndpointsFile != "" {
+		r.pool.Follow(c.EndpointsFile, c.ProbeInterval) // serve rewrites it as servers come and go
+	}
 	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
 	if err := r.pool.WaitReady(ctx, c.WaitReady); err != nil {
 		return err
@@ -674,8 +677,9 @@ func (r *runner) summary(wall time.Duration) Summary {
 		s.NotDone += u.answers.Load()
 		s.NotDoneAtLeast = !u.complete
 	}
-	eps := r.pool.Endpoints()
-	for i, v := range r.pool.View() {
+	views := r.pool.View()
+	eps := r.pool.Endpoints() // after View: endpoints are only ever added
+	for i, v := range views {
 		st := eps[i].Stats()
 		e := EndpointSummary{
 			Name: v.Name, Requests: st.Requests.Load(), OK: st.OK.Load(), Failures: st.Failures.Load(),
