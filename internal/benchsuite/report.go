@@ -47,6 +47,7 @@ func (h *harness) writeReport() error {
 	for _, s := range sections {
 		b.WriteString("\n" + s.heading + "\n\n")
 		s.render(&b, h)
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	h.reproduce(&b)

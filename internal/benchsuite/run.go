@@ -382,20 +382,11 @@ func (h *harness) spliceSections(secs []*section) error {
 	}
 	loadAfter := uptime()
 	for _, s := range secs {
-		var b strings.Builder
-		b.WriteString(s.heading + "\n\n")
-		s.render(&b, h)
-		fmt.Fprintf(&b, "\nMeasured alone (`benchsuite run --section %s`) on %s, %s;\nload before `%s`, after `%s`.\n",
-			s.name, h.started.UTC().Format("2006-01-02 15:04 UTC"), s.runsNote(h), h.loadBefore, loadAfter)
-		if s.targets != nil {
-			if t := s.targets(h); len(t) > 0 {
-				b.WriteString("\n")
-				if err := writeTargets(&b, h.results, t); err != nil {
-					return err
-				}
-			}
+		text, err := h.sectionText(s, loadAfter)
+		if err != nil {
+			return err
 		}
-		if doc, err = Splice(doc, []byte(b.String()), docOrder()); err != nil {
+		if doc, err = Splice(doc, []byte(text), docOrder()); err != nil {
 			return fmt.Errorf("%s: %w", h.out, err)
 		}
 	}
@@ -410,6 +401,25 @@ func (h *harness) spliceSections(secs []*section) error {
 	}
 	h.logf("wrote %d section(s) of %s in %s", len(secs), h.out, elapsed(time.Since(h.started)))
 	return nil
+}
+
+// sectionText is a section measured alone as the report shows it: its
+// heading, its body, the circumstances of the run and its targets.
+func (h *harness) sectionText(s *section, loadAfter string) (string, error) {
+	var b strings.Builder
+	b.WriteString(s.heading + "\n\n")
+	s.render(&b, h)
+	fmt.Fprintf(&b, "\nMeasured alone (`benchsuite run --section %s`) on %s, %s;\nload before `%s`, after `%s`.\n",
+		s.name, h.started.UTC().Format("2006-01-02 15:04 UTC"), s.runsNote(h), h.loadBefore, loadAfter)
+	if s.targets != nil {
+		if t := s.targets(h); len(t) > 0 {
+			b.WriteString("\n")
+			if err := writeTargets(&b, h.results, t); err != nil {
+				return "", err
+			}
+		}
+	}
+	return normalise(b.String()), nil
 }
 
 // writeDoc puts the report in place whole or not at all.
