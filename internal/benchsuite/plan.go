@@ -78,7 +78,7 @@ func (s *section) runsNote(h *harness) string {
 	if s.runs != nil {
 		return s.runs(h)
 	}
-	return fmt.Sprintf("%d runs each, median reported", h.runs)
+	return runsText(h.runs) + " each, median reported"
 }
 
 // The report's own parts, which only a run of every section writes.

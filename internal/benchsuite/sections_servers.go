@@ -224,7 +224,7 @@ var fleetSection = &section{
 			"fleet: slot utilisation ≥ 99% (least-outstanding, steady state) := fleet/least-outstanding:util_pct >= 99",
 		}
 	},
-	runs: func(h *harness) string { return fmt.Sprintf("%d runs each, medians reported", h.sz.FleetRuns) },
+	runs: func(h *harness) string { return fmt.Sprintf("%s each, medians reported", runsText(h.sz.FleetRuns)) },
 }
 
 // inTurns measures a table's rows in rounds: round measures every row
@@ -362,10 +362,10 @@ var inflightSection = &section{
 			"fixed `--concurrency` levels on llmsim's Ollama flavour, which reports neither its capacity nor a queue\n"+
 			"(only latency and output to go on), %d times faster than real time, each run on a fresh\n"+
 			"simulator, started before the run's clock starts; prompts from the corpus, answers cut at max_tokens. Each row is\n"+
-			"the median of %d runs, taken in turns (one run of every row, then the next round, so that the\n"+
+			"the median of %s, taken in turns (one run of every row, then the next round, so that the\n"+
 			"machine's load falls on every row alike); \"tokenmill is\" compares the adapted count with each fixed one\n"+
 			"(every run writes the same tokens, so the rate of answers is the rate of tokens). The goal: at least 95%% of\n"+
-			"the best fixed level's rate in every case.\n\n", inflightScale, h.sz.ServersRuns)
+			"the best fixed level's rate in every case.\n\n", inflightScale, runsText(h.sz.ServersRuns))
 		for _, c := range inflightCases(h.sz) {
 			fmt.Fprintf(w, "### %s (%s prompts, max_tokens %d)\n\nEach run's simulator: `llmsim --listen 127.0.0.1:0 %s`.\n\n",
 				c.label, cli.Thousands(c.prompts), c.maxTokens, strings.Join(c.simFlags(), " "))
@@ -384,7 +384,7 @@ var inflightSection = &section{
 		return t
 	},
 	runs: func(h *harness) string {
-		return fmt.Sprintf("%d runs each in turns, median reported", h.sz.ServersRuns)
+		return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.ServersRuns))
 	},
 }
 
@@ -480,5 +480,5 @@ var ollamaSection = &section{
 			"on Ollama, infer's defaults ≥ the OpenAI Node SDK at 4 := ollama/infer (defaults):rps / ollama/OpenAI Node SDK, 4 at once:rps >= 1",
 		}
 	},
-	runs: func(h *harness) string { return fmt.Sprintf("%d runs each in turns, median reported", h.sz.OllamaRuns) },
+	runs: func(h *harness) string { return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.OllamaRuns)) },
 }
