@@ -23,7 +23,7 @@ import (
 // place of its old one.
 type RunCmd struct {
 	Section     []string `short:"s" help:"Sections to measure (comma-separated; default: all, and the report is written whole). Each one measured alone replaces its own part of --out. --list names them." sep:"," placeholder:"NAME" env:"TOKENMILL_BENCHSUITE_SECTION,BENCH_ONLY"`
-	List        bool     `help:"Print the sections, with the data and tools each needs, and exit." env:"TOKENMILL_BENCHSUITE_LIST"`
+	List        bool     `help:"Print the sections, with what each measures and the data it needs, and exit." env:"TOKENMILL_BENCHSUITE_LIST"`
 	Quick       bool     `help:"Small sizes: a smoke test of the harness (a few minutes), not figures to quote." env:"TOKENMILL_BENCHSUITE_QUICK,BENCH_QUICK"`
 	Runs        int      `help:"Runs per measurement; the median is reported (short runs on a shared machine swing, and a median of 5 rides out one bad window)." default:"5" env:"TOKENMILL_BENCHSUITE_RUNS,BENCH_RUNS"`
 	ServersRuns int      `help:"Runs per row of the in-flight tables, taken in turns (0: 3, or 1 with --quick)." default:"0" env:"TOKENMILL_BENCHSUITE_SERVERS_RUNS,SERVERS_RUNS"`
@@ -240,11 +240,12 @@ func (h *harness) tools(ctx context.Context, secs []*section) error {
 	}
 	if !have("jq") && h.install {
 		h.logf("installing jq with apt-get")
-		if err := asRoot(ctx, h.path("logs/apt.log"), "apt-get", "update", "-q"); err == nil {
+		err := asRoot(ctx, h.path("logs/apt.log"), "apt-get", "update", "-q")
+		if err == nil {
 			err = asRoot(ctx, h.path("logs/apt.log"), "apt-get", "install", "-y", "-q", "--no-install-recommends", "jq")
-			if err != nil {
-				h.logf("could not install jq (logs/apt.log): its rows are marked not available")
-			}
+		}
+		if err != nil {
+			h.logf("could not install jq (%v; logs/apt.log): its rows are marked not available", err)
 		}
 	}
 	h.pinNote = "not pinned (taskset is not installed)"

@@ -480,5 +480,7 @@ var ollamaSection = &section{
 			"on Ollama, infer's defaults ≥ the OpenAI Node SDK at 4 := ollama/infer (defaults):rps / ollama/OpenAI Node SDK, 4 at once:rps >= 1",
 		}
 	},
-	runs: func(h *harness) string { return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.OllamaRuns)) },
+	runs: func(h *harness) string {
+		return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.OllamaRuns))
+	},
 }
