@@ -92,18 +92,11 @@ var clientSection = &section{
 		if err := writeBodies(h.path(big), h.path(bodies), h.sz.ClientCurl, "Qwen3.6-27B", 16); err != nil {
 			return err
 		}
-		ni, err := h.lines("data/client-infer.jsonl")
+		n, err := h.lineCounts("data/client-infer.jsonl", "data/client-node.jsonl", bodies)
 		if err != nil {
 			return err
 		}
-		nn, err := h.lines("data/client-node.jsonl")
-		if err != nil {
-			return err
-		}
-		nb, err := h.lines(bodies)
-		if err != nil {
-			return err
-		}
+		ni, nn, nb := n[0], n[1], n[2]
 		sim, err := h.startInstant(ctx)
 		if err != nil {
 			return err

@@ -39,17 +39,17 @@ func (h *harness) mb(rel string) string {
 	return fmt.Sprintf("%d MB", fi.Size()/1000000)
 }
 
-// inputs counts the lines of several data files, for a row's records.
-func (h *harness) inputs(rels ...string) (int64, error) {
-	var total int64
-	for _, r := range rels {
+// lineCounts counts the lines of each data file, for the rows' records.
+func (h *harness) lineCounts(rels ...string) ([]int64, error) {
+	counts := make([]int64, len(rels))
+	for i, r := range rels {
 		n, err := h.lines(r)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		total += n
+		counts[i] = n
 	}
-	return total, nil
+	return counts, nil
 }
 
 // measureAll measures specs in order, or marks a peer's row not available
@@ -147,16 +147,12 @@ var dedupSection = &section{
 	needs: []string{"prompts", "prompts-slurp"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p, ps = "data/prompts.jsonl", "data/prompts-slurp.jsonl"
-		n, err := h.lines(p)
+		n, err := h.lineCounts(p, ps)
 		if err != nil {
 			return err
 		}
-		ns, err := h.lines(ps)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "dedup", BytesOf: []string{p}, Records: n}
-		slurp := Spec{Group: "dedup", BytesOf: []string{ps}, Records: ns}
+		in := Spec{Group: "dedup", BytesOf: []string{p}, Records: n[0]}
+		slurp := Spec{Group: "dedup", BytesOf: []string{ps}, Records: n[1]}
 		gawk := peer(with(in, "gawk", "whole lines, as awk", "gawk", "!seen[$0]++", p), "gawk")
 		if !have("gawk") {
 			gawk.why = missing("gawk") + "; awk here is " + awkName()
@@ -227,16 +223,12 @@ var mergeSection = &section{
 	needs: []string{"gens", "gens-slurp"},
 	measure: func(ctx context.Context, h *harness) error {
 		g, r, gs, rs := "data/gens.jsonl", "data/rerun.jsonl", "data/gens-slurp.jsonl", "data/rerun-slurp.jsonl"
-		n, err := h.inputs(g, r)
+		n, err := h.lineCounts(g, r, gs, rs)
 		if err != nil {
 			return err
 		}
-		ns, err := h.inputs(gs, rs)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "merge", BytesOf: []string{g, r}, Records: n}
-		slurp := Spec{Group: "merge", BytesOf: []string{gs, rs}, Records: ns}
+		in := Spec{Group: "merge", BytesOf: []string{g, r}, Records: n[0] + n[1]}
+		slurp := Spec{Group: "merge", BytesOf: []string{gs, rs}, Records: n[2] + n[3]}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "merge", "", "merge", g, r)),
 			ours(with(in, "merge --sort", "", "merge", "--sort", g, r)),
@@ -257,16 +249,12 @@ var statsSection = &section{
 	needs: []string{"gens", "gens-slurp"},
 	measure: func(ctx context.Context, h *harness) error {
 		const g, gs = "data/gens.jsonl", "data/gens-slurp.jsonl"
-		n, err := h.lines(g)
+		n, err := h.lineCounts(g, gs)
 		if err != nil {
 			return err
 		}
-		ns, err := h.lines(gs)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "stats", BytesOf: []string{g}, Records: n, NoCount: true}
-		slurp := Spec{Group: "stats", BytesOf: []string{gs}, Records: ns, NoCount: true}
+		in := Spec{Group: "stats", BytesOf: []string{g}, Records: n[0], NoCount: true}
+		slurp := Spec{Group: "stats", BytesOf: []string{gs}, Records: n[1], NoCount: true}
 		const jqPct = `{n: length, p50: .[length*0.5|floor], p90: .[length*0.9|floor], p99: .[length*0.99|floor], max: .[-1]}`
 		const awkPct = `{ v[NR] = $1 } END { print "n", NR, "p50", v[int(NR*0.5)+1], "p90", v[int(NR*0.9)+1], "p99", v[int(NR*0.99)+1], "max", v[NR] }`
 		return h.measureAll(ctx, []peerSpec{
@@ -290,16 +278,12 @@ var filterSection = &section{
 	needs: []string{"filter-gens", "filter-gens-lang"},
 	measure: func(ctx context.Context, h *harness) error {
 		const f, l = "data/filter-gens.jsonl", "data/filter-gens-lang.jsonl"
-		nf, err := h.lines(f)
+		n, err := h.lineCounts(f, l)
 		if err != nil {
 			return err
 		}
-		nl, err := h.lines(l)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "filter", BytesOf: []string{f}, Records: nf}
-		lang := Spec{Group: "filter-lang", BytesOf: []string{l}, Records: nl}
+		in := Spec{Group: "filter", BytesOf: []string{f}, Records: n[0]}
+		lang := Spec{Group: "filter-lang", BytesOf: []string{l}, Records: n[1]}
 		py := peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+pythonVersion()+", one process",
 			"python3", h.repoFile("pipelines/bench/filter_gopher.py"), f), "python3")
 		return h.measureAll(ctx, []peerSpec{
@@ -403,14 +387,11 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 	if err := h.pipeline(ctx, "", nil, 0, []string{"benchsuite", "generations", "--rerun", r, "-o", g, p}); err != nil {
 		return err
 	}
-	ng, err := h.inputs(g, r)
+	counts, err := h.lineCounts(g, r)
 	if err != nil {
 		return err
 	}
-	gl, err := h.lines(g)
-	if err != nil {
-		return err
-	}
+	gl, ng := counts[0], counts[0]+counts[1]
 	const out = "tmp/growth-gen.jsonl"
 	at := func(s Spec) peerSpec { s.Group, s.Size, s.Runs = "growth", label, 1; return peer(s) }
 	return h.measureAll(ctx, []peerSpec{
