@@ -142,6 +142,7 @@ type harness struct {
 	started             time.Time
 	loadBefore          string
 	ollamaVersion       string
+	measured            string // the sections of a run of some, as --section names them
 }
 
 // nodeSDK is the OpenAI Node SDK installed into dir/node, or why not.
@@ -382,6 +383,11 @@ func (h *harness) spliceSections(secs []*section) error {
 		return err
 	}
 	loadAfter := uptime()
+	names := make([]string, len(secs))
+	for i, s := range secs {
+		names[i] = s.name
+	}
+	h.measured = strings.Join(names, ",")
 	for _, s := range secs {
 		text, err := h.sectionText(s, loadAfter)
 		if err != nil {
@@ -410,8 +416,12 @@ func (h *harness) sectionText(s *section, loadAfter string) (string, error) {
 	var b strings.Builder
 	b.WriteString(s.heading + "\n\n")
 	s.render(&b, h)
+	measured := h.measured
+	if measured == "" {
+		measured = s.name
+	}
 	fmt.Fprintf(&b, "\nMeasured alone (`benchsuite run --section %s`) on %s, %s;\nload before `%s`, after `%s`.\n",
-		s.name, h.started.UTC().Format("2006-01-02 15:04 UTC"), s.runsNote(h), h.loadBefore, loadAfter)
+		measured, h.started.UTC().Format("2006-01-02 15:04 UTC"), s.runsNote(h), h.loadBefore, loadAfter)
 	if s.targets != nil {
 		if t := s.targets(h); len(t) > 0 {
 			b.WriteString("\n")
