@@ -74,6 +74,35 @@ func writeBodies(src, dst string, n int, model string, maxTokens int) error {
 	})
 }
 
+// curlClient is xargs running curl, parallel at once, one request body of
+// the file bodies each; newline puts a newline after each answer.
+func curlClient(s Spec, url string, parallel int, newline bool, bodies string) peerSpec {
+	argv := []string{"xargs", "-d", `\n`, "-P", strconv.Itoa(parallel), "-n", "1", "curl", "-sS", "--fail"}
+	if newline {
+		argv = append(argv, "-w", `\n`)
+	}
+	s.Argv = append(argv, "-H", "Content-Type: application/json", url+"/v1/chat/completions", "--data-binary")
+	s.Stdin, s.Show = bodies, shellJoin(s.Argv)+" < "+bodies
+	s.Alias = append(s.Alias, url+"=$URL")
+	return peer(s, "curl", "xargs")
+}
+
+// nodeClient is pipelines/bench/openai-client.mjs on the OpenAI Node SDK
+// installed in the scratch directory, or a row saying why there is none.
+func (h *harness) nodeClient(s Spec, url, model string, concurrency, maxTokens int, prompts string) peerSpec {
+	s.Argv = []string{"node", h.repoFile("pipelines/bench/openai-client.mjs"), "--modules", h.path("node"), "--base-url", url + "/v1"}
+	if model != "" {
+		s.Argv = append(s.Argv, "--model", model)
+	}
+	s.Argv = append(s.Argv, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", strconv.Itoa(maxTokens), prompts)
+	s.Alias = append(s.Alias, url+"=$URL")
+	p := peerSpec{Spec: s}
+	if !h.node.ok {
+		p.why = h.node.why
+	}
+	return p
+}
+
 var clientSection = &section{
 	name: "client", heading: "## infer: client overhead against a zero-latency llmsim",
 	about: "infer against the OpenAI Node SDK and xargs -P curl, on llmsim --instant",
@@ -107,15 +136,12 @@ var clientSection = &section{
 		const out = "tmp/client-gen.jsonl"
 		inf := ours(Spec{Group: "client", Name: "infer", Records: ni, Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
 			Alias: []string{url + "=$URL"}, Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, "data/client-infer.jsonl"}})
-		node := peerSpec{Spec: Spec{Group: "client", Name: "OpenAI Node SDK " + h.node.version, Records: nn, Alias: []string{url + "=$URL"},
-			Argv: []string{"node", h.repoFile("pipelines/bench/openai-client.mjs"), "--modules", h.path("node"), "--base-url", url + "/v1",
-				"--concurrency", c, "--max-tokens", "16", "data/client-node.jsonl"}}}
+		node := h.nodeClient(Spec{Group: "client", Name: "OpenAI Node SDK " + h.node.version, Records: nn}, url, "", concurrency, 16, "data/client-node.jsonl")
 		if !h.node.ok {
-			node.Name, node.why = "OpenAI Node SDK", h.node.why
+			node.Name = "OpenAI Node SDK"
 		}
-		curlArgs := []string{"xargs", "-d", `\n`, "-P", c, "-n", "1", "curl", "-sS", "--fail", "-w", `\n`, "-H", "Content-Type: application/json", url + "/v1/chat/completions", "--data-binary"}
-		curl := peer(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: nb, Stdin: bodies, Alias: []string{url + "=$URL"},
-			Show: shellJoin(curlArgs) + " < " + bodies, Argv: curlArgs}, "curl", "xargs")
+		// llmsim's answers end without a newline: -w puts one after each.
+		curl := curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: nb}, url, concurrency, true, bodies)
 		return h.measureAll(ctx, []peerSpec{inf, node, curl})
 	},
 	render: func(w io.Writer, h *harness) {
@@ -437,14 +463,8 @@ var ollamaSection = &section{
 			return peerSpec{Spec: Spec{Group: "ollama", Name: name, Ours: ours, Records: n, Clean: []string{out}, Count: []string{out}, Alias: alias, Argv: argv}}
 		}
 		// Ollama's answers end in a newline: curl needs no -w.
-		curlArgs := []string{"xargs", "-d", `\n`, "-P", "4", "-n", "1", "curl", "-sS", "--fail", "-H", "Content-Type: application/json", url + "/v1/chat/completions", "--data-binary"}
-		curl := peer(Spec{Group: "ollama", Name: ollamaRows[2], Records: nb, Stdin: bodies, Alias: alias, Show: shellJoin(curlArgs) + " < " + bodies, Argv: curlArgs}, "curl", "xargs")
-		node := peerSpec{Spec: Spec{Group: "ollama", Name: ollamaRows[3], Records: n, Alias: alias,
-			Argv: []string{"node", h.repoFile("pipelines/bench/openai-client.mjs"), "--modules", h.path("node"), "--base-url", url + "/v1",
-				"--model", srv.model, "--concurrency", "4", "--max-tokens", "32", prompts}}}
-		if !h.node.ok {
-			node.why = h.node.why
-		}
+		curl := curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: nb}, url, ollamaParallel, false, bodies)
+		node := h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n}, url, srv.model, ollamaParallel, 32, prompts)
 		rows := []peerSpec{ours(infer(ollamaRows[0], true).Spec), infer(ollamaRows[1], false, "--concurrency", "4"), curl, node}
 		h.logf("a real Ollama server at %s, %d prompts", url, n)
 		return h.inTurns(ctx, h.sz.OllamaRuns, func(ctx context.Context) error { return h.measureAll(ctx, rows) })
