@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	rusageBin = filepath.Join(dir, "rusage")
-	if out, err := exec.Command("go", "build", "-o", rusageBin, "../../pipelines/bench/rusage").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", rusageBin, "../cmd/rusage").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building rusage: %v\n%s", err, out)
 		os.Exit(1)
 	}

@@ -3,10 +3,10 @@
 //
 //	rusage /tmp/stats jq -c . in.jsonl > out.jsonl
 //
-// benchmark time (internal/cmd/benchsuite) runs commands through it. It is a
-// separate, tiny program because Linux starts a child's peak RSS at the
-// peak of the process that spawned it, so the spawner's own footprint is
-// the floor of what can be measured: about 2 MB here, against 12 MB for a
+// benchsuite (internal/benchsuite) runs every measured command through it.
+// It is a separate, tiny program that imports nothing of tokenmill because
+// Linux starts a child's peak RSS at the peak of the process that spawned
+// it, so the spawner's own footprint is the floor of what can be measured: about 2 MB here, against 12 MB for a
 // binary that links the tokenmill libraries. floor_kb reports it.
 package main
 

@@ -1,26 +1,7 @@
-// Command regenstats reads the request log of an llmsim fleet
-// (llmsim --request-log) after a run that regenerated conversations, and
-// prints what the fleet's prefix caches did: prompt tokens, cached tokens,
-// prefill tokens computed, and the share of history tokens served from
-// cache. A request's history is its messages up to and including the last
-// assistant turn: what the server saw in an earlier turn of the same
-// conversation, and all a prefix cache can serve (the new user turn is
-// always computed). Tokens are counted as llmsim charges them (4 bytes a
-// token, 4 more per message: llmsim.TextTokens and its chat template).
-// With --table it renders the lines it printed for several runs as the
-// benchmark's table instead, each run against the first; given the tokens
-// each run generated (--generated, from llmsim's exit summary) it adds what
-// llmsim's cost model makes of them: prefill's share of the fleet's time
-// without a cache, and each run's floor, the least time its work takes,
-// which bounds how much faster than another run any client can be.
-//
-//	regenstats --wall 61.2 --scale 10 --generated 5885278 --name "infer --regenerate" requests.jsonl >>results.jsonl
-//	regenstats --table --prefill-us 250 results.jsonl
-package main
+package benchsuite
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +9,23 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/lib/cli"
 )
+
+// What an llmsim fleet's prefix caches did in a run that regenerated
+// conversations, read from its request log (llmsim --request-log): prompt
+// tokens, cached tokens, prefill tokens computed, and the share of history
+// tokens served from cache. A request's history is its messages up to and
+// including the last assistant turn: what the server saw in an earlier
+// turn of the same conversation, and all a prefix cache can serve (the new
+// user turn is always computed). Tokens are counted as llmsim charges them
+// (4 bytes a token, 4 more per message: llmsim.TextTokens and its chat
+// template). renderRegen sets several runs side by side, each against the
+// first, and, given the tokens each run generated (from llmsim's exit
+// summary), adds what llmsim's cost model makes of them: prefill's share of
+// the fleet's time without a cache, and each run's floor, the least time
+// its work takes, which bounds how much faster than another run any client
+// can be.
 
 type logLine struct {
 	Status       int    `json:"status"`
@@ -47,8 +44,8 @@ type logLine struct {
 // newline and <|im_end|>.
 const templateTokens = 4
 
-// run is one measured run, as printed.
-type run struct {
+// regenRun is what one run did, as kept in regen-results.jsonl.
+type regenRun struct {
 	Name            string  `json:"name"`
 	Requests        int64   `json:"requests"`
 	FailedRequests  int64   `json:"failed_requests"`
@@ -65,41 +62,21 @@ type run struct {
 	HistoryHitPct   float64 `json:"history_hit_pct"`
 }
 
-func main() {
-	name := flag.String("name", "", "the row's name")
-	wall := flag.Float64("wall", 0, "the run's wall time in real seconds")
-	scale := flag.Float64("scale", 1, "llmsim's --time-scale: simulated seconds per real second")
-	table := flag.Bool("table", false, "render the runs in FILE (lines printed by earlier calls) as a markdown table")
-	prefillUS := flag.Float64("prefill-us", 40, "with --table: the fleet's prefill cost per prompt token, in microseconds (llmsim's --prefill-per-token)")
-	endpoints := flag.Int("endpoints", 8, "with --table: the fleet's endpoints")
-	decodeTPS := flag.Float64("decode-tps", 1180, "with --table: an endpoint's output with a full batch, tokens/s (llmsim's calibration: 1,180 at 48 running)")
-	generated := flag.Int64("generated", 0, "the tokens the fleet generated in the run (llmsim's exit summary); 0: unknown, no floors in the table")
-	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: regenstats [--name N --wall S --scale X] REQUEST_LOG | regenstats --table RESULTS")
-		os.Exit(2)
-	}
-	f, err := os.Open(flag.Arg(0))
+// regenStats reads the request log of one run: its name, its wall time in
+// real seconds, llmsim's time scale and the tokens the fleet generated.
+func regenStats(logPath, name string, wall, scale float64, generated int64) (regenRun, error) {
+	f, err := os.Open(logPath)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "regenstats:", err)
-		os.Exit(1)
+		return regenRun{}, err
 	}
 	defer f.Close()
-	if *table {
-		if err := render(os.Stdout, f, costModel{prefillUS: *prefillUS, decodeTPS: *decodeTPS, endpoints: *endpoints}); err != nil {
-			fmt.Fprintln(os.Stderr, "regenstats:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	var requests, later, failed, prompt, cached, history, historyCached int64
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for sc.Scan() {
+	for line := 1; sc.Scan(); line++ {
 		var l logLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			fmt.Fprintln(os.Stderr, "regenstats:", err)
-			os.Exit(1)
+			return regenRun{}, fmt.Errorf("%s:%d: %v", logPath, line, err)
 		}
 		if l.Status != 200 || l.Outcome != "" {
 			failed++
@@ -126,19 +103,17 @@ func main() {
 		historyCached += int64(min(l.CachedTokens, h))
 	}
 	if err := sc.Err(); err != nil {
-		fmt.Fprintln(os.Stderr, "regenstats:", err)
-		os.Exit(1)
+		return regenRun{}, err
 	}
-	r := run{Name: *name, Requests: requests, FailedRequests: failed, LaterTurns: later, PromptTokens: prompt, CachedTokens: cached,
-		PrefillTokens: prompt - cached, HistoryTokens: history, HistoryCached: historyCached, GeneratedTokens: *generated, WallS: *wall, SimWallS: *wall * *scale}
+	r := regenRun{Name: name, Requests: requests, FailedRequests: failed, LaterTurns: later, PromptTokens: prompt, CachedTokens: cached,
+		PrefillTokens: prompt - cached, HistoryTokens: history, HistoryCached: historyCached, GeneratedTokens: generated, WallS: wall, SimWallS: wall * scale}
 	if prompt > 0 {
 		r.CacheHitPct = 100 * float64(cached) / float64(prompt)
 	}
 	if history > 0 {
 		r.HistoryHitPct = 100 * float64(historyCached) / float64(history)
 	}
-	b, _ := json.Marshal(r)
-	fmt.Println(string(b))
+	return r, nil
 }
 
 // costModel is llmsim's timing as the table reads it: an endpoint
@@ -151,7 +126,7 @@ type costModel struct {
 
 // decodeS is each endpoint's share of the run's generated tokens, in
 // seconds at a full batch.
-func (c costModel) decodeS(r run) float64 {
+func (c costModel) decodeS(r regenRun) float64 {
 	return float64(r.GeneratedTokens) / float64(c.endpoints) / c.decodeTPS
 }
 
@@ -162,12 +137,12 @@ func (c costModel) prefillS(tokens int64) float64 {
 
 // floor is the least time the run's work takes the fleet: every slot busy
 // from start to end on its answers and on the prefill its cache left.
-func (c costModel) floor(r run) float64 { return c.decodeS(r) + c.prefillS(r.PrefillTokens) }
+func (c costModel) floor(r regenRun) float64 { return c.decodeS(r) + c.prefillS(r.PrefillTokens) }
 
 // noCacheGain is how much faster a client whose cache served every prompt
 // token could be than one whose cache served none, and prefill's share
 // of the busy time without a cache.
-func (c costModel) noCacheGain(r run) (gain, sharePct float64) {
+func (c costModel) noCacheGain(r regenRun) (gain, sharePct float64) {
 	d, p := c.decodeS(r), c.prefillS(r.PromptTokens)
 	if d <= 0 {
 		return 0, 0
@@ -175,23 +150,14 @@ func (c costModel) noCacheGain(r run) (gain, sharePct float64) {
 	return (d + p) / d, 100 * p / (d + p)
 }
 
-// render prints the runs as a table, the first run the reference of the
+// renderRegen prints the runs as a table, the first run the reference of the
 // "vs. the first row" column, the targets, and what the cost model says
 // each run's work takes at the least (when the runs know the tokens they
 // generated): prefill's share of it, and how much faster than each run
 // any client could be.
-func render(w io.Writer, f io.Reader, c costModel) error {
-	var runs []run
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r run
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return err
-		}
-		runs = append(runs, r)
-	}
-	if err := sc.Err(); err != nil || len(runs) == 0 {
-		return err
+func renderRegen(w io.Writer, runs []regenRun, c costModel) {
+	if len(runs) == 0 {
+		return
 	}
 	floors := true
 	best := -1
@@ -212,7 +178,7 @@ func render(w io.Writer, f io.Reader, c costModel) error {
 	}
 	for _, r := range runs {
 		fmt.Fprintf(w, "| %s | %.0f s | %.2f× | %s | %s | %s (%.1f%%) | %s | %.1f%% |", r.Name, r.SimWallS, r.SimWallS/runs[0].SimWallS,
-			thousands(r.Requests), thousands(r.PromptTokens), thousands(r.CachedTokens), r.CacheHitPct, thousands(r.PrefillTokens), r.HistoryHitPct)
+			cli.Thousands(r.Requests), cli.Thousands(r.PromptTokens), cli.Thousands(r.CachedTokens), r.CacheHitPct, cli.Thousands(r.PrefillTokens), r.HistoryHitPct)
 		if floors {
 			fmt.Fprintf(w, " %.0f s |", c.floor(r))
 		}
@@ -247,22 +213,13 @@ func render(w io.Writer, f io.Reader, c costModel) error {
 	if floors {
 		gain, share := c.noCacheGain(a)
 		fmt.Fprintf(w, "- Prefill's share: each endpoint's part of the %s tokens generated takes %.0f s at %s tok/s (a full batch); prefilling its part of all %s prompt tokens would take %.0f s more at %g µs a token. Without a prefix cache prefill is %.1f%% of an endpoint's busy time, so a client whose cache served every prompt token could be at most %.2f× faster than one whose cache served none.\n",
-			thousands(a.GeneratedTokens), c.decodeS(a), thousands(int64(c.decodeTPS)), thousands(a.PromptTokens), c.prefillS(a.PromptTokens), c.prefillUS, share, gain)
+			cli.Thousands(a.GeneratedTokens), c.decodeS(a), cli.Thousands(int64(c.decodeTPS)), cli.Thousands(a.PromptTokens), c.prefillS(a.PromptTokens), c.prefillUS, share, gain)
 		fmt.Fprintf(w, "- The floor is the least time a run's work takes: each endpoint's part of the answers at a full batch plus its part of the prefill the cache left. No client can take less than the smallest floor, %.0f s (%s), which bounds the column \"any client at most\": each run's wall time over that floor.\n",
 			c.floor(runs[best]), runs[best].Name)
 	}
 	for _, r := range runs[1:] {
 		extra := r.PrefillTokens - a.PrefillTokens
 		fmt.Fprintf(w, "- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
-			r.Name, thousands(extra), a.Name, c.prefillUS, c.endpoints, c.prefillS(extra), r.SimWallS-a.SimWallS)
+			r.Name, cli.Thousands(extra), a.Name, c.prefillUS, c.endpoints, c.prefillS(extra), r.SimWallS-a.SimWallS)
 	}
-	return nil
-}
-
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
