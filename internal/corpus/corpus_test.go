@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/jsonl"
 )
 
@@ -296,8 +297,8 @@ func utfValid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 func TestCommand(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "corpus")
-	if out, err := exec.Command("go", "build", "-o", bin, "tokenmill/internal/cmd/corpus").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := testbin.Build(dir, "corpus"); err != nil {
+		t.Fatal(err)
 	}
 	summary := regexp.MustCompile(`(?s)wrote (\d+) records .*none (\d+), ws (\d+), lower (\d+), aggressive (\d+)`)
 	tests := []struct {
