@@ -29,15 +29,14 @@ func TestOutputLockedForTheRun(t *testing.T) {
 		_, err := os.Stat(s.out + ".lock")
 		return err == nil
 	})
+	// At once: a second run that waited for the lock would get it only
+	// once the first had ended, and would then not refuse; the first is
+	// still running when it is interrupted below.
 	for _, extra := range [][]string{nil, {"--resume"}} {
-		start := time.Now()
 		r := runBinary(t, s.args(append([]string{"--max-tokens", "64"}, extra...)...)...)
 		want := fmt.Sprintf(`-o %q is in use by process %d`, s.out, first.cmd.Process.Pid)
 		if r.Code != cli.ExitFailure || !strings.Contains(r.Stderr, want) {
 			t.Fatalf("second run %v: exit %d, want 1 saying %q:\n%s", extra, r.Code, want, r.Stderr)
-		}
-		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("the refusal took %v", d)
 		}
 	}
 	first.cmd.Process.Signal(os.Interrupt)
