@@ -148,7 +148,7 @@ func TestSchemaAndShape(t *testing.T) {
 // The counts must say exactly how many first turns repeat under each
 // normalization. These brute-force keys are written for clarity, not speed.
 func TestCountsMatchBruteForce(t *testing.T) {
-	const n = 60000
+	n := testbin.Size(20000, 60000)
 	data, counts := generate(t, 3, n, false)
 	recs := decodeAll(t, data)
 	ws := func(s string) string { return strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ") }
@@ -180,10 +180,10 @@ func TestCountsMatchBruteForce(t *testing.T) {
 			t.Errorf("%s: %d first turns repeat, the counts say %d", mode, removed, want)
 		}
 	}
-	if counts.Records != n || counts.Exact == 0 || counts.Whitespace == 0 || counts.Case == 0 || counts.Punctuation == 0 {
+	if counts.Records != int64(n) || counts.Exact == 0 || counts.Whitespace == 0 || counts.Case == 0 || counts.Punctuation == 0 {
 		t.Errorf("counts %+v: every kind should occur in %d records", counts, n)
 	}
-	if rate := float64(counts.Exact) / n; rate < 0.004 || rate > 0.008 {
+	if rate := float64(counts.Exact) / float64(n); rate < 0.004 || rate > 0.008 {
 		t.Errorf("exact duplicate rate %.4f, want about 0.006", rate)
 	}
 	if counts.Removed("bogus") != -1 {

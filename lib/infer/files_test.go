@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
@@ -179,20 +180,22 @@ func hugeAnswers(t *testing.T, sizes map[string]int) string {
 	})
 }
 
-// A 70 MiB answer is written whole and read back by three resumes in a
-// row, through the real binary.
+// A 70 MiB answer (past the old 64 MiB line limit; 9 MiB outside the
+// long test tier, past every buffer's first size) is written whole and
+// read back by three resumes in a row, through the real binary.
 func TestHugeAnswerResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 70 MiB answer: skipped with -short")
 	}
 	t.Parallel()
+	size := testbin.Size(9<<20, 70<<20)
 	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 4})
-	url := hugeAnswers(t, map[string]int{"Question 1:": 70 << 20})
+	url := hugeAnswers(t, map[string]int{"Question 1:": size})
 	if r := runBinary(t, s.args("-e", url)...); r.Code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 	want, _ := os.ReadFile(s.out)
-	if len(want) < 70<<20 {
+	if len(want) < size {
 		t.Fatalf("the output holds %d bytes", len(want))
 	}
 	for i := 0; i < 3; i++ {
