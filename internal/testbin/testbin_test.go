@@ -52,10 +52,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// fakeT records the first fatal failure of a helper under test.
+// fakeT records the first fatal failure, or the skip, of a helper under
+// test.
 type fakeT struct {
 	testing.TB
-	failure string
+	failure, skipped string
 }
 
 func (f *fakeT) Helper() {}
@@ -67,9 +68,13 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 
 func (f *fakeT) Fatal(args ...any) { f.Fatalf("%s", fmt.Sprint(args...)) }
 
-// failure runs fn against a fakeT and returns what it failed with ("" if
-// it did not).
-func failure(t *testing.T, fn func(tb testing.TB)) string {
+func (f *fakeT) Skipf(format string, args ...any) {
+	f.skipped = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// fake runs fn against a fakeT and returns it.
+func fake(t *testing.T, fn func(tb testing.TB)) *fakeT {
 	f := &fakeT{TB: t}
 	done := make(chan struct{})
 	go func() {
@@ -77,8 +82,12 @@ func failure(t *testing.T, fn func(tb testing.TB)) string {
 		fn(f)
 	}()
 	<-done
-	return f.failure
+	return f
 }
+
+// failure runs fn against a fakeT and returns what it failed with ("" if
+// it did not).
+func failure(t *testing.T, fn func(tb testing.TB)) string { return fake(t, fn).failure }
 
 func TestRun(t *testing.T) {
 	work := t.TempDir()
@@ -274,19 +283,6 @@ func TestInterruptingReader(t *testing.T) {
 	}
 }
 
-// skipT records why a helper under test skipped.
-type skipT struct {
-	testing.TB
-	skipped string
-}
-
-func (s *skipT) Helper() {}
-
-func (s *skipT) Skipf(format string, args ...any) {
-	s.skipped = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
 // Long skips outside the long tier, naming the switch and what was set
 // instead of 1; in the long tier it lets the test run, and Size picks the
 // long size.
@@ -306,15 +302,9 @@ func TestLong(t *testing.T) {
 			if tt.value == "-" {
 				os.Unsetenv(LongEnv)
 			}
-			s := &skipT{TB: t}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				Long(s, "a real server")
-			}()
-			<-done
-			if s.skipped != tt.skip || Size(1, 2) != tt.size {
-				t.Errorf("skipped %q, size %d; want %q, %d", s.skipped, Size(1, 2), tt.skip, tt.size)
+			f := fake(t, func(tb testing.TB) { Long(tb, "a real server") })
+			if f.skipped != tt.skip || Size(1, 2) != tt.size {
+				t.Errorf("skipped %q, size %d; want %q, %d", f.skipped, Size(1, 2), tt.skip, tt.size)
 			}
 		})
 	}
