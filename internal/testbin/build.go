@@ -14,19 +14,28 @@ import (
 
 // Build builds the named commands (tokenmill/cmd/<name>,
 // tokenmill/internal/cmd/<name> for the development commands, or the
-// import path of another main package) into dir,
-// for a TestMain that keeps its binaries itself; Main calls it.
+// import path of another main package) into dir, for a TestMain that keeps
+// its binaries itself; Main calls it.
 //
 // The test processes of one `go test ./...` need the same few binaries,
 // and linking them again in every package costs more than many packages'
 // tests. So they are built into one directory per checkout in the user's
-// cache, one process at a time, where go build finds a binary up to date
-// and does not link it again, and hard-linked (or copied) from there into
+// cache, each binary by one process at a time (a process waits only for
+// the binaries it needs), where go build finds a binary up to date and
+// does not link it again, and hard-linked (or copied) from there into
 // dir. A binary a package is running is never changed under it: go build
 // replaces a file rather than writing into it, and the package's link
 // keeps the old one. Where there is no such cache, they are built into dir.
 func Build(dir string, names ...string) error {
-	shared, unlock, err := sharedBinDir()
+	shared, err := sharedBinDir()
+	if err != nil {
+		return goBuild(dir, names)
+	}
+	bins := make([]string, len(names))
+	for i, n := range names {
+		bins[i] = path.Base(n)
+	}
+	unlock, err := lockBinaries(shared, bins)
 	if err != nil {
 		return goBuild(dir, names)
 	}
@@ -34,9 +43,8 @@ func Build(dir string, names ...string) error {
 	if err := goBuild(shared, names); err != nil {
 		return err
 	}
-	for _, n := range names {
-		n = path.Base(n)
-		if err := linkOrCopy(filepath.Join(shared, n), filepath.Join(dir, n)); err != nil {
+	for _, b := range bins {
+		if err := linkOrCopy(filepath.Join(shared, b), filepath.Join(dir, b)); err != nil {
 			return err
 		}
 	}
@@ -56,31 +64,23 @@ func goBuild(dir string, names []string) error {
 	return nil
 }
 
-// sharedBinDir is the checkout's directory of built binaries, locked for
-// this process until unlock is called.
-func sharedBinDir() (dir string, unlock func(), err error) {
+// sharedBinDir is the checkout's directory of built binaries.
+func sharedBinDir() (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
 	base := os.Getenv("TOKENMILL_CACHE") // where .ci/install-ollama puts its build too
 	if base == "" {
 		c, err := os.UserCacheDir()
 		if err != nil {
-			return "", nil, err
+			return "", err
 		}
 		base = filepath.Join(c, "tokenmill")
 	}
 	sum := sha256.Sum256([]byte(root))
-	dir = filepath.Join(base, "testbin", hex.EncodeToString(sum[:8]))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", nil, err
-	}
-	unlock, err = lockDir(dir)
-	if err != nil {
-		return "", nil, err
-	}
-	return dir, unlock, nil
+	dir := filepath.Join(base, "testbin", hex.EncodeToString(sum[:8]))
+	return dir, os.MkdirAll(dir, 0o700)
 }
 
 // moduleRoot is the directory of the go.mod above the working directory

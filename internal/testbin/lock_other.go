@@ -4,8 +4,8 @@ package testbin
 
 import "errors"
 
-// lockDir: no shared directory where there is no flock; Build builds into
-// the package's own.
-func lockDir(string) (func(), error) {
+// lockBinaries: no shared directory where there is no flock; Build builds
+// into the package's own.
+func lockBinaries(string, []string) (func(), error) {
 	return nil, errors.New("no file locks on this system")
 }
