@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 var (
@@ -60,10 +62,15 @@ func setup(m *testing.M) (int, error) {
 	// The same command demo.sh runs, so its own build into binDir finds
 	// every binary up to date.
 	binDir = filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/...")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go build: %v\n%s", err, out)
+	tools, err := testbin.Commands()
+	if err != nil {
+		return 0, err
+	}
+	if err := os.Mkdir(binDir, 0o755); err != nil {
+		return 0, err
+	}
+	if err := testbin.Build(binDir, tools...); err != nil {
+		return 0, err
 	}
 	extracted := filepath.Join(tmp, "extracted.jsonl")
 	prompts = filepath.Join(tmp, "prompts.jsonl")

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 // slurmCluster is a private single-node cluster started by
@@ -120,6 +122,7 @@ func (c *slurmCluster) waitCompleted(t *testing.T, dir, what, id string) {
 // merge as a job that depends on the array, on a cluster of one node. The
 // merged answers are those of the single-machine run.
 func TestSlurmArray(t *testing.T) {
+	testbin.Long(t, "a Slurm cluster of its own")
 	t.Parallel() // mostly waiting on the scheduler
 	cluster := startSlurm(t)
 	endpoints := startFleet(t, 4, "--time-scale", "500")

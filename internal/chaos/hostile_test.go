@@ -353,6 +353,7 @@ func TestSignalWhileOpeningFIFO(t *testing.T) {
 	for _, c := range cases {
 		name := c.tool + " " + strings.Join(c.args("FIFO"), " ")
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits a second for the notice, idle
 			fifo := filepath.Join(t.TempDir(), "nobody-writes.fifo")
 			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 				t.Skipf("mkfifo: %v", err)
@@ -487,17 +488,19 @@ func TestShardFullDisk(t *testing.T) {
 	}
 }
 
-// A 70 MiB line (past the old 64 MiB limit) goes through dedup and merge
-// whole, byte for byte, between its neighbours.
+// A 70 MiB line (past the old 64 MiB limit; 9 MiB outside the long test
+// tier, past every buffer's first size) goes through dedup, merge and
+// shard whole, byte for byte, between its neighbours.
 func TestLongLineThroughTools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a 70 MiB line")
 	}
+	size := testbin.Size(9<<20, 70<<20)
 	dir := t.TempDir()
 	var b bytes.Buffer
 	b.Write(answers(2))
 	b.WriteString(`{"id":"huge","messages":[{"role":"user","content":"`)
-	b.Write(bytes.Repeat([]byte("all work and no play "), (70<<20)/21))
+	b.Write(bytes.Repeat([]byte("all work and no play "), size/21))
 	b.WriteString(`"}],"output":{"text":"t","finish_reason":"stop","sample":0}}` + "\n")
 	input := b.Bytes()
 	in := writeFile(t, dir, "in.jsonl", input)

@@ -40,8 +40,9 @@ func simBinary(t *testing.T, n int, flags ...string) string {
 // (the gateway refuses continuous_usage_stats: the bench asks for less),
 // no "sending up to 64" of infer's, a recommendation. On Ollama's
 // completions, whose chunks carry a usage of zeros, the tokens are still
-// counted as they stream: one request writes about 26.5 tok/s in the
-// simulator's time, its answers longer than the window.
+// counted as they stream (answers longer than the window: only streamed
+// tokens can count); how many is TestBenchWindowZeroUsage's to check, at
+// times it sets itself, not here against the wall clock.
 func TestBenchFlavors(t *testing.T) {
 	t.Parallel()
 	for _, fl := range llmsim.Flavors {
@@ -58,17 +59,11 @@ func TestBenchFlavors(t *testing.T) {
 				if err := json.Unmarshal(r.Stdout, &rep); err != nil {
 					t.Fatalf("%v\n%s", err, r.Stdout)
 				}
+				// Counting Ollama's zeros as tokens would count none.
 				for _, lv := range rep.Levels {
 					if lv.Errors != 0 || lv.TokPerSec <= 0 {
-						t.Errorf("level %d: %d errors (%s), %.1f tok/s\n%s", lv.Concurrency, lv.Errors, lv.FirstError, lv.TokPerSec, r.Stderr)
+						t.Errorf("level %d: %d errors (%s), no tokens counted (%.1f tok/s)\n%s", lv.Concurrency, lv.Errors, lv.FirstError, lv.TokPerSec, r.Stderr)
 					}
-				}
-				// Where no answer says its count before the window ends, text
-				// is turned into tokens at 4 bytes a token, and llmsim's words
-				// run longer: hence the wide margin. Counting Ollama's zeros
-				// as tokens would see none.
-				if one := levelAt(t, rep, 1); one.TokPerSec < 0.6*26.5 || one.TokPerSec > 1.6*26.5 {
-					t.Errorf("one request: %.1f tok/s, want about 26.5 (streamed tokens counted as they come)", one.TokPerSec)
 				}
 				if rep.Recommended == 0 || strings.Contains(r.Stderr, "sending it up to") {
 					t.Errorf("recommended %d\n%s", rep.Recommended, r.Stderr)

@@ -140,7 +140,8 @@ func TestRealDataAgreesWithBruteForce(t *testing.T) {
 }
 
 func TestCorpusAgreesWithBruteForceAndCounts(t *testing.T) {
-	input, counts := corpusPrompts(20000, 5)
+	n := testbin.Size(5000, 20000)
+	input, counts := corpusPrompts(n, 5)
 	for _, mode := range []string{"none", "ws", "lower", "aggressive"} {
 		for _, exact := range []bool{false, true} {
 			args := []string{"--normalize", mode, "--workers", "3"}
@@ -152,7 +153,7 @@ func TestCorpusAgreesWithBruteForceAndCounts(t *testing.T) {
 				t.Fatalf("%v: exit %d: %s", args, code, stderr)
 			}
 			got := lines(stdout)
-			if removed := 20000 - len(got); int64(removed) != counts.Removed(mode) {
+			if removed := n - len(got); int64(removed) != counts.Removed(mode) {
 				t.Errorf("%v: removed %d, the generator made %d duplicates for this mode", args, removed, counts.Removed(mode))
 			}
 			if norm, ok := reference[mode]; ok {
