@@ -18,6 +18,8 @@ type Endpoint struct {
 	url   string
 	seq   atomic.Uint64 // generation requests since the fleet started
 	stats counters
+	// noTokenIDs: SetTokenIDs(false), answers carry no ids.
+	noTokenIDs atomic.Bool
 
 	mu       sync.Mutex
 	faults   Faults
