@@ -143,7 +143,7 @@ func llamacppDialect() *dialect {
 			pathModels: models, pathLlamaModels: models,
 			pathLlamaProps: get(serveLlamaProps), pathLlamaSlots: get(serveLlamaSlots), pathMetrics: get(serveLlamaMetrics),
 			pathTokenize: post(serveLlamaTokenize), pathApplyTemplate: post(serveLlamaApplyTemplate),
-			pathChat:     chat, pathLlamaChat: chat, pathCompletions: cmpl,
+			pathChat: chat, pathLlamaChat: chat, pathCompletions: cmpl,
 			pathLlamaComplete: native, pathLlamaCompls: native,
 		},
 		open:     func(p string) bool { return public[p] },
