@@ -165,6 +165,7 @@ type flight struct {
 	notify    chan struct{}
 	remaining atomic.Int32
 	failed    atomic.Bool
+	ids       int8 // 0 not yet decided, 1 the answer carries token ids, 2 not (withIDs)
 }
 
 // choiceState is one answer (of n) of a flight, and the sequence the

@@ -1,6 +1,8 @@
 package llmsim
 
 import (
+	"math"
+
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 )
@@ -92,15 +94,32 @@ func derefString(s *string) string {
 	return *s
 }
 
-// SetTokenIDs makes the endpoint answer with token ids when asked (true,
-// the default) or never (false), as a server replaced mid-run by a release
-// without them would.
-func (e *Endpoint) SetTokenIDs(on bool) { e.noTokenIDs.Store(!on) }
+// StopTokenIDsAfter makes the endpoint answer n more requests with the
+// token ids they ask for and none after (n < 0: every one, the default),
+// as a server replaced mid-run by a release without them would.
+func (e *Endpoint) StopTokenIDsAfter(n int) {
+	if n < 0 {
+		e.idsLeft.Store(math.MaxInt64)
+		return
+	}
+	e.idsLeft.Store(int64(n))
+}
+
+// withIDs tells, once per flight, whether the endpoint still answers ids.
+func (f *flight) withIDs() bool {
+	if f.ids == 0 {
+		f.ids = 1
+		if f.e.idsLeft.Add(-1) < 0 {
+			f.ids = 2
+		}
+	}
+	return f.ids == 1
+}
 
 // wants is what of the ids the flight's answer carries.
 func (f *flight) wants() (answer, prompt, logprobs bool) {
 	j := f.job
-	if f.stream || f.e.noTokenIDs.Load() {
+	if f.stream {
 		return false, false, false
 	}
 	st := f.e.d.tokenIDs
@@ -114,6 +133,9 @@ func (f *flight) wants() (answer, prompt, logprobs bool) {
 		prompt = answer
 	case apiNative:
 		answer = st.nativeTokens && j.ids.ReturnTokenIDs
+	}
+	if (answer || prompt || logprobs) && !f.withIDs() {
+		return false, false, false
 	}
 	return answer, prompt, logprobs
 }
