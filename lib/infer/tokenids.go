@@ -132,7 +132,7 @@ func (r *runner) complete(ep *fleet.Endpoint, j *job) (openai.Completion, *fleet
 	}
 	rt.checked.Store(true)
 	r.tok.ok.Add(1)
-	j.tok = &record.TokenIDs{PromptTokenIDs: prompt, AnswerTokenIDs: answer}
+	j.tok = &record.TokenIDs{PromptTokenIDs: prompt, AnswerTokenIDs: answer, Sampling: openai.SamplingOf(body)}
 	return c, nil
 }
 

@@ -214,6 +214,42 @@ func ParseLlamaCompletion(body []byte) (Completion, error) {
 	return c, nil
 }
 
+// samplingKeys are the settings SamplingOf keeps, in every API's names.
+var samplingKeys = map[string]bool{
+	"temperature": true, "top_p": true, "top_k": true, "min_p": true, "seed": true, "sampling_seed": true,
+	"max_tokens": true, "max_completion_tokens": true, "max_new_tokens": true, "n_predict": true, "stop": true,
+	"presence_penalty": true, "frequency_penalty": true, "repetition_penalty": true, "min_tokens": true, "min_new_tokens": true,
+}
+
+// SamplingOf is the sampling settings a request body sends (at its top,
+// or in /generate's sampling_params), as one JSON object with keys in
+// sorted order; nil when it sends none.
+func SamplingOf(body []byte) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return nil
+	}
+	if sp, ok := fields["sampling_params"]; ok {
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(sp, &inner) == nil {
+			fields = inner
+		}
+	}
+	for k := range fields {
+		if !samplingKeys[k] {
+			delete(fields, k)
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	out, err := json.Marshal(fields) // map keys come out sorted
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
 // ErrNoTokenIDs is what an answer without the ids asked for is.
 var ErrNoTokenIDs = errors.New("the answer carries no token ids")
 

@@ -1,5 +1,7 @@
 package record
 
+import "github.com/segmentio/encoding/json"
+
 // TokenIDs are the token ids a server used for one answer (infer
 // --token-ids): the rendered prompt as the server tokenized it, chat
 // template applied, and the answer as it was generated. A turn of a
@@ -9,6 +11,8 @@ type TokenIDs struct {
 	PromptTokenIDs []int32   `json:"prompt_token_ids,omitempty"`
 	AnswerTokenIDs []int32   `json:"token_ids,omitempty"`
 	ServedBy       *ServedBy `json:"served_by,omitempty"`
+	// Sampling is the sampling settings the request sent.
+	Sampling json.RawMessage `json:"sampling,omitempty"`
 }
 
 // ServedBy is what produced an answer, as far as its server says: the
