@@ -86,7 +86,7 @@ type tokenSink struct {
 	env        *cli.Env
 	cmd        *Command
 	tally      *tokenTally
-	keys       map[string]string // mix key -> a description, for the refusal
+	keys       map[string]string // "": the first rows' model; a template's route: its hash there
 	mixed      bool
 	models     map[string]bool
 	servers    map[[2]string]int64
@@ -137,26 +137,21 @@ func (s *tokenSink) Write(data []byte) error {
 }
 
 // provenance counts what produced a record's rows, refusing another
-// model or template than the first ones' unless --allow-mixed.
+// model than the first rows', or another chat template than the one the
+// same route reported for them (hashes read from different routes, a
+// template's name and its text, cannot be compared), unless
+// --allow-mixed.
 func (s *tokenSink) provenance(meta tokenMeta) error {
 	seen := map[string]bool{}
 	for _, sb := range meta.Served {
-		key := mixKey(sb)
-		if _, ok := s.keys[key]; !ok {
-			if len(s.keys) > 0 && !s.cmd.AllowMixed {
-				var first string
-				for _, d := range s.keys {
-					first = d
-				}
-				return cli.Usagef("--to tokens: rows of %s would join rows of %s in one file: merge them apart, or give --allow-mixed", describe(sb), first)
-			}
-			s.mixed = len(s.keys) > 0
-			s.keys[key] = describe(sb)
+		if err := s.checkMix(sb); err != nil {
+			return err
 		}
-		if seen[key+sb.Server+sb.Version] {
+		key := mixKey(sb) + " " + sb.Server + " " + sb.Version
+		if seen[key] {
 			continue
 		}
-		seen[key+sb.Server+sb.Version] = true
+		seen[key] = true
 		s.models[sb.Model] = true
 		s.servers[[2]string{sb.Server, sb.Version}]++
 		if sb.ChatTemplateHash != "" {
@@ -177,6 +172,32 @@ func (s *tokenSink) provenance(meta tokenMeta) error {
 				set.Seeded++
 			}
 		}
+	}
+	return nil
+}
+
+// checkMix refuses sb's rows beside rows of another model or template.
+func (s *tokenSink) checkMix(sb record.ServedBy) error {
+	other := ""
+	if first, ok := s.keys[""]; ok && first != sb.Model {
+		other = fmt.Sprintf("model %q", first)
+	}
+	if sb.ChatTemplateHash != "" {
+		if h, ok := s.keys[sb.ChatTemplateFrom]; ok && h != sb.ChatTemplateHash && other == "" {
+			other = fmt.Sprintf("chat template %s (%s)", h, sb.ChatTemplateFrom)
+		}
+	}
+	if other != "" {
+		if !s.cmd.AllowMixed {
+			return cli.Usagef("--to tokens: rows of %s would join rows of %s in one file: merge them apart, or give --allow-mixed", describe(sb), other)
+		}
+		s.mixed = true
+	}
+	if _, ok := s.keys[""]; !ok {
+		s.keys[""] = sb.Model
+	}
+	if _, ok := s.keys[sb.ChatTemplateFrom]; !ok && sb.ChatTemplateHash != "" {
+		s.keys[sb.ChatTemplateFrom] = sb.ChatTemplateHash
 	}
 	return nil
 }
