@@ -3,7 +3,6 @@ package merge
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,18 +29,6 @@ import (
 // row per turn, counted by why.
 
 const toTokens = "tokens"
-
-// Reasons a conversation is not prefix-consistent, in the summary.
-const (
-	// a turn's prompt does not begin with the turn before's prompt
-	notPrefixHistory = "history re-rendered"
-	// it does, but not followed by the answer's ids, and the answer
-	// reasoned: its reasoning was left out of the history
-	notPrefixReasoning = "reasoning left out of the history"
-	// it does, but not followed by the answer's ids: the answer's text
-	// re-tokenized to other ids
-	notPrefixRetokenized = "answer re-tokenized"
-)
 
 // ReasonNoTokenIDs: a record --to tokens cannot make rows of.
 const ReasonNoTokenIDs = record.ReasonNoTokenIDs
@@ -74,7 +61,6 @@ type tokenGen struct {
 	Output struct {
 		Sample int `json:"sample"`
 		record.TokenIDs
-		Sampling json.RawMessage `json:"sampling"`
 		Messages []struct {
 			Role             string          `json:"role"`
 			ReasoningContent string          `json:"reasoning_content"`
@@ -106,14 +92,13 @@ func (t *tokenForm) convert(data []byte) ([]byte, *rejection) {
 	o := &g.Output
 	var meta tokenMeta
 	meta.Sampling = o.Sampling
-	var rows []tokenRow
-	if len(o.Turns) == 0 {
+	var events []record.TokenTurn
+	conversation := len(o.Turns) > 0
+	if !conversation {
 		if len(o.PromptTokenIDs) == 0 {
 			return nil, reject(ReasonNoTokenIDs, "output has no prompt_token_ids: generate with infer --token-ids")
 		}
-		zero := 0
-		rows = append(rows, eventRow(g.ID, o.Sample, &zero, o.PromptTokenIDs, o.AnswerTokenIDs))
-		meta.Events = 1
+		events = []record.TokenTurn{{PromptTokenIDs: o.PromptTokenIDs, AnswerTokenIDs: o.AnswerTokenIDs}}
 		if o.ServedBy != nil {
 			meta.Served = append(meta.Served, *o.ServedBy)
 		}
@@ -130,98 +115,38 @@ func (t *tokenForm) convert(data []byte) ([]byte, *rejection) {
 		if len(turns) == 0 {
 			return nil, reject(ReasonBadRecord, "output.turns lists no regenerated turn")
 		}
+		if o.ServedBy != nil {
+			meta.Served = append(meta.Served, *o.ServedBy)
+		}
 		for k, tu := range turns {
 			if len(tu.PromptTokenIDs) == 0 {
 				return nil, reject(ReasonNoTokenIDs, "output.turns[%d] has no prompt_token_ids: generate with infer --token-ids", k)
 			}
-		}
-		if o.ServedBy != nil {
-			meta.Served = append(meta.Served, *o.ServedBy)
-		}
-		for _, tu := range turns {
 			if tu.ServedBy != nil {
 				meta.Served = append(meta.Served, *tu.ServedBy)
 			}
+			m := tu.Message
+			reasoned := m >= 0 && m < len(o.Messages) && o.Messages[m].ReasoningContent != ""
+			events = append(events, record.TokenTurn{PromptTokenIDs: tu.PromptTokenIDs, AnswerTokenIDs: tu.AnswerTokenIDs, Reasoned: reasoned})
 		}
-		meta.Events = len(turns)
 		if len(meta.Sampling) == 0 {
 			meta.Sampling = turns[0].Sampling
 		}
-		meta.NotPrefix = t.prefixBreak(turns)
-		if meta.NotPrefix == "" {
-			meta.Whole = true
-			rows = append(rows, wholeRow(g.ID, o.Sample, turns))
-		} else {
-			for k, tu := range turns {
-				rows = append(rows, eventRow(g.ID, o.Sample, &k, tu.PromptTokenIDs, tu.AnswerTokenIDs))
-			}
-		}
 	}
+	rows, why := record.TrainRows(events, conversation)
+	meta.Events, meta.NotPrefix, meta.Whole = len(events), why, conversation && why == ""
 	var err error
 	if t.out, err = json.Append(t.out[:0], meta, 0); err != nil {
 		return nil, encodeRejection(err)
 	}
 	for _, r := range rows {
 		t.out = append(t.out, '\n')
-		if t.out, err = json.Append(t.out, r, 0); err != nil {
+		row := tokenRow{ID: g.ID, Sample: o.Sample, Turn: r.Turn, InputIDs: r.InputIDs, LossMask: r.LossMask, NumPromptTokens: r.NumPromptTokens, NumAnswerTokens: r.NumAnswerTokens}
+		if t.out, err = json.Append(t.out, row, 0); err != nil {
 			return nil, encodeRejection(err)
 		}
 	}
 	return t.out, nil
-}
-
-// prefixBreak is why the turns' ids are not one sequence ("": they are).
-func (t *tokenForm) prefixBreak(turns []struct {
-	Message int `json:"message"`
-	record.TokenIDs
-}) string {
-	msgs := t.gen.Output.Messages
-	for k := 1; k < len(turns); k++ {
-		prev, this := turns[k-1], turns[k].PromptTokenIDs
-		n := len(prev.PromptTokenIDs)
-		switch {
-		case len(this) < n || !slices.Equal(this[:n], prev.PromptTokenIDs):
-			return notPrefixHistory
-		case len(this) < n+len(prev.AnswerTokenIDs) || !slices.Equal(this[n:n+len(prev.AnswerTokenIDs)], prev.AnswerTokenIDs):
-			if m := prev.Message; m >= 0 && m < len(msgs) && msgs[m].ReasoningContent != "" {
-				return notPrefixReasoning
-			}
-			return notPrefixRetokenized
-		}
-	}
-	return ""
-}
-
-func eventRow(id record.ID, sample int, turn *int, prompt, answer []int32) tokenRow {
-	ids := make([]int32, 0, len(prompt)+len(answer))
-	ids = append(append(ids, prompt...), answer...)
-	mask := make([]int32, len(ids))
-	for i := len(prompt); i < len(mask); i++ {
-		mask[i] = 1
-	}
-	return tokenRow{ID: id, Sample: sample, Turn: turn, InputIDs: ids, LossMask: mask, NumPromptTokens: len(prompt), NumAnswerTokens: len(answer)}
-}
-
-// wholeRow is a prefix-consistent conversation's row: its last prompt and
-// answer, loss on every turn's answer span.
-func wholeRow(id record.ID, sample int, turns []struct {
-	Message int `json:"message"`
-	record.TokenIDs
-}) tokenRow {
-	last := turns[len(turns)-1]
-	r := eventRow(id, sample, nil, last.PromptTokenIDs, last.AnswerTokenIDs)
-	for _, tu := range turns[:len(turns)-1] {
-		start := len(tu.PromptTokenIDs)
-		for i := start; i < start+len(tu.AnswerTokenIDs); i++ {
-			r.LossMask[i] = 1
-		}
-	}
-	r.NumAnswerTokens = 0
-	for _, m := range r.LossMask {
-		r.NumAnswerTokens += int(m)
-	}
-	r.NumPromptTokens = len(r.InputIDs) - r.NumAnswerTokens
-	return r
 }
 
 // tokenTally is what the tokens sink counts of the records it writes,

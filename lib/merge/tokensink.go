@@ -260,7 +260,9 @@ func (s *tokenSink) writeManifest() error {
 	for k, n := range s.templates {
 		m.ChatTemplates = append(m.ChatTemplates, ManifestTmpl{Hash: k[0], From: k[1], Records: n})
 	}
-	sort.Slice(m.ChatTemplates, func(i, j int) bool { return m.ChatTemplates[i].Hash+m.ChatTemplates[i].From < m.ChatTemplates[j].Hash+m.ChatTemplates[j].From })
+	sort.Slice(m.ChatTemplates, func(i, j int) bool {
+		return m.ChatTemplates[i].Hash+m.ChatTemplates[i].From < m.ChatTemplates[j].Hash+m.ChatTemplates[j].From
+	})
 	for _, k := range s.samplingIn {
 		m.Sampling = append(m.Sampling, *s.sampling[k])
 	}
