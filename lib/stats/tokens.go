@@ -77,13 +77,13 @@ type DriftCase struct {
 
 // driftAnswer is an answer kept for the drift check.
 type driftAnswer struct {
-	id                         string
-	turn                       *int
-	endpoint, kind, model      string
-	text                       string
-	ids                        []int32
-	stopped                    bool // finish stop: the ids may end with the stop token, which the text lacks
-	reasoning, calls           bool
+	id                    string
+	turn                  *int
+	endpoint, kind, model string
+	text                  string
+	ids                   []int32
+	stopped               bool // finish stop: the ids may end with the stop token, which the text lacks
+	reasoning, calls      bool
 }
 
 // tokenAgg gathers the token section.
