@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -225,29 +226,34 @@ var samplingKeys = map[string]bool{
 // or in /generate's sampling_params), as one JSON object with keys in
 // sorted order; nil when it sends none.
 func SamplingOf(body []byte) json.RawMessage {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return nil
+	if sp, err := record.FieldValue(body, "sampling_params"); err == nil && sp != nil {
+		body = sp
 	}
-	if sp, ok := fields["sampling_params"]; ok {
-		var inner map[string]json.RawMessage
-		if json.Unmarshal(sp, &inner) == nil {
-			fields = inner
+	keys := make([]string, 0, 8)
+	values := map[string][]byte{}
+	record.EachField(body, func(key string, value []byte) error {
+		if samplingKeys[key] {
+			if _, seen := values[key]; !seen {
+				keys = append(keys, key)
+			}
+			values[key] = value // the last of repeated names counts
 		}
+		return nil
+	})
+	if len(keys) == 0 {
+		return nil
 	}
-	for k := range fields {
-		if !samplingKeys[k] {
-			delete(fields, k)
+	slices.Sort(keys)
+	out := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
 		}
+		out = json.AppendEscape(out, k, 0)
+		out = append(out, ':')
+		out = append(out, bytes.TrimSpace(values[k])...)
 	}
-	if len(fields) == 0 {
-		return nil
-	}
-	out, err := json.Marshal(fields) // map keys come out sorted
-	if err != nil {
-		return nil
-	}
-	return out
+	return append(out, '}')
 }
 
 // ErrNoTokenIDs is what an answer without the ids asked for is.
