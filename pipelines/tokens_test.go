@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"tokenmill/internal/llmsim"
-	"tokenmill/internal/testbin"
 )
 
 // longTests tells whether tests past 5 s of wall time run: until the kit
@@ -140,14 +139,7 @@ func TestTokenRowsReachTraining(t *testing.T) {
 	if testing.Short() && !longTests() {
 		t.Skip("long: TOKENMILL_TEST_LONG=1 runs it")
 	}
-	glaive, err := filepath.Abs(testbin.RealData(t, "glaive_toolcall_en_demo.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fastchat, err := filepath.Abs(testbin.RealData(t, "fastchat_dummy_conversation.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	glaive, fastchat := realDataFile(t, "glaive_toolcall_en_demo.json"), realDataFile(t, "fastchat_dummy_conversation.json")
 	chatml := startFleet(t, 2, "--instant", "--seed", "5", "--chat-template", "chatml", "--tool-call-rate", "0.4")
 	qwen3 := startFleet(t, 1, "--instant", "--seed", "5", "--chat-template", "qwen3", "--reasoning")
 	for _, tc := range []struct {

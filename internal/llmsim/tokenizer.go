@@ -166,14 +166,25 @@ func (t tokenizer) text(s string) []int {
 }
 
 // special is the ids of a text whose special tokens are spelt out (a
-// rendered template sent to llama.cpp's /tokenize): four-byte pieces
-// between them without a template.
+// rendered template sent to llama.cpp's /tokenize): without a template,
+// four-byte pieces between them, and after <|im_start|> the role and its
+// newline as chat counts them, so that a rendered prompt tokenizes to the
+// ids its chat request is charged.
 func (t tokenizer) special(s string) []int {
 	if t.template != "" {
 		return wordIDs(nil, s)
 	}
 	var ids []int
 	for len(s) > 0 {
+		if n := len(ids); n > 0 && ids[n-1] == idIMStart {
+			if k := strings.IndexByte(s, '\n'); k >= 0 {
+				if _, _, sp := special(s[:k]); !sp && !strings.Contains(s[:k], "<|") {
+					ids = append(ids, pieceID(s[:k]), idNewline)
+					s = s[k+1:]
+					continue
+				}
+			}
+		}
 		k := len(s)
 		for i := 0; i < len(s); i++ {
 			if _, _, ok := special(s[i:]); ok {

@@ -313,13 +313,7 @@ func writeTokens(b *strings.Builder, t *Tokens) {
 		num(t.Records), num(t.Rows), num(t.Events))
 	if t.WholeConversations+t.PerTurnConversations > 0 {
 		fmt.Fprintf(b, "conversations: %s prefix-consistent (one row each), %s not (a row per turn)", num(t.WholeConversations), num(t.PerTurnConversations))
-		for i, c := range t.NotPrefixConsistent {
-			sep := ", "
-			if i == 0 {
-				sep = ": "
-			}
-			fmt.Fprintf(b, "%s%s %s", sep, c.Name, num(c.Count))
-		}
+		writeCountList(b, ": ", t.NotPrefixConsistent)
 		b.WriteByte('\n')
 	}
 	lengths := table{align: "lrrrrrr", header: []string{"tokens", "count", "mean", "p50", "p90", "p99", "max"}}
@@ -340,13 +334,7 @@ func writeTokens(b *strings.Builder, t *Tokens) {
 	if d := t.Drift; d != nil {
 		fmt.Fprintf(b, "drift: of %s answers re-tokenized by their server, %s give the ids generated, %s other ids (%s)",
 			num(d.Sampled), num(d.Same), num(d.Different), percent(d.Different, d.Sampled))
-		for i, c := range d.Skipped {
-			sep := ", "
-			if i == 0 {
-				sep = "; not compared: "
-			}
-			fmt.Fprintf(b, "%s%s %s", sep, c.Name, num(c.Count))
-		}
+		writeCountList(b, "; not compared: ", d.Skipped)
 		b.WriteByte('\n')
 		for _, e := range d.Examples {
 			turn := ""
@@ -357,4 +345,15 @@ func writeTokens(b *strings.Builder, t *Tokens) {
 		}
 	}
 	b.WriteByte('\n')
+}
+
+// writeCountList writes "<first>name n, name n, ..." (nothing when empty).
+func writeCountList(b *strings.Builder, first string, counts []Count) {
+	for i, c := range counts {
+		sep := ", "
+		if i == 0 {
+			sep = first
+		}
+		fmt.Fprintf(b, "%s%s %s", sep, c.Name, num(c.Count))
+	}
 }
