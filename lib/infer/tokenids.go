@@ -41,19 +41,27 @@ type tokenRoute struct {
 	checked atomic.Bool // its first answer passed the check
 }
 
-// route is ep's token route, found at its first use.
+// tokenRoute is ep's token route, found at its first use: the server is
+// asked outside the lock, so that a slow one holds up no other endpoint's
+// requests; of two asking at once, the first answer is kept.
 func (r *runner) tokenRoute(ep *fleet.Endpoint) *tokenRoute {
 	t := &r.tok
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if rt, ok := t.routes[ep.Index()]; ok {
+	rt, ok := t.routes[ep.Index()]
+	t.mu.Unlock()
+	if ok {
 		return rt
 	}
+	rt = &tokenRoute{served: r.pool.Provenance(ep, r.model)}
+	rt.shape, rt.err = fleet.TokenShape(rt.served, r.cfg.API)
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.routes == nil {
 		t.routes, t.byName = map[int]*tokenRoute{}, map[string]*tokenRoute{}
 	}
-	rt := &tokenRoute{served: r.pool.Provenance(ep, r.model)}
-	rt.shape, rt.err = fleet.TokenShape(rt.served, r.cfg.API)
+	if first, ok := t.routes[ep.Index()]; ok {
+		return first
+	}
 	t.routes[ep.Index()], t.byName[ep.Name()] = rt, rt
 	return rt
 }
@@ -152,6 +160,7 @@ func (r *runner) tokenRequest(ep *fleet.Endpoint, s openai.TokenShape, j *job) (
 	switch {
 	case s == openai.ShapeLlama:
 		if bytes.Contains(j.body, []byte(`"tools":`)) {
+			r.tok.failed.Add(1)
 			j.reason = record.ReasonNoTokenIDs
 			return "", nil, nil, nil, &fleet.Failure{Message: "llama.cpp returns token ids only on /completion, which does not parse tool calls: a request with tools has none"}
 		}

@@ -231,6 +231,37 @@ func TestTokenIDsCheckedAndLost(t *testing.T) {
 			t.Errorf("summary:\n%s", res.stderr)
 		}
 	})
+	// llama.cpp's ids come from /completion, which parses no tool calls: a
+	// request with tools cannot have them, and says why.
+	t.Run("llama.cpp and tools", func(t *testing.T) {
+		tools := func(i int) string {
+			if i%2 == 0 {
+				return ""
+			}
+			return `,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+		}
+		s := newSetup(t, llmsim.Config{Instant: true, Flavor: llmsim.FlavorLlamaCpp}, 1, promptSet{n: 6, extra: tools})
+		res := runWant(t, 3, s.args("--token-ids", "--concurrency", "1")...)
+		// Each prompt once, the ones with tools as errors (llama.cpp answers
+		// the ids it is sent, so the answers start with their digest, not
+		// the messages').
+		seen := map[string]bool{}
+		for _, r := range readTokenRecords(t, s.out) {
+			if seen[r.ID] || strings.Contains(s.lines[r.ID], `"tools"`) || len(r.Output.TokenIDs) == 0 {
+				t.Fatalf("answer %s: twice, with tools, or without ids", r.ID)
+			}
+			seen[r.ID] = true
+		}
+		for _, r := range readTokenRecords(t, s.errs()) {
+			if seen[r.ID] || r.Error.Reason != record.ReasonNoTokenIDs || !strings.Contains(r.Error.Message, "does not parse tool calls") {
+				t.Fatalf("%s: %+v", r.ID, r.Error)
+			}
+			seen[r.ID] = true
+		}
+		if len(seen) != 6 || !strings.Contains(res.stderr, "token ids: 3 answers with them, 3 failed without them") {
+			t.Fatalf("%d prompts accounted for\n%s", len(seen), res.stderr)
+		}
+	})
 }
 
 // Every regenerated turn carries its ids; with a template that keeps
