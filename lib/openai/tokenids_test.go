@@ -100,3 +100,25 @@ func TestTokenRequestBodies(t *testing.T) {
 		t.Errorf("llama.cpp answer %+v (%v)", c, err)
 	}
 }
+
+// FuzzParseTokenIDs: any body, read in any shape, gives ids or an error,
+// never a panic, and no ids beside an error.
+func FuzzParseTokenIDs(f *testing.F) {
+	for _, seed := range []string{
+		`{"choices":[{"token_ids":[1,2],"prompt_token_ids":[3]}],"prompt_token_ids":[4]}`,
+		`{"choices":[{"logprobs":{"content":[{"token":"token_id:7"},{"token":"token_id:-1"}]}}]}`,
+		`{"output_ids":[5,6],"tokens":[8]}`, `{"choices":[null]}`, `[]`, `{"choices":[{"token_ids":"x"}]}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, s := range []TokenShape{ShapeVLLM, ShapeVLLMLogprobs, ShapeSGLang, ShapeLlama} {
+			for _, a := range []API{APIChat, APICompletions, APIGenerate} {
+				p, ans, err := ParseTokenIDs(s, a, []byte(body))
+				if err != nil && (p != nil || ans != nil) {
+					t.Fatalf("ids beside an error: %v %v %v", p, ans, err)
+				}
+			}
+		}
+	})
+}
