@@ -22,6 +22,7 @@ func longTests() bool { return os.Getenv("TOKENMILL_TEST_LONG") == "1" }
 type tokenGen struct {
 	ID     json.RawMessage `json:"id"`
 	Output struct {
+		Text           string  `json:"text"`
 		PromptTokenIDs []int32 `json:"prompt_token_ids"`
 		TokenIDs       []int32 `json:"token_ids"`
 		Messages       []struct {
@@ -109,16 +110,24 @@ func breaks(g tokenGen) bool {
 	return false
 }
 
-// driftBefore tells whether an answer before a conversation's last has a
-// word the simulated tokenizer re-tokenizes differently.
+// hasDrift tells whether a text has a word the simulated tokenizer
+// re-tokenizes otherwise than it was generated.
+func hasDrift(text string) bool {
+	for _, w := range llmsim.DriftWords {
+		if strings.Contains(text, " "+w+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// driftBefore tells whether an answer before a conversation's last has
+// such a word.
 func driftBefore(g tokenGen) bool {
 	ts := g.Output.Turns
 	for _, tu := range ts[:max(len(ts)-1, 0)] {
-		text := g.Output.Messages[tu.Message].Content
-		for _, w := range llmsim.DriftWords {
-			if strings.Contains(text, " "+w+".") {
-				return true
-			}
+		if hasDrift(g.Output.Messages[tu.Message].Content) {
+			return true
 		}
 	}
 	return false
@@ -220,13 +229,32 @@ func TestTokenRowsReachTraining(t *testing.T) {
 
 			summary = run(t, dir, 0, "merge", "--to", "tokens", "-o", "rows.jsonl", "fit.jsonl")
 			rows := readAny(t, filepath.Join(dir, "rows.jsonl"))
+			// A single answer's row ends with the ids it was generated as,
+			// those whose text re-tokenizes otherwise too.
+			generated := map[string]tokenGen{}
+			drifted := 0
+			for _, g := range trained {
+				if len(g.Output.Turns) == 0 {
+					generated[string(g.ID)] = g
+				}
+			}
 			var loss, tokens int
 			for _, line := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(dir, "rows.jsonl"))), "\n") {
 				var r struct {
-					InputIDs []int32 `json:"input_ids"`
-					LossMask []int32 `json:"loss_mask"`
+					ID              json.RawMessage `json:"id"`
+					InputIDs        []int32         `json:"input_ids"`
+					LossMask        []int32         `json:"loss_mask"`
+					NumPromptTokens int             `json:"num_prompt_tokens"`
 				}
 				json.Unmarshal([]byte(line), &r)
+				if g, ok := generated[string(r.ID)]; ok {
+					if !slices.Equal(r.InputIDs[r.NumPromptTokens:], g.Output.TokenIDs) {
+						t.Fatalf("row %s: its answer is not the ids generated", r.ID)
+					}
+					if hasDrift(g.Output.Text) {
+						drifted++
+					}
+				}
 				if len(r.InputIDs) != len(r.LossMask) || len(r.InputIDs) > tc.window {
 					t.Fatalf("a row of %d ids, %d mask values", len(r.InputIDs), len(r.LossMask))
 				}
@@ -234,6 +262,9 @@ func TestTokenRowsReachTraining(t *testing.T) {
 				for _, m := range r.LossMask {
 					loss += int(m)
 				}
+			}
+			if len(generated) > 0 && drifted == 0 {
+				t.Errorf("no single answer re-tokenizes otherwise: the test shows less than it should")
 			}
 			if len(rows) != wantRows || loss != cut.answerIDs {
 				t.Fatalf("%d rows, %d tokens with loss; want %d rows and the %d answer ids filter kept (cut to complete exchanges)\n%s", len(rows), loss, wantRows, cut.answerIDs, summary)
@@ -266,8 +297,8 @@ func TestTokenRowsReachTraining(t *testing.T) {
 			if pq := readFile(t, filepath.Join(dir, "rows.parquet.manifest.json")); !strings.Contains(pq, fmt.Sprintf(`"rows": %d,`, wantRows)) {
 				t.Errorf("the Parquet manifest: %s", pq)
 			}
-			t.Logf("prompts %d; infer %+v; filter kept %+v, dropped %+v; trained on %+v; merge %d rows (%d conversations per turn), %d tokens, %d with loss",
-				prompts, inferred, kept, dropped, cut, len(rows), perTurn, tokens, loss)
+			t.Logf("prompts %d; infer %+v; filter kept %+v, dropped %+v; trained on %+v; merge %d rows (%d conversations per turn), %d tokens, %d with loss; %d single answers' rows carry ids their text re-tokenizes otherwise",
+				prompts, inferred, kept, dropped, cut, len(rows), perTurn, tokens, loss, drifted)
 		})
 	}
 }
