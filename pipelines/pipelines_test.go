@@ -216,7 +216,7 @@ func tail(s string, n int) string {
 
 // waitFor polls cond every 50 ms and fails the test with what it waited
 // for once timeout has passed.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -228,7 +228,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // startFleet starts llmsim with n endpoints on free loopback ports and
 // returns their URLs as infer --endpoints takes them; the fleet is stopped
 // when the test ends.
-func startFleet(t *testing.T, n int, args ...string) string {
+func startFleet(t testing.TB, n int, args ...string) string {
 	t.Helper()
 	urls, _ := startStoppableFleet(t, n, args...)
 	return urls
@@ -236,14 +236,14 @@ func startFleet(t *testing.T, n int, args ...string) string {
 
 // startStoppableFleet is startFleet that also returns a stop that ends
 // llmsim (SIGTERM, so that its --request-log is flushed) and waits for it.
-func startStoppableFleet(t *testing.T, n int, args ...string) (string, func()) {
+func startStoppableFleet(t testing.TB, n int, args ...string) (string, func()) {
 	t.Helper()
 	return startFleetAt(t, strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ","), args...)
 }
 
 // startFleetAt is startStoppableFleet listening on listen (llmsim
 // --listen).
-func startFleetAt(t *testing.T, listen string, args ...string) (string, func()) {
+func startFleetAt(t testing.TB, listen string, args ...string) (string, func()) {
 	t.Helper()
 	dir := t.TempDir()
 	ready, logName := filepath.Join(dir, "ready"), filepath.Join(dir, "llmsim.log")

@@ -94,16 +94,17 @@ func (e *Endpoint) consultCache(f *flight) {
 		return
 	}
 	p := &f.job.prompt
-	ids := promptIDs(p)
+	tok := e.tok()
+	ids := tok.prompt(p)
 	hashes := pageHashes(ids)
 	var answers [][]uint64
 	for _, c := range f.choices {
 		text := string(c.appendContent(nil, 0, c.Target))
 		var full []int
 		if len(p.Messages) > 0 {
-			full = chatTokenIDs(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), false)
+			full = tok.chat(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), p.history, false)
 		} else {
-			full = append(append([]int(nil), ids...), textTokenIDs(text)...)
+			full = append(append([]int(nil), ids...), tok.text(text)...)
 		}
 		answers = append(answers, pageHashes(full))
 	}

@@ -59,6 +59,7 @@ type Command struct {
 	MaxQueued            int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
 	ContextLength        int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
 	Reasoning            bool    `help:"Chat answers carry message.reasoning_content (as with --reasoning-parser)."`
+	ChatTemplate         string  `help:"A word tokenizer and this chat template (chatml keeps every reasoning_content sent back; qwen3 drops it before the last user turn), so that answers re-tokenize to their ids but for a few drift words; empty: four-byte pieces." default:"" enum:",chatml,qwen3"`
 	LoopRate             float64 `help:"Fraction of answers that fall into a repeated span until max_tokens (finish length)." default:"0"`
 	EmptyRate            float64 `help:"Fraction of answers with empty content (finish stop)." default:"0"`
 	ThinkResidueRate     float64 `help:"Fraction of answers with <think> and </think> markers left in the content." default:"0"`
@@ -155,7 +156,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 func (c *Command) config(addrs []string) (Config, error) {
 	cfg := Config{
 		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
-		ContextLength: c.ContextLength, Reasoning: c.Reasoning, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
+		ContextLength: c.ContextLength, Reasoning: c.Reasoning, ChatTemplate: c.ChatTemplate, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
 		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
 		LoopRate: c.LoopRate, EmptyRate: c.EmptyRate, ThinkResidueRate: c.ThinkResidueRate, TruncateRate: c.TruncateRate,
 		Instant: c.Instant, Seed: c.Seed, Temperature: c.Temperature, APIKey: c.APIKey,

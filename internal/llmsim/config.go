@@ -167,6 +167,9 @@ type Config struct {
 	// Reasoning makes chat answers carry message.reasoning_content, as a
 	// server started with --reasoning-parser does.
 	Reasoning bool
+	// ChatTemplate gives the endpoints a word tokenizer and a chat template
+	// ("chatml" or "qwen3", tokenizer.go); "": llmsim's four-byte pieces.
+	ChatTemplate string
 	// TimeScale S runs simulated time S times faster than real time;
 	// default 1.
 	TimeScale float64
@@ -244,6 +247,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, fmt.Errorf("context-length %d is too small", out.ContextLength)
 	case out.TimeScale < 0:
 		return out, fmt.Errorf("time-scale %g is negative", out.TimeScale)
+	}
+	if err := checkChatTemplate(out.ChatTemplate); err != nil {
+		return out, err
 	}
 	if err := out.Faults.validate(); err != nil {
 		return out, err

@@ -28,6 +28,7 @@ var (
 const (
 	pathVersion       = "/version"
 	pathTokenize      = "/tokenize"
+	pathApplyTemplate = "/apply-template"
 	pathDetokenize    = "/detokenize"
 	pathSGLTokenize   = "/v1/tokenize"
 	pathLlamaHealthV1 = "/v1/health"
@@ -66,10 +67,12 @@ type vllmRelease struct {
 	// modelParam is the param a model-not-found error names ("" null).
 	modelParam string
 	fitContext contextRule
+	// returnTokenIDs: return_token_ids exists (0.10.2 and later).
+	returnTokenIDs bool
 }
 
 var (
-	vllmCurrent = vllmRelease{flavor: FlavorVLLM, version: vllmVersion, modelParam: "model", fitContext: vllmContext}
+	vllmCurrent = vllmRelease{flavor: FlavorVLLM, version: vllmVersion, modelParam: "model", fitContext: vllmContext, returnTokenIDs: true}
 	vllmOld     = vllmRelease{flavor: FlavorVLLM0100, version: vllmOldVersion, flatErrors: true, fitContext: vllm0100Context}
 )
 
@@ -90,6 +93,7 @@ func vllmDialect(r vllmRelease) *dialect {
 		jsonOnly: true, holdWhileStarting: true, reasoning: "reasoning_content", server: "uvicorn",
 		completionMaxTokens: defaultCompletionMaxTokens, // completion/protocol.py CompletionRequest max_tokens = 16
 		fitContext:          r.fitContext, busyMessage: msgQueueFull,
+		tokenIDs: tokenStyle{chatPromptTop: r.returnTokenIDs, choiceIDs: r.returnTokenIDs, cmplChoice: r.returnTokenIDs, logprobIDs: true},
 		modelNotFound: func(name string) *apiError { // serving_engine.py _check_model
 			return &apiError{kind: errModel, status: fasthttp.StatusNotFound, msg: "The model `" + name + "` does not exist.", param: r.modelParam}
 		},
@@ -138,13 +142,13 @@ func llamacppDialect() *dialect {
 			pathHealth: health, pathLlamaHealthV1: health,
 			pathModels: models, pathLlamaModels: models,
 			pathLlamaProps: get(serveLlamaProps), pathLlamaSlots: get(serveLlamaSlots), pathMetrics: get(serveLlamaMetrics),
-			pathTokenize: post(serveLlamaTokenize),
-			pathChat:     chat, pathLlamaChat: chat, pathCompletions: cmpl,
+			pathTokenize: post(serveLlamaTokenize), pathApplyTemplate: post(serveLlamaApplyTemplate),
+			pathChat: chat, pathLlamaChat: chat, pathCompletions: cmpl,
 			pathLlamaComplete: native, pathLlamaCompls: native,
 		},
 		open:     func(p string) bool { return public[p] },
 		anyModel: true, reasoning: "reasoning_content", completionMaxTokens: -1,
-		fitContext: llamacppContext, busyMessage: msgQueueFull,
+		fitContext: llamacppContext, busyMessage: msgQueueFull, tokenIDs: tokenStyle{nativeTokens: true},
 		oai: &oaiStyle{
 			fingerprint: `"` + llamacppBuild + `"`,
 			firstDelta:  `"role":"assistant","content":null`, lastDelta: ``,

@@ -41,6 +41,7 @@ type sink struct {
 	bad   *jsonl.Rejects
 	n     *counts
 	buf   []byte
+	train trainLimits // --max-train-tokens, --min-loss-tokens (train.go)
 }
 
 // run reads in, checks with one worker per checker and writes through s
@@ -52,6 +53,7 @@ func run(ctx context.Context, in *jsonl.Reader, checkers []*quality.Checker, s *
 	return jsonl.Parallel(ctx, in, len(checkers), func(w int, b *jsonl.Batch[judgement]) {
 		for i := range b.Items {
 			judge(checkers[w], &recs[w], &b.Items[i])
+			s.train.check(&b.Items[i])
 		}
 	}, s.write)
 }

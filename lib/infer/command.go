@@ -59,6 +59,7 @@ type Generate struct {
 	HistoryReasoning bool `help:"With --regenerate, send each earlier answer's reasoning_content back in the history (by default it is kept in the output but left out of later turns' requests, as the Qwen3 and DeepSeek chat templates do)."`
 	Affinity         bool `default:"true" negatable:"" help:"With --regenerate, send every turn of a conversation to the endpoint that served its first turn, holding its slot between turns, so that the server's prefix cache serves the history; a conversation moves only when a turn fails there. --no-affinity (or --affinity=false) sends each turn to the least loaded endpoint."`
 	ToolRounds       int  `default:"16" placeholder:"N" help:"With --regenerate, the most rounds of tool results the model may get per user turn; a call past them ends the conversation, truncated (tool_rounds)."`
+	TokenIDs         bool `name:"token-ids" help:"Record the token ids each server used: output.prompt_token_ids (the prompt as the server tokenized it, chat template applied) and output.token_ids (the answer as generated), on every turn with --regenerate, and output.served_by (model, server kind and version, chat template hash). Asked of vLLM, SGLang and llama.cpp in their own way; Ollama and gateways are refused. See README."`
 
 	tokens.FitFlags `embed:""`
 

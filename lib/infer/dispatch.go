@@ -91,7 +91,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 			r.eta.Started(j, ep.Index(), start)
 			j.etaOn, j.started = true, start
 		}
-		c, f := r.pool.Complete(ep, r.cfg.API.Path(), j.body, r.cfg.RequestTimeout, r.cfg.API.Parse)
+		c, f := r.complete(ep, j)
 		end := r.clk.Now()
 		if f == nil || !f.Down {
 			j.attempts++
@@ -188,6 +188,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
+		TokenIDs: r.answerTokenIDs(ep, j),
 	}
 	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
@@ -282,7 +283,7 @@ func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) (more, ok bool) {
 	conv := j.conv
 	turn := record.Turn{FinishReason: c.FinishReason, Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
-		MaxTokens: j.fit.Max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
+		MaxTokens: j.fit.Max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts, TokenIDs: r.turnTokenIDs(ep, j)}
 	a, err := conv.NewAnswer(c, turn)
 	if err != nil {
 		r.fatal(err)
@@ -323,6 +324,9 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 func (r *runner) finishConversation(j *job) {
 	conv := j.conv
 	out := conv.Output(j.sample, r.model)
+	if r.cfg.TokenIDs {
+		out.ServedBy = r.servedBy(out.Endpoint)
+	}
 	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
 		return
 	}

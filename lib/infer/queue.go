@@ -54,6 +54,8 @@ type job struct {
 	ctxRetries   int
 	refused      *fleet.Failure
 	reason       string // the error record's reason, when infer decided the failure
+	// tok is the last answer's token ids (--token-ids, tokenids.go).
+	tok *record.TokenIDs
 }
 
 // readyQueue holds answers whose backoff is over, to be dispatched before

@@ -45,6 +45,9 @@ func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
 	if err := r.discoverModel(); err != nil {
 		return err
 	}
+	if err := r.startTokenIDs(); err != nil {
+		return err
+	}
 	if err := r.openFiles(); err != nil {
 		return err
 	}
@@ -105,6 +108,7 @@ type runner struct {
 
 	shownFail atomic.Int64
 	bufs      sync.Pool
+	tok       tokenIDs // --token-ids (tokenids.go)
 
 	// cleanup undoes the steps taken so far, last first (see close).
 	cleanup []func()
@@ -597,6 +601,7 @@ func (r *runner) moreSummary(s Summary) []string {
 		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
 			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), record.ReasonPromptTooLong, cli.Thousands(cr)))
 	}
+	lines = append(lines, r.tokenSummary()...)
 	if n := c.empty.Load(); n > 0 {
 		what := "answers"
 		if r.cfg.Regenerate {

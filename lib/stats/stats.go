@@ -64,7 +64,8 @@ type Command struct {
 	cli.ForceFlag `set:"force_what=--plot and --rejects"`
 	cli.WorkersFlag
 	cli.ProgressFlag
-	Checks string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
+	TokenFlags `embed:""`
+	Checks     string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
 	quality.Flags
 }
 
@@ -103,6 +104,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.ToolOptions(ctx, env))
 	agg := newAggregator()
+	tk := newTokenAgg(c.TokenFlags)
 	if checks != nil {
 		agg.checks = newCheckAgg(checks)
 	}
@@ -114,6 +116,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return rejects.Add(it.Record, it.V.err.reason, it.V.err.err.Error())
 		}
 		agg.add(&it.V.fact, it.File, it.Line)
+		tk.add(it.Record.Data)
 		return nil
 	}, &prog)
 	display.Stop()
@@ -128,6 +131,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	report.Rejected = rejects.Total()
 	report.RejectReasons = counts(rejects.Counts())
 	report.Interrupted = cli.Interrupted(ctx)
+	if !report.Interrupted {
+		report.Tokens = tk.report(ctx)
+	}
 	if err := c.write(env, report); err != nil {
 		rejects.Abort()
 		return err
@@ -191,6 +197,10 @@ func (c *Command) check() error {
 		return cli.Usagef("--top must not be negative")
 	case c.ContextLength < 0:
 		return cli.Usagef("--context-length must not be negative")
+	case c.MaxTrainTokens < 0 || c.MinLossTokens < 0:
+		return cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
+	case c.Tokens && c.TokensSample < 1:
+		return cli.Usagef("--tokens-sample must be at least 1")
 	}
 	return nil
 }
