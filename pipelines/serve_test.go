@@ -15,16 +15,11 @@ import (
 	"tokenmill/internal/testbin"
 )
 
-// longTier reports whether the long tests run: TOKENMILL_TEST_LONG=1
-// (checked here until the kit has a helper for the switch).
-func longTier() bool { return os.Getenv("TOKENMILL_TEST_LONG") == "1" }
-
-// requireLong skips a test of more than a few seconds outside the long tier.
+// requireLong skips a test of more than a few seconds outside the long
+// tier, naming the test that covers it in the default one.
 func requireLong(t *testing.T, fast string) {
 	t.Helper()
-	if !longTier() {
-		t.Skipf("a long test: set TOKENMILL_TEST_LONG=1 to run it (%s runs in the default tier)", fast)
-	}
+	testbin.Long(t, fast+" runs in the default tier")
 }
 
 // servedFleet is a serve binary running llmsim servers for a test.
@@ -158,7 +153,7 @@ func (f *servedFleet) stop(t *testing.T) {
 // tier runs a real public dataset; the default one 150 rows of the demo.
 func TestGenerateOnServe(t *testing.T) {
 	data, extractArgs := filepath.Join(repoRoot, demoData), "--limit 150"
-	if longTier() {
+	if testbin.IsLong() {
 		real, err := filepath.Abs(testbin.RealData(t, "alpaca_en_demo.json"))
 		if err != nil {
 			t.Fatal(err)

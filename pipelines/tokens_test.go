@@ -11,11 +11,8 @@ import (
 	"testing"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 )
-
-// longTests tells whether tests past 5 s of wall time run: until the kit
-// has one switch for them, TOKENMILL_TEST_LONG=1 says so here.
-func longTests() bool { return os.Getenv("TOKENMILL_TEST_LONG") == "1" }
 
 // tokenGen is a generation record's token ids as infer --token-ids
 // writes them.
@@ -145,8 +142,8 @@ func driftBefore(g tokenGen) bool {
 // many of each as the test finds itself and merge's summary and manifest
 // say.
 func TestTokenRowsReachTraining(t *testing.T) {
-	if testing.Short() && !longTests() {
-		t.Skip("long: TOKENMILL_TEST_LONG=1 runs it")
+	if testing.Short() && !testbin.IsLong() {
+		t.Skip("-short: TOKENMILL_TEST_LONG=1 runs it anyway")
 	}
 	glaive, fastchat := realDataFile(t, "glaive_toolcall_en_demo.json"), realDataFile(t, "fastchat_dummy_conversation.json")
 	chatml := startFleet(t, 2, "--instant", "--seed", "5", "--chat-template", "chatml", "--tool-call-rate", "0.4")

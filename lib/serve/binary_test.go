@@ -18,14 +18,10 @@ import (
 
 func TestMain(m *testing.M) { testbin.Main(m, "serve", "llmsim", "infer") }
 
-// long skips a test that takes more than a few seconds unless
-// TOKENMILL_TEST_LONG=1 (the long tier); checked here directly until the
-// kit has a helper for the switch.
+// long skips a test that takes more than a few seconds outside the long tier.
 func long(t *testing.T) {
 	t.Helper()
-	if os.Getenv("TOKENMILL_TEST_LONG") != "1" {
-		t.Skip("a long test: set TOKENMILL_TEST_LONG=1 to run it")
-	}
+	testbin.Long(t, "serve through the binaries at length")
 }
 
 // freePorts finds n consecutive free ports.
