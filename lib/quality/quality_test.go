@@ -333,22 +333,6 @@ func jsonUnmarshalString(raw string, s *string) error {
 	return json.Unmarshal([]byte(raw), s)
 }
 
-func FuzzUnquote(f *testing.F) {
-	for _, s := range []string{`""`, `"plain"`, `"a\nb\t\"c\"\\"`, `"\u00e9\ud83d\ude00"`, `"\ud800x"`, "\"\xff\"", `"\/"`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		var want string
-		if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || json.Unmarshal([]byte(raw), &want) != nil {
-			return
-		}
-		got, _ := Unquote([]byte(raw), nil)
-		if got != want {
-			t.Fatalf("Unquote(%s) = %q, encoding/json says %q", raw, got, want)
-		}
-	})
-}
-
 var recordSeeds = []string{
 	`{"id":"a","messages":[{"role":"user","content":"hi"}],"output":{"text":"Hello!\n","reasoning":"greet","finish_reason":"stop","sample":0}}`,
 	`{"id":"b","prompt":"2+2=","output":{"text":" 4","finish_reason":"length","tool_calls":[{"function":{"name":"calc","arguments":"{\"x\":1}"}}]},"tools":"[{\"name\":\"calc\"}]"}`,

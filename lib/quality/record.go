@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
-	"unsafe"
 
 	"github.com/segmentio/encoding/json"
 
@@ -212,7 +209,7 @@ func stringField(name string, sp *span, buf []byte) (string, []byte, *ParseError
 	if sp.raw[0] != '"' {
 		return "", buf, parseErr(ReasonBadOutput, "%s should be a string, not %.20s", name, sp.raw)
 	}
-	s, buf := unquote(sp.raw, buf, sp.escaped, sp.high)
+	s, buf := record.UnquoteKnown(sp.raw, buf, sp.escaped, sp.high)
 	return s, buf, nil
 }
 
@@ -225,119 +222,13 @@ func finishField(sp *span) (string, *ParseError) {
 	if sp.raw[0] != '"' {
 		return "", parseErr(ReasonBadOutput, "output.finish_reason should be a string, not %.20s", sp.raw)
 	}
-	s, _ := unquote(sp.raw, nil, sp.escaped, sp.high)
+	s, _ := record.UnquoteKnown(sp.raw, nil, sp.escaped, sp.high)
 	for _, known := range [...]string{"stop", "length", "tool_calls", "abort", "content_filter"} {
 		if s == known {
 			return known, nil
 		}
 	}
 	return strings.Clone(s), nil
-}
-
-// Unquote decodes the valid JSON string literal raw. Without escapes the
-// result aliases raw; otherwise it is written into buf (returned for
-// reuse) and aliases it. Invalid UTF-8 becomes U+FFFD, as decoders do.
-func Unquote(raw, buf []byte) (string, []byte) {
-	return unquote(raw, buf, bytes.IndexByte(raw, '\\') >= 0, true)
-}
-
-// unquote is Unquote knowing whether raw holds an escape, and whether it
-// may hold bytes above ASCII (when not, the result is valid UTF-8 as it
-// stands).
-func unquote(raw, buf []byte, escaped, high bool) (string, []byte) {
-	s := raw[1 : len(raw)-1]
-	if !escaped {
-		if !high || utf8.Valid(s) {
-			return unsafe.String(unsafe.SliceData(s), len(s)), buf
-		}
-		buf = appendValid(buf[:0], s)
-		return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
-	}
-	i := bytes.IndexByte(s, '\\')
-	buf = append(buf[:0], s[:i]...)
-	for s = s[i:]; len(s) > 0; {
-		if s[0] != '\\' {
-			j := bytes.IndexByte(s, '\\')
-			if j < 0 {
-				j = len(s)
-			}
-			buf = append(buf, s[:j]...)
-			s = s[j:]
-			continue
-		}
-		if len(s) < 2 {
-			break
-		}
-		switch c := s[1]; c {
-		case 'n':
-			buf = append(buf, '\n')
-		case 't':
-			buf = append(buf, '\t')
-		case 'r':
-			buf = append(buf, '\r')
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'u':
-			if len(s) < 6 {
-				s = s[len(s):]
-				continue
-			}
-			r := hex4(s[2:6])
-			s = s[6:]
-			if utf16.IsSurrogate(r) {
-				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-					if pair := utf16.DecodeRune(r, hex4(s[2:6])); pair != utf8.RuneError {
-						buf = utf8.AppendRune(buf, pair)
-						s = s[6:]
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			buf = utf8.AppendRune(buf, r)
-			continue
-		default: // " \\ /
-			buf = append(buf, c)
-		}
-		s = s[2:]
-	}
-	if high && !utf8.Valid(buf) {
-		buf = appendValid(nil, buf)
-	}
-	return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
-}
-
-// appendValid appends s with each byte of invalid UTF-8 replaced by
-// U+FFFD, as encoding/json decodes it.
-func appendValid(dst, s []byte) []byte {
-	for len(s) > 0 {
-		r, n := utf8.DecodeRune(s)
-		if r == utf8.RuneError && n == 1 {
-			dst = utf8.AppendRune(dst, utf8.RuneError)
-		} else {
-			dst = append(dst, s[:n]...)
-		}
-		s = s[n:]
-	}
-	return dst
-}
-
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
 }
 
 // Tools is the set of functions the record offers (parsed only when some
@@ -386,7 +277,7 @@ func userTurn(messages, prompt []byte) string {
 		}
 	}
 	if len(prompt) > 0 && prompt[0] == '"' {
-		s, _ := Unquote(prompt, nil)
+		s, _ := record.Unquote(prompt, nil)
 		return strings.Clone(s)
 	}
 	return ""
