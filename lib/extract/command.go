@@ -139,15 +139,8 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		// A named file is not put in place short; stdout keeps the
-		// prompts written before the signal, and exit 130 says so.
-		if c.Stdout() {
-			out.Close()
-		}
-		out.Abort()
-		rejects.Abort()
-		env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))
-		return context.Cause(ctx)
+		abort := func() { out.Abort(); rejects.Abort() }
+		return env.EndInterrupted(ctx, out, abort, n.summary(rejects, c.Turns == TurnsEach), n.read.Load(), "")
 	}
 	werr := out.Close()
 	env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))

@@ -126,15 +126,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		where := "no file written"
-		if s.out.Path() == "-" {
-			s.out.Close()
-			where = "stdout holds the records decided before the interrupt"
-		}
-		s.abort()
-		env.Logf("%s", s.summary())
-		env.Logf("interrupted after %d records: output incomplete (%s)", s.n.read.Load(), where)
-		return context.Cause(ctx)
+		return env.EndInterrupted(ctx, s.out, s.abort, s.summary(), s.n.read.Load(), "")
 	}
 	if err := s.out.Close(); err != nil {
 		s.abort()
