@@ -117,12 +117,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--dups: %w", err)
 		}
 	}
-	if s.rejects, err = jsonl.CreateRejects(env, c.Rejects, c.Force); err != nil {
+	if s.rejects, err = jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force); err != nil {
 		s.abort()
 		return err
 	}
 
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.ToolOptions(ctx, env))
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()

@@ -116,14 +116,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		out.Abort()
 		return err
 	}
-	opts := jsonl.ToolOptions(ctx, env)
-	opts.CSV = &jsonl.CSVOptions{Delimiter: delim}
-	in := jsonl.NewReader(c.Files, env.Stdin, opts)
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: delim}})
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {

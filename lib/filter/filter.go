@@ -110,9 +110,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--rejects: %w", err)
 		}
 	}
-	s.bad = jsonl.NewRejects(env.Name, env.Stderr, s.unfit)
+	s.bad = jsonl.NewRejects(env, s.unfit)
 
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()

@@ -3,6 +3,7 @@ package jsonl
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func pqWrite[T any](t testing.TB, path string, rows []T, opts ...parquet.WriterO
 // line, and every error.
 func pqRead(t testing.TB, stdin io.Reader, names ...string) (recs []Record, errs []error) {
 	t.Helper()
-	r := NewReader(names, stdin, Options{})
+	r := NewReader(context.Background(), nil, names, stdin, Options{})
 	defer r.Close()
 	for i := 0; ; i++ {
 		if i > 1e6 {
@@ -554,7 +555,7 @@ func BenchmarkParquetRows(b *testing.B) {
 	var out int64
 	for b.Loop() {
 		out = 0
-		r := NewReader([]string{path}, nil, Options{})
+		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
 		for {
 			rec, err := r.Next()
 			if err == io.EOF {

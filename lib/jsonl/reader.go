@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 
-	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
 
@@ -66,14 +65,16 @@ func (e *InputError) Error() string {
 
 func (e *InputError) Unwrap() error { return e.Err }
 
+// Logger is where jsonl tells a person what they should know while it
+// reads and rejects: a tool's stderr, each line prefixed with the tool's
+// name (*cli.Env is one). A nil Logger says nothing.
+type Logger interface {
+	Logf(format string, args ...any)
+}
+
 // Options tune a Reader.
 type Options struct {
 	MaxLine int // 0 means MaxLine; tests set less
-	// Context, when set, ends a wait for a FIFO's writer (see Open): Next
-	// then returns the context's cause, not an InputError.
-	Context context.Context
-	// Logf, when set, says what a long wait for a FIFO is waiting for.
-	Logf func(format string, args ...any)
 	// CSV, when set, reads CSV and TSV inputs (see csv.go); nil refuses them.
 	CSV *CSVOptions
 }
@@ -101,6 +102,8 @@ type source interface {
 
 // Reader streams the records of several inputs in order.
 type Reader struct {
+	ctx   context.Context
+	log   Logger
 	names []string
 	stdin io.Reader
 	opts  Options
@@ -110,14 +113,17 @@ type Reader struct {
 }
 
 // NewReader reads the named files in order; no names, or "-", read stdin.
-func NewReader(names []string, stdin io.Reader, opts Options) *Reader {
+// ctx ends a wait for a FIFO's writer (see Open): Next then returns ctx's
+// cause, not an InputError. log, if not nil, says after a second what such
+// a wait is for.
+func NewReader(ctx context.Context, log Logger, names []string, stdin io.Reader, opts Options) *Reader {
 	if len(names) == 0 {
 		names = []string{"-"}
 	}
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = MaxLine
 	}
-	return &Reader{names: names, stdin: stdin, opts: opts}
+	return &Reader{ctx: ctx, log: log, names: names, stdin: stdin, opts: opts}
 }
 
 // Next returns the next record, io.EOF after the last one, or an
@@ -133,7 +139,7 @@ func (r *Reader) Next() (Record, error) {
 			r.Stats.Files++
 			src, err := openSource(name, r.stdin, r)
 			if err != nil {
-				if ctx := r.opts.Context; ctx != nil && ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+				if r.ctx.Err() != nil && errors.Is(err, context.Cause(r.ctx)) {
 					return Record{}, err
 				}
 				return Record{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
@@ -318,8 +324,10 @@ func describeReadError(err error) error {
 	return err
 }
 
-// ToolOptions are the Options of a tool's run: its context ends a wait for
-// a FIFO, and the wait is explained on its stderr.
-func ToolOptions(ctx context.Context, env *cli.Env) Options {
-	return Options{Context: ctx, Logf: env.Logf}
+// logf is the Logger's Logf, or nil when there is none.
+func (r *Reader) logf() func(format string, args ...any) {
+	if r.log == nil {
+		return nil
+	}
+	return r.log.Logf
 }

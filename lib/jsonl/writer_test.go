@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -29,7 +30,7 @@ func TestWriterRoundTripCompressed(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		out := readAll(t, NewReader([]string{path}, nil, Options{}))
+		out := readAll(t, NewReader(context.Background(), nil, []string{path}, nil, Options{}))
 		if len(out) != 1000 || out[999].line != 1000 {
 			t.Fatalf("%s: read back %d records", name, len(out))
 		}
@@ -175,7 +176,7 @@ func TestRejects(t *testing.T) {
 	path := filepath.Join(dir, "rejects.jsonl")
 	var stderr bytes.Buffer
 	env := &cli.Env{Name: "tool", Stderr: &stderr}
-	r, err := CreateRejects(env, path, false)
+	r, err := CreateRejects(path, nil, env, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestRejects(t *testing.T) {
 	if n := strings.Count(log, ": not_an_object"); n != reportLimit {
 		t.Errorf("not_an_object shown %d times, want %d", n, reportLimit)
 	}
-	out := readAll(t, NewReader([]string{path}, nil, Options{}))
+	out := readAll(t, NewReader(context.Background(), nil, []string{path}, nil, Options{}))
 	if len(out) != 10 {
 		t.Fatalf("rejects file has %d records, want every one of 10", len(out))
 	}
@@ -215,7 +216,7 @@ func TestRejects(t *testing.T) {
 }
 
 func TestRejectsNoneIsSuccess(t *testing.T) {
-	r := NewRejects("tool", io.Discard, nil)
+	r := NewRejects(nil, nil)
 	if err := r.Close(); err != nil || r.Summary() != "rejected 0" {
 		t.Fatalf("Close = %v, summary %q", err, r.Summary())
 	}

@@ -136,7 +136,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer lock.Release()
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 
 // readAnswers folds every generation and error record into the table.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.ToolOptions(m.ctx, env))
+	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
 	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
@@ -317,14 +317,14 @@ func rejectKey(p *parsed) uint64 {
 // the answers they reject are known wherever those answers are read.
 // Reject records elsewhere are recognised when read.
 func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
-	discard := jsonl.NewRejects("merge", io.Discard, nil) // bad lines are reported when read again below
+	discard := jsonl.NewRejects(nil, nil) // bad lines are reported when read again below
 	for _, name := range m.cmd.Inputs {
 		// Only regular files can be read twice: stdin, a pipe or a FIFO is
 		// read once, with the rest.
 		if st, err := os.Stat(name); name == "-" || err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		in := jsonl.NewReader([]string{name}, nil, jsonl.Options{})
+		in := jsonl.NewReader(m.ctx, env, []string{name}, nil, jsonl.Options{})
 		first := true
 		err := eachRecord(m, in, discard, func(rec jsonl.Record) error {
 			p, rej := parseRecord(rec.Data)
@@ -414,7 +414,7 @@ func (m *merger) empty(data []byte) bool {
 // readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
 // or only its own when it carries a top-level sample.
 func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.ToolOptions(m.ctx, env))
+	in := jsonl.NewReader(m.ctx, env, []string{m.cmd.Prompts}, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
 	var buf, clean []byte

@@ -81,7 +81,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		rejects.Abort()
 		return err
 	}
-	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.ToolOptions(ctx, env))
+	reader := jsonl.NewReader(ctx, env, inputs, env.Stdin, jsonl.Options{})
 	agg := newAggregator()
 	if checks != nil {
 		agg.checks = newCheckAgg(checks)
