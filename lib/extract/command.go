@@ -160,7 +160,7 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 		}
 		rec, err := in.Next()
 		if err == io.EOF {
-			return c.take(x.Flush(), jsonl.Record{}, out, rejects, n)
+			return c.take(x.Flush(), jsonl.RawLine{}, out, rejects, n)
 		}
 		n.read.Add(1)
 		if err != nil {
@@ -185,7 +185,7 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 
 // take writes, rejects or counts the candidates of rec, stopping at
 // --limit.
-func (c *Command) take(cands []Candidate, rec jsonl.Record, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+func (c *Command) take(cands []Candidate, rec jsonl.RawLine, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
 	for _, cand := range cands {
 		n.candidates.Add(1)
 		switch {

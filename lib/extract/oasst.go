@@ -51,8 +51,8 @@ type oaNode struct {
 	parent   int    // index of the parent node; -1 for a root
 	role     string
 	content  []byte
-	held     *jsonl.Record // flat exports: the record it came from
-	bad      *badRecord    // flat exports: why it ends no prompt and is rejected
+	held     *jsonl.RawLine // flat exports: the record it came from
+	bad      *badRecord     // flat exports: why it ends no prompt and is rejected
 }
 
 // maxTreeDepth bounds the nesting of a tree record, so a hostile one
@@ -321,7 +321,7 @@ type heldTree struct {
 // hold keeps a message of a flat export until its tree is complete, and
 // returns the candidates of the tree before it if this message starts
 // another one.
-func (x *Extractor) hold(rec jsonl.Record) {
+func (x *Extractor) hold(rec jsonl.RawLine) {
 	tree := x.f.MessageTreeID
 	if h := &x.held; len(h.nodes) > 0 && !bytes.Equal(tree, h.tree) {
 		x.flushHeld()

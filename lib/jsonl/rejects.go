@@ -61,7 +61,7 @@ func CreateRejects(path string, stdout io.Writer, log Logger, force bool) (*Reje
 // decoder's words put in the record's, see cli.Plain). The record
 // written is the input with a "reject" field, or {"raw": line, "reject"}
 // when the input is not a JSON object.
-func (r *Rejects) Add(rec Record, reason, detail string) error {
+func (r *Rejects) Add(rec RawLine, reason, detail string) error {
 	detail = cli.Plain(detail)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -118,7 +118,7 @@ func (r *Rejects) Input(err error) error {
 	if !errors.As(err, &ie) {
 		return err
 	}
-	return r.Add(Record{Data: ie.Data, File: ie.File, Line: ie.Line}, ie.Reason, ie.Err.Error())
+	return r.Add(RawLine{Data: ie.Data, File: ie.File, Line: ie.Line}, ie.Reason, ie.Err.Error())
 }
 
 // Total is the number of rejects so far.

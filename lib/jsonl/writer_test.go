@@ -180,10 +180,10 @@ func TestRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Add(Record{Data: []byte(`{"id":1}`), File: "a.jsonl", Line: 3}, "no_user_turn", "")
-	r.Add(Record{Data: []byte(`{oops`), File: "a.jsonl", Line: 4}, ReasonMalformedJSON, "invalid character 'o'")
+	r.Add(RawLine{Data: []byte(`{"id":1}`), File: "a.jsonl", Line: 3}, "no_user_turn", "")
+	r.Add(RawLine{Data: []byte(`{oops`), File: "a.jsonl", Line: 4}, ReasonMalformedJSON, "invalid character 'o'")
 	for i := 0; i < 7; i++ {
-		r.Add(Record{Data: []byte(`[1]`), File: "b.jsonl", Line: int64(10 + i)}, ReasonNotObject, "")
+		r.Add(RawLine{Data: []byte(`[1]`), File: "b.jsonl", Line: int64(10 + i)}, ReasonNotObject, "")
 	}
 	r.Input(&InputError{File: "c.gz", Line: 9, Reason: ReasonUnreadable, Err: io.ErrUnexpectedEOF})
 

@@ -94,7 +94,7 @@ type merger struct {
 	dropEmpty bool
 	// rejected holds rejectKey of every answer filter rejected.
 	rejected map[uint64]struct{}
-	qrec     quality.Record
+	qrec     quality.GenerationView
 
 	read, bytes atomic.Int64 // answer records and bytes read (progress)
 	resolved    atomic.Int64 // keys emitted (progress)
@@ -262,7 +262,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
-	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
 		p, rej := parseRecord(rec.Data)
 		if rej == nil && p.rank == rankNone {
 			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
@@ -326,7 +326,7 @@ func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
 		}
 		in := jsonl.NewReader(m.ctx, env, []string{name}, nil, jsonl.Options{})
 		first := true
-		err := eachRecord(m, in, discard, func(rec jsonl.Record) error {
+		err := eachRecord(m, in, discard, func(rec jsonl.RawLine) error {
 			p, rej := parseRecord(rec.Data)
 			if first {
 				// Decided by the first record that parses: filter writes the
@@ -418,7 +418,7 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 	defer in.Close()
 	var e entry
 	var buf, clean []byte
-	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
 		p, rej := parseRecord(rec.Data)
 		if rej != nil {
 			return rejects.Add(rec, rej.reason, rej.detail)
@@ -454,7 +454,7 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 
 // eachRecord runs fn on every record of in, reporting input errors as
 // rejects, until the end or an interrupt.
-func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jsonl.Record) error) error {
+func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jsonl.RawLine) error) error {
 	for n := 0; ; n++ {
 		if err := m.check(n); err != nil {
 			return err

@@ -32,12 +32,12 @@ func parseErr(reason, format string, args ...any) *ParseError {
 	return &ParseError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }
 
-// Record is the view of a generation record the checks read: its answers,
-// one for a single answer or one per regenerated assistant turn
+// GenerationView is the view of a generation record the checks read: its
+// answers, one for a single answer or one per regenerated assistant turn
 // (output.turns), each with the user turn it answers. Its strings alias
-// the line parsed and buffers of the Record, so a Record is valid until
-// the next Parse or until the line's buffer is reused.
-type Record struct {
+// the line parsed and buffers of the view, so a view is valid until the
+// next Parse or until the line's buffer is reused.
+type GenerationView struct {
 	Kind record.Kind
 	// Conversation is true for a regenerated conversation (output.messages):
 	// Answers[i] is then output.turns[i].
@@ -94,7 +94,7 @@ type turnView struct {
 // without copying when it holds no escape. Field names match exactly, as
 // the record contract spells them ("Output" is not "output"), the last of
 // repeated ones winning.
-func (r *Record) Parse(line []byte) *ParseError {
+func (r *GenerationView) Parse(line []byte) *ParseError {
 	r.Kind, r.Conversation, r.Output, r.tools = record.KindPrompt, false, nil, nil
 	r.Answers = r.Answers[:0]
 	r.messages, r.prompt, r.toolsRaw, r.promptText, r.promptDone = nil, nil, nil, "", false
@@ -163,7 +163,7 @@ func (r *Record) Parse(line []byte) *ParseError {
 }
 
 // parseConversation reads the regenerated turns of output.messages.
-func (r *Record) parseConversation(msgsRaw, turnsRaw []byte) *ParseError {
+func (r *GenerationView) parseConversation(msgsRaw, turnsRaw []byte) *ParseError {
 	r.Conversation = true
 	clear(r.out.Messages[:cap(r.out.Messages)])
 	clear(r.out.Turns[:cap(r.out.Turns)])
@@ -233,10 +233,10 @@ func finishField(sp *span) (string, *ParseError) {
 
 // Tools is the set of functions the record offers (parsed only when some
 // answer calls one).
-func (r *Record) Tools() Tools { return r.tools }
+func (r *GenerationView) Tools() Tools { return r.tools }
 
 // toolCalls converts the calls of answer i, reusing r's buffers.
-func (r *Record) toolCalls(i int, calls []toolCallView) []ToolCall {
+func (r *GenerationView) toolCalls(i int, calls []toolCallView) []ToolCall {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -253,7 +253,7 @@ func (r *Record) toolCalls(i int, calls []toolCallView) []ToolCall {
 
 // lastUserTurn is the text of the prompt's last user message, or its
 // completion prompt; decoded when first asked for.
-func (r *Record) lastUserTurn() string {
+func (r *GenerationView) lastUserTurn() string {
 	if !r.promptDone {
 		r.promptDone = true
 		r.promptText = userTurn(r.messages, r.prompt)

@@ -111,7 +111,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		case it.Err != nil:
 			return rejects.Input(it.Err)
 		case it.V.err != nil:
-			return rejects.Add(it.Record, it.V.err.reason, it.V.err.err.Error())
+			return rejects.Add(it.RawLine, it.V.err.reason, it.V.err.err.Error())
 		}
 		agg.add(&it.V.fact, it.File, it.Line)
 		return nil
