@@ -5,6 +5,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/segmentio/asm/ascii"
 )
 
 // The one decoder of raw JSON strings, for the stages that read a record's
@@ -28,8 +30,8 @@ import (
 func AppendUnquoted(dst, q []byte) []byte {
 	start := len(dst)
 	dst = appendUnescaped(dst, literalBody(q))
-	if !utf8.Valid(dst[start:]) {
-		dst = appendValid(dst[:start], bytes.Clone(dst[start:]))
+	if text := dst[start:]; !valid(text) {
+		dst = appendValid(dst[:start], bytes.Clone(text))
 	}
 	return dst
 }
@@ -39,7 +41,7 @@ func AppendUnquoted(dst, q []byte) []byte {
 // (returned for reuse) and aliases buf. Either way it is valid until the
 // bytes it aliases are written again.
 func Unquote(q, buf []byte) (string, []byte) {
-	return UnquoteKnown(q, buf, bytes.IndexByte(q, '\\') >= 0, true)
+	return UnquoteKnown(q, buf, bytes.IndexByte(q, '\\') >= 0, !ascii.Valid(q))
 }
 
 // UnquoteKnown is Unquote for a caller whose scanner has already learnt
@@ -62,6 +64,10 @@ func UnquoteKnown(q, buf []byte, escaped, nonASCII bool) (string, []byte) {
 	return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
 }
 
+// valid is utf8.Valid, quicker on ASCII text (most of it): asm's
+// vectorized ASCII check costs a fraction of utf8.Valid's loop.
+func valid(text []byte) bool { return ascii.Valid(text) || utf8.Valid(text) }
+
 // literalBody is q without its quotes.
 func literalBody(q []byte) []byte {
 	if len(q) < 2 {
@@ -71,8 +77,9 @@ func literalBody(q []byte) []byte {
 }
 
 // appendUnescaped appends s, the inside of a string literal, with its
-// escapes decoded; other bytes are copied as they are. A malformed escape
-// (which valid JSON never holds) is dropped or copied, never read past.
+// escapes decoded; other bytes are copied as they are. A run of escapes
+// ("\n\n") is decoded in one go. A malformed escape (which valid JSON never
+// holds) is dropped or copied, never read past.
 func appendUnescaped(dst, s []byte) []byte {
 	for {
 		i := bytes.IndexByte(s, '\\')
@@ -80,43 +87,45 @@ func appendUnescaped(dst, s []byte) []byte {
 			return append(dst, s...)
 		}
 		dst = append(dst, s[:i]...)
-		if i+1 >= len(s) {
-			return dst
-		}
-		c := s[i+1]
-		s = s[i+2:]
-		switch c {
-		case 'u':
-			if len(s) < 4 {
+		for s = s[i:]; len(s) > 0 && s[0] == '\\'; {
+			if len(s) < 2 {
 				return dst
 			}
-			r := hex4(s)
-			s = s[4:]
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-					r2 = hex4(s[2:])
+			c := s[1]
+			s = s[2:]
+			switch c {
+			case 'u':
+				if len(s) < 4 {
+					return dst
 				}
-				// A pair decodes to a rune above U+FFFF, never to U+FFFD.
-				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-					r, s = d, s[6:]
-				} else {
-					r = utf8.RuneError
+				r := hex4(s)
+				s = s[4:]
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+						r2 = hex4(s[2:])
+					}
+					// A pair decodes to a rune above U+FFFF, never to U+FFFD.
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r, s = d, s[6:]
+					} else {
+						r = utf8.RuneError
+					}
 				}
+				dst = utf8.AppendRune(dst, r)
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			default: // '"', '\\', '/'
+				dst = append(dst, c)
 			}
-			dst = utf8.AppendRune(dst, r)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		default: // '"', '\\', '/'
-			dst = append(dst, c)
 		}
 	}
 }
@@ -138,20 +147,20 @@ func appendValid(dst, s []byte) []byte {
 	return dst
 }
 
-// hex4 is the value of the four hex digits at the start of h (a non-digit
-// counts as 0).
+// hex4 is the value of the four hex digits at the start of h (anything
+// else gives some value: valid JSON holds only hex digits there).
 func hex4(h []byte) rune {
 	var r rune
 	for _, c := range h[:4] {
-		r <<= 4
 		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
+		case c <= '9':
+			c -= '0'
+		case c >= 'a':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
 		}
+		r = r<<4 | rune(c)
 	}
 	return r
 }
