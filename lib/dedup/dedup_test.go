@@ -376,7 +376,7 @@ func TestUsageErrors(t *testing.T) {
 
 func readAll(t *testing.T, path string) []string {
 	t.Helper()
-	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	r := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
 	defer r.Close()
 	var out []string
 	for {

@@ -145,10 +145,10 @@ func isInputError(err error) bool {
 }
 
 // take turns one record into its jobs; false when the run is stopping.
-func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
+func (r *runner) take(ctx context.Context, rec jsonl.RawLine) bool {
 	raw := bytes.Clone(rec.Data)
 	reject := func(reason, detail string) bool {
-		if err := r.rejects.Add(jsonl.Record{Data: raw, File: rec.File, Line: rec.Line}, reason, detail); err != nil {
+		if err := r.rejects.Add(jsonl.RawLine{Data: raw, File: rec.File, Line: rec.Line}, reason, detail); err != nil {
 			r.fatal(fmt.Errorf("rejects file: %w", err))
 			return false
 		}
@@ -269,7 +269,7 @@ func rejectCheck(err error, reject func(reason, detail string) bool) bool {
 
 // duplicate reports (and names, the first few) a record whose id the
 // input has shown before: it is generated once.
-func (r *runner) duplicate(p *record.Prompt, rec jsonl.Record) bool {
+func (r *runner) duplicate(p *record.Prompt, rec jsonl.RawLine) bool {
 	if !r.ledger.see(p.ID.Text) {
 		return false
 	}
@@ -304,7 +304,7 @@ const ReasonNoConversation = "no_conversation"
 
 // takeConversation turns a conversation record into its jobs (one per
 // sample), each resumed from the journal's turns when it has some.
-func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []byte, rec jsonl.Record, reject func(reason, detail string) bool) bool {
+func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []byte, rec jsonl.RawLine, reject func(reason, detail string) bool) bool {
 	if !p.HasPrompt() {
 		return reject(openai.ReasonNoPrompt, `neither "messages" nor "prompt"`)
 	}

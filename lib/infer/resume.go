@@ -2,6 +2,7 @@ package infer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -122,7 +123,7 @@ func (d *doneRecord) cutByLength() bool {
 // keys it holds, and gains the keys of answers left to redo.
 func scanDone(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
 	var info resumeInfo
-	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	r := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{}) // the run's own output, read before the run starts
 	defer r.Close()
 	var lengthOnly []struct {
 		id     string

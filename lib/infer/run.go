@@ -206,7 +206,7 @@ func checkErrorsFile(path string) error {
 	if err != nil {
 		return err
 	}
-	rd := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	rd := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{}) // a regular file: no wait to end or explain
 	defer rd.Close()
 	for {
 		rec, err := rd.Next()
@@ -385,7 +385,7 @@ func (r *runner) openFiles() error {
 		r.errs = fileWriter(r.errPath, os.O_TRUNC)
 		r.onClose(func() { r.errs.close() })
 	}
-	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.continues())
+	rejects, err := jsonl.CreateRejects(r.cfg.Rejects, r.env.Stdout, r.env, r.cfg.Force || r.cfg.continues())
 	if err != nil {
 		return err
 	}
@@ -440,7 +440,7 @@ func (r *runner) generate(ctx context.Context) {
 		flushEvery(r.clk, c.FlushInterval, stopFlush, r.out, r.errs)
 		close(flushed)
 	}()
-	rd := jsonl.NewReader(c.Inputs, r.env.Stdin, jsonl.Options{})
+	rd := jsonl.NewReader(runCtx, r.env, c.Inputs, r.env.Stdin, jsonl.Options{})
 	readerExit := make(chan struct{})
 	go func() {
 		r.read(runCtx, rd)

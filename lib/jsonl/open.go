@@ -48,7 +48,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	if name == "-" {
 		raw = stdin
 	} else {
-		f, err := Open(r.opts.Context, name, r.opts.Logf)
+		f, err := Open(r.ctx, name, r.logf())
 		if err != nil {
 			return nil, err
 		}

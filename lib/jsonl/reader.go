@@ -11,13 +11,14 @@ import (
 	"fmt"
 	"io"
 
-	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
 
-// Record is one raw JSON value with where it came from. Data is valid only
-// until the next call to Reader.Next (Reader.TakeLong keeps a long one).
-type Record struct {
+// RawLine is one record as read and not yet decoded: its raw JSON (a line
+// of JSON Lines, an element of a JSON array, a Parquet or CSV row written
+// as JSON) and where it was read. Data is valid only until the next call
+// to Reader.Next (Reader.TakeLong keeps a long one).
+type RawLine struct {
 	Data []byte
 	File string // "-" for stdin
 	Line int64  // 1-based line (JSONL, JSON arrays) or row (Parquet)
@@ -66,14 +67,16 @@ func (e *InputError) Error() string {
 
 func (e *InputError) Unwrap() error { return e.Err }
 
+// Logger is where jsonl tells a person what they should know while it
+// reads and rejects: a tool's stderr, each line prefixed with the tool's
+// name (*cli.Env is one). A nil Logger says nothing.
+type Logger interface {
+	Logf(format string, args ...any)
+}
+
 // Options tune a Reader.
 type Options struct {
 	MaxLine int // 0 means MaxLine; tests set less
-	// Context, when set, ends a wait for a FIFO's writer (see Open): Next
-	// then returns the context's cause, not an InputError.
-	Context context.Context
-	// Logf, when set, says what a long wait for a FIFO is waiting for.
-	Logf func(format string, args ...any)
 	// CSV, when set, reads CSV and TSV inputs (see csv.go); nil refuses them.
 	CSV *CSVOptions
 }
@@ -95,12 +98,14 @@ type Stats struct {
 
 // source yields the records of one input.
 type source interface {
-	next() (Record, error) // io.EOF at the end
+	next() (RawLine, error) // io.EOF at the end
 	close() error
 }
 
 // Reader streams the records of several inputs in order.
 type Reader struct {
+	ctx   context.Context
+	log   Logger
 	names []string
 	stdin io.Reader
 	opts  Options
@@ -110,33 +115,36 @@ type Reader struct {
 }
 
 // NewReader reads the named files in order; no names, or "-", read stdin.
-func NewReader(names []string, stdin io.Reader, opts Options) *Reader {
+// ctx ends a wait for a FIFO's writer (see Open): Next then returns ctx's
+// cause, not an InputError. log, if not nil, says after a second what such
+// a wait is for.
+func NewReader(ctx context.Context, log Logger, names []string, stdin io.Reader, opts Options) *Reader {
 	if len(names) == 0 {
 		names = []string{"-"}
 	}
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = MaxLine
 	}
-	return &Reader{names: names, stdin: stdin, opts: opts}
+	return &Reader{ctx: ctx, log: log, names: names, stdin: stdin, opts: opts}
 }
 
 // Next returns the next record, io.EOF after the last one, or an
 // *InputError; after an InputError the caller may call Next again to go on.
-func (r *Reader) Next() (Record, error) {
+func (r *Reader) Next() (RawLine, error) {
 	for {
 		if r.cur == nil {
 			if r.idx >= len(r.names) {
-				return Record{}, io.EOF
+				return RawLine{}, io.EOF
 			}
 			name := r.names[r.idx]
 			r.idx++
 			r.Stats.Files++
 			src, err := openSource(name, r.stdin, r)
 			if err != nil {
-				if ctx := r.opts.Context; ctx != nil && ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
-					return Record{}, err
+				if r.ctx.Err() != nil && errors.Is(err, context.Cause(r.ctx)) {
+					return RawLine{}, err
 				}
-				return Record{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
+				return RawLine{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
 			}
 			r.cur = src
 		}
@@ -148,26 +156,26 @@ func (r *Reader) Next() (Record, error) {
 				if data == nil {
 					data = append([]byte(nil), rec.Data...)
 				}
-				return Record{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: data}
+				return RawLine{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: data}
 			}
 			return rec, nil
 		}
 		var ie *InputError
 		if errors.As(err, &ie) && (ie.Reason == ReasonLineTooLong || ie.Reason == ReasonMalformedCSV) {
-			return Record{}, err // the rest of the file is still readable
+			return RawLine{}, err // the rest of the file is still readable
 		}
 		closeErr := r.cur.close()
 		r.cur = nil
 		if err == io.EOF {
 			if closeErr != nil {
-				return Record{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: closeErr}
+				return RawLine{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: closeErr}
 			}
 			continue
 		}
 		if errors.As(err, &ie) {
-			return Record{}, err
+			return RawLine{}, err
 		}
-		return Record{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: err}
+		return RawLine{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: err}
 	}
 }
 
@@ -176,7 +184,7 @@ func (r *Reader) Next() (Record, error) {
 // the next call to Next, and the reader starts a new buffer, so a line of
 // hundreds of megabytes is never held twice. For any other record it
 // returns nil: the caller copies what it keeps, as usual.
-func (r *Reader) TakeLong(rec Record) []byte {
+func (r *Reader) TakeLong(rec RawLine) []byte {
 	if ls, ok := r.cur.(*lineSource); ok && ls.long && len(rec.Data) > 0 && len(ls.buf) > 0 && &ls.buf[0] == &rec.Data[0] {
 		ls.buf, ls.long = nil, false
 		return rec.Data
@@ -206,18 +214,18 @@ type lineSource struct {
 	stats   *Stats
 }
 
-func (s *lineSource) next() (Record, error) {
+func (s *lineSource) next() (RawLine, error) {
 	for {
 		data, err := s.readLine()
 		if err != nil {
-			return Record{}, err
+			return RawLine{}, err
 		}
 		s.line++
 		if isBlank(data) {
 			s.stats.Blank++
 			continue
 		}
-		return Record{Data: data, File: s.name, Line: s.line}, nil
+		return RawLine{Data: data, File: s.name, Line: s.line}, nil
 	}
 }
 
@@ -318,8 +326,10 @@ func describeReadError(err error) error {
 	return err
 }
 
-// ToolOptions are the Options of a tool's run: its context ends a wait for
-// a FIFO, and the wait is explained on its stderr.
-func ToolOptions(ctx context.Context, env *cli.Env) Options {
-	return Options{Context: ctx, Logf: env.Logf}
+// logf is the Logger's Logf, or nil when there is none.
+func (r *Reader) logf() func(format string, args ...any) {
+	if r.log == nil {
+		return nil
+	}
+	return r.log.Logf
 }

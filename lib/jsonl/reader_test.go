@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -106,7 +107,7 @@ func TestReaderFormats(t *testing.T) {
 				case "zstd":
 					input = zst(t, input)
 				}
-				r := NewReader(nil, bytes.NewReader(input), Options{})
+				r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
 				out := readAll(t, r)
 				if fmt.Sprint(out) != fmt.Sprint(tt.want) {
 					t.Fatalf("got  %v\nwant %v", out, tt.want)
@@ -120,12 +121,12 @@ func TestReaderLongLines(t *testing.T) {
 	long := `{"text":"` + strings.Repeat("x", 3*readBufferSize) + `"}`
 	input := "{\"a\":1}\n" + long + "\n{\"a\":2}\n"
 	// Under the limit: the long line arrives whole.
-	out := readAll(t, NewReader(nil, strings.NewReader(input), Options{}))
+	out := readAll(t, NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{}))
 	if len(out) != 3 || out[1].data != long || out[2].line != 3 {
 		t.Fatalf("long line not read whole: %d records", len(out))
 	}
 	// Over the limit: reported with its line, and the stream goes on.
-	out = readAll(t, NewReader(nil, strings.NewReader(input), Options{MaxLine: readBufferSize}))
+	out = readAll(t, NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{MaxLine: readBufferSize}))
 	want := []got{{data: `{"a":1}`, line: 1}, {line: 2, reason: ReasonLineTooLong}, {data: `{"a":2}`, line: 3}}
 	if fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Fatalf("got %v, want %v", out, want)
@@ -139,7 +140,7 @@ func TestReaderLongLineIsOneCopy(t *testing.T) {
 		t.Skip("allocates 70 MiB lines")
 	}
 	line := hugeLine(70 << 20)
-	r := NewReader(nil, bytes.NewReader(append(line, "\n{\"a\":2}\n"...)), Options{})
+	r := NewReader(context.Background(), nil, nil, bytes.NewReader(append(line, "\n{\"a\":2}\n"...)), Options{})
 	rec, err := r.Next()
 	if err != nil || !bytes.Equal(rec.Data, line) {
 		t.Fatalf("70 MiB line: err %v, got %d bytes want %d", err, len(rec.Data), len(line))
@@ -170,7 +171,7 @@ func TestReaderRefusesDeepNesting(t *testing.T) {
 	objects := strings.Repeat(`{"a":`, MaxDepth) + "1" + strings.Repeat("}", MaxDepth)
 	quoted := `{"s":"` + strings.Repeat("[", MaxDepth+5) + `"}`
 	input := "{\"a\":1}\n" + deep + "\n" + atLimit + "\n" + objects + "\n" + quoted + "\n" + "[" + objects + "]\n"
-	r := NewReader(nil, strings.NewReader(input), Options{})
+	r := NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{})
 	var reasons []string
 	for {
 		rec, err := r.Next()
@@ -215,7 +216,7 @@ func TestReaderFilesAndErrors(t *testing.T) {
 	b := write("b.json.zst", zst(t, []byte(`[{"n":4}]`)))
 	missing := filepath.Join(dir, "missing.jsonl")
 
-	r := NewReader([]string{a, trunc, notParquet, missing, "-", b}, strings.NewReader("{\"n\":0}\n"), Options{})
+	r := NewReader(context.Background(), nil, []string{a, trunc, notParquet, missing, "-", b}, strings.NewReader("{\"n\":0}\n"), Options{})
 	var records int
 	var errs []*InputError
 	for {
@@ -265,7 +266,7 @@ func TestParquetRealData(t *testing.T) {
 	}
 	for _, name := range []string{"ii_0625_style.parquet", "ii_3m_style.parquet"} {
 		path := filepath.Join(dir, name)
-		r := NewReader([]string{path}, nil, Options{})
+		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
 		out := readAll(t, r)
 		if len(out) != 500 {
 			t.Fatalf("%s: %d records, want 500", name, len(out))
@@ -280,7 +281,7 @@ func TestParquetRealData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again := readAll(t, NewReader(nil, f, Options{}))
+		again := readAll(t, NewReader(context.Background(), nil, nil, f, Options{}))
 		f.Close()
 		if fmt.Sprint(again) != fmt.Sprint(out) {
 			t.Fatalf("%s via stdin differs", name)
@@ -296,7 +297,7 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, input []byte) {
-		r := NewReader(nil, bytes.NewReader(input), Options{MaxLine: 1 << 12})
+		r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{MaxLine: 1 << 12})
 		var total int
 		for i := 0; ; i++ {
 			if i > len(input)+10 {
@@ -330,7 +331,7 @@ func BenchmarkReaderJSONL(b *testing.B) {
 	b.SetBytes(int64(len(input)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := NewReader(nil, bytes.NewReader(input), Options{})
+		r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
 		for {
 			if _, err := r.Next(); err != nil {
 				break
@@ -344,7 +345,7 @@ func BenchmarkReaderArray(b *testing.B) {
 	input := []byte("[" + strings.Repeat(elem+",\n", 19999) + elem + "]")
 	b.SetBytes(int64(len(input)))
 	for b.Loop() {
-		r := NewReader(nil, bytes.NewReader(input), Options{})
+		r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
 		for {
 			if _, err := r.Next(); err != nil {
 				break
@@ -361,7 +362,7 @@ func TestReaderDoesNotWaitForAFullBuffer(t *testing.T) {
 	go pw.Write([]byte("{}\n"))
 	done := make(chan error, 1)
 	go func() {
-		_, err := NewReader(nil, pr, Options{}).Next()
+		_, err := NewReader(context.Background(), nil, nil, pr, Options{}).Next()
 		done <- err
 	}()
 	select {

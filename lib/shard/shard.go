@@ -68,7 +68,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := r.checkPaths(); err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 	})
 	defer progress.Stop()
 
-	in := jsonl.NewReader(r.cmd.Inputs, r.env.Stdin, jsonl.ToolOptions(ctx, r.env))
+	in := jsonl.NewReader(ctx, r.env, r.cmd.Inputs, r.env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var accepted int64
 	for {
