@@ -116,7 +116,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return rejects.Add(it.RawLine, it.V.err.reason, it.V.err.err.Error())
 		}
 		agg.add(&it.V.fact, it.File, it.Line)
-		tk.add(it.Record.Data)
+		tk.add(it.RawLine.Data)
 		return nil
 	}, &prog)
 	display.Stop()
