@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -108,7 +109,47 @@ func OSEnv(name string) *Env {
 // Main runs cmd as the tool name with the process's arguments and exits
 // with the code Run chose.
 func Main(name, description string, cmd any) {
-	os.Exit(Run(context.Background(), OSEnv(name), description, cmd, os.Args[1:]))
+	code := Run(context.Background(), OSEnv(name), description, cmd, os.Args[1:])
+	runAtExit()
+	os.Exit(code)
+}
+
+// atExit holds what must be undone however the process ends, a second
+// SIGINT or SIGTERM (which exits at once) included: temporary files not
+// yet put in place.
+var atExit struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func()
+}
+
+// AtExit registers f to run when the process exits through Main or on a
+// second signal, unless the returned cancel runs first. f must be quick
+// and safe to call from another goroutine.
+func AtExit(f func()) (cancel func()) {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	if atExit.fns == nil {
+		atExit.fns = map[int]func(){}
+	}
+	id := atExit.next
+	atExit.next++
+	atExit.fns[id] = f
+	return func() {
+		atExit.mu.Lock()
+		delete(atExit.fns, id)
+		atExit.mu.Unlock()
+	}
+}
+
+func runAtExit() {
+	atExit.mu.Lock()
+	fns := atExit.fns
+	atExit.fns = nil
+	atExit.mu.Unlock()
+	for _, f := range fns {
+		f()
+	}
 }
 
 type exitRequest int
@@ -201,6 +242,7 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 		select {
 		case <-ch:
 			env.Logf("interrupted twice: exiting now")
+			runAtExit()
 			os.Exit(ExitInterrupted)
 		case <-done:
 		}

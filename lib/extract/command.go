@@ -100,7 +100,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("%v", err)
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})

@@ -85,7 +85,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("--workers must not be negative")
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	workers := c.Workers

@@ -38,20 +38,12 @@ func newLineWriter(name string, w io.Writer, f *os.File) *lineWriter {
 	return &lineWriter{name: name, w: w, f: f, buf: make([]byte, 0, flushAt+64<<10)}
 }
 
-// fileWriter is a writer for path whose file is opened, with flag
-// (os.O_APPEND or os.O_TRUNC) and created if need be, only when it is
+// fileWriter is a writer named name whose file open opens only when it is
 // first needed: by open, or when the first lines are flushed. Nothing is
 // created or emptied before then.
-func fileWriter(path string, flag int) *lineWriter {
-	lw := newLineWriter(path, nil, nil)
-	lw.opener = func() (*os.File, error) {
-		if dir := filepath.Dir(path); dir != "." {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, err
-			}
-		}
-		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, 0o644)
-	}
+func fileWriter(name string, open func() (*os.File, error)) *lineWriter {
+	lw := newLineWriter(name, nil, nil)
+	lw.opener = open
 	return lw
 }
 

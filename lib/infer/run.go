@@ -67,7 +67,12 @@ type runner struct {
 	targets []fleet.Target
 	b       *openai.Builder
 	outName string // "stdout" or -o
-	errPath string // "" for none
+	outPlan outputPlan
+	outLock *jsonl.Lock // nil with stdout
+	errPath string      // "" for none
+	// errSpecial: the errors file is a FIFO or device, written in place.
+	errSpecial bool
+	errLock    *jsonl.Lock
 	ledger  *ledger
 	journal *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
 	// contextLen is the context the first refusal for length stated, where
@@ -121,31 +126,61 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
-	r.errPath = errorsPath(c.Output, c.Errors)
-	if err := checkPaths(c, r.errPath); err != nil {
+	r.outPlan = outputPlan{path: c.Output}
+	var planErr error
+	if !toStdout(c.Output) {
+		r.outName = c.Output
+		if plan, err := planOutput(c.Output, c.Resume, c.Force); err != nil {
+			planErr = err
+		} else {
+			r.outPlan = plan
+		}
+	}
+	r.errPath = errorsPath(r.outPlan.path, c.Errors)
+	if err := checkPaths(c, env, r.outPlan.path, r.errPath); err != nil {
 		return nil, err
+	}
+	if errors.Is(planErr, errOutputExists) {
+		return nil, cli.Usagef("%s already exists and is not empty: add --resume to continue it (answers already in it are skipped), --force to replace it, or choose another -o", c.Output)
+	}
+	if planErr != nil {
+		return nil, planErr
+	}
+	if r.errPath != "" {
+		info, err := jsonl.CheckSidecar("--errors", r.errPath)
+		if err != nil {
+			return nil, err
+		}
+		r.errSpecial = info.Special()
 	}
 	if err := checkErrorsFile(r.errPath); err != nil {
 		return nil, err
 	}
 	if !toStdout(c.Output) {
-		r.outName = c.Output
-		err := checkOutput(c.Output, c.Resume, c.Force)
-		if errors.Is(err, errOutputExists) {
-			return nil, cli.Usagef("%s already exists and is not empty: add --resume to continue it (answers already in it are skipped), --force to replace it, or choose another -o", c.Output)
-		}
-		if err != nil {
-			return nil, err
-		}
 		if err := r.planJournal(); err != nil {
 			return nil, err
 		}
-		// Last: a run that refuses leaves no lock behind.
-		lock, err := jsonl.LockOutput("-o", c.Output)
+		// Last: a run that refuses leaves no lock behind. The locks go by
+		// the file (see jsonl.Lock): a second run on it under any name,
+		// a link or a hard link, is refused.
+		lock := jsonl.LockFile
+		if r.outPlan.mode == outReplace {
+			lock = jsonl.LockReplaced // the link there is replaced, not followed
+		}
+		l, err := lock("-o", r.outPlan.path)
 		if err != nil {
 			return nil, err
 		}
-		r.onClose(lock.Release)
+		r.outLock = l
+		r.onClose(l.Release)
+	}
+	if r.errPath != "" && !r.errSpecial {
+		l, err := jsonl.LockOutput("--errors", r.errPath)
+		if err != nil {
+			return nil, err
+		}
+		r.errLock = l
+		r.onClose(l.Release)
 	}
 	return r, nil
 }
@@ -159,18 +194,21 @@ func errorsPath(output, errors string) string {
 }
 
 // checkPaths refuses, before anything is opened for writing, an output
-// that is an input or another output (under any name), or a directory:
-// -o, --errors and the turn journal are infer's own files, continued or
-// rewritten by their own rules; --rejects follows the replace rule
-// (--force), but a --resume run writes it again.
-func checkPaths(c *Generate, errPath string) error {
+// that is an input (stdin's file included) or another output (under any
+// name), or a directory: -o, --errors, the turn journal and the lock files
+// are infer's own files, continued or rewritten by their own rules;
+// --rejects follows the replace rule (--force), but a --resume run writes
+// it again. outPath is the file -o leads to (see planOutput).
+func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
 	out := c.Output
 	if toStdout(out) {
 		out = "-"
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
 	if !toStdout(c.Output) {
-		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(c.Output), Kept: true})
+		outputs = append(outputs,
+			jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(outPath), Kept: true},
+			jsonl.Output{Flag: "-o's lock file", Path: jsonl.LockPath(outPath), Kept: true})
 	}
 	switch errPath {
 	case "":
@@ -182,7 +220,11 @@ func checkPaths(c *Generate, errPath string) error {
 	if c.Rejects != "" {
 		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.Resume})
 	}
-	return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
+	var stdin io.Reader
+	if env != nil {
+		stdin = env.Stdin
+	}
+	return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, stdin), outputs, c.Force)
 }
 
 // checkErrorsFile refuses an --errors file that is not infer's own: the
@@ -235,17 +277,17 @@ func checkErrorsFile(path string) error {
 // run's output.
 func (r *runner) planJournal() error {
 	c := r.cfg
-	path := conversation.JournalPath(c.Output)
-	st, err := os.Stat(path)
-	exists := err == nil
+	path := conversation.JournalPath(r.outPlan.path)
+	st, err := jsonl.CheckSidecar("-o's turn journal", path)
+	exists := st.Exists
 	switch {
-	case err != nil && !errors.Is(err, os.ErrNotExist):
+	case err != nil:
 		return err
-	case exists && !st.Mode().IsRegular():
+	case exists && !st.Mode.IsRegular():
 		return fmt.Errorf("%s (the turn journal of -o) is not a regular file", path)
-	case exists && !c.Regenerate && (c.Resume || st.Size() > 0 && !c.Force):
+	case exists && !c.Regenerate && (c.Resume || st.Size > 0 && !c.Force):
 		return cli.Usagef("%s holds the turns of an infer --regenerate run on %s: add --regenerate to continue it, --force to replace both, or remove both", path, c.Output)
-	case exists && c.Regenerate && st.Size() > 0 && !c.Resume && !c.Force:
+	case exists && c.Regenerate && st.Size > 0 && !c.Resume && !c.Force:
 		return cli.Usagef("%s holds the turns of unfinished conversations: add --resume to continue them, --force to start over, or choose another -o", path)
 	}
 	r.staleJournal = exists && c.Force
@@ -276,11 +318,25 @@ func (r *runner) prepareOutput() error {
 		r.out = newLineWriter("stdout", r.env.Stdout, nil)
 		return nil
 	}
-	flag := os.O_APPEND
-	if c.Force {
-		flag = os.O_TRUNC
-	}
-	r.out = fileWriter(c.Output, flag)
+	path := r.outPlan.path
+	r.out = fileWriter(c.Output, func() (*os.File, error) {
+		var f *os.File
+		var err error
+		switch r.outPlan.mode {
+		case outAppend:
+			f, err = jsonl.OpenSidecar("-o", path, os.O_WRONLY|os.O_APPEND, 0)
+		case outReplace:
+			f, err = jsonl.ReplaceWithNew(path)
+		default:
+			f, err = jsonl.CreateNew("-o", path)
+		}
+		if err == nil {
+			if err = r.outLock.Hold("-o", path, f); err != nil {
+				f.Close()
+			}
+		}
+		return f, err
+	})
 	r.onClose(func() { r.out.close() })
 	if !c.Resume {
 		return nil
@@ -292,7 +348,7 @@ func (r *runner) prepareOutput() error {
 			return err
 		}
 	}
-	info, err := resumeOutput(c.Output, c.RedoLength, r.ledger, counts, r.logf)
+	info, err := resumeOutput(path, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
 		return err
 	}
@@ -341,7 +397,7 @@ func (r *runner) openFiles() error {
 		return err
 	}
 	if r.staleJournal {
-		if err := os.Remove(conversation.JournalPath(r.cfg.Output)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(conversation.JournalPath(r.outPlan.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the previous turn journal: %w", err)
 		}
 	}
@@ -352,10 +408,24 @@ func (r *runner) openFiles() error {
 		r.onClose(func() { jn.Close() })
 	}
 	if r.errPath != "" {
-		if err := os.Remove(r.errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing the previous errors file: %w", err)
+		path := r.errPath
+		if r.errSpecial {
+			// A FIFO or device is written in place, never removed.
+			r.errs = fileWriter(path, func() (*os.File, error) { return jsonl.OpenSidecar("--errors", path, os.O_WRONLY, 0) })
+		} else {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("removing the previous errors file: %w", err)
+			}
+			r.errs = fileWriter(path, func() (*os.File, error) {
+				f, err := jsonl.CreateNew("--errors", path)
+				if err == nil {
+					if err = r.errLock.Hold("--errors", path, f); err != nil {
+						f.Close()
+					}
+				}
+				return f, err
+			})
 		}
-		r.errs = fileWriter(r.errPath, os.O_TRUNC)
 		r.onClose(func() { r.errs.close() })
 	}
 	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.Resume)
