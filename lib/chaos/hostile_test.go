@@ -377,25 +377,45 @@ func TestLockedFiles(t *testing.T) {
 		t.Run(c.tool, func(t *testing.T) {
 			dir := t.TempDir()
 			target := filepath.Join(dir, c.file)
+			// The file exists (an earlier run's), so that links to it can be
+			// made; the lock goes by the file, so a second run on it under
+			// another name is refused as under its own.
+			extra := []string{}
+			if c.tool == "dedup" {
+				extra = []string{"-o", os.DevNull}
+			}
+			if r := run(t, dir, answers(3), c.tool, append([]string{c.flag, target}, extra...)...); r.Code != 0 {
+				t.Fatalf("first run: exit %d\n%s", r.Code, r.Stderr)
+			}
+			link, hard := filepath.Join(dir, "link-"+c.file), filepath.Join(dir, "hard-"+c.file)
+			os.Symlink(target, link)
+			os.Link(target, hard)
 			input := answers(2000)
-			p, finish := startOnFIFO(t, dir, c.tool, []string{c.flag, target}, input)
+			p, finish := startOnFIFO(t, dir, c.tool, append([]string{c.flag, target, "--force"}, extra...), input)
 			waitForFile(t, p, target+".lock")
-			second := run(t, dir, answers(3), c.tool, c.flag, target)
 			lock, _ := os.ReadFile(target + ".lock")
 			pid := strings.TrimSpace(string(lock))
 			if _, err := strconv.Atoi(pid); err != nil {
 				t.Fatalf("lock file holds %q", lock)
 			}
-			want := fmt.Sprintf("%s %q is in use by process %s (lock %s.lock)", c.flag, target, pid, target)
-			if second.Code != 1 || !strings.Contains(second.Stderr, want) {
-				t.Fatalf("second run: exit %d, want 1 with %q:\n%s", second.Code, want, second.Stderr)
+			for _, name := range []struct{ path, want string }{
+				{target, fmt.Sprintf("%s %q is in use by process %s (lock %s.lock)", c.flag, target, pid, target)},
+				{link, fmt.Sprintf("%s %q is in use by process %s (lock %s.lock)", c.flag, link, pid, target)},
+				{hard, fmt.Sprintf("%s %q is in use by another process under another name", c.flag, hard)},
+			} {
+				second := run(t, dir, answers(3), c.tool, append([]string{c.flag, name.path, "--force"}, extra...)...)
+				if second.Code != 1 || !strings.Contains(second.Stderr, name.want) {
+					t.Fatalf("second run on %s: exit %d, want 1 with %q:\n%s", name.path, second.Code, name.want, second.Stderr)
+				}
 			}
 			finish()
 			if r := p.Wait(t, testbin.Timeout); r.Code != 0 {
 				t.Fatalf("the holder: exit %d\n%s", r.Code, r.Stderr)
 			}
-			if _, err := os.Stat(target + ".lock"); err == nil {
-				t.Error("the lock file outlived its run")
+			for _, name := range files(t, dir) {
+				if strings.HasSuffix(name, ".lock") {
+					t.Errorf("the lock file %s outlived its run", name)
+				}
 			}
 			if c.tool == "merge" {
 				if b, _ := os.ReadFile(target); !bytes.Equal(b, input) {

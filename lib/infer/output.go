@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/encoding/json"
@@ -111,7 +112,8 @@ func (lw *lineWriter) close() error {
 	defer lw.mu.Unlock()
 	err := lw.flushLocked()
 	if lw.f != nil {
-		if serr := lw.f.Sync(); err == nil && serr != nil && !errors.Is(serr, os.ErrInvalid) {
+		// A FIFO or device cannot be synced (EINVAL): nothing to make durable.
+		if serr := lw.f.Sync(); err == nil && serr != nil && !errors.Is(serr, os.ErrInvalid) && !errors.Is(serr, syscall.EINVAL) {
 			err = serr
 		}
 		if cerr := lw.f.Close(); err == nil {

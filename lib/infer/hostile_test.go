@@ -1,0 +1,256 @@
+package infer
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/llmsim"
+	"tokenmill/lib/testbin"
+)
+
+// Two runs on one output under two names, a symbolic link or a hard link
+// to it (with --resume, with --regenerate), are one output: the second is
+// refused at once while the first runs, exit 1 naming the holder, and the
+// answers are never written twice.
+func TestLockedUnderAnyName(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{TimeScale: 20, MaxRunning: 2}, 1, promptSet{n: 200})
+	first := startInfer(t, s.args("--max-tokens", "64", "--regenerate")...)
+	waitFor(t, 30*time.Second, "the first run's output", func() bool {
+		_, err := os.Stat(s.out)
+		return err == nil
+	})
+	latest := filepath.Join(s.dir, "latest.jsonl")
+	hard := filepath.Join(s.dir, "hard.jsonl")
+	if err := os.Symlink(s.out, latest); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(s.out, hard); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		out  string
+		want string
+	}{
+		{latest, fmt.Sprintf("-o %q is in use by process %d", s.out, first.cmd.Process.Pid)},
+		{hard, fmt.Sprintf("-o %q is in use by another process under another name", hard)},
+	} {
+		r := runBinary(t, "-o", tt.out, s.in, "-e", endpointsFlag(s.fleet.URLs()), "--max-tokens", "64", "--regenerate", "--resume", "--progress", "0")
+		if r.Code != cli.ExitFailure || !strings.Contains(r.Stderr, tt.want) {
+			t.Fatalf("second run on %s: exit %d, want 1 saying %q:\n%s", tt.out, r.Code, tt.want, r.Stderr)
+		}
+	}
+	first.cmd.Process.Signal(os.Interrupt)
+	if code := first.wait(t, 30*time.Second); code != cli.ExitInterrupted {
+		t.Fatalf("first run: exit %d\n%s", code, first.stderr.String())
+	}
+	// Resumed through the link until done: each answer once.
+	for i := 0; ; i++ {
+		r := runBinary(t, "-o", latest, s.in, "-e", endpointsFlag(s.fleet.URLs()), "--max-tokens", "8", "--regenerate", "--resume", "--progress", "0")
+		if r.Code == cli.ExitOK {
+			break
+		}
+		if i == 3 {
+			t.Fatalf("resume through the link: exit %d\n%s", r.Code, r.Stderr)
+		}
+	}
+	checkConversations(t, s.lines, convCheck{samples: 1}, readRecords(t, s.out), readRecords(t, s.errs()))
+	if st, err := os.Lstat(latest); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was not kept: %v", err)
+	}
+	assertNoLitter(t, s.dir)
+}
+
+// assertNoLitter fails on a lock or temporary file left in dir.
+func assertNoLitter(t *testing.T, dir string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".lock") || strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("%s left in %s", e.Name(), dir)
+		}
+	}
+}
+
+// A symbolic link planted at one of infer's own files (the turn journal,
+// the errors file, the lock file) is never followed: the run is refused
+// before anything is written, the link's target is neither created,
+// written nor printed. --force on an -o that is a link replaces the link
+// with the new output and leaves its target alone.
+func TestSidecarLinksRefused(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 5})
+	elsewhere := t.TempDir()
+	victim := filepath.Join(elsewhere, "victim.txt")
+	const secret = "PRIVATE-CONTENT-1234"
+	os.WriteFile(victim, []byte(`{"id":"z","error":{"message":"`+secret+`"}}`+"\n"), 0o600)
+	dangling := filepath.Join(elsewhere, "created-by-infer")
+	for _, tt := range []struct {
+		name, at, to string
+		args         []string
+		code         int
+		want         string
+	}{
+		{"dangling journal link", s.out + ".turns", dangling, []string{"--regenerate"}, cli.ExitUsage, "-o's turn journal"},
+		{"journal link to a file", s.out + ".turns", victim, []string{"--regenerate", "--resume"}, cli.ExitUsage, "is a symbolic link"},
+		{"errors link to a file", s.errs(), victim, nil, cli.ExitUsage, "--errors"},
+		{"dangling errors link", s.errs(), dangling, nil, cli.ExitUsage, "is a symbolic link"},
+		{"lock link", s.out + ".lock", victim, nil, cli.ExitFailure, "is a symbolic link, not a lock file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.Symlink(tt.to, tt.at); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(tt.at)
+			r := runBinary(t, s.args(tt.args...)...)
+			if r.Code != tt.code || !strings.Contains(r.Stderr, tt.want) {
+				t.Fatalf("exit %d, want %d saying %q:\n%s", r.Code, tt.code, tt.want, r.Stderr)
+			}
+			if strings.Contains(r.Stderr, secret) {
+				t.Fatalf("the link's target was printed:\n%s", r.Stderr)
+			}
+			if _, err := os.Lstat(dangling); err == nil {
+				t.Fatal("the dangling link's target was created")
+			}
+			if b, _ := os.ReadFile(victim); !strings.Contains(string(b), secret) || strings.Count(string(b), "\n") != 1 {
+				t.Fatalf("the link's target changed: %q", b)
+			}
+			if _, err := os.Stat(s.out); err == nil {
+				t.Fatal("-o was created by a refused run")
+			}
+		})
+	}
+	t.Run("force on a linked -o", func(t *testing.T) {
+		link := filepath.Join(s.dir, "link-out.jsonl")
+		os.Symlink(victim, link)
+		r := runBinary(t, "-o", link, s.in, "-e", endpointsFlag(s.fleet.URLs()), "--force", "--progress", "0")
+		if r.Code != cli.ExitOK {
+			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+		}
+		if b, _ := os.ReadFile(victim); !strings.Contains(string(b), secret) {
+			t.Fatalf("--force truncated the link's target: %q", b)
+		}
+		st, err := os.Lstat(link)
+		if err != nil || !st.Mode().IsRegular() {
+			t.Fatalf("the link was not replaced by the output: %v %v", st, err)
+		}
+		if got := len(readRecords(t, link)); got != 5 {
+			t.Fatalf("%d answers in the new output, want 5", got)
+		}
+	})
+	t.Run("force through a hard link", func(t *testing.T) {
+		out := filepath.Join(s.dir, "h.jsonl")
+		other := filepath.Join(s.dir, "h-other-name.jsonl")
+		os.WriteFile(out, []byte(`{"id":"old","output":{"text":"kept under the other name"}}`+"\n"), 0o644)
+		os.Link(out, other)
+		r := runBinary(t, "-o", out, s.in, "-e", endpointsFlag(s.fleet.URLs()), "--force", "--progress", "0")
+		if r.Code != cli.ExitOK {
+			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+		}
+		if b, _ := os.ReadFile(other); !strings.Contains(string(b), "kept under the other name") {
+			t.Fatalf("--force emptied the file under its other name: %q", b)
+		}
+	})
+	assertNoLitter(t, s.dir)
+}
+
+// An errors file that is a FIFO or a device is written in place: never
+// removed, never replaced by a regular file, whether prompts fail or not.
+func TestErrorsFileDeviceOrFIFO(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{Instant: true, Faults: llmsim.Faults{FailRate: 1}}, 1, promptSet{n: 4})
+	fifo := filepath.Join(s.dir, "errors.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The FIFO's reader: every error record the run writes.
+	got := make(chan string, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		got <- string(b)
+	}()
+	r := runBinary(t, s.args("--errors", fifo, "--retries", "0")...)
+	if r.Code != cli.ExitRejects {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	select {
+	case b := <-got:
+		if n := strings.Count(b, `"error":`); n != 4 {
+			t.Fatalf("the FIFO's reader got %d error records, want 4:\n%s", n, b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the FIFO's reader got no end of file")
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the FIFO is gone or replaced: %v %v", st, err)
+	}
+
+	devices := []string{}
+	if os.Geteuid() == 0 {
+		dev := filepath.Join(s.dir, "mynull")
+		if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, int(1<<8|3)); err == nil {
+			devices = append(devices, dev)
+		}
+	}
+	ok := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 4})
+	for _, dev := range devices {
+		for _, st := range []*setup{s, ok} { // failures, and none
+			os.Remove(st.out)
+			r := runBinary(t, st.args("--errors", dev, "--retries", "0", "--force")...)
+			if r.Code != cli.ExitRejects && r.Code != cli.ExitOK {
+				t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+			}
+			if fi, err := os.Lstat(dev); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+				t.Fatalf("the device %s is gone or replaced: %v %v", dev, fi, err)
+			}
+		}
+	}
+	if len(devices) == 0 {
+		t.Log("no device made (not root): the FIFO case alone")
+	}
+}
+
+// infer reading its input from stdin redirected from the file -o names
+// (`infer --force -o x.jsonl < x.jsonl`, or with -) is refused, exit 2,
+// before the file is touched; so is --regenerate.
+func TestStdinIsTheOutput(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 40})
+	before, _ := os.ReadFile(s.in)
+	for _, args := range [][]string{
+		{"--force"},
+		{"--force", "-"},
+		{"--force", "--regenerate"},
+		{"--resume"},
+	} {
+		f, err := os.Open(s.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(inferBin, append([]string{"-o", s.in, "-e", endpointsFlag(s.fleet.URLs()), "--progress", "0"}, args...)...)
+		cmd.Stdin = f
+		r := testbin.Exec(t, cmd)
+		f.Close()
+		if r.Code != cli.ExitUsage || !strings.Contains(r.Stderr, "is the same file as the input on stdin") {
+			t.Fatalf("%v: exit %d, want 2:\n%s", args, r.Code, r.Stderr)
+		}
+		if after, _ := os.ReadFile(s.in); string(after) != string(before) {
+			t.Fatalf("%v: the input changed", args)
+		}
+	}
+	assertNoLitter(t, s.dir)
+}
