@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -168,6 +169,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	c.Protect(env, targets)
 	if _, err := c.builder(streamAsks[0].body, c.Model); err != nil {
 		return err
 	}
@@ -231,7 +233,13 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if len(rep.Levels) > 0 {
 		rep.finish(c, run)
 	}
-	if err := rep.write(env.Stdout, c.JSON); err != nil {
+	// Whole, so that a credential a server echoed into an error is
+	// redacted however the writer cuts its writes.
+	var out bytes.Buffer
+	if err := rep.write(&out, c.JSON); err != nil {
+		return err
+	}
+	if _, err := env.Stdout.Write(env.Secrets.Redact(out.Bytes())); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -87,11 +87,21 @@ type Env struct {
 	// redraw of a live display (the window may be resized); 0 or a nil
 	// func when unknown. See term.go.
 	Width func() int
+	// Secrets are the run's credentials, replaced by *** in everything it
+	// writes (see Protect); nil: none.
+	Secrets *Secrets
 }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
+// The line is escaped for the terminal and bounded (Escape): its
+// arguments often quote outside text.
 func (e *Env) Logf(format string, args ...any) {
-	fmt.Fprintf(e.Stderr, e.Name+": "+format+"\n", args...)
+	fmt.Fprint(e.Stderr, e.Line(format, args...))
+}
+
+// Line is the diagnostic line Logf writes, newline included.
+func (e *Env) Line(format string, args ...any) string {
+	return e.Name + ": " + Escape(fmt.Sprintf(format, args...), MaxLogLine) + "\n"
 }
 
 // OSEnv is the Env of a real process.
@@ -183,7 +193,7 @@ func Run(parent context.Context, env *Env, description string, cmd any, args []s
 	}
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "%s: %v\n", env.Name, err)
+		fmt.Fprint(env.Stderr, env.Line("%v", err))
 		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
 		return ExitUsage
 	}

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/segmentio/encoding/json"
+	"github.com/valyala/fasthttp"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/llmsim"
@@ -253,4 +257,79 @@ func TestStdinIsTheOutput(t *testing.T) {
 		}
 	}
 	assertNoLitter(t, s.dir)
+}
+
+// echoStub answers every generation request with status and a body that
+// repeats the request's Authorization header, raw and after a terminal
+// escape that would set the window title, colour the text and forge a
+// log line.
+func echoStub(t *testing.T, status int) *stub {
+	return startStub(t, func(s *stub, ctx *fasthttp.RequestCtx) {
+		auth := string(ctx.Request.Header.Peek("Authorization"))
+		ctx.SetStatusCode(status)
+		ctx.SetContentType("application/json")
+		msg := "you sent " + auth + " \x1b]0;PWNED\x07\x1b[31mRED\x1b[0m\r\nfake line"
+		b, _ := json.Marshal(map[string]any{"object": "error", "message": msg})
+		ctx.SetBody(b)
+	})
+}
+
+// A server that echoes the credentials it was sent (the API key from
+// --api-key or OPENAI_API_KEY as a Bearer header, a URL's password as a
+// Basic header) and terminal escapes: nothing infer writes (stderr, the
+// errors file, infer bench --json) holds the key, the password or the
+// Basic header's base64, and stderr holds no raw control character.
+func TestEchoedSecretsAndEscapes(t *testing.T) {
+	t.Parallel()
+	const key, pw = "sk-hostile-5e4d3c2b1a", "S3cr3tPw-77"
+	s := echoStub(t, fasthttp.StatusInternalServerError)
+	withPassword := strings.Replace(s.url, "http://", "http://admin:"+pw+"@", 1)
+	basic := base64.StdEncoding.EncodeToString([]byte("admin:" + pw))
+	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 3})
+	for _, tt := range []struct {
+		name     string
+		endpoint string
+		env      []string
+		args     []string
+	}{
+		{"--api-key", s.url, nil, []string{"--api-key", key}},
+		{"OPENAI_API_KEY", s.url, []string{"OPENAI_API_KEY=" + key}, nil},
+		{"URL password", withPassword, nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(su.errs())
+			args := append([]string{"-o", su.out, su.in, "-e", tt.endpoint, "--force", "--retries", "0", "--progress", "0"}, tt.args...)
+			cmd := exec.Command(inferBin, args...)
+			cmd.Env = append(os.Environ(), tt.env...)
+			r := testbin.Exec(t, cmd)
+			if r.Code != cli.ExitRejects {
+				t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+			}
+			errs, _ := os.ReadFile(su.errs())
+			if n := strings.Count(string(errs), `"error":`); n != 3 {
+				t.Fatalf("%d error records, want 3:\n%s", n, errs)
+			}
+			bench := exec.Command(inferBin, append([]string{"bench", "-e", tt.endpoint, "--json", "--concurrency", "1", "--duration", "1s", "--warmup", "0s"}, tt.args...)...)
+			bench.Env = cmd.Env
+			br := testbin.Exec(t, bench)
+			for what, text := range map[string]string{"stderr": r.Stderr, "errors file": string(errs), "bench --json": string(br.Stdout), "bench stderr": br.Stderr} {
+				for _, secret := range []string{key, pw, basic} {
+					if strings.Contains(text, secret) {
+						t.Errorf("%s shows %q:\n%s", what, secret, text)
+					}
+				}
+			}
+			if !strings.Contains(string(errs), "you sent Bearer ***") && !strings.Contains(string(errs), "you sent Basic ***") {
+				t.Errorf("the errors file does not show the echo redacted:\n%s", errs)
+			}
+			for what, text := range map[string]string{"stderr": r.Stderr, "bench stderr": br.Stderr} {
+				if strings.ContainsAny(text, "\x1b\x07\r") || strings.Contains(text, "\nfake line") {
+					t.Errorf("%s holds raw control characters: %q", what, text)
+				}
+			}
+			if !strings.Contains(r.Stderr, `\x1b]0;PWNED\x07`) {
+				t.Errorf("the escape is not shown escaped:\n%s", r.Stderr)
+			}
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/record"
 )
@@ -31,6 +32,9 @@ type lineWriter struct {
 	err    error
 	lines  int64
 	opener func() (*os.File, error) // a file not yet open; nil once open
+	// secrets are replaced by *** in every line: a server may echo the
+	// run's credentials in an answer or an error (nil: none).
+	secrets *cli.Secrets
 }
 
 const flushAt = 1 << 20
@@ -76,7 +80,7 @@ func (lw *lineWriter) writeLine(line []byte) error {
 	if lw.err != nil {
 		return lw.err
 	}
-	lw.buf = append(lw.buf, line...)
+	lw.buf = append(lw.buf, lw.secrets.Redact(line)...)
 	lw.buf = append(lw.buf, '\n')
 	lw.lines++
 	if len(lw.buf) >= flushAt {

@@ -73,8 +73,8 @@ type runner struct {
 	// errSpecial: the errors file is a FIFO or device, written in place.
 	errSpecial bool
 	errLock    *jsonl.Lock
-	ledger  *ledger
-	journal *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
+	ledger     *ledger
+	journal    *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
 	// contextLen is the context the first refusal for length stated, where
 	// no server said at start (see context); tokens counts prompts' tokens
 	// to fit requests into it.
@@ -120,6 +120,7 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Protect(env, targets)
 	r := &runner{
 		cfg: c, env: env, clk: clock.Or(c.clock), log: &logSink{env: env}, targets: targets, b: b,
 		outName: "stdout", ledger: newLedger(), ready: newReadyQueue(),
@@ -316,6 +317,7 @@ func (r *runner) prepareOutput() error {
 	c := r.cfg
 	if toStdout(c.Output) {
 		r.out = newLineWriter("stdout", r.env.Stdout, nil)
+		r.out.secrets = r.env.Secrets
 		return nil
 	}
 	path := r.outPlan.path
@@ -337,6 +339,7 @@ func (r *runner) prepareOutput() error {
 		}
 		return f, err
 	})
+	r.out.secrets = r.env.Secrets
 	r.onClose(func() { r.out.close() })
 	if !c.Resume {
 		return nil
@@ -426,6 +429,7 @@ func (r *runner) openFiles() error {
 				return f, err
 			})
 		}
+		r.errs.secrets = r.env.Secrets
 		r.onClose(func() { r.errs.close() })
 	}
 	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.Resume)
@@ -565,10 +569,10 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		werr = r.closeJournal(s)
 	}
 	for _, line := range summaryLines(r.env.Name, s, r.outName) {
-		fmt.Fprintln(r.env.Stderr, line)
+		fmt.Fprintln(r.env.Stderr, cli.Escape(line, cli.MaxLogLine)) // it names files and endpoints
 	}
 	for _, line := range r.moreSummary(s) {
-		fmt.Fprintln(r.env.Stderr, r.env.Name+": "+line)
+		fmt.Fprint(r.env.Stderr, r.env.Line("%s", line))
 	}
 	switch {
 	case r.fatalErr != nil:

@@ -76,14 +76,15 @@ func (r *Rejects) Add(rec Record, reason, detail string) error {
 		if rec.Line > 0 {
 			where = fmt.Sprintf("%s:%d", rec.File, rec.Line)
 		}
-		msg := fmt.Sprintf("%s: %s: %s", r.tool, where, reason)
+		msg := fmt.Sprintf("%s: %s", where, reason)
 		if detail != "" {
 			msg += ": " + detail
 		}
 		if r.counts[reason] == reportLimit {
 			msg += " (further " + reason + " rejects are counted, not shown)"
 		}
-		fmt.Fprintln(r.log, msg)
+		// The line quotes the input: escaped for the terminal, bounded.
+		fmt.Fprintln(r.log, r.tool+": "+cli.Escape(msg, cli.MaxLogLine))
 	}
 	if r.w == nil {
 		return nil
