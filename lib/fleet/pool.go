@@ -69,6 +69,9 @@ type Endpoint struct {
 	readyPath string // the route that says the server is ready, once learned
 	lastProbe string // what the last readiness probe saw, for messages
 	refused   bool   // the last probe was refused for its credentials
+	// limitedSince is when the endpoint's answers turned to nothing but
+	// 429 Too Many Requests (zero while it answers otherwise).
+	limitedSince time.Time
 	info      Info   // what the server said of itself when it came up
 	limiter   *Limiter
 	decode    decodeFit // latency against answer length, for its effective concurrency
@@ -205,12 +208,21 @@ func (p *Pool) setStateLocked(ep *Endpoint, s State) {
 // ErrAllDown ends a run whose endpoints have all been down too long.
 var ErrAllDown = errors.New("no endpoint is reachable")
 
+// ErrRateLimited ends a run whose endpoints have all answered nothing but
+// 429 Too Many Requests for --down-timeout: a quota ran out, or a rate
+// limit holds, and waiting on would never end.
+var ErrRateLimited = errors.New("the servers are refusing every request for quota or rate limit")
+
 // Acquire waits for a free slot on a ready endpoint, chosen by the
 // policy, and takes it. avoid (may be nil) is passed over when another
 // endpoint has room: a retry goes elsewhere if it can.
 func (p *Pool) Acquire(ctx context.Context, avoid *Endpoint) (*Endpoint, error) {
 	for {
 		p.mu.Lock()
+		if err := p.rateLimitedLocked(); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
 		if ep := p.takeLocked(avoid); ep != nil {
 			p.mu.Unlock()
 			return ep, nil
@@ -289,6 +301,55 @@ func (p *Pool) Failed(ep *Endpoint, down bool, why string) {
 	// while its /health says ok is not taken back at once.
 	p.probeLocked(ep, p.cfg.ProbeInterval, p.cfg.ProbeInterval)
 	p.broadcastLocked()
+}
+
+// answered notes the HTTP status of an answer from ep. An endpoint that
+// has answered nothing but 429 (Too Many Requests) for --down-timeout is
+// taken out of service like one that does not answer, and probed as one;
+// it stays in that state until it answers anything else. Each 429 also
+// counts toward the request's --retries (see infer's retry policy), so a
+// quota that ran out ends in error records or, once every endpoint is in
+// that state, in ErrRateLimited: neither waits for ever.
+func (p *Pool) answered(ep *Endpoint, status int) {
+	now := p.clk.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if status != fasthttp.StatusTooManyRequests {
+		ep.limitedSince = time.Time{}
+		return
+	}
+	if ep.limitedSince.IsZero() {
+		ep.limitedSince = now
+	}
+	limit := p.cfg.DownTimeout
+	if limit <= 0 || now.Sub(ep.limitedSince) < limit {
+		return
+	}
+	if ep.state == StateReady {
+		p.setStateLocked(ep, StateDown)
+		ep.stats.Ejections.Add(1)
+		p.cfg.Logf("%s has answered nothing but 429 Too Many Requests for %v (--down-timeout): out of service as refusing for quota or rate limit; probing %s",
+			ep.name, limit, p.readinessRouteLocked(ep))
+		p.probeLocked(ep, p.cfg.ProbeInterval, p.cfg.ProbeInterval)
+	}
+	p.broadcastLocked()
+}
+
+// rateLimitedLocked is ErrRateLimited once every endpoint has answered
+// nothing but 429 for --down-timeout (nil before).
+func (p *Pool) rateLimitedLocked() error {
+	limit := p.cfg.DownTimeout
+	if limit <= 0 || len(p.eps) == 0 {
+		return nil
+	}
+	now := p.clk.Now()
+	for _, ep := range p.eps {
+		if ep.limitedSince.IsZero() || now.Sub(ep.limitedSince) < limit {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: every endpoint has answered nothing but 429 Too Many Requests for %v (--down-timeout); --resume continues once they accept requests again",
+		ErrRateLimited, limit)
 }
 
 // AbortAll closes every generation connection, ending the requests in
@@ -386,6 +447,7 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 		p.observe(ep, sent, 0, f)
 		return openai.Completion{}, f
 	}
+	p.answered(ep, resp.StatusCode())
 	if status := resp.StatusCode(); status != fasthttp.StatusOK {
 		f := ClassifyStatus(status, resp.Body())
 		f.RetryAfter = retryAfter(resp.Header.Peek(fasthttp.HeaderRetryAfter), p.clk.Now())

@@ -24,7 +24,7 @@ func (r *runner) dispatch(ctx context.Context) error {
 		}
 		ep, err := r.acquire(ctx, j)
 		if err != nil {
-			if errors.Is(err, fleet.ErrAllDown) {
+			if errors.Is(err, fleet.ErrAllDown) || errors.Is(err, fleet.ErrRateLimited) {
 				return err
 			}
 			return nil // interrupted: the job is not done, resume will redo it

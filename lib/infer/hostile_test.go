@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -330,6 +331,64 @@ func TestEchoedSecretsAndEscapes(t *testing.T) {
 			if !strings.Contains(r.Stderr, `\x1b]0;PWNED\x07`) {
 				t.Errorf("the escape is not shown escaped:\n%s", r.Stderr)
 			}
+		})
+	}
+}
+
+// A server that answers every request 429 with Retry-After: 1 (a quota
+// run out) ends the run, plain or --regenerate: each 429 counts toward
+// --retries, so with a budget that runs out first every prompt is an
+// error record (status 429, --retries+1 attempts, exit 3); with a larger
+// budget, once every endpoint has answered nothing but 429 for
+// --down-timeout, the run stops with exit 1 saying the servers refuse for
+// quota or rate limit, and no prompt is written anywhere, so --resume
+// redoes them all.
+func TestPermanent429Ends(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int64
+	s := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+		requests.Add(1)
+		ctx.Response.Header.Set("Retry-After", "1")
+		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+		ctx.SetBodyString(`{"error":{"message":"quota exceeded","type":"insufficient_quota"}}`)
+	})
+	for _, regen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("regenerate=%v", regen), func(t *testing.T) {
+			su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 6})
+			extra := []string{"-e", s.url, "--max-backoff", "20ms"}
+			if regen {
+				extra = append(extra, "--regenerate")
+			}
+			requests.Store(0)
+			r := runBinary(t, su.args(append(extra, "--retries", "2")...)...)
+			if r.Code != cli.ExitRejects {
+				t.Fatalf("--retries 2: exit %d, want 3\n%s", r.Code, r.Stderr)
+			}
+			errs := readRecords(t, su.errs())
+			if len(errs) != 6 || len(readRecords(t, su.out)) != 0 {
+				t.Fatalf("%d error records, want 6\n%s", len(errs), r.Stderr)
+			}
+			for _, e := range errs {
+				if e.Error.Status != 429 || e.Error.Attempts != 3 || !e.Error.Retriable {
+					t.Fatalf("error record %+v", e.Error)
+				}
+			}
+			if n := requests.Load(); n != 18 {
+				t.Errorf("%d requests for 6 prompts with --retries 2, want 18", n)
+			}
+
+			os.Remove(su.out)
+			os.Remove(su.errs())
+			requests.Store(0)
+			r = runBinary(t, su.args(append(extra, "--retries", "100000", "--down-timeout", "300ms")...)...)
+			if r.Code != cli.ExitFailure || !strings.Contains(r.Stderr, "refusing every request for quota or rate limit") ||
+				!strings.Contains(r.Stderr, "nothing but 429 Too Many Requests for 300ms (--down-timeout)") {
+				t.Fatalf("--down-timeout 300ms: exit %d, want 1 saying the servers refuse for quota:\n%s", r.Code, r.Stderr)
+			}
+			if len(readRecords(t, su.out))+len(readRecords(t, su.errs())) != 0 || !strings.Contains(r.Stderr, "not done 6") {
+				t.Fatalf("the prompts are not all left for --resume:\n%s", r.Stderr)
+			}
+			assertNoLitter(t, su.dir)
 		})
 	}
 }

@@ -29,7 +29,6 @@ type job struct {
 	line   int64
 
 	attempts int             // requests that got an answer or an error (refused connections do not count)
-	deferred int             // of them, answered 429/503 with Retry-After: not counted against --retries
 	last     *fleet.Endpoint // where the last attempt went
 
 	// A conversation (--regenerate): its walk, the journal's fingerprint

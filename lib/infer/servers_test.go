@@ -274,9 +274,9 @@ func TestFlavorsCachedTokens(t *testing.T) {
 }
 
 // Retry-After on a 429 or a 503 is honoured, capped by --max-backoff,
-// and does not use up --retries: a server that asks for an hour three
+// each counting toward --retries: a server that asks for an hour three
 // times is asked again after --max-backoff each time, and the answer
-// comes on the fourth attempt with --retries 1.
+// comes on the fourth attempt with --retries 3.
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -309,7 +309,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 1})
-	res := runWant(t, cli.ExitOK, s.args("-e", srv.URL, "--concurrency", "1", "--retries", "1", "--backoff", "1ms", "--max-backoff", "150ms")...)
+	res := runWant(t, cli.ExitOK, s.args("-e", srv.URL, "--concurrency", "1", "--retries", "3", "--backoff", "1ms", "--max-backoff", "150ms")...)
 	outs := readRecords(t, s.out)
 	if len(outs) != 1 || outs[0].Output.Attempts != 4 {
 		t.Fatalf("records %+v\n%s", outs, res.stderr)
