@@ -171,7 +171,16 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.failJob(ep, j, f)
 		return
 	}
+	if r.known.again(j.id, j.sample, f) {
+		// Refused as the run being resumed recorded it: the prompt's own.
+		r.c.refusedAgain.Add(1)
+		r.failJob(ep, j, f)
+		return
+	}
 	if err := r.systematic.Failed(ep, f); err != nil {
+		// The refusal that tipped it is written like the others, so that
+		// no prompt is in neither file and the resume knows it.
+		r.failJob(ep, j, f)
 		r.fatal(err)
 		return
 	}

@@ -392,3 +392,83 @@ func TestPermanent429Ends(t *testing.T) {
 		})
 	}
 }
+
+// refusingStub answers chat requests "ok", but refuses with one and the
+// same 400 every prompt whose text holds BAD.
+func refusingStub(t *testing.T) *stub {
+	return startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		if strings.Contains(string(ctx.PostBody()), "BAD") {
+			ctx.SetStatusCode(fasthttp.StatusBadRequest)
+			ctx.SetBodyString(`{"object":"error","message":"Invalid request: content policy","type":"BadRequestError","code":400}`)
+			return
+		}
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","model":"stub-model","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	})
+}
+
+// Three prompts refused with one identical 400, fifty answered: resumes
+// send the three again, find them refused as the errors file recorded,
+// write them there again and finish (exit 3); they are never taken for a
+// systematic refusal of the run (which stopped every resume with exit 1
+// and lost one of them), and every prompt is in exactly one file after
+// every run. A fresh run that meets the three first (--concurrency 2) may
+// stop as systematic, but writes all three, and the resume goes on.
+func TestResumeRecountsKnownRefusals(t *testing.T) {
+	t.Parallel()
+	s := refusingStub(t)
+	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 0})
+	var in strings.Builder
+	for i := 0; i < 53; i++ {
+		text := fmt.Sprintf("question %d", i)
+		if i < 3 {
+			text += " BAD"
+		}
+		fmt.Fprintf(&in, `{"id":%q,"messages":[{"role":"user","content":%q}]}`+"\n", idOf(i), text)
+	}
+	os.WriteFile(su.in, []byte(in.String()), 0o644)
+	args := func(extra ...string) []string {
+		return append([]string{"-o", su.out, su.in, "-e", s.url, "--progress", "0", "--concurrency", "2", "--queue-depth", "0"}, extra...)
+	}
+	// accounted: every id in exactly one file, the three bad ones refused.
+	accounted := func(run string, final bool) {
+		t.Helper()
+		seen := map[string]string{}
+		for kind, path := range map[string]string{"output": su.out, "error": su.errs()} {
+			for _, g := range readRecords(t, path) {
+				if prev, ok := seen[g.ID.Text]; ok {
+					t.Fatalf("%s: %s in %s and %s", run, g.ID.Text, prev, kind)
+				}
+				seen[g.ID.Text] = kind
+			}
+		}
+		for i := 0; i < 53; i++ {
+			want := "output"
+			if i < 3 {
+				want = "error"
+			}
+			if got := seen[idOf(i)]; got != want && (final || got != "" || i < 3) {
+				t.Fatalf("%s: %s is in %q, want %q", run, idOf(i), got, want)
+			}
+		}
+	}
+	r := runBinary(t, args()...)
+	switch r.Code {
+	case cli.ExitRejects:
+		accounted("fresh run", true)
+	case cli.ExitFailure:
+		if !strings.Contains(r.Stderr, "every endpoint refused the first requests the same way") || !strings.Contains(r.Stderr, "--resume goes on") {
+			t.Fatalf("fresh run: exit 1 for another reason:\n%s", r.Stderr)
+		}
+		accounted("fresh run stopped as systematic", false)
+	default:
+		t.Fatalf("fresh run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	for i := range 3 {
+		r := runBinary(t, args("--resume")...)
+		if r.Code != cli.ExitRejects || strings.Contains(r.Stderr, "every endpoint refused") || !strings.Contains(r.Stderr, "refused again as the errors file recorded: 3") {
+			t.Fatalf("resume %d: exit %d, want 3 with the three refused again:\n%s", i+1, r.Code, r.Stderr)
+		}
+		accounted(fmt.Sprintf("resume %d", i+1), true)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,7 @@ type runner struct {
 	// errSpecial: the errors file is a FIFO or device, written in place.
 	errSpecial bool
 	errLock    *jsonl.Lock
+	known      knownRefusals // --resume: the refusals the errors file records
 	ledger     *ledger
 	journal    *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
 	// contextLen is the context the first refusal for length stated, where
@@ -154,9 +156,11 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		}
 		r.errSpecial = info.Special()
 	}
-	if err := checkErrorsFile(r.errPath); err != nil {
+	known, err := checkErrorsFile(r.errPath, c.Resume)
+	if err != nil {
 		return nil, err
 	}
+	r.known = known
 	if !toStdout(c.Output) {
 		if err := r.planJournal(); err != nil {
 			return nil, err
@@ -231,28 +235,37 @@ func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
 // checkErrorsFile refuses an --errors file that is not infer's own: the
 // run rewrites its errors file, so every line of an existing one must be
 // an error record (a prompt record with an "error" object), or the file
-// empty. A file that is anything else is never touched.
-func checkErrorsFile(path string) error {
+// empty. A file that is anything else is never touched. With resume, it
+// returns the refusals the file records (see knownRefusals).
+func checkErrorsFile(path string, resume bool) (knownRefusals, error) {
 	if path == "" {
-		return nil
+		return nil, nil
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && (!st.Mode().IsRegular() || st.Size() == 0) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
+	}
+	var known knownRefusals
+	if resume {
+		known = knownRefusals{}
 	}
 	rd := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
 	defer rd.Close()
 	for {
 		rec, err := rd.Next()
 		if err == io.EOF {
-			return nil
+			return known, nil
 		}
 		var e struct {
+			ID    record.ID `json:"id"`
 			Error *struct {
-				Message *string `json:"message"`
+				Message   *string `json:"message"`
+				Status    int     `json:"status"`
+				Retriable bool    `json:"retriable"`
+				Sample    int     `json:"sample"`
 			} `json:"error"`
 		}
 		if err == nil {
@@ -267,9 +280,35 @@ func checkErrorsFile(path string) error {
 			if errors.As(err, &ie) {
 				line = ie.Line
 			}
-			return cli.Usagef("--errors %q is not an infer errors file (line %d: %v), and infer rewrites its errors file: name another --errors", path, line, err)
+			return nil, cli.Usagef("--errors %q is not an infer errors file (line %d: %v), and infer rewrites its errors file: name another --errors", path, line, err)
+		}
+		if known != nil && !e.Error.Retriable && e.Error.Status >= 400 && e.Error.Status < 500 {
+			known.add(e.ID.Text, e.Error.Sample, e.Error.Status, *e.Error.Message)
 		}
 	}
+}
+
+// knownRefusals are the refusals (a 4xx, not retriable) the errors file
+// of the run being resumed records, by (id, sample): a resume sends those
+// prompts again (a server may have changed), and one refused again the
+// same way is the prompt's own refusal, seen before: it is written to the
+// errors file again and never taken for a systematic refusal of the run
+// (which would stop the resume, and every resume after it, on the same
+// prompts).
+type knownRefusals map[xxh3.Uint128]uint64
+
+func (k knownRefusals) add(id string, sample, status int, message string) {
+	k[conversation.Key(id, sample)] = refusalHash(status, message)
+}
+
+func refusalHash(status int, message string) uint64 {
+	return xxh3.HashString(strconv.Itoa(status) + "\x00" + message)
+}
+
+// again reports whether (id, sample) was refused before as f refuses it.
+func (k knownRefusals) again(id string, sample int, f *fleet.Failure) bool {
+	h, ok := k[conversation.Key(id, sample)]
+	return ok && h == refusalHash(f.Status, f.Message)
 }
 
 // planJournal refuses a turn journal the run would overwrite or ignore:
@@ -634,6 +673,9 @@ func (r *runner) moreSummary(s Summary) []string {
 	if cl, tl, cr := c.clamped.Load(), c.tooLong.Load(), c.contextRetries.Load(); cl+tl+cr > 0 {
 		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
 			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), record.ReasonPromptTooLong, cli.Thousands(cr)))
+	}
+	if n := c.refusedAgain.Load(); n > 0 {
+		lines = append(lines, fmt.Sprintf("refused again as the errors file recorded: %s (in the errors file again)", cli.Thousands(n)))
 	}
 	if n := c.empty.Load(); n > 0 {
 		what := "answers"
