@@ -14,9 +14,12 @@
 package fleet
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +135,9 @@ type Config struct {
 	Limiter LimiterConfig // the adaptive limit's bounds; zero fields take the defaults
 	// TokenCache keeps Tokenize's and TokenizeTexts' counts (nil: every prompt is asked).
 	TokenCache TokenCache
+	// MaxAnswerBytes bounds one answer's body, AnswerMemory the bodies of
+	// all requests in flight together (0: the defaults; see body.go).
+	MaxAnswerBytes, AnswerMemory int64
 	Logf       func(format string, args ...any)
 	Clock      clock.Clock // nil: the real clock
 }
@@ -154,6 +160,9 @@ type Pool struct {
 	// context is the smallest context length the endpoints up so far
 	// stated (or --context-length); 0 while none has.
 	context atomic.Int64
+	// maxAnswer and budget bound the answers' bodies (body.go).
+	maxAnswer int64
+	budget    answerBudget
 }
 
 // Context is the model's context length in tokens as the endpoints state
@@ -169,9 +178,11 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 		cfg.Logf = func(string, ...any) {}
 	}
 	cfg.Limiter = cfg.Limiter.withDefaults()
-	p := &Pool{cfg: cfg, clk: clk, changed: make(chan struct{}), ctx: ctx, downAt: clk.Now(), ctlConn: newConnSet()}
+	p := &Pool{cfg: cfg, clk: clk, changed: make(chan struct{}), ctx: ctx, downAt: clk.Now(), ctlConn: newConnSet(),
+		maxAnswer: cmp.Or(cfg.MaxAnswerBytes, DefaultMaxAnswerBytes)}
+	p.budget.max = cmp.Or(cfg.AnswerMemory, DefaultAnswerMemory)
 	for i, t := range targets {
-		ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, cfg.APIKey, false)}
+		ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, cfg.APIKey, true)}
 		ep.ctl = newHostClient(t, p.ctlConn, 8)
 		ep.tok = newHostClient(t, p.ctlConn, 1<<16)
 		p.eps = append(p.eps, ep)
@@ -435,7 +446,9 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	ep.gen.Post(req, path, body)
 	ep.stats.Requests.Add(1)
 	sent := p.sent(ep)
-	if err := ep.gen.DoTimeout(req, resp, timeout); err != nil {
+	err := ep.gen.DoTimeout(req, resp, timeout)
+	defer resp.CloseBodyStream() // before the release: an unread rest closes the connection
+	if err != nil {
 		f := ClassifyTransport(err, timeout)
 		if !f.Down && !errors.Is(err, fasthttp.ErrTimeout) {
 			// The connection broke. A server that went away (a crash, a
@@ -449,12 +462,23 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	}
 	p.answered(ep, resp.StatusCode())
 	if status := resp.StatusCode(); status != fasthttp.StatusOK {
-		f := ClassifyStatus(status, resp.Body())
+		msg, _ := io.ReadAll(io.LimitReader(bodyOf(resp), maxErrorBody))
+		f := ClassifyStatus(status, msg)
 		f.RetryAfter = retryAfter(resp.Header.Peek(fasthttp.HeaderRetryAfter), p.clk.Now())
 		p.observe(ep, sent, 0, f)
 		return openai.Completion{}, f
 	}
-	c, err := parse(resp.Body())
+	answer, reserved, err := p.readBody(bodyOf(resp), int64(resp.Header.ContentLength()))
+	defer p.budget.give(reserved)
+	if err != nil {
+		f := p.bodyFailure(err, timeout)
+		if f.Blame {
+			ep.gen.CloseIdle() // as for a connection that broke before the answer
+		}
+		p.observe(ep, sent, 0, f)
+		return openai.Completion{}, f
+	}
+	c, err := parse(answer)
 	if err != nil {
 		f := &Failure{Status: fasthttp.StatusOK, Message: err.Error(), Retriable: true, Blame: true}
 		p.observe(ep, sent, 0, f)
@@ -466,6 +490,18 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	}
 	p.observe(ep, sent, c.CompletionTokens, nil)
 	return c, nil
+}
+
+// maxErrorBody bounds what is read of a refusal's body: its message.
+const maxErrorBody = 64 << 10
+
+// bodyOf is resp's body as a stream (the generation client streams
+// bodies; an answer without a body has none).
+func bodyOf(resp *fasthttp.Response) io.Reader {
+	if r := resp.BodyStream(); r != nil {
+		return r
+	}
+	return bytes.NewReader(resp.Body())
 }
 
 // sent stamps a request to ep going out now, and tells ep's adaptive limit.

@@ -178,10 +178,11 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		return
 	}
 	if err := r.systematic.Failed(ep, f); err != nil {
-		// The refusal that tipped it is written like the others, so that
-		// no prompt is in neither file and the resume knows it.
-		r.failJob(ep, j, f)
+		// Stopping first, so that the failures still arriving are left for
+		// the resume; the refusal that tipped it is written like those
+		// before it, so that the resume knows it.
 		r.fatal(err)
+		r.failJob(ep, j, f)
 		return
 	}
 	r.failJob(ep, j, f)
@@ -371,6 +372,8 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 			e.Reason, e.PromptTokens = record.ReasonPromptTooLong, j.fit.Prompt
 		case j.reason != "":
 			e.Reason = j.reason
+		case f.Reason != "":
+			e.Reason = f.Reason
 		}
 		if j.conv != nil {
 			n := len(j.conv.Turns())

@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"bufio"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -471,4 +472,105 @@ func TestResumeRecountsKnownRefusals(t *testing.T) {
 		}
 		accounted(fmt.Sprintf("resume %d", i+1), true)
 	}
+}
+
+// A prompt record over --max-prompt-bytes is rejected as it is read
+// (line_too_long, naming the flag), never sent; the prompts around it are
+// answered.
+func TestPromptOverLimitRejected(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 0})
+	huge := `{"id":"huge","messages":[{"role":"user","content":"` + strings.Repeat("a", 3<<20) + `"}]}`
+	os.WriteFile(s.in, []byte(`{"id":"a","messages":[{"role":"user","content":"one"}]}`+"\n"+huge+"\n"+`{"id":"b","messages":[{"role":"user","content":"two"}]}`+"\n"), 0o644)
+	r := runBinary(t, s.args("--max-prompt-bytes", "1MiB")...)
+	if r.Code != cli.ExitRejects || !strings.Contains(r.Stderr, "prompts.jsonl:2: line_too_long: line longer than 1048576 bytes (--max-prompt-bytes)") {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	outs := readRecords(t, s.out)
+	if len(outs) != 2 || outs[0].ID.Text == "huge" || outs[1].ID.Text == "huge" {
+		t.Fatalf("%d answers", len(outs))
+	}
+	if st := s.fleet.Stats(); st.Requests != 2 {
+		t.Fatalf("%d requests, want 2: the huge prompt was sent", st.Requests)
+	}
+}
+
+// completionBody is a chat answer whose text is n bytes of x.
+func completionBody(n int) []byte {
+	return []byte(`{"id":"x","object":"chat.completion","model":"stub-model","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("x", n) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+}
+
+// Answer bodies are bounded as they arrive: a chunked body past
+// --max-answer-bytes is cut off, the prompt an error record
+// answer_too_large after one attempt (no retry, the connection closed);
+// and bodies of requests in flight together stay within --answer-memory:
+// with room for two of four at once, the others are abandoned (their
+// connections closed mid-body) and sent again, until every prompt is
+// answered exactly once.
+func TestAnswerBodiesBounded(t *testing.T) {
+	t.Parallel()
+	var endless, abandoned atomic.Int64
+	huge := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+		endless.Add(1)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			w.WriteString(`{"choices":[{"message":{"role":"assistant","content":"`)
+			chunk := strings.Repeat("x", 64<<10)
+			for range 1 << 15 { // 2 GiB, if nothing stops it
+				if _, err := w.WriteString(chunk); err != nil {
+					return
+				}
+				if w.Flush() != nil {
+					return
+				}
+			}
+		})
+	})
+	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 2})
+	r := runBinary(t, su.args("-e", huge.url, "--max-answer-bytes", "1MiB", "--retries", "3")...)
+	if r.Code != cli.ExitRejects {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	errs := readRecords(t, su.errs())
+	if len(errs) != 2 || endless.Load() != 2 {
+		t.Fatalf("%d error records, %d requests; want 2 and 2\n%s", len(errs), endless.Load(), r.Stderr)
+	}
+	for _, e := range errs {
+		if e.Error.Reason != "answer_too_large" || e.Error.Attempts != 1 || !strings.Contains(e.Error.Message, "passed 1MiB (--max-answer-bytes)") {
+			t.Fatalf("error record %+v", e.Error)
+		}
+	}
+
+	const size = 600 << 10
+	slow := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+		body := completionBody(size)
+		ctx.SetContentType("application/json")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			for off := 0; off < len(body); off += 32 << 10 {
+				if _, err := w.Write(body[off:min(off+32<<10, len(body))]); err != nil || w.Flush() != nil {
+					abandoned.Add(1)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	})
+	su = newSetup(t, llmsim.Config{}, 0, promptSet{n: 12})
+	r = runBinary(t, su.args("-e", slow.url, "--concurrency", "4", "--max-answer-bytes", "1MiB", "--answer-memory", "1400KiB", "--retries", "1000")...)
+	if r.Code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	outs := readRecords(t, su.out)
+	if len(outs) != 12 {
+		t.Fatalf("%d answers, want 12", len(outs))
+	}
+	seen := map[string]bool{}
+	for _, g := range outs {
+		if seen[g.ID.Text] || len(g.Output.Text) != size {
+			t.Fatalf("%s twice, or its answer is %d bytes", g.ID.Text, len(g.Output.Text))
+		}
+		seen[g.ID.Text] = true
+	}
+	waitFor(t, 5*time.Second, "the server to see an abandoned body", func() bool { return abandoned.Load() > 0 })
 }

@@ -122,7 +122,13 @@ func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
 			continue
 		}
 		r.c.read.Add(1)
-		if !r.take(ctx, rec) {
+		// A long line's buffer is handed over, not copied: a prompt is
+		// held once.
+		raw := rd.TakeLong(rec)
+		if raw == nil {
+			raw = bytes.Clone(rec.Data)
+		}
+		if !r.take(ctx, rec, raw) {
 			return
 		}
 	}
@@ -134,8 +140,7 @@ func isInputError(err error) bool {
 }
 
 // take turns one record into its jobs; false when the run is stopping.
-func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
-	raw := bytes.Clone(rec.Data)
+func (r *runner) take(ctx context.Context, rec jsonl.Record, raw []byte) bool {
 	reject := func(reason, detail string) bool {
 		if err := r.rejects.Add(jsonl.Record{Data: raw, File: rec.File, Line: rec.Line}, reason, detail); err != nil {
 			r.fatal(fmt.Errorf("rejects file: %w", err))

@@ -419,7 +419,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 	r.pool = fleet.NewPool(poolCtx, r.targets, c.PoolConfig(fleet.Config{
 		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
 		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
-		Policy: c.Policy, Logf: r.logf, Clock: r.clk,
+		Policy: c.Policy, Logf: r.logf, Clock: r.clk, MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory),
 	}))
 	r.onClose(func() {
 		cancelPool()
@@ -525,7 +525,7 @@ func (r *runner) generate(ctx context.Context) {
 		flushEvery(r.clk, c.FlushInterval, stopFlush, r.out, r.errs)
 		close(flushed)
 	}()
-	rd := jsonl.NewReader(c.Inputs, r.env.Stdin, jsonl.Options{})
+	rd := jsonl.NewReader(c.Inputs, r.env.Stdin, jsonl.Options{MaxLine: int(c.MaxPromptBytes), LimitName: "--max-prompt-bytes"})
 	readerExit := make(chan struct{})
 	go func() {
 		r.read(runCtx, rd)
