@@ -75,12 +75,12 @@ type Endpoint struct {
 	// limitedSince is when the endpoint's answers turned to nothing but
 	// 429 Too Many Requests (zero while it answers otherwise).
 	limitedSince time.Time
-	info      Info   // what the server said of itself when it came up
-	limiter   *Limiter
-	decode    decodeFit // latency against answer length, for its effective concurrency
-	metrics   serverLoad
-	polling   bool // a poller reads its /metrics
-	tokenizer tokenizeForm
+	info         Info // what the server said of itself when it came up
+	limiter      *Limiter
+	decode       decodeFit // latency against answer length, for its effective concurrency
+	metrics      serverLoad
+	polling      bool // a poller reads its /metrics
+	tokenizer    tokenizeForm
 }
 
 // Index is the endpoint's place in the list it was given in.
@@ -138,8 +138,8 @@ type Config struct {
 	// MaxAnswerBytes bounds one answer's body, AnswerMemory the bodies of
 	// all requests in flight together (0: the defaults; see body.go).
 	MaxAnswerBytes, AnswerMemory int64
-	Logf       func(format string, args ...any)
-	Clock      clock.Clock // nil: the real clock
+	Logf                         func(format string, args ...any)
+	Clock                        clock.Clock // nil: the real clock
 }
 
 // Pool holds the endpoints: their clients, their state, their in-flight
