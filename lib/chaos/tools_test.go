@@ -17,7 +17,11 @@ import (
 // file: what every one of them must do alike.
 var tools = []string{"extract", "dedup", "shard", "merge", "stats"}
 
-func TestMain(m *testing.M) { testbin.Main(m, tools...) }
+// The other binaries some tests run: filter (the memory benchmark), infer
+// and llmsim (what every tool leaves in its directory).
+var otherBinaries = []string{"filter", "infer", "llmsim"}
+
+func TestMain(m *testing.M) { testbin.Main(m, append(append([]string(nil), tools...), otherBinaries...)...) }
 
 // run runs a tool binary in dir with stdin (nil: none) and args.
 func run(t *testing.T, dir string, stdin []byte, tool string, args ...string) testbin.Result {

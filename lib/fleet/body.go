@@ -62,49 +62,63 @@ func (e *tooLargeError) Error() string { return "answer too large" }
 // readBody reads body (whose length the server announced as length, -1
 // when it did not) within max bytes and the pool's budget. The bytes
 // reserved are returned to be given back (release) once the body is no
-// longer needed.
+// longer needed. A body of unknown length is read into pieces that grow
+// to maxPiece, kept as they are (no buffer is copied as it grows, so
+// none is left for the garbage collector while others are read) and
+// joined once whole.
 func (p *Pool) readBody(body io.Reader, length int64) (b []byte, reserved int64, err error) {
 	limit := p.maxAnswer
 	if length > limit {
 		return nil, 0, &tooLargeError{limit}
 	}
-	size := int64(bodyChunk)
+	var pieces [][]byte
+	var total int64
+	next := int64(bodyChunk)
 	if length >= 0 {
-		size = length + 1 // + 1: the end is seen without growing
+		next = length + 1 // + 1: the end is seen without another piece
 	}
-	size = min(size, limit+1)
-	if !p.budget.take(size) {
-		return nil, 0, errBudget
-	}
-	reserved = size
-	b = make([]byte, 0, size)
 	for {
-		if len(b) == cap(b) {
-			if int64(len(b)) > limit {
+		if len(pieces) == 0 || len(pieces[len(pieces)-1]) == cap(pieces[len(pieces)-1]) {
+			if total > limit {
 				return nil, reserved, &tooLargeError{limit}
 			}
-			grow := min(max(int64(cap(b)), bodyChunk), limit+1-int64(cap(b)))
-			if !p.budget.take(grow) {
+			size := min(next, limit+1-total)
+			if !p.budget.take(size) {
 				return nil, reserved, errBudget
 			}
-			reserved += grow
-			nb := make([]byte, len(b), int64(cap(b))+grow)
-			copy(nb, b)
-			b = nb
+			reserved += size
+			pieces = append(pieces, make([]byte, 0, size))
+			next = min(max(total+size, bodyChunk), maxPiece)
 		}
-		n, rerr := body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
+		cur := &pieces[len(pieces)-1]
+		n, rerr := body.Read((*cur)[len(*cur):cap(*cur)])
+		*cur = (*cur)[:len(*cur)+n]
+		total += int64(n)
 		if rerr == io.EOF {
-			if int64(len(b)) > limit {
-				return nil, reserved, &tooLargeError{limit}
-			}
-			return b, reserved, nil
+			break
 		}
 		if rerr != nil {
 			return nil, reserved, rerr
 		}
 	}
+	if total > limit {
+		return nil, reserved, &tooLargeError{limit}
+	}
+	if len(pieces) == 1 {
+		return pieces[0], reserved, nil
+	}
+	// Joined, the body holds total bytes in place of the pieces' reserved
+	// (never fewer): the join cannot pass the budget the pieces kept.
+	b = make([]byte, 0, total)
+	for _, piece := range pieces {
+		b = append(b, piece...)
+	}
+	p.budget.give(reserved - total)
+	return b, total, nil
 }
+
+// maxPiece is the largest piece of a body of unknown length.
+const maxPiece = 4 << 20
 
 // bodyFailure is what a failed body read means for the request.
 func (p *Pool) bodyFailure(err error, timeout time.Duration) *Failure {
