@@ -21,7 +21,9 @@ var tools = []string{"extract", "dedup", "shard", "merge", "stats"}
 // and llmsim (what every tool leaves in its directory).
 var otherBinaries = []string{"filter", "infer", "llmsim"}
 
-func TestMain(m *testing.M) { testbin.Main(m, append(append([]string(nil), tools...), otherBinaries...)...) }
+func TestMain(m *testing.M) {
+	testbin.Main(m, append(append([]string(nil), tools...), otherBinaries...)...)
+}
 
 // run runs a tool binary in dir with stdin (nil: none) and args.
 func run(t *testing.T, dir string, stdin []byte, tool string, args ...string) testbin.Result {

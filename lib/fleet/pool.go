@@ -75,12 +75,15 @@ type Endpoint struct {
 	// limitedSince is when the endpoint's answers turned to nothing but
 	// 429 Too Many Requests (zero while it answers otherwise).
 	limitedSince time.Time
-	info         Info // what the server said of itself when it came up
-	limiter      *Limiter
-	decode       decodeFit // latency against answer length, for its effective concurrency
-	metrics      serverLoad
-	polling      bool // a poller reads its /metrics
-	tokenizer    tokenizeForm
+	// pausedUntil: the endpoint asked to be left alone (429, 503) until
+	// then; nothing new is sent to it before.
+	pausedUntil time.Time
+	info        Info // what the server said of itself when it came up
+	limiter     *Limiter
+	decode      decodeFit // latency against answer length, for its effective concurrency
+	metrics     serverLoad
+	polling     bool // a poller reads its /metrics
+	tokenizer   tokenizeForm
 }
 
 // Index is the endpoint's place in the list it was given in.
@@ -138,8 +141,11 @@ type Config struct {
 	// MaxAnswerBytes bounds one answer's body, AnswerMemory the bodies of
 	// all requests in flight together (0: the defaults; see body.go).
 	MaxAnswerBytes, AnswerMemory int64
-	Logf                         func(format string, args ...any)
-	Clock                        clock.Clock // nil: the real clock
+	// MaxPause bounds how long an endpoint that answers 429 or 503 is
+	// left alone (its Retry-After, else a second); 0: it is not.
+	MaxPause time.Duration
+	Logf     func(format string, args ...any)
+	Clock    clock.Clock // nil: the real clock
 }
 
 // Pool holds the endpoints: their clients, their state, their in-flight
@@ -247,6 +253,8 @@ func (p *Pool) Acquire(ctx context.Context, avoid *Endpoint) (*Endpoint, error) 
 				return nil, fmt.Errorf("%w: every endpoint has been down for %v (--down-timeout)", ErrAllDown, p.cfg.DownTimeout)
 			}
 			deadline = p.clk.After(left)
+		} else if until := p.pauseEndLocked(); !until.IsZero() {
+			deadline = p.clk.After(until.Sub(p.clk.Now()))
 		}
 		p.mu.Unlock()
 		select {
@@ -344,6 +352,37 @@ func (p *Pool) answered(ep *Endpoint, status int) {
 		p.probeLocked(ep, p.cfg.ProbeInterval, p.cfg.ProbeInterval)
 	}
 	p.broadcastLocked()
+}
+
+// pause leaves ep alone for d (a 429's or 503's Retry-After, or a second
+// when it gave none), capped by Config.MaxPause: the requests that would
+// have gone to it go elsewhere, or wait.
+func (p *Pool) pause(ep *Endpoint, d time.Duration) {
+	if p.cfg.MaxPause <= 0 {
+		return
+	}
+	if d <= 0 {
+		d = time.Second
+	}
+	until := p.clk.Now().Add(min(d, p.cfg.MaxPause))
+	p.mu.Lock()
+	if until.After(ep.pausedUntil) {
+		ep.pausedUntil = until
+	}
+	p.mu.Unlock()
+}
+
+// pauseEndLocked is the earliest end of a pause of a ready endpoint still
+// paused (zero: none), for Acquire to wake at.
+func (p *Pool) pauseEndLocked() time.Time {
+	now := p.clk.Now()
+	var end time.Time
+	for _, ep := range p.eps {
+		if ep.state == StateReady && ep.pausedUntil.After(now) && (end.IsZero() || ep.pausedUntil.Before(end)) {
+			end = ep.pausedUntil
+		}
+	}
+	return end
 }
 
 // rateLimitedLocked is ErrRateLimited once every endpoint has answered
@@ -465,6 +504,9 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 		msg, _ := io.ReadAll(io.LimitReader(bodyOf(resp), maxErrorBody))
 		f := ClassifyStatus(status, msg)
 		f.RetryAfter = retryAfter(resp.Header.Peek(fasthttp.HeaderRetryAfter), p.clk.Now())
+		if status == fasthttp.StatusTooManyRequests || status == fasthttp.StatusServiceUnavailable {
+			p.pause(ep, f.RetryAfter)
+		}
 		p.observe(ep, sent, 0, f)
 		return openai.Completion{}, f
 	}

@@ -289,3 +289,43 @@ func TestRateLimitedEndpoints(t *testing.T) {
 		t.Fatalf("--down-timeout 0: %v", err)
 	}
 }
+
+// An endpoint that answers 429 or 503 is left alone for its Retry-After,
+// at most MaxPause: new requests go to the others, or wait until the
+// pause ends, on virtual time.
+func TestPauseAfterRefusal(t *testing.T) {
+	p, fake, _ := testPool(t, 2, Config{MaxPause: time.Minute})
+	p.setReady(0, 1)
+	p.setReady(1, 1)
+	p.pause(p.eps[0], time.Hour) // capped at a minute
+	ep, err := p.Acquire(context.Background(), nil)
+	if err != nil || ep != p.eps[1] {
+		t.Fatalf("with endpoint 0 paused: %v %v", ep, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ep, err := p.Acquire(context.Background(), nil)
+		if err == nil && ep != p.eps[0] {
+			err = fmt.Errorf("got endpoint %d", ep.Index())
+		}
+		done <- err
+	}()
+	pending(t, fake, 1) // the wait until the pause ends
+	fake.Advance(time.Minute - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("acquired during the pause: %v", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	fake.Advance(time.Nanosecond)
+	if err := waitErr(t, done); err != nil {
+		t.Fatal(err)
+	}
+	// Without MaxPause nothing is paused.
+	p, _, _ = testPool(t, 1, Config{})
+	p.setReady(0, 1)
+	p.pause(p.eps[0], time.Hour)
+	if ep := p.TryAcquire(nil); ep == nil {
+		t.Fatal("paused with MaxPause 0")
+	}
+}

@@ -420,6 +420,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
 		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
 		Policy: c.Policy, Logf: r.logf, Clock: r.clk, MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory),
+		MaxPause: c.MaxBackoff,
 	}))
 	r.onClose(func() {
 		cancelPool()

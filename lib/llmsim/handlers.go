@@ -44,6 +44,7 @@ const (
 	msgQueueFull  = "The request queue is full."
 	msgOllamaBusy = "server busy, please try again.  maximum pending requests exceeded"
 	msgFail       = "Internal server error: llmsim injected failure"
+	msgLimit      = "Rate limit reached: llmsim injected 429"
 	msgAborted    = "Aborted"
 	msgLoading    = "Loading model"
 )
@@ -220,6 +221,7 @@ const (
 	faultAbort
 	faultHang
 	faultDrop
+	faultLimit
 )
 
 // draw picks the fault of generation request number n (1-based), and a
@@ -231,7 +233,7 @@ func (e *Endpoint) draw(f Faults, n uint64) (faultKind, uint64) {
 	for _, c := range []struct {
 		k faultKind
 		p float64
-	}{{faultFail, f.FailRate}, {faultAbort, f.AbortRate}, {faultHang, f.HangRate}, {faultDrop, f.DropRate}} {
+	}{{faultFail, f.FailRate}, {faultAbort, f.AbortRate}, {faultHang, f.HangRate}, {faultDrop, f.DropRate}, {faultLimit, f.LimitRate}} {
 		if u < c.p {
 			return c.k, bits
 		}
@@ -292,11 +294,16 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 
 	le.f = f
 	kind, bits := e.draw(faults, n)
-	le.outcome = [...]string{faultNone: "", faultFail: "fail", faultAbort: "abort", faultHang: "hang", faultDrop: "drop"}[kind]
+	le.outcome = [...]string{faultNone: "", faultFail: "fail", faultAbort: "abort", faultHang: "hang", faultDrop: "drop", faultLimit: "limit"}[kind]
 	switch kind {
 	case faultFail:
 		e.stats.failed.Add(1)
 		e.fail(ctx, a, &apiError{kind: errInternal, status: fasthttp.StatusInternalServerError, msg: msgFail})
+		return
+	case faultLimit:
+		e.stats.limited.Add(1)
+		ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, "1")
+		e.fail(ctx, a, &apiError{kind: errBusy, status: fasthttp.StatusTooManyRequests, msg: msgLimit})
 		return
 	case faultHang:
 		e.stats.hung.Add(1)
