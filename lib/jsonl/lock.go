@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"tokenmill/lib/cli"
 )
 
 // Lock is an exclusive lock on a file that a run writes (dedup --state,
@@ -26,10 +29,12 @@ import (
 // never lets two runs in. One left by a killed run is taken over (the
 // kernel drops a dead process's flock) and removed at the end as well.
 type Lock struct {
-	f     *os.File   // the lock file
-	path  string     // its name
-	files []*os.File // the locked file itself, under flock
-	ids   []fileID
+	mu     sync.Mutex
+	f      *os.File   // the lock file
+	path   string     // its name
+	files  []*os.File // the locked file itself, under flock
+	ids    []fileID
+	unhook func() // cancels the release at exit
 }
 
 // LockedError is a file another process holds locked.
@@ -170,7 +175,11 @@ func lockName(flag, path, name string) (*Lock, error) {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", name, err)
 		}
-		return &Lock{f: f, path: name}, nil
+		l := &Lock{f: f, path: name}
+		// A process that exits at once (a second SIGINT or SIGTERM) still
+		// removes its lock file.
+		l.unhook = cli.AtExit(l.Release)
+		return l, nil
 	}
 	return nil, fmt.Errorf("lock %s: it keeps being replaced", name)
 }
@@ -201,6 +210,8 @@ func (l *Lock) Hold(flag, path string, f *os.File) error {
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	id, err := fileIdentity(f)
 	if err != nil {
 		return err
@@ -279,8 +290,16 @@ func (l *Lock) Path() string {
 // Release gives the lock up and removes the lock file. It may be called
 // more than once.
 func (l *Lock) Release() {
-	if l == nil || l.f == nil {
+	if l == nil {
 		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return
+	}
+	if l.unhook != nil {
+		l.unhook()
 	}
 	for _, f := range l.files {
 		f.Close()
