@@ -30,8 +30,11 @@ type counters struct {
 	// refusedAgain: failed answers refused as the errors file of the run
 	// being resumed recorded them.
 	refusedAgain atomic.Int64
-	backingOff   atomic.Int64 // answers waiting out a backoff
-	queued       atomic.Int64 // answers read, not yet dispatched
+	// readdressed: tool calls whose id repeated another call's in the same
+	// answer, given one of their own.
+	readdressed atomic.Int64
+	backingOff  atomic.Int64 // answers waiting out a backoff
+	queued      atomic.Int64 // answers read, not yet dispatched
 
 	promptTokens     atomic.Int64
 	completionTokens atomic.Int64

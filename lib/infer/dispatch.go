@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"tokenmill/lib/conversation"
@@ -194,7 +193,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		model = r.model
 	}
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
+		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: r.nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
@@ -241,15 +240,10 @@ func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	st.Rate.Add(now, int64(c.CompletionTokens))
 }
 
-// nameCalls gives calls that came without an id call_<m>_<k> (m the
-// answer's 1-based place in the conversation, k the call's), as extract
-// names the calls of datasets without ids.
-func nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
-	for k := range calls {
-		if calls[k].ID == "" {
-			calls[k].ID = "call_" + strconv.Itoa(m) + "_" + strconv.Itoa(k+1)
-		}
-	}
+// nameCalls gives every call of an answer an id of its own (see
+// record.AddressCalls), counting those re-addressed.
+func (r *runner) nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
+	r.c.readdressed.Add(int64(record.AddressCalls(calls, m)))
 	return calls
 }
 
@@ -312,6 +306,7 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 		}
 	}
 	conv.Apply(a)
+	r.c.readdressed.Add(int64(a.Readdressed))
 	j.attempts, j.ctxRetries = 0, 0
 	r.counted(ep, j, c)
 	r.c.turns.Add(1)

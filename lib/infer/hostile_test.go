@@ -19,6 +19,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/llmsim"
+	"tokenmill/lib/record"
 	"tokenmill/lib/testbin"
 )
 
@@ -573,4 +574,84 @@ func TestAnswerBodiesBounded(t *testing.T) {
 		seen[g.ID.Text] = true
 	}
 	waitFor(t, 5*time.Second, "the server to see an abandoned body", func() bool { return abandoned.Load() > 0 })
+}
+
+// An id is its text in infer as in every tool: records with ids 7 and "7"
+// are one prompt, answered once, the second counted as a duplicate.
+func TestIDsAreTheirText(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 0})
+	os.WriteFile(s.in, []byte(`{"id":7,"messages":[{"role":"user","content":"one"}]}`+"\n"+`{"id":"7","messages":[{"role":"user","content":"one"}]}`+"\n"), 0o644)
+	res := runWant(t, cli.ExitOK, s.args()...)
+	if outs := readRecords(t, s.out); len(outs) != 1 || !strings.Contains(res.stderr, `duplicate id "7"`) {
+		t.Fatalf("%d answers\n%s", len(outs), res.stderr)
+	}
+}
+
+// A server that gives two tool calls of one answer the same id: the
+// second is re-addressed (call_<m>_<k>), in a plain answer and in a
+// regenerated conversation, whose tool results then pair one to one with
+// the calls; the summary counts them.
+func TestSharedToolCallIDs(t *testing.T) {
+	t.Parallel()
+	s := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		if strings.Contains(string(ctx.PostBody()), `"role":"tool"`) {
+			ctx.SetBodyString(`{"choices":[{"message":{"role":"assistant","content":"A sunny, B rain"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":4}}`)
+			return
+		}
+		ctx.SetBodyString(`{"choices":[{"message":{"role":"assistant","content":"","tool_calls":[` +
+			`{"id":"dup","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"A\"}"}},` +
+			`{"id":"dup","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"B\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":9,"completion_tokens":8}}`)
+	})
+	su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 0})
+	os.WriteFile(su.in, []byte(`{"id":"c1","messages":[{"role":"user","content":"Weather in A and B?"},`+
+		`{"role":"assistant","content":"","tool_calls":[{"id":"t1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"A\"}"}},{"id":"t2","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"B\"}"}}]},`+
+		`{"role":"tool","tool_call_id":"t1","content":"sunny"},{"role":"tool","tool_call_id":"t2","content":"rain"},{"role":"assistant","content":"A is sunny, B rainy."}],`+
+		`"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`+"\n"), 0o644)
+	conv, _ := os.ReadFile(su.in)
+	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+	for _, regen := range []bool{false, true} {
+		os.Remove(su.out)
+		args := su.args("-e", s.url)
+		if regen {
+			args = append(args, "--regenerate")
+			os.WriteFile(su.in, conv, 0o644)
+		} else {
+			os.WriteFile(su.in, []byte(`{"id":"p1","messages":[{"role":"user","content":"Weather in A and B?"}],`+tools+"}\n"), 0o644)
+		}
+		r := runBinary(t, args...)
+		if r.Code != cli.ExitOK || !strings.Contains(r.Stderr, "tool calls re-addressed (their id repeated another call's in the same answer): 1") {
+			t.Fatalf("regenerate %v: exit %d\n%s", regen, r.Code, r.Stderr)
+		}
+		g := readRecords(t, su.out)
+		if len(g) != 1 {
+			t.Fatalf("%d records", len(g))
+		}
+		var out struct {
+			ToolCalls []record.ToolCall `json:"tool_calls"`
+			Messages  []record.Message  `json:"messages"`
+		}
+		raw, _ := record.FieldValue([]byte(g[0].raw), "output")
+		json.Unmarshal(raw, &out)
+		calls := out.ToolCalls
+		if regen {
+			calls = nil
+			var results []string
+			for _, m := range out.Messages {
+				if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+					json.Unmarshal(m.ToolCalls, &calls)
+				}
+				if m.Role == "tool" {
+					results = append(results, m.ToolCallID)
+				}
+			}
+			if fmt.Sprint(results) != "[dup call_2_2]" {
+				t.Fatalf("tool results answer %v, want [dup call_2_2]:\n%s", results, g[0].raw)
+			}
+		}
+		if len(calls) != 2 || calls[0].ID != "dup" || calls[1].ID != "call_2_2" {
+			t.Fatalf("regenerate %v: calls %+v", regen, calls)
+		}
+	}
 }

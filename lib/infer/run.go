@@ -675,6 +675,9 @@ func (r *runner) moreSummary(s Summary) []string {
 		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
 			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), record.ReasonPromptTooLong, cli.Thousands(cr)))
 	}
+	if n := c.readdressed.Load(); n > 0 {
+		lines = append(lines, fmt.Sprintf("tool calls re-addressed (their id repeated another call's in the same answer): %s", cli.Thousands(n)))
+	}
 	if n := c.refusedAgain.Load(); n > 0 {
 		lines = append(lines, fmt.Sprintf("refused again as the errors file recorded: %s (in the errors file again)", cli.Thousands(n)))
 	}
