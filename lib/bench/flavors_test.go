@@ -154,14 +154,23 @@ func TestBenchIncompleteStreams(t *testing.T) {
 // streamStub is a server whose every chat completion is body, streamed.
 func streamStub(t *testing.T, body string) string {
 	t.Helper()
+	return chatStub(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte(body))
+	})
+}
+
+// chatStub is a server that is ready, serves model m, and answers chat
+// completions with chat.
+func chatStub(t *testing.T, chat http.HandlerFunc) string {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/health":
 		case "/v1/models":
 			w.Write([]byte(`{"object":"list","data":[{"id":"m"}]}`))
 		case "/v1/chat/completions":
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Write([]byte(body))
+			chat(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -226,30 +235,21 @@ func TestBenchFitsTheContext(t *testing.T) {
 // asked again only after a backoff that doubles.
 func TestBenchEndlessAndFailingServers(t *testing.T) {
 	t.Parallel()
-	endless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-		case "/v1/models":
-			w.Write([]byte(`{"object":"list","data":[{"id":"m"}]}`))
-		case "/v1/chat/completions":
-			w.Header().Set("Content-Type", "text/event-stream")
-			for {
-				if _, err := w.Write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"and "},"finish_reason":null}]}` + "\n\n")); err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-				select {
-				case <-r.Context().Done():
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
+	endless := chatStub(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for {
+			if _, err := w.Write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"and "},"finish_reason":null}]}` + "\n\n")); err != nil {
+				return
 			}
-		default:
-			http.NotFound(w, r)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
-	}))
-	t.Cleanup(endless.Close)
-	res := runBenchArgs(t, 30*time.Second, "--json", "-e", endless.URL, "--concurrency", "1,2,4", "--warmup", "0s", "--duration", "500ms")
+	})
+	res := runBenchArgs(t, 30*time.Second, "--json", "-e", endless, "--concurrency", "1,2,4", "--warmup", "0s", "--duration", "500ms")
 	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no answer finished within the level's") || !strings.Contains(res.stderr, "no answer finished at any level") {
 		t.Fatalf("endless streams: exit %d\n%s", res.code, res.stderr)
 	}
@@ -259,26 +259,18 @@ func TestBenchEndlessAndFailingServers(t *testing.T) {
 	}
 
 	var requests atomic.Int64
-	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-		case "/v1/models":
-			w.Write([]byte(`{"object":"list","data":[{"id":"m"}]}`))
-		case "/v1/chat/completions":
-			requests.Add(1)
-			w.WriteHeader(http.StatusInternalServerError)
-			w.Write([]byte(`{"error":{"message":"broken"}}`))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(failing.Close)
-	res = runBenchArgs(t, 30*time.Second, "--json", "-e", failing.URL, "--concurrency", "2", "--warmup", "0s", "--duration", "1s")
+	failing := chatStub(t, func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(`{"error":{"message":"broken"}}`))
+	})
+	res = runBenchArgs(t, 30*time.Second, "--json", "-e", failing, "--concurrency", "2", "--warmup", "0s", "--duration", "1s")
 	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "HTTP 500") {
 		t.Fatalf("failing server: exit %d\n%s", res.code, res.stderr)
 	}
 	// Two workers, each waiting 50ms, 100ms, 200ms, 400ms... after its
 	// failures: a handful of requests each in the second, not thousands.
+	t.Logf("%d requests to the failing server in its 1s level", requests.Load())
 	if n := requests.Load(); n > 40 {
 		t.Errorf("%d requests to a server that fails them all in 1s at 2 in flight: no backoff", n)
 	}

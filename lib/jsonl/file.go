@@ -66,11 +66,7 @@ func CreateFile(path string, opts CreateFileOptions) (*File, error) {
 		}
 		return &File{f: f, path: path}, nil
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return nil, err
-	}
-	f, tmp, err := createTemp(dir, filepath.Base(path))
+	f, tmp, err := createTempBeside(path)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +97,16 @@ const maxNameBytes = 255
 // tempAttempts bounds the names tried before giving up: each is 64 random
 // bits, so a second attempt already means someone plants files on purpose.
 const tempAttempts = 100
+
+// createTempBeside creates a temporary file in path's directory (made if
+// missing), named after path.
+func createTempBeside(path string) (*os.File, string, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, "", err
+	}
+	return createTemp(dir, filepath.Base(path))
+}
 
 // createTemp creates a new file in dir named after base.
 func createTemp(dir, base string) (*os.File, string, error) {

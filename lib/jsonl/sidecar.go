@@ -77,11 +77,7 @@ func OpenSidecar(what, path string, flag int, perm fs.FileMode) (*os.File, error
 // through or truncated. The new file is created beside it like File's
 // temporary files (O_EXCL|O_NOFOLLOW, a random name).
 func ReplaceWithNew(path string) (*os.File, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return nil, err
-	}
-	f, tmp, err := createTemp(dir, filepath.Base(path))
+	f, tmp, err := createTempBeside(path)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +88,7 @@ func ReplaceWithNew(path string) (*os.File, error) {
 		os.Remove(tmp)
 		return nil, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(filepath.Dir(path)); err != nil {
 		f.Close()
 		return nil, err
 	}
