@@ -161,6 +161,8 @@ func TestOutputAliases(t *testing.T) {
 		{"merge", []string{"-o", "x.jsonl", "--errors", "sub/../x.jsonl", "in.jsonl"}, `--errors "sub/../x.jsonl" is the same file as -o "x.jsonl"`},
 		{"stats", []string{"--plot", "in.svg", "--force", "in.svg"}, `--plot "in.svg" is the same file as input "in.svg"`},
 		{"stats", []string{"--rejects", "hard.jsonl", "--force", "in.jsonl"}, `--rejects "hard.jsonl" is the same file as input "in.jsonl"`},
+		{"dedup", []string{"-o", "s.state.lock", "--state", "s.state", "in.jsonl"}, `'s lock file`},
+		{"merge", []string{"--rejects", "final.jsonl.lock", "-o", "final.jsonl", "in.jsonl"}, `'s lock file`},
 	}
 	for _, c := range cases {
 		t.Run(c.tool+" "+strings.Join(c.args, " "), func(t *testing.T) {
@@ -526,5 +528,41 @@ func TestLongLineThroughTools(t *testing.T) {
 		if r.Code != 0 || !bytes.Equal(r.Stdout, input) {
 			t.Errorf("%s: exit %d, %d bytes out, want the %d in:\n%s", tool, r.Code, len(r.Stdout), len(input), r.Stderr)
 		}
+	}
+}
+
+// Stdin redirected from a file an output names (tool -o x < x, under any
+// name) is that file: every record tool refuses it, exit 2, before the
+// file is touched.
+func TestStdinAliasesAnOutput(t *testing.T) {
+	for _, c := range []struct {
+		tool string
+		args []string
+	}{
+		{"extract", []string{"-o", "x.jsonl", "--force"}},
+		{"dedup", []string{"--dups", "link.jsonl", "--force"}},
+		{"shard", []string{"-n", "1", "-o", "x{i}.jsonl", "--rejects", "x.jsonl", "--force", "-"}},
+		{"merge", []string{"--errors", "x.jsonl", "--force"}},
+		{"stats", []string{"--rejects", "x.jsonl", "--force"}},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "x.jsonl", answers(5))
+			os.Symlink("x.jsonl", filepath.Join(dir, "link.jsonl"))
+			f, err := os.Open(filepath.Join(dir, "x.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd := testbin.Command(c.tool, c.args...)
+			cmd.Dir, cmd.Stdin = dir, f
+			r := testbin.Exec(t, cmd)
+			if r.Code != 2 || !strings.Contains(r.Stderr, "is the same file as the input on stdin") {
+				t.Fatalf("exit %d, want 2:\n%s", r.Code, r.Stderr)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "x.jsonl")); !bytes.Equal(b, answers(5)) {
+				t.Fatal("the file changed")
+			}
+		})
 	}
 }

@@ -211,9 +211,8 @@ func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
 	if !toStdout(c.Output) {
-		outputs = append(outputs,
-			jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(outPath), Kept: true},
-			jsonl.Output{Flag: "-o's lock file", Path: jsonl.LockPath(outPath), Kept: true})
+		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(outPath), Kept: true})
+		outputs = append(outputs, jsonl.LockSidecar("-o", outPath)...)
 	}
 	switch errPath {
 	case "":

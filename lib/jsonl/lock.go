@@ -314,6 +314,16 @@ func (l *Lock) Release() {
 	l.f = nil
 }
 
+// LockSidecar is the lock file of path (named by flag) as an output for
+// CheckPaths, so that no input or other output is a lock file under any
+// name; none for stdout.
+func LockSidecar(flag, path string) []Output {
+	if path == "" || path == "-" {
+		return nil
+	}
+	return []Output{{Flag: flag + "'s lock file", Path: LockPath(path), Kept: true}}
+}
+
 // LockOutput is LockFile for a file named on the command line; stdout
 // ("" or "-") and an existing FIFO or device need no lock (nil is returned,
 // and Release and Hold of nil do nothing).

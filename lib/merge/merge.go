@@ -122,6 +122,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	inputs := append(jsonl.InputsFrom(c.Inputs, env.Stdin), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output, MayBeInput: true},
 		{Flag: "--errors", Path: c.Errors}, {Flag: "--rejects", Path: c.Rejects}}
+	outputs = append(outputs, jsonl.LockSidecar("-o", c.Output)...)
 	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
 	}
