@@ -153,7 +153,7 @@ func TestBenchBinary(t *testing.T) {
 		b, _ := os.ReadFile(ready)
 		urls = strings.Fields(string(b))
 	}
-	args := []string{"bench", "--json", "-e", strings.Join(urls, ","), "--warmup", "1s", "--time-scale", "50"}
+	args := []string{"bench", "--json", "-e", strings.Join(urls, ","), "--warmup", "1s", "--time-scale", "50", "--answer-tokens", "64"}
 
 	r := testbin.Run(t, "", nil, nil, "infer", append(args, "--concurrency", "1,4", "--duration", "5s")...)
 	if r.Code != cli.ExitOK {
