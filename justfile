@@ -7,13 +7,13 @@ default:
 
 # Build every binary into ./bin.
 build:
-    go build -o bin/ ./cmd/...
+    go build -buildvcs=auto -o bin/ ./cmd/...
 
 # Run all tests (the README's test command; CI also runs lint and the race detector: .ci/run).
 test:
     go test ./...
 
-# Build Ollama v0.6.5 for lib/ollama's tests against a real server (about 2 minutes, once).
+# Build Ollama v0.6.5 for internal/ollamaserver's tests against a real server (about 2 minutes, once).
 install-ollama:
     .ci/install-ollama
 
@@ -27,11 +27,11 @@ demo:
 
 # Write an N-record synthetic Infinity-Instruct corpus to corpus-N.jsonl.zst.
 corpus N="660000":
-    go run ./cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
+    go run ./internal/cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
 
-# Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK).
-bench:
-    bash pipelines/bench.sh
+# Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK); `just bench --section dedup` measures one section.
+bench *ARGS:
+    go run ./internal/cmd/benchsuite run {{ARGS}}
 
 # The long chaos suite (kills, crashes, faults); writes RELIABILITY.md.
 chaos:

@@ -82,7 +82,7 @@ func setup(m *testing.M) (int, error) {
 // they mean and drop any the caller's environment holds.
 var scriptVars = strings.Fields(`BIN ENDPOINTS OUT ERRORS PROMPTS RESUME EXTRACT_ARGS DEDUP_ARGS
 	INFER_ARGS STATS_ARGS MERGE_ARGS PARALLEL_ARGS HOSTS JOBS SHARDS WORK TRANSFER RERUN TODO ROUNDS
-	FIT UNFIT FILTER FILTER_ARGS`)
+	FIT UNFIT FILTER FILTER_ARGS ENDPOINTS_FILE SERVE_ARGS SERVE_HOST NODE WAIT WAIT_SERVERS PIPELINES FAKE_NODES`)
 
 func scriptEnv(vars ...string) []string {
 	var env []string
@@ -231,9 +231,15 @@ func startFleet(t *testing.T, n int, args ...string) string {
 // llmsim (SIGTERM, so that its --request-log is flushed) and waits for it.
 func startStoppableFleet(t *testing.T, n int, args ...string) (string, func()) {
 	t.Helper()
+	return startFleetAt(t, strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ","), args...)
+}
+
+// startFleetAt is startStoppableFleet listening on listen (llmsim
+// --listen).
+func startFleetAt(t *testing.T, listen string, args ...string) (string, func()) {
+	t.Helper()
 	dir := t.TempDir()
 	ready, logName := filepath.Join(dir, "ready"), filepath.Join(dir, "llmsim.log")
-	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ",")
 	logFile, err := os.Create(logName)
 	if err != nil {
 		t.Fatal(err)

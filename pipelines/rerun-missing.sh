@@ -7,9 +7,13 @@
 #
 #   filter --rejects UNFIT GEN... RERUN                       # the unfit answers
 #   merge --prompts PROMPTS --missing GEN... RERUN UNFIT > TODO   # the to-do list
-#   infer -e ENDPOINTS --resume -o RERUN --seed-offset R*K TODO  # round R, ROUNDS at most
+#   infer -e ENDPOINTS --append -o RERUN --seed-offset R*K TODO  # round R, ROUNDS at most
 #   merge --prompts PROMPTS GEN... RERUN UNFIT -o OUT --errors ERRORS; stats OUT
 #
+# Each round asks for exactly what TODO lists, the prompts a fit answer
+# was already written for included: infer --append adds to RERUN without
+# skipping what it holds (--resume would skip an unfit answer's prompt for
+# good), and merge keeps the best answer there is.
 # Usage:
 #   PROMPTS=gen.prompts.jsonl pipelines/rerun-missing.sh gen.jsonl
 #   PROMPTS=prompts.jsonl OUT=final.jsonl ROUNDS=3 pipelines/rerun-missing.sh sharded/shard-*.gen.jsonl
@@ -18,10 +22,12 @@
 # and OUT are rebuilt from all the answers there are. An answer filter
 # rejected is never in OUT; a rerun's fit answer for its prompt is. Round r
 # passes infer --seed-offset r*K (K: the --samples of MERGE_ARGS, else of
-# INFER_ARGS, else 1), so
-# with a --seed each round samples other answers than the run and the rounds
-# before it: an answer that looped is not asked for with the seed that made
-# it loop.
+# INFER_ARGS, else 1), r counting on from the rounds run before (kept in
+# RERUN with .jsonl replaced by .rounds), so with a --seed (and a sampling
+# temperature) each round samples other answers than the run and every
+# round before it: an answer that looped is not asked for with the seed that
+# made it loop. The to-do list names each missing sample, so the rounds ask
+# for one answer per line (infer --samples 1).
 #
 # Variables (defaults in brackets):
 #   PROMPTS     the run's prompt file (generate.sh keeps it as
@@ -65,6 +71,7 @@ read -ra filter_args <<<"${FILTER_ARGS:-}"
 read -ra merge_args <<<"${MERGE_ARGS:-}"
 read -ra stats_args <<<"${STATS_ARGS:-}"
 rerun_errors=${RERUN%.jsonl}.errors.jsonl
+rounds_file=${RERUN%.jsonl}.rounds
 
 # samples: the run's samples per prompt (--samples of MERGE_ARGS, else of
 # INFER_ARGS, else 1), the seeds one round takes up.
@@ -111,10 +118,17 @@ check() {
   inputs+=("$UNFIT")
 }
 
+# before: the rounds run by earlier runs of this script on RERUN.
+before=0
+[ -s "$rounds_file" ] && before=$(<"$rounds_file")
+case $before in
+'' | *[!0-9]*) echo "rerun-missing.sh: $rounds_file does not hold a number of rounds: remove it or name another RERUN" >&2; exit 1 ;;
+esac
+
 status=0
 for ((round = 1; ; round++)); do
   check "$@"
-  merge --prompts "$PROMPTS" --missing --force -o "$TODO" "${merge_args[@]}" "${inputs[@]}"
+  merge --prompts "$PROMPTS" --missing --force -o "$TODO" --samples "$samples" "${merge_args[@]}" "${inputs[@]}"
   todo=$(wc -l <"$TODO")
   todo=${todo// /}
   if [ "$todo" = 0 ]; then
@@ -126,8 +140,10 @@ for ((round = 1; ; round++)); do
     status=3
     break
   fi
-  echo "rerun-missing.sh: round $round: answering $todo prompts into $RERUN" >&2
-  infer --endpoints "$ENDPOINTS" --resume -o "$RERUN" --errors "$rerun_errors" --seed-offset $((round * samples)) "${infer_args[@]}" "$TODO" || {
+  r=$((before + round))
+  printf '%s\n' "$r" >"$rounds_file.tmp" && mv -f "$rounds_file.tmp" "$rounds_file"
+  echo "rerun-missing.sh: round $round (seed offset $((r * samples))): answering $todo prompts into $RERUN" >&2
+  infer --endpoints "$ENDPOINTS" --append -o "$RERUN" --errors "$rerun_errors" --seed-offset $((r * samples)) "${infer_args[@]}" --samples 1 "$TODO" || {
     s=$?
     # 3 means some prompts failed again: the next round takes them.
     if [ "$s" != 3 ]; then
@@ -140,7 +156,7 @@ done
 
 check "$@"
 [ -s "$rerun_errors" ] && inputs+=("$rerun_errors")
-merge --prompts "$PROMPTS" --force -o "$OUT" --errors "$ERRORS" "${merge_args[@]}" "${inputs[@]}"
+merge --prompts "$PROMPTS" --force -o "$OUT" --errors "$ERRORS" --samples "$samples" "${merge_args[@]}" "${inputs[@]}"
 files=("$OUT")
 [ -s "$ERRORS" ] && files+=("$ERRORS")
 stats "${stats_args[@]}" "${files[@]}"

@@ -3,8 +3,11 @@ package pipelines_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,22 +88,9 @@ func TestRerunMissingSeeds(t *testing.T) {
 		p.must(t, 0)
 	}
 	stop()
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	seeds := map[string][]int64{} // prompt -> the seeds it was asked with
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var r struct {
-			Body struct {
-				Messages json.RawMessage `json:"messages"`
-				Seed     *int64          `json:"seed"`
-			} `json:"body"`
-		}
-		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Body.Seed == nil {
-			t.Fatalf("a request without a seed: %v %.200s", err, line)
-		}
-		seeds[string(r.Body.Messages)] = append(seeds[string(r.Body.Messages)], *r.Body.Seed)
+	for _, r := range seededRequests(t, log) {
+		seeds[r.messages] = append(seeds[r.messages], r.seed)
 	}
 	again := 0
 	for prompt, ss := range seeds {
@@ -121,6 +111,37 @@ func TestRerunMissingSeeds(t *testing.T) {
 	if again == 0 {
 		t.Fatal("no prompt was asked in more than one round: the test shows nothing")
 	}
+}
+
+// seededRequest is a request of llmsim's request log: the messages it
+// asked about (as JSON) and its seed.
+type seededRequest struct {
+	messages string
+	seed     int64
+}
+
+// seededRequests reads llmsim's request log, failing on a request that
+// carries no seed.
+func seededRequests(t *testing.T, log string) []seededRequest {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []seededRequest
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Body struct {
+				Messages json.RawMessage `json:"messages"`
+				Seed     *int64          `json:"seed"`
+			} `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Body.Seed == nil {
+			t.Fatalf("a request without a seed: %v %.200s", err, line)
+		}
+		out = append(out, seededRequest{string(r.Body.Messages), *r.Body.Seed})
+	}
+	return out
 }
 
 // goodIDs are the ids of records with a stop or length answer.
@@ -156,5 +177,89 @@ func assertLinesKept(t *testing.T, before, after []record) {
 		if r.Output != nil && (r.Output.FinishReason == "stop" || r.Output.FinishReason == "length") && lines[r.key()] != r.raw {
 			t.Fatalf("the answer to %s changed:\n%.200s\nbecame\n%.200s", r.key(), r.raw, lines[r.key()])
 		}
+	}
+}
+
+// On a model that degenerates on 45% of its answers, each round of
+// rerun-missing.sh asks again for exactly the answers filter found unfit
+// (the prompts of its to-do list, each once, all unfit in the round
+// before), with seeds no earlier round used, and gets new samples: the
+// unfit answers fall round after round, and a second run of the script
+// goes on counting rounds. At the end every prompt is once in the training file or
+// once in the to-do list, never in both.
+func TestRerunUnfitFalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rounds of reruns on a simulated fleet: about 20 s")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(repoRoot, demoData)
+	log := filepath.Join(dir, "requests.jsonl")
+	sick, stop := startStoppableFleet(t, 3, append([]string{"--time-scale", "500", "--request-log", log},
+		"--loop-rate", "0.15", "--empty-rate", "0.15", "--think-residue-rate", "0.15")...)
+	// A sampling temperature: the request's seed picks the answer.
+	args := "INFER_ARGS=--max-tokens " + longTokens + " --seed 100 --temperature 0.8 --retries 0 --eject-after 1000000"
+	gen, kept := filepath.Join(dir, "gen.jsonl"), filepath.Join(dir, "gen.prompts.jsonl")
+	final, todo := filepath.Join(dir, "final.jsonl"), filepath.Join(dir, "final.todo.jsonl")
+	script(t, 2*time.Minute, dir, scriptEnv("ENDPOINTS="+sick, "EXTRACT_ARGS=--limit 120", args), "generate.sh", data).must(t, 0)
+	ids := keys(readRecords(t, kept))
+	unfit := len(readRecords(t, filepath.Join(dir, "gen.unfit.jsonl")))
+
+	env := scriptEnv("ENDPOINTS="+sick, "PROMPTS="+kept, args)
+	first := script(t, 3*time.Minute, dir, append(env, "ROUNDS=3"), "rerun-missing.sh", gen)
+	first.must(t, 3)
+	left := len(readRecords(t, todo))
+	second := script(t, 3*time.Minute, dir, append(env, "ROUNDS=10"), "rerun-missing.sh", gen)
+	second.must(t, 0)
+	stop()
+
+	// asked[r]: the prompts answered in round r (the seed 100 + r); 0 is
+	// generate.sh's run.
+	asked := map[int64]map[string]bool{}
+	for _, r := range seededRequests(t, log) {
+		round := r.seed - 100
+		if asked[round] == nil {
+			asked[round] = map[string]bool{}
+		}
+		if asked[round][r.messages] {
+			t.Fatalf("round %d asked twice for %.200s", round, r.messages)
+		}
+		asked[round][r.messages] = true
+	}
+	said := regexp.MustCompile(`round (\d+) \(seed offset (\d+)\): answering (\d+) prompts`)
+	var counts []int // the to-do list of each round, both runs
+	for _, m := range said.FindAllStringSubmatch(first.stderr.String()+second.stderr.String(), -1) {
+		n, _ := strconv.Atoi(m[3])
+		counts = append(counts, n)
+		if off, _ := strconv.Atoi(m[2]); len(asked[int64(off)]) != n {
+			t.Errorf("round with seed offset %s: %d prompts asked, the to-do list held %d", m[2], len(asked[int64(off)]), n)
+		}
+	}
+	t.Logf("unfit answers: %d after the run, then the rounds' to-do lists %v", unfit, counts)
+	if len(asked[0]) != len(ids) || len(counts) < 4 || counts[0] != unfit || counts[3] != left || len(asked) != len(counts)+1 {
+		t.Fatalf("run asked %d of %d prompts; rounds %v (want the first %d unfit, the fourth the %d left by the first run's 3); %d seeds used",
+			len(asked[0]), len(ids), counts, unfit, left, len(asked))
+	}
+	for r := 1; r < len(counts); r++ {
+		// At these rates 5 unfit answers all come out unfit again with
+		// odds of 2%: more than that, and new samples make them fall.
+		if counts[r] > counts[r-1] || counts[r] == counts[r-1] && counts[r] >= 5 {
+			t.Errorf("round %d asked for %d prompts, round %d for %d: the unfit answers do not fall", r+1, counts[r], r, counts[r-1])
+		}
+		for prompt := range asked[int64(r+1)] {
+			if !asked[int64(r)][prompt] {
+				t.Errorf("round %d asked for a prompt round %d answered fit: %.200s", r+1, r, prompt)
+			}
+		}
+	}
+
+	// The training file holds every prompt once: none is left to do.
+	train := filepath.Join(dir, "train.jsonl")
+	out, err := exec.Command(filepath.Join(binDir, "merge"), "--to", "messages", "-o", train, final).CombinedOutput()
+	if err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	assertEachOnce(t, "the training file and the to-do list", append(keys(readRecords(t, train)), keys(readRecords(t, todo))...), ids)
+	if n := len(readRecords(t, todo)); n != 0 {
+		t.Errorf("%d prompts still to do after the second run", n)
 	}
 }

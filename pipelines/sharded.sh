@@ -27,12 +27,18 @@
 #
 # Variables (defaults in brackets):
 #   HOSTS       where jobs run, as parallel --sshlogin takes it: host names,
-#               user@host, N/host for N job slots, ':' for this machine,
-#               comma-separated; empty when PARALLEL_ARGS names them
-#               (--sshloginfile) [SHARDS/: , i.e. SHARDS slots here]
-#   JOBS        job slots per host (parallel -j) [1]
+#               user@host, N/host for N job slots (one where no N/ is
+#               given), ':' for this machine, comma-separated; empty when
+#               PARALLEL_ARGS names them (--sshloginfile: there a line
+#               without N/ gets parallel's default, a slot per CPU)
+#               [SHARDS/: , i.e. SHARDS slots here, so the shards run at once]
+#   JOBS        job slots on every host, over the N/ of HOSTS (parallel -j)
+#               [unset: the N/ of each host]
 #   SHARDS      number of shards, one infer job each [4]
 #   ENDPOINTS   inference servers, as seen from each host [127.0.0.1:30000-30007]
+#   ENDPOINTS_FILE  instead of ENDPOINTS: endpoints files serve writes, read
+#               on each host and followed as servers come and go; with
+#               serve-hosts.sh, WORK/endpoints (needs a shared WORK) []
 #   WORK        directory for the shards and their answers [sharded]
 #   TRANSFER    1: copy shards to the hosts and answers back; parallel then
 #               runs in WORK, so name files in PARALLEL_ARGS by absolute paths [0]
@@ -55,8 +61,10 @@ set -euo pipefail
 [ -n "${BIN:-}" ] && BIN=$(cd "$BIN" && pwd) && PATH="$BIN:$PATH"
 SHARDS=${SHARDS:-4}
 HOSTS=${HOSTS-$SHARDS/:}
-JOBS=${JOBS:-1}
+JOBS=${JOBS:-}
 ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
+servers=(--endpoints "$ENDPOINTS")
+[ -n "${ENDPOINTS_FILE:-}" ] && servers=(--endpoints-file "$ENDPOINTS_FILE")
 WORK=${WORK:-sharded}
 TRANSFER=${TRANSFER:-0}
 read -ra infer_args <<<"${INFER_ARGS:-}"
@@ -82,13 +90,27 @@ shard -n "$SHARDS" -o "$WORK/shard-{i}.jsonl" --force "$prompts"
 
 infer=infer
 [ -n "${BIN:-}" ] && infer=$BIN/infer
-[ -n "$HOSTS" ] && parallel_args+=(--sshlogin "$HOSTS")
+# Each host runs as many jobs at once as its N/ says, one where it says
+# none ([@group/][N/]login); JOBS, when set, overrides them all.
+if [ -n "$HOSTS" ]; then
+  logins=()
+  IFS=, read -ra entries <<<"$HOSTS"
+  for h in "${entries[@]}"; do
+    if [[ ! $h =~ ^(@[^/]*/)?[0-9]+/ && ! $h =~ ^@[^/]*$ ]]; then
+      [[ $h =~ ^(@[^/]*/)(.*)$ ]] && h="${BASH_REMATCH[1]}1/${BASH_REMATCH[2]}" || h="1/$h"
+    fi
+    logins+=("$h")
+  done
+  parallel_args+=(--sshlogin "$(IFS=,; echo "${logins[*]}")")
+fi
+jobs_args=()
+[ -n "$JOBS" ] && jobs_args=(-j "$JOBS")
 env_args=()
 for v in $(compgen -e); do
   case $v in TOKENMILL_*) env_args+=(--env "$v") ;; esac
 done
 # The job as a shell command; parallel quotes what it puts in for {} and {.}.
-job="$(printf '%q ' "$infer" --endpoints "$ENDPOINTS" --resume "${infer_args[@]}")-o {.}.gen.jsonl --errors {.}.errors.jsonl {}"
+job="$(printf '%q ' "$infer" "${servers[@]}" --resume "${infer_args[@]}")-o {.}.gen.jsonl --errors {.}.errors.jsonl {}"
 shards=()
 if [ "$TRANSFER" = 1 ]; then
   # Names relative to WORK, where parallel runs (so files named in
@@ -105,7 +127,7 @@ fi
 
 status=0
 (if [ "$TRANSFER" = 1 ]; then cd "$WORK"; fi
-  parallel -j "$JOBS" --tag --line-buffer --halt never "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}") ||
+  parallel "${jobs_args[@]}" --tag --line-buffer --halt never "${env_args[@]}" "${parallel_args[@]}" "$job" ::: "${shards[@]}") ||
   status=$?
 [ "$status" = 0 ] || echo "sharded.sh: $status of $SHARDS shard jobs failed or left failed prompts; merging what there is" >&2
 

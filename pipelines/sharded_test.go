@@ -103,6 +103,76 @@ func TestSharded(t *testing.T) {
 	}
 }
 
+// The local shards run at the same time: every shard's infer starts (it
+// waits for a fleet that is not up yet) before the fleet comes up, so
+// before any shard can end; run one after another, the second could not
+// start. Shown by the jobs' own log lines, tagged by parallel.
+func TestShardedConcurrent(t *testing.T) {
+	requireTools(t, "sharded.sh runs its jobs with GNU parallel", "parallel")
+	const shards = 4
+	port := freePorts(t, 2)
+	listen := fmt.Sprintf("127.0.0.1:%d-%d", port, port+1)
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	env := scriptEnv("ENDPOINTS="+listen, "WORK="+work, fmt.Sprintf("SHARDS=%d", shards),
+		"INFER_ARGS=--max-tokens "+maxTokens+" --wait-ready 2m --probe-interval 50ms --progress 0")
+	p := startScript(t, dir, env, "sharded.sh", prompts)
+	// events are the shards' start and end lines, in the order logged.
+	type event struct {
+		shard int
+		end   bool
+	}
+	events := func() []event {
+		var evs []event
+		for _, line := range strings.Split(p.stderr.String(), "\n") {
+			for k := range shards {
+				tag := fmt.Sprintf("shard-%d.jsonl\t", k)
+				switch {
+				case !strings.Contains(line, tag):
+				case strings.Contains(line, "infer: waiting for one of"):
+					evs = append(evs, event{k, false})
+				case strings.Contains(line, "infer: answers "):
+					evs = append(evs, event{k, true})
+				}
+			}
+		}
+		return evs
+	}
+	waitFor(t, time.Minute, fmt.Sprintf("all %d shards' infer to start while the fleet is down (a shard that waits holds its job slot: one after another, only one starts)", shards), func() bool {
+		started := map[int]bool{}
+		for _, e := range events() {
+			started[e.shard] = true
+		}
+		if p.exited() {
+			t.Fatalf("sharded.sh ended before the fleet was up:\n%s", tail(p.stderr.String(), 40))
+		}
+		return len(started) == shards
+	})
+	startFleetAt(t, listen, "--time-scale", "500")
+	p.wait(t, 2*time.Minute)
+	p.must(t, 0)
+	lastStart, firstEnd, ends := -1, -1, 0
+	for i, e := range events() {
+		switch {
+		case !e.end:
+			lastStart = i
+		case firstEnd < 0:
+			firstEnd = i
+			fallthrough
+		default:
+			ends++
+		}
+	}
+	if ends != shards || firstEnd < lastStart {
+		t.Fatalf("%d shards ended, the first at event %d, before the last start at %d: %v", ends, firstEnd, lastStart, events())
+	}
+	var genIDs []string
+	for k := range shards {
+		genIDs = append(genIDs, keys(readRecords(t, filepath.Join(work, fmt.Sprintf("shard-%d.gen.jsonl", k))))...)
+	}
+	assertEachOnce(t, "the shards' answers", genIDs, keys(readRecords(t, prompts)))
+}
+
 // When prompts fail, sharded.sh still merges, lists them for
 // rerun-missing.sh and exits 3.
 func TestShardedFailures(t *testing.T) {

@@ -1,10 +1,10 @@
 // Command llmsim serves a simulated SGLang fleet for tests, demos and
-// benchmarks; see lib/llmsim.
+// benchmarks; see internal/llmsim.
 package main
 
 import (
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 )
 
 func main() { cli.Main("llmsim", llmsim.Description, &llmsim.Command{}) }

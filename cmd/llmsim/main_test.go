@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "llmsim") }

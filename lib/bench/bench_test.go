@@ -10,9 +10,9 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/testbin"
 )
 
 // The bench through the real HTTP path, on a simulated fleet. These tests

@@ -13,9 +13,9 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/testbin"
 )
 
 // simBinary runs the llmsim binary with n endpoints and flags, and

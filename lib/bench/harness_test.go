@@ -12,9 +12,9 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/testbin"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "infer", "llmsim") }

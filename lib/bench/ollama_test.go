@@ -6,9 +6,9 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/ollamaserver"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/ollama"
-	"tokenmill/lib/testbin"
 )
 
 // The bench's binary against a real Ollama server (v0.6.5 on the CPU, its
@@ -18,7 +18,7 @@ import (
 // of zeros: tokens are still counted as they stream. Skipped, saying why,
 // where Ollama is not installed.
 func TestBenchOllama(t *testing.T) {
-	srv := ollama.Start(t, ollama.Options{Parallel: 4})
+	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4})
 	for _, api := range []string{"chat", "completions"} {
 		// A level ends once 8 answers are in; its 30 s leave a CPU server on
 		// a loaded machine time to give them.

@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/openai"
-	"tokenmill/lib/replay"
 )
 
 // The bench's measurements and forecast on virtual time: the simulator's
-// scheduler model (lib/replay) serves the bench's requests, the bench's
+// scheduler model (internal/simfleet) serves the bench's requests, the bench's
 // own arithmetic turns the streamed tokens into its figures, and a clock
 // that only the test moves stands in for the wall. The same figures come
 // out on every run, however loaded the machine.
@@ -104,14 +104,14 @@ func replayBench(c *Bench, endpoints, maxRunning int, prompts []simPrompt, level
 func replayLevel(r *benchRun, fake *clock.Fake, n int, prompts []simPrompt) Level {
 	lv := r.newLevel(n)
 	start := fake.Now()
-	sim := replay.Uniform(len(r.eps), llmsim.DefaultTiming(), r.maxRunning[0])
+	sim := simfleet.Uniform(len(r.eps), llmsim.DefaultTiming(), r.maxRunning[0])
 	limit := r.cfg.answerTokens()
 	var sent []*reqStats
 	sim.Keep(n, func(e int, at time.Duration) (*llmsim.Seq, bool) {
 		rs := &reqStats{ep: e, sent: start.Add(at), total: -1}
 		sent = append(sent, rs)
 		return prompts[(r.next.Add(1)-1)%uint64(len(prompts))].seq(limit, rs), true
-	}, func(st replay.Step) bool {
+	}, func(st simfleet.Step) bool {
 		at := start.Add(st.At)
 		if at.After(lv.stopAt) || lv.isEnded() {
 			return false
@@ -138,7 +138,7 @@ func replayLevel(r *benchRun, fake *clock.Fake, n int, prompts []simPrompt) Leve
 // replayRun is the run itself on virtual time: every prompt sent in turn,
 // perEndpoint in flight on each endpoint (--concurrency); its wall time.
 func replayRun(prompts []simPrompt, endpoints, maxRunning, perEndpoint, maxTokens int) time.Duration {
-	sim := replay.Uniform(endpoints, llmsim.DefaultTiming(), maxRunning)
+	sim := simfleet.Uniform(endpoints, llmsim.DefaultTiming(), maxRunning)
 	next, end := 0, time.Duration(0)
 	sim.Keep(perEndpoint, func(int, time.Duration) (*llmsim.Seq, bool) {
 		if next == len(prompts) {
@@ -146,7 +146,7 @@ func replayRun(prompts []simPrompt, endpoints, maxRunning, perEndpoint, maxToken
 		}
 		next++
 		return prompts[next-1].seq(maxTokens, nil), true
-	}, func(st replay.Step) bool {
+	}, func(st simfleet.Step) bool {
 		end = st.At
 		return true
 	})

@@ -16,9 +16,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -54,19 +54,8 @@ func Usagef(format string, args ...any) error {
 }
 
 // Version is set at link time (-ldflags "-X tokenmill/lib/cli.Version=v1.2.3");
-// otherwise the module version from the build info, or "dev".
+// otherwise the module version and commit from the build info (see help.go).
 var Version = ""
-
-func version() string {
-	v := Version
-	if v == "" {
-		v = "dev"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-	}
-	return v
-}
 
 // Globals are the flags every tool has; embed it in the command struct.
 type Globals struct {
@@ -87,10 +76,33 @@ type Env struct {
 	// redraw of a live display (the window may be resized); 0 or a nil
 	// func when unknown. See term.go.
 	Width func() int
+	// Height is the terminal's height in rows, the same way.
+	Height func() int
+
+	// interrupted, when set (OnInterrupt), says what the tool does on the
+	// first SIGINT or SIGTERM, in place of the generic line.
+	interrupted atomic.Pointer[func()]
+	// forced, when set (OnSecondInterrupt), runs on every further signal:
+	// true exits at once, false lets the run go on finishing.
+	forced atomic.Pointer[func() bool]
 	// Secrets are the run's credentials, replaced by *** in everything it
 	// writes (see Protect); nil: none.
 	Secrets *Secrets
 }
+
+// OnInterrupt makes the first SIGINT or SIGTERM call say (after the run's
+// context is cancelled) instead of printing the generic "interrupted"
+// line, so that a tool can tell at once what it is doing about it: what
+// it finishes, for how long, how to stop it at once, how to continue.
+func (e *Env) OnInterrupt(say func()) { e.interrupted.Store(&say) }
+
+// OnSecondInterrupt makes every SIGINT or SIGTERM after the first call
+// last before the process exits at once: what a tool that started
+// processes of its own does so that none outlives it (serve kills its
+// servers). last returns false to let the run go on instead (serve takes
+// a signal that comes twice at once, from a job scheduler and its
+// launcher, for one).
+func (e *Env) OnSecondInterrupt(last func() bool) { e.forced.Store(&last) }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
 // The line is escaped for the terminal and bounded (Escape): its
@@ -113,6 +125,7 @@ func OSEnv(name string) *Env {
 		Stderr:      os.Stderr,
 		Interactive: term.IsTerminal(int(os.Stderr.Fd())),
 		Width:       stderrWidth,
+		Height:      stderrHeight,
 	}
 }
 
@@ -185,15 +198,19 @@ func Run(parent context.Context, env *Env, description string, cmd any, args []s
 		aliasEnvars("TOKENMILL_"+strings.ToUpper(env.Name)),
 		kong.Vars{"version": env.Name + " (tokenmill) " + version()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
+		kong.ValueFormatter(helpValue),
 	)
 	if err != nil {
 		// A broken grammar is a bug in the tool, not in the call.
 		fmt.Fprintf(env.Stderr, "%s: internal error: %v\n", env.Name, err)
 		return ExitFailure
 	}
-	kctx, err := parser.Parse(args)
+	if err := misspelledCommand(parser.Model.Node, args); err != nil {
+		return exitCode(env, parent, err)
+	}
+	kctx, err := parser.Parse(defaultCommandHelp(parser.Model.Node, args))
 	if err != nil {
-		fmt.Fprint(env.Stderr, env.Line("%v", err))
+		fmt.Fprint(env.Stderr, env.Line("%s", parseError(err)))
 		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
 		return ExitUsage
 	}
@@ -215,19 +232,19 @@ func exitCode(env *Env, ctx context.Context, err error) int {
 	switch {
 	case interrupted:
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrInterrupted) && !errors.Is(err, ErrRejects) {
-			env.Logf("error: %v", err)
+			env.Logf("error: %s", Plain(err.Error()))
 		}
 		return ExitInterrupted
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &usage):
-		env.Logf("%v", err)
+		env.Logf("%s", Plain(err.Error()))
 		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
 		return ExitUsage
 	case errors.Is(err, ErrRejects):
 		return ExitRejects
 	}
-	env.Logf("error: %v", err)
+	env.Logf("error: %s", Plain(err.Error()))
 	return ExitFailure
 }
 
@@ -248,13 +265,23 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 		// Cancel before saying so: a test (or a user) that sees the line
 		// may rely on the run being cancelled already.
 		cancel(ErrInterrupted)
-		env.Logf("interrupted: finishing up (signal again to exit at once)")
-		select {
-		case <-ch:
-			env.Logf("interrupted twice: exiting now")
-			runAtExit()
-			os.Exit(ExitInterrupted)
-		case <-done:
+		if say := env.interrupted.Load(); say != nil {
+			(*say)()
+		} else {
+			env.Logf("interrupted: finishing up (signal again to exit at once)")
+		}
+		for {
+			select {
+			case <-ch:
+				if last := env.forced.Load(); last != nil && !(*last)() {
+					continue
+				}
+				env.Logf("interrupted twice: exiting now")
+				runAtExit()
+				os.Exit(ExitInterrupted)
+			case <-done:
+				return
+			}
 		}
 	}()
 	return func() {

@@ -7,21 +7,26 @@ import (
 	"testing"
 )
 
-// The house's floors (DESIGN.md), by package under tokenmill/lib.
+// The house's floors (DESIGN.md). The product is cmd/ and lib/; the kit
+// (the simulator, the test helpers, the benchmark suite and the tools that
+// feed it) is internal/, which the product never imports.
 var (
-	// stages: one package per stage; none imports another. benchmark is
-	// the development measuring tool.
-	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "corpus", "benchmark"}
+	// stages: one package per stage under lib/; none imports another.
+	// serve (starting and keeping up the servers) stands with them: it
+	// uses lib/fleet's readiness, as infer does, and no stage.
+	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "serve"}
 	// groundFloor: what stages stand on.
 	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens", "conversation"}
-	// testSupport: for tests alone.
-	testSupport = []string{"testbin", "chaos", "replay"}
+	// kit: internal/, for the simulator, tests and benchmarks alone.
+	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "gguf", "benchsuite", "corpus", "cmd/benchsuite", "cmd/corpus", "cmd/rusage"}
+	// productCommands: the binaries users run; llmsim is the simulator's.
+	productCommands = []string{"extract", "dedup", "shard", "infer", "filter", "merge", "stats", "serve", "llmsim"}
 )
 
 // TestLayout holds the code to the house's plan: no stage imports another
-// stage, the ground floor imports no stage, lib never imports cmd, the
-// simulator shares nothing with the client's wire and fleet code, and
-// only test support imports test support.
+// stage, the ground floor imports no stage, lib never imports cmd or the
+// kit, the simulator shares nothing with the client's wire and fleet code,
+// and every folder of cmd/, lib/ and internal/ is one the plan names.
 func TestLayout(t *testing.T) {
 	out, err := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}}|{{join .Deps \",\"}}", "tokenmill/...").CombinedOutput()
 	if err != nil {
@@ -30,6 +35,7 @@ func TestLayout(t *testing.T) {
 	deps := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkg, list, _ := strings.Cut(line, "|")
+		deps[pkg] = nil
 		for _, d := range strings.Split(list, ",") {
 			if strings.HasPrefix(d, "tokenmill/") {
 				deps[pkg] = append(deps[pkg], d)
@@ -39,24 +45,48 @@ func TestLayout(t *testing.T) {
 	if len(deps["tokenmill/lib/infer"]) == 0 {
 		t.Fatalf("go list found no dependencies of lib/infer:\n%s", out)
 	}
-	name := func(pkg string) string { return strings.TrimPrefix(pkg, "tokenmill/lib/") }
-	isLib := func(pkg string) bool { return strings.HasPrefix(pkg, "tokenmill/lib/") }
+	const lib, internal, cmd = "tokenmill/lib/", "tokenmill/internal/", "tokenmill/cmd/"
+	name := func(pkg string) string {
+		return strings.TrimPrefix(strings.TrimPrefix(pkg, lib), internal)
+	}
 	for pkg, ds := range deps {
+		switch {
+		case strings.HasPrefix(pkg, internal) && !slices.Contains(kit, name(pkg)):
+			t.Errorf("%s is not one of the kit's packages %v: name it in the plan", pkg, kit)
+		case strings.HasPrefix(pkg, cmd) && !slices.Contains(productCommands, strings.TrimPrefix(pkg, cmd)):
+			t.Errorf("%s is not one of the product's commands %v: a development command goes under internal/cmd", pkg, productCommands)
+		}
 		for _, d := range ds {
+			isLib := strings.HasPrefix(pkg, lib)
 			switch {
-			case isLib(pkg) && strings.HasPrefix(d, "tokenmill/cmd/"):
+			case isLib && strings.HasPrefix(d, cmd):
 				t.Errorf("%s imports %s: lib never imports cmd", pkg, d)
-			case isLib(pkg) && slices.Contains(stages, name(pkg)) && slices.Contains(stages, name(d)):
+			case isLib && strings.HasPrefix(d, internal):
+				t.Errorf("%s imports %s: the product never imports the kit", pkg, d)
+			case strings.HasPrefix(pkg, cmd) && pkg != cmd+"llmsim" && strings.HasPrefix(d, internal):
+				t.Errorf("%s imports %s: a product command never imports the kit", pkg, d)
+			case isLib && slices.Contains(stages, name(pkg)) && slices.Contains(stages, name(d)):
 				t.Errorf("stage %s imports stage %s", name(pkg), name(d))
-			case isLib(pkg) && slices.Contains(groundFloor, name(pkg)) && !slices.Contains(groundFloor, name(d)):
+			case isLib && slices.Contains(groundFloor, name(pkg)) && !slices.Contains(groundFloor, name(d)):
 				t.Errorf("ground-floor %s imports %s, which is not on the ground floor", name(pkg), name(d))
-			case name(pkg) == "llmsim" && slices.Contains([]string{"openai", "fleet", "infer", "bench", "forecast", "tokens", "conversation"}, name(d)):
+			case pkg == internal+"llmsim" && slices.Contains([]string{"openai", "fleet", "infer", "bench", "forecast", "tokens", "conversation"}, name(d)):
 				t.Errorf("the simulator imports %s: it shares nothing with the client's side", name(d))
-			case name(pkg) == "openai" && name(d) == "fleet":
+			case pkg == lib+"openai" && d == lib+"fleet":
 				t.Errorf("openai imports fleet: fleet stands on openai")
-			case isLib(pkg) && !slices.Contains(testSupport, name(pkg)) && slices.Contains(testSupport, name(d)):
-				t.Errorf("%s imports %s, which is for tests", name(pkg), name(d))
 			}
+		}
+	}
+	// The top level is the design card's, plus the kit's folder: checked on
+	// what git tracks, so that a user's own files beside it do not count.
+	tracked, err := exec.Command("git", "-C", "../..", "ls-files").Output()
+	if err != nil {
+		t.Logf("not a git checkout (%v): the top level is not checked", err)
+		return
+	}
+	allowed := []string{".ci", ".gitignore", "cmd", "lib", "internal", "pipelines", "testdata", "go.mod", "go.sum", "justfile", "README.md", "BENCHMARKS.md", "RELIABILITY.md"}
+	for _, f := range strings.Split(strings.TrimSpace(string(tracked)), "\n") {
+		if top, _, _ := strings.Cut(f, "/"); !slices.Contains(allowed, top) {
+			t.Errorf("top level holds %s, which is not in the plan %v", top, allowed)
 		}
 	}
 }

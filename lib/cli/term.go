@@ -16,6 +16,24 @@ func stderrWidth() int {
 	return w
 }
 
+// stderrHeight is the height of the terminal stderr is on, 0 when it is
+// not a terminal or does not say.
+func stderrHeight() int {
+	_, h, err := term.GetSize(int(os.Stderr.Fd()))
+	if err != nil || h < 0 {
+		return 0
+	}
+	return h
+}
+
+// height is the terminal's height now, 0 when unknown.
+func (e *Env) height() int {
+	if e.Height == nil {
+		return 0
+	}
+	return e.Height()
+}
+
 // width is the terminal's width now, 0 when unknown.
 func (e *Env) width() int {
 	if e.Width == nil {

@@ -20,6 +20,11 @@ import (
 //   - system and user turns (and any role but assistant and tool) are kept;
 //   - an assistant turn before the first user turn is kept as it is: it
 //     answers nothing;
+//   - an assistant turn of weight 0 (record.Message.IsContext) where an
+//     exchange would start is context, not a target: it is kept as it is,
+//     weight included, and so are the tool results that follow it; the
+//     walk goes on at the next assistant turn. Inside an exchange being
+//     regenerated it is replaced with the rest of the exchange;
 //   - at any other assistant turn the history so far, with the answers
 //     regenerated in place of the originals, is sent with the record's
 //     tools, and the answer takes the turn's place. The original's whole
@@ -82,7 +87,7 @@ type Walk struct {
 // turn, and no user turn at the end).
 func New(p *record.Prompt, paramSeed *int64, maxRounds int) (*Walk, bool) {
 	c := &Walk{src: openai.ChatMessages(p), paramSeed: paramSeed, maxRounds: maxRounds}
-	c.prompt = record.Prompt{Tools: p.Tools, ToolChoice: p.ToolChoice, Params: p.Params}
+	c.prompt = record.Prompt{Tools: p.Tools, ToolChoice: p.ToolChoice, ParallelToolCalls: p.ParallelToolCalls, Params: p.Params}
 	c.out = make([]record.Message, 0, len(c.src)+2)
 	user, answers := false, false
 	for _, m := range c.src {
@@ -90,7 +95,7 @@ func New(p *record.Prompt, paramSeed *int64, maxRounds int) (*Walk, bool) {
 		case "user":
 			user = true
 		case "assistant":
-			answers = answers || user
+			answers = answers || (user && !m.IsContext())
 			calls, _ := openai.ToolCalls(m.ToolCalls)
 			for _, call := range calls {
 				if call.ID != "" {
@@ -120,7 +125,7 @@ func (c *Walk) Next() bool {
 	}
 	for c.pos < len(c.src) {
 		m := c.src[c.pos]
-		if m.Role != "assistant" || !c.seenUser {
+		if m.Role != "assistant" || !c.seenUser || m.IsContext() {
 			c.seenUser = c.seenUser || m.Role == "user"
 			c.out = append(c.out, m)
 			c.pos++

@@ -76,6 +76,9 @@ func show(msgs []record.Message) []string {
 				s += " call(" + c.Function.Name + "#" + c.ID + ")"
 			}
 		}
+		if m.Weight != nil {
+			s += fmt.Sprintf(" w%g", *m.Weight)
+		}
 		out = append(out, s)
 	}
 	return out
@@ -84,12 +87,17 @@ func show(msgs []record.Message) []string {
 // A conversation record: turns written as "role:content", an assistant
 // turn "assistant:call name1,name2" calls those functions (ids c<turn>_<k>),
 // a tool turn "tool:name=result" answers the next call of that name (by
-// id), "tool:=result" answers without saying which call (no id).
+// id), "tool:=result" answers without saying which call (no id). The
+// role "context" is an assistant turn of weight 0.
 func conversation(tools bool, turns ...string) string {
 	var msgs []string
 	pendingIDs := map[string][]string{}
 	for i, t := range turns {
 		role, content, _ := strings.Cut(t, ":")
+		weight := ""
+		if role == "context" {
+			role, weight = "assistant", `,"weight":0`
+		}
 		switch {
 		case role == "assistant" && strings.HasPrefix(content, "call "):
 			var calls []string
@@ -98,7 +106,7 @@ func conversation(tools bool, turns ...string) string {
 				pendingIDs[name] = append(pendingIDs[name], id)
 				calls = append(calls, fmt.Sprintf(`{"id":%q,"type":"function","function":{"name":%q,"arguments":"{}"}}`, id, name))
 			}
-			msgs = append(msgs, `{"role":"assistant","content":"","tool_calls":[`+strings.Join(calls, ",")+`]}`)
+			msgs = append(msgs, `{"role":"assistant","content":"","tool_calls":[`+strings.Join(calls, ",")+`]`+weight+`}`)
 		case role == "tool":
 			name, result, _ := strings.Cut(content, "=")
 			id := ""
@@ -109,7 +117,7 @@ func conversation(tools bool, turns ...string) string {
 			msgs = append(msgs, string(b))
 		default:
 			b, _ := json.Marshal(record.Message{Role: role, Content: content})
-			msgs = append(msgs, string(b))
+			msgs = append(msgs, string(b[:len(b)-1])+weight+"}")
 		}
 	}
 	rec := `{"id":"c","messages":[` + strings.Join(msgs, ",") + `]`
@@ -174,6 +182,18 @@ func TestWalkRules(t *testing.T) {
 		{"tool rounds bounded", conversation(true, "user:q", "assistant:call f", "tool:f=R1", "assistant:call f", "tool:f=R2", "assistant:a"), 1,
 			[]scripted{{calls: []string{"f"}}, {calls: []string{"f"}}},
 			[]string{"user:q", "assistant: call(f#new0_0)", "tool:R1@new0_0", "assistant: call(f#new1_0)"}, "tool_rounds/1"},
+		{"a turn of weight 0 is context: kept, not regenerated", conversation(false, "user:q1", "context:a1", "user:q2", "assistant:a2"), 16,
+			[]scripted{{text: "A2"}},
+			[]string{"user:q1", "assistant:a1 w0", "user:q2", "assistant:A2"}, ""},
+		{"a context turn's calls and their results are kept; the next assistant turn is regenerated", conversation(true, "user:q", "context:call f", "tool:f=R", "assistant:a"), 16,
+			[]scripted{{text: "A"}},
+			[]string{"user:q", "assistant: call(f#c1_0) w0", "tool:R@c1_0", "assistant:A"}, ""},
+		{"a context turn inside a regenerated exchange goes with it", conversation(true, "user:q", "assistant:call f", "tool:f=R", "context:a", "user:q2", "assistant:b"), 16,
+			[]scripted{{calls: []string{"f"}}, {text: "A"}, {text: "B"}},
+			[]string{"user:q", "assistant: call(f#new0_0)", "tool:R@new0_0", "assistant:A", "user:q2", "assistant:B"}, ""},
+		{"a context turn before a last question: the question is answered", conversation(false, "user:q1", "context:a1", "user:q2"), 16,
+			[]scripted{{text: "A2"}},
+			[]string{"user:q1", "assistant:a1 w0", "user:q2", "assistant:A2"}, ""},
 		{"a call in the final answer", conversation(true, "user:q"), 16,
 			[]scripted{{calls: []string{"f"}}},
 			[]string{"user:q", "assistant: call(f#new0_0)"}, "tool_unpaired/0"},
@@ -232,6 +252,12 @@ func TestWalkNothingToDo(t *testing.T) {
 		if _, ok := New(&p, nil, 16); ok && !strings.Contains(rec, `"user"`) {
 			t.Errorf("%s: said to have something to regenerate", rec)
 		}
+	}
+	// Answers that are all context leave nothing to regenerate.
+	var ctx record.Prompt
+	record.Decode([]byte(conversation(false, "user:q", "context:a", "tool:=x")), &ctx)
+	if _, ok := New(&ctx, nil, 16); ok {
+		t.Error("a conversation whose only answer has weight 0 was said to have something to regenerate")
 	}
 	// A conversation whose user turn is answered has something to do.
 	var p record.Prompt

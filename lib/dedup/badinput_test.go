@@ -10,8 +10,8 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"tokenmill/lib/chaos"
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/testbin"
 )
 
 // The bad inputs every tool is tried on, through the binary.

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"testing"
 
+	"tokenmill/internal/corpus"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/corpus"
-	"tokenmill/lib/testbin"
 )
 
 // Benchmarks run on generated prompt records standing in for the real

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/chaos"
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/testbin"
 )
 
 // TestChaosKilledMidWrite kills `dedup --state S -o OUT --dups DUPS` with

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "dedup") }

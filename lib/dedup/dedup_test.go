@@ -11,11 +11,11 @@ import (
 	"testing"
 	"unicode"
 
+	"tokenmill/internal/corpus"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/corpus"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 const realData = "../../../shared/data/real"

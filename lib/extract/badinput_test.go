@@ -4,15 +4,17 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/chaos"
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/testbin"
 )
 
 // The bad inputs every tool is tried on, through the binary.
 func TestBadInputFiles(t *testing.T) {
 	good := []byte(`{"id":"a","messages":[{"role":"user","content":"What is a prime?"}]}` + "\n" +
 		`{"id":"b","conversations":[{"from":"human","value":"Name a colour."},{"from":"gpt","value":"Red."}]}` + "\n")
-	chaos.TryBadInputs(t, testbin.Path("extract"), nil, good, chaos.ReaderExpect(2, nil))
+	chaos.TryBadInputs(t, testbin.Path("extract"), nil, good, chaos.ReaderExpect(2, map[string]chaos.Expect{
+		chaos.CSV: {Code: 0, Out: 2, Stderr: "extract: read 2, wrote 2, rejected 0"},
+	}))
 }
 
 // Records of the wrong kind: answers (generation and error records) give

@@ -16,6 +16,10 @@ type batchBody struct {
 	Input        json.RawMessage `json:"input"`
 	Instructions json.RawMessage `json:"instructions"`
 	Tools        json.RawMessage `json:"tools"`
+	Functions    json.RawMessage `json:"functions"`
+	ToolChoice   json.RawMessage `json:"tool_choice"`
+	Parallel     json.RawMessage `json:"parallel_tool_calls"`
+	FunctionCall json.RawMessage `json:"function_call"`
 }
 
 // responseItem is one element of a Responses API input: a message (its
@@ -61,7 +65,13 @@ func endpoint(url string) string {
 func (x *Extractor) readBatch(f *fields) *badRecord {
 	var body batchBody
 	if _, err := json.Parse(f.Body, &body, parseFlags); err != nil {
-		return reject(ReasonUnknownLayout, "body: %v", shortError(err))
+		return reject(ReasonUnknownLayout, "body is not a request object")
+	}
+	// The request's own tool settings; legacy functions are its tools.
+	x.settings = toolSettings{choice: body.ToolChoice, parallel: body.Parallel, legacy: legacySetting(body.FunctionCall)}
+	var bad *badRecord
+	if body.Tools, bad = legacyTools("body", body.Tools, body.Functions); bad != nil {
+		return bad
 	}
 	var api string
 	switch {
@@ -128,7 +138,7 @@ func (x *Extractor) readResponses(body *batchBody) *badRecord {
 	case present(body.Input) && body.Input[0] == '[':
 		var items []responseItem
 		if _, err := json.Parse(body.Input, &items, parseFlags); err != nil {
-			return reject(ReasonUnknownLayout, "body.input is not a list of items: %v", shortError(err))
+			return notAll("body.input", body.Input, '{', "an item")
 		}
 		if len(items) == 0 {
 			return reject(ReasonEmpty, "body.input is empty")

@@ -2,6 +2,7 @@ package extract
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 
 	"github.com/segmentio/encoding/json"
@@ -15,13 +16,18 @@ import (
 //
 // A ShareGPT function_call turn (glaive, LLaMA-Factory) holds a call, or a
 // list of parallel calls, as JSON text {"name", "arguments"}; a
-// LLaMA-Factory v1 assistant turn holds them as tool_call content parts.
-// Neither has ids, so each call gets call_<turn>_<k>: the 1-based place of
-// its turn in the conversation and of the call in the turn. The tool turns
-// (observation, tool) that follow, in order, answer those calls and get
-// their ids. arguments is a JSON string, the arguments object compacted
-// with its keys in the order written. A function_call turn whose text is
-// not a call stays an assistant turn with that text.
+// LLaMA-Factory v1 assistant turn holds them as tool_call content parts;
+// a legacy OpenAI message holds one as its function_call. None has an id,
+// nor has an OpenAI call that leaves it out, so each such call gets
+// call_<turn>_<k>: the 1-based place of its turn in the conversation and
+// of the call in the turn. The tool turns (observation, tool, function)
+// that follow without a tool_call_id, in order, answer those calls and get
+// their ids. arguments is a JSON string: one given as a string is kept as
+// written, an object is compacted with its keys in the order written. A
+// function_call turn whose text is not a call stays an assistant turn with
+// that text; any other call that is not one (no function name, arguments
+// that are not an object, two calls of a turn with one id) is a
+// bad_tool_calls reject, never passed on.
 
 // toolCall is a call as ShareGPT and LLaMA-Factory write it.
 type toolCall struct {
@@ -74,7 +80,7 @@ func (x *Extractor) buildCalls(turn int, vals [][]byte) []byte {
 	x.pending = x.pending[:0]
 	for k, v := range vals {
 		var c toolCall
-		if _, err := json.Parse(v, &c, parseFlags); err != nil || !isString(c.Name) {
+		if _, err := json.Parse(v, &c, parseFlags); err != nil || !isString(c.Name) || blankToken(c.Name) {
 			x.arena = x.arena[:start]
 			x.pending = x.pending[:0]
 			return nil
@@ -98,15 +104,22 @@ func (x *Extractor) buildCalls(turn int, vals [][]byte) []byte {
 }
 
 // argumentsToken returns a call's arguments as a JSON string token: a
-// string as it is, an object or list as its compact JSON text, none as
-// "{}".
+// string holding a JSON object as it is (a blank one, and none, as "{}"),
+// an object as its compact JSON text. Anything else is not arguments.
 func (x *Extractor) argumentsToken(raw []byte) ([]byte, bool) {
 	switch {
 	case !present(raw):
 		return []byte(`"{}"`), true
 	case isString(raw):
+		text := bytes.TrimSpace(tokenText(x.scratch[:0], raw))
+		if len(text) == 0 {
+			return []byte(`"{}"`), true
+		}
+		if text[0] != '{' || !json.Valid(text) {
+			return nil, false
+		}
 		return cleanToken(&x.scratchArena, raw), true
-	case raw[0] != '{' && raw[0] != '[':
+	case raw[0] != '{':
 		return nil, false
 	}
 	var compact bytes.Buffer
@@ -116,6 +129,162 @@ func (x *Extractor) argumentsToken(raw []byte) ([]byte, bool) {
 	start := len(x.scratchArena)
 	x.scratchArena = json.AppendEscape(x.scratchArena, compact.String(), 0)
 	return x.scratchArena[start:], true
+}
+
+// openAICall is a tool call as the OpenAI chat shape has it.
+type openAICall struct {
+	ID       json.RawMessage `json:"id"`
+	Type     json.RawMessage `json:"type"`
+	Function json.RawMessage `json:"function"`
+}
+
+// readToolCalls checks an OpenAI turn's tool_calls and writes them in the
+// arena in the canonical shape: none for an empty list, an id made for a
+// call that has none (queued for the tool turns that follow), arguments
+// as a JSON string.
+func (x *Extractor) readToolCalls(turn int, raw []byte) ([]byte, *badRecord) {
+	if raw[0] != '[' {
+		return nil, reject(ReasonBadToolCalls, "tool_calls is %s, not a list of calls", kindOf(raw))
+	}
+	var list []json.RawMessage
+	if _, err := json.Parse(raw, &list, parseFlags); err != nil {
+		return nil, reject(ReasonBadToolCalls, "tool_calls is not a list of calls")
+	}
+	if len(list) == 0 {
+		x.pending = x.pending[:0]
+		return nil, nil
+	}
+	start := len(x.arena)
+	x.arena = append(x.arena, '[')
+	x.pending = x.pending[:0]
+	var ids []string
+	for k, v := range list {
+		fail := func(format string, args ...any) ([]byte, *badRecord) {
+			x.arena = x.arena[:start]
+			x.pending = x.pending[:0]
+			return nil, reject(ReasonBadToolCalls, "tool_calls[%d] %s", k, fmt.Sprintf(format, args...))
+		}
+		if v[0] != '{' {
+			return fail("is %s, not a call", kindOf(v))
+		}
+		var c openAICall
+		json.Parse(v, &c, parseFlags) // an object: every field is raw
+		if present(c.Type) && string(c.Type) != `"function"` {
+			return fail("has type %s; only function calls are read", rawExcerpt(c.Type))
+		}
+		if !present(c.Function) || c.Function[0] != '{' {
+			return fail("has no function object")
+		}
+		var fn toolCall
+		json.Parse(c.Function, &fn, parseFlags)
+		if !isString(fn.Name) || blankToken(fn.Name) {
+			return fail("has no function name")
+		}
+		args, ok := x.argumentsToken(fn.Arguments)
+		if !ok {
+			return fail("has arguments that are neither a JSON object nor a string holding one")
+		}
+		var id []byte
+		switch {
+		case isString(c.ID) && !blankToken(c.ID):
+			id = cleanToken(&x.scratchArena, c.ID)
+			text := string(tokenText(nil, id))
+			for _, seen := range ids {
+				if seen == text {
+					return fail("has the id %s of an earlier call of the turn", rawExcerpt(id))
+				}
+			}
+			ids = append(ids, text)
+		case present(c.ID) && !isString(c.ID):
+			return fail("has an id that is not a string")
+		}
+		if k > 0 {
+			x.arena = append(x.arena, ',')
+		}
+		if id == nil {
+			made := `"call_` + strconv.Itoa(turn) + "_" + strconv.Itoa(k+1) + `"`
+			idStart := len(x.arena) + len(`{"id":`)
+			x.arena = x.appendCall(x.arena, []byte(made), cleanToken(&x.scratchArena, fn.Name), args)
+			x.pending = append(x.pending, x.arena[idStart:idStart+len(made)])
+			continue
+		}
+		x.arena = x.appendCall(x.arena, id, cleanToken(&x.scratchArena, fn.Name), args)
+	}
+	x.arena = append(x.arena, ']')
+	return x.arena[start:], nil
+}
+
+// legacyCall reads a legacy OpenAI message's function_call ({"name",
+// "arguments"}) as its one tool call, id call_<turn>_1.
+func (x *Extractor) legacyCall(turn int, raw []byte) ([]byte, *badRecord) {
+	if raw[0] != '{' {
+		return nil, reject(ReasonBadToolCalls, "function_call is %s, not a call", kindOf(raw))
+	}
+	calls := x.buildCalls(turn, [][]byte{raw})
+	if calls == nil {
+		return nil, reject(ReasonBadToolCalls, "function_call is not a call (a name and, if any, arguments that are an object)")
+	}
+	return calls, nil
+}
+
+// toolSettings are a record's tool_choice and parallel_tool_calls as given
+// (a batch request's, an OpenAI preference input's, or the top level's);
+// legacy is the legacy function_call request setting, read as tool_choice.
+type toolSettings struct {
+	choice, parallel, legacy []byte
+}
+
+// toolChoices are the tool_choice strings the OpenAI API takes.
+var toolChoices = map[string]bool{`"auto"`: true, `"none"`: true, `"required"`: true}
+
+// applyToolSettings checks the record's tool_choice and
+// parallel_tool_calls and keeps them for the output; without tools they
+// mean nothing and are left out unread.
+func (x *Extractor) applyToolSettings() *badRecord {
+	st := &x.settings
+	if x.tools == nil {
+		return nil
+	}
+	choice := st.choice
+	if !present(choice) && present(st.legacy) {
+		// function_call: "auto", "none", or {"name": ...}.
+		choice = st.legacy
+		if choice[0] == '{' {
+			var fn struct {
+				Name json.RawMessage `json:"name"`
+			}
+			json.Parse(choice, &fn, parseFlags)
+			if !isString(fn.Name) || blankToken(fn.Name) {
+				return reject(ReasonBadTools, "function_call names no function")
+			}
+			start := len(x.arena)
+			x.arena = append(x.arena, `{"type":"function","function":{"name":`...)
+			x.arena = append(x.arena, cleanToken(&x.scratchArena, fn.Name)...)
+			x.arena = append(x.arena, "}}"...)
+			choice = x.arena[start:]
+		}
+	}
+	switch {
+	case !present(choice):
+	case isString(choice) && toolChoices[string(choice)]:
+		x.toolChoice = choice
+	case choice[0] == '{' && nonEmpty(choice):
+		var compact bytes.Buffer
+		json.Compact(&compact, choice)
+		start := len(x.arena)
+		x.arena = append(x.arena, bytes.ToValidUTF8(compact.Bytes(), []byte("\uFFFD"))...)
+		x.toolChoice = x.arena[start:]
+	default:
+		return reject(ReasonBadTools, "tool_choice %s is neither auto, none, required nor a tool", rawExcerpt(choice))
+	}
+	switch p := st.parallel; {
+	case !present(p):
+	case string(p) == "true" || string(p) == "false":
+		x.parallel = p
+	default:
+		return reject(ReasonBadTools, "parallel_tool_calls %s is not true or false", rawExcerpt(p))
+	}
+	return nil
 }
 
 // appendCall appends one OpenAI tool call; id, name and arguments are

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
@@ -22,12 +23,15 @@ const Description = `Pull chat prompts out of instruction datasets and write the
   extract --turns each --id-prefix sg- --rejects rejects.jsonl sharegpt.json.zst > prompts.jsonl
   extract --turns all glaive_toolcall_en.json > conversations.jsonl
 
-Inputs are JSONL, JSON arrays or Parquet files, plain, gzip or zstd (by content, not name),
-or stdin. Each record's layout is detected unless --format says it: batch (custom_id + body),
-sharegpt (conversations of from/value, as in Infinity-Instruct), openai (messages of
-role/content, content as text or a list of text parts), alpaca (instruction, input, history;
-Dolly's context), mt-bench (turns), oasst (OpenAssistant trees, or messages by parent_id),
-plain (prompt, question or text), preference (chosen/rejected pairs), tried in that order.
+Inputs are JSONL, JSON arrays, Parquet, or CSV and TSV with a header row (.csv, .tsv, or a
+first line of column names), plain, gzip or zstd (by content, not name), or stdin. A CSV row
+is read as a record of its columns: instruction/input/output, prompt, question, system...
+Each record's layout is detected unless --format says it: batch (custom_id + body),
+sharegpt (conversations of from/value, as in Infinity-Instruct; UltraChat's data), openai
+(messages of role/content, content as text or a list of text parts; a line that is a list of
+messages), alpaca (instruction, input, history; Dolly's context), mt-bench (turns), oasst
+(OpenAssistant trees, or messages by parent_id), plain (prompt, question, query, problem or
+text), preference (chosen/rejected pairs, OpenAI's preferred_output), tried in that order.
 Records that need an image, audio or video are rejected as multimodal.
 
 A record that gives no prompt (no user turn, empty, malformed, unknown layout, ...) is
@@ -38,7 +42,7 @@ exits 3. Records left out by --lang, --min-chars or --max-chars are counted as f
 type Command struct {
 	cli.Globals
 
-	Files          []string `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
+	Files          []string `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet, CSV/TSV; .gz/.zst by content). None or '-' reads stdin."`
 	cli.OutputFlag `set:"output_what=the prompt records"`
 	Format         string `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,oasst,plain,preference" help:"Record layout: auto detects it per record (${enum})."`
 	Turns          string `default:"first" enum:"first,all-but-last,each,all" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>'), all (the whole conversation with its answers, tool calls and tool results, for regenerating it)."`
@@ -50,6 +54,7 @@ type Command struct {
 	MaxChars       int    `name:"max-chars" default:"0" help:"Leave out prompts with more characters (0: no limit)."`
 	Lang           string `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
 	Limit          int64  `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
+	CSVDelimiter   string `name:"csv-delimiter" default:"" placeholder:"CHAR" help:"Field separator of CSV inputs, e.g. ';' or '|' (tab: '\\t'). Default: a tab for .tsv, a comma for .csv, else a tab if the header row has one, else a comma."`
 	MaxHeld        int    `name:"max-held" default:"100000" help:"Messages of a flat OpenAssistant export held at once to rebuild a conversation tree; one past this is rejected as max_held."`
 	cli.RejectsFlag
 	cli.ForceFlag
@@ -100,7 +105,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("%v", err)
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
+	delim, err := csvDelimiter(c.CSVDelimiter)
+	if err != nil {
+		return err
+	}
+	if err := jsonl.CheckPaths(jsonl.CSVInputs(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
@@ -112,7 +121,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		out.Abort()
 		return err
 	}
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.ToolOptions(ctx, env))
+	opts := jsonl.ToolOptions(ctx, env)
+	opts.CSV = &jsonl.CSVOptions{Delimiter: delim}
+	in := jsonl.NewReader(c.Files, env.Stdin, opts)
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
@@ -250,4 +261,20 @@ func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
 		fmt.Fprintf(&b, ", %d messages end no prompt", n.noPrompt)
 	}
 	return b.String()
+}
+
+// csvDelimiter reads --csv-delimiter: one character ('\t' or "tab" for a
+// tab), neither a quote nor a line end; "" leaves it to the input.
+func csvDelimiter(flag string) (rune, error) {
+	switch flag {
+	case "":
+		return 0, nil
+	case `\t`, "tab", "TAB":
+		return '\t', nil
+	}
+	r := []rune(flag)
+	if len(r) != 1 || r[0] == '"' || r[0] == '\r' || r[0] == '\n' || r[0] == utf8.RuneError {
+		return 0, cli.Usagef("--csv-delimiter %q: give one character, e.g. ';', '|' or '\\t' (not a quote or a line end)", flag)
+	}
+	return r[0], nil
 }

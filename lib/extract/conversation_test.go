@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"tokenmill/lib/corpus"
+	"tokenmill/internal/corpus"
 )
 
 // conversationOut is a conversation record (--turns all) as the tests
@@ -16,10 +16,11 @@ import (
 type conversationOut struct {
 	ID       any `json:"id"`
 	Messages []struct {
-		Role       string `json:"role"`
-		Content    string `json:"content"`
-		Reasoning  string `json:"reasoning_content"`
-		ToolCallID string `json:"tool_call_id"`
+		Role       string   `json:"role"`
+		Content    string   `json:"content"`
+		Reasoning  string   `json:"reasoning_content"`
+		ToolCallID string   `json:"tool_call_id"`
+		Weight     *float64 `json:"weight"`
 		ToolCalls  []struct {
 			ID       string `json:"id"`
 			Type     string `json:"type"`

@@ -45,6 +45,9 @@ const (
 	ReasonNonText        = "non_text_content"
 	ReasonBadID          = "bad_id"
 	ReasonBadTools       = "bad_tools"
+	ReasonBadToolCalls   = "bad_tool_calls"
+	ReasonBadWeight      = "bad_weight"
+	ReasonToolBenchQuery = "toolbench_query"
 	ReasonMultimodal     = "multimodal"
 	ReasonEmbeddings     = "embeddings_request"
 	ReasonModerations    = "moderations_request"
@@ -97,6 +100,7 @@ type message struct {
 	toolCalls  []byte
 	toolCallID []byte
 	reasoning  []byte // reasoning_content token, nil if none
+	weight     []byte // an assistant turn's training weight as a JSON number, nil if none
 	callsBuilt bool   // toolCalls were built here, from calls given one by one
 }
 
@@ -119,8 +123,11 @@ type Extractor struct {
 	completion []byte // a completion prompt's token, instead of msgs
 	tools      []byte // in canonical form; nil when there are none
 	toolsCache map[string][]byte
+	settings   toolSettings // the record's tool_choice and parallel_tool_calls, as given
+	toolChoice []byte       // as written with the tools; nil for none
+	parallel   []byte
 	turns      []turn
-	parts      []part
+	rawParts   []json.RawMessage
 	texts      [][]byte
 	users      []int
 	arena      []byte // tokens built for this record
@@ -266,13 +273,16 @@ func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 	if format == FormatAuto {
 		if format = detect(x.f); format == "" {
 			return x.rejectAll(reject(ReasonUnknownLayout,
-				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, text, chosen/rejected, message_id)"))
+				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, query, problem, text, data, chosen/rejected, preferred_output, message_id)"))
 		}
 	} else if !has(format, x.f) {
 		return x.rejectAll(reject(ReasonUnknownLayout, "no %s field, which --format %s reads", layoutFields[format], format))
 	}
 	x.format = format
 	if bad := x.mediaFields(); bad != nil {
+		return x.rejectAll(bad)
+	}
+	if bad := x.aliases(); bad != nil {
 		return x.rejectAll(bad)
 	}
 	flat := format == FormatOAsst && !(present(x.f.Prompt) && x.f.Prompt[0] == '{')
@@ -285,6 +295,7 @@ func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 		x.flushHeld()
 		x.parse(rec.Data) // it parsed a moment ago
 		x.format = format
+		x.aliases() // as a moment ago: no reject
 	}
 	if format == FormatOAsst {
 		if bad := x.readTree(x.f.Prompt); bad != nil {
@@ -294,6 +305,15 @@ func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
 		return x.cands
 	}
 	if bad := x.read(format, x.f); bad != nil {
+		return x.rejectAll(bad)
+	}
+	x.joinSystem()
+	if x.opts.Turns == TurnsAll && format != FormatPreference && present(x.f.Chosen) {
+		if bad := x.addChosen(x.f.Chosen); bad != nil {
+			return x.rejectAll(bad)
+		}
+	}
+	if bad := x.applyToolSettings(); bad != nil {
 		return x.rejectAll(bad)
 	}
 	if bad := x.placeholders(); bad != nil {
@@ -349,6 +369,8 @@ func (x *Extractor) resetRecord() {
 	x.msgs = x.msgs[:0]
 	x.completion = nil
 	x.tools = nil
+	x.settings = toolSettings{}
+	x.toolChoice, x.parallel = nil, nil
 	x.users = x.users[:0]
 }
 
@@ -356,14 +378,20 @@ func (x *Extractor) resetRecord() {
 func (x *Extractor) parse(data []byte) *badRecord {
 	b := bytes.TrimSpace(data)
 	if len(b) == 0 || b[0] != '{' {
-		if json.Valid(b) {
-			return reject(ReasonNotObject, "the record is a JSON %s, not an object", jsonKind(b))
+		if !json.Valid(b) {
+			return reject(ReasonMalformedJSON, "not valid JSON")
 		}
-		return reject(ReasonMalformedJSON, "not valid JSON")
+		if isMessageList(b) {
+			// A line that is a list of messages (xtuner's openai
+			// format) is a conversation, read as messages.
+			x.f.Messages = b
+			return nil
+		}
+		return reject(ReasonNotObject, "the record is %s, not an object", kindOf(b))
 	}
 	rest, err := json.Parse(b, x.target, parseFlags)
 	if err != nil {
-		return reject(ReasonMalformedJSON, "%s", shortError(err))
+		return reject(ReasonMalformedJSON, "%s", jsonProblem(err))
 	}
 	if len(bytes.TrimSpace(rest)) != 0 {
 		return reject(ReasonMalformedJSON, "trailing data after the JSON object")
@@ -371,18 +399,20 @@ func (x *Extractor) parse(data []byte) *badRecord {
 	return nil
 }
 
-func jsonKind(b []byte) string {
-	switch b[0] {
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
+// isMessageList reports whether a record that is a JSON list is a list of
+// messages: its first element a turn with a role (or a speaker).
+func isMessageList(b []byte) bool {
+	var first []struct {
+		Role json.RawMessage `json:"role"`
+		From json.RawMessage `json:"from"`
 	}
-	return "number"
+	if b[0] != '[' {
+		return false
+	}
+	if _, err := json.Parse(b, &first, parseFlags); err != nil || len(first) == 0 {
+		return false
+	}
+	return present(first[0].Role) || present(first[0].From)
 }
 
 // has reports whether a record has the field format reads.
@@ -395,7 +425,7 @@ func has(format string, f *fields) bool {
 	case FormatBatch:
 		return present(f.Body)
 	case FormatShareGPT:
-		return present(f.Conversation) || present(f.LMSYS)
+		return present(f.Conversation) || present(f.LMSYS) || isUltraChat(f)
 	case FormatOpenAI:
 		return present(f.Messages)
 	case FormatAlpaca:
@@ -403,7 +433,7 @@ func has(format string, f *fields) bool {
 	case FormatMTBench:
 		return present(f.Turns)
 	case FormatPlain:
-		return present(f.Prompt) || present(f.Question) || present(f.Text)
+		return isPlain(f)
 	}
 	return false
 }

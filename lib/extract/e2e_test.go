@@ -3,6 +3,7 @@ package extract
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/csv"
 	stdjson "encoding/json"
 	"flag"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/extract")
@@ -404,8 +405,9 @@ func TestRealContentParts(t *testing.T) {
 	type part struct{ Type, Value string }
 	source := readJSONL[struct {
 		Messages []struct {
-			Role    string
-			Content []part
+			Role       string
+			Content    []part
+			LossWeight *float64 `json:"loss_weight"`
 		}
 	}](t, path)
 	r := run(t, nil, nil, path)
@@ -430,6 +432,7 @@ func TestRealContentParts(t *testing.T) {
 	if len(whole) != 500 {
 		t.Fatalf("--turns all: %d conversations from 500 records", len(whole))
 	}
+	weighted := 0
 	for i, rec := range source {
 		if len(whole[i].Messages) != len(rec.Messages) {
 			t.Fatalf("record %d: %d messages, want %d", i+1, len(whole[i].Messages), len(rec.Messages))
@@ -442,7 +445,21 @@ func TestRealContentParts(t *testing.T) {
 			if g := whole[i].Messages[k]; g.Role != m.Role || g.Content != strings.Join(texts, "\n") {
 				t.Fatalf("record %d message %d: got %+v from %+v", i+1, k+1, g, m)
 			}
+			// loss_weight is kept as the turn's weight on assistant
+			// turns, the turns that are trained.
+			wantWeight := m.LossWeight
+			if m.Role != "assistant" {
+				wantWeight = nil
+			} else {
+				weighted++
+			}
+			if g := whole[i].Messages[k].Weight; (g == nil) != (wantWeight == nil) || (g != nil && *g != *wantWeight) {
+				t.Fatalf("record %d message %d: weight %v, dataset's loss_weight %v", i+1, k+1, g, m.LossWeight)
+			}
 		}
+	}
+	if weighted == 0 {
+		t.Fatal("no assistant turn with a loss_weight: the weights were not exercised")
 	}
 }
 
@@ -732,11 +749,13 @@ func TestDamagedInputs(t *testing.T) {
 			t.Errorf("stderr does not name %s as bad Parquet:\n%s", fakePath, r.stderr)
 		}
 	})
+	// A file that is not there is a mistake in the call, found before
+	// anything is read or written: exit 2, naming it.
 	t.Run("missing file", func(t *testing.T) {
-		r := run(t, nil, nil, filepath.Join(dir, "nope.jsonl"), after)
-		checkAccounting(t, r)
-		if r.sum.wrote != 1 || r.sum.rejectReasons["unreadable"] != 1 || !strings.Contains(r.stderr, "nope.jsonl") {
-			t.Fatalf("summary %+v; stderr:\n%s", r.sum, r.stderr)
+		missing := filepath.Join(dir, "nope.jsonl")
+		r := run(t, nil, nil, after, missing)
+		if r.code != 2 || len(r.stdout) != 0 || !strings.Contains(r.stderr, "cannot read "+missing+": no such file") {
+			t.Fatalf("exit %d, %d bytes out; want 2 and nothing out, naming the file; stderr:\n%s", r.code, len(r.stdout), r.stderr)
 		}
 	})
 }
@@ -964,5 +983,98 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	r := p.Wait(t, 20*time.Second)
 	if r.Code != 130 || !strings.Contains(r.Stderr, "interrupted twice") {
 		t.Fatalf("exit %d, want 130 with the second signal noted; stderr:\n%s", r.Code, r.Stderr)
+	}
+}
+
+// CSV and TSV, files of our own: a header row, the columns read by the
+// JSON layouts' rules (instruction/input/output/system as alpaca,
+// question or prompt as plain), quoted fields with commas, quotes and
+// line breaks, gzip and zstd by content, --csv-delimiter for a ';' file
+// whose name says nothing, and a row of the wrong length rejected by
+// line while the rest goes on. Every row ends up once: written or
+// rejected.
+func TestCSV(t *testing.T) {
+	dir := t.TempDir()
+	alpaca := filepath.Join(ourData, "csv", "alpaca.csv")
+	raw, err := os.ReadFile(alpaca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz, zst := filepath.Join(dir, "alpaca.csv.gz"), filepath.Join(dir, "alpaca.zst")
+	os.WriteFile(gz, compress(t, "gz", raw), 0o644)
+	os.WriteFile(zst, compress(t, "zst", raw), 0o644)
+	for _, in := range []string{alpaca, gz, zst} {
+		r := run(t, nil, nil, "--turns", "all", in)
+		if r.code != 3 || r.sum.wrote != 4 || r.sum.rejected != 2 || r.sum.rejectReasons["malformed_csv"] != 1 || r.sum.rejectReasons["empty"] != 1 {
+			t.Fatalf("%s: exit %d, %+v; want 4 written, one empty and one malformed_csv\n%s", in, r.code, r.sum, r.stderr)
+		}
+		if !strings.Contains(r.stderr, ":8: malformed_csv: 6 fields where the header has 5") {
+			t.Errorf("%s: the long row is not named by its line:\n%s", in, r.stderr)
+		}
+		got := prompts(t, r.stdout)
+		want := []struct {
+			id   string
+			msgs []turnOut
+		}{
+			{"a1", []turnOut{{Role: "user", Content: "Give three tips for staying healthy."}, {Role: "assistant", Content: "1. Eat well.\n2. Exercise.\n3. Sleep."}}},
+			{"a2", []turnOut{{Role: "system", Content: "You are a translator."}, {Role: "user", Content: "Translate to French\n\nThe cat sleeps, quietly."}, {Role: "assistant", Content: "Le chat dort tranquillement."}}},
+			{"a3", []turnOut{{Role: "user", Content: `Explain "recursion" in one line.`}, {Role: "assistant", Content: "A function that calls itself."}}},
+			{"a6", []turnOut{{Role: "user", Content: "Name a prime number."}, {Role: "assistant", Content: "2"}}},
+		}
+		for i, w := range want {
+			if i >= len(got) || fmt.Sprint(got[i].ID) != w.id || fmt.Sprint(got[i].Messages) != fmt.Sprint(w.msgs) {
+				t.Errorf("%s: record %d: %+v, want %s %v", in, i, got[min(i, len(got)-1)], w.id, w.msgs)
+			}
+		}
+	}
+
+	r := run(t, nil, nil, filepath.Join(ourData, "csv", "qa.tsv"))
+	if got := prompts(t, r.stdout); r.code != 0 || len(got) != 2 || fmt.Sprint(got[0].Messages) != fmt.Sprint([]turnOut{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+2?"}}) {
+		t.Errorf("TSV: exit %d, %+v\n%s", r.code, got, r.stderr)
+	}
+	// A file named .txt: read as CSV only with the delimiter named.
+	semi := filepath.Join(ourData, "csv", "semicolon.txt")
+	r = run(t, nil, nil, "--csv-delimiter", ";", semi)
+	if got := prompts(t, r.stdout); r.code != 0 || len(got) != 2 || got[1].Messages[0].Content != "Name a colour" {
+		t.Errorf("--csv-delimiter ';': exit %d, %+v\n%s", r.code, got, r.stderr)
+	}
+	// CSV on stdin, known by its header row.
+	r = run(t, strings.NewReader("prompt,source\nSay hello.,mine\n"), nil)
+	if got := prompts(t, r.stdout); r.code != 0 || len(got) != 1 || got[0].Messages[0].Content != "Say hello." {
+		t.Errorf("CSV on stdin: exit %d, %+v\n%s", r.code, got, r.stderr)
+	}
+	if r := run(t, nil, nil, "--csv-delimiter", "ab", semi); r.code != 2 || !strings.Contains(r.stderr, "--csv-delimiter") {
+		t.Errorf("a two-character delimiter: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// A real dataset (LLaMA-Factory's alpaca_en_demo) written as CSV the way
+// pandas' to_csv does gives the very prompts its JSON does.
+func TestCSVOfARealDataset(t *testing.T) {
+	path := testbin.RealData(t, "alpaca_en_demo.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]string
+	if err := stdjson.Unmarshal(data, &rows); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	cols := []string{"instruction", "input", "output"}
+	w.Write(cols)
+	for _, row := range rows {
+		w.Write([]string{row["instruction"], row["input"], row["output"]})
+	}
+	w.Flush()
+	in := filepath.Join(t.TempDir(), "alpaca_en_demo.csv")
+	os.WriteFile(in, []byte(b.String()), 0o644)
+	fromJSON, fromCSV := run(t, nil, nil, "--turns", "all", path), run(t, nil, nil, "--turns", "all", in)
+	if fromCSV.code != fromJSON.code || fromCSV.sum.wrote != len(rows) || fromJSON.sum.wrote != len(rows) {
+		t.Fatalf("JSON: exit %d %+v; CSV: exit %d %+v; %d rows", fromJSON.code, fromJSON.sum, fromCSV.code, fromCSV.sum, len(rows))
+	}
+	if string(fromCSV.stdout) != string(fromJSON.stdout) {
+		t.Errorf("the CSV's prompts differ from the JSON's")
 	}
 }

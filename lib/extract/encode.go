@@ -69,6 +69,14 @@ func (x *Extractor) encode(id datasetID, msgs []message, turn int) {
 	if x.tools != nil {
 		x.out = append(x.out, `,"tools":`...)
 		x.out = append(x.out, x.tools...)
+		if x.toolChoice != nil {
+			x.out = append(x.out, `,"tool_choice":`...)
+			x.out = append(x.out, x.toolChoice...)
+		}
+		if x.parallel != nil {
+			x.out = append(x.out, `,"parallel_tool_calls":`...)
+			x.out = append(x.out, x.parallel...)
+		}
 	}
 	if x.source != nil {
 		x.out = append(x.out, `,"source":`...)
@@ -217,6 +225,10 @@ func appendMessages(dst []byte, msgs []message) []byte {
 		if m.toolCallID != nil {
 			dst = append(dst, `,"tool_call_id":`...)
 			dst = append(dst, m.toolCallID...)
+		}
+		if m.weight != nil {
+			dst = append(dst, `,"weight":`...)
+			dst = append(dst, m.weight...)
 		}
 		dst = append(dst, '}')
 	}

@@ -30,7 +30,8 @@ const (
 // the full conversation and a copy of its first prompt, as UltraChat's
 // do, is read as the conversation). An OpenAssistant message (its prompt
 // an object, or message_id + role + text) comes before the plain prompt
-// fields it shares, and a preference pair comes last: when a pair also
+// fields it shares, then UltraChat's data (a field name too common to try
+// before any other), and a preference pair comes last: when a pair also
 // has an explicit prompt, instruction or conversation, that is the prompt.
 var Formats = []string{FormatBatch, FormatShareGPT, FormatOpenAI, FormatAlpaca, FormatMTBench, FormatOAsst, FormatPlain, FormatPreference}
 
@@ -69,6 +70,21 @@ type fields struct {
 	Body             json.RawMessage `json:"body"`
 	URL              json.RawMessage `json:"url"`
 	Langdetect       json.RawMessage `json:"langdetect"`
+	SystemPrompt     json.RawMessage `json:"system_prompt"`  // OpenOrca, SlimOrca
+	SystemMessage    json.RawMessage `json:"system_message"` // other spellings of the system slot
+	Functions        json.RawMessage `json:"functions"`      // legacy OpenAI function calling
+	FunctionCall     json.RawMessage `json:"function_call"`  // its request setting: tool_choice
+	ToolChoice       json.RawMessage `json:"tool_choice"`
+	ParallelCalls    json.RawMessage `json:"parallel_tool_calls"`
+	Query            json.RawMessage `json:"query"`    // MetaMath, ToolBench
+	APIList          json.RawMessage `json:"api_list"` // ToolBench's RapidAPI endpoints
+	Problem          json.RawMessage `json:"problem"`  // NuminaMath
+	Solution         json.RawMessage `json:"solution"`
+	ToyInput         json.RawMessage `json:"toy_input"` // xtuner's custom-dataset example
+	ToyOutput        json.RawMessage `json:"toy_output"`
+	Data             json.RawMessage `json:"data"`             // UltraChat: alternating user and assistant texts
+	Preferred        json.RawMessage `json:"preferred_output"` // OpenAI preference fine-tuning
+	NonPreferred     json.RawMessage `json:"non_preferred_output"`
 	Images           json.RawMessage `json:"images"` // media lists (LLaMA-Factory) and files (LLaVA)
 	Audios           json.RawMessage `json:"audios"`
 	Videos           json.RawMessage `json:"videos"`
@@ -79,15 +95,26 @@ type fields struct {
 
 // turn is one element of a conversation: ShareGPT's {from, value} or
 // OpenAI's {role, content}; either spelling is accepted in either layout.
+// A turn with neither a role nor a speaker but an input or an output is a
+// question and its answer (Capybara, xtuner: {system, input, output}).
 type turn struct {
-	From       json.RawMessage `json:"from"`
-	Value      json.RawMessage `json:"value"`
-	Role       json.RawMessage `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       json.RawMessage `json:"name"`
-	ToolCalls  json.RawMessage `json:"tool_calls"`
-	ToolCallID json.RawMessage `json:"tool_call_id"`
-	Reasoning  json.RawMessage `json:"reasoning_content"`
+	From         json.RawMessage `json:"from"`
+	Value        json.RawMessage `json:"value"`
+	Role         json.RawMessage `json:"role"`
+	Content      json.RawMessage `json:"content"`
+	Name         json.RawMessage `json:"name"`
+	ToolCalls    json.RawMessage `json:"tool_calls"`
+	FunctionCall json.RawMessage `json:"function_call"` // legacy OpenAI function calling
+	ToolCallID   json.RawMessage `json:"tool_call_id"`
+	Reasoning    json.RawMessage `json:"reasoning_content"`
+	ReasoningAlt json.RawMessage `json:"reasoning"`
+	Thinking     json.RawMessage `json:"thinking"`
+	Weight       json.RawMessage `json:"weight"`      // OpenAI fine-tuning, ShareGPT (axolotl)
+	LossWeight   json.RawMessage `json:"loss_weight"` // LLaMA-Factory
+	Loss         json.RawMessage `json:"loss"`        // xtuner: false for context
+	Input        json.RawMessage `json:"input"`
+	Output       json.RawMessage `json:"output"`
+	System       json.RawMessage `json:"system"`
 }
 
 // part is one element of an OpenAI content array; LLaMA-Factory spells
@@ -116,6 +143,7 @@ var roles = map[string]string{
 	"bard": roleAssistant, "bing": roleAssistant, "model": roleAssistant,
 	"function_call": roleAssistant,
 	"observation":   roleTool, "tool": roleTool, "function": roleTool,
+	"ipython": roleTool, // Llama 3.1's tool output
 }
 
 // badRecord is a reason a record yields no prompt, with the detail shown
@@ -147,8 +175,10 @@ func detect(f *fields) string {
 		return FormatMTBench
 	case isOAsst(f):
 		return FormatOAsst
-	case present(f.Prompt) || present(f.Question) || present(f.Text):
+	case isPlain(f):
 		return FormatPlain
+	case isUltraChat(f):
+		return FormatShareGPT
 	case isPreference(f):
 		return FormatPreference
 	}
@@ -162,21 +192,48 @@ func isOAsst(f *fields) bool {
 		(present(f.MessageID) && present(f.Role) && present(f.Text))
 }
 
+func isPlain(f *fields) bool {
+	for _, raw := range f.plainFields() {
+		if present(raw.raw) {
+			return true
+		}
+	}
+	return false
+}
+
+// isUltraChat recognises UltraChat's data: a list of texts.
+func isUltraChat(f *fields) bool { return present(f.Data) && f.Data[0] == '[' }
+
 func isPreference(f *fields) bool {
-	return (present(f.Chosen) && present(f.Rejected)) || (present(f.ChosenMessages) && present(f.RejectedMessages))
+	return (present(f.Chosen) && present(f.Rejected)) || (present(f.ChosenMessages) && present(f.RejectedMessages)) ||
+		(present(f.Preferred) && present(f.NonPreferred))
+}
+
+// namedField is a field's value with its name, for reject details.
+type namedField struct {
+	name string
+	raw  []byte
+}
+
+// plainFields are the fields a plain prompt is read from, in the order
+// they are tried: prompt (and TRL's), question (OpenOrca), query
+// (MetaMath), problem (NuminaMath), toy_input (xtuner's example), text.
+func (f *fields) plainFields() [6]namedField {
+	return [6]namedField{{"prompt", f.Prompt}, {"question", f.Question}, {"query", f.Query},
+		{"problem", f.Problem}, {"toy_input", f.ToyInput}, {"text", f.Text}}
 }
 
 // layoutFields names the fields each format needs, for the reject detail
 // of a record that has none of them.
 var layoutFields = map[string]string{
 	FormatBatch:      "body",
-	FormatShareGPT:   "conversations",
+	FormatShareGPT:   "conversations (conversation, or UltraChat's data)",
 	FormatOpenAI:     "messages",
 	FormatAlpaca:     "instruction",
 	FormatMTBench:    "turns",
 	FormatOAsst:      "prompt message tree, or message_id, role and text",
-	FormatPlain:      "prompt, question or text",
-	FormatPreference: "chosen and rejected (or chosen_messages and rejected_messages)",
+	FormatPlain:      "prompt, question, query, problem, toy_input or text",
+	FormatPreference: "chosen and rejected (or chosen_messages and rejected_messages, or preferred_output and non_preferred_output)",
 }
 
 // read turns the record's fields into x.msgs (or x.completion) according
@@ -186,11 +243,14 @@ func (x *Extractor) read(format string, f *fields) *badRecord {
 	case FormatBatch:
 		return x.readBatch(f)
 	case FormatShareGPT:
-		conv := f.Conversation
+		conv, name := f.Conversation, "conversations"
 		if !present(conv) {
-			conv = f.LMSYS
+			conv, name = f.LMSYS, "conversation"
 		}
-		return x.readConversation("conversations", conv, f.System, f.Tools)
+		if !present(conv) {
+			return x.readUltraChat(f)
+		}
+		return x.readConversation(name, conv, f.System, f.Tools)
 	case FormatOpenAI:
 		return x.readConversation("messages", f.Messages, f.System, f.Tools)
 	case FormatAlpaca:
@@ -208,7 +268,7 @@ func (x *Extractor) read(format string, f *fields) *badRecord {
 // readConversation reads a list of turns, with the top-level system
 // prompt and tools if the record has them.
 func (x *Extractor) readConversation(name string, conv, system, tools []byte) *badRecord {
-	if bad := x.readTurnList(name, conv); bad != nil {
+	if bad := x.readTurnList(name, conv, 0); bad != nil {
 		return bad
 	}
 	if bad := x.addSystem(system); bad != nil {
@@ -217,11 +277,16 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 	return x.setTools(tools)
 }
 
-// readTurnList appends a list of turns to x.msgs.
-func (x *Extractor) readTurnList(name string, conv []byte) *badRecord {
+// readTurnList appends a list of turns to x.msgs. base is the number of
+// turns the conversation has before the list, for the ids given to calls
+// that have none (call_<turn>_<k>).
+func (x *Extractor) readTurnList(name string, conv []byte, base int) *badRecord {
 	x.turns = emptied(x.turns)
+	if conv[0] != '[' {
+		return reject(ReasonUnknownLayout, "%s is %s, not a list of turns", name, kindOf(conv))
+	}
 	if _, err := json.Parse(conv, &x.turns, parseFlags); err != nil {
-		return reject(ReasonUnknownLayout, "%s is not a list of turns: %v", name, shortError(err))
+		return notAll(name, conv, '{', "a turn")
 	}
 	if len(x.turns) == 0 {
 		return reject(ReasonEmpty, "%s is empty", name)
@@ -229,59 +294,106 @@ func (x *Extractor) readTurnList(name string, conv []byte) *badRecord {
 	x.pending = x.pending[:0]
 	for i := range x.turns {
 		t := &x.turns[i]
-		who := t.Role
-		if !present(who) {
-			who = t.From
+		if !present(t.Role) && !present(t.From) && (present(t.Input) || present(t.Output)) {
+			if bad := x.readPairTurn(t); bad != nil {
+				bad.detail = fmt.Sprintf("%s[%d]: %s", name, i, bad.detail)
+				return bad
+			}
+			continue
 		}
-		role, err := x.role(who)
-		if err != nil {
-			return reject(ReasonUnknownRole, "%s[%d]: %v", name, i, err)
-		}
-		content := t.Content
-		if !present(content) {
-			content = t.Value
-		}
-		tok, bad := x.content(content, role == roleAssistant)
-		if bad != nil {
+		if bad := x.readTurn(t, base+i+1); bad != nil {
 			bad.detail = fmt.Sprintf("%s[%d]: %s", name, i, bad.detail)
 			return bad
 		}
-		m := message{role: role, content: tok}
-		if isString(t.Name) {
-			m.name = cleanToken(&x.arena, t.Name)
-		}
-		if isString(t.ToolCallID) {
-			m.toolCallID = cleanToken(&x.arena, t.ToolCallID)
-		}
-		if isString(t.Reasoning) && !blankToken(t.Reasoning) {
-			m.reasoning = cleanToken(&x.arena, t.Reasoning)
-		}
-		switch {
-		case present(t.ToolCalls):
-			m.toolCalls = t.ToolCalls
-			x.pending = x.pending[:0]
-		case len(x.partCalls) > 0:
-			m.toolCalls = x.callsFromParts(i+1, x.partCalls)
-			if m.toolCalls == nil {
-				return reject(ReasonUnknownLayout, "%s[%d]: a tool_call part is not a call (JSON with a name and arguments)", name, i)
-			}
-		case isFunctionCall(who):
-			if calls := x.callsFromText(i+1, tok); calls != nil {
-				m.content, m.toolCalls = []byte(`""`), calls
-			} else {
-				x.pending = x.pending[:0]
-			}
-		case role == roleTool:
-			x.answerCall(&m)
-		default:
-			x.pending = x.pending[:0]
-		}
-		if len(x.partReasoning) > 0 {
-			m.reasoning = x.joinTokens(x.partReasoning, "\n")
-		}
-		x.add(m)
 	}
 	return nil
+}
+
+// readTurn appends one turn; place is its 1-based place in the
+// conversation.
+func (x *Extractor) readTurn(t *turn, place int) *badRecord {
+	who := t.Role
+	if !present(who) {
+		who = t.From
+	}
+	role, err := x.role(who)
+	if err != nil {
+		return reject(ReasonUnknownRole, "%v", err)
+	}
+	content := t.Content
+	if !present(content) {
+		content = t.Value
+	}
+	assistant := role == roleAssistant
+	tok, bad := x.content(content, assistant)
+	if bad != nil {
+		return bad
+	}
+	m := message{role: role, content: tok}
+	if isString(t.Name) {
+		m.name = cleanToken(&x.arena, t.Name)
+	}
+	if isString(t.ToolCallID) {
+		m.toolCallID = cleanToken(&x.arena, t.ToolCallID)
+	}
+	if assistant {
+		if m.reasoning, bad = x.reasoning(t); bad != nil {
+			return bad
+		}
+		if m.weight, bad = x.weight(t); bad != nil {
+			return bad
+		}
+	}
+	switch {
+	case present(t.ToolCalls):
+		if present(t.FunctionCall) {
+			return reject(ReasonBadToolCalls, "the turn has both tool_calls and a function_call")
+		}
+		if m.toolCalls, bad = x.readToolCalls(place, t.ToolCalls); bad != nil {
+			return bad
+		}
+	case present(t.FunctionCall):
+		if m.toolCalls, bad = x.legacyCall(place, t.FunctionCall); bad != nil {
+			return bad
+		}
+	case len(x.partCalls) > 0:
+		m.toolCalls = x.callsFromParts(place, x.partCalls)
+		if m.toolCalls == nil {
+			return reject(ReasonBadToolCalls, "a tool_call part is not a call (JSON with a name and, if any, arguments that are an object)")
+		}
+	case isFunctionCall(who):
+		if calls := x.callsFromText(place, tok); calls != nil {
+			m.content, m.toolCalls = []byte(`""`), calls
+		} else {
+			x.pending = x.pending[:0]
+		}
+	case role == roleTool:
+		x.answerCall(&m)
+	default:
+		x.pending = x.pending[:0]
+	}
+	if len(x.partReasoning) > 0 {
+		m.reasoning = x.joinTokens(x.partReasoning, "\n")
+	}
+	x.add(m)
+	return nil
+}
+
+// reasoning is an assistant turn's reasoning: reasoning_content, or else
+// reasoning or thinking, as other datasets name it; nil if none. A flag
+// (true, false) is not reasoning; a list or an object of it cannot be read.
+func (x *Extractor) reasoning(t *turn) ([]byte, *badRecord) {
+	for _, f := range [...]namedField{{"reasoning_content", t.Reasoning}, {"reasoning", t.ReasoningAlt}, {"thinking", t.Thinking}} {
+		switch {
+		case isString(f.raw):
+			if !blankToken(f.raw) {
+				return cleanToken(&x.arena, f.raw), nil
+			}
+		case present(f.raw) && (f.raw[0] == '[' || f.raw[0] == '{'):
+			return nil, reject(ReasonUnknownLayout, "%s is %s, not text", f.name, kindOf(f.raw))
+		}
+	}
+	return nil, nil
 }
 
 // isFunctionCall tells ShareGPT's function_call speaker.
@@ -321,7 +433,7 @@ func (x *Extractor) setTools(raw []byte) *badRecord {
 		var ok bool
 		var err error
 		if canon, ok, err = record.AppendCanonicalTools(nil, raw); err != nil {
-			return reject(ReasonBadTools, "%v", err)
+			return reject(ReasonBadTools, "tools is %s, neither a list of tools nor a JSON string holding one", kindOf(raw))
 		}
 		if !ok {
 			canon = nil
@@ -365,10 +477,10 @@ func (x *Extractor) role(raw []byte) (string, error) {
 }
 
 // content returns a message content as one string token: a string as is,
-// null as "", and an array of text parts joined by newlines (the way
-// OpenAI-compatible servers join them). In an assistant turn, LLaMA-Factory
-// v1's reasoning and tool_call parts are kept aside in x.partReasoning and
-// x.partCalls.
+// null as "", and a list of parts joined by newlines (the way
+// OpenAI-compatible servers join them), a bare string in the list being a
+// text part. In an assistant turn, LLaMA-Factory v1's reasoning and
+// tool_call parts are kept aside in x.partReasoning and x.partCalls.
 func (x *Extractor) content(raw []byte, assistant bool) ([]byte, *badRecord) {
 	x.partReasoning, x.partCalls = x.partReasoning[:0], x.partCalls[:0]
 	switch {
@@ -377,14 +489,23 @@ func (x *Extractor) content(raw []byte, assistant bool) ([]byte, *badRecord) {
 	case !present(raw):
 		return []byte(`""`), nil
 	case raw[0] != '[':
-		return nil, reject(ReasonUnknownLayout, "content is neither text nor a list of parts")
+		return nil, reject(ReasonUnknownLayout, "content is %s, neither text nor a list of parts", kindOf(raw))
 	}
-	x.parts = emptied(x.parts)
-	if _, err := json.Parse(raw, &x.parts, parseFlags); err != nil {
-		return nil, reject(ReasonUnknownLayout, "content parts: %v", shortError(err))
+	x.rawParts = emptied(x.rawParts)
+	if _, err := json.Parse(raw, &x.rawParts, parseFlags); err != nil {
+		return nil, reject(ReasonUnknownLayout, "content is not a list of parts")
 	}
 	x.texts = x.texts[:0]
-	for i, p := range x.parts {
+	for i, rp := range x.rawParts {
+		if isString(rp) {
+			x.texts = append(x.texts, rp)
+			continue
+		}
+		if rp[0] != '{' {
+			return nil, reject(ReasonUnknownLayout, "content part %d is %s, neither text nor a part", i, kindOf(rp))
+		}
+		var p part
+		json.Parse(rp, &p, parseFlags) // an object: every field is raw
 		kind := string(p.Type)
 		switch {
 		case !present(p.Type) || textPart[kind]:
@@ -392,7 +513,7 @@ func (x *Extractor) content(raw []byte, assistant bool) ([]byte, *badRecord) {
 			return nil, reject(ReasonMultimodal, "content part %d is %s; only text prompts can be extracted", i, p.Type)
 		case assistant && (kind == `"reasoning"` || kind == `"tool_call"`):
 		default:
-			return nil, reject(ReasonNonText, "content part %d has type %s; only text prompts can be extracted", i, p.Type)
+			return nil, reject(ReasonNonText, "content part %d has type %s; only text prompts can be extracted", i, rawExcerpt(p.Type))
 		}
 		tok := p.Text
 		if !present(tok) {
@@ -449,7 +570,7 @@ func (x *Extractor) readAlpaca(f *fields) *badRecord {
 	if present(f.History) {
 		var history [][]json.RawMessage
 		if _, err := json.Parse(f.History, &history, parseFlags); err != nil {
-			return reject(ReasonUnknownLayout, "history is not a list of [question, answer] pairs: %v", shortError(err))
+			return reject(ReasonUnknownLayout, "history is not a list of [question, answer] pairs")
 		}
 		for i, pair := range history {
 			if len(pair) == 0 || len(pair) > 2 || !isString(pair[0]) || (len(pair) == 2 && present(pair[1]) && !isString(pair[1])) {
@@ -494,7 +615,7 @@ func (x *Extractor) readAlpaca(f *fields) *badRecord {
 func (x *Extractor) readTurns(raw []byte) *badRecord {
 	var turns []json.RawMessage
 	if _, err := json.Parse(raw, &turns, parseFlags); err != nil {
-		return reject(ReasonUnknownLayout, "turns is not a list of strings: %v", shortError(err))
+		return reject(ReasonUnknownLayout, "turns is %s, not a list of strings", kindOf(raw))
 	}
 	if len(turns) == 0 {
 		return reject(ReasonEmpty, "turns is empty")
@@ -508,19 +629,27 @@ func (x *Extractor) readTurns(raw []byte) *badRecord {
 	return nil
 }
 
-// readPlain takes the first of prompt, question and text as one user
-// turn. A prompt that is a list of messages (as in preference datasets)
-// is read as a conversation.
+// readPlain takes the first of the plain fields (see plainFields) as one
+// user turn, and its answer (OpenOrca's and MetaMath's response,
+// NuminaMath's solution, xtuner's toy_output) for the whole conversation.
+// A prompt that is a list of messages (as in preference datasets) is read
+// as a conversation. A ToolBench query is not read: its api_list are
+// RapidAPI endpoints, not chat tools.
 func (x *Extractor) readPlain(f *fields) *badRecord {
-	for _, c := range []struct {
-		name string
-		raw  []byte
-	}{{"prompt", f.Prompt}, {"question", f.Question}, {"text", f.Text}} {
+	for _, c := range f.plainFields() {
 		switch {
 		case !present(c.raw):
 			continue
+		case c.name == "query" && present(f.APIList):
+			return reject(ReasonToolBenchQuery, "a ToolBench query (query and api_list) is not read: its APIs are RapidAPI endpoints, not chat tools, and without them the query asks for calls no model can make")
 		case isString(c.raw):
 			x.addMessage(roleUser, cleanToken(&x.arena, c.raw))
+			for _, answer := range [][]byte{f.Response, f.Solution, f.ToyOutput} {
+				if isString(answer) && !blankToken(answer) {
+					x.addMessage(roleAssistant, cleanToken(&x.arena, answer))
+					break
+				}
+			}
 			if bad := x.addSystem(f.System); bad != nil {
 				return bad
 			}
@@ -528,18 +657,53 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 		case c.raw[0] == '[':
 			return x.readConversation(c.name, c.raw, f.System, f.Tools)
 		default:
-			return reject(ReasonUnknownLayout, "%s is neither text nor a list of messages", c.name)
+			return reject(ReasonUnknownLayout, "%s is %s, neither text nor a list of messages", c.name, kindOf(c.raw))
 		}
 	}
-	return reject(ReasonUnknownLayout, "no prompt, question or text field")
+	return reject(ReasonUnknownLayout, "no prompt, question, query, problem, toy_input or text field")
 }
 
-// shortError keeps a parse error's message to one short line.
-func shortError(err error) string {
-	s := err.Error()
-	s = strings.TrimPrefix(s, "json: ")
-	if len(s) > 120 {
-		s = s[:120] + "..."
+// kindOf names the kind of a JSON value for a reject detail.
+func kindOf(raw []byte) string {
+	switch raw[0] {
+	case '[':
+		return "a list"
+	case '{':
+		return "an object"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// notAll is the reject of a list whose elements are not all of the kind
+// want opens with ('{' or '"'): it names the first element that is not.
+func notAll(name string, list []byte, want byte, what string) *badRecord {
+	var elems []json.RawMessage
+	if _, err := json.Parse(list, &elems, parseFlags); err == nil {
+		for i, e := range elems {
+			if e[0] != want {
+				return reject(ReasonUnknownLayout, "%s[%d] is %s, not %s", name, i, kindOf(e), what)
+			}
+		}
+	}
+	return reject(ReasonUnknownLayout, "%s is not a list of %ss", name, strings.TrimPrefix(what, "a "))
+}
+
+// jsonProblem says what is wrong with text that is not JSON, in the
+// decoder's words for the syntax, without its echo of the input or its Go
+// types.
+func jsonProblem(err error) string {
+	s := strings.TrimPrefix(err.Error(), "json: ")
+	if i := strings.Index(s, ": "); i >= 0 {
+		s = s[:i]
+	}
+	if strings.Contains(s, "Go ") || strings.Contains(s, "unmarshal") || len(s) > 120 {
+		return "not valid JSON"
 	}
 	return s
 }

@@ -30,26 +30,11 @@ func (x *Extractor) mediaFields() *badRecord {
 		raw  []byte
 	}{{"images", x.f.Images}, {"audios", x.f.Audios}, {"videos", x.f.Videos},
 		{"image", x.f.Image}, {"audio", x.f.Audio}, {"video", x.f.Video}} {
-		if hasMedia(m.raw) {
+		if nonEmpty(m.raw) {
 			return reject(ReasonMultimodal, "the record has %s; only text prompts can be extracted", m.name)
 		}
 	}
 	return nil
-}
-
-// hasMedia is false for an absent, null or empty value ("", [], {}).
-func hasMedia(raw []byte) bool {
-	if !present(raw) {
-		return false
-	}
-	switch raw[0] {
-	case '"':
-		return !blankToken(raw)
-	case '[', '{':
-		inner := bytes.TrimSpace(raw[1 : len(raw)-1])
-		return len(inner) > 0
-	}
-	return false
 }
 
 // placeholders rejects a record whose user turns start or end with a

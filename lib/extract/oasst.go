@@ -94,7 +94,7 @@ func (x *Extractor) readTreeNode(raw []byte, parent, depth int, path string) *ba
 		return reject(ReasonUnknownLayout, "%s is not a message object", path)
 	}
 	if _, err := json.Parse(raw, &m, parseFlags); err != nil {
-		return reject(ReasonUnknownLayout, "%s: %v", path, shortError(err))
+		return reject(ReasonUnknownLayout, "%s is not a message object", path)
 	}
 	if !present(m.Role) && !present(m.Text) {
 		return reject(ReasonUnknownLayout, "%s is neither text, a list of messages, nor an OpenAssistant message (role, text)", path)
@@ -321,7 +321,7 @@ func (x *Extractor) hold(rec jsonl.Record) {
 	kept.Data = bytes.Clone(rec.Data)
 	var m oaMessage
 	if _, err := json.Parse(kept.Data, &m, parseFlags); err != nil {
-		x.addCandidate(Candidate{Reason: ReasonMalformedJSON, Detail: shortError(err)})
+		x.addCandidate(Candidate{Reason: ReasonMalformedJSON, Detail: jsonProblem(err)})
 		return
 	}
 	// Tokens alias kept.Data, or own memory when re-encoded: the arena is

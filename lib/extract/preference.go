@@ -16,6 +16,9 @@ import (
 // "\n\nAssistant: ..." turns. The whole conversation (--turns all) is the
 // chosen one.
 func (x *Extractor) readPreference(f *fields) *badRecord {
+	if !(present(f.Chosen) && present(f.Rejected)) && !(present(f.ChosenMessages) && present(f.RejectedMessages)) {
+		return x.readOpenAIPreference(f)
+	}
 	cname, rname, chosen, rejected := "chosen", "rejected", f.Chosen, f.Rejected
 	if !present(chosen) || !present(rejected) {
 		cname, rname, chosen, rejected = "chosen_messages", "rejected_messages", f.ChosenMessages, f.RejectedMessages
@@ -41,11 +44,11 @@ func (x *Extractor) readPreference(f *fields) *badRecord {
 // readTurnPair reads both sides into x.msgs and keeps their shared
 // prompt.
 func (x *Extractor) readTurnPair(cname, rname string, chosen, rejected []byte) *badRecord {
-	if bad := x.readTurnList(cname, chosen); bad != nil {
+	if bad := x.readTurnList(cname, chosen, 0); bad != nil {
 		return bad
 	}
 	nc := len(x.msgs)
-	if bad := x.readTurnList(rname, rejected); bad != nil {
+	if bad := x.readTurnList(rname, rejected, 0); bad != nil {
 		return bad
 	}
 	c, r := x.msgs[:nc], x.msgs[nc:]
@@ -89,7 +92,9 @@ const (
 )
 
 // readHHPair reads two HH-RLHF texts: the prompt is each text up to its
-// last "\n\nAssistant:", which must be the same in both.
+// last "\n\nAssistant:", which must be the same in both. Each turn is the
+// text after its marker as written, less the one space that follows the
+// marker.
 func (x *Extractor) readHHPair(cname, rname string, chosen, rejected []byte) *badRecord {
 	c := string(tokenText(nil, chosen))
 	r := string(tokenText(nil, rejected))
@@ -120,8 +125,10 @@ func (x *Extractor) readHHPair(cname, rname string, chosen, rejected []byte) *ba
 		if i := strings.Index(prompt[:end], hhAssistant); i >= 0 {
 			end = i
 		}
+		// The text as written, less the one space that follows the
+		// marker: indented code keeps its indent.
 		start := len(x.arena)
-		x.arena = json.AppendEscape(x.arena, strings.TrimSpace(prompt[:end]), 0)
+		x.arena = json.AppendEscape(x.arena, strings.TrimPrefix(prompt[:end], " "), 0)
 		x.addMessage(role, x.arena[start:])
 		prompt = prompt[end:]
 	}

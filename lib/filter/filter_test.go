@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "filter") }
@@ -184,7 +184,7 @@ func TestFilterCLI(t *testing.T) {
 		{name: "unknown check", args: []string{"--checks", "lenght"}, code: 2, lines: 0, stderr: []string{"unknown check", "--help"}},
 		{name: "bad threshold", args: []string{"--loop-dup-ngram", "4=0.2"}, code: 2, lines: 0, stderr: []string{"--loop-dup-ngram"}},
 		{name: "rejects on stdout refused", args: []string{"--rejects", "-"}, code: 2, lines: 0},
-		{name: "missing file", args: []string{"no/such.jsonl"}, code: 3, lines: 0, stderr: []string{"unreadable"}},
+		{name: "missing file", args: []string{"no/such.jsonl"}, code: 2, lines: 0, stderr: []string{"cannot read no/such.jsonl: no such file", "--help"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ package fleet
 
 // ByName is the endpoint whose base URL is name, or nil.
 func (p *Pool) ByName(name string) *Endpoint {
-	for _, ep := range p.eps {
+	for _, ep := range p.Endpoints() {
 		if ep.name == name {
 			return ep
 		}

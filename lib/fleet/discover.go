@@ -55,12 +55,37 @@ const (
 // server's OLLAMA_CONTEXT_LENGTH says otherwise).
 const ollamaDefaultContext = 2048
 
-// discover asks ep what it says of itself.
+// discover asks ep what it says of itself: SGLang's server info, else
+// llama.cpp's /props for the capacity, the models listed, and Ollama's
+// /api/show for a context no route gave; --context-length over all.
 func (p *Pool) discover(ep *Endpoint) Info {
 	var in Info
+	p.readServerInfo(ep, &in)
+	if in.Capacity == 0 {
+		p.readProps(ep, &in)
+	}
+	model, ollama := p.readModels(ep, &in)
+	if in.Context == 0 && ollama && model != "" {
+		in.Context, in.ContextSource = p.ollamaContext(ep, model)
+	}
+	if p.cfg.ContextLength > 0 {
+		in.Context, in.ContextSource = p.cfg.ContextLength, "--context-length"
+	}
+	return in
+}
+
+// get200 is the body of a GET of path that answered 200, or false.
+func (p *Pool) get200(ep *Endpoint, path string) ([]byte, bool) {
+	status, body, err := p.get(ep, path)
+	return body, err == nil && status == fasthttp.StatusOK
+}
+
+// readServerInfo takes the capacity and context from SGLang's server
+// info, under the first of its names that answers one.
+func (p *Pool) readServerInfo(ep *Endpoint, in *Info) {
 	for _, path := range []string{openai.PathServerInfo, openai.PathServerInfoNew} {
-		status, body, err := p.get(ep, path)
-		if err != nil || status != fasthttp.StatusOK {
+		body, ok := p.get200(ep, path)
+		if !ok {
 			continue
 		}
 		si, err := openai.ParseServerInfo(body)
@@ -73,45 +98,66 @@ func (p *Pool) discover(ep *Endpoint) Info {
 		if si.ContextLength != nil && *si.ContextLength > 0 {
 			in.Context, in.ContextSource = *si.ContextLength, "context_length, "+path
 		}
-		break
+		return
 	}
-	if in.Capacity == 0 {
-		if status, body, err := p.get(ep, pathProps); err == nil && status == fasthttp.StatusOK {
-			if slots, nctx, ok := parseProps(body); ok {
-				if slots > 0 {
-					in.Capacity, in.CapacitySource = slots, "total_slots, "+pathProps
-				}
-				if nctx > 0 && in.Context == 0 {
-					in.Context, in.ContextSource = nctx, "n_ctx, "+pathProps
-				}
-			}
+}
+
+// readProps takes the capacity from llama.cpp's /props, and its context
+// where none was said yet.
+func (p *Pool) readProps(ep *Endpoint, in *Info) {
+	body, ok := p.get200(ep, pathProps)
+	if !ok {
+		return
+	}
+	slots, nctx, ok := parseProps(body)
+	if !ok {
+		return
+	}
+	if slots > 0 {
+		in.Capacity, in.CapacitySource = slots, "total_slots, "+pathProps
+	}
+	if nctx > 0 && in.Context == 0 {
+		in.Context, in.ContextSource = nctx, "n_ctx, "+pathProps
+	}
+}
+
+// readModels takes the models /v1/models lists, and the context from the
+// max_model_len of the one --model names (the first listed with one when
+// none is named) where none was said yet. It returns the model requests will name and
+// whether the server is Ollama, whose OpenAI layer lists its models as
+// the "library"'s.
+func (p *Pool) readModels(ep *Endpoint, in *Info) (model string, ollama bool) {
+	model = p.cfg.Model
+	body, ok := p.get200(ep, openai.PathModels)
+	if !ok {
+		return model, false
+	}
+	l, err := parseModelList(body)
+	if err != nil {
+		return model, false
+	}
+	for _, m := range l {
+		in.Models = append(in.Models, m.ID)
+		ollama = ollama || m.OwnedBy == "library"
+	}
+	if model == "" && len(l) > 0 {
+		model = l[0].ID
+	}
+	if n := maxModelLen(l, p.cfg.Model); in.Context == 0 && n > 0 {
+		in.Context, in.ContextSource = n, "max_model_len, "+openai.PathModels
+	}
+	return model, ollama
+}
+
+// maxModelLen is the first max_model_len listed for the model given (any
+// model when none is), 0 when none is listed.
+func maxModelLen(l []listedModel, given string) int {
+	for _, m := range l {
+		if m.MaxModelLen > 0 && (given == "" || ModelMatches(given, m.ID)) {
+			return m.MaxModelLen
 		}
 	}
-	model, ollama := p.cfg.Model, false
-	if status, body, err := p.get(ep, openai.PathModels); err == nil && status == fasthttp.StatusOK {
-		if l, err := parseModelList(body); err == nil {
-			for _, m := range l {
-				in.Models = append(in.Models, m.ID)
-				// Ollama's OpenAI layer lists its models as the "library"'s.
-				ollama = ollama || m.OwnedBy == "library"
-			}
-			if model == "" && len(l) > 0 {
-				model = l[0].ID
-			}
-			for _, m := range l {
-				if in.Context == 0 && m.MaxModelLen > 0 && (p.cfg.Model == "" || ModelMatches(p.cfg.Model, m.ID)) {
-					in.Context, in.ContextSource = m.MaxModelLen, "max_model_len, "+openai.PathModels
-				}
-			}
-		}
-	}
-	if in.Context == 0 && ollama && model != "" {
-		in.Context, in.ContextSource = p.ollamaContext(ep, model)
-	}
-	if p.cfg.ContextLength > 0 {
-		in.Context, in.ContextSource = p.cfg.ContextLength, "--context-length"
-	}
-	return in
+	return 0
 }
 
 // listedModel is one entry of /v1/models as discovery reads it.

@@ -133,7 +133,7 @@ func CheckTargets(ts []Target) error {
 	}
 	seen := make(map[string]bool, len(ts))
 	for _, t := range ts {
-		key := t.Addr + t.Path + "|" + strconv.FormatBool(t.TLS)
+		key := targetKey(t)
 		if seen[key] {
 			return fmt.Errorf("endpoint %s is listed twice", t.URL)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/llmsim"
+	"tokenmill/internal/llmsim"
 )
 
 // simPool starts an in-process llmsim fleet of n endpoints and a pool on

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/forecast"
 )
 
 // The adaptive in-flight limit of one endpoint, for servers that do not
@@ -151,12 +152,10 @@ type limiterWindow struct {
 	sends       int     // requests sent since start
 	cohort      int     // the cohort's size, once it is all sent (0: sending)
 	sealed      time.Time
-	back        int     // cohort requests come back
-	answers     int     // of them, answered
-	latency     float64 // seconds, summed over the answers
-	tokens      float64
-	tt, tl      float64 // sums of tokens² and tokens × latency, for the fit
-	busy        int     // 429 and 503 answers
+	back        int               // cohort requests come back
+	answers     int               // of them, answered
+	fit         forecast.SpeedFit // their latency on their tokens
+	busy        int               // 429 and 503 answers
 	waitSum     float64
 	loads       int
 	runMax      int
@@ -259,49 +258,95 @@ func (l *Limiter) Load(running, waiting int) {
 // tokens generated when ok, else busy for a 429 or 503. It reports
 // whether the limit changed.
 func (l *Limiter) Observe(now, sent time.Time, latency time.Duration, tokens int, ok, busy bool) bool {
-	w := &l.win
 	if ok && tokens > 0 {
 		l.lengths = l.lengths*lengthDecay + float64(tokens)
 		l.answers = l.answers*lengthDecay + 1
 	}
-	if sent.Before(w.start) || w.settling || w.cohort > 0 && (sent.After(w.sealed) || w.back >= w.cohort) {
-		return false // not of the cohort
+	if !l.ofCohort(sent) {
+		return false
 	}
+	l.tally(latency, tokens, ok, busy)
+	before := l.limit
+	switch {
+	case l.turnedAway():
+		// The server turns requests away: it is past what it can queue.
+		l.hold(max(l.cfg.Min, l.limit/2), now)
+		l.note = fmt.Sprintf("%d in flight answered 429/503 (busy): down to %d", before, l.limit)
+	case l.cohortBack(now):
+		l.endWindow(now)
+	}
+	return l.limit != before
+}
+
+// The thresholds of a window's end.
+const (
+	// busyAnswers and busyShare: two 429/503 answers, and at least a fifth
+	// of the cohort's answers so far, say the server turns requests away;
+	// one alone may be a blip.
+	busyAnswers = 2
+	busyShare   = 5
+	// minFill: a window whose mean in flight stayed under 80% of the limit
+	// was not filled (the input runs dry): it says nothing of the server.
+	minFill = 0.8
+	// lengthDecay weighs the mean answer length toward the last few
+	// hundred.
+	lengthDecay = 0.998
+	// meanAnswers is how many recent answers (decayed) the mean length
+	// needs before it stands for the cohort's own.
+	meanAnswers = 8
+	// lineAnswers is how many answers a cohort's line needs; lineSpread,
+	// how much their lengths must spread (variance over mean square) for
+	// the line to say anything of the slope.
+	lineAnswers = 4
+	lineSpread  = 0.05
+)
+
+// ofCohort: a request sent at sent is one of the cohort the window
+// measures.
+func (l *Limiter) ofCohort(sent time.Time) bool {
+	w := &l.win
+	return !(sent.Before(w.start) || w.settling || w.cohort > 0 && (sent.After(w.sealed) || w.back >= w.cohort))
+}
+
+// tally counts a cohort request come back.
+func (l *Limiter) tally(latency time.Duration, tokens int, ok, busy bool) {
+	w := &l.win
 	w.back++
 	switch {
 	case ok:
-		t, lat := float64(tokens), latency.Seconds()
 		w.answers++
-		w.latency += lat
-		w.tokens += t
-		w.tt += t * t
-		w.tl += t * lat
+		w.fit.Add(float64(tokens), latency.Seconds())
 	case busy:
 		w.busy++
 	}
-	if w.busy >= 2 && 5*w.busy >= w.answers+w.busy {
-		// The server turns requests away: it is past what it can queue.
-		before := l.limit
-		l.hold(max(l.cfg.Min, l.limit/2), now)
-		l.note = fmt.Sprintf("%d in flight answered 429/503 (busy): down to %d", before, l.limit)
-		return l.limit != before
-	}
-	if w.cohort == 0 || w.back < w.cohort && !l.straggling(now) {
-		return false
-	}
+}
+
+// turnedAway: enough of the cohort was answered 429 or 503.
+func (l *Limiter) turnedAway() bool {
+	w := &l.win
+	return w.busy >= busyAnswers && busyShare*w.busy >= w.answers+w.busy
+}
+
+// cohortBack: the whole cohort is sent and back, or all but stragglers.
+func (l *Limiter) cohortBack(now time.Time) bool {
+	w := &l.win
+	return w.cohort > 0 && (w.back >= w.cohort || l.straggling(now))
+}
+
+// endWindow measures the cohort back at now and decides on it; a window
+// with nothing to go on, or one the input did not fill, is begun again.
+func (l *Limiter) endWindow(now time.Time) {
+	w := &l.win
 	l.Inflight(now, w.inflight)
-	before := l.limit
 	dur := now.Sub(w.start).Seconds()
-	if dur <= 0 || w.tokens <= 0 {
+	if dur <= 0 || w.fit.Tokens() <= 0 {
 		l.restart(now)
-		return false
+		return
 	}
 	mean := w.area / dur
-	if mean < 0.8*float64(l.limit) {
-		// Not enough work came to fill the limit (the input runs dry):
-		// the window says nothing of the server.
+	if mean < minFill*float64(l.limit) {
 		l.restart(now)
-		return false
+		return
 	}
 	m := limiterMeasure{limit: l.limit, perTok: l.perToken(), running: w.runMax, settled: !w.unsettled}
 	m.out = mean / m.perTok
@@ -314,11 +359,7 @@ func (l *Limiter) Observe(now, sent time.Time, latency time.Duration, tokens int
 	if l.windows == windows {
 		l.begin(now) // the same limit: the next cohort starts at once
 	}
-	return l.limit != before
 }
-
-// lengthDecay weighs the mean answer length toward the last few hundred.
-const lengthDecay = 0.998
 
 // perToken is the window's latency per token of a typical answer: the
 // line latency = a + b × tokens fitted on the cohort, at the mean answer
@@ -328,20 +369,17 @@ const lengthDecay = 0.998
 // (a model that always runs to max_tokens) fall back to Σ latency / Σ
 // tokens.
 func (l *Limiter) perToken() float64 {
-	w := &l.win
-	n := float64(w.answers)
-	ratio := w.latency / w.tokens
-	mean := w.tokens / n
-	if l.answers >= 8 {
+	fit := &l.win.fit
+	ratio := fit.Seconds() / fit.Tokens()
+	mean := fit.Tokens() / fit.N()
+	if l.answers >= meanAnswers {
 		mean = l.lengths / l.answers
 	}
-	den := n*w.tt - w.tokens*w.tokens
-	if n < 4 || den <= 0.05*n*w.tt {
+	if fit.N() < lineAnswers {
 		return ratio
 	}
-	b := (n*w.tl - w.tokens*w.latency) / den
-	a := (w.latency - b*w.tokens) / n
-	if b <= 0 || a+b*mean <= 0 {
+	b, a, ok := fit.Slope(lineSpread)
+	if !ok || a+b*mean <= 0 {
 		return ratio
 	}
 	return (a + b*mean) / mean
@@ -355,129 +393,223 @@ func (l *Limiter) straggling(now time.Time) bool {
 	if 4*w.back < 3*w.cohort || w.answers == 0 {
 		return false
 	}
-	return now.Sub(w.sealed).Seconds() > 4*w.latency/float64(w.answers)
+	return now.Sub(w.sealed).Seconds() > 4*w.fit.Seconds()/float64(w.answers)
 }
+
+// The thresholds the limit's decisions turn on, beyond the configured
+// Gain.
+const (
+	// sameLatency: ℓ up by at most 10% is ℓ unchanged. One window's ℓ
+	// moves that much from the mix of answers alone; requests that begin
+	// to wait in the server's queue move it more.
+	sameLatency = 1.1
+	// slowerLatency: held at one limit, ℓ up by a quarter says the server
+	// slowed (fewer slots, or other clients), well past a window's noise.
+	slowerLatency = 1.25
+	// kneeMargin widens Gain for comparisons of levels that may both be
+	// past the knee, where one window's figure is less exact: a level too
+	// low is found again by the next step down and the probes up.
+	kneeMargin = 2
+	// fastStep: a step that finds nothing waiting adds three times the
+	// limit (it grows fourfold): the server is far from full.
+	fastStep = 3
+	// probeShare: a probe adds a quarter of the held limit, enough to see
+	// a server that grew, little queue for one that did not.
+	probeShare = 4
+	// refKeep is the weight of the held reference against each new window,
+	// so that one odd window does not move it far.
+	refKeep = 0.7
+)
 
 // step is how much one step up adds to limit n: it doubles, by at most
 // MaxStep.
 func (l *Limiter) step(n int) int { return min(max(n, 1), l.cfg.MaxStep) }
 
+// decide takes one window's figures m in the phase the limit is in.
 func (l *Limiter) decide(m limiterMeasure, now time.Time) {
-	gain := l.cfg.Gain
 	switch l.phase {
 	case climbing:
-		if n := len(l.climb); !m.settled && n > 0 && m.perTok > 1.1*l.climb[n-1].perTok {
-			// Requests began to wait, and a queue's first window after a
-			// step flatters it: measure the level again, settled.
-			l.restart(now)
-			return
-		}
-		l.climb = append(l.climb, m)
-		if m.queued && m.running > 0 {
-			// The server says requests wait: it runs m.running at once.
-			l.counted(min(m.running, m.limit), now)
-			return
-		}
-		if len(l.climb) == 1 || m.out >= l.climb[len(l.climb)-2].out*(1+gain) {
-			if l.limit >= l.cfg.Max {
-				l.settle(l.limit, now, "the ceiling")
-				return
-			}
-			// Output that grew in step with the limit says no request
-			// waits: the next level needs no time to settle, and it may
-			// be a longer step, since the server is not near full.
-			linear := len(l.climb) == 1 && m.perTok > 0 ||
-				len(l.climb) > 1 && m.perTok <= 1.1*l.climb[len(l.climb)-2].perTok
-			next := l.limit + l.step(l.limit)
-			if linear {
-				next = l.limit + l.step(3*l.limit)
-			}
-			l.set(next, now)
-			l.win.settling, l.win.unsettled = !linear, linear
-			return
-		}
-		k, best := l.knee()
-		if k <= l.lowest && k > l.cfg.Min {
-			// Nothing below it was measured: try lower, keeping the output.
-			l.phase, l.ref, l.good = descending, best, k
-			l.set(max(l.cfg.Min, k/2), now)
-			return
-		}
-		l.settle(k, now, fmt.Sprintf("%d added under %.0f%%", m.limit, 100*gain))
+		l.climbWindow(m, now)
 	case descending:
-		// Twice the margin: both levels may be past the knee, where one
-		// window's figure is less exact, and a level too low is found
-		// again by the next step down and the probes up.
-		if m.out >= l.ref.out*(1-2*gain) {
-			l.good = m.limit
-			if l.base > 0 && m.perTok <= 1.1*l.base {
-				// ℓ is back where it was before the slowdown: no request
-				// waits at this level, and a lower one would idle slots.
-				l.settle(l.good, now, fmt.Sprintf("latency per token back to %.0f%% of before", 100*m.perTok/l.base))
-				return
-			}
-			if next := max(l.cfg.Min, m.limit/2); next < m.limit {
-				l.set(next, now)
-				return
-			}
-		}
-		l.settle(l.good, now, fmt.Sprintf("%d gave %.0f%% less", m.limit, 100*(1-m.out/l.ref.out)))
+		l.descendWindow(m, now)
 	case holding:
-		if !l.hasRef {
-			l.ref, l.hasRef = m, true
-			if l.why != "" {
-				l.verify(m, now)
-			}
-			return
-		}
-		if m.queued && m.running > 0 && m.running < l.limit {
-			l.counted(m.running, now)
-			return
-		}
-		if m.perTok > 1.25*l.ref.perTok && m.out < (1-gain)*l.ref.out {
-			// Slower at the same limit: fewer slots than before, or other
-			// clients. The window that saw it began before the change and
-			// understates it (and a level measured against it looks worse
-			// than it is): measure again, on requests sent from now on,
-			// all after the change, then try the limit the latency's
-			// growth points to.
-			if !l.slowed {
-				l.slowed = true
-				return // the next cohort starts at once
-			}
-			if target := max(l.cfg.Min, int(math.Round(float64(l.limit)*l.ref.perTok/m.perTok))); target < l.limit {
-				base := l.ref.perTok
-				l.phase, l.ref, l.good = descending, m, l.limit
-				l.set(target, now)
-				l.base = base
-				return
-			}
-		}
-		l.slowed = false
-		// Smoothed, so that one odd window does not move the reference far.
-		l.ref.out = 0.7*l.ref.out + 0.3*m.out
-		l.ref.perTok = 0.7*l.ref.perTok + 0.3*m.perTok
-		l.held++
-		if l.held >= l.cfg.ProbeEvery && l.limit < l.cfg.Max && !m.queued {
-			// A quarter more: enough to see a server that grew, little
-			// queue for one that did not.
-			l.phase = probing
-			l.climb = []limiterMeasure{l.ref}
-			l.set(l.limit+max(1, l.limit/4), now)
-		}
+		l.holdWindow(m, now)
 	case probing:
-		base := l.climb[0]
-		l.climb = append(l.climb, m)
-		if m.out >= base.out*(1+gain) && !m.queued {
-			l.phase, l.probed = climbing, true
-			if l.limit >= l.cfg.Max {
-				l.settle(l.limit, now, "the ceiling")
-				return
-			}
-			l.set(l.limit+l.step(l.limit), now)
+		l.probeWindow(m, now)
+	}
+}
+
+// climbWindow: stepping up while each step adds Gain to the output; at
+// the first that does not, the knee.
+func (l *Limiter) climbWindow(m limiterMeasure, now time.Time) {
+	prev, stepped := l.lastLevel()
+	if stepped && !m.settled && m.perTok > sameLatency*prev.perTok {
+		// Requests began to wait, and a queue's first window after a step
+		// flatters it: measure the level again, settled.
+		l.restart(now)
+		return
+	}
+	l.climb = append(l.climb, m)
+	switch {
+	case m.queued && m.running > 0:
+		// The server says requests wait: it runs m.running at once.
+		l.counted(min(m.running, m.limit), now)
+	case !stepped || m.out >= prev.out*(1+l.cfg.Gain):
+		l.stepUp(m, prev, stepped, now)
+	default:
+		l.atKnee(m, now)
+	}
+}
+
+// lastLevel is the climb's last level measured, if any.
+func (l *Limiter) lastLevel() (limiterMeasure, bool) {
+	if n := len(l.climb); n > 0 {
+		return l.climb[n-1], true
+	}
+	return limiterMeasure{}, false
+}
+
+// stepUp climbs from m, the step before at prev when stepped. Output that
+// grew in step with the limit (ℓ the same) says no request waits: the
+// next level needs no time to settle, and it may be a longer step, since
+// the server is not near full.
+func (l *Limiter) stepUp(m, prev limiterMeasure, stepped bool, now time.Time) {
+	if l.settledAtCeiling(now) {
+		return
+	}
+	linear := !stepped && m.perTok > 0 || stepped && m.perTok <= sameLatency*prev.perTok
+	next := l.limit + l.step(l.limit)
+	if linear {
+		next = l.limit + l.step(fastStep*l.limit)
+	}
+	l.set(next, now)
+	l.win.settling, l.win.unsettled = !linear, linear
+}
+
+// settledAtCeiling settles at the ceiling when the limit is there: no
+// step up is left.
+func (l *Limiter) settledAtCeiling(now time.Time) bool {
+	if l.limit < l.cfg.Max {
+		return false
+	}
+	l.settle(l.limit, now, "the ceiling")
+	return true
+}
+
+// atKnee ends the climb at m, the step that added less than Gain: it
+// settles at the knee, or, when nothing below the knee was measured,
+// tries lower levels for the same output.
+func (l *Limiter) atKnee(m limiterMeasure, now time.Time) {
+	k, best := l.knee()
+	if k <= l.lowest && k > l.cfg.Min {
+		l.phase, l.ref, l.good = descending, best, k
+		l.set(max(l.cfg.Min, k/2), now)
+		return
+	}
+	l.settle(k, now, fmt.Sprintf("%d added under %.0f%%", m.limit, 100*l.cfg.Gain))
+}
+
+// descendWindow: halving while a level keeps ref's output (within
+// kneeMargin Gains) and, after a slowdown, until ℓ is back where it was
+// before it; it settles at the smallest level as good.
+func (l *Limiter) descendWindow(m limiterMeasure, now time.Time) {
+	if m.out >= l.ref.out*(1-kneeMargin*l.cfg.Gain) {
+		l.good = m.limit
+		if l.base > 0 && m.perTok <= sameLatency*l.base {
+			// ℓ is back where it was before the slowdown: no request
+			// waits at this level, and a lower one would idle slots.
+			l.settle(l.good, now, fmt.Sprintf("latency per token back to %.0f%% of before", 100*m.perTok/l.base))
 			return
 		}
+		if next := max(l.cfg.Min, m.limit/2); next < m.limit {
+			l.set(next, now)
+			return
+		}
+	}
+	l.settle(l.good, now, fmt.Sprintf("%d gave %.0f%% less", m.limit, 100*(1-m.out/l.ref.out)))
+}
+
+// holdWindow: held at the limit found, the first window is the reference
+// (and checks the levels below it after settling); later ones watch for a
+// queue the metrics count and for the server slowing down, and move the
+// reference.
+func (l *Limiter) holdWindow(m limiterMeasure, now time.Time) {
+	if !l.hasRef {
+		l.ref, l.hasRef = m, true
+		if l.why != "" {
+			l.verify(m, now)
+		}
+		return
+	}
+	if m.queued && m.running > 0 && m.running < l.limit {
+		l.counted(m.running, now)
+		return
+	}
+	if l.slower(m) {
+		// The window that saw it began before the change and understates
+		// it (and a level measured against it looks worse than it is):
+		// measure again, on requests sent from now on, all after the
+		// change, then try the limit the latency's growth points to.
+		if !l.slowed {
+			l.slowed = true
+			return // the next cohort starts at once
+		}
+		if l.followSlowdown(m, now) {
+			return
+		}
+	}
+	l.keepHolding(m, now)
+}
+
+// keepHolding takes m into the reference and, every ProbeEvery windows
+// held, tries a step more, unless the server's metrics see a queue.
+func (l *Limiter) keepHolding(m limiterMeasure, now time.Time) {
+	l.slowed = false
+	l.ref.out = refKeep*l.ref.out + (1-refKeep)*m.out
+	l.ref.perTok = refKeep*l.ref.perTok + (1-refKeep)*m.perTok
+	l.held++
+	if l.held >= l.cfg.ProbeEvery && l.limit < l.cfg.Max && !m.queued {
+		l.phase = probing
+		l.climb = []limiterMeasure{l.ref}
+		l.set(l.limit+max(1, l.limit/probeShare), now)
+	}
+}
+
+// slower: held at one limit, m is slower than the reference: ℓ up by
+// slowerLatency and the output down by Gain. Fewer slots than before, or
+// other clients.
+func (l *Limiter) slower(m limiterMeasure) bool {
+	return m.perTok > slowerLatency*l.ref.perTok && m.out < (1-l.cfg.Gain)*l.ref.out
+}
+
+// followSlowdown tries the limit ℓ's growth points to, L × ℓ_before/ℓ_now
+// (the gradient step of TCP Vegas), descending from there while ℓ stays
+// above what it was before; false when that is no lower.
+func (l *Limiter) followSlowdown(m limiterMeasure, now time.Time) bool {
+	target := max(l.cfg.Min, int(math.Round(float64(l.limit)*l.ref.perTok/m.perTok)))
+	if target >= l.limit {
+		return false
+	}
+	base := l.ref.perTok
+	l.phase, l.ref, l.good = descending, m, l.limit
+	l.set(target, now)
+	l.base = base
+	return true
+}
+
+// probeWindow: one step above the held limit. Output up by Gain with no
+// queue says the server grew: the climb goes on from there; otherwise
+// back to the held limit.
+func (l *Limiter) probeWindow(m limiterMeasure, now time.Time) {
+	base := l.climb[0]
+	l.climb = append(l.climb, m)
+	if !(m.out >= base.out*(1+l.cfg.Gain) && !m.queued) {
 		l.hold(base.limit, now)
+		return
+	}
+	l.phase, l.probed = climbing, true
+	if !l.settledAtCeiling(now) {
+		l.set(l.limit+l.step(l.limit), now)
 	}
 }
 
@@ -535,7 +667,7 @@ func (l *Limiter) counted(n int, now time.Time) {
 func (l *Limiter) verify(m limiterMeasure, now time.Time) {
 	k, kOut := l.found, m.out
 	for _, b := range l.below {
-		if b.limit < k && b.out >= (1-2*l.cfg.Gain)*m.out {
+		if b.limit < k && b.out >= (1-kneeMargin*l.cfg.Gain)*m.out {
 			k, kOut = b.limit, b.out
 		}
 	}

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/replay"
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
 )
 
 // The adaptive limit on virtual time: one endpoint of the pool, served by
-// llmsim's scheduler model (lib/replay) with S slots, its requests sent
+// llmsim's scheduler model (internal/simfleet) with S slots, its requests sent
 // as infer sends them (a free slot of the pool is refilled at once) and
 // each answer observed as Complete observes it. Answers are llmsim's
 // long-tailed lengths cut at max_tokens.
@@ -77,7 +77,7 @@ func runOnModelCfg(t *testing.T, plan slotPlan, answers, maxTokens, fixed int, c
 	} else {
 		p.setAdaptive(0, cfg)
 	}
-	sim := replay.Uniform(1, llmsim.DefaultTiming(), plan.at(0))
+	sim := simfleet.Uniform(1, llmsim.DefaultTiming(), plan.at(0))
 	type req struct{ sent time.Time }
 	var run simRun
 	sent, done := 0, 0

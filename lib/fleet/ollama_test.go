@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/ollama"
+	"tokenmill/internal/ollamaserver"
 	"tokenmill/lib/openai"
 )
 
-// What the pool learns of a real Ollama server (v0.6.5, lib/ollama): ready
+// What the pool learns of a real Ollama server (v0.6.5, internal/ollamaserver): ready
 // on /v1/models (it has no /health), no capacity, its context from
 // /api/show, and no tokenizer. A model created without num_ctx gets
 // Ollama's default, 2048 tokens: a longer prompt is cut to it, as the
@@ -28,7 +28,7 @@ func TestOllamaDiscovery(t *testing.T) {
 		{1024, 1024, "num_ctx, /api/show"},
 	} {
 		t.Run(fmt.Sprintf("num_ctx %d", tt.numCtx), func(t *testing.T) {
-			srv := ollama.Start(t, ollama.Options{Parallel: 1, NumCtx: tt.numCtx})
+			srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 1, NumCtx: tt.numCtx})
 			targets, err := ParseEndpoints(srv.URL)
 			if err != nil {
 				t.Fatal(err)

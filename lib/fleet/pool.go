@@ -146,6 +146,8 @@ type Config struct {
 	MaxPause time.Duration
 	Logf     func(format string, args ...any)
 	Clock    clock.Clock // nil: the real clock
+	// WaitNotice is how often WaitReady says what it waits for (0: DefaultWaitNotice).
+	WaitNotice time.Duration
 }
 
 // Pool holds the endpoints: their clients, their state, their in-flight
@@ -169,6 +171,9 @@ type Pool struct {
 	// maxAnswer and budget bound the answers' bodies (body.go).
 	maxAnswer int64
 	budget    answerBudget
+	// listed, once Follow runs, says whether the endpoints file lets an
+	// endpoint come into service (grow.go); nil: every endpoint may.
+	listed atomic.Pointer[func(Target) (bool, string)]
 }
 
 // Context is the model's context length in tokens as the endpoints state
@@ -188,16 +193,26 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 		maxAnswer: cmp.Or(cfg.MaxAnswerBytes, DefaultMaxAnswerBytes)}
 	p.budget.max = cmp.Or(cfg.AnswerMemory, DefaultAnswerMemory)
 	for i, t := range targets {
-		ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, cfg.APIKey, true)}
-		ep.ctl = newHostClient(t, p.ctlConn, 8)
-		ep.tok = newHostClient(t, p.ctlConn, 1<<16)
-		p.eps = append(p.eps, ep)
+		p.eps = append(p.eps, p.newEndpoint(i, t))
 	}
 	return p
 }
 
-// Endpoints are the pool's endpoints, in the order they were given.
-func (p *Pool) Endpoints() []*Endpoint { return p.eps }
+// newEndpoint is target t as the pool's endpoint number i, starting.
+func (p *Pool) newEndpoint(i int, t Target) *Endpoint {
+	ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, p.cfg.APIKey, true)}
+	ep.ctl = newHostClient(t, p.ctlConn, 8)
+	ep.tok = newHostClient(t, p.ctlConn, 1<<16)
+	return ep
+}
+
+// Endpoints are the pool's endpoints, in the order they were given (Add
+// appends, so a later call may return more).
+func (p *Pool) Endpoints() []*Endpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eps
+}
 
 // broadcastLocked wakes everything waiting for a slot or a state change.
 func (p *Pool) broadcastLocked() {
@@ -405,7 +420,7 @@ func (p *Pool) rateLimitedLocked() error {
 // AbortAll closes every generation connection, ending the requests in
 // flight (used when a shutdown's grace period runs out).
 func (p *Pool) AbortAll() {
-	for _, ep := range p.eps {
+	for _, ep := range p.Endpoints() {
 		ep.gen.CloseAll()
 	}
 }
@@ -424,7 +439,7 @@ func (p *Pool) Close() {
 		p.ctlConn.closeAll()
 		select {
 		case <-done:
-			for _, ep := range p.eps {
+			for _, ep := range p.Endpoints() {
 				ep.gen.CloseIdle()
 				ep.ctl.CloseIdleConnections()
 				ep.tok.CloseIdleConnections()

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
 	"tokenmill/lib/clock"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/replay"
 )
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -90,7 +90,7 @@ func TestWaitReady(t *testing.T) {
 	go func() { done <- p.WaitReady(context.Background(), 10*time.Minute) }()
 	pending(t, fake, 2) // the deadline and the notice
 	fake.Advance(2 * time.Second)
-	for !strings.Contains(l.text(), "waiting for one of 3 endpoints to be ready (up to 10m0s, --wait-ready): http://127.0.0.1:1: not probed yet; ") {
+	for !strings.Contains(l.text(), "waiting for one of 3 endpoints to be ready (giving up in 9m58s, --wait-ready 10m0s): http://127.0.0.1:1: not probed yet; ") {
 		select {
 		case err := <-done:
 			t.Fatalf("returned %v before its deadline", err)
@@ -116,6 +116,75 @@ func TestWaitReady(t *testing.T) {
 	}
 	if fake.Pending() != 0 {
 		t.Errorf("%d timers left set", fake.Pending())
+	}
+}
+
+// setProbe records what endpoint i's last probe saw.
+func (p *Pool) setProbe(i int, note string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.eps[i].lastProbe = note
+	p.broadcastLocked()
+}
+
+// waitLog waits (with a bound) until the log holds want, n times.
+func waitLog(t *testing.T, l *logs, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(l.text(), want) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not hold %q %d times:\n%s", want, n, l.text())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Waiting for servers that are not up, on virtual time: a line every
+// WaitNotice naming each endpoint with what its last probe saw (refused,
+// 503 while loading, no answer) and how long until it gives up; once one
+// is ready the run goes on, and at the first minute the endpoints still
+// not ready are named in a warning, with their reasons; NeverReady gives
+// the summary its reason for each.
+func TestWaitReadySaysWhy(t *testing.T) {
+	p, fake, l := testPool(t, 4, Config{WaitNotice: 10 * time.Second, ProbeInterval: 2 * time.Second})
+	start := fake.Now()
+	p.setProbe(0, "/health: connection refused")
+	p.setProbe(1, "/health 503 (starting)")
+	p.setProbe(2, "/health: no answer within 10s")
+	done := make(chan error, 1)
+	go func() { done <- p.WaitReady(context.Background(), 10*time.Minute) }()
+	pending(t, fake, 2)
+	fake.Advance(2 * time.Second)
+	why := "http://127.0.0.1:1: /health: connection refused; http://127.0.0.1:2: /health 503 (starting); http://127.0.0.1:3: /health: no answer within 10s; http://127.0.0.1:4: not probed yet"
+	waitLog(t, l, "waiting for one of 4 endpoints to be ready (giving up in 9m58s, --wait-ready 10m0s): "+why, 1)
+	for i, left := range []string{"9m48s", "9m38s", "9m28s"} {
+		pending(t, fake, 2) // the deadline and the next notice
+		fake.Advance(10 * time.Second)
+		waitLog(t, l, "waiting for one of 4 endpoints to be ready (giving up in "+left+", --wait-ready 10m0s)", 1)
+		if n := strings.Count(l.text(), "waiting for"); n != i+2 {
+			t.Fatalf("%d waiting lines after %v, want %d:\n%s", n, fake.Now().Sub(start), i+2, l.text())
+		}
+	}
+	pending(t, fake, 2)
+	p.setReady(3, 4)
+	if err := waitErr(t, done); err != nil {
+		t.Fatal(err)
+	}
+	stop := p.WarnNotReady(start, time.Minute)
+	defer stop()
+	fake.Advance(time.Minute - fake.Now().Sub(start) - time.Nanosecond)
+	if strings.Contains(l.text(), "warning") {
+		t.Fatalf("warned before the first minute:\n%s", l.text())
+	}
+	p.setReady(2, 4) // the slow one came up in time
+	fake.Advance(time.Nanosecond)
+	waitLog(t, l, "warning: 2 of 4 endpoints not ready after 1m0s (still probed every 2s; each joins once ready): "+
+		"http://127.0.0.1:1: /health: connection refused; http://127.0.0.1:2: /health 503 (starting)", 1)
+	for i, want := range []string{"/health: connection refused", "/health 503 (starting)", "", ""} {
+		got, never := p.NeverReady(i)
+		if never != (want != "") || got != want {
+			t.Errorf("endpoint %d: NeverReady %q, %v; want %q", i, got, never, want)
+		}
 	}
 }
 
@@ -193,7 +262,7 @@ func TestHeterogeneousFleetShares(t *testing.T) {
 			}
 			slow := llmsim.DefaultTiming()
 			slow.Slow = 3
-			sim := replay.New([]llmsim.Timing{slow, llmsim.DefaultTiming(), llmsim.DefaultTiming()}, 4)
+			sim := simfleet.New([]llmsim.Timing{slow, llmsim.DefaultTiming(), llmsim.DefaultTiming()}, 4)
 			const answers = 300
 			sent := 0
 			var done, most [3]int

@@ -75,12 +75,11 @@ func (p *Pool) probe(ep *Endpoint, first, interval time.Duration) {
 			return
 		}
 		r := p.checkReady(ep)
-		p.mu.Lock()
-		ep.lastProbe, ep.refused = r.note, r.refused
-		if r.ready && p.cfg.HealthPath == "" {
-			ep.readyPath = r.path
+		if r.ready {
+			r = p.admit(ep, r) // an endpoints file that no longer lists it keeps it out (grow.go)
 		}
-		p.broadcastLocked() // WaitReady reports what the probes see
+		p.mu.Lock()
+		p.noteProbeLocked(ep, r)
 		p.mu.Unlock()
 		if r.ready {
 			info := p.discover(ep)
@@ -160,6 +159,16 @@ func (p *Pool) describeLocked(ep *Endpoint) string {
 		b.WriteString("; context length not reported (--context-length N sets it)")
 	}
 	return b.String()
+}
+
+// noteProbeLocked keeps what a probe of ep found: what it saw, for
+// messages, and the route that answered, to probe on from then on.
+func (p *Pool) noteProbeLocked(ep *Endpoint, r readiness) {
+	ep.lastProbe, ep.refused = r.note, r.refused
+	if r.ready && p.cfg.HealthPath == "" {
+		ep.readyPath = r.path
+	}
+	p.broadcastLocked() // WaitReady reports what the probes see
 }
 
 // readiness is what one probe found.

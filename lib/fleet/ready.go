@@ -8,14 +8,21 @@ import (
 )
 
 // WaitReady waits until at least one endpoint is ready, for at most
-// timeout. When every endpoint refuses the credentials it stops at once:
-// waiting would not change that.
+// timeout. While it waits it says, after 2 s and then every
+// Config.WaitNotice (10 s when unset), which endpoints it waits for, what
+// each one's last probe saw (connection refused, 503 starting, no
+// answer) and when it gives up. When every endpoint refuses the
+// credentials it stops at once: waiting would not change that.
 func (p *Pool) WaitReady(ctx context.Context, timeout time.Duration) error {
+	start := p.clk.Now()
 	deadline := p.clk.NewTimer(timeout)
 	defer deadline.Stop()
-	// Say what is going on if the servers are still loading their model.
+	every := p.cfg.WaitNotice
+	if every <= 0 {
+		every = DefaultWaitNotice
+	}
 	notice := p.clk.NewTimer(min(2*time.Second, timeout/2))
-	defer notice.Stop()
+	defer func() { notice.Stop() }()
 	for {
 		p.mu.Lock()
 		n, wait := p.ready, p.changed
@@ -30,13 +37,82 @@ func (p *Pool) WaitReady(ctx context.Context, timeout time.Duration) error {
 		select {
 		case <-wait:
 		case <-notice.C():
-			p.cfg.Logf("waiting for one of %d endpoints to be ready (up to %v, --wait-ready): %s", len(p.eps), timeout, p.probesText())
+			left := timeout - p.clk.Now().Sub(start)
+			p.cfg.Logf("waiting for %s to be ready (giving up in %v, --wait-ready %v): %s",
+				endpointsWord(len(p.Endpoints())), left.Round(time.Second), timeout, p.probesText())
+			notice = p.clk.NewTimer(every)
 		case <-deadline.C():
 			return fmt.Errorf("no endpoint was ready within %v (--wait-ready): %s", timeout, p.probesText())
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// DefaultWaitNotice is how often WaitReady says what it waits for.
+const DefaultWaitNotice = 10 * time.Second
+
+func endpointsWord(n int) string {
+	if n == 1 {
+		return "the endpoint"
+	}
+	return fmt.Sprintf("one of %d endpoints", n)
+}
+
+// WarnNotReady names, once after has passed since started (at once if
+// it has already), every endpoint that has not been ready yet, with what
+// its last probe saw: the run goes on without them (each joins once
+// ready), and the user should know why the fleet is smaller than asked.
+// It returns at once; stop cancels the warning.
+func (p *Pool) WarnNotReady(started time.Time, after time.Duration) (stop func()) {
+	t := p.clk.AfterFunc(after-p.clk.Now().Sub(started), func() {
+		if text, n := p.neverReadyText(); n > 0 {
+			p.cfg.Logf("warning: %d of %d endpoints not ready after %v (still probed every %v; each joins once ready): %s",
+				n, len(p.Endpoints()), p.clk.Now().Sub(started).Round(time.Second), p.cfg.ProbeInterval, text)
+		}
+	})
+	return func() { t.Stop() }
+}
+
+// NeverReady reports whether endpoint i has not been ready once, and what
+// its last probe saw.
+func (p *Pool) NeverReady(i int) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ep := p.eps[i]
+	if ep.state != StateStarting {
+		return "", false
+	}
+	return probeSeen(ep), true
+}
+
+// neverReadyText is probesText for the endpoints that have not been
+// ready once, and their number.
+func (p *Pool) neverReadyText() (string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var parts []string
+	n := 0
+	for _, ep := range p.eps {
+		if ep.state != StateStarting {
+			continue
+		}
+		n++
+		if len(parts) < 8 {
+			parts = append(parts, ep.name+": "+probeSeen(ep))
+		}
+	}
+	if n > len(parts) {
+		parts = append(parts, fmt.Sprintf("and %d more", n-len(parts)))
+	}
+	return strings.Join(parts, "; "), n
+}
+
+func probeSeen(ep *Endpoint) string {
+	if ep.lastProbe == "" {
+		return "not probed yet"
+	}
+	return ep.lastProbe
 }
 
 // WaitAll waits until every endpoint is ready, for at most timeout; after
@@ -50,7 +126,7 @@ func (p *Pool) WaitAll(ctx context.Context, timeout time.Duration) ([]int, error
 		refused := p.allRefusedLocked()
 		p.mu.Unlock()
 		ready := p.readyIndexes()
-		if len(ready) == len(p.eps) {
+		if len(ready) == len(p.Endpoints()) {
 			return ready, nil
 		}
 		if refused {
@@ -64,14 +140,15 @@ func (p *Pool) WaitAll(ctx context.Context, timeout time.Duration) ([]int, error
 		case <-deadline.C():
 		}
 		// The deadline: go on with what is ready, if anything.
-		if ready = p.readyIndexes(); len(ready) == len(p.eps) {
+		total := len(p.Endpoints())
+		if ready = p.readyIndexes(); len(ready) == total {
 			return ready, nil
 		}
 		if len(ready) == 0 {
 			return nil, fmt.Errorf("no endpoint was ready within %v (--wait-ready): %s", timeout, p.probesText())
 		}
 		p.cfg.Logf("%d of %d endpoints are not ready after %v (--wait-ready); measuring the %d that are: %s",
-			len(p.eps)-len(ready), len(p.eps), timeout, len(ready), p.probesText())
+			total-len(ready), total, timeout, len(ready), p.probesText())
 		return ready, nil
 	}
 }
@@ -101,11 +178,7 @@ func (p *Pool) probesText() string {
 			more++
 			continue
 		}
-		seen := ep.lastProbe
-		if seen == "" {
-			seen = "not probed yet"
-		}
-		parts = append(parts, ep.name+": "+seen)
+		parts = append(parts, ep.name+": "+probeSeen(ep))
 	}
 	if more > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more", more))

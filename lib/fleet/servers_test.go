@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/llmsim"
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/openai"
 )
 

@@ -164,7 +164,7 @@ func (p *Pool) CheckModel(model string) error {
 // it 405 (or 200, 400, 422). It returns the names of those without.
 func (p *Pool) MissingRoute(path string) []string {
 	var missing []string
-	for _, ep := range p.eps {
+	for _, ep := range p.Endpoints() {
 		p.mu.Lock()
 		ready := ep.state == StateReady
 		p.mu.Unlock()

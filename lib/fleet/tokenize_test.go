@@ -13,7 +13,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
-	"tokenmill/lib/llmsim"
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/openai"
 )
 

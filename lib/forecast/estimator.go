@@ -90,7 +90,10 @@ type finished struct {
 	exact       LogStats        // log lengths of answers that stopped on their own
 	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
 	longest     int
-	speed       speedFit
+	speed       SpeedFit
+	// byEP is each endpoint's own speed: one slower than the rest writes
+	// its answers slower, and the run's end waits for them.
+	byEP map[int]*SpeedFit
 }
 
 type sample struct {
@@ -106,34 +109,17 @@ type flight struct {
 	writing time.Time
 }
 
-// speedFit is the least-squares line latency = q + tokens/v.
-type speedFit struct{ n, sx, sy, sxx, sxy float64 }
-
-func (s *speedFit) add(tokens float64, latency time.Duration) {
-	y := latency.Seconds()
-	s.n++
-	s.sx += tokens
-	s.sy += y
-	s.sxx += tokens * tokens
-	s.sxy += tokens * y
-}
-
-// line returns v (tokens per second of one answer) and q (seconds).
-func (s *speedFit) line() (v, q float64) {
-	if s.n >= 3 {
-		den := s.n*s.sxx - s.sx*s.sx
-		if den > 0 {
-			slope := (s.n*s.sxy - s.sx*s.sy) / den
-			icept := (s.sy - slope*s.sx) / s.n
-			if slope > 0 && icept >= 0 {
-				return 1 / slope, icept
-			}
+// lineOf is a fit's v (tokens per second of one answer) and q (seconds):
+// the line once three answers make one and it does not start below zero,
+// else the line through the origin.
+func lineOf(s *SpeedFit) (v, q float64) {
+	if s.N() >= 3 {
+		if v, q, ok := s.Line(0); ok && q >= 0 {
+			return v, q
 		}
 	}
-	if s.sxy > 0 && s.sxx > 0 {
-		return s.sxx / s.sxy, 0 // through the origin
-	}
-	return 0, 0
+	v, _ = s.Origin()
+	return v, 0
 }
 
 // Forecasting needs this many finished answers.
@@ -222,14 +208,22 @@ func (e *estimator[K]) Ended(k K, at time.Time, ok bool, tokens int, finish stri
 		a.exact.Add(tokens)
 	}
 	if tokens > 0 {
-		a.speed.add(l, at.Sub(sent))
+		secs := at.Sub(sent).Seconds()
+		a.speed.Add(l, secs)
+		if a.byEP == nil {
+			a.byEP = map[int]*SpeedFit{}
+		}
+		if a.byEP[f.ep] == nil {
+			a.byEP[f.ep] = &SpeedFit{}
+		}
+		a.byEP[f.ep].Add(l, secs)
 	}
 }
 
 // snapshot copies what the runner reported: the answers, when the first
 // request went out, and since when each answer in flight is being written
 // (those waiting in a server's queue are left out).
-func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []time.Time) {
+func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a := e.answers
@@ -237,16 +231,32 @@ func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []time.Time
 	for l, w := range e.answers.cut {
 		a.cut[l] = w
 	}
-	writing := make([]time.Time, 0, len(e.inflight))
+	a.byEP = make(map[int]*SpeedFit, len(e.answers.byEP))
+	for ep, s := range e.answers.byEP {
+		c := *s
+		a.byEP[ep] = &c
+	}
+	writing := make([]flight, 0, len(e.inflight))
 	for ep := range e.byEP {
 		e.promoteLocked(ep, now) // an endpoint that grew
 	}
 	for _, f := range e.inflight {
 		if !f.writing.IsZero() {
-			writing = append(writing, f.writing)
+			writing = append(writing, *f)
 		}
 	}
 	return a, e.first, writing
+}
+
+// speedOf is endpoint ep's answer speed and overhead, or the fleet's
+// (v, q) until it has answered enough to fit its own.
+func (a *finished) speedOf(ep int, v, q float64) (float64, float64) {
+	if s := a.byEP[ep]; s != nil && s.N() >= 3 {
+		if ve, qe := lineOf(s); ve > 0 {
+			return ve, qe
+		}
+	}
+	return v, q
 }
 
 // answerLimit is the longest an answer can be.
@@ -299,23 +309,29 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	if a.done < minAnswers || first.IsZero() {
 		return ETA{}, false
 	}
-	v, q := a.speed.line()
+	v, q := lineOf(&a.speed)
 	if v <= 0 {
 		return ETA{}, false
 	}
 	limit := a.answerLimit(e.limit)
 
-	// What each answer in flight has produced so far.
+	// What each answer in flight has produced so far, at the speed of
+	// the endpoint writing it.
 	progress := make([]float64, 0, len(inflight))
+	speeds := make([]float64, 0, len(inflight))
 	producing := a.credited
-	for _, sent := range inflight {
-		l := min(max(v*(now.Sub(sent).Seconds()-q), 0), limit-1)
+	for _, f := range inflight {
+		vi, qi := a.speedOf(f.ep, v, q)
+		l := min(max(vi*(now.Sub(f.writing).Seconds()-qi), 0), limit-1)
 		progress = append(progress, l)
+		speeds = append(speeds, vi)
 		producing += l
 	}
 	rate := e.rate(now, first, producing)
 	d, ok := e.lengths(&a, progress)
-	if !ok || rate <= 0 {
+	// With every answer left in flight, the time left is theirs: it needs
+	// no rate (which stalls while the last, long ones are written).
+	if !ok || (rate <= 0 && left > int64(len(progress))) {
 		return ETA{}, false
 	}
 
@@ -341,12 +357,18 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	}
 
 	secs, lo, hi := RunTime(Run{
-		Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Rest: rest,
+		Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Speeds: speeds, Rest: rest,
 		TokPerSec: rate, Speed: v, Lengths: d, Limit: limit, Mean: mean, SE: se, SD: sd,
 	})
+	// Answers are left: the run is not over, whatever the arithmetic says.
+	secs, lo, hi = max(secs, minLeft), max(lo, minLeft), max(hi, minLeft)
 	f.Left, f.Low, f.High = seconds(secs), seconds(lo), seconds(hi)
 	return f, true
 }
+
+// minLeft is the least time left the forecast gives while answers are
+// left, in seconds: never 0 before the end.
+const minLeft = 1.0
 
 // rate records the tokens produced so far and returns their growth per
 // second over the window. Nothing was produced before the first request.

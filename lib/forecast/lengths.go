@@ -121,17 +121,29 @@ func drainRange(est, half, drainMean, drainLo, drainHi float64) (lo, hi float64)
 	return max(lo, 0), hi
 }
 
-// longestOf is the distribution of the longest remaining part of the
-// answers in flight (produced l[i] tokens each so far): its mean and its
-// 2.5% and 97.5% quantiles, in tokens.
-func longestOf(d Dist, l []float64, limit float64) (mean, lo, hi float64) {
+// longestTime is the expected time until the last of the answers in
+// flight ends, and its 2.5% and 97.5% quantiles, in seconds: answer i has
+// l[i] tokens so far, a length of distribution d cut at limit, and is
+// written at speeds[i] tokens per second (nil or 0: v).
+func longestTime(d Dist, l, speeds []float64, v, limit float64) (mean, lo, hi float64) {
 	if len(l) == 0 {
 		return 0, 0, 0
 	}
-	return largest(limit, 256, func(r float64) float64 {
-		// P(every residual <= r).
+	speed := func(i int) float64 {
+		if i < len(speeds) && speeds[i] > 0 {
+			return speeds[i]
+		}
+		return v
+	}
+	slowest := v
+	for i := range l {
+		slowest = min(slowest, speed(i))
+	}
+	return largest(limit/slowest, 256, func(tau float64) float64 {
+		// P(every answer ends within tau).
 		logAll := 0.0
-		for _, li := range l {
+		for i, li := range l {
+			r := tau * speed(i)
 			if li+r >= limit {
 				continue
 			}

@@ -9,7 +9,10 @@ type Run struct {
 	// InFlight are the tokens each answer in flight has produced so far;
 	// Rest is the tokens they are expected still to write.
 	InFlight []float64
-	Rest     float64
+	// Speeds are the decode speeds of the endpoints writing the answers
+	// in flight, one per InFlight (nil: Speed for all).
+	Speeds []float64
+	Rest   float64
 	// TokPerSec is the fleet's output; Speed is one answer's decode
 	// speed. Both are in tokens per second.
 	TokPerSec, Speed float64
@@ -28,7 +31,7 @@ type Run struct {
 // longest answer in flight needs. The range holds the mean's error, the
 // chance in the lengths still to come, in the bulk and in the drain.
 func RunTime(r Run) (secs, lo, hi float64) {
-	if r.TokPerSec <= 0 || r.Speed <= 0 || r.Lengths == nil {
+	if r.Speed <= 0 || r.Lengths == nil || (r.TokPerSec <= 0 && r.Answers > 0) {
 		return 0, 0, 0
 	}
 	v := r.Speed
@@ -43,10 +46,16 @@ func RunTime(r Run) (secs, lo, hi float64) {
 	}
 	// The longest answer in flight bounds the time left from below; it
 	// matters only once no answer in flight can outlast the bulk.
-	if bulk < r.Limit/v {
-		longest, llo, lhi := longestOf(r.Lengths, r.InFlight, r.Limit)
-		if longest/v > bulk {
-			secs, lo, hi = longest/v, max(llo/v, lo), max(lhi/v, hi)
+	slowest := v
+	for _, s := range r.Speeds {
+		if s > 0 {
+			slowest = min(slowest, s)
+		}
+	}
+	if bulk < r.Limit/slowest {
+		longest, llo, lhi := longestTime(r.Lengths, r.InFlight, r.Speeds, v, r.Limit)
+		if longest > bulk {
+			secs, lo, hi = longest, max(llo, lo), max(lhi, hi)
 		}
 	}
 	return secs, lo, hi

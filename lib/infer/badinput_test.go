@@ -13,11 +13,11 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"tokenmill/lib/chaos"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/testbin"
 )
 
 // runBinary runs the infer binary with args, bounded by testbin.Timeout.
@@ -207,7 +207,7 @@ func FuzzScanDone(f *testing.F) {
 			t.Fatal(err)
 		}
 		l := newLedger()
-		info, err := scanDone(path, redo, l, nil, func(string, ...any) {})
+		info, err := scanDone(path, true, redo, l, nil, func(string, ...any) {})
 		var ie *jsonl.InputError
 		if err != nil && !(errors.As(err, &ie) && ie.Reason == jsonl.ReasonUnreadable) {
 			t.Fatalf("%q: %v, want only a file that cannot be read at all refused", data, err)

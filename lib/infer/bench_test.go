@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 )
 
 // Benchmarks. Figures on a shared 2-core machine are rough; each reports

@@ -7,13 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 )
 
 // The real binaries, built once for the package's tests.
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	llmsimBin = filepath.Join(dir, "llmsim")
 	extractBin = filepath.Join(dir, "extract")
 	corpusBin = filepath.Join(dir, "corpus")
-	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim", extractBin: "../../cmd/extract", corpusBin: "../../cmd/corpus"} {
+	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim", extractBin: "../../cmd/extract", corpusBin: "../../internal/cmd/corpus"} {
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
@@ -215,12 +216,26 @@ func TestSigintThenResume(t *testing.T) {
 	if len(stopped) >= 400 {
 		t.Fatalf("the run finished before the signal")
 	}
-	if !strings.Contains(p.stderr.String(), "run again with --resume") {
-		t.Errorf("stderr:\n%s", p.stderr.String())
+	// Said at once: what it finishes, for how long, how to stop now, how
+	// to go on; and "not done" is every prompt of the input without an
+	// answer, those never read included: what the resume then answers.
+	first := p.stderr.String()
+	if !regexp.MustCompile(`infer: stopping: (finishing [\d,]+ requests in flight \(up to 100ms, --grace\)|no requests in flight); Ctrl-C again to stop now; --resume continues`).MatchString(first) {
+		t.Errorf("no stopping line:\n%s", first)
+	}
+	m := regexp.MustCompile(`not done ([\d,]+) \(run again with --resume\)`).FindStringSubmatch(first)
+	if m == nil {
+		t.Fatalf("no not-done count:\n%s", first)
+	}
+	if notDone := atoiCommas(m[1]); notDone != int64(400-len(stopped)) {
+		t.Errorf("not done %d, but %d of 400 prompts have no record", notDone, 400-len(stopped))
 	}
 	p = startInfer(t, append(args, "--resume")...)
 	if code := p.wait(t, 60*time.Second); code != cli.ExitOK {
 		t.Fatalf("resume exit %d\n%s", code, p.stderr.String())
+	}
+	if want := fmt.Sprintf("ok %d, failed 0, skipped %d", 400-len(stopped), len(stopped)); !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("the resume's summary does not say %q:\n%s", want, p.stderr.String())
 	}
 	acc := s.check(t, 1)
 	if acc.ok != 400 {
@@ -257,9 +272,10 @@ func TestCommands(t *testing.T) {
 	if acc := s.check(t, 1); acc.ok != 20 {
 		t.Fatalf("infer generate: %d answers", acc.ok)
 	}
+	// infer --help is generate's: the flags a run takes, and where bench is.
 	r := runBinary(t, "--help")
 	help := strings.Join(strings.Fields(string(r.Stdout)), " ")
-	for _, want := range []string{"generate Generate answers", "bench Measure the fleet", "infer generate --help"} {
+	for _, want := range []string{"Usage: infer generate", "--retries=N", "infer bench --help", "Example:"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q:\n%s", want, r.Stdout)
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
-	"tokenmill/lib/chaos"
+	"tokenmill/internal/chaos"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"

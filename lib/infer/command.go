@@ -18,6 +18,7 @@ import (
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
 	"tokenmill/lib/tokens"
 )
 
@@ -36,9 +37,14 @@ Example:
   infer bench --endpoints 127.0.0.1:30000-30007 --max-tokens 8192 prompts.jsonl
   extract --turns all data.json | dedup | infer --regenerate -e 127.0.0.1:30000-30007 -o regen.jsonl
 
-Generating is the default command: its flags are listed by infer generate --help.
-infer bench measures the fleet and forecasts a run first (infer bench --help).
+Generating is the default command: infer [flags] [files] is infer generate [flags] [files],
+and infer --help lists its flags. infer bench measures the fleet and forecasts a run first
+(infer bench --help).
 `
+
+// Help is generate's detailed help: infer's own, since infer --help shows
+// generate's flags.
+func (c *Generate) Help() string { return Description }
 
 // Generate is infer's generation command: what infer does unless told
 // otherwise.
@@ -78,6 +84,7 @@ type Generate struct {
 	Output        string `short:"o" default:"-" placeholder:"FILE" help:"Generation records (JSONL). - is stdout. An existing non-empty file is refused: --resume continues it, --force replaces it."`
 	Errors        string `placeholder:"FILE" help:"Error records for prompts that could not be answered. Default: beside -o (gen.jsonl -> gen.errors.jsonl); none with stdout. Rewritten each run: it lists the latest run's failures, which --resume tries again."`
 	Resume        bool   `help:"Continue -o FILE: answers already in it are skipped, new ones appended; a partial last line left by a crash is cut off first."`
+	Append        bool   `help:"Add to -o FILE instead of refusing it when it exists: every prompt of the input is answered, one FILE already answers too (a rerun of the prompts still lacking a good answer, as rerun-missing.sh does; merge keeps the better); a partial last line is cut off first and, with --regenerate, unfinished conversations continue from the turn journal. --resume instead skips what FILE holds."`
 	RedoLength    bool   `help:"With --resume, generate again the answers whose only record finished with \"length\" (the old record stays; merge keeps the better)."`
 	cli.ForceFlag `set:"force_what=an existing non-empty -o FILE and its turn journal, emptied once a server is ready, and --rejects"`
 	cli.RejectsFlag
@@ -97,8 +104,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, err
 	}
 	switch {
-	case c.Samples < 1:
-		return nil, nil, cli.Usagef("--samples must be at least 1")
+	case c.Samples < 1 || c.Samples > record.MaxSample+1:
+		return nil, nil, cli.Usagef("--samples must be from 1 to %d (samples are numbered 0 to %d)", record.MaxSample+1, record.MaxSample)
 	case c.MaxPromptBytes < 1 || c.MaxPromptBytes > jsonl.MaxLine || c.MaxAnswerBytes < 1 || c.AnswerMemory < c.MaxAnswerBytes:
 		return nil, nil, cli.Usagef("--max-prompt-bytes must be 1 to %s, --max-answer-bytes at least 1 and --answer-memory at least --max-answer-bytes", cli.Size(jsonl.MaxLine))
 	case c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
@@ -115,6 +122,12 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 		return nil, nil, cli.Usagef("%v", c.FitFlags.Check())
 	case c.Resume && toStdout(c.Output):
 		return nil, nil, cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
+	case c.Seed != nil && seedOverflows(*c.Seed, c.SeedOffset, c.Samples-1):
+		return nil, nil, cli.Usagef("--seed %d, --seed-offset %d and --samples %d: the last sample's seed would pass the largest integer", *c.Seed, c.SeedOffset, c.Samples)
+	case c.Append && toStdout(c.Output):
+		return nil, nil, cli.Usagef("--append needs -o FILE: the file to add the answers to")
+	case c.Append && (c.Resume || c.Force):
+		return nil, nil, cli.Usagef("--append adds to -o, --resume skips what it holds, --force replaces it: choose one")
 	case c.RedoLength && !c.Resume:
 		return nil, nil, cli.Usagef("--redo-length goes with --resume")
 	case c.Force && c.Resume:
@@ -136,3 +149,6 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 }
 
 func toStdout(path string) bool { return path == "" || path == "-" }
+
+// continues tells a run that adds to an existing -o: --resume or --append.
+func (c *Generate) continues() bool { return c.Resume || c.Append }

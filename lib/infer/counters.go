@@ -87,14 +87,19 @@ type Summary struct {
 	Read, Rejected, Duplicates, Prompts int64
 	Samples                             int
 	Answers, Skipped, OK, Failed        int64
-	NotDone                             int64
-	Retries                             int64
-	PromptTokens, CompletionTokens      int64
-	CachedTokens                        int64
-	FinishStop, FinishLength            int64
-	FinishOther                         int64
-	Wall                                time.Duration
-	Endpoints                           []EndpointSummary
+	// NotDone is every answer of the input with neither an answer nor an
+	// error record, those an interrupted run did not read included;
+	// NotDoneAtLeast when the rest of the input could not be read to its
+	// end in time.
+	NotDone                        int64
+	NotDoneAtLeast                 bool
+	Retries                        int64
+	PromptTokens, CompletionTokens int64
+	CachedTokens                   int64
+	FinishStop, FinishLength       int64
+	FinishOther                    int64
+	Wall                           time.Duration
+	Endpoints                      []EndpointSummary
 }
 
 // EndpointSummary is one endpoint's share of a run.
@@ -105,4 +110,8 @@ type EndpointSummary struct {
 	Ejections        int64
 	CompletionTokens int64
 	Slots            int
+	// NeverReady: the endpoint was not ready once during the run;
+	// NotReady is what its last probe saw.
+	NeverReady bool
+	NotReady   string
 }

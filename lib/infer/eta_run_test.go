@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/replay"
 )
 
 // simEpoch is when virtual runs start.
@@ -125,7 +125,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		maxTokens = 2048
 	)
 	r, fake, prog := virtualRun(t, endpoints, prompts, maxTokens, nil)
-	sim := replay.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
+	sim := simfleet.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
 	sent, tokens := 0, 0
 	var at5 *progressLine
 	var asked time.Duration
@@ -137,7 +137,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		r.eta.Started(j, 0, simEpoch.Add(at))
 		sent++
 		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
-	}, func(st replay.Step) bool {
+	}, func(st simfleet.Step) bool {
 		now := simEpoch.Add(st.At)
 		for _, s := range st.Finished {
 			r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
@@ -187,39 +187,14 @@ func TestETAQueued(t *testing.T) {
 		slots     = 4
 	)
 	etaAt := func(capacity func(int) int, frac float64) (progressLine, time.Duration) {
-		r, fake, prog := virtualRun(t, 1, prompts, maxTokens, capacity)
-		sim := replay.Uniform(1, llmsim.DefaultTiming(), slots)
-		sent := 0
-		var half *progressLine
-		var asked time.Duration
-		sim.Keep(64, func(e int, at time.Duration) (*llmsim.Seq, bool) {
-			if sent == prompts {
-				return nil, false
+		trace, wall := etaTrace(t, []llmsim.Timing{llmsim.DefaultTiming()}, slots, 64, prompts, maxTokens, capacity)
+		for _, p := range trace {
+			if p.hasETA && float64(p.done) >= frac*float64(p.total) {
+				return p, wall - p.elapsed
 			}
-			j := &job{}
-			r.eta.Started(j, e, simEpoch.Add(at))
-			sent++
-			return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
-		}, func(st replay.Step) bool {
-			now := simEpoch.Add(st.At)
-			for _, s := range st.Finished {
-				r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
-				r.c.ok.Add(1)
-				r.c.tokenRate.Add(now, int64(s.Generated))
-			}
-			if half == nil && st.At-asked >= time.Second {
-				asked = st.At
-				fake.Set(now)
-				if p, ok := parseProgress(prog.lines()[0]); ok && p.hasETA && float64(p.done) >= frac*float64(p.total) {
-					half = &p
-				}
-			}
-			return true
-		})
-		if half == nil {
-			t.Fatalf("no progress line with an ETA at %.0f%% of the run", 100*frac)
 		}
-		return *half, sim.Now() - half.elapsed
+		t.Fatalf("no progress line with an ETA at %.0f%% of the run", 100*frac)
+		return progressLine{}, 0
 	}
 	for _, frac := range []float64{0.5, 0.9} {
 		p, left := etaAt(func(int) int { return slots }, frac)
@@ -233,4 +208,90 @@ func TestETAQueued(t *testing.T) {
 			t.Errorf("counting the queued requests as written gave an ETA off by only %.0f%% at 90%%: the test shows nothing", 100*relErr(naive.eta, left))
 		}
 	}
+}
+
+// etaTrace plays a run on virtual time, one endpoint per timing running
+// slots each with keep requests in flight on each, feeding the estimator
+// as the runner does, and returns the progress line of every second (with
+// its time) and the run's wall time.
+func etaTrace(t *testing.T, timings []llmsim.Timing, slots, keep, prompts, maxTokens int, capacity func(int) int) ([]progressLine, time.Duration) {
+	t.Helper()
+	r, fake, prog := virtualRun(t, len(timings), int64(prompts), maxTokens, capacity)
+	sim := simfleet.New(timings, slots)
+	sent := 0
+	var trace []progressLine
+	var asked time.Duration
+	sim.Keep(keep, func(e int, at time.Duration) (*llmsim.Seq, bool) {
+		if sent == prompts {
+			return nil, false
+		}
+		j := &job{}
+		r.eta.Started(j, e, simEpoch.Add(at))
+		sent++
+		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
+	}, func(st simfleet.Step) bool {
+		now := simEpoch.Add(st.At)
+		for _, s := range st.Finished {
+			r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
+			r.c.ok.Add(1)
+			r.c.tokenRate.Add(now, int64(s.Generated))
+		}
+		if st.At-asked >= time.Second {
+			asked = st.At
+			fake.Set(now)
+			if p, ok := parseProgress(prog.lines()[0]); ok {
+				p.elapsed = st.At // exact, not the display's rounding
+				trace = append(trace, p)
+			}
+		}
+		return true
+	})
+	return trace, sim.Now()
+}
+
+// checkTrace: from 25% of the answers on, every ETA shown puts the end of
+// the run within 15% of when it really ended, and none says 0 (or is
+// missing) while answers are left.
+func checkTrace(t *testing.T, trace []progressLine, wall time.Duration) {
+	t.Helper()
+	checked, worst := 0, 0.0
+	for _, p := range trace {
+		if p.done*4 < p.total || p.done >= p.total {
+			continue
+		}
+		if !p.hasETA || p.eta <= 0 {
+			t.Errorf("at %d/%d answers, %v in, %v before the end: no ETA, or 0: %s", p.done, p.total, p.elapsed, wall-p.elapsed, p.text)
+			continue
+		}
+		checked++
+		e := relErr(p.elapsed+p.eta, wall)
+		worst = max(worst, e)
+		if e > 0.15 {
+			t.Errorf("at %d/%d answers, %v in: ETA %v puts the end at %v, it was %v (off by %.0f%% of the run)",
+				p.done, p.total, p.elapsed, p.eta, p.elapsed+p.eta, wall, 100*e)
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d progress lines from 25%% on", checked)
+	}
+	t.Logf("%d lines from 25%% on, worst end off by %.1f%% of the %v run", checked, 100*worst, wall)
+}
+
+// One endpoint of four is three times slower than the others: its
+// answers take three times as long, so the run's end waits for its last
+// ones. The ETA holds from 25% of the run on, and is never 0 while its
+// answers are still being written.
+func TestETAOneEndpointSlower(t *testing.T) {
+	fast, slow := llmsim.DefaultTiming(), llmsim.DefaultTiming()
+	slow.Slow = 3
+	trace, wall := etaTrace(t, []llmsim.Timing{fast, fast, fast, slow}, llmsim.DefaultMaxRunning, llmsim.DefaultMaxRunning+2, 6000, 2048, nil)
+	checkTrace(t, trace, wall)
+}
+
+// A server that queues: 64 requests in flight on a server that runs 4 at
+// once, its capacity known as the pool knows it. The ETA holds from 25%
+// on.
+func TestETAQueuedFromAQuarter(t *testing.T) {
+	trace, wall := etaTrace(t, []llmsim.Timing{llmsim.DefaultTiming()}, 4, 64, 600, 512, func(int) int { return 4 })
+	checkTrace(t, trace, wall)
 }

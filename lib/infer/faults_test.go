@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/record"
 )
 

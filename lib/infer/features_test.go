@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )
@@ -118,8 +118,8 @@ func TestResumeRetriesFailures(t *testing.T) {
 
 	large := startFleet(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1)
 	res := runWant(t, cli.ExitOK, s.args("-e", endpointsFlag(large.URLs()), "--max-tokens", "8", "--resume")...)
-	if _, err := os.Stat(s.errs()); !os.IsNotExist(err) {
-		t.Errorf("the old errors file is still there: %v", err)
+	if st, err := os.Stat(s.errs()); err != nil || st.Size() != 0 {
+		t.Errorf("the old errors file was not replaced by an empty one: %v", err)
 	}
 	acc := s.check(t, 1)
 	if acc.ok != 30 || !strings.Contains(res.stderr, "ok 2, failed 0, skipped 28") {

@@ -22,7 +22,7 @@ import (
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 
-	"tokenmill/lib/llmsim"
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/record"
 	"tokenmill/lib/tokens"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/record"
 )
 

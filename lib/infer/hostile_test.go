@@ -17,10 +17,10 @@ import (
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 // Two runs on one output under two names, a symbolic link or a hard link

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 )
 
 func TestAPIVariants(t *testing.T) {

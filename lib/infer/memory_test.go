@@ -11,7 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"tokenmill/lib/llmsim"
+	"tokenmill/internal/llmsim"
 )
 
 // runPeakRSS runs the infer binary with args and returns its exit code,

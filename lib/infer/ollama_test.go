@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/ollamaserver"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
-	"tokenmill/lib/ollama"
 	"tokenmill/lib/record"
 )
 
-// infer's binary against a real Ollama server (lib/ollama: v0.6.5 on the
+// infer's binary against a real Ollama server (internal/ollamaserver: v0.6.5 on the
 // CPU, its tiny model, 4 requests at once), no proxy between them. The
 // tiny model always writes max_tokens tokens, so every answer's length and
 // finish reason are known in advance. Skipped, saying why, where Ollama is
@@ -24,7 +24,7 @@ import (
 // sample) of the input exactly once in the output or the errors, each
 // record its prompt line plus its field, every answer max_tokens long and
 // cut there, from the server and the model asked.
-func checkOllama(t *testing.T, srv *ollama.Server, lines map[string]string, samples, maxTokens int, outs, errs []genRecord) {
+func checkOllama(t *testing.T, srv *ollamaserver.Server, lines map[string]string, samples, maxTokens int, outs, errs []genRecord) {
 	t.Helper()
 	seen := map[string]bool{}
 	for i := range outs {
@@ -60,7 +60,7 @@ func checkOllama(t *testing.T, srv *ollama.Server, lines map[string]string, samp
 }
 
 func TestOllamaBinaries(t *testing.T) {
-	srv := ollama.Start(t, ollama.Options{Parallel: 4})
+	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4})
 	run := func(t *testing.T, s *setup, args ...string) testbinResult {
 		t.Helper()
 		r := runBinary(t, append(s.args("-e", srv.URL), args...)...)

@@ -73,6 +73,13 @@ func (lw *lineWriter) openLocked() error {
 	return nil
 }
 
+// empty reports whether no line was ever written.
+func (lw *lineWriter) empty() bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.lines == 0
+}
+
 // writeLine adds one line (without its newline).
 func (lw *lineWriter) writeLine(line []byte) error {
 	lw.mu.Lock()

@@ -3,7 +3,6 @@ package infer
 import (
 	"fmt"
 	"math"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,20 +42,44 @@ func (p *progress) total() (int64, bool) {
 	return 0, false
 }
 
+// lines are the display's rows as plain lines, every field in: what a
+// log gets.
 func (p *progress) lines() []string {
+	var out []string
+	for _, r := range p.rows() {
+		line, _ := r.Render(0)
+		out = append(out, line)
+	}
+	return out
+}
+
+// The ranks of the run's fields: on a narrow terminal the answers done,
+// the output rate and the ETA stay longest, the elapsed time next, then
+// the counts, the ETA's range and the mean answer, and the in-flight
+// detail goes first. An endpoint's row is shown only while the counts
+// are.
+const (
+	rankRate = 1 + iota
+	rankElapsed
+	rankCounts
+	rankDetail
+	rankInFlight
+)
+
+// rows are the live display: the run's row and, on a terminal, one per
+// endpoint.
+func (p *progress) rows() []cli.Row {
 	now := p.r.clk.Now()
 	c := &p.r.c
 	ok, failed, skipped := c.ok.Load(), c.failed.Load(), c.skipped.Load()
 	done := ok + failed + skipped
 
-	var b strings.Builder
-	b.WriteString("answers ")
-	b.WriteString(cli.Thousands(done))
-	eta := "ETA -"
+	answers := "answers " + cli.Thousands(done)
+	eta := []cli.Field{{Sep: " | ", Text: "ETA -", Rank: rankRate}}
 	if total, known := p.total(); known && total > 0 {
-		fmt.Fprintf(&b, "/%s (%.1f%%)", cli.Thousands(total), 100*float64(done)/float64(total))
+		answers += fmt.Sprintf("/%s (%.1f%%)", cli.Thousands(total), 100*float64(done)/float64(total))
 		if f, ok := p.est.Forecast(now, total-done); ok {
-			eta = formatForecast(f)
+			eta = forecastFields(f)
 		}
 	}
 	views := p.r.pool.View()
@@ -72,10 +95,15 @@ func (p *progress) lines() []string {
 		}
 	}
 	retrying := c.backingOff.Load() + int64(p.r.ready.len())
-	fmt.Fprintf(&b, " | ok %s failed %s retrying %s", cli.Thousands(ok), cli.Thousands(failed), cli.Thousands(retrying))
-	fmt.Fprintf(&b, " | in flight %d/%d | %s tok/s | %s | %s", inflight, slots,
-		cli.Thousands(int64(c.tokenRate.Rate(now, time.Minute))), eta, cli.ShortDuration(now.Sub(p.start)))
-	out := []string{b.String()}
+	fields := []cli.Field{
+		{Text: answers},
+		{Sep: " | ", Text: fmt.Sprintf("ok %s failed %s retrying %s", cli.Thousands(ok), cli.Thousands(failed), cli.Thousands(retrying)), Rank: rankCounts},
+		{Sep: " | ", Text: fmt.Sprintf("in flight %d/%d", inflight, slots), Rank: rankInFlight},
+		{Sep: " | ", Text: cli.Thousands(int64(c.tokenRate.Rate(now, time.Minute))) + " tok/s", Rank: rankRate},
+	}
+	fields = append(fields, eta...)
+	fields = append(fields, cli.Field{Sep: " | ", Text: cli.ShortDuration(now.Sub(p.start)), Rank: rankElapsed})
+	out := []cli.Row{{Fields: fields}}
 	if !p.interactive {
 		return out
 	}
@@ -86,13 +114,15 @@ func (p *progress) lines() []string {
 	eps := p.r.pool.Endpoints()
 	for i, v := range views {
 		st := eps[i].Stats()
-		line := fmt.Sprintf("  %-*s  %-8s %4d/%-4d %8s tok/s  ok %s  failed %s",
-			width, v.Name, v.State, v.Inflight, endpointSlots(v), cli.Thousands(int64(st.Rate.Rate(now, time.Minute))),
-			cli.Thousands(st.OK.Load()), cli.Thousands(st.Failures.Load()))
+		row := cli.Row{Rank: rankCounts, Fields: []cli.Field{
+			{Text: fmt.Sprintf("  %-*s  %-8s %4d/%-4d %8s tok/s", width, v.Name, v.State, v.Inflight, endpointSlots(v),
+				cli.Thousands(int64(st.Rate.Rate(now, time.Minute))))},
+			{Sep: "  ", Text: fmt.Sprintf("ok %s  failed %s", cli.Thousands(st.OK.Load()), cli.Thousands(st.Failures.Load())), Rank: 1},
+		}}
 		if q := v.Inflight - v.Running; q > 0 {
-			line += fmt.Sprintf("  (%d queued on the server)", q)
+			row.Fields = append(row.Fields, cli.Field{Sep: "  ", Text: fmt.Sprintf("(%d queued on the server)", q), Rank: 2})
 		}
-		out = append(out, line)
+		out = append(out, row)
 	}
 	return out
 }
@@ -118,8 +148,12 @@ func summaryLines(name string, s Summary, outName string) []string {
 		ans += fmt.Sprintf(" (%d samples each)", s.Samples)
 	}
 	ans += fmt.Sprintf(": ok %s, failed %s, skipped %s (already in %s)", cli.Thousands(s.OK), cli.Thousands(s.Failed), cli.Thousands(s.Skipped), outName)
-	if s.NotDone > 0 {
-		ans += fmt.Sprintf(", not done %s (run again with --resume)", cli.Thousands(s.NotDone))
+	if s.NotDone > 0 || s.NotDoneAtLeast {
+		atLeast := ""
+		if s.NotDoneAtLeast {
+			atLeast = "at least "
+		}
+		ans += fmt.Sprintf(", not done %s%s (run again with --resume)", atLeast, cli.Thousands(s.NotDone))
 	}
 	ans += fmt.Sprintf("; %s retries", cli.Thousands(s.Retries))
 	lines = append(lines, ans)
@@ -135,6 +169,10 @@ func summaryLines(name string, s Summary, outName string) []string {
 		total += e.OK
 	}
 	for _, e := range s.Endpoints {
+		if e.NeverReady {
+			lines = append(lines, fmt.Sprintf("  %s: never ready, no answers (last probe: %s)", e.Name, e.NotReady))
+			continue
+		}
 		share := 0.0
 		if total > 0 {
 			share = 100 * float64(e.OK) / float64(total)
@@ -155,12 +193,13 @@ func summaryLines(name string, s Summary, outName string) []string {
 	return lines
 }
 
-// formatForecast is the progress display's part for a forecast:
+// forecastFields are the display's fields for a forecast:
 // "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok".
-func formatForecast(f forecast.ETA) string {
-	eta := "ETA " + cli.ShortDuration(f.Left)
+func forecastFields(f forecast.ETA) []cli.Field {
+	fields := []cli.Field{{Sep: " | ", Text: "ETA " + cli.ShortDuration(f.Left), Rank: rankRate}}
 	if f.High > f.Low {
-		eta += " (" + cli.ShortDuration(f.Low) + "-" + cli.ShortDuration(f.High) + ")"
+		fields = append(fields, cli.Field{Sep: " ", Text: "(" + cli.ShortDuration(f.Low) + "-" + cli.ShortDuration(f.High) + ")", Rank: rankDetail})
 	}
-	return fmt.Sprintf("%s, mean answer %s±%s tok", eta, cli.Thousands(int64(math.Round(f.MeanTokens))), cli.Thousands(int64(math.Round(f.MeanSE))))
+	return append(fields, cli.Field{Sep: ", ", Rank: rankDetail,
+		Text: fmt.Sprintf("mean answer %s±%s tok", cli.Thousands(int64(math.Round(f.MeanTokens))), cli.Thousands(int64(math.Round(f.MeanSE))))})
 }

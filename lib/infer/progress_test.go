@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
-	"tokenmill/lib/llmsim"
 )
 
 // An endpoint out of service with requests still in flight: the totals
@@ -61,11 +62,19 @@ func TestProgressEndpointDown(t *testing.T) {
 
 func TestFormatForecast(t *testing.T) {
 	f := forecast.ETA{Left: 19*time.Hour + 2*time.Minute, Low: 18*time.Hour + 40*time.Minute, High: 19*time.Hour + 25*time.Minute, MeanTokens: 1003.4, MeanSE: 27.6}
-	if got, want := formatForecast(f), "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok"; got != want {
+	text := func(f forecast.ETA) string {
+		line, _ := cli.Row{Fields: forecastFields(f)}.Render(0)
+		return line
+	}
+	if got, want := text(f), "ETA 19h02m (18h40m-19h25m), mean answer 1,003±28 tok"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	f.Low, f.High = f.Left, f.Left
-	if got, want := formatForecast(f), "ETA 19h02m, mean answer 1,003±28 tok"; got != want {
+	if got, want := text(f), "ETA 19h02m, mean answer 1,003±28 tok"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+	// On a narrow terminal the ETA itself stays.
+	if got, _ := (cli.Row{Fields: forecastFields(f)}).Render(20); got != "ETA 19h02m" {
+		t.Errorf("at 20 columns: %q", got)
 	}
 }

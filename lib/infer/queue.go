@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"strconv"
 	"sync"
 	"time"
 
@@ -96,9 +98,14 @@ func (q *readyQueue) wake() {
 	}
 }
 
-// ReasonNoID is the reject reason of a record without an id (the others
-// are the reader's and the request builder's).
-const ReasonNoID = "no_id"
+// Reject reasons of infer's own (the others are the reader's and the
+// request builder's): a record without an id; one whose "sample", with
+// the --samples after it, is not a sample number merge takes
+// (0 to record.MaxSample), or whose seeds would pass the largest integer.
+const (
+	ReasonNoID      = "no_id"
+	ReasonBadSample = "bad_sample"
+)
 
 // read feeds the input's records to r.input until EOF or ctx ends.
 func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
@@ -107,6 +114,7 @@ func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
 	for ctx.Err() == nil {
 		rec, err := rd.Next()
 		if err == io.EOF {
+			r.readAll.Store(true)
 			return
 		}
 		if err != nil {
@@ -148,6 +156,9 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record, raw []byte) bool {
 		}
 		return true
 	}
+	if detail := r.checkSample(raw); detail != "" {
+		return reject(ReasonBadSample, detail)
+	}
 	var p record.Prompt
 	if err := record.Decode(raw, &p); err != nil {
 		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] != '{' {
@@ -164,6 +175,9 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record, raw []byte) bool {
 	paramSeed, err := r.b.Check(&p)
 	if err != nil {
 		return rejectCheck(err, reject)
+	}
+	if r.seedsWrap(paramSeed, p.Sample) {
+		return reject(ReasonBadSample, "the seeds of its samples would pass the largest integer")
 	}
 	prompt, err := stripOwnFields(raw)
 	if err != nil {
@@ -196,6 +210,42 @@ func (r *runner) take(ctx context.Context, rec jsonl.Record, raw []byte) bool {
 		}
 	}
 	return true
+}
+
+// checkSample says what is wrong with a record's top-level "sample" ("":
+// nothing): the samples it asks for (sample to sample+K-1) must be numbers
+// merge takes, from 0 to record.MaxSample. A record that is not valid JSON
+// is left to the decoder to report.
+func (r *runner) checkSample(raw []byte) string {
+	v, err := record.FieldValue(raw, "sample")
+	if err != nil || v == nil || string(v) == "null" {
+		return ""
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if last := int64(record.MaxSample - (r.cfg.Samples - 1)); err != nil || n < 0 || n > last {
+		return fmt.Sprintf("\"sample\" %.20s: with --samples %d it must be an integer from 0 to %d", v, r.cfg.Samples, last)
+	}
+	return ""
+}
+
+// seedsWrap tells whether the seed of a record's last sample (its params'
+// seed or --seed, plus --seed-offset and the sample) would pass the
+// largest int64, so that seeds would wrap around to negative ones.
+func (r *runner) seedsWrap(paramSeed *int64, sample int) bool {
+	base := r.cfg.Seed
+	if paramSeed != nil {
+		base = paramSeed
+	}
+	return base != nil && seedOverflows(*base, r.cfg.SeedOffset, sample+r.cfg.Samples-1)
+}
+
+// seedOverflows tells whether seed base+offset+sample passes the int64
+// range.
+func seedOverflows(base, offset int64, sample int) bool {
+	last := big.NewInt(base)
+	last.Add(last, big.NewInt(offset))
+	last.Add(last, big.NewInt(int64(sample)))
+	return !last.IsInt64()
 }
 
 // enqueue hands j to the dispatcher, or files it at once when its prompt
@@ -263,6 +313,9 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 	paramSeed, err := r.b.CheckParams(p)
 	if err != nil {
 		return rejectCheck(err, reject)
+	}
+	if r.seedsWrap(paramSeed, p.Sample) {
+		return reject(ReasonBadSample, "the seeds of its samples would pass the largest integer")
 	}
 	if _, ok := conversation.New(p, paramSeed, r.cfg.ToolRounds); !ok {
 		return reject(ReasonNoConversation, "nothing to regenerate: no assistant turn after a user turn, and the last turn is not a user turn")

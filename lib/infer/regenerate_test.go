@@ -19,12 +19,12 @@ import (
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/conversation"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 // glaiveFile is the real tool-calling dataset the conversation tests
@@ -829,23 +829,7 @@ func TestRegenerateRefusalsAndErrors(t *testing.T) {
 	// The second turn of every conversation is refused for good: each
 	// conversation goes to the errors file with its first turn done, and
 	// the journal stays for a later --resume.
-	url := badServer(t, true, func(ctx *fasthttp.RequestCtx) {
-		var req struct {
-			Messages []record.Message `json:"messages"`
-		}
-		json.Unmarshal(ctx.PostBody(), &req)
-		if len(req.Messages) > 2 {
-			ctx.SetStatusCode(400)
-			ctx.SetBodyString(`{"object":"error","message":"no second turn here","type":"BadRequestError","param":null,"code":400}`)
-			return
-		}
-		var sp llmsim.Prompt
-		for _, m := range req.Messages {
-			sp.Messages = append(sp.Messages, llmsim.Message{Role: m.Role, Content: m.Content})
-		}
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + llmsim.PromptDigest(sp) + ` first"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`)
-	})
+	url := firstTurnsOnly(t)
 	r := runBinary(t, "-e", url, "--regenerate", "--force", "-o", out, in, "--progress", "0")
 	if r.Code != cli.ExitRejects {
 		t.Fatalf("exit %d, want 3\n%s", r.Code, r.Stderr)
@@ -897,6 +881,31 @@ func TestRegenerateRefusalsAndErrors(t *testing.T) {
 	if _, err := os.Stat(jpath); !os.IsNotExist(err) {
 		t.Errorf("the journal is left after the run completed: %v", err)
 	}
+}
+
+// firstTurnsOnly serves the first turn of every conversation (its text
+// the prompt's digest and " first") and refuses every later one for good
+// (400): those conversations go to the errors file, their first turn in
+// the journal.
+func firstTurnsOnly(t *testing.T) string {
+	t.Helper()
+	return badServer(t, true, func(ctx *fasthttp.RequestCtx) {
+		var req struct {
+			Messages []record.Message `json:"messages"`
+		}
+		json.Unmarshal(ctx.PostBody(), &req)
+		if len(req.Messages) > 2 {
+			ctx.SetStatusCode(400)
+			ctx.SetBodyString(`{"object":"error","message":"no second turn here","type":"BadRequestError","param":null,"code":400}`)
+			return
+		}
+		var sp llmsim.Prompt
+		for _, m := range req.Messages {
+			sp.Messages = append(sp.Messages, llmsim.Message{Role: m.Role, Content: m.Content})
+		}
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + llmsim.PromptDigest(sp) + ` first"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`)
+	})
 }
 
 func mustRead(t *testing.T, path string) []byte {

@@ -113,13 +113,14 @@ func (d *doneRecord) cutByLength() bool {
 	return false
 }
 
-// scanDone marks every answer in the output file at path as done in l.
+// scanDone marks every answer in the output file at path as done in l
+// (unless skip is false, for --append: then it only counts them).
 // Under redoLength an answer whose only records finished with "length"
 // (or, for a conversation, had a turn that did) is left undone, so it is
 // generated again (and both records then sit in the file for merge to
 // choose from). counts (nil: none) counts the records of the (id, sample)
 // keys it holds, and gains the keys of answers left to redo.
-func scanDone(path string, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
+func scanDone(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
 	var info resumeInfo
 	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
 	defer r.Close()
@@ -166,6 +167,10 @@ func scanDone(path string, redoLength bool, l *ledger, counts map[xxh3.Uint128]i
 				id     string
 				sample int
 			}{d.ID.Text, d.Output.Sample})
+			continue
+		}
+		if !skip {
+			info.Answers++
 			continue
 		}
 		if !l.done(d.ID.Text, d.Output.Sample) {
@@ -240,8 +245,9 @@ var errOutputExists = errors.New("output exists")
 
 // resumeOutput readies the output file at path to be continued: a
 // partial last line is cut off and the answers in the file are marked
-// done in l. A file that does not exist yet has nothing done.
-func resumeOutput(path string, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
+// done in l (with skip; --append only counts them). A file that does not
+// exist yet has nothing done.
+func resumeOutput(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|jsonl.NoFollow, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return resumeInfo{}, nil
@@ -259,7 +265,7 @@ func resumeOutput(path string, redoLength bool, l *ledger, counts map[xxh3.Uint1
 	if cut > 0 {
 		warn("%s: removed a partial last line (%d bytes) left by an interrupted run", path, cut)
 	}
-	info, err := scanDone(path, redoLength, l, counts, warn)
+	info, err := scanDone(path, skip, redoLength, l, counts, warn)
 	info.Repaired = cut
 	return info, err
 }

@@ -104,6 +104,8 @@ type runner struct {
 	inflight    sync.WaitGroup
 	stopping    atomic.Bool // interrupted or fatal: no more retries or error records
 	readerDone  atomic.Bool
+	readAll     atomic.Bool // the reader saw the end of the input
+	unread      *unread     // an interrupted run's count of the input it did not read
 	fatalOnce   sync.Once
 	fatalErr    error
 	cancelRun   context.CancelCauseFunc
@@ -133,7 +135,7 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	var planErr error
 	if !toStdout(c.Output) {
 		r.outName = c.Output
-		if plan, err := planOutput(c.Output, c.Resume, c.Force); err != nil {
+		if plan, err := planOutput(c.Output, c.continues(), c.Force); err != nil {
 			planErr = err
 		} else {
 			r.outPlan = plan
@@ -156,7 +158,7 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		}
 		r.errSpecial = info.Special()
 	}
-	known, err := checkErrorsFile(r.errPath, c.Resume)
+	known, err := checkErrorsFile(r.errPath, c.continues())
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
 		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: errPath, Kept: true})
 	}
 	if c.Rejects != "" {
-		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.Resume})
+		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.continues()})
 	}
 	var stdin io.Reader
 	if env != nil {
@@ -234,8 +236,9 @@ func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
 // checkErrorsFile refuses an --errors file that is not infer's own: the
 // run rewrites its errors file, so every line of an existing one must be
 // an error record (a prompt record with an "error" object), or the file
-// empty. A file that is anything else is never touched. With resume, it
-// returns the refusals the file records (see knownRefusals).
+// empty. A file that is anything else is never touched. With resume (a
+// run that continues -o: --resume or --append), it returns the refusals
+// the file records (see knownRefusals).
 func checkErrorsFile(path string, resume bool) (knownRefusals, error) {
 	if path == "" {
 		return nil, nil
@@ -288,7 +291,7 @@ func checkErrorsFile(path string, resume bool) (knownRefusals, error) {
 }
 
 // knownRefusals are the refusals (a 4xx, not retriable) the errors file
-// of the run being resumed records, by (id, sample): a resume sends those
+// of the run being continued records, by (id, sample): a resume sends those
 // prompts again (a server may have changed), and one refused again the
 // same way is the prompt's own refusal, seen before: it is written to the
 // errors file again and never taken for a systematic refusal of the run
@@ -324,9 +327,9 @@ func (r *runner) planJournal() error {
 		return err
 	case exists && !st.Mode.IsRegular():
 		return fmt.Errorf("%s (the turn journal of -o) is not a regular file", path)
-	case exists && !c.Regenerate && (c.Resume || st.Size > 0 && !c.Force):
+	case exists && !c.Regenerate && (c.continues() || st.Size > 0 && !c.Force):
 		return cli.Usagef("%s holds the turns of an infer --regenerate run on %s: add --regenerate to continue it, --force to replace both, or remove both", path, c.Output)
-	case exists && c.Regenerate && st.Size > 0 && !c.Resume && !c.Force:
+	case exists && c.Regenerate && st.Size > 0 && !c.continues() && !c.Force:
 		return cli.Usagef("%s holds the turns of unfinished conversations: add --resume to continue them, --force to start over, or choose another -o", path)
 	}
 	r.staleJournal = exists && c.Force
@@ -379,7 +382,7 @@ func (r *runner) prepareOutput() error {
 	})
 	r.out.secrets = r.env.Secrets
 	r.onClose(func() { r.out.close() })
-	if !c.Resume {
+	if !c.continues() {
 		return nil
 	}
 	var counts map[xxh3.Uint128]int
@@ -389,11 +392,14 @@ func (r *runner) prepareOutput() error {
 			return err
 		}
 	}
-	info, err := resumeOutput(path, c.RedoLength, r.ledger, counts, r.logf)
+	info, err := resumeOutput(path, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("resuming %s: %s answers already done", c.Output, cli.Thousands(info.Answers))
+	if c.Append {
+		msg = fmt.Sprintf("appending to %s: %s answers already in it, none skipped", c.Output, cli.Thousands(info.Answers))
+	}
 	if c.RedoLength {
 		msg += fmt.Sprintf(", %s cut short by length to redo", cli.Thousands(info.Length))
 	}
@@ -415,25 +421,43 @@ func (r *runner) prepareOutput() error {
 func (r *runner) startFleet(ctx context.Context) error {
 	c := r.cfg
 	poolCtx, cancelPool := context.WithCancel(context.Background())
+	notice := c.Progress
+	if notice <= 0 {
+		notice = fleet.DefaultWaitNotice
+	}
 	r.pool = fleet.NewPool(poolCtx, r.targets, c.PoolConfig(fleet.Config{
 		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
 		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
-		Policy: c.Policy, Logf: r.logf, Clock: r.clk, MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory),
-		MaxPause: c.MaxBackoff,
+		Policy: c.Policy, Logf: r.logf, Clock: r.clk, WaitNotice: notice,
+		MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory), MaxPause: c.MaxBackoff,
 	}))
 	r.onClose(func() {
 		cancelPool()
 		r.pool.Close()
 	})
+	started := r.clk.Now()
 	r.pool.Start()
+	if c.EndpointsFile != "" {
+		r.pool.Follow(c.EndpointsFile, c.ProbeInterval) // serve rewrites it as servers come and go
+	}
 	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
-	return r.pool.WaitReady(ctx, c.WaitReady)
+	if err := r.pool.WaitReady(ctx, c.WaitReady); err != nil {
+		return err
+	}
+	// The run goes on with the endpoints that are ready; one still not
+	// ready after the first minute is named, with why.
+	r.onClose(r.pool.WarnNotReady(started, notReadyWarning))
+	return nil
 }
 
+// notReadyWarning is when the endpoints not ready yet are named.
+const notReadyWarning = time.Minute
+
 // openFiles creates the run's files, now that it can go ahead: -o (or
-// opens it to append), the rejects file, and, lazily, the errors file,
-// after the previous run's errors file is removed: it lists this run's
-// failures alone, and the previous run's are tried again.
+// opens it to append), the rejects file, and, lazily (at the latest when
+// the run ends, empty if nothing failed), the errors file, after the
+// previous run's errors file is removed: it lists this run's failures
+// alone, and the previous run's are tried again.
 func (r *runner) openFiles() error {
 	if err := r.out.open(); err != nil {
 		return err
@@ -471,7 +495,7 @@ func (r *runner) openFiles() error {
 		r.errs.secrets = r.env.Secrets
 		r.onClose(func() { r.errs.close() })
 	}
-	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.Resume)
+	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.continues())
 	if err != nil {
 		return err
 	}
@@ -512,6 +536,7 @@ func (r *runner) generate(ctx context.Context) {
 	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	r.cancelRun = cancelRun
+	r.env.OnInterrupt(r.sayStopping)
 	r.startReporting(ctx, runCtx)
 	r.onClose(func() {
 		cancelRun(nil)
@@ -543,7 +568,11 @@ func (r *runner) generate(ctx context.Context) {
 	cancelRun(nil)
 	select {
 	case <-readerExit:
-		rd.Close()
+		if ctx.Err() != nil && r.fatalErr == nil && !r.readAll.Load() {
+			r.unread = r.countUnread(rd) // it reads rd to the end, or goes on past the summary
+		} else {
+			rd.Close()
+		}
 	case <-time.After(time.Second): // blocked on a terminal's stdin, which cannot be interrupted: nothing more is read
 	}
 	close(stopFlush)
@@ -561,7 +590,9 @@ func (r *runner) startReporting(ctx, runCtx context.Context) {
 		prog.inputLines.Store(forecast.CountInputLines(runCtx, c.Inputs))
 		close(counted)
 	}()
-	cp := cli.StartProgress(ctx, r.env, c.Progress, prog.lines)
+	// The display goes on through an interruption's grace period, showing
+	// the answers in flight land; close stops it.
+	cp := cli.StartProgressRows(context.WithoutCancel(ctx), r.env, c.Progress, prog.rows)
 	r.log.p.Store(cp)
 	r.onClose(func() {
 		<-counted
@@ -593,7 +624,20 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 	}
 	werr := r.out.close()
 	if r.errs != nil {
-		if err := r.errs.close(); werr == nil {
+		// The errors file is left even when nothing failed (empty), so
+		// that it can be named wherever the run's files are. A FIFO or
+		// device is there already, and a FIFO's open would wait for a
+		// reader: with nothing written it is only told the stream ended.
+		var err error
+		if r.errSpecial && r.errs.empty() {
+			jsonl.EndEmpty("--errors", r.errPath)
+		} else {
+			err = r.errs.open()
+		}
+		if cerr := r.errs.close(); err == nil {
+			err = cerr
+		}
+		if werr == nil {
 			werr = err
 		}
 	}
@@ -717,6 +761,19 @@ func (r *runner) fatal(err error) {
 	})
 }
 
+// sayStopping is what the first Ctrl-C (SIGINT, SIGTERM) says at once.
+func (r *runner) sayStopping() {
+	n := 0
+	for _, v := range r.pool.View() {
+		n += v.Inflight
+	}
+	what := fmt.Sprintf("finishing %s requests in flight (up to %v, --grace)", cli.Thousands(int64(n)), r.cfg.Grace)
+	if n == 0 {
+		what = "no requests in flight"
+	}
+	r.logf("stopping: %s; Ctrl-C again to stop now; --resume continues", what)
+}
+
 // drain lets the requests in flight finish for up to grace, then closes
 // their connections (the servers drop them; --resume redoes them).
 func (r *runner) drain(grace time.Duration) {
@@ -743,13 +800,20 @@ func (r *runner) summary(wall time.Duration) Summary {
 		FinishOther: r.c.finishOther.Load(), Wall: wall,
 	}
 	s.NotDone = s.Answers - s.Skipped - s.OK - s.Failed
-	eps := r.pool.Endpoints()
-	for i, v := range r.pool.View() {
+	if u := r.unread; u != nil {
+		s.NotDone += u.answers.Load()
+		s.NotDoneAtLeast = !u.complete
+	}
+	views := r.pool.View()
+	eps := r.pool.Endpoints() // after View: endpoints are only ever added
+	for i, v := range views {
 		st := eps[i].Stats()
-		s.Endpoints = append(s.Endpoints, EndpointSummary{
+		e := EndpointSummary{
 			Name: v.Name, Requests: st.Requests.Load(), OK: st.OK.Load(), Failures: st.Failures.Load(),
 			Ejections: st.Ejections.Load(), CompletionTokens: st.CompletionTokens.Load(), Slots: v.Slots,
-		})
+		}
+		e.NotReady, e.NeverReady = r.pool.NeverReady(i)
+		s.Endpoints = append(s.Endpoints, e)
 	}
 	return s
 }

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
-	"tokenmill/lib/llmsim"
 )
 
 // dirState is what a directory holds: every file's name and content.
@@ -222,6 +222,8 @@ func TestRefuseCollisions(t *testing.T) {
 	if err := os.Symlink(a, link); err != nil {
 		t.Fatal(err)
 	}
+	in := filepath.Join(dir, "in.jsonl") // an input that can be read: the paths are what is checked
+	os.WriteFile(in, nil, 0o644)
 	for _, tt := range []struct {
 		out, errs, rejects string
 		want               string
@@ -240,7 +242,7 @@ func TestRefuseCollisions(t *testing.T) {
 		{a, a + ".turns", "", "is the same file as -o's turn journal"},
 		{a, a + ".lock", "", "is the same file as -o's lock file"},
 	} {
-		err := checkPaths(&Generate{Inputs: []string{"in.jsonl"}, Output: tt.out, Errors: tt.errs, RejectsFlag: cli.RejectsFlag{Rejects: tt.rejects}}, nil, tt.out, errorsPath(tt.out, tt.errs))
+		err := checkPaths(&Generate{Inputs: []string{in}, Output: tt.out, Errors: tt.errs, RejectsFlag: cli.RejectsFlag{Rejects: tt.rejects}}, nil, tt.out, errorsPath(tt.out, tt.errs))
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("-o %q --errors %q --rejects %q: %v, want %q", tt.out, tt.errs, tt.rejects, err, tt.want)
 		}
@@ -277,4 +279,20 @@ func TestWaitReadyOnTheRunsClock(t *testing.T) {
 	if after := dirState(t, s.dir); after != before {
 		t.Errorf("files before the run:\n%s\nafter it:\n%s", before, after)
 	}
+}
+
+// An endpoint that never came up is named in the summary with what its
+// last probe saw, not shown as an endpoint of 0 slots; the run is done by
+// the others.
+func TestSummaryNamesEndpointNeverReady(t *testing.T) {
+	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 5})
+	dead := "http://127.0.0.1:1"
+	r := runCommand(t, context.Background(), time.Minute, false, "", &Generate{}, s.args("-e", endpointsFlag(s.fleet.URLs())+","+dead, "--max-tokens", "8")...)
+	if r.code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if want := "infer:   " + dead + ": never ready, no answers (last probe: /health: connection refused)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("the summary does not say %q:\n%s", want, r.stderr)
+	}
+	s.check(t, 1)
 }

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
-	"tokenmill/lib/llmsim"
 )
 
 // infer against every kind of server, through the real binaries: llmsim's

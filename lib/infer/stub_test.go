@@ -10,8 +10,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/llmsim"
 )
 
 // stub is a test-local server that counts the connections of hung

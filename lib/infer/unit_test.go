@@ -78,7 +78,7 @@ func TestScanDone(t *testing.T) {
 	for _, redo := range []bool{false, true} {
 		l := newLedger()
 		var warned []string
-		info, err := scanDone(path, redo, l, nil, func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) })
+		info, err := scanDone(path, true, redo, l, nil, func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) })
 		if err != nil {
 			t.Fatal(err)
 		}

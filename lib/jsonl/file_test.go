@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 // names makes tempName give name-0, name-1, ... for the test.

@@ -88,7 +88,16 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	if bytes.HasPrefix(magic, utf8BOM) {
 		br.Discard(len(utf8BOM))
 	}
-	if firstNonSpace(br) == '[' {
+	if c := firstNonSpace(br); c != 0 && c != '{' && c != '[' {
+		if delim, ok := csvKind(name, peekLine(br), r.opts.CSV.delimiter()); ok {
+			if r.opts.CSV == nil {
+				closers.Close()
+				return nil, ErrCSV
+			}
+			return newCSVSource(name, br, closers, delim, &r.Stats), nil
+		}
+	}
+	if firstNonSpace(br) == '[' && !arrayLines(br) {
 		return newArraySource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
 	}
 	if startsPretty(br) {

@@ -18,6 +18,8 @@ type Named struct {
 	// (< FILE) makes it a file like any other, to be compared with the
 	// outputs.
 	Stdin io.Reader
+	// CSV: the tool reads CSV and TSV (extract); every other tool refuses them.
+	CSV bool
 }
 
 // Inputs names a tool's arguments as inputs.
@@ -45,6 +47,15 @@ func InputsFrom(paths []string, stdin io.Reader) []Named {
 	return out
 }
 
+// CSVInputs is InputsFrom for a tool that reads CSV (extract).
+func CSVInputs(paths []string, stdin io.Reader) []Named {
+	out := InputsFrom(paths, stdin)
+	for i := range out {
+		out[i].CSV = true
+	}
+	return out
+}
+
 // Output is a file a run writes ("" for none, "-" for stdout).
 type Output struct {
 	Flag, Path string
@@ -59,6 +70,8 @@ type Output struct {
 // CheckPaths is what every tool checks before it opens anything for
 // writing, so that a refusal comes before any write (a usage error, exit 2):
 //
+//   - every input can be read: it exists, is not a directory, may be
+//     opened, and is not CSV unless the tool reads CSV (see checkInputs);
 //   - the replace rule: an output that exists as a file is refused unless
 //     force (or it is Kept); a directory is refused always;
 //   - no aliasing: no output is the same file as an input (unless
@@ -70,6 +83,9 @@ type Output struct {
 // Devices such as /dev/null may take several outputs. A FIFO or device
 // output is written in place (see File), so force does not apply to it.
 func CheckPaths(inputs []Named, outputs []Output, force bool) error {
+	if err := checkInputs(inputs); err != nil {
+		return err
+	}
 	ins := make([]place, 0, len(inputs))
 	for _, in := range inputs {
 		switch {

@@ -79,6 +79,8 @@ type Options struct {
 	Context context.Context
 	// Logf, when set, says what a long wait for a FIFO is waiting for.
 	Logf func(format string, args ...any)
+	// CSV, when set, reads CSV and TSV inputs (see csv.go); nil refuses them.
+	CSV *CSVOptions
 }
 
 // LineTooLongError is a record Writer refuses: longer than MaxLine.
@@ -156,7 +158,7 @@ func (r *Reader) Next() (Record, error) {
 			return rec, nil
 		}
 		var ie *InputError
-		if errors.As(err, &ie) && ie.Reason == ReasonLineTooLong {
+		if errors.As(err, &ie) && (ie.Reason == ReasonLineTooLong || ie.Reason == ReasonMalformedCSV) {
 			return Record{}, err // the rest of the file is still readable
 		}
 		closeErr := r.cur.close()

@@ -91,6 +91,11 @@ func TestReaderFormats(t *testing.T) {
 		{"truncated array", "[{\"a\":1},\n{\"a\":", []got{{data: `{"a":1}`, line: 1}, {line: 2, reason: ReasonUnreadable}}},
 		{"garbage after array", "[{\"a\":1}] x", []got{{data: `{"a":1}`, line: 1}, {line: 1, reason: ReasonUnreadable}}},
 		{"missing comma", "[{\"a\":1} {\"a\":2}]", []got{{data: `{"a":1}`, line: 1}, {line: 1, reason: ReasonUnreadable}}},
+		{"one array on one line is a JSON array", "[{\"a\":1},{\"a\":2}]\n\n", []got{{data: `{"a":1}`, line: 1}, {data: `{"a":2}`, line: 1}}},
+		{"lines that are lists are JSON Lines", "[{\"role\":\"user\",\"content\":\"[a]\\\"\"}]\r\n\n[{\"role\":\"user\"}]\n{\"a\":1}",
+			[]got{{data: `[{"role":"user","content":"[a]\""}]`, line: 1}, {data: `[{"role":"user"}]`, line: 3}, {data: `{"a":1}`, line: 4}}},
+		{"a list line, then garbage", "[1]\nx\n", []got{{data: `[1]`, line: 1}, {data: `x`, line: 2}}},
+		{"an array whose first line closes an element is one array", "[{\"a\":1},\n{\"a\":2}]\n", []got{{data: `{"a":1}`, line: 1}, {data: `{"a":2}`, line: 2}}},
 	}
 	for _, tt := range tests {
 		for _, enc := range []string{"plain", "gzip", "zstd"} {
@@ -287,6 +292,7 @@ func TestParquetRealData(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	for _, seed := range []string{
 		"{\"a\":1}\n{\"a\":2}\n", "[{\"a\":1},{\"b\":[1,2]}]", "\r\n\r\n", "[\"x\\\"\",", "{\"a\":\"\xff\"}\n", "PAR1garbage",
+		"[{\"role\":\"user\"}]\n[{\"role\":\"x]\"}]\n", "[1]\r\n\n{}",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -63,10 +63,12 @@ func OpenRejects(env *cli.Env, path string) (*Rejects, error) {
 	return CreateRejects(env, path, true)
 }
 
-// Add rejects rec for reason. detail explains it for a person. The record
+// Add rejects rec for reason. detail explains it for a person (a
+// decoder's words put in the record's, see cli.Plain). The record
 // written is the input with a "reject" field, or {"raw": line, "reject"}
 // when the input is not a JSON object.
 func (r *Rejects) Add(rec Record, reason, detail string) error {
+	detail = cli.Plain(detail)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.total++

@@ -104,3 +104,15 @@ func CreateNew(what, path string) (*os.File, error) {
 	}
 	return f, err
 }
+
+// EndEmpty ends an empty stream on a FIFO or device sidecar that nothing
+// was written to: a reader waiting on a FIFO sees its end of file at once.
+// The open does not wait: with no reader there, nothing happens.
+func EndEmpty(what, path string) {
+	if nonBlock == 0 {
+		return
+	}
+	if f, err := OpenSidecar(what, path, os.O_WRONLY|nonBlock, 0); err == nil {
+		f.Close()
+	}
+}

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/chaos"
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/testbin"
 )
 
 // The bad inputs every tool is tried on, through the binary.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/chaos"
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/testbin"
 )
 
 // TestChaosKilledMidWrite kills `merge --errors E -o OUT` (spilling to a

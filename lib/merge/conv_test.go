@@ -116,7 +116,12 @@ func TestConversationPrecedence(t *testing.T) {
 		{"all stop beats a length turn, read after", [][]string{{conv(`"x"`, 0, "l", "", length, stop), conv(`"x"`, 0, "s", "", stop, stop)}}, nil, "s", ""},
 		{"among equals the last wins", [][]string{{conv(`"x"`, 0, "first", "", stop)}, {conv(`"x"`, 0, "second", "", stop)}}, nil, "second", ""},
 		{"among truncated ones all stop wins", [][]string{{conv(`"x"`, 0, "ts", "context_full", stop), conv(`"x"`, 0, "tl", "context_full", length)}}, nil, "", "ts"},
-		{"a truncated one is missing by default", [][]string{{conv(`"x"`, 0, "t", "tool_unpaired", stop)}}, nil, "", "t"},
+		{"a truncated one is missing by default", [][]string{{conv(`"x"`, 0, "t", "context_full", stop)}}, nil, "", "t"},
+		{"a tool-truncated one is written cut", [][]string{{conv(`"x"`, 0, "t", "tool_unpaired", stop)}}, nil, "t", ""},
+		{"a cut one beats a context-full one read after", [][]string{{conv(`"x"`, 0, "cut", "tool_rounds", stop), conv(`"x"`, 0, "full", "context_full", stop)}}, nil, "cut", ""},
+		{"complete beats a cut one read before", [][]string{{conv(`"x"`, 0, "cut", "tool_unpaired", stop)}, {conv(`"x"`, 0, "c", "", length)}}, nil, "c", ""},
+		{"a cut one with a length turn is not good with --drop-length", [][]string{{conv(`"x"`, 0, "cut", "tool_unpaired", length)}}, []string{"--drop-length"}, "", "cut"},
+		{"a tool-calls turn is a complete turn", [][]string{{conv(`"x"`, 0, "l", "", stop, length), conv(`"x"`, 0, "tc", "", "tool_calls", stop)}}, nil, "tc", ""},
 		{"--keep-truncated writes it", [][]string{{conv(`"x"`, 0, "t", "tool_unpaired", stop)}}, []string{"--keep-truncated"}, "t", ""},
 		{"--keep-truncated --drop-length: a length turn is not good", [][]string{{conv(`"x"`, 0, "t", "context_full", length)}}, []string{"--keep-truncated", "--drop-length"}, "", "t"},
 		{"an answer beats an error", [][]string{{convError(`"x"`, 0, "e")}, {conv(`"x"`, 0, "t", "context_full", stop)}}, nil, "", "t"},
@@ -299,7 +304,7 @@ func FuzzConversationParse(f *testing.F) {
 		worst := rankStop
 		for _, a := range q.Answers {
 			switch a.Finish {
-			case record.FinishStop:
+			case record.FinishStop, record.FinishToolCalls:
 			case record.FinishLength:
 				worst = min(worst, rankLength)
 			default:

@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"bytes"
 	"slices"
 
 	"github.com/segmentio/encoding/json"
@@ -19,6 +20,8 @@ const (
 // trainMessage is a chat turn of the messages and conversations formats.
 // The reasoning of an answer goes in reasoning_content, the field
 // Qwen3-style chat templates and OpenAI-compatible servers use for it.
+// Weight is the dataset's weight of an assistant turn kept as it was
+// (weight 0: context, not trained on), in OpenAI's fine-tuning spelling.
 type trainMessage struct {
 	Role             string          `json:"role"`
 	Content          string          `json:"content"`
@@ -26,6 +29,7 @@ type trainMessage struct {
 	Name             string          `json:"name,omitempty"`
 	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	Weight           *float64        `json:"weight,omitempty"`
 }
 
 type messagesRecord struct {
@@ -49,9 +53,12 @@ type conversationsRecord struct {
 	Tools         json.RawMessage `json:"tools,omitempty"`
 }
 
+// shareGPTTurn is a ShareGPT turn; Weight is a turn's weight as axolotl
+// reads it.
 type shareGPTTurn struct {
-	From  string `json:"from"`
-	Value string `json:"value"`
+	From   string   `json:"from"`
+	Value  string   `json:"value"`
+	Weight *float64 `json:"weight,omitempty"`
 }
 
 type shareGPTRecord struct {
@@ -90,6 +97,7 @@ type generation struct {
 		Turns    []struct {
 			Message int `json:"message"`
 		} `json:"turns"`
+		Truncated *convTruncation `json:"truncated"`
 	} `json:"output"`
 }
 
@@ -101,6 +109,7 @@ type convMessage struct {
 	Name             string          `json:"name"`
 	ToolCalls        json.RawMessage `json:"tool_calls"`
 	ToolCallID       string          `json:"tool_call_id"`
+	Weight           *float64        `json:"weight"`
 }
 
 // converter turns a generation record into a training record: the prompt
@@ -109,6 +118,7 @@ type convMessage struct {
 type converter struct {
 	to            string
 	withReasoning bool
+	keepTruncated bool // a tool-truncated conversation is written whole, not cut
 	gen           generation
 	msgs          []trainMessage
 	turns         []shareGPTTurn
@@ -137,16 +147,27 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 	switch {
 	case conversation:
 		// The regenerated conversation replaces the prompt's, up to its
-		// last regenerated turn (a truncated one stops there).
+		// last regenerated turn (a truncated one stops there); one that a
+		// tool call nobody answered ended, up to its last complete
+		// exchange unless --keep-truncated.
+		turns := g.Output.Turns
+		if tr := g.Output.Truncated; tr != nil && isToolTruncation(tr.Reason) && !c.keepTruncated {
+			turns = turns[:completeTurns(len(turns), func(i int) int {
+				if m := turns[i].Message; m >= 0 && m < len(g.Output.Messages) && makesCalls(g.Output.Messages[m].ToolCalls) {
+					return 1
+				}
+				return 0
+			})]
+		}
 		last := -1
-		for _, t := range g.Output.Turns {
+		for _, t := range turns {
 			last = max(last, t.Message)
 		}
 		if last < 0 || last >= len(g.Output.Messages) {
 			return nil, reject(ReasonBadRecord, "output.turns lists no regenerated message")
 		}
 		for _, m := range g.Output.Messages[:last+1] {
-			tm := trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+			tm := trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Weight: m.Weight}
 			if c.withReasoning && m.Role == "assistant" {
 				tm.ReasoningContent = m.ReasoningContent
 			}
@@ -156,7 +177,7 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 		c.msgs = append(c.msgs, trainMessage{Role: "user", Content: *g.Prompt})
 	default:
 		for _, m := range g.Messages {
-			c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
+			c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Weight: m.Weight})
 		}
 	}
 	if conversation || len(g.Messages) > 0 {
@@ -200,15 +221,25 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 				return nil, reject(ReasonBadRecord, "tool_calls: %v", err)
 			}
 			if text := c.withThink(m); text != "" {
-				c.turns = append(c.turns, shareGPTTurn{From: from, Value: text})
+				c.turns = append(c.turns, shareGPTTurn{From: from, Value: text, Weight: m.Weight})
 			}
-			c.turns = append(c.turns, shareGPTTurn{From: "function_call", Value: call})
+			c.turns = append(c.turns, shareGPTTurn{From: "function_call", Value: call, Weight: m.Weight})
 			continue
 		}
-		c.turns = append(c.turns, shareGPTTurn{From: from, Value: c.withThink(m)})
+		c.turns = append(c.turns, shareGPTTurn{From: from, Value: c.withThink(m), Weight: m.Weight})
 	}
 	c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools)}, 0)
 	return c.out, encodeRejection(err)
+}
+
+// makesCalls tells a message's tool_calls value that holds a call: not
+// absent, null or an empty list.
+func makesCalls(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return false
+	}
+	return raw[0] != '[' || len(bytes.TrimSpace(raw[1:])) == 0 || bytes.TrimSpace(raw[1:])[0] != ']'
 }
 
 // systemSlot puts a top-level system prompt first by the rule every stage

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 // badLines are answer-file lines merge must reject, with the reason.

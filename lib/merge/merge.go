@@ -34,13 +34,15 @@ const Description = `Combine generation and error files into one record per (id,
   merge --to conversations --with-reasoning regen*.jsonl -o train.parquet
 
 For each (id, sample) one record wins: an answer beats an error, finish_reason
-stop beats length beats abort, and among equals the record read last wins. A
-regenerated conversation (infer --regenerate) ranks by its turns: complete
-beats truncated, then every turn stop beats a length turn. A good answer (stop,
-or length unless --drop-length; not empty with --drop-empty; for a
-conversation, every turn so, and complete unless --keep-truncated) is written
-byte for byte, or with --to as a training record; a key without one is counted
-as missing, and its best record goes to --errors FILE if given. With
+stop (or tool_calls: an answer that calls tools is complete) beats length beats
+abort, and among equals the record read last wins. A regenerated conversation
+(infer --regenerate) ranks by its turns: complete beats truncated, then every
+turn stop beats a length turn. A good answer (stop, or length unless
+--drop-length; not empty with --drop-empty; for a conversation, every turn so,
+and complete unless --keep-truncated, or cut to its last complete exchange when
+a tool call nobody answered ended it) is written byte for byte, or with --to as
+a training record; a key without one is counted as missing, and its best record
+goes to --errors FILE if given. With
 --prompts FILE --missing, the output is instead the prompts that still lack a
 good answer, ready to rerun.
 
@@ -63,7 +65,7 @@ type Command struct {
 	WithReasoning  bool   `help:"With --to, keep each answer's reasoning: as reasoning_content on its assistant message, or as a <think> block before it in sharegpt." default:"false"`
 	DropLength     bool   `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
 	DropEmpty      bool   `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
-	KeepTruncated  bool   `help:"Count a truncated regenerated conversation (output.truncated: a tool call left unpaired, the context full) as good, written up to its last regenerated turn; by default it counts as missing." default:"false"`
+	KeepTruncated  bool   `help:"Count a truncated regenerated conversation (output.truncated) as good, written whole up to its last regenerated turn. By default one that a tool call nobody answered ended (tool_unpaired, tool_rounds) is written up to its last complete exchange, the dangling calls left out (missing when that leaves no answer), and one whose context filled (context_full) counts as missing." default:"false"`
 	Sort           bool   `help:"Write records sorted by id (integers numerically, then strings), then sample." default:"false"`
 	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
@@ -105,6 +107,10 @@ type merger struct {
 	answered, good, missingN, notInPrompts, toErrors int64
 	rejectedN, droppedN, emptyN                      int64 // records read as filter's rejects, answers they rejected, empty answers
 	earlierRejects                                   int64 // bad lines from an earlier stage's rejects file
+	// Tool-truncated conversations written cut to their last complete
+	// exchange, and the turns and tool calls the cuts left out; truncated
+	// conversations missing for want of one (or of --keep-truncated).
+	cutN, cutTurns, cutCalls, truncMissing int64
 }
 
 // Run merges.
@@ -147,7 +153,9 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	switch {
 	case c.Missing && c.Prompts == "":
 		return nil, cli.Usagef("--missing needs --prompts FILE: the prompts to check for answers")
-	case isParquet(c.Output) && (c.Missing || c.To == toGeneration):
+	case isParquet(c.Output) && c.Missing:
+		return nil, cli.Usagef("-o %s: --missing writes the prompts to rerun, as JSON Lines for infer: name a .jsonl file", c.Output)
+	case isParquet(c.Output) && c.To == toGeneration:
 		return nil, cli.Usagef("-o %s: Parquet holds training records: give --to messages, conversations or sharegpt", c.Output)
 	case isParquet(c.Errors):
 		return nil, cli.Usagef("--errors %s: the errors file holds generation and error records as JSON Lines, not Parquet", c.Errors)
@@ -172,7 +180,7 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
 		rejected: map[uint64]struct{}{}}
 	if c.To != toGeneration {
-		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning}
+		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning, keepTruncated: c.KeepTruncated}
 	}
 	return m, nil
 }
@@ -281,6 +289,9 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		m.read.Add(1)
 		m.bytes.Store(in.Stats.Bytes)
 		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
+		if isCut(p.rank) {
+			e.cut = p.cut
+		}
 		if !m.missing {
 			e.data = data
 			if m.conv == nil || !m.isGood(p.rank) {
@@ -344,9 +355,13 @@ func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
 
 var errNotRejects = errors.New("not a rejects file")
 
-// judge lowers the rank of an answer filter rejected, and with
-// --drop-empty of an empty one.
+// judge ranks a tool-truncated conversation by what its cut leaves
+// (unless --keep-truncated), and lowers the rank of an answer filter
+// rejected, and with --drop-empty of an empty one.
 func (m *merger) judge(p *parsed, data []byte) {
+	if p.toolCut && !m.keepCut && p.cutRank != rankNone && p.rank > rankAbort {
+		p.rank = p.cutRank
+	}
 	switch {
 	case p.rank == rankRejected:
 		m.rejectedN++
@@ -362,12 +377,13 @@ func (m *merger) judge(p *parsed, data []byte) {
 }
 
 // isGood tells the ranks of a good answer: stop; length unless
-// --drop-length; a truncated conversation's likewise with --keep-truncated.
+// --drop-length; a cut conversation's likewise; a truncated conversation's
+// likewise with --keep-truncated.
 func (m *merger) isGood(rank uint8) bool {
 	switch rank {
-	case rankStop:
+	case rankStop, rankCutStop:
 		return true
-	case rankLength:
+	case rankLength, rankCutLength:
 		return !m.dropLength
 	case rankTruncStop:
 		return m.keepCut
@@ -460,6 +476,10 @@ func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jso
 	}
 }
 
+// isCut tells the ranks of a conversation cut to its last complete
+// exchange.
+func isCut(rank uint8) bool { return rank == rankCutStop || rank == rankCutLength }
+
 // emit writes one resolved (id, sample) where it belongs and counts it.
 func (m *merger) emit(e *entry) error {
 	m.resolved.Add(1)
@@ -467,6 +487,14 @@ func (m *merger) emit(e *entry) error {
 	good := m.isGood(e.rank)
 	if e.rank > rankNone {
 		m.answered++
+	}
+	switch {
+	case good && isCut(e.rank):
+		m.cutN++
+		m.cutTurns += int64(e.cut.turns)
+		m.cutCalls += int64(e.cut.calls)
+	case !good && (e.rank == rankTruncStop || e.rank == rankTruncLength) && (!hasPrompts || e.prompt):
+		m.truncMissing++
 	}
 	if hasPrompts && !e.prompt {
 		m.notInPrompts++
@@ -497,10 +525,14 @@ func (m *merger) emit(e *entry) error {
 }
 
 // summary is the final line: merge: read N, unique out M, replaced R,
-// missing K, then whatever else happened.
+// missing K (with --missing: good M, and the to-do lines written), then
+// whatever else happened.
 func (m *merger) summary(rejects *jsonl.Rejects) string {
 	read := m.read.Load()
 	parts := []string{fmt.Sprintf("read %d, unique out %d, replaced %d, missing %d", read, m.good, read-m.answered, m.missingN)}
+	if m.missing {
+		parts = []string{fmt.Sprintf("read %d, good %d, replaced %d, missing %d", read, m.good, read-m.answered, m.missingN)}
+	}
 	if m.cmd.Prompts != "" {
 		parts = append(parts, fmt.Sprintf("prompts %d", m.prompts))
 	}
@@ -522,12 +554,29 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 	if m.emptyN > 0 {
 		parts = append(parts, fmt.Sprintf("empty answers dropped %d", m.emptyN))
 	}
+	if m.cutN > 0 {
+		what := "written whole as generation records; --to cuts them"
+		if m.conv != nil {
+			what = fmt.Sprintf("left out %d turns, %d tool calls", m.cutTurns, m.cutCalls)
+		}
+		parts = append(parts, fmt.Sprintf("tool-truncated conversations cut to their last complete exchange %d (%s)", m.cutN, what))
+	}
+	if m.truncMissing > 0 {
+		parts = append(parts, fmt.Sprintf("truncated conversations missing %d", m.truncMissing))
+	}
 	if m.spills > 0 {
 		parts = append(parts, fmt.Sprintf("spilled %d times, %.1f MB in %.1f MB of temporary files",
 			m.spills, float64(m.spilled.Load())/1e6, float64(m.spilledDisk)/1e6))
 	}
 	if rejects.Total() > 0 {
 		parts = append(parts, rejects.Summary())
+	}
+	if m.missing {
+		to := "stdout"
+		if !m.cmd.Stdout() {
+			to = m.cmd.Output
+		}
+		parts = append(parts, fmt.Sprintf("wrote %d to-do lines to %s", m.missingN, to))
 	}
 	return strings.Join(parts, ", ")
 }

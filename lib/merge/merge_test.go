@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/merge")

@@ -50,10 +50,12 @@ type (
 		Name             *string  `parquet:"name,optional"`
 		ToolCalls        []pqCall `parquet:"tool_calls,optional,list"`
 		ToolCallID       *string  `parquet:"tool_call_id,optional"`
+		Weight           *float64 `parquet:"weight,optional"`
 	}
 	pqShareGPTTurn struct {
-		From  string `parquet:"from"`
-		Value string `parquet:"value"`
+		From   string   `parquet:"from"`
+		Value  string   `parquet:"value"`
+		Weight *float64 `parquet:"weight,optional"`
 	}
 	pqMessagesRow struct {
 		ID       string   `parquet:"id"`
@@ -199,7 +201,7 @@ func optional(s string) *string {
 func pqTurns(dst []pqTurn, msgs []trainMessage) ([]pqTurn, error) {
 	for _, m := range msgs {
 		t := pqTurn{Role: m.Role, Content: m.Content, ReasoningContent: optional(m.ReasoningContent),
-			Name: optional(m.Name), ToolCallID: optional(m.ToolCallID)}
+			Name: optional(m.Name), ToolCallID: optional(m.ToolCallID), Weight: m.Weight}
 		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 			var calls []struct {
 				ID       string `json:"id"`

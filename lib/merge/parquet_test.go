@@ -12,8 +12,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/testbin"
 )
 
 // parquetInputs mix regenerated conversations (with tool calls, reasoning,
@@ -134,35 +134,15 @@ func TestParquet(t *testing.T) {
 				tools  string
 			}
 			var got []row
-			switch to {
-			case toMessages:
-				rows, err := parquet.ReadFile[pqMessagesRow](pq)
-				if err != nil {
-					t.Fatal(err)
+			for _, r := range readParquetTraining(t, to, pq) {
+				turns := r.Messages
+				if to != toMessages {
+					turns = r.Conversations
 				}
-				for _, r := range rows {
-					got = append(got, row{r.ID, r.Sample, toJSONTurns(r.Messages), deref(r.Tools)})
+				if turns == nil {
+					turns = []jsonTurn{}
 				}
-			case toConversations:
-				rows, err := parquet.ReadFile[pqConversationsRow](pq)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range rows {
-					got = append(got, row{r.ID, r.Sample, toJSONTurns(r.Conversations), deref(r.Tools)})
-				}
-			default:
-				rows, err := parquet.ReadFile[pqShareGPTRow](pq)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range rows {
-					turns := []jsonTurn{}
-					for _, c := range r.Conversations {
-						turns = append(turns, jsonTurn{From: c.From, Value: c.Value})
-					}
-					got = append(got, row{r.ID, r.Sample, turns, deref(r.Tools)})
-				}
+				got = append(got, row{idText(r.ID), r.Sample, turns, compactTools(t, r.Tools)})
 			}
 			if len(got) != len(want) || len(want) < 20 {
 				t.Fatalf("%d Parquet rows, %d JSONL records", len(got), len(want))
@@ -312,7 +292,7 @@ func TestParquetRefusals(t *testing.T) {
 		stderr string
 	}{
 		{"generation records", []string{"-o", pq}, cli.ExitUsage, "Parquet holds training records"},
-		{"the to-do list", []string{"--prompts", td("conv-prompts.jsonl"), "--missing", "-o", pq}, cli.ExitUsage, "Parquet holds training records"},
+		{"the to-do list", []string{"--prompts", td("conv-prompts.jsonl"), "--missing", "-o", pq}, cli.ExitUsage, "--missing writes the prompts to rerun, as JSON Lines for infer: name a .jsonl file"},
 		{"errors as Parquet", []string{"--to", "messages", "--errors", pq}, cli.ExitUsage, "not Parquet"},
 		{"an existing file", []string{"--to", "messages", "-o", existing}, cli.ExitUsage, "already exists"},
 		{"a failed spill", []string{"--to", "messages", "--memory", "1KiB", "--temp-dir", filepath.Join(dir, "missing"), "-o", pq}, cli.ExitFailure, "spill file"},
@@ -335,4 +315,49 @@ func TestParquetRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readParquetTraining reads a Parquet training file back in the JSONL
+// shape.
+func readParquetTraining(t *testing.T, to, pq string) []jsonTraining {
+	t.Helper()
+	var out []jsonTraining
+	tools := func(s *string) json.RawMessage {
+		if s == nil {
+			return nil
+		}
+		return json.RawMessage(*s)
+	}
+	id := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+	switch to {
+	case toMessages:
+		rows, err := parquet.ReadFile[pqMessagesRow](pq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			out = append(out, jsonTraining{ID: id(r.ID), Sample: r.Sample, Messages: toJSONTurns(r.Messages), Tools: tools(r.Tools)})
+		}
+	case toConversations:
+		rows, err := parquet.ReadFile[pqConversationsRow](pq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			out = append(out, jsonTraining{ID: id(r.ID), Sample: r.Sample, Conversations: toJSONTurns(r.Conversations), Tools: tools(r.Tools)})
+		}
+	default:
+		rows, err := parquet.ReadFile[pqShareGPTRow](pq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			var turns []jsonTurn
+			for _, c := range r.Conversations {
+				turns = append(turns, jsonTurn{From: c.From, Value: c.Value})
+			}
+			out = append(out, jsonTraining{ID: id(r.ID), Sample: r.Sample, Conversations: turns, Tools: tools(r.Tools)})
+		}
+	}
+	return out
 }

@@ -14,7 +14,10 @@ import (
 
 // Ranks order the records of one (id, sample): the higher rank wins, and
 // among equal ranks the record read last. A regenerated conversation ranks
-// by its worst turn, and a truncated one below every complete one.
+// by its worst turn, and a truncated one below every complete one. One
+// that a tool call nobody answered ended (tool_unpaired, tool_rounds) ranks,
+// unless --keep-truncated, by what is left of it once cut to its last
+// complete exchange (parsed.cutRank).
 const (
 	rankNone        uint8 = iota // no answer: a prompt record only
 	rankError                    // an error record
@@ -24,8 +27,10 @@ const (
 	rankAbort                    // finish_reason abort, or one merge does not know (of any turn)
 	rankTruncLength              // a truncated conversation with a turn cut at the token limit
 	rankTruncStop                // a truncated conversation whose turns all finished stop
+	rankCutLength                // a tool-truncated conversation cut to its last complete exchange, a turn of it cut at the token limit
+	rankCutStop                  // the same, its turns all finished stop (or in tool calls)
 	rankLength                   // finish_reason length: cut at the token limit (of any turn)
-	rankStop                     // finish_reason stop: a complete answer (of every turn)
+	rankStop                     // finish_reason stop or tool_calls: a complete answer (of every turn)
 )
 
 // Reject reasons of merge, beside the shared ones in jsonl.
@@ -37,9 +42,8 @@ const (
 	ReasonNoPrompt       = "no_prompt"
 )
 
-// maxSample bounds sample numbers, so that a typo cannot ask for a
-// billion to-do records.
-const maxSample = 1 << 20
+// maxSample bounds sample numbers (record.MaxSample).
+const maxSample = record.MaxSample
 
 // rejection is why a record cannot be merged.
 type rejection struct {
@@ -65,6 +69,20 @@ type parsed struct {
 	output []byte
 	// conversation marks a regenerated conversation (output.messages).
 	conversation bool
+	// toolCut marks a conversation that a tool call nobody answered ended
+	// (tool_unpaired, tool_rounds): unless --keep-truncated it counts as
+	// what is left once cut to its last complete exchange, cutRank
+	// (rankNone when nothing is left), leaving out the cut turns and the
+	// tool calls they made.
+	toolCut bool
+	cutRank uint8
+	cut     cutCounts
+}
+
+// cutCounts is what cutting a conversation to its last complete exchange
+// leaves out: regenerated assistant turns, and the tool calls they made.
+type cutCounts struct {
+	turns, calls uint32
 }
 
 // parseRecord reads the key and rank of a prompt, generation or error
@@ -124,7 +142,7 @@ func parseRecord(data []byte) (parsed, *rejection) {
 		}
 		p.sample, p.rank = a.sample, finishRank(a.finish)
 		if p.conversation = isConversation(a.messages); p.conversation {
-			if p.rank, err = conversationRank(a.messages, a.turns, a.truncated); err != nil {
+			if err = p.rankConversation(a.messages, a.turns, a.truncated); err != nil {
 				return p, reject(ReasonBadRecord, "output.%v", err)
 			}
 		}
@@ -198,49 +216,105 @@ type convTurn struct {
 	FinishReason json.RawMessage `json:"finish_reason"`
 }
 
-// convRole is what ranking reads of one message of output.messages.
+// convRole is what ranking reads of one message of output.messages: its
+// role and how many tool calls it makes.
 type convRole struct {
-	Role string `json:"role"`
+	Role      string     `json:"role"`
+	ToolCalls []struct{} `json:"tool_calls"`
 }
 
-// conversationRank ranks a regenerated conversation by its worst turn
+// convTruncation is what ranking reads of output.truncated.
+type convTruncation struct {
+	Reason string `json:"reason"`
+}
+
+// rankConversation ranks a regenerated conversation by its worst turn
 // (abort, then length, then stop), a truncated one below every complete
 // one. One with no regenerated turn has no answer to train on: abort. The
-// turns must point at assistant messages, as filter requires.
-func conversationRank(messages, turns, truncated []byte) (uint8, error) {
+// turns must point at assistant messages, as filter requires. A
+// conversation a tool call ended also gets the rank of what is left of it
+// once cut to its last complete exchange.
+func (p *parsed) rankConversation(messages, turns, truncated []byte) error {
 	var roles []convRole
 	if err := record.Decode(messages, &roles); err != nil {
-		return 0, fmt.Errorf("messages: %v", err)
+		return fmt.Errorf("messages: %v", err)
 	}
 	var ts []convTurn
 	if !isNull(turns) {
 		if err := record.Decode(turns, &ts); err != nil {
-			return 0, fmt.Errorf("turns: %v", err)
+			return fmt.Errorf("turns: %v", err)
 		}
 	}
 	cut := !isNull(truncated)
 	if cut && truncated[0] != '{' {
-		return 0, fmt.Errorf("truncated must be an object, not %.20s", truncated)
+		return fmt.Errorf("truncated must be an object, not %.20s", truncated)
 	}
-	worst := rankStop
+	var why convTruncation
+	if cut {
+		if err := record.Decode(truncated, &why); err != nil {
+			return fmt.Errorf("truncated: %v", err)
+		}
+	}
 	for i, t := range ts {
 		if t.Message == nil || *t.Message < 0 || *t.Message >= len(roles) {
-			return 0, fmt.Errorf("turns[%d].message is not an index into output.messages", i)
+			return fmt.Errorf("turns[%d].message is not an index into output.messages", i)
 		}
 		if role := roles[*t.Message].Role; role != "assistant" {
-			return 0, fmt.Errorf("turns[%d] points at a %q message, not an assistant one", i, role)
+			return fmt.Errorf("turns[%d] points at a %q message, not an assistant one", i, role)
 		}
+	}
+	calls := func(i int) int { return len(roles[*ts[i].Message].ToolCalls) }
+	p.rank = turnsRank(ts, cut, rankTruncStop, rankTruncLength)
+	if p.toolCut = cut && isToolTruncation(why.Reason); p.toolCut {
+		k := completeTurns(len(ts), calls)
+		p.cutRank = rankNone
+		if k > 0 {
+			p.cutRank = turnsRank(ts[:k], true, rankCutStop, rankCutLength)
+		}
+		p.cut.turns = uint32(len(ts) - k)
+		for i := k; i < len(ts); i++ {
+			p.cut.calls += uint32(calls(i))
+		}
+	}
+	return nil
+}
+
+// turnsRank ranks turns by the worst of them: abort when there are none or
+// one aborted; otherwise stop or length, or when cut, stop or length.
+func turnsRank(ts []convTurn, cut bool, stop, length uint8) uint8 {
+	worst := rankStop
+	for _, t := range ts {
 		worst = min(worst, finishRank(t.FinishReason))
 	}
 	switch {
 	case len(ts) == 0 || worst == rankAbort:
-		return rankAbort, nil
+		return rankAbort
 	case cut && worst == rankStop:
-		return rankTruncStop, nil
+		return stop
 	case cut:
-		return rankTruncLength, nil
+		return length
 	}
-	return worst, nil
+	return worst
+}
+
+// isToolTruncation tells the truncations a tool call nobody answered
+// ends a conversation with.
+func isToolTruncation(reason string) bool {
+	return reason == record.TruncToolUnpaired || reason == record.TruncToolRounds
+}
+
+// completeTurns is how many of a tool-truncated conversation's n turns
+// its last complete exchange ends with: up to its last turn that made no
+// tool call (the answer that closed an exchange), leaving out the calls
+// after it, the one nobody answered last among them. calls(i) is how many
+// tool calls turn i made.
+func completeTurns(n int, calls func(i int) int) int {
+	for k := n; k > 0; k-- {
+		if calls(k-1) == 0 {
+			return k
+		}
+	}
+	return 0
 }
 
 // sampleValue is a sample number: absent means 0.
@@ -255,8 +329,10 @@ func sampleValue(raw []byte) (int, error) {
 	return n, nil
 }
 
-// finishRank ranks a raw JSON finish_reason. Reasons other than stop and
-// length (abort, content filters, none) mark an answer not to train on.
+// finishRank ranks a raw JSON finish_reason. An answer that ends in tool
+// calls is complete, as one that stops is; reasons other than stop,
+// tool_calls and length (abort, content filters, none) mark an answer not
+// to train on.
 func finishRank(raw []byte) uint8 {
 	if len(raw) < 2 || raw[0] != '"' {
 		return rankAbort
@@ -270,7 +346,7 @@ func finishRank(raw []byte) uint8 {
 		text = []byte(s)
 	}
 	switch {
-	case string(text) == record.FinishStop:
+	case string(text) == record.FinishStop || string(text) == record.FinishToolCalls:
 		return rankStop
 	case string(text) == record.FinishLength:
 		return rankLength

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 const realData = "../../../shared/data/real"
@@ -208,7 +208,7 @@ func TestMissingOnRealData(t *testing.T) {
 		}
 	}
 	compareLines(t, "to-do list", splitLines(stdout), want)
-	if !strings.Contains(stderr, fmt.Sprintf("missing %d, prompts 500", len(want))) {
+	if !strings.Contains(stderr, fmt.Sprintf("missing %d, prompts 500", len(want))) || !strings.HasSuffix(strings.TrimSpace(stderr), fmt.Sprintf("wrote %d to-do lines to stdout", len(want))) {
 		t.Errorf("summary: %s", stderr)
 	}
 	// Rerunning the to-do list and merging again leaves nothing missing.
@@ -218,7 +218,7 @@ func TestMissingOnRealData(t *testing.T) {
 	}
 	inputs = append(inputs, writeLines(t, filepath.Join(dir, "todo-gen.jsonl"), rerun))
 	code, stdout, stderr = runMerge(t, context.Background(), nil, append([]string{"--prompts", prompts, "--missing"}, inputs...)...)
-	if code != 0 || stdout != "" || !strings.Contains(stderr, "unique out 500, replaced") || !strings.Contains(stderr, "missing 0") {
+	if code != 0 || stdout != "" || !strings.Contains(stderr, "good 500, replaced") || !strings.Contains(stderr, "missing 0") {
 		t.Errorf("after the rerun: exit %d, %d to do\n%s", code, len(splitLines(stdout)), stderr)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 func promptLine(id string) string {

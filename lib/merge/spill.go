@@ -20,8 +20,9 @@ const (
 // spillFile holds entries on disk: a partition waiting to be resolved, or
 // a run of resolved entries in output order. Each entry is
 //
-//	order seq (uvarint) rank flags (byte) digest (8 bytes) sample len(id) (uvarint) id len(data) (uvarint) data
+//	order seq (uvarint) rank flags (byte) digest (8 bytes) [cut turns, calls (uvarint)] sample len(id) (uvarint) id len(data) (uvarint) data
 //
+// the cut counts only with flagCut.
 // and the stream is S2-compressed: JSON records shrink several times at
 // memory speed, and a merge larger than RAM is bound by the disk. The
 // compressor runs beside the reader (two goroutines), so spilling uses the
@@ -39,6 +40,7 @@ const (
 	flagNumeric = 1 << iota
 	flagPrompt
 	flagHead
+	flagCut
 )
 
 // newSpillFile creates a spill file that has no name (see createSpill):
@@ -64,10 +66,17 @@ func (s *spillFile) write(e *entry) error {
 	if e.head {
 		flags |= flagHead
 	}
+	if e.cut != (cutCounts{}) {
+		flags |= flagCut
+	}
 	h := binary.AppendUvarint(s.head[:0], uint64(e.order))
 	h = binary.AppendUvarint(h, uint64(e.seq))
 	h = append(h, e.rank, flags)
 	h = binary.LittleEndian.AppendUint64(h, e.digest)
+	if flags&flagCut != 0 {
+		h = binary.AppendUvarint(h, uint64(e.cut.turns))
+		h = binary.AppendUvarint(h, uint64(e.cut.calls))
+	}
 	h = binary.AppendUvarint(h, uint64(e.sample))
 	h = binary.AppendUvarint(h, uint64(len(e.id)))
 	h = append(h, e.id...)
@@ -161,6 +170,17 @@ func (s *spillReader) next() (*entry, error) {
 	if _, err := io.ReadFull(s.r, digest[:]); err != nil {
 		return nil, errCorruptSpill
 	}
+	var cut [2]uint64
+	for i := range cut {
+		if flags&flagCut == 0 {
+			break
+		}
+		n, err := binary.ReadUvarint(s.r)
+		if err != nil || n > 1<<32-1 {
+			return nil, errCorruptSpill
+		}
+		cut[i] = n
+	}
 	for i := 2; i < 4; i++ {
 		n, err := binary.ReadUvarint(s.r)
 		if err != nil {
@@ -182,6 +202,7 @@ func (s *spillReader) next() (*entry, error) {
 	s.e = entry{
 		id: string(s.id), sample: int(v[2]), numeric: flags&flagNumeric != 0, prompt: flags&flagPrompt != 0, head: flags&flagHead != 0,
 		rank: rank, digest: binary.LittleEndian.Uint64(digest[:]), order: int64(v[0]), seq: int64(v[1]), data: s.e.data,
+		cut: cutCounts{turns: uint32(cut[0]), calls: uint32(cut[1])},
 	}
 	return &s.e, nil
 }

@@ -13,13 +13,14 @@ import (
 type entry struct {
 	id      string
 	sample  int
-	numeric bool   // the id is a JSON integer
-	prompt  bool   // a prompt record with this key was read (--prompts)
-	head    bool   // this key is the first sample of its prompt record
-	rank    uint8  // of the best answer; rankNone if there is none
-	digest  uint64 // of the best answer's output, to recognise filter's reject of it
-	order   int64  // place in the input of the first record with this key
-	seq     int64  // place of the best answer
+	numeric bool      // the id is a JSON integer
+	prompt  bool      // a prompt record with this key was read (--prompts)
+	head    bool      // this key is the first sample of its prompt record
+	rank    uint8     // of the best answer; rankNone if there is none
+	digest  uint64    // of the best answer's output, to recognise filter's reject of it
+	order   int64     // place in the input of the first record with this key
+	seq     int64     // place of the best answer
+	cut     cutCounts // what --to leaves out of the best answer, a cut conversation
 	// data is the best answer's record, or with --missing the first
 	// prompt record (answers are then only ranked, not kept).
 	data []byte
@@ -102,7 +103,7 @@ func (t *table) absorb(old, e *entry) {
 		t.m.droppedN++
 	}
 	if e.rank > rankNone && (e.rank > old.rank || e.rank == old.rank && e.seq > old.seq) {
-		old.rank, old.seq, old.digest = e.rank, e.seq, e.digest
+		old.rank, old.seq, old.digest, old.cut = e.rank, e.seq, e.digest, e.cut
 		if !t.m.missing {
 			t.setData(old, e)
 		}

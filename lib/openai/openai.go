@@ -57,6 +57,8 @@ type ChatRequest struct {
 	Messages   []Message       `json:"messages"`
 	Tools      json.RawMessage `json:"tools,omitempty"`
 	ToolChoice json.RawMessage `json:"tool_choice,omitempty"`
+	// ParallelToolCalls is the record's parallel_tool_calls, when it has one.
+	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls,omitempty"`
 	Sampling
 	Stream bool `json:"stream,omitempty"`
 }

@@ -216,7 +216,7 @@ func (b *Builder) BodyMax(p *record.Prompt, paramSeed *int64, sample, maxTokens 
 		}
 		return Merge(head, b.extra, p.Params, override)
 	}
-	req := ChatRequest{Model: b.model, Sampling: b.sampling, ToolChoice: nonNull(p.ToolChoice)}
+	req := ChatRequest{Model: b.model, Sampling: b.sampling, ToolChoice: nonNull(p.ToolChoice), ParallelToolCalls: nonNull(p.ParallelToolCalls)}
 	msgs := ChatMessages(p)
 	req.Messages = make([]Message, len(msgs))
 	for i, m := range msgs {

@@ -111,18 +111,19 @@ func TestBuilderChecks(t *testing.T) {
 }
 
 // What a record carries reaches the server: its tools (in the OpenAI
-// shape, from any spelling), tool_choice, the history's tool calls and the
-// tool results' tool_call_id; a top-level system by the one-slot rule; the
+// shape, from any spelling), tool_choice, parallel_tool_calls, the
+// history's tool calls and the tool results' tool_call_id (never a turn's
+// weight); a top-level system by the one-slot rule; the
 // history's reasoning only when asked for; the seed offset and a
 // max_tokens chosen to fit the context, over the record's own params.
 func TestRequestCarriesTheRecord(t *testing.T) {
 	tools := `[{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]`
-	conv := `{"id":"t","system":"Top.","tools":` + strconvQuote(tools) + `,"tool_choice":"auto","messages":[` +
+	conv := `{"id":"t","system":"Top.","tools":` + strconvQuote(tools) + `,"tool_choice":"auto","parallel_tool_calls":false,"messages":[` +
 		`{"role":"user","content":"Weather in Paris?"},` +
-		`{"role":"assistant","content":"","reasoning_content":"Call it.","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
+		`{"role":"assistant","content":"","reasoning_content":"Call it.","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}],"weight":0},` +
 		`{"role":"tool","content":"{\"temp\":21}","tool_call_id":"call_2_1"},` +
 		`{"role":"user","content":"And tomorrow?"}],"params":{"max_tokens":50}}`
-	wantTools := `"tools":[{"function":{"description":"Weather","name":"get_weather","parameters":{"properties":{"city":{"type":"string"}},"type":"object"}},"type":"function"}],"tool_choice":"auto"`
+	wantTools := `"tools":[{"function":{"description":"Weather","name":"get_weather","parameters":{"properties":{"city":{"type":"string"}},"type":"object"}},"type":"function"}],"tool_choice":"auto","parallel_tool_calls":false`
 	wantMsgs := `"messages":[{"role":"system","content":"Top."},{"role":"user","content":"Weather in Paris?"},` +
 		`{"role":"assistant","content":"","tool_calls":[{"id":"call_2_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},` +
 		`{"role":"tool","content":"{\"temp\":21}","tool_call_id":"call_2_1"},{"role":"user","content":"And tomorrow?"}]`

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/corpus"
+	"tokenmill/internal/corpus"
 	"tokenmill/lib/record"
 )
 

@@ -62,7 +62,11 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 // Message is one chat turn. Content is plain text: extract flattens arrays
 // of content parts. ToolCalls, ToolCallID and Name are carried for
 // tool-using datasets; ReasoningContent is an assistant turn's separated
-// reasoning (not part of the prompt's identity).
+// reasoning (not part of the prompt's identity). Weight is an assistant
+// turn's training weight as the dataset gave it (OpenAI's "weight",
+// ShareGPT's, xtuner's "loss", LLaMA-Factory's "loss_weight"; nil: none
+// given, a target): 0 marks a turn that is context, not a target. It is not
+// part of the prompt's identity and is never sent to a server.
 type Message struct {
 	Role             string          `json:"role"`
 	Content          string          `json:"content"`
@@ -70,6 +74,13 @@ type Message struct {
 	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	Weight           *float64        `json:"weight,omitempty"`
+}
+
+// IsContext reports whether m is an assistant turn of weight 0: kept as
+// context, neither regenerated nor trained on.
+func (m *Message) IsContext() bool {
+	return m.Role == "assistant" && m.Weight != nil && *m.Weight == 0
 }
 
 // ToolCall is one call of an assistant turn, in the OpenAI chat shape:
@@ -95,8 +106,10 @@ type Prompt struct {
 	Messages []Message       `json:"messages,omitempty"`
 	Prompt   *string         `json:"prompt,omitempty"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
-	// ToolChoice is sent as the request's tool_choice when set.
-	ToolChoice json.RawMessage `json:"tool_choice,omitempty"`
+	// ToolChoice and ParallelToolCalls are sent as the request's
+	// tool_choice and parallel_tool_calls when set.
+	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
+	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls,omitempty"`
 	// System is a top-level system prompt (ShareGPT, Alpaca); it takes
 	// the system slot by UsesSystem's rule.
 	System string          `json:"system,omitempty"`
@@ -118,11 +131,19 @@ type Usage struct {
 }
 
 // Finish reasons, in increasing order of how good an answer they mark.
+// An answer that ends in tool calls (FinishToolCalls) is as complete as
+// one that stops: the calls are the answer.
 const (
-	FinishAbort  = "abort"
-	FinishLength = "length"
-	FinishStop   = "stop"
+	FinishAbort     = "abort"
+	FinishLength    = "length"
+	FinishStop      = "stop"
+	FinishToolCalls = "tool_calls"
 )
+
+// MaxSample is the highest sample number a record may carry: infer refuses
+// a prompt whose samples would pass it, and merge a record that does, so
+// that a typo cannot ask for a billion to-do records.
+const MaxSample = 1 << 20
 
 // Output is what infer adds to a prompt record to make a generation record.
 // A single answer has Text (and ToolCalls when the answer calls tools); a

@@ -21,7 +21,9 @@ var ErrBadTools = errors.New("tools is neither a list of tools nor a JSON string
 // with empty tools is the same prompt as one without. Tools are put in the
 // OpenAI chat shape, {"type":"function","function":{...}}: a bare function
 // object (name, description, parameters) and the flat Responses API form
-// ({"type":"function","name":...}) are wrapped. The result is compact JSON
+// ({"type":"function","name":...}) are wrapped, a single tool object (not in
+// a list) is the list of that one tool, and parameters given as a JSON string
+// holding the schema are read as the schema. The result is compact JSON
 // with object keys sorted and numbers kept as written, so two spellings of
 // the same tools give the same bytes.
 func AppendCanonicalTools(dst, raw []byte) ([]byte, bool, error) {
@@ -69,10 +71,12 @@ func parseTools(raw []byte) (any, error) {
 		}
 		return t, nil
 	case map[string]any:
+		// One tool on its own is the list of that one tool: the same
+		// prompt, the same id and dedup key.
 		if len(t) == 0 {
 			return nil, nil
 		}
-		return t, nil
+		return []any{openAITool(t)}, nil
 	}
 	return nil, ErrBadTools
 }
@@ -84,6 +88,10 @@ func openAITool(tool any) any {
 	if !ok {
 		return tool
 	}
+	if fn, wrapped := m["function"].(map[string]any); wrapped {
+		parseParameters(fn)
+		return m
+	}
 	if _, wrapped := m["function"]; wrapped {
 		return m
 	}
@@ -93,6 +101,7 @@ func openAITool(tool any) any {
 	typ, typed := m["type"]
 	switch {
 	case !typed:
+		parseParameters(m)
 		return map[string]any{"type": "function", "function": m}
 	case typ == "function":
 		fn := make(map[string]any, len(m)-1)
@@ -101,6 +110,7 @@ func openAITool(tool any) any {
 				fn[k] = v
 			}
 		}
+		parseParameters(fn)
 		return map[string]any{"type": "function", "function": fn}
 	}
 	return m
@@ -134,4 +144,22 @@ func AddressCalls(calls []ToolCall, m int) (readdressed int) {
 		seen[id] = true
 	}
 	return readdressed
+}
+
+// parseParameters reads a function's parameters given as a JSON string
+// holding the schema (as Parquet exports often store it) as that schema,
+// so the two spellings are one tool. A string that does not hold a JSON
+// object is kept as it is.
+func parseParameters(fn map[string]any) {
+	s, ok := fn["parameters"].(string)
+	if !ok {
+		return
+	}
+	var schema any
+	if rest, err := json.Parse([]byte(strings.TrimSpace(s)), &schema, json.UseNumber); err != nil || len(bytes.TrimSpace(rest)) != 0 {
+		return
+	}
+	if obj, ok := schema.(map[string]any); ok {
+		fn["parameters"] = obj
+	}
 }

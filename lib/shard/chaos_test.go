@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/chaos"
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/chaos"
+	"tokenmill/internal/testbin"
 )
 
 // TestChaosKilledPipeInput: `shard -n 8 -o 'part-{i}.jsonl'` reading its

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "shard") }
@@ -39,8 +39,8 @@ func TestBinary(t *testing.T) {
 		{name: "bad records exit 3 with file and line", args: []string{"-n", "2", "-o", "r-{i}.jsonl", records}, code: 3,
 			files: []string{"r-0.jsonl", "r-1.jsonl"}, stderr: "records.jsonl:22: malformed_json"},
 		{name: "usage error exits 2", args: []string{"-n", "2"}, code: 2, stderr: "Run 'shard --help' for usage."},
-		{name: "unreadable input exits 3", args: []string{"-n", "2", "-o", "u-{i}.jsonl", "no-such-file.jsonl"}, code: 3,
-			stderr: "unreadable"},
+		{name: "missing input exits 2", args: []string{"-n", "2", "-o", "u-{i}.jsonl", "no-such-file.jsonl"}, code: 2,
+			stderr: "cannot read no-such-file.jsonl: no such file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

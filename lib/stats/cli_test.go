@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "stats", "infer", "llmsim") }
@@ -48,9 +48,12 @@ func TestCLI(t *testing.T) {
 		{name: "regenerated conversations", args: []string{"--checks", "default", filepath.Join(testdata, "conversations.jsonl")},
 			stdout: []string{"regenerated conversations: 19, 15 complete, 4 truncated (context_full 3, tool_unpaired 1)",
 				"turns per conversation      19", "prefix cache: 1,980 of 3,600 prompt tokens cached, hit rate 55.0%, over 33 turns", "(37 answers)"}},
+		{name: "absurd token counts are bad records, the totals stay right",
+			stdin: strings.Repeat(`{"id":"x","prompt":"abc","output":{"text":"de","finish_reason":"stop","usage":{"prompt_tokens":1,"completion_tokens":4611686018427387904}}}`+"\n", 3) + good,
+			code:  3, args: []string{"--json"}, stdout: []string{`"completion_tokens": 50,`}, stderr: []string{"bad_value 3"}},
 		{name: "usage error", args: []string{"--plot", "out.jpg"}, code: 2, stderr: []string{"--plot out.jpg", "--help"}},
-		{name: "missing file", args: []string{"no/such/file.jsonl"}, code: 3,
-			stdout: []string{"0 records from 1 input"}, stderr: []string{"unreadable"}},
+		{name: "missing file", args: []string{"no/such/file.jsonl"}, code: 2,
+			stderr: []string{"cannot read no/such/file.jsonl: no such file", "--help"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

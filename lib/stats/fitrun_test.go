@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenmill/lib/testbin"
+	"tokenmill/internal/testbin"
 )
 
 // fitContext is the simulated model's context in these runs.

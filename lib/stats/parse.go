@@ -22,8 +22,25 @@ const (
 	ReasonMissingID = "missing_id" // no id, null, or ""
 	ReasonWrongType = "wrong_type" // a field stats reads has the wrong JSON type
 	ReasonNoPrompt  = "no_prompt"  // neither "messages" nor "prompt"
-	ReasonBadValue  = "bad_value"  // a negative token count or latency
+	ReasonBadValue  = "bad_value"  // a negative or absurd token count or latency
 )
+
+// maxValue bounds each token count and latency a record may carry, and
+// their sum over a conversation's turns: 2^32 tokens is past any model's
+// context, 2^32 ms is 49 days. So the report's int64 sums hold 2^31 records
+// of such values without overflowing, and an absurd count is a bad record,
+// not a negative total.
+const maxValue = 1 << 32
+
+// absurd tells a value past maxValue.
+func absurd(vs ...int64) bool {
+	for _, v := range vs {
+		if v > maxValue {
+			return true
+		}
+	}
+	return false
+}
 
 // chars is the length in characters (Unicode code points) of a JSON string,
 // counted on the raw literal so the text is never unescaped or copied: an
@@ -266,6 +283,9 @@ func parse(data []byte, f *fact) *parseError {
 		if f.latency < 0 || f.pTokens < 0 || f.cTokens < 0 || f.maxTokens < 0 {
 			return &parseError{ReasonBadValue, errors.New("negative latency_ms, token count or max_tokens")}
 		}
+		if absurd(f.latency, f.pTokens, f.cTokens, f.maxTokens) {
+			return &parseError{ReasonBadValue, fmt.Errorf("latency_ms, a token count or max_tokens past %d", int64(maxValue))}
+		}
 		if len(o.Messages) > 0 {
 			if perr := f.readConversation(o); perr != nil {
 				return perr
@@ -278,6 +298,9 @@ func parse(data []byte, f *fact) *parseError {
 		f.tooLong, f.pTokens = e.Reason == record.ReasonPromptTooLong, e.PromptTokens
 		if f.pTokens < 0 {
 			return &parseError{ReasonBadValue, errors.New("negative error.prompt_tokens")}
+		}
+		if absurd(f.pTokens) {
+			return &parseError{ReasonBadValue, fmt.Errorf("error.prompt_tokens past %d", int64(maxValue))}
 		}
 	default:
 		f.kind = record.KindPrompt
@@ -298,6 +321,7 @@ func (f *fact) readConversation(o *outputView) *parseError {
 		}
 	}
 	f.turns = make([]turnFact, len(o.Turns))
+	var sum [3]int64 // the turns' prompt, completion and cached tokens
 	for i, t := range o.Turns {
 		if t.Message == nil || *t.Message < 0 || *t.Message >= len(o.Messages) {
 			return &parseError{ReasonBadValue, fmt.Errorf("output.turns[%d].message is not an index into output.messages", i)}
@@ -314,6 +338,10 @@ func (f *fact) readConversation(o *outputView) *parseError {
 			}
 			if tf.pTokens < 0 || tf.cTokens < 0 || tf.cached < 0 {
 				return &parseError{ReasonBadValue, fmt.Errorf("output.turns[%d]: a negative token count", i)}
+			}
+			sum[0], sum[1], sum[2] = sum[0]+tf.pTokens, sum[1]+tf.cTokens, sum[2]+tf.cached
+			if absurd(tf.pTokens, tf.cTokens, tf.cached, tf.maxTokens, sum[0], sum[1], sum[2]) {
+				return &parseError{ReasonBadValue, fmt.Errorf("output.turns[%d]: a token count (or the turns' sum) past %d", i, int64(maxValue))}
 			}
 		}
 		f.turns[i] = tf

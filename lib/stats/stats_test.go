@@ -18,10 +18,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
-	"tokenmill/lib/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/stats")
@@ -181,6 +181,12 @@ var badLines = []struct{ name, line, reason string }{
 	{"max_tokens as text", `{"id":"x","prompt":"a","output":{"text":"b","max_tokens":"12"}}`, ReasonWrongType},
 	{"a turn's negative max_tokens", strings.Replace(convLine, `"finish_reason":"length","usage":{"prompt_tokens":30`, `"finish_reason":"length","max_tokens":-3,"usage":{"prompt_tokens":30`, 1), ReasonBadValue},
 	{"negative prompt_tokens of a refusal", `{"id":"x","prompt":"a","error":{"status":0,"message":"m","reason":"prompt_too_long","prompt_tokens":-9}}`, ReasonBadValue},
+	{"absurd completion tokens", `{"id":"x","prompt":"a","output":{"text":"b","usage":{"completion_tokens":9223372036854775807}}}`, ReasonBadValue},
+	{"absurd latency", `{"id":"x","prompt":"a","output":{"text":"b","latency_ms":4294967297}}`, ReasonBadValue},
+	{"absurd max_tokens", `{"id":"x","prompt":"a","output":{"text":"b","max_tokens":4294967297}}`, ReasonBadValue},
+	{"absurd prompt_tokens of a refusal", `{"id":"x","prompt":"a","error":{"status":0,"message":"m","reason":"prompt_too_long","prompt_tokens":4294967297}}`, ReasonBadValue},
+	{"a turn's absurd cached tokens", strings.Replace(convLine, `"cached_tokens":24`, `"cached_tokens":4294967297`, 1), ReasonBadValue},
+	{"turns whose tokens add up past the bound", strings.Replace(strings.Replace(convLine, `"prompt_tokens":30`, `"prompt_tokens":4294967000`, 1), `"prompt_tokens":10`, `"prompt_tokens":4294967000`, 1), ReasonBadValue},
 	{"turns not a list", `{"id":"c","prompt":"p","output":{"messages":[{"role":"user","content":"q"}],"turns":"none"}}`, ReasonWrongType},
 }
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/fleet"
-	"tokenmill/lib/llmsim"
 	"tokenmill/lib/record"
 )
 

@@ -1,0 +1,385 @@
+package benchsuite
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/record"
+)
+
+// rusageBin is the rusage helper, built once for the tests that need it.
+var rusageBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "benchmark-test-*")
+	if err != nil {
+		panic(err)
+	}
+	rusageBin = filepath.Join(dir, "rusage")
+	if out, err := exec.Command("go", "build", "-o", rusageBin, "../cmd/rusage").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building rusage: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs the benchmark tool in-process and returns its exit code,
+// stdout and stderr.
+func run(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	env := &cli.Env{Name: "benchmark", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr}
+	code := cli.Run(context.Background(), env, Description, &Command{}, args)
+	return code, stdout.String(), stderr.String()
+}
+
+func prompts(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":"p%d","messages":[{"role":"user","content":"question number %d"}],"source":"test"}`+"\n", i, i)
+	}
+	return b.String()
+}
+
+func TestGenerations(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "prompts.jsonl")
+	const n = 2000
+	if err := os.WriteFile(in, []byte(prompts(n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gen := func(name string) (string, string) {
+		out, rerun := filepath.Join(dir, name+".jsonl"), filepath.Join(dir, name+".rerun.jsonl")
+		code, _, stderr := run(t, "", "generations", "--max-tokens", "200", "--error-rate", "0.05", "--rerun", rerun, "-o", out, in)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		a, _ := os.ReadFile(out)
+		b, _ := os.ReadFile(rerun)
+		return string(a), string(b)
+	}
+	first, rerun := gen("a")
+	again, rerun2 := gen("b")
+	if first != again || rerun != rerun2 {
+		t.Fatal("the same prompts gave different records")
+	}
+
+	// Every prompt gets exactly one record in the first file, in input
+	// order; the rerun answers exactly the errors and some length answers.
+	errorIDs, lengthIDs := map[string]bool{}, map[string]bool{}
+	lines := strings.Split(strings.TrimSuffix(first, "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d records for %d prompts", len(lines), n)
+	}
+	for i, line := range lines {
+		var g record.Generation
+		if err := record.Decode([]byte(line), &g); err != nil {
+			t.Fatalf("line %d: %v: %s", i+1, err, line)
+		}
+		if want := fmt.Sprintf("p%d", i); g.ID.String() != want || len(g.Messages) != 1 || g.Source != "test" {
+			t.Fatalf("line %d: the prompt record is not carried through: %s", i+1, line)
+		}
+		switch {
+		case g.Error != nil:
+			errorIDs[g.ID.String()] = true
+			if g.Output != nil || g.Error.Status != 503 {
+				t.Fatalf("line %d: bad error record %s", i+1, line)
+			}
+		case g.Output != nil:
+			checkAnswer(t, line, g.Output, 200)
+			if g.Output.FinishReason == "length" {
+				lengthIDs[g.ID.String()] = true
+			}
+		default:
+			t.Fatalf("line %d: neither output nor error: %s", i+1, line)
+		}
+	}
+	if len(errorIDs) < n/40 || len(errorIDs) > n/10 {
+		t.Errorf("%d error records of %d at --error-rate 0.05", len(errorIDs), n)
+	}
+	if len(lengthIDs) == 0 {
+		t.Error("no answer reached --max-tokens")
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSuffix(rerun, "\n"), "\n") {
+		var g record.Generation
+		if err := record.Decode([]byte(line), &g); err != nil || g.Output == nil {
+			t.Fatalf("rerun: %v: %s", err, line)
+		}
+		id := g.ID.String()
+		if seen[id] || !errorIDs[id] && !lengthIDs[id] {
+			t.Fatalf("rerun answers %s, which is repeated or needed no rerun", id)
+		}
+		seen[id] = true
+		if g.Output.FinishReason != "stop" {
+			t.Fatalf("a rerun answer finished with %q", g.Output.FinishReason)
+		}
+		checkAnswer(t, line, g.Output, 200)
+	}
+	for id := range errorIDs {
+		if !seen[id] {
+			t.Fatalf("error %s is not answered in the rerun", id)
+		}
+	}
+}
+
+// checkAnswer checks that usage matches the text: a 16-hex-digit digest,
+// then one word per completion token.
+func checkAnswer(t *testing.T, line string, o *record.Output, maxTokens int) {
+	t.Helper()
+	words := strings.Fields(o.Text)
+	if len(words) < 2 || len(words[0]) != 16 || o.Usage.CompletionTokens != len(words)-1 {
+		t.Fatalf("answer text and usage disagree: %s", line)
+	}
+	if o.Usage.CompletionTokens > maxTokens || (o.FinishReason == "length") != (o.Usage.CompletionTokens == maxTokens) {
+		t.Fatalf("finish_reason %q with %d tokens (max %d)", o.FinishReason, o.Usage.CompletionTokens, maxTokens)
+	}
+}
+
+func TestTime(t *testing.T) {
+	dir := t.TempDir()
+	results := filepath.Join(dir, "r.jsonl")
+	big := filepath.Join(dir, "big")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		out    int64
+		minRSS float64 // MB
+		maxRSS float64
+	}{
+		{"lines", []string{"--runs", "2", "--", "printf", `a\nb\nc`}, 0, 3, 0, 8},
+		// sort holds a 64 MB line: the pipeline's peak RSS is above that.
+		{"memory", []string{"--runs", "1", "--shell", "--", `head -c 64000000 /dev/zero | sort | wc -c`}, 0, 1, 61, 1000},
+		{"files", []string{"--runs", "3", "--mkdir", filepath.Join(dir, "o"), "--count", filepath.Join(dir, "o", "*"), "--shell", "--",
+			"seq 5 > " + filepath.Join(dir, "o", "a") + " && seq 7 > " + filepath.Join(dir, "o", "b")}, 0, 12, 0, 8},
+		{"failing", []string{"--", "false"}, 1, 0, 0, 0},
+		{"allowed exit", []string{"--exit", "0,1", "--", "false"}, 0, 0, 0, 8},
+		{"stdin", []string{"--stdin", big, "--", "cat"}, 0, 1000, 0, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(big, []byte(strings.Repeat("line\n", 1000)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(results)
+			args := append([]string{"time", "--results", results, "--rusage", rusageBin, "--group", "g", "--name", tc.name}, tc.args...)
+			code, _, stderr := run(t, "", args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr)
+			}
+			if code != 0 {
+				if _, err := os.Stat(results); err == nil {
+					t.Fatal("a failed measurement was recorded")
+				}
+				return
+			}
+			rs, err := readResults(results)
+			if err != nil || len(rs) != 1 {
+				t.Fatalf("results: %v, %d rows", err, len(rs))
+			}
+			r := rs[0]
+			if r.OutRecords != tc.out {
+				t.Errorf("records out %d, want %d", r.OutRecords, tc.out)
+			}
+			rss, _ := r.Metric("rss_mb")
+			if rss < tc.minRSS || rss > tc.maxRSS {
+				t.Errorf("peak RSS %.1f MB, want %.0f..%.0f", rss, tc.minRSS, tc.maxRSS)
+			}
+			if wall, _ := r.Metric("wall_s"); wall <= 0 || wall > 60 {
+				t.Errorf("wall time %v s", wall)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "o")); err == nil {
+		t.Error("--mkdir directory left behind")
+	}
+}
+
+func TestTimeUnavailableAndAlias(t *testing.T) {
+	results := filepath.Join(t.TempDir(), "r.jsonl")
+	code, _, stderr := run(t, "", "time", "--results", results, "--group", "g", "--name", "jq", "--unavailable", "jq is not installed", "--", "jq", ".")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, _, stderr = run(t, "", "time", "--results", results, "--group", "g", "--name", "echo", "--ours", "--alias", "127.0.0.1:4321=$URL", "--", "echo", "http://127.0.0.1:4321/v1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rs, _ := readResults(results)
+	if len(rs) != 2 || len(rs[0].Runs) != 0 || !strings.Contains(rs[0].Note, "not available") || rs[1].Command != "echo http://$URL/v1" {
+		t.Fatalf("results: %+v %+v", rs[0], rs[1])
+	}
+	_, table, _ := run(t, "", "table", "--results", results, "--group", "g")
+	if !strings.Contains(table, "jq (_not available: jq is not installed_)") {
+		t.Fatalf("the unavailable row is not marked:\n%s", table)
+	}
+}
+
+// results makes a results file from rows.
+func writeResults(t *testing.T, rows ...*Result) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	for _, r := range rows {
+		if err := appendResult(path, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+func secs(s ...float64) []Run {
+	runs := make([]Run, len(s))
+	for i, v := range s {
+		runs[i] = Run{Wall: time.Duration(v * float64(time.Second)), User: time.Second, MaxRSSKB: int64(1024 * (i + 10))}
+	}
+	return runs
+}
+
+func TestTableAndTargets(t *testing.T) {
+	path := writeResults(t,
+		&Result{Group: "d", Name: "dedup", Ours: true, Command: "dedup p.jsonl", Bytes: 400e6, Records: 100, Runs: secs(2, 1, 9), OutRecords: 90, RSSFloorKB: 2000},
+		&Result{Group: "d", Name: "awk", Command: "awk '!seen[$0]++' p.jsonl | cat", Bytes: 400e6, Records: 100, Runs: secs(4, 4, 4), OutRecords: 100, RSSFloorKB: 2000},
+		&Result{Group: "d", Name: "split", Command: "split", Bytes: 400e6, Records: 100, Runs: []Run{{Wall: time.Second / 4, MaxRSSKB: 1000}}, OutRecords: 100, RSSFloorKB: 2000},
+		&Result{Group: "d", Name: "dedup, sub", Ours: true, Command: "dedup s.jsonl", Bytes: 100e6, Records: 25, Runs: secs(0.5), OutRecords: 20},
+		&Result{Group: "d", Name: "jq, sub", Command: "jq -s", Bytes: 100e6, Records: 25, Runs: secs(10), OutRecords: 20},
+	)
+	code, table, stderr := run(t, "", "table", "--results", path, "--group", "d")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"| **dedup** | 400 MB, 100 rec | 200.0 | 50 | — | 2.00 |", // median of 1, 2, 9 s
+		"| awk | 400 MB, 100 rec | 100.0 | 25 | 2.0× faster |",
+		"| split | 400 MB, 100 rec | 1600.0 | 400 | 8.0× slower |",
+		"| ≤ 1.0 |", // below the spawner's floor
+		"| jq, sub | 100 MB, 25 rec | 10.0 | 3 | 20× faster |", // against the same input
+		"- awk: `awk '!seen[$0]++' p.jsonl | cat`",
+		"| 12.0 | 90 |", // the highest peak RSS of the runs
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+
+	code, out, stderr := run(t, "", "targets", "--results", path,
+		"--target", "dedup ≥ 150 MB/s := d/dedup:mbps >= 150",
+		"--target", "dedup ≥ 3× awk := d/dedup:mbps / d/awk:mbps >= 3",
+		"--target", "dedup small := d/dedup:rss_mb <= 64",
+		"--target", "ratio on subsets := d/dedup, sub:mbps / d/jq, sub:mbps >= 20",
+		"--target", "missing := d/nothing:mbps >= 1",
+	)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"| dedup ≥ 150 MB/s | 200 MB/s | yes |",
+		"| dedup ≥ 3× awk | 2.0× | **no** |",
+		"| dedup small | 12.0 MB | yes |",
+		"| ratio on subsets | 20× | yes |",
+		"| missing | not measured (d/nothing:mbps) | ? |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("targets lack %q:\n%s", want, out)
+		}
+	}
+	if code, _, _ := run(t, "", "targets", "--results", path, "--target", "no operator := d/dedup:mbps"); code != cli.ExitUsage {
+		t.Errorf("a malformed target: exit %d, want 2", code)
+	}
+}
+
+func TestGrowthTable(t *testing.T) {
+	var rows []*Result
+	for i, size := range []string{"10k", "100k", "1M"} {
+		rows = append(rows,
+			&Result{Group: "g", Name: "dedup", Size: size, Command: "dedup p-" + size, Bytes: 1e6, Records: 10, Runs: []Run{{Wall: time.Second, MaxRSSKB: 20 * 1024}}},
+			&Result{Group: "g", Name: "awk", Size: size, Command: "awk", Bytes: 1e6, Records: 10, Runs: []Run{{Wall: time.Second, MaxRSSKB: int64(10*(i+1)*(i+1)) * 1024}}})
+	}
+	_, table, _ := run(t, "", "table", "--results", writeResults(t, rows...), "--group", "g", "--kind", "growth")
+	for _, want := range []string{"| peak RSS MB | 10k | 100k | 1M | 1M ÷ 10k |", "| dedup | 20.0 | 20.0 | 20.0 | 1.0× |", "| awk | 10.0 | 40.0 | 90.0 | 9.0× |", "| dedup | 10 (1) | 10 (1) | 10 (1) |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("growth table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestBenchMetric(t *testing.T) {
+	out := `goos: linux
+BenchmarkInstantChat-2   	  200000	      4021 ns/op	 248692 req/s	      68 B/op
+BenchmarkInstantChat-2   	  200000	      3901 ns/op	 256312 req/s	      68 B/op
+PASS`
+	got := benchMetric([]byte(out), "req/s")
+	if len(got) != 2 || got[0] != 248692 || got[1] != 256312 {
+		t.Fatalf("got %v", got)
+	}
+	if got := benchMetric([]byte(out), "tok/s"); len(got) != 0 {
+		t.Fatalf("found a metric that is not there: %v", got)
+	}
+}
+
+func TestSlowFactors(t *testing.T) {
+	for _, tc := range []struct {
+		faults []string
+		want   []float64
+		bad    bool
+	}{
+		{nil, []float64{1, 1, 1}, false},
+		{[]string{"2=slow:3", "0=crash-after:5,restart-after:60s"}, []float64{1, 1, 3}, false},
+		{[]string{"1=crash-after:5,slow:1.5"}, []float64{1, 1.5, 1}, false},
+		{[]string{"3=slow:3"}, nil, true},
+		{[]string{":30000=slow:3"}, nil, true},
+		{[]string{"1=slow:x"}, nil, true},
+	} {
+		got, err := slowFactors(tc.faults, 3)
+		if (err != nil) != tc.bad || !tc.bad && fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%v: got %v, %v", tc.faults, got, err)
+		}
+	}
+}
+
+// TestAnalyse feeds the fleet analysis a made-up run: two endpoints of 48
+// slots, the second three times slower and down for the middle tenth of
+// the run, the client delivering a steady 1,000 tok/s of real time at
+// time scale 10.
+func TestAnalyse(t *testing.T) {
+	c := &FleetCmd{TimeScale: 10}
+	var samples []fleetSample
+	for i := 0; i <= 100; i++ {
+		at := time.Duration(i) * 100 * time.Millisecond
+		up := []bool{true, i < 45 || i >= 55}
+		running := []float64{48, 24}
+		if !up[1] {
+			running[1] = 0
+		}
+		samples = append(samples, fleetSample{at: at, delivered: 1000 * at.Seconds(), up: up, running: running, generated: []float64{float64(i), float64(i)}})
+	}
+	tot := outputTotals{answers: 100, completion: 10000, prompt: 5000}
+	fr, err := c.analyse(fleetRun{}, samples, []float64{48, 48}, []float64{1, 3}, tot, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(name string, got, want float64) {
+		if d := got - want; d > want*0.02 || d < -want*0.02 {
+			t.Errorf("%s = %.2f, want %.2f", name, got, want)
+		}
+	}
+	near("steady tok/s", fr.steadyTokS, 100)
+	full := 48 / 0.0406784 // calibrated tok/s of a full batch
+	// Steady window: samples 10..90, endpoint 1 down for 10 of 80 intervals.
+	near("ideal", fr.idealTokS, full+full/3*70/80)
+	if fr.idealPrefillTokS >= fr.idealTokS {
+		t.Errorf("the ideal with prefill (%.0f) is not below the decode-only one (%.0f)", fr.idealPrefillTokS, fr.idealTokS)
+	}
+	near("utilisation", fr.utilPct, 100*(48*80+24*70)/float64(48*80+48*70))
+	near("downtime (simulated s)", fr.downSimSeconds, 10)
+	near("whole run", fr.wholeTokS, 100)
+}

@@ -1,0 +1,265 @@
+package ollamaserver
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testClient = &http.Client{Timeout: answerTimeout}
+
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "my-ollama")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	cached := filepath.Join(cache, "bin", "ollama")
+	onPath := filepath.Join(dir, "path")
+	for _, tc := range []struct {
+		name    string
+		env     string // TOKENMILL_OLLAMA
+		setup   func(t *testing.T)
+		want    string
+		wantErr string
+		missing bool // the error is ErrNotInstalled
+	}{
+		{name: "env", env: exe, want: exe},
+		{name: "env missing", env: filepath.Join(dir, "nope"), wantErr: "no such file"},
+		{name: "env not executable", env: plain, wantErr: "not an executable"},
+		{name: "env directory", env: dir, wantErr: "not an executable"},
+		{name: "nothing", wantErr: "ollama not installed: run .ci/install-ollama (or set TOKENMILL_OLLAMA", missing: true},
+		{name: "failed install", setup: func(t *testing.T) {
+			os.MkdirAll(cache, 0o755)
+			os.WriteFile(filepath.Join(cache, failedMarker), []byte("no cc: cgo builds ...\n"), 0o644)
+		}, wantErr: "ollama not installed: run .ci/install-ollama (it last failed: no cc: cgo builds ...)", missing: true},
+		{name: "PATH", setup: func(t *testing.T) {
+			os.MkdirAll(onPath, 0o755)
+			os.WriteFile(filepath.Join(onPath, "ollama"), []byte("#!/bin/sh\n"), 0o755)
+		}, want: filepath.Join(onPath, "ollama")},
+		{name: "cache before PATH", setup: func(t *testing.T) {
+			os.MkdirAll(filepath.Dir(cached), 0o755)
+			os.WriteFile(cached, []byte("#!/bin/sh\n"), 0o755)
+		}, want: cached},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvBinary, tc.env)
+			t.Setenv(EnvCache, cache)
+			t.Setenv("PATH", onPath)
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			got, err := Find()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || errors.Is(err, ErrNotInstalled) != tc.missing {
+					t.Fatalf("Find() = %q, %v; want an error saying %q (not installed: %v)", got, err, tc.wantErr, tc.missing)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Find() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// groupOf is the process group the server runs in.
+func groupOf(t *testing.T, srv *Server) int {
+	t.Helper()
+	if srv.proc == nil {
+		t.Fatal("no server process")
+	}
+	return srv.proc.cmd.Process.Pid
+}
+
+// checkGone fails unless no process of the group runs and the port is
+// closed, within a bound.
+func checkGone(t *testing.T, pgid int, url string) {
+	t.Helper()
+	deadline := time.Now().Add(stopTimeout)
+	for len(groupAlive(pgid)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the server's group still run %v after it was stopped", groupAlive(pgid), stopTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	if resp, err := c.Get(url + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("%s still answers %s", url, resp.Status)
+	}
+}
+
+// TestStop checks that the runner Ollama starts belongs to the group, and
+// that after the test nothing of the group is left, not even a zombie for
+// init to reap.
+func TestStop(t *testing.T) {
+	var pgid int
+	var url string
+	t.Run("serve", func(t *testing.T) {
+		srv := Start(t, Options{})
+		pgid, url = groupOf(t, srv), srv.URL
+		// The shell, its watcher, ollama serve and the runner.
+		if runtime.GOOS == "linux" && len(groupAlive(pgid)) < 4 {
+			t.Errorf("group %d has %v, want the shell, its watcher, the server and a runner", pgid, groupAlive(pgid))
+		}
+	})
+	if pgid == 0 {
+		t.Skip("the server did not start")
+	}
+	checkGone(t, pgid, url)
+	if runtime.GOOS == "linux" {
+		if z := zombies(pgid); len(z) > 0 {
+			t.Errorf("zombies %v of group %d left for init to reap", z, pgid)
+		}
+	}
+}
+
+// zombies lists the group's processes that exited and wait to be reaped.
+func zombies(pgid int) []string {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []string
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if i > 0 && len(f) > 2 && f[0] == "Z" && f[2] == fmt.Sprint(pgid) {
+			out = append(out, s[:i+1])
+		}
+	}
+	return out
+}
+
+// TestPortTaken hands Start a port another listener holds: the server
+// cannot bind it and exits, and Start tries again on another port.
+func TestPortTaken(t *testing.T) {
+	if _, err := Find(); err != nil {
+		t.Skip(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	real := freePort
+	freePort = func(attempt int) (int, error) {
+		if attempt == 1 {
+			return taken, nil
+		}
+		return real(attempt)
+	}
+	defer func() { freePort = real }()
+	srv := Start(t, Options{})
+	if strings.HasSuffix(srv.URL, fmt.Sprintf(":%d", taken)) {
+		t.Fatalf("the server claims the taken port %d", taken)
+	}
+	log, _ := os.ReadFile(srv.Log)
+	if !strings.Contains(string(log), "address already in use") {
+		t.Errorf("the log does not show the first attempt failing:\n%s", log)
+	}
+}
+
+// TestKilledTestProcess kills -9 a test process that started a server, as
+// a test timeout or an impatient user would: the lifeline takes the
+// server and its runner down with it.
+func TestKilledTestProcess(t *testing.T) {
+	if _, err := Find(); err != nil {
+		t.Skip(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServe$", "-test.timeout=3m")
+	cmd.Env = append(os.Environ(), "TOKENMILL_OLLAMA_HELPER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "serving ") {
+				lines <- sc.Text()
+				return
+			}
+		}
+		close(lines)
+	}()
+	var pgid int
+	var url string
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			t.Fatal("the helper ended without starting a server")
+		}
+		if _, err := fmt.Sscanf(line, "serving %d %s", &pgid, &url); err != nil {
+			t.Fatalf("helper said %q: %v", line, err)
+		}
+	case <-time.After(startTimeout + loadTimeout + answerTimeout):
+		t.Fatal("the helper did not start a server in time")
+	}
+	if len(groupAlive(pgid)) == 0 {
+		t.Fatalf("group %d is not running", pgid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	checkGone(t, pgid, url)
+}
+
+// TestHelperServe is the test process TestKilledTestProcess kills: it
+// starts a server, says where, and waits to be killed.
+func TestHelperServe(t *testing.T) {
+	if os.Getenv("TOKENMILL_OLLAMA_HELPER") != "1" {
+		t.Skip("run by TestKilledTestProcess")
+	}
+	srv := Start(t, Options{})
+	fmt.Printf("serving %d %s\n", groupOf(t, srv), srv.URL)
+	time.Sleep(2 * time.Minute)
+	t.Fatal("not killed within 2 minutes")
+}
+
+// TestKill kills the server in the middle of a streamed answer: the
+// stream breaks off without [DONE] and the group is gone.
+func TestKill(t *testing.T) {
+	srv := Start(t, Options{})
+	pgid := groupOf(t, srv)
+	body := strings.NewReader(fmt.Sprintf(`{"model": %q, "prompt": "Once", "max_tokens": 100000, "stream": true}`, srv.Model))
+	resp, err := testClient.Post(srv.URL+"/v1/completions", "application/json", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	srv.Kill()
+	rest, err := io.ReadAll(r)
+	if err == nil || strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("the stream went on after the kill: %v, %d more bytes", err, len(rest))
+	}
+	checkGone(t, pgid, srv.URL)
+}
