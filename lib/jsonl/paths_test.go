@@ -80,6 +80,7 @@ func TestCheckPathsStdin(t *testing.T) {
 	in := filepath.Join(dir, "x.jsonl")
 	os.WriteFile(in, []byte("{}\n"), 0o644)
 	os.Symlink(in, filepath.Join(dir, "link.jsonl"))
+	os.WriteFile(filepath.Join(dir, "other.jsonl"), []byte("{}\n"), 0o644) // an input that can be read
 	stdin, err := os.Open(in)
 	if err != nil {
 		t.Fatal(err)
