@@ -206,6 +206,20 @@ func TestErrorsFileDeviceOrFIFO(t *testing.T) {
 		t.Fatalf("the FIFO is gone or replaced: %v %v", st, err)
 	}
 
+	// Nothing failed and no reader waits: the FIFO is not opened to wait
+	// for one (the run would never end), and stays a FIFO.
+	none := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 4})
+	idle := filepath.Join(none.dir, "idle.fifo")
+	if err := syscall.Mkfifo(idle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runBinary(t, none.args("--errors", idle)...); r.Code != cli.ExitOK {
+		t.Fatalf("nothing failed, no reader on the FIFO: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if st, err := os.Lstat(idle); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the idle FIFO is gone or replaced: %v %v", st, err)
+	}
+
 	devices := []string{}
 	if os.Geteuid() == 0 {
 		dev := filepath.Join(s.dir, "mynull")

@@ -96,7 +96,7 @@ func TestStateRedactsAndStatusEscapes(t *testing.T) {
 	secrets.Add("sk-serve-S3cr3t")
 	st := &State{PID: 1, State: serveRunning, Command: []string{"vllm", "serve", "--api-key", "sk-serve-S3cr3t"},
 		Servers: []Server{{Index: 0, URL: "http://127.0.0.1:30000", State: stateUnhealthy,
-			Check: "/health 401 (Bearer sk-serve-S3cr3t refused)\x1b]0;PWNED\x07\r\nfake line\tcolumn",
+			Check:    "/health 401 (Bearer sk-serve-S3cr3t refused)\x1b]0;PWNED\x07\r\nfake line\tcolumn",
 			LastExit: "exit 1: \x1b[31mred\x1b[0m", LastExitAt: time.Unix(0, 0)}}}
 	if err := writeState(dir, st, secrets); err != nil {
 		t.Fatal(err)
