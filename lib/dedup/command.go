@@ -85,7 +85,8 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--dups", Path: c.Dups},
 		{Flag: "--rejects", Path: c.Rejects}, {Flag: "--state", Path: c.State, Kept: true}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	outputs = append(outputs, jsonl.LockSidecar("--state", c.State)...)
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	keyers := make([]*Keyer, workers)

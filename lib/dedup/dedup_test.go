@@ -349,7 +349,7 @@ func TestFieldKey(t *testing.T) {
 		args []string
 		kept int
 	}{
-		{[]string{"--key", "id"}, 3},
+		{[]string{"--key", "id"}, 2}, // 1 and "1" are one id
 		{[]string{"--key", "meta.source"}, 3},
 		{[]string{"--key", "meta.source", "--normalize", "lower"}, 2},
 	} {

@@ -207,6 +207,14 @@ func (k *Keyer) fieldKey(line []byte) ([]byte, error) {
 		value = v
 	}
 	var text []byte
+	if len(k.path) == 1 && k.path[0] == "id" && value[0] != '"' {
+		// An id is its text in every tool: 7 and "7" are one id.
+		var id record.ID
+		if err := id.UnmarshalJSON(value); err == nil {
+			k.key, k.scratch = k.mode.Append(append(k.key[:0], 's'), id.Text, k.scratch)
+			return k.key, nil
+		}
+	}
 	switch value[0] {
 	case '"':
 		var s string

@@ -109,7 +109,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	if err := jsonl.CheckPaths(jsonl.CSVInputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.CSVInputs(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})

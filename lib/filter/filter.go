@@ -89,7 +89,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	workers := c.Workers

@@ -31,7 +31,6 @@ type job struct {
 	line   int64
 
 	attempts int             // requests that got an answer or an error (refused connections do not count)
-	deferred int             // of them, answered 429/503 with Retry-After: not counted against --retries
 	last     *fleet.Endpoint // where the last attempt went
 
 	// A conversation (--regenerate): its walk, the journal's fingerprint
@@ -133,7 +132,13 @@ func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
 			continue
 		}
 		r.c.read.Add(1)
-		if !r.take(ctx, rec) {
+		// A long line's buffer is handed over, not copied: a prompt is
+		// held once.
+		raw := rd.TakeLong(rec)
+		if raw == nil {
+			raw = bytes.Clone(rec.Data)
+		}
+		if !r.take(ctx, rec, raw) {
 			return
 		}
 	}
@@ -145,8 +150,7 @@ func isInputError(err error) bool {
 }
 
 // take turns one record into its jobs; false when the run is stopping.
-func (r *runner) take(ctx context.Context, rec jsonl.RawLine) bool {
-	raw := bytes.Clone(rec.Data)
+func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 	reject := func(reason, detail string) bool {
 		if err := r.rejects.Add(jsonl.RawLine{Data: raw, File: rec.File, Line: rec.Line}, reason, detail); err != nil {
 			r.fatal(fmt.Errorf("rejects file: %w", err))

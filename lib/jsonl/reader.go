@@ -6,10 +6,12 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"tokenmill/lib/record"
 )
@@ -77,6 +79,9 @@ type Logger interface {
 // Options tune a Reader.
 type Options struct {
 	MaxLine int // 0 means MaxLine; tests set less
+	// LimitName names what set MaxLine in the message of a line over it
+	// (e.g. "--max-prompt-bytes"); "" for the default.
+	LimitName string
 	// CSV, when set, reads CSV and TSV inputs (see csv.go); nil refuses them.
 	CSV *CSVOptions
 }
@@ -211,8 +216,24 @@ type lineSource struct {
 	buf     []byte // assembles lines longer than the bufio buffer
 	long    bool   // the last line returned is in buf
 	maxLine int
+	limit   string // what sets maxLine, for the message ("" for the default)
 	stats   *Stats
+	// spill assembles a line longer than spillAt (an unlinked temporary
+	// file, made at the first such line): a line is not held in memory
+	// until it is known to end within maxLine, so one far over the limit
+	// is skipped with no more than the read buffer and spillAt held.
+	spill   *os.File
+	noSpill bool // the temporary file could not be made or written
+	// file is the input when it is a regular file read as it is (not
+	// decompressed): a long line's end is then found by reading ahead in
+	// the file (pread), so nothing of it is held, nor spilled, before it
+	// is known to fit.
+	file *os.File
 }
+
+// spillAt is the most of one line assembled in memory before the rest
+// goes to the spill file: the read buffer's size.
+var spillAt = readBufferSize
 
 func (s *lineSource) next() (RawLine, error) {
 	for {
@@ -254,16 +275,53 @@ func (s *lineSource) readLine() ([]byte, error) {
 }
 
 func (s *lineSource) readLongLine(first []byte) ([]byte, error) {
-	s.buf = append(s.buf[:0], first...)
+	if s.file != nil {
+		if data, ok, err := s.readLongLineAhead(first); ok {
+			return data, err
+		}
+	}
+	// Straight from the read buffer to the spill file: nothing of a long
+	// line is held beside the read buffer until it is known to fit.
+	s.buf = s.buf[:0]
+	var spilled int64 // bytes of the line in the spill file
+	if len(first) >= spillAt && s.startSpill() && s.spillWrite(first) {
+		spilled = int64(len(first))
+	} else {
+		s.buf = append(s.buf, first...)
+	}
 	for {
 		data, err := s.br.ReadSlice('\n')
 		s.stats.Bytes += int64(len(data))
-		if len(s.buf)+len(data) > s.maxLine+2 {
+		if int64(len(s.buf))+spilled+int64(len(data)) > int64(s.maxLine)+2 {
+			s.buf = s.buf[:0]
 			return nil, s.skipLongLine(err)
 		}
-		s.buf = append(s.buf, data...)
+		if spilled == 0 && len(s.buf)+len(data) > spillAt && s.startSpill() {
+			if s.spillWrite(s.buf) {
+				spilled, s.buf = int64(len(s.buf)), s.buf[:0]
+			}
+		}
+		if spilled > 0 {
+			if s.spillWrite(data) {
+				spilled += int64(len(data))
+			} else {
+				// The disk is full, say: the line goes on in memory.
+				n := spilled
+				spilled = 0
+				if uerr := s.unspill(n, data); uerr != nil {
+					return nil, s.fail(uerr)
+				}
+			}
+		} else {
+			s.buf = append(s.buf, data...)
+		}
 		switch err {
 		case nil, io.EOF:
+			if spilled > 0 {
+				if rerr := s.unspill(spilled, nil); rerr != nil {
+					return nil, s.fail(rerr)
+				}
+			}
 			s.long = true
 			return trimEOL(s.buf), nil
 		case bufio.ErrBufferFull:
@@ -272,6 +330,106 @@ func (s *lineSource) readLongLine(first []byte) ([]byte, error) {
 			return nil, s.fail(err)
 		}
 	}
+}
+
+// scanChunk is what readLongLineAhead reads at a time.
+const scanChunk = 64 << 10
+
+// readLongLineAhead reads a long line of a regular file: its end is found
+// by reading ahead with ReadAt, and then the line is read into a buffer
+// of its size, or skipped by seeking past it. ok is false when the file
+// cannot be read that way (the caller assembles the line as for a pipe).
+func (s *lineSource) readLongLineAhead(first []byte) (data []byte, ok bool, err error) {
+	pos, err := s.file.Seek(0, io.SeekCurrent)
+	if err != nil {
+		s.file = nil
+		return nil, false, nil
+	}
+	pos -= int64(s.br.Buffered())
+	scratch := make([]byte, scanChunk)
+	var rest int64 // bytes of the line after first, its newline included
+	for {
+		k, rerr := s.file.ReadAt(scratch, pos+rest)
+		if i := bytes.IndexByte(scratch[:k], '\n'); i >= 0 {
+			rest += int64(i + 1)
+			break
+		}
+		rest += int64(k)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, true, s.fail(rerr)
+		}
+	}
+	s.stats.Bytes += rest
+	if int64(len(first))+rest > int64(s.maxLine)+2 {
+		if _, err := s.file.Seek(pos+rest, io.SeekStart); err != nil {
+			return nil, true, s.fail(err)
+		}
+		s.br.Reset(s.file)
+		return nil, true, s.skipLongLine(nil)
+	}
+	n := len(first) + int(rest)
+	if cap(s.buf) >= n {
+		s.buf = s.buf[:n]
+	} else {
+		s.buf = make([]byte, n)
+	}
+	copy(s.buf, first)
+	if _, err := io.ReadFull(s.br, s.buf[len(first):]); err != nil {
+		return nil, true, s.fail(err)
+	}
+	s.long = true
+	return trimEOL(s.buf), true, nil
+}
+
+// startSpill readies the spill file; false when there is none (the line
+// is then assembled in memory, as it always could be).
+func (s *lineSource) startSpill() bool {
+	if s.noSpill {
+		return false
+	}
+	if s.spill == nil {
+		f, err := os.CreateTemp("", "tokenmill-line-*")
+		if err != nil {
+			s.noSpill = true
+			return false
+		}
+		os.Remove(f.Name()) // the open descriptor keeps it until closed
+		s.spill = f
+	}
+	if err := s.spill.Truncate(0); err != nil {
+		s.noSpill = true
+		return false
+	}
+	_, err := s.spill.Seek(0, io.SeekStart)
+	s.noSpill = err != nil
+	return err == nil
+}
+
+func (s *lineSource) spillWrite(p []byte) bool {
+	if _, err := s.spill.Write(p); err != nil {
+		s.noSpill = true
+		return false
+	}
+	return true
+}
+
+var errSpillRead = errors.New("reading back a long line from its temporary file")
+
+// unspill reads the n bytes of the line in the spill file back into a
+// buffer of their size, followed by rest: the line is then in memory
+// once, as the caller gets it.
+func (s *lineSource) unspill(n int64, rest []byte) error {
+	buf := make([]byte, n, n+int64(len(rest)))
+	if _, err := s.spill.ReadAt(buf, 0); err != nil {
+		s.noSpill = true
+		return fmt.Errorf("%w: %v", errSpillRead, err)
+	}
+	s.buf = append(buf, rest...)
+	s.spill.Truncate(0)
+	return nil
 }
 
 // skipLongLine discards the rest of an over-long line and reports it.
@@ -286,15 +444,28 @@ func (s *lineSource) skipLongLine(err error) error {
 	if err != nil && err != io.EOF {
 		return s.fail(err)
 	}
+	if s.spill != nil {
+		s.spill.Truncate(0)
+	}
+	limit := ""
+	if s.limit != "" {
+		limit = " (" + s.limit + ")"
+	}
 	return &InputError{File: s.name, Line: s.line, Reason: ReasonLineTooLong,
-		Err: fmt.Errorf("line longer than %d bytes", s.maxLine)}
+		Err: fmt.Errorf("line longer than %d bytes%s: skipped without being held", s.maxLine, limit)}
 }
 
 func (s *lineSource) fail(err error) error {
 	return &InputError{File: s.name, Line: s.line + 1, Reason: ReasonUnreadable, Err: describeReadError(err)}
 }
 
-func (s *lineSource) close() error { return s.closer.Close() }
+func (s *lineSource) close() error {
+	if s.spill != nil {
+		s.spill.Close()
+		s.spill = nil
+	}
+	return s.closer.Close()
+}
 
 func trimEOL(b []byte) []byte {
 	n := len(b)

@@ -130,10 +130,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if limit := max(int64(c.Memory), minMemoryLimit); limit < debug.SetMemoryLimit(-1) {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
-	inputs := append(jsonl.Inputs(c.Inputs), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
+	inputs := append(jsonl.InputsFrom(c.Inputs, env.Stdin), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output, MayBeInput: true},
 		{Flag: "--errors", Path: c.Errors}, {Flag: "--rejects", Path: c.Rejects}}
 	outputs = append(outputs, c.tokenOutputs()...)
+	outputs = append(outputs, jsonl.LockSidecar("-o", c.Output)...)
 	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
 	}

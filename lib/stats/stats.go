@@ -79,7 +79,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	outputs := []jsonl.Output{{Flag: "report", Path: "-"}, {Flag: "--plot", Path: c.Plot}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
