@@ -38,24 +38,27 @@ type chaosScale struct {
 	timeScale          string        // llmsim --time-scale
 	crashA, crashB     int           // crash-after of endpoints 0 and 1
 	restartA, restartB string
+	// downTimeout takes out the endpoint answering only 429: within one
+	// run between kills at every size.
+	downTimeout string
 }
 
 func chaosScaleFor(t *testing.T) chaosScale {
 	if chaos.Long() {
 		return chaosScale{name: "long", prompts: 20000, kills: 10, endpoints: 4, runLimit: 5 * time.Minute,
-			timeScale: "100", crashA: 900, crashB: 1700, restartA: "20s", restartB: "40s"}
+			timeScale: "100", crashA: 900, crashB: 1700, restartA: "20s", restartB: "40s", downTimeout: "1s"}
 	}
 	if testing.Short() {
 		t.Skip("chaos: skipped with -short")
 	}
 	if testbin.IsLong() {
 		return chaosScale{name: "long-tier", prompts: 3000, kills: 4, endpoints: 4, runLimit: 90 * time.Second,
-			timeScale: "100", crashA: 250, crashB: 400, restartA: "20s", restartB: "40s"}
+			timeScale: "100", crashA: 250, crashB: 400, restartA: "20s", restartB: "40s", downTimeout: "1s"}
 	}
 	// Every fault still comes: the crashes within the first few hundred
 	// requests, each rate's share of the rest.
 	return chaosScale{name: "short", prompts: 1000, kills: 3, endpoints: 4, runLimit: 90 * time.Second,
-		timeScale: "100", crashA: 80, crashB: 140, restartA: "20s", restartB: "40s"}
+		timeScale: "100", crashA: 80, crashB: 140, restartA: "20s", restartB: "40s", downTimeout: "250ms"}
 }
 
 // simProc is the llmsim binary serving the fleet.
@@ -208,7 +211,7 @@ func TestChaosKillAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"-e", strings.Join(sim.urls, ","), "-o", out, in, "--max-tokens", "64",
-		"--request-timeout", "2s", "--flush-interval", "50ms", "--down-timeout", "1s",
+		"--request-timeout", "2s", "--flush-interval", "50ms", "--down-timeout", sc.downTimeout,
 		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s", "--progress", "0"}
 	resume := append(slices.Clone(args), "--resume")
 	prompts, err := os.ReadFile(in)
