@@ -124,6 +124,7 @@ func TokenShape(sb record.ServedBy, a openai.API) (openai.TokenShape, error) {
 			return openai.ShapeLlama, nil
 		}
 	case KindOllama:
+		//lint:ignore ST1005 Ollama is the server's name
 		return openai.ShapeNone, fmt.Errorf("Ollama %s returns no token ids: no route of its API answers the ids it generated", sb.Version)
 	default:
 		return openai.ShapeNone, errors.New("an OpenAI-compatible gateway returns no token ids (no prompt_token_ids, token_ids or logprobs token ids; a server that does says what it is on /get_server_info, /props or /version)")

@@ -204,7 +204,7 @@ func (r *runner) tokenRequest(ep *fleet.Endpoint, s openai.TokenShape, j *job) (
 		if f != nil {
 			return "", nil, nil, nil, f
 		}
-		body := j.body
+		var body []byte
 		var err error
 		if api == openai.APIGenerate {
 			body, err = openai.GenerateIDsBody(j.body, ids)

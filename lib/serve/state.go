@@ -195,9 +195,6 @@ func describe(ss []Server) string {
 	return strings.Join(parts, ", ")
 }
 
-// errLocked is a state directory another serve holds.
-var errLocked = errors.New("locked")
-
 // claim takes the state directory for a new serve: its lock, after
 // checking that no serve runs there, that no server of a previous one
 // still runs, and that every port is free. It writes nothing else.
