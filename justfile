@@ -9,9 +9,13 @@ default:
 build:
     go build -buildvcs=auto -o bin/ ./cmd/...
 
-# Run all tests (the README's test command; CI also runs lint and the race detector: .ci/run).
+# Run the tests, default tier (the README's test command).
 test:
     go test ./...
+
+# Run the tests, long tier: real servers, Slurm, chaos at CI's size, long runs (what CI runs; .ci/run also runs lint and the race detector).
+test-long:
+    TOKENMILL_TEST_LONG=1 go test ./...
 
 # Build Ollama v0.6.5 for internal/ollamaserver's tests against a real server (about 2 minutes, once).
 install-ollama:
@@ -19,7 +23,7 @@ install-ollama:
 
 # Only the pipeline scripts' end-to-end tests (GNU parallel and Slurm included where installed).
 test-pipelines:
-    go test -count=1 ./pipelines/
+    TOKENMILL_TEST_LONG=1 go test -count=1 ./pipelines/
 
 # The whole job on a simulated 8-server fleet (about 40 s).
 demo:
@@ -29,9 +33,9 @@ demo:
 corpus N="660000":
     go run ./internal/cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
 
-# Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK).
-bench:
-    bash pipelines/bench.sh
+# Regenerate BENCHMARKS.md (side by side with jq, awk, split, curl, the OpenAI Node SDK); `just bench --section dedup` measures one section.
+bench *ARGS:
+    go run ./internal/cmd/benchsuite run {{ARGS}}
 
 # The long chaos suite (kills, crashes, faults); writes RELIABILITY.md.
 chaos:

@@ -11,10 +11,11 @@
 #   - shard reading a pipe, killed with SIGKILL: its parts must be all in
 #     place or none, and a rerun from the pipe must give them whole.
 #
-# The same tests run at a smaller size in every `go test ./...`.
+# The same tests run at a smaller size in every `go test ./...`, and at
+# CI's size in the long test tier (TOKENMILL_TEST_LONG=1).
 #
 #   pipelines/chaos.sh              # long run; rewrites RELIABILITY.md
-#   CHAOS=short pipelines/chaos.sh  # the CI-sized run; prints the figures only
+#   CHAOS=short pipelines/chaos.sh  # the long tier's (CI's) size; prints the figures only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,9 @@ report=$(mktemp -d)
 trap 'rm -rf "$report"' EXIT
 
 echo "chaos.sh: $size run of the chaos tests in lib/infer, lib/dedup, lib/merge, lib/shard" >&2
-TOKENMILL_CHAOS=$size TOKENMILL_CHAOS_REPORT=$report \
+tier=0
+[ "$size" = long ] || tier=1
+TOKENMILL_CHAOS=$size TOKENMILL_TEST_LONG=$tier TOKENMILL_CHAOS_REPORT=$report \
   go test -count=1 -timeout 60m -run '^TestChaos' -v ./lib/infer/ ./lib/dedup/ ./lib/merge/ ./lib/shard/
 
 section=$report/section.md

@@ -25,6 +25,11 @@
 #   ENDPOINTS    inference servers, as infer --endpoints takes them
 #                (host:port, host:first-last, URLs, comma-separated)
 #                [127.0.0.1:30000-30007]
+#   ENDPOINTS_FILE  instead of ENDPOINTS: the endpoints file serve writes (or
+#                a directory of them, one per node), which infer follows as
+#                servers come and go, e.g. tokenmill-serve/endpoints.txt;
+#                generation waits for it to list a server first []
+#   WAIT_SERVERS seconds to wait for that [3600]
 #   OUT          generation records [gen.jsonl]
 #   ERRORS       error records of prompts that could not be answered
 #                [OUT with .jsonl replaced by .errors.jsonl]
@@ -53,6 +58,8 @@ set -euo pipefail
 
 [ -n "${BIN:-}" ] && PATH="$(cd "$BIN" && pwd):$PATH"
 ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
+servers=(--endpoints "$ENDPOINTS")
+[ -n "${ENDPOINTS_FILE:-}" ] && servers=(--endpoints-file "$ENDPOINTS_FILE")
 OUT=${OUT:-gen.jsonl}
 ERRORS=${ERRORS:-${OUT%.jsonl}.errors.jsonl}
 PROMPTS=${PROMPTS-${OUT%.jsonl}.prompts.jsonl}
@@ -74,6 +81,19 @@ for tool in extract dedup infer filter stats; do
   command -v "$tool" >/dev/null || { echo "generate.sh: $tool not found: build the tools (go build -o bin/ ./cmd/...) and set BIN=bin" >&2; exit 1; }
 done
 [ "$RESUME" = 1 ] && infer_args+=(--resume)
+# serve's servers may still be loading: wait for the first one listed.
+if [ -n "${ENDPOINTS_FILE:-}" ]; then
+  waited=0
+  until grep -qsh '^http' "$ENDPOINTS_FILE" "$ENDPOINTS_FILE"/*.txt; do
+    if ((waited >= ${WAIT_SERVERS:-3600})); then
+      echo "generate.sh: no server listed in $ENDPOINTS_FILE after ${waited}s (is serve running? serve status says)" >&2
+      exit 1
+    fi
+    ((waited % 30 == 0)) && echo "generate.sh: waiting for serve to list a ready server in $ENDPOINTS_FILE" >&2
+    sleep 1
+    waited=$((waited + 1))
+  done
+fi
 
 # The run's wall time lets stats report the fleet's tok/s over the run.
 now_us() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then echo "${t/[.,]/}"; else echo "$(date +%s)000000"; fi; }
@@ -84,12 +104,12 @@ if [ -n "$PROMPTS" ]; then
   extract "${extract_args[@]}" "$@" | dedup "${dedup_args[@]}" --force -o "$PROMPTS" || status=$?
   # 3: records rejected, the rest kept; anything else: no prompt file.
   if [ "$status" = 0 ] || [ "$status" = 3 ]; then
-    infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" "$PROMPTS" || status=$?
+    infer "${servers[@]}" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" "$PROMPTS" || status=$?
   fi
 else
   extract "${extract_args[@]}" "$@" |
     dedup "${dedup_args[@]}" |
-    infer --endpoints "$ENDPOINTS" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" ||
+    infer "${servers[@]}" -o "$OUT" --errors "$ERRORS" "${infer_args[@]}" ||
     status=$?
 fi
 wall="$((($(now_us) - start) / 1000))ms"

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 var (
@@ -60,10 +62,15 @@ func setup(m *testing.M) (int, error) {
 	// The same command demo.sh runs, so its own build into binDir finds
 	// every binary up to date.
 	binDir = filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/...")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go build: %v\n%s", err, out)
+	tools, err := testbin.Commands()
+	if err != nil {
+		return 0, err
+	}
+	if err := os.Mkdir(binDir, 0o755); err != nil {
+		return 0, err
+	}
+	if err := testbin.Build(binDir, tools...); err != nil {
+		return 0, err
 	}
 	extracted := filepath.Join(tmp, "extracted.jsonl")
 	prompts = filepath.Join(tmp, "prompts.jsonl")
@@ -82,7 +89,7 @@ func setup(m *testing.M) (int, error) {
 // they mean and drop any the caller's environment holds.
 var scriptVars = strings.Fields(`BIN ENDPOINTS OUT ERRORS PROMPTS RESUME EXTRACT_ARGS DEDUP_ARGS
 	INFER_ARGS STATS_ARGS MERGE_ARGS PARALLEL_ARGS HOSTS JOBS SHARDS WORK TRANSFER RERUN TODO ROUNDS
-	FIT UNFIT FILTER FILTER_ARGS`)
+	FIT UNFIT FILTER FILTER_ARGS ENDPOINTS_FILE SERVE_ARGS SERVE_HOST NODE WAIT WAIT_SERVERS PIPELINES FAKE_NODES`)
 
 func scriptEnv(vars ...string) []string {
 	var env []string
@@ -209,7 +216,7 @@ func tail(s string, n int) string {
 
 // waitFor polls cond every 50 ms and fails the test with what it waited
 // for once timeout has passed.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -221,7 +228,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // startFleet starts llmsim with n endpoints on free loopback ports and
 // returns their URLs as infer --endpoints takes them; the fleet is stopped
 // when the test ends.
-func startFleet(t *testing.T, n int, args ...string) string {
+func startFleet(t testing.TB, n int, args ...string) string {
 	t.Helper()
 	urls, _ := startStoppableFleet(t, n, args...)
 	return urls
@@ -229,14 +236,14 @@ func startFleet(t *testing.T, n int, args ...string) string {
 
 // startStoppableFleet is startFleet that also returns a stop that ends
 // llmsim (SIGTERM, so that its --request-log is flushed) and waits for it.
-func startStoppableFleet(t *testing.T, n int, args ...string) (string, func()) {
+func startStoppableFleet(t testing.TB, n int, args ...string) (string, func()) {
 	t.Helper()
 	return startFleetAt(t, strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ","), args...)
 }
 
 // startFleetAt is startStoppableFleet listening on listen (llmsim
 // --listen).
-func startFleetAt(t *testing.T, listen string, args ...string) (string, func()) {
+func startFleetAt(t testing.TB, listen string, args ...string) (string, func()) {
 	t.Helper()
 	dir := t.TempDir()
 	ready, logName := filepath.Join(dir, "ready"), filepath.Join(dir, "llmsim.log")

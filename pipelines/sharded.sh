@@ -36,6 +36,9 @@
 #               [unset: the N/ of each host]
 #   SHARDS      number of shards, one infer job each [4]
 #   ENDPOINTS   inference servers, as seen from each host [127.0.0.1:30000-30007]
+#   ENDPOINTS_FILE  instead of ENDPOINTS: endpoints files serve writes, read
+#               on each host and followed as servers come and go; with
+#               serve-hosts.sh, WORK/endpoints (needs a shared WORK) []
 #   WORK        directory for the shards and their answers [sharded]
 #   TRANSFER    1: copy shards to the hosts and answers back; parallel then
 #               runs in WORK, so name files in PARALLEL_ARGS by absolute paths [0]
@@ -60,6 +63,8 @@ SHARDS=${SHARDS:-4}
 HOSTS=${HOSTS-$SHARDS/:}
 JOBS=${JOBS:-}
 ENDPOINTS=${ENDPOINTS:-127.0.0.1:30000-30007}
+servers=(--endpoints "$ENDPOINTS")
+[ -n "${ENDPOINTS_FILE:-}" ] && servers=(--endpoints-file "$ENDPOINTS_FILE")
 WORK=${WORK:-sharded}
 TRANSFER=${TRANSFER:-0}
 read -ra infer_args <<<"${INFER_ARGS:-}"
@@ -105,7 +110,7 @@ for v in $(compgen -e); do
   case $v in TOKENMILL_*) env_args+=(--env "$v") ;; esac
 done
 # The job as a shell command; parallel quotes what it puts in for {} and {.}.
-job="$(printf '%q ' "$infer" --endpoints "$ENDPOINTS" --resume "${infer_args[@]}")-o {.}.gen.jsonl --errors {.}.errors.jsonl {}"
+job="$(printf '%q ' "$infer" "${servers[@]}" --resume "${infer_args[@]}")-o {.}.gen.jsonl --errors {.}.errors.jsonl {}"
 shards=()
 if [ "$TRANSFER" = 1 ]; then
   # Names relative to WORK, where parallel runs (so files named in

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 // slurmCluster is a private single-node cluster started by
@@ -99,10 +101,28 @@ func (c *slurmCluster) logs(dir string) string {
 	return b.String()
 }
 
+// waitCompleted waits for job id to end, failing the test unless it
+// completed.
+func (c *slurmCluster) waitCompleted(t *testing.T, dir, what, id string) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, what+" "+id+" to end", func() bool {
+		switch state := c.jobs(t, id)[0][0]; state {
+		case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING":
+			return false
+		case "COMPLETED":
+			return true
+		default:
+			t.Fatalf("%s %s ended %s\n%s", what, id, state, c.logs(dir))
+			return true
+		}
+	})
+}
+
 // slurm-array.sbatch submitted for real: one array task per shard, then the
 // merge as a job that depends on the array, on a cluster of one node. The
 // merged answers are those of the single-machine run.
 func TestSlurmArray(t *testing.T) {
+	testbin.Long(t, "a Slurm cluster of its own")
 	t.Parallel() // mostly waiting on the scheduler
 	cluster := startSlurm(t)
 	endpoints := startFleet(t, 4, "--time-scale", "500")
@@ -122,17 +142,7 @@ func TestSlurmArray(t *testing.T) {
 		t.Fatalf("sbatch --parsable gave job ids %q and %q", array, merge)
 	}
 
-	waitFor(t, 2*time.Minute, "the merge job "+merge+" to end", func() bool {
-		switch state := cluster.jobs(t, merge)[0][0]; state {
-		case "PENDING", "CONFIGURING", "RUNNING", "COMPLETING":
-			return false
-		case "COMPLETED":
-			return true
-		default:
-			t.Fatalf("merge job %s ended %s\n%s", merge, state, cluster.logs(dir))
-			return true
-		}
-	})
+	cluster.waitCompleted(t, dir, "the merge job", merge)
 	tasks := cluster.jobs(t, array)
 	if len(tasks) != shards {
 		t.Fatalf("array job %s has %d tasks, want %d", array, len(tasks), shards)

@@ -143,6 +143,17 @@ func run(t *testing.T, dir string, code int, tool string, args ...string) string
 	return stderr.String()
 }
 
+// realDataFile is the absolute path of a real dataset (skipping the test
+// where the data is absent, as testbin.RealData does).
+func realDataFile(t *testing.T, name string) string {
+	t.Helper()
+	path, err := filepath.Abs(testbin.RealData(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // summaryInt reads the number after what in a summary line (0 when the
 // summary does not say it).
 func summaryInt(t *testing.T, summary, what string) int {
@@ -166,14 +177,7 @@ func summaryInt(t *testing.T, summary, what string) int {
 // left with no complete exchange, and the turns and calls cut off the
 // others), and the to-do list is exactly the records dropped.
 func TestToolCallsReachTraining(t *testing.T) {
-	glaive, err := filepath.Abs(testbin.RealData(t, "glaive_toolcall_en_demo.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fastchat, err := filepath.Abs(testbin.RealData(t, "fastchat_dummy_conversation.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	glaive, fastchat := realDataFile(t, "glaive_toolcall_en_demo.json"), realDataFile(t, "fastchat_dummy_conversation.json")
 	fleet := startFleet(t, 2, "--instant", "--seed", "3", "--tool-call-rate", "0.5", "--parallel-tool-call-rate", "0.3",
 		"--empty-rate", "0.03", "--think-residue-rate", "0.03")
 	for _, tc := range []struct {

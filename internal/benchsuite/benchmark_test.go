@@ -5,12 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
@@ -24,8 +24,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	rusageBin = filepath.Join(dir, "rusage")
-	if out, err := exec.Command("go", "build", "-o", rusageBin, "../../pipelines/bench/rusage").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building rusage: %v\n%s", err, out)
+	if err := testbin.Build(dir, "rusage"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

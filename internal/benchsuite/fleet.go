@@ -78,9 +78,22 @@ func (c *FleetCmd) Run(ctx context.Context, env *cli.Env) error {
 	if c.Runs < 1 || c.Endpoints < 1 || c.TimeScale <= 0 {
 		return cli.Usagef("--runs, --endpoints and --time-scale must be positive")
 	}
+	if _, err := slowFactors(c.Fault, c.Endpoints); err != nil {
+		return cli.Usagef("%v", err)
+	}
+	res, err := c.measure(ctx, env.Logf)
+	if err != nil {
+		return err
+	}
+	return appendResult(c.Results, res)
+}
+
+// measure runs the fleet and infer --runs times and returns the row of
+// their medians.
+func (c *FleetCmd) measure(ctx context.Context, logf func(string, ...any)) (*Result, error) {
 	slow, err := slowFactors(c.Fault, c.Endpoints)
 	if err != nil {
-		return cli.Usagef("%v", err)
+		return nil, err
 	}
 	name := c.Name
 	if name == "" {
@@ -90,11 +103,11 @@ func (c *FleetCmd) Run(ctx context.Context, env *cli.Env) error {
 	res.Command = c.ShowPrefix + shellJoin(c.llmsimArgs("FILE")) + " &\n" + c.ShowPrefix + shellJoin(c.inferArgs([]string{"URLS"}, "HOST:PORT", "gen.jsonl"))
 	var runs []fleetRun
 	for i := 0; i < c.Runs; i++ {
-		fr, err := c.runOnce(ctx, env, slow)
+		fr, err := c.runOnce(ctx, slow)
 		if err != nil {
-			return fmt.Errorf("fleet %s run %d: %w", name, i+1, err)
+			return nil, fmt.Errorf("fleet %s run %d: %w", name, i+1, err)
 		}
-		env.Logf("fleet/%s run %d: %.0f tok/s (simulated) in steady state, %.1f%% of ideal %.0f (%.1f%% with prefill), slots %.1f%% busy; whole run %.1f%%; %d ok, %d failed (load %.2f)",
+		logf("fleet/%s run %d: %.0f tok/s (simulated) in steady state, %.1f%% of ideal %.0f (%.1f%% with prefill), slots %.1f%% busy; whole run %.1f%%; %d ok, %d failed (load %.2f)",
 			name, i+1, fr.steadyTokS, 100*fr.steadyTokS/fr.idealTokS, fr.idealTokS, 100*fr.steadyTokS/fr.idealPrefillTokS, fr.utilPct,
 			100*fr.wholeTokS/fr.wholeIdealTokS, fr.ok, fr.failed, loadAverage())
 		runs = append(runs, fr)
@@ -119,7 +132,7 @@ func (c *FleetCmd) Run(ctx context.Context, env *cli.Env) error {
 	res.Metrics["down_sim_s"] = med(func(r fleetRun) float64 { return r.downSimSeconds })
 	res.Metrics["failed"] = med(func(r fleetRun) float64 { return float64(r.failed) })
 	res.Metrics["retries"] = med(func(r fleetRun) float64 { return r.retries })
-	return appendResult(c.Results, res)
+	return res, nil
 }
 
 // slowFactors reads the slow:F entries of the fault specs, by endpoint.
@@ -169,7 +182,7 @@ func (c *FleetCmd) inferArgs(urls []string, metricsAddr, out string) []string {
 	return append(args, "-o", out, c.Prompts)
 }
 
-func (c *FleetCmd) runOnce(ctx context.Context, env *cli.Env, slow []float64) (fleetRun, error) {
+func (c *FleetCmd) runOnce(ctx context.Context, slow []float64) (fleetRun, error) {
 	var fr fleetRun
 	work := c.Work
 	if work == "" {

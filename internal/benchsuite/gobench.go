@@ -35,22 +35,33 @@ func (c *GobenchCmd) Run(ctx context.Context, env *cli.Env) error {
 	if len(argv) == 0 {
 		return cli.Usagef("no command to run (put it after --)")
 	}
-	res := &Result{Group: c.Group, Name: c.Name, Ours: c.Ours, Note: c.Note, Command: shellJoin(argv), OutRecords: -1, Load1: loadAverage()}
+	res, err := gobench(ctx, "", &Result{Group: c.Group, Name: c.Name, Ours: c.Ours, Note: c.Note}, argv, c.Metric, c.As, env.Logf)
+	if err != nil {
+		return err
+	}
+	return appendResult(c.Results, res)
+}
+
+// gobench runs a go test -bench command in dir and fills row with the
+// median of the metric reported in unit, recorded under the name as.
+func gobench(ctx context.Context, dir string, row *Result, argv []string, unit, as string, logf func(string, ...any)) (*Result, error) {
+	row.Command, row.OutRecords, row.Load1 = shellJoin(argv), -1, loadAverage()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %v\n%s", res.Command, err, tail(out.Bytes(), 3000))
+		return nil, fmt.Errorf("%s: %v\n%s", row.Command, err, tail(out.Bytes(), 3000))
 	}
-	values := benchMetric(out.Bytes(), c.Metric)
+	values := benchMetric(out.Bytes(), unit)
 	if len(values) == 0 {
-		return fmt.Errorf("%s: no %q figure in the output:\n%s", res.Command, c.Metric, tail(out.Bytes(), 3000))
+		return nil, fmt.Errorf("%s: no %q figure in the output:\n%s", row.Command, unit, tail(out.Bytes(), 3000))
 	}
 	slices.Sort(values)
-	res.Metrics = map[string]float64{c.As: values[(len(values)-1)/2], "runs": float64(len(values))}
-	env.Logf("%s/%s: median %s %.0f of %d runs (load %.2f)", c.Group, c.Name, c.Metric, res.Metrics[c.As], len(values), res.Load1)
-	return appendResult(c.Results, res)
+	row.Metrics = map[string]float64{as: values[(len(values)-1)/2], "runs": float64(len(values))}
+	logf("%s/%s: median %s %.0f of %d runs (load %.2f)", row.Group, row.Name, unit, row.Metrics[as], len(values), row.Load1)
+	return row, nil
 }
 
 // benchMetric collects the values reported with unit in go test -bench

@@ -33,19 +33,34 @@ func (c *TableCmd) Run(ctx context.Context, env *cli.Env) error {
 			rows = append(rows, r)
 		}
 	}
-	if len(rows) == 0 {
-		fmt.Fprintf(env.Stdout, "_No results for %s: see the log of the run._\n", c.Group)
-		return nil
-	}
-	switch c.Kind {
-	case "fleet":
-		fleetTable(env.Stdout, rows)
-	case "growth":
-		growthTable(env.Stdout, rows)
-	default:
-		streamTable(env.Stdout, rows, c.CPUPerRecord, c.Rate)
-	}
+	renderTable(env.Stdout, rows, c.Group, tableOptions{kind: c.Kind, cpuPerRecord: c.CPUPerRecord, rate: c.Rate})
 	return nil
+}
+
+// tableOptions say how a group is laid out.
+type tableOptions struct {
+	kind         string // stream (the default), fleet or growth
+	cpuPerRecord bool   // stream: a column of CPU time per record
+	rate         string // stream: the records/s column's heading
+}
+
+// renderTable writes one group's rows as its Markdown table.
+func renderTable(w io.Writer, rows []*Result, group string, o tableOptions) {
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "_No results for %s: see the log of the run._\n", group)
+		return
+	}
+	if o.rate == "" {
+		o.rate = "records/s"
+	}
+	switch o.kind {
+	case "fleet":
+		fleetTable(w, rows)
+	case "growth":
+		growthTable(w, rows)
+	default:
+		streamTable(w, rows, o.cpuPerRecord, o.rate)
+	}
 }
 
 // baseline is the tokenmill row a row is compared with: the first one that

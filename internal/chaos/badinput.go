@@ -21,7 +21,7 @@ import (
 const (
 	MalformedJSON = "malformed JSON"
 	Garbage       = "binary garbage"
-	HugeLine      = "100 MB line"
+	HugeLine      = "huge line"
 	TruncatedGzip = "truncated gzip"
 	TruncatedZstd = "truncated zstd"
 	NotParquet    = "not Parquet, named .parquet"
@@ -38,9 +38,10 @@ const DeepNestingBytes = 2 << 20
 var Prompts = []byte(`{"id":"a","messages":[{"role":"user","content":"What is a prime?"}]}` + "\n" +
 	`{"id":"b","messages":[{"role":"user","content":"Name a colour."}]}` + "\n")
 
-// HugeLineBytes is the size of the huge line: far past any real record,
-// though under the 1 GiB line limit (lib/jsonl tests that limit itself).
-const HugeLineBytes = 100 << 20
+// HugeLineBytes is the size of the huge line: far past any real record
+// and any buffer's first size, 100 MiB in the long test tier, though under
+// the 1 GiB line limit (lib/jsonl tests that limit itself).
+var HugeLineBytes = testbin.Size(16<<20, 100<<20)
 
 // BadInputs writes the bad inputs into dir and returns their paths by
 // name. good is a few valid JSONL records of the kind the tool reads; the
@@ -50,8 +51,9 @@ const HugeLineBytes = 100 << 20
 //   - malformed JSON: good, with a line cut short inserted after its first;
 //   - binary garbage: 64 KiB of seeded random bytes (NULs and newlines
 //     among them);
-//   - 100 MB line: good's first line, a 100 MB record cut short before its
-//     end (one long prompt, never closed: malformed), then the rest of good;
+//   - huge line: good's first line, a record of HugeLineBytes cut short
+//     before its end (one long prompt, never closed: malformed), then the
+//     rest of good;
 //   - truncated gzip and zstd: good repeated 2,000 times, compressed, and
 //     cut at two thirds;
 //   - not Parquet: CSV text in a file named data.parquet;

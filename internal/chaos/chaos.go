@@ -24,25 +24,32 @@ import (
 
 // Environment of a chaos run.
 const (
-	// LongEnv set to "long" makes the chaos tests run at full size.
+	// LongEnv set to "long" makes the chaos tests run at full size, as
+	// pipelines/chaos.sh runs them for RELIABILITY.md's figures. It sizes
+	// the chaos tests alone; the long test tier is testbin.LongEnv's.
 	LongEnv = "TOKENMILL_CHAOS"
 	// ReportEnv names a directory where each chaos test leaves its
 	// figures as a Markdown section (<tool>.md).
 	ReportEnv = "TOKENMILL_CHAOS_REPORT"
 )
 
-// Long reports whether this is the long run.
+// Long reports whether this is the full-size run.
 func Long() bool { return os.Getenv(LongEnv) == "long" }
 
-// RunName is "long" or "short".
-func RunName() string { return Size("short", "long") }
+// RunName is "short" in the default test tier, "long-tier" in the long
+// one, "long" at full size.
+func RunName() string { return Size("short", "long-tier", "long") }
 
-// Size is short in a plain test run and long in the long one.
-func Size[T any](short, long T) T {
-	if Long() {
+// Size is small in a plain test run, long in the long test tier
+// (testbin.LongEnv) and full in the full-size run (LongEnv).
+func Size[T any](small, long, full T) T {
+	switch {
+	case Long():
+		return full
+	case testbin.IsLong():
 		return long
 	}
-	return short
+	return small
 }
 
 // Report writes a chaos test's figures (Markdown) where chaos.sh collects
@@ -76,7 +83,8 @@ func Table(what, counted string, counts map[string]int) string {
 // Reproduce is the report's closing line: the command that runs test in
 // pkg at this run's size.
 func Reproduce(test, pkg string) string {
-	return fmt.Sprintf("Reproduce: `%s=%s go test -count=1 -run %s -v ./%s/`\n", LongEnv, RunName(), test, pkg)
+	env := Size("", testbin.LongEnv+"=1 ", LongEnv+"=long ")
+	return fmt.Sprintf("Reproduce: `%sgo test -count=1 -run %s -v ./%s/`\n", env, test, pkg)
 }
 
 // Moment is when a run is killed: After a delay from its start, or, when

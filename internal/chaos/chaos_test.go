@@ -76,7 +76,7 @@ func TestBadInputs(t *testing.T) {
 	if lines := bytes.Split(read(MalformedJSON), []byte("\n")); len(lines) != 4 || bytes.HasSuffix(lines[1], []byte("}")) {
 		t.Errorf("malformed: %q", lines)
 	}
-	if st, _ := os.Stat(p[HugeLine]); st.Size() < HugeLineBytes || st.Size() > HugeLineBytes+(1<<20) {
+	if st, _ := os.Stat(p[HugeLine]); st.Size() < int64(HugeLineBytes) || st.Size() > int64(HugeLineBytes)+(1<<20) {
 		t.Errorf("huge line file of %d bytes", st.Size())
 	}
 	gz, err := gzip.NewReader(bytes.NewReader(read(TruncatedGzip)))

@@ -190,7 +190,7 @@ func listDir(t *testing.T, dir string) []string {
 }
 
 // allTools are every binary, for what every one of them must say alike.
-var allTools = []string{"extract", "dedup", "shard", "infer", "filter", "merge", "stats", "llmsim", "corpus", "benchsuite"}
+var allTools = []string{"extract", "dedup", "shard", "infer", "filter", "merge", "stats", "serve", "llmsim", "corpus", "benchsuite"}
 
 // flagRE finds a flag in --help: its name and what follows "=": a
 // placeholder in capitals (the default hidden), or the default itself.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"tokenmill/internal/testbin"
 )
 
 func conversationLines(seed uint64, n int) ([]byte, ConversationCounts) {
@@ -120,8 +122,8 @@ func TestConversationsShape(t *testing.T) {
 func TestConversationsCommand(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "corpus")
-	if out, err := exec.Command("go", "build", "-o", bin, "tokenmill/internal/cmd/corpus").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := testbin.Build(dir, "corpus"); err != nil {
+		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(bin, "-n", "250", "--seed", "4", "--conversations")

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/jsonl"
 )
 
@@ -147,7 +148,7 @@ func TestSchemaAndShape(t *testing.T) {
 // The counts must say exactly how many first turns repeat under each
 // normalization. These brute-force keys are written for clarity, not speed.
 func TestCountsMatchBruteForce(t *testing.T) {
-	const n = 60000
+	n := testbin.Size(20000, 60000)
 	data, counts := generate(t, 3, n, false)
 	recs := decodeAll(t, data)
 	ws := func(s string) string { return strings.Join(strings.FieldsFunc(s, unicode.IsSpace), " ") }
@@ -179,10 +180,10 @@ func TestCountsMatchBruteForce(t *testing.T) {
 			t.Errorf("%s: %d first turns repeat, the counts say %d", mode, removed, want)
 		}
 	}
-	if counts.Records != n || counts.Exact == 0 || counts.Whitespace == 0 || counts.Case == 0 || counts.Punctuation == 0 {
+	if counts.Records != int64(n) || counts.Exact == 0 || counts.Whitespace == 0 || counts.Case == 0 || counts.Punctuation == 0 {
 		t.Errorf("counts %+v: every kind should occur in %d records", counts, n)
 	}
-	if rate := float64(counts.Exact) / n; rate < 0.004 || rate > 0.008 {
+	if rate := float64(counts.Exact) / float64(n); rate < 0.004 || rate > 0.008 {
 		t.Errorf("exact duplicate rate %.4f, want about 0.006", rate)
 	}
 	if counts.Removed("bogus") != -1 {
@@ -225,7 +226,7 @@ func TestParquetMatchesJSONL(t *testing.T) {
 	data, _ := generate(t, 11, n, false)
 	want := decodeAll(t, data)
 
-	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	r := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
 	defer r.Close()
 	for i := 0; ; i++ {
 		rec, err := r.Next()
@@ -296,8 +297,8 @@ func utfValid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 func TestCommand(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "corpus")
-	if out, err := exec.Command("go", "build", "-o", bin, "tokenmill/internal/cmd/corpus").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := testbin.Build(dir, "corpus"); err != nil {
+		t.Fatal(err)
 	}
 	summary := regexp.MustCompile(`(?s)wrote (\d+) records .*none (\d+), ws (\d+), lower (\d+), aggressive (\d+)`)
 	tests := []struct {
@@ -338,7 +339,7 @@ func TestCommand(t *testing.T) {
 				m[5] != strconv.FormatInt(counts.Removed("aggressive"), 10) {
 				t.Fatalf("summary does not match the generator's counts %+v:\n%s", counts, stderr.String())
 			}
-			r := jsonl.NewReader([]string{filepath.Join(dir, tt.file)}, nil, jsonl.Options{})
+			r := jsonl.NewReader(context.Background(), nil, []string{filepath.Join(dir, tt.file)}, nil, jsonl.Options{})
 			defer r.Close()
 			rows := 0
 			for {

@@ -25,7 +25,7 @@ func TestBadRequestBodies(t *testing.T) {
 	}{
 		{chaos.MalformedJSON, pathChat, []byte(`{"messages": [{"role": "user", "content": "half a rec`), "'type': 'json_invalid'"},
 		{chaos.Garbage, pathChat, chaos.GarbageBytes(64 << 10), "'type': 'json_invalid'"},
-		{chaos.HugeLine + " (a 100 MB prompt)", pathChat, huge, "is longer than the model's context length (32768 tokens)."},
+		{chaos.HugeLine + " (one long prompt)", pathChat, huge, "is longer than the model's context length (32768 tokens)."},
 		{chaos.Empty, pathChat, nil, "'loc': ('body', ), 'msg': 'Field required'"},
 		{"completion body to chat", pathChat, []byte(`{"prompt": "hello"}`), "'loc': ('body', 'messages'), 'msg': 'Field required'"},
 		{"chat body to completions", pathCompletions, []byte(`{"messages": [{"role": "user", "content": "hi"}]}`), "'loc': ('body', 'prompt'), 'msg': 'Field required'"},

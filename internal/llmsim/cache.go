@@ -74,17 +74,6 @@ func (c *prefixCache) insert(hashes []uint64) {
 	}
 }
 
-// promptIDs are the token ids llmsim charges for a prompt (context.go).
-func promptIDs(p *Prompt) []int {
-	switch {
-	case len(p.Messages) > 0:
-		return chatTokenIDs(p.Messages, true)
-	case len(p.InputIDs) > 0:
-		return p.InputIDs
-	}
-	return textTokenIDs(p.Text)
-}
-
 // consultCache looks the flight's prompt up in the endpoint's prefix cache
 // and keeps its pages, and those of the prompt followed by each answer
 // (the history of the conversation's next turn). A cache hit never covers
@@ -94,16 +83,17 @@ func (e *Endpoint) consultCache(f *flight) {
 		return
 	}
 	p := &f.job.prompt
-	ids := promptIDs(p)
+	tok := e.tok()
+	ids := tok.prompt(p)
 	hashes := pageHashes(ids)
 	var answers [][]uint64
 	for _, c := range f.choices {
 		text := string(c.appendContent(nil, 0, c.Target))
 		var full []int
 		if len(p.Messages) > 0 {
-			full = chatTokenIDs(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), false)
+			full = tok.chat(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), p.history, false)
 		} else {
-			full = append(append([]int(nil), ids...), textTokenIDs(text)...)
+			full = append(append([]int(nil), ids...), tok.text(text)...)
 		}
 		answers = append(answers, pageHashes(full))
 	}

@@ -60,6 +60,7 @@ type Command struct {
 	ContextLength        int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
 	Reasoning            bool    `help:"Chat answers carry their thinking apart, in reasoning_content (current vLLM: reasoning), as with --reasoning-parser."`
 	LlamacppMetrics      bool    `name:"llamacpp-metrics" help:"The llamacpp flavour serves /metrics, as llama-server started with --metrics does; without it /metrics answers 501."`
+	ChatTemplate         string  `help:"A word tokenizer and this chat template (chatml keeps every reasoning_content sent back; qwen3 drops it before the last user turn), so that answers re-tokenize to their ids but for a few drift words; empty: four-byte pieces." default:"" enum:",chatml,qwen3"`
 	LoopRate             float64 `help:"Fraction of answers that fall into a repeated span until max_tokens (finish length)." default:"0"`
 	EmptyRate            float64 `help:"Fraction of answers with empty content (finish stop)." default:"0"`
 	ThinkResidueRate     float64 `help:"Fraction of answers with <think> and </think> markers left in the content." default:"0"`
@@ -82,10 +83,14 @@ type Command struct {
 	AbortRate     float64       `help:"Fraction answered 200 with finish_reason \"abort\", cut short." default:"0"`
 	HangRate      float64       `help:"Fraction accepted and never answered (until the client closes)." default:"0"`
 	DropRate      float64       `help:"Fraction whose connection closes mid-response." default:"0"`
+	LimitRate     float64       `help:"Fraction answered 429 Too Many Requests with Retry-After: 1 (a rate limit or a quota; 1: every request)." default:"0"`
 	CrashAfter    int           `help:"Crash (listener closed, connections dropped) on the generation request after this many (0: never)." default:"0"`
 	RestartAfter  time.Duration `help:"Bring a crashed endpoint back after this long (0: stays down)." default:"0s"`
 	Slow          float64       `help:"Multiply every scheduler step by this factor." default:"1"`
 	StartupDelay  time.Duration `help:"Health answers 503 (and generation waits) this long after a (re)start." default:"0s"`
+	ExitAfter     int           `help:"End the process (exit status 1, as a server killed for its memory) on the generation request after this many, its connections dropped (0: never): a server for a supervisor (serve) to restart." default:"0" placeholder:"N"`
+	ExitAt        time.Duration `help:"End the process (exit status 1) this long after it started listening (0: never)." default:"0s"`
+	ListenDelay   time.Duration `help:"Start slowly: wait this long before listening, as a server loading its weights before it opens its port (--startup-delay then answers 503 for as long)." default:"0s"`
 	SlotsSchedule string        `help:"Change the running slots over simulated time: TIME:SLOTS steps, e.g. \"0s:48,5m:16\" (per endpoint: --fault N=slots:0s:48/5m:16). Empty: --max-running throughout." default:"" placeholder:"SCHEDULE"`
 	Fault         []string      `help:"Per-endpoint faults ENDPOINT=key:value,...; repeatable (see above)." placeholder:"ENDPOINT=SPEC" sep:"none"`
 }
@@ -108,11 +113,15 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		defer lf.Close()
 		cfg.RequestLog = lf
 	}
+	if !c.waitToListen(ctx) {
+		return nil // interrupted while starting
+	}
 	fleet, err := Start(ctx, cfg, len(addrs))
 	if err != nil {
 		return err
 	}
 	defer fleet.Close()
+	exited := c.watchExit(ctx, fleet)
 	for _, u := range fleet.URLs() {
 		env.Logf("listening on %s", u)
 	}
@@ -125,7 +134,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--ready-file: %w", err)
 		}
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-exited:
+		fleet.Close()
+		return err
+	}
 	if err := fleet.Close(); err != nil {
 		return fmt.Errorf("--request-log: %w", err)
 	}
@@ -135,8 +149,8 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 	}
 	st := fleet.Stats()
-	env.Logf("served %d requests on %d endpoints: %d completed, %d aborted, %d failed, %d hung, %d dropped, %d rejected, %d bad, %d lost, %d cancelled by their clients; %d unauthorized; %d crashes, %d restarts; %d tokens generated",
-		st.Requests, fleet.Len(), st.Completed, st.Aborted, st.Failed, st.Hung, st.Dropped, st.Rejected, st.BadRequests, st.Lost, st.Cancelled,
+	env.Logf("served %d requests on %d endpoints: %d completed, %d aborted, %d failed, %d hung, %d dropped, %d rejected, %d limited, %d bad, %d lost, %d cancelled by their clients; %d unauthorized; %d crashes, %d restarts; %d tokens generated",
+		st.Requests, fleet.Len(), st.Completed, st.Aborted, st.Failed, st.Hung, st.Dropped, st.Rejected, st.Limited, st.BadRequests, st.Lost, st.Cancelled,
 		st.Unauthorized, st.Crashes, st.Restarts, st.GeneratedTokens)
 	return nil
 }
@@ -144,13 +158,13 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 func (c *Command) config(addrs []string) (Config, error) {
 	cfg := Config{
 		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
-		ContextLength: c.ContextLength, Reasoning: c.Reasoning, LlamaMetrics: c.LlamacppMetrics, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
+		ContextLength: c.ContextLength, Reasoning: c.Reasoning, LlamaMetrics: c.LlamacppMetrics, ChatTemplate: c.ChatTemplate, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
 		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
 		LoopRate: c.LoopRate, EmptyRate: c.EmptyRate, ThinkResidueRate: c.ThinkResidueRate, TruncateRate: c.TruncateRate,
 		Instant: c.Instant, Seed: c.Seed, Temperature: c.Temperature, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
-			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate,
+			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate, LimitRate: c.LimitRate,
 			CrashAfter: c.CrashAfter, RestartAfter: c.RestartAfter, Slow: c.Slow, StartupDelay: c.StartupDelay,
 		},
 	}
@@ -178,6 +192,9 @@ func (c *Command) config(addrs []string) (Config, error) {
 			return cfg, cli.Usagef("--slots-schedule: %v", err)
 		}
 		cfg.Faults.Slots = s
+	}
+	if err := c.exitFaults(&cfg); err != nil {
+		return cfg, err
 	}
 	if err := cfg.Faults.validate(); err != nil {
 		return cfg, cli.Usagef("%v", err)

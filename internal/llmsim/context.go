@@ -229,14 +229,14 @@ func serveVLLMTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 			}
 			msgs[i] = Message{Role: m.Role, Content: text}
 		}
-		ids = chatTokenIDs(msgs, r.AddGenerationPrompt == nil || *r.AddGenerationPrompt)
+		ids = e.tok().chat(msgs, historyOf(r.Messages), r.AddGenerationPrompt == nil || *r.AddGenerationPrompt)
 	} else {
 		var text string
 		if err := json.Unmarshal(r.Prompt, &text); err != nil {
 			e.fail(ctx, apiChat, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest, msg: "prompt: Input should be a valid string"})
 			return
 		}
-		ids = textTokenIDs(text)
+		ids = e.tok().text(text)
 	}
 	b := []byte(`{"count":`)
 	b = appendInt(b, len(ids))
@@ -261,7 +261,7 @@ func serveSGLangTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	var many []string
 	switch {
 	case json.Unmarshal(r.Prompt, &one) == nil:
-		ids := textTokenIDs(one)
+		ids := e.tok().text(one)
 		b = appendIDs(b, ids)
 		b = append(b, `,"count":`...)
 		b = appendInt(b, len(ids))
@@ -272,7 +272,7 @@ func serveSGLangTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 			if i > 0 {
 				b, counts = append(b, ','), append(counts, ',')
 			}
-			ids := textTokenIDs(s)
+			ids := e.tok().text(s)
 			b = appendIDs(b, ids)
 			counts = appendInt(counts, len(ids))
 		}
@@ -301,7 +301,7 @@ func serveLlamaTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	s := *r.Content
 	b := []byte(`{"tokens":`)
 	if !r.WithPieces {
-		b = appendIDs(b, textTokenIDs(s))
+		b = appendIDs(b, e.tok().special(s))
 	} else {
 		b = append(b, '[')
 		for i := 0; i < len(s); i += bytesPerToken {

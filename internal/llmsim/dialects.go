@@ -30,6 +30,7 @@ var (
 const (
 	pathVersion       = "/version"
 	pathTokenize      = "/tokenize"
+	pathApplyTemplate = "/apply-template"
 	pathDetokenize    = "/detokenize"
 	pathSGLTokenize   = "/v1/tokenize"
 	pathLlamaHealthV1 = "/v1/health"
@@ -72,10 +73,12 @@ type vllmRelease struct {
 	// vLLM renamed it reasoning (PR #27752, late 2025, the old name kept
 	// beside it for a while; PR #33402 dropped it).
 	reasoning string
+	// returnTokenIDs: return_token_ids exists (0.10.2 and later).
+	returnTokenIDs bool
 }
 
 var (
-	vllmCurrent = vllmRelease{flavor: FlavorVLLM, version: vllmVersion, modelParam: "model", fitContext: vllmContext, reasoning: "reasoning"}
+	vllmCurrent = vllmRelease{flavor: FlavorVLLM, version: vllmVersion, modelParam: "model", fitContext: vllmContext, reasoning: "reasoning", returnTokenIDs: true}
 	vllmOld     = vllmRelease{flavor: FlavorVLLM0100, version: vllmOldVersion, flatErrors: true, fitContext: vllm0100Context, reasoning: "reasoning_content"}
 )
 
@@ -97,6 +100,7 @@ func vllmDialect(r vllmRelease) *dialect {
 		checkRequest:        func(j *job) *apiError { return vllmMaxTokens(j, r) },
 		completionMaxTokens: defaultCompletionMaxTokens, // completion/protocol.py CompletionRequest max_tokens = 16
 		fitContext:          r.fitContext, busyMessage: msgQueueFull,
+		tokenIDs: tokenStyle{chatPromptTop: r.returnTokenIDs, choiceIDs: r.returnTokenIDs, cmplChoice: r.returnTokenIDs, logprobIDs: true},
 		modelNotFound: func(name string) *apiError { // serving_engine.py _check_model
 			return &apiError{kind: errModel, status: fasthttp.StatusNotFound, msg: "The model `" + name + "` does not exist.", param: r.modelParam}
 		},
@@ -187,13 +191,13 @@ func llamacppDialect() *dialect {
 			pathHealth: health, pathLlamaHealthV1: health,
 			pathModels: models, pathLlamaModels: models,
 			pathLlamaProps: get(serveLlamaProps), pathLlamaSlots: get(serveLlamaSlots), pathMetrics: get(serveLlamaMetrics),
-			pathTokenize: post(serveLlamaTokenize),
-			pathChat:     chat, pathLlamaChat: chat, pathCompletions: cmpl,
+			pathTokenize: post(serveLlamaTokenize), pathApplyTemplate: post(serveLlamaApplyTemplate),
+			pathChat: chat, pathLlamaChat: chat, pathCompletions: cmpl,
 			pathLlamaComplete: native, pathLlamaCompls: native,
 		},
 		open:     func(p string) bool { return public[p] },
 		anyModel: true, reasoning: "reasoning_content", completionMaxTokens: -1,
-		fitContext: llamacppContext, busyMessage: msgQueueFull, malformed: llamacppMalformed,
+		fitContext: llamacppContext, busyMessage: msgQueueFull, malformed: llamacppMalformed, tokenIDs: tokenStyle{nativeTokens: true},
 		oai: &oaiStyle{
 			fingerprint: `"` + llamacppBuild + `"`,
 			firstDelta:  `"role":"assistant","content":null`, lastDelta: ``,

@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,9 @@ type Endpoint struct {
 	url   string
 	seq   atomic.Uint64 // generation requests since the fleet started
 	stats counters
+	// idsLeft is how many more answers carry token ids
+	// (StopTokenIDsAfter; math.MaxInt64: all).
+	idsLeft atomic.Int64
 
 	mu       sync.Mutex
 	faults   Faults
@@ -49,6 +53,7 @@ const (
 
 func newEndpoint(f *Fleet, i int, addr string) *Endpoint {
 	e := &Endpoint{f: f, d: dialectOf(f.cfg.flavorFor(i)), index: i, addr: addr, faults: f.cfg.faultsFor(i)}
+	e.idsLeft.Store(math.MaxInt64)
 	e.model = e.newModel()
 	return e
 }
@@ -128,7 +133,7 @@ func (e *Endpoint) Stats() Stats {
 	s := Stats{
 		Requests: c.requests.Load(), Completed: c.completed.Load(), Aborted: c.aborted.Load(),
 		Failed: c.failed.Load(), Hung: c.hung.Load(), Dropped: c.dropped.Load(),
-		Rejected: c.rejected.Load(), BadRequests: c.badRequests.Load(), Lost: c.lost.Load(),
+		Rejected: c.rejected.Load(), Limited: c.limited.Load(), BadRequests: c.badRequests.Load(), Lost: c.lost.Load(),
 		Unauthorized: c.unauthorized.Load(), Cancelled: c.cancelled.Load(),
 		PromptTokens: c.promptTokens.Load(), GeneratedTokens: c.generatedTokens.Load(),
 		MaxRunning: c.maxRunning.Load(), MaxWaiting: c.maxWaiting.Load(),

@@ -153,6 +153,9 @@ type dialect struct {
 	// oai renders OpenAI-compatible answers; nil for SGLang, whose own
 	// writer is in respond.go.
 	oai *oaiStyle
+	// tokenIDs is where answers carry the token ids a request asks for
+	// (tokenids.go); the zero value: nowhere.
+	tokenIDs tokenStyle
 
 	notFound     func(ctx *fasthttp.RequestCtx)
 	notAllowed   func(ctx *fasthttp.RequestCtx)
@@ -222,6 +225,7 @@ func sglangDialect() *dialect {
 		putIsPost: true, jsonOnly: true, holdWhileStarting: true, echoModel: true, anyModel: true, reasoning: "reasoning_content", server: "uvicorn",
 		completionMaxTokens: defaultCompletionMaxTokens, fitContext: sglangContext,
 		busyMessage: msgQueueFull, queueFullInStream: true,
+		tokenIDs: tokenStyle{choiceIDs: true, choicePrompt: true, cmplChoice: true},
 		notFound: fastapiNotFound, notAllowed: fastapiNotAllowed, unauthorized: bareUnauthorized,
 		errorBody: sglangErrorBody,
 	}

@@ -42,6 +42,7 @@ const (
 	msgQueueFull  = "The request queue is full."
 	msgOllamaBusy = "server busy, please try again.  maximum pending requests exceeded"
 	msgFail       = "Internal server error: llmsim injected failure"
+	msgLimit      = "Rate limit reached: llmsim injected 429"
 	msgAborted    = "Aborted"
 	msgLoading    = "Loading model"
 )
@@ -166,6 +167,7 @@ type flight struct {
 	notify    chan struct{}
 	remaining atomic.Int32
 	failed    atomic.Bool
+	ids       int8 // 0 not yet decided, 1 the answer carries token ids, 2 not (withIDs)
 }
 
 // choiceState is one answer (of n) of a flight, and the sequence the
@@ -335,7 +337,7 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	h := xxh3.Hash(canon)
 	f := &flight{
 		e: e, job: j, hash: h, digest: string(appendHex64(nil, h)),
-		prompt: PromptTokens(&j.prompt), created: time.Now().Unix(),
+		prompt: e.promptTokens(&j.prompt), created: time.Now().Unix(),
 		stream: j.stream, notify: make(chan struct{}, 1),
 	}
 	idh := mix64(mix64(cfg.Seed+0x9e3779b97f4a7c15) ^ uint64(e.index)<<40 ^ n)

@@ -104,6 +104,12 @@ func (e *Endpoint) appendServerInfo(b []byte) []byte {
 	} else {
 		b = append(b, "null"...)
 	}
+	b = append(b, `,"chat_template":`...)
+	if cfg.ChatTemplate != "" {
+		b = appendString(b, cfg.ChatTemplate)
+	} else {
+		b = append(b, "null"...)
+	}
 	b = append(b, `,"enable_metrics":true,"random_seed":`...)
 	b = strconv.AppendUint(b, cfg.Seed, 10)
 	b = append(b, `,"max_total_num_tokens":`...)

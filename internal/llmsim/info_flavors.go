@@ -110,6 +110,13 @@ func serveLlamaProps(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	b = appendInt(b, e.slots())
 	b = append(b, `,"model_path":`...)
 	b = appendString(b, cfg.ModelName)
+	if cfg.ChatTemplate != "" {
+		b = append(b, `,"chat_template":`...)
+		b = appendString(b, e.chatTemplateText())
+		b = append(b, `,"modalities":{"vision":false,"audio":false},"build_info":"`+llamacppBuild+`","is_sleeping":false}`...)
+		answerJSON(ctx, ctJSONUTF8, b)
+		return
+	}
 	b = append(b, `,"chat_template":"{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}","modalities":{"vision":false,"audio":false},"build_info":"`+llamacppBuild+`","is_sleeping":false}`...)
 	answerJSON(ctx, ctJSONUTF8, b)
 }

@@ -26,7 +26,7 @@ const (
 	DefaultStepPerRequest = 62_600 * time.Nanosecond     // i ≈ 62.6 µs
 	// Not from the production job, and cheap for a 27B model on one GPU
 	// (25k prompt tokens/s is 1.35 PFLOP/s; a real server does a few
-	// thousand tokens/s): set it where prompts are long (pipelines/bench.sh
+	// thousand tokens/s): set it where prompts are long (the benchmark suite, internal/benchsuite,
 	// measures regeneration at 250 µs).
 	DefaultPrefillPerToken = 40 * time.Microsecond
 )

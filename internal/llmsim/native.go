@@ -22,7 +22,9 @@ func (f *flight) appendNative(dst []byte, n int, withText bool) []byte {
 	if withText {
 		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
 	}
-	dst = append(dst, `","tokens":[],"id_slot":0,"stop":true,"model":`...)
+	dst = append(dst, `","tokens":`...)
+	dst = f.appendNativeTokens(dst, n)
+	dst = append(dst, `,"id_slot":0,"stop":true,"model":`...)
 	dst = appendString(dst, cfg.ModelName)
 	dst = append(dst, `,"tokens_predicted":`...)
 	dst = appendInt(dst, n)

@@ -214,10 +214,12 @@ func (s *oaiStyle) appendAnswer(dst []byte, f *flight) []byte {
 			dst = append(dst, '"')
 		}
 		dst = s.appendChoiceTail(dst, c, chat, true)
+		dst = f.appendChoiceIDs(dst, c)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"usage":`...)
 	dst = s.appendUsage(dst, f)
+	dst = f.appendTopIDs(dst)
 	if chat {
 		dst = append(dst, s.chatExtra...)
 	} else {
@@ -232,7 +234,11 @@ func (s *oaiStyle) appendAnswer(dst []byte, f *flight) []byte {
 // appendChoiceTail writes a choice's logprobs, finish_reason and
 // stop_reason, as the flavour has them.
 func (s *oaiStyle) appendChoiceTail(dst []byte, c *choiceState, chat, ended bool) []byte {
-	if (chat && s.logprobs) || (!chat && s.cmplLogprobs) {
+	switch {
+	case chat && s.logprobs:
+		dst = append(dst, `,"logprobs":`...)
+		dst = c.appendLogprobs(dst)
+	case !chat && s.cmplLogprobs:
 		dst = append(dst, `,"logprobs":null`...)
 	}
 	dst = append(dst, `,"finish_reason":`...)

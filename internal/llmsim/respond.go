@@ -158,6 +158,7 @@ func (f *flight) appendResponse(dst []byte, object string, eos int, answer func(
 		dst = answer(dst, c, int(c.visible.Load()))
 		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
 		dst = c.appendFinish(dst, true, eos)
+		dst = f.appendChoiceIDs(dst, c)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"usage":`...)
@@ -171,14 +172,9 @@ func (f *flight) appendGenerate(dst []byte, n int, done bool) []byte {
 	c := f.choices[0]
 	dst = append(dst, `{"text":"`...)
 	dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
-	dst = append(dst, `","output_ids":[`...)
-	for k := 0; k < n; k++ {
-		if k > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendInt(dst, tokenID(c.words, k))
-	}
-	dst = append(dst, `],"meta_info":{"id":"`...)
+	dst = append(dst, `","output_ids":`...)
+	dst = appendIDs(dst, c.answerIDs(n))
+	dst = append(dst, `,"meta_info":{"id":"`...)
 	dst = append(dst, f.id...)
 	dst = append(dst, `","finish_reason":`...)
 	if done {

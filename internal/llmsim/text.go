@@ -23,6 +23,9 @@ type Prompt struct {
 	Messages []Message
 	Text     string
 	InputIDs []int
+	// history holds, message by message, the reasoning and tool calls of
+	// the assistant turns, which a chat template renders (tokenizer.go).
+	history []turnExtra
 }
 
 // AppendCanonical appends the prompt's canonical form, the bytes its

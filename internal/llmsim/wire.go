@@ -29,11 +29,16 @@ type chatRequest struct {
 	Tools               []wireTool      `json:"tools"`
 	Seed                *int64          `json:"seed"`
 	Temperature         *float64        `json:"temperature"`
+	wireTokenFlags
 }
 
 type wireMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// The history's reasoning and tool calls, which a chat template
+	// renders (tokenizer.go).
+	ReasoningContent *string        `json:"reasoning_content"`
+	ToolCalls        []wireHistCall `json:"tool_calls"`
 }
 
 // streamOptions are the stream_options a request sent: the two keys the
@@ -82,6 +87,7 @@ type completionRequest struct {
 	StreamOptions json.RawMessage `json:"stream_options"`
 	Seed          *int64          `json:"seed"`
 	Temperature   *float64        `json:"temperature"`
+	wireTokenFlags
 }
 
 type generateRequest struct {
@@ -128,6 +134,8 @@ type job struct {
 	// sent), which pick its answer (sampling.go).
 	seed        *int64
 	temperature *float64
+	// ids are the token ids the request asks for (tokenids.go).
+	ids wireTokenFlags
 }
 
 type api int
@@ -193,6 +201,8 @@ func parseChat(body []byte) (*job, error) {
 		}
 		j.prompt.Messages[i] = Message{Role: m.Role, Content: text}
 	}
+	j.prompt.history = historyOf(r.Messages)
+	j.ids = r.wireTokenFlags
 	if r.MaxCompletionTokens != nil {
 		j.maxTokens, j.explicit = *r.MaxCompletionTokens, true
 	} else if r.MaxTokens != nil {
@@ -255,6 +265,7 @@ func parseCompletion(body []byte) (*job, error) {
 	}
 	j := &job{api: apiCompletion, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: defaultCompletionMaxTokens, explicit: true, n: 1, stream: r.Stream,
 		seed: r.Seed, temperature: r.Temperature}
+	j.ids = r.wireTokenFlags
 	if raw[0] != '"' {
 		return nil, validationError("string_type", "'prompt'", "llmsim simulates a single string prompt")
 	}
@@ -316,6 +327,8 @@ type nativeRequest struct {
 	Stream      bool            `json:"stream"`
 	Seed        *int64          `json:"seed"`
 	Temperature *float64        `json:"temperature"`
+	// ReturnTokens asks for the generated ids in "tokens".
+	ReturnTokens bool `json:"return_tokens"`
 }
 
 func parseNative(body []byte) (*job, error) {
@@ -340,6 +353,7 @@ func parseNative(body []byte) (*job, error) {
 			return nil, badRequest("llmsim simulates /completion with one prompt: a string or a list of token ids")
 		}
 	}
+	j.ids.ReturnTokenIDs = r.ReturnTokens
 	if r.NPredict != nil && *r.NPredict >= 0 {
 		j.maxTokens, j.given = *r.NPredict, true
 	}

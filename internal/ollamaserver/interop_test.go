@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/openai"
 )
 
@@ -17,6 +18,7 @@ import (
 // the recorded answers (testdata/ollama), usage in plain and streamed
 // answers, seeded sampling, parallel requests and the context length.
 func TestInterop(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	srv := Start(t, Options{Parallel: interopConfig.Parallel, NumCtx: interopConfig.NumCtx})
 	t.Logf("ollama %s: started in %v, model created in %v, loaded in %v, first answer in %v",
 		srv.Version, srv.Timings.Start, srv.Timings.Create, srv.Timings.Load, srv.Timings.FirstAnswer)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 var testClient = &http.Client{Timeout: answerTimeout}
@@ -109,6 +111,7 @@ func checkGone(t *testing.T, pgid int, url string) {
 // that after the test nothing of the group is left, not even a zombie for
 // init to reap.
 func TestStop(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	var pgid int
 	var url string
 	t.Run("serve", func(t *testing.T) {
@@ -152,6 +155,7 @@ func zombies(pgid int) []string {
 // TestPortTaken hands Start a port another listener holds: the server
 // cannot bind it and exits, and Start tries again on another port.
 func TestPortTaken(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
@@ -183,6 +187,7 @@ func TestPortTaken(t *testing.T) {
 // a test timeout or an impatient user would: the lifeline takes the
 // server and its runner down with it.
 func TestKilledTestProcess(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
@@ -244,6 +249,7 @@ func TestHelperServe(t *testing.T) {
 // TestKill kills the server in the middle of a streamed answer: the
 // stream breaks off without [DONE] and the group is gone.
 func TestKill(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	srv := Start(t, Options{})
 	pgid := groupOf(t, srv)
 	body := strings.NewReader(fmt.Sprintf(`{"model": %q, "prompt": "Once", "max_tokens": 100000, "stream": true}`, srv.Model))

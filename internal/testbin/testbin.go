@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,24 +39,23 @@ func run(m *testing.M, names []string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	// -buildvcs=auto: the binaries carry the commit they were built from
-	// (--version says it) wherever the source is a checkout.
-	args := []string{"build", "-buildvcs=auto", "-o", dir + string(os.PathSeparator)}
-	for _, n := range names {
-		args = append(args, packageOf(n))
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "testbin: building %v: %v\n%s", names, err, out)
+	if err := Build(dir, names...); err != nil {
+		fmt.Fprintln(os.Stderr, "testbin:", err)
 		return 1
 	}
 	return m.Run()
 }
 
 // devCommands are the commands of the kit, under internal/cmd.
-var devCommands = []string{"corpus", "benchsuite"}
+var devCommands = []string{"corpus", "benchsuite", "rusage"}
 
-// packageOf is the import path of the command named.
+// packageOf is the import path of the command named: one of cmd/ or
+// internal/cmd/, or a main package's import path (its binary is named
+// for the last element).
 func packageOf(name string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
 	if slices.Contains(devCommands, name) {
 		return "tokenmill/internal/cmd/" + name
 	}

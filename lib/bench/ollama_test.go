@@ -18,6 +18,7 @@ import (
 // of zeros: tokens are still counted as they stream. Skipped, saying why,
 // where Ollama is not installed.
 func TestBenchOllama(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4})
 	for _, api := range []string{"chat", "completions"} {
 		// A level ends once 8 answers are in; its 30 s leave a CPU server on

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -58,7 +59,7 @@ func (f *fitting) note() string {
 
 // prompts builds the streamed request bodies: the input's first usable
 // records, or generated prompts, fitted to the context.
-func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
+func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
 	var bodies [][]byte
 	if len(c.Inputs) == 0 {
 		for k := 0; k < c.Sample; k++ {
@@ -85,7 +86,7 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte
 		}
 		return bodies, fmt.Sprintf("%s generated prompts of %s tokens", cli.Thousands(len(bodies)), cli.Thousands(c.PromptTokens)) + fit.note(), nil
 	}
-	rd := jsonl.NewReader(c.Inputs, env.Stdin, jsonl.Options{})
+	rd := jsonl.NewReader(ctx, env, c.Inputs, env.Stdin, jsonl.Options{})
 	defer rd.Close()
 	skipped := 0
 	for len(bodies) < c.Sample {

@@ -22,7 +22,7 @@ func TestLadderAndKnee(t *testing.T) {
 	lv := func(tps ...float64) []Level {
 		out := make([]Level, len(tps))
 		for i, x := range tps {
-			out[i] = Level{Concurrency: 1 << i, TokPerSec: x}
+			out[i] = Level{Concurrency: 1 << i, TokPerSec: x, Answers: int(x)}
 		}
 		return out
 	}
@@ -44,6 +44,15 @@ func TestLadderAndKnee(t *testing.T) {
 			t.Errorf("%v: knee %d %v, want %d %v", tt.tps, k, found, tt.want, tt.found)
 		}
 	}
+	// Tokens without a finished answer (streams still going when the
+	// window closed) never make a level the recommendation.
+	unfinished := []Level{{Concurrency: 1, TokPerSec: 900}, {Concurrency: 2, TokPerSec: 400, Answers: 3}}
+	if k, _ := knee(unfinished); k != 1 {
+		t.Errorf("a level with tokens but no answer was chosen: knee %d", k)
+	}
+	if k, _ := knee(unfinished[:1]); k != -1 {
+		t.Errorf("the only level has no answer: knee %d, want none", k)
+	}
 }
 
 // On a server whose output falls as more are sent at once (a CPU: 1
@@ -53,7 +62,7 @@ func TestLadderAndKnee(t *testing.T) {
 // steady the report says it could not measure, and the forecast's range
 // spans the knee's two halves.
 func TestBenchOnAFallingServer(t *testing.T) {
-	cpu := []Level{{Concurrency: 1, TokPerSec: 67}, {Concurrency: 2, TokPerSec: 60}, {Concurrency: 4, TokPerSec: 39}}
+	cpu := []Level{{Concurrency: 1, TokPerSec: 67, Answers: 9}, {Concurrency: 2, TokPerSec: 60, Answers: 8}, {Concurrency: 4, TokPerSec: 39, Answers: 5}}
 	if why := falling(cpu); why != "the output fell as more were sent at once (2 and 4 per endpoint gave 60 and 39 tok/s, 1 gave 67)" {
 		t.Errorf("falling: %q", why)
 	}
@@ -63,13 +72,13 @@ func TestBenchOnAFallingServer(t *testing.T) {
 	}{{[]float64{67, 66, 39}, false}, {[]float64{67, 60}, false}, {[]float64{10, 20, 40}, false}, {[]float64{67, 120, 100, 90}, true}} {
 		var lv []Level
 		for i, x := range tt.tps {
-			lv = append(lv, Level{Concurrency: 1 << i, TokPerSec: x})
+			lv = append(lv, Level{Concurrency: 1 << i, TokPerSec: x, Answers: 3})
 		}
 		if got := falling(lv) != ""; got != tt.want {
 			t.Errorf("%v: falling %v, want %v", tt.tps, got, tt.want)
 		}
 	}
-	mixed := []Level{{Concurrency: 1, TokPerSec: 67}, {Concurrency: 2, TokPerSec: 50}, {Concurrency: 8, TokPerSec: 90, Unsteady: true}}
+	mixed := []Level{{Concurrency: 1, TokPerSec: 67, Answers: 9}, {Concurrency: 2, TokPerSec: 50, Answers: 7}, {Concurrency: 8, TokPerSec: 90, Answers: 12, Unsteady: true}}
 	if k, _ := knee(mixed); k != 0 {
 		t.Errorf("knee %d among a steady 1 and an unsteady 8, want the steady 1", k)
 	}
@@ -79,7 +88,7 @@ func TestBenchOnAFallingServer(t *testing.T) {
 	if k, _ := knee(mixed); k != 2 {
 		t.Errorf("knee %d with none steady, want the best measured", k)
 	}
-	rep := &Report{Levels: []Level{{Concurrency: 1, TokPerSec: 67, Unsteady: true, Halves: []float64{50, 84}}, {Concurrency: 2, TokPerSec: 40, Unsteady: true, Halves: []float64{30, 50}}},
+	rep := &Report{Levels: []Level{{Concurrency: 1, TokPerSec: 67, Answers: 9, Unsteady: true, Halves: []float64{50, 84}}, {Concurrency: 2, TokPerSec: 40, Answers: 5, Unsteady: true, Halves: []float64{30, 50}}},
 		Held: "the output fell", AnswerTokens: 32}
 	c := &Bench{DatasetSize: 100, MeanAnswerTokens: 32}
 	rep.finish(c, &benchRun{cfg: c, maxRunning: []int{0}})

@@ -12,13 +12,15 @@ import (
 // feed it) is internal/, which the product never imports.
 var (
 	// stages: one package per stage under lib/; none imports another.
-	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter"}
+	// serve (starting and keeping up the servers) stands with them: it
+	// uses lib/fleet's readiness, as infer does, and no stage.
+	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "serve"}
 	// groundFloor: what stages stand on.
 	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens", "conversation"}
 	// kit: internal/, for the simulator, tests and benchmarks alone.
-	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "gguf", "benchsuite", "corpus", "cmd/benchsuite", "cmd/corpus"}
+	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "gguf", "benchsuite", "corpus", "cmd/benchsuite", "cmd/corpus", "cmd/rusage"}
 	// productCommands: the binaries users run; llmsim is the simulator's.
-	productCommands = []string{"extract", "dedup", "shard", "infer", "filter", "merge", "stats", "llmsim"}
+	productCommands = []string{"extract", "dedup", "shard", "infer", "filter", "merge", "stats", "serve", "llmsim"}
 )
 
 // TestLayout holds the code to the house's plan: no stage imports another

@@ -21,7 +21,7 @@ func Plain(msg string) string {
 		!strings.Contains(msg, "looking for beginning") && !strings.Contains(msg, "invalid token") && !strings.Contains(msg, "end of JSON input") {
 		return msg
 	}
-	msg = strings.ReplaceAll(msg, "json: ", "")
+	msg = jsonPrefixRE.ReplaceAllString(msg, "$1")
 	msg = unmarshalRE.ReplaceAllStringFunc(msg, func(m string) string {
 		g := unmarshalRE.FindStringSubmatch(m)
 		value, field, typ := valueKind(g[1]), jsonPath(g[2]), typeKind(g[3])
@@ -48,6 +48,9 @@ func Plain(msg string) string {
 }
 
 var (
+	// jsonPrefixRE is the decoder's "json: " prefix, never a file name's
+	// ending such as "data.json: no such file".
+	jsonPrefixRE = regexp.MustCompile(`(^|\s)json: `)
 	// segmentio/encoding quotes the input text; encoding/json names its kind.
 	unmarshalRE = regexp.MustCompile(`cannot unmarshal ("(?:[^"\\]|\\.)*"|\S+) into Go (?:struct field (\S+)|value) of type (\S+)`)
 	badCharRE   = regexp.MustCompile(`invalid character ('[^']*'|\S+) (?:looking for beginning of (?:object key string|value)|after [a-z ]+|in [a-z ]+)`)

@@ -19,6 +19,9 @@ func TestPlain(t *testing.T) {
 		{`json: invalid character 'i' looking for beginning of value: instruction,output`, `not valid JSON (unexpected 'i'): instruction,output`},
 		{`json: expected 'true' but found invalid token: tru}`, `not valid JSON (near "tru}")`},
 		{`unexpected end of JSON input`, `not valid JSON (it ends too early)`},
+		{`cannot read /tmp/nope.json: no such file or directory`, `cannot read /tmp/nope.json: no such file or directory`},
+		{`cannot read data.json: json: cannot unmarshal "[1]" into Go struct field infer.promptLine.id of type record.ID`,
+			`cannot read data.json: "id" cannot be a list`},
 		{`no_user_turn: the last message is not from the user`, `no_user_turn: the last message is not from the user`},
 	} {
 		if got := Plain(tt.in); got != tt.want {

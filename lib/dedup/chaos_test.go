@@ -21,7 +21,7 @@ import (
 // complete (otherwise a rerun would drop what the lost output held). A
 // run that left the old state is run again and must give the full output.
 func TestChaosKilledMidWrite(t *testing.T) {
-	n, kills := chaos.Size(60000, 660000), chaos.Size(6, 20)
+	n, kills := chaos.Size(20000, 60000, 660000), chaos.Size(4, 6, 20)
 	dir := t.TempDir()
 	input, _ := corpusPrompts(n, 11)
 	cutAt := 0

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/zeebo/xxh3"
+
+	"tokenmill/internal/testbin"
 )
 
 // distinct returns the hash of the i-th of a family of distinct keys.
@@ -118,12 +120,13 @@ func TestExactSetNeverDropsWrongly(t *testing.T) {
 // The default settings on a run the size of the real dataset report
 // expected false drops well under 0.01.
 func TestDefaultFPAtDatasetScale(t *testing.T) {
+	n := testbin.Size(66_000, 660_000) // the dataset's size in the long tier
 	s := NewSet(1_000_000, 1e-6, false)
-	for i := range 660_000 {
+	for i := range n {
 		s.Seen(distinct("d", i), nil)
 	}
 	if s.ExpectedFalseDrops >= 0.001 {
-		t.Errorf("660k keys at the defaults: expected false drops %g, want well under 0.01", s.ExpectedFalseDrops)
+		t.Errorf("%d keys at the defaults: expected false drops %g, want well under 0.01", n, s.ExpectedFalseDrops)
 	}
 	if mb := float64(s.Filter.Bytes()) / 1e6; mb > 8 {
 		t.Errorf("the default filter takes %.1f MB", mb)

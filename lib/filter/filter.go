@@ -54,6 +54,8 @@ type Command struct {
 	cli.OutputFlag `set:"output_what=the fit records"`
 	Rejects        string `default:"" placeholder:"FILE" help:"Write the unfit records to FILE, each with a reject field, and bad input lines (appears only when complete; refused if it exists unless --force)."`
 	Checks         string `default:"default" help:"Checks to run, comma-separated: length, reasoning_only, empty, think_residue, tool_call, loop, lang; default (all but lang); all."`
+	MaxTrainTokens int    `default:"0" placeholder:"N" help:"Drop records with a training row (as merge --to tokens makes them) longer than N tokens, the trainer's max_length (too_long_for_training), counted on the ids of infer --token-ids. 0: no limit."`
+	MinLossTokens  int    `default:"0" placeholder:"M" help:"Drop records whose training rows hold fewer than M tokens with loss, the answers' (too_few_loss_tokens). 0: no minimum."`
 	cli.ForceFlag
 	cli.WorkersFlag `set:"workers_what=parse and check records"`
 	cli.ProgressFlag
@@ -83,9 +85,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("--rejects needs a file: stdout carries the fit records")
 	case c.Workers < 0:
 		return cli.Usagef("--workers must not be negative")
+	case c.MaxTrainTokens < 0 || c.MinLossTokens < 0:
+		return cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	workers := c.Workers
@@ -99,7 +103,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 	}
 
-	s := &sink{n: &counts{byReason: map[string]int64{}}}
+	s := &sink{n: &counts{byReason: map[string]int64{}}, train: trainLimits{maxTokens: c.MaxTrainTokens, minLoss: c.MinLossTokens}}
 	opts := jsonl.WriterOptions{Force: c.Force}
 	if s.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
 		return err
@@ -110,9 +114,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--rejects: %w", err)
 		}
 	}
-	s.bad = jsonl.NewRejects(env.Name, env.Stderr, s.unfit)
+	s.bad = jsonl.NewRejects(env, s.unfit)
 
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()
@@ -126,15 +130,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		where := "no file written"
-		if s.out.Path() == "-" {
-			s.out.Close()
-			where = "stdout holds the records decided before the interrupt"
-		}
-		s.abort()
-		env.Logf("%s", s.summary())
-		env.Logf("interrupted after %d records: output incomplete (%s)", s.n.read.Load(), where)
-		return context.Cause(ctx)
+		return env.EndInterrupted(ctx, s.out, s.abort, s.summary(), s.n.read.Load(), "")
 	}
 	if err := s.out.Close(); err != nil {
 		s.abort()

@@ -41,6 +41,7 @@ type sink struct {
 	bad   *jsonl.Rejects
 	n     *counts
 	buf   []byte
+	train trainLimits // --max-train-tokens, --min-loss-tokens (train.go)
 }
 
 // run reads in, checks with one worker per checker and writes through s
@@ -48,17 +49,18 @@ type sink struct {
 // ends it stops reading; the records already read are decided and
 // written.
 func run(ctx context.Context, in *jsonl.Reader, checkers []*quality.Checker, s *sink) error {
-	recs := make([]quality.Record, len(checkers))
+	recs := make([]quality.GenerationView, len(checkers))
 	return jsonl.Parallel(ctx, in, len(checkers), func(w int, b *jsonl.Batch[judgement]) {
 		for i := range b.Items {
 			judge(checkers[w], &recs[w], &b.Items[i])
+			s.train.check(&b.Items[i])
 		}
 	}, s.write)
 }
 
 // judge parses one line and checks its answers, stopping at the first
 // that fails.
-func judge(c *quality.Checker, rec *quality.Record, it *item) {
+func judge(c *quality.Checker, rec *quality.GenerationView, it *item) {
 	j := &it.V
 	if it.Err != nil {
 		j.verdict = badLine
@@ -116,7 +118,7 @@ func (s *sink) write(b *jsonl.Batch[judgement]) error {
 		j := &it.V
 		s.n.read.Add(1)
 		s.n.answers.Add(int64(j.answers))
-		rec := it.Record
+		rec := it.RawLine
 		switch j.verdict {
 		case fit:
 			s.n.kept.Add(1)
@@ -155,7 +157,7 @@ func (s *sink) write(b *jsonl.Batch[judgement]) error {
 
 // writeUnfit writes the record as it was plus its reject field (replacing
 // one it already had, from an earlier filter).
-func (s *sink) writeUnfit(rec jsonl.Record, j *judgement) error {
+func (s *sink) writeUnfit(rec jsonl.RawLine, j *judgement) error {
 	info := rejectInfo{Reason: j.finding.Check, Detail: j.finding.Detail, File: rec.File, Line: rec.Line}
 	if j.turn >= 0 {
 		info.Turn = &j.turn

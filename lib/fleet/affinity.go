@@ -10,7 +10,7 @@ package fleet
 
 // ByName is the endpoint whose base URL is name, or nil.
 func (p *Pool) ByName(name string) *Endpoint {
-	for _, ep := range p.eps {
+	for _, ep := range p.Endpoints() {
 		if ep.name == name {
 			return ep
 		}
@@ -23,7 +23,7 @@ func (p *Pool) ByName(name string) *Endpoint {
 func (p *Pool) TryAcquireOn(ep *Endpoint) *Endpoint {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ep.state != StateReady || ep.inflight >= ep.slots {
+	if ep.state != StateReady || ep.inflight >= ep.slots || p.clk.Now().Before(ep.pausedUntil) {
 		return nil
 	}
 	ep.inflight++
@@ -35,5 +35,5 @@ func (p *Pool) TryAcquireOn(ep *Endpoint) *Endpoint {
 func (p *Pool) Keep(ep *Endpoint) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return ep.state == StateReady && ep.inflight <= ep.slots
+	return ep.state == StateReady && ep.inflight <= ep.slots && !p.clk.Now().Before(ep.pausedUntil)
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Target is one server to send requests to, as written on the command line
@@ -136,7 +137,7 @@ func CheckTargets(ts []Target) error {
 	}
 	seen := make(map[string]bool, len(ts))
 	for _, t := range ts {
-		key := t.Addr + t.Path + "|" + strconv.FormatBool(t.TLS)
+		key := targetKey(t)
 		if seen[key] {
 			return fmt.Errorf("endpoint %s is listed twice", t.URL)
 		}
@@ -177,6 +178,10 @@ func parseEndpoint(raw string) ([]Target, error) {
 	}
 	if strings.ContainsAny(path, " \t") {
 		return nil, fmt.Errorf("endpoint %q: white space in the path", s)
+	}
+	// The endpoint's name is printed in every message and the live display.
+	if strings.ContainsFunc(raw, unicode.IsControl) {
+		return nil, fmt.Errorf("endpoint %q: a control character", s)
 	}
 	host, ports, err := splitHostPorts(rest)
 	if err != nil {

@@ -1,8 +1,9 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,7 @@ import (
 // infer generate and infer bench embed them (`embed:""`).
 type ServerFlags struct {
 	Endpoints     string     `short:"e" placeholder:"LIST" help:"Servers, comma-separated: host:port, host:first-last (a port range), or a URL (http:// is the default, https:// allowed, a path prefix kept). E.g. 127.0.0.1:30000-30007,gpu2:30000."`
-	EndpointsFile string     `placeholder:"FILE" help:"File of endpoints, one (or a comma-separated list) per line; # starts a comment."`
+	EndpointsFile string     `placeholder:"FILE" help:"File of endpoints, one (or a comma-separated list) per line; # starts a comment. A directory: every *.txt file in it (one per node, each written by its serve). infer generate reads it again whenever it changes: endpoints added to it join the run (serve writes one and keeps it to the servers that are ready)."`
 	API           openai.API `name:"api" enum:"chat,completions,generate" default:"chat" help:"Request kind: chat (/v1/chat/completions), completions (/v1/completions) or generate (SGLang's native /generate). completions and generate need records with a \"prompt\" text."`
 	Model         string     `help:"Model name sent with each request; a comma-separated list where the servers serve it under different names (each endpoint is sent the first one its /v1/models lists). Default: each endpoint the first model its own /v1/models lists."`
 	Temperature   *float64   `placeholder:"T" help:"Sampling temperature. Default: the server's (the model's generation config)."`
@@ -45,14 +46,15 @@ func (f *ServerFlags) Targets() ([]Target, error) {
 		targets = ts
 	}
 	if f.EndpointsFile != "" {
-		file, err := os.Open(f.EndpointsFile)
+		ts, _, err := LoadEndpoints(f.EndpointsFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, cli.Usagef("--endpoints-file %s: no such file (serve writes it once a server is ready)", f.EndpointsFile)
+		}
 		if err != nil {
 			return nil, cli.Usagef("--endpoints-file: %v", err)
 		}
-		ts, err := ReadEndpointsFile(file, f.EndpointsFile)
-		file.Close()
-		if err != nil {
-			return nil, cli.Usagef("--endpoints-file: %v", err)
+		if len(ts) == 0 && len(targets) == 0 {
+			return nil, cli.Usagef("--endpoints-file %s lists no endpoint (serve writes it once a server is ready)", f.EndpointsFile)
 		}
 		targets = append(targets, ts...)
 	}
@@ -66,6 +68,18 @@ func (f *ServerFlags) Targets() ([]Target, error) {
 		return nil, cli.Usagef("--context-length must not be negative")
 	}
 	return targets, nil
+}
+
+// Protect registers the run's credentials with env (--api-key, or the
+// OPENAI_API_KEY it came from, and the passwords of the endpoints' URLs),
+// so that neither stderr nor any record shows them, in any form a server
+// could echo them (see cli.Secrets).
+func (f *ServerFlags) Protect(env *cli.Env, targets []Target) {
+	s := env.Protect()
+	s.Add(f.APIKey)
+	for _, t := range targets {
+		s.AddBasic(t.User, string(t.Password))
+	}
 }
 
 // Concurrency is --concurrency: a number of requests in flight per

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tokenmill/internal/ollamaserver"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/openai"
 )
 
@@ -18,6 +19,7 @@ import (
 // Ollama's default, 2048 tokens: a longer prompt is cut to it, as the
 // answer's prompt_tokens shows; with num_ctx set, that is the context.
 func TestOllamaDiscovery(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 400)
 	for _, tt := range []struct {
 		numCtx int

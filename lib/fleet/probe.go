@@ -84,11 +84,11 @@ func (p *Pool) probe(ep *Endpoint, first, interval time.Duration) {
 			return
 		}
 		r := p.checkReady(ep)
-		p.mu.Lock()
-		ep.lastProbe, ep.refused, ep.probed = r.note, r.refused, true
-		if r.ready && p.cfg.HealthPath == "" {
-			ep.readyPath = r.path
+		if r.ready {
+			r = p.admit(ep, r) // an endpoints file that no longer lists it keeps it out (grow.go)
 		}
+		p.mu.Lock()
+		p.noteProbeLocked(ep, r)
 		if r.wrong && ep.state == StateStarting {
 			// Never ready, and its routes are not an API's: a wrong
 			// address, which waiting will not mend (one ready before and
@@ -101,7 +101,6 @@ func (p *Pool) probe(ep *Endpoint, first, interval time.Duration) {
 			p.mu.Unlock()
 			return
 		}
-		p.broadcastLocked() // WaitReady reports what the probes see
 		p.mu.Unlock()
 		if r.ready {
 			info := p.discover(ep)
@@ -202,6 +201,16 @@ func (p *Pool) otherModelLocked(ep *Endpoint, model string) bool {
 		}
 	}
 	return false
+}
+
+// noteProbeLocked keeps what a probe of ep found: what it saw, for
+// messages, and the route that answered, to probe on from then on.
+func (p *Pool) noteProbeLocked(ep *Endpoint, r readiness) {
+	ep.lastProbe, ep.refused, ep.probed = r.note, r.refused, true
+	if r.ready && p.cfg.HealthPath == "" {
+		ep.readyPath = r.path
+	}
+	p.broadcastLocked() // WaitReady reports what the probes see
 }
 
 // readiness is what one probe found.

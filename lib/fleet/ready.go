@@ -62,7 +62,7 @@ func (p *Pool) WaitReady(ctx context.Context, timeout time.Duration) error {
 		case <-notice.C():
 			left := timeout - p.clk.Now().Sub(start)
 			p.cfg.Logf("waiting for %s to be ready (giving up in %v, --wait-ready %v): %s",
-				endpointsWord(len(p.eps)), left.Round(time.Second), timeout, p.probesText())
+				endpointsWord(len(p.Endpoints())), left.Round(time.Second), timeout, p.probesText())
 			notice = p.clk.NewTimer(every)
 		case <-deadline.C():
 			return fmt.Errorf("no endpoint was ready within %v (--wait-ready): %s", timeout, p.probesText())
@@ -153,7 +153,7 @@ func (p *Pool) WarnNotReady(started time.Time, after time.Duration) (stop func()
 				again = "still "
 			}
 			p.cfg.Logf("warning: %d of %d endpoints %snot ready after %v (still probed every %v; each joins once ready): %s",
-				n, len(p.eps), again, p.clk.Now().Sub(started).Round(time.Second), p.cfg.ProbeInterval, text)
+				n, len(p.Endpoints()), again, p.clk.Now().Sub(started).Round(time.Second), p.cfg.ProbeInterval, text)
 			last = text
 		}
 		mu.Unlock()
@@ -235,7 +235,7 @@ func (p *Pool) WaitAll(ctx context.Context, timeout time.Duration) ([]int, error
 			return nil, wrongAddresses(wrong)
 		}
 		ready := p.readyIndexes()
-		if len(ready) == len(p.eps) {
+		if len(ready) == len(p.Endpoints()) {
 			return ready, nil
 		}
 		if refused {
@@ -249,14 +249,15 @@ func (p *Pool) WaitAll(ctx context.Context, timeout time.Duration) ([]int, error
 		case <-deadline.C():
 		}
 		// The deadline: go on with what is ready, if anything.
-		if ready = p.readyIndexes(); len(ready) == len(p.eps) {
+		total := len(p.Endpoints())
+		if ready = p.readyIndexes(); len(ready) == total {
 			return ready, nil
 		}
 		if len(ready) == 0 {
 			return nil, fmt.Errorf("no endpoint was ready within %v (--wait-ready): %s", timeout, p.probesText())
 		}
 		p.cfg.Logf("%d of %d endpoints are not ready after %v (--wait-ready); measuring the %d that are: %s",
-			len(p.eps)-len(ready), len(p.eps), timeout, len(ready), p.probesText())
+			total-len(ready), total, timeout, len(ready), p.probesText())
 		return ready, nil
 	}
 }

@@ -88,7 +88,7 @@ func (s *Systematic) Failed(ep *Endpoint, f *Failure) error {
 		}
 	}
 	s.armed = false
-	return fmt.Errorf("every endpoint refused the first requests the same way (HTTP %d: %s): %s", f.Status, f.Message, s.hint(f))
+	return fmt.Errorf("every endpoint refused the first requests the same way (HTTP %d: %s): %s; if those prompts are bad in themselves, --resume goes on: refusals an errors file records are not judged again", f.Status, f.Message, s.hint(f))
 }
 
 // unknownField finds the name of a request field a server refuses, in
@@ -164,7 +164,7 @@ func (p *Pool) CheckModel(model string) error {
 // it 405 (or 200, 400, 422). It returns the names of those without.
 func (p *Pool) MissingRoute(path string) []string {
 	var missing []string
-	for _, ep := range p.eps {
+	for _, ep := range p.Endpoints() {
 		p.mu.Lock()
 		ready := ep.state == StateReady
 		p.mu.Unlock()

@@ -43,15 +43,15 @@ func (c *mapCache) Put(k uint64, n int) {
 // Tokenize on every kind of server: where it offers a tokenizer for the
 // request, the count is the prompt_tokens the same request is charged;
 // where not (Ollama, gateways; chat on SGLang, whose tokenizer takes text
-// alone, and on llama.cpp without /apply-template), ErrNoTokenizer. A
-// cached prompt is not asked again.
+// alone), ErrNoTokenizer. llama.cpp counts a chat prompt through
+// /apply-template. A cached prompt is not asked again.
 func TestTokenizePerFlavor(t *testing.T) {
 	model := llmsim.DefaultModelName
 	chat := fmt.Sprintf(`{"model":%q,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"How many tokens is this sentence, all told?"}],"max_tokens":1}`, model)
 	text := fmt.Sprintf(`{"model":%q,"prompt":"Once upon a time, in a land of many tokens,","max_tokens":1}`, model)
 	supported := map[llmsim.Flavor][2]bool{ // chat, text
 		llmsim.FlavorSGLang: {false, true}, llmsim.FlavorVLLM: {true, true}, llmsim.FlavorVLLM0100: {true, true},
-		llmsim.FlavorLlamaCpp: {false, true}, llmsim.FlavorOllama: {false, false}, llmsim.FlavorOpenAI: {false, false},
+		llmsim.FlavorLlamaCpp: {true, true}, llmsim.FlavorOllama: {false, false}, llmsim.FlavorOpenAI: {false, false},
 	}
 	for _, fl := range llmsim.Flavors {
 		t.Run(string(fl), func(t *testing.T) {

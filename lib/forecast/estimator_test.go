@@ -7,6 +7,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 // The estimator on synthetic runs: a fleet of slots answering prompts of
@@ -151,21 +153,25 @@ func TestEstimatorSyntheticRuns(t *testing.T) {
 		fracs   []float64
 		tol     float64 // relative error allowed at every checkpoint
 		ranged  bool    // lengths vary: the range must be honest
+		long    bool    // in the long test tier only: the smaller runs cover the same ground
 	}{
 		// Checkpoints from one fleetful of answers done on.
 		{"production-like: 400 slots, lognormal, max 8192", simFleet{400, 24.6, 300 * time.Millisecond, 8192},
-			logNormalLengths(100_000, 600, 1.01, 1), append([]float64{0.004, 0.008, 0.02}, late...), 0.07, true},
+			logNormalLengths(100_000, 600, 1.01, 1), append([]float64{0.004, 0.008, 0.02}, late...), 0.07, true, true},
 		{"5% is one fleetful: 400 slots, 8,000 prompts", simFleet{400, 24.6, 300 * time.Millisecond, 2048},
-			logNormalLengths(8_000, 600, 1.01, 5), []float64{0.05, 0.1, 0.25, 0.5}, 0.06, true},
+			logNormalLengths(8_000, 600, 1.01, 5), []float64{0.05, 0.1, 0.25, 0.5}, 0.06, true, false},
 		{"test-sized: 100 slots, lognormal, max 2048", simFleet{100, 24.6, 300 * time.Millisecond, 2048},
-			logNormalLengths(20_000, 600, 1.01, 2), late, 0.05, true},
+			logNormalLengths(20_000, 600, 1.01, 2), late, 0.05, true, false},
 		{"narrow lognormal, no max_tokens", simFleet{200, 30, 100 * time.Millisecond, 0},
-			logNormalLengths(20_000, 400, 0.5, 3), late, 0.05, true},
+			logNormalLengths(20_000, 400, 0.5, 3), late, 0.05, true, false},
 		{"every answer cut at 256", simFleet{200, 25, 50 * time.Millisecond, 256},
-			logNormalLengths(20_000, 2000, 0.3, 4), late, 0.05, false},
+			logNormalLengths(20_000, 2000, 0.3, 4), late, 0.05, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.long {
+				testbin.Long(t, "a long simulated run")
+			}
 			points := replaySynthetic(t, tt.fleet, tt.lengths, tt.fracs)
 			inRange := 0
 			for _, p := range points {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 )
 
@@ -30,13 +31,10 @@ func TestMain(m *testing.M) {
 	llmsimBin = filepath.Join(dir, "llmsim")
 	extractBin = filepath.Join(dir, "extract")
 	corpusBin = filepath.Join(dir, "corpus")
-	for bin, pkg := range map[string]string{inferBin: "../../cmd/infer", llmsimBin: "../../cmd/llmsim", extractBin: "../../cmd/extract", corpusBin: "../../internal/cmd/corpus"} {
-		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
+	if err := testbin.Build(dir, "infer", "llmsim", "extract", "corpus"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

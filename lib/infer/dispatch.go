@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"tokenmill/lib/conversation"
@@ -24,7 +23,7 @@ func (r *runner) dispatch(ctx context.Context) error {
 		}
 		ep, err := r.acquire(ctx, j)
 		if err != nil {
-			if errors.Is(err, fleet.ErrAllDown) {
+			if errors.Is(err, fleet.ErrAllDown) || errors.Is(err, fleet.ErrRateLimited) {
 				return err
 			}
 			return nil // interrupted: the job is not done, resume will redo it
@@ -91,7 +90,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 			r.eta.Started(j, ep.Index(), start)
 			j.etaOn, j.started = true, start
 		}
-		c, f := r.pool.Complete(ep, r.cfg.API.Path(), r.pool.BodyFor(ep, j.body), r.cfg.RequestTimeout, r.cfg.API.Parse)
+		c, f := r.complete(ep, j)
 		end := r.clk.Now()
 		if f == nil || !f.Down {
 			j.attempts++
@@ -180,8 +179,18 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.failJob(ep, j, f)
 		return
 	}
+	if r.known.again(j.id, j.sample, f) {
+		// Refused as the run being resumed recorded it: the prompt's own.
+		r.c.refusedAgain.Add(1)
+		r.failJob(ep, j, f)
+		return
+	}
 	if err := r.systematic.Failed(ep, f); err != nil {
+		// Stopping first, so that the failures still arriving are left for
+		// the resume; the refusal that tipped it is written like those
+		// before it, so that the resume knows it.
 		r.fatal(err)
+		r.failJob(ep, j, f)
 		return
 	}
 	r.failJob(ep, j, f)
@@ -193,11 +202,12 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		model = r.modelOf(ep)
 	}
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, ReasoningField: c.ReasoningField, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
+		Text: c.Text, Reasoning: c.Reasoning, ReasoningField: c.ReasoningField, ToolCalls: r.nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
 		ContextShifted: r.shifted(c),
+		TokenIDs:       r.answerTokenIDs(ep, j),
 	}
 	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
@@ -241,15 +251,10 @@ func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	st.Rate.Add(now, int64(c.CompletionTokens))
 }
 
-// nameCalls gives calls that came without an id call_<m>_<k> (m the
-// answer's 1-based place in the conversation, k the call's), as extract
-// names the calls of datasets without ids.
-func nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
-	for k := range calls {
-		if calls[k].ID == "" {
-			calls[k].ID = "call_" + strconv.Itoa(m) + "_" + strconv.Itoa(k+1)
-		}
-	}
+// nameCalls gives every call of an answer an id of its own (see
+// record.AddressCalls), counting those re-addressed.
+func (r *runner) nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
+	r.c.readdressed.Add(int64(record.AddressCalls(calls, m)))
 	return calls
 }
 
@@ -292,7 +297,7 @@ func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, latency time.Duration) (more, ok bool) {
 	conv := j.conv
 	turn := record.Turn{FinishReason: c.FinishReason, ReasoningField: c.ReasoningField, ContextShifted: r.shifted(c), Usage: record.TurnUsage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
-		MaxTokens: j.fit.Max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts}
+		MaxTokens: j.fit.Max, LatencyMS: latency.Milliseconds(), Endpoint: ep.Name(), Attempts: j.attempts, TokenIDs: r.turnTokenIDs(ep, j)}
 	a, err := conv.NewAnswer(c, turn)
 	if err != nil {
 		r.fatal(err)
@@ -312,6 +317,7 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 		}
 	}
 	conv.Apply(a)
+	r.c.readdressed.Add(int64(a.Readdressed))
 	j.attempts, j.ctxRetries = 0, 0
 	r.counted(ep, j, c)
 	r.c.turns.Add(1)
@@ -333,6 +339,9 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 func (r *runner) finishConversation(j *job) {
 	conv := j.conv
 	out := conv.Output(j.sample, r.model)
+	if r.cfg.TokenIDs {
+		out.ServedBy = r.servedBy(out.Endpoint)
+	}
 	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
 		return
 	}
@@ -372,6 +381,8 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 			e.Reason, e.PromptTokens = record.ReasonPromptTooLong, j.fit.Prompt
 		case j.reason != "":
 			e.Reason = j.reason
+		case f.Reason != "":
+			e.Reason = f.Reason
 		}
 		if j.conv != nil {
 			n := len(j.conv.Turns())

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
@@ -29,15 +30,14 @@ func TestOutputLockedForTheRun(t *testing.T) {
 		_, err := os.Stat(s.out + ".lock")
 		return err == nil
 	})
+	// At once: a second run that waited for the lock would get it only
+	// once the first had ended, and would then not refuse; the first is
+	// still running when it is interrupted below.
 	for _, extra := range [][]string{nil, {"--resume"}} {
-		start := time.Now()
 		r := runBinary(t, s.args(append([]string{"--max-tokens", "64"}, extra...)...)...)
 		want := fmt.Sprintf(`-o %q is in use by process %d`, s.out, first.cmd.Process.Pid)
 		if r.Code != cli.ExitFailure || !strings.Contains(r.Stderr, want) {
 			t.Fatalf("second run %v: exit %d, want 1 saying %q:\n%s", extra, r.Code, want, r.Stderr)
-		}
-		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("the refusal took %v", d)
 		}
 	}
 	first.cmd.Process.Signal(os.Interrupt)
@@ -180,20 +180,22 @@ func hugeAnswers(t *testing.T, sizes map[string]int) string {
 	})
 }
 
-// A 70 MiB answer is written whole and read back by three resumes in a
-// row, through the real binary.
+// A 70 MiB answer (past the old 64 MiB line limit; 9 MiB outside the
+// long test tier, past every buffer's first size) is written whole and
+// read back by three resumes in a row, through the real binary.
 func TestHugeAnswerResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 70 MiB answer: skipped with -short")
 	}
 	t.Parallel()
+	size := testbin.Size(9<<20, 70<<20)
 	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 4})
-	url := hugeAnswers(t, map[string]int{"Question 1:": 70 << 20})
+	url := hugeAnswers(t, map[string]int{"Question 1:": size})
 	if r := runBinary(t, s.args("-e", url)...); r.Code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
 	want, _ := os.ReadFile(s.out)
-	if len(want) < 70<<20 {
+	if len(want) < size {
 		t.Fatalf("the output holds %d bytes", len(want))
 	}
 	for i := 0; i < 3; i++ {

@@ -91,8 +91,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(m.finish, c.finishLength.Load(), "length")
 	counter(m.finish, c.finishOther.Load(), "other")
 	gauge(m.tokRate, c.tokenRate.Rate(now, time.Minute))
-	eps := m.r.pool.Endpoints()
-	for i, v := range m.r.pool.View() {
+	views := m.r.pool.View()
+	eps := m.r.pool.Endpoints() // after View: endpoints are only ever added
+	for i, v := range views {
 		st := eps[i].Stats()
 		up := 0.0
 		if v.State == fleet.StateReady {

@@ -295,9 +295,7 @@ func mergeBinary(t *testing.T) string {
 	t.Helper()
 	mergeBuild.once.Do(func() {
 		mergeBuild.path = filepath.Join(filepath.Dir(inferBin), "merge")
-		if out, err := exec.Command("go", "build", "-o", mergeBuild.path, "../../cmd/merge").CombinedOutput(); err != nil {
-			mergeBuild.err = fmt.Errorf("building cmd/merge: %v\n%s", err, out)
-		}
+		mergeBuild.err = testbin.Build(filepath.Dir(inferBin), "merge")
 	})
 	if mergeBuild.err != nil {
 		t.Fatal(mergeBuild.err)
@@ -403,6 +401,7 @@ func readServerLog(t *testing.T, srv *ollamaserver.Server, offset int) (serverLo
 }
 
 func TestOllamaRegenerate(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	const numCtx = 2048 // Ollama's default
 	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4, Template: ollamaserver.ToolsTemplate, Env: []string{"OLLAMA_DEBUG=1"}})
 	dir := t.TempDir()

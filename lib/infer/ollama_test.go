@@ -10,6 +10,7 @@ import (
 
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/ollamaserver"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
@@ -60,6 +61,7 @@ func checkOllama(t *testing.T, srv *ollamaserver.Server, lines map[string]string
 }
 
 func TestOllamaBinaries(t *testing.T) {
+	testbin.Long(t, "a real Ollama server")
 	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4})
 	run := func(t *testing.T, s *setup, args ...string) testbinResult {
 		t.Helper()

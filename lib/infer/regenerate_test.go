@@ -593,9 +593,10 @@ func checkNotAskedAgain(t *testing.T, what string, turns map[string]bool, dead t
 	}
 }
 
-// Chaos: 200 conversations, two samples each, on a fleet that fails,
-// drops, aborts and hangs requests and whose endpoint 0 crashes and comes
-// back, while infer is killed with SIGKILL at seeded moments and resumed.
+// Chaos: 200 conversations (60 outside the long tier), two samples each,
+// on a fleet that fails, drops, aborts and hangs requests and whose
+// endpoint 0 crashes and comes back, while infer is killed with SIGKILL
+// at seeded moments (4; 2 outside the long tier) and resumed.
 // At the end every (conversation, sample) has exactly one record, each
 // turn answered from its own history, and no journaled turn was asked for
 // after the kill that left it in the journal.
@@ -605,9 +606,10 @@ func TestRegenerateChaos(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	in, lines := conversations(t, dir, true, 50)
-	for id := range lines { // 200 conversations: the first 150 of glaive's and 50 synthetic
-		if len(lines) <= 200 {
+	synthetic, total := testbin.Size(20, 50), testbin.Size(60, 200)
+	in, lines := conversations(t, dir, true, synthetic)
+	for id := range lines { // glaive's first and the synthetic ones
+		if len(lines) <= total {
 			break
 		}
 		if !strings.HasPrefix(id, "conv-") {
@@ -625,14 +627,14 @@ func TestRegenerateChaos(t *testing.T) {
 	os.WriteFile(in, keep.Bytes(), 0o644)
 	s := startSim(t, 4, "--time-scale", "40", "--max-running", "8", "--kv-tokens", "200000", "--cache-report", "--seed", "20250611",
 		"--tool-call-rate", "0.3", "--fail-rate", "0.02", "--drop-rate", "0.01", "--abort-rate", "0.01", "--hang-rate", "0.005",
-		"--fault", "0=crash-after:150,restart-after:3s,startup-delay:1s")
+		"--fault", fmt.Sprintf("0=crash-after:%d,restart-after:3s,startup-delay:1s", testbin.Size(50, 150)))
 	out := filepath.Join(dir, "regen.jsonl")
 	jpath := conversation.JournalPath(out)
 	args := []string{"-e", strings.Join(s.urls, ","), "--regenerate", "--samples", "2", "--seed", "40", "--max-tokens", "32",
 		"--request-timeout", "2s", "--flush-interval", "50ms", "-o", out, in, "--progress", "0",
 		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s"}
 	rng := rand.New(rand.NewPCG(chaosSeed, 200))
-	kills := killWhileJournaling(t, args, jpath, 4, func(int) int { return 20 + rng.IntN(60) },
+	kills := killWhileJournaling(t, args, jpath, testbin.Size(2, 4), func(int) int { return testbin.Size(10, 20) + rng.IntN(testbin.Size(30, 60)) },
 		func() time.Duration { return time.Duration(rng.IntN(40)) * time.Millisecond }, nil)
 	for final := 0; ; final++ {
 		p := startInfer(t, append(args, "--resume")...)

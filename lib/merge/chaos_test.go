@@ -18,7 +18,7 @@ import (
 // size. Each kill must leave OUT and E absent or complete, never short,
 // and no spill file; a rerun with --force must give the full output.
 func TestChaosKilledMidWrite(t *testing.T) {
-	prompts, answers, kills := chaos.Size(20000, 200000), chaos.Size(100000, 1000000), chaos.Size(6, 20)
+	prompts, answers, kills := chaos.Size(5000, 20000, 200000), chaos.Size(25000, 100000, 1000000), chaos.Size(4, 6, 20)
 	dir := t.TempDir()
 	var inputs []string
 	var size int
@@ -29,7 +29,7 @@ func TestChaosKilledMidWrite(t *testing.T) {
 		}
 	}
 	args := func(work string) []string {
-		return append([]string{"--memory", "8MiB", "--temp-dir", filepath.Join(work, "spill"), "--force",
+		return append([]string{"--memory", chaos.Size("2MiB", "8MiB", "8MiB"), "--temp-dir", filepath.Join(work, "spill"), "--force",
 			"-o", filepath.Join(work, "final.jsonl"), "--errors", filepath.Join(work, "final.errors.jsonl")}, inputs...)
 	}
 	fresh := func(work string) {

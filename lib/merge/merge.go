@@ -61,7 +61,9 @@ type Command struct {
 	Prompts        string `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing        bool   `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
 	Samples        int    `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
-	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value})." enum:"generation,messages,conversations,sharegpt" default:"generation"`
+	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value}), or tokens (token-exact rows {id, sample, turn, input_ids, loss_mask, num_prompt_tokens, num_answer_tokens} from infer --token-ids, with a manifest beside them)." enum:"generation,messages,conversations,sharegpt,tokens" default:"generation"`
+	AllowMixed     bool   `help:"With --to tokens, put rows of different models or chat templates into one file (refused by default)." default:"false"`
+	Manifest       string `placeholder:"FILE" help:"With --to tokens, where the manifest goes (default: beside -o, FILE.manifest.json; none with stdout)." default:""`
 	WithReasoning  bool   `help:"With --to, keep each answer's reasoning: as reasoning_content on its assistant message, or as a <think> block before it in sharegpt." default:"false"`
 	DropLength     bool   `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
 	DropEmpty      bool   `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
@@ -90,11 +92,14 @@ type merger struct {
 	out  sink
 	errs *jsonl.Writer
 	conv *converter
+	// tokens is --to tokens (tokens.go), tally what its sink wrote.
+	tokens *tokenForm
+	tally  tokenTally
 
 	dropEmpty bool
 	// rejected holds rejectKey of every answer filter rejected.
 	rejected map[uint64]struct{}
-	qrec     quality.Record
+	qrec     quality.GenerationView
 
 	read, bytes atomic.Int64 // answer records and bytes read (progress)
 	resolved    atomic.Int64 // keys emitted (progress)
@@ -125,9 +130,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if limit := max(int64(c.Memory), minMemoryLimit); limit < debug.SetMemoryLimit(-1) {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
-	inputs := append(jsonl.Inputs(c.Inputs), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
+	inputs := append(jsonl.InputsFrom(c.Inputs, env.Stdin), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output, MayBeInput: true},
 		{Flag: "--errors", Path: c.Errors}, {Flag: "--rejects", Path: c.Rejects}}
+	outputs = append(outputs, c.tokenOutputs()...)
+	outputs = append(outputs, jsonl.LockSidecar("-o", c.Output)...)
 	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
 	}
@@ -136,7 +143,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer lock.Release()
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -178,7 +185,14 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort,
 		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
 		rejected: map[uint64]struct{}{}}
-	if c.To != toGeneration {
+	if err := c.tokenUsage(); err != nil {
+		return nil, err
+	}
+	switch c.To {
+	case toGeneration:
+	case toTokens:
+		m.tokens = &tokenForm{keepTruncated: c.KeepTruncated}
+	default:
 		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning, keepTruncated: c.KeepTruncated}
 	}
 	return m, nil
@@ -212,6 +226,9 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	m.out = file
 	if isParquet(c.Output) {
 		m.out = newParquetSink(file, c.To, int64(c.Memory))
+	}
+	if m.tokens != nil {
+		m.out = newTokenSink(m.out, env, c, &m.tally)
 	}
 	defer func() {
 		if err != nil {
@@ -259,10 +276,10 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 
 // readAnswers folds every generation and error record into the table.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.ToolOptions(m.ctx, env))
+	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
-	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
 		p, rej := parseRecord(rec.Data)
 		if rej == nil && p.rank == rankNone {
 			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
@@ -271,6 +288,9 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 			m.judge(&p, rec.Data)
 		}
 		data := rec.Data
+		if rej == nil && m.tokens != nil && m.isGood(p.rank) {
+			data, rej = m.tokens.convert(rec.Data)
+		}
 		if rej == nil && m.conv != nil && m.isGood(p.rank) {
 			// Converted now, so a record that cannot be is rejected where
 			// it was read, and only the smaller training record is held.
@@ -293,7 +313,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 		}
 		if !m.missing {
 			e.data = data
-			if m.conv == nil || !m.isGood(p.rank) {
+			if m.conv == nil && m.tokens == nil || !m.isGood(p.rank) {
 				// A long line is kept as the reader assembled it, not copied.
 				if long := in.TakeLong(rec); long != nil {
 					e.data, e.owned = long, true
@@ -317,16 +337,16 @@ func rejectKey(p *parsed) uint64 {
 // the answers they reject are known wherever those answers are read.
 // Reject records elsewhere are recognised when read.
 func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
-	discard := jsonl.NewRejects("merge", io.Discard, nil) // bad lines are reported when read again below
+	discard := jsonl.NewRejects(nil, nil) // bad lines are reported when read again below
 	for _, name := range m.cmd.Inputs {
 		// Only regular files can be read twice: stdin, a pipe or a FIFO is
 		// read once, with the rest.
 		if st, err := os.Stat(name); name == "-" || err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		in := jsonl.NewReader([]string{name}, nil, jsonl.Options{})
+		in := jsonl.NewReader(m.ctx, env, []string{name}, nil, jsonl.Options{})
 		first := true
-		err := eachRecord(m, in, discard, func(rec jsonl.Record) error {
+		err := eachRecord(m, in, discard, func(rec jsonl.RawLine) error {
 			p, rej := parseRecord(rec.Data)
 			if first {
 				// Decided by the first record that parses: filter writes the
@@ -414,11 +434,11 @@ func (m *merger) empty(data []byte) bool {
 // readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
 // or only its own when it carries a top-level sample.
 func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.ToolOptions(m.ctx, env))
+	in := jsonl.NewReader(m.ctx, env, []string{m.cmd.Prompts}, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
 	var buf, clean []byte
-	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
 		p, rej := parseRecord(rec.Data)
 		if rej != nil {
 			return rejects.Add(rec, rej.reason, rej.detail)
@@ -454,7 +474,7 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 
 // eachRecord runs fn on every record of in, reporting input errors as
 // rejects, until the end or an interrupt.
-func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jsonl.Record) error) error {
+func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jsonl.RawLine) error) error {
 	for n := 0; ; n++ {
 		if err := m.check(n); err != nil {
 			return err
@@ -555,13 +575,16 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 	}
 	if m.cutN > 0 {
 		what := "written whole as generation records; --to cuts them"
-		if m.conv != nil {
+		if m.conv != nil || m.tokens != nil {
 			what = fmt.Sprintf("left out %d turns, %d tool calls", m.cutTurns, m.cutCalls)
 		}
 		parts = append(parts, fmt.Sprintf("tool-truncated conversations cut to their last complete exchange %d (%s)", m.cutN, what))
 	}
 	if m.truncMissing > 0 {
 		parts = append(parts, fmt.Sprintf("truncated conversations missing %d", m.truncMissing))
+	}
+	if m.tokens != nil {
+		parts = append(parts, m.tally.summary())
 	}
 	if m.spills > 0 {
 		parts = append(parts, fmt.Sprintf("spilled %d times, %.1f MB in %.1f MB of temporary files",

@@ -100,6 +100,8 @@ func newParquetSink(file *jsonl.Writer, to string, budget int64) sink {
 			r.ID, r.Sample, r.Tools, r.Messages, err = pqChat(data, r.Messages[:0])
 			return err
 		})
+	case toTokens:
+		return newSink(file, limit, fillTokenRow)
 	case toConversations:
 		return newSink(file, limit, func(r *pqConversationsRow, data []byte) (err error) {
 			r.ID, r.Sample, r.Tools, r.Conversations, err = pqChat(data, r.Conversations[:0])

@@ -175,6 +175,8 @@ type Output struct {
 	Messages  []Message   `json:"messages,omitempty"`
 	Turns     []Turn      `json:"turns,omitempty"`
 	Truncated *Truncation `json:"truncated,omitempty"`
+
+	TokenIDs // infer --token-ids (tokens.go)
 }
 
 // ConversationOutput is the "output" of a regenerated conversation: the
@@ -191,6 +193,8 @@ type ConversationOutput struct {
 	LatencyMS    int64       `json:"latency_ms"`
 	Attempts     int         `json:"attempts"`
 	Sample       int         `json:"sample"`
+	// ServedBy names the server of the first turn (infer --token-ids).
+	ServedBy *ServedBy `json:"served_by,omitempty"`
 }
 
 // Turn is one regenerated assistant turn of a conversation: Message is its
@@ -205,6 +209,8 @@ type Turn struct {
 	LatencyMS      int64     `json:"latency_ms"`
 	Endpoint       string    `json:"endpoint,omitempty"`
 	Attempts       int       `json:"attempts"`
+
+	TokenIDs // infer --token-ids (tokens.go)
 }
 
 // TurnUsage is a turn's token accounting; cached_tokens appears only when

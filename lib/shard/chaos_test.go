@@ -20,7 +20,7 @@ import (
 // or all eight complete, and a rerun from the pipe, without --force, must
 // give the reference parts byte for byte.
 func TestChaosKilledPipeInput(t *testing.T) {
-	n, kills := chaos.Size(40000, 400000), chaos.Size(6, 20)
+	n, kills := chaos.Size(10000, 40000, 400000), chaos.Size(4, 6, 20)
 	input := []byte(strings.Join(syntheticInput(n), "\n") + "\n")
 	parts := func(dir string) []string {
 		var names []string

@@ -60,6 +60,9 @@ type Report struct {
 	// how infer fitted them into it, when there are generation or error
 	// records.
 	Context *Context `json:"context,omitempty"`
+	// Tokens is the training rows of the records' token ids (infer
+	// --token-ids), and with --tokens their drift (tokens.go).
+	Tokens *Tokens `json:"tokens,omitempty"`
 }
 
 // Checks reports the quality checks over the generation records.
@@ -286,6 +289,9 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 	}
 	if r.Checks != nil {
 		writeChecks(&b, r.Checks)
+	}
+	if r.Tokens != nil {
+		writeTokens(&b, r.Tokens)
 	}
 
 	if len(r.Errors.ByStatus) > 0 {

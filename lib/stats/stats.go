@@ -64,7 +64,8 @@ type Command struct {
 	cli.ForceFlag `set:"force_what=--plot and --rejects"`
 	cli.WorkersFlag
 	cli.ProgressFlag
-	Checks string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
+	TokenFlags `embed:""`
+	Checks     string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
 	quality.Flags
 }
 
@@ -78,10 +79,10 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	outputs := []jsonl.Output{{Flag: "report", Path: "-"}, {Flag: "--plot", Path: c.Plot}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -101,8 +102,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		rejects.Abort()
 		return err
 	}
-	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.ToolOptions(ctx, env))
+	reader := jsonl.NewReader(ctx, env, inputs, env.Stdin, jsonl.Options{})
 	agg := newAggregator()
+	tk := newTokenAgg(c.TokenFlags)
 	if checks != nil {
 		agg.checks = newCheckAgg(checks)
 	}
@@ -111,9 +113,10 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		case it.Err != nil:
 			return rejects.Input(it.Err)
 		case it.V.err != nil:
-			return rejects.Add(it.Record, it.V.err.reason, it.V.err.err.Error())
+			return rejects.Add(it.RawLine, it.V.err.reason, it.V.err.err.Error())
 		}
 		agg.add(&it.V.fact, it.File, it.Line)
+		tk.add(it.RawLine.Data)
 		return nil
 	}, &prog)
 	display.Stop()
@@ -128,6 +131,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	report.Rejected = rejects.Total()
 	report.RejectReasons = counts(rejects.Counts())
 	report.Interrupted = cli.Interrupted(ctx)
+	if !report.Interrupted {
+		report.Tokens = tk.report(ctx)
+	}
 	if err := c.write(env, report); err != nil {
 		rejects.Abort()
 		return err
@@ -191,6 +197,10 @@ func (c *Command) check() error {
 		return cli.Usagef("--top must not be negative")
 	case c.ContextLength < 0:
 		return cli.Usagef("--context-length must not be negative")
+	case c.MaxTrainTokens < 0 || c.MinLossTokens < 0:
+		return cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
+	case c.Tokens && c.TokensSample < 1:
+		return cli.Usagef("--tokens-sample must be at least 1")
 	}
 	return nil
 }

@@ -59,9 +59,9 @@ func TestLearnTemplate(t *testing.T) {
 }
 
 // Count on every kind of server: vLLM's tokenizer counts the chat prompt
-// as it is charged; SGLang and llama.cpp count the texts, the template's
-// share added (never less than charged, with the guess); Ollama and
-// gateways have none.
+// as it is charged, and so does llama.cpp's through /apply-template;
+// SGLang counts the texts, the template's share added (never less than
+// charged, with the guess); Ollama and gateways have none.
 func TestCountPerFlavor(t *testing.T) {
 	msgs := []record.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: strings.Repeat("How many tokens? ", 40)}}
 	charged := 3
@@ -76,6 +76,7 @@ func TestCountPerFlavor(t *testing.T) {
 		ok          bool
 	}{
 		{llmsim.FlavorVLLM, charged, 0, true},
+		{llmsim.FlavorLlamaCpp, charged, 0, true},
 		{llmsim.FlavorSGLang, texts + 3*TemplateGuess, texts, true},
 		{llmsim.FlavorOllama, 0, 0, false},
 		{llmsim.FlavorOpenAI, 0, 0, false},
@@ -90,12 +91,6 @@ func TestCountPerFlavor(t *testing.T) {
 				t.Errorf("counted %d, fewer than the %d charged", n, charged)
 			}
 		})
-	}
-	// llama.cpp (no /apply-template here) counts the texts joined.
-	c := NewCounter(simPool(t, llmsim.FlavorLlamaCpp), func() string { return llmsim.DefaultModelName })
-	joined := llmsim.TextTokens(msgs[0].Content + "\n" + msgs[1].Content)
-	if n, text, ok := c.Count(msgs, nil); !ok || text != joined || n != joined+3*TemplateGuess {
-		t.Errorf("llama.cpp: %d %d %v, want %d %d", n, text, ok, joined+3*TemplateGuess, joined)
 	}
 }
 

@@ -1,4 +1,4 @@
-// Command benchsuite is the measuring half of `just bench`; see internal/benchsuite.
+// Command benchsuite is the benchmark harness behind `just bench`; see internal/benchsuite.
 package main
 
 import (

@@ -1,0 +1,247 @@
+package benchsuite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Sizes are how much each section measures.
+type Sizes struct {
+	Main            int   // records of the corpus the stream tools read: the real job's 660k
+	Big             int   // records of the growth point and the client's prompts
+	Growth          []int // the growth table's sizes, the last one Big
+	Slurp           int   // records the jq -s commands read, since they hold the whole input
+	ClientInfer     int   // prompts of each client in the client table
+	ClientNode      int
+	ClientCurl      int
+	FleetPrompts    int
+	FleetRuns       int
+	LLMSimBenchtime string // go test -benchtime of llmsim alone
+	RegenCorpus     int    // conversations made for the regenerate section, before those of 3+ questions are kept
+	FilterBytes     int64
+	FilterLangBytes int64
+	ServersMinutes  int // simulated minutes each in-flight case lasts about
+	ServersRuns     int // rounds of the in-flight tables
+	OllamaPrompts   int
+	OllamaRuns      int // rounds of the real Ollama table
+}
+
+// FullSizes are the sizes BENCHMARKS.md is made with.
+func FullSizes() Sizes {
+	return Sizes{Main: 660000, Big: 1000000, Growth: []int{10000, 100000, 1000000}, Slurp: 100000,
+		ClientInfer: 100000, ClientNode: 20000, ClientCurl: 4000, FleetPrompts: 8000, FleetRuns: 3,
+		LLMSimBenchtime: "200000x", RegenCorpus: 6000, FilterBytes: 1000000000, FilterLangBytes: 50000000,
+		ServersMinutes: 20, ServersRuns: 3, OllamaPrompts: 200, OllamaRuns: 5}
+}
+
+// QuickSizes are small: a smoke test of the harness in minutes.
+func QuickSizes() Sizes {
+	return Sizes{Main: 20000, Big: 40000, Growth: []int{1000, 10000, 40000}, Slurp: 5000,
+		ClientInfer: 10000, ClientNode: 3000, ClientCurl: 500, FleetPrompts: 1500, FleetRuns: 1,
+		LLMSimBenchtime: "20000x", RegenCorpus: 600, FilterBytes: 50000000, FilterLangBytes: 5000000,
+		ServersMinutes: 2, ServersRuns: 1, OllamaPrompts: 40, OllamaRuns: 5}
+}
+
+// sizeLabel is 10000 -> "10k", 1000000 -> "1M".
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1000000 && n%1000000 == 0:
+		return fmt.Sprintf("%dM", n/1000000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// section is one "##" part of BENCHMARKS.md that a run measures: the data
+// it needs, how it measures, how it renders, and its targets.
+type section struct {
+	name    string
+	heading string
+	about   string   // for --list
+	needs   []string // data steps
+	node    bool     // uses the OpenAI Node SDK
+	measure func(context.Context, *harness) error
+	render  func(io.Writer, *harness)
+	targets func(*harness) []string
+	// runs says how many runs each row took, for the note of a section
+	// measured alone (default: the harness's runs, median reported).
+	runs func(*harness) string
+}
+
+func (s *section) runsNote(h *harness) string {
+	if s.runs != nil {
+		return s.runs(h)
+	}
+	return runsText(h.runs) + " each, median reported"
+}
+
+// The report's own parts, which only a run of every section writes.
+const (
+	headingMachine   = "## Machine"
+	headingTargets   = "## Targets"
+	headingData      = "## Data"
+	headingReproduce = "## How to reproduce"
+)
+
+// sections are the measured parts, in the report's order.
+var sections []*section
+
+func init() {
+	sections = []*section{
+		extractSection, dedupSection, shardSection, mergeSection, statsSection, filterSection,
+		clientSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, ollamaSection, growthSection,
+	}
+}
+
+// sectionAliases name several sections at once.
+var sectionAliases = map[string][]string{
+	"servers": {"inflight", "ollama"}, // the servers' tables, measured together before
+}
+
+// docOrder is every heading of the report, in order.
+func docOrder() []string {
+	order := []string{headingMachine, headingTargets, headingData}
+	for _, s := range sections {
+		order = append(order, s.heading)
+	}
+	return append(order, headingReproduce)
+}
+
+// plan turns section names (none: every section) into the sections to
+// measure, in the report's order, and the data steps they need, each once
+// and after the steps it reads.
+func plan(names []string) ([]*section, []*dataStep, error) {
+	want := map[string]bool{}
+	all := len(names) == 0
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "all" {
+			all = true
+			continue
+		}
+		if alias, ok := sectionAliases[n]; ok {
+			for _, a := range alias {
+				want[a] = true
+			}
+			continue
+		}
+		if !slices.ContainsFunc(sections, func(s *section) bool { return s.name == n }) {
+			return nil, nil, fmt.Errorf("no section %q; the sections are %s (servers: inflight and ollama)", n, strings.Join(sectionNames(), ", "))
+		}
+		want[n] = true
+	}
+	var secs []*section
+	needed := map[string]bool{}
+	var need func(string)
+	need = func(step string) {
+		if needed[step] {
+			return
+		}
+		needed[step] = true
+		for _, d := range stepByName(step).deps {
+			need(d)
+		}
+	}
+	for _, s := range sections {
+		if all || want[s.name] {
+			secs = append(secs, s)
+			for _, n := range s.needs {
+				need(n)
+			}
+		}
+	}
+	var steps []*dataStep
+	for _, st := range dataSteps {
+		if needed[st.name] {
+			steps = append(steps, st)
+		}
+	}
+	return secs, steps, nil
+}
+
+func sectionNames() []string {
+	names := make([]string, len(sections))
+	for i, s := range sections {
+		names[i] = s.name
+	}
+	return names
+}
+
+// listSections prints what --list shows.
+func listSections(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "SECTION\tMEASURES\tDATA")
+	for _, s := range sections {
+		_, steps, _ := plan([]string{s.name})
+		var data []string
+		for _, st := range steps {
+			data = append(data, st.file)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.name, s.about, strings.Join(data, " "))
+	}
+	return tw.Flush()
+}
+
+// dataStep makes one data file in the scratch directory.
+type dataStep struct {
+	name string
+	deps []string // steps whose files this one reads
+	file string   // what it makes, relative to the scratch directory
+	// key is what the file depends on (its command and sizes): the file
+	// of an earlier run is kept with --reuse-data only when it is the same.
+	key  func(*harness) string
+	make func(context.Context, *harness) error
+}
+
+func stepByName(name string) *dataStep {
+	for _, st := range dataSteps {
+		if st.name == name {
+			return st
+		}
+	}
+	panic("no data step " + name)
+}
+
+// makeData makes the steps' files in order. With reuse, a file an earlier
+// run made is kept when its stamp (file.done) holds the same key and none
+// of the files it was made from was made again.
+func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
+	for _, st := range steps {
+		key := st.key(h)
+		stamp := h.path(st.file + ".done")
+		if h.reuse && h.reusable(st, key) {
+			h.logf("data: keeping %s", st.file)
+			continue
+		}
+		os.Remove(stamp)
+		h.logf("data: making %s", st.file)
+		if err := st.make(ctx, h); err != nil {
+			return fmt.Errorf("making %s: %w", st.file, err)
+		}
+		if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
+			return err
+		}
+		h.remade[st.name] = true
+	}
+	return nil
+}
+
+func (h *harness) reusable(st *dataStep, key string) bool {
+	for _, d := range st.deps {
+		if h.remade[d] {
+			return false
+		}
+	}
+	fi, err := os.Stat(h.path(st.file))
+	if err != nil || fi.Size() == 0 {
+		return false
+	}
+	stamp, err := os.ReadFile(h.path(st.file + ".done"))
+	return err == nil && strings.TrimSuffix(string(stamp), "\n") == key
+}

@@ -1,0 +1,108 @@
+package benchsuite
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Two endpoints' worth of work chosen so that every figure is round: each
+// endpoint decodes 100 s at 1,000 tok/s, and prefilling every prompt token
+// at 250 µs would take it another 100 s.
+func TestRenderFloorsAndBounds(t *testing.T) {
+	c := costModel{prefillUS: 250, decodeTPS: 1000, endpoints: 2}
+	a := regenRun{Name: "(a)", Requests: 10, PromptTokens: 800_000, CachedTokens: 720_000, PrefillTokens: 80_000, HistoryHitPct: 95, GeneratedTokens: 200_000, SimWallS: 120}
+	b := regenRun{Name: "(b)", Requests: 10, PromptTokens: 800_000, CachedTokens: 80_000, PrefillTokens: 720_000, HistoryHitPct: 10, GeneratedTokens: 200_000, SimWallS: 220}
+	cc := regenRun{Name: "(c)", Requests: 10, PromptTokens: 800_000, CachedTokens: 720_000, PrefillTokens: 80_000, HistoryHitPct: 95, GeneratedTokens: 200_000, SimWallS: 132}
+	var out bytes.Buffer
+	renderRegen(&out, []regenRun{a, b, cc}, c)
+	got := out.String()
+	for _, want := range []string{
+		// floors: 100 s of answers plus 10 s (a, c) or 90 s (b) of prefill
+		"| (a) | 120 s | 1.00× | 10 | 800,000 | 720,000 (0.0%) | 80,000 | 95.0% | 110 s |",
+		"| (b) | 220 s | 1.83× | 10 | 800,000 | 80,000 (0.0%) | 720,000 | 10.0% | 190 s |",
+		"| (a): ≥ 90% of history tokens served from cache | 95.0% | 100% | yes |",
+		// any client at most: each wall time over the least floor, 110 s
+		"| (a) ≥ 1.3× faster than (b) | 1.83× | 2.00× | yes |",
+		"| (a) ≥ 1.3× faster than (c) | 1.10× | 1.20× | **no** |",
+		"Without a prefix cache prefill is 50.0% of an endpoint's busy time, so a client whose cache served every prompt token could be at most 2.00× faster",
+		"No client can take less than the smallest floor, 110 s ((a))",
+		"- (b) computed 640,000 prefill tokens more than (a): at 250 µs a token over 2 endpoints, 80 s of each endpoint's time; its wall time differs by 100 s.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// Results written without --generated (an older run) give the table
+// without floors or bounds rather than figures made of zeros.
+func TestRenderWithoutGeneratedTokens(t *testing.T) {
+	a := regenRun{Name: "(a)", PromptTokens: 100, PrefillTokens: 10, HistoryHitPct: 95, SimWallS: 10}
+	b := regenRun{Name: "(b)", PromptTokens: 100, PrefillTokens: 90, HistoryHitPct: 5, SimWallS: 12}
+	var out bytes.Buffer
+	renderRegen(&out, []regenRun{a, b}, costModel{prefillUS: 40, decodeTPS: 1180, endpoints: 8})
+	got := out.String()
+	for _, absent := range []string{"floor", "at most", "Prefill's share"} {
+		if strings.Contains(got, absent) {
+			t.Errorf("output has %q without generated tokens:\n%s", absent, got)
+		}
+	}
+	if !strings.Contains(got, "| (a) ≥ 1.3× faster than (b) | 1.20× | **no** |") {
+		t.Errorf("target row missing:\n%s", got)
+	}
+}
+
+func TestNoCacheGain(t *testing.T) {
+	for _, tc := range []struct {
+		prefillUS, decodeTPS float64
+		generated, prompt    int64
+		gain, share          float64
+	}{
+		{250, 1000, 200_000, 800_000, 2, 50},
+		{40, 1000, 200_000, 800_000, 1.16, 100 * 16.0 / 116},
+		{250, 1000, 0, 800_000, 0, 0}, // nothing generated: no bound
+	} {
+		c := costModel{prefillUS: tc.prefillUS, decodeTPS: tc.decodeTPS, endpoints: 2}
+		gain, share := c.noCacheGain(regenRun{GeneratedTokens: tc.generated, PromptTokens: tc.prompt})
+		if d := gain - tc.gain; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%+v: gain %v, want %v", tc, gain, tc.gain)
+		}
+		if d := share - tc.share; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%+v: share %v, want %v", tc, share, tc.share)
+		}
+	}
+}
+
+// TestRegenStats reads a request log as llmsim writes it: a first turn, a
+// later turn whose history the cache served in part, and a failed request,
+// which counts apart and adds no tokens.
+func TestRegenStats(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "requests.jsonl")
+	lines := `{"status":200,"prompt_tokens":20,"cached_tokens":0,"body":{"messages":[{"role":"user","content":"12345678"}]}}
+{"status":200,"prompt_tokens":40,"cached_tokens":10,"body":{"messages":[{"role":"user","content":"12345678"},{"role":"assistant","content":"abcdefghabcdefgh"},{"role":"user","content":"again"}]}}
+{"status":503,"prompt_tokens":40,"cached_tokens":0,"body":{"messages":[{"role":"user","content":"x"}]}}
+{"status":200,"prompt_tokens":40,"cached_tokens":0,"outcome":"abort","body":{"messages":[{"role":"user","content":"x"}]}}
+`
+	if err := os.WriteFile(log, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := regenStats(log, "(a)", 6.5, 10, 999)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// History of the later turn: (4+2) + (4+4) tokens, 10 of them cached.
+	want := regenRun{Name: "(a)", Requests: 2, FailedRequests: 2, LaterTurns: 1, PromptTokens: 60, CachedTokens: 10, PrefillTokens: 50,
+		HistoryTokens: 14, HistoryCached: 10, GeneratedTokens: 999, WallS: 6.5, SimWallS: 65, CacheHitPct: 100 * 10.0 / 60, HistoryHitPct: 100 * 10.0 / 14}
+	if r != want {
+		t.Fatalf("got  %+v\nwant %+v", r, want)
+	}
+	if err := os.WriteFile(log, []byte("{\"status\":200}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := regenStats(log, "(a)", 1, 1, 0); err == nil || !strings.Contains(err.Error(), ":2:") {
+		t.Fatalf("a malformed log line: %v, want an error naming line 2", err)
+	}
+}

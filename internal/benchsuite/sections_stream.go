@@ -1,0 +1,409 @@
+package benchsuite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"tokenmill/lib/cli"
+)
+
+// The stream tools' sections: each tool on the same file as the commands
+// users would write instead. Peers run as the command lines a user types;
+// one that is missing gets a row saying so.
+
+// lines counts a data file's lines.
+func (h *harness) lines(rel string) (int64, error) { return countLines(h.path(rel)) }
+
+// shownLines is a file's line count for the report's text.
+func (h *harness) shownLines(rel string) string {
+	n, err := h.lines(rel)
+	if err != nil {
+		return "?"
+	}
+	return cli.Thousands(n)
+}
+
+// mb is a file's size as the report's text gives it.
+func (h *harness) mb(rel string) string {
+	fi, err := os.Stat(h.path(rel))
+	if err != nil {
+		return "? MB"
+	}
+	return fmt.Sprintf("%d MB", fi.Size()/1000000)
+}
+
+// lineCounts counts the lines of each data file, for the rows' records.
+func (h *harness) lineCounts(rels ...string) ([]int64, error) {
+	counts := make([]int64, len(rels))
+	for i, r := range rels {
+		n, err := h.lines(r)
+		if err != nil {
+			return nil, err
+		}
+		counts[i] = n
+	}
+	return counts, nil
+}
+
+// measureAll measures specs in order, or marks a peer's row not available
+// when it cannot run here.
+func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
+	for _, p := range specs {
+		if why := p.missing(); why != "" {
+			if err := h.unavailable(p.Group, p.Name, why); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := h.measure(ctx, p.Spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peerSpec is a measurement and the peers it needs.
+type peerSpec struct {
+	Spec
+	needs []string // commands that must be installed
+	why   string   // set: not available, for this reason
+}
+
+func (p peerSpec) missing() string {
+	if p.why != "" {
+		return p.why
+	}
+	var absent []string
+	for _, n := range p.needs {
+		if !have(n) {
+			absent = append(absent, n)
+		}
+	}
+	switch len(absent) {
+	case 0:
+		return ""
+	case 1:
+		return missing(absent[0])
+	}
+	return missing(strings.Join(absent[:len(absent)-1], ", ") + " or " + absent[len(absent)-1])
+}
+
+func ours(s Spec) peerSpec                  { s.Ours = true; return peerSpec{Spec: s} }
+func peer(s Spec, needs ...string) peerSpec { return peerSpec{Spec: s, needs: needs} }
+func shellPeer(s Spec, needs ...string) peerSpec {
+	s.Shell = true
+	return peerSpec{Spec: s, needs: needs}
+}
+
+var extractSection = &section{
+	name: "extract", heading: "## extract: prompts from the corpus", about: "extract against jq, on one core and on all",
+	needs: []string{"corpus"},
+	measure: func(ctx context.Context, h *harness) error {
+		const c = "data/corpus.jsonl"
+		n, err := h.lines(c)
+		if err != nil {
+			return err
+		}
+		in := Spec{Group: "extract", BytesOf: []string{c}, Records: n}
+		one, all, jq := in, in, in
+		one.Name, one.Argv = "extract, 1 core", append(append([]string{}, h.pin...), "extract", c)
+		all.Name, all.Argv = fmt.Sprintf("extract, all %d cores", runtime.NumCPU()), []string{"extract", c}
+		jq.Name, jq.Argv = "jq, 1 core", append(append([]string{}, h.pin...), "jq", "-c", `{id, messages:[{role:"user",content:.conversations[0].value}]}`, c)
+		return h.measureAll(ctx, []peerSpec{ours(one), ours(all), peer(jq, "jq")})
+	},
+	render: func(w io.Writer, h *harness) {
+		fmt.Fprintf(w, "The `1 core` rows are %s, as are jq's.\n\n", h.pinNote)
+		h.table(w, "extract", tableOptions{})
+	},
+	targets: func(*harness) []string {
+		return []string{
+			"extract ≥ 150 MB/s on one core := extract/extract, 1 core:mbps >= 150",
+			"extract ≥ 3× jq (both on one core) := extract/extract, 1 core:mbps / extract/jq, 1 core:mbps >= 3",
+		}
+	},
+}
+
+// awkName is the awk this machine has, for the gawk row's reason.
+func awkName() string {
+	p, err := exec.LookPath("awk")
+	if err != nil {
+		return "none"
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+var dedupSection = &section{
+	name: "dedup", heading: "## dedup", about: "dedup against awk, gawk and jq's key dedups",
+	needs: []string{"prompts", "prompts-slurp"},
+	measure: func(ctx context.Context, h *harness) error {
+		const p, ps = "data/prompts.jsonl", "data/prompts-slurp.jsonl"
+		n, err := h.lineCounts(p, ps)
+		if err != nil {
+			return err
+		}
+		in := Spec{Group: "dedup", BytesOf: []string{p}, Records: n[0]}
+		slurp := Spec{Group: "dedup", BytesOf: []string{ps}, Records: n[1]}
+		gawk := peer(with(in, "gawk", "whole lines, as awk", "gawk", "!seen[$0]++", p), "gawk")
+		if !have("gawk") {
+			gawk.why = missing("gawk") + "; awk here is " + awkName()
+		}
+		return h.measureAll(ctx, []peerSpec{
+			ours(with(in, "dedup", "", "dedup", p)),
+			ours(with(in, "dedup --exact", "", "dedup", "--exact", p)),
+			peer(with(in, "awk", "compares whole lines, ids included, so it drops no repeated prompt", "awk", "!seen[$0]++", p)),
+			gawk,
+			shellPeer(with(in, "jq + sort", "keeps the first of each prompt, written in key order, not input order",
+				`jq -r '"\(.messages|tojson)\t\(tojson)"' `+p+` | LC_ALL=C sort -s -t $'\t' -k1,1 -u | cut -f2-`), "jq", "sort", "cut"),
+			ours(with(slurp, fmt.Sprintf("dedup, first %d", h.sz.Slurp), "", "dedup", ps)),
+			peer(with(slurp, fmt.Sprintf("jq -s unique_by, first %d", h.sz.Slurp), "", "jq", "-c", "-s", "unique_by(.messages)[]", ps), "jq"),
+		})
+	},
+	render: func(w io.Writer, h *harness) {
+		fmt.Fprint(w, "`dedup` keeps the first record of each prompt (the roles and contents of\n"+
+			"`messages`), in input order, in a bloom filter; `--exact` also keeps a\n"+
+			"128-bit hash per prompt. `awk '!seen[$0]++'` is the classic line dedup:\n"+
+			"it keeps every distinct *line*, and since every record carries its own id,\n"+
+			"it drops nothing here; it is shown for speed and memory. The jq commands\n"+
+			"are the key dedups users write: their \"records out\" should match dedup's.\n\n")
+		h.table(w, "dedup", tableOptions{})
+	},
+	targets: func(h *harness) []string {
+		s := h.sz.Slurp
+		return []string{
+			"dedup ≥ 250 MB/s := dedup/dedup:mbps >= 250",
+			"dedup ≥ 3× awk := dedup/dedup:mbps / dedup/awk:mbps >= 3",
+			"dedup ≥ 3× gawk := dedup/dedup:mbps / dedup/gawk:mbps >= 3",
+			fmt.Sprintf("dedup ≥ 20× jq -s unique_by (same %d records) := dedup/dedup, first %d:mbps / dedup/jq -s unique_by, first %d:mbps >= 20", s, s, s),
+			"dedup peak RSS ≤ 64 MB (bloom mode) := dedup/dedup:rss_mb <= 64",
+		}
+	},
+}
+
+// with is a spec of the input in, named, with a note and its command.
+func with(in Spec, name, note string, argv ...string) Spec {
+	in.Name, in.Note, in.Argv = name, note, argv
+	return in
+}
+
+var shardSection = &section{
+	name: "shard", heading: "## shard: 8 parts", about: "shard against split and awk",
+	needs: []string{"prompts"},
+	measure: func(ctx context.Context, h *harness) error {
+		const p = "data/prompts.jsonl"
+		n, err := h.lines(p)
+		if err != nil {
+			return err
+		}
+		in := Spec{Group: "shard", BytesOf: []string{p}, Records: n, Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
+		return h.measureAll(ctx, []peerSpec{
+			ours(with(in, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
+			ours(with(in, "shard --by round-robin", "", "shard", "-n", "8", "--by", "round-robin", "-o", "tmp/shards/part-{i}.jsonl", p)),
+			peer(with(in, "split -n l/8", "8 runs of consecutive lines: a record's shard changes with the file", "split", "-n", "l/8", p, "tmp/shards/part-"), "split"),
+			peer(with(in, "awk round-robin", "", "awk", `{ print > ("tmp/shards/part-" NR % 8) }`, p), "awk"),
+		})
+	},
+	render: func(w io.Writer, h *harness) { h.table(w, "shard", tableOptions{}) },
+	targets: func(*harness) []string {
+		return []string{"shard ≥ 200 MB/s := shard/shard:mbps >= 200"}
+	},
+}
+
+var mergeSection = &section{
+	name: "merge", heading: "## merge: one record per prompt from a run and its rerun", about: "merge against jq -s group_by",
+	needs: []string{"gens", "gens-slurp"},
+	measure: func(ctx context.Context, h *harness) error {
+		g, r, gs, rs := "data/gens.jsonl", "data/rerun.jsonl", "data/gens-slurp.jsonl", "data/rerun-slurp.jsonl"
+		n, err := h.lineCounts(g, r, gs, rs)
+		if err != nil {
+			return err
+		}
+		in := Spec{Group: "merge", BytesOf: []string{g, r}, Records: n[0] + n[1]}
+		slurp := Spec{Group: "merge", BytesOf: []string{gs, rs}, Records: n[2] + n[3]}
+		return h.measureAll(ctx, []peerSpec{
+			ours(with(in, "merge", "", "merge", g, r)),
+			ours(with(in, "merge --sort", "", "merge", "--sort", g, r)),
+			ours(with(slurp, fmt.Sprintf("merge, first %d", h.sz.Slurp), "", "merge", gs, rs)),
+			peer(with(slurp, fmt.Sprintf("jq -s group_by, first %d", h.sz.Slurp),
+				"the last record of each id wins: right here, since the rerun comes last and holds only better answers",
+				"jq", "-c", "-s", "group_by(.id) | map(last)[]", gs, rs), "jq"),
+		})
+	},
+	render: func(w io.Writer, h *harness) { h.table(w, "merge", tableOptions{}) },
+	targets: func(*harness) []string {
+		return []string{"merge ≥ 100 MB/s := merge/merge:mbps >= 100"}
+	},
+}
+
+var statsSection = &section{
+	name: "stats", heading: "## stats", about: "stats against jq, sort and awk percentiles",
+	needs: []string{"gens", "gens-slurp"},
+	measure: func(ctx context.Context, h *harness) error {
+		const g, gs = "data/gens.jsonl", "data/gens-slurp.jsonl"
+		n, err := h.lineCounts(g, gs)
+		if err != nil {
+			return err
+		}
+		in := Spec{Group: "stats", BytesOf: []string{g}, Records: n[0], NoCount: true}
+		slurp := Spec{Group: "stats", BytesOf: []string{gs}, Records: n[1], NoCount: true}
+		const jqPct = `{n: length, p50: .[length*0.5|floor], p90: .[length*0.9|floor], p99: .[length*0.99|floor], max: .[-1]}`
+		const awkPct = `{ v[NR] = $1 } END { print "n", NR, "p50", v[int(NR*0.5)+1], "p90", v[int(NR*0.9)+1], "p99", v[int(NR*0.99)+1], "max", v[NR] }`
+		return h.measureAll(ctx, []peerSpec{
+			ours(with(in, "stats", "", "stats", g)),
+			ours(with(in, "stats --json", "", "stats", "--json", g)),
+			ours(with(slurp, fmt.Sprintf("stats, first %d", h.sz.Slurp), "", "stats", gs)),
+			shellPeer(with(in, "jq + sort + awk", "answer length percentiles alone; stats reports much more",
+				"jq '.output.usage.completion_tokens // empty' "+g+" | LC_ALL=C sort -n | awk '"+awkPct+"'"), "jq", "sort", "awk"),
+			peer(with(slurp, fmt.Sprintf("jq -s, first %d", h.sz.Slurp), "answer length percentiles alone",
+				"jq", "-s", "[.[].output.usage.completion_tokens // empty] | sort | "+jqPct, gs), "jq"),
+		})
+	},
+	render: func(w io.Writer, h *harness) { h.table(w, "stats", tableOptions{}) },
+	targets: func(*harness) []string {
+		return []string{"stats ≥ 200 MB/s := stats/stats:mbps >= 200"}
+	},
+}
+
+var filterSection = &section{
+	name: "filter", heading: "## filter: quality checks", about: "filter against the same checks in Python",
+	needs: []string{"filter-gens", "filter-gens-lang"},
+	measure: func(ctx context.Context, h *harness) error {
+		const f, l = "data/filter-gens.jsonl", "data/filter-gens-lang.jsonl"
+		n, err := h.lineCounts(f, l)
+		if err != nil {
+			return err
+		}
+		in := Spec{Group: "filter", BytesOf: []string{f}, Records: n[0]}
+		lang := Spec{Group: "filter-lang", BytesOf: []string{l}, Records: n[1]}
+		py := peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+pythonVersion()+", one process",
+			"python3", h.repoFile("pipelines/bench/filter_gopher.py"), f), "python3")
+		return h.measureAll(ctx, []peerSpec{
+			ours(with(in, "filter", "", "filter", "--progress", "0", f)),
+			peer(with(in, "filter --workers 1", "one core", "filter", "--progress", "0", "--workers", "1", f)),
+			py,
+			ours(with(lang, "filter --checks default,lang", "language identification with whatlanggo", "filter", "--progress", "0", "--checks", "default,lang", l)),
+			peer(with(lang, "filter (default checks)", "", "filter", "--progress", "0", l)),
+		})
+	},
+	render: func(w io.Writer, h *harness) {
+		fmt.Fprintf(w, "`benchsuite filter-gens --bytes %d -o data/filter-gens.jsonl data/corpus.jsonl`\n"+
+			"(internal/benchsuite): %s generation records,\n"+
+			"%s: prompts from the corpus, answers made of its assistant turns\n"+
+			"(prose, lists, code, CJK; median about 2 kB), a fifth with reasoning, and 2.5%% degenerate\n"+
+			"(cut at the limit, looping, empty, reasoning only, thinking markers left in). filter runs its\n"+
+			"default checks (length, reasoning_only, empty, think_residue, tool_call, loop);\n"+
+			"`filter_gopher.py` (pipelines/bench) is the same checks, definitions and thresholds in Python,\n"+
+			"and keeps exactly the records filter keeps (TestPythonTwin in lib/filter).\n\n",
+			h.sz.FilterBytes, h.shownLines("data/filter-gens.jsonl"), h.mb("data/filter-gens.jsonl"))
+		h.table(w, "filter", tableOptions{})
+		fmt.Fprintf(w, "\nLanguage identification (`--checks default,lang`) is slower, and measured apart on the first\n"+
+			"%d MB of the same file:\n\n", h.sz.FilterLangBytes/1000000)
+		h.table(w, "filter-lang", tableOptions{})
+	},
+	targets: func(*harness) []string {
+		return []string{"filter ≥ 200 MB/s (default checks) := filter/filter:mbps >= 200"}
+	},
+}
+
+// pythonVersion is python3's version, e.g. 3.11.7.
+func pythonVersion() string {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.version.split()[0])").Output()
+	if err != nil {
+		return "3"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+var growthSection = &section{
+	name: "growth", heading: "## Cost as the input grows", about: "peak RSS and speed of every tool at three sizes",
+	needs: []string{"corpus-big", "prompts-big"},
+	measure: func(ctx context.Context, h *harness) error {
+		sim, err := h.startInstant(ctx)
+		if err != nil {
+			return err
+		}
+		defer sim.stop()
+		for _, n := range h.sz.Growth {
+			if err := h.growthAt(ctx, n, sim.url); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+	render: func(w io.Writer, h *harness) {
+		labels := make([]string, len(h.sz.Growth))
+		for i, n := range h.sz.Growth {
+			labels[i] = sizeLabel(n)
+		}
+		fmt.Fprintf(w, "Each tool at %s records (prompts for extract's\n"+
+			"corpus, dedup, shard and infer; generation records for merge and stats;\n"+
+			"infer against one `llmsim --instant` endpoint). One run per size.\n"+
+			"`awk '!seen[$0]++'` is shown for contrast: it holds every line.\n\n", strings.Join(labels, ", "))
+		h.table(w, "growth", tableOptions{kind: "growth"})
+	},
+	targets: func(h *harness) []string {
+		big, small := sizeLabel(h.sz.Growth[len(h.sz.Growth)-1]), sizeLabel(h.sz.Growth[0])
+		return []string{
+			fmt.Sprintf("merge of %s prompts' generation records ≥ 100 MB/s := growth/merge@%s:mbps >= 100", big, big),
+			fmt.Sprintf("merge of %s within its memory budget (--memory 512MiB) := growth/merge@%s:rss_mb <= 512", big, big),
+			fmt.Sprintf("extract memory flat: peak RSS at %s records ≤ 2× at %s := growth/extract@%s:rss_mb / growth/extract@%s:rss_mb <= 2", big, small, big, small),
+			fmt.Sprintf("infer peak RSS < 150 MB for %s prompts := growth/infer@%s:rss_mb <= 150", big, big),
+		}
+	},
+	runs: func(*harness) string { return "one run per size" },
+}
+
+// growthAt measures every tool at n records: the first n of the big
+// corpus and its prompts, and generation records made for them.
+func (h *harness) growthAt(ctx context.Context, n int, url string) error {
+	label := sizeLabel(n)
+	c, p := "data/corpus-big.jsonl", "data/prompts-big.jsonl"
+	g, r := "data/gens-"+label+".jsonl", "data/rerun-"+label+".jsonl"
+	made := []string{g, r}
+	if n != h.sz.Big {
+		c, p = "data/corpus-"+label+".jsonl", "data/prompts-"+label+".jsonl"
+		made = append(made, c, p)
+		if err := copyLines(h.path("data/corpus-big.jsonl"), h.path(c), n, 0); err != nil {
+			return err
+		}
+		if err := copyLines(h.path("data/prompts-big.jsonl"), h.path(p), n, 0); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for _, f := range made {
+			os.Remove(h.path(f))
+		}
+	}()
+	if err := h.pipeline(ctx, "", nil, 0, []string{"benchsuite", "generations", "--rerun", r, "-o", g, p}); err != nil {
+		return err
+	}
+	counts, err := h.lineCounts(g, r)
+	if err != nil {
+		return err
+	}
+	gl, ng := counts[0], counts[0]+counts[1]
+	const out = "tmp/growth-gen.jsonl"
+	at := func(s Spec) peerSpec { s.Group, s.Size, s.Runs = "growth", label, 1; return peer(s) }
+	return h.measureAll(ctx, []peerSpec{
+		at(with(Spec{BytesOf: []string{c}, Records: int64(n)}, "extract", "", "extract", c)),
+		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "dedup", "", "dedup", p)),
+		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "dedup --exact", "", "dedup", "--exact", p)),
+		at(with(Spec{BytesOf: []string{p}, Records: int64(n), Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}},
+			"shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
+		at(with(Spec{BytesOf: []string{g, r}, Records: ng}, "merge", "", "merge", g, r)),
+		at(with(Spec{BytesOf: []string{g}, Records: gl, NoCount: true}, "stats", "", "stats", g)),
+		at(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
+			"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
+		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)),
+	})
+}

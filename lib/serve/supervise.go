@@ -1,0 +1,401 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/natefinch/lumberjack.v2"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/clock"
+)
+
+// checker asks server i once whether it is ready, and says what it saw:
+// lib/fleet's readiness rule, the one infer waits on.
+type checker interface {
+	Check(i int) (ready bool, note string)
+}
+
+// supervisor keeps the servers up: one goroutine per server starts it,
+// asks its readiness, restarts it when it exits or stops answering, and
+// gives up on it after too many failed starts; every change goes to the
+// status file and, when the servers ready change, to the endpoints file.
+type supervisor struct {
+	pol        policy
+	clk        clock.Clock
+	probeEvery time.Duration
+	grace      time.Duration
+	progress   time.Duration
+	check      checker
+	specs      []spec
+	logs       []*lumberjack.Logger
+	dir        string // the state directory
+	endpoints  string // the endpoints file
+	logf       func(format string, args ...any)
+	secrets    *cli.Secrets // replaced by *** in the status file (nil: none)
+
+	mu       sync.Mutex
+	st       State
+	procs    []*proc // the start running now, per server (nil: none)
+	lastURLs string  // what the endpoints file lists
+	failed   map[string]bool
+	changed  chan struct{} // closed and replaced on every change
+}
+
+func newSupervisor(specs []spec, st State) *supervisor {
+	s := &supervisor{specs: specs, st: st, procs: make([]*proc, len(specs)), failed: map[string]bool{}, changed: make(chan struct{})}
+	s.lastURLs = "\x00" // the first save writes the file
+	return s
+}
+
+// openLogs opens each server's log, rotated at maxMB megabytes, keep old
+// ones kept.
+func (s *supervisor) openLogs(maxMB, keep int) {
+	for i := range s.specs {
+		path := filepath.Join(s.dir, logsName, fmt.Sprintf("server-%d.log", i))
+		s.logs = append(s.logs, &lumberjack.Logger{Filename: path, MaxSize: maxMB, MaxBackups: keep})
+		s.st.Servers[i].Log = path
+	}
+}
+
+// update changes server i's entry and saves the state.
+func (s *supervisor) update(i int, f func(*Server)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.st.Servers[i])
+	s.saveLocked()
+}
+
+// saveLocked writes the status file and, when the servers ready have
+// changed, the endpoints file; both are replaced at once, so a reader
+// never sees half of one. A write that fails is said once per error and
+// tried again at the next change.
+func (s *supervisor) saveLocked() {
+	s.st.Updated = s.clk.Now()
+	if err := writeState(s.dir, &s.st, s.secrets); err != nil {
+		s.reportLocked("the status file", err)
+	}
+	var urls []string
+	for _, sv := range s.st.Servers {
+		if sv.State == stateReady {
+			urls = append(urls, sv.URL)
+		}
+	}
+	if joined := strings.Join(urls, "\n"); joined != s.lastURLs {
+		if err := writeAtomic(s.endpoints, endpointsText(&s.st)); err != nil {
+			s.reportLocked("the endpoints file", err)
+		} else {
+			s.lastURLs = joined
+		}
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *supervisor) reportLocked(what string, err error) {
+	if msg := err.Error(); !s.failed[msg] {
+		s.failed[msg] = true
+		s.logf("cannot write %s: %v (tried again at the next change)", what, err)
+	}
+}
+
+// snapshot is a copy of the state, and a channel closed at its next change.
+func (s *supervisor) snapshot() (State, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Servers = slices.Clone(s.st.Servers)
+	return st, s.changed
+}
+
+func (s *supervisor) setProc(i int, p *proc) {
+	s.mu.Lock()
+	s.procs[i] = p
+	s.mu.Unlock()
+}
+
+// killAll sends SIGKILL to every server's group at once: the second
+// signal, when waiting out the grace period is not wanted.
+func (s *supervisor) killAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		if p != nil {
+			p.killNow()
+		}
+	}
+}
+
+// run keeps every server up until ctx ends, then stops them all; or
+// until every server has been given up, which is an error.
+func (s *supervisor) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for i := range s.specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.keepUp(ctx, i)
+		}()
+	}
+	progressDone := make(chan struct{})
+	progressCtx, stopProgress := context.WithCancel(ctx)
+	go func() {
+		defer close(progressDone)
+		s.report(progressCtx)
+	}()
+	wg.Wait()
+	stopProgress()
+	<-progressDone
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx.Err() != nil {
+		s.st.State = serveStopped
+		s.saveLocked()
+		return nil
+	}
+	s.st.State = serveFailed
+	s.saveLocked()
+	return fmt.Errorf("every server was given up (see their logs in %s)", filepath.Join(s.dir, logsName))
+}
+
+// keepUp runs server i, again and again, until ctx ends or it is given up.
+func (s *supervisor) keepUp(ctx context.Context, i int) {
+	var h history
+	for start := 0; ; start++ {
+		l, why := s.runOnce(ctx, i, start)
+		if ctx.Err() != nil {
+			return
+		}
+		now := s.clk.Now()
+		wait, giveUp := s.pol.next(&h, l, now)
+		lived := now.Sub(l.started).Round(time.Second)
+		sv := s.specs[i]
+		if giveUp {
+			s.update(i, func(e *Server) { e.State, e.FailedStarts = stateGivenUp, h.failedStarts })
+			s.logf("server %d (%s) failed to start %d times in a row (last: %s); giving up on it (--max-failures %d); its log: %s",
+				i, sv.url, h.failedStarts, why, s.pol.maxFailures, s.logs[i].Filename)
+			return
+		}
+		s.update(i, func(e *Server) {
+			e.State, e.FailedStarts, e.NextStart = stateRestarting, h.failedStarts, now.Add(wait)
+		})
+		s.logf("server %d (%s) %s after %v; restarting it in %v (restart %d); its log: %s", i, sv.url, why, lived, wait, start+1, s.logs[i].Filename)
+		t := s.clk.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			s.update(i, func(e *Server) { e.State, e.NextStart = stateStopped, time.Time{} })
+			return
+		}
+	}
+}
+
+// checked is one readiness check's answer.
+type checked struct {
+	ready bool
+	note  string
+}
+
+// runOnce starts server i (start 0 is the first) and watches it until it
+// exits, is stopped for failing its checks, or ctx ends (then it stops
+// it). It returns what the checks saw of this start and why it ended.
+func (s *supervisor) runOnce(ctx context.Context, i, start int) (life, string) {
+	sv := s.specs[i]
+	now := s.clk.Now()
+	l := life{started: now}
+	fmt.Fprintf(s.logs[i], "=== serve: start %d of server %d (%s) at %s: %s\n", start+1, i, sv.url, now.Format(time.RFC3339), commandLine(sv))
+	p, err := launch(sv, s.logs[i])
+	if err != nil {
+		why := "could not start (" + err.Error() + ")"
+		s.update(i, func(e *Server) {
+			e.Restarts, e.State, e.Started, e.LastExit, e.LastExitAt = start, stateStarting, now, why, now
+		})
+		return l, why
+	}
+	s.setProc(i, p)
+	defer s.setProc(i, nil)
+	s.update(i, func(e *Server) {
+		e.Restarts, e.State, e.PID, e.PIDStart, e.Started = start, stateStarting, p.pgid, p.start, now
+		e.ReadySince, e.NextStart, e.Check = time.Time{}, time.Time{}, ""
+	})
+	results := make(chan checked, 1)
+	checking := false
+	probe := s.clk.NewTimer(min(s.probeEvery, 250*time.Millisecond))
+	defer func() { probe.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			s.update(i, func(e *Server) { e.State = stateStopping })
+			return l, s.end(i, p, "stopped by serve", p.stop(s.grace))
+		case <-p.done:
+			return l, s.end(i, p, "exited ("+p.exitText()+")", clearGroup(p.pgid, s.grace))
+		case <-probe.C():
+			if !checking {
+				checking = true
+				go func() {
+					ready, note := s.check.Check(i)
+					results <- checked{ready, note}
+				}()
+			}
+			probe = s.clk.NewTimer(s.probeEvery)
+		case r := <-results:
+			checking = false
+			now := s.clk.Now()
+			v, reason := s.pol.check(&l, now, r.ready)
+			switch v {
+			case nowReady:
+				s.update(i, func(e *Server) { e.State, e.ReadySince, e.FailedStarts, e.Check = stateReady, now, 0, r.note })
+				s.logf("server %d (%s) is ready after %v (%s)", i, sv.url, now.Sub(l.started).Round(time.Millisecond), r.note)
+			case nowFailing:
+				s.update(i, func(e *Server) { e.State, e.Check = stateUnhealthy, r.note })
+				s.logf("server %d (%s) stopped answering its readiness check (%s); restarted if that lasts %v (--unhealthy-after)", i, sv.url, r.note, s.pol.unhealthyAfter)
+			case recovered:
+				s.update(i, func(e *Server) { e.State, e.Check = stateReady, r.note })
+				s.logf("server %d (%s) answers again (%s)", i, sv.url, r.note)
+			case restart:
+				s.update(i, func(e *Server) { e.State, e.Check = stateStopping, r.note })
+				s.logf("server %d (%s): %s (last: %s): stopping it (SIGTERM, SIGKILL after %v)", i, sv.url, reason, r.note, s.grace)
+				return l, s.end(i, p, "stopped: "+reason, p.stop(s.grace))
+			default:
+				if s.note(i) != r.note {
+					s.update(i, func(e *Server) { e.Check = r.note })
+				}
+			}
+		}
+	}
+}
+
+// end records how a start of server i ended and returns why.
+func (s *supervisor) end(i int, p *proc, why string, stopErr error) string {
+	if why == "stopped by serve" || strings.HasPrefix(why, "stopped: ") {
+		why += " (" + p.exitText() + ")"
+	}
+	if stopErr != nil {
+		s.logf("server %d: %v", i, stopErr)
+		why += "; " + stopErr.Error()
+	}
+	now := s.clk.Now()
+	fmt.Fprintf(s.logs[i], "=== serve: server %d %s at %s\n", i, why, now.Format(time.RFC3339))
+	s.update(i, func(e *Server) {
+		e.State, e.PID, e.PIDStart, e.ReadySince, e.LastExit, e.LastExitAt, e.Check = stateStopped, 0, 0, time.Time{}, why, now, ""
+		if stopErr != nil {
+			e.PID, e.PIDStart = p.pgid, p.start // still there: serve stop and the next serve find it
+		}
+	})
+	return why
+}
+
+func (s *supervisor) note(i int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Servers[i].Check
+}
+
+// report says, every --progress while some server is not ready, how many
+// are and what the others' checks see, and once when all are.
+func (s *supervisor) report(ctx context.Context) {
+	start := s.clk.Now()
+	var tick <-chan time.Time
+	if s.progress > 0 {
+		t := s.clk.NewTicker(s.progress)
+		defer t.Stop()
+		tick = t.C()
+	}
+	full, once := false, false
+	for {
+		st, changed := s.snapshot()
+		ready, active := 0, 0
+		for _, sv := range st.Servers {
+			if sv.State != stateGivenUp {
+				active++
+			}
+			if sv.State == stateReady {
+				ready++
+			}
+		}
+		switch {
+		case active > 0 && ready == active && !full && !once:
+			s.logf("all %d servers ready after %v; endpoints in %s: infer --endpoints-file %s ...", ready, s.clk.Now().Sub(start).Round(time.Millisecond), s.endpoints, s.endpoints)
+			full, once = true, true
+		case active > 0 && ready == active && !full:
+			s.logf("the fleet is back to full: %d of %d servers ready", ready, len(st.Servers))
+			full = true
+		case ready < active:
+			full = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-tick:
+			if ready < active {
+				s.logf("%d of %d servers ready after %v; %s", ready, active, s.clk.Now().Sub(start).Round(time.Second), waitingText(st, s.clk.Now(), s.pol))
+			}
+		}
+	}
+}
+
+// waitingText names the servers not ready and what each is at.
+func waitingText(st State, now time.Time, pol policy) string {
+	var parts []string
+	for _, sv := range st.Servers {
+		switch sv.State {
+		case stateReady, stateGivenUp:
+			continue
+		case stateStarting:
+			check := sv.Check
+			if check == "" {
+				check = "not asked yet"
+			}
+			parts = append(parts, fmt.Sprintf("server %d: starting for %v, %s", sv.Index, now.Sub(sv.Started).Round(time.Second), check))
+		case stateRestarting:
+			parts = append(parts, fmt.Sprintf("server %d: restarting in %v", sv.Index, max(sv.NextStart.Sub(now), 0).Round(time.Second)))
+		default:
+			parts = append(parts, fmt.Sprintf("server %d: %s, %s", sv.Index, sv.State, sv.Check))
+		}
+	}
+	return strings.Join(parts, "; ") + fmt.Sprintf(" (a server not ready %v after its start is restarted: --start-timeout)", pol.startTimeout)
+}
+
+// commandLine is s's command as a shell would show it, for the log.
+func commandLine(s spec) string {
+	var b strings.Builder
+	if s.gpus != "" {
+		b.WriteString("CUDA_VISIBLE_DEVICES=" + s.gpus + " ")
+	}
+	for i, a := range s.args {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+// shellQuote quotes a for a shell where it needs it.
+func shellQuote(a string) string {
+	plain := a != ""
+	for _, c := range a {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_./:=,+@%-{}", c)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+}
+
+// closeLogs closes every server's log.
+func (s *supervisor) closeLogs() {
+	for _, l := range s.logs {
+		l.Close()
+	}
+}
