@@ -95,13 +95,13 @@ var sections []*section
 func init() {
 	sections = []*section{
 		extractSection, dedupSection, shardSection, mergeSection, statsSection, filterSection,
-		clientSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, ollamaSection, growthSection,
+		clientSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, kindsSection, ollamaSection, growthSection,
 	}
 }
 
 // sectionAliases name several sections at once.
 var sectionAliases = map[string][]string{
-	"servers": {"inflight", "ollama"}, // the servers' tables, measured together before
+	"servers": {"inflight", "kinds", "ollama"}, // the servers' tables, measured together before
 }
 
 // docOrder is every heading of the report, in order.
@@ -132,7 +132,7 @@ func plan(names []string) ([]*section, []*dataStep, error) {
 			continue
 		}
 		if !slices.ContainsFunc(sections, func(s *section) bool { return s.name == n }) {
-			return nil, nil, fmt.Errorf("no section %q; the sections are %s (servers: inflight and ollama)", n, strings.Join(sectionNames(), ", "))
+			return nil, nil, fmt.Errorf("no section %q; the sections are %s (servers: inflight, kinds and ollama)", n, strings.Join(sectionNames(), ", "))
 		}
 		want[n] = true
 	}

@@ -70,9 +70,43 @@ func TestSectionRendering(t *testing.T) {
 		u.Load1 = 0.5
 		h.results = append(h.results, u)
 	}
+	// TestInFlightTable's cells: one kind's best fixed level beats the
+	// default, which the targets then say.
+	var cells strings.Builder
+	for _, kind := range kindsOrder {
+		for _, c := range []struct {
+			mode  string
+			fixed int
+			wall  float64
+		}{{"default", 0, 1564}, {"auto", 0, 1564}, {"4", 4, 1572}, {"8", 8, 1564}} {
+			if kind == "ollama" && c.fixed == 8 {
+				c.wall = 1500
+			}
+			fmt.Fprintf(&cells, `{"slots":4,"kind":%q,"mode":%q,"fixed":%d,"wall_s":%g,"answers":400,"max_tokens":512,"runs":3}`+"\n", kind, c.mode, c.fixed, c.wall)
+		}
+	}
+	if err := os.WriteFile(h.path("data/cells.jsonl"), []byte(cells.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kinds, err := readKindCells(h.path("data/cells.jsonl"))
+	if err != nil || len(kinds) != 4 {
+		t.Fatalf("%d rows: %v", len(kinds), err)
+	}
+	for _, r := range kinds {
+		r.Command, r.Load1 = "go test ./lib/fleet -run TestInFlightTable", 0.5
+	}
+	for _, bad := range []string{`{"slots":4,"kind":"vllm"`, `{"slots":5,"kind":"vllm","mode":"auto","wall_s":1}`, `{"slots":4,"kind":"tgi","mode":"auto","wall_s":1}`, ""} {
+		if err := os.WriteFile(h.path("data/bad-cells.jsonl"), []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readKindCells(h.path("data/bad-cells.jsonl")); err == nil {
+			t.Errorf("cells %q read without an error", bad)
+		}
+	}
+	h.results = append(h.results, kinds...)
 	h.started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	h.loadBefore = "load average: 1.00, 1.00, 1.00"
-	for _, name := range []string{"dedup", "client", "fleet", "inflight", "ollama", "growth"} {
+	for _, name := range []string{"dedup", "client", "fleet", "inflight", "kinds", "ollama", "growth"} {
 		t.Run(name, func(t *testing.T) {
 			secs, _, err := plan([]string{name})
 			if err != nil {

@@ -155,6 +155,11 @@ func writeTargets(w io.Writer, results []*Result, specs []string) error {
 
 func formatMeasured(v float64, t target) string {
 	if t.ratio {
+		if !t.atLeast && t.value < 1.1 {
+			// A ceiling a few hundredths above 1: two significant digits
+			// would show 1.04 as the 1.0 it must not pass.
+			return strconv.FormatFloat(v, 'f', 3, 64) + "×"
+		}
 		return trimFloat(v) + "×"
 	}
 	switch {

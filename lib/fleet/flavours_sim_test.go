@@ -1,16 +1,19 @@
 package fleet
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/segmentio/encoding/json"
+
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/simfleet"
+	"tokenmill/internal/testbin"
 )
 
 // The pool's in-flight cap on virtual time, against each kind of server
@@ -266,15 +269,6 @@ func fixedLevels(s int) []simMode {
 // a short run (the production job is 1,700 a slot), up to 512 tokens each.
 func simWorkFor(s int) simWork { return simWork{answers: 100 * s, maxTokens: 512} }
 
-// longTest skips t unless TOKENMILL_TEST_LONG=1: a test of more than a
-// few seconds (testbin.Long, once the kit has it).
-func longTest(t *testing.T) {
-	t.Helper()
-	if os.Getenv("TOKENMILL_TEST_LONG") != "1" {
-		t.Skip("a long test: TOKENMILL_TEST_LONG=1 runs it")
-	}
-}
-
 // The default and auto keep every kind of server's slots full: at 4, 32
 // and 128 slots, each kind's run ends within 3% of the time the best of
 // the fixed levels takes (here the slots with their spare and twice the
@@ -311,91 +305,64 @@ func TestInFlightPerFlavour(t *testing.T) {
 	}
 }
 
-var inflightTable = flag.String("inflight-table", "", "TestInFlightTable: write its tables into this Markdown file (BENCHMARKS.md), between its markers")
+var inflightCells = flag.String("inflight-json", "", "TestInFlightTable: write each cell (slots, kind of server, mode, median wall seconds) to this JSONL file, for the bench harness (internal/benchsuite) to render")
+
+// InFlightCell is one cell of TestInFlightTable: a mode's median wall
+// time on a kind of server at a number of slots.
+type InFlightCell struct {
+	Slots     int     `json:"slots"`
+	Kind      string  `json:"kind"`
+	Mode      string  `json:"mode"`  // default, auto, or the fixed count
+	Fixed     int     `json:"fixed"` // the fixed count; 0 for default and auto
+	WallS     float64 `json:"wall_s"`
+	Answers   int     `json:"answers"`
+	MaxTokens int     `json:"max_tokens"`
+	Runs      int     `json:"runs"`
+}
 
 // The in-flight count on every kind of server at 4, 32 and 128 slots:
 // infer's default and auto against every fixed level, each the median of
-// three runs (three seeds of answer lengths) on virtual time. With
-// -inflight-table FILE it writes the tables into FILE's section.
+// three runs (three seeds of answer lengths) on virtual time, default and
+// auto within 3% of the best fixed level. With -inflight-json FILE it
+// writes every cell to FILE (`benchsuite run --section kinds` renders
+// them in BENCHMARKS.md).
 func TestInFlightTable(t *testing.T) {
-	longTest(t)
+	testbin.Long(t, "72 runs on virtual time per slot count, about a minute")
 	seeds := []uint64{1, 2, 3}
-	var b strings.Builder
+	var cells []InFlightCell
 	for _, slots := range []int{4, 32, 128} {
 		modes := append([]simMode{modeDefault, modeAuto}, fixedLevels(slots)...)
-		walls := make([]map[string][]time.Duration, len(simFlavours))
-		best := make([]time.Duration, len(simFlavours))
-		for i, fl := range simFlavours {
-			s := simSetup{flavour: fl, plan: slotPlan{{Slots: slots}}, work: simWorkFor(slots)}
-			walls[i] = wallTimes(t, s, modes, seeds)
-			best[i] = time.Duration(1 << 62)
+		w := simWorkFor(slots)
+		for _, fl := range simFlavours {
+			s := simSetup{flavour: fl, plan: slotPlan{{Slots: slots}}, work: w}
+			walls := wallTimes(t, s, modes, seeds)
+			best := time.Duration(1 << 62)
 			for _, m := range modes[2:] {
-				best[i] = min(best[i], median(walls[i][m.name]))
+				best = min(best, median(walls[m.name]))
 			}
-			for _, m := range modes[:2] {
-				if r := float64(median(walls[i][m.name])) / float64(best[i]); r > 1.03 {
+			for _, m := range modes {
+				wall := median(walls[m.name])
+				if r := float64(wall) / float64(best); m.fixed == 0 && r > 1.03 {
 					t.Errorf("%s, %d slots: %s %.3f× the best fixed level", fl.name, slots, m.name, r)
 				}
+				cells = append(cells, InFlightCell{Slots: slots, Kind: fl.name, Mode: m.name, Fixed: m.fixed, WallS: wall.Seconds(),
+					Answers: w.answers, MaxTokens: w.maxTokens, Runs: len(seeds)})
 			}
-		}
-		w := simWorkFor(slots)
-		fmt.Fprintf(&b, "\n### %d slots (%s answers, up to %d tokens)\n\n| in flight |", slots, thousands(w.answers), w.maxTokens)
-		for _, fl := range simFlavours {
-			fmt.Fprintf(&b, " %s |", fl.name)
-		}
-		b.WriteString("\n|---|" + strings.Repeat("---|", len(simFlavours)) + "\n")
-		for _, m := range modes {
-			name := m.name
-			if m.fixed > 0 {
-				name = "--concurrency " + name
-			} else {
-				name = "**" + name + "**"
-			}
-			fmt.Fprintf(&b, "| %s |", name)
-			for i := range simFlavours {
-				w := median(walls[i][m.name])
-				cell := fmt.Sprintf("%v (%.3f×)", w.Round(time.Second), float64(w)/float64(best[i]))
-				if w == best[i] && m.fixed > 0 {
-					cell = "**" + cell + "**"
-				}
-				fmt.Fprintf(&b, " %s |", cell)
-			}
-			b.WriteString("\n")
+			t.Logf("%s, %d slots: default %v, auto %v, best fixed %v", fl.name, slots,
+				median(walls[modeDefault.name]).Round(time.Second), median(walls[modeAuto.name]).Round(time.Second), best.Round(time.Second))
 		}
 	}
-	t.Log(b.String())
-	if *inflightTable != "" {
-		if err := writeSection(*inflightTable, b.String()); err != nil {
+	if *inflightCells != "" {
+		var b bytes.Buffer
+		for _, c := range cells {
+			line, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(append(line, '\n'))
+		}
+		if err := os.WriteFile(*inflightCells, b.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-}
-
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
-// The markers of the section TestInFlightTable writes.
-const (
-	tableBegin = "<!-- TestInFlightTable: begin -->"
-	tableEnd   = "<!-- TestInFlightTable: end -->"
-)
-
-// writeSection replaces what lies between the markers in the file.
-func writeSection(path, text string) error {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	s := string(old)
-	i, j := strings.Index(s, tableBegin), strings.Index(s, tableEnd)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s has no %s ... %s section", path, tableBegin, tableEnd)
-	}
-	s = s[:i+len(tableBegin)] + "\n" + text + "\n" + s[j:]
-	return os.WriteFile(path, []byte(s), 0o644)
 }

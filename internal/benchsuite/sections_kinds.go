@@ -1,0 +1,213 @@
+package benchsuite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+)
+
+// The in-flight count per kind of server, on simulated time: lib/fleet's
+// TestInFlightTable runs the pool's own code against llmsim's scheduler
+// model stepped on virtual time, and writes each cell (kindCell); this
+// section keeps them as results and renders one table per slot count.
+
+// kindCell is one cell TestInFlightTable writes: a mode's median wall time
+// on a kind of server at a number of slots (lib/fleet's InFlightCell).
+type kindCell struct {
+	Slots     int     `json:"slots"`
+	Kind      string  `json:"kind"`
+	Mode      string  `json:"mode"`
+	Fixed     int     `json:"fixed"`
+	WallS     float64 `json:"wall_s"`
+	Answers   int     `json:"answers"`
+	MaxTokens int     `json:"max_tokens"`
+	Runs      int     `json:"runs"`
+}
+
+// kindsOrder is the order of the table's columns: the kinds of server.
+var kindsOrder = []string{"sglang", "vllm", "llamacpp", "ollama"}
+
+// kindsSlots are the tables' slot counts.
+var kindsSlots = []int{4, 32, 128}
+
+func kindsGroup(slots int) string { return "kinds-" + strconv.Itoa(slots) }
+
+// kindsRow names a mode's row: default and auto as they are, a fixed
+// count as the flag that sets it.
+func kindsRow(c kindCell) string {
+	if c.Fixed > 0 {
+		return "--concurrency " + strconv.Itoa(c.Fixed)
+	}
+	return c.Mode
+}
+
+var kindsArgv = []string{"go", "test", "./lib/fleet", "-run", "^TestInFlightTable$", "-count=1", "-timeout", "60m"}
+
+var kindsSection = &section{
+	name: "kinds", heading: "## infer's in-flight count per kind of server, on simulated time",
+	about: "infer's default and auto against every fixed --concurrency level on each kind of server at 4, 32 and 128 slots, on virtual time (go test)",
+	measure: func(ctx context.Context, h *harness) error {
+		out := h.path("tmp/inflight-cells.jsonl")
+		argv := append(slices.Clone(kindsArgv), "-args", "-inflight-json="+out)
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Dir, cmd.Env = h.repo, append(os.Environ(), "TOKENMILL_TEST_LONG=1")
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		load := loadAverage()
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(log.Bytes(), 3000))
+		}
+		rows, err := readKindCells(out)
+		if err != nil {
+			return err
+		}
+		command := "TOKENMILL_TEST_LONG=1 " + shellJoin(kindsArgv)
+		for _, r := range rows {
+			r.Command, r.Load1 = command, load
+			if err := h.add(r); err != nil {
+				return err
+			}
+		}
+		h.logf("kinds: %d rows from %s", len(rows), command)
+		return nil
+	},
+	render: func(w io.Writer, h *harness) {
+		fmt.Fprint(w, "Each kind of server as infer sees it, at 4, 32 and 128 slots: SGLang (reports its\n"+
+			"`max_running_requests`; `/metrics` counts running and waiting), vLLM (no capacity route;\n"+
+			"`vllm:num_requests_running` and `vllm:num_requests_waiting`), llama.cpp (reports `total_slots`;\n"+
+			"`/slots` says which are busy, its `/metrics` being off without `--metrics`) and Ollama (neither:\n"+
+			"latency alone). The server is llmsim's scheduler model at its calibrated timing, stepped on virtual\n"+
+			"time (`internal/simfleet`), behind the pool's real code (`lib/fleet`: the limiter, the metrics read every\n"+
+			"2 s as `--probe-interval` does, 50 ms of round trip a request); each run is 100 answers a slot (llmsim's\n"+
+			"long-tailed lengths, up to 512 tokens), and each cell the median of three runs (three draws of the\n"+
+			"lengths) of the run's wall time, the last answer included, with its ratio to the best fixed\n"+
+			"`--concurrency` level's (bold). infer's default is the reported capacity plus `--queue-depth` where the\n"+
+			"server reports one, and the adaptive limit where it does not (so the default and auto are the same\n"+
+			"run on vLLM and Ollama). Every figure is simulated time, the same on every machine\n"+
+			"(`TestInFlightTable`, which also fails when the default or auto is more than 1.03× the best).\n")
+		for _, slots := range kindsSlots {
+			rows := h.group(kindsGroup(slots))
+			if len(rows) == 0 {
+				continue
+			}
+			m := rows[0].Metrics
+			fmt.Fprintf(w, "\n### %d slots (%s answers, up to %s tokens)\n\n", slots, cli.Thousands(int64(m["answers"])), cli.Thousands(int64(m["max_tokens"])))
+			writeRow(w, append([]string{"in flight"}, kindsOrder...))
+			writeRule(w, 1+len(kindsOrder))
+			best := map[string]float64{}
+			for _, kind := range kindsOrder {
+				best[kind] = bestKindWall(rows, kind)
+			}
+			for _, r := range rows {
+				name := r.Name
+				if r.Ours {
+					name = "**" + name + "**"
+				}
+				cells := []string{name}
+				for _, kind := range kindsOrder {
+					wall, ok := r.Metrics[kind]
+					if !ok || best[kind] <= 0 {
+						cells = append(cells, "—")
+						continue
+					}
+					cell := fmt.Sprintf("%v (%.3f×)", (time.Duration(wall * float64(time.Second))).Round(time.Second), wall/best[kind])
+					if !r.Ours && wall == best[kind] {
+						cell = "**" + cell + "**"
+					}
+					cells = append(cells, cell)
+				}
+				writeRow(w, cells)
+			}
+		}
+	},
+	targets: func(h *harness) []string {
+		var t []string
+		for _, slots := range kindsSlots {
+			g := kindsGroup(slots)
+			rows := h.group(g)
+			for _, kind := range kindsOrder {
+				best := bestKindRow(rows, kind)
+				if best == "" {
+					continue
+				}
+				for _, mode := range []string{"default", "auto"} {
+					t = append(t, fmt.Sprintf("%s within 1.03× of the best fixed (%s, %d slots: %s) := %s/%s:%s / %s/%s:%s <= 1.03",
+						mode, kind, slots, best, g, mode, kind, g, best, kind))
+				}
+			}
+		}
+		return t
+	},
+	runs: func(*harness) string { return "three runs (seeds) of simulated time per cell, median reported" },
+}
+
+// readKindCells reads TestInFlightTable's cells into one result a slot
+// count and mode, each kind's median wall time a metric of it.
+func readKindCells(path string) ([]*Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []*Result
+	index := map[string]*Result{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		var c kindCell
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, n, err)
+		}
+		if !slices.Contains(kindsSlots, c.Slots) || !slices.Contains(kindsOrder, c.Kind) || c.WallS <= 0 {
+			return nil, fmt.Errorf("%s:%d: a cell of no table: %s", path, n, strings.TrimSpace(sc.Text()))
+		}
+		g, name := kindsGroup(c.Slots), kindsRow(c)
+		r, ok := index[g+"\x00"+name]
+		if !ok {
+			r = &Result{Group: g, Name: name, Ours: c.Fixed == 0, OutRecords: -1,
+				Metrics: map[string]float64{"answers": float64(c.Answers), "max_tokens": float64(c.MaxTokens), "runs": float64(c.Runs)}}
+			index[g+"\x00"+name] = r
+			rows = append(rows, r)
+		}
+		r.Metrics[c.Kind] = c.WallS
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s: no cells", path)
+	}
+	return rows, nil
+}
+
+// bestKindRow is the fixed level with the shortest wall time on kind.
+func bestKindRow(rows []*Result, kind string) string {
+	best, wall := "", 0.0
+	for _, r := range rows {
+		if w, ok := r.Metrics[kind]; ok && !r.Ours && (best == "" || w < wall) {
+			best, wall = r.Name, w
+		}
+	}
+	return best
+}
+
+func bestKindWall(rows []*Result, kind string) float64 {
+	name := bestKindRow(rows, kind)
+	for _, r := range rows {
+		if r.Name == name {
+			return r.Metrics[kind]
+		}
+	}
+	return 0
+}
