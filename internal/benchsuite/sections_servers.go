@@ -444,7 +444,7 @@ var ollamaSection = &section{
 					return err
 				}
 			}
-			return nil
+			return h.unavailable(ollamaBenchGroup, ollamaBenchRow, "no Ollama server: "+why)
 		}
 		defer srv.stop()
 		h.ollamaVersion = srv.version
@@ -467,6 +467,13 @@ var ollamaSection = &section{
 		node := h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n}, url, srv.model, ollamaParallel, 32, prompts)
 		rows := []peerSpec{ours(infer(ollamaRows[0], true).Spec), infer(ollamaRows[1], false, "--concurrency", "4"), curl, node}
 		h.logf("a real Ollama server at %s, %d prompts", url, n)
+		k, err := h.benchOllama(ctx, url, prompts, alias)
+		if err != nil {
+			return err
+		}
+		if k > 0 && k != ollamaParallel {
+			rows = append(rows, infer(benchRunRow(k), false, "--concurrency", strconv.Itoa(k)))
+		}
 		return h.inTurns(ctx, h.sz.OllamaRuns, func(ctx context.Context) error { return h.measureAll(ctx, rows) })
 	},
 	render: func(w io.Writer, h *harness) {
@@ -485,13 +492,14 @@ var ollamaSection = &section{
 			"count; the others keep 4 requests in flight, Ollama's slots.\n\n",
 			version, ollamaParallel, h.shownLines("data/ollama-prompts.jsonl"), source, h.sz.OllamaRuns)
 		h.table(w, "ollama", tableOptions{cpuPerRecord: true, rate: "answers/s"})
+		renderOllamaBench(w, h)
 	},
-	targets: func(*harness) []string {
-		return []string{
+	targets: func(h *harness) []string {
+		return append([]string{
 			"on Ollama, infer's defaults ≥ infer --concurrency 4 := ollama/infer (defaults):rps / ollama/infer --concurrency 4:rps >= 1",
 			"on Ollama, infer's defaults ≥ xargs -P 4 curl := ollama/infer (defaults):rps / ollama/xargs -P 4 curl:rps >= 1",
 			"on Ollama, infer's defaults ≥ the OpenAI Node SDK at 4 := ollama/infer (defaults):rps / ollama/OpenAI Node SDK, 4 at once:rps >= 1",
-		}
+		}, ollamaBenchTargets(h)...)
 	},
 	runs: func(h *harness) string {
 		return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.OllamaRuns))

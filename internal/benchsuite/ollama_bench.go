@@ -1,0 +1,188 @@
+package benchsuite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+)
+
+// infer bench on the real Ollama server: once, with its defaults, on the
+// section's prompts; what its report said (the levels it measured,
+// whether it held, whether it could measure steadily, its knee and its
+// forecast) is kept with its row, and the run it forecast (infer at the
+// recommended --concurrency on the same prompts) is measured in turns with
+// the section's other rows.
+
+const (
+	ollamaBenchGroup = "ollama-bench"
+	ollamaBenchRow   = "infer bench (defaults)"
+	ollamaBenchOut   = "tmp/ollama-bench.json"
+)
+
+// benchReport is what the section reads of `infer bench --json`
+// (lib/bench's Report).
+type benchReport struct {
+	Levels []struct {
+		Concurrency int     `json:"concurrency"`
+		TokPerSec   float64 `json:"output_tokens_per_s"`
+		Answers     int     `json:"answers"`
+		Repeated    bool    `json:"repeated"`
+		Unsteady    bool    `json:"unsteady"`
+	} `json:"levels"`
+	Knee         int    `json:"knee"`
+	Recommended  int    `json:"recommended_concurrency"`
+	Held         string `json:"held"`
+	Unsteady     bool   `json:"unsteady"`
+	ForecastNote string `json:"forecast_note"`
+	Forecast     *struct {
+		Answers     int64   `json:"answers"`
+		Seconds     float64 `json:"seconds"`
+		LowSeconds  float64 `json:"low_seconds"`
+		HighSeconds float64 `json:"high_seconds"`
+	} `json:"forecast"`
+}
+
+// benchOllama runs the bench once against url and keeps its row; it
+// returns the concurrency the bench recommended (0: none).
+func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []string) (int, error) {
+	argv := []string{"infer", "bench", "--json", "-e", url, "--max-tokens", "32", "--mean-answer-tokens", "32", prompts}
+	// Exit 1 is a bench that found nothing to recommend: its report says
+	// why, and the row shows it.
+	r, err := h.measureRow(ctx, Spec{Group: ollamaBenchGroup, Name: ollamaBenchRow, Ours: true, Runs: 1, Stdout: ollamaBenchOut, NoCount: true,
+		Exit: []int{0, 1}, Alias: alias, Argv: argv})
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(h.path(ollamaBenchOut))
+	var rep benchReport
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("infer bench's report (%s): %v", ollamaBenchOut, err)
+	}
+	r.Metrics, r.Note = benchMetrics(&rep), benchNote(&rep)
+	h.logf("ollama: infer bench: %s", r.Note)
+	return rep.Recommended, h.add(r)
+}
+
+func benchMetrics(rep *benchReport) map[string]float64 {
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	m := map[string]float64{"levels": float64(len(rep.Levels)), "knee": float64(rep.Knee), "recommended": float64(rep.Recommended),
+		"held": flag(rep.Held != ""), "unsteady": flag(rep.Unsteady)}
+	if f := rep.Forecast; f != nil {
+		m["forecast_s"], m["forecast_low_s"], m["forecast_high_s"] = f.Seconds, f.LowSeconds, f.HighSeconds
+	}
+	return m
+}
+
+// benchNote says what the bench's report said, in a sentence.
+func benchNote(rep *benchReport) string {
+	var levels []string
+	for _, lv := range rep.Levels {
+		s := fmt.Sprintf("%d: %s tok/s", lv.Concurrency, cli.Thousands(int64(lv.TokPerSec+0.5)))
+		switch {
+		case lv.Unsteady:
+			s += " (unsteady, measured twice)"
+		case lv.Repeated:
+			s += " (measured twice)"
+		}
+		levels = append(levels, s)
+	}
+	parts := []string{"measured " + strings.Join(levels, ", ")}
+	if rep.Held != "" {
+		parts = append(parts, "held: "+rep.Held)
+	}
+	if rep.Unsteady {
+		parts = append(parts, "said it could not measure steadily (no level settled)")
+	}
+	if rep.Recommended > 0 {
+		parts = append(parts, fmt.Sprintf("knee and recommendation %d", rep.Recommended))
+	}
+	if f := rep.Forecast; f != nil {
+		parts = append(parts, fmt.Sprintf("forecast %s (%s-%s) for %s answers", secondsText(f.Seconds), secondsText(f.LowSeconds), secondsText(f.HighSeconds), cli.Thousands(f.Answers)))
+	} else if rep.ForecastNote != "" {
+		parts = append(parts, "no forecast: "+rep.ForecastNote)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func secondsText(s float64) string { return strconv.FormatFloat(s, 'f', 1, 64) + " s" }
+
+// benchRunRow is the row of the run at the bench's recommendation k: the
+// section's own --concurrency 4 where k is Ollama's parallelism.
+func benchRunRow(k int) string {
+	if k == ollamaParallel {
+		return ollamaRows[1]
+	}
+	return fmt.Sprintf("infer --concurrency %d (infer bench's recommendation)", k)
+}
+
+// benchRow is the bench's row, nil when it was not measured.
+func (h *harness) benchRow() *Result {
+	rows := h.group(ollamaBenchGroup)
+	if len(rows) == 0 {
+		return nil
+	}
+	return rows[len(rows)-1]
+}
+
+// renderOllamaBench writes what the bench did on the server, and how the
+// run it forecast went.
+func renderOllamaBench(w io.Writer, h *harness) {
+	r := h.benchRow()
+	if r == nil {
+		return
+	}
+	fmt.Fprint(w, "\n`infer bench` with its defaults (the ladder 1, 2, 4, 8, 16, 32, 48 per endpoint, each level 10 s of\n"+
+		"warm-up and 30 s measured, a level whose window's two halves disagree measured again) on the same server\n"+
+		"and prompts, `--max-tokens 32 --mean-answer-tokens 32` (the tiny model always writes 32 tokens), once,\n"+
+		"before the rows above: ")
+	if len(r.Runs) == 0 {
+		fmt.Fprintf(w, "%s.\n", r.Note)
+		return
+	}
+	fmt.Fprintf(w, "it took %s; %s.", secondsText(r.medianRun().Wall.Seconds()), r.Note)
+	k := int(r.Metrics["recommended"])
+	if k == 0 {
+		fmt.Fprintln(w)
+		return
+	}
+	for _, run := range h.group("ollama") {
+		if run.Name == benchRunRow(k) && len(run.Runs) > 0 {
+			fmt.Fprintf(w, " The run it forecast, `infer --concurrency %d` on the same prompts, took %s (the median above).", k,
+				secondsText(run.medianRun().Wall.Seconds()))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// ollamaBenchTargets: the run at the bench's recommendation took a time
+// within the range the bench forecast.
+func ollamaBenchTargets(h *harness) []string {
+	r := h.benchRow()
+	if r == nil {
+		return nil
+	}
+	k := int(r.Metrics["recommended"])
+	if _, ok := r.Metrics["forecast_s"]; !ok || k == 0 {
+		return nil
+	}
+	run, bench := "ollama/"+benchRunRow(k), ollamaBenchGroup+"/"+ollamaBenchRow
+	return []string{
+		fmt.Sprintf("the run at infer bench's recommendation no faster than its forecast's low end := %s:wall_s / %s:forecast_low_s >= 1", run, bench),
+		fmt.Sprintf("the run at infer bench's recommendation no slower than its forecast's high end := %s:wall_s / %s:forecast_high_s <= 1", run, bench),
+	}
+}
