@@ -69,17 +69,6 @@ func runOnModel(t *testing.T, plan slotPlan, answers, maxTokens, fixed int) simR
 	return simulate(t, simSetup{flavour: simFlavours[3], plan: plan, mode: mode, work: simWork{answers: answers, maxTokens: maxTokens}})
 }
 
-// setAdaptive puts endpoint i into service under an adaptive limit.
-func (p *Pool) setAdaptive(i int, cfg LimiterConfig) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ep := p.eps[i]
-	ep.limiter = NewLimiter(cfg, p.clk.Now())
-	ep.slots = ep.limiter.Limit()
-	p.setStateLocked(ep, StateReady)
-	p.broadcastLocked()
-}
-
 func (r simRun) String() string {
 	s := ""
 	for _, l := range r.limits {
