@@ -116,13 +116,22 @@ func (r *benchRun) report(model string) *Report {
 //
 // Steady levels are taken over unsteady ones where there are any: a
 // window whose halves disagree may have caught a stall or a burst, and
-// one such level above the steady ones must not become the knee.
+// one such level above the steady ones must not become the knee. An
+// unsteady level whose slower half still beat every steady level is
+// usable too: whatever it caught, it gave more (on a CPU server one
+// request at a time may measure unsteady and still three times the rate
+// of four).
 func knee(levels []Level) (int, bool) {
 	usable := func(lv *Level) bool { return lv.answered() }
+	steadyBest := -1.0
 	for i := range levels {
-		if levels[i].answered() && !levels[i].Unsteady {
-			usable = func(lv *Level) bool { return lv.answered() && !lv.Unsteady }
-			break
+		if lv := &levels[i]; lv.answered() && !lv.Unsteady {
+			steadyBest = max(steadyBest, lv.TokPerSec)
+		}
+	}
+	if steadyBest >= 0 {
+		usable = func(lv *Level) bool {
+			return lv.answered() && (!lv.Unsteady || len(lv.Halves) == 2 && min(lv.Halves[0], lv.Halves[1]) > steadyBest)
 		}
 	}
 	best := -1

@@ -82,6 +82,18 @@ func TestBenchOnAFallingServer(t *testing.T) {
 	if k, _ := knee(mixed); k != 0 {
 		t.Errorf("knee %d among a steady 1 and an unsteady 8, want the steady 1", k)
 	}
+	// An unsteady level whose slower half beat every steady one gave more
+	// whatever it caught: on a CPU server 1 at a time, unsteady, and a
+	// steady 4 at a third of its rate.
+	cpuUnsteady := []Level{{Concurrency: 1, TokPerSec: 1084, Answers: 900, Unsteady: true, Halves: []float64{900, 1250}},
+		{Concurrency: 2, TokPerSec: 428, Answers: 400, Unsteady: true, Halves: []float64{300, 550}}, {Concurrency: 4, TokPerSec: 334, Answers: 300}}
+	if k, _ := knee(cpuUnsteady); k != 0 {
+		t.Errorf("knee %d, want the unsteady 1 whose slower half beat the steady 4", k)
+	}
+	cpuUnsteady[0].Halves = []float64{300, 1900}
+	if k, _ := knee(cpuUnsteady); k != 2 {
+		t.Errorf("knee %d, want the steady 4 over an unsteady 1 whose slower half fell under it", k)
+	}
 	for i := range mixed {
 		mixed[i].Unsteady = true
 	}
