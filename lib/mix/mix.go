@@ -76,8 +76,8 @@ func Load(path string) (*Mix, error) {
 
 // fileArm is an arm as the file spells it, in JSON.
 type fileArm struct {
-	Name   string          `json:"name"`
-	Weight *float64        `json:"weight"`
+	Name   string             `json:"name"`
+	Weight *float64           `json:"weight"`
 	Params stdjson.RawMessage `json:"params"`
 }
 
