@@ -19,6 +19,7 @@ import (
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/mix"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 	"tokenmill/lib/tokens"
@@ -109,6 +110,9 @@ type runner struct {
 	shownFail atomic.Int64
 	bufs      sync.Pool
 	tok       tokenIDs // --token-ids (tokenids.go)
+	// mix is --mix (mix.go), with each arm's figures.
+	mix  *mix.Mix
+	arms []armCounts
 
 	// cleanup undoes the steps taken so far, last first (see close).
 	cleanup []func()
@@ -127,6 +131,12 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
+	if r.mix, err = c.loadMix(); err != nil {
+		return nil, err
+	}
+	if r.mix != nil {
+		r.arms = make([]armCounts, len(r.mix.Arms))
+	}
 	r.errPath = errorsPath(c.Output, c.Errors)
 	if err := checkPaths(c, r.errPath); err != nil {
 		return nil, err
@@ -298,8 +308,13 @@ func (r *runner) prepareOutput() error {
 			return err
 		}
 	}
+	arms := &armCheck{m: r.mix, seed: r.mixSeed()}
+	r.ledger.arms = arms
 	info, err := resumeOutput(c.Output, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
+		return err
+	}
+	if err := arms.err(c.Output); err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("resuming %s: %s answers already done", c.Output, cli.Thousands(info.Answers))
@@ -602,6 +617,7 @@ func (r *runner) moreSummary(s Summary) []string {
 			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), record.ReasonPromptTooLong, cli.Thousands(cr)))
 	}
 	lines = append(lines, r.tokenSummary()...)
+	lines = append(lines, r.mixSummary()...)
 	if n := c.empty.Load(); n > 0 {
 		what := "answers"
 		if r.cfg.Regenerate {
