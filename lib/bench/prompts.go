@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"tokenmill/lib/cli"
@@ -32,11 +33,16 @@ type fitting struct {
 
 // body is p's request body, fitted; nil when p does not fit at all.
 func (f *fitting) body(p *record.Prompt, seed *int64, sample int) ([]byte, error) {
+	return f.bodyWith(f.b, p, seed, sample)
+}
+
+// bodyWith is body built by b (the bench's builder with an arm's params).
+func (f *fitting) bodyWith(b *openai.Builder, p *record.Prompt, seed *int64, sample int) ([]byte, error) {
 	tools, _, err := record.AppendCanonicalTools(nil, p.Tools)
 	if err != nil {
 		return nil, err
 	}
-	ft := f.counter.Fit(f.flags, f.ctx, openai.ChatMessages(p), tools, f.b.MaxTokens(p), 0, false)
+	ft := f.counter.Fit(f.flags, f.ctx, openai.ChatMessages(p), tools, b.MaxTokens(p), 0, false)
 	switch {
 	case ft.Refused || ft.Unsure:
 		f.refused++
@@ -44,7 +50,7 @@ func (f *fitting) body(p *record.Prompt, seed *int64, sample int) ([]byte, error
 	case ft.Max > 0:
 		f.lowered++
 	}
-	return f.b.BodyMax(p, seed, sample, ft.Max)
+	return b.BodyMax(p, seed, sample, ft.Max)
 }
 
 // note says what fitting changed, if anything.
@@ -60,6 +66,7 @@ func (f *fitting) note() string {
 // records, or generated prompts, fitted to the context.
 func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
 	var bodies [][]byte
+	c.sampleArms = c.sampleArms[:0]
 	if len(c.Inputs) == 0 {
 		for k := 0; k < c.Sample; k++ {
 			text := benchPromptText(k, c.PromptTokens)
@@ -72,12 +79,14 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte
 			if c.IgnoreEOS {
 				p.Params = []byte(`{"ignore_eos":true}`)
 			}
-			body, err := fit.body(&p, nil, 0)
+			arm, ab := c.armOf(b, "bench-"+strconv.Itoa(k), 0)
+			body, err := fit.bodyWith(ab, &p, nil, 0)
 			if err != nil {
 				return nil, "", err
 			}
 			if body != nil {
 				bodies = append(bodies, body)
+				c.sampleArms = append(c.sampleArms, arm)
 			}
 		}
 		if len(bodies) == 0 {
@@ -111,13 +120,15 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte
 			skipped++
 			continue
 		}
-		body, err := fit.body(&p, seed, p.Sample)
+		arm, ab := c.armOf(b, p.ID.Text, p.Sample)
+		body, err := fit.bodyWith(ab, &p, seed, p.Sample)
 		if err != nil {
 			skipped++
 			continue
 		}
 		if body != nil {
 			bodies = append(bodies, body)
+			c.sampleArms = append(c.sampleArms, arm)
 		}
 	}
 	if len(bodies) == 0 {

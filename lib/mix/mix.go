@@ -344,3 +344,20 @@ func (m *Mix) Pick(seed int64, id string, sample int) int {
 	}
 	return best
 }
+
+// MaxTokens is the answer limit the arm sets (max_tokens,
+// max_completion_tokens or max_new_tokens), 0 when it sets none.
+func (a *Arm) MaxTokens() int {
+	n := 0
+	for _, key := range []string{"max_tokens", "max_completion_tokens", "max_new_tokens"} {
+		v, err := record.FieldValue(a.Params, key)
+		if err != nil || v == nil {
+			continue
+		}
+		var k int
+		if json.Unmarshal(v, &k) == nil && k > 0 {
+			n = k
+		}
+	}
+	return n
+}

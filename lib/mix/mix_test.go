@@ -241,3 +241,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestArmMaxTokens(t *testing.T) {
+	m, err := Parse([]byte(`{"arms": [{"name": "a", "params": {"max_tokens": 8192}}, {"name": "b", "params": {"max_completion_tokens": 100}},
+		{"name": "c"}, {"name": "d", "params": {"max_tokens": null}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{8192, 100, 0, 0} {
+		if got := m.Arms[i].MaxTokens(); got != want {
+			t.Errorf("arm %s: %d, want %d", m.Arms[i].Name, got, want)
+		}
+	}
+}
