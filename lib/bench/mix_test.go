@@ -110,6 +110,7 @@ func TestBenchForecastMix(t *testing.T) {
 	if err := rep.write(&b, false); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the report:\n%s", b.String())
 	for _, want := range []string{"tokens (measured per arm) at ", "  arm think (25%): ", "  arm no_think (75%): ", ", up to 8,192 ("} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
