@@ -1,7 +1,6 @@
 package pipelines_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -52,22 +51,7 @@ type armRecord struct {
 
 func readArmRecords(t *testing.T, path string) []armRecord {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []armRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var r armRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return readJSONL[armRecord](t, path)
 }
 
 // byArm counts answers by arm, each (id, sample) once.

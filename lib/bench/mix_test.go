@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -91,14 +90,7 @@ func TestBenchForecastMix(t *testing.T) {
 	// The run, every prompt under its arm (replayRun's max_tokens is
 	// each prompt's own, its arm's).
 	actual := replayRun(sample, 2, llmsim.DefaultMaxRunning, 48, 2048).Seconds()
-	t.Logf("forecast %.0fs (%.0f-%.0f) from %.0f±%.0f tokens at %.0f tok/s; the run took %.0fs",
-		f.Seconds, f.LowSeconds, f.HighSeconds, f.MeanAnswerTokens, f.MeanAnswerSE, f.TokPerSec, actual)
-	if e := math.Abs(f.Seconds-actual) / actual; e > 0.15 {
-		t.Errorf("forecast %.0fs, the run took %.0fs: off by %.0f%%", f.Seconds, actual, 100*e)
-	}
-	if actual < 0.95*f.LowSeconds || actual > 1.05*f.HighSeconds {
-		t.Errorf("the run's %.0fs is outside the forecast's range %.0f-%.0fs", actual, f.LowSeconds, f.HighSeconds)
-	}
+	checkForecast(t, f, actual)
 	// The same sample benched as one run (no arms) would mislead: the
 	// mixed run takes far longer than a run of answers as long as
 	// no_think's.

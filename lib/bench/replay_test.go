@@ -244,7 +244,13 @@ func TestBenchForecast(t *testing.T) {
 	if f.Answers != prompts || f.MeanSource != "measured" || f.Concurrency != 48 || f.MaxTokens != 2048 {
 		t.Errorf("forecast %+v", f)
 	}
-	actual := replayRun(sample, 2, llmsim.DefaultMaxRunning, 48, 2048).Seconds()
+	checkForecast(t, f, replayRun(sample, 2, llmsim.DefaultMaxRunning, 48, 2048).Seconds())
+}
+
+// checkForecast holds a forecast to the run's actual seconds: within 15%,
+// and the run inside the forecast's range.
+func checkForecast(t *testing.T, f *Forecast, actual float64) {
+	t.Helper()
 	t.Logf("forecast %.0fs (%.0f-%.0f) from %.0f±%.0f tokens at %.0f tok/s; the run took %.0fs",
 		f.Seconds, f.LowSeconds, f.HighSeconds, f.MeanAnswerTokens, f.MeanAnswerSE, f.TokPerSec, actual)
 	if e := math.Abs(f.Seconds-actual) / actual; e > 0.15 {
