@@ -13,6 +13,7 @@ import (
 
 	"tokenmill/internal/llmsim"
 	"tokenmill/lib/mix"
+	"tokenmill/lib/record"
 )
 
 // testMix is three arms: Qwen3-style thinking on and off, and a high
@@ -318,5 +319,62 @@ func TestMixUsage(t *testing.T) {
 		if _, err := os.Stat(s.out); err == nil {
 			t.Errorf("a refused run wrote %s", s.out)
 		}
+	}
+}
+
+// TestMixRegenerate: with --regenerate every turn of a conversation is
+// asked under the conversation's arm, and its record carries it.
+func TestMixRegenerate(t *testing.T) {
+	var reqlog syncWriter
+	s := newSetup(t, llmsim.Config{Instant: true, RequestLog: &reqlog}, 1, promptSet{})
+	// Two user turns each, with the dataset's answers to regenerate.
+	var b strings.Builder
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&b, `{"id":"c%02d","messages":[{"role":"user","content":"First question %d?"},{"role":"assistant","content":"old"},{"role":"user","content":"Second question %d?"},{"role":"assistant","content":"old"}]}`+"\n", i, i, i)
+	}
+	in := filepath.Join(s.dir, "convs.jsonl")
+	os.WriteFile(in, []byte(b.String()), 0o644)
+	path, m := writeMix(t, s.dir, testMix)
+	runWant(t, 0, "-o", s.out, in, "-e", endpointsFlag(s.fleet.URLs()), "--regenerate", "--mix", path, "--progress", "0")
+	s.fleet.Close()
+	arms := map[string]string{}
+	for _, g := range readRecords(t, s.out) {
+		want := m.Arms[m.Pick(0, g.ID.Text, 0)].Name
+		var o struct {
+			Arm       string          `json:"arm"`
+			ArmParams json.RawMessage `json:"arm_params"`
+			Turns     []struct{}      `json:"turns"`
+		}
+		v, _ := record.FieldValue([]byte(g.raw), "output")
+		json.Unmarshal(v, &o)
+		if o.Arm != want || string(o.ArmParams) != wantSent[want] || len(o.Turns) != 2 {
+			t.Fatalf("%s: arm %q params %s, %d turns; want %q %s", g.ID.Text, o.Arm, o.ArmParams, len(o.Turns), want, wantSent[want])
+		}
+		arms[g.ID.Text] = want
+	}
+	if len(arms) != 30 {
+		t.Fatalf("%d conversations, want 30", len(arms))
+	}
+	turns := 0
+	sc := bufio.NewScanner(strings.NewReader(reqlog.String()))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var l struct {
+			Body struct {
+				Messages []struct{ Content string } `json:"messages"`
+				Kwargs   json.RawMessage            `json:"chat_template_kwargs"`
+			} `json:"body"`
+		}
+		json.Unmarshal(sc.Bytes(), &l)
+		var i int
+		fmt.Sscanf(l.Body.Messages[0].Content, "First question %d?", &i)
+		want := map[string]string{"think": `{"enable_thinking":true}`, "no_think": `{"enable_thinking":false}`, "effort_high": ``}[arms[fmt.Sprintf("c%02d", i)]]
+		if string(l.Body.Kwargs) != want {
+			t.Errorf("c%02d turn with %d messages: kwargs %s, want %s", i, len(l.Body.Messages), l.Body.Kwargs, want)
+		}
+		turns++
+	}
+	if turns != 60 {
+		t.Errorf("%d turns asked, want 60", turns)
 	}
 }
