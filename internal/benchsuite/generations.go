@@ -55,7 +55,7 @@ func (c *GenerationsCmd) Run(ctx context.Context, env *cli.Env) error {
 		}
 		defer rerun.Abort()
 	}
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var n, errs, reruns int64
 	var buf []byte

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,32 @@ func TestFailedSectionWritesNothing(t *testing.T) {
 	}
 	if len(h.results) != 0 {
 		t.Fatalf("a failed row was kept: %+v", h.results[0])
+	}
+}
+
+func TestSubBenchMedians(t *testing.T) {
+	out := []byte(`goos: linux
+BenchmarkTokenIDs/without-2   5   1000 ns/op   50.0 client-cpu-µs/req   12000 answers/s
+BenchmarkTokenIDs/with-2      5   1200 ns/op   70.0 client-cpu-µs/req   10000 answers/s   440 rows-parquet-KB/1k
+BenchmarkTokenIDs/without-2   5   1000 ns/op   40.0 client-cpu-µs/req   13000 answers/s
+BenchmarkTokenIDs/with-2      5   1200 ns/op   60.0 client-cpu-µs/req   11000 answers/s   450 rows-parquet-KB/1k
+BenchmarkTokenIDs/without-2   5   1000 ns/op   45.0 client-cpu-µs/req   11000 answers/s
+BenchmarkTokenIDs/with-2      5   1200 ns/op   65.0 client-cpu-µs/req    9000 answers/s   460 rows-parquet-KB/1k
+BenchmarkOther/with-2         5   1 ns/op      1 client-cpu-µs/req
+PASS
+`)
+	got, err := subBenchMedians(out, "BenchmarkTokenIDs", tokenIDsModes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]float64{
+		"without": {"ns/op": 1000, "client-cpu-µs/req": 45, "answers/s": 12000, "runs": 3},
+		"with":    {"ns/op": 1200, "client-cpu-µs/req": 65, "answers/s": 10000, "rows-parquet-KB/1k": 450, "runs": 3},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("medians\n got %v\nwant %v", got, want)
+	}
+	if _, err := subBenchMedians(out[:40], "BenchmarkTokenIDs", tokenIDsModes); err == nil {
+		t.Error("no figures of a mode: want an error")
 	}
 }

@@ -161,6 +161,8 @@ func TestOutputAliases(t *testing.T) {
 		{"merge", []string{"-o", "x.jsonl", "--errors", "sub/../x.jsonl", "in.jsonl"}, `--errors "sub/../x.jsonl" is the same file as -o "x.jsonl"`},
 		{"stats", []string{"--plot", "in.svg", "--force", "in.svg"}, `--plot "in.svg" is the same file as input "in.svg"`},
 		{"stats", []string{"--rejects", "hard.jsonl", "--force", "in.jsonl"}, `--rejects "hard.jsonl" is the same file as input "in.jsonl"`},
+		{"dedup", []string{"-o", "s.state.lock", "--state", "s.state", "in.jsonl"}, `'s lock file`},
+		{"merge", []string{"--rejects", "final.jsonl.lock", "-o", "final.jsonl", "in.jsonl"}, `'s lock file`},
 	}
 	for _, c := range cases {
 		t.Run(c.tool+" "+strings.Join(c.args, " "), func(t *testing.T) {
@@ -340,6 +342,7 @@ func TestSwappedTempFile(t *testing.T) {
 
 // SIGTERM ends a tool at once, exit 130, while it waits for a FIFO's
 // writer (an input, or dedup's --state); the wait is explained first.
+// (infer and infer bench: their packages' TestSignalWhileOpeningFIFO.)
 func TestSignalWhileOpeningFIFO(t *testing.T) {
 	type tc struct {
 		tool string
@@ -349,7 +352,8 @@ func TestSignalWhileOpeningFIFO(t *testing.T) {
 	for _, tool := range tools {
 		cases = append(cases, tc{tool, func(fifo string) []string { return append(append([]string{}, toolArgs[tool]...), fifo) }})
 	}
-	cases = append(cases, tc{"dedup", func(fifo string) []string { return []string{"--state", fifo} }})
+	cases = append(cases, tc{"dedup", func(fifo string) []string { return []string{"--state", fifo} }},
+		tc{"filter", func(fifo string) []string { return []string{fifo} }})
 	for _, c := range cases {
 		name := c.tool + " " + strings.Join(c.args("FIFO"), " ")
 		t.Run(name, func(t *testing.T) {
@@ -378,25 +382,45 @@ func TestLockedFiles(t *testing.T) {
 		t.Run(c.tool, func(t *testing.T) {
 			dir := t.TempDir()
 			target := filepath.Join(dir, c.file)
+			// The file exists (an earlier run's), so that links to it can be
+			// made; the lock goes by the file, so a second run on it under
+			// another name is refused as under its own.
+			extra := []string{}
+			if c.tool == "dedup" {
+				extra = []string{"-o", os.DevNull}
+			}
+			if r := run(t, dir, answers(3), c.tool, append([]string{c.flag, target}, extra...)...); r.Code != 0 {
+				t.Fatalf("first run: exit %d\n%s", r.Code, r.Stderr)
+			}
+			link, hard := filepath.Join(dir, "link-"+c.file), filepath.Join(dir, "hard-"+c.file)
+			os.Symlink(target, link)
+			os.Link(target, hard)
 			input := answers(2000)
-			p, finish := startOnFIFO(t, dir, c.tool, []string{c.flag, target}, input)
+			p, finish := startOnFIFO(t, dir, c.tool, append([]string{c.flag, target, "--force"}, extra...), input)
 			waitForFile(t, p, target+".lock")
-			second := run(t, dir, answers(3), c.tool, c.flag, target)
 			lock, _ := os.ReadFile(target + ".lock")
 			pid := strings.TrimSpace(string(lock))
 			if _, err := strconv.Atoi(pid); err != nil {
 				t.Fatalf("lock file holds %q", lock)
 			}
-			want := fmt.Sprintf("%s %q is in use by process %s (lock %s.lock)", c.flag, target, pid, target)
-			if second.Code != 1 || !strings.Contains(second.Stderr, want) {
-				t.Fatalf("second run: exit %d, want 1 with %q:\n%s", second.Code, want, second.Stderr)
+			for _, name := range []struct{ path, want string }{
+				{target, fmt.Sprintf("%s %q is in use by process %s (lock %s.lock)", c.flag, target, pid, target)},
+				{link, fmt.Sprintf("%s %q is in use by process %s (lock %s.lock)", c.flag, link, pid, target)},
+				{hard, fmt.Sprintf("%s %q is in use by another process under another name", c.flag, hard)},
+			} {
+				second := run(t, dir, answers(3), c.tool, append([]string{c.flag, name.path, "--force"}, extra...)...)
+				if second.Code != 1 || !strings.Contains(second.Stderr, name.want) {
+					t.Fatalf("second run on %s: exit %d, want 1 with %q:\n%s", name.path, second.Code, name.want, second.Stderr)
+				}
 			}
 			finish()
 			if r := p.Wait(t, testbin.Timeout); r.Code != 0 {
 				t.Fatalf("the holder: exit %d\n%s", r.Code, r.Stderr)
 			}
-			if _, err := os.Stat(target + ".lock"); err == nil {
-				t.Error("the lock file outlived its run")
+			for _, name := range files(t, dir) {
+				if strings.HasSuffix(name, ".lock") {
+					t.Errorf("the lock file %s outlived its run", name)
+				}
 			}
 			if c.tool == "merge" {
 				if b, _ := os.ReadFile(target); !bytes.Equal(b, input) {
@@ -509,5 +533,41 @@ func TestLongLineThroughTools(t *testing.T) {
 		if r.Code != 0 || !bytes.Equal(r.Stdout, input) {
 			t.Errorf("%s: exit %d, %d bytes out, want the %d in:\n%s", tool, r.Code, len(r.Stdout), len(input), r.Stderr)
 		}
+	}
+}
+
+// Stdin redirected from a file an output names (tool -o x < x, under any
+// name) is that file: every record tool refuses it, exit 2, before the
+// file is touched.
+func TestStdinAliasesAnOutput(t *testing.T) {
+	for _, c := range []struct {
+		tool string
+		args []string
+	}{
+		{"extract", []string{"-o", "x.jsonl", "--force"}},
+		{"dedup", []string{"--dups", "link.jsonl", "--force"}},
+		{"shard", []string{"-n", "1", "-o", "x{i}.jsonl", "--rejects", "x.jsonl", "--force", "-"}},
+		{"merge", []string{"--errors", "x.jsonl", "--force"}},
+		{"stats", []string{"--rejects", "x.jsonl", "--force"}},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, dir, "x.jsonl", answers(5))
+			os.Symlink("x.jsonl", filepath.Join(dir, "link.jsonl"))
+			f, err := os.Open(filepath.Join(dir, "x.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd := testbin.Command(c.tool, c.args...)
+			cmd.Dir, cmd.Stdin = dir, f
+			r := testbin.Exec(t, cmd)
+			if r.Code != 2 || !strings.Contains(r.Stderr, "is the same file as the input on stdin") {
+				t.Fatalf("exit %d, want 2:\n%s", r.Code, r.Stderr)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "x.jsonl")); !bytes.Equal(b, answers(5)) {
+				t.Fatal("the file changed")
+			}
+		})
 	}
 }

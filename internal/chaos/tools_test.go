@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 // file: what every one of them must do alike.
 var tools = []string{"extract", "dedup", "shard", "merge", "stats"}
 
+// TestMain builds every binary: besides the record tools, the memory
+// benchmark runs filter, and the litter test every tool there is.
 func TestMain(m *testing.M) { testbin.Main(m, allTools...) }
 
 // run runs a tool binary in dir with stdin (nil: none) and args.
@@ -109,4 +112,44 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// One rule for ids in every tool: an id is its text, so 7 and "7" are one
+// id: dedup --key id keeps one, shard puts both in one part, merge keeps
+// the better of the two, stats counts the second as a repeat.
+func TestOneIDRule(t *testing.T) {
+	dir := t.TempDir()
+	lines := `{"id":7,"messages":[{"role":"user","content":"q"}],"output":{"text":"cut","finish_reason":"length","sample":0}}
+{"id":"7","messages":[{"role":"user","content":"q"}],"output":{"text":"whole","finish_reason":"stop","sample":0}}
+`
+	in := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(in, []byte(lines), 0o644)
+	if r := run(t, dir, nil, "dedup", "--key", "id", in); r.Code != 0 || len(ids(t, r.Stdout)) != 1 {
+		t.Errorf("dedup --key id: exit %d, kept %d of 7 and \"7\"\n%s", r.Code, len(ids(t, r.Stdout)), r.Stderr)
+	}
+	if r := run(t, dir, nil, "shard", "-n", "4", "-o", "part-{i}.jsonl", in); r.Code != 0 {
+		t.Errorf("shard: exit %d\n%s", r.Code, r.Stderr)
+	}
+	parts := 0
+	for _, name := range shardFiles(t, dir) {
+		if b, _ := os.ReadFile(filepath.Join(dir, name)); len(b) > 0 {
+			parts++
+		}
+	}
+	if parts != 1 {
+		t.Errorf("shard put 7 and \"7\" in %d parts", parts)
+	}
+	r := run(t, dir, nil, "merge", in)
+	if r.Code != 0 || len(ids(t, r.Stdout)) != 1 || !strings.Contains(string(r.Stdout), `"whole"`) {
+		t.Errorf("merge: exit %d, %s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	r = run(t, dir, nil, "stats", "--json", in)
+	var report struct {
+		Duplicates struct {
+			Records int `json:"records"`
+		} `json:"duplicates"`
+	}
+	if err := json.Unmarshal(r.Stdout, &report); err != nil || report.Duplicates.Records != 1 {
+		t.Errorf("stats: %v, %d repeats of 7 and \"7\", want 1\n%s", err, report.Duplicates.Records, r.Stdout)
+	}
 }

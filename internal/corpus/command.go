@@ -126,10 +126,10 @@ func (c *Command) writeLines(ctx context.Context, env *cli.Env, next func([]byte
 // WriteParquet writes n records as a zstd-compressed Parquet file with the
 // dataset's nested schema (conversations as list<struct<from, value>>).
 func WriteParquet(ctx context.Context, out io.Writer, gen *Generator, n int64) error {
-	pw := parquet.NewGenericWriter[Record](out,
+	pw := parquet.NewGenericWriter[Row](out,
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault, Concurrency: 1}),
 		parquet.MaxRowsPerRowGroup(16384))
-	rows := make([]Record, 1)
+	rows := make([]Row, 1)
 	for i := range n {
 		if i%4096 == 0 && ctx.Err() != nil {
 			return context.Cause(ctx)

@@ -42,8 +42,8 @@ type Label struct {
 	CateAbilityZh []string `parquet:"cate_ability_zh,list"`
 }
 
-// Record is one row of the Infinity-Instruct 0625 schema.
-type Record struct {
+// Row is one row of the Infinity-Instruct 0625 schema.
+type Row struct {
 	ID            string `parquet:"id,optional"`
 	Conversations []Turn `parquet:"conversations,list"`
 	Label         Label  `parquet:"label"`
@@ -122,7 +122,7 @@ type Generator struct {
 	family  map[int32]*[numKinds]uint16
 	counts  Counts
 	scratch []byte
-	rec     Record
+	rec     Row
 }
 
 // New returns a generator for seed.
@@ -139,7 +139,7 @@ func New(seed uint64) *Generator {
 func (g *Generator) Counts() Counts { return g.counts }
 
 // Next returns the next record. It is reused by the following call.
-func (g *Generator) Next() *Record {
+func (g *Generator) Next() *Row {
 	i := g.n
 	g.n++
 	g.counts.Records++

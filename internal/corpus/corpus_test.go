@@ -226,7 +226,7 @@ func TestParquetMatchesJSONL(t *testing.T) {
 	data, _ := generate(t, 11, n, false)
 	want := decodeAll(t, data)
 
-	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	r := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
 	defer r.Close()
 	for i := 0; ; i++ {
 		rec, err := r.Next()
@@ -339,7 +339,7 @@ func TestCommand(t *testing.T) {
 				m[5] != strconv.FormatInt(counts.Removed("aggressive"), 10) {
 				t.Fatalf("summary does not match the generator's counts %+v:\n%s", counts, stderr.String())
 			}
-			r := jsonl.NewReader([]string{filepath.Join(dir, tt.file)}, nil, jsonl.Options{})
+			r := jsonl.NewReader(context.Background(), nil, []string{filepath.Join(dir, tt.file)}, nil, jsonl.Options{})
 			defer r.Close()
 			rows := 0
 			for {

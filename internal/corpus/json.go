@@ -6,7 +6,7 @@ import (
 
 // AppendJSON appends r as one JSON line (without the newline) in the
 // Infinity-Instruct 0625 JSONL layout.
-func AppendJSON(dst []byte, r *Record) []byte {
+func AppendJSON(dst []byte, r *Row) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, r.ID, r.ASCII)
 	dst = appendTurns(dst, r.Conversations, r.ASCII)
@@ -38,7 +38,7 @@ func appendTurns(dst []byte, turns []Turn, ascii bool) []byte {
 // AppendPrompt appends the prompt record extract makes of r by default:
 // its id and its first human turn as the user message. Later stages can so
 // be exercised at scale without running extract.
-func AppendPrompt(dst []byte, r *Record) []byte {
+func AppendPrompt(dst []byte, r *Row) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, r.ID, r.ASCII)
 	dst = append(dst, `,"messages":[{"role":"user","content":`...)

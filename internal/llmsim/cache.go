@@ -74,17 +74,6 @@ func (c *prefixCache) insert(hashes []uint64) {
 	}
 }
 
-// promptIDs are the token ids llmsim charges for a prompt (context.go).
-func promptIDs(p *Prompt) []int {
-	switch {
-	case len(p.Messages) > 0:
-		return chatTokenIDs(p.Messages, true)
-	case len(p.InputIDs) > 0:
-		return p.InputIDs
-	}
-	return textTokenIDs(p.Text)
-}
-
 // consultCache looks the flight's prompt up in the endpoint's prefix cache
 // and keeps its pages, and those of the prompt followed by each answer
 // (the history of the conversation's next turn). A cache hit never covers

@@ -82,6 +82,7 @@ type Command struct {
 	AbortRate     float64       `help:"Fraction answered 200 with finish_reason \"abort\", cut short." default:"0"`
 	HangRate      float64       `help:"Fraction accepted and never answered (until the client closes)." default:"0"`
 	DropRate      float64       `help:"Fraction whose connection closes mid-response." default:"0"`
+	LimitRate     float64       `help:"Fraction answered 429 Too Many Requests with Retry-After: 1 (a rate limit or a quota; 1: every request)." default:"0"`
 	CrashAfter    int           `help:"Crash (listener closed, connections dropped) on the generation request after this many (0: never)." default:"0"`
 	RestartAfter  time.Duration `help:"Bring a crashed endpoint back after this long (0: stays down)." default:"0s"`
 	Slow          float64       `help:"Multiply every scheduler step by this factor." default:"1"`
@@ -147,8 +148,8 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 	}
 	st := fleet.Stats()
-	env.Logf("served %d requests on %d endpoints: %d completed, %d aborted, %d failed, %d hung, %d dropped, %d rejected, %d bad, %d lost, %d cancelled by their clients; %d unauthorized; %d crashes, %d restarts; %d tokens generated",
-		st.Requests, fleet.Len(), st.Completed, st.Aborted, st.Failed, st.Hung, st.Dropped, st.Rejected, st.BadRequests, st.Lost, st.Cancelled,
+	env.Logf("served %d requests on %d endpoints: %d completed, %d aborted, %d failed, %d hung, %d dropped, %d rejected, %d limited, %d bad, %d lost, %d cancelled by their clients; %d unauthorized; %d crashes, %d restarts; %d tokens generated",
+		st.Requests, fleet.Len(), st.Completed, st.Aborted, st.Failed, st.Hung, st.Dropped, st.Rejected, st.Limited, st.BadRequests, st.Lost, st.Cancelled,
 		st.Unauthorized, st.Crashes, st.Restarts, st.GeneratedTokens)
 	return nil
 }
@@ -162,7 +163,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 		Instant: c.Instant, Seed: c.Seed, Temperature: c.Temperature, APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
-			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate,
+			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate, LimitRate: c.LimitRate,
 			CrashAfter: c.CrashAfter, RestartAfter: c.RestartAfter, Slow: c.Slow, StartupDelay: c.StartupDelay,
 		},
 	}

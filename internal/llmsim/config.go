@@ -27,6 +27,9 @@ type Faults struct {
 	HangRate float64
 	// DropRate closes the connection in the middle of the response.
 	DropRate float64
+	// LimitRate answers 429 Too Many Requests with Retry-After: 1, as a
+	// rate-limited gateway or a quota run out does (1: every request).
+	LimitRate float64
 	// CrashAfter > 0 makes the endpoint crash when it receives generation
 	// request number CrashAfter+1 since it (re)started: the listener closes
 	// and every open connection, that request's too, is dropped.
@@ -103,13 +106,13 @@ func (f Faults) validate() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"fail-rate", f.FailRate}, {"abort-rate", f.AbortRate}, {"hang-rate", f.HangRate}, {"drop-rate", f.DropRate}} {
+	}{{"fail-rate", f.FailRate}, {"abort-rate", f.AbortRate}, {"hang-rate", f.HangRate}, {"drop-rate", f.DropRate}, {"limit-rate", f.LimitRate}} {
 		if !(r.v >= 0 && r.v <= 1) { // NaN too
 			return fmt.Errorf("%s %g is not a probability in [0, 1]", r.name, r.v)
 		}
 	}
-	if sum := f.FailRate + f.AbortRate + f.HangRate + f.DropRate; sum > 1+1e-9 {
-		return fmt.Errorf("fail, abort, hang and drop rates add up to %g, more than 1", sum)
+	if sum := f.FailRate + f.AbortRate + f.HangRate + f.DropRate + f.LimitRate; sum > 1+1e-9 {
+		return fmt.Errorf("fail, abort, hang, drop and limit rates add up to %g, more than 1", sum)
 	}
 	switch {
 	case f.CrashAfter < 0:
@@ -359,7 +362,7 @@ func parsePort(s string) (int, error) {
 
 // ParseFaultSpec applies "key:value,key:value" settings (the right side of
 // --fault ENDPOINT=SPEC) to f. Keys: fail-rate, abort-rate, hang-rate,
-// drop-rate, crash-after, restart-after, slow, startup-delay, slots (a
+// drop-rate, limit-rate, crash-after, restart-after, slow, startup-delay, slots (a
 // slot schedule with slashes: slots:0s:48/5m:16); durations take Go's
 // syntax (500ms, 30s, 2m).
 func ParseFaultSpec(f Faults, spec string) (Faults, error) {
@@ -382,6 +385,8 @@ func ParseFaultSpec(f Faults, spec string) (Faults, error) {
 			f.HangRate, err = strconv.ParseFloat(v, 64)
 		case "drop-rate":
 			f.DropRate, err = strconv.ParseFloat(v, 64)
+		case "limit-rate":
+			f.LimitRate, err = strconv.ParseFloat(v, 64)
 		case "slow":
 			f.Slow, err = strconv.ParseFloat(v, 64)
 		case "crash-after":

@@ -133,7 +133,7 @@ func (e *Endpoint) Stats() Stats {
 	s := Stats{
 		Requests: c.requests.Load(), Completed: c.completed.Load(), Aborted: c.aborted.Load(),
 		Failed: c.failed.Load(), Hung: c.hung.Load(), Dropped: c.dropped.Load(),
-		Rejected: c.rejected.Load(), BadRequests: c.badRequests.Load(), Lost: c.lost.Load(),
+		Rejected: c.rejected.Load(), Limited: c.limited.Load(), BadRequests: c.badRequests.Load(), Lost: c.lost.Load(),
 		Unauthorized: c.unauthorized.Load(), Cancelled: c.cancelled.Load(),
 		PromptTokens: c.promptTokens.Load(), GeneratedTokens: c.generatedTokens.Load(),
 		MaxRunning: c.maxRunning.Load(), MaxWaiting: c.maxWaiting.Load(),

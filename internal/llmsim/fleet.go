@@ -140,6 +140,8 @@ type Stats struct {
 	Hung, Dropped int64
 	// Rejected were answered 503 because the waiting queue was full.
 	Rejected int64
+	// Limited were answered 429 (the limit fault).
+	Limited int64
 	// BadRequests were answered 400 (malformed, or longer than the context).
 	BadRequests int64
 	// Unauthorized were answered 401 (Config.APIKey), any path.
@@ -171,6 +173,7 @@ func (s *Stats) add(o Stats) {
 	s.Hung += o.Hung
 	s.Dropped += o.Dropped
 	s.Rejected += o.Rejected
+	s.Limited += o.Limited
 	s.BadRequests += o.BadRequests
 	s.Unauthorized += o.Unauthorized
 	s.Cancelled += o.Cancelled
@@ -188,13 +191,13 @@ func (s *Stats) add(o Stats) {
 
 // counters are Stats kept with atomics, so the instant path takes no lock.
 type counters struct {
-	requests, completed, aborted, failed, hung, dropped, rejected, badRequests, lost atomic.Int64
-	unauthorized, cancelled                                                          atomic.Int64
-	cacheQueries, cachedTokens                                                       atomic.Int64
-	promptTokens, generatedTokens                                                    atomic.Int64
-	maxRunning, maxWaiting                                                           atomic.Int64
-	crashes, restarts                                                                atomic.Int64
-	inflight                                                                         atomic.Int64 // instant mode's "running"
+	requests, completed, aborted, failed, hung, dropped, rejected, badRequests, lost, limited atomic.Int64
+	unauthorized, cancelled                                                                   atomic.Int64
+	cacheQueries, cachedTokens                                                                atomic.Int64
+	promptTokens, generatedTokens                                                             atomic.Int64
+	maxRunning, maxWaiting                                                                    atomic.Int64
+	crashes, restarts                                                                         atomic.Int64
+	inflight                                                                                  atomic.Int64 // instant mode's "running"
 }
 
 func storeMax(a *atomic.Int64, v int64) {

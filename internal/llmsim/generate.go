@@ -109,6 +109,7 @@ const (
 	faultAbort
 	faultHang
 	faultDrop
+	faultLimit
 )
 
 // draw picks the fault of generation request number n (1-based), and a
@@ -120,7 +121,7 @@ func (e *Endpoint) draw(f Faults, n uint64) (faultKind, uint64) {
 	for _, c := range []struct {
 		k faultKind
 		p float64
-	}{{faultFail, f.FailRate}, {faultAbort, f.AbortRate}, {faultHang, f.HangRate}, {faultDrop, f.DropRate}} {
+	}{{faultFail, f.FailRate}, {faultAbort, f.AbortRate}, {faultHang, f.HangRate}, {faultDrop, f.DropRate}, {faultLimit, f.LimitRate}} {
 		if u < c.p {
 			return c.k, bits
 		}
@@ -130,7 +131,7 @@ func (e *Endpoint) draw(f Faults, n uint64) (faultKind, uint64) {
 }
 
 // faultOutcomes name each fault in the request log.
-var faultOutcomes = [...]string{faultNone: "", faultFail: "fail", faultAbort: "abort", faultHang: "hang", faultDrop: "drop"}
+var faultOutcomes = [...]string{faultNone: "", faultFail: "fail", faultAbort: "abort", faultHang: "hang", faultDrop: "drop", faultLimit: "limit"}
 
 // injectFault applies the fault drawn for request number n: a failure is
 // answered at once, as is an instant endpoint's hang (true); a hang, an
@@ -142,6 +143,11 @@ func (e *Endpoint) injectFault(ctx *fasthttp.RequestCtx, a api, f *flight, fault
 	case faultFail:
 		e.stats.failed.Add(1)
 		e.fail(ctx, a, &apiError{kind: errInternal, status: fasthttp.StatusInternalServerError, msg: msgFail})
+		return true
+	case faultLimit:
+		e.stats.limited.Add(1)
+		ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, "1")
+		e.fail(ctx, a, &apiError{kind: errBusy, status: fasthttp.StatusTooManyRequests, msg: msgLimit})
 		return true
 	case faultHang:
 		e.stats.hung.Add(1)

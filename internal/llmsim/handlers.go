@@ -41,6 +41,7 @@ const (
 	msgQueueFull  = "The request queue is full."
 	msgOllamaBusy = "server busy, please try again.  maximum pending requests exceeded"
 	msgFail       = "Internal server error: llmsim injected failure"
+	msgLimit      = "Rate limit reached: llmsim injected 429"
 	msgAborted    = "Aborted"
 	msgLoading    = "Loading model"
 )

@@ -327,6 +327,17 @@ func TestFaultRates(t *testing.T) {
 				t.Errorf("fail: %d %s %v", s, b, err)
 			}
 		}},
+		{"limit", Faults{LimitRate: 1}, func(t *testing.T, base string, fleet *Fleet) {
+			resp, err := http.Post(base+pathChat, "application/json", strings.NewReader(chatBody("x", 5, false)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(b), "Rate limit reached") || fleet.Stats().Limited != 1 {
+				t.Errorf("limit: %d, Retry-After %q, %s, %+v", resp.StatusCode, resp.Header.Get("Retry-After"), b, fleet.Stats())
+			}
+		}},
 		{"abort", Faults{AbortRate: 1}, func(t *testing.T, base string, fleet *Fleet) {
 			s, b, err := postChat(t, base, chatBody("x", 500, false))
 			var a chatAnswer

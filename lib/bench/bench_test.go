@@ -94,7 +94,7 @@ func TestBenchFailures(t *testing.T) {
 	_, endpoints := simFleet(t, llmsim.Config{TimeScale: 50, Faults: llmsim.Faults{FailRate: 1}}, 1)
 	res := runBenchArgs(t, time.Minute, "--json", "-e", endpoints, "--concurrency", "2",
 		"--warmup", "1s", "--duration", "5s", "--time-scale", "50")
-	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no tokens came back") || !strings.Contains(res.stderr, "HTTP 500") {
+	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no answer finished at any level") || !strings.Contains(res.stderr, "HTTP 500") {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
 	var rep Report
@@ -153,7 +153,7 @@ func TestBenchBinary(t *testing.T) {
 		b, _ := os.ReadFile(ready)
 		urls = strings.Fields(string(b))
 	}
-	args := []string{"bench", "--json", "-e", strings.Join(urls, ","), "--warmup", "1s", "--time-scale", "50"}
+	args := []string{"bench", "--json", "-e", strings.Join(urls, ","), "--warmup", "1s", "--time-scale", "50", "--answer-tokens", "64"}
 
 	r := testbin.Run(t, "", nil, nil, "infer", append(args, "--concurrency", "1,4", "--duration", "5s")...)
 	if r.Code != cli.ExitOK {

@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -179,6 +180,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	c.Protect(env, targets)
 	if _, err := c.builder(streamAsks[0].body, c.Model); err != nil {
 		return err
 	}
@@ -223,6 +225,15 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
 			i+1, len(levels), n, n*len(ready), c.Warmup, c.Duration)
 		lv := run.level(ctx, n)
+		if ctx.Err() == nil && lv.Answers == 0 {
+			// No answer finished in the window: streams that never end, or
+			// answers longer than the window. More in flight would not end
+			// them sooner: the ladder stops here.
+			rep.Levels = append(rep.Levels, lv)
+			env.Logf("  no answer finished within the level's %v (%d failed requests%s): no higher level is measured; a longer --duration lets long answers finish",
+				c.Warmup+c.Duration, lv.Errors, firstErrorNote(lv))
+			break
+		}
 		if ctx.Err() == nil && !lv.steady() {
 			// The two halves of the window disagree: the fleet was not
 			// steady (still filling, or the machine stalled). Once more.
@@ -242,16 +253,29 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if len(rep.Levels) > 0 {
 		rep.finish(c, run)
 	}
-	if err := rep.write(env.Stdout, c.JSON); err != nil {
+	// Whole, so that a credential a server echoed into an error is
+	// redacted however the writer cuts its writes.
+	var out bytes.Buffer
+	if err := rep.write(&out, c.JSON); err != nil {
+		return err
+	}
+	if _, err := env.Stdout.Write(env.Secrets.Redact(out.Bytes())); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
 	}
 	if rep.Recommended == 0 {
-		return fmt.Errorf("no tokens came back at any level: %s", firstError(rep.Levels))
+		return fmt.Errorf("no answer finished at any level: %s", firstError(rep.Levels))
 	}
 	return nil
+}
+
+func firstErrorNote(lv Level) string {
+	if lv.FirstError == "" {
+		return ""
+	}
+	return ": " + lv.FirstError
 }
 
 func errorNote(lv Level) string {
@@ -267,7 +291,7 @@ func firstError(levels []Level) string {
 			return lv.FirstError
 		}
 	}
-	return "no request was answered"
+	return "no request was answered within a level's window (streams still going when it closed)"
 }
 
 // thousandsFloat writes x with thousands separators, with one decimal

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func TestBenchFlavors(t *testing.T) {
 				t.Parallel()
 				endpoints := simBinary(t, 1, "--flavor", string(fl), "--time-scale", "50")
 				r := testbin.Run(t, "", nil, nil, "infer", "bench", "--json", "-e", endpoints, "--api", api, "--concurrency", "1,4",
-					"--warmup", "2s", "--duration", "20s", "--answer-tokens", "2048", "--no-ignore-eos", "--prompt-tokens", "40", "--time-scale", "50")
+					"--warmup", "2s", "--duration", "30s", "--answer-tokens", "512", "--no-ignore-eos", "--prompt-tokens", "40", "--time-scale", "50")
 				if r.Code != cli.ExitOK {
 					t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 				}
@@ -115,16 +116,21 @@ func TestBenchIncompleteStreams(t *testing.T) {
 	usage := `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}` + "\n\n"
 	for _, tt := range []struct {
 		name, stream, want string
+		code               int // no answer ever finishes: nothing to recommend
 	}{
-		{"whole", chunk("a", "") + chunk("b", "stop") + usage + "data: [DONE]\n\n", ""},
-		{"no [DONE]", chunk("a", "") + chunk("b", "stop") + usage, "the stream ended without [DONE]: cut off"},
-		{"cut mid-event", chunk("a", "") + `data: {"choices":[{"index":0,"del`, "the stream ended without [DONE]: cut off"},
-		{"no usage", chunk("a", "") + chunk("b", "stop") + "data: [DONE]\n\n", "the stream ended without the answer's usage"},
+		{"whole", chunk("a", "") + chunk("b", "stop") + usage + "data: [DONE]\n\n", "", 0},
+		{"no [DONE]", chunk("a", "") + chunk("b", "stop") + usage, "the stream ended without [DONE]: cut off", 0},
+		{"cut mid-event", chunk("a", "") + `data: {"choices":[{"index":0,"del`, "the stream ended without [DONE]: cut off", 1},
+		{"no usage", chunk("a", "") + chunk("b", "stop") + "data: [DONE]\n\n", "the stream ended without the answer's usage", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			url := streamStub(t, tt.stream)
-			rep, res := runBench(t, time.Minute, "-e", url, "--concurrency", "1", "--warmup", "0s", "--duration", "300ms")
+			res := runBenchArgs(t, time.Minute, "--json", "-e", url, "--concurrency", "1", "--warmup", "0s", "--duration", "300ms")
+			var rep Report
+			if err := json.Unmarshal([]byte(res.stdout), &rep); res.code != tt.code || err != nil {
+				t.Fatalf("exit %d, want %d (%v)\n%s", res.code, tt.code, err, res.stderr)
+			}
 			lv := levelAt(t, rep, 1)
 			if tt.want == "" {
 				if lv.Errors != 0 {
@@ -142,14 +148,23 @@ func TestBenchIncompleteStreams(t *testing.T) {
 // streamStub is a server whose every chat completion is body, streamed.
 func streamStub(t *testing.T, body string) string {
 	t.Helper()
+	return chatStub(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte(body))
+	})
+}
+
+// chatStub is a server that is ready, serves model m, and answers chat
+// completions with chat.
+func chatStub(t *testing.T, chat http.HandlerFunc) string {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/health":
 		case "/v1/models":
 			w.Write([]byte(`{"object":"list","data":[{"id":"m"}]}`))
 		case "/v1/chat/completions":
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Write([]byte(body))
+			chat(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -204,5 +219,53 @@ func TestBenchFitsTheContext(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A server whose streams never end (events without a finish, for ever):
+// the bench does not wait on its first request, stops the ladder at the
+// first level, where no answer finished in the window, recommends
+// nothing and exits 1 saying why. A server that fails every request is
+// asked again only after a backoff that doubles.
+func TestBenchEndlessAndFailingServers(t *testing.T) {
+	t.Parallel()
+	endless := chatStub(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for {
+			if _, err := w.Write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"and "},"finish_reason":null}]}` + "\n\n")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	res := runBenchArgs(t, 30*time.Second, "--json", "-e", endless, "--concurrency", "1,2,4", "--warmup", "0s", "--duration", "500ms")
+	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "no answer finished within the level's") || !strings.Contains(res.stderr, "no answer finished at any level") {
+		t.Fatalf("endless streams: exit %d\n%s", res.code, res.stderr)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(res.stdout), &rep); err != nil || len(rep.Levels) != 1 || rep.Recommended != 0 || rep.Levels[0].TokPerSec == 0 {
+		t.Fatalf("report %+v %v", rep, err)
+	}
+
+	var requests atomic.Int64
+	failing := chatStub(t, func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+		w.Write([]byte(`{"error":{"message":"broken"}}`))
+	})
+	res = runBenchArgs(t, 30*time.Second, "--json", "-e", failing, "--concurrency", "2", "--warmup", "0s", "--duration", "1s")
+	if res.code != cli.ExitFailure || !strings.Contains(res.stderr, "HTTP 500") {
+		t.Fatalf("failing server: exit %d\n%s", res.code, res.stderr)
+	}
+	// Two workers, each waiting 50ms, 100ms, 200ms, 400ms... after its
+	// failures: a handful of requests each in the second, not thousands.
+	t.Logf("%d requests to the failing server in its 1s level", requests.Load())
+	if n := requests.Load(); n > 40 {
+		t.Errorf("%d requests to a server that fails them all in 1s at 2 in flight: no backoff", n)
 	}
 }

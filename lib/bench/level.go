@@ -123,11 +123,23 @@ func (r *benchRun) level(ctx context.Context, n int) Level {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				fails := 0
 				for !lv.isEnded() {
 					k := (r.next.Add(1) - 1) % uint64(len(r.bodies))
 					rs := r.request(lv, i, r.bodies[k])
 					rs.arm = r.armOf(int(k))
 					lv.add(rs)
+					if rs.err == nil {
+						fails = 0
+						continue
+					}
+					// Back off on failures, as infer does: a server that
+					// fails at once is not asked again at once.
+					fails++
+					select {
+					case <-lv.ended:
+					case <-r.clk.After(failureBackoff(fails)):
+					}
 				}
 			}()
 		}
@@ -166,6 +178,16 @@ func (r *benchRun) level(ctx context.Context, n int) Level {
 	}
 }
 
+// failureBackoff is how long a bench worker waits after its n-th failure
+// in a row: 50ms, doubling, at most 2s.
+func failureBackoff(n int) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < n && d < 2*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 2*time.Second)
+}
+
 // slots is how many answers the fleet runs at once with n requests in
 // flight per endpoint: n, or the server's max_running_requests if lower.
 func (r *benchRun) slots(n int) float64 {
@@ -191,13 +213,6 @@ func (r *benchRun) request(lv *levelRun, i int, body []byte) *reqStats {
 	rs := &reqStats{ep: i, sent: r.clk.Now(), total: -1}
 	if err := ep.DoDeadline(req, resp, lv.deadline); err != nil {
 		rs.err = lv.failure(err)
-		if rs.err != nil {
-			// Do not spin on a server that refuses connections.
-			select {
-			case <-lv.ended:
-			case <-r.clk.After(100 * time.Millisecond):
-			}
-		}
 		return rs
 	}
 	defer resp.CloseBodyStream()

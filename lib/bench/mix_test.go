@@ -156,7 +156,7 @@ func TestBenchMixSent(t *testing.T) {
 	m, _ := mix.Load(mixPath)
 	var reqlog lockedLog
 	f, endpoints := simFleet(t, llmsim.Config{TimeScale: 200, RequestLog: &reqlog}, 1)
-	runBench(t, time.Minute, "-e", endpoints, "--concurrency", "4", "--warmup", "0s", "--duration", "2s",
+	runBench(t, time.Minute, "-e", endpoints, "--concurrency", "4", "--warmup", "0s", "--duration", "120s",
 		"--time-scale", "200", "--mix", mixPath, in)
 	f.Close()
 	seen := map[string]int{}

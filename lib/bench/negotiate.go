@@ -68,7 +68,7 @@ func (c *Bench) negotiate(ctx context.Context, env *cli.Env, p *fleet.Pool, firs
 		if err != nil {
 			return nil, "", false, err
 		}
-		if bodies, note, err = c.prompts(env, b, c.fitter(p, b, model)); err != nil {
+		if bodies, note, err = c.prompts(ctx, env, b, c.fitter(p, model)); err != nil {
 			return nil, "", false, err
 		}
 		wantUsage = c.API == openai.APIGenerate || asksUsage(bodies[0])
@@ -164,9 +164,11 @@ func preflight(ctx context.Context, ep *fleet.Endpoint, apiKey string, api opena
 		return 0, ""
 	}
 	defer resp.CloseBodyStream()
-	b, _ := io.ReadAll(io.LimitReader(resp.BodyStream(), 64<<10))
 	if resp.StatusCode() == fasthttp.StatusOK {
+		// Accepted: the stream is not read, so one that never ends (a
+		// server that streams without end) cannot hold the bench here.
 		return fasthttp.StatusOK, ""
 	}
+	b, _ := io.ReadAll(io.LimitReader(resp.BodyStream(), 64<<10))
 	return resp.StatusCode(), openai.ErrorMessage(b)
 }

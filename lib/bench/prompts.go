@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,26 +19,21 @@ import (
 // fitter fits the bench's requests into the model's context as infer
 // fits a run's: max_tokens lowered to what the prompt leaves, prompts
 // that leave too little left out.
-func (c *Bench) fitter(p *fleet.Pool, b *openai.Builder, model string) *fitting {
-	return &fitting{flags: c.FitFlags, ctx: p.Context(), b: b, counter: tokens.NewCounter(p, func() string { return model })}
+func (c *Bench) fitter(p *fleet.Pool, model string) *fitting {
+	return &fitting{flags: c.FitFlags, ctx: p.Context(), counter: tokens.NewCounter(p, func() string { return model })}
 }
 
 // fitting builds fitted request bodies and counts what it changed.
 type fitting struct {
 	flags            tokens.FitFlags
 	ctx              int
-	b                *openai.Builder
 	counter          *tokens.Counter
 	lowered, refused int
 }
 
-// body is p's request body, fitted; nil when p does not fit at all.
-func (f *fitting) body(p *record.Prompt, seed *int64, sample int) ([]byte, error) {
-	return f.bodyWith(f.b, p, seed, sample)
-}
-
-// bodyWith is body built by b (the bench's builder with an arm's params).
-func (f *fitting) bodyWith(b *openai.Builder, p *record.Prompt, seed *int64, sample int) ([]byte, error) {
+// body is p's request body built by b (the bench's builder, or it with an
+// arm's params), fitted; nil when p does not fit at all.
+func (f *fitting) body(b *openai.Builder, p *record.Prompt, seed *int64, sample int) ([]byte, error) {
 	tools, _, err := record.AppendCanonicalTools(nil, p.Tools)
 	if err != nil {
 		return nil, err
@@ -64,7 +60,7 @@ func (f *fitting) note() string {
 
 // prompts builds the streamed request bodies: the input's first usable
 // records, or generated prompts, fitted to the context.
-func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
+func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
 	var bodies [][]byte
 	c.sampleArms = c.sampleArms[:0]
 	if len(c.Inputs) == 0 {
@@ -80,7 +76,7 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte
 				p.Params = []byte(`{"ignore_eos":true}`)
 			}
 			arm, ab := c.armOf(b, "bench-"+strconv.Itoa(k), 0)
-			body, err := fit.bodyWith(ab, &p, nil, 0)
+			body, err := fit.body(ab, &p, nil, 0)
 			if err != nil {
 				return nil, "", err
 			}
@@ -94,7 +90,7 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte
 		}
 		return bodies, fmt.Sprintf("%s generated prompts of %s tokens", cli.Thousands(len(bodies)), cli.Thousands(c.PromptTokens)) + fit.note(), nil
 	}
-	rd := jsonl.NewReader(c.Inputs, env.Stdin, jsonl.Options{})
+	rd := jsonl.NewReader(ctx, env, c.Inputs, env.Stdin, jsonl.Options{})
 	defer rd.Close()
 	skipped := 0
 	for len(bodies) < c.Sample {
@@ -121,7 +117,7 @@ func (c *Bench) prompts(env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte
 			continue
 		}
 		arm, ab := c.armOf(b, p.ID.Text, p.Sample)
-		body, err := fit.bodyWith(ab, &p, seed, p.Sample)
+		body, err := fit.body(ab, &p, seed, p.Sample)
 		if err != nil {
 			skipped++
 			continue

@@ -78,8 +78,10 @@ func (lv *Level) steady() bool {
 	return math.Abs(a-b) <= kneeGain*max(a, b)
 }
 
-// answered: some tokens came back at the level (not only errors).
-func (lv *Level) answered() bool { return lv.TokPerSec > 0 }
+// answered: answers finished at the level, with tokens (not only errors,
+// nor streams that were still going when the window closed): a level
+// without one is never recommended.
+func (lv *Level) answered() bool { return lv.Answers > 0 && lv.TokPerSec > 0 }
 
 // Forecast is the predicted wall time of a run at the recommended
 // concurrency.

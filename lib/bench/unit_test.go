@@ -22,7 +22,7 @@ func TestLadderAndKnee(t *testing.T) {
 	lv := func(tps ...float64) []Level {
 		out := make([]Level, len(tps))
 		for i, x := range tps {
-			out[i] = Level{Concurrency: 1 << i, TokPerSec: x}
+			out[i] = Level{Concurrency: 1 << i, TokPerSec: x, Answers: int(x)}
 		}
 		return out
 	}
@@ -43,6 +43,15 @@ func TestLadderAndKnee(t *testing.T) {
 		if k, found := knee(lv(tt.tps...)); k != tt.want || found != tt.found {
 			t.Errorf("%v: knee %d %v, want %d %v", tt.tps, k, found, tt.want, tt.found)
 		}
+	}
+	// Tokens without a finished answer (streams still going when the
+	// window closed) never make a level the recommendation.
+	unfinished := []Level{{Concurrency: 1, TokPerSec: 900}, {Concurrency: 2, TokPerSec: 400, Answers: 3}}
+	if k, _ := knee(unfinished); k != 1 {
+		t.Errorf("a level with tokens but no answer was chosen: knee %d", k)
+	}
+	if k, _ := knee(unfinished[:1]); k != -1 {
+		t.Errorf("the only level has no answer: knee %d, want none", k)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -84,6 +85,9 @@ type Env struct {
 	// forced, when set (OnSecondInterrupt), runs on every further signal:
 	// true exits at once, false lets the run go on finishing.
 	forced atomic.Pointer[func() bool]
+	// Secrets are the run's credentials, replaced by *** in everything it
+	// writes (see Protect); nil: none.
+	Secrets *Secrets
 }
 
 // OnInterrupt makes the first SIGINT or SIGTERM call say (after the run's
@@ -101,8 +105,15 @@ func (e *Env) OnInterrupt(say func()) { e.interrupted.Store(&say) }
 func (e *Env) OnSecondInterrupt(last func() bool) { e.forced.Store(&last) }
 
 // Logf writes one diagnostic line to stderr, prefixed with the tool name.
+// The line is escaped for the terminal and bounded (Escape): its
+// arguments often quote outside text.
 func (e *Env) Logf(format string, args ...any) {
-	fmt.Fprintf(e.Stderr, e.Name+": "+format+"\n", args...)
+	fmt.Fprint(e.Stderr, e.Line(format, args...))
+}
+
+// Line is the diagnostic line Logf writes, newline included.
+func (e *Env) Line(format string, args ...any) string {
+	return e.Name + ": " + Escape(fmt.Sprintf(format, args...), MaxLogLine) + "\n"
 }
 
 // OSEnv is the Env of a real process.
@@ -121,7 +132,47 @@ func OSEnv(name string) *Env {
 // Main runs cmd as the tool name with the process's arguments and exits
 // with the code Run chose.
 func Main(name, description string, cmd any) {
-	os.Exit(Run(context.Background(), OSEnv(name), description, cmd, os.Args[1:]))
+	code := Run(context.Background(), OSEnv(name), description, cmd, os.Args[1:])
+	runAtExit()
+	os.Exit(code)
+}
+
+// atExit holds what must be undone however the process ends, a second
+// SIGINT or SIGTERM (which exits at once) included: temporary files not
+// yet put in place.
+var atExit struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func()
+}
+
+// AtExit registers f to run when the process exits through Main or on a
+// second signal, unless the returned cancel runs first. f must be quick
+// and safe to call from another goroutine.
+func AtExit(f func()) (cancel func()) {
+	atExit.mu.Lock()
+	defer atExit.mu.Unlock()
+	if atExit.fns == nil {
+		atExit.fns = map[int]func(){}
+	}
+	id := atExit.next
+	atExit.next++
+	atExit.fns[id] = f
+	return func() {
+		atExit.mu.Lock()
+		delete(atExit.fns, id)
+		atExit.mu.Unlock()
+	}
+}
+
+func runAtExit() {
+	atExit.mu.Lock()
+	fns := atExit.fns
+	atExit.fns = nil
+	atExit.mu.Unlock()
+	for _, f := range fns {
+		f()
+	}
 }
 
 type exitRequest int
@@ -159,7 +210,7 @@ func Run(parent context.Context, env *Env, description string, cmd any, args []s
 	}
 	kctx, err := parser.Parse(defaultCommandHelp(parser.Model.Node, args))
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "%s: %s\n", env.Name, parseError(err))
+		fmt.Fprint(env.Stderr, env.Line("%s", parseError(err)))
 		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", env.Name)
 		return ExitUsage
 	}
@@ -226,6 +277,7 @@ func handleSignals(env *Env, cancel context.CancelCauseFunc) (stop func()) {
 					continue
 				}
 				env.Logf("interrupted twice: exiting now")
+				runAtExit()
 				os.Exit(ExitInterrupted)
 			case <-done:
 				return

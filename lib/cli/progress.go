@@ -224,6 +224,6 @@ func (p *Progress) Logf(format string, args ...any) {
 	defer p.mu.Unlock()
 	var b strings.Builder
 	p.clearLocked(&b)
-	fmt.Fprintf(&b, p.env.Name+": "+format+"\n", args...)
+	b.WriteString(p.env.Line(format, args...))
 	fmt.Fprint(p.env.Stderr, b.String())
 }

@@ -2,6 +2,7 @@ package conversation
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -181,7 +182,7 @@ func ReadJournal(path string, warn func(string, ...any), fn func(l *JournalLine,
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	r := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{}) // the run's own journal, read before the run starts
 	defer r.Close()
 	shown := 0
 	for {

@@ -7,7 +7,6 @@ package conversation
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/segmentio/encoding/json"
 
@@ -189,21 +188,20 @@ type Answer struct {
 	Message record.Message // role assistant: content, reasoning_content, tool_calls
 	Turn    record.Turn
 	Model   string
-	calls   []record.ToolCall
+	// Readdressed counts the calls whose id repeated an earlier call's in
+	// the answer, given one of their own (record.AddressCalls).
+	Readdressed int
+	calls       []record.ToolCall
 }
 
-// NewAnswer makes the turn of a completion; calls without an id get
-// call_<m>_<k> (m the turn's 1-based place in the conversation, k the
-// call's), as extract names calls of datasets without ids.
+// NewAnswer makes the turn of a completion; every call gets an id of its
+// own (record.AddressCalls: call_<m>_<k>, m the turn's 1-based place in
+// the conversation, for a call without one or one repeating another's).
 func (c *Walk) NewAnswer(comp *openai.Completion, turn record.Turn) (Answer, error) {
 	a := Answer{Message: record.Message{Role: "assistant", Content: comp.Text, ReasoningContent: comp.Reasoning}, Turn: turn, Model: comp.Model}
 	if len(comp.ToolCalls) > 0 {
 		a.calls = append([]record.ToolCall(nil), comp.ToolCalls...)
-		for k := range a.calls {
-			if a.calls[k].ID == "" {
-				a.calls[k].ID = "call_" + strconv.Itoa(len(c.out)+1) + "_" + strconv.Itoa(k+1)
-			}
-		}
+		a.Readdressed = record.AddressCalls(a.calls, len(c.out)+1)
 		raw, err := json.Marshal(a.calls)
 		if err != nil {
 			return a, err

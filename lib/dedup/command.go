@@ -85,7 +85,8 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--dups", Path: c.Dups},
 		{Flag: "--rejects", Path: c.Rejects}, {Flag: "--state", Path: c.State, Kept: true}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	outputs = append(outputs, jsonl.LockSidecar("--state", c.State)...)
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	keyers := make([]*Keyer, workers)
@@ -117,12 +118,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--dups: %w", err)
 		}
 	}
-	if s.rejects, err = jsonl.CreateRejects(env, c.Rejects, c.Force); err != nil {
+	if s.rejects, err = jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force); err != nil {
 		s.abort()
 		return err
 	}
 
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.ToolOptions(ctx, env))
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()
@@ -136,19 +137,10 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		// Nothing that would look complete is left behind: the output and
-		// dups files are not put in place, and the state is not saved. On
-		// stdout, the records decided so far are flushed whole; exit 130
-		// says the stream is short.
-		where := "no file written"
-		if s.out.Path() == "-" {
-			s.out.Close()
-			where = "stdout holds the records decided before the interrupt"
-		}
-		s.abort()
-		env.Logf("%s", c.summary(s, set.ExpectedFalseDrops))
-		env.Logf("interrupted after %d records: output incomplete (%s); state not saved", s.n.read.Load(), where)
-		return context.Cause(ctx)
+		// The output and dups files are not put in place, and the state
+		// is not saved: it must never hold keys whose records did not
+		// reach the output.
+		return env.EndInterrupted(ctx, s.out, s.abort, c.summary(s, set.ExpectedFalseDrops), s.n.read.Load(), "state not saved")
 	}
 
 	// Outputs first, state last: a state must never hold keys whose

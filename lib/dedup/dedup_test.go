@@ -349,7 +349,7 @@ func TestFieldKey(t *testing.T) {
 		args []string
 		kept int
 	}{
-		{[]string{"--key", "id"}, 3},
+		{[]string{"--key", "id"}, 2}, // 1 and "1" are one id
 		{[]string{"--key", "meta.source"}, 3},
 		{[]string{"--key", "meta.source", "--normalize", "lower"}, 2},
 	} {
@@ -376,7 +376,7 @@ func TestUsageErrors(t *testing.T) {
 
 func readAll(t *testing.T, path string) []string {
 	t.Helper()
-	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	r := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
 	defer r.Close()
 	var out []string
 	for {

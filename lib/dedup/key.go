@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/segmentio/encoding/json"
@@ -39,7 +37,7 @@ type Keyer struct {
 
 // rawPrompt holds the only fields the default key reads. The contents stay
 // raw JSON: the parser validates them (and the whole record) without
-// building strings, and appendUnquoted decodes them in one pass.
+// building strings, and record.AppendUnquoted decodes them in one pass.
 type rawPrompt struct {
 	ID       json.RawMessage `json:"id"`
 	Messages []rawMessage    `json:"messages"`
@@ -142,7 +140,7 @@ func (k *Keyer) promptKey(line []byte) ([]byte, error) {
 				return nil, &KeyError{ReasonBadPrompt, fmt.Sprintf("message %d: tool_call_id is not a string", i+1)}
 			}
 			start := len(k.text)
-			k.text = appendUnquoted(k.text, m.ToolCallID)
+			k.text = record.AppendUnquoted(k.text, m.ToolCallID)
 			msg.ToolCallID = unsafe.String(unsafe.SliceData(k.text[start:]), len(k.text)-start)
 		}
 		k.msgs = append(k.msgs, msg)
@@ -165,9 +163,10 @@ func (k *Keyer) promptKey(line []byte) ([]byte, error) {
 	return k.key, nil
 }
 
-// unquote returns the text of a raw JSON string (null is empty), normalized.
-// Each content is normalized on its own, never the canonical form, whose
-// length prefixes must describe what follows them.
+// unquote returns the text of a raw JSON string (null is empty), normalized;
+// invalid UTF-8 is U+FFFD, by record's one rule. Each content is
+// normalized on its own, never the canonical form, whose length prefixes
+// must describe what follows them.
 func (k *Keyer) unquote(raw []byte) (string, bool) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", true
@@ -176,7 +175,7 @@ func (k *Keyer) unquote(raw []byte) (string, bool) {
 		return "", false
 	}
 	start := len(k.text)
-	k.text = appendUnquoted(k.text, raw)
+	k.text = record.AppendUnquoted(k.text, raw)
 	text := k.text[start:]
 	if k.mode != None {
 		start = len(k.canon)
@@ -184,67 +183,6 @@ func (k *Keyer) unquote(raw []byte) (string, bool) {
 		text = k.canon[start:]
 	}
 	return unsafe.String(unsafe.SliceData(text), len(text)), true
-}
-
-// appendUnquoted appends the text of the JSON string literal q, quotes
-// included, which the parser has validated. Unpaired surrogates become
-// U+FFFD, as encoding/json decodes them; other bytes are copied as they are.
-func appendUnquoted(dst, q []byte) []byte {
-	s := q[1 : len(q)-1]
-	for {
-		i := bytes.IndexByte(s, '\\')
-		if i < 0 {
-			return append(dst, s...)
-		}
-		dst = append(dst, s[:i]...)
-		c := s[i+1]
-		s = s[i+2:]
-		switch c {
-		case 'u':
-			r := hex4(s)
-			s = s[4:]
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-					r2 = hex4(s[2:])
-				}
-				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-					r, s = d, s[6:]
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		default: // '"', '\\', '/'
-			dst = append(dst, c)
-		}
-	}
-}
-
-func hex4(s []byte) rune {
-	var r rune
-	for _, c := range s[:4] {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c >= 'a':
-			c -= 'a' - 10
-		default:
-			c -= 'A' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 // fieldKey is the value at the --key path: a string's text, or for any
@@ -269,6 +207,14 @@ func (k *Keyer) fieldKey(line []byte) ([]byte, error) {
 		value = v
 	}
 	var text []byte
+	if len(k.path) == 1 && k.path[0] == "id" && value[0] != '"' {
+		// An id is its text in every tool: 7 and "7" are one id.
+		var id record.ID
+		if err := id.UnmarshalJSON(value); err == nil {
+			k.key, k.scratch = k.mode.Append(append(k.key[:0], 's'), id.Text, k.scratch)
+			return k.key, nil
+		}
+	}
 	switch value[0] {
 	case '"':
 		var s string

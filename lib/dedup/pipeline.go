@@ -77,7 +77,7 @@ func (s *sink) decide(b *jsonl.Batch[key]) error {
 	for i := range b.Items {
 		it := &b.Items[i]
 		s.n.read.Add(1)
-		rec := it.Record
+		rec := it.RawLine
 		if it.Err != nil {
 			s.n.rejected.Add(1)
 			var ke *KeyError

@@ -247,61 +247,119 @@ func (hr *hashReader) ReadByte() (byte, error) {
 	return c, err
 }
 
+// readState reads a state file of size bytes from r, in the order it is
+// written: the header, checked against the run's settings and against the
+// file's size before anything it describes is allocated; the filter's
+// layers; the exact keys; the checksum over all of it.
 func readState(r *bufio.Reader, size int64, path string, run Settings) (*Set, Totals, error) {
-	corrupt := func(format string, args ...any) error {
-		return fmt.Errorf("%w %s: %s", ErrCorruptState, path, fmt.Sprintf(format, args...))
+	sr := &stateReader{in: &hashReader{r: r, h: xxh3.New()}, size: size, path: path}
+	hdr, err := sr.header()
+	if err != nil {
+		return nil, Totals{}, err
 	}
-	in := &hashReader{r: r, h: xxh3.New()}
+	if err := hdr.usableBy(path, run); err != nil {
+		return nil, Totals{}, err
+	}
+	if err := sr.fits(hdr); err != nil {
+		return nil, Totals{}, err
+	}
+	s := &Set{Filter: &Filter{expected: hdr.Expected, fp: hdr.FP}}
+	if err := sr.layers(s.Filter, hdr.Layers); err != nil {
+		return nil, Totals{}, err
+	}
+	if hdr.Exact {
+		if s.exact, err = sr.exactKeys(hdr.ExactKeys); err != nil {
+			return nil, Totals{}, err
+		}
+	}
+	if err := sr.checksum(); err != nil {
+		return nil, Totals{}, err
+	}
+	if keys := s.Filter.Keys(); keys != hdr.Keys || (hdr.Exact && keys != hdr.ExactKeys) {
+		return nil, Totals{}, sr.corrupt("the layers hold %d keys, the header says %d", keys, hdr.Keys)
+	}
+	return s, hdr.Totals, nil
+}
+
+// stateReader reads a state file's parts in turn; in hashes every byte
+// before the checksum.
+type stateReader struct {
+	in   *hashReader
+	size int64 // the file's, which bounds what the header may describe
+	path string
+	hlen uint32 // the header's length, once read
+}
+
+func (sr *stateReader) corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w %s: %s", ErrCorruptState, sr.path, fmt.Sprintf(format, args...))
+}
+
+// header reads the magic, the header's length and the header.
+func (sr *stateReader) header() (*stateHeader, error) {
 	magic := make([]byte, len(stateMagic))
-	if _, err := io.ReadFull(in, magic); err != nil || string(magic) != stateMagic {
-		return nil, Totals{}, fmt.Errorf("%s is not a dedup state file", path)
+	if _, err := io.ReadFull(sr.in, magic); err != nil || string(magic) != stateMagic {
+		return nil, fmt.Errorf("%s is not a dedup state file", sr.path)
 	}
-	var hlen uint32
-	if err := binary.Read(in, binary.LittleEndian, &hlen); err != nil {
-		return nil, Totals{}, err
+	if err := binary.Read(sr.in, binary.LittleEndian, &sr.hlen); err != nil {
+		return nil, err
 	}
-	if hlen > maxHeader || int64(hlen) > size {
-		return nil, Totals{}, corrupt("header length %d", hlen)
+	if sr.hlen > maxHeader || int64(sr.hlen) > sr.size {
+		return nil, sr.corrupt("header length %d", sr.hlen)
 	}
-	js := make([]byte, hlen)
-	if _, err := io.ReadFull(in, js); err != nil {
-		return nil, Totals{}, err
+	js := make([]byte, sr.hlen)
+	if _, err := io.ReadFull(sr.in, js); err != nil {
+		return nil, err
 	}
 	var hdr stateHeader
 	if err := json.Unmarshal(js, &hdr); err != nil {
-		return nil, Totals{}, corrupt("header: %v", err)
+		return nil, sr.corrupt("header: %v", err)
 	}
+	return &hdr, nil
+}
+
+// usableBy refuses a state of another format, other settings or (for
+// --key prompt) another version of the prompt key than the run's.
+func (hdr *stateHeader) usableBy(path string, run Settings) error {
 	if hdr.Version != stateVersion {
-		return nil, Totals{}, fmt.Errorf("state %s has format version %d; this dedup reads version %d", path, hdr.Version, stateVersion)
+		return fmt.Errorf("state %s has format version %d; this dedup reads version %d", path, hdr.Version, stateVersion)
 	}
 	if err := checkSettings(path, hdr.Settings, run); err != nil {
-		return nil, Totals{}, err
+		return err
 	}
 	if hdr.Key == KeyPrompt {
 		if v := max(hdr.KeyVersion, 1); v != promptKeyVersion {
-			return nil, Totals{}, &KeyVersionError{Path: path, State: v}
+			return &KeyVersionError{Path: path, State: v}
 		}
 	}
-	// Check the sizes the header promises against the file before
-	// allocating anything they say.
-	need := int64(len(stateMagic)) + 4 + int64(hlen) + 8
+	return nil
+}
+
+// fits checks the sizes the header promises against the file, before
+// anything they say is allocated: every layer's bits, and at least 17
+// bytes for each exact key.
+func (sr *stateReader) fits(hdr *stateHeader) error {
+	need := int64(len(stateMagic)) + 4 + int64(sr.hlen) + 8
 	for _, l := range hdr.Layers {
-		if l.M == 0 || l.K == 0 || l.K > 64 || l.M > uint64(size)*8 {
-			return nil, Totals{}, corrupt("layer of %d bits, %d hashes", l.M, l.K)
+		if l.M == 0 || l.K == 0 || l.K > 64 || l.M > uint64(sr.size)*8 {
+			return sr.corrupt("layer of %d bits, %d hashes", l.M, l.K)
 		}
 		need += int64((l.M + 63) / 64 * 8)
 	}
-	if len(hdr.Layers) == 0 || need+int64(hdr.ExactKeys)*17 > size || (hdr.ExactKeys > 0 && !hdr.Exact) {
-		return nil, Totals{}, corrupt("%d bytes, but the header describes at least %d", size, need+int64(hdr.ExactKeys)*17)
+	if len(hdr.Layers) == 0 || need+int64(hdr.ExactKeys)*17 > sr.size || (hdr.ExactKeys > 0 && !hdr.Exact) {
+		return sr.corrupt("%d bytes, but the header describes at least %d", sr.size, need+int64(hdr.ExactKeys)*17)
 	}
-	s := &Set{Filter: &Filter{expected: hdr.Expected, fp: hdr.FP}}
+	return nil
+}
+
+// layers reads the bit words of each layer the header describes into f.
+func (sr *stateReader) layers(f *Filter, layers []layerHeader) error {
 	chunk := make([]byte, 64<<10)
-	for i, lh := range hdr.Layers {
+	for i, lh := range layers {
 		words := make([]uint64, (lh.M+63)/64)
 		for j := 0; j < len(words); {
 			n := min(len(chunk)/8, len(words)-j)
-			if _, err := io.ReadFull(in, chunk[:n*8]); err != nil {
-				return nil, Totals{}, err
+			if _, err := io.ReadFull(sr.in, chunk[:n*8]); err != nil {
+				return err
 			}
 			for x := range n {
 				words[j+x] = binary.LittleEndian.Uint64(chunk[x*8:])
@@ -309,46 +367,52 @@ func readState(r *bufio.Reader, size int64, path string, run Settings) (*Set, To
 			j += n
 		}
 		if i > 0 {
-			s.Filter.older = either(s.Filter.older, s.Filter.layers[i-1].rate())
+			f.older = either(f.older, f.layers[i-1].rate())
 		}
-		s.Filter.layers = append(s.Filter.layers, &layer{
+		f.layers = append(f.layers, &layer{
 			bf: bloom.FromWithM(words, uint(lh.M), uint(lh.K)), capacity: lh.Capacity, fp: lh.FP, count: lh.Count})
 	}
-	if hdr.Exact {
-		s.exact = make(map[xxh3.Uint128]string, hdr.ExactKeys)
-		var b [16]byte
-		for range hdr.ExactKeys {
-			if _, err := io.ReadFull(in, b[:]); err != nil {
-				return nil, Totals{}, err
-			}
-			n, err := binary.ReadUvarint(in)
-			if err != nil {
-				return nil, Totals{}, err
-			}
-			if n > uint64(size) {
-				return nil, Totals{}, corrupt("id of %d bytes", n)
-			}
-			id := make([]byte, n)
-			if _, err := io.ReadFull(in, id); err != nil {
-				return nil, Totals{}, err
-			}
-			key := xxh3.Uint128{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
-			s.exact[key] = string(id)
+	return nil
+}
+
+// exactKeys reads n exact keys: a 16-byte hash and the first record's id.
+func (sr *stateReader) exactKeys(n uint64) (map[xxh3.Uint128]string, error) {
+	exact := make(map[xxh3.Uint128]string, n)
+	var b [16]byte
+	for range n {
+		if _, err := io.ReadFull(sr.in, b[:]); err != nil {
+			return nil, err
 		}
+		idLen, err := binary.ReadUvarint(sr.in)
+		if err != nil {
+			return nil, err
+		}
+		if idLen > uint64(sr.size) {
+			return nil, sr.corrupt("id of %d bytes", idLen)
+		}
+		id := make([]byte, idLen)
+		if _, err := io.ReadFull(sr.in, id); err != nil {
+			return nil, err
+		}
+		key := xxh3.Uint128{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
+		exact[key] = string(id)
 	}
-	sum := in.h.Sum64()
+	return exact, nil
+}
+
+// checksum reads the stored checksum (not itself hashed) and compares it
+// with the bytes read; nothing may follow it.
+func (sr *stateReader) checksum() error {
+	sum := sr.in.h.Sum64()
 	var stored uint64
-	if err := binary.Read(r, binary.LittleEndian, &stored); err != nil {
-		return nil, Totals{}, err
+	if err := binary.Read(sr.in.r, binary.LittleEndian, &stored); err != nil {
+		return err
 	}
 	if stored != sum {
-		return nil, Totals{}, corrupt("checksum mismatch")
+		return sr.corrupt("checksum mismatch")
 	}
-	if _, err := r.ReadByte(); err != io.EOF {
-		return nil, Totals{}, corrupt("bytes after the checksum")
+	if _, err := sr.in.r.ReadByte(); err != io.EOF {
+		return sr.corrupt("bytes after the checksum")
 	}
-	if keys := s.Filter.Keys(); keys != hdr.Keys || (hdr.Exact && keys != hdr.ExactKeys) {
-		return nil, Totals{}, corrupt("the layers hold %d keys, the header says %d", keys, hdr.Keys)
-	}
-	return s, hdr.Totals, nil
+	return nil
 }

@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
 )
 
@@ -196,5 +198,73 @@ func TestStateRefusesAnOlderPromptKey(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(path); !strings.Contains(string(data), `"key_version":2`) {
 		t.Error("a saved state does not record its key version")
+	}
+}
+
+// TestStateHeaderRefusals: a header whose checksum holds but which the run
+// cannot use, or which promises more than the file holds, is refused
+// before its body is read, each for its own reason.
+func TestStateHeaderRefusals(t *testing.T) {
+	settings := Settings{Key: KeyPrompt, Normalize: "none", FP: 0.01, Expected: 100, Exact: true}
+	path := filepath.Join(t.TempDir(), "seen.state")
+	s := NewSet(100, 0.01, true)
+	fillSet(s, "x", 50)
+	if err := SaveState(path, s, settings, Totals{Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hlen := int(binary.LittleEndian.Uint32(good[len(stateMagic):]))
+	body := good[len(stateMagic)+4+hlen : len(good)-8]
+	var hdr stateHeader
+	if err := json.Unmarshal(good[len(stateMagic)+4:len(stateMagic)+4+hlen], &hdr); err != nil {
+		t.Fatal(err)
+	}
+	// rewritten is the state with its header changed, checksum renewed.
+	rewritten := func(change func(h *stateHeader)) []byte {
+		h := hdr
+		h.Layers = slices.Clone(hdr.Layers)
+		change(&h)
+		js, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := binary.LittleEndian.AppendUint32([]byte(stateMagic), uint32(len(js)))
+		b = append(append(b, js...), body...)
+		return binary.LittleEndian.AppendUint64(b, xxh3.Hash(b))
+	}
+	tests := []struct {
+		name   string
+		change func(h *stateHeader)
+		want   string
+	}{
+		{"unchanged", func(h *stateHeader) {}, ""},
+		{"another format", func(h *stateHeader) { h.Version = 2 }, "has format version 2; this dedup reads version 1"},
+		{"other settings", func(h *stateHeader) { h.Normalize = "lower" }, "was made with --normalize lower"},
+		{"a newer prompt key", func(h *stateHeader) { h.KeyVersion = 3 }, "has prompt key version 3"},
+		{"no hashes", func(h *stateHeader) { h.Layers[0].K = 0 }, "layer of"},
+		{"more hashes than a key has bits", func(h *stateHeader) { h.Layers[0].K = 65 }, "layer of"},
+		{"a layer larger than the file", func(h *stateHeader) { h.Layers[0].M = uint64(len(good)) * 9 }, "layer of"},
+		{"no layer", func(h *stateHeader) { h.Layers = nil }, "but the header describes at least"},
+		{"more exact keys than fit", func(h *stateHeader) { h.ExactKeys = uint64(len(good)) }, "but the header describes at least"},
+		{"exact keys in a state that is not exact", func(h *stateHeader) { h.Exact = false }, "was made with --exact false"},
+		{"a key count that disagrees", func(h *stateHeader) { h.Keys++ }, "the layers hold 50 keys, the header says 51"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bad.state")
+			if err := os.WriteFile(p, rewritten(tt.change), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := LoadState(context.Background(), p, settings, nil)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("the state rewritten unchanged is refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
 	}
 }

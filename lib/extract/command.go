@@ -109,21 +109,19 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	if err := jsonl.CheckPaths(jsonl.CSVInputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.CSVInputs(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
 	if err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		out.Abort()
 		return err
 	}
-	opts := jsonl.ToolOptions(ctx, env)
-	opts.CSV = &jsonl.CSVOptions{Delimiter: delim}
-	in := jsonl.NewReader(c.Files, env.Stdin, opts)
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: delim}})
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
@@ -139,15 +137,8 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		// A named file is not put in place short; stdout keeps the
-		// prompts written before the signal, and exit 130 says so.
-		if c.Stdout() {
-			out.Close()
-		}
-		out.Abort()
-		rejects.Abort()
-		env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))
-		return context.Cause(ctx)
+		abort := func() { out.Abort(); rejects.Abort() }
+		return env.EndInterrupted(ctx, out, abort, n.summary(rejects, c.Turns == TurnsEach), n.read.Load(), "")
 	}
 	werr := out.Close()
 	env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))
@@ -169,7 +160,7 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 		}
 		rec, err := in.Next()
 		if err == io.EOF {
-			return c.take(x.Flush(), jsonl.Record{}, out, rejects, n)
+			return c.take(x.Flush(), jsonl.RawLine{}, out, rejects, n)
 		}
 		n.read.Add(1)
 		if err != nil {
@@ -194,7 +185,7 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 
 // take writes, rejects or counts the candidates of rec, stopping at
 // --limit.
-func (c *Command) take(cands []Candidate, rec jsonl.Record, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+func (c *Command) take(cands []Candidate, rec jsonl.RawLine, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
 	for _, cand := range cands {
 		n.candidates.Add(1)
 		switch {

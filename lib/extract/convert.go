@@ -86,9 +86,9 @@ type Candidate struct {
 	Out      []byte // the prompt record (one JSON line), nil if none
 	Reason   string // why there is no prompt
 	Detail   string
-	Filtered bool          // Reason is a filter, not a reject
-	NoPrompt bool          // a held message that ends no prompt in this --turns mode
-	From     *jsonl.Record // the input this came from, when not the record just converted
+	Filtered bool           // Reason is a filter, not a reject
+	NoPrompt bool           // a held message that ends no prompt in this --turns mode
+	From     *jsonl.RawLine // the input this came from, when not the record just converted
 }
 
 // message is one chat turn of the record being converted. content is a
@@ -254,14 +254,14 @@ func (x *Extractor) buildTarget(names []string) map[string]*json.RawMessage {
 // record or a reason. The result and the records in it are valid until
 // the next call.
 func (x *Extractor) Convert(data []byte) []Candidate {
-	return x.ConvertRecord(jsonl.Record{Data: data})
+	return x.ConvertRecord(jsonl.RawLine{Data: data})
 }
 
 // ConvertRecord is Convert for a record with its place in the input,
 // which a held message keeps for its reject. The candidates may include
 // those of messages held before (see Candidate.From); call Flush after
 // the last record for the rest.
-func (x *Extractor) ConvertRecord(rec jsonl.Record) []Candidate {
+func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
 	x.reset()
 	if len(x.held.nodes) > 0 && rec.File != x.held.file {
 		x.flushHeld() // a tree does not go on in another file

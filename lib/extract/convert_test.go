@@ -759,8 +759,8 @@ func FuzzConvertSequence(f *testing.F) {
 				}
 			}
 		}
-		check(x.ConvertRecord(jsonl.Record{Data: a, File: "a", Line: 1}))
-		check(x.ConvertRecord(jsonl.Record{Data: b, File: fileB, Line: 2}))
+		check(x.ConvertRecord(jsonl.RawLine{Data: a, File: "a", Line: 1}))
+		check(x.ConvertRecord(jsonl.RawLine{Data: b, File: fileB, Line: 2}))
 		check(x.Flush())
 		if n < 2 || (x.opts.Turns == TurnsFirst && n != 2) {
 			t.Fatalf("%d candidates for 2 records in mode %s", n, x.opts.Turns)

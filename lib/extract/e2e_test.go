@@ -945,6 +945,9 @@ func TestInterrupt(t *testing.T) {
 	if n := len(outLines(r.Stdout)); !s.found || s.wrote < 10 || s.wrote > 11 || n != s.wrote || s.read != s.wrote {
 		t.Errorf("summary %+v and %d records on stdout, want the 10 read before the signal (or 11) flushed and counted", s, n)
 	}
+	if want := fmt.Sprintf("extract: interrupted after %d records: output incomplete (stdout holds the records decided before the interrupt)\n", s.read); !strings.HasSuffix(r.Stderr, want) {
+		t.Errorf("stderr does not end with %q:\n%s", want, r.Stderr)
+	}
 }
 
 // TestClosedPipeEndsQuietly: SIGPIPE keeps Go's default, so

@@ -51,8 +51,8 @@ type oaNode struct {
 	parent   int    // index of the parent node; -1 for a root
 	role     string
 	content  []byte
-	held     *jsonl.Record // flat exports: the record it came from
-	bad      *badRecord    // flat exports: why it ends no prompt and is rejected
+	held     *jsonl.RawLine // flat exports: the record it came from
+	bad      *badRecord     // flat exports: why it ends no prompt and is rejected
 }
 
 // maxTreeDepth bounds the nesting of a tree record, so a hostile one
@@ -154,99 +154,115 @@ func (x *Extractor) oaNode(m *oaMessage, arena *[]byte) (oaNode, *badRecord) {
 // record only the prompter messages the mode takes do, and a tree that
 // gives none is rejected as having no user turn.
 func (x *Extractor) oaCandidates(flat bool) {
+	x.oaBranches()
+	before := len(x.cands)
+	for i := range x.nodes {
+		n := &x.nodes[i]
+		switch {
+		case flat && !x.oaUsable(i):
+			x.addCandidate(oaUnusable(n))
+		case x.oaUsable(i) && x.oaTakes(i):
+			x.oaPrompt(i, flat)
+		case flat:
+			x.addCandidate(Candidate{NoPrompt: true, From: n.held})
+		}
+	}
+	if !flat && len(x.cands) == before {
+		x.addCandidate(Candidate{Reason: ReasonNoUserTurn, Detail: "the tree has no prompter message that --turns " + x.opts.Turns + " takes"})
+	}
+}
+
+// oaBranches marks, over the usable nodes, the leaves (x.oaLeaf: no usable
+// reply) and the nodes with a prompter message below them (x.oaBelow: not
+// the last question of their branch); every node's state starts unknown.
+func (x *Extractor) oaBranches() {
 	nodes := x.nodes
 	x.oaState = x.oaState[:0]
+	x.oaBelow = x.oaBelow[:0]
+	x.oaLeaf = x.oaLeaf[:0]
 	for range nodes {
 		x.oaState = append(x.oaState, oaUnknown)
+		x.oaBelow = append(x.oaBelow, false)
+		x.oaLeaf = append(x.oaLeaf, true)
 	}
-	// A prompter below a node makes it not the last question of its branch.
-	below := x.oaBelow[:0]
-	for range nodes {
-		below = append(below, false)
-	}
-	x.oaBelow = below
-	leaf := x.oaLeaf[:0]
-	for range nodes {
-		leaf = append(leaf, true)
-	}
-	x.oaLeaf = leaf
 	for i := range nodes {
 		if !x.oaUsable(i) {
 			continue
 		}
 		if p := nodes[i].parent; p >= 0 {
-			leaf[p] = false
+			x.oaLeaf[p] = false
 		}
 		if nodes[i].role != roleUser {
 			continue
 		}
-		for p := nodes[i].parent; p >= 0 && !below[p]; p = nodes[p].parent {
-			below[p] = true
+		for p := nodes[i].parent; p >= 0 && !x.oaBelow[p]; p = nodes[p].parent {
+			x.oaBelow[p] = true
 		}
 	}
-	before := len(x.cands)
-	for i := range nodes {
-		n := &nodes[i]
-		usable := x.oaUsable(i)
-		if flat && !usable {
-			bad := n.bad
-			if bad == nil {
-				bad = reject(ReasonMissingParent, "parent_id %s is not among the messages of its tree that were held (the export must keep each tree together; see --max-held)", n.parentID)
-			}
+}
+
+// oaTakes tells whether the --turns mode makes a prompt end at usable
+// node i: every leaf for all; else a prompter message that is the root
+// (first), any (each), or the last question of its branch (all-but-last).
+func (x *Extractor) oaTakes(i int) bool {
+	n := &x.nodes[i]
+	switch {
+	case x.opts.Turns == TurnsAll:
+		return x.oaLeaf[i]
+	case n.role != roleUser:
+		return false
+	case x.opts.Turns == TurnsFirst:
+		return n.parent < 0
+	case x.opts.Turns == TurnsEach:
+		return true
+	case x.opts.Turns == TurnsAllButLast:
+		return !x.oaBelow[i]
+	}
+	return false
+}
+
+// oaUnusable is the reject of a flat export's node that is not usable:
+// its own problem, or a parent that was not held.
+func oaUnusable(n *oaNode) Candidate {
+	bad := n.bad
+	if bad == nil {
+		bad = reject(ReasonMissingParent, "parent_id %s is not among the messages of its tree that were held (the export must keep each tree together; see --max-held)", n.parentID)
+	}
+	return Candidate{Reason: bad.reason, Detail: bad.detail, From: n.held}
+}
+
+// oaPrompt adds the candidates of the prompt that ends at node i: the path
+// from the root to it, with the node's message_id for its id (else a
+// content hash). In a flat export the prompt's meta and filters come from
+// the record of the message it ends with, which its candidates name.
+func (x *Extractor) oaPrompt(i int, flat bool) {
+	n := &x.nodes[i]
+	if flat {
+		x.resetRecord()
+		if bad := x.parse(n.held.Data); bad != nil {
 			x.addCandidate(Candidate{Reason: bad.reason, Detail: bad.detail, From: n.held})
-			continue
+			return
 		}
-		take := false
-		switch {
-		case !usable:
-		case x.opts.Turns == TurnsAll:
-			take = leaf[i]
-		case n.role != roleUser:
-		case x.opts.Turns == TurnsFirst:
-			take = n.parent < 0
-		case x.opts.Turns == TurnsEach:
-			take = true
-		case x.opts.Turns == TurnsAllButLast:
-			take = !below[i]
-		}
-		if !take {
-			if flat {
-				x.addCandidate(Candidate{NoPrompt: true, From: n.held})
-			}
-			continue
-		}
-		if flat {
-			// The prompt's meta and filters come from the record of
-			// the message it ends with.
-			x.resetRecord()
-			if bad := x.parse(n.held.Data); bad != nil {
-				x.addCandidate(Candidate{Reason: bad.reason, Detail: bad.detail, From: n.held})
-				continue
-			}
-			x.format = FormatOAsst
-		}
-		x.oaPath(i)
-		id := datasetID{kind: idContent}
-		if n.id != nil {
-			id = datasetID{kind: idString, tok: n.id}
-		}
-		first := len(x.cands)
-		switch {
-		case len(x.users) == 0:
-			x.addCandidate(Candidate{Reason: ReasonNoUserTurn, Detail: "the conversation has no prompter message"})
-		case x.opts.Turns == TurnsAll:
-			x.conversation(id)
-		default:
-			x.candidate(id, len(x.users)-1, 0)
-		}
-		if flat {
-			for k := first; k < len(x.cands); k++ {
-				x.cands[k].From = n.held
-			}
-		}
+		x.format = FormatOAsst
 	}
-	if !flat && len(x.cands) == before {
-		x.addCandidate(Candidate{Reason: ReasonNoUserTurn, Detail: "the tree has no prompter message that --turns " + x.opts.Turns + " takes"})
+	x.oaPath(i)
+	id := datasetID{kind: idContent}
+	if n.id != nil {
+		id = datasetID{kind: idString, tok: n.id}
+	}
+	first := len(x.cands)
+	switch {
+	case len(x.users) == 0:
+		x.addCandidate(Candidate{Reason: ReasonNoUserTurn, Detail: "the conversation has no prompter message"})
+	case x.opts.Turns == TurnsAll:
+		x.conversation(id)
+	default:
+		x.candidate(id, len(x.users)-1, 0)
+	}
+	if flat {
+		for k := first; k < len(x.cands); k++ {
+			x.cands[k].From = n.held
+		}
 	}
 }
 
@@ -305,7 +321,7 @@ type heldTree struct {
 // hold keeps a message of a flat export until its tree is complete, and
 // returns the candidates of the tree before it if this message starts
 // another one.
-func (x *Extractor) hold(rec jsonl.Record) {
+func (x *Extractor) hold(rec jsonl.RawLine) {
 	tree := x.f.MessageTreeID
 	if h := &x.held; len(h.nodes) > 0 && !bytes.Equal(tree, h.tree) {
 		x.flushHeld()

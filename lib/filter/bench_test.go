@@ -59,8 +59,8 @@ func benchFilter(b *testing.B, checks string, workers int) {
 	b.ResetTimer()
 	for range b.N {
 		s := &sink{n: &counts{byReason: map[string]int64{}}, out: jsonl.NewWriter(io.Discard)}
-		s.bad = jsonl.NewRejects("filter", io.Discard, nil)
-		in := jsonl.NewReader(nil, bytes.NewReader(data), jsonl.Options{})
+		s.bad = jsonl.NewRejects(nil, nil)
+		in := jsonl.NewReader(context.Background(), nil, nil, bytes.NewReader(data), jsonl.Options{})
 		if err := run(context.Background(), in, checkers, s); err != nil {
 			b.Fatal(err)
 		}

@@ -89,7 +89,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
 	workers := c.Workers
@@ -114,9 +114,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--rejects: %w", err)
 		}
 	}
-	s.bad = jsonl.NewRejects(env.Name, env.Stderr, s.unfit)
+	s.bad = jsonl.NewRejects(env, s.unfit)
 
-	in := jsonl.NewReader(c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()
@@ -130,15 +130,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		where := "no file written"
-		if s.out.Path() == "-" {
-			s.out.Close()
-			where = "stdout holds the records decided before the interrupt"
-		}
-		s.abort()
-		env.Logf("%s", s.summary())
-		env.Logf("interrupted after %d records: output incomplete (%s)", s.n.read.Load(), where)
-		return context.Cause(ctx)
+		return env.EndInterrupted(ctx, s.out, s.abort, s.summary(), s.n.read.Load(), "")
 	}
 	if err := s.out.Close(); err != nil {
 		s.abort()

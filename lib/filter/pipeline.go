@@ -49,7 +49,7 @@ type sink struct {
 // ends it stops reading; the records already read are decided and
 // written.
 func run(ctx context.Context, in *jsonl.Reader, checkers []*quality.Checker, s *sink) error {
-	recs := make([]quality.Record, len(checkers))
+	recs := make([]quality.GenerationView, len(checkers))
 	return jsonl.Parallel(ctx, in, len(checkers), func(w int, b *jsonl.Batch[judgement]) {
 		for i := range b.Items {
 			judge(checkers[w], &recs[w], &b.Items[i])
@@ -60,7 +60,7 @@ func run(ctx context.Context, in *jsonl.Reader, checkers []*quality.Checker, s *
 
 // judge parses one line and checks its answers, stopping at the first
 // that fails.
-func judge(c *quality.Checker, rec *quality.Record, it *item) {
+func judge(c *quality.Checker, rec *quality.GenerationView, it *item) {
 	j := &it.V
 	if it.Err != nil {
 		j.verdict = badLine
@@ -119,7 +119,7 @@ func (s *sink) write(b *jsonl.Batch[judgement]) error {
 		j := &it.V
 		s.n.read.Add(1)
 		s.n.answers.Add(int64(j.answers))
-		rec := it.Record
+		rec := it.RawLine
 		switch j.verdict {
 		case fit:
 			s.n.kept.Add(1)
@@ -158,7 +158,7 @@ func (s *sink) write(b *jsonl.Batch[judgement]) error {
 
 // writeUnfit writes the record as it was plus its reject field (replacing
 // one it already had, from an earlier filter).
-func (s *sink) writeUnfit(rec jsonl.Record, j *judgement) error {
+func (s *sink) writeUnfit(rec jsonl.RawLine, j *judgement) error {
 	info := rejectInfo{Reason: j.finding.Check, Detail: j.finding.Detail, File: rec.File, Line: rec.Line}
 	if j.turn >= 0 {
 		info.Turn = &j.turn

@@ -23,7 +23,7 @@ func (p *Pool) ByName(name string) *Endpoint {
 func (p *Pool) TryAcquireOn(ep *Endpoint) *Endpoint {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ep.state != StateReady || ep.inflight >= ep.slots {
+	if ep.state != StateReady || ep.inflight >= ep.slots || p.clk.Now().Before(ep.pausedUntil) {
 		return nil
 	}
 	ep.inflight++
@@ -35,5 +35,5 @@ func (p *Pool) TryAcquireOn(ep *Endpoint) *Endpoint {
 func (p *Pool) Keep(ep *Endpoint) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return ep.state == StateReady && ep.inflight <= ep.slots
+	return ep.state == StateReady && ep.inflight <= ep.slots && !p.clk.Now().Before(ep.pausedUntil)
 }

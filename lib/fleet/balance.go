@@ -24,12 +24,13 @@ func (p *Pool) pickLocked(avoid *Endpoint) *Endpoint {
 	}
 	var best, fallback *Endpoint
 	n := len(p.eps)
+	now := p.clk.Now()
 	// Start the scan at a rotating index so ties spread evenly.
 	start := p.rr
 	p.rr = (p.rr + 1) % n
 	for k := 0; k < n; k++ {
 		ep := p.eps[(start+k)%n]
-		if ep.state != StateReady || ep.inflight >= ep.slots {
+		if ep.state != StateReady || ep.inflight >= ep.slots || now.Before(ep.pausedUntil) {
 			continue
 		}
 		if ep == avoid {
@@ -51,9 +52,10 @@ func (p *Pool) pickLocked(avoid *Endpoint) *Endpoint {
 // of service but waiting for a full one.
 func (p *Pool) pickRoundRobinLocked() *Endpoint {
 	n := len(p.eps)
+	now := p.clk.Now()
 	for k := 0; k < n; k++ {
 		ep := p.eps[p.rr]
-		if ep.state != StateReady {
+		if ep.state != StateReady || now.Before(ep.pausedUntil) {
 			p.rr = (p.rr + 1) % n
 			continue
 		}

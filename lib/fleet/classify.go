@@ -38,6 +38,9 @@ type Failure struct {
 	// RetryAfter is how long the server asked to be left alone (a 429 or
 	// 503 with Retry-After); 0 when it did not say.
 	RetryAfter time.Duration
+	// Reason names a failure the client decided itself, for the error
+	// record (record.ReasonAnswerTooLarge); "" for the server's own.
+	Reason string
 }
 
 func (f *Failure) Error() string {

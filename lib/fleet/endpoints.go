@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Target is one server to send requests to, as written on the command line
@@ -167,6 +168,10 @@ func parseEndpoint(raw string) ([]Target, error) {
 	path = strings.TrimSuffix(path, "/v1")
 	if strings.ContainsAny(path, " \t") {
 		return nil, fmt.Errorf("endpoint %q: white space in the path", s)
+	}
+	// The endpoint's name is printed in every message and the live display.
+	if strings.ContainsFunc(raw, unicode.IsControl) {
+		return nil, fmt.Errorf("endpoint %q: a control character", s)
 	}
 	host, ports, err := splitHostPorts(rest)
 	if err != nil {

@@ -45,6 +45,7 @@ func TestParseEndpoints(t *testing.T) {
 		{"[zz]:1", "", "IPv6"},
 		{"h:1?x=1", "", "query"},
 		{"bad host:1", "", "bad character"},
+		{"http://h:1/a\x1b]0;x\x07", "", "a control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

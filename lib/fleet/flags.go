@@ -70,6 +70,18 @@ func (f *ServerFlags) Targets() ([]Target, error) {
 	return targets, nil
 }
 
+// Protect registers the run's credentials with env (--api-key, or the
+// OPENAI_API_KEY it came from, and the passwords of the endpoints' URLs),
+// so that neither stderr nor any record shows them, in any form a server
+// could echo them (see cli.Secrets).
+func (f *ServerFlags) Protect(env *cli.Env, targets []Target) {
+	s := env.Protect()
+	s.Add(f.APIKey)
+	for _, t := range targets {
+		s.AddBasic(t.User, string(t.Password))
+	}
+}
+
 // Concurrency is --concurrency: a number of requests in flight per
 // endpoint, or "auto" for the adaptive limit on every endpoint. Zero is
 // the default: each server's reported capacity plus --queue-depth, and

@@ -70,7 +70,9 @@ func targetKey(t Target) string {
 // not held to the file.
 func (p *Pool) Follow(path string, every time.Duration) {
 	var managed sync.Map // targetKey -> true: listed in the file once
-	ts, _, _ := LoadEndpoints(path)
+	// What the file holds now is read here, not in the goroutine, so that a
+	// change made as soon as Follow returns is seen as one.
+	ts, last, _ := LoadEndpoints(path)
 	for _, t := range ts {
 		managed.Store(targetKey(t), true)
 	}
@@ -93,7 +95,6 @@ func (p *Pool) Follow(path string, every time.Duration) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		_, last, _ := LoadEndpoints(path)
 		var failed []byte
 		for {
 			p.sleep(every)

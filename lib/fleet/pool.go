@@ -14,9 +14,12 @@
 package fleet
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,12 +72,18 @@ type Endpoint struct {
 	readyPath string // the route that says the server is ready, once learned
 	lastProbe string // what the last readiness probe saw, for messages
 	refused   bool   // the last probe was refused for its credentials
-	info      Info   // what the server said of itself when it came up
-	limiter   *Limiter
-	decode    decodeFit // latency against answer length, for its effective concurrency
-	metrics   serverLoad
-	polling   bool // a poller reads its /metrics
-	tokenizer tokenizeForm
+	// limitedSince is when the endpoint's answers turned to nothing but
+	// 429 Too Many Requests (zero while it answers otherwise).
+	limitedSince time.Time
+	// pausedUntil: the endpoint asked to be left alone (429, 503) until
+	// then; nothing new is sent to it before.
+	pausedUntil time.Time
+	info        Info // what the server said of itself when it came up
+	limiter     *Limiter
+	decode      decodeFit // latency against answer length, for its effective concurrency
+	metrics     serverLoad
+	polling     bool // a poller reads its /metrics
+	tokenizer   tokenizeForm
 }
 
 // Index is the endpoint's place in the list it was given in.
@@ -129,8 +138,14 @@ type Config struct {
 	Limiter LimiterConfig // the adaptive limit's bounds; zero fields take the defaults
 	// TokenCache keeps Tokenize's and TokenizeTexts' counts (nil: every prompt is asked).
 	TokenCache TokenCache
-	Logf       func(format string, args ...any)
-	Clock      clock.Clock // nil: the real clock
+	// MaxAnswerBytes bounds one answer's body, AnswerMemory the bodies of
+	// all requests in flight together (0: the defaults; see body.go).
+	MaxAnswerBytes, AnswerMemory int64
+	// MaxPause bounds how long an endpoint that answers 429 or 503 is
+	// left alone (its Retry-After, else a second); 0: it is not.
+	MaxPause time.Duration
+	Logf     func(format string, args ...any)
+	Clock    clock.Clock // nil: the real clock
 	// WaitNotice is how often WaitReady says what it waits for (0: DefaultWaitNotice).
 	WaitNotice time.Duration
 }
@@ -153,6 +168,9 @@ type Pool struct {
 	// context is the smallest context length the endpoints up so far
 	// stated (or --context-length); 0 while none has.
 	context atomic.Int64
+	// maxAnswer and budget bound the answers' bodies (body.go).
+	maxAnswer int64
+	budget    answerBudget
 	// listed, once Follow runs, says whether the endpoints file lets an
 	// endpoint come into service (grow.go); nil: every endpoint may.
 	listed atomic.Pointer[func(Target) (bool, string)]
@@ -171,7 +189,9 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 		cfg.Logf = func(string, ...any) {}
 	}
 	cfg.Limiter = cfg.Limiter.withDefaults()
-	p := &Pool{cfg: cfg, clk: clk, changed: make(chan struct{}), ctx: ctx, downAt: clk.Now(), ctlConn: newConnSet()}
+	p := &Pool{cfg: cfg, clk: clk, changed: make(chan struct{}), ctx: ctx, downAt: clk.Now(), ctlConn: newConnSet(),
+		maxAnswer: cmp.Or(cfg.MaxAnswerBytes, DefaultMaxAnswerBytes)}
+	p.budget.max = cmp.Or(cfg.AnswerMemory, DefaultAnswerMemory)
 	for i, t := range targets {
 		p.eps = append(p.eps, p.newEndpoint(i, t))
 	}
@@ -180,7 +200,7 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 
 // newEndpoint is target t as the pool's endpoint number i, starting.
 func (p *Pool) newEndpoint(i int, t Target) *Endpoint {
-	ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, p.cfg.APIKey, false)}
+	ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, p.cfg.APIKey, true)}
 	ep.ctl = newHostClient(t, p.ctlConn, 8)
 	ep.tok = newHostClient(t, p.ctlConn, 1<<16)
 	return ep
@@ -220,12 +240,21 @@ func (p *Pool) setStateLocked(ep *Endpoint, s State) {
 // ErrAllDown ends a run whose endpoints have all been down too long.
 var ErrAllDown = errors.New("no endpoint is reachable")
 
+// ErrRateLimited ends a run whose endpoints have all answered nothing but
+// 429 Too Many Requests for --down-timeout: a quota ran out, or a rate
+// limit holds, and waiting on would never end.
+var ErrRateLimited = errors.New("the servers are refusing every request for quota or rate limit")
+
 // Acquire waits for a free slot on a ready endpoint, chosen by the
 // policy, and takes it. avoid (may be nil) is passed over when another
 // endpoint has room: a retry goes elsewhere if it can.
 func (p *Pool) Acquire(ctx context.Context, avoid *Endpoint) (*Endpoint, error) {
 	for {
 		p.mu.Lock()
+		if err := p.rateLimitedLocked(); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
 		if ep := p.takeLocked(avoid); ep != nil {
 			p.mu.Unlock()
 			return ep, nil
@@ -239,6 +268,8 @@ func (p *Pool) Acquire(ctx context.Context, avoid *Endpoint) (*Endpoint, error) 
 				return nil, fmt.Errorf("%w: every endpoint has been down for %v (--down-timeout)", ErrAllDown, p.cfg.DownTimeout)
 			}
 			deadline = p.clk.After(left)
+		} else if until := p.pauseEndLocked(); !until.IsZero() {
+			deadline = p.clk.After(until.Sub(p.clk.Now()))
 		}
 		p.mu.Unlock()
 		select {
@@ -304,6 +335,86 @@ func (p *Pool) Failed(ep *Endpoint, down bool, why string) {
 	// while its /health says ok is not taken back at once.
 	p.probeLocked(ep, p.cfg.ProbeInterval, p.cfg.ProbeInterval)
 	p.broadcastLocked()
+}
+
+// answered notes the HTTP status of an answer from ep. An endpoint that
+// has answered nothing but 429 (Too Many Requests) for --down-timeout is
+// taken out of service like one that does not answer, and probed as one;
+// it stays in that state until it answers anything else. Each 429 also
+// counts toward the request's --retries (see infer's retry policy), so a
+// quota that ran out ends in error records or, once every endpoint is in
+// that state, in ErrRateLimited: neither waits for ever.
+func (p *Pool) answered(ep *Endpoint, status int) {
+	now := p.clk.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if status != fasthttp.StatusTooManyRequests {
+		ep.limitedSince = time.Time{}
+		return
+	}
+	if ep.limitedSince.IsZero() {
+		ep.limitedSince = now
+	}
+	limit := p.cfg.DownTimeout
+	if limit <= 0 || now.Sub(ep.limitedSince) < limit {
+		return
+	}
+	if ep.state == StateReady {
+		p.setStateLocked(ep, StateDown)
+		ep.stats.Ejections.Add(1)
+		p.cfg.Logf("%s has answered nothing but 429 Too Many Requests for %v (--down-timeout): out of service as refusing for quota or rate limit; probing %s",
+			ep.name, limit, p.readinessRouteLocked(ep))
+		p.probeLocked(ep, p.cfg.ProbeInterval, p.cfg.ProbeInterval)
+	}
+	p.broadcastLocked()
+}
+
+// pause leaves ep alone for d (a 429's or 503's Retry-After, or a second
+// when it gave none), capped by Config.MaxPause: the requests that would
+// have gone to it go elsewhere, or wait.
+func (p *Pool) pause(ep *Endpoint, d time.Duration) {
+	if p.cfg.MaxPause <= 0 {
+		return
+	}
+	if d <= 0 {
+		d = time.Second
+	}
+	until := p.clk.Now().Add(min(d, p.cfg.MaxPause))
+	p.mu.Lock()
+	if until.After(ep.pausedUntil) {
+		ep.pausedUntil = until
+	}
+	p.mu.Unlock()
+}
+
+// pauseEndLocked is the earliest end of a pause of a ready endpoint still
+// paused (zero: none), for Acquire to wake at.
+func (p *Pool) pauseEndLocked() time.Time {
+	now := p.clk.Now()
+	var end time.Time
+	for _, ep := range p.eps {
+		if ep.state == StateReady && ep.pausedUntil.After(now) && (end.IsZero() || ep.pausedUntil.Before(end)) {
+			end = ep.pausedUntil
+		}
+	}
+	return end
+}
+
+// rateLimitedLocked is ErrRateLimited once every endpoint has answered
+// nothing but 429 for --down-timeout (nil before).
+func (p *Pool) rateLimitedLocked() error {
+	limit := p.cfg.DownTimeout
+	if limit <= 0 || len(p.eps) == 0 {
+		return nil
+	}
+	now := p.clk.Now()
+	for _, ep := range p.eps {
+		if ep.limitedSince.IsZero() || now.Sub(ep.limitedSince) < limit {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: every endpoint has answered nothing but 429 Too Many Requests for %v (--down-timeout); --resume continues once they accept requests again",
+		ErrRateLimited, limit)
 }
 
 // AbortAll closes every generation connection, ending the requests in
@@ -389,7 +500,9 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	ep.gen.Post(req, path, body)
 	ep.stats.Requests.Add(1)
 	sent := p.sent(ep)
-	if err := ep.gen.DoTimeout(req, resp, timeout); err != nil {
+	err := ep.gen.DoTimeout(req, resp, timeout)
+	defer resp.CloseBodyStream() // before the release: an unread rest closes the connection
+	if err != nil {
 		f := ClassifyTransport(err, timeout)
 		if !f.Down && !errors.Is(err, fasthttp.ErrTimeout) {
 			// The connection broke. A server that went away (a crash, a
@@ -401,13 +514,28 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 		p.observe(ep, sent, 0, f)
 		return openai.Completion{}, f
 	}
+	p.answered(ep, resp.StatusCode())
 	if status := resp.StatusCode(); status != fasthttp.StatusOK {
-		f := ClassifyStatus(status, resp.Body())
+		msg, _ := io.ReadAll(io.LimitReader(bodyOf(resp), maxErrorBody))
+		f := ClassifyStatus(status, msg)
 		f.RetryAfter = retryAfter(resp.Header.Peek(fasthttp.HeaderRetryAfter), p.clk.Now())
+		if status == fasthttp.StatusTooManyRequests || status == fasthttp.StatusServiceUnavailable {
+			p.pause(ep, f.RetryAfter)
+		}
 		p.observe(ep, sent, 0, f)
 		return openai.Completion{}, f
 	}
-	c, err := parse(resp.Body())
+	answer, reserved, err := p.readBody(bodyOf(resp), int64(resp.Header.ContentLength()))
+	defer p.budget.give(reserved)
+	if err != nil {
+		f := p.bodyFailure(err, timeout)
+		if f.Blame {
+			ep.gen.CloseIdle() // as for a connection that broke before the answer
+		}
+		p.observe(ep, sent, 0, f)
+		return openai.Completion{}, f
+	}
+	c, err := parse(answer)
 	if err != nil {
 		f := &Failure{Status: fasthttp.StatusOK, Message: err.Error(), Retriable: true, Blame: true}
 		p.observe(ep, sent, 0, f)
@@ -419,6 +547,18 @@ func (p *Pool) Complete(ep *Endpoint, path string, body []byte, timeout time.Dur
 	}
 	p.observe(ep, sent, c.CompletionTokens, nil)
 	return c, nil
+}
+
+// maxErrorBody bounds what is read of a refusal's body: its message.
+const maxErrorBody = 64 << 10
+
+// bodyOf is resp's body as a stream (the generation client streams
+// bodies; an answer without a body has none).
+func bodyOf(resp *fasthttp.Response) io.Reader {
+	if r := resp.BodyStream(); r != nil {
+		return r
+	}
+	return bytes.NewReader(resp.Body())
 }
 
 // sent stamps a request to ep going out now, and tells ep's adaptive limit.

@@ -313,3 +313,88 @@ func TestHeterogeneousFleetShares(t *testing.T) {
 		})
 	}
 }
+
+// An endpoint that answers nothing but 429 for --down-timeout is taken out
+// of service; any other answer clears the count; once every endpoint is in
+// that state Acquire ends the run with ErrRateLimited, on virtual time.
+func TestRateLimitedEndpoints(t *testing.T) {
+	p, fake, l := testPool(t, 2, Config{DownTimeout: 15 * time.Second, ProbeInterval: time.Hour})
+	p.setReady(0, 4)
+	p.setReady(1, 4)
+	ep0, ep1 := p.eps[0], p.eps[1]
+	p.answered(ep0, 429)
+	p.answered(ep1, 429)
+	fake.Advance(14 * time.Second)
+	p.answered(ep0, 429)
+	p.answered(ep1, 200) // endpoint 1 answers: its count starts again
+	if v := p.View(); v[0].State != StateReady || v[1].State != StateReady {
+		t.Fatalf("out of service before --down-timeout: %v %v", v[0].State, v[1].State)
+	}
+	fake.Advance(time.Second)
+	p.answered(ep0, 429)
+	if v := p.View(); v[0].State != StateDown || v[1].State != StateReady {
+		t.Fatalf("after 15s of 429s: %v %v", v[0].State, v[1].State)
+	}
+	if !strings.Contains(l.text(), "http://127.0.0.1:1 has answered nothing but 429 Too Many Requests for 15s (--down-timeout)") {
+		t.Fatalf("logs: %s", l.text())
+	}
+	if ep, err := p.Acquire(context.Background(), nil); err != nil || ep != ep1 {
+		t.Fatalf("with one endpoint still answering: %v %v", ep, err)
+	}
+	p.Release(ep1)
+	p.answered(ep1, 429)
+	fake.Advance(15 * time.Second)
+	_, err := p.Acquire(context.Background(), nil)
+	if !errors.Is(err, ErrRateLimited) || !strings.Contains(err.Error(), "refusing every request for quota or rate limit") {
+		t.Fatalf("every endpoint refusing: %v", err)
+	}
+	// Without --down-timeout nothing is taken out.
+	p, fake, _ = testPool(t, 1, Config{})
+	p.setReady(0, 1)
+	p.answered(p.eps[0], 429)
+	fake.Advance(24 * time.Hour)
+	p.answered(p.eps[0], 429)
+	if ep, err := p.Acquire(context.Background(), nil); err != nil || ep == nil {
+		t.Fatalf("--down-timeout 0: %v", err)
+	}
+}
+
+// An endpoint that answers 429 or 503 is left alone for its Retry-After,
+// at most MaxPause: new requests go to the others, or wait until the
+// pause ends, on virtual time.
+func TestPauseAfterRefusal(t *testing.T) {
+	p, fake, _ := testPool(t, 2, Config{MaxPause: time.Minute})
+	p.setReady(0, 1)
+	p.setReady(1, 1)
+	p.pause(p.eps[0], time.Hour) // capped at a minute
+	ep, err := p.Acquire(context.Background(), nil)
+	if err != nil || ep != p.eps[1] {
+		t.Fatalf("with endpoint 0 paused: %v %v", ep, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ep, err := p.Acquire(context.Background(), nil)
+		if err == nil && ep != p.eps[0] {
+			err = fmt.Errorf("got endpoint %d", ep.Index())
+		}
+		done <- err
+	}()
+	pending(t, fake, 1) // the wait until the pause ends
+	fake.Advance(time.Minute - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("acquired during the pause: %v", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	fake.Advance(time.Nanosecond)
+	if err := waitErr(t, done); err != nil {
+		t.Fatal(err)
+	}
+	// Without MaxPause nothing is paused.
+	p, _, _ = testPool(t, 1, Config{})
+	p.setReady(0, 1)
+	p.pause(p.eps[0], time.Hour)
+	if ep := p.TryAcquire(nil); ep == nil {
+		t.Fatal("paused with MaxPause 0")
+	}
+}

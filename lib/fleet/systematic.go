@@ -88,7 +88,7 @@ func (s *Systematic) Failed(ep *Endpoint, f *Failure) error {
 		}
 	}
 	s.armed = false
-	return fmt.Errorf("every endpoint refused the first requests the same way (HTTP %d: %s): %s", f.Status, f.Message, s.hint(f))
+	return fmt.Errorf("every endpoint refused the first requests the same way (HTTP %d: %s): %s; if those prompts are bad in themselves, --resume goes on: refusals an errors file records are not judged again", f.Status, f.Message, s.hint(f))
 }
 
 // unknownField finds the name of a request field a server refuses, in

@@ -38,11 +38,22 @@ const (
 
 // Provenance asks ep what it is: the kind of server, its version and a
 // hash of its chat template where it exposes one; model is the model the
-// run's requests name.
-func (p *Pool) Provenance(ep *Endpoint, model string) record.ServedBy {
+// run's requests name. A server that answers none of the routes that name
+// a kind is a gateway; one that could not be asked (no answer to a route:
+// busy connections, a timeout) is not known, and the error says so, so
+// that a moment's trouble is never taken for what the server is.
+func (p *Pool) Provenance(ep *Endpoint, model string) (record.ServedBy, error) {
 	sb := record.ServedBy{Model: model, Server: KindGateway}
+	var unasked error
+	get200 := func(ep *Endpoint, path string) ([]byte, bool) {
+		status, body, err := p.get(ep, path)
+		if err != nil && unasked == nil {
+			unasked = fmt.Errorf("%s could not be asked what it is (%s: %v)", ep.Name(), path, err)
+		}
+		return body, err == nil && status == fasthttp.StatusOK
+	}
 	for _, path := range []string{openai.PathServerInfo, openai.PathServerInfoNew} {
-		if body, ok := p.get200(ep, path); ok {
+		if body, ok := get200(ep, path); ok {
 			var si struct {
 				Version      *string `json:"version"`
 				ChatTemplate *string `json:"chat_template"`
@@ -52,11 +63,11 @@ func (p *Pool) Provenance(ep *Endpoint, model string) record.ServedBy {
 				if si.ChatTemplate != nil && *si.ChatTemplate != "" {
 					sb.ChatTemplateHash, sb.ChatTemplateFrom = templateHash(*si.ChatTemplate), "chat_template, "+path
 				}
-				return sb
+				return sb, nil
 			}
 		}
 	}
-	if body, ok := p.get200(ep, pathProps); ok {
+	if body, ok := get200(ep, pathProps); ok {
 		var pr struct {
 			BuildInfo    *string `json:"build_info"`
 			ChatTemplate string  `json:"chat_template"`
@@ -70,21 +81,21 @@ func (p *Pool) Provenance(ep *Endpoint, model string) record.ServedBy {
 			if pr.ChatTemplate != "" {
 				sb.ChatTemplateHash, sb.ChatTemplateFrom = templateHash(pr.ChatTemplate), "chat_template, "+pathProps
 			}
-			return sb
+			return sb, nil
 		}
 	}
 	for _, route := range []struct{ path, kind string }{{pathVLLMVersion, KindVLLM}, {pathOllamaVersion, KindOllama}} {
-		if body, ok := p.get200(ep, route.path); ok {
+		if body, ok := get200(ep, route.path); ok {
 			var v struct {
 				Version *string `json:"version"`
 			}
 			if json.Unmarshal(body, &v) == nil && v.Version != nil {
 				sb.Server, sb.Version = route.kind, *v.Version
-				return sb
+				return sb, nil
 			}
 		}
 	}
-	return sb
+	return sb, unasked
 }
 
 const pathOllamaVersion = "/api/version"
@@ -113,6 +124,7 @@ func TokenShape(sb record.ServedBy, a openai.API) (openai.TokenShape, error) {
 			return openai.ShapeLlama, nil
 		}
 	case KindOllama:
+		//lint:ignore ST1005 Ollama is the server's name
 		return openai.ShapeNone, fmt.Errorf("Ollama %s returns no token ids: no route of its API answers the ids it generated", sb.Version)
 	default:
 		return openai.ShapeNone, errors.New("an OpenAI-compatible gateway returns no token ids (no prompt_token_ids, token_ids or logprobs token ids; a server that does says what it is on /get_server_info, /props or /version)")

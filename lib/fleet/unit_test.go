@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"tokenmill/lib/clock"
 
 	"github.com/valyala/fasthttp"
 
@@ -72,7 +73,7 @@ func TestRateWindow(t *testing.T) {
 // The policies on a pool of endpoints with no servers behind them.
 func TestPick(t *testing.T) {
 	mk := func(policy Policy, slots ...int) *Pool {
-		p := &Pool{cfg: Config{Policy: policy}}
+		p := &Pool{cfg: Config{Policy: policy}, clk: clock.Or(nil)}
 		for i, s := range slots {
 			p.eps = append(p.eps, &Endpoint{idx: i, state: StateReady, slots: s})
 		}

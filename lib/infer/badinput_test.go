@@ -30,12 +30,16 @@ func runBinary(t *testing.T, args ...string) testbin.Result {
 // are rejected (exit 3) and the good prompts around them still answered.
 func TestBadInputFiles(t *testing.T) {
 	fleet := startFleet(t, llmsim.Config{Instant: true}, 1)
-	args := append([]string{"-e", fleet.URLs()[0], "--max-tokens", "8"}, fastFlags...)
+	// --max-prompt-bytes below the huge line in either test tier (16 MiB,
+	// or 100 MiB in the long one).
+	args := append([]string{"-e", fleet.URLs()[0], "--max-tokens", "8", "--max-prompt-bytes", "8MiB"}, fastFlags...)
 	// Lines that are not objects are not_an_object; the repeated records
-	// before the gzip cut are duplicate ids, answered once.
+	// before the gzip cut are duplicate ids, answered once; the huge line
+	// is past --max-prompt-bytes, skipped as it is read.
 	chaos.TryBadInputs(t, inferBin, args, chaos.Prompts, chaos.ReaderExpect(2, map[string]chaos.Expect{
 		chaos.Garbage:       {Code: 3, Out: 0, Stderr: "garbage.bin:1: not_an_object"},
 		chaos.TruncatedGzip: {Code: 3, Out: 2, Stderr: "unreadable: input ends early"},
+		chaos.HugeLine:      {Code: 3, Out: 2, Stderr: "huge.jsonl:2: line_too_long: line longer than 8388608 bytes (--max-prompt-bytes)"},
 	}))
 }
 

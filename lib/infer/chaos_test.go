@@ -22,6 +22,7 @@ import (
 	"tokenmill/internal/chaos"
 	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
 )
 
@@ -37,24 +38,27 @@ type chaosScale struct {
 	timeScale          string        // llmsim --time-scale
 	crashA, crashB     int           // crash-after of endpoints 0 and 1
 	restartA, restartB string
+	// downTimeout takes out the endpoint answering only 429: within one
+	// run between kills at every size.
+	downTimeout string
 }
 
 func chaosScaleFor(t *testing.T) chaosScale {
 	if chaos.Long() {
 		return chaosScale{name: "long", prompts: 20000, kills: 10, endpoints: 4, runLimit: 5 * time.Minute,
-			timeScale: "100", crashA: 900, crashB: 1700, restartA: "20s", restartB: "40s"}
+			timeScale: "100", crashA: 900, crashB: 1700, restartA: "20s", restartB: "40s", downTimeout: "1s"}
 	}
 	if testing.Short() {
 		t.Skip("chaos: skipped with -short")
 	}
 	if testbin.IsLong() {
 		return chaosScale{name: "long-tier", prompts: 3000, kills: 4, endpoints: 4, runLimit: 90 * time.Second,
-			timeScale: "100", crashA: 250, crashB: 400, restartA: "20s", restartB: "40s"}
+			timeScale: "100", crashA: 250, crashB: 400, restartA: "20s", restartB: "40s", downTimeout: "1s"}
 	}
 	// Every fault still comes: the crashes within the first few hundred
 	// requests, each rate's share of the rest.
 	return chaosScale{name: "short", prompts: 1000, kills: 3, endpoints: 4, runLimit: 90 * time.Second,
-		timeScale: "100", crashA: 80, crashB: 140, restartA: "20s", restartB: "40s"}
+		timeScale: "100", crashA: 80, crashB: 140, restartA: "20s", restartB: "40s", downTimeout: "250ms"}
 }
 
 // simProc is the llmsim binary serving the fleet.
@@ -64,9 +68,11 @@ func startChaosFleet(t *testing.T, sc chaosScale) *simProc {
 	t.Helper()
 	return startSim(t, sc.endpoints, "--seed", strconv.Itoa(chaosSeed),
 		"--time-scale", sc.timeScale, "--max-running", "16",
-		"--fail-rate", "0.02", "--hang-rate", "0.01", "--drop-rate", "0.01", "--abort-rate", "0.01",
+		"--fail-rate", "0.02", "--hang-rate", "0.01", "--drop-rate", "0.01", "--abort-rate", "0.01", "--limit-rate", "0.02",
 		"--fault", fmt.Sprintf("0=crash-after:%d,restart-after:%s,startup-delay:5s", sc.crashA, sc.restartA),
-		"--fault", fmt.Sprintf("1=crash-after:%d,restart-after:%s", sc.crashB, sc.restartB))
+		"--fault", fmt.Sprintf("1=crash-after:%d,restart-after:%s", sc.crashB, sc.restartB),
+		// The last endpoint answers nothing but 429, as a quota run out.
+		"--fault", fmt.Sprintf("%d=limit-rate:1,fail-rate:0,hang-rate:0,drop-rate:0,abort-rate:0", sc.endpoints-1))
 }
 
 // stop ends llmsim with SIGTERM and returns its counters, from the
@@ -178,18 +184,21 @@ type chaosFigures struct {
 	Records, Lost, Duplicated, Partial, NotGood, Wrong int
 	Retries, Ejections, Repaired                       int
 	Piped, RivalsRefused                               int
+	ViaLink, RivalsViaLink, RivalsViaHardLink, Quota   int
 	Sim                                                map[string]int64
 	Wall                                               time.Duration
 }
 
 // TestChaosKillAndResume runs infer over a prompt set on a fleet that
-// crashes, restarts, answers 500, hangs, drops connections and aborts,
-// while infer itself is killed with SIGKILL at random moments (seeded)
-// and resumed each time. Every other run reads the prompts from a pipe
-// (stdin) instead of the file, and while each resume holds the output a
-// second --resume on it is started and must refuse at once, naming the
-// holder. At the end every prompt has exactly one good answer (stop or
-// length) that belongs to it, and no line is partial.
+// crashes, restarts, answers 500, hangs, drops connections, aborts and
+// answers 429 (one endpoint nothing else), while infer itself is killed
+// with SIGKILL at random moments (seeded) and resumed each time. Every
+// other run reads the prompts from a pipe (stdin) instead of the file,
+// every third names the output through a symbolic link, and while each
+// resume holds the output a second --resume on it is started, under its
+// own name, the link or a hard link, and must refuse at once. At the end
+// every prompt has exactly one good answer (stop or length) that belongs
+// to it, and no line is partial.
 func TestChaosKillAndResume(t *testing.T) {
 	sc := chaosScaleFor(t)
 	start := time.Now()
@@ -197,8 +206,12 @@ func TestChaosKillAndResume(t *testing.T) {
 	dir := t.TempDir()
 	in, lines := promptSet{n: sc.prompts}.write(t, dir, "prompts.jsonl")
 	out := filepath.Join(dir, "gen.jsonl")
+	link, hard := filepath.Join(dir, "latest.jsonl"), filepath.Join(dir, "hard.jsonl")
+	if err := os.Symlink(out, link); err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"-e", strings.Join(sim.urls, ","), "-o", out, in, "--max-tokens", "64",
-		"--request-timeout", "2s", "--flush-interval", "50ms",
+		"--request-timeout", "2s", "--flush-interval", "50ms", "--down-timeout", sc.downTimeout,
 		"--backoff", "5ms", "--max-backoff", "100ms", "--probe-interval", "20ms", "--wait-ready", "30s", "--progress", "0"}
 	resume := append(slices.Clone(args), "--resume")
 	prompts, err := os.ReadFile(in)
@@ -235,9 +248,23 @@ func TestChaosKillAndResume(t *testing.T) {
 			a, stdin = piped(a)
 			fig.Piped++
 		}
+		if k%3 == 2 {
+			a = withOutput(a, link)
+			fig.ViaLink++
+		}
 		r := startInferPiped(t, a, stdin)
 		if k > 0 {
-			rivalResume(t, r, out, resume, &fig)
+			if _, err := os.Stat(hard); err != nil {
+				os.Link(out, hard)
+			}
+			rival := [...]string{out, link, hard}[k%3]
+			rivalResume(t, r, out, withOutput(resume, rival), &fig)
+			switch rival {
+			case link:
+				fig.RivalsViaLink++
+			case hard:
+				fig.RivalsViaHardLink++
+			}
 		}
 		deadline := time.Now().Add(sc.runLimit)
 		for lc.count() < at && !r.exited() {
@@ -280,6 +307,7 @@ func TestChaosKillAndResume(t *testing.T) {
 	for _, s := range stderrs {
 		fig.Ejections += strings.Count(s, "is out of service after")
 		fig.Repaired += strings.Count(s, "removed a partial last line")
+		fig.Quota += strings.Count(s, "has answered nothing but 429 Too Many Requests")
 		for _, m := range regexp.MustCompile(`; ([\d,]+) retries`).FindAllStringSubmatch(s, -1) {
 			n, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
 			fig.Retries += n
@@ -295,21 +323,33 @@ func TestChaosKillAndResume(t *testing.T) {
 		t.Fatalf("%d records for %d prompts: %d lost, %d duplicated, %d partial lines, %d not stop/length, %d not their prompt's",
 			fig.Records, sc.prompts, fig.Lost, fig.Duplicated, fig.Partial, fig.NotGood, fig.Wrong)
 	}
-	for _, k := range []string{"failed", "hung", "dropped", "aborted", "crashes", "restarts", "cancelled"} {
+	for _, k := range []string{"failed", "hung", "dropped", "aborted", "limited", "crashes", "restarts", "cancelled"} {
 		if fig.Sim[k] == 0 {
 			t.Errorf("the fleet injected no %s fault: %v", k, fig.Sim)
 		}
 	}
+	if fig.Quota == 0 {
+		t.Errorf("the endpoint answering nothing but 429 was never taken out of service")
+	}
 	writeChaosReport(t, sc, fig)
 }
 
-// rivalResume starts a second infer --resume on out while r holds it:
-// it must refuse at once (exit 1) naming r's pid, and write nothing.
+// withOutput is args with -o path.
+func withOutput(args []string, path string) []string {
+	a := slices.Clone(args)
+	a[slices.Index(a, "-o")+1] = path
+	return a
+}
+
+// rivalResume starts a second infer --resume on out while r holds it, its
+// -o out itself, a symbolic or a hard link to it: it must refuse at once
+// (exit 1), naming r's pid (for a hard link, which no name leads to,
+// "another process under another name"), and write nothing.
 func rivalResume(t *testing.T, r *inferRun, out string, resume []string, fig *chaosFigures) {
 	t.Helper()
 	pid := strconv.Itoa(r.cmd.Process.Pid)
 	waitFor(t, 30*time.Second, "the resumed run's lock", func() bool {
-		held, _ := os.ReadFile(out + ".lock")
+		held, _ := os.ReadFile(jsonl.LockPath(out))
 		return strings.TrimSpace(string(held)) == pid || r.exited()
 	})
 	if r.exited() {
@@ -317,7 +357,11 @@ func rivalResume(t *testing.T, r *inferRun, out string, resume []string, fig *ch
 	}
 	rival := startInferRun(t, resume)
 	code := rival.wait(t, 20*time.Second)
-	want := fmt.Sprintf("-o %q is in use by process %s", out, pid)
+	name := resume[slices.Index(resume, "-o")+1]
+	want := fmt.Sprintf("-o %q is in use by process %s", jsonl.Resolve(out), pid)
+	if st, err := os.Lstat(name); err == nil && st.Mode().IsRegular() && name != out {
+		want = fmt.Sprintf("-o %q is in use by another process under another name", name)
+	}
 	if code != cli.ExitFailure || !strings.Contains(rival.stderr.String(), want) {
 		t.Fatalf("a second --resume while the first runs: exit %d, want 1 saying %q:\n%s", code, want, rival.stderr.String())
 	}
@@ -380,7 +424,9 @@ func writeChaosReport(t *testing.T, sc chaosScale, f chaosFigures) {
 	row("kills that left a partial last line (repaired on resume)", fmt.Sprintf("%d (%d repairs reported)", f.KillsMidFlush, f.Repaired))
 	row("runs after the last kill until exit 0", f.FinalRuns)
 	row("runs that read their prompts from a pipe", f.Piped)
+	row("runs that named the output through a symbolic link", f.ViaLink)
 	row("second --resume runs started on the same output meanwhile (each refused at once)", f.RivalsRefused)
+	row("of those, through the symbolic link / a hard link", fmt.Sprintf("%d / %d", f.RivalsViaLink, f.RivalsViaHardLink))
 	row("generation requests the fleet received", s["requests"])
 	row("endpoint crashes survived (and restarts)", fmt.Sprintf("%d (%d)", s["crashes"], s["restarts"]))
 	row("requests lost in crashes", s["lost"])
@@ -388,6 +434,8 @@ func writeChaosReport(t *testing.T, sc chaosScale, f chaosFigures) {
 	row("hangs survived (each held a server slot until infer closed its connection)", s["hung"])
 	row("dropped connections survived", s["dropped"])
 	row("aborts survived (finish_reason abort, retried)", s["aborted"])
+	row("429s survived (one endpoint answering nothing else)", s["limited"])
+	row("times that endpoint was taken out for answering only 429 (--down-timeout)", f.Quota)
 	row("requests cancelled by infer closing the connection (timeouts, kills)", s["cancelled"])
 	row("endpoint ejections (out of service, probed, back)", f.Ejections)
 	row("retries in the runs that finished", f.Retries)

@@ -16,6 +16,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 	"tokenmill/lib/tokens"
@@ -73,6 +74,10 @@ type Generate struct {
 	EjectAfter    int               `default:"5" placeholder:"N" help:"Consecutive failures that take an endpoint out of service until it is ready again."`
 	ProbeInterval time.Duration     `default:"2s" help:"How often an endpoint out of service (or starting) is probed for readiness (/health, /v1/models or --health-path)."`
 
+	MaxPromptBytes cli.Size `default:"32MiB" placeholder:"SIZE" help:"Longest input record (a prompt with its messages, tools and fields): a longer line is rejected (line_too_long) as it is read, never held in memory."`
+	MaxAnswerBytes cli.Size `default:"256MiB" placeholder:"SIZE" help:"Longest answer body a request may bring, read as it arrives: a longer one is cut off and its prompt goes to the errors file (answer_too_large)."`
+	AnswerMemory   cli.Size `default:"1GiB" placeholder:"SIZE" help:"Memory for the answer bodies of all requests in flight together: the request whose body would take them past it is abandoned (its connection closed) and sent again later, counting toward --retries."`
+
 	RequestTimeout time.Duration `default:"30m" help:"Longest wait for one answer (8,192 tokens at 25 tok/s take 5.5 minutes, longer in a full batch). A request that times out is closed, which frees its slot on the server."`
 	WaitReady      time.Duration `default:"10m" help:"How long to wait at start for an endpoint to be ready (/health, or /v1/models where a server has no /health; --health-path)."`
 	DownTimeout    time.Duration `default:"1h" help:"Give up (exit 1, --resume continues) when every endpoint has been out of service this long. 0: wait for ever."`
@@ -103,6 +108,8 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 	switch {
 	case c.Samples < 1 || c.Samples > record.MaxSample+1:
 		return nil, nil, cli.Usagef("--samples must be from 1 to %d (samples are numbered 0 to %d)", record.MaxSample+1, record.MaxSample)
+	case c.MaxPromptBytes < 1 || c.MaxPromptBytes > jsonl.MaxLine || c.MaxAnswerBytes < 1 || c.AnswerMemory < c.MaxAnswerBytes:
+		return nil, nil, cli.Usagef("--max-prompt-bytes must be 1 to %s, --max-answer-bytes at least 1 and --answer-memory at least --max-answer-bytes", cli.Size(jsonl.MaxLine))
 	case c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
 		return nil, nil, cli.Usagef("--queue-depth and --retries must not be negative, --eject-after at least 1")
 	case c.RequestTimeout <= 0 || c.WaitReady <= 0 || c.ProbeInterval <= 0 || c.FlushInterval <= 0:

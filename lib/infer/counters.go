@@ -27,8 +27,14 @@ type counters struct {
 	ok         atomic.Int64
 	failed     atomic.Int64
 	retries    atomic.Int64 // attempts that were tried again
-	backingOff atomic.Int64 // answers waiting out a backoff
-	queued     atomic.Int64 // answers read, not yet dispatched
+	// refusedAgain: failed answers refused as the errors file of the run
+	// being resumed recorded them.
+	refusedAgain atomic.Int64
+	// readdressed: tool calls whose id repeated another call's in the same
+	// answer, given one of their own.
+	readdressed atomic.Int64
+	backingOff  atomic.Int64 // answers waiting out a backoff
+	queued      atomic.Int64 // answers read, not yet dispatched
 
 	promptTokens     atomic.Int64
 	completionTokens atomic.Int64

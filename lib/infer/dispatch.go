@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"tokenmill/lib/conversation"
@@ -24,7 +23,7 @@ func (r *runner) dispatch(ctx context.Context) error {
 		}
 		ep, err := r.acquire(ctx, j)
 		if err != nil {
-			if errors.Is(err, fleet.ErrAllDown) {
+			if errors.Is(err, fleet.ErrAllDown) || errors.Is(err, fleet.ErrRateLimited) {
 				return err
 			}
 			return nil // interrupted: the job is not done, resume will redo it
@@ -171,8 +170,18 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.failJob(ep, j, f)
 		return
 	}
+	if r.known.again(j.id, j.sample, f) {
+		// Refused as the run being resumed recorded it: the prompt's own.
+		r.c.refusedAgain.Add(1)
+		r.failJob(ep, j, f)
+		return
+	}
 	if err := r.systematic.Failed(ep, f); err != nil {
+		// Stopping first, so that the failures still arriving are left for
+		// the resume; the refusal that tipped it is written like those
+		// before it, so that the resume knows it.
 		r.fatal(err)
+		r.failJob(ep, j, f)
 		return
 	}
 	r.failJob(ep, j, f)
@@ -184,7 +193,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		model = r.model
 	}
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
+		Text: c.Text, Reasoning: c.Reasoning, ToolCalls: r.nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
@@ -234,15 +243,10 @@ func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	st.Rate.Add(now, int64(c.CompletionTokens))
 }
 
-// nameCalls gives calls that came without an id call_<m>_<k> (m the
-// answer's 1-based place in the conversation, k the call's), as extract
-// names the calls of datasets without ids.
-func nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
-	for k := range calls {
-		if calls[k].ID == "" {
-			calls[k].ID = "call_" + strconv.Itoa(m) + "_" + strconv.Itoa(k+1)
-		}
-	}
+// nameCalls gives every call of an answer an id of its own (see
+// record.AddressCalls), counting those re-addressed.
+func (r *runner) nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
+	r.c.readdressed.Add(int64(record.AddressCalls(calls, m)))
 	return calls
 }
 
@@ -305,6 +309,7 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 		}
 	}
 	conv.Apply(a)
+	r.c.readdressed.Add(int64(a.Readdressed))
 	j.attempts, j.ctxRetries = 0, 0
 	r.counted(ep, j, c)
 	r.c.turns.Add(1)
@@ -371,6 +376,8 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 			e.Reason, e.PromptTokens = record.ReasonPromptTooLong, j.fit.Prompt
 		case j.reason != "":
 			e.Reason = j.reason
+		case f.Reason != "":
+			e.Reason = f.Reason
 		}
 		if j.conv != nil {
 			n := len(j.conv.Turns())

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/record"
 )
@@ -30,6 +32,9 @@ type lineWriter struct {
 	err    error
 	lines  int64
 	opener func() (*os.File, error) // a file not yet open; nil once open
+	// secrets are replaced by *** in every line: a server may echo the
+	// run's credentials in an answer or an error (nil: none).
+	secrets *cli.Secrets
 }
 
 const flushAt = 1 << 20
@@ -38,20 +43,12 @@ func newLineWriter(name string, w io.Writer, f *os.File) *lineWriter {
 	return &lineWriter{name: name, w: w, f: f, buf: make([]byte, 0, flushAt+64<<10)}
 }
 
-// fileWriter is a writer for path whose file is opened, with flag
-// (os.O_APPEND or os.O_TRUNC) and created if need be, only when it is
+// fileWriter is a writer named name whose file open opens only when it is
 // first needed: by open, or when the first lines are flushed. Nothing is
 // created or emptied before then.
-func fileWriter(path string, flag int) *lineWriter {
-	lw := newLineWriter(path, nil, nil)
-	lw.opener = func() (*os.File, error) {
-		if dir := filepath.Dir(path); dir != "." {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, err
-			}
-		}
-		return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|flag, 0o644)
-	}
+func fileWriter(name string, open func() (*os.File, error)) *lineWriter {
+	lw := newLineWriter(name, nil, nil)
+	lw.opener = open
 	return lw
 }
 
@@ -76,6 +73,13 @@ func (lw *lineWriter) openLocked() error {
 	return nil
 }
 
+// empty reports whether no line was ever written.
+func (lw *lineWriter) empty() bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.lines == 0
+}
+
 // writeLine adds one line (without its newline).
 func (lw *lineWriter) writeLine(line []byte) error {
 	lw.mu.Lock()
@@ -83,7 +87,7 @@ func (lw *lineWriter) writeLine(line []byte) error {
 	if lw.err != nil {
 		return lw.err
 	}
-	lw.buf = append(lw.buf, line...)
+	lw.buf = append(lw.buf, lw.secrets.Redact(line)...)
 	lw.buf = append(lw.buf, '\n')
 	lw.lines++
 	if len(lw.buf) >= flushAt {
@@ -119,7 +123,8 @@ func (lw *lineWriter) close() error {
 	defer lw.mu.Unlock()
 	err := lw.flushLocked()
 	if lw.f != nil {
-		if serr := lw.f.Sync(); err == nil && serr != nil && !errors.Is(serr, os.ErrInvalid) {
+		// A FIFO or device cannot be synced (EINVAL): nothing to make durable.
+		if serr := lw.f.Sync(); err == nil && serr != nil && !errors.Is(serr, os.ErrInvalid) && !errors.Is(serr, syscall.EINVAL) {
 			err = serr
 		}
 		if cerr := lw.f.Close(); err == nil {

@@ -77,3 +77,29 @@ func TestPipesAsInput(t *testing.T) {
 		t.Errorf("FIFO: stderr:\n%s", q.stderr.String())
 	}
 }
+
+// A FIFO nobody writes to: the run's reader says after a second what it
+// waits for, and SIGTERM ends the wait at once, exit 130.
+func TestSignalWhileOpeningFIFO(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, llmsim.Config{TimeScale: 2000, MaxRunning: 8}, 1, promptSet{n: 5})
+	fifo := filepath.Join(s.dir, "nobody-writes.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs: %v", err)
+	}
+	args := s.args()
+	for i, a := range args {
+		if a == s.in {
+			args[i] = fifo
+		}
+	}
+	r := startInferRun(t, args)
+	notice := "waiting for a writer to open the FIFO " + fifo
+	waitFor(t, 30*time.Second, "the FIFO notice", func() bool { return strings.Contains(r.stderr.String(), notice) })
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.wait(t, 20*time.Second); code != cli.ExitInterrupted {
+		t.Fatalf("exit %d, want 130\n%s", code, r.stderr.String())
+	}
+}

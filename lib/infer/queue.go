@@ -31,7 +31,6 @@ type job struct {
 	line   int64
 
 	attempts int             // requests that got an answer or an error (refused connections do not count)
-	deferred int             // of them, answered 429/503 with Retry-After: not counted against --retries
 	last     *fleet.Endpoint // where the last attempt went
 
 	// A conversation (--regenerate): its walk, the journal's fingerprint
@@ -137,7 +136,13 @@ func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
 			continue
 		}
 		r.c.read.Add(1)
-		if !r.take(ctx, rec) {
+		// A long line's buffer is handed over, not copied: a prompt is
+		// held once.
+		raw := rd.TakeLong(rec)
+		if raw == nil {
+			raw = bytes.Clone(rec.Data)
+		}
+		if !r.take(ctx, rec, raw) {
 			return
 		}
 	}
@@ -149,10 +154,9 @@ func isInputError(err error) bool {
 }
 
 // take turns one record into its jobs; false when the run is stopping.
-func (r *runner) take(ctx context.Context, rec jsonl.Record) bool {
-	raw := bytes.Clone(rec.Data)
+func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 	reject := func(reason, detail string) bool {
-		if err := r.rejects.Add(jsonl.Record{Data: raw, File: rec.File, Line: rec.Line}, reason, detail); err != nil {
+		if err := r.rejects.Add(jsonl.RawLine{Data: raw, File: rec.File, Line: rec.Line}, reason, detail); err != nil {
 			r.fatal(fmt.Errorf("rejects file: %w", err))
 			return false
 		}
@@ -277,7 +281,7 @@ func rejectCheck(err error, reject func(reason, detail string) bool) bool {
 
 // duplicate reports (and names, the first few) a record whose id the
 // input has shown before: it is generated once.
-func (r *runner) duplicate(p *record.Prompt, rec jsonl.Record) bool {
+func (r *runner) duplicate(p *record.Prompt, rec jsonl.RawLine) bool {
 	if !r.ledger.see(p.ID.Text) {
 		return false
 	}
@@ -312,7 +316,7 @@ const ReasonNoConversation = "no_conversation"
 
 // takeConversation turns a conversation record into its jobs (one per
 // sample), each resumed from the journal's turns when it has some.
-func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []byte, rec jsonl.Record, reject func(reason, detail string) bool) bool {
+func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []byte, rec jsonl.RawLine, reject func(reason, detail string) bool) bool {
 	if !p.HasPrompt() {
 		return reject(openai.ReasonNoPrompt, `neither "messages" nor "prompt"`)
 	}

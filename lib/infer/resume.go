@@ -2,6 +2,7 @@ package infer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +64,7 @@ func repairTail(f *os.File) (int64, error) {
 // after cutting a partial last line off it.
 func journalKeys(path string, warn func(string, ...any)) (map[xxh3.Uint128]int, error) {
 	keys := map[xxh3.Uint128]int{}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := jsonl.OpenSidecar("-o's turn journal", path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return keys, nil
 	}
@@ -123,7 +124,7 @@ func (d *doneRecord) cutByLength() bool {
 // keys it holds, and gains the keys of answers left to redo.
 func scanDone(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
 	var info resumeInfo
-	r := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	r := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{}) // the run's own output, read before the run starts
 	defer r.Close()
 	var lengthOnly []struct {
 		id     string
@@ -192,33 +193,67 @@ func scanDone(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uin
 	return info, nil
 }
 
-// checkOutput refuses, before anything is written, an output file that
-// the run would overwrite: one that is not a regular file, or one that is
-// not empty, unless resume continues it or force replaces it.
-func checkOutput(path string, resume, force bool) error {
-	st, err := os.Stat(path)
+// How -o is written (outputPlan.mode).
+const (
+	outNew     = iota // a new file, created where no file is (O_EXCL, never through a link)
+	outAppend         // the existing file, continued (--resume) or empty
+	outReplace        // a new file renamed over what is there (--force, or a link not followed)
+)
+
+// outputPlan is the file -o names and how the run writes it.
+type outputPlan struct {
+	path string // the file written: -o, or the file a link at -o leads to (--resume)
+	mode int
+}
+
+// planOutput refuses, before anything is written, an output file that the
+// run would overwrite: one that is not a regular file, or one that is not
+// empty, unless resume continues it or force replaces it. A symbolic link
+// at -o is followed only to continue the file it leads to (--resume);
+// otherwise it is replaced by the new file like any tool's output, and
+// its target left alone: --force never truncates a file through a link,
+// nor (through a hard link) another name's content, since the new file
+// is put in place by a rename.
+func planOutput(name string, resume, force bool) (outputPlan, error) {
+	st, err := os.Lstat(name)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return outputPlan{name, outNew}, nil
 	}
 	if err != nil {
-		return err
+		return outputPlan{}, err
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		target, terr := os.Stat(name)
+		switch {
+		case terr == nil && !target.Mode().IsRegular():
+			return outputPlan{}, fmt.Errorf("%s is not a regular file", name)
+		case terr == nil && resume:
+			return outputPlan{jsonl.Resolve(name), outAppend}, nil
+		case terr == nil && target.Size() > 0 && !force:
+			return outputPlan{}, errOutputExists
+		}
+		return outputPlan{name, outReplace}, nil // a dangling link, or not --resume
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
+		return outputPlan{}, fmt.Errorf("%s is not a regular file", name)
 	}
-	if st.Size() > 0 && !resume && !force {
-		return errOutputExists
+	switch {
+	case force:
+		return outputPlan{name, outReplace}, nil
+	case st.Size() > 0 && !resume:
+		return outputPlan{}, errOutputExists
 	}
-	return nil
+	return outputPlan{name, outAppend}, nil
 }
 
 var errOutputExists = errors.New("output exists")
 
 // resumeOutput readies the output file at path to be continued: a
 // partial last line is cut off and the answers in the file are marked
-// done in l (with skip; --append only counts them). A file that does not exist yet has nothing done.
+// done in l (with skip; --append only counts them). A file that does not
+// exist yet has nothing done.
 func resumeOutput(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|jsonl.NoFollow, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return resumeInfo{}, nil
 	}

@@ -11,15 +11,18 @@ import (
 
 // The retry policy, on fleet's classes of failure: a refused connection
 // (the request was never sent) goes elsewhere at once without using up an
-// attempt; other retriable failures are tried again on another endpoint
-// after an exponential backoff with jitter, up to --retries times;
+// attempt; other retriable failures, 429 and 503 included, are tried again
+// on another endpoint after an exponential backoff with jitter (or the
+// server's Retry-After, capped by --max-backoff), up to --retries times;
 // permanent failures go straight to the errors file; a fatal one stops
-// the run.
+// the run. Every answer counts toward --retries, a 429's too: a server
+// that refuses for ever (a quota run out) ends in error records, not in a
+// run that never stops.
 
 // retry schedules another attempt of j after f, if f allows one, and
 // reports whether it did.
 func (r *runner) retry(j *job, f *fleet.Failure) bool {
-	if !f.Retriable || (!f.Down && f.RetryAfter == 0 && j.attempts-j.deferred > r.cfg.Retries) {
+	if !f.Retriable || (!f.Down && j.attempts > r.cfg.Retries) {
 		return false
 	}
 	r.c.retries.Add(1)
@@ -27,11 +30,10 @@ func (r *runner) retry(j *job, f *fleet.Failure) bool {
 	switch {
 	case f.RetryAfter > 0:
 		// The server said when (429/503 Retry-After): that long, at most
-		// --max-backoff, and not counted against --retries.
+		// --max-backoff.
 		wait = min(f.RetryAfter, r.cfg.MaxBackoff)
-		j.deferred++
 	case !f.Down:
-		wait = r.backoff.delay(j.attempts - j.deferred)
+		wait = r.backoff.delay(j.attempts)
 	}
 	r.c.backingOff.Add(1)
 	r.retries.after(r.clk, wait, func() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,9 +72,15 @@ type runner struct {
 	targets []fleet.Target
 	b       *openai.Builder
 	outName string // "stdout" or -o
-	errPath string // "" for none
-	ledger  *ledger
-	journal *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
+	outPlan outputPlan
+	outLock *jsonl.Lock // nil with stdout
+	errPath string      // "" for none
+	// errSpecial: the errors file is a FIFO or device, written in place.
+	errSpecial bool
+	errLock    *jsonl.Lock
+	known      knownRefusals // --resume: the refusals the errors file records
+	ledger     *ledger
+	journal    *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
 	// contextLen is the context the first refusal for length stated, where
 	// no server said at start (see context); tokens counts prompts' tokens
 	// to fit requests into it.
@@ -125,6 +132,7 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Protect(env, targets)
 	r := &runner{
 		cfg: c, env: env, clk: clock.Or(c.clock), log: &logSink{env: env}, targets: targets, b: b,
 		outName: "stdout", ledger: newLedger(), ready: newReadyQueue(),
@@ -137,31 +145,63 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	if r.mix != nil {
 		r.arms = make([]armCounts, len(r.mix.Arms))
 	}
-	r.errPath = errorsPath(c.Output, c.Errors)
-	if err := checkPaths(c, r.errPath); err != nil {
-		return nil, err
-	}
-	if err := checkErrorsFile(r.errPath); err != nil {
-		return nil, err
-	}
+	r.outPlan = outputPlan{path: c.Output}
+	var planErr error
 	if !toStdout(c.Output) {
 		r.outName = c.Output
-		err := checkOutput(c.Output, c.continues(), c.Force)
-		if errors.Is(err, errOutputExists) {
-			return nil, cli.Usagef("%s already exists and is not empty: add --resume to continue it (answers already in it are skipped), --force to replace it, or choose another -o", c.Output)
+		if plan, err := planOutput(c.Output, c.continues(), c.Force); err != nil {
+			planErr = err
+		} else {
+			r.outPlan = plan
 		}
+	}
+	r.errPath = errorsPath(r.outPlan.path, c.Errors)
+	if err := checkPaths(c, env, r.outPlan.path, r.errPath); err != nil {
+		return nil, err
+	}
+	if errors.Is(planErr, errOutputExists) {
+		return nil, cli.Usagef("%s already exists and is not empty: add --resume to continue it (answers already in it are skipped), --force to replace it, or choose another -o", c.Output)
+	}
+	if planErr != nil {
+		return nil, planErr
+	}
+	if r.errPath != "" {
+		info, err := jsonl.CheckSidecar("--errors", r.errPath)
 		if err != nil {
 			return nil, err
 		}
+		r.errSpecial = info.Special()
+	}
+	known, err := checkErrorsFile(r.errPath, c.continues())
+	if err != nil {
+		return nil, err
+	}
+	r.known = known
+	if !toStdout(c.Output) {
 		if err := r.planJournal(); err != nil {
 			return nil, err
 		}
-		// Last: a run that refuses leaves no lock behind.
-		lock, err := jsonl.LockOutput("-o", c.Output)
+		// Last: a run that refuses leaves no lock behind. The locks go by
+		// the file (see jsonl.Lock): a second run on it under any name,
+		// a link or a hard link, is refused.
+		lock := jsonl.LockFile
+		if r.outPlan.mode == outReplace {
+			lock = jsonl.LockReplaced // the link there is replaced, not followed
+		}
+		l, err := lock("-o", r.outPlan.path)
 		if err != nil {
 			return nil, err
 		}
-		r.onClose(lock.Release)
+		r.outLock = l
+		r.onClose(l.Release)
+	}
+	if r.errPath != "" && !r.errSpecial {
+		l, err := jsonl.LockOutput("--errors", r.errPath)
+		if err != nil {
+			return nil, err
+		}
+		r.errLock = l
+		r.onClose(l.Release)
 	}
 	return r, nil
 }
@@ -175,18 +215,20 @@ func errorsPath(output, errors string) string {
 }
 
 // checkPaths refuses, before anything is opened for writing, an output
-// that is an input or another output (under any name), or a directory:
-// -o, --errors and the turn journal are infer's own files, continued or
-// rewritten by their own rules; --rejects follows the replace rule
-// (--force), but a --resume run writes it again.
-func checkPaths(c *Generate, errPath string) error {
+// that is an input (stdin's file included) or another output (under any
+// name), or a directory: -o, --errors, the turn journal and the lock files
+// are infer's own files, continued or rewritten by their own rules;
+// --rejects follows the replace rule (--force), but a --resume run writes
+// it again. outPath is the file -o leads to (see planOutput).
+func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
 	out := c.Output
 	if toStdout(out) {
 		out = "-"
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
 	if !toStdout(c.Output) {
-		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(c.Output), Kept: true})
+		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(outPath), Kept: true})
+		outputs = append(outputs, jsonl.LockSidecar("-o", outPath)...)
 	}
 	switch errPath {
 	case "":
@@ -198,34 +240,48 @@ func checkPaths(c *Generate, errPath string) error {
 	if c.Rejects != "" {
 		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.continues()})
 	}
-	return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
+	var stdin io.Reader
+	if env != nil {
+		stdin = env.Stdin
+	}
+	return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, stdin), outputs, c.Force)
 }
 
 // checkErrorsFile refuses an --errors file that is not infer's own: the
 // run rewrites its errors file, so every line of an existing one must be
 // an error record (a prompt record with an "error" object), or the file
-// empty. A file that is anything else is never touched.
-func checkErrorsFile(path string) error {
+// empty. A file that is anything else is never touched. With resume (a
+// run that continues -o: --resume or --append), it returns the refusals
+// the file records (see knownRefusals).
+func checkErrorsFile(path string, resume bool) (knownRefusals, error) {
 	if path == "" {
-		return nil
+		return nil, nil
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && (!st.Mode().IsRegular() || st.Size() == 0) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rd := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+	var known knownRefusals
+	if resume {
+		known = knownRefusals{}
+	}
+	rd := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{}) // a regular file: no wait to end or explain
 	defer rd.Close()
 	for {
 		rec, err := rd.Next()
 		if err == io.EOF {
-			return nil
+			return known, nil
 		}
 		var e struct {
+			ID    record.ID `json:"id"`
 			Error *struct {
-				Message *string `json:"message"`
+				Message   *string `json:"message"`
+				Status    int     `json:"status"`
+				Retriable bool    `json:"retriable"`
+				Sample    int     `json:"sample"`
 			} `json:"error"`
 		}
 		if err == nil {
@@ -240,9 +296,35 @@ func checkErrorsFile(path string) error {
 			if errors.As(err, &ie) {
 				line = ie.Line
 			}
-			return cli.Usagef("--errors %q is not an infer errors file (line %d: %v), and infer rewrites its errors file: name another --errors", path, line, err)
+			return nil, cli.Usagef("--errors %q is not an infer errors file (line %d: %v), and infer rewrites its errors file: name another --errors", path, line, err)
+		}
+		if known != nil && !e.Error.Retriable && e.Error.Status >= 400 && e.Error.Status < 500 {
+			known.add(e.ID.Text, e.Error.Sample, e.Error.Status, *e.Error.Message)
 		}
 	}
+}
+
+// knownRefusals are the refusals (a 4xx, not retriable) the errors file
+// of the run being continued records, by (id, sample): a resume sends those
+// prompts again (a server may have changed), and one refused again the
+// same way is the prompt's own refusal, seen before: it is written to the
+// errors file again and never taken for a systematic refusal of the run
+// (which would stop the resume, and every resume after it, on the same
+// prompts).
+type knownRefusals map[xxh3.Uint128]uint64
+
+func (k knownRefusals) add(id string, sample, status int, message string) {
+	k[conversation.Key(id, sample)] = refusalHash(status, message)
+}
+
+func refusalHash(status int, message string) uint64 {
+	return xxh3.HashString(strconv.Itoa(status) + "\x00" + message)
+}
+
+// again reports whether (id, sample) was refused before as f refuses it.
+func (k knownRefusals) again(id string, sample int, f *fleet.Failure) bool {
+	h, ok := k[conversation.Key(id, sample)]
+	return ok && h == refusalHash(f.Status, f.Message)
 }
 
 // planJournal refuses a turn journal the run would overwrite or ignore:
@@ -251,17 +333,17 @@ func checkErrorsFile(path string) error {
 // run's output.
 func (r *runner) planJournal() error {
 	c := r.cfg
-	path := conversation.JournalPath(c.Output)
-	st, err := os.Stat(path)
-	exists := err == nil
+	path := conversation.JournalPath(r.outPlan.path)
+	st, err := jsonl.CheckSidecar("-o's turn journal", path)
+	exists := st.Exists
 	switch {
-	case err != nil && !errors.Is(err, os.ErrNotExist):
+	case err != nil:
 		return err
-	case exists && !st.Mode().IsRegular():
+	case exists && !st.Mode.IsRegular():
 		return fmt.Errorf("%s (the turn journal of -o) is not a regular file", path)
-	case exists && !c.Regenerate && (c.continues() || st.Size() > 0 && !c.Force):
+	case exists && !c.Regenerate && (c.continues() || st.Size > 0 && !c.Force):
 		return cli.Usagef("%s holds the turns of an infer --regenerate run on %s: add --regenerate to continue it, --force to replace both, or remove both", path, c.Output)
-	case exists && c.Regenerate && st.Size() > 0 && !c.continues() && !c.Force:
+	case exists && c.Regenerate && st.Size > 0 && !c.continues() && !c.Force:
 		return cli.Usagef("%s holds the turns of unfinished conversations: add --resume to continue them, --force to start over, or choose another -o", path)
 	}
 	r.staleJournal = exists && c.Force
@@ -290,13 +372,29 @@ func (r *runner) prepareOutput() error {
 	c := r.cfg
 	if toStdout(c.Output) {
 		r.out = newLineWriter("stdout", r.env.Stdout, nil)
+		r.out.secrets = r.env.Secrets
 		return nil
 	}
-	flag := os.O_APPEND
-	if c.Force {
-		flag = os.O_TRUNC
-	}
-	r.out = fileWriter(c.Output, flag)
+	path := r.outPlan.path
+	r.out = fileWriter(c.Output, func() (*os.File, error) {
+		var f *os.File
+		var err error
+		switch r.outPlan.mode {
+		case outAppend:
+			f, err = jsonl.OpenSidecar("-o", path, os.O_WRONLY|os.O_APPEND, 0)
+		case outReplace:
+			f, err = jsonl.ReplaceWithNew(path)
+		default:
+			f, err = jsonl.CreateNew("-o", path)
+		}
+		if err == nil {
+			if err = r.outLock.Hold("-o", path, f); err != nil {
+				f.Close()
+			}
+		}
+		return f, err
+	})
+	r.out.secrets = r.env.Secrets
 	r.onClose(func() { r.out.close() })
 	if !c.continues() {
 		return nil
@@ -310,7 +408,7 @@ func (r *runner) prepareOutput() error {
 	}
 	arms := &armCheck{m: r.mix, seed: r.mixSeed()}
 	r.ledger.arms = arms
-	info, err := resumeOutput(c.Output, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
+	info, err := resumeOutput(path, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
 		return err
 	}
@@ -350,6 +448,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
 		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
 		Policy: c.Policy, Logf: r.logf, Clock: r.clk, WaitNotice: notice,
+		MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory), MaxPause: c.MaxBackoff,
 	}))
 	r.onClose(func() {
 		cancelPool()
@@ -383,7 +482,7 @@ func (r *runner) openFiles() error {
 		return err
 	}
 	if r.staleJournal {
-		if err := os.Remove(conversation.JournalPath(r.cfg.Output)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(conversation.JournalPath(r.outPlan.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the previous turn journal: %w", err)
 		}
 	}
@@ -394,13 +493,28 @@ func (r *runner) openFiles() error {
 		r.onClose(func() { jn.Close() })
 	}
 	if r.errPath != "" {
-		if err := os.Remove(r.errPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing the previous errors file: %w", err)
+		path := r.errPath
+		if r.errSpecial {
+			// A FIFO or device is written in place, never removed.
+			r.errs = fileWriter(path, func() (*os.File, error) { return jsonl.OpenSidecar("--errors", path, os.O_WRONLY, 0) })
+		} else {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("removing the previous errors file: %w", err)
+			}
+			r.errs = fileWriter(path, func() (*os.File, error) {
+				f, err := jsonl.CreateNew("--errors", path)
+				if err == nil {
+					if err = r.errLock.Hold("--errors", path, f); err != nil {
+						f.Close()
+					}
+				}
+				return f, err
+			})
 		}
-		r.errs = fileWriter(r.errPath, os.O_TRUNC)
+		r.errs.secrets = r.env.Secrets
 		r.onClose(func() { r.errs.close() })
 	}
-	rejects, err := jsonl.CreateRejects(r.env, r.cfg.Rejects, r.cfg.Force || r.cfg.continues())
+	rejects, err := jsonl.CreateRejects(r.cfg.Rejects, r.env.Stdout, r.env, r.cfg.Force || r.cfg.continues())
 	if err != nil {
 		return err
 	}
@@ -455,7 +569,7 @@ func (r *runner) generate(ctx context.Context) {
 		flushEvery(r.clk, c.FlushInterval, stopFlush, r.out, r.errs)
 		close(flushed)
 	}()
-	rd := jsonl.NewReader(c.Inputs, r.env.Stdin, jsonl.Options{})
+	rd := jsonl.NewReader(runCtx, r.env, c.Inputs, r.env.Stdin, jsonl.Options{MaxLine: int(c.MaxPromptBytes), LimitName: "--max-prompt-bytes"})
 	readerExit := make(chan struct{})
 	go func() {
 		r.read(runCtx, rd)
@@ -530,8 +644,15 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 	werr := r.out.close()
 	if r.errs != nil {
 		// The errors file is left even when nothing failed (empty), so
-		// that it can be named wherever the run's files are.
-		err := r.errs.open()
+		// that it can be named wherever the run's files are. A FIFO or
+		// device is there already, and a FIFO's open would wait for a
+		// reader: with nothing written it is only told the stream ended.
+		var err error
+		if r.errSpecial && r.errs.empty() {
+			jsonl.EndEmpty("--errors", r.errPath)
+		} else {
+			err = r.errs.open()
+		}
 		if cerr := r.errs.close(); err == nil {
 			err = cerr
 		}
@@ -550,10 +671,10 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		werr = r.closeJournal(s)
 	}
 	for _, line := range summaryLines(r.env.Name, s, r.outName) {
-		fmt.Fprintln(r.env.Stderr, line)
+		fmt.Fprintln(r.env.Stderr, cli.Escape(line, cli.MaxLogLine)) // it names files and endpoints
 	}
 	for _, line := range r.moreSummary(s) {
-		fmt.Fprintln(r.env.Stderr, r.env.Name+": "+line)
+		fmt.Fprint(r.env.Stderr, r.env.Line("%s", line))
 	}
 	switch {
 	case r.fatalErr != nil:
@@ -615,6 +736,12 @@ func (r *runner) moreSummary(s Summary) []string {
 	if cl, tl, cr := c.clamped.Load(), c.tooLong.Load(), c.contextRetries.Load(); cl+tl+cr > 0 {
 		lines = append(lines, fmt.Sprintf("context of %s tokens: %s requests' max_tokens lowered to fit, %s prompts too long (%s), %s refusals for length sent again fitted",
 			cli.Thousands(int64(r.context())), cli.Thousands(cl), cli.Thousands(tl), record.ReasonPromptTooLong, cli.Thousands(cr)))
+	}
+	if n := c.readdressed.Load(); n > 0 {
+		lines = append(lines, fmt.Sprintf("tool calls re-addressed (their id repeated another call's in the same answer): %s", cli.Thousands(n)))
+	}
+	if n := c.refusedAgain.Load(); n > 0 {
+		lines = append(lines, fmt.Sprintf("refused again as the errors file recorded: %s (in the errors file again)", cli.Thousands(n)))
 	}
 	lines = append(lines, r.tokenSummary()...)
 	lines = append(lines, r.mixSummary()...)

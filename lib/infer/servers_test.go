@@ -277,9 +277,9 @@ func TestFlavorsCachedTokens(t *testing.T) {
 }
 
 // Retry-After on a 429 or a 503 is honoured, capped by --max-backoff,
-// and does not use up --retries: a server that asks for an hour three
+// each counting toward --retries: a server that asks for an hour three
 // times is asked again after --max-backoff each time, and the answer
-// comes on the fourth attempt with --retries 1. On the run's clock, which
+// comes on the fourth attempt with --retries 3. On the run's clock, which
 // moves only when the test moves it: each wait is measured in its time.
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
@@ -317,7 +317,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		done <- runCommand(t, context.Background(), time.Minute, false, "", &Generate{clock: fake},
-			s.args("-e", srv.URL, "--concurrency", "1", "--retries", "1", "--backoff", "1ms", "--max-backoff", "150ms")...)
+			s.args("-e", srv.URL, "--concurrency", "1", "--retries", "3", "--backoff", "1ms", "--max-backoff", "150ms")...)
 	}()
 	// 10 ms of the run's time for every millisecond of the test's: the
 	// server's hour would take the test ten minutes, past runCommand's

@@ -22,7 +22,7 @@ type stub struct {
 	hangClosed atomic.Int64
 }
 
-func startStub(t *testing.T, gen func(s *stub, ctx *fasthttp.RequestCtx)) *stub {
+func startStub(t testing.TB, gen func(s *stub, ctx *fasthttp.RequestCtx)) *stub {
 	t.Helper()
 	s := &stub{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -29,6 +29,7 @@ type tokenIDs struct {
 	mu     sync.Mutex
 	routes map[int]*tokenRoute
 	byName map[string]*tokenRoute
+	asking map[int]*sync.Mutex // one question at a time of each endpoint
 	// answers with ids, and failures for their lack
 	ok, failed atomic.Int64
 }
@@ -41,29 +42,47 @@ type tokenRoute struct {
 	checked atomic.Bool // its first answer passed the check
 }
 
-// tokenRoute is ep's token route, found at its first use: the server is
-// asked outside the lock, so that a slow one holds up no other endpoint's
-// requests; of two asking at once, the first answer is kept.
-func (r *runner) tokenRoute(ep *fleet.Endpoint) *tokenRoute {
+// tokenRoute is ep's token route, found at its first use. One request at
+// a time asks the server (the others wait for its verdict), outside the
+// run-wide lock, so that a slow server holds up no other endpoint's
+// requests. A server that could not be asked (its answer did not come) is
+// asked again by the next request: nothing is kept of it, and the error
+// says why.
+func (r *runner) tokenRoute(ep *fleet.Endpoint) (*tokenRoute, error) {
 	t := &r.tok
+	t.mu.Lock()
+	if rt, ok := t.routes[ep.Index()]; ok {
+		t.mu.Unlock()
+		return rt, nil
+	}
+	if t.asking == nil {
+		t.routes, t.byName, t.asking = map[int]*tokenRoute{}, map[string]*tokenRoute{}, map[int]*sync.Mutex{}
+	}
+	asking, ok := t.asking[ep.Index()]
+	if !ok {
+		asking = &sync.Mutex{}
+		t.asking[ep.Index()] = asking
+	}
+	t.mu.Unlock()
+
+	asking.Lock()
+	defer asking.Unlock()
 	t.mu.Lock()
 	rt, ok := t.routes[ep.Index()]
 	t.mu.Unlock()
-	if ok {
-		return rt
+	if ok { // found while this request waited
+		return rt, nil
 	}
-	rt = &tokenRoute{served: r.pool.Provenance(ep, r.model)}
+	served, err := r.pool.Provenance(ep, r.model)
+	if err != nil {
+		return nil, err
+	}
+	rt = &tokenRoute{served: served}
 	rt.shape, rt.err = fleet.TokenShape(rt.served, r.cfg.API)
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.routes == nil {
-		t.routes, t.byName = map[int]*tokenRoute{}, map[string]*tokenRoute{}
-	}
-	if first, ok := t.routes[ep.Index()]; ok {
-		return first
-	}
 	t.routes[ep.Index()], t.byName[ep.Name()] = rt, rt
-	return rt
+	t.mu.Unlock()
+	return rt, nil
 }
 
 // servedBy is the provenance of the endpoint named name in this run.
@@ -89,7 +108,11 @@ func (r *runner) startTokenIDs() error {
 			continue
 		}
 		ep := r.pool.Endpoints()[i]
-		if rt := r.tokenRoute(ep); rt.err != nil {
+		rt, err := r.tokenRoute(ep)
+		switch {
+		case err != nil:
+			refused = append(refused, err.Error())
+		case rt.err != nil:
 			refused = append(refused, ep.Name()+": "+rt.err.Error())
 		}
 	}
@@ -108,7 +131,10 @@ func (r *runner) complete(ep *fleet.Endpoint, j *job) (openai.Completion, *fleet
 		return r.pool.Complete(ep, api.Path(), j.body, r.cfg.RequestTimeout, api.Parse)
 	}
 	j.tok = nil
-	rt := r.tokenRoute(ep)
+	rt, err := r.tokenRoute(ep)
+	if err != nil { // asked again by the retry, here or elsewhere
+		return openai.Completion{}, &fleet.Failure{Message: "--token-ids: " + err.Error(), Retriable: true}
+	}
 	if rt.err != nil {
 		r.fatal(cli.Usagef("--token-ids: %s joined the run: %v", ep.Name(), rt.err))
 		return openai.Completion{}, &fleet.Failure{Message: rt.err.Error()}
@@ -178,7 +204,7 @@ func (r *runner) tokenRequest(ep *fleet.Endpoint, s openai.TokenShape, j *job) (
 		if f != nil {
 			return "", nil, nil, nil, f
 		}
-		body := j.body
+		var body []byte
 		var err error
 		if api == openai.APIGenerate {
 			body, err = openai.GenerateIDsBody(j.body, ids)

@@ -1,12 +1,14 @@
 package infer
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
@@ -305,5 +307,79 @@ func TestTokenIDsRegenerate(t *testing.T) {
 	}
 	if consistent == 0 {
 		t.Fatal("no conversation was prefix-consistent")
+	}
+}
+
+// An endpoint that joins a --token-ids run while the others are busy gets
+// a burst of first requests at once, more than its control connections:
+// the server is asked what it is once, by one of them, and the burst
+// waits for the verdict. (It was asked by every request at once; those
+// refused a connection took it for a gateway and stopped the run.)
+func TestTokenIDsEndpointJoiningABusyRun(t *testing.T) {
+	s := newSetup(t, llmsim.Config{Instant: true}, 2, promptSet{n: 0})
+	late := s.fleet.Endpoint(1)
+	late.SetHealthy(false)
+	// A pipe of the system's, so that a write fails (EPIPE) rather than
+	// blocking once infer has stopped reading.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	args := append([]string{"-o", s.out, "-e", endpointsFlag(s.fleet.URLs()), "--token-ids",
+		"--concurrency", "64", "--max-tokens", "8", "--wait-ready", "20s"}, fastFlags...)
+	run := startInferPiped(t, append(args, "-"), pr)
+	pr.Close() // infer holds its own
+	var sent bytes.Buffer
+	write := func(from, to int) {
+		t.Helper()
+		var b bytes.Buffer
+		for i := from; i < to; i++ {
+			fmt.Fprintf(&b, `{"id":"p%05d","messages":[{"role":"user","content":"question %d"}]}`+"\n", i, i)
+		}
+		sent.Write(b.Bytes())
+		if _, err := pw.Write(b.Bytes()); err != nil {
+			t.Fatalf("writing prompts: %v\n%s", err, run.stderr.String())
+		}
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) || run.exited() {
+				t.Fatalf("%s: not within 60 s\n%s", what, run.stderr.String())
+			}
+		}
+	}
+	write(0, 50)
+	until("the first endpoint answers the first 50", func() bool { return s.fleet.Endpoint(0).Stats().Completed >= 50 })
+	late.SetHealthy(true)
+	// Prompts in bursts until the late endpoint has taken its share.
+	n := 50
+	until("the late endpoint answers", func() bool {
+		if late.Stats().Completed >= 200 {
+			return true
+		}
+		if n < 40000 {
+			write(n, n+400)
+			n += 400
+		}
+		return false
+	})
+	pw.Close()
+	if code := run.wait(t, 120*time.Second); code != 0 {
+		t.Fatalf("exit %d; want 0\n%s", code, run.stderr.String())
+	}
+	seen := map[string]bool{}
+	for _, r := range readTokenRecords(t, s.out) {
+		if seen[r.ID] || len(r.Output.TokenIDs) != r.Output.Usage.CompletionTokens || len(r.Output.PromptTokenIDs) == 0 {
+			t.Fatalf("answer %s: twice, or without its ids", r.ID)
+		}
+		seen[r.ID] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d answers of %d prompts\n%s", len(seen), n, run.stderr.String())
+	}
+	if errs, _ := os.ReadFile(s.errs()); len(errs) != 0 {
+		t.Fatalf("error records:\n%s", errs)
 	}
 }

@@ -62,42 +62,42 @@ func (s *arraySource) skipSpace() (byte, error) {
 	}
 }
 
-func (s *arraySource) next() (Record, error) {
+func (s *arraySource) next() (RawLine, error) {
 	if s.ended {
-		return Record{}, io.EOF
+		return RawLine{}, io.EOF
 	}
 	c, err := s.skipSpace()
 	if err != nil {
-		return Record{}, s.truncated(err)
+		return RawLine{}, s.truncated(err)
 	}
 	if !s.started {
 		s.started = true
 		if c != '[' {
-			return Record{}, s.errorf("expected a JSON array")
+			return RawLine{}, s.errorf("expected a JSON array")
 		}
 		if c, err = s.skipSpace(); err != nil {
-			return Record{}, s.truncated(err)
+			return RawLine{}, s.truncated(err)
 		}
 		if c == ']' {
-			return Record{}, s.finish()
+			return RawLine{}, s.finish()
 		}
 	} else {
 		switch c {
 		case ']':
-			return Record{}, s.finish()
+			return RawLine{}, s.finish()
 		case ',':
 			if c, err = s.skipSpace(); err != nil {
-				return Record{}, s.truncated(err)
+				return RawLine{}, s.truncated(err)
 			}
 		default:
-			return Record{}, s.errorf("expected ',' or ']' between array elements, found %q", c)
+			return RawLine{}, s.errorf("expected ',' or ']' between array elements, found %q", c)
 		}
 	}
 	start := s.line
 	if err := s.readValue(c); err != nil {
-		return Record{}, err
+		return RawLine{}, err
 	}
-	return Record{Data: s.buf, File: s.name, Line: start}, nil
+	return RawLine{Data: s.buf, File: s.name, Line: start}, nil
 }
 
 // readValue copies one JSON value starting with first into s.buf, dropping

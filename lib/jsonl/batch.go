@@ -22,11 +22,11 @@ const (
 )
 
 // Item is one input of a Batch: a record, with the worker's result V, or
-// the reader's *InputError for an input it could not read (Record then
+// the reader's *InputError for an input it could not read (RawLine then
 // says where, without data). A worker may set Err of its own, for a
 // record it refuses.
 type Item[T any] struct {
-	Record
+	RawLine
 	Err        error
 	V          T
 	start, end int // the record in the batch's buffer; end < 0: a long line of its own
@@ -170,7 +170,7 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 		if b == nil && !take() {
 			return nil
 		}
-		it := Item[T]{Record: Record{File: rec.File, Line: rec.Line}, Err: err, start: len(b.data)}
+		it := Item[T]{RawLine: RawLine{File: rec.File, Line: rec.Line}, Err: err, start: len(b.data)}
 		switch {
 		case ie != nil:
 			it.File, it.Line = ie.File, ie.Line

@@ -41,7 +41,7 @@ func batchInput(n int) (string, []string) {
 func TestParallelKeepsInputOrder(t *testing.T) {
 	input, want := batchInput(3*BatchRecords + 500)
 	for _, workers := range []int{1, 3} {
-		in := NewReader(nil, strings.NewReader(input), Options{MaxLine: 4 * readBufferSize})
+		in := NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{MaxLine: 4 * readBufferSize})
 		var got []string
 		err := Parallel(context.Background(), in, workers, func(w int, b *Batch[int]) {
 			time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
@@ -94,7 +94,7 @@ func TestParallelStopsOnSequenceError(t *testing.T) {
 	calls := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- Parallel(context.Background(), NewReader(nil, src, Options{}), 2, func(int, *Batch[struct{}]) {}, func(*Batch[struct{}]) error {
+		done <- Parallel(context.Background(), NewReader(context.Background(), nil, nil, src, Options{}), 2, func(int, *Batch[struct{}]) {}, func(*Batch[struct{}]) error {
 			calls++
 			return boom
 		})
@@ -132,7 +132,7 @@ func TestParallelCancelWithQuietInput(t *testing.T) {
 	defer pw.Close()
 	go pw.Write([]byte(strings.Repeat("{}\n", BatchRecords+5)))
 	ctx, cancel := context.WithCancel(context.Background())
-	in := NewReader(nil, pr, Options{})
+	in := NewReader(context.Background(), nil, nil, pr, Options{})
 	seen := 0
 	done := make(chan error, 1)
 	go func() {
@@ -157,7 +157,7 @@ func TestParallelCancelWithQuietInput(t *testing.T) {
 func TestParallelHandsOverLongLines(t *testing.T) {
 	long := append(append([]byte(`{"id":"huge","messages":[{"role":"user","content":"`), bytes.Repeat([]byte("x"), 8<<20)...), `"}]}`...)
 	input := append(append([]byte(`{"id":"a","messages":[{"role":"user","content":"a"}]}`+"\n"), long...), '\n')
-	in := NewReader(nil, bytes.NewReader(input), Options{})
+	in := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
 	batches := 0
 	err := Parallel(context.Background(), in, 2, func(int, *Batch[struct{}]) {}, func(b *Batch[struct{}]) error {
 		batches++
@@ -187,7 +187,7 @@ func TestParallelLastBatchCarriesFinalCount(t *testing.T) {
 		input := strings.Repeat("{}\n", records) + "\n\n\n"
 		var items int
 		var last Stats
-		err := Parallel(context.Background(), NewReader(nil, strings.NewReader(input), Options{}), 2,
+		err := Parallel(context.Background(), NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{}), 2,
 			func(int, *Batch[struct{}]) {}, func(b *Batch[struct{}]) error {
 				items += len(b.Items)
 				last = b.Read

@@ -190,11 +190,11 @@ func (c *countReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *csvSource) next() (Record, error) {
+func (s *csvSource) next() (RawLine, error) {
 	if !s.started {
 		s.started = true
 		if err := s.readHeader(); err != nil {
-			return Record{}, err
+			return RawLine{}, err
 		}
 	}
 	row, err := s.cr.Read()
@@ -202,14 +202,14 @@ func (s *csvSource) next() (Record, error) {
 	var pe *csv.ParseError
 	switch {
 	case err == io.EOF:
-		return Record{}, io.EOF
+		return RawLine{}, io.EOF
 	case errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount):
-		return Record{}, &InputError{File: s.name, Line: int64(pe.StartLine), Reason: ReasonMalformedCSV,
+		return RawLine{}, &InputError{File: s.name, Line: int64(pe.StartLine), Reason: ReasonMalformedCSV,
 			Err: fmt.Errorf("%d fields where the header has %d", len(row), len(s.header))}
 	case errors.As(err, &pe) && (errors.Is(pe.Err, csv.ErrQuote) || errors.Is(pe.Err, csv.ErrBareQuote)):
-		return Record{}, &InputError{File: s.name, Line: int64(pe.StartLine), Reason: ReasonMalformedCSV, Err: errors.New(quoteProblem(pe.Err))}
+		return RawLine{}, &InputError{File: s.name, Line: int64(pe.StartLine), Reason: ReasonMalformedCSV, Err: errors.New(quoteProblem(pe.Err))}
 	case err != nil:
-		return Record{}, &InputError{File: s.name, Line: s.last + 1, Reason: ReasonUnreadable, Err: describeReadError(err)}
+		return RawLine{}, &InputError{File: s.name, Line: s.last + 1, Reason: ReasonUnreadable, Err: describeReadError(err)}
 	}
 	line, _ := s.cr.FieldPos(0)
 	s.last = int64(line)
@@ -226,7 +226,7 @@ func (s *csvSource) next() (Record, error) {
 		s.buf = json.AppendEscape(s.buf, row[i], 0)
 	}
 	s.buf = append(s.buf, '}')
-	return Record{Data: s.buf, File: s.name, Line: int64(line)}, nil
+	return RawLine{Data: s.buf, File: s.name, Line: int64(line)}, nil
 }
 
 // readHeader takes the column names from the first row.

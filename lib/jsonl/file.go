@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"tokenmill/lib/cli"
 )
 
 // File is the one way a tokenmill tool writes a named file. A regular
@@ -41,6 +43,7 @@ type File struct {
 	replace bool   // Commit may replace an existing target
 	closed  bool   // Finish has run
 	done    bool   // committed or aborted
+	unhook  func() // cancels the removal of the temporary file at exit
 }
 
 // CreateFileOptions choose how CreateFile treats an existing target.
@@ -63,11 +66,7 @@ func CreateFile(path string, opts CreateFileOptions) (*File, error) {
 		}
 		return &File{f: f, path: path}, nil
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return nil, err
-	}
-	f, tmp, err := createTemp(dir, filepath.Base(path))
+	f, tmp, err := createTempBeside(path)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +76,11 @@ func CreateFile(path string, opts CreateFileOptions) (*File, error) {
 		os.Remove(tmp)
 		return nil, err
 	}
-	return &File{f: f, path: path, tmp: tmp, ino: id, replace: opts.Replace}, nil
+	file := &File{f: f, path: path, tmp: tmp, ino: id, replace: opts.Replace}
+	// A process that exits before the file is committed or aborted (a
+	// second SIGINT or SIGTERM) still removes it.
+	file.unhook = cli.AtExit(file.removeTemp)
+	return file, nil
 }
 
 // tempName draws the random part of a temporary name; tests replace it to
@@ -94,6 +97,16 @@ const maxNameBytes = 255
 // tempAttempts bounds the names tried before giving up: each is 64 random
 // bits, so a second attempt already means someone plants files on purpose.
 const tempAttempts = 100
+
+// createTempBeside creates a temporary file in path's directory (made if
+// missing), named after path.
+func createTempBeside(path string) (*os.File, string, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, "", err
+	}
+	return createTemp(dir, filepath.Base(path))
+}
 
 // createTemp creates a new file in dir named after base.
 func createTemp(dir, base string) (*os.File, string, error) {
@@ -182,6 +195,7 @@ func (f *File) rename() error {
 	if err != nil {
 		f.removeTemp()
 	}
+	f.forget()
 	return err
 }
 
@@ -253,6 +267,14 @@ func (f *File) checkTemp() error {
 func (f *File) removeTemp() {
 	if f.checkTemp() == nil {
 		os.Remove(f.tmp)
+	}
+	f.forget()
+}
+
+// forget cancels the removal at exit, once the temporary name is gone.
+func (f *File) forget() {
+	if f.unhook != nil {
+		f.unhook()
 	}
 }
 

@@ -11,6 +11,9 @@ import (
 // component of its name.
 const noFollow = syscall.O_NOFOLLOW
 
+// nonBlock opens a FIFO for writing without waiting for its reader.
+const nonBlock = syscall.O_NONBLOCK
+
 // fileID is a file's identity: its device and inode.
 type fileID struct{ dev, ino uint64 }
 

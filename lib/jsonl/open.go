@@ -48,7 +48,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	if name == "-" {
 		raw = stdin
 	} else {
-		f, err := Open(r.opts.Context, name, r.opts.Logf)
+		f, err := Open(r.ctx, name, r.logf())
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +103,13 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	if startsPretty(br) {
 		return newValueSource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
 	}
-	return &lineSource{name: name, br: br, closer: closers, maxLine: r.opts.MaxLine, stats: &r.Stats}, nil
+	ls := &lineSource{name: name, br: br, closer: closers, maxLine: r.opts.MaxLine, limit: r.opts.LimitName, stats: &r.Stats}
+	if file != nil && !compressed {
+		if st, err := file.Stat(); err == nil && st.Mode().IsRegular() {
+			ls.file = file
+		}
+	}
+	return ls, nil
 }
 
 // firstNonSpace peeks past leading white space without consuming it. It

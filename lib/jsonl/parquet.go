@@ -90,18 +90,18 @@ func checkFooter(ra io.ReaderAt, size int64) error {
 	return nil
 }
 
-func (s *parquetSource) next() (Record, error) {
+func (s *parquetSource) next() (RawLine, error) {
 	for s.handed >= len(s.ends) {
 		switch {
 		case s.pending != nil:
 			err := s.pending
 			s.pending, s.done = nil, true
-			return Record{}, err
+			return RawLine{}, err
 		case s.done:
-			return Record{}, io.EOF
+			return RawLine{}, io.EOF
 		}
 		if err := s.fill(); err != nil {
-			return Record{}, err
+			return RawLine{}, err
 		}
 	}
 	start := 0
@@ -111,7 +111,7 @@ func (s *parquetSource) next() (Record, error) {
 	data := s.out[start:s.ends[s.handed]]
 	s.handed++
 	s.row++
-	return Record{Data: data, File: s.name, Line: s.row}, nil
+	return RawLine{Data: data, File: s.name, Line: s.row}, nil
 }
 
 // fill decodes the next batch of rows into JSON. A problem (a read error,

@@ -3,6 +3,7 @@ package jsonl
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
@@ -43,9 +44,9 @@ func pqWrite[T any](t testing.TB, path string, rows []T, opts ...parquet.WriterO
 
 // pqRead reads names to the end, returning each record's JSON and
 // line, and every error.
-func pqRead(t testing.TB, stdin io.Reader, names ...string) (recs []Record, errs []error) {
+func pqRead(t testing.TB, stdin io.Reader, names ...string) (recs []RawLine, errs []error) {
 	t.Helper()
-	r := NewReader(names, stdin, Options{})
+	r := NewReader(context.Background(), nil, names, stdin, Options{})
 	defer r.Close()
 	for i := 0; ; i++ {
 		if i > 1e6 {
@@ -64,7 +65,7 @@ func pqRead(t testing.TB, stdin io.Reader, names ...string) (recs []Record, errs
 	}
 }
 
-func pqLines(recs []Record) []string {
+func pqLines(recs []RawLine) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = string(r.Data)
@@ -476,9 +477,9 @@ func TestParquetSpooled(t *testing.T) {
 	if err := os.WriteFile(gzPath, gz.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, got := range map[string]func() ([]Record, []error){
-		"gzip":  func() ([]Record, []error) { return pqRead(t, nil, gzPath) },
-		"stdin": func() ([]Record, []error) { return pqRead(t, bytes.NewReader(data), "-") },
+	for name, got := range map[string]func() ([]RawLine, []error){
+		"gzip":  func() ([]RawLine, []error) { return pqRead(t, nil, gzPath) },
+		"stdin": func() ([]RawLine, []error) { return pqRead(t, bytes.NewReader(data), "-") },
 	} {
 		recs, errs := got()
 		if len(errs) > 0 || !reflect.DeepEqual(pqLines(recs), pqLines(want)) {
@@ -554,7 +555,7 @@ func BenchmarkParquetRows(b *testing.B) {
 	var out int64
 	for b.Loop() {
 		out = 0
-		r := NewReader([]string{path}, nil, Options{})
+		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
 		for {
 			rec, err := r.Next()
 			if err == io.EOF {

@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,10 @@ import (
 // ("input" for an argument).
 type Named struct {
 	Flag, Path string
+	// Stdin is the tool's standard input, for the input "-": a redirect
+	// (< FILE) makes it a file like any other, to be compared with the
+	// outputs.
+	Stdin io.Reader
 	// CSV: the tool reads CSV and TSV (extract); every other tool refuses them.
 	CSV bool
 }
@@ -26,9 +31,25 @@ func Inputs(paths []string) []Named {
 	return out
 }
 
-// CSVInputs names the arguments of a tool that reads CSV as inputs.
-func CSVInputs(paths []string) []Named {
+// InputsFrom is Inputs with the tool's standard input, read when paths is
+// empty or holds "-": CheckPaths then compares the file stdin is (a
+// redirect, < FILE) with every output, so that `tool -o x < x` is refused
+// before x is opened for writing.
+func InputsFrom(paths []string, stdin io.Reader) []Named {
 	out := Inputs(paths)
+	reads := len(paths) == 0
+	for _, p := range paths {
+		reads = reads || p == "-"
+	}
+	if reads && stdin != nil {
+		out = append(out, Named{Flag: "stdin", Path: "-", Stdin: stdin})
+	}
+	return out
+}
+
+// CSVInputs is InputsFrom for a tool that reads CSV (extract).
+func CSVInputs(paths []string, stdin io.Reader) []Named {
+	out := InputsFrom(paths, stdin)
 	for i := range out {
 		out[i].CSV = true
 	}
@@ -67,7 +88,12 @@ func CheckPaths(inputs []Named, outputs []Output, force bool) error {
 	}
 	ins := make([]place, 0, len(inputs))
 	for _, in := range inputs {
-		if in.Path != "" && in.Path != "-" {
+		switch {
+		case in.Stdin != nil:
+			if p, ok := locateStdin(in.Stdin); ok {
+				ins = append(ins, p)
+			}
+		case in.Path != "" && in.Path != "-":
 			ins = append(ins, locate(in.Flag, in.Path))
 		}
 	}
@@ -93,6 +119,9 @@ func CheckPaths(inputs []Named, outputs []Output, force bool) error {
 		}
 		if !o.MayBeInput {
 			for _, in := range ins {
+				if p.same(in) && in.flag == "stdin" {
+					return cli.Usagef("%s %q is the same file as the input on stdin (a redirect < %s): reading it while it is written would lose it; name another output", o.Flag, o.Path, o.Path)
+				}
 				if p.same(in) {
 					return cli.Usagef("%s %q is the same file as %s %q", o.Flag, o.Path, in.flag, in.path)
 				}
@@ -136,6 +165,20 @@ func locate(flag, path string) place {
 		p.key = filepath.Clean(filepath.Join(dir, base))
 	}
 	return p
+}
+
+// locateStdin is where stdin is, when it is a file with an identity
+// (a redirect, a FIFO; not a reader of a test's).
+func locateStdin(r io.Reader) (place, bool) {
+	f, ok := r.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return place{}, false
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return place{}, false
+	}
+	return place{flag: "stdin", path: "-", exists: true, mode: st.Mode(), id: statIdentity(st)}, true
 }
 
 // same reports whether two places are one file. Character devices

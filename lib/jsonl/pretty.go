@@ -21,22 +21,22 @@ func newValueSource(name string, br *bufio.Reader, closer io.Closer, maxLine int
 	return valueSource{s}
 }
 
-func (s valueSource) next() (Record, error) {
+func (s valueSource) next() (RawLine, error) {
 	c, err := s.skipSpace()
 	if err == io.EOF {
-		return Record{}, io.EOF
+		return RawLine{}, io.EOF
 	}
 	if err != nil {
-		return Record{}, s.truncated(err)
+		return RawLine{}, s.truncated(err)
 	}
 	if c != '{' {
-		return Record{}, s.errorf("expected a JSON object, found %q: a file that starts with a pretty-printed object is read as objects one after another", c)
+		return RawLine{}, s.errorf("expected a JSON object, found %q: a file that starts with a pretty-printed object is read as objects one after another", c)
 	}
 	start := s.line
 	if err := s.readValue(c); err != nil {
-		return Record{}, err
+		return RawLine{}, err
 	}
-	return Record{Data: s.buf, File: s.name, Line: start}, nil
+	return RawLine{Data: s.buf, File: s.name, Line: start}, nil
 }
 
 // startsPretty reports whether the first line that is not blank is a lone

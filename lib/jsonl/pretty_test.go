@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bytes"
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestPrettyPrinted(t *testing.T) {
 				case "zstd":
 					data = zst(t, data)
 				}
-				r := NewReader(nil, bytes.NewReader(data), Options{})
+				r := NewReader(context.Background(), nil, nil, bytes.NewReader(data), Options{})
 				if g := readAll(t, r); !reflect.DeepEqual(g, tt.want) {
 					t.Fatalf("got %+v, want %+v", g, tt.want)
 				}
@@ -49,7 +50,7 @@ func TestPrettyPrinted(t *testing.T) {
 // an over-long line, without holding it.
 func TestPrettyPrintedTooLong(t *testing.T) {
 	input := "{\n\"a\": \"" + strings.Repeat("x", 200) + "\"\n}\n"
-	r := NewReader(nil, strings.NewReader(input), Options{MaxLine: 100})
+	r := NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{MaxLine: 100})
 	rec, err := r.Next()
 	if err == nil || !strings.Contains(err.Error(), "record longer than 100 bytes") {
 		t.Fatalf("got %q, %v; want a record-too-long error", rec.Data, err)

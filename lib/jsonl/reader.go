@@ -6,18 +6,21 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
-	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
 
-// Record is one raw JSON value with where it came from. Data is valid only
-// until the next call to Reader.Next (Reader.TakeLong keeps a long one).
-type Record struct {
+// RawLine is one record as read and not yet decoded: its raw JSON (a line
+// of JSON Lines, an element of a JSON array, a Parquet or CSV row written
+// as JSON) and where it was read. Data is valid only until the next call
+// to Reader.Next (Reader.TakeLong keeps a long one).
+type RawLine struct {
 	Data []byte
 	File string // "-" for stdin
 	Line int64  // 1-based line (JSONL, JSON arrays) or row (Parquet)
@@ -66,14 +69,19 @@ func (e *InputError) Error() string {
 
 func (e *InputError) Unwrap() error { return e.Err }
 
+// Logger is where jsonl tells a person what they should know while it
+// reads and rejects: a tool's stderr, each line prefixed with the tool's
+// name (*cli.Env is one). A nil Logger says nothing.
+type Logger interface {
+	Logf(format string, args ...any)
+}
+
 // Options tune a Reader.
 type Options struct {
 	MaxLine int // 0 means MaxLine; tests set less
-	// Context, when set, ends a wait for a FIFO's writer (see Open): Next
-	// then returns the context's cause, not an InputError.
-	Context context.Context
-	// Logf, when set, says what a long wait for a FIFO is waiting for.
-	Logf func(format string, args ...any)
+	// LimitName names what set MaxLine in the message of a line over it
+	// (e.g. "--max-prompt-bytes"); "" for the default.
+	LimitName string
 	// CSV, when set, reads CSV and TSV inputs (see csv.go); nil refuses them.
 	CSV *CSVOptions
 }
@@ -95,12 +103,14 @@ type Stats struct {
 
 // source yields the records of one input.
 type source interface {
-	next() (Record, error) // io.EOF at the end
+	next() (RawLine, error) // io.EOF at the end
 	close() error
 }
 
 // Reader streams the records of several inputs in order.
 type Reader struct {
+	ctx   context.Context
+	log   Logger
 	names []string
 	stdin io.Reader
 	opts  Options
@@ -110,33 +120,36 @@ type Reader struct {
 }
 
 // NewReader reads the named files in order; no names, or "-", read stdin.
-func NewReader(names []string, stdin io.Reader, opts Options) *Reader {
+// ctx ends a wait for a FIFO's writer (see Open): Next then returns ctx's
+// cause, not an InputError. log, if not nil, says after a second what such
+// a wait is for.
+func NewReader(ctx context.Context, log Logger, names []string, stdin io.Reader, opts Options) *Reader {
 	if len(names) == 0 {
 		names = []string{"-"}
 	}
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = MaxLine
 	}
-	return &Reader{names: names, stdin: stdin, opts: opts}
+	return &Reader{ctx: ctx, log: log, names: names, stdin: stdin, opts: opts}
 }
 
 // Next returns the next record, io.EOF after the last one, or an
 // *InputError; after an InputError the caller may call Next again to go on.
-func (r *Reader) Next() (Record, error) {
+func (r *Reader) Next() (RawLine, error) {
 	for {
 		if r.cur == nil {
 			if r.idx >= len(r.names) {
-				return Record{}, io.EOF
+				return RawLine{}, io.EOF
 			}
 			name := r.names[r.idx]
 			r.idx++
 			r.Stats.Files++
 			src, err := openSource(name, r.stdin, r)
 			if err != nil {
-				if ctx := r.opts.Context; ctx != nil && ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
-					return Record{}, err
+				if r.ctx.Err() != nil && errors.Is(err, context.Cause(r.ctx)) {
+					return RawLine{}, err
 				}
-				return Record{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
+				return RawLine{}, &InputError{File: name, Reason: ReasonUnreadable, Err: err}
 			}
 			r.cur = src
 		}
@@ -148,26 +161,26 @@ func (r *Reader) Next() (Record, error) {
 				if data == nil {
 					data = append([]byte(nil), rec.Data...)
 				}
-				return Record{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: data}
+				return RawLine{}, &InputError{File: rec.File, Line: rec.Line, Reason: ReasonMalformedJSON, Err: err, Data: data}
 			}
 			return rec, nil
 		}
 		var ie *InputError
 		if errors.As(err, &ie) && (ie.Reason == ReasonLineTooLong || ie.Reason == ReasonMalformedCSV) {
-			return Record{}, err // the rest of the file is still readable
+			return RawLine{}, err // the rest of the file is still readable
 		}
 		closeErr := r.cur.close()
 		r.cur = nil
 		if err == io.EOF {
 			if closeErr != nil {
-				return Record{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: closeErr}
+				return RawLine{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: closeErr}
 			}
 			continue
 		}
 		if errors.As(err, &ie) {
-			return Record{}, err
+			return RawLine{}, err
 		}
-		return Record{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: err}
+		return RawLine{}, &InputError{File: r.names[r.idx-1], Reason: ReasonUnreadable, Err: err}
 	}
 }
 
@@ -176,7 +189,7 @@ func (r *Reader) Next() (Record, error) {
 // the next call to Next, and the reader starts a new buffer, so a line of
 // hundreds of megabytes is never held twice. For any other record it
 // returns nil: the caller copies what it keeps, as usual.
-func (r *Reader) TakeLong(rec Record) []byte {
+func (r *Reader) TakeLong(rec RawLine) []byte {
 	if ls, ok := r.cur.(*lineSource); ok && ls.long && len(rec.Data) > 0 && len(ls.buf) > 0 && &ls.buf[0] == &rec.Data[0] {
 		ls.buf, ls.long = nil, false
 		return rec.Data
@@ -203,21 +216,37 @@ type lineSource struct {
 	buf     []byte // assembles lines longer than the bufio buffer
 	long    bool   // the last line returned is in buf
 	maxLine int
+	limit   string // what sets maxLine, for the message ("" for the default)
 	stats   *Stats
+	// spill assembles a line longer than spillAt (an unlinked temporary
+	// file, made at the first such line): a line is not held in memory
+	// until it is known to end within maxLine, so one far over the limit
+	// is skipped with no more than the read buffer and spillAt held.
+	spill   *os.File
+	noSpill bool // the temporary file could not be made or written
+	// file is the input when it is a regular file read as it is (not
+	// decompressed): a long line's end is then found by reading ahead in
+	// the file (pread), so nothing of it is held, nor spilled, before it
+	// is known to fit.
+	file *os.File
 }
 
-func (s *lineSource) next() (Record, error) {
+// spillAt is the most of one line assembled in memory before the rest
+// goes to the spill file: the read buffer's size.
+var spillAt = readBufferSize
+
+func (s *lineSource) next() (RawLine, error) {
 	for {
 		data, err := s.readLine()
 		if err != nil {
-			return Record{}, err
+			return RawLine{}, err
 		}
 		s.line++
 		if isBlank(data) {
 			s.stats.Blank++
 			continue
 		}
-		return Record{Data: data, File: s.name, Line: s.line}, nil
+		return RawLine{Data: data, File: s.name, Line: s.line}, nil
 	}
 }
 
@@ -246,16 +275,53 @@ func (s *lineSource) readLine() ([]byte, error) {
 }
 
 func (s *lineSource) readLongLine(first []byte) ([]byte, error) {
-	s.buf = append(s.buf[:0], first...)
+	if s.file != nil {
+		if data, ok, err := s.readLongLineAhead(first); ok {
+			return data, err
+		}
+	}
+	// Straight from the read buffer to the spill file: nothing of a long
+	// line is held beside the read buffer until it is known to fit.
+	s.buf = s.buf[:0]
+	var spilled int64 // bytes of the line in the spill file
+	if len(first) >= spillAt && s.startSpill() && s.spillWrite(first) {
+		spilled = int64(len(first))
+	} else {
+		s.buf = append(s.buf, first...)
+	}
 	for {
 		data, err := s.br.ReadSlice('\n')
 		s.stats.Bytes += int64(len(data))
-		if len(s.buf)+len(data) > s.maxLine+2 {
+		if int64(len(s.buf))+spilled+int64(len(data)) > int64(s.maxLine)+2 {
+			s.buf = s.buf[:0]
 			return nil, s.skipLongLine(err)
 		}
-		s.buf = append(s.buf, data...)
+		if spilled == 0 && len(s.buf)+len(data) > spillAt && s.startSpill() {
+			if s.spillWrite(s.buf) {
+				spilled, s.buf = int64(len(s.buf)), s.buf[:0]
+			}
+		}
+		if spilled > 0 {
+			if s.spillWrite(data) {
+				spilled += int64(len(data))
+			} else {
+				// The disk is full, say: the line goes on in memory.
+				n := spilled
+				spilled = 0
+				if uerr := s.unspill(n, data); uerr != nil {
+					return nil, s.fail(uerr)
+				}
+			}
+		} else {
+			s.buf = append(s.buf, data...)
+		}
 		switch err {
 		case nil, io.EOF:
+			if spilled > 0 {
+				if rerr := s.unspill(spilled, nil); rerr != nil {
+					return nil, s.fail(rerr)
+				}
+			}
 			s.long = true
 			return trimEOL(s.buf), nil
 		case bufio.ErrBufferFull:
@@ -264,6 +330,106 @@ func (s *lineSource) readLongLine(first []byte) ([]byte, error) {
 			return nil, s.fail(err)
 		}
 	}
+}
+
+// scanChunk is what readLongLineAhead reads at a time.
+const scanChunk = 64 << 10
+
+// readLongLineAhead reads a long line of a regular file: its end is found
+// by reading ahead with ReadAt, and then the line is read into a buffer
+// of its size, or skipped by seeking past it. ok is false when the file
+// cannot be read that way (the caller assembles the line as for a pipe).
+func (s *lineSource) readLongLineAhead(first []byte) (data []byte, ok bool, err error) {
+	pos, err := s.file.Seek(0, io.SeekCurrent)
+	if err != nil {
+		s.file = nil
+		return nil, false, nil
+	}
+	pos -= int64(s.br.Buffered())
+	scratch := make([]byte, scanChunk)
+	var rest int64 // bytes of the line after first, its newline included
+	for {
+		k, rerr := s.file.ReadAt(scratch, pos+rest)
+		if i := bytes.IndexByte(scratch[:k], '\n'); i >= 0 {
+			rest += int64(i + 1)
+			break
+		}
+		rest += int64(k)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, true, s.fail(rerr)
+		}
+	}
+	s.stats.Bytes += rest
+	if int64(len(first))+rest > int64(s.maxLine)+2 {
+		if _, err := s.file.Seek(pos+rest, io.SeekStart); err != nil {
+			return nil, true, s.fail(err)
+		}
+		s.br.Reset(s.file)
+		return nil, true, s.skipLongLine(nil)
+	}
+	n := len(first) + int(rest)
+	if cap(s.buf) >= n {
+		s.buf = s.buf[:n]
+	} else {
+		s.buf = make([]byte, n)
+	}
+	copy(s.buf, first)
+	if _, err := io.ReadFull(s.br, s.buf[len(first):]); err != nil {
+		return nil, true, s.fail(err)
+	}
+	s.long = true
+	return trimEOL(s.buf), true, nil
+}
+
+// startSpill readies the spill file; false when there is none (the line
+// is then assembled in memory, as it always could be).
+func (s *lineSource) startSpill() bool {
+	if s.noSpill {
+		return false
+	}
+	if s.spill == nil {
+		f, err := os.CreateTemp("", "tokenmill-line-*")
+		if err != nil {
+			s.noSpill = true
+			return false
+		}
+		os.Remove(f.Name()) // the open descriptor keeps it until closed
+		s.spill = f
+	}
+	if err := s.spill.Truncate(0); err != nil {
+		s.noSpill = true
+		return false
+	}
+	_, err := s.spill.Seek(0, io.SeekStart)
+	s.noSpill = err != nil
+	return err == nil
+}
+
+func (s *lineSource) spillWrite(p []byte) bool {
+	if _, err := s.spill.Write(p); err != nil {
+		s.noSpill = true
+		return false
+	}
+	return true
+}
+
+var errSpillRead = errors.New("reading back a long line from its temporary file")
+
+// unspill reads the n bytes of the line in the spill file back into a
+// buffer of their size, followed by rest: the line is then in memory
+// once, as the caller gets it.
+func (s *lineSource) unspill(n int64, rest []byte) error {
+	buf := make([]byte, n, n+int64(len(rest)))
+	if _, err := s.spill.ReadAt(buf, 0); err != nil {
+		s.noSpill = true
+		return fmt.Errorf("%w: %v", errSpillRead, err)
+	}
+	s.buf = append(buf, rest...)
+	s.spill.Truncate(0)
+	return nil
 }
 
 // skipLongLine discards the rest of an over-long line and reports it.
@@ -278,15 +444,28 @@ func (s *lineSource) skipLongLine(err error) error {
 	if err != nil && err != io.EOF {
 		return s.fail(err)
 	}
+	if s.spill != nil {
+		s.spill.Truncate(0)
+	}
+	limit := ""
+	if s.limit != "" {
+		limit = " (" + s.limit + ")"
+	}
 	return &InputError{File: s.name, Line: s.line, Reason: ReasonLineTooLong,
-		Err: fmt.Errorf("line longer than %d bytes", s.maxLine)}
+		Err: fmt.Errorf("line longer than %d bytes%s: skipped without being held", s.maxLine, limit)}
 }
 
 func (s *lineSource) fail(err error) error {
 	return &InputError{File: s.name, Line: s.line + 1, Reason: ReasonUnreadable, Err: describeReadError(err)}
 }
 
-func (s *lineSource) close() error { return s.closer.Close() }
+func (s *lineSource) close() error {
+	if s.spill != nil {
+		s.spill.Close()
+		s.spill = nil
+	}
+	return s.closer.Close()
+}
 
 func trimEOL(b []byte) []byte {
 	n := len(b)
@@ -318,8 +497,10 @@ func describeReadError(err error) error {
 	return err
 }
 
-// ToolOptions are the Options of a tool's run: its context ends a wait for
-// a FIFO, and the wait is explained on its stderr.
-func ToolOptions(ctx context.Context, env *cli.Env) Options {
-	return Options{Context: ctx, Logf: env.Logf}
+// logf is the Logger's Logf, or nil when there is none.
+func (r *Reader) logf() func(format string, args ...any) {
+	if r.log == nil {
+		return nil
+	}
+	return r.log.Logf
 }

@@ -2,11 +2,13 @@ package jsonl
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +108,7 @@ func TestReaderFormats(t *testing.T) {
 				case "zstd":
 					input = zst(t, input)
 				}
-				r := NewReader(nil, bytes.NewReader(input), Options{})
+				r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
 				out := readAll(t, r)
 				if fmt.Sprint(out) != fmt.Sprint(tt.want) {
 					t.Fatalf("got  %v\nwant %v", out, tt.want)
@@ -120,12 +122,12 @@ func TestReaderLongLines(t *testing.T) {
 	long := `{"text":"` + strings.Repeat("x", 3*readBufferSize) + `"}`
 	input := "{\"a\":1}\n" + long + "\n{\"a\":2}\n"
 	// Under the limit: the long line arrives whole.
-	out := readAll(t, NewReader(nil, strings.NewReader(input), Options{}))
+	out := readAll(t, NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{}))
 	if len(out) != 3 || out[1].data != long || out[2].line != 3 {
 		t.Fatalf("long line not read whole: %d records", len(out))
 	}
 	// Over the limit: reported with its line, and the stream goes on.
-	out = readAll(t, NewReader(nil, strings.NewReader(input), Options{MaxLine: readBufferSize}))
+	out = readAll(t, NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{MaxLine: readBufferSize}))
 	want := []got{{data: `{"a":1}`, line: 1}, {line: 2, reason: ReasonLineTooLong}, {data: `{"a":2}`, line: 3}}
 	if fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Fatalf("got %v, want %v", out, want)
@@ -139,7 +141,7 @@ func TestReaderLongLineIsOneCopy(t *testing.T) {
 		t.Skip("allocates 70 MiB lines")
 	}
 	line := hugeLine(70 << 20)
-	r := NewReader(nil, bytes.NewReader(append(line, "\n{\"a\":2}\n"...)), Options{})
+	r := NewReader(context.Background(), nil, nil, bytes.NewReader(append(line, "\n{\"a\":2}\n"...)), Options{})
 	rec, err := r.Next()
 	if err != nil || !bytes.Equal(rec.Data, line) {
 		t.Fatalf("70 MiB line: err %v, got %d bytes want %d", err, len(rec.Data), len(line))
@@ -170,7 +172,7 @@ func TestReaderRefusesDeepNesting(t *testing.T) {
 	objects := strings.Repeat(`{"a":`, MaxDepth) + "1" + strings.Repeat("}", MaxDepth)
 	quoted := `{"s":"` + strings.Repeat("[", MaxDepth+5) + `"}`
 	input := "{\"a\":1}\n" + deep + "\n" + atLimit + "\n" + objects + "\n" + quoted + "\n" + "[" + objects + "]\n"
-	r := NewReader(nil, strings.NewReader(input), Options{})
+	r := NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{})
 	var reasons []string
 	for {
 		rec, err := r.Next()
@@ -215,7 +217,7 @@ func TestReaderFilesAndErrors(t *testing.T) {
 	b := write("b.json.zst", zst(t, []byte(`[{"n":4}]`)))
 	missing := filepath.Join(dir, "missing.jsonl")
 
-	r := NewReader([]string{a, trunc, notParquet, missing, "-", b}, strings.NewReader("{\"n\":0}\n"), Options{})
+	r := NewReader(context.Background(), nil, []string{a, trunc, notParquet, missing, "-", b}, strings.NewReader("{\"n\":0}\n"), Options{})
 	var records int
 	var errs []*InputError
 	for {
@@ -265,7 +267,7 @@ func TestParquetRealData(t *testing.T) {
 	}
 	for _, name := range []string{"ii_0625_style.parquet", "ii_3m_style.parquet"} {
 		path := filepath.Join(dir, name)
-		r := NewReader([]string{path}, nil, Options{})
+		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
 		out := readAll(t, r)
 		if len(out) != 500 {
 			t.Fatalf("%s: %d records, want 500", name, len(out))
@@ -280,7 +282,7 @@ func TestParquetRealData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again := readAll(t, NewReader(nil, f, Options{}))
+		again := readAll(t, NewReader(context.Background(), nil, nil, f, Options{}))
 		f.Close()
 		if fmt.Sprint(again) != fmt.Sprint(out) {
 			t.Fatalf("%s via stdin differs", name)
@@ -296,7 +298,7 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, input []byte) {
-		r := NewReader(nil, bytes.NewReader(input), Options{MaxLine: 1 << 12})
+		r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{MaxLine: 1 << 12})
 		var total int
 		for i := 0; ; i++ {
 			if i > len(input)+10 {
@@ -330,7 +332,7 @@ func BenchmarkReaderJSONL(b *testing.B) {
 	b.SetBytes(int64(len(input)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r := NewReader(nil, bytes.NewReader(input), Options{})
+		r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
 		for {
 			if _, err := r.Next(); err != nil {
 				break
@@ -344,7 +346,7 @@ func BenchmarkReaderArray(b *testing.B) {
 	input := []byte("[" + strings.Repeat(elem+",\n", 19999) + elem + "]")
 	b.SetBytes(int64(len(input)))
 	for b.Loop() {
-		r := NewReader(nil, bytes.NewReader(input), Options{})
+		r := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
 		for {
 			if _, err := r.Next(); err != nil {
 				break
@@ -361,7 +363,7 @@ func TestReaderDoesNotWaitForAFullBuffer(t *testing.T) {
 	go pw.Write([]byte("{}\n"))
 	done := make(chan error, 1)
 	go func() {
-		_, err := NewReader(nil, pr, Options{}).Next()
+		_, err := NewReader(context.Background(), nil, nil, pr, Options{}).Next()
 		done <- err
 	}()
 	select {
@@ -371,5 +373,164 @@ func TestReaderDoesNotWaitForAFullBuffer(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reader waited for more than the 3 bytes a short record needs")
+	}
+}
+
+// A line longer than the read buffer is read whole when it fits and
+// skipped when it does not, the same from every kind of input, each by
+// its own path: a regular file by reading ahead (nothing spilled), a pipe
+// or a compressed file through the spill file, and in memory when no
+// temporary file can be made.
+func TestReaderLongLinePaths(t *testing.T) {
+	fits := `{"t":"` + strings.Repeat("f", 3*readBufferSize/2) + `"}`
+	over := `{"t":"` + strings.Repeat("o", 3*readBufferSize) + `"}`
+	input := []byte("{\"a\":1}\n" + fits + "\n{\"a\":2}\n" + over + "\n" + fits + "\r\n{\"a\":3}")
+	want := []got{{data: `{"a":1}`, line: 1}, {data: fits, line: 2}, {data: `{"a":2}`, line: 3}, {line: 4, reason: ReasonLineTooLong},
+		{data: fits, line: 5}, {data: `{"a":3}`, line: 6}}
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "in.jsonl")
+	os.WriteFile(plain, input, 0o644)
+	gzipped := filepath.Join(dir, "in.jsonl.gz")
+	os.WriteFile(gzipped, gz(t, input), 0o644)
+	for _, tt := range []struct {
+		name    string
+		open    func() *Reader
+		spilled bool // the spill file was used
+		tmpdir  string
+	}{
+		{"regular file", func() *Reader {
+			return NewReader(context.Background(), nil, []string{plain}, nil, Options{MaxLine: 2 * readBufferSize})
+		}, false, ""},
+		{"pipe", func() *Reader {
+			return NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{MaxLine: 2 * readBufferSize})
+		}, true, ""},
+		{"gzip file", func() *Reader {
+			return NewReader(context.Background(), nil, []string{gzipped}, nil, Options{MaxLine: 2 * readBufferSize})
+		}, true, ""},
+		{"pipe, no temporary directory", func() *Reader {
+			return NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{MaxLine: 2 * readBufferSize})
+		}, false, filepath.Join(dir, "missing")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.tmpdir != "" {
+				t.Setenv("TMPDIR", tt.tmpdir)
+			}
+			r := tt.open()
+			var out []got
+			spilled := false
+			for {
+				rec, err := r.Next()
+				if ls, ok := r.cur.(*lineSource); ok && ls.spill != nil {
+					spilled = true
+				}
+				if err == io.EOF {
+					break
+				}
+				var ie *InputError
+				switch {
+				case errors.As(err, &ie):
+					out = append(out, got{line: ie.Line, reason: ie.Reason})
+					if !strings.Contains(ie.Error(), "skipped without being held") {
+						t.Errorf("message %q", ie.Error())
+					}
+				case err != nil:
+					t.Fatal(err)
+				default:
+					out = append(out, got{data: string(rec.Data), line: rec.Line})
+					if len(rec.Data) > readBufferSize && r.TakeLong(rec) == nil {
+						t.Error("a long line was not handed over")
+					}
+				}
+			}
+			r.Close()
+			if fmt.Sprint(out) != fmt.Sprint(want) {
+				t.Fatalf("got %.300v\nwant %.300v", out, want)
+			}
+			if spilled != tt.spilled {
+				t.Errorf("spill file used: %v, want %v", spilled, tt.spilled)
+			}
+		})
+	}
+}
+
+// overlongSource is a JSONL stream with a line of n bytes between two
+// small records, made as it is read (never held whole).
+type overlongSource struct {
+	head, tail []byte
+	n, done    int64
+}
+
+func newOverlong(n int64) *overlongSource {
+	return &overlongSource{head: []byte("{\"a\":1}\n{\"t\":\""), tail: []byte("\"}\n{\"a\":2}\n"), n: n}
+}
+
+func (o *overlongSource) Read(p []byte) (int, error) {
+	total := int64(len(o.head)) + o.n + int64(len(o.tail))
+	if o.done >= total {
+		return 0, io.EOF
+	}
+	k := 0
+	for k < len(p) && o.done < total {
+		switch i := o.done; {
+		case i < int64(len(o.head)):
+			c := copy(p[k:], o.head[i:])
+			k, o.done = k+c, o.done+int64(c)
+		case i < int64(len(o.head))+o.n:
+			c := int(min(int64(len(p)-k), int64(len(o.head))+o.n-i))
+			for j := range c {
+				p[k+j] = 'x'
+			}
+			k, o.done = k+c, o.done+int64(c)
+		default:
+			c := copy(p[k:], o.tail[i-int64(len(o.head))-o.n:])
+			k, o.done = k+c, o.done+int64(c)
+		}
+	}
+	return k, nil
+}
+
+// A 1.1 GiB line between two small records, at the default 1 GiB limit:
+// skipped while streaming. The figures are what the reader allocated
+// while reading it (held-bytes, an upper bound on what it held; x-buffer
+// the same as a multiple of the 1 MiB read buffer), from a regular file
+// (a sparse one: read ahead, nothing spilled) and from a pipe (assembled
+// in the spill file up to the limit).
+func BenchmarkReaderOverlongLine(b *testing.B) {
+	const n = 1100 << 20
+	path := filepath.Join(b.TempDir(), "overlong.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.Write(newOverlong(0).head)
+	f.Truncate(int64(len(newOverlong(0).head)) + n) // a hole: zeros, no disk
+	f.Seek(0, io.SeekEnd)
+	f.Write(newOverlong(0).tail)
+	f.Close()
+	for _, src := range []string{"file", "pipe"} {
+		b.Run(src, func(b *testing.B) {
+			b.SetBytes(n)
+			var alloc uint64
+			for range b.N {
+				var r *Reader
+				if src == "file" {
+					r = NewReader(context.Background(), nil, []string{path}, nil, Options{})
+				} else {
+					r = NewReader(context.Background(), nil, nil, newOverlong(n), Options{})
+				}
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				out := readAll(b, r)
+				runtime.ReadMemStats(&after)
+				r.Close()
+				if len(out) != 3 || out[1].reason != ReasonLineTooLong || out[2].data != `{"a":2}` {
+					b.Fatalf("got %v", out)
+				}
+				alloc = max(alloc, after.TotalAlloc-before.TotalAlloc)
+			}
+			b.ReportMetric(float64(alloc), "held-bytes")
+			b.ReportMetric(float64(alloc)/readBufferSize, "x-buffer")
+		})
 	}
 }

@@ -30,62 +30,56 @@ const reportLimit = 5
 type Rejects struct {
 	mu     sync.Mutex
 	w      *Writer // nil: count and report only
-	log    io.Writer
-	tool   string
+	log    Logger  // nil: count and write only
 	counts map[string]int64
 	total  int64
 	buf    []byte
 }
 
-// NewRejects reports to log (stderr) as tool; w may be nil.
-func NewRejects(tool string, log io.Writer, w *Writer) *Rejects {
-	return &Rejects{tool: tool, log: log, w: w, counts: map[string]int64{}}
+// NewRejects reports to log (the tool's stderr); either may be nil.
+func NewRejects(log Logger, w *Writer) *Rejects {
+	return &Rejects{log: log, w: w, counts: map[string]int64{}}
 }
 
-// CreateRejects starts the --rejects file at path ("" for none). Like any
-// output it is written atomically: Close puts it in place, Abort drops it.
-// An existing file is refused unless force (see CheckPaths).
-func CreateRejects(env *cli.Env, path string, force bool) (*Rejects, error) {
+// CreateRejects starts the --rejects file at path ("" for none; "-" is
+// stdout), reporting to log. Like any output it is written atomically:
+// Close puts it in place, Abort drops it. An existing file is refused
+// unless force (see CheckPaths).
+func CreateRejects(path string, stdout io.Writer, log Logger, force bool) (*Rejects, error) {
 	var w *Writer
 	if path != "" {
 		var err error
-		w, err = Create(path, env.Stdout, WriterOptions{Force: force, Flag: "--rejects"})
+		w, err = Create(path, stdout, WriterOptions{Force: force, Flag: "--rejects"})
 		if err != nil {
 			return nil, fmt.Errorf("rejects file: %w", err)
 		}
 	}
-	return NewRejects(env.Name, env.Stderr, w), nil
-}
-
-// OpenRejects is CreateRejects replacing any existing file, for a tool
-// that has not yet taken up the replace rule.
-func OpenRejects(env *cli.Env, path string) (*Rejects, error) {
-	return CreateRejects(env, path, true)
+	return NewRejects(log, w), nil
 }
 
 // Add rejects rec for reason. detail explains it for a person (a
 // decoder's words put in the record's, see cli.Plain). The record
 // written is the input with a "reject" field, or {"raw": line, "reject"}
 // when the input is not a JSON object.
-func (r *Rejects) Add(rec Record, reason, detail string) error {
+func (r *Rejects) Add(rec RawLine, reason, detail string) error {
 	detail = cli.Plain(detail)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.total++
 	r.counts[reason]++
-	if r.counts[reason] <= reportLimit {
+	if r.log != nil && r.counts[reason] <= reportLimit {
 		where := rec.File
 		if rec.Line > 0 {
 			where = fmt.Sprintf("%s:%d", rec.File, rec.Line)
 		}
-		msg := fmt.Sprintf("%s: %s: %s", r.tool, where, reason)
+		msg := where + ": " + reason
 		if detail != "" {
 			msg += ": " + detail
 		}
 		if r.counts[reason] == reportLimit {
 			msg += " (further " + reason + " rejects are counted, not shown)"
 		}
-		fmt.Fprintln(r.log, msg)
+		r.log.Logf("%s", msg)
 	}
 	if r.w == nil {
 		return nil
@@ -124,7 +118,7 @@ func (r *Rejects) Input(err error) error {
 	if !errors.As(err, &ie) {
 		return err
 	}
-	return r.Add(Record{Data: ie.Data, File: ie.File, Line: ie.Line}, ie.Reason, ie.Err.Error())
+	return r.Add(RawLine{Data: ie.Data, File: ie.File, Line: ie.Line}, ie.Reason, ie.Err.Error())
 }
 
 // Total is the number of rejects so far.

@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -29,7 +30,7 @@ func TestWriterRoundTripCompressed(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		out := readAll(t, NewReader([]string{path}, nil, Options{}))
+		out := readAll(t, NewReader(context.Background(), nil, []string{path}, nil, Options{}))
 		if len(out) != 1000 || out[999].line != 1000 {
 			t.Fatalf("%s: read back %d records", name, len(out))
 		}
@@ -175,14 +176,14 @@ func TestRejects(t *testing.T) {
 	path := filepath.Join(dir, "rejects.jsonl")
 	var stderr bytes.Buffer
 	env := &cli.Env{Name: "tool", Stderr: &stderr}
-	r, err := CreateRejects(env, path, false)
+	r, err := CreateRejects(path, nil, env, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Add(Record{Data: []byte(`{"id":1}`), File: "a.jsonl", Line: 3}, "no_user_turn", "")
-	r.Add(Record{Data: []byte(`{oops`), File: "a.jsonl", Line: 4}, ReasonMalformedJSON, "invalid character 'o'")
+	r.Add(RawLine{Data: []byte(`{"id":1}`), File: "a.jsonl", Line: 3}, "no_user_turn", "")
+	r.Add(RawLine{Data: []byte(`{oops`), File: "a.jsonl", Line: 4}, ReasonMalformedJSON, "invalid character 'o'")
 	for i := 0; i < 7; i++ {
-		r.Add(Record{Data: []byte(`[1]`), File: "b.jsonl", Line: int64(10 + i)}, ReasonNotObject, "")
+		r.Add(RawLine{Data: []byte(`[1]`), File: "b.jsonl", Line: int64(10 + i)}, ReasonNotObject, "")
 	}
 	r.Input(&InputError{File: "c.gz", Line: 9, Reason: ReasonUnreadable, Err: io.ErrUnexpectedEOF})
 
@@ -201,7 +202,7 @@ func TestRejects(t *testing.T) {
 	if n := strings.Count(log, ": not_an_object"); n != reportLimit {
 		t.Errorf("not_an_object shown %d times, want %d", n, reportLimit)
 	}
-	out := readAll(t, NewReader([]string{path}, nil, Options{}))
+	out := readAll(t, NewReader(context.Background(), nil, []string{path}, nil, Options{}))
 	if len(out) != 10 {
 		t.Fatalf("rejects file has %d records, want every one of 10", len(out))
 	}
@@ -215,7 +216,7 @@ func TestRejects(t *testing.T) {
 }
 
 func TestRejectsNoneIsSuccess(t *testing.T) {
-	r := NewRejects("tool", io.Discard, nil)
+	r := NewRejects(nil, nil)
 	if err := r.Close(); err != nil || r.Summary() != "rejected 0" {
 		t.Fatalf("Close = %v, summary %q", err, r.Summary())
 	}

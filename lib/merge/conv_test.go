@@ -286,7 +286,7 @@ func FuzzConversationParse(f *testing.F) {
 		if p.rank > rankStop {
 			t.Fatalf("rank %d", p.rank)
 		}
-		var q quality.Record
+		var q quality.GenerationView
 		if q.Parse(data) != nil || q.Kind != record.KindGeneration {
 			return // filter's reader is stricter about the turns' fields
 		}

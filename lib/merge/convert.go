@@ -96,15 +96,18 @@ type generation struct {
 		Sample    int             `json:"sample"`
 		// A regenerated conversation, and the places of its regenerated
 		// turns in it.
-		Messages []convMessage `json:"messages"`
-		Turns    []struct {
-			Message int `json:"message"`
-		} `json:"turns"`
-		Truncated *convTruncation `json:"truncated"`
+		Messages  []convMessage     `json:"messages"`
+		Turns     []regeneratedTurn `json:"turns"`
+		Truncated *convTruncation   `json:"truncated"`
 		// The sampling mixture's arm and its settings (infer --mix).
 		Arm       string          `json:"arm"`
 		ArmParams json.RawMessage `json:"arm_params"`
 	} `json:"output"`
+}
+
+// regeneratedTurn is where a regenerated turn is in output.messages.
+type regeneratedTurn struct {
+	Message int `json:"message"`
 }
 
 // convMessage is a message of a regenerated conversation.
@@ -135,50 +138,54 @@ type converter struct {
 }
 
 // convert returns the training record of a generation record, valid
-// until the next call, or why the record cannot be one.
+// until the next call, or why the record cannot be one: the record is
+// decoded, its turns laid out (the prompt's with the answer after them, or
+// the regenerated conversation), its tools put in canonical form, and the
+// whole written in the --to format.
 func (c *converter) convert(data []byte) ([]byte, *rejection) {
+	if rej := c.decode(data); rej != nil {
+		return nil, rej
+	}
+	if rej := c.layOut(); rej != nil {
+		return nil, rej
+	}
+	var err error
+	if c.tools, _, err = record.AppendCanonicalTools(c.tools[:0], c.gen.Tools); err != nil {
+		return nil, reject(ReasonBadRecord, "%v", err)
+	}
+	return c.encode()
+}
+
+// decode reads data into c.gen, reusing its lists, and refuses a record
+// with nothing to put an answer after.
+func (c *converter) decode(data []byte) *rejection {
 	clear(c.gen.Messages[:cap(c.gen.Messages)])
 	clear(c.gen.Output.Messages[:cap(c.gen.Output.Messages)])
 	msgs, convMsgs, turns := c.gen.Messages[:0], c.gen.Output.Messages[:0], c.gen.Output.Turns[:0]
 	c.gen = generation{Messages: msgs}
 	c.gen.Output.Messages, c.gen.Output.Turns = convMsgs, turns
 	if err := record.Decode(data, &c.gen); err != nil {
-		return nil, reject(ReasonBadRecord, "%v", err)
+		return reject(ReasonBadRecord, "%v", err)
 	}
+	if g := &c.gen; !g.isConversation() && len(g.Messages) == 0 && g.Prompt == nil {
+		return reject(ReasonNoPrompt, "no messages or prompt to put the answer after")
+	}
+	return nil
+}
+
+// isConversation tells a regenerated conversation from a single answer.
+func (g *generation) isConversation() bool { return len(g.Output.Messages) > 0 }
+
+// layOut fills c.msgs with the training record's turns: a regenerated
+// conversation's, or the prompt's followed by the answer; a top-level
+// system prompt takes the system slot of chat turns.
+func (c *converter) layOut() *rejection {
 	g := &c.gen
-	conversation := len(g.Output.Messages) > 0
-	if !conversation && len(g.Messages) == 0 && g.Prompt == nil {
-		return nil, reject(ReasonNoPrompt, "no messages or prompt to put the answer after")
-	}
 	c.msgs = c.msgs[:0]
 	switch {
-	case conversation:
-		// The regenerated conversation replaces the prompt's, up to its
-		// last regenerated turn (a truncated one stops there); one that a
-		// tool call nobody answered ended, up to its last complete
-		// exchange unless --keep-truncated.
-		turns := g.Output.Turns
-		if tr := g.Output.Truncated; tr != nil && isToolTruncation(tr.Reason) && !c.keepTruncated {
-			turns = turns[:completeTurns(len(turns), func(i int) int {
-				if m := turns[i].Message; m >= 0 && m < len(g.Output.Messages) && makesCalls(g.Output.Messages[m].ToolCalls) {
-					return 1
-				}
-				return 0
-			})]
-		}
-		last := -1
-		for _, t := range turns {
-			last = max(last, t.Message)
-		}
-		if last < 0 || last >= len(g.Output.Messages) {
-			return nil, reject(ReasonBadRecord, "output.turns lists no regenerated message")
-		}
-		for _, m := range g.Output.Messages[:last+1] {
-			tm := trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Weight: m.Weight}
-			if c.withReasoning && m.Role == "assistant" {
-				tm.ReasoningContent = m.ReasoningContent
-			}
-			c.msgs = append(c.msgs, tm)
+	case g.isConversation():
+		if rej := c.conversationTurns(); rej != nil {
+			return rej
 		}
 	case len(g.Messages) == 0:
 		c.msgs = append(c.msgs, trainMessage{Role: "user", Content: *g.Prompt})
@@ -187,59 +194,116 @@ func (c *converter) convert(data []byte) ([]byte, *rejection) {
 			c.msgs = append(c.msgs, trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Weight: m.Weight})
 		}
 	}
-	if conversation || len(g.Messages) > 0 {
+	if g.isConversation() || len(g.Messages) > 0 {
 		if rej := c.systemSlot(); rej != nil {
-			return nil, rej
+			return rej
 		}
 	}
-	if !conversation {
-		answer := trainMessage{Role: "assistant", Content: g.Output.Text}
-		if !isNull(g.Output.ToolCalls) && string(g.Output.ToolCalls) != "[]" {
-			answer.ToolCalls = g.Output.ToolCalls
-		}
-		if c.withReasoning {
-			answer.ReasoningContent = g.Output.Reasoning
-		}
-		c.msgs = append(c.msgs, answer)
+	if !g.isConversation() {
+		c.msgs = append(c.msgs, c.answer())
 	}
 	if c.softSwitch {
 		c.msgs = withSoftSwitch(c.msgs, g.Output.ArmParams)
 	}
-	var err error
-	c.tools, _, err = record.AppendCanonicalTools(c.tools[:0], g.Tools)
-	if err != nil {
-		return nil, reject(ReasonBadRecord, "%v", err)
+	return nil
+}
+
+// conversationTurns lays out a regenerated conversation, which replaces
+// the prompt's, up to its last regenerated turn (a truncated one stops
+// there); one that a tool call nobody answered ended, up to its last
+// complete exchange unless --keep-truncated.
+func (c *converter) conversationTurns() *rejection {
+	msgs := c.gen.Output.Messages
+	last := -1
+	for _, t := range c.keptTurns() {
+		last = max(last, t.Message)
 	}
+	if last < 0 || last >= len(msgs) {
+		return reject(ReasonBadRecord, "output.turns lists no regenerated message")
+	}
+	for _, m := range msgs[:last+1] {
+		tm := trainMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Weight: m.Weight}
+		if c.withReasoning && m.Role == "assistant" {
+			tm.ReasoningContent = m.ReasoningContent
+		}
+		c.msgs = append(c.msgs, tm)
+	}
+	return nil
+}
+
+// keptTurns are the regenerated turns the training record keeps: all of
+// them, or for a conversation a tool call nobody answered ended (unless
+// --keep-truncated), those up to its last complete exchange.
+func (c *converter) keptTurns() []regeneratedTurn {
+	out := &c.gen.Output
+	turns := out.Turns
+	if tr := out.Truncated; tr == nil || !isToolTruncation(tr.Reason) || c.keepTruncated {
+		return turns
+	}
+	return turns[:completeTurns(len(turns), func(i int) int {
+		if m := turns[i].Message; m >= 0 && m < len(out.Messages) && makesCalls(out.Messages[m].ToolCalls) {
+			return 1
+		}
+		return 0
+	})]
+}
+
+// answer is a single answer's assistant turn.
+func (c *converter) answer() trainMessage {
+	out := &c.gen.Output
+	answer := trainMessage{Role: "assistant", Content: out.Text}
+	if !isNull(out.ToolCalls) && string(out.ToolCalls) != "[]" {
+		answer.ToolCalls = out.ToolCalls
+	}
+	if c.withReasoning {
+		answer.ReasoningContent = out.Reasoning
+	}
+	return answer
+}
+
+// encode writes the laid-out turns and tools in the --to format.
+func (c *converter) encode() ([]byte, *rejection) {
+	g := &c.gen
 	sample := g.Output.Sample
+	var err error
 	switch c.to {
 	case toMessages:
 		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
-		return c.out, encodeRejection(err)
 	case toConversations:
 		c.out, err = json.Append(c.out[:0], conversationsRecord{ID: g.ID, Sample: sample, Conversations: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
-		return c.out, encodeRejection(err)
+	default:
+		if rej := c.shareGPTTurns(); rej != nil {
+			return nil, rej
+		}
+		c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools), Arm: g.Output.Arm}, 0)
 	}
+	return c.out, encodeRejection(err)
+}
+
+// shareGPTTurns fills c.turns with c.msgs as ShareGPT turns: roles named
+// its way, reasoning in a <think> block, and an assistant turn's tool
+// calls as a function_call turn after its text (if any).
+func (c *converter) shareGPTTurns() *rejection {
 	c.turns = c.turns[:0]
 	for _, m := range c.msgs {
 		from, ok := shareGPTFrom[m.Role]
 		if !ok {
 			from = m.Role
 		}
-		if m.Role == "assistant" && len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
-			call, err := shareGPTCall(m.ToolCalls)
-			if err != nil {
-				return nil, reject(ReasonBadRecord, "tool_calls: %v", err)
-			}
-			if text := c.withThink(m); text != "" {
-				c.turns = append(c.turns, shareGPTTurn{From: from, Value: text, Weight: m.Weight})
-			}
-			c.turns = append(c.turns, shareGPTTurn{From: "function_call", Value: call, Weight: m.Weight})
+		if m.Role != "assistant" || len(m.ToolCalls) == 0 || string(m.ToolCalls) == "null" {
+			c.turns = append(c.turns, shareGPTTurn{From: from, Value: c.withThink(m), Weight: m.Weight})
 			continue
 		}
-		c.turns = append(c.turns, shareGPTTurn{From: from, Value: c.withThink(m), Weight: m.Weight})
+		call, err := shareGPTCall(m.ToolCalls)
+		if err != nil {
+			return reject(ReasonBadRecord, "tool_calls: %v", err)
+		}
+		if text := c.withThink(m); text != "" {
+			c.turns = append(c.turns, shareGPTTurn{From: from, Value: text, Weight: m.Weight})
+		}
+		c.turns = append(c.turns, shareGPTTurn{From: "function_call", Value: call, Weight: m.Weight})
 	}
-	c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools), Arm: g.Output.Arm}, 0)
-	return c.out, encodeRejection(err)
+	return nil
 }
 
 // makesCalls tells a message's tool_calls value that holds a call: not

@@ -125,3 +125,42 @@ func quoteJSON(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestKeptTurns: a conversation a tool call nobody answered ended keeps
+// its turns up to its last complete exchange (the last turn that made no
+// call), unless --keep-truncated; any other keeps all its turns.
+func TestKeptTurns(t *testing.T) {
+	const call, noCall = `[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]`, `[]`
+	tests := []struct {
+		name   string
+		calls  []string // tool_calls of the assistant message of each turn
+		reason string   // output.truncated.reason, "" for none
+		keep   bool     // --keep-truncated
+		want   int      // turns kept
+	}{
+		{"complete", []string{noCall, call, noCall}, "", false, 3},
+		{"complete, ending on a call", []string{noCall, call}, "", false, 2},
+		{"context full is not cut", []string{noCall, call}, "context_full", false, 2},
+		{"unpaired call cut to the last complete exchange", []string{noCall, call, call}, "tool_unpaired", false, 1},
+		{"tool rounds cut the same way", []string{call, noCall, call}, "tool_rounds", false, 2},
+		{"nothing complete", []string{call, call}, "tool_unpaired", false, 0},
+		{"null calls are none", []string{`null`, call}, "tool_unpaired", false, 1},
+		{"--keep-truncated keeps all", []string{noCall, call, call}, "tool_unpaired", true, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &converter{keepTruncated: tt.keep}
+			out := &c.gen.Output
+			for i, calls := range tt.calls {
+				out.Messages = append(out.Messages, convMessage{Role: "user"}, convMessage{Role: "assistant", ToolCalls: []byte(calls)})
+				out.Turns = append(out.Turns, regeneratedTurn{Message: 2*i + 1})
+			}
+			if tt.reason != "" {
+				out.Truncated = &convTruncation{Reason: tt.reason}
+			}
+			if got := c.keptTurns(); len(got) != tt.want {
+				t.Errorf("kept %d turns, want %d", len(got), tt.want)
+			}
+		})
+	}
+}

@@ -100,7 +100,7 @@ type merger struct {
 	dropEmpty bool
 	// rejected holds rejectKey of every answer filter rejected.
 	rejected map[uint64]struct{}
-	qrec     quality.Record
+	qrec     quality.GenerationView
 
 	read, bytes atomic.Int64 // answer records and bytes read (progress)
 	resolved    atomic.Int64 // keys emitted (progress)
@@ -131,10 +131,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if limit := max(int64(c.Memory), minMemoryLimit); limit < debug.SetMemoryLimit(-1) {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
-	inputs := append(jsonl.Inputs(c.Inputs), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
+	inputs := append(jsonl.InputsFrom(c.Inputs, env.Stdin), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output, MayBeInput: true},
 		{Flag: "--errors", Path: c.Errors}, {Flag: "--rejects", Path: c.Rejects}}
 	outputs = append(outputs, c.tokenOutputs()...)
+	outputs = append(outputs, jsonl.LockSidecar("-o", c.Output)...)
 	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer lock.Release()
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -278,10 +279,10 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 
 // readAnswers folds every generation and error record into the table.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader(m.cmd.Inputs, env.Stdin, jsonl.ToolOptions(m.ctx, env))
+	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
-	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
 		p, rej := parseRecord(rec.Data)
 		if rej == nil && p.rank == rankNone {
 			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
@@ -339,16 +340,16 @@ func rejectKey(p *parsed) uint64 {
 // the answers they reject are known wherever those answers are read.
 // Reject records elsewhere are recognised when read.
 func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
-	discard := jsonl.NewRejects("merge", io.Discard, nil) // bad lines are reported when read again below
+	discard := jsonl.NewRejects(nil, nil) // bad lines are reported when read again below
 	for _, name := range m.cmd.Inputs {
 		// Only regular files can be read twice: stdin, a pipe or a FIFO is
 		// read once, with the rest.
 		if st, err := os.Stat(name); name == "-" || err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		in := jsonl.NewReader([]string{name}, nil, jsonl.Options{})
+		in := jsonl.NewReader(m.ctx, env, []string{name}, nil, jsonl.Options{})
 		first := true
-		err := eachRecord(m, in, discard, func(rec jsonl.Record) error {
+		err := eachRecord(m, in, discard, func(rec jsonl.RawLine) error {
 			p, rej := parseRecord(rec.Data)
 			if first {
 				// Decided by the first record that parses: filter writes the
@@ -436,11 +437,11 @@ func (m *merger) empty(data []byte) bool {
 // readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
 // or only its own when it carries a top-level sample.
 func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader([]string{m.cmd.Prompts}, env.Stdin, jsonl.ToolOptions(m.ctx, env))
+	in := jsonl.NewReader(m.ctx, env, []string{m.cmd.Prompts}, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
 	var buf, clean []byte
-	return eachRecord(m, in, rejects, func(rec jsonl.Record) error {
+	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
 		p, rej := parseRecord(rec.Data)
 		if rej != nil {
 			return rejects.Add(rec, rej.reason, rej.detail)
@@ -476,7 +477,7 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 
 // eachRecord runs fn on every record of in, reporting input errors as
 // rejects, until the end or an interrupt.
-func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jsonl.Record) error) error {
+func eachRecord(m *merger, in *jsonl.Reader, rejects *jsonl.Rejects, fn func(jsonl.RawLine) error) error {
 	for n := 0; ; n++ {
 		if err := m.check(n); err != nil {
 			return err

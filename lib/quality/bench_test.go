@@ -50,7 +50,7 @@ func BenchmarkRecordParse(b *testing.B) {
 		lines = append(lines, generationLine(b, strconv.Itoa(i), a))
 		n += int64(len(lines[i]))
 	}
-	var r Record
+	var r GenerationView
 	b.SetBytes(n)
 	b.ResetTimer()
 	for range b.N {

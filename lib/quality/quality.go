@@ -3,7 +3,7 @@
 // an answer, thinking markers left in the text, degenerate repetition, an
 // answer in another language than its prompt, and broken tool calls. The
 // checks are pure functions of an answer; Checker runs a chosen set of
-// them in a fixed order, and Record reads the answers out of a generation
+// them in a fixed order, and GenerationView reads the answers out of a generation
 // record (one, or one per regenerated assistant turn).
 package quality
 
@@ -88,7 +88,7 @@ type Answer struct {
 	Inline bool
 	// prompt, when set, gives Prompt on demand (a single answer's prompt
 	// is decoded only when a check needs it).
-	prompt *Record
+	prompt *GenerationView
 }
 
 // PromptText is the text of the user turn answered.

@@ -333,22 +333,6 @@ func jsonUnmarshalString(raw string, s *string) error {
 	return json.Unmarshal([]byte(raw), s)
 }
 
-func FuzzUnquote(f *testing.F) {
-	for _, s := range []string{`""`, `"plain"`, `"a\nb\t\"c\"\\"`, `"\u00e9\ud83d\ude00"`, `"\ud800x"`, "\"\xff\"", `"\/"`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		var want string
-		if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || json.Unmarshal([]byte(raw), &want) != nil {
-			return
-		}
-		got, _ := Unquote([]byte(raw), nil)
-		if got != want {
-			t.Fatalf("Unquote(%s) = %q, encoding/json says %q", raw, got, want)
-		}
-	})
-}
-
 var recordSeeds = []string{
 	`{"id":"a","messages":[{"role":"user","content":"hi"}],"output":{"text":"Hello!\n","reasoning":"greet","finish_reason":"stop","sample":0}}`,
 	`{"id":"b","prompt":"2+2=","output":{"text":" 4","finish_reason":"length","tool_calls":[{"function":{"name":"calc","arguments":"{\"x\":1}"}}]},"tools":"[{\"name\":\"calc\"}]"}`,
@@ -365,7 +349,7 @@ func TestRecordParse(t *testing.T) {
 		reason  string
 		answers int
 	}{{"", 1}, {"", 1}, {"", 2}, {"", 0}, {"", 0}, {ReasonBadOutput, 0}, {ReasonBadOutput, 0}, {ReasonNotObject, 0}, {ReasonMalformedJSON, 0}, {"", 1}}
-	var r Record
+	var r GenerationView
 	for i, line := range recordSeeds {
 		perr := r.Parse([]byte(line))
 		reason := ""
@@ -413,7 +397,7 @@ func TestRecordExactKeys(t *testing.T) {
 		{"a later output replaces an earlier one's fields", `{"output":{"text":"a"},"output":{"reasoning":"r"}}`, record.KindGeneration, ReasonBadOutput, "", "", ""},
 		{"Turns is not turns", `{"output":{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}],"Turns":[{"message":1}]}}`, record.KindGeneration, "", "", "", ""},
 	} {
-		var r Record
+		var r GenerationView
 		perr := r.Parse([]byte(tc.line))
 		reason := ""
 		if perr != nil {
@@ -432,7 +416,7 @@ func TestRecordExactKeys(t *testing.T) {
 		}
 	}
 	// Tool calls and tools: Function and Name are not function and name.
-	var r Record
+	var r GenerationView
 	line := `{"tools":[{"type":"function","Function":{"name":"f"}}],"output":{"text":"","tool_calls":[{"function":{"Name":"f","arguments":"{}"}}]}}`
 	if perr := r.Parse([]byte(line)); perr != nil || len(r.Answers) != 1 || len(r.Answers[0].ToolCalls) != 1 {
 		t.Fatalf("Parse: %v, %+v", perr, r.Answers)
@@ -449,7 +433,7 @@ func FuzzRecordParse(f *testing.F) {
 		f.Add(s)
 	}
 	c, _ := NewChecker(Config{Checks: Checks, Loop: DefaultLoop, Lang: DefaultLang})
-	var r Record
+	var r GenerationView
 	f.Fuzz(func(t *testing.T, line string) {
 		perr := r.Parse([]byte(line))
 		if perr != nil {

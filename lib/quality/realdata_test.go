@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func loadRealAnswers(t testing.TB) map[string][]realAnswer {
 		if _, err := os.Stat(path); err != nil {
 			t.Skipf("real data not available (%v)", err)
 		}
-		in := jsonl.NewReader([]string{path}, nil, jsonl.Options{})
+		in := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
 		for {
 			rec, err := in.Next()
 			if errors.Is(err, io.EOF) {

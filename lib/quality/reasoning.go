@@ -76,7 +76,7 @@ func (m *ReasoningModes) Inline(arm string) bool {
 
 // SetModes marks the answers of rec inline or not, by the record's arm
 // (read from output.arm only when some arm has a mode of its own).
-func (c *Checker) SetModes(rec *Record) {
+func (c *Checker) SetModes(rec *GenerationView) {
 	m := &c.cfg.Reasoning
 	arm := ""
 	if len(m.Arms) > 0 {
@@ -94,7 +94,7 @@ func recordArm(output []byte) string {
 	if err != nil || len(v) < 2 || v[0] != '"' {
 		return ""
 	}
-	s, _ := Unquote(v, nil)
+	s, _ := record.Unquote(v, nil)
 	return s
 }
 

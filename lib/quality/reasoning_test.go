@@ -124,7 +124,7 @@ func TestSetModes(t *testing.T) {
 		{`{"id":"a","messages":[{"role":"user","content":"x"}],"output":{"text":"t","finish_reason":"stop","arm":"th\u0069nk"}}`, true},
 		{`{"id":"a","messages":[{"role":"user","content":"x"}],"output":{"text":"t","finish_reason":"stop","arm":7}}`, false},
 	} {
-		var rec Record
+		var rec GenerationView
 		if err := rec.Parse([]byte(tt.line)); err != nil {
 			t.Fatal(err)
 		}

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
-	"unsafe"
 
 	"github.com/segmentio/encoding/json"
 
@@ -35,12 +32,12 @@ func parseErr(reason, format string, args ...any) *ParseError {
 	return &ParseError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }
 
-// Record is the view of a generation record the checks read: its answers,
-// one for a single answer or one per regenerated assistant turn
+// GenerationView is the view of a generation record the checks read: its
+// answers, one for a single answer or one per regenerated assistant turn
 // (output.turns), each with the user turn it answers. Its strings alias
-// the line parsed and buffers of the Record, so a Record is valid until
-// the next Parse or until the line's buffer is reused.
-type Record struct {
+// the line parsed and buffers of the view, so a view is valid until the
+// next Parse or until the line's buffer is reused.
+type GenerationView struct {
 	Kind record.Kind
 	// Conversation is true for a regenerated conversation (output.messages):
 	// Answers[i] is then output.turns[i].
@@ -97,7 +94,7 @@ type turnView struct {
 // without copying when it holds no escape. Field names match exactly, as
 // the record contract spells them ("Output" is not "output"), the last of
 // repeated ones winning.
-func (r *Record) Parse(line []byte) *ParseError {
+func (r *GenerationView) Parse(line []byte) *ParseError {
 	r.Kind, r.Conversation, r.Output, r.tools = record.KindPrompt, false, nil, nil
 	r.Answers = r.Answers[:0]
 	r.messages, r.prompt, r.toolsRaw, r.promptText, r.promptDone = nil, nil, nil, "", false
@@ -166,7 +163,7 @@ func (r *Record) Parse(line []byte) *ParseError {
 }
 
 // parseConversation reads the regenerated turns of output.messages.
-func (r *Record) parseConversation(msgsRaw, turnsRaw []byte) *ParseError {
+func (r *GenerationView) parseConversation(msgsRaw, turnsRaw []byte) *ParseError {
 	r.Conversation = true
 	clear(r.out.Messages[:cap(r.out.Messages)])
 	clear(r.out.Turns[:cap(r.out.Turns)])
@@ -212,7 +209,7 @@ func stringField(name string, sp *span, buf []byte) (string, []byte, *ParseError
 	if sp.raw[0] != '"' {
 		return "", buf, parseErr(ReasonBadOutput, "%s should be a string, not %.20s", name, sp.raw)
 	}
-	s, buf := unquote(sp.raw, buf, sp.escaped, sp.high)
+	s, buf := record.UnquoteKnown(sp.raw, buf, sp.escaped, sp.high)
 	return s, buf, nil
 }
 
@@ -225,7 +222,7 @@ func finishField(sp *span) (string, *ParseError) {
 	if sp.raw[0] != '"' {
 		return "", parseErr(ReasonBadOutput, "output.finish_reason should be a string, not %.20s", sp.raw)
 	}
-	s, _ := unquote(sp.raw, nil, sp.escaped, sp.high)
+	s, _ := record.UnquoteKnown(sp.raw, nil, sp.escaped, sp.high)
 	for _, known := range [...]string{"stop", "length", "tool_calls", "abort", "content_filter"} {
 		if s == known {
 			return known, nil
@@ -234,118 +231,12 @@ func finishField(sp *span) (string, *ParseError) {
 	return strings.Clone(s), nil
 }
 
-// Unquote decodes the valid JSON string literal raw. Without escapes the
-// result aliases raw; otherwise it is written into buf (returned for
-// reuse) and aliases it. Invalid UTF-8 becomes U+FFFD, as decoders do.
-func Unquote(raw, buf []byte) (string, []byte) {
-	return unquote(raw, buf, bytes.IndexByte(raw, '\\') >= 0, true)
-}
-
-// unquote is Unquote knowing whether raw holds an escape, and whether it
-// may hold bytes above ASCII (when not, the result is valid UTF-8 as it
-// stands).
-func unquote(raw, buf []byte, escaped, high bool) (string, []byte) {
-	s := raw[1 : len(raw)-1]
-	if !escaped {
-		if !high || utf8.Valid(s) {
-			return unsafe.String(unsafe.SliceData(s), len(s)), buf
-		}
-		buf = appendValid(buf[:0], s)
-		return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
-	}
-	i := bytes.IndexByte(s, '\\')
-	buf = append(buf[:0], s[:i]...)
-	for s = s[i:]; len(s) > 0; {
-		if s[0] != '\\' {
-			j := bytes.IndexByte(s, '\\')
-			if j < 0 {
-				j = len(s)
-			}
-			buf = append(buf, s[:j]...)
-			s = s[j:]
-			continue
-		}
-		if len(s) < 2 {
-			break
-		}
-		switch c := s[1]; c {
-		case 'n':
-			buf = append(buf, '\n')
-		case 't':
-			buf = append(buf, '\t')
-		case 'r':
-			buf = append(buf, '\r')
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'u':
-			if len(s) < 6 {
-				s = s[len(s):]
-				continue
-			}
-			r := hex4(s[2:6])
-			s = s[6:]
-			if utf16.IsSurrogate(r) {
-				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-					if pair := utf16.DecodeRune(r, hex4(s[2:6])); pair != utf8.RuneError {
-						buf = utf8.AppendRune(buf, pair)
-						s = s[6:]
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			buf = utf8.AppendRune(buf, r)
-			continue
-		default: // " \\ /
-			buf = append(buf, c)
-		}
-		s = s[2:]
-	}
-	if high && !utf8.Valid(buf) {
-		buf = appendValid(nil, buf)
-	}
-	return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
-}
-
-// appendValid appends s with each byte of invalid UTF-8 replaced by
-// U+FFFD, as encoding/json decodes it.
-func appendValid(dst, s []byte) []byte {
-	for len(s) > 0 {
-		r, n := utf8.DecodeRune(s)
-		if r == utf8.RuneError && n == 1 {
-			dst = utf8.AppendRune(dst, utf8.RuneError)
-		} else {
-			dst = append(dst, s[:n]...)
-		}
-		s = s[n:]
-	}
-	return dst
-}
-
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
-}
-
 // Tools is the set of functions the record offers (parsed only when some
 // answer calls one).
-func (r *Record) Tools() Tools { return r.tools }
+func (r *GenerationView) Tools() Tools { return r.tools }
 
 // toolCalls converts the calls of answer i, reusing r's buffers.
-func (r *Record) toolCalls(i int, calls []toolCallView) []ToolCall {
+func (r *GenerationView) toolCalls(i int, calls []toolCallView) []ToolCall {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -362,7 +253,7 @@ func (r *Record) toolCalls(i int, calls []toolCallView) []ToolCall {
 
 // lastUserTurn is the text of the prompt's last user message, or its
 // completion prompt; decoded when first asked for.
-func (r *Record) lastUserTurn() string {
+func (r *GenerationView) lastUserTurn() string {
 	if !r.promptDone {
 		r.promptDone = true
 		r.promptText = userTurn(r.messages, r.prompt)
@@ -386,7 +277,7 @@ func userTurn(messages, prompt []byte) string {
 		}
 	}
 	if len(prompt) > 0 && prompt[0] == '"' {
-		s, _ := Unquote(prompt, nil)
+		s, _ := record.Unquote(prompt, nil)
 		return strings.Clone(s)
 	}
 	return ""

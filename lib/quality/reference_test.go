@@ -12,7 +12,7 @@ import (
 	"tokenmill/lib/record"
 )
 
-// The checks' fast paths (Record.Parse's one-pass scanner, the loop
+// The checks' fast paths (GenerationView.Parse's one-pass scanner, the loop
 // check's hashed words, early stops and bounds, the tail's anchored
 // search, the thinking markers' gated scans) against straightforward
 // versions written from their definitions: encoding/json and maps of strings, every measure computed
@@ -153,7 +153,7 @@ func refParse(line []byte) refRecord {
 
 // sameParse fails unless r, as Parse left it (perr its result), is what
 // refParse makes of line.
-func sameParse(t *testing.T, line []byte, r *Record, perr *ParseError) {
+func sameParse(t *testing.T, line []byte, r *GenerationView, perr *ParseError) {
 	t.Helper()
 	want := refParse(line)
 	got := refRecord{kind: r.Kind, conversation: r.Conversation, tools: r.Tools()}
@@ -398,7 +398,7 @@ func TestFastPathsMatchReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r Record
+	var r GenerationView
 	var s Scratch
 	check := func(id string, a Answer, tools Tools) {
 		line := generationLine(t, id, a)
@@ -441,7 +441,7 @@ func FuzzFastPaths(f *testing.F) {
 		f.Add(tc.text)
 		f.Add(string(generationLine(f, tc.name, Answer{Text: tc.text, Finish: "stop"})))
 	}
-	var r Record
+	var r GenerationView
 	var s Scratch
 	f.Fuzz(func(t *testing.T, line string) {
 		perr := r.Parse([]byte(line))

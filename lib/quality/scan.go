@@ -266,7 +266,7 @@ func (s *scanner) slot(quoted []byte, escaped bool, level int) int {
 	key := quoted[1 : len(quoted)-1]
 	if escaped {
 		var k string
-		k, s.key = Unquote(quoted, s.key)
+		k, s.key = record.Unquote(quoted, s.key)
 		key = []byte(k)
 	}
 	if level == levelTop {

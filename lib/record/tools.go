@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/segmentio/encoding/json"
@@ -113,6 +114,36 @@ func openAITool(tool any) any {
 		return map[string]any{"type": "function", "function": fn}
 	}
 	return m
+}
+
+// AddressCalls gives every tool call of one answer an id of its own: a
+// call that came without one gets call_<m>_<k> (m the answer's 1-based
+// place in the conversation, k the call's), as extract names the calls of
+// datasets without ids; and a call whose id repeats an earlier call's in
+// the same answer (some servers give every call one id) is re-addressed
+// the same way, so that each tool result pairs with one call. It returns
+// how many calls it re-addressed (not counting those without an id).
+func AddressCalls(calls []ToolCall, m int) (readdressed int) {
+	if len(calls) == 0 {
+		return 0
+	}
+	seen := make(map[string]bool, len(calls))
+	for k := range calls {
+		if calls[k].ID != "" && !seen[calls[k].ID] {
+			seen[calls[k].ID] = true
+			continue
+		}
+		if calls[k].ID != "" {
+			readdressed++
+		}
+		id := "call_" + strconv.Itoa(m) + "_" + strconv.Itoa(k+1)
+		for n := 2; seen[id]; n++ {
+			id = "call_" + strconv.Itoa(m) + "_" + strconv.Itoa(k+1) + "_" + strconv.Itoa(n)
+		}
+		calls[k].ID = id
+		seen[id] = true
+	}
+	return readdressed
 }
 
 // parseParameters reads a function's parameters given as a JSON string

@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/segmentio/encoding/json"
@@ -136,6 +137,39 @@ func TestUsesSystem(t *testing.T) {
 	} {
 		if got := UsesSystem(tt.system, tt.msgs); got != tt.want {
 			t.Errorf("UsesSystem(%q, %v) = %v, want %v", tt.system, tt.msgs, got, tt.want)
+		}
+	}
+}
+
+// Every call of an answer gets an id of its own: one without gets
+// call_<m>_<k>, one repeating an earlier call's id is re-addressed the
+// same way (and counted), and a made-up id never takes one a later call
+// already has.
+func TestAddressCalls(t *testing.T) {
+	call := func(id string) ToolCall { return ToolCall{ID: id, Type: "function", Function: FunctionCall{Name: "f"}} }
+	for _, tt := range []struct {
+		in          []string
+		want        []string
+		readdressed int
+	}{
+		{[]string{"a", "b"}, []string{"a", "b"}, 0},
+		{[]string{"", ""}, []string{"call_3_1", "call_3_2"}, 0},
+		{[]string{"x", "x", "x"}, []string{"x", "call_3_2", "call_3_3"}, 2},
+		{[]string{"", "call_3_1"}, []string{"call_3_1", "call_3_2"}, 1},
+		{[]string{"call_3_2", "call_3_2"}, []string{"call_3_2", "call_3_2_2"}, 1},
+		{nil, nil, 0},
+	} {
+		var calls []ToolCall
+		for _, id := range tt.in {
+			calls = append(calls, call(id))
+		}
+		n := AddressCalls(calls, 3)
+		var got []string
+		for _, c := range calls {
+			got = append(got, c.ID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) || n != tt.readdressed {
+			t.Errorf("%q: got %q (%d re-addressed), want %q (%d)", tt.in, got, n, tt.want, tt.readdressed)
 		}
 	}
 }

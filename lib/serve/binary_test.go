@@ -18,12 +18,6 @@ import (
 
 func TestMain(m *testing.M) { testbin.Main(m, "serve", "llmsim", "infer") }
 
-// long skips a test that takes more than a few seconds outside the long tier.
-func long(t *testing.T) {
-	t.Helper()
-	testbin.Long(t, "serve through the binaries at length")
-}
-
 // freePorts finds n consecutive free ports.
 func freePorts(t *testing.T, n int) int {
 	t.Helper()

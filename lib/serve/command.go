@@ -113,6 +113,13 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 	if endpoints == "" {
 		endpoints = filepath.Join(c.StateDir, endpointsName)
 	}
+	if err := checkFiles(c.StateDir, endpoints, len(specs)); err != nil {
+		return err
+	}
+	// The key is never printed, nor stored in the status file: a server's
+	// readiness answer or its command line may hold it.
+	secrets := env.Protect()
+	secrets.Add(c.APIKey)
 	lockFile, err := claim(c.StateDir, specs)
 	if err != nil {
 		return err
@@ -146,7 +153,7 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 	sup := newSupervisor(specs, st)
 	sup.pol = policy{startTimeout: c.StartTimeout, unhealthyAfter: c.UnhealthyAfter, backoff: c.Backoff, maxBackoff: c.MaxBackoff, maxFailures: c.MaxFailures}
 	sup.clk, sup.probeEvery, sup.grace, sup.progress = clk, c.ProbeInterval, c.Grace, c.Progress
-	sup.check, sup.dir, sup.endpoints, sup.logf = pool, c.StateDir, endpoints, env.Logf
+	sup.check, sup.dir, sup.endpoints, sup.logf, sup.secrets = pool, c.StateDir, endpoints, env.Logf, secrets
 	sup.openLogs(c.LogMaxSize, c.LogKeep)
 	defer sup.closeLogs()
 

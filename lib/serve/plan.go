@@ -21,10 +21,6 @@ type spec struct {
 	url   string // what the endpoints file lists
 }
 
-// placeholders are what a server's arguments may name; anything else in
-// braces (a JSON argument) is left as it is.
-var placeholders = []string{"{port}", "{gpus}", "{index}", "{host}"}
-
 // parseGPUs reads a GPU list: numbers, ranges of numbers (0-7) and other
 // names CUDA_VISIBLE_DEVICES takes (GPU-<uuid>, MIG-<uuid>), comma-separated.
 func parseGPUs(list string) ([]string, error) {

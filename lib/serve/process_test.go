@@ -180,7 +180,7 @@ func TestClaimRefuses(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	writeState(dir, &State{PID: 4242})
+	writeState(dir, &State{PID: 4242}, nil)
 	if _, err := claim(dir, free); err == nil || !strings.Contains(err.Error(), "another serve (pid 4242) runs with --state-dir") {
 		t.Errorf("a state directory held: %v", err)
 	}
@@ -190,13 +190,13 @@ func TestClaimRefuses(t *testing.T) {
 	left := shell(t, `echo started; exec sleep 60`, log)
 	waitLine(t, log, "started")
 	st := &State{PID: 4242, Servers: []Server{{Index: 0, Port: 30000, PID: left.pgid, PIDStart: left.start}}}
-	writeState(dir, st)
+	writeState(dir, st, nil)
 	if _, err := claim(dir, free); err == nil || !strings.Contains(err.Error(), "server 0 (pid "+strconv.Itoa(left.pgid)+", port 30000) of a previous serve (pid 4242") {
 		t.Errorf("a server left running: %v", err)
 	}
 	if left.start != 0 { // the system tells start times: a pid given to another process is told apart
 		st.Servers[0].PIDStart = left.start + 1
-		writeState(dir, st)
+		writeState(dir, st, nil)
 		f, err := claim(dir, free)
 		if err != nil {
 			t.Errorf("a recorded pid that names another process now: %v", err)

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
+
+	"tokenmill/lib/jsonl"
 )
 
 // supported says whether serve can run here: it needs process groups.
@@ -108,9 +110,11 @@ func groupAlive(pgid int) []int {
 
 // lock takes the lock of a state directory without waiting: false when
 // another process holds it. The lock goes with the process, however it
-// ends (kill -9 too), so a lock held is a serve that runs.
+// ends (kill -9 too), so a lock held is a serve that runs. It is taken on
+// the file itself, whatever name the directory is reached by, and never
+// through a symbolic link (refused).
 func lock(path string) (*os.File, bool, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := jsonl.OpenSidecar("--state-dir's lock", path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, false, err
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 )
 
@@ -95,13 +96,42 @@ func readState(dir string) (*State, error) {
 }
 
 // writeState replaces the status file at once (a reader sees the old or
-// the new, whole).
-func writeState(dir string, st *State) error {
+// the new, whole), with secrets (nil: none) replaced by ***.
+func writeState(dir string, st *State, secrets *cli.Secrets) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, stateName), append(b, '\n'))
+	return writeAtomic(filepath.Join(dir, stateName), append(secrets.Redact(b), '\n'))
+}
+
+// checkFiles refuses, before anything is written, a state directory or
+// an endpoints file that would make serve write where it must not: the
+// endpoints file on the status file, the lock or a log (under any name:
+// compared by the file), a directory as the endpoints file, or a symbolic
+// link at one of serve's own files in the state directory (its lock, its
+// logs), which it never writes through.
+func checkFiles(dir, endpoints string, servers int) error {
+	own := []jsonl.Output{
+		{Flag: "--state-dir's status file", Path: filepath.Join(dir, stateName), Kept: true},
+		{Flag: "--state-dir's lock", Path: filepath.Join(dir, lockName), Kept: true},
+	}
+	sidecars := []string{filepath.Join(dir, lockName), filepath.Join(dir, logsName)}
+	for i := range servers {
+		log := filepath.Join(dir, logsName, fmt.Sprintf("server-%d.log", i))
+		own = append(own, jsonl.Output{Flag: fmt.Sprintf("server %d's log", i), Path: log, Kept: true})
+		sidecars = append(sidecars, log)
+	}
+	for _, path := range sidecars {
+		if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			return cli.Usagef("%q is a symbolic link (to %q): serve never writes through a link at a file of its own; remove the link", path, target)
+		}
+	}
+	if st, err := os.Lstat(filepath.Join(dir, logsName)); err == nil && !st.IsDir() {
+		return cli.Usagef("%q is not a directory: serve keeps the servers' logs there", filepath.Join(dir, logsName))
+	}
+	return jsonl.CheckPaths(nil, append([]jsonl.Output{{Flag: "--endpoints-file", Path: endpoints, Kept: true}}, own...), false)
 }
 
 func writeAtomic(path string, b []byte) error {
@@ -164,9 +194,6 @@ func describe(ss []Server) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// errLocked is a state directory another serve holds.
-var errLocked = errors.New("locked")
 
 // claim takes the state directory for a new serve: its lock, after
 // checking that no serve runs there, that no server of a previous one

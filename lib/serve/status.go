@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -93,7 +94,7 @@ func writeStatus(w *bufio.Writer, st *State, runs bool, now time.Time) {
 		how = "does not run (" + lastWord(st) + ")"
 	}
 	fmt.Fprintf(w, "serve (pid %d) %s; started %s, updated %s; endpoints file %s\n", st.PID, how,
-		st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339), st.EndpointsFile)
+		st.Started.Format(time.RFC3339), st.Updated.Format(time.RFC3339), cli.Escape(st.EndpointsFile, cli.MaxLogLine))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tURL\tGPUS\tSTATE\tPID\tRESTARTS\tLAST EXIT\tCHECK\tLOG")
 	for _, s := range st.Servers {
@@ -119,7 +120,10 @@ func writeStatus(w *bufio.Writer, st *State, runs bool, now time.Time) {
 		if s.Check != "" {
 			check = s.Check
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Index, s.URL, gpus, state, pid, s.Restarts, exit, check, s.Log)
+		// What a server answered, and names from outside: shown, never
+		// sent to the terminal raw (a tab would break the table too).
+		esc := func(v string) string { return cli.Escape(strings.ReplaceAll(v, "\t", " "), cli.MaxLogLine) }
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Index, esc(s.URL), esc(gpus), esc(state), pid, s.Restarts, esc(exit), esc(check), esc(s.Log))
 	}
 	tw.Flush()
 }
@@ -170,7 +174,7 @@ func (c *Stop) Run(ctx context.Context, env *cli.Env) error {
 		sv.State, sv.PID, sv.PIDStart, sv.LastExit, sv.LastExitAt = stateStopped, 0, 0, "stopped by serve stop", now
 	}
 	st.Updated = now
-	if err := writeState(c.StateDir, st); err != nil {
+	if err := writeState(c.StateDir, st, nil); err != nil {
 		failed = append(failed, err)
 	}
 	if err := errors.Join(failed...); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/natefinch/lumberjack.v2"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 )
 
@@ -36,6 +37,7 @@ type supervisor struct {
 	dir        string // the state directory
 	endpoints  string // the endpoints file
 	logf       func(format string, args ...any)
+	secrets    *cli.Secrets // replaced by *** in the status file (nil: none)
 
 	mu       sync.Mutex
 	st       State
@@ -75,7 +77,7 @@ func (s *supervisor) update(i int, f func(*Server)) {
 // tried again at the next change.
 func (s *supervisor) saveLocked() {
 	s.st.Updated = s.clk.Now()
-	if err := writeState(s.dir, &s.st); err != nil {
+	if err := writeState(s.dir, &s.st, s.secrets); err != nil {
 		s.reportLocked("the status file", err)
 	}
 	var urls []string

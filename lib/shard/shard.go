@@ -68,7 +68,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := r.checkPaths(); err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (r *run) checkPaths() error {
 	outputs := []jsonl.Output{{Flag: "--rejects", Path: c.Rejects}}
 	if r.sel >= 0 {
 		outputs = append(outputs, jsonl.Output{Flag: "--select", Path: "-"})
-		return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
+		return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, r.env.Stdin), outputs, c.Force)
 	}
 	if !c.Force {
 		old, err := r.pat.existing()
@@ -109,7 +109,7 @@ func (r *run) checkPaths() error {
 			outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i)})
 		}
 	}
-	return jsonl.CheckPaths(jsonl.Inputs(c.Inputs), outputs, c.Force)
+	return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, r.env.Stdin), outputs, c.Force)
 }
 
 // configure checks the flags against each other.
@@ -187,7 +187,7 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 	})
 	defer progress.Stop()
 
-	in := jsonl.NewReader(r.cmd.Inputs, r.env.Stdin, jsonl.ToolOptions(ctx, r.env))
+	in := jsonl.NewReader(ctx, r.env, r.cmd.Inputs, r.env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var accepted int64
 	for {

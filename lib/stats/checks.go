@@ -8,7 +8,7 @@ import (
 // checker runs filter's quality checks in one parsing worker (--checks).
 type checker struct {
 	c     *quality.Checker // nil: no --checks
-	rec   quality.Record
+	rec   quality.GenerationView
 	found []quality.Finding
 }
 

@@ -370,9 +370,12 @@ func idKey(class byte, id rawID, sample int) uint64 {
 	b := append(buf[:0], class)
 	b = strconv.AppendInt(b, int64(sample), 10)
 	b = append(b, 0)
-	if bytes.IndexByte(id, '\\') >= 0 {
+	switch {
+	case len(id) > 0 && id[0] != '"':
+		b = append(append(append(b, '"'), id...), '"') // 7 and "7" are one id, as in every tool
+	case bytes.IndexByte(id, '\\') >= 0:
 		b = append(append(append(b, '"'), id.text().Text...), '"') // "a\u0062" and "ab" are one id
-	} else {
+	default:
 		b = append(b, id...)
 	}
 	return xxh3.Hash(b)

@@ -79,10 +79,10 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	outputs := []jsonl.Output{{Flag: "report", Path: "-"}, {Flag: "--plot", Path: c.Plot}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.Inputs(c.Files), outputs, c.Force); err != nil {
+	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(env, c.Rejects, c.Force)
+	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		rejects.Abort()
 		return err
 	}
-	reader := jsonl.NewReader(inputs, env.Stdin, jsonl.ToolOptions(ctx, env))
+	reader := jsonl.NewReader(ctx, env, inputs, env.Stdin, jsonl.Options{})
 	agg := newAggregator()
 	tk := newTokenAgg(c.TokenFlags)
 	if checks != nil {
@@ -113,10 +113,10 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		case it.Err != nil:
 			return rejects.Input(it.Err)
 		case it.V.err != nil:
-			return rejects.Add(it.Record, it.V.err.reason, it.V.err.err.Error())
+			return rejects.Add(it.RawLine, it.V.err.reason, it.V.err.err.Error())
 		}
 		agg.add(&it.V.fact, it.File, it.Line)
-		tk.add(it.Record.Data)
+		tk.add(it.RawLine.Data)
 		return nil
 	}, &prog)
 	display.Stop()

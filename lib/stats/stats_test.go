@@ -263,6 +263,7 @@ func TestIDKey(t *testing.T) {
 		{`{"id":"ab","prompt":""}`, `{"id":"a\u0062","prompt":"x"}`},
 		{`{"id":"ab","prompt":"","output":{"text":"x","sample":1}}`, `{"id":"ab","prompt":"","error":{"status":500,"sample":1}}`},
 		{`{"id":"ab","prompt":"","sample":0}`, `{"id":"ab","prompt":""}`},
+		{`{"id":"1","prompt":""}`, `{"id":1,"prompt":""}`}, // an id is its text, in every tool
 	}
 	for _, p := range same {
 		if key(p[0]) != key(p[1]) {
@@ -270,7 +271,7 @@ func TestIDKey(t *testing.T) {
 		}
 	}
 	differ := [][2]string{
-		{`{"id":"1","prompt":""}`, `{"id":1,"prompt":""}`},
+		{`{"id":"12","prompt":""}`, `{"id":1,"prompt":""}`},
 		{`{"id":"ab","prompt":""}`, `{"id":"ab","prompt":"","output":{"text":"x"}}`},
 		{`{"id":"ab","prompt":"","output":{"text":"x","sample":0}}`, `{"id":"ab","prompt":"","output":{"text":"x","sample":1}}`},
 		{`{"id":"a","prompt":"","sample":11}`, `{"id":"a1","prompt":"","sample":1}`},

@@ -276,7 +276,10 @@ func (a *tokenAgg) drift(ctx context.Context) *Drift {
 		kind := s.kind
 		if a.flags.TokensEndpoint != "" || kind == "" {
 			if kinds[url] == "" {
-				kinds[url] = p.Provenance(ep, s.model).Server
+				// A server that could not be asked is taken as what its
+				// routes showed so far: a gateway, asked as one.
+				sb, _ := p.Provenance(ep, s.model)
+				kinds[url] = sb.Server
 			}
 			kind = kinds[url]
 		}
