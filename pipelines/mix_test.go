@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/mix"
 )
 
@@ -76,13 +77,18 @@ func byArm(t *testing.T, what string, recs []armRecord, seen map[string]string) 
 }
 
 // A mixed run from a real dataset to the training file: alpaca's prompts
-// through extract and dedup, infer --mix with two samples each, filter
-// with the reasoning inline for the thinking arms only, and merge. Every
-// stage is counted by arm: infer gives each (id, sample) the mixture's
-// arm, stats counts the same, every answer is kept or rejected exactly
-// once, and what merge writes carries the arm, with --soft-switch the
-// Qwen3 switch of its arm.
+// through extract and dedup, infer --mix --token-ids with two samples
+// each, filter with the reasoning inline for the thinking arms only, and
+// merge into chat records and token rows. Every stage is counted, by arm
+// from infer on: infer gives each (id, sample) the mixture's arm, stats
+// counts the same, every answer is kept or rejected exactly once, and
+// what merge writes carries the arm, one training record and one token
+// row per kept answer, the chat records with --soft-switch the Qwen3
+// switch of their arm.
 func TestMixReachesTraining(t *testing.T) {
+	if testing.Short() && !testbin.IsLong() {
+		t.Skip("-short: TOKENMILL_TEST_LONG=1 runs it anyway")
+	}
 	alpaca := realDataFile(t, "alpaca_en_demo.json")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "mix.yaml"), []byte(pipelineMix), 0o644); err != nil {
@@ -94,16 +100,25 @@ func TestMixReachesTraining(t *testing.T) {
 	}
 	// No --reasoning: the think blocks stay in the content; a few answers
 	// keep thinking markers where they should not.
-	fleet := startFleet(t, 2, "--instant", "--seed", "5", "--think-residue-rate", "0.05")
+	// A tokenizer and chat template, for the token ids.
+	fleet := startFleet(t, 2, "--instant", "--seed", "5", "--think-residue-rate", "0.05", "--chat-template", "chatml")
 
-	run(t, dir, 0, "extract", "-o", "extracted.jsonl", alpaca)
-	run(t, dir, 0, "dedup", "-o", "prompts.jsonl", "extracted.jsonl")
+	var raw []json.RawMessage
+	if err := json.Unmarshal([]byte(readFile(t, alpaca)), &raw); err != nil {
+		t.Fatal(err)
+	}
+	summary := run(t, dir, 0, "extract", "-o", "extracted.jsonl", alpaca)
+	extracted := len(readArmRecords(t, filepath.Join(dir, "extracted.jsonl")))
+	if want := fmt.Sprintf("extract: read %d, wrote %d, rejected 0", len(raw), extracted); extracted != len(raw) || !strings.Contains(summary, want) {
+		t.Fatalf("extract wrote %d of alpaca's %d rows; summary:\n%s", extracted, len(raw), summary)
+	}
+	summary = run(t, dir, 0, "dedup", "-o", "prompts.jsonl", "extracted.jsonl")
 	prompts := len(readArmRecords(t, filepath.Join(dir, "prompts.jsonl")))
-	if prompts < 900 {
-		t.Fatalf("%d prompts from alpaca's demo", prompts)
+	if want := fmt.Sprintf("dedup: read %d, kept %d, removed %d ", extracted, prompts, extracted-prompts); prompts < 900 || !strings.Contains(summary, want) {
+		t.Fatalf("%d prompts from alpaca's demo; summary:\n%s", prompts, summary)
 	}
 
-	summary := run(t, dir, 0, "infer", "-e", fleet, "--mix", "mix.yaml", "--seed", "3", "--samples", "2", "--max-tokens", "4000", "--progress", "0", "-o", "gen.jsonl", "prompts.jsonl")
+	summary = run(t, dir, 0, "infer", "-e", fleet, "--mix", "mix.yaml", "--seed", "3", "--samples", "2", "--max-tokens", "4000", "--token-ids", "--progress", "0", "-o", "gen.jsonl", "prompts.jsonl")
 	gen := readArmRecords(t, filepath.Join(dir, "gen.jsonl"))
 	generated := byArm(t, "gen.jsonl", gen, map[string]string{})
 	if len(gen) != 2*prompts {
@@ -120,7 +135,7 @@ func TestMixReachesTraining(t *testing.T) {
 			t.Fatalf("%s (%s): the answer opens with a think block: %v", r.ID, r.Output.Arm, inline)
 		}
 	}
-	t.Logf("prompts %d, answers by arm %v", prompts, generated)
+	t.Logf("alpaca %d rows, extracted %d, prompts %d, answers by arm %v", len(raw), extracted, prompts, generated)
 	for _, a := range m.Arms {
 		if share := float64(generated[a.Name]) / float64(len(gen)); share < m.Share(m.Index(a.Name))-0.04 || share > m.Share(m.Index(a.Name))+0.04 {
 			t.Errorf("arm %s has %.1f%% of the answers, its weight %.1f%%", a.Name, 100*share, 100*m.Share(m.Index(a.Name)))
@@ -153,10 +168,15 @@ func TestMixReachesTraining(t *testing.T) {
 	// The parser was off for the thinking arms: taken as parsed, all their
 	// answers would be residue.
 	summary = run(t, dir, 0, "filter", "--rejects", "parsed.unfit.jsonl", "-o", "parsed.fit.jsonl", "gen.jsonl")
-	for _, r := range readArmRecords(t, filepath.Join(dir, "parsed.fit.jsonl")) {
-		if r.Output.Arm != "no_think" {
-			t.Fatalf("filter --reasoning parsed kept a %s answer with its think block: %s", r.Output.Arm, r.ID)
-		}
+	parsedSeen := map[string]string{}
+	parsedKept := byArm(t, "parsed.fit.jsonl", readArmRecords(t, filepath.Join(dir, "parsed.fit.jsonl")), parsedSeen)
+	byArm(t, "parsed.unfit.jsonl", readArmRecords(t, filepath.Join(dir, "parsed.unfit.jsonl")), parsedSeen)
+	if len(parsedSeen) != len(gen) || parsedKept["think"]+parsedKept["effort_high"] != 0 {
+		t.Fatalf("filter --reasoning parsed decided %d of %d answers, kept %v: no thinking arm's answer should pass", len(parsedSeen), len(gen), parsedKept)
+	}
+	// Every thinking answer not cut at its length is residue.
+	if residue := summaryInt(t, summary, "think_residue"); residue < generated["think"]+generated["effort_high"]-summaryInt(t, summary, "length") {
+		t.Errorf("filter --reasoning parsed: think_residue %d of %d thinking answers:\n%s", residue, generated["think"]+generated["effort_high"], summary)
 	}
 	summary = run(t, dir, 0, "filter", "--reasoning", "parsed,think=inline,effort_high=inline", "--rejects", "unfit.jsonl", "-o", "fit.jsonl", "gen.jsonl")
 	seen := map[string]string{}
@@ -195,6 +215,20 @@ func TestMixReachesTraining(t *testing.T) {
 			t.Fatalf("%s (%s): system %q, want it to end with %s", r.ID, *r.Arm, sys, want)
 		}
 	}
+
+	// Token rows: one per kept answer, with its arm.
+	summary = run(t, dir, 0, "merge", "--to", "tokens", "-o", "rows.jsonl", "fit.jsonl")
+	rows := readArmRecords(t, filepath.Join(dir, "rows.jsonl"))
+	inRows := byArm(t, "rows.jsonl", rows, map[string]string{})
+	for _, a := range m.Arms {
+		if inRows[a.Name] != kept[a.Name] {
+			t.Errorf("arm %s: merge --to tokens wrote %d rows, filter kept %d", a.Name, inRows[a.Name], kept[a.Name])
+		}
+	}
+	if len(rows) != len(train) || !strings.Contains(summary, "token rows "+thousands(len(rows))+" (") {
+		t.Errorf("%d token rows for %d training records:\n%s", len(rows), len(train), summary)
+	}
+	t.Logf("merge wrote %d training records and %d token rows", len(train), len(rows))
 }
 
 // runStdout runs a tokenmill binary in dir, failing the test unless it
