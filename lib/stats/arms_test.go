@@ -2,9 +2,12 @@ package stats
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/segmentio/encoding/json"
@@ -12,8 +15,8 @@ import (
 
 // TestArms: the per-arm section against the records themselves, summed
 // here: answers, errors, tokens, shares, finish reasons and speed of each
-// arm, the records without an arm under "(none)", and no section for an
-// input without arms.
+// arm, the records without an arm under "(none)", the same section with
+// one worker and four, and no section for an input without arms.
 func TestArms(t *testing.T) {
 	path := filepath.Join(testdata, "arms.jsonl")
 	type sums struct {
@@ -105,6 +108,41 @@ func TestArms(t *testing.T) {
 			t.Errorf("arm %s: %d answer token values distributed", a.Arm, a.AnswerTokens.Count)
 		}
 	}
+	// The same records many times over under other ids: the section is
+	// the same with one worker and four, each count the copies' multiple.
+	const copies = 400
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var many bytes.Buffer
+	for i := 0; i < copies; i++ {
+		many.Write(bytes.ReplaceAll(data, []byte(`{"id":"m`), fmt.Appendf(nil, `{"id":"c%d-m`, i)))
+	}
+	manyPath := filepath.Join(t.TempDir(), "many.jsonl")
+	if err := os.WriteFile(manyPath, many.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var first []Arm
+	for _, workers := range []string{"1", "4"} {
+		code, stdout, stderr := run(t, "", "--json", "--wall", "10m", "--workers", workers, manyPath)
+		var r Report
+		if err := json.Unmarshal([]byte(stdout), &r); code != 0 || err != nil {
+			t.Fatalf("--workers %s: exit %d (%v)\n%s", workers, code, err, stderr)
+		}
+		for i, a := range r.Arms {
+			if i >= len(rep.Arms) || a.Arm != rep.Arms[i].Arm || a.Answers != copies*rep.Arms[i].Answers || a.Errors != copies*rep.Arms[i].Errors ||
+				a.CompletionTokens != copies*rep.Arms[i].CompletionTokens {
+				t.Errorf("--workers %s: arm %+v, want %d times %+v", workers, a, copies, rep.Arms[min(i, len(rep.Arms)-1)])
+			}
+		}
+		if first == nil {
+			first = r.Arms
+		} else if !reflect.DeepEqual(r.Arms, first) {
+			t.Errorf("--workers %s: arms %+v, --workers 1 %+v", workers, r.Arms, first)
+		}
+	}
+
 	_, stdout, _ = run(t, "", "--json", filepath.Join(testdata, "context.jsonl"))
 	var plain Report
 	if err := json.Unmarshal([]byte(stdout), &plain); err != nil || plain.Arms != nil || plain.Kinds.Generation == 0 {
