@@ -301,8 +301,8 @@ func TestMixIsStable(t *testing.T) {
 	}
 }
 
-// TestMixUsage: a mixture that cannot be read is a usage error, before
-// anything is written.
+// TestMixUsage: a mixture that cannot be read (missing, malformed, a
+// device that never ends) is a usage error, before anything is written.
 func TestMixUsage(t *testing.T) {
 	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 3})
 	bad, _ := os.Create(filepath.Join(s.dir, "bad.yaml"))
@@ -311,6 +311,7 @@ func TestMixUsage(t *testing.T) {
 	for _, tt := range []struct{ file, want string }{
 		{filepath.Join(s.dir, "none.yaml"), "--mix " + filepath.Join(s.dir, "none.yaml") + ": open"},
 		{bad.Name(), `"seed" is --seed's`},
+		{"/dev/zero", "--mix /dev/zero: larger than 1024 KiB"},
 	} {
 		res := runWant(t, 2, s.args("--mix", tt.file)...)
 		if !strings.Contains(res.stderr, tt.want) {

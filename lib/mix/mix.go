@@ -65,11 +65,24 @@ var reserved = map[string]string{
 	"sampling_seed": "--seed's (sample k uses seed+k)",
 }
 
+// MaxFileBytes bounds a mixture file: a few arms are a few kilobytes, so
+// a larger file (or a device that never ends) is refused after this much
+// is read, not read whole into memory.
+const MaxFileBytes = 1 << 20
+
 // Load reads and checks the mixture file at path.
 func Load(path string) (*Mix, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("larger than %d KiB: a mixture is a few arms", MaxFileBytes>>10)
 	}
 	return Parse(data)
 }

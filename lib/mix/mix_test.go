@@ -1,6 +1,7 @@
 package mix
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -117,6 +118,23 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "none.yaml")); err == nil {
 		t.Error("a missing file loaded")
+	}
+	// A file past the bound, and a device that never ends, are refused
+	// once the bound is read.
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, append([]byte(thinkingMix), bytes.Repeat([]byte("# pad\n"), MaxFileBytes/6)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{big, "/dev/zero"} {
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "larger than 1024 KiB") {
+			t.Errorf("%s: %v, want it refused as too large", path, err)
+		}
+	}
+	if _, err := Load(t.TempDir()); err == nil {
+		t.Error("a directory loaded")
 	}
 }
 
