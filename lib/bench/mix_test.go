@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/mix"
 )
 
@@ -133,18 +133,6 @@ func TestBenchMixNote(t *testing.T) {
 	}
 }
 
-// lockedLog is a request log safe for the simulator's handlers.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // TestBenchMixSent: infer bench --mix asks each sample prompt under its
 // arm (the server's request log shows the arm's settings); a mixture that
 // cannot be read is a usage error.
@@ -154,13 +142,13 @@ func TestBenchMixSent(t *testing.T) {
 	mixPath := filepath.Join(dir, "mix.yaml")
 	os.WriteFile(mixPath, []byte(benchMix), 0o644)
 	m, _ := mix.Load(mixPath)
-	var reqlog lockedLog
+	var reqlog testbin.LockedBuffer
 	f, endpoints := simFleet(t, llmsim.Config{TimeScale: 200, RequestLog: &reqlog}, 1)
 	runBench(t, time.Minute, "-e", endpoints, "--concurrency", "4", "--warmup", "0s", "--duration", "120s",
 		"--time-scale", "200", "--mix", mixPath, in)
 	f.Close()
 	seen := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(reqlog.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(reqlog.String()), "\n") {
 		var l struct {
 			Body struct {
 				Messages []struct{ Content string } `json:"messages"`

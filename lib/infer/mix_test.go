@@ -60,15 +60,12 @@ func writeMix(t *testing.T, dir, text string) (string, *mix.Mix) {
 	return path, m
 }
 
-// syncWriter is a writer safe for the request log's handlers.
-type syncWriter struct{ lockedBuffer }
-
 // TestMixReachesTheServer: every request carries its arm's settings over
 // the flags (the server's request log shows them), a record's own params
 // still win, and every answer records its arm and what was sent; thinking
 // arms answer with reasoning, and longer.
 func TestMixReachesTheServer(t *testing.T) {
-	var reqlog syncWriter
+	var reqlog lockedBuffer
 	const n, samples = 120, 2
 	s := newSetup(t, llmsim.Config{Instant: true, Reasoning: true, RequestLog: &reqlog}, 2, promptSet{n: n, extra: func(i int) string {
 		if i%10 == 3 {
@@ -326,7 +323,7 @@ func TestMixUsage(t *testing.T) {
 // TestMixRegenerate: with --regenerate every turn of a conversation is
 // asked under the conversation's arm, and its record carries it.
 func TestMixRegenerate(t *testing.T) {
-	var reqlog syncWriter
+	var reqlog lockedBuffer
 	s := newSetup(t, llmsim.Config{Instant: true, RequestLog: &reqlog}, 1, promptSet{})
 	// Two user turns each, with the dataset's answers to regenerate.
 	var b strings.Builder

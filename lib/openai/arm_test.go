@@ -2,8 +2,6 @@ package openai
 
 import (
 	"testing"
-
-	"tokenmill/lib/record"
 )
 
 // TestBuilderArm: an arm's params lie over the flags and --extra-body and
@@ -47,18 +45,7 @@ func TestBuilderArm(t *testing.T) {
 				base.SetModel("")
 			}
 			b := base.WithArm([]byte(arm))
-			var p record.Prompt
-			if err := record.Decode([]byte(tt.record), &p); err != nil {
-				t.Fatal(err)
-			}
-			seed, err := b.Check(&p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, err := b.Body(&p, seed, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, body := bodyOf(t, b, tt.record, 1)
 			if string(body) != tt.body {
 				t.Errorf("body\n got %s\nwant %s", body, tt.body)
 			}
@@ -66,11 +53,11 @@ func TestBuilderArm(t *testing.T) {
 			if err != nil || string(sent) != tt.sent {
 				t.Errorf("ArmSent %s (%v), want %s", sent, err, tt.sent)
 			}
-			if got := b.MaxTokens(&p); got != tt.max {
+			if got := b.MaxTokens(p); got != tt.max {
 				t.Errorf("MaxTokens %d, want %d", got, tt.max)
 			}
 			// The base builder is untouched.
-			if plain, _ := base.Body(&p, seed, 1); string(plain) == string(body) {
+			if _, plain := bodyOf(t, base, tt.record, 1); string(plain) == string(body) {
 				t.Errorf("the base builder sends the arm too: %s", plain)
 			}
 		})
