@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 fuzztime=${1:-${FUZZTIME:-30s}}
 only=${2:-}
-targets=$(grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' lib cmd |
+targets=$(grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' lib cmd internal |
   sed -E 's#^(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]*)\(.*#./\1 \2#' | sort -u | grep -e "$only" || true)
 if [ -z "$targets" ]; then
   echo "fuzz.sh: no fuzz targets found${only:+ matching $only}" >&2

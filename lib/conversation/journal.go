@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 
@@ -68,9 +67,8 @@ func Key(id string, sample int) xxh3.Uint128 {
 // Journal appends turn lines; safe for concurrent use.
 type Journal struct {
 	path string
-	mu   sync.Mutex
-	f    *os.File
-	err  error
+	out  *jsonl.Appender // nil until Open
+	mu   sync.Mutex      // guards pending and bases
 	// pending are the replayable turns read at resume, by (id, sample),
 	// until their conversation claims them.
 	pending map[xxh3.Uint128][]JournalLine
@@ -87,63 +85,38 @@ func NewJournal(path string) *Journal {
 // Path is where the journal is.
 func (jn *Journal) Path() string { return jn.path }
 
-// Open creates the journal or opens it to append.
+// Open creates the journal or opens it to append, never through a
+// symbolic link planted at its name.
 func (jn *Journal) Open() error {
-	if dir := filepath.Dir(jn.path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
-	f, err := os.OpenFile(jn.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
+	path := jn.path
+	jn.out = jsonl.NewAppender(path, func() (*os.File, error) {
+		return jsonl.OpenSidecar("-o's turn journal", path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	})
+	if err := jn.out.Open(); err != nil {
 		return fmt.Errorf("turn journal: %w", err)
 	}
-	jn.f = f
 	return nil
 }
 
-// Write appends one turn with a single write(2): a kill leaves the line
-// whole or absent (resume repairs a torn tail all the same).
+// Write appends one turn, on file before it returns: a kill leaves the
+// line whole or absent (resume repairs a torn tail all the same).
 func (jn *Journal) Write(l *JournalLine) error {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
-	jn.mu.Lock()
-	defer jn.mu.Unlock()
-	if jn.err != nil {
-		return jn.err
-	}
-	if _, err := jn.f.Write(b); err != nil {
-		jn.err = fmt.Errorf("writing %s: %w", jn.path, err)
-	}
-	return jn.err
+	return jn.out.WriteLineNow(b)
 }
 
 // IsOpen says whether the journal is open: opened, and not closed yet.
-func (jn *Journal) IsOpen() bool {
-	jn.mu.Lock()
-	defer jn.mu.Unlock()
-	return jn.f != nil
-}
+func (jn *Journal) IsOpen() bool { return jn.out != nil && jn.out.IsOpen() }
 
 // Close syncs and closes the journal.
 func (jn *Journal) Close() error {
-	jn.mu.Lock()
-	defer jn.mu.Unlock()
-	if jn.f == nil {
-		return jn.err
+	if jn.out == nil {
+		return nil
 	}
-	err := jn.f.Sync()
-	if cerr := jn.f.Close(); err == nil {
-		err = cerr
-	}
-	jn.f = nil
-	if jn.err == nil && err != nil {
-		jn.err = err
-	}
-	return jn.err
+	return jn.out.Close()
 }
 
 // Claim returns (and forgets) the journaled turns of (id, sample) for a

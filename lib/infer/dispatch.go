@@ -419,13 +419,13 @@ func (r *runner) writeAnswer(ep *fleet.Endpoint, j *job, build func(dst []byte) 
 
 // writeRecord writes the line build makes to w, in a buffer of the
 // runner's pool; false, and the run stopped, when it cannot.
-func (r *runner) writeRecord(w *lineWriter, build func(dst []byte) ([]byte, error)) bool {
+func (r *runner) writeRecord(w *jsonl.Appender, build func(dst []byte) ([]byte, error)) bool {
 	return r.writeRecordIf(w, build, nil)
 }
 
 // writeRecordIf is writeRecord that writes the line only if keep (nil:
 // any) takes it; false when it did not write it.
-func (r *runner) writeRecordIf(w *lineWriter, build func(dst []byte) ([]byte, error), keep func([]byte) bool) bool {
+func (r *runner) writeRecordIf(w *jsonl.Appender, build func(dst []byte) ([]byte, error), keep func([]byte) bool) bool {
 	var buf []byte
 	if b, ok := r.bufs.Get().(*[]byte); ok {
 		buf = (*b)[:0]
@@ -438,7 +438,7 @@ func (r *runner) writeRecordIf(w *lineWriter, build func(dst []byte) ([]byte, er
 		return false
 	}
 	if err == nil {
-		err = w.writeLine(line)
+		err = w.WriteLine(line)
 	}
 	if cap(line) <= 1<<20 { // a huge buffer is let go, not kept for every record
 		r.bufs.Put(&line)

@@ -1,7 +1,6 @@
 package infer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,55 +27,18 @@ type resumeInfo struct {
 	Repaired   int64 // bytes of a partial last line removed
 }
 
-// repairTail truncates f after its last newline, removing a partial line
-// that a killed run left at the end. It returns how many bytes it removed.
-func repairTail(f *os.File) (int64, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	size := st.Size()
-	if size == 0 {
-		return 0, nil
-	}
-	const chunk = 64 << 10
-	buf := make([]byte, chunk)
-	end := size
-	for end > 0 {
-		start := max(end-chunk, 0)
-		n, err := f.ReadAt(buf[:end-start], start)
-		if err != nil && err != io.EOF {
-			return 0, err
-		}
-		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
-			keep := start + int64(i) + 1
-			if keep == size {
-				return 0, nil
-			}
-			return size - keep, f.Truncate(keep)
-		}
-		end = start
-	}
-	return size, f.Truncate(0)
-}
-
 // journalKeys reads the (id, sample) keys the journal at path names,
 // after cutting a partial last line off it.
 func journalKeys(path string, warn func(string, ...any)) (map[xxh3.Uint128]int, error) {
 	keys := map[xxh3.Uint128]int{}
-	f, err := jsonl.OpenSidecar("-o's turn journal", path, os.O_RDWR, 0)
+	cut, err := jsonl.RepairTailAt(path, func(path string) (*os.File, error) {
+		return jsonl.OpenSidecar("-o's turn journal", path, os.O_RDWR, 0)
+	})
 	if errors.Is(err, os.ErrNotExist) {
 		return keys, nil
 	}
 	if err != nil {
 		return nil, err
-	}
-	cut, err := repairTail(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("repairing %s: %w", path, err)
 	}
 	if cut > 0 {
 		warn("%s: removed a partial last line (%d bytes) left by an interrupted run", path, cut)
@@ -253,19 +215,14 @@ var errOutputExists = errors.New("output exists")
 // done in l (with skip; --append only counts them). A file that does not
 // exist yet has nothing done.
 func resumeOutput(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uint128]int, warn func(string, ...any)) (resumeInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|jsonl.NoFollow, 0)
+	cut, err := jsonl.RepairTailAt(path, func(path string) (*os.File, error) {
+		return os.OpenFile(path, os.O_RDWR|jsonl.NoFollow, 0)
+	})
 	if errors.Is(err, os.ErrNotExist) {
 		return resumeInfo{}, nil
 	}
 	if err != nil {
 		return resumeInfo{}, err
-	}
-	cut, err := repairTail(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return resumeInfo{}, fmt.Errorf("repairing %s: %w", path, err)
 	}
 	if cut > 0 {
 		warn("%s: removed a partial last line (%d bytes) left by an interrupted run", path, cut)

@@ -89,8 +89,8 @@ type runner struct {
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
 
-	out        *lineWriter
-	errs       *lineWriter // nil: failures are only counted and reported
+	out        *jsonl.Appender
+	errs       *jsonl.Appender // nil: failures are only counted and reported
 	rejects    *jsonl.Rejects
 	pool       *fleet.Pool
 	systematic *fleet.Systematic
@@ -371,12 +371,12 @@ func (r *runner) close() {
 func (r *runner) prepareOutput() error {
 	c := r.cfg
 	if toStdout(c.Output) {
-		r.out = newLineWriter("stdout", r.env.Stdout, nil)
-		r.out.secrets = r.env.Secrets
+		r.out = jsonl.NewStreamAppender("stdout", r.env.Stdout)
+		r.out.Redact(r.env.Secrets)
 		return nil
 	}
 	path := r.outPlan.path
-	r.out = fileWriter(c.Output, func() (*os.File, error) {
+	r.out = jsonl.NewAppender(c.Output, func() (*os.File, error) {
 		var f *os.File
 		var err error
 		switch r.outPlan.mode {
@@ -394,8 +394,8 @@ func (r *runner) prepareOutput() error {
 		}
 		return f, err
 	})
-	r.out.secrets = r.env.Secrets
-	r.onClose(func() { r.out.close() })
+	r.out.Redact(r.env.Secrets)
+	r.onClose(func() { r.out.Close() })
 	if !c.continues() {
 		return nil
 	}
@@ -478,7 +478,7 @@ const notReadyWarning = time.Minute
 // previous run's errors file is removed: it lists this run's failures
 // alone, and the previous run's are tried again.
 func (r *runner) openFiles() error {
-	if err := r.out.open(); err != nil {
+	if err := r.out.Open(); err != nil {
 		return err
 	}
 	if r.staleJournal {
@@ -496,12 +496,12 @@ func (r *runner) openFiles() error {
 		path := r.errPath
 		if r.errSpecial {
 			// A FIFO or device is written in place, never removed.
-			r.errs = fileWriter(path, func() (*os.File, error) { return jsonl.OpenSidecar("--errors", path, os.O_WRONLY, 0) })
+			r.errs = jsonl.NewAppender(path, func() (*os.File, error) { return jsonl.OpenSidecar("--errors", path, os.O_WRONLY, 0) })
 		} else {
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("removing the previous errors file: %w", err)
 			}
-			r.errs = fileWriter(path, func() (*os.File, error) {
+			r.errs = jsonl.NewAppender(path, func() (*os.File, error) {
 				f, err := jsonl.CreateNew("--errors", path)
 				if err == nil {
 					if err = r.errLock.Hold("--errors", path, f); err != nil {
@@ -511,8 +511,8 @@ func (r *runner) openFiles() error {
 				return f, err
 			})
 		}
-		r.errs.secrets = r.env.Secrets
-		r.onClose(func() { r.errs.close() })
+		r.errs.Redact(r.env.Secrets)
+		r.onClose(func() { r.errs.Close() })
 	}
 	rejects, err := jsonl.CreateRejects(r.cfg.Rejects, r.env.Stdout, r.env, r.cfg.Force || r.cfg.continues())
 	if err != nil {
@@ -641,19 +641,19 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		p.Stop()
 		r.log.p.Store(nil)
 	}
-	werr := r.out.close()
+	werr := r.out.Close()
 	if r.errs != nil {
 		// The errors file is left even when nothing failed (empty), so
 		// that it can be named wherever the run's files are. A FIFO or
 		// device is there already, and a FIFO's open would wait for a
 		// reader: with nothing written it is only told the stream ended.
 		var err error
-		if r.errSpecial && r.errs.empty() {
+		if r.errSpecial && r.errs.Empty() {
 			jsonl.EndEmpty("--errors", r.errPath)
 		} else {
-			err = r.errs.open()
+			err = r.errs.Open()
 		}
-		if cerr := r.errs.close(); err == nil {
+		if cerr := r.errs.Close(); err == nil {
 			err = cerr
 		}
 		if werr == nil {

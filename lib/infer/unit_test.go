@@ -1,7 +1,6 @@
 package infer
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,36 +29,6 @@ func TestLedger(t *testing.T) {
 	l.markDone("c", 0)
 	if l.see("c") {
 		t.Error("a done answer marked its id as read from the input")
-	}
-}
-
-func TestRepairTail(t *testing.T) {
-	big := strings.Repeat("x", 100<<10)
-	tests := []struct {
-		name, in, want string
-		cut            int64
-	}{
-		{"empty", "", "", 0},
-		{"complete", "a\nb\n", "a\nb\n", 0},
-		{"partial", "a\nb\n{\"id\":", "a\nb\n", 6},
-		{"no newline at all", "{\"id\":1", "", 7},
-		{"partial longer than a chunk", "a\n" + big, "a\n", int64(len(big))},
-		{"long complete line", big + "\n", big + "\n", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "f")
-			os.WriteFile(path, []byte(tt.in), 0o644)
-			f, _ := os.OpenFile(path, os.O_RDWR, 0)
-			cut, err := repairTail(f)
-			f.Close()
-			if err != nil || cut != tt.cut {
-				t.Fatalf("cut %d err %v, want %d", cut, err, tt.cut)
-			}
-			if b, _ := os.ReadFile(path); string(b) != tt.want {
-				t.Errorf("left %q", b)
-			}
-		})
 	}
 }
 
@@ -131,29 +100,4 @@ func TestBackoff(t *testing.T) {
 	if d := newBackoff(0, time.Second, 1).delay(3); d != 0 {
 		t.Errorf("zero base gave %v", d)
 	}
-}
-
-// Whatever a crash leaves, repair keeps exactly the complete lines.
-func FuzzRepairTail(f *testing.F) {
-	for _, s := range []string{"", "a\n", "a\nb", "{\"id\":1}\n{\"id\"", "\n\n\n", strings.Repeat("x", 70000) + "\ny"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		path := filepath.Join(t.TempDir(), "f")
-		os.WriteFile(path, data, 0o644)
-		fh, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cut, err := repairTail(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(path)
-		want := data[:bytes.LastIndexByte(data, '\n')+1]
-		if !bytes.Equal(got, want) || cut != int64(len(data)-len(want)) {
-			t.Fatalf("kept %q (cut %d), want %q", got, cut, want)
-		}
-	})
 }
