@@ -101,16 +101,22 @@ func (r *anyRecord) count() tally {
 // readAny reads every record of a JSONL file.
 func readAny(t *testing.T, path string) []anyRecord {
 	t.Helper()
+	return readJSONL[anyRecord](t, path)
+}
+
+// readJSONL reads every record of a JSONL file as a T.
+func readJSONL[T any](t *testing.T, path string) []T {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []anyRecord
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		var r anyRecord
+		var r T
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%s: %v: %.200s", path, err, sc.Text())
 		}

@@ -46,9 +46,9 @@ func (e *Endpoint) degenerate(f *flight, c *choiceState, limit int) {
 		}
 		c.Target, c.End = limit, finishLength
 	case degenEmpty:
-		c.Target, c.End, c.reasoning = 1, finishStop, 0
+		c.Target, c.End, c.reasoning, c.inline = 1, finishStop, 0, 0
 	case degenThink:
-		n := c.Target - c.reasoning
+		n := c.Target - c.reasoning - c.inline
 		if n < 4 {
 			return
 		}

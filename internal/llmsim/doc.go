@@ -57,7 +57,9 @@
 //
 // # What is not simulated
 //
-// Stop strings, sampling settings and logprobs are accepted and ignored;
+// Stop strings, sampling settings (but for the seed and temperature that
+// pick an answer, sampling.go, and the thinking switches, thinking.go) and
+// logprobs are accepted and ignored;
 // tools are not counted as prompt tokens; /v1/completions, /generate and
 // llama.cpp's /completion take one prompt, not a batch. Keep-alive connections idle for 5 s (real
 // time) are closed, as uvicorn does.

@@ -178,6 +178,7 @@ type choiceState struct {
 	index     int
 	words     uint64     // seeds the words of this answer
 	reasoning int        // the first tokens that are reasoning (chat with --reasoning)
+	inline    int        // the first tokens of the content that are a think block (thinking.go)
 	limit     int        // max_new_tokens after the context cap, for finish "length"
 	calls     []toolCall // the answer calls tools instead of writing text
 	// degen shapes a degenerate answer (degenerate.go): a loop from token
@@ -364,8 +365,16 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 		if j.api == apiChat && cfg.Reasoning && (e.d.reasoning != "" || e.d.hiddenReasoning) && natural >= 2 {
 			c.reasoning = natural * 2 / 5
 		}
+		think, err := e.thinkingLength(j, f.sample, i)
+		if err != nil {
+			return nil, err
+		}
+		e.planThinking(c, think, natural, limit)
 		if j.api == apiChat {
 			e.planToolCalls(f, c, j.tools, limit)
+			if c.calls != nil {
+				c.inline = 0
+			}
 		}
 		e.degenerate(f, c, limit)
 		f.choices[i] = c

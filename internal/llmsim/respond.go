@@ -38,6 +38,12 @@ var bufPool bufferPool
 // reasoning and each part starts with the prompt digest.
 func (c *choiceState) appendContent(dst []byte, from, to int) []byte {
 	from, to = max(from, c.reasoning)-c.reasoning, max(to, c.reasoning)-c.reasoning
+	if c.inline > 0 {
+		if from < c.inline {
+			dst = c.appendInlineThink(dst, from, min(to, c.inline))
+		}
+		from, to = max(from, c.inline)-c.inline, max(to, c.inline)-c.inline
+	}
 	if c.degen != degenNone {
 		return c.appendDegenerate(dst, from, to)
 	}

@@ -29,6 +29,10 @@ type chatRequest struct {
 	Tools               []wireTool      `json:"tools"`
 	Seed                *int64          `json:"seed"`
 	Temperature         *float64        `json:"temperature"`
+	// ChatTemplateKwargs and ReasoningEffort turn thinking on or off
+	// (thinking.go).
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+	ReasoningEffort    *string         `json:"reasoning_effort"`
 	wireTokenFlags
 }
 
@@ -136,6 +140,8 @@ type job struct {
 	temperature *float64
 	// ids are the token ids the request asks for (tokenids.go).
 	ids wireTokenFlags
+	// think is what a chat request said of thinking (thinking.go).
+	think thinkRequest
 }
 
 type api int
@@ -203,6 +209,10 @@ func parseChat(body []byte) (*job, error) {
 	}
 	j.prompt.history = historyOf(r.Messages)
 	j.ids = r.wireTokenFlags
+	var err error
+	if j.think, err = parseThinking(r.ChatTemplateKwargs, r.ReasoningEffort); err != nil {
+		return nil, err
+	}
 	if r.MaxCompletionTokens != nil {
 		j.maxTokens, j.explicit = *r.MaxCompletionTokens, true
 	} else if r.MaxTokens != nil {

@@ -323,3 +323,24 @@ func RealData(t testing.TB, file string) string {
 	t.Skipf("the real dataset %s is not in ../shared/data/real beside the repository", file)
 	return ""
 }
+
+// LockedBuffer is a bytes.Buffer safe for concurrent writers (a
+// simulator's request log written from its handlers, a run's progress
+// and summary) and a reader at any time.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is what was written so far.
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

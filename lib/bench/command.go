@@ -16,6 +16,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/mix"
 	"tokenmill/lib/tokens"
 )
 
@@ -43,6 +44,7 @@ type Bench struct {
 	MaxTokens        *int    `placeholder:"N" help:"--max-tokens of the run to forecast: its answers are cut there. Default: a 32,768-token limit."`
 	DatasetSize      int64   `placeholder:"N" help:"Answers of the run to forecast (prompts times --samples). Default: the lines of the input files."`
 	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers (with generated prompts, give it)."`
+	Mix              string  `placeholder:"FILE" help:"The run's sampling mixture (infer --mix FILE): each sample prompt is asked under its arm, as the run would ask it, and the forecast mixes the arms' answer lengths (each measured apart, up to its own max_tokens) in their shares. Default: none."`
 
 	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
 	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to be ready (/health, or /v1/models where a server has no /health; --health-path)."`
@@ -50,6 +52,10 @@ type Bench struct {
 
 	// clock is the bench's time; nil: the real clock. Tests set it.
 	clock clock.Clock
+	// mix is --mix (mix.go); sampleArms the arm of each sample body (1 +
+	// its index, 0 none), as prompts built them.
+	mix        *mix.Mix
+	sampleArms []int
 }
 
 // Description is the bench's --help text.
@@ -145,6 +151,11 @@ func (c *Bench) usage() ([]fleet.Target, []int, error) {
 	}
 	if _, err := c.Extra(); err != nil {
 		return nil, nil, err
+	}
+	if c.Mix != "" {
+		if c.mix, err = mix.Load(c.Mix); err != nil {
+			return nil, nil, cli.Usagef("--mix %s: %v", c.Mix, err)
+		}
 	}
 	return targets, levels, nil
 }

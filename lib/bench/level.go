@@ -34,14 +34,18 @@ type benchRun struct {
 	// or /generate's meta_info), so a stream without it was cut.
 	wantUsage bool
 	next      atomic.Uint64
-	// lengths seen at every level, for the forecast's mean answer.
-	obs lengthObs
+	// lengths seen at every level, for the forecast's mean answer; with
+	// --mix, also per arm (arms[i] is the arm of bodies[i], mix.go).
+	obs    lengthObs
+	arms   []int
+	armObs []lengthObs
 }
 
 // newBenchRun measures the ready endpoints of p (their indexes), each
 // with its own streaming client.
 func newBenchRun(c *Bench, clk clock.Clock, p *fleet.Pool, ready []int, bodies [][]byte) *benchRun {
 	r := &benchRun{cfg: c, clk: clk, kind: c.API.StreamKind(), bodies: bodies, pool: p}
+	r.setArms(c.sampleArms)
 	views, eps := p.View(), p.Endpoints()
 	for _, i := range ready {
 		t := eps[i].Target()
@@ -124,8 +128,9 @@ func (r *benchRun) level(ctx context.Context, n int) Level {
 				defer wg.Done()
 				fails := 0
 				for !lv.isEnded() {
-					body := r.bodies[(r.next.Add(1)-1)%uint64(len(r.bodies))]
-					rs := r.request(lv, i, body)
+					k := (r.next.Add(1) - 1) % uint64(len(r.bodies))
+					rs := r.request(lv, i, r.bodies[k])
+					rs.arm = r.armOf(int(k))
 					lv.add(rs)
 					if rs.err == nil {
 						fails = 0

@@ -68,7 +68,7 @@ func (c *Bench) negotiate(ctx context.Context, env *cli.Env, p *fleet.Pool, firs
 		if err != nil {
 			return nil, "", false, err
 		}
-		if bodies, note, err = c.prompts(ctx, env, b, c.fitter(p, b, model)); err != nil {
+		if bodies, note, err = c.prompts(ctx, env, b, c.fitter(p, model)); err != nil {
 			return nil, "", false, err
 		}
 		wantUsage = c.API == openai.APIGenerate || asksUsage(bodies[0])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"tokenmill/lib/cli"
@@ -18,26 +19,26 @@ import (
 // fitter fits the bench's requests into the model's context as infer
 // fits a run's: max_tokens lowered to what the prompt leaves, prompts
 // that leave too little left out.
-func (c *Bench) fitter(p *fleet.Pool, b *openai.Builder, model string) *fitting {
-	return &fitting{flags: c.FitFlags, ctx: p.Context(), b: b, counter: tokens.NewCounter(p, func() string { return model })}
+func (c *Bench) fitter(p *fleet.Pool, model string) *fitting {
+	return &fitting{flags: c.FitFlags, ctx: p.Context(), counter: tokens.NewCounter(p, func() string { return model })}
 }
 
 // fitting builds fitted request bodies and counts what it changed.
 type fitting struct {
 	flags            tokens.FitFlags
 	ctx              int
-	b                *openai.Builder
 	counter          *tokens.Counter
 	lowered, refused int
 }
 
-// body is p's request body, fitted; nil when p does not fit at all.
-func (f *fitting) body(p *record.Prompt, seed *int64, sample int) ([]byte, error) {
+// body is p's request body built by b (the bench's builder, or it with an
+// arm's params), fitted; nil when p does not fit at all.
+func (f *fitting) body(b *openai.Builder, p *record.Prompt, seed *int64, sample int) ([]byte, error) {
 	tools, _, err := record.AppendCanonicalTools(nil, p.Tools)
 	if err != nil {
 		return nil, err
 	}
-	ft := f.counter.Fit(f.flags, f.ctx, openai.ChatMessages(p), tools, f.b.MaxTokens(p), 0, false)
+	ft := f.counter.Fit(f.flags, f.ctx, openai.ChatMessages(p), tools, b.MaxTokens(p), 0, false)
 	switch {
 	case ft.Refused || ft.Unsure:
 		f.refused++
@@ -45,7 +46,7 @@ func (f *fitting) body(p *record.Prompt, seed *int64, sample int) ([]byte, error
 	case ft.Max > 0:
 		f.lowered++
 	}
-	return f.b.BodyMax(p, seed, sample, ft.Max)
+	return b.BodyMax(p, seed, sample, ft.Max)
 }
 
 // note says what fitting changed, if anything.
@@ -61,6 +62,7 @@ func (f *fitting) note() string {
 // records, or generated prompts, fitted to the context.
 func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
 	var bodies [][]byte
+	c.sampleArms = c.sampleArms[:0]
 	if len(c.Inputs) == 0 {
 		for k := 0; k < c.Sample; k++ {
 			text := benchPromptText(k, c.PromptTokens)
@@ -73,12 +75,14 @@ func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fi
 			if c.IgnoreEOS {
 				p.Params = []byte(`{"ignore_eos":true}`)
 			}
-			body, err := fit.body(&p, nil, 0)
+			arm, ab := c.armOf(b, "bench-"+strconv.Itoa(k), 0)
+			body, err := fit.body(ab, &p, nil, 0)
 			if err != nil {
 				return nil, "", err
 			}
 			if body != nil {
 				bodies = append(bodies, body)
+				c.sampleArms = append(c.sampleArms, arm)
 			}
 		}
 		if len(bodies) == 0 {
@@ -112,13 +116,15 @@ func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fi
 			skipped++
 			continue
 		}
-		body, err := fit.body(&p, seed, p.Sample)
+		arm, ab := c.armOf(b, p.ID.Text, p.Sample)
+		body, err := fit.body(ab, &p, seed, p.Sample)
 		if err != nil {
 			skipped++
 			continue
 		}
 		if body != nil {
 			bodies = append(bodies, body)
+			c.sampleArms = append(c.sampleArms, arm)
 		}
 	}
 	if len(bodies) == 0 {

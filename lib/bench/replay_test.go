@@ -24,8 +24,9 @@ import (
 var epoch = time.Unix(1_700_000_000, 0)
 
 // simPrompt is a prompt as the simulator sees it: its tokens, and how
-// long its answer is before any max_tokens.
-type simPrompt struct{ tokens, natural int }
+// long its answer is before any max_tokens; max is its own max_tokens
+// (an arm's), 0 for the bench's or the run's.
+type simPrompt struct{ tokens, natural, max int }
 
 func chatPrompt(system, user string) simPrompt {
 	var p llmsim.Prompt
@@ -37,13 +38,16 @@ func chatPrompt(system, user string) simPrompt {
 	if err != nil {
 		panic(err)
 	}
-	return simPrompt{llmsim.PromptTokens(&p), llmsim.NaturalLength(h, 0)}
+	return simPrompt{tokens: llmsim.PromptTokens(&p), natural: llmsim.NaturalLength(h, 0)}
 }
 
 // seq is the sequence the simulator makes of p under max_tokens limit (0:
 // none), as its handler does.
 func (p simPrompt) seq(limit int, ref any) *llmsim.Seq {
 	lim := max(llmsim.DefaultContextLength-p.tokens-1, 1)
+	if p.max > 0 {
+		limit = p.max
+	}
 	if limit > 0 {
 		lim = min(lim, limit)
 	}
@@ -89,6 +93,7 @@ func replayBench(c *Bench, endpoints, maxRunning int, prompts []simPrompt, level
 		r.maxRunning = append(r.maxRunning, maxRunning)
 		r.urls = append(r.urls, fmt.Sprintf("http://sim:%d", 30000+i))
 	}
+	r.setArms(c.sampleArms)
 	rep := r.report(llmsim.DefaultModelName)
 	rep.PromptNote = "replayed prompts"
 	for _, n := range levels {
@@ -108,9 +113,10 @@ func replayLevel(r *benchRun, fake *clock.Fake, n int, prompts []simPrompt) Leve
 	limit := r.cfg.answerTokens()
 	var sent []*reqStats
 	sim.Keep(n, func(e int, at time.Duration) (*llmsim.Seq, bool) {
-		rs := &reqStats{ep: e, sent: start.Add(at), total: -1}
+		k := (r.next.Add(1) - 1) % uint64(len(prompts))
+		rs := &reqStats{ep: e, sent: start.Add(at), total: -1, arm: r.armOf(int(k))}
 		sent = append(sent, rs)
-		return prompts[(r.next.Add(1)-1)%uint64(len(prompts))].seq(limit, rs), true
+		return prompts[k].seq(limit, rs), true
 	}, func(st simfleet.Step) bool {
 		at := start.Add(st.At)
 		if at.After(lv.stopAt) || lv.isEnded() {
@@ -238,7 +244,13 @@ func TestBenchForecast(t *testing.T) {
 	if f.Answers != prompts || f.MeanSource != "measured" || f.Concurrency != 48 || f.MaxTokens != 2048 {
 		t.Errorf("forecast %+v", f)
 	}
-	actual := replayRun(sample, 2, llmsim.DefaultMaxRunning, 48, 2048).Seconds()
+	checkForecast(t, f, replayRun(sample, 2, llmsim.DefaultMaxRunning, 48, 2048).Seconds())
+}
+
+// checkForecast holds a forecast to the run's actual seconds: within 15%,
+// and the run inside the forecast's range.
+func checkForecast(t *testing.T, f *Forecast, actual float64) {
+	t.Helper()
 	t.Logf("forecast %.0fs (%.0f-%.0f) from %.0f±%.0f tokens at %.0f tok/s; the run took %.0fs",
 		f.Seconds, f.LowSeconds, f.HighSeconds, f.MeanAnswerTokens, f.MeanAnswerSE, f.TokPerSec, actual)
 	if e := math.Abs(f.Seconds-actual) / actual; e > 0.15 {

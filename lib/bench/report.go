@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,6 +45,8 @@ type Report struct {
 	// Unsteady: every level answered was unsteady, so the figures (the
 	// knee, the forecast) rest on measurements that did not settle.
 	Unsteady bool `json:"unsteady,omitempty"`
+	// Arms are the mixture's arms in the forecast (--mix, mix.go).
+	Arms []ArmForecast `json:"arms,omitempty"`
 }
 
 // Level is one level of the ladder, measured. Times are in seconds.
@@ -193,7 +196,7 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 		rep.ForecastNote = "no level answered: nothing to recommend or forecast"
 		return
 	}
-	rep.Unsteady = rep.Levels[k].Unsteady // no steady level answered (knee takes them first)
+	rep.Unsteady = !slices.ContainsFunc(rep.Levels, func(lv Level) bool { return lv.answered() && !lv.Unsteady }) // no steady level answered
 	if rep.Held != "" {
 		found = true // the curve was seen to fall past the knee
 	}
@@ -242,6 +245,13 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 	case len(c.Inputs) == 0:
 		rep.ForecastNote = "generated prompts say nothing of the dataset's answers: give --mean-answer-tokens, or sample prompts as input, to forecast a run"
 		return
+	case c.mix != nil:
+		source = "measured per arm"
+		var note string
+		if dist, limit, mean, se, sd, rep.Arms, note = r.mixLengths(); note != "" {
+			rep.ForecastNote = note
+			return
+		}
 	case !fitted:
 		rep.ForecastNote = "no sample answer ended on its own (all cut by --answer-tokens or the level's end): raise --answer-tokens or --duration, or give --mean-answer-tokens"
 		return
@@ -347,6 +357,7 @@ func (rep *Report) write(w io.Writer, asJSON bool) error {
 			fmt.Fprintf(&b, " (%s-%s)", cli.ShortDuration(secondsDuration(f.LowSeconds)), cli.ShortDuration(secondsDuration(f.HighSeconds)))
 		}
 		b.WriteByte('\n')
+		b.WriteString(armsText(rep.Arms))
 	} else if rep.ForecastNote != "" {
 		b.WriteString("forecast: " + rep.ForecastNote + "\n")
 	}
@@ -446,6 +457,10 @@ func (rep *Report) finite() {
 	}
 	if f := rep.Forecast; f != nil {
 		fix(&f.MeanAnswerTokens, &f.MeanAnswerSE, &f.TokPerSec, &f.Seconds, &f.LowSeconds, &f.HighSeconds)
+	}
+	for i := range rep.Arms {
+		a := &rep.Arms[i]
+		fix(&a.Share, &a.MeanAnswerTokens, &a.MeanAnswerSE)
 	}
 }
 

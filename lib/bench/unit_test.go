@@ -90,6 +90,12 @@ func TestBenchOnAFallingServer(t *testing.T) {
 	if k, _ := knee(cpuUnsteady); k != 0 {
 		t.Errorf("knee %d, want the unsteady 1 whose slower half beat the steady 4", k)
 	}
+	// A level settled, so the report does not say it could not measure.
+	cpuRep := &Report{Levels: slices.Clone(cpuUnsteady), Held: "the output fell", AnswerTokens: 32}
+	cpuRep.finish(&Bench{DatasetSize: 100, MeanAnswerTokens: 32}, &benchRun{cfg: &Bench{}, maxRunning: []int{0}})
+	if cpuRep.Unsteady || cpuRep.Recommended != 1 {
+		t.Errorf("report %+v: unsteady or not recommending the unsteady 1", cpuRep)
+	}
 	cpuUnsteady[0].Halves = []float64{300, 1900}
 	if k, _ := knee(cpuUnsteady); k != 2 {
 		t.Errorf("knee %d, want the steady 4 over an unsteady 1 whose slower half fell under it", k)

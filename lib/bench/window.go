@@ -22,6 +22,7 @@ type reqStats struct {
 	tokens      int  // exact: tokens so far
 	bytes       int  // otherwise: text so far
 	total       int  // the answer's tokens, once said (-1: not yet)
+	arm         int  // 1 + the arm's index in --mix, 0 none
 	// arrivals in the window: tokens (exact) or bytes, by time slice.
 	arrivals []arrival
 }
@@ -160,6 +161,9 @@ func (lv *levelRun) result() Level {
 		}
 		if sofar > 0 {
 			r.obs.add(sofar, rs.finish)
+			if rs.arm > 0 {
+				r.armObs[rs.arm-1].add(sofar, rs.finish)
+			}
 		}
 	}
 	var total float64

@@ -53,7 +53,7 @@ type Command struct {
 	Files          []string `arg:"" optional:"" name:"file" help:"Generation records (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
 	cli.OutputFlag `set:"output_what=the fit records"`
 	Rejects        string `default:"" placeholder:"FILE" help:"Write the unfit records to FILE, each with a reject field, and bad input lines (appears only when complete; refused if it exists unless --force)."`
-	Checks         string `default:"default" help:"Checks to run, comma-separated: length, reasoning_only, empty, think_residue, tool_call, loop, lang; default (all but lang); all."`
+	Checks         string `default:"default" help:"Checks to run, comma-separated: length, think_block, reasoning_only, empty, think_residue, tool_call, loop, lang; default (all but lang); all."`
 	MaxTrainTokens int    `default:"0" placeholder:"N" help:"Drop records with a training row (as merge --to tokens makes them) longer than N tokens, the trainer's max_length (too_long_for_training), counted on the ids of infer --token-ids. 0: no limit."`
 	MinLossTokens  int    `default:"0" placeholder:"M" help:"Drop records whose training rows hold fewer than M tokens with loss, the answers' (too_few_loss_tokens). 0: no minimum."`
 	cli.ForceFlag

@@ -336,3 +336,79 @@ func TestPythonTwin(t *testing.T) {
 		t.Errorf("summaries differ:\n%s\n%s", got, want)
 	}
 }
+
+// armGen is gen with the answer's arm (infer --mix).
+func armGen(id, arm, text string) string {
+	return strings.TrimSuffix(gen(id, text, "", "stop"), "}}") + `,"arm":"` + arm + `"}}`
+}
+
+// TestFilterReasoningModes: --reasoning per run and per arm, through the
+// binary. With the parser off for the thinking arm only, its answers open
+// with a think block (fit when well formed), while markers in the other
+// arm's answers are residue.
+func TestFilterReasoningModes(t *testing.T) {
+	block := "<think>\nLeaves hold chlorophyll, which catches light.\n</think>\n\n"
+	lines := []string{
+		armGen("t-ok", "think", block+goodText),
+		armGen("t-noblock", "think", goodText),
+		armGen("t-open", "think", "<think>\nLeaves hold chlorophyll"),
+		armGen("t-empty", "think", "<think>\n\n</think>\n\n"+goodText),
+		armGen("t-only", "think", block),
+		armGen("n-ok", "no_think", goodText),
+		armGen("n-residue", "no_think", block+goodText),
+		gen("plain", goodText, "", "stop"),
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "gen.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		mode    string
+		kept    []string
+		reasons map[string]string
+	}{
+		{"parsed", []string{"t-noblock", "n-ok", "plain"}, map[string]string{"t-ok": "think_residue", "t-open": "think_residue", "t-empty": "think_residue",
+			"t-only": "think_residue", "n-residue": "think_residue"}},
+		{"parsed,think=inline", []string{"t-ok", "n-ok", "plain"}, map[string]string{"t-noblock": "think_block", "t-open": "think_block", "t-empty": "think_block",
+			"t-only": "reasoning_only", "n-residue": "think_residue"}},
+		{"inline", []string{"t-ok", "n-residue"}, map[string]string{"t-noblock": "think_block", "t-open": "think_block", "t-empty": "think_block",
+			"t-only": "reasoning_only", "n-ok": "think_block", "plain": "think_block"}},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			unfit := filepath.Join(t.TempDir(), "unfit.jsonl")
+			r := testbin.Run(t, dir, nil, nil, "filter", "--reasoning", tt.mode, "--rejects", unfit, in)
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+			}
+			var kept []string
+			for _, l := range strings.Split(strings.TrimSpace(string(r.Stdout)), "\n") {
+				var rec struct{ ID string }
+				json.Unmarshal([]byte(l), &rec)
+				kept = append(kept, rec.ID)
+			}
+			if strings.Join(kept, ",") != strings.Join(tt.kept, ",") {
+				t.Errorf("kept %v, want %v", kept, tt.kept)
+			}
+			got := map[string]string{}
+			for _, l := range readLines(t, unfit) {
+				var rec struct {
+					ID     string
+					Reject struct{ Reason string }
+				}
+				json.Unmarshal([]byte(l), &rec)
+				got[rec.ID] = rec.Reject.Reason
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.reasons) {
+				t.Errorf("rejected %v, want %v", got, tt.reasons)
+			}
+			if len(kept)+len(got) != len(lines) {
+				t.Errorf("%d kept + %d rejected of %d", len(kept), len(got), len(lines))
+			}
+		})
+	}
+	r := testbin.Run(t, dir, nil, nil, "filter", "--reasoning", "raw", in)
+	if r.Code != 2 || !strings.Contains(r.Stderr, `"raw": want parsed or inline`) {
+		t.Errorf("--reasoning raw: exit %d\n%s", r.Code, r.Stderr)
+	}
+}

@@ -82,6 +82,7 @@ func judge(c *quality.Checker, rec *quality.GenerationView, it *item) {
 		return
 	}
 	j.turn = -1
+	c.SetModes(rec)
 	for i := range rec.Answers {
 		j.answers++
 		if f, bad := c.First(&rec.Answers[i], rec.Tools()); bad {

@@ -53,8 +53,9 @@ type Generate struct {
 
 	fleet.ServerFlags   `embed:""`
 	fleet.SamplingFlags `embed:""`
-	Samples             int   `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
-	SeedOffset          int64 `default:"0" placeholder:"N" help:"Added to every seed: sample k uses seed+N+k, so a rerun of the same prompts (rerun-missing.sh passes round x samples) does not sample the same answers again."`
+	Samples             int    `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
+	SeedOffset          int64  `default:"0" placeholder:"N" help:"Added to every seed: sample k uses seed+N+k, so a rerun of the same prompts (rerun-missing.sh passes round x samples) does not sample the same answers again."`
+	Mix                 string `placeholder:"FILE" help:"A sampling mixture (JSON or YAML, see README): named arms with weights, each a set of request parameters (chat_template_kwargs, reasoning_effort, temperature, top_p, max_tokens, stop, ...) laid over the flags and --extra-body, under a record's own params. Each (id, sample) gets its arm from a hash of the id, the sample and --seed, the same in every run and after --resume; output.arm and output.arm_params record it. Default: none."`
 
 	Regenerate       bool `help:"Regenerate whole conversations: keep each record's system and user turns, replace every assistant turn with the model's answer to the history as regenerated so far (tool calls answered from the record's own tool results), and answer a last unanswered user turn. Writes output.messages and output.turns; see README."`
 	HistoryReasoning bool `help:"With --regenerate, send each earlier answer's reasoning_content back in the history (by default it is kept in the output but left out of later turns' requests, as the Qwen3 and DeepSeek chat templates do)."`

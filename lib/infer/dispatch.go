@@ -208,11 +208,13 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
 		ContextShifted: r.shifted(c),
 		TokenIDs:       r.answerTokenIDs(ep, j),
+		Arm:            r.armName(j), ArmParams: j.armSent,
 	}
 	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
 	}
 	r.c.ok.Add(1)
+	r.armDone(j, true, c.CompletionTokens)
 	r.counted(ep, j, c)
 	r.c.answerRate.Add(r.clk.Now(), 1)
 	r.finish()
@@ -280,13 +282,13 @@ func (r *runner) prepareTurn(j *job) error {
 func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 	p := j.conv.Request()
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
-	ft := r.fit(p.Messages, tools, r.b.MaxTokens(p), known, exact)
+	ft := r.fit(p.Messages, tools, r.builder(j).MaxTokens(p), known, exact)
 	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(p.Messages, tools), ft, ft.Prompt, nil
 	if ft.Refused {
 		j.refused = &fleet.Failure{Message: ft.Refusal()}
 		return nil
 	}
-	body, err := r.b.BodyMax(p, j.conv.ParamSeed(), j.sample, ft.Max)
+	body, err := r.builder(j).BodyMax(p, j.conv.ParamSeed(), j.sample, ft.Max)
 	j.body = body
 	return err
 }
@@ -342,10 +344,12 @@ func (r *runner) finishConversation(j *job) {
 	if r.cfg.TokenIDs {
 		out.ServedBy = r.servedBy(out.Endpoint)
 	}
+	out.Arm, out.ArmParams = r.armName(j), j.armSent
 	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
 		return
 	}
 	r.c.ok.Add(1)
+	r.armDone(j, true, out.Usage.CompletionTokens)
 	r.c.replayed.Add(int64(conv.Replayed()))
 	r.c.paired.Add(int64(conv.Paired()))
 	if t := conv.Truncated(); t != nil {
@@ -370,9 +374,10 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.logf("%s:%d: id %q sample %d %s: %v%s", j.file, j.line, j.id, j.sample, what, f, more)
 	}
 	r.c.failed.Add(1)
+	r.armDone(j, false, 0)
 	r.c.answerRate.Add(r.clk.Now(), 1)
 	if r.errs != nil {
-		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Retriable: f.Retriable, Sample: j.sample}
+		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Retriable: f.Retriable, Sample: j.sample, Arm: r.armName(j)}
 		if ep != nil {
 			e.Endpoint = ep.Name()
 		}

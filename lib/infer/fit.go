@@ -131,14 +131,14 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 	p := j.rec
 	msgs := openai.ChatMessages(p)
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
-	ft := r.fit(msgs, tools, r.b.MaxTokens(p), known, exact)
+	ft := r.fit(msgs, tools, r.builder(j).MaxTokens(p), known, exact)
 	j.size, j.fit = tokens.SizeOf(msgs, tools), ft
 	j.promptTokens = ft.Prompt
 	if ft.Refused {
 		j.refused = &fleet.Failure{Message: ft.Refusal()}
 		return nil
 	}
-	body, err := r.b.BodyMax(p, j.paramSeed, j.sample, ft.Max)
+	body, err := r.builder(j).BodyMax(p, j.paramSeed, j.sample, ft.Max)
 	j.body = body
 	return err
 }

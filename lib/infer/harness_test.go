@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
@@ -81,24 +81,9 @@ type result struct {
 	stdout, stderr string
 }
 
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of the
-// progress display and the summary.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a buffer safe for the concurrent writes of the
+// progress display and the summary (and a simulator's request log).
+type lockedBuffer = testbin.LockedBuffer
 
 // runInfer runs infer in-process with args, bounded by limit.
 func runInfer(t testing.TB, limit time.Duration, stdin string, args ...string) result {

@@ -15,6 +15,8 @@ import (
 type ledger struct {
 	ids   map[xxh3.Uint128]uint64
 	extra map[extraKey]struct{}
+	// arms, when set, sees the arm of every answer read back from -o.
+	arms *armCheck
 }
 
 // extraKey is an (id, sample) of the second set.

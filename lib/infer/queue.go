@@ -55,6 +55,10 @@ type job struct {
 	reason       string // the error record's reason, when infer decided the failure
 	// tok is the last answer's token ids (--token-ids, tokenids.go).
 	tok *record.TokenIDs
+	// arm is 1 + the index of the answer's arm in --mix (0: none), and
+	// armSent what its requests send of the arm's settings (mix.go).
+	arm     int
+	armSent []byte
 }
 
 // readyQueue holds answers whose backoff is over, to be dispatched before
@@ -199,7 +203,11 @@ func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 		}
 		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, msgs: len(openai.ChatMessages(&p)), sample: sample, file: rec.File, line: rec.Line,
 			rec: &p, paramSeed: paramSeed}
-		if err := r.prepareSingle(j, known, exact); err != nil {
+		err := r.assignArm(j, &p)
+		if err == nil {
+			err = r.prepareSingle(j, known, exact)
+		}
+		if err != nil {
 			if k == 0 {
 				return reject(openai.ReasonBadParams, err.Error())
 			}
@@ -340,6 +348,10 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 		}
 		conv, _ := conversation.New(p, paramSeed, r.cfg.ToolRounds)
 		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, conv: conv, fp: fp}
+		if err := r.assignArm(j, p); err != nil {
+			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
+			return false
+		}
 		if r.journal != nil {
 			j.base = r.journal.Base(j.id, sample)
 			var err error

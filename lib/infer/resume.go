@@ -56,6 +56,7 @@ type doneRecord struct {
 	Output *struct {
 		Sample       int    `json:"sample"`
 		FinishReason string `json:"finish_reason"`
+		Arm          string `json:"arm"`
 		Turns        []struct {
 			FinishReason string `json:"finish_reason"`
 		} `json:"turns"`
@@ -115,6 +116,9 @@ func scanDone(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uin
 				warn("%s:%d: ignored while resuming: %v", path, rec.Line, err)
 			}
 			continue
+		}
+		if l.arms != nil {
+			l.arms.see(d.ID.Text, d.Output.Sample, d.Output.Arm)
 		}
 		if counts != nil {
 			k := conversation.Key(d.ID.Text, d.Output.Sample)

@@ -20,6 +20,7 @@ import (
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/mix"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 	"tokenmill/lib/tokens"
@@ -120,6 +121,9 @@ type runner struct {
 	shownFail atomic.Int64
 	bufs      sync.Pool
 	tok       tokenIDs // --token-ids (tokenids.go)
+	// mix is --mix (mix.go), with each arm's figures.
+	mix  *mix.Mix
+	arms []armCounts
 
 	// cleanup undoes the steps taken so far, last first (see close).
 	cleanup []func()
@@ -139,6 +143,12 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
+	if r.mix, err = c.loadMix(); err != nil {
+		return nil, err
+	}
+	if r.mix != nil {
+		r.arms = make([]armCounts, len(r.mix.Arms))
+	}
 	r.outPlan = outputPlan{path: c.Output}
 	var planErr error
 	if !toStdout(c.Output) {
@@ -400,8 +410,13 @@ func (r *runner) prepareOutput() error {
 			return err
 		}
 	}
+	arms := &armCheck{m: r.mix, seed: r.mixSeed()}
+	r.ledger.arms = arms
 	info, err := resumeOutput(path, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
+		return err
+	}
+	if err := arms.err(c.Output); err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("resuming %s: %s answers already done", c.Output, cli.Thousands(info.Answers))
@@ -739,6 +754,7 @@ func (r *runner) moreSummary(s Summary) []string {
 		lines = append(lines, fmt.Sprintf("refused again as the errors file recorded: %s (in the errors file again)", cli.Thousands(n)))
 	}
 	lines = append(lines, r.tokenSummary()...)
+	lines = append(lines, r.mixSummary()...)
 	if n := c.empty.Load(); n > 0 {
 		what := "answers"
 		if r.cfg.Regenerate {

@@ -37,6 +37,7 @@ type messagesRecord struct {
 	Sample   int             `json:"sample,omitempty"`
 	Messages []trainMessage  `json:"messages"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
+	Arm      string          `json:"arm,omitempty"` // infer --mix's arm (arm.go)
 }
 
 // conversationsRecord is the layout SpecForge and vLLM speculators train
@@ -51,6 +52,7 @@ type conversationsRecord struct {
 	Sample        int             `json:"sample,omitempty"`
 	Conversations []trainMessage  `json:"conversations"`
 	Tools         json.RawMessage `json:"tools,omitempty"`
+	Arm           string          `json:"arm,omitempty"`
 }
 
 // shareGPTTurn is a ShareGPT turn; Weight is a turn's weight as axolotl
@@ -68,6 +70,7 @@ type shareGPTRecord struct {
 	// Tools is the tools' JSON text, as glaive and LLaMA-Factory's
 	// ShareGPT datasets hold them.
 	Tools string `json:"tools,omitempty"`
+	Arm   string `json:"arm,omitempty"`
 }
 
 // shareGPTFrom names chat roles the ShareGPT way; other roles keep their
@@ -96,6 +99,9 @@ type generation struct {
 		Messages  []convMessage     `json:"messages"`
 		Turns     []regeneratedTurn `json:"turns"`
 		Truncated *convTruncation   `json:"truncated"`
+		// The sampling mixture's arm and its settings (infer --mix).
+		Arm       string          `json:"arm"`
+		ArmParams json.RawMessage `json:"arm_params"`
 	} `json:"output"`
 }
 
@@ -122,6 +128,7 @@ type converter struct {
 	to            string
 	withReasoning bool
 	keepTruncated bool // a tool-truncated conversation is written whole, not cut
+	softSwitch    bool // --soft-switch (arm.go)
 	gen           generation
 	msgs          []trainMessage
 	turns         []shareGPTTurn
@@ -195,6 +202,9 @@ func (c *converter) layOut() *rejection {
 	if !g.isConversation() {
 		c.msgs = append(c.msgs, c.answer())
 	}
+	if c.softSwitch {
+		c.msgs = withSoftSwitch(c.msgs, g.Output.ArmParams)
+	}
 	return nil
 }
 
@@ -258,14 +268,14 @@ func (c *converter) encode() ([]byte, *rejection) {
 	var err error
 	switch c.to {
 	case toMessages:
-		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs, Tools: c.tools}, 0)
+		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
 	case toConversations:
-		c.out, err = json.Append(c.out[:0], conversationsRecord{ID: g.ID, Sample: sample, Conversations: c.msgs, Tools: c.tools}, 0)
+		c.out, err = json.Append(c.out[:0], conversationsRecord{ID: g.ID, Sample: sample, Conversations: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
 	default:
 		if rej := c.shareGPTTurns(); rej != nil {
 			return nil, rej
 		}
-		c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools)}, 0)
+		c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools), Arm: g.Output.Arm}, 0)
 	}
 	return c.out, encodeRejection(err)
 }

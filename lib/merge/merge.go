@@ -65,6 +65,7 @@ type Command struct {
 	AllowMixed     bool   `help:"With --to tokens, put rows of different models or chat templates into one file (refused by default)." default:"false"`
 	Manifest       string `placeholder:"FILE" help:"With --to tokens, where the manifest goes (default: beside -o, FILE.manifest.json; none with stdout)." default:""`
 	WithReasoning  bool   `help:"With --to, keep each answer's reasoning: as reasoning_content on its assistant message, or as a <think> block before it in sharegpt." default:"false"`
+	SoftSwitch     bool   `help:"With --to messages, conversations or sharegpt, end the system prompt with Qwen3's soft switch, /think or /no_think, as the answer's arm (infer --mix) set chat_template_kwargs.enable_thinking (a system turn /think or /no_think is added where there is none; answers whose arm says nothing of thinking are left as they are). Every form carries the arm's name as \"arm\" anyway." default:"false"`
 	DropLength     bool   `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
 	DropEmpty      bool   `help:"Do not count answers whose text is empty or white space (and that call no tool) as good." default:"false"`
 	KeepTruncated  bool   `help:"Count a truncated regenerated conversation (output.truncated) as good, written whole up to its last regenerated turn. By default one that a tool call nobody answered ended (tool_unpaired, tool_rounds) is written up to its last complete exchange, the dangling calls left out (missing when that leaves no answer), and one whose context filled (context_full) counts as missing." default:"false"`
@@ -171,6 +172,8 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 		return nil, cli.Usagef("--missing writes prompts; it does not go with --errors")
 	case c.WithReasoning && c.To == toGeneration:
 		return nil, cli.Usagef("--with-reasoning applies to --to messages, conversations or sharegpt (generation records keep their reasoning anyway)")
+	case c.SoftSwitch && (c.To == toGeneration || c.To == toTokens):
+		return nil, cli.Usagef("--soft-switch applies to --to messages, conversations or sharegpt (generation records are written as read; token rows hold the ids the server ran)")
 	case c.Samples < 1 || c.Samples > maxSample:
 		return nil, cli.Usagef("--samples must be from 1 to %d", maxSample)
 	case c.Memory <= 0:
@@ -193,7 +196,7 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	case toTokens:
 		m.tokens = &tokenForm{keepTruncated: c.KeepTruncated}
 	default:
-		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning, keepTruncated: c.KeepTruncated}
+		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning, keepTruncated: c.KeepTruncated, softSwitch: c.SoftSwitch}
 	}
 	return m, nil
 }

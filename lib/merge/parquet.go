@@ -62,18 +62,21 @@ type (
 		Sample   int64    `parquet:"sample"`
 		Messages []pqTurn `parquet:"messages,list"`
 		Tools    *string  `parquet:"tools,optional"`
+		Arm      *string  `parquet:"arm,optional"` // infer --mix's arm, null without
 	}
 	pqConversationsRow struct {
 		ID            string   `parquet:"id"`
 		Sample        int64    `parquet:"sample"`
 		Conversations []pqTurn `parquet:"conversations,list"`
 		Tools         *string  `parquet:"tools,optional"`
+		Arm           *string  `parquet:"arm,optional"`
 	}
 	pqShareGPTRow struct {
 		ID            string           `parquet:"id"`
 		Sample        int64            `parquet:"sample"`
 		Conversations []pqShareGPTTurn `parquet:"conversations,list"`
 		Tools         *string          `parquet:"tools,optional"`
+		Arm           *string          `parquet:"arm,optional"`
 	}
 )
 
@@ -97,14 +100,14 @@ func newParquetSink(file *jsonl.Writer, to string, budget int64) sink {
 	switch to {
 	case toMessages:
 		return newSink(file, limit, func(r *pqMessagesRow, data []byte) (err error) {
-			r.ID, r.Sample, r.Tools, r.Messages, err = pqChat(data, r.Messages[:0])
+			r.ID, r.Sample, r.Tools, r.Arm, r.Messages, err = pqChat(data, r.Messages[:0])
 			return err
 		})
 	case toTokens:
 		return newSink(file, limit, fillTokenRow)
 	case toConversations:
 		return newSink(file, limit, func(r *pqConversationsRow, data []byte) (err error) {
-			r.ID, r.Sample, r.Tools, r.Conversations, err = pqChat(data, r.Conversations[:0])
+			r.ID, r.Sample, r.Tools, r.Arm, r.Conversations, err = pqChat(data, r.Conversations[:0])
 			return err
 		})
 	}
@@ -113,7 +116,7 @@ func newParquetSink(file *jsonl.Writer, to string, budget int64) sink {
 		if err := record.Decode(data, &v); err != nil {
 			return err
 		}
-		r.ID, r.Sample, r.Tools = v.ID.Text, int64(v.Sample), nil
+		r.ID, r.Sample, r.Tools, r.Arm = v.ID.Text, int64(v.Sample), nil, optional(v.Arm)
 		if v.Tools != "" {
 			r.Tools = &v.Tools
 		}
@@ -167,19 +170,20 @@ func (s *parquetSink[T]) Abort() { s.file.Abort() }
 
 // pqChat reads a messages or conversations training record into the
 // columns of its row, appending its turns to turns.
-func pqChat(data []byte, turns []pqTurn) (id string, sample int64, tools *string, _ []pqTurn, err error) {
+func pqChat(data []byte, turns []pqTurn) (id string, sample int64, tools, arm *string, _ []pqTurn, err error) {
 	var v struct {
 		ID            record.ID       `json:"id"`
 		Sample        int             `json:"sample"`
 		Messages      []trainMessage  `json:"messages"`
 		Conversations []trainMessage  `json:"conversations"`
 		Tools         json.RawMessage `json:"tools"`
+		Arm           string          `json:"arm"`
 	}
 	if err := record.Decode(data, &v); err != nil {
-		return "", 0, nil, turns, err
+		return "", 0, nil, nil, turns, err
 	}
 	turns, err = pqTurns(turns, append(v.Messages, v.Conversations...))
-	return v.ID.Text, int64(v.Sample), pqText(v.Tools), turns, err
+	return v.ID.Text, int64(v.Sample), pqText(v.Tools), optional(v.Arm), turns, err
 }
 
 // pqText is a JSON value's text as a nullable string column.

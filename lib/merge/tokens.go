@@ -42,6 +42,7 @@ type tokenRow struct {
 	LossMask        []int32   `json:"loss_mask"`
 	NumPromptTokens int       `json:"num_prompt_tokens"`
 	NumAnswerTokens int       `json:"num_answer_tokens"`
+	Arm             string    `json:"arm,omitempty"` // infer --mix's arm
 }
 
 // tokenMeta is what a converted record says of itself beside its rows,
@@ -71,6 +72,7 @@ type tokenGen struct {
 			record.TokenIDs
 		} `json:"turns"`
 		Truncated *convTruncation `json:"truncated"`
+		Arm       string          `json:"arm"`
 	} `json:"output"`
 }
 
@@ -141,7 +143,7 @@ func (t *tokenForm) convert(data []byte) ([]byte, *rejection) {
 	}
 	for _, r := range rows {
 		t.out = append(t.out, '\n')
-		row := tokenRow{ID: g.ID, Sample: o.Sample, Turn: r.Turn, InputIDs: r.InputIDs, LossMask: r.LossMask, NumPromptTokens: r.NumPromptTokens, NumAnswerTokens: r.NumAnswerTokens}
+		row := tokenRow{ID: g.ID, Sample: o.Sample, Turn: r.Turn, InputIDs: r.InputIDs, LossMask: r.LossMask, NumPromptTokens: r.NumPromptTokens, NumAnswerTokens: r.NumAnswerTokens, Arm: o.Arm}
 		if t.out, err = json.Append(t.out, row, 0); err != nil {
 			return nil, encodeRejection(err)
 		}

@@ -354,6 +354,7 @@ type pqTokenRow struct {
 	LossMask        []int32 `parquet:"loss_mask,list"`
 	NumPromptTokens int64   `parquet:"num_prompt_tokens"`
 	NumAnswerTokens int64   `parquet:"num_answer_tokens"`
+	Arm             *string `parquet:"arm,optional"`
 }
 
 func fillTokenRow(r *pqTokenRow, line []byte) error {
@@ -368,5 +369,6 @@ func fillTokenRow(r *pqTokenRow, line []byte) error {
 	}
 	r.InputIDs, r.LossMask = v.InputIDs, v.LossMask
 	r.NumPromptTokens, r.NumAnswerTokens = int64(v.NumPromptTokens), int64(v.NumAnswerTokens)
+	r.Arm = optional(v.Arm)
 	return nil
 }

@@ -68,6 +68,9 @@ type Builder struct {
 	// split out into extraSampling and merged into the sampling params.
 	extra         []byte
 	extraSampling []byte
+	// arm is a sampling mixture's arm's params (WithArm), laid over extra
+	// and under a record's params.
+	arm []byte
 }
 
 // NewBuilder builds requests of api for model (none for /generate) with
@@ -105,6 +108,72 @@ func NewBuilder(api API, model string, sampling Sampling, extraBody []byte) (*Bu
 // SetModel names the model of the requests built from now on (the one a
 // server's /v1/models lists, when the flags named none).
 func (b *Builder) SetModel(model string) { b.model = model }
+
+// WithArm is b with an arm's params (a JSON object, checked by lib/mix)
+// laid over the flags and --extra-body and under a record's own params;
+// for /generate they go where a record's params go, into sampling_params
+// under its names. nil params: b itself. The copy is cheap: infer makes
+// one per request built, so that the model and the settings are b's.
+func (b *Builder) WithArm(params []byte) *Builder {
+	if len(params) == 0 {
+		return b
+	}
+	c := *b
+	c.arm = params
+	return &c
+}
+
+// ArmSent is what the requests of a record whose params are params send
+// of the arm's keys, after every layer (the record's params win; one that
+// removes a key with null leaves it out), as a JSON object of the keys in
+// their order; nil when none is sent. A max_tokens lowered to fit the
+// context is not in it (infer records that as output.max_tokens).
+func (b *Builder) ArmSent(params []byte, keys []string) (json.RawMessage, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	empty := ""
+	p := record.Prompt{Params: params}
+	if b.api != APIChat {
+		p.Prompt = &empty
+	}
+	body, err := b.BodyMax(&p, nil, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	top := body
+	if b.api == APIGenerate {
+		if body, err = record.FieldValue(body, "sampling_params"); err != nil {
+			return nil, err
+		}
+	}
+	out := []byte{'{'}
+	for _, key := range keys {
+		name := key
+		if b.api == APIGenerate {
+			name = NativeSamplingName(key)
+		}
+		v, err := record.FieldValue(body, name)
+		if err == nil && v == nil && b.api == APIGenerate {
+			v, err = record.FieldValue(top, key)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = json.AppendEscape(out, key, 0)
+		out = append(append(out, ':'), bytes.TrimSpace(v)...)
+	}
+	if len(out) == 1 {
+		return nil, nil
+	}
+	return append(out, '}'), nil
+}
 
 // SetSeedOffset adds n to the seed of every request built from now on, so
 // that a rerun of the same prompts samples other answers.
@@ -214,7 +283,7 @@ func (b *Builder) BodyMax(p *record.Prompt, paramSeed *int64, sample, maxTokens 
 		if err != nil {
 			return nil, err
 		}
-		return Merge(head, b.extra, p.Params, override)
+		return Merge(head, b.extra, b.arm, p.Params, override)
 	}
 	req := ChatRequest{Model: b.model, Sampling: b.sampling, ToolChoice: nonNull(p.ToolChoice), ParallelToolCalls: nonNull(p.ParallelToolCalls)}
 	msgs := ChatMessages(p)
@@ -238,7 +307,7 @@ func (b *Builder) BodyMax(p *record.Prompt, paramSeed *int64, sample, maxTokens 
 	if err != nil {
 		return nil, err
 	}
-	return Merge(head, b.extra, p.Params, override)
+	return Merge(head, b.extra, b.arm, p.Params, override)
 }
 
 // ChatMessages are the turns a chat request sends for p: its messages,
@@ -275,7 +344,11 @@ func (b *Builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	if sp, err = Merge(sp, b.extraSampling, params, seedOverride); err != nil {
+	arm, err := nativeParams(b.arm)
+	if err != nil {
+		return nil, err
+	}
+	if sp, err = Merge(sp, b.extraSampling, arm, params, seedOverride); err != nil {
 		return nil, err
 	}
 	head := append([]byte(`{"text":`), json.Escape(*p.Prompt)...)
@@ -292,10 +365,10 @@ func (b *Builder) MaxTokens(p *record.Prompt) int {
 	if b.sampling.MaxTokens != nil {
 		n = *b.sampling.MaxTokens
 	}
-	layers := [][]byte{b.extra, p.Params}
+	layers := [][]byte{b.extra, b.arm, p.Params}
 	names := []string{"max_tokens", "max_completion_tokens"}
 	if b.api == APIGenerate {
-		layers = [][]byte{b.extraSampling, p.Params}
+		layers = [][]byte{b.extraSampling, b.arm, p.Params}
 		names = []string{"max_new_tokens", "max_tokens"}
 	}
 	for _, layer := range layers {

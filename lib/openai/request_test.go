@@ -51,23 +51,31 @@ func TestRequestBodies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var p record.Prompt
-			if err := record.Decode([]byte(tt.record), &p); err != nil {
-				t.Fatal(err)
-			}
-			seed, err := b.Check(&p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := b.Body(&p, seed, tt.sample)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, got := bodyOf(t, b, tt.record, tt.sample)
 			if string(got) != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
 		})
 	}
+}
+
+// bodyOf decodes the prompt record line, checks it and builds its body
+// for sample.
+func bodyOf(t *testing.T, b *Builder, line string, sample int) (*record.Prompt, []byte) {
+	t.Helper()
+	var p record.Prompt
+	if err := record.Decode([]byte(line), &p); err != nil {
+		t.Fatal(err)
+	}
+	seed, err := b.Check(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := b.Body(&p, seed, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &p, body
 }
 
 func TestBuilderChecks(t *testing.T) {

@@ -20,6 +20,7 @@ type Flags struct {
 	LoopTailCopies     int     `default:"4" help:"Loop: an answer ending in at least this many copies of one span loops (0: no tail check)."`
 	LoopTailBytes      int     `default:"100" help:"Loop: ... when those copies cover at least this many bytes."`
 	LangMinChars       int     `default:"40" help:"Lang: prompts and answers with fewer letters than this (code blocks aside) are not judged."`
+	Reasoning          string  `default:"parsed" placeholder:"MODE" help:"Where answers' reasoning is: parsed (the server's reasoning parser took it out: thinking markers in the text are residue) or inline (the parser was off: the text opens with one think block, checked by think_block, and markers after it are residue). For a mixture's arms, ARM=MODE, e.g. parsed,think=inline."`
 }
 
 // Config builds the configuration of checks with these settings.
@@ -50,7 +51,11 @@ func (f *Flags) Config(checks []string) (Config, error) {
 	if err := parseOrders("--loop-dup-ngram", f.LoopDupNgram, 5, 10, loop.DupNgram[:]); err != nil {
 		return Config{}, err
 	}
-	return Config{Checks: checks, Loop: loop, Lang: LangConfig{MinChars: f.LangMinChars, Sample: DefaultLang.Sample}}, nil
+	modes, err := ParseReasoning(f.Reasoning)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{Checks: checks, Loop: loop, Lang: LangConfig{MinChars: f.LangMinChars, Sample: DefaultLang.Sample}, Reasoning: modes}, nil
 }
 
 // parseOrders reads "n=fraction,..." for n in [lo, hi] into dst; orders

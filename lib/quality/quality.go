@@ -21,6 +21,7 @@ const (
 	CheckEmpty         = "empty"
 	CheckReasoningOnly = "reasoning_only"
 	CheckThinkResidue  = "think_residue"
+	CheckThinkBlock    = "think_block"
 	CheckToolCall      = "tool_call"
 	CheckLoop          = "loop"
 	CheckLang          = "lang"
@@ -28,12 +29,12 @@ const (
 
 // Checks lists every check in the order they are tried: an answer failing
 // several is counted under the first. Cheap and specific first.
-var Checks = []string{CheckLength, CheckReasoningOnly, CheckEmpty, CheckThinkResidue, CheckToolCall, CheckLoop, CheckLang}
+var Checks = []string{CheckLength, CheckThinkBlock, CheckReasoningOnly, CheckEmpty, CheckThinkResidue, CheckToolCall, CheckLoop, CheckLang}
 
 // DefaultChecks are the checks run unless --checks says otherwise: all
 // but lang, which costs about as much as the rest together and misjudges
 // translation prompts (see README, "Quality").
-var DefaultChecks = []string{CheckLength, CheckReasoningOnly, CheckEmpty, CheckThinkResidue, CheckToolCall, CheckLoop}
+var DefaultChecks = []string{CheckLength, CheckThinkBlock, CheckReasoningOnly, CheckEmpty, CheckThinkResidue, CheckToolCall, CheckLoop}
 
 // IsCheck reports whether name is a check.
 func IsCheck(name string) bool { return slices.Contains(Checks, name) }
@@ -82,6 +83,9 @@ type Answer struct {
 	// ToolCalls are the calls the turn made; a turn that calls tools may
 	// have no text.
 	ToolCalls []ToolCall
+	// Inline: the server's reasoning parser was off, so the answer's text
+	// is expected to open with one think block (--reasoning inline).
+	Inline bool
 	// prompt, when set, gives Prompt on demand (a single answer's prompt
 	// is decoded only when a check needs it).
 	prompt *GenerationView
@@ -106,6 +110,9 @@ type Config struct {
 	Checks []string
 	Loop   LoopConfig
 	Lang   LangConfig
+	// Reasoning says where each answer's reasoning is: parsed (the
+	// default) or inline, for the run or per arm (reasoning.go).
+	Reasoning ReasoningModes
 }
 
 // Checker runs the checks of a Config. It keeps scratch buffers, so use
@@ -119,6 +126,7 @@ type Checker struct {
 // The index of each check in Checks (TestCheckIndexes keeps them so).
 const (
 	iLength = iota
+	iThinkBlock
 	iReasoningOnly
 	iEmpty
 	iThinkResidue
@@ -173,6 +181,21 @@ func (c *Checker) run(a *Answer, tools Tools, found func(Finding) bool) bool {
 	if c.enabled[iLength] && Length(a.Finish) {
 		if !report(CheckLength, "finish_reason length: cut at max_tokens") {
 			return true
+		}
+	}
+	if a.Inline {
+		// The think block is the reasoning, the rest the answer; a block
+		// that is not one well-formed block leaves the text as it is, for
+		// think_residue to see its markers when think_block is off.
+		reasoning, answer, problem := SplitThinkBlock(a.Text)
+		if problem != "" {
+			if c.enabled[iThinkBlock] && !report(CheckThinkBlock, problem) {
+				return true
+			}
+		} else {
+			b := *a
+			b.Text, b.Reasoning = answer, reasoning+a.Reasoning
+			a = &b
 		}
 	}
 	blank := len(a.ToolCalls) == 0 && Blank(a.Text)

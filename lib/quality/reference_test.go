@@ -461,7 +461,7 @@ func FuzzFastPaths(f *testing.F) {
 
 // TestCheckIndexes: the index constants name the checks of Checks.
 func TestCheckIndexes(t *testing.T) {
-	for i, want := range map[int]string{iLength: CheckLength, iReasoningOnly: CheckReasoningOnly, iEmpty: CheckEmpty,
+	for i, want := range map[int]string{iLength: CheckLength, iThinkBlock: CheckThinkBlock, iReasoningOnly: CheckReasoningOnly, iEmpty: CheckEmpty,
 		iThinkResidue: CheckThinkResidue, iToolCall: CheckToolCall, iLoop: CheckLoop, iLang: CheckLang} {
 		if Checks[i] != want || checkIndex(want) != i {
 			t.Errorf("index %d is %q in Checks, want %q", i, Checks[i], want)

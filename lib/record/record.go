@@ -171,6 +171,11 @@ type Output struct {
 	LatencyMS int64  `json:"latency_ms"`
 	Attempts  int    `json:"attempts"`
 	Sample    int    `json:"sample"`
+	// Arm names the sampling mixture's arm the answer was asked under
+	// (infer --mix), and ArmParams what its requests sent of the arm's
+	// settings, the record's own params having won.
+	Arm       string          `json:"arm,omitempty"`
+	ArmParams json.RawMessage `json:"arm_params,omitempty"`
 
 	Messages  []Message   `json:"messages,omitempty"`
 	Turns     []Turn      `json:"turns,omitempty"`
@@ -193,6 +198,9 @@ type ConversationOutput struct {
 	LatencyMS    int64       `json:"latency_ms"`
 	Attempts     int         `json:"attempts"`
 	Sample       int         `json:"sample"`
+	// Arm and ArmParams are as in Output (infer --mix).
+	Arm       string          `json:"arm,omitempty"`
+	ArmParams json.RawMessage `json:"arm_params,omitempty"`
 	// ServedBy names the server of the first turn (infer --token-ids).
 	ServedBy *ServedBy `json:"served_by,omitempty"`
 }
@@ -276,6 +284,8 @@ type Error struct {
 	Sample       int    `json:"sample"`
 	TurnsDone    *int   `json:"turns_done,omitempty"`
 	Turn         *int   `json:"turn,omitempty"`
+	// Arm is the sampling mixture's arm the answer was asked under.
+	Arm string `json:"arm,omitempty"`
 }
 
 // Reject is what any stage adds to an input it could not use.

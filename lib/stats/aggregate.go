@@ -122,6 +122,9 @@ type aggregator struct {
 	checks   *checkAgg // nil without --checks
 	convs    *convAgg  // nil until a regenerated conversation is read
 	ctx      ctxAgg
+	// arms are the mixture's (arms.go); nil until a record names one.
+	arms  map[string]*armAgg
+	noArm armAgg
 }
 
 // Indexes of aggregator.lengths.
@@ -166,6 +169,7 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 
 	if f.kind != record.KindPrompt {
 		a.ctx.add(f)
+		a.addArm(f)
 	}
 	switch f.kind {
 	case record.KindGeneration:
@@ -310,6 +314,7 @@ func (a *aggregator) report(top int, wallSeconds float64, contextLength int64) *
 	if r.Kinds.Generation+r.Kinds.Error > 0 {
 		r.Context = a.ctx.report(contextLength)
 	}
+	r.Arms = a.armsReport(wallSeconds)
 	for status, n := range a.statuses {
 		r.Errors.ByStatus = append(r.Errors.ByStatus, StatusCount{Status: status, Count: n})
 	}

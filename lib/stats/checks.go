@@ -23,6 +23,7 @@ func (ck *checker) check(line []byte, f *fact) {
 		return
 	}
 	f.answers = len(ck.rec.Answers)
+	ck.c.SetModes(&ck.rec)
 	for i := range ck.rec.Answers {
 		a := &ck.rec.Answers[i]
 		ck.found = ck.c.All(a, ck.rec.Tools(), ck.found[:0])

@@ -71,7 +71,7 @@ func TestChecksReport(t *testing.T) {
 	}
 
 	r = testbin.Run(t, dir, nil, nil, "stats", "--checks", "all", in)
-	for _, s := range []string{"quality checks (length, reasoning_only, empty, think_residue, tool_call, loop, lang): 6 records checked (6 answers), 1 fit, 5 unfit",
+	for _, s := range []string{"quality checks (length, think_block, reasoning_only, empty, think_residue, tool_call, loop, lang): 6 records checked (6 answers), 1 fit, 5 unfit",
 		"empty answers: 2 records", `"loop" (` + in + ":3)"} {
 		if !strings.Contains(string(r.Stdout), s) {
 			t.Errorf("text report lacks %q:\n%s", s, r.Stdout)

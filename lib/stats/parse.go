@@ -156,6 +156,8 @@ type (
 		Messages  []convMessageView `json:"messages"`
 		Turns     []turnView        `json:"turns"`
 		Truncated *truncatedView    `json:"truncated"`
+		// Arm is the sampling mixture's arm (infer --mix).
+		Arm string `json:"arm"`
 	}
 	usageView struct {
 		PromptTokens     int64 `json:"prompt_tokens"`
@@ -187,6 +189,7 @@ type (
 		// context (prompt_too_long) and its tokens.
 		Reason       string `json:"reason"`
 		PromptTokens int64  `json:"prompt_tokens"`
+		Arm          string `json:"arm"`
 	}
 )
 
@@ -230,6 +233,8 @@ type fact struct {
 	turn    int
 	detail  string
 	answers int
+	// arm is output.arm or error.arm (infer --mix), "" for none.
+	arm string
 }
 
 // turnFact is what one regenerated turn contributes.
@@ -275,7 +280,7 @@ func parse(data []byte, f *fact) *parseError {
 		f.kind, f.sample, class = record.KindGeneration, o.Sample, 'g'
 		f.answer, f.hasReas, f.reasoning = o.Text.n, o.Reasoning.n > 0, o.Reasoning.n
 		f.empty = (!o.Text.set || o.Text.blank) && isNullRaw(o.ToolCalls)
-		f.finish, f.endpoint, f.latency = o.FinishReason, o.Endpoint, o.LatencyMS
+		f.finish, f.endpoint, f.latency, f.arm = o.FinishReason, o.Endpoint, o.LatencyMS, o.Arm
 		if o.Usage != nil {
 			f.usage, f.pTokens, f.cTokens = true, o.Usage.PromptTokens, o.Usage.CompletionTokens
 		}
@@ -294,7 +299,7 @@ func parse(data []byte, f *fact) *parseError {
 	case v.Error != nil:
 		e := v.Error
 		f.kind, f.sample, class = record.KindError, e.Sample, 'g' // an error and an answer for one (id, sample) repeat it
-		f.status, f.message, f.endpoint = e.Status, e.Message, e.Endpoint
+		f.status, f.message, f.endpoint, f.arm = e.Status, e.Message, e.Endpoint, e.Arm
 		f.tooLong, f.pTokens = e.Reason == record.ReasonPromptTooLong, e.PromptTokens
 		if f.pTokens < 0 {
 			return &parseError{ReasonBadValue, errors.New("negative error.prompt_tokens")}

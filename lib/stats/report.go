@@ -63,6 +63,9 @@ type Report struct {
 	// Tokens is the training rows of the records' token ids (infer
 	// --token-ids), and with --tokens their drift (tokens.go).
 	Tokens *Tokens `json:"tokens,omitempty"`
+	// Arms breaks the answers down by their sampling mixture's arm (infer
+	// --mix), when a record names one (arms.go).
+	Arms []Arm `json:"arms,omitempty"`
 }
 
 // Checks reports the quality checks over the generation records.
@@ -280,6 +283,9 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 		}
 		fin.write(&b)
 		fmt.Fprintf(&b, "empty answers: %s (no text, or white space only, and no tool call)\n\n", plural(r.Empty, "record"))
+	}
+	if len(r.Arms) > 0 {
+		writeArms(&b, r.Arms, r.WallSeconds)
 	}
 	if r.Conversations != nil {
 		writeConversations(&b, r.Conversations)

@@ -65,7 +65,7 @@ type Command struct {
 	cli.WorkersFlag
 	cli.ProgressFlag
 	TokenFlags `embed:""`
-	Checks     string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
+	Checks     string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, think_block, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
 	quality.Flags
 }
 

@@ -507,6 +507,8 @@ func TestGolden(t *testing.T) {
 		{"context.json", []string{"--json", "--context-length", "4096", fitted}, 0},
 		{"context.txt", []string{"--context-length", "4096", fitted}, 0},
 		{"context.inferred.txt", []string{fitted}, 0},
+		{"arms.txt", []string{"--wall", "10m", filepath.Join(testdata, "arms.jsonl")}, 0},
+		{"arms.json", []string{"--json", filepath.Join(testdata, "arms.jsonl")}, 0},
 	} {
 		t.Run(tt.golden, func(t *testing.T) {
 			code, stdout, stderr := run(t, "", tt.args...)

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/forecast"
+	"tokenmill/lib/openai"
+)
+
+// A sampling mixture (--mix FILE, as infer --mix): every sample prompt is
+// asked under the arm the run would ask it under (drawn as a run without
+// --seed draws it), so the levels measure the mixed run's throughput; the
+// answer lengths are fitted per arm, each cut at its own max_tokens, and
+// the forecast's lengths are their mixture in the arms' shares. Thinking
+// arms write far longer answers: a mean over the sample alone would follow
+// the sample's draw of arms, not the shares the run will have.
+
+// ArmForecast is one arm's part of the forecast.
+type ArmForecast struct {
+	Arm   string  `json:"arm"`
+	Share float64 `json:"share"`
+	// Answers are the sample answers of the arm that ended on their own
+	// (the fit's exact lengths); MeanAnswerTokens its mean answer, cut at
+	// MaxTokens (the arm's, else --max-tokens, else a 32,768 limit).
+	Answers          int     `json:"answers"`
+	MeanAnswerTokens float64 `json:"mean_answer_tokens"`
+	MeanAnswerSE     float64 `json:"mean_answer_tokens_se"`
+	MaxTokens        int     `json:"max_tokens"`
+}
+
+// armOf is the arm of the sample prompt (id, sample) and the builder of
+// its requests; 0 and b without a mixture.
+func (c *Bench) armOf(b *openai.Builder, id string, sample int) (int, *openai.Builder) {
+	if c.mix == nil {
+		return 0, b
+	}
+	i := c.mix.Pick(0, id, sample)
+	return i + 1, b.WithArm(c.mix.Arms[i].Params)
+}
+
+// setArms takes the arms of the bodies.
+func (r *benchRun) setArms(arms []int) {
+	if r.cfg.mix == nil {
+		return
+	}
+	r.arms = append([]int(nil), arms...)
+	r.armObs = make([]lengthObs, len(r.cfg.mix.Arms))
+}
+
+// armOf is the arm of body k, 0 for none.
+func (r *benchRun) armOf(k int) int {
+	if k < len(r.arms) {
+		return r.arms[k]
+	}
+	return 0
+}
+
+// armLimit is the longest answer of arm i in the run: its max_tokens,
+// else --max-tokens, else forecast.DefaultLimit.
+func (c *Bench) armLimit(i int) int {
+	if n := c.mix.Arms[i].MaxTokens(); n > 0 {
+		return n
+	}
+	if c.MaxTokens != nil {
+		return *c.MaxTokens
+	}
+	return forecast.DefaultLimit
+}
+
+// mixLengths are the run's answer lengths under the mixture: the arms'
+// fits, each capped at its limit, in their shares; with the mean, its
+// standard error and the standard deviation. A note says why there is no
+// forecast (an arm none of whose sample answers ended on its own).
+func (r *benchRun) mixLengths() (d forecast.Dist, limit, mean, se, sd float64, arms []ArmForecast, note string) {
+	m := r.cfg.mix
+	var parts forecast.Mixture
+	var m2, variance float64
+	var missing []string
+	for i, a := range m.Arms {
+		lim := float64(r.cfg.armLimit(i))
+		fit, ok := r.armObs[i].fit()
+		if !ok {
+			missing = append(missing, a.Name)
+			continue
+		}
+		w := m.Share(i)
+		c1, c2 := forecast.CappedMoments(fit, lim)
+		n := r.armObs[i].exact.N
+		armSE := math.Sqrt(max(c2-c1*c1, 0) / n)
+		parts = append(parts, forecast.Part{Weight: w, D: forecast.Capped{D: fit, Limit: lim}})
+		mean += w * c1
+		m2 += w * c2
+		variance += w * w * armSE * armSE
+		limit = max(limit, lim)
+		arms = append(arms, ArmForecast{Arm: a.Name, Share: w, Answers: int(n), MeanAnswerTokens: c1, MeanAnswerSE: armSE, MaxTokens: int(lim)})
+	}
+	if len(missing) > 0 {
+		return nil, 0, 0, 0, 0, nil, fmt.Sprintf("no sample answer of arm %s ended on its own (cut by max_tokens or the level's end, or too few prompts drew it): raise --sample, --answer-tokens or --duration, or give --mean-answer-tokens",
+			strings.Join(missing, ", "))
+	}
+	return parts, limit, mean, math.Sqrt(variance), math.Sqrt(max(m2-mean*mean, 0)), arms, ""
+}
+
+// armsText is the forecast's line per arm.
+func armsText(arms []ArmForecast) string {
+	var b strings.Builder
+	for _, a := range arms {
+		fmt.Fprintf(&b, "  arm %s (%s): %s±%s tokens, up to %s (%s sample answers)\n", a.Arm, strings.TrimSuffix(fmt.Sprintf("%.1f", 100*a.Share), ".0")+"%",
+			cli.Thousands(int64(a.MeanAnswerTokens+0.5)), cli.Thousands(int64(a.MeanAnswerSE+0.5)), cli.Thousands(int64(a.MaxTokens)), cli.Thousands(int64(a.Answers)))
+	}
+	return b.String()
+}

@@ -1,0 +1,148 @@
+package infer
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/mix"
+	"tokenmill/lib/openai"
+	"tokenmill/lib/record"
+)
+
+// Sampling mixtures (--mix FILE, lib/mix): every (id, sample) gets an
+// arm from a hash of the id, the sample and --seed, so the same answer is
+// asked under the same arm in every run, after --resume and --append,
+// whatever the order of the answers or the requests in flight. The arm's
+// params lie over the flags and --extra-body, under the record's own
+// params; the arm's name and what the requests sent of its settings go in
+// output.arm and output.arm_params (error.arm for a failure).
+
+// loadMix reads --mix; nil without it.
+func (c *Generate) loadMix() (*mix.Mix, error) {
+	if c.Mix == "" {
+		return nil, nil
+	}
+	m, err := mix.Load(c.Mix)
+	if err != nil {
+		return nil, cli.Usagef("--mix %s: %v", c.Mix, err)
+	}
+	return m, nil
+}
+
+// armCounts are one arm's figures for the summary.
+type armCounts struct {
+	ok, failed, tokens atomic.Int64
+}
+
+// mixSeed is the seed the arms are drawn with: --seed, or 0.
+func (r *runner) mixSeed() int64 {
+	if r.cfg.Seed != nil {
+		return *r.cfg.Seed
+	}
+	return 0
+}
+
+// assignArm gives j its arm, and works out what the arm's settings are
+// once the record's params (p's) are laid over them.
+func (r *runner) assignArm(j *job, p *record.Prompt) error {
+	if r.mix == nil {
+		return nil
+	}
+	i := r.mix.Pick(r.mixSeed(), j.id, j.sample)
+	j.arm = i + 1
+	sent, err := r.builder(j).ArmSent(p.Params, r.mix.Arms[i].Keys)
+	j.armSent = sent
+	return err
+}
+
+// builder is the request builder of j: the run's, with j's arm.
+func (r *runner) builder(j *job) *openai.Builder {
+	if j.arm == 0 {
+		return r.b
+	}
+	return r.b.WithArm(r.mix.Arms[j.arm-1].Params)
+}
+
+// armName is j's arm's name, "" for none.
+func (r *runner) armName(j *job) string {
+	if j.arm == 0 {
+		return ""
+	}
+	return r.mix.Arms[j.arm-1].Name
+}
+
+// armDone counts an answer of j's arm, ok or failed.
+func (r *runner) armDone(j *job, ok bool, tokens int) {
+	if j.arm == 0 {
+		return
+	}
+	a := &r.arms[j.arm-1]
+	if ok {
+		a.ok.Add(1)
+		a.tokens.Add(int64(tokens))
+	} else {
+		a.failed.Add(1)
+	}
+}
+
+// mixSummary is the summary's line on the arms.
+func (r *runner) mixSummary() []string {
+	if r.mix == nil {
+		return nil
+	}
+	parts := make([]string, len(r.mix.Arms))
+	for i, a := range r.mix.Arms {
+		c := &r.arms[i]
+		parts[i] = fmt.Sprintf("%s %s answers (%s tokens)", a.Name, cli.Thousands(c.ok.Load()), cli.Thousands(c.tokens.Load()))
+		if n := c.failed.Load(); n > 0 {
+			parts[i] += fmt.Sprintf(", %s failed", cli.Thousands(n))
+		}
+	}
+	return []string{"arms: " + strings.Join(parts, "; ")}
+}
+
+// armCheck checks, while -o is read to be continued, that each answer in
+// it was asked under the arm this run's --mix and --seed give it: a run
+// continued under another mixture would mix two assignments in one file.
+type armCheck struct {
+	m          *mix.Mix
+	seed       int64
+	mismatched int64
+	first      string
+}
+
+func (a *armCheck) see(id string, sample int, arm string) {
+	want := ""
+	if a.m != nil {
+		want = a.m.Arms[a.m.Pick(a.seed, id, sample)].Name
+	}
+	if arm == want {
+		return
+	}
+	if a.mismatched == 0 {
+		a.first = fmt.Sprintf("id %q sample %d: %s in the file, %s now", id, sample, armText(arm), armText(want))
+	}
+	a.mismatched++
+}
+
+func armText(arm string) string {
+	if arm == "" {
+		return "no arm"
+	}
+	return fmt.Sprintf("arm %q", arm)
+}
+
+// err is the refusal when answers of the file disagree, nil when none do.
+func (a *armCheck) err(path string) error {
+	if a.mismatched == 0 {
+		return nil
+	}
+	how := "with the --mix and --seed of the run that wrote them"
+	if a.m == nil {
+		how = "with the --mix (and --seed) of the run that wrote them"
+	}
+	return cli.Usagef("%s holds %s answers asked under other arms than this run gives them (%s): continue it %s, or write to another -o",
+		path, cli.Thousands(a.mismatched), a.first, how)
+}
