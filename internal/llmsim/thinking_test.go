@@ -14,6 +14,7 @@ type thinkAnswer struct {
 		Message struct {
 			Content          *string `json:"content"`
 			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"` // current vLLM's name for it
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
@@ -107,6 +108,12 @@ func TestThinking(t *testing.T) {
 				t.Errorf("%d tokens (%s), want %d: the answer's %d, reasoning %d, think block %d", got, a.Choices[0].FinishReason, want, natural, tt.reasoning, tt.inline)
 			}
 			shown := 0
+			if m.Reasoning != nil {
+				if m.ReasoningContent != nil || tt.flavor != FlavorVLLM {
+					t.Errorf("reasoning in reasoning (as vLLM 0.19 names it) from %s, reasoning_content %v", tt.flavor, m.ReasoningContent != nil)
+				}
+				m.ReasoningContent = m.Reasoning
+			}
 			if m.ReasoningContent != nil {
 				shown = len(strings.Fields(*m.ReasoningContent))
 				if !strings.HasPrefix(*m.ReasoningContent, digest) {
