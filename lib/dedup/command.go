@@ -21,6 +21,7 @@ const Description = `Drop repeated prompts, keeping the first occurrence of each
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
   dedup --normalize lower --dups dups.jsonl --exact prompts.jsonl > unique.jsonl
   dedup --state seen.state a.jsonl > a.unique.jsonl && dedup --state seen.state b.jsonl > b.unique.jsonl
+  dedup --against gsm8k.jsonl,humaneval.jsonl,mt_bench.jsonl --rejects contaminated.jsonl prompts.jsonl > clean.jsonl
 
 The key is the canonical prompt (every role and content of messages, or the
 completion prompt) unless --key names a field; --normalize applies to the key
@@ -38,6 +39,13 @@ A state made with other settings, or a damaged one, is refused. An
 interrupted run (exit 130) leaves the state and any -o/--dups file as they
 were; on stdout, the records decided before the interrupt were written.
 
+--against FILE drops every prompt that shares a run of --against-ngram
+words (13) with a prompt or answer of the benchmark FILE: words of the
+text normalized as --normalize aggressive says, each message on its own;
+a text of fewer words is compared whole. The prompts dropped go to
+--rejects as contaminated, with the benchmark record and the words; they
+are not bad records (the exit code stays 0).
+
 Records that are not JSON, not objects, or have no key are rejected (reason,
 file:line on stderr, all of them to --rejects), and the run exits 3.`
 
@@ -47,18 +55,25 @@ type Command struct {
 
 	Files          []string `arg:"" optional:"" name:"file" help:"Records to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
 	cli.OutputFlag `set:"output_what=the kept records"`
-	Key            string  `default:"prompt" help:"What makes two records the same: prompt (every role and content of messages, or the completion prompt), or a field path such as id or meta.source."`
-	Normalize      string  `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
-	Expected       uint64  `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
-	FP             float64 `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
-	Exact          bool    `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
-	State          string  `default:"" placeholder:"FILE" help:"Load the filter from FILE if it exists, and save it there at the end (atomically), to deduplicate later input against this run's. Locked (FILE.lock) for the whole run."`
-	Dups           string  `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats)."`
+	Key            string   `default:"prompt" help:"What makes two records the same: prompt (every role and content of messages, or the completion prompt), or a field path such as id or meta.source."`
+	Normalize      string   `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
+	Expected       uint64   `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
+	FP             float64  `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
+	Exact          bool     `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
+	State          string   `default:"" placeholder:"FILE" help:"Load the filter from FILE if it exists, and save it there at the end (atomically), to deduplicate later input against this run's. Locked (FILE.lock) for the whole run."`
+	Dups           string   `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats)."`
+	Against        []string `placeholder:"FILE" help:"Benchmark files (any layout extract reads: GSM8K, HumanEval, MT-Bench, ...; JSONL, JSON array, Parquet, CSV): drop every prompt that shares a run of --against-ngram words with one of their prompts or answers, to --rejects as contaminated. Repeat the flag or separate files by commas."`
+	AgainstNgram   int      `name:"against-ngram" default:"13" help:"Words in the runs --against compares; a text with fewer words is compared whole."`
+	AgainstFP      float64  `name:"against-fp" default:"1e-6" help:"False-positive rate of --against's bloom filter of benchmark n-grams. A hit is always confirmed on the benchmark's words, so the rate costs time, never a wrong drop."`
 	cli.RejectsFlag
 	cli.ForceFlag   `set:"force_what=-o, --dups and --rejects"`
 	cli.WorkersFlag `set:"workers_what=parse and hash records"`
 	cli.ProgressFlag
 }
+
+// maxAgainstNgram bounds --against-ngram: longer runs would only find
+// copies of whole paragraphs.
+const maxAgainstNgram = 1000
 
 func (c *Command) settings() Settings {
 	return Settings{Key: c.Key, Normalize: c.Normalize, FP: c.FP, Expected: c.Expected, Exact: c.Exact}
@@ -79,6 +94,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if c.Dups == "-" {
 		return cli.Usagef("--dups needs a file: stdout carries the kept records")
 	}
+	if c.AgainstNgram < 1 || c.AgainstNgram > maxAgainstNgram {
+		return cli.Usagef("--against-ngram must be between 1 and %d, not %d", maxAgainstNgram, c.AgainstNgram)
+	}
+	if !(c.AgainstFP > 0 && c.AgainstFP < 0.5) {
+		return cli.Usagef("--against-fp must be between 0 and 0.5, not %g", c.AgainstFP)
+	}
 	workers, err := c.Count()
 	if err != nil {
 		return err
@@ -86,8 +107,25 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--dups", Path: c.Dups},
 		{Flag: "--rejects", Path: c.Rejects}, {Flag: "--state", Path: c.State, Kept: true}}
 	outputs = append(outputs, jsonl.LockSidecar("--state", c.State)...)
-	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
+	inputs := jsonl.InputsFrom(c.Files, env.Stdin)
+	for _, f := range c.Against {
+		if f == "-" || f == "" {
+			return cli.Usagef("--against needs a file: stdin carries the records")
+		}
+		inputs = append(inputs, jsonl.Named{Flag: "--against", Path: f, CSV: true})
+	}
+	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
+	}
+	var bench *Benchmarks
+	if len(c.Against) > 0 {
+		// Read whole before anything is written: a benchmark that cannot
+		// be read is a refusal, not a run that lets its questions through.
+		if bench, err = LoadBenchmarks(ctx, c.Against, c.AgainstNgram, c.AgainstFP); err != nil {
+			return err
+		}
+		env.Logf("against: %d files, %d records, %d texts (%d of fewer than %d words, compared whole), %d distinct shingles, bloom filter %.1f KB at a false-positive rate of %.2g (every hit confirmed on the benchmark's words)",
+			len(c.Against), bench.Records, len(bench.texts), bench.Short, c.AgainstNgram, bench.Grams(), float64(bench.FilterBytes())/1e3, bench.FalsePositiveRate())
 	}
 	keyers := make([]*Keyer, workers)
 	for i := range keyers {
@@ -108,7 +146,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		set = NewSet(c.Expected, c.FP, c.Exact)
 	}
 
-	s := &sink{set: set, n: &counts{}}
+	s := &sink{set: set, n: &counts{}, logf: env.Logf}
+	if bench != nil {
+		for range workers {
+			s.checkers = append(s.checkers, newAgainstChecker(bench))
+		}
+	}
 	if s.out, err = jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force}); err != nil {
 		return err
 	}
@@ -118,17 +161,24 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--dups: %w", err)
 		}
 	}
-	if s.rejects, err = jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force); err != nil {
-		s.abort()
-		return err
+	if c.Rejects != "" {
+		// Bad records and contaminated prompts share the file.
+		if s.rejectsOut, err = jsonl.Create(c.Rejects, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--rejects"}); err != nil {
+			s.abort()
+			return fmt.Errorf("rejects file: %w", err)
+		}
 	}
+	s.rejects = jsonl.NewRejects(env, s.rejectsOut)
 
 	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()
-		return []string{fmt.Sprintf("read %d, kept %d, removed %d (%.0f records/s)",
-			read, s.n.kept.Load(), s.n.removed.Load(), float64(read)/time.Since(start).Seconds())}
+		line := fmt.Sprintf("read %d, kept %d, removed %d", read, s.n.kept.Load(), s.n.removed.Load())
+		if bench != nil {
+			line += fmt.Sprintf(", contaminated %d", s.n.contaminated.Load())
+		}
+		return []string{fmt.Sprintf("%s (%.0f records/s)", line, float64(read)/time.Since(start).Seconds())}
 	})
 	err = run(ctx, in, keyers, s)
 	progress.Stop()
@@ -197,6 +247,9 @@ func (c *Command) summary(s *sink, falseDrops float64) string {
 		line += fmt.Sprintf(", false drops 0 (exact; %d filter false positives overruled)", s.set.Overruled)
 	} else {
 		line += fmt.Sprintf(", expected false drops %.2g", falseDrops)
+	}
+	if s.checkers != nil {
+		line += fmt.Sprintf(", contaminated %d (bloom filter hits refuted by the exact check %d)", s.n.contaminated.Load(), overruled(s.checkers))
 	}
 	if s.n.rejected.Load() > 0 {
 		line += ", " + s.rejects.Summary()

@@ -22,14 +22,15 @@ import (
 // --exact, its raw JSON id, which aliases the record's line. A record
 // without a key has its *KeyError in the item's Err instead.
 type key struct {
-	hash xxh3.Uint128
-	id   []byte
+	hash   xxh3.Uint128
+	id     []byte
+	contam *Contamination // --against: the benchmark text it shares, nil if clean
 }
 
-// counts is the run's accounting: every record read is kept, removed or
-// rejected, exactly once.
+// counts is the run's accounting: every record read is kept, removed,
+// contaminated or rejected, exactly once.
 type counts struct {
-	read, kept, removed, rejected atomic.Int64
+	read, kept, removed, rejected, contaminated atomic.Int64
 }
 
 // sink is what the sequencer does with each decided record.
@@ -40,6 +41,11 @@ type sink struct {
 	rejects *jsonl.Rejects
 	n       *counts
 	buf     []byte
+	// --against: one checker per worker (nil without it), and the
+	// rejects file the contaminated prompts go to (nil: counted only).
+	checkers   []*againstChecker
+	rejectsOut *jsonl.Writer
+	logf       func(format string, args ...any)
 }
 
 // run reads in, keys records with one worker per keyer and decides them
@@ -49,6 +55,9 @@ func run(ctx context.Context, in *jsonl.Reader, keyers []*Keyer, s *sink) error 
 	keepIDs := s.set.Exact()
 	return jsonl.Parallel(ctx, in, len(keyers), func(w int, b *jsonl.Batch[key]) {
 		keyBatch(keyers[w], b, keepIDs)
+		if s.checkers != nil {
+			againstBatch(s.checkers[w], b)
+		}
 	}, s.decide)
 }
 
@@ -88,6 +97,13 @@ func (s *sink) decide(b *jsonl.Batch[key]) error {
 				err = s.rejects.Input(it.Err)
 			}
 			if err != nil {
+				return err
+			}
+			continue
+		}
+		if it.V.contam != nil {
+			// Never added to the set: a later copy is contaminated too.
+			if err := s.contaminated(rec, it.V.contam); err != nil {
 				return err
 			}
 			continue
