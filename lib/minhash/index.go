@@ -476,3 +476,6 @@ func (x *Index) openSpill() error {
 	x.sigFile, x.idFile, x.runFile = files[0], files[1], files[2]
 	return nil
 }
+
+// Params are the Index's.
+func (x *Index) Params() Params { return x.p }

@@ -110,7 +110,7 @@ type Hasher struct {
 	a, b []uint64 // the permutations
 	ring []uint64 // the last Shingle word hashes
 	sh   []uint64 // the text's shingle hashes
-	pow  uint64 // rollMul^(Shingle-1)
+	pow  uint64   // rollMul^(Shingle-1)
 }
 
 // rollMul is the odd multiplier of the rolling polynomial over word hashes.
