@@ -99,7 +99,7 @@ func BenchmarkMemory(b *testing.B) {
 				}
 				runtime.GC()
 				runtime.ReadMemStats(&after)
-				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/text")
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/prompt")
 				runtime.KeepAlive(x)
 				x.Close()
 			}

@@ -22,7 +22,10 @@ import (
 // written as one sorted run, of which only a bloom filter (about 1.2 bytes
 // a key) and every 256th key stay in memory. A query reads a run only
 // where its bloom filter says the key may be, so the answers are the same
-// whatever the budget, and only slower past it.
+// whatever the budget, and only slower past it. Runs are merged eight at a
+// time (a run of level L+1 from eight of level L), so a query tests at
+// most 7 runs of each level, and the runs' disk space is about 12 bytes a
+// band key.
 //
 // The spill files are unlinked as soon as they are made, so nothing is
 // left on disk on any exit, a killed process's included.
@@ -43,9 +46,8 @@ type Index struct {
 	runs    []*run
 	sigFile *os.File // per ref: K values, uint64 id offset, uint32 id length (LE)
 	idFile  *os.File
-	runFile *os.File
 	idOff   int64
-	runOff  int64
+	locs    [][]uint64 // the bloom locations of the query's keys
 
 	keys []uint64 // scratch
 	cand []uint32
@@ -143,12 +145,28 @@ func (x *Index) Query(sig Signature, threshold float64) (Match, bool, error) {
 	}
 	x.keys = x.p.BandKeys(x.keys[:0], sig)
 	x.cand = x.cand[:0]
-	for _, k := range x.keys {
-		x.cand = x.table.lookup(k, x.cand)
+	for i, k := range x.keys {
+		if k == 0 {
+			x.keys[i] = 1 // as stored
+		}
+		x.cand = x.table.lookup(x.keys[i], x.cand)
+	}
+	if len(x.runs) > 0 {
+		x.locs = x.locs[:0]
+		var kb [8]byte
+		for _, k := range x.keys {
+			binary.LittleEndian.PutUint64(kb[:], k)
+			x.locs = append(x.locs, bloom.Locations(kb[:], bloomHashes))
+		}
 		for _, r := range x.runs {
-			var err error
-			if x.cand, err = x.lookupRun(r, k, x.cand); err != nil {
-				return Match{}, false, err
+			for i, k := range x.keys {
+				if !r.bloom.TestLocations(x.locs[i]) {
+					continue
+				}
+				var err error
+				if x.cand, err = x.lookupRun(r, k, x.cand); err != nil {
+					return Match{}, false, err
+				}
 			}
 		}
 	}
@@ -209,14 +227,18 @@ func (x *Index) Each(fn func(ref uint32, sig Signature, id []byte) error) error 
 // Close lets go of the spill files.
 func (x *Index) Close() error {
 	var first error
-	for _, f := range []*os.File{x.sigFile, x.idFile, x.runFile} {
+	files := []*os.File{x.sigFile, x.idFile}
+	for _, r := range x.runs {
+		files = append(files, r.file)
+	}
+	for _, f := range files {
 		if f != nil {
 			if err := f.Close(); err != nil && first == nil {
 				first = err
 			}
 		}
 	}
-	x.sigFile, x.idFile, x.runFile = nil, nil, nil
+	x.sigFile, x.idFile, x.runs = nil, nil, nil
 	return first
 }
 
@@ -328,11 +350,12 @@ func (t *table) reset() {
 	*t = table{}
 }
 
-// A run is one spilled table: its (key, ref) entries sorted, in runFile
-// from off, with a bloom filter of its keys and the first key of every
+// A run is one spilled table: its (key, ref) entries sorted, in a file
+// of its own, with a bloom filter of its keys and the first key of every
 // block of blockEntries entries.
 type run struct {
-	off     int64
+	file    *os.File
+	level   int
 	entries int
 	bloom   *bloom.BloomFilter
 	sparse  []uint64
@@ -342,25 +365,19 @@ const (
 	blockEntries = 256
 	entrySize    = 12
 	bloomBits    = 10 // a key: about 1% of lookups read a block in vain
+	bloomHashes  = 7
+	mergeRuns    = 8 // runs of one level merged into one of the next
 )
 
-// lookupRun appends the refs stored under k in r to dst.
+// lookupRun appends the refs stored under k (not 0) in r to dst.
 func (x *Index) lookupRun(r *run, k uint64, dst []uint32) ([]uint32, error) {
-	if k == 0 {
-		k = 1
-	}
-	var kb [8]byte
-	binary.LittleEndian.PutUint64(kb[:], k)
-	if !r.bloom.Test(kb[:]) {
-		return dst, nil
-	}
-	// The first block that may hold k: the one before the first block
-	// starting above k... or at k, since equal keys may cross blocks.
+	// Equal keys may cross into the next block, so the search starts at
+	// the last block that begins below k.
 	b := max(sort.Search(len(r.sparse), func(i int) bool { return r.sparse[i] >= k })-1, 0)
 	for ; b < len(r.sparse); b++ {
 		n := min(blockEntries, r.entries-b*blockEntries)
 		x.buf = slices.Grow(x.buf[:0], n*entrySize)[:n*entrySize]
-		if _, err := x.runFile.ReadAt(x.buf, r.off+int64(b*blockEntries*entrySize)); err != nil {
+		if _, err := r.file.ReadAt(x.buf, int64(b*blockEntries*entrySize)); err != nil {
 			return dst, fmt.Errorf("minhash: reading a spilled run: %w", err)
 		}
 		for i := range n {
@@ -374,6 +391,117 @@ func (x *Index) lookupRun(r *run, k uint64, dst []uint32) ([]uint32, error) {
 		}
 	}
 	return dst, nil
+}
+
+// runWriter writes a run's sorted entries to a new spill file.
+type runWriter struct {
+	r *run
+	w *bufio.Writer
+	n int
+	e [entrySize]byte
+}
+
+func (x *Index) newRun(level, entries int) (*runWriter, error) {
+	f, err := x.spillFile()
+	if err != nil {
+		return nil, err
+	}
+	r := &run{file: f, level: level, bloom: bloom.New(uint(max(64, bloomBits*entries)), bloomHashes)}
+	return &runWriter{r: r, w: bufio.NewWriterSize(f, 1<<16)}, nil
+}
+
+func (rw *runWriter) add(key uint64, ref uint32) {
+	if rw.n%blockEntries == 0 {
+		rw.r.sparse = append(rw.r.sparse, key)
+	}
+	rw.n++
+	binary.LittleEndian.PutUint64(rw.e[:], key)
+	binary.LittleEndian.PutUint32(rw.e[8:], ref)
+	rw.w.Write(rw.e[:])
+	rw.r.bloom.Add(rw.e[:8])
+}
+
+func (rw *runWriter) finish() (*run, error) {
+	if err := rw.w.Flush(); err != nil {
+		rw.r.file.Close()
+		return nil, fmt.Errorf("minhash: spilling band keys: %w", err)
+	}
+	rw.r.entries = rw.n
+	return rw.r, nil
+}
+
+// merge replaces the last mergeRuns runs, all of one level, by one run of
+// the next level, as long as there are such runs.
+func (x *Index) merge() error {
+	for len(x.runs) >= mergeRuns {
+		tail := x.runs[len(x.runs)-mergeRuns:]
+		level := tail[0].level
+		if slices.ContainsFunc(tail, func(r *run) bool { return r.level != level }) {
+			return nil
+		}
+		total := 0
+		readers := make([]*bufio.Reader, len(tail))
+		heads := make([][entrySize]byte, len(tail))
+		left := make([]int, len(tail))
+		for i, r := range tail {
+			total += r.entries
+			readers[i] = bufio.NewReaderSize(io.NewSectionReader(r.file, 0, int64(r.entries*entrySize)), 1<<16)
+			left[i] = r.entries
+		}
+		rw, err := x.newRun(level+1, total)
+		if err != nil {
+			return err
+		}
+		next := func(i int) error {
+			if left[i] == 0 {
+				return nil
+			}
+			left[i]--
+			_, err := io.ReadFull(readers[i], heads[i][:])
+			return err
+		}
+		for i := range tail {
+			if left[i] == 0 {
+				left[i] = -1 // no head
+				continue
+			}
+			if err := next(i); err != nil {
+				rw.r.file.Close()
+				return fmt.Errorf("minhash: merging runs: %w", err)
+			}
+		}
+		// Eight heads: a linear scan for the least (key, ref) is enough.
+		for range total {
+			best := -1
+			var bk uint64
+			var br uint32
+			for i := range tail {
+				if left[i] < 0 {
+					continue
+				}
+				k, r := binary.LittleEndian.Uint64(heads[i][:]), binary.LittleEndian.Uint32(heads[i][8:])
+				if best < 0 || k < bk || (k == bk && r < br) {
+					best, bk, br = i, k, r
+				}
+			}
+			rw.add(bk, br)
+			if left[best] == 0 {
+				left[best] = -1
+			} else if err := next(best); err != nil {
+				rw.r.file.Close()
+				return fmt.Errorf("minhash: merging runs: %w", err)
+			}
+		}
+		merged, err := rw.finish()
+		if err != nil {
+			return err
+		}
+		for _, r := range tail {
+			r.file.Close() // unlinked: its space is freed
+		}
+		x.runs = append(x.runs[:len(x.runs)-mergeRuns], merged)
+	}
+	return nil
 }
 
 // spill writes the in-memory part to the spill files and empties it.
@@ -428,53 +556,51 @@ func (x *Index) spill() error {
 		}
 		return int(a.ref) - int(b.ref)
 	})
-	r := &run{off: x.runOff, entries: len(entries), bloom: bloom.New(uint(max(64, bloomBits*len(entries))), 7)}
-	rw := bufio.NewWriterSize(io.NewOffsetWriter(x.runFile, x.runOff), 1<<16)
-	var e [entrySize]byte
-	for i, en := range entries {
-		if i%blockEntries == 0 {
-			r.sparse = append(r.sparse, en.key)
-		}
-		binary.LittleEndian.PutUint64(e[:], en.key)
-		binary.LittleEndian.PutUint32(e[8:], en.ref)
-		rw.Write(e[:])
-		r.bloom.Add(e[:8])
+	rw, err := x.newRun(0, len(entries))
+	if err != nil {
+		return err
 	}
-	if err := rw.Flush(); err != nil {
-		return fmt.Errorf("minhash: spilling band keys: %w", err)
+	for _, en := range entries {
+		rw.add(en.key, en.ref)
 	}
-	x.runOff += int64(len(entries) * entrySize)
+	r, err := rw.finish()
+	if err != nil {
+		return err
+	}
 	x.runs = append(x.runs, r)
-
 	x.base = x.n
 	x.sigs, x.ids, x.idEnd = x.sigs[:0], x.ids[:0], x.idEnd[:0]
 	x.table.reset()
+	return x.merge()
+}
+
+// openSpill makes the signature and id files.
+func (x *Index) openSpill() error {
+	var err error
+	if x.sigFile, err = x.spillFile(); err != nil {
+		return err
+	}
+	if x.idFile, err = x.spillFile(); err != nil {
+		x.sigFile.Close()
+		x.sigFile = nil
+		return err
+	}
 	return nil
 }
 
-// openSpill makes the spill files in a new directory under Dir, and
-// unlinks them and the directory at once: the open descriptors keep them
-// until Close or the process's end.
-func (x *Index) openSpill() error {
-	dir, err := os.MkdirTemp(x.opt.Dir, "tokenmill-minhash-*")
+// spillFile makes a spill file in Dir and unlinks it at once: the open
+// descriptor keeps it until it is closed or the process ends, and nothing
+// of it is left on disk after.
+func (x *Index) spillFile() (*os.File, error) {
+	f, err := os.CreateTemp(x.opt.Dir, "tokenmill-minhash-*")
 	if err != nil {
-		return fmt.Errorf("minhash: making a spill directory: %w", err)
+		return nil, fmt.Errorf("minhash: making a spill file: %w", err)
 	}
-	defer os.RemoveAll(dir)
-	files := make([]*os.File, 3)
-	for i, name := range []string{"signatures", "ids", "runs"} {
-		f, err := os.OpenFile(dir+string(os.PathSeparator)+name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			for _, g := range files[:i] {
-				g.Close()
-			}
-			return fmt.Errorf("minhash: making a spill file: %w", err)
-		}
-		os.Remove(f.Name())
-		files[i] = f
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("minhash: unlinking a spill file: %w", err)
 	}
-	x.sigFile, x.idFile, x.runFile = files[0], files[1], files[2]
-	return nil
+	return f, nil
 }
 
 // Params are the Index's.
