@@ -91,8 +91,8 @@ func TestBinaryStateRefusals(t *testing.T) {
 		t.Fatalf("making the state: exit %d: %s", r.code, r.stderr)
 	}
 	r := runBinary(t, input, nil, "--normalize", "lower", "--state", state, "-o", out)
-	if r.code != 1 || !strings.Contains(r.stderr, "--normalize ws") || !strings.Contains(r.stderr, state) {
-		t.Fatalf("other settings: exit %d, want 1 naming the setting and the file:\n%s", r.code, r.stderr)
+	if r.code != 2 || !strings.Contains(r.stderr, "--normalize ws") || !strings.Contains(r.stderr, state) {
+		t.Fatalf("other settings: exit %d, want 2 (a usage error) naming the setting and the file:\n%s", r.code, r.stderr)
 	}
 	good, _ := os.ReadFile(state)
 	if err := os.WriteFile(state, good[:len(good)/2], 0o644); err != nil {
