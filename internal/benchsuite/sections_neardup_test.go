@@ -96,7 +96,7 @@ func TestNeardupRendering(t *testing.T) {
 		"| recall ≥ 0.95 for pairs at J ≥ 0.9 | 0.999 | yes |",
 		"| false drops ≤ 1% for pairs below J = 0.6 | 0.0015 | yes |",
 		"| no base prompt dropped | 0 | yes |",
-		"| dedup --near ≥ 50 MB per CPU second | not measured",
+		"| signatures + LSH ≥ 50 MB per CPU second | not measured",
 	} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("no %q in:\n%s", want, tb.String())
