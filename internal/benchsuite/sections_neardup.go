@@ -440,30 +440,11 @@ func renderNeardup(w io.Writer, h *harness) {
 	writeRule(w, 10)
 	speedRows := h.group("neardup")
 	for _, r := range speedRows {
-		name := r.Name
-		if r.Ours {
-			name = "**" + name + "**"
-		}
-		if strings.HasPrefix(r.Note, "not available") {
-			name += " (_" + r.Note + "_)"
-		}
-		out := "—"
-		if r.OutRecords >= 0 {
-			out = cli.Thousands(r.OutRecords)
-		}
-		writeRow(w, []string{name, inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(speedRows, r),
-			metricCell(r, "wall_s", 2), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), out, loadCell(r.Load1)})
+		writeRow(w, []string{nameCell(r), inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(speedRows, r),
+			metricCell(r, "wall_s", 2), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1)})
 	}
 	fmt.Fprintln(w)
-	for _, r := range speedRows {
-		if r.Command != "" {
-			fmt.Fprintf(w, "- %s: `%s`", r.Name, r.Command)
-			if r.Note != "" && !strings.HasPrefix(r.Note, "not available") {
-				fmt.Fprintf(w, " (%s)", r.Note)
-			}
-			fmt.Fprintln(w)
-		}
-	}
+	commandList(w, speedRows)
 	fmt.Fprint(w, "\n**Growth**: both dedups on every core at 1×, 4× and 16× the input above\n(one run per size).\n\n")
 	h.table(w, "neardup-growth", tableOptions{kind: "growth"})
 }

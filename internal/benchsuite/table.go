@@ -111,14 +111,7 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 	writeRow(w, head)
 	writeRule(w, len(head))
 	for _, r := range rows {
-		name := r.Name
-		if r.Ours {
-			name = "**" + name + "**"
-		}
-		if strings.HasPrefix(r.Note, "not available") {
-			name += " (_" + r.Note + "_)"
-		}
-		cells := []string{name, inputCell(r)}
+		cells := []string{nameCell(r), inputCell(r)}
 		if hasBytes {
 			cells = append(cells, metricCell(r, "mbps", 1))
 		}
@@ -130,14 +123,36 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 		if r.rssAtFloor() {
 			rss = "≤ " + rss
 		}
-		out := "—"
-		if r.OutRecords >= 0 {
-			out = cli.Thousands(r.OutRecords)
-		}
-		cells = append(cells, rss, out, loadCell(r.Load1))
+		cells = append(cells, rss, outCell(r), loadCell(r.Load1))
 		writeRow(w, cells)
 	}
 	fmt.Fprintln(w)
+	commandList(w, rows)
+}
+
+// nameCell is a row's name as a table shows it: tokenmill's in bold, an
+// unavailable one with the reason.
+func nameCell(r *Result) string {
+	name := r.Name
+	if r.Ours {
+		name = "**" + name + "**"
+	}
+	if strings.HasPrefix(r.Note, "not available") {
+		name += " (_" + r.Note + "_)"
+	}
+	return name
+}
+
+// outCell is the records a row wrote, or a dash when not counted.
+func outCell(r *Result) string {
+	if r.OutRecords < 0 {
+		return "—"
+	}
+	return cli.Thousands(r.OutRecords)
+}
+
+// commandList writes each row's command, with its note, under a table.
+func commandList(w io.Writer, rows []*Result) {
 	for _, r := range rows {
 		if r.Command == "" {
 			continue
