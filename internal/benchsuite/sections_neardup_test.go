@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"tokenmill/internal/corpus"
 	"tokenmill/internal/testbin"
@@ -75,6 +76,11 @@ func TestNeardupRendering(t *testing.T) {
 	add("bases", map[string]float64{"pairs": 6000, "dropped": 0, "drop_rate": 0, "precision": 0.9, "drops": 1100})
 	h.results = append(h.results, &Result{Group: "neardup-real", Name: "alpaca_en_demo.json", OutRecords: -1,
 		Metrics: map[string]float64{"prompts": 999, "exact": 14, "near": 3, "kept": 982}})
+	for i, size := range []string{"1×", "16×"} {
+		f := []float64{1, 16}[i]
+		h.results = append(h.results, &Result{Group: "neardup-growth", Name: "dedup --near", Size: size, Command: "dedup --near p" + size, Bytes: int64(24e6 * f),
+			Runs: []Run{{Wall: time.Duration(f * float64(time.Second)), User: time.Duration(f * 1.1 * 0.5 * float64(time.Second)), MaxRSSKB: int64(100*f) << 10}}, OutRecords: 1})
+	}
 	var b strings.Builder
 	renderNeardup(&b, h)
 	for _, want := range []string{
@@ -83,6 +89,10 @@ func TestNeardupRendering(t *testing.T) {
 		"Bases dropped (false drops of unrelated prompts): 0 of 6,000",
 		"| `alpaca_en_demo.json` | 999 | 14 | 3 | 982 |",
 		"on the first 1,000 prompts",
+		"| CPU s | 1× | 16× | 16× ÷ 1× |",
+		"| dedup --near | 0.55 | 8.80 | 16.0× |",
+		"| dedup --near | 43.6 | 43.6 |",
+		"| dedup --near | 100.0 | 1600.0 | 16.0× |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %q in:\n%s", want, b.String())
