@@ -219,13 +219,18 @@ func LoadBenchmarks(ctx context.Context, files []string, n int, fp float64) (*Be
 			return nil, cli.Usagef("--against %s: no benchmark text in it", name)
 		}
 	}
+	b.seal(fp)
+	return b, nil
+}
+
+// seal builds the bloom filter of the shingles added, at rate fp.
+func (b *Benchmarks) seal(fp float64) {
 	b.filter = bloom.NewWithEstimates(uint(max(len(b.grams), 1)), fp)
 	var key [8]byte
 	for h := range b.grams {
 		binary.LittleEndian.PutUint64(key[:], h)
 		b.filter.Add(key[:])
 	}
-	return b, nil
 }
 
 func appendTextFields(dst []json.RawMessage, f *benchFields) ([]json.RawMessage, error) {

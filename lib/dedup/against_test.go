@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"tokenmill/internal/testbin"
+	"tokenmill/lib/record"
 )
 
 var againstFiles = []string{"testdata/against/gsm8k-like.jsonl", "testdata/against/humaneval-like.jsonl", "testdata/against/mtbench-like.jsonl"}
@@ -363,4 +364,57 @@ func TestBinaryAgainstRealMTBench(t *testing.T) {
 		t.Fatalf("contaminated %v, want the 80 MT-Bench prompts; kept %d + removed %d + contaminated %d of %d read", bySource, kept, removed, len(rejected), total)
 	}
 	t.Logf("%d prompts: kept %d, removed %d, contaminated %v", total, kept, removed, bySource)
+}
+
+// FuzzAgainst: whatever the texts, checking never fails on a valid prompt;
+// a prompt message that is a benchmark text (with at least one word) is
+// always contaminated; and a match names words found in both canonical
+// texts.
+func FuzzAgainst(f *testing.F) {
+	for _, seed := range []struct {
+		bench, prompt string
+		n             int
+	}{
+		{"A baker fills 14 trays with 9 muffins each.", "a BAKER fills 14 trays with 9 muffins", 5},
+		{"Now rewrite it so every sentence starts with B.", "Now rewrite it so every sentence starts with B!", 13},
+		{"return ' '.join(w.upper() if len(w) > 3 else w)", "return join", 2},
+		{"北京 是 中国 的 首都", "北京是中国的首都", 1},
+		{"?!", "...", 3},
+		{"", "x", 1},
+	} {
+		f.Add(seed.bench, seed.prompt, seed.n)
+	}
+	f.Fuzz(func(t *testing.T, bench, prompt string, n int) {
+		n = 1 + (n%20+20)%20
+		b := &Benchmarks{n: n, files: []string{"bench.jsonl"}, grams: map[uint64][]gramRef{}}
+		canon, _ := Aggressive.Append(nil, decoded(bench), nil)
+		if len(canon) > 0 {
+			b.add(string(canon), 0, 1, new([]int))
+		}
+		b.seal(1e-6)
+		for _, text := range []string{prompt, bench} {
+			got, err := newAgainstChecker(b).check([]byte(userPrompt(text)))
+			if err != nil {
+				t.Fatalf("check %q: %v", text, err)
+			}
+			if text == bench && len(canon) > 0 && got == nil {
+				t.Fatalf("the benchmark text itself %q (canonical %q) is clean at n=%d", bench, canon, n)
+			}
+			if got == nil {
+				continue
+			}
+			pc, _ := Aggressive.Append(nil, decoded(text), nil)
+			if !strings.Contains(" "+string(canon)+" ", " "+got.Ngram+" ") || !strings.Contains(" "+string(pc)+" ", " "+got.Ngram+" ") {
+				t.Fatalf("match %q is not words of both %q and %q", got.Ngram, canon, pc)
+			}
+		}
+	})
+}
+
+// decoded is s as a record carries it and dedup reads it back: through
+// JSON (invalid UTF-8 becomes U+FFFD).
+func decoded(s string) string {
+	q, _ := json.Marshal(s)
+	text, _ := record.Unquote(q, nil)
+	return text
 }
