@@ -418,3 +418,28 @@ func decoded(s string) string {
 	text, _ := record.Unquote(q, nil)
 	return text
 }
+
+// --against and --near in one run: the contaminated prompt goes to the
+// rejects file even when it is also a near-copy of a kept one, the
+// near-copy of a clean prompt to --dups, and every id lands once.
+func TestBinaryAgainstWithNear(t *testing.T) {
+	dir := t.TempDir()
+	long := "Tell me about the rivers of the northern coast, where they rise, how long they run, which towns stand on them and what fish live in their waters in spring and in summer"
+	prompts := []string{
+		strings.Replace(userPrompt(long), `"p"`, `"k1"`, 1),
+		strings.Replace(userPrompt(long+" please"), `"p"`, `"n1"`, 1),
+		strings.Replace(userPrompt(long+". Priya walks 3 kilometres to the library and twice as far back home by the river path."), `"p"`, `"c1"`, 1),
+	}
+	in := writeFile(t, dir, "in.jsonl", strings.Join(prompts, "\n")+"\n")
+	out, dups, rej := filepath.Join(dir, "out"), filepath.Join(dir, "dups"), filepath.Join(dir, "rej")
+	r := runBinary(t, nil, nil, "--near", "--against", againstFiles[0], "-o", out, "--dups", dups, "--rejects", rej, in)
+	if r.code != 0 || !strings.Contains(r.stderr, "near-duplicates 1") || !strings.Contains(r.stderr, "contaminated 1") {
+		t.Fatalf("exit %d, want 0 with 1 near-duplicate and 1 contaminated:\n%s", r.code, r.stderr)
+	}
+	for path, want := range map[string]string{out: `"k1"`, dups: `"n1"`, rej: `"c1"`} {
+		got := readAll(t, path)
+		if len(got) != 1 || !strings.Contains(got[0], want) {
+			t.Errorf("%s holds %q, want the one record %s", filepath.Base(path), got, want)
+		}
+	}
+}
