@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -190,7 +191,9 @@ func LoadBenchmarks(ctx context.Context, files []string, n int, fp float64) (*Be
 				return nil, cli.Usagef("--against %v", err)
 			}
 			f = benchFields{}
-			if err := record.Decode(rec.Data, &f); err != nil {
+			if data := bytes.TrimSpace(rec.Data); len(data) > 0 && data[0] == '[' && json.Valid(data) {
+				f.Messages = data // a line that is a list of messages (xtuner's openai layout)
+			} else if err := record.Decode(rec.Data, &f); err != nil {
 				in.Close()
 				return nil, cli.Usagef("--against %s:%d: not a JSON object: %s", name, rec.Line, cli.Plain(err.Error()))
 			}

@@ -168,6 +168,33 @@ func TestAgainstNgramSize(t *testing.T) {
 	}
 }
 
+// The other layouts extract reads are benchmark files too: a list of
+// messages on a line, Alpaca, ShareGPT, a CSV of questions.
+func TestAgainstOtherLayouts(t *testing.T) {
+	dir := t.TempDir()
+	const q = "Which of the planets of the solar system has the longest day of all of them when measured in hours"
+	for name, data := range map[string]string{
+		"xtuner.jsonl":   `[{"role":"user","content":"` + q + `"},{"role":"assistant","content":"Venus."}]` + "\n" + `[{"role":"user","content":"hi"}]` + "\n",
+		"alpaca.json":    `[{"instruction":"` + q + `","input":"","output":"Venus."}]`,
+		"sharegpt.jsonl": `{"conversations":[{"from":"human","value":"` + q + `"},{"from":"gpt","value":"Venus."}]}` + "\n",
+		"questions.csv":  "question,answer\n\"" + q + "\",Venus\n",
+	} {
+		p := writeFile(t, dir, name, data)
+		b, err := LoadBenchmarks(context.Background(), []string{p}, 13, 1e-6)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := newAgainstChecker(b).check([]byte(userPrompt("So: " + q + "?")))
+		line := int64(1)
+		if name == "questions.csv" {
+			line = 2 // after the header row
+		}
+		if err != nil || got == nil || got.File != p || got.Line != line {
+			t.Errorf("%s: contamination %+v (%v), want one from line %d", name, got, err, line)
+		}
+	}
+}
+
 func TestLoadBenchmarksCounts(t *testing.T) {
 	b := loadTestBenchmarks(t, 13)
 	// 3 + 2 + 2 records; texts: 3*2 gsm, 2*2 humaneval (prompt, solution),
