@@ -588,10 +588,14 @@ func (x *Index) openSpill() error {
 	return nil
 }
 
-// spillFile makes a spill file in Dir and unlinks it at once: the open
-// descriptor keeps it until it is closed or the process ends, and nothing
-// of it is left on disk after.
+// spillFile makes a spill file in Dir without a name, or where the file
+// system cannot, one unlinked at once: the open descriptor keeps it until
+// it is closed or the process ends, and nothing of it is left on disk
+// after.
 func (x *Index) spillFile() (*os.File, error) {
+	if f, err := unnamedFile(x.opt.Dir); err == nil {
+		return f, nil
+	}
 	f, err := os.CreateTemp(x.opt.Dir, "tokenmill-minhash-*")
 	if err != nil {
 		return nil, fmt.Errorf("minhash: making a spill file: %w", err)
