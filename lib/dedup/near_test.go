@@ -408,7 +408,8 @@ func TestBinaryNearKilled(t *testing.T) {
 // earlier one at exact J >= threshold + 0.1, and the counts are pinned.
 // The Alpaca demo has no near-copies at 0.8 beyond its 14 exact ones; the
 // Glaive tool-call demo has prompts that share their tools and differ in a
-// few words, found at 0.6.
+// few words, found at 0.6; the Infinity-Instruct-schema Parquet file holds
+// 52 distinct prompts, none a near-copy of another.
 func TestRealDataNear(t *testing.T) {
 	for _, tc := range []struct {
 		file             string
@@ -417,6 +418,7 @@ func TestRealDataNear(t *testing.T) {
 	}{
 		{"alpaca_en_demo.json", "0.8", 999, 985, 0},
 		{"glaive_toolcall_en_demo.json", "0.6", 300, 257, 5},
+		{"ii_0625_style.parquet", "0.8", 500, 52, 0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			ex := testbin.Run(t, "", nil, nil, "extract", testbin.RealData(t, tc.file))

@@ -10,6 +10,8 @@ import (
 	"sort"
 
 	"github.com/bits-and-blooms/bloom/v3"
+
+	"tokenmill/lib/jsonl"
 )
 
 // Index holds the signatures of the texts kept so far and finds, for a new
@@ -588,21 +590,12 @@ func (x *Index) openSpill() error {
 	return nil
 }
 
-// spillFile makes a spill file in Dir without a name, or where the file
-// system cannot, one unlinked at once: the open descriptor keeps it until
-// it is closed or the process ends, and nothing of it is left on disk
-// after.
+// spillFile makes a spill file in Dir that has no name (jsonl.CreateSpill):
+// nothing of it is left on disk once it is closed or the process ends.
 func (x *Index) spillFile() (*os.File, error) {
-	if f, err := unnamedFile(x.opt.Dir); err == nil {
-		return f, nil
-	}
-	f, err := os.CreateTemp(x.opt.Dir, "tokenmill-minhash-*")
+	f, err := jsonl.CreateSpill(x.opt.Dir, "tokenmill-minhash-*")
 	if err != nil {
 		return nil, fmt.Errorf("minhash: making a spill file: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("minhash: unlinking a spill file: %w", err)
 	}
 	return f, nil
 }
