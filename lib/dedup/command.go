@@ -57,7 +57,7 @@ else it is kept. A pair of similarity J shares a band with probability
 near 0.8. The first prompt of a group is kept; the decisions are made in input
 order, so the output is the same for a --seed with any --workers.
 
-Memory: about 790 bytes a kept prompt at 14x8 (the 448-byte signature, 14
+Memory: about 750 bytes a kept prompt at 14x8 (the 448-byte signature, 14
 band keys in a table of 12-byte slots, the id's end) plus its id; past
 --memory, signatures, ids and band keys are spilled to unnamed files beside
 --state (or in TMPDIR) as sorted runs, and each spilled prompt keeps about 18
@@ -87,7 +87,7 @@ type Command struct {
 	Rows           int      `default:"8" help:"With --near: MinHash values in a band; a signature has bands x rows values (4 bytes each)."`
 	Shingle        int      `default:"5" help:"With --near: words in a shingle (a text with fewer words is one shingle)."`
 	Seed           uint64   `default:"1" help:"With --near: the seed of the MinHash permutations; the same seed gives the same result in every run."`
-	Memory         cli.Size `default:"1GiB" placeholder:"SIZE" help:"With --near: memory for the signatures, ids and band table of kept prompts (about 790 bytes a kept prompt at 14x8, plus its id); past it they are spilled to disk as sorted runs, beside --state or in TMPDIR, and the answers stay the same."`
+	Memory         cli.Size `default:"1GiB" placeholder:"SIZE" help:"With --near: memory for the signatures, ids and band table of kept prompts (about 750 bytes a kept prompt at 14x8, plus its id); past it they are spilled to disk as sorted runs, beside --state or in TMPDIR, and the answers stay the same."`
 	Clusters       string   `default:"" placeholder:"FILE" help:"With --near: write one line per near-duplicate to FILE: its id, the id of the kept prompt it is a near-copy of (dup_of) and their estimated similarity."`
 	cli.RejectsFlag
 	cli.ForceFlag   `set:"force_what=-o, --dups, --clusters and --rejects"`
