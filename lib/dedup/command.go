@@ -42,6 +42,30 @@ A state made with other settings, or a damaged one, is refused. An
 interrupted run (exit 130) leaves the state and any -o/--dups file as they
 were; on stdout, the records decided before the interrupt were written.
 
+--near also drops near-duplicates, in the same pass:
+
+  extract data/0625/*.parquet | dedup --near --clusters clusters.jsonl --dups dups.jsonl > unique.jsonl
+  stats --clusters clusters.jsonl
+
+Each prompt's text (its key's parts, normalized by --normalize) is cut into
+shingles of --shingle words and given a MinHash signature of bands x rows
+values. A prompt sharing all rows of a band with a kept one is compared with
+it on the whole signature, and dropped when the share of equal values (the
+estimated Jaccard similarity of their shingle sets) is at least --threshold;
+else it is kept. A pair of similarity J shares a band with probability
+1-(1-J^rows)^bands: at 14x8, 0.05 at J=0.5, 0.21 at 0.6, 0.57 at 0.7, 0.92 at
+0.8, 0.9996 at 0.9. The estimate's standard error is sqrt(J(1-J)/112), 0.04
+near 0.8. The first prompt of a group is kept; the decisions are made in input
+order, so the output is the same for a --seed with any --workers.
+
+Memory: about 750 bytes a kept prompt at 14x8 (the 448-byte signature, 14
+band keys in a table of 12-byte slots, the id's end) plus its id; past
+--memory, signatures, ids and band keys are spilled to unnamed files beside
+--state (or in TMPDIR) as sorted runs, and each spilled prompt keeps about 18
+bytes in memory. The answers do not change. --state also saves the kept
+prompts' signatures; a state made with other --bands, --rows, --shingle or
+--seed (or without --near) is refused.
+
 --against FILE drops every prompt that shares a run of --against-ngram
 words (13) with a prompt or answer of the benchmark FILE: words of the
 text normalized as --normalize aggressive says, each message on its own;
@@ -64,14 +88,14 @@ type Command struct {
 	FP             float64  `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
 	Exact          bool     `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
 	State          string   `default:"" placeholder:"FILE" help:"Load the filter from FILE if it exists, and save it there at the end (atomically), to deduplicate later input against this run's. Locked (FILE.lock) for the whole run."`
-	Dups           string   `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats)."`
+	Dups           string   `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats; a near-duplicate with dup_of, dup_reason near_duplicate and similarity)."`
 	Near           bool     `default:"false" help:"Also drop near-duplicates: a prompt whose estimated Jaccard similarity (MinHash over word shingles of the key's text, normalized as --normalize says) with a kept prompt is at least --threshold. The first of each group is kept."`
 	Threshold      float64  `default:"0.8" help:"With --near: the estimated Jaccard similarity, between 0 and 1, from which a prompt is a near-duplicate of a kept one."`
 	Bands          int      `default:"14" help:"With --near: LSH bands. A pair of similarity J is compared with probability 1-(1-J^rows)^bands: 14x8 finds pairs at J=0.8 with probability 0.92, at 0.9 with 0.9996, at 0.5 only 0.05."`
 	Rows           int      `default:"8" help:"With --near: MinHash values in a band; a signature has bands x rows values (4 bytes each)."`
 	Shingle        int      `default:"5" help:"With --near: words in a shingle (a text with fewer words is one shingle)."`
 	Seed           uint64   `default:"1" help:"With --near: the seed of the MinHash permutations; the same seed gives the same result in every run."`
-	Memory         cli.Size `default:"1GiB" placeholder:"SIZE" help:"With --near: memory for the signatures, ids and band table of kept prompts (about 750 bytes a prompt at 14x8, plus its id); past it they are spilled to disk as sorted runs, beside --state or in TMPDIR, and the answers stay the same."`
+	Memory         cli.Size `default:"1GiB" placeholder:"SIZE" help:"With --near: memory for the signatures, ids and band table of kept prompts (about 750 bytes a kept prompt at 14x8, plus its id); past it they are spilled to disk as sorted runs, beside --state or in TMPDIR, and the answers stay the same."`
 	Clusters       string   `default:"" placeholder:"FILE" help:"With --near: write one line per near-duplicate to FILE: its id, the id of the kept prompt it is a near-copy of (dup_of) and their estimated similarity."`
 	Against        []string `placeholder:"FILE" help:"Benchmark files (any layout extract reads: GSM8K, HumanEval, MT-Bench, ...; JSONL, JSON array, Parquet, CSV): drop every prompt that shares a run of --against-ngram words with one of their prompts or answers, to --rejects as contaminated. Repeat the flag or separate files by commas."`
 	AgainstNgram   int      `name:"against-ngram" default:"13" help:"Words in the runs --against compares; a text with fewer words is compared whole."`

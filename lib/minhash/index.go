@@ -10,6 +10,8 @@ import (
 	"sort"
 
 	"github.com/bits-and-blooms/bloom/v3"
+
+	"tokenmill/lib/jsonl"
 )
 
 // Index holds the signatures of the texts kept so far and finds, for a new
@@ -33,11 +35,13 @@ type Index struct {
 	p   Params
 	opt Options
 
+	chunkTexts int // signatures a chunk of sigs holds
+
 	n    uint32 // texts held, spilled ones included; refs are 0..n-1
 	base uint32 // the first ref in memory
 
 	// The in-memory part, refs base..n-1.
-	sigs  []uint32 // K values each
+	sigs  [][]uint32 // chunks of chunkTexts signatures, K values each
 	ids   []byte
 	idEnd []uint32 // where each id ends in ids
 	table table
@@ -78,7 +82,13 @@ func NewIndex(p Params, opt Options) *Index {
 	if err := p.Validate(); err != nil {
 		panic("minhash: " + err.Error())
 	}
-	return &Index{p: p, opt: opt}
+	// A chunk of signatures is at most an eighth of the budget, so that
+	// a small budget is not spent by one chunk.
+	chunk := 1024
+	if opt.Memory > 0 {
+		chunk = int(max(16, min(1024, opt.Memory/int64(32*p.K()))))
+	}
+	return &Index{p: p, opt: opt, chunkTexts: chunk}
 }
 
 // BytesPerText is what one text takes in memory beside its id: its
@@ -106,7 +116,7 @@ func (x *Index) Runs() int { return len(x.runs) }
 // MemoryBytes is what the in-memory part holds now (signatures, ids and
 // band slots), and what the spilled runs keep in memory.
 func (x *Index) MemoryBytes() (inMemory, spilled int64) {
-	inMemory = int64(len(x.sigs))*4 + int64(len(x.ids)) + int64(len(x.idEnd))*4 + int64(len(x.table.keys))*12
+	inMemory = int64(len(x.sigs)*x.chunkTexts*x.p.K())*4 + int64(len(x.ids)) + int64(len(x.idEnd))*4 + int64(len(x.table.keys))*12
 	for _, r := range x.runs {
 		spilled += int64(r.bloom.Cap()/8) + int64(len(r.sparse))*8
 	}
@@ -123,7 +133,16 @@ func (x *Index) Insert(sig Signature, id []byte) (uint32, error) {
 	}
 	ref := x.n
 	x.n++
-	x.sigs = append(x.sigs, sig...)
+	if i := int(ref - x.base); i%x.chunkTexts == 0 {
+		// Signatures go in chunks, never moved once written: no copy as
+		// they grow, and a chunk's memory is counted whole.
+		if c := i / x.chunkTexts; c < cap(x.sigs) && cap(x.sigs[:c+1][c]) > 0 {
+			x.sigs = x.sigs[:c+1] // a chunk kept from before a spill
+		} else {
+			x.sigs = append(x.sigs, make([]uint32, x.chunkTexts*x.p.K()))
+		}
+	}
+	copy(x.chunk(ref-x.base), sig)
 	x.ids = append(x.ids, id...)
 	x.idEnd = append(x.idEnd, uint32(len(x.ids)))
 	x.keys = x.p.BandKeys(x.keys[:0], sig)
@@ -184,6 +203,9 @@ func (x *Index) Query(sig Signature, threshold float64) (Match, bool, error) {
 		}
 		if a := Agree(sig, other); a > best.Agree {
 			best = Match{Ref: ref, Agree: a}
+			if a == len(sig) {
+				break // none can be closer, and later ones lose ties
+			}
 		}
 	}
 	if best.Agree < need {
@@ -244,12 +266,20 @@ func (x *Index) Close() error {
 
 func (x *Index) recordSize() int64 { return int64(4*x.p.K() + 12) }
 
+// chunk returns the signature of the i-th text in memory.
+func (x *Index) chunk(i uint32) Signature {
+	k := x.p.K()
+	n := uint32(x.chunkTexts)
+	c := x.sigs[i/n]
+	j := int(i%n) * k
+	return c[j : j+k : j+k]
+}
+
 // signature returns ref's signature (valid until the next call).
 func (x *Index) signature(ref uint32) (Signature, error) {
 	k := x.p.K()
 	if ref >= x.base {
-		i := int(ref-x.base) * k
-		return x.sigs[i : i+k], nil
+		return x.chunk(ref - x.base), nil
 	}
 	if err := x.readRecord(ref); err != nil {
 		return nil, err
@@ -519,7 +549,7 @@ func (x *Index) spill() error {
 	rec := make([]byte, size)
 	start := uint32(0)
 	for i, end := range x.idEnd {
-		for j, v := range x.sigs[i*k : (i+1)*k] {
+		for j, v := range x.chunk(uint32(i)) {
 			binary.LittleEndian.PutUint32(rec[4*j:], v)
 		}
 		binary.LittleEndian.PutUint64(rec[4*k:], uint64(x.idOff))
@@ -569,7 +599,7 @@ func (x *Index) spill() error {
 	}
 	x.runs = append(x.runs, r)
 	x.base = x.n
-	x.sigs, x.ids, x.idEnd = x.sigs[:0], x.ids[:0], x.idEnd[:0]
+	x.sigs, x.ids, x.idEnd = x.sigs[:0], x.ids[:0], x.idEnd[:0] // chunks are reused
 	x.table.reset()
 	return x.merge()
 }
@@ -588,17 +618,12 @@ func (x *Index) openSpill() error {
 	return nil
 }
 
-// spillFile makes a spill file in Dir and unlinks it at once: the open
-// descriptor keeps it until it is closed or the process ends, and nothing
-// of it is left on disk after.
+// spillFile makes a spill file in Dir that has no name (jsonl.CreateSpill):
+// nothing of it is left on disk once it is closed or the process ends.
 func (x *Index) spillFile() (*os.File, error) {
-	f, err := os.CreateTemp(x.opt.Dir, "tokenmill-minhash-*")
+	f, err := jsonl.CreateSpill(x.opt.Dir, "tokenmill-minhash-*")
 	if err != nil {
 		return nil, fmt.Errorf("minhash: making a spill file: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("minhash: unlinking a spill file: %w", err)
 	}
 	return f, nil
 }

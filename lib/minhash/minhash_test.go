@@ -67,13 +67,13 @@ func TestShingles(t *testing.T) {
 		a, b string
 		want bool
 	}{
-		{"a b c d", "a  b\tc\nd", true},         // white space between words does not count
-		{" a b c d ", "a b c d", true},          // nor around them
-		{"a b c d", "a b c e", false},           // a word does
-		{"a b", "a b c", false},                 // a short text is not a prefix's shingle
-		{"", "a", false},                        // empty is not one word
-		{"a b", "b a", false},                   // order counts
-		{"a\u00a0b c", "a b c", true},           // a no-break space is white space
+		{"a b c d", "a  b\tc\nd", true},               // white space between words does not count
+		{" a b c d ", "a b c d", true},                // nor around them
+		{"a b c d", "a b c e", false},                 // a word does
+		{"a b", "a b c", false},                       // a short text is not a prefix's shingle
+		{"", "a", false},                              // empty is not one word
+		{"a b", "b a", false},                         // order counts
+		{"a\u00a0b c", "a b c", true},                 // a no-break space is white space
 		{"Hello world foo", "hello world foo", false}, // case is --normalize's business
 	} {
 		if got := same(tc.a, tc.b); got != tc.want {
