@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -458,18 +457,7 @@ func growthPivots(w io.Writer, rows []*Result) {
 		fmt.Fprint(w, "_No results for the growth rows: see the log of the run._\n")
 		return
 	}
-	var sizes, tools []string
-	cell := map[[2]string]*Result{}
-	for _, r := range rows {
-		if !slices.Contains(sizes, r.Size) {
-			sizes = append(sizes, r.Size)
-		}
-		if !slices.Contains(tools, r.Name) {
-			tools = append(tools, r.Name)
-		}
-		cell[[2]string{r.Name, r.Size}] = r
-	}
-	at := func(t, s string) *Result { return cell[[2]string{t, s}] }
+	tools, sizes, at := bySize(rows)
 	first, last := sizes[0], sizes[len(sizes)-1]
 	growth := func(metric string) func(string) string {
 		return func(t string) string {

@@ -182,10 +182,10 @@ func fleetTable(w io.Writer, rows []*Result) {
 	}
 }
 
-// growthTable shows peak RSS and throughput per tool (rows) and input
-// size (columns, in the order first measured).
-func growthTable(w io.Writer, rows []*Result) {
-	var sizes, tools []string
+// bySize arranges rows measured at several sizes: the tools and the sizes
+// in the order first measured, and the row of a tool at a size (nil if
+// none).
+func bySize(rows []*Result) (tools, sizes []string, at func(tool, size string) *Result) {
 	cell := map[[2]string]*Result{}
 	for _, r := range rows {
 		if !slices.Contains(sizes, r.Size) {
@@ -196,7 +196,13 @@ func growthTable(w io.Writer, rows []*Result) {
 		}
 		cell[[2]string{r.Name, r.Size}] = r
 	}
-	at := func(t, s string) *Result { return cell[[2]string{t, s}] }
+	return tools, sizes, func(t, s string) *Result { return cell[[2]string{t, s}] }
+}
+
+// growthTable shows peak RSS and throughput per tool (rows) and input
+// size (columns, in the order first measured).
+func growthTable(w io.Writer, rows []*Result) {
+	tools, sizes, at := bySize(rows)
 	last := sizes[len(sizes)-1]
 	pivot(w, "peak RSS MB", tools, sizes, at, func(r *Result) string {
 		v := metricCell(r, "rss_mb", 1)
@@ -227,7 +233,7 @@ func growthTable(w io.Writer, rows []*Result) {
 	fmt.Fprintln(w)
 	for _, t := range tools {
 		for _, s := range sizes {
-			if r := cell[[2]string{t, s}]; r != nil {
+			if r := at(t, s); r != nil {
 				fmt.Fprintf(w, "- %s, %s: `%s`\n", t, s, r.Command)
 				break
 			}
