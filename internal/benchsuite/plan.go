@@ -94,7 +94,7 @@ var sections []*section
 
 func init() {
 	sections = []*section{
-		extractSection, dedupSection, shardSection, mergeSection, statsSection, filterSection,
+		extractSection, dedupSection, neardupSection, shardSection, mergeSection, statsSection, filterSection,
 		clientSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, kindsSection, ollamaSection, growthSection,
 	}
 }

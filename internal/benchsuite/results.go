@@ -76,7 +76,7 @@ func (r *Result) medianRun() Run {
 }
 
 // Metric returns a named figure of the result: mbps, rps (records/s),
-// wall_s, cpu_s, rss_mb, or one of Metrics. ok is false when the figure
+// wall_s, cpu_s, mb_per_cpu_s, rss_mb, or one of Metrics. ok is false when the figure
 // does not exist for this result.
 func (r *Result) Metric(name string) (float64, bool) {
 	if v, ok := r.Metrics[name]; ok {
@@ -98,6 +98,11 @@ func (r *Result) Metric(name string) (float64, bool) {
 		return m.Wall.Seconds(), len(r.Runs) > 0
 	case "cpu_s":
 		return (m.User + m.Sys).Seconds(), len(r.Runs) > 0
+	case "mb_per_cpu_s": // MB per CPU second: what one core does, whatever the load
+		if r.Bytes == 0 || m.User+m.Sys == 0 {
+			return 0, false
+		}
+		return float64(r.Bytes) / 1e6 / (m.User + m.Sys).Seconds(), true
 	case "cpu_us_per_record":
 		if r.Records == 0 || len(r.Runs) == 0 {
 			return 0, false

@@ -111,14 +111,7 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 	writeRow(w, head)
 	writeRule(w, len(head))
 	for _, r := range rows {
-		name := r.Name
-		if r.Ours {
-			name = "**" + name + "**"
-		}
-		if strings.HasPrefix(r.Note, "not available") {
-			name += " (_" + r.Note + "_)"
-		}
-		cells := []string{name, inputCell(r)}
+		cells := []string{nameCell(r), inputCell(r)}
 		if hasBytes {
 			cells = append(cells, metricCell(r, "mbps", 1))
 		}
@@ -130,14 +123,36 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 		if r.rssAtFloor() {
 			rss = "≤ " + rss
 		}
-		out := "—"
-		if r.OutRecords >= 0 {
-			out = cli.Thousands(r.OutRecords)
-		}
-		cells = append(cells, rss, out, loadCell(r.Load1))
+		cells = append(cells, rss, outCell(r), loadCell(r.Load1))
 		writeRow(w, cells)
 	}
 	fmt.Fprintln(w)
+	commandList(w, rows)
+}
+
+// nameCell is a row's name as a table shows it: tokenmill's in bold, an
+// unavailable one with the reason.
+func nameCell(r *Result) string {
+	name := r.Name
+	if r.Ours {
+		name = "**" + name + "**"
+	}
+	if strings.HasPrefix(r.Note, "not available") {
+		name += " (_" + r.Note + "_)"
+	}
+	return name
+}
+
+// outCell is the records a row wrote, or a dash when not counted.
+func outCell(r *Result) string {
+	if r.OutRecords < 0 {
+		return "—"
+	}
+	return cli.Thousands(r.OutRecords)
+}
+
+// commandList writes each row's command, with its note, under a table.
+func commandList(w io.Writer, rows []*Result) {
 	for _, r := range rows {
 		if r.Command == "" {
 			continue
@@ -167,10 +182,10 @@ func fleetTable(w io.Writer, rows []*Result) {
 	}
 }
 
-// growthTable shows peak RSS and throughput per tool (rows) and input
-// size (columns, in the order first measured).
-func growthTable(w io.Writer, rows []*Result) {
-	var sizes, tools []string
+// bySize arranges rows measured at several sizes: the tools and the sizes
+// in the order first measured, and the row of a tool at a size (nil if
+// none).
+func bySize(rows []*Result) (tools, sizes []string, at func(tool, size string) *Result) {
 	cell := map[[2]string]*Result{}
 	for _, r := range rows {
 		if !slices.Contains(sizes, r.Size) {
@@ -181,7 +196,13 @@ func growthTable(w io.Writer, rows []*Result) {
 		}
 		cell[[2]string{r.Name, r.Size}] = r
 	}
-	at := func(t, s string) *Result { return cell[[2]string{t, s}] }
+	return tools, sizes, func(t, s string) *Result { return cell[[2]string{t, s}] }
+}
+
+// growthTable shows peak RSS and throughput per tool (rows) and input
+// size (columns, in the order first measured).
+func growthTable(w io.Writer, rows []*Result) {
+	tools, sizes, at := bySize(rows)
 	last := sizes[len(sizes)-1]
 	pivot(w, "peak RSS MB", tools, sizes, at, func(r *Result) string {
 		v := metricCell(r, "rss_mb", 1)
@@ -212,7 +233,7 @@ func growthTable(w io.Writer, rows []*Result) {
 	fmt.Fprintln(w)
 	for _, t := range tools {
 		for _, s := range sizes {
-			if r := cell[[2]string{t, s}]; r != nil {
+			if r := at(t, s); r != nil {
 				fmt.Fprintf(w, "- %s, %s: `%s`\n", t, s, r.Command)
 				break
 			}

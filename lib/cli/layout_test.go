@@ -16,7 +16,7 @@ var (
 	// uses lib/fleet's readiness, as infer does, and no stage.
 	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "serve"}
 	// groundFloor: what stages stand on.
-	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens", "conversation", "mix"}
+	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens", "conversation", "mix", "minhash"}
 	// kit: internal/, for the simulator, tests and benchmarks alone.
 	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "gguf", "benchsuite", "corpus", "cmd/benchsuite", "cmd/corpus", "cmd/rusage"}
 	// productCommands: the binaries users run; llmsim is the simulator's.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -79,8 +80,11 @@ func BenchmarkDedup(b *testing.B) {
 		{"--normalize", "aggressive"},
 		{"--exact"},
 		{"--key", "id"},
+		{"--near"},
+		{"--near", "--workers", "1"},
+		{"--near", "--memory", "32MiB"},
 	} {
-		b.Run(fmt.Sprint(args[len(args)-1]), func(b *testing.B) {
+		b.Run(strings.Join(args, " "), func(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {
 				env := &cli.Env{Name: "dedup", Stdin: nil, Stdout: io.Discard, Stderr: io.Discard}
@@ -107,6 +111,8 @@ func BenchmarkTools(b *testing.B) {
 		{"dedup", size, []string{testbin.Path("dedup"), path}},
 		{"dedup-exact", size, []string{testbin.Path("dedup"), "--exact", path}},
 		{"dedup-1-worker", size, []string{testbin.Path("dedup"), "--workers", "1", path}},
+		{"dedup-near", size, []string{testbin.Path("dedup"), "--near", path}},
+		{"dedup-near-1-worker", size, []string{testbin.Path("dedup"), "--near", "--workers", "1", path}},
 		{"awk", size, []string{"awk", "!seen[$0]++", path}},
 		{"dedup-quarter", quarterSize, []string{testbin.Path("dedup"), quarter}},
 		{"jq-quarter", quarterSize, []string{"jq", "-c", "-s", "unique_by(.messages)[]", quarter}},

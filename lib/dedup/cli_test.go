@@ -14,7 +14,7 @@ import (
 	"tokenmill/internal/testbin"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m, "dedup") }
+func TestMain(m *testing.M) { testbin.Main(m, "dedup", "extract") }
 
 type result struct {
 	code           int
@@ -91,8 +91,8 @@ func TestBinaryStateRefusals(t *testing.T) {
 		t.Fatalf("making the state: exit %d: %s", r.code, r.stderr)
 	}
 	r := runBinary(t, input, nil, "--normalize", "lower", "--state", state, "-o", out)
-	if r.code != 1 || !strings.Contains(r.stderr, "--normalize ws") || !strings.Contains(r.stderr, state) {
-		t.Fatalf("other settings: exit %d, want 1 naming the setting and the file:\n%s", r.code, r.stderr)
+	if r.code != 2 || !strings.Contains(r.stderr, "--normalize ws") || !strings.Contains(r.stderr, state) {
+		t.Fatalf("other settings: exit %d, want 2 (a usage error) naming the setting and the file:\n%s", r.code, r.stderr)
 	}
 	good, _ := os.ReadFile(state)
 	if err := os.WriteFile(state, good[:len(good)/2], 0o644); err != nil {
@@ -127,19 +127,25 @@ func TestBinaryStateRefusals(t *testing.T) {
 	}
 }
 
-// SIGINT: exit 130; no -o, --dups or state file is written or changed; on
-// stdout, what was decided before the signal is a prefix of the full output.
+// SIGINT: exit 130; no -o, --dups, --clusters or state file is written or
+// changed, and no spill file of --near is left; on stdout, what was decided
+// before the signal is a prefix of the full output.
 func TestBinaryInterrupt(t *testing.T) {
 	input, _ := corpusPrompts(12000, 8) // several MB: more than the pipe and read buffers
 	full, _ := bruteForce(t, input, reference["none"])
-	for _, toFile := range []bool{true, false} {
+	for _, tc := range []struct{ toFile, near bool }{{true, false}, {false, false}, {true, true}} {
+		toFile := tc.toFile
 		dir := t.TempDir()
 		state, out, dups := filepath.Join(dir, "seen.state"), filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "dups.jsonl")
-		if r := runBinary(t, []byte(`{"messages":[{"role":"user","content":"seed"}]}`+"\n"), nil, "--state", state); r.code != 0 {
+		var near []string
+		if tc.near {
+			near = []string{"--near", "--clusters", filepath.Join(dir, "clusters.jsonl"), "--memory", "64KiB"}
+		}
+		if r := runBinary(t, []byte(`{"messages":[{"role":"user","content":"seed"}]}`+"\n"), nil, append(near[:min(len(near), 1)], "--state", state)...); r.code != 0 {
 			t.Fatalf("making the state: %s", r.stderr)
 		}
 		before, _ := os.ReadFile(state)
-		args := []string{"--state", state, "--dups", dups}
+		args := append([]string{"--state", state, "--dups", dups}, near...)
 		if toFile {
 			args = append(args, "-o", out)
 		}

@@ -8,11 +8,14 @@ package dedup
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/minhash"
 )
 
 // Description is dedup's --help text.
@@ -21,6 +24,7 @@ const Description = `Drop repeated prompts, keeping the first occurrence of each
   extract data/0625/*.parquet | dedup | infer --endpoints 127.0.0.1:30000-30007 -o gen.jsonl
   dedup --normalize lower --dups dups.jsonl --exact prompts.jsonl > unique.jsonl
   dedup --state seen.state a.jsonl > a.unique.jsonl && dedup --state seen.state b.jsonl > b.unique.jsonl
+  dedup --against gsm8k.jsonl,humaneval.jsonl,mt_bench.jsonl --rejects contaminated.jsonl prompts.jsonl > clean.jsonl
 
 The key is the canonical prompt (every role and content of messages, or the
 completion prompt) unless --key names a field; --normalize applies to the key
@@ -38,6 +42,37 @@ A state made with other settings, or a damaged one, is refused. An
 interrupted run (exit 130) leaves the state and any -o/--dups file as they
 were; on stdout, the records decided before the interrupt were written.
 
+--near also drops near-duplicates, in the same pass:
+
+  extract data/0625/*.parquet | dedup --near --clusters clusters.jsonl --dups dups.jsonl > unique.jsonl
+  stats --clusters clusters.jsonl
+
+Each prompt's text (its key's parts, normalized by --normalize) is cut into
+shingles of --shingle words and given a MinHash signature of bands x rows
+values. A prompt sharing all rows of a band with a kept one is compared with
+it on the whole signature, and dropped when the share of equal values (the
+estimated Jaccard similarity of their shingle sets) is at least --threshold;
+else it is kept. A pair of similarity J shares a band with probability
+1-(1-J^rows)^bands: at 14x8, 0.05 at J=0.5, 0.21 at 0.6, 0.57 at 0.7, 0.92 at
+0.8, 0.9996 at 0.9. The estimate's standard error is sqrt(J(1-J)/112), 0.04
+near 0.8. The first prompt of a group is kept; the decisions are made in input
+order, so the output is the same for a --seed with any --workers.
+
+Memory: about 750 bytes a kept prompt at 14x8 (the 448-byte signature, 14
+band keys in a table of 12-byte slots, the id's end) plus its id; past
+--memory, signatures, ids and band keys are spilled to unnamed files beside
+--state (or in TMPDIR) as sorted runs, and each spilled prompt keeps about 18
+bytes in memory. The answers do not change. --state also saves the kept
+prompts' signatures; a state made with other --bands, --rows, --shingle or
+--seed (or without --near) is refused.
+
+--against FILE drops every prompt that shares a run of --against-ngram
+words (13) with a prompt or answer of the benchmark FILE: words of the
+text normalized as --normalize aggressive says, each message on its own;
+a text of fewer words is compared whole. The prompts dropped go to
+--rejects as contaminated, with the benchmark record and the words; they
+are not bad records (the exit code stays 0).
+
 Records that are not JSON, not objects, or have no key are rejected (reason,
 file:line on stderr, all of them to --rejects), and the run exits 3.`
 
@@ -47,21 +82,67 @@ type Command struct {
 
 	Files          []string `arg:"" optional:"" name:"file" help:"Records to read (JSONL, JSON array, Parquet; .gz/.zst by content). None or '-' reads stdin."`
 	cli.OutputFlag `set:"output_what=the kept records"`
-	Key            string  `default:"prompt" help:"What makes two records the same: prompt (every role and content of messages, or the completion prompt), or a field path such as id or meta.source."`
-	Normalize      string  `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
-	Expected       uint64  `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
-	FP             float64 `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
-	Exact          bool    `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
-	State          string  `default:"" placeholder:"FILE" help:"Load the filter from FILE if it exists, and save it there at the end (atomically), to deduplicate later input against this run's. Locked (FILE.lock) for the whole run."`
-	Dups           string  `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats)."`
+	Key            string   `default:"prompt" help:"What makes two records the same: prompt (every role and content of messages, or the completion prompt), or a field path such as id or meta.source."`
+	Normalize      string   `default:"none" enum:"none,ws,lower,aggressive" help:"Normalize the key before comparing: none, ws (trim, collapse white space), lower (ws + lowercase), aggressive (lower + Unicode NFKC + punctuation removed)."`
+	Expected       uint64   `default:"1000000" help:"Distinct keys the first filter layer is sized for; past it, layers are added."`
+	FP             float64  `name:"fp" default:"1e-6" help:"False-positive rate the filter never exceeds: the chance that a new key is taken for one seen."`
+	Exact          bool     `default:"false" help:"Also keep every key's 128-bit hash: no record is ever dropped wrongly, at about 60 bytes per distinct key (its hash and the id of its first record, for --dups)."`
+	State          string   `default:"" placeholder:"FILE" help:"Load the filter from FILE if it exists, and save it there at the end (atomically), to deduplicate later input against this run's. Locked (FILE.lock) for the whole run."`
+	Dups           string   `default:"" placeholder:"FILE" help:"Write every removed record to FILE (with --exact, with a dup_of field: the id of the record it repeats; a near-duplicate with dup_of, dup_reason near_duplicate and similarity)."`
+	Near           bool     `default:"false" help:"Also drop near-duplicates: a prompt whose estimated Jaccard similarity (MinHash over word shingles of the key's text, normalized as --normalize says) with a kept prompt is at least --threshold. The first of each group is kept."`
+	Threshold      float64  `default:"0.8" help:"With --near: the estimated Jaccard similarity, between 0 and 1, from which a prompt is a near-duplicate of a kept one."`
+	Bands          int      `default:"14" help:"With --near: LSH bands. A pair of similarity J is compared with probability 1-(1-J^rows)^bands: 14x8 finds pairs at J=0.8 with probability 0.92, at 0.9 with 0.9996, at 0.5 only 0.05."`
+	Rows           int      `default:"8" help:"With --near: MinHash values in a band; a signature has bands x rows values (4 bytes each)."`
+	Shingle        int      `default:"5" help:"With --near: words in a shingle (a text with fewer words is one shingle)."`
+	Seed           uint64   `default:"1" help:"With --near: the seed of the MinHash permutations; the same seed gives the same result in every run."`
+	Memory         cli.Size `default:"1GiB" placeholder:"SIZE" help:"With --near: memory for the signatures, ids and band table of kept prompts (about 750 bytes a kept prompt at 14x8, plus its id); past it they are spilled to disk as sorted runs, beside --state or in TMPDIR, and the answers stay the same."`
+	Clusters       string   `default:"" placeholder:"FILE" help:"With --near: write one line per near-duplicate to FILE: its id, the id of the kept prompt it is a near-copy of (dup_of) and their estimated similarity."`
+	Against        []string `placeholder:"FILE" help:"Benchmark files (any layout extract reads: GSM8K, HumanEval, MT-Bench, ...; JSONL, JSON array, Parquet, CSV): drop every prompt that shares a run of --against-ngram words with one of their prompts or answers, to --rejects as contaminated. Repeat the flag or separate files by commas."`
+	AgainstNgram   int      `name:"against-ngram" default:"13" help:"Words in the runs --against compares; a text with fewer words is compared whole."`
+	AgainstFP      float64  `name:"against-fp" default:"1e-6" help:"False-positive rate of --against's bloom filter of benchmark n-grams. A hit is always confirmed on the benchmark's words, so the rate costs time, never a wrong drop."`
 	cli.RejectsFlag
-	cli.ForceFlag   `set:"force_what=-o, --dups and --rejects"`
+	cli.ForceFlag   `set:"force_what=-o, --dups, --clusters and --rejects"`
 	cli.WorkersFlag `set:"workers_what=parse and hash records"`
 	cli.ProgressFlag
 }
 
+// maxAgainstNgram bounds --against-ngram: longer runs would only find
+// copies of whole paragraphs.
+const maxAgainstNgram = 1000
+
 func (c *Command) settings() Settings {
-	return Settings{Key: c.Key, Normalize: c.Normalize, FP: c.FP, Expected: c.Expected, Exact: c.Exact}
+	s := Settings{Key: c.Key, Normalize: c.Normalize, FP: c.FP, Expected: c.Expected, Exact: c.Exact}
+	if c.Near {
+		s.Near = &minhash.Params{Bands: c.Bands, Rows: c.Rows, Shingle: c.Shingle, Seed: c.Seed}
+		s.NearOptions = minhash.Options{Memory: int64(c.Memory)}
+		if c.State != "" {
+			s.NearOptions.Dir = filepath.Dir(c.State)
+		}
+	}
+	return s
+}
+
+// checkNear checks the --near flags.
+func (c *Command) checkNear() error {
+	if !c.Near {
+		if c.Clusters != "" {
+			return cli.Usagef("--clusters needs --near")
+		}
+		return nil
+	}
+	if err := c.settings().Near.Validate(); err != nil {
+		return cli.Usagef("--bands, --rows, --shingle: %v", err)
+	}
+	if !(c.Threshold > 0 && c.Threshold <= 1) {
+		return cli.Usagef("--threshold must be above 0 and at most 1, not %g", c.Threshold)
+	}
+	if c.Memory < 1 {
+		return cli.Usagef("--memory must be at least 1 byte")
+	}
+	if c.Clusters == "-" {
+		return cli.Usagef("--clusters needs a file: stdout carries the kept records")
+	}
+	return nil
 }
 
 // Run deduplicates the inputs.
@@ -79,20 +160,50 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if c.Dups == "-" {
 		return cli.Usagef("--dups needs a file: stdout carries the kept records")
 	}
+	if err := c.checkNear(); err != nil {
+		return err
+	}
+	if c.AgainstNgram < 1 || c.AgainstNgram > maxAgainstNgram {
+		return cli.Usagef("--against-ngram must be between 1 and %d, not %d", maxAgainstNgram, c.AgainstNgram)
+	}
+	if !(c.AgainstFP > 0 && c.AgainstFP < 0.5) {
+		return cli.Usagef("--against-fp must be between 0 and 0.5, not %g", c.AgainstFP)
+	}
 	workers, err := c.Count()
 	if err != nil {
 		return err
 	}
-	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--dups", Path: c.Dups},
+	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--dups", Path: c.Dups}, {Flag: "--clusters", Path: c.Clusters},
 		{Flag: "--rejects", Path: c.Rejects}, {Flag: "--state", Path: c.State, Kept: true}}
 	outputs = append(outputs, jsonl.LockSidecar("--state", c.State)...)
-	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
+	inputs := jsonl.InputsFrom(c.Files, env.Stdin)
+	for _, f := range c.Against {
+		if f == "-" || f == "" {
+			return cli.Usagef("--against needs a file: stdin carries the records")
+		}
+		inputs = append(inputs, jsonl.Named{Flag: "--against", Path: f, CSV: true})
+	}
+	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
 	}
-	keyers := make([]*Keyer, workers)
-	for i := range keyers {
-		if keyers[i], err = NewKeyer(c.Key, mode); err != nil {
+	var bench *Benchmarks
+	if len(c.Against) > 0 {
+		// Read whole before anything is written: a benchmark that cannot
+		// be read is a refusal, not a run that lets its questions through.
+		if bench, err = LoadBenchmarks(ctx, c.Against, c.AgainstNgram, c.AgainstFP); err != nil {
+			return err
+		}
+		env.Logf("against: %d files, %d records, %d texts (%d of fewer than %d words, compared whole), %d distinct shingles, bloom filter %.1f KB at a false-positive rate of %.2g (every hit confirmed on the benchmark's words)",
+			len(c.Against), bench.Records, len(bench.texts), bench.Short, c.AgainstNgram, bench.Grams(), float64(bench.FilterBytes())/1e3, bench.FalsePositiveRate())
+	}
+	settings := c.settings()
+	ws := make([]worker, workers)
+	for i := range ws {
+		if ws[i].keyer, err = NewKeyer(c.Key, mode); err != nil {
 			return cli.Usagef("%v", err)
+		}
+		if c.Near {
+			ws[i].hasher = minhash.NewHasher(*settings.Near)
 		}
 	}
 	lock, err := jsonl.LockOutput("--state", c.State)
@@ -100,15 +211,29 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer lock.Release()
-	set, totals, err := LoadState(ctx, c.State, c.settings(), env.Logf)
+	set, totals, err := LoadState(ctx, c.State, settings, env.Logf)
+	if se := (*SettingsError)(nil); errors.As(err, &se) {
+		return &cli.UsageError{Err: err}
+	}
 	if err != nil {
 		return err
 	}
 	if set == nil {
 		set = NewSet(c.Expected, c.FP, c.Exact)
+		if c.Near {
+			set.Near = minhash.NewIndex(*settings.Near, settings.NearOptions)
+		}
+	}
+	if set.Near != nil {
+		defer set.Near.Close()
 	}
 
-	s := &sink{set: set, n: &counts{}}
+	s := &sink{set: set, n: &counts{}, near: set.Near, threshold: c.Threshold, logf: env.Logf}
+	if bench != nil {
+		for range workers {
+			s.checkers = append(s.checkers, newAgainstChecker(bench))
+		}
+	}
 	if s.out, err = jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force}); err != nil {
 		return err
 	}
@@ -118,19 +243,32 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return fmt.Errorf("--dups: %w", err)
 		}
 	}
-	if s.rejects, err = jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force); err != nil {
-		s.abort()
-		return err
+	if c.Clusters != "" {
+		if s.clusters, err = jsonl.Create(c.Clusters, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--clusters"}); err != nil {
+			s.abort()
+			return fmt.Errorf("--clusters: %w", err)
+		}
 	}
+	if c.Rejects != "" {
+		// Bad records and contaminated prompts share the file.
+		if s.rejectsOut, err = jsonl.Create(c.Rejects, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--rejects"}); err != nil {
+			s.abort()
+			return fmt.Errorf("rejects file: %w", err)
+		}
+	}
+	s.rejects = jsonl.NewRejects(env, s.rejectsOut)
 
 	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()
-		return []string{fmt.Sprintf("read %d, kept %d, removed %d (%.0f records/s)",
-			read, s.n.kept.Load(), s.n.removed.Load(), float64(read)/time.Since(start).Seconds())}
+		line := fmt.Sprintf("read %d, kept %d, removed %d", read, s.n.kept.Load(), s.n.removed.Load())
+		if bench != nil {
+			line += fmt.Sprintf(", contaminated %d", s.n.contaminated.Load())
+		}
+		return []string{fmt.Sprintf("%s (%.0f records/s)", line, float64(read)/time.Since(start).Seconds())}
 	})
-	err = run(ctx, in, keyers, s)
+	err = run(ctx, in, ws, s)
 	progress.Stop()
 	if err != nil {
 		s.abort()
@@ -151,8 +289,14 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 	if s.dups != nil {
 		if err := s.dups.Close(); err != nil {
-			s.rejects.Abort()
+			s.abortAfterOut()
 			return fmt.Errorf("writing %s: %w", s.dups.Path(), err)
+		}
+	}
+	if s.clusters != nil {
+		if err := s.clusters.Close(); err != nil {
+			s.rejects.Abort()
+			return fmt.Errorf("writing %s: %w", s.clusters.Path(), err)
 		}
 	}
 	runFalseDrops := set.ExpectedFalseDrops // a loaded Set starts at 0: totals hold the past
@@ -163,6 +307,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		totals.Read += s.n.read.Load()
 		totals.Kept += s.n.kept.Load()
 		totals.Removed += s.n.removed.Load()
+		totals.Near += s.n.near.Load()
 		totals.Rejected += s.n.rejected.Load()
 		totals.ExpectedFalseDrops += runFalseDrops
 		if err := SaveState(c.State, set, c.settings(), totals); err != nil {
@@ -170,6 +315,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 		env.Logf("state %s: %d keys in %d layers (%.1f MB of filter), %d runs", c.State,
 			set.Filter.Keys(), len(set.Filter.layers), float64(set.Filter.Bytes())/1e6, totals.Runs)
+		if set.Near != nil {
+			env.Logf("state %s: %d near-dup signatures", c.State, set.Near.Len())
+		}
 	}
 	return rerr
 }
@@ -179,27 +327,53 @@ func (s *sink) abort() {
 	if s.dups != nil {
 		s.dups.Abort()
 	}
+	if s.clusters != nil {
+		s.clusters.Abort()
+	}
 	if s.rejects != nil {
 		s.rejects.Abort()
 	}
+}
+
+// abortAfterOut lets go of the outputs closed after -o and --dups, when
+// --dups failed.
+func (s *sink) abortAfterOut() {
+	if s.clusters != nil {
+		s.clusters.Abort()
+	}
+	s.rejects.Abort()
 }
 
 // summary is the one line printed at the end, e.g.
 // "read 658671, kept 654676, removed 3995 (0.61%), expected false drops 0.0007".
 func (c *Command) summary(s *sink, falseDrops float64) string {
 	read, removed := s.n.read.Load(), s.n.removed.Load()
-	pct := 0.0
-	if read > 0 {
-		pct = 100 * float64(removed) / float64(read)
-	}
-	line := fmt.Sprintf("read %d, kept %d, removed %d (%.2f%%)", read, s.n.kept.Load(), removed, pct)
+	line := fmt.Sprintf("read %d, kept %d, removed %d (%.2f%%)", read, s.n.kept.Load(), removed, pct(removed, read))
 	if s.set.Exact() {
 		line += fmt.Sprintf(", false drops 0 (exact; %d filter false positives overruled)", s.set.Overruled)
 	} else {
 		line += fmt.Sprintf(", expected false drops %.2g", falseDrops)
 	}
+	if s.near != nil {
+		near := s.n.near.Load()
+		line += fmt.Sprintf(", near-duplicates %d (%.2f%%, similarity >= %g)", near, pct(near, read), s.threshold)
+		if spilled := s.near.Spilled(); spilled > 0 {
+			line += fmt.Sprintf(", %d kept signatures spilled to disk in %d runs", spilled, s.near.Runs())
+		}
+	}
+	if s.checkers != nil {
+		line += fmt.Sprintf(", contaminated %d (bloom filter hits refuted by the exact check %d)", s.n.contaminated.Load(), overruled(s.checkers))
+	}
 	if s.n.rejected.Load() > 0 {
 		line += ", " + s.rejects.Summary()
 	}
 	return line
+}
+
+// pct is n as a percentage of of.
+func pct(n, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
 }

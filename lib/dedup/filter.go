@@ -5,6 +5,8 @@ import (
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/zeebo/xxh3"
+
+	"tokenmill/lib/minhash"
 )
 
 // Growth of a scalable bloom filter (Almeida et al., 2007): each new layer
@@ -176,6 +178,8 @@ type Set struct {
 	ExpectedFalseDrops float64
 	// Overruled counts filter false positives the exact set caught.
 	Overruled int64
+	// Near holds the kept prompts' signatures (--near; nil without).
+	Near *minhash.Index
 }
 
 // NewSet returns an empty set. With exact, key hashes are kept too, each

@@ -33,6 +33,8 @@ type Keyer struct {
 	key     []byte
 	canon   []byte
 	scratch []byte
+	nearBuf []byte
+	last    record.Prompt // the prompt of the last key (--key prompt)
 }
 
 // rawPrompt holds the only fields the default key reads. The contents stay
@@ -160,7 +162,39 @@ func (k *Keyer) promptKey(line []byte) ([]byte, error) {
 	if k.key, err = p.AppendCanonicalStrict(k.key[:0]); err != nil {
 		return nil, &KeyError{ReasonBadPrompt, err.Error()}
 	}
+	k.last = p
 	return k.key, nil
+}
+
+// Text returns the text --near compares for the record whose key was just
+// taken: the parts of the key, normalized as it is, one after another on
+// lines of their own (each message's role, content, tool calls and tool
+// call id, or the completion prompt, then the tools); for a --key field,
+// the field's text. The result is valid until the next call.
+func (k *Keyer) Text() []byte {
+	if k.path != nil {
+		return k.key[1:] // after the type byte
+	}
+	b := k.nearBuf[:0]
+	p := &k.last
+	if p.Prompt != nil {
+		b = append(append(b, *p.Prompt...), '\n')
+	}
+	for _, m := range p.Messages {
+		b = append(append(b, m.Role...), '\n')
+		b = append(append(b, m.Content...), '\n')
+		if len(m.ToolCalls) > 0 {
+			b = append(append(b, m.ToolCalls...), '\n')
+		}
+		if m.ToolCallID != "" {
+			b = append(append(b, m.ToolCallID...), '\n')
+		}
+	}
+	if len(p.Tools) > 0 && string(p.Tools) != "null" {
+		b = append(append(b, p.Tools...), '\n')
+	}
+	k.nearBuf = b
+	return b
 }
 
 // unquote returns the text of a raw JSON string (null is empty), normalized;

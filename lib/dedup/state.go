@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
 
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/minhash"
 )
 
 // The state file keeps a Set between runs, so that a later dataset can be
@@ -48,6 +50,12 @@ type Settings struct {
 	FP        float64 `json:"fp"`
 	Expected  uint64  `json:"expected"`
 	Exact     bool    `json:"exact"`
+	// Near is how --near made its signatures (nil: without --near). A
+	// state is used only with the same: signatures made otherwise cannot
+	// be compared. The threshold may change from run to run.
+	Near *minhash.Params `json:"near,omitempty"`
+	// NearOptions bound the run's index; they are not part of the state.
+	NearOptions minhash.Options `json:"-"`
 }
 
 // Totals are the counts a state accumulates over the runs that used it.
@@ -56,6 +64,7 @@ type Totals struct {
 	Read               int64   `json:"read"`
 	Kept               int64   `json:"kept"`
 	Removed            int64   `json:"removed"`
+	Near               int64   `json:"near,omitempty"`
 	Rejected           int64   `json:"rejected"`
 	ExpectedFalseDrops float64 `json:"expected_false_drops"`
 }
@@ -76,6 +85,7 @@ type stateHeader struct {
 	Keys      uint64        `json:"keys"`
 	Layers    []layerHeader `json:"layers"`
 	ExactKeys uint64        `json:"exact_keys"`
+	NearTexts uint64        `json:"near_texts,omitempty"`
 }
 
 // ErrCorruptState marks a state file that cannot be trusted.
@@ -122,7 +132,29 @@ func checkSettings(path string, state, run Settings) error {
 		diff("--fp", fmt.Sprint(state.FP), fmt.Sprint(run.FP)),
 		diff("--expected", fmt.Sprint(state.Expected), fmt.Sprint(run.Expected)),
 		diff("--exact", fmt.Sprint(state.Exact), fmt.Sprint(run.Exact)),
+		checkNear(path, state.Near, run.Near),
 	)
+}
+
+// checkNear names the first --near setting in which a state differs.
+func checkNear(path string, state, run *minhash.Params) error {
+	switch {
+	case state == nil && run == nil:
+		return nil
+	case state == nil:
+		return &SettingsError{path, "--near", "off", "on (its signatures of the earlier input are not in the state)"}
+	case run == nil:
+		return &SettingsError{path, "--near", "on", "off"}
+	}
+	for _, d := range []struct {
+		flag       string
+		state, run any
+	}{{"--bands", state.Bands, run.Bands}, {"--rows", state.Rows, run.Rows}, {"--shingle", state.Shingle, run.Shingle}, {"--seed", state.Seed, run.Seed}} {
+		if a, b := fmt.Sprint(d.state), fmt.Sprint(d.run); a != b {
+			return &SettingsError{path, d.flag, a, b}
+		}
+	}
+	return nil
 }
 
 // SaveState writes s with its settings and totals to path atomically,
@@ -143,6 +175,9 @@ func SaveState(path string, s *Set, settings Settings, totals Totals) error {
 
 func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error {
 	hdr := stateHeader{Version: stateVersion, KeyVersion: promptKeyVersion, Settings: settings, Totals: totals, Keys: s.Filter.Keys(), ExactKeys: uint64(len(s.exact))}
+	if s.Near != nil {
+		hdr.NearTexts = uint64(s.Near.Len())
+	}
 	for _, l := range s.Filter.layers {
 		hdr.Layers = append(hdr.Layers, layerHeader{M: uint64(l.bf.Cap()), K: uint64(l.bf.K()), Capacity: l.capacity, FP: l.fp, Count: l.count})
 	}
@@ -169,6 +204,19 @@ func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error
 		if _, err := w.Write(buf); err != nil {
 			return err
 		}
+	}
+	if s.Near != nil {
+		// Each kept prompt's signature, then its id's length and id.
+		return s.Near.Each(func(_ uint32, sig minhash.Signature, id []byte) error {
+			buf = buf[:0]
+			for _, v := range sig {
+				buf = binary.LittleEndian.AppendUint32(buf, v)
+			}
+			buf = binary.AppendUvarint(buf, uint64(len(id)))
+			buf = append(buf, id...)
+			_, err := w.Write(buf)
+			return err
+		})
 	}
 	return nil
 }
@@ -272,7 +320,17 @@ func readState(r *bufio.Reader, size int64, path string, run Settings) (*Set, To
 			return nil, Totals{}, err
 		}
 	}
+	if hdr.Near != nil {
+		s.Near = minhash.NewIndex(*hdr.Near, run.NearOptions)
+		if err := sr.nearTexts(s.Near, hdr.NearTexts); err != nil {
+			s.Near.Close()
+			return nil, Totals{}, err
+		}
+	}
 	if err := sr.checksum(); err != nil {
+		if s.Near != nil {
+			s.Near.Close()
+		}
 		return nil, Totals{}, err
 	}
 	if keys := s.Filter.Keys(); keys != hdr.Keys || (hdr.Exact && keys != hdr.ExactKeys) {
@@ -345,8 +403,43 @@ func (sr *stateReader) fits(hdr *stateHeader) error {
 		}
 		need += int64((l.M + 63) / 64 * 8)
 	}
-	if len(hdr.Layers) == 0 || need+int64(hdr.ExactKeys)*17 > sr.size || (hdr.ExactKeys > 0 && !hdr.Exact) {
-		return sr.corrupt("%d bytes, but the header describes at least %d", sr.size, need+int64(hdr.ExactKeys)*17)
+	need += int64(hdr.ExactKeys) * 17
+	if hdr.Near != nil {
+		// usableBy has checked the parameters against the run's valid ones.
+		need += int64(hdr.NearTexts) * int64(4*hdr.Near.K()+1)
+	}
+	if len(hdr.Layers) == 0 || need > sr.size || (hdr.ExactKeys > 0 && !hdr.Exact) || (hdr.NearTexts > 0 && hdr.Near == nil) {
+		return sr.corrupt("%d bytes, but the header describes at least %d", sr.size, need)
+	}
+	return nil
+}
+
+// nearTexts reads n kept prompts' signatures and ids into x, in order.
+func (sr *stateReader) nearTexts(x *minhash.Index, n uint64) error {
+	sig := make(minhash.Signature, x.Params().K())
+	raw := make([]byte, 4*len(sig))
+	var id []byte
+	for range n {
+		if _, err := io.ReadFull(sr.in, raw); err != nil {
+			return err
+		}
+		for i := range sig {
+			sig[i] = binary.LittleEndian.Uint32(raw[4*i:])
+		}
+		idLen, err := binary.ReadUvarint(sr.in)
+		if err != nil {
+			return err
+		}
+		if idLen > uint64(sr.size) {
+			return sr.corrupt("id of %d bytes", idLen)
+		}
+		id = slices.Grow(id[:0], int(idLen))[:idLen]
+		if _, err := io.ReadFull(sr.in, id); err != nil {
+			return err
+		}
+		if _, err := x.Insert(sig, id); err != nil {
+			return err
+		}
 	}
 	return nil
 }

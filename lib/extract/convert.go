@@ -419,13 +419,13 @@ func isMessageList(b []byte) bool {
 func has(format string, f *fields) bool {
 	switch format {
 	case FormatOAsst:
-		return isOAsst(f)
+		return f.IsOAsst()
 	case FormatPreference:
-		return isPreference(f)
+		return f.IsPreference()
 	case FormatBatch:
 		return present(f.Body)
 	case FormatShareGPT:
-		return present(f.Conversation) || present(f.LMSYS) || isUltraChat(f)
+		return present(f.Conversation) || present(f.LMSYS) || f.IsUltraChat()
 	case FormatOpenAI:
 		return present(f.Messages)
 	case FormatAlpaca:
@@ -433,7 +433,7 @@ func has(format string, f *fields) bool {
 	case FormatMTBench:
 		return present(f.Turns)
 	case FormatPlain:
-		return isPlain(f)
+		return f.IsPlain()
 	}
 	return false
 }

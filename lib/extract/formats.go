@@ -10,119 +10,34 @@ import (
 	"tokenmill/lib/record"
 )
 
-// Formats, as named by --format.
+// The formats and the fields they read are the ground floor's
+// (record.Fields), so that every stage reads a dataset's layout the same
+// way; extract turns them into prompts.
 const (
-	FormatAuto       = "auto"
-	FormatShareGPT   = "sharegpt"
-	FormatOpenAI     = "openai"
-	FormatAlpaca     = "alpaca"
-	FormatMTBench    = "mt-bench"
-	FormatOAsst      = "oasst"
-	FormatPlain      = "plain"
-	FormatPreference = "preference"
-	FormatBatch      = "batch"
+	FormatAuto       = record.FormatAuto
+	FormatShareGPT   = record.FormatShareGPT
+	FormatOpenAI     = record.FormatOpenAI
+	FormatAlpaca     = record.FormatAlpaca
+	FormatMTBench    = record.FormatMTBench
+	FormatOAsst      = record.FormatOAsst
+	FormatPlain      = record.FormatPlain
+	FormatPreference = record.FormatPreference
+	FormatBatch      = record.FormatBatch
 )
 
-// Formats lists the formats in detection order: the first whose field a
-// record has decides how it is read. A batch request line is recognised
-// by its custom_id and request body before anything else, then a conversation beats a bare
-// instruction, which beats a bare prompt (so a record that carries both
-// the full conversation and a copy of its first prompt, as UltraChat's
-// do, is read as the conversation). An OpenAssistant message (its prompt
-// an object, or message_id + role + text) comes before the plain prompt
-// fields it shares, then UltraChat's data (a field name too common to try
-// before any other), and a preference pair comes last: when a pair also
-// has an explicit prompt, instruction or conversation, that is the prompt.
-var Formats = []string{FormatBatch, FormatShareGPT, FormatOpenAI, FormatAlpaca, FormatMTBench, FormatOAsst, FormatPlain, FormatPreference}
+// Formats lists the formats in detection order (see record.Formats).
+var Formats = record.Formats
 
-// fields is every top-level field any format reads, kept as raw JSON that
-// aliases the input line. Only the fields of the format chosen for a record
-// are looked at further, so an unexpected type in a field the record's
-// format does not use cannot cause a reject.
-type fields struct {
-	ID               json.RawMessage `json:"id"`
-	QuestionID       json.RawMessage `json:"question_id"`
-	CustomID         json.RawMessage `json:"custom_id"`
-	Conversation     json.RawMessage `json:"conversations"`
-	LMSYS            json.RawMessage `json:"conversation"` // LMSYS-Chat-1M's name for it
-	Messages         json.RawMessage `json:"messages"`
-	System           json.RawMessage `json:"system"`
-	Tools            json.RawMessage `json:"tools"`
-	Instruction      json.RawMessage `json:"instruction"`
-	Input            json.RawMessage `json:"input"`
-	Context          json.RawMessage `json:"context"`  // Dolly's reference text
-	Output           json.RawMessage `json:"output"`   // Alpaca's answer
-	Response         json.RawMessage `json:"response"` // Dolly's
-	History          json.RawMessage `json:"history"`
-	Turns            json.RawMessage `json:"turns"`
-	Category         json.RawMessage `json:"category"`
-	Prompt           json.RawMessage `json:"prompt"`
-	Question         json.RawMessage `json:"question"`
-	Text             json.RawMessage `json:"text"`
-	Chosen           json.RawMessage `json:"chosen"`
-	Rejected         json.RawMessage `json:"rejected"`
-	ChosenMessages   json.RawMessage `json:"chosen_messages"` // LLaMA-Factory v1 DPO
-	RejectedMessages json.RawMessage `json:"rejected_messages"`
-	MessageID        json.RawMessage `json:"message_id"` // OpenAssistant
-	ParentID         json.RawMessage `json:"parent_id"`
-	MessageTreeID    json.RawMessage `json:"message_tree_id"`
-	Role             json.RawMessage `json:"role"`
-	Body             json.RawMessage `json:"body"`
-	URL              json.RawMessage `json:"url"`
-	Langdetect       json.RawMessage `json:"langdetect"`
-	SystemPrompt     json.RawMessage `json:"system_prompt"`  // OpenOrca, SlimOrca
-	SystemMessage    json.RawMessage `json:"system_message"` // other spellings of the system slot
-	Functions        json.RawMessage `json:"functions"`      // legacy OpenAI function calling
-	FunctionCall     json.RawMessage `json:"function_call"`  // its request setting: tool_choice
-	ToolChoice       json.RawMessage `json:"tool_choice"`
-	ParallelCalls    json.RawMessage `json:"parallel_tool_calls"`
-	Query            json.RawMessage `json:"query"`    // MetaMath, ToolBench
-	APIList          json.RawMessage `json:"api_list"` // ToolBench's RapidAPI endpoints
-	Problem          json.RawMessage `json:"problem"`  // NuminaMath
-	Solution         json.RawMessage `json:"solution"`
-	ToyInput         json.RawMessage `json:"toy_input"` // xtuner's custom-dataset example
-	ToyOutput        json.RawMessage `json:"toy_output"`
-	Data             json.RawMessage `json:"data"`             // UltraChat: alternating user and assistant texts
-	Preferred        json.RawMessage `json:"preferred_output"` // OpenAI preference fine-tuning
-	NonPreferred     json.RawMessage `json:"non_preferred_output"`
-	Images           json.RawMessage `json:"images"` // media lists (LLaMA-Factory) and files (LLaVA)
-	Audios           json.RawMessage `json:"audios"`
-	Videos           json.RawMessage `json:"videos"`
-	Image            json.RawMessage `json:"image"`
-	Audio            json.RawMessage `json:"audio"`
-	Video            json.RawMessage `json:"video"`
-}
+type (
+	fields = record.Fields
+	turn   = record.LayoutTurn
+	part   = record.LayoutPart
+)
 
-// turn is one element of a conversation: ShareGPT's {from, value} or
-// OpenAI's {role, content}; either spelling is accepted in either layout.
-// A turn with neither a role nor a speaker but an input or an output is a
-// question and its answer (Capybara, xtuner: {system, input, output}).
-type turn struct {
-	From         json.RawMessage `json:"from"`
-	Value        json.RawMessage `json:"value"`
-	Role         json.RawMessage `json:"role"`
-	Content      json.RawMessage `json:"content"`
-	Name         json.RawMessage `json:"name"`
-	ToolCalls    json.RawMessage `json:"tool_calls"`
-	FunctionCall json.RawMessage `json:"function_call"` // legacy OpenAI function calling
-	ToolCallID   json.RawMessage `json:"tool_call_id"`
-	Reasoning    json.RawMessage `json:"reasoning_content"`
-	ReasoningAlt json.RawMessage `json:"reasoning"`
-	Thinking     json.RawMessage `json:"thinking"`
-	Weight       json.RawMessage `json:"weight"`      // OpenAI fine-tuning, ShareGPT (axolotl)
-	LossWeight   json.RawMessage `json:"loss_weight"` // LLaMA-Factory
-	Loss         json.RawMessage `json:"loss"`        // xtuner: false for context
-	Input        json.RawMessage `json:"input"`
-	Output       json.RawMessage `json:"output"`
-	System       json.RawMessage `json:"system"`
-}
-
-// part is one element of an OpenAI content array; LLaMA-Factory spells
-// the text field "value".
-type part struct {
-	Type  json.RawMessage `json:"type"`
-	Text  json.RawMessage `json:"text"`
-	Value json.RawMessage `json:"value"`
+// namedField is a field's value with its name, for reject details.
+type namedField struct {
+	name string
+	raw  []byte
 }
 
 // Roles, normalised.
@@ -159,69 +74,7 @@ func reject(reason, format string, args ...any) *badRecord {
 	return &badRecord{reason: reason, detail: fmt.Sprintf(format, args...)}
 }
 
-// detect names the format of a record, or "" when none of the known
-// fields is there.
-func detect(f *fields) string {
-	switch {
-	case present(f.CustomID) && present(f.Body) && f.Body[0] == '{':
-		return FormatBatch
-	case present(f.Conversation) || present(f.LMSYS):
-		return FormatShareGPT
-	case present(f.Messages):
-		return FormatOpenAI
-	case present(f.Instruction):
-		return FormatAlpaca
-	case present(f.Turns):
-		return FormatMTBench
-	case isOAsst(f):
-		return FormatOAsst
-	case isPlain(f):
-		return FormatPlain
-	case isUltraChat(f):
-		return FormatShareGPT
-	case isPreference(f):
-		return FormatPreference
-	}
-	return ""
-}
-
-// isOAsst recognises an OpenAssistant message tree (its prompt is a
-// message object) or one message of a flat export.
-func isOAsst(f *fields) bool {
-	return (present(f.Prompt) && f.Prompt[0] == '{') ||
-		(present(f.MessageID) && present(f.Role) && present(f.Text))
-}
-
-func isPlain(f *fields) bool {
-	for _, raw := range f.plainFields() {
-		if present(raw.raw) {
-			return true
-		}
-	}
-	return false
-}
-
-// isUltraChat recognises UltraChat's data: a list of texts.
-func isUltraChat(f *fields) bool { return present(f.Data) && f.Data[0] == '[' }
-
-func isPreference(f *fields) bool {
-	return (present(f.Chosen) && present(f.Rejected)) || (present(f.ChosenMessages) && present(f.RejectedMessages)) ||
-		(present(f.Preferred) && present(f.NonPreferred))
-}
-
-// namedField is a field's value with its name, for reject details.
-type namedField struct {
-	name string
-	raw  []byte
-}
-
-// plainFields are the fields a plain prompt is read from, in the order
-// they are tried: prompt (and TRL's), question (OpenOrca), query
-// (MetaMath), problem (NuminaMath), toy_input (xtuner's example), text.
-func (f *fields) plainFields() [6]namedField {
-	return [6]namedField{{"prompt", f.Prompt}, {"question", f.Question}, {"query", f.Query},
-		{"problem", f.Problem}, {"toy_input", f.ToyInput}, {"text", f.Text}}
-}
+func detect(f *fields) string { return record.DetectLayout(f) }
 
 // layoutFields names the fields each format needs, for the reject detail
 // of a record that has none of them.
@@ -629,24 +482,24 @@ func (x *Extractor) readTurns(raw []byte) *badRecord {
 	return nil
 }
 
-// readPlain takes the first of the plain fields (see plainFields) as one
+// readPlain takes the first of the plain fields (see record.Fields.PlainFields) as one
 // user turn, and its answer (OpenOrca's and MetaMath's response,
 // NuminaMath's solution, xtuner's toy_output) for the whole conversation.
 // A prompt that is a list of messages (as in preference datasets) is read
 // as a conversation. A ToolBench query is not read: its api_list are
 // RapidAPI endpoints, not chat tools.
 func (x *Extractor) readPlain(f *fields) *badRecord {
-	for _, c := range f.plainFields() {
+	for _, c := range f.PlainFields() {
 		switch {
-		case !present(c.raw):
+		case !present(c.Raw):
 			continue
-		case c.name == "query" && present(f.APIList):
+		case c.Name == "query" && present(f.APIList):
 			return reject(ReasonToolBenchQuery, "a ToolBench query (query and api_list) is not read: its APIs are RapidAPI endpoints, not chat tools, and without them the query asks for calls no model can make")
-		case isString(c.raw):
-			x.addMessage(roleUser, cleanToken(&x.arena, c.raw))
-			for _, answer := range [][]byte{f.Response, f.Solution, f.ToyOutput} {
-				if isString(answer) && !blankToken(answer) {
-					x.addMessage(roleAssistant, cleanToken(&x.arena, answer))
+		case isString(c.Raw):
+			x.addMessage(roleUser, cleanToken(&x.arena, c.Raw))
+			for _, answer := range f.PlainAnswers() {
+				if isString(answer.Raw) && !blankToken(answer.Raw) {
+					x.addMessage(roleAssistant, cleanToken(&x.arena, answer.Raw))
 					break
 				}
 			}
@@ -654,10 +507,10 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 				return bad
 			}
 			return x.setTools(f.Tools)
-		case c.raw[0] == '[':
-			return x.readConversation(c.name, c.raw, f.System, f.Tools)
+		case c.Raw[0] == '[':
+			return x.readConversation(c.Name, c.Raw, f.System, f.Tools)
 		default:
-			return reject(ReasonUnknownLayout, "%s is %s, neither text nor a list of messages", c.name, kindOf(c.raw))
+			return reject(ReasonUnknownLayout, "%s is %s, neither text nor a list of messages", c.Name, kindOf(c.Raw))
 		}
 	}
 	return reject(ReasonUnknownLayout, "no prompt, question, query, problem, toy_input or text field")

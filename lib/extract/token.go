@@ -5,6 +5,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/record"
 )
 
 // Message contents travel through extract as JSON string tokens (quotes
@@ -15,9 +17,7 @@ import (
 // invalid UTF-8) unescape.
 
 // present reports whether a raw field was given a non-null value.
-func present(raw []byte) bool {
-	return len(raw) > 0 && !(len(raw) == 4 && string(raw) == "null")
-}
+func present(raw []byte) bool { return record.Present(raw) }
 
 func isString(raw []byte) bool { return len(raw) >= 2 && raw[0] == '"' }
 

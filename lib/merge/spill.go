@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/klauspost/compress/s2"
+
+	"tokenmill/lib/jsonl"
 )
 
 const (
@@ -43,11 +45,11 @@ const (
 	flagCut
 )
 
-// newSpillFile creates a spill file that has no name (see createSpill):
+// newSpillFile creates a spill file that has no name (jsonl.CreateSpill):
 // it lives only as long as its descriptor, so even a killed merge leaves
 // nothing behind.
 func (m *merger) newSpillFile() (*spillFile, error) {
-	f, err := createSpill(m.tempParent)
+	f, err := jsonl.CreateSpill(m.tempParent, "tokenmill-merge-*.spill")
 	if err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
@@ -91,20 +93,6 @@ func (s *spillFile) write(e *entry) error {
 		return fmt.Errorf("spill file: %w", err)
 	}
 	return nil
-}
-
-// createNamedSpill creates a spill file and unlinks it at once, where an
-// unnamed one cannot be had: a kill between the two leaves it behind.
-func createNamedSpill(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "tokenmill-merge-*.spill")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
 }
 
 // finishWriting flushes what was written so the file can be read back.

@@ -66,6 +66,7 @@ type Command struct {
 	cli.ProgressFlag
 	TokenFlags `embed:""`
 	Checks     string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, think_block, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
+	Clusters   string `default:"" placeholder:"FILE" help:"Summarise the clusters FILE of dedup --near instead of records: near-duplicates dropped, their similarity histogram, and the --top kept prompts with the most copies."`
 	quality.Flags
 }
 
@@ -73,6 +74,9 @@ type Command struct {
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := c.check(); err != nil {
 		return err
+	}
+	if c.Clusters != "" {
+		return c.runClusters(ctx, env)
 	}
 	workers, err := c.Count()
 	if err != nil {
