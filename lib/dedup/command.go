@@ -3,7 +3,9 @@
 // are remembered in a scalable bloom filter (memory-bounded, with a
 // reported expected number of wrongly dropped records) or, with --exact,
 // also as 128-bit hashes (no wrong drops). The filter can be saved and
-// loaded, so a second dataset can be deduplicated against a first.
+// loaded, so a second dataset can be deduplicated against a first. With
+// --near, near-duplicates are dropped too, by MinHash signatures and a
+// banded LSH index (lib/minhash), in the same pass and the same state.
 package dedup
 
 import (
@@ -263,6 +265,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		read := s.n.read.Load()
 		line := fmt.Sprintf("read %d, kept %d, removed %d", read, s.n.kept.Load(), s.n.removed.Load())
+		if c.Near {
+			line += fmt.Sprintf(", near-duplicates %d", s.n.near.Load())
+		}
 		if bench != nil {
 			line += fmt.Sprintf(", contaminated %d", s.n.contaminated.Load())
 		}

@@ -107,10 +107,11 @@ func Agree(a, b Signature) int {
 // concurrent use: each goroutine has its own. Making one is cheap.
 type Hasher struct {
 	p    Params
-	a, b []uint64 // the permutations
-	ring []uint64 // the last Shingle word hashes
-	sh   []uint64 // the text's shingle hashes
-	pow  uint64   // rollMul^(Shingle-1)
+	a, b []uint64    // the permutations
+	ab   [][8]uint64 // the same, four at a time: a[i..i+3], b[i..i+3]
+	ring []uint64    // the last Shingle word hashes
+	sh   []uint64    // the text's shingle hashes
+	pow  uint64      // rollMul^(Shingle-1)
 }
 
 // rollMul is the odd multiplier of the rolling polynomial over word hashes.
@@ -130,6 +131,12 @@ func NewHasher(p Params) *Hasher {
 	}
 	for range p.Shingle - 1 {
 		h.pow *= rollMul
+	}
+	for i := 0; i+4 <= len(h.a); i += 4 {
+		var ab [8]uint64
+		copy(ab[:4], h.a[i:])
+		copy(ab[4:], h.b[i:])
+		h.ab = append(h.ab, ab)
 	}
 	return h
 }
@@ -259,22 +266,15 @@ func (h *Hasher) Sign(dst Signature, text []byte) Signature {
 	dst = dst[:0]
 	// One permutation at a time over all the shingles, which stay in the
 	// cache, so the running minimum stays in a register.
-	// Four at a time: four independent minima keep the multiplier busy.
-	a, b := h.a, h.b[:len(h.a)]
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		a0, a1, a2, a3 := a[i], a[i+1], a[i+2], a[i+3]
-		b0, b1, b2, b3 := b[i], b[i+1], b[i+2], b[i+3]
-		m0, m1, m2, m3 := uint64(math.MaxUint64), uint64(math.MaxUint64), uint64(math.MaxUint64), uint64(math.MaxUint64)
-		for _, s := range sh {
-			m0 = min(m0, a0*s+b0)
-			m1 = min(m1, a1*s+b1)
-			m2 = min(m2, a2*s+b2)
-			m3 = min(m3, a3*s+b3)
-		}
-		dst = append(dst, uint32(m0>>32), uint32(m1>>32), uint32(m2>>32), uint32(m3>>32))
+	// Four permutations at a time over all the shingles (min4): four
+	// independent minima keep the multiplier busy.
+	var m [4]uint64
+	for _, ab := range h.ab {
+		min4(sh, &ab, &m)
+		dst = append(dst, uint32(m[0]>>32), uint32(m[1]>>32), uint32(m[2]>>32), uint32(m[3]>>32))
 	}
-	for ; i < len(a); i++ {
+	a, b := h.a, h.b[:len(h.a)]
+	for i := 4 * len(h.ab); i < len(a); i++ {
 		m := uint64(math.MaxUint64)
 		for _, s := range sh {
 			m = min(m, a[i]*s+b[i])
@@ -307,3 +307,18 @@ func (p Params) BandKeys(dst []uint64, sig Signature) []uint64 {
 
 // ErrParams is returned for signatures of the wrong length.
 var ErrParams = errors.New("minhash: signature of the wrong length")
+
+// min4Go is min4 in Go, for every platform and as the reference the
+// assembly is tested against.
+func min4Go(sh []uint64, ab *[8]uint64, out *[4]uint64) {
+	a0, a1, a2, a3 := ab[0], ab[1], ab[2], ab[3]
+	b0, b1, b2, b3 := ab[4], ab[5], ab[6], ab[7]
+	m0, m1, m2, m3 := uint64(math.MaxUint64), uint64(math.MaxUint64), uint64(math.MaxUint64), uint64(math.MaxUint64)
+	for _, s := range sh {
+		m0 = min(m0, a0*s+b0)
+		m1 = min(m1, a1*s+b1)
+		m2 = min(m2, a2*s+b2)
+		m3 = min(m3, a3*s+b3)
+	}
+	*out = [4]uint64{m0, m1, m2, m3}
+}
