@@ -95,7 +95,7 @@ var sections []*section
 func init() {
 	sections = []*section{
 		extractSection, dedupSection, shardSection, mergeSection, statsSection, filterSection,
-		clientSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, ollamaSection, growthSection,
+		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, ollamaSection, growthSection,
 	}
 }
 

@@ -132,15 +132,19 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 	running, waiting, tokens := e.load()
 	e.mu.Lock()
 	rate := e.window.rate()
+	// The token counters and the time they were decoded by, as one
+	// reading (the scheduler moves them together under e.mu).
+	prompt, generated, decodedAt := e.stats.promptTokens.Load(), e.stats.generatedTokens.Load(), time.Duration(e.stats.decodedAt.Load())
 	e.mu.Unlock()
 	label := `{model_name=` + string(appendString(nil, e.f.cfg.ModelName)) + `} `
-	metric := func(name, typ, help string, v float64) {
-		b = append(b, "# HELP sglang:"+name+" "+help+"\n# TYPE sglang:"+name+" "+typ+"\nsglang:"+name+label...)
+	metricAs := func(prefix, name, typ, help string, v float64) {
+		b = append(b, "# HELP "+prefix+name+" "+help+"\n# TYPE "+prefix+name+" "+typ+"\n"+prefix+name+label...)
 		b = append(b, promFloat(v)...)
 		b = append(b, '\n')
 	}
-	metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(e.stats.promptTokens.Load()))
-	metric("generation_tokens_total", "counter", "Number of generation tokens processed.", float64(e.stats.generatedTokens.Load()))
+	metric := func(name, typ, help string, v float64) { metricAs("sglang:", name, typ, help, v) }
+	metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(prompt))
+	metric("generation_tokens_total", "counter", "Number of generation tokens processed.", float64(generated))
 	metric("num_requests_total", "counter", "Number of requests processed.", float64(e.stats.completed.Load()+e.stats.aborted.Load()))
 	metric("num_running_reqs", "gauge", "The number of running requests.", float64(running))
 	metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", float64(waiting))
@@ -150,6 +154,10 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 	if e.f.cfg.KVTokens > 0 {
 		metric("cache_hit_rate", "gauge", "The prefix cache hit rate.", ratio(float64(e.stats.cachedTokens.Load()), float64(e.stats.cacheQueries.Load())))
 	}
+	// The simulator's own: what a window of simulated time decoded is the
+	// difference of generation_tokens_total between two readings, over
+	// the difference of this (the benchmark suite's fleet utilisation).
+	metricAs("llmsim:", "decoded_through_seconds", "gauge", "Simulated time at the end of the last scheduler step that prompt_tokens_total and generation_tokens_total count.", decodedAt.Seconds())
 	return b
 }
 

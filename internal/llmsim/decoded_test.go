@@ -1,0 +1,107 @@
+package llmsim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// decodeReading is one /metrics reading of what an endpoint decoded.
+type decodeReading struct {
+	generated, prompt, through float64
+}
+
+func readDecoded(t *testing.T, base string) decodeReading {
+	t.Helper()
+	_, body := getBody(t, base+pathMetrics)
+	var r decodeReading
+	found := 0
+	for _, line := range strings.Split(body, "\n") {
+		name, value, ok := strings.Cut(line, "} ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("/metrics line %q: %v", line, err)
+		}
+		switch {
+		case strings.HasPrefix(name, "sglang:generation_tokens_total{"):
+			r.generated, found = v, found+1
+		case strings.HasPrefix(name, "sglang:prompt_tokens_total{"):
+			r.prompt, found = v, found+1
+		case strings.HasPrefix(name, "llmsim:decoded_through_seconds{"):
+			r.through, found = v, found+1
+		}
+	}
+	if found != 3 {
+		t.Fatalf("/metrics lacks the decode counters:\n%s", body)
+	}
+	return r
+}
+
+// What /metrics says was decoded between any two readings is never more
+// than the model can decode in the simulated time between them (a full
+// batch all along, less the prefill it did), however the readings fall on
+// the steps: a window's share of the ideal counted from these figures
+// cannot pass 100%, even while answers drain. The clock moves in uneven
+// strides, so readings land mid catch-up as well as between steps.
+func TestDecodedThroughBoundsTheTokens(t *testing.T) {
+	clock := NewManualClock()
+	const slots = 8
+	fleet := startFleet(t, Config{Clock: clock, MaxRunning: slots, Seed: 3}, 1)
+	base := fleet.URLs()[0]
+	timing := DefaultTiming()
+	rate := slots / timing.StepDuration(slots, 0).Seconds() // tokens a simulated second, a full batch
+	const requests = 40
+	var wg sync.WaitGroup
+	for i := 0; i < requests; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if status, _, err := postChat(t, base, chatBody(fmt.Sprintf("Question %d: say something of length.", i), 20+7*i, false)); err != nil || status != 200 {
+				t.Errorf("request %d: %d %v", i, status, err)
+			}
+		}()
+	}
+	ep := fleet.Endpoint(0)
+	waitFor(t, "the requests in the scheduler", func() bool { st := ep.Stats(); return st.Running+st.Waiting == requests })
+	readings := []decodeReading{readDecoded(t, base)}
+	strides := []time.Duration{13 * time.Millisecond, 250 * time.Millisecond, 41 * time.Millisecond, time.Second, 3 * time.Millisecond}
+	deadline := time.Now().Add(30 * time.Second)
+	for k := 0; ep.Stats().Completed < requests; k++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the answers did not finish: %+v", ep.Stats())
+		}
+		clock.Advance(strides[k%len(strides)])
+		time.Sleep(200 * time.Microsecond)
+		readings = append(readings, readDecoded(t, base))
+	}
+	wg.Wait()
+	readings = append(readings, readDecoded(t, base))
+	last := readings[len(readings)-1]
+	if st := ep.Stats(); last.generated != float64(st.GeneratedTokens) || st.GeneratedTokens == 0 {
+		t.Fatalf("generation_tokens_total %v, the endpoint generated %d", last.generated, st.GeneratedTokens)
+	}
+	if last.through <= readings[0].through {
+		t.Fatalf("decoded_through_seconds did not move: %v to %v", readings[0].through, last.through)
+	}
+	prefill := timing.PrefillPerToken.Seconds()
+	for i := range readings {
+		for j := i + 1; j < len(readings); j++ {
+			a, b := readings[i], readings[j]
+			decoded := b.generated - a.generated
+			ideal := rate * (b.through - a.through - (b.prompt-a.prompt)*prefill)
+			if decoded > ideal*(1+1e-9)+1e-9 {
+				t.Fatalf("readings %d to %d: %v tokens decoded in %.3f s (simulated) with %v prompt tokens, more than a full batch's %.1f",
+					i, j, decoded, b.through-a.through, b.prompt-a.prompt, ideal)
+			}
+		}
+	}
+	if len(readings) < 20 {
+		t.Errorf("only %d readings: the bound was hardly tried", len(readings))
+	}
+}
