@@ -206,7 +206,8 @@ func (e *Endpoint) start(retry bool) error {
 	e.inc = inc
 	e.accepted = 0
 	e.model = e.newModel()
-	e.stats.decodedAt.Store(int64(e.f.clock.Now())) // the new model decodes from now on
+	// The new model decodes from now on.
+	e.stats.decodedAt.Store(int64(e.f.clock.Now()))
 	if e.f.cfg.KVTokens > 0 { // a (re)started server has an empty cache
 		e.cache = newPrefixCache(e.f.cfg.KVTokens)
 	}

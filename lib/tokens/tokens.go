@@ -59,8 +59,8 @@ type Counter struct {
 	next     int
 	learned  int       // prompts learned from, all told
 	scratch  []float64 // for the percentile, reused
-	bpt      float64 // the estimate's bytes per token now
-	template float64 // chat template tokens per message, measured (0: not yet)
+	bpt      float64   // the estimate's bytes per token now
+	template float64   // chat template tokens per message, measured (0: not yet)
 }
 
 // NewCounter is a counter asking pool's tokenizers, in requests naming
