@@ -1,13 +1,11 @@
 package benchsuite
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -92,19 +90,9 @@ var costSection = &section{
 	name: "cost", heading: "## infer: CPU and allocations a request",
 	about: "infer's CPU, allocations and bytes a request against llmsim --instant (BenchmarkRequestCost); the run fails when one grows by half over " + baselineFile,
 	measure: func(ctx context.Context, h *harness) error {
-		argv := []string{"go", "test", "-run", "^$", "-bench", "^BenchmarkRequestCost$", "-benchtime", "3x",
-			"-count", strconv.Itoa(h.runs), "./lib/infer/"}
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir = h.repo
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		load := loadAverage()
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out.Bytes(), 3000))
-		}
-		medians, err := subBenchMedians(out.Bytes(), "BenchmarkRequestCost", costModes)
+		argv, load, medians, err := h.subBench(ctx, "BenchmarkRequestCost", "3x", "./lib/infer/", costModes)
 		if err != nil {
-			return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out.Bytes(), 3000))
+			return err
 		}
 		for _, mode := range costModes {
 			r := &Result{Group: "cost", Name: mode, Ours: true, Command: shellJoin(argv), OutRecords: -1, Load1: load, Metrics: medians[mode]}
