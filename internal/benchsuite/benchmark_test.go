@@ -367,7 +367,7 @@ func TestAnalyse(t *testing.T) {
 		full := 48 / 0.0406784
 		generated := []float64{full * sim, full / 3 / 2 * sim}
 		samples = append(samples, fleetSample{at: at, delivered: 1000 * at.Seconds(), up: up, running: running, generated: generated,
-			prompted: []float64{0, 1000 * float64(i)}, through: []float64{sim, sim}})
+			prompted: []float64{0, 1000 * float64(i)}, through: []float64{sim, sim}, clock: []float64{sim, sim}})
 	}
 	tot := outputTotals{answers: 100, completion: 10000}
 	fr, err := c.analyse(fleetRun{}, samples, []float64{48, 48}, []float64{1, 3}, tot, 10*time.Second)
@@ -419,7 +419,7 @@ func TestAnalyseDrainNeverPassesTheIdeal(t *testing.T) {
 		}
 		final = delivered
 		samples = append(samples, fleetSample{at: at, delivered: delivered, up: []bool{true}, running: []float64{48},
-			generated: []float64{48 * steps}, prompted: []float64{0}, through: []float64{steps * step}})
+			generated: []float64{48 * steps}, prompted: []float64{0}, through: []float64{steps * step}, clock: []float64{sim}})
 	}
 	fr, err := c.analyse(fleetRun{}, samples, []float64{48}, []float64{1}, outputTotals{answers: 48, completion: final}, 2*time.Second)
 	if err != nil {

@@ -68,6 +68,7 @@ type fleetSample struct {
 	generated []float64 // llmsim's generation_tokens_total, per endpoint
 	prompted  []float64 // its prompt_tokens_total (prefilled)
 	through   []float64 // llmsim:decoded_through_seconds: the simulated time both counters are read at
+	clock     []float64 // llmsim:clock_seconds: the simulated time of the reading
 }
 
 // fleetRun is what one run measured.
@@ -346,7 +347,7 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 		fr.utilPct = 100 * busy / cap
 	}
 	fr.simGenTokS = generatedBetween(samples[a], samples[b]) / window / scale
-	fr.decodedPct, fr.decodedPrefillPct = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds(), scale)
+	fr.decodedPct, fr.decodedPrefillPct = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds())
 
 	// The whole run, ramp-up and tail included; before the first sample
 	// and after the last, the fleet counts as up.
@@ -375,27 +376,40 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 
 // decodedShare is the percentage of the ideal the endpoints decoded over
 // samples, and of the ideal less the prefill they did ("with prefill").
-// Each endpoint counts between two samples where it was up at both: the
+// Each endpoint counts over each stretch of samples it was up at: the
 // tokens it decoded (generation_tokens_total) against its full batch's
-// rate over the simulated time between the readings (the longer of the
-// time its counters were read at, llmsim:decoded_through_seconds, and the
-// samples' time apart, so that time idle counts), less, with prefill, the
-// time its steps spent prefilling (prompt_tokens_total). A step of n
-// sequences lasts at least what n decode at the full batch's rate plus its
-// prefill, so neither figure can pass 100%, wherever the window falls.
-func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken, scale float64) (pct, prefillPct float64) {
+// rate over the simulated time the stretch spans (the longer of the time
+// its counters were read at, llmsim:decoded_through_seconds, and its
+// clock's, llmsim:clock_seconds, so that time idle counts), less, with
+// prefill, the time its steps spent prefilling (prompt_tokens_total). A
+// step of n sequences lasts at least what n decode at the full batch's
+// rate plus its prefill, so neither figure can pass 100%, wherever the
+// window and the readings fall.
+func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (pct, prefillPct float64) {
 	var decoded, ideal, idealPrefill float64
-	for k := 0; k+1 < len(samples); k++ {
-		s, t := samples[k], samples[k+1]
-		dt := (t.at - s.at).Seconds() * scale
-		for i := range rate {
-			if !s.up[i] || !t.up[i] {
+	for i := range rate {
+		// from is the first sample of the stretch up to k.
+		from := -1
+		for k := range samples {
+			up := samples[k].up[i]
+			if up && from < 0 {
+				from = k
+			}
+			last := k == len(samples)-1 || !samples[k+1].up[i]
+			if !up || !last || from < 0 {
 				continue
 			}
-			span := max(dt, t.through[i]-s.through[i])
-			decoded += counterDelta(s.generated[i], t.generated[i])
+			var gen, prompt float64
+			for j := from; j < k; j++ {
+				gen += counterDelta(samples[j].generated[i], samples[j+1].generated[i])
+				prompt += counterDelta(samples[j].prompted[i], samples[j+1].prompted[i])
+			}
+			a, b := samples[from], samples[k]
+			span := max(b.through[i]-a.through[i], b.clock[i]-a.clock[i])
+			decoded += gen
 			ideal += rate[i] * span
-			idealPrefill += rate[i] * max(0, span-counterDelta(s.prompted[i], t.prompted[i])*prefillPerToken*slow[i])
+			idealPrefill += rate[i] * max(0, span-prompt*prefillPerToken*slow[i])
+			from = -1
 		}
 	}
 	if ideal > 0 {
@@ -483,6 +497,7 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 	s.generated = make([]float64, len(urls))
 	s.prompted = make([]float64, len(urls))
 	s.through = make([]float64, len(urls))
+	s.clock = make([]float64, len(urls))
 	m, err := scrape(client, "http://"+inferAddr+"/metrics")
 	if err != nil {
 		return s, 0, false
@@ -518,6 +533,8 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 					s.prompted[i] = v
 				case strings.HasPrefix(k, "llmsim:decoded_through_seconds"):
 					s.through[i] = v
+				case strings.HasPrefix(k, "llmsim:clock_seconds"):
+					s.clock[i] = v
 				}
 			}
 		}()

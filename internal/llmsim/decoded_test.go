@@ -11,7 +11,7 @@ import (
 
 // decodeReading is one /metrics reading of what an endpoint decoded.
 type decodeReading struct {
-	generated, prompt, through float64
+	generated, prompt, through, clock float64
 }
 
 func readDecoded(t *testing.T, base string) decodeReading {
@@ -35,9 +35,11 @@ func readDecoded(t *testing.T, base string) decodeReading {
 			r.prompt, found = v, found+1
 		case strings.HasPrefix(name, "llmsim:decoded_through_seconds{"):
 			r.through, found = v, found+1
+		case strings.HasPrefix(name, "llmsim:clock_seconds{"):
+			r.clock, found = v, found+1
 		}
 	}
-	if found != 3 {
+	if found != 4 {
 		t.Fatalf("/metrics lacks the decode counters:\n%s", body)
 	}
 	return r
@@ -88,6 +90,9 @@ func TestDecodedThroughBoundsTheTokens(t *testing.T) {
 	}
 	if last.through <= readings[0].through {
 		t.Fatalf("decoded_through_seconds did not move: %v to %v", readings[0].through, last.through)
+	}
+	if want := clock.Now().Seconds(); last.clock != want {
+		t.Fatalf("clock_seconds %v, the clock is at %v", last.clock, want)
 	}
 	prefill := timing.PrefillPerToken.Seconds()
 	for i := range readings {

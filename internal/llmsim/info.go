@@ -135,6 +135,7 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 	// The token counters and the time they were decoded by, as one
 	// reading (the scheduler moves them together under e.mu).
 	prompt, generated, decodedAt := e.stats.promptTokens.Load(), e.stats.generatedTokens.Load(), time.Duration(e.stats.decodedAt.Load())
+	now := e.f.clock.Now()
 	e.mu.Unlock()
 	label := `{model_name=` + string(appendString(nil, e.f.cfg.ModelName)) + `} `
 	metricAs := func(prefix, name, typ, help string, v float64) {
@@ -156,8 +157,10 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 	}
 	// The simulator's own: what a window of simulated time decoded is the
 	// difference of generation_tokens_total between two readings, over
-	// the difference of this (the benchmark suite's fleet utilisation).
+	// the longer of the differences of these two (the benchmark suite's
+	// fleet utilisation): the step counted last may end after the clock.
 	metricAs("llmsim:", "decoded_through_seconds", "gauge", "Simulated time at the end of the last scheduler step that prompt_tokens_total and generation_tokens_total count.", decodedAt.Seconds())
+	metricAs("llmsim:", "clock_seconds", "gauge", "Simulated time when the counters were read.", now.Seconds())
 	return b
 }
 
