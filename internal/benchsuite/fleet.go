@@ -65,10 +65,10 @@ type fleetSample struct {
 	delivered float64 // completion tokens infer has written
 	up        []bool
 	running   []float64
-	generated []float64 // llmsim's generation_tokens_total, per endpoint
-	prompted  []float64 // its prompt_tokens_total (prefilled)
-	through   []float64 // llmsim:decoded_through_seconds: the simulated time both counters are read at
-	clock     []float64 // llmsim:clock_seconds: the simulated time of the reading
+	// From llmsim's /llmsim/decoded, per endpoint: its
+	// generation_tokens_total, prompt_tokens_total (prefilled), the
+	// simulated time they were decoded by, and its clock's.
+	generated, prompted, through, clock []float64
 }
 
 // fleetRun is what one run measured.
@@ -379,8 +379,8 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 // Each endpoint counts over each stretch of samples it was up at: the
 // tokens it decoded (generation_tokens_total) against its full batch's
 // rate over the simulated time the stretch spans (the longer of the time
-// its counters were read at, llmsim:decoded_through_seconds, and its
-// clock's, llmsim:clock_seconds, so that time idle counts), less, with
+// its counters were decoded by and its clock's, both from llmsim's
+// /llmsim/decoded, so that time idle counts), less, with
 // prefill, the time its steps spent prefilling (prompt_tokens_total). A
 // step of n sequences lasts at least what n decode at the full batch's
 // rate plus its prefill, so neither figure can pass 100%, wherever the
@@ -522,25 +522,44 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 			if err != nil {
 				return
 			}
+			d, err := readDecoded(client, u)
+			if err != nil {
+				return
+			}
 			s.up[i] = true
 			for k, v := range sm {
-				switch {
-				case strings.HasPrefix(k, "sglang:num_running_reqs"):
+				if strings.HasPrefix(k, "sglang:num_running_reqs") {
 					s.running[i] = v
-				case strings.HasPrefix(k, "sglang:generation_tokens_total"):
-					s.generated[i] = v
-				case strings.HasPrefix(k, "sglang:prompt_tokens_total"):
-					s.prompted[i] = v
-				case strings.HasPrefix(k, "llmsim:decoded_through_seconds"):
-					s.through[i] = v
-				case strings.HasPrefix(k, "llmsim:clock_seconds"):
-					s.clock[i] = v
 				}
 			}
+			s.generated[i], s.prompted[i], s.through[i], s.clock[i] = d.Generated, d.Prompt, d.Through, d.Clock
 		}()
 	}
 	wg.Wait()
 	return s, retries, true
+}
+
+// decodedReading is llmsim's GET /llmsim/decoded: its token counters and
+// the simulated times they were decoded by and read at, read together.
+type decodedReading struct {
+	Prompt    float64 `json:"prompt_tokens_total"`
+	Generated float64 `json:"generation_tokens_total"`
+	Through   float64 `json:"decoded_through_seconds"`
+	Clock     float64 `json:"clock_seconds"`
+}
+
+func readDecoded(client *http.Client, base string) (decodedReading, error) {
+	var d decodedReading
+	resp, err := client.Get(base + "/llmsim/decoded")
+	if err != nil {
+		return d, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return d, fmt.Errorf("%s/llmsim/decoded: %s", base, resp.Status)
+	}
+	return d, json.NewDecoder(resp.Body).Decode(&d)
 }
 
 // scrape reads a Prometheus text page into name{labels} -> value.

@@ -230,8 +230,8 @@ var fleetSection = &section{
 			"  rate (1,180 tok/s, a third of that for the slow one), for the time it\n"+
 			"  was up (`/health` polled every 100 ms).\n"+
 			"- **decoded %% of ideal**: the tokens decoded in the window over that\n"+
-			"  ideal, each endpoint over the simulated time its counters were read at\n"+
-			"  (`llmsim:decoded_through_seconds`): never above 100%%, where delivered\n"+
+			"  ideal, each endpoint over the simulated time its counters were decoded\n"+
+			"  by (llmsim's `/llmsim/decoded`): never above 100%%, where delivered\n"+
 			"  tokens over the ideal pass it when answers decoded before the window\n"+
 			"  are delivered in it (a short run, the drain of the last answers).\n"+
 			"  \"With prefill\" takes from the ideal the time the endpoints' steps\n"+

@@ -1,51 +1,34 @@
 package llmsim
 
 import (
+	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// decodeReading is one /metrics reading of what an endpoint decoded.
+// decodeReading is one /llmsim/decoded reading of what an endpoint decoded.
 type decodeReading struct {
 	generated, prompt, through, clock float64
 }
 
 func readDecoded(t *testing.T, base string) decodeReading {
 	t.Helper()
-	_, body := getBody(t, base+pathMetrics)
-	var r decodeReading
-	found := 0
-	for _, line := range strings.Split(body, "\n") {
-		name, value, ok := strings.Cut(line, "} ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		switch {
-		case strings.HasPrefix(name, "sglang:generation_tokens_total{"):
-			r.generated, found = v, found+1
-		case strings.HasPrefix(name, "sglang:prompt_tokens_total{"):
-			r.prompt, found = v, found+1
-		case strings.HasPrefix(name, "llmsim:decoded_through_seconds{"):
-			r.through, found = v, found+1
-		case strings.HasPrefix(name, "llmsim:clock_seconds{"):
-			r.clock, found = v, found+1
-		}
+	status, body := getBody(t, base+pathDecoded)
+	var w struct {
+		Prompt    *float64 `json:"prompt_tokens_total"`
+		Generated *float64 `json:"generation_tokens_total"`
+		Through   *float64 `json:"decoded_through_seconds"`
+		Clock     *float64 `json:"clock_seconds"`
 	}
-	if found != 4 {
-		t.Fatalf("/metrics lacks the decode counters:\n%s", body)
+	if err := json.Unmarshal([]byte(body), &w); status != 200 || err != nil || w.Prompt == nil || w.Generated == nil || w.Through == nil || w.Clock == nil {
+		t.Fatalf("GET %s: %d %v\n%s", pathDecoded, status, err, body)
 	}
-	return r
+	return decodeReading{generated: *w.Generated, prompt: *w.Prompt, through: *w.Through, clock: *w.Clock}
 }
 
-// What /metrics says was decoded between any two readings is never more
+// What /llmsim/decoded says was decoded between any two readings is never more
 // than the model can decode in the simulated time between them (a full
 // batch all along, less the prefill it did), however the readings fall on
 // the steps: a window's share of the ideal counted from these figures

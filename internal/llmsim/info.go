@@ -44,6 +44,8 @@ func (e *Endpoint) info(ctx *fasthttp.RequestCtx, path string) {
 		b = append(b, `,"is_generation":true,"preferred_sampling_params":null,"weight_version":"`+weightVersion+`"}`...)
 	case pathServerInfo, pathServerInfoNew:
 		b = e.appendServerInfo(b)
+	case pathDecoded:
+		b = e.appendDecoded(b)
 	case pathLoad:
 		// tokenizer_manager.get_load: one GetLoadReqOutput per DP rank.
 		running, waiting, tokens := e.load()
@@ -132,20 +134,15 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 	running, waiting, tokens := e.load()
 	e.mu.Lock()
 	rate := e.window.rate()
-	// The token counters and the time they were decoded by, as one
-	// reading (the scheduler moves them together under e.mu).
-	prompt, generated, decodedAt := e.stats.promptTokens.Load(), e.stats.generatedTokens.Load(), time.Duration(e.stats.decodedAt.Load())
-	now := e.f.clock.Now()
 	e.mu.Unlock()
 	label := `{model_name=` + string(appendString(nil, e.f.cfg.ModelName)) + `} `
-	metricAs := func(prefix, name, typ, help string, v float64) {
-		b = append(b, "# HELP "+prefix+name+" "+help+"\n# TYPE "+prefix+name+" "+typ+"\n"+prefix+name+label...)
+	metric := func(name, typ, help string, v float64) {
+		b = append(b, "# HELP sglang:"+name+" "+help+"\n# TYPE sglang:"+name+" "+typ+"\nsglang:"+name+label...)
 		b = append(b, promFloat(v)...)
 		b = append(b, '\n')
 	}
-	metric := func(name, typ, help string, v float64) { metricAs("sglang:", name, typ, help, v) }
-	metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(prompt))
-	metric("generation_tokens_total", "counter", "Number of generation tokens processed.", float64(generated))
+	metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(e.stats.promptTokens.Load()))
+	metric("generation_tokens_total", "counter", "Number of generation tokens processed.", float64(e.stats.generatedTokens.Load()))
 	metric("num_requests_total", "counter", "Number of requests processed.", float64(e.stats.completed.Load()+e.stats.aborted.Load()))
 	metric("num_running_reqs", "gauge", "The number of running requests.", float64(running))
 	metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", float64(waiting))
@@ -155,13 +152,31 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 	if e.f.cfg.KVTokens > 0 {
 		metric("cache_hit_rate", "gauge", "The prefix cache hit rate.", ratio(float64(e.stats.cachedTokens.Load()), float64(e.stats.cacheQueries.Load())))
 	}
-	// The simulator's own: what a window of simulated time decoded is the
-	// difference of generation_tokens_total between two readings, over
-	// the longer of the differences of these two (the benchmark suite's
-	// fleet utilisation): the step counted last may end after the clock.
-	metricAs("llmsim:", "decoded_through_seconds", "gauge", "Simulated time at the end of the last scheduler step that prompt_tokens_total and generation_tokens_total count.", decodedAt.Seconds())
-	metricAs("llmsim:", "clock_seconds", "gauge", "Simulated time when the counters were read.", now.Seconds())
 	return b
+}
+
+// appendDecoded writes GET /llmsim/decoded, the simulator's own (no
+// server has it): the token counters of /metrics and the simulated time
+// they were decoded by (the end of the last scheduler step they count),
+// read together (the scheduler moves them together under e.mu), with the
+// clock's time. What a window decoded is the difference of the counters
+// between two readings; the time it took, the longer of the differences of
+// the two times (the step counted last may end after the clock): the
+// benchmark suite's fleet utilisation, which so cannot pass 100%.
+func (e *Endpoint) appendDecoded(b []byte) []byte {
+	e.mu.Lock()
+	prompt, generated, through := e.stats.promptTokens.Load(), e.stats.generatedTokens.Load(), time.Duration(e.stats.decodedAt.Load())
+	now := e.f.clock.Now()
+	e.mu.Unlock()
+	b = append(b, `{"prompt_tokens_total":`...)
+	b = strconv.AppendInt(b, prompt, 10)
+	b = append(b, `,"generation_tokens_total":`...)
+	b = strconv.AppendInt(b, generated, 10)
+	b = append(b, `,"decoded_through_seconds":`...)
+	b = strconv.AppendFloat(b, through.Seconds(), 'f', -1, 64)
+	b = append(b, `,"clock_seconds":`...)
+	b = strconv.AppendFloat(b, now.Seconds(), 'f', -1, 64)
+	return append(b, '}')
 }
 
 // promFloat formats v as Python's prometheus_client does (floatToGoString):
