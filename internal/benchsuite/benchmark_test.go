@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -360,9 +361,15 @@ func TestAnalyse(t *testing.T) {
 		if !up[1] {
 			running[1] = 0
 		}
-		samples = append(samples, fleetSample{at: at, delivered: 1000 * at.Seconds(), up: up, running: running, generated: []float64{float64(i), float64(i)}})
+		// Endpoint 0 decodes a full batch all along; endpoint 1 half of
+		// one, prefilling 1,000 prompt tokens every interval.
+		sim := at.Seconds() * 10
+		full := 48 / 0.0406784
+		generated := []float64{full * sim, full / 3 / 2 * sim}
+		samples = append(samples, fleetSample{at: at, delivered: 1000 * at.Seconds(), up: up, running: running, generated: generated,
+			prompted: []float64{0, 1000 * float64(i)}, through: []float64{sim, sim}, clock: []float64{sim, sim}})
 	}
-	tot := outputTotals{answers: 100, completion: 10000, prompt: 5000}
+	tot := outputTotals{answers: 100, completion: 10000}
 	fr, err := c.analyse(fleetRun{}, samples, []float64{48, 48}, []float64{1, 3}, tot, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -376,10 +383,55 @@ func TestAnalyse(t *testing.T) {
 	full := 48 / 0.0406784 // calibrated tok/s of a full batch
 	// Steady window: samples 10..90, endpoint 1 down for 10 of 80 intervals.
 	near("ideal", fr.idealTokS, full+full/3*70/80)
-	if fr.idealPrefillTokS >= fr.idealTokS {
-		t.Errorf("the ideal with prefill (%.0f) is not below the decode-only one (%.0f)", fr.idealPrefillTokS, fr.idealTokS)
-	}
+	// Decoded: endpoint 0's full rate over 80 intervals, endpoint 1's half
+	// over the 69 with it up at both ends; with prefill, endpoint 1's 1,000
+	// tokens an interval take 1000 × 40 µs × 3 = 0.12 s of its 1 s.
+	near("decoded % of ideal", fr.decodedPct, 100*(80+0.5/3*69)/(80+69.0/3))
+	near("decoded % of ideal with prefill", fr.decodedPrefillPct, 100*(80+0.5/3*69)/(80+69*0.88/3))
 	near("utilisation", fr.utilPct, 100*(48*80+24*70)/float64(48*80+48*70))
 	near("downtime (simulated s)", fr.downSimSeconds, 10)
 	near("whole run", fr.wholeTokS, 100)
+}
+
+// A run whose answers drain inside the window: the fleet decodes a full
+// batch steadily, but infer's delivered tokens come in a late burst (long
+// answers all finishing at once), so the window between 10% and 90% of the
+// delivered tokens is short and what was delivered in it was decoded
+// mostly before it. Delivered tokens over the ideal pass 100% there; the
+// share of the ideal counted from the tokens decoded cannot, wherever the
+// readings fall on the simulator's steps.
+func TestAnalyseDrainNeverPassesTheIdeal(t *testing.T) {
+	const scale = 20
+	full := 48 / 0.0406784 // a full batch's tok/s (simulated)
+	step := 0.0406784      // s (simulated) a full step takes
+	c := &FleetCmd{TimeScale: scale}
+	var samples []fleetSample
+	final := 0.0
+	for i := 0; i <= 200; i++ {
+		at := time.Duration(i) * 10 * time.Millisecond
+		sim := at.Seconds() * scale
+		// The counters move a step at a time, read at the end of the last
+		// step counted: up to a step behind the samples' time.
+		steps := math.Floor(sim / step)
+		delivered := 0.0
+		if i >= 150 {
+			delivered = full * 4 * float64(min(i-150, 10)) / 10 // the drain: 4 s of decoding in 0.1 s
+		}
+		final = delivered
+		samples = append(samples, fleetSample{at: at, delivered: delivered, up: []bool{true}, running: []float64{48},
+			generated: []float64{48 * steps}, prompted: []float64{0}, through: []float64{steps * step}, clock: []float64{sim}})
+	}
+	fr, err := c.analyse(fleetRun{}, samples, []float64{48}, []float64{1}, outputTotals{answers: 48, completion: final}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if delivered := 100 * fr.steadyTokS / fr.idealTokS; delivered <= 100 {
+		t.Fatalf("delivered tokens over the ideal are %.1f%%: the case does not drain in its window", delivered)
+	}
+	if fr.decodedPct > 100 || fr.decodedPrefillPct > 100 {
+		t.Errorf("decoded share of the ideal %.2f%% (with prefill %.2f%%): above 100%%", fr.decodedPct, fr.decodedPrefillPct)
+	}
+	if fr.decodedPct < 95 {
+		t.Errorf("decoded share of the ideal %.2f%%: a fleet decoding a full batch all along is near 100%%", fr.decodedPct)
+	}
 }

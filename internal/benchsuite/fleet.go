@@ -31,8 +31,13 @@ import (
 // /metrics are polled. The steady state is the stretch between 10% and 90%
 // of the delivered tokens: there, the fleet's ideal is each endpoint's
 // calibrated full-batch rate (48 slots decoding, slowed by its slow factor)
-// for the time it was up; slot utilisation is running requests over the
-// slots of the endpoints that were up.
+// for the time it was up, and its share of the ideal is what the endpoints
+// decoded in that time (their generation_tokens_total), never what infer
+// delivered: an answer delivered in the window was partly decoded before
+// it, and a window short beside an answer's time (a small run, the drain
+// of the last answers) would count more than the fleet can decode. Slot
+// utilisation is running requests over the slots of the endpoints that
+// were up.
 type FleetCmd struct {
 	Results    string        `help:"Append the result to this JSONL file." required:""`
 	Group      string        `help:"Table the result belongs to." default:"fleet"`
@@ -60,14 +65,18 @@ type fleetSample struct {
 	delivered float64 // completion tokens infer has written
 	up        []bool
 	running   []float64
-	generated []float64 // llmsim's generation_tokens_total, per endpoint
+	// From llmsim's /llmsim/decoded, per endpoint: its
+	// generation_tokens_total, prompt_tokens_total (prefilled), the
+	// simulated time they were decoded by, and its clock's.
+	generated, prompted, through, clock []float64
 }
 
 // fleetRun is what one run measured.
 type fleetRun struct {
 	run                                            Run
-	steadyTokS, idealTokS, idealPrefillTokS        float64
+	steadyTokS, idealTokS                          float64
 	wholeTokS, wholeIdealTokS, utilPct, simGenTokS float64
+	decodedPct, decodedPrefillPct                  float64
 	downSimSeconds                                 float64
 	ok, failed                                     int64
 	retries                                        float64
@@ -107,8 +116,8 @@ func (c *FleetCmd) measure(ctx context.Context, logf func(string, ...any)) (*Res
 		if err != nil {
 			return nil, fmt.Errorf("fleet %s run %d: %w", name, i+1, err)
 		}
-		logf("fleet/%s run %d: %.0f tok/s (simulated) in steady state, %.1f%% of ideal %.0f (%.1f%% with prefill), slots %.1f%% busy; whole run %.1f%%; %d ok, %d failed (load %.2f)",
-			name, i+1, fr.steadyTokS, 100*fr.steadyTokS/fr.idealTokS, fr.idealTokS, 100*fr.steadyTokS/fr.idealPrefillTokS, fr.utilPct,
+		logf("fleet/%s run %d: %.0f tok/s (simulated) delivered in steady state, %.0f decoded: %.1f%% of ideal %.0f (%.1f%% with prefill), slots %.1f%% busy; whole run %.1f%%; %d ok, %d failed (load %.2f)",
+			name, i+1, fr.steadyTokS, fr.simGenTokS, fr.decodedPct, fr.idealTokS, fr.decodedPrefillPct, fr.utilPct,
 			100*fr.wholeTokS/fr.wholeIdealTokS, fr.ok, fr.failed, loadAverage())
 		runs = append(runs, fr)
 		res.Runs = append(res.Runs, fr.run)
@@ -124,8 +133,9 @@ func (c *FleetCmd) measure(ctx context.Context, logf func(string, ...any)) (*Res
 	}
 	res.Metrics["tok_s"] = med(func(r fleetRun) float64 { return r.steadyTokS })
 	res.Metrics["ideal_tok_s"] = med(func(r fleetRun) float64 { return r.idealTokS })
-	res.Metrics["ideal_pct"] = med(func(r fleetRun) float64 { return 100 * r.steadyTokS / r.idealTokS })
-	res.Metrics["ideal_prefill_pct"] = med(func(r fleetRun) float64 { return 100 * r.steadyTokS / r.idealPrefillTokS })
+	res.Metrics["ideal_pct"] = med(func(r fleetRun) float64 { return r.decodedPct })
+	res.Metrics["ideal_prefill_pct"] = med(func(r fleetRun) float64 { return r.decodedPrefillPct })
+	res.Metrics["delivered_pct"] = med(func(r fleetRun) float64 { return 100 * r.steadyTokS / r.idealTokS })
 	res.Metrics["whole_pct"] = med(func(r fleetRun) float64 { return 100 * r.wholeTokS / r.wholeIdealTokS })
 	res.Metrics["util_pct"] = med(func(r fleetRun) float64 { return r.utilPct })
 	res.Metrics["sim_gen_tok_s"] = med(func(r fleetRun) float64 { return r.simGenTokS })
@@ -299,16 +309,11 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 		return fr, fmt.Errorf("too few samples (%d) or no tokens delivered: the run was too short to measure", len(samples))
 	}
 	timing := llmsim.DefaultTiming()
-	rate := make([]float64, len(slots))        // decode only: the calibration
-	ratePrefill := make([]float64, len(slots)) // with the prefill of the answers' prompts
-	meanLen := tot.completion / float64(tot.answers)
-	meanPrompt := tot.prompt / float64(tot.answers)
+	rate := make([]float64, len(slots)) // decode only: the calibration, tokens a simulated second
 	for i := range slots {
 		t := timing
 		t.Slow = slow[i]
-		n := int(slots[i])
-		rate[i] = slots[i] / t.StepDuration(n, 0).Seconds()
-		ratePrefill[i] = slots[i] / t.StepDuration(n, int(slots[i]/meanLen*meanPrompt)).Seconds()
+		rate[i] = slots[i] / t.StepDuration(int(slots[i]), 0).Seconds()
 	}
 	final := tot.completion
 	a, b := -1, -1
@@ -326,24 +331,23 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 	window := (samples[b].at - samples[a].at).Seconds()
 	scale := c.TimeScale
 	fr.steadyTokS = (samples[b].delivered - samples[a].delivered) / window / scale
-	var ideal, idealPrefill, busy, cap float64
+	var ideal, busy, cap float64
 	for k := a; k < b; k++ {
 		dt := (samples[k+1].at - samples[k].at).Seconds()
 		for i := range slots {
 			if samples[k].up[i] {
 				ideal += rate[i] * dt
-				idealPrefill += ratePrefill[i] * dt
 				busy += samples[k].running[i] * dt
 				cap += slots[i] * dt
 			}
 		}
 	}
 	fr.idealTokS = ideal / window
-	fr.idealPrefillTokS = idealPrefill / window
 	if cap > 0 {
 		fr.utilPct = 100 * busy / cap
 	}
 	fr.simGenTokS = generatedBetween(samples[a], samples[b]) / window / scale
+	fr.decodedPct, fr.decodedPrefillPct = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds())
 
 	// The whole run, ramp-up and tail included; before the first sample
 	// and after the last, the fleet counts as up.
@@ -370,16 +374,68 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 	return fr, nil
 }
 
+// decodedShare is the percentage of the ideal the endpoints decoded over
+// samples, and of the ideal less the prefill they did ("with prefill").
+// Each endpoint counts over each stretch of samples it was up at: the
+// tokens it decoded (generation_tokens_total) against its full batch's
+// rate over the simulated time the stretch spans (the longer of the time
+// its counters were decoded by and its clock's, both from llmsim's
+// /llmsim/decoded, so that time idle counts), less, with
+// prefill, the time its steps spent prefilling (prompt_tokens_total). A
+// step of n sequences lasts at least what n decode at the full batch's
+// rate plus its prefill, so neither figure can pass 100%, wherever the
+// window and the readings fall.
+func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (pct, prefillPct float64) {
+	var decoded, ideal, idealPrefill float64
+	for i := range rate {
+		// from is the first sample of the stretch up to k.
+		from := -1
+		for k := range samples {
+			up := samples[k].up[i]
+			if up && from < 0 {
+				from = k
+			}
+			last := k == len(samples)-1 || !samples[k+1].up[i]
+			if !up || !last || from < 0 {
+				continue
+			}
+			var gen, prompt float64
+			for j := from; j < k; j++ {
+				gen += counterDelta(samples[j].generated[i], samples[j+1].generated[i])
+				prompt += counterDelta(samples[j].prompted[i], samples[j+1].prompted[i])
+			}
+			a, b := samples[from], samples[k]
+			span := max(b.through[i]-a.through[i], b.clock[i]-a.clock[i])
+			decoded += gen
+			ideal += rate[i] * span
+			idealPrefill += rate[i] * max(0, span-prompt*prefillPerToken*slow[i])
+			from = -1
+		}
+	}
+	if ideal > 0 {
+		pct = 100 * decoded / ideal
+	}
+	if idealPrefill > 0 {
+		prefillPct = 100 * decoded / idealPrefill
+	}
+	return pct, prefillPct
+}
+
+// counterDelta is what a counter counted between two readings; one that
+// went down restarted with its endpoint.
+func counterDelta(a, b float64) float64 {
+	if b >= a {
+		return b - a
+	}
+	return b
+}
+
 // generatedBetween is the tokens the simulator generated between two
 // samples; a counter that went down restarted with its endpoint.
 func generatedBetween(a, b fleetSample) float64 {
 	var sum float64
 	for i := range a.generated {
-		if b.generated[i] >= a.generated[i] {
-			sum += b.generated[i] - a.generated[i]
-		} else {
-			sum += b.generated[i]
-		}
+		sum += counterDelta(a.generated[i], b.generated[i])
 	}
 	return sum
 }
@@ -439,6 +495,9 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 	s.up = make([]bool, len(urls))
 	s.running = make([]float64, len(urls))
 	s.generated = make([]float64, len(urls))
+	s.prompted = make([]float64, len(urls))
+	s.through = make([]float64, len(urls))
+	s.clock = make([]float64, len(urls))
 	m, err := scrape(client, "http://"+inferAddr+"/metrics")
 	if err != nil {
 		return s, 0, false
@@ -463,19 +522,44 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 			if err != nil {
 				return
 			}
+			d, err := readDecoded(client, u)
+			if err != nil {
+				return
+			}
 			s.up[i] = true
 			for k, v := range sm {
-				switch {
-				case strings.HasPrefix(k, "sglang:num_running_reqs"):
+				if strings.HasPrefix(k, "sglang:num_running_reqs") {
 					s.running[i] = v
-				case strings.HasPrefix(k, "sglang:generation_tokens_total"):
-					s.generated[i] = v
 				}
 			}
+			s.generated[i], s.prompted[i], s.through[i], s.clock[i] = d.Generated, d.Prompt, d.Through, d.Clock
 		}()
 	}
 	wg.Wait()
 	return s, retries, true
+}
+
+// decodedReading is llmsim's GET /llmsim/decoded: its token counters and
+// the simulated times they were decoded by and read at, read together.
+type decodedReading struct {
+	Prompt    float64 `json:"prompt_tokens_total"`
+	Generated float64 `json:"generation_tokens_total"`
+	Through   float64 `json:"decoded_through_seconds"`
+	Clock     float64 `json:"clock_seconds"`
+}
+
+func readDecoded(client *http.Client, base string) (decodedReading, error) {
+	var d decodedReading
+	resp, err := client.Get(base + "/llmsim/decoded")
+	if err != nil {
+		return d, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+		return d, fmt.Errorf("%s/llmsim/decoded: %s", base, resp.Status)
+	}
+	return d, json.NewDecoder(resp.Body).Decode(&d)
 }
 
 // scrape reads a Prometheus text page into name{labels} -> value.
@@ -510,8 +594,8 @@ func scrape(client *http.Client, url string) (map[string]float64, error) {
 
 // outputTotals sums infer's output file.
 type outputTotals struct {
-	answers            int64
-	completion, prompt float64
+	answers    int64
+	completion float64
 }
 
 func sumOutput(path string) (outputTotals, error) {
@@ -527,7 +611,6 @@ func sumOutput(path string) (outputTotals, error) {
 		var g struct {
 			Output struct {
 				Usage struct {
-					Prompt     float64 `json:"prompt_tokens"`
 					Completion float64 `json:"completion_tokens"`
 				} `json:"usage"`
 			} `json:"output"`
@@ -537,7 +620,6 @@ func sumOutput(path string) (outputTotals, error) {
 		}
 		t.answers++
 		t.completion += g.Output.Usage.Completion
-		t.prompt += g.Output.Usage.Prompt
 	}
 	return t, sc.Err()
 }

@@ -95,7 +95,7 @@ var sections []*section
 func init() {
 	sections = []*section{
 		extractSection, dedupSection, neardupSection, shardSection, mergeSection, statsSection, filterSection,
-		clientSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, kindsSection, ollamaSection, growthSection,
+		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, kindsSection, ollamaSection, growthSection,
 	}
 }
 

@@ -33,6 +33,9 @@ type RunCmd struct {
 	Repo        string   `help:"The tokenmill repository (default: the one holding the working directory)." env:"TOKENMILL_BENCHSUITE_REPO"`
 	Bin         string   `help:"Take the tools from this directory instead of building them into --dir/bin." env:"TOKENMILL_BENCHSUITE_BIN"`
 	Install     bool     `help:"Install missing peers where it can: jq with apt-get (as root), the OpenAI Node SDK with npm into --dir/node." default:"true" negatable:"" env:"TOKENMILL_BENCHSUITE_INSTALL"`
+	// UpdateBaseline records the cost section's figures as the baseline
+	// instead of failing the run on them.
+	UpdateBaseline bool `help:"Record the cost section's figures in internal/benchsuite/baseline.json as the new baseline, instead of failing the run when they grow by half over it." env:"TOKENMILL_BENCHSUITE_UPDATE_BASELINE"`
 }
 
 // Run measures and writes the report.
@@ -98,7 +101,7 @@ func (c *RunCmd) harness(env *cli.Env, sz Sizes) (*harness, error) {
 	if out, err = filepath.Abs(out); err != nil {
 		return nil, err
 	}
-	h := &harness{repo: repo, dir: dir, out: out, runs: c.Runs, quick: c.Quick, reuse: c.ReuseData, install: c.Install,
+	h := &harness{repo: repo, dir: dir, out: out, runs: c.Runs, quick: c.Quick, reuse: c.ReuseData, install: c.Install, updateBaseline: c.UpdateBaseline,
 		sz: sz, log: env, remade: map[string]bool{}, bin: filepath.Join(dir, "bin"), prebuilt: c.Bin != ""}
 	if c.Bin != "" {
 		if h.bin, err = filepath.Abs(c.Bin); err != nil {
@@ -143,6 +146,9 @@ type harness struct {
 	loadBefore          string
 	ollamaVersion       string
 	measured            string // the sections of a run of some, as --section names them
+	updateBaseline      bool
+	baseline            *Baseline // the cost section's, as read
+	failures            []string  // what fails the run once the report is written
 }
 
 // nodeSDK is the OpenAI Node SDK installed into dir/node, or why not.
@@ -208,10 +214,19 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 			return fmt.Errorf("section %s: %w", s.name, err)
 		}
 	}
+	var err error
 	if len(secs) == len(sections) {
-		return h.writeReport()
+		err = h.writeReport()
+	} else {
+		err = h.spliceSections(secs)
 	}
-	return h.spliceSections(secs)
+	if err != nil {
+		return err
+	}
+	if len(h.failures) > 0 {
+		return errors.New(strings.Join(h.failures, "\n"))
+	}
+	return nil
 }
 
 // commandEnv is the environment of every command the harness runs: the

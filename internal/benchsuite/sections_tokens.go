@@ -29,19 +29,9 @@ var tokenIDsSection = &section{
 	name: "tokenids", heading: "## infer --token-ids: what the ids cost",
 	about: "infer with and without --token-ids on the instant simulator: client CPU, answers/s, output sizes (go test -bench)",
 	measure: func(ctx context.Context, h *harness) error {
-		argv := []string{"go", "test", "-run", "^$", "-bench", "^BenchmarkTokenIDs$", "-benchtime", "5x",
-			"-count", strconv.Itoa(h.runs), "./pipelines/"}
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir = h.repo
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		load := loadAverage()
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out.Bytes(), 3000))
-		}
-		medians, err := subBenchMedians(out.Bytes(), "BenchmarkTokenIDs", tokenIDsModes)
+		argv, load, medians, err := h.subBench(ctx, "BenchmarkTokenIDs", "5x", "./pipelines/", tokenIDsModes)
 		if err != nil {
-			return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out.Bytes(), 3000))
+			return err
 		}
 		for _, mode := range tokenIDsModes {
 			r := &Result{Group: "tokenids", Name: mode + " --token-ids", Ours: mode == "with", Command: shellJoin(argv),
@@ -97,6 +87,26 @@ var tokenIDsSection = &section{
 	targets: func(*harness) []string {
 		return []string{"--token-ids costs at most 1.5× the client CPU a request := tokenids/with --token-ids:client-cpu-µs/req / tokenids/without --token-ids:client-cpu-µs/req <= 1.5"}
 	},
+}
+
+// subBench runs go test -bench of one benchmark (-count --runs) and
+// returns the command, the load when it started and, for each of its
+// sub-benchmarks modes, the median of every metric over the runs.
+func (h *harness) subBench(ctx context.Context, name, benchtime, pkg string, modes []string) ([]string, float64, map[string]map[string]float64, error) {
+	argv := []string{"go", "test", "-run", "^$", "-bench", "^" + name + "$", "-benchtime", benchtime, "-count", strconv.Itoa(h.runs), pkg}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = h.repo
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	load := loadAverage()
+	if err := cmd.Run(); err != nil {
+		return nil, 0, nil, fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out.Bytes(), 3000))
+	}
+	medians, err := subBenchMedians(out.Bytes(), name, modes)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out.Bytes(), 3000))
+	}
+	return argv, load, medians, nil
 }
 
 // subBenchMedians reads go test -bench output of one benchmark's

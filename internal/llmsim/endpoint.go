@@ -206,6 +206,8 @@ func (e *Endpoint) start(retry bool) error {
 	e.inc = inc
 	e.accepted = 0
 	e.model = e.newModel()
+	// The new model decodes from now on.
+	e.stats.decodedAt.Store(int64(e.f.clock.Now()))
 	if e.f.cfg.KVTokens > 0 { // a (re)started server has an empty cache
 		e.cache = newPrefixCache(e.f.cfg.KVTokens)
 	}
@@ -328,11 +330,15 @@ func (e *Endpoint) schedule(inc *incarnation) {
 		m.MaxRunning = e.faults.Slots.at(m.Now(), e.f.cfg.MaxRunning)
 		d, _ := m.Step()
 		produced := int64(m.LastTokens())
+		end := m.Now()
+		// The step's tokens and its end together, under e.mu: /metrics
+		// reads them so, and what was decoded by a point in simulated
+		// time is never more than the model allows in that time.
 		e.stats.generatedTokens.Add(produced)
 		e.stats.promptTokens.Add(int64(m.LastJoinTokens()))
+		e.stats.decodedAt.Store(int64(end))
 		storeMax(&e.stats.maxRunning, produced)
 		e.window.add(produced, d)
-		end := m.Now()
 		e.mu.Unlock()
 
 		if !clock.Sleep(inc.ctx, end) {

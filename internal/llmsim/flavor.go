@@ -216,7 +216,7 @@ func sglangDialect() *dialect {
 			pathChat: post(generation(apiChat)), pathCompletions: post(generation(apiCompletion)), pathGenerate: post(generation(apiGenerate)),
 			pathHealth: health, pathHealthGen: health,
 			pathModels: info, pathServerInfo: info, pathServerInfoNew: info, pathModelInfo: info, pathLoad: info, pathMetrics: info,
-			pathSGLTokenize: post(serveSGLangTokenize),
+			pathSGLTokenize: post(serveSGLangTokenize), pathDecoded: info,
 		},
 		// utils/auth.py: OPTIONS, /health* and /metrics* are open.
 		open: func(p string) bool {

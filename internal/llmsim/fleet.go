@@ -198,6 +198,10 @@ type counters struct {
 	maxRunning, maxWaiting                                                                    atomic.Int64
 	crashes, restarts                                                                         atomic.Int64
 	inflight                                                                                  atomic.Int64 // instant mode's "running"
+	// decodedAt is the simulated time (ns) at the end of the last step
+	// counted in generatedTokens and promptTokens: its start, for a model
+	// that has not stepped yet.
+	decodedAt atomic.Int64
 }
 
 func storeMax(a *atomic.Int64, v int64) {

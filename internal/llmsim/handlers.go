@@ -27,6 +27,7 @@ const (
 	pathModelInfo     = "/get_model_info"
 	pathLoad          = "/get_load"
 	pathMetrics       = "/metrics"
+	pathDecoded       = "/llmsim/decoded" // the simulator's own: see appendDecoded
 )
 
 // Token ids the simulated (Qwen-family) model stops on: <|im_end|> ends a

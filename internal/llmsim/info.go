@@ -44,6 +44,8 @@ func (e *Endpoint) info(ctx *fasthttp.RequestCtx, path string) {
 		b = append(b, `,"is_generation":true,"preferred_sampling_params":null,"weight_version":"`+weightVersion+`"}`...)
 	case pathServerInfo, pathServerInfoNew:
 		b = e.appendServerInfo(b)
+	case pathDecoded:
+		b = e.appendDecoded(b)
 	case pathLoad:
 		// tokenizer_manager.get_load: one GetLoadReqOutput per DP rank.
 		running, waiting, tokens := e.load()
@@ -151,6 +153,30 @@ func (e *Endpoint) appendMetrics(b []byte) []byte {
 		metric("cache_hit_rate", "gauge", "The prefix cache hit rate.", ratio(float64(e.stats.cachedTokens.Load()), float64(e.stats.cacheQueries.Load())))
 	}
 	return b
+}
+
+// appendDecoded writes GET /llmsim/decoded, the simulator's own (no
+// server has it): the token counters of /metrics and the simulated time
+// they were decoded by (the end of the last scheduler step they count),
+// read together (the scheduler moves them together under e.mu), with the
+// clock's time. What a window decoded is the difference of the counters
+// between two readings; the time it took, the longer of the differences of
+// the two times (the step counted last may end after the clock): the
+// benchmark suite's fleet utilisation, which so cannot pass 100%.
+func (e *Endpoint) appendDecoded(b []byte) []byte {
+	e.mu.Lock()
+	prompt, generated, through := e.stats.promptTokens.Load(), e.stats.generatedTokens.Load(), time.Duration(e.stats.decodedAt.Load())
+	now := e.f.clock.Now()
+	e.mu.Unlock()
+	b = append(b, `{"prompt_tokens_total":`...)
+	b = strconv.AppendInt(b, prompt, 10)
+	b = append(b, `,"generation_tokens_total":`...)
+	b = strconv.AppendInt(b, generated, 10)
+	b = append(b, `,"decoded_through_seconds":`...)
+	b = strconv.AppendFloat(b, through.Seconds(), 'f', -1, 64)
+	b = append(b, `,"clock_seconds":`...)
+	b = strconv.AppendFloat(b, now.Seconds(), 'f', -1, 64)
+	return append(b, '}')
 }
 
 // promFloat formats v as Python's prometheus_client does (floatToGoString):

@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 
 // startSimBinary runs the llmsim binary on n free ports and returns their
 // URLs once it is listening.
-func startSimBinary(t *testing.T, n int, extra ...string) []string {
+func startSimBinary(t testing.TB, n int, extra ...string) []string {
 	t.Helper()
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "urls")

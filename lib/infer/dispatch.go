@@ -221,13 +221,13 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 }
 
 // counted adds an answer (or a conversation's turn) to the figures, and
-// what its prompt cost to the token estimate.
+// what its prompt cost to the token estimate (which only fitting reads).
 func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	now := r.clk.Now()
 	if j.fit.Max > 0 {
 		r.c.clamped.Add(1)
 	}
-	if r.tokens != nil && c.PromptTokens > 0 {
+	if r.tokens != nil && r.cfg.FitContext && c.PromptTokens > 0 {
 		// Far from the context only: a server that cuts a prompt too long
 		// (Ollama) reports what it kept.
 		if ctx := r.context(); ctx == 0 || j.fit.Prompt < ctx/2 {

@@ -146,7 +146,15 @@ func (r *runner) complete(ep *fleet.Endpoint, j *job) (openai.Completion, *fleet
 	}
 	var prompt, answer []int32
 	var idErr error
+	oneReading := api == openai.APIChat && path == api.Path() && (rt.shape == openai.ShapeSGLang || rt.shape == openai.ShapeVLLM)
 	c, f := r.pool.Complete(ep, path, body, r.cfg.RequestTimeout, func(b []byte) (openai.Completion, error) {
+		if oneReading {
+			if c, p, a, err := openai.ParseChatTokenIDs(rt.shape, b); err == nil {
+				prompt, answer = p, a
+				return c, nil
+			}
+			// Read again in two: a fault of the answer is not one of its ids.
+		}
 		c, err := parse(b)
 		if err == nil {
 			prompt, answer, idErr = openai.ParseTokenIDs(rt.shape, api, b)

@@ -326,21 +326,24 @@ var ErrNotAnswer = errors.New("response is not an answer")
 
 // ParseChat reads a chat completion body.
 func ParseChat(body []byte) (Completion, error) {
-	return parseFirst(body, func(ch *ChatChoice) (Completion, error) {
-		m := ch.Message
-		if m == nil {
-			return Completion{}, fmt.Errorf("%w: the choice has no message", ErrNotAnswer)
-		}
-		calls, err := ToolCalls(m.ToolCalls)
-		if err != nil {
-			return Completion{}, err
-		}
-		reasoning, field := m.thinking()
-		if m.Content == nil && len(calls) == 0 && reasoning == "" {
-			return Completion{}, fmt.Errorf("%w: null content and no tool calls", ErrNotAnswer)
-		}
-		return Completion{Text: deref(m.Content), Reasoning: reasoning, ReasoningField: field, ToolCalls: calls}, nil
-	}, func(ch *ChatChoice) *string { return ch.FinishReason })
+	return parseFirst(body, chatAnswer, func(ch *ChatChoice) *string { return ch.FinishReason })
+}
+
+// chatAnswer is the answer of a chat choice.
+func chatAnswer(ch *ChatChoice) (Completion, error) {
+	m := ch.Message
+	if m == nil {
+		return Completion{}, fmt.Errorf("%w: the choice has no message", ErrNotAnswer)
+	}
+	calls, err := ToolCalls(m.ToolCalls)
+	if err != nil {
+		return Completion{}, err
+	}
+	reasoning, field := m.thinking()
+	if m.Content == nil && len(calls) == 0 && reasoning == "" {
+		return Completion{}, fmt.Errorf("%w: null content and no tool calls", ErrNotAnswer)
+	}
+	return Completion{Text: deref(m.Content), Reasoning: reasoning, ReasoningField: field, ToolCalls: calls}, nil
 }
 
 // ParseCompletion reads a text completion body.
@@ -357,6 +360,11 @@ func parseFirst[C any](body []byte, first func(*C) (Completion, error), finish f
 	if err := decode(body, &r); err != nil {
 		return Completion{}, err
 	}
+	return firstOf(&r, first, finish)
+}
+
+// firstOf reduces a response read to its first choice (see parseFirst).
+func firstOf[C any](r *Response[*C], first func(*C) (Completion, error), finish func(*C) *string) (Completion, error) {
 	if len(r.Choices) == 0 {
 		return Completion{}, ErrNoChoices
 	}

@@ -283,7 +283,7 @@ func (b *Builder) BodyMax(p *record.Prompt, paramSeed *int64, sample, maxTokens 
 		if err != nil {
 			return nil, err
 		}
-		return Merge(head, b.extra, b.arm, p.Params, override)
+		return mergeHead(head, b.extra, b.arm, p.Params, override)
 	}
 	req := ChatRequest{Model: b.model, Sampling: b.sampling, ToolChoice: nonNull(p.ToolChoice), ParallelToolCalls: nonNull(p.ParallelToolCalls)}
 	msgs := ChatMessages(p)
@@ -307,7 +307,19 @@ func (b *Builder) BodyMax(p *record.Prompt, paramSeed *int64, sample, maxTokens 
 	if err != nil {
 		return nil, err
 	}
-	return Merge(head, b.extra, b.arm, p.Params, override)
+	return mergeHead(head, b.extra, b.arm, p.Params, override)
+}
+
+// mergeHead is Merge of a head infer marshalled itself: with nothing to
+// lay over it, the head as it is (it has no null field to remove, its
+// fields being omitempty), not parsed and copied again for every request.
+func mergeHead(head []byte, overrides ...[]byte) ([]byte, error) {
+	for _, o := range overrides {
+		if len(bytes.TrimSpace(o)) > 0 {
+			return Merge(head, overrides...)
+		}
+	}
+	return head, nil
 }
 
 // ChatMessages are the turns a chat request sends for p: its messages,
@@ -354,7 +366,7 @@ func (b *Builder) generateBody(p *record.Prompt, seedOverride []byte) ([]byte, e
 	head := append([]byte(`{"text":`), json.Escape(*p.Prompt)...)
 	head = append(head, `,"sampling_params":`...)
 	head = append(append(head, sp...), '}')
-	return Merge(head, b.extra)
+	return mergeHead(head, b.extra)
 }
 
 // MaxTokens is the max_tokens a request of p asks for, after the layers

@@ -136,6 +136,46 @@ func ParseTokenIDs(s TokenShape, a API, body []byte) (prompt, answer []int32, er
 	return ch.PromptTokenIDs, ch.TokenIDs, nil
 }
 
+// chatIDsChoice is a chat answer's choice with the places of ids (those
+// of wireIDs' choices).
+type chatIDsChoice struct {
+	ChatChoice
+	PromptTokenIDs []int32 `json:"prompt_token_ids"`
+	TokenIDs       []int32 `json:"token_ids"`
+	Logprobs       *struct {
+		Content []struct {
+			Token string `json:"token"`
+		} `json:"content"`
+	} `json:"logprobs"`
+}
+
+// ParseChatTokenIDs is ParseChat and ParseTokenIDs of a chat answer from a
+// server of shape ShapeSGLang or ShapeVLLM in one reading of body (which
+// reads every field either reads, as each reads it): the body, whose ids
+// are most of it, is not read twice. On an error the caller reads it
+// with both, which tell a fault of the answer from one of its ids.
+func ParseChatTokenIDs(s TokenShape, body []byte) (c Completion, prompt, answer []int32, err error) {
+	var r struct {
+		Response[*chatIDsChoice]
+		PromptTokenIDs []int32 `json:"prompt_token_ids"` // vLLM's chat: the prompt's at the top
+		OutputIDs      []int32 `json:"output_ids"`
+		Tokens         []int32 `json:"tokens"`
+	}
+	if err := decode(body, &r); err != nil {
+		return Completion{}, nil, nil, err
+	}
+	c, err = firstOf(&r.Response, func(ch *chatIDsChoice) (Completion, error) { return chatAnswer(&ch.ChatChoice) },
+		func(ch *chatIDsChoice) *string { return ch.FinishReason })
+	if err != nil {
+		return Completion{}, nil, nil, err
+	}
+	ch := r.Choices[0]
+	if s == ShapeVLLM {
+		return c, r.PromptTokenIDs, ch.TokenIDs, nil
+	}
+	return c, ch.PromptTokenIDs, ch.TokenIDs, nil
+}
+
 // LlamaCompletionBody turns a chat or completion request body into
 // llama.cpp's /completion body for the same answer: the prompt as ids,
 // max_tokens as n_predict, return_tokens; every other setting carried over

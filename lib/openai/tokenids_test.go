@@ -2,6 +2,7 @@ package openai
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -118,6 +119,48 @@ func FuzzParseTokenIDs(f *testing.F) {
 				if err != nil && (p != nil || ans != nil) {
 					t.Fatalf("ids beside an error: %v %v %v", p, ans, err)
 				}
+			}
+		}
+	})
+}
+
+// FuzzParseChatTokenIDs: where the one reading of a chat answer succeeds,
+// it gives what ParseChat and ParseTokenIDs give, for SGLang's and vLLM's
+// shapes; where it fails, so does one of them (the caller reads with both
+// then).
+func FuzzParseChatTokenIDs(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop","stop_reason":null,"token_ids":[9707,151645]}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5},"prompt_logprobs":null,"prompt_token_ids":[151644,872,198]}`,
+		`{"id":"x","object":"chat.completion","model":"default","choices":[{"index":0,"message":{"role":"assistant","content":"Hi","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"stop","matched_stop":151645,"prompt_token_ids":[151644,872,198],"token_ids":[9707,151645]}],"usage":{"prompt_tokens":3,"total_tokens":5,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls","token_ids":[1]}],"prompt_token_ids":[2]}`,
+		`{"choices":[{"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop","token_ids":"x"}]}`,
+		`{"choices":[{"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop","logprobs":{"content":[{"token":7}]}}]}`,
+		`{"choices":[{"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"tokens":"x"}`,
+		`{"choices":[{"message":null,"finish_reason":"stop"}]}`, `{"choices":[null]}`, `{"choices":[]}`, `[]`, `{`,
+		`{"choices":[{"message":{"role":"assistant","content":"Hi"}}]}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, s := range []TokenShape{ShapeSGLang, ShapeVLLM} {
+			c, p, a, err := ParseChatTokenIDs(s, []byte(body))
+			c2, err2 := ParseChat([]byte(body))
+			var p2, a2 []int32
+			var idErr error
+			if err2 == nil {
+				p2, a2, idErr = ParseTokenIDs(s, APIChat, []byte(body))
+			}
+			if err != nil {
+				if err2 == nil && idErr == nil {
+					t.Fatalf("shape %d: one reading failed (%v) where both read it", s, err)
+				}
+				continue
+			}
+			if err2 != nil || idErr != nil {
+				t.Fatalf("shape %d: one reading read it where the two failed (%v, %v)", s, err2, idErr)
+			}
+			if !reflect.DeepEqual(c, c2) || !slices.Equal(p, p2) || !slices.Equal(a, a2) {
+				t.Fatalf("shape %d: one reading gave %+v %v %v, the two %+v %v %v", s, c, p, a, c2, p2, a2)
 			}
 		}
 	})

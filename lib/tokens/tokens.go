@@ -11,7 +11,6 @@ package tokens
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 
 	"github.com/segmentio/encoding/json"
@@ -58,8 +57,10 @@ type Counter struct {
 	mu       sync.Mutex
 	ratios   []float64 // bytes per token of answered prompts, the last ratioWindow
 	next     int
-	bpt      float64 // the estimate's bytes per token now
-	template float64 // chat template tokens per message, measured (0: not yet)
+	learned  int       // prompts learned from, all told
+	scratch  []float64 // for the percentile, reused
+	bpt      float64   // the estimate's bytes per token now
+	template float64   // chat template tokens per message, measured (0: not yet)
 }
 
 // NewCounter is a counter asking pool's tokenizers, in requests naming
@@ -108,11 +109,58 @@ func (c *Counter) Learn(s Size, promptTokens int) {
 		c.ratios[c.next] = r
 		c.next = (c.next + 1) % ratioWindow
 	}
-	if n := len(c.ratios); n >= learnAfter && n%8 == 0 || n == learnAfter {
-		sorted := slices.Clone(c.ratios)
-		slices.Sort(sorted)
-		c.bpt = min(sorted[len(sorted)/20], 8) // the 5th percentile
+	// Every 8th prompt moves the percentile: every answer calls Learn,
+	// and the window's percentile hardly moves with one prompt.
+	c.learned++
+	if n := len(c.ratios); n == learnAfter || n >= learnAfter && c.learned%8 == 0 {
+		c.scratch = append(c.scratch[:0], c.ratios...)
+		c.bpt = min(nth(c.scratch, n/20), 8) // the 5th percentile
 	}
+}
+
+// nth is the k-th smallest of v (from 0), found by partitioning v in
+// place: linear time where sorting the window on every update was most of
+// a request's cost.
+func nth(v []float64, k int) float64 {
+	lo, hi := 0, len(v)-1
+	for lo < hi {
+		// The median of three as the pivot: the window is often sorted or
+		// all one value.
+		mid := lo + (hi-lo)/2
+		if v[mid] < v[lo] {
+			v[mid], v[lo] = v[lo], v[mid]
+		}
+		if v[hi] < v[lo] {
+			v[hi], v[lo] = v[lo], v[hi]
+		}
+		if v[hi] < v[mid] {
+			v[hi], v[mid] = v[mid], v[hi]
+		}
+		pivot := v[mid]
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < pivot {
+				i++
+			}
+			for pivot < v[j] {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return v[k]
+		}
+	}
+	return v[k]
 }
 
 // LearnTemplate takes the chat template's share of a prompt of msgs

@@ -2,6 +2,8 @@ package tokens
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +118,54 @@ func simPool(t *testing.T, flavor llmsim.Flavor) *fleet.Pool {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// nth finds what sorting finds, on the windows the estimate keeps: sorted,
+// reversed, all one value, few values, random.
+func TestNth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	windows := map[string]func(i int) float64{
+		"sorted":   func(i int) float64 { return float64(i) },
+		"reversed": func(i int) float64 { return float64(-i) },
+		"constant": func(int) float64 { return 4 },
+		"two":      func(i int) float64 { return float64(2 + 2*(i%2)) },
+		"random":   func(int) float64 { return 1 + 7*rng.Float64() },
+		"few":      func(int) float64 { return float64(rng.IntN(3)) },
+	}
+	for name, gen := range windows {
+		for _, n := range []int{1, 2, 3, 20, 21, 511, 512} {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = gen(i)
+			}
+			sorted := slices.Clone(v)
+			slices.Sort(sorted)
+			for _, k := range []int{0, n / 20, n / 2, n - 1} {
+				if got := nth(slices.Clone(v), k); got != sorted[k] {
+					t.Errorf("%s, %d values: nth(%d) = %v, want %v", name, n, k, got, sorted[k])
+				}
+			}
+		}
+	}
+}
+
+// The estimate follows the window once it is full: an answer past the
+// window's 512 still moves it (every 8th prompt recomputes it).
+func TestEstimateFollowsFullWindow(t *testing.T) {
+	c := NewCounter(nil, func() string { return "m" })
+	s := Size{Bytes: 4000, Msgs: 2}
+	for i := 0; i < ratioWindow; i++ {
+		c.Learn(s, 1000+3*TemplateGuess) // 4 bytes a token
+	}
+	if got, want := c.Estimate(s), 1000+3*TemplateGuess; got != want {
+		t.Fatalf("a full window at 4 bytes a token: %d, want %d", got, want)
+	}
+	// Denser prompts replace the oldest: past 5% of the window, the
+	// percentile is theirs.
+	for i := 0; i < ratioWindow/20+8; i++ {
+		c.Learn(Size{Bytes: 2000, Msgs: 2}, 1000+3*TemplateGuess)
+	}
+	if got, want := c.Estimate(s), 2000+3*TemplateGuess; got != want {
+		t.Errorf("after denser prompts in a full window: %d, want %d", got, want)
+	}
 }

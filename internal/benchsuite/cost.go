@@ -1,0 +1,182 @@
+package benchsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/jsonl"
+)
+
+// infer's cost a request, gated: BenchmarkRequestCost (lib/infer) is run,
+// and the run of the harness fails (after writing the report) when a
+// figure it gates grows by half over the baseline the repository keeps in
+// baselineFile. The tests never gate on it: a timing figure is the
+// machine's as much as the code's.
+
+// baselineFile is the recorded baseline, relative to the repository.
+const baselineFile = "internal/benchsuite/baseline.json"
+
+// costGrowth is the growth over the baseline that fails the run.
+const costGrowth = 1.5
+
+// costModes are BenchmarkRequestCost's sub-benchmarks.
+var costModes = []string{"plain", "context", "token-ids"}
+
+// costMetrics are the figures gated, as the benchmark reports them.
+var costMetrics = []struct{ unit, label string }{
+	{"cpu-µs/req", "CPU µs/request"},
+	{"allocs/req", "allocations/request"},
+}
+
+// costLabels say what each mode runs.
+var costLabels = map[string]string{
+	"plain":     "infer (context unknown)",
+	"context":   "infer --context-length 32768 (every request fitted)",
+	"token-ids": "infer --token-ids",
+}
+
+// Baseline is baselineFile: the medians BenchmarkRequestCost gave when it
+// was recorded, by mode and unit.
+type Baseline struct {
+	Note        string                        `json:"note"`
+	Recorded    string                        `json:"recorded"`
+	RequestCost map[string]map[string]float64 `json:"request_cost"`
+}
+
+// readBaseline reads the baseline file.
+func readBaseline(path string) (*Baseline, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var b Baseline
+	if err := json.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return &b, nil
+}
+
+// costRegressions are the gated figures of measured (by mode and unit)
+// that grew by half or more over the baseline's; a gated figure missing
+// from either side is one too, so that a renamed metric cannot pass
+// unseen.
+func costRegressions(base *Baseline, measured map[string]map[string]float64) []string {
+	var out []string
+	for _, mode := range costModes {
+		for _, m := range costMetrics {
+			b, okB := base.RequestCost[mode][m.unit]
+			v, okV := measured[mode][m.unit]
+			switch {
+			case !okB || b <= 0:
+				out = append(out, fmt.Sprintf("%s %s: no baseline in %s", mode, m.unit, baselineFile))
+			case !okV:
+				out = append(out, fmt.Sprintf("%s %s: not measured", mode, m.unit))
+			case v >= costGrowth*b:
+				out = append(out, fmt.Sprintf("%s %s: %s, %.2f× the baseline's %s", mode, m.unit, trimFloat(v), v/b, trimFloat(b)))
+			}
+		}
+	}
+	return out
+}
+
+var costSection = &section{
+	name: "cost", heading: "## infer: CPU and allocations a request",
+	about: "infer's CPU, allocations and bytes a request against llmsim --instant (BenchmarkRequestCost); the run fails when one grows by half over " + baselineFile,
+	measure: func(ctx context.Context, h *harness) error {
+		argv, load, medians, err := h.subBench(ctx, "BenchmarkRequestCost", "3x", "./lib/infer/", costModes)
+		if err != nil {
+			return err
+		}
+		for _, mode := range costModes {
+			r := &Result{Group: "cost", Name: mode, Ours: true, Command: shellJoin(argv), OutRecords: -1, Load1: load, Metrics: medians[mode]}
+			h.logf("cost/%s: %v (load %.2f)", mode, r.Metrics, load)
+			if err := h.add(r); err != nil {
+				return err
+			}
+		}
+		path := h.repoFile(baselineFile)
+		if h.updateBaseline {
+			if err := writeBaseline(path, medians, h.started.UTC().Format("2006-01-02 15:04 UTC")); err != nil {
+				return err
+			}
+		}
+		base, err := readBaseline(path)
+		if err != nil {
+			return fmt.Errorf("the baseline of infer's cost a request: %w (record one with --update-baseline)", err)
+		}
+		h.baseline = base
+		if reg := costRegressions(base, medians); len(reg) > 0 {
+			h.failures = append(h.failures, "infer's cost a request grew by half over "+baselineFile+": "+strings.Join(reg, "; "))
+		}
+		return nil
+	},
+	render: func(w io.Writer, h *harness) {
+		fmt.Fprint(w, "infer (in the benchmark's process) answers 20,000 of the corpus's prompts, 16-token answers,\n"+
+			"64 in flight, from one `llmsim --instant` endpoint running as its own process, so that the figures\n"+
+			"are the client's alone: its CPU (user + system time over the run), allocations and bytes allocated\n"+
+			"per request (`BenchmarkRequestCost`, `lib/infer/cost_bench_test.go`; three runs of each mode per\n"+
+			"count, modes interleaved). The harness fails its run when CPU or allocations a request grow by half\n"+
+			"over `"+baselineFile+"`; after a change that costs more on purpose, record a new baseline with\n"+
+			"`go run ./internal/cmd/benchsuite run --section cost --update-baseline` and commit it.\n\n")
+		writeRow(w, []string{"mode", "CPU µs/request", "allocations/request", "bytes/request", "baseline CPU µs", "baseline allocations", "CPU vs baseline", "allocations vs baseline"})
+		writeRule(w, 8)
+		for _, r := range h.group("cost") {
+			cells := []string{costLabels[r.Name], "—", "—", "—", "—", "—", "", ""}
+			for i, unit := range []string{"cpu-µs/req", "allocs/req", "B/req"} {
+				if v, ok := r.Metric(unit); ok {
+					cells[1+i] = trimFloat(v)
+				}
+			}
+			if h.baseline != nil {
+				for i, m := range costMetrics {
+					b, okB := h.baseline.RequestCost[r.Name][m.unit]
+					if !okB || b <= 0 {
+						continue
+					}
+					cells[4+i] = trimFloat(b)
+					if v, ok := r.Metric(m.unit); ok {
+						cells[6+i] = strconv.FormatFloat(v/b, 'f', 2, 64) + "×"
+					}
+				}
+			}
+			writeRow(w, cells)
+		}
+	},
+	targets: func(*harness) []string {
+		return []string{"infer ≤ 50 µs of CPU a request against llmsim --instant (context fitted) := cost/context:cpu-µs/req <= 50"}
+	},
+}
+
+// writeBaseline records medians as the baseline.
+func writeBaseline(path string, medians map[string]map[string]float64, when string) error {
+	b := Baseline{
+		Note: "Medians of BenchmarkRequestCost (lib/infer) that `benchsuite run` compares its run with: the run fails when " +
+			"CPU or allocations a request grow by half. Record anew with `go run ./internal/cmd/benchsuite run --section cost --update-baseline`.",
+		Recorded: when, RequestCost: map[string]map[string]float64{},
+	}
+	for _, mode := range costModes {
+		b.RequestCost[mode] = map[string]float64{}
+		for _, m := range costMetrics {
+			v, ok := medians[mode][m.unit]
+			if !ok {
+				return errors.New("no " + m.unit + " figure of " + mode + " to record")
+			}
+			b.RequestCost[mode][m.unit] = v
+		}
+	}
+	data, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return err
+	}
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	})
+}
