@@ -111,6 +111,8 @@ type Extractor struct {
 	target    any                // *struct{fields; extra fields...}, decoded into
 	f         *fields            // the fields part of target
 	rawFields []*json.RawMessage // every field of target, reset per record
+	table     fieldTable         // the fields of target by name, for the scanner
+	validLine []byte             // the record just parsed, when its strings are valid UTF-8
 	keep      []*json.RawMessage // --keep fields, in order
 	keepNames [][]byte           // their escaped names
 	idField   *json.RawMessage   // --id-field, or nil
@@ -237,6 +239,14 @@ func (x *Extractor) buildTarget(names []string) map[string]*json.RawMessage {
 	for i := 1; i < len(structFields); i++ {
 		x.rawFields = append(x.rawFields, v.Elem().Field(i).Addr().Interface().(*json.RawMessage))
 	}
+	all := map[string]*json.RawMessage{}
+	for i := 0; i < base.NumField(); i++ {
+		all[strings.Split(base.Field(i).Tag.Get("json"), ",")[0]] = x.rawFields[i]
+	}
+	for name, i := range extraIndex {
+		all[name] = x.rawFields[base.NumField()+i-1]
+	}
+	x.table = newFieldTable(all)
 	at := map[string]*json.RawMessage{}
 	for _, name := range names {
 		if i, ok := baseIndex[name]; ok {
@@ -374,9 +384,11 @@ func (x *Extractor) resetRecord() {
 	x.users = x.users[:0]
 }
 
-// parse decodes the record's top-level fields.
+// parse decodes the record's top-level fields: by the scanner, or where
+// it leaves the record to the decoder, by json.Parse.
 func (x *Extractor) parse(data []byte) *badRecord {
 	b := bytes.TrimSpace(data)
+	x.validLine = nil
 	if len(b) == 0 || b[0] != '{' {
 		if !json.Valid(b) {
 			return reject(ReasonMalformedJSON, "not valid JSON")
@@ -388,6 +400,19 @@ func (x *Extractor) parse(data []byte) *badRecord {
 			return nil
 		}
 		return reject(ReasonNotObject, "the record is %s, not an object", kindOf(b))
+	}
+	var s scanner
+	if end := s.scanFields(b, &x.table); end >= 0 {
+		if !s.badUTF8 {
+			x.validLine = b
+		}
+		if len(bytes.TrimSpace(b[end:])) != 0 {
+			return reject(ReasonMalformedJSON, "trailing data after the JSON object")
+		}
+		return nil
+	}
+	for _, p := range x.rawFields {
+		*p = nil // what the scanner took before it stopped
 	}
 	rest, err := json.Parse(b, x.target, parseFlags)
 	if err != nil {
@@ -496,7 +521,7 @@ func (x *Extractor) datasetID() (datasetID, *badRecord) {
 	case raw == nil:
 		return datasetID{kind: idContent}, nil
 	case isString(raw):
-		return datasetID{kind: idString, tok: cleanToken(&x.arena, raw)}, nil
+		return datasetID{kind: idString, tok: x.clean(&x.arena, raw)}, nil
 	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
 		if _, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return datasetID{kind: idNumber, tok: raw}, nil

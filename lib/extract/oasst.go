@@ -132,10 +132,10 @@ func (x *Extractor) oaNode(m *oaMessage, arena *[]byte) (oaNode, *badRecord) {
 	if !isString(m.Text) {
 		return oaNode{}, reject(ReasonUnknownLayout, "text is not a string")
 	}
-	n := oaNode{role: role, content: cleanToken(arena, m.Text), parent: -1}
+	n := oaNode{role: role, content: x.clean(arena, m.Text), parent: -1}
 	switch {
 	case isString(m.MessageID) && !blankToken(m.MessageID):
-		n.id = cleanToken(arena, m.MessageID)
+		n.id = x.clean(arena, m.MessageID)
 	case present(m.MessageID) && !isString(m.MessageID):
 		return oaNode{}, reject(ReasonBadID, "message_id %s is not a string", rawExcerpt(m.MessageID))
 	}

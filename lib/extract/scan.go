@@ -1,0 +1,431 @@
+package extract
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/segmentio/encoding/json"
+)
+
+// The hot path's JSON reading. A record is walked once, its string tokens
+// skipped eight bytes at a time, and the raw values of the fields extract
+// reads are taken as they pass, with the line's UTF-8 checked on the way
+// (which spares checking each token again). The walk is strict JSON and
+// accepts only what the general decoder accepts, reading it the same way;
+// whatever it is not sure of (an escaped or repeated key, a key that
+// differs from a known one only in case, deep nesting, any syntax error)
+// is handed to the general decoder, which gives the same result or the
+// same reject as before, at its own speed.
+
+// maxScanDepth is the nesting the walk follows; deeper goes to the decoder.
+const maxScanDepth = 200
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// zeroByte is non-zero when some byte of w is zero.
+func zeroByte(w uint64) uint64 { return (w - lsb) & ^w & msb }
+
+// scanner walks JSON; badUTF8 is set when a string held invalid UTF-8.
+type scanner struct {
+	badUTF8 bool
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// str returns the index after the string token that starts at b[i] (a
+// quote), or -1 if it is not one. Runs of plain ASCII go eight bytes at a
+// time, runs of other characters one character at a time.
+func (s *scanner) str(b []byte, i int) int {
+	i++
+	for {
+		for i+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[i:])
+			// A quote, a backslash, a control character or a byte past
+			// ASCII stops the run; the lowest flagged byte is the first.
+			if m := zeroByte(w^(lsb*'"')) | zeroByte(w^(lsb*'\\')) | ((w - lsb*0x20) & ^w & msb) | w&msb; m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			return -1
+		}
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			if i+1 >= len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return -1
+				}
+				i += 6
+			default:
+				return -1
+			}
+		case c < 0x20:
+			return -1
+		case c < utf8.RuneSelf: // within the last seven bytes of b
+			i++
+		default:
+			for i < len(b) && b[i] >= utf8.RuneSelf {
+				n := runeLen(b, i)
+				if n == 0 {
+					s.badUTF8, n = true, 1
+				}
+				i += n
+			}
+		}
+	}
+}
+
+// runeLen is the length of the valid UTF-8 sequence at b[i] (past ASCII),
+// or 0: the two- and three-byte forms checked here, the rest by utf8.
+func runeLen(b []byte, i int) int {
+	switch c := b[i]; {
+	case c < 0xc2:
+		return 0
+	case c < 0xe0:
+		if i+1 < len(b) && b[i+1]&0xc0 == 0x80 {
+			return 2
+		}
+		return 0
+	case c < 0xf0:
+		if i+2 >= len(b) || b[i+2]&0xc0 != 0x80 {
+			return 0
+		}
+		lo, hi := byte(0x80), byte(0xbf)
+		switch c {
+		case 0xe0:
+			lo = 0xa0 // no overlong forms
+		case 0xed:
+			hi = 0x9f // no surrogates
+		}
+		if c1 := b[i+1]; c1 < lo || c1 > hi {
+			return 0
+		}
+		return 3
+	}
+	if r, n := utf8.DecodeRune(b[i:]); r != utf8.RuneError || n > 1 {
+		return n
+	}
+	return 0
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+// value returns the index after the JSON value at b[i], or -1.
+func (s *scanner) value(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; c {
+	case '"':
+		return s.str(b, i)
+	case '{':
+		return s.object(b, i, depth, nil)
+	case '[':
+		return s.array(b, i, depth, nil)
+	case 't':
+		return literal(b, i, "true")
+	case 'f':
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	}
+	return number(b, i)
+}
+
+func literal(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// number returns the index after the number at b[i] (RFC 8259), or -1.
+func number(b []byte, i int) int {
+	digits := func() bool {
+		start := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return -1
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return -1
+		}
+	}
+	return i
+}
+
+// object returns the index after the object at b[i], or -1, calling
+// field (when not nil) with each key's token and its value; field
+// returning false ends the walk with -1.
+func (s *scanner) object(b []byte, i, depth int, field func(key, val []byte) bool) int {
+	if depth == 0 {
+		return -1
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return -1
+		}
+		k := i
+		if i = s.str(b, i); i < 0 {
+			return -1
+		}
+		key := b[k:i]
+		if i = skipWS(b, i); i >= len(b) || b[i] != ':' {
+			return -1
+		}
+		v := skipWS(b, i+1)
+		if i = s.value(b, v, depth-1); i < 0 {
+			return -1
+		}
+		if field != nil && !field(key, b[v:i]) {
+			return -1
+		}
+		if i = skipWS(b, i); i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case '}':
+			return i + 1
+		case ',':
+			i = skipWS(b, i+1)
+		default:
+			return -1
+		}
+	}
+}
+
+// array is object for arrays: elem sees each element.
+func (s *scanner) array(b []byte, i, depth int, elem func(val []byte) bool) int {
+	if depth == 0 {
+		return -1
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1
+	}
+	for {
+		v := i
+		if i = s.value(b, v, depth-1); i < 0 {
+			return -1
+		}
+		if elem != nil && !elem(b[v:i]) {
+			return -1
+		}
+		if i = skipWS(b, i); i >= len(b) {
+			return -1
+		}
+		switch b[i] {
+		case ']':
+			return i + 1
+		case ',':
+			i = skipWS(b, i+1)
+		default:
+			return -1
+		}
+	}
+}
+
+// fieldTable finds the raw field a key's value goes to.
+type fieldTable struct {
+	at    map[string]*json.RawMessage // by exact name
+	folds map[string]bool             // every name in lower case
+}
+
+func newFieldTable(at map[string]*json.RawMessage) fieldTable {
+	t := fieldTable{at: at, folds: map[string]bool{}}
+	for name := range at {
+		t.folds[string(lowerASCII(nil, []byte(name)))] = true
+	}
+	return t
+}
+
+func lowerASCII(dst, s []byte) []byte {
+	for _, c := range s {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// lookup returns where key's value goes (nil: nowhere), and false for a
+// key the walk leaves to the decoder: escaped, or a known name in other
+// case, which the decoder may match differently.
+func (t *fieldTable) lookup(key []byte) (*json.RawMessage, bool) {
+	body := key[1 : len(key)-1]
+	if p, ok := t.at[string(body)]; ok {
+		return p, true
+	}
+	for _, c := range body {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return nil, false
+		}
+	}
+	var buf [64]byte
+	if len(body) <= len(buf) && t.folds[string(lowerASCII(buf[:0], body))] {
+		return nil, false
+	}
+	return nil, true
+}
+
+// scanFields walks the object b into the raw fields of t (which start out
+// nil), returning the index after it, or -1 when the decoder must read it.
+func (s *scanner) scanFields(b []byte, t *fieldTable) int {
+	return s.object(b, 0, maxScanDepth, func(key, val []byte) bool {
+		p, ok := t.lookup(key)
+		switch {
+		case !ok:
+			return false
+		case p == nil:
+			return true
+		case *p != nil: // a repeated key
+			return false
+		}
+		*p = val
+		return true
+	})
+}
+
+// scanTurns walks a list of turn objects into turns, or returns false for
+// the decoder to read it.
+func (s *scanner) scanTurns(b []byte, turns *[]turn) bool {
+	end := s.array(b, 0, maxScanDepth, func(val []byte) bool {
+		if val[0] != '{' {
+			return false
+		}
+		*turns = append(*turns, turn{})
+		t := &(*turns)[len(*turns)-1]
+		return s.object(val, 0, maxScanDepth, func(key, val []byte) bool {
+			p, ok := t.field(key)
+			switch {
+			case !ok:
+				return false
+			case p == nil:
+				return true
+			case *p != nil:
+				return false
+			}
+			*p = val
+			return true
+		}) == len(val)
+	})
+	return end == len(b)
+}
+
+// field is fieldTable.lookup for a turn's fields.
+func (t *turn) field(key []byte) (*json.RawMessage, bool) {
+	body := key[1 : len(key)-1]
+	switch string(body) {
+	case "from":
+		return &t.From, true
+	case "value":
+		return &t.Value, true
+	case "role":
+		return &t.Role, true
+	case "content":
+		return &t.Content, true
+	case "name":
+		return &t.Name, true
+	case "tool_calls":
+		return &t.ToolCalls, true
+	case "function_call":
+		return &t.FunctionCall, true
+	case "tool_call_id":
+		return &t.ToolCallID, true
+	case "reasoning_content":
+		return &t.Reasoning, true
+	case "reasoning":
+		return &t.ReasoningAlt, true
+	case "thinking":
+		return &t.Thinking, true
+	case "weight":
+		return &t.Weight, true
+	case "loss_weight":
+		return &t.LossWeight, true
+	case "loss":
+		return &t.Loss, true
+	case "input":
+		return &t.Input, true
+	case "output":
+		return &t.Output, true
+	case "system":
+		return &t.System, true
+	}
+	for _, c := range body {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return nil, false
+		}
+	}
+	var buf [64]byte
+	if len(body) <= len(buf) && turnFolds[string(lowerASCII(buf[:0], body))] {
+		return nil, false
+	}
+	return nil, true
+}
+
+// turnFolds are turn's field names, for keys that differ only in case.
+var turnFolds = map[string]bool{"from": true, "value": true, "role": true, "content": true, "name": true,
+	"tool_calls": true, "function_call": true, "tool_call_id": true, "reasoning_content": true, "reasoning": true,
+	"thinking": true, "weight": true, "loss_weight": true, "loss": true, "input": true, "output": true, "system": true}
+
+// within reports whether tok lies inside line's memory.
+func within(tok, line []byte) bool {
+	if len(line) == 0 || len(tok) == 0 {
+		return false
+	}
+	t, l := uintptr(unsafe.Pointer(unsafe.SliceData(tok))), uintptr(unsafe.Pointer(unsafe.SliceData(line)))
+	return t >= l && t+uintptr(len(tok)) <= l+uintptr(len(line))
+}
