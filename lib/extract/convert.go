@@ -113,6 +113,8 @@ type Extractor struct {
 	rawFields []*json.RawMessage // every field of target, reset per record
 	table     fieldTable         // the fields of target by name, for the scanner
 	validLine []byte             // the record just parsed, when its strings are valid UTF-8
+	preList   []byte             // the record's turn list the scanner read into preTurns, or nil
+	preTurns  []turn
 	keep      []*json.RawMessage // --keep fields, in order
 	keepNames [][]byte           // their escaped names
 	idField   *json.RawMessage   // --id-field, or nil
@@ -388,7 +390,7 @@ func (x *Extractor) resetRecord() {
 // it leaves the record to the decoder, by json.Parse.
 func (x *Extractor) parse(data []byte) *badRecord {
 	b := bytes.TrimSpace(data)
-	x.validLine = nil
+	x.validLine, x.preList = nil, nil
 	if len(b) == 0 || b[0] != '{' {
 		if !json.Valid(b) {
 			return reject(ReasonMalformedJSON, "not valid JSON")
@@ -402,7 +404,7 @@ func (x *Extractor) parse(data []byte) *badRecord {
 		return reject(ReasonNotObject, "the record is %s, not an object", kindOf(b))
 	}
 	var s scanner
-	if end := s.scanFields(b, &x.table); end >= 0 {
+	if end := s.scanFields(b, &x.table, &x.preTurns, &x.preList); end >= 0 {
 		if !s.badUTF8 {
 			x.validLine = b
 		}
@@ -414,6 +416,7 @@ func (x *Extractor) parse(data []byte) *badRecord {
 	for _, p := range x.rawFields {
 		*p = nil // what the scanner took before it stopped
 	}
+	x.preList = nil
 	rest, err := json.Parse(b, x.target, parseFlags)
 	if err != nil {
 		return reject(ReasonMalformedJSON, "%s", jsonProblem(err))

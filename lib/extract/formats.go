@@ -281,12 +281,13 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 // turns the conversation has before the list, for the ids given to calls
 // that have none (call_<turn>_<k>).
 func (x *Extractor) readTurnList(name string, conv []byte, base int) *badRecord {
-	x.turns = emptied(x.turns)
 	if conv[0] != '[' {
 		return reject(ReasonUnknownLayout, "%s is %s, not a list of turns", name, kindOf(conv))
 	}
 	var s scanner
-	if !s.scanTurns(conv, &x.turns) {
+	if sameBytes(conv, x.preList) {
+		x.turns, x.preTurns, x.preList = x.preTurns, x.turns, nil // read with the record
+	} else if x.turns = x.turns[:0]; !s.scanTurns(conv, &x.turns) {
 		x.turns = emptied(x.turns)
 		if _, err := json.Parse(conv, &x.turns, parseFlags); err != nil {
 			return notAll(name, conv, '{', "a turn")

@@ -90,6 +90,12 @@ func (s *scanner) str(b []byte, i int) int {
 			i++
 		default:
 			for i < len(b) && b[i] >= utf8.RuneSelf {
+				// Most text past ASCII (CJK above all) is three-byte
+				// characters that need no more than this check.
+				if c := b[i]; c >= 0xe1 && c <= 0xef && c != 0xed && i+2 < len(b) && b[i+1]&0xc0 == 0x80 && b[i+2]&0xc0 == 0x80 {
+					i += 3
+					continue
+				}
 				n := runeLen(b, i)
 				if n == 0 {
 					s.badUTF8, n = true, 1
@@ -202,10 +208,10 @@ func number(b []byte, i int) int {
 	return i
 }
 
-// object returns the index after the object at b[i], or -1, calling
-// field (when not nil) with each key's token and its value; field
-// returning false ends the walk with -1.
-func (s *scanner) object(b []byte, i, depth int, field func(key, val []byte) bool) int {
+// object returns the index after the object at b[i], or -1. field,
+// when not nil, reads each value (at b[v]) itself, given its key's token,
+// and returns the index after it or -1, which ends the walk.
+func (s *scanner) object(b []byte, i, depth int, field func(key []byte, b []byte, v int) int) int {
 	if depth == 0 {
 		return -1
 	}
@@ -226,10 +232,12 @@ func (s *scanner) object(b []byte, i, depth int, field func(key, val []byte) boo
 			return -1
 		}
 		v := skipWS(b, i+1)
-		if i = s.value(b, v, depth-1); i < 0 {
-			return -1
+		if field != nil {
+			i = field(key, b, v)
+		} else {
+			i = s.value(b, v, depth-1)
 		}
-		if field != nil && !field(key, b[v:i]) {
+		if i < 0 {
 			return -1
 		}
 		if i = skipWS(b, i); i >= len(b) {
@@ -246,8 +254,8 @@ func (s *scanner) object(b []byte, i, depth int, field func(key, val []byte) boo
 	}
 }
 
-// array is object for arrays: elem sees each element.
-func (s *scanner) array(b []byte, i, depth int, elem func(val []byte) bool) int {
+// array is object for arrays: elem reads each element (at b[v]).
+func (s *scanner) array(b []byte, i, depth int, elem func(b []byte, v int) int) int {
 	if depth == 0 {
 		return -1
 	}
@@ -256,11 +264,12 @@ func (s *scanner) array(b []byte, i, depth int, elem func(val []byte) bool) int 
 		return i + 1
 	}
 	for {
-		v := i
-		if i = s.value(b, v, depth-1); i < 0 {
-			return -1
+		if elem != nil {
+			i = elem(b, i)
+		} else {
+			i = s.value(b, i, depth-1)
 		}
-		if elem != nil && !elem(b[v:i]) {
+		if i < 0 {
 			return -1
 		}
 		if i = skipWS(b, i); i >= len(b) {
@@ -323,46 +332,66 @@ func (t *fieldTable) lookup(key []byte) (*json.RawMessage, bool) {
 
 // scanFields walks the object b into the raw fields of t (which start out
 // nil), returning the index after it, or -1 when the decoder must read it.
-func (s *scanner) scanFields(b []byte, t *fieldTable) int {
-	return s.object(b, 0, maxScanDepth, func(key, val []byte) bool {
+// A list under one of the names conversation lists go by is read as turns
+// on the way, into *turns, and *list is set to it.
+func (s *scanner) scanFields(b []byte, t *fieldTable, turns *[]turn, list *[]byte) int {
+	return s.object(b, 0, maxScanDepth, func(key []byte, b []byte, v int) int {
 		p, ok := t.lookup(key)
-		switch {
-		case !ok:
-			return false
-		case p == nil:
-			return true
-		case *p != nil: // a repeated key
-			return false
+		if !ok || (p != nil && *p != nil) { // a key for the decoder, or a repeated one
+			return -1
 		}
-		*p = val
-		return true
+		var end int
+		if p != nil && turns != nil && *list == nil && v < len(b) && b[v] == '[' && turnListKey(key) {
+			*turns = (*turns)[:0] // each turn is zeroed as it is added
+			if end = s.turnList(b, v, turns); end >= 0 {
+				*list = b[v:end]
+			}
+		} else {
+			end = s.value(b, v, maxScanDepth-1)
+		}
+		if end >= 0 && p != nil {
+			*p = b[v:end]
+		}
+		return end
 	})
+}
+
+// turnListKey names the fields whose lists are read as turns as they pass.
+func turnListKey(key []byte) bool {
+	switch string(key) {
+	case `"conversations"`, `"messages"`:
+		return true
+	}
+	return false
 }
 
 // scanTurns walks a list of turn objects into turns, or returns false for
 // the decoder to read it.
 func (s *scanner) scanTurns(b []byte, turns *[]turn) bool {
-	end := s.array(b, 0, maxScanDepth, func(val []byte) bool {
-		if val[0] != '{' {
-			return false
+	return s.turnList(b, 0, turns) == len(b)
+}
+
+// turnList reads the list of turn objects at b[i] into turns, returning
+// the index after it, or -1.
+func (s *scanner) turnList(b []byte, i int, turns *[]turn) int {
+	return s.array(b, i, maxScanDepth, func(b []byte, v int) int {
+		if v >= len(b) || b[v] != '{' {
+			return -1
 		}
 		*turns = append(*turns, turn{})
 		t := &(*turns)[len(*turns)-1]
-		return s.object(val, 0, maxScanDepth, func(key, val []byte) bool {
+		return s.object(b, v, maxScanDepth-1, func(key []byte, b []byte, v int) int {
 			p, ok := t.field(key)
-			switch {
-			case !ok:
-				return false
-			case p == nil:
-				return true
-			case *p != nil:
-				return false
+			if !ok || (p != nil && *p != nil) {
+				return -1
 			}
-			*p = val
-			return true
-		}) == len(val)
+			end := s.value(b, v, maxScanDepth-2)
+			if end >= 0 && p != nil {
+				*p = b[v:end]
+			}
+			return end
+		})
 	})
-	return end == len(b)
 }
 
 // field is fieldTable.lookup for a turn's fields.
@@ -428,4 +457,9 @@ func within(tok, line []byte) bool {
 	}
 	t, l := uintptr(unsafe.Pointer(unsafe.SliceData(tok))), uintptr(unsafe.Pointer(unsafe.SliceData(line)))
 	return t >= l && t+uintptr(len(tok)) <= l+uintptr(len(line))
+}
+
+// sameBytes reports whether a and b are the same bytes in memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
 }

@@ -65,7 +65,9 @@ func checkScan(t *testing.T, x *Extractor, b []byte) {
 		*p = nil
 	}
 	var s scanner
-	end := s.scanFields(b, &x.table)
+	var pre []turn
+	var list []byte
+	end := s.scanFields(b, &x.table, &pre, &list)
 	got := make([]string, len(x.rawFields))
 	for i, p := range x.rawFields {
 		got[i], *p = string(*p), nil
@@ -87,6 +89,15 @@ func checkScan(t *testing.T, x *Extractor, b []byte) {
 	}
 	if !s.badUTF8 != utf8.Valid(b[:end]) {
 		t.Fatalf("%q: scanner says valid UTF-8 %v", b, !s.badUTF8)
+	}
+	if list != nil {
+		var parsed []turn
+		if _, err := json.Parse(list, &parsed, parseFlags); err != nil {
+			t.Fatalf("%q: the scanner read it as turns, json.Parse: %v", list, err)
+		}
+		if (len(pre) > 0 || len(parsed) > 0) && !reflect.DeepEqual(pre, parsed) {
+			t.Fatalf("%q: turns read with the record: scanner %+v, json.Parse %+v", list, pre, parsed)
+		}
 	}
 	for _, p := range x.rawFields {
 		if len(*p) == 0 || (*p)[0] != '[' {
@@ -123,7 +134,7 @@ func TestScanMatchesDecoder(t *testing.T) {
 			*p = nil
 		}
 		var sc scanner
-		if sc.scanFields([]byte(s), &x.table) < 0 {
+		if sc.scanFields([]byte(s), &x.table, nil, nil) < 0 {
 			t.Errorf("%q: left to the decoder", s)
 		}
 	}
