@@ -274,33 +274,52 @@ func (x *Extractor) Convert(data []byte) []Candidate {
 // those of messages held before (see Candidate.From); call Flush after
 // the last record for the rest.
 func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
+	cands, _ := x.convert(rec, false)
+	return cands
+}
+
+// convertFree is ConvertRecord for an Extractor that holds nothing and
+// converts records out of order: a message of a flat OpenAssistant export
+// is not converted but answered with ordered, for an Extractor that sees
+// every record in order to take.
+func (x *Extractor) convertFree(rec jsonl.RawLine) (cands []Candidate, ordered bool) {
+	return x.convert(rec, true)
+}
+
+// holding reports whether messages of a flat export wait for their tree.
+func (x *Extractor) holding() bool { return len(x.held.nodes) > 0 }
+
+func (x *Extractor) convert(rec jsonl.RawLine, free bool) ([]Candidate, bool) {
 	x.reset()
 	if len(x.held.nodes) > 0 && rec.File != x.held.file {
 		x.flushHeld() // a tree does not go on in another file
 	}
 	if bad := x.parse(rec.Data); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	format := x.opts.Format
 	if format == FormatAuto {
 		if format = detect(x.f); format == "" {
 			return x.rejectAll(reject(ReasonUnknownLayout,
-				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, query, problem, text, data, chosen/rejected, preferred_output, message_id)"))
+				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, query, problem, text, data, chosen/rejected, preferred_output, message_id)")), false
 		}
 	} else if !has(format, x.f) {
-		return x.rejectAll(reject(ReasonUnknownLayout, "no %s field, which --format %s reads", layoutFields[format], format))
+		return x.rejectAll(reject(ReasonUnknownLayout, "no %s field, which --format %s reads", layoutFields[format], format)), false
 	}
 	x.format = format
 	if bad := x.mediaFields(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	if bad := x.aliases(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	flat := format == FormatOAsst && !(present(x.f.Prompt) && x.f.Prompt[0] == '{')
 	if flat {
+		if free {
+			return nil, true
+		}
 		x.hold(rec)
-		return x.cands
+		return x.cands, false
 	}
 	if len(x.held.nodes) > 0 {
 		// Another kind of record ends the held tree; its prompts come first.
@@ -311,33 +330,33 @@ func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
 	}
 	if format == FormatOAsst {
 		if bad := x.readTree(x.f.Prompt); bad != nil {
-			return x.rejectAll(bad)
+			return x.rejectAll(bad), false
 		}
 		x.oaCandidates(false)
-		return x.cands
+		return x.cands, false
 	}
 	if bad := x.read(format, x.f); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	x.joinSystem()
 	if x.opts.Turns == TurnsAll && format != FormatPreference && present(x.f.Chosen) {
 		if bad := x.addChosen(x.f.Chosen); bad != nil {
-			return x.rejectAll(bad)
+			return x.rejectAll(bad), false
 		}
 	}
 	if bad := x.applyToolSettings(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	if bad := x.placeholders(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	id, bad := x.datasetID()
 	if bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	if x.completion != nil {
 		x.candidate(id, -1, 0)
-		return x.cands
+		return x.cands, false
 	}
 	for i, m := range x.msgs {
 		if m.role == roleUser {
@@ -345,7 +364,7 @@ func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
 		}
 	}
 	if len(x.users) == 0 {
-		return x.rejectAll(reject(ReasonNoUserTurn, "none of the %d turns is from the user", len(x.msgs)))
+		return x.rejectAll(reject(ReasonNoUserTurn, "none of the %d turns is from the user", len(x.msgs))), false
 	}
 	switch x.opts.Turns {
 	case TurnsFirst:
@@ -359,7 +378,7 @@ func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
 	case TurnsAll:
 		x.conversation(id)
 	}
-	return x.cands
+	return x.cands, false
 }
 
 // reset readies the Extractor for a new call.
