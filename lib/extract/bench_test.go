@@ -102,20 +102,26 @@ func TestWriteShareGPT(t *testing.T) {
 }
 
 // BenchmarkExtractShareGPT runs the whole command (read, detect, convert,
-// write) on ShareGPT JSONL, single-threaded; MB/s is of input.
+// write) on ShareGPT JSONL, with one worker; MB/s is of input.
 func BenchmarkExtractShareGPT(b *testing.B) {
-	benchmarkRun(b, shareGPTData(20000))
+	benchmarkRun(b, shareGPTData(20000), "--workers", "1")
+}
+
+// BenchmarkExtractShareGPTWorkers2 is the same with two workers (compare
+// with -cpu 2 on a machine whose second core is free).
+func BenchmarkExtractShareGPTWorkers2(b *testing.B) {
+	benchmarkRun(b, shareGPTData(20000), "--workers", "2")
 }
 
 // BenchmarkExtractShareGPTKeep adds the work of --keep and --source.
 func BenchmarkExtractShareGPTKeep(b *testing.B) {
-	benchmarkRun(b, shareGPTData(20000), "--keep", "label,langdetect", "--source", "ii")
+	benchmarkRun(b, shareGPTData(20000), "--workers", "1", "--keep", "label,langdetect", "--source", "ii")
 }
 
 // BenchmarkExtractConversations makes whole conversation records (--turns
 // all) of multi-turn tool-calling conversations (corpus --conversations).
 func BenchmarkExtractConversations(b *testing.B) {
-	benchmarkRun(b, corpusConversations(5000, 1), "--turns", "all")
+	benchmarkRun(b, corpusConversations(5000, 1), "--workers", "1", "--turns", "all")
 }
 
 func benchmarkRun(b *testing.B, data []byte, args ...string) {
@@ -161,7 +167,7 @@ func BenchmarkExtractParquet(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		env := &cli.Env{Name: "extract", Stdout: io.Discard, Stderr: io.Discard}
-		if code := cli.Run(context.Background(), env, Description, &Command{}, []string{path}); code != 0 {
+		if code := cli.Run(context.Background(), env, Description, &Command{}, []string{"--workers", "1", path}); code != 0 {
 			b.Fatalf("exit %d", code)
 		}
 	}

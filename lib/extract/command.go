@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -55,7 +56,7 @@ type Command struct {
 	Lang            string `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
 	Limit           int64  `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
 	CSVDelimiter    string `name:"csv-delimiter" default:"" placeholder:"CHAR" help:"Field separator of CSV inputs, e.g. ';' or '|' (tab: '\\t'). Default: a tab for .tsv, a comma for .csv, else a tab if the header row has one, else a comma."`
-	cli.WorkersFlag `set:"workers_what=convert records, the output in input order whatever their number"`
+	cli.WorkersFlag `set:"workers_what=convert records, the output in input order whatever their number (a pipe among the inputs: 1 unless set)"`
 	MaxHeld         int `name:"max-held" default:"100000" help:"Messages of a flat OpenAssistant export held at once to rebuild a conversation tree; one past this is rejected as max_held."`
 	cli.RejectsFlag
 	cli.ForceFlag
@@ -109,6 +110,11 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	if c.Workers == 0 && !regularInputs(c.Files, env.Stdin) {
+		// Batches wait to fill: records that trickle in through a pipe
+		// are converted as they come unless --workers asks otherwise.
+		workers = 1
+	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
 	delim, err := csvDelimiter(c.CSVDelimiter)
 	if err != nil {
@@ -126,7 +132,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		out.Abort()
 		return err
 	}
-	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: delim}})
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: delim}, Columns: x.Reads})
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
@@ -261,6 +267,31 @@ func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
 		fmt.Fprintf(&b, ", %d messages end no prompt", n.noPrompt)
 	}
 	return b.String()
+}
+
+// regularInputs reports whether every input is a regular file (stdin
+// included, when it is read), which is read as fast as it is converted.
+func regularInputs(files []string, stdin io.Reader) bool {
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	for _, f := range files {
+		var st os.FileInfo
+		var err error
+		if f == "-" {
+			sf, ok := stdin.(*os.File)
+			if !ok {
+				return false
+			}
+			st, err = sf.Stat()
+		} else {
+			st, err = os.Stat(f)
+		}
+		if err != nil || !st.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
 }
 
 // csvDelimiter reads --csv-delimiter: one character ('\t' or "tab" for a

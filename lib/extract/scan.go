@@ -310,6 +310,17 @@ func lowerASCII(dst, s []byte) []byte {
 	return dst
 }
 
+// Reads reports whether a top-level field of this name can change what
+// the Extractor makes of a record: one it reads (or one differing only in
+// case, which the decoder may match); a Parquet reader leaves the other
+// columns unread.
+func (x *Extractor) Reads(name string) bool {
+	if _, ok := x.table.at[name]; ok {
+		return true
+	}
+	return x.table.folds[string(lowerASCII(nil, []byte(name)))]
+}
+
 // lookup returns where key's value goes (nil: nowhere), and false for a
 // key the walk leaves to the decoder: escaped, or a known name in other
 // case, which the decoder may match differently.

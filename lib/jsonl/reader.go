@@ -84,6 +84,9 @@ type Options struct {
 	LimitName string
 	// CSV, when set, reads CSV and TSV inputs (see csv.go); nil refuses them.
 	CSV *CSVOptions
+	// Columns, when set, names the top-level Parquet columns to read; the
+	// others are left out of the records, their pages never decoded.
+	Columns func(name string) bool
 }
 
 // LineTooLongError is a record Writer refuses: longer than MaxLine.
