@@ -135,12 +135,14 @@ func (s *parquetSource) fill() error {
 			}
 			return io.EOF
 		}
-		g := groups[s.group]
+		// Pages are read and decompressed ahead, by a goroutine per
+		// column, while rows are assembled.
+		g := parquet.AsyncRowGroup(groups[s.group])
 		s.group++
-		s.rows, s.left = g.Rows(), g.NumRows()
 		if s.leaves != nil {
-			s.rows = parquet.NewRowGroupRowReader(projected{g, s.leaves})
+			g = projected{g, s.leaves}
 		}
+		s.rows, s.left = parquet.NewRowGroupRowReader(g), g.NumRows()
 	}
 	s.decode()
 	return nil
