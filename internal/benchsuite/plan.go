@@ -94,7 +94,7 @@ var sections []*section
 
 func init() {
 	sections = []*section{
-		extractSection, dedupSection, shardSection, mergeSection, statsSection, filterSection,
+		extractSection, extractScaleSection, dedupSection, shardSection, mergeSection, statsSection, filterSection,
 		clientSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, ollamaSection, growthSection,
 	}
 }
