@@ -294,7 +294,7 @@ func (x *Extractor) convert(rec jsonl.RawLine, free bool) ([]Candidate, bool) {
 	if len(x.held.nodes) > 0 && rec.File != x.held.file {
 		x.flushHeld() // a tree does not go on in another file
 	}
-	if bad := x.parse(rec.Data); bad != nil {
+	if bad := x.parse(rec.Data, rec.Built); bad != nil {
 		return x.rejectAll(bad), false
 	}
 	format := x.opts.Format
@@ -324,7 +324,7 @@ func (x *Extractor) convert(rec jsonl.RawLine, free bool) ([]Candidate, bool) {
 	if len(x.held.nodes) > 0 {
 		// Another kind of record ends the held tree; its prompts come first.
 		x.flushHeld()
-		x.parse(rec.Data) // it parsed a moment ago
+		x.parse(rec.Data, rec.Built) // it parsed a moment ago
 		x.format = format
 		x.aliases() // as a moment ago: no reject
 	}
@@ -406,8 +406,10 @@ func (x *Extractor) resetRecord() {
 }
 
 // parse decodes the record's top-level fields: by the scanner, or where
-// it leaves the record to the decoder, by json.Parse.
-func (x *Extractor) parse(data []byte) *badRecord {
+// it leaves the record to the decoder, by json.Parse. built says the
+// reader wrote the record (valid JSON and UTF-8), so that the scanner only
+// finds where its strings end.
+func (x *Extractor) parse(data []byte, built bool) *badRecord {
 	b := bytes.TrimSpace(data)
 	x.validLine, x.preList = nil, nil
 	if len(b) == 0 || b[0] != '{' {
@@ -422,7 +424,7 @@ func (x *Extractor) parse(data []byte) *badRecord {
 		}
 		return reject(ReasonNotObject, "the record is %s, not an object", kindOf(b))
 	}
-	var s scanner
+	s := scanner{built: built}
 	if end := s.scanFields(b, &x.table, &x.preTurns, &x.preList); end >= 0 {
 		if !s.badUTF8 {
 			x.validLine = b

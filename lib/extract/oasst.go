@@ -239,7 +239,7 @@ func (x *Extractor) oaPrompt(i int, flat bool) {
 	n := &x.nodes[i]
 	if flat {
 		x.resetRecord()
-		if bad := x.parse(n.held.Data); bad != nil {
+		if bad := x.parse(n.held.Data, n.held.Built); bad != nil {
 			x.addCandidate(Candidate{Reason: bad.reason, Detail: bad.detail, From: n.held})
 			return
 		}
@@ -325,7 +325,7 @@ func (x *Extractor) hold(rec jsonl.RawLine) {
 	tree := x.f.MessageTreeID
 	if h := &x.held; len(h.nodes) > 0 && !bytes.Equal(tree, h.tree) {
 		x.flushHeld()
-		x.parse(rec.Data) // it parsed a moment ago
+		x.parse(rec.Data, rec.Built) // it parsed a moment ago
 	}
 	h := &x.held
 	if len(h.nodes) >= x.opts.MaxHeld {

@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
@@ -31,8 +32,11 @@ const (
 func zeroByte(w uint64) uint64 { return (w - lsb) & ^w & msb }
 
 // scanner walks JSON; badUTF8 is set when a string held invalid UTF-8.
+// A built scanner walks JSON the reader wrote (valid, valid UTF-8): it
+// only looks for the quote that ends each string.
 type scanner struct {
 	badUTF8 bool
+	built   bool
 }
 
 func skipWS(b []byte, i int) int {
@@ -52,6 +56,9 @@ func skipWS(b []byte, i int) int {
 // time, runs of other characters one character at a time.
 func (s *scanner) str(b []byte, i int) int {
 	i++
+	if s.built {
+		return builtStr(b, i)
+	}
 	for {
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
@@ -137,6 +144,27 @@ func runeLen(b []byte, i int) int {
 		return n
 	}
 	return 0
+}
+
+// builtStr returns the index after the valid string token whose text
+// starts at b[i]: past the first quote not escaped.
+func builtStr(b []byte, i int) int {
+	start := i
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		j := i + q
+		k := j
+		for k > start && b[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j + 1
+		}
+		i = j + 1
+	}
 }
 
 func isHex(c byte) bool {

@@ -2,11 +2,14 @@ package extract
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"tokenmill/lib/jsonl"
 	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
@@ -170,3 +173,60 @@ func FuzzScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkScan(t, x, b) })
 }
+
+// TestBuiltRowsScanAlike reads the rows the Parquet reader writes (the
+// real files and a generated one with every kind of text) with the
+// scanner that only finds string ends and with the strict one: the same
+// fields, the same turns.
+func TestBuiltRowsScanAlike(t *testing.T) {
+	gen := writeShareGPTParquet(t, shareGPTData(300), filepath.Join(t.TempDir(), "gen.parquet"))
+	files := []string{gen}
+	for _, f := range []string{"ii_0625_style.parquet", "ii_3m_style.parquet"} {
+		if p := filepath.Join(realData, f); fileExists(p) {
+			files = append(files, p)
+		}
+	}
+	x, err := NewExtractor(Options{Keep: []string{"label"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	in := jsonl.NewReader(context.Background(), nil, files, nil, jsonl.Options{})
+	defer in.Close()
+	for {
+		rec, err := in.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Built {
+			t.Fatalf("%s:%d: a Parquet row not marked as built", rec.File, rec.Line)
+		}
+		rows++
+		var got [2][]string
+		var turns [2][]turn
+		for k, built := range []bool{false, true} {
+			for _, p := range x.rawFields {
+				*p = nil
+			}
+			s := scanner{built: built}
+			var list []byte
+			if end := s.scanFields(rec.Data, &x.table, &turns[k], &list); end != len(rec.Data) || s.badUTF8 {
+				t.Fatalf("%s:%d (built %v): ends at %d of %d, bad UTF-8 %v", rec.File, rec.Line, built, end, len(rec.Data), s.badUTF8)
+			}
+			for _, p := range x.rawFields {
+				got[k] = append(got[k], string(*p))
+			}
+		}
+		if !reflect.DeepEqual(got[0], got[1]) || !reflect.DeepEqual(turns[0], turns[1]) {
+			t.Fatalf("%s:%d: the scanners read the row differently", rec.File, rec.Line)
+		}
+	}
+	if rows < 300 {
+		t.Fatalf("only %d rows", rows)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

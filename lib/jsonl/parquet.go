@@ -115,7 +115,7 @@ func (s *parquetSource) next() (RawLine, error) {
 	data := s.out[start:s.ends[s.handed]]
 	s.handed++
 	s.row++
-	return RawLine{Data: data, File: s.name, Line: s.row}, nil
+	return RawLine{Data: data, File: s.name, Line: s.row, Built: true}, nil
 }
 
 // fill decodes the next batch of rows into JSON. A problem (a read error,

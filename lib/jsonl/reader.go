@@ -24,6 +24,10 @@ type RawLine struct {
 	Data []byte
 	File string // "-" for stdin
 	Line int64  // 1-based line (JSONL, JSON arrays) or row (Parquet)
+	// Built is set when the reader wrote Data itself (a Parquet row): JSON
+	// known valid, its strings valid UTF-8, which a reader of it need not
+	// check again.
+	Built bool
 }
 
 // MaxLine is the longest line any tokenmill tool reads or writes: 1 GiB,
