@@ -2,12 +2,12 @@ package extract
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/jsonl"
 )
 
 // The hot path's JSON reading. A record is walked once, its string tokens
@@ -22,14 +22,6 @@ import (
 
 // maxScanDepth is the nesting the walk follows; deeper goes to the decoder.
 const maxScanDepth = 200
-
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// zeroByte is non-zero when some byte of w is zero.
-func zeroByte(w uint64) uint64 { return (w - lsb) & ^w & msb }
 
 // scanner walks JSON; badUTF8 is set when a string held invalid UTF-8.
 // A built scanner walks JSON the reader wrote (valid, valid UTF-8): it
@@ -60,16 +52,7 @@ func (s *scanner) str(b []byte, i int) int {
 		return builtStr(b, i)
 	}
 	for {
-		for i+8 <= len(b) {
-			w := binary.LittleEndian.Uint64(b[i:])
-			// A quote, a backslash, a control character or a byte past
-			// ASCII stops the run; the lowest flagged byte is the first.
-			if m := zeroByte(w^(lsb*'"')) | zeroByte(w^(lsb*'\\')) | ((w - lsb*0x20) & ^w & msb) | w&msb; m != 0 {
-				i += bits.TrailingZeros64(m) / 8
-				break
-			}
-			i += 8
-		}
+		i = jsonl.PlainRun(b, i)
 		if i >= len(b) {
 			return -1
 		}
@@ -268,18 +251,26 @@ func (s *scanner) object(b []byte, i, depth int, field func(key []byte, b []byte
 		if i < 0 {
 			return -1
 		}
-		if i = skipWS(b, i); i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case '}':
-			return i + 1
-		case ',':
-			i = skipWS(b, i+1)
-		default:
-			return -1
+		var done bool
+		if i, done = after(b, i, '}'); done {
+			return i
 		}
 	}
+}
+
+// after reads what follows a member at b[i]: the close of its container
+// (done, and the index after it), a comma (the index of the next member),
+// or anything else (done, -1).
+func after(b []byte, i int, close byte) (int, bool) {
+	if i = skipWS(b, i); i < len(b) {
+		switch b[i] {
+		case close:
+			return i + 1, true
+		case ',':
+			return skipWS(b, i+1), false
+		}
+	}
+	return -1, true
 }
 
 // array is object for arrays: elem reads each element (at b[v]).
@@ -300,16 +291,9 @@ func (s *scanner) array(b []byte, i, depth int, elem func(b []byte, v int) int) 
 		if i < 0 {
 			return -1
 		}
-		if i = skipWS(b, i); i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ']':
-			return i + 1
-		case ',':
-			i = skipWS(b, i+1)
-		default:
-			return -1
+		var done bool
+		if i, done = after(b, i, ']'); done {
+			return i
 		}
 	}
 }

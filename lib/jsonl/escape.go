@@ -21,16 +21,7 @@ func appendEscaped(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	i, j := 0, 0 // s[i:j] is plain, not yet written
 	for j < len(s) {
-		for j+8 <= len(s) {
-			w := binary.LittleEndian.Uint64(s[j:])
-			// A quote, a backslash, a control character or a byte past
-			// ASCII stops the run; the lowest flagged byte is the first.
-			if m := zeroByte(w^(lsb*'"')) | zeroByte(w^(lsb*'\\')) | ((w - lsb*0x20) & ^w & msb) | w&msb; m != 0 {
-				j += bits.TrailingZeros64(m) / 8
-				break
-			}
-			j += 8
-		}
+		j = PlainRun(s, j)
 		if j >= len(s) {
 			break
 		}
@@ -84,6 +75,23 @@ func appendEscaped(dst, s []byte) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// PlainRun returns where the run of plain bytes of b from i ends, going
+// eight bytes at a time: at the first quote, backslash, control
+// character or byte past ASCII, or where fewer than eight bytes are left
+// (which the caller reads one by one).
+func PlainRun(b []byte, i int) int {
+	for i+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[i:])
+		// The lowest flagged byte is the first: a false flag from a
+		// borrow only ever sits above a true one.
+		if m := zeroByte(w^(lsb*'"')) | zeroByte(w^(lsb*'\\')) | ((w - lsb*0x20) & ^w & msb) | w&msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	return i
+}
 
 // zeroByte is non-zero when some byte of w is zero.
 func zeroByte(w uint64) uint64 { return (w - lsb) & ^w & msb }
