@@ -73,6 +73,7 @@ var extractSection = &section{
 			"extract ≥ 5× jq (both on one core) := extract/extract, 1 core:mbps / extract/jq, 1 core:mbps >= 5",
 			"extract --workers 2 ≥ 1.6× --workers 1 := extract/extract --workers 2:rps / extract/extract --workers 1:rps >= 1.6",
 			"extract reads Parquet at least as many rows/s as JSONL (one core) := extract-parquet/Parquet, 1 core:rps / extract-parquet/JSONL, 1 core:rps >= 1",
+			"a Parquet row costs no more CPU than its JSONL line (one core; the load swings rows/s) := extract-parquet/Parquet, 1 core:cpu_us_per_record / extract-parquet/JSONL, 1 core:cpu_us_per_record <= 1",
 		}
 	},
 }
