@@ -26,6 +26,9 @@ var dataSteps = []*dataStep{
 	toolStep("corpus", "data/corpus.jsonl", nil, func(h *harness) []string {
 		return []string{"corpus", "--force", "-n", strconv.Itoa(h.sz.Main), "-o", "data/corpus.jsonl"}
 	}),
+	toolStep("corpus-parquet", "data/corpus.parquet", nil, func(h *harness) []string {
+		return []string{"corpus", "--force", "-n", strconv.Itoa(h.sz.Main), "-o", "data/corpus.parquet"}
+	}),
 	toolStep("prompts", "data/prompts.jsonl", []string{"corpus"}, func(*harness) []string {
 		return []string{"extract", "--force", "--progress", "0", "-o", "data/prompts.jsonl", "data/corpus.jsonl"}
 	}),

@@ -135,11 +135,14 @@ func Measure(ctx context.Context, s Spec, logf func(string, ...any)) (*Result, e
 		}
 	}()
 
+	var others othersMeter
 	for i := 0; i < s.Runs; i++ {
 		if err := s.prepare(); err != nil {
 			return nil, err
 		}
+		others.begin()
 		run, floor, stderr, err := s.runFresh(ctx, argv, stdout)
+		others.end(run)
 		if s.StderrFile != "" {
 			os.WriteFile(s.path(s.StderrFile), stderr, 0o644)
 		}
@@ -160,6 +163,10 @@ func Measure(ctx context.Context, s Spec, logf func(string, ...any)) (*Result, e
 		}
 		res.OutRecords = n
 	}
+	if res.Metrics == nil {
+		res.Metrics = map[string]float64{}
+	}
+	res.Metrics["others_cores"] = others.cores()
 	if logf != nil {
 		logf("%s", describe(res))
 	}
@@ -414,6 +421,10 @@ func describe(r *Result) string {
 	if r.OutRecords >= 0 {
 		fmt.Fprintf(&b, ", %d records out", r.OutRecords)
 	}
-	fmt.Fprintf(&b, " (load %.2f)", r.Load1)
+	fmt.Fprintf(&b, " (load %.2f", r.Load1)
+	if v, ok := r.Metric("others_cores"); ok && v >= 0 {
+		fmt.Fprintf(&b, ", others %.2f cores", v)
+	}
+	b.WriteString(")")
 	return b.String()
 }

@@ -94,7 +94,7 @@ var sections []*section
 
 func init() {
 	sections = []*section{
-		extractSection, dedupSection, neardupSection, shardSection, mergeSection, statsSection, filterSection,
+		extractSection, extractScaleSection, dedupSection, neardupSection, shardSection, mergeSection, statsSection, filterSection,
 		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, kindsSection, ollamaSection, growthSection,
 	}
 }

@@ -35,7 +35,7 @@ func TestPlan(t *testing.T) {
 		t.Run(strings.Join(tc.names, ","), func(t *testing.T) {
 			secs, steps, err := plan(tc.names)
 			if tc.bad != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.bad) || !strings.Contains(err.Error(), "extract, dedup") {
+				if err == nil || !strings.Contains(err.Error(), tc.bad) || !strings.Contains(err.Error(), "extract, extract-scale, dedup") {
 					t.Fatalf("got %v, want an error naming %q and the sections", err, tc.bad)
 				}
 				return

@@ -106,7 +106,9 @@ func (h *harness) machine(w io.Writer, loadAfter string) {
 		"average above the number of CPUs), every figure here is lower than the same\n"+
 		"tools reach alone, and the ratios between tools are noisier than usual. The\n"+
 		"`load` column of each table is the 1-minute load average when that\n"+
-		"measurement started.\n")
+		"measurement started, then (`others`) the cores other processes kept busy\n"+
+		"while its runs went, from /proc/stat less the command's own CPU time: on\n"+
+		"this machine, below 1 means a core was free beside the command.\n")
 }
 
 // firstLine is the first line a command prints, "" when it cannot run.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -100,34 +99,6 @@ func peer(s Spec, needs ...string) peerSpec { return peerSpec{Spec: s, needs: ne
 func shellPeer(s Spec, needs ...string) peerSpec {
 	s.Shell = true
 	return peerSpec{Spec: s, needs: needs}
-}
-
-var extractSection = &section{
-	name: "extract", heading: "## extract: prompts from the corpus", about: "extract against jq, on one core and on all",
-	needs: []string{"corpus"},
-	measure: func(ctx context.Context, h *harness) error {
-		const c = "data/corpus.jsonl"
-		n, err := h.lines(c)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "extract", BytesOf: []string{c}, Records: n}
-		one, all, jq := in, in, in
-		one.Name, one.Argv = "extract, 1 core", append(append([]string{}, h.pin...), "extract", c)
-		all.Name, all.Argv = fmt.Sprintf("extract, all %d cores", runtime.NumCPU()), []string{"extract", c}
-		jq.Name, jq.Argv = "jq, 1 core", append(append([]string{}, h.pin...), "jq", "-c", `{id, messages:[{role:"user",content:.conversations[0].value}]}`, c)
-		return h.measureAll(ctx, []peerSpec{ours(one), ours(all), peer(jq, "jq")})
-	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "The `1 core` rows are %s, as are jq's.\n\n", h.pinNote)
-		h.table(w, "extract", tableOptions{})
-	},
-	targets: func(*harness) []string {
-		return []string{
-			"extract ≥ 150 MB/s on one core := extract/extract, 1 core:mbps >= 150",
-			"extract ≥ 3× jq (both on one core) := extract/extract, 1 core:mbps / extract/jq, 1 core:mbps >= 3",
-		}
-	},
 }
 
 // awkName is the awk this machine has, for the gawk row's reason.

@@ -123,7 +123,7 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 		if r.rssAtFloor() {
 			rss = "≤ " + rss
 		}
-		cells = append(cells, rss, outCell(r), loadCell(r.Load1))
+		cells = append(cells, rss, outCell(r), othersCell(r))
 		writeRow(w, cells)
 	}
 	fmt.Fprintln(w)
@@ -174,7 +174,7 @@ func fleetTable(w io.Writer, rows []*Result) {
 		writeRow(w, []string{"**" + r.Name + "**", metricCell(r, "tok_s", 0), metricCell(r, "sim_gen_tok_s", 0), metricCell(r, "ideal_tok_s", 0), metricCell(r, "ideal_pct", 1),
 			metricCell(r, "ideal_prefill_pct", 1), metricCell(r, "util_pct", 1), metricCell(r, "whole_pct", 1), metricCell(r, "down_sim_s", 0),
 			cli.Thousands(r.OutRecords), metricCell(r, "failed", 0), metricCell(r, "retries", 0), metricCell(r, "wall_s", 1), metricCell(r, "cpu_s", 1),
-			metricCell(r, "rss_mb", 1), loadCell(r.Load1)})
+			metricCell(r, "rss_mb", 1), othersCell(r)})
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {

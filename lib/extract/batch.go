@@ -118,7 +118,7 @@ func (x *Extractor) readCompletion(prompt []byte) *badRecord {
 	}
 	switch {
 	case isString(prompt):
-		x.completion = cleanToken(&x.arena, prompt)
+		x.completion = x.clean(&x.arena, prompt)
 		return nil
 	case present(prompt):
 		return reject(ReasonUnknownLayout, "body.prompt is not a single string (token ids are not read)")
@@ -134,7 +134,7 @@ func (x *Extractor) readCompletion(prompt []byte) *badRecord {
 func (x *Extractor) readResponses(body *batchBody) *badRecord {
 	switch {
 	case isString(body.Input):
-		x.addMessage(roleUser, cleanToken(&x.arena, body.Input))
+		x.addMessage(roleUser, x.clean(&x.arena, body.Input))
 	case present(body.Input) && body.Input[0] == '[':
 		var items []responseItem
 		if _, err := json.Parse(body.Input, &items, parseFlags); err != nil {
@@ -192,7 +192,7 @@ func (x *Extractor) responseItem(it *responseItem) *badRecord {
 		if bad != nil {
 			return bad
 		}
-		x.add(message{role: roleTool, content: tok, toolCallID: cleanToken(&x.arena, it.CallID)})
+		x.add(message{role: roleTool, content: tok, toolCallID: x.clean(&x.arena, it.CallID)})
 	case "reasoning":
 	default:
 		return reject(ReasonUnknownLayout, "item type %q is not read", typ)
@@ -204,7 +204,7 @@ func (x *Extractor) responseItem(it *responseItem) *badRecord {
 // tokens) to the assistant turn at the end of x.msgs, or to a new one: a
 // run of calls is one assistant turn, as in chat requests.
 func (x *Extractor) addToolCall(id, name, arguments []byte) {
-	id, name, arguments = cleanToken(&x.scratchArena, id), cleanToken(&x.scratchArena, name), cleanToken(&x.scratchArena, arguments)
+	id, name, arguments = x.clean(&x.scratchArena, id), x.clean(&x.scratchArena, name), x.clean(&x.scratchArena, arguments)
 	n := len(x.msgs)
 	start := len(x.arena)
 	if n > 0 && x.msgs[n-1].role == roleAssistant && x.msgs[n-1].toolCalls != nil && x.msgs[n-1].callsBuilt {

@@ -102,22 +102,30 @@ func TestWriteShareGPT(t *testing.T) {
 }
 
 // BenchmarkExtractShareGPT runs the whole command (read, detect, convert,
-// write) on ShareGPT JSONL, single-threaded; MB/s is of input.
+// write) on ShareGPT JSONL, with one worker; MB/s is of input.
 func BenchmarkExtractShareGPT(b *testing.B) {
-	benchmarkRun(b, shareGPTData(20000))
+	benchmarkRun(b, shareGPTData(20000), "--workers", "1")
+}
+
+// BenchmarkExtractShareGPTWorkers2 is the same with two workers (compare
+// with -cpu 2 on a machine whose second core is free).
+func BenchmarkExtractShareGPTWorkers2(b *testing.B) {
+	benchmarkRun(b, shareGPTData(20000), "--workers", "2")
 }
 
 // BenchmarkExtractShareGPTKeep adds the work of --keep and --source.
 func BenchmarkExtractShareGPTKeep(b *testing.B) {
-	benchmarkRun(b, shareGPTData(20000), "--keep", "label,langdetect", "--source", "ii")
+	benchmarkRun(b, shareGPTData(20000), "--workers", "1", "--keep", "label,langdetect", "--source", "ii")
 }
 
 // BenchmarkExtractConversations makes whole conversation records (--turns
 // all) of multi-turn tool-calling conversations (corpus --conversations).
 func BenchmarkExtractConversations(b *testing.B) {
-	benchmarkRun(b, corpusConversations(5000, 1), "--turns", "all")
+	benchmarkRun(b, corpusConversations(5000, 1), "--workers", "1", "--turns", "all")
 }
 
+// benchmarkRun runs the command on data; rows/s is reported beside MB/s,
+// to compare with BenchmarkExtractParquet's same rows.
 func benchmarkRun(b *testing.B, data []byte, args ...string) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
@@ -127,6 +135,7 @@ func benchmarkRun(b *testing.B, data []byte, args ...string) {
 			b.Fatalf("exit %d", code)
 		}
 	}
+	b.ReportMetric(float64(bytes.Count(data, []byte("\n"))*b.N)/b.Elapsed().Seconds(), "rows/s")
 }
 
 // BenchmarkConvert is the conversion alone, without reading and writing.
@@ -149,8 +158,8 @@ func BenchmarkConvert(b *testing.B) {
 }
 
 // BenchmarkExtractParquet runs the whole command on an Infinity-Instruct
-// shaped Parquet file (zstd, one row group): MB/s is of the file, and
-// rows/s is reported too.
+// shaped Parquet file (zstd, one row group) of BenchmarkExtractShareGPT's
+// rows, with one worker: MB/s is of the file, and rows/s is reported too.
 func BenchmarkExtractParquet(b *testing.B) {
 	path := writeShareGPTParquet(b, shareGPTData(20000), filepath.Join(b.TempDir(), "ii.parquet"))
 	st, err := os.Stat(path)
@@ -161,7 +170,7 @@ func BenchmarkExtractParquet(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		env := &cli.Env{Name: "extract", Stdout: io.Discard, Stderr: io.Discard}
-		if code := cli.Run(context.Background(), env, Description, &Command{}, []string{path}); code != 0 {
+		if code := cli.Run(context.Background(), env, Description, &Command{}, []string{"--workers", "1", path}); code != 0 {
 			b.Fatalf("exit %d", code)
 		}
 	}

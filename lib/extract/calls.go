@@ -96,7 +96,7 @@ func (x *Extractor) buildCalls(turn int, vals [][]byte) []byte {
 			x.arena = append(x.arena, ',')
 		}
 		idStart := len(x.arena) + len(`{"id":`)
-		x.arena = x.appendCall(x.arena, []byte(`"`+id+`"`), cleanToken(&x.scratchArena, c.Name), args)
+		x.arena = x.appendCall(x.arena, []byte(`"`+id+`"`), x.clean(&x.scratchArena, c.Name), args)
 		x.pending = append(x.pending, x.arena[idStart:idStart+len(id)+2])
 	}
 	x.arena = append(x.arena, ']')
@@ -118,7 +118,7 @@ func (x *Extractor) argumentsToken(raw []byte) ([]byte, bool) {
 		if text[0] != '{' || !json.Valid(text) {
 			return nil, false
 		}
-		return cleanToken(&x.scratchArena, raw), true
+		return x.clean(&x.scratchArena, raw), true
 	case raw[0] != '{':
 		return nil, false
 	}
@@ -187,7 +187,7 @@ func (x *Extractor) readToolCalls(turn int, raw []byte) ([]byte, *badRecord) {
 		var id []byte
 		switch {
 		case isString(c.ID) && !blankToken(c.ID):
-			id = cleanToken(&x.scratchArena, c.ID)
+			id = x.clean(&x.scratchArena, c.ID)
 			text := string(tokenText(nil, id))
 			for _, seen := range ids {
 				if seen == text {
@@ -204,11 +204,11 @@ func (x *Extractor) readToolCalls(turn int, raw []byte) ([]byte, *badRecord) {
 		if id == nil {
 			made := `"call_` + strconv.Itoa(turn) + "_" + strconv.Itoa(k+1) + `"`
 			idStart := len(x.arena) + len(`{"id":`)
-			x.arena = x.appendCall(x.arena, []byte(made), cleanToken(&x.scratchArena, fn.Name), args)
+			x.arena = x.appendCall(x.arena, []byte(made), x.clean(&x.scratchArena, fn.Name), args)
 			x.pending = append(x.pending, x.arena[idStart:idStart+len(made)])
 			continue
 		}
-		x.arena = x.appendCall(x.arena, id, cleanToken(&x.scratchArena, fn.Name), args)
+		x.arena = x.appendCall(x.arena, id, x.clean(&x.scratchArena, fn.Name), args)
 	}
 	x.arena = append(x.arena, ']')
 	return x.arena[start:], nil
@@ -259,7 +259,7 @@ func (x *Extractor) applyToolSettings() *badRecord {
 			}
 			start := len(x.arena)
 			x.arena = append(x.arena, `{"type":"function","function":{"name":`...)
-			x.arena = append(x.arena, cleanToken(&x.scratchArena, fn.Name)...)
+			x.arena = append(x.arena, x.clean(&x.scratchArena, fn.Name)...)
 			x.arena = append(x.arena, "}}"...)
 			choice = x.arena[start:]
 		}

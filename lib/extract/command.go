@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -42,20 +43,21 @@ exits 3. Records left out by --lang, --min-chars or --max-chars are counted as f
 type Command struct {
 	cli.Globals
 
-	Files          []string `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet, CSV/TSV; .gz/.zst by content). None or '-' reads stdin."`
-	cli.OutputFlag `set:"output_what=the prompt records"`
-	Format         string `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,oasst,plain,preference" help:"Record layout: auto detects it per record (${enum})."`
-	Turns          string `default:"first" enum:"first,all-but-last,each,all" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>'), all (the whole conversation with its answers, tool calls and tool results, for regenerating it)."`
-	IDPrefix       string `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`
-	IDField        string `name:"id-field" default:"" help:"Take ids from this field (default: id, question_id or custom_id, whichever is set). Records without one get a hash of their prompt."`
-	Keep           string `default:"" help:"Copy these dataset fields into meta, e.g. label,langdetect,source,reward."`
-	Source         string `default:"" help:"Set the records' source (provenance), e.g. infinity-instruct/0625."`
-	MinChars       int    `name:"min-chars" default:"0" help:"Leave out prompts with fewer characters (all message contents counted, system included)."`
-	MaxChars       int    `name:"max-chars" default:"0" help:"Leave out prompts with more characters (0: no limit)."`
-	Lang           string `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
-	Limit          int64  `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
-	CSVDelimiter   string `name:"csv-delimiter" default:"" placeholder:"CHAR" help:"Field separator of CSV inputs, e.g. ';' or '|' (tab: '\\t'). Default: a tab for .tsv, a comma for .csv, else a tab if the header row has one, else a comma."`
-	MaxHeld        int    `name:"max-held" default:"100000" help:"Messages of a flat OpenAssistant export held at once to rebuild a conversation tree; one past this is rejected as max_held."`
+	Files           []string `arg:"" optional:"" name:"file" help:"Datasets to read (JSONL, JSON array, Parquet, CSV/TSV; .gz/.zst by content). None or '-' reads stdin."`
+	cli.OutputFlag  `set:"output_what=the prompt records"`
+	Format          string `default:"auto" enum:"auto,batch,sharegpt,openai,alpaca,mt-bench,oasst,plain,preference" help:"Record layout: auto detects it per record (${enum})."`
+	Turns           string `default:"first" enum:"first,all-but-last,each,all" help:"Which turns make the prompt: first (system + first user turn), all-but-last (everything up to the last user turn), each (one prompt per user turn, with its history; ids get '#<n>'), all (the whole conversation with its answers, tool calls and tool results, for regenerating it)."`
+	IDPrefix        string `name:"id-prefix" default:"" help:"Put this before every id (an integer id becomes a string)."`
+	IDField         string `name:"id-field" default:"" help:"Take ids from this field (default: id, question_id or custom_id, whichever is set). Records without one get a hash of their prompt."`
+	Keep            string `default:"" help:"Copy these dataset fields into meta, e.g. label,langdetect,source,reward."`
+	Source          string `default:"" help:"Set the records' source (provenance), e.g. infinity-instruct/0625."`
+	MinChars        int    `name:"min-chars" default:"0" help:"Leave out prompts with fewer characters (all message contents counted, system included)."`
+	MaxChars        int    `name:"max-chars" default:"0" help:"Leave out prompts with more characters (0: no limit)."`
+	Lang            string `default:"" help:"Keep only records whose langdetect field is one of these, e.g. en,zh."`
+	Limit           int64  `default:"0" help:"Stop after writing this many prompts (0: no limit)."`
+	CSVDelimiter    string `name:"csv-delimiter" default:"" placeholder:"CHAR" help:"Field separator of CSV inputs, e.g. ';' or '|' (tab: '\\t'). Default: a tab for .tsv, a comma for .csv, else a tab if the header row has one, else a comma."`
+	cli.WorkersFlag `set:"workers_what=convert records, the output in input order whatever their number (a pipe among the inputs: 1 unless set)"`
+	MaxHeld         int `name:"max-held" default:"100000" help:"Messages of a flat OpenAssistant export held at once to rebuild a conversation tree; one past this is rejected as max_held."`
 	cli.RejectsFlag
 	cli.ForceFlag
 	cli.ProgressFlag
@@ -104,6 +106,15 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
+	workers, err := c.WorkersFlag.Count()
+	if err != nil {
+		return err
+	}
+	if c.Workers == 0 && !regularInputs(c.Files, env.Stdin) {
+		// Batches wait to fill: records that trickle in through a pipe
+		// are converted as they come unless --workers asks otherwise.
+		workers = 1
+	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
 	delim, err := csvDelimiter(c.CSVDelimiter)
 	if err != nil {
@@ -121,16 +132,20 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		out.Abort()
 		return err
 	}
-	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: delim}})
+	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: delim}, Columns: x.Reads})
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
 	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		secs := time.Since(start).Seconds()
 		return []string{fmt.Sprintf("read %d, wrote %d (%.0f records/s)", n.read.Load(), n.wrote.Load(), float64(n.read.Load())/secs)}
 	})
-	err = c.extract(ctx, in, x, out, rejects, n)
+	if workers > 1 {
+		err = c.extractParallel(ctx, in, workers, c.options(), out, rejects, n) // closes in
+	} else {
+		err = c.extract(ctx, in, x, out, rejects, n)
+		in.Close() // inputs are only read: nothing to lose on close
+	}
 	progress.Stop()
-	in.Close() // inputs are only read: nothing to lose on close
 	if err != nil {
 		out.Abort()
 		rejects.Abort()
@@ -252,6 +267,31 @@ func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
 		fmt.Fprintf(&b, ", %d messages end no prompt", n.noPrompt)
 	}
 	return b.String()
+}
+
+// regularInputs reports whether every input is a regular file (stdin
+// included, when it is read), which is read as fast as it is converted.
+func regularInputs(files []string, stdin io.Reader) bool {
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	for _, f := range files {
+		var st os.FileInfo
+		var err error
+		if f == "-" {
+			sf, ok := stdin.(*os.File)
+			if !ok {
+				return false
+			}
+			st, err = sf.Stat()
+		} else {
+			st, err = os.Stat(f)
+		}
+		if err != nil || !st.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
 }
 
 // csvDelimiter reads --csv-delimiter: one character ('\t' or "tab" for a

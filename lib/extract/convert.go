@@ -111,6 +111,10 @@ type Extractor struct {
 	target    any                // *struct{fields; extra fields...}, decoded into
 	f         *fields            // the fields part of target
 	rawFields []*json.RawMessage // every field of target, reset per record
+	table     fieldTable         // the fields of target by name, for the scanner
+	validLine []byte             // the record just parsed, when its strings are valid UTF-8
+	preList   []byte             // the record's turn list the scanner read into preTurns, or nil
+	preTurns  []turn
 	keep      []*json.RawMessage // --keep fields, in order
 	keepNames [][]byte           // their escaped names
 	idField   *json.RawMessage   // --id-field, or nil
@@ -237,6 +241,14 @@ func (x *Extractor) buildTarget(names []string) map[string]*json.RawMessage {
 	for i := 1; i < len(structFields); i++ {
 		x.rawFields = append(x.rawFields, v.Elem().Field(i).Addr().Interface().(*json.RawMessage))
 	}
+	all := map[string]*json.RawMessage{}
+	for i := 0; i < base.NumField(); i++ {
+		all[strings.Split(base.Field(i).Tag.Get("json"), ",")[0]] = x.rawFields[i]
+	}
+	for name, i := range extraIndex {
+		all[name] = x.rawFields[base.NumField()+i-1]
+	}
+	x.table = newFieldTable(all)
 	at := map[string]*json.RawMessage{}
 	for _, name := range names {
 		if i, ok := baseIndex[name]; ok {
@@ -262,70 +274,89 @@ func (x *Extractor) Convert(data []byte) []Candidate {
 // those of messages held before (see Candidate.From); call Flush after
 // the last record for the rest.
 func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
+	cands, _ := x.convert(rec, false)
+	return cands
+}
+
+// convertFree is ConvertRecord for an Extractor that holds nothing and
+// converts records out of order: a message of a flat OpenAssistant export
+// is not converted but answered with ordered, for an Extractor that sees
+// every record in order to take.
+func (x *Extractor) convertFree(rec jsonl.RawLine) (cands []Candidate, ordered bool) {
+	return x.convert(rec, true)
+}
+
+// holding reports whether messages of a flat export wait for their tree.
+func (x *Extractor) holding() bool { return len(x.held.nodes) > 0 }
+
+func (x *Extractor) convert(rec jsonl.RawLine, free bool) ([]Candidate, bool) {
 	x.reset()
 	if len(x.held.nodes) > 0 && rec.File != x.held.file {
 		x.flushHeld() // a tree does not go on in another file
 	}
-	if bad := x.parse(rec.Data); bad != nil {
-		return x.rejectAll(bad)
+	if bad := x.parse(rec.Data, rec.Built); bad != nil {
+		return x.rejectAll(bad), false
 	}
 	format := x.opts.Format
 	if format == FormatAuto {
 		if format = detect(x.f); format == "" {
 			return x.rejectAll(reject(ReasonUnknownLayout,
-				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, query, problem, text, data, chosen/rejected, preferred_output, message_id)"))
+				"no field of a known layout (body, conversations, messages, instruction, turns, prompt, question, query, problem, text, data, chosen/rejected, preferred_output, message_id)")), false
 		}
 	} else if !has(format, x.f) {
-		return x.rejectAll(reject(ReasonUnknownLayout, "no %s field, which --format %s reads", layoutFields[format], format))
+		return x.rejectAll(reject(ReasonUnknownLayout, "no %s field, which --format %s reads", layoutFields[format], format)), false
 	}
 	x.format = format
 	if bad := x.mediaFields(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	if bad := x.aliases(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	flat := format == FormatOAsst && !(present(x.f.Prompt) && x.f.Prompt[0] == '{')
 	if flat {
+		if free {
+			return nil, true
+		}
 		x.hold(rec)
-		return x.cands
+		return x.cands, false
 	}
 	if len(x.held.nodes) > 0 {
 		// Another kind of record ends the held tree; its prompts come first.
 		x.flushHeld()
-		x.parse(rec.Data) // it parsed a moment ago
+		x.parse(rec.Data, rec.Built) // it parsed a moment ago
 		x.format = format
 		x.aliases() // as a moment ago: no reject
 	}
 	if format == FormatOAsst {
 		if bad := x.readTree(x.f.Prompt); bad != nil {
-			return x.rejectAll(bad)
+			return x.rejectAll(bad), false
 		}
 		x.oaCandidates(false)
-		return x.cands
+		return x.cands, false
 	}
 	if bad := x.read(format, x.f); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	x.joinSystem()
 	if x.opts.Turns == TurnsAll && format != FormatPreference && present(x.f.Chosen) {
 		if bad := x.addChosen(x.f.Chosen); bad != nil {
-			return x.rejectAll(bad)
+			return x.rejectAll(bad), false
 		}
 	}
 	if bad := x.applyToolSettings(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	if bad := x.placeholders(); bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	id, bad := x.datasetID()
 	if bad != nil {
-		return x.rejectAll(bad)
+		return x.rejectAll(bad), false
 	}
 	if x.completion != nil {
 		x.candidate(id, -1, 0)
-		return x.cands
+		return x.cands, false
 	}
 	for i, m := range x.msgs {
 		if m.role == roleUser {
@@ -333,7 +364,7 @@ func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
 		}
 	}
 	if len(x.users) == 0 {
-		return x.rejectAll(reject(ReasonNoUserTurn, "none of the %d turns is from the user", len(x.msgs)))
+		return x.rejectAll(reject(ReasonNoUserTurn, "none of the %d turns is from the user", len(x.msgs))), false
 	}
 	switch x.opts.Turns {
 	case TurnsFirst:
@@ -347,7 +378,7 @@ func (x *Extractor) ConvertRecord(rec jsonl.RawLine) []Candidate {
 	case TurnsAll:
 		x.conversation(id)
 	}
-	return x.cands
+	return x.cands, false
 }
 
 // reset readies the Extractor for a new call.
@@ -374,9 +405,13 @@ func (x *Extractor) resetRecord() {
 	x.users = x.users[:0]
 }
 
-// parse decodes the record's top-level fields.
-func (x *Extractor) parse(data []byte) *badRecord {
+// parse decodes the record's top-level fields: by the scanner, or where
+// it leaves the record to the decoder, by json.Parse. built says the
+// reader wrote the record (valid JSON and UTF-8), so that the scanner only
+// finds where its strings end.
+func (x *Extractor) parse(data []byte, built bool) *badRecord {
 	b := bytes.TrimSpace(data)
+	x.validLine, x.preList = nil, nil
 	if len(b) == 0 || b[0] != '{' {
 		if !json.Valid(b) {
 			return reject(ReasonMalformedJSON, "not valid JSON")
@@ -389,6 +424,20 @@ func (x *Extractor) parse(data []byte) *badRecord {
 		}
 		return reject(ReasonNotObject, "the record is %s, not an object", kindOf(b))
 	}
+	s := scanner{built: built}
+	if end := s.scanFields(b, &x.table, &x.preTurns, &x.preList); end >= 0 {
+		if !s.badUTF8 {
+			x.validLine = b
+		}
+		if len(bytes.TrimSpace(b[end:])) != 0 {
+			return reject(ReasonMalformedJSON, "trailing data after the JSON object")
+		}
+		return nil
+	}
+	for _, p := range x.rawFields {
+		*p = nil // what the scanner took before it stopped
+	}
+	x.preList = nil
 	rest, err := json.Parse(b, x.target, parseFlags)
 	if err != nil {
 		return reject(ReasonMalformedJSON, "%s", jsonProblem(err))
@@ -496,7 +545,7 @@ func (x *Extractor) datasetID() (datasetID, *badRecord) {
 	case raw == nil:
 		return datasetID{kind: idContent}, nil
 	case isString(raw):
-		return datasetID{kind: idString, tok: cleanToken(&x.arena, raw)}, nil
+		return datasetID{kind: idString, tok: x.clean(&x.arena, raw)}, nil
 	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
 		if _, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return datasetID{kind: idNumber, tok: raw}, nil

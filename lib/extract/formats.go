@@ -134,12 +134,17 @@ func (x *Extractor) readConversation(name string, conv, system, tools []byte) *b
 // turns the conversation has before the list, for the ids given to calls
 // that have none (call_<turn>_<k>).
 func (x *Extractor) readTurnList(name string, conv []byte, base int) *badRecord {
-	x.turns = emptied(x.turns)
 	if conv[0] != '[' {
 		return reject(ReasonUnknownLayout, "%s is %s, not a list of turns", name, kindOf(conv))
 	}
-	if _, err := json.Parse(conv, &x.turns, parseFlags); err != nil {
-		return notAll(name, conv, '{', "a turn")
+	var s scanner
+	if sameBytes(conv, x.preList) {
+		x.turns, x.preTurns, x.preList = x.preTurns, x.turns, nil // read with the record
+	} else if x.turns = x.turns[:0]; !s.scanTurns(conv, &x.turns) {
+		x.turns = emptied(x.turns)
+		if _, err := json.Parse(conv, &x.turns, parseFlags); err != nil {
+			return notAll(name, conv, '{', "a turn")
+		}
 	}
 	if len(x.turns) == 0 {
 		return reject(ReasonEmpty, "%s is empty", name)
@@ -184,10 +189,10 @@ func (x *Extractor) readTurn(t *turn, place int) *badRecord {
 	}
 	m := message{role: role, content: tok}
 	if isString(t.Name) {
-		m.name = cleanToken(&x.arena, t.Name)
+		m.name = x.clean(&x.arena, t.Name)
 	}
 	if isString(t.ToolCallID) {
-		m.toolCallID = cleanToken(&x.arena, t.ToolCallID)
+		m.toolCallID = x.clean(&x.arena, t.ToolCallID)
 	}
 	if assistant {
 		if m.reasoning, bad = x.reasoning(t); bad != nil {
@@ -240,7 +245,7 @@ func (x *Extractor) reasoning(t *turn) ([]byte, *badRecord) {
 		switch {
 		case isString(f.raw):
 			if !blankToken(f.raw) {
-				return cleanToken(&x.arena, f.raw), nil
+				return x.clean(&x.arena, f.raw), nil
 			}
 		case present(f.raw) && (f.raw[0] == '[' || f.raw[0] == '{'):
 			return nil, reject(ReasonUnknownLayout, "%s is %s, not text", f.name, kindOf(f.raw))
@@ -269,7 +274,7 @@ func (x *Extractor) addSystem(raw []byte) *badRecord {
 	}
 	x.msgs = append(x.msgs, message{})
 	copy(x.msgs[1:], x.msgs)
-	x.msgs[0] = message{role: roleSystem, content: cleanToken(&x.arena, raw)}
+	x.msgs[0] = message{role: roleSystem, content: x.clean(&x.arena, raw)}
 	return nil
 }
 
@@ -338,7 +343,7 @@ func (x *Extractor) content(raw []byte, assistant bool) ([]byte, *badRecord) {
 	x.partReasoning, x.partCalls = x.partReasoning[:0], x.partCalls[:0]
 	switch {
 	case isString(raw):
-		return cleanToken(&x.arena, raw), nil
+		return x.clean(&x.arena, raw), nil
 	case !present(raw):
 		return []byte(`""`), nil
 	case raw[0] != '[':
@@ -398,7 +403,7 @@ func (x *Extractor) joinTokens(toks [][]byte, sep string) []byte {
 	case 0:
 		return []byte(`""`)
 	case 1:
-		return cleanToken(&x.arena, toks[0])
+		return x.clean(&x.arena, toks[0])
 	}
 	joined := x.scratch[:0]
 	for i, tok := range toks {
@@ -429,9 +434,9 @@ func (x *Extractor) readAlpaca(f *fields) *badRecord {
 			if len(pair) == 0 || len(pair) > 2 || !isString(pair[0]) || (len(pair) == 2 && present(pair[1]) && !isString(pair[1])) {
 				return reject(ReasonUnknownLayout, "history[%d] is not a [question, answer] pair of strings", i)
 			}
-			x.addMessage(roleUser, cleanToken(&x.arena, pair[0]))
+			x.addMessage(roleUser, x.clean(&x.arena, pair[0]))
 			if len(pair) == 2 && present(pair[1]) {
-				x.addMessage(roleAssistant, cleanToken(&x.arena, pair[1]))
+				x.addMessage(roleAssistant, x.clean(&x.arena, pair[1]))
 			}
 		}
 	}
@@ -455,7 +460,7 @@ func (x *Extractor) readAlpaca(f *fields) *badRecord {
 	// The answer, for the whole conversation (--turns all).
 	for _, answer := range [][]byte{f.Output, f.Response} {
 		if isString(answer) && !blankToken(answer) {
-			x.addMessage(roleAssistant, cleanToken(&x.arena, answer))
+			x.addMessage(roleAssistant, x.clean(&x.arena, answer))
 			break
 		}
 	}
@@ -477,7 +482,7 @@ func (x *Extractor) readTurns(raw []byte) *badRecord {
 		if !isString(t) {
 			return reject(ReasonUnknownLayout, "turns[%d] is not a string", i)
 		}
-		x.addMessage(roleUser, cleanToken(&x.arena, t))
+		x.addMessage(roleUser, x.clean(&x.arena, t))
 	}
 	return nil
 }
@@ -496,10 +501,10 @@ func (x *Extractor) readPlain(f *fields) *badRecord {
 		case c.Name == "query" && present(f.APIList):
 			return reject(ReasonToolBenchQuery, "a ToolBench query (query and api_list) is not read: its APIs are RapidAPI endpoints, not chat tools, and without them the query asks for calls no model can make")
 		case isString(c.Raw):
-			x.addMessage(roleUser, cleanToken(&x.arena, c.Raw))
+			x.addMessage(roleUser, x.clean(&x.arena, c.Raw))
 			for _, answer := range f.PlainAnswers() {
 				if isString(answer.Raw) && !blankToken(answer.Raw) {
-					x.addMessage(roleAssistant, cleanToken(&x.arena, answer.Raw))
+					x.addMessage(roleAssistant, x.clean(&x.arena, answer.Raw))
 					break
 				}
 			}

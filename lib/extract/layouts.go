@@ -128,13 +128,13 @@ func (x *Extractor) readPairTurn(t *turn) *badRecord {
 		}
 	}
 	if present(t.System) {
-		x.addMessage(roleSystem, cleanToken(&x.arena, t.System))
+		x.addMessage(roleSystem, x.clean(&x.arena, t.System))
 	}
 	if present(t.Input) {
-		x.addMessage(roleUser, cleanToken(&x.arena, t.Input))
+		x.addMessage(roleUser, x.clean(&x.arena, t.Input))
 	}
 	if present(t.Output) {
-		x.addMessage(roleAssistant, cleanToken(&x.arena, t.Output))
+		x.addMessage(roleAssistant, x.clean(&x.arena, t.Output))
 	}
 	x.pending = x.pending[:0]
 	return nil
@@ -158,7 +158,7 @@ func (x *Extractor) readUltraChat(f *fields) *badRecord {
 		if i%2 == 1 {
 			role = roleAssistant
 		}
-		x.addMessage(role, cleanToken(&x.arena, t))
+		x.addMessage(role, x.clean(&x.arena, t))
 	}
 	if bad := x.addSystem(f.System); bad != nil {
 		return bad
@@ -260,7 +260,7 @@ func (x *Extractor) addChosen(chosen []byte) *badRecord {
 		if blankToken(chosen) {
 			return reject(ReasonEmpty, "the chosen answer has no text")
 		}
-		x.addMessage(roleAssistant, cleanToken(&x.arena, chosen))
+		x.addMessage(roleAssistant, x.clean(&x.arena, chosen))
 		return nil
 	case '{':
 		start := len(x.arena)

@@ -132,10 +132,10 @@ func (x *Extractor) oaNode(m *oaMessage, arena *[]byte) (oaNode, *badRecord) {
 	if !isString(m.Text) {
 		return oaNode{}, reject(ReasonUnknownLayout, "text is not a string")
 	}
-	n := oaNode{role: role, content: cleanToken(arena, m.Text), parent: -1}
+	n := oaNode{role: role, content: x.clean(arena, m.Text), parent: -1}
 	switch {
 	case isString(m.MessageID) && !blankToken(m.MessageID):
-		n.id = cleanToken(arena, m.MessageID)
+		n.id = x.clean(arena, m.MessageID)
 	case present(m.MessageID) && !isString(m.MessageID):
 		return oaNode{}, reject(ReasonBadID, "message_id %s is not a string", rawExcerpt(m.MessageID))
 	}
@@ -239,7 +239,7 @@ func (x *Extractor) oaPrompt(i int, flat bool) {
 	n := &x.nodes[i]
 	if flat {
 		x.resetRecord()
-		if bad := x.parse(n.held.Data); bad != nil {
+		if bad := x.parse(n.held.Data, n.held.Built); bad != nil {
 			x.addCandidate(Candidate{Reason: bad.reason, Detail: bad.detail, From: n.held})
 			return
 		}
@@ -325,7 +325,7 @@ func (x *Extractor) hold(rec jsonl.RawLine) {
 	tree := x.f.MessageTreeID
 	if h := &x.held; len(h.nodes) > 0 && !bytes.Equal(tree, h.tree) {
 		x.flushHeld()
-		x.parse(rec.Data) // it parsed a moment ago
+		x.parse(rec.Data, rec.Built) // it parsed a moment ago
 	}
 	h := &x.held
 	if len(h.nodes) >= x.opts.MaxHeld {

@@ -89,6 +89,15 @@ func isHighSurrogate(hex []byte) bool {
 		hex[1] == 'a' || hex[1] == 'A' || hex[1] == 'b' || hex[1] == 'B')
 }
 
+// clean is cleanToken, sparing the check for a token of a line the
+// scanner found valid UTF-8.
+func (x *Extractor) clean(arena *[]byte, tok []byte) []byte {
+	if within(tok, x.validLine) {
+		return tok
+	}
+	return cleanToken(arena, tok)
+}
+
 // cleanToken returns tok if its bytes are valid UTF-8, otherwise the
 // token re-encoded into arena with each invalid byte replaced by U+FFFD,
 // so that no output line carries broken UTF-8.

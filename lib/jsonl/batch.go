@@ -170,7 +170,7 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 		if b == nil && !take() {
 			return nil
 		}
-		it := Item[T]{RawLine: RawLine{File: rec.File, Line: rec.Line}, Err: err, start: len(b.data)}
+		it := Item[T]{RawLine: RawLine{File: rec.File, Line: rec.Line, Built: rec.Built}, Err: err, start: len(b.data)}
 		switch {
 		case ie != nil:
 			it.File, it.Line = ie.File, ie.Line

@@ -79,7 +79,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 
 	magic = peekMagic(br)
 	if bytes.HasPrefix(magic, magicParquet) {
-		return openParquetInput(name, br, file, compressed, closers, &r.Stats)
+		return openParquetInput(name, br, file, compressed, closers, &r.Stats, r.opts.Columns)
 	}
 	if strings.HasSuffix(name, ".parquet") {
 		closers.Close()
@@ -160,10 +160,10 @@ func magicPrefix(b []byte) bool {
 // openParquetInput gives the Parquet reader the random access it needs: the
 // file itself when it is a plain file, otherwise a spooled temporary copy
 // (Parquet on stdin, or compressed Parquet).
-func openParquetInput(name string, br *bufio.Reader, file *os.File, compressed bool, closers multiCloser, stats *Stats) (source, error) {
+func openParquetInput(name string, br *bufio.Reader, file *os.File, compressed bool, closers multiCloser, stats *Stats, columns func(string) bool) (source, error) {
 	if file != nil && !compressed {
 		if st, err := file.Stat(); err == nil && st.Mode().IsRegular() {
-			src, err := newParquetSource(name, file, st.Size(), closers, stats)
+			src, err := newParquetSource(name, file, st.Size(), closers, stats, columns)
 			if err != nil {
 				closers.Close()
 			}
@@ -182,7 +182,7 @@ func openParquetInput(name string, br *bufio.Reader, file *os.File, compressed b
 		tmp.Close()
 		return nil, fmt.Errorf("spooling parquet input: %w", describeReadError(err))
 	}
-	src, err := newParquetSource(name, tmp, size, tmp, stats)
+	src, err := newParquetSource(name, tmp, size, tmp, stats, columns)
 	if err != nil {
 		tmp.Close()
 	}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -25,7 +24,8 @@ const parquetBatch = 64
 // fields in schema order. Nested columns become JSON the way a dataset
 // author means them: LIST-annotated groups (Hugging Face's
 // list<struct<from, value>> conversations) are arrays, MAP groups objects,
-// other groups objects, null is null. Rows are assembled straight from the
+// other groups objects, null is null. With a column filter, only the
+// top-level fields it names are read and written. Rows are assembled straight from the
 // column values and their repetition and definition levels, without
 // reflection or maps; row groups are read one after another, so memory
 // stays bounded by one row group's pages. Line is the 1-based row number.
@@ -36,6 +36,7 @@ type parquetSource struct {
 	stats  *Stats
 
 	root    *pqNode
+	leaves  []int         // the leaf columns read, nil for all
 	group   int           // index of the next row group
 	rows    parquet.Rows  // the current row group's rows
 	left    int64         // rows the current row group still promises
@@ -49,7 +50,7 @@ type parquetSource struct {
 	done    bool
 }
 
-func newParquetSource(name string, ra io.ReaderAt, size int64, closer io.Closer, stats *Stats) (src source, err error) {
+func newParquetSource(name string, ra io.ReaderAt, size int64, closer io.Closer, stats *Stats, columns func(string) bool) (src source, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			src, err = nil, fmt.Errorf("%w: %v", ErrNotParquet, r)
@@ -69,6 +70,9 @@ func newParquetSource(name string, ra io.ReaderAt, size int64, closer io.Closer,
 	stats.Bytes += size
 	s := &parquetSource{name: name, file: f, closer: closer, stats: stats, root: root,
 		batch: make([]parquet.Row, parquetBatch)}
+	if columns != nil {
+		s.project(columns)
+	}
 	s.w.cols = make([][]parquet.Value, len(f.Schema().Columns()))
 	s.w.pos = make([]int, len(s.w.cols))
 	return s, nil
@@ -111,7 +115,7 @@ func (s *parquetSource) next() (RawLine, error) {
 	data := s.out[start:s.ends[s.handed]]
 	s.handed++
 	s.row++
-	return RawLine{Data: data, File: s.name, Line: s.row}, nil
+	return RawLine{Data: data, File: s.name, Line: s.row, Built: true}, nil
 }
 
 // fill decodes the next batch of rows into JSON. A problem (a read error,
@@ -131,9 +135,14 @@ func (s *parquetSource) fill() error {
 			}
 			return io.EOF
 		}
-		g := groups[s.group]
+		// Pages are read and decompressed ahead, by a goroutine per
+		// column, while rows are assembled.
+		g := parquet.AsyncRowGroup(groups[s.group])
 		s.group++
-		s.rows, s.left = g.Rows(), g.NumRows()
+		if s.leaves != nil {
+			g = projected{g, s.leaves}
+		}
+		s.rows, s.left = parquet.NewRowGroupRowReader(g), g.NumRows()
 	}
 	s.decode()
 	return nil
@@ -166,6 +175,48 @@ func (s *parquetSource) decode() {
 	}
 }
 
+// project keeps the top-level fields columns names (at least one, so
+// that rows are still counted by a column's values).
+func (s *parquetSource) project(columns func(string) bool) {
+	var kept []*pqNode
+	for _, f := range s.root.fields {
+		if columns(string(f.name)) {
+			kept = append(kept, f)
+		}
+	}
+	if len(kept) == len(s.root.fields) {
+		return
+	}
+	if len(kept) == 0 {
+		kept = s.root.fields[:1]
+	}
+	root := *s.root
+	root.fields = kept
+	s.root = &root
+	s.leaves = []int{}
+	for _, f := range kept {
+		for c := f.first; c < f.end; c++ {
+			s.leaves = append(s.leaves, c)
+		}
+	}
+}
+
+// projected is a row group of some of its leaf columns, whose values keep
+// their column indexes.
+type projected struct {
+	parquet.RowGroup
+	leaves []int
+}
+
+func (p projected) ColumnChunks() []parquet.ColumnChunk {
+	all := p.RowGroup.ColumnChunks()
+	chunks := make([]parquet.ColumnChunk, len(p.leaves))
+	for i, c := range p.leaves {
+		chunks[i] = all[c]
+	}
+	return chunks
+}
+
 // nextRow is the 1-based number of the first row not yet decoded.
 func (s *parquetSource) nextRow() int64 { return s.row + int64(len(s.ends)) + 1 }
 
@@ -194,6 +245,7 @@ const (
 // pqNode is one node of the schema with the levels that tell, for any
 // position in a row, whether the node is there.
 type pqNode struct {
+	name     []byte
 	key      []byte // "name": ready to write
 	kind     pqKind
 	optional bool
@@ -210,7 +262,7 @@ type pqNode struct {
 }
 
 func buildNode(c *parquet.Column, def, rep int, root bool) (*pqNode, error) {
-	n := &pqNode{key: append(json.AppendEscape(nil, c.Name(), 0), ':'),
+	n := &pqNode{name: []byte(c.Name()), key: append(json.AppendEscape(nil, c.Name(), 0), ':'),
 		optional: !root && c.Optional(), repeated: !root && c.Repeated()}
 	if n.optional || n.repeated {
 		def++
@@ -271,12 +323,18 @@ type rowWriter struct {
 
 func (w *rowWriter) writeRow(root *pqNode, row parquet.Row) error {
 	clear(w.cols)
-	row.Range(func(i int, values []parquet.Value) bool {
-		if i < len(w.cols) {
-			w.cols[i] = values
+	// A row holds each column's values in a run, in column order; with
+	// some columns left out, the runs are told apart by their index.
+	for i := 0; i < len(row); {
+		c, j := row[i].Column(), i+1
+		for j < len(row) && row[j].Column() == c {
+			j++
 		}
-		return true
-	})
+		if c >= 0 && c < len(w.cols) {
+			w.cols[c] = row[i:j:j]
+		}
+		i = j
+	}
 	clear(w.pos)
 	w.out, w.err = w.out[:0], nil
 	w.value(root)
@@ -480,8 +538,7 @@ func leafWriter(t parquet.Type) func([]byte, parquet.Value) []byte {
 // appendString writes a text column's value as a JSON string (invalid
 // UTF-8 becomes U+FFFD).
 func appendString(dst []byte, v parquet.Value) []byte {
-	b := v.ByteArray()
-	return json.AppendEscape(dst, unsafe.String(unsafe.SliceData(b), len(b)), 0)
+	return appendEscaped(dst, v.ByteArray())
 }
 
 // appendBytes writes an unannotated binary value as text when it is

@@ -499,7 +499,7 @@ func FuzzParquet(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte("PAR1PAR1"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		src, err := newParquetSource("f.parquet", bytes.NewReader(data), int64(len(data)), io.NopCloser(nil), &Stats{})
+		src, err := newParquetSource("f.parquet", bytes.NewReader(data), int64(len(data)), io.NopCloser(nil), &Stats{}, nil)
 		if err != nil {
 			if !errors.Is(err, ErrNotParquet) {
 				t.Fatalf("open error %v is not ErrNotParquet", err)

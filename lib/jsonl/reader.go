@@ -24,6 +24,10 @@ type RawLine struct {
 	Data []byte
 	File string // "-" for stdin
 	Line int64  // 1-based line (JSONL, JSON arrays) or row (Parquet)
+	// Built is set when the reader wrote Data itself (a Parquet row): JSON
+	// known valid, its strings valid UTF-8, which a reader of it need not
+	// check again.
+	Built bool
 }
 
 // MaxLine is the longest line any tokenmill tool reads or writes: 1 GiB,
@@ -84,6 +88,9 @@ type Options struct {
 	LimitName string
 	// CSV, when set, reads CSV and TSV inputs (see csv.go); nil refuses them.
 	CSV *CSVOptions
+	// Columns, when set, names the top-level Parquet columns to read; the
+	// others are left out of the records, their pages never decoded.
+	Columns func(name string) bool
 }
 
 // LineTooLongError is a record Writer refuses: longer than MaxLine.
