@@ -195,20 +195,27 @@ func (s *Set) Exact() bool { return s.exact != nil }
 // with the same key came before, and then (exact mode, ids kept) that
 // record's raw JSON id. id is this record's raw JSON id, kept if it is new.
 func (s *Set) Seen(h xxh3.Uint128, id []byte) (bool, string) {
+	p := probesOf(h)
+	return s.SeenProbes(h, &p, id)
+}
+
+// SeenProbes is Seen for a key whose filter probes were computed already
+// (probesOf, on a worker).
+func (s *Set) SeenProbes(h xxh3.Uint128, pr *probes, id []byte) (bool, string) {
 	b := h.Bytes()
 	if s.exact != nil {
 		if first, ok := s.exact[h]; ok {
 			return true, first
 		}
-		if s.Filter.TestOrAdd(&b) {
+		if s.Filter.testOrAddProbes(&b, pr) {
 			s.Overruled++
-			s.Filter.Add(&b)
+			s.Filter.addProbes(&b, pr)
 		}
 		s.exact[h] = string(id)
 		return false, ""
 	}
 	p := s.Filter.Rate()
-	if s.Filter.TestOrAdd(&b) {
+	if s.Filter.testOrAddProbes(&b, pr) {
 		return true, ""
 	}
 	s.ExpectedFalseDrops += p / (1 - p)

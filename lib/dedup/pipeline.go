@@ -22,8 +22,9 @@ import (
 // --exact, its raw JSON id, which aliases the record's line. A record
 // without a key has its *KeyError in the item's Err instead.
 type key struct {
-	hash xxh3.Uint128
-	id   []byte
+	hash   xxh3.Uint128
+	probes probes
+	id     []byte
 }
 
 // counts is the run's accounting: every record read is kept, removed or
@@ -66,6 +67,7 @@ func keyBatch(k *Keyer, b *jsonl.Batch[key], keepIDs bool) {
 			continue
 		}
 		it.V.hash = xxh3.Hash128(kb)
+		it.V.probes = probesOf(it.V.hash)
 		if keepIDs {
 			it.V.id = k.ID(it.Data)
 		}
@@ -92,7 +94,7 @@ func (s *sink) decide(b *jsonl.Batch[key]) error {
 			}
 			continue
 		}
-		seen, first := s.set.Seen(it.V.hash, it.V.id)
+		seen, first := s.set.SeenProbes(it.V.hash, &it.V.probes, it.V.id)
 		if !seen {
 			s.n.kept.Add(1)
 			if err := s.out.Write(rec.Data); err != nil {
