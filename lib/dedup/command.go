@@ -9,6 +9,8 @@ package dedup
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"tokenmill/lib/cli"
@@ -106,6 +108,12 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 	if set == nil {
 		set = NewSet(c.Expected, c.FP, c.Exact)
+	}
+	if c.Exact && os.Getenv("GOGC") == "" {
+		// The exact set holds no pointers, so a collection costs little
+		// however large it is, while the default pacing lets garbage
+		// (the map's outgrown tables) take as much memory again.
+		defer debug.SetGCPercent(debug.SetGCPercent(10))
 	}
 
 	s := &sink{set: set, n: &counts{}}

@@ -166,7 +166,7 @@ type Set struct {
 	Filter *Filter
 	// exact maps each key hash to the raw JSON id of the first record with
 	// that key ("" when it had none); nil without --exact.
-	exact map[xxh3.Uint128]string
+	exact *exactSet
 
 	// ExpectedFalseDrops is the expected number of new keys the filter
 	// wrongly called seen (bloom mode only): for every key found new when
@@ -183,13 +183,21 @@ type Set struct {
 func NewSet(expected uint64, fp float64, exact bool) *Set {
 	s := &Set{Filter: NewFilter(expected, fp)}
 	if exact {
-		s.exact = map[xxh3.Uint128]string{}
+		s.exact = newExactSet(0)
 	}
 	return s
 }
 
 // Exact reports whether s keeps key hashes.
 func (s *Set) Exact() bool { return s.exact != nil }
+
+// exactLen is the number of key hashes kept (0 without --exact).
+func (s *Set) exactLen() int {
+	if s.exact == nil {
+		return 0
+	}
+	return s.exact.len()
+}
 
 // Seen looks up key hash h and records it. It reports whether a record
 // with the same key came before, and then (exact mode, ids kept) that
@@ -204,14 +212,14 @@ func (s *Set) Seen(h xxh3.Uint128, id []byte) (bool, string) {
 func (s *Set) SeenProbes(h xxh3.Uint128, pr *probes, id []byte) (bool, string) {
 	b := h.Bytes()
 	if s.exact != nil {
-		if first, ok := s.exact[h]; ok {
-			return true, first
+		if first, ok := s.exact.get(h); ok {
+			return true, string(first)
 		}
 		if s.Filter.testOrAddProbes(&b, pr) {
 			s.Overruled++
 			s.Filter.addProbes(&b, pr)
 		}
-		s.exact[h] = string(id)
+		s.exact.put(h, id)
 		return false, ""
 	}
 	p := s.Filter.Rate()
