@@ -159,4 +159,3 @@ func (h *harness) scaleAt(ctx context.Context, f int) error {
 		at(with(Spec{BytesOf: []string{fl}, Records: counts[3]}, "filter", "", "filter", "--progress", "0", fl)),
 	})
 }
-
