@@ -88,6 +88,7 @@ func TestScanPromptKey(t *testing.T) {
 // real datasets' prompts and on a generated corpus.
 func TestScanPromptKeyRealData(t *testing.T) {
 	input, _ := corpusPrompts(3000, 7)
+	input = append(input, fastchatPrompts(t)...)
 	fast := 0
 	lines := bytes.Split(bytes.TrimSuffix(input, []byte("\n")), []byte("\n"))
 	for _, l := range lines {

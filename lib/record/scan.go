@@ -1,8 +1,8 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
-	"math/bits"
 )
 
 // The scanner below is the fast path of the stages that read a few fields
@@ -315,74 +315,68 @@ const (
 	highs = 0x8080808080808080
 )
 
-// special marks, in the high bit of each byte, the bytes of x that end a
-// plain run inside a string: a quote, a backslash or a control character.
-// A byte above a marked one may be marked wrongly (a borrow), never one
-// below it, so the lowest mark is exact.
-func special(x uint64) uint64 {
-	q := x ^ (ones * '"')
-	s := x ^ (ones * '\\')
-	return ((x-ones*0x20)&^x | (q-ones)&^q | (s-ones)&^s) & highs
+// hasControl reports whether s holds a byte below 0x20, eight bytes at a
+// time: (x - 0x20 each) borrows into a byte's top bit only where that byte
+// is below 0x20 (or a byte below it was), and &^ x leaves out the bytes
+// whose own top bit was set.
+func hasControl(s []byte) bool {
+	for len(s) >= 8 {
+		if x := binary.LittleEndian.Uint64(s); (x-ones*0x20)&^x&highs != 0 {
+			return true
+		}
+		s = s[8:]
+	}
+	for _, c := range s {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // scanString returns the index past the string at b[i] == '"' and whether
 // it holds no escape, or -1: unterminated, a raw control character, or a
 // bad escape. Bytes of 0x80 and above are taken as they are: the stages
-// read invalid UTF-8 as U+FFFD.
+// read invalid UTF-8 as U+FFFD. Quotes and backslashes are found with
+// bytes.IndexByte, which reads many bytes an instruction; the runs between
+// them are checked for control characters eight bytes at a time.
 func scanString(b []byte, i int) (int, bool) {
 	plain := true
 	j := i + 1
+	q := -1 // the next quote at or after j, once found
 	for {
-		for j+16 <= len(b) {
-			m1 := special(binary.LittleEndian.Uint64(b[j:]))
-			m2 := special(binary.LittleEndian.Uint64(b[j+8:]))
-			if m1|m2 == 0 {
-				j += 16
-				continue
-			}
-			if m1 == 0 {
-				j += 8
-				m1 = m2
-			}
-			j += bits.TrailingZeros64(m1) / 8
-			goto found
-		}
-		for j+8 <= len(b) {
-			m := special(binary.LittleEndian.Uint64(b[j:]))
-			if m == 0 {
-				j += 8
-				continue
-			}
-			j += bits.TrailingZeros64(m) / 8
-			break
-		}
-	found:
-		if j >= len(b) {
-			return -1, false
-		}
-		switch c := b[j]; {
-		case c == '"':
-			return j + 1, plain
-		case c == '\\':
-			plain = false
-			if j+1 >= len(b) {
+		if q < j {
+			k := bytes.IndexByte(b[j:], '"')
+			if k < 0 {
 				return -1, false
 			}
-			switch b[j+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				j += 2
-			case 'u':
-				if j+6 > len(b) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) || !isHex(b[j+5]) {
-					return -1, false
-				}
-				j += 6
-			default:
+			q = j + k
+		}
+		e := bytes.IndexByte(b[j:q], '\\')
+		if e < 0 {
+			if hasControl(b[j:q]) {
 				return -1, false
 			}
-		case c < 0x20:
+			return q + 1, plain
+		}
+		e += j
+		if hasControl(b[j:e]) {
 			return -1, false
+		}
+		plain = false
+		if e+1 >= len(b) {
+			return -1, false
+		}
+		switch b[e+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			j = e + 2
+		case 'u':
+			if e+6 > len(b) || !isHex(b[e+2]) || !isHex(b[e+3]) || !isHex(b[e+4]) || !isHex(b[e+5]) {
+				return -1, false
+			}
+			j = e + 6
 		default:
-			j++
+			return -1, false
 		}
 	}
 }
