@@ -320,14 +320,24 @@ const (
 // is below 0x20 (or a byte below it was), and &^ x leaves out the bytes
 // whose own top bit was set.
 func hasControl(s []byte) bool {
-	for len(s) >= 8 {
-		if x := binary.LittleEndian.Uint64(s); (x-ones*0x20)&^x&highs != 0 {
+	i := 0
+	for ; i+32 <= len(s); i += 32 {
+		w := s[i : i+32 : i+32]
+		a := binary.LittleEndian.Uint64(w[0:])
+		b := binary.LittleEndian.Uint64(w[8:])
+		c := binary.LittleEndian.Uint64(w[16:])
+		d := binary.LittleEndian.Uint64(w[24:])
+		if ((a-ones*0x20)&^a|(b-ones*0x20)&^b|(c-ones*0x20)&^c|(d-ones*0x20)&^d)&highs != 0 {
 			return true
 		}
-		s = s[8:]
 	}
-	for _, c := range s {
-		if c < 0x20 {
+	for ; i+8 <= len(s); i += 8 {
+		if x := binary.LittleEndian.Uint64(s[i:]); (x-ones*0x20)&^x&highs != 0 {
+			return true
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] < 0x20 {
 			return true
 		}
 	}

@@ -62,3 +62,27 @@ func FuzzObjectScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) { checkObjectScan(t, line) })
 }
+
+// TestHasControl puts one control character at every position of runs of
+// every length up to 80, among bytes that are none (0x20, 0x7f, high ones).
+func TestHasControl(t *testing.T) {
+	fill := []byte{' ', 'a', 0x7f, 0x80, 0xff, '"', '\\'}
+	for n := 0; n <= 80; n++ {
+		s := make([]byte, n)
+		for i := range s {
+			s[i] = fill[i%len(fill)]
+		}
+		if hasControl(s) {
+			t.Fatalf("length %d: a control character found in %q", n, s)
+		}
+		for i := range n {
+			for _, c := range []byte{0, '\n', 0x1f} {
+				s2 := append([]byte(nil), s...)
+				s2[i] = c
+				if !hasControl(s2) {
+					t.Fatalf("length %d: %#x at %d missed", n, c, i)
+				}
+			}
+		}
+	}
+}
