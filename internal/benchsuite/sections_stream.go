@@ -188,7 +188,7 @@ var dedupSection = &section{
 		h.whyNot(w, "dedup", "dedup", "sort -u", "sort -u compares bytes only, memchr-fast and in parallel; dedup parses and validates every record to key its prompt.")
 		h.whyNot(w, "dedup", "dedup", "awk", "awk hashes whole lines, never parsing them.")
 		fmt.Fprintf(w, "\n`--exact` at %s prompts, against a sort keyed on the prompt's bytes; peak RSS\n"+
-			"per record read is the bytes per key the help states:\n\n", sizeLabel(h.sz.Exact), sizeLabel(h.sz.Exact))
+			"per record read is the bytes per key the help states:\n\n", sizeLabel(h.sz.Exact))
 		h.table(w, "dedup-exact", tableOptions{})
 		h.bytesPerKey(w, "dedup-exact", fmt.Sprintf("dedup --exact, %s", sizeLabel(h.sz.Exact)))
 		h.whyNot(w, "dedup-exact", fmt.Sprintf("dedup --exact, %s", sizeLabel(h.sz.Exact)), fmt.Sprintf("sort -u by prompt, %s", sizeLabel(h.sz.Exact)),
