@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 )
 
 // whyNot says in one line why tokenmill's row ours is slower than peer,
@@ -68,23 +67,12 @@ var scaleSection = &section{
 			"is sized by --expected, shard and stats hold no records, merge stays within --memory; dedup\n"+
 			"--exact holds every key.\n\n", scaleLabel(h, 1), scaleLabel(h, 4), scaleLabel(h, 16))
 		h.table(w, "scale", tableOptions{kind: "growth"})
-		rows := h.group("scale")
-		var sizes, tools []string
-		cell := map[[2]string]*Result{}
-		for _, r := range rows {
-			if !slices.Contains(sizes, r.Size) {
-				sizes = append(sizes, r.Size)
-			}
-			if !slices.Contains(tools, r.Name) {
-				tools = append(tools, r.Name)
-			}
-			cell[[2]string{r.Name, r.Size}] = r
-		}
+		c := cellsOf(h.group("scale"))
+		sizes, tools, at := c.sizes, c.tools, c.at
 		if len(sizes) == 0 {
 			return
 		}
 		fmt.Fprintln(w)
-		at := func(t, s string) *Result { return cell[[2]string{t, s}] }
 		last := sizes[len(sizes)-1]
 		pivot(w, "wall s", tools, sizes, at, func(r *Result) string { return metricCell(r, "wall_s", 2) },
 			fmt.Sprintf("%s ÷ %s", last, sizes[0]), func(t string) string {

@@ -169,19 +169,31 @@ func fleetTable(w io.Writer, rows []*Result) {
 
 // growthTable shows peak RSS and throughput per tool (rows) and input
 // size (columns, in the order first measured).
-func growthTable(w io.Writer, rows []*Result) {
-	var sizes, tools []string
-	cell := map[[2]string]*Result{}
+// cells are a growth table's rows by tool and size, in the order measured.
+type cells struct {
+	sizes, tools []string
+	cell         map[[2]string]*Result
+}
+
+func cellsOf(rows []*Result) cells {
+	c := cells{cell: map[[2]string]*Result{}}
 	for _, r := range rows {
-		if !slices.Contains(sizes, r.Size) {
-			sizes = append(sizes, r.Size)
+		if !slices.Contains(c.sizes, r.Size) {
+			c.sizes = append(c.sizes, r.Size)
 		}
-		if !slices.Contains(tools, r.Name) {
-			tools = append(tools, r.Name)
+		if !slices.Contains(c.tools, r.Name) {
+			c.tools = append(c.tools, r.Name)
 		}
-		cell[[2]string{r.Name, r.Size}] = r
+		c.cell[[2]string{r.Name, r.Size}] = r
 	}
-	at := func(t, s string) *Result { return cell[[2]string{t, s}] }
+	return c
+}
+
+func (c cells) at(t, s string) *Result { return c.cell[[2]string{t, s}] }
+
+func growthTable(w io.Writer, rows []*Result) {
+	c := cellsOf(rows)
+	sizes, tools, cell, at := c.sizes, c.tools, c.cell, c.at
 	last := sizes[len(sizes)-1]
 	pivot(w, "peak RSS MB", tools, sizes, at, func(r *Result) string {
 		v := metricCell(r, "rss_mb", 1)

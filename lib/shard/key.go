@@ -44,14 +44,29 @@ func shardKey(data []byte) (string, *rejection) {
 	// checks that say why.
 	raw, ok := scanID(data)
 	if !ok {
-		if r := checkObject(data); r != nil {
-			return "", r
-		}
-		var err error
-		if raw, err = record.FieldValue(data, "id"); err != nil {
-			return "", &rejection{jsonl.ReasonMalformedJSON, err.Error()}
+		var rej *rejection
+		if raw, rej = checkedID(data); rej != nil {
+			return "", rej
 		}
 	}
+	return keyOf(data, raw)
+}
+
+// checkedID is the raw id of a record found without the scan: the record
+// checked whole, then its fields walked.
+func checkedID(data []byte) ([]byte, *rejection) {
+	if r := checkObject(data); r != nil {
+		return nil, r
+	}
+	raw, err := record.FieldValue(data, "id")
+	if err != nil {
+		return nil, &rejection{jsonl.ReasonMalformedJSON, err.Error()}
+	}
+	return raw, nil
+}
+
+// keyOf is the key of a checked record whose raw id (nil: none) is raw.
+func keyOf(data, raw []byte) (string, *rejection) {
 	var id record.ID
 	if raw != nil {
 		if err := id.UnmarshalJSON(raw); err != nil {

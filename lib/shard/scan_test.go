@@ -1,39 +1,15 @@
 package shard
 
-import (
-	"testing"
-
-	"tokenmill/lib/jsonl"
-	"tokenmill/lib/record"
-)
+import "testing"
 
 // decodedKey is shardKey through the checks alone, without the scan: the
 // reference the scan's key must equal.
 func decodedKey(data []byte) (string, *rejection) {
-	if r := checkObject(data); r != nil {
-		return "", r
+	raw, rej := checkedID(data)
+	if rej != nil {
+		return "", rej
 	}
-	raw, err := record.FieldValue(data, "id")
-	if err != nil {
-		return "", &rejection{jsonl.ReasonMalformedJSON, err.Error()}
-	}
-	var id record.ID
-	if raw != nil {
-		if err := id.UnmarshalJSON(raw); err != nil {
-			return "", &rejection{ReasonBadID, err.Error()}
-		}
-	}
-	if !id.IsZero() {
-		return id.Text, nil
-	}
-	var p record.Prompt
-	if err := record.Decode(data, &p); err != nil {
-		return "", &rejection{ReasonBadRecord, err.Error()}
-	}
-	if !p.HasPrompt() {
-		return "", &rejection{ReasonNoID, "no id, and no messages or prompt to derive one from"}
-	}
-	return record.ContentID(p.AppendCanonical(nil)), nil
+	return keyOf(data, raw)
 }
 
 var keyLines = []string{
