@@ -191,6 +191,18 @@ func NewSet(expected uint64, fp float64, exact bool) *Set {
 // Exact reports whether s keeps key hashes.
 func (s *Set) Exact() bool { return s.exact != nil }
 
+// DropIDs stops an empty exact set from keeping the ids of first
+// records, which only --dups (dup_of) and a saved state read: the hashes
+// alone take less than half the memory.
+func (s *Set) DropIDs() {
+	if s.exact != nil && s.exact.len() == 0 {
+		s.exact.dropIDs()
+	}
+}
+
+// keepsIDs tells an exact set that keeps first records' ids.
+func (s *Set) keepsIDs() bool { return s.exact != nil && s.exact.bare == nil }
+
 // exactLen is the number of key hashes kept (0 without --exact).
 func (s *Set) exactLen() int {
 	if s.exact == nil {

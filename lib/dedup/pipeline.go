@@ -47,7 +47,7 @@ type sink struct {
 // in order; it closes in. It returns early, without error, when ctx is
 // cancelled: the whole batches read by then are decided and written.
 func run(ctx context.Context, in *jsonl.Reader, keyers []*Keyer, s *sink) error {
-	keepIDs := s.set.Exact()
+	keepIDs := s.set.keepsIDs()
 	return jsonl.Parallel(ctx, in, len(keyers), func(w int, b *jsonl.Batch[key]) {
 		keyBatch(keyers[w], b, keepIDs)
 	}, s.decide)
