@@ -73,3 +73,38 @@ func TestExactWithoutIDsSameOutput(t *testing.T) {
 		t.Fatalf("--exact kept %d records without ids, %d with: want the same, fewer than 4000", len(lines(bare)), len(lines(kept)))
 	}
 }
+
+// TestHashIndex: every hash put is found with its value, across growths,
+// the all-zero hash included, in bare and valued indexes alike.
+func TestHashIndex(t *testing.T) {
+	for _, bare := range []bool{false, true} {
+		for _, pre := range []int{0, 5000} {
+			x := newHashIndex(pre, bare)
+			hashes := []xxh3.Uint128{{}}
+			for i := range 20000 {
+				hashes = append(hashes, distinct("i", i))
+			}
+			for i, h := range hashes {
+				x.put(h, uint64(i))
+				x.put(h, uint64(i)) // again: no second key
+			}
+			if x.len() != len(hashes) {
+				t.Fatalf("bare %v: %d keys held, want %d", bare, x.len(), len(hashes))
+			}
+			for i, h := range hashes {
+				v, ok := x.get(h)
+				if !ok || !bare && v != uint64(i) {
+					t.Fatalf("bare %v: hash %d: %d, %v", bare, i, v, ok)
+				}
+			}
+			if _, ok := x.get(distinct("j", 1)); ok {
+				t.Fatal("a hash never put is held")
+			}
+			n := 0
+			x.each(func(xxh3.Uint128, uint64) error { n++; return nil })
+			if n != len(hashes) {
+				t.Fatalf("each saw %d", n)
+			}
+		}
+	}
+}

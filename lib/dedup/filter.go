@@ -201,7 +201,7 @@ func (s *Set) DropIDs() {
 }
 
 // keepsIDs tells an exact set that keeps first records' ids.
-func (s *Set) keepsIDs() bool { return s.exact != nil && s.exact.bare == nil }
+func (s *Set) keepsIDs() bool { return s.exact != nil && !s.exact.bare() }
 
 // exactLen is the number of key hashes kept (0 without --exact).
 func (s *Set) exactLen() int {
