@@ -64,8 +64,9 @@ var scaleSection = &section{
 		fmt.Fprintf(w, "Each stage at %s, %s and %s records (prompts for dedup and shard, their generation\n"+
 			"records for merge and stats, the first records of the filter file for filter), one run per\n"+
 			"size. Time should grow with the input, and memory stay flat where it is bounded: dedup's filter\n"+
-			"is sized by --expected, shard and stats hold no records, merge stays within --memory; dedup\n"+
-			"--exact holds every key.\n\n", scaleLabel(h, 1), scaleLabel(h, 4), scaleLabel(h, 16))
+			"is sized by --expected, shard and filter hold no records, merge stays within --memory; dedup\n"+
+			"--exact holds every key, and stats 4 bytes per value of each distribution it reports\n"+
+			"(exact percentiles) and 8 per (id, sample).\n\n", scaleLabel(h, 1), scaleLabel(h, 4), scaleLabel(h, 16))
 		h.table(w, "scale", tableOptions{kind: "growth"})
 		c := cellsOf(h.group("scale"))
 		sizes, tools, at := c.sizes, c.tools, c.at
