@@ -55,6 +55,12 @@ var dataSteps = []*dataStep{
 		make: func(ctx context.Context, h *harness) error {
 			return copyLines(h.path("data/filter-gens.jsonl"), h.path("data/filter-gens-lang.jsonl"), 0, h.sz.FilterLangBytes)
 		}},
+	{name: "prompts-exact", file: "data/prompts-exact.jsonl",
+		key: func(h *harness) string { return fmt.Sprintf("corpus -n %d | extract", h.sz.Exact) },
+		make: func(ctx context.Context, h *harness) error {
+			return h.pipeline(ctx, "data/prompts-exact.jsonl", nil, 0,
+				[]string{"corpus", "-n", strconv.Itoa(h.sz.Exact)}, []string{"extract", "--progress", "0"})
+		}},
 	{name: "servers-prompts", file: "data/servers-prompts.jsonl",
 		key: func(*harness) string { return "corpus -n 10000 | extract" },
 		make: func(ctx context.Context, h *harness) error {

@@ -29,6 +29,8 @@ type Sizes struct {
 	ServersRuns     int // rounds of the in-flight tables
 	OllamaPrompts   int
 	OllamaRuns      int // rounds of the real Ollama table
+	Exact           int // prompts dedup --exact and a keyed sort read
+	ScaleBase       int // records of the scale table's 1× point (4× and 16× follow)
 }
 
 // FullSizes are the sizes BENCHMARKS.md is made with.
@@ -36,7 +38,7 @@ func FullSizes() Sizes {
 	return Sizes{Main: 660000, Big: 1000000, Growth: []int{10000, 100000, 1000000}, Slurp: 100000,
 		ClientInfer: 100000, ClientNode: 20000, ClientCurl: 4000, FleetPrompts: 8000, FleetRuns: 3,
 		LLMSimBenchtime: "200000x", RegenCorpus: 6000, FilterBytes: 1000000000, FilterLangBytes: 50000000,
-		ServersMinutes: 20, ServersRuns: 3, OllamaPrompts: 200, OllamaRuns: 5}
+		ServersMinutes: 20, ServersRuns: 3, OllamaPrompts: 200, OllamaRuns: 5, Exact: 5000000, ScaleBase: 62500}
 }
 
 // QuickSizes are small: a smoke test of the harness in minutes.
@@ -44,7 +46,7 @@ func QuickSizes() Sizes {
 	return Sizes{Main: 20000, Big: 40000, Growth: []int{1000, 10000, 40000}, Slurp: 5000,
 		ClientInfer: 10000, ClientNode: 3000, ClientCurl: 500, FleetPrompts: 1500, FleetRuns: 1,
 		LLMSimBenchtime: "20000x", RegenCorpus: 600, FilterBytes: 50000000, FilterLangBytes: 5000000,
-		ServersMinutes: 2, ServersRuns: 1, OllamaPrompts: 40, OllamaRuns: 5}
+		ServersMinutes: 2, ServersRuns: 1, OllamaPrompts: 40, OllamaRuns: 5, Exact: 50000, ScaleBase: 2500}
 }
 
 // sizeLabel is 10000 -> "10k", 1000000 -> "1M".
@@ -96,6 +98,7 @@ func init() {
 	sections = []*section{
 		extractSection, extractScaleSection, dedupSection, neardupSection, shardSection, mergeSection, statsSection, filterSection,
 		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, kindsSection, ollamaSection, growthSection,
+		scaleSection,
 	}
 }
 

@@ -182,21 +182,34 @@ func fleetTable(w io.Writer, rows []*Result) {
 	}
 }
 
+// cells are a growth table's rows by tool and size, in the order measured.
+type cells struct {
+	sizes, tools []string
+	cell         map[[2]string]*Result
+}
+
+func cellsOf(rows []*Result) cells {
+	c := cells{cell: map[[2]string]*Result{}}
+	for _, r := range rows {
+		if !slices.Contains(c.sizes, r.Size) {
+			c.sizes = append(c.sizes, r.Size)
+		}
+		if !slices.Contains(c.tools, r.Name) {
+			c.tools = append(c.tools, r.Name)
+		}
+		c.cell[[2]string{r.Name, r.Size}] = r
+	}
+	return c
+}
+
+func (c cells) at(t, s string) *Result { return c.cell[[2]string{t, s}] }
+
 // bySize arranges rows measured at several sizes: the tools and the sizes
 // in the order first measured, and the row of a tool at a size (nil if
 // none).
 func bySize(rows []*Result) (tools, sizes []string, at func(tool, size string) *Result) {
-	cell := map[[2]string]*Result{}
-	for _, r := range rows {
-		if !slices.Contains(sizes, r.Size) {
-			sizes = append(sizes, r.Size)
-		}
-		if !slices.Contains(tools, r.Name) {
-			tools = append(tools, r.Name)
-		}
-		cell[[2]string{r.Name, r.Size}] = r
-	}
-	return tools, sizes, func(t, s string) *Result { return cell[[2]string{t, s}] }
+	c := cellsOf(rows)
+	return c.tools, c.sizes, c.at
 }
 
 // growthTable shows peak RSS and throughput per tool (rows) and input

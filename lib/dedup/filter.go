@@ -168,7 +168,7 @@ type Set struct {
 	Filter *Filter
 	// exact maps each key hash to the raw JSON id of the first record with
 	// that key ("" when it had none); nil without --exact.
-	exact map[xxh3.Uint128]string
+	exact *exactSet
 
 	// ExpectedFalseDrops is the expected number of new keys the filter
 	// wrongly called seen (bloom mode only): for every key found new when
@@ -187,7 +187,7 @@ type Set struct {
 func NewSet(expected uint64, fp float64, exact bool) *Set {
 	s := &Set{Filter: NewFilter(expected, fp)}
 	if exact {
-		s.exact = map[xxh3.Uint128]string{}
+		s.exact = newExactSet(0)
 	}
 	return s
 }
@@ -195,24 +195,51 @@ func NewSet(expected uint64, fp float64, exact bool) *Set {
 // Exact reports whether s keeps key hashes.
 func (s *Set) Exact() bool { return s.exact != nil }
 
+// DropIDs stops an empty exact set from keeping the ids of first
+// records, which only --dups (dup_of) and a saved state read: the hashes
+// alone take less than half the memory.
+func (s *Set) DropIDs() {
+	if s.exact != nil && s.exact.len() == 0 {
+		s.exact.dropIDs()
+	}
+}
+
+// keepsIDs tells an exact set that keeps first records' ids.
+func (s *Set) keepsIDs() bool { return s.exact != nil && !s.exact.bare() }
+
+// exactLen is the number of key hashes kept (0 without --exact).
+func (s *Set) exactLen() int {
+	if s.exact == nil {
+		return 0
+	}
+	return s.exact.len()
+}
+
 // Seen looks up key hash h and records it. It reports whether a record
 // with the same key came before, and then (exact mode, ids kept) that
 // record's raw JSON id. id is this record's raw JSON id, kept if it is new.
 func (s *Set) Seen(h xxh3.Uint128, id []byte) (bool, string) {
+	p := probesOf(h)
+	return s.SeenProbes(h, &p, id)
+}
+
+// SeenProbes is Seen for a key whose filter probes were computed already
+// (probesOf, on a worker).
+func (s *Set) SeenProbes(h xxh3.Uint128, pr *probes, id []byte) (bool, string) {
 	b := h.Bytes()
 	if s.exact != nil {
-		if first, ok := s.exact[h]; ok {
-			return true, first
+		if first, ok := s.exact.get(h); ok {
+			return true, string(first)
 		}
-		if s.Filter.TestOrAdd(&b) {
+		if s.Filter.testOrAddProbes(&b, pr) {
 			s.Overruled++
-			s.Filter.Add(&b)
+			s.Filter.addProbes(&b, pr)
 		}
-		s.exact[h] = string(id)
+		s.exact.put(h, id)
 		return false, ""
 	}
 	p := s.Filter.Rate()
-	if s.Filter.TestOrAdd(&b) {
+	if s.Filter.testOrAddProbes(&b, pr) {
 		return true, ""
 	}
 	s.ExpectedFalseDrops += p / (1 - p)

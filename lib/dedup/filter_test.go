@@ -112,8 +112,8 @@ func TestExactSetNeverDropsWrongly(t *testing.T) {
 			t.Fatalf("key %d: seen=%v first=%s, want true %s", i, seen, first, want)
 		}
 	}
-	if s.Filter.Keys() != 5000 || len(s.exact) != 5000 {
-		t.Errorf("filter holds %d keys, exact set %d, want 5000", s.Filter.Keys(), len(s.exact))
+	if s.Filter.Keys() != 5000 || s.exactLen() != 5000 {
+		t.Errorf("filter holds %d keys, exact set %d, want 5000", s.Filter.Keys(), s.exactLen())
 	}
 }
 

@@ -101,6 +101,15 @@ func (k *Keyer) ID(line []byte) []byte {
 }
 
 func (k *Keyer) promptKey(line []byte) ([]byte, error) {
+	if key, ok := k.scanPromptKey(line); ok {
+		return key, nil
+	}
+	return k.decodePromptKey(line)
+}
+
+// decodePromptKey is promptKey through the full decoder: every record,
+// and the reason for every one without a key.
+func (k *Keyer) decodePromptKey(line []byte) ([]byte, error) {
 	clear(k.prompt.Messages[:cap(k.prompt.Messages)]) // the decoder keeps fields a message leaves out
 	k.prompt = rawPrompt{Messages: k.prompt.Messages[:0]}
 	if err := record.Decode(line, &k.prompt); err != nil {

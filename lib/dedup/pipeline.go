@@ -26,6 +26,7 @@ import (
 type key struct {
 	hash   xxh3.Uint128
 	id     []byte
+	probes probes
 	sig    minhash.Signature // --near
 	contam *Contamination    // --against: the benchmark text it shares, nil if clean
 }
@@ -69,7 +70,7 @@ type worker struct {
 // in order; it closes in. It returns early, without error, when ctx is
 // cancelled: the whole batches read by then are decided and written.
 func run(ctx context.Context, in *jsonl.Reader, workers []worker, s *sink) error {
-	keepIDs := s.set.Exact() || s.near != nil
+	keepIDs := s.set.keepsIDs() || s.near != nil
 	return jsonl.Parallel(ctx, in, len(workers), func(w int, b *jsonl.Batch[key]) {
 		keyBatch(workers[w], b, keepIDs)
 		if s.checkers != nil {
@@ -97,6 +98,7 @@ func keyBatch(w worker, b *jsonl.Batch[key], keepIDs bool) {
 			continue
 		}
 		it.V.hash = xxh3.Hash128(kb)
+		it.V.probes = probesOf(it.V.hash)
 		if keepIDs {
 			it.V.id = k.ID(it.Data)
 		}
@@ -134,7 +136,7 @@ func (s *sink) decide(b *jsonl.Batch[key]) error {
 			}
 			continue
 		}
-		seen, first := s.set.Seen(it.V.hash, it.V.id)
+		seen, first := s.set.SeenProbes(it.V.hash, &it.V.probes, it.V.id)
 		if !seen && s.near != nil {
 			near, err := s.nearCopy(it)
 			if err != nil {

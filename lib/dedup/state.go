@@ -174,7 +174,7 @@ func SaveState(path string, s *Set, settings Settings, totals Totals) error {
 }
 
 func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error {
-	hdr := stateHeader{Version: stateVersion, KeyVersion: promptKeyVersion, Settings: settings, Totals: totals, Keys: s.Filter.Keys(), ExactKeys: uint64(len(s.exact))}
+	hdr := stateHeader{Version: stateVersion, KeyVersion: promptKeyVersion, Settings: settings, Totals: totals, Keys: s.Filter.Keys(), ExactKeys: uint64(s.exactLen())}
 	if s.Near != nil {
 		hdr.NearTexts = uint64(s.Near.Len())
 	}
@@ -196,12 +196,16 @@ func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error
 		}
 	}
 	var buf []byte
-	for h, id := range s.exact {
-		b := h.Bytes()
-		buf = append(buf[:0], b[:]...)
-		buf = binary.AppendUvarint(buf, uint64(len(id)))
-		buf = append(buf, id...)
-		if _, err := w.Write(buf); err != nil {
+	if s.exact != nil {
+		err := s.exact.each(func(h xxh3.Uint128, id []byte) error {
+			b := h.Bytes()
+			buf = append(buf[:0], b[:]...)
+			buf = binary.AppendUvarint(buf, uint64(len(id)))
+			buf = append(buf, id...)
+			_, err := w.Write(buf)
+			return err
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -469,8 +473,8 @@ func (sr *stateReader) layers(f *Filter, layers []layerHeader) error {
 }
 
 // exactKeys reads n exact keys: a 16-byte hash and the first record's id.
-func (sr *stateReader) exactKeys(n uint64) (map[xxh3.Uint128]string, error) {
-	exact := make(map[xxh3.Uint128]string, n)
+func (sr *stateReader) exactKeys(n uint64) (*exactSet, error) {
+	exact := newExactSet(int(n))
 	var b [16]byte
 	for range n {
 		if _, err := io.ReadFull(sr.in, b[:]); err != nil {
@@ -488,7 +492,7 @@ func (sr *stateReader) exactKeys(n uint64) (map[xxh3.Uint128]string, error) {
 			return nil, err
 		}
 		key := xxh3.Uint128{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
-		exact[key] = string(id)
+		exact.put(key, id)
 	}
 	return exact, nil
 }

@@ -92,33 +92,29 @@ type cutCounts struct {
 // record of an answer it found unfit: rankRejected.
 func parseRecord(data []byte) (parsed, *rejection) {
 	var p parsed
-	if !json.Valid(data) {
-		return p, reject(jsonl.ReasonMalformedJSON, "not valid JSON")
-	}
-	if b := bytes.TrimSpace(data); len(b) == 0 || b[0] != '{' {
-		return p, reject(jsonl.ReasonNotObject, "a record must be a JSON object")
-	}
-	var idRaw, sampleRaw, outRaw, errRaw, rejRaw []byte
 	// Field names match exactly, as the record contract spells them and
-	// every stage reads them; a repeated field's last value wins.
-	err := record.EachField(data, func(key string, value []byte) error {
-		switch key {
-		case "id":
-			idRaw = value
-		case "sample":
-			sampleRaw = value
-		case "output":
-			outRaw = value
-		case "error":
-			errRaw = value
-		case "reject":
-			rejRaw = value
+	// every stage reads them; a repeated field's last value wins. One
+	// checking scan (record.Object) finds them in the common line; a line
+	// it leaves (malformed, an escaped key) goes through the checks that
+	// say why.
+	var f topFields
+	if !f.scan(data) {
+		if !json.Valid(data) {
+			return p, reject(jsonl.ReasonMalformedJSON, "not valid JSON")
 		}
-		return nil
-	})
-	if err != nil {
-		return p, reject(jsonl.ReasonMalformedJSON, "%v", err)
+		if b := bytes.TrimSpace(data); len(b) == 0 || b[0] != '{' {
+			return p, reject(jsonl.ReasonNotObject, "a record must be a JSON object")
+		}
+		f = topFields{}
+		if err := record.EachField(data, func(key string, value []byte) error {
+			f.set(key, value)
+			return nil
+		}); err != nil {
+			return p, reject(jsonl.ReasonMalformedJSON, "%v", err)
+		}
 	}
+	idRaw, sampleRaw, outRaw, errRaw, rejRaw := f.id, f.sample, f.output, f.err, f.reject
+	var err error
 	if idRaw != nil {
 		if err := p.id.UnmarshalJSON(idRaw); err != nil {
 			return p, reject(ReasonBadID, "%v", err)
@@ -158,6 +154,40 @@ func parseRecord(data []byte) (parsed, *rejection) {
 		p.sample, p.rank = a.sample, rankError
 	}
 	return p, nil
+}
+
+// topFields are the raw top-level values merge reads.
+type topFields struct {
+	id, sample, output, err, reject []byte
+}
+
+func (f *topFields) set(key string, value []byte) {
+	switch key {
+	case "id":
+		f.id = value
+	case "sample":
+		f.sample = value
+	case "output":
+		f.output = value
+	case "error":
+		f.err = value
+	case "reject":
+		f.reject = value
+	}
+}
+
+// scan reads the fields of a line record.Object checks whole, and
+// reports whether it could.
+func (f *topFields) scan(data []byte) bool {
+	var o record.Object
+	o.Scan(data)
+	for key, v, more := o.Next(); more; key, v, more = o.Next() {
+		switch string(key) {
+		case "id", "sample", "output", "error", "reject":
+			f.set(string(key), v)
+		}
+	}
+	return o.Valid()
 }
 
 func isNull(v []byte) bool { return v == nil || string(v) == "null" }

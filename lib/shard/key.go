@@ -38,15 +38,35 @@ func checkObject(data []byte) *rejection {
 // prompt would be given by extract, so it lands where it would have with
 // that id.
 func shardKey(data []byte) (string, *rejection) {
-	if r := checkObject(data); r != nil {
-		return "", r
-	}
 	// The id is the field named exactly "id" (the last one, if repeated),
-	// as every stage reads it.
+	// as every stage reads it: found by one checking scan of the line,
+	// or, for a line the scan leaves (malformed, an escaped key), by the
+	// checks that say why.
+	raw, ok := scanID(data)
+	if !ok {
+		var rej *rejection
+		if raw, rej = checkedID(data); rej != nil {
+			return "", rej
+		}
+	}
+	return keyOf(data, raw)
+}
+
+// checkedID is the raw id of a record found without the scan: the record
+// checked whole, then its fields walked.
+func checkedID(data []byte) ([]byte, *rejection) {
+	if r := checkObject(data); r != nil {
+		return nil, r
+	}
 	raw, err := record.FieldValue(data, "id")
 	if err != nil {
-		return "", &rejection{jsonl.ReasonMalformedJSON, err.Error()}
+		return nil, &rejection{jsonl.ReasonMalformedJSON, err.Error()}
 	}
+	return raw, nil
+}
+
+// keyOf is the key of a checked record whose raw id (nil: none) is raw.
+func keyOf(data, raw []byte) (string, *rejection) {
 	var id record.ID
 	if raw != nil {
 		if err := id.UnmarshalJSON(raw); err != nil {
@@ -71,4 +91,19 @@ func shardKey(data []byte) (string, *rejection) {
 // n, so every run and every worker agree.
 func HashShard(key string, n int) int {
 	return int(xxh3.HashString(key) % uint64(n))
+}
+
+// scanID returns the raw value of the last top-level "id" of a record
+// (nil: none), and whether the line is one object record.Object could
+// check whole.
+func scanID(data []byte) ([]byte, bool) {
+	var o record.Object
+	o.Scan(data)
+	var id []byte
+	for key, v, more := o.Next(); more; key, v, more = o.Next() {
+		if string(key) == "id" {
+			id = v
+		}
+	}
+	return id, o.Valid()
 }

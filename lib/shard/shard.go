@@ -5,7 +5,6 @@ package shard
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -41,7 +40,8 @@ type Command struct {
 	Output        string   `short:"o" placeholder:"PATTERN" help:"Shard file name pattern: {i} is the shard number, {i:03} the number zero-padded to 3 digits. A .gz or .zst name is compressed." default:""`
 	Select        string   `help:"Write only shard K of N (as K/N, K from 0) to stdout instead of writing files." default:"" placeholder:"K/N"`
 	cli.RejectsFlag
-	cli.ForceFlag `set:"force_what=shard files and --rejects"`
+	cli.ForceFlag   `set:"force_what=shard files and --rejects"`
+	cli.WorkersFlag `set:"workers_what=check and key records"`
 	cli.ProgressFlag
 }
 
@@ -188,44 +188,63 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 	defer progress.Stop()
 
 	in := jsonl.NewReader(ctx, r.env, r.cmd.Inputs, r.env.Stdin, jsonl.Options{})
-	defer in.Close()
+	// Workers check and key whole batches of records; the batches come
+	// back in input order, so the parts and the rejects do not depend on
+	// timing.
+	workers, err := r.cmd.Count()
+	if err != nil {
+		in.Close()
+		return err
+	}
 	var accepted int64
-	for {
-		if r.read.Load()&1023 == 0 && ctx.Err() != nil {
-			break
-		}
-		rec, rerr := in.Next()
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			if err := rejects.Input(rerr); err != nil {
-				return err
+	err = jsonl.Parallel(ctx, in, workers, func(_ int, b *jsonl.Batch[placed]) {
+		for i := range b.Items {
+			if it := &b.Items[i]; it.Err == nil {
+				it.V = r.place(it.Data)
 			}
-			continue
 		}
-		r.read.Add(1)
-		r.bytes.Store(in.Stats.Bytes)
-		k, rej := r.assign(rec.Data, accepted)
-		if rej != nil {
-			if err := rejects.Add(rec, rej.reason, rej.detail); err != nil {
-				return err
-			}
-			continue
-		}
-		accepted++
-		if r.sel >= 0 {
-			r.counts[k]++
-			if k == r.sel {
-				if err := stdout.Write(rec.Data); err != nil {
+	}, func(b *jsonl.Batch[placed]) error {
+		for i := range b.Items {
+			it := &b.Items[i]
+			if it.Err != nil {
+				if err := rejects.Input(it.Err); err != nil {
 					return err
 				}
+				continue
 			}
-			continue
+			r.read.Add(1)
+			if it.V.rej != nil {
+				if err := rejects.Add(it.RawLine, it.V.rej.reason, it.V.rej.detail); err != nil {
+					return err
+				}
+				continue
+			}
+			k := it.V.shard
+			switch r.cmd.By {
+			case "round-robin":
+				k = int(accepted % int64(r.n))
+			case "lines":
+				k = int(accepted / r.cmd.LinesPerShard)
+			}
+			accepted++
+			if r.sel >= 0 {
+				r.counts[k]++
+				if k == r.sel {
+					if err := stdout.Write(it.Data); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := r.write(k, it.Data); err != nil {
+				return err
+			}
 		}
-		if err := r.write(k, rec.Data); err != nil {
-			return err
-		}
+		r.bytes.Store(b.Read.Bytes)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if ctx.Err() != nil {
 		// A partial split must not look complete: the shard files are
@@ -241,25 +260,24 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 	return r.closeAll()
 }
 
-// assign picks the shard of the i-th accepted record.
-func (r *run) assign(data []byte, i int64) (int, *rejection) {
-	switch r.cmd.By {
-	case "hash":
+// placed is a worker's verdict on one record: its shard (--by hash), or
+// why it has none.
+type placed struct {
+	shard int
+	rej   *rejection
+}
+
+// place checks a record and, with --by hash, picks its shard; the other
+// ways to split follow from the count of records accepted before it.
+func (r *run) place(data []byte) placed {
+	if r.cmd.By == "hash" {
 		key, rej := shardKey(data)
 		if rej != nil {
-			return 0, rej
+			return placed{rej: rej}
 		}
-		return HashShard(key, r.n), nil
-	case "round-robin":
-		if rej := checkObject(data); rej != nil {
-			return 0, rej
-		}
-		return int(i % int64(r.n)), nil
+		return placed{shard: HashShard(key, r.n)}
 	}
-	if rej := checkObject(data); rej != nil {
-		return 0, rej
-	}
-	return int(i / r.cmd.LinesPerShard), nil
+	return placed{rej: checkObject(data)}
 }
 
 func (r *run) create(i int) (*jsonl.Writer, error) {

@@ -158,6 +158,8 @@ type (
 		Truncated *truncatedView    `json:"truncated"`
 		// Arm is the sampling mixture's arm (infer --mix).
 		Arm string `json:"arm"`
+		// Only whether they are there: tokenAgg reads the ids.
+		PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
 	}
 	usageView struct {
 		PromptTokens     int64 `json:"prompt_tokens"`
@@ -176,6 +178,8 @@ type (
 		FinishReason string     `json:"finish_reason"`
 		Usage        *usageView `json:"usage"`
 		MaxTokens    int64      `json:"max_tokens"`
+		// Only whether they are there, as in outputView.
+		PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
 	}
 	truncatedView struct {
 		Reason string `json:"reason"`
@@ -235,6 +239,8 @@ type fact struct {
 	answers int
 	// arm is output.arm or error.arm (infer --mix), "" for none.
 	arm string
+	// tokens: the output or one of its turns carries prompt_token_ids.
+	tokens bool
 }
 
 // turnFact is what one regenerated turn contributes.
@@ -285,6 +291,10 @@ func parse(data []byte, f *fact) *parseError {
 			f.usage, f.pTokens, f.cTokens = true, o.Usage.PromptTokens, o.Usage.CompletionTokens
 		}
 		f.maxTokens = o.MaxTokens
+		f.tokens = hasRaw(o.PromptTokenIDs)
+		for i := range o.Turns {
+			f.tokens = f.tokens || hasRaw(o.Turns[i].PromptTokenIDs)
+		}
 		if f.latency < 0 || f.pTokens < 0 || f.cTokens < 0 || f.maxTokens < 0 {
 			return &parseError{ReasonBadValue, errors.New("negative latency_ms, token count or max_tokens")}
 		}
@@ -313,6 +323,9 @@ func parse(data []byte, f *fact) *parseError {
 	f.key = idKey(class, v.ID, f.sample)
 	return nil
 }
+
+// hasRaw tells a raw value that is there and not null.
+func hasRaw(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
 
 // readConversation reads a regenerated conversation's turns: the record's
 // answer is all of them (their text and reasoning summed), empty if one

@@ -120,7 +120,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 			return rejects.Add(it.RawLine, it.V.err.reason, it.V.err.err.Error())
 		}
 		agg.add(&it.V.fact, it.File, it.Line)
-		tk.add(it.RawLine.Data)
+		if it.V.fact.tokens {
+			tk.addTokens(it.RawLine.Data)
+		}
 		return nil
 	}, &prog)
 	display.Stop()

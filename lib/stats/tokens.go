@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -125,11 +124,10 @@ type tokenRecord struct {
 	} `json:"output"`
 }
 
-// add reads one record's token ids, if it has any.
-func (a *tokenAgg) add(data []byte) {
-	if !bytes.Contains(data, []byte(`"prompt_token_ids"`)) {
-		return // the common case, decided without decoding
-	}
+// addTokens reads the token ids of a record whose output or turns carry
+// prompt_token_ids (fact.tokens, found by parse: the common record,
+// without them, is never decoded again).
+func (a *tokenAgg) addTokens(data []byte) {
 	var r tokenRecord
 	if record.Decode(data, &r.TokenGeneration) != nil || record.Decode(data, &r) != nil {
 		return

@@ -1,0 +1,396 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// The scanner below is the fast path of the stages that read a few fields
+// of a record and pass the line on byte for byte (dedup, shard, stats,
+// merge). It checks the whole line against JSON's grammar in one pass,
+// without building anything, and hands the caller the raw spans of the
+// top-level members. Whatever it does not settle itself (an escaped key,
+// deep nesting, anything malformed) it reports as not scanned, and the
+// caller takes its full decoder, which gives the exact reason: so the fast
+// path never accepts a line the decoder would refuse, and never has to
+// word an error.
+
+// scanDepth is how deep the scanner nests before it leaves a line to the
+// full decoder (which checks MaxDepth).
+const scanDepth = 64
+
+// Object walks the members of one JSON object. With Scan it checks the
+// whole object against JSON's grammar as it goes; with Walk it takes an
+// object Scan has already checked (a value Scan handed out) and only
+// splits it.
+//
+//	var o record.Object
+//	o.Scan(line)
+//	for key, value, ok := o.Next(); ok; key, value, ok = o.Next() { ... }
+//	if !o.Valid() { ... the full decoder's path ... }
+type Object struct {
+	b       []byte
+	i       int
+	checked bool
+	state   int8 // 0 first member next, 1 after a member, 2 done, -1 bad
+}
+
+// Scan starts walking b, one object with white space around it allowed,
+// checking it whole.
+func (o *Object) Scan(b []byte) { *o = Object{b: b, checked: true} }
+
+// Walk starts walking obj, an object Scan already checked.
+func (o *Object) Walk(obj []byte) { *o = Object{b: obj} }
+
+// Next returns the next member: its key (the bytes between its quotes)
+// and its raw value. ok is false at the end or at the first fault: then
+// Valid tells which.
+func (o *Object) Next() (key, value []byte, ok bool) {
+	b, i := o.b, o.i
+	switch o.state {
+	case 0:
+		i = skipWS(b, i)
+		if i >= len(b) || b[i] != '{' {
+			return o.bad()
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return o.end(i + 1)
+		}
+	case 1:
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return o.bad()
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case '}':
+			return o.end(i + 1)
+		default:
+			return o.bad()
+		}
+	default:
+		return nil, nil, false
+	}
+	if i >= len(b) || b[i] != '"' {
+		return o.bad()
+	}
+	end, plain := scanString(b, i)
+	if end < 0 || !plain {
+		return o.bad()
+	}
+	key = b[i+1 : end-1]
+	i = skipWS(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return o.bad()
+	}
+	i = skipWS(b, i+1)
+	var vend int
+	if o.checked {
+		vend = scanValue(b, i, 1)
+	} else if e, err := skipValue(b, i); err == nil {
+		vend = e
+	} else {
+		vend = -1
+	}
+	if vend < 0 {
+		return o.bad()
+	}
+	o.i, o.state = vend, 1
+	return key, b[i:vend], true
+}
+
+func (o *Object) bad() ([]byte, []byte, bool) {
+	o.state = -1
+	return nil, nil, false
+}
+
+func (o *Object) end(i int) ([]byte, []byte, bool) {
+	o.state = 2
+	if o.checked && skipWS(o.b, i) != len(o.b) {
+		o.state = -1
+	}
+	return nil, nil, false
+}
+
+// Valid reports, once Next has returned false, whether the object was
+// walked to its end: it is one object in JSON's grammar (with Scan) and
+// no key held an escape. An escaped key, nesting past scanDepth and any
+// fault leave it false, for the full decoder to settle.
+func (o *Object) Valid() bool { return o.state == 2 }
+
+// Array walks the elements of an array Scan already checked.
+type Array struct {
+	b     []byte
+	i     int
+	state int8
+}
+
+// Walk starts walking arr.
+func (a *Array) Walk(arr []byte) { *a = Array{b: arr} }
+
+// Next returns the next raw element; ok is false at the end, or if arr
+// is not an array (then Valid is false).
+func (a *Array) Next() (value []byte, ok bool) {
+	b, i := a.b, a.i
+	switch a.state {
+	case 0:
+		if len(b) < 2 || b[0] != '[' {
+			a.state = -1
+			return nil, false
+		}
+		i = skipWS(b, 1)
+		if b[i] == ']' {
+			a.state = 2
+			return nil, false
+		}
+	case 1:
+		i = skipWS(b, i)
+		if b[i] == ']' {
+			a.state = 2
+			return nil, false
+		}
+		i = skipWS(b, i+1)
+	default:
+		return nil, false
+	}
+	end, err := skipValue(b, i)
+	if err != nil {
+		a.state = -1
+		return nil, false
+	}
+	a.i, a.state = end, 1
+	return b[i:end], true
+}
+
+// Valid reports whether the walk reached the array's end.
+func (a *Array) Valid() bool { return a.state == 2 }
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanValue returns the index just past the JSON value at b[i], or -1 if
+// there is none there (or it nests past scanDepth).
+func scanValue(b []byte, i, depth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; c {
+	case '"':
+		end, _ := scanString(b, i)
+		return end
+	case '{':
+		if depth >= scanDepth {
+			return -1
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return i + 1
+		}
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return -1
+			}
+			if i, _ = scanString(b, i); i < 0 {
+				return -1
+			}
+			i = skipWS(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return -1
+			}
+			if i = scanValue(b, skipWS(b, i+1), depth+1); i < 0 {
+				return -1
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return -1
+			}
+			if b[i] == '}' {
+				return i + 1
+			}
+			if b[i] != ',' {
+				return -1
+			}
+			i = skipWS(b, i+1)
+		}
+	case '[':
+		if depth >= scanDepth {
+			return -1
+		}
+		i = skipWS(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1
+		}
+		for {
+			if i = scanValue(b, i, depth+1); i < 0 {
+				return -1
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return -1
+			}
+			if b[i] == ']' {
+				return i + 1
+			}
+			if b[i] != ',' {
+				return -1
+			}
+			i = skipWS(b, i+1)
+		}
+	case 't':
+		return literal(b, i, "true")
+	case 'f':
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	default:
+		if c == '-' || c >= '0' && c <= '9' {
+			return scanNumber(b, i)
+		}
+		return -1
+	}
+}
+
+func literal(b []byte, i int, word string) int {
+	if len(b)-i >= len(word) && string(b[i:i+len(word)]) == word {
+		return i + len(word)
+	}
+	return -1
+}
+
+// scanNumber returns the index past the number at b[i] in JSON's grammar
+// (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), or -1.
+func scanNumber(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i)
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// hasControl reports whether s holds a byte below 0x20, eight bytes at a
+// time: (x - 0x20 each) borrows into a byte's top bit only where that byte
+// is below 0x20 (or a byte below it was), and &^ x leaves out the bytes
+// whose own top bit was set.
+func hasControl(s []byte) bool {
+	i := 0
+	for ; i+32 <= len(s); i += 32 {
+		w := s[i : i+32 : i+32]
+		a := binary.LittleEndian.Uint64(w[0:])
+		b := binary.LittleEndian.Uint64(w[8:])
+		c := binary.LittleEndian.Uint64(w[16:])
+		d := binary.LittleEndian.Uint64(w[24:])
+		if ((a-ones*0x20)&^a|(b-ones*0x20)&^b|(c-ones*0x20)&^c|(d-ones*0x20)&^d)&highs != 0 {
+			return true
+		}
+	}
+	for ; i+8 <= len(s); i += 8 {
+		if x := binary.LittleEndian.Uint64(s[i:]); (x-ones*0x20)&^x&highs != 0 {
+			return true
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+// scanString returns the index past the string at b[i] == '"' and whether
+// it holds no escape, or -1: unterminated, a raw control character, or a
+// bad escape. Bytes of 0x80 and above are taken as they are: the stages
+// read invalid UTF-8 as U+FFFD. Quotes and backslashes are found with
+// bytes.IndexByte, which reads many bytes an instruction; the runs between
+// them are checked for control characters eight bytes at a time.
+func scanString(b []byte, i int) (int, bool) {
+	plain := true
+	j := i + 1
+	q := -1 // the next quote at or after j, once found
+	for {
+		if q < j {
+			k := bytes.IndexByte(b[j:], '"')
+			if k < 0 {
+				return -1, false
+			}
+			q = j + k
+		}
+		e := bytes.IndexByte(b[j:q], '\\')
+		if e < 0 {
+			if hasControl(b[j:q]) {
+				return -1, false
+			}
+			return q + 1, plain
+		}
+		e += j
+		if hasControl(b[j:e]) {
+			return -1, false
+		}
+		plain = false
+		if e+1 >= len(b) {
+			return -1, false
+		}
+		switch b[e+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			j = e + 2
+		case 'u':
+			if e+6 > len(b) || !isHex(b[e+2]) || !isHex(b[e+3]) || !isHex(b[e+4]) || !isHex(b[e+5]) {
+				return -1, false
+			}
+			j = e + 6
+		default:
+			return -1, false
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
