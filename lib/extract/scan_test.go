@@ -152,7 +152,7 @@ func TestTurnFields(t *testing.T) {
 	for i := range typ.NumField() {
 		name := typ.Field(i).Tag.Get("json")
 		var tr turn
-		p, ok := turnField(&tr, []byte(`"` + name + `"`))
+		p, ok := turnField(&tr, []byte(`"`+name+`"`))
 		if !ok || p == nil || !turnFolds[name] {
 			t.Fatalf("field %s is not read", name)
 		}
