@@ -56,6 +56,7 @@ func (k *Keyer) scanPromptKey(line []byte) (key []byte, ok bool) {
 	if k.key, err = p.AppendCanonicalStrict(k.key[:0]); err != nil {
 		return nil, false
 	}
+	k.last = p // what Text gives --near, as the decoder's path leaves it
 	return k.key, true
 }
 

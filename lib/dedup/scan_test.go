@@ -70,6 +70,9 @@ func checkScan(t *testing.T, line []byte) bool {
 		if !bytes.Equal(fast.ID(line), slow.ID(line)) {
 			t.Fatalf("%s: %q: id %q, the decoder's %q", m, line, fast.ID(line), slow.ID(line))
 		}
+		if a, b := fast.Text(), slow.Text(); !bytes.Equal(a, b) {
+			t.Fatalf("%s: %q: the text --near compares is %q, the decoder's %q", m, line, a, b)
+		}
 	}
 	k, _ := NewKeyer(KeyPrompt, None)
 	_, ok := k.scanPromptKey(line)
