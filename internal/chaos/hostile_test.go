@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/internal/testbin"
+	"tokenmill/lib/jsonl"
 )
 
 // Hostile paths, through the real binaries: inputs that are pipes and
@@ -468,7 +469,10 @@ func checkShards(t *testing.T, dir string, n int) {
 // written (by hash, or by lines after the first parts are full), it leaves
 // no part in place, and the rerun needs no --force.
 func TestShardKilledLeavesNoPart(t *testing.T) {
-	const n = 3000
+	// The first half, written before the pause, is more than one of the
+	// reader's batches: shard's workers take whole batches, and a batch
+	// still filling waits for more input.
+	const n = 3 * jsonl.BatchRecords
 	input := answers(n)
 	for _, c := range []struct {
 		name  string
