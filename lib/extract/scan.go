@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/record"
 )
 
 // The hot path's JSON reading. A record is walked once, its string tokens
@@ -29,18 +30,6 @@ const maxScanDepth = 200
 type scanner struct {
 	badUTF8 bool
 	built   bool
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }
 
 // str returns the index after the string token that starts at b[i] (a
@@ -67,7 +56,7 @@ func (s *scanner) str(b []byte, i int) int {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+				if i+6 > len(b) || !record.IsHexDigit(b[i+2]) || !record.IsHexDigit(b[i+3]) || !record.IsHexDigit(b[i+4]) || !record.IsHexDigit(b[i+5]) {
 					return -1
 				}
 				i += 6
@@ -150,10 +139,6 @@ func builtStr(b []byte, i int) int {
 	}
 }
 
-func isHex(c byte) bool {
-	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
-}
-
 // value returns the index after the JSON value at b[i], or -1.
 func (s *scanner) value(b []byte, i, depth int) int {
 	if i >= len(b) {
@@ -167,56 +152,13 @@ func (s *scanner) value(b []byte, i, depth int) int {
 	case '[':
 		return s.array(b, i, depth, nil)
 	case 't':
-		return literal(b, i, "true")
+		return record.ScanLiteral(b, i, "true")
 	case 'f':
-		return literal(b, i, "false")
+		return record.ScanLiteral(b, i, "false")
 	case 'n':
-		return literal(b, i, "null")
+		return record.ScanLiteral(b, i, "null")
 	}
-	return number(b, i)
-}
-
-func literal(b []byte, i int, lit string) int {
-	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return -1
-	}
-	return i + len(lit)
-}
-
-// number returns the index after the number at b[i] (RFC 8259), or -1.
-func number(b []byte, i int) int {
-	digits := func() bool {
-		start := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		return i > start
-	}
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case !digits():
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if !digits() {
-			return -1
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return -1
-		}
-	}
-	return i
+	return record.ScanNumber(b, i)
 }
 
 // object returns the index after the object at b[i], or -1. field,
@@ -226,7 +168,7 @@ func (s *scanner) object(b []byte, i, depth int, field func(key []byte, b []byte
 	if depth == 0 {
 		return -1
 	}
-	i = skipWS(b, i+1)
+	i = record.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1
 	}
@@ -239,10 +181,10 @@ func (s *scanner) object(b []byte, i, depth int, field func(key []byte, b []byte
 			return -1
 		}
 		key := b[k:i]
-		if i = skipWS(b, i); i >= len(b) || b[i] != ':' {
+		if i = record.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 			return -1
 		}
-		v := skipWS(b, i+1)
+		v := record.SkipSpace(b, i+1)
 		if field != nil {
 			i = field(key, b, v)
 		} else {
@@ -262,12 +204,12 @@ func (s *scanner) object(b []byte, i, depth int, field func(key []byte, b []byte
 // (done, and the index after it), a comma (the index of the next member),
 // or anything else (done, -1).
 func after(b []byte, i int, close byte) (int, bool) {
-	if i = skipWS(b, i); i < len(b) {
+	if i = record.SkipSpace(b, i); i < len(b) {
 		switch b[i] {
 		case close:
 			return i + 1, true
 		case ',':
-			return skipWS(b, i+1), false
+			return record.SkipSpace(b, i+1), false
 		}
 	}
 	return -1, true
@@ -278,7 +220,7 @@ func (s *scanner) array(b []byte, i, depth int, elem func(b []byte, v int) int) 
 	if depth == 0 {
 		return -1
 	}
-	i = skipWS(b, i+1)
+	i = record.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/record"
 	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
@@ -82,7 +83,7 @@ func checkScan(t *testing.T, x *Extractor, b []byte) {
 	if err != nil {
 		t.Fatalf("%q: the scanner read it, json.Parse: %v", b, err)
 	}
-	if len(b)-len(rest) != skipWS(b, end) { // json.Parse skips the space after
+	if len(b)-len(rest) != record.SkipSpace(b, end) { // json.Parse skips the space after
 		t.Fatalf("%q: the scanner ends at %d, json.Parse at %d", b, end, len(b)-len(rest))
 	}
 	for i, p := range x.rawFields {

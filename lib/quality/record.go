@@ -101,7 +101,7 @@ func (r *GenerationView) Parse(line []byte) *ParseError {
 	if !r.scan.scan(line) {
 		return parseErr(ReasonMalformedJSON, "not valid JSON")
 	}
-	if line[skipWS(line, 0)] != '{' {
+	if line[record.SkipSpace(line, 0)] != '{' {
 		return parseErr(ReasonNotObject, "a record must be a JSON object")
 	}
 	f := &r.scan.f

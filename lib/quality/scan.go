@@ -57,7 +57,7 @@ type scanner struct {
 // scan validates line and fills s.f; it reports whether line is valid.
 func (s *scanner) scan(line []byte) bool {
 	s.b, s.depth, s.f = line, 0, [numFields]span{}
-	i := skipWS(line, 0)
+	i := record.SkipSpace(line, 0)
 	if i >= len(line) {
 		return false
 	}
@@ -67,14 +67,7 @@ func (s *scanner) scan(line []byte) bool {
 	}
 	end := s.value(i, level)
 	s.b = nil
-	return end >= 0 && skipWS(line, end) == len(line)
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
-	}
-	return i
+	return end >= 0 && record.SkipSpace(line, end) == len(line)
 }
 
 // value validates the value at b[i] and returns the index past it, or -1;
@@ -93,66 +86,17 @@ func (s *scanner) value(i, level int) int {
 		end, _, _ := s.str(i)
 		return end
 	case 't':
-		return literal(b, i, "true")
+		return record.ScanLiteral(b, i, "true")
 	case 'f':
-		return literal(b, i, "false")
+		return record.ScanLiteral(b, i, "false")
 	case 'n':
-		return literal(b, i, "null")
+		return record.ScanLiteral(b, i, "null")
 	default:
 		if c == '-' || c >= '0' && c <= '9' {
-			return number(b, i)
+			return record.ScanNumber(b, i)
 		}
 		return -1
 	}
-}
-
-func literal(b []byte, i int, lit string) int {
-	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
-		return i + len(lit)
-	}
-	return -1
-}
-
-// number validates a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-func number(b []byte, i int) int {
-	if b[i] == '-' {
-		i++
-	}
-	switch {
-	case i >= len(b) || b[i] < '0' || b[i] > '9':
-		return -1
-	case b[i] == '0':
-		i++
-	default:
-		i = digits(b, i)
-	}
-	if i < len(b) && b[i] == '.' {
-		if d := digits(b, i+1); d > i+1 {
-			i = d
-		} else {
-			return -1
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if d := digits(b, i); d > i {
-			i = d
-		} else {
-			return -1
-		}
-	}
-	return i
-}
-
-// digits returns the index past the run of digits at b[i:].
-func digits(b []byte, i int) int {
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		i++
-	}
-	return i
 }
 
 // array and object validate a nested value, as deep as a record may be.
@@ -176,7 +120,7 @@ func (s *scanner) object(i, level int) int {
 
 func (s *scanner) elements(i int) int {
 	b := s.b
-	i = skipWS(b, i+1)
+	i = record.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return i + 1
 	}
@@ -194,12 +138,12 @@ func (s *scanner) elements(i int) int {
 // a comma (it returns the index of the next value) or end (the index past
 // it), or it returns -1.
 func after(b []byte, i int, end byte) int {
-	i = skipWS(b, i)
+	i = record.SkipSpace(b, i)
 	switch {
 	case i >= len(b):
 		return -1
 	case b[i] == ',':
-		return skipWS(b, i+1)
+		return record.SkipSpace(b, i+1)
 	case b[i] == end:
 		return i + 1
 	}
@@ -208,7 +152,7 @@ func after(b []byte, i int, end byte) int {
 
 func (s *scanner) members(i, level int) int {
 	b := s.b
-	i = skipWS(b, i+1)
+	i = record.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1
 	}
@@ -224,11 +168,11 @@ func (s *scanner) members(i, level int) int {
 		if level != levelNone {
 			slot = s.slot(b[i:keyEnd], keyEscaped, level)
 		}
-		i = skipWS(b, keyEnd)
+		i = record.SkipSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return -1
 		}
-		i = skipWS(b, i+1)
+		i = record.SkipSpace(b, i+1)
 		if i >= len(b) {
 			return -1
 		}
@@ -356,7 +300,7 @@ func (s *scanner) str(i int) (end int, escaped, high bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				j += 2
 			case 'u':
-				if j+6 > len(b) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) || !isHex(b[j+5]) {
+				if j+6 > len(b) || !record.IsHexDigit(b[j+2]) || !record.IsHexDigit(b[j+3]) || !record.IsHexDigit(b[j+4]) || !record.IsHexDigit(b[j+5]) {
 					return -1, false, false
 				}
 				j += 6
@@ -367,8 +311,4 @@ func (s *scanner) str(i int) (end int, escaped, high bool) {
 			return -1, false, false
 		}
 	}
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }

@@ -49,22 +49,22 @@ func (o *Object) Next() (key, value []byte, ok bool) {
 	b, i := o.b, o.i
 	switch o.state {
 	case 0:
-		i = skipWS(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) || b[i] != '{' {
 			return o.bad()
 		}
-		i = skipWS(b, i+1)
+		i = SkipSpace(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			return o.end(i + 1)
 		}
 	case 1:
-		i = skipWS(b, i)
+		i = SkipSpace(b, i)
 		if i >= len(b) {
 			return o.bad()
 		}
 		switch b[i] {
 		case ',':
-			i = skipWS(b, i+1)
+			i = SkipSpace(b, i+1)
 		case '}':
 			return o.end(i + 1)
 		default:
@@ -81,11 +81,11 @@ func (o *Object) Next() (key, value []byte, ok bool) {
 		return o.bad()
 	}
 	key = b[i+1 : end-1]
-	i = skipWS(b, end)
+	i = SkipSpace(b, end)
 	if i >= len(b) || b[i] != ':' {
 		return o.bad()
 	}
-	i = skipWS(b, i+1)
+	i = SkipSpace(b, i+1)
 	var vend int
 	if o.checked {
 		vend = scanValue(b, i, 1)
@@ -108,7 +108,7 @@ func (o *Object) bad() ([]byte, []byte, bool) {
 
 func (o *Object) end(i int) ([]byte, []byte, bool) {
 	o.state = 2
-	if o.checked && skipWS(o.b, i) != len(o.b) {
+	if o.checked && SkipSpace(o.b, i) != len(o.b) {
 		o.state = -1
 	}
 	return nil, nil, false
@@ -140,18 +140,18 @@ func (a *Array) Next() (value []byte, ok bool) {
 			a.state = -1
 			return nil, false
 		}
-		i = skipWS(b, 1)
+		i = SkipSpace(b, 1)
 		if b[i] == ']' {
 			a.state = 2
 			return nil, false
 		}
 	case 1:
-		i = skipWS(b, i)
+		i = SkipSpace(b, i)
 		if b[i] == ']' {
 			a.state = 2
 			return nil, false
 		}
-		i = skipWS(b, i+1)
+		i = SkipSpace(b, i+1)
 	default:
 		return nil, false
 	}
@@ -167,18 +167,6 @@ func (a *Array) Next() (value []byte, ok bool) {
 // Valid reports whether the walk reached the array's end.
 func (a *Array) Valid() bool { return a.state == 2 }
 
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
 // scanValue returns the index just past the JSON value at b[i], or -1 if
 // there is none there (or it nests past scanDepth).
 func scanValue(b []byte, i, depth int) int {
@@ -193,7 +181,7 @@ func scanValue(b []byte, i, depth int) int {
 		if depth >= scanDepth {
 			return -1
 		}
-		i = skipWS(b, i+1)
+		i = SkipSpace(b, i+1)
 		if i < len(b) && b[i] == '}' {
 			return i + 1
 		}
@@ -204,14 +192,14 @@ func scanValue(b []byte, i, depth int) int {
 			if i, _ = scanString(b, i); i < 0 {
 				return -1
 			}
-			i = skipWS(b, i)
+			i = SkipSpace(b, i)
 			if i >= len(b) || b[i] != ':' {
 				return -1
 			}
-			if i = scanValue(b, skipWS(b, i+1), depth+1); i < 0 {
+			if i = scanValue(b, SkipSpace(b, i+1), depth+1); i < 0 {
 				return -1
 			}
-			i = skipWS(b, i)
+			i = SkipSpace(b, i)
 			if i >= len(b) {
 				return -1
 			}
@@ -221,13 +209,13 @@ func scanValue(b []byte, i, depth int) int {
 			if b[i] != ',' {
 				return -1
 			}
-			i = skipWS(b, i+1)
+			i = SkipSpace(b, i+1)
 		}
 	case '[':
 		if depth >= scanDepth {
 			return -1
 		}
-		i = skipWS(b, i+1)
+		i = SkipSpace(b, i+1)
 		if i < len(b) && b[i] == ']' {
 			return i + 1
 		}
@@ -235,7 +223,7 @@ func scanValue(b []byte, i, depth int) int {
 			if i = scanValue(b, i, depth+1); i < 0 {
 				return -1
 			}
-			i = skipWS(b, i)
+			i = SkipSpace(b, i)
 			if i >= len(b) {
 				return -1
 			}
@@ -245,69 +233,20 @@ func scanValue(b []byte, i, depth int) int {
 			if b[i] != ',' {
 				return -1
 			}
-			i = skipWS(b, i+1)
+			i = SkipSpace(b, i+1)
 		}
 	case 't':
-		return literal(b, i, "true")
+		return ScanLiteral(b, i, "true")
 	case 'f':
-		return literal(b, i, "false")
+		return ScanLiteral(b, i, "false")
 	case 'n':
-		return literal(b, i, "null")
+		return ScanLiteral(b, i, "null")
 	default:
 		if c == '-' || c >= '0' && c <= '9' {
-			return scanNumber(b, i)
+			return ScanNumber(b, i)
 		}
 		return -1
 	}
-}
-
-func literal(b []byte, i int, word string) int {
-	if len(b)-i >= len(word) && string(b[i:i+len(word)]) == word {
-		return i + len(word)
-	}
-	return -1
-}
-
-// scanNumber returns the index past the number at b[i] in JSON's grammar
-// (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), or -1.
-func scanNumber(b []byte, i int) int {
-	if b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		i = digits(b, i)
-	default:
-		return -1
-	}
-	if i < len(b) && b[i] == '.' {
-		j := digits(b, i+1)
-		if j == i+1 {
-			return -1
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := digits(b, i)
-		if j == i {
-			return -1
-		}
-		i = j
-	}
-	return i
-}
-
-func digits(b []byte, i int) int {
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		i++
-	}
-	return i
 }
 
 const (
@@ -381,7 +320,7 @@ func scanString(b []byte, i int) (int, bool) {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			j = e + 2
 		case 'u':
-			if e+6 > len(b) || !isHex(b[e+2]) || !isHex(b[e+3]) || !isHex(b[e+4]) || !isHex(b[e+5]) {
+			if e+6 > len(b) || !IsHexDigit(b[e+2]) || !IsHexDigit(b[e+3]) || !IsHexDigit(b[e+4]) || !IsHexDigit(b[e+5]) {
 				return -1, false
 			}
 			j = e + 6
@@ -389,8 +328,4 @@ func scanString(b []byte, i int) (int, bool) {
 			return -1, false
 		}
 	}
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
