@@ -66,7 +66,7 @@ func runOnModel(t *testing.T, plan slotPlan, answers, maxTokens, fixed int) simR
 	if fixed > 0 {
 		mode = modeFixed(fixed)
 	}
-	return simulate(t, simSetup{flavour: simFlavours[3], plan: plan, mode: mode, work: simWork{answers: answers, maxTokens: maxTokens}})
+	return simulate(t, simSetup{flavour: latencyOnly, plan: plan, mode: mode, work: simWork{answers: answers, maxTokens: maxTokens}})
 }
 
 func (r simRun) String() string {
