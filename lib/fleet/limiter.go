@@ -54,6 +54,14 @@ import (
 // carry the spare already: it adds none). 429 and 503 answers halve the
 // limit.
 //
+// A capacity assumed rather than reported (Ollama's default parallelism,
+// Assumed) is held as a reported one is, but probed after its first
+// window: at twice the limit where that window's answers waited, or at
+// the level a climb from the capacity takes in its first step where none
+// did, climbing on as a search from scratch if that paid. A search from
+// 4 on a server whose output is flat past its slots (Ollama on a CPU)
+// costs more than it finds on a short run.
+//
 // The limiter is pure arithmetic on the times it is told: the pool calls
 // it under its lock, on its clock, so tests run it on virtual time.
 
