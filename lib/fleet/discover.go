@@ -31,6 +31,12 @@ type Info struct {
 	// Capacity is how many requests it runs at once; 0 when it does not say.
 	Capacity       int
 	CapacitySource string // "max_running_requests, /get_server_info"
+	// Parallel is what a server that does not say runs at once unless set
+	// otherwise (Ollama's default OLLAMA_NUM_PARALLEL, which v0.6.5 reports
+	// nowhere); 0 when nothing is known. The adaptive limit starts held
+	// there rather than searching from scratch, and probes above it.
+	Parallel       int
+	ParallelSource string
 	// Context is the most tokens a request (prompt and answer) may have;
 	// 0 when unknown.
 	Context       int
@@ -63,6 +69,12 @@ const (
 // server's OLLAMA_CONTEXT_LENGTH says otherwise).
 const ollamaDefaultContext = 2048
 
+// ollamaDefaultParallel is the requests Ollama v0.6.5 runs at once per
+// model unless OLLAMA_NUM_PARALLEL says otherwise (4, or 1 where memory
+// is short: server/sched.go defaultParallel). On a CPU its throughput is
+// flat past it, and a search from scratch there costs more than it finds.
+const ollamaDefaultParallel = 4
+
 // discover asks ep what it says of itself: SGLang's server info, else
 // llama.cpp's /props for the capacity, the models listed, and Ollama's
 // /api/show for a context no route gave; --context-length over all.
@@ -79,6 +91,9 @@ func (p *Pool) discover(ep *Endpoint) Info {
 			in.Context, in.ContextSource = n, "context_length, "+pathOllamaPS
 		}
 		in.ContextAssumed = strings.HasPrefix(in.ContextSource, ollamaDefaultSource)
+	}
+	if ollama && in.Capacity == 0 {
+		in.Parallel, in.ParallelSource = ollamaDefaultParallel, "Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere"
 	}
 	if p.cfg.ContextLength > 0 {
 		in.Context, in.ContextSource, in.ContextAssumed = p.cfg.ContextLength, "--context-length", false

@@ -70,7 +70,7 @@ var flavorWant = map[llmsim.Flavor]struct {
 
 // Every kind of server is found ready, and what it says of itself read,
 // by the route it has; those that do not say their capacity get the
-// adaptive limit, from 4.
+// adaptive limit, from 4, or held at Ollama's default parallelism.
 func TestReadyAndDiscoveryPerFlavor(t *testing.T) {
 	for _, fl := range llmsim.Flavors {
 		t.Run(string(fl), func(t *testing.T) {
@@ -94,7 +94,12 @@ func TestReadyAndDiscoveryPerFlavor(t *testing.T) {
 				t.Errorf("metrics %q, want %q", got, want.metrics)
 			}
 			if want.capacity == "capacity not reported" {
-				if !v.Adaptive || v.Slots != 4 || !strings.Contains(line, "in flight adapted to the server from 4 (--concurrency N fixes it)") {
+				// Ollama's default parallelism, with its spare; else from 4.
+				slots, from := 4, "in flight adapted to the server from 4 (--concurrency N fixes it)"
+				if fl == llmsim.FlavorOllama {
+					slots, from = 6, "in flight adapted to the server from 6 (4, Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere, + 2 spare; --concurrency N fixes it)"
+				}
+				if !v.Adaptive || v.Slots != slots || v.Info.Parallel != 0 && fl != llmsim.FlavorOllama || !strings.Contains(line, from) {
 					t.Errorf("capacity not reported: %+v\n%s", v, line)
 				}
 			} else if v.Adaptive || v.Slots != 50 || !strings.Contains(line, "up to 50 in flight (--queue-depth 2)") {

@@ -32,6 +32,9 @@ type simFlavour struct {
 	capacity bool
 	// metrics: what its monitoring says of its load.
 	metrics simMetrics
+	// parallel: what discover assumes of it, whatever its slots (Ollama's
+	// default parallelism).
+	parallel int
 }
 
 type simMetrics int
@@ -47,11 +50,15 @@ const (
 )
 
 var simFlavours = []simFlavour{
-	{"sglang", true, countMetrics},
-	{"vllm", false, countMetrics},
-	{"llamacpp", true, slotMetrics},
-	{"ollama", false, noMetrics},
+	{"sglang", true, countMetrics, 0},
+	{"vllm", false, countMetrics, 0},
+	{"llamacpp", true, slotMetrics, 0},
+	{"ollama", false, noMetrics, ollamaDefaultParallel},
 }
+
+// latencyOnly is a server that says nothing of itself (a gateway, a vLLM
+// without /metrics): the limit has latency alone to go on.
+var latencyOnly = simFlavour{"latency", false, noMetrics, 0}
 
 // simMode is how infer is told to fill the endpoint: its default, auto,
 // or a fixed count.
@@ -126,6 +133,9 @@ func simulate(t testing.TB, s simSetup) simRun {
 	var info Info
 	if s.flavour.capacity {
 		info.Capacity, info.CapacitySource = s.plan.at(0), "the model"
+	}
+	if n := s.flavour.parallel; n > 0 {
+		info.Parallel, info.ParallelSource = n, "Ollama's default"
 	}
 	p.mu.Lock()
 	ep.polling = true // the test reads the metrics, on the model's time

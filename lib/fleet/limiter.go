@@ -54,6 +54,14 @@ import (
 // carry the spare already: it adds none). 429 and 503 answers halve the
 // limit.
 //
+// A capacity assumed rather than reported (Ollama's default parallelism,
+// Assumed) is held as a reported one is, but probed after its first
+// window: at twice the limit where that window's answers waited, or at
+// the level a climb from the capacity takes in its first step where none
+// did, climbing on as a search from scratch if that paid. A search from
+// 4 on a server whose output is flat past its slots (Ollama on a CPU)
+// costs more than it finds on a short run.
+//
 // The limiter is pure arithmetic on the times it is told: the pool calls
 // it under its lock, on its clock, so tests run it on virtual time.
 
@@ -77,6 +85,11 @@ type LimiterConfig struct {
 	// say): the limit starts there with its spare and holds, adapting from
 	// there.
 	Capacity int
+	// Assumed: Capacity is what such a server runs unless set otherwise
+	// (Ollama's default parallelism), not what it reported: the first
+	// window held is followed at once by a probe at twice the limit, and
+	// the limit climbs from there if that paid.
+	Assumed bool
 }
 
 func (c LimiterConfig) withDefaults() LimiterConfig {
@@ -155,6 +168,10 @@ type Limiter struct {
 	// carry its spare already (settling adds none, or the spare would
 	// grow by 2 with every probe that paid).
 	probed bool
+	// doubling: the next probe doubles the limit (an assumed capacity,
+	// whose server may run many more), and a climb from it is a search
+	// from scratch.
+	doubling bool
 	// signals: the server's metrics are read, and the limit follows them
 	// (limiter_signals.go); load is the last reading.
 	signals bool
@@ -206,6 +223,12 @@ func NewLimiter(cfg LimiterConfig, now time.Time) *Limiter {
 		// its spare, measured, and probed above as any level held is.
 		l.hold(c+cfg.spare(c), now)
 		l.found, l.spare = c, l.limit-c
+		if cfg.Assumed {
+			// Nothing was in flight before: the first cohort begins at
+			// once, as a climb's does.
+			l.held, l.doubling = cfg.ProbeEvery-1, true
+			l.win = limiterWindow{start: now, last: now}
+		}
 	}
 	return l
 }
@@ -249,6 +272,14 @@ func (l *Limiter) Sent(at time.Time) {
 	}
 }
 
+// searchingUp: the limit climbs, or holds at an assumed capacity before
+// the probe above it has told whether the server runs more: its windows
+// ask only whether the output grows with the level, which few answers
+// say.
+func (l *Limiter) searchingUp() bool {
+	return l.phase == climbing || l.doubling
+}
+
 // begin starts the cohort now.
 func (l *Limiter) begin(now time.Time, unsettled bool) {
 	w := &l.win
@@ -267,10 +298,10 @@ func (l *Limiter) begin(now time.Time, unsettled bool) {
 // A step down is tried to see whether the output halves, which a few
 // answers show.
 func (l *Limiter) cohortSize() int {
-	switch l.phase {
-	case climbing:
+	switch {
+	case l.searchingUp():
 		return max(l.cfg.MinAnswers/2, l.limit/2)
-	case descending:
+	case l.phase == descending:
 		return max(l.cfg.MinAnswers/2, l.limit)
 	}
 	return max(l.cfg.MinAnswers, l.limit)
@@ -360,7 +391,7 @@ func (l *Limiter) turnedAway() bool {
 // that waited.
 func (l *Limiter) cohortBack(now time.Time) bool {
 	w := &l.win
-	if w.cohort > 0 && l.phase == climbing && !w.unsettled && 2*w.back >= w.cohort && w.answers >= l.quorum() {
+	if w.cohort > 0 && l.searchingUp() && !w.unsettled && 2*w.back >= w.cohort && w.answers >= l.quorum() {
 		return true
 	}
 	return w.cohort > 0 && (w.back >= w.cohort || l.straggling(now))
@@ -719,7 +750,10 @@ func (l *Limiter) descendWindow(m limiterMeasure, now time.Time) {
 func (l *Limiter) holdWindow(m limiterMeasure, now time.Time) {
 	if !l.hasRef {
 		l.ref, l.hasRef = m, true
-		if l.why != "" {
+		switch {
+		case l.doubling:
+			l.keepHolding(m, now) // the probe above the assumed capacity, at once
+		case l.why != "":
 			l.verify(m, now)
 		}
 		return
@@ -750,7 +784,17 @@ func (l *Limiter) keepHolding(m limiterMeasure, now time.Time) {
 	if l.held >= l.cfg.ProbeEvery && l.limit < l.cfg.Max {
 		l.phase = probing
 		l.climb = []limiterMeasure{l.ref}
-		l.set(l.limit+max(1, l.limit/probeShare), now)
+		step := max(1, l.limit/probeShare)
+		if l.doubling {
+			// Twice the limit, or where none of the level's answers
+			// waited (the server runs more than assumed) the step a climb
+			// takes from the capacity assumed.
+			step = l.limit
+			if w := l.ref.wait; w >= 0 && w < noWait {
+				step = max(step, l.found+l.step(fastStep*l.found)-l.limit)
+			}
+		}
+		l.set(l.limit+step, now)
 	}
 }
 
@@ -782,11 +826,19 @@ func (l *Limiter) followSlowdown(m limiterMeasure, now time.Time) bool {
 func (l *Limiter) probeWindow(m limiterMeasure, now time.Time) {
 	base := l.climb[0]
 	l.climb = append(l.climb, m)
+	doubled := l.doubling
+	l.doubling = false
 	if m.out < base.out*(1+l.cfg.Gain) {
 		l.hold(base.limit, now)
 		return
 	}
-	l.phase, l.probed = climbing, true
+	// A climb from an assumed capacity is a search from scratch: the
+	// level it finds gets its spare.
+	l.phase, l.probed = climbing, !doubled
+	if doubled {
+		l.stepUp(m, base, true, now)
+		return
+	}
 	if !l.settledAtCeiling(now) {
 		l.set(l.limit+l.step(l.limit), now)
 	}

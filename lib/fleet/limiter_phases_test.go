@@ -536,3 +536,67 @@ func TestLimiterSpare(t *testing.T) {
 		t.Errorf("a reported capacity of 32: limit %d in phase %d (found %d), want 36 held", l.Limit(), l.phase, l.found)
 	}
 }
+
+// A capacity assumed (Ollama's default parallelism, 4) is held with its
+// spare and probed after its first window: at twice the limit where that
+// window's answers waited, at the first step of a climb from 4 where none
+// did; a probe that paid climbs on as a search from scratch (its level
+// gets the spare), one that did not goes back to 6 and probes a quarter
+// more only after 8 windows held past the one that sets its reference,
+// as at any level held.
+func TestLimiterAssumedCapacity(t *testing.T) {
+	waited := func(limit int, out float64, wait float64) limiterMeasure {
+		m := measured(limit, out, 0.01)
+		m.wait = wait
+		return m
+	}
+	slower := func(m limiterMeasure) limiterMeasure { m.perTok *= 1.5; return m }
+	for _, tt := range []struct {
+		name        string
+		first       limiterMeasure
+		probe       int // the limit after the first window
+		second      limiterMeasure
+		after       int          // the limit after the probe's window
+		phase       limiterPhase // and its phase
+		probed      bool
+		nextProbeIn int // holding: windows to the next probe
+	}{
+		{"waited, flat: back to 6", waited(6, 1000, 0.3), 12, slower(waited(12, 1010, 0.6)), 6, holding, false, 9},
+		{"waited, grew and waited more: doubles", waited(6, 1000, 0.3), 12, slower(waited(12, 1400, 0.4)), 24, climbing, false, 0},
+		{"waited, grew as fast: fourfold", waited(6, 1000, 0.3), 12, waited(12, 1900, 0.3), 48, climbing, false, 0},
+		{"none waited: a climb's step from 4", waited(6, 1000, 0), 16, waited(16, 2600, 0), 64, climbing, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLimiter(LimiterConfig{Capacity: 4, Assumed: true}, epoch)
+			if l.Limit() != 6 || l.phase != holding || l.win.settling {
+				t.Fatalf("start: limit %d in phase %d (settling %v), want 6 held, measuring at once", l.Limit(), l.phase, l.win.settling)
+			}
+			l.decide(tt.first, epoch.Add(time.Minute))
+			if l.Limit() != tt.probe || l.phase != probing {
+				t.Fatalf("after the first window: limit %d in phase %d, want a probe at %d", l.Limit(), l.phase, tt.probe)
+			}
+			l.decide(tt.second, epoch.Add(2*time.Minute))
+			if l.Limit() != tt.after || l.phase != tt.phase || l.probed != tt.probed || l.doubling {
+				t.Errorf("after the probe: limit %d in phase %d (probed %v, doubling %v), want %d in phase %d (probed %v)", l.Limit(), l.phase, l.probed, l.doubling, tt.after, tt.phase, tt.probed)
+			}
+			if tt.phase != holding {
+				return
+			}
+			for i := 1; i <= tt.nextProbeIn; i++ {
+				l.decide(waited(6, 1000, 0.3), epoch.Add(time.Duration(2+i)*time.Minute))
+				if want := 6; i < tt.nextProbeIn && l.Limit() != want {
+					t.Fatalf("window %d held: limit %d, want %d", i, l.Limit(), want)
+				}
+			}
+			if l.Limit() != 7 || l.phase != probing {
+				t.Errorf("after %d windows held: limit %d in phase %d, want the quarter more probe at 7", tt.nextProbeIn, l.Limit(), l.phase)
+			}
+		})
+	}
+	// A reported capacity is not probed at once.
+	l := NewLimiter(LimiterConfig{Capacity: 4}, epoch)
+	l.decide(measured(6, 1000, 0.01), epoch.Add(time.Minute))
+	if l.Limit() != 6 || l.phase != holding {
+		t.Errorf("a reported capacity after its first window: limit %d in phase %d, want 6 held", l.Limit(), l.phase)
+	}
+}

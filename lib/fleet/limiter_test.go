@@ -58,15 +58,16 @@ func (s slotPlan) at(t time.Duration) int {
 }
 
 // runOnModel sends answers requests through a pool of one endpoint on
-// the model of a server that says neither its capacity nor its load (as
-// Ollama and gateways): adaptive when fixed is 0, else fixed in flight.
+// the model of a server that says neither its capacity nor its load (a
+// gateway, a vLLM without /metrics): adaptive when fixed is 0, else fixed
+// in flight.
 func runOnModel(t *testing.T, plan slotPlan, answers, maxTokens, fixed int) simRun {
 	t.Helper()
 	mode := modeDefault
 	if fixed > 0 {
 		mode = modeFixed(fixed)
 	}
-	return simulate(t, simSetup{flavour: simFlavours[3], plan: plan, mode: mode, work: simWork{answers: answers, maxTokens: maxTokens}})
+	return simulate(t, simSetup{flavour: latencyOnly, plan: plan, mode: mode, work: simWork{answers: answers, maxTokens: maxTokens}})
 }
 
 func (r simRun) String() string {

@@ -132,6 +132,9 @@ func (p *Pool) bringUp(ep *Endpoint, info Info, probe string) {
 	if ep.limiter == nil && !p.cfg.Ladder && p.cfg.FixedSlots == 0 && (p.cfg.Adaptive || info.Capacity == 0) {
 		cfg := p.cfg.Limiter
 		cfg.Capacity = info.Capacity
+		if cfg.Capacity == 0 {
+			cfg.Capacity, cfg.Assumed = info.Parallel, info.Parallel > 0
+		}
 		ep.limiter = NewLimiter(cfg, p.clk.Now())
 	}
 	switch {
@@ -175,6 +178,8 @@ func (p *Pool) describeLocked(ep *Endpoint) string {
 			fmt.Fprintf(&b, ", %d in flight (--concurrency)", p.cfg.FixedSlots)
 		case ep.limiter != nil && in.Capacity > 0:
 			fmt.Fprintf(&b, ", in flight adapted to the server from %d (%d + %d spare; --concurrency N fixes it)", ep.limiter.Limit(), in.Capacity, ep.limiter.Limit()-in.Capacity)
+		case ep.limiter != nil && in.Parallel > 0:
+			fmt.Fprintf(&b, ", in flight adapted to the server from %d (%d, %s, + %d spare; --concurrency N fixes it)", ep.limiter.Limit(), in.Parallel, in.ParallelSource, ep.limiter.Limit()-in.Parallel)
 		case ep.limiter != nil:
 			fmt.Fprintf(&b, ", in flight adapted to the server from %d (--concurrency N fixes it)", ep.limiter.Limit())
 		default:
