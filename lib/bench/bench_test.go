@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -182,5 +185,51 @@ func TestBenchHelp(t *testing.T) {
 	r := testbin.Run(t, "", nil, nil, "infer", "bench", "--help")
 	if r.Code != cli.ExitOK || !strings.Contains(string(r.Stdout), "knee") || !strings.Contains(string(r.Stdout), "--concurrency") {
 		t.Errorf("bench --help: exit %d\n%s", r.Code, r.Stdout)
+	}
+}
+
+// A streamed answer read to its [DONE] leaves its connection open for the
+// next request: the bench pays no new connection per request, which the
+// run it forecasts does not pay either. Counted by a TCP relay in front of
+// the server.
+func TestBenchReusesConnections(t *testing.T) {
+	_, endpoint := simFleet(t, llmsim.Config{TimeScale: 50}, 1)
+	target := strings.TrimPrefix(endpoint, "http://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var conns atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go io.Copy(up, c)
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	rep, _ := runBench(t, time.Minute, "-e", "http://"+ln.Addr().String(), "--concurrency", "2",
+		"--warmup", "1s", "--duration", "4s", "--prompt-tokens", "50", "--answer-tokens", "16", "--time-scale", "50")
+	lv := levelAt(t, rep, 2)
+	if lv.Answers < 10 {
+		t.Fatalf("only %d answers in the window: too few to tell", lv.Answers)
+	}
+	// The probes and model list take a few connections of their own; the
+	// level's two workers keep one each.
+	t.Logf("%d connections, %d answers in the window", conns.Load(), lv.Answers)
+	if n := conns.Load(); n > 10 {
+		t.Errorf("%d connections for %d answers (and the warm-up's): a new connection per request", n, lv.Answers)
 	}
 }

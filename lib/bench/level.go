@@ -244,6 +244,12 @@ func (r *benchRun) request(lv *levelRun, i int, body []byte) *reqStats {
 		}
 		if d.Done {
 			rs.done = true
+			// Read the body's end too (the chunked stream's last chunk), so
+			// the connection goes back to the pool: left unread it is
+			// closed, and every request pays a new connection the run
+			// the bench forecasts does not. Bounded: a server sending on
+			// past [DONE] is not waited for.
+			io.Copy(io.Discard, io.LimitReader(resp.BodyStream(), afterDoneLimit))
 			break
 		}
 		lv.event(rs, r.clk.Now(), d)
@@ -253,6 +259,10 @@ func (r *benchRun) request(lv *levelRun, i int, body []byte) *reqStats {
 	}
 	return rs
 }
+
+// afterDoneLimit is the most read after a stream's [DONE] to keep its
+// connection.
+const afterDoneLimit = 64 << 10
 
 // incomplete says what a stream that ended lacked: its end marker (it
 // was cut, perhaps in the middle of an event), or the token count asked
