@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,13 @@ import (
 // answers per second, and the output per 1,000 answers: the generation
 // records (JSONL), and with --token-ids the training rows merge --to tokens
 // makes of them, JSONL and Parquet.
+//
+// The fleet modes ask the same without and with on a fleet with a real
+// server's latencies: two llmsim endpoints at their calibrated timing (48
+// slots each, an answer taking seconds), run tokenIDsFleetScale times
+// faster, with as many requests in flight as slots. There the client's CPU
+// is a small share of the machine, and the answers per second say what the
+// ids cost a run.
 func BenchmarkTokenIDs(b *testing.B) {
 	const n = 5000
 	dir := b.TempDir()
@@ -30,7 +38,12 @@ func BenchmarkTokenIDs(b *testing.B) {
 	if err := os.WriteFile(in, []byte(lines.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	fleet := startFleet(b, 2, "--instant", "--seed", "7", "--chat-template", "chatml")
+	fleetIn := filepath.Join(dir, "fleet-prompts.jsonl")
+	if err := os.WriteFile(fleetIn, []byte(firstLines(lines.String(), tokenIDsFleetPrompts)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	instant := startFleet(b, 2, "--instant", "--seed", "7", "--chat-template", "chatml")
+	calibrated := startFleet(b, 2, "--time-scale", strconv.Itoa(tokenIDsFleetScale), "--seed", "7", "--chat-template", "chatml")
 	size := func(p string) float64 {
 		st, err := os.Stat(p)
 		if err != nil {
@@ -38,14 +51,18 @@ func BenchmarkTokenIDs(b *testing.B) {
 		}
 		return float64(st.Size())
 	}
-	for _, mode := range []string{"without", "with"} {
+	for _, mode := range []string{"without", "with", "fleet-without", "fleet-with"} {
 		b.Run(mode, func(b *testing.B) {
+			fleet, prompts, concurrency, answers := instant, in, "64", float64(n*b.N)
+			if strings.HasPrefix(mode, "fleet-") {
+				fleet, prompts, concurrency, answers = calibrated, fleetIn, "96", float64(tokenIDsFleetPrompts*b.N)
+			}
 			var cpu, wall time.Duration
 			var genBytes, rowsJSONL, rowsParquet float64
 			for i := 0; i < b.N; i++ {
 				out := filepath.Join(b.TempDir(), "gen.jsonl")
-				args := []string{"-e", fleet, "--concurrency", "64", "--max-tokens", "256", "--progress", "0", "-o", out, in}
-				if mode == "with" {
+				args := []string{"-e", fleet, "--concurrency", concurrency, "--max-tokens", "256", "--progress", "0", "-o", out, prompts}
+				if strings.HasSuffix(mode, "with") {
 					args = append(args, "--token-ids")
 				}
 				cmd := exec.Command(filepath.Join(binDir, "infer"), args...)
@@ -69,9 +86,11 @@ func BenchmarkTokenIDs(b *testing.B) {
 					rowsParquet += size(rows + ".parquet")
 				}
 			}
-			answers := float64(n * b.N)
 			b.ReportMetric(float64(cpu.Microseconds())/answers, "client-cpu-µs/req")
 			b.ReportMetric(answers/wall.Seconds(), "answers/s")
+			if strings.HasPrefix(mode, "fleet-") {
+				return // the sizes are the instant modes'
+			}
 			b.ReportMetric(genBytes/answers, "gen-jsonl-KB/1k")
 			if mode == "with" {
 				b.ReportMetric(rowsJSONL/answers, "rows-jsonl-KB/1k")
@@ -79,4 +98,25 @@ func BenchmarkTokenIDs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// tokenIDsFleetScale is the fleet section's --time-scale: simulated time
+// runs this many times faster than a real GPU server's. tokenIDsFleetPrompts
+// are three waves of the two endpoints' 96 slots.
+const (
+	tokenIDsFleetScale   = 20
+	tokenIDsFleetPrompts = 288
+)
+
+// firstLines is the first n lines of s.
+func firstLines(s string, n int) string {
+	i := 0
+	for ; n > 0 && i < len(s); n-- {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			return s
+		}
+		i += j + 1
+	}
+	return s[:i]
 }

@@ -104,9 +104,20 @@ func TestSectionRendering(t *testing.T) {
 		}
 	}
 	h.results = append(h.results, kinds...)
+	// The token-ids rows: the instant modes with the output sizes, the
+	// fleet modes with answers/s and CPU only.
+	for mode, m := range map[string]map[string]float64{
+		"without":       {"client-cpu-µs/req": 70, "answers/s": 7000, "gen-jsonl-KB/1k": 1600},
+		"with":          {"client-cpu-µs/req": 77, "answers/s": 6000, "gen-jsonl-KB/1k": 3600, "rows-jsonl-KB/1k": 2300, "rows-parquet-KB/1k": 450},
+		"fleet-without": {"client-cpu-µs/req": 90, "answers/s": 160},
+		"fleet-with":    {"client-cpu-µs/req": 99, "answers/s": 156},
+	} {
+		h.results = append(h.results, &Result{Group: "tokenids", Name: mode + " --token-ids", Ours: strings.HasSuffix(mode, "with"),
+			Command: "go test -run ^$ -bench ^BenchmarkTokenIDs$ -benchtime 5x -count 5 ./pipelines/", OutRecords: -1, Load1: 2, Metrics: m})
+	}
 	h.started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	h.loadBefore = "load average: 1.00, 1.00, 1.00"
-	for _, name := range []string{"dedup", "client", "fleet", "inflight", "kinds", "ollama", "growth"} {
+	for _, name := range []string{"dedup", "client", "fleet", "inflight", "kinds", "ollama", "growth", "tokenids"} {
 		t.Run(name, func(t *testing.T) {
 			secs, _, err := plan([]string{name})
 			if err != nil {
@@ -226,7 +237,8 @@ BenchmarkTokenIDs/with-2      5   1200 ns/op   65.0 client-cpu-µs/req    9000 a
 BenchmarkOther/with-2         5   1 ns/op      1 client-cpu-µs/req
 PASS
 `)
-	got, err := subBenchMedians(out, "BenchmarkTokenIDs", tokenIDsModes)
+	modes := []string{"without", "with"}
+	got, err := subBenchMedians(out, "BenchmarkTokenIDs", modes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +249,10 @@ PASS
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("medians\n got %v\nwant %v", got, want)
 	}
-	if _, err := subBenchMedians(out[:40], "BenchmarkTokenIDs", tokenIDsModes); err == nil {
+	if _, err := subBenchMedians(out[:40], "BenchmarkTokenIDs", modes); err == nil {
 		t.Error("no figures of a mode: want an error")
+	}
+	if _, err := subBenchMedians(out, "BenchmarkTokenIDs", tokenIDsModes); err == nil || !strings.Contains(err.Error(), "fleet-without") {
+		t.Errorf("no fleet figures: %v, want an error naming the mode", err)
 	}
 }
