@@ -58,9 +58,6 @@ func (a *Appender) Redact(s *cli.Secrets) {
 	a.mu.Unlock()
 }
 
-// Name is what messages call the file.
-func (a *Appender) Name() string { return a.name }
-
 // Open opens the file now, if it is not open yet.
 func (a *Appender) Open() error {
 	a.mu.Lock()

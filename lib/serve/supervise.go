@@ -129,6 +129,14 @@ func (s *supervisor) killAll() {
 			p.killNow()
 		}
 	}
+	// serve exits next: it waits (bounded) until the processes are gone,
+	// so nothing of them outlives it for as long as a loaded machine
+	// takes to end them.
+	for _, p := range s.procs {
+		if p != nil {
+			waitGroup(p.pgid, killBound)
+		}
+	}
 }
 
 // run keeps every server up until ctx ends, then stops them all; or
