@@ -28,7 +28,10 @@ func (h *harness) writeReport() error {
 		"Every figure below comes from this one run: tokenmill's tools and the tools\n"+
 		"users would run instead, on the same files, each command run %d times\n"+
 		"and the median run reported (the fleet: %s; the growth table: one run per size). Peak RSS is\n"+
-		"the largest single process's, from wait4's rusage, the highest of the runs.\n\n",
+		"the largest single process's, from wait4's rusage, the highest of the runs. A table's\n"+
+		"`tokenmill is` column is the ratio to tokenmill's row on the same input, and `spread` is\n"+
+		"half the range of the row's wall times over their median: a ratio is only as sure as\n"+
+		"the spreads of the two rows it compares.\n\n",
 		docTitle, kind, h.started.UTC().Format("2006-01-02 15:04 UTC"), elapsed(took), dirSize(h.dir), filepath.Base(h.dir), h.runs, runsText(h.sz.FleetRuns))
 	b.WriteString(headingMachine + "\n\n")
 	h.machine(&b, loadAfter)

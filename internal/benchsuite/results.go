@@ -76,7 +76,7 @@ func (r *Result) medianRun() Run {
 }
 
 // Metric returns a named figure of the result: mbps, rps (records/s),
-// wall_s, cpu_s, mb_per_cpu_s, rss_mb, or one of Metrics. ok is false when the figure
+// wall_s, spread_pct, cpu_s, mb_per_cpu_s, rss_mb, or one of Metrics. ok is false when the figure
 // does not exist for this result.
 func (r *Result) Metric(name string) (float64, bool) {
 	if v, ok := r.Metrics[name]; ok {
@@ -96,6 +96,15 @@ func (r *Result) Metric(name string) (float64, bool) {
 		return float64(r.Records) / m.Wall.Seconds(), true
 	case "wall_s":
 		return m.Wall.Seconds(), len(r.Runs) > 0
+	case "spread_pct": // (slowest - fastest) / median wall time: how far one run can be trusted
+		if len(r.Runs) < 2 || m.Wall == 0 {
+			return 0, false
+		}
+		lo, hi := r.Runs[0].Wall, r.Runs[0].Wall
+		for _, run := range r.Runs[1:] {
+			lo, hi = min(lo, run.Wall), max(hi, run.Wall)
+		}
+		return 100 * float64(hi-lo) / float64(m.Wall), true
 	case "cpu_s":
 		return (m.User + m.Sys).Seconds(), len(r.Runs) > 0
 	case "mb_per_cpu_s": // MB per CPU second: what one core does, whatever the load

@@ -435,12 +435,12 @@ func renderNeardup(w io.Writer, h *harness) {
 		"over the user and system time, what one core does whatever the machine's load.\n"+
 		"The Python MinHash (`internal/benchsuite/minhash_numpy.py`) computes the same\n"+
 		"signatures and finds the same near-duplicates: its records out match.\n\n", cli.Thousands(int64(h.nearSizes()[0])), h.pinNote)
-	writeRow(w, []string{"tool", "input", "MB per CPU second", "MB/s", "tokenmill is", "wall s (median)", "CPU s", "peak RSS MB", "records out", "load"})
-	writeRule(w, 10)
+	writeRow(w, []string{"tool", "input", "MB per CPU second", "MB/s", "tokenmill is", "wall s (median)", "spread", "CPU s", "peak RSS MB", "records out", "load"})
+	writeRule(w, 11)
 	speedRows := h.group("neardup")
 	for _, r := range speedRows {
 		writeRow(w, []string{nameCell(r), inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(speedRows, r),
-			metricCell(r, "wall_s", 2), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1)})
+			metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1)})
 	}
 	fmt.Fprintln(w)
 	commandList(w, speedRows)

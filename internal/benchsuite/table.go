@@ -103,7 +103,7 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 	if hasBytes {
 		head = append(head, "MB/s")
 	}
-	head = append(head, rate, "tokenmill is", "wall s (median)", "CPU s")
+	head = append(head, rate, "tokenmill is", "wall s (median)", "spread", "CPU s")
 	if cpuPerRecord {
 		head = append(head, "CPU µs/"+strings.TrimSuffix(strings.TrimSuffix(rate, "/s"), "s"))
 	}
@@ -115,7 +115,7 @@ func streamTable(w io.Writer, rows []*Result, cpuPerRecord bool, rate string) {
 		if hasBytes {
 			cells = append(cells, metricCell(r, "mbps", 1))
 		}
-		cells = append(cells, metricCell(r, "rps", 0), ratioCell(rows, r), metricCell(r, "wall_s", 2), metricCell(r, "cpu_s", 2))
+		cells = append(cells, metricCell(r, "rps", 0), ratioCell(rows, r), metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2))
 		if cpuPerRecord {
 			cells = append(cells, metricCell(r, "cpu_us_per_record", 1))
 		}
@@ -318,6 +318,16 @@ func trimFloat(v float64) string {
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// spreadCell is the range of a row's wall times as a share of its median,
+// "±" half of it: a ratio between two rows is only as good as their spreads.
+func spreadCell(r *Result) string {
+	v, ok := r.Metric("spread_pct")
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("±%.0f%%", v/2)
 }
 
 func metricCell(r *Result, name string, decimals int) string {
