@@ -250,12 +250,30 @@ func pqRandomRows(n int, seed uint64) []pqRow {
 
 // TestParquetMatchesLibraryReconstruction checks the level-walking writer
 // against parquet-go's own row reconstruction, over many row groups of
-// rows with every kind of null and empty list.
+// rows with every kind of null and empty list, and pages small enough that
+// rows (and, in version 1 data pages, a row's values) span pages, whose
+// buffers are released and reused as the rows are written.
 func TestParquetMatchesLibraryReconstruction(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []parquet.WriterOption
+	}{
+		{"default pages", nil},
+		{"small pages", []parquet.WriterOption{parquet.PageBufferSize(256)}},
+		{"small v1 pages", []parquet.WriterOption{parquet.PageBufferSize(256), parquet.DataPageVersion(1)}},
+		{"one row group", []parquet.WriterOption{parquet.PageBufferSize(512), parquet.MaxRowsPerRowGroup(1 << 20)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := append([]parquet.WriterOption{parquet.MaxRowsPerRowGroup(37), parquet.Compression(&zstd.Codec{})}, tt.opts...)
+			pqMatchLibrary(t, opts...)
+		})
+	}
+}
+
+func pqMatchLibrary(t *testing.T, opts ...parquet.WriterOption) {
 	path := filepath.Join(t.TempDir(), "many.parquet")
 	const n = 500
-	pqWrite(t, path, pqRandomRows(n, 1), parquet.MaxRowsPerRowGroup(37),
-		parquet.Compression(&zstd.Codec{}))
+	pqWrite(t, path, pqRandomRows(n, 1), opts...)
 	recs, errs := pqRead(t, nil, path)
 	if len(errs) > 0 || len(recs) != n {
 		t.Fatalf("read %d rows with errors %v, want %d", len(recs), errs, n)
