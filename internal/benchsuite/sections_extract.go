@@ -139,7 +139,8 @@ var extractScaleSection = &section{
 	render: func(w io.Writer, h *harness) {
 		fmt.Fprintf(w, "extract on the first %s, %s and %s records of the corpus (1x, 4x, 16x),\n"+
 			"JSONL and the same records as Parquet, one worker. The time should grow with\n"+
-			"the input (CPU µs per record flat) and the peak RSS not at all.\n\n",
+			"the input (CPU µs per record flat) and the peak RSS not at all: a Parquet file is\n"+
+			"read through a few decoders' pages and chunks of rows, whatever its size.\n\n",
 			cli.Thousands(int64(h.scaleUnit())), cli.Thousands(int64(4*h.scaleUnit())), cli.Thousands(int64(16*h.scaleUnit())))
 		h.table(w, "extract-scale", tableOptions{cpuPerRecord: true})
 	},
