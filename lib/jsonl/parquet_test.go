@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -621,4 +622,58 @@ func BenchmarkParquetLibraryMaps(b *testing.B) {
 	}
 	b.SetBytes(out)
 	b.ReportAllocs()
+}
+
+// TestParquetDecodersInOrder reads a file of many row groups with one to
+// four decoders: the rows come out the same, in file order, with their
+// row numbers.
+func TestParquetDecodersInOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "groups.parquet")
+	const n = 700
+	pqWrite(t, path, pqRandomRows(n, 7), parquet.MaxRowsPerRowGroup(23), parquet.PageBufferSize(1024))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	var want []string
+	for _, procs := range []int{1, 2, 3, 4} {
+		runtime.GOMAXPROCS(procs)
+		recs, errs := pqRead(t, nil, path)
+		if len(errs) > 0 || len(recs) != n {
+			t.Fatalf("%d decoders: %d rows, errors %v; want %d", procs, len(recs), errs, n)
+		}
+		for i, r := range recs {
+			if r.Line != int64(i+1) {
+				t.Fatalf("%d decoders: record %d has row %d", procs, i+1, r.Line)
+			}
+		}
+		if want == nil {
+			want = pqLines(recs)
+		} else if got := pqLines(recs); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d decoders give other rows than one", procs)
+		}
+	}
+}
+
+// TestParquetCloseEarly closes a reader a few rows into a file whose row
+// groups are being decoded ahead: every goroutine it started ends.
+func TestParquetCloseEarly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "groups.parquet")
+	pqWrite(t, path, pqRandomRows(2000, 8), parquet.MaxRowsPerRowGroup(50))
+	before := runtime.NumGoroutine()
+	for range 5 {
+		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
+		for range 3 {
+			if _, err := r.Next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after closing, %d before opening", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
