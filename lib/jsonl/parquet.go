@@ -354,15 +354,18 @@ func (d *pqDecoder) decode() (ok bool) {
 			}
 			d.w.cols[i] = col.row
 		}
+		start := len(c.out)
+		d.w.out = c.out // the row is written in place
 		err := d.w.writeCols(d.s.root)
+		c.out = d.w.out
 		for i := range d.cols {
 			d.cols[i].release()
 		}
 		if err != nil {
+			c.out = c.out[:start]
 			c.err = d.errorf("%v", err)
 			return false
 		}
-		c.out = append(c.out, d.w.out...)
 		c.ends = append(c.ends, len(c.out))
 		d.done++
 	}
@@ -571,10 +574,10 @@ type rowWriter struct {
 	err  error
 }
 
-// writeCols writes the row whose values are in cols.
+// writeCols appends the row whose values are in cols to out.
 func (w *rowWriter) writeCols(root *pqNode) error {
 	clear(w.pos)
-	w.out, w.err = w.out[:0], nil
+	w.err = nil
 	w.value(root)
 	if w.err == nil {
 		for i := range w.cols {
