@@ -677,3 +677,19 @@ func TestParquetCloseEarly(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestParquetNoRows reads a file with a schema and no rows: no record, no
+// error, and the next file is read.
+func TestParquetNoRows(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "empty.parquet")
+	pqWrite(t, path, []pqRow{})
+	after := filepath.Join(dir, "after.jsonl")
+	if err := os.WriteFile(after, []byte("{\"after\":1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, errs := pqRead(t, nil, path, after)
+	if len(errs) > 0 || len(recs) != 1 || recs[0].File != after {
+		t.Fatalf("got %d records (%v), errors %v; want only the next file's record", len(recs), pqLines(recs), errs)
+	}
+}
