@@ -28,9 +28,10 @@ func appendEscaped(dst, s []byte) []byte {
 		c := s[j]
 		switch {
 		case c >= utf8.RuneSelf:
-			// Three-byte characters but U+2028 and U+2029 (E2 80 A8/A9).
-			if c >= 0xe1 && c <= 0xef && c != 0xed && c != 0xe2 && j+2 < len(s) && s[j+1]&0xc0 == 0x80 && s[j+2]&0xc0 == 0x80 {
-				j += 3
+			// Runs of three-byte characters (CJK text), but U+2028 and
+			// U+2029 (E2 80 A8/A9), passed without decoding them.
+			if k := threeByteRun(s, j); k > j {
+				j = k
 				continue
 			}
 			r, size := utf8.DecodeRune(s[j:])
@@ -75,6 +76,20 @@ func appendEscaped(dst, s []byte) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// threeByteRun returns where the run of valid three-byte characters of s
+// from j ends: those led by E1-EF but ED (whose surrogates are invalid) and
+// E2 (U+2028 and U+2029 are escaped).
+func threeByteRun(s []byte, j int) int {
+	for j+2 < len(s) {
+		c := s[j]
+		if c < 0xe1 || c > 0xef || c == 0xed || c == 0xe2 || s[j+1]&0xc0 != 0x80 || s[j+2]&0xc0 != 0x80 {
+			break
+		}
+		j += 3
+	}
+	return j
+}
 
 // PlainRun returns where the run of plain bytes of b from i ends, going
 // eight bytes at a time: at the first quote, backslash, control

@@ -36,3 +36,14 @@ func FuzzAppendEscaped(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s []byte) { checkEscape(t, s) })
 }
+
+// BenchmarkAppendEscaped escapes text like the corpus's: Chinese with
+// ASCII words, punctuation and newlines among it.
+func BenchmarkAppendEscaped(b *testing.B) {
+	s := []byte(strings.Repeat("直少而设几据先来公外过级可任小将然大平机？\n意等他业同间资被此文任里线期点四新特机本从行必也我质下。用学water进电品后理对高next期国。\"quoted\" and some plain words, 67 of them. ", 200))
+	dst := make([]byte, 0, 2*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		dst = appendEscaped(dst[:0], s)
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,34 +22,64 @@ import (
 // parquetBatch is how many rows are decoded at a time.
 const parquetBatch = 64
 
+// A decoder hands its rows over in chunks of about chunkBytes of JSON (or
+// chunkRows rows), each group keeping at most groupChunks of them ready.
+const (
+	chunkBytes  = 256 << 10
+	chunkRows   = 1024
+	groupChunks = 2
+	maxDecoders = 4
+)
+
 // parquetSource yields each row of a Parquet file as one JSON object, its
 // fields in schema order. Nested columns become JSON the way a dataset
 // author means them: LIST-annotated groups (Hugging Face's
 // list<struct<from, value>> conversations) are arrays, MAP groups objects,
 // other groups objects, null is null. With a column filter, only the
-// top-level fields it names are read and written. Rows are assembled straight from the
-// column values and their repetition and definition levels, without
-// reflection or maps; row groups are read one after another, so memory
-// stays bounded by one row group's pages. Line is the 1-based row number.
+// top-level fields it names are read and written. Rows are assembled
+// straight from the column values and their repetition and definition
+// levels, without reflection or maps. Row groups are decoded ahead on a
+// goroutine per CPU (at most maxDecoders), each into a few reused chunks of
+// JSON, and handed out in file order: memory is bounded by the decoders'
+// pages and chunks, whatever the size of the file or of a row group. Line
+// is the 1-based row number.
 type parquetSource struct {
 	name   string
 	file   *parquet.File
 	closer io.Closer
 	stats  *Stats
 
-	root    *pqNode
-	leaves  []int         // the leaf columns read, nil for all
-	group   int           // index of the next row group
-	rows    parquet.Rows  // the current row group's rows
-	left    int64         // rows the current row group still promises
-	batch   []parquet.Row // decoded rows
-	out     []byte        // the batch's rows as JSON, back to back
-	ends    []int         // where each row's JSON ends in out
-	handed  int           // rows of the batch handed out
-	row     int64         // rows handed out
-	w       rowWriter
-	pending error // the error that follows the batch's good rows
+	root   *pqNode
+	leaves []int // the leaf columns read, nil for all
+
+	order chan *pqGroup // row groups in file order, as their decoding starts
+	ahead chan struct{} // a slot per row group started and not yet handed out
+	free  chan *pqChunk // chunks no one holds
+	stop  chan struct{} // closed by close: the goroutines end
+	wg    sync.WaitGroup
+
+	cur     *pqGroup // the row group being handed out
+	chunk   *pqChunk // its chunk being handed out
+	handed  int      // rows of the chunk handed out
+	row     int64    // rows handed out
+	pending error    // the error that follows the chunk's good rows
 	done    bool
+	stopped bool
+}
+
+// pqGroup is one row group on its way from a decoder to next.
+type pqGroup struct {
+	index  int
+	first  int64 // 1-based number of its first row
+	rows   int64 // the rows its metadata promises
+	chunks chan *pqChunk
+}
+
+// pqChunk is a run of a row group's rows as JSON, back to back.
+type pqChunk struct {
+	out  []byte
+	ends []int // where each row's JSON ends in out
+	err  error // what follows the rows and ends the file
 }
 
 func newParquetSource(name string, ra io.ReaderAt, size int64, closer io.Closer, stats *Stats, columns func(string) bool) (src source, err error) {
@@ -68,13 +100,11 @@ func newParquetSource(name string, ra io.ReaderAt, size int64, closer io.Closer,
 		return nil, fmt.Errorf("%w: %v", ErrNotParquet, err)
 	}
 	stats.Bytes += size
-	s := &parquetSource{name: name, file: f, closer: closer, stats: stats, root: root,
-		batch: make([]parquet.Row, parquetBatch)}
+	s := &parquetSource{name: name, file: f, closer: closer, stats: stats, root: root}
 	if columns != nil {
 		s.project(columns)
 	}
-	s.w.cols = make([][]parquet.Value, len(f.Schema().Columns()))
-	s.w.pos = make([]int, len(s.w.cols))
+	s.start(min(runtime.GOMAXPROCS(0), maxDecoders, max(len(f.RowGroups()), 1)))
 	return s, nil
 }
 
@@ -94,8 +124,50 @@ func checkFooter(ra io.ReaderAt, size int64) error {
 	return nil
 }
 
+// start starts the decoders and the goroutine that deals row groups out to
+// them, at most n ahead of the one being handed out.
+func (s *parquetSource) start(n int) {
+	s.order = make(chan *pqGroup, n)
+	s.ahead = make(chan struct{}, n)
+	s.stop = make(chan struct{})
+	// Each row group not yet handed out holds at most groupChunks chunks
+	// and the one its decoder fills; next holds one more.
+	chunks := n*(groupChunks+1) + 1
+	s.free = make(chan *pqChunk, chunks)
+	for range chunks {
+		s.free <- &pqChunk{}
+	}
+	jobs := make(chan *pqGroup, n)
+	s.wg.Go(func() {
+		defer close(jobs)
+		defer close(s.order)
+		var first int64 = 1
+		for i, g := range s.file.RowGroups() {
+			select {
+			case s.ahead <- struct{}{}:
+			case <-s.stop:
+				return
+			}
+			job := &pqGroup{index: i, first: first, rows: g.NumRows(), chunks: make(chan *pqChunk, groupChunks)}
+			first += job.rows
+			s.order <- job // never blocks: ahead holds as many
+			jobs <- job
+		}
+	})
+	for range n {
+		s.wg.Go(func() {
+			d := &pqDecoder{s: s, cols: make([]pqColumn, len(s.file.Schema().Columns()))}
+			d.w.cols = make([][]parquet.Value, len(d.cols))
+			d.w.pos = make([]int, len(d.cols))
+			for g := range jobs {
+				d.group(g)
+			}
+		})
+	}
+}
+
 func (s *parquetSource) next() (RawLine, error) {
-	for s.handed >= len(s.ends) {
+	for s.chunk == nil || s.handed >= len(s.chunk.ends) {
 		switch {
 		case s.pending != nil:
 			err := s.pending
@@ -104,75 +176,274 @@ func (s *parquetSource) next() (RawLine, error) {
 		case s.done:
 			return RawLine{}, io.EOF
 		}
-		if err := s.fill(); err != nil {
-			return RawLine{}, err
-		}
+		s.nextChunk()
 	}
 	start := 0
 	if s.handed > 0 {
-		start = s.ends[s.handed-1]
+		start = s.chunk.ends[s.handed-1]
 	}
-	data := s.out[start:s.ends[s.handed]]
+	data := s.chunk.out[start:s.chunk.ends[s.handed]]
 	s.handed++
 	s.row++
 	return RawLine{Data: data, File: s.name, Line: s.row, Built: true}, nil
 }
 
-// fill decodes the next batch of rows into JSON. A problem (a read error,
-// a corrupt row) ends the file, but the rows decoded before it are handed
-// out first.
-func (s *parquetSource) fill() error {
-	s.out, s.ends, s.handed = s.out[:0], s.ends[:0], 0
-	for s.left == 0 {
-		if s.rows != nil {
-			s.rows.Close()
-			s.rows = nil
-		}
-		groups := s.file.RowGroups()
-		if s.group >= len(groups) {
-			if s.row < s.file.NumRows() {
-				return s.errorf(s.row+1, "file promises %d rows but its row groups hold %d", s.file.NumRows(), s.row)
+// nextChunk takes the next chunk of rows in file order, or sets pending
+// (or done) at the end: a problem (a read error, a corrupt row) ends the
+// file, but the rows decoded before it are handed out first.
+func (s *parquetSource) nextChunk() {
+	if s.chunk != nil {
+		s.free <- s.chunk
+		s.chunk, s.handed = nil, 0
+	}
+	for s.chunk == nil {
+		if s.cur == nil {
+			g, ok := <-s.order
+			if !ok {
+				if s.row < s.file.NumRows() {
+					s.pending = s.errorf(s.row+1, "file promises %d rows but its row groups hold %d", s.file.NumRows(), s.row)
+				} else {
+					s.done = true
+				}
+				return
 			}
-			return io.EOF
+			s.cur = g
 		}
+		c, ok := <-s.cur.chunks
+		if !ok {
+			s.cur = nil
+			<-s.ahead
+			continue
+		}
+		s.chunk = c
+		if c.err != nil {
+			s.pending = c.err
+		}
+	}
+}
+
+// pqDecoder decodes whole row groups, one at a time, into chunks.
+type pqDecoder struct {
+	s     *parquetSource
+	cols  []pqColumn // by leaf column index; only the leaves read are open
+	w     rowWriter
+	chunk *pqChunk
+	g     *pqGroup
+	done  int64 // rows of g decoded
+}
+
+// pqColumn reads one column chunk's values page by page. A page is
+// released (its buffers go back to the library's pools) once the row that
+// used its last value is written: the values point into it.
+type pqColumn struct {
+	pages   parquet.Pages
+	values  parquet.ValueReader // of the current page; nil between pages
+	page    parquet.Page
+	retired []parquet.Page // pages read to the end, held for the row
+	buf     []parquet.Value
+	at, n   int // buf[at:n] are read and not yet used
+	row     []parquet.Value
+	eof     bool
+}
+
+// group decodes g into its chunks and closes them; after an error, only
+// the chunk that carries it.
+func (d *pqDecoder) group(g *pqGroup) {
+	defer close(g.chunks)
+	d.g, d.done = g, 0
+	if !d.take() {
+		return
+	}
+	chunks := d.s.file.RowGroups()[g.index].ColumnChunks()
+	open := func(c int) {
+		col := &d.cols[c]
 		// Pages are read and decompressed ahead, by a goroutine per
 		// column, while rows are assembled.
-		g := parquet.AsyncRowGroup(groups[s.group])
-		s.group++
-		if s.leaves != nil {
-			g = projected{g, s.leaves}
-		}
-		s.rows, s.left = parquet.NewRowGroupRowReader(g), g.NumRows()
+		col.pages, col.eof, col.at, col.n = parquet.AsyncPages(chunks[c].Pages()), false, 0, 0
 	}
-	s.decode()
+	if d.s.leaves == nil {
+		for c := range d.cols {
+			open(c)
+		}
+	} else {
+		for _, c := range d.s.leaves {
+			open(c)
+		}
+	}
+	defer d.closeColumns()
+	for d.done < g.rows {
+		if !d.decode() {
+			break
+		}
+		if len(d.chunk.out) >= chunkBytes || len(d.chunk.ends) >= chunkRows {
+			if !d.send() || !d.take() {
+				return
+			}
+		}
+	}
+	if len(d.chunk.ends) > 0 || d.chunk.err != nil {
+		d.send()
+		return
+	}
+	d.s.free <- d.chunk // never blocks: the chunk came from free
+	d.chunk = nil
+}
+
+func (d *pqDecoder) closeColumns() {
+	for c := range d.cols {
+		col := &d.cols[c]
+		if col.pages == nil {
+			continue
+		}
+		col.release()
+		if col.page != nil {
+			parquet.Release(col.page)
+		}
+		col.pages.Close()
+		col.pages, col.page, col.values = nil, nil, nil
+		clear(col.buf)
+		clear(col.row)
+	}
+}
+
+// take gets an empty chunk, false when the source is closed.
+func (d *pqDecoder) take() bool {
+	select {
+	case d.chunk = <-d.s.free:
+		d.chunk.out, d.chunk.ends, d.chunk.err = d.chunk.out[:0], d.chunk.ends[:0], nil
+		return true
+	case <-d.s.stop:
+		return false
+	}
+}
+
+// send hands the chunk on, false when the source is closed.
+func (d *pqDecoder) send() bool {
+	select {
+	case d.g.chunks <- d.chunk:
+		d.chunk = nil
+		return true
+	case <-d.s.stop:
+		return false
+	}
+}
+
+// decode appends up to parquetBatch rows to the chunk, false once it
+// holds the error that ends the file.
+func (d *pqDecoder) decode() (ok bool) {
+	c := d.chunk
+	defer func() {
+		if r := recover(); r != nil {
+			c.err, ok = d.errorf("corrupt row data: %v", r), false
+		}
+	}()
+	for range min(int64(parquetBatch), d.g.rows-d.done) {
+		clear(d.w.cols)
+		for i := range d.cols {
+			col := &d.cols[i]
+			if col.pages == nil {
+				continue
+			}
+			switch err := col.readRow(); {
+			case err == io.EOF:
+				c.err = d.errorf("row group %d ends %d rows early", d.g.index+1, d.g.rows-d.done)
+				return false
+			case err != nil:
+				c.err = d.errorf("%v", describeReadError(err))
+				return false
+			}
+			d.w.cols[i] = col.row
+		}
+		start := len(c.out)
+		d.w.out = c.out // the row is written in place
+		err := d.w.writeCols(d.s.root)
+		c.out = d.w.out
+		for i := range d.cols {
+			d.cols[i].release()
+		}
+		if err != nil {
+			c.out = c.out[:start]
+			c.err = d.errorf("%v", err)
+			return false
+		}
+		c.ends = append(c.ends, len(c.out))
+		d.done++
+	}
+	return true
+}
+
+// readRow sets row to the values of the column's next row: a value of
+// repetition level 0 and those after it of higher levels. io.EOF: the
+// column has no more rows.
+func (col *pqColumn) readRow() error {
+	col.row = col.row[:0]
+	for {
+		if col.at == col.n {
+			if err := col.fill(); err == io.EOF && len(col.row) > 0 {
+				return nil
+			} else if err != nil {
+				return err
+			}
+		}
+		v := col.buf[col.at]
+		if v.RepetitionLevel() == 0 && len(col.row) > 0 {
+			return nil
+		}
+		col.row = append(col.row, v)
+		col.at++
+	}
+}
+
+// fill reads the next values, from the next page when the current one is
+// used up (it is retired then: the row being read may hold its last values).
+func (col *pqColumn) fill() error {
+	if col.buf == nil {
+		col.buf = make([]parquet.Value, 1024)
+	}
+	col.at, col.n = 0, 0
+	for col.n == 0 {
+		if col.eof {
+			return io.EOF
+		}
+		if col.values == nil {
+			if col.page != nil {
+				col.retired = append(col.retired, col.page)
+				col.page = nil
+			}
+			p, err := col.pages.ReadPage()
+			if err == io.EOF {
+				col.eof = true
+				return io.EOF
+			}
+			if err != nil {
+				return err
+			}
+			col.page, col.values = p, p.Values()
+		}
+		n, err := col.values.ReadValues(col.buf)
+		col.n = n
+		switch {
+		case err == io.EOF:
+			col.values = nil // the page is used up once buf is
+		case err != nil:
+			return err
+		}
+	}
 	return nil
 }
 
-func (s *parquetSource) decode() {
-	defer func() {
-		if r := recover(); r != nil {
-			s.pending = s.errorf(s.nextRow(), "corrupt row data: %v", r)
-		}
-	}()
-	n, err := s.rows.ReadRows(s.batch[:min(int64(len(s.batch)), s.left)])
-	s.left -= int64(n)
-	for i := 0; i < n; i++ {
-		if werr := s.w.writeRow(s.root, s.batch[i]); werr != nil {
-			s.pending = s.errorf(s.nextRow(), "%v", werr)
-			return
-		}
-		s.out = append(s.out, s.w.out...)
-		s.ends = append(s.ends, len(s.out))
+// release gives back the pages whose values the row written last used.
+func (col *pqColumn) release() {
+	for i, p := range col.retired {
+		parquet.Release(p)
+		col.retired[i] = nil
 	}
-	switch {
-	case n == 0 && err == nil:
-		s.pending = s.errorf(s.nextRow(), "row group %d yields no rows but promises %d more", s.group, s.left)
-	case err == nil || (err == io.EOF && s.left == 0):
-	case err == io.EOF:
-		s.pending = s.errorf(s.nextRow(), "row group %d ends %d rows early", s.group, s.left)
-	default:
-		s.pending = s.errorf(s.nextRow(), "%v", describeReadError(err))
-	}
+	col.retired = col.retired[:0]
+}
+
+// errorf is an error at the first row of the group not yet decoded.
+func (d *pqDecoder) errorf(format string, args ...any) error {
+	return d.s.errorf(d.g.first+d.done, format, args...)
 }
 
 // project keeps the top-level fields columns names (at least one, so
@@ -201,33 +472,15 @@ func (s *parquetSource) project(columns func(string) bool) {
 	}
 }
 
-// projected is a row group of some of its leaf columns, whose values keep
-// their column indexes.
-type projected struct {
-	parquet.RowGroup
-	leaves []int
-}
-
-func (p projected) ColumnChunks() []parquet.ColumnChunk {
-	all := p.RowGroup.ColumnChunks()
-	chunks := make([]parquet.ColumnChunk, len(p.leaves))
-	for i, c := range p.leaves {
-		chunks[i] = all[c]
-	}
-	return chunks
-}
-
-// nextRow is the 1-based number of the first row not yet decoded.
-func (s *parquetSource) nextRow() int64 { return s.row + int64(len(s.ends)) + 1 }
-
 func (s *parquetSource) errorf(row int64, format string, args ...any) error {
 	return &InputError{File: s.name, Line: row, Reason: ReasonUnreadable, Err: fmt.Errorf(format, args...)}
 }
 
 func (s *parquetSource) close() error {
-	if s.rows != nil {
-		s.rows.Close()
-		s.rows = nil
+	if !s.stopped {
+		s.stopped = true
+		close(s.stop)
+		s.wg.Wait() // no decoder reads the file once it is closed
 	}
 	return s.closer.Close()
 }
@@ -321,22 +574,10 @@ type rowWriter struct {
 	err  error
 }
 
-func (w *rowWriter) writeRow(root *pqNode, row parquet.Row) error {
-	clear(w.cols)
-	// A row holds each column's values in a run, in column order; with
-	// some columns left out, the runs are told apart by their index.
-	for i := 0; i < len(row); {
-		c, j := row[i].Column(), i+1
-		for j < len(row) && row[j].Column() == c {
-			j++
-		}
-		if c >= 0 && c < len(w.cols) {
-			w.cols[c] = row[i:j:j]
-		}
-		i = j
-	}
+// writeCols appends the row whose values are in cols to out.
+func (w *rowWriter) writeCols(root *pqNode) error {
 	clear(w.pos)
-	w.out, w.err = w.out[:0], nil
+	w.err = nil
 	w.value(root)
 	if w.err == nil {
 		for i := range w.cols {

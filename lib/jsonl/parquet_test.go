@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -250,12 +251,30 @@ func pqRandomRows(n int, seed uint64) []pqRow {
 
 // TestParquetMatchesLibraryReconstruction checks the level-walking writer
 // against parquet-go's own row reconstruction, over many row groups of
-// rows with every kind of null and empty list.
+// rows with every kind of null and empty list, and pages small enough that
+// rows (and, in version 1 data pages, a row's values) span pages, whose
+// buffers are released and reused as the rows are written.
 func TestParquetMatchesLibraryReconstruction(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []parquet.WriterOption
+	}{
+		{"default pages", nil},
+		{"small pages", []parquet.WriterOption{parquet.PageBufferSize(256)}},
+		{"small v1 pages", []parquet.WriterOption{parquet.PageBufferSize(256), parquet.DataPageVersion(1)}},
+		{"one row group", []parquet.WriterOption{parquet.PageBufferSize(512), parquet.MaxRowsPerRowGroup(1 << 20)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := append([]parquet.WriterOption{parquet.MaxRowsPerRowGroup(37), parquet.Compression(&zstd.Codec{})}, tt.opts...)
+			pqMatchLibrary(t, opts...)
+		})
+	}
+}
+
+func pqMatchLibrary(t *testing.T, opts ...parquet.WriterOption) {
 	path := filepath.Join(t.TempDir(), "many.parquet")
 	const n = 500
-	pqWrite(t, path, pqRandomRows(n, 1), parquet.MaxRowsPerRowGroup(37),
-		parquet.Compression(&zstd.Codec{}))
+	pqWrite(t, path, pqRandomRows(n, 1), opts...)
 	recs, errs := pqRead(t, nil, path)
 	if len(errs) > 0 || len(recs) != n {
 		t.Fatalf("read %d rows with errors %v, want %d", len(recs), errs, n)
@@ -548,11 +567,12 @@ func pqBenchFile(b *testing.B) (string, int64) {
 	return path, st.Size()
 }
 
-// BenchmarkParquetRows reads Parquet rows as JSON; MB/s is of the JSON
-// produced (the file is compressed).
+// BenchmarkParquetRows reads Parquet rows as JSON (four row groups, decoded
+// ahead on -cpu goroutines); MB/s is of the JSON produced (the file is
+// compressed), rows/s is reported too.
 func BenchmarkParquetRows(b *testing.B) {
 	path, _ := pqBenchFile(b)
-	var out int64
+	var out, rows int64
 	for b.Loop() {
 		out = 0
 		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
@@ -565,10 +585,12 @@ func BenchmarkParquetRows(b *testing.B) {
 				b.Fatal(err)
 			}
 			out += int64(len(rec.Data))
+			rows++
 		}
 	}
 	b.SetBytes(out)
 	b.ReportAllocs()
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }
 
 // BenchmarkParquetLibraryMaps is the same work through parquet-go's
@@ -600,4 +622,74 @@ func BenchmarkParquetLibraryMaps(b *testing.B) {
 	}
 	b.SetBytes(out)
 	b.ReportAllocs()
+}
+
+// TestParquetDecodersInOrder reads a file of many row groups with one to
+// four decoders: the rows come out the same, in file order, with their
+// row numbers.
+func TestParquetDecodersInOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "groups.parquet")
+	const n = 700
+	pqWrite(t, path, pqRandomRows(n, 7), parquet.MaxRowsPerRowGroup(23), parquet.PageBufferSize(1024))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	var want []string
+	for _, procs := range []int{1, 2, 3, 4} {
+		runtime.GOMAXPROCS(procs)
+		recs, errs := pqRead(t, nil, path)
+		if len(errs) > 0 || len(recs) != n {
+			t.Fatalf("%d decoders: %d rows, errors %v; want %d", procs, len(recs), errs, n)
+		}
+		for i, r := range recs {
+			if r.Line != int64(i+1) {
+				t.Fatalf("%d decoders: record %d has row %d", procs, i+1, r.Line)
+			}
+		}
+		if want == nil {
+			want = pqLines(recs)
+		} else if got := pqLines(recs); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%d decoders give other rows than one", procs)
+		}
+	}
+}
+
+// TestParquetCloseEarly closes a reader a few rows into a file whose row
+// groups are being decoded ahead: every goroutine it started ends.
+func TestParquetCloseEarly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "groups.parquet")
+	pqWrite(t, path, pqRandomRows(2000, 8), parquet.MaxRowsPerRowGroup(50))
+	before := runtime.NumGoroutine()
+	for range 5 {
+		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
+		for range 3 {
+			if _, err := r.Next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after closing, %d before opening", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestParquetNoRows reads a file with a schema and no rows: no record, no
+// error, and the next file is read.
+func TestParquetNoRows(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "empty.parquet")
+	pqWrite(t, path, []pqRow{})
+	after := filepath.Join(dir, "after.jsonl")
+	if err := os.WriteFile(after, []byte("{\"after\":1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, errs := pqRead(t, nil, path, after)
+	if len(errs) > 0 || len(recs) != 1 || recs[0].File != after {
+		t.Fatalf("got %d records (%v), errors %v; want only the next file's record", len(recs), pqLines(recs), errs)
+	}
 }
