@@ -268,6 +268,20 @@ func (s *scanner) str(i int) (end int, escaped, high bool) {
 	var seen uint64 // every byte looked at, or'ed together
 	j := i + 1
 	for {
+		// 32 bytes a round while none is special; the round that holds
+		// one is read again 8 bytes at a time, to find it.
+		for j+32 <= len(b) {
+			w := b[j : j+32 : j+32]
+			x0 := binary.LittleEndian.Uint64(w[0:])
+			x1 := binary.LittleEndian.Uint64(w[8:])
+			x2 := binary.LittleEndian.Uint64(w[16:])
+			x3 := binary.LittleEndian.Uint64(w[24:])
+			if special(x0)|special(x1)|special(x2)|special(x3) != 0 {
+				break
+			}
+			seen |= x0 | x1 | x2 | x3
+			j += 32
+		}
 		for j+8 <= len(b) {
 			x := binary.LittleEndian.Uint64(b[j:])
 			if m := special(x); m != 0 {
