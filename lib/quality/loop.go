@@ -161,10 +161,9 @@ func over(v, thresh float64) bool { return thresh > 0 && thresh < 1 && v > thres
 // Scratch holds the buffers the loop check reuses from one text to the
 // next. The zero value is ready; a Scratch is not safe for concurrent use.
 type Scratch struct {
-	words  []uint64 // hash of each word, then of each n-gram starting there
+	words  []uint64 // hash of each word
 	starts []int32  // prefix sums of word lengths: bytes of words [0, i)
 	widest int32    // the longest word's bytes
-	order  int      // the n of the n-gram hashes in words
 	set    hashSet
 	lines  hashSet
 }
@@ -214,7 +213,6 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 		if !needTop && !anyBelow(cfg, 5, dup/total) {
 			continue // a longer n-gram may still need it: its bound is larger
 		}
-		s.nextOrder(n)
 		top, c, d := s.topNgram(n)
 		if v := top / total; over(v, cfg.TopNgram[n]) {
 			return fmt.Sprintf("top_%dgram %.3f > %.2f", n, v, cfg.TopNgram[n]), true
@@ -228,7 +226,6 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 		return "", false
 	}
 	for n := 5; n <= 10 && n <= words; n++ {
-		s.nextOrder(n)
 		v := s.dupNgram(n) / total
 		if over(v, cfg.DupNgram[n]) {
 			return fmt.Sprintf("dup_%dgram %.3f > %.2f", n, v, cfg.DupNgram[n]), true
@@ -269,7 +266,6 @@ func MeasureLoop(text string, s *Scratch) LoopMeasures {
 	m.DupLineBytes, m.DupParagraphBytes = lb/total, pb/total
 	s.hashWords(text)
 	for n := 2; n <= 10 && len(s.starts)-1 >= n; n++ {
-		s.nextOrder(n)
 		if n <= 4 {
 			top, _, _ := s.topNgram(n)
 			m.TopNgram[n] = top / total
@@ -411,7 +407,6 @@ func (s *Scratch) hashWords(text string) {
 		i = j + 1 // text[j], if any, is a separator
 	}
 	s.words, s.starts, s.widest = words, starts, widest
-	s.order = 1
 }
 
 // wordEnd returns the index of the first separator from i on, or len(text).
@@ -441,21 +436,24 @@ func sepMask(x uint64) uint64 {
 	return (space | ctrl) & highs
 }
 
-// nextOrder turns s.words[i] into the hash of the n-gram at i, advancing
-// from the order it holds (1 after hashWords) one order at a time. The
-// word hashes are kept in the upper half of the buffer.
-func (s *Scratch) nextOrder(n int) {
-	w := len(s.starts) - 1 // words
-	if s.order == 1 {
-		s.words = append(s.words[:w], s.words[:w]...)
+// The hash of the n-gram at i is the rotate-and-xor fold of its words'
+// hashes, rotl(...rotl(rotl(w[i], 11) ^ w[i+1], 11)..., 11) ^ w[i+n-1],
+// which is the sum of rotl(w[i+k], 11*(n-1-k)): the next one follows from
+// it in a step (rollGram), so no order's hashes are stored.
+
+// firstGram is the hash of the n-gram at 0.
+func firstGram(words []uint64, n int) uint64 {
+	h := words[0]
+	for k := 1; k < n; k++ {
+		h = bits.RotateLeft64(h, 11) ^ words[k]
 	}
-	grams, word := s.words[:w], s.words[w:2*w]
-	for ; s.order < n; s.order++ {
-		k := s.order + 1
-		for i := 0; i+k <= w; i++ {
-			grams[i] = bits.RotateLeft64(grams[i], 11) ^ word[i+k-1]
-		}
-	}
+	return h
+}
+
+// rollGram turns h, the hash of the n-gram at i, into that of the n-gram
+// at i+1: out goes w[i] (rotated n-1 times), in comes in = w[i+n].
+func rollGram(h, out, in uint64, n int) uint64 {
+	return bits.RotateLeft64(h^bits.RotateLeft64(out, 11*(n-1)), 11) ^ in
 }
 
 // topNgram returns bytes of the most frequent n-gram times its count
@@ -468,8 +466,13 @@ func (s *Scratch) topNgram(n int) (top float64, count uint32, dup float64) {
 	var best uint32
 	var bestBytes, dupBytes int32
 	covered := 0
+	words := s.words
+	h := firstGram(words, n)
 	for i := 0; i < grams; i++ {
-		c := s.set.add(s.words[i])
+		c := s.set.add(h)
+		if i+1 < grams {
+			h = rollGram(h, words[i], words[i+n], n)
+		}
 		if c >= 2 {
 			from := max(i, covered)
 			dupBytes += s.starts[i+n] - s.starts[from]
@@ -498,8 +501,14 @@ func (s *Scratch) dupNgram(n int) float64 {
 	s.set.reset(count)
 	covered := 0 // words [0, covered) are counted
 	var bytes int32
+	words := s.words
+	h := firstGram(words, n)
 	for i := 0; i < count; i++ {
-		if s.set.add(s.words[i]) < 2 {
+		c := s.set.add(h)
+		if i+1 < count {
+			h = rollGram(h, words[i], words[i+n], n)
+		}
+		if c < 2 {
 			continue
 		}
 		from := max(i, covered)
