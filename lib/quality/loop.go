@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -177,6 +178,7 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 	if s == nil {
 		s = &Scratch{}
 	}
+	defer s.release()
 	var m LoopMeasures
 	if cfg.TailCopies > 0 {
 		m.TailCopies, m.TailSpan, m.TailBytes = repeatedTail(text)
@@ -276,6 +278,14 @@ func MeasureLoop(text string, s *Scratch) LoopMeasures {
 	return m
 }
 
+// release drops the buffers a huge text needed, so that a checker does
+// not hold them for the rest of a run.
+func (s *Scratch) release() {
+	if cap(s.words) > bigSet || len(s.set.slots) > bigSet || len(s.lines.slots) > bigSet {
+		*s = Scratch{}
+	}
+}
+
 // lineMeasures returns the fraction of lines repeating an earlier line and
 // their bytes, and the same for paragraphs.
 func (s *Scratch) lineMeasures(text string) (lineFrac, lineBytes, paraFrac, paraBytes float64) {
@@ -368,6 +378,12 @@ func isSpace(c byte) bool { return spaces[c] }
 // too); a longer one is hashed.
 func (s *Scratch) hashWords(text string) {
 	words, starts := s.words[:0], append(s.starts[:0], 0)
+	if len(text) > bigSet {
+		// A long text's words are counted first, so that the buffers are
+		// made once at their size, not grown to twice it.
+		c := countWords(text)
+		words, starts = slices.Grow(words, c), slices.Grow(starts, c+1)
+	}
 	var sum, widest int32
 	n := len(text)
 	for i := 0; ; {
@@ -407,6 +423,29 @@ func (s *Scratch) hashWords(text string) {
 		i = j + 1 // text[j], if any, is a separator
 	}
 	s.words, s.starts, s.widest = words, starts, widest
+}
+
+// countWords returns how many words hashWords finds in text: the
+// non-separators that follow a separator or start the text, 8 bytes at a
+// time.
+func countWords(text string) int {
+	count, prev := 0, highs>>56<<56 // a separator before the text
+	i := 0
+	for ; i+8 <= len(text); i += 8 {
+		sep := sepMask(load8(text, i))
+		before := sep<<8 | prev>>56 // whether the byte before each is one
+		count += bits.OnesCount64(^sep & before & highs)
+		prev = sep
+	}
+	wasSep := prev>>63 == 1
+	for ; i < len(text); i++ {
+		sep := spaces[text[i]]
+		if !sep && wasSep {
+			count++
+		}
+		wasSep = sep
+	}
+	return count
 }
 
 // wordEnd returns the index of the first separator from i on, or len(text).
@@ -622,6 +661,10 @@ func indexAnchored(s, sub string, a int) int {
 	return -1
 }
 
+// bigSet is the table size past which a Scratch does not keep its buffers
+// from one text to the next, and a table may fill to three quarters.
+const bigSet = 1 << 20
+
 // hashSet counts 64-bit keys in an open-addressed table. Slots carry the
 // generation they were written in, so emptying the table between texts
 // costs nothing.
@@ -639,11 +682,19 @@ type slot struct {
 
 // reset empties the set, sized for about n keys.
 func (h *hashSet) reset(n int) {
+	// At most half full, for short probes; a table past bigSet slots may
+	// fill to three quarters (a huge answer's n-grams: one slot in three
+	// saved, at a few more probes).
+	want := 2 * n
+	if want > bigSet {
+		want = n + n/3
+	}
 	size := 64
-	for size < 2*n {
+	for size < want {
 		size <<= 1
 	}
 	if size > len(h.slots) {
+		h.slots = nil // the old table is garbage before the new one is made
 		h.slots = make([]slot, size)
 		h.gen = 0
 	}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -58,7 +59,9 @@ func UnquoteKnown(q, buf []byte, escaped, nonASCII bool) (string, []byte) {
 		buf = appendValid(buf[:0], s)
 		return unsafe.String(unsafe.SliceData(buf), len(buf)), buf
 	}
-	buf = appendUnescaped(buf[:0], s)
+	// The text is never longer than its literal: made once at that size,
+	// a long one is not grown to twice it.
+	buf = appendUnescaped(slices.Grow(buf[:0], len(s)), s)
 	if nonASCII && !valid(buf) {
 		buf = appendValid(nil, buf)
 	}
