@@ -382,7 +382,7 @@ func (s *Scratch) hashWords(text string) {
 		// A long text's words are counted first, so that the buffers are
 		// made once at their size, not grown to twice it.
 		c := countWords(text)
-		words, starts = slices.Grow(words, c), slices.Grow(starts, c+1)
+		words, starts = slices.Grow(words, c+1), slices.Grow(starts, c+1)
 	}
 	var sum, widest int32
 	n := len(text)
@@ -422,7 +422,10 @@ func (s *Scratch) hashWords(text string) {
 		starts = append(starts, sum)
 		i = j + 1 // text[j], if any, is a separator
 	}
-	s.words, s.starts, s.widest = words, starts, widest
+	// A sentinel past the last word, which the rolling n-gram hash reads
+	// (and throws away) after the last n-gram.
+	words = append(words, 0)
+	s.words, s.starts, s.widest = words[:len(words)-1], starts, widest
 }
 
 // countWords returns how many words hashWords finds in text: the
@@ -502,21 +505,22 @@ func rollGram(h, out, in uint64, n int) uint64 {
 func (s *Scratch) topNgram(n int) (top float64, count uint32, dup float64) {
 	grams := len(s.starts) - n
 	s.set.reset(grams)
-	var best uint32
+	// best starts at 1 (grams is at least 1): an n-gram seen once is
+	// never the answer, so its bytes are not looked at.
+	best := uint32(1)
 	var bestBytes, dupBytes int32
 	covered := 0
-	words := s.words
+	words := s.words[:len(s.words)+1] // and the sentinel hashWords leaves
 	h := firstGram(words, n)
 	for i := 0; i < grams; i++ {
 		c := s.set.add(h)
-		if i+1 < grams {
-			h = rollGram(h, words[i], words[i+n], n)
+		h = rollGram(h, words[i], words[i+n], n)
+		if c < 2 {
+			continue
 		}
-		if c >= 2 {
-			from := max(i, covered)
-			dupBytes += s.starts[i+n] - s.starts[from]
-			covered = i + n
-		}
+		from := max(i, covered)
+		dupBytes += s.starts[i+n] - s.starts[from]
+		covered = i + n
 		if c < best {
 			continue
 		}
@@ -540,13 +544,11 @@ func (s *Scratch) dupNgram(n int) float64 {
 	s.set.reset(count)
 	covered := 0 // words [0, covered) are counted
 	var bytes int32
-	words := s.words
+	words := s.words[:len(s.words)+1] // and the sentinel hashWords leaves
 	h := firstGram(words, n)
 	for i := 0; i < count; i++ {
 		c := s.set.add(h)
-		if i+1 < count {
-			h = rollGram(h, words[i], words[i+n], n)
-		}
+		h = rollGram(h, words[i], words[i+n], n)
 		if c < 2 {
 			continue
 		}
