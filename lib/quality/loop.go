@@ -665,7 +665,7 @@ func indexAnchored(s, sub string, a int) int {
 
 // bigSet is the table size past which a Scratch does not keep its buffers
 // from one text to the next, and a table may fill to three quarters.
-const bigSet = 1 << 20
+const bigSet = 1 << 18
 
 // hashSet counts 64-bit keys in an open-addressed table. Slots carry the
 // generation they were written in, so emptying the table between texts
