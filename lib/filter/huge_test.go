@@ -14,20 +14,6 @@ import (
 	"tokenmill/lib/quality/qualitytest"
 )
 
-// hugeProse is n bytes or more of answers that do not repeat one another,
-// paragraphs apart: the loop check's worst case, every measure computed
-// over words that are nearly all distinct n-grams.
-func hugeProse(n int) string {
-	var b strings.Builder
-	for seed := uint64(1); b.Len() < n; seed++ {
-		for _, a := range qualitytest.Answers(1000, seed) {
-			b.WriteString(a)
-			b.WriteString("\n\n")
-		}
-	}
-	return b.String()
-}
-
 // writeRecords writes lines to dir/name, one a line, and returns its path.
 func writeRecords(t testing.TB, dir, name string, lines ...string) string {
 	t.Helper()
@@ -56,7 +42,7 @@ func writeRecords(t testing.TB, dir, name string, lines ...string) string {
 // accounted for.
 func TestHugeAnswers(t *testing.T) {
 	size := testbin.Size(9<<20, 200<<20)
-	prose := hugeProse(size)
+	prose := qualitytest.Prose(size)
 	looping := prose[:size/2] + prose[:size/2]
 	detail, bad := quality.Loop(looping, &quality.DefaultLoop, nil)
 	if !bad {
@@ -105,7 +91,7 @@ func TestHugeAnswers(t *testing.T) {
 // worst case: a hash per word, a table slot per distinct n-gram), between
 // two small records; peak-per-line is that peak over the line's bytes.
 func BenchmarkHugeAnswerPeakRSS(b *testing.B) {
-	small, line, last := gen("small", goodText, "", "stop"), gen("huge", hugeProse(200<<20), "", "stop"), gen("last", goodText, "", "stop")
+	small, line, last := gen("small", goodText, "", "stop"), gen("huge", qualitytest.Prose(200<<20), "", "stop"), gen("last", goodText, "", "stop")
 	path := writeRecords(b, b.TempDir(), "huge.jsonl", small, line, last)
 	b.SetBytes(int64(len(line)))
 	var peak int64

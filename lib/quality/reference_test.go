@@ -506,19 +506,6 @@ func FuzzFindMarker(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s, prompt string) { sameMarker(t, s, prompt) })
 }
 
-// hugeProse is n bytes or more of answers that do not repeat one another,
-// paragraphs apart.
-func hugeProse(n int) string {
-	var b strings.Builder
-	for seed := uint64(1); b.Len() < n; seed++ {
-		for _, a := range qualitytest.Answers(500, seed) {
-			b.WriteString(a)
-			b.WriteString("\n\n")
-		}
-	}
-	return b.String()
-}
-
 // TestHugeTextMatchesReference: a text whose n-gram tables pass bigSet
 // (made once at their size, filled to three quarters, dropped afterwards)
 // gets the reference's measures and verdict, and so does the short text
@@ -527,7 +514,7 @@ func TestHugeTextMatchesReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 1.2 MB text against the reference: seconds")
 	}
-	text := hugeProse(1200 << 10)
+	text := qualitytest.Prose(1200 << 10)
 	if countWords(text) <= bigSet/2 {
 		t.Fatalf("%d words: the tables would not pass bigSet", countWords(text))
 	}
