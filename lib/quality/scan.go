@@ -13,7 +13,7 @@ import (
 // Parse reads a generation record in one pass that both validates the
 // line as JSON and notes where the fields the checks read are: a
 // generation record is mostly answer text, so its bytes are read once to
-// validate and locate it (eight at a time inside strings), instead of
+// validate and locate it (many at a time inside strings: str), instead of
 // once by a validator and again by a field scanner. The grammar is the
 // one json.Valid accepts (RFC 8259, any byte but a control character
 // inside strings, invalid UTF-8 included); keys match exactly, as the
