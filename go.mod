@@ -10,7 +10,7 @@ require (
 	github.com/parquet-go/parquet-go v0.32.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0
-	github.com/segmentio/asm v1.1.3
+	github.com/segmentio/asm v1.2.1
 	github.com/segmentio/encoding v0.5.4
 	github.com/valyala/fasthttp v1.78.0
 	github.com/zeebo/xxh3 v1.1.0

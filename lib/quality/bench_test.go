@@ -2,6 +2,7 @@ package quality
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"tokenmill/lib/quality/qualitytest"
@@ -38,11 +39,18 @@ func BenchmarkLang(b *testing.B) {
 }
 
 // BenchmarkRecordParse: validating generation records and reading out
-// their answers (bytes of records).
-func BenchmarkRecordParse(b *testing.B) {
+// their answers (bytes of records); OtherScripts has every answer
+// written in Chinese words among the English ones, whose UTF-8 is checked.
+func BenchmarkRecordParse(b *testing.B)             { benchRecordParse(b, false) }
+func BenchmarkRecordParseOtherScripts(b *testing.B) { benchRecordParse(b, true) }
+
+func benchRecordParse(b *testing.B, cjk bool) {
 	var lines [][]byte
 	var n int64
 	for i, text := range qualitytest.Answers(2000, 3) {
+		if cjk {
+			text = strings.NewReplacer("the ", "这个 ", "of ", "的 ", "and ", "和 ", "to ", "到 ").Replace(text)
+		}
 		a := Answer{Prompt: "Explain how the system works, with an example.", Text: text, Finish: "stop"}
 		if i%5 == 0 {
 			a.Reasoning = "The user asks how the system works; " + text[:len(text)/3]

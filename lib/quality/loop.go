@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -161,10 +162,9 @@ func over(v, thresh float64) bool { return thresh > 0 && thresh < 1 && v > thres
 // Scratch holds the buffers the loop check reuses from one text to the
 // next. The zero value is ready; a Scratch is not safe for concurrent use.
 type Scratch struct {
-	words  []uint64 // hash of each word, then of each n-gram starting there
+	words  []uint64 // hash of each word
 	starts []int32  // prefix sums of word lengths: bytes of words [0, i)
 	widest int32    // the longest word's bytes
-	order  int      // the n of the n-gram hashes in words
 	set    hashSet
 	lines  hashSet
 }
@@ -178,6 +178,7 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 	if s == nil {
 		s = &Scratch{}
 	}
+	defer s.release()
 	var m LoopMeasures
 	if cfg.TailCopies > 0 {
 		m.TailCopies, m.TailSpan, m.TailBytes = repeatedTail(text)
@@ -214,7 +215,6 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 		if !needTop && !anyBelow(cfg, 5, dup/total) {
 			continue // a longer n-gram may still need it: its bound is larger
 		}
-		s.nextOrder(n)
 		top, c, d := s.topNgram(n)
 		if v := top / total; over(v, cfg.TopNgram[n]) {
 			return fmt.Sprintf("top_%dgram %.3f > %.2f", n, v, cfg.TopNgram[n]), true
@@ -228,7 +228,6 @@ func Loop(text string, cfg *LoopConfig, s *Scratch) (detail string, bad bool) {
 		return "", false
 	}
 	for n := 5; n <= 10 && n <= words; n++ {
-		s.nextOrder(n)
 		v := s.dupNgram(n) / total
 		if over(v, cfg.DupNgram[n]) {
 			return fmt.Sprintf("dup_%dgram %.3f > %.2f", n, v, cfg.DupNgram[n]), true
@@ -269,7 +268,6 @@ func MeasureLoop(text string, s *Scratch) LoopMeasures {
 	m.DupLineBytes, m.DupParagraphBytes = lb/total, pb/total
 	s.hashWords(text)
 	for n := 2; n <= 10 && len(s.starts)-1 >= n; n++ {
-		s.nextOrder(n)
 		if n <= 4 {
 			top, _, _ := s.topNgram(n)
 			m.TopNgram[n] = top / total
@@ -278,6 +276,14 @@ func MeasureLoop(text string, s *Scratch) LoopMeasures {
 		}
 	}
 	return m
+}
+
+// release drops the buffers a huge text needed, so that a checker does
+// not hold them for the rest of a run.
+func (s *Scratch) release() {
+	if cap(s.words) > bigSet || len(s.set.slots) > bigSet || len(s.lines.slots) > bigSet {
+		*s = Scratch{}
+	}
 }
 
 // lineMeasures returns the fraction of lines repeating an earlier line and
@@ -372,6 +378,12 @@ func isSpace(c byte) bool { return spaces[c] }
 // too); a longer one is hashed.
 func (s *Scratch) hashWords(text string) {
 	words, starts := s.words[:0], append(s.starts[:0], 0)
+	if len(text) > bigSet {
+		// A long text's words are counted first, so that the buffers are
+		// made once at their size, not grown to twice it.
+		c := countWords(text)
+		words, starts = slices.Grow(words, c+1), slices.Grow(starts, c+1)
+	}
 	var sum, widest int32
 	n := len(text)
 	for i := 0; ; {
@@ -410,8 +422,33 @@ func (s *Scratch) hashWords(text string) {
 		starts = append(starts, sum)
 		i = j + 1 // text[j], if any, is a separator
 	}
-	s.words, s.starts, s.widest = words, starts, widest
-	s.order = 1
+	// A sentinel past the last word, which the rolling n-gram hash reads
+	// (and throws away) after the last n-gram.
+	words = append(words, 0)
+	s.words, s.starts, s.widest = words[:len(words)-1], starts, widest
+}
+
+// countWords returns how many words hashWords finds in text: the
+// non-separators that follow a separator or start the text, 8 bytes at a
+// time.
+func countWords(text string) int {
+	count, prev := 0, highs>>56<<56 // a separator before the text
+	i := 0
+	for ; i+8 <= len(text); i += 8 {
+		sep := sepMask(load8(text, i))
+		before := sep<<8 | prev>>56 // whether the byte before each is one
+		count += bits.OnesCount64(^sep & before & highs)
+		prev = sep
+	}
+	wasSep := prev>>63 == 1
+	for ; i < len(text); i++ {
+		sep := spaces[text[i]]
+		if !sep && wasSep {
+			count++
+		}
+		wasSep = sep
+	}
+	return count
 }
 
 // wordEnd returns the index of the first separator from i on, or len(text).
@@ -441,21 +478,24 @@ func sepMask(x uint64) uint64 {
 	return (space | ctrl) & highs
 }
 
-// nextOrder turns s.words[i] into the hash of the n-gram at i, advancing
-// from the order it holds (1 after hashWords) one order at a time. The
-// word hashes are kept in the upper half of the buffer.
-func (s *Scratch) nextOrder(n int) {
-	w := len(s.starts) - 1 // words
-	if s.order == 1 {
-		s.words = append(s.words[:w], s.words[:w]...)
+// The hash of the n-gram at i is the rotate-and-xor fold of its words'
+// hashes, rotl(...rotl(rotl(w[i], 11) ^ w[i+1], 11)..., 11) ^ w[i+n-1],
+// which is the sum of rotl(w[i+k], 11*(n-1-k)): the next one follows from
+// it in a step (rollGram), so no order's hashes are stored.
+
+// firstGram is the hash of the n-gram at 0.
+func firstGram(words []uint64, n int) uint64 {
+	h := words[0]
+	for k := 1; k < n; k++ {
+		h = bits.RotateLeft64(h, 11) ^ words[k]
 	}
-	grams, word := s.words[:w], s.words[w:2*w]
-	for ; s.order < n; s.order++ {
-		k := s.order + 1
-		for i := 0; i+k <= w; i++ {
-			grams[i] = bits.RotateLeft64(grams[i], 11) ^ word[i+k-1]
-		}
-	}
+	return h
+}
+
+// rollGram turns h, the hash of the n-gram at i, into that of the n-gram
+// at i+1: out goes w[i] (rotated n-1 times), in comes in = w[i+n].
+func rollGram(h, out, in uint64, n int) uint64 {
+	return bits.RotateLeft64(h^bits.RotateLeft64(out, 11*(n-1)), 11) ^ in
 }
 
 // topNgram returns bytes of the most frequent n-gram times its count
@@ -465,16 +505,22 @@ func (s *Scratch) nextOrder(n int) {
 func (s *Scratch) topNgram(n int) (top float64, count uint32, dup float64) {
 	grams := len(s.starts) - n
 	s.set.reset(grams)
-	var best uint32
+	// best starts at 1 (grams is at least 1): an n-gram seen once is
+	// never the answer, so its bytes are not looked at.
+	best := uint32(1)
 	var bestBytes, dupBytes int32
 	covered := 0
+	words := s.words[:len(s.words)+1] // and the sentinel hashWords leaves
+	h := firstGram(words, n)
 	for i := 0; i < grams; i++ {
-		c := s.set.add(s.words[i])
-		if c >= 2 {
-			from := max(i, covered)
-			dupBytes += s.starts[i+n] - s.starts[from]
-			covered = i + n
+		c := s.set.add(h)
+		h = rollGram(h, words[i], words[i+n], n)
+		if c < 2 {
+			continue
 		}
+		from := max(i, covered)
+		dupBytes += s.starts[i+n] - s.starts[from]
+		covered = i + n
 		if c < best {
 			continue
 		}
@@ -498,8 +544,12 @@ func (s *Scratch) dupNgram(n int) float64 {
 	s.set.reset(count)
 	covered := 0 // words [0, covered) are counted
 	var bytes int32
+	words := s.words[:len(s.words)+1] // and the sentinel hashWords leaves
+	h := firstGram(words, n)
 	for i := 0; i < count; i++ {
-		if s.set.add(s.words[i]) < 2 {
+		c := s.set.add(h)
+		h = rollGram(h, words[i], words[i+n], n)
+		if c < 2 {
 			continue
 		}
 		from := max(i, covered)
@@ -613,6 +663,10 @@ func indexAnchored(s, sub string, a int) int {
 	return -1
 }
 
+// bigSet is the table size past which a Scratch does not keep its buffers
+// from one text to the next, and a table may fill to three quarters.
+const bigSet = 1 << 18
+
 // hashSet counts 64-bit keys in an open-addressed table. Slots carry the
 // generation they were written in, so emptying the table between texts
 // costs nothing.
@@ -630,11 +684,19 @@ type slot struct {
 
 // reset empties the set, sized for about n keys.
 func (h *hashSet) reset(n int) {
+	// At most half full, for short probes; a table past bigSet slots may
+	// fill to three quarters (a huge answer's n-grams: one slot in three
+	// saved, at a few more probes).
+	want := 2 * n
+	if want > bigSet {
+		want = n + n/3
+	}
 	size := 64
-	for size < 2*n {
+	for size < want {
 		size <<= 1
 	}
 	if size > len(h.slots) {
+		h.slots = nil // the old table is garbage before the new one is made
 		h.slots = make([]slot, size)
 		h.gen = 0
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"tokenmill/lib/quality/qualitytest"
 	"tokenmill/lib/record"
 )
 
@@ -282,7 +283,39 @@ func FuzzLoop(f *testing.F) {
 		if m.TailBytes > len(text) || (m.TailCopies > 0 && m.TailSpan*m.TailCopies > m.TailBytes) {
 			t.Fatalf("tail %+v of a %d-byte text", m, len(text))
 		}
+		checkCountWords(t, text)
 	})
+}
+
+// checkCountWords: countWords (which sizes a long text's buffers) counts
+// the words hashWords finds.
+func checkCountWords(t *testing.T, text string) {
+	t.Helper()
+	want := len(strings.FieldsFunc(text, func(r rune) bool { return r < 0x80 && isSpace(byte(r)) }))
+	if got := countWords(text); got != want {
+		t.Fatalf("countWords(%q) = %d, want %d", text, got, want)
+	}
+	var s Scratch
+	if s.hashWords(text); len(s.words) != want {
+		t.Fatalf("hashWords(%q) found %d words, want %d", text, len(s.words), want)
+	}
+}
+
+// TestCountWords: every separator, runs of them, at every offset of texts
+// up to 40 bytes (across the 8-byte words countWords reads).
+func TestCountWords(t *testing.T) {
+	for _, sep := range []string{" ", "\n", "\t", "\r", "\v", "\f", " \n\t", "\x85", "\u00a0"} {
+		for n := 0; n <= 40; n++ {
+			base := strings.Repeat("ab", n)[:n]
+			for at := 0; at <= n; at++ {
+				checkCountWords(t, base[:at]+sep+base[at:])
+				checkCountWords(t, sep+base[:at]+sep+sep+base[at:]+sep)
+			}
+		}
+	}
+	for _, a := range qualitytest.Answers(50, 9) {
+		checkCountWords(t, a)
+	}
 }
 
 func FuzzThinkResidue(f *testing.F) {

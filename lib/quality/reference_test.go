@@ -505,3 +505,24 @@ func FuzzFindMarker(f *testing.F) {
 	f.Add("[/THINK] ◁/think▷ [THINK]", "[/THINK]")
 	f.Fuzz(func(t *testing.T, s, prompt string) { sameMarker(t, s, prompt) })
 }
+
+// TestHugeTextMatchesReference: a text whose n-gram tables pass bigSet
+// (made once at their size, filled to three quarters, dropped afterwards)
+// gets the reference's measures and verdict, and so does the short text
+// checked after it with the same Scratch.
+func TestHugeTextMatchesReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 1.2 MB text against the reference: seconds")
+	}
+	text := qualitytest.Prose(1200 << 10)
+	if countWords(text) <= bigSet/2 {
+		t.Fatalf("%d words: the tables would not pass bigSet", countWords(text))
+	}
+	var s Scratch
+	for _, tt := range []string{text, proseText} {
+		sameLoop(t, tt, &s)
+	}
+	if cap(s.words) > bigSet || len(s.set.slots) > bigSet {
+		t.Errorf("the Scratch keeps %d words and %d slots after a huge text", cap(s.words), len(s.set.slots))
+	}
+}

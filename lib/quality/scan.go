@@ -1,8 +1,11 @@
 package quality
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/segmentio/asm/ascii"
 
 	"tokenmill/lib/record"
 )
@@ -10,7 +13,7 @@ import (
 // Parse reads a generation record in one pass that both validates the
 // line as JSON and notes where the fields the checks read are: a
 // generation record is mostly answer text, so its bytes are read once to
-// validate and locate it (eight at a time inside strings), instead of
+// validate and locate it (many at a time inside strings: str), instead of
 // once by a validator and again by a field scanner. The grammar is the
 // one json.Valid accepts (RFC 8259, any byte but a control character
 // inside strings, invalid UTF-8 included); keys match exactly, as the
@@ -262,52 +265,61 @@ func special(x uint64) uint64 {
 
 // str validates the string starting at s.b[i] == '"' and returns the
 // index past its closing quote (-1 if invalid), whether it holds an
-// escape, and whether a byte above ASCII may be in it.
+// escape, and whether a byte above ASCII may be in it. The quotes and
+// backslashes are found with bytes.IndexByte and the runs between them
+// checked with asm's ValidPrint, both many bytes an instruction; only a
+// run that is not all printable ASCII is looked at again, for a control
+// character.
 func (s *scanner) str(i int) (end int, escaped, high bool) {
 	b := s.b
-	var seen uint64 // every byte looked at, or'ed together
 	j := i + 1
+	// Most strings are short (keys, roles, finish reasons): their end is
+	// found among the first 16 bytes, 8 at a time, without a call.
+	var seen uint64 // the bytes looked at, or'ed together
+	for k := 0; k < 2 && j+8 <= len(b); k++ {
+		x := binary.LittleEndian.Uint64(b[j:])
+		if m := special(x); m != 0 {
+			if n := bits.TrailingZeros64(m) >> 3; b[j+n] == '"' {
+				return j + n + 1, false, (seen|x&(1<<(8*n)-1))&highs != 0
+			}
+			break // an escape or a control character: the loop reads the word again
+		}
+		seen |= x
+		j += 8
+	}
+	high = seen&highs != 0
+	q := -1 // the next quote at or after j, once found
 	for {
-		for j+8 <= len(b) {
-			x := binary.LittleEndian.Uint64(b[j:])
-			if m := special(x); m != 0 {
-				n := bits.TrailingZeros64(m) >> 3
-				seen |= x & (1<<(8*n) - 1) // the bytes before the mark
-				j += n
-				goto found
-			}
-			seen |= x
-			j += 8
-		}
-		for j < len(b) {
-			if c := b[j]; c == '"' || c == '\\' || c < 0x20 {
-				goto found
-			}
-			seen |= uint64(b[j])
-			j++
-		}
-		return -1, false, false
-	found:
-		switch b[j] {
-		case '"':
-			return j + 1, escaped, seen&highs != 0
-		case '\\':
-			escaped = true
-			if j+1 >= len(b) {
+		if q < j {
+			k := bytes.IndexByte(b[j:], '"')
+			if k < 0 {
 				return -1, false, false
 			}
-			switch b[j+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				j += 2
-			case 'u':
-				if j+6 > len(b) || !record.IsHexDigit(b[j+2]) || !record.IsHexDigit(b[j+3]) || !record.IsHexDigit(b[j+4]) || !record.IsHexDigit(b[j+5]) {
-					return -1, false, false
-				}
-				j += 6
-			default:
+			q = j + k
+		}
+		e := q
+		if k := bytes.IndexByte(b[j:q], '\\'); k >= 0 {
+			e = j + k
+		}
+		if run := b[j:e]; !ascii.ValidPrint(run) {
+			if record.HasControl(run) {
 				return -1, false, false
 			}
-		default: // a control character
+			high = true // or a DEL: true is always safe
+		}
+		if e == q {
+			return q + 1, escaped, high
+		}
+		escaped = true // b[e+1] exists: the quote q is after e
+		switch b[e+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			j = e + 2
+		case 'u':
+			if e+6 > len(b) || !record.IsHexDigit(b[e+2]) || !record.IsHexDigit(b[e+3]) || !record.IsHexDigit(b[e+4]) || !record.IsHexDigit(b[e+5]) {
+				return -1, false, false
+			}
+			j = e + 6
+		default:
 			return -1, false, false
 		}
 	}

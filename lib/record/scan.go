@@ -254,6 +254,10 @@ const (
 	highs = 0x8080808080808080
 )
 
+// HasControl reports whether s holds a byte below 0x20 (which a JSON
+// string may not hold raw).
+func HasControl(s []byte) bool { return hasControl(s) }
+
 // hasControl reports whether s holds a byte below 0x20, eight bytes at a
 // time: (x - 0x20 each) borrows into a byte's top bit only where that byte
 // is below 0x20 (or a byte below it was), and &^ x leaves out the bytes

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	stdjson "encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 	"unsafe"
@@ -122,4 +123,43 @@ func hints(q []byte) (escaped, nonASCII bool) {
 		nonASCII = nonASCII || c >= utf8.RuneSelf
 	}
 	return bytes.IndexByte(q, '\\') >= 0, nonASCII
+}
+
+// utf8Cases are byte runs valid and not, for TestValidIsUTF8Valid and
+// FuzzValid: cut, overlong, surrogate and out-of-range sequences among
+// the valid ones of every length.
+var utf8Cases = []string{
+	"", "a", "é", "中", "😀", "\uFFFD", "\xff", "\xc3", "\xe4\xb8", "\xf0\x9f\x98",
+	"\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf4\x90\x80\x80", "\xf8\x88\x80\x80\x80",
+	"\x80", "\xbf", "\xc3\xa9\xa9", "\xf4\x8f\xbf\xbf",
+}
+
+// TestValidIsUTF8Valid puts each case at every offset of runs of ASCII,
+// Latin, CJK and emoji text long enough for the vectorized path (32 bytes
+// and more, across its block boundaries), and asks valid and utf8.Valid.
+func TestValidIsUTF8Valid(t *testing.T) {
+	for _, fill := range []string{"a", "é", "中", "😀", "a中é"} {
+		for n := 0; n <= 140; n += 7 {
+			base := []byte(strings.Repeat(fill, n))
+			for _, c := range utf8Cases {
+				for at := 0; at <= len(base); at++ {
+					b := append(append(append([]byte(nil), base[:at]...), c...), base[at:]...)
+					if got, want := valid(b), utf8.Valid(b); got != want {
+						t.Fatalf("valid(%q) = %v, utf8.Valid says %v", b, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, c := range utf8Cases {
+		f.Add([]byte(strings.Repeat("中a", 20) + c + strings.Repeat("é", 20)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := valid(b), utf8.Valid(b); got != want {
+			t.Fatalf("valid(%q) = %v, utf8.Valid says %v", b, got, want)
+		}
+	})
 }

@@ -52,3 +52,17 @@ func Answers(n int, seed uint64) []string {
 	}
 	return out
 }
+
+// Prose returns n bytes or more of answers that do not repeat one
+// another, paragraphs apart: the loop check's worst case, its measures
+// computed over n-grams that are nearly all distinct.
+func Prose(n int) string {
+	var b strings.Builder
+	for seed := uint64(1); b.Len() < n; seed++ {
+		for _, a := range Answers(1000, seed) {
+			b.WriteString(a)
+			b.WriteString("\n\n")
+		}
+	}
+	return b.String()
+}
