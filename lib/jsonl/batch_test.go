@@ -74,6 +74,33 @@ func TestParallelKeepsInputOrder(t *testing.T) {
 	}
 }
 
+// TestParallelOneWorkerInline: with one worker, each batch is worked on
+// by the sequencing goroutine just before it is sequenced (one core's
+// work, no hand-off), and never concurrently with a sequence call.
+func TestParallelOneWorkerInline(t *testing.T) {
+	input, want := batchInput(3*BatchRecords + 500)
+	in := NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{MaxLine: 4 * readBufferSize})
+	worked, sequenced, items := 0, 0, 0 // plain ints: -race reports any concurrent use
+	err := Parallel(context.Background(), in, 1, func(w int, b *Batch[int]) {
+		if w != 0 || worked != sequenced {
+			t.Errorf("worker %d works on batch %d after %d were sequenced", w, worked, sequenced)
+		}
+		worked++
+	}, func(b *Batch[int]) error {
+		if sequenced++; sequenced != worked {
+			return fmt.Errorf("batch %d sequenced, %d worked on", sequenced, worked)
+		}
+		items += len(b.Items)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items != len(want) || sequenced < 4 {
+		t.Fatalf("%d inputs in %d batches, want %d in at least 4", items, sequenced, len(want))
+	}
+}
+
 // endless yields "{}" records without end, counting the bytes read.
 type endless struct{ n atomic.Int64 }
 
