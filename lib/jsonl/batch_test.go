@@ -226,3 +226,34 @@ func TestParallelLastBatchCarriesFinalCount(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParallel is the machinery alone: read, batch, hand each batch
+// to the workers (each reads every byte of its records, as a parser
+// would) and take them back in order, with one worker (on the
+// sequencing goroutine) and with two.
+func BenchmarkParallel(b *testing.B) {
+	line := `{"id":"x","messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 45) + `"}]}` + "\n"
+	input := []byte(strings.Repeat(line, 40000))
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			b.SetBytes(int64(len(input)))
+			for b.Loop() {
+				in := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
+				n := 0
+				err := Parallel(context.Background(), in, workers, func(_ int, bt *Batch[int]) {
+					for i := range bt.Items {
+						bt.Items[i].V = bytes.Count(bt.Items[i].Data, []byte{'"'})
+					}
+				}, func(bt *Batch[int]) error {
+					for _, it := range bt.Items {
+						n += it.V
+					}
+					return nil
+				})
+				if err != nil || n != 40000*14 {
+					b.Fatalf("%d quotes counted, %v", n, err)
+				}
+			}
+		})
+	}
+}
