@@ -43,7 +43,9 @@ type Batch[T any] struct {
 }
 
 // Parallel reads in to its end, calls work on every batch from one of
-// workers goroutines (worker is its index, for state of its own), and
+// workers goroutines (worker is its index, for state of its own; with one
+// worker, from the caller's goroutine just before sequence, so that one
+// worker is one core's work and no batch waits on a hand-off), and
 // calls sequence on the batches in input order from the caller's
 // goroutine; it closes in. The batch that ends in is sequenced even when
 // it holds no input, so that its Read is the reader's final count. When
@@ -62,27 +64,36 @@ func Parallel[T any](ctx context.Context, in *Reader, workers int, work func(wor
 	for range slots {
 		free <- &Batch[T]{}
 	}
-	todo := make(chan *Batch[T], slots)
+	var todo chan *Batch[T] // nil with one worker: the caller works
 	order := make(chan *Batch[T], slots)
 	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for b := range todo {
-				work(w, b)
-				close(b.done)
-			}
-		})
+	if workers > 1 {
+		todo = make(chan *Batch[T], slots)
+		for w := range workers {
+			wg.Go(func() {
+				for b := range todo {
+					work(w, b)
+					close(b.done)
+				}
+			})
+		}
 	}
 	readDone := make(chan error, 1)
 	go func() {
 		err := fill(ctx, in, free, todo, order)
-		close(todo)
+		if todo != nil {
+			close(todo)
+		}
 		close(order)
 		readDone <- errors.Join(err, in.Close())
 	}()
 	var seqErr error
 	take := func(b *Batch[T]) {
-		<-b.done
+		if todo == nil {
+			work(0, b)
+		} else {
+			<-b.done
+		}
 		if seqErr == nil {
 			if seqErr = sequence(b); seqErr != nil {
 				cancel()
@@ -121,6 +132,7 @@ func Parallel[T any](ctx context.Context, in *Reader, workers int, work func(wor
 }
 
 // fill reads batches until EOF, a fatal error or cancellation.
+// A nil todo sends batches to order alone.
 func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, order chan<- *Batch[T]) error {
 	var b *Batch[T]
 	take := func() bool {
@@ -145,7 +157,9 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 			}
 		}
 		b.Read = in.Stats
-		todo <- b
+		if todo != nil {
+			todo <- b
+		}
 		order <- b
 		b = nil
 	}

@@ -74,6 +74,33 @@ func TestParallelKeepsInputOrder(t *testing.T) {
 	}
 }
 
+// TestParallelOneWorkerInline: with one worker, each batch is worked on
+// by the sequencing goroutine just before it is sequenced (one core's
+// work, no hand-off), and never concurrently with a sequence call.
+func TestParallelOneWorkerInline(t *testing.T) {
+	input, want := batchInput(3*BatchRecords + 500)
+	in := NewReader(context.Background(), nil, nil, strings.NewReader(input), Options{MaxLine: 4 * readBufferSize})
+	worked, sequenced, items := 0, 0, 0 // plain ints: -race reports any concurrent use
+	err := Parallel(context.Background(), in, 1, func(w int, b *Batch[int]) {
+		if w != 0 || worked != sequenced {
+			t.Errorf("worker %d works on batch %d after %d were sequenced", w, worked, sequenced)
+		}
+		worked++
+	}, func(b *Batch[int]) error {
+		if sequenced++; sequenced != worked {
+			return fmt.Errorf("batch %d sequenced, %d worked on", sequenced, worked)
+		}
+		items += len(b.Items)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items != len(want) || sequenced < 4 {
+		t.Fatalf("%d inputs in %d batches, want %d in at least 4", items, sequenced, len(want))
+	}
+}
+
 // endless yields "{}" records without end, counting the bytes read.
 type endless struct{ n atomic.Int64 }
 
@@ -197,5 +224,36 @@ func TestParallelLastBatchCarriesFinalCount(t *testing.T) {
 			t.Errorf("%d records: Parallel = %v with %d items, the last batch read %d bytes; want %d items, all %d bytes",
 				records, err, items, last.Bytes, records, len(input))
 		}
+	}
+}
+
+// BenchmarkParallel is the machinery alone: read, batch, hand each batch
+// to the workers (each reads every byte of its records, as a parser
+// would) and take them back in order, with one worker (on the
+// sequencing goroutine) and with two.
+func BenchmarkParallel(b *testing.B) {
+	line := `{"id":"x","messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 45) + `"}]}` + "\n"
+	input := []byte(strings.Repeat(line, 40000))
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			b.SetBytes(int64(len(input)))
+			for b.Loop() {
+				in := NewReader(context.Background(), nil, nil, bytes.NewReader(input), Options{})
+				n := 0
+				err := Parallel(context.Background(), in, workers, func(_ int, bt *Batch[int]) {
+					for i := range bt.Items {
+						bt.Items[i].V = bytes.Count(bt.Items[i].Data, []byte{'"'})
+					}
+				}, func(bt *Batch[int]) error {
+					for _, it := range bt.Items {
+						n += it.V
+					}
+					return nil
+				})
+				if err != nil || n != 40000*14 {
+					b.Fatalf("%d quotes counted, %v", n, err)
+				}
+			}
+		})
 	}
 }

@@ -46,6 +46,24 @@ func (o *Object) Walk(obj []byte) { *o = Object{b: obj} }
 // and its raw value. ok is false at the end or at the first fault: then
 // Valid tells which.
 func (o *Object) Next() (key, value []byte, ok bool) {
+	key, at, ok := o.NextKey()
+	if !ok {
+		return nil, nil, false
+	}
+	end := o.ValueEnd(at)
+	o.Resume(end)
+	if end < 0 {
+		return nil, nil, false
+	}
+	return key, o.b[at:end], true
+}
+
+// NextKey is Next for a caller that reads one member's value itself, in
+// the same pass that checks it: it returns the next key and where its
+// value starts, and the caller then passes the index just past the value
+// to Resume (-1 if it is not one), by ValueEnd or by a scanner of its own
+// that checks what ValueEnd would.
+func (o *Object) NextKey() (key []byte, at int, ok bool) {
 	b, i := o.b, o.i
 	switch o.state {
 	case 0:
@@ -70,8 +88,11 @@ func (o *Object) Next() (key, value []byte, ok bool) {
 		default:
 			return o.bad()
 		}
+	case 3: // Resume was not called: the walk cannot go on
+		o.state = -1
+		return nil, 0, false
 	default:
-		return nil, nil, false
+		return nil, 0, false
 	}
 	if i >= len(b) || b[i] != '"' {
 		return o.bad()
@@ -85,34 +106,56 @@ func (o *Object) Next() (key, value []byte, ok bool) {
 	if i >= len(b) || b[i] != ':' {
 		return o.bad()
 	}
-	i = SkipSpace(b, i+1)
-	var vend int
+	o.state = 3 // the value's end is the caller's to give
+	return key, SkipSpace(b, i+1), true
+}
+
+// ValueEnd returns the index just past the value at b[at] (checked with
+// Scan, split with Walk), or -1 if there is none.
+func (o *Object) ValueEnd(at int) int {
 	if o.checked {
-		vend = scanValue(b, i, 1)
-	} else if e, err := skipValue(b, i); err == nil {
-		vend = e
-	} else {
-		vend = -1
+		return scanValue(o.b, at, 1)
 	}
-	if vend < 0 {
-		return o.bad()
+	if e, err := skipValue(o.b, at); err == nil {
+		return e
 	}
-	o.i, o.state = vend, 1
-	return key, b[i:vend], true
+	return -1
 }
 
-func (o *Object) bad() ([]byte, []byte, bool) {
+// Resume goes on after the value NextKey left to the caller, which ends
+// at end (-1: it was not a value, and the walk stops, not valid).
+func (o *Object) Resume(end int) {
+	if o.state != 3 {
+		return
+	}
+	if end < 0 {
+		o.state = -1
+		return
+	}
+	o.i, o.state = end, 1
+}
+
+func (o *Object) bad() ([]byte, int, bool) {
 	o.state = -1
-	return nil, nil, false
+	return nil, 0, false
 }
 
-func (o *Object) end(i int) ([]byte, []byte, bool) {
+func (o *Object) end(i int) ([]byte, int, bool) {
 	o.state = 2
 	if o.checked && SkipSpace(o.b, i) != len(o.b) {
 		o.state = -1
 	}
-	return nil, nil, false
+	return nil, 0, false
 }
+
+// ScanValue returns the index just past the JSON value at b[i], checked
+// as Scan checks a member's value at the given depth (1 for a top-level
+// member's value), or -1.
+func ScanValue(b []byte, i, depth int) int { return scanValue(b, i, depth) }
+
+// ScanString is scanString: the index past the string at b[i] == '"'
+// and whether it holds no escape, or -1.
+func ScanString(b []byte, i int) (int, bool) { return scanString(b, i) }
 
 // Valid reports, once Next has returned false, whether the object was
 // walked to its end: it is one object in JSON's grammar (with Scan) and
@@ -307,15 +350,14 @@ func scanString(b []byte, i int) (int, bool) {
 		}
 		e := bytes.IndexByte(b[j:q], '\\')
 		if e < 0 {
-			if hasControl(b[j:q]) {
+			// No byte of an escape is a control character, so the body
+			// is checked for them once, whatever its escapes.
+			if hasControl(b[i+1 : q]) {
 				return -1, false
 			}
 			return q + 1, plain
 		}
 		e += j
-		if hasControl(b[j:e]) {
-			return -1, false
-		}
 		plain = false
 		if e+1 >= len(b) {
 			return -1, false

@@ -37,12 +37,47 @@ func (d *dist) add(v int64) {
 // Sorting the 4-byte integers first is the faster way, and leaves
 // quantile's own sort nothing to do.
 func (d dist) floats() []float64 {
-	slices.Sort(d)
+	sortValues(d)
 	f := make([]float64, len(d))
 	for i, v := range d {
 		f[i] = float64(v)
 	}
 	return f
+}
+
+// sortValues sorts d: by radix for a long one (four passes of a byte,
+// linear in its length), by comparison for a short one. The report's
+// sorts run on one goroutine after the last record, so their time adds
+// to the run's whole.
+func sortValues(d []uint32) {
+	if len(d) < 1<<12 {
+		slices.Sort(d)
+		return
+	}
+	buf := make([]uint32, len(d))
+	src, dst := d, buf
+	for shift := uint(0); shift < 32; shift += 8 {
+		var count [256]int
+		for _, v := range src {
+			count[v>>shift&0xff]++
+		}
+		if count[src[0]>>shift&0xff] == len(src) {
+			continue // every value has this byte: the pass would move nothing
+		}
+		pos := 0
+		for i, c := range count {
+			count[i], pos = pos, pos+c
+		}
+		for _, v := range src {
+			b := v >> shift & 0xff
+			dst[count[b]] = v
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &d[0] {
+		copy(d, src)
+	}
 }
 
 // describe summarizes d with its log-scale histogram.
@@ -113,7 +148,7 @@ type aggregator struct {
 	finish   map[string]*int64 // pointer counts: assigning m[k] would store k, which aliases the input line
 	statuses map[int]int64
 	messages map[msgKey]*msgAgg
-	seen     map[uint64]struct{}
+	seen     keySet
 	dups     int64
 	examples []Duplicate
 	sources  map[string]*sourceAgg
@@ -142,7 +177,6 @@ func newAggregator() *aggregator {
 		finish:   map[string]*int64{},
 		statuses: map[int]int64{},
 		messages: map[msgKey]*msgAgg{},
-		seen:     map[uint64]struct{}{},
 		sources:  map[string]*sourceAgg{},
 		ends:     map[string]*endpointAgg{},
 	}
@@ -157,14 +191,12 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 	src.kinds[f.kind]++
 	src.promptChars += int64(f.prompt)
 
-	if _, ok := a.seen[f.key]; ok {
+	if a.seen.add(f.key) {
 		a.dups++
 		if len(a.examples) < maxExamples {
 			a.examples = append(a.examples, Duplicate{ID: f.id.text(), Sample: f.sample,
 				Kind: f.kind.String(), File: file, Line: line})
 		}
-	} else {
-		a.seen[f.key] = struct{}{}
 	}
 
 	if f.kind != record.KindPrompt {

@@ -5,8 +5,8 @@
 // Memory: every length distribution (the context section's prompt tokens
 // too) and each endpoint's latencies keep one 4-byte value per record that
 // has it, so percentiles are exact, and the repeated-id check keeps one
-// 8-byte hash per distinct (id, sample) in a map (10-20 bytes with its
-// slack): 40-70 bytes per generation record, and a peak of 155-190 MB RSS
+// 8-byte hash per distinct (id, sample) in a flat table (9-18 bytes with
+// its slack): 40-70 bytes per generation record, and a peak of 155-190 MB RSS
 // for a million small ones (runs vary with the garbage collector).
 package stats
 
