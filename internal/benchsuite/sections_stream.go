@@ -131,7 +131,7 @@ var dedupSection = &section{
 		}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "dedup", "", "dedup", p)),
-			peer(with(in, "dedup --workers 1", "one worker: the second core's share", "dedup", "--workers", "1", p)),
+			peer(with(in, "dedup --workers 1", "one worker: reads, parses and decides on one core", "dedup", "--workers", "1", p)),
 			ours(with(in, "dedup --exact", "", "dedup", "--exact", p)),
 			peer(with(in, "awk", "compares whole lines, ids included, so it drops no repeated prompt", "awk", "!seen[$0]++", p)),
 			gawk,
