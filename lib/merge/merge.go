@@ -73,7 +73,8 @@ type Command struct {
 	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
 	cli.RejectsFlag
-	cli.ForceFlag `set:"force_what=-o, --errors and --rejects"`
+	cli.WorkersFlag `set:"workers_what=parse and rank records, the output the same whatever their number"`
+	cli.ForceFlag   `set:"force_what=-o, --errors and --rejects"`
 	cli.ProgressFlag
 }
 
@@ -89,6 +90,12 @@ type merger struct {
 	dropLength bool
 	keepCut    bool // --keep-truncated
 	tempParent string
+	workers    int
+
+	// sources are the input files records are read back from
+	// (readback.go), by name in sourceIndex.
+	sources     []*source
+	sourceIndex map[string]int32
 
 	out  sink
 	errs *jsonl.Writer
@@ -185,7 +192,11 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	}
 	// Records held may take half the budget: Go's collector lets the heap
 	// grow to about twice what is live before it reclaims garbage.
-	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort,
+	workers, err := c.WorkersFlag.Count()
+	if err != nil {
+		return nil, err
+	}
+	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort, workers: workers,
 		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
 		rejected: map[uint64]struct{}{}}
 	if err := c.tokenUsage(); err != nil {
@@ -246,6 +257,7 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 			return err
 		}
 	}
+	defer m.closeSources()
 	progress := cli.StartProgress(m.ctx, env, c.Progress, func() []string {
 		return []string{fmt.Sprintf("read %d records, %.1f MB; spilled %.1f MB; resolved %d keys",
 			m.read.Load(), float64(m.bytes.Load())/1e6, float64(m.spilled.Load())/1e6, m.resolved.Load())}
@@ -265,6 +277,9 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	if err := m.readAnswers(top, &seq, env, rejects); err != nil {
 		return err
 	}
+	if err := m.checkSources(); err != nil {
+		return err
+	}
 	if err := top.finish(m.emit); err != nil {
 		return err
 	}
@@ -277,55 +292,98 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	return nil
 }
 
+// scanned is a worker's result for one answer record.
+type scanned struct {
+	p   parsed
+	rej *rejection
+	sum uint64 // xxh3 of the record, when it can be read back
+}
+
 // readAnswers folds every generation and error record into the table.
+// Workers parse batches of records in parallel; the batches are folded in
+// input order (jsonl.Parallel), so the result does not depend on timing.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
 	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
-	defer in.Close()
 	var e entry
-	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
-		p, rej := parseRecord(rec.Data)
-		if rej == nil && p.rank == rankNone {
-			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
-		}
-		if rej == nil {
-			m.judge(&p, rec.Data)
-		}
-		data := rec.Data
-		if rej == nil && m.tokens != nil && m.isGood(p.rank) {
-			data, rej = m.tokens.convert(rec.Data)
-		}
-		if rej == nil && m.conv != nil && m.isGood(p.rank) {
-			// Converted now, so a record that cannot be is rejected where
-			// it was read, and only the smaller training record is held.
-			data, rej = m.conv.convert(rec.Data)
-		}
-		if rej != nil {
-			if v, err := record.FieldValue(rec.Data, "reject"); err == nil && v != nil && p.rank != rankRejected {
-				// A line an earlier stage rejected, as its rejects file
-				// holds it: reported there already.
-				m.earlierRejects++
-				return nil
+	err := jsonl.Parallel(m.ctx, in, m.workers, func(_ int, b *jsonl.Batch[scanned]) {
+		for i := range b.Items {
+			it := &b.Items[i]
+			if it.Err != nil {
+				continue
 			}
-			return rejects.Add(rec, rej.reason, rej.detail)
+			it.V.p, it.V.rej = parseRecord(it.Data)
+			if it.Seekable && !m.missing {
+				it.V.sum = xxh3.Hash(it.Data)
+			}
 		}
-		m.read.Add(1)
-		m.bytes.Store(in.Stats.Bytes)
-		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
-		if isCut(p.rank) {
-			e.cut = p.cut
-		}
-		if !m.missing {
-			e.data = data
-			if m.conv == nil && m.tokens == nil || !m.isGood(p.rank) {
-				// A long line is kept as the reader assembled it, not copied.
-				if long := in.TakeLong(rec); long != nil {
-					e.data, e.owned = long, true
+	}, func(b *jsonl.Batch[scanned]) error {
+		for i := range b.Items {
+			it := &b.Items[i]
+			if it.Err != nil {
+				if err := rejects.Input(it.Err); err != nil {
+					return err
 				}
+				continue
+			}
+			if err := m.answer(top, seq, &e, it, rejects); err != nil {
+				return err
 			}
 		}
-		*seq++
-		return top.add(&e)
+		m.bytes.Store(b.Read.Bytes)
+		return nil
 	})
+	if err == nil && m.ctx.Err() != nil {
+		err = context.Cause(m.ctx)
+	}
+	return err
+}
+
+// answer folds one parsed answer record into the table.
+func (m *merger) answer(top *table, seq *int64, e *entry, it *jsonl.Item[scanned], rejects *jsonl.Rejects) error {
+	rec, p, rej := it.RawLine, &it.V.p, it.V.rej
+	if rej == nil && p.rank == rankNone {
+		rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
+	}
+	if rej == nil {
+		m.judge(p, rec.Data)
+	}
+	data, converted := rec.Data, false
+	if rej == nil && m.tokens != nil && m.isGood(p.rank) {
+		data, rej = m.tokens.convert(rec.Data)
+		converted = true
+	}
+	if rej == nil && m.conv != nil && m.isGood(p.rank) {
+		// Converted now, so a record that cannot be is rejected where
+		// it was read, and only the smaller training record is held.
+		data, rej = m.conv.convert(rec.Data)
+		converted = true
+	}
+	if rej != nil {
+		if v, err := record.FieldValue(rec.Data, "reject"); err == nil && v != nil && p.rank != rankRejected {
+			// A line an earlier stage rejected, as its rejects file
+			// holds it: reported there already.
+			m.earlierRejects++
+			return nil
+		}
+		return rejects.Add(rec, rej.reason, rej.detail)
+	}
+	m.read.Add(1)
+	*e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
+	if isCut(p.rank) {
+		e.cut = p.cut
+	}
+	switch {
+	case m.missing:
+	case !converted && rec.Seekable && m.address(e, rec.File, rec.Offset, rec.Data, it.V.sum):
+	default:
+		e.data = data
+		if !converted && it.Long() {
+			// A long line is kept as the reader assembled it, not copied.
+			e.owned = true
+		}
+	}
+	*seq++
+	return top.add(e)
 }
 
 // rejectKey identifies one rejected answer: its (id, sample) and the
@@ -461,7 +519,9 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 			e = entry{id: p.id.Text, sample: s, numeric: p.id.Numeric, prompt: true, head: s == first, order: *seq, seq: *seq}
 			if m.missing {
 				e.data = data
-				if first != last {
+				if first == last && p.rank == rankNone && rec.Seekable && m.address(&e, rec.File, rec.Offset, rec.Data, xxh3.Hash(rec.Data)) {
+					e.data = nil
+				} else if first != last {
 					buf, _ = record.AppendField(buf[:0], data, "sample", strconv.AppendInt(nil, int64(s), 10))
 					e.data = buf
 				}
@@ -528,22 +588,31 @@ func (m *merger) emit(e *entry) error {
 			m.good++
 		default:
 			m.missingN++
-			return m.out.Write(e.data)
+			return m.write(m.out, e)
 		}
 		return nil
 	}
 	if good {
 		m.good++
-		return m.out.Write(e.data)
+		return m.write(m.out, e)
 	}
 	if !hasPrompts || e.prompt {
 		m.missingN++
 	}
 	if m.errs != nil && e.rank > rankNone {
 		m.toErrors++
-		return m.errs.Write(e.data)
+		return m.write(m.errs, e)
 	}
 	return nil
+}
+
+// write writes e's record, held or read back, to w.
+func (m *merger) write(w interface{ Write([]byte) error }, e *entry) error {
+	data, err := m.recordOf(e)
+	if err != nil {
+		return err
+	}
+	return w.Write(data)
 }
 
 // summary is the final line: merge: read N, unique out M, replaced R,

@@ -27,6 +27,14 @@ type entry struct {
 	// owned marks data the table may keep as it is (a long line taken
 	// from the reader) instead of copying.
 	owned bool
+	// src, when not 0, says that the record is not held but read back
+	// when written (readback.go): the index+1 of its file among
+	// merger.sources, where it starts, its length and the xxh3 hash of
+	// its bytes.
+	src  int32
+	size uint32
+	off  int64
+	sum  uint64
 }
 
 type key struct {
@@ -37,7 +45,7 @@ type key struct {
 const (
 	// entryOverhead is what an entry costs beside its id and data: the
 	// struct, its map slot and slice headers, roughly.
-	entryOverhead = 128
+	entryOverhead = 160
 	// fanout is how many partitions a table spills into.
 	fanout = 16
 	// maxLevel stops repartitioning: a table this deep holds so few keys
@@ -115,9 +123,13 @@ func (t *table) absorb(old, e *entry) {
 
 func (t *table) setData(old, e *entry) {
 	t.used -= int64(cap(old.data))
-	if e.owned {
+	old.src, old.size, old.off, old.sum = e.src, e.size, e.off, e.sum
+	switch {
+	case e.src != 0:
+		old.data = nil
+	case e.owned:
 		old.data = e.data
-	} else {
+	default:
 		old.data = append(old.data[:0], e.data...)
 	}
 	t.used += int64(cap(old.data))
