@@ -277,6 +277,9 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	if err := m.readAnswers(top, &seq, env, rejects); err != nil {
 		return err
 	}
+	if afterReading != nil {
+		afterReading()
+	}
 	if err := m.checkSources(); err != nil {
 		return err
 	}

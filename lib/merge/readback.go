@@ -17,6 +17,10 @@ import (
 // A file changed in place since it was read is refused, record by record,
 // by the hash: what is written is always the bytes that were ranked.
 
+// afterReading, when set (by tests), runs once every input is read and
+// before anything is written: the moment a file may change under merge.
+var afterReading func()
+
 // readBackWindow is how much of a file one read fetches ahead when the
 // records are wanted in file order, as they mostly are.
 const readBackWindow = 1 << 20
