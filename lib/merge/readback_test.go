@@ -214,3 +214,30 @@ func TestReadBackRefusesChangedFile(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyHashCollisions: keys whose hashes collide in the table's index
+// (every key's, here) still resolve each on its own: the same output and
+// errors, in memory and spilled.
+func TestKeyHashCollisions(t *testing.T) {
+	dir := t.TempDir()
+	inputs, _ := brutePaths(t, dir)
+	run := func(memory string) (string, string) {
+		o, e := filepath.Join(t.TempDir(), "out.jsonl"), filepath.Join(t.TempDir(), "errors.jsonl")
+		code, _, stderr := runMerge(t, context.Background(), nil, append([]string{"--memory", memory, "-o", o, "--errors", e}, inputs...)...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		out, _ := os.ReadFile(o)
+		errs, _ := os.ReadFile(e)
+		return string(out), string(errs)
+	}
+	wantOut, wantErrs := run("512MiB")
+	real := keyHash
+	keyHash = func(string, int) uint64 { return 42 }
+	defer func() { keyHash = real }()
+	for _, memory := range []string{"512MiB", "16KiB"} {
+		if out, errs := run(memory); out != wantOut || errs != wantErrs {
+			t.Fatalf("--memory %s: with every key's hash the same, the output (%d bytes) or errors (%d) differ from %d, %d", memory, len(out), len(errs), len(wantOut), len(wantErrs))
+		}
+	}
+}
