@@ -300,6 +300,44 @@ type scanned struct {
 	p   parsed
 	rej *rejection
 	sum uint64 // xxh3 of the record, when it can be read back
+	// With --to, a good answer's training record (a copy of its own) or
+	// why it cannot be made; whether the answer stays good is decided in
+	// order (judge), and only then is the conversion used.
+	converted bool
+	conv      []byte
+	convRej   *rejection
+}
+
+// formWorker is one worker's own converter for --to.
+type formWorker struct {
+	conv   *converter
+	tokens *tokenForm
+}
+
+// convert makes the training record of a parsed answer that is good
+// before judge looks at it (judge only lowers the rank of a good one,
+// beside the tool cut it applies here too).
+func (m *merger) convert(w formWorker, v *scanned, data []byte) {
+	p := v.p
+	if p.toolCut && !m.keepCut && p.cutRank != rankNone && p.rank > rankAbort {
+		p.rank = p.cutRank
+	}
+	if v.rej != nil || p.rank == rankNone || !m.isGood(p.rank) {
+		return
+	}
+	var out []byte
+	switch {
+	case w.tokens != nil:
+		out, v.convRej = w.tokens.convert(data)
+	case w.conv != nil:
+		out, v.convRej = w.conv.convert(data)
+	default:
+		return
+	}
+	v.converted = true
+	if v.convRej == nil {
+		v.conv = append([]byte(nil), out...)
+	}
 }
 
 // readAnswers folds every generation and error record into the table.
@@ -308,7 +346,18 @@ type scanned struct {
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
 	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
 	var e entry
-	err := jsonl.Parallel(m.ctx, in, m.workers, func(_ int, b *jsonl.Batch[scanned]) {
+	forms := make([]formWorker, max(m.workers, 1))
+	for i := range forms {
+		if m.conv != nil {
+			c := *m.conv
+			forms[i].conv = &c
+		}
+		if m.tokens != nil {
+			t := *m.tokens
+			forms[i].tokens = &t
+		}
+	}
+	err := jsonl.Parallel(m.ctx, in, m.workers, func(w int, b *jsonl.Batch[scanned]) {
 		for i := range b.Items {
 			it := &b.Items[i]
 			if it.Err != nil {
@@ -318,6 +367,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 			if it.Seekable && !m.missing {
 				it.V.sum = xxh3.Hash(it.Data)
 			}
+			m.convert(forms[w], &it.V, it.Data)
 		}
 	}, func(b *jsonl.Batch[scanned]) error {
 		for i := range b.Items {
@@ -351,15 +401,13 @@ func (m *merger) answer(top *table, seq *int64, e *entry, it *jsonl.Item[scanned
 		m.judge(p, rec.Data)
 	}
 	data, converted := rec.Data, false
-	if rej == nil && m.tokens != nil && m.isGood(p.rank) {
-		data, rej = m.tokens.convert(rec.Data)
-		converted = true
-	}
-	if rej == nil && m.conv != nil && m.isGood(p.rank) {
-		// Converted now, so a record that cannot be is rejected where
+	if rej == nil && (m.tokens != nil || m.conv != nil) && m.isGood(p.rank) {
+		// Converted as read, so a record that cannot be is rejected where
 		// it was read, and only the smaller training record is held.
-		data, rej = m.conv.convert(rec.Data)
-		converted = true
+		if !it.V.converted {
+			return fmt.Errorf("%s:%d: a good answer was not converted", rec.File, rec.Line)
+		}
+		data, rej, converted = it.V.conv, it.V.convRej, true
 	}
 	if rej != nil {
 		if v, err := record.FieldValue(rec.Data, "reject"); err == nil && v != nil && p.rank != rankRejected {
@@ -379,11 +427,9 @@ func (m *merger) answer(top *table, seq *int64, e *entry, it *jsonl.Item[scanned
 	case m.missing:
 	case !converted && rec.Seekable && m.address(e, rec.File, rec.Offset, rec.Data, it.V.sum):
 	default:
-		e.data = data
-		if !converted && it.Long() {
-			// A long line is kept as the reader assembled it, not copied.
-			e.owned = true
-		}
+		// A training record is the worker's copy, and a long line is kept
+		// as the reader assembled it: neither is copied again.
+		e.data, e.owned = data, converted || it.Long()
 	}
 	*seq++
 	return top.add(e)
