@@ -73,7 +73,7 @@ type Command struct {
 	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
 	cli.RejectsFlag
-	cli.WorkersFlag `set:"workers_what=parse and rank records, the output the same whatever their number"`
+	cli.WorkersFlag `set:"workers_what=parse and rank records (and convert them with --to), the output the same whatever their number"`
 	cli.ForceFlag   `set:"force_what=-o, --errors and --rejects"`
 	cli.ProgressFlag
 }
