@@ -96,6 +96,7 @@ type merger struct {
 	// (readback.go), by name in sourceIndex.
 	sources     []*source
 	sourceIndex map[string]int32
+	windows     windows
 
 	out  sink
 	errs *jsonl.Writer

@@ -30,8 +30,38 @@ type source struct {
 	name string
 	f    *os.File
 	end  int64  // where the last record read from it ends
-	buf  []byte // a window of the file, from offset at
+	buf  []byte // a window of the file, from offset at (lent by windows)
 	at   int64
+	used int64 // when the window was last read, on windows' clock
+	wins *windows
+}
+
+// windows lends read-back windows to sources: at most maxWindows at
+// once, the one used longest ago taken back for the next, so that a merge
+// of a thousand files holds a few windows, not a thousand.
+type windows struct {
+	owners []*source
+	clock  int64
+}
+
+const maxWindows = 8
+
+// lend gives s a window.
+func (w *windows) lend(s *source) {
+	if len(w.owners) < maxWindows {
+		s.buf = make([]byte, readBackWindow)
+		w.owners = append(w.owners, s)
+		return
+	}
+	oldest := 0
+	for i, o := range w.owners {
+		if o.used < w.owners[oldest].used {
+			oldest = i
+		}
+	}
+	o := w.owners[oldest]
+	s.buf, o.buf, o.at = o.buf[:cap(o.buf)], nil, 0
+	w.owners[oldest] = s
 }
 
 // errChanged is a file changed in place between reading and writing.
@@ -47,7 +77,7 @@ func (m *merger) sourceOf(name string) int32 {
 	var i int32
 	if f, err := os.Open(name); err == nil {
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			m.sources = append(m.sources, &source{name: name, f: f})
+			m.sources = append(m.sources, &source{name: name, f: f, wins: &m.windows})
 			i = int32(len(m.sources))
 		} else {
 			f.Close()
@@ -123,6 +153,8 @@ func (m *merger) recordOf(e *entry) ([]byte, error) {
 // Reading on past the window fetches a new window there; a jump elsewhere
 // (--sort) reads only the record.
 func (s *source) read(off int64, n int) ([]byte, error) {
+	s.wins.clock++
+	s.used = s.wins.clock
 	if off >= s.at && off+int64(n) <= s.at+int64(len(s.buf)) {
 		return s.buf[off-s.at:][:n], nil
 	}
@@ -139,7 +171,7 @@ func (s *source) read(off int64, n int) ([]byte, error) {
 		return b, nil
 	}
 	if cap(s.buf) < readBackWindow {
-		s.buf = make([]byte, readBackWindow)
+		s.wins.lend(s)
 	}
 	k, err := s.f.ReadAt(s.buf[:size], off)
 	s.buf, s.at = s.buf[:k], off

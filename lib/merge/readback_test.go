@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/zeebo/xxh3"
 )
 
 // summaryCounts are the numbers of merge's summary line.
@@ -238,6 +240,56 @@ func TestKeyHashCollisions(t *testing.T) {
 	for _, memory := range []string{"512MiB", "16KiB"} {
 		if out, errs := run(memory); out != wantOut || errs != wantErrs {
 			t.Fatalf("--memory %s: with every key's hash the same, the output (%d bytes) or errors (%d) differ from %d, %d", memory, len(out), len(errs), len(wantOut), len(wantErrs))
+		}
+	}
+}
+
+// TestReadBackManyFiles: records read back from more files than there are
+// windows, in an order that hops between them, come back as they are in
+// the files, and no more than maxWindows windows are held at once.
+func TestReadBackManyFiles(t *testing.T) {
+	dir := t.TempDir()
+	m := &merger{}
+	defer m.closeSources()
+	type rec struct {
+		name      string
+		off, size int
+	}
+	var recs []rec
+	contents := map[string]string{}
+	for f := range 3 * maxWindows {
+		var b strings.Builder
+		for i := range 300 {
+			line := fmt.Sprintf(`{"id":"f%d-%d","pad":"%s"}`, f, i, strings.Repeat("x", (f*i)%5000))
+			recs = append(recs, rec{filepath.Join(dir, fmt.Sprintf("f%d.jsonl", f)), b.Len(), len(line)})
+			b.WriteString(line + "\n")
+		}
+		name := filepath.Join(dir, fmt.Sprintf("f%d.jsonl", f))
+		contents[name] = b.String()
+		if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hop: the i-th record of each file in turn, then backwards now and then.
+	for k := range recs {
+		r := recs[(k%(3*maxWindows))*300+(k/(3*maxWindows)*7)%300]
+		want := contents[r.name][r.off : r.off+r.size]
+		var e entry
+		if !m.address(&e, r.name, int64(r.off), []byte(want), xxh3.HashString(want)) {
+			t.Fatal("could not address a regular file")
+		}
+		got, err := m.recordOf(&e)
+		if err != nil || string(got) != want {
+			t.Fatalf("%s at %d: %.40q, %v; want %.40q", r.name, r.off, got, err, want)
+		}
+		held := 0
+		for _, s := range m.sources {
+			if s.buf != nil {
+				held++
+			}
+		}
+		if held > maxWindows {
+			t.Fatalf("%d windows held, at most %d", held, maxWindows)
 		}
 	}
 }
