@@ -1,8 +1,9 @@
 // Package merge combines generation and error files into one record per
 // (id, sample), lists the prompts still lacking a good answer, and writes
-// training-ready records. Memory stays within a budget: past it, records
-// are hash-partitioned by key into temporary files and each partition is
-// resolved on its own.
+// training-ready records. A record of a regular file is not held: only
+// where it is, and the winners are read back when written (readback.go).
+// Memory stays within a budget: past it, entries are hash-partitioned by
+// key into temporary files and each partition is resolved on its own.
 package merge
 
 import (
