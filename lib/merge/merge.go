@@ -302,9 +302,10 @@ type scanned struct {
 	p   parsed
 	rej *rejection
 	sum uint64 // xxh3 of the record, when it can be read back
-	// With --to, a good answer's training record (a copy of its own) or
-	// why it cannot be made; whether the answer stays good is decided in
-	// order (judge), and only then is the conversion used.
+	// With --to, a good answer's training record (a copy of its own,
+	// unless the record can be read back: it is then converted again when
+	// written) or why it cannot be made; whether the answer stays good is
+	// decided in order (judge), and only then is the conversion used.
 	converted bool
 	conv      []byte
 	convRej   *rejection
@@ -319,7 +320,7 @@ type formWorker struct {
 // convert makes the training record of a parsed answer that is good
 // before judge looks at it (judge only lowers the rank of a good one,
 // beside the tool cut it applies here too).
-func (m *merger) convert(w formWorker, v *scanned, data []byte) {
+func (m *merger) convert(w formWorker, v *scanned, data []byte, keep bool) {
 	p := v.p
 	if p.toolCut && !m.keepCut && p.cutRank != rankNone && p.rank > rankAbort {
 		p.rank = p.cutRank
@@ -337,7 +338,7 @@ func (m *merger) convert(w formWorker, v *scanned, data []byte) {
 		return
 	}
 	v.converted = true
-	if v.convRej == nil {
+	if v.convRej == nil && keep {
 		v.conv = append([]byte(nil), out...)
 	}
 }
@@ -369,7 +370,7 @@ func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *json
 			if it.Seekable && !m.missing {
 				it.V.sum = xxh3.Hash(it.Data)
 			}
-			m.convert(forms[w], &it.V, it.Data)
+			m.convert(forms[w], &it.V, it.Data, !it.Seekable)
 		}
 	}, func(b *jsonl.Batch[scanned]) error {
 		for i := range b.Items {
@@ -427,8 +428,14 @@ func (m *merger) answer(top *table, seq *int64, e *entry, it *jsonl.Item[scanned
 	}
 	switch {
 	case m.missing:
-	case !converted && rec.Seekable && m.address(e, rec.File, rec.Offset, rec.Data, it.V.sum):
+	case rec.Seekable && m.address(e, rec.File, rec.Offset, rec.Data, it.V.sum):
+		// A training record is made again from the record read back.
 	default:
+		if converted && data == nil {
+			// A seekable file that could not be opened again.
+			data, _ = m.training(rec.Data)
+			data = append([]byte(nil), data...)
+		}
 		// A training record is the worker's copy, and a long line is kept
 		// as the reader assembled it: neither is copied again.
 		e.data, e.owned = data, converted || it.Long()
@@ -639,31 +646,46 @@ func (m *merger) emit(e *entry) error {
 			m.good++
 		default:
 			m.missingN++
-			return m.write(m.out, e)
+			return m.write(m.out, e, false)
 		}
 		return nil
 	}
 	if good {
 		m.good++
-		return m.write(m.out, e)
+		return m.write(m.out, e, true)
 	}
 	if !hasPrompts || e.prompt {
 		m.missingN++
 	}
 	if m.errs != nil && e.rank > rankNone {
 		m.toErrors++
-		return m.write(m.errs, e)
+		return m.write(m.errs, e, false)
 	}
 	return nil
 }
 
-// write writes e's record, held or read back, to w.
-func (m *merger) write(w interface{ Write([]byte) error }, e *entry) error {
+// write writes e's record, held or read back, to w; a good answer read
+// back is converted first with --to.
+func (m *merger) write(w interface{ Write([]byte) error }, e *entry, good bool) error {
 	data, err := m.recordOf(e)
 	if err != nil {
 		return err
 	}
+	if good && e.src != 0 && (m.conv != nil || m.tokens != nil) {
+		var rej *rejection
+		if data, rej = m.training(data); rej != nil {
+			return fmt.Errorf("%s: the record at byte %d was converted when read but not when written: %s", m.sources[e.src-1].name, e.off, rej.detail)
+		}
+	}
 	return w.Write(data)
+}
+
+// training is the --to form of a good answer.
+func (m *merger) training(data []byte) ([]byte, *rejection) {
+	if m.tokens != nil {
+		return m.tokens.convert(data)
+	}
+	return m.conv.convert(data)
 }
 
 // summary is the final line: merge: read N, unique out M, replaced R,
