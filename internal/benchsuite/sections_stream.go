@@ -232,6 +232,7 @@ var mergeSection = &section{
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "merge", "", "merge", g, r)),
 			ours(with(in, "merge --sort", "", "merge", "--sort", g, r)),
+			peer(with(in, "merge --workers 1", "one worker", "merge", "--workers", "1", g, r)),
 			ours(with(slurp, fmt.Sprintf("merge, first %d", h.sz.Slurp), "", "merge", gs, rs)),
 			peer(with(slurp, fmt.Sprintf("jq -s group_by, first %d", h.sz.Slurp),
 				"the last record of each id wins: right here, since the rerun comes last and holds only better answers",
@@ -242,7 +243,7 @@ var mergeSection = &section{
 	},
 	render: func(w io.Writer, h *harness) {
 		h.table(w, "merge", tableOptions{})
-		h.whyNot(w, "merge", "merge", "sort + awk join", "merge validates and ranks every record and holds the best of each key within --memory, spilling past it; the sort compares bytes and ranks nothing.")
+		h.whyNot(w, "merge", "merge", "sort + awk join", "merge validates and ranks every record, keeping per key where its best record is and reading the winners back from the files; the sort compares bytes and ranks nothing.")
 	},
 	targets: func(*harness) []string {
 		return []string{"merge ≥ 100 MB/s := merge/merge:mbps >= 100",

@@ -184,7 +184,7 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 		if b == nil && !take() {
 			return nil
 		}
-		it := Item[T]{RawLine: RawLine{File: rec.File, Line: rec.Line, Built: rec.Built}, Err: err, start: len(b.data)}
+		it := Item[T]{RawLine: RawLine{File: rec.File, Line: rec.Line, Built: rec.Built, Offset: rec.Offset, Seekable: rec.Seekable}, Err: err, start: len(b.data)}
 		switch {
 		case ie != nil:
 			it.File, it.Line = ie.File, ie.Line
@@ -202,6 +202,10 @@ func fill[T any](ctx context.Context, in *Reader, free <-chan *Batch[T], todo, o
 		}
 	}
 }
+
+// Long reports a record that is a long line of its own (Reader.TakeLong
+// handed it over): the sequence function may keep its Data past the batch.
+func (it *Item[T]) Long() bool { return it.end < 0 && it.Err == nil }
 
 // inputError is err's *InputError, or nil. The variable errors.As fills
 // escapes to the heap: declared for every record, it would cost an

@@ -85,8 +85,10 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 		closers.Close()
 		return nil, fmt.Errorf("%w: the name says Parquet but the content does not start with PAR1", ErrNotParquet)
 	}
+	var skipped int64 // a byte-order mark, not part of any record
 	if bytes.HasPrefix(magic, utf8BOM) {
 		br.Discard(len(utf8BOM))
+		skipped = int64(len(utf8BOM))
 	}
 	if c := firstNonSpace(br); c != 0 && c != '{' && c != '[' {
 		if delim, ok := csvKind(name, peekLine(br), r.opts.CSV.delimiter()); ok {
@@ -103,7 +105,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 	if startsPretty(br) {
 		return newValueSource(name, br, closers, r.opts.MaxLine, &r.Stats), nil
 	}
-	ls := &lineSource{name: name, br: br, closer: closers, maxLine: r.opts.MaxLine, limit: r.opts.LimitName, stats: &r.Stats}
+	ls := &lineSource{name: name, br: br, closer: closers, maxLine: r.opts.MaxLine, limit: r.opts.LimitName, stats: &r.Stats, pos: skipped}
 	if file != nil && !compressed {
 		if st, err := file.Stat(); err == nil && st.Mode().IsRegular() {
 			ls.file = file

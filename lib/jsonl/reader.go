@@ -28,6 +28,12 @@ type RawLine struct {
 	// known valid, its strings valid UTF-8, which a reader of it need not
 	// check again.
 	Built bool
+	// Offset is where Data starts in File when Seekable: File is a regular
+	// file read as it is (not decompressed, not converted), so Data can be
+	// read back from it later at [Offset, Offset+len(Data)) instead of
+	// being held.
+	Offset   int64
+	Seekable bool
 }
 
 // MaxLine is the longest line any tokenmill tool reads or writes: 1 GiB,
@@ -236,6 +242,7 @@ type lineSource struct {
 	// the file (pread), so nothing of it is held, nor spilled, before it
 	// is known to fit.
 	file *os.File
+	pos  int64 // bytes of the input consumed before the next line
 }
 
 // spillAt is the most of one line assembled in memory before the rest
@@ -244,7 +251,12 @@ var spillAt = readBufferSize
 
 func (s *lineSource) next() (RawLine, error) {
 	for {
+		before := s.stats.Bytes
 		data, err := s.readLine()
+		at := s.pos
+		// Every byte a line takes, its ending or a skipped over-long line
+		// included, is counted in stats.Bytes as it is read.
+		s.pos += s.stats.Bytes - before
 		if err != nil {
 			return RawLine{}, err
 		}
@@ -253,7 +265,7 @@ func (s *lineSource) next() (RawLine, error) {
 			s.stats.Blank++
 			continue
 		}
-		return RawLine{Data: data, File: s.name, Line: s.line}, nil
+		return RawLine{Data: data, File: s.name, Line: s.line, Offset: at, Seekable: s.file != nil}, nil
 	}
 }
 

@@ -119,10 +119,12 @@ func benchMerge(b *testing.B, n int, flags ...string) {
 }
 
 // BenchmarkMerge merges 100k prompts' answers (~115 MB) in the ways merge
-// is used; spill forces the partitioned path with a 16 MiB budget.
+// is used, the records read back from their files; spill forces the
+// partitioned path with a 16 MiB budget; workers-1 parses on one core.
 func BenchmarkMerge(b *testing.B) {
 	const n = 100_000
 	b.Run("memory", func(b *testing.B) { benchMerge(b, n) })
+	b.Run("workers-1", func(b *testing.B) { benchMerge(b, n, "--workers", "1") })
 	b.Run("spill-16MiB", func(b *testing.B) { benchMerge(b, n, "--memory", "16MiB") })
 	b.Run("sort", func(b *testing.B) { benchMerge(b, n, "--sort") })
 	b.Run("missing", func(b *testing.B) { benchMerge(b, n, "--prompts", "PROMPTS", "--missing") })

@@ -20,7 +20,7 @@ func TestTableKeepsOwnedData(t *testing.T) {
 	if err := tb.add(&entry{id: "b", rank: rankStop, seq: 1, data: better, owned: true}); err != nil {
 		t.Fatal(err)
 	}
-	if &tb.entries[0].data[0] != &big[0] || &tb.entries[1].data[0] != &better[0] {
+	if &tb.entries.at(0).data[0] != &big[0] || &tb.entries.at(1).data[0] != &better[0] {
 		t.Fatal("owned data was copied")
 	}
 }

@@ -1,8 +1,9 @@
 // Package merge combines generation and error files into one record per
 // (id, sample), lists the prompts still lacking a good answer, and writes
-// training-ready records. Memory stays within a budget: past it, records
-// are hash-partitioned by key into temporary files and each partition is
-// resolved on its own.
+// training-ready records. A record of a regular file is not held: only
+// where it is, and the winners are read back when written (readback.go).
+// Memory stays within a budget: past it, entries are hash-partitioned by
+// key into temporary files and each partition is resolved on its own.
 package merge
 
 import (
@@ -73,7 +74,8 @@ type Command struct {
 	Memory         Size   `help:"Memory budget: records held in memory stay under half of it (the rest is the garbage collector's headroom); past that, records are spilled to temporary files by key." default:"512MiB"`
 	TempDir        string `help:"Directory for spill files (default: the system's temporary directory)." default:""`
 	cli.RejectsFlag
-	cli.ForceFlag `set:"force_what=-o, --errors and --rejects"`
+	cli.WorkersFlag `set:"workers_what=parse and rank records (and convert them with --to), the output the same whatever their number"`
+	cli.ForceFlag   `set:"force_what=-o, --errors and --rejects"`
 	cli.ProgressFlag
 }
 
@@ -89,6 +91,13 @@ type merger struct {
 	dropLength bool
 	keepCut    bool // --keep-truncated
 	tempParent string
+	workers    int
+
+	// sources are the input files records are read back from
+	// (readback.go), by name in sourceIndex.
+	sources     []*source
+	sourceIndex map[string]int32
+	windows     windows
 
 	out  sink
 	errs *jsonl.Writer
@@ -185,7 +194,11 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	}
 	// Records held may take half the budget: Go's collector lets the heap
 	// grow to about twice what is live before it reclaims garbage.
-	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort,
+	workers, err := c.WorkersFlag.Count()
+	if err != nil {
+		return nil, err
+	}
+	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort, workers: workers,
 		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
 		rejected: map[uint64]struct{}{}}
 	if err := c.tokenUsage(); err != nil {
@@ -246,6 +259,7 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 			return err
 		}
 	}
+	defer m.closeSources()
 	progress := cli.StartProgress(m.ctx, env, c.Progress, func() []string {
 		return []string{fmt.Sprintf("read %d records, %.1f MB; spilled %.1f MB; resolved %d keys",
 			m.read.Load(), float64(m.bytes.Load())/1e6, float64(m.spilled.Load())/1e6, m.resolved.Load())}
@@ -265,6 +279,12 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	if err := m.readAnswers(top, &seq, env, rejects); err != nil {
 		return err
 	}
+	if afterReading != nil {
+		afterReading()
+	}
+	if err := m.checkSources(); err != nil {
+		return err
+	}
 	if err := top.finish(m.emit); err != nil {
 		return err
 	}
@@ -277,55 +297,151 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	return nil
 }
 
+// scanned is a worker's result for one answer record.
+type scanned struct {
+	p   parsed
+	rej *rejection
+	sum uint64 // xxh3 of the record, when it can be read back
+	// With --to, a good answer's training record (a copy of its own,
+	// unless the record can be read back: it is then converted again when
+	// written) or why it cannot be made; whether the answer stays good is
+	// decided in order (judge), and only then is the conversion used.
+	converted bool
+	conv      []byte
+	convRej   *rejection
+}
+
+// formWorker is one worker's own converter for --to.
+type formWorker struct {
+	conv   *converter
+	tokens *tokenForm
+}
+
+// convert makes the training record of a parsed answer that is good
+// before judge looks at it (judge only lowers the rank of a good one,
+// beside the tool cut it applies here too).
+func (m *merger) convert(w formWorker, v *scanned, data []byte, keep bool) {
+	p := v.p
+	if p.toolCut && !m.keepCut && p.cutRank != rankNone && p.rank > rankAbort {
+		p.rank = p.cutRank
+	}
+	if v.rej != nil || p.rank == rankNone || !m.isGood(p.rank) {
+		return
+	}
+	var out []byte
+	switch {
+	case w.tokens != nil:
+		out, v.convRej = w.tokens.convert(data)
+	case w.conv != nil:
+		out, v.convRej = w.conv.convert(data)
+	default:
+		return
+	}
+	v.converted = true
+	if v.convRej == nil && keep {
+		v.conv = append([]byte(nil), out...)
+	}
+}
+
 // readAnswers folds every generation and error record into the table.
+// Workers parse batches of records in parallel; the batches are folded in
+// input order (jsonl.Parallel), so the result does not depend on timing.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
 	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
-	defer in.Close()
 	var e entry
-	return eachRecord(m, in, rejects, func(rec jsonl.RawLine) error {
-		p, rej := parseRecord(rec.Data)
-		if rej == nil && p.rank == rankNone {
-			rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
+	forms := make([]formWorker, max(m.workers, 1))
+	for i := range forms {
+		if m.conv != nil {
+			c := *m.conv
+			forms[i].conv = &c
 		}
-		if rej == nil {
-			m.judge(&p, rec.Data)
+		if m.tokens != nil {
+			t := *m.tokens
+			forms[i].tokens = &t
 		}
-		data := rec.Data
-		if rej == nil && m.tokens != nil && m.isGood(p.rank) {
-			data, rej = m.tokens.convert(rec.Data)
-		}
-		if rej == nil && m.conv != nil && m.isGood(p.rank) {
-			// Converted now, so a record that cannot be is rejected where
-			// it was read, and only the smaller training record is held.
-			data, rej = m.conv.convert(rec.Data)
-		}
-		if rej != nil {
-			if v, err := record.FieldValue(rec.Data, "reject"); err == nil && v != nil && p.rank != rankRejected {
-				// A line an earlier stage rejected, as its rejects file
-				// holds it: reported there already.
-				m.earlierRejects++
-				return nil
+	}
+	err := jsonl.Parallel(m.ctx, in, m.workers, func(w int, b *jsonl.Batch[scanned]) {
+		for i := range b.Items {
+			it := &b.Items[i]
+			if it.Err != nil {
+				continue
 			}
-			return rejects.Add(rec, rej.reason, rej.detail)
+			it.V.p, it.V.rej = parseRecord(it.Data)
+			if it.Seekable && !m.missing {
+				it.V.sum = xxh3.Hash(it.Data)
+			}
+			m.convert(forms[w], &it.V, it.Data, !it.Seekable)
 		}
-		m.read.Add(1)
-		m.bytes.Store(in.Stats.Bytes)
-		e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
-		if isCut(p.rank) {
-			e.cut = p.cut
-		}
-		if !m.missing {
-			e.data = data
-			if m.conv == nil && m.tokens == nil || !m.isGood(p.rank) {
-				// A long line is kept as the reader assembled it, not copied.
-				if long := in.TakeLong(rec); long != nil {
-					e.data, e.owned = long, true
+	}, func(b *jsonl.Batch[scanned]) error {
+		for i := range b.Items {
+			it := &b.Items[i]
+			if it.Err != nil {
+				if err := rejects.Input(it.Err); err != nil {
+					return err
 				}
+				continue
+			}
+			if err := m.answer(top, seq, &e, it, rejects); err != nil {
+				return err
 			}
 		}
-		*seq++
-		return top.add(&e)
+		m.bytes.Store(b.Read.Bytes)
+		return nil
 	})
+	if err == nil && m.ctx.Err() != nil {
+		err = context.Cause(m.ctx)
+	}
+	return err
+}
+
+// answer folds one parsed answer record into the table.
+func (m *merger) answer(top *table, seq *int64, e *entry, it *jsonl.Item[scanned], rejects *jsonl.Rejects) error {
+	rec, p, rej := it.RawLine, &it.V.p, it.V.rej
+	if rej == nil && p.rank == rankNone {
+		rej = reject(ReasonNotAGeneration, "neither output nor error: a prompt record among the answers?")
+	}
+	if rej == nil {
+		m.judge(p, rec.Data)
+	}
+	data, converted := rec.Data, false
+	if rej == nil && (m.tokens != nil || m.conv != nil) && m.isGood(p.rank) {
+		// Converted as read, so a record that cannot be is rejected where
+		// it was read, and only the smaller training record is held.
+		if !it.V.converted {
+			return fmt.Errorf("%s:%d: a good answer was not converted", rec.File, rec.Line)
+		}
+		data, rej, converted = it.V.conv, it.V.convRej, true
+	}
+	if rej != nil {
+		if v, err := record.FieldValue(rec.Data, "reject"); err == nil && v != nil && p.rank != rankRejected {
+			// A line an earlier stage rejected, as its rejects file
+			// holds it: reported there already.
+			m.earlierRejects++
+			return nil
+		}
+		return rejects.Add(rec, rej.reason, rej.detail)
+	}
+	m.read.Add(1)
+	*e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
+	if isCut(p.rank) {
+		e.cut = p.cut
+	}
+	switch {
+	case m.missing:
+	case rec.Seekable && m.address(e, rec.File, rec.Offset, rec.Data, it.V.sum):
+		// A training record is made again from the record read back.
+	default:
+		if converted && data == nil {
+			// A seekable file that could not be opened again.
+			data, _ = m.training(rec.Data)
+			data = append([]byte(nil), data...)
+		}
+		// A training record is the worker's copy, and a long line is kept
+		// as the reader assembled it: neither is copied again.
+		e.data, e.owned = data, converted || it.Long()
+	}
+	*seq++
+	return top.add(e)
 }
 
 // rejectKey identifies one rejected answer: its (id, sample) and the
@@ -461,7 +577,9 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 			e = entry{id: p.id.Text, sample: s, numeric: p.id.Numeric, prompt: true, head: s == first, order: *seq, seq: *seq}
 			if m.missing {
 				e.data = data
-				if first != last {
+				if first == last && p.rank == rankNone && rec.Seekable && m.address(&e, rec.File, rec.Offset, rec.Data, xxh3.Hash(rec.Data)) {
+					e.data = nil
+				} else if first != last {
 					buf, _ = record.AppendField(buf[:0], data, "sample", strconv.AppendInt(nil, int64(s), 10))
 					e.data = buf
 				}
@@ -528,22 +646,46 @@ func (m *merger) emit(e *entry) error {
 			m.good++
 		default:
 			m.missingN++
-			return m.out.Write(e.data)
+			return m.write(m.out, e, false)
 		}
 		return nil
 	}
 	if good {
 		m.good++
-		return m.out.Write(e.data)
+		return m.write(m.out, e, true)
 	}
 	if !hasPrompts || e.prompt {
 		m.missingN++
 	}
 	if m.errs != nil && e.rank > rankNone {
 		m.toErrors++
-		return m.errs.Write(e.data)
+		return m.write(m.errs, e, false)
 	}
 	return nil
+}
+
+// write writes e's record, held or read back, to w; a good answer read
+// back is converted first with --to.
+func (m *merger) write(w interface{ Write([]byte) error }, e *entry, good bool) error {
+	data, err := m.recordOf(e)
+	if err != nil {
+		return err
+	}
+	if good && e.src != 0 && (m.conv != nil || m.tokens != nil) {
+		var rej *rejection
+		if data, rej = m.training(data); rej != nil {
+			return fmt.Errorf("%s: the record at byte %d was converted when read but not when written: %s", m.sources[e.src-1].name, e.off, rej.detail)
+		}
+	}
+	return w.Write(data)
+}
+
+// training is the --to form of a good answer.
+func (m *merger) training(data []byte) ([]byte, *rejection) {
+	if m.tokens != nil {
+		return m.tokens.convert(data)
+	}
+	return m.conv.convert(data)
 }
 
 // summary is the final line: merge: read N, unique out M, replaced R,

@@ -22,9 +22,10 @@ const (
 // spillFile holds entries on disk: a partition waiting to be resolved, or
 // a run of resolved entries in output order. Each entry is
 //
-//	order seq (uvarint) rank flags (byte) digest (8 bytes) [cut turns, calls (uvarint)] sample len(id) (uvarint) id len(data) (uvarint) data
+//	order seq (uvarint) rank flags (byte) digest (8 bytes) [cut turns, calls (uvarint)] [src off size (uvarint) sum (8 bytes)] sample len(id) (uvarint) id len(data) (uvarint) data
 //
-// the cut counts only with flagCut.
+// the cut counts only with flagCut, where a read-back record is only with
+// flagAt.
 // and the stream is S2-compressed: JSON records shrink several times at
 // memory speed, and a merge larger than RAM is bound by the disk. The
 // compressor runs beside the reader (two goroutines), so spilling uses the
@@ -43,6 +44,7 @@ const (
 	flagPrompt
 	flagHead
 	flagCut
+	flagAt
 )
 
 // newSpillFile creates a spill file that has no name (jsonl.CreateSpill):
@@ -71,6 +73,9 @@ func (s *spillFile) write(e *entry) error {
 	if e.cut != (cutCounts{}) {
 		flags |= flagCut
 	}
+	if e.src != 0 {
+		flags |= flagAt
+	}
 	h := binary.AppendUvarint(s.head[:0], uint64(e.order))
 	h = binary.AppendUvarint(h, uint64(e.seq))
 	h = append(h, e.rank, flags)
@@ -78,6 +83,12 @@ func (s *spillFile) write(e *entry) error {
 	if flags&flagCut != 0 {
 		h = binary.AppendUvarint(h, uint64(e.cut.turns))
 		h = binary.AppendUvarint(h, uint64(e.cut.calls))
+	}
+	if flags&flagAt != 0 {
+		h = binary.AppendUvarint(h, uint64(e.src))
+		h = binary.AppendUvarint(h, uint64(e.off))
+		h = binary.AppendUvarint(h, uint64(e.size))
+		h = binary.LittleEndian.AppendUint64(h, e.sum)
 	}
 	h = binary.AppendUvarint(h, uint64(e.sample))
 	h = binary.AppendUvarint(h, uint64(len(e.id)))
@@ -169,6 +180,20 @@ func (s *spillReader) next() (*entry, error) {
 		}
 		cut[i] = n
 	}
+	var at [3]uint64
+	var sum [8]byte
+	if flags&flagAt != 0 {
+		for i, limit := range [3]uint64{1<<31 - 1, 1<<63 - 1, maxAddressed} {
+			n, err := binary.ReadUvarint(s.r)
+			if err != nil || n > limit {
+				return nil, errCorruptSpill
+			}
+			at[i] = n
+		}
+		if _, err := io.ReadFull(s.r, sum[:]); err != nil {
+			return nil, errCorruptSpill
+		}
+	}
 	for i := 2; i < 4; i++ {
 		n, err := binary.ReadUvarint(s.r)
 		if err != nil {
@@ -191,6 +216,7 @@ func (s *spillReader) next() (*entry, error) {
 		id: string(s.id), sample: int(v[2]), numeric: flags&flagNumeric != 0, prompt: flags&flagPrompt != 0, head: flags&flagHead != 0,
 		rank: rank, digest: binary.LittleEndian.Uint64(digest[:]), order: int64(v[0]), seq: int64(v[1]), data: s.e.data,
 		cut: cutCounts{turns: uint32(cut[0]), calls: uint32(cut[1])},
+		src: int32(at[0]), off: int64(at[1]), size: uint32(at[2]), sum: binary.LittleEndian.Uint64(sum[:]),
 	}
 	return &s.e, nil
 }

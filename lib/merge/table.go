@@ -3,7 +3,7 @@ package merge
 import (
 	"cmp"
 	"io"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/zeebo/xxh3"
@@ -14,6 +14,7 @@ type entry struct {
 	id      string
 	sample  int
 	numeric bool      // the id is a JSON integer
+	owned   bool      // data may be kept as it is (a long line taken from the reader), not copied
 	prompt  bool      // a prompt record with this key was read (--prompts)
 	head    bool      // this key is the first sample of its prompt record
 	rank    uint8     // of the best answer; rankNone if there is none
@@ -24,9 +25,14 @@ type entry struct {
 	// data is the best answer's record, or with --missing the first
 	// prompt record (answers are then only ranked, not kept).
 	data []byte
-	// owned marks data the table may keep as it is (a long line taken
-	// from the reader) instead of copying.
-	owned bool
+	// src, when not 0, says that the record is not held but read back
+	// when written (readback.go): the index+1 of its file among
+	// merger.sources, where it starts, its length and the xxh3 hash of
+	// its bytes.
+	src  int32
+	size uint32
+	off  int64
+	sum  uint64
 }
 
 type key struct {
@@ -37,7 +43,7 @@ type key struct {
 const (
 	// entryOverhead is what an entry costs beside its id and data: the
 	// struct, its map slot and slice headers, roughly.
-	entryOverhead = 128
+	entryOverhead = 150
 	// fanout is how many partitions a table spills into.
 	fanout = 16
 	// maxLevel stops repartitioning: a table this deep holds so few keys
@@ -50,24 +56,33 @@ const (
 // partition is resolved by a table one level down. Every key lands in one
 // partition, so partitions resolve independently.
 type table struct {
-	m       *merger
-	level   int
-	index   map[key]int32
-	entries []entry
-	used    int64
-	parts   []*spillFile // nil until the first spill
+	m     *merger
+	level int
+	// index finds an entry by the hash of its key; the rare key whose
+	// hash an earlier key of the table has is found in collided instead.
+	index    map[uint64]int32
+	collided map[key]int32
+	entries  entryBlocks
+	used     int64
+	parts    []*spillFile // nil until the first spill
 }
 
 func (m *merger) newTable(level int) *table {
-	return &table{m: m, level: level, index: map[key]int32{}}
+	return &table{m: m, level: level, index: map[uint64]int32{}}
 }
 
 // add folds e into the table. e.data may alias a buffer reused by the
 // caller: the table copies what it keeps.
 func (t *table) add(e *entry) error {
-	k := key{e.id, e.sample}
-	if i, ok := t.index[k]; ok {
-		t.absorb(&t.entries[i], e)
+	h := keyHash(e.id, e.sample)
+	i, found := t.index[h]
+	clash := found && (t.entries.at(i).id != e.id || t.entries.at(i).sample != e.sample)
+	if clash {
+		// Another key holds the hash: this one is looked up by itself.
+		i, found = t.collided[key{e.id, e.sample}]
+	}
+	if found {
+		t.absorb(t.entries.at(i), e)
 	} else {
 		n := *e
 		n.data, n.owned = nil, false
@@ -77,11 +92,19 @@ func (t *table) add(e *entry) error {
 		case len(e.data) > 0:
 			n.data = append(make([]byte, 0, len(e.data)), e.data...)
 		}
-		t.index[k] = int32(len(t.entries))
-		t.entries = append(t.entries, n)
+		at := int32(t.entries.n)
+		if clash {
+			if t.collided == nil {
+				t.collided = map[key]int32{}
+			}
+			t.collided[key{e.id, e.sample}] = at
+		} else {
+			t.index[h] = at
+		}
+		t.entries.add(&n)
 		t.used += entryOverhead + int64(len(n.id)) + int64(cap(n.data))
 	}
-	if t.used > t.m.budget && len(t.entries) > 1 && t.level < maxLevel {
+	if t.used > t.m.budget && t.entries.n > 1 && t.level < maxLevel {
 		return t.spill()
 	}
 	return nil
@@ -115,12 +138,22 @@ func (t *table) absorb(old, e *entry) {
 
 func (t *table) setData(old, e *entry) {
 	t.used -= int64(cap(old.data))
-	if e.owned {
+	old.src, old.size, old.off, old.sum = e.src, e.size, e.off, e.sum
+	switch {
+	case e.src != 0:
+		old.data = nil
+	case e.owned:
 		old.data = e.data
-	} else {
+	default:
 		old.data = append(old.data[:0], e.data...)
 	}
 	t.used += int64(cap(old.data))
+}
+
+// keyHash is what the table's index finds a key by (a variable, so that
+// tests can make every key collide).
+var keyHash = func(id string, sample int) uint64 {
+	return xxh3.HashStringSeed(id, uint64(sample))
 }
 
 // partition picks the spill file of a key at this level; each level hashes
@@ -135,8 +168,8 @@ func (t *table) spill() error {
 	if t.parts == nil {
 		t.parts = make([]*spillFile, fanout)
 	}
-	for i := range t.entries {
-		e := &t.entries[i]
+	for i := range t.entries.n {
+		e := t.entries.at(int32(i))
 		k := t.partition(e)
 		if t.parts[k] == nil {
 			f, err := t.m.newSpillFile()
@@ -150,22 +183,72 @@ func (t *table) spill() error {
 		}
 	}
 	t.m.spills++
-	clear(t.entries)
-	t.entries = t.entries[:0]
+	t.entries.reset()
 	clear(t.index)
+	t.collided = nil
 	t.used = 0
 	return nil
+}
+
+// sorted is the order of the entries to emit, or nil when it is the order
+// they were added in (first appearance, without --sort).
+func (t *table) sorted() []int32 {
+	n := t.entries.n
+	inOrder := true
+	for i := 1; i < n && inOrder; i++ {
+		inOrder = t.m.compare(t.entries.at(int32(i-1)), t.entries.at(int32(i))) < 0
+	}
+	if inOrder {
+		return nil
+	}
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return t.m.compare(t.entries.at(a), t.entries.at(b)) })
+	return order
+}
+
+// entryBlocks holds a table's entries in blocks of a fixed size: growing
+// copies none of them and never holds two arrays of them at once.
+type entryBlocks struct {
+	blocks [][]entry
+	n      int
+}
+
+const entryBlock = 4096
+
+func (b *entryBlocks) at(i int32) *entry { return &b.blocks[i/entryBlock][i%entryBlock] }
+
+func (b *entryBlocks) add(e *entry) {
+	if b.n == len(b.blocks)*entryBlock {
+		b.blocks = append(b.blocks, make([]entry, entryBlock))
+	}
+	*b.at(int32(b.n)) = *e
+	b.n++
+}
+
+// reset empties the blocks, kept for the entries to come.
+func (b *entryBlocks) reset() {
+	for _, blk := range b.blocks {
+		clear(blk)
+	}
+	b.n = 0
 }
 
 // finish hands every resolved entry to emit, in the merger's order.
 func (t *table) finish(emit func(*entry) error) error {
 	if t.parts == nil {
-		sort.Slice(t.entries, func(i, j int) bool { return t.m.compare(&t.entries[i], &t.entries[j]) < 0 })
-		for i := range t.entries {
+		order := t.sorted()
+		for i := range t.entries.n {
 			if err := t.m.check(i); err != nil {
 				return err
 			}
-			if err := emit(&t.entries[i]); err != nil {
+			e := t.entries.at(int32(i))
+			if order != nil {
+				e = t.entries.at(order[i])
+			}
+			if err := emit(e); err != nil {
 				return err
 			}
 		}
@@ -174,7 +257,7 @@ func (t *table) finish(emit func(*entry) error) error {
 	if err := t.spill(); err != nil {
 		return err
 	}
-	t.entries, t.index = nil, nil
+	t.entries, t.index, t.collided = entryBlocks{}, nil, nil
 	var runs []*spillFile
 	defer func() {
 		for _, f := range append(runs, t.parts...) {
