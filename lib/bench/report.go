@@ -45,6 +45,9 @@ type Report struct {
 	// Unsteady: every level answered was unsteady, so the figures (the
 	// knee, the forecast) rest on measurements that did not settle.
 	Unsteady bool `json:"unsteady,omitempty"`
+	// Drift says how the servers changed during the ladder: the knee
+	// measured again gave another figure, so every level was (confirm.go).
+	Drift string `json:"drift,omitempty"`
 	// Arms are the mixture's arms in the forecast (--mix, mix.go).
 	Arms []ArmForecast `json:"arms,omitempty"`
 }
@@ -71,6 +74,10 @@ type Level struct {
 	Halves   []float64 `json:"halves_output_tokens_per_s,omitempty"`
 	Repeated bool      `json:"repeated,omitempty"`
 	Unsteady bool      `json:"unsteady,omitempty"`
+	// Remeasured: the level was measured again once the ladder was done
+	// (confirm.go); FirstTokPerSec is what it gave the first time.
+	Remeasured     bool    `json:"remeasured,omitempty"`
+	FirstTokPerSec float64 `json:"first_output_tokens_per_s,omitempty"`
 	// RunSeconds is the forecast run's wall time at this level.
 	RunSeconds float64 `json:"run_seconds,omitempty"`
 }
@@ -338,12 +345,18 @@ func (rep *Report) write(w io.Writer, asJSON bool) error {
 		if lv.Unsteady {
 			fmt.Fprint(tw, "  unsteady")
 		}
+		if lv.Remeasured {
+			fmt.Fprintf(tw, "  measured again after the ladder (first %s tok/s)", cli.Thousands(int64(lv.FirstTokPerSec+0.5)))
+		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	b.WriteByte('\n')
 	if rep.Held != "" {
 		fmt.Fprintf(&b, "held: %s; the levels above were not measured\n", rep.Held)
+	}
+	if rep.Drift != "" {
+		fmt.Fprintf(&b, "drift: %s\n", rep.Drift)
 	}
 	if rep.Unsteady {
 		fmt.Fprintf(&b, "could not measure steadily: no level's output settled (the two halves of every window differed by more than %.0f%%, measured twice); the knee and the forecast are rough: raise --duration (or --requests) to measure longer\n", 100*kneeGain)
@@ -447,7 +460,7 @@ func (rep *Report) finite() {
 	for i := range rep.Levels {
 		lv := &rep.Levels[i]
 		fix(&lv.Seconds, &lv.RequestsPerSec, &lv.TokPerSec, &lv.TokPerSecPerEndpoint, &lv.LatencyP50, &lv.LatencyP99,
-			&lv.TTFTP50, &lv.TTFTP99, &lv.RunSeconds)
+			&lv.TTFTP50, &lv.TTFTP99, &lv.RunSeconds, &lv.FirstTokPerSec)
 		for j := range lv.ByEndpoint {
 			fix(&lv.ByEndpoint[j])
 		}

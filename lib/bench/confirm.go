@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"tokenmill/lib/cli"
+)
+
+// The ladder measures its levels one after the other on the same servers,
+// and what a server ran before can change how fast it runs later: Ollama
+// keeps every slot's last conversation in its one KV cache, and once all its
+// slots have held one, each later request costs it two to three times what
+// it cost the fresh server, one at a time as well as four. A level measured
+// early in the ladder was then measured on a server faster than the one the
+// run will find, which comes after the bench. So once the ladder is done the
+// knee is measured again, on the servers as the ladder left them; if the
+// two measurements disagree by more than driftMargin, every other level
+// that answered is measured again too, and the knee and the forecast are
+// taken from the second pass, all of it measured in the state the run
+// starts in.
+
+// driftMargin is how far a level measured again may be from its first
+// measurement before the servers are taken to have changed: twice the
+// margin of a window's halves, since two windows some minutes apart on a
+// shared machine differ by more than the halves of one.
+const driftMargin = 2 * kneeGain
+
+// confirm measures the knee of levels again with measure (false: the
+// bench was interrupted, and levels are kept as they are), and every other
+// level that answered when that disagrees with the first; it returns the
+// levels, each with its latest measurement (FirstTokPerSec its first), and
+// what changed ("" when nothing did).
+func confirm(levels []Level, measure func(n int) (Level, bool)) ([]Level, string) {
+	k, _ := knee(levels)
+	if k < 0 || k == len(levels)-1 {
+		return levels, "" // no level was measured after the knee
+	}
+	out := slices.Clone(levels)
+	again := func(i int) bool {
+		lv, ok := measure(levels[i].Concurrency)
+		if !ok {
+			return false
+		}
+		lv.FirstTokPerSec, lv.Remeasured = levels[i].TokPerSec, true
+		out[i] = lv
+		return true
+	}
+	if !again(k) {
+		return levels, ""
+	}
+	first, second := levels[k].TokPerSec, out[k].TokPerSec
+	if out[k].answered() && math.Abs(second-first) <= driftMargin*max(first, second) {
+		return out, ""
+	}
+	for i := range out {
+		if i != k && levels[i].answered() && !again(i) {
+			return levels, ""
+		}
+	}
+	return out, fmt.Sprintf("the servers changed during the ladder: %d per endpoint gave %s tok/s before the levels above it and %s after them (a server's speed can depend on what it ran before: Ollama's, once all its slots have held an answer); every level was measured again as the ladder left the servers, the state the run starts in, and the knee and the forecast are the second measurements'",
+		levels[k].Concurrency, cli.Thousands(int64(first+0.5)), cli.Thousands(int64(second+0.5)))
+}
