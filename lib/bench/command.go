@@ -258,7 +258,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		}
 	}
 	if ctx.Err() == nil {
-		rep.Levels, rep.Drift = confirm(rep.Levels, func(n int) (Level, bool) {
+		rep.Levels, rep.Drift, rep.Unsettled = confirm(rep.Levels, func(n int) (Level, bool) {
 			env.Logf("level %d per endpoint again, as the ladder left the servers: %v warm-up, then %v measured", n, c.Warmup, c.Duration)
 			lv := measure(n)
 			if ctx.Err() != nil {
@@ -267,8 +267,10 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 			logLevel(env, lv)
 			return lv, true
 		})
-		if rep.Drift != "" {
-			env.Logf("  %s", rep.Drift)
+		for _, why := range []string{rep.Drift, rep.Unsettled} {
+			if why != "" {
+				env.Logf("  %s", why)
+			}
 		}
 	}
 	if len(rep.Levels) > 0 {

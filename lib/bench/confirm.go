@@ -29,15 +29,18 @@ const driftMargin = 2 * kneeGain
 
 // confirm measures the knee of levels again with measure (false: the
 // bench was interrupted, and levels are kept as they are), and every other
-// level that answered when that disagrees with the first; it returns the
-// levels, each with its latest measurement (FirstTokPerSec its first), and
-// what changed ("" when nothing did).
-func confirm(levels []Level, measure func(n int) (Level, bool)) ([]Level, string) {
+// level that answered when that disagrees with the first, and then the
+// new knee a third time, to see whether the servers settled; it returns
+// the levels, each with its latest measurement (FirstTokPerSec its
+// first), what changed (drift, "" when nothing did) and, when the third
+// measurement disagreed with the second, that the bench could not
+// measure the servers settled (unsettled).
+func confirm(levels []Level, measure func(n int) (Level, bool)) (out []Level, drift, unsettled string) {
 	k, _ := knee(levels)
 	if k < 0 || k == len(levels)-1 {
-		return levels, "" // no level was measured after the knee
+		return levels, "", "" // no level was measured after the knee
 	}
-	out := slices.Clone(levels)
+	out = slices.Clone(levels)
 	again := func(i int) bool {
 		lv, ok := measure(levels[i].Concurrency)
 		if !ok {
@@ -48,17 +51,34 @@ func confirm(levels []Level, measure func(n int) (Level, bool)) ([]Level, string
 		return true
 	}
 	if !again(k) {
-		return levels, ""
+		return levels, "", ""
 	}
 	first, second := levels[k].TokPerSec, out[k].TokPerSec
 	if out[k].answered() && math.Abs(second-first) <= driftMargin*max(first, second) {
-		return out, ""
+		return out, "", ""
 	}
 	for i := range out {
 		if i != k && levels[i].answered() && !again(i) {
-			return levels, ""
+			return levels, "", ""
 		}
 	}
-	return out, fmt.Sprintf("the servers changed during the ladder: %d per endpoint gave %s tok/s before the levels above it and %s after them (a server's speed can depend on what it ran before: Ollama's, once all its slots have held an answer); every level was measured again as the ladder left the servers, the state the run starts in, and the knee and the forecast are the second measurements'",
+	drift = fmt.Sprintf("the servers changed during the ladder: %d per endpoint gave %s tok/s before the levels above it and %s after them (a server's speed can depend on what it ran before: Ollama's, once all its slots have held an answer); every level was measured again as the ladder left the servers, the state the run starts in, and the knee and the forecast are the second measurements'",
 		levels[k].Concurrency, cli.Thousands(int64(first+0.5)), cli.Thousands(int64(second+0.5)))
+	// Whether they settled: the second pass's knee once more.
+	k2, _ := knee(out)
+	if k2 < 0 {
+		return out, drift, ""
+	}
+	prev := out[k2]
+	lv, ok := measure(prev.Concurrency)
+	if !ok {
+		return out, drift, ""
+	}
+	lv.FirstTokPerSec, lv.Remeasured, lv.PrevTokPerSec = levels[k2].TokPerSec, true, prev.TokPerSec
+	out[k2] = lv
+	if lv.answered() && math.Abs(lv.TokPerSec-prev.TokPerSec) <= driftMargin*max(lv.TokPerSec, prev.TokPerSec) {
+		return out, drift, ""
+	}
+	return out, drift, fmt.Sprintf("could not measure the servers settled: %d per endpoint, measured a third time, gave %s tok/s after %s (and %s in the ladder), so they were still changing, or the machine was; the forecast takes the last figure and its range spans the last two: measure again with a longer --duration, or just before the run",
+		prev.Concurrency, cli.Thousands(int64(lv.TokPerSec+0.5)), cli.Thousands(int64(prev.TokPerSec+0.5)), cli.Thousands(int64(levels[k2].TokPerSec+0.5)))
 }
