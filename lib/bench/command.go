@@ -66,7 +66,11 @@ tokens per second (in total and per endpoint), latency and time to first
 token; it names the knee (the smallest level within 5% of the best
 level's output; a level with only errors never) and recommends
 --concurrency. A level whose window's two halves disagree by more than 5%
-is measured again. With the dataset's size (counted from the input, or
+is measured again. Once the ladder is done the knee is measured again, on
+the servers as the ladder left them (the state the run starts in); when
+that differs by more than 10% every level is, and the knee and the
+forecast come from that second pass, the knee measured until it settles
+(at most three times; the report says when it did not). With the dataset's size (counted from the input, or
 --dataset-size) and its mean answer length (measured on the sample
 prompts, or --mean-answer-tokens) it forecasts the run's wall time, with
 its range.
