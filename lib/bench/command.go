@@ -66,7 +66,11 @@ tokens per second (in total and per endpoint), latency and time to first
 token; it names the knee (the smallest level within 5% of the best
 level's output; a level with only errors never) and recommends
 --concurrency. A level whose window's two halves disagree by more than 5%
-is measured again. With the dataset's size (counted from the input, or
+is measured again. Once the ladder is done the knee is measured again, on
+the servers as the ladder left them (the state the run starts in); when
+that differs by more than 10% every level is, and the knee and the
+forecast come from that second pass, the knee measured until it settles
+(at most three times; the report says when it did not). With the dataset's size (counted from the input, or
 --dataset-size) and its mean answer length (measured on the sample
 prompts, or --mean-answer-tokens) it forecasts the run's wall time, with
 its range.
@@ -221,10 +225,22 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 
 	rep := run.report(model)
 	rep.PromptNote = note
+	measure := func(n int) Level {
+		lv := run.level(ctx, n)
+		if ctx.Err() == nil && lv.Answers > 0 && !lv.steady() {
+			// The two halves of the window disagree: the fleet was not
+			// steady (still filling, or the machine stalled). Once more.
+			env.Logf("  the two halves of its window disagree (%s and %s tok/s): measuring it again",
+				cli.Thousands(int64(lv.Halves[0]+0.5)), cli.Thousands(int64(lv.Halves[1]+0.5)))
+			lv = run.level(ctx, n)
+			lv.Repeated, lv.Unsteady = true, !lv.steady()
+		}
+		return lv
+	}
 	for i, n := range levels {
 		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
 			i+1, len(levels), n, n*len(ready), c.Warmup, c.Duration)
-		lv := run.level(ctx, n)
+		lv := measure(n)
 		if ctx.Err() == nil && lv.Answers == 0 {
 			// No answer finished in the window: streams that never end, or
 			// answers longer than the window. More in flight would not end
@@ -234,25 +250,31 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 				c.Warmup+c.Duration, lv.Errors, firstErrorNote(lv))
 			break
 		}
-		if ctx.Err() == nil && !lv.steady() {
-			// The two halves of the window disagree: the fleet was not
-			// steady (still filling, or the machine stalled). Once more.
-			env.Logf("  the two halves of its window disagree (%s and %s tok/s): measuring it again",
-				cli.Thousands(int64(lv.Halves[0]+0.5)), cli.Thousands(int64(lv.Halves[1]+0.5)))
-			lv = run.level(ctx, n)
-			lv.Repeated, lv.Unsteady = true, !lv.steady()
-		}
 		if ctx.Err() != nil {
 			break
 		}
 		rep.Levels = append(rep.Levels, lv)
-		env.Logf("  %s tok/s (%s per endpoint), %d answers, latency p50 %s, TTFT p50 %s%s",
-			cli.Thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.Answers,
-			fmtSeconds(lv.LatencyP50), fmtSeconds(lv.TTFTP50), errorNote(lv))
+		logLevel(env, lv)
 		if why := falling(rep.Levels); why != "" && i+1 < len(levels) {
 			rep.Held = why
 			env.Logf("  %s: the levels above are not measured", why)
 			break
+		}
+	}
+	if ctx.Err() == nil {
+		rep.Levels, rep.Drift, rep.Unsettled = confirm(rep.Levels, func(n int) (Level, bool) {
+			env.Logf("level %d per endpoint again, as the ladder left the servers: %v warm-up, then %v measured", n, c.Warmup, c.Duration)
+			lv := measure(n)
+			if ctx.Err() != nil {
+				return lv, false
+			}
+			logLevel(env, lv)
+			return lv, true
+		})
+		for _, why := range []string{rep.Drift, rep.Unsettled} {
+			if why != "" {
+				env.Logf("  %s", why)
+			}
 		}
 	}
 	if len(rep.Levels) > 0 {
@@ -274,6 +296,13 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		return fmt.Errorf("no answer finished at any level: %s", firstError(rep.Levels))
 	}
 	return nil
+}
+
+// logLevel says what a level measured.
+func logLevel(env *cli.Env, lv Level) {
+	env.Logf("  %s tok/s (%s per endpoint), %d answers, latency p50 %s, TTFT p50 %s%s",
+		cli.Thousands(int64(lv.TokPerSec)), thousandsFloat(lv.TokPerSecPerEndpoint), lv.Answers,
+		fmtSeconds(lv.LatencyP50), fmtSeconds(lv.TTFTP50), errorNote(lv))
 }
 
 func firstErrorNote(lv Level) string {

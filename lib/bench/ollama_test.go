@@ -3,6 +3,7 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/segmentio/encoding/json"
 
@@ -43,5 +44,56 @@ func TestBenchOllama(t *testing.T) {
 		if !strings.Contains(r.Stderr, srv.URL+": /health 404 (no such route), /v1/models 200: ready") || strings.Contains(r.Stderr, "sending it up to") {
 			t.Errorf("%s: stderr:\n%s", api, r.Stderr)
 		}
+	}
+}
+
+// The bench on a fresh real Ollama server (4 slots), whose speed depends
+// on what it ran before: once all its slots have held an answer every
+// later request costs it more. After the ladder the knee is measured
+// again; when that disagreed, every level was, and the forecast is the
+// latest measurement of the level it recommends, never the ladder's
+// first figure from a fresher server.
+func TestBenchOllamaAfterTheLadder(t *testing.T) {
+	testbin.Long(t, "a real Ollama server, six levels or more")
+	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4})
+	prompts := writePrompts(t, t.TempDir(), 100)
+	// In process, for a bound of its own: on a loaded machine most levels
+	// are measured twice.
+	rep, r := runBench(t, 5*time.Minute, "-e", srv.URL, "--concurrency", "1,2,4,8",
+		"--warmup", "2s", "--duration", "8s", "--max-tokens", "32", "--mean-answer-tokens", "32", "--dataset-size", "200", prompts)
+	t.Logf("drift %q, unsettled %q\n%s", rep.Drift, rep.Unsettled, r.stderr)
+	if rep.Forecast == nil || rep.Recommended == 0 {
+		t.Fatalf("no forecast: %+v", rep)
+	}
+	k, last := -1, len(rep.Levels)-1
+	for i, lv := range rep.Levels {
+		if lv.Concurrency == rep.Recommended {
+			k = i
+		}
+	}
+	if k < 0 || rep.Forecast.TokPerSec != rep.Levels[k].TokPerSec {
+		t.Fatalf("forecast at %.0f tok/s, not the recommended level's latest measurement: %+v", rep.Forecast.TokPerSec, rep.Levels)
+	}
+	remeasured := 0
+	for _, lv := range rep.Levels {
+		if lv.Remeasured {
+			remeasured++
+			if lv.FirstTokPerSec <= 0 {
+				t.Errorf("level %d measured again without its first figure", lv.Concurrency)
+			}
+		}
+	}
+	switch {
+	case rep.Drift != "" && remeasured != len(rep.Levels):
+		t.Errorf("drift said, but %d of %d levels measured again", remeasured, len(rep.Levels))
+	case rep.Drift == "" && remeasured > 1:
+		t.Errorf("no drift said, but %d levels measured again", remeasured)
+	case rep.Drift == "" && remeasured == 0 && k < last:
+		// (Measured again within the margin, the knee may move to a level
+		// near it; measured not at all, it must have been the last.)
+		t.Errorf("the knee %d was measured before level %d and not again after the ladder", rep.Recommended, rep.Levels[last].Concurrency)
+	}
+	if !strings.Contains(r.stderr, "again, as the ladder left the servers") && remeasured > 0 {
+		t.Errorf("stderr does not say the knee was measured again:\n%s", r.stderr)
 	}
 }

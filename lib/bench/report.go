@@ -45,6 +45,12 @@ type Report struct {
 	// Unsteady: every level answered was unsteady, so the figures (the
 	// knee, the forecast) rest on measurements that did not settle.
 	Unsteady bool `json:"unsteady,omitempty"`
+	// Drift says how the servers changed during the ladder: the knee
+	// measured again gave another figure, so every level was (confirm.go).
+	Drift string `json:"drift,omitempty"`
+	// Unsettled: the knee measured a third time still disagreed with the
+	// second: the forecast's range spans both.
+	Unsettled string `json:"unsettled,omitempty"`
 	// Arms are the mixture's arms in the forecast (--mix, mix.go).
 	Arms []ArmForecast `json:"arms,omitempty"`
 }
@@ -71,6 +77,12 @@ type Level struct {
 	Halves   []float64 `json:"halves_output_tokens_per_s,omitempty"`
 	Repeated bool      `json:"repeated,omitempty"`
 	Unsteady bool      `json:"unsteady,omitempty"`
+	// Remeasured: the level was measured again once the ladder was done
+	// (confirm.go); FirstTokPerSec is what it gave the first time.
+	// PrevTokPerSec: measured a third time, what the second gave.
+	Remeasured     bool    `json:"remeasured,omitempty"`
+	FirstTokPerSec float64 `json:"first_output_tokens_per_s,omitempty"`
+	PrevTokPerSec  float64 `json:"previous_output_tokens_per_s,omitempty"`
 	// RunSeconds is the forecast run's wall time at this level.
 	RunSeconds float64 `json:"run_seconds,omitempty"`
 }
@@ -279,16 +291,22 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 		})
 		lv.RunSeconds = secs
 		if i == k {
-			if lv.Unsteady && len(lv.Halves) == 2 {
-				// Its window did not settle: the run's range spans the two
-				// halves' rates as well as the answers' lengths.
-				for _, rate := range lv.Halves {
-					if rate > 0 {
-						s, lo, hi := forecast.RunTime(forecast.Run{Answers: float64(answers), TokPerSec: rate, Speed: rate / r.slots(lv.Concurrency),
-							Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd})
-						low, high = min(low, lo, s), max(high, hi, s)
-					}
+			// The run's range spans other rates the level was seen at: its
+			// window's two halves when it did not settle, and the measurement
+			// before its last when the servers were still changing.
+			span := func(rate float64) {
+				if rate > 0 {
+					s, lo, hi := forecast.RunTime(forecast.Run{Answers: float64(answers), TokPerSec: rate, Speed: rate / r.slots(lv.Concurrency),
+						Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd})
+					low, high = min(low, lo, s), max(high, hi, s)
 				}
+			}
+			if lv.Unsteady && len(lv.Halves) == 2 {
+				span(lv.Halves[0])
+				span(lv.Halves[1])
+			}
+			if rep.Unsettled != "" {
+				span(lv.PrevTokPerSec)
 			}
 			rep.Forecast = &Forecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
 				Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
@@ -338,12 +356,21 @@ func (rep *Report) write(w io.Writer, asJSON bool) error {
 		if lv.Unsteady {
 			fmt.Fprint(tw, "  unsteady")
 		}
+		if lv.Remeasured {
+			fmt.Fprintf(tw, "  measured again after the ladder (first %s tok/s)", cli.Thousands(int64(lv.FirstTokPerSec+0.5)))
+		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	b.WriteByte('\n')
 	if rep.Held != "" {
 		fmt.Fprintf(&b, "held: %s; the levels above were not measured\n", rep.Held)
+	}
+	if rep.Drift != "" {
+		fmt.Fprintf(&b, "drift: %s\n", rep.Drift)
+	}
+	if rep.Unsettled != "" {
+		fmt.Fprintf(&b, "%s\n", rep.Unsettled)
 	}
 	if rep.Unsteady {
 		fmt.Fprintf(&b, "could not measure steadily: no level's output settled (the two halves of every window differed by more than %.0f%%, measured twice); the knee and the forecast are rough: raise --duration (or --requests) to measure longer\n", 100*kneeGain)
@@ -447,7 +474,7 @@ func (rep *Report) finite() {
 	for i := range rep.Levels {
 		lv := &rep.Levels[i]
 		fix(&lv.Seconds, &lv.RequestsPerSec, &lv.TokPerSec, &lv.TokPerSecPerEndpoint, &lv.LatencyP50, &lv.LatencyP99,
-			&lv.TTFTP50, &lv.TTFTP99, &lv.RunSeconds)
+			&lv.TTFTP50, &lv.TTFTP99, &lv.RunSeconds, &lv.FirstTokPerSec, &lv.PrevTokPerSec)
 		for j := range lv.ByEndpoint {
 			fix(&lv.ByEndpoint[j])
 		}
