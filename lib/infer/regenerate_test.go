@@ -1074,4 +1074,67 @@ func TestRegenerateOneTurnOfParallelResults(t *testing.T) {
 			t.Errorf("%s: %d tool results in %+v", g.ID.Text, results, o.Messages)
 		}
 	}
+	// What the trainer loads: every conversation, with every result it was
+	// given, paired with a call of the turn before it. The simulator calls
+	// tools in every answer, the last one too, so each conversation ends on
+	// a call nobody answers: --keep-truncated writes it up to that call.
+	train := filepath.Join(dir, "train.jsonl")
+	m := testbin.Exec(t, exec.Command(mergeBin, "--to", "conversations", "--keep-truncated", "-o", train, out))
+	if m.Code != 0 {
+		t.Fatalf("merge: exit %d\n%s", m.Code, m.Stderr)
+	}
+	trained, err := os.ReadFile(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSuffix(string(trained), "\n"), "\n")
+	if len(rows) != len(outs) {
+		t.Fatalf("merge wrote %d conversations for infer's %d", len(rows), len(outs))
+	}
+	byID := map[string]genRecord{}
+	for _, g := range outs {
+		byID[g.ID.Text] = g
+	}
+	for i, line := range rows {
+		var row struct {
+			ID       string `json:"id"`
+			Messages []struct {
+				Role       string `json:"role"`
+				ToolCallID string `json:"tool_call_id"`
+				ToolCalls  []struct {
+					ID string `json:"id"`
+				} `json:"tool_calls"`
+			} `json:"conversations"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("train row %d: %v", i, err)
+		}
+		g, ok := byID[row.ID]
+		if !ok {
+			t.Fatalf("train row %d: id %q is not one infer answered", i, row.ID)
+		}
+		delete(byID, row.ID)
+		inInfer, inTrain, unpaired := 0, 0, 0
+		for _, msg := range g.Output.Messages {
+			if msg.Role == "tool" {
+				inInfer++
+			}
+		}
+		calls := map[string]bool{}
+		for _, msg := range row.Messages {
+			for _, c := range msg.ToolCalls {
+				calls[c.ID] = true
+			}
+			if msg.Role == "tool" {
+				inTrain++
+				if !calls[msg.ToolCallID] {
+					unpaired++ // no call before it, or one already answered
+				}
+				delete(calls, msg.ToolCallID)
+			}
+		}
+		if inTrain != inInfer || unpaired != 0 {
+			t.Errorf("train row %s: %d tool results (infer wrote %d), %d not paired with a call before them", row.ID, inTrain, inInfer, unpaired)
+		}
+	}
 }
