@@ -19,7 +19,7 @@ import (
 )
 
 // The real binaries, built once for the package's tests.
-var inferBin, llmsimBin, extractBin, corpusBin, mergeBin string
+var inferBin, llmsimBin, extractBin, corpusBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "infer-test-bin-")
@@ -31,8 +31,7 @@ func TestMain(m *testing.M) {
 	llmsimBin = filepath.Join(dir, "llmsim")
 	extractBin = filepath.Join(dir, "extract")
 	corpusBin = filepath.Join(dir, "corpus")
-	mergeBin = filepath.Join(dir, "merge")
-	if err := testbin.Build(dir, "infer", "llmsim", "extract", "corpus", "merge"); err != nil {
+	if err := testbin.Build(dir, "infer", "llmsim", "extract", "corpus"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)

@@ -1079,7 +1079,7 @@ func TestRegenerateOneTurnOfParallelResults(t *testing.T) {
 	// tools in every answer, the last one too, so each conversation ends on
 	// a call nobody answers: --keep-truncated writes it up to that call.
 	train := filepath.Join(dir, "train.jsonl")
-	m := testbin.Exec(t, exec.Command(mergeBin, "--to", "conversations", "--keep-truncated", "-o", train, out))
+	m := testbin.Exec(t, exec.Command(mergeBinary(t), "--to", "conversations", "--keep-truncated", "-o", train, out))
 	if m.Code != 0 {
 		t.Fatalf("merge: exit %d\n%s", m.Code, m.Stderr)
 	}
