@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -290,6 +291,38 @@ func TestReadBackManyFiles(t *testing.T) {
 		}
 		if held > maxWindows {
 			t.Fatalf("%d windows held, at most %d", held, maxWindows)
+		}
+	}
+}
+
+// TestReadBackOutputIsAnInput: -o may name one of the inputs (merge
+// compacts a file in place, with --force). The winners are read back from
+// the file as it was opened, so the file it is replaced by holds exactly
+// what the merge writes elsewhere, whichever input it names.
+func TestReadBackOutputIsAnInput(t *testing.T) {
+	dir := t.TempDir()
+	inputs, _ := brutePaths(t, dir)
+	ref := filepath.Join(t.TempDir(), "ref.jsonl")
+	if code, _, stderr := runMerge(t, context.Background(), nil, append([]string{"-o", ref}, inputs...)...); code != 0 {
+		t.Fatalf("reference: exit %d\n%s", code, stderr)
+	}
+	want, _ := os.ReadFile(ref)
+	for i := range inputs {
+		originals := map[string][]byte{}
+		for _, in := range inputs {
+			originals[in], _ = os.ReadFile(in)
+		}
+		target := inputs[i]
+		if code, _, stderr := runMerge(t, context.Background(), nil, append([]string{"--force", "-o", target}, inputs...)...); code != 0 {
+			t.Fatalf("-o %s: exit %d\n%s", filepath.Base(target), code, stderr)
+		}
+		if got, _ := os.ReadFile(target); !bytes.Equal(got, want) {
+			t.Errorf("-o %s (an input): %d bytes, want the %d the merge writes elsewhere", filepath.Base(target), len(got), len(want))
+		}
+		for in, b := range originals { // put the inputs back for the next round
+			if err := os.WriteFile(in, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
