@@ -38,6 +38,7 @@ type Command struct {
 	FilterGens  FilterGensCmd  `cmd:"" name:"filter-gens" help:"Write generation records for filter's benchmark from a corpus, a few percent degenerate."`
 	Fleet       FleetCmd       `cmd:"" help:"Run infer against a time-scaled llmsim fleet and measure it against the fleet's ideal."`
 	Gobench     GobenchCmd     `cmd:"" help:"Run a Go benchmark and record the median of one of its metrics."`
+	Pages       PagesCmd       `cmd:"" help:"Read a Parquet file's pages into values and drop them: the floor under any reader's cost per row."`
 	Table       TableCmd       `cmd:"" help:"Render one group of results as a Markdown table."`
 	Targets     TargetsCmd     `cmd:"" help:"Check results against targets; render a Markdown table."`
 }
