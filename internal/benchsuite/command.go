@@ -25,6 +25,7 @@ The parts, for measuring by hand:
     benchsuite generations --rerun rerun.jsonl -o gens.jsonl prompts.jsonl
     benchsuite fleet --results r.jsonl --policy round-robin --prompts p.jsonl
     benchsuite table --results r.jsonl --group dedup
+    benchsuite pages --columns id,conversations data/corpus.parquet   # a Parquet file's pages alone
 
 Every measurement is appended to --results as one JSON line; table and
 targets read them back.`

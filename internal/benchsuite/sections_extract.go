@@ -42,7 +42,7 @@ var extractSection = &section{
 			ours(with(pqIn, "Parquet, 1 core", "", pin("extract", pq)...)),
 			ours(with(jsonIn, "JSONL, 2 workers", "", "extract", "--workers", "2", c)),
 			ours(with(pqIn, "Parquet, 2 workers", "", "extract", "--workers", "2", pq)),
-			peer(with(withNoCount(pqIn), pagesRow, "the columns extract reads (id, conversations, langdetect, source) decompressed and decoded into values, nothing built from them", pin("benchsuite", "pages", "--columns", "id,conversations,langdetect,source", pq)...)),
+			peer(with(withNoCount(pqIn), pagesRow, "the columns extract reads, decompressed and decoded into values, nothing built from them", pin("benchsuite", "pages", "--columns", "id,conversations,langdetect,source", pq)...)),
 			h.duckdbRow(ctx, with(pqIn, "DuckDB, 1 thread", "`SET threads=1; COPY (SELECT id, [{role, content: first human turn}] AS messages FROM read_parquet(...)) TO stdout (FORMAT JSON)`, the same records", pin("duckdbpeer", pq)...)),
 		)
 		return h.measureAll(ctx, rows)
@@ -166,14 +166,13 @@ func renderParquetFloor(w io.Writer, h *harness) {
 	if !ok1 || !ok2 || pc <= jc {
 		return
 	}
-	fmt.Fprintf(w, "\nOn one core a Parquet row costs %.1f µs of CPU against %.1f µs for its JSONL line.", pc, jc)
+	fmt.Fprintf(w, "\nOn one core a Parquet row costs %.1f µs of CPU against %.1f µs for its JSONL line.\n", pc, jc)
 	if fc, ok := cpu(pagesRow); ok {
-		fmt.Fprintf(w, " Its pages alone cost %.1f µs (%.0f%% of the JSONL line's whole cost): the\n"+
-			"text of its columns has to be zstd-decompressed and decoded before any record can be built.\n"+
-			"That leaves %.1f µs a row for all the rest if Parquet is to keep up with JSONL; extract spends\n"+
-			"%.1f µs on it (assembling the row from its columns, escaping its text, converting it).", fc, 100*fc/jc, max(jc-fc, 0), pc-fc)
+		fmt.Fprintf(w, "Its pages alone cost %.1f µs (%.0f%% of the JSONL line's whole cost): the text of its\n"+
+			"columns has to be zstd-decompressed and decoded before any record can be built. That\n"+
+			"leaves %.1f µs a row for all the rest if Parquet is to keep up with JSONL; extract spends\n"+
+			"%.1f µs on it (assembling the row from its columns, escaping its text, converting it).\n", fc, 100*fc/jc, max(jc-fc, 0), pc-fc)
 	}
-	fmt.Fprintln(w)
 }
 
 // scaleUnit is the 1x size: a sixteenth of the corpus.
