@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
-
-	asmutf8 "github.com/segmentio/asm/utf8"
 )
 
 const (
@@ -20,9 +18,6 @@ const (
 // three-byte characters without decoding them, which is most of the text
 // of a dataset's Parquet columns.
 func appendEscaped(dst, s []byte) []byte {
-	if asmutf8.Valid(s) {
-		return appendEscapedValid(dst, s)
-	}
 	dst = append(dst, '"')
 	i, j := 0, 0 // s[i:j] is plain, not yet written
 	for j < len(s) {
@@ -55,7 +50,21 @@ func appendEscaped(dst, s []byte) []byte {
 			j++
 			i = j
 		case c < 0x20:
-			dst = appendControl(append(dst, s[i:j]...), c)
+			dst = append(dst, s[i:j]...)
+			switch c {
+			case '\b':
+				dst = append(dst, `\b`...)
+			case '\f':
+				dst = append(dst, `\f`...)
+			case '\n':
+				dst = append(dst, `\n`...)
+			case '\r':
+				dst = append(dst, `\r`...)
+			case '\t':
+				dst = append(dst, `\t`...)
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
 			j++
 			i = j
 		default: // plain, within the last seven bytes
@@ -67,70 +76,6 @@ func appendEscaped(dst, s []byte) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
-
-// appendEscapedValid is appendEscaped for valid UTF-8 (checked first, many
-// bytes at a time): past ASCII only U+2028 and U+2029 need escaping, so
-// text of any script goes eight bytes at a time, stopping only at a quote,
-// a backslash, a control character or an E2 byte (which leads those two).
-func appendEscapedValid(dst, s []byte) []byte {
-	dst = append(dst, '"')
-	i, j := 0, 0 // s[i:j] is plain, not yet written
-	for j < len(s) {
-		for j+8 <= len(s) {
-			if m := escapeFlags(binary.LittleEndian.Uint64(s[j:])); m != 0 {
-				j += bits.TrailingZeros64(m) / 8
-				break
-			}
-			j += 8
-		}
-		if j >= len(s) {
-			break
-		}
-		switch c := s[j]; {
-		case c == '"' || c == '\\':
-			dst = append(append(dst, s[i:j]...), '\\', c)
-			j++
-			i = j
-		case c < 0x20:
-			dst = appendControl(append(dst, s[i:j]...), c)
-			j++
-			i = j
-		case c == 0xe2 && j+2 < len(s) && s[j+1] == 0x80 && (s[j+2] == 0xa8 || s[j+2] == 0xa9):
-			dst = append(append(dst, s[i:j]...), `\u202`...)
-			dst = append(dst, hexDigits[s[j+2]-0xa0])
-			j += 3
-			i = j
-		default: // plain: an E2 of another character, a false flag, or a tail byte
-			j++
-		}
-	}
-	dst = append(dst, s[i:]...)
-	return append(dst, '"')
-}
-
-// escapeFlags flags the bytes of w that stop appendEscapedValid: the
-// lowest flag is the first such byte (a false flag from a borrow only ever
-// sits above a true one).
-func escapeFlags(w uint64) uint64 {
-	return zeroByte(w^(lsb*'"')) | zeroByte(w^(lsb*'\\')) | ((w - lsb*0x20) & ^w & msb) | zeroByte(w^(lsb*0xe2))
-}
-
-// appendControl writes the escape of control character c.
-func appendControl(dst []byte, c byte) []byte {
-	switch c {
-	case '\b':
-		return append(dst, `\b`...)
-	case '\f':
-		return append(dst, `\f`...)
-	case '\n':
-		return append(dst, `\n`...)
-	case '\r':
-		return append(dst, `\r`...)
-	case '\t':
-		return append(dst, `\t`...)
-	}
-	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-}
 
 // threeByteRun returns where the run of valid three-byte characters of s
 // from j ends: those led by E1-EF but ED (whose surrogates are invalid) and
