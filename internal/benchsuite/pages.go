@@ -26,6 +26,12 @@ type PagesCmd struct {
 
 // Run reads the pages and prints what it read.
 func (c *PagesCmd) Run(ctx context.Context, env *cli.Env) error {
+	// Checked before opening: opening a FIFO waits for its writer.
+	if st, err := os.Stat(c.File); err != nil {
+		return err
+	} else if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: a Parquet file is read from its end, which a pipe cannot do", c.File)
+	}
 	f, err := os.Open(c.File)
 	if err != nil {
 		return err
@@ -34,6 +40,9 @@ func (c *PagesCmd) Run(ctx context.Context, env *cli.Env) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
+	}
+	if !st.Mode().IsRegular() { // replaced since the check
+		return fmt.Errorf("%s is not a regular file", c.File)
 	}
 	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
@@ -50,10 +59,10 @@ func (c *PagesCmd) Run(ctx context.Context, env *cli.Env) error {
 			return err
 		}
 		chunks := g.ColumnChunks()
-		for _, c := range leaves {
-			n, b, err := readPages(parquet.AsyncPages(chunks[c].Pages()), buf)
+		for _, leaf := range leaves {
+			n, b, err := readPages(parquet.AsyncPages(chunks[leaf].Pages()), buf)
 			if err != nil {
-				return fmt.Errorf("%s: column %d: %v", f.Name(), c, err)
+				return fmt.Errorf("%s: column %d: %v", c.File, leaf, err)
 			}
 			values, bytes = values+n, bytes+b
 		}

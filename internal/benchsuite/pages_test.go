@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,10 +81,24 @@ func TestPagesReadsEveryValue(t *testing.T) {
 	if rows != 500 || turns < 2*rows {
 		t.Errorf("the file read as %d rows of %d turns", rows, turns)
 	}
-	var out bytes.Buffer
-	cmd := PagesCmd{Columns: []string{"no_such"}, File: file}
-	if err := cmd.Run(context.Background(), &cli.Env{Stdout: &out}); err == nil || !strings.Contains(err.Error(), "no column is named") || out.Len() > 0 {
-		t.Errorf("an unknown column: %v, wrote %q", err, out.Bytes())
+	// Refused, writing nothing: a column the file lacks, a pipe, a file
+	// that is not Parquet.
+	pipe := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cmd  PagesCmd
+		want string
+	}{
+		{PagesCmd{Columns: []string{"no_such"}, File: file}, "no column is named"},
+		{PagesCmd{File: pipe}, "not a regular file"},
+		{PagesCmd{File: "pages_test.go"}, "magic header"},
+	} {
+		var out bytes.Buffer
+		if err := c.cmd.Run(context.Background(), &cli.Env{Stdout: &out}); err == nil || !strings.Contains(err.Error(), c.want) || out.Len() > 0 {
+			t.Errorf("%s: %v (want %q), wrote %q", c.cmd.File, err, c.want, out.Bytes())
+		}
 	}
 }
 
