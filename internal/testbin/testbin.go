@@ -312,15 +312,30 @@ func SmallDisk(t testing.TB, size int) string {
 // the test is skipped, saying so.
 func RealData(t testing.TB, file string) string {
 	t.Helper()
+	return sharedData(t, "real", file)
+}
+
+// Tokenizers is the path of name in the real tokenizers kept beside the
+// repository (../shared/data/tokenizers: a model's Hugging Face folder such
+// as "qwen3", or "golden/qwen3.jsonl.gz", the reference renderings), found
+// as RealData finds its files; where it is not there the test is skipped,
+// saying so.
+func Tokenizers(t testing.TB, name string) string {
+	t.Helper()
+	return sharedData(t, "tokenizers", name)
+}
+
+func sharedData(t testing.TB, kind, name string) string {
+	t.Helper()
 	dir := "../.."
 	for range 5 {
-		p := filepath.Join(dir, "shared/data/real", file)
+		p := filepath.Join(dir, "shared/data", kind, name)
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 		dir = filepath.Join(dir, "..")
 	}
-	t.Skipf("the real dataset %s is not in ../shared/data/real beside the repository", file)
+	t.Skipf("%s is not in ../shared/data/%s beside the repository", name, kind)
 	return ""
 }
 
