@@ -17,6 +17,7 @@ import (
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/mix"
+	"tokenmill/lib/tokenizer"
 	"tokenmill/lib/tokens"
 )
 
@@ -56,6 +57,7 @@ type Bench struct {
 	// its index, 0 none), as prompts built them.
 	mix        *mix.Mix
 	sampleArms []int
+	tok        *tokenizer.Tokenizer // --tokenizer
 }
 
 // Description is the bench's --help text.
@@ -160,6 +162,9 @@ func (c *Bench) usage() ([]fleet.Target, []int, error) {
 		if c.mix, err = mix.Load(c.Mix); err != nil {
 			return nil, nil, cli.Usagef("--mix %s: %v", c.Mix, err)
 		}
+	}
+	if c.tok, err = c.FitFlags.LoadTokenizer(); err != nil {
+		return nil, nil, cli.Usagef("--tokenizer: %v", err)
 	}
 	return targets, levels, nil
 }

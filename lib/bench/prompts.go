@@ -20,7 +20,9 @@ import (
 // fits a run's: max_tokens lowered to what the prompt leaves, prompts
 // that leave too little left out.
 func (c *Bench) fitter(p *fleet.Pool, model string) *fitting {
-	return &fitting{flags: c.FitFlags, ctx: p.Context(), counter: tokens.NewCounter(p, func() string { return model })}
+	counter := tokens.NewCounter(p, func() string { return model })
+	counter.UseTokenizer(c.tok)
+	return &fitting{flags: c.FitFlags, ctx: p.Context(), counter: counter}
 }
 
 // fitting builds fitted request bodies and counts what it changed.

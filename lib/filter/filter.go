@@ -18,6 +18,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/quality"
+	"tokenmill/lib/tokenizer"
 )
 
 // Description is filter's --help text.
@@ -56,6 +57,8 @@ type Command struct {
 	Checks         string `default:"default" help:"Checks to run, comma-separated: length, think_block, reasoning_only, empty, think_residue, tool_call, loop, lang; default (all but lang); all."`
 	MaxTrainTokens int    `default:"0" placeholder:"N" help:"Drop records with a training row (as merge --to tokens makes them) longer than N tokens, the trainer's max_length (too_long_for_training), counted on the ids of infer --token-ids. 0: no limit."`
 	MinLossTokens  int    `default:"0" placeholder:"M" help:"Drop records whose training rows hold fewer than M tokens with loss, the answers' (too_few_loss_tokens). 0: no minimum."`
+	Tokenizer      string `default:"" placeholder:"DIR" help:"The served model's Hugging Face folder: drop records whose server ids (infer --token-ids) differ from the ids the model's own chat template and tokenizer give (token_mismatch, with where and why); records without ids pass."`
+	TemplateKwargs string `default:"" placeholder:"JSON" help:"With --tokenizer, the chat_template_kwargs the run sent, for records whose own params and arm name none."`
 	cli.ForceFlag
 	cli.WorkersFlag `set:"workers_what=parse and check records"`
 	cli.ProgressFlag
@@ -87,6 +90,17 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("--workers must not be negative")
 	case c.MaxTrainTokens < 0 || c.MinLossTokens < 0:
 		return cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
+	case c.TemplateKwargs != "" && c.Tokenizer == "":
+		return cli.Usagef("--template-kwargs goes with --tokenizer DIR")
+	}
+	train := trainLimits{maxTokens: c.MaxTrainTokens, minLoss: c.MinLossTokens, kwargs: []byte(c.TemplateKwargs)}
+	if c.Tokenizer != "" {
+		if train.tok, err = tokenizer.Load(c.Tokenizer); err != nil {
+			return cli.Usagef("--tokenizer: %v", err)
+		}
+		if !train.tok.HasTemplate() {
+			return cli.Usagef("--tokenizer %s: %v", c.Tokenizer, tokenizer.ErrNoTemplate)
+		}
 	}
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
 	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
@@ -103,7 +117,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		}
 	}
 
-	s := &sink{n: &counts{byReason: map[string]int64{}}, train: trainLimits{maxTokens: c.MaxTrainTokens, minLoss: c.MinLossTokens}}
+	s := &sink{n: &counts{byReason: map[string]int64{}}, train: train}
 	opts := jsonl.WriterOptions{Force: c.Force}
 	if s.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
 		return err

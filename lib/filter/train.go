@@ -5,6 +5,7 @@ import (
 
 	"tokenmill/lib/quality"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 )
 
 // The training window (--max-train-tokens, --min-loss-tokens): a record is
@@ -16,19 +17,31 @@ import (
 // regenerated turn listed counts, a tool-truncated conversation's dangling
 // calls too (merge cuts them).
 
+//
+// With --tokenizer, a record whose server ids (infer --token-ids) are not
+// the ids the model's own chat template and tokenizer give is dropped as
+// token_mismatch, the first difference and its cause in the detail
+// (tokenizer.Parity): a trainer loading that folder would train on other
+// tokens than the model was served. Records without server ids pass.
+
 // Reasons of the training window.
 const (
-	ReasonTooLong    = "too_long_for_training"
-	ReasonFewLoss    = "too_few_loss_tokens"
-	ReasonNoTokenIDs = record.ReasonNoTokenIDs
+	ReasonTooLong       = "too_long_for_training"
+	ReasonFewLoss       = "too_few_loss_tokens"
+	ReasonNoTokenIDs    = record.ReasonNoTokenIDs
+	ReasonTokenMismatch = "token_mismatch"
 )
 
 // trainLimits are the window's bounds; zero: no bound.
 type trainLimits struct {
 	maxTokens, minLoss int
+	tok                *tokenizer.Tokenizer // --tokenizer: the parity check
+	kwargs             []byte
 }
 
-func (l trainLimits) on() bool { return l.maxTokens > 0 || l.minLoss > 0 }
+func (l trainLimits) window() bool { return l.maxTokens > 0 || l.minLoss > 0 }
+
+func (l trainLimits) on() bool { return l.window() || l.tok != nil }
 
 // check drops a record that passed the quality checks but falls outside
 // the window.
@@ -36,6 +49,12 @@ func (l trainLimits) check(it *item) {
 	j := &it.V
 	if !l.on() || j.verdict != fit {
 		return
+	}
+	if l.tok != nil {
+		l.parity(it)
+		if j.verdict != fit || !l.window() {
+			return
+		}
 	}
 	var g record.TokenGeneration
 	if err := record.Decode(it.Data, &g); err != nil {
@@ -61,5 +80,35 @@ func (l trainLimits) check(it *item) {
 	}
 	if loss < l.minLoss {
 		j.verdict, j.finding = unfit, quality.Finding{Check: ReasonFewLoss, Detail: fmt.Sprintf("%d tokens with loss, fewer than --min-loss-tokens %d", loss, l.minLoss)}
+	}
+}
+
+// parity drops a record whose server ids differ from the local rendering.
+func (l trainLimits) parity(it *item) {
+	j := &it.V
+	turns, conversation, err := record.ChatTurns(it.Data)
+	if err != nil {
+		j.verdict, j.bad = badLine, &quality.ParseError{Reason: quality.ReasonBadOutput, Err: err}
+		return
+	}
+	for k, turn := range turns {
+		if turn.Server == nil {
+			continue
+		}
+		p, err := l.tok.Parity(turn, l.kwargs)
+		detail := ""
+		switch {
+		case err != nil:
+			detail = fmt.Sprintf("not rendered with --tokenizer: %v", err)
+		case !p.Same:
+			detail = fmt.Sprintf("%s id %d differs (%s): server %q, local %q", p.Part, p.Position, p.Cause, p.Server, p.Local)
+		default:
+			continue
+		}
+		j.verdict, j.finding = unfit, quality.Finding{Check: ReasonTokenMismatch, Detail: detail}
+		if conversation {
+			j.turn = k
+		}
+		return
 	}
 }

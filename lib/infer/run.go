@@ -23,6 +23,7 @@ import (
 	"tokenmill/lib/mix"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 	"tokenmill/lib/tokens"
 )
 
@@ -90,6 +91,7 @@ type runner struct {
 	cutMu        sync.Mutex
 	keepsAtLeast int
 	tokens       *tokens.Counter
+	localTok     *tokenizer.Tokenizer // --tokenizer: prompts counted exactly
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
 
@@ -145,6 +147,9 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	r.logf = r.log.Logf
 	if r.mix, err = c.loadMix(); err != nil {
 		return nil, err
+	}
+	if r.localTok, err = c.FitFlags.LoadTokenizer(); err != nil {
+		return nil, cli.Usagef("--tokenizer: %v", err)
 	}
 	if r.mix != nil {
 		r.arms = make([]armCounts, len(r.mix.Arms))
@@ -464,6 +469,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 		r.pool.Follow(c.EndpointsFile, c.ProbeInterval) // serve rewrites it as servers come and go
 	}
 	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
+	r.tokens.UseTokenizer(r.localTok)
 	if err := r.pool.WaitReady(ctx, c.WaitReady); err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/quality"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 )
 
 // Description is merge's --help text.
@@ -65,6 +66,9 @@ type Command struct {
 	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value}), or tokens (token-exact rows {id, sample, turn, input_ids, loss_mask, num_prompt_tokens, num_answer_tokens} from infer --token-ids, with a manifest beside them)." enum:"generation,messages,conversations,sharegpt,tokens" default:"generation"`
 	AllowMixed     bool   `help:"With --to tokens, put rows of different models or chat templates into one file (refused by default)." default:"false"`
 	Manifest       string `placeholder:"FILE" help:"With --to tokens, where the manifest goes (default: beside -o, FILE.manifest.json; none with stdout)." default:""`
+	Tokenizer      string `placeholder:"DIR" help:"With --to tokens, the served model's Hugging Face folder (tokenizer.json, tokenizer_config.json): answers without the server's ids (Ollama, a gateway, infer without --token-ids, a text dataset) get their rows from the model's own chat template and tokenizer, each answer's span up to and including its end-of-turn token; server ids lacking that token get it. Nothing is downloaded." default:""`
+	TemplateKwargs string `placeholder:"JSON" help:"With --tokenizer, the chat_template_kwargs the run sent (infer --extra-body's, e.g. {\"enable_thinking\": false}) for records whose own params and arm name none." default:""`
+	ReasoningLoss  bool   `negatable:"" help:"With --tokenizer, train on each answer's reasoning (its <think> block); --no-reasoning-loss keeps it in the row with loss 0." default:"true"`
 	WithReasoning  bool   `help:"With --to, keep each answer's reasoning: as reasoning_content on its assistant message, or as a <think> block before it in sharegpt." default:"false"`
 	SoftSwitch     bool   `help:"With --to messages, conversations or sharegpt, end the system prompt with Qwen3's soft switch, /think or /no_think, as the answer's arm (infer --mix) set chat_template_kwargs.enable_thinking (a system turn /think or /no_think is added where there is none; answers whose arm says nothing of thinking are left as they are). Every form carries the arm's name as \"arm\" anyway." default:"false"`
 	DropLength     bool   `help:"Do not count answers cut at the token limit (finish_reason length) as good." default:"false"`
@@ -207,7 +211,16 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	switch c.To {
 	case toGeneration:
 	case toTokens:
-		m.tokens = &tokenForm{keepTruncated: c.KeepTruncated}
+		m.tokens = &tokenForm{keepTruncated: c.KeepTruncated, reasoningLoss: c.ReasoningLoss}
+		if c.Tokenizer != "" {
+			if m.tokens.tok, err = tokenizer.Load(c.Tokenizer); err != nil {
+				return nil, cli.Usagef("--tokenizer: %v", err)
+			}
+			if !m.tokens.tok.HasTemplate() {
+				return nil, cli.Usagef("--tokenizer %s: %v", c.Tokenizer, tokenizer.ErrNoTemplate)
+			}
+			m.tokens.kwargs = []byte(c.TemplateKwargs)
+		}
 	default:
 		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning, keepTruncated: c.KeepTruncated, softSwitch: c.SoftSwitch}
 	}
@@ -244,7 +257,9 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 		m.out = newParquetSink(file, c.To, int64(c.Memory))
 	}
 	if m.tokens != nil {
-		m.out = newTokenSink(m.out, env, c, &m.tally)
+		ts := newTokenSink(m.out, env, c, &m.tally)
+		ts.tok = m.tokens.tok
+		m.out = ts
 	}
 	defer func() {
 		if err != nil {

@@ -2,6 +2,7 @@ package merge
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 )
 
 // --to tokens: token-exact training rows from the ids infer --token-ids
@@ -54,6 +56,8 @@ type tokenMeta struct {
 	Events    int               `json:"events"`
 	Whole     bool              `json:"whole,omitempty"`      // a conversation as one row
 	NotPrefix string            `json:"not_prefix,omitempty"` // a conversation as rows per turn, and why
+	Rendered  int               `json:"rendered,omitempty"`   // events rebuilt with --tokenizer
+	EOSAdded  int               `json:"eos_added,omitempty"`  // server answers completed with their end-of-turn id
 }
 
 // tokenGen is the part of a generation record the rows are made of.
@@ -76,12 +80,26 @@ type tokenGen struct {
 	} `json:"output"`
 }
 
-// tokenForm converts generation records into token rows.
+// tokenForm converts generation records into token rows. With a
+// tokenizer (--tokenizer), a record without the server's ids has its
+// events rebuilt from the model's own template and tokenizer (as the
+// server rendered the prompt; the answer as the template writes it, to
+// its end-of-turn token), and an answer whose ids lack the end-of-turn
+// token the model ended with gets it.
 type tokenForm struct {
 	keepTruncated bool
+	tok           *tokenizer.Tokenizer
+	kwargs        []byte // --template-kwargs
+	reasoningLoss bool
 	gen           tokenGen
 	out           []byte
 }
+
+// Why a record gives no token rows with --tokenizer.
+const (
+	ReasonTemplateError = tokenizer.ReasonTemplateError
+	ReasonAnswerSpan    = "answer_span"
+)
 
 // convert is the record's converted form: its meta line, then its rows,
 // one per line.
@@ -94,18 +112,12 @@ func (t *tokenForm) convert(data []byte) ([]byte, *rejection) {
 	o := &g.Output
 	var meta tokenMeta
 	meta.Sampling = o.Sampling
-	var events []record.TokenTurn
 	conversation := len(o.Turns) > 0
-	if !conversation {
-		if len(o.PromptTokenIDs) == 0 {
-			return nil, reject(ReasonNoTokenIDs, "output has no prompt_token_ids: generate with infer --token-ids")
-		}
-		events = []record.TokenTurn{{PromptTokenIDs: o.PromptTokenIDs, AnswerTokenIDs: o.AnswerTokenIDs}}
-		if o.ServedBy != nil {
-			meta.Served = append(meta.Served, *o.ServedBy)
-		}
-	} else {
-		turns := o.Turns
+	if o.ServedBy != nil {
+		meta.Served = append(meta.Served, *o.ServedBy)
+	}
+	turns := o.Turns
+	if conversation {
 		if tr := o.Truncated; tr != nil && isToolTruncation(tr.Reason) && !t.keepTruncated {
 			turns = turns[:completeTurns(len(turns), func(i int) int {
 				if m := turns[i].Message; m >= 0 && m < len(o.Messages) && makesCalls(o.Messages[m].ToolCalls) {
@@ -117,23 +129,22 @@ func (t *tokenForm) convert(data []byte) ([]byte, *rejection) {
 		if len(turns) == 0 {
 			return nil, reject(ReasonBadRecord, "output.turns lists no regenerated turn")
 		}
-		if o.ServedBy != nil {
-			meta.Served = append(meta.Served, *o.ServedBy)
-		}
-		for k, tu := range turns {
-			if len(tu.PromptTokenIDs) == 0 {
-				return nil, reject(ReasonNoTokenIDs, "output.turns[%d] has no prompt_token_ids: generate with infer --token-ids", k)
-			}
+		for _, tu := range turns {
 			if tu.ServedBy != nil {
 				meta.Served = append(meta.Served, *tu.ServedBy)
 			}
-			m := tu.Message
-			reasoned := m >= 0 && m < len(o.Messages) && o.Messages[m].ReasoningContent != ""
-			events = append(events, record.TokenTurn{PromptTokenIDs: tu.PromptTokenIDs, AnswerTokenIDs: tu.AnswerTokenIDs, Reasoned: reasoned})
 		}
 		if len(meta.Sampling) == 0 {
 			meta.Sampling = turns[0].Sampling
 		}
+	}
+	n := 1
+	if conversation {
+		n = len(turns)
+	}
+	events, rej := t.events(data, &meta, n)
+	if rej != nil {
+		return nil, rej
 	}
 	rows, why := record.TrainRows(events, conversation)
 	meta.Events, meta.NotPrefix, meta.Whole = len(events), why, conversation && why == ""
@@ -151,6 +162,107 @@ func (t *tokenForm) convert(data []byte) ([]byte, *rejection) {
 	return t.out, nil
 }
 
+// events are the record's first n generation events (a single answer's
+// one), from the ids the server reported, or rebuilt with the tokenizer.
+func (t *tokenForm) events(data []byte, meta *tokenMeta, n int) ([]record.TokenTurn, *rejection) {
+	o := &t.gen.Output
+	var chat []record.ChatTurn
+	if t.tok != nil {
+		var err error
+		if chat, _, err = record.ChatTurns(data); err != nil {
+			return nil, reject(ReasonBadRecord, "%v", err)
+		}
+	}
+	server := func(k int) *record.TokenIDs {
+		if len(o.Turns) == 0 {
+			return &o.TokenIDs
+		}
+		return &o.Turns[k].TokenIDs
+	}
+	events := make([]record.TokenTurn, n)
+	for k := range events {
+		ids := server(k)
+		var ev record.TokenTurn
+		switch {
+		case len(ids.PromptTokenIDs) > 0:
+			ev = record.TokenTurn{PromptTokenIDs: ids.PromptTokenIDs, AnswerTokenIDs: ids.AnswerTokenIDs}
+			if t.tok != nil {
+				ev = t.completeServerTurn(ev, chat[k], meta)
+			}
+		case t.tok == nil && len(o.Turns) == 0:
+			return nil, reject(ReasonNoTokenIDs, "output has no prompt_token_ids: generate with infer --token-ids, or give merge --tokenizer")
+		case t.tok == nil:
+			return nil, reject(ReasonNoTokenIDs, "output.turns[%d] has no prompt_token_ids: generate with infer --token-ids, or give merge --tokenizer", k)
+		default:
+			var rej *rejection
+			if ev, rej = t.renderTurn(chat[k], k); rej != nil {
+				return nil, rej
+			}
+			meta.Rendered++
+		}
+		if len(o.Turns) > 0 {
+			if m := o.Turns[k].Message; m >= 0 && m < len(o.Messages) && o.Messages[m].ReasoningContent != "" {
+				ev.Reasoned = true
+			}
+		} else if t.tok != nil && chat[k].Answer.ReasoningContent != "" {
+			ev.Reasoned = true
+		}
+		events[k] = ev
+	}
+	return events, nil
+}
+
+// renderTurn rebuilds an event's ids with the tokenizer.
+func (t *tokenForm) renderTurn(turn record.ChatTurn, k int) (record.TokenTurn, *rejection) {
+	tu, err := t.tok.Turn(turn, t.kwargs)
+	var te *tokenizer.TemplateError
+	switch {
+	case errors.As(err, &te):
+		return record.TokenTurn{}, reject(ReasonTemplateError, "turn %d: %s", k, te.Message)
+	case errors.Is(err, tokenizer.ErrAnswerSpan):
+		return record.TokenTurn{}, reject(ReasonAnswerSpan, "turn %d: %v", k, err)
+	case err != nil:
+		return record.TokenTurn{}, reject(ReasonBadRecord, "turn %d: %v", k, err)
+	}
+	ev := record.TokenTurn{PromptTokenIDs: int32s(tu.Prompt), AnswerTokenIDs: int32s(tu.Answer)}
+	if !t.reasoningLoss {
+		ev.NoLoss = tu.ReasoningIDs
+	}
+	return ev, nil
+}
+
+// completeServerTurn adds to the server's answer ids the end-of-turn id
+// an answer the model ended is missing (a server that leaves it out), and
+// finds the reasoning's ids where they are left out of the loss.
+func (t *tokenForm) completeServerTurn(ev record.TokenTurn, turn record.ChatTurn, meta *tokenMeta) record.TokenTurn {
+	a := ev.AnswerTokenIDs
+	if turn.Finish != "length" && turn.Finish != "abort" && (len(a) == 0 || !t.tok.IsEndOfTurn(int(a[len(a)-1]))) && len(t.tok.EndOfTurn) > 0 {
+		ev.AnswerTokenIDs = append(a[:len(a):len(a)], int32(t.tok.EndOfTurn[0]))
+		meta.EOSAdded++
+	}
+	if !t.reasoningLoss {
+		ids := ints(ev.AnswerTokenIDs)
+		ev.NoLoss = t.tok.ReasoningIDs(ids, string(t.tok.DecodeBytes(ids)), turn.Answer)
+	}
+	return ev
+}
+
+func int32s(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+func ints(ids []int32) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
+
 // tokenTally is what the tokens sink counts of the records it writes,
 // for the summary and the manifest.
 type tokenTally struct {
@@ -163,6 +275,8 @@ type tokenTally struct {
 	NotPrefixReasons map[string]int64 `json:"not_prefix_consistent"`
 	InputTokens      int64            `json:"input_tokens"`
 	LossTokens       int64            `json:"loss_tokens"`
+	Rendered         int64            `json:"events_rendered_with_tokenizer,omitempty"`
+	EOSAdded         int64            `json:"end_of_turn_added,omitempty"`
 }
 
 // summary is the merge summary's part on token rows.
@@ -176,6 +290,12 @@ func (t *tokenTally) summary() string {
 		}
 		sort.Strings(reasons)
 		s += ", not prefix-consistent: " + strings.Join(reasons, ", ")
+	}
+	if t.Rendered > 0 {
+		s += fmt.Sprintf(", %s events rendered with the tokenizer", cli.Thousands(t.Rendered))
+	}
+	if t.EOSAdded > 0 {
+		s += fmt.Sprintf(", %s answers given their end-of-turn id", cli.Thousands(t.EOSAdded))
 	}
 	return s + fmt.Sprintf("; %s tokens, %s with loss)", cli.Thousands(t.InputTokens), cli.Thousands(t.LossTokens))
 }

@@ -14,6 +14,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 )
 
 // The tokens sink writes the rows of the records merge keeps (JSON Lines
@@ -46,6 +47,19 @@ type Manifest struct {
 	Sampling      []ManifestSample `json:"sampling"`
 	Counts        tokenTally       `json:"counts"`
 	Inputs        []ManifestInput  `json:"inputs"`
+	// Tokenizer is merge --tokenizer's folder: which vocabulary and
+	// template rebuilt the rows of answers without the server's ids.
+	Tokenizer *ManifestTokenizer `json:"tokenizer,omitempty"`
+}
+
+// ManifestTokenizer names a tokenizer by what it holds.
+type ManifestTokenizer struct {
+	Dir              string `json:"dir"`
+	TokenizerSHA256  string `json:"tokenizer_json_sha256"`
+	ChatTemplateHash string `json:"chat_template_hash"`
+	EndOfTurn        []int  `json:"end_of_turn_ids"`
+	ReasoningLoss    bool   `json:"reasoning_loss"`
+	TemplateKwargs   string `json:"template_kwargs,omitempty"`
 }
 
 // ManifestServer is one kind and version of server, with the records
@@ -83,6 +97,7 @@ const maxSamplingSets = 64
 
 type tokenSink struct {
 	inner      sink
+	tok        *tokenizer.Tokenizer
 	env        *cli.Env
 	cmd        *Command
 	tally      *tokenTally
@@ -112,6 +127,8 @@ func (s *tokenSink) Write(data []byte) error {
 	t := s.tally
 	t.Records++
 	t.Events += int64(meta.Events)
+	t.Rendered += int64(meta.Rendered)
+	t.EOSAdded += int64(meta.EOSAdded)
 	switch {
 	case meta.Whole:
 		t.WholeRows++
@@ -247,6 +264,10 @@ func (s *tokenSink) writeManifest() error {
 	if isParquet(s.cmd.Output) {
 		m.Format = "parquet"
 	}
+	if tok := s.tok; tok != nil {
+		m.Tokenizer = &ManifestTokenizer{Dir: tok.Dir, TokenizerSHA256: tok.Hash, ChatTemplateHash: tok.TemplateHash(), EndOfTurn: tok.EndOfTurn,
+			ReasoningLoss: s.cmd.ReasoningLoss, TemplateKwargs: s.cmd.TemplateKwargs}
+	}
 	for model := range s.models {
 		m.Models = append(m.Models, model)
 	}
@@ -332,8 +353,19 @@ func (c *Command) tokenUsage() error {
 		return cli.Usagef("--with-reasoning does not apply to --to tokens: the ids are what the model generated, its reasoning included")
 	case c.To == toTokens && strings.HasSuffix(c.Manifest, ".parquet"):
 		return cli.Usagef("--manifest %s: the manifest is JSON", c.Manifest)
+	case c.To != toTokens && c.Tokenizer != "":
+		return cli.Usagef("--tokenizer goes with --to tokens (the other forms are text)")
+	case c.Tokenizer == "" && (c.TemplateKwargs != "" || !c.ReasoningLoss):
+		return cli.Usagef("--template-kwargs and --no-reasoning-loss need --tokenizer DIR")
+	case c.TemplateKwargs != "" && !isJSONObject(c.TemplateKwargs):
+		return cli.Usagef("--template-kwargs %q: want a JSON object, e.g. {\"enable_thinking\": false}", c.TemplateKwargs)
 	}
 	return nil
+}
+
+func isJSONObject(s string) bool {
+	t := strings.TrimSpace(s)
+	return strings.HasPrefix(t, "{") && json.Valid([]byte(t))
 }
 
 // tokenOutputs are the files --to tokens writes beside -o, for the path

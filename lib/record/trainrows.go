@@ -21,11 +21,14 @@ type TrainRow struct {
 }
 
 // TokenTurn is one generation event's ids; Reasoned tells an answer that
-// came with reasoning, for the reason a conversation breaks.
+// came with reasoning, for the reason a conversation breaks. NoLoss is
+// how many of the answer's first ids are left out of the loss (its
+// reasoning, with merge --no-reasoning-loss).
 type TokenTurn struct {
 	PromptTokenIDs []int32
 	AnswerTokenIDs []int32
 	Reasoned       bool
+	NoLoss         int
 }
 
 // Why a conversation is not prefix-consistent.
@@ -76,7 +79,7 @@ func TrainRows(turns []TokenTurn, conversation bool) ([]TrainRow, string) {
 	r := eventRow(nil, turns[len(turns)-1])
 	for _, tu := range turns[:len(turns)-1] {
 		start := len(tu.PromptTokenIDs)
-		for i := start; i < start+len(tu.AnswerTokenIDs); i++ {
+		for i := start + min(tu.NoLoss, len(tu.AnswerTokenIDs)); i < start+len(tu.AnswerTokenIDs); i++ {
 			r.LossMask[i] = 1
 		}
 	}
@@ -92,10 +95,12 @@ func eventRow(turn *int, t TokenTurn) TrainRow {
 	ids := make([]int32, 0, len(t.PromptTokenIDs)+len(t.AnswerTokenIDs))
 	ids = append(append(ids, t.PromptTokenIDs...), t.AnswerTokenIDs...)
 	mask := make([]int32, len(ids))
-	for i := len(t.PromptTokenIDs); i < len(mask); i++ {
+	loss := 0
+	for i := len(t.PromptTokenIDs) + min(t.NoLoss, len(t.AnswerTokenIDs)); i < len(mask); i++ {
 		mask[i] = 1
+		loss++
 	}
-	return TrainRow{Turn: turn, InputIDs: ids, LossMask: mask, NumPromptTokens: len(t.PromptTokenIDs), NumAnswerTokens: len(t.AnswerTokenIDs)}
+	return TrainRow{Turn: turn, InputIDs: ids, LossMask: mask, NumPromptTokens: len(ids) - loss, NumAnswerTokens: loss}
 }
 
 // TokenGeneration is the part of a generation record its token rows are

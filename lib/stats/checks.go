@@ -7,13 +7,17 @@ import (
 
 // checker runs filter's quality checks in one parsing worker (--checks).
 type checker struct {
-	c     *quality.Checker // nil: no --checks
-	rec   quality.GenerationView
-	found []quality.Finding
+	parity *parityChecker   // nil: no --tokenizer
+	c      *quality.Checker // nil: no --checks
+	rec    quality.GenerationView
+	found  []quality.Finding
 }
 
 // check adds to f what the checks find in the generation record line.
 func (ck *checker) check(line []byte, f *fact) {
+	if ck.parity != nil && f.tokens {
+		f.parity = ck.parity.check(line)
+	}
 	if f.kind != record.KindGeneration || ck.c == nil {
 		return
 	}

@@ -200,6 +200,8 @@ type (
 // fact is what one record contributes to the report. Its strings alias the
 // line it came from.
 type fact struct {
+	// parity is what --tokenizer found of the record's ids.
+	parity    *parityFact
 	kind      record.Kind
 	id        rawID
 	key       uint64 // hash of (kind class, id, sample) for the duplicate count

@@ -63,6 +63,9 @@ type Report struct {
 	// Tokens is the training rows of the records' token ids (infer
 	// --token-ids), and with --tokens their drift (tokens.go).
 	Tokens *Tokens `json:"tokens,omitempty"`
+	// Parity is --tokenizer's check of the records' ids against the
+	// model's own template and tokenizer.
+	Parity *Parity `json:"parity,omitempty"`
 	// Arms breaks the answers down by their sampling mixture's arm (infer
 	// --mix), when a record names one (arms.go).
 	Arms []Arm `json:"arms,omitempty"`
@@ -295,6 +298,9 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 	}
 	if r.Checks != nil {
 		writeChecks(&b, r.Checks)
+	}
+	if r.Parity != nil {
+		writeParity(&b, r.Parity)
 	}
 	if r.Tokens != nil {
 		writeTokens(&b, r.Tokens)

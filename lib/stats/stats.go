@@ -100,7 +100,14 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	display := cli.StartProgress(ctx, env, c.Progress, func() []string {
 		return []string{fmt.Sprintf("read %s records (%s)", num(prog.records.Load()), bytesText(prog.bytes.Load()))}
 	})
-	newChecker, checks, err := c.checker()
+	parity, err := newParityChecker(c.Tokenizer, c.TemplateKwargs)
+	if err != nil {
+		display.Stop()
+		rejects.Abort()
+		return err
+	}
+	pa := newParityAgg(parity)
+	newChecker, checks, err := c.checker(parity)
 	if err != nil {
 		display.Stop()
 		rejects.Abort()
@@ -123,6 +130,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		if it.V.fact.tokens {
 			tk.addTokens(it.RawLine.Data)
 		}
+		pa.add(it.V.fact.parity)
 		return nil
 	}, &prog)
 	display.Stop()
@@ -139,6 +147,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	report.Interrupted = cli.Interrupted(ctx)
 	if !report.Interrupted {
 		report.Tokens = tk.report(ctx)
+		report.Parity = pa.report()
 	}
 	if err := c.write(env, report); err != nil {
 		rejects.Abort()
@@ -163,9 +172,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 
 // checker returns the workers' checker factory and the checks --checks
 // asks for (nil: none).
-func (c *Command) checker() (func() *checker, []string, error) {
+func (c *Command) checker(parity *parityChecker) (func() *checker, []string, error) {
 	if c.Checks == "" {
-		return func() *checker { return &checker{} }, nil, nil
+		return func() *checker { return &checker{parity: parity} }, nil, nil
 	}
 	checks, err := quality.ParseChecks(c.Checks)
 	if err != nil {
@@ -183,7 +192,7 @@ func (c *Command) checker() (func() *checker, []string, error) {
 	}
 	return func() *checker {
 		qc, _ := quality.NewChecker(cfg)
-		return &checker{c: qc}
+		return &checker{c: qc, parity: parity}
 	}, checks, nil
 }
 

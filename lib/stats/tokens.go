@@ -29,6 +29,8 @@ type TokenFlags struct {
 	TokensSample   int    `default:"200" placeholder:"K" help:"Answers --tokens re-tokenizes: the first K that can be compared (no reasoning, no tool call)."`
 	TokensEndpoint string `placeholder:"URL" default:"" help:"With --tokens, the server to re-tokenize with instead of each answer's own."`
 	TokensAPIKey   string `placeholder:"KEY" default:"" help:"With --tokens, the API key the servers' tokenizer routes need, if any."`
+	Tokenizer      string `placeholder:"DIR" default:"" help:"The served model's Hugging Face folder (tokenizer.json, tokenizer_config.json): check that the ids each server reported (infer --token-ids) are the ids the model's own chat template and tokenizer give, what a trainer loading this folder sees; the parity section counts the identical records and, for the rest, where they differ and why."`
+	TemplateKwargs string `placeholder:"JSON" default:"" help:"With --tokenizer, the chat_template_kwargs the run sent (infer --extra-body's) for records whose own params and arm name none."`
 }
 
 // Tokens is the token section of the report.

@@ -5,14 +5,32 @@ import (
 	"fmt"
 
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 )
 
 // FitFlags are the flags of fitting requests into the model's context,
 // the same for infer's run and its bench.
 type FitFlags struct {
-	FitContext      bool `default:"true" negatable:"" help:"When the context length is known, lower each request's max_tokens to what the prompt leaves of the context, and do not send a prompt that leaves fewer than --min-answer-tokens (infer: an error record prompt_too_long; bench: the prompt is left out); a refusal for length is sent again fitted to the numbers it states."`
-	ContextMargin   int  `default:"8" placeholder:"N" help:"Tokens kept free of the context beyond the prompt and the answer, for estimates' errors."`
-	MinAnswerTokens int  `default:"32" placeholder:"N" help:"The fewest answer tokens worth asking for: a prompt that leaves fewer in the context is not sent."`
+	FitContext      bool   `default:"true" negatable:"" help:"When the context length is known, lower each request's max_tokens to what the prompt leaves of the context, and do not send a prompt that leaves fewer than --min-answer-tokens (infer: an error record prompt_too_long; bench: the prompt is left out); a refusal for length is sent again fitted to the numbers it states."`
+	ContextMargin   int    `default:"8" placeholder:"N" help:"Tokens kept free of the context beyond the prompt and the answer, for estimates' errors."`
+	MinAnswerTokens int    `default:"32" placeholder:"N" help:"The fewest answer tokens worth asking for: a prompt that leaves fewer in the context is not sent."`
+	Tokenizer       string `placeholder:"DIR" default:"" help:"The served model's Hugging Face folder (tokenizer.json, tokenizer_config.json): every prompt's tokens are counted exactly with its own chat template and tokenizer, where they are otherwise estimated (or asked of a server's tokenizer). Nothing is downloaded."`
+}
+
+// LoadTokenizer loads --tokenizer (nil without one); a folder that does
+// not load is a usage error.
+func (f FitFlags) LoadTokenizer() (*tokenizer.Tokenizer, error) {
+	if f.Tokenizer == "" {
+		return nil, nil
+	}
+	tok, err := tokenizer.Load(f.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	if !tok.HasTemplate() {
+		return nil, fmt.Errorf("%s: %w", f.Tokenizer, tokenizer.ErrNoTemplate)
+	}
+	return tok, nil
 }
 
 // Check refuses values the fitting cannot use.
@@ -54,6 +72,11 @@ func (c *Counter) Fit(fl FitFlags, ctx int, msgs []record.Message, tools []byte,
 		return Fit{}
 	}
 	f := Fit{Context: ctx, Prompt: known, Exact: exact && known > 0}
+	if !f.Exact && c.local != nil {
+		if n, ok := c.countLocal(msgs, tools); ok {
+			f.Prompt, f.Exact = n, true
+		}
+	}
 	if f.Prompt <= 0 {
 		f.Prompt = c.Estimate(SizeOf(msgs, tools))
 	}

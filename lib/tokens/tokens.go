@@ -18,6 +18,7 @@ import (
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 )
 
 const (
@@ -61,6 +62,32 @@ type Counter struct {
 	scratch  []float64 // for the percentile, reused
 	bpt      float64   // the estimate's bytes per token now
 	template float64   // chat template tokens per message, measured (0: not yet)
+
+	// local is --tokenizer: prompts counted with the model's own
+	// template and tokenizer, none estimated.
+	local *tokenizer.Tokenizer
+}
+
+// UseTokenizer makes the counter count every prompt with tok (nil: none).
+func (c *Counter) UseTokenizer(tok *tokenizer.Tokenizer) { c.local = tok }
+
+// countLocal counts a prompt with the local tokenizer, rendered as the
+// server renders the chat request (tokenizer.ServerMessages); false when
+// the template cannot render it (the server will say why).
+func (c *Counter) countLocal(msgs []record.Message, tools []byte) (int, bool) {
+	wire := make([]record.WireMessage, len(msgs))
+	for i, m := range msgs {
+		wire[i] = record.WireMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+	}
+	body, err := tokenizer.ServerMessages(wire)
+	if err != nil {
+		return 0, false
+	}
+	text, err := c.local.Render(tokenizer.Request{Messages: body, Tools: tools, AddGenerationPrompt: true})
+	if err != nil {
+		return 0, false
+	}
+	return len(c.local.Encode(text)), true
 }
 
 // NewCounter is a counter asking pool's tokenizers, in requests naming
