@@ -82,20 +82,12 @@ func (e *Endpoint) consultCache(f *flight) {
 	if e.f.cfg.KVTokens <= 0 {
 		return
 	}
-	p := &f.job.prompt
 	tok := e.tok()
-	ids := tok.prompt(p)
+	ids := f.promptIDs()
 	hashes := pageHashes(ids)
 	var answers [][]uint64
 	for _, c := range f.choices {
-		text := string(c.appendContent(nil, 0, c.Target))
-		var full []int
-		if len(p.Messages) > 0 {
-			full = tok.chat(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), p.history, false)
-		} else {
-			full = append(append([]int(nil), ids...), tok.text(text)...)
-		}
-		answers = append(answers, pageHashes(full))
+		answers = append(answers, pageHashes(tok.continued(&f.job.prompt, ids, c)))
 	}
 	e.mu.Lock()
 	cached := min(e.cache.match(hashes)*cachePage, max(len(ids)-1, 0))

@@ -18,7 +18,8 @@ with the HTTP API of SGLang (the default: /v1/chat/completions, /v1/completions,
 /generate, /health, /v1/models, /get_server_info, /get_load, /metrics) or, with
 --flavor, of vLLM, llama.cpp's llama-server, Ollama or an OpenAI gateway, a
 continuous-batching throughput curve, and faults on demand. Every answer starts with a 16-hex-digit
-digest of its prompt, then one word per generated token.
+digest of its prompt, then one word per generated token; with --tokenizer the same words are
+written in a real model's tokens, its chat template rendering every prompt.
 
 Examples:
 
@@ -43,7 +44,12 @@ startup-delay, slots (a slot schedule, steps split by slashes) and flavor
 (the kind of server it imitates). Stop with SIGINT or SIGTERM.
 
   # a mixed fleet: two SGLang servers, a vLLM and an Ollama one
-  llmsim --listen 127.0.0.1:30000-30003 --fault 2=flavor:vllm --fault 3=flavor:ollama`
+  llmsim --listen 127.0.0.1:30000-30003 --fault 2=flavor:vllm --fault 3=flavor:ollama
+
+  # a model's own tokenizer and chat template (its Hugging Face folder), and
+  # a second server whose template drifted from it
+  llmsim --listen 127.0.0.1:30000 --flavor vllm --tokenizer models/Qwen3-8B
+  llmsim --listen 127.0.0.1:30001 --flavor vllm --tokenizer models/Qwen3-8B --template-drift`
 
 // Command is the llmsim command line.
 type Command struct {
@@ -60,7 +66,9 @@ type Command struct {
 	ContextLength        int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
 	Reasoning            bool    `help:"Chat answers carry their thinking apart, in reasoning_content (current vLLM: reasoning), as with --reasoning-parser."`
 	LlamacppMetrics      bool    `name:"llamacpp-metrics" help:"The llamacpp flavour serves /metrics, as llama-server started with --metrics does; without it /metrics answers 501."`
-	ChatTemplate         string  `help:"A word tokenizer and this chat template (chatml keeps every reasoning_content sent back; qwen3 drops it before the last user turn), so that answers re-tokenize to their ids but for a few drift words; empty: four-byte pieces." default:"" enum:",chatml,qwen3"`
+	ChatTemplate         string  `help:"A word tokenizer and this chat template (chatml keeps every reasoning_content sent back; qwen3 drops it before the last user turn), so that answers re-tokenize to their ids but for a few drift words; empty: four-byte pieces. Not with --tokenizer." default:"" enum:",chatml,qwen3"`
+	Tokenizer            string  `help:"A model's Hugging Face folder (tokenizer.json, tokenizer_config.json; nothing is downloaded): every endpoint renders chat prompts with the model's chat template and tokenizes with its tokenizer (usage, context checks, prompt and answer token ids, /tokenize, /detokenize, /apply-template), and writes its answers in the model's tokens, an answer that ends on its own ending with the end-of-turn id. Loaded once, at start. Not with --chat-template." default:"" placeholder:"DIR"`
+	TemplateDrift        bool    `help:"With --tokenizer: render with a slightly different chat template, as a server started with another version of it would: a default system prompt (\"You are a helpful assistant.\") before every conversation that has none. /props and /get_server_info report the drifted template's text."`
 	LoopRate             float64 `help:"Fraction of answers that fall into a repeated span until max_tokens (finish length)." default:"0"`
 	EmptyRate            float64 `help:"Fraction of answers with empty content (finish stop)." default:"0"`
 	ThinkResidueRate     float64 `help:"Fraction of answers with <think> and </think> markers left in the content." default:"0"`
@@ -159,6 +167,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 	cfg := Config{
 		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
 		ContextLength: c.ContextLength, Reasoning: c.Reasoning, LlamaMetrics: c.LlamacppMetrics, ChatTemplate: c.ChatTemplate, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
+		Tokenizer: c.Tokenizer, TemplateDrift: c.TemplateDrift,
 		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
 		LoopRate: c.LoopRate, EmptyRate: c.EmptyRate, ThinkResidueRate: c.ThinkResidueRate, TruncateRate: c.TruncateRate,
 		Instant: c.Instant, Seed: c.Seed, Temperature: c.Temperature, APIKey: c.APIKey,
@@ -194,6 +203,9 @@ func (c *Command) config(addrs []string) (Config, error) {
 		cfg.Faults.Slots = s
 	}
 	if err := c.exitFaults(&cfg); err != nil {
+		return cfg, err
+	}
+	if err := c.checkTokenizer(); err != nil {
 		return cfg, err
 	}
 	if err := cfg.Faults.validate(); err != nil {
@@ -232,6 +244,24 @@ func (c *Command) config(addrs []string) (Config, error) {
 		cfg.PerEndpoint[i] = f
 	}
 	return cfg, nil
+}
+
+// checkTokenizer refuses --tokenizer with --chat-template, --template-drift
+// without it, and a folder that does not load (what is missing named), as
+// usage errors; the folder loaded stays loaded for the fleet.
+func (c *Command) checkTokenizer() error {
+	switch {
+	case c.Tokenizer != "" && c.ChatTemplate != "":
+		return cli.Usagef("--tokenizer and --chat-template: a model's tokenizer brings its own chat template; give one or the other")
+	case c.TemplateDrift && c.Tokenizer == "":
+		return cli.Usagef("--template-drift drifts a model's own chat template: it needs --tokenizer")
+	case c.Tokenizer == "":
+		return nil
+	}
+	if _, err := loadTokenizer(c.Tokenizer); err != nil {
+		return cli.Usagef("--tokenizer: %v", err)
+	}
+	return nil
 }
 
 // cutFlavor takes a "flavor:NAME" setting out of a --fault spec.

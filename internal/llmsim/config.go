@@ -177,6 +177,17 @@ type Config struct {
 	// ChatTemplate gives the endpoints a word tokenizer and a chat template
 	// ("chatml" or "qwen3", tokenizer.go); "": llmsim's four-byte pieces.
 	ChatTemplate string
+	// Tokenizer is a model's Hugging Face folder (tokenizer.json,
+	// tokenizer_config.json): every endpoint renders and tokenizes with
+	// the model's own chat template and tokenizer, and answers in its
+	// tokens (realtok.go). Loaded once per process; exclusive of
+	// ChatTemplate.
+	Tokenizer string
+	// TemplateDrift (with Tokenizer) renders with a slightly different
+	// template, as a server started with another version of it would: a
+	// default system prompt before every conversation that has none. The
+	// template the endpoints report is the drifted one.
+	TemplateDrift bool
 	// TimeScale S runs simulated time S times faster than real time;
 	// default 1.
 	TimeScale float64
@@ -257,6 +268,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if err := checkChatTemplate(out.ChatTemplate); err != nil {
 		return out, err
+	}
+	switch {
+	case out.Tokenizer != "" && out.ChatTemplate != "":
+		return out, fmt.Errorf("tokenizer %s and chat-template %s: a model's tokenizer brings its own chat template; give one or the other", out.Tokenizer, out.ChatTemplate)
+	case out.TemplateDrift && out.Tokenizer == "":
+		return out, fmt.Errorf("template-drift drifts a model's own chat template: it needs a tokenizer")
 	}
 	if err := out.Faults.validate(); err != nil {
 		return out, err

@@ -104,7 +104,7 @@ func llamacppContext(f *flight, _ *job, ctxLen int) (int, error) {
 // runner cuts what is still too long, and shifts the context while
 // generating, so the answer is not cut by the context.
 func ollamaContext(f *flight, j *job, ctxLen int) (int, error) {
-	f.prompt = ollamaTruncate(&j.prompt, ctxLen)
+	f.prompt = f.e.tok().ollamaTruncate(&j.prompt, f.prompt, ctxLen)
 	return math.MaxInt32, nil
 }
 
@@ -126,22 +126,22 @@ func openaiContext(f *flight, j *job, ctxLen int) (int, error) {
 	return max(ctxLen-p, 1), nil
 }
 
-// ollamaTruncate is the prompt tokens Ollama keeps of p within num_ctx.
-func ollamaTruncate(p *Prompt, numCtx int) int {
-	n := PromptTokens(p)
+// ollamaTruncate is the prompt tokens Ollama keeps of p (n tokens) within
+// num_ctx; tokensFrom counts the prompt kept when the messages before from
+// (but the system ones) are dropped.
+func ollamaTruncate(p *Prompt, n, numCtx int, tokensFrom func(from int) int) int {
 	if n <= numCtx || len(p.Messages) < 2 {
 		return min(n, numCtx)
 	}
-	msgs := p.Messages
-	last := len(msgs) - 1
+	last := len(p.Messages) - 1
 	kept := last
 	for i := last - 1; i >= 0; i-- {
-		if chatTokens(msgs, i) > numCtx {
+		if tokensFrom(i) > numCtx {
 			break
 		}
 		kept = i
 	}
-	return min(chatTokens(msgs, kept), numCtx)
+	return min(tokensFrom(kept), numCtx)
 }
 
 // chatTokens counts the system messages before from and every message from
@@ -203,7 +203,15 @@ type tokenizeRequest struct {
 	Prompt              json.RawMessage `json:"prompt"`
 	Messages            []wireMessage   `json:"messages"`
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	// AddSpecialTokens (default true for a prompt) puts the special tokens
+	// a model's configuration asks for before it; Tools and
+	// ChatTemplateKwargs reach a model's template.
+	AddSpecialTokens   *bool           `json:"add_special_tokens"`
+	Tools              json.RawMessage `json:"tools"`
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 }
+
+func orTrue(b *bool) bool { return b == nil || *b }
 
 // serveVLLMTokenize: POST /tokenize (vllm/entrypoints/openai/serving_tokenization.py,
 // TokenizeCompletionRequest / TokenizeChatRequest): {count, max_model_len,
@@ -220,23 +228,22 @@ func serveVLLMTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	}
 	var ids []int
 	if r.Messages != nil {
-		msgs := make([]Message, len(r.Messages))
-		for i, m := range r.Messages {
-			text, err := contentText(m.Content)
-			if err != nil {
-				e.fail(ctx, apiChat, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest, msg: err.Error()})
-				return
-			}
-			msgs[i] = Message{Role: m.Role, Content: text}
+		p, err := conversationPrompt(r.Messages, r.Tools, r.ChatTemplateKwargs)
+		if err != nil {
+			e.fail(ctx, apiChat, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest, msg: err.Error()})
+			return
 		}
-		ids = e.tok().chat(msgs, historyOf(r.Messages), r.AddGenerationPrompt == nil || *r.AddGenerationPrompt)
+		if ids, err = e.tok().chatIDs(&p, orTrue(r.AddGenerationPrompt)); err != nil {
+			e.fail(ctx, apiChat, asAPIError(err))
+			return
+		}
 	} else {
 		var text string
 		if err := json.Unmarshal(r.Prompt, &text); err != nil {
 			e.fail(ctx, apiChat, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest, msg: "prompt: Input should be a valid string"})
 			return
 		}
-		ids = e.tok().text(text)
+		ids = e.tok().encode(text, orTrue(r.AddSpecialTokens))
 	}
 	b := []byte(`{"count":`)
 	b = appendInt(b, len(ids))
@@ -256,12 +263,13 @@ func serveSGLangTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 		e.fail(ctx, apiChat, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest, msg: err.Error()})
 		return
 	}
+	special := orTrue(r.AddSpecialTokens)
 	b := []byte(`{"tokens":`)
 	var one string
 	var many []string
 	switch {
 	case json.Unmarshal(r.Prompt, &one) == nil:
-		ids := e.tok().text(one)
+		ids := e.tok().encode(one, special)
 		b = appendIDs(b, ids)
 		b = append(b, `,"count":`...)
 		b = appendInt(b, len(ids))
@@ -272,7 +280,7 @@ func serveSGLangTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 			if i > 0 {
 				b, counts = append(b, ','), append(counts, ',')
 			}
-			ids := e.tok().text(s)
+			ids := e.tok().encode(s, special)
 			b = appendIDs(b, ids)
 			counts = appendInt(counts, len(ids))
 		}
@@ -288,45 +296,101 @@ func serveSGLangTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 
 // serveLlamaTokenize: POST /tokenize (tools/server/README.md):
 // {"tokens": [ids]}, or with with_pieces [{id, piece}] where a piece that
-// is not valid UTF-8 is its list of bytes.
+// is not valid UTF-8 is its list of bytes. add_special (default false)
+// adds the begin-of-text token, parse_special (default true) reads the
+// special tokens spelt out in the text.
 func serveLlamaTokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	var r struct {
-		Content    *string `json:"content"`
-		WithPieces bool    `json:"with_pieces"`
+		Content      *string `json:"content"`
+		WithPieces   bool    `json:"with_pieces"`
+		AddSpecial   bool    `json:"add_special"`
+		ParseSpecial *bool   `json:"parse_special"`
 	}
 	if err := json.Unmarshal(ctx.PostBody(), &r); err != nil || r.Content == nil {
 		e.fail(ctx, apiChat, newAPIError(errInvalid, fasthttp.StatusBadRequest, "\"content\" must be provided"))
 		return
 	}
-	s := *r.Content
+	s, parse := *r.Content, orTrue(r.ParseSpecial)
 	b := []byte(`{"tokens":`)
 	if !r.WithPieces {
-		b = appendIDs(b, e.tok().special(s))
-	} else {
-		b = append(b, '[')
-		for i := 0; i < len(s); i += bytesPerToken {
-			piece := s[i:min(i+bytesPerToken, len(s))]
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"id":`...)
-			b = appendInt(b, pieceID(piece))
-			b = append(b, `,"piece":`...)
-			if utf8.ValidString(piece) {
-				b = appendString(b, piece)
-			} else {
-				b = append(b, '[')
-				for k := 0; k < len(piece); k++ {
-					if k > 0 {
-						b = append(b, ',')
-					}
-					b = appendInt(b, int(piece[k]))
-				}
-				b = append(b, ']')
-			}
-			b = append(b, '}')
+		ids, err := e.tok().llamaTokens(s, r.AddSpecial, parse)
+		if err != nil {
+			e.fail(ctx, apiChat, asAPIError(err))
+			return
 		}
-		b = append(b, ']')
+		answerJSON(ctx, ctJSONUTF8, append(appendIDs(b, ids), '}'))
+		return
 	}
-	answerJSON(ctx, ctJSONUTF8, append(b, '}'))
+	ids, pieces, err := e.tok().llamaPieces(s, r.AddSpecial, parse)
+	if err != nil {
+		e.fail(ctx, apiChat, asAPIError(err))
+		return
+	}
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendInt(b, id)
+		b = append(b, `,"piece":`...)
+		b = appendPiece(b, pieces[i])
+		b = append(b, '}')
+	}
+	answerJSON(ctx, ctJSONUTF8, append(b, "]}"...))
+}
+
+// appendPiece writes a token's text, or its list of bytes where they are
+// not valid UTF-8 (a piece of a character).
+func appendPiece(b, piece []byte) []byte {
+	if utf8.Valid(piece) {
+		return appendString(b, string(piece))
+	}
+	b = append(b, '[')
+	for k, c := range piece {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = appendInt(b, int(c))
+	}
+	return append(b, ']')
+}
+
+// detokenize reads the ids of a /detokenize body and decodes them, or
+// answers why not: without a model's tokenizer the route is not there.
+func detokenize(e *Endpoint, ctx *fasthttp.RequestCtx) (string, bool) {
+	t := e.tok()
+	if t.model == nil {
+		e.d.notFound(ctx)
+		return "", false
+	}
+	var r struct {
+		Tokens []int `json:"tokens"`
+	}
+	if err := decodeBody(ctx.PostBody(), &r); err != nil {
+		e.fail(ctx, apiChat, &apiError{kind: errValidation, status: fasthttp.StatusBadRequest, msg: err.Error()})
+		return "", false
+	}
+	text, err := t.decode(r.Tokens)
+	if err != nil {
+		e.fail(ctx, apiChat, newAPIError(errInvalid, fasthttp.StatusBadRequest, "%s", err.Error()))
+		return "", false
+	}
+	return text, true
+}
+
+// serveVLLMDetokenize: POST /detokenize (serving_tokenization.py,
+// DetokenizeRequest): {"tokens": [ids]} → {"prompt": text}.
+func serveVLLMDetokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
+	if text, ok := detokenize(e, ctx); ok {
+		answerJSON(ctx, ctJSON, append(appendString([]byte(`{"prompt":`), text), '}'))
+	}
+}
+
+// serveLlamaDetokenize: POST /detokenize (tools/server/README.md):
+// {"tokens": [ids]} → {"content": text}.
+func serveLlamaDetokenize(e *Endpoint, ctx *fasthttp.RequestCtx) {
+	if text, ok := detokenize(e, ctx); ok {
+		answerJSON(ctx, ctJSONUTF8, append(appendString([]byte(`{"content":`), text), '}'))
+	}
 }

@@ -90,6 +90,7 @@ func vllmDialect(r vllmRelease) *dialect {
 		routes: map[string]route{
 			pathChat: post(generation(apiChat)), pathCompletions: post(generation(apiCompletion)),
 			pathHealth: health, pathModels: get(serveVLLMModels), pathMetrics: get(serveVLLMMetrics), pathTokenize: post(serveVLLMTokenize),
+			pathDetokenize: post(serveVLLMDetokenize),
 			pathVersion: get(func(e *Endpoint, ctx *fasthttp.RequestCtx) {
 				jsonAnswer(ctx, 200, `{"version":"`+r.version+`"}`)
 			}),
@@ -191,7 +192,7 @@ func llamacppDialect() *dialect {
 			pathHealth: health, pathLlamaHealthV1: health,
 			pathModels: models, pathLlamaModels: models,
 			pathLlamaProps: get(serveLlamaProps), pathLlamaSlots: get(serveLlamaSlots), pathMetrics: get(serveLlamaMetrics),
-			pathTokenize: post(serveLlamaTokenize), pathApplyTemplate: post(serveLlamaApplyTemplate),
+			pathTokenize: post(serveLlamaTokenize), pathApplyTemplate: post(serveLlamaApplyTemplate), pathDetokenize: post(serveLlamaDetokenize),
 			pathChat: chat, pathLlamaChat: chat, pathCompletions: cmpl,
 			pathLlamaComplete: native, pathLlamaCompls: native,
 		},

@@ -33,6 +33,26 @@
 // by one word per further generated token, so a client test can prove that
 // each answer belongs to its prompt and that the usage it reports is right.
 //
+// # Tokenizers
+//
+// By default the endpoints count and tokenize with llmsim's own
+// tokenizers (tokenizer.go): four-byte pieces, or with Config.ChatTemplate
+// a word tokenizer and a ChatML-like template, each generated word one
+// token whose id is a hash of its text. With Config.Tokenizer (--tokenizer
+// DIR, a model's Hugging Face folder) they use the model's own tokenizer
+// and chat template instead (realtok.go, through lib/tokenizer): a chat
+// prompt is the template's rendering of the messages, tools and
+// chat_template_kwargs, tokenized as vLLM and SGLang tokenize it, and what
+// usage counts, the context checks and the prompt ids returned are its ids;
+// /tokenize, /detokenize and /apply-template tokenize and render as the
+// model does, and the template reported (/props, /get_server_info) is its
+// text. The answer's words are chosen as before, then written as the model
+// writes them (its thinking markup, its template's tool-call markup) and
+// encoded: each generated token is one of the model's ids, an answer that
+// ends on its own ends with the end-of-turn id, max_tokens cuts the ids.
+// Config.TemplateDrift renders with the template of another version, one
+// that puts a default system prompt before a conversation without one.
+//
 // # Timing model
 //
 // Each endpoint runs a scheduler step loop: a step admits waiting requests
@@ -60,7 +80,8 @@
 // Stop strings, sampling settings (but for the seed and temperature that
 // pick an answer, sampling.go, and the thinking switches, thinking.go) and
 // logprobs are accepted and ignored;
-// tools are not counted as prompt tokens; /v1/completions, /generate and
+// tools are not counted as prompt tokens but with a model's template,
+// which renders them; /v1/completions, /generate and
 // llama.cpp's /completion take one prompt, not a batch. Keep-alive connections idle for 5 s (real
 // time) are closed, as uvicorn does.
 //

@@ -214,6 +214,11 @@ func (e *Endpoint) start(retry bool) error {
 	delay := e.faults.StartupDelay
 	e.mu.Unlock()
 
+	// The server is ready delay after now, whenever its goroutines get to
+	// run: the deadline is taken here, not in them, or a clock advanced
+	// before a goroutine first runs (a loaded machine, a test's manual
+	// clock) would push it a whole delay further.
+	readyAt := e.f.clock.Now() + delay
 	late := e.d.listenWhenReady && delay > 0
 	if late {
 		// The port is known (bound once for it) but closed until ready:
@@ -225,7 +230,7 @@ func (e *Endpoint) start(retry bool) error {
 	go func() {
 		defer e.f.wg.Done()
 		if late {
-			if !e.f.clock.Sleep(inc.ctx, e.f.clock.Now()+delay) {
+			if !e.f.clock.Sleep(inc.ctx, readyAt) {
 				return
 			}
 			ln, err := listen(inc.ctx, e.addr, true)
@@ -251,8 +256,7 @@ func (e *Endpoint) start(retry bool) error {
 		e.f.wg.Add(1)
 		go func() {
 			defer e.f.wg.Done()
-			clock := e.f.clock
-			if clock.Sleep(inc.ctx, clock.Now()+delay) {
+			if e.f.clock.Sleep(inc.ctx, readyAt) {
 				close(inc.ready)
 			}
 		}()
@@ -286,11 +290,11 @@ func (e *Endpoint) stop(crash bool) {
 	}
 	e.stats.crashes.Add(1)
 	if restart > 0 && e.f.ctx.Err() == nil {
+		restartAt := e.f.clock.Now() + restart // taken now, as start's readyAt
 		e.f.wg.Add(1)
 		go func() {
 			defer e.f.wg.Done()
-			clock := e.f.clock
-			if !clock.Sleep(e.f.ctx, clock.Now()+restart) {
+			if !e.f.clock.Sleep(e.f.ctx, restartAt) {
 				return
 			}
 			e.mu.Lock()

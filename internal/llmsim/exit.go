@@ -47,9 +47,10 @@ func (c *Command) waitToListen(ctx context.Context) bool {
 func (c *Command) watchExit(ctx context.Context, f *Fleet) <-chan error {
 	out := make(chan error, 1)
 	if c.ExitAt > 0 {
+		clock := f.Clock()
+		exitAt := clock.Now() + c.ExitAt // taken now, as start's readyAt
 		go func() {
-			clock := f.Clock()
-			if clock.Sleep(ctx, clock.Now()+c.ExitAt) {
+			if clock.Sleep(ctx, exitAt) {
 				send(out, fmt.Errorf("exiting %v after it started (--exit-at)", c.ExitAt))
 			}
 		}()

@@ -13,7 +13,10 @@ import (
 
 // Fleet is a running set of simulated endpoints.
 type Fleet struct {
-	cfg       Config
+	cfg Config
+	// model is Config.Tokenizer loaded, shared by every endpoint (nil:
+	// llmsim's own tokenizers).
+	model     *modelTokenizer
 	log       *requestLog // nil without Config.RequestLog
 	logErr    error
 	bearer    []byte // "Bearer <APIKey>", nil without a key
@@ -50,6 +53,11 @@ func Start(ctx context.Context, cfg Config, n int) (*Fleet, error) {
 		}
 	}
 	f := &Fleet{cfg: c, clock: c.Clock, log: newRequestLog(c.RequestLog)}
+	if c.Tokenizer != "" {
+		if f.model, err = newModelTokenizer(c.Tokenizer, c.TemplateDrift); err != nil {
+			return nil, fmt.Errorf("llmsim: tokenizer: %w", err)
+		}
+	}
 	if c.APIKey != "" {
 		f.bearer = []byte("Bearer " + c.APIKey)
 	}

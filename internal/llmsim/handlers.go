@@ -164,6 +164,9 @@ type flight struct {
 	drop    bool // close the connection mid-response
 	hung    bool // the hang fault: never answered
 	choices []*choiceState
+	// inputIDs are the prompt's ids, where counting it took them (a model's
+	// tokenizer); nil until promptIDs is first asked otherwise.
+	inputIDs []int
 
 	notify    chan struct{}
 	remaining atomic.Int32
@@ -180,6 +183,7 @@ type choiceState struct {
 	words     uint64     // seeds the words of this answer
 	reasoning int        // the first tokens that are reasoning (chat with --reasoning)
 	inline    int        // the first tokens of the content that are a think block (thinking.go)
+	thinkOff  bool       // the request turned thinking off (chat_template_kwargs)
 	limit     int        // max_new_tokens after the context cap, for finish "length"
 	calls     []toolCall // the answer calls tools instead of writing text
 	// degen shapes a degenerate answer (degenerate.go): a loop from token
@@ -187,8 +191,11 @@ type choiceState struct {
 	degen                 degeneracy
 	loopFrom, span        int
 	thinkOpen, thinkClose int
-	visible               atomic.Int32
-	done                  atomic.Bool
+	// model is the answer in a model's own tokens (realtok.go); nil with
+	// llmsim's tokenizers, whose words are their tokens.
+	model   *modelAnswer
+	visible atomic.Int32
+	done    atomic.Bool
 }
 
 func (f *flight) signal() {
@@ -337,9 +344,14 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 	cfg := &e.f.cfg
 	canon := j.prompt.AppendCanonical(make([]byte, 0, 256))
 	h := xxh3.Hash(canon)
+	tok := e.tok()
+	prompt, ids, err := tok.count(&j.prompt)
+	if err != nil {
+		return nil, err
+	}
 	f := &flight{
 		e: e, job: j, hash: h, digest: string(appendHex64(nil, h)),
-		prompt: e.promptTokens(&j.prompt), created: time.Now().Unix(),
+		prompt: prompt, inputIDs: ids, created: time.Now().Unix(),
 		stream: j.stream, notify: make(chan struct{}, 1),
 	}
 	idh := mix64(mix64(cfg.Seed+0x9e3779b97f4a7c15) ^ uint64(e.index)<<40 ^ n)
@@ -371,6 +383,7 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 			return nil, err
 		}
 		e.planThinking(c, think, natural, limit)
+		c.thinkOff = think == 0
 		if j.api == apiChat {
 			e.planToolCalls(f, c, j.tools, limit)
 			if c.calls != nil {
@@ -378,6 +391,7 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 			}
 		}
 		e.degenerate(f, c, limit)
+		tok.answer(c)
 		f.choices[i] = c
 	}
 	f.remaining.Store(int32(j.n))

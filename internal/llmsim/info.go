@@ -107,8 +107,8 @@ func (e *Endpoint) appendServerInfo(b []byte) []byte {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"chat_template":`...)
-	if cfg.ChatTemplate != "" {
-		b = appendString(b, cfg.ChatTemplate)
+	if arg, ok := e.tok().templateArg(); ok {
+		b = appendString(b, arg)
 	} else {
 		b = append(b, "null"...)
 	}

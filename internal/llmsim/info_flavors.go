@@ -110,9 +110,9 @@ func serveLlamaProps(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	b = appendInt(b, e.slots())
 	b = append(b, `,"model_path":`...)
 	b = appendString(b, cfg.ModelName)
-	if cfg.ChatTemplate != "" {
+	if text, ok := e.tok().templateText(); ok {
 		b = append(b, `,"chat_template":`...)
-		b = appendString(b, e.chatTemplateText())
+		b = appendString(b, text)
 		b = append(b, `,"modalities":{"vision":false,"audio":false},"build_info":"`+llamacppBuild+`","is_sleeping":false}`...)
 		answerJSON(ctx, ctJSONUTF8, b)
 		return

@@ -66,7 +66,7 @@ func (f *flight) appendNativeChunk(dst []byte, c *choiceState, from, to int, don
 			if k > from {
 				dst = append(dst, ',')
 			}
-			dst = appendInt(dst, tokenID(c.words, k))
+			dst = appendInt(dst, c.streamedID(k))
 		}
 		dst = append(dst, `],"stop":false,"id_slot":0,"tokens_predicted":`...)
 		dst = appendInt(dst, to)
@@ -80,4 +80,13 @@ func (f *flight) appendNativeChunk(dst []byte, c *choiceState, from, to int, don
 		dst = append(dst, "\n\n"...)
 	}
 	return dst
+}
+
+// streamedID is the id a /completion stream shows for token k: the
+// model's own with a model's tokenizer, else a plausible one.
+func (c *choiceState) streamedID(k int) int {
+	if c.model != nil {
+		return c.model.ids[min(k, len(c.model.ids)-1)]
+	}
+	return tokenID(c.words, k)
 }

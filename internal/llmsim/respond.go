@@ -35,8 +35,12 @@ var bufPool bufferPool
 // appendContent appends the content text of generated tokens [from, to)
 // of the choice; appendReasoning its reasoning text. Without reasoning the
 // whole answer is content; with it, the first c.reasoning tokens are
-// reasoning and each part starts with the prompt digest.
+// reasoning and each part starts with the prompt digest. An answer in a
+// model's own tokens has its text already (realtok.go).
 func (c *choiceState) appendContent(dst []byte, from, to int) []byte {
+	if c.model != nil {
+		return c.model.appendContent(dst, from, to, c.reasoning)
+	}
 	from, to = max(from, c.reasoning)-c.reasoning, max(to, c.reasoning)-c.reasoning
 	if c.inline > 0 {
 		if from < c.inline {
@@ -51,6 +55,9 @@ func (c *choiceState) appendContent(dst []byte, from, to int) []byte {
 }
 
 func (c *choiceState) appendReasoning(dst []byte, from, to int) []byte {
+	if c.model != nil {
+		return c.model.appendReasoning(dst, from, to, c.reasoning)
+	}
 	to = min(to, c.reasoning)
 	return appendTokens(dst, c.f.digest, ^c.words, from, to)
 }
@@ -122,7 +129,7 @@ func (f *flight) appendHead(dst []byte, object string) []byte {
 }
 
 func (f *flight) appendChat(dst []byte) []byte {
-	return f.appendResponse(dst, "chat.completion", eosChat, func(dst []byte, c *choiceState, n int) []byte {
+	return f.appendResponse(dst, "chat.completion", f.stopID(eosChat), func(dst []byte, c *choiceState, n int) []byte {
 		if c.calls != nil {
 			dst = append(dst, `"message":{"role":"assistant","content":null,"reasoning_content":null,"tool_calls":`...)
 			return append(c.appendToolCalls(dst, true), '}')
@@ -142,7 +149,7 @@ func (f *flight) appendChat(dst []byte) []byte {
 }
 
 func (f *flight) appendCompletion(dst []byte) []byte {
-	return f.appendResponse(dst, "text_completion", eosText, func(dst []byte, c *choiceState, n int) []byte {
+	return f.appendResponse(dst, "text_completion", f.stopID(eosText), func(dst []byte, c *choiceState, n int) []byte {
 		dst = append(dst, `"text":"`...)
 		dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, 0, n) })
 		return append(dst, '"')
@@ -184,7 +191,7 @@ func (f *flight) appendGenerate(dst []byte, n int, done bool) []byte {
 	dst = append(dst, f.id...)
 	dst = append(dst, `","finish_reason":`...)
 	if done {
-		dst = appendFinishReason(dst, c.End, c.limit, msgAborted, "null")
+		dst = appendFinishReason(dst, c.End, c.limit, f.stopID(eosText), msgAborted, "null")
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -201,12 +208,13 @@ func (f *flight) appendGenerate(dst []byte, n int, done bool) []byte {
 	return append(dst, "}}"...)
 }
 
-// appendFinishReason writes schedule_batch.py's FINISH_* to_json.
-func appendFinishReason(dst []byte, end string, limit int, abortMsg, abortStatus string) []byte {
+// appendFinishReason writes schedule_batch.py's FINISH_* to_json; eos is
+// the id a stop matched.
+func appendFinishReason(dst []byte, end string, limit, eos int, abortMsg, abortStatus string) []byte {
 	switch end {
 	case finishStop:
 		dst = append(dst, `{"type":"stop","matched":`...)
-		dst = appendInt(dst, eosText)
+		dst = appendInt(dst, eos)
 		return append(dst, '}')
 	case finishLength:
 		dst = append(dst, `{"type":"length","length":`...)
@@ -224,6 +232,11 @@ func appendFinishReason(dst []byte, end string, limit int, abortMsg, abortStatus
 func tokenID(words uint64, k int) int {
 	return 1000 + int(mix64(words+uint64(k))%150000)
 }
+
+// stopID is the id an answer of this flight that ends on its own stops
+// on: own, llmsim's for its kind, unless the endpoint has a model's
+// tokenizer.
+func (f *flight) stopID(own int) int { return f.e.tok().stopID(own) }
 
 // escapeInPlace appends what gen appends, JSON-escaped. Generated text is
 // plain ASCII words, so the common case copies nothing.
@@ -249,7 +262,7 @@ func (f *flight) appendChatChunk(dst []byte, c *choiceState, delta func([]byte) 
 	dst = append(dst, `,"delta":{`...)
 	dst = delta(dst)
 	dst = append(dst, `},"logprobs":null,"finish_reason":`...)
-	dst = c.appendFinish(dst, finish, eosChat)
+	dst = c.appendFinish(dst, finish, f.stopID(eosChat))
 	return append(dst, "}]}\n\n"...)
 }
 
@@ -261,7 +274,7 @@ func (f *flight) appendCompletionChunk(dst []byte, c *choiceState, from, to int,
 	dst = append(dst, `,"text":"`...)
 	dst = escapeInPlace(dst, func(b []byte) []byte { return c.appendContent(b, from, to) })
 	dst = append(dst, `","logprobs":null,"finish_reason":`...)
-	dst = c.appendFinish(dst, finish, eosText)
+	dst = c.appendFinish(dst, finish, f.stopID(eosText))
 	return append(dst, "}],\"usage\":null}\n\n"...)
 }
 
@@ -410,7 +423,7 @@ func (f *flight) writeQueueFullStream(ctx *fasthttp.RequestCtx) {
 		b = append(b, `data: {"text":"","output_ids":[],"meta_info":{"id":"`...)
 		b = append(b, f.id...)
 		b = append(b, `","finish_reason":`...)
-		b = appendFinishReason(b, finishAbort, c.limit, msgQueueFull, "503")
+		b = appendFinishReason(b, finishAbort, c.limit, 0, msgQueueFull, "503")
 		b = append(b, `,"prompt_tokens":`...)
 		b = appendInt(b, f.prompt)
 		b = append(b, `,"weight_version":"`+weightVersion+`","total_retractions":0,"completion_tokens":0,"cached_tokens":0,"e2e_latency":0.0}}`+"\n\n"...)

@@ -26,6 +26,9 @@ type Prompt struct {
 	// history holds, message by message, the reasoning and tool calls of
 	// the assistant turns, which a chat template renders (tokenizer.go).
 	history []turnExtra
+	// template is the conversation as a model's own chat template reads
+	// it (realtok.go).
+	template templateInput
 }
 
 // AppendCanonical appends the prompt's canonical form, the bytes its

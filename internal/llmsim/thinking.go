@@ -128,7 +128,7 @@ func (e *Endpoint) planThinking(c *choiceState, think, natural, limit int) {
 	total := natural
 	c.reasoning = 0
 	if think > 0 {
-		if e.d.hiddenReasoning || e.d.reasoning != "" && e.f.cfg.Reasoning {
+		if e.parsesReasoning() {
 			c.reasoning = think
 			total += think
 		} else {
@@ -140,6 +140,12 @@ func (e *Endpoint) planThinking(c *choiceState, think, natural, limit int) {
 	if total > limit {
 		c.Target, c.End = limit, finishLength
 	}
+}
+
+// parsesReasoning tells an endpoint that takes the reasoning out of the
+// content (a reasoning parser, or an API that hides it).
+func (e *Endpoint) parsesReasoning() bool {
+	return e.d.hiddenReasoning || e.d.reasoning != "" && e.f.cfg.Reasoning
 }
 
 // appendInlineThink appends tokens [from, to) of the think block left in

@@ -49,6 +49,8 @@ type tokenStyle struct {
 
 // wireHistCall is one tool call of a history's assistant turn.
 type wireHistCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
 	Function struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -166,7 +168,14 @@ func (f *flight) appendTopIDs(dst []byte) []byte {
 }
 
 // promptIDs are the ids the flight's prompt was charged as.
-func (f *flight) promptIDs() []int { return f.e.tok().prompt(&f.job.prompt) }
+func (f *flight) promptIDs() []int {
+	if f.inputIDs == nil {
+		// Only a model's template refuses a prompt, and its ids were kept
+		// when the flight was charged.
+		f.inputIDs, _ = f.e.tok().prompt(&f.job.prompt)
+	}
+	return f.inputIDs
+}
 
 // appendLogprobs writes a choice's logprobs: null, or with vLLM's
 // return_tokens_as_token_ids one entry per generated token.
@@ -196,29 +205,31 @@ func (f *flight) appendNativeTokens(dst []byte, n int) []byte {
 }
 
 // serveLlamaApplyTemplate: POST /apply-template (tools/server/README.md):
-// {"messages": [...]} → {"prompt": the rendered text}.
+// {"messages": [...]} → {"prompt": the rendered text}; tools,
+// chat_template_kwargs and add_generation_prompt (default true) reach a
+// model's template as they reach it in a chat request.
 func serveLlamaApplyTemplate(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	var r struct {
-		Messages []wireMessage `json:"messages"`
+		Messages            []wireMessage   `json:"messages"`
+		Tools               json.RawMessage `json:"tools"`
+		ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+		AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 	}
 	if err := json.Unmarshal(ctx.PostBody(), &r); err != nil || r.Messages == nil {
 		e.fail(ctx, apiChat, newAPIError(errInvalid, fasthttp.StatusBadRequest, "\"messages\" must be provided"))
 		return
 	}
-	msgs := make([]Message, len(r.Messages))
-	for i, m := range r.Messages {
-		text, err := contentText(m.Content)
-		if err != nil {
-			e.fail(ctx, apiChat, newAPIError(errInvalid, fasthttp.StatusBadRequest, "%s", err.Error()))
-			return
-		}
-		msgs[i] = Message{Role: m.Role, Content: text}
+	p, err := conversationPrompt(r.Messages, r.Tools, r.ChatTemplateKwargs)
+	if err != nil {
+		e.fail(ctx, apiChat, newAPIError(errInvalid, fasthttp.StatusBadRequest, "%s", err.Error()))
+		return
+	}
+	text, err := e.tok().renderChat(&p, orTrue(r.AddGenerationPrompt))
+	if err != nil {
+		e.fail(ctx, apiChat, asAPIError(err))
+		return
 	}
 	b := []byte(`{"prompt":`)
-	b = appendString(b, e.tok().render(msgs))
+	b = appendString(b, text)
 	answerJSON(ctx, ctJSONUTF8, append(b, '}'))
 }
-
-// chatTemplateText is the template the endpoint says it has, where its
-// flavour says (llama.cpp's /props, SGLang's server info).
-func (e *Endpoint) chatTemplateText() string { return templateTexts[e.f.cfg.ChatTemplate] }

@@ -1,11 +1,17 @@
 package llmsim
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
 // llmsim's tokenizers and chat templates, the server side of token ids.
+//
+// With Config.Tokenizer the endpoints use a model's own tokenizer and chat
+// template (realtok.go), and every method of tokenizer below hands over to
+// it. Otherwise they use llmsim's own, described here.
 //
 // Every answer is generated one token at a time (text.go: the digest, then
 // " word" or " word." per token), and each generated token has one id, the
@@ -150,12 +156,16 @@ func wordIDs(dst []int, s string) []int {
 	return dst
 }
 
-// tokenizer is how an endpoint turns texts and chat prompts into ids.
+// tokenizer is how an endpoint turns texts and chat prompts into ids, and
+// its answers into text and ids.
 type tokenizer struct {
-	template string // "": llmsim's four-byte pieces
+	template string          // llmsim's own: "" four-byte pieces, else a ChatTemplate name
+	model    *modelTokenizer // a model's own (Config.Tokenizer); nil: llmsim's
 }
 
-func (e *Endpoint) tok() tokenizer { return tokenizer{template: e.f.cfg.ChatTemplate} }
+func (e *Endpoint) tok() tokenizer {
+	return tokenizer{template: e.f.cfg.ChatTemplate, model: e.f.model}
+}
 
 // text is the ids of a text.
 func (t tokenizer) text(s string) []int {
@@ -256,25 +266,196 @@ func (t tokenizer) render(msgs []Message) string {
 	return b.String()
 }
 
-// prompt is the ids of a request's prompt.
-func (t tokenizer) prompt(p *Prompt) []int {
+// prompt is the ids of a request's prompt; only a model's template
+// refuses one (an *apiError).
+func (t tokenizer) prompt(p *Prompt) ([]int, error) {
+	if t.model != nil {
+		return t.model.prompt(p)
+	}
 	switch {
 	case len(p.Messages) > 0:
-		return t.chat(p.Messages, p.history, true)
+		return t.chat(p.Messages, p.history, true), nil
 	case len(p.InputIDs) > 0:
-		return p.InputIDs
+		return p.InputIDs, nil
 	}
-	return t.text(p.Text)
+	return t.text(p.Text), nil
 }
 
-// promptTokens counts a request's prompt: PromptTokens without a
-// template, the word tokenizer's count with one.
-func (e *Endpoint) promptTokens(p *Prompt) int {
-	t := e.tok()
-	if t.template == "" {
-		return PromptTokens(p)
+// count is a request's prompt tokens, with its ids where counting them
+// took the ids (nil: prompt makes them when they are asked for):
+// PromptTokens without a template, else the ids' count.
+func (t tokenizer) count(p *Prompt) (int, []int, error) {
+	if t.template == "" && t.model == nil {
+		return PromptTokens(p), nil, nil
 	}
-	return len(t.prompt(p))
+	ids, err := t.prompt(p)
+	return len(ids), ids, err
+}
+
+// encode is the ids of a text sent to a tokenize route; addSpecial adds
+// the special tokens a model's configuration puts before a text (its
+// begin-of-text token; llmsim's own have none).
+func (t tokenizer) encode(s string, addSpecial bool) []int {
+	switch {
+	case t.model == nil:
+		return t.text(s)
+	case addSpecial:
+		return t.model.tok.EncodeSpecial(s)
+	}
+	return t.model.tok.Encode(s)
+}
+
+// chatIDs is the ids of a conversation sent to vLLM's /tokenize, with the
+// answer turn's opening when generation is set.
+func (t tokenizer) chatIDs(p *Prompt, generation bool) ([]int, error) {
+	if t.model == nil {
+		return t.chat(p.Messages, p.history, generation), nil
+	}
+	s, err := t.model.render(p, generation)
+	if err != nil {
+		return nil, err
+	}
+	return t.model.tok.Encode(s), nil
+}
+
+// renderChat is a conversation as its template's text (llama.cpp's
+// /apply-template).
+func (t tokenizer) renderChat(p *Prompt, generation bool) (string, error) {
+	if t.model == nil {
+		return t.render(p.Messages), nil
+	}
+	return t.model.render(p, generation)
+}
+
+// llamaTokens is the ids of a text sent to llama.cpp's /tokenize, its
+// special tokens spelt out read as such (parse_special) and the
+// begin-of-text token the configuration asks for added (add_special):
+// llmsim's own read them always and add none.
+func (t tokenizer) llamaTokens(s string, addSpecial, parseSpecial bool) ([]int, error) {
+	if t.model == nil {
+		return t.special(s), nil
+	}
+	return t.model.llamaTokens(s, addSpecial, parseSpecial)
+}
+
+// llamaPieces is llama.cpp's /tokenize with_pieces: each id and the bytes
+// it stands for (llmsim's own: the four-byte pieces).
+func (t tokenizer) llamaPieces(s string, addSpecial, parseSpecial bool) ([]int, [][]byte, error) {
+	if t.model != nil {
+		ids, err := t.model.llamaTokens(s, addSpecial, parseSpecial)
+		pieces := make([][]byte, len(ids))
+		for i, id := range ids {
+			pieces[i] = t.model.tok.DecodeBytes([]int{id})
+		}
+		return ids, pieces, err
+	}
+	var ids []int
+	var pieces [][]byte
+	for i := 0; i < len(s); i += bytesPerToken {
+		piece := s[i:min(i+bytesPerToken, len(s))]
+		ids = append(ids, pieceID(piece))
+		pieces = append(pieces, []byte(piece))
+	}
+	return ids, pieces, nil
+}
+
+// decode is the text of ids (/detokenize): only a model's tokenizer can
+// say (llmsim's own ids are hashes of their texts).
+func (t tokenizer) decode(ids []int) (string, error) {
+	if t.model == nil {
+		return "", errNoDecode
+	}
+	for _, id := range ids {
+		if id < 0 || id >= t.model.tok.VocabSize() {
+			return "", fmt.Errorf("token id %d is out of vocabulary (%d tokens)", id, t.model.tok.VocabSize())
+		}
+	}
+	return t.model.tok.Decode(ids), nil
+}
+
+var errNoDecode = errors.New("llmsim's own token ids are hashes of their texts and decode to nothing: start llmsim with --tokenizer to decode ids")
+
+// templateText is the template the endpoint says it renders with, where
+// its flavour says (llama.cpp's /props): false for llmsim's default,
+// which the flavour writes itself.
+func (t tokenizer) templateText() (string, bool) {
+	switch {
+	case t.model != nil:
+		return t.model.source, true
+	case t.template != "":
+		return templateTexts[t.template], true
+	}
+	return "", false
+}
+
+// templateArg is what SGLang's server info says of its template (the
+// --chat-template it was given): a model's template's text, llmsim's
+// template's name, or none (false).
+func (t tokenizer) templateArg() (string, bool) {
+	if t.model != nil {
+		return t.model.source, true
+	}
+	return t.template, t.template != ""
+}
+
+// stopID is the id an answer that ends on its own stops on: the model's
+// end-of-turn, else llmsim's for the kind of answer (own).
+func (t tokenizer) stopID(own int) int {
+	if t.model != nil {
+		return t.model.eos
+	}
+	return own
+}
+
+// callTokens is how many tokens tool calls take to write: exactly with a
+// model's tokenizer, else the estimate of appendToolCallIDs.
+func (t tokenizer) callTokens(calls []toolCall) int {
+	if t.model != nil {
+		return t.model.callTokens(calls)
+	}
+	n := 0
+	for _, c := range calls {
+		n += 6 + TextTokens(c.name) + TextTokens(c.args)
+	}
+	return n
+}
+
+// answer turns a choice's planned words into its answer: with a model's
+// tokenizer, the model's text and ids (realtok.go); llmsim's own make
+// both from the words as they are asked for.
+func (t tokenizer) answer(c *choiceState) {
+	if t.model != nil {
+		t.model.answer(c)
+	}
+}
+
+// continued is the ids of a prompt followed by an answer (the history of
+// a conversation's next turn, which the prefix cache keeps).
+func (t tokenizer) continued(p *Prompt, ids []int, c *choiceState) []int {
+	if t.model != nil {
+		return append(ids[:len(ids):len(ids)], c.answerIDs(c.Target)...)
+	}
+	text := string(c.appendContent(nil, 0, c.Target))
+	if len(p.Messages) > 0 {
+		return t.chat(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), p.history, false)
+	}
+	return append(ids[:len(ids):len(ids)], t.text(text)...)
+}
+
+// ollamaTruncate is the prompt tokens Ollama keeps of p (n tokens) within
+// numCtx: by llmsim's estimate, or rendering what it keeps with a model's
+// template.
+func (t tokenizer) ollamaTruncate(p *Prompt, n, numCtx int) int {
+	if t.model == nil {
+		return ollamaTruncate(p, PromptTokens(p), numCtx, func(from int) int { return chatTokens(p.Messages, from) })
+	}
+	return ollamaTruncate(p, n, numCtx, func(from int) int {
+		ids, err := t.model.prompt(p.keep(from))
+		if err != nil {
+			return math.MaxInt
+		}
+		return len(ids)
+	})
 }
 
 // appendToolCallIDs are the ids of tool calls as the model writes them:
@@ -293,8 +474,12 @@ func appendToolCallIDs(ids []int, calls []toolCall) []int {
 }
 
 // answerIDs are the ids of the first n generated tokens of the choice:
-// one per token, the id of its text; a tool call's its calls'.
+// one per token, the id of its text; a tool call's its calls'; a model's
+// answer's its own (realtok.go).
 func (c *choiceState) answerIDs(n int) []int {
+	if c.model != nil {
+		return c.model.answerIDs(n)
+	}
 	if c.calls != nil {
 		ids := appendToolCallIDs(nil, c.calls)
 		return ids[:min(n, len(ids))]

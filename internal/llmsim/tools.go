@@ -48,7 +48,6 @@ func (e *Endpoint) planToolCalls(f *flight, c *choiceState, tools []wireTool, li
 		n = 2
 	}
 	var calls []toolCall
-	need := 0
 	for k := 0; k < n; k++ {
 		r := mix64(h + uint64(k)*0x632be59bd9b4e019 + 2)
 		t := tools[r%uint64(len(tools))]
@@ -58,9 +57,9 @@ func (e *Endpoint) planToolCalls(f *flight, c *choiceState, tools []wireTool, li
 			id = "call_" + f.digest[:8]
 		}
 		calls = append(calls, toolCall{id: id, name: t.Function.Name, args: args})
-		// <tool_call>{"name": ..., "arguments": ...}</tool_call>, as the model writes it
-		need += 6 + TextTokens(t.Function.Name) + TextTokens(args)
 	}
+	// <tool_call>{"name": ..., "arguments": ...}</tool_call>, as the model writes it
+	need := e.tok().callTokens(calls)
 	if need > limit {
 		return // no room for the call: the model answers in text
 	}

@@ -26,7 +26,7 @@ type chatRequest struct {
 	Stream              bool            `json:"stream"`
 	StreamOptions       json.RawMessage `json:"stream_options"`
 	Rid                 json.RawMessage `json:"rid"`
-	Tools               []wireTool      `json:"tools"`
+	Tools               wireTools       `json:"tools"`
 	Seed                *int64          `json:"seed"`
 	Temperature         *float64        `json:"temperature"`
 	// ChatTemplateKwargs and ReasoningEffort turn thinking on or off
@@ -40,9 +40,24 @@ type wireMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 	// The history's reasoning and tool calls, which a chat template
-	// renders (tokenizer.go).
+	// renders (tokenizer.go), and what a model's own template reads of a
+	// tool turn (realtok.go).
 	ReasoningContent *string        `json:"reasoning_content"`
 	ToolCalls        []wireHistCall `json:"tool_calls"`
+	ToolCallID       *string        `json:"tool_call_id"`
+	Name             *string        `json:"name"`
+}
+
+// wireTools are a request's tools, decoded and as sent: a model's own
+// chat template renders them as the request wrote them (realtok.go).
+type wireTools struct {
+	list []wireTool
+	raw  json.RawMessage
+}
+
+func (w *wireTools) UnmarshalJSON(b []byte) error {
+	w.raw = append(w.raw[:0], b...)
+	return json.Unmarshal(b, &w.list)
 }
 
 // streamOptions are the stream_options a request sent: the two keys the
@@ -194,7 +209,7 @@ func parseChat(body []byte) (*job, error) {
 	if r.Messages == nil {
 		return nil, validationError("missing", "'messages'", "Field required")
 	}
-	j := &job{api: apiChat, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: -1, n: 1, stream: r.Stream, tools: r.Tools,
+	j := &job{api: apiChat, model: modelOrDefault(r.Model), requested: r.Model, maxTokens: -1, n: 1, stream: r.Stream, tools: r.Tools.list,
 		seed: r.Seed, temperature: r.Temperature}
 	j.prompt.Messages = make([]Message, len(r.Messages))
 	for i, m := range r.Messages {
@@ -208,6 +223,7 @@ func parseChat(body []byte) (*job, error) {
 		j.prompt.Messages[i] = Message{Role: m.Role, Content: text}
 	}
 	j.prompt.history = historyOf(r.Messages)
+	j.prompt.template = templateInput{messages: r.Messages, tools: r.Tools.raw, kwargs: r.ChatTemplateKwargs}
 	j.ids = r.wireTokenFlags
 	var err error
 	if j.think, err = parseThinking(r.ChatTemplateKwargs, r.ReasoningEffort); err != nil {

@@ -331,6 +331,9 @@ func sharedData(t testing.TB, kind, name string) string {
 	for range 5 {
 		p := filepath.Join(dir, "shared/data", kind, name)
 		if _, err := os.Stat(p); err == nil {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs // the binaries under test run in other directories
+			}
 			return p
 		}
 		dir = filepath.Join(dir, "..")

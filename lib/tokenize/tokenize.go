@@ -207,6 +207,12 @@ type decoded struct {
 }
 
 func (cfg *config) tokenize(data []byte) result {
+	if !json.Valid(data) {
+		return rejected(jsonl.ReasonMalformedJSON, "not valid JSON")
+	}
+	if b := bytes.TrimSpace(data); len(b) == 0 || b[0] != '{' {
+		return rejected(jsonl.ReasonNotObject, "a record must be a JSON object")
+	}
 	var in input
 	if err := record.Decode(data, &in); err != nil {
 		return rejected(ReasonBadRecord, "%v", err)
@@ -245,7 +251,7 @@ func (cfg *config) tokenize(data []byte) result {
 	} else {
 		out.IDs = cfg.tok.Encode(out.Rendered)
 	}
-	line, err := json.Marshal(out)
+	line, err := json.Append(nil, out, 0) // no HTML escaping: <|im_end|> as written
 	if err != nil {
 		return rejected(ReasonBadRecord, "%v", err)
 	}
@@ -265,7 +271,7 @@ func (cfg *config) decodeIDs(in input) result {
 			return rejected(ReasonBadIDs, "ids[%d] = %d is not in the vocabulary", i, id)
 		}
 	}
-	line, err := json.Marshal(decoded{ID: in.ID, Text: cfg.tok.Decode(ids)})
+	line, err := json.Append(nil, decoded{ID: in.ID, Text: cfg.tok.Decode(ids)}, 0)
 	if err != nil {
 		return rejected(ReasonBadRecord, "%v", err)
 	}

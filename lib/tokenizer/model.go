@@ -132,6 +132,27 @@ func (t *Tokenizer) TemplateSource() string {
 	return t.tmpl.source
 }
 
+// WithTemplate is t rendering with another chat template's source (a
+// server started with --chat-template, or another version of the model's
+// template), the vocabulary shared.
+func (t *Tokenizer) WithTemplate(source string) (*Tokenizer, error) {
+	bos, eos := "", ""
+	if t.tmpl != nil {
+		bos, eos = t.tmpl.bos, t.tmpl.eos
+	}
+	tmpl := &template{source: source, hash: TemplateHashOf(source), bos: bos, eos: eos}
+	var err error
+	if tmpl.tmpl, err = compileTemplate("", source); err != nil {
+		return nil, err
+	}
+	if err := tmpl.probe(); err != nil {
+		return nil, err
+	}
+	c := *t
+	c.tmpl = tmpl
+	return &c, nil
+}
+
 // ErrNoTemplate is rendering with a folder that has no chat template.
 var ErrNoTemplate = errors.New("the tokenizer's folder has no chat template (tokenizer_config.json chat_template, or chat_template.jinja)")
 
