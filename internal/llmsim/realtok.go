@@ -51,7 +51,7 @@ const (
 // modelTokenizer is a model's tokenizer and chat template as the
 // endpoints use them.
 type modelTokenizer struct {
-	tok *modeltok.Tokenizer
+	tok    *modeltok.Tokenizer
 	source string // the template text the endpoints render with and report (driftPrefix in front with drift)
 	eos    int    // the end-of-turn id an answer that ends on its own ends with
 	calls  callStyle
