@@ -97,8 +97,9 @@ type tokenForm struct {
 
 // Why a record gives no token rows with --tokenizer.
 const (
-	ReasonTemplateError = tokenizer.ReasonTemplateError
-	ReasonAnswerSpan    = "answer_span"
+	ReasonTemplateError     = tokenizer.ReasonTemplateError
+	ReasonAnswerSpan        = "answer_span"
+	ReasonAnswerNotRendered = "answer_not_rendered"
 )
 
 // convert is the record's converted form: its meta line, then its rows,
@@ -221,6 +222,8 @@ func (t *tokenForm) renderTurn(turn record.ChatTurn, k int) (record.TokenTurn, *
 		return record.TokenTurn{}, reject(ReasonTemplateError, "turn %d: %s", k, te.Message)
 	case errors.Is(err, tokenizer.ErrAnswerSpan):
 		return record.TokenTurn{}, reject(ReasonAnswerSpan, "turn %d: %v", k, err)
+	case errors.Is(err, tokenizer.ErrAnswerDropped):
+		return record.TokenTurn{}, reject(ReasonAnswerNotRendered, "turn %d: %v", k, err)
 	case err != nil:
 		return record.TokenTurn{}, reject(ReasonBadRecord, "turn %d: %v", k, err)
 	}

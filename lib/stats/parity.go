@@ -125,6 +125,8 @@ func uncheckedReason(err error) string {
 		return tokenizer.ReasonTemplateError
 	case errors.Is(err, tokenizer.ErrAnswerSpan):
 		return "answer_span"
+	case errors.Is(err, tokenizer.ErrAnswerDropped):
+		return "answer_not_rendered"
 	}
 	return "bad_record"
 }

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -42,6 +43,9 @@ const (
 	// The server's answer ids lack the end-of-turn id the model ended
 	// with (merge --tokenizer adds it).
 	CauseNoEndOfTurn = "no_end_of_turn"
+	// The template leaves part of the answer out (ErrAnswerDropped): a
+	// trainer rendering it trains on less than the model wrote.
+	CauseAnswerDropped = "answer_not_rendered"
 )
 
 // contextIDs is how many ids either side of a difference are decoded.
@@ -52,7 +56,8 @@ const contextIDs = 8
 // found). A turn without server ids is an error of the caller.
 func (t *Tokenizer) Parity(turn record.ChatTurn, kwargs []byte) (Parity, error) {
 	local, err := t.Turn(turn, kwargs)
-	if err != nil {
+	dropped := errors.Is(err, ErrAnswerDropped) // the prompt is still compared
+	if err != nil && !dropped {
 		return Parity{}, err
 	}
 	sp, sa := ints32(turn.Server.PromptTokenIDs), ints32(turn.Server.AnswerTokenIDs)
@@ -66,6 +71,11 @@ func (t *Tokenizer) Parity(turn record.ChatTurn, kwargs []byte) (Parity, error) 
 		default:
 			p.Cause = CauseTokenizer
 		}
+		return p, nil
+	}
+	if dropped {
+		p := t.difference("answer", 0, sa, nil)
+		p.Cause = CauseAnswerDropped
 		return p, nil
 	}
 	at, ok := firstDiff(sa, local.Answer)

@@ -36,6 +36,11 @@ var (
 	// ErrAnswerSpan: the template renders the history otherwise once the
 	// answer follows it, so the answer's span cannot be told apart.
 	ErrAnswerSpan = errors.New("the chat template renders the conversation differently once the answer follows it: the answer's span is not the text after the prompt")
+	// ErrAnswerDropped: the template leaves part of the answer out of its
+	// rendering (DeepSeek-V3's drops the tool calls of an answer whose
+	// content is not null): a row of it would not train on what the
+	// model wrote.
+	ErrAnswerDropped = errors.New("the chat template leaves part of the answer out")
 )
 
 // Finish reasons of an answer that ended with the model's end of turn.
@@ -84,6 +89,9 @@ func (t *Tokenizer) Turn(turn record.ChatTurn, kwargs []byte) (Turn, error) {
 	}
 	out.Prompt = t.Encode(out.PromptText)
 	answer := full[len(out.PromptText):]
+	if part := droppedPart(answer, turn.Answer); part != "" {
+		return out, fmt.Errorf("%w: its %s", ErrAnswerDropped, part)
+	}
 	ids := t.Encode(answer)
 	cut := len(ids)
 	for i, id := range ids {
@@ -99,6 +107,35 @@ func (t *Tokenizer) Turn(turn record.ChatTurn, kwargs []byte) (Turn, error) {
 	out.AnswerText = string(t.DecodeBytes(out.Answer))
 	out.ReasoningIDs = t.ReasoningIDs(out.Answer, answer, turn.Answer)
 	return out, nil
+}
+
+// droppedPart names the part of answer a the template's text of it
+// lacks ("" when each is there): its reasoning, its content (either as
+// the template trims them, their first characters) or a tool call's name.
+func droppedPart(text string, a record.WireMessage) string {
+	content := a.Content
+	if i := strings.LastIndex(content, "</think>"); i >= 0 {
+		content = content[i+len("</think>"):] // a template takes inline reasoning out
+	}
+	for _, p := range []struct{ name, s string }{{"reasoning", a.ReasoningContent}, {"content", content}} {
+		s := strings.TrimSpace(p.s)
+		if s != "" && !strings.Contains(text, s[:min(len(s), 64)]) {
+			return p.name
+		}
+	}
+	var calls []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(a.ToolCalls, &calls) == nil {
+		for _, c := range calls {
+			if !strings.Contains(text, c.Function.Name) {
+				return "tool calls"
+			}
+		}
+	}
+	return ""
 }
 
 // ReasoningIDs counts the answer's ids before its content starts, when
