@@ -76,7 +76,9 @@ func (t *Tokenizer) Turn(turn record.ChatTurn, kwargs []byte) (Turn, error) {
 	if out.PromptText, err = t.Render(Request{Messages: history, Tools: turn.Tools, AddGenerationPrompt: true, Kwargs: kwargs}); err != nil {
 		return out, err
 	}
-	withAnswer, err := ServerMessages(append(turn.Messages[:len(turn.Messages):len(turn.Messages)], turn.Answer))
+	answerMsg := turn.Answer
+	answerMsg.Role = "assistant"
+	withAnswer, err := ServerMessages(append(turn.Messages[:len(turn.Messages):len(turn.Messages)], answerMsg))
 	if err != nil {
 		return out, err
 	}
