@@ -304,18 +304,10 @@ func (m *modelTokenizer) llamaTokens(s string, addSpecial, parseSpecial bool) ([
 	if addSpecial {
 		ids = m.tok.EncodeSpecial("")
 	}
-	from := len(ids)
-	ids = m.tok.AppendEncode(ids, s)
 	if !parseSpecial {
-		for _, id := range ids[from:] {
-			if m.tok.Special(id) {
-				text, _ := m.tok.TokenText(id)
-				return nil, &apiError{kind: errInvalid, status: fasthttp.StatusNotImplemented,
-					msg: fmt.Sprintf("llmsim: parse_special false reads %q as plain text, which the tokenizer cannot do", text)}
-			}
-		}
+		return append(ids, m.tok.EncodePlain(s)...), nil
 	}
-	return ids, nil
+	return m.tok.AppendEncode(ids, s), nil
 }
 
 // callStyle is how a model writes tool calls, known by its template's

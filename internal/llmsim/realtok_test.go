@@ -341,6 +341,7 @@ func TestModelTokenizerRoutes(t *testing.T) {
 		{"llamacpp tokenize", FlavorLlamaCpp, qdir, pathTokenize, `{"content":` + quote(rendered) + `}`, "tokens", chatIDs, ""},
 		{"llamacpp tokenize add_special", FlavorLlamaCpp, ddir, pathTokenize, `{"content":` + quote(text) + `,"add_special":true}`, "tokens", deepseek.EncodeSpecial(text), ""},
 		{"llamacpp tokenize no add_special", FlavorLlamaCpp, ddir, pathTokenize, `{"content":` + quote(text) + `}`, "tokens", deepseek.Encode(text), ""},
+		{"llamacpp tokenize parse_special false", FlavorLlamaCpp, qdir, pathTokenize, `{"content":` + quote(rendered) + `,"parse_special":false}`, "tokens", qwen.EncodePlain(rendered), ""},
 		{"vllm detokenize", FlavorVLLM, qdir, pathDetokenize, `{"tokens":` + idsJSON(chatIDs) + `}`, "prompt", nil, rendered},
 		{"llamacpp detokenize", FlavorLlamaCpp, ddir, pathDetokenize, `{"tokens":` + idsJSON(deepseek.EncodeSpecial(text)) + `}`, "content", nil, deepseek.Decode(deepseek.EncodeSpecial(text))},
 	} {

@@ -14,6 +14,9 @@ type BPE struct {
 	pre       []preTokenizer // the stages, ByteLevel last
 	rawAdded  *addedSet      // added tokens matched before normalization
 	normAdded *addedSet      // added tokens matched in normalized text
+	// rawPlain and normPlain are the same less the special tokens, whose
+	// texts EncodePlain tokenizes as text.
+	rawPlain, normPlain *addedSet
 
 	decode  []string       // per id: the bytes Decode uses (ByteLevel decoder rule)
 	text    []string       // per id: TokenText
@@ -51,10 +54,22 @@ func (b *BPE) Encode(text string) []int {
 
 // AppendEncode is Encode appending to dst.
 func (b *BPE) AppendEncode(dst []int, text string) []int {
+	return b.appendEncode(dst, text, b.rawAdded, b.normAdded)
+}
+
+// EncodePlain is Encode with the special tokens' texts tokenized as text
+// (Hugging Face's split_special_tokens=True, llama.cpp's /tokenize with
+// parse_special false): a user who typed <|im_end|> gets its pieces, not
+// the control token. Added tokens that are not special still match.
+func (b *BPE) EncodePlain(text string) []int {
+	return b.appendEncode(make([]int, 0, len(text)/3+1), text, b.rawPlain, b.normPlain)
+}
+
+func (b *BPE) appendEncode(dst []int, text string, rawAdded, normAdded *addedSet) []int {
 	text = validUTF8(text)
 	st := statePool.Get().(*encodeState)
 	defer putState(st)
-	st.segs = b.rawAdded.split(text, st.segs[:0])
+	st.segs = rawAdded.split(text, st.segs[:0])
 	for _, sg := range st.segs {
 		if sg.id >= 0 {
 			dst = append(dst, sg.id)
@@ -67,7 +82,7 @@ func (b *BPE) AppendEncode(dst []int, text string) []int {
 		if b.norm != nil {
 			piece = b.norm.normalize(piece)
 		}
-		st.segs2 = b.normAdded.split(piece, st.segs2[:0])
+		st.segs2 = normAdded.split(piece, st.segs2[:0])
 		for _, s2 := range st.segs2 {
 			if s2.id >= 0 {
 				dst = append(dst, s2.id)

@@ -175,6 +175,21 @@ func (b *BPE) loadAdded(tokens []*bpeAddedToken, vocabLen int) {
 	}
 	b.rawAdded = newAddedSet(raw, rawPat)
 	b.normAdded = newAddedSet(normed, normPat)
+	b.rawPlain = newAddedSet(withoutSpecial(raw, rawPat))
+	b.normPlain = newAddedSet(withoutSpecial(normed, normPat))
+}
+
+// withoutSpecial is tokens and their patterns less the special tokens,
+// for EncodePlain.
+func withoutSpecial(tokens []*bpeAddedToken, patterns []string) ([]*bpeAddedToken, []string) {
+	var ts []*bpeAddedToken
+	var ps []string
+	for i, t := range tokens {
+		if !t.Special {
+			ts, ps = append(ts, t), append(ps, patterns[i])
+		}
+	}
+	return ts, ps
 }
 
 // duplicate reports whether an equal token (every field) is registered.

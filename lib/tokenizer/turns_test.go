@@ -190,3 +190,17 @@ func TestParity(t *testing.T) {
 		})
 	}
 }
+
+// EncodePlain tokenizes a special token's text as text; a non-special
+// added token still matches.
+func TestEncodePlain(t *testing.T) {
+	tok := testTokenizer(t, "qwen3")
+	text := "a<|im_end|>b<tool_call>"
+	special, plain := tok.Encode(text), tok.EncodePlain(text)
+	if !slices.Contains(special, 151645) || slices.Contains(plain, 151645) {
+		t.Fatalf("Encode %v, EncodePlain %v: want <|im_end|> as its id only in the first", special, plain)
+	}
+	if !slices.Contains(plain, 151657) || tok.Decode(plain) != text {
+		t.Fatalf("EncodePlain %v decodes to %q: want <tool_call> (not special) kept, the text whole", plain, tok.Decode(plain))
+	}
+}
