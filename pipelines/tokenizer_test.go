@@ -187,6 +187,46 @@ func TestTokenizerReachesTraining(t *testing.T) {
 		})
 	}
 
+	// Context fitting with the model's tokenizer: every prompt counted
+	// exactly as the server counts it, so none is sent to be refused and
+	// none that fits is held back; each prompt is answered or filed
+	// prompt_too_long, counted.
+	t.Run("context fitting", func(t *testing.T) {
+		tok := testbin.Tokenizers(t, "qwen3")
+		small := startFleet(t, 1, "--instant", "--tokenizer", tok, "--context-length", "400")
+		d := t.TempDir()
+		copyFile(t, filepath.Join(dir, "prompts.jsonl"), filepath.Join(d, "prompts.jsonl"))
+		summary := run(t, d, 3, "infer", "-e", small, "--tokenizer", tok, "--max-tokens", "64", "--min-answer-tokens", "16", "--progress", "0", "-o", "gen.jsonl", "prompts.jsonl")
+		answers, errs := readAny(t, filepath.Join(d, "gen.jsonl")), readJSONL[struct {
+			Error struct {
+				Status  int    `json:"status"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}](t, filepath.Join(d, "gen.errors.jsonl"))
+		if len(answers)+len(errs) != prompts || len(answers) == 0 || len(errs) == 0 {
+			t.Fatalf("%d answers and %d errors for %d prompts\n%s", len(answers), len(errs), prompts, summary)
+		}
+		for _, e := range errs {
+			if e.Error.Status != 0 || !strings.Contains(e.Error.Message, "(counted)") {
+				t.Fatalf("an error other than a prompt counted too long: %+v", e.Error)
+			}
+		}
+		gens := readJSONL[struct {
+			Output struct {
+				Usage struct {
+					PromptTokens int `json:"prompt_tokens"`
+				} `json:"usage"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"output"`
+		}](t, filepath.Join(d, "gen.jsonl"))
+		for _, g := range gens {
+			if g.Output.Usage.PromptTokens+16 > 400 {
+				t.Fatalf("a prompt of %d tokens was sent to a 400-token context", g.Output.Usage.PromptTokens)
+			}
+		}
+		t.Logf("%d answered, %d counted too long, no refusal", len(answers), len(errs))
+	})
+
 	// A server with another template: every record is found, by cause,
 	// and filter drops them all.
 	t.Run("drift", func(t *testing.T) {

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 )
 
 // The estimate starts high (the guess), and after learnAfter answered
@@ -167,5 +169,34 @@ func TestEstimateFollowsFullWindow(t *testing.T) {
 	}
 	if got, want := c.Estimate(s), 2000+3*TemplateGuess; got != want {
 		t.Errorf("after denser prompts in a full window: %d, want %d", got, want)
+	}
+}
+
+// With a model's tokenizer every prompt is counted, exactly as the server
+// renders and tokenizes it, without asking a server (no pool here) and
+// whether or not the estimate says it fits; a prompt the count leaves too
+// little room is refused as counted.
+func TestFitWithTokenizer(t *testing.T) {
+	tok, err := (FitFlags{Tokenizer: testbin.Tokenizers(t, "qwen3")}).LoadTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCounter(nil, func() string { return "m" })
+	c.UseTokenizer(tok)
+	msgs := []record.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: strings.Repeat("Grüße, 世界! ", 40)}}
+	text, err := tok.Render(tokenizer.Request{Messages: []byte(`[{"role":"system","content":"Be brief."},{"role":"user","content":"` + msgs[1].Content + `"}]`), AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(tok.Encode(text))
+	fl := FitFlags{FitContext: true, ContextMargin: 8, MinAnswerTokens: 32}
+	if f := c.Fit(fl, 100000, msgs, nil, 64, 0, false); !f.Exact || f.Prompt != want || f.Max != 0 || f.Refused {
+		t.Errorf("roomy context: %+v, want the prompt's %d tokens counted exactly", f, want)
+	}
+	if f := c.Fit(fl, want+8+1+100, msgs, nil, 500, 0, false); !f.Exact || f.Max != 100 {
+		t.Errorf("tight context: %+v, want max_tokens lowered to 100", f)
+	}
+	if f := c.Fit(fl, want+8+1+10, msgs, nil, 500, 0, false); !f.Refused || !strings.Contains(f.Refusal(), "(counted)") {
+		t.Errorf("too tight: %+v, want refused as counted", f)
 	}
 }
