@@ -36,13 +36,13 @@ func TestTurn(t *testing.T) {
 	tok := testTokenizer(t, "qwen3")
 	const eot = 151645
 	for _, tc := range []struct {
-		name       string
-		turn       record.ChatTurn
-		kwargs     string
-		prompt     string // the prompt's text
-		answer     string // the answer's text, end-of-turn included
-		eot        bool
-		reasoning  string // the text of the ids ReasoningIDs counts
+		name      string
+		turn      record.ChatTurn
+		kwargs    string
+		prompt    string // the prompt's text
+		answer    string // the answer's text, end-of-turn included
+		eot       bool
+		reasoning string // the text of the ids ReasoningIDs counts
 	}{
 		{name: "plain answer, thinking on: the model wrote the empty think block",
 			turn:   record.ChatTurn{Messages: []record.WireMessage{user("Hi")}, Answer: record.WireMessage{Content: "Hello!"}, Finish: "stop"},
