@@ -14,13 +14,13 @@ var (
 	// stages: one package per stage under lib/; none imports another.
 	// serve (starting and keeping up the servers) stands with them: it
 	// uses lib/fleet's readiness, as infer does, and no stage.
-	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "serve"}
+	stages = []string{"extract", "dedup", "shard", "infer", "bench", "merge", "stats", "filter", "serve", "tokenize"}
 	// groundFloor: what stages stand on.
-	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens", "conversation", "mix", "minhash"}
+	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "tokens", "conversation", "mix", "minhash", "tokenizer"}
 	// kit: internal/, for the simulator, tests and benchmarks alone.
 	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "gguf", "benchsuite", "corpus", "cmd/benchsuite", "cmd/corpus", "cmd/rusage"}
 	// productCommands: the binaries users run; llmsim is the simulator's.
-	productCommands = []string{"extract", "dedup", "shard", "infer", "filter", "merge", "stats", "serve", "llmsim"}
+	productCommands = []string{"extract", "dedup", "shard", "infer", "filter", "merge", "stats", "serve", "tokenize", "llmsim"}
 )
 
 // TestLayout holds the code to the house's plan: no stage imports another

@@ -28,6 +28,7 @@ const Description = `Keep the generation records whose answers pass the quality 
   filter --rejects gen.unfit.jsonl -o gen.fit.jsonl gen.jsonl
   merge --prompts prompts.jsonl --missing gen.jsonl gen.unfit.jsonl > todo.jsonl   # unfit and unanswered
   filter --checks default,lang --loop-dup-ngram 5=0.3 gen.jsonl > fit.jsonl
+  filter --tokenizer models/Qwen3-8B --rejects gen.mismatch.jsonl -o gen.fit.jsonl gen.jsonl   # ids the model's own
 
 Every answer is checked: output.text of a single answer, or each regenerated
 assistant turn of a conversation (output.turns). Records whose answers all

@@ -34,6 +34,7 @@ const Description = `Combine generation and error files into one record per (id,
   merge --prompts prompts.jsonl --missing gen*.jsonl > todo.jsonl
   merge --to messages --with-reasoning --sort gen*.jsonl -o train.jsonl
   merge --to conversations --with-reasoning regen*.jsonl -o train.parquet
+  merge --to tokens --tokenizer models/Qwen3-8B gen.jsonl -o rows.jsonl    # rows for answers of any server
 
 For each (id, sample) one record wins: an answer beats an error, finish_reason
 stop (or tool_calls: an answer that calls tools is complete) beats length beats
@@ -63,7 +64,7 @@ type Command struct {
 	Prompts        string `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing        bool   `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
 	Samples        int    `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
-	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value}), or tokens (token-exact rows {id, sample, turn, input_ids, loss_mask, num_prompt_tokens, num_answer_tokens} from infer --token-ids, with a manifest beside them)." enum:"generation,messages,conversations,sharegpt,tokens" default:"generation"`
+	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value}), or tokens (token-exact rows {id, sample, turn, input_ids, loss_mask, num_prompt_tokens, num_answer_tokens} from infer --token-ids, or rebuilt with --tokenizer, with a manifest beside them)." enum:"generation,messages,conversations,sharegpt,tokens" default:"generation"`
 	AllowMixed     bool   `help:"With --to tokens, put rows of different models or chat templates into one file (refused by default)." default:"false"`
 	Manifest       string `placeholder:"FILE" help:"With --to tokens, where the manifest goes (default: beside -o, FILE.manifest.json; none with stdout)." default:""`
 	Tokenizer      string `placeholder:"DIR" help:"With --to tokens, the served model's Hugging Face folder (tokenizer.json, tokenizer_config.json): answers without the server's ids (Ollama, a gateway, infer without --token-ids, a text dataset) get their rows from the model's own chat template and tokenizer, each answer's span up to and including its end-of-turn token; server ids lacking that token get it. Nothing is downloaded." default:""`

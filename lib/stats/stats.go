@@ -48,6 +48,7 @@ Examples:
   stats --plot lengths.svg gen.jsonl
   stats --wall 31h20m gen.jsonl          # adds tok/s over the whole run
   stats --context-length 32768 gen.jsonl gen.errors.jsonl  # prompts as a share of it
+  stats --tokenizer models/Qwen3-8B gen.jsonl  # are the servers' ids (--token-ids) the model's own?
   zstdcat prompts.jsonl.zst | stats      # prompt records alone: counts and lengths`
 
 // Command is the stats tool.
