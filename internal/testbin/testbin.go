@@ -318,11 +318,17 @@ func RealData(t testing.TB, file string) string {
 // Tokenizers is the path of name in the real tokenizers kept beside the
 // repository (../shared/data/tokenizers: a model's Hugging Face folder such
 // as "qwen3", or "golden/qwen3.jsonl.gz", the reference renderings), found
-// as RealData finds its files; where it is not there the test is skipped,
+// as RealData finds its files, but absolute (the binaries under test run
+// in other directories); where it is not there the test is skipped,
 // saying so.
 func Tokenizers(t testing.TB, name string) string {
 	t.Helper()
-	return sharedData(t, "tokenizers", name)
+	p := sharedData(t, "tokenizers", name)
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }
 
 func sharedData(t testing.TB, kind, name string) string {
@@ -331,9 +337,6 @@ func sharedData(t testing.TB, kind, name string) string {
 	for range 5 {
 		p := filepath.Join(dir, "shared/data", kind, name)
 		if _, err := os.Stat(p); err == nil {
-			if abs, err := filepath.Abs(p); err == nil {
-				return abs // the binaries under test run in other directories
-			}
 			return p
 		}
 		dir = filepath.Join(dir, "..")
