@@ -35,11 +35,12 @@ type TokenTurn struct {
 const (
 	// a turn's prompt does not begin with the turn before's prompt
 	NotPrefixHistory = "history re-rendered"
-	// it does, but not followed by the answer's ids, and the answer
-	// reasoned: its reasoning was left out of the history
+	// it does, then holds the turn before's answer less its first ids:
+	// the template left the answer's reasoning (or its empty think
+	// block) out of the history, as Qwen3's does before the last query
 	NotPrefixReasoning = "reasoning left out of the history"
-	// it does, but not followed by the answer's ids: the answer's text
-	// re-tokenized to other ids
+	// it does, but the answer's ids do not follow, whole or less their
+	// head: its text re-tokenized to other ids
 	NotPrefixRetokenized = "answer re-tokenized"
 )
 
@@ -51,8 +52,8 @@ func PrefixBreak(turns []TokenTurn) string {
 		switch {
 		case len(this) < n || !slices.Equal(this[:n], prev.PromptTokenIDs):
 			return NotPrefixHistory
-		case len(this) < n+len(prev.AnswerTokenIDs) || !slices.Equal(this[n:n+len(prev.AnswerTokenIDs)], prev.AnswerTokenIDs):
-			if prev.Reasoned {
+		case !hasPrefix(this[n:], prev.AnswerTokenIDs):
+			if headLeftOut(this[n:], prev.AnswerTokenIDs) {
 				return NotPrefixReasoning
 			}
 			return NotPrefixRetokenized
@@ -60,6 +61,37 @@ func PrefixBreak(turns []TokenTurn) string {
 	}
 	return ""
 }
+
+func hasPrefix(s, prefix []int32) bool {
+	return len(s) >= len(prefix) && slices.Equal(s[:len(prefix)], prefix)
+}
+
+// headLeftOut tells whether next begins with answer less some of its
+// first ids: what a history that drops the answer's reasoning holds. The
+// rest need only agree for its first few ids (or all, if fewer), so that
+// an answer whose text also re-tokenizes further on is still told apart
+// by what broke first.
+func headLeftOut(next, answer []int32) bool {
+	if len(next) == 0 {
+		return false
+	}
+	for k := 1; k < len(answer); k++ {
+		if answer[k] != next[0] {
+			continue
+		}
+		m := 0
+		for k+m < len(answer) && m < len(next) && answer[k+m] == next[m] {
+			m++
+		}
+		if m >= min(headAgree, len(answer)-k) {
+			return true
+		}
+	}
+	return false
+}
+
+// headAgree is how many ids of the rest must agree.
+const headAgree = 4
 
 // TrainRows are the rows of a single answer (conversation false, one
 // turn) or of a regenerated conversation's turns, and why a conversation
