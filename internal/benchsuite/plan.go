@@ -97,7 +97,7 @@ var sections []*section
 func init() {
 	sections = []*section{
 		extractSection, extractScaleSection, dedupSection, neardupSection, shardSection, mergeSection, statsSection, filterSection,
-		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, inflightSection, kindsSection, ollamaSection, growthSection,
+		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, tokenizerSection, inflightSection, kindsSection, ollamaSection, growthSection,
 		scaleSection,
 	}
 }
