@@ -8,7 +8,7 @@
 #
 # Usage:
 #   bash pipelines/demo.sh
-#   DEMO_PORT_BASE=41000 bash pipelines/demo.sh        # ports 30000-30007 taken
+#   DEMO_PORT_BASE=21000 bash pipelines/demo.sh        # ports 30000-30007 taken
 #   DEMO_LLMSIM_ARGS='--fail-rate 0.05' bash pipelines/demo.sh   # with faults
 #
 # Variables (defaults in brackets):
@@ -43,21 +43,39 @@ command -v go >/dev/null || { say "go is not on PATH: install Go 1.26 from https
 say "building the tools into $BIN"
 mkdir -p "$BIN"
 BIN=$(cd "$BIN" && pwd)
-(cd "$root" && go build -o "$BIN/" ./cmd/...)
+# -buildvcs=auto: --version names the commit even where GOFLAGS says
+# -buildvcs=false.
+(cd "$root" && go build -buildvcs=auto -o "$BIN/" ./cmd/...)
 
 # A port that accepts a connection is taken; llmsim would fail on it anyway,
-# but this says which one and what to do.
-for ((port = first; port <= last; port++)); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    say "port $port on 127.0.0.1 is already in use (the fleet needs $first-$last);"
-    say "stop what listens there, or pick other ports: DEMO_PORT_BASE=41000 bash pipelines/demo.sh"
-    exit 1
-  fi
-done
+# but this says which one and names a base whose ports are all free.
+taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+first_taken() {
+  local port
+  for ((port = $1; port < $1 + DEMO_ENDPOINTS; port++)); do
+    if taken "$port"; then echo "$port"; return 0; fi
+  done
+  return 1
+}
+if busy=$(first_taken "$first"); then
+  say "port $busy on 127.0.0.1 is already in use (the fleet needs $first-$last);"
+  # Bases below Linux's ephemeral ports (32768-60999), which connections
+  # take as their own.
+  for ((base = 21000; base <= 31000; base += 1000)); do
+    if ! first_taken "$base" >/dev/null; then
+      say "stop what listens there, or use free ports: DEMO_PORT_BASE=$base bash pipelines/demo.sh"
+      exit 1
+    fi
+  done
+  say "stop what listens there, or pick a DEMO_PORT_BASE whose $DEMO_ENDPOINTS ports are free"
+  exit 1
+fi
 
 mkdir -p "$DEMO_DIR"
 DEMO_DIR=$(cd "$DEMO_DIR" && pwd)
-rm -f "$DEMO_DIR"/{gen.jsonl,gen.errors.jsonl,gen.prompts.jsonl,llmsim.log,llmsim.ready}
+# Every output of an earlier run goes (gen.fit.jsonl, rerun files ...), so
+# that nothing stale is taken for this run's.
+rm -f "$DEMO_DIR"/gen*.jsonl "$DEMO_DIR"/gen*.jsonl.* "$DEMO_DIR"/llmsim.log "$DEMO_DIR"/llmsim.ready
 
 # Each background job gets its own process group (set -m), so a Ctrl-C
 # reaches this script alone; the traps then stop the jobs in order: the
@@ -88,7 +106,7 @@ sim=$!
 for ((i = 0; i < 300; i++)); do
   [ -s "$DEMO_DIR/llmsim.ready" ] && break
   if ! kill -0 "$sim" 2>/dev/null; then
-    say "the fleet did not start (ports $first-$last in use? try DEMO_PORT_BASE=41000); its log:"
+    say "the fleet did not start (ports $first-$last in use? try another DEMO_PORT_BASE, e.g. 21000); its log:"
     cat "$DEMO_DIR/llmsim.log" >&2
     exit 1
   fi

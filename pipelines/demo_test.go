@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,9 +50,24 @@ func assertStopped(t *testing.T, dir string, base int) {
 
 func TestDemo(t *testing.T) {
 	base, dir := freePorts(t, 8), t.TempDir()
+	// A stale output of an earlier run must not survive into this one.
+	stale := filepath.Join(dir, "gen.rerun.jsonl")
+	if err := os.WriteFile(stale, []byte(`{"id":"stale"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	p := script(t, 3*time.Minute, repoRoot, demoEnv(base, dir, "DEMO_TIME_SCALE=1000"), "demo.sh")
 	p.must(t, 0)
 	assertStopped(t, dir, base)
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("%s of an earlier run is still there", stale)
+	}
+	// demo.sh builds with -buildvcs=auto: --version names the commit
+	// whatever GOFLAGS says, in a checkout git can read.
+	if exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Run() == nil {
+		if out, err := exec.Command(filepath.Join(binDir, "infer"), "--version").CombinedOutput(); err != nil || strings.Contains(string(out), "commit unknown") {
+			t.Errorf("infer --version after demo.sh: %s (%v)", out, err)
+		}
+	}
 
 	want := demoPrompts(t)
 	assertEachOnce(t, "demo prompts", keys(readRecords(t, filepath.Join(dir, "gen.prompts.jsonl"))), want)
@@ -87,6 +103,14 @@ func TestDemoPortTaken(t *testing.T) {
 		if !strings.Contains(p.stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, p.stderr.String())
 		}
+	}
+	// The base it suggests is another, whose ports are free.
+	m := regexp.MustCompile(`DEMO_PORT_BASE=(\d+) bash`).FindStringSubmatch(p.stderr.String())
+	if m == nil {
+		t.Fatalf("no base suggested:\n%s", p.stderr.String())
+	}
+	if suggested, _ := strconv.Atoi(m[1]); suggested == base || portsFree(suggested, 8) != -1 {
+		t.Errorf("suggested base %d: the taken one, or not free", suggested)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "llmsim.log")); err == nil {
 		t.Errorf("the fleet was started although port %d is taken", taken)
