@@ -41,11 +41,46 @@ import (
 //     made) ends the conversation truncated (tool_unpaired), the answer
 //     that made it kept as the last turn; so does a call past --tool-rounds
 //     rounds of results in one exchange (tool_rounds);
-//   - a conversation that ends with a user turn gets a final answer.
+//   - a conversation that ends with a user turn gets a final answer;
+//   - user turns in a row get one answer after the last of them, where
+//     the original had one; but in a question list (a record marked
+//     "question_list": true, see QuestionListField) each of them is
+//     answered in turn: a user turn that follows a user turn is asked
+//     for only once the one before it has its answer, whose history
+//     holds the answers before it.
 //
 // The walk is a pure function of the record and the answers, so a
 // conversation resumed from the journal replays its answers to the state
 // it had when it was killed.
+
+// QuestionListField is the field that marks a conversation record as a
+// list of questions with no answers (MT-Bench's turns, as extract --turns
+// all writes them): "question_list": true. Its later questions refer to
+// the answers of the earlier ones, so each user turn is answered in
+// turn; without the mark, user turns in a row (a user who wrote twice
+// before the answer came) get one answer.
+const QuestionListField = "question_list"
+
+// IsQuestionList reads the mark of a raw conversation record: true when
+// it holds "question_list": true, false when the field is absent, null or
+// false; an error for any other value.
+func IsQuestionList(raw []byte) (bool, error) {
+	v, err := record.FieldValue(raw, QuestionListField)
+	if err != nil {
+		return false, err
+	}
+	switch string(v) {
+	case "", "null", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	}
+	shown := v
+	if len(shown) > 40 {
+		shown = append(shown[:40:40], "..."...)
+	}
+	return false, fmt.Errorf("%q is %s: true marks a list of questions to answer one by one, false (or no field) a conversation", QuestionListField, shown)
+}
 
 // cachedResult is one tool result of the original conversation, with the
 // function it answered ("" when the record does not say).
@@ -60,6 +95,7 @@ type Walk struct {
 	prompt    record.Prompt // tools, tool_choice and params; Messages is set per turn
 	paramSeed *int64
 	maxRounds int
+	questions bool // a question list: user turns in a row are answered each
 
 	out       []record.Message
 	turns     []record.Turn
@@ -82,18 +118,20 @@ type Walk struct {
 }
 
 // New prepares the walk of p's conversation, with the seed of its params
-// (if any) and at most maxRounds rounds of tool results in one exchange;
-// false when it has nothing to regenerate (no assistant turn after a user
-// turn, and no user turn at the end).
-func New(p *record.Prompt, paramSeed *int64, maxRounds int) (*Walk, bool) {
-	c := &Walk{src: openai.ChatMessages(p), paramSeed: paramSeed, maxRounds: maxRounds}
+// (if any), at most maxRounds rounds of tool results in one exchange, and
+// whether it is a question list (IsQuestionList); false when it has
+// nothing to regenerate (no assistant turn after a user turn, no user
+// turn at the end, and, in a question list, no user turns in a row).
+func New(p *record.Prompt, paramSeed *int64, maxRounds int, questionList bool) (*Walk, bool) {
+	c := &Walk{src: openai.ChatMessages(p), paramSeed: paramSeed, maxRounds: maxRounds, questions: questionList}
 	c.prompt = record.Prompt{Tools: p.Tools, ToolChoice: p.ToolChoice, ParallelToolCalls: p.ParallelToolCalls, Params: p.Params}
-	c.out = make([]record.Message, 0, len(c.src)+2)
+	c.out = make([]record.Message, 0, 2*len(c.src)+1)
 	user, answers := false, false
-	for _, m := range c.src {
+	for i, m := range c.src {
 		switch m.Role {
 		case "user":
 			user = true
+			answers = answers || (questionList && i > 0 && c.src[i-1].Role == "user")
 		case "assistant":
 			answers = answers || (user && !m.IsContext())
 			calls, _ := openai.ToolCalls(m.ToolCalls)
@@ -125,6 +163,12 @@ func (c *Walk) Next() bool {
 	}
 	for c.pos < len(c.src) {
 		m := c.src[c.pos]
+		if c.questions && m.Role == "user" && c.lastIsUser() {
+			// A question list: the question before this one is answered
+			// first (the walk comes back to this turn once it is).
+			c.startExchange(nil)
+			return true
+		}
 		if m.Role != "assistant" || !c.seenUser || m.IsContext() {
 			c.seenUser = c.seenUser || m.Role == "user"
 			c.out = append(c.out, m)
@@ -139,13 +183,18 @@ func (c *Walk) Next() bool {
 		c.pos = end
 		return true
 	}
-	if !c.finalAsked && len(c.out) > 0 && c.out[len(c.out)-1].Role == "user" {
+	if !c.finalAsked && c.lastIsUser() {
 		c.finalAsked = true
 		c.startExchange(nil)
 		return true
 	}
 	c.done = true
 	return false
+}
+
+// lastIsUser says whether the conversation so far ends with a user turn.
+func (c *Walk) lastIsUser() bool {
+	return len(c.out) > 0 && c.out[len(c.out)-1].Role == "user"
 }
 
 // startExchange begins the answer to a user turn, with the original's

@@ -28,7 +28,11 @@ func walk(t *testing.T, rec string, maxRounds int, answers ...scripted) ([]strin
 	if err := record.Decode([]byte(rec), &p); err != nil {
 		t.Fatal(err)
 	}
-	c, ok := New(&p, nil, maxRounds)
+	questions, err := IsQuestionList([]byte(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := New(&p, nil, maxRounds, questions)
 	if !ok {
 		t.Fatalf("%s: nothing to regenerate", rec)
 	}
@@ -127,6 +131,11 @@ func conversation(tools bool, turns ...string) string {
 	return rec + "}"
 }
 
+// questionList marks a conversation record a list of questions.
+func questionList(rec string) string {
+	return strings.TrimSuffix(rec, "}") + `,"question_list":true}`
+}
+
 func TestWalkRules(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -145,6 +154,21 @@ func TestWalkRules(t *testing.T) {
 		{"questions in a row get one answer", conversation(false, "user:q1", "user:q2", "assistant:a"), 16,
 			[]scripted{{text: "A"}},
 			[]string{"user:q1", "user:q2", "assistant:A"}, ""},
+		{"a chat log ending with two questions gets one answer", conversation(false, "user:q1", "assistant:a1", "user:q2", "user:q3"), 16,
+			[]scripted{{text: "A1"}, {text: "A2"}},
+			[]string{"user:q1", "assistant:A1", "user:q2", "user:q3", "assistant:A2"}, ""},
+		{"a question list: each question answered in turn", questionList(conversation(false, "user:q1", "user:q2")), 16,
+			[]scripted{{text: "A1"}, {text: "A2"}},
+			[]string{"user:q1", "assistant:A1", "user:q2", "assistant:A2"}, ""},
+		{"a question list of three after a system turn", questionList(conversation(false, "system:S", "user:q1", "user:q2", "user:q3")), 16,
+			[]scripted{{text: "A1"}, {text: "A2"}, {text: "A3"}},
+			[]string{"system:S", "user:q1", "assistant:A1", "user:q2", "assistant:A2", "user:q3", "assistant:A3"}, ""},
+		{"a question list with an answer recorded: regenerated in its place", questionList(conversation(false, "user:q1", "assistant:a1", "user:q2", "user:q3")), 16,
+			[]scripted{{text: "A1"}, {text: "A2"}, {text: "A3"}},
+			[]string{"user:q1", "assistant:A1", "user:q2", "assistant:A2", "user:q3", "assistant:A3"}, ""},
+		{"a question list whose first answer calls a tool: no result to give, it ends there", questionList(conversation(true, "user:q1", "user:q2")), 16,
+			[]scripted{{calls: []string{"f"}}},
+			[]string{"user:q1", "assistant: call(f#new0_0)"}, "tool_unpaired/0"},
 		{"an opening assistant turn is kept", conversation(false, "assistant:hello", "user:q", "assistant:a"), 16,
 			[]scripted{{text: "A"}},
 			[]string{"assistant:hello", "user:q", "assistant:A"}, ""},
@@ -240,6 +264,14 @@ func TestWalkHistories(t *testing.T) {
 			t.Errorf("answer %d asked with %q, want %q", i, got, want[i])
 		}
 	}
+	// A question list: each question asked with the answers before it.
+	_, _, asked = walk(t, questionList(conversation(false, "user:q1", "user:q2", "user:q3")), 16, scripted{text: "A1"}, scripted{text: "A2"}, scripted{text: "A3"})
+	want = []string{"user:q1", "user:q1 | assistant:A1 | user:q2", "user:q1 | assistant:A1 | user:q2 | assistant:A2 | user:q3"}
+	for i, h := range asked {
+		if got := strings.Join(show(h), " | "); got != want[i] {
+			t.Errorf("question list: answer %d asked with %q, want %q", i, got, want[i])
+		}
+	}
 	own := `{"id":"h","system":"Top","messages":[{"role":"system","content":"Own"},{"role":"user","content":"q1"}]}`
 	got, _, _ := walk(t, own, 16, scripted{text: "A"})
 	if strings.Join(got, " | ") != "system:Own | user:q1 | assistant:A" {
@@ -258,20 +290,100 @@ func TestWalkNothingToDo(t *testing.T) {
 		if err := record.Decode([]byte(rec), &p); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := New(&p, nil, 16); ok && !strings.Contains(rec, `"user"`) {
+		if _, ok := New(&p, nil, 16, false); ok && !strings.Contains(rec, `"user"`) {
 			t.Errorf("%s: said to have something to regenerate", rec)
 		}
 	}
 	// Answers that are all context leave nothing to regenerate.
 	var ctx record.Prompt
 	record.Decode([]byte(conversation(false, "user:q", "context:a", "tool:=x")), &ctx)
-	if _, ok := New(&ctx, nil, 16); ok {
+	if _, ok := New(&ctx, nil, 16, false); ok {
 		t.Error("a conversation whose only answer has weight 0 was said to have something to regenerate")
 	}
 	// A conversation whose user turn is answered has something to do.
 	var p record.Prompt
 	record.Decode([]byte(conversation(false, "user:q", "assistant:a", "tool:=x")), &p)
-	if _, ok := New(&p, nil, 16); !ok {
+	if _, ok := New(&p, nil, 16, false); !ok {
 		t.Error("an answered user turn has nothing to regenerate")
+	}
+}
+
+// Questions in a row followed by another role: nothing to regenerate in a
+// chat log, each question but the last to answer in a question list.
+func TestWalkQuestionListNothingElse(t *testing.T) {
+	var p record.Prompt
+	record.Decode([]byte(conversation(false, "user:q1", "user:q2", "system:S")), &p)
+	if _, ok := New(&p, nil, 16, false); ok {
+		t.Error("a chat log of questions that ends with a system turn was said to have something to regenerate")
+	}
+	c, ok := New(&p, nil, 16, true)
+	if !ok {
+		t.Fatal("a question list was said to have nothing to regenerate")
+	}
+	if !c.Next() || len(c.Request().Messages) != 1 {
+		t.Fatalf("the first question was not asked alone: %v", show(c.Request().Messages))
+	}
+}
+
+// The mark: true, false, null or absent; anything else is an error.
+func TestIsQuestionList(t *testing.T) {
+	for rec, want := range map[string]string{
+		`{"id":1,"messages":[],"question_list":true}`:         "true",
+		`{"id":1,"question_list":false,"messages":[]}`:        "false",
+		`{"id":1,"question_list":null}`:                       "false",
+		`{"id":1,"messages":[{"role":"user"}]}`:               "false",
+		`{"id":1,"meta":{"question_list":true}}`:              "false",
+		`{"id":1,"question_list":"true"}`:                     "error",
+		`{"id":1,"question_list":1}`:                          "error",
+		`{"id":1,"question_list":true,"question_list":false}`: "false",
+	} {
+		q, err := IsQuestionList([]byte(rec))
+		got := fmt.Sprint(q)
+		if err != nil {
+			got = "error"
+			if !strings.Contains(err.Error(), QuestionListField) {
+				t.Errorf("%s: error %q does not name the field", rec, err)
+			}
+		}
+		if got != want {
+			t.Errorf("%s: %s, want %s", rec, got, want)
+		}
+	}
+}
+
+// A question list resumed from the journal after its first answer: the
+// second question is asked next, with the journaled answer in its
+// history; a journal with more turns than the list has answers does not
+// fit it.
+func TestWalkQuestionListReplay(t *testing.T) {
+	rec := questionList(conversation(false, "user:q1", "user:q2"))
+	var p record.Prompt
+	if err := record.Decode([]byte(rec), &p); err != nil {
+		t.Fatal(err)
+	}
+	line := func(turn int, text string) JournalLine {
+		return JournalLine{Turn: turn, Answer: record.Message{Role: "assistant", Content: text}, Meta: record.Turn{FinishReason: "stop", Endpoint: "e"}}
+	}
+	c, _ := New(&p, nil, 16, true)
+	if _, err := c.Replay([]JournalLine{line(0, "A1")}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Next() {
+		t.Fatal("the second question was not asked after the first answer was replayed")
+	}
+	if got := strings.Join(show(c.Request().Messages), " | "); got != "user:q1 | assistant:A1 | user:q2" {
+		t.Fatalf("the second question asked with %q", got)
+	}
+	a, _ := c.NewAnswer(&openai.Completion{Text: "A2", FinishReason: "stop"}, record.Turn{FinishReason: "stop"})
+	c.Apply(a)
+	if c.Next() {
+		t.Fatal("a third answer asked of a list of two questions")
+	}
+	if o := c.Output(0, "m"); c.Replayed() != 1 || len(o.Turns) != 2 || o.Turns[0].Message != 1 || o.Turns[1].Message != 3 {
+		t.Fatalf("replayed %d, turns %+v", c.Replayed(), o.Turns)
+	}
+	c, _ = New(&p, nil, 16, true)
+	if _, err := c.Replay([]JournalLine{line(0, "A1"), line(1, "A2"), line(2, "A3")}); err == nil {
+		t.Fatal("three journaled answers replayed onto two questions")
 	}
 }

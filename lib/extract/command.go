@@ -91,6 +91,7 @@ type counts struct {
 	candidates atomic.Int64
 	wrote      atomic.Int64
 	noPrompt   int64
+	questions  int64 // records written marked question lists
 	filtered   map[string]int64
 }
 
@@ -215,6 +216,9 @@ func (c *Command) take(cands []Candidate, rec jsonl.RawLine, out *jsonl.Writer, 
 				}
 				continue
 			}
+			if cand.QuestionList {
+				n.questions++
+			}
 			if n.wrote.Add(1) == c.Limit {
 				return nil
 			}
@@ -238,7 +242,8 @@ func (c *Command) take(cands []Candidate, rec jsonl.RawLine, out *jsonl.Writer, 
 // summary is the one line printed at the end, e.g.
 // "read 660000, wrote 658671, rejected 1329 (no_user_turn 1200, empty 129)".
 // With --turns each, or whenever the records gave other than one candidate each,
-// "(T turns)" after read counts the candidates.
+// "(T turns)" after read counts the candidates. With --turns all, the
+// records written as question lists are counted at the end.
 func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "read %d", n.read.Load())
@@ -265,6 +270,13 @@ func (n *counts) summary(rejects *jsonl.Rejects, perTurn bool) string {
 	}
 	if n.noPrompt > 0 {
 		fmt.Fprintf(&b, ", %d messages end no prompt", n.noPrompt)
+	}
+	if n.questions > 0 {
+		lists := "question lists"
+		if n.questions == 1 {
+			lists = "question list"
+		}
+		fmt.Fprintf(&b, ", %d %s (infer --regenerate answers each question in turn)", n.questions, lists)
 	}
 	return b.String()
 }

@@ -89,6 +89,9 @@ type Candidate struct {
 	Filtered bool           // Reason is a filter, not a reject
 	NoPrompt bool           // a held message that ends no prompt in this --turns mode
 	From     *jsonl.RawLine // the input this came from, when not the record just converted
+	// QuestionList: Out is a whole conversation that is a list of
+	// questions with no answers, marked "question_list": true.
+	QuestionList bool
 }
 
 // message is one chat turn of the record being converted. content is a

@@ -64,10 +64,11 @@ type summary struct {
 	found                          bool
 	read, turns, wrote, rejected   int
 	filtered, noPrompt             int
+	questionLists                  int
 	rejectReasons, filteredReasons map[string]int
 }
 
-var summaryRE = regexp.MustCompile(`(?m)^extract: read (\d+)(?: \((\d+) turns\))?, wrote (\d+), rejected (\d+)(?: \(([^)]*)\))?(?:, filtered (\d+) \(([^)]*)\))?(?:, (\d+) messages end no prompt)?$`)
+var summaryRE = regexp.MustCompile(`(?m)^extract: read (\d+)(?: \((\d+) turns\))?, wrote (\d+), rejected (\d+)(?: \(([^)]*)\))?(?:, filtered (\d+) \(([^)]*)\))?(?:, (\d+) messages end no prompt)?(?:, (\d+) question lists? \(infer --regenerate answers each question in turn\))?$`)
 
 func parseSummary(stderr string) summary {
 	m := summaryRE.FindAllStringSubmatch(stderr, -1)
@@ -86,7 +87,7 @@ func parseSummary(stderr string) summary {
 		return out
 	}
 	s := summary{found: true, read: atoi(g[1]), turns: atoi(g[2]), wrote: atoi(g[3]), rejected: atoi(g[4]),
-		rejectReasons: reasons(g[5]), filtered: atoi(g[6]), filteredReasons: reasons(g[7]), noPrompt: atoi(g[8])}
+		rejectReasons: reasons(g[5]), filtered: atoi(g[6]), filteredReasons: reasons(g[7]), noPrompt: atoi(g[8]), questionLists: atoi(g[9])}
 	if g[2] == "" {
 		s.turns = s.read
 	}
@@ -524,6 +525,46 @@ func TestRealMTBench(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// MT-Bench's records as whole conversations (--turns all): each its two
+// questions, marked a question list (so that infer --regenerate answers
+// the first before it asks the second), counted in the summary.
+func TestRealMTBenchQuestionLists(t *testing.T) {
+	needRealData(t)
+	path := filepath.Join(realData, "mt_bench_question.jsonl")
+	source := readJSONL[struct {
+		QuestionID int `json:"question_id"`
+		Category   string
+		Turns      []string
+	}](t, path)
+	r := run(t, nil, nil, "--turns", "all", path)
+	checkAccounting(t, r)
+	if r.sum.wrote != 80 || r.sum.rejected != 0 || r.sum.questionLists != 80 {
+		t.Fatalf("summary %+v, want 80 written, 80 question lists", r.sum)
+	}
+	got := decodeLines[struct {
+		prompt
+		QuestionList *bool `json:"question_list"`
+	}](t, r.stdout)
+	if len(got) != len(source) {
+		t.Fatalf("%d records for %d questions", len(got), len(source))
+	}
+	for i, p := range got {
+		q := source[i]
+		if p.ID != stdjson.Number(strconv.Itoa(q.QuestionID)) || p.QuestionList == nil || !*p.QuestionList || p.Meta["category"] != q.Category ||
+			len(p.Messages) != 2 || p.Messages[0].Role != "user" || p.Messages[0].Content != q.Turns[0] || p.Messages[1].Role != "user" || p.Messages[1].Content != q.Turns[1] {
+			t.Fatalf("question %d: got %+v (question_list %v)", q.QuestionID, p.prompt, p.QuestionList)
+		}
+	}
+	// Every other real dataset is a chat log or single prompts: nothing
+	// there is a question list.
+	for _, f := range []string{"fastchat_dummy_conversation.json", "glaive_toolcall_en_demo.json", "alpaca_en_demo.json", "v1_sft_demo.jsonl"} {
+		r := run(t, nil, nil, "--turns", "all", filepath.Join(realData, f))
+		if r.sum.questionLists != 0 || bytes.Contains(r.stdout, []byte(`"question_list"`)) {
+			t.Errorf("%s: %d question lists", f, r.sum.questionLists)
+		}
 	}
 }
 

@@ -9,8 +9,11 @@ import (
 // conversation checks, filters and encodes the whole conversation as one
 // record (--turns all): every turn as read, the answers and the turns
 // after the last user turn included, for regenerating the answers. Every
-// user turn must have text; a user turn that follows another is kept (a
-// regeneration answers each).
+// user turn must have text; a user turn that follows another is kept.
+// A record of a layout that is a list of questions with no answers
+// (MT-Bench's turns) is marked a question list ("question_list": true),
+// so that a regeneration answers each question in turn; user turns in a
+// row of any other layout are a user who wrote twice, and get one answer.
 func (x *Extractor) conversation(id datasetID) {
 	for k, u := range x.users {
 		if blankToken(x.msgs[u].content) {
@@ -18,7 +21,7 @@ func (x *Extractor) conversation(id datasetID) {
 			return
 		}
 	}
-	x.encode(id, x.msgs, 0)
+	x.encodeAs(id, x.msgs, 0, x.format == FormatMTBench)
 }
 
 // candidate checks, filters and encodes the prompt that ends at user turn
@@ -53,6 +56,12 @@ func (x *Extractor) candidate(id datasetID, u, turn int) {
 // encode filters and writes a prompt record of msgs (nil: the completion
 // prompt).
 func (x *Extractor) encode(id datasetID, msgs []message, turn int) {
+	x.encodeAs(id, msgs, turn, false)
+}
+
+// encodeAs is encode, marking the record a question list when questions
+// is set (see conversation).
+func (x *Extractor) encodeAs(id datasetID, msgs []message, turn int, questions bool) {
 	if reason, detail := x.filter(msgs); reason != "" {
 		x.addCandidate(Candidate{Reason: reason, Detail: detail, Filtered: true})
 		return
@@ -65,6 +74,11 @@ func (x *Extractor) encode(id datasetID, msgs []message, turn int) {
 		x.out = append(x.out, x.completion...)
 	} else {
 		x.out = appendMessages(x.out, msgs)
+	}
+	questions = questions && msgs != nil
+	if questions {
+		// infer reads it as conversation.QuestionListField.
+		x.out = append(x.out, `,"question_list":true`...)
 	}
 	if x.tools != nil {
 		x.out = append(x.out, `,"tools":`...)
@@ -84,7 +98,7 @@ func (x *Extractor) encode(id datasetID, msgs []message, turn int) {
 	}
 	x.out = x.appendMeta(x.out)
 	x.out = append(x.out, '}')
-	x.addCandidate(Candidate{Out: x.out[start:]})
+	x.addCandidate(Candidate{Out: x.out[start:], QuestionList: questions})
 }
 
 func (x *Extractor) addCandidate(c Candidate) { x.cands = append(x.cands, c) }

@@ -310,9 +310,12 @@ func (r *runner) queue(ctx context.Context, j *job) bool {
 	}
 }
 
-// ReasonNoConversation is the reject reason, under --regenerate, of a
-// record with nothing to regenerate.
-const ReasonNoConversation = "no_conversation"
+// Reject reasons under --regenerate: a record with nothing to
+// regenerate, and one whose question_list mark is neither true nor false.
+const (
+	ReasonNoConversation  = "no_conversation"
+	ReasonBadQuestionList = "bad_question_list"
+)
 
 // takeConversation turns a conversation record into its jobs (one per
 // sample), each resumed from the journal's turns when it has some.
@@ -327,7 +330,11 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 	if r.seedsWrap(paramSeed, p.Sample) {
 		return reject(ReasonBadSample, "the seeds of its samples would pass the largest integer")
 	}
-	if _, ok := conversation.New(p, paramSeed, r.cfg.ToolRounds); !ok {
+	questions, err := conversation.IsQuestionList(raw)
+	if err != nil {
+		return reject(ReasonBadQuestionList, err.Error())
+	}
+	if _, ok := conversation.New(p, paramSeed, r.cfg.ToolRounds, questions); !ok {
 		return reject(ReasonNoConversation, "nothing to regenerate: no assistant turn after a user turn, and the last turn is not a user turn")
 	}
 	prompt, err := stripOwnFields(raw)
@@ -346,7 +353,7 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 			r.c.skipped.Add(1)
 			continue
 		}
-		conv, _ := conversation.New(p, paramSeed, r.cfg.ToolRounds)
+		conv, _ := conversation.New(p, paramSeed, r.cfg.ToolRounds, questions)
 		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, conv: conv, fp: fp}
 		if err := r.assignArm(j, p); err != nil {
 			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
@@ -357,7 +364,7 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 			var err error
 			if j.prefer, err = j.conv.Replay(r.journal.Claim(j.id, sample, fp)); err != nil {
 				r.logf("%s:%d: id %q sample %d: the journal's turns do not fit the record (%v): regenerating it from the start", rec.File, rec.Line, j.id, sample, err)
-				j.conv, _ = conversation.New(p, paramSeed, r.cfg.ToolRounds)
+				j.conv, _ = conversation.New(p, paramSeed, r.cfg.ToolRounds, questions)
 			}
 		}
 		if !j.conv.Next() {
