@@ -4,6 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
 
 	"tokenmill/lib/cli"
 )
@@ -36,12 +40,59 @@ func checkInputs(inputs []Named) error {
 			return unreadableInput(in, reason(err))
 		}
 		csv := sniffCSV(in.Path, f)
+		var cols []string
+		if !in.Datasets {
+			cols = parquetColumns(f, st.Size())
+		}
 		f.Close()
-		if csv && !in.CSV {
+		switch {
+		case csv && !in.CSV:
 			return cli.Usagef("%s is not JSON Lines: CSV is read by extract (extract %s | ...)", describeInput(in), in.Path)
+		case cols != nil && !holdsRecords(cols):
+			return cli.Usagef("%s is a Parquet dataset (columns %s), not tokenmill's records: datasets are read by extract (extract %s | ...)",
+				describeInput(in), strings.Join(cols[:min(len(cols), 6)], ", "), in.Path)
 		}
 	}
 	return nil
+}
+
+// recordColumns are the top-level fields a file of tokenmill's records
+// has one of: a prompt's messages or prompt, a generation's output, an
+// error record's error.
+var recordColumns = []string{"messages", "prompt", "output", "error"}
+
+func holdsRecords(cols []string) bool {
+	for _, c := range cols {
+		if slices.Contains(recordColumns, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// parquetColumns are the top-level column names of a Parquet file (nil
+// when f is not one: no magic, or a footer that does not read).
+func parquetColumns(f *os.File, size int64) (cols []string) {
+	var magic [4]byte
+	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != "PAR1" || checkFooter(f, size) != nil {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			cols = nil // the reader says what is wrong with it, row by row
+		}
+	}()
+	pf, err := parquet.OpenFile(f, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil
+	}
+	for _, c := range pf.Root().Columns() {
+		cols = append(cols, c.Name())
+	}
+	if cols == nil {
+		cols = []string{}
+	}
+	return cols
 }
 
 func unreadableInput(in Named, why string) error {

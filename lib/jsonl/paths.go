@@ -20,6 +20,10 @@ type Named struct {
 	Stdin io.Reader
 	// CSV: the tool reads CSV and TSV (extract); every other tool refuses them.
 	CSV bool
+	// Datasets: the tool takes any rows, a dataset's as well as
+	// tokenmill's records (extract, and shard, which splits either byte
+	// for byte); the others refuse a Parquet dataset, naming extract.
+	Datasets bool
 }
 
 // Inputs names a tool's arguments as inputs.
@@ -49,9 +53,18 @@ func InputsFrom(paths []string, stdin io.Reader) []Named {
 
 // CSVInputs is InputsFrom for a tool that reads CSV (extract).
 func CSVInputs(paths []string, stdin io.Reader) []Named {
-	out := InputsFrom(paths, stdin)
+	out := DatasetInputs(paths, stdin)
 	for i := range out {
 		out[i].CSV = true
+	}
+	return out
+}
+
+// DatasetInputs is InputsFrom for a tool that takes a dataset's rows.
+func DatasetInputs(paths []string, stdin io.Reader) []Named {
+	out := InputsFrom(paths, stdin)
+	for i := range out {
+		out[i].Datasets = true
 	}
 	return out
 }

@@ -88,7 +88,7 @@ func (r *run) checkPaths() error {
 	outputs := []jsonl.Output{{Flag: "--rejects", Path: c.Rejects}}
 	if r.sel >= 0 {
 		outputs = append(outputs, jsonl.Output{Flag: "--select", Path: "-"})
-		return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, r.env.Stdin), outputs, c.Force)
+		return jsonl.CheckPaths(jsonl.DatasetInputs(c.Inputs, r.env.Stdin), outputs, c.Force)
 	}
 	if !c.Force {
 		old, err := r.pat.existing()
@@ -109,7 +109,7 @@ func (r *run) checkPaths() error {
 			outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i)})
 		}
 	}
-	return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, r.env.Stdin), outputs, c.Force)
+	return jsonl.CheckPaths(jsonl.DatasetInputs(c.Inputs, r.env.Stdin), outputs, c.Force)
 }
 
 // configure checks the flags against each other.
