@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // DefaultChatTemplate is a Jinja chat template for Llama.ChatTemplate, for
@@ -16,15 +17,19 @@ const DefaultChatTemplate = "{% for m in messages %}{{ m['role'] }}: {{ m['conte
 
 // Llama describes a tiny llama-architecture model with random weights:
 // what a real inference server needs to load and run (metadata, an
-// EnglishVocab tokenizer, every tensor llama.cpp's llama graph reads, in
-// F32), small enough to write in milliseconds and to decode fast on a CPU.
+// EnglishVocab tokenizer or a real model's BPEVocab, every tensor
+// llama.cpp's llama graph reads, in F32), small enough to write in
+// milliseconds and to decode fast on a CPU. With a real vocabulary the
+// embedding and output matrices have a row per token (151,669 for
+// Qwen3's: the file is about 45 MB at Embedding 32).
 // Zero fields take the defaults in brackets. The weights are a function of
 // Seed alone.
 //
 // Answers always run to their token limit: every token's embedding has a
 // large constant first component, and the output rows of the control and
-// byte tokens weigh that component strongly negative, so </s> (and a stray
-// byte) is never sampled. A test can then expect finish_reason "length"
+// byte tokens (of a BPEVocab: every token but the normal ones) weigh that
+// component strongly negative, so </s> (and a stray byte) is never
+// sampled. A test can then expect finish_reason "length"
 // and exactly max_tokens completion tokens from any prompt.
 type Llama struct {
 	Name         string // general.name ["tiny"]
@@ -35,7 +40,11 @@ type Llama struct {
 	Heads        int    // attention.head_count [4]
 	KVHeads      int    // attention.head_count_kv [2]
 	Context      int    // context_length [4096]
-	ChatTemplate string // tokenizer.chat_template [none]
+	ChatTemplate string // tokenizer.chat_template [none; with BPE, BPE's]
+	// BPE is the tokenizer [nil: EnglishVocab]: a Hugging Face byte-level
+	// BPE vocabulary with its merges, special tokens and chat template,
+	// as ReadBPEVocab reads it from a model's folder.
+	BPE *BPEVocab
 }
 
 func (m Llama) withDefaults() Llama {
@@ -78,8 +87,33 @@ func (m Llama) File() (*File, error) {
 		return nil, fmt.Errorf("gguf: llama: embedding %d, heads %d, kv heads %d: heads must divide the embedding into even head sizes and kv heads divide heads",
 			m.Embedding, m.Heads, m.KVHeads)
 	}
-	voc := EnglishVocab()
-	nv, e, ff := len(voc.Tokens), m.Embedding, m.FeedForward
+	var types []int32
+	var tokenizer []KV
+	if m.BPE != nil {
+		if err := m.BPE.check(); err != nil {
+			return nil, err
+		}
+		types = m.BPE.Types
+		tokenizer = m.BPE.KVs()
+		if m.ChatTemplate != "" {
+			tokenizer = slices.DeleteFunc(tokenizer, func(kv KV) bool { return kv.Key == "tokenizer.chat_template" })
+		}
+	} else {
+		voc := EnglishVocab()
+		types = voc.Types
+		tokenizer = []KV{
+			{"tokenizer.ggml.model", "llama"},
+			{"tokenizer.ggml.tokens", voc.Tokens},
+			{"tokenizer.ggml.scores", voc.Scores},
+			{"tokenizer.ggml.token_type", voc.Types},
+			{"tokenizer.ggml.bos_token_id", uint32(BOSID)},
+			{"tokenizer.ggml.eos_token_id", uint32(EOSID)},
+			{"tokenizer.ggml.unknown_token_id", uint32(UnknownID)},
+			{"tokenizer.ggml.add_bos_token", true},
+			{"tokenizer.ggml.add_eos_token", false},
+		}
+	}
+	nv, e, ff := len(types), m.Embedding, m.FeedForward
 	headDim := e / m.Heads
 	kv := headDim * m.KVHeads
 
@@ -97,16 +131,8 @@ func (m Llama) File() (*File, error) {
 		{"llama.rope.dimension_count", uint32(headDim)},
 		{"llama.rope.freq_base", float32(10000)},
 		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
-		{"tokenizer.ggml.model", "llama"},
-		{"tokenizer.ggml.tokens", voc.Tokens},
-		{"tokenizer.ggml.scores", voc.Scores},
-		{"tokenizer.ggml.token_type", voc.Types},
-		{"tokenizer.ggml.bos_token_id", uint32(BOSID)},
-		{"tokenizer.ggml.eos_token_id", uint32(EOSID)},
-		{"tokenizer.ggml.unknown_token_id", uint32(UnknownID)},
-		{"tokenizer.ggml.add_bos_token", true},
-		{"tokenizer.ggml.add_eos_token", false},
 	}}
+	f.KV = append(f.KV, tokenizer...)
 	if m.ChatTemplate != "" {
 		f.KV = append(f.KV, KV{"tokenizer.chat_template", m.ChatTemplate})
 	}
@@ -159,7 +185,7 @@ func (m Llama) File() (*File, error) {
 	out := uniform(nv*e, outScale)
 	for t := range nv {
 		out[t*e] = 0
-		if voc.Types[t] != TokenNormal {
+		if types[t] != TokenNormal {
 			out[t*e] = sink
 		}
 	}

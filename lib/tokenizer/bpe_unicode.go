@@ -173,7 +173,6 @@ func isSpace(r rune) bool {
 	return r < 0x10000 && r >= 0 && ucd.bmp[r]&0x80 != 0
 }
 
-func isLetter(r rune) bool { return runeMask(r)&maskL != 0 }
 func isNumber(r rune) bool { return runeMask(r)&maskN != 0 }
 
 // appendLossy appends b to dst as valid UTF-8, replacing each maximal

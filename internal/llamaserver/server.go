@@ -1,0 +1,414 @@
+// Package llamaserver starts a real llama.cpp server (llama-server) for
+// tests: a binary built from llama.cpp, serving a tiny random-weight model
+// that internal/gguf writes (no model can be downloaded where the tests
+// run), on a free loopback port with a private directory for its HOME,
+// model and log. One call gives a test a ready server:
+//
+//	srv := llamaserver.Start(t, llamaserver.Options{Model: gguf.Llama{BPE: vocab, Embedding: 32}})
+//	err := srv.Call("/tokenize", map[string]any{"content": text}, &out)
+//
+// It runs `llama-server -m model.gguf --jinja --host 127.0.0.1 --port P
+// -c 4096 -np 1 -t 1` plus the test's own flags. Start skips the test when
+// no binary is found (TOKENMILL_LLAMA_SERVER, the cache's bin/llama-server,
+// PATH), saying so. Every wait is bounded and fails the test with the
+// server's log. The server is killed when the test ends, and also when
+// the test process dies without cleaning up.
+package llamaserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"tokenmill/internal/gguf"
+	"tokenmill/lib/jsonl"
+)
+
+// Bounds on each wait. Loading a model with a real vocabulary (150k
+// tokens and their merges) takes a few seconds on a loaded 2-core machine.
+const (
+	startTimeout = 120 * time.Second
+	callTimeout  = 60 * time.Second
+	stopTimeout  = 10 * time.Second
+	portAttempts = 3
+)
+
+// Options say what Start runs; zero values take the defaults in brackets.
+type Options struct {
+	// Model is the model written and served [gguf.Llama{}: 2 layers, 64
+	// wide, the English SentencePiece vocabulary, seed 0].
+	Model gguf.Llama
+	// Context is -c, the context size [4096].
+	Context int
+	// Parallel is -np, the slots [1].
+	Parallel int
+	// Threads is -t, the compute threads [1].
+	Threads int
+	// Args are further flags, such as "--no-prefill-assistant".
+	Args []string
+	// Env holds further KEY=VALUE settings for the server.
+	Env []string
+}
+
+// Host is the part of testing.TB that Start uses.
+type Host interface {
+	Helper()
+	Skip(args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+	Failed() bool
+}
+
+// Server is a running llama-server whose model is loaded.
+type Server struct {
+	URL       string // "http://127.0.0.1:PORT"
+	Binary    string
+	BuildInfo string // /props' build_info ("b1-7bfe120"), "" if it does not say
+	Dir       string // the server's own directory: HOME, model.gguf, the log
+	ModelPath string
+	Log       string
+	Ready     time.Duration // from exec to /health answering 200
+	proc      *process
+	t         Host
+}
+
+// client is bounded per call by a context; the timeout is a backstop.
+var client = &http.Client{Timeout: callTimeout}
+
+// Start writes the model, starts llama-server on it and returns once
+// /health answers 200 (the model loaded). The server is stopped when t's
+// test ends.
+func Start(t Host, o Options) *Server {
+	t.Helper()
+	if err := supported(); err != nil {
+		t.Skip(err)
+	}
+	bin, err := Find()
+	if errors.Is(err, ErrNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Context <= 0 {
+		o.Context = 4096
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 1
+	}
+	if o.Threads <= 0 {
+		o.Threads = 1
+	}
+	dir := t.TempDir()
+	s := &Server{Binary: bin, Dir: dir, ModelPath: filepath.Join(dir, "model.gguf"), Log: filepath.Join(dir, "server.log"), t: t}
+	if err := writeModel(o.Model, s.ModelPath); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for attempt := 1; ; attempt++ {
+		port, err := freePort(attempt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.URL = "http://127.0.0.1:" + strconv.Itoa(port)
+		p, err := s.launch(o, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.stop(t) })
+		err = s.waitReady(p, port)
+		if err == nil {
+			s.proc = p
+			break
+		}
+		if errors.Is(err, errPortTaken) && attempt < portAttempts {
+			p.stop(t) // another process took the port between our probe and the bind
+			continue
+		}
+		t.Fatalf("llama-server: %v\n%s", err, s.logTail())
+	}
+	s.Ready = time.Since(t0)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("llama-server log %s:\n%s", s.Log, s.logTail())
+		}
+	})
+	var props struct {
+		BuildInfo string `json:"build_info"`
+	}
+	if s.get("/props", &props) == nil {
+		s.BuildInfo = props.BuildInfo
+	}
+	return s
+}
+
+// Stop stops the server now rather than when the test ends.
+func (s *Server) Stop() {
+	s.t.Helper()
+	s.proc.stop(s.t)
+}
+
+// Call posts body as JSON to path and decodes a 200 answer into out; any
+// other status is an error holding the answer.
+func (s *Server) Call(path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return do(req, path, out)
+}
+
+func (s *Server) get(path string, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+	if err != nil {
+		return err
+	}
+	return do(req, path, out)
+}
+
+func do(req *http.Request, path string, out any) error {
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", req.Method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: reading the answer: %w", req.Method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s: %s", req.Method, path, resp.Status, raw)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s: %w: %.200s", req.Method, path, err, raw)
+	}
+	return nil
+}
+
+// writeModel writes the GGUF, streamed: a real vocabulary's model is tens
+// of megabytes.
+func writeModel(m gguf.Llama, path string) error {
+	f, err := m.File()
+	if err != nil {
+		return err
+	}
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if _, err := f.WriteTo(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// freePort asks the kernel for a free loopback port. It can be taken again
+// before the server binds it; Start then retries with another. A variable,
+// so a test can hand out a taken one.
+var freePort = func(attempt int) (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// canListen tells whether port is free on the loopback address.
+func canListen(port int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// process is one lifeline shell and the server group it leads.
+type process struct {
+	cmd     *exec.Cmd
+	lifeIn  io.WriteCloser
+	done    chan struct{}
+	stopped bool
+}
+
+// args are llama-server's flags for o on port.
+func (s *Server) args(o Options, port int) []string {
+	a := []string{"-m", s.ModelPath, "--jinja", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"-c", strconv.Itoa(o.Context), "-np", strconv.Itoa(o.Parallel), "-t", strconv.Itoa(o.Threads)}
+	return append(a, o.Args...)
+}
+
+func (s *Server) launch(o Options, port int) (*process, error) {
+	log, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close() // the child has its own descriptor
+	if err := os.MkdirAll(filepath.Join(s.Dir, "home"), 0o755); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", lifeline, "llama-server", s.Binary}, s.args(o, port)...)...)
+	cmd.Dir = s.Dir
+	cmd.Env = s.environ(o)
+	cmd.Stdout, cmd.Stderr = log, log
+	inGroup(cmd)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", s.Binary, err)
+	}
+	p := &process{cmd: cmd, lifeIn: in, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// environ is the test process's environment without llama.cpp's settings
+// (LLAMA_ARG_* set flags), HOME, its cache and proxies, plus the
+// server's own.
+func (s *Server) environ(o Options) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch lk := strings.ToLower(k); {
+		case strings.HasPrefix(k, "LLAMA_"), k == "HOME", k == "XDG_CACHE_HOME", strings.HasSuffix(lk, "_proxy"):
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "HOME="+filepath.Join(s.Dir, "home"), "NO_COLOR=1")
+	return append(env, o.Env...)
+}
+
+var (
+	errPortTaken = errors.New("the port was taken")
+	errExited    = errors.New("exited before answering")
+)
+
+// waitReady polls GET /health until it answers 200, the process exits, or
+// startTimeout passes. llama-server answers 503 while it loads the model.
+// A server that exits because another process holds its port says so in
+// its log, though not always before it exits, so the port is tried too.
+func (s *Server) waitReady(p *process, port int) error {
+	deadline := time.Now().Add(startTimeout)
+	last := "no answer"
+	for {
+		select {
+		case <-p.done:
+			if strings.Contains(s.logTail(), "couldn't bind") || !canListen(port) {
+				return fmt.Errorf("%w: %w", errExited, errPortTaken)
+			}
+			return errExited
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/health", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				cancel()
+				return nil
+			}
+			last = fmt.Sprintf("%s %s", resp.Status, bytes.TrimSpace(b))
+		} else {
+			last = err.Error()
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("GET %s/health did not answer 200 within %v (last: %s)", s.URL, startTimeout, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop asks the server to exit and waits for the shell; if that takes
+// too long it closes the lifeline (the shell kills the group), then kills
+// the group itself. It waits until no process of the group runs and
+// fails the test if one outlives stopTimeout.
+func (p *process) stop(t Host) {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	pgid := p.cmd.Process.Pid
+	if b, err := os.ReadFile(filepath.Join(p.cmd.Dir, "server.pid")); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			terminate(pid, pgid)
+		}
+	}
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+	}
+	p.lifeIn.Close()
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+		killGroup(pgid)
+		<-p.done
+	}
+	deadline := time.Now().Add(stopTimeout)
+	for {
+		alive := groupAlive(pgid)
+		if len(alive) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("llama-server: processes %v of the server's group %d still run %v after it was stopped", alive, pgid, stopTimeout)
+			return
+		}
+		killGroup(pgid)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logTail is the end of the server's log, for failure messages.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.Log)
+	if err != nil {
+		return fmt.Sprintf("(no server log: %v)", err)
+	}
+	const keep = 8 << 10
+	if len(b) > keep {
+		b = b[len(b)-keep:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+		return "[...]\n" + string(b)
+	}
+	return string(b)
+}

@@ -1,0 +1,158 @@
+package llamaserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/internal/gguf"
+	"tokenmill/internal/testbin"
+)
+
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "my-llama-server")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	cached := filepath.Join(cache, "bin", "llama-server")
+	onPath := filepath.Join(dir, "path")
+	for _, tc := range []struct {
+		name    string
+		env     string // TOKENMILL_LLAMA_SERVER
+		setup   func(t *testing.T)
+		want    string
+		wantErr string
+		missing bool // the error is ErrNotInstalled
+	}{
+		{name: "env", env: exe, want: exe},
+		{name: "env missing", env: filepath.Join(dir, "nope"), wantErr: "no such file"},
+		{name: "env not executable", env: plain, wantErr: "not an executable"},
+		{name: "env directory", env: dir, wantErr: "not an executable"},
+		{name: "nothing", wantErr: "llama-server not installed: build llama.cpp's llama-server (CPU is enough) and set TOKENMILL_LLAMA_SERVER to it (looked in " + filepath.Dir(cached), missing: true},
+		{name: "PATH", setup: func(t *testing.T) {
+			os.MkdirAll(onPath, 0o755)
+			os.WriteFile(filepath.Join(onPath, "llama-server"), []byte("#!/bin/sh\n"), 0o755)
+		}, want: filepath.Join(onPath, "llama-server")},
+		{name: "cache before PATH", setup: func(t *testing.T) {
+			os.MkdirAll(filepath.Dir(cached), 0o755)
+			os.WriteFile(cached, []byte("#!/bin/sh\n"), 0o755)
+		}, want: cached},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvBinary, tc.env)
+			t.Setenv(EnvCache, cache)
+			t.Setenv("PATH", onPath)
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			got, err := Find()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || errors.Is(err, ErrNotInstalled) != tc.missing {
+					t.Fatalf("Find() = %q, %v; want an error saying %q (not installed: %v)", got, err, tc.wantErr, tc.missing)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Find() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// checkGone fails unless no process of the group runs and the port is
+// closed, within a bound.
+func checkGone(t *testing.T, pgid int, url string) {
+	t.Helper()
+	deadline := time.Now().Add(stopTimeout)
+	for len(groupAlive(pgid)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the server's group still run %v after it was stopped", groupAlive(pgid), stopTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	if resp, err := c.Get(url + "/health"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("%s still answers %s", url, resp.Status)
+	}
+}
+
+// TestServe starts llama-server on the tiny English model, has it
+// tokenize and render a chat, and checks that nothing of it is left once
+// the test ends.
+func TestServe(t *testing.T) {
+	testbin.Long(t, "a real llama.cpp server")
+	if _, err := Find(); err != nil {
+		t.Skip(err)
+	}
+	var pgid int
+	var url string
+	t.Run("serve", func(t *testing.T) {
+		srv := Start(t, Options{Model: gguf.Llama{ChatTemplate: gguf.DefaultChatTemplate}})
+		pgid, url = srv.proc.cmd.Process.Pid, srv.URL
+		t.Logf("llama-server %s ready in %v (build %s)", srv.Binary, srv.Ready, srv.BuildInfo)
+		var tok struct{ Tokens []int }
+		if err := srv.Call("/tokenize", map[string]any{"content": "the world", "add_special": false}, &tok); err != nil {
+			t.Fatal(err)
+		}
+		// "▁the" and "▁world" are whole pieces of the English vocabulary.
+		voc := gguf.EnglishVocab()
+		var pieces []string
+		for _, id := range tok.Tokens {
+			pieces = append(pieces, voc.Tokens[id])
+		}
+		if strings.Join(pieces, "|") != "\u2581the|\u2581world" {
+			t.Errorf("tokens %v are %q", tok.Tokens, pieces)
+		}
+		var tmpl struct{ Prompt string }
+		if err := srv.Call("/apply-template", map[string]any{"messages": []map[string]string{{"role": "user", "content": "hi"}}}, &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		if tmpl.Prompt != "user: hi\nassistant:" {
+			t.Errorf("rendered %q", tmpl.Prompt)
+		}
+	})
+	if pgid == 0 {
+		t.Skip("the server did not start")
+	}
+	checkGone(t, pgid, url)
+}
+
+// TestPortTaken hands Start a port another listener holds: the server
+// cannot bind it and exits, and Start tries again on another port.
+func TestPortTaken(t *testing.T) {
+	testbin.Long(t, "a real llama.cpp server")
+	if _, err := Find(); err != nil {
+		t.Skip(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	real := freePort
+	freePort = func(attempt int) (int, error) {
+		if attempt == 1 {
+			return taken, nil
+		}
+		return real(attempt)
+	}
+	defer func() { freePort = real }()
+	srv := Start(t, Options{})
+	if strings.HasSuffix(srv.URL, fmt.Sprintf(":%d", taken)) {
+		t.Fatalf("the server claims the taken port %d", taken)
+	}
+}
