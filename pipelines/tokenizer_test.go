@@ -161,6 +161,33 @@ func TestTokenizerReachesTraining(t *testing.T) {
 							t.Errorf("%d rejects; merge: %s", rejected, textSummary)
 						}
 					}
+					// Every answer the model ended ends its row with the
+					// end-of-turn id, trained on; none cut at max_tokens does.
+					if job.args == nil {
+						eot := map[string]int32{"qwen3": 151645, "deepseek_v3": 1}[tc.model]
+						ended := 0
+						for _, g := range readJSONL[struct {
+							Output struct {
+								FinishReason string `json:"finish_reason"`
+							} `json:"output"`
+						}](t, filepath.Join(d, "ids.jsonl")) {
+							if g.Output.FinishReason == "stop" || g.Output.FinishReason == "tool_calls" {
+								ended++
+							}
+						}
+						endsWith := 0
+						for k, r := range fromIDs {
+							if n := len(r.InputIDs); r.InputIDs[n-1] == eot {
+								endsWith++
+								if r.LossMask[n-1] != 1 {
+									t.Errorf("row %s: its end-of-turn id has no loss", k)
+								}
+							}
+						}
+						if ended == 0 || endsWith != ended {
+							t.Errorf("%d rows end with the end-of-turn id %d, %d answers ended on their own", endsWith, eot, ended)
+						}
+					}
 					same := 0
 					for k, r := range fromText {
 						ids, ok := fromIDs[k]
