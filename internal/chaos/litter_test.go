@@ -34,7 +34,7 @@ func litterTools(endpoint string) []litterTool {
 		{"stats", []string{"--json", "--plot", "plot.png", "--rejects", "rej.jsonl"}, []string{"plot.png", "rej.jsonl"}, nil},
 		{"filter", []string{"-o", "out.jsonl", "--rejects", "rej.jsonl"}, []string{"out.jsonl", "rej.jsonl"}, nil},
 		{"infer", []string{"-o", "gen.jsonl", "--rejects", "rej.jsonl", "-e", endpoint, "--max-tokens", "8", "--progress", "0", "--wait-ready", "20s"},
-			[]string{"gen.jsonl", "gen.errors.jsonl", "rej.jsonl"}, []string{"gen.jsonl", "gen.errors.jsonl"}},
+			[]string{"gen.jsonl", "gen.jsonl.settings.jsonl", "gen.errors.jsonl", "rej.jsonl"}, []string{"gen.jsonl", "gen.jsonl.settings.jsonl", "gen.errors.jsonl"}},
 	}
 }
 

@@ -56,7 +56,7 @@ func TestFirstMistakes(t *testing.T) {
 			{name: "missing among good ones", args: []string{"good.jsonl", "nofile.jsonl"}, code: 2, stderr: "cannot read nofile.jsonl: no such file"},
 			{name: "CSV", args: []string{"data.csv"}, code: 2, stderr: "data.csv is not JSON Lines: CSV is read by extract (extract data.csv | ...)"},
 			{name: "CSV compressed", args: []string{"data.csv.gz"}, code: 2, stderr: "data.csv.gz is not JSON Lines: CSV is read by extract"},
-			{name: "misspelled flag", args: []string{"--forse", "good.jsonl"}, code: 2, stderr: `unknown flag --forse, did you mean "--force"?`},
+			{name: "misspelled flag", args: []string{"--forcee", "good.jsonl"}, code: 2, stderr: `unknown flag --forcee, did you mean "--force"?`},
 			{name: "bad environment variable", args: []string{"good.jsonl"}, env: []string{tl.env + "=lots"}, code: 2,
 				stderr: fmt.Sprintf(`environment variable %s="lots" (read as --`, tl.env)},
 		}

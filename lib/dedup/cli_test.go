@@ -14,7 +14,7 @@ import (
 	"tokenmill/internal/testbin"
 )
 
-func TestMain(m *testing.M) { testbin.Main(m, "dedup", "extract") }
+func TestMain(m *testing.M) { testbin.Main(m, "dedup", "extract", "rusage") }
 
 type result struct {
 	code           int

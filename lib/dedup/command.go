@@ -190,6 +190,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
 	}
+	if err := CheckStateFile(c.State); err != nil {
+		return err
+	}
 	var bench *Benchmarks
 	if len(c.Against) > 0 {
 		// Read whole before anything is written: a benchmark that cannot

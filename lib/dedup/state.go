@@ -9,11 +9,13 @@ import (
 	"io"
 	"os"
 	"slices"
+	"syscall"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/minhash"
 )
@@ -160,6 +162,9 @@ func checkNear(path string, state, run *minhash.Params) error {
 // SaveState writes s with its settings and totals to path atomically,
 // through the one file-safety helper (jsonl.WriteFile).
 func SaveState(path string, s *Set, settings Settings, totals Totals) error {
+	if err := CheckStateFile(path); err != nil {
+		return err // made something else while the run went: never written into
+	}
 	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(f io.Writer) error {
 		h := xxh3.New()
 		bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<20)
@@ -226,10 +231,15 @@ func writeState(w *bufio.Writer, s *Set, settings Settings, totals Totals) error
 }
 
 // LoadState reads the state at path for a run with settings run. It
-// returns (nil, zero totals, nil) when there is no such file. A FIFO's
-// wait for its writer ends with ctx, and logf (if not nil) explains it.
+// returns (nil, zero totals, nil) when there is no such file. A state is
+// a regular file: anything else (a FIFO, a pipe, a device such as
+// /dev/zero, a socket) is refused (a usage error, CheckStateFile's) and
+// never waited on or read, since a state is saved there again and has
+// the size its header is checked against; a FIFO once spooled a device
+// without end into a hidden temporary file. What is read is bounded by
+// the file's size at the open (readState checks every count against it).
 func LoadState(ctx context.Context, path string, run Settings, logf func(string, ...any)) (*Set, Totals, error) {
-	f, err := jsonl.Open(ctx, path, logf)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a FIFO opened without a wait, then refused
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, Totals{}, nil
 	}
@@ -241,16 +251,8 @@ func LoadState(ctx context.Context, path string, run Settings, logf func(string,
 	if err != nil {
 		return nil, Totals{}, err
 	}
-	if !st.Mode().IsRegular() {
-		// A pipe or FIFO has no size to check the header against: it is
-		// read once into an unlinked temporary file, which has.
-		if f, err = spool(f); err != nil {
-			return nil, Totals{}, fmt.Errorf("reading state %s: %w", path, err)
-		}
-		defer f.Close()
-		if st, err = f.Stat(); err != nil {
-			return nil, Totals{}, err
-		}
+	if err := stateFileKind(path, st); err != nil {
+		return nil, Totals{}, err
 	}
 	s, totals, err := readState(bufio.NewReaderSize(f, 1<<20), st.Size(), path, run)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -259,22 +261,35 @@ func LoadState(ctx context.Context, path string, run Settings, logf func(string,
 	return s, totals, err
 }
 
-// spool copies r into an unlinked temporary file and returns it rewound.
-func spool(r io.Reader) (*os.File, error) {
-	tmp, err := os.CreateTemp("", "tokenmill-state-*")
+// CheckStateFile refuses, before anything is opened or written, a
+// --state that exists and is not a regular file (a usage error, exit 2).
+func CheckStateFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	st, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil // absent (made at the end), or said when it is read
 	}
-	os.Remove(tmp.Name()) // the open descriptor keeps it until closed
-	if _, err := io.Copy(tmp, r); err != nil {
-		tmp.Close()
-		return nil, err
+	return stateFileKind(path, st)
+}
+
+func stateFileKind(path string, st os.FileInfo) error {
+	if st.Mode().IsRegular() {
+		return nil
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		tmp.Close()
-		return nil, err
+	kind := "not a regular file"
+	switch m := st.Mode(); {
+	case m.IsDir():
+		kind = "a directory"
+	case m&os.ModeNamedPipe != 0:
+		kind = "a FIFO or a pipe"
+	case m&os.ModeDevice != 0:
+		kind = "a device"
+	case m&os.ModeSocket != 0:
+		kind = "a socket"
 	}
-	return tmp, nil
+	return cli.Usagef("--state %q is %s: a state is a regular file (it is read whole, checked against its size, and saved there again); copy it into a file and give that", path, kind)
 }
 
 // hashReader feeds every byte it hands out into the checksum.

@@ -24,7 +24,7 @@ type Client struct {
 // to be read as they arrive.
 func NewClient(t Target, apiKey string, stream bool) *Client {
 	conns := newConnSet()
-	hc := newHostClient(t, conns, 1<<16)
+	hc := newHostClient(t, conns, 1<<16, maxGenerationBody)
 	hc.StreamResponseBody = stream
 	return &Client{t: t, auth: t.Authorization(apiKey), hc: hc, conns: conns}
 }
@@ -56,7 +56,15 @@ func (c *Client) CloseAll() { c.conns.closeAll() }
 // CloseIdle closes the connections no request uses.
 func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
 
-func newHostClient(t Target, conns *connSet, maxConns int) *fasthttp.HostClient {
+// maxGenerationBody is what fasthttp may hold of a generation answer it
+// reads whole; answers are streamed (readBody bounds them), so this is a
+// backstop.
+const maxGenerationBody = 256 << 20
+
+// newHostClient is a client of t's with at most maxConns connections,
+// reading at most maxBody bytes of an answer's body: past it the answer
+// is an error (fasthttp.ErrBodyTooLarge) and nothing more of it is read.
+func newHostClient(t Target, conns *connSet, maxConns, maxBody int) *fasthttp.HostClient {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	return &fasthttp.HostClient{
 		Addr:                      t.Addr,
@@ -67,7 +75,7 @@ func newHostClient(t Target, conns *connSet, maxConns int) *fasthttp.HostClient 
 		// Below uvicorn's 5 s keep-alive, so the client, not the server,
 		// closes an idle connection and no request is sent on a dying one.
 		MaxIdleConnDuration:    3 * time.Second,
-		MaxResponseBodySize:    256 << 20,
+		MaxResponseBodySize:    maxBody,
 		ReadBufferSize:         16 << 10,
 		DisablePathNormalizing: true,
 		Dial: func(addr string) (net.Conn, error) {

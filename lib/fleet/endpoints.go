@@ -3,6 +3,7 @@ package fleet
 import (
 	"bufio"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -106,7 +107,10 @@ func ParseEndpoints(list string) ([]Target, error) {
 }
 
 // ReadEndpointsFile reads endpoints one (or a comma-separated list) per
-// line; blank lines and # comments are skipped.
+// line; blank lines and # comments are skipped. A line that is not a list
+// of endpoints is refused by its file, line and what is wrong, quoting
+// nothing of it: a file named by mistake (a link to a token file, a
+// notes file in a shared directory) may hold a secret on any line.
 func ReadEndpointsFile(r io.Reader, name string) ([]Target, error) {
 	var out []Target
 	sc := bufio.NewScanner(r)
@@ -119,14 +123,46 @@ func ReadEndpointsFile(r io.Reader, name string) ([]Target, error) {
 		}
 		ts, err := ParseEndpoints(text)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+			return nil, fmt.Errorf("%s:%d: not an endpoint: %s (the line is not shown)", name, line, bareReason(err))
 		}
 		out = append(out, ts...)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("%s:%d: a line longer than %d bytes: not a list of endpoints", name, line+1, bufio.MaxScanTokenSize)
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// endpointError is an endpoint that does not parse: the endpoint as
+// given (its password hidden) and why.
+type endpointError struct {
+	shown string
+	err   error
+}
+
+func (e *endpointError) Error() string { return fmt.Sprintf("endpoint %q: %v", e.shown, e.err) }
+func (e *endpointError) Unwrap() error { return e.err }
+
+// quotingError is a reason that quotes a piece of the endpoint
+// (Error), with the same reason in words alone (bare).
+type quotingError struct{ msg, bare string }
+
+func (e *quotingError) Error() string { return e.msg }
+
+// bareReason is why an endpoint did not parse, without any of its text.
+func bareReason(err error) string {
+	var q *quotingError
+	if errors.As(err, &q) {
+		return q.bare
+	}
+	var ee *endpointError
+	if errors.As(err, &ee) {
+		return ee.err.Error()
+	}
+	return "it does not parse"
 }
 
 // CheckTargets refuses an empty list and an endpoint listed twice (which
@@ -147,24 +183,31 @@ func CheckTargets(ts []Target) error {
 }
 
 func parseEndpoint(raw string) ([]Target, error) {
-	// Every message quotes the endpoint without its password.
-	s := Redact(raw)
+	ts, err := parseOne(raw)
+	if err != nil {
+		// Every message quotes the endpoint without its password.
+		return nil, &endpointError{shown: Redact(raw), err: err}
+	}
+	return ts, nil
+}
+
+func parseOne(raw string) ([]Target, error) {
 	scheme, rest := "http", raw
 	explicit := false
 	if i := strings.Index(raw, "://"); i >= 0 {
 		scheme, rest, explicit = strings.ToLower(raw[:i]), raw[i+3:], true
 		if scheme != "http" && scheme != "https" {
-			return nil, fmt.Errorf("endpoint %q: scheme must be http or https", s)
+			return nil, errors.New("scheme must be http or https")
 		}
 	}
 	user, password, rest, err := splitUserInfo(rest)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", s, err)
+		return nil, err
 	}
 	path := ""
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		if rest[i] != '/' {
-			return nil, fmt.Errorf("endpoint %q: a query or fragment is not allowed", s)
+			return nil, errors.New("a query or fragment is not allowed")
 		}
 		rest, path = rest[:i], rest[i:]
 	}
@@ -177,19 +220,19 @@ func parseEndpoint(raw string) ([]Target, error) {
 		}
 	}
 	if strings.ContainsAny(path, " \t") {
-		return nil, fmt.Errorf("endpoint %q: white space in the path", s)
+		return nil, errors.New("white space in the path")
 	}
 	// The endpoint's name is printed in every message and the live display.
 	if strings.ContainsFunc(raw, unicode.IsControl) {
-		return nil, fmt.Errorf("endpoint %q: a control character", s)
+		return nil, errors.New("a control character")
 	}
 	host, ports, err := splitHostPorts(rest)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", s, err)
+		return nil, err
 	}
 	if ports == "" {
 		if !explicit {
-			return nil, fmt.Errorf("endpoint %q: missing port (host:port, or a URL with http:// or https://)", s)
+			return nil, errors.New("missing port (host:port, or a URL with http:// or https://)")
 		}
 		ports = "80"
 		if scheme == "https" {
@@ -198,7 +241,7 @@ func parseEndpoint(raw string) ([]Target, error) {
 	}
 	first, last, err := parsePorts(ports)
 	if err != nil {
-		return nil, fmt.Errorf("endpoint %q: %w", s, err)
+		return nil, err
 	}
 	shown := ""
 	switch {
@@ -260,7 +303,7 @@ func splitHostPorts(s string) (host, ports string, err error) {
 			ports = rest[1:]
 		}
 		if net.ParseIP(host) == nil {
-			return "", "", fmt.Errorf("%q is not an IPv6 address", host)
+			return "", "", &quotingError{fmt.Sprintf("%q is not an IPv6 address", host), "not an IPv6 address in the brackets"}
 		}
 		return host, ports, nil
 	}
@@ -279,7 +322,7 @@ func splitHostPorts(s string) (host, ports string, err error) {
 	}
 	for _, c := range host {
 		if !(c == '.' || c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return "", "", fmt.Errorf("bad character %q in host name", c)
+			return "", "", &quotingError{fmt.Sprintf("bad character %q in host name", c), "a character that is not allowed in a host name"}
 		}
 	}
 	return host, ports, nil
@@ -296,10 +339,10 @@ func parsePorts(s string) (first, last int, err error) {
 			return 0, 0, err
 		}
 		if last < first {
-			return 0, 0, fmt.Errorf("port range %s runs backwards", s)
+			return 0, 0, &quotingError{fmt.Sprintf("port range %s runs backwards", s), "a port range that runs backwards"}
 		}
 		if last-first+1 > maxRange {
-			return 0, 0, fmt.Errorf("port range %s has more than %d ports", s, maxRange)
+			return 0, 0, &quotingError{fmt.Sprintf("port range %s has more than %d ports", s, maxRange), fmt.Sprintf("a port range of more than %d ports", maxRange)}
 		}
 	}
 	return first, last, nil
@@ -308,7 +351,7 @@ func parsePorts(s string) (first, last int, err error) {
 func parsePort(s string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || n < 1 || n > 65535 || strings.TrimSpace(s) != s {
-		return 0, fmt.Errorf("bad port %q", s)
+		return 0, &quotingError{fmt.Sprintf("bad port %q", s), "a port that is not a number from 1 to 65535"}
 	}
 	return n, nil
 }

@@ -46,7 +46,7 @@ func (f *ServerFlags) Targets() ([]Target, error) {
 		targets = ts
 	}
 	if f.EndpointsFile != "" {
-		ts, _, err := LoadEndpoints(f.EndpointsFile)
+		ts, _, warnings, err := LoadEndpoints(f.EndpointsFile) // a directory's files left out are said by Follow
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, cli.Usagef("--endpoints-file %s: no such file (serve writes it once a server is ready)", f.EndpointsFile)
 		}
@@ -54,7 +54,11 @@ func (f *ServerFlags) Targets() ([]Target, error) {
 			return nil, cli.Usagef("--endpoints-file: %v", err)
 		}
 		if len(ts) == 0 && len(targets) == 0 {
-			return nil, cli.Usagef("--endpoints-file %s lists no endpoint (serve writes it once a server is ready)", f.EndpointsFile)
+			left := ""
+			if len(warnings) > 0 {
+				left = "; " + strings.Join(warnings, "; ")
+			}
+			return nil, cli.Usagef("--endpoints-file %s lists no endpoint (serve writes it once a server is ready)%s", f.EndpointsFile, left)
 		}
 		targets = append(targets, ts...)
 	}

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
 )
 
 // A fleet that changes while a run goes: servers listed in an endpoints
@@ -70,9 +73,19 @@ func targetKey(t Target) string {
 // not held to the file.
 func (p *Pool) Follow(path string, every time.Duration) {
 	var managed sync.Map // targetKey -> true: listed in the file once
+	said := map[string]bool{}
+	warn := func(warnings []string) {
+		for _, w := range warnings {
+			if !said[w] {
+				said[w] = true
+				p.cfg.Logf("--endpoints-file %s", w)
+			}
+		}
+	}
 	// What the file holds now is read here, not in the goroutine, so that a
 	// change made as soon as Follow returns is seen as one.
-	ts, last, _ := LoadEndpoints(path)
+	ts, last, warnings, _ := LoadEndpoints(path)
+	warn(warnings)
 	for _, t := range ts {
 		managed.Store(targetKey(t), true)
 	}
@@ -80,7 +93,7 @@ func (p *Pool) Follow(path string, every time.Duration) {
 		if _, ok := managed.Load(targetKey(t)); !ok {
 			return true, ""
 		}
-		now, _, err := LoadEndpoints(path)
+		now, _, _, err := LoadEndpoints(path)
 		if err != nil {
 			return true, "" // unreadable for a moment: its last word stands
 		}
@@ -101,7 +114,7 @@ func (p *Pool) Follow(path string, every time.Duration) {
 			if p.ctx.Err() != nil {
 				return
 			}
-			ts, b, err := LoadEndpoints(path)
+			ts, b, warnings, err := LoadEndpoints(path)
 			if b == nil || bytes.Equal(b, last) {
 				continue // nothing there: a file being replaced is there again at the next look
 			}
@@ -113,6 +126,7 @@ func (p *Pool) Follow(path string, every time.Duration) {
 				continue
 			}
 			last = b
+			warn(warnings)
 			for _, t := range ts {
 				managed.Store(targetKey(t), true)
 			}
@@ -127,49 +141,93 @@ func (p *Pool) Follow(path string, every time.Duration) {
 	}()
 }
 
+// Bounds of what an endpoints file may hold: far past any fleet (a line
+// is an endpoint or a port range of up to 256), and short of what would
+// cost memory or time to read on every probe.
+const (
+	maxEndpointsFile  = 1 << 20  // one file
+	maxEndpointsTotal = 16 << 20 // every file of a directory together
+	maxEndpointsFiles = 4096     // files of a directory
+)
+
 // LoadEndpoints reads --endpoints-file: a file (ReadEndpointsFile), or a
 // directory whose *.txt files are read in name order, each as one (every
-// node's serve writes its own into a directory they share). It also
-// returns what it read, names and contents, to tell a change by; nil
-// when nothing could be read.
-func LoadEndpoints(path string) ([]Target, []byte, error) {
+// node's serve writes its own into a directory they share). Only regular
+// files are read, each at most maxEndpointsFile bytes and never waited
+// on: a FIFO, a device (a link to /dev/zero), a socket or a directory is
+// refused at once. A file of a directory that cannot be read or parsed
+// is left out, said in warnings, and the others are read: one stray file
+// in a shared directory does not hide the nodes listed beside it. The
+// second result is what was read, names and contents, to tell a change
+// by; nil when nothing could be read.
+func LoadEndpoints(path string) (ts []Target, seen []byte, warnings []string, err error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	files := []string{path}
-	if st.IsDir() {
-		if files, err = filepath.Glob(filepath.Join(path, "*.txt")); err != nil {
-			return nil, nil, err
+	if !st.IsDir() {
+		b, err := readEndpointsFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, nil, err
 		}
-		sort.Strings(files)
-	}
-	var seen bytes.Buffer
-	var out []Target
-	var firstErr error
-	for _, f := range files {
-		b, err := os.ReadFile(f)
 		if err != nil {
-			if st.IsDir() && errors.Is(err, os.ErrNotExist) {
-				continue // replaced between the listing and the read: the next look finds it
+			return nil, []byte("\x00unreadable\x00" + err.Error()), nil, err
+		}
+		ts, err := ReadEndpointsFile(bytes.NewReader(b), path)
+		if err != nil {
+			return nil, b, nil, err
+		}
+		return ts, b, nil, nil
+	}
+	files, err := filepath.Glob(filepath.Join(path, "*.txt"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sort.Strings(files)
+	var read bytes.Buffer
+	var total int64
+	for i, f := range files {
+		if i == maxEndpointsFiles || total >= maxEndpointsTotal {
+			warnings = append(warnings, fmt.Sprintf("%s: %d more *.txt files left out: at most %d files and %s are read from an endpoints directory",
+				path, len(files)-i, maxEndpointsFiles, cli.Size(maxEndpointsTotal)))
+			fmt.Fprintf(&read, "%d more\x00", len(files)-i)
+			break
+		}
+		b, err := readEndpointsFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // replaced between the listing and the read: the next look finds it
+		}
+		if err == nil {
+			total += int64(len(b))
+			var more []Target
+			if more, err = ReadEndpointsFile(bytes.NewReader(b), f); err == nil {
+				fmt.Fprintf(&read, "%s\x00%d\x00", f, len(b))
+				read.Write(b)
+				ts = append(ts, more...)
+				continue
 			}
-			return nil, nil, err
 		}
-		fmt.Fprintf(&seen, "%s\x00%d\x00", f, len(b))
-		seen.Write(b)
-		ts, err := ReadEndpointsFile(bytes.NewReader(b), f)
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		out = append(out, ts...)
+		// Left out; what it held (or that it is not a file) is part of what
+		// was read, so that it is said again only once it changes.
+		warnings = append(warnings, fmt.Sprintf("%v: left out, the other files of %s are read", err, path))
+		fmt.Fprintf(&read, "%s\x00bad\x00%v\x00", f, err)
+		read.Write(b)
 	}
-	if firstErr != nil {
-		return nil, seen.Bytes(), firstErr
+	if read.Len() == 0 {
+		read.WriteString("\x00none") // an empty directory is something read
 	}
-	if seen.Len() == 0 {
-		seen.WriteString("\x00none") // an empty directory is something read
+	return ts, read.Bytes(), warnings, nil
+}
+
+// readEndpointsFile reads one endpoints file: a regular file of at most
+// maxEndpointsFile bytes (jsonl.ReadRegular). Its errors quote nothing
+// of the file.
+func readEndpointsFile(name string) ([]byte, error) {
+	b, err := jsonl.ReadRegular(name, maxEndpointsFile)
+	if errors.Is(err, jsonl.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: an endpoints file must be a regular file (never a FIFO or a device, which could block or never end)", err)
 	}
-	return out, seen.Bytes(), nil
+	return b, err
 }
 
 func joinNames(names []string) string {

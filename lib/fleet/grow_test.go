@@ -1,11 +1,13 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,23 +136,125 @@ func TestCheck(t *testing.T) {
 
 // --endpoints-file DIR: every node's serve writes its own file into a
 // directory they share; its *.txt files are read in name order (a file
-// being written beside them, which has another name, is not), and a
-// mistake names its file and line.
+// being written beside them, which has another name, is not). A file
+// that cannot be read or parsed is left out, said with its file and line
+// (never its text), and the rest is read: a stray notes.txt, a FIFO (never
+// waited on), a link to /dev/zero (never read), a file past the bound,
+// a directory named like a file.
 func TestLoadEndpointsDirectory(t *testing.T) {
 	dir := t.TempDir()
 	writeList(t, filepath.Join(dir, "node2.txt"), "# node2", "node2:30000-30001")
 	writeList(t, filepath.Join(dir, "node1.txt"), "node1:30000")
 	writeList(t, filepath.Join(dir, "node3.txt.tmp-1234"), "half-written:1")
-	ts, seen, err := LoadEndpoints(dir)
-	if err != nil || urls(ts) != "http://node1:30000 http://node2:30000 http://node2:30001" || len(seen) == 0 {
-		t.Fatalf("%s, %v", urls(ts), err)
+	ts, seen, warnings, err := LoadEndpoints(dir)
+	if err != nil || urls(ts) != "http://node1:30000 http://node2:30000 http://node2:30001" || len(seen) == 0 || len(warnings) != 0 {
+		t.Fatalf("%s, %v %q", urls(ts), err, warnings)
 	}
 	empty := t.TempDir()
-	if ts, seen, err := LoadEndpoints(empty); err != nil || len(ts) != 0 || seen == nil {
+	if ts, seen, _, err := LoadEndpoints(empty); err != nil || len(ts) != 0 || seen == nil {
 		t.Errorf("an empty directory: %v %q %v", ts, seen, err)
 	}
+
+	const secret = "hf_S3cr3tT0k3nLine"
 	writeList(t, filepath.Join(dir, "node4.txt"), "node4:30000", "node4:x")
-	if _, _, err := LoadEndpoints(dir); err == nil || !strings.Contains(err.Error(), "node4.txt:2") {
-		t.Errorf("a bad line: %v", err)
+	writeList(t, filepath.Join(dir, "notes.txt"), secret+" rotate weekly", "gpu nodes: ask ops")
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.txt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "huge.txt"), make([]byte, maxEndpointsFile+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub.txt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ts, seen, warnings, err = LoadEndpoints(dir)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadEndpoints of a directory holding a FIFO and a link to /dev/zero did not return within 10s")
+	}
+	if err != nil || urls(ts) != "http://node1:30000 http://node2:30000 http://node2:30001" {
+		t.Fatalf("the good files are not read beside the bad ones: %s, %v", urls(ts), err)
+	}
+	all := strings.Join(warnings, "\n")
+	for _, want := range []string{"fifo.txt: not a regular file", "zero.txt: not a regular file", "huge.txt: 1048577 bytes, more than the 1048576",
+		"node4.txt:2: not an endpoint: a port that is not a number from 1 to 65535 (the line is not shown)",
+		"notes.txt:1: not an endpoint", "sub.txt: not a regular file"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no warning %q in:\n%s", want, all)
+		}
+	}
+	if len(warnings) != 6 || strings.Contains(all, secret) || strings.Contains(all, "rotate") {
+		t.Errorf("%d warnings, or one quotes a file:\n%s", len(warnings), all)
+	}
+	if _, again, _, _ := LoadEndpoints(dir); !bytes.Equal(again, seen) {
+		t.Error("reading the same directory again is seen as a change")
+	}
+	writeList(t, filepath.Join(dir, "node5.txt"), "node5:30000")
+	if ts, again, _, _ := LoadEndpoints(dir); bytes.Equal(again, seen) || !strings.Contains(urls(ts), "http://node5:30000") {
+		t.Errorf("a node added beside the bad files is not read: %s", urls(ts))
+	}
+}
+
+// --endpoints-file FILE that is not a list of endpoints: a FIFO (no
+// writer; refused, not waited on), a link to /dev/zero (refused, not
+// read), a file past the bound, a link to a one-line token file (refused
+// by its line, the token not quoted).
+func TestLoadEndpointsFileRefusals(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "hf_S3cr3tT0k3nLine"
+	token := filepath.Join(dir, "token")
+	mustWriteFile(t, token, secret+"\n")
+	link := filepath.Join(dir, "endpoints.txt")
+	if err := os.Symlink(token, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.txt")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.txt")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.txt")
+	mustWriteFile(t, huge, strings.Repeat("h:1\n", maxEndpointsFile/4+1))
+	for _, tt := range []struct{ path, want string }{
+		{link, link + ":1: not an endpoint: missing port"},
+		{fifo, fifo + ": not a regular file"},
+		{zero, zero + ": not a regular file"},
+		{huge, huge + ": 1048580 bytes, more than the 1048576 read from such a file"},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, _, _, err := LoadEndpoints(tt.path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), secret) {
+				t.Errorf("%s: %v, want %q and no quote of the file", tt.path, err, tt.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: LoadEndpoints did not return within 10s", tt.path)
+		}
+		f := ServerFlags{EndpointsFile: tt.path}
+		if _, err := f.Targets(); err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("--endpoints-file %s: %v", tt.path, err)
+		}
+	}
+}
+
+func mustWriteFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/openai"
 )
@@ -62,6 +63,8 @@ type Endpoint struct {
 	ctl   *fasthttp.HostClient // health, server info, models
 	tok   *fasthttp.HostClient // tokenize: asked by any request in flight, so not bound to ctl's few connections
 	stats Stats
+	// tooLarge: the routes whose answer passed maxControlBody, said once.
+	tooLarge sync.Map
 
 	// guarded by Pool.mu
 	state     State
@@ -209,8 +212,10 @@ func NewPool(ctx context.Context, targets []Target, cfg Config) *Pool {
 // newEndpoint is target t as the pool's endpoint number i, starting.
 func (p *Pool) newEndpoint(i int, t Target) *Endpoint {
 	ep := &Endpoint{idx: i, name: t.URL, t: t, gen: NewClient(t, p.cfg.APIKey, true)}
-	ep.ctl = newHostClient(t, p.ctlConn, 8)
-	ep.tok = newHostClient(t, p.ctlConn, 1<<16)
+	// A control answer is read no further than maxControlBody: a server
+	// (or what answers in its place) is not trusted to keep it small.
+	ep.ctl = newHostClient(t, p.ctlConn, 8, maxControlBody)
+	ep.tok = newHostClient(t, p.ctlConn, 1<<16, maxControlBody)
 	return ep
 }
 
@@ -612,8 +617,24 @@ func (p *Pool) setLimitLocked(ep *Endpoint) {
 }
 
 // maxControlBody bounds what a control answer (health, info, models,
-// metrics) may hold: a server is not trusted to keep it small.
+// metrics, tokenize) may hold: a server is not trusted to keep it small.
+// The clients read no further (MaxResponseBodySize), and an answer past
+// it is a failed request (errBodyTooLarge), never a truncated body.
 const maxControlBody = 4 << 20
+
+// errControlTooLarge is a control answer whose body passed
+// maxControlBody: not read further, a failed request.
+var errControlTooLarge = fmt.Errorf("an answer past %s, not read further (no server's control answer is that large)", cli.Size(maxControlBody))
+
+// controlTooLarge says, once per endpoint and route, that an answer
+// passed maxControlBody, and returns errControlTooLarge: the request
+// failed (a readiness probe's note says why each time).
+func (p *Pool) controlTooLarge(ep *Endpoint, path string) error {
+	if _, said := ep.tooLarge.LoadOrStore(path, true); !said {
+		p.cfg.Logf("%s%s: %v; taken as no answer", ep.name, path, errControlTooLarge)
+	}
+	return errControlTooLarge
+}
 
 // get performs a control request (health, info, models, metrics).
 func (p *Pool) get(ep *Endpoint, path string) (int, []byte, error) {
@@ -645,11 +666,14 @@ func (p *Pool) controlOn(hc *fasthttp.HostClient, ep *Endpoint, method, path str
 		timeout = 10 * time.Second
 	}
 	if err := hc.DoTimeout(req, resp, timeout); err != nil {
+		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+			return 0, nil, p.controlTooLarge(ep, path)
+		}
 		return 0, nil, err
 	}
 	b := resp.Body()
 	if len(b) > maxControlBody {
-		b = b[:maxControlBody]
+		return 0, nil, p.controlTooLarge(ep, path)
 	}
 	return resp.StatusCode(), append([]byte(nil), b...), nil
 }

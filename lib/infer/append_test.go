@@ -20,11 +20,11 @@ import (
 func TestAppendAnswersAgain(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 10})
-	runWant(t, cli.ExitOK, s.args("--max-tokens", "8")...)
+	runWant(t, cli.ExitOK, s.args("--max-tokens", "8", "--seed", "1")...)
 	checkEmptyErrors(t, s.errs())
 	first := readRecords(t, s.out)
 
-	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "8", "--resume")...)
+	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "8", "--seed", "1", "--resume")...)
 	if n := len(readRecords(t, s.out)); n != 10 || !strings.Contains(res.stderr, "skipped 10") {
 		t.Fatalf("--resume: %d records, want the 10 kept:\n%s", n, res.stderr)
 	}
@@ -81,7 +81,7 @@ func TestRegenerateAppend(t *testing.T) {
 		t.Fatalf("%d done and %d failed of %d: the test needs some of each", len(done), failed, len(lines))
 	}
 
-	sim := startSim(t, 1, "--instant")
+	sim := startSim(t, 1, "--instant", "--model", "m") // the model the first server served
 	r := runBinary(t, "-e", sim.urls[0], "--regenerate", "--append", "-o", out, in, "--progress", "0")
 	if r.Code != cli.ExitOK {
 		t.Fatalf("--append: exit %d\n%s", r.Code, r.Stderr)

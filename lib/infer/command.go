@@ -94,6 +94,9 @@ type Generate struct {
 	cli.ProgressFlag
 	MetricsAddr string `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics; the address bound is printed. :PORT (no host) listens on every interface, as Go does; 127.0.0.1:PORT on this machine alone; port 0 picks a free one."`
 
+	// AllowChangedSettings: see settings.go.
+	AllowChangedSettings bool `default:"false" help:"With --resume or --append, continue -o FILE under other settings than those its records were made with (--max-tokens, --temperature, --top-p, --stop, --seed, --extra-body, --mix, --samples, --token-ids, --api, the model, ...), refused by default naming the first that differs. Each record names the settings that made it (output.settings), and FILE.settings.jsonl describes them all."`
+
 	// clock is the run's time; nil: the real clock. Tests set it.
 	clock clock.Clock
 }

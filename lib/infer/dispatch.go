@@ -210,6 +210,12 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		TokenIDs:       r.answerTokenIDs(ep, j),
 		Arm:            r.armName(j), ArmParams: j.armSent,
 	}
+	ids, err := r.settingsOf(ep, ep.Name(), j)
+	if err != nil {
+		r.fatal(err)
+		return
+	}
+	out.Settings, out.SettingsFamily = ids.hash, ids.family
 	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
 	}
@@ -345,6 +351,16 @@ func (r *runner) finishConversation(j *job) {
 		out.ServedBy = r.servedBy(out.Endpoint)
 	}
 	out.Arm, out.ArmParams = r.armName(j), j.armSent
+	var ep *fleet.Endpoint
+	if out.Endpoint != "" {
+		ep = r.pool.ByName(out.Endpoint)
+	}
+	ids, err := r.settingsOf(ep, out.Endpoint, j)
+	if err != nil {
+		r.fatal(err)
+		return
+	}
+	out.Settings, out.SettingsFamily = ids.hash, ids.family
 	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
 		return
 	}

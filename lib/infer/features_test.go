@@ -143,7 +143,12 @@ func TestRedoLength(t *testing.T) {
 	if len(cut) == 0 || len(cut) == 60 {
 		t.Fatalf("%d of 60 answers cut by length: the test needs some of each", len(cut))
 	}
-	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "30000", "--resume", "--redo-length")...)
+	// A longer limit is another setting: refused, then allowed.
+	refused := runWant(t, cli.ExitUsage, s.args("--max-tokens", "30000", "--resume", "--redo-length")...)
+	if !strings.Contains(refused.stderr, "was made with max_tokens 400, this run asks 30000") {
+		t.Errorf("the refusal does not name max_tokens:\n%s", refused.stderr)
+	}
+	res := runWant(t, cli.ExitOK, s.args("--max-tokens", "30000", "--resume", "--redo-length", "--allow-changed-settings")...)
 	all := readRecords(t, s.out)
 	redone := all[len(first):]
 	if len(redone) != len(cut) {

@@ -49,7 +49,7 @@ func TestOutputLockedForTheRun(t *testing.T) {
 	if _, err := os.Stat(s.out + ".lock"); !os.IsNotExist(err) {
 		t.Errorf("the lock file is left: %v", err)
 	}
-	r := runBinary(t, s.args("--max-tokens", "8", "--resume")...)
+	r := runBinary(t, s.args("--max-tokens", "8", "--resume", "--allow-changed-settings")...) // a shorter limit, to finish fast
 	if r.Code != cli.ExitOK {
 		t.Fatalf("resume after the lock is released: exit %d\n%s", r.Code, r.Stderr)
 	}

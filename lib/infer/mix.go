@@ -45,8 +45,10 @@ func (r *runner) mixSeed() int64 {
 }
 
 // assignArm gives j its arm, and works out what the arm's settings are
-// once the record's params (p's) are laid over them.
+// once the record's params (p's) are laid over them; and notes the keys
+// the record's params set, for j's settings (settings.go).
 func (r *runner) assignArm(j *job, p *record.Prompt) error {
+	j.params = paramKeys(p.Params)
 	if r.mix == nil {
 		return nil
 	}

@@ -59,6 +59,8 @@ type job struct {
 	// armSent what its requests send of the arm's settings (mix.go).
 	arm     int
 	armSent []byte
+	// params are the keys the record's own params set (settings.go).
+	params string
 }
 
 // readyQueue holds answers whose backoff is over, to be dispatched before

@@ -855,7 +855,7 @@ func TestRegenerateRefusalsAndErrors(t *testing.T) {
 
 	// --resume on a fleet that answers: the failed conversations go on
 	// from their journaled first turn.
-	sim := startSim(t, 1, "--instant")
+	sim := startSim(t, 1, "--instant", "--model", "m") // the model the first server served
 	r = runBinary(t, "-e", sim.urls[0], "--regenerate", "--resume", "-o", out, in, "--progress", "0")
 	if r.Code != cli.ExitOK {
 		t.Fatalf("resume: exit %d\n%s", r.Code, r.Stderr)

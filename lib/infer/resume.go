@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/zeebo/xxh3"
 
@@ -25,6 +26,26 @@ type resumeInfo struct {
 	Length     int64 // of those, or beside them, finish_reason "length" ones redone under --redo-length
 	Unreadable int64 // lines that are not generation records (reported, ignored)
 	Repaired   int64 // bytes of a partial last line removed
+	// Settings counts the records by their settings' hash, and
+	// NoSettings those without one (written before infer recorded them).
+	Settings   map[string]int64
+	NoSettings int64
+}
+
+// countSettings counts a record whose settings' hash is h.
+func (info *resumeInfo) countSettings(h string) {
+	switch {
+	case h == "":
+		info.NoSettings++
+	case info.Settings == nil:
+		info.Settings = map[string]int64{strings.Clone(h): 1}
+	default:
+		if _, ok := info.Settings[h]; ok {
+			info.Settings[h]++
+		} else {
+			info.Settings[strings.Clone(h)] = 1
+		}
+	}
 }
 
 // journalKeys reads the (id, sample) keys the journal at path names,
@@ -57,6 +78,7 @@ type doneRecord struct {
 		Sample       int    `json:"sample"`
 		FinishReason string `json:"finish_reason"`
 		Arm          string `json:"arm"`
+		Settings     string `json:"settings"`
 		Turns        []struct {
 			FinishReason string `json:"finish_reason"`
 		} `json:"turns"`
@@ -120,6 +142,7 @@ func scanDone(path string, skip, redoLength bool, l *ledger, counts map[xxh3.Uin
 		if l.arms != nil {
 			l.arms.see(d.ID.Text, d.Output.Sample, d.Output.Arm)
 		}
+		info.countSettings(d.Output.Settings)
 		if counts != nil {
 			k := conversation.Key(d.ID.Text, d.Output.Sample)
 			if _, ok := counts[k]; ok {

@@ -48,6 +48,9 @@ func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
 	if err := r.discoverModel(); err != nil {
 		return err
 	}
+	if err := r.checkModel(r.resumed); err != nil {
+		return err
+	}
 	if err := r.startTokenIDs(); err != nil {
 		return err
 	}
@@ -126,6 +129,10 @@ type runner struct {
 	// mix is --mix (mix.go), with each arm's figures.
 	mix  *mix.Mix
 	arms []armCounts
+	// settings are the answers' settings and their sidecar (settings.go);
+	// resumed is what reading the file continued found.
+	settings *settingsBook
+	resumed  resumeInfo
 
 	// cleanup undoes the steps taken so far, last first (see close).
 	cleanup []func()
@@ -153,6 +160,9 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	}
 	if r.mix != nil {
 		r.arms = make([]armCounts, len(r.mix.Arms))
+	}
+	if r.settings, err = c.runSettings(r.mix); err != nil {
+		return nil, err
 	}
 	r.outPlan = outputPlan{path: c.Output}
 	var planErr error
@@ -188,6 +198,10 @@ func (c *Generate) plan(env *cli.Env) (*runner, error) {
 	r.known = known
 	if !toStdout(c.Output) {
 		if err := r.planJournal(); err != nil {
+			return nil, err
+		}
+		r.settings.path = record.SettingsPath(r.outPlan.path)
+		if _, err := jsonl.CheckSidecar("-o's settings sidecar", r.settings.path); err != nil {
 			return nil, err
 		}
 		// Last: a run that refuses leaves no lock behind. The locks go by
@@ -237,6 +251,7 @@ func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
 	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
 	if !toStdout(c.Output) {
 		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(outPath), Kept: true})
+		outputs = append(outputs, jsonl.Output{Flag: "-o's settings sidecar", Path: record.SettingsPath(outPath), Kept: true})
 		outputs = append(outputs, jsonl.LockSidecar("-o", outPath)...)
 	}
 	switch errPath {
@@ -417,11 +432,18 @@ func (r *runner) prepareOutput() error {
 	}
 	arms := &armCheck{m: r.mix, seed: r.mixSeed()}
 	r.ledger.arms = arms
+	if err := r.readSettings(); err != nil {
+		return err
+	}
 	info, err := resumeOutput(path, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
 	if err != nil {
 		return err
 	}
 	if err := arms.err(c.Output); err != nil {
+		return err
+	}
+	r.resumed = info
+	if err := r.checkSettings(info); err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("resuming %s: %s answers already done", c.Output, cli.Thousands(info.Answers))
@@ -489,6 +511,9 @@ const notReadyWarning = time.Minute
 // alone, and the previous run's are tried again.
 func (r *runner) openFiles() error {
 	if err := r.out.Open(); err != nil {
+		return err
+	}
+	if err := r.openSettings(); err != nil {
 		return err
 	}
 	if r.staleJournal {
@@ -653,7 +678,10 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		p.Stop()
 		r.log.p.Store(nil)
 	}
-	werr := r.out.Close()
+	werr := r.closeSettings() // its lines before the records that name them
+	if err := r.out.Close(); werr == nil {
+		werr = err
+	}
 	if r.errs != nil {
 		// The errors file is left even when nothing failed (empty), so
 		// that it can be named wherever the run's files are. A FIFO or

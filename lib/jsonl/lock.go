@@ -152,6 +152,13 @@ func lockName(flag, path, name string) (*Lock, error) {
 				return nil, fmt.Errorf("%s exists and is not a lock file: remove it or use another name", name)
 			}
 		}
+		if local := localOnlyLocks(f); local != "" {
+			f.Close()
+			if created {
+				os.Remove(name)
+			}
+			return nil, fmt.Errorf("%s cannot be locked for %s: its file system (%s) keeps locks on this host alone, so a run on another host would not see this one and both could write %s; use a local disk, or a mount whose locks are shared", name, flag, local, path)
+		}
 		held, err := tryLock(f)
 		if err != nil {
 			f.Close()

@@ -30,10 +30,17 @@ type trainMessage struct {
 	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	Weight           *float64        `json:"weight,omitempty"`
+	// own marks an answer of the model's own (the single answer, a
+	// regenerated turn): the turns --for trains on. Not written.
+	own bool
 }
 
+// The training records' id is the record's id as a string whatever its
+// JSON type (MT-Bench's question_id 81 is "81"), so that the column has
+// one type in every row, as Arrow (Hugging Face datasets' JSON loader)
+// needs: a file mixing integer and string ids does not load.
 type messagesRecord struct {
-	ID       record.ID       `json:"id"`
+	ID       string          `json:"id"`
 	Sample   int             `json:"sample,omitempty"`
 	Messages []trainMessage  `json:"messages"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
@@ -48,7 +55,7 @@ type messagesRecord struct {
 // src/speculators/data_generation/preprocessing.py (_normalize_conversation,
 // the "tools" column) read them.
 type conversationsRecord struct {
-	ID            record.ID       `json:"id"`
+	ID            string          `json:"id"`
 	Sample        int             `json:"sample,omitempty"`
 	Conversations []trainMessage  `json:"conversations"`
 	Tools         json.RawMessage `json:"tools,omitempty"`
@@ -64,7 +71,7 @@ type shareGPTTurn struct {
 }
 
 type shareGPTRecord struct {
-	ID            record.ID      `json:"id"`
+	ID            string         `json:"id"`
 	Sample        int            `json:"sample,omitempty"`
 	Conversations []shareGPTTurn `json:"conversations"`
 	// Tools is the tools' JSON text, as glaive and LLaMA-Factory's
@@ -127,8 +134,9 @@ type convMessage struct {
 type converter struct {
 	to            string
 	withReasoning bool
-	keepTruncated bool // a tool-truncated conversation is written whole, not cut
-	softSwitch    bool // --soft-switch (arm.go)
+	keepTruncated bool   // a tool-truncated conversation is written whole, not cut
+	softSwitch    bool   // --soft-switch (arm.go)
+	trainer       string // --for (trainer.go)
 	gen           generation
 	msgs          []trainMessage
 	turns         []shareGPTTurn
@@ -228,6 +236,11 @@ func (c *converter) conversationTurns() *rejection {
 		}
 		c.msgs = append(c.msgs, tm)
 	}
+	for _, t := range c.keptTurns() {
+		if t.Message >= 0 && t.Message < len(c.msgs) && c.msgs[t.Message].Role == "assistant" {
+			c.msgs[t.Message].own = true
+		}
+	}
 	return nil
 }
 
@@ -251,7 +264,7 @@ func (c *converter) keptTurns() []regeneratedTurn {
 // answer is a single answer's assistant turn.
 func (c *converter) answer() trainMessage {
 	out := &c.gen.Output
-	answer := trainMessage{Role: "assistant", Content: out.Text}
+	answer := trainMessage{Role: "assistant", Content: out.Text, own: true}
 	if !isNull(out.ToolCalls) && string(out.ToolCalls) != "[]" {
 		answer.ToolCalls = out.ToolCalls
 	}
@@ -266,16 +279,24 @@ func (c *converter) encode() ([]byte, *rejection) {
 	g := &c.gen
 	sample := g.Output.Sample
 	var err error
+	if c.trainer != "" {
+		return c.encodeFor()
+	}
+	if c.to != toShareGPT {
+		if rej := c.oneShapeCalls(); rej != nil {
+			return nil, rej
+		}
+	}
 	switch c.to {
 	case toMessages:
-		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID, Sample: sample, Messages: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
+		c.out, err = json.Append(c.out[:0], messagesRecord{ID: g.ID.Text, Sample: sample, Messages: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
 	case toConversations:
-		c.out, err = json.Append(c.out[:0], conversationsRecord{ID: g.ID, Sample: sample, Conversations: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
+		c.out, err = json.Append(c.out[:0], conversationsRecord{ID: g.ID.Text, Sample: sample, Conversations: c.msgs, Tools: c.tools, Arm: g.Output.Arm}, 0)
 	default:
 		if rej := c.shareGPTTurns(); rej != nil {
 			return nil, rej
 		}
-		c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID, Sample: sample, Conversations: c.turns, Tools: string(c.tools), Arm: g.Output.Arm}, 0)
+		c.out, err = json.Append(c.out[:0], shareGPTRecord{ID: g.ID.Text, Sample: sample, Conversations: c.turns, Tools: string(c.tools), Arm: g.Output.Arm}, 0)
 	}
 	return c.out, encodeRejection(err)
 }
@@ -302,6 +323,26 @@ func (c *converter) shareGPTTurns() *rejection {
 			c.turns = append(c.turns, shareGPTTurn{From: from, Value: text, Weight: m.Weight})
 		}
 		c.turns = append(c.turns, shareGPTTurn{From: "function_call", Value: call, Weight: m.Weight})
+	}
+	return nil
+}
+
+// oneShapeCalls writes the turns' tool calls in the one OpenAI shape
+// whatever the record held ({id, type, function: {name, arguments}}, the
+// arguments as JSON text), so that the field has one type in every row.
+func (c *converter) oneShapeCalls() *rejection {
+	for i := range c.msgs {
+		m := &c.msgs[i]
+		if !makesCalls(m.ToolCalls) {
+			continue
+		}
+		calls, err := openAICalls(m.ToolCalls)
+		if err == nil {
+			m.ToolCalls, err = json.Marshal(calls)
+		}
+		if err != nil {
+			return reject(ReasonBadRecord, "message %d: tool_calls: %v", i, err)
+		}
 	}
 	return nil
 }

@@ -88,8 +88,8 @@ func TestConvertConversation(t *testing.T) {
 	}{
 		{"messages", rec(`"a"`, 0, ""), toMessages, false, `{"id":"a","messages":` + plain + `,"tools":` + canon + `}`},
 		{"messages with reasoning, sample 1", rec(`"a"`, 1, ""), toMessages, true, `{"id":"a","sample":1,"messages":` + reasoned + `,"tools":` + canon + `}`},
-		{"conversations", rec(`7`, 0, ""), toConversations, false, `{"id":7,"conversations":` + plain + `,"tools":` + canon + `}`},
-		{"conversations with reasoning", rec(`7`, 1, ""), toConversations, true, `{"id":7,"sample":1,"conversations":` + reasoned + `,"tools":` + canon + `}`},
+		{"conversations", rec(`7`, 0, ""), toConversations, false, `{"id":"7","conversations":` + plain + `,"tools":` + canon + `}`},
+		{"conversations with reasoning", rec(`7`, 1, ""), toConversations, true, `{"id":"7","sample":1,"conversations":` + reasoned + `,"tools":` + canon + `}`},
 		{"sharegpt", rec(`"a"`, 0, ""), toShareGPT, false, `{"id":"a","conversations":[{"from":"system","value":"S"},{"from":"human","value":"Weather in Paris?"},` +
 			gptCall + `,{"from":"observation","value":"18C"},{"from":"gpt","value":"It is 18C."}],"tools":` + quoteJSON(canon) + `}`},
 		{"sharegpt with reasoning", rec(`"a"`, 0, ""), toShareGPT, true, `{"id":"a","conversations":[{"from":"system","value":"S"},{"from":"human","value":"Weather in Paris?"},` +

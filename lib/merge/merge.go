@@ -64,8 +64,13 @@ type Command struct {
 	Prompts        string `help:"The prompt file of the run: its prompts without a good answer are counted as missing, or listed with --missing." default:""`
 	Missing        bool   `help:"Write the prompts from --prompts that still lack a good answer (the to-do list to rerun) instead of the answers." default:"false"`
 	Samples        int    `help:"Samples per prompt of the run (infer --samples): each (id, sample) from 0 to K-1 needs a good answer; with K > 1, --missing lists each missing one as its prompt plus \"sample\": s." default:"1"`
-	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\", as SpecForge and vLLM speculators read it) or sharegpt ({id, conversations} of {from, value}), or tokens (token-exact rows {id, sample, turn, input_ids, loss_mask, num_prompt_tokens, num_answer_tokens} from infer --token-ids, or rebuilt with --tokenizer, with a manifest beside them)." enum:"generation,messages,conversations,sharegpt,tokens" default:"generation"`
+	To             string `help:"Output format: generation (the records as read), messages ({id, messages} with the answer as the last, assistant turn, or the regenerated conversation), conversations (the same under \"conversations\"; the file a trainer loads is --for's) or sharegpt ({id, conversations} of {from, value}), or tokens (token-exact rows {id, sample, turn, input_ids, loss_mask, num_prompt_tokens, num_answer_tokens} from infer --token-ids, or rebuilt with --tokenizer, with a manifest beside them)." enum:"generation,messages,conversations,sharegpt,tokens" default:"generation"`
+	For            string `help:"Write the training file one drafter trainer's data path loads, in exactly its shape (JSON Lines, ids as strings), instead of a --to form (it implies the one the trainer reads; another is refused): specforge ({id, conversations, tools}, one row per answer of the model's own ending with it; train with: specforge train --config RUN.yaml data.train_data_path=train.jsonl data.train_only_last_turn=true), speculators ({id, conversations, tools}, one line per conversation; prepare with: python scripts/prepare_data.py --model MODEL --data train.jsonl --render-endpoint http://localhost:8000 --output data/), modelopt ({id, messages} of role and content; train with: ./launch_train.sh --config eagle3.yaml model.model_name_or_path=MODEL data.data_path=train.jsonl data.chat_template=chat_template_train.jinja training.answer_only_loss=true) or eagle ({id, conversations} of human and gpt turns; train with: cd eagle/traineagle3 && deepspeed main.py --deepspeed_config ds_config.json --basepath MODEL --trainpath train.jsonl --testpath test.jsonl). Only the model's own answers are trained on: a record the trainer cannot carry as the model saw and wrote it (an assistant turn kept as context that the trainer would train on, tools or tool turns where it has none, a system prompt for eagle, turns in an order its loader cuts) is rejected with its reason (context_turn_unmaskable, tools_unsupported, tool_turns_unsupported, system_unsupported, turn_order_unsupported, role_unsupported). With --with-reasoning, reasoning goes where the trainer reads it: reasoning_content (specforge: on each row's answer; speculators), or a <think> block before the answer (modelopt, eagle). Default: none, the --to form." enum:",specforge,speculators,modelopt,eagle" default:""`
 	AllowMixed     bool   `help:"With --to tokens, put rows of different models or chat templates into one file (refused by default)." default:"false"`
+
+	// AllowMixedSettings: see settings.go.
+	AllowMixedSettings bool `help:"With --to (but generation) or --for, put answers made with different settings (infer's output.settings_family: the model, --max-tokens, --temperature, --top-p, --stop, --extra-body, --mix, --api, --regenerate) into one training file (refused by default, naming both and what differs; another seed, --samples, arm, record params, server version or --token-ids is no difference). --allow-mixed is about models and chat templates of --to tokens." default:"false"`
+
 	Manifest       string `placeholder:"FILE" help:"With --to tokens, where the manifest goes (default: beside -o, FILE.manifest.json; none with stdout)." default:""`
 	Tokenizer      string `placeholder:"DIR" help:"With --to tokens, the served model's Hugging Face folder (tokenizer.json, tokenizer_config.json): answers without the server's ids (Ollama, a gateway, infer without --token-ids, a text dataset) get their rows from the model's own chat template and tokenizer, each answer's span up to and including its end-of-turn token; server ids lacking that token get it. Nothing is downloaded." default:""`
 	TemplateKwargs string `placeholder:"JSON" help:"With --tokenizer, the chat_template_kwargs the run sent (infer --extra-body's, e.g. {\"enable_thinking\": false}) for records whose own params and arm name none." default:""`
@@ -107,9 +112,13 @@ type merger struct {
 	out  sink
 	errs *jsonl.Writer
 	conv *converter
+	// trained is what --for wrote (trainer.go).
+	trained *trainerTally
 	// tokens is --to tokens (tokens.go), tally what its sink wrote.
 	tokens *tokenForm
 	tally  tokenTally
+	// settings are the answers' settings (settings.go).
+	settings *settingsTally
 
 	dropEmpty bool
 	// rejected holds rejectKey of every answer filter rejected.
@@ -149,6 +158,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output, MayBeInput: true},
 		{Flag: "--errors", Path: c.Errors}, {Flag: "--rejects", Path: c.Rejects}}
 	outputs = append(outputs, c.tokenOutputs()...)
+	outputs = append(outputs, c.settingsOutputs()...)
 	outputs = append(outputs, jsonl.LockSidecar("-o", c.Output)...)
 	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
 		return err
@@ -171,6 +181,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 }
 
 func (c *Command) newMerger(ctx context.Context) (*merger, error) {
+	if err := c.forUsage(); err != nil {
+		return nil, err
+	}
 	switch {
 	case c.Missing && c.Prompts == "":
 		return nil, cli.Usagef("--missing needs --prompts FILE: the prompts to check for answers")
@@ -223,7 +236,13 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 			m.tokens.kwargs = []byte(c.TemplateKwargs)
 		}
 	default:
-		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning, keepTruncated: c.KeepTruncated, softSwitch: c.SoftSwitch}
+		m.conv = &converter{to: c.To, withReasoning: c.WithReasoning, keepTruncated: c.KeepTruncated, softSwitch: c.SoftSwitch, trainer: c.For}
+		if c.For != "" {
+			m.trained = &trainerTally{trainer: c.For}
+		}
+	}
+	if m.settings, err = c.newSettings(m.conv != nil || m.tokens != nil); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -257,9 +276,13 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	if isParquet(c.Output) {
 		m.out = newParquetSink(file, c.To, int64(c.Memory))
 	}
+	if m.trained != nil {
+		m.out = &trainerSink{inner: m.out, tally: m.trained}
+	}
 	if m.tokens != nil {
 		ts := newTokenSink(m.out, env, c, &m.tally)
 		ts.tok = m.tokens.tok
+		ts.settings = m.settings
 		m.out = ts
 	}
 	defer func() {
@@ -302,6 +325,9 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 		return err
 	}
 	if err := top.finish(m.emit); err != nil {
+		return err
+	}
+	if err := m.settings.writeSidecar(c, env); err != nil {
 		return err
 	}
 	if err := m.out.Close(); err != nil {
@@ -439,6 +465,7 @@ func (m *merger) answer(top *table, seq *int64, e *entry, it *jsonl.Item[scanned
 	}
 	m.read.Add(1)
 	*e = entry{id: p.id.Text, sample: p.sample, numeric: p.id.Numeric, rank: p.rank, digest: p.digest, order: *seq, seq: *seq}
+	e.group = m.settings.group(p.settings, p.family)
 	if isCut(p.rank) {
 		e.cut = p.cut
 	}
@@ -668,6 +695,9 @@ func (m *merger) emit(e *entry) error {
 	}
 	if good {
 		m.good++
+		if err := m.settings.written(e.group); err != nil {
+			return err
+		}
 		return m.write(m.out, e, true)
 	}
 	if !hasPrompts || e.prompt {
@@ -746,6 +776,12 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 	}
 	if m.tokens != nil {
 		parts = append(parts, m.tally.summary())
+	}
+	if s := m.settings.summary(); s != "" {
+		parts = append(parts, s)
+	}
+	if m.trained != nil {
+		parts = append(parts, m.trained.summary())
 	}
 	if m.spills > 0 {
 		parts = append(parts, fmt.Sprintf("spilled %d times, %.1f MB in %.1f MB of temporary files",

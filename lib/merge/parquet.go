@@ -116,7 +116,7 @@ func newParquetSink(file *jsonl.Writer, to string, budget int64) sink {
 		if err := record.Decode(data, &v); err != nil {
 			return err
 		}
-		r.ID, r.Sample, r.Tools, r.Arm = v.ID.Text, int64(v.Sample), nil, optional(v.Arm)
+		r.ID, r.Sample, r.Tools, r.Arm = v.ID, int64(v.Sample), nil, optional(v.Arm)
 		if v.Tools != "" {
 			r.Tools = &v.Tools
 		}

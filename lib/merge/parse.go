@@ -77,6 +77,9 @@ type parsed struct {
 	toolCut bool
 	cutRank uint8
 	cut     cutCounts
+	// settings and family are output.settings and output.settings_family
+	// (raw JSON values, aliasing the record): see settings.go.
+	settings, family []byte
 }
 
 // cutCounts is what cutting a conversation to its last complete exchange
@@ -143,6 +146,7 @@ func parseRecord(data []byte) (parsed, *rejection) {
 			}
 		}
 		p.output, p.digest = outRaw, xxh3.Hash(outRaw)
+		p.settings, p.family = a.settings, a.family
 		if !isNull(rejRaw) {
 			p.rank = rankRejected
 		}
@@ -197,6 +201,7 @@ func isNull(v []byte) bool { return v == nil || string(v) == "null" }
 type answerView struct {
 	sample                             int
 	finish, messages, turns, truncated []byte
+	settings, family                   []byte
 }
 
 // answerFields reads the sample of an output or error object, and of an
@@ -221,6 +226,10 @@ func answerFields(obj []byte, output bool) (answerView, error) {
 			a.turns = value
 		case key == "truncated":
 			a.truncated = value
+		case key == "settings":
+			a.settings = value
+		case key == "settings_family":
+			a.family = value
 		}
 		return nil
 	})

@@ -80,6 +80,7 @@ func (s *spillFile) write(e *entry) error {
 	h = binary.AppendUvarint(h, uint64(e.seq))
 	h = append(h, e.rank, flags)
 	h = binary.LittleEndian.AppendUint64(h, e.digest)
+	h = binary.AppendUvarint(h, uint64(e.group))
 	if flags&flagCut != 0 {
 		h = binary.AppendUvarint(h, uint64(e.cut.turns))
 		h = binary.AppendUvarint(h, uint64(e.cut.calls))
@@ -169,6 +170,10 @@ func (s *spillReader) next() (*entry, error) {
 	if _, err := io.ReadFull(s.r, digest[:]); err != nil {
 		return nil, errCorruptSpill
 	}
+	group, gerr := binary.ReadUvarint(s.r)
+	if gerr != nil || group > 1<<32-1 {
+		return nil, errCorruptSpill
+	}
 	var cut [2]uint64
 	for i := range cut {
 		if flags&flagCut == 0 {
@@ -214,7 +219,7 @@ func (s *spillReader) next() (*entry, error) {
 	}
 	s.e = entry{
 		id: string(s.id), sample: int(v[2]), numeric: flags&flagNumeric != 0, prompt: flags&flagPrompt != 0, head: flags&flagHead != 0,
-		rank: rank, digest: binary.LittleEndian.Uint64(digest[:]), order: int64(v[0]), seq: int64(v[1]), data: s.e.data,
+		rank: rank, digest: binary.LittleEndian.Uint64(digest[:]), group: uint32(group), order: int64(v[0]), seq: int64(v[1]), data: s.e.data,
 		cut: cutCounts{turns: uint32(cut[0]), calls: uint32(cut[1])},
 		src: int32(at[0]), off: int64(at[1]), size: uint32(at[2]), sum: binary.LittleEndian.Uint64(sum[:]),
 	}

@@ -22,6 +22,7 @@ type entry struct {
 	order   int64     // place in the input of the first record with this key
 	seq     int64     // place of the best answer
 	cut     cutCounts // what --to leaves out of the best answer, a cut conversation
+	group   uint32    // the best answer's settings (settings.go)
 	// data is the best answer's record, or with --missing the first
 	// prompt record (answers are then only ranked, not kept).
 	data []byte
@@ -126,7 +127,7 @@ func (t *table) absorb(old, e *entry) {
 		t.m.droppedN++
 	}
 	if e.rank > rankNone && (e.rank > old.rank || e.rank == old.rank && e.seq > old.seq) {
-		old.rank, old.seq, old.digest, old.cut = e.rank, e.seq, e.digest, e.cut
+		old.rank, old.seq, old.digest, old.cut, old.group = e.rank, e.seq, e.digest, e.cut, e.group
 		if !t.m.missing {
 			t.setData(old, e)
 		}

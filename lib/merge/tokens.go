@@ -155,7 +155,9 @@ func (t *tokenForm) convert(data []byte) ([]byte, *rejection) {
 	}
 	for _, r := range rows {
 		t.out = append(t.out, '\n')
-		row := tokenRow{ID: g.ID, Sample: o.Sample, Turn: r.Turn, InputIDs: r.InputIDs, LossMask: r.LossMask, NumPromptTokens: r.NumPromptTokens, NumAnswerTokens: r.NumAnswerTokens, Arm: o.Arm}
+		// The id as a string whatever the dataset's type: a file mixing
+		// integer and string ids is refused by load_dataset("json").
+		row := tokenRow{ID: record.StringID(g.ID.Text), Sample: o.Sample, Turn: r.Turn, InputIDs: r.InputIDs, LossMask: r.LossMask, NumPromptTokens: r.NumPromptTokens, NumAnswerTokens: r.NumAnswerTokens, Arm: o.Arm}
 		if t.out, err = json.Append(t.out, row, 0); err != nil {
 			return nil, encodeRejection(err)
 		}

@@ -50,6 +50,9 @@ type Manifest struct {
 	// Tokenizer is merge --tokenizer's folder: which vocabulary and
 	// template rebuilt the rows of answers without the server's ids.
 	Tokenizer *ManifestTokenizer `json:"tokenizer,omitempty"`
+	// Settings are the settings the records were made with (infer's
+	// output.settings, settings.go), with their records.
+	Settings []ManifestSettings `json:"settings"`
 }
 
 // ManifestTokenizer names a tokenizer by what it holds.
@@ -108,6 +111,7 @@ type tokenSink struct {
 	templates  map[[2]string]int64
 	sampling   map[string]*ManifestSample
 	samplingIn []string // in the order first seen
+	settings   *settingsTally
 }
 
 func newTokenSink(inner sink, env *cli.Env, cmd *Command, tally *tokenTally) *tokenSink {
@@ -286,6 +290,10 @@ func (s *tokenSink) writeManifest() error {
 	})
 	for _, k := range s.samplingIn {
 		m.Sampling = append(m.Sampling, *s.sampling[k])
+	}
+	m.Settings = []ManifestSettings{}
+	if s.settings != nil {
+		m.Settings = s.settings.manifest()
 	}
 	inputs, err := checksums(append(s.cmd.Inputs[:len(s.cmd.Inputs):len(s.cmd.Inputs)], s.cmd.Prompts))
 	if err != nil {

@@ -176,6 +176,11 @@ type Output struct {
 	// settings, the record's own params having won.
 	Arm       string          `json:"arm,omitempty"`
 	ArmParams json.RawMessage `json:"arm_params,omitempty"`
+	// Settings is the hash of the settings that made the answer, and
+	// SettingsFamily the hash of their family (see record.Settings): the
+	// settings sidecar beside infer's output says what each is.
+	Settings       string `json:"settings,omitempty"`
+	SettingsFamily string `json:"settings_family,omitempty"`
 
 	Messages  []Message   `json:"messages,omitempty"`
 	Turns     []Turn      `json:"turns,omitempty"`
@@ -198,9 +203,12 @@ type ConversationOutput struct {
 	LatencyMS    int64       `json:"latency_ms"`
 	Attempts     int         `json:"attempts"`
 	Sample       int         `json:"sample"`
-	// Arm and ArmParams are as in Output (infer --mix).
-	Arm       string          `json:"arm,omitempty"`
-	ArmParams json.RawMessage `json:"arm_params,omitempty"`
+	// Arm and ArmParams are as in Output (infer --mix), and so are
+	// Settings and SettingsFamily.
+	Arm            string          `json:"arm,omitempty"`
+	ArmParams      json.RawMessage `json:"arm_params,omitempty"`
+	Settings       string          `json:"settings,omitempty"`
+	SettingsFamily string          `json:"settings_family,omitempty"`
 	// ServedBy names the server of the first turn (infer --token-ids).
 	ServedBy *ServedBy `json:"served_by,omitempty"`
 }

@@ -65,12 +65,14 @@ func (f fleetDir) startServe(t *testing.T, servers int, flags []string, command 
 	return testbin.Start(t, "serve", append(args, command...)...)
 }
 
-// killServers kills every process group the status file of state names.
+// killServers kills every process of every server the status file of
+// state names.
 func killServers(state string) {
 	if st, err := readState(state); err == nil {
 		for _, s := range st.Servers {
-			if stillRuns(s) {
-				signalGroup(s.PID, syscall.SIGKILL)
+			if stillRuns(st, s) {
+				fam := leftFamily(st, s)
+				fam.kill(fam.members())
 			}
 		}
 	}

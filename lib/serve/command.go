@@ -23,6 +23,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/jsonl"
 )
 
 // Description is serve's --help text.
@@ -85,6 +86,7 @@ type Run struct {
 	LogMaxSize     int           `default:"100" placeholder:"MB" help:"A server's log is rotated once it reaches this many megabytes."`
 	LogKeep        int           `default:"5" placeholder:"N" help:"Rotated logs kept per server, the oldest removed first."`
 	Progress       time.Duration `default:"10s" placeholder:"DURATION" help:"While some server is not ready, say how many are and what the others' checks see this often; 0: never."`
+	Cgroup         string        `default:"auto" enum:"auto,off" help:"auto: on Linux, each start of a server in a cgroup (v2) of its own beside serve's, where serve may make one (root, or a cgroup delegated to the user), so that stopping it ends every process it started, those that left its process group too (setsid); off: none. Either way serve is the servers' subreaper and follows their processes by descent and by a mark in their environment (TOKENMILL_SERVE_TREE)."`
 
 	clk clock.Clock // nil: the real clock
 }
@@ -125,6 +127,15 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer lockFile.Close()
+	// One serve writes an endpoints file: two would replace each other's
+	// list. Each node's serve writes its own, into one directory infer
+	// reads whole.
+	epLock, err := jsonl.LockFile("--endpoints-file", endpoints)
+	if err != nil {
+		return fmt.Errorf("%w (another serve writes it: give each serve an --endpoints-file of its own, e.g. DIR/$(hostname).txt, and infer --endpoints-file DIR reads them all)", err)
+	}
+	defer epLock.Release()
+	defer setupTrees(c.Cgroup == "auto")()
 
 	var targets []fleet.Target
 	for _, s := range specs {
@@ -171,6 +182,7 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 	})
 	env.Logf("starting %d servers on %s, ports %d-%d%s: %s; status, logs and endpoints in %s",
 		len(specs), c.Host, specs[0].port, specs[len(specs)-1].port, gpuText(specs, c.GPUsPerServer), strings.Join(st.Command, " "), c.StateDir)
+	env.Logf("%s", trees.describe())
 	err = sup.run(ctx)
 	final, _ := sup.snapshot()
 	restarts := 0

@@ -34,7 +34,7 @@ func (b *buffer) String() string {
 
 func shell(t *testing.T, script string, log *buffer) *proc {
 	t.Helper()
-	p, err := launch(spec{args: []string{"sh", "-c", script}}, log)
+	p, err := launch(spec{args: []string{"sh", "-c", script}}, log, newFamily(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	if len(pids) != 3 {
 		t.Fatalf("the group holds %v, want the shell and two workers", pids)
 	}
-	if err := p.stop(200 * time.Millisecond); err != nil {
+	if _, err := p.stop(200 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if got := p.exitText(); got != "killed by SIGKILL" {
@@ -91,7 +91,7 @@ func TestStopGraceful(t *testing.T) {
 	waitLine(t, log, "started")
 	pids := groupAlive(p.pgid)
 	start := time.Now()
-	if err := p.stop(time.Minute); err != nil {
+	if _, err := p.stop(time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if waited := time.Since(start); waited >= time.Minute {
@@ -118,7 +118,7 @@ func TestCrashLeavesWorkers(t *testing.T) {
 	if !running(worker, 0) {
 		t.Fatalf("the worker %d is not running:\n%s", worker, log.String())
 	}
-	if err := clearGroup(p.pgid, 200*time.Millisecond); err != nil {
+	if _, err := clearFamily(p.fam, 200*time.Millisecond, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	assertGone(t, []int{worker})
@@ -131,7 +131,7 @@ func TestLogRotation(t *testing.T) {
 	log := &lumberjack.Logger{Filename: filepath.Join(dir, "server-0.log"), MaxSize: 1, MaxBackups: 5}
 	defer log.Close()
 	const size = 2<<20 + 12345
-	p, err := launch(spec{args: []string{"sh", "-c", "head -c " + strconv.Itoa(size) + " /dev/zero | tr '\\0' x"}}, log)
+	p, err := launch(spec{args: []string{"sh", "-c", "head -c " + strconv.Itoa(size) + " /dev/zero | tr '\\0' x"}}, log, newFamily(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

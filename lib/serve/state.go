@@ -80,11 +80,22 @@ type Server struct {
 	LastExitAt   time.Time `json:"last_exit_at,omitzero"`
 	Check        string    `json:"check,omitempty"` // what the last readiness check saw
 	Log          string    `json:"log"`
+	// Cgroup is the cgroup of the start running now, where it has one:
+	// every process it started is there, whatever group it went to.
+	Cgroup string `json:"cgroup,omitempty"`
 }
+
+// maxStateFile bounds what is read of a status file: far past any
+// fleet's, and never a device without end.
+const maxStateFile = 16 << 20
+
+// saveBound is how long serve, at its end, waits for its last state to
+// be written before it exits without.
+const saveBound = 10 * time.Second
 
 // readState reads the status file of dir; a missing one is os.ErrNotExist.
 func readState(dir string) (*State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateName))
+	b, err := readStateFile(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -95,14 +106,29 @@ func readState(dir string) (*State, error) {
 	return &st, nil
 }
 
+// readStateFile is the status file's bytes: a regular file, read within
+// maxStateFile and never waited on (a FIFO there is refused).
+func readStateFile(dir string) ([]byte, error) {
+	return jsonl.ReadRegular(filepath.Join(dir, stateName), maxStateFile)
+}
+
 // writeState replaces the status file at once (a reader sees the old or
 // the new, whole), with secrets (nil: none) replaced by ***.
 func writeState(dir string, st *State, secrets *cli.Secrets) error {
-	b, err := json.MarshalIndent(st, "", "  ")
+	b, err := stateBytes(st, secrets)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, stateName), append(secrets.Redact(b), '\n'))
+	return writeAtomic(filepath.Join(dir, stateName), b)
+}
+
+// stateBytes is the status file's text for st.
+func stateBytes(st *State, secrets *cli.Secrets) ([]byte, error) {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(secrets.Redact(b), '\n'), nil
 }
 
 // checkFiles refuses, before anything is written, a state directory or
@@ -131,10 +157,39 @@ func checkFiles(dir, endpoints string, servers int) error {
 	if st, err := os.Lstat(filepath.Join(dir, logsName)); err == nil && !st.IsDir() {
 		return cli.Usagef("%q is not a directory: serve keeps the servers' logs there", filepath.Join(dir, logsName))
 	}
+	for _, f := range append([]jsonl.Output{{Flag: "--endpoints-file", Path: endpoints}}, own...) {
+		if err := replaceable(f.Path); err != nil {
+			return cli.Usagef("%s: %v", f.Flag, err)
+		}
+	}
 	return jsonl.CheckPaths(nil, append([]jsonl.Output{{Flag: "--endpoints-file", Path: endpoints, Kept: true}}, own...), false)
 }
 
+// replaceable refuses a file serve would have to write into rather than
+// replace: a FIFO (whose open waits for a reader: serve blocked there,
+// deaf to signals), a device, a socket, or a link to one. Absent, or a
+// regular file (a link to one is replaced, not followed), it is nil.
+func replaceable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() || st.IsDir() {
+		return nil // a directory is refused by the writer, naming it
+	}
+	kind := "not a regular file"
+	switch m := st.Mode(); {
+	case m&os.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&os.ModeDevice != 0:
+		kind = "a device"
+	case m&os.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Errorf("%q is %s: serve writes its own files whole, never into a FIFO (whose open waits for a reader) or a device, so it must be a regular file or not exist yet", path, kind)
+}
+
 func writeAtomic(path string, b []byte) error {
+	if err := replaceable(path); err != nil {
+		return err
+	}
 	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
@@ -160,30 +215,42 @@ func endpointsText(st *State) []byte {
 	return b.Bytes()
 }
 
-// leftovers are the servers of st whose process group still runs: a
-// serve that was killed (-9) could not stop them.
+// leftovers are the servers of st whose processes still run: a serve
+// that was killed (-9) could not stop them.
 func leftovers(st *State) []Server {
 	var out []Server
 	for _, s := range st.Servers {
-		if stillRuns(s) {
+		if stillRuns(st, s) {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// stillRuns reports whether server s's process group runs: its leader
-// (a process that has the pid since is another's, and so is its group:
-// a pid is not given again while a group has its number), or the workers
-// of a leader that is gone.
-func stillRuns(s Server) bool {
+// stillRuns reports whether a process of server s of st runs: its
+// leader (a process that has the pid since is another's, and so is its
+// group: a pid is not given again while a group has its number), the
+// workers of a leader that is gone, or what is left in its cgroup or
+// carries its mark (leftFamily).
+func stillRuns(st *State, s Server) bool {
 	switch {
 	case s.PID <= 0:
 		return false
-	case running(s.PID, 0):
-		return running(s.PID, s.PIDStart)
+	case running(s.PID, 0) && !running(s.PID, s.PIDStart):
+		return false
 	}
-	return len(groupAlive(s.PID)) > 0
+	return len(leftFamily(st, s).members()) > 0
+}
+
+// leftFamily is server s of a serve that no longer runs, as serve stop
+// and the next serve find it: its group, its cgroup, and the processes
+// (init's now) that carry its mark.
+func leftFamily(st *State, s Server) *family {
+	f := &family{pgid: s.PID, marker: fmt.Sprintf("%s%d:", serveMark(st.PID, st.PIDStart), s.Index), anyParent: true, seen: map[int]uint64{}}
+	if s.Cgroup != "" {
+		f.cg = &cgroup{dir: s.Cgroup, fd: -1}
+	}
+	return f
 }
 
 // describe names servers for a message: "server 0 (pid 123, port 30000)".

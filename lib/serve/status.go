@@ -62,7 +62,7 @@ func (c *Status) Run(ctx context.Context, env *cli.Env) error {
 	}
 	out := bufio.NewWriter(env.Stdout)
 	if c.JSON {
-		b, err := os.ReadFile(filepath.Join(c.StateDir, stateName))
+		b, err := readStateFile(c.StateDir)
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func writeStatus(w *bufio.Writer, st *State, runs bool, now time.Time) {
 	for _, s := range st.Servers {
 		state := s.State
 		switch {
-		case !runs && stillRuns(s):
+		case !runs && stillRuns(st, s):
 			state = "left running"
 		case !runs && state != stateGivenUp:
 			state = stateStopped
@@ -166,12 +166,26 @@ func (c *Stop) Run(ctx context.Context, env *cli.Env) error {
 	var failed []error
 	now := time.Now()
 	for _, s := range left {
-		if err := clearGroup(s.PID, c.Grace); err != nil {
+		fam := leftFamily(st, s)
+		report, err := clearFamily(fam, c.Grace, nil, false)
+		if report != "" {
+			env.Logf("server %d: %s", s.Index, report)
+		}
+		if err != nil {
 			failed = append(failed, fmt.Errorf("server %d: %w", s.Index, err))
 			continue
 		}
+		fam.close()
 		sv := &st.Servers[s.Index]
-		sv.State, sv.PID, sv.PIDStart, sv.LastExit, sv.LastExitAt = stateStopped, 0, 0, "stopped by serve stop", now
+		sv.State, sv.PID, sv.PIDStart, sv.LastExit, sv.LastExitAt, sv.Cgroup = stateStopped, 0, 0, "stopped by serve stop", now, ""
+		if report != "" {
+			sv.LastExit += "; " + report
+		}
+	}
+	for _, s := range left {
+		if s.Cgroup != "" {
+			os.Remove(filepath.Dir(s.Cgroup)) // the serve's cgroups' directory, once empty
+		}
 	}
 	st.Updated = now
 	if err := writeState(c.StateDir, st, nil); err != nil {

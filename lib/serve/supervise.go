@@ -38,19 +38,36 @@ type supervisor struct {
 	endpoints  string // the endpoints file
 	logf       func(format string, args ...any)
 	secrets    *cli.Secrets // replaced by *** in the status file (nil: none)
+	saveBound  time.Duration
+	write      func(path string, b []byte) error // writeAtomic; a test's stand-in
 
-	mu       sync.Mutex
-	st       State
-	procs    []*proc // the start running now, per server (nil: none)
-	lastURLs string  // what the endpoints file lists
-	failed   map[string]bool
-	changed  chan struct{} // closed and replaced on every change
+	mu      sync.Mutex
+	st      State
+	procs   []*proc // the start running now, per server (nil: none)
+	failed  map[string]bool
+	changed chan struct{} // closed and replaced on every change
+	// The files are written by a goroutine of their own (writer), never
+	// under mu: a write that blocks (a file system that hangs) holds up
+	// neither the servers' supervision nor a signal's stop.
+	next    *saveJob      // the latest state to write, nil once taken
+	queued  uint64        // saves asked for
+	written uint64        // saves done (written or failed)
+	wrote   chan struct{} // closed and replaced whenever a save is done
+	wake    chan struct{} // a save waits (capacity 1)
+}
+
+// saveJob is one save: the status file's bytes, and the endpoints file's
+// with the URLs it lists.
+type saveJob struct {
+	state     []byte
+	urls      string
+	endpoints []byte
+	n         uint64
 }
 
 func newSupervisor(specs []spec, st State) *supervisor {
-	s := &supervisor{specs: specs, st: st, procs: make([]*proc, len(specs)), failed: map[string]bool{}, changed: make(chan struct{})}
-	s.lastURLs = "\x00" // the first save writes the file
-	return s
+	return &supervisor{specs: specs, st: st, procs: make([]*proc, len(specs)), failed: map[string]bool{}, changed: make(chan struct{}),
+		wrote: make(chan struct{}), wake: make(chan struct{}, 1), saveBound: saveBound, write: writeAtomic}
 }
 
 // openLogs opens each server's log, rotated at maxMB megabytes, keep old
@@ -71,30 +88,102 @@ func (s *supervisor) update(i int, f func(*Server)) {
 	s.saveLocked()
 }
 
-// saveLocked writes the status file and, when the servers ready have
-// changed, the endpoints file; both are replaced at once, so a reader
-// never sees half of one. A write that fails is said once per error and
-// tried again at the next change.
+// saveLocked hands the state to the writer: the status file and, when
+// the servers ready have changed, the endpoints file, each replaced at
+// once, so that a reader never sees half of one. A write that fails is
+// said once per error and tried again at the next change.
 func (s *supervisor) saveLocked() {
 	s.st.Updated = s.clk.Now()
-	if err := writeState(s.dir, &s.st, s.secrets); err != nil {
-		s.reportLocked("the status file", err)
-	}
 	var urls []string
 	for _, sv := range s.st.Servers {
 		if sv.State == stateReady {
 			urls = append(urls, sv.URL)
 		}
 	}
-	if joined := strings.Join(urls, "\n"); joined != s.lastURLs {
-		if err := writeAtomic(s.endpoints, endpointsText(&s.st)); err != nil {
-			s.reportLocked("the endpoints file", err)
-		} else {
-			s.lastURLs = joined
-		}
+	state, err := stateBytes(&s.st, s.secrets)
+	if err != nil {
+		s.reportLocked("the status file", err)
+	}
+	s.queued++
+	s.next = &saveJob{state: state, urls: strings.Join(urls, "\n"), endpoints: endpointsText(&s.st), n: s.queued}
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// writer writes what saveLocked hands it until stop is closed: the
+// latest state only, however many changes came while it wrote.
+func (s *supervisor) writer(stop <-chan struct{}) {
+	listed := "\x00" // what the endpoints file lists; the first save writes it
+	for {
+		select {
+		case <-s.wake:
+		case <-stop:
+			return
+		}
+		s.mu.Lock()
+		job := s.next
+		s.next = nil
+		s.mu.Unlock()
+		if job == nil {
+			continue
+		}
+		var errs [2]error
+		if job.state != nil {
+			errs[0] = s.write(filepath.Join(s.dir, stateName), job.state)
+		}
+		if job.urls != listed {
+			if errs[1] = s.write(s.endpoints, job.endpoints); errs[1] == nil {
+				listed = job.urls
+			}
+		}
+		s.mu.Lock()
+		for i, what := range []string{"the status file", "the endpoints file"} {
+			if errs[i] != nil {
+				s.reportLocked(what, errs[i])
+			}
+		}
+		s.written = job.n
+		close(s.wrote)
+		s.wrote = make(chan struct{})
+		s.mu.Unlock()
+	}
+}
+
+// flush waits, up to bound, for the saves asked for so far to be done;
+// false (said) when the writer is held up past it.
+func (s *supervisor) flush(bound time.Duration) bool {
+	if s.saved(context.Background(), bound) {
+		return true
+	}
+	s.logf("the status file and the endpoints file are not written after %v (their file system does not answer?): they may show an earlier state", bound)
+	return false
+}
+
+// saved waits, up to bound or until ctx ends, for the saves asked
+// for so far to be done (written, or failed and said): a server said to
+// be ready is listed in the endpoints file by then.
+func (s *supervisor) saved(ctx context.Context, bound time.Duration) bool {
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		done, wrote := s.written >= s.queued, s.wrote
+		s.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-wrote:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func (s *supervisor) reportLocked(what string, err error) {
@@ -119,12 +208,16 @@ func (s *supervisor) setProc(i int, p *proc) {
 	s.mu.Unlock()
 }
 
-// killAll sends SIGKILL to every server's group at once: the second
-// signal, when waiting out the grace period is not wanted.
+// killAll sends SIGKILL to every server's family at once: the second
+// signal, when waiting out the grace period is not wanted. It holds mu
+// until the processes are gone, so that the run does not end meanwhile
+// (serve then exits at once, saying so); mu is never held across a
+// write, so nothing here waits on one.
 func (s *supervisor) killAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range s.procs {
+	procs := s.procs
+	for _, p := range procs {
 		if p != nil {
 			p.killNow()
 		}
@@ -132,16 +225,28 @@ func (s *supervisor) killAll() {
 	// serve exits next: it waits (bounded) until the processes are gone,
 	// so nothing of them outlives it for as long as a loaded machine
 	// takes to end them.
-	for _, p := range s.procs {
+	for _, p := range procs {
 		if p != nil {
-			waitGroup(p.pgid, killBound)
+			waitFamily(p.fam, killBound)
 		}
 	}
+	// serve exits at once: its deferred calls do not run. Its cgroups are
+	// removed if they can be now (each once its last process is reaped).
+	reapNow()
+	for _, p := range procs {
+		if p != nil && p.fam.cg != nil {
+			p.fam.cg.tryRemove()
+		}
+	}
+	tryRemoveCgroups()
 }
 
 // run keeps every server up until ctx ends, then stops them all; or
 // until every server has been given up, which is an error.
 func (s *supervisor) run(ctx context.Context) error {
+	stopWriter := make(chan struct{})
+	go s.writer(stopWriter)
+	defer close(stopWriter)
 	var wg sync.WaitGroup
 	for i := range s.specs {
 		wg.Add(1)
@@ -159,15 +264,19 @@ func (s *supervisor) run(ctx context.Context) error {
 	wg.Wait()
 	stopProgress()
 	<-progressDone
+	sweepOrphans(s.grace, s.logf)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ctx.Err() != nil {
+	stopped := ctx.Err() != nil
+	s.st.State = serveFailed
+	if stopped {
 		s.st.State = serveStopped
-		s.saveLocked()
+	}
+	s.saveLocked()
+	s.mu.Unlock()
+	s.flush(s.saveBound)
+	if stopped {
 		return nil
 	}
-	s.st.State = serveFailed
-	s.saveLocked()
 	return fmt.Errorf("every server was given up (see their logs in %s)", filepath.Join(s.dir, logsName))
 }
 
@@ -218,8 +327,10 @@ func (s *supervisor) runOnce(ctx context.Context, i, start int) (life, string) {
 	now := s.clk.Now()
 	l := life{started: now}
 	fmt.Fprintf(s.logs[i], "=== serve: start %d of server %d (%s) at %s: %s\n", start+1, i, sv.url, now.Format(time.RFC3339), commandLine(sv))
-	p, err := launch(sv, s.logs[i])
+	fam := newFamily(i, start)
+	p, err := launch(sv, s.logs[i], fam)
 	if err != nil {
+		fam.close()
 		why := "could not start (" + err.Error() + ")"
 		s.update(i, func(e *Server) {
 			e.Restarts, e.State, e.Started, e.LastExit, e.LastExitAt = start, stateStarting, now, why, now
@@ -230,8 +341,12 @@ func (s *supervisor) runOnce(ctx context.Context, i, start int) (life, string) {
 	defer s.setProc(i, nil)
 	s.update(i, func(e *Server) {
 		e.Restarts, e.State, e.PID, e.PIDStart, e.Started = start, stateStarting, p.pgid, p.start, now
-		e.ReadySince, e.NextStart, e.Check = time.Time{}, time.Time{}, ""
+		e.ReadySince, e.NextStart, e.Check, e.Cgroup = time.Time{}, time.Time{}, "", ""
+		if fam.cg != nil {
+			e.Cgroup = fam.cg.dir
+		}
 	})
+	var looked time.Time // when the family was last looked at
 	results := make(chan checked, 1)
 	checking := false
 	probe := s.clk.NewTimer(min(s.probeEvery, 250*time.Millisecond))
@@ -240,10 +355,18 @@ func (s *supervisor) runOnce(ctx context.Context, i, start int) (life, string) {
 		select {
 		case <-ctx.Done():
 			s.update(i, func(e *Server) { e.State = stateStopping })
-			return l, s.end(i, p, "stopped by serve", p.stop(s.grace))
+			report, err := p.stop(s.grace)
+			return l, s.end(i, p, "stopped by serve", report, err)
 		case <-p.done:
-			return l, s.end(i, p, "exited ("+p.exitText()+")", clearGroup(p.pgid, s.grace))
+			report, err := clearFamily(p.fam, s.grace, nil, false)
+			return l, s.end(i, p, "exited ("+p.exitText()+")", report, err)
 		case <-probe.C():
+			// The family is looked at now and then, so that a worker that
+			// leaves the server's tree unmarked is known by then.
+			if now := time.Now(); now.Sub(looked) >= time.Second {
+				looked = now
+				p.fam.members()
+			}
 			if !checking {
 				checking = true
 				go func() {
@@ -259,6 +382,7 @@ func (s *supervisor) runOnce(ctx context.Context, i, start int) (life, string) {
 			switch v {
 			case nowReady:
 				s.update(i, func(e *Server) { e.State, e.ReadySince, e.FailedStarts, e.Check = stateReady, now, 0, r.note })
+				s.saved(ctx, s.saveBound) // said once the endpoints file lists it
 				s.logf("server %d (%s) is ready after %v (%s)", i, sv.url, now.Sub(l.started).Round(time.Millisecond), r.note)
 			case nowFailing:
 				s.update(i, func(e *Server) { e.State, e.Check = stateUnhealthy, r.note })
@@ -269,7 +393,8 @@ func (s *supervisor) runOnce(ctx context.Context, i, start int) (life, string) {
 			case restart:
 				s.update(i, func(e *Server) { e.State, e.Check = stateStopping, r.note })
 				s.logf("server %d (%s): %s (last: %s): stopping it (SIGTERM, SIGKILL after %v)", i, sv.url, reason, r.note, s.grace)
-				return l, s.end(i, p, "stopped: "+reason, p.stop(s.grace))
+				report, err := p.stop(s.grace)
+				return l, s.end(i, p, "stopped: "+reason, report, err)
 			default:
 				if s.note(i) != r.note {
 					s.update(i, func(e *Server) { e.Check = r.note })
@@ -279,21 +404,32 @@ func (s *supervisor) runOnce(ctx context.Context, i, start int) (life, string) {
 	}
 }
 
-// end records how a start of server i ended and returns why.
-func (s *supervisor) end(i int, p *proc, why string, stopErr error) string {
+// end records how a start of server i ended and returns why, with what
+// of its processes had left its group (report) and what could not be
+// stopped (stopErr).
+func (s *supervisor) end(i int, p *proc, why, report string, stopErr error) string {
 	if why == "stopped by serve" || strings.HasPrefix(why, "stopped: ") {
 		why += " (" + p.exitText() + ")"
+	}
+	if report != "" {
+		s.logf("server %d (%s): %s", i, s.specs[i].url, report)
+		why += "; " + report
 	}
 	if stopErr != nil {
 		s.logf("server %d: %v", i, stopErr)
 		why += "; " + stopErr.Error()
+	} else {
+		p.fam.close()
 	}
 	now := s.clk.Now()
 	fmt.Fprintf(s.logs[i], "=== serve: server %d %s at %s\n", i, why, now.Format(time.RFC3339))
 	s.update(i, func(e *Server) {
-		e.State, e.PID, e.PIDStart, e.ReadySince, e.LastExit, e.LastExitAt, e.Check = stateStopped, 0, 0, time.Time{}, why, now, ""
+		e.State, e.PID, e.PIDStart, e.ReadySince, e.LastExit, e.LastExitAt, e.Check, e.Cgroup = stateStopped, 0, 0, time.Time{}, why, now, "", ""
 		if stopErr != nil {
 			e.PID, e.PIDStart = p.pgid, p.start // still there: serve stop and the next serve find it
+			if p.fam.cg != nil {
+				e.Cgroup = p.fam.cg.dir
+			}
 		}
 	})
 	return why
@@ -326,6 +462,9 @@ func (s *supervisor) report(ctx context.Context) {
 			if sv.State == stateReady {
 				ready++
 			}
+		}
+		if active > 0 && ready == active && !full {
+			s.saved(ctx, s.saveBound) // said once the endpoints file lists them
 		}
 		switch {
 		case active > 0 && ready == active && !full && !once:

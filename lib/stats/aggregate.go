@@ -160,6 +160,10 @@ type aggregator struct {
 	// arms are the mixture's (arms.go); nil until a record names one.
 	arms  map[string]*armAgg
 	noArm armAgg
+	// settings are the answers' settings (settings.go); nil until a
+	// record names some.
+	settings   map[string]*settingsAgg
+	noSettings settingsAgg
 }
 
 // Indexes of aggregator.lengths.
@@ -202,6 +206,7 @@ func (a *aggregator) add(f *fact, file string, line int64) {
 	if f.kind != record.KindPrompt {
 		a.ctx.add(f)
 		a.addArm(f)
+		a.addSettings(f)
 	}
 	switch f.kind {
 	case record.KindGeneration:
@@ -347,6 +352,7 @@ func (a *aggregator) report(top int, wallSeconds float64, contextLength int64) *
 		r.Context = a.ctx.report(contextLength)
 	}
 	r.Arms = a.armsReport(wallSeconds)
+	r.Settings = a.settingsReport()
 	for status, n := range a.statuses {
 		r.Errors.ByStatus = append(r.Errors.ByStatus, StatusCount{Status: status, Count: n})
 	}

@@ -158,6 +158,10 @@ type (
 		Truncated *truncatedView    `json:"truncated"`
 		// Arm is the sampling mixture's arm (infer --mix).
 		Arm string `json:"arm"`
+		// Settings and SettingsFamily are the hashes of the settings that
+		// made the answer (settings.go).
+		Settings       string `json:"settings"`
+		SettingsFamily string `json:"settings_family"`
 		// Only whether they are there: tokenAgg reads the ids.
 		PromptTokenIDs json.RawMessage `json:"prompt_token_ids"`
 	}
@@ -243,6 +247,9 @@ type fact struct {
 	arm string
 	// tokens: the output or one of its turns carries prompt_token_ids.
 	tokens bool
+	// settings and family are output.settings and settings_family ("":
+	// none).
+	settings, family string
 }
 
 // turnFact is what one regenerated turn contributes.
@@ -289,6 +296,7 @@ func parse(data []byte, f *fact) *parseError {
 		f.answer, f.hasReas, f.reasoning = o.Text.n, o.Reasoning.n > 0, o.Reasoning.n
 		f.empty = (!o.Text.set || o.Text.blank) && isNullRaw(o.ToolCalls)
 		f.finish, f.endpoint, f.latency, f.arm = o.FinishReason, o.Endpoint, o.LatencyMS, o.Arm
+		f.settings, f.family = o.Settings, o.SettingsFamily
 		if o.Usage != nil {
 			f.usage, f.pTokens, f.cTokens = true, o.Usage.PromptTokens, o.Usage.CompletionTokens
 		}

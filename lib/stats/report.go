@@ -69,6 +69,10 @@ type Report struct {
 	// Arms breaks the answers down by their sampling mixture's arm (infer
 	// --mix), when a record names one (arms.go).
 	Arms []Arm `json:"arms,omitempty"`
+	// Settings breaks the generation records down by the settings that
+	// made them (infer's output.settings), when a record names some
+	// (settings.go).
+	Settings []SettingsGroup `json:"settings,omitempty"`
 }
 
 // Checks reports the quality checks over the generation records.
@@ -289,6 +293,9 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 	}
 	if len(r.Arms) > 0 {
 		writeArms(&b, r.Arms, r.WallSeconds)
+	}
+	if len(r.Settings) > 0 {
+		writeSettings(&b, r.Settings)
 	}
 	if r.Conversations != nil {
 		writeConversations(&b, r.Conversations)

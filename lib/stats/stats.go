@@ -141,6 +141,10 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}
 
 	report := agg.report(c.Top, c.Wall.Seconds(), c.ContextLength)
+	if err := describeSettings(report, inputs); err != nil {
+		rejects.Abort()
+		return err
+	}
 	report.Inputs = inputs
 	report.Bytes = prog.bytes.Load()
 	report.Rejected = rejects.Total()
