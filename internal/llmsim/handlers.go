@@ -184,6 +184,10 @@ type choiceState struct {
 	reasoning int        // the first tokens that are reasoning (chat with --reasoning)
 	inline    int        // the first tokens of the content that are a think block (thinking.go)
 	thinkOff  bool       // the request turned thinking off (chat_template_kwargs)
+	// eos: the answer's last token is the end-of-turn id the model ended
+	// with (llmsim's own tokenizers: as vLLM's token_ids hold it), which
+	// writes no text.
+	eos int
 	limit     int        // max_new_tokens after the context cap, for finish "length"
 	calls     []toolCall // the answer calls tools instead of writing text
 	// degen shapes a degenerate answer (degenerate.go): a loop from token
@@ -392,6 +396,9 @@ func (e *Endpoint) newFlight(j *job, n uint64) (*flight, error) {
 		}
 		e.degenerate(f, c, limit)
 		tok.answer(c)
+		if c.model == nil {
+			c.endOfTurn(j.api, limit)
+		}
 		f.choices[i] = c
 	}
 	f.remaining.Store(int32(j.n))

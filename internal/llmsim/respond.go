@@ -41,6 +41,7 @@ func (c *choiceState) appendContent(dst []byte, from, to int) []byte {
 	if c.model != nil {
 		return c.model.appendContent(dst, from, to, c.reasoning)
 	}
+	to = min(to, c.textTokens()) // the end-of-turn id writes nothing
 	from, to = max(from, c.reasoning)-c.reasoning, max(to, c.reasoning)-c.reasoning
 	if c.inline > 0 {
 		if from < c.inline {

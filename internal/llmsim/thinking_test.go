@@ -104,8 +104,9 @@ func TestThinking(t *testing.T) {
 			if tt.partOf {
 				answerLen -= tt.reasoning
 			}
-			if got, want := a.Usage.CompletionTokens, answerLen+tt.reasoning+tt.inline; got != want || a.Choices[0].FinishReason != "stop" {
-				t.Errorf("%d tokens (%s), want %d: the answer's %d, reasoning %d, think block %d", got, a.Choices[0].FinishReason, want, natural, tt.reasoning, tt.inline)
+			// +1: the end-of-turn id the answer ends with.
+			if got, want := a.Usage.CompletionTokens, answerLen+tt.reasoning+tt.inline+1; got != want || a.Choices[0].FinishReason != "stop" {
+				t.Errorf("%d tokens (%s), want %d: the answer's %d, reasoning %d, think block %d, end of turn 1", got, a.Choices[0].FinishReason, want, natural, tt.reasoning, tt.inline)
 			}
 			shown := 0
 			if m.Reasoning != nil {

@@ -473,6 +473,34 @@ func appendToolCallIDs(ids []int, calls []toolCall) []int {
 	return ids
 }
 
+// endOfTurn makes an answer that ends on its own end with the end-of-turn
+// id, one more token than its text, as a real model's does (a model's
+// tokenizer's answers have theirs already, realtok.go); one whose text
+// fills its limit has no room for it and is cut there (length).
+func (c *choiceState) endOfTurn(a api, limit int) {
+	if c.End != finishStop && c.End != finishToolCalls {
+		return
+	}
+	if c.Target+1 > limit {
+		c.End = finishLength
+		return
+	}
+	c.eos = eosText
+	if a == apiChat {
+		c.eos = eosChat
+	}
+	c.Target++
+}
+
+// text is how many of the answer's tokens write text: all but its
+// end-of-turn id.
+func (c *choiceState) textTokens() int {
+	if c.eos != 0 {
+		return c.Target - 1
+	}
+	return c.Target
+}
+
 // answerIDs are the ids of the first n generated tokens of the choice:
 // one per token, the id of its text; a tool call's its calls'; a model's
 // answer's its own (realtok.go).
@@ -482,11 +510,18 @@ func (c *choiceState) answerIDs(n int) []int {
 	}
 	if c.calls != nil {
 		ids := appendToolCallIDs(nil, c.calls)
+		if c.eos != 0 {
+			ids = append(ids, c.eos)
+		}
 		return ids[:min(n, len(ids))]
 	}
 	ids := make([]int, 0, n)
 	var buf []byte
 	for k := 0; k < n; k++ {
+		if c.eos != 0 && k == c.Target-1 {
+			ids = append(ids, c.eos)
+			break
+		}
 		if k < c.reasoning {
 			buf = c.appendReasoning(buf[:0], k, k+1)
 		} else {

@@ -60,8 +60,8 @@ func (e *Endpoint) planToolCalls(f *flight, c *choiceState, tools []wireTool, li
 	}
 	// <tool_call>{"name": ..., "arguments": ...}</tool_call>, as the model writes it
 	need := e.tok().callTokens(calls)
-	if need > limit {
-		return // no room for the call: the model answers in text
+	if need+1 > limit {
+		return // no room for the call and the end of turn after it: the model answers in text
 	}
 	c.calls, c.Target, c.End, c.reasoning = calls, need, finishToolCalls, 0
 }

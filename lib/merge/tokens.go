@@ -58,26 +58,36 @@ type tokenMeta struct {
 	NotPrefix string            `json:"not_prefix,omitempty"` // a conversation as rows per turn, and why
 	Rendered  int               `json:"rendered,omitempty"`   // events rebuilt with --tokenizer
 	EOSAdded  int               `json:"eos_added,omitempty"`  // server answers completed with their end-of-turn id
+	// Ends are the last ids of the server answers the model ended
+	// (finish stop or tool_calls), for the sink to tell the end-of-turn
+	// id they share, without --tokenizer.
+	Ends []int32 `json:"ends,omitempty"`
 }
 
 // tokenGen is the part of a generation record the rows are made of.
 type tokenGen struct {
-	ID     record.ID `json:"id"`
-	Output struct {
-		Sample int `json:"sample"`
+	ID     record.ID   `json:"id"`
+	Output tokenOutput `json:"output"`
+}
+
+// tokenOutput is the part of a generation record's output the rows are
+// made of.
+type tokenOutput struct {
+	Sample       int    `json:"sample"`
+	FinishReason string `json:"finish_reason"`
+	record.TokenIDs
+	Messages []struct {
+		Role             string          `json:"role"`
+		ReasoningContent string          `json:"reasoning_content"`
+		ToolCalls        json.RawMessage `json:"tool_calls"`
+	} `json:"messages"`
+	Turns []struct {
+		Message      int    `json:"message"`
+		FinishReason string `json:"finish_reason"`
 		record.TokenIDs
-		Messages []struct {
-			Role             string          `json:"role"`
-			ReasoningContent string          `json:"reasoning_content"`
-			ToolCalls        json.RawMessage `json:"tool_calls"`
-		} `json:"messages"`
-		Turns []struct {
-			Message int `json:"message"`
-			record.TokenIDs
-		} `json:"turns"`
-		Truncated *convTruncation `json:"truncated"`
-		Arm       string          `json:"arm"`
-	} `json:"output"`
+	} `json:"turns"`
+	Truncated *convTruncation `json:"truncated"`
+	Arm       string          `json:"arm"`
 }
 
 // tokenForm converts generation records into token rows. With a
@@ -191,6 +201,8 @@ func (t *tokenForm) events(data []byte, meta *tokenMeta, n int) ([]record.TokenT
 			ev = record.TokenTurn{PromptTokenIDs: ids.PromptTokenIDs, AnswerTokenIDs: ids.AnswerTokenIDs}
 			if t.tok != nil {
 				ev = t.completeServerTurn(ev, chat[k], meta)
+			} else if finish := finishOf(o, k); (finish == record.FinishStop || finish == "tool_calls") && len(ev.AnswerTokenIDs) > 0 {
+				meta.Ends = append(meta.Ends, ev.AnswerTokenIDs[len(ev.AnswerTokenIDs)-1])
 			}
 		case t.tok == nil && len(o.Turns) == 0:
 			return nil, reject(ReasonNoTokenIDs, "output has no prompt_token_ids: generate with infer --token-ids, or give merge --tokenizer")
@@ -213,6 +225,14 @@ func (t *tokenForm) events(data []byte, meta *tokenMeta, n int) ([]record.TokenT
 		events[k] = ev
 	}
 	return events, nil
+}
+
+// finishOf is the finish reason of the record's k-th event.
+func finishOf(o *tokenOutput, k int) string {
+	if len(o.Turns) == 0 {
+		return o.FinishReason
+	}
+	return o.Turns[k].FinishReason
 }
 
 // renderTurn rebuilds an event's ids with the tokenizer.
@@ -282,6 +302,61 @@ type tokenTally struct {
 	LossTokens       int64            `json:"loss_tokens"`
 	Rendered         int64            `json:"events_rendered_with_tokenizer,omitempty"`
 	EOSAdded         int64            `json:"end_of_turn_added,omitempty"`
+	// EndOfTurn is, without --tokenizer, what the server answers the
+	// model ended end with: the id most of them share, and how many lack it.
+	EndOfTurn *endOfTurnTally `json:"end_of_turn,omitempty"`
+}
+
+// endOfTurnTally tells, without a tokenizer, whether the servers' answer
+// ids hold the end-of-turn id: the answers the model ended (stop,
+// tool_calls) end with one id when they do (vLLM's token_ids), and with
+// their last words' ids, all different, when the server leaves it out.
+type endOfTurnTally struct {
+	ID      *int32 `json:"id"` // the id nearly all share, nil when none does
+	Ended   int64  `json:"answers_ended"`
+	With    int64  `json:"answers_with_it"`
+	Without int64  `json:"answers_without_it"`
+	lasts   map[int32]int64
+}
+
+// endOfTurnShare is the share of ended answers one last id must have to
+// be taken for the end-of-turn id; endOfTurnAnswers the fewest ended
+// answers the summary judges from.
+const (
+	endOfTurnShare   = 0.9
+	endOfTurnAnswers = 20
+)
+
+func (e *endOfTurnTally) add(ends []int32) {
+	if e.lasts == nil {
+		e.lasts = map[int32]int64{}
+	}
+	for _, id := range ends {
+		e.lasts[id]++
+		e.Ended++
+	}
+}
+
+// settle finds the shared id once every answer is in.
+func (e *endOfTurnTally) settle() {
+	e.ID, e.With, e.Without = nil, 0, e.Ended
+	for id, n := range e.lasts {
+		if float64(n) >= endOfTurnShare*float64(e.Ended) {
+			id := id
+			e.ID, e.With, e.Without = &id, n, e.Ended-n
+		}
+	}
+}
+
+func (e *endOfTurnTally) summary() string {
+	e.settle()
+	if e.ID == nil {
+		return fmt.Sprintf(", the %s answers the model ended share no last id: the server's ids lack the end-of-turn id (give --tokenizer DIR to add it)", cli.Thousands(e.Ended))
+	}
+	if e.Without == 0 {
+		return fmt.Sprintf(", every answer the model ended ends with id %d", *e.ID)
+	}
+	return fmt.Sprintf(", %s of %s answers the model ended lack the end-of-turn id %d (give --tokenizer DIR to add it)", cli.Thousands(e.Without), cli.Thousands(e.Ended), *e.ID)
 }
 
 // summary is the merge summary's part on token rows.
@@ -301,6 +376,9 @@ func (t *tokenTally) summary() string {
 	}
 	if t.EOSAdded > 0 {
 		s += fmt.Sprintf(", %s answers given their end-of-turn id", cli.Thousands(t.EOSAdded))
+	}
+	if t.EndOfTurn != nil && t.EndOfTurn.Ended >= endOfTurnAnswers {
+		s += t.EndOfTurn.summary()
 	}
 	return s + fmt.Sprintf("; %s tokens, %s with loss)", cli.Thousands(t.InputTokens), cli.Thousands(t.LossTokens))
 }

@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"tokenmill/internal/testbin"
 )
 
 // Generation records with token ids, written as infer --token-ids writes
@@ -245,3 +247,56 @@ func TestTokenParquetRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Without a tokenizer, merge tells from the server's ids whether they
+// hold the end-of-turn id: answers the model ended that share their last
+// id have it; answers whose last ids differ come from a server that
+// leaves it out; a few without it beside many with it are named.
+func TestTokenRowsEndOfTurn(t *testing.T) {
+	answers := func(n, without int, lastOf func(i int) int) []string {
+		var lines []string
+		for i := 0; i < n; i++ {
+			last := 999
+			if i < without {
+				last = lastOf(i)
+			}
+			lines = append(lines, tokSingle(fmt.Sprintf("a%02d", i), "[1,2]", fmt.Sprintf("[7,%d]", last), ""))
+		}
+		return lines
+	}
+	for _, tc := range []struct {
+		name    string
+		lines   []string
+		summary string
+		id      *int32
+		without int64
+	}{
+		{"every answer ends with one id", answers(25, 0, nil), "every answer the model ended ends with id 999", ptr32(999), 0},
+		{"two lack it", answers(25, 2, func(i int) int { return 10 + i }), "2 of 25 answers the model ended lack the end-of-turn id 999", ptr32(999), 2},
+		{"a server that leaves it out", answers(25, 25, func(i int) int { return 10 + i }), "the 25 answers the model ended share no last id: the server's ids lack the end-of-turn id", nil, 25},
+		{"too few to tell", answers(5, 5, func(i int) int { return 10 + i }), "", nil, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			in := filepath.Join(dir, "gen.jsonl")
+			if err := os.WriteFile(in, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := testbin.Run(t, dir, nil, nil, "merge", "--to", "tokens", "-o", "rows.jsonl", in)
+			if r.Code != 0 || tc.summary != "" && !strings.Contains(r.Stderr, tc.summary) || tc.summary == "" && strings.Contains(r.Stderr, "end-of-turn") {
+				t.Fatalf("exit %d; stderr:\n%s\nwant %q", r.Code, r.Stderr, tc.summary)
+			}
+			var m Manifest
+			raw, err := os.ReadFile(filepath.Join(dir, "rows.jsonl.manifest.json"))
+			if err != nil || json.Unmarshal(raw, &m) != nil || m.Counts.EndOfTurn == nil {
+				t.Fatalf("manifest: %v %s", err, raw)
+			}
+			e := m.Counts.EndOfTurn
+			if (e.ID == nil) != (tc.id == nil) || e.ID != nil && *e.ID != *tc.id || e.Without != tc.without || e.Ended != int64(len(tc.lines)) {
+				t.Errorf("manifest end_of_turn %+v, want id %v, %d without", *e, tc.id, tc.without)
+			}
+		})
+	}
+}
+
+func ptr32(v int32) *int32 { return &v }

@@ -133,6 +133,12 @@ func (s *tokenSink) Write(data []byte) error {
 	t.Events += int64(meta.Events)
 	t.Rendered += int64(meta.Rendered)
 	t.EOSAdded += int64(meta.EOSAdded)
+	if len(meta.Ends) > 0 {
+		if t.EndOfTurn == nil {
+			t.EndOfTurn = &endOfTurnTally{}
+		}
+		t.EndOfTurn.add(meta.Ends)
+	}
 	switch {
 	case meta.Whole:
 		t.WholeRows++
@@ -262,6 +268,9 @@ func (s *tokenSink) writeManifest() error {
 	path := s.cmd.manifestPath()
 	if path == "" {
 		return nil
+	}
+	if s.tally.EndOfTurn != nil {
+		s.tally.EndOfTurn.settle()
 	}
 	m := Manifest{Schema: ManifestSchema, Output: s.cmd.Output, Format: "jsonl", Mixed: s.mixed, Counts: *s.tally,
 		Models: []string{}, Servers: []ManifestServer{}, ChatTemplates: []ManifestTmpl{}, Sampling: []ManifestSample{}}
