@@ -96,7 +96,7 @@ var sections []*section
 
 func init() {
 	sections = []*section{
-		extractSection, extractScaleSection, dedupSection, neardupSection, shardSection, mergeSection, statsSection, filterSection,
+		extractSection, extractScaleSection, dedupSection, neardupSection, shardSection, composeSection, mergeSection, statsSection, filterSection,
 		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, tokenizerSection, inflightSection, kindsSection, ollamaSection, growthSection,
 		scaleSection,
 	}

@@ -180,16 +180,16 @@ type choiceState struct {
 	Seq
 	f         *flight
 	index     int
-	words     uint64     // seeds the words of this answer
-	reasoning int        // the first tokens that are reasoning (chat with --reasoning)
-	inline    int        // the first tokens of the content that are a think block (thinking.go)
-	thinkOff  bool       // the request turned thinking off (chat_template_kwargs)
+	words     uint64 // seeds the words of this answer
+	reasoning int    // the first tokens that are reasoning (chat with --reasoning)
+	inline    int    // the first tokens of the content that are a think block (thinking.go)
+	thinkOff  bool   // the request turned thinking off (chat_template_kwargs)
 	// eos: the answer's last token is the end-of-turn id the model ended
 	// with (llmsim's own tokenizers: as vLLM's token_ids hold it), which
 	// writes no text.
-	eos int
-	limit     int        // max_new_tokens after the context cap, for finish "length"
-	calls     []toolCall // the answer calls tools instead of writing text
+	eos   int
+	limit int        // max_new_tokens after the context cap, for finish "length"
+	calls []toolCall // the answer calls tools instead of writing text
 	// degen shapes a degenerate answer (degenerate.go): a loop from token
 	// loopFrom over the span before it, think markers at two tokens.
 	degen                 degeneracy

@@ -49,6 +49,7 @@ Examples:
   stats --wall 31h20m gen.jsonl          # adds tok/s over the whole run
   stats --context-length 32768 gen.jsonl gen.errors.jsonl  # prompts as a share of it
   stats --tokenizer models/Qwen3-8B gen.jsonl  # are the servers' ids (--token-ids) the model's own?
+  stats --against served.jsonl train.jsonl   # make-up beside served traffic: shares, lengths, distances
   zstdcat prompts.jsonl.zst | stats      # prompt records alone: counts and lengths`
 
 // Command is the stats tool.
@@ -68,6 +69,9 @@ type Command struct {
 	TokenFlags `embed:""`
 	Checks     string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, think_block, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
 	Clusters   string `default:"" placeholder:"FILE" help:"Summarise the clusters FILE of dedup --near instead of records: near-duplicates dropped, their similarity histogram, and the --top kept prompts with the most copies."`
+	Against    string `default:"" placeholder:"FILE" help:"Also set the records' make-up beside FILE's (a sample of served traffic, another training set): shares by source, language, tools, thinking and tool calls side by side with their total variation distance, prompt and answer lengths with their Kolmogorov-Smirnov statistic, and the groups that differ most (against.go)."`
+
+	against *Against // what --against found (against.go)
 	quality.Flags
 }
 
@@ -94,6 +98,10 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	inputs := c.Files
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
+	}
+	if err := c.compare(ctx, env, inputs, workers); err != nil {
+		rejects.Abort()
+		return err
 	}
 
 	start := time.Now()
@@ -227,6 +235,9 @@ func (c *Command) check() error {
 
 // write prints the report to stdout as text or JSON.
 func (c *Command) write(env *cli.Env, r *Report) error {
+	if c.against != nil {
+		return c.writeCompared(env, r)
+	}
 	if !c.JSON {
 		return r.WriteText(env.Stdout, c.Top)
 	}
