@@ -65,9 +65,12 @@ type Dimension struct {
 	Covered int64        `json:"covered"`
 	Against int64        `json:"against_covered"`
 	Groups  []GroupShare `json:"groups,omitempty"`
-	// Lengths: each side's distribution.
-	Inputs   *quantile.Summary `json:"inputs,omitempty"`
-	AgainstL *quantile.Summary `json:"against,omitempty"`
+	// Lengths: each side's distribution, and its histogram on the
+	// report's 1-2-5 log buckets (what --plot draws side by side).
+	Inputs       *quantile.Summary `json:"inputs,omitempty"`
+	AgainstL     *quantile.Summary `json:"against,omitempty"`
+	InputsHist   []Bucket          `json:"inputs_histogram,omitempty"`
+	AgainstLHist []Bucket          `json:"against_histogram,omitempty"`
 }
 
 // GroupShare is one group's share on each side.
@@ -571,7 +574,20 @@ func lengthDimension(name string, mine, theirs []int32) Dimension {
 		d.Distance = &ks
 	}
 	d.Inputs, d.AgainstL = lengthStats(mine), lengthStats(theirs)
+	d.InputsHist, d.AgainstLHist = lengthHistogram(mine), lengthHistogram(theirs)
 	return d
+}
+
+// lengthHistogram counts lengths into the report's buckets (nil for none).
+func lengthHistogram(v []int32) []Bucket {
+	if len(v) == 0 {
+		return nil
+	}
+	d := make(dist, 0, len(v))
+	for _, x := range v {
+		d.add(int64(x))
+	}
+	return histogram(d.floats())
 }
 
 // lengthStats summarises lengths (nil for none).

@@ -148,6 +148,19 @@ func TestAgainst(t *testing.T) {
 	if !strings.HasPrefix(string(r.Stdout), string(plain.Stdout[:len(plain.Stdout)-1])) {
 		t.Errorf("with --against the report differs before its section")
 	}
+	// --plot draws each dimension, the records' side beside the reference's.
+	if r := testbin.Run(t, dir, nil, nil, "stats", "--against", reference, "--plot", "makeup.svg", inputs); r.Code != 0 {
+		t.Fatalf("--plot: exit %d\n%s", r.Code, r.Stderr)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "makeup.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"source (total variation 0.500)", "prompt_chars (Kolmogorov-Smirnov 0.500)", "these records", "--against served.jsonl"} {
+		if !strings.Contains(string(svg), s) {
+			t.Errorf("the picture lacks %q", s)
+		}
+	}
 	if r := testbin.Run(t, dir, nil, nil, "stats", "--against", filepath.Join(dir, "none.jsonl"), inputs); r.Code != 2 ||
 		!strings.Contains(r.Stderr, "none.jsonl: no such file") {
 		t.Errorf("a missing reference: exit %d\n%s", r.Code, r.Stderr)

@@ -1,10 +1,13 @@
 package stats
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -34,11 +37,20 @@ var (
 // Plot draws the report's non-empty length histograms (on the same 1-2-5
 // log buckets as the tables) and, when there are endpoints, their tok/s
 // per request and their completion tokens (or tok/s over the run with
-// --wall), into path as SVG or PNG by its extension.
-func Plot(r *Report, path string, force bool) error {
+// --wall), into path as SVG or PNG by its extension. With a (--against),
+// each of its dimensions follows, the records' side beside the
+// reference's.
+func Plot(r *Report, a *Against, path string, force bool) error {
 	panels, err := panels(r)
 	if err != nil {
 		return err
+	}
+	if a != nil {
+		more, err := againstPanels(a)
+		if err != nil {
+			return err
+		}
+		panels = append(panels, more...)
 	}
 	rows := (len(panels) + plotCols - 1) / plotCols
 	grid := make([][]*plot.Plot, rows)
@@ -133,6 +145,88 @@ func histogramPlot(name string, d *Distribution) (*plot.Plot, error) {
 	p.Add(bars)
 	p.NominalX(labels...)
 	return p, nil
+}
+
+// againstGroups is how many groups a share panel shows: those whose
+// shares differ most.
+const againstGroups = 8
+
+// againstPanels draws each --against dimension as two sets of bars, the
+// records' shares and the reference's: per group for a share dimension,
+// per length bucket for a length one.
+func againstPanels(a *Against) ([]*plot.Plot, error) {
+	var out []*plot.Plot
+	for _, d := range a.Dimensions {
+		var labels []string
+		var mine, theirs plotter.Values
+		switch {
+		case d.Measure == "ks" && len(d.InputsHist)+len(d.AgainstLHist) > 0:
+			labels, mine, theirs = bucketShares(d.InputsHist, d.AgainstLHist)
+		case len(d.Groups) > 0:
+			groups := slices.Clone(d.Groups)
+			slices.SortStableFunc(groups, func(x, y GroupShare) int { return cmp.Compare(math.Abs(y.Diff), math.Abs(x.Diff)) })
+			for _, g := range groups[:min(len(groups), againstGroups)] {
+				labels = append(labels, g.Name)
+				mine, theirs = append(mine, g.Share), append(theirs, g.AgainstShare)
+			}
+		default:
+			continue
+		}
+		p := plot.New()
+		p.Title.Text = d.Name
+		if d.Distance != nil {
+			p.Title.Text += fmt.Sprintf(" (%s %.3f)", map[string]string{"tv": "total variation", "ks": "Kolmogorov-Smirnov"}[d.Measure], *d.Distance)
+		}
+		p.Y.Label.Text = "share"
+		w := barFill * columnWidth(len(labels)) / 2
+		for i, side := range []struct {
+			v     plotter.Values
+			color color.Color
+			name  string
+		}{{mine, lengthColor, "these records"}, {theirs, endpointColor, "--against " + filepath.Base(a.File)}} {
+			bars, err := plotter.NewBarChart(side.v, w)
+			if err != nil {
+				return nil, err
+			}
+			bars.Color, bars.LineStyle.Width, bars.Offset = side.color, 0, vg.Length(2*i-1)*w/2
+			p.Add(bars)
+			p.Legend.Add(side.name, bars)
+		}
+		p.Legend.Top = true
+		p.NominalX(labels...)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// bucketShares lays two histograms on the buckets of either, each count
+// as a share of its side.
+func bucketShares(a, b []Bucket) (labels []string, x, y plotter.Values) {
+	count := func(h []Bucket) (map[int64]float64, float64) {
+		m, total := map[int64]float64{}, 0.0
+		for _, bk := range h {
+			m[bk.Lo] += float64(bk.Count)
+			total += float64(bk.Count)
+		}
+		return m, max(total, 1)
+	}
+	ma, ta := count(a)
+	mb, tb := count(b)
+	var los []int64
+	for lo := range ma {
+		los = append(los, lo)
+	}
+	for lo := range mb {
+		if _, ok := ma[lo]; !ok {
+			los = append(los, lo)
+		}
+	}
+	slices.Sort(los)
+	for _, lo := range los {
+		labels = append(labels, short(lo))
+		x, y = append(x, ma[lo]/ta), append(y, mb[lo]/tb)
+	}
+	return labels, x, y
 }
 
 // columnWidth is the width of one bar in a panel with n bars.

@@ -69,7 +69,7 @@ type Command struct {
 	TokenFlags `embed:""`
 	Checks     string `default:"" help:"Also report what filter's quality checks find, dropping nothing: default (filter's default set), all, or check names (length, think_block, reasoning_only, empty, think_residue, tool_call, loop, lang), comma-separated."`
 	Clusters   string `default:"" placeholder:"FILE" help:"Summarise the clusters FILE of dedup --near instead of records: near-duplicates dropped, their similarity histogram, and the --top kept prompts with the most copies."`
-	Against    string `default:"" placeholder:"FILE" help:"Also set the records' make-up beside FILE's (a sample of served traffic, another training set): shares by source, language, tools, thinking and tool calls side by side with their total variation distance, prompt and answer lengths with their Kolmogorov-Smirnov statistic, and the groups that differ most (against.go)."`
+	Against    string `default:"" placeholder:"FILE" help:"Also set the records' make-up beside FILE's (a sample of served traffic, another training set): shares by source, language, tools, thinking and tool calls side by side with their total variation distance, prompt and answer lengths with their Kolmogorov-Smirnov statistic, and the groups that differ most; with --plot, each dimension drawn beside the reference."`
 
 	against *Against // what --against found (against.go)
 	quality.Flags
@@ -167,7 +167,7 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	if c.Plot != "" && !report.Interrupted {
-		if err := Plot(report, c.Plot, c.Force); err != nil {
+		if err := Plot(report, c.against, c.Plot, c.Force); err != nil {
 			rejects.Abort()
 			return fmt.Errorf("plot: %w", err)
 		}
