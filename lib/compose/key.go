@@ -120,10 +120,6 @@ type fields struct {
 	extra map[string][]byte
 }
 
-// topNames are the fields every record is read for.
-var topNames = map[string]bool{"id": true, "sample": true, "source": true, "messages": true, "prompt": true,
-	"conversations": true, "tools": true, "output": true, "error": true, "params": true}
-
 func (f *fields) set(k string, v []byte, want map[string]bool) {
 	switch k {
 	case "id":

@@ -214,7 +214,7 @@ func at(n *yaml.Node) string { return fmt.Sprintf("line %d: ", n.Line) }
 // repeat and seed).
 func readLevel(n *yaml.Node, buckets []int, fs *fileSpec, top bool) (*levelSpec, error) {
 	if n.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("%sa level is a mapping with by: and groups:", at(n))
+		return nil, fmt.Errorf("%sa level is a mapping with the keys by and groups", at(n))
 	}
 	l := &levelSpec{}
 	var groups *yaml.Node

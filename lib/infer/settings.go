@@ -59,7 +59,6 @@ type settingsBook struct {
 	// onFile are the lines read from the sidecar at resume.
 	onFile int
 	out    *jsonl.Appender // nil until openFiles, and with stdout
-	logf   func(string, ...any)
 }
 
 // runSettings are the settings the flags set for every answer of the run.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 )
@@ -145,15 +144,6 @@ func (r trainRow) trainedTurns() []loadedTurn {
 		out = append(out, r.Turns[i])
 	}
 	return out
-}
-
-func (r trainRow) contextTurns() (n int) {
-	for i, t := range r.Turns {
-		if t.Role == "assistant" && !slices.Contains(r.Trained, i) {
-			n++
-		}
-	}
-	return n
 }
 
 // str is a JSON value as the loaders' `x or ""` reads it.

@@ -213,15 +213,3 @@ func waitFamily(f *family, d time.Duration) ([]member, bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-// waitGroup waits up to d for no process of group pgid to run.
-func waitGroup(pgid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for len(groupAlive(pgid)) > 0 {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
-}
