@@ -670,3 +670,78 @@ func TestSharedToolCallIDs(t *testing.T) {
 		}
 	}
 }
+
+// An answer nested millions deep (6 MB of brackets) is a malformed answer,
+// retried and then filed, never a crash of the decoder's stack: every
+// prompt is in the errors file, the run ends 3, and no lock is left. The
+// same body as an error answer is read as
+// malformed too (a streamed chunk: lib/openai's TestDeepBodies).
+func TestDeeplyNestedAnswers(t *testing.T) {
+	t.Parallel()
+	const depth = 3_000_000
+	deep := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"answer", fasthttp.StatusOK, `{"choices":[{"message":{"role":"assistant","content":` + deep + `}}]}`},
+		{"bare", fasthttp.StatusOK, deep},
+		{"error body", fasthttp.StatusInternalServerError, `{"error":` + deep + `}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var requests atomic.Int64
+			s := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+				requests.Add(1)
+				ctx.SetContentType("application/json")
+				ctx.SetStatusCode(tc.status)
+				ctx.SetBodyString(tc.body)
+			})
+			su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 2})
+			r := runBinary(t, su.args("-e", s.url, "--retries", "1", "--max-backoff", "10ms")...)
+			if r.Code != cli.ExitRejects || strings.Contains(r.Stderr, "stack overflow") {
+				t.Fatalf("exit %d, want 3\n%.2000s", r.Code, r.Stderr)
+			}
+			errs := readRecords(t, su.errs())
+			if len(errs) != 2 || len(readRecords(t, su.out)) != 0 || requests.Load() != 4 {
+				t.Fatalf("%d error records, %d requests; want 2 and 4\n%.2000s", len(errs), requests.Load(), r.Stderr)
+			}
+			for _, e := range errs {
+				if !e.Error.Retriable || e.Error.Attempts != 2 {
+					t.Fatalf("error record %+v", e.Error)
+				}
+			}
+			assertNoLitter(t, su.dir)
+		})
+	}
+}
+
+// Values no working server gives are malformed answers, retried then
+// filed, never good records: a negative token count, tool-call arguments
+// that are not a JSON object.
+func TestBadServerValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, body string }{
+		{"negative usage", `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":-25,"completion_tokens":-5925}}`},
+		{"arguments not JSON", `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{not json"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":5}}`},
+		{"arguments not an object", `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"[1,2]"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":5}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startStub(t, func(_ *stub, ctx *fasthttp.RequestCtx) {
+				ctx.SetContentType("application/json")
+				ctx.SetBodyString(tc.body)
+			})
+			su := newSetup(t, llmsim.Config{}, 0, promptSet{n: 3})
+			r := runBinary(t, su.args("-e", s.url, "--retries", "1", "--max-backoff", "10ms")...)
+			if r.Code != cli.ExitRejects {
+				t.Fatalf("exit %d, want 3\n%s", r.Code, r.Stderr)
+			}
+			errs := readRecords(t, su.errs())
+			if len(errs) != 3 || len(readRecords(t, su.out)) != 0 || strings.Contains(r.Stderr, "-5,925") {
+				t.Fatalf("%d error records, %d good; want 3 and none\n%s", len(errs), len(readRecords(t, su.out)), r.Stderr)
+			}
+		})
+	}
+}

@@ -110,7 +110,28 @@ const (
 	ReasonTemplateError     = tokenizer.ReasonTemplateError
 	ReasonAnswerSpan        = "answer_span"
 	ReasonAnswerNotRendered = "answer_not_rendered"
+	// ReasonBadTokenIDs: a server's id no tokenizer gives (negative, or
+	// past the vocabulary --tokenizer has), never put in a training row.
+	ReasonBadTokenIDs = "bad_token_ids"
 )
+
+// badID is the first id of lists that is negative, or, with a tokenizer,
+// not one of its vocabulary.
+func (t *tokenForm) badID(lists ...[]int32) (int32, bool) {
+	for _, ids := range lists {
+		for _, id := range ids {
+			if id < 0 {
+				return id, true
+			}
+			if t.tok != nil {
+				if _, ok := t.tok.TokenText(int(id)); !ok {
+					return id, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
 
 // convert is the record's converted form: its meta line, then its rows,
 // one per line.
@@ -198,6 +219,9 @@ func (t *tokenForm) events(data []byte, meta *tokenMeta, n int) ([]record.TokenT
 		var ev record.TokenTurn
 		switch {
 		case len(ids.PromptTokenIDs) > 0:
+			if bad, ok := t.badID(ids.PromptTokenIDs, ids.AnswerTokenIDs); ok {
+				return nil, reject(ReasonBadTokenIDs, "event %d: id %d is not in the vocabulary", k, bad)
+			}
 			ev = record.TokenTurn{PromptTokenIDs: ids.PromptTokenIDs, AnswerTokenIDs: ids.AnswerTokenIDs}
 			if t.tok != nil {
 				ev = t.completeServerTurn(ev, chat[k], meta)

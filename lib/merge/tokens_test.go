@@ -300,3 +300,30 @@ func TestTokenRowsEndOfTurn(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
+
+// A server's ids no tokenizer gives never reach a row: a negative one
+// always, one past the vocabulary with --tokenizer.
+func TestTokenRowsBadIDs(t *testing.T) {
+	qwen := testbin.Tokenizers(t, "qwen3")
+	for _, tc := range []struct {
+		name string
+		args []string
+		line string
+	}{
+		{"negative", nil, tokSingle("n", "[1,2]", "[3,-4]", "")},
+		{"past the vocabulary", []string{"--tokenizer", qwen}, tokSingle("v", "[1,2]", "[3,999999]", "")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			in := filepath.Join(dir, "gen.jsonl")
+			if err := os.WriteFile(in, []byte(tc.line+"\n"+tokSingle("ok", "[1,2]", "[3,4]", "")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := testbin.Run(t, dir, nil, nil, "merge", append([]string{"--to", "tokens", "-o", "rows.jsonl", in}, tc.args...)...)
+			rows, _ := os.ReadFile(filepath.Join(dir, "rows.jsonl"))
+			if r.Code != 3 || !strings.Contains(r.Stderr, "bad_token_ids 1") || strings.Count(string(rows), "\n") != 1 || !strings.Contains(string(rows), `"id":"ok"`) {
+				t.Fatalf("exit %d, rows %s\n%s", r.Code, rows, r.Stderr)
+			}
+		})
+	}
+}

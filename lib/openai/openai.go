@@ -388,7 +388,24 @@ func firstOf[C any](r *Response[*C], first func(*C) (Completion, error), finish 
 	if c.CachedTokens == nil && r.Timings != nil {
 		c.CachedTokens = r.Timings.CacheN
 	}
-	return c, nil
+	return c, c.check()
+}
+
+// check refuses an answer whose values no server that works gives: a
+// negative token count, or a tool call whose arguments are not a JSON
+// object (extract refuses the same in a dataset, bad_tool_calls). Such an
+// answer is malformed: retried, then filed, never written as good.
+func (c *Completion) check() error {
+	if c.PromptTokens < 0 || c.CompletionTokens < 0 || c.CachedTokens != nil && *c.CachedTokens < 0 {
+		return fmt.Errorf("%w: a negative token count in its usage", ErrNotAnswer)
+	}
+	for _, call := range c.ToolCalls {
+		args := bytes.TrimSpace([]byte(call.Function.Arguments))
+		if len(args) == 0 || args[0] != '{' || !json.Valid(args) {
+			return fmt.Errorf("%w: the arguments of its call of %s are not a JSON object", ErrNotAnswer, call.Function.Name)
+		}
+	}
+	return nil
 }
 
 // ParseGenerate reads a native /generate body for one prompt.
@@ -407,7 +424,7 @@ func ParseGenerate(body []byte) (Completion, error) {
 	if f.Type == "abort" {
 		c.AbortStatus, c.AbortMessage = f.StatusCode, f.Message
 	}
-	return c, nil
+	return c, c.check()
 }
 
 // ParseModels reads a /v1/models body.
@@ -451,11 +468,11 @@ func ErrorMessage(body []byte) string {
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '{' {
 		var flat ErrorResponse
-		if json.Unmarshal(body, &flat) == nil && flat.Message != "" {
+		if decoded(body, &flat) && flat.Message != "" {
 			return bounded(flat.Message)
 		}
 		var n nestedError
-		if json.Unmarshal(body, &n) == nil {
+		if decoded(body, &n) {
 			if msg := messageOf(n.Error); msg != "" {
 				return msg
 			}
@@ -570,11 +587,20 @@ func ArgumentsText(raw json.RawMessage) (string, error) {
 }
 
 func decode(body []byte, v any) error {
+	if err := record.CheckDepth(body); err != nil {
+		// A decoder recurses: a body nested a million deep would exhaust
+		// the stack, which no recover catches.
+		return fmt.Errorf("malformed response body: %w", err)
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("malformed response body: %w", err)
 	}
 	return nil
 }
+
+// decoded tells whether body decodes into v, nested no deeper than a
+// record may be (decode's rule).
+func decoded(body []byte, v any) bool { return decode(body, v) == nil }
 
 func deref(s *string) string {
 	if s == nil {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -308,4 +309,50 @@ func cachedText(p *int) any {
 		return "none"
 	}
 	return *p
+}
+
+// A body nested past what a record may be is malformed, whatever reads
+// it: an answer, an error body, a streamed chunk, token ids. Millions deep
+// it would otherwise exhaust the decoder's stack, which no recover catches.
+func TestDeepBodies(t *testing.T) {
+	deep := []byte(strings.Repeat("[", 3_000_000) + strings.Repeat("]", 3_000_000))
+	chat := append(append([]byte(`{"choices":[{"message":{"content":`), deep...), `}}]}`...)
+	for _, api := range []API{APIChat, APICompletions, APIGenerate} {
+		if _, err := api.Parse(chat); err == nil {
+			t.Errorf("%s: parsed", api)
+		}
+	}
+	if msg := ErrorMessage(append(append([]byte(`{"error":`), deep...), '}')); len(msg) == 0 || len(msg) > 2*maxErrorText {
+		t.Errorf("error message of a deep body: %d bytes", len(msg))
+	}
+	for _, kind := range []StreamKind{StreamChat, StreamCompletion, StreamGenerate} {
+		dec := StreamDecoder{Kind: kind}
+		if _, err := dec.Decode(deep); err == nil {
+			t.Errorf("stream %v: decoded", kind)
+		}
+	}
+	if _, _, err := ParseTokenIDs(ShapeVLLM, APIChat, chat); err == nil {
+		t.Errorf("token ids: parsed")
+	}
+}
+
+func TestBadValues(t *testing.T) {
+	for _, body := range []string{
+		`{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":-1,"completion_tokens":2}}`,
+		`{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"f","arguments":"x"}}]},"finish_reason":"tool_calls"}]}`,
+		`{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"f","arguments":7}}]},"finish_reason":"tool_calls"}]}`,
+	} {
+		if _, err := APIChat.Parse([]byte(body)); !errors.Is(err, ErrNotAnswer) {
+			t.Errorf("%s: %v, want ErrNotAnswer", body, err)
+		}
+	}
+	if _, err := APIGenerate.Parse([]byte(`{"text":"x","meta_info":{"prompt_tokens":3,"completion_tokens":-4,"finish_reason":{"type":"stop"}}}`)); !errors.Is(err, ErrNotAnswer) {
+		t.Errorf("generate: %v", err)
+	}
+	if _, _, err := ParseTokenIDs(ShapeVLLM, APIChat, []byte(`{"prompt_token_ids":[1,-2],"choices":[{"token_ids":[3]}]}`)); err == nil {
+		t.Errorf("negative prompt id parsed")
+	}
+	if _, _, err := ParseTokenIDs(ShapeVLLM, APIChat, []byte(`{"prompt_token_ids":[1,2],"choices":[{"token_ids":[3]}]}`)); err != nil {
+		t.Errorf("good ids: %v", err)
+	}
 }

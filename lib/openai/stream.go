@@ -223,7 +223,7 @@ func (s *StreamDecoder) Decode(data []byte) (Delta, error) {
 	}
 	if bytes.Contains(data, []byte(`"error"`)) {
 		var eb streamErrorBody
-		if json.Unmarshal(data, &eb) == nil && len(eb.Error) > 0 && string(eb.Error) != "null" {
+		if decoded(data, &eb) && len(eb.Error) > 0 && string(eb.Error) != "null" {
 			return d, streamError(eb.Error)
 		}
 	}

@@ -98,9 +98,21 @@ type wireIDs struct {
 // a server of shape s: nil where the body holds none (the caller knows
 // the prompt's ids it sent, where the server does not return them).
 func ParseTokenIDs(s TokenShape, a API, body []byte) (prompt, answer []int32, err error) {
+	prompt, answer, err = parseTokenIDs(s, a, body)
+	for _, ids := range [][]int32{prompt, answer} {
+		for _, id := range ids {
+			if id < 0 {
+				return nil, nil, fmt.Errorf("a negative token id (%d): not an id a tokenizer gives", id)
+			}
+		}
+	}
+	return prompt, answer, err
+}
+
+func parseTokenIDs(s TokenShape, a API, body []byte) (prompt, answer []int32, err error) {
 	var w wireIDs
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, nil, fmt.Errorf("malformed response body: %w", err)
+	if err := decode(body, &w); err != nil {
+		return nil, nil, err
 	}
 	switch {
 	case s == ShapeLlama:
