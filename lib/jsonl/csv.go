@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 	"github.com/segmentio/encoding/json"
 )
 
@@ -127,7 +126,7 @@ func sniffCSV(name string, r io.Reader) bool {
 		defer zr.Close()
 		body = zr
 	case bytes.HasPrefix(magic, magicZstd):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		zr, err := newZstdReader(br)
 		if err != nil {
 			return false
 		}
@@ -167,42 +166,69 @@ type csvSource struct {
 	last    int64 // the line of the last row read
 	buf     []byte
 	stats   *Stats
+	maxLine int
+	// ended: a row ran past maxLine; the rest of the file is not read.
+	ended bool
 }
 
-func newCSVSource(name string, br *bufio.Reader, closer io.Closer, delim rune, stats *Stats) *csvSource {
-	count := &countReader{r: br}
+func newCSVSource(name string, br *bufio.Reader, closer io.Closer, delim rune, maxLine int, stats *Stats) *csvSource {
+	count := &countReader{r: br, limit: int64(maxLine) + csvReadAhead}
 	cr := csv.NewReader(count)
 	cr.Comma = delim
 	cr.ReuseRecord = true
 	// TSV has no quoting of its own: a quote in a field is text.
 	cr.LazyQuotes = delim == '\t'
-	return &csvSource{name: name, cr: cr, closer: closer, count: count, stats: stats}
+	return &csvSource{name: name, cr: cr, closer: closer, count: count, stats: stats, maxLine: maxLine}
 }
 
+// csvReadAhead is what the CSV reader may have read past a row's end
+// (its own buffer), allowed on top of the line limit.
+const csvReadAhead = 64 << 10
+
+// errRowTooLong is what countReader says once a row has taken more than
+// its limit: the CSV reader holds a row whole, so it is stopped there.
+var errRowTooLong = errors.New("row too long")
+
+// countReader counts what the CSV reader reads, and refuses to read more
+// than limit bytes for one row (from mark, set as each row starts).
 type countReader struct {
-	r io.Reader
-	n int64
+	r           io.Reader
+	n           int64
+	mark, limit int64
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
+	if c.n-c.mark > c.limit {
+		return 0, errRowTooLong
+	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
 }
 
 func (s *csvSource) next() (RawLine, error) {
+	if s.ended {
+		return RawLine{}, io.EOF
+	}
 	if !s.started {
 		s.started = true
 		if err := s.readHeader(); err != nil {
 			return RawLine{}, err
 		}
 	}
+	s.count.mark = s.count.n
 	row, err := s.cr.Read()
 	s.stats.Bytes = s.count.n
 	var pe *csv.ParseError
 	switch {
 	case err == io.EOF:
 		return RawLine{}, io.EOF
+	case errors.Is(err, errRowTooLong):
+		// A CSV row's end is only found by reading it whole (a quoted
+		// field holds newlines), so the file ends here.
+		s.ended = true
+		return RawLine{}, &InputError{File: s.name, Line: s.last + 1, Reason: ReasonLineTooLong,
+			Err: fmt.Errorf("a row longer than %d bytes: not held; the rest of the file is not read (a CSV row's end cannot be found without reading it)", s.maxLine)}
 	case errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount):
 		return RawLine{}, &InputError{File: s.name, Line: int64(pe.StartLine), Reason: ReasonMalformedCSV,
 			Err: fmt.Errorf("%d fields where the header has %d", len(row), len(s.header))}
@@ -232,6 +258,7 @@ func (s *csvSource) next() (RawLine, error) {
 // readHeader takes the column names from the first row.
 func (s *csvSource) readHeader() error {
 	s.cr.FieldsPerRecord = 0 // every row as long as the header
+	s.count.mark = s.count.n
 	names, err := s.cr.Read()
 	if err == io.EOF {
 		return io.EOF

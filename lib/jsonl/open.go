@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 )
 
 const readBufferSize = 1 << 20
@@ -68,7 +67,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 		closers = append(multiCloser{zr}, closers...)
 		br, compressed = bufio.NewReaderSize(zr, readBufferSize), true
 	case bytes.HasPrefix(magic, magicZstd):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		zr, err := newZstdReader(br)
 		if err != nil {
 			closers.Close()
 			return nil, err
@@ -96,7 +95,7 @@ func openSource(name string, stdin io.Reader, r *Reader) (source, error) {
 				closers.Close()
 				return nil, ErrCSV
 			}
-			return newCSVSource(name, br, closers, delim, &r.Stats), nil
+			return newCSVSource(name, br, closers, delim, r.opts.MaxLine, &r.Stats), nil
 		}
 	}
 	if firstNonSpace(br) == '[' && !arrayLines(br) {

@@ -513,7 +513,7 @@ func describeReadError(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("input ends early (truncated or partly written file?): %w", err)
 	}
-	return err
+	return zstdError(err)
 }
 
 // logf is the Logger's Logf, or nil when there is none.
