@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 	"github.com/segmentio/encoding/json"
 )
@@ -118,8 +119,49 @@ func checkFooter(ra io.ReaderAt, size int64) error {
 	if _, err := ra.ReadAt(tail[:], size-8); err != nil {
 		return describeReadError(err)
 	}
-	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 {
+	n := int64(binary.LittleEndian.Uint32(tail[:4]))
+	if n > size-12 {
 		return fmt.Errorf("the footer claims %d bytes of a %d-byte file (truncated or not Parquet)", n, size)
+	}
+	if string(tail[4:]) != "PAR1" {
+		return nil // encrypted (PARE) or not Parquet: the library says which
+	}
+	footer := make([]byte, n)
+	if _, err := ra.ReadAt(footer, size-8-n); err != nil {
+		return describeReadError(err)
+	}
+	return checkSchemaDepth(footer)
+}
+
+// maxSchemaDepth is how deeply a Parquet schema may nest groups: every
+// layout extract reads needs a handful (Infinity-Instruct's list of
+// structs, four); the library builds a deeper one at a cost that grows
+// past any machine (100,000 levels: some 80 GB).
+const maxSchemaDepth = 64
+
+// checkSchemaDepth reads the footer's schema, a flat list of elements in
+// depth-first order, each group with its number of children, and refuses
+// one nested deeper than maxSchemaDepth before the library builds it.
+func checkSchemaDepth(footer []byte) error {
+	var md format.FileMetaData
+	var protocol thrift.CompactProtocol
+	if err := thrift.NewDecoder(protocol.NewReaderFromBytes(footer)).Decode(&md); err != nil {
+		return nil // unreadable: the library says why
+	}
+	var open []int32 // children still to come of each group on the path
+	for _, e := range md.Schema {
+		for len(open) > 0 && open[len(open)-1] == 0 {
+			open = open[:len(open)-1]
+		}
+		if len(open) > 0 {
+			open[len(open)-1]--
+		}
+		if e.NumChildren.Valid && e.NumChildren.V > 0 {
+			if len(open) >= maxSchemaDepth {
+				return fmt.Errorf("its schema nests groups more than %d deep (at %q): no layout needs that, and reading it would take memory without bound", maxSchemaDepth, e.Name)
+			}
+			open = append(open, e.NumChildren.V)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // pqRealData is the directory of public datasets beside the repository.
@@ -691,5 +694,47 @@ func TestParquetNoRows(t *testing.T) {
 	recs, errs := pqRead(t, nil, path, after)
 	if len(errs) > 0 || len(recs) != 1 || recs[0].File != after {
 		t.Fatalf("got %d records (%v), errors %v; want only the next file's record", len(recs), pqLines(recs), errs)
+	}
+}
+
+// A Parquet footer whose schema nests groups past what any layout needs
+// is refused before the library builds it (100,000 levels took it past
+// any machine's memory); a realistic depth is read.
+func TestParquetSchemaDepth(t *testing.T) {
+	footer := func(depth int) []byte {
+		md := format.FileMetaData{Version: 1}
+		md.Schema = append(md.Schema, format.SchemaElement{Name: "root", NumChildren: thrift.New[int32](1)})
+		for i := 0; i < depth; i++ {
+			md.Schema = append(md.Schema, format.SchemaElement{Name: fmt.Sprintf("g%d", i), NumChildren: thrift.New[int32](1),
+				RepetitionType: thrift.New(format.Optional)})
+		}
+		md.Schema = append(md.Schema, format.SchemaElement{Name: "leaf", Type: thrift.New(format.ByteArray), RepetitionType: thrift.New(format.Optional)})
+		b, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := checkSchemaDepth(footer(4)); err != nil {
+		t.Errorf("depth 4: %v", err)
+	}
+	for _, depth := range []int{maxSchemaDepth + 1, 100_000} {
+		f := footer(depth)
+		if err := checkSchemaDepth(f); err == nil || !strings.Contains(err.Error(), "nests groups more than") {
+			t.Errorf("depth %d: %v, want refused", depth, err)
+		}
+		// Through the reader, as a file: refused as not Parquet it can read.
+		path := filepath.Join(t.TempDir(), "deep.parquet")
+		file := append(append([]byte("PAR1"), f...), 0, 0, 0, 0, 'P', 'A', 'R', '1')
+		binary.LittleEndian.PutUint32(file[len(file)-8:], uint32(len(f)))
+		if err := os.WriteFile(path, file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := NewReader(context.Background(), nil, []string{path}, nil, Options{})
+		_, err := r.Next()
+		r.Close()
+		if err == nil || !strings.Contains(err.Error(), "nests groups more than") {
+			t.Errorf("depth %d through the reader: %v", depth, err)
+		}
 	}
 }
