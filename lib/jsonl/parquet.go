@@ -130,7 +130,89 @@ func checkFooter(ra io.ReaderAt, size int64) error {
 	if _, err := ra.ReadAt(footer, size-8-n); err != nil {
 		return describeReadError(err)
 	}
-	return checkSchemaDepth(footer)
+	var md format.FileMetaData
+	var protocol thrift.CompactProtocol
+	if err := thrift.NewDecoder(protocol.NewReaderFromBytes(footer)).Decode(&md); err != nil {
+		return nil // unreadable: the library says why
+	}
+	if err := checkSchemaDepth(&md); err != nil {
+		return err
+	}
+	return checkPages(ra, size, &md)
+}
+
+// The most one page may claim: the line limit's bytes decompressed, and
+// values far past any writer's (their defaults hold a megabyte a page).
+// The library allocates what a page header claims before it reads it
+// (2^31-1 values: 5.6 GB; 2^31-1 bytes: 2.85 GB).
+const (
+	maxPageBytes  = MaxLine
+	maxPageValues = 1 << 26
+)
+
+// checkPages reads every page header of every column chunk, before the
+// library does, and refuses one whose counts are past the file, its
+// column chunk or the bounds above.
+func checkPages(ra io.ReaderAt, size int64, md *format.FileMetaData) error {
+	var protocol thrift.CompactProtocol
+	buf := make([]byte, 1<<20)
+	for g, rg := range md.RowGroups {
+		for c, cc := range rg.Columns {
+			m := &cc.MetaData
+			start := m.DataPageOffset
+			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < start {
+				start = m.DictionaryPageOffset
+			}
+			end := start + m.TotalCompressedSize
+			where := fmt.Sprintf("row group %d, column %d", g, c)
+			if start < 4 || m.TotalCompressedSize < 0 || end > size || end < start {
+				return fmt.Errorf("%s claims bytes %d to %d of a %d-byte file", where, start, end, size)
+			}
+			for pos := start; pos < end; {
+				var h format.PageHeader
+				var r thrift.BytesReader
+				// A header is some tens of bytes, its statistics a few
+				// KB: read a little, more only when it does not decode.
+				decoded := false
+				for _, want := range []int64{4 << 10, 64 << 10, int64(len(buf))} {
+					n, err := ra.ReadAt(buf[:min(want, end-pos)], pos)
+					if err != nil && err != io.EOF {
+						return describeReadError(err)
+					}
+					h = format.PageHeader{}
+					r = protocol.NewReaderFromBytes(buf[:n])
+					if thrift.NewDecoder(r).Decode(&h) == nil {
+						decoded = true
+						break
+					}
+					if want >= end-pos {
+						break
+					}
+				}
+				if !decoded {
+					return nil // a header past what is checked here: the library reads it
+				}
+				values := int64(0)
+				switch {
+				case h.DataPageHeader.Valid:
+					values = int64(h.DataPageHeader.V.NumValues)
+				case h.DataPageHeaderV2.Valid:
+					values = int64(h.DataPageHeaderV2.V.NumValues)
+				case h.DictionaryPageHeader.Valid:
+					values = int64(h.DictionaryPageHeader.V.NumValues)
+				}
+				body := pos + int64(r.BytesRead()) + int64(h.CompressedPageSize)
+				switch {
+				case h.CompressedPageSize < 0 || h.UncompressedPageSize < 0 || values < 0 || body > end:
+					return fmt.Errorf("%s: a page at byte %d claims %d bytes (%d decompressed, %d values) past its column chunk's end at %d", where, pos, h.CompressedPageSize, h.UncompressedPageSize, values, end)
+				case int64(h.UncompressedPageSize) > maxPageBytes || values > maxPageValues:
+					return fmt.Errorf("%s: a page at byte %d claims %d bytes decompressed and %d values, more than tokenmill reads (%d bytes, %d values)", where, pos, h.UncompressedPageSize, values, maxPageBytes, maxPageValues)
+				}
+				pos = body
+			}
+		}
+	}
+	return nil
 }
 
 // maxSchemaDepth is how deeply a Parquet schema may nest groups: every
@@ -142,12 +224,7 @@ const maxSchemaDepth = 64
 // checkSchemaDepth reads the footer's schema, a flat list of elements in
 // depth-first order, each group with its number of children, and refuses
 // one nested deeper than maxSchemaDepth before the library builds it.
-func checkSchemaDepth(footer []byte) error {
-	var md format.FileMetaData
-	var protocol thrift.CompactProtocol
-	if err := thrift.NewDecoder(protocol.NewReaderFromBytes(footer)).Decode(&md); err != nil {
-		return nil // unreadable: the library says why
-	}
+func checkSchemaDepth(md *format.FileMetaData) error {
 	var open []int32 // children still to come of each group on the path
 	for _, e := range md.Schema {
 		for len(open) > 0 && open[len(open)-1] == 0 {

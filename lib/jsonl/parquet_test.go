@@ -715,12 +715,19 @@ func TestParquetSchemaDepth(t *testing.T) {
 		}
 		return b
 	}
-	if err := checkSchemaDepth(footer(4)); err != nil {
+	depthOf := func(b []byte) error {
+		var md format.FileMetaData
+		if err := thrift.Unmarshal(new(thrift.CompactProtocol), b, &md); err != nil {
+			t.Fatal(err)
+		}
+		return checkSchemaDepth(&md)
+	}
+	if err := depthOf(footer(4)); err != nil {
 		t.Errorf("depth 4: %v", err)
 	}
 	for _, depth := range []int{maxSchemaDepth + 1, 100_000} {
 		f := footer(depth)
-		if err := checkSchemaDepth(f); err == nil || !strings.Contains(err.Error(), "nests groups more than") {
+		if err := depthOf(f); err == nil || !strings.Contains(err.Error(), "nests groups more than") {
 			t.Errorf("depth %d: %v, want refused", depth, err)
 		}
 		// Through the reader, as a file: refused as not Parquet it can read.
@@ -736,5 +743,74 @@ func TestParquetSchemaDepth(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "nests groups more than") {
 			t.Errorf("depth %d through the reader: %v", depth, err)
 		}
+	}
+}
+
+// Page headers whose counts are past the file, their column chunk or any
+// writer's are refused before the library allocates what they claim
+// (2^31-1 values took 5.6 GB, 2^31-1 decompressed bytes 2.85 GB); the
+// pages of a file the library wrote pass.
+func TestParquetPageHeaders(t *testing.T) {
+	file := func(h format.PageHeader, body int) []byte {
+		hb, err := thrift.Marshal(new(thrift.CompactProtocol), &h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := append(append([]byte("PAR1"), hb...), make([]byte, body)...)
+		md := format.FileMetaData{Version: 1, NumRows: 1, Schema: []format.SchemaElement{
+			{Name: "root", NumChildren: thrift.New[int32](1)},
+			{Name: "prompt", Type: thrift.New(format.ByteArray), RepetitionType: thrift.New(format.Required)}}}
+		md.RowGroups = []format.RowGroup{{NumRows: 1, Columns: []format.ColumnChunk{{FileOffset: 4, MetaData: format.ColumnMetaData{
+			Type: format.ByteArray, PathInSchema: []string{"prompt"}, NumValues: 1, DataPageOffset: 4,
+			TotalCompressedSize: int64(len(hb) + body), TotalUncompressedSize: int64(len(hb) + body)}}}}}
+		fb, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, fb...)
+		data = binary.LittleEndian.AppendUint32(data, uint32(len(fb)))
+		return append(data, "PAR1"...)
+	}
+	page := func(compressed, uncompressed, values int32) format.PageHeader {
+		return format.PageHeader{Type: format.DataPage, CompressedPageSize: compressed, UncompressedPageSize: uncompressed,
+			DataPageHeader: thrift.New(format.DataPageHeader{NumValues: values, Encoding: format.Plain})}
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		err  string
+	}{
+		{"2^31-1 values", file(page(8, 8, math.MaxInt32), 8), "more than tokenmill reads"},
+		{"2^31-1 bytes decompressed", file(page(8, math.MaxInt32, 1), 8), "more than tokenmill reads"},
+		{"past its column chunk", file(page(1<<20, 8, 1), 8), "past its column chunk's end"},
+		{"negative", file(page(-5, 8, 1), 8), "past its column chunk's end"},
+		{"a plain page", file(page(8, 8, 1), 8), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkFooter(bytes.NewReader(tc.data), int64(len(tc.data)))
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("got %v, want %q", err, tc.err)
+			}
+		})
+	}
+	// A file the library writes, several pages and row groups, passes.
+	type row struct {
+		ID     string `parquet:"id"`
+		Prompt string `parquet:"prompt"`
+	}
+	var rows []row
+	for i := range 5000 {
+		rows = append(rows, row{fmt.Sprint(i), strings.Repeat("word ", i%50)})
+	}
+	var b bytes.Buffer
+	w := parquet.NewGenericWriter[row](&b, parquet.PageBufferSize(4096), parquet.MaxRowsPerRowGroup(1000))
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFooter(bytes.NewReader(b.Bytes()), int64(b.Len())); err != nil {
+		t.Fatalf("a file the library wrote: %v", err)
 	}
 }
