@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(name)
 		}
 	}
-	testbin.Main(m, "extract", "dedup")
+	testbin.Main(m, "extract", "dedup", "rusage")
 }
 
 type result struct {
