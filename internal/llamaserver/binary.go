@@ -3,9 +3,9 @@ package llamaserver
 import (
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"strings"
+
+	"tokenmill/internal/lifeline"
 )
 
 const (
@@ -14,53 +14,22 @@ const (
 	// EnvCache is tokenmill's cache directory, where a llama-server built
 	// by hand is looked for as bin/llama-server (default
 	// $HOME/.cache/tokenmill).
-	EnvCache = "TOKENMILL_CACHE"
+	EnvCache = lifeline.EnvCache
 )
 
 // ErrNotInstalled is why Find found no binary; tests skip on it.
 var ErrNotInstalled = errors.New("llama-server not installed: build llama.cpp's llama-server (CPU is enough) and set " + EnvBinary + " to it")
 
-// CacheDir is tokenmill's cache directory: $TOKENMILL_CACHE, else
-// $HOME/.cache/tokenmill.
-func CacheDir() string {
-	if d := os.Getenv(EnvCache); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "tokenmill-cache")
-	}
-	return filepath.Join(home, ".cache", "tokenmill")
-}
+// CacheDir is tokenmill's cache directory (lifeline.CacheDir).
+func CacheDir() string { return lifeline.CacheDir() }
 
 // Find locates llama-server: $TOKENMILL_LLAMA_SERVER, else the cache's
-// bin/llama-server, else llama-server on PATH. A TOKENMILL_LLAMA_SERVER
-// that names no executable is an error of its own; finding nothing wraps
-// ErrNotInstalled.
+// bin/llama-server, else llama-server on PATH (lifeline.Find); finding
+// nothing wraps ErrNotInstalled.
 func Find() (string, error) {
-	if p := os.Getenv(EnvBinary); p != "" {
-		if err := executable(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvBinary, p, err)
-		}
-		return p, nil
+	p, err := lifeline.Find(EnvBinary, "llama-server")
+	if errors.Is(err, lifeline.ErrNotFound) {
+		return "", fmt.Errorf("%w%s", ErrNotInstalled, strings.TrimPrefix(err.Error(), lifeline.ErrNotFound.Error()))
 	}
-	cached := filepath.Join(CacheDir(), "bin", "llama-server")
-	if executable(cached) == nil {
-		return cached, nil
-	}
-	if p, err := exec.LookPath("llama-server"); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("%w (looked in %s and PATH)", ErrNotInstalled, filepath.Dir(cached))
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("not an executable file")
-	}
-	return nil
+	return p, err
 }

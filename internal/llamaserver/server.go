@@ -26,13 +26,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"tokenmill/internal/gguf"
+	"tokenmill/internal/lifeline"
 	"tokenmill/lib/jsonl"
 )
 
@@ -41,7 +41,6 @@ import (
 const (
 	startTimeout = 120 * time.Second
 	callTimeout  = 60 * time.Second
-	stopTimeout  = 10 * time.Second
 	portAttempts = 3
 )
 
@@ -84,7 +83,7 @@ type Server struct {
 	ModelPath string
 	Log       string
 	Ready     time.Duration // from exec to /health answering 200
-	proc      *process
+	proc      *lifeline.Process
 	t         Host
 }
 
@@ -96,7 +95,7 @@ var client = &http.Client{Timeout: callTimeout}
 // test ends.
 func Start(t Host, o Options) *Server {
 	t.Helper()
-	if err := supported(); err != nil {
+	if err := lifeline.Supported(); err != nil {
 		t.Skip(err)
 	}
 	bin, err := Find()
@@ -131,14 +130,14 @@ func Start(t Host, o Options) *Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { p.stop(t) })
+		t.Cleanup(func() { p.Stop(t.Errorf) })
 		err = s.waitReady(p, port)
 		if err == nil {
 			s.proc = p
 			break
 		}
 		if errors.Is(err, errPortTaken) && attempt < portAttempts {
-			p.stop(t) // another process took the port between our probe and the bind
+			p.Stop(t.Errorf) // another process took the port between our probe and the bind
 			continue
 		}
 		t.Fatalf("llama-server: %v\n%s", err, s.logTail())
@@ -161,7 +160,7 @@ func Start(t Host, o Options) *Server {
 // Stop stops the server now rather than when the test ends.
 func (s *Server) Stop() {
 	s.t.Helper()
-	s.proc.stop(s.t)
+	s.proc.Stop(s.t.Errorf)
 }
 
 // Call posts body as JSON to path and decodes a 200 answer into out; any
@@ -251,14 +250,6 @@ func canListen(port int) bool {
 	return true
 }
 
-// process is one lifeline shell and the server group it leads.
-type process struct {
-	cmd     *exec.Cmd
-	lifeIn  io.WriteCloser
-	done    chan struct{}
-	stopped bool
-}
-
 // args are llama-server's flags for o on port.
 func (s *Server) args(o Options, port int) []string {
 	a := []string{"-m", s.ModelPath, "--jinja", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
@@ -266,33 +257,11 @@ func (s *Server) args(o Options, port int) []string {
 	return append(a, o.Args...)
 }
 
-func (s *Server) launch(o Options, port int) (*process, error) {
-	log, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close() // the child has its own descriptor
+func (s *Server) launch(o Options, port int) (*lifeline.Process, error) {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "home"), 0o755); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("/bin/sh", append([]string{"-c", lifeline, "llama-server", s.Binary}, s.args(o, port)...)...)
-	cmd.Dir = s.Dir
-	cmd.Env = s.environ(o)
-	cmd.Stdout, cmd.Stderr = log, log
-	inGroup(cmd)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", s.Binary, err)
-	}
-	p := &process{cmd: cmd, lifeIn: in, done: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	return lifeline.Start("llama-server", s.Dir, s.environ(o), s.Log, append([]string{s.Binary}, s.args(o, port)...)...)
 }
 
 // environ is the test process's environment without llama.cpp's settings
@@ -321,12 +290,12 @@ var (
 // startTimeout passes. llama-server answers 503 while it loads the model.
 // A server that exits because another process holds its port says so in
 // its log, though not always before it exits, so the port is tried too.
-func (s *Server) waitReady(p *process, port int) error {
+func (s *Server) waitReady(p *lifeline.Process, port int) error {
 	deadline := time.Now().Add(startTimeout)
 	last := "no answer"
 	for {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			if strings.Contains(s.logTail(), "couldn't bind") || !canListen(port) {
 				return fmt.Errorf("%w: %w", errExited, errPortTaken)
 			}
@@ -352,47 +321,6 @@ func (s *Server) waitReady(p *process, port int) error {
 			return fmt.Errorf("GET %s/health did not answer 200 within %v (last: %s)", s.URL, startTimeout, last)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop asks the server to exit and waits for the shell; if that takes
-// too long it closes the lifeline (the shell kills the group), then kills
-// the group itself. It waits until no process of the group runs and
-// fails the test if one outlives stopTimeout.
-func (p *process) stop(t Host) {
-	if p.stopped {
-		return
-	}
-	p.stopped = true
-	pgid := p.cmd.Process.Pid
-	if b, err := os.ReadFile(filepath.Join(p.cmd.Dir, "server.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			terminate(pid, pgid)
-		}
-	}
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-	}
-	p.lifeIn.Close()
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		killGroup(pgid)
-		<-p.done
-	}
-	deadline := time.Now().Add(stopTimeout)
-	for {
-		alive := groupAlive(pgid)
-		if len(alive) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("llama-server: processes %v of the server's group %d still run %v after it was stopped", alive, pgid, stopTimeout)
-			return
-		}
-		killGroup(pgid)
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"tokenmill/internal/lifeline"
 )
 
 const (
@@ -15,7 +16,7 @@ const (
 	EnvBinary = "TOKENMILL_OLLAMA"
 	// EnvCache is tokenmill's cache directory, where .ci/install-ollama
 	// puts bin/ollama (default $HOME/.cache/tokenmill).
-	EnvCache = "TOKENMILL_CACHE"
+	EnvCache = lifeline.EnvCache
 	// Version is the Ollama release .ci/install-ollama installs and
 	// testdata/ollama's answers come from.
 	Version = "v0.6.5"
@@ -29,52 +30,21 @@ const (
 // ErrNotInstalled is why Find found no binary; tests skip on it.
 var ErrNotInstalled = errors.New("ollama not installed: run .ci/install-ollama")
 
-// CacheDir is tokenmill's cache directory: $TOKENMILL_CACHE, else
-// $HOME/.cache/tokenmill.
-func CacheDir() string {
-	if d := os.Getenv(EnvCache); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "tokenmill-cache")
-	}
-	return filepath.Join(home, ".cache", "tokenmill")
-}
+// CacheDir is tokenmill's cache directory (lifeline.CacheDir).
+func CacheDir() string { return lifeline.CacheDir() }
 
 // Find locates the ollama binary: $TOKENMILL_OLLAMA, else the cache's
-// bin/ollama, else ollama on PATH. A TOKENMILL_OLLAMA that names no
-// executable is an error of its own; finding nothing wraps
+// bin/ollama, else ollama on PATH (lifeline.Find); finding nothing wraps
 // ErrNotInstalled, with the reason the last install failed if it left one.
 func Find() (string, error) {
-	if p := os.Getenv(EnvBinary); p != "" {
-		if err := executable(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvBinary, p, err)
-		}
-		return p, nil
+	p, err := lifeline.Find(EnvBinary, "ollama")
+	if !errors.Is(err, lifeline.ErrNotFound) {
+		return p, err
 	}
-	cached := filepath.Join(CacheDir(), "bin", "ollama")
-	if executable(cached) == nil {
-		return cached, nil
-	}
-	if p, err := exec.LookPath("ollama"); err == nil {
-		return p, nil
-	}
-	if why, err := os.ReadFile(filepath.Join(CacheDir(), failedMarker)); err == nil {
+	if why, rerr := os.ReadFile(filepath.Join(CacheDir(), failedMarker)); rerr == nil {
 		return "", fmt.Errorf("%w (it last failed: %s)", ErrNotInstalled, strings.TrimSpace(string(why)))
 	}
-	return "", fmt.Errorf("%w (or set %s; looked in %s and PATH)", ErrNotInstalled, EnvBinary, filepath.Dir(cached))
-}
-
-func executable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("not an executable file")
-	}
-	return nil
+	return "", fmt.Errorf("%w (or set %s; %s", ErrNotInstalled, EnvBinary, strings.TrimPrefix(err.Error(), lifeline.ErrNotFound.Error()+" ("))
 }
 
 // builtVersion is the module version a go-installed ollama was built at,

@@ -25,13 +25,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"tokenmill/internal/gguf"
+	"tokenmill/internal/lifeline"
 	"tokenmill/lib/jsonl"
 )
 
@@ -51,7 +51,6 @@ const (
 	createTimeout = 30 * time.Second
 	loadTimeout   = 90 * time.Second
 	answerTimeout = 60 * time.Second
-	stopTimeout   = 10 * time.Second
 	portAttempts  = 3
 )
 
@@ -103,7 +102,7 @@ type Server struct {
 	Dir     string // the server's own directory: HOME, models, model.gguf, the log
 	Log     string // the server's log file
 	Timings Timings
-	proc    *process
+	proc    *lifeline.Process
 	t       Host
 	opts    Options
 }
@@ -124,7 +123,7 @@ var client = &http.Client{Timeout: loadTimeout}
 // stopped when t's test ends.
 func Start(t Host, o Options) *Server {
 	t.Helper()
-	if err := supported(); err != nil {
+	if err := lifeline.Supported(); err != nil {
 		t.Skip(err)
 	}
 	bin, err := Find()
@@ -155,7 +154,7 @@ func Start(t Host, o Options) *Server {
 	}
 
 	t0 := time.Now()
-	var p *process
+	var p *lifeline.Process
 	for attempt := 1; ; attempt++ {
 		port, err := freePort(attempt)
 		if err != nil {
@@ -166,13 +165,13 @@ func Start(t Host, o Options) *Server {
 			t.Fatal(err)
 		}
 		proc := p
-		t.Cleanup(func() { proc.stop(t) })
+		t.Cleanup(func() { proc.Stop(t.Errorf) })
 		err = s.waitReady(p)
 		if err == nil {
 			break
 		}
 		if errors.Is(err, errPortTaken) && attempt < portAttempts {
-			p.stop(t) // another process took the port between our probe and the bind
+			p.Stop(t.Errorf) // another process took the port between our probe and the bind
 			continue
 		}
 		t.Fatalf("ollama serve: %v\n%s", err, s.logTail())
@@ -221,15 +220,15 @@ func Start(t Host, o Options) *Server {
 // exit and waits until no process of its group runs.
 func (s *Server) Stop() {
 	s.t.Helper()
-	s.proc.stop(s.t)
+	s.proc.Stop(s.t.Errorf)
 }
 
 // Kill kills the server and its runners with SIGKILL at once, as a crash
 // would, and waits until they are gone.
 func (s *Server) Kill() {
 	s.t.Helper()
-	killGroup(s.proc.cmd.Process.Pid)
-	s.proc.stop(s.t)
+	s.proc.Kill()
+	s.proc.Stop(s.t.Errorf)
 }
 
 // Restart starts the server again after Kill or Stop, as its operator
@@ -238,7 +237,9 @@ func (s *Server) Kill() {
 // loaded by the first request that names it, as after any restart.
 func (s *Server) Restart() {
 	s.t.Helper()
-	if !s.proc.stopped {
+	select {
+	case <-s.proc.Done():
+	default:
 		s.t.Fatal("ollama: Restart of a server that runs")
 	}
 	_, portText, _ := net.SplitHostPort(strings.TrimPrefix(s.URL, "http://"))
@@ -250,7 +251,7 @@ func (s *Server) Restart() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Cleanup(func() { p.stop(s.t) })
+	s.t.Cleanup(func() { p.Stop(s.t.Errorf) })
 	if err := s.waitReady(p); err != nil {
 		s.t.Fatalf("ollama serve, restarted: %v\n%s", err, s.logTail())
 	}
@@ -286,43 +287,13 @@ var freePort = func(attempt int) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// process is one lifeline shell and the server group it leads.
-type process struct {
-	cmd     *exec.Cmd
-	lifeIn  io.WriteCloser
-	done    chan struct{}
-	stopped bool
-}
-
-func (s *Server) launch(o Options, port int) (*process, error) {
-	log, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close() // the child has its own descriptor
+func (s *Server) launch(o Options, port int) (*lifeline.Process, error) {
 	for _, d := range []string{"home", "models"} {
 		if err := os.MkdirAll(filepath.Join(s.Dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	cmd := exec.Command("/bin/sh", "-c", lifeline, s.Binary)
-	cmd.Dir = s.Dir
-	cmd.Env = s.environ(o, port)
-	cmd.Stdout, cmd.Stderr = log, log
-	inGroup(cmd)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s serve: %w", s.Binary, err)
-	}
-	p := &process{cmd: cmd, lifeIn: in, done: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	return lifeline.Start("ollama serve", s.Dir, s.environ(o, port), s.Log, s.Binary, "serve")
 }
 
 // environ is the test process's environment without Ollama's settings,
@@ -356,11 +327,11 @@ var (
 
 // waitReady polls GET / until it answers "Ollama is running", the
 // process exits, or startTimeout passes.
-func (s *Server) waitReady(p *process) error {
+func (s *Server) waitReady(p *lifeline.Process) error {
 	deadline := time.Now().Add(startTimeout)
 	for {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			if strings.Contains(s.logTail(), "address already in use") {
 				return fmt.Errorf("%w: %w", errExited, errPortTaken)
 			}
@@ -383,47 +354,6 @@ func (s *Server) waitReady(p *process) error {
 			return fmt.Errorf("GET %s/ did not answer \"Ollama is running\" within %v (last error: %v)", s.URL, startTimeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop asks the server to exit and waits for the shell; if that takes
-// too long it closes the lifeline (the shell kills the group), then kills
-// the group itself. It waits until no process of the group runs and
-// fails the test if one outlives stopTimeout.
-func (p *process) stop(t Host) {
-	if p.stopped {
-		return
-	}
-	p.stopped = true
-	pgid := p.cmd.Process.Pid
-	if b, err := os.ReadFile(filepath.Join(p.cmd.Dir, "serve.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			terminate(pid, pgid)
-		}
-	}
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-	}
-	p.lifeIn.Close()
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		killGroup(pgid)
-		<-p.done
-	}
-	deadline := time.Now().Add(stopTimeout)
-	for {
-		alive := groupAlive(pgid)
-		if len(alive) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("ollama: processes %v of the server's group %d still run %v after it was stopped", alive, pgid, stopTimeout)
-			return
-		}
-		killGroup(pgid)
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

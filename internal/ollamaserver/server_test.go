@@ -15,11 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/lifeline"
 	"tokenmill/internal/testbin"
 )
 
 var testClient = &http.Client{Timeout: answerTimeout}
 
+// TestFind checks what this package adds to lifeline.Find (whose own test
+// covers the search order): its name, its hint and ErrNotInstalled.
 func TestFind(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "my-ollama")
@@ -42,19 +45,13 @@ func TestFind(t *testing.T) {
 		missing bool // the error is ErrNotInstalled
 	}{
 		{name: "env", env: exe, want: exe},
-		{name: "env missing", env: filepath.Join(dir, "nope"), wantErr: "no such file"},
 		{name: "env not executable", env: plain, wantErr: "not an executable"},
-		{name: "env directory", env: dir, wantErr: "not an executable"},
-		{name: "nothing", wantErr: "ollama not installed: run .ci/install-ollama (or set TOKENMILL_OLLAMA", missing: true},
+		{name: "nothing", wantErr: "ollama not installed: run .ci/install-ollama (or set TOKENMILL_OLLAMA; looked in " + filepath.Dir(cached), missing: true},
 		{name: "failed install", setup: func(t *testing.T) {
 			os.MkdirAll(cache, 0o755)
 			os.WriteFile(filepath.Join(cache, failedMarker), []byte("no cc: cgo builds ...\n"), 0o644)
 		}, wantErr: "ollama not installed: run .ci/install-ollama (it last failed: no cc: cgo builds ...)", missing: true},
-		{name: "PATH", setup: func(t *testing.T) {
-			os.MkdirAll(onPath, 0o755)
-			os.WriteFile(filepath.Join(onPath, "ollama"), []byte("#!/bin/sh\n"), 0o755)
-		}, want: filepath.Join(onPath, "ollama")},
-		{name: "cache before PATH", setup: func(t *testing.T) {
+		{name: "cache", setup: func(t *testing.T) {
 			os.MkdirAll(filepath.Dir(cached), 0o755)
 			os.WriteFile(cached, []byte("#!/bin/sh\n"), 0o755)
 		}, want: cached},
@@ -86,17 +83,17 @@ func groupOf(t *testing.T, srv *Server) int {
 	if srv.proc == nil {
 		t.Fatal("no server process")
 	}
-	return srv.proc.cmd.Process.Pid
+	return srv.proc.Group()
 }
 
 // checkGone fails unless no process of the group runs and the port is
 // closed, within a bound.
 func checkGone(t *testing.T, pgid int, url string) {
 	t.Helper()
-	deadline := time.Now().Add(stopTimeout)
-	for len(groupAlive(pgid)) > 0 {
+	deadline := time.Now().Add(lifeline.StopTimeout)
+	for len(lifeline.GroupAlive(pgid)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of the server's group still run %v after it was stopped", groupAlive(pgid), stopTimeout)
+			t.Fatalf("processes %v of the server's group still run %v after it was stopped", lifeline.GroupAlive(pgid), lifeline.StopTimeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -118,8 +115,8 @@ func TestStop(t *testing.T) {
 		srv := Start(t, Options{})
 		pgid, url = groupOf(t, srv), srv.URL
 		// The shell, its watcher, ollama serve and the runner.
-		if runtime.GOOS == "linux" && len(groupAlive(pgid)) < 4 {
-			t.Errorf("group %d has %v, want the shell, its watcher, the server and a runner", pgid, groupAlive(pgid))
+		if runtime.GOOS == "linux" && len(lifeline.GroupAlive(pgid)) < 4 {
+			t.Errorf("group %d has %v, want the shell, its watcher, the server and a runner", pgid, lifeline.GroupAlive(pgid))
 		}
 	})
 	if pgid == 0 {
@@ -226,7 +223,7 @@ func TestKilledTestProcess(t *testing.T) {
 	case <-time.After(startTimeout + loadTimeout + answerTimeout):
 		t.Fatal("the helper did not start a server in time")
 	}
-	if len(groupAlive(pgid)) == 0 {
+	if len(lifeline.GroupAlive(pgid)) == 0 {
 		t.Fatalf("group %d is not running", pgid)
 	}
 	cmd.Process.Kill()

@@ -1,6 +1,6 @@
 //go:build unix
 
-package llamaserver
+package lifeline
 
 import (
 	"bytes"
@@ -12,28 +12,8 @@ import (
 	"syscall"
 )
 
-// lifeline runs "$@" (the llama-server binary and its flags) in a shell
-// that holds the read end of a pipe whose write end only the test process
-// has. When the pipe closes (the test process ending any way at all: a
-// test timeout's panic, an interrupt, kill -9) the shell kills its process
-// group, the server with it. When the server exits (Stop sends it
-// SIGTERM), the shell reaps it and its own watcher, so no orphan is left
-// for init to reap, then kills whatever else is left in the group.
-const lifeline = `exec 3<&0 0</dev/null
-"$@" 3<&- &
-server=$!
-echo "$server" >server.pid
-{ read -r _ <&3; kill -9 0; } &
-watch=$!
-exec 3<&-
-wait "$server"
-status=$?
-kill -9 "$watch"
-wait "$watch"
-echo "lifeline: llama-server exited with status $status" >&2
-kill -9 0`
-
-func supported() error { return nil }
+// Supported says whether servers can be run here.
+func Supported() error { return nil }
 
 // inGroup makes cmd the leader of a new process group, whose id is its pid.
 func inGroup(cmd *exec.Cmd) {
@@ -52,10 +32,10 @@ func terminate(pid, pgid int) {
 	}
 }
 
-// groupAlive lists the processes of a group that still run: on Linux from
+// GroupAlive lists the processes of a group that still run: on Linux from
 // /proc, leaving out zombies (an orphan is reaped by whoever adopts it, on
 // its own time); elsewhere the group as a whole, while signal 0 reaches it.
-func groupAlive(pgid int) []int {
+func GroupAlive(pgid int) []int {
 	if runtime.GOOS != "linux" {
 		if syscall.Kill(-pgid, 0) == nil {
 			return []int{pgid}
