@@ -1,11 +1,8 @@
 package benchsuite
 
 import (
-	"bufio"
-	"compress/gzip"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,23 +42,8 @@ func (c renderCase) request() tokenizer.Request {
 // calls, tool results and answers, with the reference's rendering.
 func renderCases(tb testing.TB, model string, turns int) []renderCase {
 	tb.Helper()
-	f, err := os.Open(testbin.Tokenizers(tb, "golden/"+model+".jsonl.gz"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var out []renderCase
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var c renderCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			tb.Fatal(err)
-		}
+	for _, c := range testbin.Golden[renderCase](tb, model) {
 		var msgs []json.RawMessage
 		if err := json.Unmarshal(c.Messages, &msgs); err != nil {
 			tb.Fatal(err)
@@ -69,9 +51,6 @@ func renderCases(tb testing.TB, model string, turns int) []renderCase {
 		if len(msgs) == turns && len(c.Tools) > 0 && string(c.Tools) != "null" && string(c.Tools) != "[]" {
 			out = append(out, c)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
 	}
 	if len(out) == 0 {
 		tb.Fatalf("%s: no golden case of %d messages with tools", model, turns)

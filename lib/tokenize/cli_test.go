@@ -2,7 +2,6 @@ package tokenize
 
 import (
 	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -94,7 +93,7 @@ func TestBinaryGolden(t *testing.T) {
 			if r.Code != 0 {
 				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 			}
-			want := readGolden(t, golden)
+			want := testbin.Golden[goldenLine](t, model)
 			out, err := os.Open(filepath.Join(dir, "out.jsonl"))
 			if err != nil {
 				t.Fatal(err)
@@ -128,28 +127,4 @@ type goldenLine struct {
 	ID       string `json:"id"`
 	Rendered string `json:"rendered"`
 	IDs      []int  `json:"ids"`
-}
-
-func readGolden(t *testing.T, path string) []goldenLine {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []goldenLine
-	sc := bufio.NewScanner(gz)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var g goldenLine
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, g)
-	}
-	return out
 }

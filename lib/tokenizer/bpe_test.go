@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"bufio"
-	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,29 +54,7 @@ type bpeGoldenCase struct {
 
 func readBPEGolden(t testing.TB, name string) []bpeGoldenCase {
 	t.Helper()
-	f, err := os.Open(testbin.Tokenizers(t, "golden/"+name+".jsonl.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []bpeGoldenCase
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var c bpeGoldenCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("golden %s line %d: %v", name, len(cases)+1, err)
-		}
-		cases = append(cases, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return cases
+	return testbin.Golden[bpeGoldenCase](t, name)
 }
 
 // describeIDDiff says where two id sequences part, with the text around.

@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -488,30 +486,11 @@ func (c llamacppCase) request() Request {
 // each record whole, and its first user turn as a prompt.
 func llamacppCases(t *testing.T) []llamacppCase {
 	t.Helper()
-	f, err := os.Open(testbin.Tokenizers(t, "golden/qwen3.jsonl.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []llamacppCase
-	sc := bufio.NewScanner(gz)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var c llamacppCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("golden qwen3 line %d: %v", len(cases)+1, err)
+	cases := testbin.Golden[llamacppCase](t, "qwen3")
+	for i := range cases {
+		if string(cases[i].Tools) == "null" {
+			cases[i].Tools = nil
 		}
-		if string(c.Tools) == "null" {
-			c.Tools = nil
-		}
-		cases = append(cases, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 
 	// v1_sft_demo: OpenAI-style messages whose content is a list of

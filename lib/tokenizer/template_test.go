@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"os"
@@ -36,29 +34,7 @@ func (c goldenCase) request() Request {
 // not beside the repository.
 func goldenCases(t testing.TB, model string) []goldenCase {
 	t.Helper()
-	f, err := os.Open(testbin.Tokenizers(t, "golden/"+model+".jsonl.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []goldenCase
-	sc := bufio.NewScanner(gz)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var c goldenCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("golden %s line %d: %v", model, len(cases)+1, err)
-		}
-		cases = append(cases, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return cases
+	return testbin.Golden[goldenCase](t, model)
 }
 
 // testTemplate loads only a folder's chat template, so that rendering is
