@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -41,7 +40,6 @@ import (
 const (
 	startTimeout = 120 * time.Second
 	callTimeout  = 60 * time.Second
-	portAttempts = 3
 )
 
 // Options say what Start runs; zero values take the defaults in brackets.
@@ -62,17 +60,7 @@ type Options struct {
 }
 
 // Host is the part of testing.TB that Start uses.
-type Host interface {
-	Helper()
-	Skip(args ...any)
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-	Errorf(format string, args ...any)
-	Logf(format string, args ...any)
-	TempDir() string
-	Cleanup(func())
-	Failed() bool
-}
+type Host = lifeline.Host
 
 // Server is a running llama-server whose model is loaded.
 type Server struct {
@@ -120,34 +108,11 @@ func Start(t Host, o Options) *Server {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	for attempt := 1; ; attempt++ {
-		port, err := freePort(attempt)
-		if err != nil {
-			t.Fatal(err)
-		}
+	s.proc = lifeline.Up(t, "llama-server", s.Log, func(port int) (*lifeline.Process, error) {
 		s.URL = "http://127.0.0.1:" + strconv.Itoa(port)
-		p, err := s.launch(o, port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Stop(t.Errorf) })
-		err = s.waitReady(p, port)
-		if err == nil {
-			s.proc = p
-			break
-		}
-		if errors.Is(err, errPortTaken) && attempt < portAttempts {
-			p.Stop(t.Errorf) // another process took the port between our probe and the bind
-			continue
-		}
-		t.Fatalf("llama-server: %v\n%s", err, s.logTail())
-	}
+		return s.launch(o, port)
+	}, s.waitReady)
 	s.Ready = time.Since(t0)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("llama-server log %s:\n%s", s.Log, s.logTail())
-		}
-	})
 	var props struct {
 		BuildInfo string `json:"build_info"`
 	}
@@ -228,28 +193,6 @@ func writeModel(m gguf.Llama, path string) error {
 	})
 }
 
-// freePort asks the kernel for a free loopback port. It can be taken again
-// before the server binds it; Start then retries with another. A variable,
-// so a test can hand out a taken one.
-var freePort = func(attempt int) (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// canListen tells whether port is free on the loopback address.
-func canListen(port int) bool {
-	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
-}
-
 // args are llama-server's flags for o on port.
 func (s *Server) args(o Options, port int) []string {
 	a := []string{"-m", s.ModelPath, "--jinja", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
@@ -268,75 +211,23 @@ func (s *Server) launch(o Options, port int) (*lifeline.Process, error) {
 // (LLAMA_ARG_* set flags), HOME, its cache and proxies, plus the
 // server's own.
 func (s *Server) environ(o Options) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch lk := strings.ToLower(k); {
-		case strings.HasPrefix(k, "LLAMA_"), k == "HOME", k == "XDG_CACHE_HOME", strings.HasSuffix(lk, "_proxy"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "HOME="+filepath.Join(s.Dir, "home"), "NO_COLOR=1")
-	return append(env, o.Env...)
+	return lifeline.Environ("LLAMA_", append([]string{"HOME=" + filepath.Join(s.Dir, "home"), "NO_COLOR=1"}, o.Env...)...)
 }
 
-var (
-	errPortTaken = errors.New("the port was taken")
-	errExited    = errors.New("exited before answering")
-)
-
-// waitReady polls GET /health until it answers 200, the process exits, or
-// startTimeout passes. llama-server answers 503 while it loads the model.
-// A server that exits because another process holds its port says so in
-// its log, though not always before it exits, so the port is tried too.
+// waitReady polls GET /health until it answers 200: llama-server answers
+// 503 while it loads the model. A server that exits because another
+// process holds its port says so in its log, though not always before it
+// exits, so the port is tried too.
 func (s *Server) waitReady(p *lifeline.Process, port int) error {
-	deadline := time.Now().Add(startTimeout)
-	last := "no answer"
-	for {
-		select {
-		case <-p.Done():
-			if strings.Contains(s.logTail(), "couldn't bind") || !canListen(port) {
-				return fmt.Errorf("%w: %w", errExited, errPortTaken)
-			}
-			return errExited
-		default:
+	return lifeline.WaitReady(p, s.URL+"/health", startTimeout, func(status int, _ []byte) bool {
+		return status == http.StatusOK
+	}, func() error {
+		if strings.Contains(s.logTail(), "couldn't bind") || !lifeline.CanListen(port) {
+			return fmt.Errorf("%w: %w", lifeline.ErrExited, lifeline.ErrPortTaken)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/health", nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				cancel()
-				return nil
-			}
-			last = fmt.Sprintf("%s %s", resp.Status, bytes.TrimSpace(b))
-		} else {
-			last = err.Error()
-		}
-		cancel()
-		if time.Now().After(deadline) {
-			return fmt.Errorf("GET %s/health did not answer 200 within %v (last: %s)", s.URL, startTimeout, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return lifeline.ErrExited
+	})
 }
 
 // logTail is the end of the server's log, for failure messages.
-func (s *Server) logTail() string {
-	b, err := os.ReadFile(s.Log)
-	if err != nil {
-		return fmt.Sprintf("(no server log: %v)", err)
-	}
-	const keep = 8 << 10
-	if len(b) > keep {
-		b = b[len(b)-keep:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-		return "[...]\n" + string(b)
-	}
-	return string(b)
-}
+func (s *Server) logTail() string { return lifeline.LogTail(s.Log) }

@@ -51,7 +51,6 @@ const (
 	createTimeout = 30 * time.Second
 	loadTimeout   = 90 * time.Second
 	answerTimeout = 60 * time.Second
-	portAttempts  = 3
 )
 
 // Options say what Start runs; zero values take the defaults in brackets.
@@ -78,20 +77,8 @@ type Options struct {
 	Env []string
 }
 
-// Host is the part of testing.TB that Start uses: a test passes its own
-// *testing.T; a program that holds a server up (the benchmark's) passes
-// one of its own making.
-type Host interface {
-	Helper()
-	Skip(args ...any)
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-	Errorf(format string, args ...any)
-	Logf(format string, args ...any)
-	TempDir() string
-	Cleanup(func())
-	Failed() bool
-}
+// Host is the part of testing.TB that Start uses.
+type Host = lifeline.Host
 
 // Server is a running, warm Ollama server.
 type Server struct {
@@ -154,34 +141,10 @@ func Start(t Host, o Options) *Server {
 	}
 
 	t0 := time.Now()
-	var p *lifeline.Process
-	for attempt := 1; ; attempt++ {
-		port, err := freePort(attempt)
-		if err != nil {
-			t.Fatal(err)
-		}
+	s.proc = lifeline.Up(t, "ollama serve", s.Log, func(port int) (*lifeline.Process, error) {
 		s.URL = "http://127.0.0.1:" + strconv.Itoa(port)
-		if p, err = s.launch(o, port); err != nil {
-			t.Fatal(err)
-		}
-		proc := p
-		t.Cleanup(func() { proc.Stop(t.Errorf) })
-		err = s.waitReady(p)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, errPortTaken) && attempt < portAttempts {
-			p.Stop(t.Errorf) // another process took the port between our probe and the bind
-			continue
-		}
-		t.Fatalf("ollama serve: %v\n%s", err, s.logTail())
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("ollama server log %s:\n%s", s.Log, s.logTail())
-		}
-	})
-	s.proc = p
+		return s.launch(o, port)
+	}, s.waitReady)
 	s.Timings.Start = time.Since(t0)
 	s.Version = builtVersion(bin)
 	if s.Version == "" {
@@ -252,7 +215,7 @@ func (s *Server) Restart() {
 		s.t.Fatal(err)
 	}
 	s.t.Cleanup(func() { p.Stop(s.t.Errorf) })
-	if err := s.waitReady(p); err != nil {
+	if err := s.waitReady(p, port); err != nil {
 		s.t.Fatalf("ollama serve, restarted: %v\n%s", err, s.logTail())
 	}
 	s.proc = p
@@ -275,18 +238,6 @@ func writeModel(m gguf.Llama, path string) (string, error) {
 	})
 }
 
-// freePort asks the kernel for a free loopback port. It can be taken again
-// before the server binds it; Start then retries with another. A variable,
-// so a test can hand out a taken one.
-var freePort = func(attempt int) (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (s *Server) launch(o Options, port int) (*lifeline.Process, error) {
 	for _, d := range []string{"home", "models"} {
 		if err := os.MkdirAll(filepath.Join(s.Dir, d), 0o755); err != nil {
@@ -299,62 +250,27 @@ func (s *Server) launch(o Options, port int) (*lifeline.Process, error) {
 // environ is the test process's environment without Ollama's settings,
 // HOME and proxies, plus the server's own.
 func (s *Server) environ(o Options, port int) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch lk := strings.ToLower(k); {
-		case strings.HasPrefix(k, "OLLAMA_"), k == "HOME", strings.HasSuffix(lk, "_proxy"):
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env,
-		"HOME="+filepath.Join(s.Dir, "home"), // ollama keeps its key pair in ~/.ollama
-		"OLLAMA_HOST=127.0.0.1:"+strconv.Itoa(port),
-		"OLLAMA_MODELS="+filepath.Join(s.Dir, "models"),
-		"OLLAMA_NUM_PARALLEL="+strconv.Itoa(o.Parallel),
+	return lifeline.Environ("OLLAMA_", append([]string{
+		"HOME=" + filepath.Join(s.Dir, "home"), // ollama keeps its key pair in ~/.ollama
+		"OLLAMA_HOST=127.0.0.1:" + strconv.Itoa(port),
+		"OLLAMA_MODELS=" + filepath.Join(s.Dir, "models"),
+		"OLLAMA_NUM_PARALLEL=" + strconv.Itoa(o.Parallel),
 		"OLLAMA_MAX_LOADED_MODELS=1",
 		"OLLAMA_KEEP_ALIVE=24h",
-		"OLLAMA_LOAD_TIMEOUT="+loadTimeout.String(),
-	)
-	return append(env, o.Env...)
+		"OLLAMA_LOAD_TIMEOUT=" + loadTimeout.String(),
+	}, o.Env...)...)
 }
 
-var (
-	errPortTaken = errors.New("the port was taken")
-	errExited    = errors.New("exited before answering")
-)
-
-// waitReady polls GET / until it answers "Ollama is running", the
-// process exits, or startTimeout passes.
-func (s *Server) waitReady(p *lifeline.Process) error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-p.Done():
-			if strings.Contains(s.logTail(), "address already in use") {
-				return fmt.Errorf("%w: %w", errExited, errPortTaken)
-			}
-			return errExited
-		default:
+// waitReady polls GET / until it answers "Ollama is running".
+func (s *Server) waitReady(p *lifeline.Process, _ int) error {
+	return lifeline.WaitReady(p, s.URL+"/", startTimeout, func(status int, body []byte) bool {
+		return status == http.StatusOK && string(body) == "Ollama is running"
+	}, func() error {
+		if strings.Contains(s.logTail(), "address already in use") {
+			return fmt.Errorf("%w: %w", lifeline.ErrExited, lifeline.ErrPortTaken)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/", nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && string(b) == "Ollama is running" {
-				cancel()
-				return nil
-			}
-		}
-		cancel()
-		if time.Now().After(deadline) {
-			return fmt.Errorf("GET %s/ did not answer \"Ollama is running\" within %v (last error: %v)", s.URL, startTimeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return lifeline.ErrExited
+	})
 }
 
 // create uploads the GGUF as a blob and creates the model from it.
@@ -443,18 +359,4 @@ func (s *Server) reportedVersion() string {
 }
 
 // logTail is the end of the server's log, for failure messages.
-func (s *Server) logTail() string {
-	b, err := os.ReadFile(s.Log)
-	if err != nil {
-		return fmt.Sprintf("(no server log: %v)", err)
-	}
-	const keep = 8 << 10
-	if len(b) > keep {
-		b = b[len(b)-keep:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:]
-		}
-		return "[...]\n" + string(b)
-	}
-	return string(b)
-}
+func (s *Server) logTail() string { return lifeline.LogTail(s.Log) }
