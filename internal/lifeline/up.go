@@ -163,3 +163,43 @@ func Environ(prefix string, extra ...string) []string {
 	}
 	return append(env, extra...)
 }
+
+// Binary is what find finds, for a server's Start: t skips where the
+// lifeline cannot run or the error is notInstalled, and fails on any
+// other error.
+func Binary(t Host, find func() (string, error), notInstalled error) string {
+	t.Helper()
+	if err := Supported(); err != nil {
+		t.Skip(err)
+	}
+	bin, err := find()
+	if errors.Is(err, notInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TakenPort holds a loopback port with a listener of its own and makes
+// Up's first attempt get it, until t's test ends; it returns the port.
+// Tests that use it must not run in parallel.
+func TakenPort(t Host) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	taken := l.Addr().(*net.TCPAddr).Port
+	real := FreePort
+	FreePort = func(attempt int) (int, error) {
+		if attempt == 1 {
+			return taken, nil
+		}
+		return real(attempt)
+	}
+	t.Cleanup(func() { FreePort = real })
+	return taken
+}

@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,16 +82,7 @@ var client = &http.Client{Timeout: callTimeout}
 // test ends.
 func Start(t Host, o Options) *Server {
 	t.Helper()
-	if err := lifeline.Supported(); err != nil {
-		t.Skip(err)
-	}
-	bin, err := Find()
-	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := lifeline.Binary(t, Find, ErrNotInstalled)
 	if o.Context <= 0 {
 		o.Context = 4096
 	}

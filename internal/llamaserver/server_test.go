@@ -3,7 +3,6 @@ package llamaserver
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -108,20 +107,7 @@ func TestPortTaken(t *testing.T) {
 	if _, err := Find(); err != nil {
 		t.Skip(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
-	real := lifeline.FreePort
-	lifeline.FreePort = func(attempt int) (int, error) {
-		if attempt == 1 {
-			return taken, nil
-		}
-		return real(attempt)
-	}
-	defer func() { lifeline.FreePort = real }()
+	taken := lifeline.TakenPort(t)
 	srv := Start(t, Options{})
 	if strings.HasSuffix(srv.URL, fmt.Sprintf(":%d", taken)) {
 		t.Fatalf("the server claims the taken port %d", taken)

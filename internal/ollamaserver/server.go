@@ -19,7 +19,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -110,16 +109,7 @@ var client = &http.Client{Timeout: loadTimeout}
 // stopped when t's test ends.
 func Start(t Host, o Options) *Server {
 	t.Helper()
-	if err := lifeline.Supported(); err != nil {
-		t.Skip(err)
-	}
-	bin, err := Find()
-	if errors.Is(err, ErrNotInstalled) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := lifeline.Binary(t, Find, ErrNotInstalled)
 	if o.Parallel <= 0 {
 		o.Parallel = 1
 	}
