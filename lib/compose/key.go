@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
@@ -487,13 +485,13 @@ func promptChars(f *fields) int {
 func contentChars(v []byte) int {
 	switch {
 	case len(v) >= 2 && v[0] == '"':
-		return countChars(v[1 : len(v)-1])
+		return quality.CharsJSON(v[1 : len(v)-1])
 	case len(v) > 0 && v[0] == '[':
 		n := 0
 		each(v, func(p []byte) bool {
 			for _, name := range []string{"text", "value"} {
 				if s := field(p, name); len(s) >= 2 && s[0] == '"' {
-					n += countChars(s[1 : len(s)-1])
+					n += quality.CharsJSON(s[1 : len(s)-1])
 					break
 				}
 			}
@@ -502,36 +500,6 @@ func contentChars(v []byte) int {
 		return n
 	}
 	return 0
-}
-
-// countChars counts the characters of the inside of a valid JSON string
-// literal without decoding it: an escape counts as the one character it
-// stands for (as stats counts them).
-func countChars(s []byte) int {
-	n := 0
-	for {
-		i := bytes.IndexByte(s, '\\')
-		if i < 0 {
-			return n + utf8.RuneCount(s)
-		}
-		n += utf8.RuneCount(s[:i]) + 1
-		s = s[i+1:]
-		if len(s) == 0 {
-			return n
-		}
-		if s[0] != 'u' || len(s) < 5 {
-			s = s[1:]
-			continue
-		}
-		hi, _ := strconv.ParseUint(string(s[1:5]), 16, 32)
-		s = s[5:]
-		if utf16.IsSurrogate(rune(hi)) && len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-			lo, _ := strconv.ParseUint(string(s[2:6]), 16, 32)
-			if utf16.DecodeRune(rune(hi), rune(lo)) != utf8.RuneError {
-				s = s[6:]
-			}
-		}
-	}
 }
 
 // nonEmpty tells a value that holds something: not absent, null, "", []

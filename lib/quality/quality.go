@@ -8,10 +8,13 @@
 package quality
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -323,4 +326,35 @@ func BlankJSON(raw []byte) bool {
 		}
 	}
 	return true
+}
+
+// CharsJSON counts the characters of the inside of a valid JSON string
+// literal without decoding it: an escape counts as the one character it
+// stands for, as the decoded string would.
+func CharsJSON(s []byte) int {
+	n := 0
+	for {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			return n + utf8.RuneCount(s)
+		}
+		n += utf8.RuneCount(s[:i]) + 1
+		s = s[i+1:]
+		if len(s) == 0 {
+			return n
+		}
+		if s[0] != 'u' || len(s) < 5 {
+			s = s[1:]
+			continue
+		}
+		// A surrogate pair written as two escapes is one character.
+		hi, _ := strconv.ParseUint(string(s[1:5]), 16, 32)
+		s = s[5:]
+		if utf16.IsSurrogate(rune(hi)) && len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+			lo, _ := strconv.ParseUint(string(s[2:6]), 16, 32)
+			if utf16.DecodeRune(rune(hi), rune(lo)) != utf8.RuneError {
+				s = s[6:]
+			}
+		}
+	}
 }

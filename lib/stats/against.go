@@ -202,7 +202,7 @@ func rawChars(v json.RawMessage) int32 {
 	v = json.RawMessage(strings.TrimSpace(string(v)))
 	switch {
 	case len(v) >= 2 && v[0] == '"':
-		return int32(min(countChars(v[1:len(v)-1]), math.MaxInt32))
+		return int32(min(quality.CharsJSON(v[1:len(v)-1]), math.MaxInt32))
 	case len(v) > 0 && v[0] == '[':
 		var parts []struct {
 			Text  json.RawMessage `json:"text"`

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
 	"github.com/zeebo/xxh3"
@@ -59,38 +57,8 @@ func (c *chars) UnmarshalJSON(b []byte) error {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
 		return fmt.Errorf("a text field (content, prompt, text or reasoning) should be a string, not %s", jsonKind(b))
 	}
-	c.n, c.set, c.blank = countChars(b[1:len(b)-1]), true, quality.BlankJSON(b)
+	c.n, c.set, c.blank = quality.CharsJSON(b[1:len(b)-1]), true, quality.BlankJSON(b)
 	return nil
-}
-
-// countChars counts the characters of the inside of a valid JSON string
-// literal.
-func countChars(s []byte) int {
-	n := 0
-	for {
-		i := bytes.IndexByte(s, '\\')
-		if i < 0 {
-			return n + utf8.RuneCount(s)
-		}
-		n += utf8.RuneCount(s[:i]) + 1
-		s = s[i+1:]
-		if len(s) == 0 {
-			return n
-		}
-		if s[0] != 'u' || len(s) < 5 {
-			s = s[1:]
-			continue
-		}
-		// A surrogate pair written as two escapes is one character.
-		hi, _ := strconv.ParseUint(string(s[1:5]), 16, 32)
-		s = s[5:]
-		if utf16.IsSurrogate(rune(hi)) && len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-			lo, _ := strconv.ParseUint(string(s[2:6]), 16, 32)
-			if utf16.DecodeRune(rune(hi), rune(lo)) != utf8.RuneError {
-				s = s[6:]
-			}
-		}
-	}
 }
 
 // rawID keeps the raw JSON of an id (a string or an integer) without

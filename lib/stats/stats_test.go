@@ -16,7 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
@@ -113,42 +112,6 @@ func diffJSON(path string, got, want any, out []string) []string {
 		}
 	}
 	return out
-}
-
-func TestCountChars(t *testing.T) {
-	tests := []struct {
-		literal string // the inside of a JSON string
-		want    int
-	}{
-		{``, 0},
-		{`abc`, 3},
-		{`héllo`, 5},
-		{`日本語`, 3},
-		{`😀`, 1},
-		{`\n\t\"\\\/`, 5},
-		{`\u00e9`, 1},
-		{`\ud83d\ude00`, 1},               // a surrogate pair is one character
-		{`\ud83d`, 1},                     // a lone surrogate decodes to U+FFFD
-		{`\ud83d\u0041`, 2},               // high surrogate, then an ordinary escape
-		{`\ud83dx`, 2},                    // high surrogate, then a letter
-		{`\ude00\ud83d`, 2},               // low before high: two replacements
-		{"a\xffb", 3},                     // an invalid byte counts as one
-		{"\xe6\x97", 2},                   // a cut-off sequence: one per byte
-		{`x\u003cb\u003e\u0026\u0001`, 6}, // HTML escapes as encoding/json writes them
-	}
-	for _, tt := range tests {
-		if got := countChars([]byte(tt.literal)); got != tt.want {
-			t.Errorf("countChars(%q) = %d, want %d", tt.literal, got, tt.want)
-		}
-		// The standard decoder agrees.
-		var s string
-		if err := json.Unmarshal([]byte(`"`+tt.literal+`"`), &s); err != nil {
-			t.Fatalf("%q: %v", tt.literal, err)
-		}
-		if n := utf8.RuneCountInString(s); n != tt.want {
-			t.Errorf("%q decodes to %d characters, table says %d", tt.literal, n, tt.want)
-		}
-	}
 }
 
 // badLines are lines stats must reject, with the reason.
