@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,6 +116,38 @@ func completeLines(path string) int {
 	return bytes.Count(b, []byte{'\n'})
 }
 
+// killRounds runs infer with args, then with --resume, rounds times in
+// all, killing each with SIGKILL as soon as its first flush lands (so
+// the run never finishes before the kill); after each kill, check gets
+// the round, the run and the whole lines it left. A last --resume run
+// must finish; it is returned.
+func killRounds(t *testing.T, args []string, rounds, total int, check func(round int, p *proc, whole []byte)) *proc {
+	t.Helper()
+	out := args[slices.Index(args, "-o")+1]
+	resumeArgs := append(append([]string{}, args...), "--resume")
+	for round := 0; round < rounds; round++ {
+		a := args
+		if round > 0 {
+			a = resumeArgs
+		}
+		before := completeLines(out)
+		p := startInfer(t, a...)
+		waitFor(t, 30*time.Second, fmt.Sprintf("round %d to write output", round), func() bool { return completeLines(out) > before })
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.wait(t, 10*time.Second)
+		if n := completeLines(out); n >= total {
+			t.Fatalf("round %d: the run finished (%d lines) before it was killed", round, n)
+		}
+		data, _ := os.ReadFile(out)
+		check(round, p, data[:bytes.LastIndexByte(data, '\n')+1])
+	}
+	p := startInfer(t, resumeArgs...)
+	if code := p.wait(t, 60*time.Second); code != cli.ExitOK {
+		t.Fatalf("final resume exit %d\n%s", code, p.stderr.String())
+	}
+	return p
+}
+
 // kill -9 at several points, a partial last line planted by hand, and
 // --resume each time: the output ends with exactly one record per answer
 // and no partial line.
@@ -127,27 +160,9 @@ func TestKillAndResume(t *testing.T) {
 	in, lines := promptSet{n: 600}.write(t, dir, "prompts.jsonl")
 	out := filepath.Join(dir, "gen.jsonl")
 	args := append([]string{"-e", strings.Join(urls, ","), "--max-tokens", "48", "--flush-interval", "100ms", "-o", out, in}, fastFlags...)
-	resumeArgs := append(append([]string{}, args...), "--resume")
-
-	for round := 0; round < 3; round++ {
-		a := args
-		if round > 0 {
-			a = resumeArgs
-		}
-		before := completeLines(out)
-		p := startInfer(t, a...)
-		// Kill as soon as this run's first flush lands.
-		waitFor(t, 30*time.Second, fmt.Sprintf("round %d to write output", round), func() bool { return completeLines(out) > before })
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(t, 10*time.Second)
-		if n := completeLines(out); n >= 600 {
-			t.Fatalf("round %d: the run finished (%d lines) before it was killed", round, n)
-		}
+	p := killRounds(t, args, 3, 600, func(round int, _ *proc, whole []byte) {
 		// Whatever the kill left must read back as whole records.
-		data, _ := os.ReadFile(out)
-		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-			parseRecords(t, out, data[:i+1])
-		}
+		parseRecords(t, out, whole)
 		if round == 1 {
 			// A crash mid-write: half a record at the end.
 			f, err := os.OpenFile(out, os.O_APPEND|os.O_WRONLY, 0)
@@ -157,11 +172,7 @@ func TestKillAndResume(t *testing.T) {
 			f.WriteString(`{"id":"p00599","messages":[{"role":"user","content":"Quest`)
 			f.Close()
 		}
-	}
-	p := startInfer(t, resumeArgs...)
-	if code := p.wait(t, 60*time.Second); code != cli.ExitOK {
-		t.Fatalf("final resume exit %d\n%s", code, p.stderr.String())
-	}
+	})
 	if !strings.Contains(p.stderr.String(), "resuming") {
 		t.Errorf("no resume report:\n%s", p.stderr.String())
 	}

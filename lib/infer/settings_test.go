@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -409,23 +408,9 @@ func TestSettingsSidecarSurvivesKill(t *testing.T) {
 	out := filepath.Join(dir, "gen.jsonl")
 	mixPath, _ := writeMix(t, dir, "arms:\n  - name: cold\n    params: {temperature: 0.2}\n  - name: warm\n    params: {temperature: 0.7}\n  - name: hot\n    params: {temperature: 1.0}\n")
 	args := append([]string{"-e", strings.Join(urls, ","), "--max-tokens", "48", "--mix", mixPath, "--flush-interval", "100ms", "-o", out, in}, fastFlags...)
-	resumeArgs := append(append([]string{}, args...), "--resume")
-	for round := 0; round < 3; round++ {
-		a := args
-		if round > 0 {
-			a = resumeArgs
-		}
-		before := completeLines(out)
-		p := startInfer(t, a...)
-		waitFor(t, 30*time.Second, fmt.Sprintf("round %d to write output", round), func() bool { return completeLines(out) > before })
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(t, 10*time.Second)
-		if n := completeLines(out); n >= 600 {
-			t.Fatalf("round %d: the run finished (%d lines) before it was killed", round, n)
-		}
-		data, _ := os.ReadFile(out)
-		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-			bySettings(t, parseRecords(t, out, data[:i+1]), readSidecar(t, out))
+	killRounds(t, args, 3, 600, func(round int, p *proc, whole []byte) {
+		if len(whole) > 0 {
+			bySettings(t, parseRecords(t, out, whole), readSidecar(t, out))
 		}
 		switch round {
 		case 0:
@@ -442,11 +427,7 @@ func TestSettingsSidecarSurvivesKill(t *testing.T) {
 				t.Errorf("the torn settings line was not said cut:\n%s", p.stderr.String())
 			}
 		}
-	}
-	p := startInfer(t, resumeArgs...)
-	if code := p.wait(t, 60*time.Second); code != cli.ExitOK {
-		t.Fatalf("final resume exit %d\n%s", code, p.stderr.String())
-	}
+	})
 	recs := readRecords(t, out)
 	checkExactlyOnce(t, lines, 1, recs, readRecords(t, filepath.Join(dir, "gen.errors.jsonl")))
 	side := readSidecar(t, out)
