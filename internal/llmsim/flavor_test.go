@@ -115,16 +115,27 @@ func TestFlavorRoutes(t *testing.T) {
 // completion tokens of its usage chunk (-1 without one).
 func streamedText(t *testing.T, body []byte) (string, int) {
 	t.Helper()
+	content, _, usage := streamed(t, body)
+	return content, usage
+}
+
+// streamed joins the content and the reasoning deltas of a chat stream
+// and returns the completion tokens of its usage chunk (-1 without one).
+func streamed(t *testing.T, body []byte) (content, reasoning string, usage int) {
+	t.Helper()
 	events, err := sseEvents(body)
 	if err != nil {
 		t.Fatalf("%v in %s", err, body)
 	}
-	var text strings.Builder
-	usage := -1
+	var text, thought strings.Builder
+	usage = -1
 	for _, ev := range events {
 		var chunk struct {
 			Choices []struct {
-				Delta struct{ Content *string } `json:"delta"`
+				Delta struct {
+					Content   *string `json:"content"`
+					Reasoning *string `json:"reasoning"`
+				} `json:"delta"`
 			} `json:"choices"`
 			Usage *struct {
 				CompletionTokens int `json:"completion_tokens"`
@@ -140,12 +151,15 @@ func streamedText(t *testing.T, body []byte) (string, int) {
 			if c.Delta.Content != nil {
 				text.WriteString(*c.Delta.Content)
 			}
+			if c.Delta.Reasoning != nil {
+				thought.WriteString(*c.Delta.Reasoning)
+			}
 		}
 		if chunk.Usage != nil && len(chunk.Choices) == 0 {
 			usage = chunk.Usage.CompletionTokens
 		}
 	}
-	return text.String(), usage
+	return text.String(), thought.String(), usage
 }
 
 // While starting, each flavour shows it the way its server does: SGLang

@@ -224,45 +224,13 @@ func TestModelTokenizerStream(t *testing.T) {
 	const extra = `,"chat_template_kwargs":{"enable_thinking":true}`
 	whole := chatWithIDs(t, base, skyMessages, extra)
 	s, b := postJSON(t, base+pathChat, `{"model":"`+DefaultModelName+`","messages":`+skyMessages+extra+`,"stream":true,"stream_options":{"include_usage":true}}`)
-	events, err := sseEvents(b)
-	if s != 200 || err != nil {
-		t.Fatalf("stream: %d %v %s", s, err, b)
+	if s != 200 {
+		t.Fatalf("stream: %d %s", s, b)
 	}
-	var reasoning, content strings.Builder
-	usage := -1
-	for _, ev := range events {
-		var chunk struct {
-			Choices []struct {
-				Delta struct {
-					Content   *string `json:"content"`
-					Reasoning *string `json:"reasoning"`
-				} `json:"delta"`
-			} `json:"choices"`
-			Usage *struct {
-				CompletionTokens int `json:"completion_tokens"`
-			} `json:"usage"`
-		}
-		if string(ev) == `"[DONE]"` {
-			continue
-		}
-		if err := json.Unmarshal(ev, &chunk); err != nil {
-			t.Fatalf("event %s: %v", ev, err)
-		}
-		for _, c := range chunk.Choices {
-			if c.Delta.Content != nil {
-				content.WriteString(*c.Delta.Content)
-			}
-			if c.Delta.Reasoning != nil {
-				reasoning.WriteString(*c.Delta.Reasoning)
-			}
-		}
-		if chunk.Usage != nil {
-			usage = chunk.Usage.CompletionTokens
-		}
-	}
+	content, reasoning, usage := streamed(t, b)
 	r, c := whole.parts()
-	if reasoning.String() != r || content.String() != c || usage != whole.Usage.CompletionTokens {
-		t.Errorf("streamed reasoning %q, content %q, %d tokens; whole %q, %q, %d", reasoning.String(), content.String(), usage, r, c, whole.Usage.CompletionTokens)
+	if reasoning != r || content != c || usage != whole.Usage.CompletionTokens {
+		t.Errorf("streamed reasoning %q, content %q, %d tokens; whole %q, %q, %d", reasoning, content, usage, r, c, whole.Usage.CompletionTokens)
 	}
 }
 
