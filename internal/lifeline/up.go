@@ -203,3 +203,21 @@ func TakenPort(t Host) int {
 	t.Cleanup(func() { FreePort = real })
 	return taken
 }
+
+// CheckGone fails t unless, within StopTimeout, no process of the group
+// pgid runs and nothing answers GET url.
+func CheckGone(t Host, pgid int, url string) {
+	t.Helper()
+	deadline := time.Now().Add(StopTimeout)
+	for len(GroupAlive(pgid)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the server's group still run %v after it was stopped", GroupAlive(pgid), StopTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	if resp, err := c.Get(url); err == nil {
+		resp.Body.Close()
+		t.Fatalf("%s still answers %s", url, resp.Status)
+	}
+}

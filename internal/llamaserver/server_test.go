@@ -3,11 +3,9 @@ package llamaserver
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"tokenmill/internal/gguf"
 	"tokenmill/internal/lifeline"
@@ -38,24 +36,6 @@ func TestFind(t *testing.T) {
 				t.Fatalf("Find() = %q, %v; want ErrNotInstalled saying %q", got, err, tc.wantErr)
 			}
 		})
-	}
-}
-
-// checkGone fails unless no process of the group runs and the port is
-// closed, within a bound.
-func checkGone(t *testing.T, pgid int, url string) {
-	t.Helper()
-	deadline := time.Now().Add(lifeline.StopTimeout)
-	for len(lifeline.GroupAlive(pgid)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of the server's group still run %v after it was stopped", lifeline.GroupAlive(pgid), lifeline.StopTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c := &http.Client{Timeout: 2 * time.Second}
-	if resp, err := c.Get(url + "/health"); err == nil {
-		resp.Body.Close()
-		t.Fatalf("%s still answers %s", url, resp.Status)
 	}
 }
 
@@ -97,7 +77,7 @@ func TestServe(t *testing.T) {
 	if pgid == 0 {
 		t.Skip("the server did not start")
 	}
-	checkGone(t, pgid, url)
+	lifeline.CheckGone(t, pgid, url+"/health")
 }
 
 // TestPortTaken hands Start a port another listener holds: the server

@@ -61,24 +61,6 @@ func groupOf(t *testing.T, srv *Server) int {
 	return srv.proc.Group()
 }
 
-// checkGone fails unless no process of the group runs and the port is
-// closed, within a bound.
-func checkGone(t *testing.T, pgid int, url string) {
-	t.Helper()
-	deadline := time.Now().Add(lifeline.StopTimeout)
-	for len(lifeline.GroupAlive(pgid)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of the server's group still run %v after it was stopped", lifeline.GroupAlive(pgid), lifeline.StopTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c := &http.Client{Timeout: 2 * time.Second}
-	if resp, err := c.Get(url + "/"); err == nil {
-		resp.Body.Close()
-		t.Fatalf("%s still answers %s", url, resp.Status)
-	}
-}
-
 // TestStop checks that the runner Ollama starts belongs to the group, and
 // that after the test nothing of the group is left, not even a zombie for
 // init to reap.
@@ -97,7 +79,7 @@ func TestStop(t *testing.T) {
 	if pgid == 0 {
 		t.Skip("the server did not start")
 	}
-	checkGone(t, pgid, url)
+	lifeline.CheckGone(t, pgid, url+"/")
 	if runtime.GOOS == "linux" {
 		if z := zombies(pgid); len(z) > 0 {
 			t.Errorf("zombies %v of group %d left for init to reap", z, pgid)
@@ -190,7 +172,7 @@ func TestKilledTestProcess(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	checkGone(t, pgid, url)
+	lifeline.CheckGone(t, pgid, url+"/")
 }
 
 // TestHelperServe is the test process TestKilledTestProcess kills: it
@@ -226,5 +208,5 @@ func TestKill(t *testing.T) {
 	if err == nil || strings.Contains(string(rest), "[DONE]") {
 		t.Errorf("the stream went on after the kill: %v, %d more bytes", err, len(rest))
 	}
-	checkGone(t, pgid, srv.URL)
+	lifeline.CheckGone(t, pgid, srv.URL+"/")
 }
