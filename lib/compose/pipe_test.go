@@ -92,11 +92,7 @@ func TestPipeMemory(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("compose did not finish within %v", testbin.Timeout)
 	}
-	var code, wall, user, sys, rss int64
-	if _, err := fmt.Sscan(readFile(t, usage), &code, &wall, &user, &sys, &rss); err != nil {
-		t.Fatal(err)
-	}
-	rss <<= 10 // KiB
+	_, rss := testbin.PeakRSS(t, usage, stderr.String())
 	t.Logf("%d MB on a pipe: peak RSS %d MB\n%s", input.Len()>>20, rss>>20, stderr.String())
 	if rss > 48<<20 {
 		t.Errorf("peak RSS %d MB for %d MB of input, over 48 MB: the input is held, not spooled", rss>>20, input.Len()>>20)

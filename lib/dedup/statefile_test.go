@@ -13,14 +13,8 @@ import (
 	"tokenmill/internal/testbin"
 )
 
-// Memory bounds of a dedup run that is refused: the address space it runs
-// in (ulimit -v; a Go binary reserves about 700 MB of it to start) and the
-// resident memory it may reach (getrusage ru_maxrss, through the rusage
-// command, so that the test process's own is not counted).
-const (
-	stateCapKB   = 2 << 20 // 2 GiB
-	statePeakRSS = 100 << 20
-)
+// statePeakRSS bounds the resident memory of a dedup run that is refused.
+const statePeakRSS = 100 << 20
 
 // A --state that is not a regular file: /dev/zero (named, and through a
 // link), a FIFO nobody writes, a socket. Each is refused at once (a usage
@@ -57,25 +51,20 @@ func TestBinaryStateNotRegular(t *testing.T) {
 	} {
 		t.Run(tt.state, func(t *testing.T) {
 			stats := filepath.Join(t.TempDir(), "rusage")
-			r := testbin.Run(t, dir, nil, []string{"TMPDIR=" + tmp}, "rusage", stats, "sh", "-c",
-				"ulimit -v "+strconv.Itoa(stateCapKB)+" && ulimit -f 2048 && exec \"$0\" \"$@\"", testbin.Path("dedup"),
-				"--state", tt.state, "-o", "out.jsonl", "--dups", "dups.jsonl", "in.jsonl")
+			cmd := testbin.Capped(stats, 2048, "dedup", "--state", tt.state, "-o", "out.jsonl", "--dups", "dups.jsonl", "in.jsonl")
+			cmd.Dir, cmd.Env = dir, append(os.Environ(), "TMPDIR="+tmp)
+			r := testbin.Exec(t, cmd)
 			if r.Code != 2 || !strings.Contains(r.Stderr, tt.want) {
 				t.Errorf("exit %d, want 2 saying %q:\n%s", r.Code, tt.want, r.Stderr)
 			}
-			b, _ := os.ReadFile(stats)
-			f := strings.Fields(string(b))
-			if len(f) < 5 {
-				t.Fatalf("no figures from rusage: %q", b)
-			}
-			kb, _ := strconv.ParseInt(f[4], 10, 64)
-			if kb<<10 > statePeakRSS {
-				t.Errorf("peak RSS %d MB, past %d MB", kb>>10, statePeakRSS>>20)
+			_, rss := testbin.PeakRSS(t, stats, r.Stderr)
+			if rss > statePeakRSS {
+				t.Errorf("peak RSS %d MB, past %d MB", rss>>20, statePeakRSS>>20)
 			}
 			if after := listing(t, dir); !slices.Equal(after, before) {
 				t.Errorf("the refused run changed the directory: before %q, after %q", before, after)
 			}
-			t.Logf("exit %d, peak RSS %.1f MB", r.Code, float64(kb)/1024)
+			t.Logf("exit %d, peak RSS %.1f MB", r.Code, float64(rss)/(1<<20))
 		})
 	}
 }

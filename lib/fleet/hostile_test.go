@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,20 +27,16 @@ import (
 // capped on the process itself.
 func TestMain(m *testing.M) { testbin.Main(m, "infer", "rusage") }
 
-// Memory bounds of the binaries under test. capKB is the address space
-// each runs in (ulimit -v: a Go binary needs about 700 MB of it reserved
-// to start; one that reads without bound is stopped there), peakRSS the
-// resident memory it may reach (getrusage ru_maxrss, through the rusage
-// command, so the test process's own is not counted).
+// Memory bounds of the binaries under test, run under testbin.CapKB:
+// peakRSS the resident memory each may reach.
 const (
-	capKB   = 2 << 20 // 2 GiB
 	peakRSS = 100 << 20
 	// controlRSS: four endpoints' control answers read up to 4 MiB at once
 	// (was up to 256 MiB each).
 	controlRSS = 192 << 20
 )
 
-// cappedProc is a binary running under capKB, its peak RSS measured.
+// cappedProc is a binary running under testbin.CapKB, its peak RSS measured.
 type cappedProc struct {
 	stdin  io.WriteCloser
 	stderr *testbin.LockedBuffer
@@ -56,7 +51,7 @@ type cappedProc struct {
 func startCapped(t *testing.T, dir, name string, args ...string) *cappedProc {
 	t.Helper()
 	p := &cappedProc{stderr: &testbin.LockedBuffer{}, stats: filepath.Join(t.TempDir(), "rusage"), done: make(chan struct{})}
-	p.cmd = testbin.Command("rusage", append([]string{p.stats, "sh", "-c", `ulimit -v ` + strconv.Itoa(capKB) + ` && exec "$0" "$@"`, testbin.Path(name)}, args...)...)
+	p.cmd = testbin.Capped(p.stats, 0, name, args...)
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.stderr
 	var err error
@@ -106,14 +101,7 @@ func (p *cappedProc) wait(t *testing.T, within time.Duration) (code int, rss int
 	case <-time.After(within):
 		t.Fatalf("did not exit within %v:\n%s", within, p.stderr.String())
 	}
-	b, err := os.ReadFile(p.stats)
-	f := strings.Fields(string(b))
-	if err != nil || len(f) < 5 {
-		t.Fatalf("no figures from rusage (%v %q):\n%s", err, b, p.stderr.String())
-	}
-	code, _ = strconv.Atoi(f[0])
-	kb, _ := strconv.ParseInt(f[4], 10, 64)
-	return code, kb << 10
+	return testbin.PeakRSS(t, p.stats, p.stderr.String())
 }
 
 // runCapped runs the binary to its end, within a bound, with empty stdin.
