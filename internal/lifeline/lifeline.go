@@ -14,7 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"tokenmill/lib/procgroup"
 )
 
 // script runs "$@" (the server and its flags) in a shell that holds the
@@ -55,7 +58,7 @@ type Process struct {
 // lifeline in dir, with env, its output appended to the file log; name
 // names it in messages.
 func Start(name, dir string, env []string, log string, argv ...string) (*Process, error) {
-	if err := Supported(); err != nil {
+	if err := procgroup.Supported(); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -66,7 +69,7 @@ func Start(name, dir string, env []string, log string, argv ...string) (*Process
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, name}, argv...)...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.Stdout, cmd.Stderr = f, f
-	inGroup(cmd)
+	procgroup.Lead(cmd)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -89,7 +92,7 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Group() int { return p.cmd.Process.Pid }
 
 // Kill kills the whole group at once, as a crash would.
-func (p *Process) Kill() { killGroup(p.Group()) }
+func (p *Process) Kill() { procgroup.Signal(p.Group(), syscall.SIGKILL) }
 
 // Stop asks the server to exit and waits for the shell; if that takes too
 // long it closes the lifeline (the shell kills the group), then kills the
@@ -103,7 +106,7 @@ func (p *Process) Stop(errorf func(format string, args ...any)) {
 	pgid := p.Group()
 	if b, err := os.ReadFile(filepath.Join(p.cmd.Dir, "server.pid")); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			terminate(pid, pgid)
+			procgroup.SignalMember(pid, pgid, syscall.SIGTERM)
 		}
 	}
 	select {
@@ -114,12 +117,12 @@ func (p *Process) Stop(errorf func(format string, args ...any)) {
 	select {
 	case <-p.done:
 	case <-time.After(StopTimeout):
-		killGroup(pgid)
+		procgroup.Signal(pgid, syscall.SIGKILL)
 		<-p.done
 	}
 	deadline := time.Now().Add(StopTimeout)
 	for {
-		alive := GroupAlive(pgid)
+		alive := procgroup.Alive(pgid)
 		if len(alive) == 0 {
 			return
 		}
@@ -127,7 +130,7 @@ func (p *Process) Stop(errorf func(format string, args ...any)) {
 			errorf("%s: processes %v of the server's group %d still run %v after it was stopped", p.name, alive, pgid, StopTimeout)
 			return
 		}
-		killGroup(pgid)
+		procgroup.Signal(pgid, syscall.SIGKILL)
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"tokenmill/lib/procgroup"
 )
 
 // Host is the part of testing.TB that starting a server uses: a test
@@ -169,7 +171,7 @@ func Environ(prefix string, extra ...string) []string {
 // other error.
 func Binary(t Host, find func() (string, error), notInstalled error) string {
 	t.Helper()
-	if err := Supported(); err != nil {
+	if err := procgroup.Supported(); err != nil {
 		t.Skip(err)
 	}
 	bin, err := find()
@@ -209,9 +211,9 @@ func TakenPort(t Host) int {
 func CheckGone(t Host, pgid int, url string) {
 	t.Helper()
 	deadline := time.Now().Add(StopTimeout)
-	for len(GroupAlive(pgid)) > 0 {
+	for len(procgroup.Alive(pgid)) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of the server's group still run %v after it was stopped", GroupAlive(pgid), StopTimeout)
+			t.Fatalf("processes %v of the server's group still run %v after it was stopped", procgroup.Alive(pgid), StopTimeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

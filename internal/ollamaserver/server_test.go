@@ -16,6 +16,7 @@ import (
 
 	"tokenmill/internal/lifeline"
 	"tokenmill/internal/testbin"
+	"tokenmill/lib/procgroup"
 )
 
 var testClient = &http.Client{Timeout: answerTimeout}
@@ -72,8 +73,8 @@ func TestStop(t *testing.T) {
 		srv := Start(t, Options{})
 		pgid, url = groupOf(t, srv), srv.URL
 		// The shell, its watcher, ollama serve and the runner.
-		if runtime.GOOS == "linux" && len(lifeline.GroupAlive(pgid)) < 4 {
-			t.Errorf("group %d has %v, want the shell, its watcher, the server and a runner", pgid, lifeline.GroupAlive(pgid))
+		if runtime.GOOS == "linux" && len(procgroup.Alive(pgid)) < 4 {
+			t.Errorf("group %d has %v, want the shell, its watcher, the server and a runner", pgid, procgroup.Alive(pgid))
 		}
 	})
 	if pgid == 0 {
@@ -167,7 +168,7 @@ func TestKilledTestProcess(t *testing.T) {
 	case <-time.After(startTimeout + loadTimeout + answerTimeout):
 		t.Fatal("the helper did not start a server in time")
 	}
-	if len(lifeline.GroupAlive(pgid)) == 0 {
+	if len(procgroup.Alive(pgid)) == 0 {
 		t.Fatalf("group %d is not running", pgid)
 	}
 	cmd.Process.Kill()

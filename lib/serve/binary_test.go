@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"tokenmill/internal/testbin"
+	"tokenmill/lib/procgroup"
 )
 
 func TestMain(m *testing.M) { testbin.Main(m, "serve", "llmsim", "infer") }
@@ -119,7 +120,7 @@ func (f fleetDir) waitState(t *testing.T, what string, cond func(*State) bool) *
 func serverPIDs(st *State) []int {
 	var pids []int
 	for _, s := range st.Servers {
-		pids = append(pids, groupAlive(s.PID)...)
+		pids = append(pids, procgroup.Alive(s.PID)...)
 	}
 	return pids
 }
@@ -184,7 +185,7 @@ func assertEachOnce(t *testing.T, what string, got, want []string) {
 func assertNoneRuns(t *testing.T, pids []int, st *State) {
 	t.Helper()
 	for _, pid := range pids {
-		if running(pid, 0) {
+		if procgroup.Running(pid, 0) {
 			t.Errorf("process %d still runs after serve stopped", pid)
 		}
 	}
@@ -314,7 +315,7 @@ func TestShutdownLeavesNoProcess(t *testing.T) {
 				t.Errorf("serve exited %d, want 130, exiting at once: %v:\n%s", res.Code, tt.twice, res.Stderr)
 			}
 			for _, pid := range pids {
-				if running(pid, 0) {
+				if procgroup.Running(pid, 0) {
 					t.Errorf("process %d still runs after serve exited:\n%s", pid, res.Stderr)
 				}
 			}
@@ -353,7 +354,7 @@ func TestKilledServeLeavesServersFound(t *testing.T) {
 	first.Signal(t, syscall.SIGKILL)
 	first.Wait(t, 10*time.Second)
 	for _, pid := range pids {
-		if !running(pid, 0) {
+		if !procgroup.Running(pid, 0) {
 			t.Fatalf("server process %d died with serve: the test needs them left running", pid)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/procgroup"
 )
 
 // Description is serve's --help text.
@@ -101,7 +102,7 @@ func (c *Run) command() []string {
 
 // Run starts the servers and keeps them up until interrupted.
 func (c *Run) Run(ctx context.Context, env *cli.Env) error {
-	if err := supported(); err != nil {
+	if err := procgroup.Supported(); err != nil {
 		return err
 	}
 	specs, err := c.plan()
@@ -156,7 +157,7 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 	}()
 
 	clk := clock.Or(c.clk)
-	st := State{PID: os.Getpid(), PIDStart: startTime(os.Getpid()), State: serveRunning, Started: clk.Now(), Host: c.Host,
+	st := State{PID: os.Getpid(), PIDStart: procgroup.StartTime(os.Getpid()), State: serveRunning, Started: clk.Now(), Host: c.Host,
 		Command: c.command(), EndpointsFile: endpoints}
 	for _, s := range specs {
 		st.Servers = append(st.Servers, Server{Index: s.index, URL: s.url, Port: s.port, GPUs: s.gpus, State: stateStarting})

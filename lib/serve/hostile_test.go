@@ -16,6 +16,7 @@ import (
 	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
+	"tokenmill/lib/procgroup"
 )
 
 // serve's own files are never written through a link, nor on one another:
@@ -236,7 +237,7 @@ func TestFIFOAsEndpointsFile(t *testing.T) {
 		}
 	}
 	for _, pid := range pids {
-		if running(pid, 0) {
+		if procgroup.Running(pid, 0) {
 			t.Errorf("server process %d still runs after serve exited", pid)
 		}
 	}
@@ -283,7 +284,7 @@ func TestStopNeverWaitsOnAWrite(t *testing.T) {
 	}
 	waitLine(t, said, "is ready")
 	st, _ := sup.snapshot()
-	pids := groupAlive(st.Servers[0].PID)
+	pids := procgroup.Alive(st.Servers[0].PID)
 	if len(pids) != 2 {
 		t.Fatalf("the server's group holds %v, want the shell and its sleep", pids)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"tokenmill/lib/procgroup"
 )
 
 // proc is one start of a server: the leader of its process group, its
@@ -37,7 +39,7 @@ func launch(s spec, log io.Writer, fam *family) (*proc, error) {
 		env := slices.DeleteFunc(environ(s), func(kv string) bool { return strings.HasPrefix(kv, treeEnv+"=") })
 		cmd.Env = append(env, treeEnv+"="+fam.marker)
 		cmd.Stdout, cmd.Stderr = w, w
-		inGroup(cmd)
+		procgroup.Lead(cmd)
 		if cg != nil {
 			intoCgroup(cmd, cg)
 		}
@@ -62,7 +64,7 @@ func launch(s spec, log io.Writer, fam *family) (*proc, error) {
 		return nil, err
 	}
 	p := &proc{pgid: cmd.Process.Pid, fam: fam, done: make(chan struct{}), copied: make(chan struct{})}
-	p.start = startTime(p.pgid)
+	p.start = procgroup.StartTime(p.pgid)
 	fam.pgid = p.pgid
 	go func() {
 		defer close(p.copied)
@@ -119,7 +121,7 @@ func (p *proc) stop(grace time.Duration) (string, error) {
 	// Asked while the leader lives, so that its descendants are found by
 	// descent as well as by their mark and their cgroup.
 	ms := p.fam.members()
-	signalGroup(p.pgid, syscall.SIGTERM)
+	procgroup.Signal(p.pgid, syscall.SIGTERM)
 	signalMembers(outside(ms, p.pgid), syscall.SIGTERM)
 	killed := false
 	select {
@@ -137,7 +139,7 @@ func (p *proc) killNow() { p.fam.kill(p.fam.members()) }
 
 // kill sends SIGKILL to the family: its group, ms, its cgroup.
 func (f *family) kill(ms []member) {
-	signalGroup(f.pgid, syscall.SIGKILL)
+	procgroup.Signal(f.pgid, syscall.SIGKILL)
 	signalMembers(ms, syscall.SIGKILL)
 	if f.cg != nil {
 		f.cg.kill()
@@ -168,7 +170,7 @@ func clearFamily(f *family, grace time.Duration, left []member, killed bool) (st
 	if len(ms) == 0 {
 		return report(), nil
 	}
-	signalGroup(f.pgid, syscall.SIGTERM)
+	procgroup.Signal(f.pgid, syscall.SIGTERM)
 	signalMembers(ms, syscall.SIGTERM)
 	ms, ok := waitFamily(f, max(grace, 0))
 	if ok {

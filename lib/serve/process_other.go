@@ -3,26 +3,12 @@
 package serve
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"syscall"
+
+	"tokenmill/lib/procgroup"
 )
 
-var errUnsupported = errors.New("serve needs process groups: it runs on Linux and macOS")
+func lock(string) (*os.File, bool, error) { return nil, false, procgroup.ErrUnsupported }
 
-func supported() error { return errUnsupported }
-
-func inGroup(*exec.Cmd) {}
-
-func signalGroup(int, syscall.Signal) error { return errUnsupported }
-
-func startTime(int) uint64 { return 0 }
-
-func running(int, uint64) bool { return false }
-
-func groupAlive(int) []int { return nil }
-
-func lock(string) (*os.File, bool, error) { return nil, false, errUnsupported }
-
-func signalProcess(int, syscall.Signal) error { return errUnsupported }
+func signalProcess(int, syscall.Signal) error { return procgroup.ErrUnsupported }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
+
+	"tokenmill/lib/procgroup"
 )
 
 // buffer is a log that a test reads while a process writes it.
@@ -58,7 +60,7 @@ func waitLine(t *testing.T, log *buffer, want string) {
 func assertGone(t *testing.T, pids []int) {
 	t.Helper()
 	for _, pid := range pids {
-		if running(pid, 0) {
+		if procgroup.Running(pid, 0) {
 			t.Errorf("process %d still runs", pid)
 		}
 	}
@@ -71,7 +73,7 @@ func TestStopKillsAfterGrace(t *testing.T) {
 	log := &buffer{}
 	p := shell(t, `trap "" TERM; sleep 60 & sleep 60 & echo started; wait`, log)
 	waitLine(t, log, "started")
-	pids := groupAlive(p.pgid)
+	pids := procgroup.Alive(p.pgid)
 	if len(pids) != 3 {
 		t.Fatalf("the group holds %v, want the shell and two workers", pids)
 	}
@@ -89,7 +91,7 @@ func TestStopGraceful(t *testing.T) {
 	log := &buffer{}
 	p := shell(t, `sleep 60 & echo started; wait`, log)
 	waitLine(t, log, "started")
-	pids := groupAlive(p.pgid)
+	pids := procgroup.Alive(p.pgid)
 	start := time.Now()
 	if _, err := p.stop(time.Minute); err != nil {
 		t.Fatal(err)
@@ -115,7 +117,7 @@ func TestCrashLeavesWorkers(t *testing.T) {
 	}
 	waitLine(t, log, "oom")
 	worker, _ := strconv.Atoi(strings.Fields(strings.TrimPrefix(log.String(), "worker "))[0])
-	if !running(worker, 0) {
+	if !procgroup.Running(worker, 0) {
 		t.Fatalf("the worker %d is not running:\n%s", worker, log.String())
 	}
 	if _, err := clearFamily(p.fam, 200*time.Millisecond, nil, false); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/procgroup"
 )
 
 // The state directory: what one serve writes of itself, for serve
@@ -236,7 +237,7 @@ func stillRuns(st *State, s Server) bool {
 	switch {
 	case s.PID <= 0:
 		return false
-	case running(s.PID, 0) && !running(s.PID, s.PIDStart):
+	case procgroup.Running(s.PID, 0) && !procgroup.Running(s.PID, s.PIDStart):
 		return false
 	}
 	return len(leftFamily(st, s).members()) > 0

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/procgroup"
 )
 
 // Status is serve status: what the status file says, and whether the
@@ -142,7 +143,7 @@ func (c *Stop) Run(ctx context.Context, env *cli.Env) error {
 	}
 	if !free {
 		// A serve runs: it stops its servers itself.
-		if !running(st.PID, st.PIDStart) {
+		if !procgroup.Running(st.PID, st.PIDStart) {
 			return fmt.Errorf("a process holds %s, but not the serve (pid %d) that the status file names", filepath.Join(c.StateDir, lockName), st.PID)
 		}
 		if err := signalProcess(st.PID, syscall.SIGTERM); err != nil {

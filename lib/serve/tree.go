@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"tokenmill/lib/procgroup"
 )
 
 // A server's processes are more than its process group: a worker that
@@ -53,7 +55,7 @@ func serveMark(pid int, start uint64) string { return fmt.Sprintf("%d.%d:", pid,
 // newFamily is start number life of server index: its marker, and its
 // cgroup where serve makes them (trees.cgroups).
 func newFamily(index, life int) *family {
-	f := &family{marker: fmt.Sprintf("%s%d:%d", serveMark(os.Getpid(), startTime(os.Getpid())), index, life), seen: map[int]uint64{}}
+	f := &family{marker: fmt.Sprintf("%s%d:%d", serveMark(os.Getpid(), procgroup.StartTime(os.Getpid())), index, life), seen: map[int]uint64{}}
 	if trees.useCgroups() {
 		cg, err := newCgroup(fmt.Sprintf("server-%d-%d", index, life))
 		if err != nil {

@@ -5,6 +5,8 @@ package serve
 import (
 	"errors"
 	"os/exec"
+
+	"tokenmill/lib/procgroup"
 )
 
 // Where there is no /proc and no cgroup (macOS; elsewhere serve does not
@@ -14,7 +16,7 @@ import (
 
 func (f *family) members() []member {
 	var out []member
-	for _, pid := range groupAlive(f.pgid) {
+	for _, pid := range procgroup.Alive(f.pgid) {
 		out = append(out, member{pid: pid, pgrp: f.pgid, comm: "?"})
 	}
 	return out

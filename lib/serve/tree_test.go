@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tokenmill/internal/testbin"
+	"tokenmill/lib/procgroup"
 )
 
 // pidsIn reads the pids a server script appended to path, one a line.
@@ -35,7 +36,7 @@ func waitGone(t *testing.T, within time.Duration, what string, pids []int) {
 	for {
 		var alive []int
 		for _, pid := range pids {
-			if running(pid, 0) {
+			if procgroup.Running(pid, 0) {
 				alive = append(alive, pid)
 			}
 		}
@@ -109,7 +110,7 @@ exec %[1]q --listen "127.0.0.1:$1" --instant
 				t.Errorf("the last exit does not say what was ended: %q", st.Servers[0].LastExit)
 			}
 			for _, pid := range append(first[1:], bare[1:]...) {
-				if !running(pid, 0) {
+				if !procgroup.Running(pid, 0) {
 					t.Fatalf("the second start's worker %d is not running: the test needs it", pid)
 				}
 			}
@@ -156,7 +157,7 @@ exec %[1]q --listen "127.0.0.1:$1" --instant
 	workers := pidsIn(t, filepath.Join(f.dir, "workers"))
 	serve.Signal(t, syscall.SIGKILL)
 	serve.Wait(t, 10*time.Second)
-	if len(workers) != 1 || !running(workers[0], 0) || !running(st.Servers[0].PID, 0) {
+	if len(workers) != 1 || !procgroup.Running(workers[0], 0) || !procgroup.Running(st.Servers[0].PID, 0) {
 		t.Fatalf("the server (%d) and its worker %v should run on after serve's kill -9", st.Servers[0].PID, workers)
 	}
 	stop := testbin.Run(t, "", nil, nil, "serve", "stop", "--state-dir", f.state, "--grace", "5s")
