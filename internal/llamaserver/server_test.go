@@ -13,29 +13,16 @@ import (
 )
 
 // TestFind checks what this package adds to lifeline.Find (whose own test
-// covers the search order): the message and ErrNotInstalled when nothing
-// is found. The env var names no binary: PATH and the cache are empty.
+// covers the search order): with PATH and the cache empty, an error that
+// is ErrNotInstalled and says how to install it and where it looked.
 func TestFind(t *testing.T) {
 	cache := t.TempDir()
-	for _, tc := range []struct {
-		name    string
-		setup   func(t *testing.T)
-		wantErr string
-	}{
-		{name: "nothing", wantErr: "llama-server not installed: build llama.cpp's llama-server (CPU is enough) and set TOKENMILL_LLAMA_SERVER to it (looked in " + filepath.Join(cache, "bin") + " and PATH)"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(EnvBinary, "")
-			t.Setenv(EnvCache, cache)
-			t.Setenv("PATH", t.TempDir())
-			if tc.setup != nil {
-				tc.setup(t)
-			}
-			got, err := Find()
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrNotInstalled) {
-				t.Fatalf("Find() = %q, %v; want ErrNotInstalled saying %q", got, err, tc.wantErr)
-			}
-		})
+	t.Setenv(EnvBinary, "")
+	t.Setenv(EnvCache, cache)
+	t.Setenv("PATH", t.TempDir())
+	want := "llama-server not installed: build llama.cpp's llama-server (CPU is enough) and set TOKENMILL_LLAMA_SERVER to it (looked in " + filepath.Join(cache, "bin") + " and PATH)"
+	if got, err := Find(); err == nil || err.Error() != want || !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("Find() = %q, %v; want ErrNotInstalled saying %q", got, err, want)
 	}
 }
 
