@@ -1,4 +1,4 @@
-// Package ollama starts a real Ollama server for tests: the binary that
+// Package ollamaserver starts a real Ollama server for tests: the binary that
 // .ci/install-ollama builds, serving a tiny random-weight llama model that
 // internal/gguf writes (no model can be downloaded where the tests run), on a
 // free loopback port with a private directory for its HOME, models and

@@ -1,4 +1,4 @@
-// Package replay runs llmsim's scheduler model on virtual time, for tests
+// Package simfleet runs llmsim's scheduler model on virtual time, for tests
 // of what a client measures and forecasts: the same continuous batching,
 // step timings and queueing as a simulated fleet serving over HTTP, with
 // no sockets and no wall clock, so that a figure computed from it is the
