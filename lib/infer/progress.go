@@ -42,17 +42,6 @@ func (p *progress) total() (int64, bool) {
 	return 0, false
 }
 
-// lines are the display's rows as plain lines, every field in: what a
-// log gets.
-func (p *progress) lines() []string {
-	var out []string
-	for _, r := range p.rows() {
-		line, _ := r.Render(0)
-		out = append(out, line)
-	}
-	return out
-}
-
 // The ranks of the run's fields: on a narrow terminal the answers done,
 // the output rate and the ETA stay longest, the elapsed time next, then
 // the counts, the ETA's range and the mean answer, and the in-flight

@@ -78,3 +78,14 @@ func TestFormatForecast(t *testing.T) {
 		t.Errorf("at 20 columns: %q", got)
 	}
 }
+
+// lines are the display's rows as plain lines, every field in: what a
+// log gets.
+func (p *progress) lines() []string {
+	var out []string
+	for _, r := range p.rows() {
+		line, _ := r.Render(0)
+		out = append(out, line)
+	}
+	return out
+}

@@ -82,15 +82,6 @@ func (p Params) CandidateProbability(j float64) float64 {
 // Signature is a text's K MinHash values.
 type Signature []uint32
 
-// Similarity is the share of positions where a and b agree: the estimate
-// of their texts' Jaccard similarity. Signatures of other lengths are 0.
-func Similarity(a, b Signature) float64 {
-	if len(a) != len(b) || len(a) == 0 {
-		return 0
-	}
-	return float64(Agree(a, b)) / float64(len(a))
-}
-
 // Agree counts the positions where a and b (of one length) agree.
 func Agree(a, b Signature) int {
 	b = b[:len(a)]

@@ -247,7 +247,7 @@ func TestEstimateAndDrops(t *testing.T) {
 		ta, tb := []byte(strings.Join(a, " ")), []byte(strings.Join(b, " "))
 		j := jaccard(h, ta, tb)
 		sa, sb := h.Sign(nil, ta), h.Sign(nil, tb)
-		est := Similarity(sa, sb)
+		est := similarity(sa, sb)
 		if se := math.Sqrt(j * (1 - j) / float64(len(sa))); math.Abs(est-j) > 5*se+1e-9 {
 			t.Errorf("pair %d: estimate %.3f, exact %.3f: beyond 5 standard errors (%.3f)", i, est, j, se)
 		}
@@ -377,4 +377,13 @@ func TestMin4(t *testing.T) {
 			t.Fatalf("%d shingles: min4 %x, the Go reference %x", len(sh), got, want)
 		}
 	}
+}
+
+// similarity is the share of positions where a and b agree: the estimate
+// of their texts' Jaccard similarity. Signatures of other lengths are 0.
+func similarity(a, b Signature) float64 {
+	if len(a) != len(b) || len(a) == 0 {
+		return 0
+	}
+	return float64(Agree(a, b)) / float64(len(a))
 }

@@ -240,23 +240,6 @@ type NativeFinish struct {
 	ErrType    string          `json:"err_type,omitempty"`
 }
 
-// ModelList is the body of GET /v1/models.
-type ModelList struct {
-	Object string  `json:"object"`
-	Data   []Model `json:"data"`
-}
-
-// Model is one entry of /v1/models. MaxModelLen is SGLang's (and vLLM's)
-// context length.
-type Model struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Created     int64  `json:"created"`
-	OwnedBy     string `json:"owned_by"`
-	Root        string `json:"root,omitempty"`
-	MaxModelLen int    `json:"max_model_len,omitempty"`
-}
-
 // ServerInfo is the part of SGLang's /get_server_info infer reads: the
 // server arguments flattened at the top level, the scheduler's limits and
 // one internal state per data-parallel rank.
@@ -425,13 +408,6 @@ func ParseGenerate(body []byte) (Completion, error) {
 		c.AbortStatus, c.AbortMessage = f.StatusCode, f.Message
 	}
 	return c, c.check()
-}
-
-// ParseModels reads a /v1/models body.
-func ParseModels(body []byte) (ModelList, error) {
-	var l ModelList
-	err := decode(body, &l)
-	return l, err
 }
 
 // ParseServerInfo reads a /get_server_info body.

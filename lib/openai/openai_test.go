@@ -135,22 +135,7 @@ func TestParseThinAnswers(t *testing.T) {
 	}
 }
 
-func TestModelsAndServerInfo(t *testing.T) {
-	l, err := ParseModels(golden(t, "models_sglang.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Data) != 1 || l.Data[0].ID != "qwen/qwen2.5-0.5b-instruct" || l.Data[0].MaxModelLen != 32768 {
-		t.Errorf("sglang models: %+v", l)
-	}
-	l, err = ParseModels(golden(t, "models_openai.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Data) != 3 || l.Data[0].ID != "model-id-0" {
-		t.Errorf("openai models: %+v", l)
-	}
-
+func TestServerInfo(t *testing.T) {
 	tests := []struct {
 		file  string
 		slots int
@@ -290,7 +275,6 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("error %v with a non-empty completion %+v", err, c)
 			}
 		}
-		ParseModels(body)
 		if info, err := ParseServerInfo(body); err == nil && info.Slots() < 0 {
 			t.Fatalf("negative slots")
 		}

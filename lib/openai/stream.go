@@ -8,8 +8,6 @@ import (
 	"io"
 
 	"github.com/segmentio/encoding/json"
-
-	"tokenmill/lib/record"
 )
 
 // Streaming: with "stream": true the chat and completions APIs, and
@@ -170,7 +168,7 @@ type Delta struct {
 	Text, Reasoning string
 	ReasoningField  string // the field Reasoning came in (Completion's)
 	// ToolCalls are the pieces of tool calls this chunk adds (chat), each
-	// under its call's index; ToolCallStream puts them together.
+	// under its call's index.
 	ToolCalls    []WireToolCall
 	FinishReason string
 	// CompletionTokens is the answer's tokens so far, or -1 when the event
@@ -302,75 +300,4 @@ func streamError(raw json.RawMessage) *StreamError {
 	}
 	e.Message = messageOf(raw)
 	return e
-}
-
-// ToolCallStream puts a streamed answer's tool calls together from their
-// pieces: a piece with an index extends the call of that index (its id,
-// type and name arrive once, its arguments in pieces); a piece without
-// one is a whole call (Ollama sends each call whole).
-type ToolCallStream struct {
-	calls []record.ToolCall
-	args  []string
-	index map[int]int // a piece's index -> its call
-}
-
-// Add takes a chunk's pieces.
-func (s *ToolCallStream) Add(pieces []WireToolCall) error {
-	for _, p := range pieces {
-		at := -1
-		if p.Index != nil {
-			if s.index == nil {
-				s.index = map[int]int{}
-			}
-			if i, ok := s.index[*p.Index]; ok {
-				at = i
-			} else {
-				s.index[*p.Index] = len(s.calls)
-			}
-		}
-		if at < 0 {
-			s.calls = append(s.calls, record.ToolCall{Type: "function"})
-			s.args = append(s.args, "")
-			at = len(s.calls) - 1
-		}
-		c := &s.calls[at]
-		if p.ID != "" {
-			c.ID = p.ID
-		}
-		if p.Type != "" {
-			c.Type = p.Type
-		}
-		if p.Function.Name != "" {
-			c.Function.Name += p.Function.Name
-		}
-		if a := bytes.TrimSpace(p.Function.Arguments); len(a) > 0 && string(a) != "null" {
-			text, err := ArgumentsText(a)
-			if err != nil {
-				return err
-			}
-			if a[0] == '"' {
-				s.args[at] += text
-			} else {
-				s.args[at] = text // an object is the whole arguments
-			}
-		}
-	}
-	return nil
-}
-
-// Calls are the calls put together so far (nil when none); arguments
-// never sent are "{}".
-func (s *ToolCallStream) Calls() []record.ToolCall {
-	if len(s.calls) == 0 {
-		return nil
-	}
-	out := make([]record.ToolCall, len(s.calls))
-	for i, c := range s.calls {
-		c.Function.Arguments = s.args[i]
-		if c.Function.Arguments == "" {
-			c.Function.Arguments = "{}"
-		}
-		out[i] = c
-	}
-	return out
 }

@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/segmentio/encoding/json"
 )
 
 // readAll reads every event of a stream.
@@ -272,65 +268,6 @@ func BenchmarkStreamDecode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-}
-
-// Streamed tool calls, as llmsim sends them in OpenAI's pieces and in
-// Ollama's whole calls (its goldens name their sources), put together.
-func TestStreamedToolCalls(t *testing.T) {
-	for _, file := range []string{"openai/chat_tool_call_stream.json", "ollama/chat_tool_call_stream.json"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "llmsim", file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var g struct {
-			Events []json.RawMessage `json:"events"`
-		}
-		if err := json.Unmarshal(b, &g); err != nil {
-			t.Fatal(err)
-		}
-		dec := StreamDecoder{Kind: StreamChat}
-		var calls ToolCallStream
-		finish := ""
-		for _, e := range g.Events {
-			data := []byte(e)
-			var s string
-			if json.Unmarshal(e, &s) == nil {
-				data = []byte(s) // "[DONE]"
-			}
-			d, err := dec.Decode(data)
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if err := calls.Add(d.ToolCalls); err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if d.FinishReason != "" {
-				finish = d.FinishReason
-			}
-		}
-		got := calls.Calls()
-		if len(got) != 1 || got[0].ID == "" || got[0].Type != "function" || got[0].Function.Name != "get_weather" ||
-			!json.Valid([]byte(got[0].Function.Arguments)) || !strings.Contains(got[0].Function.Arguments, `"city"`) || finish != "tool_calls" {
-			t.Errorf("%s: %+v, finish %q", file, got, finish)
-		}
-	}
-	// Two calls interleaved by index, arguments in pieces.
-	var s ToolCallStream
-	zero, one := 0, 1
-	s.Add([]WireToolCall{{Index: &zero, ID: "a", Type: "function", Function: fn("f", `""`)}, {Index: &one, ID: "b", Function: fn("g", `"{\"x\":"`)}})
-	s.Add([]WireToolCall{{Index: &zero, Function: fn("", `"{}"`)}, {Index: &one, Function: fn("", `"1}"`)}})
-	got := s.Calls()
-	if len(got) != 2 || got[0].Function.Arguments != "{}" || got[1].Function.Arguments != `{"x":1}` || got[1].ID != "b" || got[1].Type != "function" {
-		t.Errorf("interleaved: %+v", got)
-	}
-}
-
-func fn(name, args string) (f struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-}) {
-	f.Name, f.Arguments = name, json.RawMessage(args)
-	return f
 }
 
 // A chunk's reasoning under either name: reasoning_content (SGLang,
