@@ -4,65 +4,172 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// ledger remembers, in bounded memory per prompt, which ids the input has
-// shown and which (id, sample) answers are already done. Ids are kept as
-// 128-bit hashes, not strings: 24 bytes or so a prompt whatever the id's
-// length, and wide enough that a collision among a billion ids is not a
-// practical concern.
+// ledger remembers which ids the input has shown and which (id, sample)
+// answers are already done: one entry a prompt for the whole run, so its
+// size is what infer's memory grows with (a Go map of 128-bit hashes took
+// 34-54 bytes an id, and the garbage collector's slack half as much again).
 //
-// Samples 0..62 of an id are bits of one word beside its seen bit; larger
-// sample numbers (rare) go to a second set keyed by (id, sample).
+// An id is its 128-bit xxh3 hash: the top 12 bits pick one of 4,096
+// open-addressing tables, and a slot keeps 62 bits more, with the id's
+// seen bit and its sample 0's done bit in the 2 bits left. Two of ten
+// million ids share those 74 bits with odds of about 1 in 400 million. A
+// table doubles once 7/8 full, so its slots are 44-88% used: 9-18 bytes
+// an id, 13 on average. Samples 1 to 64 take a second word a slot,
+// allocated for a table once one of them is done; larger sample numbers
+// (rare) go to a map of (id, sample).
 type ledger struct {
-	ids   map[xxh3.Uint128]uint64
-	extra map[extraKey]struct{}
+	tables [ledgerTables]ledgerTable
+	extra  map[extraKey]struct{}
 	// arms, when set, sees the arm of every answer read back from -o.
 	arms *armCheck
 }
 
-// extraKey is an (id, sample) of the second set.
+const (
+	ledgerTableBits = 12
+	ledgerTables    = 1 << ledgerTableBits
+
+	slotSeen  = 1 << 0 // the input has shown the id
+	slotDone0 = 1 << 1 // its sample 0 is done
+	slotFlags = slotSeen | slotDone0
+	// moreSamples: samples 1..moreSamples are bits of the second word.
+	moreSamples = 64
+)
+
+// ledgerTable is one open-addressing table (linear probing) of slots:
+// keys[i] is 0 when empty, else a fingerprint with the flags in its low
+// bits; more[i], once more is allocated, holds samples 1..64.
+type ledgerTable struct {
+	keys []uint64
+	more []uint64
+	used int
+}
+
+// extraKey is an (id, sample) of the map of large sample numbers.
 type extraKey struct {
 	id     xxh3.Uint128
 	sample int
 }
 
-const (
-	seenBit     = uint64(1) << 63
-	wordSamples = 63
-)
+func newLedger() *ledger { return &ledger{} }
 
-func newLedger() *ledger {
-	return &ledger{ids: make(map[xxh3.Uint128]uint64)}
+// locate hashes id into its table and fingerprint.
+func (l *ledger) locate(id string) (t *ledgerTable, fp uint64) {
+	h := xxh3.HashString128(id)
+	fp = h.Lo &^ slotFlags
+	if fp == 0 {
+		fp = slotFlags + 1 // 0 marks an empty slot
+	}
+	return &l.tables[h.Hi>>(64-ledgerTableBits)], fp
 }
 
-func idKey(id string) xxh3.Uint128 { return xxh3.HashString128(id) }
+// find returns fp's slot in t, -1 when it has none.
+func (t *ledgerTable) find(fp uint64) int {
+	if len(t.keys) == 0 {
+		return -1
+	}
+	mask := len(t.keys) - 1
+	for i := t.start(fp); ; i = (i + 1) & mask {
+		switch k := t.keys[i]; {
+		case k == 0:
+			return -1
+		case k&^slotFlags == fp:
+			return i
+		}
+	}
+}
+
+// slot returns fp's slot in t, giving it one if it has none.
+func (t *ledgerTable) slot(fp uint64) int {
+	if (t.used+1)*8 > len(t.keys)*7 {
+		t.grow()
+	}
+	mask := len(t.keys) - 1
+	for i := t.start(fp); ; i = (i + 1) & mask {
+		switch k := t.keys[i]; {
+		case k == 0:
+			t.keys[i] = fp
+			t.used++
+			return i
+		case k&^slotFlags == fp:
+			return i
+		}
+	}
+}
+
+// start is where fp's probe begins: the fingerprint's bits are uniform,
+// those above the flags serve.
+func (t *ledgerTable) start(fp uint64) int {
+	return int(fp>>2) & (len(t.keys) - 1)
+}
+
+// grow doubles the table (8 slots to begin with) and puts every slot back.
+func (t *ledgerTable) grow() {
+	old, oldMore := t.keys, t.more
+	t.keys = make([]uint64, max(8, 2*len(old)))
+	if oldMore != nil {
+		t.more = make([]uint64, len(t.keys))
+	}
+	mask := len(t.keys) - 1
+	for j, k := range old {
+		if k == 0 {
+			continue
+		}
+		i := t.start(k &^ slotFlags)
+		for t.keys[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.keys[i] = k
+		if oldMore != nil {
+			t.more[i] = oldMore[j]
+		}
+	}
+}
 
 // markDone records the answer (id, sample) as done.
 func (l *ledger) markDone(id string, sample int) {
-	if sample >= 0 && sample < wordSamples {
-		k := idKey(id)
-		l.ids[k] |= 1 << uint(sample)
-		return
+	switch {
+	case sample == 0:
+		t, fp := l.locate(id)
+		t.keys[t.slot(fp)] |= slotDone0
+	case sample > 0 && sample <= moreSamples:
+		t, fp := l.locate(id)
+		i := t.slot(fp)
+		if t.more == nil {
+			t.more = make([]uint64, len(t.keys))
+		}
+		t.more[i] |= 1 << (sample - 1)
+	default:
+		if l.extra == nil {
+			l.extra = make(map[extraKey]struct{})
+		}
+		l.extra[extraKey{xxh3.HashString128(id), sample}] = struct{}{}
 	}
-	if l.extra == nil {
-		l.extra = make(map[extraKey]struct{})
-	}
-	l.extra[extraKey{idKey(id), sample}] = struct{}{}
 }
 
 // done reports whether the answer (id, sample) is done.
 func (l *ledger) done(id string, sample int) bool {
-	if sample >= 0 && sample < wordSamples {
-		return l.ids[idKey(id)]&(1<<uint(sample)) != 0
+	if sample < 0 || sample > moreSamples {
+		_, ok := l.extra[extraKey{xxh3.HashString128(id), sample}]
+		return ok
 	}
-	_, ok := l.extra[extraKey{idKey(id), sample}]
-	return ok
+	t, fp := l.locate(id)
+	i := t.find(fp)
+	switch {
+	case i < 0:
+		return false
+	case sample == 0:
+		return t.keys[i]&slotDone0 != 0
+	default:
+		return t.more != nil && t.more[i]&(1<<(sample-1)) != 0
+	}
 }
 
 // see marks id as read from the input and reports whether it had been
 // read before (a duplicate).
 func (l *ledger) see(id string) (dup bool) {
-	k := idKey(id)
-	v := l.ids[k]
-	l.ids[k] = v | seenBit
-	return v&seenBit != 0
+	t, fp := l.locate(id)
+	i := t.slot(fp)
+	dup = t.keys[i]&slotSeen != 0
+	t.keys[i] |= slotSeen
+	return dup
 }
