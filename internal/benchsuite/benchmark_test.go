@@ -147,48 +147,45 @@ func checkAnswer(t *testing.T, line string, o *record.Output, maxTokens int) {
 	}
 }
 
-func TestTime(t *testing.T) {
-	dir := t.TempDir()
-	results := filepath.Join(dir, "r.jsonl")
+// TestMeasure runs commands as a row measures them: their lines counted
+// (of stdout or of files), their peak RSS, a failure, an exit allowed, a
+// file on stdin.
+func TestMeasure(t *testing.T) {
+	h := testHarness(t)
+	h.bin, h.runs = filepath.Dir(rusageBin), 1
+	dir := h.dir
 	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, []byte(strings.Repeat("line\n", 1000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
-		args   []string
-		code   int
+		spec   Spec
+		fails  bool
 		out    int64
 		minRSS float64 // MB
 		maxRSS float64
 	}{
-		{"lines", []string{"--runs", "2", "--", "printf", `a\nb\nc`}, 0, 3, 0, 8},
+		{"lines", Spec{Runs: 2, Argv: []string{"printf", `a\nb\nc`}}, false, 3, 0, 8},
 		// sort holds a 64 MB line: the pipeline's peak RSS is above that.
-		{"memory", []string{"--runs", "1", "--shell", "--", `head -c 64000000 /dev/zero | sort | wc -c`}, 0, 1, 61, 1000},
-		{"files", []string{"--runs", "3", "--mkdir", filepath.Join(dir, "o"), "--count", filepath.Join(dir, "o", "*"), "--shell", "--",
-			"seq 5 > " + filepath.Join(dir, "o", "a") + " && seq 7 > " + filepath.Join(dir, "o", "b")}, 0, 12, 0, 8},
-		{"failing", []string{"--", "false"}, 1, 0, 0, 0},
-		{"allowed exit", []string{"--exit", "0,1", "--", "false"}, 0, 0, 0, 8},
-		{"stdin", []string{"--stdin", big, "--", "cat"}, 0, 1000, 0, 8},
+		{"memory", Spec{Shell: true, Argv: []string{`head -c 64000000 /dev/zero | sort | wc -c`}}, false, 1, 61, 1000},
+		{"files", Spec{Runs: 3, Mkdir: []string{"o"}, Count: []string{"o/*"}, Shell: true, Argv: []string{"seq 5 > o/a && seq 7 > o/b"}}, false, 12, 0, 8},
+		{"failing", Spec{Argv: []string{"false"}}, true, 0, 0, 0},
+		{"allowed exit", Spec{Exit: []int{0, 1}, Argv: []string{"false"}}, false, 0, 0, 8},
+		{"stdin", Spec{Stdin: "big", Argv: []string{"cat"}}, false, 1000, 0, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := os.WriteFile(big, []byte(strings.Repeat("line\n", 1000)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			os.Remove(results)
-			args := append([]string{"time", "--results", results, "--rusage", rusageBin, "--group", "g", "--name", tc.name}, tc.args...)
-			code, _, stderr := run(t, "", args...)
-			if code != tc.code {
-				t.Fatalf("exit %d, want %d: %s", code, tc.code, stderr)
-			}
-			if code != 0 {
-				if _, err := os.Stat(results); err == nil {
-					t.Fatal("a failed measurement was recorded")
+			tc.spec.Group, tc.spec.Name = "g", tc.name
+			r, err := h.measureRow(context.Background(), tc.spec)
+			if tc.fails {
+				if err == nil {
+					t.Fatal("a failed measurement gave a row")
 				}
 				return
 			}
-			rs, err := readResults(results)
-			if err != nil || len(rs) != 1 {
-				t.Fatalf("results: %v, %d rows", err, len(rs))
+			if err != nil {
+				t.Fatal(err)
 			}
-			r := rs[0]
 			if r.OutRecords != tc.out {
 				t.Errorf("records out %d, want %d", r.OutRecords, tc.out)
 			}
@@ -202,40 +199,17 @@ func TestTime(t *testing.T) {
 		})
 	}
 	if _, err := os.Stat(filepath.Join(dir, "o")); err == nil {
-		t.Error("--mkdir directory left behind")
+		t.Error("the Mkdir directory was left behind")
 	}
-}
-
-func TestTimeUnavailableAndAlias(t *testing.T) {
-	results := filepath.Join(t.TempDir(), "r.jsonl")
-	code, _, stderr := run(t, "", "time", "--results", results, "--group", "g", "--name", "jq", "--unavailable", "jq is not installed", "--", "jq", ".")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	r, err := h.measureRow(context.Background(), Spec{Group: "g", Name: "echo", Stdin: "big", Alias: []string{"127.0.0.1:4321=$URL"}, Argv: []string{"echo", "http://127.0.0.1:4321/v1"}})
+	if err != nil || r.Command != "echo http://$URL/v1 < big" {
+		t.Fatalf("the command shown: %+v, %v", r, err)
 	}
-	code, _, stderr = run(t, "", "time", "--results", results, "--group", "g", "--name", "echo", "--ours", "--alias", "127.0.0.1:4321=$URL", "--", "echo", "http://127.0.0.1:4321/v1")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	var b strings.Builder
+	streamTable(&b, []*Result{r, unavailable("g", "jq", "jq is not installed")}, "records/s", false)
+	if !strings.Contains(b.String(), "jq (_not available: jq is not installed_)") {
+		t.Fatalf("the unavailable row is not marked:\n%s", b.String())
 	}
-	rs, _ := readResults(results)
-	if len(rs) != 2 || len(rs[0].Runs) != 0 || !strings.Contains(rs[0].Note, "not available") || rs[1].Command != "echo http://$URL/v1" {
-		t.Fatalf("results: %+v %+v", rs[0], rs[1])
-	}
-	_, table, _ := run(t, "", "table", "--results", results, "--group", "g")
-	if !strings.Contains(table, "jq (_not available: jq is not installed_)") {
-		t.Fatalf("the unavailable row is not marked:\n%s", table)
-	}
-}
-
-// results makes a results file from rows.
-func writeResults(t *testing.T, rows ...*Result) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "r.jsonl")
-	for _, r := range rows {
-		if err := appendResult(path, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return path
 }
 
 func secs(s ...float64) []Run {
@@ -247,17 +221,16 @@ func secs(s ...float64) []Run {
 }
 
 func TestTableAndTargets(t *testing.T) {
-	path := writeResults(t,
-		&Result{Group: "d", Name: "dedup", Ours: true, Command: "dedup p.jsonl", Bytes: 400e6, Records: 100, Runs: secs(2, 1, 9), OutRecords: 90, RSSFloorKB: 2000},
-		&Result{Group: "d", Name: "awk", Command: "awk '!seen[$0]++' p.jsonl | cat", Bytes: 400e6, Records: 100, Runs: secs(4, 4, 4), OutRecords: 100, RSSFloorKB: 2000},
-		&Result{Group: "d", Name: "split", Command: "split", Bytes: 400e6, Records: 100, Runs: []Run{{Wall: time.Second / 4, MaxRSSKB: 1000}}, OutRecords: 100, RSSFloorKB: 2000},
-		&Result{Group: "d", Name: "dedup, sub", Ours: true, Command: "dedup s.jsonl", Bytes: 100e6, Records: 25, Runs: secs(0.5), OutRecords: 20},
-		&Result{Group: "d", Name: "jq, sub", Command: "jq -s", Bytes: 100e6, Records: 25, Runs: secs(10), OutRecords: 20},
-	)
-	code, table, stderr := run(t, "", "table", "--results", path, "--group", "d")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	rows := []*Result{
+		{Group: "d", Name: "dedup", Ours: true, Command: "dedup p.jsonl", Bytes: 400e6, Records: 100, Runs: secs(2, 1, 9), OutRecords: 90, RSSFloorKB: 2000},
+		{Group: "d", Name: "awk", Command: "awk '!seen[$0]++' p.jsonl | cat", Bytes: 400e6, Records: 100, Runs: secs(4, 4, 4), OutRecords: 100, RSSFloorKB: 2000},
+		{Group: "d", Name: "split", Command: "split", Bytes: 400e6, Records: 100, Runs: []Run{{Wall: time.Second / 4, MaxRSSKB: 1000}}, OutRecords: 100, RSSFloorKB: 2000},
+		{Group: "d", Name: "dedup, sub", Ours: true, Command: "dedup s.jsonl", Bytes: 100e6, Records: 25, Runs: secs(0.5), OutRecords: 20},
+		{Group: "d", Name: "jq, sub", Command: "jq -s", Bytes: 100e6, Records: 25, Runs: secs(10), OutRecords: 20},
 	}
+	var b strings.Builder
+	streamTable(&b, rows, "records/s", false)
+	table := b.String()
 	for _, want := range []string{
 		"| **dedup** | 400 MB, 100 rec | 200.0 | 50 | — | 2.00 |", // median of 1, 2, 9 s
 		"| awk | 400 MB, 100 rec | 100.0 | 25 | 2.0× faster |",
@@ -271,16 +244,15 @@ func TestTableAndTargets(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
-
-	code, out, stderr := run(t, "", "targets", "--results", path,
-		"--target", "dedup ≥ 150 MB/s := d/dedup:mbps >= 150",
-		"--target", "dedup ≥ 3× awk := d/dedup:mbps / d/awk:mbps >= 3",
-		"--target", "dedup small := d/dedup:rss_mb <= 64",
-		"--target", "ratio on subsets := d/dedup, sub:mbps / d/jq, sub:mbps >= 20",
-		"--target", "missing := d/nothing:mbps >= 1",
-	)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	b.Reset()
+	if err := writeTargets(&b, rows, []string{
+		"dedup ≥ 150 MB/s := d/dedup:mbps >= 150",
+		"dedup ≥ 3× awk := d/dedup:mbps / d/awk:mbps >= 3",
+		"dedup small := d/dedup:rss_mb <= 64",
+		"ratio on subsets := d/dedup, sub:mbps / d/jq, sub:mbps >= 20",
+		"missing := d/nothing:mbps >= 1",
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"| dedup ≥ 150 MB/s | 200 MB/s | yes |",
@@ -289,12 +261,12 @@ func TestTableAndTargets(t *testing.T) {
 		"| ratio on subsets | 20× | yes |",
 		"| missing | not measured (d/nothing:mbps) | ? |",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("targets lack %q:\n%s", want, out)
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("targets lack %q:\n%s", want, b.String())
 		}
 	}
-	if code, _, _ := run(t, "", "targets", "--results", path, "--target", "no operator := d/dedup:mbps"); code != cli.ExitUsage {
-		t.Errorf("a malformed target: exit %d, want 2", code)
+	if err := writeTargets(&b, rows, []string{"no operator := d/dedup:mbps"}); err == nil {
+		t.Errorf("a malformed target was written")
 	}
 }
 
@@ -305,45 +277,26 @@ func TestGrowthTable(t *testing.T) {
 			&Result{Group: "g", Name: "dedup", Size: size, Command: "dedup p-" + size, Bytes: 1e6, Records: 10, Runs: []Run{{Wall: time.Second, MaxRSSKB: 20 * 1024}}},
 			&Result{Group: "g", Name: "awk", Size: size, Command: "awk", Bytes: 1e6, Records: 10, Runs: []Run{{Wall: time.Second, MaxRSSKB: int64(10*(i+1)*(i+1)) * 1024}}})
 	}
-	_, table, _ := run(t, "", "table", "--results", writeResults(t, rows...), "--group", "g", "--kind", "growth")
+	var b strings.Builder
+	growthTable(&b, rows)
 	for _, want := range []string{"| peak RSS MB | 10k | 100k | 1M | 1M ÷ 10k |", "| dedup | 20.0 | 20.0 | 20.0 | 1.0× |", "| awk | 10.0 | 40.0 | 90.0 | 9.0× |", "| dedup | 10 (1) | 10 (1) | 10 (1) |"} {
-		if !strings.Contains(table, want) {
-			t.Errorf("growth table lacks %q:\n%s", want, table)
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("growth table lacks %q:\n%s", want, b.String())
 		}
 	}
 }
 
-func TestBenchMetric(t *testing.T) {
+func TestBenchFigures(t *testing.T) {
 	out := `goos: linux
 BenchmarkInstantChat-2   	  200000	      4021 ns/op	 248692 req/s	      68 B/op
 BenchmarkInstantChat-2   	  200000	      3901 ns/op	 256312 req/s	      68 B/op
 PASS`
-	got := benchMetric([]byte(out), "req/s")
+	got := benchFigures([]byte(out))["BenchmarkInstantChat"]["req/s"]
 	if len(got) != 2 || got[0] != 248692 || got[1] != 256312 {
 		t.Fatalf("got %v", got)
 	}
-	if got := benchMetric([]byte(out), "tok/s"); len(got) != 0 {
-		t.Fatalf("found a metric that is not there: %v", got)
-	}
-}
-
-func TestSlowFactors(t *testing.T) {
-	for _, tc := range []struct {
-		faults []string
-		want   []float64
-		bad    bool
-	}{
-		{nil, []float64{1, 1, 1}, false},
-		{[]string{"2=slow:3", "0=crash-after:5,restart-after:60s"}, []float64{1, 1, 3}, false},
-		{[]string{"1=crash-after:5,slow:1.5"}, []float64{1, 1.5, 1}, false},
-		{[]string{"3=slow:3"}, nil, true},
-		{[]string{":30000=slow:3"}, nil, true},
-		{[]string{"1=slow:x"}, nil, true},
-	} {
-		got, err := slowFactors(tc.faults, 3)
-		if (err != nil) != tc.bad || !tc.bad && fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("%v: got %v, %v", tc.faults, got, err)
-		}
+	if got := benchFigures([]byte(out))["BenchmarkInstantChat"]["tok/s"]; len(got) != 0 {
+		t.Fatalf("found a figure that is not there: %v", got)
 	}
 }
 
@@ -352,7 +305,6 @@ func TestSlowFactors(t *testing.T) {
 // the run, the client delivering a steady 1,000 tok/s of real time at
 // time scale 10.
 func TestAnalyse(t *testing.T) {
-	c := &FleetCmd{TimeScale: 10}
 	var samples []fleetSample
 	for i := 0; i <= 100; i++ {
 		at := time.Duration(i) * 100 * time.Millisecond
@@ -369,8 +321,7 @@ func TestAnalyse(t *testing.T) {
 		samples = append(samples, fleetSample{at: at, delivered: 1000 * at.Seconds(), up: up, running: running, generated: generated,
 			prompted: []float64{0, 1000 * float64(i)}, through: []float64{sim, sim}, clock: []float64{sim, sim}})
 	}
-	tot := outputTotals{answers: 100, completion: 10000}
-	fr, err := c.analyse(fleetRun{}, samples, []float64{48, 48}, []float64{1, 3}, tot, 10*time.Second)
+	fr, err := analyse(fleetRun{}, samples, []float64{48, 48}, []float64{1, 3}, 10000, 10*time.Second, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +355,6 @@ func TestAnalyseDrainNeverPassesTheIdeal(t *testing.T) {
 	const scale = 20
 	full := 48 / 0.0406784 // a full batch's tok/s (simulated)
 	step := 0.0406784      // s (simulated) a full step takes
-	c := &FleetCmd{TimeScale: scale}
 	var samples []fleetSample
 	final := 0.0
 	for i := 0; i <= 200; i++ {
@@ -421,7 +371,7 @@ func TestAnalyseDrainNeverPassesTheIdeal(t *testing.T) {
 		samples = append(samples, fleetSample{at: at, delivered: delivered, up: []bool{true}, running: []float64{48},
 			generated: []float64{48 * steps}, prompted: []float64{0}, through: []float64{steps * step}, clock: []float64{sim}})
 	}
-	fr, err := c.analyse(fleetRun{}, samples, []float64{48}, []float64{1}, outputTotals{answers: 48, completion: final}, 2*time.Second)
+	fr, err := analyse(fleetRun{}, samples, []float64{48}, []float64{1}, final, 2*time.Second, scale)
 	if err != nil {
 		t.Fatal(err)
 	}

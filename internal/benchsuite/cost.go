@@ -90,20 +90,16 @@ var costSection = &section{
 	name: "cost", heading: "## infer: CPU and allocations a request",
 	about: "infer's CPU, allocations and bytes a request against llmsim --instant (BenchmarkRequestCost); the run fails when one grows by half over " + baselineFile,
 	measure: func(ctx context.Context, h *harness) error {
-		argv, load, medians, err := h.subBench(ctx, "BenchmarkRequestCost", "3x", "./lib/infer/", costModes)
-		if err != nil {
+		if err := h.subBench(ctx, "cost", "BenchmarkRequestCost", "3x", "./lib/infer/", costModes, func(mode string) (string, bool) { return mode, true }); err != nil {
 			return err
 		}
-		for _, mode := range costModes {
-			r := &Result{Group: "cost", Name: mode, Ours: true, Command: shellJoin(argv), OutRecords: -1, Load1: load, Metrics: medians[mode]}
-			h.logf("cost/%s: %v (load %.2f)", mode, r.Metrics, load)
-			if err := h.add(r); err != nil {
-				return err
-			}
+		medians := map[string]map[string]float64{}
+		for _, r := range h.group("cost") {
+			medians[r.Name] = r.Metrics
 		}
 		path := h.repoFile(baselineFile)
 		if h.updateBaseline {
-			if err := writeBaseline(path, medians, h.started.UTC().Format("2006-01-02 15:04 UTC")); err != nil {
+			if err := writeBaseline(path, medians, h.info.Started.UTC().Format("2006-01-02 15:04 UTC")); err != nil {
 				return err
 			}
 		}
@@ -111,9 +107,16 @@ var costSection = &section{
 		if err != nil {
 			return fmt.Errorf("the baseline of infer's cost a request: %w (record one with --update-baseline)", err)
 		}
-		h.baseline = base
 		if reg := costRegressions(base, medians); len(reg) > 0 {
 			h.failures = append(h.failures, "infer's cost a request grew by half over "+baselineFile+": "+strings.Join(reg, "; "))
+		}
+		// The baseline compared with, kept with the rows it was compared with.
+		for _, r := range h.group("cost") {
+			for _, m := range costMetrics {
+				if b, ok := base.RequestCost[r.Name][m.unit]; ok && b > 0 {
+					r.Metrics["baseline "+m.unit] = b
+				}
+			}
 		}
 		return nil
 	},
@@ -125,8 +128,7 @@ var costSection = &section{
 			"count, modes interleaved). The harness fails its run when CPU or allocations a request grow by half\n"+
 			"over `"+baselineFile+"`; after a change that costs more on purpose, record a new baseline with\n"+
 			"`go run ./internal/cmd/benchsuite run --section cost --update-baseline` and commit it.\n\n")
-		writeRow(w, []string{"mode", "CPU µs/request", "allocations/request", "bytes/request", "baseline CPU µs", "baseline allocations", "CPU vs baseline", "allocations vs baseline"})
-		writeRule(w, 8)
+		t := newTable("mode", "CPU µs/request", "allocations/request", "bytes/request", "baseline CPU µs", "baseline allocations", "CPU vs baseline", "allocations vs baseline")
 		for _, r := range h.group("cost") {
 			cells := []string{costLabels[r.Name], "—", "—", "—", "—", "—", "", ""}
 			for i, unit := range []string{"cpu-µs/req", "allocs/req", "B/req"} {
@@ -134,20 +136,17 @@ var costSection = &section{
 					cells[1+i] = trimFloat(v)
 				}
 			}
-			if h.baseline != nil {
-				for i, m := range costMetrics {
-					b, okB := h.baseline.RequestCost[r.Name][m.unit]
-					if !okB || b <= 0 {
-						continue
-					}
+			for i, m := range costMetrics {
+				if b, ok := r.Metric("baseline " + m.unit); ok {
 					cells[4+i] = trimFloat(b)
 					if v, ok := r.Metric(m.unit); ok {
 						cells[6+i] = strconv.FormatFloat(v/b, 'f', 2, 64) + "×"
 					}
 				}
 			}
-			writeRow(w, cells)
+			t.add(cells...)
 		}
+		t.write(w)
 	},
 	targets: func(*harness) []string {
 		return []string{"infer ≤ 50 µs of CPU a request against llmsim --instant (context fitted) := cost/context:cpu-µs/req <= 50"}

@@ -18,6 +18,17 @@ import (
 	"tokenmill/lib/jsonl"
 )
 
+// dataStep makes one data file in the scratch directory.
+type dataStep struct {
+	name string
+	deps []string // steps whose files this one reads
+	file string   // what it makes, relative to the scratch directory
+	// key is what the file depends on (its command and sizes): the file
+	// of an earlier run is kept with --reuse-data only when it is the same.
+	key  func(*harness) string
+	make func(context.Context, *harness) error
+}
+
 // dataSteps are every data file a section can need, each after the ones
 // it is made from. Their commands are the tools' own; what no tool does
 // (the first lines of a file, the conversations of 3 questions or more) is
@@ -35,7 +46,11 @@ var dataSteps = []*dataStep{
 	toolStep("gens", "data/gens.jsonl", []string{"prompts"}, func(*harness) []string {
 		return []string{"benchsuite", "generations", "--rerun", "data/rerun.jsonl", "-o", "data/gens.jsonl", "data/prompts.jsonl"}
 	}),
-	headStep("prompts-slurp", "data/prompts-slurp.jsonl", "prompts", "data/prompts.jsonl", func(h *harness) int { return h.sz.Slurp }),
+	{name: "prompts-slurp", file: "data/prompts-slurp.jsonl", deps: []string{"prompts"},
+		key: func(h *harness) string { return fmt.Sprintf("head -n %d data/prompts.jsonl", h.sz.Slurp) },
+		make: func(ctx context.Context, h *harness) error {
+			return copyLines(h.path("data/prompts.jsonl"), h.path("data/prompts-slurp.jsonl"), h.sz.Slurp, 0)
+		}},
 	toolStep("gens-slurp", "data/gens-slurp.jsonl", []string{"prompts-slurp"}, func(*harness) []string {
 		return []string{"benchsuite", "generations", "--rerun", "data/rerun-slurp.jsonl", "-o", "data/gens-slurp.jsonl", "data/prompts-slurp.jsonl"}
 	}),
@@ -55,18 +70,12 @@ var dataSteps = []*dataStep{
 		make: func(ctx context.Context, h *harness) error {
 			return copyLines(h.path("data/filter-gens.jsonl"), h.path("data/filter-gens-lang.jsonl"), 0, h.sz.FilterLangBytes)
 		}},
-	{name: "prompts-exact", file: "data/prompts-exact.jsonl",
-		key: func(h *harness) string { return fmt.Sprintf("corpus -n %d | extract", h.sz.Exact) },
-		make: func(ctx context.Context, h *harness) error {
-			return h.pipeline(ctx, "data/prompts-exact.jsonl", nil, 0,
-				[]string{"corpus", "-n", strconv.Itoa(h.sz.Exact)}, []string{"extract", "--progress", "0"})
-		}},
-	{name: "servers-prompts", file: "data/servers-prompts.jsonl",
-		key: func(*harness) string { return "corpus -n 10000 | extract" },
-		make: func(ctx context.Context, h *harness) error {
-			return h.pipeline(ctx, "data/servers-prompts.jsonl", nil, 0,
-				[]string{"corpus", "-n", "10000"}, []string{"extract", "--progress", "0"})
-		}},
+	pipeStep("prompts-exact", func(h *harness) ([]string, []string) {
+		return []string{"corpus", "-n", strconv.Itoa(h.sz.Exact)}, []string{"extract", "--progress", "0"}
+	}),
+	pipeStep("servers-prompts", func(h *harness) ([]string, []string) {
+		return []string{"corpus", "-n", "10000"}, []string{"extract", "--progress", "0"}
+	}),
 	{name: "regen", file: "data/regen.jsonl",
 		key: func(h *harness) string {
 			return fmt.Sprintf("corpus -n %d --conversations --seed 1 | extract --turns all, 3+ questions", h.sz.RegenCorpus)
@@ -78,47 +87,110 @@ var dataSteps = []*dataStep{
 		}},
 	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl",
 		key: func(h *harness) string {
-			if a := h.alpaca(); a != "" {
+			if a := h.shared("real/alpaca_en_demo.json"); a != "" {
 				return fmt.Sprintf("extract %s | dedup | head -n %d", a, h.sz.OllamaPrompts)
 			}
 			return fmt.Sprintf("corpus -n 10000 | extract | head -n %d", h.sz.OllamaPrompts)
 		},
 		make: func(ctx context.Context, h *harness) error {
-			if a := h.alpaca(); a != "" {
-				return h.pipeline(ctx, "data/ollama-prompts.jsonl", nil, h.sz.OllamaPrompts,
-					[]string{"extract", "--progress", "0", a}, []string{"dedup"})
-			}
-			return h.pipeline(ctx, "data/ollama-prompts.jsonl", nil, h.sz.OllamaPrompts,
-				[]string{"corpus", "-n", "10000"}, []string{"extract", "--progress", "0"})
+			first, second := ollamaPromptsFrom(h)
+			return h.pipeline(ctx, "data/ollama-prompts.jsonl", nil, h.sz.OllamaPrompts, first, second)
 		}},
+	toolStep("prompts-sources", "data/prompts-sources.jsonl", []string{"corpus"}, func(*harness) []string {
+		return []string{"extract", "--force", "--progress", "0", "--keep", "source", "-o", "data/prompts-sources.jsonl", "data/corpus.jsonl"}
+	}),
 }
 
-// toolStep is a step made by one tokenmill command.
+// toolStep is a step made by one tokenmill command, which writes file.
 func toolStep(name, file string, deps []string, argv func(*harness) []string) *dataStep {
 	return &dataStep{name: name, file: file, deps: deps,
 		key:  func(h *harness) string { return strings.Join(argv(h), " ") },
 		make: func(ctx context.Context, h *harness) error { return h.pipeline(ctx, "", nil, 0, argv(h)) }}
 }
 
-// headStep is the first lines of another step's file.
-func headStep(name, file, dep, from string, n func(*harness) int) *dataStep {
-	return &dataStep{name: name, file: file, deps: []string{dep},
-		key:  func(h *harness) string { return fmt.Sprintf("head -n %d %s", n(h), from) },
-		make: func(ctx context.Context, h *harness) error { return copyLines(h.path(from), h.path(file), n(h), 0) }}
+// pipeStep is a step made by two tokenmill commands in a pipe.
+func pipeStep(name string, argv func(*harness) ([]string, []string)) *dataStep {
+	file := "data/" + name + ".jsonl"
+	return &dataStep{name: name, file: file,
+		key: func(h *harness) string {
+			a, b := argv(h)
+			return strings.Join(a, " ") + " | " + strings.Join(b[:1], " ")
+		},
+		make: func(ctx context.Context, h *harness) error {
+			a, b := argv(h)
+			return h.pipeline(ctx, file, nil, 0, a, b)
+		}}
 }
 
-// alpaca is Alpaca's English instructions in the real datasets beside the
-// repository, or "" when they are not there.
-func (h *harness) alpaca() string {
+// ollamaPromptsFrom is where the Ollama section's prompts come from:
+// Alpaca's English instructions when the real datasets are beside the
+// repository, else the corpus.
+func ollamaPromptsFrom(h *harness) ([]string, []string) {
+	if a := h.shared("real/alpaca_en_demo.json"); a != "" {
+		return []string{"extract", "--progress", "0", a}, []string{"dedup"}
+	}
+	return []string{"corpus", "-n", "10000"}, []string{"extract", "--progress", "0"}
+}
+
+func stepByName(name string) *dataStep {
+	for _, st := range dataSteps {
+		if st.name == name {
+			return st
+		}
+	}
+	panic("no data step " + name)
+}
+
+// makeData makes the steps' files in order. With reuse, a file an earlier
+// run made is kept when its stamp (file.done) holds the same key and none
+// of the files it was made from was made again.
+func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
+	for _, st := range steps {
+		key, stamp := st.key(h), h.path(st.file+".done")
+		if h.reuse && h.reusable(st, key) {
+			h.logf("data: keeping %s", st.file)
+			continue
+		}
+		os.Remove(stamp)
+		h.logf("data: making %s", st.file)
+		if err := st.make(ctx, h); err != nil {
+			return fmt.Errorf("making %s: %w", st.file, err)
+		}
+		if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
+			return err
+		}
+		h.remade[st.name] = true
+	}
+	return nil
+}
+
+func (h *harness) reusable(st *dataStep, key string) bool {
+	for _, d := range st.deps {
+		if h.remade[d] {
+			return false
+		}
+	}
+	fi, err := os.Stat(h.path(st.file))
+	stamp, err2 := os.ReadFile(h.path(st.file + ".done"))
+	return err == nil && fi.Size() > 0 && err2 == nil && strings.TrimSuffix(string(stamp), "\n") == key
+}
+
+// shared is a file of ../shared/data beside the repository, or "" when
+// it is not there.
+func (h *harness) shared(rel string) string {
 	d := h.repo
 	for range 5 {
 		d = filepath.Dir(d)
-		p := filepath.Join(d, "shared", "data", "real", "alpaca_en_demo.json")
-		if _, err := os.Stat(p); err == nil {
+		if p := filepath.Join(d, "shared", "data", rel); fileExists(p) {
 			return p
 		}
 	}
 	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // userTurns counts the user messages of a conversation record.
@@ -128,13 +200,12 @@ func userTurns(line []byte) int {
 			Role string `json:"role"`
 		} `json:"messages"`
 	}
-	if json.Unmarshal(line, &r) != nil {
-		return 0
-	}
 	n := 0
-	for _, m := range r.Messages {
-		if m.Role == "user" {
-			n++
+	if json.Unmarshal(line, &r) == nil {
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				n++
+			}
 		}
 	}
 	return n
@@ -159,11 +230,9 @@ func (h *harness) pipeline(ctx context.Context, out string, keep func([]byte) bo
 		cmd.Dir, cmd.Env, cmd.Stderr, cmd.Stdin = h.dir, h.environ, log, prev
 		cmds = append(cmds, cmd)
 		if len(cmds) < len(argvs) || out != "" {
-			r, err := cmd.StdoutPipe()
-			if err != nil {
+			if prev, err = cmd.StdoutPipe(); err != nil {
 				return err
 			}
-			prev = r
 		}
 	}
 	for i, cmd := range cmds {
@@ -175,22 +244,22 @@ func (h *harness) pipeline(ctx context.Context, out string, keep func([]byte) bo
 			return err
 		}
 	}
-	var werr error
+	errs := []error{}
 	if out != "" {
-		werr = jsonl.WriteFile(h.path(out), jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		err := jsonl.WriteFile(h.path(out), jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
 			return filterLines(prev, w, keep, limit)
 		})
-		if werr != nil {
+		if err != nil {
 			io.Copy(io.Discard, prev) // the last command must not block on a full pipe
+			errs = append(errs, err)
 		}
 	}
-	var errs []error
 	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %v (see logs/data.log)", strings.Join(argvs[i], " "), err))
 		}
 	}
-	return errors.Join(append(errs, werr)...)
+	return errors.Join(errs...)
 }
 
 // filterLines copies the lines keep accepts, limit at most (0: all), and
@@ -198,8 +267,7 @@ func (h *harness) pipeline(ctx context.Context, out string, keep func([]byte) bo
 func filterLines(r io.Reader, w io.Writer, keep func([]byte) bool, limit int) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	bw := bufio.NewWriterSize(w, 1<<20)
-	n := 0
-	for {
+	for n := 0; ; {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 && (limit == 0 || n < limit) && (keep == nil || keep(bytes.TrimRight(line, "\n"))) {
 			if line[len(line)-1] != '\n' {
@@ -210,8 +278,7 @@ func filterLines(r io.Reader, w io.Writer, keep func([]byte) bool, limit int) er
 		}
 		if err == io.EOF {
 			return bw.Flush()
-		}
-		if err != nil {
+		} else if err != nil {
 			return err
 		}
 	}
@@ -228,21 +295,15 @@ func copyLines(src, dst string, n int, maxBytes int64) error {
 	return jsonl.WriteFile(dst, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
 		br := bufio.NewReaderSize(in, 1<<20)
 		bw := bufio.NewWriterSize(w, 1<<20)
-		var lines int
 		var written int64
-		for n == 0 || lines < n {
+		for lines := 0; n == 0 || lines < n; lines++ {
 			line, err := br.ReadBytes('\n')
-			if err == io.EOF {
+			if err == io.EOF || maxBytes > 0 && written+int64(len(line)) > maxBytes {
 				break // a last line without its newline is not a whole line
-			}
-			if err != nil {
+			} else if err != nil {
 				return err
 			}
-			if maxBytes > 0 && written+int64(len(line)) > maxBytes {
-				break
-			}
 			bw.Write(line)
-			lines++
 			written += int64(len(line))
 		}
 		return bw.Flush()

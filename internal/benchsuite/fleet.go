@@ -20,12 +20,12 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/internal/llmsim"
-	"tokenmill/lib/cli"
 )
 
-// FleetCmd runs infer against a time-scaled llmsim fleet, --runs times,
-// each time on a fresh fleet (so a crash-after fault strikes every run),
-// and compares the tokens infer delivered with what the fleet could give.
+// The fleet section runs infer against a time-scaled llmsim fleet of 8
+// endpoints, one slow and one crashing, each run on a fresh fleet (so
+// that the crash strikes every run), and compares the tokens infer
+// delivered with what the fleet could give.
 //
 // While infer runs, every endpoint's /health and /metrics and infer's own
 // /metrics are polled. The steady state is the stretch between 10% and 90%
@@ -38,25 +38,102 @@ import (
 // of the last answers) would count more than the fleet can decode. Slot
 // utilisation is running requests over the slots of the endpoints that
 // were up.
-type FleetCmd struct {
-	Results    string        `help:"Append the result to this JSONL file." required:""`
-	Group      string        `help:"Table the result belongs to." default:"fleet"`
-	Name       string        `help:"Row name (default: the policy)."`
-	Runs       int           `help:"Runs on a fresh fleet each; medians are reported." default:"3"`
-	LLMSim     string        `name:"llmsim" help:"The llmsim binary." default:"llmsim"`
-	Infer      string        `help:"The infer binary." default:"infer"`
-	Endpoints  int           `help:"Simulated endpoints." default:"8"`
-	TimeScale  float64       `help:"llmsim --time-scale: simulated time runs this many times faster." default:"20"`
-	Fault      []string      `help:"llmsim --fault spec, e.g. 7=slow:3 (repeatable; endpoints named by index)." sep:"none"`
-	Policy     string        `help:"infer --policy." default:"least-outstanding"`
-	MaxTokens  int           `help:"infer --max-tokens." default:"1024"`
-	InferArgs  []string      `help:"More infer flags, each one argument (repeatable)." sep:"none"`
-	Prompts    string        `help:"Prompt records to generate answers for." required:""`
-	Records    int64         `help:"Prompts in the file (for the table)."`
-	Poll       time.Duration `help:"Polling interval." default:"100ms"`
-	Timeout    time.Duration `help:"Longest run." default:"20m"`
-	Work       string        `help:"Directory for outputs and logs (default: a temporary one, removed)."`
-	ShowPrefix string        `help:"Shown before the commands in the table, e.g. the directory they run in."`
+
+const (
+	fleetTimeScale = 20 // the fleet's llmsim runs this many times faster than real GPUs
+	fleetEndpoints = 8
+	fleetPoll      = 100 * time.Millisecond
+	fleetSlow      = 3 // endpoint 7 is this many times slower
+)
+
+// fleetCrashAfter is when endpoint 6 of the fleet crashes: about half of
+// its share of the prompts.
+func fleetCrashAfter(prompts int) int { return prompts * 3 / 40 }
+
+// fleetFaults are llmsim's faults for the fleet: endpoint 7 slow,
+// endpoint 6 crashing and coming back.
+func fleetFaults(prompts int) []string {
+	return []string{fmt.Sprintf("7=slow:%d", fleetSlow), fmt.Sprintf("6=crash-after:%d,restart-after:60s,startup-delay:20s", fleetCrashAfter(prompts))}
+}
+
+var fleetSection = &section{
+	name: "fleet", heading: "## infer on the calibrated 8-endpoint fleet",
+	about: "infer on 8 calibrated llmsim endpoints, one slow and one crashing: least-outstanding and round-robin against the ideal",
+	needs: []string{"prompts-big"},
+	measure: func(ctx context.Context, h *harness) error {
+		const prompts = "data/fleet-prompts.jsonl"
+		if err := copyLines(h.path("data/prompts-big.jsonl"), h.path(prompts), h.sz.FleetPrompts, 0); err != nil {
+			return err
+		}
+		for _, policy := range []string{"least-outstanding", "round-robin"} {
+			r, err := h.fleetRow(ctx, policy, prompts)
+			if err != nil {
+				return err
+			}
+			h.add(r)
+		}
+		return nil
+	},
+	render: func(w io.Writer, h *harness) {
+		fmt.Fprintf(w, "`llmsim` simulates eight SGLang servers of 48 slots each, calibrated to\n"+
+			"the real job (1,180 tok/s per endpoint with a full batch), %d times\n"+
+			"faster than real time. Endpoint 7 is 3× slower; endpoint 6 crashes after\n"+
+			"%d requests and comes back 60 s later (simulated), answering\n"+
+			"health checks only after a further 20 s start-up. infer's own waits (probe\n"+
+			"interval, retry backoff) are scaled by the same factor. %d prompts, answers\n"+
+			"up to 1,024 tokens. Token rates are in simulated time (real rate ÷ %d).\n\n"+
+			"- **delivered tok/s**: completion tokens infer wrote, per second, in the\n"+
+			"  steady state (between 10%% and 90%% of the run's tokens; from infer's\n"+
+			"  `--metrics-addr`).\n"+
+			"- **decoded tok/s**: tokens the endpoints decoded in the same window\n"+
+			"  (their `generation_tokens_total`).\n"+
+			"- **fleet ideal**: for each endpoint, 48 slots decoding at its calibrated\n"+
+			"  rate (1,180 tok/s, a third of that for the slow one), for the time it\n"+
+			"  was up (`/health` polled every 100 ms).\n"+
+			"- **decoded %% of ideal**: the tokens decoded in the window over that\n"+
+			"  ideal, each endpoint over the simulated time its counters were decoded\n"+
+			"  by (llmsim's `/llmsim/decoded`): never above 100%%, where delivered\n"+
+			"  tokens over the ideal pass it when answers decoded before the window\n"+
+			"  are delivered in it (a short run, the drain of the last answers).\n"+
+			"  \"With prefill\" takes from the ideal the time the endpoints' steps\n"+
+			"  spent prefilling the prompts they were sent (`prompt_tokens_total`).\n"+
+			"- **slot utilisation**: running requests over the slots of the endpoints\n"+
+			"  that were up, from each endpoint's `/metrics`.\n"+
+			"- **whole run**: all tokens over the whole wall time, ramp-up and tail\n"+
+			"  included.\n"+
+			"- **endpoint downtime**: seconds (simulated) during which some endpoint was\n"+
+			"  down, summed over endpoints.\n\n",
+			fleetTimeScale, fleetCrashAfter(h.sz.FleetPrompts), h.sz.FleetPrompts, fleetTimeScale)
+		rows := h.rows(w, "fleet")
+		if len(rows) == 0 {
+			return
+		}
+		t := newTable("policy", "delivered tok/s", "decoded tok/s", "fleet ideal tok/s", "decoded % of ideal", "% of ideal with prefill", "slot utilisation %",
+			"whole run % of ideal", "endpoint downtime s", "answers ok", "failed", "retries", "infer wall s", "infer CPU s", "infer peak RSS MB", "load")
+		for _, r := range rows {
+			cells := []string{"**" + r.Name + "**"}
+			for _, m := range []struct {
+				name     string
+				decimals int
+			}{{"tok_s", 0}, {"sim_gen_tok_s", 0}, {"ideal_tok_s", 0}, {"ideal_pct", 1}, {"ideal_prefill_pct", 1}, {"util_pct", 1}, {"whole_pct", 1}, {"down_sim_s", 0}} {
+				cells = append(cells, metricCell(r, m.name, m.decimals))
+			}
+			t.add(append(cells, outCell(r), metricCell(r, "failed", 0), metricCell(r, "retries", 0), metricCell(r, "wall_s", 1),
+				metricCell(r, "cpu_s", 1), metricCell(r, "rss_mb", 1), othersCell(r))...)
+		}
+		t.write(w)
+		fmt.Fprintln(w)
+		for _, r := range rows {
+			fmt.Fprintf(w, "%s:\n\n```sh\n%s\n```\n\n", r.Name, r.Command)
+		}
+	},
+	targets: func(*harness) []string {
+		return []string{
+			"fleet: ≥ 97% of the ideal decoded (least-outstanding, steady state) := fleet/least-outstanding:ideal_pct >= 97",
+			"fleet: slot utilisation ≥ 99% (least-outstanding, steady state) := fleet/least-outstanding:util_pct >= 99",
+		}
+	},
+	runs: func(h *harness) string { return fmt.Sprintf("%s each, medians reported", runsText(h.sz.FleetRuns)) },
 }
 
 // fleetSample is one poll of the fleet and the client.
@@ -82,208 +159,123 @@ type fleetRun struct {
 	retries                                        float64
 }
 
-// Run measures the fleet --runs times.
-func (c *FleetCmd) Run(ctx context.Context, env *cli.Env) error {
-	if c.Runs < 1 || c.Endpoints < 1 || c.TimeScale <= 0 {
-		return cli.Usagef("--runs, --endpoints and --time-scale must be positive")
-	}
-	if _, err := slowFactors(c.Fault, c.Endpoints); err != nil {
-		return cli.Usagef("%v", err)
-	}
-	res, err := c.measure(ctx, env.Logf)
-	if err != nil {
-		return err
-	}
-	return appendResult(c.Results, res)
-}
-
-// measure runs the fleet and infer --runs times and returns the row of
-// their medians.
-func (c *FleetCmd) measure(ctx context.Context, logf func(string, ...any)) (*Result, error) {
-	slow, err := slowFactors(c.Fault, c.Endpoints)
+// fleetRow runs the fleet and infer with a policy FleetRuns times and
+// returns the row of their medians.
+func (h *harness) fleetRow(ctx context.Context, policy, prompts string) (*Result, error) {
+	n, err := h.lineCounts(prompts)
 	if err != nil {
 		return nil, err
 	}
-	name := c.Name
-	if name == "" {
-		name = c.Policy
+	// infer's waits are real time; scaled like the fleet's, so that
+	// probing and backoff cost what they would on real GPUs.
+	scaled := func(ms int) string { return fmt.Sprintf("%dms", ms/fleetTimeScale) }
+	simFlags := []string{"--time-scale", strconv.Itoa(fleetTimeScale)}
+	for _, f := range fleetFaults(h.sz.FleetPrompts) {
+		simFlags = append(simFlags, "--fault", f)
 	}
-	res := &Result{Group: c.Group, Name: name, Records: c.Records, OutRecords: -1, Load1: loadAverage(), Metrics: map[string]float64{}}
-	res.Command = c.ShowPrefix + shellJoin(c.llmsimArgs("FILE")) + " &\n" + c.ShowPrefix + shellJoin(c.inferArgs([]string{"URLS"}, "HOST:PORT", "gen.jsonl"))
+	inferArgs := func(urls, metrics, out string) []string {
+		return []string{"-e", urls, "--policy", policy, "--max-tokens", "1024", "--progress-interval", "0", "--metrics-addr", metrics,
+			"--probe-interval", scaled(2000), "--backoff", scaled(1000), "--max-backoff", scaled(60000), "-o", out, prompts}
+	}
+	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", fleetEndpoints), ",")
+	res := &Result{Group: "fleet", Name: policy, Records: n[0], OutRecords: -1, Load1: loadAverage(), Metrics: map[string]float64{},
+		Command: shellJoin(append([]string{"llmsim", "--listen", listen, simFlags[0], simFlags[1], "--ready-file", "FILE"}, simFlags[2:]...)) + " &\n" +
+			shellJoin(append([]string{"infer"}, inferArgs("URLS", "HOST:PORT", "gen.jsonl")...))}
+	slow := make([]float64, fleetEndpoints)
+	for i := range slow {
+		slow[i] = 1
+	}
+	slow[7] = fleetSlow
 	var runs []fleetRun
-	for i := 0; i < c.Runs; i++ {
-		fr, err := c.runOnce(ctx, slow)
+	for i := range h.sz.FleetRuns {
+		fr, err := h.fleetOnce(ctx, simFlags, inferArgs, slow)
 		if err != nil {
-			return nil, fmt.Errorf("fleet %s run %d: %w", name, i+1, err)
+			return nil, fmt.Errorf("fleet %s run %d: %w", policy, i+1, err)
 		}
-		logf("fleet/%s run %d: %.0f tok/s (simulated) delivered in steady state, %.0f decoded: %.1f%% of ideal %.0f (%.1f%% with prefill), slots %.1f%% busy; whole run %.1f%%; %d ok, %d failed (load %.2f)",
-			name, i+1, fr.steadyTokS, fr.simGenTokS, fr.decodedPct, fr.idealTokS, fr.decodedPrefillPct, fr.utilPct,
+		h.logf("fleet/%s run %d: %.0f tok/s (simulated) delivered in steady state, %.0f decoded: %.1f%% of ideal %.0f (%.1f%% with prefill), slots %.1f%% busy; whole run %.1f%%; %d ok, %d failed (load %.2f)",
+			policy, i+1, fr.steadyTokS, fr.simGenTokS, fr.decodedPct, fr.idealTokS, fr.decodedPrefillPct, fr.utilPct,
 			100*fr.wholeTokS/fr.wholeIdealTokS, fr.ok, fr.failed, loadAverage())
 		runs = append(runs, fr)
-		res.Runs = append(res.Runs, fr.run)
-		res.OutRecords = fr.ok
+		res.Runs, res.OutRecords = append(res.Runs, fr.run), fr.ok
 	}
-	med := func(f func(fleetRun) float64) float64 {
+	for name, f := range map[string]func(fleetRun) float64{
+		"tok_s":             func(r fleetRun) float64 { return r.steadyTokS },
+		"ideal_tok_s":       func(r fleetRun) float64 { return r.idealTokS },
+		"ideal_pct":         func(r fleetRun) float64 { return r.decodedPct },
+		"ideal_prefill_pct": func(r fleetRun) float64 { return r.decodedPrefillPct },
+		"delivered_pct":     func(r fleetRun) float64 { return 100 * r.steadyTokS / r.idealTokS },
+		"whole_pct":         func(r fleetRun) float64 { return 100 * r.wholeTokS / r.wholeIdealTokS },
+		"util_pct":          func(r fleetRun) float64 { return r.utilPct },
+		"sim_gen_tok_s":     func(r fleetRun) float64 { return r.simGenTokS },
+		"down_sim_s":        func(r fleetRun) float64 { return r.downSimSeconds },
+		"failed":            func(r fleetRun) float64 { return float64(r.failed) },
+		"retries":           func(r fleetRun) float64 { return r.retries },
+	} {
 		v := make([]float64, len(runs))
 		for i, r := range runs {
 			v[i] = f(r)
 		}
-		slices.Sort(v)
-		return v[(len(v)-1)/2]
+		res.Metrics[name] = median(v)
 	}
-	res.Metrics["tok_s"] = med(func(r fleetRun) float64 { return r.steadyTokS })
-	res.Metrics["ideal_tok_s"] = med(func(r fleetRun) float64 { return r.idealTokS })
-	res.Metrics["ideal_pct"] = med(func(r fleetRun) float64 { return r.decodedPct })
-	res.Metrics["ideal_prefill_pct"] = med(func(r fleetRun) float64 { return r.decodedPrefillPct })
-	res.Metrics["delivered_pct"] = med(func(r fleetRun) float64 { return 100 * r.steadyTokS / r.idealTokS })
-	res.Metrics["whole_pct"] = med(func(r fleetRun) float64 { return 100 * r.wholeTokS / r.wholeIdealTokS })
-	res.Metrics["util_pct"] = med(func(r fleetRun) float64 { return r.utilPct })
-	res.Metrics["sim_gen_tok_s"] = med(func(r fleetRun) float64 { return r.simGenTokS })
-	res.Metrics["down_sim_s"] = med(func(r fleetRun) float64 { return r.downSimSeconds })
-	res.Metrics["failed"] = med(func(r fleetRun) float64 { return float64(r.failed) })
-	res.Metrics["retries"] = med(func(r fleetRun) float64 { return r.retries })
 	return res, nil
 }
 
-// slowFactors reads the slow:F entries of the fault specs, by endpoint.
-func slowFactors(faults []string, endpoints int) ([]float64, error) {
-	slow := make([]float64, endpoints)
-	for i := range slow {
-		slow[i] = 1
-	}
-	for _, spec := range faults {
-		target, kvs, ok := strings.Cut(spec, "=")
-		if !ok {
-			return nil, fmt.Errorf("--fault %q: want INDEX=key:value[,key:value]", spec)
-		}
-		idx, err := strconv.Atoi(target)
-		if err != nil || idx < 0 || idx >= endpoints {
-			return nil, fmt.Errorf("--fault %q: endpoints are named by index 0..%d here", spec, endpoints-1)
-		}
-		for kv := range strings.SplitSeq(kvs, ",") {
-			if v, ok := strings.CutPrefix(kv, "slow:"); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil || f < 1 {
-					return nil, fmt.Errorf("--fault %q: slow must be a number >= 1", spec)
-				}
-				slow[idx] = f
-			}
-		}
-	}
-	return slow, nil
-}
-
-func (c *FleetCmd) llmsimArgs(readyFile string) []string {
-	listen := make([]string, c.Endpoints)
-	for i := range listen {
-		listen[i] = "127.0.0.1:0"
-	}
-	args := []string{c.LLMSim, "--listen", strings.Join(listen, ","), "--time-scale", strconv.FormatFloat(c.TimeScale, 'g', -1, 64), "--ready-file", readyFile}
-	for _, f := range c.Fault {
-		args = append(args, "--fault", f)
-	}
-	return args
-}
-
-func (c *FleetCmd) inferArgs(urls []string, metricsAddr, out string) []string {
-	args := []string{c.Infer, "-e", strings.Join(urls, ","), "--policy", c.Policy, "--max-tokens", strconv.Itoa(c.MaxTokens),
-		"--progress-interval", "0", "--metrics-addr", metricsAddr}
-	args = append(args, c.InferArgs...)
-	return append(args, "-o", out, c.Prompts)
-}
-
-func (c *FleetCmd) runOnce(ctx context.Context, slow []float64) (fleetRun, error) {
+// fleetOnce runs infer once on a fresh fleet, polling both.
+func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs func(urls, metrics, out string) []string, slow []float64) (fleetRun, error) {
 	var fr fleetRun
-	work := c.Work
-	if work == "" {
-		d, err := os.MkdirTemp("", "benchmark-fleet-*")
-		if err != nil {
-			return fr, err
-		}
-		defer os.RemoveAll(d)
-		work = d
-	} else {
-		os.RemoveAll(work)
-		if err := os.MkdirAll(work, 0o755); err != nil {
-			return fr, err
-		}
+	work, err := os.MkdirTemp(h.path("tmp"), "fleet-")
+	if err != nil {
+		return fr, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer os.RemoveAll(work)
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-
-	ready := filepath.Join(work, "llmsim.urls")
-	simLog, err := os.Create(filepath.Join(work, "llmsim.log"))
+	sim, err := h.startSim(ctx, fleetEndpoints, filepath.Join(work, "llmsim.log"), simFlags...)
 	if err != nil {
 		return fr, err
 	}
-	defer simLog.Close()
-	sa := c.llmsimArgs(ready)
-	sim := exec.Command(sa[0], sa[1:]...)
-	sim.Stdout, sim.Stderr = simLog, simLog
-	if err := sim.Start(); err != nil {
-		return fr, err
-	}
-	simDone := make(chan struct{})
-	go func() { sim.Wait(); close(simDone) }()
-	defer func() {
-		sim.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-simDone:
-		case <-time.After(10 * time.Second):
-			sim.Process.Kill()
-			<-simDone
-		}
-	}()
-	urls, err := waitReady(ctx, ready, simDone, c.Endpoints)
-	if err != nil {
-		log, _ := os.ReadFile(simLog.Name())
-		return fr, fmt.Errorf("llmsim: %v\n%s", err, tail(log, 2000))
-	}
+	defer sim.stop()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	slots := make([]float64, len(urls))
-	for i, u := range urls {
+	slots := make([]float64, len(sim.urls))
+	for i, u := range sim.urls {
 		slots[i] = float64(maxRunning(ctx, client, u))
 	}
-
-	addr, err := freeAddr()
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody listens on now, for infer's metrics
 	if err != nil {
 		return fr, err
 	}
+	addr := l.Addr().String()
+	l.Close()
 	out := filepath.Join(work, "gen.jsonl")
-	ia := c.inferArgs(urls, addr, out)
-	inf := exec.CommandContext(ctx, ia[0], ia[1:]...)
+	inf := exec.CommandContext(ctx, h.tool("infer"), inferArgs(strings.Join(sim.urls, ","), addr, out)...)
+	inf.Dir, inf.Env = h.dir, h.environ
 	var stderr strings.Builder
 	inf.Stderr = &stderr
 	start := time.Now()
 	if err := inf.Start(); err != nil {
 		return fr, err
 	}
-	infDone := make(chan struct{})
+	done := make(chan struct{})
 	var samples []fleetSample
-	var retries float64
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(c.Poll)
+	wg.Go(func() {
+		tick := time.NewTicker(fleetPoll)
 		defer tick.Stop()
 		for {
 			select {
-			case <-infDone:
+			case <-done:
 				return
 			case <-tick.C:
 			}
-			s, r, ok := pollFleet(client, urls, addr)
-			if ok {
+			if s, retries, ok := pollFleet(client, sim.urls, addr); ok {
 				s.at = time.Since(start)
-				samples = append(samples, s)
-				retries = r
+				samples, fr.retries = append(samples, s), retries
 			}
 		}
-	}()
+	})
 	err = inf.Wait()
 	wall := time.Since(start)
-	close(infDone)
+	close(done)
 	wg.Wait()
 	if err != nil {
 		return fr, fmt.Errorf("infer: %v\n%s", err, tail([]byte(stderr.String()), 3000))
@@ -291,21 +283,32 @@ func (c *FleetCmd) runOnce(ctx context.Context, slow []float64) (fleetRun, error
 	if ru, ok := inf.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		fr.run = Run{Wall: wall, User: time.Duration(ru.Utime.Nano()), Sys: time.Duration(ru.Stime.Nano()), MaxRSSKB: ru.Maxrss}
 	}
-	tot, err := sumOutput(out)
+	var completion float64
+	err = eachLine(out, func(line []byte) error {
+		var g struct {
+			Output struct {
+				Usage struct {
+					Completion float64 `json:"completion_tokens"`
+				} `json:"usage"`
+			} `json:"output"`
+		}
+		err := json.Unmarshal(line, &g)
+		fr.ok++
+		completion += g.Output.Usage.Completion
+		return err
+	})
 	if err != nil {
 		return fr, err
 	}
-	fr.ok = tot.answers
 	if n, err := countLines(filepath.Join(work, "gen.errors.jsonl")); err == nil {
 		fr.failed = n
 	}
-	fr.retries = retries
-	return c.analyse(fr, samples, slots, slow, tot, wall)
+	return analyse(fr, samples, slots, slow, completion, wall, fleetTimeScale)
 }
 
 // analyse turns the samples into the run's figures, in simulated tok/s.
-func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []float64, tot outputTotals, wall time.Duration) (fleetRun, error) {
-	if len(samples) < 4 || tot.completion == 0 {
+func analyse(fr fleetRun, samples []fleetSample, slots, slow []float64, final float64, wall time.Duration, scale float64) (fleetRun, error) {
+	if len(samples) < 4 || final == 0 {
 		return fr, fmt.Errorf("too few samples (%d) or no tokens delivered: the run was too short to measure", len(samples))
 	}
 	timing := llmsim.DefaultTiming()
@@ -315,38 +318,32 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 		t.Slow = slow[i]
 		rate[i] = slots[i] / t.StepDuration(int(slots[i]), 0).Seconds()
 	}
-	final := tot.completion
-	a, b := -1, -1
-	for i, s := range samples {
-		if a < 0 && s.delivered >= 0.1*final {
-			a = i
-		}
-		if b < 0 && s.delivered >= 0.9*final {
-			b = i
-		}
-	}
+	a := slices.IndexFunc(samples, func(s fleetSample) bool { return s.delivered >= 0.1*final })
+	b := slices.IndexFunc(samples, func(s fleetSample) bool { return s.delivered >= 0.9*final })
 	if a < 0 || b <= a {
 		return fr, fmt.Errorf("no steady state observed (%d samples)", len(samples))
 	}
 	window := (samples[b].at - samples[a].at).Seconds()
-	scale := c.TimeScale
 	fr.steadyTokS = (samples[b].delivered - samples[a].delivered) / window / scale
-	var ideal, busy, cap float64
+	var ideal, busy, capacity, generated float64
 	for k := a; k < b; k++ {
 		dt := (samples[k+1].at - samples[k].at).Seconds()
 		for i := range slots {
 			if samples[k].up[i] {
 				ideal += rate[i] * dt
 				busy += samples[k].running[i] * dt
-				cap += slots[i] * dt
+				capacity += slots[i] * dt
 			}
 		}
 	}
-	fr.idealTokS = ideal / window
-	if cap > 0 {
-		fr.utilPct = 100 * busy / cap
+	for i := range samples[a].generated {
+		generated += counterDelta(samples[a].generated[i], samples[b].generated[i])
 	}
-	fr.simGenTokS = generatedBetween(samples[a], samples[b]) / window / scale
+	fr.idealTokS = ideal / window
+	if capacity > 0 {
+		fr.utilPct = 100 * busy / capacity
+	}
+	fr.simGenTokS = generated / window / scale
 	fr.decodedPct, fr.decodedPrefillPct = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds())
 
 	// The whole run, ramp-up and tail included; before the first sample
@@ -380,23 +377,21 @@ func (c *FleetCmd) analyse(fr fleetRun, samples []fleetSample, slots, slow []flo
 // tokens it decoded (generation_tokens_total) against its full batch's
 // rate over the simulated time the stretch spans (the longer of the time
 // its counters were decoded by and its clock's, both from llmsim's
-// /llmsim/decoded, so that time idle counts), less, with
-// prefill, the time its steps spent prefilling (prompt_tokens_total). A
-// step of n sequences lasts at least what n decode at the full batch's
-// rate plus its prefill, so neither figure can pass 100%, wherever the
-// window and the readings fall.
+// /llmsim/decoded, so that time idle counts), less, with prefill, the
+// time its steps spent prefilling (prompt_tokens_total). A step of n
+// sequences lasts at least what n decode at the full batch's rate plus
+// its prefill, so neither figure can pass 100%, wherever the window and
+// the readings fall.
 func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (pct, prefillPct float64) {
 	var decoded, ideal, idealPrefill float64
 	for i := range rate {
-		// from is the first sample of the stretch up to k.
-		from := -1
+		from := -1 // the first sample of the stretch up to k
 		for k := range samples {
 			up := samples[k].up[i]
 			if up && from < 0 {
 				from = k
 			}
-			last := k == len(samples)-1 || !samples[k+1].up[i]
-			if !up || !last || from < 0 {
+			if last := k == len(samples)-1 || !samples[k+1].up[i]; !up || !last || from < 0 {
 				continue
 			}
 			var gen, prompt float64
@@ -430,100 +425,56 @@ func counterDelta(a, b float64) float64 {
 	return b
 }
 
-// generatedBetween is the tokens the simulator generated between two
-// samples; a counter that went down restarted with its endpoint.
-func generatedBetween(a, b fleetSample) float64 {
-	var sum float64
-	for i := range a.generated {
-		sum += counterDelta(a.generated[i], b.generated[i])
-	}
-	return sum
-}
-
-// waitReady waits for llmsim's ready file and returns its URLs.
-func waitReady(ctx context.Context, path string, exited <-chan struct{}, want int) ([]string, error) {
-	deadline := time.After(30 * time.Second)
-	for {
-		if data, err := os.ReadFile(path); err == nil {
-			urls := strings.Fields(string(data))
-			if len(urls) == want {
-				return urls, nil
-			}
-		}
-		select {
-		case <-exited:
-			return nil, fmt.Errorf("exited before it was ready")
-		case <-deadline:
-			return nil, fmt.Errorf("not ready after 30 s")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // maxRunning asks an SGLang server for its max_running_requests.
 func maxRunning(ctx context.Context, client *http.Client, url string) int {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/get_server_info", nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return llmsim.DefaultMaxRunning
-	}
-	defer resp.Body.Close()
 	var info struct {
 		MaxRunning int `json:"max_running_requests"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.MaxRunning <= 0 {
+	if getJSON(ctx, client, url+"/get_server_info", &info) != nil || info.MaxRunning <= 0 {
 		return llmsim.DefaultMaxRunning
 	}
 	return info.MaxRunning
 }
 
-// freeAddr is a loopback address with a port nobody listens on now.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// getJSON reads a JSON answer of a 200.
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// pollFleet reads every endpoint's health and metrics and infer's metrics;
-// ok is false until infer's metrics answer.
+// pollFleet reads every endpoint's health, metrics and decoded counters
+// and infer's metrics; ok is false until infer's metrics answer.
 func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSample, retries float64, ok bool) {
-	s.up = make([]bool, len(urls))
-	s.running = make([]float64, len(urls))
-	s.generated = make([]float64, len(urls))
-	s.prompted = make([]float64, len(urls))
-	s.through = make([]float64, len(urls))
-	s.clock = make([]float64, len(urls))
+	n := len(urls)
+	s = fleetSample{up: make([]bool, n), running: make([]float64, n), generated: make([]float64, n), prompted: make([]float64, n),
+		through: make([]float64, n), clock: make([]float64, n)}
 	m, err := scrape(client, "http://"+inferAddr+"/metrics")
 	if err != nil {
 		return s, 0, false
 	}
 	s.delivered = m[`tokenmill_infer_tokens_total{kind="completion"}`]
-	retries = m["tokenmill_infer_retries_total"]
 	var wg sync.WaitGroup
 	for i, u := range urls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := client.Get(u + "/health")
-			if err != nil {
-				return
+		wg.Go(func() {
+			var d struct {
+				Prompt    float64 `json:"prompt_tokens_total"`
+				Generated float64 `json:"generation_tokens_total"`
+				Through   float64 `json:"decoded_through_seconds"`
+				Clock     float64 `json:"clock_seconds"`
 			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
+			if _, err := scrape(client, u+"/health"); err != nil {
 				return
 			}
 			sm, err := scrape(client, u+"/metrics")
-			if err != nil {
-				return
-			}
-			d, err := readDecoded(client, u)
-			if err != nil {
+			if err != nil || getJSON(context.Background(), client, u+"/llmsim/decoded", &d) != nil {
 				return
 			}
 			s.up[i] = true
@@ -533,36 +484,13 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 				}
 			}
 			s.generated[i], s.prompted[i], s.through[i], s.clock[i] = d.Generated, d.Prompt, d.Through, d.Clock
-		}()
+		})
 	}
 	wg.Wait()
-	return s, retries, true
+	return s, m["tokenmill_infer_retries_total"], true
 }
 
-// decodedReading is llmsim's GET /llmsim/decoded: its token counters and
-// the simulated times they were decoded by and read at, read together.
-type decodedReading struct {
-	Prompt    float64 `json:"prompt_tokens_total"`
-	Generated float64 `json:"generation_tokens_total"`
-	Through   float64 `json:"decoded_through_seconds"`
-	Clock     float64 `json:"clock_seconds"`
-}
-
-func readDecoded(client *http.Client, base string) (decodedReading, error) {
-	var d decodedReading
-	resp, err := client.Get(base + "/llmsim/decoded")
-	if err != nil {
-		return d, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, resp.Body)
-		return d, fmt.Errorf("%s/llmsim/decoded: %s", base, resp.Status)
-	}
-	return d, json.NewDecoder(resp.Body).Decode(&d)
-}
-
-// scrape reads a Prometheus text page into name{labels} -> value.
+// scrape reads a Prometheus text page of a 200 into name{labels} -> value.
 func scrape(client *http.Client, url string) (map[string]float64, error) {
 	resp, err := client.Get(url)
 	if err != nil {
@@ -578,48 +506,11 @@ func scrape(client *http.Client, url string) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
+		if i := strings.LastIndexByte(line, ' '); line != "" && line[0] != '#' && i >= 0 {
+			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				out[line[:i]] = v
+			}
 		}
 	}
 	return out, sc.Err()
-}
-
-// outputTotals sums infer's output file.
-type outputTotals struct {
-	answers    int64
-	completion float64
-}
-
-func sumOutput(path string) (outputTotals, error) {
-	var t outputTotals
-	f, err := os.Open(path)
-	if err != nil {
-		return t, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		var g struct {
-			Output struct {
-				Usage struct {
-					Completion float64 `json:"completion_tokens"`
-				} `json:"usage"`
-			} `json:"output"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-			return t, fmt.Errorf("%s: %v", path, err)
-		}
-		t.answers++
-		t.completion += g.Output.Usage.Completion
-	}
-	return t, sc.Err()
 }

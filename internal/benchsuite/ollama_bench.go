@@ -168,21 +168,15 @@ func renderOllamaBench(w io.Writer, h *harness) {
 		fmt.Fprintf(w, "%s.\n", r.Note)
 		return
 	}
-	fmt.Fprintf(w, "it took %s; %s.", secondsText(r.medianRun().Wall.Seconds()), r.Note)
+	fmt.Fprintf(w, "it took %s; %s.\n", secondsText(r.medianRun().Wall.Seconds()), r.Note)
 	k := int(r.Metrics["recommended"])
-	fmt.Fprintln(w)
 	f, ok := r.Metrics["forecast_s"]
-	if k == 0 || !ok {
-		return
-	}
-	for _, run := range h.group("ollama") {
-		if run.Name != benchRunRow(k) || len(run.Runs) == 0 {
-			continue
-		}
+	if run := h.find("ollama", benchRunRow(k)); k > 0 && ok && run != nil && len(run.Runs) > 0 {
 		got := run.medianRun().Wall.Seconds()
-		fmt.Fprintf(w, "\n| the run it forecast | forecast | its range | measured (median) | measured / forecast |\n|---|---|---|---|---|\n")
-		fmt.Fprintf(w, "| `infer --concurrency %d` on the same prompts | %s | %s-%s | %s | %.2f× |\n", k, secondsText(f),
-			secondsText(r.Metrics["forecast_low_s"]), secondsText(r.Metrics["forecast_high_s"]), secondsText(got), got/f)
+		fmt.Fprintln(w)
+		newTable("the run it forecast", "forecast", "its range", "measured (median)", "measured / forecast").
+			add(fmt.Sprintf("`infer --concurrency %d` on the same prompts", k), secondsText(f), secondsText(r.Metrics["forecast_low_s"])+"-"+secondsText(r.Metrics["forecast_high_s"]),
+				secondsText(got), fmt.Sprintf("%.2f×", got/f)).write(w)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -33,20 +32,24 @@ type Sizes struct {
 	ScaleBase       int // records of the scale table's 1× point (4× and 16× follow)
 }
 
-// FullSizes are the sizes BENCHMARKS.md is made with.
-func FullSizes() Sizes {
-	return Sizes{Main: 660000, Big: 1000000, Growth: []int{10000, 100000, 1000000}, Slurp: 100000,
+// sizes are the sizes BENCHMARKS.md is made with, or with quick small
+// ones: a smoke test of the harness in minutes; serversRuns > 0 sets the
+// in-flight tables' rounds.
+func sizes(quick bool, serversRuns int) Sizes {
+	sz := Sizes{Main: 660000, Big: 1000000, Growth: []int{10000, 100000, 1000000}, Slurp: 100000,
 		ClientInfer: 100000, ClientNode: 20000, ClientCurl: 4000, FleetPrompts: 8000, FleetRuns: 3,
 		LLMSimBenchtime: "200000x", RegenCorpus: 6000, FilterBytes: 1000000000, FilterLangBytes: 50000000,
 		ServersMinutes: 20, ServersRuns: 3, OllamaPrompts: 200, OllamaRuns: 5, Exact: 5000000, ScaleBase: 62500}
-}
-
-// QuickSizes are small: a smoke test of the harness in minutes.
-func QuickSizes() Sizes {
-	return Sizes{Main: 20000, Big: 40000, Growth: []int{1000, 10000, 40000}, Slurp: 5000,
-		ClientInfer: 10000, ClientNode: 3000, ClientCurl: 500, FleetPrompts: 1500, FleetRuns: 1,
-		LLMSimBenchtime: "20000x", RegenCorpus: 600, FilterBytes: 50000000, FilterLangBytes: 5000000,
-		ServersMinutes: 2, ServersRuns: 1, OllamaPrompts: 40, OllamaRuns: 5, Exact: 50000, ScaleBase: 2500}
+	if quick {
+		sz = Sizes{Main: 20000, Big: 40000, Growth: []int{1000, 10000, 40000}, Slurp: 5000,
+			ClientInfer: 10000, ClientNode: 3000, ClientCurl: 500, FleetPrompts: 1500, FleetRuns: 1,
+			LLMSimBenchtime: "20000x", RegenCorpus: 600, FilterBytes: 50000000, FilterLangBytes: 5000000,
+			ServersMinutes: 2, ServersRuns: 1, OllamaPrompts: 40, OllamaRuns: 5, Exact: 50000, ScaleBase: 2500}
+	}
+	if serversRuns > 0 {
+		sz.ServersRuns = serversRuns
+	}
+	return sz
 }
 
 // sizeLabel is 10000 -> "10k", 1000000 -> "1M".
@@ -61,16 +64,15 @@ func sizeLabel(n int) string {
 }
 
 // section is one "##" part of BENCHMARKS.md that a run measures: the data
-// it needs, how it measures, how it renders, and its targets.
+// it needs, how it measures, how it renders from the rows kept, and its
+// targets.
 type section struct {
-	name    string
-	heading string
-	about   string   // for --list
-	needs   []string // data steps
-	node    bool     // uses the OpenAI Node SDK
-	measure func(context.Context, *harness) error
-	render  func(io.Writer, *harness)
-	targets func(*harness) []string
+	name, heading string
+	about         string   // for --list
+	needs         []string // data steps
+	measure       func(context.Context, *harness) error
+	render        func(io.Writer, *harness)
+	targets       func(*harness) []string
 	// runs says how many runs each row took, for the note of a section
 	// measured alone (default: the harness's runs, median reported).
 	runs func(*harness) string
@@ -102,10 +104,8 @@ func init() {
 	}
 }
 
-// sectionAliases name several sections at once.
-var sectionAliases = map[string][]string{
-	"servers": {"inflight", "kinds", "ollama"}, // the servers' tables, measured together before
-}
+// servers names the servers' sections at once.
+var servers = []string{"inflight", "kinds", "ollama"}
 
 // docOrder is every heading of the report, in order.
 func docOrder() []string {
@@ -121,38 +121,31 @@ func docOrder() []string {
 // and after the steps it reads.
 func plan(names []string) ([]*section, []*dataStep, error) {
 	want := map[string]bool{}
-	all := len(names) == 0
 	for _, n := range names {
-		n = strings.TrimSpace(n)
-		if n == "all" {
-			all = true
-			continue
-		}
-		if alias, ok := sectionAliases[n]; ok {
-			for _, a := range alias {
+		switch n = strings.TrimSpace(n); {
+		case n == "servers":
+			for _, a := range servers {
 				want[a] = true
 			}
-			continue
-		}
-		if !slices.ContainsFunc(sections, func(s *section) bool { return s.name == n }) {
+		case n == "all" || slices.ContainsFunc(sections, func(s *section) bool { return s.name == n }):
+			want[n] = true
+		default:
 			return nil, nil, fmt.Errorf("no section %q; the sections are %s (servers: inflight, kinds and ollama)", n, strings.Join(sectionNames(), ", "))
 		}
-		want[n] = true
 	}
 	var secs []*section
 	needed := map[string]bool{}
 	var need func(string)
 	need = func(step string) {
-		if needed[step] {
-			return
-		}
-		needed[step] = true
-		for _, d := range stepByName(step).deps {
-			need(d)
+		if !needed[step] {
+			needed[step] = true
+			for _, d := range stepByName(step).deps {
+				need(d)
+			}
 		}
 	}
 	for _, s := range sections {
-		if all || want[s.name] {
+		if len(names) == 0 || want["all"] || want[s.name] {
 			secs = append(secs, s)
 			for _, n := range s.needs {
 				need(n)
@@ -189,62 +182,4 @@ func listSections(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.name, s.about, strings.Join(data, " "))
 	}
 	return tw.Flush()
-}
-
-// dataStep makes one data file in the scratch directory.
-type dataStep struct {
-	name string
-	deps []string // steps whose files this one reads
-	file string   // what it makes, relative to the scratch directory
-	// key is what the file depends on (its command and sizes): the file
-	// of an earlier run is kept with --reuse-data only when it is the same.
-	key  func(*harness) string
-	make func(context.Context, *harness) error
-}
-
-func stepByName(name string) *dataStep {
-	for _, st := range dataSteps {
-		if st.name == name {
-			return st
-		}
-	}
-	panic("no data step " + name)
-}
-
-// makeData makes the steps' files in order. With reuse, a file an earlier
-// run made is kept when its stamp (file.done) holds the same key and none
-// of the files it was made from was made again.
-func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
-	for _, st := range steps {
-		key := st.key(h)
-		stamp := h.path(st.file + ".done")
-		if h.reuse && h.reusable(st, key) {
-			h.logf("data: keeping %s", st.file)
-			continue
-		}
-		os.Remove(stamp)
-		h.logf("data: making %s", st.file)
-		if err := st.make(ctx, h); err != nil {
-			return fmt.Errorf("making %s: %w", st.file, err)
-		}
-		if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
-			return err
-		}
-		h.remade[st.name] = true
-	}
-	return nil
-}
-
-func (h *harness) reusable(st *dataStep, key string) bool {
-	for _, d := range st.deps {
-		if h.remade[d] {
-			return false
-		}
-	}
-	fi, err := os.Stat(h.path(st.file))
-	if err != nil || fi.Size() == 0 {
-		return false
-	}
-	stamp, err := os.ReadFile(h.path(st.file + ".done"))
-	return err == nil && strings.TrimSuffix(string(stamp), "\n") == key
 }

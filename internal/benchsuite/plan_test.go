@@ -120,8 +120,8 @@ func testHarness(t *testing.T) *harness {
 	var stderr bytes.Buffer
 	// The repository is a directory with no real datasets beside it, so
 	// that what is rendered does not depend on the machine.
-	return &harness{dir: dir, repo: t.TempDir(), runs: 1, sz: FullSizes(), remade: map[string]bool{},
-		log: &cli.Env{Name: "benchsuite", Stderr: &stderr}, pinNote: "pinned to CPU 0 with taskset"}
+	return &harness{dir: dir, repo: t.TempDir(), runs: 1, sz: sizes(false, 0), remade: map[string]bool{},
+		log: &cli.Env{Name: "benchsuite", Stderr: &stderr}, info: runInfo{Facts: map[string]string{"pin": "pinned to CPU 0 with taskset"}}}
 }
 
 // TestMakeDataReuse: with reuse, a file is kept when its stamp says the
@@ -193,7 +193,7 @@ func TestSizeLabel(t *testing.T) {
 			t.Errorf("sizeLabel(%d) = %q, want %q", n, got, want)
 		}
 	}
-	for _, sz := range []Sizes{FullSizes(), QuickSizes()} {
+	for _, sz := range []Sizes{sizes(false, 0), sizes(true, 0)} {
 		if sz.Growth[len(sz.Growth)-1] != sz.Big || sz.Slurp > sz.Main {
 			t.Errorf("sizes %+v: the last growth size is not the big corpus, or the slurp subset is bigger than the corpus", sz)
 		}

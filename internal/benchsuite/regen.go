@@ -1,7 +1,6 @@
 package benchsuite
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 )
 
@@ -46,32 +46,36 @@ var regenSection = &section{
 	about: "infer --regenerate with and without affinity, and a SpecForge-style client, on 8 llmsim endpoints with prefix caches",
 	needs: []string{"regen"},
 	measure: func(ctx context.Context, h *harness) error {
-		for _, pattern := range []string{"regen-results.jsonl", "tmp/regen-a.jsonl*", "tmp/regen-b.jsonl*", "tmp/regen-c.jsonl", "tmp/regen-*.errors.jsonl"} {
-			matches, _ := filepath.Glob(h.path(pattern))
-			for _, m := range matches {
-				os.Remove(m)
-			}
+		old, _ := filepath.Glob(h.path("tmp/regen-*"))
+		for _, m := range old {
+			os.Remove(m)
 		}
-		h.regenRuns = nil
 		// infer's waits are scaled like the fleet's, as in the fleet section.
-		waits := []string{"--probe-interval", fmt.Sprintf("%dms", 2000/regenScale), "--backoff", fmt.Sprintf("%dms", 1000/regenScale),
-			"--max-backoff", fmt.Sprintf("%dms", 60000/regenScale)}
-		maxTok := strconv.Itoa(regenMaxTokens)
-		a := append(append([]string{"infer", "--regenerate", "-e", "{URLS}", "--max-tokens", maxTok}, waits...), "--progress", "0", "-o", "tmp/regen-a.jsonl", "data/regen.jsonl")
-		b := append(append([]string{"infer", "--regenerate", "--no-affinity", "-e", "{URLS}", "--max-tokens", maxTok}, waits...), "--progress", "0", "-o", "tmp/regen-b.jsonl", "data/regen.jsonl")
-		if err := h.regenRun(ctx, "(a) infer --regenerate", a); err != nil {
-			return err
+		infer := func(out string, flags ...string) []string {
+			return append(append([]string{"infer", "--regenerate"}, flags...), "-e", "{URLS}", "--max-tokens", strconv.Itoa(regenMaxTokens),
+				"--probe-interval", fmt.Sprintf("%dms", 2000/regenScale), "--backoff", fmt.Sprintf("%dms", 1000/regenScale),
+				"--max-backoff", fmt.Sprintf("%dms", 60000/regenScale), "--progress", "0", "-o", out, "data/regen.jsonl")
 		}
-		if err := h.regenRun(ctx, "(b) infer --regenerate --no-affinity", b); err != nil {
-			return err
+		clients := [][]string{infer("tmp/regen-a.jsonl"), infer("tmp/regen-b.jsonl", "--no-affinity"),
+			{"python3", h.repoFile("pipelines/bench/specforge_regen.py"), "--server-address", "{ADDRS}", "--concurrency", "64",
+				"--max-tokens", strconv.Itoa(regenMaxTokens), "--input-file-path", "data/regen.jsonl", "--output-file-path", "tmp/regen-c.jsonl"}}
+		for i, name := range []string{"(a) infer --regenerate", "(b) infer --regenerate --no-affinity", "(c) specforge_regen.py"} {
+			if i == 2 && !have("python3") {
+				h.logf("regen: python3 is not installed: no SpecForge-style row")
+				break
+			}
+			r, err := h.regenRun(ctx, name, clients[i])
+			if err != nil {
+				return err
+			}
+			h.add(r.result())
 		}
-		if !have("python3") {
-			h.logf("regen: python3 is not installed: no SpecForge-style row")
-			return nil
+		if facts, err := h.regenFacts(); err != nil {
+			h.logf("regen: the section's figures could not be read: %v", err)
+		} else {
+			h.add(facts)
 		}
-		c := []string{"python3", h.repoFile("pipelines/bench/specforge_regen.py"), "--server-address", "{ADDRS}", "--concurrency", "64",
-			"--max-tokens", maxTok, "--input-file-path", "data/regen.jsonl", "--output-file-path", "tmp/regen-c.jsonl"}
-		return h.regenRun(ctx, "(c) specforge_regen.py", c)
+		return nil
 	},
 	render: renderRegenSection,
 	runs:   func(*harness) string { return "one run each" },
@@ -82,22 +86,17 @@ var generatedRe = regexp.MustCompile(`(\d+) tokens generated`)
 
 // regenRun runs one client against a fresh fleet of eight endpoints, its
 // arguments {URLS} (the URLs, comma-separated) and {ADDRS} (host:port each,
-// as separate arguments) filled in, and keeps what the request log says.
-func (h *harness) regenRun(ctx context.Context, name string, argv []string) error {
+// as separate arguments) filled in, and says what the request log says.
+func (h *harness) regenRun(ctx context.Context, name string, argv []string) (regenRun, error) {
 	reqLog, simLog := h.path("tmp/regen-requests.jsonl"), h.path("tmp/regen-llmsim.log")
 	os.Remove(reqLog)
 	os.Remove(simLog)
 	sim, err := h.startSim(ctx, regenEndpoints, simLog, "--time-scale", strconv.Itoa(regenScale), "--kv-tokens", strconv.Itoa(regenKV),
 		"--prefill-per-token", fmt.Sprintf("%dus", regenPrefillUS), "--cache-report", "--request-log", reqLog, "--seed", "1")
 	if err != nil {
-		return err
+		return regenRun{}, err
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			sim.stop()
-		}
-	}()
+	defer sim.stop()
 	var args []string
 	for _, a := range argv {
 		switch a {
@@ -113,151 +112,217 @@ func (h *harness) regenRun(ctx context.Context, name string, argv []string) erro
 	}
 	clientLog, err := os.OpenFile(h.path("logs/regen-client.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		return regenRun{}, err
 	}
 	defer clientLog.Close()
 	fmt.Fprintf(clientLog, "== %s: %s\n", name, strings.Join(args, " "))
 	h.logf("regen: %s on %d endpoints (time scale %d)", name, regenEndpoints, regenScale)
-	bin := args[0]
-	if !strings.Contains(bin, "/") && fileExists(h.tool(bin)) {
-		bin = h.tool(bin)
+	if fileExists(h.tool(args[0])) {
+		args[0] = h.tool(args[0])
 	}
-	cmd := exec.CommandContext(ctx, bin, args[1:]...)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = h.dir, h.environ, clientLog, clientLog
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %v (see logs/regen-client.log)", name, err)
+		return regenRun{}, fmt.Errorf("%s: %v (see logs/regen-client.log)", name, err)
 	}
 	wall := time.Since(start).Seconds()
 	sim.stop()
-	stopped = true
 	summary, _ := os.ReadFile(simLog)
-	appendFile(h.path("logs/regen-llmsim.log"), summary)
-	var generated int64
+	var generated float64
 	if m := generatedRe.FindAllSubmatch(summary, -1); len(m) > 0 {
-		generated, _ = strconv.ParseInt(string(m[len(m)-1][1]), 10, 64)
+		generated, _ = strconv.ParseFloat(string(m[len(m)-1][1]), 64)
 	}
-	r, err := regenStats(reqLog, name, wall, regenScale, generated)
-	if err != nil {
-		return err
-	}
-	h.regenRuns = append(h.regenRuns, r)
-	line, _ := json.Marshal(r)
-	return appendFile(h.path("regen-results.jsonl"), append(line, '\n'))
+	return regenStats(reqLog, name, wall, regenScale, generated)
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+// logLine is a line of llmsim's request log.
+type logLine struct {
+	Status       int    `json:"status"`
+	PromptTokens int    `json:"prompt_tokens"`
+	CachedTokens int    `json:"cached_tokens"`
+	Outcome      string `json:"outcome"`
+	Body         struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	} `json:"body"`
 }
 
-func appendFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+// regenRun is what one run did, kept as its row's metrics.
+type regenRun struct {
+	Name            string  `json:"-"`
+	Requests        float64 `json:"requests"`
+	FailedRequests  float64 `json:"failed_requests"`
+	LaterTurns      float64 `json:"later_turns"`
+	PromptTokens    float64 `json:"prompt_tokens"`
+	CachedTokens    float64 `json:"cached_tokens"`
+	PrefillTokens   float64 `json:"prefill_tokens"`
+	HistoryTokens   float64 `json:"history_tokens"`
+	HistoryCached   float64 `json:"history_cached"`
+	GeneratedTokens float64 `json:"generated_tokens"`
+	WallS           float64 `json:"wall_s"`
+	SimWallS        float64 `json:"sim_wall_s"`
+	CacheHitPct     float64 `json:"cache_hit_pct"`
+	HistoryHitPct   float64 `json:"history_hit_pct"`
 }
 
-// regenFacts are the figures the section's text quotes.
-type regenFacts struct {
-	conversations int
-	byTurns       map[int]int     // conversations by their questions
-	promptByTurn  map[int]float64 // mean prompt tokens of a request, by its questions
-	history       int64           // mean history tokens of a later turn
-	imbalancePct  float64         // how much more than the mean the busiest server of a round robin generates
+func (r regenRun) result() *Result {
+	data, _ := json.Marshal(r)
+	res := &Result{Group: "regen", Name: r.Name, OutRecords: -1, Load1: loadAverage()}
+	json.Unmarshal(data, &res.Metrics)
+	return res
 }
 
-func renderRegenSection(w io.Writer, h *harness) {
-	f, err := h.regenFacts()
-	if err != nil {
-		fmt.Fprintf(w, "_The section's figures could not be read: %v._\n\n", err)
-	}
-	var turns []string
-	for _, k := range sortedKeys(f.byTurns) {
-		turns = append(turns, fmt.Sprintf("%d with %d", f.byTurns[k], k))
-	}
-	var prompts []string
-	for _, k := range sortedKeys(f.promptByTurn) {
-		prompts = append(prompts, fmt.Sprintf("%s %.0f", ordinal(k), f.promptByTurn[k]))
-	}
-	fmt.Fprintf(w, "`corpus -n %d --conversations --seed 1 | extract --turns all`, the conversations of 3 to 5\n"+
-		"questions (%s: %s questions), regenerated with `--max-tokens %d` on eight\n"+
-		"`llmsim` endpoints, %d times faster than real time, a fresh fleet for each client. Prompts average\n"+
-		"%s tokens by question; a later turn's history averages %s tokens.\n\n",
-		h.sz.RegenCorpus, cli.Thousands(f.conversations), strings.Join(turns, ", "), regenMaxTokens, regenScale,
-		strings.Join(prompts, ", "), cli.Thousands(f.history))
-	fmt.Fprintf(w, "The fleet: llmsim's decode calibration (48 slots; 26.5 tok/s alone and 1,180 tok/s with 48 running: a step\n"+
-		"costs 37.7 ms plus 62.6 µs a running request), prefill at %d µs a prompt token\n"+
-		"(`--prefill-per-token %dus`), and a prefix cache of %s tokens each (`--kv-tokens %d`:\n"+
-		"about what SGLang holds for a 27-32B model in FP8 on one 80 GB GPU; `--cache-report`). llmsim's default\n"+
-		"prefill, 40 µs a token, is more than one GPU computes for a 27B model (2 FLOPs a parameter a token at\n"+
-		"40 µs is 1.35 PFLOP/s; an H100's dense BF16 peak is 989 TFLOP/s); gemma-3-27b-it on vLLM, decoding at\n"+
-		"46 ms a step with 16 running (llmsim: 38.7 ms), gave 16 prompts of 1,024 tokens sent at once their first\n"+
-		"tokens after 4.2 s: about 3,900 prompt tokens/s, 257 µs a token (`vllm bench serve`, in vLLM's pull\n"+
-		"request 33743). Wall time is simulated (real × %d), from the client's start to its exit. Token figures\n"+
-		"come from llmsim's request log (`internal/benchsuite`): a turn's **history** is what its request\n"+
-		"holds of earlier turns (its messages up to the last answer), all that a prefix cache can serve.\n\n",
-		regenPrefillUS, regenPrefillUS, cli.Thousands(regenKV), regenKV, regenScale)
-	fmt.Fprint(w, "- **(a)** `infer --regenerate`: each conversation keeps its slot on the endpoint of its first turn.\n"+
-		"- **(b)** `infer --regenerate --no-affinity`: each turn goes to the least loaded endpoint.\n"+
-		"- **(c)** `pipelines/bench/specforge_regen.py`: what SpecForge's `scripts/regenerate_train_data.py` does\n"+
-		"  (Python standard library): conversations dealt round robin to the servers, 64 in flight per server,\n"+
-		"  each conversation's turns one after another in one thread on its server; no tools, no retries.\n\n")
-	if !slices.ContainsFunc(h.regenRuns, func(r regenRun) bool { return strings.HasPrefix(r.Name, "(c)") }) {
-		fmt.Fprint(w, "(c) was not measured: python3 is not installed on this machine.\n\n")
-	}
-	renderRegen(w, h.regenRuns, costModel{prefillUS: regenPrefillUS, decodeTPS: 1180, endpoints: regenEndpoints})
-	fmt.Fprintf(w, "- (c)'s round robin: by the answers (a) got, the busiest of the eight servers generates %.1f%% more tokens\n"+
-		"  than the mean.\n\n", f.imbalancePct)
-	fmt.Fprint(w, "Reading the figures: what affinity saves is prefill, so the cost model bounds what it can win: no client is\n"+
-		"faster than one whose cache serves every history, and that one is faster than a client with no cache\n"+
-		"by at most the factor in the line on prefill's share. (b) sends each turn to whichever endpoint is least\n"+
-		"loaded, which holds the conversation's history only by chance, and pays the prefill. (c) cannot lose\n"+
-		"on the cache: SpecForge's script runs a conversation's turns in one thread against the server it was dealt,\n"+
-		"so its caches serve the histories as (a)'s do, and 64 conversations a server keep the 48 slots full. What\n"+
-		"can separate (a) from (c) is the round robin's imbalance and the end of the run, when the last\n"+
-		"conversations' turns run one after another on a draining batch: (a) pays the drain too, and the column\n"+
-		"\"any client at most\" is (c)'s wall time over the least time the work can take, so where it is below 1.3×\n"+
-		"no client can meet that goal. What (a) has that (c) does not is correctness, not speed: retries on another\n"+
-		"endpoint, tool calls paired with the records' results, resume by (id, sample) from the turn journal\n"+
-		"(SpecForge's `--resume` counts output lines, so conversations that finished out of order are skipped or\n"+
-		"repeated), and no per-server concurrency to choose.\n")
+func regenRunOf(r *Result) (run regenRun) {
+	data, _ := json.Marshal(r.Metrics)
+	json.Unmarshal(data, &run)
+	run.Name = r.Name
+	return run
 }
 
-func sortedKeys[V any](m map[int]V) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// regenStats reads the request log of one run: what its prompts cost, and
+// the share of history tokens served from cache. A request's history is
+// its messages up to and including the last assistant turn: what the
+// server saw in an earlier turn of the same conversation, and all a
+// prefix cache can serve (the new user turn is always computed). Tokens
+// are counted as llmsim charges them (llmsim.TextTokens, and 4 a message
+// for its chat template's <|im_start|>, role, newline and <|im_end|>).
+func regenStats(logPath, name string, wall, scale, generated float64) (regenRun, error) {
+	r := regenRun{Name: name, GeneratedTokens: generated, WallS: wall, SimWallS: wall * scale}
+	err := eachLine(logPath, func(line []byte) error {
+		var l logLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return err
+		}
+		if l.Status != 200 || l.Outcome != "" {
+			r.FailedRequests++
+			return nil
+		}
+		r.Requests++
+		r.PromptTokens += float64(l.PromptTokens)
+		r.CachedTokens += float64(l.CachedTokens)
+		last := -1
+		for i, m := range l.Body.Messages {
+			if m.Role == "assistant" {
+				last = i
+			}
+		}
+		if last >= 0 {
+			hist := 0
+			for _, m := range l.Body.Messages[:last+1] {
+				hist += 4 + llmsim.TextTokens(m.Content)
+			}
+			r.LaterTurns++
+			r.HistoryTokens += float64(hist)
+			r.HistoryCached += float64(min(l.CachedTokens, hist))
+		}
+		return nil
+	})
+	r.PrefillTokens = r.PromptTokens - r.CachedTokens
+	if r.PromptTokens > 0 {
+		r.CacheHitPct = 100 * r.CachedTokens / r.PromptTokens
 	}
-	slices.Sort(keys)
-	return keys
+	if r.HistoryTokens > 0 {
+		r.HistoryHitPct = 100 * r.HistoryCached / r.HistoryTokens
+	}
+	return r, err
 }
 
-func ordinal(n int) string {
-	switch n {
-	case 1:
-		return "1st"
-	case 2:
-		return "2nd"
-	case 3:
-		return "3rd"
-	}
-	return fmt.Sprintf("%dth", n)
+// costModel is llmsim's timing as the table reads it: an endpoint
+// generates decodeTPS tokens a second with a full batch, and each prompt
+// token it computes costs prefillUS more.
+type costModel struct {
+	prefillUS, decodeTPS float64
+	endpoints            int
 }
 
-// regenFacts reads the conversations, the last run's request log (every
-// run sends the same prompts: llmsim's answers depend on the prompt
-// alone) and (a)'s output.
-func (h *harness) regenFacts() (regenFacts, error) {
-	f := regenFacts{byTurns: map[int]int{}, promptByTurn: map[int]float64{}}
-	for _, r := range h.regenRuns {
-		if r.LaterTurns > 0 {
-			f.history = r.HistoryTokens / r.LaterTurns
+// decodeS is each endpoint's share of the run's generated tokens, in
+// seconds at a full batch.
+func (c costModel) decodeS(r regenRun) float64 {
+	return r.GeneratedTokens / float64(c.endpoints) / c.decodeTPS
+}
+
+// prefillS is each endpoint's share of tokens prefilled, in seconds.
+func (c costModel) prefillS(tokens float64) float64 {
+	return tokens * c.prefillUS / 1e6 / float64(c.endpoints)
+}
+
+// floor is the least time the run's work takes the fleet: every slot busy
+// from start to end on its answers and on the prefill its cache left.
+func (c costModel) floor(r regenRun) float64 { return c.decodeS(r) + c.prefillS(r.PrefillTokens) }
+
+// noCacheGain is how much faster a client whose cache served every prompt
+// token could be than one whose cache served none, and prefill's share
+// of the busy time without a cache.
+func (c costModel) noCacheGain(r regenRun) (gain, sharePct float64) {
+	d, p := c.decodeS(r), c.prefillS(r.PromptTokens)
+	if d <= 0 {
+		return 0, 0
+	}
+	return (d + p) / d, 100 * p / (d + p)
+}
+
+// renderRegen sets the runs side by side, the first the reference of the
+// "vs. the first row" column, with the targets and what llmsim's cost
+// model makes of them: prefill's share of the fleet's time without a
+// cache, and each run's floor, the least time its work takes, which
+// bounds how much faster than another run any client can be.
+func renderRegen(w io.Writer, runs []regenRun, c costModel) {
+	if len(runs) == 0 {
+		return
+	}
+	a, best := runs[0], runs[0]
+	t := newTable("client", "wall (simulated)", "vs. the first row", "requests", "prompt tokens", "served from cache", "prefill computed", "history served from cache", "floor")
+	for _, r := range runs {
+		if c.floor(r) < c.floor(best) {
+			best = r
+		}
+		t.add(r.Name, fmt.Sprintf("%.0f s", r.SimWallS), fmt.Sprintf("%.2f×", r.SimWallS/a.SimWallS), th(r.Requests), th(r.PromptTokens),
+			fmt.Sprintf("%s (%.1f%%)", th(r.CachedTokens), r.CacheHitPct), th(r.PrefillTokens), fmt.Sprintf("%.1f%%", r.HistoryHitPct), fmt.Sprintf("%.0f s", c.floor(r)))
+	}
+	t.write(w)
+	fmt.Fprintln(w)
+	met := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "**no**"
+	}
+	t = newTable("target", "measured", "any client at most", "met").
+		add(a.Name+": ≥ 90% of history tokens served from cache", fmt.Sprintf("%.1f%%", a.HistoryHitPct), "100%", met(a.HistoryHitPct >= 90))
+	for _, r := range runs[1:] {
+		ratio := r.SimWallS / a.SimWallS
+		t.add(a.Name+" ≥ 1.3× faster than "+r.Name, fmt.Sprintf("%.2f×", ratio), fmt.Sprintf("%.2f×", r.SimWallS/c.floor(best)), met(ratio >= 1.3))
+	}
+	t.write(w)
+	gain, share := c.noCacheGain(a)
+	fmt.Fprintf(w, "\n- Prefill's share: each endpoint's part of the %s tokens generated takes %.0f s at %s tok/s (a full batch); prefilling its part of all %s prompt tokens would take %.0f s more at %g µs a token. Without a prefix cache prefill is %.1f%% of an endpoint's busy time, so a client whose cache served every prompt token could be at most %.2f× faster than one whose cache served none.\n",
+		th(a.GeneratedTokens), c.decodeS(a), th(c.decodeTPS), th(a.PromptTokens), c.prefillS(a.PromptTokens), c.prefillUS, share, gain)
+	fmt.Fprintf(w, "- The floor is the least time a run's work takes: each endpoint's part of the answers at a full batch plus its part of the prefill the cache left. No client can take less than the smallest floor, %.0f s (%s), which bounds the column \"any client at most\": each run's wall time over that floor.\n",
+		c.floor(best), best.Name)
+	for _, r := range runs[1:] {
+		extra := r.PrefillTokens - a.PrefillTokens
+		fmt.Fprintf(w, "- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
+			r.Name, th(extra), a.Name, c.prefillUS, c.endpoints, c.prefillS(extra), r.SimWallS-a.SimWallS)
+	}
+}
+
+// th is a count with thousands separators.
+func th(v float64) string { return cli.Thousands(int64(v)) }
+
+// regenFacts are the figures the section's text quotes: the conversations
+// by their questions, the mean prompt of a request by its questions (from
+// the last run's request log: every run sends the same prompts, llmsim's
+// answers depending on the prompt alone), the mean history of a later
+// turn, and how much more than the mean the busiest server of a round
+// robin generates, by (a)'s answers.
+func (h *harness) regenFacts() (*Result, error) {
+	f := &Result{Group: "regen-facts", Name: "facts", OutRecords: -1, Metrics: map[string]float64{}}
+	for _, r := range h.group("regen") {
+		if run := regenRunOf(r); run.LaterTurns > 0 {
+			f.Metrics["history"] = float64(int64(run.HistoryTokens) / int64(run.LaterTurns))
 			break
 		}
 	}
@@ -266,59 +331,50 @@ func (h *harness) regenFacts() (regenFacts, error) {
 		var c struct {
 			ID json.RawMessage `json:"id"`
 		}
-		if err := json.Unmarshal(line, &c); err != nil {
-			return err
-		}
-		f.conversations++
-		f.byTurns[userTurns(line)]++
+		err := json.Unmarshal(line, &c)
 		ids = append(ids, string(c.ID))
-		return nil
+		f.Metrics["conversations"]++
+		f.Metrics[fmt.Sprintf("turns %d", userTurns(line))]++
+		return err
 	})
-	if err != nil {
-		return f, err
-	}
 	sum, count := map[int]float64{}, map[int]float64{}
-	err = eachLine(h.path("tmp/regen-requests.jsonl"), func(line []byte) error {
-		var l logLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return err
-		}
-		if l.Status != 200 {
-			return nil
-		}
-		users := 0
-		for _, m := range l.Body.Messages {
-			if m.Role == "user" {
-				users++
+	if err == nil {
+		err = eachLine(h.path("tmp/regen-requests.jsonl"), func(line []byte) error {
+			var l logLine
+			err := json.Unmarshal(line, &l)
+			if l.Status == 200 {
+				users := 0
+				for _, m := range l.Body.Messages {
+					if m.Role == "user" {
+						users++
+					}
+				}
+				sum[users] += float64(l.PromptTokens)
+				count[users]++
 			}
-		}
-		sum[users] += float64(l.PromptTokens)
-		count[users]++
-		return nil
-	})
-	if err != nil {
-		return f, err
+			return err
+		})
 	}
 	for k := range sum {
-		f.promptByTurn[k] = sum[k] / count[k]
+		f.Metrics[fmt.Sprintf("prompt %d", k)] = sum[k] / count[k]
 	}
 	tokens := map[string]float64{}
-	err = eachLine(h.path("tmp/regen-a.jsonl"), func(line []byte) error {
-		var g struct {
-			ID     json.RawMessage `json:"id"`
-			Output struct {
-				Usage struct {
-					Completion float64 `json:"completion_tokens"`
-				} `json:"usage"`
-			} `json:"output"`
-		}
-		if err := json.Unmarshal(line, &g); err != nil {
+	if err == nil {
+		err = eachLine(h.path("tmp/regen-a.jsonl"), func(line []byte) error {
+			var g struct {
+				ID     json.RawMessage `json:"id"`
+				Output struct {
+					Usage struct {
+						Completion float64 `json:"completion_tokens"`
+					} `json:"usage"`
+				} `json:"output"`
+			}
+			err := json.Unmarshal(line, &g)
+			tokens[string(g.ID)] = g.Output.Usage.Completion
 			return err
-		}
-		tokens[string(g.ID)] = g.Output.Usage.Completion
-		return nil
-	})
-	f.imbalancePct = roundRobinImbalance(ids, tokens, regenEndpoints)
+		})
+	}
+	f.Metrics["imbalance_pct"] = roundRobinImbalance(ids, tokens, regenEndpoints)
 	return f, err
 }
 
@@ -337,19 +393,91 @@ func roundRobinImbalance(ids []string, tokens map[string]float64, servers int) f
 	return 100 * (slices.Max(load)/(total/float64(servers)) - 1)
 }
 
-// eachLine calls fn with every line of a file.
-func eachLine(path string, fn func([]byte) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for line := 1; sc.Scan(); line++ {
-		if err := fn(sc.Bytes()); err != nil {
-			return fmt.Errorf("%s:%d: %v", path, line, err)
+// numbered are a facts row's figures named "PREFIX k", by k in order.
+func numbered(m map[string]float64, prefix string) (keys []int, values []float64) {
+	for name := range m {
+		if k, err := strconv.Atoi(strings.TrimPrefix(name, prefix+" ")); err == nil && strings.HasPrefix(name, prefix+" ") {
+			keys = append(keys, k)
 		}
 	}
-	return sc.Err()
+	slices.Sort(keys)
+	for _, k := range keys {
+		values = append(values, m[fmt.Sprintf("%s %d", prefix, k)])
+	}
+	return keys, values
+}
+
+func renderRegenSection(w io.Writer, h *harness) {
+	f := h.find("regen-facts", "facts")
+	if f == nil {
+		fmt.Fprint(w, "_The section's figures could not be read: see the log of the run._\n\n")
+		f = &Result{}
+	}
+	var turns, prompts []string
+	keys, values := numbered(f.Metrics, "turns")
+	for i, k := range keys {
+		turns = append(turns, fmt.Sprintf("%.0f with %d", values[i], k))
+	}
+	keys, values = numbered(f.Metrics, "prompt")
+	for i, k := range keys {
+		prompts = append(prompts, fmt.Sprintf("%s %.0f", ordinal(k), values[i]))
+	}
+	fmt.Fprintf(w, "`corpus -n %d --conversations --seed 1 | extract --turns all`, the conversations of 3 to 5\n"+
+		"questions (%s: %s questions), regenerated with `--max-tokens %d` on eight\n"+
+		"`llmsim` endpoints, %d times faster than real time, a fresh fleet for each client. Prompts average\n"+
+		"%s tokens by question; a later turn's history averages %s tokens.\n\n",
+		h.sz.RegenCorpus, th(f.Metrics["conversations"]), strings.Join(turns, ", "), regenMaxTokens, regenScale,
+		strings.Join(prompts, ", "), th(f.Metrics["history"]))
+	fmt.Fprintf(w, "The fleet: llmsim's decode calibration (48 slots; 26.5 tok/s alone and 1,180 tok/s with 48 running: a step\n"+
+		"costs 37.7 ms plus 62.6 µs a running request), prefill at %d µs a prompt token\n"+
+		"(`--prefill-per-token %dus`), and a prefix cache of %s tokens each (`--kv-tokens %d`:\n"+
+		"about what SGLang holds for a 27-32B model in FP8 on one 80 GB GPU; `--cache-report`). llmsim's default\n"+
+		"prefill, 40 µs a token, is more than one GPU computes for a 27B model (2 FLOPs a parameter a token at\n"+
+		"40 µs is 1.35 PFLOP/s; an H100's dense BF16 peak is 989 TFLOP/s); gemma-3-27b-it on vLLM, decoding at\n"+
+		"46 ms a step with 16 running (llmsim: 38.7 ms), gave 16 prompts of 1,024 tokens sent at once their first\n"+
+		"tokens after 4.2 s: about 3,900 prompt tokens/s, 257 µs a token (`vllm bench serve`, in vLLM's pull\n"+
+		"request 33743). Wall time is simulated (real × %d), from the client's start to its exit. Token figures\n"+
+		"come from llmsim's request log (`internal/benchsuite`): a turn's **history** is what its request\n"+
+		"holds of earlier turns (its messages up to the last answer), all that a prefix cache can serve.\n\n",
+		regenPrefillUS, regenPrefillUS, cli.Thousands(regenKV), regenKV, regenScale)
+	fmt.Fprint(w, "- **(a)** `infer --regenerate`: each conversation keeps its slot on the endpoint of its first turn.\n"+
+		"- **(b)** `infer --regenerate --no-affinity`: each turn goes to the least loaded endpoint.\n"+
+		"- **(c)** `pipelines/bench/specforge_regen.py`: what SpecForge's `scripts/regenerate_train_data.py` does\n"+
+		"  (Python standard library): conversations dealt round robin to the servers, 64 in flight per server,\n"+
+		"  each conversation's turns one after another in one thread on its server; no tools, no retries.\n\n")
+	var runs []regenRun
+	for _, r := range h.group("regen") {
+		runs = append(runs, regenRunOf(r))
+	}
+	if !slices.ContainsFunc(runs, func(r regenRun) bool { return strings.HasPrefix(r.Name, "(c)") }) {
+		fmt.Fprint(w, "(c) was not measured: python3 is not installed on this machine.\n\n")
+	}
+	renderRegen(w, runs, costModel{prefillUS: regenPrefillUS, decodeTPS: 1180, endpoints: regenEndpoints})
+	fmt.Fprintf(w, "- (c)'s round robin: by the answers (a) got, the busiest of the eight servers generates %.1f%% more tokens\n"+
+		"  than the mean.\n\n", f.Metrics["imbalance_pct"])
+	fmt.Fprint(w, "Reading the figures: what affinity saves is prefill, so the cost model bounds what it can win: no client is\n"+
+		"faster than one whose cache serves every history, and that one is faster than a client with no cache\n"+
+		"by at most the factor in the line on prefill's share. (b) sends each turn to whichever endpoint is least\n"+
+		"loaded, which holds the conversation's history only by chance, and pays the prefill. (c) cannot lose\n"+
+		"on the cache: SpecForge's script runs a conversation's turns in one thread against the server it was dealt,\n"+
+		"so its caches serve the histories as (a)'s do, and 64 conversations a server keep the 48 slots full. What\n"+
+		"can separate (a) from (c) is the round robin's imbalance and the end of the run, when the last\n"+
+		"conversations' turns run one after another on a draining batch: (a) pays the drain too, and the column\n"+
+		"\"any client at most\" is (c)'s wall time over the least time the work can take, so where it is below 1.3×\n"+
+		"no client can meet that goal. What (a) has that (c) does not is correctness, not speed: retries on another\n"+
+		"endpoint, tool calls paired with the records' results, resume by (id, sample) from the turn journal\n"+
+		"(SpecForge's `--resume` counts output lines, so conversations that finished out of order are skipped or\n"+
+		"repeated), and no per-server concurrency to choose.\n")
+}
+
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "1st"
+	case 2:
+		return "2nd"
+	case 3:
+		return "3rd"
+	}
+	return fmt.Sprintf("%dth", n)
 }

@@ -1,13 +1,15 @@
 package benchsuite
 
 import (
-	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,10 +17,21 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// writeReport writes BENCHMARKS.md whole, after a run of every section.
+// docTitle opens a report written from nothing.
+const docTitle = "# Benchmarks"
+
+// writeReport writes BENCHMARKS.md from the rows kept: whole after a run
+// of every section, else each section measured in place of its old part.
 func (h *harness) writeReport() error {
-	loadAfter := uptime()
-	took := time.Since(h.started)
+	var secs []*section
+	for _, s := range sections {
+		if slices.Contains(h.info.Sections, s.name) {
+			secs = append(secs, s)
+		}
+	}
+	if len(secs) < len(sections) {
+		return h.spliceSections(secs)
+	}
 	var b strings.Builder
 	kind := "full run"
 	if h.quick {
@@ -32,9 +45,20 @@ func (h *harness) writeReport() error {
 		"`tokenmill is` column is the ratio to tokenmill's row on the same input, and `spread` is\n"+
 		"half the range of the row's wall times over their median: a ratio is only as sure as\n"+
 		"the spreads of the two rows it compares.\n\n",
-		docTitle, kind, h.started.UTC().Format("2006-01-02 15:04 UTC"), elapsed(took), dirSize(h.dir), filepath.Base(h.dir), h.runs, runsText(h.sz.FleetRuns))
+		docTitle, kind, h.info.Started.UTC().Format("2006-01-02 15:04 UTC"), elapsed(h.info.Took), h.fact("scratch"), filepath.Base(h.dir), h.runs, runsText(h.sz.FleetRuns))
 	b.WriteString(headingMachine + "\n\n")
-	h.machine(&b, loadAfter)
+	t := newTable("", "")
+	for _, k := range machineFacts {
+		t.add(k, h.fact(k))
+	}
+	t.add("load before", "`"+h.info.LoadBefore+"`").add("load after", "`"+h.info.LoadAfter+"`").write(&b)
+	fmt.Fprint(&b, "\n**Read the load figures first.** On a machine shared with other work (a load\n"+
+		"average above the number of CPUs), every figure here is lower than the same\n"+
+		"tools reach alone, and the ratios between tools are noisier than usual. The\n"+
+		"`load` column of each table is the 1-minute load average when that\n"+
+		"measurement started, then (`others`) the cores other processes kept busy\n"+
+		"while its runs went, from /proc/stat less the command's own CPU time: on\n"+
+		"this machine, below 1 means a core was free beside the command.\n")
 	b.WriteString("\n" + headingTargets + "\n\n")
 	var targets []string
 	for _, s := range sections {
@@ -54,130 +78,42 @@ func (h *harness) writeReport() error {
 	}
 	b.WriteString("\n")
 	h.reproduce(&b)
-	if err := writeDoc(h.out, []byte(normalise(b.String()))); err != nil {
+	if err := writeFile(h.out, []byte(normalise(b.String()))); err != nil {
 		return err
 	}
-	h.logf("wrote %s in %s", h.out, elapsed(took))
+	h.logf("wrote %s (%s of measuring)", h.out, elapsed(h.info.Took))
 	return nil
 }
 
-// runsText is "1 run", "3 runs".
-func runsText(n int) string {
-	if n == 1 {
-		return "1 run"
-	}
-	return fmt.Sprintf("%d runs", n)
-}
+// machineFacts are the Machine table's rows, kept as facts of the run.
+var machineFacts = []string{"CPUs (nproc)", "CPU model", "memory", "kernel", "Go", "jq", "awk", "gawk", "node"}
 
-// normalise leaves one blank line between parts and one newline at the end.
-func normalise(doc string) string {
-	for strings.Contains(doc, "\n\n\n") {
-		doc = strings.ReplaceAll(doc, "\n\n\n", "\n\n")
-	}
-	return strings.TrimRight(doc, "\n") + "\n"
-}
-
-// machine is the table of the machine and the peers' versions.
-func (h *harness) machine(w io.Writer, loadAfter string) {
-	node := "not installed"
-	if out, err := exec.Command("node", "--version").Output(); err == nil {
-		sdk := h.node.version
-		if !h.node.ok {
-			sdk = "not installed"
+// keepFacts notes what the report says of the machine, the peers and the
+// data files, which a later rendering cannot ask again.
+func (h *harness) keepFacts() {
+	f := h.info.Facts
+	first := func(argv ...string) string {
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		line, _, _ := strings.Cut(string(out), "\n")
+		if err != nil || strings.TrimSpace(line) == "" {
+			return "not installed"
 		}
-		node = fmt.Sprintf("%s (openai %s)", strings.TrimSpace(string(out)), sdk)
+		return strings.TrimSpace(line)
 	}
-	goVersion := strings.TrimPrefix(firstLine("go", "version"), "go version ")
-	rows := [][2]string{
-		{"CPUs (nproc)", strconv.Itoa(runtime.NumCPU())},
-		{"CPU model", cpuModel()},
-		{"memory", memory()},
-		{"kernel", firstLine("uname", "-sr")},
-		{"Go", goVersion},
-		{"jq", orNot(firstLine("jq", "--version"))},
-		{"awk", awkVersion()},
-		{"gawk", orNot(firstLine("gawk", "--version"))},
-		{"node", node},
-		{"load before", "`" + h.loadBefore + "`"},
-		{"load after", "`" + loadAfter + "`"},
+	f["CPUs (nproc)"], f["CPU model"], f["memory"] = strconv.Itoa(runtime.NumCPU()), procField("/proc/cpuinfo", "model name"), "unknown"
+	if kb, err := strconv.ParseFloat(strings.TrimSuffix(procField("/proc/meminfo", "MemTotal"), " kB"), 64); err == nil {
+		f["memory"] = fmt.Sprintf("%.1f GiB", kb/(1<<20))
 	}
-	fmt.Fprint(w, "| | |\n|---|---|\n")
-	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s |\n", r[0], r[1])
+	f["kernel"], f["Go"] = first("uname", "-sr"), strings.TrimPrefix(first("go", "version"), "go version ")
+	f["jq"], f["gawk"], f["awk"] = first("jq", "--version"), first("gawk", "--version"), first("awk", "-W", "version") // mawk's way
+	if f["awk"] == "not installed" {
+		f["awk"] = first("awk", "--version")
 	}
-	fmt.Fprint(w, "\n**Read the load figures first.** On a machine shared with other work (a load\n"+
-		"average above the number of CPUs), every figure here is lower than the same\n"+
-		"tools reach alone, and the ratios between tools are noisier than usual. The\n"+
-		"`load` column of each table is the 1-minute load average when that\n"+
-		"measurement started, then (`others`) the cores other processes kept busy\n"+
-		"while its runs went, from /proc/stat less the command's own CPU time: on\n"+
-		"this machine, below 1 means a core was free beside the command.\n")
-}
-
-// firstLine is the first line a command prints, "" when it cannot run.
-func firstLine(argv ...string) string {
-	out, err := exec.Command(argv[0], argv[1:]...).Output()
-	if err != nil {
-		return ""
+	if f["node"] = first("node", "--version"); f["node"] != "not installed" {
+		f["node"] += " (openai " + cmp(h.nodeSDK(), "not installed") + ")"
 	}
-	line, _, _ := strings.Cut(string(out), "\n")
-	return strings.TrimSpace(line)
-}
-
-func orNot(s string) string {
-	if s == "" {
-		return "not installed"
-	}
-	return s
-}
-
-// awkVersion asks mawk's way (-W version), then gawk's (--version).
-func awkVersion() string {
-	if v := firstLine("awk", "-W", "version"); v != "" {
-		return v
-	}
-	if v := firstLine("awk", "--version"); v != "" {
-		return v
-	}
-	return "unknown"
-}
-
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}
-
-// memory is MemTotal of /proc/meminfo in GiB.
-func memory() string {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return "unknown"
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err == nil {
-				return fmt.Sprintf("%.1f GiB", kb/(1<<20))
-			}
-		}
-	}
-	return "unknown"
-}
-
-// dirSize is the scratch directory's size, e.g. "5.2 GB".
-func dirSize(dir string) string {
 	var total int64
-	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+	filepath.WalkDir(h.dir, func(_ string, d os.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
 				total += fi.Size()
@@ -185,8 +121,39 @@ func dirSize(dir string) string {
 		}
 		return nil
 	})
-	return fmt.Sprintf("%.1f GB", float64(total)/1e9)
+	f["scratch"] = fmt.Sprintf("%.1f GB", float64(total)/1e9)
+	for _, rel := range []string{"corpus", "prompts", "gens", "rerun", "prompts-sources", "filter-gens", "ollama-prompts"} {
+		rel = "data/" + rel + ".jsonl"
+		if n, err := countLines(h.path(rel)); err == nil {
+			fi, _ := os.Stat(h.path(rel))
+			f["lines "+rel], f["mb "+rel] = cli.Thousands(n), fmt.Sprintf("%d MB", fi.Size()/1000000)
+		}
+	}
 }
+
+// cmp is a, or b when a is empty.
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// procField is a field of a /proc file of "key: value" lines.
+func procField(path, key string) string {
+	data, _ := os.ReadFile(path)
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// lines and mb are a data file's line count and size as the report's
+// text gives them.
+func (h *harness) lines(rel string) string { return h.fact("lines " + rel) }
+func (h *harness) mb(rel string) string    { return cmp(h.info.Facts["mb "+rel], "? MB") }
 
 // data describes the main data files.
 func (h *harness) data(w io.Writer) {
@@ -206,26 +173,175 @@ func (h *harness) data(w io.Writer) {
 		"Commands run in `%s/` with the tools built into `%s/bin`\n"+
 		"on PATH. Output goes to a file in `%s/tmp` (counted afterwards:\n"+
 		"\"records out\").\n",
-		h.sz.Main, h.shownLines("data/corpus.jsonl"), h.mb("data/corpus.jsonl"),
-		h.shownLines("data/prompts.jsonl"), h.mb("data/prompts.jsonl"), h.mb("data/gens.jsonl"),
-		h.shownLines("data/rerun.jsonl"), h.mb("data/rerun.jsonl"), cli.Thousands(h.sz.Slurp), d, d, d)
+		h.sz.Main, h.lines("data/corpus.jsonl"), h.mb("data/corpus.jsonl"),
+		h.lines("data/prompts.jsonl"), h.mb("data/prompts.jsonl"), h.mb("data/gens.jsonl"),
+		h.lines("data/rerun.jsonl"), h.mb("data/rerun.jsonl"), cli.Thousands(h.sz.Slurp), d, d, d)
 }
 
 // reproduce is the last part: how to run the harness. It names no figure
 // of a run, so a run of some sections rewrites it as well.
 func (h *harness) reproduce(w io.Writer) {
 	fmt.Fprintf(w, "%s\n\n"+
+		"    .ci/install-peers                               # once: the tools it compares with\n"+
 		"    just bench                                      # or: go run ./internal/cmd/benchsuite run\n"+
 		"    go run ./internal/cmd/benchsuite run --quick    # small sizes, a few minutes: a smoke test, written to .bench/BENCHMARKS.md\n"+
 		"    go run ./internal/cmd/benchsuite run --section dedup,filter   # measure some sections again, splice them in\n"+
+		"    go run ./internal/cmd/benchsuite run --render   # the last run's report again from its kept rows, measuring nothing\n"+
 		"    go run ./internal/cmd/benchsuite run --list     # the sections, with what each needs\n\n"+
-		"It needs Go and the usual command-line tools; it installs jq with apt-get when it is missing and\n"+
-		"it runs as root (gawk, when present, is measured as well), and the OpenAI Node SDK (`openai`, from\n"+
-		"`pipelines/bench/package.json`) into `.bench/node` with npm (`--no-install`: neither). A tool it\n"+
-		"cannot get is marked \"not available\" in its table, never left out. Everything it makes stays in\n"+
-		"`.bench/` (`BENCH_DIR` moves it), its data kept for `BENCH_REUSE_DATA=1`. The settings and their\n"+
-		"variables: `--runs` (`BENCH_RUNS`, 5), `--quick` (`BENCH_QUICK`), `--section` (`BENCH_ONLY`),\n"+
-		"`--out` (`BENCH_OUT`), `--reuse-data` (`BENCH_REUSE_DATA`), `--servers-runs` (`SERVERS_RUNS`);\n"+
-		"`benchsuite run --help` says the rest. Figures of a single tool:\n"+
-		"`go test -run '^$' -bench . -benchtime 1x ./lib/<tool>/`.\n", headingReproduce)
+		"It needs Go and the usual command-line tools, and installs nothing: `.ci/install-peers` installs\n"+
+		"the tools it compares with (jq, gawk, curl, Python with numpy, Node with the OpenAI Node SDK and\n"+
+		"the tokenizers binding of `pipelines/bench/package.json`, the DuckDB peer, Ollama), with apt-get\n"+
+		"as root where a Debian package is needed and into `~/.cache/tokenmill` otherwise. A tool that is\n"+
+		"missing is marked \"not available\" in its table, never left out. Everything it makes stays in\n"+
+		"`.bench/` (`BENCH_DIR` moves it), its data kept for `BENCH_REUSE_DATA=1`, the last run's rows in\n"+
+		"`results.jsonl` and `run.json`. The settings and their variables: `--runs` (`BENCH_RUNS`, 5),\n"+
+		"`--quick` (`BENCH_QUICK`), `--section` (`BENCH_ONLY`), `--out` (`BENCH_OUT`), `--reuse-data`\n"+
+		"(`BENCH_REUSE_DATA`), `--servers-runs` (`SERVERS_RUNS`); `benchsuite run --help` says the rest.\n"+
+		"Figures of a single tool: `go test -run '^$' -bench . -benchtime 1x ./lib/<tool>/`.\n", headingReproduce)
+}
+
+// spliceSections writes each section measured into the report in place of
+// its old one, with the circumstances of the run and its targets.
+func (h *harness) spliceSections(secs []*section) error {
+	doc, err := os.ReadFile(h.out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var texts []string
+	for _, s := range secs {
+		text, err := h.sectionText(s)
+		if err != nil {
+			return err
+		}
+		texts = append(texts, text)
+	}
+	var b strings.Builder
+	h.reproduce(&b) // names no figure of a run: it follows the harness
+	for _, text := range append(texts, b.String()) {
+		if doc, err = Splice(doc, []byte(text), docOrder()); err != nil {
+			return fmt.Errorf("%s: %w", h.out, err)
+		}
+	}
+	if err := writeFile(h.out, doc); err != nil {
+		return err
+	}
+	h.logf("wrote %d section(s) of %s", len(secs), h.out)
+	return nil
+}
+
+// sectionText is a section measured alone as the report shows it: its
+// heading, its body, the circumstances of the run and its targets.
+func (h *harness) sectionText(s *section) (string, error) {
+	var b strings.Builder
+	b.WriteString(s.heading + "\n\n")
+	s.render(&b, h)
+	fmt.Fprintf(&b, "\nMeasured alone (`benchsuite run --section %s`) on %s, %s;\nload before `%s`, after `%s`.\n",
+		cmp(strings.Join(h.info.Sections, ","), s.name), h.info.Started.UTC().Format("2006-01-02 15:04 UTC"), s.runsNote(h), h.info.LoadBefore, h.info.LoadAfter)
+	if s.targets != nil {
+		if t := s.targets(h); len(t) > 0 {
+			b.WriteString("\n")
+			if err := writeTargets(&b, h.results, t); err != nil {
+				return "", err
+			}
+		}
+	}
+	return normalise(b.String()), nil
+}
+
+// runsText is "1 run", "3 runs".
+func runsText(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
+}
+
+// normalise leaves one blank line between parts and one newline at the end.
+func normalise(doc string) string {
+	for strings.Contains(doc, "\n\n\n") {
+		doc = strings.ReplaceAll(doc, "\n\n\n", "\n\n")
+	}
+	return strings.TrimRight(doc, "\n") + "\n"
+}
+
+// elapsed is "15 min 40 s".
+func elapsed(d time.Duration) string {
+	s := int(d.Round(time.Second).Seconds())
+	return fmt.Sprintf("%d min %d s", s/60, s%60)
+}
+
+// Splice puts a section (Markdown whose first line is its "## " heading)
+// into doc, the one way a part of BENCHMARKS.md is replaced: in place of
+// the part under the same heading, which runs to the next "#" or "##"
+// heading outside a code fence; else before the first part whose heading
+// comes after it in order; else at the end. Parts are separated by one
+// blank line. A doc that holds the heading twice is refused: which of the
+// two is meant cannot be told.
+func Splice(doc, section []byte, order []string) ([]byte, error) {
+	sec := strings.TrimRight(string(section), "\n")
+	heading, _, _ := strings.Cut(sec, "\n")
+	if !strings.HasPrefix(heading, "## ") {
+		return nil, fmt.Errorf("a section starts with its \"## \" heading, not %q", heading)
+	}
+	heading = strings.TrimRight(heading, " ")
+	if len(bytes.TrimSpace(doc)) == 0 {
+		doc = []byte(docTitle + "\n")
+	}
+	parts := splitParts(string(doc))
+	at := -1
+	for i, p := range parts {
+		if p.heading == heading {
+			if at >= 0 {
+				return nil, fmt.Errorf("the report holds %q twice", heading)
+			}
+			at = i
+		}
+	}
+	if at >= 0 {
+		parts[at].text = sec
+	} else {
+		at = len(parts)
+		if k := slices.Index(order, heading); k >= 0 {
+			if i := slices.IndexFunc(parts, func(p part) bool { return slices.Contains(order[k+1:], p.heading) }); i >= 0 {
+				at = i
+			}
+		}
+		parts = slices.Insert(parts, at, part{heading: heading, text: sec})
+	}
+	texts := make([]string, len(parts))
+	for i, p := range parts {
+		texts[i] = p.text
+	}
+	return []byte(strings.Join(texts, "\n\n") + "\n"), nil
+}
+
+// part is the text under one heading (the preamble has none), without its
+// trailing blank lines.
+type part struct{ heading, text string }
+
+// splitParts cuts a Markdown document at its "#" and "##" headings; a line
+// inside a code fence is never a heading.
+func splitParts(doc string) []part {
+	var parts []part
+	var cur []string
+	heading := ""
+	flush := func() {
+		text := strings.TrimRight(strings.Join(cur, "\n"), "\n ")
+		if heading != "" || strings.TrimSpace(text) != "" {
+			parts = append(parts, part{heading: heading, text: text})
+		}
+	}
+	fenced := false
+	for _, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if !fenced && (strings.HasPrefix(line, "## ") || strings.HasPrefix(line, "# ")) {
+			flush()
+			cur, heading = nil, strings.TrimRight(line, " ")
+		}
+		cur = append(cur, line)
+	}
+	flush()
+	return parts
 }

@@ -3,47 +3,29 @@ package benchsuite
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/jsonl"
 )
 
-// Run is one execution of a measured command. Durations are kept as
-// integer nanoseconds in the file.
+// Run is one execution of a measured command.
 type Run struct {
-	Wall     time.Duration `json:"-"`
-	User     time.Duration `json:"-"`
-	Sys      time.Duration `json:"-"`
+	Wall     time.Duration `json:"wall_ns"`
+	User     time.Duration `json:"user_ns"`
+	Sys      time.Duration `json:"sys_ns"`
 	MaxRSSKB int64         `json:"max_rss_kb"`
 }
 
-type runJSON struct {
-	Wall     int64 `json:"wall_ns"`
-	User     int64 `json:"user_ns"`
-	Sys      int64 `json:"sys_ns"`
-	MaxRSSKB int64 `json:"max_rss_kb"`
-}
-
-// MarshalJSON writes the durations as nanoseconds.
-func (r Run) MarshalJSON() ([]byte, error) {
-	return json.Marshal(runJSON{int64(r.Wall), int64(r.User), int64(r.Sys), r.MaxRSSKB})
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote.
-func (r *Run) UnmarshalJSON(b []byte) error {
-	var v runJSON
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*r = Run{time.Duration(v.Wall), time.Duration(v.User), time.Duration(v.Sys), v.MaxRSSKB}
-	return nil
-}
-
-// Result is one row of a table: a command measured over several runs.
+// Result is one row of a table: a command measured over several runs, or
+// figures a section read some other way (Metrics).
 type Result struct {
 	Group   string `json:"group"`
 	Name    string `json:"name"`
@@ -53,19 +35,25 @@ type Result struct {
 	Size    string `json:"size,omitempty"` // input size label, for growth tables
 	Bytes   int64  `json:"bytes,omitempty"`
 	Records int64  `json:"records,omitempty"`
-	// OutRecords counts the lines the command wrote (to stdout, or to the
-	// files it was told to count); -1 when not counted.
+	// OutRecords counts the lines the command wrote; -1 when not counted.
 	OutRecords int64 `json:"out_records"`
 	Runs       []Run `json:"runs,omitempty"`
 	// RSSFloorKB is the measuring process's own peak RSS when the command
-	// started: a child's peak RSS is reported as at least this much, since
-	// the kernel carries the parent's peak into a child made by vfork.
+	// started: the kernel carries it into a child made by vfork, so a
+	// child's peak is never reported below it.
 	RSSFloorKB int64              `json:"rss_floor_kb,omitempty"`
 	Load1      float64            `json:"load1"` // 1-minute load average when the measurement started
 	Metrics    map[string]float64 `json:"metrics,omitempty"`
 }
 
-// median of the runs' wall times, and the same run's CPU time.
+// unavailable is the row of a tool that could not be measured, and why.
+func unavailable(group, name, why string) *Result {
+	return &Result{Group: group, Name: name, OutRecords: -1, Load1: loadAverage(), Note: "not available: " + why}
+}
+
+func (r *Result) available() bool { return !strings.HasPrefix(r.Note, "not available") }
+
+// medianRun is the run of the median wall time.
 func (r *Result) medianRun() Run {
 	if len(r.Runs) == 0 {
 		return Run{}
@@ -75,59 +63,47 @@ func (r *Result) medianRun() Run {
 	return runs[(len(runs)-1)/2]
 }
 
-// Metric returns a named figure of the result: mbps, rps (records/s),
-// wall_s, spread_pct, cpu_s, mb_per_cpu_s, rss_mb, or one of Metrics. ok is false when the figure
-// does not exist for this result.
+// Metric is a named figure of the result: one of Metrics, or mbps, rps,
+// wall_s, spread_pct, cpu_s, mb_per_cpu_s, cpu_us_per_record or rss_mb
+// of its runs; ok is false when the result has no such figure.
 func (r *Result) Metric(name string) (float64, bool) {
 	if v, ok := r.Metrics[name]; ok {
 		return v, true
 	}
-	m := r.medianRun()
+	m, n := r.medianRun(), len(r.Runs)
+	cpu := (m.User + m.Sys).Seconds()
+	var v float64
+	ok := n > 0
 	switch name {
 	case "mbps":
-		if r.Bytes == 0 || m.Wall == 0 {
-			return 0, false
-		}
-		return float64(r.Bytes) / 1e6 / m.Wall.Seconds(), true
+		v, ok = float64(r.Bytes)/1e6/m.Wall.Seconds(), r.Bytes > 0 && m.Wall > 0
 	case "rps":
-		if r.Records == 0 || m.Wall == 0 {
-			return 0, false
-		}
-		return float64(r.Records) / m.Wall.Seconds(), true
+		v, ok = float64(r.Records)/m.Wall.Seconds(), r.Records > 0 && m.Wall > 0
 	case "wall_s":
-		return m.Wall.Seconds(), len(r.Runs) > 0
-	case "spread_pct": // (slowest - fastest) / median wall time: how far one run can be trusted
-		if len(r.Runs) < 2 || m.Wall == 0 {
-			return 0, false
-		}
-		lo, hi := r.Runs[0].Wall, r.Runs[0].Wall
-		for _, run := range r.Runs[1:] {
+		v = m.Wall.Seconds()
+	case "spread_pct": // (slowest - fastest) / median: how far one run can be trusted
+		lo, hi := m.Wall, m.Wall
+		for _, run := range r.Runs {
 			lo, hi = min(lo, run.Wall), max(hi, run.Wall)
 		}
-		return 100 * float64(hi-lo) / float64(m.Wall), true
+		v, ok = 100*float64(hi-lo)/float64(m.Wall), n > 1 && m.Wall > 0
 	case "cpu_s":
-		return (m.User + m.Sys).Seconds(), len(r.Runs) > 0
-	case "mb_per_cpu_s": // MB per CPU second: what one core does, whatever the load
-		if r.Bytes == 0 || m.User+m.Sys == 0 {
-			return 0, false
-		}
-		return float64(r.Bytes) / 1e6 / (m.User + m.Sys).Seconds(), true
+		v = cpu
+	case "mb_per_cpu_s": // what one core does, whatever the load
+		v, ok = float64(r.Bytes)/1e6/cpu, r.Bytes > 0 && cpu > 0
 	case "cpu_us_per_record":
-		if r.Records == 0 || len(r.Runs) == 0 {
-			return 0, false
-		}
-		return float64((m.User + m.Sys).Microseconds()) / float64(r.Records), true
+		v, ok = float64((m.User+m.Sys).Microseconds())/float64(r.Records), r.Records > 0 && n > 0
 	case "rss_mb":
-		if len(r.Runs) == 0 {
-			return 0, false
-		}
-		var peak int64
 		for _, run := range r.Runs {
-			peak = max(peak, run.MaxRSSKB)
+			v = max(v, float64(run.MaxRSSKB)/1024)
 		}
-		return float64(peak) / 1024, true
+	default:
+		ok = false
 	}
-	return 0, false
+	if !ok {
+		return 0, false
+	}
+	return v, true
 }
 
 // rssAtFloor reports whether the peak RSS is no more than the measuring
@@ -137,79 +113,123 @@ func (r *Result) rssAtFloor() bool {
 	return ok && r.RSSFloorKB > 0 && rss*1024 <= float64(r.RSSFloorKB)*1.05
 }
 
-// appendResult adds one JSON line to the results file.
-func appendResult(path string, r *Result) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+// writeResults puts rows in a file, one JSON line each, whole or not at all.
+func writeResults(path string, rows []*Result) error {
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		for _, r := range rows {
+			data, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(append(data, '\n')); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
-// readResults loads every result of the file, in order.
+// readResults loads every row of the file, in order.
 func readResults(path string) ([]*Result, error) {
+	var out []*Result
+	err := eachLine(path, func(line []byte) error {
+		r := new(Result)
+		out = append(out, r)
+		return json.Unmarshal(line, r)
+	})
+	return out, err
+}
+
+// eachLine calls fn with every line of a file that is not blank.
+func eachLine(path string, fn func([]byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	var out []*Result
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
 	for line := 1; sc.Scan(); line++ {
 		if len(strings.TrimSpace(sc.Text())) == 0 {
 			continue
 		}
-		r := new(Result)
-		if err := json.Unmarshal(sc.Bytes(), r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+		if err := fn(sc.Bytes()); err != nil {
+			return fmt.Errorf("%s:%d: %v", path, line, err)
 		}
-		out = append(out, r)
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // loadAverage is the 1-minute load average, or -1 when unknown.
 func loadAverage() float64 {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return -1
-	}
-	f := strings.Fields(string(data))
-	if len(f) == 0 {
-		return -1
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return -1
-	}
-	return v
-}
-
-// selfPeakRSSKB is this process's peak RSS (VmHWM), 0 when unknown.
-func selfPeakRSSKB() int64 {
-	return procPeakRSSKB("self")
-}
-
-// procPeakRSSKB reads VmHWM of /proc/<pid>/status, 0 when unknown.
-func procPeakRSSKB(pid string) int64 {
-	data, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+	data, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
 			return v
 		}
 	}
-	return 0
+	return -1
+}
+
+// What else kept the machine busy while a command ran: the CPU time every
+// process spent (/proc/stat) less the command's own (its rusage), over
+// the run's wall time, in cores. On 2 cores a figure well below 1 says
+// the second core was mostly free; near 1, a 2-worker row cannot scale.
+
+// clockTick is USER_HZ, the unit of /proc/stat: 100 on every Linux Go runs on.
+const clockTick = 100
+
+// cpuBusy is the CPU time all processes have spent so far, or -1.
+func cpuBusy() time.Duration {
+	data, _ := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(data), "\n")
+	return parseCPUBusy(line)
+}
+
+// parseCPUBusy reads the "cpu" line of /proc/stat: user, nice, system,
+// irq, softirq and steal (idle and iowait are not busy; guest time is
+// already in user).
+func parseCPUBusy(line string) time.Duration {
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return -1
+	}
+	var ticks int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return -1
+		}
+		if i != 3 && i != 4 && i < 8 {
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTick
+}
+
+// othersMeter sums, over a measurement's runs, the CPU time other
+// processes spent and the wall time the runs took.
+type othersMeter struct {
+	others, wall, start time.Duration
+	unknown             bool
+}
+
+func (m *othersMeter) begin()      { m.start = cpuBusy() }
+func (m *othersMeter) end(run Run) { m.add(m.start, cpuBusy(), run) }
+func (m *othersMeter) add(start, now time.Duration, run Run) {
+	if start < 0 || now < 0 {
+		m.unknown = true
+		return
+	}
+	m.others += max(0, now-start-run.User-run.Sys)
+	m.wall += run.Wall
+}
+
+// cores is the others' mean use in cores, -1 when unknown. Counted in
+// ticks of 10 ms, it swings over short runs: it is held to the CPUs.
+func (m *othersMeter) cores() float64 {
+	if m.unknown || m.wall <= 0 {
+		return -1
+	}
+	return min(m.others.Seconds()/m.wall.Seconds(), float64(runtime.NumCPU()))
 }

@@ -12,61 +12,60 @@ import (
 	"strings"
 	"time"
 
+	"github.com/segmentio/encoding/json"
+
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 )
 
 // RunCmd is `just bench`: it builds the tools, makes the data, measures
 // every section (or the ones named) next to the tools users would run
-// instead, and writes BENCHMARKS.md: the whole report when every section
-// was measured, else each section measured spliced into the report in
-// place of its old one.
+// instead, keeps the rows, and writes BENCHMARKS.md from them: the whole
+// report when every section was measured, else each section measured
+// spliced into the report in place of its old one.
 type RunCmd struct {
 	Section     []string `short:"s" help:"Sections to measure (comma-separated; default: all, and the report is written whole). Each one measured alone replaces its own part of --out. --list names them." sep:"," placeholder:"NAME" env:"TOKENMILL_BENCHSUITE_SECTION,BENCH_ONLY"`
 	List        bool     `help:"Print the sections, with what each measures and the data it needs, and exit." env:"TOKENMILL_BENCHSUITE_LIST"`
+	Render      bool     `help:"Measure nothing: write the report again from the rows the last run kept in --dir (results.jsonl, run.json)." env:"TOKENMILL_BENCHSUITE_RENDER"`
 	Quick       bool     `help:"Small sizes: a smoke test of the harness (a few minutes), not figures to quote." env:"TOKENMILL_BENCHSUITE_QUICK,BENCH_QUICK"`
 	Runs        int      `help:"Runs per measurement; the median is reported (short runs on a shared machine swing, and a median of 5 rides out one bad window)." default:"5" env:"TOKENMILL_BENCHSUITE_RUNS,BENCH_RUNS"`
 	ServersRuns int      `help:"Runs per row of the in-flight tables, taken in turns (0: 3, or 1 with --quick)." default:"0" env:"TOKENMILL_BENCHSUITE_SERVERS_RUNS,SERVERS_RUNS"`
-	Dir         string   `help:"Scratch directory: data, binaries, node modules, results and logs (default: .bench in the repository)." env:"TOKENMILL_BENCHSUITE_DIR,BENCH_DIR"`
+	Dir         string   `help:"Scratch directory: data, binaries, results and logs (default: .bench in the repository)." env:"TOKENMILL_BENCHSUITE_DIR,BENCH_DIR"`
 	Out         string   `help:"The report (default: BENCHMARKS.md in the repository; with --quick, BENCHMARKS.md in --dir)." env:"TOKENMILL_BENCHSUITE_OUT,BENCH_OUT"`
 	ReuseData   bool     `help:"Keep the data files an earlier run made with the same commands and sizes instead of making them again." env:"TOKENMILL_BENCHSUITE_REUSE_DATA,BENCH_REUSE_DATA"`
 	Repo        string   `help:"The tokenmill repository (default: the one holding the working directory)." env:"TOKENMILL_BENCHSUITE_REPO"`
 	Bin         string   `help:"Take the tools from this directory instead of building them into --dir/bin." env:"TOKENMILL_BENCHSUITE_BIN"`
-	Install     bool     `help:"Install missing peers where it can: jq with apt-get (as root), the OpenAI Node SDK with npm into --dir/node." default:"true" negatable:"" env:"TOKENMILL_BENCHSUITE_INSTALL"`
+	Peers       string   `help:"Where .ci/install-peers put the peers it installs without root: node/ (the Node packages) and bin/ (the DuckDB peer) (default: $TOKENMILL_CACHE/bench, else ~/.cache/tokenmill/bench)." env:"TOKENMILL_BENCHSUITE_PEERS"`
 	// UpdateBaseline records the cost section's figures as the baseline
 	// instead of failing the run on them.
 	UpdateBaseline bool `help:"Record the cost section's figures in internal/benchsuite/baseline.json as the new baseline, instead of failing the run when they grow by half over it." env:"TOKENMILL_BENCHSUITE_UPDATE_BASELINE"`
 }
 
-// Run measures and writes the report.
+// Run measures (or, with --render, reads what was measured) and writes
+// the report.
 func (c *RunCmd) Run(ctx context.Context, env *cli.Env) error {
 	secs, steps, err := plan(c.Section)
-	if err != nil {
+	switch {
+	case err != nil:
 		return cli.Usagef("%v", err)
-	}
-	if c.List {
+	case c.List:
 		return listSections(env.Stdout)
-	}
-	if c.Runs < 1 {
+	case c.Runs < 1:
 		return cli.Usagef("--runs must be at least 1")
 	}
-	sz := FullSizes()
-	if c.Quick {
-		sz = QuickSizes()
-	}
-	if c.ServersRuns > 0 {
-		sz.ServersRuns = c.ServersRuns
-	}
-	h, err := c.harness(env, sz)
+	h, err := c.harness(env)
 	if err != nil {
 		return err
+	}
+	if c.Render {
+		return h.rerender()
 	}
 	return h.run(ctx, secs, steps)
 }
 
 // harness makes the harness the flags describe: the repository found, the
-// scratch directory made, the report's path settled.
-func (c *RunCmd) harness(env *cli.Env, sz Sizes) (*harness, error) {
+// paths settled.
+func (c *RunCmd) harness(env *cli.Env) (*harness, error) {
 	repo := c.Repo
 	if repo == "" {
 		wd, err := os.Getwd()
@@ -77,38 +76,40 @@ func (c *RunCmd) harness(env *cli.Env, sz Sizes) (*harness, error) {
 			return nil, cli.Usagef("%v (or give --repo)", err)
 		}
 	}
-	repo, err := filepath.Abs(repo)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(repo, "go.mod")); err != nil {
+	if !fileExists(filepath.Join(repo, "go.mod")) {
 		return nil, cli.Usagef("--repo %s: no go.mod there", repo)
 	}
-	dir := c.Dir
+	dir, out, peers := c.Dir, c.Out, c.Peers
 	if dir == "" {
 		dir = filepath.Join(repo, ".bench")
 	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, err
-	}
-	out := c.Out
 	switch {
 	case out == "" && c.Quick:
 		out = filepath.Join(dir, "BENCHMARKS.md")
 	case out == "":
 		out = filepath.Join(repo, "BENCHMARKS.md")
 	}
-	if out, err = filepath.Abs(out); err != nil {
-		return nil, err
-	}
-	h := &harness{repo: repo, dir: dir, out: out, runs: c.Runs, quick: c.Quick, reuse: c.ReuseData, install: c.Install, updateBaseline: c.UpdateBaseline,
-		sz: sz, log: env, remade: map[string]bool{}, bin: filepath.Join(dir, "bin"), prebuilt: c.Bin != ""}
-	if c.Bin != "" {
-		if h.bin, err = filepath.Abs(c.Bin); err != nil {
-			return nil, err
+	if peers == "" {
+		peers = filepath.Join(os.Getenv("TOKENMILL_CACHE"), "bench")
+		if os.Getenv("TOKENMILL_CACHE") == "" {
+			home, _ := os.UserHomeDir()
+			peers = filepath.Join(home, ".cache", "tokenmill", "bench")
 		}
 	}
+	h := &harness{repo: absPath(repo), dir: absPath(dir), out: absPath(out), peers: absPath(peers), bin: absPath(filepath.Join(dir, "bin")),
+		prebuilt: c.Bin != "", runs: c.Runs, quick: c.Quick, reuse: c.ReuseData, updateBaseline: c.UpdateBaseline,
+		sz: sizes(c.Quick, c.ServersRuns), log: env, remade: map[string]bool{}}
+	if h.prebuilt {
+		h.bin = absPath(c.Bin)
+	}
 	return h, nil
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // findRepo is the directory holding tokenmill's go.mod, from dir upward.
@@ -127,34 +128,35 @@ func findRepo(dir string) (string, error) {
 // harness is one benchmark run: where things are, the sizes, what was
 // measured so far.
 type harness struct {
-	repo, dir, bin, out string
-	prebuilt            bool // bin was given: nothing is built
-	runs                int
-	quick, reuse        bool
-	install             bool
-	sz                  Sizes
-	log                 *cli.Env
-	environ             []string // the measured commands' environment
-	results             []*Result
-	collect             *[]*Result // set: rows go here instead (inTurns merges them)
-	regenRuns           []regenRun
-	remade              map[string]bool // data steps made (not reused) in this run
-	node                nodeSDK
-	pin                 []string // taskset -c 0, where taskset exists
-	pinNote             string
-	started             time.Time
-	loadBefore          string
-	ollamaVersion       string
-	measured            string // the sections of a run of some, as --section names them
-	updateBaseline      bool
-	baseline            *Baseline // the cost section's, as read
-	failures            []string  // what fails the run once the report is written
+	repo, dir, bin, out, peers string
+	prebuilt                   bool // bin was given: nothing is built
+	runs                       int
+	quick, reuse               bool
+	updateBaseline             bool
+	sz                         Sizes
+	log                        *cli.Env
+	environ                    []string // the measured commands' environment
+	results                    []*Result
+	collect                    *[]*Result // set: rows go here instead (inTurns merges them)
+	remade                     map[string]bool
+	pin                        []string // taskset -c 0, where taskset exists
+	info                       runInfo
+	failures                   []string // what fails the run once the report is written
 }
 
-// nodeSDK is the OpenAI Node SDK installed into dir/node, or why not.
-type nodeSDK struct {
-	ok           bool
-	version, why string
+// runInfo is what the report says of the run besides its rows: kept in
+// run.json beside results.jsonl, so that the report can be written again
+// from them alone.
+type runInfo struct {
+	Sections    []string          `json:"sections"` // measured, in the report's order
+	Started     time.Time         `json:"started"`
+	Took        time.Duration     `json:"took_ns"`
+	LoadBefore  string            `json:"load_before"`
+	LoadAfter   string            `json:"load_after"`
+	Runs        int               `json:"runs"`
+	Quick       bool              `json:"quick,omitempty"`
+	ServersRuns int               `json:"servers_runs"`
+	Facts       map[string]string `json:"facts"` // the machine, the peers' versions, the data files' sizes
 }
 
 func (h *harness) logf(format string, args ...any) { h.log.Logf(format, args...) }
@@ -174,7 +176,19 @@ func (h *harness) aliases() []string {
 	if filepath.Dir(h.dir) == h.repo {
 		prefix = "../"
 	}
-	return []string{h.repo + "/=" + prefix, h.dir + "/="}
+	a := []string{h.repo + "/=" + prefix, h.dir + "/="}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" {
+		a = append(a, home+"/=~/")
+	}
+	return a
+}
+
+// fact is a fact of the run, "?" when it was not kept.
+func (h *harness) fact(key string) string {
+	if v, ok := h.info.Facts[key]; ok {
+		return v
+	}
+	return "?"
 }
 
 // have reports whether a peer is installed.
@@ -183,28 +197,31 @@ func have(name string) bool {
 	return err == nil
 }
 
-func missing(names string) string { return names + " is not installed on this machine" }
+func missing(names string) string {
+	return names + " is not installed on this machine (.ci/install-peers installs it)"
+}
 
-// run does the whole job: tools, data, measurements, the report.
+// run does the whole job: tools, data, measurements, the rows kept, the
+// report written from them.
 func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) error {
-	h.started = time.Now()
-	for _, d := range []string{"", "data", "tmp", "node", "logs"} {
-		if err := os.MkdirAll(h.path(d), 0o755); err != nil {
+	h.info = runInfo{Started: time.Now(), Runs: h.runs, Quick: h.quick, ServersRuns: h.sz.ServersRuns, Facts: map[string]string{}}
+	for _, s := range secs {
+		h.info.Sections = append(h.info.Sections, s.name)
+	}
+	for _, d := range []string{h.path("data"), h.path("tmp"), h.path("logs"), h.bin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if !h.prebuilt {
-		if err := os.MkdirAll(h.bin, 0o755); err != nil {
-			return err
-		}
-	}
-	os.Remove(h.path("results.jsonl"))
-	h.environ = commandEnv(os.Environ(), h.bin, h.path("tmp"))
-	if err := h.tools(ctx, secs); err != nil {
+	// The built tools first on PATH, then the peers installed without root.
+	h.environ = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "TMPDIR=")
+	}), "PATH="+strings.Join([]string{h.bin, filepath.Join(h.peers, "bin"), os.Getenv("PATH")}, string(os.PathListSeparator)), "TMPDIR="+h.path("tmp"))
+	if err := h.tools(ctx); err != nil {
 		return err
 	}
-	h.loadBefore = uptime()
-	h.logf("load before: %s", h.loadBefore)
+	h.info.LoadBefore = uptime()
+	h.logf("load before: %s", h.info.LoadBefore)
 	if err := h.makeData(ctx, steps); err != nil {
 		return err
 	}
@@ -214,13 +231,12 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 			return fmt.Errorf("section %s: %w", s.name, err)
 		}
 	}
-	var err error
-	if len(secs) == len(sections) {
-		err = h.writeReport()
-	} else {
-		err = h.spliceSections(secs)
+	h.info.LoadAfter, h.info.Took = uptime(), time.Since(h.info.Started)
+	h.keepFacts()
+	if err := h.keep(); err != nil {
+		return err
 	}
-	if err != nil {
+	if err := h.writeReport(); err != nil {
 		return err
 	}
 	if len(h.failures) > 0 {
@@ -229,18 +245,9 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 	return nil
 }
 
-// commandEnv is the environment of every command the harness runs: the
-// built tools first on PATH, temporary files in the scratch directory.
-func commandEnv(base []string, bin, tmp string) []string {
-	out := slices.DeleteFunc(slices.Clone(base), func(kv string) bool {
-		return strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "TMPDIR=")
-	})
-	return append(out, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+tmp)
-}
-
-// tools builds tokenmill's binaries (unless given), installs missing peers
-// where allowed and finds the CPU pinning tool.
-func (h *harness) tools(ctx context.Context, secs []*section) error {
+// tools builds tokenmill's binaries (unless given) and finds the CPU
+// pinning tool. Peers are never installed here: .ci/install-peers does.
+func (h *harness) tools(ctx context.Context) error {
 	if !h.prebuilt {
 		h.logf("building the tools into %s", h.bin)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(os.PathSeparator), "./cmd/...", "./internal/cmd/...")
@@ -249,102 +256,51 @@ func (h *harness) tools(ctx context.Context, secs []*section) error {
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	}
-	for _, t := range []string{"rusage"} {
-		if _, err := os.Stat(h.tool(t)); err != nil {
-			return fmt.Errorf("the tools in %s lack %s: %v", h.bin, t, err)
-		}
+	if !fileExists(h.tool("rusage")) {
+		return fmt.Errorf("the tools in %s lack rusage", h.bin)
 	}
-	if !have("jq") && h.install {
-		h.logf("installing jq with apt-get")
-		err := asRoot(ctx, h.path("logs/apt.log"), "apt-get", "update", "-q")
-		if err == nil {
-			err = asRoot(ctx, h.path("logs/apt.log"), "apt-get", "install", "-y", "-q", "--no-install-recommends", "jq")
-		}
-		if err != nil {
-			h.logf("could not install jq (%v; logs/apt.log): its rows are marked not available", err)
-		}
-	}
-	h.pinNote = "not pinned (taskset is not installed)"
+	h.info.Facts["pin"] = "not pinned (taskset is not installed)"
 	if have("taskset") {
-		h.pin, h.pinNote = []string{"taskset", "-c", "0"}, "pinned to CPU 0 with taskset"
-	}
-	for _, s := range secs {
-		if s.node {
-			h.node = h.installNode(ctx)
-			break
-		}
+		h.pin, h.info.Facts["pin"] = []string{"taskset", "-c", "0"}, "pinned to CPU 0 with taskset"
 	}
 	return nil
 }
 
-// asRoot runs a command as root (directly, or with sudo -n), its output
-// appended to log.
-func asRoot(ctx context.Context, log string, argv ...string) error {
-	if os.Geteuid() != 0 {
-		if !have("sudo") {
-			return errors.New("not root, and no sudo")
-		}
-		argv = append([]string{"sudo", "-n"}, argv...)
+// nodeModules is the directory holding the Node packages of
+// pipelines/bench/package.json, or why they cannot be used.
+func (h *harness) nodeModules() (dir, why string) {
+	dir = filepath.Join(h.peers, "node")
+	if !have("node") {
+		return "", missing("node")
 	}
-	f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
+	if !fileExists(filepath.Join(dir, "node_modules", "openai")) {
+		return "", "the OpenAI Node SDK is not in " + dir + " (.ci/install-peers installs it)"
 	}
-	defer f.Close()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	cmd.Stdout, cmd.Stderr = f, f
-	return cmd.Run()
+	return dir, ""
 }
 
-// installNode makes the OpenAI Node SDK of pipelines/bench/package.json
-// ready in dir/node.
-func (h *harness) installNode(ctx context.Context) nodeSDK {
-	if !have("node") || !have("npm") {
-		return nodeSDK{why: "node and npm are not installed"}
+// nodeSDK is the OpenAI Node SDK's version, "" when it is not installed.
+func (h *harness) nodeSDK() string {
+	dir, why := h.nodeModules()
+	var pkg struct{ Version string }
+	data, err := os.ReadFile(filepath.Join(dir, "node_modules", "openai", "package.json"))
+	if why != "" || err != nil || json.Unmarshal(data, &pkg) != nil {
+		return ""
 	}
-	want, err := os.ReadFile(h.repoFile("pipelines/bench/package.json"))
-	if err != nil {
-		return nodeSDK{why: err.Error()}
-	}
-	nodeDir := h.path("node")
-	have, _ := os.ReadFile(filepath.Join(nodeDir, "package.json"))
-	_, modErr := os.Stat(filepath.Join(nodeDir, "node_modules", "openai"))
-	if modErr != nil || string(have) != string(want) {
-		if !h.install {
-			return nodeSDK{why: "the OpenAI Node SDK is not installed in " + nodeDir + " (and --no-install)"}
-		}
-		h.logf("installing the OpenAI Node SDK into %s", nodeDir)
-		if err := os.WriteFile(filepath.Join(nodeDir, "package.json"), want, 0o644); err != nil {
-			return nodeSDK{why: err.Error()}
-		}
-		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = nodeDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			os.WriteFile(h.path("logs/npm.log"), out, 0o644)
-			return nodeSDK{why: "npm install openai failed (see " + filepath.Base(h.dir) + "/logs/npm.log)"}
-		}
-	}
-	out, err := exec.CommandContext(ctx, "node", "-p", "require('"+filepath.Join(nodeDir, "node_modules/openai/package.json")+"').version").Output()
-	if err != nil {
-		return nodeSDK{why: "the OpenAI Node SDK does not load: " + err.Error()}
-	}
-	return nodeSDK{ok: true, version: strings.TrimSpace(string(out))}
+	return pkg.Version
 }
 
-// add keeps a result, in memory for the report and in results.jsonl for
-// `benchsuite table` by hand.
+// add keeps a row.
 func (h *harness) add(r *Result) error {
 	if h.collect != nil {
 		*h.collect = append(*h.collect, r)
-		return nil
+	} else {
+		h.results = append(h.results, r)
 	}
-	h.results = append(h.results, r)
-	return appendResult(h.path("results.jsonl"), r)
+	return nil
 }
 
-// measure runs one spec from the scratch directory with the built tools
-// (through rusage) and keeps its row.
+// measure runs one spec and keeps its row.
 func (h *harness) measure(ctx context.Context, s Spec) error {
 	r, err := h.measureRow(ctx, s)
 	if err != nil {
@@ -353,33 +309,13 @@ func (h *harness) measure(ctx context.Context, s Spec) error {
 	return h.add(r)
 }
 
-// measureRow measures one spec as measure does, without keeping its row.
-func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
-	if s.Runs == 0 {
-		s.Runs = h.runs
-	}
-	s.Dir, s.Env, s.Rusage = h.dir, h.environ, h.tool("rusage")
-	s.StderrFile = "logs/" + s.Group + "-" + safeName(s.Name) + ".err"
-	s.Alias = append(s.Alias, h.aliases()...)
-	return Measure(ctx, s, h.logf)
-}
-
 // unavailable keeps the row of a tool that could not be had.
 func (h *harness) unavailable(group, name, why string) error {
 	h.logf("%s/%s: not available: %s", group, name, why)
 	return h.add(unavailable(group, name, why))
 }
 
-func safeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, s)
-}
-
-// group is the results of one table, in the order measured.
+// group is the rows of one table, in the order measured.
 func (h *harness) group(name string) []*Result {
 	var rows []*Result
 	for _, r := range h.results {
@@ -390,81 +326,67 @@ func (h *harness) group(name string) []*Result {
 	return rows
 }
 
-// table renders one group's results as its Markdown table.
-func (h *harness) table(w io.Writer, group string, o tableOptions) {
-	renderTable(w, h.group(group), group, o)
-}
-
-// spliceSections writes each section measured into the report in place of
-// its old one, with the circumstances of this run and its targets.
-func (h *harness) spliceSections(secs []*section) error {
-	doc, err := os.ReadFile(h.out)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	loadAfter := uptime()
-	names := make([]string, len(secs))
-	for i, s := range secs {
-		names[i] = s.name
-	}
-	h.measured = strings.Join(names, ",")
-	for _, s := range secs {
-		text, err := h.sectionText(s, loadAfter)
-		if err != nil {
-			return err
-		}
-		if doc, err = Splice(doc, []byte(text), docOrder()); err != nil {
-			return fmt.Errorf("%s: %w", h.out, err)
+// find is the row of group named name, or nil.
+func (h *harness) find(group, name string) *Result {
+	for _, r := range h.group(group) {
+		if r.Name == name {
+			return r
 		}
 	}
-	// How to reproduce names no figure of a run: it follows the harness.
-	var b strings.Builder
-	h.reproduce(&b)
-	if doc, err = Splice(doc, []byte(b.String()), docOrder()); err != nil {
-		return fmt.Errorf("%s: %w", h.out, err)
-	}
-	if err := writeDoc(h.out, doc); err != nil {
-		return err
-	}
-	h.logf("wrote %d section(s) of %s in %s", len(secs), h.out, elapsed(time.Since(h.started)))
 	return nil
 }
 
-// sectionText is a section measured alone as the report shows it: its
-// heading, its body, the circumstances of the run and its targets.
-func (h *harness) sectionText(s *section, loadAfter string) (string, error) {
-	var b strings.Builder
-	b.WriteString(s.heading + "\n\n")
-	s.render(&b, h)
-	measured := h.measured
-	if measured == "" {
-		measured = s.name
+// rows is a group's rows, or none after saying so.
+func (h *harness) rows(w io.Writer, group string) []*Result {
+	rows := h.group(group)
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "_No results for %s: see the log of the run._\n", group)
 	}
-	fmt.Fprintf(&b, "\nMeasured alone (`benchsuite run --section %s`) on %s, %s;\nload before `%s`, after `%s`.\n",
-		measured, h.started.UTC().Format("2006-01-02 15:04 UTC"), s.runsNote(h), h.loadBefore, loadAfter)
-	if s.targets != nil {
-		if t := s.targets(h); len(t) > 0 {
-			b.WriteString("\n")
-			if err := writeTargets(&b, h.results, t); err != nil {
-				return "", err
-			}
-		}
-	}
-	return normalise(b.String()), nil
+	return rows
 }
 
-// writeDoc puts the report in place whole or not at all.
-func writeDoc(path string, doc []byte) error {
+// stream writes a group as a stream table.
+func (h *harness) stream(w io.Writer, group, rate string, cpuPerRecord bool) {
+	if rows := h.rows(w, group); len(rows) > 0 {
+		streamTable(w, rows, rate, cpuPerRecord)
+	}
+}
+
+// keep writes the run's rows and what else its report says beside them.
+func (h *harness) keep() error {
+	if err := writeResults(h.path("results.jsonl"), h.results); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(h.info, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(h.path("run.json"), append(data, '\n'))
+}
+
+// rerender writes the report again from the last run's rows, as that run
+// wrote it.
+func (h *harness) rerender() error {
+	data, err := os.ReadFile(h.path("run.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &h.info)
+	}
+	if err == nil {
+		h.results, err = readResults(h.path("results.jsonl"))
+	}
+	if err != nil {
+		return fmt.Errorf("no rows kept to render (measure first): %w", err)
+	}
+	h.runs, h.quick, h.sz = h.info.Runs, h.info.Quick, sizes(h.info.Quick, h.info.ServersRuns)
+	return h.writeReport()
+}
+
+// writeFile puts a file in place whole or not at all.
+func writeFile(path string, data []byte) error {
 	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-		_, err := w.Write(doc)
+		_, err := w.Write(data)
 		return err
 	})
-}
-
-// elapsed is "15 min 40 s".
-func elapsed(d time.Duration) string {
-	s := int(d.Round(time.Second).Seconds())
-	return fmt.Sprintf("%d min %d s", s/60, s%60)
 }
 
 // uptime is uptime(1)'s line, which carries the load averages; /proc's

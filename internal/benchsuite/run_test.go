@@ -82,7 +82,7 @@ func TestRunSectionEndToEnd(t *testing.T) {
 	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sz := QuickSizes()
+	sz := sizes(true, 0)
 	sz.Main, sz.Slurp, sz.Exact = 3000, 1000, 3000
 	var stderr bytes.Buffer
 	newHarness := func(runs int, reuse bool) *harness {

@@ -76,9 +76,7 @@ var kindsSection = &section{
 		command := "TOKENMILL_TEST_LONG=1 " + shellJoin(kindsArgv)
 		for _, r := range rows {
 			r.Command, r.Load1 = command, load
-			if err := h.add(r); err != nil {
-				return err
-			}
+			h.add(r)
 		}
 		h.logf("kinds: %d rows from %s", len(rows), command)
 		return nil
@@ -104,32 +102,25 @@ var kindsSection = &section{
 			}
 			m := rows[0].Metrics
 			fmt.Fprintf(w, "\n### %d slots (%s answers, up to %s tokens)\n\n", slots, cli.Thousands(int64(m["answers"])), cli.Thousands(int64(m["max_tokens"])))
-			writeRow(w, append([]string{"in flight"}, kindsOrder...))
-			writeRule(w, 1+len(kindsOrder))
-			best := map[string]float64{}
-			for _, kind := range kindsOrder {
-				best[kind] = bestKindWall(rows, kind)
-			}
+			t := newTable(append([]string{"in flight"}, kindsOrder...)...)
 			for _, r := range rows {
-				name := r.Name
-				if r.Ours {
-					name = "**" + name + "**"
-				}
-				cells := []string{name}
+				cells := []string{nameCell(r)}
 				for _, kind := range kindsOrder {
 					wall, ok := r.Metrics[kind]
-					if !ok || best[kind] <= 0 {
+					best := bestKindWall(rows, kind)
+					if !ok || best <= 0 {
 						cells = append(cells, "—")
 						continue
 					}
-					cell := fmt.Sprintf("%v (%.3f×)", (time.Duration(wall * float64(time.Second))).Round(time.Second), wall/best[kind])
-					if !r.Ours && wall == best[kind] {
+					cell := fmt.Sprintf("%v (%.3f×)", (time.Duration(wall * float64(time.Second))).Round(time.Second), wall/best)
+					if !r.Ours && wall == best {
 						cell = "**" + cell + "**"
 					}
 					cells = append(cells, cell)
 				}
-				writeRow(w, cells)
+				t.add(cells...)
 			}
+			t.write(w)
 		}
 	},
 	targets: func(h *harness) []string {

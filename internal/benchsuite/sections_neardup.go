@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
-	"strings"
 
 	"github.com/segmentio/encoding/json"
 
@@ -212,7 +211,8 @@ func (h *harness) nearQuality(ctx context.Context) error {
 		for k, v := range extra {
 			r.Metrics[k] = v
 		}
-		return h.add(r)
+		h.add(r)
+		return nil
 	}
 	for b := len(byBucket) - 1; b >= 0; b-- {
 		extra := map[string]float64{"lo": o.Buckets[b], "hi": o.Buckets[b+1]}
@@ -241,15 +241,6 @@ func bucketName(lo, hi float64) string {
 	return fmt.Sprintf("J %s-%s", strconv.FormatFloat(lo, 'f', -1, 64), strconv.FormatFloat(hi, 'f', -1, 64))
 }
 
-// realData is the directory of the real datasets beside the repository,
-// or "" when it is not there.
-func (h *harness) realData() string {
-	if a := h.alpaca(); a != "" {
-		return filepath.Dir(a)
-	}
-	return ""
-}
-
 var (
 	summaryRead = regexp.MustCompile(`read (\d+), kept (\d+), removed (\d+)`)
 	summaryNear = regexp.MustCompile(`near-duplicates (\d+)`)
@@ -258,8 +249,8 @@ var (
 // nearReal extracts each real dataset and counts what exact dedup and
 // dedup --near remove from its prompts.
 func (h *harness) nearReal(ctx context.Context) error {
-	dir := h.realData()
-	if dir == "" {
+	dir := filepath.Dir(h.shared("real/alpaca_en_demo.json"))
+	if dir == "." {
 		return h.unavailable("neardup-real", "real datasets", "../shared/data/real is not beside the repository")
 	}
 	entries, err := os.ReadDir(dir)
@@ -289,9 +280,7 @@ func (h *harness) nearReal(ctx context.Context) error {
 		near := f(n[1])
 		r := &Result{Group: "neardup-real", Name: name, OutRecords: -1, Load1: load, Command: "extract " + name + " | dedup --near",
 			Metrics: map[string]float64{"prompts": f(m[1]), "kept": f(m[2]), "exact": f(m[3]) - near, "near": near}}
-		if err := h.add(r); err != nil {
-			return err
-		}
+		h.add(r)
 	}
 	return nil
 }
@@ -360,14 +349,8 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 	}
 	// The signatures and the LSH index alone, without reading, parsing and
 	// writing records: the part a MinHash implementation is judged by.
-	row, err := gobench(ctx, h.repo, &Result{Group: "neardup", Name: signLSHRow, Ours: true,
-		Note: "MB of prompt text (first human turns of the corpus), not of JSONL"},
-		[]string{"go", "test", "-run", "^$", "-bench", "^BenchmarkSignLSH$", "-count", strconv.Itoa(h.runs), "./lib/minhash/"},
-		"MB/cpu-s", "mb_per_cpu_s", h.logf)
-	if err != nil {
-		return err
-	}
-	if err := h.add(row); err != nil {
+	if err := h.goBench(ctx, &Result{Group: "neardup", Name: signLSHRow, Ours: true, Note: "MB of prompt text (first human turns of the corpus), not of JSONL"},
+		"BenchmarkSignLSH", "MB/cpu-s", "mb_per_cpu_s", "-count", strconv.Itoa(h.runs), "./lib/minhash/"); err != nil {
 		return err
 	}
 	for i, f := range files {
@@ -396,8 +379,7 @@ func renderNeardup(w io.Writer, h *harness) {
 		"falls in its bucket. The bases come first, then the variants, each shuffled;\n"+
 		"a variant dropped is one found, a base dropped is a false drop.\n\n")
 	rows := h.group("neardup-quality")
-	writeRow(w, []string{"pairs", "planted", "variants dropped", "drop rate", "substitute", "insert", "reorder", "found a copy of its own base"})
-	writeRule(w, 8)
+	t := newTable("pairs", "planted", "variants dropped", "drop rate", "substitute", "insert", "reorder", "found a copy of its own base")
 	for _, r := range rows {
 		if r.Name == "bases" {
 			continue
@@ -410,84 +392,58 @@ func renderNeardup(w io.Writer, h *harness) {
 		if r.Name != "J below 0.6" {
 			own = metricCell(r, "own_base", 0)
 		}
-		writeRow(w, append(cells, own))
+		t.add(append(cells, own)...)
 	}
-	for _, r := range rows {
-		if r.Name == "bases" {
-			fmt.Fprintf(w, "\nBases dropped (false drops of unrelated prompts): %s of %s. Precision (drops of\n"+
-				"pairs at J ≥ %g, of all %s drops): %s.\n\n", metricCell(r, "dropped", 0), metricCell(r, "pairs", 0),
-				nearThreshold, metricCell(r, "drops", 0), metricCell(r, "precision", 3))
-		}
+	t.write(w)
+	if r := h.find("neardup-quality", "bases"); r != nil {
+		fmt.Fprintf(w, "\nBases dropped (false drops of unrelated prompts): %s of %s. Precision (drops of\n"+
+			"pairs at J ≥ %g, of all %s drops): %s.\n\n", metricCell(r, "dropped", 0), metricCell(r, "pairs", 0),
+			nearThreshold, metricCell(r, "drops", 0), metricCell(r, "precision", 3))
 	}
 	fmt.Fprint(w, "**The real datasets** (`../shared/data/real`, each through `extract`, then\n"+
 		"`dedup --near`): exact repeats are removed first, near-duplicates among the rest.\n\n")
-	writeRow(w, []string{"file", "prompts", "exact repeats", "near-duplicates", "kept"})
-	writeRule(w, 5)
+	t = newTable("file", "prompts", "exact repeats", "near-duplicates", "kept")
 	for _, r := range h.group("neardup-real") {
-		if strings.HasPrefix(r.Note, "not available") {
-			writeRow(w, []string{r.Name + " (_" + r.Note + "_)", "—", "—", "—", "—"})
+		if !r.available() {
+			t.add(nameCell(r), "—", "—", "—", "—")
 			continue
 		}
-		writeRow(w, []string{"`" + r.Name + "`", metricCell(r, "prompts", 0), metricCell(r, "exact", 0), metricCell(r, "near", 0), metricCell(r, "kept", 0)})
+		t.add("`"+r.Name+"`", metricCell(r, "prompts", 0), metricCell(r, "exact", 0), metricCell(r, "near", 0), metricCell(r, "kept", 0))
 	}
+	t.write(w)
 	fmt.Fprintf(w, "\n**Speed** on the first %s prompts of the Infinity-Instruct-shaped corpus\n"+
 		"(`data/prompts.jsonl`). The `1 core` rows are %s; MB per CPU second is the input\n"+
 		"over the user and system time, what one core does whatever the machine's load.\n"+
 		"The Python MinHash (`internal/benchsuite/minhash_numpy.py`) computes the same\n"+
-		"signatures and finds the same near-duplicates: its records out match.\n\n", cli.Thousands(int64(h.nearSizes()[0])), h.pinNote)
-	writeRow(w, []string{"tool", "input", "MB per CPU second", "MB/s", "tokenmill is", "wall s (median)", "spread", "CPU s", "peak RSS MB", "records out", "load"})
-	writeRule(w, 11)
+		"signatures and finds the same near-duplicates: its records out match.\n\n", cli.Thousands(int64(h.nearSizes()[0])), h.fact("pin"))
+	t = newTable("tool", "input", "MB per CPU second", "MB/s", "tokenmill is", "wall s (median)", "spread", "CPU s", "peak RSS MB", "records out", "load")
 	speedRows := h.group("neardup")
 	for _, r := range speedRows {
-		writeRow(w, []string{nameCell(r), inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(speedRows, r),
-			metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1)})
+		t.add(nameCell(r), inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(speedRows, r),
+			metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1))
 	}
+	t.write(w)
 	fmt.Fprintln(w)
 	commandList(w, speedRows)
 	fmt.Fprint(w, "\n**Growth**: both dedups on every core at 1×, 4× and 16× the input above\n"+
 		"(one run per size): CPU time, MB per CPU second and peak memory.\n\n")
-	growthPivots(w, h.group("neardup-growth"))
-}
-
-// growthPivots writes CPU seconds, MB per CPU second and peak RSS of
-// rows measured at several sizes, tools by sizes, with the growth from
-// the first size to the last.
-func growthPivots(w io.Writer, rows []*Result) {
-	if len(rows) == 0 {
+	growth := h.group("neardup-growth")
+	if len(growth) == 0 {
 		fmt.Fprint(w, "_No results for the growth rows: see the log of the run._\n")
 		return
-	}
-	tools, sizes, at := bySize(rows)
-	first, last := sizes[0], sizes[len(sizes)-1]
-	growth := func(metric string) func(string) string {
-		return func(t string) string {
-			if at(t, first) == nil || at(t, last) == nil {
-				return "—"
-			}
-			a, aok := at(t, first).Metric(metric)
-			b, bok := at(t, last).Metric(metric)
-			if !aok || !bok || a <= 0 {
-				return "—"
-			}
-			return fmt.Sprintf("%.1f×", b/a)
-		}
 	}
 	for _, m := range []struct {
 		corner, metric string
 		decimals       int
 		growth         bool
 	}{{"CPU s", "cpu_s", 2, true}, {"MB per CPU second", "mb_per_cpu_s", 1, false}, {"peak RSS MB", "rss_mb", 1, true}} {
-		var extra func(string) string
-		if m.growth {
-			extra = growth(m.metric)
-		}
-		pivot(w, m.corner, tools, sizes, at, func(r *Result) string { return metricCell(r, m.metric, m.decimals) },
-			fmt.Sprintf("%s ÷ %s", last, first), extra)
+		pivot(growth, m.corner, m.metric, m.growth, func(r *Result) string { return metricCell(r, m.metric, m.decimals) }).write(w)
 		fmt.Fprintln(w)
 	}
-	for _, t := range tools {
-		if r := at(t, first); r != nil {
-			fmt.Fprintf(w, "- %s, %s: `%s`\n", t, first, r.Command)
+	tools, sizes, at := bySize(growth)
+	for _, tool := range tools {
+		if r := at(tool, sizes[0]); r != nil {
+			fmt.Fprintf(w, "- %s, %s: `%s`\n", tool, sizes[0], r.Command)
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/segmentio/encoding/json"
 
@@ -19,16 +18,12 @@ import (
 )
 
 // The sections where infer talks to servers: llmsim answering at once,
-// llmsim calibrated to the real fleet, llmsim imitating servers that do
-// not say their capacity, and a real Ollama server.
+// llmsim imitating servers that do not say their capacity, and a real
+// Ollama server.
 
 // concurrency is the requests every client keeps in flight against the
 // zero-latency endpoint.
 const concurrency = 64
-
-// fleetTimeScale: the fleet section's llmsim runs this many times faster
-// than real GPUs.
-const fleetTimeScale = 20
 
 // writeBodies writes a chat request body for each of the first n prompt
 // records of src ({model, messages, max_tokens}), for curl to send: made
@@ -46,8 +41,7 @@ func writeBodies(src, dst string, n int, model string, maxTokens int) error {
 			line, err := br.ReadBytes('\n')
 			if err == io.EOF && len(line) == 0 {
 				return nil
-			}
-			if err != nil && err != io.EOF {
+			} else if err != nil && err != io.EOF {
 				return err
 			}
 			var p struct {
@@ -82,67 +76,57 @@ func curlClient(s Spec, url string, parallel int, newline bool, bodies string) p
 		argv = append(argv, "-w", `\n`)
 	}
 	s.Argv = append(argv, "-H", "Content-Type: application/json", url+"/v1/chat/completions", "--data-binary")
-	s.Stdin, s.Show = bodies, shellJoin(s.Argv)+" < "+bodies
-	s.Alias = append(s.Alias, url+"=$URL")
+	s.Stdin, s.Alias = bodies, append(s.Alias, url+"=$URL")
 	return peer(s, "curl", "xargs")
 }
 
 // nodeClient is pipelines/bench/openai-client.mjs on the OpenAI Node SDK
-// installed in the scratch directory, or a row saying why there is none.
+// of the peers' directory, or a row saying why there is none.
 func (h *harness) nodeClient(s Spec, url, model string, concurrency, maxTokens int, prompts string) peerSpec {
-	s.Argv = []string{"node", h.repoFile("pipelines/bench/openai-client.mjs"), "--modules", h.path("node"), "--base-url", url + "/v1"}
+	dir, why := h.nodeModules()
+	s.Argv = []string{"node", h.repoFile("pipelines/bench/openai-client.mjs"), "--modules", dir, "--base-url", url + "/v1"}
 	if model != "" {
 		s.Argv = append(s.Argv, "--model", model)
 	}
 	s.Argv = append(s.Argv, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", strconv.Itoa(maxTokens), prompts)
 	s.Alias = append(s.Alias, url+"=$URL")
-	p := peerSpec{Spec: s}
-	if !h.node.ok {
-		p.why = h.node.why
-	}
-	return p
+	return peerSpec{Spec: s, why: why}
 }
 
 var clientSection = &section{
 	name: "client", heading: "## infer: client overhead against a zero-latency llmsim",
 	about: "infer against the OpenAI Node SDK and xargs -P curl, on llmsim --instant",
-	needs: []string{"prompts-big"}, node: true,
+	needs: []string{"prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
-		const big = "data/prompts-big.jsonl"
-		for _, f := range []struct {
-			file string
-			n    int
-		}{{"data/client-infer.jsonl", h.sz.ClientInfer}, {"data/client-node.jsonl", h.sz.ClientNode}} {
-			if err := copyLines(h.path(big), h.path(f.file), f.n, 0); err != nil {
-				return err
-			}
+		const big, bodies = "data/prompts-big.jsonl", "data/client-curl-bodies.jsonl"
+		err := copyLines(h.path(big), h.path("data/client-infer.jsonl"), h.sz.ClientInfer, 0)
+		if err == nil {
+			err = copyLines(h.path(big), h.path("data/client-node.jsonl"), h.sz.ClientNode, 0)
 		}
-		const bodies = "data/client-curl-bodies.jsonl"
-		if err := writeBodies(h.path(big), h.path(bodies), h.sz.ClientCurl, "Qwen3.6-27B", 16); err != nil {
+		if err == nil {
+			err = writeBodies(h.path(big), h.path(bodies), h.sz.ClientCurl, "Qwen3.6-27B", 16)
+		}
+		if err != nil {
 			return err
 		}
 		n, err := h.lineCounts("data/client-infer.jsonl", "data/client-node.jsonl", bodies)
 		if err != nil {
 			return err
 		}
-		ni, nn, nb := n[0], n[1], n[2]
-		sim, err := h.startInstant(ctx)
+		sim, err := h.startSim(ctx, 1, h.path("logs/llmsim.log"), "--instant")
 		if err != nil {
 			return err
 		}
 		defer sim.stop()
-		url := sim.url
-		c := strconv.Itoa(concurrency)
+		url, c := sim.url, strconv.Itoa(concurrency)
 		const out = "tmp/client-gen.jsonl"
-		inf := ours(Spec{Group: "client", Name: "infer", Records: ni, Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
-			Alias: []string{url + "=$URL"}, Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, "data/client-infer.jsonl"}})
-		node := h.nodeClient(Spec{Group: "client", Name: "OpenAI Node SDK " + h.node.version, Records: nn}, url, "", concurrency, 16, "data/client-node.jsonl")
-		if !h.node.ok {
-			node.Name = "OpenAI Node SDK"
-		}
-		// llmsim's answers end without a newline: -w puts one after each.
-		curl := curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: nb}, url, concurrency, true, bodies)
-		return h.measureAll(ctx, []peerSpec{inf, node, curl})
+		return h.measureAll(ctx, []peerSpec{
+			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
+				Alias: []string{url + "=$URL"}, Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, "data/client-infer.jsonl"}}),
+			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + h.nodeSDK()), Records: n[1]}, url, "", concurrency, 16, "data/client-node.jsonl"),
+			// llmsim's answers end without a newline: -w puts one after each.
+			curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: n[2]}, url, concurrency, true, bodies),
+		})
 	},
 	render: func(w io.Writer, h *harness) {
 		fmt.Fprintf(w, "One `llmsim --instant` endpoint on this machine answers every request at\n"+
@@ -151,7 +135,7 @@ var clientSection = &section{
 			"for 16 tokens. CPU s is the client's own (for xargs, every curl process's),\n"+
 			"not the simulator's: on a busy machine, **CPU µs/record** is the steadier\n"+
 			"figure.\n\n", concurrency)
-		h.table(w, "client", tableOptions{cpuPerRecord: true, rate: "requests/s"})
+		h.stream(w, "client", "requests/s", true)
 	},
 	targets: func(*harness) []string {
 		return []string{"infer ≥ 20,000 req/s against llmsim --instant (simulator included) := client/infer:rps >= 20000"}
@@ -161,97 +145,14 @@ var clientSection = &section{
 var llmsimSection = &section{
 	name: "llmsim", heading: "## llmsim alone", about: "llmsim's BenchmarkInstantChat (go test -bench)",
 	measure: func(ctx context.Context, h *harness) error {
-		argv := []string{"go", "test", "-run", "^$", "-bench", "^BenchmarkInstantChat$", "-benchtime", h.sz.LLMSimBenchtime,
-			"-count", strconv.Itoa(h.runs), "./internal/llmsim/"}
-		r, err := gobench(ctx, h.repo, &Result{Group: "llmsim", Name: "llmsim --instant, 1 endpoint", Ours: true,
-			Note: "client and simulator in one process, 32 goroutines on one fasthttp client"}, argv, "req/s", "rps", h.logf)
-		if err != nil {
-			return err
-		}
-		return h.add(r)
+		return h.goBench(ctx, &Result{Group: "llmsim", Name: "llmsim --instant, 1 endpoint", Ours: true,
+			Note: "client and simulator in one process, 32 goroutines on one fasthttp client"}, "BenchmarkInstantChat", "req/s", "rps",
+			"-benchtime", h.sz.LLMSimBenchtime, "-count", strconv.Itoa(h.runs), "./internal/llmsim/")
 	},
-	render: func(w io.Writer, h *harness) { h.table(w, "llmsim", tableOptions{rate: "requests/s"}) },
+	render: func(w io.Writer, h *harness) { h.stream(w, "llmsim", "requests/s", false) },
 	targets: func(*harness) []string {
 		return []string{"llmsim ≥ 20,000 req/s alone := llmsim/llmsim --instant, 1 endpoint:rps >= 20000"}
 	},
-}
-
-// fleetCrashAfter is when endpoint 6 of the fleet crashes: about half of
-// its share of the prompts.
-func fleetCrashAfter(prompts int) int { return prompts * 3 / 40 }
-
-var fleetSection = &section{
-	name: "fleet", heading: "## infer on the calibrated 8-endpoint fleet",
-	about: "infer on 8 calibrated llmsim endpoints, one slow and one crashing: least-outstanding and round-robin against the ideal",
-	needs: []string{"prompts-big"},
-	measure: func(ctx context.Context, h *harness) error {
-		const prompts = "data/fleet-prompts.jsonl"
-		if err := copyLines(h.path("data/prompts-big.jsonl"), h.path(prompts), h.sz.FleetPrompts, 0); err != nil {
-			return err
-		}
-		n, err := h.lines(prompts)
-		if err != nil {
-			return err
-		}
-		// infer's waits are real time; scaled like the fleet's, so that
-		// probing and backoff cost what they would on real GPUs.
-		scaled := func(ms int) string { return fmt.Sprintf("%dms", ms/fleetTimeScale) }
-		for _, policy := range []string{"least-outstanding", "round-robin"} {
-			c := &FleetCmd{Group: "fleet", Runs: h.sz.FleetRuns, LLMSim: h.tool("llmsim"), Infer: h.tool("infer"), Endpoints: 8,
-				TimeScale: fleetTimeScale, Policy: policy, MaxTokens: 1024, Prompts: h.path(prompts), Records: n,
-				Fault:     []string{"7=slow:3", fmt.Sprintf("6=crash-after:%d,restart-after:60s,startup-delay:20s", fleetCrashAfter(h.sz.FleetPrompts))},
-				InferArgs: []string{"--probe-interval", scaled(2000), "--backoff", scaled(1000), "--max-backoff", scaled(60000)},
-				Poll:      100 * time.Millisecond, Timeout: 20 * time.Minute}
-			r, err := c.measure(ctx, h.logf)
-			if err != nil {
-				return err
-			}
-			r.Command = strings.NewReplacer(h.bin+"/", "", h.dir+"/", "").Replace(r.Command)
-			if err := h.add(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "`llmsim` simulates eight SGLang servers of 48 slots each, calibrated to\n"+
-			"the real job (1,180 tok/s per endpoint with a full batch), %d times\n"+
-			"faster than real time. Endpoint 7 is 3× slower; endpoint 6 crashes after\n"+
-			"%d requests and comes back 60 s later (simulated), answering\n"+
-			"health checks only after a further 20 s start-up. infer's own waits (probe\n"+
-			"interval, retry backoff) are scaled by the same factor. %d prompts, answers\n"+
-			"up to 1,024 tokens. Token rates are in simulated time (real rate ÷ %d).\n\n"+
-			"- **delivered tok/s**: completion tokens infer wrote, per second, in the\n"+
-			"  steady state (between 10%% and 90%% of the run's tokens; from infer's\n"+
-			"  `--metrics-addr`).\n"+
-			"- **decoded tok/s**: tokens the endpoints decoded in the same window\n"+
-			"  (their `generation_tokens_total`).\n"+
-			"- **fleet ideal**: for each endpoint, 48 slots decoding at its calibrated\n"+
-			"  rate (1,180 tok/s, a third of that for the slow one), for the time it\n"+
-			"  was up (`/health` polled every 100 ms).\n"+
-			"- **decoded %% of ideal**: the tokens decoded in the window over that\n"+
-			"  ideal, each endpoint over the simulated time its counters were decoded\n"+
-			"  by (llmsim's `/llmsim/decoded`): never above 100%%, where delivered\n"+
-			"  tokens over the ideal pass it when answers decoded before the window\n"+
-			"  are delivered in it (a short run, the drain of the last answers).\n"+
-			"  \"With prefill\" takes from the ideal the time the endpoints' steps\n"+
-			"  spent prefilling the prompts they were sent (`prompt_tokens_total`).\n"+
-			"- **slot utilisation**: running requests over the slots of the endpoints\n"+
-			"  that were up, from each endpoint's `/metrics`.\n"+
-			"- **whole run**: all tokens over the whole wall time, ramp-up and tail\n"+
-			"  included.\n"+
-			"- **endpoint downtime**: seconds (simulated) during which some endpoint was\n"+
-			"  down, summed over endpoints.\n\n",
-			fleetTimeScale, fleetCrashAfter(h.sz.FleetPrompts), h.sz.FleetPrompts, fleetTimeScale)
-		h.table(w, "fleet", tableOptions{kind: "fleet"})
-	},
-	targets: func(*harness) []string {
-		return []string{
-			"fleet: ≥ 97% of the ideal decoded (least-outstanding, steady state) := fleet/least-outstanding:ideal_pct >= 97",
-			"fleet: slot utilisation ≥ 99% (least-outstanding, steady state) := fleet/least-outstanding:util_pct >= 99",
-		}
-	},
-	runs: func(h *harness) string { return fmt.Sprintf("%s each, medians reported", runsText(h.sz.FleetRuns)) },
 }
 
 // inTurns measures a table's rows in rounds: round measures every row
@@ -269,12 +170,7 @@ func (h *harness) inTurns(ctx context.Context, rounds int, round func(context.Co
 			return err
 		}
 	}
-	h.collect = nil
-	for _, m := range mergeRounds(got) {
-		if err := h.add(m); err != nil {
-			return err
-		}
-	}
+	h.results = append(h.results, mergeRounds(got)...)
 	return nil
 }
 
@@ -283,33 +179,21 @@ func (h *harness) inTurns(ctx context.Context, rounds int, round func(context.Co
 // rounds'.
 func mergeRounds(rounds []*Result) []*Result {
 	var out []*Result
-	type acc struct {
-		r     *Result
-		loads []float64
-	}
-	byRow := map[[2]string]*acc{}
+	loads := map[*Result][]float64{}
 	for _, r := range rounds {
-		k := [2]string{r.Group, r.Name}
-		a := byRow[k]
-		if a == nil {
+		i := slices.IndexFunc(out, func(o *Result) bool { return o.Group == r.Group && o.Name == r.Name })
+		if i < 0 {
 			c := *r
 			c.Runs = slices.Clone(r.Runs)
-			a = &acc{r: &c}
-			byRow[k] = a
-			out = append(out, a.r)
+			out, i = append(out, &c), len(out)
 		} else {
-			a.r.Runs = append(a.r.Runs, r.Runs...)
-			a.r.RSSFloorKB = max(a.r.RSSFloorKB, r.RSSFloorKB)
+			out[i].Runs = append(out[i].Runs, r.Runs...)
+			out[i].RSSFloorKB = max(out[i].RSSFloorKB, r.RSSFloorKB)
 		}
-		a.loads = append(a.loads, r.Load1)
+		loads[out[i]] = append(loads[out[i]], r.Load1)
 	}
 	for _, r := range out {
-		a := byRow[[2]string{r.Group, r.Name}]
-		var sum float64
-		for _, l := range a.loads {
-			sum += l
-		}
-		r.Load1 = sum / float64(len(a.loads))
+		r.Load1 = mean(loads[r])
 	}
 	return out
 }
@@ -365,17 +249,14 @@ var inflightSection = &section{
 					return map[string]string{"@URL@": sim.url}, sim.stop, nil
 				}
 				const out = "tmp/servers-gen.jsonl"
-				row := func(name string, ours bool, extra ...string) error {
-					argv := append([]string{"infer", "-e", "@URL@"}, extra...)
+				for i, l := range append([]int{0}, c.levels...) {
+					name, argv := "infer (adapted)", []string{"infer", "-e", "@URL@"}
+					if l > 0 {
+						name, argv = fmt.Sprintf("infer --concurrency %d", l), append(argv, "--concurrency", strconv.Itoa(l))
+					}
 					argv = append(argv, "--max-tokens", strconv.Itoa(c.maxTokens), "--progress", "0", "--force", "-o", out, "data/servers-"+c.key+".jsonl")
-					return h.measure(ctx, Spec{Group: "servers-" + c.key, Name: name, Ours: ours, Records: int64(c.prompts),
-						Clean: []string{out}, Count: []string{out}, Alias: []string{"@URL@=$URL"}, Fresh: fresh, Argv: argv})
-				}
-				if err := row("infer (adapted)", true); err != nil {
-					return err
-				}
-				for _, l := range c.levels {
-					if err := row(fmt.Sprintf("infer --concurrency %d", l), false, "--concurrency", strconv.Itoa(l)); err != nil {
+					if err := h.measure(ctx, Spec{Group: "servers-" + c.key, Name: name, Ours: i == 0, Records: int64(c.prompts),
+						Clean: []string{out}, Count: []string{out}, Alias: []string{"@URL@=$URL"}, Fresh: fresh, Argv: argv}); err != nil {
 						return err
 					}
 				}
@@ -396,7 +277,7 @@ var inflightSection = &section{
 		for _, c := range inflightCases(h.sz) {
 			fmt.Fprintf(w, "### %s (%s prompts, max_tokens %d)\n\nEach run's simulator: `llmsim --listen 127.0.0.1:0 %s`.\n\n",
 				c.label, cli.Thousands(c.prompts), c.maxTokens, strings.Join(c.simFlags(), " "))
-			h.table(w, "servers-"+c.key, tableOptions{rate: "answers/s"})
+			h.stream(w, "servers-"+c.key, "answers/s", false)
 			fmt.Fprintln(w)
 		}
 	},
@@ -420,10 +301,7 @@ var inflightSection = &section{
 func bestFixed(rows []*Result) string {
 	best, bestWall := "", 0.0
 	for _, r := range rows {
-		if r.Ours || len(r.Runs) == 0 {
-			continue
-		}
-		if w, _ := r.Metric("wall_s"); best == "" || w < bestWall {
+		if w, ok := r.Metric("wall_s"); ok && !r.Ours && (best == "" || w < bestWall) {
 			best, bestWall = r.Name, w
 		}
 	}
@@ -438,44 +316,45 @@ var ollamaRows = []string{"infer (defaults)", "infer --concurrency 4", "xargs -P
 var ollamaSection = &section{
 	name: "ollama", heading: "## infer on a real Ollama server",
 	about: "infer on a real Ollama server (internal/ollamaserver) against --concurrency 4, xargs -P curl and the Node SDK",
-	needs: []string{"ollama-prompts"}, node: true,
+	needs: []string{"ollama-prompts"},
 	measure: func(ctx context.Context, h *harness) error {
 		const prompts, bodies = "data/ollama-prompts.jsonl", "data/ollama-curl-bodies.jsonl"
-		n, err := h.lines(prompts)
+		h.info.Facts["ollama prompts"] = "corpus"
+		if h.shared("real/alpaca_en_demo.json") != "" {
+			h.info.Facts["ollama prompts"] = "alpaca"
+		}
+		n, err := h.lineCounts(prompts)
 		if err != nil {
 			return err
 		}
 		srv, why := startOllama(ollamaParallel, h.logf)
 		if srv == nil {
 			for _, r := range ollamaRows {
-				if err := h.unavailable("ollama", r, "no Ollama server: "+why); err != nil {
-					return err
-				}
+				h.unavailable("ollama", r, "no Ollama server: "+why)
 			}
 			return h.unavailable(ollamaBenchGroup, ollamaBenchRow, "no Ollama server: "+why)
 		}
 		defer srv.stop()
-		h.ollamaVersion = srv.version
-		if err := writeBodies(h.path(prompts), h.path(bodies), int(n), srv.model, 32); err != nil {
+		h.info.Facts["ollama"] = srv.version
+		if err := writeBodies(h.path(prompts), h.path(bodies), int(n[0]), srv.model, 32); err != nil {
 			return err
 		}
-		nb, err := h.lines(bodies)
+		nb, err := h.lineCounts(bodies)
 		if err != nil {
 			return err
 		}
-		url := srv.url
 		const out = "tmp/ollama-gen.jsonl"
-		alias := []string{url + "=$URL"}
+		alias := []string{srv.url + "=$URL"}
 		infer := func(name string, ours bool, extra ...string) peerSpec {
-			argv := append(append([]string{"infer", "-e", url}, extra...), "--max-tokens", "32", "--progress", "0", "--force", "-o", out, prompts)
-			return peerSpec{Spec: Spec{Group: "ollama", Name: name, Ours: ours, Records: n, Clean: []string{out}, Count: []string{out}, Alias: alias, Argv: argv}}
+			argv := append(append([]string{"infer", "-e", srv.url}, extra...), "--max-tokens", "32", "--progress", "0", "--force", "-o", out, prompts)
+			return peerSpec{Spec: Spec{Group: "ollama", Name: name, Ours: ours, Records: n[0], Clean: []string{out}, Count: []string{out}, Alias: alias, Argv: argv}}
 		}
-		// Ollama's answers end in a newline: curl needs no -w.
-		curl := curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: nb}, url, ollamaParallel, false, bodies)
-		node := h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n}, url, srv.model, ollamaParallel, 32, prompts)
-		rows := []peerSpec{ours(infer(ollamaRows[0], true).Spec), infer(ollamaRows[1], false, "--concurrency", "4"), curl, node}
-		h.logf("a real Ollama server at %s, %d prompts", url, n)
-		k, err := h.benchOllama(ctx, url, prompts, alias)
+		rows := []peerSpec{infer(ollamaRows[0], true), infer(ollamaRows[1], false, "--concurrency", "4"),
+			// Ollama's answers end in a newline: curl needs no -w.
+			curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: nb[0]}, srv.url, ollamaParallel, false, bodies),
+			h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n[0]}, srv.url, srv.model, ollamaParallel, 32, prompts)}
+		h.logf("a real Ollama server at %s, %d prompts", srv.url, n[0])
+		k, err := h.benchOllama(ctx, srv.url, prompts, alias)
 		if err != nil {
 			return err
 		}
@@ -485,12 +364,8 @@ var ollamaSection = &section{
 		return h.inTurns(ctx, h.sz.OllamaRuns, func(ctx context.Context) error { return h.measureAll(ctx, rows) })
 	},
 	render: func(w io.Writer, h *harness) {
-		version := h.ollamaVersion
-		if version == "" {
-			version = ollamaserver.Version
-		}
 		source := "the first of Alpaca's English instructions, `../shared/data/real/alpaca_en_demo.json`, through\nextract and dedup"
-		if h.alpaca() == "" {
+		if h.fact("ollama prompts") != "alpaca" {
 			source = "prompts from the corpus"
 		}
 		fmt.Fprintf(w, "Ollama %s on this machine's CPU (`internal/ollamaserver`, started by the harness), serving\n"+
@@ -498,8 +373,8 @@ var ollamaSection = &section{
 			"client (%s), 32 tokens each (the tiny model always runs to max_tokens), %d runs in turns as above,\n"+
 			"the median reported. infer with its defaults finds Ollama ready on `/v1/models` and adapts its in-flight\n"+
 			"count; the others keep 4 requests in flight, Ollama's slots.\n\n",
-			version, ollamaParallel, h.shownLines("data/ollama-prompts.jsonl"), source, h.sz.OllamaRuns)
-		h.table(w, "ollama", tableOptions{cpuPerRecord: true, rate: "answers/s"})
+			cmp(h.info.Facts["ollama"], ollamaserver.Version), ollamaParallel, h.lines("data/ollama-prompts.jsonl"), source, h.sz.OllamaRuns)
+		h.stream(w, "ollama", "answers/s", true)
 		renderOllamaBench(w, h)
 	},
 	targets: func(h *harness) []string {

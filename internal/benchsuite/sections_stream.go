@@ -9,63 +9,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"tokenmill/lib/cli"
 )
 
 // The stream tools' sections: each tool on the same file as the commands
 // users would write instead. Peers run as the command lines a user types;
 // one that is missing gets a row saying so.
 
-// lines counts a data file's lines.
-func (h *harness) lines(rel string) (int64, error) { return countLines(h.path(rel)) }
-
-// shownLines is a file's line count for the report's text.
-func (h *harness) shownLines(rel string) string {
-	n, err := h.lines(rel)
-	if err != nil {
-		return "?"
-	}
-	return cli.Thousands(n)
-}
-
-// mb is a file's size as the report's text gives it.
-func (h *harness) mb(rel string) string {
-	fi, err := os.Stat(h.path(rel))
-	if err != nil {
-		return "? MB"
-	}
-	return fmt.Sprintf("%d MB", fi.Size()/1000000)
-}
-
 // lineCounts counts the lines of each data file, for the rows' records.
 func (h *harness) lineCounts(rels ...string) ([]int64, error) {
 	counts := make([]int64, len(rels))
 	for i, r := range rels {
-		n, err := h.lines(r)
+		n, err := countLines(h.path(r))
 		if err != nil {
 			return nil, err
 		}
 		counts[i] = n
 	}
 	return counts, nil
-}
-
-// measureAll measures specs in order, or marks a peer's row not available
-// when it cannot run here.
-func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
-	for _, p := range specs {
-		if why := p.missing(); why != "" {
-			if err := h.unavailable(p.Group, p.Name, why); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := h.measure(ctx, p.Spec); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // peerSpec is a measurement and the peers it needs.
@@ -75,25 +35,6 @@ type peerSpec struct {
 	why   string   // set: not available, for this reason
 }
 
-func (p peerSpec) missing() string {
-	if p.why != "" {
-		return p.why
-	}
-	var absent []string
-	for _, n := range p.needs {
-		if !have(n) {
-			absent = append(absent, n)
-		}
-	}
-	switch len(absent) {
-	case 0:
-		return ""
-	case 1:
-		return missing(absent[0])
-	}
-	return missing(strings.Join(absent[:len(absent)-1], ", ") + " or " + absent[len(absent)-1])
-}
-
 func ours(s Spec) peerSpec                  { s.Ours = true; return peerSpec{Spec: s} }
 func peer(s Spec, needs ...string) peerSpec { return peerSpec{Spec: s, needs: needs} }
 func shellPeer(s Spec, needs ...string) peerSpec {
@@ -101,16 +42,54 @@ func shellPeer(s Spec, needs ...string) peerSpec {
 	return peerSpec{Spec: s, needs: needs}
 }
 
-// awkName is the awk this machine has, for the gawk row's reason.
-func awkName() string {
-	p, err := exec.LookPath("awk")
-	if err != nil {
-		return "none"
+// with is a spec of the input in, named, with a note and its command.
+func with(in Spec, name, note string, argv ...string) Spec {
+	in.Name, in.Note, in.Argv = name, note, argv
+	return in
+}
+
+// measureAll measures specs in order, or marks a peer's row not available
+// when it cannot run here.
+func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
+	for _, p := range specs {
+		why := p.why
+		var absent []string
+		for _, n := range p.needs {
+			if !have(n) {
+				absent = append(absent, n)
+			}
+		}
+		if k := len(absent); why == "" && k > 0 {
+			why = missing(strings.Join(absent, ", "))
+			if k > 1 {
+				why = missing(strings.Join(absent[:k-1], ", ") + " or " + absent[k-1])
+			}
+		}
+		var err error
+		if why != "" {
+			err = h.unavailable(p.Group, p.Name, why)
+		} else {
+			err = h.measure(ctx, p.Spec)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
+	return nil
+}
+
+// whyNot says in one line why tokenmill's row ours is slower than peer,
+// when this run measured it so.
+func (h *harness) whyNot(w io.Writer, group, ours, peer, why string) {
+	a, b := h.find(group, ours), h.find(group, peer)
+	if a == nil || b == nil {
+		return
 	}
-	return p
+	x, ok1 := speed(a)
+	y, ok2 := speed(b)
+	if ok1 && ok2 && x < y {
+		fmt.Fprintf(w, "\n%s is slower than %s here (%.2f×): %s\n", ours, peer, x/y, why)
+	}
 }
 
 var dedupSection = &section{
@@ -127,7 +106,11 @@ var dedupSection = &section{
 		exact := Spec{Group: "dedup-exact", BytesOf: []string{pe}, Records: n[2]}
 		gawk := peer(with(in, "gawk", "whole lines, as awk", "gawk", "!seen[$0]++", p), "gawk")
 		if !have("gawk") {
-			gawk.why = missing("gawk") + "; awk here is " + awkName()
+			awk, _ := exec.LookPath("awk")
+			if r, err := filepath.EvalSymlinks(awk); err == nil {
+				awk = r
+			}
+			gawk.why = missing("gawk") + "; awk here is " + cmp(awk, "none")
 		}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "dedup", "", "dedup", p)),
@@ -155,18 +138,24 @@ var dedupSection = &section{
 			"it drops nothing here; it is shown for speed and memory. The jq commands\n"+
 			"are the key dedups users write: their \"records out\" should match dedup's.\n"+
 			"`sort -u` is awk's line dedup done by sorting, on both cores.\n\n")
-		h.table(w, "dedup", tableOptions{})
+		h.stream(w, "dedup", "records/s", false)
 		h.whyNot(w, "dedup", "dedup", "sort -u", "sort -u compares bytes only, memchr-fast and in parallel; dedup parses and validates every record to key its prompt.")
 		h.whyNot(w, "dedup", "dedup", "awk", "awk hashes whole lines, never parsing them.")
+		exact := sizeLabel(h.sz.Exact)
 		fmt.Fprintf(w, "\n`--exact` at %s prompts, against a sort keyed on the prompt's bytes; peak RSS\n"+
-			"per record read is the bytes per key the help states:\n\n", sizeLabel(h.sz.Exact))
-		h.table(w, "dedup-exact", tableOptions{})
-		h.bytesPerKey(w, "dedup-exact", fmt.Sprintf("dedup --exact, %s", sizeLabel(h.sz.Exact)))
-		h.whyNot(w, "dedup-exact", fmt.Sprintf("dedup --exact, %s", sizeLabel(h.sz.Exact)), fmt.Sprintf("sort -u by prompt, %s", sizeLabel(h.sz.Exact)),
+			"per record read is the bytes per key the help states:\n\n", exact)
+		h.stream(w, "dedup-exact", "records/s", false)
+		if r := h.find("dedup-exact", "dedup --exact, "+exact); r != nil && r.Records > 0 {
+			if rss, ok := r.Metric("rss_mb"); ok {
+				fmt.Fprintf(w, "\n%s: peak RSS %.0f MB over %s records, %.0f bytes per key (process included).\n",
+					r.Name, rss, sizeLabel(int(r.Records)), rss*1e6/float64(r.Records))
+			}
+		}
+		h.whyNot(w, "dedup-exact", "dedup --exact, "+exact, "sort -u by prompt, "+exact,
 			"the sort keys on raw bytes with no JSON parse and spreads over both cores; dedup --exact parses every record and holds every key.")
 	},
 	targets: func(h *harness) []string {
-		s := h.sz.Slurp
+		s, x := h.sz.Slurp, sizeLabel(h.sz.Exact)
 		return []string{
 			"dedup ≥ 250 MB/s := dedup/dedup:mbps >= 250",
 			"dedup ≥ 3× awk := dedup/dedup:mbps / dedup/awk:mbps >= 3",
@@ -176,16 +165,10 @@ var dedupSection = &section{
 			"dedup faster than sort -u := dedup/dedup:mbps / dedup/sort -u:mbps >= 1",
 			"dedup faster than awk := dedup/dedup:mbps / dedup/awk:mbps >= 1",
 			"dedup: 2 workers ≥ 1.6× 1 worker := dedup/dedup:mbps / dedup/dedup --workers 1:mbps >= 1.6",
-			fmt.Sprintf("dedup --exact faster than a keyed sort at %s := dedup-exact/dedup --exact, %s:mbps / dedup-exact/sort -u by prompt, %s:mbps >= 1", sizeLabel(h.sz.Exact), sizeLabel(h.sz.Exact), sizeLabel(h.sz.Exact)),
-			fmt.Sprintf("dedup --exact within 60 bytes per key at %s (peak RSS) := dedup-exact/dedup --exact, %s:rss_mb <= %d", sizeLabel(h.sz.Exact), sizeLabel(h.sz.Exact), h.sz.Exact*60/1000000),
+			fmt.Sprintf("dedup --exact faster than a keyed sort at %s := dedup-exact/dedup --exact, %s:mbps / dedup-exact/sort -u by prompt, %s:mbps >= 1", x, x, x),
+			fmt.Sprintf("dedup --exact within 60 bytes per key at %s (peak RSS) := dedup-exact/dedup --exact, %s:rss_mb <= %d", x, x, h.sz.Exact*60/1000000),
 		}
 	},
-}
-
-// with is a spec of the input in, named, with a note and its command.
-func with(in Spec, name, note string, argv ...string) Spec {
-	in.Name, in.Note, in.Argv = name, note, argv
-	return in
 }
 
 var shardSection = &section{
@@ -193,11 +176,11 @@ var shardSection = &section{
 	needs: []string{"prompts"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p = "data/prompts.jsonl"
-		n, err := h.lines(p)
+		n, err := h.lineCounts(p)
 		if err != nil {
 			return err
 		}
-		in := Spec{Group: "shard", BytesOf: []string{p}, Records: n, Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
+		in := Spec{Group: "shard", BytesOf: []string{p}, Records: n[0], Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
 			ours(with(in, "shard --by round-robin", "", "shard", "-n", "8", "--by", "round-robin", "-o", "tmp/shards/part-{i}.jsonl", p)),
@@ -208,13 +191,75 @@ var shardSection = &section{
 		})
 	},
 	render: func(w io.Writer, h *harness) {
-		h.table(w, "shard", tableOptions{})
+		h.stream(w, "shard", "records/s", false)
 		h.whyNot(w, "shard", "shard", "awk by id", "awk splits on quotes without checking the JSON; shard validates every record and hashes its id.")
 		h.whyNot(w, "shard", "shard --by round-robin", "awk round-robin", "awk writes lines without checking them; shard validates every record.")
 	},
 	targets: func(*harness) []string {
 		return []string{"shard ≥ 200 MB/s := shard/shard:mbps >= 200",
 			"shard faster than awk by id := shard/shard:mbps / shard/awk by id:mbps >= 1"}
+	},
+}
+
+// composeMix is the mix measured: three of the corpus's sources (30%, 15%
+// and 10% of it) at shares 0.5, 0.3 and 0.2 of 45% of the records, which
+// each has enough records for.
+var composeMix = []struct {
+	source string
+	share  float64
+}{{"Subjective", 0.5}, {"flan", 0.3}, {"code_exercises", 0.2}}
+
+// composeCounts are the records each source gives.
+func composeCounts(h *harness) []int {
+	out := make([]int, len(composeMix))
+	for i, m := range composeMix {
+		out[i] = int(m.share * float64(h.sz.Main*45/100))
+	}
+	return out
+}
+
+// compose's section: a mix of three sources beside the script a user
+// writes instead: a jq pass per source to pick its records, shuf to draw
+// them and take its count (shuf -n: shuf | head).
+var composeSection = &section{
+	name: "compose", heading: "## compose: a mix of three sources", about: "compose against jq + shuf -n per source",
+	needs: []string{"prompts-sources"},
+	measure: func(ctx context.Context, h *harness) error {
+		const p, out = "data/prompts-sources.jsonl", "tmp/mix.jsonl"
+		n, err := h.lineCounts(p)
+		if err != nil {
+			return err
+		}
+		var shares, loop []string
+		sum := 0
+		for i, c := range composeCounts(h) {
+			shares = append(shares, fmt.Sprintf("%s=%g", composeMix[i].source, composeMix[i].share))
+			loop = append(loop, fmt.Sprintf("%s:%d", composeMix[i].source, c))
+			sum += c
+		}
+		in := Spec{Group: "compose", BytesOf: []string{p}, Records: n[0], Count: []string{out}, Clean: []string{out}}
+		args := []string{"--by", "meta.source", "--share", strings.Join(shares, ","), "--total", fmt.Sprint(sum), "--progress", "0", "-o", out, p}
+		return h.measureAll(ctx, []peerSpec{
+			ours(with(in, "compose", "", append([]string{"compose"}, args...)...)),
+			peer(with(in, "compose --workers 1", "one worker", append([]string{"compose", "--workers", "1"}, args...)...)),
+			shellPeer(with(in, "jq + shuf -n", "a jq pass per source, shuf -n drawing its count (shuf | head, without head's early exit failing the pipe); the draw is fixed by --random-source, not by the ids, so it changes with the file",
+				`for s in `+strings.Join(loop, " ")+`; do jq -c --arg s "${s%:*}" 'select(.meta.source == $s)' `+p+
+					` | shuf -n "${s##*:}" --random-source=<(yes); done > `+out), "jq", "shuf"),
+		})
+	},
+	render: func(w io.Writer, h *harness) {
+		c := composeCounts(h)
+		fmt.Fprintf(w, "`compose --by meta.source` takes %s records of `data/prompts-sources.jsonl` (the corpus's\n"+
+			"prompts, `extract --keep source`): %d, %d and %d of three sources at shares 0.5, 0.3 and 0.2, each\n"+
+			"group's records lowest keyed hash of the id first, in two passes (count, then select), written\n"+
+			"byte for byte. The script users write instead reads the file once per source.\n\n",
+			h.lines("data/prompts-sources.jsonl"), c[0], c[1], c[2])
+		h.stream(w, "compose", "records/s", false)
+		h.whyNot(w, "compose", "compose", "jq + shuf -n", "the script's jq passes parse every record once per source; compose reads the file twice and parses it once.")
+	},
+	targets: func(*harness) []string {
+		return []string{"compose ≥ 200 MB/s := compose/compose:mbps >= 200",
+			"compose ≥ 5× jq + shuf -n := compose/compose:mbps / compose/jq + shuf -n:mbps >= 5"}
 	},
 }
 
@@ -242,7 +287,7 @@ var mergeSection = &section{
 		})
 	},
 	render: func(w io.Writer, h *harness) {
-		h.table(w, "merge", tableOptions{})
+		h.stream(w, "merge", "records/s", false)
 		h.whyNot(w, "merge", "merge", "sort + awk join", "merge validates and ranks every record, keeping per key where its best record is and reading the winners back from the files; the sort compares bytes and ranks nothing.")
 	},
 	targets: func(*harness) []string {
@@ -275,7 +320,7 @@ var statsSection = &section{
 				"jq", "-s", "[.[].output.usage.completion_tokens // empty] | sort | "+jqPct, gs), "jq"),
 		})
 	},
-	render: func(w io.Writer, h *harness) { h.table(w, "stats", tableOptions{}) },
+	render: func(w io.Writer, h *harness) { h.stream(w, "stats", "records/s", false) },
 	targets: func(*harness) []string {
 		return []string{"stats ≥ 200 MB/s := stats/stats:mbps >= 200",
 			"stats ≥ 5× jq + sort + awk := stats/stats:mbps / stats/jq + sort + awk:mbps >= 5",
@@ -294,12 +339,12 @@ var filterSection = &section{
 		}
 		in := Spec{Group: "filter", BytesOf: []string{f}, Records: n[0]}
 		lang := Spec{Group: "filter-lang", BytesOf: []string{l}, Records: n[1]}
-		py := peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+pythonVersion()+", one process",
-			"python3", h.repoFile("pipelines/bench/filter_gopher.py"), f), "python3")
+		version, _ := exec.Command("python3", "-c", "import sys; print(sys.version.split()[0])").Output()
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "filter", "", "filter", "--progress", "0", f)),
 			peer(with(in, "filter --workers 1", "one core", "filter", "--progress", "0", "--workers", "1", f)),
-			py,
+			peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+cmp(strings.TrimSpace(string(version)), "3")+", one process",
+				"python3", h.repoFile("pipelines/bench/filter_gopher.py"), f), "python3"),
 			ours(with(lang, "filter --checks default,lang", "language identification with whatlanggo", "filter", "--progress", "0", "--checks", "default,lang", l)),
 			peer(with(lang, "filter (default checks)", "", "filter", "--progress", "0", l)),
 		})
@@ -313,11 +358,11 @@ var filterSection = &section{
 			"default checks (length, reasoning_only, empty, think_residue, tool_call, loop);\n"+
 			"`filter_gopher.py` (pipelines/bench) is the same checks, definitions and thresholds in Python,\n"+
 			"and keeps exactly the records filter keeps (TestPythonTwin in lib/filter).\n\n",
-			h.sz.FilterBytes, h.shownLines("data/filter-gens.jsonl"), h.mb("data/filter-gens.jsonl"))
-		h.table(w, "filter", tableOptions{})
+			h.sz.FilterBytes, h.lines("data/filter-gens.jsonl"), h.mb("data/filter-gens.jsonl"))
+		h.stream(w, "filter", "records/s", false)
 		fmt.Fprintf(w, "\nLanguage identification (`--checks default,lang`) is slower, and measured apart on the first\n"+
 			"%d MB of the same file:\n\n", h.sz.FilterLangBytes/1000000)
-		h.table(w, "filter-lang", tableOptions{})
+		h.stream(w, "filter-lang", "records/s", false)
 	},
 	targets: func(*harness) []string {
 		return []string{"filter ≥ 200 MB/s (default checks) := filter/filter:mbps >= 200",
@@ -326,20 +371,11 @@ var filterSection = &section{
 	},
 }
 
-// pythonVersion is python3's version, e.g. 3.11.7.
-func pythonVersion() string {
-	out, err := exec.Command("python3", "-c", "import sys; print(sys.version.split()[0])").Output()
-	if err != nil {
-		return "3"
-	}
-	return strings.TrimSpace(string(out))
-}
-
 var growthSection = &section{
 	name: "growth", heading: "## Cost as the input grows", about: "peak RSS and speed of every tool at three sizes",
 	needs: []string{"corpus-big", "prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
-		sim, err := h.startInstant(ctx)
+		sim, err := h.startSim(ctx, 1, h.path("logs/llmsim.log"), "--instant")
 		if err != nil {
 			return err
 		}
@@ -360,7 +396,9 @@ var growthSection = &section{
 			"corpus, dedup, shard and infer; generation records for merge and stats;\n"+
 			"infer against one `llmsim --instant` endpoint). One run per size.\n"+
 			"`awk '!seen[$0]++'` is shown for contrast: it holds every line.\n\n", strings.Join(labels, ", "))
-		h.table(w, "growth", tableOptions{kind: "growth"})
+		if rows := h.rows(w, "growth"); len(rows) > 0 {
+			growthTable(w, rows)
+		}
 	},
 	targets: func(h *harness) []string {
 		big, small := sizeLabel(h.sz.Growth[len(h.sz.Growth)-1]), sizeLabel(h.sz.Growth[0])
@@ -403,7 +441,6 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 	if err != nil {
 		return err
 	}
-	gl, ng := counts[0], counts[0]+counts[1]
 	const out = "tmp/growth-gen.jsonl"
 	at := func(s Spec) peerSpec { s.Group, s.Size, s.Runs = "growth", label, 1; return peer(s) }
 	return h.measureAll(ctx, []peerSpec{
@@ -412,8 +449,8 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "dedup --exact", "", "dedup", "--exact", p)),
 		at(with(Spec{BytesOf: []string{p}, Records: int64(n), Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}},
 			"shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
-		at(with(Spec{BytesOf: []string{g, r}, Records: ng}, "merge", "", "merge", g, r)),
-		at(with(Spec{BytesOf: []string{g}, Records: gl, NoCount: true}, "stats", "", "stats", g)),
+		at(with(Spec{BytesOf: []string{g, r}, Records: counts[0] + counts[1]}, "merge", "", "merge", g, r)),
+		at(with(Spec{BytesOf: []string{g}, Records: counts[0], NoCount: true}, "stats", "", "stats", g)),
 		at(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
 			"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
 		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)),

@@ -62,9 +62,6 @@ func TestSectionRendering(t *testing.T) {
 		}
 	}
 	h.results = append(h.results, mergeRounds(rounds)...)
-	if err := os.WriteFile(h.path("data/ollama-prompts.jsonl"), []byte("{}\n{}\n{}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, r := range ollamaRows {
 		u := unavailable("ollama", r, "no Ollama server: ollama not installed")
 		u.Load1 = 0.5
@@ -115,15 +112,16 @@ func TestSectionRendering(t *testing.T) {
 		h.results = append(h.results, &Result{Group: "tokenids", Name: mode + " --token-ids", Ours: strings.HasSuffix(mode, "with"),
 			Command: "go test -run ^$ -bench ^BenchmarkTokenIDs$ -benchtime 5x -count 5 ./pipelines/", OutRecords: -1, Load1: 2, Metrics: m})
 	}
-	h.started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	h.loadBefore = "load average: 1.00, 1.00, 1.00"
+	h.info.Started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h.info.LoadBefore, h.info.LoadAfter = "load average: 1.00, 1.00, 1.00", "load average: 2.00, 1.50, 1.00"
+	h.info.Facts["lines data/ollama-prompts.jsonl"] = "3"
 	for _, name := range []string{"dedup", "client", "fleet", "inflight", "kinds", "ollama", "growth", "tokenids"} {
 		t.Run(name, func(t *testing.T) {
 			secs, _, err := plan([]string{name})
 			if err != nil {
 				t.Fatal(err)
 			}
-			text, err := h.sectionText(secs[0], "load average: 2.00, 1.50, 1.00")
+			text, err := h.sectionText(secs[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,19 +171,20 @@ func TestRoundRobinImbalance(t *testing.T) {
 // the run, fills its placeholders in for that run only, and stops it
 // after; the command shown keeps the placeholder's alias.
 func TestMeasureFresh(t *testing.T) {
-	dir := t.TempDir()
+	h := testHarness(t)
+	h.bin = filepath.Dir(rusageBin)
 	starts, stops := 0, 0
 	fresh := func(context.Context) (map[string]string, func(), error) {
 		starts++
 		n := starts
 		return map[string]string{"@N@": fmt.Sprint(n)}, func() { stops++ }, nil
 	}
-	r, err := Measure(context.Background(), Spec{Group: "g", Name: "fresh", Runs: 3, Dir: dir, Rusage: rusageBin, Fresh: fresh,
-		Alias: []string{"@N@=$N"}, Argv: []string{"sh", "-c", "echo run @N@ >> runs.txt; echo one line"}}, nil)
+	r, err := h.measureRow(context.Background(), Spec{Group: "g", Name: "fresh", Runs: 3, Fresh: fresh,
+		Alias: []string{"@N@=$N"}, Argv: []string{"sh", "-c", "echo run @N@ >> runs.txt; echo one line"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := os.ReadFile(filepath.Join(dir, "runs.txt"))
+	got, _ := os.ReadFile(h.path("runs.txt"))
 	if string(got) != "run 1\nrun 2\nrun 3\n" || starts != 3 || stops != 3 {
 		t.Fatalf("runs %q, %d starts, %d stops", got, starts, stops)
 	}
@@ -193,7 +192,7 @@ func TestMeasureFresh(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 	failing := func(context.Context) (map[string]string, func(), error) { return nil, nil, fmt.Errorf("no server") }
-	if _, err := Measure(context.Background(), Spec{Group: "g", Name: "x", Runs: 1, Fresh: failing, Argv: []string{"true"}}, nil); err == nil ||
+	if _, err := h.measureRow(context.Background(), Spec{Group: "g", Name: "x", Runs: 1, Fresh: failing, Argv: []string{"true"}}); err == nil ||
 		!strings.Contains(err.Error(), "no server") {
 		t.Fatalf("a fixture that fails: %v", err)
 	}

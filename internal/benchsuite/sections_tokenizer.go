@@ -30,10 +30,8 @@ const (
 	// hfBindingPackage is the crate's Node binding in pipelines/bench/package.json.
 	hfBindingPackage = "@anush008/tokenizers"
 	hfScript         = "pipelines/bench/hf-tokenizers.mjs"
-	// renderTurns is the length of the conversations rendered.
-	renderTurns = 10
-	// renderBenchtime is the passes over the conversations a render run makes.
-	renderBenchtime = "200x"
+	renderTurns      = 10     // the length of the conversations rendered
+	renderBenchtime  = "200x" // the passes over the conversations a render run makes
 )
 
 // tokenizerModels are the real tokenizers measured, named as
@@ -64,19 +62,16 @@ func hfLoadRow(model string) string         { return "HF tokenizers fromFile, " 
 
 var tokenizerSection = &section{
 	name: "tokenizer", heading: "## Tokenizing and rendering: lib/tokenizer beside Hugging Face's Rust tokenizers",
-	about: "lib/tokenizer's Encode, Render and Load on one core, beside Hugging Face's tokenizers (Rust, its Node binding) on the same text (go test -bench, node)",
-	node:  true,
-	measure: func(ctx context.Context, h *harness) error {
-		return h.measureTokenizer(ctx)
-	},
-	render: renderTokenizer,
+	about:   "lib/tokenizer's Encode, Render and Load on one core, beside Hugging Face's tokenizers (Rust, its Node binding) on the same text (go test -bench, node)",
+	measure: func(ctx context.Context, h *harness) error { return h.measureTokenizer(ctx) },
+	render:  renderTokenizer,
 	targets: func(*harness) []string {
 		var t []string
 		for _, m := range tokenizerModels {
 			t = append(t, fmt.Sprintf("lib/tokenizer ≥ 2× HF tokenizers per document, %s (against encodeBatch; one core) := %s/%s:mbps / %s/%s:mbps >= 2",
-				m.label, tokGroup, oursEncodeRow(m.name, "docs"), tokGroup, hfEncodeRow(m.name, "batch")))
-			t = append(t, fmt.Sprintf("lib/tokenizer ≥ 2× HF tokenizers on the concatenated text, %s (one core) := %s/%s:mbps / %s/%s:mbps >= 2",
-				m.label, tokGroup, oursEncodeRow(m.name, "whole"), tokGroup, hfEncodeRow(m.name, "whole")))
+				m.label, tokGroup, oursEncodeRow(m.name, "docs"), tokGroup, hfEncodeRow(m.name, "batch")),
+				fmt.Sprintf("lib/tokenizer ≥ 2× HF tokenizers on the concatenated text, %s (one core) := %s/%s:mbps / %s/%s:mbps >= 2",
+					m.label, tokGroup, oursEncodeRow(m.name, "whole"), tokGroup, hfEncodeRow(m.name, "whole")))
 		}
 		return append(t,
 			fmt.Sprintf("Render of a %d-turn conversation with tools, Qwen3: µs ≤ 100 := %s/%s:us_per_conv <= 100", renderTurns, tokGroup, oursRenderRow("qwen3")),
@@ -89,25 +84,9 @@ var tokenizerSection = &section{
 	},
 }
 
-// tokenizersDir is ../shared/data/tokenizers beside the repository, or ""
-// when it is not there.
-func (h *harness) tokenizersDir() string {
-	d := h.repo
-	for range 5 {
-		d = filepath.Dir(d)
-		p := filepath.Join(d, "shared", "data", "tokenizers")
-		if _, err := os.Stat(filepath.Join(p, "golden")); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
 // goldenStats are what a golden file holds: the text both tokenizers are
 // given and the reference's token count of it, document by document.
-type goldenStats struct {
-	bytes, docs, tokens int64
-}
+type goldenStats struct{ bytes, docs, tokens int64 }
 
 func readGoldenStats(path string) (goldenStats, error) {
 	var st goldenStats
@@ -130,25 +109,20 @@ func readGoldenStats(path string) (goldenStats, error) {
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			return st, fmt.Errorf("%s line %d: %w", path, st.docs+1, err)
 		}
-		st.bytes += int64(len(c.Rendered))
-		st.tokens += int64(len(c.IDs))
-		st.docs++
+		st.bytes, st.tokens, st.docs = st.bytes+int64(len(c.Rendered)), st.tokens+int64(len(c.IDs)), st.docs+1
 	}
-	if err := sc.Err(); err != nil {
-		return st, fmt.Errorf("%s: %w", path, err)
-	}
-	return st, nil
+	return st, sc.Err()
 }
 
-// hfBinding is the binding's version where it loads in the scratch
-// directory's node modules, else why not.
+// hfBinding is the binding's version where it loads from the peers' node
+// modules, else why not.
 func (h *harness) hfBinding(ctx context.Context) (version, why string) {
-	if !h.node.ok {
-		return "", h.node.why
+	dir, why := h.nodeModules()
+	if why != "" {
+		return "", why
 	}
-	mod := filepath.Join(h.path("node"), "node_modules", hfBindingPackage)
-	script := fmt.Sprintf("require(%q); console.log(require(%q).version)", mod, filepath.Join(mod, "package.json"))
-	cmd := exec.CommandContext(ctx, "node", "-e", script)
+	mod := filepath.Join(dir, "node_modules", hfBindingPackage)
+	cmd := exec.CommandContext(ctx, "node", "-e", fmt.Sprintf("require(%q); console.log(require(%q).version)", mod, filepath.Join(mod, "package.json")))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -157,10 +131,7 @@ func (h *harness) hfBinding(ctx context.Context) (version, why string) {
 		if i := strings.Index(msg, "Error: "); i >= 0 {
 			msg, _, _ = strings.Cut(msg[i:], "\n")
 		}
-		if msg == "" {
-			msg = err.Error()
-		}
-		return "", hfBindingPackage + " does not load here: " + msg
+		return "", hfBindingPackage + " does not load here: " + cmp(msg, err.Error())
 	}
 	return strings.TrimSpace(string(out)), ""
 }
@@ -190,19 +161,6 @@ type hfMode struct {
 	MBps    float64 `json:"mbps"`
 	Tokens  int64   `json:"tokens"`
 	TokS    float64 `json:"tok_s"`
-	Reps    int     `json:"reps"`
-}
-
-func (r *hfReport) mode(m string) hfMode {
-	switch m {
-	case "whole":
-		return r.Whole
-	case "docs":
-		return r.Docs
-	case "batch":
-		return r.Batch
-	}
-	return r.Cold
 }
 
 func parseHFReport(out []byte) (*hfReport, error) {
@@ -218,6 +176,10 @@ func parseHFReport(out []byte) (*hfReport, error) {
 		return nil, fmt.Errorf("hf-tokenizers.mjs: a report without figures: %s", line)
 	}
 	return r, nil
+}
+
+func (r *hfReport) mode(m string) hfMode {
+	return map[string]hfMode{"whole": r.Whole, "docs": r.Docs, "batch": r.Batch, "cold": r.Cold}[m]
 }
 
 // tokenizerRuns are the outputs of a section's runs: go test's of each
@@ -238,14 +200,14 @@ type tokenizerCommands struct {
 }
 
 func (h *harness) tokenizerCommands(dir string) tokenizerCommands {
-	reps, coldReps := "3", "3"
+	reps := "3"
 	if h.quick {
-		reps, coldReps = "1", "1"
+		reps = "1"
 	}
 	goTest := func(bench, benchtime, pkg string) []string {
-		argv := append(slices.Clone(h.pin), "env", "GOMAXPROCS=1", "go", "test", "-run", "^$", "-bench", bench, "-benchtime", benchtime, "-count", "1", pkg)
-		return argv
+		return h.pinned("env", "GOMAXPROCS=1", "go", "test", "-run", "^$", "-bench", bench, "-benchtime", benchtime, "-count", "1", pkg)
 	}
+	modules, _ := h.nodeModules()
 	c := tokenizerCommands{
 		encode: goTest("^BenchmarkEncode(|Cases|Cold)$", reps+"x", "./lib/tokenizer"),
 		render: goTest("^BenchmarkTokenizerRender$", renderBenchtime, "./internal/benchsuite"),
@@ -253,37 +215,19 @@ func (h *harness) tokenizerCommands(dir string) tokenizerCommands {
 	}
 	for _, m := range tokenizerModels {
 		c.load[m.name] = goTest("^BenchmarkTokenizerLoad$/^"+m.name+"$", "1x", "./internal/benchsuite")
-		c.hf[m.name] = append(slices.Clone(h.pin), "env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1",
-			"node", "--expose-gc", h.repoFile(hfScript), "--modules", h.path("node"),
-			"--golden", filepath.Join(dir, "golden", m.name+".jsonl.gz"), "--reps", reps, "--cold-reps", coldReps,
-			filepath.Join(dir, m.name, "tokenizer.json"))
+		c.hf[m.name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", h.repoFile(hfScript), "--modules", modules,
+			"--golden", filepath.Join(dir, "golden", m.name+".jsonl.gz"), "--reps", reps, "--cold-reps", reps, filepath.Join(dir, m.name, "tokenizer.json"))
 	}
 	return c
 }
 
-// shown is a command as the report shows it: paths as seen from the
-// repository.
-func (h *harness) shownTokenizerCommand(argv []string, dir string) string {
-	s := shellJoin(argv)
-	if rel, err := filepath.Rel(h.repo, dir); err == nil {
-		s = strings.ReplaceAll(s, dir, rel)
-	}
-	if rel, err := filepath.Rel(h.repo, h.dir); err == nil {
-		s = strings.ReplaceAll(s, h.dir, rel)
-	}
-	return strings.ReplaceAll(s, h.repo+"/", "")
-}
-
 func (h *harness) measureTokenizer(ctx context.Context) error {
-	dir := h.tokenizersDir()
+	dir := filepath.Dir(h.shared("tokenizers/golden"))
 	version, why := h.hfBinding(ctx)
-	if dir == "" {
-		why = "../shared/data/tokenizers is not beside the repository"
+	if dir == "." {
 		for _, m := range tokenizerModels {
 			for _, name := range []string{oursEncodeRow(m.name, "whole"), oursRenderRow(m.name), oursLoadRow(m.name)} {
-				if err := h.unavailable(tokGroup, name, why); err != nil {
-					return err
-				}
+				h.unavailable(tokGroup, name, "../shared/data/tokenizers is not beside the repository")
 			}
 		}
 		return nil
@@ -307,7 +251,7 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 		}
 		return out, nil
 	}
-	for i := 0; i < h.runs; i++ {
+	for i := range h.runs {
 		runs.loads = append(runs.loads, loadAverage())
 		h.logf("tokenizer: run %d of %d (load %.2f)", i+1, h.runs, runs.loads[i])
 		out, err := goRun(cmds.encode)
@@ -325,15 +269,14 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 			}
 			runs.load[m.name] = append(runs.load[m.name], out)
 		}
-		if why != "" {
-			continue
-		}
 		for _, m := range tokenizerModels {
+			if why != "" {
+				break
+			}
 			argv := cmds.hf[m.name]
 			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			cmd.Dir, cmd.Env = h.repo, h.environ
 			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
+			cmd.Dir, cmd.Env, cmd.Stderr = h.repo, h.environ, &stderr
 			out, err := cmd.Output()
 			os.WriteFile(h.path("logs/tokenizer-hf-"+m.name+".err"), stderr.Bytes(), 0o644)
 			if err != nil {
@@ -348,18 +291,28 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 			runs.hf[m.name] = append(runs.hf[m.name], rep)
 		}
 	}
-	shown := func(argv []string) string { return h.shownTokenizerCommand(argv, dir) }
-	rows, err := tokenizerResults(runs, stats, cmds, shown, version, why)
-	if err != nil {
-		return err
-	}
+	rows, err := tokenizerResults(runs, stats, cmds, func(argv []string) string { return h.shownFromRepo(argv, dir) }, version, why)
 	for _, r := range rows {
 		h.logf("%s/%s: %v (load %.2f)", r.Group, r.Name, r.Metrics, r.Load1)
-		if err := h.add(r); err != nil {
-			return err
+		h.add(r)
+	}
+	return err
+}
+
+// shownFromRepo is a command run from the repository as the report shows
+// it: paths as seen from there.
+func (h *harness) shownFromRepo(argv []string, dir string) string {
+	s := shellJoin(argv)
+	for _, d := range []string{dir, h.dir} {
+		if rel, err := filepath.Rel(h.repo, d); err == nil {
+			s = strings.ReplaceAll(s, d, rel)
 		}
 	}
-	return nil
+	s = strings.ReplaceAll(s, h.repo+"/", "")
+	if home, err := os.UserHomeDir(); err == nil && home != "/" {
+		s = strings.ReplaceAll(s, home+"/", "~/")
+	}
+	return s
 }
 
 // tokenizerResults makes the section's rows of its runs: for each figure,
@@ -367,32 +320,63 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 // the binding's rows are not available.
 func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tokenizerCommands, shown func([]string) string, version, why string) ([]*Result, error) {
 	load := mean(runs.loads)
-	perRun := func(outs [][]byte, bench string, modes []string) ([]map[string]map[string]float64, error) {
-		var all []map[string]map[string]float64
-		for i, out := range outs {
-			m, err := subBenchMedians(out, bench, modes)
-			if err != nil {
-				return nil, fmt.Errorf("run %d: %v\n%s", i+1, err, tail(out, 3000))
-			}
-			all = append(all, m)
-		}
-		return all, nil
-	}
 	names := make([]string, len(tokenizerModels))
 	for i, m := range tokenizerModels {
 		names[i] = m.name
 	}
-	enc := map[string][]map[string]map[string]float64{}
+	// figs[bench][model] are a figure's values over the runs, by unit.
+	figs := map[string]map[string]map[string][]float64{}
+	collect := func(outs [][]byte, bench string, models []string) error {
+		for i, out := range outs {
+			m, err := subBenchMedians(out, bench, models)
+			if err != nil {
+				return fmt.Errorf("run %d: %v\n%s", i+1, err, tail(out, 3000))
+			}
+			for model, units := range m {
+				if figs[bench] == nil {
+					figs[bench] = map[string]map[string][]float64{}
+				}
+				if figs[bench][model] == nil {
+					figs[bench][model] = map[string][]float64{}
+				}
+				for unit, v := range units {
+					figs[bench][model][unit] = append(figs[bench][model][unit], v)
+				}
+			}
+		}
+		return nil
+	}
 	for _, b := range []string{"BenchmarkEncode", "BenchmarkEncodeCases", "BenchmarkEncodeCold"} {
-		v, err := perRun(runs.encode, b, names)
-		if err != nil {
+		if err := collect(runs.encode, b, names); err != nil {
 			return nil, err
 		}
-		enc[b] = v
 	}
-	render, err := perRun(runs.render, "BenchmarkTokenizerRender", names)
-	if err != nil {
+	if err := collect(runs.render, "BenchmarkTokenizerRender", names); err != nil {
 		return nil, err
+	}
+	for _, m := range names {
+		if err := collect(runs.load[m], "BenchmarkTokenizerLoad", []string{m}); err != nil {
+			return nil, err
+		}
+	}
+	// perRun are a benchmark's figures, run by run.
+	perRun := func(bench, model string) []map[string]float64 {
+		u := figs[bench][model]
+		out := make([]map[string]float64, len(u["ns/op"]))
+		for i := range out {
+			out[i] = map[string]float64{}
+			for unit, v := range u {
+				out[i][unit] = v[i]
+			}
+		}
+		return out
+	}
+	tokS := func(bench, model string, tokens float64) float64 {
+		var v []float64
+		for _, u := range perRun(bench, model) {
+			v = append(v, cmpF(tokens, u["tokens/op"])*1e9/u["ns/op"])
+		}
+		return median(v)
 	}
 	var rows []*Result
 	row := func(name string, ours bool, command string, st goldenStats, metrics map[string]float64) *Result {
@@ -400,105 +384,82 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 		rows = append(rows, r)
 		return r
 	}
+	unavailableRow := func(name, why string) {
+		r := unavailable(tokGroup, name, why)
+		r.Load1 = load
+		rows = append(rows, r)
+	}
 	for _, m := range tokenizerModels {
 		st := stats[m.name]
 		// lib/tokenizer: MB/s as go test reports it; tokens/s of the
 		// tokens an op made (the concatenated text's, as BenchmarkEncode
 		// counts them; the documents', the golden ids'), over ns/op.
-		var whole, docs, cold, wholeTok, docsTok, coldTok []float64
-		for i := range runs.encode {
-			w := enc["BenchmarkEncode"][i][m.name]
-			d := enc["BenchmarkEncodeCases"][i][m.name]
-			c := enc["BenchmarkEncodeCold"][i][m.name]
-			tokens := w["tokens/op"]
-			whole, docs, cold = append(whole, w["MB/s"]), append(docs, d["MB/s"]), append(cold, c["MB/s"])
-			wholeTok = append(wholeTok, tokens*1e9/w["ns/op"])
-			docsTok = append(docsTok, float64(st.tokens)*1e9/d["ns/op"])
-			coldTok = append(coldTok, tokens*1e9/c["ns/op"])
-		}
 		n := float64(len(runs.encode))
-		ourWhole := row(oursEncodeRow(m.name, "whole"), true, shown(cmds.encode), st,
-			map[string]float64{"mbps": median(whole), "tok_s": median(wholeTok), "tokens": enc["BenchmarkEncode"][0][m.name]["tokens/op"], "runs": n, "passes": benchPasses(cmds.encode)})
-		row(oursEncodeRow(m.name, "docs"), true, shown(cmds.encode), st, map[string]float64{"mbps": median(docs), "tok_s": median(docsTok), "tokens": float64(st.tokens), "runs": n})
-		row(oursEncodeRow(m.name, "cold"), true, shown(cmds.encode), st, map[string]float64{"mbps": median(cold), "tok_s": median(coldTok), "runs": n})
+		mbps := func(bench string) float64 { return median(figs[bench][m.name]["MB/s"]) }
+		wholeTokens := figs["BenchmarkEncode"][m.name]["tokens/op"][0]
+		row(oursEncodeRow(m.name, "whole"), true, shown(cmds.encode), st, map[string]float64{"mbps": mbps("BenchmarkEncode"),
+			"tok_s": tokS("BenchmarkEncode", m.name, 0), "tokens": wholeTokens, "runs": n, "passes": benchPasses(cmds.encode)})
+		row(oursEncodeRow(m.name, "docs"), true, shown(cmds.encode), st, map[string]float64{"mbps": mbps("BenchmarkEncodeCases"),
+			"tok_s": tokS("BenchmarkEncodeCases", m.name, float64(st.tokens)), "tokens": float64(st.tokens), "runs": n})
+		row(oursEncodeRow(m.name, "cold"), true, shown(cmds.encode), st, map[string]float64{"mbps": mbps("BenchmarkEncodeCold"),
+			"tok_s": tokS("BenchmarkEncodeCold", m.name, wholeTokens), "runs": n})
 
 		// The binding's rows: the same figures, or why there are none.
 		reps := runs.hf[m.name]
-		if why != "" || len(reps) == 0 {
-			reason := why
-			if reason == "" {
-				reason = "no run of " + hfScript
+		for _, rep := range reps {
+			if rep.Bytes != st.bytes || rep.Documents != st.docs {
+				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.name, rep.Bytes, rep.Documents, st.bytes, st.docs)
 			}
-			for _, mode := range []string{"whole", "docs", "batch", "cold"} {
-				rows = append(rows, unavailableAt(hfEncodeRow(m.name, mode), reason, load))
+		}
+		for _, mode := range []string{"whole", "docs", "batch", "cold"} {
+			if why != "" || len(reps) == 0 {
+				unavailableRow(hfEncodeRow(m.name, mode), cmp(why, "no run of "+hfScript))
+				continue
 			}
-		} else {
+			var mb, toks, floor []float64
 			for _, rep := range reps {
-				if rep.Bytes != st.bytes || rep.Documents != st.docs {
-					return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.name, rep.Bytes, rep.Documents, st.bytes, st.docs)
-				}
+				mb, toks, floor = append(mb, rep.mode(mode).MBps), append(toks, rep.mode(mode).TokS), append(floor, rep.CallFloorUS)
 			}
-			for _, mode := range []string{"whole", "docs", "batch", "cold"} {
-				var mbps, toks []float64
-				for _, rep := range reps {
-					mbps, toks = append(mbps, rep.mode(mode).MBps), append(toks, rep.mode(mode).TokS)
+			got := reps[0].mode(mode).Tokens
+			r := row(hfEncodeRow(m.name, mode), false, shown(cmds.hf[m.name]), st,
+				map[string]float64{"mbps": median(mb), "tok_s": median(toks), "tokens": float64(got), "runs": float64(len(reps))})
+			switch {
+			case mode == "docs":
+				r.Metrics["call_floor_us"], r.Metrics["golden_mismatches"] = median(floor), float64(reps[0].GoldenMismatches)
+				if got != st.tokens {
+					r.Note = fmt.Sprintf("%s tokens of the documents, the golden ids %s", cli.Thousands(got), cli.Thousands(st.tokens))
 				}
-				r := row(hfEncodeRow(m.name, mode), false, shown(cmds.hf[m.name]), st,
-					map[string]float64{"mbps": median(mbps), "tok_s": median(toks), "tokens": float64(reps[0].mode(mode).Tokens), "runs": float64(len(reps))})
-				switch mode {
-				case "whole", "cold":
-					if got, want := reps[0].mode(mode).Tokens, int64(ourWhole.Metrics["tokens"]); got != want {
-						r.Note = fmt.Sprintf("%s tokens of the concatenated text, lib/tokenizer %s", cli.Thousands(got), cli.Thousands(want))
-					}
-				case "docs":
-					var floor []float64
-					for _, rep := range reps {
-						floor = append(floor, rep.CallFloorUS)
-					}
-					r.Metrics["call_floor_us"] = median(floor)
-					r.Metrics["golden_mismatches"] = float64(reps[0].GoldenMismatches)
-					if got := reps[0].mode(mode).Tokens; got != st.tokens {
-						r.Note = fmt.Sprintf("%s tokens of the documents, the golden ids %s", cli.Thousands(got), cli.Thousands(st.tokens))
-					}
-				}
-				if version != "" {
-					r.Note = strings.TrimPrefix(r.Note+"; "+hfBindingPackage+" "+version+", node "+reps[0].Node, "; ")
-				}
+			case mode != "batch" && got != int64(wholeTokens):
+				r.Note = fmt.Sprintf("%s tokens of the concatenated text, lib/tokenizer %s", cli.Thousands(got), cli.Thousands(int64(wholeTokens)))
+			}
+			if version != "" {
+				r.Note = strings.TrimPrefix(r.Note+"; "+hfBindingPackage+" "+version+", node "+reps[0].Node, "; ")
 			}
 		}
 
 		// Rendering.
-		var us, allocs []float64
-		for _, rm := range render {
-			f := rm[m.name]
-			us = append(us, f["µs/conv"])
-			if convs := f["convs"]; convs > 0 {
-				allocs = append(allocs, f["allocs/op"]/convs)
+		rf := figs["BenchmarkTokenizerRender"][m.name]
+		rm := map[string]float64{"us_per_conv": median(rf["µs/conv"]), "convs": rf["convs"][0], "runs": float64(len(rf["ns/op"]))}
+		var allocs []float64
+		for _, u := range perRun("BenchmarkTokenizerRender", m.name) {
+			if u["convs"] > 0 {
+				allocs = append(allocs, u["allocs/op"]/u["convs"])
 			}
 		}
-		rm := map[string]float64{"us_per_conv": median(us), "convs": render[0][m.name]["convs"], "runs": float64(len(render))}
 		if len(allocs) > 0 { // a NaN would not go into results.jsonl
 			rm["allocs_per_conv"] = median(allocs)
 		}
 		row(oursRenderRow(m.name), true, shown(cmds.render), goldenStats{}, rm)
 
 		// Loading, lib/tokenizer's and the binding's.
-		loads, err := perRun(runs.load[m.name], "BenchmarkTokenizerLoad", []string{m.name})
-		if err != nil {
-			return nil, err
-		}
-		var ms, peak, before []float64
-		for _, l := range loads {
-			f := l[m.name]
-			ms, peak, before = append(ms, f["ms/load"]), append(peak, f["peak-RSS-MB"]), append(before, f["RSS-before-MB"])
-		}
+		lf := figs["BenchmarkTokenizerLoad"][m.name]
 		row(oursLoadRow(m.name), true, shown(cmds.load[m.name]), goldenStats{},
-			map[string]float64{"load_ms": median(ms), "rss_mb": slices.Max(peak), "rss_before_mb": median(before), "runs": float64(len(loads))})
+			map[string]float64{"load_ms": median(lf["ms/load"]), "rss_mb": slices.Max(lf["peak-RSS-MB"]), "rss_before_mb": median(lf["RSS-before-MB"]), "runs": float64(len(lf["ms/load"]))})
 		if why != "" || len(reps) == 0 {
-			rows = append(rows, unavailableAt(hfLoadRow(m.name), orElse(why, "no run of "+hfScript), load))
+			unavailableRow(hfLoadRow(m.name), cmp(why, "no run of "+hfScript))
 			continue
 		}
-		ms, peak, before = nil, nil, nil
+		var ms, peak, before []float64
 		for _, rep := range reps {
 			ms, peak, before = append(ms, rep.Load.MS), append(peak, rep.Load.RSSPeakMB), append(before, rep.Load.RSSBeforeMB)
 		}
@@ -508,133 +469,86 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 	return rows, nil
 }
 
-// benchPasses is the passes a go test command's -benchtime Nx asks for,
-// 0 when it gives a time instead.
-func benchPasses(argv []string) float64 {
-	i := slices.Index(argv, "-benchtime")
-	if i < 0 || i+1 >= len(argv) {
-		return 0
-	}
-	n, err := strconv.Atoi(strings.TrimSuffix(argv[i+1], "x"))
-	if err != nil {
-		return 0
-	}
-	return float64(n)
-}
-
-// orElse is a, or b when a is empty.
-func orElse(a, b string) string {
-	if a != "" {
+// cmpF is a, or b when a is 0.
+func cmpF(a, b float64) float64 {
+	if a != 0 {
 		return a
 	}
 	return b
 }
 
-func unavailableAt(name, why string, load float64) *Result {
-	r := unavailable(tokGroup, name, why)
-	r.Load1 = load
-	return r
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
-}
-
-func mean(v []float64) float64 {
-	if len(v) == 0 {
-		return -1
-	}
-	var sum float64
-	for _, x := range v {
-		sum += x
-	}
-	return sum / float64(len(v))
-}
-
-// tokResult finds a row of the section, measured or not; nil if none.
-func tokResult(h *harness, name string) *Result {
-	for _, r := range h.group(tokGroup) {
-		if r.Name == name {
-			return r
+// benchPasses is the passes a go test command's -benchtime Nx asks for,
+// 0 when it gives a time instead.
+func benchPasses(argv []string) float64 {
+	if i := slices.Index(argv, "-benchtime"); i >= 0 && i+1 < len(argv) {
+		if n, err := strconv.Atoi(strings.TrimSuffix(argv[i+1], "x")); err == nil {
+			return float64(n)
 		}
 	}
-	return nil
+	return 0
 }
 
 // figure is a cell of a figure, or why the row has none.
 func figure(r *Result, metric string, decimals int) string {
-	if r == nil {
-		return "—"
-	}
-	if strings.HasPrefix(r.Note, "not available") {
+	if r != nil && !r.available() {
 		return "_not available_"
 	}
-	v, ok := r.Metric(metric)
+	v, ok := metricOf(r, metric)
 	if !ok || math.IsNaN(v) {
 		return "—"
 	}
-	if decimals == 0 {
-		return cli.Thousands(int64(math.Round(v)))
-	}
-	return strconv.FormatFloat(v, 'f', decimals, 64)
+	return metricCell(r, metric, decimals)
 }
 
 // times is a over b as "12×", or a dash.
 func times(a, b *Result, metric string) string {
-	if a == nil || b == nil {
-		return "—"
-	}
-	x, ok1 := a.Metric(metric)
-	y, ok2 := b.Metric(metric)
+	x, ok1 := metricOf(a, metric)
+	y, ok2 := metricOf(b, metric)
 	if !ok1 || !ok2 || y <= 0 || math.IsNaN(x) || math.IsNaN(y) {
 		return "—"
 	}
 	return trimFloat(x/y) + "×"
 }
 
+// loadOf is a row's load cell, "?" without the row.
+func loadOf(r *Result) string {
+	if r == nil {
+		return "?"
+	}
+	return loadCell(r.Load1)
+}
+
 func renderTokenizer(w io.Writer, h *harness) {
 	rows := h.group(tokGroup)
-	if len(rows) == 0 {
+	find := func(name string) *Result { return h.find(tokGroup, name) }
+	first := find(oursEncodeRow(tokenizerModels[0].name, "whole"))
+	switch {
+	case len(rows) == 0:
 		fmt.Fprintf(w, "_No results for %s: see the log of the run._\n", tokGroup)
 		return
-	}
-	first := tokResult(h, oursEncodeRow(tokenizerModels[0].name, "whole"))
-	if first != nil && strings.HasPrefix(first.Note, "not available") {
+	case first != nil && !first.available():
 		fmt.Fprintf(w, "Not measured: %s.\n", strings.TrimPrefix(first.Note, "not available: "))
 		return
 	}
-	var binding string
+	crate := "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
 	for _, r := range rows {
-		if !r.Ours && !strings.HasPrefix(r.Note, "not available") && strings.Contains(r.Note, hfBindingPackage+" ") {
-			_, after, _ := strings.Cut(r.Note, hfBindingPackage+" ")
-			binding = after
+		if _, after, ok := strings.Cut(r.Note, hfBindingPackage+" "); ok && !r.Ours && r.available() {
+			crate += " (" + after + ")"
 			break
 		}
 	}
-	sizes := make([]string, 0, len(tokenizerModels))
+	var sizes []string
 	for _, m := range tokenizerModels {
-		if r := tokResult(h, oursEncodeRow(m.name, "whole")); r != nil && r.Bytes > 0 {
+		if r := find(oursEncodeRow(m.name, "whole")); r != nil && r.Bytes > 0 {
 			sizes = append(sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(r.Bytes)/1e6, figure(r, "tokens", 0), m.label))
 		}
 	}
-	docs := "the"
+	docs, passes := "the", "3"
 	if first != nil && first.Records > 0 {
 		docs = "the " + cli.Thousands(first.Records)
 	}
-	crate := "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
-	if binding != "" {
-		crate += " (" + binding + ")"
-	}
-	passes := "3"
-	if first != nil {
-		if v, ok := first.Metric("passes"); ok && v > 0 {
-			passes = strconv.Itoa(int(v))
-		}
+	if v, ok := metricOf(first, "passes"); ok && v > 0 {
+		passes = strconv.Itoa(int(v))
 	}
 	fmt.Fprintf(w, "lib/tokenizer (pure Go) and %s\n"+
 		"tokenize the same bytes: %s golden renderings of `../shared/data/tokenizers/golden` (conversations\n"+
@@ -647,52 +561,53 @@ func renderTokenizer(w io.Writer, h *harness) {
 		"A run is one `go test` and, for each tokenizer, one node process, taken in turns; each figure is the\n"+
 		"median of the runs, a run's the mean of its passes after a warm-up (`-benchtime %sx`; the script's\n"+
 		"`--reps %s`), in MB of input text and tokens out per second of wall time.\n\n",
-		crate, docs, strings.Join(sizes, ", "), h.pinNote, passes, passes)
+		crate, docs, strings.Join(sizes, ", "), h.fact("pin"), passes, passes)
 
-	writeRow(w, []string{"tokenizer", "how the text is given", "lib/tokenizer MB/s", "tokens/s", "HF tokenizers MB/s", "tokens/s", "lib/tokenizer ÷ HF", "load"})
-	writeRule(w, 8)
+	t := newTable("tokenizer", "how the text is given", "lib/tokenizer MB/s", "tokens/s", "HF tokenizers MB/s", "tokens/s", "lib/tokenizer ÷ HF", "load")
 	for _, m := range tokenizerModels {
 		for _, md := range tokenizerModes {
-			ours, theirs := tokResult(h, oursEncodeRow(m.name, md.mode)), tokResult(h, hfEncodeRow(m.name, md.mode))
-			load := "?"
-			if ours != nil {
-				load = loadCell(ours.Load1)
-			}
-			writeRow(w, []string{m.label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), times(ours, theirs, "mbps"), load})
+			ours, theirs := find(oursEncodeRow(m.name, md.mode)), find(hfEncodeRow(m.name, md.mode))
+			t.add(m.label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), times(ours, theirs, "mbps"), loadOf(ours))
 		}
 	}
+	t.write(w)
 	fmt.Fprintln(w)
-	if r := tokResult(h, hfEncodeRow(tokenizerModels[0].name, "whole")); r != nil && strings.HasPrefix(r.Note, "not available") {
+	if r := find(hfEncodeRow(tokenizerModels[0].name, "whole")); r != nil && !r.available() {
 		fmt.Fprintf(w, "HF tokenizers %s.\n\n", r.Note)
 	}
 
 	// What makes the comparison fair, or not, with this run's figures.
-	var floors, checks, notes []string
+	var floors, checks, notes, slower []string
 	for _, m := range tokenizerModels {
-		d := tokResult(h, hfEncodeRow(m.name, "docs"))
-		if d == nil || strings.HasPrefix(d.Note, "not available") {
+		d := find(hfEncodeRow(m.name, "docs"))
+		if d == nil || !d.available() {
 			continue
 		}
 		if f, ok := d.Metric("call_floor_us"); ok {
 			pass := ""
 			if mbps, ok := d.Metric("mbps"); ok && mbps > 0 && d.Bytes > 0 {
-				total := float64(d.Bytes) / 1e6 / mbps
-				pass = fmt.Sprintf(": %.2f s of its %.2f s pass over the %s renderings", f*1e-6*float64(d.Records), total, cli.Thousands(d.Records))
+				pass = fmt.Sprintf(": %.2f s of its %.2f s pass over the %s renderings", f*1e-6*float64(d.Records), float64(d.Bytes)/1e6/mbps, cli.Thousands(d.Records))
 			}
 			floors = append(floors, fmt.Sprintf("%.0f µs for %s%s", f, m.label, pass))
 		}
-		if bad, ok := d.Metric("golden_mismatches"); ok {
-			if bad == 0 {
-				checks = append(checks, fmt.Sprintf("all %s of %s", cli.Thousands(d.Records), m.label))
-			} else {
-				checks = append(checks, fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(int64(bad)), m.label, cli.Thousands(d.Records)))
-			}
+		if bad, ok := d.Metric("golden_mismatches"); ok && bad == 0 {
+			checks = append(checks, fmt.Sprintf("all %s of %s", cli.Thousands(d.Records), m.label))
+		} else if ok {
+			checks = append(checks, fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(int64(bad)), m.label, cli.Thousands(d.Records)))
 		}
 		for _, mode := range []string{"whole", "docs", "cold"} {
-			if r := tokResult(h, hfEncodeRow(m.name, mode)); r != nil && strings.Contains(r.Note, "tokens of") {
+			if r := find(hfEncodeRow(m.name, mode)); r != nil && strings.Contains(r.Note, "tokens of") {
 				n, _, _ := strings.Cut(r.Note, ";")
 				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s**", m.label, mode, n))
 			}
+		}
+	}
+	for _, m := range tokenizerModels {
+		whole, batch := find(hfEncodeRow(m.name, "whole")), find(hfEncodeRow(m.name, "batch"))
+		x, ok1 := metricOf(whole, "mbps")
+		y, ok2 := metricOf(batch, "mbps")
+		if ok1 && ok2 && whole.available() && x < y {
+			slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.label, x, y))
 		}
 	}
 	if len(checks) > 0 {
@@ -714,18 +629,6 @@ func renderTokenizer(w io.Writer, h *harness) {
 		"  the `encodeBatch` row hands every rendering over in one call (encoded one after another,\n"+
 		"  parallelism off), which leaves the crate's own cost a document: the fairer comparison, and the\n"+
 		"  one the per-document target uses. The concatenated text is one call on both sides.\n", floorText)
-	var slower []string
-	for _, m := range tokenizerModels {
-		whole, batch := tokResult(h, hfEncodeRow(m.name, "whole")), tokResult(h, hfEncodeRow(m.name, "batch"))
-		if whole == nil || batch == nil {
-			continue
-		}
-		x, ok1 := whole.Metric("mbps")
-		y, ok2 := batch.Metric("mbps")
-		if ok1 && ok2 && !strings.HasPrefix(whole.Note, "not available") && x < y {
-			slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.label, x, y))
-		}
-	}
 	if len(slower) > 0 {
 		fmt.Fprintf(w, "- The crate is slower on the whole text in one call than on the same text a document at a time\n"+
 			"  (%s with `encodeBatch`):\n"+
@@ -736,75 +639,66 @@ func renderTokenizer(w io.Writer, h *harness) {
 		"  its design, and every user of it pays it; lib/tokenizer appends ids to a slice. The timed passes\n"+
 		"  take only each encoding's length from the binding (`getLength()`), not the ids copied into a\n"+
 		"  JavaScript array, and the text is converted from JavaScript's UTF-16 to UTF-8 at each call (small\n"+
-		"  beside tokenizing).\n")
-	fmt.Fprint(w, "- Both keep a word cache: lib/tokenizer 65,536 direct-mapped slots of words up to 64 bytes; the crate\n"+
+		"  beside tokenizing).\n"+
+		"- Both keep a word cache: lib/tokenizer 65,536 direct-mapped slots of words up to 64 bytes; the crate\n"+
 		"  10,000 words, filled once and never evicted. The warm rows encode the same text pass after pass,\n"+
 		"  so each cache holds what it can; the `empty word cache` rows encode it once with nothing cached:\n"+
 		"  lib/tokenizer with a fresh cache (`BenchmarkEncodeCold`), the crate as loaded by a fresh\n"+
-		"  `Tokenizer.fromFile` (loading not timed).\n")
-	fmt.Fprint(w, "- Both run on the same core, in turns, with the machine's other work around them: the `load` column\n"+
+		"  `Tokenizer.fromFile` (loading not timed).\n"+
+		"- Both run on the same core, in turns, with the machine's other work around them: the `load` column\n"+
 		"  is the 1-minute load average when the runs started (the mean of the runs'); a load above the\n"+
 		"  number of CPUs (see Machine) slows both, and a ratio is only as steady as the runs.\n\n")
 
 	// Rendering.
-	var conv string
-	if r := tokResult(h, oursRenderRow("qwen3")); r != nil {
-		if c, ok := r.Metric("convs"); ok {
-			conv = cli.Thousands(int64(c)) + " "
-		}
+	conv := ""
+	if c, ok := metricOf(find(oursRenderRow("qwen3")), "convs"); ok {
+		conv = cli.Thousands(int64(c)) + " "
 	}
 	fmt.Fprintf(w, "**Rendering.** `Render` with each model's chat template, on the %sgolden conversations of exactly\n"+
 		"%d messages with tools (glaive_toolcall_en_demo: a user's question, the assistant's tool call, the\n"+
 		"tool's result, the answer, and again), each checked equal to the reference's rendering first; the\n"+
 		"mean time a conversation (`%s` passes over them a run, one core). The crate renders no templates\n"+
 		"(transformers' `apply_chat_template` is Python), so there is no peer row.\n\n", conv, renderTurns, renderBenchtime)
-	writeRow(w, []string{"template", "conversations", "µs per conversation", "allocations per conversation", "load"})
-	writeRule(w, 5)
+	t = newTable("template", "conversations", "µs per conversation", "allocations per conversation", "load")
 	for _, m := range tokenizerModels {
-		r := tokResult(h, oursRenderRow(m.name))
-		load := "?"
-		if r != nil {
-			load = loadCell(r.Load1)
-		}
-		writeRow(w, []string{"**" + m.label + "**", figure(r, "convs", 0), figure(r, "us_per_conv", 1), figure(r, "allocs_per_conv", 0), load})
+		r := find(oursRenderRow(m.name))
+		t.add("**"+m.label+"**", figure(r, "convs", 0), figure(r, "us_per_conv", 1), figure(r, "allocs_per_conv", 0), loadOf(r))
 	}
-	fmt.Fprintln(w)
+	t.write(w)
 
 	// Loading.
-	fmt.Fprint(w, "**Loading.** Each load is the first thing a fresh process does, once: lib/tokenizer's\n"+
+	fmt.Fprint(w, "\n**Loading.** Each load is the first thing a fresh process does, once: lib/tokenizer's\n"+
 		"`tokenizer.Load(dir)` (tokenizer.json, tokenizer_config.json and its chat template parsed, tokenizer.json\n"+
 		"hashed) in a go test process of `BenchmarkTokenizerLoad`, the crate's `Tokenizer.fromFile(tokenizer.json)`\n"+
 		"(the tokenizer only) at the start of the node script. Peak RSS is the process's getrusage maxrss after\n"+
 		"loading (the highest of the runs), `before` the same just before: the go test binary's own, node's with\n"+
 		"the binding; `added` is the difference, what the tokenizer costs a program.\n\n")
-	writeRow(w, []string{"folder", "implementation", "load ms", "peak RSS MB", "before MB", "added MB", "lib/tokenizer is", "load"})
-	writeRule(w, 8)
+	t = newTable("folder", "implementation", "load ms", "peak RSS MB", "before MB", "added MB", "lib/tokenizer is", "load")
 	for _, m := range tokenizerModels {
-		ours, theirs := tokResult(h, oursLoadRow(m.name)), tokResult(h, hfLoadRow(m.name))
-		for _, r := range []struct {
-			row   *Result
-			label string
-		}{{ours, "**lib/tokenizer** `tokenizer.Load`"}, {theirs, "HF tokenizers `Tokenizer.fromFile`"}} {
-			added, ratio, load := "—", "—", "?"
-			if r.row != nil {
-				load = loadCell(r.row.Load1)
-				p, ok1 := r.row.Metric("rss_mb")
-				b, ok2 := r.row.Metric("rss_before_mb")
-				if ok1 && ok2 {
-					added = strconv.FormatFloat(p-b, 'f', 1, 64)
+		ours, theirs := find(oursLoadRow(m.name)), find(hfLoadRow(m.name))
+		for i, r := range []*Result{ours, theirs} {
+			added, ratio := "—", "—"
+			p, ok1 := metricOf(r, "rss_mb")
+			b, ok2 := metricOf(r, "rss_before_mb")
+			if ok1 && ok2 {
+				added = strconv.FormatFloat(p-b, 'f', 1, 64)
+			}
+			label := "**lib/tokenizer** `tokenizer.Load`"
+			if i == 1 {
+				label = "HF tokenizers `Tokenizer.fromFile`"
+				if ours != nil && theirs != nil {
+					ratio = faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
 				}
 			}
-			if r.row == theirs {
-				ratio = faster(ours, theirs, "load_ms")
-			}
-			writeRow(w, []string{m.label, r.label, figure(r.row, "load_ms", 0), figure(r.row, "rss_mb", 1), figure(r.row, "rss_before_mb", 1), added, ratio, load})
+			t.add(m.label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, ratio, loadOf(r))
 		}
 	}
+	t.write(w)
 	fmt.Fprintln(w)
 
 	// The commands.
 	command := func(what, name string) {
-		if r := tokResult(h, name); r != nil && r.Command != "" {
+		if r := find(name); r != nil && r.Command != "" {
 			fmt.Fprintf(w, "- %s: `%s`\n", what, r.Command)
 		}
 	}
@@ -816,24 +710,7 @@ func renderTokenizer(w io.Writer, h *harness) {
 	for _, m := range tokenizerModels {
 		command("HF tokenizers, "+m.label, hfEncodeRow(m.name, "whole"))
 	}
-	fmt.Fprint(w, "\nCommands run from the repository, the binding installed from `pipelines/bench/package.json` into\n"+
-		"`.bench/node`; the Go benchmarks are `lib/tokenizer/bpe_bench_test.go` and\n"+
+	fmt.Fprint(w, "\nCommands run from the repository, the binding installed by `.ci/install-peers` from\n"+
+		"`pipelines/bench/package.json`; the Go benchmarks are `lib/tokenizer/bpe_bench_test.go` and\n"+
 		"`internal/benchsuite/sections_tokenizer_test.go`.\n")
-}
-
-// faster is how much faster ours is by a time metric: "3.1× faster", or
-// "2.0× slower".
-func faster(ours, theirs *Result, metric string) string {
-	if ours == nil || theirs == nil {
-		return "—"
-	}
-	a, ok1 := ours.Metric(metric)
-	b, ok2 := theirs.Metric(metric)
-	if !ok1 || !ok2 || a <= 0 || b <= 0 {
-		return "—"
-	}
-	if a <= b {
-		return trimFloat(b/a) + "× faster"
-	}
-	return trimFloat(a/b) + "× slower"
 }

@@ -232,9 +232,9 @@ func TestTokenizerSection(t *testing.T) {
 			}
 			h := testHarness(t)
 			h.results = rows
-			h.started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			h.loadBefore = "load average: 1.00, 1.00, 1.00"
-			text, err := h.sectionText(tokenizerSection, "load average: 2.00, 1.50, 1.00")
+			h.info.Started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			h.info.LoadBefore, h.info.LoadAfter = "load average: 1.00, 1.00, 1.00", "load average: 2.00, 1.50, 1.00"
+			text, err := h.sectionText(tokenizerSection)
 			if err != nil {
 				t.Fatal(err)
 			}

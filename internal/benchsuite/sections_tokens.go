@@ -6,49 +6,27 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 )
 
+// The sections measured by go test -bench, and how their figures are read.
+
 // tokenIDsModes are BenchmarkTokenIDs' sub-benchmarks: the same run
 // without and with --token-ids, on the instant simulator and on the
 // calibrated fleet.
 var tokenIDsModes = []string{"without", "with", "fleet-without", "fleet-with"}
 
-// tokenIDsMetrics are what BenchmarkTokenIDs reports, in the table's order.
-var tokenIDsMetrics = []struct{ unit, label string }{
-	{"client-cpu-µs/req", "client CPU per request (µs)"},
-	{"answers/s", "answers/s against the instant simulator (client and simulator sharing the cores)"},
-	{"gen-jsonl-KB/1k", "generation records (JSONL) per 1,000 answers (KB)"},
-	{"rows-jsonl-KB/1k", "token rows, JSONL, per 1,000 answers (KB)"},
-	{"rows-parquet-KB/1k", "token rows, Parquet (zstd), per 1,000 answers (KB)"},
-}
-
-// tokenIDsFleetMetrics are the fleet modes' rows, after the instant ones.
-var tokenIDsFleetMetrics = []struct{ unit, label string }{
-	{"answers/s", "answers/s on the calibrated fleet (2 endpoints of 48 slots, `--time-scale 20`)"},
-	{"client-cpu-µs/req", "client CPU per request on the calibrated fleet (µs)"},
-}
-
 var tokenIDsSection = &section{
 	name: "tokenids", heading: "## infer --token-ids: what the ids cost",
 	about: "infer with and without --token-ids on the instant simulator and on a calibrated fleet: client CPU, answers/s, output sizes (go test -bench)",
 	measure: func(ctx context.Context, h *harness) error {
-		argv, load, medians, err := h.subBench(ctx, "BenchmarkTokenIDs", "5x", "./pipelines/", tokenIDsModes)
-		if err != nil {
-			return err
-		}
-		for _, mode := range tokenIDsModes {
-			r := &Result{Group: "tokenids", Name: mode + " --token-ids", Ours: strings.HasSuffix(mode, "with"), Command: shellJoin(argv),
-				OutRecords: -1, Load1: load, Metrics: medians[mode]}
-			h.logf("tokenids/%s: %v (load %.2f)", mode, r.Metrics, load)
-			if err := h.add(r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return h.subBench(ctx, "tokenids", "BenchmarkTokenIDs", "5x", "./pipelines/", tokenIDsModes, func(mode string) (string, bool) {
+			return mode + " --token-ids", strings.HasSuffix(mode, "with")
+		})
 	},
 	render: func(w io.Writer, h *harness) {
 		fmt.Fprint(w, "The infer binary (its own process) answers 5,000 chat prompts of 256-token answers\n"+
@@ -63,19 +41,32 @@ var tokenIDsSection = &section{
 			"endpoints at their calibrated timing (48 slots each, 26.5 tok/s alone and 1,180 tok/s with 48\n"+
 			"running, so a 256-token answer takes about ten seconds), run 20 times faster (`--time-scale 20`,\n"+
 			"the fleet section's), without and with `--token-ids`, five times each per run.\n\n")
-		rows := h.group("tokenids")
-		find := func(mode string) *Result {
-			for _, r := range rows {
-				if r.Name == mode+" --token-ids" {
-					return r
-				}
+		t := newTable("", "without `--token-ids`", "with `--token-ids`", "ratio")
+		for _, m := range []struct{ prefix, unit, label string }{
+			{"", "client-cpu-µs/req", "client CPU per request (µs)"},
+			{"", "answers/s", "answers/s against the instant simulator (client and simulator sharing the cores)"},
+			{"", "gen-jsonl-KB/1k", "generation records (JSONL) per 1,000 answers (KB)"},
+			{"", "rows-jsonl-KB/1k", "token rows, JSONL, per 1,000 answers (KB)"},
+			{"", "rows-parquet-KB/1k", "token rows, Parquet (zstd), per 1,000 answers (KB)"},
+			{"fleet-", "answers/s", "answers/s on the calibrated fleet (2 endpoints of 48 slots, `--time-scale 20`)"},
+			{"fleet-", "client-cpu-µs/req", "client CPU per request on the calibrated fleet (µs)"},
+		} {
+			without, with := h.find("tokenids", m.prefix+"without --token-ids"), h.find("tokenids", m.prefix+"with --token-ids")
+			cells := []string{m.label, "—", "—", ""}
+			a, okA := metricOf(without, m.unit)
+			b, okB := metricOf(with, m.unit)
+			if okA {
+				cells[1] = trimFloat(a)
 			}
-			return nil
+			if okB {
+				cells[2] = trimFloat(b)
+			}
+			if okA && okB && a > 0 {
+				cells[3] = strconv.FormatFloat(b/a, 'f', 2, 64) + "×"
+			}
+			t.add(cells...)
 		}
-		writeRow(w, []string{"", "without `--token-ids`", "with `--token-ids`", "ratio"})
-		writeRule(w, 4)
-		writeTokenIDsRows(w, find("without"), find("with"), tokenIDsMetrics)
-		writeTokenIDsRows(w, find("fleet-without"), find("fleet-with"), tokenIDsFleetMetrics)
+		t.write(w)
 	},
 	targets: func(*harness) []string {
 		return []string{
@@ -85,97 +76,140 @@ var tokenIDsSection = &section{
 	},
 }
 
-// writeTokenIDsRows writes a table row per metric: without's figure,
-// with's and their ratio, a dash where a row lacks the metric.
-func writeTokenIDsRows(w io.Writer, without, with *Result, metrics []struct{ unit, label string }) {
-	for _, m := range metrics {
-		cells := []string{m.label, "—", "—", ""}
-		var a, b float64
-		var okA, okB bool
-		if without != nil {
-			if a, okA = without.Metric(m.unit); okA {
-				cells[1] = trimFloat(a)
-			}
-		}
-		if with != nil {
-			if b, okB = with.Metric(m.unit); okB {
-				cells[2] = trimFloat(b)
-			}
-		}
-		if okA && okB && a > 0 {
-			cells[3] = strconv.FormatFloat(b/a, 'f', 2, 64) + "×"
-		}
-		writeRow(w, cells)
+// metricOf is a row's figure; none for a row that is not there.
+func metricOf(r *Result, name string) (float64, bool) {
+	if r == nil {
+		return 0, false
 	}
+	return r.Metric(name)
 }
 
-// subBench runs go test -bench of one benchmark --runs times and
-// returns the command, the load when it started and, for each of its
-// sub-benchmarks modes, the median of every metric over the runs. One
-// go test a run, not -count: -count repeats each sub-benchmark back to
-// back, and modes measured minutes apart on a shared machine would
-// compare its load, not themselves; a go test a run interleaves them.
-func (h *harness) subBench(ctx context.Context, name, benchtime, pkg string, modes []string) ([]string, float64, map[string]map[string]float64, error) {
+// goBench runs `go test -bench '^name$' args...` once (-count in args for
+// several runs) and keeps row with the median of the figure reported in
+// unit, recorded as as.
+func (h *harness) goBench(ctx context.Context, row *Result, name, unit, as string, args ...string) error {
+	argv := append([]string{"go", "test", "-run", "^$", "-bench", "^" + name + "$"}, args...)
+	row.Command, row.OutRecords, row.Load1 = shellJoin(argv), -1, loadAverage()
+	out, err := h.goTest(ctx, argv)
+	if err != nil {
+		return err
+	}
+	values := benchFigures(out)[name][unit]
+	if len(values) == 0 {
+		return fmt.Errorf("%s: no %q figure in the output:\n%s", row.Command, unit, tail(out, 3000))
+	}
+	row.Metrics = map[string]float64{as: median(values), "runs": float64(len(values))}
+	h.logf("%s/%s: median %s %.0f of %d runs (load %.2f)", row.Group, row.Name, unit, row.Metrics[as], len(values), row.Load1)
+	return h.add(row)
+}
+
+// goTest runs a go test command from the repository.
+func (h *harness) goTest(ctx context.Context, argv []string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = h.repo
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out, 3000))
+	}
+	return out, nil
+}
+
+// subBench runs go test -bench of one benchmark --runs times and keeps a
+// row for each of its sub-benchmarks modes, named by row, with the median
+// of every figure over the runs. One go test a run, not -count: -count
+// repeats each sub-benchmark back to back, and modes measured minutes
+// apart on a shared machine would compare its load, not themselves; a go
+// test a run interleaves them.
+func (h *harness) subBench(ctx context.Context, group, name, benchtime, pkg string, modes []string, row func(mode string) (string, bool)) error {
 	argv := []string{"go", "test", "-run", "^$", "-bench", "^" + name + "$", "-benchtime", benchtime, "-count", "1", pkg}
-	var out bytes.Buffer
+	var out []byte
 	load := loadAverage()
-	for i := 0; i < h.runs; i++ {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir = h.repo
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return nil, 0, nil, fmt.Errorf("%s (run %d): %v\n%s", shellJoin(argv), i+1, err, tail(out.Bytes(), 3000))
+	for range h.runs {
+		o, err := h.goTest(ctx, argv)
+		if err != nil {
+			return err
+		}
+		out = append(out, o...)
+	}
+	medians, err := subBenchMedians(out, name, modes)
+	if err != nil {
+		return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out, 3000))
+	}
+	for _, mode := range modes {
+		r := &Result{Group: group, Command: shellJoin(argv), OutRecords: -1, Load1: load, Metrics: medians[mode]}
+		r.Name, r.Ours = row(mode)
+		h.logf("%s/%s: %v (load %.2f)", group, r.Name, r.Metrics, load)
+		h.add(r)
+	}
+	return nil
+}
+
+// benchFigures reads go test -bench output ("BenchmarkX/mode-2  1000
+// 123 ns/op  45000 req/s"): by benchmark (the GOMAXPROCS suffix cut) and
+// unit, every figure of every line.
+func benchFigures(out []byte) map[string]map[string][]float64 {
+	figs := map[string]map[string][]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		for i := 3; i < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
+				if figs[name] == nil {
+					figs[name] = map[string][]float64{}
+				}
+				figs[name][f[i]] = append(figs[name][f[i]], v)
+			}
 		}
 	}
-	medians, err := subBenchMedians(out.Bytes(), name, modes)
-	if err != nil {
-		return nil, 0, nil, fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out.Bytes(), 3000))
-	}
-	return argv, load, medians, nil
+	return figs
 }
 
 // subBenchMedians reads go test -bench output of one benchmark's
 // sub-benchmarks (name/mode-P ...): for each mode, the median of every
-// metric over the runs.
+// figure over the runs.
 func subBenchMedians(out []byte, name string, modes []string) (map[string]map[string]float64, error) {
-	values := map[string]map[string][]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], name+"/") {
-			continue
-		}
-		mode := strings.TrimPrefix(f[0], name+"/")
-		if i := strings.LastIndexByte(mode, '-'); i > 0 {
-			if _, err := strconv.Atoi(mode[i+1:]); err == nil {
-				mode = mode[:i] // the GOMAXPROCS suffix
-			}
-		}
-		if !slices.Contains(modes, mode) {
-			continue
-		}
-		for i := 3; i < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i-1], 64)
-			if err != nil {
-				continue
-			}
-			if values[mode] == nil {
-				values[mode] = map[string][]float64{}
-			}
-			values[mode][f[i]] = append(values[mode][f[i]], v)
-		}
-	}
+	figs := benchFigures(out)
 	medians := map[string]map[string]float64{}
 	for _, mode := range modes {
-		if len(values[mode]) == 0 {
+		values := figs[name+"/"+mode]
+		if len(values) == 0 {
 			return nil, fmt.Errorf("no figures of %s/%s in the output", name, mode)
 		}
-		medians[mode] = map[string]float64{}
-		for unit, vs := range values[mode] {
-			slices.Sort(vs)
-			medians[mode][unit] = vs[(len(vs)-1)/2]
+		medians[mode] = map[string]float64{"runs": float64(len(values["ns/op"]))}
+		for unit, vs := range values {
+			medians[mode][unit] = median(vs)
 		}
-		medians[mode]["runs"] = float64(len(values[mode]["ns/op"]))
 	}
 	return medians, nil
+}
+
+// median of figures (the lower of the middle two); NaN of none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// mean of figures; -1 of none.
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return -1
+	}
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
 }
