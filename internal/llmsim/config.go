@@ -174,6 +174,18 @@ type Config struct {
 	// LlamaMetrics serves the llamacpp flavour's /metrics, as llama-server
 	// does when started with --metrics; without it /metrics answers 501.
 	LlamaMetrics bool
+	// LlamaBOS gives llmsim's own vocabulary a begin-of-text token, which
+	// the llamacpp flavour adds as llama-server adds a GGUF's
+	// (tokenizer.ggml.add_bos_token): first in every chat and text prompt
+	// it runs and charges, and in /tokenize with add_special; never in
+	// /apply-template's text. A model's tokenizer brings its own.
+	LlamaBOS bool
+	// LlamaNoTools gives the llamacpp flavour a chat template that renders
+	// no tools, as llama-server --jinja has with such a template: /props
+	// says so (chat_template_caps.supports_tools false), and a chat
+	// request with tools is answered 200 with them left out of its
+	// prompt, and never calls them.
+	LlamaNoTools bool
 	// ChatTemplate gives the endpoints a word tokenizer and a chat template
 	// ("chatml" or "qwen3", tokenizer.go); "": llmsim's four-byte pieces.
 	ChatTemplate string

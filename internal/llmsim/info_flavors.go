@@ -100,9 +100,12 @@ func appendLlamaSlot(b []byte, id, task, nCtx int, busy bool, decoded int) []byt
 }
 
 // serveLlamaProps: GET /props. total_slots is --parallel; n_ctx the
-// context of a slot.
+// context of a slot; chat_template_caps what the template supports
+// (common/chat.cpp, from rendering it: supports_tools when a tool it is
+// given appears in its text).
 func serveLlamaProps(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	cfg := &e.f.cfg
+	tok := e.tok()
 	b := []byte(`{"default_generation_settings":`)
 	b = appendLlamaSlot(b, 0, -1, cfg.ContextLength, false, 0)
 	b = b[:len(b)-1] // the slot object gains the prompt field
@@ -110,14 +113,17 @@ func serveLlamaProps(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	b = appendInt(b, e.slots())
 	b = append(b, `,"model_path":`...)
 	b = appendString(b, cfg.ModelName)
-	if text, ok := e.tok().templateText(); ok {
-		b = append(b, `,"chat_template":`...)
+	b = append(b, `,"chat_template":`...)
+	if text, ok := tok.templateText(); ok {
 		b = appendString(b, text)
-		b = append(b, `,"modalities":{"vision":false,"audio":false},"build_info":"`+llamacppBuild+`","is_sleeping":false}`...)
-		answerJSON(ctx, ctJSONUTF8, b)
-		return
+	} else {
+		b = append(b, `"{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"`...)
 	}
-	b = append(b, `,"chat_template":"{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}","modalities":{"vision":false,"audio":false},"build_info":"`+llamacppBuild+`","is_sleeping":false}`...)
+	tools := strconv.FormatBool(tok.supportsTools())
+	b = append(b, `,"chat_template_caps":{"supports_object_arguments":false,"supports_parallel_tool_calls":`+tools+
+		`,"supports_preserve_reasoning":false,"supports_string_content":true,"supports_system_role":true,"supports_tool_calls":`+tools+
+		`,"supports_tools":`+tools+`,"supports_typed_content":false}`...)
+	b = append(b, `,"modalities":{"vision":false,"audio":false},"build_info":"`+llamacppBuild+`","is_sleeping":false}`...)
 	answerJSON(ctx, ctJSONUTF8, b)
 }
 

@@ -59,6 +59,9 @@ type modelTokenizer struct {
 	// so a chat answer with thinking on opens with one, empty when the
 	// model has nothing to think.
 	thinks bool
+	// rendersTools: the template prints a tool it is given, as llama.cpp
+	// finds its chat_template_caps.supports_tools.
+	rendersTools bool
 }
 
 // loadedTokenizers holds the folders loaded in this process, by absolute
@@ -110,7 +113,21 @@ func newModelTokenizer(dir string, drift bool) (*modelTokenizer, error) {
 		}
 	}
 	m.source = m.tok.TemplateSource()
+	m.rendersTools = rendersTools(m.tok)
 	return m, nil
+}
+
+// toolProbe is the tool llama.cpp renders a template with to find whether
+// it supports tools (minja's chat_template caps: the tool's name in the
+// text).
+const (
+	toolProbeName = "some_tool"
+	toolProbe     = `[{"type":"function","function":{"name":"` + toolProbeName + `","description":"Some tool.","parameters":{"type":"object","properties":{"arg":{"type":"string","description":"Some argument."}},"required":["arg"]}}}]`
+)
+
+func rendersTools(t *modeltok.Tokenizer) bool {
+	s, err := t.Render(modeltok.Request{Messages: []byte(`[{"role":"user","content":"Hey"}]`), Tools: []byte(toolProbe), AddGenerationPrompt: true})
+	return err == nil && strings.Contains(s, toolProbeName)
 }
 
 // templateInput is a chat request as a model's template reads it, beside
@@ -291,6 +308,29 @@ func (m *modelTokenizer) prompt(p *Prompt) ([]int, error) {
 		return p.InputIDs, nil
 	}
 	return m.tok.EncodeSpecial(p.Text), nil
+}
+
+// llamaChat is the ids llama.cpp's chat route runs for a conversation:
+// rendered, the begin-of-text token the vocabulary adds taken off the
+// text where the template printed it, then tokenized as /tokenize with
+// add_special does (that token first).
+func (m *modelTokenizer) llamaChat(p *Prompt) ([]int, error) {
+	s, err := m.render(p, true)
+	if err != nil {
+		return nil, err
+	}
+	return m.llamaTokens(m.withoutBOS(s), true, true)
+}
+
+// withoutBOS is a rendered prompt without the begin-of-text token's text
+// it starts with, where the vocabulary adds that token itself (llama.cpp
+// takes it off, so that it is not there twice).
+func (m *modelTokenizer) withoutBOS(s string) string {
+	bos := m.tok.EncodeSpecial("")
+	if len(bos) == 0 {
+		return s
+	}
+	return strings.TrimPrefix(s, string(m.tok.DecodeBytes(bos[:1])))
 }
 
 // llamaTokens is llama.cpp's tokenizing of a /tokenize text: the

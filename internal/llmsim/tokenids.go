@@ -205,9 +205,13 @@ func (f *flight) appendNativeTokens(dst []byte, n int) []byte {
 }
 
 // serveLlamaApplyTemplate: POST /apply-template (tools/server/README.md):
-// {"messages": [...]} → {"prompt": the rendered text}; tools,
+// {"messages": [...]} → {"prompt": the rendered text}. It reads the body
+// as the chat route does (oaicompat_chat_params_parse: a whole chat
+// request is taken, its other fields unread here): tools,
 // chat_template_kwargs and add_generation_prompt (default true) reach a
-// model's template as they reach it in a chat request.
+// model's template as they reach it in a chat request, tools not where
+// the template renders none; the text leaves out the begin-of-text token
+// the chat route adds.
 func serveLlamaApplyTemplate(e *Endpoint, ctx *fasthttp.RequestCtx) {
 	var r struct {
 		Messages            []wireMessage   `json:"messages"`

@@ -41,8 +41,10 @@ import (
 // template does, so that a conversation's later prompts do not begin with
 // the ids of its earlier answers.
 
-// Special token ids (Qwen-family values).
+// Special token ids (Qwen-family values; the begin-of-text token, which
+// Qwen's vocabulary has none of, SentencePiece's <s>).
 const (
+	idBOS           = 1
 	idIMStart       = 151644
 	idIMEnd         = eosChat
 	idEndOfText     = eosText
@@ -161,11 +163,51 @@ func wordIDs(dst []int, s string) []int {
 type tokenizer struct {
 	template string          // llmsim's own: "" four-byte pieces, else a ChatTemplate name
 	model    *modelTokenizer // a model's own (Config.Tokenizer); nil: llmsim's
+	// llama: llama.cpp's way of tokenizing a rendered chat prompt, as it
+	// tokenizes a text (add_special: the begin-of-text token its
+	// vocabulary adds, the one the template printed taken off the text
+	// first; common/chat.cpp, server-common.cpp tokenize_input_prompts).
+	llama bool
+	// bos: llmsim's own vocabulary has a begin-of-text token, which
+	// llama.cpp adds (Config.LlamaBOS).
+	bos bool
+	// noTools: the template renders no tools (Config.LlamaNoTools, or a
+	// model's that prints none), and llama.cpp leaves them out of the
+	// prompt: the model never sees them.
+	noTools bool
 }
 
 func (e *Endpoint) tok() tokenizer {
-	return tokenizer{template: e.f.cfg.ChatTemplate, model: e.f.model}
+	cfg, m := &e.f.cfg, e.f.model
+	llama := e.d.flavor == FlavorLlamaCpp
+	return tokenizer{template: cfg.ChatTemplate, model: m, llama: llama, bos: llama && cfg.LlamaBOS && m == nil,
+		noTools: llama && (cfg.LlamaNoTools || m != nil && !m.rendersTools)}
 }
+
+// withBOS puts llmsim's begin-of-text token before ids where the
+// vocabulary has one.
+func (t tokenizer) withBOS(ids []int) []int {
+	if !t.bos {
+		return ids
+	}
+	return append([]int{idBOS}, ids...)
+}
+
+// rendered is p as the endpoint's template reads it: without tools where
+// it renders none.
+func (t tokenizer) rendered(p *Prompt) *Prompt {
+	if !t.noTools || !present(p.template.tools) {
+		return p
+	}
+	q := *p
+	q.template.tools = nil
+	return &q
+}
+
+// supportsTools is what llama.cpp's /props says of the template
+// (chat_template_caps.supports_tools): llmsim's own are taken to render
+// tools, a model's does where it prints a tool it is given.
+func (t tokenizer) supportsTools() bool { return !t.noTools }
 
 // text is the ids of a text.
 func (t tokenizer) text(s string) []int {
@@ -267,26 +309,36 @@ func (t tokenizer) render(msgs []Message) string {
 }
 
 // prompt is the ids of a request's prompt; only a model's template
-// refuses one (an *apiError).
+// refuses one (an *apiError). Token ids are run as sent; llama.cpp puts
+// the begin-of-text token before a text or a rendered chat prompt.
 func (t tokenizer) prompt(p *Prompt) ([]int, error) {
+	p = t.rendered(p)
 	if t.model != nil {
+		if t.llama && p.isChat() {
+			return t.model.llamaChat(p)
+		}
 		return t.model.prompt(p)
 	}
 	switch {
 	case len(p.Messages) > 0:
-		return t.chat(p.Messages, p.history, true), nil
+		return t.withBOS(t.chat(p.Messages, p.history, true)), nil
 	case len(p.InputIDs) > 0:
 		return p.InputIDs, nil
 	}
-	return t.text(p.Text), nil
+	return t.withBOS(t.text(p.Text)), nil
 }
 
 // count is a request's prompt tokens, with its ids where counting them
 // took the ids (nil: prompt makes them when they are asked for):
-// PromptTokens without a template, else the ids' count.
+// PromptTokens without a template (and the begin-of-text token), else
+// the ids' count.
 func (t tokenizer) count(p *Prompt) (int, []int, error) {
 	if t.template == "" && t.model == nil {
-		return PromptTokens(p), nil, nil
+		n := PromptTokens(p)
+		if t.bos && len(p.InputIDs) == 0 {
+			n++
+		}
+		return n, nil, nil
 	}
 	ids, err := t.prompt(p)
 	return len(ids), ids, err
@@ -319,20 +371,29 @@ func (t tokenizer) chatIDs(p *Prompt, generation bool) ([]int, error) {
 }
 
 // renderChat is a conversation as its template's text (llama.cpp's
-// /apply-template).
+// /apply-template: without the begin-of-text token its chat route adds,
+// tools left out where the template renders none).
 func (t tokenizer) renderChat(p *Prompt, generation bool) (string, error) {
+	p = t.rendered(p)
 	if t.model == nil {
 		return t.render(p.Messages), nil
 	}
-	return t.model.render(p, generation)
+	s, err := t.model.render(p, generation)
+	if err == nil && t.llama {
+		s = t.model.withoutBOS(s)
+	}
+	return s, err
 }
 
 // llamaTokens is the ids of a text sent to llama.cpp's /tokenize, its
 // special tokens spelt out read as such (parse_special) and the
-// begin-of-text token the configuration asks for added (add_special):
-// llmsim's own read them always and add none.
+// begin-of-text token the vocabulary has added (add_special): llmsim's
+// own read them always.
 func (t tokenizer) llamaTokens(s string, addSpecial, parseSpecial bool) ([]int, error) {
 	if t.model == nil {
+		if addSpecial {
+			return t.withBOS(t.special(s)), nil
+		}
 		return t.special(s), nil
 	}
 	return t.model.llamaTokens(s, addSpecial, parseSpecial)
@@ -351,6 +412,9 @@ func (t tokenizer) llamaPieces(s string, addSpecial, parseSpecial bool) ([]int, 
 	}
 	var ids []int
 	var pieces [][]byte
+	if addSpecial && t.bos {
+		ids, pieces = append(ids, idBOS), append(pieces, []byte("<s>"))
+	}
 	for i := 0; i < len(s); i += bytesPerToken {
 		piece := s[i:min(i+bytesPerToken, len(s))]
 		ids = append(ids, pieceID(piece))
@@ -437,7 +501,7 @@ func (t tokenizer) continued(p *Prompt, ids []int, c *choiceState) []int {
 	}
 	text := string(c.appendContent(nil, 0, c.Target))
 	if len(p.Messages) > 0 {
-		return t.chat(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), p.history, false)
+		return t.withBOS(t.chat(append(p.Messages[:len(p.Messages):len(p.Messages)], Message{Role: "assistant", Content: text}), p.history, false))
 	}
 	return append(ids[:len(ids):len(ids)], t.text(text)...)
 }

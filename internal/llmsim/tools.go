@@ -36,8 +36,8 @@ type toolCall struct {
 // the request's seed when it samples) and the seed.
 func (e *Endpoint) planToolCalls(f *flight, c *choiceState, tools []wireTool, limit int) {
 	cfg := &e.f.cfg
-	if len(tools) == 0 || cfg.ToolCallRate <= 0 {
-		return
+	if len(tools) == 0 || cfg.ToolCallRate <= 0 || e.tok().noTools {
+		return // the model never saw tools its template left out
 	}
 	h := mix64(f.sample ^ mix64(cfg.Seed+0x7f4a7c159e3779b9) ^ uint64(c.index)*0x9e3779b97f4a7c15)
 	if unitFloat(h) > cfg.ToolCallRate {
