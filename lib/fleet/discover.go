@@ -54,6 +54,9 @@ type Info struct {
 	// Metrics names the gauges of its /metrics that count running and
 	// waiting requests, once read ("" when it has none).
 	Metrics string
+	// NoTools says why requests with tools are not sent to it ("" when
+	// they are): it says its template does not render them (features.go).
+	NoTools string
 }
 
 // Paths of the routes asked, beyond openai's.
@@ -140,6 +143,7 @@ func (p *Pool) readProps(ep *Endpoint, in *Info) {
 	if !ok {
 		return
 	}
+	in.NoTools = propsNoTools(body)
 	if slots > 0 {
 		in.Capacity, in.CapacitySource = slots, "total_slots, "+pathProps
 	}

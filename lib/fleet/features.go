@@ -3,6 +3,7 @@ package fleet
 import (
 	"strings"
 
+	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 )
 
@@ -34,4 +35,35 @@ func ToolsRefused(f *Failure) bool {
 		}
 	}
 	return false
+}
+
+// A server that takes tools its template cannot render: llama.cpp with
+// --jinja answers a request with tools 200 and leaves them out of the
+// prompt when its template does not use them, which its /props says
+// (chat_template_caps.supports_tools, from rendering the template with a
+// tool: common/chat.cpp, minja's caps). Such an endpoint is not sent
+// requests with tools: their records fail as tools_unsupported, as where
+// the server refuses them itself (Ollama), rather than being answered as
+// if no tools were offered.
+
+// propsNoTools says why an endpoint whose /props is body is not sent
+// tools ("" when it is, or does not say).
+func propsNoTools(body []byte) string {
+	var pr struct {
+		Caps *struct {
+			SupportsTools *bool `json:"supports_tools"`
+		} `json:"chat_template_caps"`
+	}
+	if json.Unmarshal(body, &pr) != nil || pr.Caps == nil || pr.Caps.SupportsTools == nil || *pr.Caps.SupportsTools {
+		return ""
+	}
+	return "its chat template does not support tools (" + pathProps + " chat_template_caps.supports_tools is false): it would answer with the tools left out of the prompt"
+}
+
+// ToolsUnsupported says why ep is not sent requests with tools ("" when
+// it is).
+func (p *Pool) ToolsUnsupported(ep *Endpoint) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ep.info.NoTools
 }

@@ -159,10 +159,15 @@ func versionAtLeast(v string, major, minor, patch int) bool {
 // PromptIDs tokenizes the prompt of body, a generation request as it
 // would be sent to ep, with ep's own tokenizer, for the servers whose
 // answer does not carry the prompt's ids: vLLM before 0.10.2 (POST
-// /tokenize with the messages and tools, the chat template applied as a
-// chat request applies it), llama.cpp (POST /apply-template, then
-// /tokenize with add_special as its chat route does; a completion's text
-// directly), SGLang's /generate (POST /v1/tokenize of its text).
+// /tokenize with the messages, tools and chat_template_kwargs, the chat
+// template applied as a chat request applies it), llama.cpp (POST
+// /apply-template of the chat request's body itself, which its oaicompat
+// parser reads as the chat route reads it, every field that renders
+// included; then /tokenize with add_special and parse_special as its chat
+// route tokenizes; a completion's text directly), SGLang's /generate
+// (POST /v1/tokenize of its text). ErrNoTokenizer where the server cannot
+// render the chat prompt (a llama.cpp without /apply-template); a refusal
+// of the rendering is a *Failure.
 func (p *Pool) PromptIDs(ctx context.Context, ep *Endpoint, s openai.TokenShape, body []byte) ([]int32, error) {
 	var r struct {
 		Model              string          `json:"model"`
@@ -190,11 +195,11 @@ func (p *Pool) PromptIDs(ctx context.Context, ep *Endpoint, s openai.TokenShape,
 		text := r.Prompt
 		if chat {
 			var err error
-			if text, err = p.llamaTemplate(ctx, ep, r.Messages); err != nil {
+			if text, err = p.llamaTemplate(ctx, ep, json.RawMessage(body)); err != nil {
 				return nil, err
 			}
 		}
-		return p.tokensAt(ctx, ep, pathTokenize, map[string]any{"content": text, "add_special": true})
+		return p.tokensAt(ctx, ep, pathTokenize, llamaTokenize(text))
 	case s == openai.ShapeSGLang && len(r.Text) > 0:
 		return p.tokensAt(ctx, ep, pathSGLangTokenize, map[string]any{"model": r.Model, "prompt": r.Text})
 	}
@@ -223,7 +228,7 @@ func (p *Pool) tokensAt(ctx context.Context, ep *Endpoint, path string, req map[
 		return nil, err
 	}
 	if status != fasthttp.StatusOK {
-		return nil, fmt.Errorf("token ids: %s%s: %v", ep.name, path, ClassifyStatus(status, body))
+		return nil, fmt.Errorf("token ids: %s%s: %w", ep.name, path, ClassifyStatus(status, body))
 	}
 	var out struct {
 		Tokens []int32 `json:"tokens"`

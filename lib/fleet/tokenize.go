@@ -17,7 +17,10 @@ import (
 //
 //	vLLM       POST /tokenize      {"model", "messages", "tools"} (chat template applied) or {"model", "prompt"} → count
 //	SGLang     POST /v1/tokenize   {"model", "prompt"}, a text or a list of them → count (a list: one a text); no messages
-//	llama.cpp  POST /tokenize      {"content"} → tokens; messages through POST /apply-template first
+//	llama.cpp  POST /tokenize      {"content", "add_special": true} → tokens, the begin-of-text token its
+//	           vocabulary adds among them (its chat and completion routes add it); messages through
+//	           POST /apply-template first, which takes the chat request's own body (tools and
+//	           chat_template_kwargs too) and leaves that token out of its text
 //	Ollama, gateways: none.
 //
 // The first request to an endpoint finds which it is, and the answer is
@@ -58,12 +61,14 @@ type tokenizeRequest struct {
 	Model    string          `json:"model,omitempty"`
 	Messages json.RawMessage `json:"messages,omitempty"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
+	Kwargs   json.RawMessage `json:"chat_template_kwargs,omitempty"`
 	Prompt   json.RawMessage `json:"prompt,omitempty"`
 	Text     json.RawMessage `json:"text,omitempty"` // SGLang's /generate
 }
 
 // Tokenize counts the prompt tokens of body, a generation request as it
-// would be sent to ep (chat: its "messages" and "tools"; completions: its
+// would be sent to ep (chat: its "messages", "tools" and
+// "chat_template_kwargs"; completions: its
 // "prompt"; /generate: its "text"), with ep's own tokenizer: the number
 // the server charges as prompt_tokens for it. ErrNoTokenizer when the
 // server offers none for it; other errors when it could not be asked.
@@ -103,7 +108,7 @@ func (p *Pool) count(ctx context.Context, ep *Endpoint, body []byte, texts bool)
 			h.Write([]byte{1})
 		}
 		h.WriteString(r.Model)
-		for _, part := range [][]byte{r.Messages, r.Tools, r.Prompt} {
+		for _, part := range [][]byte{r.Messages, r.Tools, r.Kwargs, r.Prompt} {
 			h.Write([]byte{0})
 			h.Write(part)
 		}
@@ -167,11 +172,11 @@ func (p *Pool) tokenize(ctx context.Context, ep *Endpoint, form tokenizeForm, r 
 				return 0, ErrNoTokenizer
 			}
 			var err error
-			if text, err = p.llamaTemplate(ctx, ep, r.Messages); err != nil {
+			if text, err = p.llamaTemplate(ctx, ep, r.renderBody()); err != nil {
 				return 0, err
 			}
 		}
-		return p.countAt(ctx, ep, pathTokenize, map[string]any{"content": text})
+		return p.countAt(ctx, ep, pathTokenize, llamaTokenize(text))
 	}
 	return 0, ErrNoTokenizer
 }
@@ -192,7 +197,30 @@ func (p *Pool) countTexts(ctx context.Context, ep *Endpoint, form tokenizeForm, 
 	case formVLLM:
 		return p.countAt(ctx, ep, pathTokenize, map[string]any{"model": r.Model, "prompt": strings.Join(texts, "\n")})
 	}
-	return p.countAt(ctx, ep, pathTokenize, map[string]any{"content": strings.Join(texts, "\n")})
+	return p.countAt(ctx, ep, pathTokenize, llamaTokenize(strings.Join(texts, "\n")))
+}
+
+// llamaTokenize is llama.cpp's /tokenize request for a prompt's text
+// (rendered, or a completion's) tokenized as its generation routes do:
+// with the special tokens its vocabulary adds (add_special, off by
+// default: a begin-of-text token missed is a count one short) and those
+// the text spells read as such (parse_special).
+func llamaTokenize(text any) map[string]any {
+	return map[string]any{"content": text, "add_special": true, "parse_special": true}
+}
+
+// renderBody is what llama.cpp's /apply-template is sent to render r's
+// chat prompt as a chat request would be: the messages, tools and
+// chat_template_kwargs, with the answer's turn.
+func (r *tokenizeRequest) renderBody() map[string]any {
+	body := map[string]any{"messages": r.Messages, "add_generation_prompt": true}
+	if len(r.Tools) > 0 {
+		body["tools"] = r.Tools
+	}
+	if len(r.Kwargs) > 0 {
+		body["chat_template_kwargs"] = r.Kwargs
+	}
+	return body
 }
 
 // promptTexts are the texts of r's prompt: each message's content (a
@@ -280,27 +308,27 @@ func (p *Pool) findTokenizer(ctx context.Context, ep *Endpoint, r *tokenizeReque
 	return formNone, nil
 }
 
-// countVLLM asks vLLM's /tokenize: the chat template applied to messages
-// and tools, with the answer turn (add_generation_prompt), as a chat
-// request is.
+// countVLLM asks vLLM's /tokenize: the chat template applied to messages,
+// tools and chat_template_kwargs, with the answer turn
+// (add_generation_prompt), as a chat request is.
 func (p *Pool) countVLLM(ctx context.Context, ep *Endpoint, r *tokenizeRequest) (int, error) {
 	req := map[string]any{"model": r.Model}
 	if len(r.Messages) > 0 {
-		req["messages"], req["add_generation_prompt"] = r.Messages, true
-		if len(r.Tools) > 0 {
-			req["tools"] = r.Tools
-		}
+		req = r.renderBody()
+		req["model"] = r.Model
 	} else {
 		req["prompt"] = r.Prompt
 	}
 	return p.countAt(ctx, ep, pathTokenize, req)
 }
 
-// llamaTemplate is llama.cpp's chat template applied to messages (its
-// POST /apply-template); ErrNoTokenizer where the server has no such
-// route, which is then not asked again.
-func (p *Pool) llamaTemplate(ctx context.Context, ep *Endpoint, messages json.RawMessage) (json.RawMessage, error) {
-	status, body, err := p.post(ctx, ep, pathApplyTemplate, map[string]any{"messages": messages})
+// llamaTemplate is llama.cpp's chat template applied to a chat request
+// (its POST /apply-template, which reads the body as its chat route
+// does: req is that body, or what of it renders); ErrNoTokenizer where
+// the server has no such route, which is then not asked again. A refusal
+// is a *Failure, as the chat route would have refused the request.
+func (p *Pool) llamaTemplate(ctx context.Context, ep *Endpoint, req any) (json.RawMessage, error) {
+	status, body, err := p.post(ctx, ep, pathApplyTemplate, req)
 	if err != nil {
 		return nil, err
 	}
@@ -308,11 +336,14 @@ func (p *Pool) llamaTemplate(ctx context.Context, ep *Endpoint, messages json.Ra
 		p.setTokenizer(ep, formLlamaText)
 		return nil, ErrNoTokenizer
 	}
+	if status != fasthttp.StatusOK {
+		return nil, fmt.Errorf("tokenize: %s%s: %w", ep.name, pathApplyTemplate, ClassifyStatus(status, body))
+	}
 	var out struct {
 		Prompt json.RawMessage `json:"prompt"`
 	}
-	if status != fasthttp.StatusOK || json.Unmarshal(body, &out) != nil || len(out.Prompt) == 0 {
-		return nil, fmt.Errorf("tokenize: %s%s: HTTP %d", ep.name, pathApplyTemplate, status)
+	if json.Unmarshal(body, &out) != nil || len(out.Prompt) == 0 || out.Prompt[0] != '"' {
+		return nil, fmt.Errorf("tokenize: %s%s: malformed answer: no prompt text", ep.name, pathApplyTemplate)
 	}
 	return out.Prompt, nil
 }
@@ -324,7 +355,7 @@ func (p *Pool) countAt(ctx context.Context, ep *Endpoint, path string, req map[s
 		return 0, err
 	}
 	if status != fasthttp.StatusOK {
-		return 0, fmt.Errorf("tokenize: %s%s: %v", ep.name, path, ClassifyStatus(status, body))
+		return 0, fmt.Errorf("tokenize: %s%s: %w", ep.name, path, ClassifyStatus(status, body))
 	}
 	n, _, err := parseTokenize(body)
 	if err != nil {
