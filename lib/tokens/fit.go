@@ -61,32 +61,67 @@ type Fit struct {
 // (2.5 bytes a token) is half of what English text averages.
 const unsureBand = 2.0
 
-// Fit works out the request of a prompt of msgs (and tools) that asks for
-// requested tokens (0: the server's default) in a context of ctx tokens
-// (0: unknown, nothing fitted), given the prompt's tokens if known (exact,
-// or a close figure from an earlier turn's usage). The prompt is
-// estimated, and counted by the server's tokenizer only when the estimate
-// says the request may not fit as asked.
+// Prompt is what a request's prompt is counted from: its messages, its
+// tools (canonical JSON), and Kwargs, which gives the request's
+// chat_template_kwargs (nil, or nil from it: none); it is called only
+// when the prompt is counted, as the kwargs cost a request body to find.
+type Prompt struct {
+	Msgs   []record.Message
+	Tools  []byte
+	Kwargs func() []byte
+}
+
+func (p Prompt) kwargs() []byte {
+	if p.Kwargs == nil {
+		return nil
+	}
+	return p.Kwargs()
+}
+
+// Fit is FitPrompt of a prompt of msgs and tools, without
+// chat_template_kwargs.
 func (c *Counter) Fit(fl FitFlags, ctx int, msgs []record.Message, tools []byte, requested, known int, exact bool) Fit {
+	return c.FitPrompt(fl, ctx, Prompt{Msgs: msgs, Tools: tools}, requested, known, exact)
+}
+
+// FitPrompt works out the request of prompt p that asks for requested
+// tokens (0: the server's default) in a context of ctx tokens (0:
+// unknown, nothing fitted), given the prompt's tokens if known (exact, or
+// a close figure from an earlier turn's usage). A prompt whose bound
+// (Bound: no vocabulary makes it longer) leaves the room asked for is
+// sent uncounted; any other is counted by a server's tokenizer where one
+// offers it, so that none is sent to be refused; where none does, the
+// estimate decides, and one it says may not fit but could (the estimate
+// can be that far off) is sent for the server to settle (Unsure).
+func (c *Counter) FitPrompt(fl FitFlags, ctx int, p Prompt, requested, known int, exact bool) Fit {
 	if !fl.FitContext || ctx <= 0 || c == nil {
 		return Fit{}
 	}
 	f := Fit{Context: ctx, Prompt: known, Exact: exact && known > 0}
 	if !f.Exact && c.local != nil {
-		if n, ok := c.countLocal(msgs, tools); ok {
+		if n, ok := c.countLocal(p); ok {
 			f.Prompt, f.Exact = n, true
 		}
 	}
+	size := SizeOf(p.Msgs, p.Tools)
 	if f.Prompt <= 0 {
-		f.Prompt = c.Estimate(SizeOf(msgs, tools))
+		f.Prompt = c.Estimate(size)
 	}
 	need := max(requested, fl.MinAnswerTokens)
-	if f.Prompt+need+fl.ContextMargin < ctx {
+	fits := func(n int) bool { return n+need+fl.ContextMargin < ctx }
+	switch {
+	case f.Exact || known > 0:
+		if fits(f.Prompt) {
+			return f
+		}
+	case fits(c.Bound(size)):
 		return f
 	}
 	if !f.Exact {
-		if n, text, ok := c.Count(msgs, tools); ok {
+		if n, text, ok := c.count(p); ok {
 			f.Prompt, f.Text, f.Exact = n, text, true
+		} else if fits(f.Prompt) {
+			return f // no tokenizer: the estimate decides
 		}
 	}
 	room := ctx - f.Prompt - fl.ContextMargin - 1

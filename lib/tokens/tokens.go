@@ -11,6 +11,7 @@ package tokens
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/segmentio/encoding/json"
@@ -72,22 +73,29 @@ type Counter struct {
 func (c *Counter) UseTokenizer(tok *tokenizer.Tokenizer) { c.local = tok }
 
 // countLocal counts a prompt with the local tokenizer, rendered as the
-// server renders the chat request (tokenizer.ServerMessages); false when
-// the template cannot render it (the server will say why).
-func (c *Counter) countLocal(msgs []record.Message, tools []byte) (int, bool) {
-	wire := make([]record.WireMessage, len(msgs))
-	for i, m := range msgs {
+// server renders the chat request (tokenizer.ServerMessages, its tools
+// and chat_template_kwargs); false when the template cannot render it
+// (the server will say why). A begin-of-text token the vocabulary adds
+// and the rendering does not start with is counted too: llama.cpp's chat
+// route adds it (vLLM's and SGLang's do not: one token over there).
+func (c *Counter) countLocal(p Prompt) (int, bool) {
+	wire := make([]record.WireMessage, len(p.Msgs))
+	for i, m := range p.Msgs {
 		wire[i] = record.WireMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
 	}
 	body, err := tokenizer.ServerMessages(wire)
 	if err != nil {
 		return 0, false
 	}
-	text, err := c.local.Render(tokenizer.Request{Messages: body, Tools: tools, AddGenerationPrompt: true})
+	text, err := c.local.Render(tokenizer.Request{Messages: body, Tools: p.Tools, Kwargs: p.kwargs(), AddGenerationPrompt: true})
 	if err != nil {
 		return 0, false
 	}
-	return len(c.local.Encode(text)), true
+	ids := c.local.Encode(text)
+	if bos := c.local.EncodeSpecial(""); len(bos) > 0 && (len(ids) < len(bos) || !slices.Equal(ids[:len(bos)], bos)) {
+		return len(bos) + len(ids), true
+	}
+	return len(ids), true
 }
 
 // NewCounter is a counter asking pool's tokenizers, in requests naming
@@ -106,6 +114,18 @@ func (c *Counter) templateTokens(msgs int) int {
 		tpl = TemplateGuess
 	}
 	return int(tpl*float64(msgs+1) + 0.999)
+}
+
+// Bound is a prompt's tokens at most, whatever the vocabulary: every
+// token of a byte-level BPE, or of a SentencePiece vocabulary with byte
+// fallback, holds a byte of the text at least, but for the word marker
+// SentencePiece puts before each text (one a message) and the
+// begin-of-text token (one); beside them the chat template's tokens, as
+// estimated (a template's own long text, a default system prompt, is
+// not bounded). A vocabulary of short tokens (1.6 bytes a token, where
+// the estimate starts at 2.5) stays under it where the estimate does not.
+func (c *Counter) Bound(s Size) int {
+	return s.Bytes + s.Msgs + 1 + c.templateTokens(s.Msgs)
 }
 
 // Estimate is the conservative guess of a prompt's tokens.
@@ -208,6 +228,14 @@ func (c *Counter) LearnTemplate(msgs, textTokens, promptTokens int) {
 // counted the chat prompt itself); false when no endpoint offers one (or
 // they failed).
 func (c *Counter) Count(msgs []record.Message, tools []byte) (n int, textTokens int, ok bool) {
+	return c.count(Prompt{Msgs: msgs, Tools: tools})
+}
+
+func (c *Counter) count(p Prompt) (n int, textTokens int, ok bool) {
+	if c.pool == nil {
+		return 0, 0, false
+	}
+	msgs := p.Msgs
 	wire := make([]openai.Message, len(msgs))
 	for i, m := range msgs {
 		wire[i] = openai.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
@@ -216,7 +244,8 @@ func (c *Counter) Count(msgs []record.Message, tools []byte) (n int, textTokens 
 		Model    string           `json:"model,omitempty"`
 		Messages []openai.Message `json:"messages"`
 		Tools    json.RawMessage  `json:"tools,omitempty"`
-	}{c.model(), wire, tools})
+		Kwargs   json.RawMessage  `json:"chat_template_kwargs,omitempty"`
+	}{c.model(), wire, p.Tools, p.kwargs()})
 	if err != nil {
 		return 0, 0, false
 	}
