@@ -85,6 +85,16 @@ func (r *runner) acquire(ctx context.Context, j *job) (*fleet.Endpoint, error) {
 func (r *runner) send(ep *fleet.Endpoint, j *job) {
 	defer r.inflight.Done()
 	for {
+		if why := r.toolsLeftOut(ep, j); why != "" {
+			if j.etaOn {
+				j.etaOn = false
+				r.eta.Ended(j, r.clk.Now(), false, 0, "")
+			}
+			r.pool.Release(ep)
+			j.reason = record.ReasonToolsUnsupported
+			r.failJob(ep, j, &fleet.Failure{Message: ep.Name() + ": " + why})
+			return
+		}
 		start := r.clk.Now()
 		if !j.etaOn {
 			r.eta.Started(j, ep.Index(), start)
@@ -288,7 +298,7 @@ func (r *runner) prepareTurn(j *job) error {
 func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
 	p := j.conv.Request()
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
-	ft := r.fit(p.Messages, tools, r.builder(j).MaxTokens(p), known, exact)
+	ft := r.fit(p.Messages, tools, r.kwargsOf(j, p, j.conv.ParamSeed()), r.builder(j).MaxTokens(p), known, exact)
 	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(p.Messages, tools), ft, ft.Prompt, nil
 	if ft.Refused {
 		j.refused = &fleet.Failure{Message: ft.Refusal()}
@@ -482,6 +492,17 @@ func (r *runner) offersTools(j *job) bool {
 		return len(j.conv.Request().Tools) > 0
 	}
 	return j.rec != nil && len(j.rec.Tools) > 0
+}
+
+// toolsLeftOut says why j, whose request offers tools, is not sent to ep:
+// ep's template would leave them out of the prompt (fleet's
+// ToolsUnsupported), an answer to another request than asked. "" when it
+// may be sent.
+func (r *runner) toolsLeftOut(ep *fleet.Endpoint, j *job) string {
+	if !r.offersTools(j) {
+		return ""
+	}
+	return r.pool.ToolsUnsupported(ep)
 }
 
 // modelOf is the model ep is sent.

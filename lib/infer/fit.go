@@ -31,10 +31,27 @@ import (
 // sent again.
 const maxContextRetries = 2
 
-// fit works out the request of a prompt of msgs (and tools): see
-// tokens.Counter.Fit.
-func (r *runner) fit(msgs []record.Message, tools []byte, requested, known int, exact bool) tokens.Fit {
-	return r.tokens.Fit(r.cfg.FitFlags, r.context(), msgs, tools, requested, known, exact)
+// fit works out the request of a prompt of msgs (and tools, and the
+// chat_template_kwargs kwargs gives): see tokens.Counter.FitPrompt.
+func (r *runner) fit(msgs []record.Message, tools []byte, kwargs func() []byte, requested, known int, exact bool) tokens.Fit {
+	return r.tokens.FitPrompt(r.cfg.FitFlags, r.context(), tokens.Prompt{Msgs: msgs, Tools: tools, Kwargs: kwargs}, requested, known, exact)
+}
+
+// kwargsOf gives the chat_template_kwargs j's request for p sends (the
+// flags', its arm's or its own params'), which render into the prompt:
+// the body is built for them only when the prompt is counted.
+func (r *runner) kwargsOf(j *job, p *record.Prompt, paramSeed *int64) func() []byte {
+	return func() []byte {
+		body, err := r.builder(j).Body(p, paramSeed, j.sample)
+		if err != nil {
+			return nil
+		}
+		kw, err := record.FieldValue(body, "chat_template_kwargs")
+		if err != nil || len(bytes.TrimSpace(kw)) == 0 || string(bytes.TrimSpace(kw)) == "null" {
+			return nil
+		}
+		return kw
+	}
 }
 
 // context is the model's context length: as the servers (or
@@ -131,7 +148,7 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 	p := j.rec
 	msgs := openai.ChatMessages(p)
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
-	ft := r.fit(msgs, tools, r.builder(j).MaxTokens(p), known, exact)
+	ft := r.fit(msgs, tools, r.kwargsOf(j, p, j.paramSeed), r.builder(j).MaxTokens(p), known, exact)
 	j.size, j.fit = tokens.SizeOf(msgs, tools), ft
 	j.promptTokens = ft.Prompt
 	if ft.Refused {

@@ -3,6 +3,7 @@ package infer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -140,7 +141,7 @@ func (r *runner) complete(ep *fleet.Endpoint, j *job) (openai.Completion, *fleet
 		r.fatal(cli.Usagef("--token-ids: %s joined the run: %v", ep.Name(), rt.err))
 		return openai.Completion{}, &fleet.Failure{Message: rt.err.Error()}
 	}
-	path, body, parse, sent, f := r.tokenRequest(ep, rt.shape, j, body)
+	path, body, parse, sent, f := r.tokenRequest(ep, rt, j, body)
 	if f != nil {
 		return openai.Completion{}, f
 	}
@@ -179,19 +180,31 @@ func (r *runner) complete(ep *fleet.Endpoint, j *job) (openai.Completion, *fleet
 	return c, nil
 }
 
-// tokenRequest is the request for j (as ep is sent it: sent) on a server
-// of shape s: the route, the body, how its answer is read, and the
+// tokenRequest is the request for j (as ep is sent it: sent) on ep, whose
+// token route is rt: the route, the body, how its answer is read, and the
 // prompt's ids where infer tokenized the prompt itself and sends them
 // (nil: the answer says).
-func (r *runner) tokenRequest(ep *fleet.Endpoint, s openai.TokenShape, j *job, sent []byte) (string, []byte, func([]byte) (openai.Completion, error), []int32, *fleet.Failure) {
-	api := r.cfg.API
+func (r *runner) tokenRequest(ep *fleet.Endpoint, rt *tokenRoute, j *job, sent []byte) (string, []byte, func([]byte) (openai.Completion, error), []int32, *fleet.Failure) {
+	api, s := r.cfg.API, rt.shape
 	path, parse := api.Path(), api.Parse
 	tokenize := func() ([]int32, *fleet.Failure) {
 		ids, err := r.pool.PromptIDs(context.Background(), ep, s, sent)
-		if err != nil {
-			return nil, &fleet.Failure{Message: err.Error(), Retriable: true, Blame: true}
+		var refused *fleet.Failure
+		switch {
+		case err == nil:
+			return ids, nil
+		case errors.Is(err, fleet.ErrNoTokenizer):
+			// No ids could be shown to be the prompt's the server would
+			// run: never another rendering's.
+			return nil, r.noTokenIDs(ep, rt, j, fmt.Errorf("%w: the server cannot render the chat prompt (%v)", openai.ErrNoTokenIDs, err))
+		case errors.As(err, &refused):
+			// Refused as the request itself would be (a template that
+			// raises, a busy server): the server's status and word.
+			f := *refused
+			f.Message = err.Error()
+			return nil, &f
 		}
-		return ids, nil
+		return nil, &fleet.Failure{Message: err.Error(), Retriable: true, Blame: true}
 	}
 	switch {
 	case s == openai.ShapeLlama:
