@@ -1,8 +1,11 @@
 package fleet
 
 import (
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -42,13 +45,17 @@ func (c *Client) Post(req *fasthttp.Request, path string, body []byte) {
 
 // DoTimeout sends req and waits at most timeout for the answer.
 func (c *Client) DoTimeout(req *fasthttp.Request, resp *fasthttp.Response, timeout time.Duration) error {
-	return c.hc.DoTimeout(req, resp, timeout)
+	return do(c.hc, c.conns, req, resp, time.Now().Add(timeout))
 }
 
 // DoDeadline sends req and waits until deadline at most for the answer.
 func (c *Client) DoDeadline(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	return c.hc.DoDeadline(req, resp, deadline)
+	return do(c.hc, c.conns, req, resp, deadline)
 }
+
+// Reconnects counts the requests sent again on a new connection because
+// the one they went on had been closed by the server while idle.
+func (c *Client) Reconnects() int64 { return c.conns.reconnects.Load() }
 
 // CloseAll closes every connection, ending the requests on them.
 func (c *Client) CloseAll() { c.conns.closeAll() }
@@ -102,26 +109,97 @@ func setURI(req *fasthttp.Request, t Target, path string) {
 	u.SetPath(t.Path + path)
 }
 
-// connSet tracks a client's open connections.
+// maxReconnects bounds how many times one request is sent again after
+// finding its connection closed. Each time closes that connection and
+// the idle ones, so the next goes on a new connection; this is a
+// backstop.
+const maxReconnects = 8
+
+// do sends req on hc, again on another connection whenever the one it
+// went on turns out to have been closed by the server while it sat idle
+// in the pool. Servers do that: llama.cpp's closes every connection after
+// a streamed answer although it advertises keep-alive, and uvicorn closes
+// one idle for 5 s. The request never reached the server, so that is a
+// reconnect, not a failed request. A connection dialled for the request
+// that fails is a failure, as is any other error.
+func do(hc *fasthttp.HostClient, conns *connSet, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	for i := 0; ; i++ {
+		before := conns.dialled.Load()
+		err := hc.DoDeadline(req, resp, deadline)
+		if err == nil || i == maxReconnects || !conns.closedIdle(resp, before, err) {
+			return err
+		}
+		conns.reconnects.Add(1)
+		// The server's other idle connections are likely closed too.
+		hc.CloseIdleConnections()
+	}
+}
+
+// closedIdle says whether err, the failure of a request whose attempt
+// began when before connections had been dialled, is a closed idle
+// connection: one dialled before the attempt (it had carried an answer
+// and waited in the pool), closed or reset before the server sent a byte
+// of an answer to this request.
+func (s *connSet) closedIdle(resp *fasthttp.Response, before uint64, err error) bool {
+	a, ok := resp.LocalAddr().(connAddr)
+	if !ok || a.conn.set != s || a.conn.seq > before || a.conn.answered.Load() {
+		return false
+	}
+	// fasthttp reports any error on an answer's first byte as
+	// ErrConnectionClosed; writing to a closed one can fail too.
+	return errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// connSet tracks a client's open connections, numbered as they are
+// dialled.
 type connSet struct {
-	mu    sync.Mutex
-	conns map[*trackedConn]struct{}
+	mu         sync.Mutex
+	conns      map[*trackedConn]struct{}
+	dialled    atomic.Uint64
+	reconnects atomic.Int64
 }
 
 type trackedConn struct {
 	net.Conn
 	set  *connSet
+	seq  uint64 // its number among the set's dials, from 1
 	once sync.Once
+	// answered: a byte came since the last request was written.
+	answered atomic.Bool
 }
 
 func newConnSet() *connSet { return &connSet{conns: map[*trackedConn]struct{}{}} }
 
 func (s *connSet) track(c net.Conn) net.Conn {
-	tc := &trackedConn{Conn: c, set: s}
+	tc := &trackedConn{Conn: c, set: s, seq: s.dialled.Add(1)}
 	s.mu.Lock()
 	s.conns[tc] = struct{}{}
 	s.mu.Unlock()
 	return tc
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	c.answered.Store(false)
+	return c.Conn.Write(b)
+}
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.answered.Store(true)
+	}
+	return n, err
+}
+
+// LocalAddr carries the connection itself: fasthttp hands it to the
+// response (Response.LocalAddr), which is how a failed request tells
+// which connection it went on.
+func (c *trackedConn) LocalAddr() net.Addr { return connAddr{c.Conn.LocalAddr(), c} }
+
+// connAddr is a connection's local address and the connection.
+type connAddr struct {
+	net.Addr
+	conn *trackedConn
 }
 
 func (c *trackedConn) Close() error {

@@ -665,7 +665,7 @@ func (p *Pool) controlOn(hc *fasthttp.HostClient, ep *Endpoint, method, path str
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	if err := hc.DoTimeout(req, resp, timeout); err != nil {
+	if err := do(hc, p.ctlConn, req, resp, time.Now().Add(timeout)); err != nil {
 		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 			return 0, nil, p.controlTooLarge(ep, path)
 		}
