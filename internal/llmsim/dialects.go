@@ -199,6 +199,7 @@ func llamacppDialect() *dialect {
 		open:     func(p string) bool { return public[p] },
 		anyModel: true, reasoning: "reasoning_content", completionMaxTokens: -1,
 		fitContext: llamacppContext, busyMessage: msgQueueFull, malformed: llamacppMalformed, tokenIDs: tokenStyle{nativeTokens: true},
+		conn: llamacppConn,
 		oai: &oaiStyle{
 			fingerprint: `"` + llamacppBuild + `"`,
 			firstDelta:  `"role":"assistant","content":null`, lastDelta: ``,

@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -157,11 +158,61 @@ type dialect struct {
 	// (tokenids.go); the zero value: nowhere.
 	tokenIDs tokenStyle
 
+	// conn is what the server does with a connection after an answer.
+	conn connRule
+
 	notFound     func(ctx *fasthttp.RequestCtx)
 	notAllowed   func(ctx *fasthttp.RequestCtx)
 	unauthorized func(ctx *fasthttp.RequestCtx)
 	// errorBody appends the body of an error answer to a request of api a.
 	errorBody func(dst []byte, a api, e *apiError) []byte
+}
+
+// connRule is what a flavour's server does with a connection after an
+// answer. The zero value is fasthttp's, and uvicorn's and Go's servers'
+// alike: the connection stays open until it has been idle for 5 s.
+type connRule struct {
+	// keepAlive is the Keep-Alive header of an answer whose connection
+	// stays open ("" none).
+	keepAlive string
+	// maxRequests: the answer to a connection's maxRequests-th request
+	// says Connection: close, and the connection closes (0: no limit).
+	maxRequests uint64
+	// closeAfterError: an answer of status 400 or more says Connection:
+	// close, and the connection closes.
+	closeAfterError bool
+	// closeAfterStream: the connection closes right after a streamed
+	// answer's last chunk, although the answer's head advertised
+	// keep-alive and never said Connection: close. A client that sends its
+	// next request on it finds it closed before any answer.
+	closeAfterStream bool
+}
+
+// llamacppConn is cpp-httplib's, which llama-server runs on: a streamed
+// answer's content provider returns false once done, which ends the
+// connection's keep-alive loop (vendor/cpp-httplib write_content_chunked,
+// process_server_socket_core), after the head said "Keep-Alive: timeout=5,
+// max=100"; whole answers keep it.
+var llamacppConn = connRule{keepAlive: "timeout=5, max=100", maxRequests: 100, closeAfterError: true, closeAfterStream: true}
+
+// after applies the rule to the answer a handler has just set up.
+func (r connRule) after(ctx *fasthttp.RequestCtx) {
+	switch {
+	case ctx.Hijacked(): // a fault writing the connection itself
+		return
+	case r.closeAfterError && ctx.Response.StatusCode() >= fasthttp.StatusBadRequest,
+		r.maxRequests > 0 && ctx.ConnRequestNum() >= r.maxRequests:
+		ctx.SetConnectionClose()
+		return
+	}
+	if r.keepAlive != "" {
+		ctx.Response.Header.Set("Keep-Alive", r.keepAlive)
+	}
+	if r.closeAfterStream && ctx.Response.IsBodyStream() {
+		// fasthttp writes the whole answer, then hands the connection
+		// over, and closes it once this returns.
+		ctx.Hijack(func(net.Conn) {})
+	}
 }
 
 var dialects = map[Flavor]*dialect{}

@@ -57,6 +57,7 @@ var (
 func (e *Endpoint) handle(ctx *fasthttp.RequestCtx) {
 	path := unsafeString(ctx.Path())
 	d := e.d
+	defer d.conn.after(ctx)
 	if !e.authorized(ctx, path) {
 		e.stats.unauthorized.Add(1)
 		d.unauthorized(ctx)
