@@ -39,9 +39,15 @@ Durations (latencies, --startup-delay, --restart-after) are simulated time:
 --time-scale S makes them S times shorter. --time-scale 0 is --instant.
 --fault ENDPOINT=key:value,... overrides the fault flags for one endpoint,
 named by index (0 is the first address), host:port, or :port; keys are
-fail-rate, abort-rate, hang-rate, drop-rate, crash-after, restart-after, slow,
-startup-delay, slots (a slot schedule, steps split by slashes) and flavor
+fail-rate, abort-rate, hang-rate, drop-rate, fail-burst, fail-burst-after,
+crash-after, restart-after, slow, startup-delay, slots (a slot schedule,
+steps split by slashes) and flavor
 (the kind of server it imitates). Stop with SIGINT or SIGTERM.
+
+  # a server that answers 500 to every request while its /health says ok,
+  # and one that answers 500 to 12 requests after every restart, then recovers
+  llmsim --listen 127.0.0.1:30000-30001 --flavor llamacpp --fault 0=fail-rate:1 \
+      --fault 1=fail-burst:12,crash-after:200,restart-after:30s
 
   # a mixed fleet: two SGLang servers, a vLLM and an Ollama one
   llmsim --listen 127.0.0.1:30000-30003 --fault 2=flavor:vllm --fault 3=flavor:ollama
@@ -87,20 +93,22 @@ type Command struct {
 	StepPerRequest  time.Duration `help:"Added per running request (calibrated: 1,180 tok/s at 48)." default:"62.6us"`
 	PrefillPerToken time.Duration `help:"Added per prompt token of each request joining a step." default:"40us"`
 
-	FailRate      float64       `help:"Fraction of generation requests answered 500." default:"0"`
-	AbortRate     float64       `help:"Fraction answered 200 with finish_reason \"abort\", cut short." default:"0"`
-	HangRate      float64       `help:"Fraction accepted and never answered (until the client closes)." default:"0"`
-	DropRate      float64       `help:"Fraction whose connection closes mid-response." default:"0"`
-	LimitRate     float64       `help:"Fraction answered 429 Too Many Requests with Retry-After: 1 (a rate limit or a quota; 1: every request)." default:"0"`
-	CrashAfter    int           `help:"Crash (listener closed, connections dropped) on the generation request after this many (0: never)." default:"0"`
-	RestartAfter  time.Duration `help:"Bring a crashed endpoint back after this long (0: stays down)." default:"0s"`
-	Slow          float64       `help:"Multiply every scheduler step by this factor." default:"1"`
-	StartupDelay  time.Duration `help:"Health answers 503 (and generation waits) this long after a (re)start." default:"0s"`
-	ExitAfter     int           `help:"End the process (exit status 1, as a server killed for its memory) on the generation request after this many, its connections dropped (0: never): a server for a supervisor (serve) to restart." default:"0" placeholder:"N"`
-	ExitAt        time.Duration `help:"End the process (exit status 1) this long after it started listening (0: never)." default:"0s"`
-	ListenDelay   time.Duration `help:"Start slowly: wait this long before listening, as a server loading its weights before it opens its port (--startup-delay then answers 503 for as long)." default:"0s"`
-	SlotsSchedule string        `help:"Change the running slots over simulated time: TIME:SLOTS steps, e.g. \"0s:48,5m:16\" (per endpoint: --fault N=slots:0s:48/5m:16). Empty: --max-running throughout." default:"" placeholder:"SCHEDULE"`
-	Fault         []string      `help:"Per-endpoint faults ENDPOINT=key:value,...; repeatable (see above)." placeholder:"ENDPOINT=SPEC" sep:"none"`
+	FailRate       float64       `help:"Fraction of generation requests answered 500." default:"0"`
+	AbortRate      float64       `help:"Fraction answered 200 with finish_reason \"abort\", cut short." default:"0"`
+	HangRate       float64       `help:"Fraction accepted and never answered (until the client closes)." default:"0"`
+	DropRate       float64       `help:"Fraction whose connection closes mid-response." default:"0"`
+	LimitRate      float64       `help:"Fraction answered 429 Too Many Requests with Retry-After: 1 (a rate limit or a quota; 1: every request)." default:"0"`
+	FailBurst      int           `help:"Answer 500 to this many generation requests in a row after every (re)start (after --fail-burst-after), /health ready throughout, then recover: a server warming up or out of memory for a while (0: never)." default:"0" placeholder:"N"`
+	FailBurstAfter int           `help:"Requests answered normally after each (re)start before the --fail-burst." default:"0" placeholder:"N"`
+	CrashAfter     int           `help:"Crash (listener closed, connections dropped) on the generation request after this many (0: never)." default:"0"`
+	RestartAfter   time.Duration `help:"Bring a crashed endpoint back after this long (0: stays down)." default:"0s"`
+	Slow           float64       `help:"Multiply every scheduler step by this factor." default:"1"`
+	StartupDelay   time.Duration `help:"Health answers 503 (and generation waits) this long after a (re)start." default:"0s"`
+	ExitAfter      int           `help:"End the process (exit status 1, as a server killed for its memory) on the generation request after this many, its connections dropped (0: never): a server for a supervisor (serve) to restart." default:"0" placeholder:"N"`
+	ExitAt         time.Duration `help:"End the process (exit status 1) this long after it started listening (0: never)." default:"0s"`
+	ListenDelay    time.Duration `help:"Start slowly: wait this long before listening, as a server loading its weights before it opens its port (--startup-delay then answers 503 for as long)." default:"0s"`
+	SlotsSchedule  string        `help:"Change the running slots over simulated time: TIME:SLOTS steps, e.g. \"0s:48,5m:16\" (per endpoint: --fault N=slots:0s:48/5m:16). Empty: --max-running throughout." default:"" placeholder:"SCHEDULE"`
+	Fault          []string      `help:"Per-endpoint faults ENDPOINT=key:value,...; repeatable (see above)." placeholder:"ENDPOINT=SPEC" sep:"none"`
 }
 
 // Run serves until ctx ends.
@@ -175,6 +183,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 		Faults: Faults{
 			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate, LimitRate: c.LimitRate,
 			CrashAfter: c.CrashAfter, RestartAfter: c.RestartAfter, Slow: c.Slow, StartupDelay: c.StartupDelay,
+			FailBurst: c.FailBurst, FailBurstAfter: c.FailBurstAfter,
 		},
 	}
 	if c.TimeScale == 0 {

@@ -30,6 +30,13 @@ type Faults struct {
 	// LimitRate answers 429 Too Many Requests with Retry-After: 1, as a
 	// rate-limited gateway or a quota run out does (1: every request).
 	LimitRate float64
+	// FailBurst > 0 answers 500 (as FailRate does) to generation requests
+	// FailBurstAfter+1 to FailBurstAfter+FailBurst since the endpoint
+	// (re)started, its health ready throughout, and then recovers, as a
+	// server warming up after a restart, or out of memory for a while,
+	// may.
+	FailBurst      int
+	FailBurstAfter int
 	// CrashAfter > 0 makes the endpoint crash when it receives generation
 	// request number CrashAfter+1 since it (re)started: the listener closes
 	// and every open connection, that request's too, is dropped.
@@ -117,6 +124,8 @@ func (f Faults) validate() error {
 	switch {
 	case f.CrashAfter < 0:
 		return fmt.Errorf("crash-after %d is negative", f.CrashAfter)
+	case f.FailBurst < 0 || f.FailBurstAfter < 0:
+		return fmt.Errorf("fail-burst %d, fail-burst-after %d: want no negative count", f.FailBurst, f.FailBurstAfter)
 	case f.RestartAfter < 0:
 		return fmt.Errorf("restart-after %v is negative", f.RestartAfter)
 	case f.StartupDelay < 0:
@@ -395,7 +404,8 @@ func parsePort(s string) (int, error) {
 
 // ParseFaultSpec applies "key:value,key:value" settings (the right side of
 // --fault ENDPOINT=SPEC) to f. Keys: fail-rate, abort-rate, hang-rate,
-// drop-rate, limit-rate, crash-after, restart-after, slow, startup-delay, slots (a
+// drop-rate, limit-rate, fail-burst, fail-burst-after, crash-after,
+// restart-after, slow, startup-delay, slots (a
 // slot schedule with slashes: slots:0s:48/5m:16); durations take Go's
 // syntax (500ms, 30s, 2m).
 func ParseFaultSpec(f Faults, spec string) (Faults, error) {
@@ -422,6 +432,10 @@ func ParseFaultSpec(f Faults, spec string) (Faults, error) {
 			f.LimitRate, err = strconv.ParseFloat(v, 64)
 		case "slow":
 			f.Slow, err = strconv.ParseFloat(v, 64)
+		case "fail-burst":
+			f.FailBurst, err = strconv.Atoi(v)
+		case "fail-burst-after":
+			f.FailBurstAfter, err = strconv.Atoi(v)
 		case "crash-after":
 			f.CrashAfter, err = strconv.Atoi(v)
 		case "restart-after":

@@ -25,8 +25,16 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 	if e.f.log != nil {
 		defer e.logRequest(ctx, le)
 	}
-	inc, faults, ok := e.enter(ctx, le)
+	inc, faults, nth, ok := e.enter(ctx, le)
 	if !ok {
+		return
+	}
+	if faults.FailBurst > 0 && nth > faults.FailBurstAfter && nth <= faults.FailBurstAfter+faults.FailBurst {
+		// The burst answers before the request is read, as a server whose
+		// every request fails alike does.
+		le.outcome = faultOutcomes[faultFail]
+		e.stats.failed.Add(1)
+		e.fail(ctx, a, &apiError{kind: errInternal, status: fasthttp.StatusInternalServerError, msg: msgFail})
 		return
 	}
 	f, aerr := e.prepare(ctx, a, n)
@@ -49,12 +57,13 @@ func (e *Endpoint) generate(ctx *fasthttp.RequestCtx, a api) {
 }
 
 // enter admits a request into the endpoint's life: it returns the
-// incarnation that serves it, once started, and the faults in force. A
-// request to an endpoint that is down, the one that crashes it, or one
-// whose endpoint stops while it waits, is lost: false, its connection
-// closed as a dead server's.
-func (e *Endpoint) enter(ctx *fasthttp.RequestCtx, le *logEntry) (*incarnation, Faults, bool) {
-	inc, faults, crash := e.admit()
+// incarnation that serves it, once started, the faults in force and the
+// request's number since the endpoint (re)started. A request to an
+// endpoint that is down, the one that crashes it, or one whose endpoint
+// stops while it waits, is lost: false, its connection closed as a dead
+// server's.
+func (e *Endpoint) enter(ctx *fasthttp.RequestCtx, le *logEntry) (*incarnation, Faults, int, bool) {
+	inc, faults, nth, crash := e.admit()
 	if inc == nil || crash {
 		e.stats.lost.Add(1)
 		le.outcome = "lost"
@@ -63,27 +72,28 @@ func (e *Endpoint) enter(ctx *fasthttp.RequestCtx, le *logEntry) (*incarnation, 
 			e.Crash()
 		}
 		ctx.Conn().Close()
-		return nil, faults, false
+		return nil, faults, nth, false
 	}
 	select {
 	case <-inc.ready:
-		return inc, faults, true
+		return inc, faults, nth, true
 	case <-inc.ctx.Done():
 		e.stats.lost.Add(1)
 		le.outcome = "lost"
-		return nil, faults, false
+		return nil, faults, nth, false
 	}
 }
 
 // admit counts a generation request against the endpoint's life: it
-// returns the incarnation serving it, the faults in force, and whether
-// this request is the one CrashAfter says crashes the endpoint.
-func (e *Endpoint) admit() (*incarnation, Faults, bool) {
+// returns the incarnation serving it, the faults in force, the request's
+// number since the endpoint (re)started, and whether this request is the
+// one CrashAfter says crashes the endpoint.
+func (e *Endpoint) admit() (*incarnation, Faults, int, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.accepted++
 	crash := e.inc != nil && e.faults.CrashAfter > 0 && e.accepted > e.faults.CrashAfter
-	return e.inc, e.faults, crash
+	return e.inc, e.faults, e.accepted, crash
 }
 
 // prepare reads request number n of api a (parse) and works out what the
