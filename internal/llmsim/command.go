@@ -72,6 +72,8 @@ type Command struct {
 	ContextLength        int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
 	Reasoning            bool    `help:"Chat answers carry their thinking apart, in reasoning_content (current vLLM: reasoning), as with --reasoning-parser."`
 	LlamacppMetrics      bool    `name:"llamacpp-metrics" help:"The llamacpp flavour serves /metrics, as llama-server started with --metrics does; without it /metrics answers 501."`
+	LlamacppBOS          bool    `name:"llamacpp-bos" help:"The llamacpp flavour's vocabulary adds a begin-of-text token, as a GGUF with add_bos_token does: first in every chat and text prompt it runs and charges, and in /tokenize with add_special; never in /apply-template's text. A --tokenizer brings its own."`
+	LlamacppNoTools      bool    `name:"llamacpp-no-tools" help:"The llamacpp flavour's chat template renders no tools, as llama-server --jinja may have: /props says so (chat_template_caps.supports_tools false), and a chat request's tools are left out of its prompt, answered 200 and never called."`
 	ChatTemplate         string  `help:"A word tokenizer and this chat template (chatml keeps every reasoning_content sent back; qwen3 drops it before the last user turn), so that answers re-tokenize to their ids but for a few drift words; empty: four-byte pieces. Not with --tokenizer." default:"" enum:",chatml,qwen3"`
 	Tokenizer            string  `help:"A model's Hugging Face folder (tokenizer.json, tokenizer_config.json; nothing is downloaded): every endpoint renders chat prompts with the model's chat template and tokenizes with its tokenizer (usage, context checks, prompt and answer token ids, /tokenize, /detokenize, /apply-template), and writes its answers in the model's tokens, an answer that ends on its own ending with the end-of-turn id. Loaded once, at start. Not with --chat-template." default:"" placeholder:"DIR"`
 	TemplateDrift        bool    `help:"With --tokenizer: render with a slightly different chat template, as a server started with another version of it would: a default system prompt (\"You are a helpful assistant.\") before every conversation that has none. /props and /get_server_info report the drifted template's text."`
@@ -176,6 +178,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 		Listen: addrs, Flavor: Flavor(c.Flavor), ModelName: c.Model, MaxRunning: c.MaxRunning, MaxQueued: c.MaxQueued,
 		ContextLength: c.ContextLength, Reasoning: c.Reasoning, LlamaMetrics: c.LlamacppMetrics, ChatTemplate: c.ChatTemplate, KVTokens: c.KVTokens, CacheReport: c.CacheReport, TimeScale: c.TimeScale,
 		Tokenizer: c.Tokenizer, TemplateDrift: c.TemplateDrift,
+		LlamaBOS: c.LlamacppBOS, LlamaNoTools: c.LlamacppNoTools,
 		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
 		LoopRate: c.LoopRate, EmptyRate: c.EmptyRate, ThinkResidueRate: c.ThinkResidueRate, TruncateRate: c.TruncateRate,
 		Instant: c.Instant, Seed: c.Seed, Temperature: c.Temperature, APIKey: c.APIKey,

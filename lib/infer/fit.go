@@ -17,9 +17,9 @@ import (
 // and a prompt that leaves fewer than --min-answer-tokens is not sent: it
 // becomes an error record prompt_too_long with its token count (a
 // conversation's later turn ends the conversation, truncated
-// context_full). The prompt's tokens are estimated, and counted by the
-// server's tokenizer when the estimate says the request may not fit as
-// asked.
+// context_full). The prompt's tokens are bounded by its bytes, and
+// counted by the server's tokenizer when the bound says the request may
+// not fit as asked (tokens.Counter.FitPrompt).
 //
 // A server that refuses a request for length anyway (400, in vLLM's,
 // SGLang's, OpenAI's or llama.cpp's wording) states the context and the

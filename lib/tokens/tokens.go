@@ -1,11 +1,14 @@
 // Package tokens counts a prompt's tokens, to fit its request into the
-// model's context: by a server's tokenizer where one offers it (fleet's
-// Tokenize: vLLM counts the chat prompt itself; SGLang and llama.cpp
-// without /apply-template count the texts, to which the chat template's
-// tokens are added), else estimated from the prompt's bytes. The
-// estimate is kept conservative: its bytes per token are a low percentile
-// of what the answered prompts measured (the server's prompt_tokens over
-// their bytes), and before there are enough of them a low guess.
+// model's context. A prompt's bytes bound its tokens (Bound), which
+// settles most requests uncounted; any other is counted by a server's
+// tokenizer where one offers it (fleet's Tokenize: vLLM and llama.cpp
+// count the chat prompt itself; SGLang and llama.cpp without
+// /apply-template count the texts, to which the chat template's tokens
+// are added), else estimated from the prompt's bytes. The estimate is
+// kept conservative, though no bound: its bytes per token are a low
+// percentile of what the answered prompts measured (the server's
+// prompt_tokens over their bytes), and before there are enough of them a
+// low guess.
 package tokens
 
 import (
