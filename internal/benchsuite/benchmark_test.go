@@ -321,7 +321,7 @@ func TestAnalyse(t *testing.T) {
 		samples = append(samples, fleetSample{at: at, delivered: 1000 * at.Seconds(), up: up, running: running, generated: generated,
 			prompted: []float64{0, 1000 * float64(i)}, through: []float64{sim, sim}, clock: []float64{sim, sim}})
 	}
-	fr, err := analyse(fleetRun{}, samples, []float64{48, 48}, []float64{1, 3}, 10000, 10*time.Second, 10)
+	fr, err := analyse(samples, []float64{48, 48}, []float64{1, 3}, 10000, 10*time.Second, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,18 +330,18 @@ func TestAnalyse(t *testing.T) {
 			t.Errorf("%s = %.2f, want %.2f", name, got, want)
 		}
 	}
-	near("steady tok/s", fr.steadyTokS, 100)
+	near("steady tok/s", fr["tok_s"], 100)
 	full := 48 / 0.0406784 // calibrated tok/s of a full batch
 	// Steady window: samples 10..90, endpoint 1 down for 10 of 80 intervals.
-	near("ideal", fr.idealTokS, full+full/3*70/80)
+	near("ideal", fr["ideal_tok_s"], full+full/3*70/80)
 	// Decoded: endpoint 0's full rate over 80 intervals, endpoint 1's half
 	// over the 69 with it up at both ends; with prefill, endpoint 1's 1,000
 	// tokens an interval take 1000 × 40 µs × 3 = 0.12 s of its 1 s.
-	near("decoded % of ideal", fr.decodedPct, 100*(80+0.5/3*69)/(80+69.0/3))
-	near("decoded % of ideal with prefill", fr.decodedPrefillPct, 100*(80+0.5/3*69)/(80+69*0.88/3))
-	near("utilisation", fr.utilPct, 100*(48*80+24*70)/float64(48*80+48*70))
-	near("downtime (simulated s)", fr.downSimSeconds, 10)
-	near("whole run", fr.wholeTokS, 100)
+	near("decoded % of ideal", fr["ideal_pct"], 100*(80+0.5/3*69)/(80+69.0/3))
+	near("decoded % of ideal with prefill", fr["ideal_prefill_pct"], 100*(80+0.5/3*69)/(80+69*0.88/3))
+	near("utilisation", fr["util_pct"], 100*(48*80+24*70)/float64(48*80+48*70))
+	near("downtime (simulated s)", fr["down_sim_s"], 10)
+	near("whole run", fr["whole_pct"], 100*100/(full+full/3*90/100))
 }
 
 // A run whose answers drain inside the window: the fleet decodes a full
@@ -371,17 +371,17 @@ func TestAnalyseDrainNeverPassesTheIdeal(t *testing.T) {
 		samples = append(samples, fleetSample{at: at, delivered: delivered, up: []bool{true}, running: []float64{48},
 			generated: []float64{48 * steps}, prompted: []float64{0}, through: []float64{steps * step}, clock: []float64{sim}})
 	}
-	fr, err := analyse(fleetRun{}, samples, []float64{48}, []float64{1}, final, 2*time.Second, scale)
+	fr, err := analyse(samples, []float64{48}, []float64{1}, final, 2*time.Second, scale)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if delivered := 100 * fr.steadyTokS / fr.idealTokS; delivered <= 100 {
+	if delivered := fr["delivered_pct"]; delivered <= 100 {
 		t.Fatalf("delivered tokens over the ideal are %.1f%%: the case does not drain in its window", delivered)
 	}
-	if fr.decodedPct > 100 || fr.decodedPrefillPct > 100 {
-		t.Errorf("decoded share of the ideal %.2f%% (with prefill %.2f%%): above 100%%", fr.decodedPct, fr.decodedPrefillPct)
+	if fr["ideal_pct"] > 100 || fr["ideal_prefill_pct"] > 100 {
+		t.Errorf("decoded share of the ideal %.2f%% (with prefill %.2f%%): above 100%%", fr["ideal_pct"], fr["ideal_prefill_pct"])
 	}
-	if fr.decodedPct < 95 {
-		t.Errorf("decoded share of the ideal %.2f%%: a fleet decoding a full batch all along is near 100%%", fr.decodedPct)
+	if fr["ideal_pct"] < 95 {
+		t.Errorf("decoded share of the ideal %.2f%%: a fleet decoding a full batch all along is near 100%%", fr["ideal_pct"])
 	}
 }

@@ -2,15 +2,12 @@ package benchsuite
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/segmentio/encoding/json"
@@ -18,119 +15,64 @@ import (
 	"tokenmill/lib/jsonl"
 )
 
-// dataStep makes one data file in the scratch directory.
+// dataStep makes one data file in the scratch directory with a shell
+// command of tokenmill's tools (the command is also its key: a file an
+// earlier run made with the same command is kept with --reuse-data);
+// then, where no tool does it, keeps only some of the file's lines.
 type dataStep struct {
 	name string
 	deps []string // steps whose files this one reads
-	file string   // what it makes, relative to the scratch directory
-	// key is what the file depends on (its command and sizes): the file
-	// of an earlier run is kept with --reuse-data only when it is the same.
-	key  func(*harness) string
-	make func(context.Context, *harness) error
+	file string
+	cmd  func(*harness) string
+	keep func(h *harness, line []byte) bool // nil: every line
 }
 
 // dataSteps are every data file a section can need, each after the ones
-// it is made from. Their commands are the tools' own; what no tool does
-// (the first lines of a file, the conversations of 3 questions or more) is
-// done here, since it is not measured.
+// it is made from.
 var dataSteps = []*dataStep{
-	toolStep("corpus", "data/corpus.jsonl", nil, func(h *harness) []string {
-		return []string{"corpus", "--force", "-n", strconv.Itoa(h.sz.Main), "-o", "data/corpus.jsonl"}
-	}),
-	toolStep("corpus-parquet", "data/corpus.parquet", nil, func(h *harness) []string {
-		return []string{"corpus", "--force", "-n", strconv.Itoa(h.sz.Main), "-o", "data/corpus.parquet"}
-	}),
-	toolStep("prompts", "data/prompts.jsonl", []string{"corpus"}, func(*harness) []string {
-		return []string{"extract", "--force", "--progress", "0", "-o", "data/prompts.jsonl", "data/corpus.jsonl"}
-	}),
-	toolStep("gens", "data/gens.jsonl", []string{"prompts"}, func(*harness) []string {
-		return []string{"benchsuite", "generations", "--rerun", "data/rerun.jsonl", "-o", "data/gens.jsonl", "data/prompts.jsonl"}
-	}),
-	{name: "prompts-slurp", file: "data/prompts-slurp.jsonl", deps: []string{"prompts"},
-		key: func(h *harness) string { return fmt.Sprintf("head -n %d data/prompts.jsonl", h.sz.Slurp) },
-		make: func(ctx context.Context, h *harness) error {
-			return copyLines(h.path("data/prompts.jsonl"), h.path("data/prompts-slurp.jsonl"), h.sz.Slurp, 0)
-		}},
-	toolStep("gens-slurp", "data/gens-slurp.jsonl", []string{"prompts-slurp"}, func(*harness) []string {
-		return []string{"benchsuite", "generations", "--rerun", "data/rerun-slurp.jsonl", "-o", "data/gens-slurp.jsonl", "data/prompts-slurp.jsonl"}
-	}),
-	toolStep("corpus-big", "data/corpus-big.jsonl", nil, func(h *harness) []string {
-		return []string{"corpus", "--force", "-n", strconv.Itoa(h.sz.Big), "-o", "data/corpus-big.jsonl"}
-	}),
-	toolStep("prompts-big", "data/prompts-big.jsonl", []string{"corpus-big"}, func(*harness) []string {
-		return []string{"extract", "--force", "--progress", "0", "-o", "data/prompts-big.jsonl", "data/corpus-big.jsonl"}
-	}),
-	toolStep("filter-gens", "data/filter-gens.jsonl", []string{"corpus"}, func(h *harness) []string {
-		return []string{"benchsuite", "filter-gens", "--bytes", strconv.FormatInt(h.sz.FilterBytes, 10), "-o", "data/filter-gens.jsonl", "data/corpus.jsonl"}
-	}),
-	{name: "filter-gens-lang", file: "data/filter-gens-lang.jsonl", deps: []string{"filter-gens"},
-		key: func(h *harness) string {
-			return fmt.Sprintf("the whole lines of the first %d bytes of data/filter-gens.jsonl", h.sz.FilterLangBytes)
-		},
-		make: func(ctx context.Context, h *harness) error {
-			return copyLines(h.path("data/filter-gens.jsonl"), h.path("data/filter-gens-lang.jsonl"), 0, h.sz.FilterLangBytes)
-		}},
-	pipeStep("prompts-exact", func(h *harness) ([]string, []string) {
-		return []string{"corpus", "-n", strconv.Itoa(h.sz.Exact)}, []string{"extract", "--progress", "0"}
-	}),
-	pipeStep("servers-prompts", func(h *harness) ([]string, []string) {
-		return []string{"corpus", "-n", "10000"}, []string{"extract", "--progress", "0"}
-	}),
-	{name: "regen", file: "data/regen.jsonl",
-		key: func(h *harness) string {
-			return fmt.Sprintf("corpus -n %d --conversations --seed 1 | extract --turns all, 3+ questions", h.sz.RegenCorpus)
-		},
-		make: func(ctx context.Context, h *harness) error {
-			return h.pipeline(ctx, "data/regen.jsonl", func(line []byte) bool { return userTurns(line) >= 3 }, 0,
-				[]string{"corpus", "-n", strconv.Itoa(h.sz.RegenCorpus), "--conversations", "--seed", "1"},
-				[]string{"extract", "--turns", "all", "--progress", "0"})
-		}},
-	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl",
-		key: func(h *harness) string {
-			if a := h.shared("real/alpaca_en_demo.json"); a != "" {
-				return fmt.Sprintf("extract %s | dedup | head -n %d", a, h.sz.OllamaPrompts)
-			}
-			return fmt.Sprintf("corpus -n 10000 | extract | head -n %d", h.sz.OllamaPrompts)
-		},
-		make: func(ctx context.Context, h *harness) error {
-			first, second := ollamaPromptsFrom(h)
-			return h.pipeline(ctx, "data/ollama-prompts.jsonl", nil, h.sz.OllamaPrompts, first, second)
-		}},
-	toolStep("prompts-sources", "data/prompts-sources.jsonl", []string{"corpus"}, func(*harness) []string {
-		return []string{"extract", "--force", "--progress", "0", "--keep", "source", "-o", "data/prompts-sources.jsonl", "data/corpus.jsonl"}
-	}),
+	{name: "corpus", file: "data/corpus.jsonl", cmd: func(h *harness) string { return fmt.Sprintf("corpus --force -n %d -o data/corpus.jsonl", h.sz.Main) }},
+	{name: "corpus-parquet", file: "data/corpus.parquet", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus --force -n %d -o data/corpus.parquet", h.sz.Main)
+	}},
+	{name: "prompts", file: "data/prompts.jsonl", deps: []string{"corpus"}, cmd: cmd("extract --force --progress 0 -o data/prompts.jsonl data/corpus.jsonl")},
+	{name: "gens", file: "data/gens.jsonl", deps: []string{"prompts"}, cmd: cmd("benchsuite generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl")},
+	{name: "prompts-slurp", file: "data/prompts-slurp.jsonl", deps: []string{"prompts"}, cmd: func(h *harness) string {
+		return fmt.Sprintf("head -n %d data/prompts.jsonl > data/prompts-slurp.jsonl", h.sz.Slurp)
+	}},
+	{name: "gens-slurp", file: "data/gens-slurp.jsonl", deps: []string{"prompts-slurp"},
+		cmd: cmd("benchsuite generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl")},
+	{name: "corpus-big", file: "data/corpus-big.jsonl", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus --force -n %d -o data/corpus-big.jsonl", h.sz.Big)
+	}},
+	{name: "prompts-big", file: "data/prompts-big.jsonl", deps: []string{"corpus-big"}, cmd: cmd("extract --force --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl")},
+	{name: "filter-gens", file: "data/filter-gens.jsonl", deps: []string{"corpus"}, cmd: func(h *harness) string {
+		return fmt.Sprintf("benchsuite filter-gens --bytes %d -o data/filter-gens.jsonl data/corpus.jsonl", h.sz.FilterBytes)
+	}},
+	// The whole lines of the first FilterLangBytes of filter-gens.
+	{name: "filter-gens-lang", file: "data/filter-gens-lang.jsonl", deps: []string{"filter-gens"}, cmd: func(h *harness) string {
+		return fmt.Sprintf("head -c %d data/filter-gens.jsonl > data/filter-gens-lang.jsonl", h.sz.FilterLangBytes)
+	}, keep: func(h *harness, line []byte) bool { return line[len(line)-1] == '\n' }},
+	{name: "prompts-exact", file: "data/prompts-exact.jsonl", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus -n %d | extract --progress 0 > data/prompts-exact.jsonl", h.sz.Exact)
+	}},
+	{name: "servers-prompts", file: "data/servers-prompts.jsonl", cmd: cmd("corpus -n 10000 | extract --progress 0 > data/servers-prompts.jsonl")},
+	// The conversations of 3 questions or more.
+	{name: "regen", file: "data/regen.jsonl", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus -n %d --conversations --seed 1 | extract --turns all --progress 0 > data/regen.jsonl", h.sz.RegenCorpus)
+	}, keep: func(h *harness, line []byte) bool { return userTurns(line) >= 3 }},
+	// Alpaca's English instructions where the real datasets are beside the
+	// repository, else the corpus's prompts.
+	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl", cmd: func(h *harness) string {
+		if a := h.shared("real/alpaca_en_demo.json"); a != "" {
+			return fmt.Sprintf("extract --progress 0 %s | dedup | sed -n 1,%dp > data/ollama-prompts.jsonl", a, h.sz.OllamaPrompts)
+		}
+		return fmt.Sprintf("corpus -n 10000 | extract --progress 0 | sed -n 1,%dp > data/ollama-prompts.jsonl", h.sz.OllamaPrompts)
+	}},
+	{name: "prompts-sources", file: "data/prompts-sources.jsonl", deps: []string{"corpus"},
+		cmd: cmd("extract --force --progress 0 --keep source -o data/prompts-sources.jsonl data/corpus.jsonl")},
 }
 
-// toolStep is a step made by one tokenmill command, which writes file.
-func toolStep(name, file string, deps []string, argv func(*harness) []string) *dataStep {
-	return &dataStep{name: name, file: file, deps: deps,
-		key:  func(h *harness) string { return strings.Join(argv(h), " ") },
-		make: func(ctx context.Context, h *harness) error { return h.pipeline(ctx, "", nil, 0, argv(h)) }}
-}
-
-// pipeStep is a step made by two tokenmill commands in a pipe.
-func pipeStep(name string, argv func(*harness) ([]string, []string)) *dataStep {
-	file := "data/" + name + ".jsonl"
-	return &dataStep{name: name, file: file,
-		key: func(h *harness) string {
-			a, b := argv(h)
-			return strings.Join(a, " ") + " | " + strings.Join(b[:1], " ")
-		},
-		make: func(ctx context.Context, h *harness) error {
-			a, b := argv(h)
-			return h.pipeline(ctx, file, nil, 0, a, b)
-		}}
-}
-
-// ollamaPromptsFrom is where the Ollama section's prompts come from:
-// Alpaca's English instructions when the real datasets are beside the
-// repository, else the corpus.
-func ollamaPromptsFrom(h *harness) ([]string, []string) {
-	if a := h.shared("real/alpaca_en_demo.json"); a != "" {
-		return []string{"extract", "--progress", "0", a}, []string{"dedup"}
-	}
-	return []string{"corpus", "-n", "10000"}, []string{"extract", "--progress", "0"}
-}
+func cmd(s string) func(*harness) string { return func(*harness) string { return s } }
 
 func stepByName(name string) *dataStep {
 	for _, st := range dataSteps {
@@ -142,19 +84,30 @@ func stepByName(name string) *dataStep {
 }
 
 // makeData makes the steps' files in order. With reuse, a file an earlier
-// run made is kept when its stamp (file.done) holds the same key and none
-// of the files it was made from was made again.
+// run made is kept when its stamp (file.done) holds the same command and
+// none of the files it was made from was made again.
 func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
 	for _, st := range steps {
-		key, stamp := st.key(h), h.path(st.file+".done")
-		if h.reuse && h.reusable(st, key) {
+		key, stamp := st.cmd(h), h.path(st.file+".done")
+		old, err := os.ReadFile(stamp)
+		fi, err2 := os.Stat(h.path(st.file))
+		reusable := h.reuse && err == nil && err2 == nil && fi.Size() > 0 && strings.TrimSuffix(string(old), "\n") == key
+		for _, d := range st.deps {
+			reusable = reusable && !h.remade[d]
+		}
+		if reusable {
 			h.logf("data: keeping %s", st.file)
 			continue
 		}
 		os.Remove(stamp)
 		h.logf("data: making %s", st.file)
-		if err := st.make(ctx, h); err != nil {
+		if err := h.sh(ctx, key); err != nil {
 			return fmt.Errorf("making %s: %w", st.file, err)
+		}
+		if st.keep != nil {
+			if err := filterFile(h.path(st.file), 0, func(line []byte) bool { return st.keep(h, line) }); err != nil {
+				return fmt.Errorf("making %s: %w", st.file, err)
+			}
 		}
 		if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
 			return err
@@ -164,15 +117,26 @@ func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
 	return nil
 }
 
-func (h *harness) reusable(st *dataStep, key string) bool {
-	for _, d := range st.deps {
-		if h.remade[d] {
-			return false
-		}
+// sh runs a shell command of tokenmill's tools from the scratch directory,
+// unmeasured, its diagnostics in logs/data.log.
+func (h *harness) sh(ctx context.Context, script string) error {
+	log, err := os.OpenFile(h.path("logs/data.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
 	}
-	fi, err := os.Stat(h.path(st.file))
-	stamp, err2 := os.ReadFile(h.path(st.file + ".done"))
-	return err == nil && fi.Size() > 0 && err2 == nil && strings.TrimSuffix(string(stamp), "\n") == key
+	defer log.Close()
+	fmt.Fprintf(log, "== %s\n", script)
+	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", script)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = h.dir, h.environ, log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v (see logs/data.log)", script, err)
+	}
+	return nil
+}
+
+// generations answers prompts with made-up generation records and a rerun.
+func (h *harness) generations(ctx context.Context, prompts, gens, rerun string) error {
+	return h.sh(ctx, shellJoin([]string{"benchsuite", "generations", "--rerun", rerun, "-o", gens, prompts}))
 }
 
 // shared is a file of ../shared/data beside the repository, or "" when
@@ -194,13 +158,10 @@ func fileExists(p string) bool {
 }
 
 // userTurns counts the user messages of a conversation record.
-func userTurns(line []byte) int {
+func userTurns(line []byte) (n int) {
 	var r struct {
-		Messages []struct {
-			Role string `json:"role"`
-		} `json:"messages"`
+		Messages []message `json:"messages"`
 	}
-	n := 0
 	if json.Unmarshal(line, &r) == nil {
 		for _, m := range r.Messages {
 			if m.Role == "user" {
@@ -211,100 +172,42 @@ func userTurns(line []byte) int {
 	return n
 }
 
-// pipeline runs tokenmill commands (named by their binaries' names), each
-// reading the one before, from the scratch directory; their diagnostics
-// go to logs/data.log. With out set, the last one's output is written
-// there: the lines keep accepts (nil: all), at most limit of them (0: no
-// limit), the rest read to the end so no command dies of a closed pipe.
-func (h *harness) pipeline(ctx context.Context, out string, keep func([]byte) bool, limit int, argvs ...[]string) error {
-	log, err := os.OpenFile(h.path("logs/data.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
+// head writes the first n whole lines of a data file to another.
+func (h *harness) head(src, dst string, n int) error {
+	return copyLines(h.path(src), h.path(dst), n, nil)
+}
+
+// filterFile keeps the lines of a file keep accepts (a last line without
+// its newline is given as it is), n of them at most (0: no limit).
+func filterFile(path string, n int, keep func([]byte) bool) error {
+	tmp := path + ".part"
+	if err := copyLines(path, tmp, n, keep); err != nil {
 		return err
 	}
-	defer log.Close()
-	var cmds []*exec.Cmd
-	var prev io.Reader
-	for _, argv := range argvs {
-		fmt.Fprintf(log, "== %s\n", strings.Join(argv, " "))
-		cmd := exec.CommandContext(ctx, h.tool(argv[0]), argv[1:]...)
-		cmd.Dir, cmd.Env, cmd.Stderr, cmd.Stdin = h.dir, h.environ, log, prev
-		cmds = append(cmds, cmd)
-		if len(cmds) < len(argvs) || out != "" {
-			if prev, err = cmd.StdoutPipe(); err != nil {
-				return err
-			}
-		}
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Start(); err != nil {
-			for _, started := range cmds[:i] {
-				started.Process.Kill()
-				started.Wait()
-			}
-			return err
-		}
-	}
-	errs := []error{}
-	if out != "" {
-		err := jsonl.WriteFile(h.path(out), jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-			return filterLines(prev, w, keep, limit)
-		})
-		if err != nil {
-			io.Copy(io.Discard, prev) // the last command must not block on a full pipe
-			errs = append(errs, err)
-		}
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %v (see logs/data.log)", strings.Join(argvs[i], " "), err))
-		}
-	}
-	return errors.Join(errs...)
+	return os.Rename(tmp, path)
 }
 
-// filterLines copies the lines keep accepts, limit at most (0: all), and
-// reads the rest of r to its end.
-func filterLines(r io.Reader, w io.Writer, keep func([]byte) bool, limit int) error {
-	br := bufio.NewReaderSize(r, 1<<20)
-	bw := bufio.NewWriterSize(w, 1<<20)
-	for n := 0; ; {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && (limit == 0 || n < limit) && (keep == nil || keep(bytes.TrimRight(line, "\n"))) {
-			if line[len(line)-1] != '\n' {
-				line = append(line, '\n')
-			}
-			bw.Write(line)
-			n++
-		}
-		if err == io.EOF {
-			return bw.Flush()
-		} else if err != nil {
-			return err
-		}
-	}
-}
-
-// copyLines writes the first lines of src to dst: n of them at most (0: no
-// limit), and no more than maxBytes (0: no limit) of whole lines.
-func copyLines(src, dst string, n int, maxBytes int64) error {
+// copyLines writes the first whole lines of src that keep accepts (nil:
+// all) to dst, n of them at most (0: no limit).
+func copyLines(src, dst string, n int, keep func([]byte) bool) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	return jsonl.WriteFile(dst, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-		br := bufio.NewReaderSize(in, 1<<20)
-		bw := bufio.NewWriterSize(w, 1<<20)
-		var written int64
-		for lines := 0; n == 0 || lines < n; lines++ {
+		br, bw := bufio.NewReaderSize(in, 1<<20), bufio.NewWriterSize(w, 1<<20)
+		for lines := 0; n == 0 || lines < n; {
 			line, err := br.ReadBytes('\n')
-			if err == io.EOF || maxBytes > 0 && written+int64(len(line)) > maxBytes {
-				break // a last line without its newline is not a whole line
+			if len(line) > 0 && (keep == nil && err == nil || keep != nil && keep(line)) {
+				bw.Write(line)
+				lines++
+			}
+			if err == io.EOF {
+				break
 			} else if err != nil {
 				return err
 			}
-			bw.Write(line)
-			written += int64(len(line))
 		}
 		return bw.Flush()
 	})

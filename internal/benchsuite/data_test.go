@@ -18,26 +18,25 @@ func TestCopyLines(t *testing.T) {
 	if err := os.WriteFile(src, []byte("aaaa\nbb\ncccccc\ndd\npartial"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	short := func(line []byte) bool { return len(line) < 5 }
 	for _, tc := range []struct {
-		n        int
-		maxBytes int64
-		want     string
+		n    int
+		keep func([]byte) bool
+		want string
 	}{
-		{0, 0, "aaaa\nbb\ncccccc\ndd\n"}, // a last line without its newline is no whole line
-		{2, 0, "aaaa\nbb\n"},
-		{0, 9, "aaaa\nbb\n"}, // whole lines within 9 bytes
-		{0, 8, "aaaa\nbb\n"},
-		{0, 7, "aaaa\n"},
-		{1, 100, "aaaa\n"},
-		{10, 3, ""},
+		{0, nil, "aaaa\nbb\ncccccc\ndd\n"}, // a last line without its newline is no whole line
+		{2, nil, "aaaa\nbb\n"},
+		{0, short, "bb\ndd\n"},
+		{0, func([]byte) bool { return true }, "aaaa\nbb\ncccccc\ndd\npartial"}, // keep sees the last line too
+		{1, short, "bb\n"},
 	} {
 		dst := filepath.Join(dir, "dst")
-		if err := copyLines(src, dst, tc.n, tc.maxBytes); err != nil {
+		if err := copyLines(src, dst, tc.n, tc.keep); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := os.ReadFile(dst)
 		if string(got) != tc.want {
-			t.Errorf("n %d, max %d: %q, want %q", tc.n, tc.maxBytes, got, tc.want)
+			t.Errorf("n %d: %q, want %q", tc.n, got, tc.want)
 		}
 	}
 }

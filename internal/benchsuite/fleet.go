@@ -62,7 +62,7 @@ var fleetSection = &section{
 	needs: []string{"prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
 		const prompts = "data/fleet-prompts.jsonl"
-		if err := copyLines(h.path("data/prompts-big.jsonl"), h.path(prompts), h.sz.FleetPrompts, 0); err != nil {
+		if err := h.head("data/prompts-big.jsonl", prompts, h.sz.FleetPrompts); err != nil {
 			return err
 		}
 		for _, policy := range []string{"least-outstanding", "round-robin"} {
@@ -148,17 +148,6 @@ type fleetSample struct {
 	generated, prompted, through, clock []float64
 }
 
-// fleetRun is what one run measured.
-type fleetRun struct {
-	run                                            Run
-	steadyTokS, idealTokS                          float64
-	wholeTokS, wholeIdealTokS, utilPct, simGenTokS float64
-	decodedPct, decodedPrefillPct                  float64
-	downSimSeconds                                 float64
-	ok, failed                                     int64
-	retries                                        float64
-}
-
 // fleetRow runs the fleet and infer with a policy FleetRuns times and
 // returns the row of their medians.
 func (h *harness) fleetRow(ctx context.Context, policy, prompts string) (*Result, error) {
@@ -181,95 +170,82 @@ func (h *harness) fleetRow(ctx context.Context, policy, prompts string) (*Result
 	res := &Result{Group: "fleet", Name: policy, Records: n[0], OutRecords: -1, Load1: loadAverage(), Metrics: map[string]float64{},
 		Command: shellJoin(append([]string{"llmsim", "--listen", listen, simFlags[0], simFlags[1], "--ready-file", "FILE"}, simFlags[2:]...)) + " &\n" +
 			shellJoin(append([]string{"infer"}, inferArgs("URLS", "HOST:PORT", "gen.jsonl")...))}
-	slow := make([]float64, fleetEndpoints)
-	for i := range slow {
-		slow[i] = 1
-	}
-	slow[7] = fleetSlow
-	var runs []fleetRun
+	values := map[string][]float64{}
 	for i := range h.sz.FleetRuns {
-		fr, err := h.fleetOnce(ctx, simFlags, inferArgs, slow)
+		run, m, err := h.fleetOnce(ctx, simFlags, inferArgs)
 		if err != nil {
 			return nil, fmt.Errorf("fleet %s run %d: %w", policy, i+1, err)
 		}
-		h.logf("fleet/%s run %d: %.0f tok/s (simulated) delivered in steady state, %.0f decoded: %.1f%% of ideal %.0f (%.1f%% with prefill), slots %.1f%% busy; whole run %.1f%%; %d ok, %d failed (load %.2f)",
-			policy, i+1, fr.steadyTokS, fr.simGenTokS, fr.decodedPct, fr.idealTokS, fr.decodedPrefillPct, fr.utilPct,
-			100*fr.wholeTokS/fr.wholeIdealTokS, fr.ok, fr.failed, loadAverage())
-		runs = append(runs, fr)
-		res.Runs, res.OutRecords = append(res.Runs, fr.run), fr.ok
-	}
-	for name, f := range map[string]func(fleetRun) float64{
-		"tok_s":             func(r fleetRun) float64 { return r.steadyTokS },
-		"ideal_tok_s":       func(r fleetRun) float64 { return r.idealTokS },
-		"ideal_pct":         func(r fleetRun) float64 { return r.decodedPct },
-		"ideal_prefill_pct": func(r fleetRun) float64 { return r.decodedPrefillPct },
-		"delivered_pct":     func(r fleetRun) float64 { return 100 * r.steadyTokS / r.idealTokS },
-		"whole_pct":         func(r fleetRun) float64 { return 100 * r.wholeTokS / r.wholeIdealTokS },
-		"util_pct":          func(r fleetRun) float64 { return r.utilPct },
-		"sim_gen_tok_s":     func(r fleetRun) float64 { return r.simGenTokS },
-		"down_sim_s":        func(r fleetRun) float64 { return r.downSimSeconds },
-		"failed":            func(r fleetRun) float64 { return float64(r.failed) },
-		"retries":           func(r fleetRun) float64 { return r.retries },
-	} {
-		v := make([]float64, len(runs))
-		for i, r := range runs {
-			v[i] = f(r)
+		h.logf("fleet/%s run %d: %v (load %.2f)", policy, i+1, m, loadAverage())
+		res.Runs, res.OutRecords = append(res.Runs, run), int64(m["ok"])
+		for k, v := range m {
+			values[k] = append(values[k], v)
 		}
-		res.Metrics[name] = median(v)
+	}
+	for k, v := range values {
+		if k != "ok" {
+			res.Metrics[k] = median(v)
+		}
 	}
 	return res, nil
 }
 
-// fleetOnce runs infer once on a fresh fleet, polling both.
-func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs func(urls, metrics, out string) []string, slow []float64) (fleetRun, error) {
-	var fr fleetRun
+// fleetOnce runs infer once on a fresh fleet, polling both, and returns
+// infer's run and the run's figures.
+func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs func(urls, metrics, out string) []string) (Run, map[string]float64, error) {
 	work, err := os.MkdirTemp(h.path("tmp"), "fleet-")
 	if err != nil {
-		return fr, err
+		return Run{}, nil, err
 	}
 	defer os.RemoveAll(work)
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	sim, err := h.startSim(ctx, fleetEndpoints, filepath.Join(work, "llmsim.log"), simFlags...)
 	if err != nil {
-		return fr, err
+		return Run{}, nil, err
 	}
 	defer sim.stop()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	slots := make([]float64, len(sim.urls))
+	slots, slow := make([]float64, len(sim.urls)), make([]float64, len(sim.urls))
 	for i, u := range sim.urls {
-		slots[i] = float64(maxRunning(ctx, client, u))
+		var info struct {
+			MaxRunning int `json:"max_running_requests"`
+		}
+		slots[i], slow[i] = llmsim.DefaultMaxRunning, 1
+		if getJSON(ctx, client, u+"/get_server_info", &info) == nil && info.MaxRunning > 0 {
+			slots[i] = float64(info.MaxRunning)
+		}
 	}
+	slow[7] = fleetSlow
 	l, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody listens on now, for infer's metrics
 	if err != nil {
-		return fr, err
+		return Run{}, nil, err
 	}
 	addr := l.Addr().String()
 	l.Close()
 	out := filepath.Join(work, "gen.jsonl")
 	inf := exec.CommandContext(ctx, h.tool("infer"), inferArgs(strings.Join(sim.urls, ","), addr, out)...)
-	inf.Dir, inf.Env = h.dir, h.environ
 	var stderr strings.Builder
-	inf.Stderr = &stderr
+	inf.Dir, inf.Env, inf.Stderr = h.dir, h.environ, &stderr
 	start := time.Now()
 	if err := inf.Start(); err != nil {
-		return fr, err
+		return Run{}, nil, err
 	}
 	done := make(chan struct{})
 	var samples []fleetSample
+	var retries float64
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(fleetPoll)
-		defer tick.Stop()
-		for {
+		for tick := time.NewTicker(fleetPoll); ; {
 			select {
 			case <-done:
+				tick.Stop()
 				return
 			case <-tick.C:
 			}
-			if s, retries, ok := pollFleet(client, sim.urls, addr); ok {
+			if s, r, ok := pollFleet(client, sim.urls, addr); ok {
 				s.at = time.Since(start)
-				samples, fr.retries = append(samples, s), retries
+				samples, retries = append(samples, s), r
 			}
 		}
 	})
@@ -278,38 +254,38 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	close(done)
 	wg.Wait()
 	if err != nil {
-		return fr, fmt.Errorf("infer: %v\n%s", err, tail([]byte(stderr.String()), 3000))
+		return Run{}, nil, fmt.Errorf("infer: %v\n%s", err, tail([]byte(stderr.String()), 3000))
 	}
-	if ru, ok := inf.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		fr.run = Run{Wall: wall, User: time.Duration(ru.Utime.Nano()), Sys: time.Duration(ru.Stime.Nano()), MaxRSSKB: ru.Maxrss}
+	ru, _ := inf.ProcessState.SysUsage().(*syscall.Rusage)
+	run := Run{Wall: wall, User: time.Duration(ru.Utime.Nano()), Sys: time.Duration(ru.Stime.Nano()), MaxRSSKB: ru.Maxrss}
+	var ok, completion float64
+	if err := eachJSON(out, func(g *struct {
+		Output struct {
+			Usage struct {
+				Completion float64 `json:"completion_tokens"`
+			} `json:"usage"`
+		} `json:"output"`
+	}) error {
+		ok, completion = ok+1, completion+g.Output.Usage.Completion
+		return nil
+	}); err != nil {
+		return Run{}, nil, err
 	}
-	var completion float64
-	err = eachLine(out, func(line []byte) error {
-		var g struct {
-			Output struct {
-				Usage struct {
-					Completion float64 `json:"completion_tokens"`
-				} `json:"usage"`
-			} `json:"output"`
-		}
-		err := json.Unmarshal(line, &g)
-		fr.ok++
-		completion += g.Output.Usage.Completion
-		return err
-	})
-	if err != nil {
-		return fr, err
+	failed, _ := countLines(filepath.Join(work, "gen.errors.jsonl"))
+	m, err := analyse(samples, slots, slow, completion, wall, fleetTimeScale)
+	if err == nil {
+		m["ok"], m["failed"], m["retries"] = ok, float64(failed), retries
 	}
-	if n, err := countLines(filepath.Join(work, "gen.errors.jsonl")); err == nil {
-		fr.failed = n
-	}
-	return analyse(fr, samples, slots, slow, completion, wall, fleetTimeScale)
+	return run, m, err
 }
 
-// analyse turns the samples into the run's figures, in simulated tok/s.
-func analyse(fr fleetRun, samples []fleetSample, slots, slow []float64, final float64, wall time.Duration, scale float64) (fleetRun, error) {
+// analyse turns the samples into a run's figures, in simulated tok/s:
+// delivered (tok_s) and decoded (sim_gen_tok_s) in the steady state, the
+// fleet's ideal and the shares of it, slot utilisation, the whole run's
+// share and the endpoints' downtime.
+func analyse(samples []fleetSample, slots, slow []float64, final float64, wall time.Duration, scale float64) (map[string]float64, error) {
 	if len(samples) < 4 || final == 0 {
-		return fr, fmt.Errorf("too few samples (%d) or no tokens delivered: the run was too short to measure", len(samples))
+		return nil, fmt.Errorf("too few samples (%d) or no tokens delivered: the run was too short to measure", len(samples))
 	}
 	timing := llmsim.DefaultTiming()
 	rate := make([]float64, len(slots)) // decode only: the calibration, tokens a simulated second
@@ -321,31 +297,28 @@ func analyse(fr fleetRun, samples []fleetSample, slots, slow []float64, final fl
 	a := slices.IndexFunc(samples, func(s fleetSample) bool { return s.delivered >= 0.1*final })
 	b := slices.IndexFunc(samples, func(s fleetSample) bool { return s.delivered >= 0.9*final })
 	if a < 0 || b <= a {
-		return fr, fmt.Errorf("no steady state observed (%d samples)", len(samples))
+		return nil, fmt.Errorf("no steady state observed (%d samples)", len(samples))
 	}
 	window := (samples[b].at - samples[a].at).Seconds()
-	fr.steadyTokS = (samples[b].delivered - samples[a].delivered) / window / scale
 	var ideal, busy, capacity, generated float64
 	for k := a; k < b; k++ {
 		dt := (samples[k+1].at - samples[k].at).Seconds()
 		for i := range slots {
 			if samples[k].up[i] {
-				ideal += rate[i] * dt
-				busy += samples[k].running[i] * dt
-				capacity += slots[i] * dt
+				ideal, busy, capacity = ideal+rate[i]*dt, busy+samples[k].running[i]*dt, capacity+slots[i]*dt
 			}
 		}
 	}
 	for i := range samples[a].generated {
 		generated += counterDelta(samples[a].generated[i], samples[b].generated[i])
 	}
-	fr.idealTokS = ideal / window
+	m := map[string]float64{"tok_s": (samples[b].delivered - samples[a].delivered) / window / scale, "ideal_tok_s": ideal / window,
+		"sim_gen_tok_s": generated / window / scale, "util_pct": 0}
 	if capacity > 0 {
-		fr.utilPct = 100 * busy / capacity
+		m["util_pct"] = 100 * busy / capacity
 	}
-	fr.simGenTokS = generated / window / scale
-	fr.decodedPct, fr.decodedPrefillPct = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds())
-
+	m["delivered_pct"] = 100 * m["tok_s"] / m["ideal_tok_s"]
+	m["ideal_pct"], m["ideal_prefill_pct"] = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds())
 	// The whole run, ramp-up and tail included; before the first sample
 	// and after the last, the fleet counts as up.
 	var wholeIdeal, down float64
@@ -365,10 +338,8 @@ func analyse(fr fleetRun, samples []fleetSample, slots, slow []float64, final fl
 			}
 		}
 	}
-	fr.wholeTokS = final / wall.Seconds() / scale
-	fr.wholeIdealTokS = wholeIdeal / wall.Seconds()
-	fr.downSimSeconds = down * scale
-	return fr, nil
+	m["whole_pct"], m["down_sim_s"] = 100*(final/wall.Seconds()/scale)/(wholeIdeal/wall.Seconds()), down*scale
+	return m, nil
 }
 
 // decodedShare is the percentage of the ideal the endpoints decoded over
@@ -423,17 +394,6 @@ func counterDelta(a, b float64) float64 {
 		return b - a
 	}
 	return b
-}
-
-// maxRunning asks an SGLang server for its max_running_requests.
-func maxRunning(ctx context.Context, client *http.Client, url string) int {
-	var info struct {
-		MaxRunning int `json:"max_running_requests"`
-	}
-	if getJSON(ctx, client, url+"/get_server_info", &info) != nil || info.MaxRunning <= 0 {
-		return llmsim.DefaultMaxRunning
-	}
-	return info.MaxRunning
 }
 
 // getJSON reads a JSON answer of a 200.

@@ -74,7 +74,8 @@ func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []
 	}
 	r.Metrics, r.Note = benchMetrics(&rep), benchNote(&rep)
 	h.logf("ollama: infer bench: %s", r.Note)
-	return rep.Recommended, h.add(r)
+	h.add(r)
+	return rep.Recommended, nil
 }
 
 func benchMetrics(rep *benchReport) map[string]float64 {

@@ -3,7 +3,6 @@ package benchsuite
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -127,34 +126,24 @@ func testHarness(t *testing.T) *harness {
 // TestMakeDataReuse: with reuse, a file is kept when its stamp says the
 // same command made it and nothing it was made from was made again; a
 // file that is missing, empty or made another way is made again, and so
-// is everything made from it.
+// is everything made from it. A step's keep filters what it made.
 func TestMakeDataReuse(t *testing.T) {
 	h := testHarness(t)
-	made := map[string]int{}
-	keys := map[string]string{"a": "make a", "b": "make b from a", "c": "make c"}
+	keys := map[string]string{"a": "a", "b": "b from a", "c": "c"}
 	step := func(name string, deps ...string) *dataStep {
 		return &dataStep{name: name, deps: deps, file: "data/" + name,
-			key: func(*harness) string { return keys[name] },
-			make: func(ctx context.Context, h *harness) error {
-				made[name]++
-				return os.WriteFile(h.path("data/"+name), []byte(name+"\n"), 0o644)
-			}}
+			cmd: func(*harness) string { return "echo " + keys[name] + " >> made; echo " + name + " > data/" + name }}
 	}
 	steps := []*dataStep{step("a"), step("b", "a"), step("c")}
 	run := func(reuse bool) string {
 		t.Helper()
 		h.reuse, h.remade = reuse, map[string]bool{}
-		clear(made)
+		os.Remove(h.path("made"))
 		if err := h.makeData(context.Background(), steps); err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		for _, s := range []string{"a", "b", "c"} {
-			if made[s] > 0 {
-				got = append(got, s)
-			}
-		}
-		return strings.Join(got, ",")
+		made, _ := os.ReadFile(h.path("made"))
+		return strings.Join(strings.Fields(string(made)), ",")
 	}
 	for _, tc := range []struct {
 		what   string
@@ -162,11 +151,11 @@ func TestMakeDataReuse(t *testing.T) {
 		reuse  bool
 		want   string
 	}{
-		{"first run", func() {}, true, "a,b,c"},
+		{"first run", func() {}, true, "a,b,from,a,c"},
 		{"nothing changed", func() {}, true, ""},
-		{"without reuse", func() {}, false, "a,b,c"},
-		{"a's command changed: b is made from it again", func() { keys["a"] = "make a, bigger" }, true, "a,b"},
-		{"b's file is empty", func() { os.WriteFile(h.path("data/b"), nil, 0o644) }, true, "b"},
+		{"without reuse", func() {}, false, "a,b,from,a,c"},
+		{"a's command changed: b is made from it again", func() { keys["a"] = "A" }, true, "A,b,from,a"},
+		{"b's file is empty", func() { os.WriteFile(h.path("data/b"), nil, 0o644) }, true, "b,from,a"},
 		{"c's file is gone", func() { os.Remove(h.path("data/c")) }, true, "c"},
 		{"c's stamp is gone", func() { os.Remove(h.path("data/c.done")) }, true, "c"},
 	} {
@@ -177,13 +166,20 @@ func TestMakeDataReuse(t *testing.T) {
 	}
 
 	// A step that fails leaves no stamp: the next run makes it again.
-	boom := &dataStep{name: "d", file: "data/d", key: func(*harness) string { return "d" },
-		make: func(context.Context, *harness) error { return errors.New("boom") }}
+	boom := &dataStep{name: "d", file: "data/d", cmd: cmd("echo d > data/d; false")}
 	if err := h.makeData(context.Background(), []*dataStep{boom}); err == nil || !strings.Contains(err.Error(), "data/d") {
 		t.Fatalf("a failing step: %v", err)
 	}
 	if _, err := os.Stat(h.path("data/d.done")); err == nil {
 		t.Fatal("a failed step left its stamp")
+	}
+	// keep filters the lines made.
+	odd := &dataStep{name: "e", file: "data/e", cmd: cmd("seq 5 > data/e"), keep: func(_ *harness, line []byte) bool { return line[0]%2 == 1 }}
+	if err := h.makeData(context.Background(), []*dataStep{odd}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(h.path("data/e")); string(got) != "1\n3\n5\n" {
+		t.Errorf("kept %q", got)
 	}
 }
 

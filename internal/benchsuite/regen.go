@@ -2,6 +2,7 @@ package benchsuite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,16 +82,12 @@ var regenSection = &section{
 	runs:   func(*harness) string { return "one run each" },
 }
 
-// generatedRe finds llmsim's exit summary's "N tokens generated".
-var generatedRe = regexp.MustCompile(`(\d+) tokens generated`)
-
 // regenRun runs one client against a fresh fleet of eight endpoints, its
 // arguments {URLS} (the URLs, comma-separated) and {ADDRS} (host:port each,
 // as separate arguments) filled in, and says what the request log says.
 func (h *harness) regenRun(ctx context.Context, name string, argv []string) (regenRun, error) {
-	reqLog, simLog := h.path("tmp/regen-requests.jsonl"), h.path("tmp/regen-llmsim.log")
+	reqLog, simLog := h.path("tmp/regen-requests.jsonl"), h.path("logs/regen-llmsim.log")
 	os.Remove(reqLog)
-	os.Remove(simLog)
 	sim, err := h.startSim(ctx, regenEndpoints, simLog, "--time-scale", strconv.Itoa(regenScale), "--kv-tokens", strconv.Itoa(regenKV),
 		"--prefill-per-token", fmt.Sprintf("%dus", regenPrefillUS), "--cache-report", "--request-log", reqLog, "--seed", "1")
 	if err != nil {
@@ -128,9 +125,9 @@ func (h *harness) regenRun(ctx context.Context, name string, argv []string) (reg
 	}
 	wall := time.Since(start).Seconds()
 	sim.stop()
-	summary, _ := os.ReadFile(simLog)
+	summary, _ := os.ReadFile(simLog) // this run's summary is the last
 	var generated float64
-	if m := generatedRe.FindAllSubmatch(summary, -1); len(m) > 0 {
+	if m := regexp.MustCompile(`(\d+) tokens generated`).FindAllSubmatch(summary, -1); len(m) > 0 {
 		generated, _ = strconv.ParseFloat(string(m[len(m)-1][1]), 64)
 	}
 	return regenStats(reqLog, name, wall, regenScale, generated)
@@ -143,11 +140,13 @@ type logLine struct {
 	CachedTokens int    `json:"cached_tokens"`
 	Outcome      string `json:"outcome"`
 	Body         struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content string `json:"content"`
-		} `json:"messages"`
+		Messages []message `json:"messages"`
 	} `json:"body"`
+}
+
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // regenRun is what one run did, kept as its row's metrics.
@@ -191,32 +190,21 @@ func regenRunOf(r *Result) (run regenRun) {
 // for its chat template's <|im_start|>, role, newline and <|im_end|>).
 func regenStats(logPath, name string, wall, scale, generated float64) (regenRun, error) {
 	r := regenRun{Name: name, GeneratedTokens: generated, WallS: wall, SimWallS: wall * scale}
-	err := eachLine(logPath, func(line []byte) error {
-		var l logLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return err
-		}
+	err := eachJSON(logPath, func(l *logLine) error {
 		if l.Status != 200 || l.Outcome != "" {
 			r.FailedRequests++
 			return nil
 		}
-		r.Requests++
-		r.PromptTokens += float64(l.PromptTokens)
-		r.CachedTokens += float64(l.CachedTokens)
-		last := -1
-		for i, m := range l.Body.Messages {
+		r.Requests, r.PromptTokens, r.CachedTokens = r.Requests+1, r.PromptTokens+float64(l.PromptTokens), r.CachedTokens+float64(l.CachedTokens)
+		hist, history := 0, 0
+		for _, m := range l.Body.Messages {
+			hist += 4 + llmsim.TextTokens(m.Content)
 			if m.Role == "assistant" {
-				last = i
+				history = hist
 			}
 		}
-		if last >= 0 {
-			hist := 0
-			for _, m := range l.Body.Messages[:last+1] {
-				hist += 4 + llmsim.TextTokens(m.Content)
-			}
-			r.LaterTurns++
-			r.HistoryTokens += float64(hist)
-			r.HistoryCached += float64(min(l.CachedTokens, hist))
+		if history > 0 {
+			r.LaterTurns, r.HistoryTokens, r.HistoryCached = r.LaterTurns+1, r.HistoryTokens+float64(history), r.HistoryCached+float64(min(l.CachedTokens, history))
 		}
 		return nil
 	})
@@ -326,53 +314,44 @@ func (h *harness) regenFacts() (*Result, error) {
 			break
 		}
 	}
-	var ids []string
-	err := eachLine(h.path("data/regen.jsonl"), func(line []byte) error {
-		var c struct {
-			ID json.RawMessage `json:"id"`
-		}
-		err := json.Unmarshal(line, &c)
-		ids = append(ids, string(c.ID))
-		f.Metrics["conversations"]++
-		f.Metrics[fmt.Sprintf("turns %d", userTurns(line))]++
-		return err
-	})
-	sum, count := map[int]float64{}, map[int]float64{}
-	if err == nil {
-		err = eachLine(h.path("tmp/regen-requests.jsonl"), func(line []byte) error {
-			var l logLine
-			err := json.Unmarshal(line, &l)
-			if l.Status == 200 {
-				users := 0
-				for _, m := range l.Body.Messages {
-					if m.Role == "user" {
-						users++
-					}
-				}
-				sum[users] += float64(l.PromptTokens)
-				count[users]++
+	users := func(msgs []message) (n int) {
+		for _, m := range msgs {
+			if m.Role == "user" {
+				n++
 			}
-			return err
-		})
+		}
+		return n
 	}
+	type answer struct {
+		ID     json.RawMessage `json:"id"`
+		Output struct {
+			Usage struct {
+				Completion float64 `json:"completion_tokens"`
+			} `json:"usage"`
+		} `json:"output"`
+	}
+	var ids []string
+	sum, count, tokens := map[int]float64{}, map[int]float64{}, map[string]float64{}
+	err := errors.Join(
+		eachJSON(h.path("data/regen.jsonl"), func(c *struct {
+			ID       json.RawMessage `json:"id"`
+			Messages []message       `json:"messages"`
+		}) error {
+			ids = append(ids, string(c.ID))
+			f.Metrics["conversations"]++
+			f.Metrics[fmt.Sprintf("turns %d", users(c.Messages))]++
+			return nil
+		}),
+		eachJSON(h.path("tmp/regen-requests.jsonl"), func(l *logLine) error {
+			if l.Status == 200 {
+				sum[users(l.Body.Messages)] += float64(l.PromptTokens)
+				count[users(l.Body.Messages)]++
+			}
+			return nil
+		}),
+		eachJSON(h.path("tmp/regen-a.jsonl"), func(a *answer) error { tokens[string(a.ID)] = a.Output.Usage.Completion; return nil }))
 	for k := range sum {
 		f.Metrics[fmt.Sprintf("prompt %d", k)] = sum[k] / count[k]
-	}
-	tokens := map[string]float64{}
-	if err == nil {
-		err = eachLine(h.path("tmp/regen-a.jsonl"), func(line []byte) error {
-			var g struct {
-				ID     json.RawMessage `json:"id"`
-				Output struct {
-					Usage struct {
-						Completion float64 `json:"completion_tokens"`
-					} `json:"usage"`
-				} `json:"output"`
-			}
-			err := json.Unmarshal(line, &g)
-			tokens[string(g.ID)] = g.Output.Usage.Completion
-			return err
-		})
 	}
 	f.Metrics["imbalance_pct"] = roundRobinImbalance(ids, tokens, regenEndpoints)
 	return f, err

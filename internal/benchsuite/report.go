@@ -131,14 +131,6 @@ func (h *harness) keepFacts() {
 	}
 }
 
-// cmp is a, or b when a is empty.
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // procField is a field of a /proc file of "key: value" lines.
 func procField(path, key string) string {
 	data, _ := os.ReadFile(path)

@@ -2,8 +2,8 @@ package benchsuite
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/segmentio/encoding/json"
-
-	"tokenmill/lib/jsonl"
 )
 
 // Run is one execution of a measured command.
@@ -115,33 +113,24 @@ func (r *Result) rssAtFloor() bool {
 
 // writeResults puts rows in a file, one JSON line each, whole or not at all.
 func writeResults(path string, rows []*Result) error {
-	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-		for _, r := range rows {
-			data, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			if _, err := w.Write(append(data, '\n')); err != nil {
-				return err
-			}
+	var b bytes.Buffer
+	for _, r := range rows {
+		data, err := json.Marshal(r)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		b.Write(append(data, '\n'))
+	}
+	return writeFile(path, b.Bytes())
 }
 
 // readResults loads every row of the file, in order.
-func readResults(path string) ([]*Result, error) {
-	var out []*Result
-	err := eachLine(path, func(line []byte) error {
-		r := new(Result)
-		out = append(out, r)
-		return json.Unmarshal(line, r)
-	})
-	return out, err
+func readResults(path string) (out []*Result, err error) {
+	return out, eachJSON(path, func(r *Result) error { out = append(out, r); return nil })
 }
 
-// eachLine calls fn with every line of a file that is not blank.
-func eachLine(path string, fn func([]byte) error) error {
+// eachJSON calls fn with every line of a JSONL file, decoded.
+func eachJSON[T any](path string, fn func(*T) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -150,10 +139,15 @@ func eachLine(path string, fn func([]byte) error) error {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
 	for line := 1; sc.Scan(); line++ {
-		if len(strings.TrimSpace(sc.Text())) == 0 {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		if err := fn(sc.Bytes()); err != nil {
+		v := new(T)
+		err := json.Unmarshal(sc.Bytes(), v)
+		if err == nil {
+			err = fn(v)
+		}
+		if err != nil {
 			return fmt.Errorf("%s:%d: %v", path, line, err)
 		}
 	}

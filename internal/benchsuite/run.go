@@ -33,8 +33,6 @@ type RunCmd struct {
 	Dir         string   `help:"Scratch directory: data, binaries, results and logs (default: .bench in the repository)." env:"TOKENMILL_BENCHSUITE_DIR,BENCH_DIR"`
 	Out         string   `help:"The report (default: BENCHMARKS.md in the repository; with --quick, BENCHMARKS.md in --dir)." env:"TOKENMILL_BENCHSUITE_OUT,BENCH_OUT"`
 	ReuseData   bool     `help:"Keep the data files an earlier run made with the same commands and sizes instead of making them again." env:"TOKENMILL_BENCHSUITE_REUSE_DATA,BENCH_REUSE_DATA"`
-	Repo        string   `help:"The tokenmill repository (default: the one holding the working directory)." env:"TOKENMILL_BENCHSUITE_REPO"`
-	Bin         string   `help:"Take the tools from this directory instead of building them into --dir/bin." env:"TOKENMILL_BENCHSUITE_BIN"`
 	Peers       string   `help:"Where .ci/install-peers put the peers it installs without root: node/ (the Node packages) and bin/ (the DuckDB peer) (default: $TOKENMILL_CACHE/bench, else ~/.cache/tokenmill/bench)." env:"TOKENMILL_BENCHSUITE_PEERS"`
 	// UpdateBaseline records the cost section's figures as the baseline
 	// instead of failing the run on them.
@@ -53,56 +51,29 @@ func (c *RunCmd) Run(ctx context.Context, env *cli.Env) error {
 	case c.Runs < 1:
 		return cli.Usagef("--runs must be at least 1")
 	}
-	h, err := c.harness(env)
+	wd, err := os.Getwd()
 	if err != nil {
 		return err
+	}
+	repo, err := findRepo(wd)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	h := &harness{repo: repo, dir: absPath(cmp(c.Dir, filepath.Join(repo, ".bench"))), runs: c.Runs, quick: c.Quick, reuse: c.ReuseData,
+		updateBaseline: c.UpdateBaseline, sz: sizes(c.Quick, c.ServersRuns), log: env, remade: map[string]bool{}}
+	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp(c.Out, filepath.Join(repo, "BENCHMARKS.md"))), absPath(c.Peers)
+	if c.Quick && c.Out == "" {
+		h.out = h.path("BENCHMARKS.md")
+	}
+	if cache := os.Getenv("TOKENMILL_CACHE"); c.Peers == "" && cache != "" {
+		h.peers = filepath.Join(cache, "bench")
+	} else if home, _ := os.UserHomeDir(); c.Peers == "" {
+		h.peers = filepath.Join(home, ".cache", "tokenmill", "bench")
 	}
 	if c.Render {
 		return h.rerender()
 	}
 	return h.run(ctx, secs, steps)
-}
-
-// harness makes the harness the flags describe: the repository found, the
-// paths settled.
-func (c *RunCmd) harness(env *cli.Env) (*harness, error) {
-	repo := c.Repo
-	if repo == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		if repo, err = findRepo(wd); err != nil {
-			return nil, cli.Usagef("%v (or give --repo)", err)
-		}
-	}
-	if !fileExists(filepath.Join(repo, "go.mod")) {
-		return nil, cli.Usagef("--repo %s: no go.mod there", repo)
-	}
-	dir, out, peers := c.Dir, c.Out, c.Peers
-	if dir == "" {
-		dir = filepath.Join(repo, ".bench")
-	}
-	switch {
-	case out == "" && c.Quick:
-		out = filepath.Join(dir, "BENCHMARKS.md")
-	case out == "":
-		out = filepath.Join(repo, "BENCHMARKS.md")
-	}
-	if peers == "" {
-		peers = filepath.Join(os.Getenv("TOKENMILL_CACHE"), "bench")
-		if os.Getenv("TOKENMILL_CACHE") == "" {
-			home, _ := os.UserHomeDir()
-			peers = filepath.Join(home, ".cache", "tokenmill", "bench")
-		}
-	}
-	h := &harness{repo: absPath(repo), dir: absPath(dir), out: absPath(out), peers: absPath(peers), bin: absPath(filepath.Join(dir, "bin")),
-		prebuilt: c.Bin != "", runs: c.Runs, quick: c.Quick, reuse: c.ReuseData, updateBaseline: c.UpdateBaseline,
-		sz: sizes(c.Quick, c.ServersRuns), log: env, remade: map[string]bool{}}
-	if h.prebuilt {
-		h.bin = absPath(c.Bin)
-	}
-	return h, nil
 }
 
 func absPath(p string) string {
@@ -129,7 +100,7 @@ func findRepo(dir string) (string, error) {
 // measured so far.
 type harness struct {
 	repo, dir, bin, out, peers string
-	prebuilt                   bool // bin was given: nothing is built
+	prebuilt                   bool // bin is given: nothing is built
 	runs                       int
 	quick, reuse               bool
 	updateBaseline             bool
@@ -160,15 +131,9 @@ type runInfo struct {
 }
 
 func (h *harness) logf(format string, args ...any) { h.log.Logf(format, args...) }
-
-// path is a path inside the scratch directory.
-func (h *harness) path(rel string) string { return filepath.Join(h.dir, rel) }
-
-// tool is the built binary of a tokenmill command.
-func (h *harness) tool(name string) string { return filepath.Join(h.bin, name) }
-
-// repoFile is a file of the repository, as the measured commands reach it.
-func (h *harness) repoFile(rel string) string { return filepath.Join(h.repo, rel) }
+func (h *harness) path(rel string) string          { return filepath.Join(h.dir, rel) }
+func (h *harness) tool(name string) string         { return filepath.Join(h.bin, name) }
+func (h *harness) repoFile(rel string) string      { return filepath.Join(h.repo, rel) }
 
 // aliases show paths as a reader finds them from the scratch directory.
 func (h *harness) aliases() []string {
@@ -184,12 +149,7 @@ func (h *harness) aliases() []string {
 }
 
 // fact is a fact of the run, "?" when it was not kept.
-func (h *harness) fact(key string) string {
-	if v, ok := h.info.Facts[key]; ok {
-		return v
-	}
-	return "?"
-}
+func (h *harness) fact(key string) string { return cmp(h.info.Facts[key], "?") }
 
 // have reports whether a peer is installed.
 func have(name string) bool {
@@ -199,6 +159,14 @@ func have(name string) bool {
 
 func missing(names string) string {
 	return names + " is not installed on this machine (.ci/install-peers installs it)"
+}
+
+// cmp is a, or b when a is empty.
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // run does the whole job: tools, data, measurements, the rows kept, the
@@ -217,8 +185,17 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 	h.environ = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "TMPDIR=")
 	}), "PATH="+strings.Join([]string{h.bin, filepath.Join(h.peers, "bin"), os.Getenv("PATH")}, string(os.PathListSeparator)), "TMPDIR="+h.path("tmp"))
-	if err := h.tools(ctx); err != nil {
-		return err
+	if !h.prebuilt {
+		h.logf("building the tools into %s", h.bin)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(os.PathSeparator), "./cmd/...", "./internal/cmd/...")
+		cmd.Dir = h.repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	}
+	h.info.Facts["pin"] = "not pinned (taskset is not installed)"
+	if have("taskset") {
+		h.pin, h.info.Facts["pin"] = []string{"taskset", "-c", "0"}, "pinned to CPU 0 with taskset"
 	}
 	h.info.LoadBefore = uptime()
 	h.logf("load before: %s", h.info.LoadBefore)
@@ -233,47 +210,47 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 	}
 	h.info.LoadAfter, h.info.Took = uptime(), time.Since(h.info.Started)
 	h.keepFacts()
-	if err := h.keep(); err != nil {
-		return err
+	info, err := json.MarshalIndent(h.info, "", "  ")
+	if err == nil {
+		err = writeResults(h.path("results.jsonl"), h.results)
 	}
-	if err := h.writeReport(); err != nil {
-		return err
+	if err == nil {
+		err = writeFile(h.path("run.json"), append(info, '\n'))
 	}
-	if len(h.failures) > 0 {
-		return errors.New(strings.Join(h.failures, "\n"))
+	if err == nil {
+		err = h.writeReport()
 	}
-	return nil
+	if err == nil && len(h.failures) > 0 {
+		err = errors.New(strings.Join(h.failures, "\n"))
+	}
+	return err
 }
 
-// tools builds tokenmill's binaries (unless given) and finds the CPU
-// pinning tool. Peers are never installed here: .ci/install-peers does.
-func (h *harness) tools(ctx context.Context) error {
-	if !h.prebuilt {
-		h.logf("building the tools into %s", h.bin)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.bin+string(os.PathSeparator), "./cmd/...", "./internal/cmd/...")
-		cmd.Dir = h.repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v\n%s", err, out)
-		}
+// rerender writes the report again from the last run's rows, as that run
+// wrote it.
+func (h *harness) rerender() error {
+	data, err := os.ReadFile(h.path("run.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &h.info)
 	}
-	if !fileExists(h.tool("rusage")) {
-		return fmt.Errorf("the tools in %s lack rusage", h.bin)
+	if err == nil {
+		h.results, err = readResults(h.path("results.jsonl"))
 	}
-	h.info.Facts["pin"] = "not pinned (taskset is not installed)"
-	if have("taskset") {
-		h.pin, h.info.Facts["pin"] = []string{"taskset", "-c", "0"}, "pinned to CPU 0 with taskset"
+	if err != nil {
+		return fmt.Errorf("no rows kept to render (measure first): %w", err)
 	}
-	return nil
+	h.runs, h.quick, h.sz = h.info.Runs, h.info.Quick, sizes(h.info.Quick, h.info.ServersRuns)
+	return h.writeReport()
 }
 
 // nodeModules is the directory holding the Node packages of
 // pipelines/bench/package.json, or why they cannot be used.
 func (h *harness) nodeModules() (dir, why string) {
 	dir = filepath.Join(h.peers, "node")
-	if !have("node") {
+	switch {
+	case !have("node"):
 		return "", missing("node")
-	}
-	if !fileExists(filepath.Join(dir, "node_modules", "openai")) {
+	case !fileExists(filepath.Join(dir, "node_modules", "openai")):
 		return "", "the OpenAI Node SDK is not in " + dir + " (.ci/install-peers installs it)"
 	}
 	return dir, ""
@@ -281,38 +258,37 @@ func (h *harness) nodeModules() (dir, why string) {
 
 // nodeSDK is the OpenAI Node SDK's version, "" when it is not installed.
 func (h *harness) nodeSDK() string {
-	dir, why := h.nodeModules()
+	dir, _ := h.nodeModules()
 	var pkg struct{ Version string }
-	data, err := os.ReadFile(filepath.Join(dir, "node_modules", "openai", "package.json"))
-	if why != "" || err != nil || json.Unmarshal(data, &pkg) != nil {
+	data, _ := os.ReadFile(filepath.Join(dir, "node_modules", "openai", "package.json"))
+	if dir == "" || json.Unmarshal(data, &pkg) != nil {
 		return ""
 	}
 	return pkg.Version
 }
 
 // add keeps a row.
-func (h *harness) add(r *Result) error {
+func (h *harness) add(r *Result) {
 	if h.collect != nil {
 		*h.collect = append(*h.collect, r)
 	} else {
 		h.results = append(h.results, r)
 	}
-	return nil
 }
 
 // measure runs one spec and keeps its row.
 func (h *harness) measure(ctx context.Context, s Spec) error {
 	r, err := h.measureRow(ctx, s)
-	if err != nil {
-		return err
+	if err == nil {
+		h.add(r)
 	}
-	return h.add(r)
+	return err
 }
 
 // unavailable keeps the row of a tool that could not be had.
-func (h *harness) unavailable(group, name, why string) error {
+func (h *harness) unavailable(group, name, why string) {
 	h.logf("%s/%s: not available: %s", group, name, why)
-	return h.add(unavailable(group, name, why))
+	h.add(unavailable(group, name, why))
 }
 
 // group is the rows of one table, in the order measured.
@@ -328,10 +304,9 @@ func (h *harness) group(name string) []*Result {
 
 // find is the row of group named name, or nil.
 func (h *harness) find(group, name string) *Result {
-	for _, r := range h.group(group) {
-		if r.Name == name {
-			return r
-		}
+	rows := h.group(group)
+	if i := slices.IndexFunc(rows, func(r *Result) bool { return r.Name == name }); i >= 0 {
+		return rows[i]
 	}
 	return nil
 }
@@ -352,35 +327,6 @@ func (h *harness) stream(w io.Writer, group, rate string, cpuPerRecord bool) {
 	}
 }
 
-// keep writes the run's rows and what else its report says beside them.
-func (h *harness) keep() error {
-	if err := writeResults(h.path("results.jsonl"), h.results); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(h.info, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFile(h.path("run.json"), append(data, '\n'))
-}
-
-// rerender writes the report again from the last run's rows, as that run
-// wrote it.
-func (h *harness) rerender() error {
-	data, err := os.ReadFile(h.path("run.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &h.info)
-	}
-	if err == nil {
-		h.results, err = readResults(h.path("results.jsonl"))
-	}
-	if err != nil {
-		return fmt.Errorf("no rows kept to render (measure first): %w", err)
-	}
-	h.runs, h.quick, h.sz = h.info.Runs, h.info.Quick, sizes(h.info.Quick, h.info.ServersRuns)
-	return h.writeReport()
-}
-
 // writeFile puts a file in place whole or not at all.
 func writeFile(path string, data []byte) error {
 	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
@@ -395,10 +341,7 @@ func uptime() string {
 	if out, err := exec.Command("uptime").Output(); err == nil {
 		return strings.TrimRight(string(out), "\n")
 	}
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
+	data, _ := os.ReadFile("/proc/loadavg")
 	f := strings.Fields(string(data))
 	return "load average: " + strings.Join(f[:min(3, len(f))], ", ")
 }

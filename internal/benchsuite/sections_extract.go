@@ -151,9 +151,9 @@ func (h *harness) extractAt(ctx context.Context, k int) error {
 	c, pq := "data/scale-"+label+".jsonl", "data/scale-"+label+".parquet"
 	defer os.Remove(h.path(c))
 	defer os.Remove(h.path(pq))
-	err := copyLines(h.path("data/corpus.jsonl"), h.path(c), n, 0)
+	err := h.head("data/corpus.jsonl", c, n)
 	if err == nil {
-		err = h.pipeline(ctx, "", nil, 0, []string{"corpus", "--force", "-n", fmt.Sprint(n), "-o", pq})
+		err = h.sh(ctx, fmt.Sprintf("corpus --force -n %d -o %s", n, pq))
 	}
 	if err != nil {
 		return err
@@ -222,13 +222,13 @@ func (h *harness) scaleAt(ctx context.Context, f int) error {
 	}()
 	all, err := h.lineCounts("data/filter-gens.jsonl")
 	if err == nil {
-		err = copyLines(h.path("data/prompts-big.jsonl"), h.path(p), n, 0)
+		err = h.head("data/prompts-big.jsonl", p, n)
 	}
 	if err == nil {
-		err = copyLines(h.path("data/filter-gens.jsonl"), h.path(fl), int(all[0])*f/16, 0)
+		err = h.head("data/filter-gens.jsonl", fl, int(all[0])*f/16)
 	}
 	if err == nil {
-		err = h.pipeline(ctx, "", nil, 0, []string{"benchsuite", "generations", "--rerun", r, "-o", g, p})
+		err = h.generations(ctx, p, g, r)
 	}
 	if err != nil {
 		return err

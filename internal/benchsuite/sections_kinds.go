@@ -1,19 +1,13 @@
 package benchsuite
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/cli"
 )
@@ -26,17 +20,13 @@ import (
 // kindCell is one cell TestInFlightTable writes: a mode's median wall time
 // on a kind of server at a number of slots (lib/fleet's InFlightCell).
 type kindCell struct {
-	Slots     int     `json:"slots"`
-	Kind      string  `json:"kind"`
-	Mode      string  `json:"mode"`
-	Fixed     int     `json:"fixed"`
-	WallS     float64 `json:"wall_s"`
-	Answers   int     `json:"answers"`
-	MaxTokens int     `json:"max_tokens"`
-	Runs      int     `json:"runs"`
+	Slots, Fixed, Answers, Runs int
+	MaxTokens                   int `json:"max_tokens"`
+	Kind, Mode                  string
+	WallS                       float64 `json:"wall_s"`
 }
 
-// kindsOrder is the order of the table's columns: the kinds of server.
+// kindsOrder are the table's columns: the kinds of server.
 var kindsOrder = []string{"sglang", "vllm", "llamacpp", "ollama"}
 
 // kindsSlots are the tables' slot counts.
@@ -44,34 +34,17 @@ var kindsSlots = []int{4, 32, 128}
 
 func kindsGroup(slots int) string { return "kinds-" + strconv.Itoa(slots) }
 
-// kindsRow names a mode's row: default and auto as they are, a fixed
-// count as the flag that sets it.
-func kindsRow(c kindCell) string {
-	if c.Fixed > 0 {
-		return "--concurrency " + strconv.Itoa(c.Fixed)
-	}
-	return c.Mode
-}
-
 var kindsArgv = []string{"go", "test", "./lib/fleet", "-run", "^TestInFlightTable$", "-count=1", "-timeout", "60m"}
 
 var kindsSection = &section{
 	name: "kinds", heading: "## infer's in-flight count per kind of server, on simulated time",
 	about: "infer's default and auto against every fixed --concurrency level on each kind of server at 4, 32 and 128 slots, on virtual time (go test)",
 	measure: func(ctx context.Context, h *harness) error {
-		out := h.path("tmp/inflight-cells.jsonl")
-		argv := append(slices.Clone(kindsArgv), "-args", "-inflight-json="+out)
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir, cmd.Env = h.repo, append(os.Environ(), "TOKENMILL_TEST_LONG=1")
-		var log bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &log, &log
-		load := loadAverage()
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(log.Bytes(), 3000))
-		}
-		rows, err := readKindCells(out)
-		if err != nil {
-			return err
+		out, load := h.path("tmp/inflight-cells.jsonl"), loadAverage()
+		_, err := h.goTest(ctx, append(slices.Clone(kindsArgv), "-args", "-inflight-json="+out), "TOKENMILL_TEST_LONG=1")
+		rows, err2 := readKindCells(out)
+		if err != nil || err2 != nil {
+			return errors.Join(err, err2)
 		}
 		command := "TOKENMILL_TEST_LONG=1 " + shellJoin(kindsArgv)
 		for _, r := range rows {
@@ -107,13 +80,12 @@ var kindsSection = &section{
 				cells := []string{nameCell(r)}
 				for _, kind := range kindsOrder {
 					wall, ok := r.Metrics[kind]
-					best := bestKindWall(rows, kind)
-					if !ok || best <= 0 {
-						cells = append(cells, "—")
-						continue
-					}
+					best, _ := metricOf(bestFixed(rows, kind), kind)
 					cell := fmt.Sprintf("%v (%.3f×)", (time.Duration(wall * float64(time.Second))).Round(time.Second), wall/best)
-					if !r.Ours && wall == best {
+					switch {
+					case !ok || best <= 0:
+						cell = "—"
+					case !r.Ours && wall == best:
 						cell = "**" + cell + "**"
 					}
 					cells = append(cells, cell)
@@ -129,13 +101,11 @@ var kindsSection = &section{
 			g := kindsGroup(slots)
 			rows := h.group(g)
 			for _, kind := range kindsOrder {
-				best := bestKindRow(rows, kind)
-				if best == "" {
-					continue
-				}
-				for _, mode := range []string{"default", "auto"} {
-					t = append(t, fmt.Sprintf("%s within 1.03× of the best fixed (%s, %d slots: %s) := %s/%s:%s / %s/%s:%s <= 1.03",
-						mode, kind, slots, best, g, mode, kind, g, best, kind))
+				if best := bestFixed(rows, kind); best != nil {
+					for _, mode := range []string{"default", "auto"} {
+						t = append(t, fmt.Sprintf("%s within 1.03× of the best fixed (%s, %d slots: %s) := %s/%s:%s / %s/%s:%s <= 1.03",
+							mode, kind, slots, best.Name, g, mode, kind, g, best.Name, kind))
+					}
 				}
 			}
 		}
@@ -144,61 +114,41 @@ var kindsSection = &section{
 	runs: func(*harness) string { return "three runs (seeds) of simulated time per cell, median reported" },
 }
 
-// readKindCells reads TestInFlightTable's cells into one result a slot
-// count and mode, each kind's median wall time a metric of it.
-func readKindCells(path string) ([]*Result, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var rows []*Result
-	index := map[string]*Result{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		var c kindCell
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, n, err)
-		}
+// readKindCells reads TestInFlightTable's cells into one row a slot
+// count and mode (a fixed count named by the flag that sets it), each
+// kind's median wall time a figure of it.
+func readKindCells(path string) (rows []*Result, err error) {
+	err = eachJSON(path, func(c *kindCell) error {
 		if !slices.Contains(kindsSlots, c.Slots) || !slices.Contains(kindsOrder, c.Kind) || c.WallS <= 0 {
-			return nil, fmt.Errorf("%s:%d: a cell of no table: %s", path, n, strings.TrimSpace(sc.Text()))
+			return fmt.Errorf("a cell of no table: %+v", *c)
 		}
-		g, name := kindsGroup(c.Slots), kindsRow(c)
-		r, ok := index[g+"\x00"+name]
-		if !ok {
-			r = &Result{Group: g, Name: name, Ours: c.Fixed == 0, OutRecords: -1,
-				Metrics: map[string]float64{"answers": float64(c.Answers), "max_tokens": float64(c.MaxTokens), "runs": float64(c.Runs)}}
-			index[g+"\x00"+name] = r
-			rows = append(rows, r)
+		name := c.Mode
+		if c.Fixed > 0 {
+			name = "--concurrency " + strconv.Itoa(c.Fixed)
 		}
-		r.Metrics[c.Kind] = c.WallS
+		i := slices.IndexFunc(rows, func(r *Result) bool { return r.Group == kindsGroup(c.Slots) && r.Name == name })
+		if i < 0 {
+			rows, i = append(rows, &Result{Group: kindsGroup(c.Slots), Name: name, Ours: c.Fixed == 0, OutRecords: -1,
+				Metrics: map[string]float64{"answers": float64(c.Answers), "max_tokens": float64(c.MaxTokens), "runs": float64(c.Runs)}}), len(rows)
+		}
+		rows[i].Metrics[c.Kind] = c.WallS
+		return nil
+	})
+	if err == nil && len(rows) == 0 {
+		err = fmt.Errorf("%s: no cells", path)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("%s: no cells", path)
-	}
-	return rows, nil
+	return rows, err
 }
 
-// bestKindRow is the fixed level with the shortest wall time on kind.
-func bestKindRow(rows []*Result, kind string) string {
-	best, wall := "", 0.0
+// bestFixed is the row, not tokenmill's own, with the least of a metric
+// (a wall time): the best fixed level; nil if none.
+func bestFixed(rows []*Result, metric string) (best *Result) {
 	for _, r := range rows {
-		if w, ok := r.Metrics[kind]; ok && !r.Ours && (best == "" || w < wall) {
-			best, wall = r.Name, w
+		if w, ok := r.Metric(metric); ok && !r.Ours {
+			if b, _ := metricOf(best, metric); best == nil || w < b {
+				best = r
+			}
 		}
 	}
 	return best
-}
-
-func bestKindWall(rows []*Result, kind string) float64 {
-	name := bestKindRow(rows, kind)
-	for _, r := range rows {
-		if r.Name == name {
-			return r.Metrics[kind]
-		}
-	}
-	return 0
 }

@@ -1,7 +1,6 @@
 package benchsuite
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
@@ -19,7 +18,6 @@ import (
 
 	"tokenmill/internal/corpus"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/jsonl"
 )
 
 // The neardup section: dedup --near's quality on planted near-duplicates
@@ -70,55 +68,22 @@ const (
 // all of the prompts.
 func (h *harness) nearSizes() []int { return []int{h.sz.Main / 16, h.sz.Main / 4, h.sz.Main} }
 
-// nearPairs is how many pairs are planted.
-func (h *harness) nearPairs() int {
-	if h.quick {
-		return 600
-	}
-	return 6000
-}
-
-// runTool runs a built tool from the scratch directory, unmeasured, and
-// returns its stderr.
-func (h *harness) runTool(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, h.tool(name), args...)
-	cmd.Dir, cmd.Env = h.dir, h.environ
+// dedupNear runs dedup --near from the scratch directory, unmeasured, and
+// returns its summary line's figures: read, kept, removed, near-duplicates.
+func (h *harness) dedupNear(ctx context.Context, args ...string) ([]float64, error) {
+	cmd := exec.CommandContext(ctx, h.tool("dedup"), append([]string{"--near", "--force", "-o", "/dev/null"}, args...)...)
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 0 {
-			return stderr.String(), fmt.Errorf("%s %s: %v\n%s", name, shellJoin(args), err, tail(stderr.Bytes(), 2000))
-		}
+	cmd.Dir, cmd.Env, cmd.Stderr = h.dir, h.environ, &stderr
+	err := cmd.Run()
+	m := regexp.MustCompile(`read (\d+), kept (\d+), removed (\d+).*near-duplicates (\d+)`).FindStringSubmatch(stderr.String())
+	if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() != 0) || m == nil {
+		return nil, fmt.Errorf("dedup --near %s: %v, no summary in:\n%s", shellJoin(args), err, tail(stderr.Bytes(), 2000))
 	}
-	return stderr.String(), nil
-}
-
-// clusterLine is one line of dedup --clusters.
-type clusterLine struct {
-	ID         string  `json:"id"`
-	DupOf      string  `json:"dup_of"`
-	Similarity float64 `json:"similarity"`
-}
-
-// readClusters maps each near-duplicate's id to the id it was found a
-// copy of.
-func readClusters(path string) (map[string]clusterLine, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	f := make([]float64, 4)
+	for i := range f {
+		f[i], _ = strconv.ParseFloat(m[i+1], 64)
 	}
-	defer f.Close()
-	out := map[string]clusterLine{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c clusterLine
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return nil, fmt.Errorf("%s: %v", path, err)
-		}
-		out[c.ID] = c
-	}
-	return out, sc.Err()
+	return f, nil
 }
 
 // nearQuality plants pairs, runs dedup --near on them and keeps, for each
@@ -127,177 +92,138 @@ func readClusters(path string) (map[string]clusterLine, error) {
 // false drops (bases are unrelated texts).
 func (h *harness) nearQuality(ctx context.Context) error {
 	o := corpus.NearOptions{Shingle: nearShingle, Prefix: "user\n", Buckets: corpus.DefaultNearBuckets, Median: 80, MinWords: 20, MaxWords: 400}
-	pairs := corpus.PlantNear(1, h.nearPairs(), o)
+	n := 6000
+	if h.quick {
+		n = 600
+	}
+	pairs := corpus.PlantNear(1, n, o)
 	const data, clusters = "data/neardup-planted.jsonl", "tmp/neardup-clusters.jsonl"
 	// Bases first (in a shuffled order), then the variants (shuffled): a
 	// variant always comes after its base, as a later copy does.
 	rng := rand.New(rand.NewPCG(2, 0))
 	order := rng.Perm(len(pairs))
 	var buf []byte
-	err := jsonl.WriteFile(h.path(data), jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		for pass, prefix := range []string{"b", "v"} {
-			for _, i := range order {
-				text := pairs[i].Base
-				if pass == 1 {
-					text = pairs[i].Variant
-				}
-				buf = fmt.Appendf(buf[:0], `{"id":"%s%d","messages":[{"role":"user","content":`, prefix, i)
-				q, _ := json.Marshal(text)
-				buf = append(append(buf, q...), "}]}\n"...)
-				bw.Write(buf)
+	for pass, prefix := range []string{"b", "v"} {
+		for _, i := range order {
+			text := pairs[i].Base
+			if pass == 1 {
+				text = pairs[i].Variant
 			}
-			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+			q, _ := json.Marshal(text)
+			buf = append(fmt.Appendf(buf, `{"id":"%s%d","messages":[{"role":"user","content":%s}]}`, prefix, i, q), '\n')
 		}
-		return bw.Flush()
-	})
-	if err != nil {
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+	}
+	if err := writeFile(h.path(data), buf); err != nil {
 		return err
 	}
 	defer os.Remove(h.path(clusters))
-	if _, err := h.runTool(ctx, "dedup", "--near", "--force", "--clusters", clusters, "-o", "/dev/null", data); err != nil {
+	if _, err := h.dedupNear(ctx, "--clusters", clusters, data); err != nil {
 		return err
 	}
-	found, err := readClusters(h.path(clusters))
-	if err != nil {
+	found := map[string]string{} // each near-duplicate's id: the id it was found a copy of
+	if err := eachJSON(h.path(clusters), func(c *struct{ ID, DupOf string }) error { found[c.ID] = c.DupOf; return nil }); err != nil {
 		return err
 	}
-	load := loadAverage()
-	type tally struct{ pairs, dropped, ownBase int }
-	byBucket := make([]tally, len(o.Buckets)-1)
-	byKind := map[string]*[2]int{} // per bucket kind: dropped, pairs
-	var below tally
-	dropsAbove := 0 // drops of pairs at J >= the threshold, for precision
+	bucket := func(b int) string {
+		return fmt.Sprintf("J %s-%s", strconv.FormatFloat(o.Buckets[b], 'f', -1, 64), strconv.FormatFloat(o.Buckets[b+1], 'f', -1, 64))
+	}
+	var names []string // the buckets, highest first, then the pairs below 0.6 and the bases
+	rows := map[string]map[string]float64{}
+	for b := len(o.Buckets) - 2; b >= 0; b-- {
+		names, rows[bucket(b)] = append(names, bucket(b)), map[string]float64{"lo": o.Buckets[b], "hi": o.Buckets[b+1], "pairs": 0, "dropped": 0, "own_base": 0}
+	}
+	names = append(names, "J below 0.6", "bases")
+	rows["J below 0.6"], rows["bases"] = map[string]float64{"pairs": 0, "dropped": 0, "own_base": 0}, map[string]float64{"pairs": float64(len(pairs)), "dropped": 0, "own_base": 0}
+	kinds := map[string]float64{} // dropped and planted, by bucket and kind
 	for i, p := range pairs {
-		c, dropped := found[fmt.Sprintf("v%d", i)]
-		t := &byBucket[p.Bucket]
-		t.pairs++
-		k := byKind[fmt.Sprintf("%d/%s", p.Bucket, p.Kind)]
-		if k == nil {
-			k = &[2]int{}
-			byKind[fmt.Sprintf("%d/%s", p.Bucket, p.Kind)] = k
-		}
-		k[1]++
-		if p.Jaccard < 0.6 {
-			below.pairs++
-		}
-		if !dropped {
-			continue
-		}
-		t.dropped++
-		k[0]++
-		if c.DupOf == fmt.Sprintf("b%d", i) {
-			t.ownBase++
-		}
-		if p.Jaccard < 0.6 {
-			below.dropped++
-		}
-		if p.Jaccard >= nearThreshold {
-			dropsAbove++
-		}
-	}
-	basesDropped := 0
-	for i := range pairs {
-		if _, ok := found[fmt.Sprintf("b%d", i)]; ok {
-			basesDropped++
-		}
-	}
-	row := func(name string, t tally, extra map[string]float64) error {
-		r := &Result{Group: "neardup-quality", Name: name, OutRecords: -1, Load1: load, Metrics: map[string]float64{
-			"pairs": float64(t.pairs), "dropped": float64(t.dropped), "own_base": float64(t.ownBase)}}
-		if t.pairs > 0 {
-			r.Metrics["drop_rate"] = float64(t.dropped) / float64(t.pairs)
-		}
-		for k, v := range extra {
-			r.Metrics[k] = v
-		}
-		h.add(r)
-		return nil
-	}
-	for b := len(byBucket) - 1; b >= 0; b-- {
-		extra := map[string]float64{"lo": o.Buckets[b], "hi": o.Buckets[b+1]}
-		for _, kind := range corpus.EditKinds {
-			if k := byKind[fmt.Sprintf("%d/%s", b, kind)]; k != nil && k[1] > 0 {
-				extra["rate_"+kind] = float64(k[0]) / float64(k[1])
+		dupOf, dropped := found[fmt.Sprintf("v%d", i)]
+		d, own := 0.0, 0.0
+		if dropped {
+			d = 1
+			if dupOf == fmt.Sprintf("b%d", i) {
+				own = 1
 			}
 		}
-		if err := row(bucketName(o.Buckets[b], o.Buckets[b+1]), byBucket[b], extra); err != nil {
-			return err
+		for _, r := range []string{bucket(p.Bucket), "J below 0.6"} {
+			if r == bucket(p.Bucket) || p.Jaccard < 0.6 {
+				rows[r]["pairs"], rows[r]["dropped"], rows[r]["own_base"] = rows[r]["pairs"]+1, rows[r]["dropped"]+d, rows[r]["own_base"]+own*b2f(r != "J below 0.6")
+			}
+		}
+		kinds[fmt.Sprintf("%d/%s dropped", p.Bucket, p.Kind)] += d
+		kinds[fmt.Sprintf("%d/%s", p.Bucket, p.Kind)]++
+		if _, ok := found[fmt.Sprintf("b%d", i)]; ok {
+			rows["bases"]["dropped"]++
+		}
+		if dropped && p.Jaccard >= nearThreshold {
+			rows["bases"]["precision"]++ // drops of pairs at J >= the threshold, over all drops below
 		}
 	}
-	if err := row("J below 0.6", below, nil); err != nil {
-		return err
+	if rows["bases"]["drops"] = float64(len(found)); len(found) > 0 {
+		rows["bases"]["precision"] /= float64(len(found))
 	}
-	total := len(found)
-	precision := 0.0
-	if total > 0 {
-		precision = float64(dropsAbove) / float64(total)
+	load := loadAverage()
+	for i, name := range names {
+		m, b := rows[name], len(o.Buckets)-2-i
+		for _, kind := range corpus.EditKinds {
+			if k := kinds[fmt.Sprintf("%d/%s", b, kind)]; b >= 0 && k > 0 {
+				m["rate_"+kind] = kinds[fmt.Sprintf("%d/%s dropped", b, kind)] / k
+			}
+		}
+		if m["pairs"] > 0 {
+			m["drop_rate"] = m["dropped"] / m["pairs"]
+		}
+		h.add(&Result{Group: "neardup-quality", Name: name, OutRecords: -1, Load1: load, Metrics: m})
 	}
-	return row("bases", tally{pairs: len(pairs), dropped: basesDropped}, map[string]float64{"precision": precision, "drops": float64(total)})
+	return nil
 }
 
-// bucketName names a similarity bucket, e.g. "J 0.8-0.9".
-func bucketName(lo, hi float64) string {
-	return fmt.Sprintf("J %s-%s", strconv.FormatFloat(lo, 'f', -1, 64), strconv.FormatFloat(hi, 'f', -1, 64))
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
-
-var (
-	summaryRead = regexp.MustCompile(`read (\d+), kept (\d+), removed (\d+)`)
-	summaryNear = regexp.MustCompile(`near-duplicates (\d+)`)
-)
 
 // nearReal extracts each real dataset and counts what exact dedup and
 // dedup --near remove from its prompts.
 func (h *harness) nearReal(ctx context.Context) error {
 	dir := filepath.Dir(h.shared("real/alpaca_en_demo.json"))
 	if dir == "." {
-		return h.unavailable("neardup-real", "real datasets", "../shared/data/real is not beside the repository")
+		h.unavailable("neardup-real", "real datasets", "../shared/data/real is not beside the repository")
+		return nil
 	}
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
 	load := loadAverage()
 	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || name == "README.md" {
-			continue
+		const prompts = "tmp/neardup-real.jsonl"
+		if name := e.Name(); !e.IsDir() && name != "README.md" && err == nil {
+			err = h.sh(ctx, shellJoin([]string{"extract", "--force", "--progress", "0", "-o", prompts, filepath.Join(dir, name)}))
+			var f []float64
+			if err == nil {
+				f, err = h.dedupNear(ctx, prompts)
+			}
+			if err == nil {
+				h.add(&Result{Group: "neardup-real", Name: name, OutRecords: -1, Load1: load, Command: "extract " + name + " | dedup --near",
+					Metrics: map[string]float64{"prompts": f[0], "kept": f[1], "exact": f[2] - f[3], "near": f[3]}})
+			}
 		}
-		prompts := "tmp/neardup-real.jsonl"
-		if err := h.pipeline(ctx, prompts, nil, 0, []string{"extract", "--progress", "0", filepath.Join(dir, name)}); err != nil {
-			return err
-		}
-		stderr, err := h.runTool(ctx, "dedup", "--near", "-o", "/dev/null", prompts)
-		os.Remove(h.path(prompts))
-		if err != nil {
-			return err
-		}
-		m, n := summaryRead.FindStringSubmatch(stderr), summaryNear.FindStringSubmatch(stderr)
-		if m == nil || n == nil {
-			return fmt.Errorf("dedup --near on %s: no summary in:\n%s", name, stderr)
-		}
-		f := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
-		near := f(n[1])
-		r := &Result{Group: "neardup-real", Name: name, OutRecords: -1, Load1: load, Command: "extract " + name + " | dedup --near",
-			Metrics: map[string]float64{"prompts": f(m[1]), "kept": f(m[2]), "exact": f(m[3]) - near, "near": near}}
-		h.add(r)
 	}
-	return nil
+	os.Remove(h.path("tmp/neardup-real.jsonl"))
+	return err
 }
 
 // python is a python3 that imports numpy, or "" and why there is none.
 func python() (string, string) {
 	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import numpy").Run() == nil {
-			if abs, err := exec.LookPath(p); err == nil {
-				return abs, ""
-			}
+		if abs, err := exec.LookPath(p); err == nil && exec.Command(p, "-c", "import numpy").Run() == nil {
+			return abs, ""
 		}
 	}
 	if !have("python3") {
 		return "", missing("python3")
 	}
-	return "", "numpy is not installed for python3 (Debian: apt-get install python3-numpy)"
+	return "", "numpy is not installed for python3 (.ci/install-peers installs it)"
 }
 
 // nearSpeed measures dedup --near beside exact dedup and the Python
@@ -305,46 +231,31 @@ func python() (string, string) {
 // growth at 1x, 4x and 16x.
 func (h *harness) nearSpeed(ctx context.Context) error {
 	sizes := h.nearSizes()
-	files := make([]string, len(sizes))
-	for i, n := range sizes {
-		files[i] = fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", n)
-		if n == h.sz.Main {
-			files[i] = "data/prompts.jsonl"
-			continue
-		}
-		if err := copyLines(h.path("data/prompts.jsonl"), h.path(files[i]), n, 0); err != nil {
+	files := []string{fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[0]), fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[1]), "data/prompts.jsonl"}
+	for i := range 2 {
+		defer os.Remove(h.path(files[i]))
+		if err := h.head("data/prompts.jsonl", files[i], sizes[i]); err != nil {
 			return err
 		}
-		defer os.Remove(h.path(files[i]))
 	}
+	const script = "tmp/minhash_numpy.py"
+	defer os.Remove(h.path(script))
 	counts, err := h.lineCounts(files...)
+	if err == nil {
+		err = os.WriteFile(h.path(script), minhashPy, 0o644)
+	}
 	if err != nil {
 		return err
 	}
-	script := "tmp/minhash_numpy.py"
-	if err := os.WriteFile(h.path(script), minhashPy, 0o644); err != nil {
-		return err
-	}
-	defer os.Remove(h.path(script))
-	p1 := files[0]
-	in := Spec{Group: "neardup", BytesOf: []string{p1}, Records: counts[0]}
-	pinned := func(name string, argv ...string) Spec {
-		return with(in, name, "", append(append([]string{}, h.pin...), argv...)...)
-	}
-	py := peer(pinned(pythonRow, "python3", script, p1))
-	if exe, why := python(); why != "" {
-		py.why = why
-	} else {
-		py.Argv = append(append([]string{}, h.pin...), exe, script, p1)
-		py.Note = "the same words, shingles, permutations and band keys; word hashes from libxxhash"
-	}
-	specs := []peerSpec{
-		ours(pinned("dedup --near, 1 core", "dedup", "--near", "--workers", "1", p1)),
-		ours(pinned("dedup (exact), 1 core", "dedup", "--workers", "1", p1)),
-		ours(with(in, fmt.Sprintf("dedup --near, %d workers", h.workers()), "", "dedup", "--near", p1)),
+	in := Spec{Group: "neardup", BytesOf: []string{files[0]}, Records: counts[0]}
+	exe, why := python()
+	py := peerSpec{Spec: with(in, pythonRow, "the same words, shingles, permutations and band keys; word hashes from libxxhash", h.pinned(exe, script, files[0])...), why: why}
+	if err := h.measureAll(ctx, []peerSpec{
+		ours(with(in, "dedup --near, 1 core", "", h.pinned("dedup", "--near", "--workers", "1", files[0])...)),
+		ours(with(in, "dedup (exact), 1 core", "", h.pinned("dedup", "--workers", "1", files[0])...)),
+		ours(with(in, fmt.Sprintf("dedup --near, %d workers", runtime.NumCPU()), "", "dedup", "--near", files[0])),
 		py,
-	}
-	if err := h.measureAll(ctx, specs); err != nil {
+	}); err != nil {
 		return err
 	}
 	// The signatures and the LSH index alone, without reading, parsing and
@@ -354,21 +265,16 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 		return err
 	}
 	for i, f := range files {
-		label := fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(counts[i]))
-		at := func(s Spec) peerSpec { s.Group, s.Size, s.Runs = "neardup-growth", label, 1; return ours(s) }
-		one := Spec{BytesOf: []string{f}, Records: counts[i]}
-		if err := h.measureAll(ctx, []peerSpec{
-			at(with(one, "dedup --near", "", "dedup", "--near", f)),
-			at(with(one, "dedup (exact)", "", "dedup", f)),
-		}); err != nil {
+		at := func(name string, argv ...string) peerSpec {
+			return ours(Spec{Group: "neardup-growth", Name: name, Size: fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(counts[i])), Runs: 1,
+				BytesOf: []string{f}, Records: counts[i], Argv: argv})
+		}
+		if err := h.measureAll(ctx, []peerSpec{at("dedup --near", "dedup", "--near", f), at("dedup (exact)", "dedup", f)}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// workers is the machine's core count, dedup's default --workers.
-func (h *harness) workers() int { return max(1, runtime.NumCPU()) }
 
 func renderNeardup(w io.Writer, h *harness) {
 	fmt.Fprintf(w, "`dedup --near` at its defaults (14 bands × 8 rows, 5-word shingles, threshold %g).\n\n", nearThreshold)

@@ -99,9 +99,9 @@ var clientSection = &section{
 	needs: []string{"prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
 		const big, bodies = "data/prompts-big.jsonl", "data/client-curl-bodies.jsonl"
-		err := copyLines(h.path(big), h.path("data/client-infer.jsonl"), h.sz.ClientInfer, 0)
+		err := h.head(big, "data/client-infer.jsonl", h.sz.ClientInfer)
 		if err == nil {
-			err = copyLines(h.path(big), h.path("data/client-node.jsonl"), h.sz.ClientNode, 0)
+			err = h.head(big, "data/client-node.jsonl", h.sz.ClientNode)
 		}
 		if err == nil {
 			err = writeBodies(h.path(big), h.path(bodies), h.sz.ClientCurl, "Qwen3.6-27B", 16)
@@ -234,7 +234,7 @@ var inflightSection = &section{
 	measure: func(ctx context.Context, h *harness) error {
 		cases := inflightCases(h.sz)
 		for _, c := range cases {
-			if err := copyLines(h.path("data/servers-prompts.jsonl"), h.path("data/servers-"+c.key+".jsonl"), c.prompts, 0); err != nil {
+			if err := h.head("data/servers-prompts.jsonl", "data/servers-"+c.key+".jsonl", c.prompts); err != nil {
 				return err
 			}
 		}
@@ -285,8 +285,8 @@ var inflightSection = &section{
 		var t []string
 		for _, c := range inflightCases(h.sz) {
 			g := "servers-" + c.key
-			if best := bestFixed(h.group(g)); best != "" {
-				t = append(t, fmt.Sprintf("adapted ≥ 95%% of the best fixed (%s: %s) := %s/infer (adapted):rps / %s/%s:rps >= 0.95", c.label, best, g, g, best))
+			if best := bestFixed(h.group(g), "wall_s"); best != nil {
+				t = append(t, fmt.Sprintf("adapted ≥ 95%% of the best fixed (%s: %s) := %s/infer (adapted):rps / %s/%s:rps >= 0.95", c.label, best.Name, g, g, best.Name))
 			}
 		}
 		return t
@@ -294,18 +294,6 @@ var inflightSection = &section{
 	runs: func(h *harness) string {
 		return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.ServersRuns))
 	},
-}
-
-// bestFixed is the row, not tokenmill's own, with the shortest median wall
-// time: the best fixed level.
-func bestFixed(rows []*Result) string {
-	best, bestWall := "", 0.0
-	for _, r := range rows {
-		if w, ok := r.Metric("wall_s"); ok && !r.Ours && (best == "" || w < bestWall) {
-			best, bestWall = r.Name, w
-		}
-	}
-	return best
 }
 
 // ollamaParallel is OLLAMA_NUM_PARALLEL of the real server.
@@ -332,7 +320,8 @@ var ollamaSection = &section{
 			for _, r := range ollamaRows {
 				h.unavailable("ollama", r, "no Ollama server: "+why)
 			}
-			return h.unavailable(ollamaBenchGroup, ollamaBenchRow, "no Ollama server: "+why)
+			h.unavailable(ollamaBenchGroup, ollamaBenchRow, "no Ollama server: "+why)
+			return nil
 		}
 		defer srv.stop()
 		h.info.Facts["ollama"] = srv.version

@@ -65,13 +65,9 @@ func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
 				why = missing(strings.Join(absent[:k-1], ", ") + " or " + absent[k-1])
 			}
 		}
-		var err error
 		if why != "" {
-			err = h.unavailable(p.Group, p.Name, why)
-		} else {
-			err = h.measure(ctx, p.Spec)
-		}
-		if err != nil {
+			h.unavailable(p.Group, p.Name, why)
+		} else if err := h.measure(ctx, p.Spec); err != nil {
 			return err
 		}
 	}
@@ -422,10 +418,10 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 	if n != h.sz.Big {
 		c, p = "data/corpus-"+label+".jsonl", "data/prompts-"+label+".jsonl"
 		made = append(made, c, p)
-		if err := copyLines(h.path("data/corpus-big.jsonl"), h.path(c), n, 0); err != nil {
+		if err := h.head("data/corpus-big.jsonl", c, n); err != nil {
 			return err
 		}
-		if err := copyLines(h.path("data/prompts-big.jsonl"), h.path(p), n, 0); err != nil {
+		if err := h.head("data/prompts-big.jsonl", p, n); err != nil {
 			return err
 		}
 	}
@@ -434,7 +430,7 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 			os.Remove(h.path(f))
 		}
 	}()
-	if err := h.pipeline(ctx, "", nil, 0, []string{"benchsuite", "generations", "--rerun", r, "-o", g, p}); err != nil {
+	if err := h.generations(ctx, p, g, r); err != nil {
 		return err
 	}
 	counts, err := h.lineCounts(g, r)

@@ -142,12 +142,12 @@ func TestMergeRounds(t *testing.T) {
 	if len(a.Runs) != 3 || a.Runs[2].Wall != 3 || a.Load1 != 4 || a.RSSFloorKB != 8 || len(b.Runs) != 2 || b.Load1 != 3 {
 		t.Fatalf("a %+v, b %+v", a, b)
 	}
-	if best := bestFixed(merged); best != "a" {
-		t.Errorf("best fixed %q, want a", best)
+	if best := bestFixed(merged, "wall_s"); best == nil || best.Name != "a" {
+		t.Errorf("best fixed %v, want a", best)
 	}
 	merged[0].Ours = true
-	if best := bestFixed(merged); best != "b" {
-		t.Errorf("best fixed %q with a ours, want b", best)
+	if best := bestFixed(merged, "wall_s"); best == nil || best.Name != "b" {
+		t.Errorf("best fixed %v with a ours, want b", best)
 	}
 }
 

@@ -315,166 +315,108 @@ func (h *harness) shownFromRepo(argv []string, dir string) string {
 	return s
 }
 
-// tokenizerResults makes the section's rows of its runs: for each figure,
-// the median of the runs (peak RSS: the highest). why, when set, is why
-// the binding's rows are not available.
+// tokenizerResults makes the section's rows of its runs: each run's
+// figures, then for each the median of the runs (peak RSS: the highest).
+// why, when set, is why the binding's rows are not available.
 func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tokenizerCommands, shown func([]string) string, version, why string) ([]*Result, error) {
-	load := mean(runs.loads)
-	names := make([]string, len(tokenizerModels))
-	for i, m := range tokenizerModels {
-		names[i] = m.name
+	values := map[string]map[string][]float64{} // by row and figure, a value a run
+	keep := func(name string, m map[string]float64) {
+		if values[name] == nil {
+			values[name] = map[string][]float64{}
+		}
+		for k, v := range m {
+			values[name][k] = append(values[name][k], v)
+		}
 	}
-	// figs[bench][model] are a figure's values over the runs, by unit.
-	figs := map[string]map[string]map[string][]float64{}
-	collect := func(outs [][]byte, bench string, models []string) error {
-		for i, out := range outs {
-			m, err := subBenchMedians(out, bench, models)
-			if err != nil {
-				return fmt.Errorf("run %d: %v\n%s", i+1, err, tail(out, 3000))
-			}
-			for model, units := range m {
-				if figs[bench] == nil {
-					figs[bench] = map[string]map[string][]float64{}
-				}
-				if figs[bench][model] == nil {
-					figs[bench][model] = map[string][]float64{}
-				}
-				for unit, v := range units {
-					figs[bench][model][unit] = append(figs[bench][model][unit], v)
+	for i := range runs.encode {
+		for _, m := range tokenizerModels {
+			figs := benchFigures(slices.Concat(runs.encode[i], runs.render[i], runs.load[m.name][i]))
+			fig := func(bench, unit string) float64 { return median(figs[bench+"/"+m.name][unit]) }
+			for _, b := range []string{"BenchmarkEncode", "BenchmarkEncodeCases", "BenchmarkEncodeCold", "BenchmarkTokenizerRender", "BenchmarkTokenizerLoad"} {
+				if figs[b+"/"+m.name] == nil {
+					return nil, fmt.Errorf("run %d: no figures of %s/%s in the output", i+1, b, m.name)
 				}
 			}
-		}
-		return nil
-	}
-	for _, b := range []string{"BenchmarkEncode", "BenchmarkEncodeCases", "BenchmarkEncodeCold"} {
-		if err := collect(runs.encode, b, names); err != nil {
-			return nil, err
-		}
-	}
-	if err := collect(runs.render, "BenchmarkTokenizerRender", names); err != nil {
-		return nil, err
-	}
-	for _, m := range names {
-		if err := collect(runs.load[m], "BenchmarkTokenizerLoad", []string{m}); err != nil {
-			return nil, err
-		}
-	}
-	// perRun are a benchmark's figures, run by run.
-	perRun := func(bench, model string) []map[string]float64 {
-		u := figs[bench][model]
-		out := make([]map[string]float64, len(u["ns/op"]))
-		for i := range out {
-			out[i] = map[string]float64{}
-			for unit, v := range u {
-				out[i][unit] = v[i]
+			st, tokens := stats[m.name], fig("BenchmarkEncode", "tokens/op")
+			// MB/s as go test reports it; tokens/s of the tokens an op made
+			// (the concatenated text's, as BenchmarkEncode counts them; the
+			// documents', the golden ids'), over ns/op.
+			keep(oursEncodeRow(m.name, "whole"), map[string]float64{"mbps": fig("BenchmarkEncode", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncode", "ns/op"),
+				"tokens": tokens, "passes": benchPasses(cmds.encode)})
+			keep(oursEncodeRow(m.name, "docs"), map[string]float64{"mbps": fig("BenchmarkEncodeCases", "MB/s"),
+				"tok_s": float64(st.tokens) * 1e9 / fig("BenchmarkEncodeCases", "ns/op"), "tokens": float64(st.tokens)})
+			keep(oursEncodeRow(m.name, "cold"), map[string]float64{"mbps": fig("BenchmarkEncodeCold", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncodeCold", "ns/op")})
+			render := map[string]float64{"us_per_conv": fig("BenchmarkTokenizerRender", "µs/conv"), "convs": fig("BenchmarkTokenizerRender", "convs")}
+			if c := render["convs"]; c > 0 {
+				render["allocs_per_conv"] = fig("BenchmarkTokenizerRender", "allocs/op") / c
 			}
-		}
-		return out
-	}
-	tokS := func(bench, model string, tokens float64) float64 {
-		var v []float64
-		for _, u := range perRun(bench, model) {
-			v = append(v, cmpF(tokens, u["tokens/op"])*1e9/u["ns/op"])
-		}
-		return median(v)
-	}
-	var rows []*Result
-	row := func(name string, ours bool, command string, st goldenStats, metrics map[string]float64) *Result {
-		r := &Result{Group: tokGroup, Name: name, Ours: ours, Command: command, Bytes: st.bytes, Records: st.docs, OutRecords: -1, Load1: load, Metrics: metrics}
-		rows = append(rows, r)
-		return r
-	}
-	unavailableRow := func(name, why string) {
-		r := unavailable(tokGroup, name, why)
-		r.Load1 = load
-		rows = append(rows, r)
-	}
-	for _, m := range tokenizerModels {
-		st := stats[m.name]
-		// lib/tokenizer: MB/s as go test reports it; tokens/s of the
-		// tokens an op made (the concatenated text's, as BenchmarkEncode
-		// counts them; the documents', the golden ids'), over ns/op.
-		n := float64(len(runs.encode))
-		mbps := func(bench string) float64 { return median(figs[bench][m.name]["MB/s"]) }
-		wholeTokens := figs["BenchmarkEncode"][m.name]["tokens/op"][0]
-		row(oursEncodeRow(m.name, "whole"), true, shown(cmds.encode), st, map[string]float64{"mbps": mbps("BenchmarkEncode"),
-			"tok_s": tokS("BenchmarkEncode", m.name, 0), "tokens": wholeTokens, "runs": n, "passes": benchPasses(cmds.encode)})
-		row(oursEncodeRow(m.name, "docs"), true, shown(cmds.encode), st, map[string]float64{"mbps": mbps("BenchmarkEncodeCases"),
-			"tok_s": tokS("BenchmarkEncodeCases", m.name, float64(st.tokens)), "tokens": float64(st.tokens), "runs": n})
-		row(oursEncodeRow(m.name, "cold"), true, shown(cmds.encode), st, map[string]float64{"mbps": mbps("BenchmarkEncodeCold"),
-			"tok_s": tokS("BenchmarkEncodeCold", m.name, wholeTokens), "runs": n})
-
-		// The binding's rows: the same figures, or why there are none.
-		reps := runs.hf[m.name]
-		for _, rep := range reps {
+			keep(oursRenderRow(m.name), render)
+			keep(oursLoadRow(m.name), map[string]float64{"load_ms": fig("BenchmarkTokenizerLoad", "ms/load"), "rss_mb": fig("BenchmarkTokenizerLoad", "peak-RSS-MB"),
+				"rss_before_mb": fig("BenchmarkTokenizerLoad", "RSS-before-MB")})
+			if i >= len(runs.hf[m.name]) {
+				continue
+			}
+			rep := runs.hf[m.name][i]
 			if rep.Bytes != st.bytes || rep.Documents != st.docs {
 				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.name, rep.Bytes, rep.Documents, st.bytes, st.docs)
 			}
+			for _, mode := range []string{"whole", "docs", "batch", "cold"} {
+				md := rep.mode(mode)
+				keep(hfEncodeRow(m.name, mode), map[string]float64{"mbps": md.MBps, "tok_s": md.TokS, "tokens": float64(md.Tokens)})
+			}
+			keep(hfEncodeRow(m.name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": float64(rep.GoldenMismatches)})
+			keep(hfLoadRow(m.name), map[string]float64{"load_ms": rep.Load.MS, "rss_mb": rep.Load.RSSPeakMB, "rss_before_mb": rep.Load.RSSBeforeMB})
 		}
+	}
+	load := mean(runs.loads)
+	var out []*Result
+	add := func(name string, ours bool, argv []string, st goldenStats) *Result {
+		r := &Result{Group: tokGroup, Name: name, Ours: ours, Command: shown(argv), Bytes: st.bytes, Records: st.docs, OutRecords: -1, Load1: load,
+			Metrics: map[string]float64{"runs": float64(len(runs.encode))}}
+		for k, v := range values[name] {
+			r.Metrics[k] = median(v)
+			if k == "rss_mb" {
+				r.Metrics[k] = slices.Max(v)
+			}
+		}
+		out = append(out, r)
+		return r
+	}
+	missing := func(name string) {
+		r := unavailable(tokGroup, name, cmp(why, "no run of "+hfScript))
+		r.Load1 = load
+		out = append(out, r)
+	}
+	for _, m := range tokenizerModels {
+		st, reps := stats[m.name], runs.hf[m.name]
+		whole := add(oursEncodeRow(m.name, "whole"), true, cmds.encode, st)
+		add(oursEncodeRow(m.name, "docs"), true, cmds.encode, st)
+		add(oursEncodeRow(m.name, "cold"), true, cmds.encode, st)
 		for _, mode := range []string{"whole", "docs", "batch", "cold"} {
 			if why != "" || len(reps) == 0 {
-				unavailableRow(hfEncodeRow(m.name, mode), cmp(why, "no run of "+hfScript))
+				missing(hfEncodeRow(m.name, mode))
 				continue
 			}
-			var mb, toks, floor []float64
-			for _, rep := range reps {
-				mb, toks, floor = append(mb, rep.mode(mode).MBps), append(toks, rep.mode(mode).TokS), append(floor, rep.CallFloorUS)
-			}
-			got := reps[0].mode(mode).Tokens
-			r := row(hfEncodeRow(m.name, mode), false, shown(cmds.hf[m.name]), st,
-				map[string]float64{"mbps": median(mb), "tok_s": median(toks), "tokens": float64(got), "runs": float64(len(reps))})
-			switch {
-			case mode == "docs":
-				r.Metrics["call_floor_us"], r.Metrics["golden_mismatches"] = median(floor), float64(reps[0].GoldenMismatches)
-				if got != st.tokens {
-					r.Note = fmt.Sprintf("%s tokens of the documents, the golden ids %s", cli.Thousands(got), cli.Thousands(st.tokens))
-				}
-			case mode != "batch" && got != int64(wholeTokens):
-				r.Note = fmt.Sprintf("%s tokens of the concatenated text, lib/tokenizer %s", cli.Thousands(got), cli.Thousands(int64(wholeTokens)))
+			r := add(hfEncodeRow(m.name, mode), false, cmds.hf[m.name], st)
+			switch got := int64(r.Metrics["tokens"]); {
+			case mode == "docs" && got != st.tokens:
+				r.Note = fmt.Sprintf("%s tokens of the documents, the golden ids %s", cli.Thousands(got), cli.Thousands(st.tokens))
+			case (mode == "whole" || mode == "cold") && got != int64(whole.Metrics["tokens"]):
+				r.Note = fmt.Sprintf("%s tokens of the concatenated text, lib/tokenizer %s", cli.Thousands(got), cli.Thousands(int64(whole.Metrics["tokens"])))
 			}
 			if version != "" {
 				r.Note = strings.TrimPrefix(r.Note+"; "+hfBindingPackage+" "+version+", node "+reps[0].Node, "; ")
 			}
 		}
-
-		// Rendering.
-		rf := figs["BenchmarkTokenizerRender"][m.name]
-		rm := map[string]float64{"us_per_conv": median(rf["µs/conv"]), "convs": rf["convs"][0], "runs": float64(len(rf["ns/op"]))}
-		var allocs []float64
-		for _, u := range perRun("BenchmarkTokenizerRender", m.name) {
-			if u["convs"] > 0 {
-				allocs = append(allocs, u["allocs/op"]/u["convs"])
-			}
-		}
-		if len(allocs) > 0 { // a NaN would not go into results.jsonl
-			rm["allocs_per_conv"] = median(allocs)
-		}
-		row(oursRenderRow(m.name), true, shown(cmds.render), goldenStats{}, rm)
-
-		// Loading, lib/tokenizer's and the binding's.
-		lf := figs["BenchmarkTokenizerLoad"][m.name]
-		row(oursLoadRow(m.name), true, shown(cmds.load[m.name]), goldenStats{},
-			map[string]float64{"load_ms": median(lf["ms/load"]), "rss_mb": slices.Max(lf["peak-RSS-MB"]), "rss_before_mb": median(lf["RSS-before-MB"]), "runs": float64(len(lf["ms/load"]))})
+		add(oursRenderRow(m.name), true, cmds.render, goldenStats{})
+		add(oursLoadRow(m.name), true, cmds.load[m.name], goldenStats{})
 		if why != "" || len(reps) == 0 {
-			unavailableRow(hfLoadRow(m.name), cmp(why, "no run of "+hfScript))
-			continue
+			missing(hfLoadRow(m.name))
+		} else {
+			add(hfLoadRow(m.name), false, cmds.hf[m.name], goldenStats{})
 		}
-		var ms, peak, before []float64
-		for _, rep := range reps {
-			ms, peak, before = append(ms, rep.Load.MS), append(peak, rep.Load.RSSPeakMB), append(before, rep.Load.RSSBeforeMB)
-		}
-		row(hfLoadRow(m.name), false, shown(cmds.hf[m.name]), goldenStats{},
-			map[string]float64{"load_ms": median(ms), "rss_mb": slices.Max(peak), "rss_before_mb": median(before), "runs": float64(len(reps))})
 	}
-	return rows, nil
-}
-
-// cmpF is a, or b when a is 0.
-func cmpF(a, b float64) float64 {
-	if a != 0 {
-		return a
-	}
-	return b
+	return out, nil
 }
 
 // benchPasses is the passes a go test command's -benchtime Nx asks for,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -100,13 +101,14 @@ func (h *harness) goBench(ctx context.Context, row *Result, name, unit, as strin
 	}
 	row.Metrics = map[string]float64{as: median(values), "runs": float64(len(values))}
 	h.logf("%s/%s: median %s %.0f of %d runs (load %.2f)", row.Group, row.Name, unit, row.Metrics[as], len(values), row.Load1)
-	return h.add(row)
+	h.add(row)
+	return nil
 }
 
-// goTest runs a go test command from the repository.
-func (h *harness) goTest(ctx context.Context, argv []string) ([]byte, error) {
+// goTest runs a go test command from the repository, with env added.
+func (h *harness) goTest(ctx context.Context, argv []string, env ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = h.repo
+	cmd.Dir, cmd.Env = h.repo, append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out, 3000))

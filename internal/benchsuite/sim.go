@@ -19,7 +19,6 @@ type simProc struct {
 	url  string // the first endpoint's
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  string
 	dir  string
 }
 
@@ -31,26 +30,37 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 	if err != nil {
 		return nil, err
 	}
-	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", endpoints), ",")
-	ready := filepath.Join(dir, "urls")
 	out, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	defer out.Close() // the child has its own descriptor
-	cmd := exec.Command(h.tool("llmsim"), append([]string{"--listen", listen, "--ready-file", ready}, flags...)...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = h.dir, h.environ, out, out
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
+	ready := filepath.Join(dir, "urls")
+	s := &simProc{dir: dir, done: make(chan struct{}), cmd: exec.Command(h.tool("llmsim"),
+		append([]string{"--listen", strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", endpoints), ","), "--ready-file", ready}, flags...)...)}
+	s.cmd.Dir, s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr = h.dir, h.environ, out, out
+	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &simProc{cmd: cmd, done: make(chan struct{}), log: log, dir: dir}
-	go func() { cmd.Wait(); close(s.done) }()
-	if s.urls, err = waitReady(ctx, ready, s.done, endpoints); err != nil {
-		s.stop()
-		data, _ := os.ReadFile(log)
-		return nil, fmt.Errorf("llmsim %s: %v\n%s", strings.Join(flags, " "), err, tail(data, 2000))
+	go func() { s.cmd.Wait(); close(s.done) }()
+	deadline := time.After(30 * time.Second)
+	for len(s.urls) != endpoints {
+		select {
+		case <-s.done:
+			err = fmt.Errorf("exited before it was ready")
+		case <-deadline:
+			err = fmt.Errorf("not ready after 30 s")
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+			data, _ := os.ReadFile(ready)
+			s.urls = strings.Fields(string(data))
+		}
+		if err != nil {
+			s.stop()
+			data, _ := os.ReadFile(log)
+			return nil, fmt.Errorf("llmsim %s: %v\n%s", strings.Join(flags, " "), err, tail(data, 2000))
+		}
 	}
 	s.url = s.urls[0]
 	return s, nil
@@ -69,57 +79,26 @@ func (s *simProc) stop() {
 	os.RemoveAll(s.dir)
 }
 
-// waitReady waits for llmsim's ready file and returns its URLs.
-func waitReady(ctx context.Context, path string, exited <-chan struct{}, want int) ([]string, error) {
-	deadline := time.After(30 * time.Second)
-	for {
-		if data, err := os.ReadFile(path); err == nil {
-			if urls := strings.Fields(string(data)); len(urls) == want {
-				return urls, nil
-			}
-		}
-		select {
-		case <-exited:
-			return nil, fmt.Errorf("exited before it was ready")
-		case <-deadline:
-			return nil, fmt.Errorf("not ready after 30 s")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // ollamaHost is what internal/ollamaserver asks of its caller, for the
 // harness rather than a test: a skip or a failure ends Start by a panic
-// that startOllama recovers, and the cleanups (the server's stop among
-// them) run when the harness is done with the server.
+// (hostAbort) that startOllama recovers, and the cleanups (the server's
+// stop among them) run when the harness is done with the server.
 type ollamaHost struct {
 	cleanups []func()
 	failed   bool
 	logf     func(string, ...any)
 }
 
-// hostAbort is the panic that carries a skip or a failure out of Start.
 type hostAbort struct{ why string }
 
 func (h *ollamaHost) Helper()                           {}
 func (h *ollamaHost) Skip(args ...any)                  { panic(hostAbort{fmt.Sprint(args...)}) }
+func (h *ollamaHost) Fatal(args ...any)                 { h.failed = true; panic(hostAbort{fmt.Sprint(args...)}) }
 func (h *ollamaHost) Fatalf(format string, args ...any) { h.Fatal(fmt.Sprintf(format, args...)) }
+func (h *ollamaHost) Errorf(format string, args ...any) { h.failed = true; h.Logf(format, args...) }
+func (h *ollamaHost) Logf(format string, args ...any)   { h.logf("ollama: "+format, args...) }
 func (h *ollamaHost) Cleanup(f func())                  { h.cleanups = append(h.cleanups, f) }
 func (h *ollamaHost) Failed() bool                      { return h.failed }
-
-func (h *ollamaHost) Fatal(args ...any) {
-	h.failed = true
-	panic(hostAbort{fmt.Sprint(args...)})
-}
-
-func (h *ollamaHost) Errorf(format string, args ...any) {
-	h.failed = true
-	h.logf("ollama: "+format, args...)
-}
-
-func (h *ollamaHost) Logf(format string, args ...any) { h.logf("ollama: "+format, args...) }
 
 func (h *ollamaHost) TempDir() string {
 	dir, err := os.MkdirTemp("", "benchsuite-ollama-")
