@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -186,7 +187,7 @@ func cannedReport(t *testing.T) *harness {
 		r := h.find("cost", mode)
 		r.Metrics["baseline cpu-µs/req"], r.Metrics["baseline allocs/req"] = base[0], base[1]
 	}
-	h.info.Started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h.info.Started, h.info.Runs, h.info.ServersRuns = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), h.runs, h.sz.ServersRuns
 	h.info.LoadBefore, h.info.LoadAfter = "load average: 1.00, 1.00, 1.00", "load average: 2.00, 1.50, 1.00"
 	for file, n := range map[string]string{"corpus": "7", "prompts-sources": "5", "filter-gens": "4", "ollama-prompts": "3"} {
 		h.info.Facts["lines data/"+file+".jsonl"], h.info.Facts["mb data/"+file+".jsonl"] = n, "0 MB"
@@ -237,5 +238,32 @@ func TestReportSections(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			golden(t, "report/"+s.name+".md", []byte(renderSection(t, h, s)))
 		})
+	}
+}
+
+// TestRenderFromKeptRows: the rows a run keeps, read back, give the report
+// it wrote, byte for byte: whole after a run of every section, spliced
+// after a run of some.
+func TestRenderFromKeptRows(t *testing.T) {
+	for _, names := range [][]string{sectionNames(), {"dedup", "fleet", "regen", "tokenizer"}} {
+		h := cannedReport(t)
+		h.info.Sections, h.out = names, filepath.Join(t.TempDir(), "BENCHMARKS.md")
+		for _, k := range machineFacts {
+			h.info.Facts[k] = "a fact of " + k
+		}
+		if err := h.keep(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.writeReport(); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.ReadFile(h.out)
+		again := &harness{dir: h.dir, repo: h.repo, out: filepath.Join(t.TempDir(), "BENCHMARKS.md"), log: h.log}
+		if err := again.rerender(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(again.out); string(got) != string(want) || len(want) < 10000 {
+			t.Errorf("%d sections: the report from the kept rows differs (%d bytes, want %d)", len(names), len(got), len(want))
+		}
 	}
 }

@@ -14,12 +14,29 @@ import (
 	"github.com/segmentio/encoding/json"
 )
 
-// Run is one execution of a measured command.
+// Run is one execution of a measured command, kept with its durations in
+// nanoseconds (the JSON library would write them as text).
 type Run struct {
-	Wall     time.Duration `json:"wall_ns"`
-	User     time.Duration `json:"user_ns"`
-	Sys      time.Duration `json:"sys_ns"`
-	MaxRSSKB int64         `json:"max_rss_kb"`
+	Wall, User, Sys time.Duration
+	MaxRSSKB        int64
+}
+
+type runJSON struct {
+	Wall     int64 `json:"wall_ns"`
+	User     int64 `json:"user_ns"`
+	Sys      int64 `json:"sys_ns"`
+	MaxRSSKB int64 `json:"max_rss_kb"`
+}
+
+func (r Run) MarshalJSON() ([]byte, error) {
+	return json.Marshal(runJSON{int64(r.Wall), int64(r.User), int64(r.Sys), r.MaxRSSKB})
+}
+
+func (r *Run) UnmarshalJSON(b []byte) error {
+	var v runJSON
+	err := json.Unmarshal(b, &v)
+	*r = Run{time.Duration(v.Wall), time.Duration(v.User), time.Duration(v.Sys), v.MaxRSSKB}
+	return err
 }
 
 // Result is one row of a table: a command measured over several runs, or

@@ -121,7 +121,7 @@ type harness struct {
 type runInfo struct {
 	Sections    []string          `json:"sections"` // measured, in the report's order
 	Started     time.Time         `json:"started"`
-	Took        time.Duration     `json:"took_ns"`
+	Took        time.Duration     `json:"took"`
 	LoadBefore  string            `json:"load_before"`
 	LoadAfter   string            `json:"load_after"`
 	Runs        int               `json:"runs"`
@@ -210,18 +210,24 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 	}
 	h.info.LoadAfter, h.info.Took = uptime(), time.Since(h.info.Started)
 	h.keepFacts()
+	err := h.keep()
+	if err == nil {
+		err = h.writeReport()
+	}
+	if err == nil && len(h.failures) > 0 {
+		err = errors.New(strings.Join(h.failures, "\n"))
+	}
+	return err
+}
+
+// keep writes the run's rows and what its report says beside them.
+func (h *harness) keep() error {
 	info, err := json.MarshalIndent(h.info, "", "  ")
 	if err == nil {
 		err = writeResults(h.path("results.jsonl"), h.results)
 	}
 	if err == nil {
 		err = writeFile(h.path("run.json"), append(info, '\n'))
-	}
-	if err == nil {
-		err = h.writeReport()
-	}
-	if err == nil && len(h.failures) > 0 {
-		err = errors.New(strings.Join(h.failures, "\n"))
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -138,9 +139,8 @@ func (h *harness) hfBinding(ctx context.Context) (version, why string) {
 
 // hfReport is what hf-tokenizers.mjs prints.
 type hfReport struct {
-	Binding string `json:"binding"`
-	Node    string `json:"node"`
-	Load    struct {
+	Node string `json:"node"`
+	Load struct {
 		MS          float64 `json:"ms"`
 		RSSBeforeMB float64 `json:"rss_before_mb"`
 		RSSPeakMB   float64 `json:"rss_peak_mb"`
@@ -242,29 +242,18 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	}
 	cmds := h.tokenizerCommands(dir)
 	runs := tokenizerRuns{load: map[string][][]byte{}, hf: map[string][]*hfReport{}}
-	goRun := func(argv []string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir, cmd.Env = h.repo, h.environ
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out, 3000))
-		}
-		return out, nil
-	}
 	for i := range h.runs {
 		runs.loads = append(runs.loads, loadAverage())
 		h.logf("tokenizer: run %d of %d (load %.2f)", i+1, h.runs, runs.loads[i])
-		out, err := goRun(cmds.encode)
-		if err != nil {
-			return err
+		enc, err := h.goTest(ctx, cmds.encode)
+		render, err2 := h.goTest(ctx, cmds.render)
+		if err != nil || err2 != nil {
+			return errors.Join(err, err2)
 		}
-		runs.encode = append(runs.encode, out)
-		if out, err = goRun(cmds.render); err != nil {
-			return err
-		}
-		runs.render = append(runs.render, out)
+		runs.encode, runs.render = append(runs.encode, enc), append(runs.render, render)
 		for _, m := range tokenizerModels {
-			if out, err = goRun(cmds.load[m.name]); err != nil {
+			out, err := h.goTest(ctx, cmds.load[m.name])
+			if err != nil {
 				return err
 			}
 			runs.load[m.name] = append(runs.load[m.name], out)
