@@ -71,7 +71,7 @@ type Generate struct {
 	Retries       int               `default:"8" placeholder:"N" help:"Times a failed request (connection error, timeout, 429, 5xx, abort) is tried again, on another endpoint, before the prompt goes to the errors file."`
 	Backoff       time.Duration     `default:"1s" help:"First retry backoff; it doubles each time, with jitter."`
 	MaxBackoff    time.Duration     `default:"1m" help:"Longest retry backoff."`
-	EjectAfter    int               `default:"5" placeholder:"N" help:"Consecutive failures that take an endpoint out of service until it is ready again."`
+	EjectAfter    int               `default:"5" placeholder:"N" help:"Consecutive failures that take an endpoint out of service until it is ready again. One that fails every request alike (the same 5xx answer, no success) though its health brings it back is held out longer; with none left, the run ends (exit 1), the answers not done in the errors file (server_failing)."`
 	ProbeInterval time.Duration     `default:"2s" help:"How often an endpoint out of service (or starting) is probed for readiness (/health, /v1/models or --health-path)."`
 
 	MaxPromptBytes cli.Size `default:"32MiB" placeholder:"SIZE" help:"Longest input record (a prompt with its messages, tools and fields): a longer line is rejected (line_too_long) as it is read, never held in memory."`

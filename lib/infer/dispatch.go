@@ -21,8 +21,11 @@ func (r *runner) dispatch(ctx context.Context) error {
 		if j == nil {
 			return nil
 		}
-		ep, err := r.acquire(ctx, j)
+		ep, err := r.acquire(r.sendCtx, j)
 		if err != nil {
+			if r.unsent(j) {
+				continue // every endpoint fails alike: filed, not sent
+			}
 			if errors.Is(err, fleet.ErrAllDown) || errors.Is(err, fleet.ErrRateLimited) {
 				return err
 			}
@@ -113,7 +116,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 			return
 		}
 		r.pool.Succeeded(ep)
-		r.systematic.Succeeded()
+		r.systematic.SucceededOn(ep)
 		if r.cutByServer(j, &c) || r.cutUnstated(ep, j, &c) || r.leftTooLittle(j, &c) {
 			j.etaOn = false
 			r.eta.Ended(j, end, false, 0, "")
@@ -165,6 +168,7 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.fatal(fmt.Errorf("%s refused the request (%v): check --api-key", ep.Name(), f))
 		return
 	}
+	r.judge(ep, j, f) // before the pool's ejection, which would start its probes
 	if f.Blame {
 		r.pool.Failed(ep, f.Down, f.Error())
 	}

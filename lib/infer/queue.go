@@ -387,10 +387,15 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 
 // next returns the next job to send: retries whose backoff is over first,
 // then new input. nil when everything is done or the run is stopping.
+// Once every endpoint fails alike, each is filed instead (unsent), the
+// input read to its end.
 func (r *runner) next(ctx context.Context) *job {
 	input := r.input
 	for {
 		if j := r.ready.pop(); j != nil {
+			if r.unsent(j) {
+				continue
+			}
 			return j
 		}
 		if input == nil && r.outstanding.Load() == 0 {
@@ -401,6 +406,9 @@ func (r *runner) next(ctx context.Context) *job {
 		case j, ok := <-input:
 			if !ok {
 				input = nil
+				continue
+			}
+			if r.unsent(j) {
 				continue
 			}
 			return j

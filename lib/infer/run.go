@@ -122,6 +122,12 @@ type runner struct {
 	fatalOnce   sync.Once
 	fatalErr    error
 	cancelRun   context.CancelCauseFunc
+	// sendCtx is what slots are waited for under: the run's, ended too
+	// when failing is set, every endpoint failing every request alike
+	// (retry.go); from then on every answer not done is filed unsent.
+	sendCtx     context.Context
+	stopSending context.CancelCauseFunc
+	failing     atomic.Pointer[fleet.FailingError]
 
 	shownFail atomic.Int64
 	bufs      sync.Pool
@@ -592,10 +598,12 @@ func (r *runner) generate(ctx context.Context) {
 	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	r.cancelRun = cancelRun
+	r.sendCtx, r.stopSending = context.WithCancelCause(runCtx)
 	r.env.OnInterrupt(r.sayStopping)
 	r.startReporting(ctx, runCtx)
 	r.onClose(func() {
 		cancelRun(nil)
+		r.stopSending(nil)
 		r.retries.stop()
 		close(r.workDone)
 	})
@@ -723,6 +731,8 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		return werr
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
+	case r.failingErr() != nil:
+		return r.failingErr()
 	case rerr != nil && !errors.Is(rerr, cli.ErrRejects):
 		return rerr
 	case s.Failed > 0:
