@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,8 +46,14 @@ func TestFaultsEverythingCompletes(t *testing.T) {
 			if int64(retried) < faulted {
 				t.Errorf("%d faulted requests but only %d retries recorded in output.attempts", faulted, retried)
 			}
-			if st.Requests != int64(200+retried) {
+			// With --request-timeout, an attempt the client gave up on may
+			// never have been read by a loaded server: it is a retry the
+			// fleet did not see. Every other attempt reached it.
+			switch timeouts := slices.Contains(tt.extra, "--request-timeout"); {
+			case !timeouts && st.Requests != int64(200+retried):
 				t.Errorf("fleet saw %d requests, want 200 answers + %d retries", st.Requests, retried)
+			case timeouts && (st.Requests > int64(200+retried) || st.Requests < 200+faulted):
+				t.Errorf("fleet saw %d requests, want from 200 answers + %d faulted to 200 + %d retries", st.Requests, faulted, retried)
 			}
 		})
 	}
