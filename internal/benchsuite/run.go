@@ -245,6 +245,9 @@ func (h *harness) rerender() error {
 	if err != nil {
 		return fmt.Errorf("no rows kept to render (measure first): %w", err)
 	}
+	if h.info.Quick && h.out == h.repoFile("BENCHMARKS.md") {
+		return cli.Usagef("the rows kept in %s are a --quick run's, not figures for BENCHMARKS.md: give --quick or --out", h.dir)
+	}
 	h.runs, h.quick, h.sz = h.info.Runs, h.info.Quick, sizes(h.info.Quick, h.info.ServersRuns)
 	return h.writeReport()
 }

@@ -1,13 +1,9 @@
 package bench
 
 import (
-	"bytes"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -195,38 +191,13 @@ func TestBenchHelp(t *testing.T) {
 // the server.
 func TestBenchReusesConnections(t *testing.T) {
 	_, endpoint := simFleet(t, llmsim.Config{TimeScale: 50}, 1)
-	target := strings.TrimPrefix(endpoint, "http://")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var conns, posts atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go io.Copy(up, postCounter{c, &posts})
-				io.Copy(c, up)
-			}()
-		}
-	}()
-	runBench(t, time.Minute, "-e", "http://"+ln.Addr().String(), "--concurrency", "2",
+	rl := startRelay(t, endpoint)
+	runBench(t, time.Minute, "-e", rl.url, "--concurrency", "2",
 		"--warmup", "5s", "--duration", "20s", "--prompt-tokens", "50", "--answer-tokens", "16", "--time-scale", "50")
 	// The durations are the simulator's (50x): half a second of real time.
 	// Every request the bench sent counts, warm-up included, so that a
 	// loaded machine that answers few in the window still tells.
-	n, reqs := conns.Load(), posts.Load()
+	n, reqs := rl.conns.Load(), rl.posts.Load()
 	if reqs < 12 {
 		t.Fatalf("only %d requests through the relay: too few to tell", reqs)
 	}
@@ -236,18 +207,4 @@ func TestBenchReusesConnections(t *testing.T) {
 	if n > 10 {
 		t.Errorf("%d connections for %d requests: a new connection per request", n, reqs)
 	}
-}
-
-// postCounter reads a client's side of a relayed connection and counts the
-// POST requests on it (a request line starts with "POST /"; one split
-// across two reads is missed, which can only make the count lower).
-type postCounter struct {
-	r io.Reader
-	n *atomic.Int64
-}
-
-func (p postCounter) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	p.n.Add(int64(bytes.Count(b[:n], []byte("POST /"))))
-	return n, err
 }

@@ -44,7 +44,7 @@ type Bench struct {
 
 	MaxTokens        *int    `placeholder:"N" help:"--max-tokens of the run to forecast: its answers are cut there. Default: a 32,768-token limit."`
 	DatasetSize      int64   `placeholder:"N" help:"Answers of the run to forecast (prompts times --samples). Default: the lines of the input files."`
-	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers (with generated prompts, give it)."`
+	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers; when every one runs to --max-tokens, that is the length (with generated prompts, give it)."`
 	Mix              string  `placeholder:"FILE" help:"The run's sampling mixture (infer --mix FILE): each sample prompt is asked under its arm, as the run would ask it, and the forecast mixes the arms' answer lengths (each measured apart, up to its own max_tokens) in their shares. Default: none."`
 
 	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
@@ -75,7 +75,13 @@ forecast come from that second pass, the knee measured until it settles
 (at most three times; the report says when it did not). With the dataset's size (counted from the input, or
 --dataset-size) and its mean answer length (measured on the sample
 prompts, or --mean-answer-tokens) it forecasts the run's wall time, with
-its range.
+its range. When every sample answer runs to --max-tokens, that is the
+answers' length (the forecast says so), and the run goes in waves of the
+servers' slots.
+
+A connection the server closed while idle (llama.cpp's server closes one
+after every streamed answer, though it advertised keep-alive) is not a
+failed request: the request goes again on a new connection.
 
 Requests ask for as much of the stream as the servers give: one short
 request tries stream_options {"include_usage": true,

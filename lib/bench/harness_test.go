@@ -1,12 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,4 +104,57 @@ func writePrompts(t testing.TB, dir string, n int) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// relay is a TCP relay in front of a server, counting the connections
+// clients open through it and the POST requests they send. A connection
+// the server closes is closed to the client too.
+type relay struct {
+	url          string
+	conns, posts atomic.Int64
+}
+
+func startRelay(t *testing.T, endpoint string) *relay {
+	t.Helper()
+	target := strings.TrimPrefix(endpoint, "http://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	rl := &relay{url: "http://" + ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			rl.conns.Add(1)
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go io.Copy(up, postCounter{c, &rl.posts})
+				io.Copy(c, up)
+			}()
+		}
+	}()
+	return rl
+}
+
+// postCounter reads a client's side of a relayed connection and counts the
+// POST requests on it (a request line starts with "POST /"; one split
+// across two reads is missed, which can only make the count lower).
+type postCounter struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (p postCounter) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n.Add(int64(bytes.Count(b[:n], []byte("POST /"))))
+	return n, err
 }

@@ -25,7 +25,10 @@ type ArmForecast struct {
 	// Answers are the sample answers of the arm that ended on their own
 	// (the fit's exact lengths); MeanAnswerTokens its mean answer, cut at
 	// MaxTokens (the arm's, else --max-tokens, else a 32,768 limit).
-	Answers          int     `json:"answers"`
+	Answers int `json:"answers"`
+	// Capped: every sample answer of the arm (but at most one) ran to its
+	// max_tokens, so its answers are as long as that; their count.
+	Capped           int     `json:"capped_answers,omitempty"`
 	MeanAnswerTokens float64 `json:"mean_answer_tokens"`
 	MeanAnswerSE     float64 `json:"mean_answer_tokens_se"`
 	MaxTokens        int     `json:"max_tokens"`
@@ -70,6 +73,15 @@ func (c *Bench) armLimit(i int) int {
 	return forecast.DefaultLimit
 }
 
+// armBenchCap is the max_tokens the bench asked arm i's prompts with: the
+// arm's own, else the bench's (0: none).
+func (c *Bench) armBenchCap(i int) int {
+	if n := c.mix.Arms[i].MaxTokens(); n > 0 {
+		return n
+	}
+	return c.answerTokens()
+}
+
 // mixLengths are the run's answer lengths under the mixture: the arms'
 // fits, each capped at its limit, in their shares; with the mean, its
 // standard error and the standard deviation. A note says why there is no
@@ -81,24 +93,22 @@ func (r *benchRun) mixLengths() (d forecast.Dist, limit, mean, se, sd float64, a
 	var missing []string
 	for i, a := range m.Arms {
 		lim := float64(r.cfg.armLimit(i))
-		fit, ok := r.armObs[i].fit()
+		l, ok := r.armObs[i].lengths(float64(r.cfg.armBenchCap(i)), lim)
 		if !ok {
 			missing = append(missing, a.Name)
 			continue
 		}
 		w := m.Share(i)
-		c1, c2 := forecast.CappedMoments(fit, lim)
-		n := r.armObs[i].exact.N
-		armSE := math.Sqrt(max(c2-c1*c1, 0) / n)
-		parts = append(parts, forecast.Part{Weight: w, D: forecast.Capped{D: fit, Limit: lim}})
+		c1, c2 := forecast.CappedMoments(l.d, lim)
+		parts = append(parts, forecast.Part{Weight: w, D: forecast.Capped{D: l.d, Limit: lim}})
 		mean += w * c1
 		m2 += w * c2
-		variance += w * w * armSE * armSE
+		variance += w * w * l.se * l.se
 		limit = max(limit, lim)
-		arms = append(arms, ArmForecast{Arm: a.Name, Share: w, Answers: int(n), MeanAnswerTokens: c1, MeanAnswerSE: armSE, MaxTokens: int(lim)})
+		arms = append(arms, ArmForecast{Arm: a.Name, Share: w, Answers: l.exact, Capped: l.capped, MeanAnswerTokens: c1, MeanAnswerSE: l.se, MaxTokens: int(lim)})
 	}
 	if len(missing) > 0 {
-		return nil, 0, 0, 0, 0, nil, fmt.Sprintf("no sample answer of arm %s ended on its own (cut by max_tokens or the level's end, or too few prompts drew it): raise --sample, --answer-tokens or --duration, or give --mean-answer-tokens",
+		return nil, 0, 0, 0, 0, nil, fmt.Sprintf("no sample answer of arm %s ended on its own, nor did all run to the run's max_tokens (cut by the level's end or a lower max_tokens, or too few prompts drew it): raise --sample, --duration or --answer-tokens, or give --mean-answer-tokens",
 			strings.Join(missing, ", "))
 	}
 	return parts, limit, mean, math.Sqrt(variance), math.Sqrt(max(m2-mean*mean, 0)), arms, ""
@@ -108,8 +118,12 @@ func (r *benchRun) mixLengths() (d forecast.Dist, limit, mean, se, sd float64, a
 func armsText(arms []ArmForecast) string {
 	var b strings.Builder
 	for _, a := range arms {
-		fmt.Fprintf(&b, "  arm %s (%s): %s±%s tokens, up to %s (%s sample answers)\n", a.Arm, strings.TrimSuffix(fmt.Sprintf("%.1f", 100*a.Share), ".0")+"%",
-			cli.Thousands(int64(a.MeanAnswerTokens+0.5)), cli.Thousands(int64(a.MeanAnswerSE+0.5)), cli.Thousands(int64(a.MaxTokens)), cli.Thousands(int64(a.Answers)))
+		seen := cli.Thousands(int64(a.Answers)) + " sample answers"
+		if a.Capped > 0 {
+			seen = fmt.Sprintf("%s sample answers ran to it", cli.Thousands(int64(a.Capped)))
+		}
+		fmt.Fprintf(&b, "  arm %s (%s): %s±%s tokens, up to %s (%s)\n", a.Arm, strings.TrimSuffix(fmt.Sprintf("%.1f", 100*a.Share), ".0")+"%",
+			cli.Thousands(int64(a.MeanAnswerTokens+0.5)), cli.Thousands(int64(a.MeanAnswerSE+0.5)), cli.Thousands(int64(a.MaxTokens)), seen)
 	}
 	return b.String()
 }

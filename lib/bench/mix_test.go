@@ -110,26 +110,48 @@ func TestBenchForecastMix(t *testing.T) {
 	}
 }
 
-// TestBenchMixNote: an arm none of whose sample answers ended on its own
-// leaves the forecast out, saying which.
+// TestBenchMixNote: an arm all of whose sample answers ran to its own
+// max_tokens is forecast at that length, and its line says so; an arm none
+// of whose sample answers finished (all cut by the level's end) leaves the
+// forecast out, saying which.
 func TestBenchMixNote(t *testing.T) {
 	dir := t.TempDir()
-	mixPath := filepath.Join(dir, "mix.yaml")
-	os.WriteFile(mixPath, []byte("arms:\n  - name: a\n    params: {max_tokens: 4}\n  - name: b\n"), 0o644)
-	m, _ := mix.Load(mixPath)
-	c := benchFlags()
-	c.Inputs = []string{writePrompts(t, dir, 200)}
-	c.Warmup, c.Duration, c.Sample, c.mix = time.Second, 120*time.Second, 200, m
-	sample := samplePrompts(200)
-	for i := range sample {
-		c.sampleArms = append(c.sampleArms, m.Pick(0, fmt.Sprintf("p%05d", i), 0)+1)
-		if c.sampleArms[i] == 1 {
-			sample[i].max = 4
+	replay := func(arms string, armA func(p *simPrompt)) *Report {
+		mixPath := filepath.Join(dir, "mix.yaml")
+		os.WriteFile(mixPath, []byte(arms), 0o644)
+		m, err := mix.Load(mixPath)
+		if err != nil {
+			t.Fatal(err)
 		}
+		c := benchFlags()
+		c.Inputs = []string{writePrompts(t, dir, 200)}
+		c.Warmup, c.Duration, c.Sample, c.mix, c.MaxTokens = time.Second, 120*time.Second, 200, m, ptr(8192)
+		sample := samplePrompts(200)
+		for i := range sample {
+			c.sampleArms = append(c.sampleArms, m.Pick(0, fmt.Sprintf("p%05d", i), 0)+1)
+			if c.sampleArms[i] == 1 {
+				armA(&sample[i])
+			}
+		}
+		return replayBench(c, 1, llmsim.DefaultMaxRunning, sample, 48)
 	}
-	rep := replayBench(c, 1, llmsim.DefaultMaxRunning, sample, 48)
-	if rep.Forecast != nil || !strings.Contains(rep.ForecastNote, "no sample answer of arm a ended on its own (") {
-		t.Errorf("forecast %+v, note %q", rep.Forecast, rep.ForecastNote)
+
+	capped := replay("arms:\n  - name: a\n    params: {max_tokens: 4}\n  - name: b\n", func(p *simPrompt) { p.max = 4 })
+	if f := capped.Forecast; f == nil || len(capped.Arms) != 2 {
+		t.Fatalf("forecast %+v, arms %+v, note %q", f, capped.Arms, capped.ForecastNote)
+	}
+	a, b := capped.Arms[0], capped.Arms[1]
+	if a.Arm != "a" || a.MeanAnswerTokens != 4 || a.MaxTokens != 4 || a.Capped == 0 || b.Capped != 0 || b.Answers < 2 {
+		t.Errorf("arms %+v", capped.Arms)
+	}
+	if want := fmt.Sprintf("  arm a (50%%): 4±0 tokens, up to 4 (%d sample answers ran to it)\n", a.Capped); !strings.Contains(armsText(capped.Arms), want) {
+		t.Errorf("arms' lines lack %q:\n%s", want, armsText(capped.Arms))
+	}
+
+	// Arm a's answers would run past the level's end.
+	endless := replay("arms:\n  - name: a\n  - name: b\n", func(p *simPrompt) { p.natural = 1 << 20 })
+	if endless.Forecast != nil || !strings.Contains(endless.ForecastNote, "no sample answer of arm a ended on its own, nor did all run to the run's max_tokens (") {
+		t.Errorf("forecast %+v, note %q", endless.Forecast, endless.ForecastNote)
 	}
 }
 

@@ -108,13 +108,15 @@ type Forecast struct {
 	Answers          int64   `json:"answers"`
 	MeanAnswerTokens float64 `json:"mean_answer_tokens"`
 	MeanAnswerSE     float64 `json:"mean_answer_tokens_se"`
-	MeanSource       string  `json:"mean_source"` // "measured" or "given"
-	MaxTokens        int     `json:"max_tokens"`
-	Concurrency      int     `json:"concurrency"`
-	TokPerSec        float64 `json:"output_tokens_per_s"`
-	Seconds          float64 `json:"seconds"`
-	LowSeconds       float64 `json:"low_seconds"`
-	HighSeconds      float64 `json:"high_seconds"`
+	// MeanSource: "measured", "given", "measured per arm", or
+	// "max_tokens" when every sample answer ran to it.
+	MeanSource  string  `json:"mean_source"`
+	MaxTokens   int     `json:"max_tokens"`
+	Concurrency int     `json:"concurrency"`
+	TokPerSec   float64 `json:"output_tokens_per_s"`
+	Seconds     float64 `json:"seconds"`
+	LowSeconds  float64 `json:"low_seconds"`
+	HighSeconds float64 `json:"high_seconds"`
 }
 
 func (r *benchRun) report(model string) *Report {
@@ -264,31 +266,44 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 			rep.ForecastNote = note
 			return
 		}
-	case !fitted:
-		rep.ForecastNote = "no sample answer ended on its own (all cut by --answer-tokens or the level's end): raise --answer-tokens or --duration, or give --mean-answer-tokens"
-		return
 	default:
-		source = "measured"
-		var m2 float64
-		mean, m2 = forecast.CappedMoments(dist, limit)
-		sd = math.Sqrt(max(m2-mean*mean, 0))
-		se = sd / math.Sqrt(r.obs.exact.N)
+		l, ok := r.obs.lengths(benchLimit, limit)
+		if !ok {
+			rep.ForecastNote = noLengthsNote(&r.obs, benchLimit, limit)
+			return
+		}
+		dist, mean, se, sd, source = l.d, l.mean, l.se, l.sd, "measured"
+		if l.capped > 0 {
+			source = sourceCapped
+		}
 	}
 	maxTokens := 0
 	if c.MaxTokens != nil {
 		maxTokens = *c.MaxTokens
 	}
+	capped := source == sourceCapped
 	for i := range rep.Levels {
 		lv := &rep.Levels[i]
 		if lv.TokPerSec <= 0 {
 			continue
 		}
-		// One answer's decode speed at this level (what the drain at the
-		// end of the run goes at) is the level's output over its slots.
-		secs, low, high := forecast.RunTime(forecast.Run{
-			Answers: float64(answers), TokPerSec: lv.TokPerSec, Speed: lv.TokPerSec / r.slots(lv.Concurrency),
-			Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd,
-		})
+		// The run at this level's output rate. One answer's decode speed
+		// (what the drain at the end of the run goes at) is the rate over
+		// the level's slots.
+		runTime := func(rate float64) (secs, lo, hi float64) {
+			secs, lo, hi = forecast.RunTime(forecast.Run{
+				Answers: float64(answers), TokPerSec: rate, Speed: rate / r.slots(lv.Concurrency),
+				Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd,
+			})
+			if capped {
+				// Answers of one length go in waves (waves.go); answers
+				// that drifted out of step would end as RunTime has it.
+				w, wlo, whi := r.wavesTime(rep.Levels, lv.Concurrency, rate, float64(answers), mean)
+				secs, lo, hi = w, min(lo, secs, wlo), max(hi, secs, whi)
+			}
+			return secs, lo, hi
+		}
+		secs, low, high := runTime(lv.TokPerSec)
 		lv.RunSeconds = secs
 		if i == k {
 			// The run's range spans other rates the level was seen at: its
@@ -296,8 +311,7 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 			// before its last when the servers were still changing.
 			span := func(rate float64) {
 				if rate > 0 {
-					s, lo, hi := forecast.RunTime(forecast.Run{Answers: float64(answers), TokPerSec: rate, Speed: rate / r.slots(lv.Concurrency),
-						Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd})
+					s, lo, hi := runTime(rate)
 					low, high = min(low, lo, s), max(high, hi, s)
 				}
 			}
@@ -312,6 +326,27 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 				Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
 		}
 	}
+}
+
+// sourceCapped is the forecast's mean_source when every sample answer ran
+// to max_tokens: the cap is the answer length.
+const sourceCapped = "max_tokens"
+
+// noLengthsNote says why the sample answers tell no length for the run.
+func noLengthsNote(o *lengthObs, benchCap, limit float64) string {
+	if o.capped > 0 {
+		return fmt.Sprintf("every sample answer ran to the bench's max_tokens (%s), not the run's (%s): ask with the run's (--answer-tokens %s), or give --mean-answer-tokens",
+			cli.Thousands(int64(benchCap)), cli.Thousands(int64(limit)), cli.Thousands(int64(limit)))
+	}
+	return "fewer than two sample answers ended on their own, and none ran to max_tokens (cut by the level's end): raise --duration, or give --mean-answer-tokens"
+}
+
+// sourceText is how the forecast's line says where its mean came from.
+func sourceText(source string) string {
+	if source == sourceCapped {
+		return "max_tokens: every sample answer ran to it"
+	}
+	return source
 }
 
 func (rep *Report) write(w io.Writer, asJSON bool) error {
@@ -378,7 +413,7 @@ func (rep *Report) write(w io.Writer, asJSON bool) error {
 	b.WriteString(rep.kneeText())
 	if f := rep.Forecast; f != nil {
 		fmt.Fprintf(&b, "forecast: %s answers x %s±%s tokens (%s) at %s tok/s: %s", cli.Thousands(f.Answers),
-			cli.Thousands(int64(f.MeanAnswerTokens+0.5)), cli.Thousands(int64(f.MeanAnswerSE+0.5)), f.MeanSource,
+			cli.Thousands(int64(f.MeanAnswerTokens+0.5)), cli.Thousands(int64(f.MeanAnswerSE+0.5)), sourceText(f.MeanSource),
 			cli.Thousands(int64(f.TokPerSec+0.5)), cli.ShortDuration(secondsDuration(f.Seconds)))
 		if f.HighSeconds-f.LowSeconds >= 1 {
 			fmt.Fprintf(&b, " (%s-%s)", cli.ShortDuration(secondsDuration(f.LowSeconds)), cli.ShortDuration(secondsDuration(f.HighSeconds)))
