@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/corpus"
 	"tokenmill/lib/cli"
 )
 
@@ -154,6 +155,44 @@ func BenchmarkConvert(b *testing.B) {
 				b.Fatal(c[0].Reason, c[0].Detail)
 			}
 		}
+	}
+}
+
+// BenchmarkParse is the walk of a record's fields alone (the scanner's
+// hot path): ShareGPT JSONL lines checked whole; the same lines as the
+// Parquet reader's trusted rows; and the synthetic Infinity-Instruct
+// corpus, with its Chinese and \u-escaped rows. MB/s is of input.
+func BenchmarkParse(b *testing.B) {
+	sharegpt := bytes.Split(bytes.TrimSpace(shareGPTData(5000)), []byte("\n"))
+	gen := corpus.New(1)
+	var rows [][]byte
+	for range 5000 {
+		rows = append(rows, corpus.AppendJSON(nil, gen.Next()))
+	}
+	for _, c := range []struct {
+		name  string
+		lines [][]byte
+		built bool
+	}{{"sharegpt", sharegpt, false}, {"sharegpt-built", sharegpt, true}, {"corpus", rows, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			x, err := NewExtractor(Options{Keep: []string{"label"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var n int64
+			for _, l := range c.lines {
+				n += int64(len(l))
+			}
+			b.SetBytes(n)
+			for b.Loop() {
+				for _, l := range c.lines {
+					x.reset()
+					if bad := x.parse(l, c.built); bad != nil || x.preList == nil {
+						b.Fatalf("%s: not read with the record", l)
+					}
+				}
+			}
+		})
 	}
 }
 

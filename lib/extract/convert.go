@@ -427,9 +427,9 @@ func (x *Extractor) parse(data []byte, built bool) *badRecord {
 		}
 		return reject(ReasonNotObject, "the record is %s, not an object", kindOf(b))
 	}
-	s := scanner{built: built}
+	s := newScanner(built)
 	if end := s.scanFields(b, &x.table, &x.preTurns, &x.preList); end >= 0 {
-		if !s.badUTF8 {
+		if s.validUTF8(b[:end]) {
 			x.validLine = b
 		}
 		if len(bytes.TrimSpace(b[end:])) != 0 {

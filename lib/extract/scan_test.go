@@ -7,39 +7,20 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
+	"tokenmill/lib/record/recordtest"
 	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"
 )
 
-// scanSeeds are records and lists the scanner must read as json.Parse
-// does, or leave to it.
-var scanSeeds = []string{
-	`{"id":"a","conversations":[{"from":"human","value":"hi"}]}`,
-	`{ "id" : 7 , "messages" : [ { "role" : "user" , "content" : "x\n\"y\"\\ \u00e9\ud83d\ude00" } ] } `,
-	`{"id":"a","id":"b"}`,
-	`{"ID":"a"}`, `{"Id":1,"id":2}`, `{"i\u0064":"a"}`, `{"\u0069d":"x"}`,
-	`{"id":"a"} trailing`, `{"id":"a"}{"id":"b"}`, `{"id":01}`, `{"id":-0.5e+3}`, `{"id":1.}`, `{"id":-}`,
-	`{"id":tru}`, `{"id":true,"x":false,"y":null,"z":[1,2,{"a":[]}],"w":{}}`, `{"id":"\x"}`, `{"id":"\u12"}`,
-	"{\"id\":\"a\tb\"}", "{\"id\":\"caf\xe9\"}", "{\"id\":\"\xff\xfe\"}", `{"text":"函数 数据 模型"}`,
-	`{"id":"a",}`, `{,"id":"a"}`, `{"id" "a"}`, `{"id":"a"`, `{"id":"a`, `{"id":["a",]}`, `{"id":[,]}`,
-	`{"conversations":[null,{"from":"human","value":"x"}]}`, `{"conversations":[{"FROM":"human","value":"x"}]}`,
-	`{"conversations":[{"from":"human","from":"gpt","value":"x"}]}`, `{"conversations":[1,2]}`, `{"conversations":[]}`,
-	`{"conversations":[{"from":"human","value":"x","extra":{"deep":[[[["y"]]]]}}]}`,
-	`{"label":{"ability_en":["text generation"],"cate_ability_en":["writing"]},"langdetect":"en","source":"s"}`,
-	`{}`, `{"a":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`,
-	"{\"id\":\"\u2028\"}", `{"id":"` + strings.Repeat("abcdefgh", 40) + `\n` + strings.Repeat("ü", 30) + `"}`,
-}
-
-// scanInputs are the seeds and every line of our samples and the real
+// scanInputs are recordtest's records and every line of our samples and the real
 // JSONL datasets.
 func scanInputs(t testing.TB) [][]byte {
 	var in [][]byte
-	for _, s := range scanSeeds {
+	for _, s := range recordtest.Records {
 		in = append(in, []byte(s))
 	}
 	files, _ := filepath.Glob(filepath.Join(ourData, "*.jsonl"))
@@ -68,7 +49,7 @@ func checkScan(t *testing.T, x *Extractor, b []byte) {
 	for _, p := range x.rawFields {
 		*p = nil
 	}
-	var s scanner
+	s := newScanner(false)
 	var pre []turn
 	var list []byte
 	end := s.scanFields(b, &x.table, &pre, &list)
@@ -91,8 +72,8 @@ func checkScan(t *testing.T, x *Extractor, b []byte) {
 			t.Fatalf("%q: field %d: scanner %q, json.Parse %q", b, i, got[i], *p)
 		}
 	}
-	if !s.badUTF8 != utf8.Valid(b[:end]) {
-		t.Fatalf("%q: scanner says valid UTF-8 %v", b, !s.badUTF8)
+	if s.validUTF8(b[:end]) != utf8.Valid(b[:end]) {
+		t.Fatalf("%q: scanner says valid UTF-8 %v", b, !s.validUTF8(b[:end]))
 	}
 	if list != nil {
 		var parsed []turn
@@ -133,11 +114,11 @@ func TestScanMatchesDecoder(t *testing.T) {
 		checkScan(t, x, b)
 	}
 	// The seeds the scanner must read itself (not leave to the decoder).
-	for _, s := range []string{scanSeeds[0], scanSeeds[1], `{}`, "{\"id\":\"caf\xe9\"}"} {
+	for _, s := range []string{recordtest.Records[0], recordtest.Records[1], `{}`, "{\"id\":\"caf\xe9\"}"} {
 		for _, p := range x.rawFields {
 			*p = nil
 		}
-		var sc scanner
+		sc := newScanner(false)
 		if sc.scanFields([]byte(s), &x.table, nil, nil) < 0 {
 			t.Errorf("%q: left to the decoder", s)
 		}
@@ -153,7 +134,7 @@ func TestTurnFields(t *testing.T) {
 	for i := range typ.NumField() {
 		name := typ.Field(i).Tag.Get("json")
 		var tr turn
-		p, ok := turnField(&tr, []byte(`"`+name+`"`))
+		p, ok := turnField(&tr, []byte(`"`+name+`"`), 0)
 		if !ok || p == nil || !turnFolds[name] {
 			t.Fatalf("field %s is not read", name)
 		}
@@ -212,10 +193,10 @@ func TestBuiltRowsScanAlike(t *testing.T) {
 			for _, p := range x.rawFields {
 				*p = nil
 			}
-			s := scanner{built: built}
+			s := newScanner(built)
 			var list []byte
-			if end := s.scanFields(rec.Data, &x.table, &turns[k], &list); end != len(rec.Data) || s.badUTF8 {
-				t.Fatalf("%s:%d (built %v): ends at %d of %d, bad UTF-8 %v", rec.File, rec.Line, built, end, len(rec.Data), s.badUTF8)
+			if end := s.scanFields(rec.Data, &x.table, &turns[k], &list); end != len(rec.Data) || !s.validUTF8(rec.Data) {
+				t.Fatalf("%s:%d (built %v): ends at %d of %d, valid UTF-8 %v", rec.File, rec.Line, built, end, len(rec.Data), s.validUTF8(rec.Data))
 			}
 			for _, p := range x.rawFields {
 				got[k] = append(got[k], string(*p))

@@ -10,6 +10,7 @@ import (
 
 	"tokenmill/lib/quality/qualitytest"
 	"tokenmill/lib/record"
+	"tokenmill/lib/record/recordtest"
 )
 
 // The checks' fast paths (GenerationView.Parse's one-pass scanner, the loop
@@ -422,7 +423,7 @@ func TestFastPathsMatchReference(t *testing.T) {
 		check(fmt.Sprint(i), Answer{Text: text, Finish: "stop"}, nil)
 	}
 	t.Logf("%d real answers, %d synthetic loops, 300 model-like answers", n, len(loopCases))
-	for _, line := range append(slices.Clone(recordSeeds), validSeeds...) {
+	for _, line := range append(slices.Clone(recordSeeds), recordtest.Values...) {
 		sameParse(t, []byte(line), &r, r.Parse([]byte(line)))
 	}
 }
@@ -434,7 +435,7 @@ func FuzzFastPaths(f *testing.F) {
 	for _, s := range recordSeeds {
 		f.Add(s)
 	}
-	for _, s := range validSeeds {
+	for _, s := range recordtest.Values {
 		f.Add(s)
 	}
 	for _, tc := range loopCases {

@@ -6,21 +6,14 @@ import (
 	"testing"
 
 	"github.com/segmentio/encoding/json"
-)
 
-var validSeeds = []string{
-	`{}`, ` { } `, `[]`, `[1,2,3]`, `{"a":1,}`, `[1,]`, `{,}`, `{"a" 1}`, `{"a":}`, `"x"`, `"\u00e9"`, `"\u00g9"`, `"\x"`,
-	`"a` + "\x01" + `b"`, "\"\xff\xfe\"", "\"a\x7fb\"", `"\"`, `"\\"`, `"ab\`, `"abcdefghijklmnop\"qrstuvwxyz"`,
-	`0`, `-0`, `01`, `-`, `1.`, `1.5`, `1e`, `1e+`, `1E-7`, `.5`, `1.5e3x`, `true`, `tru`, `truex`, `nul`, `null `, `false`,
-	"\t{\"a\":[true,false,null,{\"b\":\"c\"}]}\r\n", `{"a":1}{}`, `{"a":1} x`, `{"output":{"text":"a"}}`, `{"output":{"text":"a\nb"},"output":null}`,
-	`{"a":"` + strings.Repeat("long text without escapes ", 10) + `"}`, `{"a":"` + strings.Repeat("é\\n", 20) + `"}`,
-	strings.Repeat("[", 50) + strings.Repeat("]", 50), "\f{}", "{}\v", "{\"\u00a0\":1}",
-}
+	"tokenmill/lib/record/recordtest"
+)
 
 // FuzzScanValid: the scanner accepts exactly the lines json.Valid (and
 // encoding/json's) accepts.
 func FuzzScanValid(f *testing.F) {
-	for _, s := range validSeeds {
+	for _, s := range recordtest.Values {
 		f.Add(s)
 	}
 	for _, s := range recordSeeds {

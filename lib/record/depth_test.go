@@ -6,25 +6,33 @@ import (
 	"testing"
 )
 
-func TestCheckDepth(t *testing.T) {
+// depthCase is a line nested about limit deep, and whether a count of
+// its brackets finds it nested past limit.
+type depthCase struct {
+	name string
+	in   string
+	deep bool
+}
+
+func depthCases(limit int) []depthCase {
 	nest := func(open, close string, n int) string { return strings.Repeat(open, n) + strings.Repeat(close, n) }
-	tests := []struct {
-		name string
-		in   string
-		deep bool
-	}{
+	return []depthCase{
 		{"flat", `{"a":1,"b":[1,2,3]}`, false},
-		{"arrays at the limit", nest("[", "]", MaxDepth), false},
-		{"arrays past it", nest("[", "]", MaxDepth+1), true},
-		{"objects past it", strings.Repeat(`{"k":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1), true},
-		{"mixed past it", strings.Repeat(`[{"k":`, MaxDepth/2+1) + "1" + strings.Repeat("}]", MaxDepth/2+1), true},
-		{"brackets in strings", `{"s":"` + strings.Repeat("[{", MaxDepth) + `"}`, false},
-		{"an escaped backslash ends the string", `{"s":"\\","t":` + nest("[", "]", MaxDepth+1) + `}`, true},
-		{"escaped quote keeps the string open", `{"s":"\"` + strings.Repeat("[", MaxDepth+1) + `"}`, false},
-		{"unterminated string", `{"s":"` + strings.Repeat("[", MaxDepth+1), false},
-		{"a line of brackets", strings.Repeat("[", 2<<20), true},
-		{"closers first", strings.Repeat("]", MaxDepth*2) + nest("[", "]", MaxDepth), false},
+		{"arrays at the limit", nest("[", "]", limit), false},
+		{"arrays past it", nest("[", "]", limit+1), true},
+		{"objects past it", strings.Repeat(`{"k":`, limit+1) + "1" + strings.Repeat("}", limit+1), true},
+		{"mixed past it", strings.Repeat(`[{"k":`, limit/2+1) + "1" + strings.Repeat("}]", limit/2+1), true},
+		{"brackets in strings", `{"s":"` + strings.Repeat("[{", limit) + `"}`, false},
+		{"an escaped backslash ends the string", `{"s":"\\","t":` + nest("[", "]", limit+1) + `}`, true},
+		{"escaped quote keeps the string open", `{"s":"\"` + strings.Repeat("[", limit+1) + `"}`, false},
+		{"unterminated string", `{"s":"` + strings.Repeat("[", limit+1), false},
+		{"a line of brackets", strings.Repeat("[", 200*limit), true},
+		{"closers first", strings.Repeat("]", limit*2) + nest("[", "]", limit), false},
 	}
+}
+
+func TestCheckDepth(t *testing.T) {
+	tests := depthCases(MaxDepth)
 	for _, tt := range tests {
 		err := CheckDepth([]byte(tt.in))
 		if tt.deep != errors.Is(err, ErrTooDeep) || (!tt.deep && err != nil) {
