@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"tokenmill/internal/qualitytest"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/quality"
-	"tokenmill/lib/quality/qualitytest"
 )
 
 // benchRecords makes generation records whose answers look like a

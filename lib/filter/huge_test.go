@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"testing"
 
+	"tokenmill/internal/qualitytest"
 	"tokenmill/internal/testbin"
 	"tokenmill/lib/quality"
-	"tokenmill/lib/quality/qualitytest"
 )
 
 // writeRecords writes lines to dir/name, one a line, and returns its path.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/quality/qualitytest"
+	"tokenmill/internal/qualitytest"
 )
 
 func benchCheck(b *testing.B, f func(string)) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"tokenmill/lib/quality/qualitytest"
+	"tokenmill/internal/qualitytest"
 	"tokenmill/lib/record"
 )
 

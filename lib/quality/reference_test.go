@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/lib/quality/qualitytest"
+	"tokenmill/internal/qualitytest"
 	"tokenmill/lib/record"
 	"tokenmill/lib/record/recordtest"
 )
