@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"tokenmill/internal/recordtest"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
-	"tokenmill/lib/record/recordtest"
 	"unicode/utf8"
 
 	"github.com/segmentio/encoding/json"

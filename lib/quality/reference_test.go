@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"tokenmill/internal/qualitytest"
+	"tokenmill/internal/recordtest"
 	"tokenmill/lib/record"
-	"tokenmill/lib/record/recordtest"
 )
 
 // The checks' fast paths (GenerationView.Parse's one-pass scanner, the loop

@@ -7,7 +7,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
-	"tokenmill/lib/record/recordtest"
+	"tokenmill/internal/recordtest"
 )
 
 // FuzzScanValid: the scanner accepts exactly the lines json.Valid (and

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"tokenmill/lib/record/recordtest"
+	"tokenmill/internal/recordtest"
 )
 
 // walkSeeds are every table of JSON this package's tests and recordtest
