@@ -1,35 +1,18 @@
 package benchsuite
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
+	"tokenmill/internal/testbin"
+)
 
 // golden compares got with testdata/<name>, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from what was rendered (go test -update rewrites it); got:\n%s", path, got)
-	}
+	testbin.CheckGolden(t, filepath.Join("testdata", name), got)
 }
 
 func readTestdata(t *testing.T, name string) []byte {
