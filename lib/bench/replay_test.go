@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/simfleet"
-	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
 )
@@ -87,7 +87,7 @@ func benchFlags() *Bench {
 // endpoints servers of maxRunning slots each, sending the prompts in
 // turn, and returns its report as Run writes it.
 func replayBench(c *Bench, endpoints, maxRunning int, prompts []simPrompt, levels ...int) *Report {
-	fake := clock.NewFake(epoch)
+	fake := fakeclock.New(epoch)
 	r := &benchRun{cfg: c, clk: fake, eps: make([]*fleet.Client, endpoints)}
 	for i := 0; i < endpoints; i++ {
 		r.maxRunning = append(r.maxRunning, maxRunning)
@@ -106,7 +106,7 @@ func replayBench(c *Bench, endpoints, maxRunning int, prompts []simPrompt, level
 // replayLevel is benchRun.level on virtual time: n requests in flight on
 // every endpoint, their streamed tokens counted as they arrive, each
 // level on servers that start idle.
-func replayLevel(r *benchRun, fake *clock.Fake, n int, prompts []simPrompt) Level {
+func replayLevel(r *benchRun, fake *fakeclock.Clock, n int, prompts []simPrompt) Level {
 	lv := r.newLevel(n)
 	start := fake.Now()
 	sim := simfleet.Uniform(len(r.eps), llmsim.DefaultTiming(), r.maxRunning[0])

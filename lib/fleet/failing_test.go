@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/clock"
 	"tokenmill/lib/openai"
 )
 
@@ -221,7 +221,7 @@ func TestFailingShortestStreak(t *testing.T) {
 // A hold's timer ends with the pool: a process that goes on after a run
 // (infer run in-process) keeps no pool alive for up to half an hour.
 func TestFailingHoldEndsWithThePool(t *testing.T) {
-	fake := clock.NewFake(epoch)
+	fake := fakeclock.New(epoch)
 	targets, err := ParseEndpoints("127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)

@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/simfleet"
-	"tokenmill/lib/clock"
 )
 
 var epoch = time.Unix(1_700_000_000, 0)
 
 // testPool is a pool of n endpoints on a fake clock with nothing behind
 // them and no probes: the test sets their states.
-func testPool(t testing.TB, n int, cfg Config) (*Pool, *clock.Fake, *logs) {
+func testPool(t testing.TB, n int, cfg Config) (*Pool, *fakeclock.Clock, *logs) {
 	t.Helper()
-	fake := clock.NewFake(epoch)
+	fake := fakeclock.New(epoch)
 	l := &logs{}
 	cfg.Clock, cfg.Logf = fake, l.logf
 	targets, err := ParseEndpoints(fmt.Sprintf("127.0.0.1:1-%d", n))
@@ -58,7 +58,7 @@ func (p *Pool) setReady(i, slots int) {
 }
 
 // pending waits (with a bound) until n timers are set on fake.
-func pending(t *testing.T, fake *clock.Fake, n int) {
+func pending(t *testing.T, fake *fakeclock.Clock, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for fake.Pending() != n {

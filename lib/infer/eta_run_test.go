@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/simfleet"
-	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
 )
@@ -96,9 +96,9 @@ func chatSeq(system, user string, limit int, ref any) *llmsim.Seq {
 // virtualRun is a runner on a fake clock for answers answers, its ETA
 // and its progress display fed by the test, with a pool of endpoints
 // that are never probed.
-func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens int, capacity func(int) int) (*runner, *clock.Fake, *progress) {
+func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens int, capacity func(int) int) (*runner, *fakeclock.Clock, *progress) {
 	t.Helper()
-	fake := clock.NewFake(simEpoch)
+	fake := fakeclock.New(simEpoch)
 	targets, err := fleet.ParseEndpoints(fmt.Sprintf("127.0.0.1:1-%d", endpoints))
 	if err != nil {
 		t.Fatal(err)

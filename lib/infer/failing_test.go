@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/clock"
 )
 
 // llmsim's answer to every request under the fail fault.
@@ -172,7 +172,7 @@ func TestServerFailingBurstsRecover(t *testing.T) {
 // retry is handed on once whether its timer fires too or not, and one set
 // from then on is handed on at once; a stop cancels what is left.
 func TestRetryTimersFlush(t *testing.T) {
-	fake := clock.NewFake(time.Unix(1_700_000_000, 0))
+	fake := fakeclock.New(time.Unix(1_700_000_000, 0))
 	var rt retryTimers
 	var mu sync.Mutex
 	fired := map[int]int{}

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/clock"
 )
 
 // dirState is what a directory holds: every file's name and content.
@@ -253,7 +253,7 @@ func TestRefuseCollisions(t *testing.T) {
 // over when the test moves the clock ten minutes, and nothing is left
 // behind.
 func TestWaitReadyOnTheRunsClock(t *testing.T) {
-	fake := clock.NewFake(simEpoch)
+	fake := fakeclock.New(simEpoch)
 	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
 	before := dirState(t, s.dir)
 	done := make(chan result, 1)

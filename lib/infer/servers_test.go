@@ -19,9 +19,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/clock"
 	"tokenmill/lib/record"
 )
 
@@ -293,7 +293,7 @@ func TestFlavorsCachedTokens(t *testing.T) {
 // moves only when the test moves it: each wait is measured in its time.
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
-	fake := clock.NewFake(simEpoch)
+	fake := fakeclock.New(simEpoch)
 	var mu sync.Mutex
 	var times []time.Time
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -390,7 +390,7 @@ func TestWaitReadyAgainstAHangingServer(t *testing.T) {
 		}
 		mu.Unlock()
 	}()
-	fake := clock.NewFake(simEpoch)
+	fake := fakeclock.New(simEpoch)
 	s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 3})
 	done := make(chan result, 1)
 	go func() {
