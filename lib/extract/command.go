@@ -95,78 +95,99 @@ type counts struct {
 	filtered   map[string]int64
 }
 
-// Run extracts the prompts of every input.
-func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+// Config is one extract run, taken from the flags once.
+type Config struct {
+	Files           []string
+	Output, Rejects string
+	Force           bool
+	Options         Options
+	Limit           int64 // prompts to write before stopping (0: no limit)
+	CSVDelimiter    rune  // 0: each input's own
+	Workers         int
+	Progress        time.Duration
+}
+
+// config checks the flags and turns them into a Config.
+func (c *Command) config(stdin io.Reader) (Config, error) {
 	if c.MinChars < 0 || c.MaxChars < 0 || c.Limit < 0 {
-		return cli.Usagef("--min-chars, --max-chars and --limit cannot be negative")
+		return Config{}, cli.Usagef("--min-chars, --max-chars and --limit cannot be negative")
 	}
 	if c.MaxHeld < 1 {
-		return cli.Usagef("--max-held must be at least 1")
-	}
-	x, err := NewExtractor(c.options())
-	if err != nil {
-		return cli.Usagef("%v", err)
+		return Config{}, cli.Usagef("--max-held must be at least 1")
 	}
 	workers, err := c.WorkersFlag.Count()
 	if err != nil {
-		return err
+		return Config{}, err
 	}
-	if c.Workers == 0 && !regularInputs(c.Files, env.Stdin) {
+	if c.Workers == 0 && !regularInputs(c.Files, stdin) {
 		// Batches wait to fill: records that trickle in through a pipe
 		// are converted as they come unless --workers asks otherwise.
 		workers = 1
 	}
-	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
 	delim, err := csvDelimiter(c.CSVDelimiter)
 	if err != nil {
-		return err
+		return Config{}, err
 	}
-	if err := jsonl.CheckPaths(jsonl.CSVInputs(c.Files, env.Stdin), outputs, c.Force); err != nil {
-		return err
-	}
-	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
+	return Config{Files: c.Files, Output: c.Output, Rejects: c.Rejects, Force: c.Force, Options: c.options(),
+		Limit: c.Limit, CSVDelimiter: delim, Workers: workers, Progress: c.Progress}, nil
+}
+
+// Run extracts the prompts of every input.
+func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+	cfg, err := c.config(env.Stdin)
 	if err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
+	return Run(ctx, env, cfg)
+}
+
+// Run extracts the prompts of every input cfg names.
+func Run(ctx context.Context, env *cli.Env, cfg Config) error {
+	x, err := NewExtractor(cfg.Options)
 	if err != nil {
-		out.Abort()
+		return cli.Usagef("%v", err)
+	}
+	outs, err := jsonl.CheckOutputs(env.Stdout, jsonl.CSVInputs(cfg.Files, env.Stdin),
+		[]jsonl.Output{{Flag: "-o", Path: cfg.Output}, {Flag: "--rejects", Path: cfg.Rejects}}, cfg.Force)
+	if err != nil {
 		return err
 	}
-	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: delim}, Columns: x.Reads})
+	if err := outs.Open(); err != nil {
+		return err
+	}
+	defer outs.Abort()
+	out, rejects := outs.Writer("-o"), outs.Rejects(env)
+	in := jsonl.NewReader(ctx, env, cfg.Files, env.Stdin, jsonl.Options{CSV: &jsonl.CSVOptions{Delimiter: cfg.CSVDelimiter}, Columns: x.Reads})
 	n := &counts{filtered: map[string]int64{}}
 	start := time.Now()
-	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
+	progress := cli.StartProgress(ctx, env, cfg.Progress, func() []string {
 		secs := time.Since(start).Seconds()
 		return []string{fmt.Sprintf("read %d, wrote %d (%.0f records/s)", n.read.Load(), n.wrote.Load(), float64(n.read.Load())/secs)}
 	})
-	if workers > 1 {
-		err = c.extractParallel(ctx, in, workers, c.options(), out, rejects, n) // closes in
+	if cfg.Workers > 1 {
+		err = cfg.extractParallel(ctx, in, cfg.Workers, cfg.Options, out, rejects, n) // closes in
 	} else {
-		err = c.extract(ctx, in, x, out, rejects, n)
+		err = cfg.extract(ctx, in, x, out, rejects, n)
 		in.Close() // inputs are only read: nothing to lose on close
 	}
 	progress.Stop()
 	if err != nil {
-		out.Abort()
-		rejects.Abort()
 		return err
 	}
+	perTurn := cfg.Options.Turns == TurnsEach
 	if cli.Interrupted(ctx) {
-		abort := func() { out.Abort(); rejects.Abort() }
-		return env.EndInterrupted(ctx, out, abort, n.summary(rejects, c.Turns == TurnsEach), n.read.Load(), "")
+		return env.EndInterrupted(ctx, out, outs.Abort, n.summary(rejects, perTurn), n.read.Load(), "")
 	}
-	werr := out.Close()
-	env.Logf("%s", n.summary(rejects, c.Turns == TurnsEach))
+	werr := outs.Close()
+	env.Logf("%s", n.summary(rejects, perTurn))
 	if werr != nil {
-		rejects.Abort()
-		return fmt.Errorf("writing %s: %w", out.Path(), werr)
+		return werr
 	}
-	return rejects.Close()
+	return rejects.Err()
 }
 
 // extract is the record loop.
-func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+func (cfg *Config) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
 	done := ctx.Done()
 	for {
 		select {
@@ -176,7 +197,7 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 		}
 		rec, err := in.Next()
 		if err == io.EOF {
-			return c.take(x.Flush(), jsonl.RawLine{}, out, rejects, n)
+			return cfg.take(x.Flush(), jsonl.RawLine{}, out, rejects, n)
 		}
 		n.read.Add(1)
 		if err != nil {
@@ -190,10 +211,10 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 			}
 			continue
 		}
-		if err := c.take(x.ConvertRecord(rec), rec, out, rejects, n); err != nil {
+		if err := cfg.take(x.ConvertRecord(rec), rec, out, rejects, n); err != nil {
 			return err
 		}
-		if c.Limit > 0 && n.wrote.Load() >= c.Limit {
+		if cfg.Limit > 0 && n.wrote.Load() >= cfg.Limit {
 			return nil
 		}
 	}
@@ -201,7 +222,7 @@ func (c *Command) extract(ctx context.Context, in *jsonl.Reader, x *Extractor, o
 
 // take writes, rejects or counts the candidates of rec, stopping at
 // --limit.
-func (c *Command) take(cands []Candidate, rec jsonl.RawLine, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+func (cfg *Config) take(cands []Candidate, rec jsonl.RawLine, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
 	for _, cand := range cands {
 		n.candidates.Add(1)
 		switch {
@@ -219,7 +240,7 @@ func (c *Command) take(cands []Candidate, rec jsonl.RawLine, out *jsonl.Writer, 
 			if cand.QuestionList {
 				n.questions++
 			}
-			if n.wrote.Add(1) == c.Limit {
+			if n.wrote.Add(1) == cfg.Limit {
 				return nil
 			}
 		case cand.Filtered:

@@ -52,7 +52,7 @@ func (o *outs) get(b *jsonl.Batch[converted]) *batchOut {
 var errLimit = errors.New("limit reached")
 
 // extractParallel is the record loop with workers converting.
-func (c *Command) extractParallel(ctx context.Context, in *jsonl.Reader, workers int, opts Options, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
+func (cfg *Config) extractParallel(ctx context.Context, in *jsonl.Reader, workers int, opts Options, out *jsonl.Writer, rejects *jsonl.Rejects, n *counts) error {
 	xs := make([]*Extractor, workers+1)
 	for i := range xs {
 		x, err := NewExtractor(opts)
@@ -114,10 +114,10 @@ func (c *Command) extractParallel(ctx context.Context, in *jsonl.Reader, workers
 			} else {
 				cands = bo.cands[it.V.lo:it.V.hi]
 			}
-			if err := c.take(cands, it.RawLine, out, rejects, n); err != nil {
+			if err := cfg.take(cands, it.RawLine, out, rejects, n); err != nil {
 				return err
 			}
-			if c.Limit > 0 && n.wrote.Load() >= c.Limit {
+			if cfg.Limit > 0 && n.wrote.Load() >= cfg.Limit {
 				return errLimit
 			}
 		}
@@ -130,8 +130,8 @@ func (c *Command) extractParallel(ctx context.Context, in *jsonl.Reader, workers
 	if err != nil || ctx.Err() != nil {
 		return err
 	}
-	if c.Limit > 0 && n.wrote.Load() >= c.Limit {
+	if cfg.Limit > 0 && n.wrote.Load() >= cfg.Limit {
 		return nil
 	}
-	return c.take(ordered.Flush(), jsonl.RawLine{}, out, rejects, n)
+	return cfg.take(ordered.Flush(), jsonl.RawLine{}, out, rejects, n)
 }

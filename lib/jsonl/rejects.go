@@ -173,6 +173,15 @@ func (r *Rejects) Abort() {
 	}
 }
 
+// Err is cli.ErrRejects (exit 3) when anything was rejected, else nil:
+// the end of a run whose rejects file Outputs put in place.
+func (r *Rejects) Err() error {
+	if r.Total() > 0 {
+		return cli.ErrRejects
+	}
+	return nil
+}
+
 // Close puts the rejects file in place and returns cli.ErrRejects (exit 3)
 // when anything was rejected, or the file's write error.
 func (r *Rejects) Close() error {
@@ -183,8 +192,5 @@ func (r *Rejects) Close() error {
 	if err != nil {
 		return fmt.Errorf("rejects file: %w", err)
 	}
-	if r.Total() > 0 {
-		return cli.ErrRejects
-	}
-	return nil
+	return r.Err()
 }
