@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -27,9 +28,10 @@ type Sizes struct {
 	ServersMinutes  int // simulated minutes each in-flight case lasts about
 	ServersRuns     int // rounds of the in-flight tables
 	OllamaPrompts   int
-	OllamaRuns      int // rounds of the real Ollama table
-	Exact           int // prompts dedup --exact and a keyed sort read
-	ScaleBase       int // records of the scale table's 1× point (4× and 16× follow)
+	OllamaRuns      int   // rounds of the real Ollama table
+	Exact           int   // prompts dedup --exact and a keyed sort read
+	ScaleBase       int   // records of the scale table's 1× point (4× and 16× follow)
+	InferMemory     []int // prompts of infer's memory rows
 }
 
 // sizes are the sizes BENCHMARKS.md is made with, or with quick small
@@ -39,12 +41,14 @@ func sizes(quick bool, serversRuns int) Sizes {
 	sz := Sizes{Main: 660000, Big: 1000000, Growth: []int{10000, 100000, 1000000}, Slurp: 100000,
 		ClientInfer: 100000, ClientNode: 20000, ClientCurl: 4000, FleetPrompts: 8000, FleetRuns: 3,
 		LLMSimBenchtime: "200000x", RegenCorpus: 6000, FilterBytes: 1000000000, FilterLangBytes: 50000000,
-		ServersMinutes: 20, ServersRuns: 3, OllamaPrompts: 200, OllamaRuns: 5, Exact: 5000000, ScaleBase: 62500}
+		ServersMinutes: 20, ServersRuns: 3, OllamaPrompts: 200, OllamaRuns: 5, Exact: 5000000, ScaleBase: 62500,
+		InferMemory: []int{65000, 650000, 6500000}}
 	if quick {
 		sz = Sizes{Main: 20000, Big: 40000, Growth: []int{1000, 10000, 40000}, Slurp: 5000,
 			ClientInfer: 10000, ClientNode: 3000, ClientCurl: 500, FleetPrompts: 1500, FleetRuns: 1,
 			LLMSimBenchtime: "20000x", RegenCorpus: 600, FilterBytes: 50000000, FilterLangBytes: 5000000,
-			ServersMinutes: 2, ServersRuns: 1, OllamaPrompts: 40, OllamaRuns: 5, Exact: 50000, ScaleBase: 2500}
+			ServersMinutes: 2, ServersRuns: 1, OllamaPrompts: 40, OllamaRuns: 5, Exact: 50000, ScaleBase: 2500,
+			InferMemory: []int{6500, 65000}}
 	}
 	if serversRuns > 0 {
 		sz.ServersRuns = serversRuns
@@ -55,8 +59,8 @@ func sizes(quick bool, serversRuns int) Sizes {
 // sizeLabel is 10000 -> "10k", 1000000 -> "1M".
 func sizeLabel(n int) string {
 	switch {
-	case n >= 1000000 && n%1000000 == 0:
-		return fmt.Sprintf("%dM", n/1000000)
+	case n >= 1000000 && n%100000 == 0:
+		return strconv.FormatFloat(float64(n)/1e6, 'f', -1, 64) + "M"
 	case n >= 1000 && n%1000 == 0:
 		return fmt.Sprintf("%dk", n/1000)
 	}
@@ -100,7 +104,7 @@ func init() {
 	sections = []*section{
 		extractSection, extractScaleSection, dedupSection, neardupSection, shardSection, composeSection, mergeSection, statsSection, filterSection,
 		clientSection, costSection, llmsimSection, fleetSection, regenSection, tokenIDsSection, tokenizerSection, inflightSection, kindsSection, ollamaSection, growthSection,
-		scaleSection,
+		memorySection, scaleSection,
 	}
 }
 

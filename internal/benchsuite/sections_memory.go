@@ -1,0 +1,104 @@
+package benchsuite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// The infer-memory section: infer's peak RSS against the prompts it reads,
+// on 8 llmsim --instant endpoints, one run a size, and the ledger's own
+// cost an id (BenchmarkLedger): what infer's memory grows with.
+
+const memEndpoints = 8
+
+var memorySection = &section{
+	name: "infer-memory", heading: "## infer's memory against the prompts it reads",
+	about: "infer's peak RSS at 65k, 650k and 6.5M prompts on 8 llmsim --instant endpoints, and its ledger's bytes an id (BenchmarkLedger)",
+	measure: func(ctx context.Context, h *harness) error {
+		for _, n := range h.sz.InferMemory {
+			if err := h.memoryAt(ctx, n); err != nil {
+				return err
+			}
+		}
+		return h.subBench(ctx, "infer-memory-ledger", "BenchmarkLedger", "3x", "./lib/infer/", []string{"tables", "map"}, func(mode string) (string, bool) {
+			return mode, mode == "tables"
+		})
+	},
+	render: renderMemory,
+	targets: func(h *harness) []string {
+		last := sizeLabel(h.sz.InferMemory[len(h.sz.InferMemory)-1])
+		return []string{fmt.Sprintf("infer peak RSS < 200 MB at %s prompts := infer-memory/infer@%s:rss_mb <= 200", last, last)}
+	},
+	runs: func(h *harness) string {
+		return "one run per size; the ledger's benchmark " + runsText(h.runs) + ", median reported"
+	},
+}
+
+// memoryAt makes n prompts and measures infer answering them all on a
+// fresh fleet of instant endpoints.
+func (h *harness) memoryAt(ctx context.Context, n int) error {
+	label := sizeLabel(n)
+	p, out := "data/memory-"+label+".jsonl", "tmp/memory-gen.jsonl"
+	defer os.Remove(h.path(p))
+	if err := h.sh(ctx, fmt.Sprintf("corpus -n %d | extract --progress 0 > %s", n, p)); err != nil {
+		return err
+	}
+	count, err := h.lineCounts(p)
+	if err != nil {
+		return err
+	}
+	sim, err := h.startSim(ctx, memEndpoints, h.path("logs/memory-llmsim.log"), "--instant")
+	if err != nil {
+		return err
+	}
+	defer sim.stop()
+	urls := strings.Join(sim.urls, ",")
+	return h.measure(ctx, Spec{Group: "infer-memory", Name: "infer", Ours: true, Size: label, Runs: 1, Records: count[0],
+		Clean: []string{out, "tmp/memory-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{urls + "=$URLS"},
+		Argv: []string{"infer", "-e", urls, "--max-tokens", "16", "--progress", "0", "-o", out, p}})
+}
+
+func renderMemory(w io.Writer, h *harness) {
+	fmt.Fprint(w, "infer with its defaults answers every prompt of `corpus -n N | extract` (16-token answers) from 8\n"+
+		"`llmsim --instant` endpoints, one run a size on a fresh fleet. What grows with the prompts is the\n"+
+		"ledger of the ids seen and the answers done (`lib/infer/ledger.go`); the rest (buffers, metrics,\n"+
+		"the requests in flight) does not.\n\n")
+	rows := h.rows(w, "infer-memory")
+	if len(rows) == 0 {
+		return
+	}
+	t := newTable("size", "prompts read", "answers written", "peak RSS MB", "MB over the first size", "bytes a prompt over the first size", "wall s", "load")
+	first := rows[0]
+	r0, _ := first.Metric("rss_mb")
+	for _, r := range rows {
+		rss, _ := r.Metric("rss_mb")
+		over, per := "—", "—"
+		if r != first && r.Records > first.Records {
+			over = fmt.Sprintf("%.1f", rss-r0)
+			per = fmt.Sprintf("%.1f", (rss-r0)*1024*1024/float64(r.Records-first.Records))
+		}
+		t.add(r.Size, th(float64(r.Records)), outCell(r), rssCell(r), over, per, metricCell(r, "wall_s", 1), othersCell(r))
+	}
+	t.write(w)
+	if last := rows[len(rows)-1]; last.Records > first.Records {
+		rss, _ := last.Metric("rss_mb")
+		fmt.Fprintf(w, "\nFrom %s to %s prompts infer's peak RSS grows by %.0f bytes a prompt.\n", first.Size, last.Size,
+			(rss-r0)*1024*1024/float64(last.Records-first.Records))
+	}
+	fmt.Fprintf(w, "\n- infer: `%s`\n", first.Command)
+	ledger := h.group("infer-memory-ledger")
+	if len(ledger) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nThe ledger alone (`BenchmarkLedger`, lib/infer): a million ids marked seen and done, the live heap\n"+
+		"they take an id after a collection, beside a Go map of the ids' 128-bit hashes (what the ledger was):\n\n")
+	t = newTable("ledger", "bytes an id (live heap)", "ns an id", "load")
+	for _, r := range ledger {
+		t.add(r.Name, metricCell(r, "B/id", 2), metricCell(r, "ns/id", 0), loadCell(r.Load1))
+	}
+	t.write(w)
+	fmt.Fprintf(w, "\n- `%s`\n", ledger[0].Command)
+}
