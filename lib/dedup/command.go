@@ -114,6 +114,59 @@ type Command struct {
 // copies of whole paragraphs.
 const maxAgainstNgram = 1000
 
+// Config is one dedup run, taken from the flags once.
+type Config struct {
+	Files                                  []string
+	Output, Dups, Clusters, Rejects, State string
+	Force                                  bool
+	Settings                               Settings // what a --state must share
+	Mode                                   Mode     // Settings.Normalize, parsed
+	Threshold                              float64  // --near's similarity
+	Against                                []string // benchmark files
+	AgainstNgram                           int
+	AgainstFP                              float64
+	Workers                                int
+	Progress                               time.Duration
+}
+
+// config checks the flags and turns them into a Config.
+func (c *Command) config() (Config, error) {
+	mode, err := ParseMode(c.Normalize)
+	if err != nil {
+		return Config{}, cli.Usagef("--normalize: %v", err)
+	}
+	if !(c.FP > 0 && c.FP < 0.5) {
+		return Config{}, cli.Usagef("--fp must be between 0 and 0.5, not %g", c.FP)
+	}
+	if c.Expected == 0 {
+		return Config{}, cli.Usagef("--expected must be at least 1")
+	}
+	if c.Dups == "-" {
+		return Config{}, cli.Usagef("--dups needs a file: stdout carries the kept records")
+	}
+	if err := c.checkNear(); err != nil {
+		return Config{}, err
+	}
+	if c.AgainstNgram < 1 || c.AgainstNgram > maxAgainstNgram {
+		return Config{}, cli.Usagef("--against-ngram must be between 1 and %d, not %d", maxAgainstNgram, c.AgainstNgram)
+	}
+	if !(c.AgainstFP > 0 && c.AgainstFP < 0.5) {
+		return Config{}, cli.Usagef("--against-fp must be between 0 and 0.5, not %g", c.AgainstFP)
+	}
+	for _, f := range c.Against {
+		if f == "-" || f == "" {
+			return Config{}, cli.Usagef("--against needs a file: stdin carries the records")
+		}
+	}
+	workers, err := c.Count()
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{Files: c.Files, Output: c.Output, Dups: c.Dups, Clusters: c.Clusters, Rejects: c.Rejects, State: c.State,
+		Force: c.Force, Settings: c.settings(), Mode: mode, Threshold: c.Threshold, Against: c.Against,
+		AgainstNgram: c.AgainstNgram, AgainstFP: c.AgainstFP, Workers: workers, Progress: c.Progress}, nil
+}
+
 func (c *Command) settings() Settings {
 	s := Settings{Key: c.Key, Normalize: c.Normalize, FP: c.FP, Expected: c.Expected, Exact: c.Exact}
 	if c.Near {
@@ -151,221 +204,182 @@ func (c *Command) checkNear() error {
 
 // Run deduplicates the inputs.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	mode, err := ParseMode(c.Normalize)
-	if err != nil {
-		return cli.Usagef("--normalize: %v", err)
-	}
-	if !(c.FP > 0 && c.FP < 0.5) {
-		return cli.Usagef("--fp must be between 0 and 0.5, not %g", c.FP)
-	}
-	if c.Expected == 0 {
-		return cli.Usagef("--expected must be at least 1")
-	}
-	if c.Dups == "-" {
-		return cli.Usagef("--dups needs a file: stdout carries the kept records")
-	}
-	if err := c.checkNear(); err != nil {
-		return err
-	}
-	if c.AgainstNgram < 1 || c.AgainstNgram > maxAgainstNgram {
-		return cli.Usagef("--against-ngram must be between 1 and %d, not %d", maxAgainstNgram, c.AgainstNgram)
-	}
-	if !(c.AgainstFP > 0 && c.AgainstFP < 0.5) {
-		return cli.Usagef("--against-fp must be between 0 and 0.5, not %g", c.AgainstFP)
-	}
-	workers, err := c.Count()
+	cfg, err := c.config()
 	if err != nil {
 		return err
 	}
-	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--dups", Path: c.Dups}, {Flag: "--clusters", Path: c.Clusters},
-		{Flag: "--rejects", Path: c.Rejects}, {Flag: "--state", Path: c.State, Kept: true}}
-	outputs = append(outputs, jsonl.LockSidecar("--state", c.State)...)
-	inputs := jsonl.InputsFrom(c.Files, env.Stdin)
-	for _, f := range c.Against {
-		if f == "-" || f == "" {
-			return cli.Usagef("--against needs a file: stdin carries the records")
-		}
+	return Run(ctx, env, cfg)
+}
+
+// Run deduplicates the inputs cfg names.
+func Run(ctx context.Context, env *cli.Env, cfg Config) error {
+	outputs := []jsonl.Output{{Flag: "-o", Path: cfg.Output}, {Flag: "--dups", Path: cfg.Dups}, {Flag: "--clusters", Path: cfg.Clusters},
+		{Flag: "--rejects", Path: cfg.Rejects}, {Flag: "--state", Path: cfg.State, Kept: true}}
+	outputs = append(outputs, jsonl.LockSidecar("--state", cfg.State)...)
+	inputs := jsonl.InputsFrom(cfg.Files, env.Stdin)
+	for _, f := range cfg.Against {
 		inputs = append(inputs, jsonl.Named{Flag: "--against", Path: f, CSV: true})
 	}
-	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
+	outs, err := jsonl.CheckOutputs(env.Stdout, inputs, outputs, cfg.Force)
+	if err != nil {
 		return err
 	}
-	if err := CheckStateFile(c.State); err != nil {
+	if err := CheckStateFile(cfg.State); err != nil {
 		return err
 	}
-	var bench *Benchmarks
-	if len(c.Against) > 0 {
-		// Read whole before anything is written: a benchmark that cannot
-		// be read is a refusal, not a run that lets its questions through.
-		if bench, err = LoadBenchmarks(ctx, c.Against, c.AgainstNgram, c.AgainstFP); err != nil {
-			return err
-		}
-		env.Logf("against: %d files, %d records, %d texts (%d of fewer than %d words, compared whole), %d distinct shingles, bloom filter %.1f KB at a false-positive rate of %.2g (every hit confirmed on the benchmark's words)",
-			len(c.Against), bench.Records, len(bench.texts), bench.Short, c.AgainstNgram, bench.Grams(), float64(bench.FilterBytes())/1e3, bench.FalsePositiveRate())
+	bench, err := loadAgainst(ctx, env, cfg)
+	if err != nil {
+		return err
 	}
-	settings := c.settings()
-	ws := make([]worker, workers)
-	for i := range ws {
-		if ws[i].keyer, err = NewKeyer(c.Key, mode); err != nil {
-			return cli.Usagef("%v", err)
-		}
-		if c.Near {
-			ws[i].hasher = minhash.NewHasher(*settings.Near)
-		}
+	ws, err := newWorkers(cfg)
+	if err != nil {
+		return err
 	}
-	lock, err := jsonl.LockOutput("--state", c.State)
+	lock, err := jsonl.LockOutput("--state", cfg.State)
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	set, totals, err := LoadState(ctx, c.State, settings, env.Logf)
-	if se := (*SettingsError)(nil); errors.As(err, &se) {
-		return &cli.UsageError{Err: err}
-	}
+	set, totals, err := loadSet(ctx, env, cfg)
 	if err != nil {
 		return err
-	}
-	if set == nil {
-		set = NewSet(c.Expected, c.FP, c.Exact)
-		if c.Near {
-			set.Near = minhash.NewIndex(*settings.Near, settings.NearOptions)
-		}
-		if c.Dups == "" && c.State == "" {
-			set.DropIDs()
-		}
 	}
 	if set.Near != nil {
 		defer set.Near.Close()
 	}
-	if c.Exact && os.Getenv("GOGC") == "" {
+	if cfg.Settings.Exact && os.Getenv("GOGC") == "" {
 		// The exact set holds no pointers, so a collection costs little
 		// however large it is, while the default pacing lets garbage
 		// (the map's outgrown tables) take as much memory again.
 		defer debug.SetGCPercent(debug.SetGCPercent(10))
 	}
-
-	s := &sink{set: set, n: &counts{}, near: set.Near, threshold: c.Threshold, logf: env.Logf}
+	if err := outs.Open(); err != nil {
+		return err
+	}
+	defer outs.Abort()
+	s := &sink{set: set, n: &counts{}, near: set.Near, threshold: cfg.Threshold, logf: env.Logf,
+		out: outs.Writer("-o"), dups: outs.Writer("--dups"), clusters: outs.Writer("--clusters"),
+		rejectsOut: outs.Writer("--rejects"), rejects: outs.Rejects(env)} // bad records and contaminated prompts share --rejects
 	if bench != nil {
-		for range workers {
+		for range cfg.Workers {
 			s.checkers = append(s.checkers, newAgainstChecker(bench))
 		}
 	}
-	if s.out, err = jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force}); err != nil {
-		return err
-	}
-	if c.Dups != "" {
-		if s.dups, err = jsonl.Create(c.Dups, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--dups"}); err != nil {
-			s.out.Abort()
-			return fmt.Errorf("--dups: %w", err)
-		}
-	}
-	if c.Clusters != "" {
-		if s.clusters, err = jsonl.Create(c.Clusters, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--clusters"}); err != nil {
-			s.abort()
-			return fmt.Errorf("--clusters: %w", err)
-		}
-	}
-	if c.Rejects != "" {
-		// Bad records and contaminated prompts share the file.
-		if s.rejectsOut, err = jsonl.Create(c.Rejects, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--rejects"}); err != nil {
-			s.abort()
-			return fmt.Errorf("rejects file: %w", err)
-		}
-	}
-	s.rejects = jsonl.NewRejects(env, s.rejectsOut)
-
-	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
-	start := time.Now()
-	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
-		read := s.n.read.Load()
-		line := fmt.Sprintf("read %d, kept %d, removed %d", read, s.n.kept.Load(), s.n.removed.Load())
-		if c.Near {
-			line += fmt.Sprintf(", near-duplicates %d", s.n.near.Load())
-		}
-		if bench != nil {
-			line += fmt.Sprintf(", contaminated %d", s.n.contaminated.Load())
-		}
-		return []string{fmt.Sprintf("%s (%.0f records/s)", line, float64(read)/time.Since(start).Seconds())}
-	})
+	in := jsonl.NewReader(ctx, env, cfg.Files, env.Stdin, jsonl.Options{})
+	progress := cli.StartProgress(ctx, env, cfg.Progress, s.progress(time.Now()))
 	err = run(ctx, in, ws, s)
 	progress.Stop()
 	if err != nil {
-		s.abort()
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		// The output and dups files are not put in place, and the state
-		// is not saved: it must never hold keys whose records did not
-		// reach the output.
-		return env.EndInterrupted(ctx, s.out, s.abort, c.summary(s, set.ExpectedFalseDrops), s.n.read.Load(), "state not saved")
+		// The outputs are not put in place, and the state is not saved:
+		// it must never hold keys whose records did not reach the output.
+		return env.EndInterrupted(ctx, s.out, outs.Abort, s.summary(set.ExpectedFalseDrops), s.n.read.Load(), "state not saved")
 	}
-
 	// Outputs first, state last: a state must never hold keys whose
 	// records did not reach the output.
-	if err := s.out.Close(); err != nil {
-		s.abort()
-		return fmt.Errorf("writing %s: %w", s.out.Path(), err)
-	}
-	if s.dups != nil {
-		if err := s.dups.Close(); err != nil {
-			s.abortAfterOut()
-			return fmt.Errorf("writing %s: %w", s.dups.Path(), err)
-		}
-	}
-	if s.clusters != nil {
-		if err := s.clusters.Close(); err != nil {
-			s.rejects.Abort()
-			return fmt.Errorf("writing %s: %w", s.clusters.Path(), err)
-		}
+	if err := outs.Close(); err != nil {
+		return err
 	}
 	runFalseDrops := set.ExpectedFalseDrops // a loaded Set starts at 0: totals hold the past
-	env.Logf("%s", c.summary(s, runFalseDrops))
-	rerr := s.rejects.Close()
-	if c.State != "" {
-		totals.Runs++
-		totals.Read += s.n.read.Load()
-		totals.Kept += s.n.kept.Load()
-		totals.Removed += s.n.removed.Load()
-		totals.Near += s.n.near.Load()
-		totals.Rejected += s.n.rejected.Load()
-		totals.ExpectedFalseDrops += runFalseDrops
-		if err := SaveState(c.State, set, c.settings(), totals); err != nil {
-			return fmt.Errorf("saving state %s: %w", c.State, err)
-		}
-		env.Logf("state %s: %d keys in %d layers (%.1f MB of filter), %d runs", c.State,
-			set.Filter.Keys(), len(set.Filter.layers), float64(set.Filter.Bytes())/1e6, totals.Runs)
-		if set.Near != nil {
-			env.Logf("state %s: %d near-dup signatures", c.State, set.Near.Len())
+	env.Logf("%s", s.summary(runFalseDrops))
+	if cfg.State != "" {
+		if err := saveState(env, cfg, s, totals, runFalseDrops); err != nil {
+			return err
 		}
 	}
-	return rerr
+	return s.rejects.Err()
 }
 
-func (s *sink) abort() {
-	s.out.Abort()
-	if s.dups != nil {
-		s.dups.Abort()
+// loadAgainst reads the --against benchmarks whole before anything is
+// written: a benchmark that cannot be read is a refusal, not a run that
+// lets its questions through. Without --against, nil.
+func loadAgainst(ctx context.Context, env *cli.Env, cfg Config) (*Benchmarks, error) {
+	if len(cfg.Against) == 0 {
+		return nil, nil
 	}
-	if s.clusters != nil {
-		s.clusters.Abort()
+	bench, err := LoadBenchmarks(ctx, cfg.Against, cfg.AgainstNgram, cfg.AgainstFP)
+	if err != nil {
+		return nil, err
 	}
-	if s.rejects != nil {
-		s.rejects.Abort()
-	}
+	env.Logf("against: %d files, %d records, %d texts (%d of fewer than %d words, compared whole), %d distinct shingles, bloom filter %.1f KB at a false-positive rate of %.2g (every hit confirmed on the benchmark's words)",
+		len(cfg.Against), bench.Records, len(bench.texts), bench.Short, cfg.AgainstNgram, bench.Grams(), float64(bench.FilterBytes())/1e3, bench.FalsePositiveRate())
+	return bench, nil
 }
 
-// abortAfterOut lets go of the outputs closed after -o and --dups, when
-// --dups failed.
-func (s *sink) abortAfterOut() {
-	if s.clusters != nil {
-		s.clusters.Abort()
+// newWorkers gives each worker its Keyer and, with --near, its Hasher.
+func newWorkers(cfg Config) ([]worker, error) {
+	ws := make([]worker, cfg.Workers)
+	for i := range ws {
+		var err error
+		if ws[i].keyer, err = NewKeyer(cfg.Settings.Key, cfg.Mode); err != nil {
+			return nil, cli.Usagef("%v", err)
+		}
+		if cfg.Settings.Near != nil {
+			ws[i].hasher = minhash.NewHasher(*cfg.Settings.Near)
+		}
 	}
-	s.rejects.Abort()
+	return ws, nil
+}
+
+// loadSet loads the --state's set and totals, or starts a new set.
+func loadSet(ctx context.Context, env *cli.Env, cfg Config) (*Set, Totals, error) {
+	set, totals, err := LoadState(ctx, cfg.State, cfg.Settings, env.Logf)
+	if se := (*SettingsError)(nil); errors.As(err, &se) {
+		return nil, totals, &cli.UsageError{Err: err}
+	}
+	if err != nil || set != nil {
+		return set, totals, err
+	}
+	set = NewSet(cfg.Settings.Expected, cfg.Settings.FP, cfg.Settings.Exact)
+	if cfg.Settings.Near != nil {
+		set.Near = minhash.NewIndex(*cfg.Settings.Near, cfg.Settings.NearOptions)
+	}
+	if cfg.Dups == "" && cfg.State == "" {
+		set.DropIDs()
+	}
+	return set, totals, nil
+}
+
+// saveState adds the run's counts to the state's totals and saves it.
+func saveState(env *cli.Env, cfg Config, s *sink, totals Totals, runFalseDrops float64) error {
+	totals.Runs++
+	totals.Read += s.n.read.Load()
+	totals.Kept += s.n.kept.Load()
+	totals.Removed += s.n.removed.Load()
+	totals.Near += s.n.near.Load()
+	totals.Rejected += s.n.rejected.Load()
+	totals.ExpectedFalseDrops += runFalseDrops
+	if err := SaveState(cfg.State, s.set, cfg.Settings, totals); err != nil {
+		return fmt.Errorf("saving state %s: %w", cfg.State, err)
+	}
+	env.Logf("state %s: %d keys in %d layers (%.1f MB of filter), %d runs", cfg.State,
+		s.set.Filter.Keys(), len(s.set.Filter.layers), float64(s.set.Filter.Bytes())/1e6, totals.Runs)
+	if s.set.Near != nil {
+		env.Logf("state %s: %d near-dup signatures", cfg.State, s.set.Near.Len())
+	}
+	return nil
+}
+
+// progress is the live progress line of a run started at start.
+func (s *sink) progress(start time.Time) func() []string {
+	return func() []string {
+		read := s.n.read.Load()
+		line := fmt.Sprintf("read %d, kept %d, removed %d", read, s.n.kept.Load(), s.n.removed.Load())
+		if s.near != nil {
+			line += fmt.Sprintf(", near-duplicates %d", s.n.near.Load())
+		}
+		if s.checkers != nil {
+			line += fmt.Sprintf(", contaminated %d", s.n.contaminated.Load())
+		}
+		return []string{fmt.Sprintf("%s (%.0f records/s)", line, float64(read)/time.Since(start).Seconds())}
+	}
 }
 
 // summary is the one line printed at the end, e.g.
 // "read 658671, kept 654676, removed 3995 (0.61%), expected false drops 0.0007".
-func (c *Command) summary(s *sink, falseDrops float64) string {
+func (s *sink) summary(falseDrops float64) string {
 	read, removed := s.n.read.Load(), s.n.removed.Load()
 	line := fmt.Sprintf("read %d, kept %d, removed %d (%.2f%%)", read, s.n.kept.Load(), removed, pct(removed, read))
 	if s.set.Exact() {
