@@ -9,7 +9,6 @@ package filter
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -74,66 +73,90 @@ type counts struct {
 	byReason                                       map[string]int64 // sequencer only
 }
 
-// Run filters the inputs.
-func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+// Config is one filter run, taken from the flags once.
+type Config struct {
+	Files           []string
+	Output, Rejects string
+	Force           bool
+	Quality         quality.Config
+	MaxTrainTokens  int    // 0: no limit
+	MinLossTokens   int    // 0: no minimum
+	Tokenizer       string // the model's folder, for the parity check ("": none)
+	TemplateKwargs  string
+	Workers         int
+	Progress        time.Duration
+}
+
+// config checks the flags and turns them into a Config.
+func (c *Command) config() (Config, error) {
 	checks, err := quality.ParseChecks(c.Checks)
 	if err != nil {
-		return cli.Usagef("--checks: %v", err)
+		return Config{}, cli.Usagef("--checks: %v", err)
 	}
-	cfg, err := c.Flags.Config(checks)
+	qcfg, err := c.Flags.Config(checks)
 	if err != nil {
-		return cli.Usagef("%v", err)
+		return Config{}, cli.Usagef("%v", err)
 	}
 	switch {
 	case c.Rejects == "-":
-		return cli.Usagef("--rejects needs a file: stdout carries the fit records")
-	case c.Workers < 0:
-		return cli.Usagef("--workers must not be negative")
+		return Config{}, cli.Usagef("--rejects needs a file: stdout carries the fit records")
 	case c.MaxTrainTokens < 0 || c.MinLossTokens < 0:
-		return cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
+		return Config{}, cli.Usagef("--max-train-tokens and --min-loss-tokens must not be negative")
 	case c.TemplateKwargs != "" && c.Tokenizer == "":
-		return cli.Usagef("--template-kwargs goes with --tokenizer DIR")
+		return Config{}, cli.Usagef("--template-kwargs goes with --tokenizer DIR")
 	}
-	train := trainLimits{maxTokens: c.MaxTrainTokens, minLoss: c.MinLossTokens, kwargs: []byte(c.TemplateKwargs)}
-	if c.Tokenizer != "" {
-		if train.tok, err = tokenizer.Load(c.Tokenizer); err != nil {
+	workers, err := c.Count()
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{Files: c.Files, Output: c.Output, Rejects: c.Rejects, Force: c.Force, Quality: qcfg,
+		MaxTrainTokens: c.MaxTrainTokens, MinLossTokens: c.MinLossTokens, Tokenizer: c.Tokenizer,
+		TemplateKwargs: c.TemplateKwargs, Workers: workers, Progress: c.Progress}, nil
+}
+
+// Run filters the inputs.
+func (c *Command) Run(ctx context.Context, env *cli.Env) error {
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	return Run(ctx, env, cfg)
+}
+
+// Run filters the inputs cfg names.
+func Run(ctx context.Context, env *cli.Env, cfg Config) error {
+	train := trainLimits{maxTokens: cfg.MaxTrainTokens, minLoss: cfg.MinLossTokens, kwargs: []byte(cfg.TemplateKwargs)}
+	if cfg.Tokenizer != "" {
+		var err error
+		if train.tok, err = tokenizer.Load(cfg.Tokenizer); err != nil {
 			return cli.Usagef("--tokenizer: %v", err)
 		}
 		if !train.tok.HasTemplate() {
-			return cli.Usagef("--tokenizer %s: %v", c.Tokenizer, tokenizer.ErrNoTemplate)
+			return cli.Usagef("--tokenizer %s: %v", cfg.Tokenizer, tokenizer.ErrNoTemplate)
 		}
 	}
-	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
+	outs, err := jsonl.CheckOutputs(env.Stdout, jsonl.InputsFrom(cfg.Files, env.Stdin),
+		[]jsonl.Output{{Flag: "-o", Path: cfg.Output}, {Flag: "--rejects", Path: cfg.Rejects}}, cfg.Force)
+	if err != nil {
 		return err
 	}
-	workers := c.Workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	checkers := make([]*quality.Checker, workers)
+	checkers := make([]*quality.Checker, cfg.Workers)
 	for i := range checkers {
-		if checkers[i], err = quality.NewChecker(cfg); err != nil {
+		if checkers[i], err = quality.NewChecker(cfg.Quality); err != nil {
 			return cli.Usagef("%v", err)
 		}
 	}
-
-	s := &sink{n: &counts{byReason: map[string]int64{}}, train: train}
-	opts := jsonl.WriterOptions{Force: c.Force}
-	if s.out, err = jsonl.Create(c.Output, env.Stdout, opts); err != nil {
+	if err := outs.Open(); err != nil {
 		return err
 	}
-	if c.Rejects != "" {
-		if s.unfit, err = jsonl.Create(c.Rejects, env.Stdout, opts); err != nil {
-			s.out.Abort()
-			return fmt.Errorf("--rejects: %w", err)
-		}
-	}
-	s.bad = jsonl.NewRejects(env, s.unfit)
+	defer outs.Abort()
+	// Unfit records and bad input lines share --rejects.
+	s := &sink{n: &counts{byReason: map[string]int64{}}, train: train,
+		out: outs.Writer("-o"), unfit: outs.Writer("--rejects"), bad: outs.Rejects(env)}
 
-	in := jsonl.NewReader(ctx, env, c.Files, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(ctx, env, cfg.Files, env.Stdin, jsonl.Options{})
 	start := time.Now()
-	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
+	progress := cli.StartProgress(ctx, env, cfg.Progress, func() []string {
 		read := s.n.read.Load()
 		return []string{fmt.Sprintf("read %d, kept %d, dropped %d (%.1f MB/s)", read, s.n.kept.Load(), s.n.dropped.Load(),
 			float64(s.n.bytes.Load())/1e6/time.Since(start).Seconds())}
@@ -141,26 +164,16 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	err = run(ctx, in, checkers, s)
 	progress.Stop()
 	if err != nil {
-		s.abort()
 		return err
 	}
 	if cli.Interrupted(ctx) {
-		return env.EndInterrupted(ctx, s.out, s.abort, s.summary(), s.n.read.Load(), "")
+		return env.EndInterrupted(ctx, s.out, outs.Abort, s.summary(), s.n.read.Load(), "")
 	}
-	if err := s.out.Close(); err != nil {
-		s.abort()
-		return fmt.Errorf("writing %s: %w", s.out.Path(), err)
+	if err := outs.Close(); err != nil {
+		return err
 	}
 	env.Logf("%s", s.summary())
-	// Closing the rejects closes the unfit file too: both share it.
-	return s.bad.Close()
-}
-
-func (s *sink) abort() {
-	s.out.Abort()
-	if s.unfit != nil {
-		s.unfit.Abort()
-	}
+	return s.bad.Err()
 }
 
 // summary is the one line printed at the end, e.g. "read 654676, kept
