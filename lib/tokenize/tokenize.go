@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/segmentio/encoding/json"
 
@@ -70,11 +71,16 @@ const (
 
 // config is the command's flags, checked once.
 type config struct {
-	tok        *tokenizer.Tokenizer
-	agp        bool
-	kwargs     []byte
-	addSpecial bool
-	decode     bool
+	inputs          []string
+	output, rejects string
+	force           bool
+	workers         int
+	progress        time.Duration
+	tok             *tokenizer.Tokenizer
+	agp             bool
+	kwargs          []byte
+	addSpecial      bool
+	decode          bool
 }
 
 // Run tokenizes the inputs.
@@ -83,29 +89,27 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, env.Stdin), outputs, c.Force); err != nil {
-		return err
-	}
-	workers, err := c.Count()
+	return cfg.run(ctx, env)
+}
+
+// run tokenizes the inputs cfg names.
+func (cfg *config) run(ctx context.Context, env *cli.Env) error {
+	outs, err := jsonl.CheckOutputs(env.Stdout, jsonl.InputsFrom(cfg.inputs, env.Stdin),
+		[]jsonl.Output{{Flag: "-o", Path: cfg.output}, {Flag: "--rejects", Path: cfg.rejects}}, cfg.force)
 	if err != nil {
 		return err
 	}
-	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
-	if err != nil {
+	if err := outs.Open(); err != nil {
 		return err
 	}
-	out, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
-	if err != nil {
-		rejects.Abort()
-		return err
-	}
+	defer outs.Abort()
+	out, rejects := outs.Writer("-o"), outs.Rejects(env)
 	var read, written atomic.Int64
-	progress := cli.StartProgress(ctx, env, c.Progress, func() []string {
+	progress := cli.StartProgress(ctx, env, cfg.progress, func() []string {
 		return []string{fmt.Sprintf("read %s records, wrote %s", cli.Thousands(read.Load()), cli.Thousands(written.Load()))}
 	})
-	in := jsonl.NewReader(ctx, env, c.Inputs, env.Stdin, jsonl.Options{})
-	err = jsonl.Parallel(ctx, in, workers, func(_ int, b *jsonl.Batch[result]) {
+	in := jsonl.NewReader(ctx, env, cfg.inputs, env.Stdin, jsonl.Options{})
+	err = jsonl.Parallel(ctx, in, cfg.workers, func(_ int, b *jsonl.Batch[result]) {
 		for i := range b.Items {
 			if it := &b.Items[i]; it.Err == nil {
 				it.V = cfg.tokenize(it.Data)
@@ -139,11 +143,9 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		err = context.Cause(ctx)
 	}
 	if err == nil {
-		err = out.Close()
+		err = outs.Close()
 	}
 	if err != nil {
-		out.Abort()
-		rejects.Abort()
 		return err
 	}
 	line := fmt.Sprintf("read %s, wrote %s", cli.Thousands(read.Load()), cli.Thousands(written.Load()))
@@ -151,11 +153,16 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		line += ", " + rejects.Summary()
 	}
 	env.Logf("%s", line)
-	return rejects.Close()
+	return rejects.Err()
 }
 
 func (c *Command) config() (*config, error) {
-	cfg := &config{agp: c.AddGenerationPrompt, addSpecial: c.AddSpecial, decode: c.Decode}
+	workers, err := c.Count()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &config{inputs: c.Inputs, output: c.Output, rejects: c.Rejects, force: c.Force, workers: workers, progress: c.Progress,
+		agp: c.AddGenerationPrompt, addSpecial: c.AddSpecial, decode: c.Decode}
 	if c.Kwargs != "" {
 		if v := bytes.TrimSpace([]byte(c.Kwargs)); len(v) == 0 || v[0] != '{' || !json.Valid(v) {
 			return nil, cli.Usagef("--kwargs %q: want a JSON object, e.g. {\"enable_thinking\": false}", c.Kwargs)
