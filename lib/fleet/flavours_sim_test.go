@@ -102,6 +102,10 @@ type simSetup struct {
 	// finished the answer back to the client, which then sends the next
 	// (0: simRTT; negative: none).
 	rtt time.Duration
+	// poll is how often the pool reads the server's metrics, on the
+	// model's time (0: simPollEvery); at llmsim's --time-scale S the pool's
+	// probe interval is S times as long on the model's clock.
+	poll time.Duration
 }
 
 // simRTT is the round trip of a request: the network, the server's
@@ -123,6 +127,11 @@ func simulate(t testing.TB, s simSetup) simRun {
 	t.Helper()
 	cfg := s.mode.config()
 	cfg.Limiter = s.limiter
+	poll := simPollEvery
+	if s.poll > 0 {
+		poll = s.poll
+	}
+	cfg.ProbeInterval = poll
 	half := s.rtt / 2
 	if s.rtt == 0 {
 		half = simRTT / 2
@@ -181,7 +190,7 @@ func simulate(t testing.TB, s simSetup) simRun {
 	}
 	record()
 	dispatch()
-	nextPoll := simPollEvery
+	nextPoll := time.Duration(0) // the pool reads them first as it brings the endpoint up
 	for done < s.work.answers {
 		step, busy := sim.Peek()
 		switch {
@@ -208,7 +217,9 @@ func simulate(t testing.TB, s simSetup) simRun {
 				p.mu.Lock()
 				p.loadLocked(ep, s.flavour.reading(sim, s.plan.at(st.At), p.clk.Now(), ep.inflight))
 				p.mu.Unlock()
-				nextPoll = st.At + simPollEvery
+				p.mu.Lock()
+				nextPoll = st.At + p.pollEveryLocked(ep)
+				p.mu.Unlock()
 				record()
 				dispatch()
 			}

@@ -239,6 +239,10 @@ func (l *Limiter) Limit() int { return l.limit }
 // Settled reports whether the limit holds at a level it found.
 func (l *Limiter) Settled() bool { return l.phase == holding }
 
+// Climbing reports whether the limit is still searching upward for the
+// server's slots, where each reading of its load may raise it.
+func (l *Limiter) Climbing() bool { return l.phase == climbing }
+
 // Note is what the last decision worth telling did, once; "" otherwise.
 func (l *Limiter) Note() string {
 	n := l.note

@@ -468,12 +468,12 @@ func TestLimiterSignals(t *testing.T) {
 		limits   []int // the limit after each reading
 		note     string
 	}{
-		{"room at every reading: doubling", LimiterConfig{},
-			[]reading{{4, 4, 0}, {8, 8, 0}, {16, 15, 0}}, []int{8, 16, 32}, ""},
+		{"room at every reading: fourfold, to the ceiling", LimiterConfig{},
+			[]reading{{4, 4, 0}, {16, 16, 0}, {64, 63, 0}, {256, 256, 0}}, []int{16, 64, 256, 256}, ""},
 		{"below the limit (the input runs dry): no step", LimiterConfig{},
 			[]reading{{3, 3, 0}}, []int{4}, ""},
 		{"one reading with requests waiting (they just arrived): nothing", LimiterConfig{Start: 32},
-			[]reading{{32, 30, 2}, {32, 32, 0}}, []int{32, 64}, ""},
+			[]reading{{32, 30, 2}, {32, 32, 0}}, []int{32, 128}, ""},
 		{"waiting at two readings, running flat: its slots and the spare", LimiterConfig{Start: 64},
 			[]reading{{64, 48, 16}, {64, 48, 16}}, []int{64, 54},
 			"in flight settled at 54 (48 + 6 spare: the server's metrics count 48 running and requests waiting)"},

@@ -106,11 +106,12 @@ func (l *Limiter) room(running, n int, prev signalLoad) bool {
 	return running > l.found && prev.ok && prev.waiting == 0 && prev.running > l.found
 }
 
-// roomy raises the limit on a reading that found room: doubling while it
-// climbs, by a quarter once it held (the server grew, or another client
-// left).
+// roomy raises the limit on a reading that found room: fourfold while it
+// climbs (a level past the slots costs nothing but a queue the next
+// readings see and take back), by a quarter once it held (the server
+// grew, or another client left).
 func (l *Limiter) roomy(now time.Time, running int) {
-	step := l.limit
+	step := l.step(fastStep * l.limit)
 	if l.phase == holding {
 		step = max(1, l.limit/probeShare)
 	}

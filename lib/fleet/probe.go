@@ -395,8 +395,27 @@ func (p *Pool) poll(ep *Endpoint) {
 			}
 			p.mu.Unlock()
 		}
-		p.sleep(p.cfg.ProbeInterval)
+		p.mu.Lock()
+		every := p.pollEveryLocked(ep)
+		p.mu.Unlock()
+		p.sleep(every)
 	}
+}
+
+// climbPolls is how many times more often a server's load is read while
+// ep's adaptive limit climbs (every 125 ms at the default 2 s): each
+// reading that finds room raises the limit, and on a short run (a few
+// hundred answers, a minute) readings at the probe interval would leave
+// most of the slots idle for much of it.
+const climbPolls = 16
+
+// pollEveryLocked is the wait before ep's next load reading: the probe
+// interval, shorter while its limit has not settled.
+func (p *Pool) pollEveryLocked(ep *Endpoint) time.Duration {
+	if ep.limiter != nil && ep.limiter.Climbing() {
+		return p.cfg.ProbeInterval / climbPolls
+	}
+	return p.cfg.ProbeInterval
 }
 
 // loadSource finds where ep tells its load: the gauges of its /metrics,
