@@ -10,15 +10,20 @@
 package infer
 
 import (
+	"context"
 	"strings"
 	"time"
+
+	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/mix"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/tokenizer"
 	"tokenmill/lib/tokens"
 )
 
@@ -47,7 +52,9 @@ and infer --help lists its flags. infer bench measures the fleet and forecasts a
 func (c *Generate) Help() string { return Description }
 
 // Generate is infer's generation command: what infer does unless told
-// otherwise.
+// otherwise. It has a field per flag, as kong reads them (hence more than
+// a struct would otherwise hold); config turns them into the Config the
+// run reads.
 type Generate struct {
 	Inputs []string `arg:"" optional:"" name:"input" help:"Prompt files: JSONL, JSON array or Parquet, plain, gzip or zstd. None, or -, reads stdin."`
 
@@ -101,48 +108,85 @@ type Generate struct {
 	clock clock.Clock
 }
 
-// usage checks the flags that kong cannot, and builds the requests'
-// builder from them.
-func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
+// Run generates: the flags become a Config once, and the run reads that.
+func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
+	cfg, err := c.config(env)
+	if err != nil {
+		return err
+	}
+	return Run(ctx, env, cfg)
+}
+
+// Config is one generation run as the flags ask for it, made once by
+// Generate.config: the run reads it, never the flags.
+type Config struct {
+	Inputs        []string // prompt files; none, or -, reads stdin
+	Targets       []fleet.Target
+	Pool          fleet.Config // the fleet's settings; the run adds its log and clock
+	EndpointsFile string       // read again for endpoints that join ("": none)
+	API           openai.API
+	Model         string          // --model, checked against what the servers list
+	Builder       *openai.Builder // the requests; the model is set once the servers name it
+	Fit           tokens.FitFlags
+	Tokenizer     *tokenizer.Tokenizer // nil: prompts' tokens estimated or asked of the servers
+	Mix           *mix.Mix             // nil: no mixture
+	// Settings is what every answer's settings share, and ArmParams each
+	// arm's params, canonical (settings.go).
+	Settings   record.Settings
+	ArmParams  []json.RawMessage
+	Seed       *int64
+	SeedOffset int64
+	MaxTokens  int // 0: the server's
+	Samples    int
+	// Regenerate whole conversations, sending each turn where the last went
+	// (Affinity), with at most ToolRounds rounds of tool results a turn.
+	Regenerate, Affinity bool
+	ToolRounds           int
+	TokenIDs             bool
+	MaxPromptBytes       int
+	MetricsAddr          string // "": none
+	Files
+	Limits
+	Clock clock.Clock // nil: the real clock
+}
+
+// Files are the run's files, and what it may do to those already there.
+type Files struct {
+	Output  string // "" or "-": stdout
+	Errors  string // "": beside -o
+	Rejects string
+	// Resume skips what -o holds, Append adds to it, RedoLength redoes
+	// its answers cut short by length, Force replaces it.
+	Resume, Append, RedoLength, Force bool
+	AllowChangedSettings              bool
+}
+
+// continues tells a run that adds to an existing -o: --resume or --append.
+func (f *Files) continues() bool { return f.Resume || f.Append }
+
+// Limits are how often and how long the run tries and waits.
+type Limits struct {
+	Retries                   int
+	Backoff, MaxBackoff       time.Duration
+	RequestTimeout, WaitReady time.Duration
+	Grace, FlushInterval      time.Duration
+	Progress                  time.Duration // 0: no progress lines
+}
+
+// config checks the flags that kong cannot, and turns them into the
+// run's Config: the requests' builder, the mixture, the tokenizer and the
+// settings every answer shares.
+func (c *Generate) config(env *cli.Env) (*Config, error) {
 	targets, err := c.Targets()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	switch {
-	case c.Samples < 1 || c.Samples > record.MaxSample+1:
-		return nil, nil, cli.Usagef("--samples must be from 1 to %d (samples are numbered 0 to %d)", record.MaxSample+1, record.MaxSample)
-	case c.MaxPromptBytes < 1 || c.MaxPromptBytes > jsonl.MaxLine || c.MaxAnswerBytes < 1 || c.AnswerMemory < c.MaxAnswerBytes:
-		return nil, nil, cli.Usagef("--max-prompt-bytes must be 1 to %s, --max-answer-bytes at least 1 and --answer-memory at least --max-answer-bytes", cli.Size(jsonl.MaxLine))
-	case c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
-		return nil, nil, cli.Usagef("--queue-depth and --retries must not be negative, --eject-after at least 1")
-	case c.RequestTimeout <= 0 || c.WaitReady <= 0 || c.ProbeInterval <= 0 || c.FlushInterval <= 0:
-		return nil, nil, cli.Usagef("--request-timeout, --wait-ready, --probe-interval and --flush-interval must be positive")
-	case c.MaxTokens != nil && *c.MaxTokens < 1:
-		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
-	case c.Regenerate && c.API != openai.APIChat:
-		return nil, nil, cli.Usagef("--regenerate sends chat conversations: it needs --api chat, not %s", c.API)
-	case c.ToolRounds < 0:
-		return nil, nil, cli.Usagef("--tool-rounds must not be negative")
-	case c.FitFlags.Check() != nil:
-		return nil, nil, cli.Usagef("%v", c.FitFlags.Check())
-	case c.Resume && toStdout(c.Output):
-		return nil, nil, cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
-	case c.Seed != nil && seedOverflows(*c.Seed, c.SeedOffset, c.Samples-1):
-		return nil, nil, cli.Usagef("--seed %d, --seed-offset %d and --samples %d: the last sample's seed would pass the largest integer", *c.Seed, c.SeedOffset, c.Samples)
-	case c.Append && toStdout(c.Output):
-		return nil, nil, cli.Usagef("--append needs -o FILE: the file to add the answers to")
-	case c.Append && (c.Resume || c.Force):
-		return nil, nil, cli.Usagef("--append adds to -o, --resume skips what it holds, --force replaces it: choose one")
-	case c.RedoLength && !c.Resume:
-		return nil, nil, cli.Usagef("--redo-length goes with --resume")
-	case c.Force && c.Resume:
-		return nil, nil, cli.Usagef("--force replaces -o, --resume continues it: choose one")
-	case strings.HasSuffix(c.Output, ".gz") || strings.HasSuffix(c.Output, ".zst"):
-		return nil, nil, cli.Usagef("-o %s: infer writes plain JSONL so that a killed run can be resumed; compress the file afterwards", c.Output)
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	extra, err := c.Extra()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	model := ""
 	if m := c.Models(); len(m) > 0 {
@@ -150,14 +194,107 @@ func (c *Generate) usage() ([]fleet.Target, *openai.Builder, error) {
 	}
 	b, err := openai.NewBuilder(c.API, model, c.Sampling(c.SamplingFlags), extra)
 	if err != nil {
-		return nil, nil, cli.Usagef("%v", err)
+		return nil, cli.Usagef("%v", err)
 	}
 	b.SetSeedOffset(c.SeedOffset)
 	b.SetHistoryReasoning(c.HistoryReasoning)
-	return targets, b, nil
+	c.Protect(env, targets)
+	notice := c.Progress
+	if notice <= 0 {
+		notice = fleet.DefaultWaitNotice
+	}
+	cfg := &Config{
+		Inputs: c.Inputs, Targets: targets, EndpointsFile: c.EndpointsFile, API: c.API, Model: c.Model, Builder: b,
+		Pool: c.PoolConfig(fleet.Config{
+			FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
+			ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
+			Policy: c.Policy, WaitNotice: notice, MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory), MaxPause: c.MaxBackoff,
+		}),
+		Fit: c.FitFlags, Seed: c.Seed, SeedOffset: c.SeedOffset, Samples: c.Samples,
+		Regenerate: c.Regenerate, Affinity: c.Affinity, ToolRounds: c.ToolRounds, TokenIDs: c.TokenIDs,
+		MaxPromptBytes: int(c.MaxPromptBytes), MetricsAddr: c.MetricsAddr, Clock: c.clock,
+		Files: Files{Output: c.Output, Errors: c.Errors, Rejects: c.Rejects, Resume: c.Resume, Append: c.Append, RedoLength: c.RedoLength,
+			Force: c.Force, AllowChangedSettings: c.AllowChangedSettings},
+		Limits: Limits{Retries: c.Retries, Backoff: c.Backoff, MaxBackoff: c.MaxBackoff, RequestTimeout: c.RequestTimeout,
+			WaitReady: c.WaitReady, Grace: c.Grace, FlushInterval: c.FlushInterval, Progress: c.Progress},
+	}
+	if c.MaxTokens != nil {
+		cfg.MaxTokens = *c.MaxTokens
+	}
+	if c.Mix != "" {
+		if cfg.Mix, err = mix.Load(c.Mix); err != nil {
+			return nil, cli.Usagef("--mix %s: %v", c.Mix, err)
+		}
+	}
+	if cfg.Tokenizer, err = c.FitFlags.LoadTokenizer(); err != nil {
+		return nil, cli.Usagef("--tokenizer: %v", err)
+	}
+	if err := c.settings(cfg, extra); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// settings are the settings the flags set for every answer of the run.
+func (c *Generate) settings(cfg *Config, extra []byte) error {
+	s := record.Settings{API: string(c.API), MaxTokens: c.MaxTokens, Temperature: c.Temperature, TopP: c.TopP, Stop: c.Stop, Seed: c.Seed,
+		TokenIDs: c.TokenIDs, Regenerate: c.Regenerate, HistoryReasoning: c.Regenerate && c.HistoryReasoning, Samples: c.Samples}
+	var err error
+	if s.ExtraBody, err = record.Canonical(extra); err != nil {
+		return cli.Usagef("--extra-body: %v", err)
+	}
+	if m := cfg.Mix; m != nil {
+		names, weights, params := make([]string, len(m.Arms)), make([]float64, len(m.Arms)), make([]json.RawMessage, len(m.Arms))
+		cfg.ArmParams = make([]json.RawMessage, len(m.Arms))
+		for i, a := range m.Arms {
+			names[i], weights[i], params[i] = a.Name, a.Weight, a.Params
+			if cfg.ArmParams[i], err = record.Canonical(a.Params); err != nil {
+				return cli.Usagef("--mix %s: arm %q: %v", c.Mix, a.Name, err)
+			}
+		}
+		if s.Mix, err = record.MixHash(names, weights, params); err != nil {
+			return cli.Usagef("--mix %s: %v", c.Mix, err)
+		}
+	}
+	cfg.Settings = s
+	return nil
+}
+
+// check refuses what the flags cannot mean together.
+func (c *Generate) check() error {
+	switch {
+	case c.Samples < 1 || c.Samples > record.MaxSample+1:
+		return cli.Usagef("--samples must be from 1 to %d (samples are numbered 0 to %d)", record.MaxSample+1, record.MaxSample)
+	case c.MaxPromptBytes < 1 || c.MaxPromptBytes > jsonl.MaxLine || c.MaxAnswerBytes < 1 || c.AnswerMemory < c.MaxAnswerBytes:
+		return cli.Usagef("--max-prompt-bytes must be 1 to %s, --max-answer-bytes at least 1 and --answer-memory at least --max-answer-bytes", cli.Size(jsonl.MaxLine))
+	case c.QueueDepth < 0 || c.Retries < 0 || c.EjectAfter < 1:
+		return cli.Usagef("--queue-depth and --retries must not be negative, --eject-after at least 1")
+	case c.RequestTimeout <= 0 || c.WaitReady <= 0 || c.ProbeInterval <= 0 || c.FlushInterval <= 0:
+		return cli.Usagef("--request-timeout, --wait-ready, --probe-interval and --flush-interval must be positive")
+	case c.MaxTokens != nil && *c.MaxTokens < 1:
+		return cli.Usagef("--max-tokens must be at least 1")
+	case c.Regenerate && c.API != openai.APIChat:
+		return cli.Usagef("--regenerate sends chat conversations: it needs --api chat, not %s", c.API)
+	case c.ToolRounds < 0:
+		return cli.Usagef("--tool-rounds must not be negative")
+	case c.FitFlags.Check() != nil:
+		return cli.Usagef("%v", c.FitFlags.Check())
+	case c.Resume && toStdout(c.Output):
+		return cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
+	case c.Seed != nil && seedOverflows(*c.Seed, c.SeedOffset, c.Samples-1):
+		return cli.Usagef("--seed %d, --seed-offset %d and --samples %d: the last sample's seed would pass the largest integer", *c.Seed, c.SeedOffset, c.Samples)
+	case c.Append && toStdout(c.Output):
+		return cli.Usagef("--append needs -o FILE: the file to add the answers to")
+	case c.Append && (c.Resume || c.Force):
+		return cli.Usagef("--append adds to -o, --resume skips what it holds, --force replaces it: choose one")
+	case c.RedoLength && !c.Resume:
+		return cli.Usagef("--redo-length goes with --resume")
+	case c.Force && c.Resume:
+		return cli.Usagef("--force replaces -o, --resume continues it: choose one")
+	case strings.HasSuffix(c.Output, ".gz") || strings.HasSuffix(c.Output, ".zst"):
+		return cli.Usagef("-o %s: infer writes plain JSONL so that a killed run can be resumed; compress the file afterwards", c.Output)
+	}
+	return nil
 }
 
 func toStdout(path string) bool { return path == "" || path == "-" }
-
-// continues tells a run that adds to an existing -o: --resume or --append.
-func (c *Generate) continues() bool { return c.Resume || c.Append }

@@ -247,7 +247,7 @@ func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	if j.fit.Max > 0 {
 		r.c.clamped.Add(1)
 	}
-	if r.tokens != nil && r.cfg.FitContext && c.PromptTokens > 0 {
+	if r.tokens != nil && r.cfg.Fit.FitContext && c.PromptTokens > 0 {
 		// Far from the context only: a server that cuts a prompt too long
 		// (Ollama) reports what it kept.
 		if ctx := r.context(); ctx == 0 || j.fit.Prompt < ctx/2 {

@@ -103,7 +103,7 @@ func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens int, capac
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{cfg: &Generate{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
+	r := &runner{cfg: &Config{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
 	r.eta = forecast.NewEstimator[*job](time.Minute, maxTokens, capacity)
 	r.c.answers.Store(answers)
 	r.readerDone.Store(true)

@@ -34,7 +34,7 @@ const maxContextRetries = 2
 // fit works out the request of a prompt of msgs (and tools, and the
 // chat_template_kwargs kwargs gives): see tokens.Counter.FitPrompt.
 func (r *runner) fit(msgs []record.Message, tools []byte, kwargs func() []byte, requested, known int, exact bool) tokens.Fit {
-	return r.tokens.FitPrompt(r.cfg.FitFlags, r.context(), tokens.Prompt{Msgs: msgs, Tools: tools, Kwargs: kwargs}, requested, known, exact)
+	return r.tokens.FitPrompt(r.cfg.Fit, r.context(), tokens.Prompt{Msgs: msgs, Tools: tools, Kwargs: kwargs}, requested, known, exact)
 }
 
 // kwargsOf gives the chat_template_kwargs j's request for p sends (the
@@ -97,7 +97,7 @@ func (r *runner) learnContext(ep *fleet.Endpoint, n int) {
 // long. false: f is not such a refusal, or the request was sent again too
 // often already.
 func (r *runner) contextRetry(ep *fleet.Endpoint, j *job, f *fleet.Failure) bool {
-	if f.Status != 400 || !r.cfg.FitContext || j.ctxRetries >= maxContextRetries {
+	if f.Status != 400 || !r.cfg.Fit.FitContext || j.ctxRetries >= maxContextRetries {
 		return false
 	}
 	l, ok := openai.ParseContextError(f.Message)
@@ -168,7 +168,7 @@ func (r *runner) prepareSingle(j *job, known int, exact bool) error {
 // counted.
 func (r *runner) cutByServer(j *job, c *openai.Completion) bool {
 	ctx := r.context()
-	if !r.cfg.FitContext || ctx <= 0 || c.PromptTokens < ctx {
+	if !r.cfg.Fit.FitContext || ctx <= 0 || c.PromptTokens < ctx {
 		return false
 	}
 	j.fit.Prompt = c.PromptTokens
@@ -184,7 +184,7 @@ func (r *runner) cutByServer(j *job, c *openai.Completion) bool {
 // tokens been counted.
 func (r *runner) leftTooLittle(j *job, c *openai.Completion) bool {
 	ctx := r.context()
-	fl := r.cfg.FitFlags
+	fl := r.cfg.Fit
 	if !fl.FitContext || ctx <= 0 || c.FinishReason != record.FinishLength || c.CompletionTokens >= fl.MinAnswerTokens ||
 		c.PromptTokens+c.CompletionTokens+fl.ContextMargin < ctx {
 		return false
@@ -204,9 +204,9 @@ func (r *runner) askedMax(j *job) int {
 		return j.fit.Max
 	}
 	if j.conv != nil {
-		return r.b.MaxTokens(j.conv.Request())
+		return r.cfg.Builder.MaxTokens(j.conv.Request())
 	}
-	return r.b.MaxTokens(j.rec)
+	return r.cfg.Builder.MaxTokens(j.rec)
 }
 
 // refuse files a prompt too long for the context: an error record
@@ -244,7 +244,7 @@ const (
 // cutUnstated tells an answer to a prompt the server cut to a context it
 // did not state: see above.
 func (r *runner) cutUnstated(ep *fleet.Endpoint, j *job, c *openai.Completion) bool {
-	if !r.cfg.FitContext || r.tokens == nil || c.PromptTokens <= 0 || !r.pool.ContextAssumed(ep) {
+	if !r.cfg.Fit.FitContext || r.tokens == nil || c.PromptTokens <= 0 || !r.pool.ContextAssumed(ep) {
 		return false
 	}
 	est := r.tokens.Estimate(j.size)

@@ -19,18 +19,6 @@ import (
 // params; the arm's name and what the requests sent of its settings go in
 // output.arm and output.arm_params (error.arm for a failure).
 
-// loadMix reads --mix; nil without it.
-func (c *Generate) loadMix() (*mix.Mix, error) {
-	if c.Mix == "" {
-		return nil, nil
-	}
-	m, err := mix.Load(c.Mix)
-	if err != nil {
-		return nil, cli.Usagef("--mix %s: %v", c.Mix, err)
-	}
-	return m, nil
-}
-
 // armCounts are one arm's figures for the summary.
 type armCounts struct {
 	ok, failed, tokens atomic.Int64
@@ -49,12 +37,12 @@ func (r *runner) mixSeed() int64 {
 // the record's params set, for j's settings (settings.go).
 func (r *runner) assignArm(j *job, p *record.Prompt) error {
 	j.params = paramKeys(p.Params)
-	if r.mix == nil {
+	if r.cfg.Mix == nil {
 		return nil
 	}
-	i := r.mix.Pick(r.mixSeed(), j.id, j.sample)
+	i := r.cfg.Mix.Pick(r.mixSeed(), j.id, j.sample)
 	j.arm = i + 1
-	sent, err := r.builder(j).ArmSent(p.Params, r.mix.Arms[i].Keys)
+	sent, err := r.builder(j).ArmSent(p.Params, r.cfg.Mix.Arms[i].Keys)
 	j.armSent = sent
 	return err
 }
@@ -62,9 +50,9 @@ func (r *runner) assignArm(j *job, p *record.Prompt) error {
 // builder is the request builder of j: the run's, with j's arm.
 func (r *runner) builder(j *job) *openai.Builder {
 	if j.arm == 0 {
-		return r.b
+		return r.cfg.Builder
 	}
-	return r.b.WithArm(r.mix.Arms[j.arm-1].Params)
+	return r.cfg.Builder.WithArm(r.cfg.Mix.Arms[j.arm-1].Params)
 }
 
 // armName is j's arm's name, "" for none.
@@ -72,7 +60,7 @@ func (r *runner) armName(j *job) string {
 	if j.arm == 0 {
 		return ""
 	}
-	return r.mix.Arms[j.arm-1].Name
+	return r.cfg.Mix.Arms[j.arm-1].Name
 }
 
 // armDone counts an answer of j's arm, ok or failed.
@@ -91,11 +79,11 @@ func (r *runner) armDone(j *job, ok bool, tokens int) {
 
 // mixSummary is the summary's line on the arms.
 func (r *runner) mixSummary() []string {
-	if r.mix == nil {
+	if r.cfg.Mix == nil {
 		return nil
 	}
-	parts := make([]string, len(r.mix.Arms))
-	for i, a := range r.mix.Arms {
+	parts := make([]string, len(r.cfg.Mix.Arms))
+	for i, a := range r.cfg.Mix.Arms {
 		c := &r.arms[i]
 		parts[i] = fmt.Sprintf("%s %s answers (%s tokens)", a.Name, cli.Thousands(c.ok.Load()), cli.Thousands(c.tokens.Load()))
 		if n := c.failed.Load(); n > 0 {

@@ -180,7 +180,7 @@ func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 	if r.cfg.Regenerate {
 		return r.takeConversation(ctx, &p, raw, rec, reject)
 	}
-	paramSeed, err := r.b.Check(&p)
+	paramSeed, err := r.cfg.Builder.Check(&p)
 	if err != nil {
 		return rejectCheck(err, reject)
 	}
@@ -325,7 +325,7 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 	if !p.HasPrompt() {
 		return reject(openai.ReasonNoPrompt, `neither "messages" nor "prompt"`)
 	}
-	paramSeed, err := r.b.CheckParams(p)
+	paramSeed, err := r.cfg.Builder.CheckParams(p)
 	if err != nil {
 		return rejectCheck(err, reject)
 	}

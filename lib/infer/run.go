@@ -20,10 +20,7 @@ import (
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
-	"tokenmill/lib/mix"
-	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
-	"tokenmill/lib/tokenizer"
 	"tokenmill/lib/tokens"
 )
 
@@ -33,8 +30,8 @@ import (
 // run; and no file is created, emptied or removed until a server is
 // ready. Whatever step returns, close ends every goroutine the run
 // started and closes every file it opened.
-func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
-	r, err := c.plan(env)
+func Run(ctx context.Context, env *cli.Env, cfg *Config) error {
+	r, err := plan(cfg, env)
 	if err != nil {
 		return err
 	}
@@ -68,13 +65,11 @@ func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
 // each job to a free slot chosen by the pool, and a worker per request in
 // flight sends it and files the outcome.
 type runner struct {
-	cfg     *Generate
+	cfg     *Config
 	env     *cli.Env
 	clk     clock.Clock
 	log     *logSink
 	logf    func(format string, args ...any)
-	targets []fleet.Target
-	b       *openai.Builder
 	outName string // "stdout" or -o
 	outPlan outputPlan
 	outLock *jsonl.Lock // nil with stdout
@@ -94,7 +89,6 @@ type runner struct {
 	cutMu        sync.Mutex
 	keepsAtLeast int
 	tokens       *tokens.Counter
-	localTok     *tokenizer.Tokenizer // --tokenizer: prompts counted exactly
 	// staleJournal: --force replaces -o, and the journal beside it goes too.
 	staleJournal bool
 
@@ -131,10 +125,8 @@ type runner struct {
 
 	shownFail atomic.Int64
 	bufs      sync.Pool
-	tok       tokenIDs // --token-ids (tokenids.go)
-	// mix is --mix (mix.go), with each arm's figures.
-	mix  *mix.Mix
-	arms []armCounts
+	tok       tokenIDs    // --token-ids (tokenids.go)
+	arms      []armCounts // each --mix arm's figures (mix.go)
 	// settings are the answers' settings and their sidecar (settings.go);
 	// resumed is what reading the file continued found.
 	settings *settingsBook
@@ -146,29 +138,15 @@ type runner struct {
 
 // plan checks the flags and the files named, refusing what the run
 // cannot do before it touches anything.
-func (c *Generate) plan(env *cli.Env) (*runner, error) {
-	targets, b, err := c.usage()
-	if err != nil {
-		return nil, err
-	}
-	c.Protect(env, targets)
+func plan(c *Config, env *cli.Env) (*runner, error) {
 	r := &runner{
-		cfg: c, env: env, clk: clock.Or(c.clock), log: &logSink{env: env}, targets: targets, b: b,
-		outName: "stdout", ledger: newLedger(), ready: newReadyQueue(),
+		cfg: c, env: env, clk: clock.Or(c.Clock), log: &logSink{env: env},
+		outName: "stdout", ledger: newLedger(), ready: newReadyQueue(), settings: newSettingsBook(c),
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
-	if r.mix, err = c.loadMix(); err != nil {
-		return nil, err
-	}
-	if r.localTok, err = c.FitFlags.LoadTokenizer(); err != nil {
-		return nil, cli.Usagef("--tokenizer: %v", err)
-	}
-	if r.mix != nil {
-		r.arms = make([]armCounts, len(r.mix.Arms))
-	}
-	if r.settings, err = c.runSettings(r.mix); err != nil {
-		return nil, err
+	if c.Mix != nil {
+		r.arms = make([]armCounts, len(c.Mix.Arms))
 	}
 	r.outPlan = outputPlan{path: c.Output}
 	var planErr error
@@ -249,7 +227,7 @@ func errorsPath(output, errors string) string {
 // are infer's own files, continued or rewritten by their own rules;
 // --rejects follows the replace rule (--force), but a --resume run writes
 // it again. outPath is the file -o leads to (see planOutput).
-func checkPaths(c *Generate, env *cli.Env, outPath, errPath string) error {
+func checkPaths(c *Config, env *cli.Env, outPath, errPath string) error {
 	out := c.Output
 	if toStdout(out) {
 		out = "-"
@@ -436,7 +414,7 @@ func (r *runner) prepareOutput() error {
 			return err
 		}
 	}
-	arms := &armCheck{m: r.mix, seed: r.mixSeed()}
+	arms := &armCheck{m: r.cfg.Mix, seed: r.mixSeed()}
 	r.ledger.arms = arms
 	if err := r.readSettings(); err != nil {
 		return err
@@ -477,16 +455,9 @@ func (r *runner) prepareOutput() error {
 func (r *runner) startFleet(ctx context.Context) error {
 	c := r.cfg
 	poolCtx, cancelPool := context.WithCancel(context.Background())
-	notice := c.Progress
-	if notice <= 0 {
-		notice = fleet.DefaultWaitNotice
-	}
-	r.pool = fleet.NewPool(poolCtx, r.targets, c.PoolConfig(fleet.Config{
-		FixedSlots: c.Concurrency.N, Adaptive: c.Concurrency.Auto, QueueDepth: c.QueueDepth, EjectAfter: c.EjectAfter,
-		ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
-		Policy: c.Policy, Logf: r.logf, Clock: r.clk, WaitNotice: notice,
-		MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory), MaxPause: c.MaxBackoff,
-	}))
+	pc := c.Pool
+	pc.Logf, pc.Clock = r.logf, r.clk
+	r.pool = fleet.NewPool(poolCtx, c.Targets, pc)
 	r.onClose(func() {
 		cancelPool()
 		r.pool.Close()
@@ -494,10 +465,10 @@ func (r *runner) startFleet(ctx context.Context) error {
 	started := r.clk.Now()
 	r.pool.Start()
 	if c.EndpointsFile != "" {
-		r.pool.Follow(c.EndpointsFile, c.ProbeInterval) // serve rewrites it as servers come and go
+		r.pool.Follow(c.EndpointsFile, c.Pool.ProbeInterval) // serve rewrites it as servers come and go
 	}
 	r.tokens = tokens.NewCounter(r.pool, func() string { return r.model })
-	r.tokens.UseTokenizer(r.localTok)
+	r.tokens.UseTokenizer(c.Tokenizer)
 	if err := r.pool.WaitReady(ctx, c.WaitReady); err != nil {
 		return err
 	}
@@ -577,7 +548,7 @@ func (r *runner) discoverModel() error {
 		r.model = "default"
 		r.logf("/v1/models names no model; sending model %q (set --model)", r.model)
 	}
-	r.b.SetModel(r.model)
+	r.cfg.Builder.SetModel(r.model)
 	if text := r.pool.ModelsText(); text != "" {
 		r.logf("the endpoints serve the model under different names, each sent its own: %s", text)
 	}
@@ -590,11 +561,7 @@ func (r *runner) discoverModel() error {
 // answers in flight land (for --grace when interrupted).
 func (r *runner) generate(ctx context.Context) {
 	c := r.cfg
-	maxTokens := 0
-	if c.MaxTokens != nil {
-		maxTokens = *c.MaxTokens
-	}
-	r.eta = forecast.NewEstimator[*job](time.Minute, maxTokens, r.pool.Running)
+	r.eta = forecast.NewEstimator[*job](time.Minute, c.MaxTokens, r.pool.Running)
 	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	r.cancelRun = cancelRun
@@ -614,7 +581,7 @@ func (r *runner) generate(ctx context.Context) {
 		flushEvery(r.clk, c.FlushInterval, stopFlush, r.out, r.errs)
 		close(flushed)
 	}()
-	rd := jsonl.NewReader(runCtx, r.env, c.Inputs, r.env.Stdin, jsonl.Options{MaxLine: int(c.MaxPromptBytes), LimitName: "--max-prompt-bytes"})
+	rd := jsonl.NewReader(runCtx, r.env, c.Inputs, r.env.Stdin, jsonl.Options{MaxLine: c.MaxPromptBytes, LimitName: "--max-prompt-bytes"})
 	readerExit := make(chan struct{})
 	go func() {
 		r.read(runCtx, rd)

@@ -242,7 +242,7 @@ func TestRefuseCollisions(t *testing.T) {
 		{a, a + ".turns", "", "is the same file as -o's turn journal"},
 		{a, a + ".lock", "", "is the same file as -o's lock file"},
 	} {
-		err := checkPaths(&Generate{Inputs: []string{in}, Output: tt.out, Errors: tt.errs, RejectsFlag: cli.RejectsFlag{Rejects: tt.rejects}}, nil, tt.out, errorsPath(tt.out, tt.errs))
+		err := checkPaths(&Config{Inputs: []string{in}, Files: Files{Output: tt.out, Errors: tt.errs, Rejects: tt.rejects}}, nil, tt.out, errorsPath(tt.out, tt.errs))
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("-o %q --errors %q --rejects %q: %v, want %q", tt.out, tt.errs, tt.rejects, err, tt.want)
 		}

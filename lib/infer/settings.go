@@ -13,7 +13,6 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
-	"tokenmill/lib/mix"
 	"tokenmill/lib/record"
 )
 
@@ -61,32 +60,8 @@ type settingsBook struct {
 	out    *jsonl.Appender // nil until openFiles, and with stdout
 }
 
-// runSettings are the settings the flags set for every answer of the run.
-func (c *Generate) runSettings(m *mix.Mix) (*settingsBook, error) {
-	s := record.Settings{API: string(c.API), MaxTokens: c.MaxTokens, Temperature: c.Temperature, TopP: c.TopP, Stop: c.Stop, Seed: c.Seed,
-		TokenIDs: c.TokenIDs, Regenerate: c.Regenerate, HistoryReasoning: c.Regenerate && c.HistoryReasoning, Samples: c.Samples}
-	extra, err := c.Extra()
-	if err != nil {
-		return nil, err
-	}
-	if s.ExtraBody, err = record.Canonical(extra); err != nil {
-		return nil, cli.Usagef("--extra-body: %v", err)
-	}
-	b := &settingsBook{base: s, byKey: map[settingsKey]settingsIDs{}}
-	if m != nil {
-		names, weights, params := make([]string, len(m.Arms)), make([]float64, len(m.Arms)), make([]json.RawMessage, len(m.Arms))
-		b.armParams = make([]json.RawMessage, len(m.Arms))
-		for i, a := range m.Arms {
-			names[i], weights[i], params[i] = a.Name, a.Weight, a.Params
-			if b.armParams[i], err = record.Canonical(a.Params); err != nil {
-				return nil, cli.Usagef("--mix %s: arm %q: %v", c.Mix, a.Name, err)
-			}
-		}
-		if b.base.Mix, err = record.MixHash(names, weights, params); err != nil {
-			return nil, cli.Usagef("--mix %s: %v", c.Mix, err)
-		}
-	}
-	return b, nil
+func newSettingsBook(c *Config) *settingsBook {
+	return &settingsBook{base: c.Settings, armParams: c.ArmParams, byKey: map[settingsKey]settingsIDs{}}
 }
 
 // paramKeys are the keys a record's own params set, sorted and
