@@ -120,37 +120,6 @@ var costSection = &section{
 		}
 		return nil
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprint(w, "infer (in the benchmark's process) answers 20,000 of the corpus's prompts, 16-token answers,\n"+
-			"64 in flight, from one `llmsim --instant` endpoint running as its own process, so that the figures\n"+
-			"are the client's alone: its CPU (user + system time over the run), allocations and bytes allocated\n"+
-			"per request (`BenchmarkRequestCost`, `lib/infer/cost_bench_test.go`; three runs of each mode per\n"+
-			"count, modes interleaved). The harness fails its run when CPU or allocations a request grow by half\n"+
-			"over `"+baselineFile+"`; after a change that costs more on purpose, record a new baseline with\n"+
-			"`go run ./internal/cmd/benchsuite run --section cost --update-baseline` and commit it.\n\n")
-		t := newTable("mode", "CPU µs/request", "allocations/request", "bytes/request", "baseline CPU µs", "baseline allocations", "CPU vs baseline", "allocations vs baseline")
-		for _, r := range h.group("cost") {
-			cells := []string{costLabels[r.Name], "—", "—", "—", "—", "—", "", ""}
-			for i, unit := range []string{"cpu-µs/req", "allocs/req", "B/req"} {
-				if v, ok := r.Metric(unit); ok {
-					cells[1+i] = trimFloat(v)
-				}
-			}
-			for i, m := range costMetrics {
-				if b, ok := r.Metric("baseline " + m.unit); ok {
-					cells[4+i] = trimFloat(b)
-					if v, ok := r.Metric(m.unit); ok {
-						cells[6+i] = strconv.FormatFloat(v/b, 'f', 2, 64) + "×"
-					}
-				}
-			}
-			t.add(cells...)
-		}
-		t.write(w)
-	},
-	targets: func(*harness) []string {
-		return []string{"infer ≤ 50 µs of CPU a request against llmsim --instant (context fitted) := cost/context:cpu-µs/req <= 50"}
-	},
 }
 
 // writeBaseline records medians as the baseline.
@@ -178,4 +147,28 @@ func writeBaseline(path string, medians map[string]map[string]float64, when stri
 		_, err := w.Write(append(data, '\n'))
 		return err
 	})
+}
+
+func init() {
+	parts["cost"] = func(w io.Writer, h *harness) {
+		t := newTable("mode", "CPU µs/request", "allocations/request", "bytes/request", "baseline CPU µs", "baseline allocations", "CPU vs baseline", "allocations vs baseline")
+		for _, r := range h.group("cost") {
+			cells := []string{costLabels[r.Name], "—", "—", "—", "—", "—", "", ""}
+			for i, unit := range []string{"cpu-µs/req", "allocs/req", "B/req"} {
+				if v, ok := r.Metric(unit); ok {
+					cells[1+i] = trimFloat(v)
+				}
+			}
+			for i, m := range costMetrics {
+				if b, ok := r.Metric("baseline " + m.unit); ok {
+					cells[4+i] = trimFloat(b)
+					if v, ok := r.Metric(m.unit); ok {
+						cells[6+i] = strconv.FormatFloat(v/b, 'f', 2, 64) + "×"
+					}
+				}
+			}
+			t.add(cells...)
+		}
+		t.write(w)
+	}
 }

@@ -74,66 +74,6 @@ var fleetSection = &section{
 		}
 		return nil
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "`llmsim` simulates eight SGLang servers of 48 slots each, calibrated to\n"+
-			"the real job (1,180 tok/s per endpoint with a full batch), %d times\n"+
-			"faster than real time. Endpoint 7 is 3× slower; endpoint 6 crashes after\n"+
-			"%d requests and comes back 60 s later (simulated), answering\n"+
-			"health checks only after a further 20 s start-up. infer's own waits (probe\n"+
-			"interval, retry backoff) are scaled by the same factor. %d prompts, answers\n"+
-			"up to 1,024 tokens. Token rates are in simulated time (real rate ÷ %d).\n\n"+
-			"- **delivered tok/s**: completion tokens infer wrote, per second, in the\n"+
-			"  steady state (between 10%% and 90%% of the run's tokens; from infer's\n"+
-			"  `--metrics-addr`).\n"+
-			"- **decoded tok/s**: tokens the endpoints decoded in the same window\n"+
-			"  (their `generation_tokens_total`).\n"+
-			"- **fleet ideal**: for each endpoint, 48 slots decoding at its calibrated\n"+
-			"  rate (1,180 tok/s, a third of that for the slow one), for the time it\n"+
-			"  was up (`/health` polled every 100 ms).\n"+
-			"- **decoded %% of ideal**: the tokens decoded in the window over that\n"+
-			"  ideal, each endpoint over the simulated time its counters were decoded\n"+
-			"  by (llmsim's `/llmsim/decoded`): never above 100%%, where delivered\n"+
-			"  tokens over the ideal pass it when answers decoded before the window\n"+
-			"  are delivered in it (a short run, the drain of the last answers).\n"+
-			"  \"With prefill\" takes from the ideal the time the endpoints' steps\n"+
-			"  spent prefilling the prompts they were sent (`prompt_tokens_total`).\n"+
-			"- **slot utilisation**: running requests over the slots of the endpoints\n"+
-			"  that were up, from each endpoint's `/metrics`.\n"+
-			"- **whole run**: all tokens over the whole wall time, ramp-up and tail\n"+
-			"  included.\n"+
-			"- **endpoint downtime**: seconds (simulated) during which some endpoint was\n"+
-			"  down, summed over endpoints.\n\n",
-			fleetTimeScale, fleetCrashAfter(h.sz.FleetPrompts), h.sz.FleetPrompts, fleetTimeScale)
-		rows := h.rows(w, "fleet")
-		if len(rows) == 0 {
-			return
-		}
-		t := newTable("policy", "delivered tok/s", "decoded tok/s", "fleet ideal tok/s", "decoded % of ideal", "% of ideal with prefill", "slot utilisation %",
-			"whole run % of ideal", "endpoint downtime s", "answers ok", "failed", "retries", "infer wall s", "infer CPU s", "infer peak RSS MB", "load")
-		for _, r := range rows {
-			cells := []string{"**" + r.Name + "**"}
-			for _, m := range []struct {
-				name     string
-				decimals int
-			}{{"tok_s", 0}, {"sim_gen_tok_s", 0}, {"ideal_tok_s", 0}, {"ideal_pct", 1}, {"ideal_prefill_pct", 1}, {"util_pct", 1}, {"whole_pct", 1}, {"down_sim_s", 0}} {
-				cells = append(cells, metricCell(r, m.name, m.decimals))
-			}
-			t.add(append(cells, outCell(r), metricCell(r, "failed", 0), metricCell(r, "retries", 0), metricCell(r, "wall_s", 1),
-				metricCell(r, "cpu_s", 1), metricCell(r, "rss_mb", 1), othersCell(r))...)
-		}
-		t.write(w)
-		fmt.Fprintln(w)
-		for _, r := range rows {
-			fmt.Fprintf(w, "%s:\n\n```sh\n%s\n```\n\n", r.Name, r.Command)
-		}
-	},
-	targets: func(*harness) []string {
-		return []string{
-			"fleet: ≥ 97% of the ideal decoded (least-outstanding, steady state) := fleet/least-outstanding:ideal_pct >= 97",
-			"fleet: slot utilisation ≥ 99% (least-outstanding, steady state) := fleet/least-outstanding:util_pct >= 99",
-		}
-	},
-	runs: func(h *harness) string { return fmt.Sprintf("%s each, medians reported", runsText(h.sz.FleetRuns)) },
 }
 
 // fleetSample is one poll of the fleet and the client.
@@ -473,4 +413,31 @@ func scrape(client *http.Client, url string) (map[string]float64, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+func init() {
+	parts["fleet"] = func(w io.Writer, h *harness) {
+		rows := h.rows(w, "fleet")
+		if len(rows) == 0 {
+			return
+		}
+		t := newTable("policy", "delivered tok/s", "decoded tok/s", "fleet ideal tok/s", "decoded % of ideal", "% of ideal with prefill", "slot utilisation %",
+			"whole run % of ideal", "endpoint downtime s", "answers ok", "failed", "retries", "infer wall s", "infer CPU s", "infer peak RSS MB", "load")
+		for _, r := range rows {
+			cells := []string{"**" + r.Name + "**"}
+			for _, m := range []struct {
+				name     string
+				decimals int
+			}{{"tok_s", 0}, {"sim_gen_tok_s", 0}, {"ideal_tok_s", 0}, {"ideal_pct", 1}, {"ideal_prefill_pct", 1}, {"util_pct", 1}, {"whole_pct", 1}, {"down_sim_s", 0}} {
+				cells = append(cells, metricCell(r, m.name, m.decimals))
+			}
+			t.add(append(cells, outCell(r), metricCell(r, "failed", 0), metricCell(r, "retries", 0), metricCell(r, "wall_s", 1),
+				metricCell(r, "cpu_s", 1), metricCell(r, "rss_mb", 1), othersCell(r))...)
+		}
+		t.write(w)
+		fmt.Fprintln(w)
+		for _, r := range rows {
+			fmt.Fprintf(w, "%s:\n\n```sh\n%s\n```\n\n", r.Name, r.Command)
+		}
+	}
 }

@@ -157,14 +157,6 @@ func (h *harness) benchRow() *Result {
 // run it forecast went.
 func renderOllamaBench(w io.Writer, h *harness) {
 	r := h.benchRow()
-	if r == nil {
-		return
-	}
-	fmt.Fprint(w, "\n`infer bench` with its defaults (the ladder 1, 2, 4, 8, 16, 32, 48 per endpoint, each level 10 s of\n"+
-		"warm-up and 30 s measured, a level whose window's two halves disagree measured again) on the same server\n"+
-		"and prompts, `--max-tokens 32 --mean-answer-tokens 32` (the tiny model always writes 32 tokens), once,\n"+
-		"before the rows above; once the ladder is done it measures its knee again, and every level when that\n"+
-		"disagrees (this Ollama slows for good once all its slots have held an answer): ")
 	if len(r.Runs) == 0 {
 		fmt.Fprintf(w, "%s.\n", r.Note)
 		return
@@ -181,20 +173,4 @@ func renderOllamaBench(w io.Writer, h *harness) {
 	}
 }
 
-// ollamaBenchTargets: the run at the bench's recommendation took within
-// 25% of the time the bench forecast.
-func ollamaBenchTargets(h *harness) []string {
-	r := h.benchRow()
-	if r == nil {
-		return nil
-	}
-	k := int(r.Metrics["recommended"])
-	if _, ok := r.Metrics["forecast_s"]; !ok || k == 0 {
-		return nil
-	}
-	run, bench := "ollama/"+benchRunRow(k), ollamaBenchGroup+"/"+ollamaBenchRow
-	return []string{
-		fmt.Sprintf("the run at infer bench's recommendation no faster than 0.8× its forecast := %s:wall_s / %s:forecast_s >= 0.8", run, bench),
-		fmt.Sprintf("the run at infer bench's recommendation no slower than 1.25× its forecast := %s:wall_s / %s:forecast_s <= 1.25", run, bench),
-	}
-}
+func init() { parts["ollama-bench"] = renderOllamaBench }

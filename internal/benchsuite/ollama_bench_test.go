@@ -43,7 +43,11 @@ func TestOllamaBenchRow(t *testing.T) {
 		}
 	}
 	var tb strings.Builder
-	if err := writeTargets(&tb, h.results, ollamaBenchTargets(h)); err != nil {
+	targets, err := h.targets(ollamaSection)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTargets(&tb, h.results, targets); err != nil {
 		t.Fatal(err)
 	}
 	if got := tb.String(); !strings.Contains(got, "no faster than 0.8× its forecast | 1.3× | yes") ||
@@ -55,7 +59,7 @@ func TestOllamaBenchRow(t *testing.T) {
 	}
 	// A bench that recommended nothing has no run and no target.
 	h.results[0].Metrics = benchMetrics(&benchReport{ForecastNote: "no level answered"})
-	if got := ollamaBenchTargets(h); len(got) != 0 {
-		t.Errorf("targets without a recommendation: %q", got)
+	if got, err := h.targets(ollamaSection); err != nil || len(got) != 3 {
+		t.Errorf("targets without a recommendation (%v): %q", err, got)
 	}
 }

@@ -68,25 +68,13 @@ func sizeLabel(n int) string {
 }
 
 // section is one "##" part of BENCHMARKS.md that a run measures: the data
-// it needs, how it measures, how it renders from the rows kept, and its
-// targets.
+// it needs and how it measures; its text, targets and runs note are
+// report.tmpl's templates NAME, "NAME targets" and "NAME runs".
 type section struct {
 	name, heading string
 	about         string   // for --list
 	needs         []string // data steps
 	measure       func(context.Context, *harness) error
-	render        func(io.Writer, *harness)
-	targets       func(*harness) []string
-	// runs says how many runs each row took, for the note of a section
-	// measured alone (default: the harness's runs, median reported).
-	runs func(*harness) string
-}
-
-func (s *section) runsNote(h *harness) string {
-	if s.runs != nil {
-		return s.runs(h)
-	}
-	return runsText(h.runs) + " each, median reported"
 }
 
 // The report's own parts, which only a run of every section writes.

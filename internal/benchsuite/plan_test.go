@@ -87,8 +87,8 @@ func TestPlanShape(t *testing.T) {
 		}
 	}
 	for _, s := range sections {
-		if s.measure == nil || s.render == nil || s.about == "" {
-			t.Errorf("section %s lacks a measure, a render or an about", s.name)
+		if s.measure == nil || s.about == "" || testHarness(t).templates().Lookup(s.name) == nil {
+			t.Errorf("section %s lacks a measure, a text or an about", s.name)
 		}
 		for _, n := range s.needs {
 			if !seen[n] {

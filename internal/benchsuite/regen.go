@@ -78,8 +78,6 @@ var regenSection = &section{
 		}
 		return nil
 	},
-	render: renderRegenSection,
-	runs:   func(*harness) string { return "one run each" },
 }
 
 // regenRun runs one client against a fresh fleet of eight endpoints, its
@@ -386,10 +384,14 @@ func numbered(m map[string]float64, prefix string) (keys []int, values []float64
 	return keys, values
 }
 
-func renderRegenSection(w io.Writer, h *harness) {
+// regenView is what the section's text says of the facts row.
+func (h *harness) regenView() (v struct {
+	Found                                  bool
+	Conversations, Turns, Prompts, History string
+	Imbalance                              float64
+}) {
 	f := h.find("regen-facts", "facts")
-	if f == nil {
-		fmt.Fprint(w, "_The section's figures could not be read: see the log of the run._\n\n")
+	if v.Found = f != nil; f == nil {
 		f = &Result{}
 	}
 	var turns, prompts []string
@@ -401,52 +403,22 @@ func renderRegenSection(w io.Writer, h *harness) {
 	for i, k := range keys {
 		prompts = append(prompts, fmt.Sprintf("%s %.0f", ordinal(k), values[i]))
 	}
-	fmt.Fprintf(w, "`corpus -n %d --conversations --seed 1 | extract --turns all`, the conversations of 3 to 5\n"+
-		"questions (%s: %s questions), regenerated with `--max-tokens %d` on eight\n"+
-		"`llmsim` endpoints, %d times faster than real time, a fresh fleet for each client. Prompts average\n"+
-		"%s tokens by question; a later turn's history averages %s tokens.\n\n",
-		h.sz.RegenCorpus, th(f.Metrics["conversations"]), strings.Join(turns, ", "), regenMaxTokens, regenScale,
-		strings.Join(prompts, ", "), th(f.Metrics["history"]))
-	fmt.Fprintf(w, "The fleet: llmsim's decode calibration (48 slots; 26.5 tok/s alone and 1,180 tok/s with 48 running: a step\n"+
-		"costs 37.7 ms plus 62.6 µs a running request), prefill at %d µs a prompt token\n"+
-		"(`--prefill-per-token %dus`), and a prefix cache of %s tokens each (`--kv-tokens %d`:\n"+
-		"about what SGLang holds for a 27-32B model in FP8 on one 80 GB GPU; `--cache-report`). llmsim's default\n"+
-		"prefill, 40 µs a token, is more than one GPU computes for a 27B model (2 FLOPs a parameter a token at\n"+
-		"40 µs is 1.35 PFLOP/s; an H100's dense BF16 peak is 989 TFLOP/s); gemma-3-27b-it on vLLM, decoding at\n"+
-		"46 ms a step with 16 running (llmsim: 38.7 ms), gave 16 prompts of 1,024 tokens sent at once their first\n"+
-		"tokens after 4.2 s: about 3,900 prompt tokens/s, 257 µs a token (`vllm bench serve`, in vLLM's pull\n"+
-		"request 33743). Wall time is simulated (real × %d), from the client's start to its exit. Token figures\n"+
-		"come from llmsim's request log (`internal/benchsuite`): a turn's **history** is what its request\n"+
-		"holds of earlier turns (its messages up to the last answer), all that a prefix cache can serve.\n\n",
-		regenPrefillUS, regenPrefillUS, cli.Thousands(regenKV), regenKV, regenScale)
-	fmt.Fprint(w, "- **(a)** `infer --regenerate`: each conversation keeps its slot on the endpoint of its first turn.\n"+
-		"- **(b)** `infer --regenerate --no-affinity`: each turn goes to the least loaded endpoint.\n"+
-		"- **(c)** `pipelines/bench/specforge_regen.py`: what SpecForge's `scripts/regenerate_train_data.py` does\n"+
-		"  (Python standard library): conversations dealt round robin to the servers, 64 in flight per server,\n"+
-		"  each conversation's turns one after another in one thread on its server; no tools, no retries.\n\n")
-	var runs []regenRun
-	for _, r := range h.group("regen") {
-		runs = append(runs, regenRunOf(r))
+	v.Conversations, v.Turns, v.Prompts, v.History = th(f.Metrics["conversations"]), strings.Join(turns, ", "), strings.Join(prompts, ", "), th(f.Metrics["history"])
+	v.Imbalance = f.Metrics["imbalance_pct"]
+	return v
+}
+
+func init() {
+	parts["regen"] = func(w io.Writer, h *harness) {
+		var runs []regenRun
+		for _, r := range h.group("regen") {
+			runs = append(runs, regenRunOf(r))
+		}
+		if !slices.ContainsFunc(runs, func(r regenRun) bool { return strings.HasPrefix(r.Name, "(c)") }) {
+			fmt.Fprint(w, "(c) was not measured: python3 is not installed on this machine.\n\n")
+		}
+		renderRegen(w, runs, costModel{prefillUS: regenPrefillUS, decodeTPS: 1180, endpoints: regenEndpoints})
 	}
-	if !slices.ContainsFunc(runs, func(r regenRun) bool { return strings.HasPrefix(r.Name, "(c)") }) {
-		fmt.Fprint(w, "(c) was not measured: python3 is not installed on this machine.\n\n")
-	}
-	renderRegen(w, runs, costModel{prefillUS: regenPrefillUS, decodeTPS: 1180, endpoints: regenEndpoints})
-	fmt.Fprintf(w, "- (c)'s round robin: by the answers (a) got, the busiest of the eight servers generates %.1f%% more tokens\n"+
-		"  than the mean.\n\n", f.Metrics["imbalance_pct"])
-	fmt.Fprint(w, "Reading the figures: what affinity saves is prefill, so the cost model bounds what it can win: no client is\n"+
-		"faster than one whose cache serves every history, and that one is faster than a client with no cache\n"+
-		"by at most the factor in the line on prefill's share. (b) sends each turn to whichever endpoint is least\n"+
-		"loaded, which holds the conversation's history only by chance, and pays the prefill. (c) cannot lose\n"+
-		"on the cache: SpecForge's script runs a conversation's turns in one thread against the server it was dealt,\n"+
-		"so its caches serve the histories as (a)'s do, and 64 conversations a server keep the 48 slots full. What\n"+
-		"can separate (a) from (c) is the round robin's imbalance and the end of the run, when the last\n"+
-		"conversations' turns run one after another on a draining batch: (a) pays the drain too, and the column\n"+
-		"\"any client at most\" is (c)'s wall time over the least time the work can take, so where it is below 1.3×\n"+
-		"no client can meet that goal. What (a) has that (c) does not is correctness, not speed: retries on another\n"+
-		"endpoint, tool calls paired with the records' results, resume by (id, sample) from the turn journal\n"+
-		"(SpecForge's `--resume` counts output lines, so conversations that finished out of order are skipped or\n"+
-		"repeated), and no per-server concurrency to choose.\n")
 }
 
 func ordinal(n int) string {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-
-	"tokenmill/lib/cli"
 )
 
 // extract's sections: against jq on one core, its workers on two, the
@@ -51,37 +49,6 @@ var extractSection = &section{
 			peer(pages),
 			duckdb,
 		})
-	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "The `1 core` rows are %s, as are jq's; the `--workers` rows are not\n"+
-			"pinned: `--workers 2` can only be faster than `--workers 1` by as much as\n"+
-			"the second core is free (the `others` figure of the load column).\n\n", h.fact("pin"))
-		h.stream(w, "extract", "records/s", false)
-		if r := h.find("extract", "extract --workers 2"); r != nil {
-			if v, ok := r.Metric("others_cores"); ok && v > 0.5 {
-				fmt.Fprintf(w, "\nThe second core was not free during the `--workers 2` runs (other processes\n"+
-					"kept %.1f cores busy): that row cannot show how the workers scale.\n", v)
-			}
-		}
-		fmt.Fprintf(w, "\nThe same %s rows as Parquet (`corpus -o data/corpus.parquet`: zstd, the\n"+
-			"Infinity-Instruct 0625 schema), against the JSONL file and DuckDB writing the\n"+
-			"same records on one thread. extract reads only the columns a layout can use\n"+
-			"(here id, conversations, langdetect, source; not label), decodes row groups\n"+
-			"ahead on a goroutine per CPU (one when pinned) with each column's pages\n"+
-			"decompressed ahead, and hands the rows on in file order.\n\n", h.lines("data/corpus.jsonl"))
-		h.stream(w, "extract-parquet", "rows/s", true)
-		renderParquetFloor(w, h)
-	},
-	targets: func(*harness) []string {
-		return []string{
-			"extract ≥ 150 MB/s on one core := extract/extract, 1 core:mbps >= 150",
-			"extract ≥ 5× jq (both on one core) := extract/extract, 1 core:mbps / extract/jq, 1 core:mbps >= 5",
-			"extract --workers 2 ≥ 1.6× --workers 1 := extract/extract --workers 2:rps / extract/extract --workers 1:rps >= 1.6",
-			"extract reads Parquet at least as many rows/s as JSONL (one core) := extract-parquet/Parquet, 1 core:rps / extract-parquet/JSONL, 1 core:rps >= 1",
-			"a Parquet row costs no more CPU than its JSONL line (one core; the load swings rows/s) := extract-parquet/Parquet, 1 core:cpu_us_per_record / extract-parquet/JSONL, 1 core:cpu_us_per_record <= 1",
-			"extract --workers 2 reads Parquet at least as many rows/s as JSONL := extract-parquet/Parquet, 2 workers:rps / extract-parquet/JSONL, 2 workers:rps >= 1",
-			"extract Parquet within 1.5× of DuckDB (both on one core) := extract-parquet/DuckDB, 1 thread:rps / extract-parquet/Parquet, 1 core:rps <= 1.5",
-		}
 	},
 }
 
@@ -126,23 +93,6 @@ var extractScaleSection = &section{
 		}
 		return nil
 	},
-	render: func(w io.Writer, h *harness) {
-		u := int64(h.scaleUnit())
-		fmt.Fprintf(w, "extract on the first %s, %s and %s records of the corpus (1x, 4x, 16x),\n"+
-			"JSONL and the same records as Parquet, one worker. The time should grow with\n"+
-			"the input (CPU µs per record flat) and the peak RSS not at all: a Parquet file is\n"+
-			"read through a few decoders' pages and chunks of rows, whatever its size.\n\n",
-			cli.Thousands(u), cli.Thousands(4*u), cli.Thousands(16*u))
-		h.stream(w, "extract-scale", "records/s", true)
-	},
-	targets: func(h *harness) []string {
-		return []string{
-			"extract time linear: CPU µs per record at 16x ≤ 1.25× at 1x := extract-scale/JSONL, 16x:cpu_us_per_record / extract-scale/JSONL, 1x:cpu_us_per_record <= 1.25",
-			"extract memory flat: peak RSS at 16x ≤ 1.5× at 1x := extract-scale/JSONL, 16x:rss_mb / extract-scale/JSONL, 1x:rss_mb <= 1.5",
-			"extract Parquet time linear: CPU µs per row at 16x ≤ 1.25× at 1x := extract-scale/Parquet, 16x:cpu_us_per_record / extract-scale/Parquet, 1x:cpu_us_per_record <= 1.25",
-			"extract Parquet memory flat: peak RSS at 16x ≤ 1.5× at 1x := extract-scale/Parquet, 16x:rss_mb / extract-scale/Parquet, 1x:rss_mb <= 1.5",
-		}
-	},
 }
 
 // extractAt measures extract at k times the unit, JSONL and Parquet.
@@ -179,28 +129,6 @@ var scaleSection = &section{
 		}
 		return nil
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "Each stage at %s, %s and %s records (prompts for dedup and shard, their generation\n"+
-			"records for merge and stats, the first records of the filter file for filter), one run per\n"+
-			"size. Time should grow with the input, and memory stay flat where it is bounded: dedup's filter\n"+
-			"is sized by --expected, shard and filter hold no records, merge stays within --memory; dedup\n"+
-			"--exact holds every key, and stats 4 bytes per value of each distribution it reports\n"+
-			"(exact percentiles) and 8 per (id, sample).\n\n", scaleLabel(h, 1), scaleLabel(h, 4), scaleLabel(h, 16))
-		if rows := h.rows(w, "scale"); len(rows) > 0 {
-			growthTable(w, rows)
-			fmt.Fprintln(w)
-			pivot(rows, "wall s", "wall_s", true, func(r *Result) string { return metricCell(r, "wall_s", 2) }).write(w)
-		}
-	},
-	targets: func(h *harness) []string {
-		var t []string
-		big, small := scaleLabel(h, 16), scaleLabel(h, 1)
-		for _, tool := range []string{"dedup", "stats", "shard"} {
-			t = append(t, fmt.Sprintf("%s memory flat: peak RSS at %s ≤ 2× at %s := scale/%s@%s:rss_mb / scale/%s@%s:rss_mb <= 2", tool, big, small, tool, big, tool, small))
-		}
-		return t
-	},
-	runs: func(*harness) string { return "one run per size" },
 }
 
 // scaleLabel is the label of the scale table's size f× (e.g. "4× (250k)").
@@ -249,4 +177,20 @@ func (h *harness) scaleAt(ctx context.Context, f int) error {
 		at(with(Spec{BytesOf: []string{g}, Records: counts[1], NoCount: true}, "stats", "", "stats", g)),
 		at(with(Spec{BytesOf: []string{fl}, Records: counts[3]}, "filter", "", "filter", "--progress", "0", fl)),
 	})
+}
+
+func init() {
+	parts["parquet-floor"] = renderParquetFloor
+	parts["scale"] = func(w io.Writer, h *harness) {
+		if rows := h.rows(w, "scale"); len(rows) > 0 {
+			growthTable(w, rows)
+			fmt.Fprintln(w)
+			pivot(rows, "wall s", "wall_s", true, func(r *Result) string { return metricCell(r, "wall_s", 2) }).write(w)
+		}
+	}
+	parts["growth"] = func(w io.Writer, h *harness) {
+		if rows := h.rows(w, "growth"); len(rows) > 0 {
+			growthTable(w, rows)
+		}
+	}
 }

@@ -54,64 +54,6 @@ var kindsSection = &section{
 		h.logf("kinds: %d rows from %s", len(rows), command)
 		return nil
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprint(w, "Each kind of server as infer sees it, at 4, 32 and 128 slots: SGLang (reports its\n"+
-			"`max_running_requests`; `/metrics` counts running and waiting), vLLM (no capacity route;\n"+
-			"`vllm:num_requests_running` and `vllm:num_requests_waiting`), llama.cpp (reports `total_slots`;\n"+
-			"`/slots` says which are busy, its `/metrics` being off without `--metrics`) and Ollama (neither:\n"+
-			"latency alone). The server is llmsim's scheduler model at its calibrated timing, stepped on virtual\n"+
-			"time (`internal/simfleet`), behind the pool's real code (`lib/fleet`: the limiter, the metrics read every\n"+
-			"2 s as `--probe-interval` does, 50 ms of round trip a request); each run is 100 answers a slot (llmsim's\n"+
-			"long-tailed lengths, up to 512 tokens), and each cell the median of three runs (three draws of the\n"+
-			"lengths) of the run's wall time, the last answer included, with its ratio to the best fixed\n"+
-			"`--concurrency` level's (bold). infer's default is the reported capacity plus `--queue-depth` where the\n"+
-			"server reports one, and the adaptive limit where it does not (so the default and auto are the same\n"+
-			"run on vLLM and Ollama). Every figure is simulated time, the same on every machine\n"+
-			"(`TestInFlightTable`, which also fails when the default or auto is more than 1.03× the best).\n")
-		for _, slots := range kindsSlots {
-			rows := h.group(kindsGroup(slots))
-			if len(rows) == 0 {
-				continue
-			}
-			m := rows[0].Metrics
-			fmt.Fprintf(w, "\n### %d slots (%s answers, up to %s tokens)\n\n", slots, cli.Thousands(int64(m["answers"])), cli.Thousands(int64(m["max_tokens"])))
-			t := newTable(append([]string{"in flight"}, kindsOrder...)...)
-			for _, r := range rows {
-				cells := []string{nameCell(r)}
-				for _, kind := range kindsOrder {
-					wall, ok := r.Metrics[kind]
-					best, _ := metricOf(bestFixed(rows, kind), kind)
-					cell := fmt.Sprintf("%v (%.3f×)", (time.Duration(wall * float64(time.Second))).Round(time.Second), wall/best)
-					switch {
-					case !ok || best <= 0:
-						cell = "—"
-					case !r.Ours && wall == best:
-						cell = "**" + cell + "**"
-					}
-					cells = append(cells, cell)
-				}
-				t.add(cells...)
-			}
-			t.write(w)
-		}
-	},
-	targets: func(h *harness) []string {
-		var t []string
-		for _, slots := range kindsSlots {
-			g := kindsGroup(slots)
-			rows := h.group(g)
-			for _, kind := range kindsOrder {
-				if best := bestFixed(rows, kind); best != nil {
-					for _, mode := range []string{"default", "auto"} {
-						t = append(t, fmt.Sprintf("%s within 1.03× of the best fixed (%s, %d slots: %s) := %s/%s:%s / %s/%s:%s <= 1.03",
-							mode, kind, slots, best.Name, g, mode, kind, g, best.Name, kind))
-					}
-				}
-			}
-		}
-		return t
-	},
-	runs: func(*harness) string { return "three runs (seeds) of simulated time per cell, median reported" },
 }
 
 // readKindCells reads TestInFlightTable's cells into one row a slot
@@ -151,4 +93,35 @@ func bestFixed(rows []*Result, metric string) (best *Result) {
 		}
 	}
 	return best
+}
+
+func init() {
+	parts["kinds"] = func(w io.Writer, h *harness) {
+		for _, slots := range kindsSlots {
+			rows := h.group(kindsGroup(slots))
+			if len(rows) == 0 {
+				continue
+			}
+			m := rows[0].Metrics
+			fmt.Fprintf(w, "\n### %d slots (%s answers, up to %s tokens)\n\n", slots, cli.Thousands(int64(m["answers"])), cli.Thousands(int64(m["max_tokens"])))
+			t := newTable(append([]string{"in flight"}, kindsOrder...)...)
+			for _, r := range rows {
+				cells := []string{nameCell(r)}
+				for _, kind := range kindsOrder {
+					wall, ok := r.Metrics[kind]
+					best, _ := metricOf(bestFixed(rows, kind), kind)
+					cell := fmt.Sprintf("%v (%.3f×)", (time.Duration(wall * float64(time.Second))).Round(time.Second), wall/best)
+					switch {
+					case !ok || best <= 0:
+						cell = "—"
+					case !r.Ours && wall == best:
+						cell = "**" + cell + "**"
+					}
+					cells = append(cells, cell)
+				}
+				t.add(cells...)
+			}
+			t.write(w)
+		}
+	}
 }

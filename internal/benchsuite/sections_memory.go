@@ -27,14 +27,6 @@ var memorySection = &section{
 			return mode, mode == "tables"
 		})
 	},
-	render: renderMemory,
-	targets: func(h *harness) []string {
-		last := sizeLabel(h.sz.InferMemory[len(h.sz.InferMemory)-1])
-		return []string{fmt.Sprintf("infer peak RSS < 200 MB at %s prompts := infer-memory/infer@%s:rss_mb <= 200", last, last)}
-	},
-	runs: func(h *harness) string {
-		return "one run per size; the ledger's benchmark " + runsText(h.runs) + ", median reported"
-	},
 }
 
 // memoryAt makes n prompts and measures infer answering them all on a
@@ -61,11 +53,9 @@ func (h *harness) memoryAt(ctx context.Context, n int) error {
 		Argv: []string{"infer", "-e", urls, "--max-tokens", "16", "--progress", "0", "-o", out, p}})
 }
 
+func init() { parts["infer-memory"] = renderMemory }
+
 func renderMemory(w io.Writer, h *harness) {
-	fmt.Fprint(w, "infer with its defaults answers every prompt of `corpus -n N | extract` (16-token answers) from 8\n"+
-		"`llmsim --instant` endpoints, one run a size on a fresh fleet. What grows with the prompts is the\n"+
-		"ledger of the ids seen and the answers done (`lib/infer/ledger.go`); the rest (buffers, metrics,\n"+
-		"the requests in flight) does not.\n\n")
 	rows := h.rows(w, "infer-memory")
 	if len(rows) == 0 {
 		return

@@ -48,15 +48,6 @@ var neardupSection = &section{
 		}
 		return h.nearSpeed(ctx)
 	},
-	render: renderNeardup,
-	targets: func(h *harness) []string {
-		return []string{
-			"recall ≥ 0.95 for pairs at J ≥ 0.9 := neardup-quality/J 0.9-1:drop_rate >= 0.95",
-			"false drops ≤ 1% for pairs below J = 0.6 := neardup-quality/J below 0.6:drop_rate <= 0.01",
-			"no base prompt dropped := neardup-quality/bases:drop_rate <= 0",
-			"signatures + LSH ≥ 50 MB per CPU second := neardup/" + signLSHRow + ":mb_per_cpu_s >= 50",
-		}
-	},
 }
 
 const (
@@ -276,80 +267,71 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 	return nil
 }
 
-func renderNeardup(w io.Writer, h *harness) {
-	fmt.Fprintf(w, "`dedup --near` at its defaults (14 bands × 8 rows, 5-word shingles, threshold %g).\n\n", nearThreshold)
-	fmt.Fprint(w, "**Quality.** Pairs planted by `internal/corpus` (`PlantNear`): a base prompt of\n"+
-		"20-400 English words and a variant made by word substitutions, insertions or\n"+
-		"moved runs of words until the pair's exact Jaccard similarity (over the same\n"+
-		"5-word shingles of the text --near compares: the role line, then the content)\n"+
-		"falls in its bucket. The bases come first, then the variants, each shuffled;\n"+
-		"a variant dropped is one found, a base dropped is a false drop.\n\n")
-	rows := h.group("neardup-quality")
-	t := newTable("pairs", "planted", "variants dropped", "drop rate", "substitute", "insert", "reorder", "found a copy of its own base")
-	for _, r := range rows {
-		if r.Name == "bases" {
-			continue
+func init() {
+	parts["neardup-quality"] = func(w io.Writer, h *harness) {
+		t := newTable("pairs", "planted", "variants dropped", "drop rate", "substitute", "insert", "reorder", "found a copy of its own base")
+		for _, r := range h.group("neardup-quality") {
+			if r.Name == "bases" {
+				continue
+			}
+			cells := []string{r.Name, metricCell(r, "pairs", 0), metricCell(r, "dropped", 0), metricCell(r, "drop_rate", 3)}
+			for _, k := range corpus.EditKinds {
+				cells = append(cells, metricCell(r, "rate_"+k, 3))
+			}
+			own := "—"
+			if r.Name != "J below 0.6" {
+				own = metricCell(r, "own_base", 0)
+			}
+			t.add(append(cells, own)...)
 		}
-		cells := []string{r.Name, metricCell(r, "pairs", 0), metricCell(r, "dropped", 0), metricCell(r, "drop_rate", 3)}
-		for _, k := range corpus.EditKinds {
-			cells = append(cells, metricCell(r, "rate_"+k, 3))
+		t.write(w)
+		if r := h.find("neardup-quality", "bases"); r != nil {
+			fmt.Fprintf(w, "\nBases dropped (false drops of unrelated prompts): %s of %s. Precision (drops of\n"+
+				"pairs at J ≥ %g, of all %s drops): %s.\n", metricCell(r, "dropped", 0), metricCell(r, "pairs", 0),
+				nearThreshold, metricCell(r, "drops", 0), metricCell(r, "precision", 3))
 		}
-		own := "—"
-		if r.Name != "J below 0.6" {
-			own = metricCell(r, "own_base", 0)
+	}
+	parts["neardup-real"] = func(w io.Writer, h *harness) {
+		t := newTable("file", "prompts", "exact repeats", "near-duplicates", "kept")
+		for _, r := range h.group("neardup-real") {
+			if !r.available() {
+				t.add(nameCell(r), "—", "—", "—", "—")
+				continue
+			}
+			t.add("`"+r.Name+"`", metricCell(r, "prompts", 0), metricCell(r, "exact", 0), metricCell(r, "near", 0), metricCell(r, "kept", 0))
 		}
-		t.add(append(cells, own)...)
+		t.write(w)
 	}
-	t.write(w)
-	if r := h.find("neardup-quality", "bases"); r != nil {
-		fmt.Fprintf(w, "\nBases dropped (false drops of unrelated prompts): %s of %s. Precision (drops of\n"+
-			"pairs at J ≥ %g, of all %s drops): %s.\n\n", metricCell(r, "dropped", 0), metricCell(r, "pairs", 0),
-			nearThreshold, metricCell(r, "drops", 0), metricCell(r, "precision", 3))
-	}
-	fmt.Fprint(w, "**The real datasets** (`../shared/data/real`, each through `extract`, then\n"+
-		"`dedup --near`): exact repeats are removed first, near-duplicates among the rest.\n\n")
-	t = newTable("file", "prompts", "exact repeats", "near-duplicates", "kept")
-	for _, r := range h.group("neardup-real") {
-		if !r.available() {
-			t.add(nameCell(r), "—", "—", "—", "—")
-			continue
+	parts["neardup-speed"] = func(w io.Writer, h *harness) {
+		t := newTable("tool", "input", "MB per CPU second", "MB/s", "tokenmill is", "wall s (median)", "spread", "CPU s", "peak RSS MB", "records out", "load")
+		rows := h.group("neardup")
+		for _, r := range rows {
+			t.add(nameCell(r), inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(rows, r),
+				metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1))
 		}
-		t.add("`"+r.Name+"`", metricCell(r, "prompts", 0), metricCell(r, "exact", 0), metricCell(r, "near", 0), metricCell(r, "kept", 0))
-	}
-	t.write(w)
-	fmt.Fprintf(w, "\n**Speed** on the first %s prompts of the Infinity-Instruct-shaped corpus\n"+
-		"(`data/prompts.jsonl`). The `1 core` rows are %s; MB per CPU second is the input\n"+
-		"over the user and system time, what one core does whatever the machine's load.\n"+
-		"The Python MinHash (`internal/benchsuite/minhash_numpy.py`) computes the same\n"+
-		"signatures and finds the same near-duplicates: its records out match.\n\n", cli.Thousands(int64(h.nearSizes()[0])), h.fact("pin"))
-	t = newTable("tool", "input", "MB per CPU second", "MB/s", "tokenmill is", "wall s (median)", "spread", "CPU s", "peak RSS MB", "records out", "load")
-	speedRows := h.group("neardup")
-	for _, r := range speedRows {
-		t.add(nameCell(r), inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(speedRows, r),
-			metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1))
-	}
-	t.write(w)
-	fmt.Fprintln(w)
-	commandList(w, speedRows)
-	fmt.Fprint(w, "\n**Growth**: both dedups on every core at 1×, 4× and 16× the input above\n"+
-		"(one run per size): CPU time, MB per CPU second and peak memory.\n\n")
-	growth := h.group("neardup-growth")
-	if len(growth) == 0 {
-		fmt.Fprint(w, "_No results for the growth rows: see the log of the run._\n")
-		return
-	}
-	for _, m := range []struct {
-		corner, metric string
-		decimals       int
-		growth         bool
-	}{{"CPU s", "cpu_s", 2, true}, {"MB per CPU second", "mb_per_cpu_s", 1, false}, {"peak RSS MB", "rss_mb", 1, true}} {
-		pivot(growth, m.corner, m.metric, m.growth, func(r *Result) string { return metricCell(r, m.metric, m.decimals) }).write(w)
+		t.write(w)
 		fmt.Fprintln(w)
+		commandList(w, rows)
 	}
-	tools, sizes, at := bySize(growth)
-	for _, tool := range tools {
-		if r := at(tool, sizes[0]); r != nil {
-			fmt.Fprintf(w, "- %s, %s: `%s`\n", tool, sizes[0], r.Command)
+	parts["neardup-growth"] = func(w io.Writer, h *harness) {
+		growth := h.group("neardup-growth")
+		if len(growth) == 0 {
+			fmt.Fprint(w, "_No results for the growth rows: see the log of the run._\n")
+			return
+		}
+		for _, m := range []struct {
+			corner, metric string
+			decimals       int
+			growth         bool
+		}{{"CPU s", "cpu_s", 2, true}, {"MB per CPU second", "mb_per_cpu_s", 1, false}, {"peak RSS MB", "rss_mb", 1, true}} {
+			pivot(growth, m.corner, m.metric, m.growth, func(r *Result) string { return metricCell(r, m.metric, m.decimals) }).write(w)
+			fmt.Fprintln(w)
+		}
+		tools, sizes, at := bySize(growth)
+		for _, tool := range tools {
+			if r := at(tool, sizes[0]); r != nil {
+				fmt.Fprintf(w, "- %s, %s: `%s`\n", tool, sizes[0], r.Command)
+			}
 		}
 	}
 }

@@ -83,7 +83,9 @@ func TestNeardupRendering(t *testing.T) {
 			Runs: []Run{{Wall: time.Duration(f * float64(time.Second)), User: time.Duration(f * 1.1 * 0.5 * float64(time.Second)), MaxRSSKB: int64(100*f) << 10}}, OutRecords: 1})
 	}
 	var b strings.Builder
-	renderNeardup(&b, h)
+	if err := h.render(&b, neardupSection); err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{
 		"| J 0.9-1 | 1,000 | 999 | 0.999 | 1.000 | 0.997 | 1.000 | 999 |",
 		"| J below 0.6 | 2,000 | 3 | 0.002 | — | — | — | — |",
@@ -100,7 +102,11 @@ func TestNeardupRendering(t *testing.T) {
 		}
 	}
 	var tb strings.Builder
-	if err := writeTargets(&tb, h.results, neardupSection.targets(h)); err != nil {
+	targets, err := h.targets(neardupSection)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTargets(&tb, h.results, targets); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{

@@ -12,8 +12,6 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
-	"tokenmill/internal/ollamaserver"
-	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 )
 
@@ -128,18 +126,6 @@ var clientSection = &section{
 			curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: n[2]}, url, concurrency, true, bodies),
 		})
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "One `llmsim --instant` endpoint on this machine answers every request at\n"+
-			"once, so the rate is what the client (and the simulator, on the same two\n"+
-			"cores) can push. Every client keeps %d requests in flight and asks\n"+
-			"for 16 tokens. CPU s is the client's own (for xargs, every curl process's),\n"+
-			"not the simulator's: on a busy machine, **CPU µs/record** is the steadier\n"+
-			"figure.\n\n", concurrency)
-		h.stream(w, "client", "requests/s", true)
-	},
-	targets: func(*harness) []string {
-		return []string{"infer ≥ 20,000 req/s against llmsim --instant (simulator included) := client/infer:rps >= 20000"}
-	},
 }
 
 var llmsimSection = &section{
@@ -148,10 +134,6 @@ var llmsimSection = &section{
 		return h.goBench(ctx, &Result{Group: "llmsim", Name: "llmsim --instant, 1 endpoint", Ours: true,
 			Note: "client and simulator in one process, 32 goroutines on one fasthttp client"}, "BenchmarkInstantChat", "req/s", "rps",
 			"-benchtime", h.sz.LLMSimBenchtime, "-count", strconv.Itoa(h.runs), "./internal/llmsim/")
-	},
-	render: func(w io.Writer, h *harness) { h.stream(w, "llmsim", "requests/s", false) },
-	targets: func(*harness) []string {
-		return []string{"llmsim ≥ 20,000 req/s alone := llmsim/llmsim --instant, 1 endpoint:rps >= 20000"}
 	},
 }
 
@@ -205,11 +187,11 @@ const inflightScale = 50
 // inflightCase is one table of the in-flight section: a kind of server
 // and the fixed --concurrency levels set beside infer's adapted count.
 type inflightCase struct {
-	key, label string
-	flags      []string // llmsim's
-	prompts    int
-	maxTokens  int
-	levels     []int
+	Key, Label string
+	Flags      []string // llmsim's
+	Prompts    int
+	MaxTokens  int
+	Levels     []int
 }
 
 // inflightCases last about ServersMinutes of simulated time each.
@@ -223,8 +205,8 @@ func inflightCases(sz Sizes) []inflightCase {
 	}
 }
 
-func (c inflightCase) simFlags() []string {
-	return append(slices.Clone(c.flags), "--time-scale", strconv.Itoa(inflightScale))
+func (c inflightCase) SimFlags() []string {
+	return append(slices.Clone(c.Flags), "--time-scale", strconv.Itoa(inflightScale))
 }
 
 var inflightSection = &section{
@@ -234,28 +216,28 @@ var inflightSection = &section{
 	measure: func(ctx context.Context, h *harness) error {
 		cases := inflightCases(h.sz)
 		for _, c := range cases {
-			if err := h.head("data/servers-prompts.jsonl", "data/servers-"+c.key+".jsonl", c.prompts); err != nil {
+			if err := h.head("data/servers-prompts.jsonl", "data/servers-"+c.Key+".jsonl", c.Prompts); err != nil {
 				return err
 			}
 		}
 		return h.inTurns(ctx, h.sz.ServersRuns, func(ctx context.Context) error {
 			for _, c := range cases {
-				h.logf("in-flight: %s, %d prompts", c.label, c.prompts)
+				h.logf("in-flight: %s, %d prompts", c.Label, c.Prompts)
 				fresh := func(ctx context.Context) (map[string]string, func(), error) {
-					sim, err := h.startSim(ctx, 1, h.path("logs/inflight-llmsim.log"), c.simFlags()...)
+					sim, err := h.startSim(ctx, 1, h.path("logs/inflight-llmsim.log"), c.SimFlags()...)
 					if err != nil {
 						return nil, nil, err
 					}
 					return map[string]string{"@URL@": sim.url}, sim.stop, nil
 				}
 				const out = "tmp/servers-gen.jsonl"
-				for i, l := range append([]int{0}, c.levels...) {
+				for i, l := range append([]int{0}, c.Levels...) {
 					name, argv := "infer (adapted)", []string{"infer", "-e", "@URL@"}
 					if l > 0 {
 						name, argv = fmt.Sprintf("infer --concurrency %d", l), append(argv, "--concurrency", strconv.Itoa(l))
 					}
-					argv = append(argv, "--max-tokens", strconv.Itoa(c.maxTokens), "--progress", "0", "--force", "-o", out, "data/servers-"+c.key+".jsonl")
-					if err := h.measure(ctx, Spec{Group: "servers-" + c.key, Name: name, Ours: i == 0, Records: int64(c.prompts),
+					argv = append(argv, "--max-tokens", strconv.Itoa(c.MaxTokens), "--progress", "0", "--force", "-o", out, "data/servers-"+c.Key+".jsonl")
+					if err := h.measure(ctx, Spec{Group: "servers-" + c.Key, Name: name, Ours: i == 0, Records: int64(c.Prompts),
 						Clean: []string{out}, Count: []string{out}, Alias: []string{"@URL@=$URL"}, Fresh: fresh, Argv: argv}); err != nil {
 						return err
 					}
@@ -263,36 +245,6 @@ var inflightSection = &section{
 			}
 			return nil
 		})
-	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "A server that does not report how many requests it runs at once (vLLM, Ollama, gateways) gets an\n"+
-			"in-flight count that infer adapts while the run goes (see Balancing in the README). Here it is next to\n"+
-			"fixed `--concurrency` levels on llmsim's Ollama flavour, which reports neither its capacity nor a queue\n"+
-			"(only latency and output to go on), %d times faster than real time, each run on a fresh\n"+
-			"simulator, started before the run's clock starts; prompts from the corpus, answers cut at max_tokens. Each row is\n"+
-			"the median of %s, taken in turns (one run of every row, then the next round, so that the\n"+
-			"machine's load falls on every row alike); \"tokenmill is\" compares the adapted count with each fixed one\n"+
-			"(every run writes the same tokens, so the rate of answers is the rate of tokens). The goal: at least 95%% of\n"+
-			"the best fixed level's rate in every case.\n\n", inflightScale, runsText(h.sz.ServersRuns))
-		for _, c := range inflightCases(h.sz) {
-			fmt.Fprintf(w, "### %s (%s prompts, max_tokens %d)\n\nEach run's simulator: `llmsim --listen 127.0.0.1:0 %s`.\n\n",
-				c.label, cli.Thousands(c.prompts), c.maxTokens, strings.Join(c.simFlags(), " "))
-			h.stream(w, "servers-"+c.key, "answers/s", false)
-			fmt.Fprintln(w)
-		}
-	},
-	targets: func(h *harness) []string {
-		var t []string
-		for _, c := range inflightCases(h.sz) {
-			g := "servers-" + c.key
-			if best := bestFixed(h.group(g), "wall_s"); best != nil {
-				t = append(t, fmt.Sprintf("adapted ≥ 95%% of the best fixed (%s: %s) := %s/infer (adapted):rps / %s/%s:rps >= 0.95", c.label, best.Name, g, g, best.Name))
-			}
-		}
-		return t
-	},
-	runs: func(h *harness) string {
-		return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.ServersRuns))
 	},
 }
 
@@ -351,29 +303,5 @@ var ollamaSection = &section{
 			rows = append(rows, infer(benchRunRow(k), false, "--concurrency", strconv.Itoa(k)))
 		}
 		return h.inTurns(ctx, h.sz.OllamaRuns, func(ctx context.Context) error { return h.measureAll(ctx, rows) })
-	},
-	render: func(w io.Writer, h *harness) {
-		source := "the first of Alpaca's English instructions, `../shared/data/real/alpaca_en_demo.json`, through\nextract and dedup"
-		if h.fact("ollama prompts") != "alpaca" {
-			source = "prompts from the corpus"
-		}
-		fmt.Fprintf(w, "Ollama %s on this machine's CPU (`internal/ollamaserver`, started by the harness), serving\n"+
-			"its tiny random-weight model with `OLLAMA_NUM_PARALLEL=%d`; the same %s prompts for every\n"+
-			"client (%s), 32 tokens each (the tiny model always runs to max_tokens), %d runs in turns as above,\n"+
-			"the median reported. infer with its defaults finds Ollama ready on `/v1/models` and adapts its in-flight\n"+
-			"count; the others keep 4 requests in flight, Ollama's slots.\n\n",
-			cmp(h.info.Facts["ollama"], ollamaserver.Version), ollamaParallel, h.lines("data/ollama-prompts.jsonl"), source, h.sz.OllamaRuns)
-		h.stream(w, "ollama", "answers/s", true)
-		renderOllamaBench(w, h)
-	},
-	targets: func(h *harness) []string {
-		return append([]string{
-			"on Ollama, infer's defaults ≥ infer --concurrency 4 := ollama/infer (defaults):rps / ollama/infer --concurrency 4:rps >= 1",
-			"on Ollama, infer's defaults ≥ xargs -P 4 curl := ollama/infer (defaults):rps / ollama/xargs -P 4 curl:rps >= 1",
-			"on Ollama, infer's defaults ≥ the OpenAI Node SDK at 4 := ollama/infer (defaults):rps / ollama/OpenAI Node SDK, 4 at once:rps >= 1",
-		}, ollamaBenchTargets(h)...)
-	},
-	runs: func(h *harness) string {
-		return fmt.Sprintf("%s each in turns, median reported", runsText(h.sz.OllamaRuns))
 	},
 }

@@ -126,45 +126,6 @@ var dedupSection = &section{
 				`LC_ALL=C sort -s -u -t '"' -k6 `+pe), "sort"),
 		})
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprint(w, "`dedup` keeps the first record of each prompt (the roles and contents of\n"+
-			"`messages`), in input order, in a bloom filter; `--exact` also keeps a\n"+
-			"128-bit hash per prompt. `awk '!seen[$0]++'` is the classic line dedup:\n"+
-			"it keeps every distinct *line*, and since every record carries its own id,\n"+
-			"it drops nothing here; it is shown for speed and memory. The jq commands\n"+
-			"are the key dedups users write: their \"records out\" should match dedup's.\n"+
-			"`sort -u` is awk's line dedup done by sorting, on both cores.\n\n")
-		h.stream(w, "dedup", "records/s", false)
-		h.whyNot(w, "dedup", "dedup", "sort -u", "sort -u compares bytes only, memchr-fast and in parallel; dedup parses and validates every record to key its prompt.")
-		h.whyNot(w, "dedup", "dedup", "awk", "awk hashes whole lines, never parsing them.")
-		exact := sizeLabel(h.sz.Exact)
-		fmt.Fprintf(w, "\n`--exact` at %s prompts, against a sort keyed on the prompt's bytes; peak RSS\n"+
-			"per record read is the bytes per key the help states:\n\n", exact)
-		h.stream(w, "dedup-exact", "records/s", false)
-		if r := h.find("dedup-exact", "dedup --exact, "+exact); r != nil && r.Records > 0 {
-			if rss, ok := r.Metric("rss_mb"); ok {
-				fmt.Fprintf(w, "\n%s: peak RSS %.0f MB over %s records, %.0f bytes per key (process included).\n",
-					r.Name, rss, sizeLabel(int(r.Records)), rss*1e6/float64(r.Records))
-			}
-		}
-		h.whyNot(w, "dedup-exact", "dedup --exact, "+exact, "sort -u by prompt, "+exact,
-			"the sort keys on raw bytes with no JSON parse and spreads over both cores; dedup --exact parses every record and holds every key.")
-	},
-	targets: func(h *harness) []string {
-		s, x := h.sz.Slurp, sizeLabel(h.sz.Exact)
-		return []string{
-			"dedup ≥ 250 MB/s := dedup/dedup:mbps >= 250",
-			"dedup ≥ 3× awk := dedup/dedup:mbps / dedup/awk:mbps >= 3",
-			"dedup ≥ 3× gawk := dedup/dedup:mbps / dedup/gawk:mbps >= 3",
-			fmt.Sprintf("dedup ≥ 20× jq -s unique_by (same %d records) := dedup/dedup, first %d:mbps / dedup/jq -s unique_by, first %d:mbps >= 20", s, s, s),
-			"dedup peak RSS ≤ 64 MB (bloom mode) := dedup/dedup:rss_mb <= 64",
-			"dedup faster than sort -u := dedup/dedup:mbps / dedup/sort -u:mbps >= 1",
-			"dedup faster than awk := dedup/dedup:mbps / dedup/awk:mbps >= 1",
-			"dedup: 2 workers ≥ 1.6× 1 worker := dedup/dedup:mbps / dedup/dedup --workers 1:mbps >= 1.6",
-			fmt.Sprintf("dedup --exact faster than a keyed sort at %s := dedup-exact/dedup --exact, %s:mbps / dedup-exact/sort -u by prompt, %s:mbps >= 1", x, x, x),
-			fmt.Sprintf("dedup --exact within 60 bytes per key at %s (peak RSS) := dedup-exact/dedup --exact, %s:rss_mb <= %d", x, x, h.sz.Exact*60/1000000),
-		}
-	},
 }
 
 var shardSection = &section{
@@ -185,15 +146,6 @@ var shardSection = &section{
 			peer(with(in, "awk by id", "the 4th field between quotes (the id) mod 8: a text id counts as 0, and a quote in an earlier field moves it", "awk", "-F\"", `{ print > ("tmp/shards/part-" $4 % 8) }`, p), "awk"),
 			peer(with(in, "shard --workers 1", "one worker", "shard", "--workers", "1", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
 		})
-	},
-	render: func(w io.Writer, h *harness) {
-		h.stream(w, "shard", "records/s", false)
-		h.whyNot(w, "shard", "shard", "awk by id", "awk splits on quotes without checking the JSON; shard validates every record and hashes its id.")
-		h.whyNot(w, "shard", "shard --by round-robin", "awk round-robin", "awk writes lines without checking them; shard validates every record.")
-	},
-	targets: func(*harness) []string {
-		return []string{"shard ≥ 200 MB/s := shard/shard:mbps >= 200",
-			"shard faster than awk by id := shard/shard:mbps / shard/awk by id:mbps >= 1"}
 	},
 }
 
@@ -243,20 +195,6 @@ var composeSection = &section{
 					` | shuf -n "${s##*:}" --random-source=<(yes); done > `+out), "jq", "shuf"),
 		})
 	},
-	render: func(w io.Writer, h *harness) {
-		c := composeCounts(h)
-		fmt.Fprintf(w, "`compose --by meta.source` takes %s records of `data/prompts-sources.jsonl` (the corpus's\n"+
-			"prompts, `extract --keep source`): %d, %d and %d of three sources at shares 0.5, 0.3 and 0.2, each\n"+
-			"group's records lowest keyed hash of the id first, in two passes (count, then select), written\n"+
-			"byte for byte. The script users write instead reads the file once per source.\n\n",
-			h.lines("data/prompts-sources.jsonl"), c[0], c[1], c[2])
-		h.stream(w, "compose", "records/s", false)
-		h.whyNot(w, "compose", "compose", "jq + shuf -n", "the script's jq passes parse every record once per source; compose reads the file twice and parses it once.")
-	},
-	targets: func(*harness) []string {
-		return []string{"compose ≥ 200 MB/s := compose/compose:mbps >= 200",
-			"compose ≥ 5× jq + shuf -n := compose/compose:mbps / compose/jq + shuf -n:mbps >= 5"}
-	},
 }
 
 var mergeSection = &section{
@@ -281,14 +219,6 @@ var mergeSection = &section{
 			shellPeer(with(in, "sort + awk join", "the last record of each id (by the 4th field between quotes), in id order; no ranking: an error read last would win",
 				`LC_ALL=C sort -s -t '"' -k4,4 `+g+" "+r+` | awk -F'"' 'NR > 1 && $4 != id { print line } { id = $4; line = $0 } END { if (NR) print line }'`), "sort", "awk"),
 		})
-	},
-	render: func(w io.Writer, h *harness) {
-		h.stream(w, "merge", "records/s", false)
-		h.whyNot(w, "merge", "merge", "sort + awk join", "merge validates and ranks every record, keeping per key where its best record is and reading the winners back from the files; the sort compares bytes and ranks nothing.")
-	},
-	targets: func(*harness) []string {
-		return []string{"merge ≥ 100 MB/s := merge/merge:mbps >= 100",
-			"merge faster than a sort-based join := merge/merge:mbps / merge/sort + awk join:mbps >= 1"}
 	},
 }
 
@@ -316,12 +246,6 @@ var statsSection = &section{
 				"jq", "-s", "[.[].output.usage.completion_tokens // empty] | sort | "+jqPct, gs), "jq"),
 		})
 	},
-	render: func(w io.Writer, h *harness) { h.stream(w, "stats", "records/s", false) },
-	targets: func(*harness) []string {
-		return []string{"stats ≥ 200 MB/s := stats/stats:mbps >= 200",
-			"stats ≥ 5× jq + sort + awk := stats/stats:mbps / stats/jq + sort + awk:mbps >= 5",
-			"stats: 2 workers ≥ 1.6× 1 worker := stats/stats:mbps / stats/stats --workers 1:mbps >= 1.6"}
-	},
 }
 
 var filterSection = &section{
@@ -345,26 +269,6 @@ var filterSection = &section{
 			peer(with(lang, "filter (default checks)", "", "filter", "--progress", "0", l)),
 		})
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprintf(w, "`benchsuite filter-gens --bytes %d -o data/filter-gens.jsonl data/corpus.jsonl`\n"+
-			"(internal/benchsuite): %s generation records,\n"+
-			"%s: prompts from the corpus, answers made of its assistant turns\n"+
-			"(prose, lists, code, CJK; median about 2 kB), a fifth with reasoning, and 2.5%% degenerate\n"+
-			"(cut at the limit, looping, empty, reasoning only, thinking markers left in). filter runs its\n"+
-			"default checks (length, reasoning_only, empty, think_residue, tool_call, loop);\n"+
-			"`filter_gopher.py` (pipelines/bench) is the same checks, definitions and thresholds in Python,\n"+
-			"and keeps exactly the records filter keeps (TestPythonTwin in lib/filter).\n\n",
-			h.sz.FilterBytes, h.lines("data/filter-gens.jsonl"), h.mb("data/filter-gens.jsonl"))
-		h.stream(w, "filter", "records/s", false)
-		fmt.Fprintf(w, "\nLanguage identification (`--checks default,lang`) is slower, and measured apart on the first\n"+
-			"%d MB of the same file:\n\n", h.sz.FilterLangBytes/1000000)
-		h.stream(w, "filter-lang", "records/s", false)
-	},
-	targets: func(*harness) []string {
-		return []string{"filter ≥ 200 MB/s (default checks) := filter/filter:mbps >= 200",
-			"filter ≥ 30× its Python twin := filter/filter:mbps / filter/python3 filter_gopher.py:mbps >= 30",
-			"filter: 2 workers ≥ 1.6× 1 worker := filter/filter:mbps / filter/filter --workers 1:mbps >= 1.6"}
-	},
 }
 
 var growthSection = &section{
@@ -383,29 +287,6 @@ var growthSection = &section{
 		}
 		return nil
 	},
-	render: func(w io.Writer, h *harness) {
-		labels := make([]string, len(h.sz.Growth))
-		for i, n := range h.sz.Growth {
-			labels[i] = sizeLabel(n)
-		}
-		fmt.Fprintf(w, "Each tool at %s records (prompts for extract's\n"+
-			"corpus, dedup, shard and infer; generation records for merge and stats;\n"+
-			"infer against one `llmsim --instant` endpoint). One run per size.\n"+
-			"`awk '!seen[$0]++'` is shown for contrast: it holds every line.\n\n", strings.Join(labels, ", "))
-		if rows := h.rows(w, "growth"); len(rows) > 0 {
-			growthTable(w, rows)
-		}
-	},
-	targets: func(h *harness) []string {
-		big, small := sizeLabel(h.sz.Growth[len(h.sz.Growth)-1]), sizeLabel(h.sz.Growth[0])
-		return []string{
-			fmt.Sprintf("merge of %s prompts' generation records ≥ 100 MB/s := growth/merge@%s:mbps >= 100", big, big),
-			fmt.Sprintf("merge of %s within its memory budget (--memory 512MiB) := growth/merge@%s:rss_mb <= 512", big, big),
-			fmt.Sprintf("extract memory flat: peak RSS at %s records ≤ 2× at %s := growth/extract@%s:rss_mb / growth/extract@%s:rss_mb <= 2", big, small, big, small),
-			fmt.Sprintf("infer peak RSS < 150 MB for %s prompts := growth/infer@%s:rss_mb <= 150", big, big),
-		}
-	},
-	runs: func(*harness) string { return "one run per size" },
 }
 
 // growthAt measures every tool at n records: the first n of the big

@@ -37,7 +37,7 @@ const (
 
 // tokenizerModels are the real tokenizers measured, named as
 // lib/tokenizer's benchmarks and ../shared/data/tokenizers name them.
-var tokenizerModels = []struct{ name, label string }{{"qwen3", "Qwen3"}, {"deepseek_v3", "DeepSeek-V3"}}
+var tokenizerModels = []struct{ Name, Label string }{{"qwen3", "Qwen3"}, {"deepseek_v3", "DeepSeek-V3"}}
 
 // tokenizerModes are the ways the text is handed to a tokenizer: one row
 // each in the table, with lib/tokenizer's benchmark (the per-document one
@@ -65,24 +65,6 @@ var tokenizerSection = &section{
 	name: "tokenizer", heading: "## Tokenizing and rendering: lib/tokenizer beside Hugging Face's Rust tokenizers",
 	about:   "lib/tokenizer's Encode, Render and Load on one core, beside Hugging Face's tokenizers (Rust, its Node binding) on the same text (go test -bench, node)",
 	measure: func(ctx context.Context, h *harness) error { return h.measureTokenizer(ctx) },
-	render:  renderTokenizer,
-	targets: func(*harness) []string {
-		var t []string
-		for _, m := range tokenizerModels {
-			t = append(t, fmt.Sprintf("lib/tokenizer ≥ 2× HF tokenizers per document, %s (against encodeBatch; one core) := %s/%s:mbps / %s/%s:mbps >= 2",
-				m.label, tokGroup, oursEncodeRow(m.name, "docs"), tokGroup, hfEncodeRow(m.name, "batch")),
-				fmt.Sprintf("lib/tokenizer ≥ 2× HF tokenizers on the concatenated text, %s (one core) := %s/%s:mbps / %s/%s:mbps >= 2",
-					m.label, tokGroup, oursEncodeRow(m.name, "whole"), tokGroup, hfEncodeRow(m.name, "whole")))
-		}
-		return append(t,
-			fmt.Sprintf("Render of a %d-turn conversation with tools, Qwen3: µs ≤ 100 := %s/%s:us_per_conv <= 100", renderTurns, tokGroup, oursRenderRow("qwen3")),
-			fmt.Sprintf("Load of Qwen3's folder: ms ≤ 1000 := %s/%s:load_ms <= 1000", tokGroup, oursLoadRow("qwen3")),
-			fmt.Sprintf("Load of Qwen3's folder: peak RSS ≤ 200 MB := %s/%s:rss_mb <= 200", tokGroup, oursLoadRow("qwen3")),
-		)
-	},
-	runs: func(h *harness) string {
-		return runsText(h.runs) + " each (lib/tokenizer's go test and the binding's node taken in turns), median reported"
-	},
 }
 
 // goldenStats are what a golden file holds: the text both tokenizers are
@@ -214,9 +196,9 @@ func (h *harness) tokenizerCommands(dir string) tokenizerCommands {
 		load:   map[string][]string{}, hf: map[string][]string{},
 	}
 	for _, m := range tokenizerModels {
-		c.load[m.name] = goTest("^BenchmarkTokenizerLoad$/^"+m.name+"$", "1x", "./internal/benchsuite")
-		c.hf[m.name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", h.repoFile(hfScript), "--modules", modules,
-			"--golden", filepath.Join(dir, "golden", m.name+".jsonl.gz"), "--reps", reps, "--cold-reps", reps, filepath.Join(dir, m.name, "tokenizer.json"))
+		c.load[m.Name] = goTest("^BenchmarkTokenizerLoad$/^"+m.Name+"$", "1x", "./internal/benchsuite")
+		c.hf[m.Name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", h.repoFile(hfScript), "--modules", modules,
+			"--golden", filepath.Join(dir, "golden", m.Name+".jsonl.gz"), "--reps", reps, "--cold-reps", reps, filepath.Join(dir, m.Name, "tokenizer.json"))
 	}
 	return c
 }
@@ -226,7 +208,7 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	version, why := h.hfBinding(ctx)
 	if dir == "." {
 		for _, m := range tokenizerModels {
-			for _, name := range []string{oursEncodeRow(m.name, "whole"), oursRenderRow(m.name), oursLoadRow(m.name)} {
+			for _, name := range []string{oursEncodeRow(m.Name, "whole"), oursRenderRow(m.Name), oursLoadRow(m.Name)} {
 				h.unavailable(tokGroup, name, "../shared/data/tokenizers is not beside the repository")
 			}
 		}
@@ -234,11 +216,11 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	}
 	stats := map[string]goldenStats{}
 	for _, m := range tokenizerModels {
-		st, err := readGoldenStats(filepath.Join(dir, "golden", m.name+".jsonl.gz"))
+		st, err := readGoldenStats(filepath.Join(dir, "golden", m.Name+".jsonl.gz"))
 		if err != nil {
 			return err
 		}
-		stats[m.name] = st
+		stats[m.Name] = st
 	}
 	cmds := h.tokenizerCommands(dir)
 	runs := tokenizerRuns{load: map[string][][]byte{}, hf: map[string][]*hfReport{}}
@@ -252,22 +234,22 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 		}
 		runs.encode, runs.render = append(runs.encode, enc), append(runs.render, render)
 		for _, m := range tokenizerModels {
-			out, err := h.goTest(ctx, cmds.load[m.name])
+			out, err := h.goTest(ctx, cmds.load[m.Name])
 			if err != nil {
 				return err
 			}
-			runs.load[m.name] = append(runs.load[m.name], out)
+			runs.load[m.Name] = append(runs.load[m.Name], out)
 		}
 		for _, m := range tokenizerModels {
 			if why != "" {
 				break
 			}
-			argv := cmds.hf[m.name]
+			argv := cmds.hf[m.Name]
 			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			var stderr bytes.Buffer
 			cmd.Dir, cmd.Env, cmd.Stderr = h.repo, h.environ, &stderr
 			out, err := cmd.Output()
-			os.WriteFile(h.path("logs/tokenizer-hf-"+m.name+".err"), stderr.Bytes(), 0o644)
+			os.WriteFile(h.path("logs/tokenizer-hf-"+m.Name+".err"), stderr.Bytes(), 0o644)
 			if err != nil {
 				return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(stderr.Bytes(), 3000))
 			}
@@ -276,8 +258,8 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 				return err
 			}
 			h.logf("tokenizer: %s: HF tokenizers %.2f MB/s whole, %.2f per document, %.2f batch; load %.0f ms, %.0f MB",
-				m.name, rep.Whole.MBps, rep.Docs.MBps, rep.Batch.MBps, rep.Load.MS, rep.Load.RSSPeakMB)
-			runs.hf[m.name] = append(runs.hf[m.name], rep)
+				m.Name, rep.Whole.MBps, rep.Docs.MBps, rep.Batch.MBps, rep.Load.MS, rep.Load.RSSPeakMB)
+			runs.hf[m.Name] = append(runs.hf[m.Name], rep)
 		}
 	}
 	rows, err := tokenizerResults(runs, stats, cmds, func(argv []string) string { return h.shownFromRepo(argv, dir) }, version, why)
@@ -319,42 +301,42 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 	}
 	for i := range runs.encode {
 		for _, m := range tokenizerModels {
-			figs := benchFigures(slices.Concat(runs.encode[i], runs.render[i], runs.load[m.name][i]))
-			fig := func(bench, unit string) float64 { return median(figs[bench+"/"+m.name][unit]) }
+			figs := benchFigures(slices.Concat(runs.encode[i], runs.render[i], runs.load[m.Name][i]))
+			fig := func(bench, unit string) float64 { return median(figs[bench+"/"+m.Name][unit]) }
 			for _, b := range []string{"BenchmarkEncode", "BenchmarkEncodeCases", "BenchmarkEncodeCold", "BenchmarkTokenizerRender", "BenchmarkTokenizerLoad"} {
-				if figs[b+"/"+m.name] == nil {
-					return nil, fmt.Errorf("run %d: no figures of %s/%s in the output", i+1, b, m.name)
+				if figs[b+"/"+m.Name] == nil {
+					return nil, fmt.Errorf("run %d: no figures of %s/%s in the output", i+1, b, m.Name)
 				}
 			}
-			st, tokens := stats[m.name], fig("BenchmarkEncode", "tokens/op")
+			st, tokens := stats[m.Name], fig("BenchmarkEncode", "tokens/op")
 			// MB/s as go test reports it; tokens/s of the tokens an op made
 			// (the concatenated text's, as BenchmarkEncode counts them; the
 			// documents', the golden ids'), over ns/op.
-			keep(oursEncodeRow(m.name, "whole"), map[string]float64{"mbps": fig("BenchmarkEncode", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncode", "ns/op"),
+			keep(oursEncodeRow(m.Name, "whole"), map[string]float64{"mbps": fig("BenchmarkEncode", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncode", "ns/op"),
 				"tokens": tokens, "passes": benchPasses(cmds.encode)})
-			keep(oursEncodeRow(m.name, "docs"), map[string]float64{"mbps": fig("BenchmarkEncodeCases", "MB/s"),
+			keep(oursEncodeRow(m.Name, "docs"), map[string]float64{"mbps": fig("BenchmarkEncodeCases", "MB/s"),
 				"tok_s": float64(st.tokens) * 1e9 / fig("BenchmarkEncodeCases", "ns/op"), "tokens": float64(st.tokens)})
-			keep(oursEncodeRow(m.name, "cold"), map[string]float64{"mbps": fig("BenchmarkEncodeCold", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncodeCold", "ns/op")})
+			keep(oursEncodeRow(m.Name, "cold"), map[string]float64{"mbps": fig("BenchmarkEncodeCold", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncodeCold", "ns/op")})
 			render := map[string]float64{"us_per_conv": fig("BenchmarkTokenizerRender", "µs/conv"), "convs": fig("BenchmarkTokenizerRender", "convs")}
 			if c := render["convs"]; c > 0 {
 				render["allocs_per_conv"] = fig("BenchmarkTokenizerRender", "allocs/op") / c
 			}
-			keep(oursRenderRow(m.name), render)
-			keep(oursLoadRow(m.name), map[string]float64{"load_ms": fig("BenchmarkTokenizerLoad", "ms/load"), "rss_mb": fig("BenchmarkTokenizerLoad", "peak-RSS-MB"),
+			keep(oursRenderRow(m.Name), render)
+			keep(oursLoadRow(m.Name), map[string]float64{"load_ms": fig("BenchmarkTokenizerLoad", "ms/load"), "rss_mb": fig("BenchmarkTokenizerLoad", "peak-RSS-MB"),
 				"rss_before_mb": fig("BenchmarkTokenizerLoad", "RSS-before-MB")})
-			if i >= len(runs.hf[m.name]) {
+			if i >= len(runs.hf[m.Name]) {
 				continue
 			}
-			rep := runs.hf[m.name][i]
+			rep := runs.hf[m.Name][i]
 			if rep.Bytes != st.bytes || rep.Documents != st.docs {
-				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.name, rep.Bytes, rep.Documents, st.bytes, st.docs)
+				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.Name, rep.Bytes, rep.Documents, st.bytes, st.docs)
 			}
 			for _, mode := range []string{"whole", "docs", "batch", "cold"} {
 				md := rep.mode(mode)
-				keep(hfEncodeRow(m.name, mode), map[string]float64{"mbps": md.MBps, "tok_s": md.TokS, "tokens": float64(md.Tokens)})
+				keep(hfEncodeRow(m.Name, mode), map[string]float64{"mbps": md.MBps, "tok_s": md.TokS, "tokens": float64(md.Tokens)})
 			}
-			keep(hfEncodeRow(m.name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": float64(rep.GoldenMismatches)})
-			keep(hfLoadRow(m.name), map[string]float64{"load_ms": rep.Load.MS, "rss_mb": rep.Load.RSSPeakMB, "rss_before_mb": rep.Load.RSSBeforeMB})
+			keep(hfEncodeRow(m.Name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": float64(rep.GoldenMismatches)})
+			keep(hfLoadRow(m.Name), map[string]float64{"load_ms": rep.Load.MS, "rss_mb": rep.Load.RSSPeakMB, "rss_before_mb": rep.Load.RSSBeforeMB})
 		}
 	}
 	load := mean(runs.loads)
@@ -377,16 +359,16 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 		out = append(out, r)
 	}
 	for _, m := range tokenizerModels {
-		st, reps := stats[m.name], runs.hf[m.name]
-		whole := add(oursEncodeRow(m.name, "whole"), true, cmds.encode, st)
-		add(oursEncodeRow(m.name, "docs"), true, cmds.encode, st)
-		add(oursEncodeRow(m.name, "cold"), true, cmds.encode, st)
+		st, reps := stats[m.Name], runs.hf[m.Name]
+		whole := add(oursEncodeRow(m.Name, "whole"), true, cmds.encode, st)
+		add(oursEncodeRow(m.Name, "docs"), true, cmds.encode, st)
+		add(oursEncodeRow(m.Name, "cold"), true, cmds.encode, st)
 		for _, mode := range []string{"whole", "docs", "batch", "cold"} {
 			if why != "" || len(reps) == 0 {
-				missing(hfEncodeRow(m.name, mode))
+				missing(hfEncodeRow(m.Name, mode))
 				continue
 			}
-			r := add(hfEncodeRow(m.name, mode), false, cmds.hf[m.name], st)
+			r := add(hfEncodeRow(m.Name, mode), false, cmds.hf[m.Name], st)
 			switch got := int64(r.Metrics["tokens"]); {
 			case mode == "docs" && got != st.tokens:
 				r.Note = fmt.Sprintf("%s tokens of the documents, the golden ids %s", cli.Thousands(got), cli.Thousands(st.tokens))
@@ -397,12 +379,12 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 				r.Note = strings.TrimPrefix(r.Note+"; "+hfBindingPackage+" "+version+", node "+reps[0].Node, "; ")
 			}
 		}
-		add(oursRenderRow(m.name), true, cmds.render, goldenStats{})
-		add(oursLoadRow(m.name), true, cmds.load[m.name], goldenStats{})
+		add(oursRenderRow(m.Name), true, cmds.render, goldenStats{})
+		add(oursLoadRow(m.Name), true, cmds.load[m.Name], goldenStats{})
 		if why != "" || len(reps) == 0 {
-			missing(hfLoadRow(m.name))
+			missing(hfLoadRow(m.Name))
 		} else {
-			add(hfLoadRow(m.name), false, cmds.hf[m.name], goldenStats{})
+			add(hfLoadRow(m.Name), false, cmds.hf[m.Name], goldenStats{})
 		}
 	}
 	return out, nil
@@ -449,68 +431,51 @@ func loadOf(r *Result) string {
 	return loadCell(r.Load1)
 }
 
-func renderTokenizer(w io.Writer, h *harness) {
+// tokenizerView is what the section's text says of its rows; Stop, when
+// set, is all it says.
+func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, Checks, Floors, Slower, Convs string }) {
 	rows := h.group(tokGroup)
 	find := func(name string) *Result { return h.find(tokGroup, name) }
-	first := find(oursEncodeRow(tokenizerModels[0].name, "whole"))
+	first := find(oursEncodeRow(tokenizerModels[0].Name, "whole"))
 	switch {
 	case len(rows) == 0:
-		fmt.Fprintf(w, "_No results for %s: see the log of the run._\n", tokGroup)
-		return
+		v.Stop = "_No results for " + tokGroup + ": see the log of the run._\n"
+		return v
 	case first != nil && !first.available():
-		fmt.Fprintf(w, "Not measured: %s.\n", strings.TrimPrefix(first.Note, "not available: "))
-		return
+		v.Stop = "Not measured: " + strings.TrimPrefix(first.Note, "not available: ") + ".\n"
+		return v
 	}
-	crate := "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
+	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
 	for _, r := range rows {
 		if _, after, ok := strings.Cut(r.Note, hfBindingPackage+" "); ok && !r.Ours && r.available() {
-			crate += " (" + after + ")"
+			v.Crate += " (" + after + ")"
 			break
 		}
 	}
 	var sizes []string
 	for _, m := range tokenizerModels {
-		if r := find(oursEncodeRow(m.name, "whole")); r != nil && r.Bytes > 0 {
-			sizes = append(sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(r.Bytes)/1e6, figure(r, "tokens", 0), m.label))
+		if r := find(oursEncodeRow(m.Name, "whole")); r != nil && r.Bytes > 0 {
+			sizes = append(sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(r.Bytes)/1e6, figure(r, "tokens", 0), m.Label))
 		}
 	}
-	docs, passes := "the", "3"
+	v.Sizes, v.Docs, v.Passes = strings.Join(sizes, ", "), "the", "3"
 	if first != nil && first.Records > 0 {
-		docs = "the " + cli.Thousands(first.Records)
+		v.Docs = "the " + cli.Thousands(first.Records)
 	}
-	if v, ok := metricOf(first, "passes"); ok && v > 0 {
-		passes = strconv.Itoa(int(v))
+	if p, ok := metricOf(first, "passes"); ok && p > 0 {
+		v.Passes = strconv.Itoa(int(p))
 	}
-	fmt.Fprintf(w, "lib/tokenizer (pure Go) and %s\n"+
-		"tokenize the same bytes: %s golden renderings of `../shared/data/tokenizers/golden` (conversations\n"+
-		"and prompts of the real datasets rendered with each model's chat template: English, code, JSON tool\n"+
-		"calls, some CJK), %s,\n"+
-		"without special tokens added (`add_special_tokens` false; the special tokens written in the text are\n"+
-		"matched as the reference matches them). Everything runs on one core: lib/tokenizer's benchmarks with\n"+
-		"`GOMAXPROCS=1`, the binding with `TOKENIZERS_PARALLELISM=false RAYON_NUM_THREADS=1`, both\n"+
-		"%s.\n"+
-		"A run is one `go test` and, for each tokenizer, one node process, taken in turns; each figure is the\n"+
-		"median of the runs, a run's the mean of its passes after a warm-up (`-benchtime %sx`; the script's\n"+
-		"`--reps %s`), in MB of input text and tokens out per second of wall time.\n\n",
-		crate, docs, strings.Join(sizes, ", "), h.fact("pin"), passes, passes)
-
-	t := newTable("tokenizer", "how the text is given", "lib/tokenizer MB/s", "tokens/s", "HF tokenizers MB/s", "tokens/s", "lib/tokenizer ÷ HF", "load")
-	for _, m := range tokenizerModels {
-		for _, md := range tokenizerModes {
-			ours, theirs := find(oursEncodeRow(m.name, md.mode)), find(hfEncodeRow(m.name, md.mode))
-			t.add(m.label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), times(ours, theirs, "mbps"), loadOf(ours))
-		}
-	}
-	t.write(w)
-	fmt.Fprintln(w)
-	if r := find(hfEncodeRow(tokenizerModels[0].name, "whole")); r != nil && !r.available() {
-		fmt.Fprintf(w, "HF tokenizers %s.\n\n", r.Note)
-	}
-
 	// What makes the comparison fair, or not, with this run's figures.
 	var floors, checks, notes, slower []string
 	for _, m := range tokenizerModels {
-		d := find(hfEncodeRow(m.name, "docs"))
+		if whole, batch := find(hfEncodeRow(m.Name, "whole")), find(hfEncodeRow(m.Name, "batch")); whole != nil && whole.available() {
+			x, ok1 := metricOf(whole, "mbps")
+			y, ok2 := metricOf(batch, "mbps")
+			if ok1 && ok2 && x < y {
+				slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
+			}
+		}
+		d := find(hfEncodeRow(m.Name, "docs"))
 		if d == nil || !d.available() {
 			continue
 		}
@@ -519,129 +484,98 @@ func renderTokenizer(w io.Writer, h *harness) {
 			if mbps, ok := d.Metric("mbps"); ok && mbps > 0 && d.Bytes > 0 {
 				pass = fmt.Sprintf(": %.2f s of its %.2f s pass over the %s renderings", f*1e-6*float64(d.Records), float64(d.Bytes)/1e6/mbps, cli.Thousands(d.Records))
 			}
-			floors = append(floors, fmt.Sprintf("%.0f µs for %s%s", f, m.label, pass))
+			floors = append(floors, fmt.Sprintf("%.0f µs for %s%s", f, m.Label, pass))
 		}
 		if bad, ok := d.Metric("golden_mismatches"); ok && bad == 0 {
-			checks = append(checks, fmt.Sprintf("all %s of %s", cli.Thousands(d.Records), m.label))
+			checks = append(checks, fmt.Sprintf("all %s of %s", cli.Thousands(d.Records), m.Label))
 		} else if ok {
-			checks = append(checks, fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(int64(bad)), m.label, cli.Thousands(d.Records)))
+			checks = append(checks, fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(int64(bad)), m.Label, cli.Thousands(d.Records)))
 		}
 		for _, mode := range []string{"whole", "docs", "cold"} {
-			if r := find(hfEncodeRow(m.name, mode)); r != nil && strings.Contains(r.Note, "tokens of") {
+			if r := find(hfEncodeRow(m.Name, mode)); r != nil && strings.Contains(r.Note, "tokens of") {
 				n, _, _ := strings.Cut(r.Note, ";")
-				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s**", m.label, mode, n))
+				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s**", m.Label, mode, n))
 			}
-		}
-	}
-	for _, m := range tokenizerModels {
-		whole, batch := find(hfEncodeRow(m.name, "whole")), find(hfEncodeRow(m.name, "batch"))
-		x, ok1 := metricOf(whole, "mbps")
-		y, ok2 := metricOf(batch, "mbps")
-		if ok1 && ok2 && whole.available() && x < y {
-			slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.label, x, y))
 		}
 	}
 	if len(checks) > 0 {
-		fmt.Fprintf(w, "The binding is the reference: before timing, each rendering's ids from it were checked against\n"+
-			"the golden ids (%s equal)", strings.Join(checks, ", "))
+		v.Checks = "The binding is the reference: before timing, each rendering's ids from it were checked against\n" +
+			"the golden ids (" + strings.Join(checks, ", ") + " equal)"
 		if len(notes) == 0 {
-			fmt.Fprint(w, ", and its token counts are lib/tokenizer's in every\nrow.\n")
+			v.Checks += ", and its token counts are lib/tokenizer's in every\nrow.\n"
 		} else {
-			fmt.Fprintf(w, "; %s.\n", strings.Join(notes, "; "))
+			v.Checks += "; " + strings.Join(notes, "; ") + ".\n"
 		}
 	}
-	fmt.Fprint(w, "\nWhat could make the comparison unfair, and what was done about it:\n\n")
-	floorText := ""
 	if len(floors) > 0 {
-		floorText = " (an empty string's call, measured\n  here: " + strings.Join(floors, ";\n  ") + ")"
+		v.Floors = " (an empty string's call, measured\n  here: " + strings.Join(floors, ";\n  ") + ")"
 	}
-	fmt.Fprintf(w, "- The binding's `encode` is asynchronous: each call crosses from JavaScript to Rust and hops to\n"+
-		"  libuv's thread pool and back%s.\n  That is what a Node user calling it a document at a time pays, and it is the `encode` row;\n"+
-		"  the `encodeBatch` row hands every rendering over in one call (encoded one after another,\n"+
-		"  parallelism off), which leaves the crate's own cost a document: the fairer comparison, and the\n"+
-		"  one the per-document target uses. The concatenated text is one call on both sides.\n", floorText)
-	if len(slower) > 0 {
-		fmt.Fprintf(w, "- The crate is slower on the whole text in one call than on the same text a document at a time\n"+
-			"  (%s with `encodeBatch`):\n"+
-			"  the ratio on the concatenated text owes part of its size to that. No user hands a tokenizer\n"+
-			"  megabytes in one call; the per-document `encodeBatch` ratio is the one to quote.\n", strings.Join(slower, ", "))
-	}
-	fmt.Fprint(w, "- The crate builds a whole `Encoding` for every call (ids, token strings, offsets, masks): that is\n"+
-		"  its design, and every user of it pays it; lib/tokenizer appends ids to a slice. The timed passes\n"+
-		"  take only each encoding's length from the binding (`getLength()`), not the ids copied into a\n"+
-		"  JavaScript array, and the text is converted from JavaScript's UTF-16 to UTF-8 at each call (small\n"+
-		"  beside tokenizing).\n"+
-		"- Both keep a word cache: lib/tokenizer 65,536 direct-mapped slots of words up to 64 bytes; the crate\n"+
-		"  10,000 words, filled once and never evicted. The warm rows encode the same text pass after pass,\n"+
-		"  so each cache holds what it can; the `empty word cache` rows encode it once with nothing cached:\n"+
-		"  lib/tokenizer with a fresh cache (`BenchmarkEncodeCold`), the crate as loaded by a fresh\n"+
-		"  `Tokenizer.fromFile` (loading not timed).\n"+
-		"- Both run on the same core, in turns, with the machine's other work around them: the `load` column\n"+
-		"  is the 1-minute load average when the runs started (the mean of the runs'); a load above the\n"+
-		"  number of CPUs (see Machine) slows both, and a ratio is only as steady as the runs.\n\n")
-
-	// Rendering.
-	conv := ""
+	v.Slower = strings.Join(slower, ", ")
 	if c, ok := metricOf(find(oursRenderRow("qwen3")), "convs"); ok {
-		conv = cli.Thousands(int64(c)) + " "
+		v.Convs = cli.Thousands(int64(c)) + " "
 	}
-	fmt.Fprintf(w, "**Rendering.** `Render` with each model's chat template, on the %sgolden conversations of exactly\n"+
-		"%d messages with tools (glaive_toolcall_en_demo: a user's question, the assistant's tool call, the\n"+
-		"tool's result, the answer, and again), each checked equal to the reference's rendering first; the\n"+
-		"mean time a conversation (`%s` passes over them a run, one core). The crate renders no templates\n"+
-		"(transformers' `apply_chat_template` is Python), so there is no peer row.\n\n", conv, renderTurns, renderBenchtime)
-	t = newTable("template", "conversations", "µs per conversation", "allocations per conversation", "load")
-	for _, m := range tokenizerModels {
-		r := find(oursRenderRow(m.name))
-		t.add("**"+m.label+"**", figure(r, "convs", 0), figure(r, "us_per_conv", 1), figure(r, "allocs_per_conv", 0), loadOf(r))
-	}
-	t.write(w)
+	return v
+}
 
-	// Loading.
-	fmt.Fprint(w, "\n**Loading.** Each load is the first thing a fresh process does, once: lib/tokenizer's\n"+
-		"`tokenizer.Load(dir)` (tokenizer.json, tokenizer_config.json and its chat template parsed, tokenizer.json\n"+
-		"hashed) in a go test process of `BenchmarkTokenizerLoad`, the crate's `Tokenizer.fromFile(tokenizer.json)`\n"+
-		"(the tokenizer only) at the start of the node script. Peak RSS is the process's getrusage maxrss after\n"+
-		"loading (the highest of the runs), `before` the same just before: the go test binary's own, node's with\n"+
-		"the binding; `added` is the difference, what the tokenizer costs a program.\n\n")
-	t = newTable("folder", "implementation", "load ms", "peak RSS MB", "before MB", "added MB", "lib/tokenizer is", "load")
-	for _, m := range tokenizerModels {
-		ours, theirs := find(oursLoadRow(m.name)), find(hfLoadRow(m.name))
-		for i, r := range []*Result{ours, theirs} {
-			added, ratio := "—", "—"
-			p, ok1 := metricOf(r, "rss_mb")
-			b, ok2 := metricOf(r, "rss_before_mb")
-			if ok1 && ok2 {
-				added = strconv.FormatFloat(p-b, 'f', 1, 64)
+func init() {
+	find := func(h *harness, name string) *Result { return h.find(tokGroup, name) }
+	parts["tokenizer-encode"] = func(w io.Writer, h *harness) {
+		t := newTable("tokenizer", "how the text is given", "lib/tokenizer MB/s", "tokens/s", "HF tokenizers MB/s", "tokens/s", "lib/tokenizer ÷ HF", "load")
+		for _, m := range tokenizerModels {
+			for _, md := range tokenizerModes {
+				ours, theirs := find(h, oursEncodeRow(m.Name, md.mode)), find(h, hfEncodeRow(m.Name, md.mode))
+				t.add(m.Label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), times(ours, theirs, "mbps"), loadOf(ours))
 			}
-			label := "**lib/tokenizer** `tokenizer.Load`"
-			if i == 1 {
-				label = "HF tokenizers `Tokenizer.fromFile`"
-				if ours != nil && theirs != nil {
-					ratio = faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
+		}
+		t.write(w)
+		fmt.Fprintln(w)
+		if r := find(h, hfEncodeRow(tokenizerModels[0].Name, "whole")); r != nil && !r.available() {
+			fmt.Fprintf(w, "HF tokenizers %s.\n\n", r.Note)
+		}
+	}
+	parts["tokenizer-render"] = func(w io.Writer, h *harness) {
+		t := newTable("template", "conversations", "µs per conversation", "allocations per conversation", "load")
+		for _, m := range tokenizerModels {
+			r := find(h, oursRenderRow(m.Name))
+			t.add("**"+m.Label+"**", figure(r, "convs", 0), figure(r, "us_per_conv", 1), figure(r, "allocs_per_conv", 0), loadOf(r))
+		}
+		t.write(w)
+	}
+	parts["tokenizer-load"] = func(w io.Writer, h *harness) {
+		t := newTable("folder", "implementation", "load ms", "peak RSS MB", "before MB", "added MB", "lib/tokenizer is", "load")
+		for _, m := range tokenizerModels {
+			ours, theirs := find(h, oursLoadRow(m.Name)), find(h, hfLoadRow(m.Name))
+			for i, r := range []*Result{ours, theirs} {
+				added, ratio := "—", "—"
+				p, ok1 := metricOf(r, "rss_mb")
+				b, ok2 := metricOf(r, "rss_before_mb")
+				if ok1 && ok2 {
+					added = strconv.FormatFloat(p-b, 'f', 1, 64)
 				}
+				label := "**lib/tokenizer** `tokenizer.Load`"
+				if i == 1 {
+					label = "HF tokenizers `Tokenizer.fromFile`"
+					if ours != nil && theirs != nil {
+						ratio = faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
+					}
+				}
+				t.add(m.Label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, ratio, loadOf(r))
 			}
-			t.add(m.label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, ratio, loadOf(r))
+		}
+		t.write(w)
+		fmt.Fprintln(w)
+		command := func(what, name string) {
+			if r := find(h, name); r != nil && r.Command != "" {
+				fmt.Fprintf(w, "- %s: `%s`\n", what, r.Command)
+			}
+		}
+		command("lib/tokenizer, encoding", oursEncodeRow(tokenizerModels[0].Name, "whole"))
+		command("lib/tokenizer, rendering", oursRenderRow(tokenizerModels[0].Name))
+		for _, m := range tokenizerModels {
+			command("lib/tokenizer, loading "+m.Label, oursLoadRow(m.Name))
+		}
+		for _, m := range tokenizerModels {
+			command("HF tokenizers, "+m.Label, hfEncodeRow(m.Name, "whole"))
 		}
 	}
-	t.write(w)
-	fmt.Fprintln(w)
-
-	// The commands.
-	command := func(what, name string) {
-		if r := find(name); r != nil && r.Command != "" {
-			fmt.Fprintf(w, "- %s: `%s`\n", what, r.Command)
-		}
-	}
-	command("lib/tokenizer, encoding", oursEncodeRow(tokenizerModels[0].name, "whole"))
-	command("lib/tokenizer, rendering", oursRenderRow(tokenizerModels[0].name))
-	for _, m := range tokenizerModels {
-		command("lib/tokenizer, loading "+m.label, oursLoadRow(m.name))
-	}
-	for _, m := range tokenizerModels {
-		command("HF tokenizers, "+m.label, hfEncodeRow(m.name, "whole"))
-	}
-	fmt.Fprint(w, "\nCommands run from the repository, the binding installed by `.ci/install-peers` from\n"+
-		"`pipelines/bench/package.json`; the Go benchmarks are `lib/tokenizer/bpe_bench_test.go` and\n"+
-		"`internal/benchsuite/sections_tokenizer_test.go`.\n")
 }

@@ -29,52 +29,6 @@ var tokenIDsSection = &section{
 			return mode + " --token-ids", strings.HasSuffix(mode, "with")
 		})
 	},
-	render: func(w io.Writer, h *harness) {
-		fmt.Fprint(w, "The infer binary (its own process) answers 5,000 chat prompts of 256-token answers\n"+
-			"(`--max-tokens 256 --concurrency 64`) on two `llmsim --instant --chat-template chatml` endpoints\n"+
-			"(another process), without and with `--token-ids`, five times each per run (`BenchmarkTokenIDs`,\n"+
-			"`pipelines/tokens_bench_test.go`); the client's CPU is infer's own user + system time (the\n"+
-			"simulator's is not counted), the answers per second infer's wall time. The token rows are what\n"+
-			"`merge --to tokens` makes of the `--token-ids` output. Against the instant simulator the machine's\n"+
-			"CPU is the bottleneck, so the client's extra CPU shows whole in the answers per second; on a real\n"+
-			"fleet an answer takes seconds and the same microseconds are a vanishing share of a run. The last\n"+
-			"rows measure that: 288 of the prompts (three waves of the slots, `--concurrency 96`) on two llmsim\n"+
-			"endpoints at their calibrated timing (48 slots each, 26.5 tok/s alone and 1,180 tok/s with 48\n"+
-			"running, so a 256-token answer takes about ten seconds), run 20 times faster (`--time-scale 20`,\n"+
-			"the fleet section's), without and with `--token-ids`, five times each per run.\n\n")
-		t := newTable("", "without `--token-ids`", "with `--token-ids`", "ratio")
-		for _, m := range []struct{ prefix, unit, label string }{
-			{"", "client-cpu-µs/req", "client CPU per request (µs)"},
-			{"", "answers/s", "answers/s against the instant simulator (client and simulator sharing the cores)"},
-			{"", "gen-jsonl-KB/1k", "generation records (JSONL) per 1,000 answers (KB)"},
-			{"", "rows-jsonl-KB/1k", "token rows, JSONL, per 1,000 answers (KB)"},
-			{"", "rows-parquet-KB/1k", "token rows, Parquet (zstd), per 1,000 answers (KB)"},
-			{"fleet-", "answers/s", "answers/s on the calibrated fleet (2 endpoints of 48 slots, `--time-scale 20`)"},
-			{"fleet-", "client-cpu-µs/req", "client CPU per request on the calibrated fleet (µs)"},
-		} {
-			without, with := h.find("tokenids", m.prefix+"without --token-ids"), h.find("tokenids", m.prefix+"with --token-ids")
-			cells := []string{m.label, "—", "—", ""}
-			a, okA := metricOf(without, m.unit)
-			b, okB := metricOf(with, m.unit)
-			if okA {
-				cells[1] = trimFloat(a)
-			}
-			if okB {
-				cells[2] = trimFloat(b)
-			}
-			if okA && okB && a > 0 {
-				cells[3] = strconv.FormatFloat(b/a, 'f', 2, 64) + "×"
-			}
-			t.add(cells...)
-		}
-		t.write(w)
-	},
-	targets: func(*harness) []string {
-		return []string{
-			"--token-ids costs at most 1.5× the client CPU a request := tokenids/with --token-ids:client-cpu-µs/req / tokenids/without --token-ids:client-cpu-µs/req <= 1.5",
-			"--token-ids throughput on the simulated fleet within 5% of without := tokenids/fleet-with --token-ids:answers/s / tokenids/fleet-without --token-ids:answers/s >= 0.95",
-		}
-	},
 }
 
 // metricOf is a row's figure; none for a row that is not there.
@@ -214,4 +168,35 @@ func mean(v []float64) float64 {
 		sum += x
 	}
 	return sum / float64(len(v))
+}
+
+func init() {
+	parts["tokenids"] = func(w io.Writer, h *harness) {
+		t := newTable("", "without `--token-ids`", "with `--token-ids`", "ratio")
+		for _, m := range []struct{ prefix, unit, label string }{
+			{"", "client-cpu-µs/req", "client CPU per request (µs)"},
+			{"", "answers/s", "answers/s against the instant simulator (client and simulator sharing the cores)"},
+			{"", "gen-jsonl-KB/1k", "generation records (JSONL) per 1,000 answers (KB)"},
+			{"", "rows-jsonl-KB/1k", "token rows, JSONL, per 1,000 answers (KB)"},
+			{"", "rows-parquet-KB/1k", "token rows, Parquet (zstd), per 1,000 answers (KB)"},
+			{"fleet-", "answers/s", "answers/s on the calibrated fleet (2 endpoints of 48 slots, `--time-scale 20`)"},
+			{"fleet-", "client-cpu-µs/req", "client CPU per request on the calibrated fleet (µs)"},
+		} {
+			without, with := h.find("tokenids", m.prefix+"without --token-ids"), h.find("tokenids", m.prefix+"with --token-ids")
+			cells := []string{m.label, "—", "—", ""}
+			a, okA := metricOf(without, m.unit)
+			b, okB := metricOf(with, m.unit)
+			if okA {
+				cells[1] = trimFloat(a)
+			}
+			if okB {
+				cells[2] = trimFloat(b)
+			}
+			if okA && okB && a > 0 {
+				cells[3] = strconv.FormatFloat(b/a, 'f', 2, 64) + "×"
+			}
+			t.add(cells...)
+		}
+		t.write(w)
+	}
 }

@@ -1,0 +1,148 @@
+package benchsuite
+
+import (
+	_ "embed"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"text/template"
+
+	"tokenmill/internal/ollamaserver"
+	"tokenmill/lib/cli"
+)
+
+// The report is written by one renderer: report.tmpl holds every
+// section's text and targets as templates, which call stream (a stream
+// table) and part (a table of the section's own) to write the rows.
+
+//go:embed report.tmpl
+var reportTmpl string
+
+// view is what the templates read of the run.
+type view struct {
+	Sz           Sizes
+	Runs         int
+	Quick        bool
+	Dir          string // the scratch directory's name
+	Info         runInfo
+	GrowthLabels []string
+	C            map[string]any // the constants the text quotes
+	Names, Note  string         // of a section measured alone
+}
+
+// parts are the tables a section's template writes with part NAME.
+var parts = map[string]func(io.Writer, *harness){}
+
+func (h *harness) view() view {
+	v := view{Sz: h.sz, Runs: h.runs, Quick: h.quick, Dir: filepath.Base(h.dir), Info: h.info, C: map[string]any{
+		"concurrency": concurrency, "inflightScale": inflightScale, "fleetTimeScale": fleetTimeScale, "regenPrefillUS": regenPrefillUS,
+		"regenKV": regenKV, "regenScale": regenScale, "regenMaxTokens": regenMaxTokens, "renderTurns": renderTurns, "renderBenchtime": renderBenchtime,
+		"ollamaParallel": ollamaParallel, "baselineFile": baselineFile, "nearThreshold": nearThreshold, "signLSHRow": signLSHRow}}
+	for _, n := range h.sz.Growth {
+		v.GrowthLabels = append(v.GrowthLabels, sizeLabel(n))
+	}
+	return v
+}
+
+// templates parses report.tmpl with the functions it calls bound to h.
+func (h *harness) templates() *template.Template {
+	str := func(f func(io.Writer)) string {
+		var b strings.Builder
+		f(&b)
+		return b.String()
+	}
+	funcs := template.FuncMap{
+		"fact": h.fact, "lines": h.lines, "mb": h.mb, "find": h.find, "runs": runsText, "join": strings.Join,
+		"date":    func() string { return h.info.Started.UTC().Format("2006-01-02 15:04 UTC") },
+		"elapsed": func() string { return elapsed(h.info.Took) },
+		"label":   func(n any) string { return sizeLabel(int(toInt(n))) },
+		"th":      func(n any) string { return cli.Thousands(toInt(n)) },
+		"mul":     func(a, b any) int64 { return toInt(a) * toInt(b) },
+		"div":     func(a, b any) int64 { return toInt(a) / toInt(b) },
+		"int":     func(v float64) int { return int(v) },
+		"list":    func(s ...string) []string { return s },
+		"last": func(s any) any {
+			v := reflect.ValueOf(s)
+			return v.Index(v.Len() - 1).Interface()
+		},
+		"num": func(r *Result, name string) float64 { // -1 where there is no figure
+			if v, ok := metricOf(r, name); ok {
+				return v
+			}
+			return -1
+		},
+		"perKey": func(rss float64, n int64) float64 { return rss * 1e6 / float64(n) },
+		"stream": func(group, rate string, cpu bool) string {
+			return str(func(w io.Writer) { h.stream(w, group, rate, cpu) })
+		},
+		"whyNot": func(g, ours, peer, why string) string {
+			return str(func(w io.Writer) { h.whyNot(w, g, ours, peer, why) })
+		},
+		"part":       func(name string) string { return str(func(w io.Writer) { parts[name](w, h) }) },
+		"bestFixed":  func(g, metric string) *Result { return bestFixed(h.group(g), metric) },
+		"scaleUnit":  h.scaleUnit,
+		"scaleLabel": func(f int) string { return scaleLabel(h, f) },
+		"nearSizes":  h.nearSizes, "composeCounts": func() []int { return composeCounts(h) },
+		"fleetCrashAfter": func() int { return fleetCrashAfter(h.sz.FleetPrompts) },
+		"regenFacts":      h.regenView, "tokenizerView": h.tokenizerView, "tokenizerModels": func() any { return tokenizerModels },
+		"ours": oursEncodeRow, "hf": hfEncodeRow,
+		"inflightCases": func() []inflightCase { return inflightCases(h.sz) },
+		"kindsSlots":    func() []int { return kindsSlots }, "kindsOrder": func() []string { return kindsOrder },
+		"ollamaVersion": func() string { return cmp(h.info.Facts["ollama"], ollamaserver.Version) },
+		"benchRow":      h.benchRow, "benchRunRow": benchRunRow,
+	}
+	return template.Must(template.New("report").Funcs(funcs).Parse(reportTmpl))
+}
+
+func toInt(v any) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	panic(fmt.Sprintf("not a number: %v", v))
+}
+
+// text writes the template name, if there is one, with v.
+func (h *harness) text(w io.Writer, name string, v view) error {
+	t := h.templates()
+	if t.Lookup(name) == nil {
+		return nil
+	}
+	return t.ExecuteTemplate(w, name, v)
+}
+
+// targets are a section's targets: the lines of its "targets" template.
+func (h *harness) targets(s *section) ([]string, error) {
+	var b strings.Builder
+	if err := h.text(&b, s.name+" targets", h.view()); err != nil {
+		return nil, err
+	}
+	var out []string
+	for line := range strings.Lines(b.String()) {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out, nil
+}
+
+// render writes a section's heading and text.
+func (h *harness) render(w io.Writer, s *section) error {
+	fmt.Fprintf(w, "%s\n\n", s.heading)
+	return h.text(w, s.name, h.view())
+}
+
+// runsNote says how many runs each row of a section took.
+func (h *harness) runsNote(s *section) (string, error) {
+	var b strings.Builder
+	if err := h.text(&b, s.name+" runs", h.view()); err != nil || b.Len() > 0 {
+		return b.String(), err
+	}
+	return runsText(h.runs) + " each, median reported", nil
+}
