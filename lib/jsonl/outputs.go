@@ -45,12 +45,12 @@ func CheckOutputs(stdout io.Writer, inputs []Named, outputs []Output, force bool
 	return &Outputs{stdout: stdout, force: force, specs: outputs}, nil
 }
 
-// Open creates every checked output that has a path and is not Kept, in
-// the order given. If one cannot be created, those already open are
+// Open creates every checked output that has a path and is neither Kept
+// nor Later, in the order given. If one cannot be created, those already open are
 // dropped and the error names its flag.
 func (o *Outputs) Open() error {
 	for _, s := range o.specs {
-		if s.Path == "" || s.Kept {
+		if s.Path == "" || s.Kept || s.Later {
 			continue
 		}
 		if _, err := o.Create(s.Flag, s.Path); err != nil {

@@ -212,3 +212,40 @@ func TestOutputsCloseOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputsLater: an output opened later is refused up front like any
+// other, not opened by Open, and once created closes with the rest.
+func TestOutputsLater(t *testing.T) {
+	dir := t.TempDir()
+	pic := filepath.Join(dir, "plot.svg")
+	os.WriteFile(pic, []byte("old"), 0o666)
+	specs := []Output{{Flag: "-o", Path: filepath.Join(dir, "a.jsonl")}, {Flag: "--plot", Path: pic, Later: true}}
+	if _, err := CheckOutputs(nil, nil, specs, false); err == nil {
+		t.Fatal("an existing --plot without force was not refused")
+	}
+	outs, err := CheckOutputs(nil, nil, specs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outs.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if outs.Writer("--plot") != nil {
+		t.Fatal("Open opened the later output")
+	}
+	w, err := outs.Create("--plot", pic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteRaw([]byte("new"))
+	if err := outs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a.jsonl": "", "plot.svg": "new"}
+	if got := files(t, dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("directory holds %q, want %q", got, want)
+	}
+	if _, err := outs.Create("--rejects", filepath.Join(dir, "r.jsonl")); err == nil {
+		t.Error("Create after Close succeeded")
+	}
+}

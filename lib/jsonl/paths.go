@@ -78,6 +78,9 @@ type Output struct {
 	// MayBeInput lets the output name one of the inputs: merge's -o, which
 	// is put in place only after every input has been read.
 	MayBeInput bool
+	// Later: Outputs.Open leaves it for the run to open with Create when
+	// it gets to it (stats' --plot, drawn after the report is printed).
+	Later bool
 }
 
 // CheckPaths is what every tool checks before it opens anything for

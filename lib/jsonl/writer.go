@@ -130,6 +130,14 @@ func (w *Writer) WriteRaw(p []byte) (int, error) {
 	return n, err
 }
 
+// Raw is the writer as an io.Writer of WriteRaw: for a library that
+// writes a whole file through one (a picture, a Parquet file).
+func (w *Writer) Raw() io.Writer { return rawWriter{w} }
+
+type rawWriter struct{ w *Writer }
+
+func (r rawWriter) Write(p []byte) (int, error) { return r.w.WriteRaw(p) }
+
 // Flush pushes buffered records to the file (and through the compressor,
 // for compressed output) so that they survive a kill of this process.
 func (w *Writer) Flush() error {

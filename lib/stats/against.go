@@ -364,15 +364,16 @@ func onOff(b bool, on, off string) string {
 // compare reads the make-up of the inputs and of --against's file, for
 // the report to carry (nothing without --against). stdin is spooled as
 // it is read, and the report's pass reads the spool.
-func (c *Command) compare(ctx context.Context, env *cli.Env, inputs []string, workers int) error {
-	if c.Against == "" {
-		return nil
+func compare(ctx context.Context, env *cli.Env, cfg Config) (*Against, error) {
+	if cfg.Against == "" {
+		return nil, nil
 	}
-	if err := jsonl.CheckPaths(jsonl.Inputs([]string{c.Against}), nil, false); err != nil {
-		return err
+	if err := jsonl.CheckPaths(jsonl.Inputs([]string{cfg.Against}), nil, false); err != nil {
+		return nil, err
 	}
+	inputs, workers := cfg.Files, cfg.Workers
 	var read, bytes atomic.Int64
-	display := cli.StartProgress(ctx, env, c.Progress, func() []string {
+	display := cli.StartProgress(ctx, env, cfg.Progress, func() []string {
 		return []string{fmt.Sprintf("--against: read %s records (%s)", num(read.Load()), bytesText(bytes.Load()))}
 	})
 	defer display.Stop()
@@ -381,7 +382,7 @@ func (c *Command) compare(ctx context.Context, env *cli.Env, inputs []string, wo
 	if slices.Contains(inputs, "-") {
 		f, err := jsonl.CreateSpill("", "tokenmill-stats-*")
 		if err != nil {
-			return fmt.Errorf("--against: spooling stdin: %w", err)
+			return nil, fmt.Errorf("--against: spooling stdin: %w", err)
 		}
 		spool = f
 		stdin = io.TeeReader(env.Stdin, f)
@@ -391,30 +392,29 @@ func (c *Command) compare(ctx context.Context, env *cli.Env, inputs []string, wo
 			continue
 		}
 		if st, err := os.Stat(in); err == nil && !st.Mode().IsRegular() {
-			return cli.Usagef("--against reads the inputs twice (their make-up, then the report): %s is not a regular file; name a file, or pipe it to stdin", in)
+			return nil, cli.Usagef("--against reads the inputs twice (their make-up, then the report): %s is not a regular file; name a file, or pipe it to stdin", in)
 		}
 	}
 	mine, err := readMakeup(ctx, env, inputs, stdin, workers, &read, &bytes)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if spool != nil {
 		size, err := spool.Seek(0, io.SeekEnd)
 		if err != nil {
-			return fmt.Errorf("--against: spooling stdin: %w", err)
+			return nil, fmt.Errorf("--against: spooling stdin: %w", err)
 		}
 		env.Stdin = io.NewSectionReader(spool, 0, size)
 		runtime.AddCleanup(env, func(f *os.File) { f.Close() }, spool)
 	}
-	theirs, err := readMakeup(ctx, env, []string{c.Against}, nil, workers, &read, &bytes)
+	theirs, err := readMakeup(ctx, env, []string{cfg.Against}, nil, workers, &read, &bytes)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ctx.Err() != nil {
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	c.against = compareMakeups(c.Against, mine, theirs)
-	return nil
+	return compareMakeups(cfg.Against, mine, theirs), nil
 }
 
 // readMakeup reads the make-up of files; lines that are not records are
@@ -668,20 +668,20 @@ func writeAgainst(b *strings.Builder, a *Against, top int) {
 
 // writeCompared writes the report with the --against section: after the
 // tables, or as the "against" field of the JSON document.
-func (c *Command) writeCompared(env *cli.Env, r *Report) error {
-	if !c.JSON {
-		if err := r.WriteText(env.Stdout, c.Top); err != nil {
+func writeCompared(env *cli.Env, cfg Config, r *Report, against *Against) error {
+	if !cfg.JSON {
+		if err := r.WriteText(env.Stdout, cfg.Top); err != nil {
 			return err
 		}
 		var b strings.Builder
-		writeAgainst(&b, c.against, c.Top)
+		writeAgainst(&b, against, cfg.Top)
 		_, err := io.WriteString(env.Stdout, b.String())
 		return err
 	}
 	out, err := json.MarshalIndent(struct {
 		*Report
 		Against *Against `json:"against"`
-	}{r, c.against}, "", "  ")
+	}{r, against}, "", "  ")
 	if err != nil {
 		return err
 	}

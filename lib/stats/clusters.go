@@ -61,45 +61,39 @@ type clusterLine struct {
 
 // runClusters reads the --clusters file and writes its summary; a line
 // that is not a clusters line is rejected (exit 3) and the rest counted.
-func (c *Command) runClusters(ctx context.Context, env *cli.Env) error {
-	if len(c.Files) > 0 {
-		return cli.Usagef("--clusters summarises a clusters file alone: give no record files")
-	}
-	if c.Plot != "" || c.Checks != "" || c.Wall != 0 {
-		return cli.Usagef("--plot, --checks and --wall describe records, not a --clusters file")
-	}
-	outputs := []jsonl.Output{{Flag: "report", Path: "-"}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.InputsFrom([]string{c.Clusters}, env.Stdin), outputs, c.Force); err != nil {
-		return err
-	}
-	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
+func runClusters(ctx context.Context, env *cli.Env, cfg Config) error {
+	outs, err := jsonl.CheckOutputs(env.Stdout, jsonl.InputsFrom([]string{cfg.Clusters}, env.Stdin),
+		[]jsonl.Output{{Flag: "report", Path: "-", Kept: true}, {Flag: "--rejects", Path: cfg.Rejects}}, cfg.Force)
 	if err != nil {
 		return err
 	}
-	r, err := readClusters(jsonl.NewReader(ctx, env, []string{c.Clusters}, env.Stdin, jsonl.Options{}), rejects, c.Top)
+	if err := outs.Open(); err != nil {
+		return err
+	}
+	defer outs.Abort()
+	rejects := outs.Rejects(env)
+	r, err := readClusters(jsonl.NewReader(ctx, env, []string{cfg.Clusters}, env.Stdin, jsonl.Options{}), rejects, cfg.Top)
 	if err == nil && cli.Interrupted(ctx) {
 		err = context.Cause(ctx)
 	}
 	if err != nil {
-		rejects.Abort()
 		return err
 	}
-	if c.JSON {
+	if cfg.JSON {
 		out, err := json.MarshalIndent(r, "", "  ")
 		if err != nil {
-			rejects.Abort()
 			return err
 		}
-		_, err = env.Stdout.Write(append(out, '\n'))
-		if err != nil {
-			rejects.Abort()
+		if _, err := env.Stdout.Write(append(out, '\n')); err != nil {
 			return err
 		}
 	} else if err := r.WriteText(env.Stdout); err != nil {
-		rejects.Abort()
 		return err
 	}
-	return rejects.Close()
+	if err := outs.Close(); err != nil {
+		return err
+	}
+	return rejects.Err()
 }
 
 // readClusters summarises the clusters lines of in, listing the top

@@ -17,7 +17,6 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"tokenmill/lib/jsonl"
 )
 
 // Plot sizes: two panels side by side, one row per pair.
@@ -37,10 +36,10 @@ var (
 // Plot draws the report's non-empty length histograms (on the same 1-2-5
 // log buckets as the tables) and, when there are endpoints, their tok/s
 // per request and their completion tokens (or tok/s over the run with
-// --wall), into path as SVG or PNG by its extension. With a (--against),
+// --wall), to w as SVG or PNG by path's extension. With a (--against),
 // each of its dimensions follows, the records' side beside the
 // reference's.
-func Plot(r *Report, a *Against, path string, force bool) error {
+func Plot(w io.Writer, r *Report, a *Against, path string) error {
 	panels, err := panels(r)
 	if err != nil {
 		return err
@@ -82,10 +81,8 @@ func Plot(r *Report, a *Against, path string, force bool) error {
 			}
 		}
 	}
-	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: force}, func(w io.Writer) error {
-		_, err := canvas.WriteTo(w)
-		return err
-	})
+	_, err = canvas.WriteTo(w)
+	return err
 }
 
 func panels(r *Report) ([]*plot.Plot, error) {

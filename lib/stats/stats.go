@@ -71,64 +71,145 @@ type Command struct {
 	Clusters   string `default:"" placeholder:"FILE" help:"Summarise the clusters FILE of dedup --near instead of records: near-duplicates dropped, their similarity histogram, and the --top kept prompts with the most copies."`
 	Against    string `default:"" placeholder:"FILE" help:"Also set the records' make-up beside FILE's (a sample of served traffic, another training set): shares by source, language, tools, thinking and tool calls side by side with their total variation distance, prompt and answer lengths with their Kolmogorov-Smirnov statistic, and the groups that differ most; with --plot, each dimension drawn beside the reference."`
 
-	against *Against // what --against found (against.go)
 	quality.Flags
+}
+
+// Config is one stats run, taken from the flags once.
+type Config struct {
+	Files         []string // never empty: "-" reads stdin
+	JSON          bool
+	Plot          string
+	Wall          time.Duration
+	Top           int
+	ContextLength int64
+	Rejects       string
+	Force         bool
+	Workers       int
+	Progress      time.Duration
+	Tokens        TokenFlags
+	Checks        []string       // filter's checks to report (nil: none)
+	Quality       quality.Config // how they run
+	Clusters      string         // a dedup --near clusters file to summarise instead
+	Against       string         // a reference to set the records beside
+}
+
+// config checks the flags and turns them into a Config.
+func (c *Command) config() (Config, error) {
+	if err := c.check(); err != nil {
+		return Config{}, err
+	}
+	if c.Clusters != "" {
+		if len(c.Files) > 0 {
+			return Config{}, cli.Usagef("--clusters summarises a clusters file alone: give no record files")
+		}
+		if c.Plot != "" || c.Checks != "" || c.Wall != 0 {
+			return Config{}, cli.Usagef("--plot, --checks and --wall describe records, not a --clusters file")
+		}
+	}
+	workers, err := c.Count()
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{Files: c.Files, JSON: c.JSON, Plot: c.Plot, Wall: c.Wall, Top: c.Top, ContextLength: c.ContextLength,
+		Rejects: c.Rejects, Force: c.Force, Workers: workers, Progress: c.Progress, Tokens: c.TokenFlags,
+		Clusters: c.Clusters, Against: c.Against}
+	if len(cfg.Files) == 0 {
+		cfg.Files = []string{"-"}
+	}
+	if c.Checks != "" && c.Clusters == "" {
+		if cfg.Checks, err = quality.ParseChecks(c.Checks); err != nil {
+			return Config{}, cli.Usagef("--checks: %v", err)
+		}
+		if len(cfg.Checks) == 0 {
+			return Config{}, cli.Usagef("--checks names no check")
+		}
+		if cfg.Quality, err = c.Flags.Config(cfg.Checks); err != nil {
+			return Config{}, cli.Usagef("%v", err)
+		}
+		if _, err := quality.NewChecker(cfg.Quality); err != nil {
+			return Config{}, cli.Usagef("%v", err)
+		}
+	}
+	return cfg, nil
 }
 
 // Run reads the inputs and writes the report.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	if err := c.check(); err != nil {
-		return err
-	}
-	if c.Clusters != "" {
-		return c.runClusters(ctx, env)
-	}
-	workers, err := c.Count()
+	cfg, err := c.config()
 	if err != nil {
 		return err
 	}
-	outputs := []jsonl.Output{{Flag: "report", Path: "-"}, {Flag: "--plot", Path: c.Plot}, {Flag: "--rejects", Path: c.Rejects}}
-	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Files, env.Stdin), outputs, c.Force); err != nil {
-		return err
+	if cfg.Clusters != "" {
+		return runClusters(ctx, env, cfg)
 	}
-	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
-	if err != nil {
-		return err
-	}
-	inputs := c.Files
-	if len(inputs) == 0 {
-		inputs = []string{"-"}
-	}
-	if err := c.compare(ctx, env, inputs, workers); err != nil {
-		rejects.Abort()
-		return err
-	}
+	return Run(ctx, env, cfg)
+}
 
+// Run reads the records cfg names and writes their report.
+func Run(ctx context.Context, env *cli.Env, cfg Config) error {
+	outs, err := jsonl.CheckOutputs(env.Stdout, jsonl.InputsFrom(cfg.Files, env.Stdin),
+		[]jsonl.Output{{Flag: "report", Path: "-", Kept: true}, {Flag: "--plot", Path: cfg.Plot, Later: true}, {Flag: "--rejects", Path: cfg.Rejects}}, cfg.Force)
+	if err != nil {
+		return err
+	}
+	if err := outs.Open(); err != nil {
+		return err
+	}
+	defer outs.Abort()
+	rejects := outs.Rejects(env)
+	against, err := compare(ctx, env, cfg)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
+	report, err := read(ctx, env, cfg, rejects)
+	if err != nil {
+		return err
+	}
+	if err := write(env, cfg, report, against); err != nil {
+		return err
+	}
+	if cfg.Plot != "" && !report.Interrupted {
+		w, err := outs.Create("--plot", cfg.Plot)
+		if err == nil {
+			err = Plot(w.Raw(), report, against, cfg.Plot)
+		}
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	env.Logf("read %s (%s) from %s in %s, %s", plural(report.Records, "record"), bytesText(report.Bytes),
+		plural(len(cfg.Files), "input"), time.Since(start).Round(time.Millisecond), rejects.Summary())
+	if report.Interrupted {
+		// The report on stdout says "interrupted"; files are not put in
+		// place short.
+		return context.Cause(ctx)
+	}
+	if err := outs.Close(); err != nil {
+		return err
+	}
+	return rejects.Err()
+}
+
+// read reads the records into a report, every bad line to rejects.
+func read(ctx context.Context, env *cli.Env, cfg Config, rejects *jsonl.Rejects) (*Report, error) {
 	var prog progress
-	display := cli.StartProgress(ctx, env, c.Progress, func() []string {
+	display := cli.StartProgress(ctx, env, cfg.Progress, func() []string {
 		return []string{fmt.Sprintf("read %s records (%s)", num(prog.records.Load()), bytesText(prog.bytes.Load()))}
 	})
-	parity, err := newParityChecker(c.Tokenizer, c.TemplateKwargs)
+	defer display.Stop()
+	parity, err := newParityChecker(cfg.Tokens.Tokenizer, cfg.Tokens.TemplateKwargs)
 	if err != nil {
-		display.Stop()
-		rejects.Abort()
-		return err
+		return nil, err
 	}
 	pa := newParityAgg(parity)
-	newChecker, checks, err := c.checker(parity)
-	if err != nil {
-		display.Stop()
-		rejects.Abort()
-		return err
-	}
-	reader := jsonl.NewReader(ctx, env, inputs, env.Stdin, jsonl.Options{})
+	reader := jsonl.NewReader(ctx, env, cfg.Files, env.Stdin, jsonl.Options{})
 	agg := newAggregator()
-	tk := newTokenAgg(c.TokenFlags)
-	if checks != nil {
-		agg.checks = newCheckAgg(checks)
+	tk := newTokenAgg(cfg.Tokens)
+	if cfg.Checks != nil {
+		agg.checks = newCheckAgg(cfg.Checks)
 	}
-	err = consume(ctx, reader, workers, newChecker, func(it *item) error {
+	err = consume(ctx, reader, cfg.Workers, checkerOf(cfg, parity), func(it *item) error {
 		switch {
 		case it.Err != nil:
 			return rejects.Input(it.Err)
@@ -144,16 +225,13 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 	}, &prog)
 	display.Stop()
 	if err != nil {
-		rejects.Abort()
-		return err
+		return nil, err
 	}
-
-	report := agg.report(c.Top, c.Wall.Seconds(), c.ContextLength)
-	if err := describeSettings(report, inputs); err != nil {
-		rejects.Abort()
-		return err
+	report := agg.report(cfg.Top, cfg.Wall.Seconds(), cfg.ContextLength)
+	if err := describeSettings(report, cfg.Files); err != nil {
+		return nil, err
 	}
-	report.Inputs = inputs
+	report.Inputs = cfg.Files
 	report.Bytes = prog.bytes.Load()
 	report.Rejected = rejects.Total()
 	report.RejectReasons = counts(rejects.Counts())
@@ -162,51 +240,18 @@ func (c *Command) Run(ctx context.Context, env *cli.Env) error {
 		report.Tokens = tk.report(ctx)
 		report.Parity = pa.report()
 	}
-	if err := c.write(env, report); err != nil {
-		rejects.Abort()
-		return err
-	}
-	if c.Plot != "" && !report.Interrupted {
-		if err := Plot(report, c.against, c.Plot, c.Force); err != nil {
-			rejects.Abort()
-			return fmt.Errorf("plot: %w", err)
-		}
-	}
-	env.Logf("read %s (%s) from %s in %s, %s", plural(report.Records, "record"), bytesText(report.Bytes),
-		plural(len(inputs), "input"), time.Since(start).Round(time.Millisecond), rejects.Summary())
-	if report.Interrupted {
-		// The report on stdout says "interrupted"; files are not put in
-		// place short.
-		rejects.Abort()
-		return context.Cause(ctx)
-	}
-	return rejects.Close()
+	return report, nil
 }
 
-// checker returns the workers' checker factory and the checks --checks
-// asks for (nil: none).
-func (c *Command) checker(parity *parityChecker) (func() *checker, []string, error) {
-	if c.Checks == "" {
-		return func() *checker { return &checker{parity: parity} }, nil, nil
-	}
-	checks, err := quality.ParseChecks(c.Checks)
-	if err != nil {
-		return nil, nil, cli.Usagef("--checks: %v", err)
-	}
-	if len(checks) == 0 {
-		return nil, nil, cli.Usagef("--checks names no check")
-	}
-	cfg, err := c.Flags.Config(checks)
-	if err != nil {
-		return nil, nil, cli.Usagef("%v", err)
-	}
-	if _, err := quality.NewChecker(cfg); err != nil {
-		return nil, nil, cli.Usagef("%v", err)
+// checkerOf returns the workers' checker factory.
+func checkerOf(cfg Config, parity *parityChecker) func() *checker {
+	if cfg.Checks == nil {
+		return func() *checker { return &checker{parity: parity} }
 	}
 	return func() *checker {
-		qc, _ := quality.NewChecker(cfg)
+		qc, _ := quality.NewChecker(cfg.Quality) // config made one already
 		return &checker{c: qc, parity: parity}
-	}, checks, nil
+	}
 }
 
 func (c *Command) check() error {
@@ -234,12 +279,12 @@ func (c *Command) check() error {
 }
 
 // write prints the report to stdout as text or JSON.
-func (c *Command) write(env *cli.Env, r *Report) error {
-	if c.against != nil {
-		return c.writeCompared(env, r)
+func write(env *cli.Env, cfg Config, r *Report, against *Against) error {
+	if against != nil {
+		return writeCompared(env, cfg, r, against)
 	}
-	if !c.JSON {
-		return r.WriteText(env.Stdout, c.Top)
+	if !cfg.JSON {
+		return r.WriteText(env.Stdout, cfg.Top)
 	}
 	out, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
