@@ -103,16 +103,6 @@ func (f *Filter) Rate() float64 {
 	return either(f.older, f.layers[len(f.layers)-1].rate())
 }
 
-// Test reports whether h may have been added.
-func (f *Filter) Test(h *[16]byte) bool {
-	for _, l := range f.layers {
-		if l.bf.Test(h[:]) {
-			return true
-		}
-	}
-	return false
-}
-
 // TestOrAdd reports whether h may have been added, and adds it if not.
 func (f *Filter) TestOrAdd(h *[16]byte) bool {
 	last := len(f.layers) - 1
@@ -213,14 +203,6 @@ func (s *Set) exactLen() int {
 		return 0
 	}
 	return s.exact.len()
-}
-
-// Seen looks up key hash h and records it. It reports whether a record
-// with the same key came before, and then (exact mode, ids kept) that
-// record's raw JSON id. id is this record's raw JSON id, kept if it is new.
-func (s *Set) Seen(h xxh3.Uint128, id []byte) (bool, string) {
-	p := probesOf(h)
-	return s.SeenProbes(h, &p, id)
 }
 
 // SeenProbes is Seen for a key whose filter probes were computed already
