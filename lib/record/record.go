@@ -20,9 +20,8 @@ type ID struct {
 	Numeric bool
 }
 
-// StringID and IntID build ids.
+// StringID builds an id.
 func StringID(s string) ID { return ID{Text: s} }
-func IntID(n int64) ID     { return ID{Text: strconv.FormatInt(n, 10), Numeric: true} }
 
 func (id ID) String() string { return id.Text }
 func (id ID) IsZero() bool   { return id.Text == "" }
@@ -331,28 +330,6 @@ func (k Kind) String() string {
 	return "prompt"
 }
 
-// Kind reports which kind of record g is.
-func (g *Generation) Kind() Kind {
-	switch {
-	case g.Output != nil:
-		return KindGeneration
-	case g.Error != nil:
-		return KindError
-	}
-	return KindPrompt
-}
-
-// SampleIndex is the sample number of a generation or error record.
-func (g *Generation) SampleIndex() int {
-	switch {
-	case g.Output != nil:
-		return g.Output.Sample
-	case g.Error != nil:
-		return g.Error.Sample
-	}
-	return g.Sample
-}
-
 // ParseFlags are the decoding flags every stage uses: the decoded strings
 // may alias the input line, which lives until the next line is read, and
 // field names match exactly, as the record contract spells them ("ID" is
@@ -396,15 +373,6 @@ func AppendField(dst, raw []byte, key string, value []byte) ([]byte, error) {
 	dst = append(dst, ':')
 	dst = append(dst, value...)
 	return append(dst, '}'), nil
-}
-
-// AppendValue marshals v and appends it as field key of raw (see AppendField).
-func AppendValue(dst, raw []byte, key string, v any) ([]byte, error) {
-	value, err := json.Marshal(v)
-	if err != nil {
-		return dst, err
-	}
-	return AppendField(dst, raw, key, value)
 }
 
 // RawLine wraps an input line that is not valid JSON, so a reject record can

@@ -137,10 +137,6 @@ type SettingsField struct {
 	text func(*Settings) string
 }
 
-// Text is the field's value in s, as a message shows it ("none" when
-// unset).
-func (f SettingsField) Text(s *Settings) string { return f.text(s) }
-
 func optText[T any](p *T) string {
 	if p == nil {
 		return "none"
