@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
@@ -99,9 +100,23 @@ type Command struct {
 	cli.ProgressFlag
 }
 
+// config is one compose run, taken from the flags once.
+type config struct {
+	inputs          []string
+	output, rejects string
+	force, dryRun   bool
+	spoolMax        int64
+	workers         int
+	progress        time.Duration
+	spec            *levelSpec // the mix
+	total           int64
+	seed            uint64
+	repeat          bool
+}
+
 // run is the state of one compose run.
 type run struct {
-	cmd     *Command
+	cfg     config
 	env     *cli.Env
 	spec    *levelSpec
 	root    *levelRun
@@ -142,43 +157,54 @@ type leafState struct {
 
 // Run composes the mix.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	r := &run{cmd: c, env: env, seed: c.Seed, repeat: c.Repeat, total: c.Total}
-	if err := r.configure(); err != nil {
+	cfg, err := c.config()
+	if err != nil {
 		return err
 	}
-	outputs := []jsonl.Output{{Flag: "--rejects", Path: c.Rejects}}
-	if !c.DryRun {
-		outputs = append(outputs, jsonl.Output{Flag: "-o", Path: c.Output})
+	return cfg.run(ctx, env)
+}
+
+// run composes the mix cfg describes.
+func (cfg config) run(ctx context.Context, env *cli.Env) error {
+	r := &run{cfg: cfg, env: env, seed: cfg.seed, repeat: cfg.repeat, total: cfg.total, spec: cfg.spec}
+	r.setup()
+	outputs := []jsonl.Output{{Flag: "--rejects", Path: cfg.rejects}}
+	if !cfg.dryRun {
+		outputs = append(outputs, jsonl.Output{Flag: "-o", Path: cfg.output})
 	}
-	if err := jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, env.Stdin), outputs, c.Force); err != nil {
+	outs, err := jsonl.CheckOutputs(env.Stdout, jsonl.InputsFrom(cfg.inputs, env.Stdin), outputs, cfg.force)
+	if err != nil {
 		return err
 	}
 	if err := r.openInputs(); err != nil {
 		return err
 	}
 	defer r.closeInputs()
-	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
-	if err != nil {
+	if err := outs.Open(); err != nil {
 		return err
 	}
-	progress := cli.StartProgress(ctx, env, c.Progress, r.status)
+	defer outs.Abort()
+	rejects := outs.Rejects(env)
+	progress := cli.StartProgress(ctx, env, cfg.progress, r.status)
 	err = r.count(ctx, rejects)
 	if err == nil && ctx.Err() == nil {
 		r.plan()
-		if !c.DryRun {
-			err = r.write(ctx)
+		if !cfg.dryRun {
+			err = r.write(ctx, outs.Writer("-o"))
 		}
 	}
 	progress.Stop()
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
+	if err == nil {
+		err = outs.Close()
+	}
 	if err != nil {
-		rejects.Abort()
 		return err
 	}
 	r.summary(rejects)
-	return rejects.Close()
+	return rejects.Err()
 }
 
 // status is the progress line.
@@ -190,45 +216,52 @@ func (r *run) status() []string {
 	return []string{fmt.Sprintf("pass 1 of 2: read %s records, %.1f MB", cli.Thousands(r.read.Load()), float64(r.bytes.Load())/1e6)}
 }
 
-// configure reads the mix from the flags or --spec.
-func (r *run) configure() error {
-	c := r.cmd
+// config checks the flags and reads the mix from them or --spec.
+func (c *Command) config() (config, error) {
+	cfg := config{inputs: c.Inputs, output: c.Output, rejects: c.Rejects, force: c.Force, dryRun: c.DryRun,
+		spoolMax: int64(c.SpoolMax), progress: c.Progress, total: c.Total, seed: c.Seed, repeat: c.Repeat}
 	buckets, err := parseBuckets(c.LengthBuckets)
 	if err != nil {
-		return cli.Usagef("%v", err)
+		return cfg, cli.Usagef("%v", err)
 	}
 	switch {
 	case c.Total < 0:
-		return cli.Usagef("--total must not be negative")
+		return cfg, cli.Usagef("--total must not be negative")
 	case c.Spec != "" && (c.By != "" || c.Share != "" || c.Max != "" || c.Equal):
-		return cli.Usagef("--spec holds the mix: drop --by, --share, --max and --equal (or put them in the file)")
+		return cfg, cli.Usagef("--spec holds the mix: drop --by, --share, --max and --equal (or put them in the file)")
 	case c.Spec == "" && c.By == "" && (c.Share != "" || c.Max != ""):
-		return cli.Usagef("--share and --max name groups of a key: give --by (e.g. --by source)")
+		return cfg, cli.Usagef("--share and --max name groups of a key: give --by (e.g. --by source)")
 	case c.Rejects == "-" && c.Stdout() && !c.DryRun:
-		return cli.Usagef("--rejects - and the records both go to stdout: name a file for one of them")
+		return cfg, cli.Usagef("--rejects - and the records both go to stdout: name a file for one of them")
+	}
+	if cfg.workers, err = c.Count(); err != nil {
+		return cfg, err
 	}
 	if c.Spec != "" {
 		spec, fs, err := loadSpec(c.Spec, buckets)
 		if err != nil {
-			return cli.Usagef("%v", err)
+			return cfg, cli.Usagef("%v", err)
 		}
-		r.spec = spec
-		if r.total == 0 {
-			r.total = fs.total
+		cfg.spec = spec
+		if cfg.total == 0 {
+			cfg.total = fs.total
 		}
-		r.repeat = r.repeat || fs.repeat
-		if fs.seed != nil && r.seed == 0 {
-			r.seed = *fs.seed
+		cfg.repeat = cfg.repeat || fs.repeat
+		if fs.seed != nil && cfg.seed == 0 {
+			cfg.seed = *fs.seed
 		}
 	} else if c.By == "" {
-		r.spec = &levelSpec{key: &key{name: "all", kind: keyAll}, equal: c.Equal}
+		cfg.spec = &levelSpec{key: &key{name: "all", kind: keyAll}, equal: c.Equal}
 	} else {
-		spec, err := flagSpec(c.By, c.Share, c.Max, c.Equal, buckets)
-		if err != nil {
-			return cli.Usagef("%v", err)
+		if cfg.spec, err = flagSpec(c.By, c.Share, c.Max, c.Equal, buckets); err != nil {
+			return cfg, cli.Usagef("%v", err)
 		}
-		r.spec = spec
 	}
+	return cfg, nil
+}
+
+// setup finds the fields the mix's keys read and builds its levels.
+func (r *run) setup() {
 	r.want = map[string]bool{}
 	for _, k := range r.spec.keys(nil) {
 		if k.kind == keyPath {
@@ -236,5 +269,4 @@ func (r *run) configure() error {
 		}
 	}
 	r.root = newLevel(r.spec, nil, r)
-	return nil
 }

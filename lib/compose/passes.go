@@ -40,7 +40,7 @@ var errSpoolFull = errors.New("spool full")
 // passes; another is spooled while the first pass reads it, unless
 // --spool-max is 0.
 func (r *run) openInputs() error {
-	names := r.cmd.Inputs
+	names := r.cfg.inputs
 	if len(names) == 0 {
 		names = []string{"-"}
 	}
@@ -54,7 +54,7 @@ func (r *run) openInputs() error {
 			in.regular = st.Mode().IsRegular()
 			in.size, in.mtime = st.Size(), st.ModTime()
 		}
-		if !in.regular && r.cmd.SpoolMax <= 0 && !r.cmd.DryRun {
+		if !in.regular && r.cfg.spoolMax <= 0 && !r.cfg.dryRun {
 			return cli.Usagef("%s is a pipe, and compose reads its input twice (count, then select) with --spool-max 0: name a file, or allow a spool (--spool-max 8GiB)", describe(name))
 		}
 		r.inputs = append(r.inputs, in)
@@ -169,7 +169,7 @@ func (r *run) reader(ctx context.Context, in *input, first bool) (*jsonl.Reader,
 		}
 		src, done = f, func() { f.Close() }
 	}
-	if !r.cmd.DryRun {
+	if !r.cfg.dryRun {
 		spool, err := jsonl.CreateSpill("", "tokenmill-compose-*")
 		if err != nil {
 			done()
@@ -177,17 +177,14 @@ func (r *run) reader(ctx context.Context, in *input, first bool) (*jsonl.Reader,
 		}
 		in.spool = spool
 	}
-	src = &spoolReader{src: src, in: in, limit: int64(r.cmd.SpoolMax)}
+	src = &spoolReader{src: src, in: in, limit: r.cfg.spoolMax}
 	return jsonl.NewReader(ctx, r.env, []string{"-"}, src, jsonl.Options{}), done, nil
 }
 
 // count is the first pass: every record's groups and draw.
 func (r *run) count(ctx context.Context, rejects *jsonl.Rejects) error {
 	r.pass.Store(1)
-	workers, err := r.cmd.Count()
-	if err != nil {
-		return err
-	}
+	workers := r.cfg.workers
 	bufs := make([][]byte, workers)
 	var base int64 // bytes of the inputs before this one
 	for _, in := range r.inputs {
@@ -259,7 +256,7 @@ func (r *run) count(ctx context.Context, rejects *jsonl.Rejects) error {
 
 // spoolFull is the error of a pipe that outgrew --spool-max.
 func (r *run) spoolFull(in *input) error {
-	return fmt.Errorf("%s holds more than --spool-max %s, and compose reads its input twice (count, then select): name a file instead of a pipe, or raise --spool-max", describe(in.name), r.cmd.SpoolMax)
+	return fmt.Errorf("%s holds more than --spool-max %s, and compose reads its input twice (count, then select): name a file instead of a pipe, or raise --spool-max", describe(in.name), cli.Size(r.cfg.spoolMax))
 }
 
 // leafOf is the leaf a record's groups lead to, made on first sight.
@@ -367,18 +364,9 @@ func (r *run) copies(e entry) int64 {
 
 // write is the second pass: each chosen record, byte for byte, in input
 // order, and its repeats.
-func (r *run) write(ctx context.Context) (err error) {
+func (r *run) write(ctx context.Context, out *jsonl.Writer) error {
 	r.planned.Store(r.total)
 	r.pass.Store(2)
-	out, err := jsonl.Create(r.cmd.Output, r.env.Stdout, jsonl.WriterOptions{Force: r.cmd.Force})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			out.Abort()
-		}
-	}()
 	var buf []byte
 	i := 0
 	for _, in := range r.inputs {
@@ -444,7 +432,7 @@ func (r *run) write(ctx context.Context) (err error) {
 			return fmt.Errorf("%s changed between compose's two passes (%d records, then %d): nothing is written; run again on input that stays as it is", describe(in.name), in.items, items)
 		}
 	}
-	return out.Close()
+	return nil
 }
 
 func isInputError(err error) bool {

@@ -72,7 +72,7 @@ func (r *run) summary(rejects *jsonl.Rejects) {
 	t := r.tally()
 	read := r.read.Load()
 	head := fmt.Sprintf("read %d, selected %d, not selected %d, %s", read, t.selected, t.notTaken+t.notInMix, rejects.Summary())
-	if r.cmd.DryRun {
+	if r.cfg.dryRun {
 		r.env.Logf("%s; wrote nothing (--dry-run; total %d, seed %d)", head, r.total, r.seed)
 		return
 	}
