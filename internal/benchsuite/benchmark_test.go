@@ -1,7 +1,6 @@
 package benchsuite
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"tokenmill/internal/testbin"
-	"tokenmill/lib/cli"
-	"tokenmill/lib/record"
 )
 
 // rusageBin is the rusage helper, built once for the tests that need it.
@@ -32,119 +29,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// run runs the benchmark tool in-process and returns its exit code,
-// stdout and stderr.
-func run(t *testing.T, stdin string, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	env := &cli.Env{Name: "benchmark", Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr}
-	code := cli.Run(context.Background(), env, Description, &Command{}, args)
-	return code, stdout.String(), stderr.String()
-}
-
-func prompts(n int) string {
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, `{"id":"p%d","messages":[{"role":"user","content":"question number %d"}],"source":"test"}`+"\n", i, i)
-	}
-	return b.String()
-}
-
-func TestGenerations(t *testing.T) {
-	dir := t.TempDir()
-	in := filepath.Join(dir, "prompts.jsonl")
-	const n = 2000
-	if err := os.WriteFile(in, []byte(prompts(n)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gen := func(name string) (string, string) {
-		out, rerun := filepath.Join(dir, name+".jsonl"), filepath.Join(dir, name+".rerun.jsonl")
-		code, _, stderr := run(t, "", "generations", "--max-tokens", "200", "--error-rate", "0.05", "--rerun", rerun, "-o", out, in)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
-		a, _ := os.ReadFile(out)
-		b, _ := os.ReadFile(rerun)
-		return string(a), string(b)
-	}
-	first, rerun := gen("a")
-	again, rerun2 := gen("b")
-	if first != again || rerun != rerun2 {
-		t.Fatal("the same prompts gave different records")
-	}
-
-	// Every prompt gets exactly one record in the first file, in input
-	// order; the rerun answers exactly the errors and some length answers.
-	errorIDs, lengthIDs := map[string]bool{}, map[string]bool{}
-	lines := strings.Split(strings.TrimSuffix(first, "\n"), "\n")
-	if len(lines) != n {
-		t.Fatalf("%d records for %d prompts", len(lines), n)
-	}
-	for i, line := range lines {
-		var g record.Generation
-		if err := record.Decode([]byte(line), &g); err != nil {
-			t.Fatalf("line %d: %v: %s", i+1, err, line)
-		}
-		if want := fmt.Sprintf("p%d", i); g.ID.String() != want || len(g.Messages) != 1 || g.Source != "test" {
-			t.Fatalf("line %d: the prompt record is not carried through: %s", i+1, line)
-		}
-		switch {
-		case g.Error != nil:
-			errorIDs[g.ID.String()] = true
-			if g.Output != nil || g.Error.Status != 503 {
-				t.Fatalf("line %d: bad error record %s", i+1, line)
-			}
-		case g.Output != nil:
-			checkAnswer(t, line, g.Output, 200)
-			if g.Output.FinishReason == "length" {
-				lengthIDs[g.ID.String()] = true
-			}
-		default:
-			t.Fatalf("line %d: neither output nor error: %s", i+1, line)
-		}
-	}
-	if len(errorIDs) < n/40 || len(errorIDs) > n/10 {
-		t.Errorf("%d error records of %d at --error-rate 0.05", len(errorIDs), n)
-	}
-	if len(lengthIDs) == 0 {
-		t.Error("no answer reached --max-tokens")
-	}
-	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSuffix(rerun, "\n"), "\n") {
-		var g record.Generation
-		if err := record.Decode([]byte(line), &g); err != nil || g.Output == nil {
-			t.Fatalf("rerun: %v: %s", err, line)
-		}
-		id := g.ID.String()
-		if seen[id] || !errorIDs[id] && !lengthIDs[id] {
-			t.Fatalf("rerun answers %s, which is repeated or needed no rerun", id)
-		}
-		seen[id] = true
-		if g.Output.FinishReason != "stop" {
-			t.Fatalf("a rerun answer finished with %q", g.Output.FinishReason)
-		}
-		checkAnswer(t, line, g.Output, 200)
-	}
-	for id := range errorIDs {
-		if !seen[id] {
-			t.Fatalf("error %s is not answered in the rerun", id)
-		}
-	}
-}
-
-// checkAnswer checks that usage matches the text: a 16-hex-digit digest,
-// then one word per completion token.
-func checkAnswer(t *testing.T, line string, o *record.Output, maxTokens int) {
-	t.Helper()
-	words := strings.Fields(o.Text)
-	if len(words) < 2 || len(words[0]) != 16 || o.Usage.CompletionTokens != len(words)-1 {
-		t.Fatalf("answer text and usage disagree: %s", line)
-	}
-	if o.Usage.CompletionTokens > maxTokens || (o.FinishReason == "length") != (o.Usage.CompletionTokens == maxTokens) {
-		t.Fatalf("finish_reason %q with %d tokens (max %d)", o.FinishReason, o.Usage.CompletionTokens, maxTokens)
-	}
 }
 
 // TestMeasure runs commands as a row measures them: their lines counted

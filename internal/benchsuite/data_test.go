@@ -1,15 +1,10 @@
 package benchsuite
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/segmentio/encoding/json"
-
-	"tokenmill/lib/record"
 )
 
 func TestCopyLines(t *testing.T) {
@@ -81,66 +76,5 @@ func TestUserTurns(t *testing.T) {
 		if got := userTurns([]byte(line)); got != want {
 			t.Errorf("%s: %d, want %d", line, got, want)
 		}
-	}
-}
-
-// TestFilterGens writes filter's benchmark records from a small corpus,
-// read again and again until the bytes asked for: every line a
-// generation record of one corpus conversation's first question, every id
-// once, the same bytes for the same seed.
-func TestFilterGens(t *testing.T) {
-	dir := t.TempDir()
-	corpus := filepath.Join(dir, "corpus.jsonl")
-	var b strings.Builder
-	for i := range 5 {
-		fmt.Fprintf(&b, `{"id":%d,"conversations":[{"from":"human","value":"question %d"},{"from":"gpt","value":"%s"}]}`+"\n", i, i, strings.Repeat("answer words ", 40))
-	}
-	b.WriteString(`{"id":"no-answer","conversations":[{"from":"human","value":"alone"}]}` + "\n")
-	if err := os.WriteFile(corpus, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gen := func(name, seed string) []byte {
-		out := filepath.Join(dir, name)
-		code, _, stderr := run(t, "", "filter-gens", "--bytes", "20000", "--seed", seed, "-o", out, corpus)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
-		data, _ := os.ReadFile(out)
-		return data
-	}
-	first := gen("a.jsonl", "1")
-	if string(gen("b.jsonl", "1")) != string(first) {
-		t.Fatal("the same seed gave different records")
-	}
-	if string(gen("c.jsonl", "2")) == string(first) {
-		t.Fatal("another seed gave the same records")
-	}
-	lines := strings.Split(strings.TrimSuffix(string(first), "\n"), "\n")
-	last := len(first) - len(lines[len(lines)-1]) - 1
-	if len(first) < 20000 || last >= 20000 {
-		t.Fatalf("%d bytes, the last record starting at %d: it should stop with the record that reaches 20000", len(first), last)
-	}
-	ids := map[string]bool{}
-	for i, line := range lines {
-		var g record.Generation
-		if err := record.Decode([]byte(line), &g); err != nil || g.Output == nil || len(g.Messages) != 1 {
-			t.Fatalf("line %d: %v: %s", i+1, err, line)
-		}
-		if ids[g.ID.String()] {
-			t.Fatalf("id %s twice", g.ID)
-		}
-		ids[g.ID.String()] = true
-		var q struct{ Messages []struct{ Content string } }
-		json.Unmarshal([]byte(line), &q)
-		if !strings.HasPrefix(q.Messages[0].Content, "question ") {
-			t.Fatalf("line %d: the prompt is not a corpus question: %s", i+1, line)
-		}
-	}
-	// No conversation with an answer: refused, not looped on forever.
-	if err := os.WriteFile(corpus, []byte(`{"id":1,"conversations":[{"from":"human","value":"q"}]}`+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, _, stderr := run(t, "", "filter-gens", "--bytes", "1000", "-o", filepath.Join(dir, "d.jsonl"), corpus); code != 1 || !strings.Contains(stderr, "no conversation") {
-		t.Fatalf("a corpus without answers: exit %d: %s", code, stderr)
 	}
 }

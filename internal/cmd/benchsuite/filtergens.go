@@ -1,4 +1,4 @@
-package benchsuite
+package main
 
 import (
 	"bufio"
