@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,9 +14,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
-var update = flag.Bool("update", false, "rewrite the values in testdata/llmsim golden files (their shapes, taken from SGLang, must not change)")
+// With -update the golden files' values are rewritten; their shapes,
+// taken from SGLang, must not change.
 
 const goldenDir = "../../testdata/llmsim"
 
@@ -168,19 +170,17 @@ func checkGolden(t *testing.T, name string, g *golden, a answer) {
 		got.Text = &s
 	}
 
-	if !*update || len(g.Response)+len(g.Events) > 0 || g.Text != nil {
+	if !testbin.Update() || len(g.Response)+len(g.Events) > 0 || g.Text != nil {
 		if gs, ws := shapeOf(t, g), shapeOf(t, &got); !reflect.DeepEqual(gs, ws) {
 			t.Fatalf("%s: the response shape differs from SGLang's (edit the golden file by hand only from SGLang's source):\n%s", name, shapeDiff(gs, ws))
 		}
 	}
-	if *update {
+	if testbin.Update() {
 		b, err := json.MarshalIndent(&got, "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(goldenDir, name), append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testbin.WriteGolden(t, filepath.Join(goldenDir, name), append(b, '\n'))
 		return
 	}
 	if g.Status != got.Status || g.ContentType != got.ContentType {

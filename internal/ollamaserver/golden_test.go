@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,9 +13,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "record the running ollama's answers into testdata/ollama")
+	"tokenmill/internal/testbin"
+)
 
 const goldenDir = "../../testdata/ollama"
 
@@ -275,15 +274,13 @@ func testGolden(t *testing.T, srv *Server) {
 			}
 			got := *want
 			send(t, srv, &got)
-			if *update {
+			if testbin.Update() {
 				got.Source = source
 				b, err := json.MarshalIndent(&got, "", "  ")
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				testbin.WriteGolden(t, path, append(b, '\n'))
 				return
 			}
 			if srv.Version != Version {

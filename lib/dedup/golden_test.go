@@ -1,14 +1,12 @@
 package dedup
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/dedup")
+	"tokenmill/internal/testbin"
+)
 
 // TestGolden pins what dedup writes for a small hand-made input in every
 // normalization mode: kept records, dups with dup_of, rejects and the
@@ -31,39 +29,7 @@ func TestGolden(t *testing.T) {
 			rejData, _ := os.ReadFile(rejects)
 			got := "# kept\n" + stdout + "# dups\n" + string(dupData) + "# rejects\n" + string(rejData) + "# stderr\n" + stderr
 			golden := filepath.Join(dir, "golden-"+mode+".txt")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s:\n%s", golden, diffLines(string(want), got))
-			}
+			testbin.CheckGolden(t, golden, []byte(got))
 		})
 	}
-}
-
-// diffLines lists the lines only one side has, enough to see what changed.
-func diffLines(want, got string) string {
-	count := map[string]int{}
-	for _, l := range strings.Split(want, "\n") {
-		count[l]++
-	}
-	for _, l := range strings.Split(got, "\n") {
-		count[l]--
-	}
-	var b strings.Builder
-	for l, n := range count {
-		switch {
-		case n > 0:
-			b.WriteString("- " + l + "\n")
-		case n < 0:
-			b.WriteString("+ " + l + "\n")
-		}
-	}
-	return b.String()
 }

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"encoding/csv"
 	stdjson "encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,8 +22,6 @@ import (
 
 	"tokenmill/internal/testbin"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/extract")
 
 const (
 	realData = "../../../shared/data/real"
@@ -825,30 +822,9 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			for suffix, got := range map[string][]byte{".out": r.stdout, ".err": []byte(r.stderr), ".rejects": rj} {
-				checkGolden(t, filepath.Join(ourData, "golden", tt.name+suffix), got)
+				testbin.CheckGolden(t, filepath.Join(ourData, "golden", tt.name+suffix), got)
 			}
 		})
-	}
-}
-
-// checkGolden compares got with the golden file, or writes it with -update.
-func checkGolden(t *testing.T, golden string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("differs from %s (run with -update if the change is intended):\n%s", golden, got)
 	}
 }
 

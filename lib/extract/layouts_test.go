@@ -185,7 +185,7 @@ func TestLayoutSamples(t *testing.T) {
 				}
 				fmt.Fprintf(&golden, "## --turns %s\n%s## rejects\n%s", mode, r.stdout, rj)
 			}
-			checkGolden(t, filepath.Join(ourData, "golden", "layouts", s.file+".txt"), golden.Bytes())
+			testbin.CheckGolden(t, filepath.Join(ourData, "golden", "layouts", s.file+".txt"), golden.Bytes())
 		})
 	}
 }

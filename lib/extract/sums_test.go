@@ -100,26 +100,7 @@ func TestOutputSums(t *testing.T) {
 			lines = append(lines, key+" "+first)
 		}
 	}
-	got := strings.Join(lines, "\n") + "\n"
-	if *update {
-		if err := os.WriteFile(sumsFile, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(sumsFile)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	wantLines := strings.Split(strings.TrimSpace(string(want)), "\n")
-	for i, l := range lines {
-		if i >= len(wantLines) || l != wantLines[i] {
-			t.Errorf("output changed: %s (run with -update if the change is intended)", l)
-		}
-	}
-	if len(wantLines) != len(lines) {
-		t.Errorf("%d runs, %s records %d", len(lines), sumsFile, len(wantLines))
-	}
+	testbin.CheckGolden(t, sumsFile, []byte(strings.Join(lines, "\n")+"\n"))
 }
 
 // sumWorkers are the worker settings every run is made with.

@@ -3,7 +3,6 @@ package merge
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +13,6 @@ import (
 
 	"tokenmill/internal/testbin"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/merge")
 
 const testdataDir = "../../testdata/merge"
 
@@ -104,24 +101,7 @@ func runGolden(t *testing.T, name string, args []string, errors bool, wantCode i
 			}
 		}
 	}
-	checkGolden(t, td(name+".golden"), first)
-}
-
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s--- want\n%s", path, got, want)
-	}
+	testbin.CheckGolden(t, td(name+".golden"), []byte(first))
 }
 
 func splitLines(s string) []string {

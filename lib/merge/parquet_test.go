@@ -126,7 +126,7 @@ func TestParquet(t *testing.T) {
 					t.Errorf("column %v compressed with %v, want ZSTD", c.MetaData.PathInSchema, c.MetaData.Codec)
 				}
 			}
-			checkGolden(t, td("parquet-"+to+".schema.golden"), pf.Schema().String()+"\n")
+			testbin.CheckGolden(t, td("parquet-"+to+".schema.golden"), []byte(pf.Schema().String()+"\n"))
 			type row struct {
 				id     string
 				sample int64

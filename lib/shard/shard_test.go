@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand"
@@ -22,8 +21,6 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/record"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/shard")
 
 const testdataDir = "../../testdata/shard"
 
@@ -188,26 +185,9 @@ func TestGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&report, "%d: %s\n", line, got)
 	}
-	checkGolden(t, filepath.Join(testdataDir, "records.golden"), report.String())
+	testbin.CheckGolden(t, filepath.Join(testdataDir, "records.golden"), []byte(report.String()))
 	if !strings.Contains(stderr, "shard: read 28, wrote 21 into 4 shards") {
 		t.Errorf("summary missing or wrong:\n%s", stderr)
-	}
-}
-
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }
 

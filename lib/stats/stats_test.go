@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -22,8 +21,6 @@ import (
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/stats")
 
 const (
 	testdata = "../../testdata/stats"
@@ -478,19 +475,7 @@ func TestGolden(t *testing.T) {
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
 			}
-			path := filepath.Join(testdata, tt.golden)
-			if *update {
-				if err := os.WriteFile(path, []byte(stdout), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if stdout != string(want) {
-				t.Errorf("output differs from %s (go test -update rewrites it):\n%s", path, stdout)
-			}
+			testbin.CheckGolden(t, filepath.Join(testdata, tt.golden), []byte(stdout))
 		})
 	}
 }
