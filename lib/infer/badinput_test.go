@@ -1,13 +1,10 @@
 package infer
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,7 +14,6 @@ import (
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
-	"tokenmill/lib/jsonl"
 )
 
 // runBinary runs the infer binary with args, bounded by testbin.Timeout.
@@ -202,31 +198,4 @@ func TestEmptyAnswersCounted(t *testing.T) {
 	if want := fmt.Sprintf("empty answers (no text, no tool call, finish stop): %d", empty); !strings.Contains(res.stderr, want) {
 		t.Errorf("summary lacks %q:\n%s", want, res.stderr)
 	}
-}
-
-// FuzzScanDone: whatever the output file to resume holds, a bad line is
-// counted and skipped, never fatal (only a file that cannot be read at
-// all, such as a damaged gzip stream, is refused), and no more answers
-// are counted than there are lines.
-func FuzzScanDone(f *testing.F) {
-	f.Add([]byte(`{"id":"a","output":{"text":"x","finish_reason":"stop","sample":0}}`+"\n"+`{"id":"a","output":{"sample":1,"finish_reason":"length"}}`+"\n"), false)
-	f.Add([]byte(`{"id":7,"output":{"sample":0}}`+"\n"+`{"id":"b","error":{"status":500}}`+"\n"+`{"id":"c","out`), true)
-	f.Add(chaos.GarbageBytes(300), false)
-	f.Add([]byte("\x1f\x8b\x08\x00garbage"), false)
-	f.Fuzz(func(t *testing.T, data []byte, redo bool) {
-		path := filepath.Join(t.TempDir(), "gen.jsonl")
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		l := newLedger()
-		info, err := scanDone(path, true, redo, l, nil, func(string, ...any) {})
-		var ie *jsonl.InputError
-		if err != nil && !(errors.As(err, &ie) && ie.Reason == jsonl.ReasonUnreadable) {
-			t.Fatalf("%q: %v, want only a file that cannot be read at all refused", data, err)
-		}
-		lines := int64(bytes.Count(data, []byte("\n")) + 1)
-		if info.Answers < 0 || info.Answers+info.Unreadable > lines {
-			t.Fatalf("%q: %+v from %d lines", data, info, lines)
-		}
-	})
 }

@@ -193,7 +193,7 @@ func (r *runner) failed(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 		r.failJob(ep, j, f)
 		return
 	}
-	if r.known.again(j.id, j.sample, f) {
+	if r.known.Again(j.id, j.sample, f.Status, f.Message) {
 		// Refused as the run being resumed recorded it: the prompt's own.
 		r.c.refusedAgain.Add(1)
 		r.failJob(ep, j, f)

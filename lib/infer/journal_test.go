@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/conversation"
+	"tokenmill/lib/ledger"
 	"tokenmill/lib/record"
 )
 
@@ -41,13 +42,13 @@ func TestJournalLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLedger()
+	l := ledger.New()
 	// -o holds a good record of "done" and a length record of "redo" (left to redo).
 	counts[conversation.Key("done", 0)]++
-	l.markDone("done", 0)
+	l.MarkDone("done", 0)
 	counts[conversation.Key("redo", 0)]++
 	jn := conversation.NewJournal(path)
-	convs, turns, err := jn.Load(counts, l.done, warn)
+	convs, turns, err := jn.Load(counts, l.Done, warn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"tokenmill/lib/cli"
-	"tokenmill/lib/mix"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
 )
@@ -91,48 +90,4 @@ func (r *runner) mixSummary() []string {
 		}
 	}
 	return []string{"arms: " + strings.Join(parts, "; ")}
-}
-
-// armCheck checks, while -o is read to be continued, that each answer in
-// it was asked under the arm this run's --mix and --seed give it: a run
-// continued under another mixture would mix two assignments in one file.
-type armCheck struct {
-	m          *mix.Mix
-	seed       int64
-	mismatched int64
-	first      string
-}
-
-func (a *armCheck) see(id string, sample int, arm string) {
-	want := ""
-	if a.m != nil {
-		want = a.m.Arms[a.m.Pick(a.seed, id, sample)].Name
-	}
-	if arm == want {
-		return
-	}
-	if a.mismatched == 0 {
-		a.first = fmt.Sprintf("id %q sample %d: %s in the file, %s now", id, sample, armText(arm), armText(want))
-	}
-	a.mismatched++
-}
-
-func armText(arm string) string {
-	if arm == "" {
-		return "no arm"
-	}
-	return fmt.Sprintf("arm %q", arm)
-}
-
-// err is the refusal when answers of the file disagree, nil when none do.
-func (a *armCheck) err(path string) error {
-	if a.mismatched == 0 {
-		return nil
-	}
-	how := "with the --mix and --seed of the run that wrote them"
-	if a.m == nil {
-		how = "with the --mix (and --seed) of the run that wrote them"
-	}
-	return cli.Usagef("%s holds %s answers asked under other arms than this run gives them (%s): continue it %s, or write to another -o",
-		path, cli.Thousands(a.mismatched), a.first, how)
 }

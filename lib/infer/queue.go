@@ -199,7 +199,7 @@ func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 	known, exact := 0, false // counted once for every sample
 	for k := 0; k < r.cfg.Samples; k++ {
 		sample := p.Sample + k
-		if r.ledger.done(p.ID.Text, sample) {
+		if r.ledger.Done(p.ID.Text, sample) {
 			r.c.skipped.Add(1)
 			continue
 		}
@@ -284,7 +284,7 @@ func rejectCheck(err error, reject func(reason, detail string) bool) bool {
 // duplicate reports (and names, the first few) a record whose id the
 // input has shown before: it is generated once.
 func (r *runner) duplicate(p *record.Prompt, rec jsonl.RawLine) bool {
-	if !r.ledger.see(p.ID.Text) {
+	if !r.ledger.See(p.ID.Text) {
 		return false
 	}
 	n := r.c.duplicates.Add(1)
@@ -351,7 +351,7 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 	fp := conversation.Fingerprint(prompt)
 	for k := 0; k < r.cfg.Samples; k++ {
 		sample := p.Sample + k
-		if r.ledger.done(p.ID.Text, sample) {
+		if r.ledger.Done(p.ID.Text, sample) {
 			r.c.skipped.Add(1)
 			continue
 		}

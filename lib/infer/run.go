@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,8 @@ import (
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/ledger"
+	"tokenmill/lib/mix"
 	"tokenmill/lib/record"
 	"tokenmill/lib/tokens"
 )
@@ -77,8 +78,8 @@ type runner struct {
 	// errSpecial: the errors file is a FIFO or device, written in place.
 	errSpecial bool
 	errLock    *jsonl.Lock
-	known      knownRefusals // --resume: the refusals the errors file records
-	ledger     *ledger
+	known      ledger.Refusals // --resume: the refusals the errors file records
+	ledger     *ledger.Ledger
 	journal    *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
 	// contextLen is the context the first refusal for length stated, where
 	// no server said at start (see context); tokens counts prompts' tokens
@@ -130,7 +131,7 @@ type runner struct {
 	// settings are the answers' settings and their sidecar (settings.go);
 	// resumed is what reading the file continued found.
 	settings *settingsBook
-	resumed  resumeInfo
+	resumed  ledger.Info
 
 	// cleanup undoes the steps taken so far, last first (see close).
 	cleanup []func()
@@ -141,7 +142,7 @@ type runner struct {
 func plan(c *Config, env *cli.Env) (*runner, error) {
 	r := &runner{
 		cfg: c, env: env, clk: clock.Or(c.Clock), log: &logSink{env: env},
-		outName: "stdout", ledger: newLedger(), ready: newReadyQueue(), settings: newSettingsBook(c),
+		outName: "stdout", ledger: ledger.New(), ready: newReadyQueue(), settings: newSettingsBook(c),
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
@@ -175,7 +176,7 @@ func plan(c *Config, env *cli.Env) (*runner, error) {
 		}
 		r.errSpecial = info.Special()
 	}
-	known, err := checkErrorsFile(r.errPath, c.continues())
+	known, err := ledger.ReadErrors(r.errPath, c.continues())
 	if err != nil {
 		return nil, err
 	}
@@ -253,86 +254,6 @@ func checkPaths(c *Config, env *cli.Env, outPath, errPath string) error {
 		stdin = env.Stdin
 	}
 	return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, stdin), outputs, c.Force)
-}
-
-// checkErrorsFile refuses an --errors file that is not infer's own: the
-// run rewrites its errors file, so every line of an existing one must be
-// an error record (a prompt record with an "error" object), or the file
-// empty. A file that is anything else is never touched. With resume (a
-// run that continues -o: --resume or --append), it returns the refusals
-// the file records (see knownRefusals).
-func checkErrorsFile(path string, resume bool) (knownRefusals, error) {
-	if path == "" {
-		return nil, nil
-	}
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) || err == nil && (!st.Mode().IsRegular() || st.Size() == 0) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var known knownRefusals
-	if resume {
-		known = knownRefusals{}
-	}
-	rd := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{}) // a regular file: no wait to end or explain
-	defer rd.Close()
-	for {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			return known, nil
-		}
-		var e struct {
-			ID    record.ID `json:"id"`
-			Error *struct {
-				Message   *string `json:"message"`
-				Status    int     `json:"status"`
-				Retriable bool    `json:"retriable"`
-				Sample    int     `json:"sample"`
-			} `json:"error"`
-		}
-		if err == nil {
-			err = record.Decode(rec.Data, &e)
-		}
-		if err == nil && (e.Error == nil || e.Error.Message == nil) {
-			err = errors.New("not an error record")
-		}
-		if err != nil {
-			line := rec.Line
-			var ie *jsonl.InputError
-			if errors.As(err, &ie) {
-				line = ie.Line
-			}
-			return nil, cli.Usagef("--errors %q is not an infer errors file (line %d: %v), and infer rewrites its errors file: name another --errors", path, line, err)
-		}
-		if known != nil && !e.Error.Retriable && e.Error.Status >= 400 && e.Error.Status < 500 {
-			known.add(e.ID.Text, e.Error.Sample, e.Error.Status, *e.Error.Message)
-		}
-	}
-}
-
-// knownRefusals are the refusals (a 4xx, not retriable) the errors file
-// of the run being continued records, by (id, sample): a resume sends those
-// prompts again (a server may have changed), and one refused again the
-// same way is the prompt's own refusal, seen before: it is written to the
-// errors file again and never taken for a systematic refusal of the run
-// (which would stop the resume, and every resume after it, on the same
-// prompts).
-type knownRefusals map[xxh3.Uint128]uint64
-
-func (k knownRefusals) add(id string, sample, status int, message string) {
-	k[conversation.Key(id, sample)] = refusalHash(status, message)
-}
-
-func refusalHash(status int, message string) uint64 {
-	return xxh3.HashString(strconv.Itoa(status) + "\x00" + message)
-}
-
-// again reports whether (id, sample) was refused before as f refuses it.
-func (k knownRefusals) again(id string, sample int, f *fleet.Failure) bool {
-	h, ok := k[conversation.Key(id, sample)]
-	return ok && h == refusalHash(f.Status, f.Message)
 }
 
 // planJournal refuses a turn journal the run would overwrite or ignore:
@@ -414,16 +335,15 @@ func (r *runner) prepareOutput() error {
 			return err
 		}
 	}
-	arms := &armCheck{m: r.cfg.Mix, seed: r.mixSeed()}
-	r.ledger.arms = arms
+	arms := mix.NewCheck(c.Mix, r.mixSeed())
 	if err := r.readSettings(); err != nil {
 		return err
 	}
-	info, err := resumeOutput(path, c.Resume, c.RedoLength, r.ledger, counts, r.logf)
+	info, err := r.ledger.Resume(path, ledger.Options{Skip: c.Resume, RedoLength: c.RedoLength, Counts: counts, Arm: arms.See, Warn: r.logf})
 	if err != nil {
 		return err
 	}
-	if err := arms.err(c.Output); err != nil {
+	if err := arms.Err(c.Output); err != nil {
 		return err
 	}
 	r.resumed = info
@@ -441,7 +361,7 @@ func (r *runner) prepareOutput() error {
 		msg += fmt.Sprintf(", %s lines ignored", cli.Thousands(info.Unreadable))
 	}
 	if r.journal != nil {
-		convs, turns, err := r.journal.Load(counts, r.ledger.done, r.logf)
+		convs, turns, err := r.journal.Load(counts, r.ledger.Done, r.logf)
 		if err != nil {
 			return err
 		}

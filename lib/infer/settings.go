@@ -13,6 +13,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/ledger"
 	"tokenmill/lib/record"
 )
 
@@ -154,7 +155,7 @@ func (r *runner) readSettings() error {
 // run continues (in the sidecar's order), and the records whose
 // settings are not known: written before infer recorded settings
 // (none), or named by no line of the sidecar (unknown).
-func (r *runner) fileSettings(info resumeInfo) (lines []*record.SettingsLine, none, unknown int64) {
+func (r *runner) fileSettings(info ledger.Info) (lines []*record.SettingsLine, none, unknown int64) {
 	b := r.settings
 	for i := range b.known.Lines[:b.onFile] {
 		if l := &b.known.Lines[i]; info.Settings[l.Hash] > 0 {
@@ -173,7 +174,7 @@ func (r *runner) fileSettings(info resumeInfo) (lines []*record.SettingsLine, no
 // made with the run's settings (the model aside, checked once the
 // servers are up), unless --allow-changed-settings; records whose
 // settings are not known are said so, and not compared.
-func (r *runner) checkSettings(info resumeInfo) error {
+func (r *runner) checkSettings(info ledger.Info) error {
 	lines, none, unknown := r.fileSettings(info)
 	name := r.cfg.Output
 	if none > 0 {
@@ -199,7 +200,7 @@ func (r *runner) checkSettings(info resumeInfo) error {
 
 // checkModel refuses to continue a file made with another model than the
 // one the run's servers are sent, unless --allow-changed-settings.
-func (r *runner) checkModel(info resumeInfo) error {
+func (r *runner) checkModel(info ledger.Info) error {
 	if !r.cfg.continues() {
 		return nil
 	}

@@ -47,11 +47,11 @@ func (r *runner) countUnread(rd *jsonl.Reader) *unread {
 				ID     record.ID `json:"id"`
 				Sample int       `json:"sample"`
 			}
-			if record.Decode(rec.Data, &p) != nil || p.ID.IsZero() || r.ledger.see(p.ID.Text) {
+			if record.Decode(rec.Data, &p) != nil || p.ID.IsZero() || r.ledger.See(p.ID.Text) {
 				continue
 			}
 			for k := 0; k < r.cfg.Samples; k++ {
-				if !r.ledger.done(p.ID.Text, p.Sample+k) {
+				if !r.ledger.Done(p.ID.Text, p.Sample+k) {
 					u.answers.Add(1)
 				}
 			}

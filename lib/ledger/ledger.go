@@ -1,10 +1,14 @@
-package infer
+// Package ledger remembers what a run has done: the ids its input has
+// shown and the (id, sample) answers already written, in about 13 bytes an
+// id; and it reads them back from the output file a run continues, and
+// the refusals from the errors file it leaves.
+package ledger
 
 import (
 	"github.com/zeebo/xxh3"
 )
 
-// ledger remembers which ids the input has shown and which (id, sample)
+// Ledger remembers which ids the input has shown and which (id, sample)
 // answers are already done: one entry a prompt for the whole run, so its
 // size is what infer's memory grows with (a Go map of 128-bit hashes took
 // 34-54 bytes an id, and the garbage collector's slack half as much again).
@@ -17,11 +21,9 @@ import (
 // an id, 13 on average. Samples 1 to 64 take a second word a slot,
 // allocated for a table once one of them is done; larger sample numbers
 // (rare) go to a map of (id, sample).
-type ledger struct {
+type Ledger struct {
 	tables [ledgerTables]ledgerTable
 	extra  map[extraKey]struct{}
-	// arms, when set, sees the arm of every answer read back from -o.
-	arms *armCheck
 }
 
 const (
@@ -50,10 +52,11 @@ type extraKey struct {
 	sample int
 }
 
-func newLedger() *ledger { return &ledger{} }
+// New is an empty ledger.
+func New() *Ledger { return &Ledger{} }
 
 // locate hashes id into its table and fingerprint.
-func (l *ledger) locate(id string) (t *ledgerTable, fp uint64) {
+func (l *Ledger) locate(id string) (t *ledgerTable, fp uint64) {
 	h := xxh3.HashString128(id)
 	fp = h.Lo &^ slotFlags
 	if fp == 0 {
@@ -125,8 +128,8 @@ func (t *ledgerTable) grow() {
 	}
 }
 
-// markDone records the answer (id, sample) as done.
-func (l *ledger) markDone(id string, sample int) {
+// MarkDone records the answer (id, sample) as done.
+func (l *Ledger) MarkDone(id string, sample int) {
 	switch {
 	case sample == 0:
 		t, fp := l.locate(id)
@@ -146,8 +149,8 @@ func (l *ledger) markDone(id string, sample int) {
 	}
 }
 
-// done reports whether the answer (id, sample) is done.
-func (l *ledger) done(id string, sample int) bool {
+// Done reports whether the answer (id, sample) is done.
+func (l *Ledger) Done(id string, sample int) bool {
 	if sample < 0 || sample > moreSamples {
 		_, ok := l.extra[extraKey{xxh3.HashString128(id), sample}]
 		return ok
@@ -164,9 +167,9 @@ func (l *ledger) done(id string, sample int) bool {
 	}
 }
 
-// see marks id as read from the input and reports whether it had been
+// See marks id as read from the input and reports whether it had been
 // read before (a duplicate).
-func (l *ledger) see(id string) (dup bool) {
+func (l *Ledger) See(id string) (dup bool) {
 	t, fp := l.locate(id)
 	i := t.slot(fp)
 	dup = t.keys[i]&slotSeen != 0
