@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
@@ -45,13 +46,28 @@ type Command struct {
 	cli.ProgressFlag
 }
 
+// config is one shard run, taken from the flags once.
+type config struct {
+	inputs          []string
+	output, rejects string // output: the shard files' pattern
+	force           bool
+	by              string
+	n               int // shards (0 for --by lines: open-ended)
+	sel             int // --select K, or -1
+	linesPerShard   int64
+	pat             pattern
+	workers         int
+	progress        time.Duration
+}
+
 // run is the state of one shard run.
 type run struct {
-	cmd     *Command
+	cfg     config
 	env     *cli.Env
 	n       int // shards (0 for --by lines: open-ended)
 	sel     int // --select K, or -1
 	pat     pattern
+	outs    *jsonl.Outputs
 	writers []*jsonl.Writer
 	counts  []int64
 	names   []string
@@ -61,102 +77,117 @@ type run struct {
 
 // Run splits the input.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	r := &run{cmd: c, env: env, sel: -1}
-	if err := r.configure(); err != nil {
-		return err
-	}
-	if err := r.checkPaths(); err != nil {
-		return err
-	}
-	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
+	cfg, err := c.config()
 	if err != nil {
 		return err
 	}
+	return cfg.run(ctx, env)
+}
+
+// run splits the inputs cfg names.
+func (cfg config) run(ctx context.Context, env *cli.Env) error {
+	r := &run{cfg: cfg, env: env, n: cfg.n, sel: cfg.sel, pat: cfg.pat, counts: make([]int64, cfg.n)}
+	outs, err := r.checkPaths()
+	if err != nil {
+		return err
+	}
+	if err := outs.Open(); err != nil {
+		return err
+	}
+	defer outs.Abort()
+	r.outs = outs
+	rejects := outs.Rejects(env)
 	if err := r.split(ctx, rejects); err != nil {
-		rejects.Abort()
+		return err
+	}
+	if err := outs.Close(); err != nil {
 		return err
 	}
 	r.summary(rejects)
-	return rejects.Close()
+	return rejects.Err()
 }
 
 // checkPaths refuses, before anything is written, shard files left by an
 // earlier run (unless --force) and any part or --rejects file that is one
-// of the inputs or each other.
-func (r *run) checkPaths() error {
-	c := r.cmd
-	outputs := []jsonl.Output{{Flag: "--rejects", Path: c.Rejects}}
+// of the inputs or each other. The parts are opened as the run gets to
+// them (Later).
+func (r *run) checkPaths() (*jsonl.Outputs, error) {
+	c := r.cfg
+	outputs := []jsonl.Output{{Flag: "--rejects", Path: c.rejects}}
+	inputs := jsonl.DatasetInputs(c.inputs, r.env.Stdin)
 	if r.sel >= 0 {
 		outputs = append(outputs, jsonl.Output{Flag: "--select", Path: "-"})
-		return jsonl.CheckPaths(jsonl.DatasetInputs(c.Inputs, r.env.Stdin), outputs, c.Force)
+		return jsonl.CheckOutputs(r.env.Stdout, inputs, outputs, c.force)
 	}
-	if !c.Force {
+	if !c.force {
 		old, err := r.pat.existing()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(old) > 0 {
-			return cli.Usagef("%d shard files matching %s already exist (e.g. %s): remove them or pass --force", len(old), c.Output, first(old))
+			return nil, cli.Usagef("%d shard files matching %s already exist (e.g. %s): remove them or pass --force", len(old), c.output, first(old))
 		}
 	}
 	for i := 0; i < r.n; i++ {
-		outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i)})
+		outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i), Later: true})
 	}
 	// With --by lines the number of parts follows from the input: an input
 	// whose name the pattern could give is checked as the part it would be.
-	for _, in := range c.Inputs {
+	for _, in := range c.inputs {
 		if i, ok := r.pat.index(filepath.Base(in)); ok && (r.n == 0 || i >= r.n) {
-			outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i)})
+			outputs = append(outputs, jsonl.Output{Flag: "-o", Path: r.pat.name(i), Later: true})
 		}
 	}
-	return jsonl.CheckPaths(jsonl.DatasetInputs(c.Inputs, r.env.Stdin), outputs, c.Force)
+	return jsonl.CheckOutputs(r.env.Stdout, inputs, outputs, c.force)
 }
 
-// configure checks the flags against each other.
-func (r *run) configure() error {
-	c := r.cmd
+// config checks the flags against each other.
+func (c *Command) config() (config, error) {
+	cfg := config{inputs: c.Inputs, output: c.Output, rejects: c.Rejects, force: c.Force, by: c.By, sel: -1,
+		linesPerShard: c.LinesPerShard, progress: c.Progress}
+	workers, err := c.Count()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.workers = workers
 	if c.Select != "" {
 		k, n, err := parseSelect(c.Select)
 		if err != nil {
-			return err
+			return cfg, err
 		}
 		if c.By == "lines" {
-			return cli.Usagef("--select needs --by hash or round-robin")
+			return cfg, cli.Usagef("--select needs --by hash or round-robin")
 		}
 		if c.Shards != 0 && c.Shards != n {
-			return cli.Usagef("-n %d and --select %s disagree on the number of shards", c.Shards, c.Select)
+			return cfg, cli.Usagef("-n %d and --select %s disagree on the number of shards", c.Shards, c.Select)
 		}
 		if c.Output != "" {
-			return cli.Usagef("--select writes its shard to stdout; drop -o")
+			return cfg, cli.Usagef("--select writes its shard to stdout; drop -o")
 		}
-		r.n, r.sel = n, k
-		r.counts = make([]int64, n)
-		return nil
+		cfg.n, cfg.sel = n, k
+		return cfg, nil
 	}
 	if c.Output == "" {
-		return cli.Usagef("give -o PATTERN (e.g. -o 'shards/part-{i}.jsonl.zst') or --select K/N")
+		return cfg, cli.Usagef("give -o PATTERN (e.g. -o 'shards/part-{i}.jsonl.zst') or --select K/N")
 	}
-	p, err := parsePattern(c.Output)
-	if err != nil {
-		return cli.Usagef("%v", err)
+	if cfg.pat, err = parsePattern(c.Output); err != nil {
+		return cfg, cli.Usagef("%v", err)
 	}
-	r.pat = p
 	switch c.By {
 	case "lines":
 		if c.Shards != 0 {
-			return cli.Usagef("-n does not apply to --by lines (the input length decides); use --lines-per-shard")
+			return cfg, cli.Usagef("-n does not apply to --by lines (the input length decides); use --lines-per-shard")
 		}
 		if c.LinesPerShard <= 0 {
-			return cli.Usagef("--lines-per-shard must be positive")
+			return cfg, cli.Usagef("--lines-per-shard must be positive")
 		}
 	default:
 		if c.Shards <= 0 {
-			return cli.Usagef("give the number of shards with -n N")
+			return cfg, cli.Usagef("give the number of shards with -n N")
 		}
-		r.n = c.Shards
-		r.counts = make([]int64, r.n)
+		cfg.n = c.Shards
 	}
-	return nil
+	return cfg, nil
 }
 
 func parseSelect(s string) (k, n int, err error) {
@@ -170,34 +201,24 @@ func parseSelect(s string) (k, n int, err error) {
 }
 
 // split reads every record and sends it to its shard.
-func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
-	var stdout *jsonl.Writer
-	if r.sel >= 0 {
-		stdout = jsonl.NewWriter(r.env.Stdout)
-	} else if err := r.openAll(); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			r.abort()
+func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) error {
+	stdout := r.outs.Writer("--select")
+	if r.sel < 0 {
+		if err := r.openAll(); err != nil {
+			return err
 		}
-	}()
-	progress := cli.StartProgress(ctx, r.env, r.cmd.Progress, func() []string {
+	}
+	progress := cli.StartProgress(ctx, r.env, r.cfg.progress, func() []string {
 		return []string{fmt.Sprintf("read %d records, %.1f MB", r.read.Load(), float64(r.bytes.Load())/1e6)}
 	})
 	defer progress.Stop()
 
-	in := jsonl.NewReader(ctx, r.env, r.cmd.Inputs, r.env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(ctx, r.env, r.cfg.inputs, r.env.Stdin, jsonl.Options{})
 	// Workers check and key whole batches of records; the batches come
 	// back in input order, so the parts and the rejects do not depend on
 	// timing.
-	workers, err := r.cmd.Count()
-	if err != nil {
-		in.Close()
-		return err
-	}
 	var accepted int64
-	err = jsonl.Parallel(ctx, in, workers, func(_ int, b *jsonl.Batch[placed]) {
+	err := jsonl.Parallel(ctx, in, r.cfg.workers, func(_ int, b *jsonl.Batch[placed]) {
 		for i := range b.Items {
 			if it := &b.Items[i]; it.Err == nil {
 				it.V = r.place(it.Data)
@@ -220,11 +241,11 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 				continue
 			}
 			k := it.V.shard
-			switch r.cmd.By {
+			switch r.cfg.by {
 			case "round-robin":
 				k = int(accepted % int64(r.n))
 			case "lines":
-				k = int(accepted / r.cmd.LinesPerShard)
+				k = int(accepted / r.cfg.linesPerShard)
 			}
 			accepted++
 			if r.sel >= 0 {
@@ -254,10 +275,7 @@ func (r *run) split(ctx context.Context, rejects *jsonl.Rejects) (err error) {
 		}
 		return context.Cause(ctx)
 	}
-	if stdout != nil {
-		return stdout.Close()
-	}
-	return r.closeAll()
+	return nil
 }
 
 // placed is a worker's verdict on one record: its shard (--by hash), or
@@ -270,7 +288,7 @@ type placed struct {
 // place checks a record and, with --by hash, picks its shard; the other
 // ways to split follow from the count of records accepted before it.
 func (r *run) place(data []byte) placed {
-	if r.cmd.By == "hash" {
+	if r.cfg.by == "hash" {
 		key, rej := shardKey(data)
 		if rej != nil {
 			return placed{rej: rej}
@@ -281,7 +299,7 @@ func (r *run) place(data []byte) placed {
 }
 
 func (r *run) create(i int) (*jsonl.Writer, error) {
-	return jsonl.Create(r.pat.name(i), nil, jsonl.WriterOptions{Force: r.cmd.Force})
+	return r.outs.Create("-o", r.pat.name(i))
 }
 
 // openAll creates every shard up front, so that empty shards exist too.
@@ -319,29 +337,6 @@ func (r *run) write(k int, data []byte) error {
 	}
 	r.counts[k]++
 	return r.writers[k].Write(data)
-}
-
-// closeAll finishes every part, and only once all are complete renames
-// them into place, one right after another (jsonl.CommitWriters).
-func (r *run) closeAll() error {
-	err := jsonl.CommitWriters(r.writers)
-	if err != nil {
-		r.abort()
-	}
-	for i := range r.writers {
-		r.writers[i] = nil
-	}
-	return err
-}
-
-// abort drops every shard file not yet in place.
-func (r *run) abort() {
-	for i, w := range r.writers {
-		if w != nil {
-			w.Abort()
-			r.writers[i] = nil
-		}
-	}
 }
 
 // summary prints each shard's count, then one line for the run, and warns
