@@ -146,3 +146,26 @@ func (h *harness) runsNote(s *section) (string, error) {
 	}
 	return runsText(h.runs) + " each, median reported", nil
 }
+
+func init() {
+	parts["machine"] = func(w io.Writer, h *harness) {
+		t := newTable("", "")
+		for _, k := range machineFacts {
+			t.add(k, h.fact(k))
+		}
+		t.add("load before", "`"+h.info.LoadBefore+"`").add("load after", "`"+h.info.LoadAfter+"`").write(w)
+	}
+	parts["targets"] = func(w io.Writer, h *harness) {
+		var all []string
+		for _, s := range sections {
+			t, err := h.targets(s)
+			if err != nil {
+				panic(err)
+			}
+			all = append(all, t...)
+		}
+		if err := writeTargets(w, h.results, all); err != nil {
+			panic(err)
+		}
+	}
+}
