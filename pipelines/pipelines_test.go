@@ -241,6 +241,19 @@ func startStoppableFleet(t testing.TB, n int, args ...string) (string, func()) {
 	return startFleetAt(t, strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ","), args...)
 }
 
+// greedy are llmsim's args with --temperature 0 unless they set one: the
+// tests that compare one run's answers with another's need answers that
+// are a function of the prompt, as a greedy server gives; llmsim samples
+// by default, as real servers do.
+func greedy(args []string) []string {
+	for _, a := range args {
+		if a == "--temperature" || strings.HasPrefix(a, "--temperature=") {
+			return args
+		}
+	}
+	return append([]string{"--temperature", "0"}, args...)
+}
+
 // startFleetAt is startStoppableFleet listening on listen (llmsim
 // --listen).
 func startFleetAt(t testing.TB, listen string, args ...string) (string, func()) {
@@ -251,7 +264,7 @@ func startFleetAt(t testing.TB, listen string, args ...string) (string, func()) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "llmsim"), append([]string{"--listen", listen, "--ready-file", ready}, args...)...)
+	cmd := exec.Command(filepath.Join(binDir, "llmsim"), append([]string{"--listen", listen, "--ready-file", ready}, greedy(args)...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

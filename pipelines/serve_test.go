@@ -40,7 +40,7 @@ func startServe(t *testing.T, dir string, n int, llmsimArgs ...string) *servedFl
 	t.Helper()
 	f := &servedFleet{state: filepath.Join(dir, "state"), done: make(chan struct{})}
 	args := append([]string{"--servers", strconv.Itoa(n), "--port", strconv.Itoa(freePorts(t, n)), "--state-dir", f.state}, quickServe...)
-	args = append(append(args, "--", filepath.Join(binDir, "llmsim"), "--listen", "127.0.0.1:{port}"), llmsimArgs...)
+	args = append(append(args, "--", filepath.Join(binDir, "llmsim"), "--listen", "127.0.0.1:{port}"), greedy(llmsimArgs)...)
 	f.cmd = exec.Command(filepath.Join(binDir, "serve"), args...)
 	f.cmd.Stderr = &f.stderr
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

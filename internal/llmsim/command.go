@@ -64,32 +64,32 @@ type Command struct {
 	Listen    []string `help:"Address(es) to serve, one endpoint each: host:port, host:first-last, comma lists; repeatable. Port 0 picks a free port." default:"127.0.0.1:30000" placeholder:"ADDR"`
 	ReadyFile string   `help:"Once listening, write the endpoints' base URLs here, one per line (atomically)." placeholder:"FILE"`
 
-	Flavor               string  `help:"Kind of server to imitate: sglang, vllm, vllm-0.10.0 (flat errors), llamacpp, ollama or openai (a gateway); per endpoint with --fault N=flavor:NAME." default:"sglang" enum:"sglang,vllm,vllm-0.10.0,llamacpp,ollama,openai"`
-	RequestLog           string  `help:"Append one JSON line per generation request received to FILE: time, endpoint, route, status, prompt and cached tokens, the body as received. Flushed on exit." placeholder:"FILE"`
-	Model                string  `help:"Served model name." default:"Qwen3.6-27B"`
-	MaxRunning           int     `help:"Running slots per endpoint (SGLang --max-running-requests)." default:"48"`
-	MaxQueued            int     `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
-	ContextLength        int     `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
-	Reasoning            bool    `help:"Chat answers carry their thinking apart, in reasoning_content (current vLLM: reasoning), as with --reasoning-parser."`
-	LlamacppMetrics      bool    `name:"llamacpp-metrics" help:"The llamacpp flavour serves /metrics, as llama-server started with --metrics does; without it /metrics answers 501."`
-	LlamacppBOS          bool    `name:"llamacpp-bos" help:"The llamacpp flavour's vocabulary adds a begin-of-text token, as a GGUF with add_bos_token does: first in every chat and text prompt it runs and charges, and in /tokenize with add_special; never in /apply-template's text. A --tokenizer brings its own."`
-	LlamacppNoTools      bool    `name:"llamacpp-no-tools" help:"The llamacpp flavour's chat template renders no tools, as llama-server --jinja may have: /props says so (chat_template_caps.supports_tools false), and a chat request's tools are left out of its prompt, answered 200 and never called."`
-	ChatTemplate         string  `help:"A word tokenizer and this chat template (chatml keeps every reasoning_content sent back; qwen3 drops it before the last user turn), so that answers re-tokenize to their ids but for a few drift words; empty: four-byte pieces. Not with --tokenizer." default:"" enum:",chatml,qwen3"`
-	Tokenizer            string  `help:"A model's Hugging Face folder (tokenizer.json, tokenizer_config.json; nothing is downloaded): every endpoint renders chat prompts with the model's chat template and tokenizes with its tokenizer (usage, context checks, prompt and answer token ids, /tokenize, /detokenize, /apply-template), and writes its answers in the model's tokens, an answer that ends on its own ending with the end-of-turn id. Loaded once, at start. Not with --chat-template." default:"" placeholder:"DIR"`
-	TemplateDrift        bool    `help:"With --tokenizer: render with a slightly different chat template, as a server started with another version of it would: a default system prompt (\"You are a helpful assistant.\") before every conversation that has none. /props and /get_server_info report the drifted template's text."`
-	LoopRate             float64 `help:"Fraction of answers that fall into a repeated span until max_tokens (finish length)." default:"0"`
-	EmptyRate            float64 `help:"Fraction of answers with empty content (finish stop)." default:"0"`
-	ThinkResidueRate     float64 `help:"Fraction of answers with <think> and </think> markers left in the content." default:"0"`
-	TruncateRate         float64 `help:"Fraction of answers cut short with finish length before any limit." default:"0"`
-	ToolCallRate         float64 `help:"Fraction of chat requests carrying tools that are answered by a tool call (finish_reason tool_calls), drawn from the prompt and --seed." default:"0"`
-	ParallelToolCallRate float64 `help:"Fraction of those tool-call answers that make two parallel calls." default:"0"`
-	KVTokens             int     `help:"KV cache per endpoint, in tokens: a prefix cache of 16-token pages (cached prompt tokens are not prefilled again) that also bounds the running requests' prompts and answers. 0: no cache, no bound." default:"0" name:"kv-tokens"`
-	CacheReport          bool    `help:"Report cached prompt tokens in usage.prompt_tokens_details (SGLang --enable-cache-report, vLLM --enable-prompt-tokens-details); the openai flavour always does."`
-	TimeScale            float64 `help:"Run simulated time this many times faster than real time (0: --instant)." default:"1"`
-	Instant              bool    `help:"Answer every request at once, without the batching model (client benchmarks)."`
-	Seed                 uint64  `help:"Seed of the fault draws and response ids." default:"1"`
-	Temperature          float64 `help:"The model's sampling temperature for requests that send none. 0 (greedy) answers a prompt alike whatever the request's seed; above 0 (or a request's temperature above 0) the request's seed picks the answer, its degenerate-answer and tool-call draws included, and a request without a seed gets another answer each time." default:"0"`
-	APIKey               string  `help:"Require this bearer token (Authorization: Bearer KEY) on every request but /health and /metrics, as SGLang's --api-key does; others get 401." placeholder:"KEY"`
+	Flavor               string   `help:"Kind of server to imitate: sglang, vllm, vllm-0.10.0 (flat errors), llamacpp, ollama or openai (a gateway); per endpoint with --fault N=flavor:NAME." default:"sglang" enum:"sglang,vllm,vllm-0.10.0,llamacpp,ollama,openai"`
+	RequestLog           string   `help:"Append one JSON line per generation request received to FILE: time, endpoint, route, status, prompt and cached tokens, the body as received. Flushed on exit." placeholder:"FILE"`
+	Model                string   `help:"Served model name." default:"Qwen3.6-27B"`
+	MaxRunning           int      `help:"Running slots per endpoint (SGLang --max-running-requests)." default:"48"`
+	MaxQueued            int      `help:"Waiting queue bound per endpoint; past it, 503 \"The request queue is full.\" 0 is unbounded." default:"0"`
+	ContextLength        int      `help:"Context length in tokens; longer prompts get SGLang's 400." default:"32768"`
+	Reasoning            bool     `help:"Chat answers carry their thinking apart, in reasoning_content (current vLLM: reasoning), as with --reasoning-parser."`
+	LlamacppMetrics      bool     `name:"llamacpp-metrics" help:"The llamacpp flavour serves /metrics, as llama-server started with --metrics does; without it /metrics answers 501."`
+	LlamacppBOS          bool     `name:"llamacpp-bos" help:"The llamacpp flavour's vocabulary adds a begin-of-text token, as a GGUF with add_bos_token does: first in every chat and text prompt it runs and charges, and in /tokenize with add_special; never in /apply-template's text. A --tokenizer brings its own."`
+	LlamacppNoTools      bool     `name:"llamacpp-no-tools" help:"The llamacpp flavour's chat template renders no tools, as llama-server --jinja may have: /props says so (chat_template_caps.supports_tools false), and a chat request's tools are left out of its prompt, answered 200 and never called."`
+	ChatTemplate         string   `help:"A word tokenizer and this chat template (chatml keeps every reasoning_content sent back; qwen3 drops it before the last user turn), so that answers re-tokenize to their ids but for a few drift words; empty: four-byte pieces. Not with --tokenizer." default:"" enum:",chatml,qwen3"`
+	Tokenizer            string   `help:"A model's Hugging Face folder (tokenizer.json, tokenizer_config.json; nothing is downloaded): every endpoint renders chat prompts with the model's chat template and tokenizes with its tokenizer (usage, context checks, prompt and answer token ids, /tokenize, /detokenize, /apply-template), and writes its answers in the model's tokens, an answer that ends on its own ending with the end-of-turn id. Loaded once, at start. Not with --chat-template." default:"" placeholder:"DIR"`
+	TemplateDrift        bool     `help:"With --tokenizer: render with a slightly different chat template, as a server started with another version of it would: a default system prompt (\"You are a helpful assistant.\") before every conversation that has none. /props and /get_server_info report the drifted template's text."`
+	LoopRate             float64  `help:"Fraction of answers that fall into a repeated span until max_tokens (finish length)." default:"0"`
+	EmptyRate            float64  `help:"Fraction of answers with empty content (finish stop)." default:"0"`
+	ThinkResidueRate     float64  `help:"Fraction of answers with <think> and </think> markers left in the content." default:"0"`
+	TruncateRate         float64  `help:"Fraction of answers cut short with finish length before any limit." default:"0"`
+	ToolCallRate         float64  `help:"Fraction of chat requests carrying tools that are answered by a tool call (finish_reason tool_calls), drawn from the prompt and --seed." default:"0"`
+	ParallelToolCallRate float64  `help:"Fraction of those tool-call answers that make two parallel calls." default:"0"`
+	KVTokens             int      `help:"KV cache per endpoint, in tokens: a prefix cache of 16-token pages (cached prompt tokens are not prefilled again) that also bounds the running requests' prompts and answers. 0: no cache, no bound." default:"0" name:"kv-tokens"`
+	CacheReport          bool     `help:"Report cached prompt tokens in usage.prompt_tokens_details (SGLang --enable-cache-report, vLLM --enable-prompt-tokens-details); the openai flavour always does."`
+	TimeScale            float64  `help:"Run simulated time this many times faster than real time (0: --instant)." default:"1"`
+	Instant              bool     `help:"Answer every request at once, without the batching model (client benchmarks)."`
+	Seed                 uint64   `help:"Seed of the fault draws and response ids." default:"1"`
+	Temperature          *float64 `help:"The model's sampling temperature for requests that send none, as servers take it from the model's generation config; 0 is greedy, answering a prompt alike whatever the request's seed. Above 0 (or a request's temperature above 0) the request's seed picks the answer, its degenerate-answer and tool-call draws included, and a request without a seed gets another answer each time. Default: the --tokenizer folder's generation_config.json temperature, else 0.6 (Qwen3's)." placeholder:"T"`
+	APIKey               string   `help:"Require this bearer token (Authorization: Bearer KEY) on every request but /health and /metrics, as SGLang's --api-key does; others get 401." placeholder:"KEY"`
 
 	StepBase        time.Duration `help:"Fixed cost of one decode step (calibrated: 26.5 tok/s alone)." default:"37.6736ms"`
 	StepPerRequest  time.Duration `help:"Added per running request (calibrated: 1,180 tok/s at 48)." default:"62.6us"`
@@ -181,7 +181,7 @@ func (c *Command) config(addrs []string) (Config, error) {
 		LlamaBOS: c.LlamacppBOS, LlamaNoTools: c.LlamacppNoTools,
 		ToolCallRate: c.ToolCallRate, ParallelToolCallRate: c.ParallelToolCallRate,
 		LoopRate: c.LoopRate, EmptyRate: c.EmptyRate, ThinkResidueRate: c.ThinkResidueRate, TruncateRate: c.TruncateRate,
-		Instant: c.Instant, Seed: c.Seed, Temperature: c.Temperature, APIKey: c.APIKey,
+		Instant: c.Instant, Seed: c.Seed, Temperature: c.temperature(), APIKey: c.APIKey,
 		Timing: Timing{StepBase: c.StepBase, StepPerRequest: c.StepPerRequest, PrefillPerToken: c.PrefillPerToken, Slow: 1},
 		Faults: Faults{
 			FailRate: c.FailRate, AbortRate: c.AbortRate, HangRate: c.HangRate, DropRate: c.DropRate, LimitRate: c.LimitRate,
@@ -256,6 +256,27 @@ func (c *Command) config(addrs []string) (Config, error) {
 		cfg.PerEndpoint[i] = f
 	}
 	return cfg, nil
+}
+
+// DefaultTemperature is what llmsim samples with when neither the request
+// nor the command line nor the model's folder says: Qwen3's
+// generation_config.json temperature. Real servers sample by default, so
+// a rerun of the same prompts gets other answers, as it would from them.
+const DefaultTemperature = 0.6
+
+// temperature is --temperature, else the --tokenizer folder's, else
+// DefaultTemperature. A folder that does not load is checkTokenizer's to
+// report.
+func (c *Command) temperature() float64 {
+	if c.Temperature != nil {
+		return *c.Temperature
+	}
+	if c.Tokenizer != "" {
+		if tok, err := loadTokenizer(c.Tokenizer); err == nil && tok.Temperature != nil {
+			return *tok.Temperature
+		}
+	}
+	return DefaultTemperature
 }
 
 // checkTokenizer refuses --tokenizer with --chat-template, --template-drift

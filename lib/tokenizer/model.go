@@ -52,7 +52,10 @@ type Tokenizer struct {
 	// tokens (a chat template that writes bos_token itself has it anyway).
 	AddBOS bool
 	BOSID  int // -1: none
-	tmpl   *template
+	// Temperature is generation_config.json's sampling temperature, the
+	// one servers sample with when a request sends none (nil: not given).
+	Temperature *float64
+	tmpl        *template
 }
 
 // Load reads a model's folder: tokenizer.json (required),
@@ -88,11 +91,12 @@ func Load(dir string) (*Tokenizer, error) {
 	if id, ok := bpe.TokenID(eos); ok && eos != "" {
 		t.EndOfTurn = append(t.EndOfTurn, id)
 	}
-	gen, err := readGenerationEOS(dir)
+	gen, err := readGeneration(dir)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range gen {
+	t.Temperature = gen.temperature
+	for _, id := range gen.eos {
 		if id >= 0 && id < bpe.VocabSize() && !containsInt(t.EndOfTurn, id) {
 			t.EndOfTurn = append(t.EndOfTurn, id)
 		}
@@ -226,30 +230,39 @@ func readConfig(dir string) (config, error) {
 	return cfg, nil
 }
 
-func readGenerationEOS(dir string) ([]int, error) {
+func readGeneration(dir string) (generation, error) {
 	path := filepath.Join(dir, fileGenerationCfg)
 	raw, err := jsonl.ReadRegular(path, maxConfigFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return generation{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return generation{}, err
 	}
 	var gen struct {
-		EOS json.RawMessage `json:"eos_token_id"`
+		EOS         json.RawMessage `json:"eos_token_id"`
+		Temperature *float64        `json:"temperature"`
 	}
 	if err := json.Unmarshal(raw, &gen); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return generation{}, fmt.Errorf("%s: %v", path, err)
 	}
+	out := generation{temperature: gen.Temperature}
 	var one int
 	if json.Unmarshal(gen.EOS, &one) == nil {
-		return []int{one}, nil
+		out.eos = []int{one}
+		return out, nil
 	}
-	var many []int
-	if len(gen.EOS) > 0 && json.Unmarshal(gen.EOS, &many) != nil {
-		return nil, fmt.Errorf("%s: eos_token_id is neither an id nor a list of ids", path)
+	if len(gen.EOS) > 0 && json.Unmarshal(gen.EOS, &out.eos) != nil {
+		return generation{}, fmt.Errorf("%s: eos_token_id is neither an id nor a list of ids", path)
 	}
-	return many, nil
+	return out, nil
+}
+
+// generation is what generation_config.json says: the end-of-turn ids and
+// the sampling temperature.
+type generation struct {
+	eos         []int
+	temperature *float64
 }
 
 // loadTemplate finds the chat template: chat_template.jinja, else the
