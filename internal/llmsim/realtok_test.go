@@ -606,3 +606,39 @@ func TestTokenizerFlagsRefused(t *testing.T) {
 		t.Errorf("Start took Tokenizer and ChatTemplate together")
 	}
 }
+
+// llmsim samples as a server does when a request sends no temperature:
+// with --temperature, else the model folder's generation_config.json
+// temperature, else DefaultTemperature; --temperature 0 is greedy.
+func TestTemperatureDefault(t *testing.T) {
+	qwen, _ := modelFolder(t, "qwen3")
+	withGen := t.TempDir()
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		abs, err := filepath.Abs(filepath.Join(qwen, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(withGen, f)); err != nil {
+			t.Skipf("no symlinks here: %v", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(withGen, "generation_config.json"), []byte(`{"eos_token_id":[151645,151643],"temperature":0.7,"top_p":0.8}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	given := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name string
+		c    Command
+		want float64
+	}{
+		{"nothing said", Command{}, DefaultTemperature},
+		{"greedy", Command{Temperature: given(0)}, 0},
+		{"a folder without generation_config.json", Command{Tokenizer: qwen}, DefaultTemperature},
+		{"the folder's", Command{Tokenizer: withGen}, 0.7},
+		{"the flag over the folder's", Command{Tokenizer: withGen, Temperature: given(1.2)}, 1.2},
+	} {
+		if got := tc.c.temperature(); got != tc.want {
+			t.Errorf("%s: temperature %g, want %g", tc.name, got, tc.want)
+		}
+	}
+}
