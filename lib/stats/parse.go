@@ -238,8 +238,6 @@ type parseError struct {
 	err    error
 }
 
-func (e *parseError) Error() string { return e.reason + ": " + e.err.Error() }
-
 // parse reads one record into f.
 func parse(data []byte, f *fact) *parseError {
 	var v lineView
