@@ -2,9 +2,16 @@ package quality
 
 import "fmt"
 
-// The full measures of a text, for the tests that hold the loop check,
-// which stops at the first measure over its threshold, to every measure
-// computed and compared.
+// What the tests ask of the checker and a run does not: the full measures
+// of a text, to hold the loop check, which stops at the first measure over
+// its threshold, to every measure computed and compared; whether a check
+// is on.
+
+// Enabled reports whether the check is on.
+func (c *Checker) Enabled(check string) bool {
+	i := checkIndex(check)
+	return i >= 0 && c.enabled[i]
+}
 
 // MeasureLoop computes every loop measure of text (no early stop).
 func MeasureLoop(text string, s *Scratch) LoopMeasures {

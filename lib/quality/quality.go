@@ -154,12 +154,6 @@ func NewChecker(cfg Config) (*Checker, error) {
 	return c, nil
 }
 
-// Enabled reports whether the check is on.
-func (c *Checker) Enabled(check string) bool {
-	i := checkIndex(check)
-	return i >= 0 && c.enabled[i]
-}
-
 // First returns the first check a fails, in Checks order.
 func (c *Checker) First(a *Answer, tools Tools) (Finding, bool) {
 	var f Finding
