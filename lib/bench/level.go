@@ -11,6 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/lib/backoff"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
@@ -141,7 +142,7 @@ func (r *benchRun) level(ctx context.Context, n int) Level {
 					fails++
 					select {
 					case <-lv.ended:
-					case <-r.clk.After(failureBackoff(fails)):
+					case <-r.clk.After(failureBackoff.Delay(fails)):
 					}
 				}
 			}()
@@ -183,13 +184,7 @@ func (r *benchRun) level(ctx context.Context, n int) Level {
 
 // failureBackoff is how long a bench worker waits after its n-th failure
 // in a row: 50ms, doubling, at most 2s.
-func failureBackoff(n int) time.Duration {
-	d := 50 * time.Millisecond
-	for i := 1; i < n && d < 2*time.Second; i++ {
-		d *= 2
-	}
-	return min(d, 2*time.Second)
-}
+var failureBackoff = backoff.Exp{First: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // slots is how many answers the fleet runs at once with n requests in
 // flight per endpoint: n, or the server's max_running_requests if lower.

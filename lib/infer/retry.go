@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	libbackoff "tokenmill/lib/backoff"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 )
@@ -107,7 +108,7 @@ func (r *runner) retry(j *job, f *fleet.Failure) bool {
 		// --max-backoff.
 		wait = min(f.RetryAfter, r.cfg.MaxBackoff)
 	case !f.Down:
-		wait = r.backoff.delay(j.attempts)
+		wait = r.backoff.Delay(j.attempts)
 	}
 	r.c.backingOff.Add(1)
 	r.retries.after(r.clk, wait, func() {
@@ -201,30 +202,11 @@ func (rt *retryTimers) stop() {
 	}
 }
 
-// backoff is exponential with jitter: attempt n waits between half and
-// all of base*2^(n-1), capped at max, so retries of requests that failed
-// together do not arrive together.
-type backoff struct {
-	base, max time.Duration
-	mu        sync.Mutex
-	rnd       *rand.Rand
-}
+// backoff is the retries' wait: attempt n waits between half and all of
+// --backoff*2^(n-1), at most --max-backoff, so that retries of requests
+// that failed together do not arrive together.
+type backoff = libbackoff.Jitter
 
-func newBackoff(base, max time.Duration, seed uint64) *backoff {
-	return &backoff{base: base, max: max, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-}
-
-func (b *backoff) delay(attempt int) time.Duration {
-	if b.base <= 0 {
-		return 0
-	}
-	d := b.base
-	for i := 1; i < attempt && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	b.mu.Lock()
-	j := time.Duration(b.rnd.Int64N(int64(d/2) + 1))
-	b.mu.Unlock()
-	return d/2 + j
+func newBackoff(first, max time.Duration, seed uint64) *backoff {
+	return libbackoff.NewJitter(libbackoff.Exp{First: first, Max: max}, rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }

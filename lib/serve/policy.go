@@ -3,6 +3,8 @@ package serve
 import (
 	"fmt"
 	"time"
+
+	"tokenmill/lib/backoff"
 )
 
 // policy is when serve restarts a server and when it gives up on one:
@@ -89,13 +91,6 @@ func (p policy) next(h *history, l life, now time.Time) (time.Duration, bool) {
 	if h.failedStarts >= p.maxFailures {
 		return 0, true
 	}
-	wait := p.backoff
-	for range h.streak {
-		if wait >= p.maxBackoff {
-			break
-		}
-		wait *= 2
-	}
 	h.streak++
-	return min(wait, p.maxBackoff), false
+	return backoff.Exp{First: p.backoff, Max: p.maxBackoff}.Delay(h.streak), false
 }
