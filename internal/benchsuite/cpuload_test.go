@@ -11,8 +11,8 @@ func TestParseCPUBusy(t *testing.T) {
 		want time.Duration
 	}{
 		// user nice system idle iowait irq softirq steal guest guest_nice
-		{"cpu  100 20 30 5000 40 5 5 10 7 0", 170 * time.Second / clockTick},
-		{"cpu  1 2 3 4 5 6 7", 19 * time.Second / clockTick},
+		{"cpu  100 20 30 5000 40 5 5 10 7 0", 170 * time.Second / 100},
+		{"cpu  1 2 3 4 5 6 7", 19 * time.Second / 100},
 		{"cpu0 1 2 3 4 5 6 7 8", -1},
 		{"cpu 1 2", -1},
 		{"cpu  1 x 3 4 5 6 7 8", -1},

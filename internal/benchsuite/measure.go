@@ -261,3 +261,63 @@ func shellJoin(argv []string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// add keeps a row.
+func (h *harness) add(r *Result) {
+	if h.collect != nil {
+		*h.collect = append(*h.collect, r)
+	} else {
+		h.results = append(h.results, r)
+	}
+}
+
+// measure runs one spec and keeps its row.
+func (h *harness) measure(ctx context.Context, s Spec) error {
+	r, err := h.measureRow(ctx, s)
+	if err == nil {
+		h.add(r)
+	}
+	return err
+}
+
+// unavailable keeps the row of a tool that could not be had.
+func (h *harness) unavailable(group, name, why string) {
+	h.logf("%s/%s: not available: %s", group, name, why)
+	h.add(unavailable(group, name, why))
+}
+
+// group is the rows of one table, in the order measured.
+func (h *harness) group(name string) []*Result {
+	var rows []*Result
+	for _, r := range h.results {
+		if r.Group == name {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// find is the row of group named name, or nil.
+func (h *harness) find(group, name string) *Result {
+	rows := h.group(group)
+	if i := slices.IndexFunc(rows, func(r *Result) bool { return r.Name == name }); i >= 0 {
+		return rows[i]
+	}
+	return nil
+}
+
+// rows is a group's rows, or none after saying so.
+func (h *harness) rows(w io.Writer, group string) []*Result {
+	rows := h.group(group)
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "_No results for %s: see the log of the run._\n", group)
+	}
+	return rows
+}
+
+// stream writes a group as a stream table.
+func (h *harness) stream(w io.Writer, group, rate string, cpuPerRecord bool) {
+	if rows := h.rows(w, group); len(rows) > 0 {
+		streamTable(w, rows, rate, cpuPerRecord)
+	}
+}

@@ -6,10 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,14 +27,6 @@ var tokenIDsSection = &section{
 			return mode + " --token-ids", strings.HasSuffix(mode, "with")
 		})
 	},
-}
-
-// metricOf is a row's figure; none for a row that is not there.
-func metricOf(r *Result, name string) (float64, bool) {
-	if r == nil {
-		return 0, false
-	}
-	return r.Metric(name)
 }
 
 // goBench runs `go test -bench '^name$' args...` once (-count in args for
@@ -146,28 +136,6 @@ func subBenchMedians(out []byte, name string, modes []string) (map[string]map[st
 		}
 	}
 	return medians, nil
-}
-
-// median of figures (the lower of the middle two); NaN of none.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
-}
-
-// mean of figures; -1 of none.
-func mean(v []float64) float64 {
-	if len(v) == 0 {
-		return -1
-	}
-	var sum float64
-	for _, x := range v {
-		sum += x
-	}
-	return sum / float64(len(v))
 }
 
 func init() {

@@ -1,0 +1,644 @@
+package benchsuite
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
+)
+
+// Run is one execution of a measured command, kept with its durations in
+// nanoseconds (the JSON library would write them as text).
+type Run struct {
+	Wall, User, Sys time.Duration
+	MaxRSSKB        int64
+}
+
+type runJSON struct {
+	Wall     int64 `json:"wall_ns"`
+	User     int64 `json:"user_ns"`
+	Sys      int64 `json:"sys_ns"`
+	MaxRSSKB int64 `json:"max_rss_kb"`
+}
+
+func (r Run) MarshalJSON() ([]byte, error) {
+	return json.Marshal(runJSON{int64(r.Wall), int64(r.User), int64(r.Sys), r.MaxRSSKB})
+}
+
+func (r *Run) UnmarshalJSON(b []byte) error {
+	var v runJSON
+	err := json.Unmarshal(b, &v)
+	*r = Run{time.Duration(v.Wall), time.Duration(v.User), time.Duration(v.Sys), v.MaxRSSKB}
+	return err
+}
+
+// Result is one row of a table: a command measured over several runs, or
+// figures a section read some other way (Metrics).
+type Result struct {
+	Group   string `json:"group"`
+	Name    string `json:"name"`
+	Ours    bool   `json:"ours,omitempty"` // tokenmill's row, which the others are compared with
+	Command string `json:"command"`
+	Note    string `json:"note,omitempty"`
+	Size    string `json:"size,omitempty"` // input size label, for growth tables
+	Bytes   int64  `json:"bytes,omitempty"`
+	Records int64  `json:"records,omitempty"`
+	// OutRecords counts the lines the command wrote; -1 when not counted.
+	OutRecords int64 `json:"out_records"`
+	Runs       []Run `json:"runs,omitempty"`
+	// RSSFloorKB is the measuring process's own peak RSS when the command
+	// started: the kernel carries it into a child made by vfork, so a
+	// child's peak is never reported below it.
+	RSSFloorKB int64              `json:"rss_floor_kb,omitempty"`
+	Load1      float64            `json:"load1"` // 1-minute load average when the measurement started
+	Metrics    map[string]float64 `json:"metrics,omitempty"`
+}
+
+// unavailable is the row of a tool that could not be measured, and why.
+func unavailable(group, name, why string) *Result {
+	return &Result{Group: group, Name: name, OutRecords: -1, Load1: loadAverage(), Note: "not available: " + why}
+}
+
+func (r *Result) available() bool { return !strings.HasPrefix(r.Note, "not available") }
+
+// medianRun is the run of the median wall time.
+func (r *Result) medianRun() Run {
+	if len(r.Runs) == 0 {
+		return Run{}
+	}
+	runs := slices.Clone(r.Runs)
+	slices.SortFunc(runs, func(a, b Run) int { return int(a.Wall - b.Wall) })
+	return runs[(len(runs)-1)/2]
+}
+
+// Metric is a named figure of the result: one of Metrics, or mbps, rps,
+// wall_s, spread_pct, cpu_s, mb_per_cpu_s, cpu_us_per_record or rss_mb
+// of its runs; ok is false when the result has no such figure.
+func (r *Result) Metric(name string) (v float64, ok bool) {
+	if v, ok := r.Metrics[name]; ok {
+		return v, true
+	}
+	m, n := r.medianRun(), len(r.Runs)
+	cpu := (m.User + m.Sys).Seconds()
+	ok = n > 0
+	switch name {
+	case "mbps":
+		v, ok = float64(r.Bytes)/1e6/m.Wall.Seconds(), r.Bytes > 0 && m.Wall > 0
+	case "rps":
+		v, ok = float64(r.Records)/m.Wall.Seconds(), r.Records > 0 && m.Wall > 0
+	case "wall_s":
+		v = m.Wall.Seconds()
+	case "spread_pct": // (slowest - fastest) / median: how far one run can be trusted
+		lo, hi := m.Wall, m.Wall
+		for _, run := range r.Runs {
+			lo, hi = min(lo, run.Wall), max(hi, run.Wall)
+		}
+		v, ok = 100*float64(hi-lo)/float64(m.Wall), n > 1 && m.Wall > 0
+	case "cpu_s":
+		v = cpu
+	case "mb_per_cpu_s": // what one core does, whatever the load
+		v, ok = float64(r.Bytes)/1e6/cpu, r.Bytes > 0 && cpu > 0
+	case "cpu_us_per_record":
+		v, ok = float64((m.User+m.Sys).Microseconds())/float64(r.Records), r.Records > 0 && n > 0
+	case "rss_mb":
+		for _, run := range r.Runs {
+			v = max(v, float64(run.MaxRSSKB)/1024)
+		}
+	default:
+		ok = false
+	}
+	if !ok {
+		return 0, false
+	}
+	return v, true
+}
+
+// metricOf is a row's figure; none for a row that is not there.
+func metricOf(r *Result, name string) (float64, bool) {
+	if r == nil {
+		return 0, false
+	}
+	return r.Metric(name)
+}
+
+// writeResults puts rows in a file, one JSON line each, whole or not at all.
+func writeResults(path string, rows []*Result) error {
+	var b bytes.Buffer
+	for _, r := range rows {
+		data, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		b.Write(append(data, '\n'))
+	}
+	return writeFile(path, b.Bytes())
+}
+
+// readResults loads every row of the file, in order.
+func readResults(path string) (out []*Result, err error) {
+	return out, eachJSON(path, func(r *Result) error { out = append(out, r); return nil })
+}
+
+// eachJSON calls fn with every line of a JSONL file, decoded.
+func eachJSON[T any](path string, fn func(*T) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	for line := 1; sc.Scan(); line++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		v := new(T)
+		err := json.Unmarshal(sc.Bytes(), v)
+		if err == nil {
+			err = fn(v)
+		}
+		if err != nil {
+			return fmt.Errorf("%s:%d: %v", path, line, err)
+		}
+	}
+	return sc.Err()
+}
+
+// writeFile puts a file in place whole or not at all.
+func writeFile(path string, data []byte) error {
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// loadAverage is the 1-minute load average, or -1 when unknown.
+func loadAverage() float64 {
+	data, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			return v
+		}
+	}
+	return -1
+}
+
+// What else kept the machine busy while a command ran: the CPU time every
+// process spent (/proc/stat, in ticks of USER_HZ, 100 on every Linux Go
+// runs on) less the command's own, over the run's wall time, in cores.
+
+// cpuBusy is the CPU time all processes have spent so far, or -1.
+func cpuBusy() time.Duration {
+	data, _ := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(data), "\n")
+	return parseCPUBusy(line)
+}
+
+// parseCPUBusy reads the "cpu" line of /proc/stat: user, nice, system,
+// irq, softirq and steal (idle and iowait are not busy; guest time is
+// already in user).
+func parseCPUBusy(line string) time.Duration {
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return -1
+	}
+	var ticks int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return -1
+		}
+		if i != 3 && i != 4 && i < 8 {
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100
+}
+
+// othersMeter sums, over a measurement's runs, the CPU time other
+// processes spent and the wall time the runs took.
+type othersMeter struct {
+	others, wall, start time.Duration
+	unknown             bool
+}
+
+func (m *othersMeter) begin()      { m.start = cpuBusy() }
+func (m *othersMeter) end(run Run) { m.add(m.start, cpuBusy(), run) }
+func (m *othersMeter) add(start, now time.Duration, run Run) {
+	if start < 0 || now < 0 {
+		m.unknown = true
+		return
+	}
+	m.others += max(0, now-start-run.User-run.Sys)
+	m.wall += run.Wall
+}
+
+// cores is the others' mean use in cores, -1 when unknown. Counted in
+// ticks of 10 ms, it swings over short runs: it is held to the CPUs.
+func (m *othersMeter) cores() float64 {
+	if m.unknown || m.wall <= 0 {
+		return -1
+	}
+	return min(m.others.Seconds()/m.wall.Seconds(), float64(runtime.NumCPU()))
+}
+
+// median of figures (the lower of the middle two); NaN of none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// mean of figures; -1 of none.
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return -1
+	}
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
+// table is a Markdown table: every table of the report is one, written by
+// write, so that they all read alike.
+type table struct {
+	head []string
+	rows [][]string
+}
+
+func newTable(head ...string) *table { return &table{head: head} }
+
+func (t *table) add(cells ...string) *table {
+	t.rows = append(t.rows, cells)
+	return t
+}
+
+// write writes the header, the rule and the rows; a "|" in a cell is
+// escaped, and a header of empty cells is written as "| | |".
+func (t *table) write(w io.Writer) {
+	row := func(cells []string) {
+		esc := make([]string, len(cells))
+		for i, c := range cells {
+			esc[i] = strings.ReplaceAll(c, "|", `\|`)
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(esc, " | "))
+	}
+	if strings.Join(t.head, "") == "" {
+		fmt.Fprintf(w, "|%s\n", strings.Repeat(" |", len(t.head)))
+	} else {
+		row(t.head)
+	}
+	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", len(t.head)))
+	for _, r := range t.rows {
+		row(r)
+	}
+}
+
+// streamTable writes rows measured as commands, each compared with
+// tokenmill's on the same input, and their commands under it. rate heads
+// the records/s column (e.g. requests/s); cpuPerRecord adds CPU µs a record.
+func streamTable(w io.Writer, rows []*Result, rate string, cpuPerRecord bool) {
+	hasBytes := slices.ContainsFunc(rows, func(r *Result) bool { return r.Bytes > 0 })
+	head := []string{"tool", "input"}
+	if hasBytes {
+		head = append(head, "MB/s")
+	}
+	head = append(head, rate, "tokenmill is", "wall s (median)", "spread", "CPU s")
+	if cpuPerRecord {
+		head = append(head, "CPU µs/"+strings.TrimSuffix(strings.TrimSuffix(rate, "/s"), "s"))
+	}
+	t := newTable(append(head, "peak RSS MB", "records out", "load")...)
+	for _, r := range rows {
+		cells := []string{nameCell(r), inputCell(r)}
+		if hasBytes {
+			cells = append(cells, metricCell(r, "mbps", 1))
+		}
+		cells = append(cells, metricCell(r, "rps", 0), ratioCell(rows, r), metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2))
+		if cpuPerRecord {
+			cells = append(cells, metricCell(r, "cpu_us_per_record", 1))
+		}
+		t.add(append(cells, rssCell(r), outCell(r), othersCell(r))...)
+	}
+	t.write(w)
+	fmt.Fprintln(w)
+	commandList(w, rows)
+}
+
+// commandList writes each row's command, with its note, under a table.
+func commandList(w io.Writer, rows []*Result) {
+	for _, r := range rows {
+		if r.Command != "" {
+			fmt.Fprintf(w, "- %s: `%s`", r.Name, r.Command)
+			if r.Note != "" {
+				fmt.Fprintf(w, " (%s)", r.Note)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// bySize arranges rows measured at several sizes: the tools and the sizes
+// in the order first measured, and the row of a tool at a size (nil if none).
+func bySize(rows []*Result) (tools, sizes []string, at func(tool, size string) *Result) {
+	cell := map[[2]string]*Result{}
+	for _, r := range rows {
+		if !slices.Contains(sizes, r.Size) {
+			sizes = append(sizes, r.Size)
+		}
+		if !slices.Contains(tools, r.Name) {
+			tools = append(tools, r.Name)
+		}
+		cell[[2]string{r.Name, r.Size}] = r
+	}
+	return tools, sizes, func(t, s string) *Result { return cell[[2]string{t, s}] }
+}
+
+// pivot is a table of tools (rows) by sizes (columns) of one metric, a
+// cell's text made by value, with the growth from the first size to the
+// last when growth is set.
+func pivot(rows []*Result, corner, metric string, growth bool, value func(*Result) string) *table {
+	tools, sizes, at := bySize(rows)
+	first, last := sizes[0], sizes[len(sizes)-1]
+	head := append([]string{corner}, sizes...)
+	if growth {
+		head = append(head, fmt.Sprintf("%s ÷ %s", last, first))
+	}
+	t := newTable(head...)
+	for _, tool := range tools {
+		cells := []string{tool}
+		for _, s := range sizes {
+			if r := at(tool, s); r != nil {
+				cells = append(cells, value(r))
+			} else {
+				cells = append(cells, "—")
+			}
+		}
+		if growth {
+			x, _ := metricOf(at(tool, first), metric)
+			y, ok := metricOf(at(tool, last), metric)
+			cells = append(cells, "—")
+			if x > 0 && ok {
+				cells[len(cells)-1] = fmt.Sprintf("%.1f×", y/x)
+			}
+		}
+		t.add(cells...)
+	}
+	return t
+}
+
+// growthTable shows peak RSS and throughput per tool (rows) and input
+// size (columns), and each tool's command at its first size.
+func growthTable(w io.Writer, rows []*Result) {
+	pivot(rows, "peak RSS MB", "rss_mb", true, rssCell).write(w)
+	fmt.Fprintln(w)
+	pivot(rows, "records/s (MB/s)", "", false, func(r *Result) string {
+		v := metricCell(r, "rps", 0)
+		if mb, ok := r.Metric("mbps"); ok {
+			v += fmt.Sprintf(" (%.0f)", mb)
+		}
+		return v
+	}).write(w)
+	fmt.Fprintln(w)
+	sizeCommands(w, rows)
+}
+
+// sizeCommands lists each tool's command at the first size measured.
+func sizeCommands(w io.Writer, rows []*Result) {
+	tools, sizes, at := bySize(rows)
+	for _, t := range tools {
+		for _, s := range sizes {
+			if r := at(t, s); r != nil {
+				fmt.Fprintf(w, "- %s, %s: `%s`\n", t, s, r.Command)
+				break
+			}
+		}
+	}
+}
+
+// nameCell is a row's name: tokenmill's in bold, an unavailable one with
+// the reason.
+func nameCell(r *Result) string {
+	name := r.Name
+	if r.Ours {
+		name = "**" + name + "**"
+	}
+	if !r.available() {
+		name += " (_" + r.Note + "_)"
+	}
+	return name
+}
+
+func inputCell(r *Result) string {
+	var parts []string
+	if r.Bytes > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f MB", float64(r.Bytes)/1e6))
+	}
+	if r.Records > 0 {
+		parts = append(parts, cli.Thousands(r.Records)+" rec")
+	}
+	return cmp(strings.Join(parts, ", "), "—")
+}
+
+// outCell is the records a row wrote, or a dash when not counted.
+func outCell(r *Result) string {
+	if r.OutRecords < 0 {
+		return "—"
+	}
+	return cli.Thousands(r.OutRecords)
+}
+
+// rssCell is a row's peak RSS, "≤" when it is no more than the measuring
+// process's own, so that the true figure is only known to be below it.
+func rssCell(r *Result) string {
+	if rss, ok := r.Metric("rss_mb"); ok && r.RSSFloorKB > 0 && rss*1024 <= float64(r.RSSFloorKB)*1.05 {
+		return "≤ " + metricCell(r, "rss_mb", 1)
+	}
+	return metricCell(r, "rss_mb", 1)
+}
+
+// speed is the figure rows are compared by: MB/s when the input has a
+// size, records (or requests) per second otherwise.
+func speed(r *Result) (float64, bool) {
+	if v, ok := r.Metric("mbps"); ok {
+		return v, true
+	}
+	return r.Metric("rps")
+}
+
+// ratioCell compares a row with tokenmill's row that read the same input,
+// else with the group's first (rates of different inputs, as requests/s).
+func ratioCell(rows []*Result, r *Result) string {
+	var base *Result
+	for _, o := range rows {
+		if r.Ours || !o.Ours || len(o.Runs) == 0 && len(o.Metrics) == 0 {
+			continue
+		}
+		if o.Bytes == r.Bytes && o.Records == r.Records {
+			base = o
+			break
+		}
+		if base == nil {
+			base = o
+		}
+	}
+	if base == nil {
+		return "—"
+	}
+	return faster(base, r, speed)
+}
+
+// faster says how much faster a is than b by a speed: "3.1× faster", or
+// "2.0× slower"; a dash without both figures.
+func faster(a, b *Result, by func(*Result) (float64, bool)) string {
+	x, ok1 := by(a)
+	y, ok2 := by(b)
+	switch {
+	case !ok1 || !ok2 || x <= 0 || y <= 0:
+		return "—"
+	case x < y:
+		return trimFloat(y/x) + "× slower"
+	}
+	return trimFloat(x/y) + "× faster"
+}
+
+// trimFloat prints a ratio with 2 significant digits below 10, whole above.
+func trimFloat(v float64) string {
+	switch {
+	case v >= 10:
+		return strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// spreadCell is half the range of a row's wall times over their median:
+// a ratio between two rows is only as good as their spreads.
+func spreadCell(r *Result) string {
+	if v, ok := r.Metric("spread_pct"); ok {
+		return fmt.Sprintf("±%.0f%%", v/2)
+	}
+	return "—"
+}
+
+func metricCell(r *Result, name string, decimals int) string {
+	v, ok := r.Metric(name)
+	switch {
+	case !ok || math.IsNaN(v):
+		return "—"
+	case decimals == 0:
+		return cli.Thousands(int64(math.Round(v)))
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
+
+func loadCell(v float64) string {
+	if v < 0 {
+		return "?"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// othersCell is the 1-minute load at the start and the cores others kept
+// busy during the runs.
+func othersCell(r *Result) string {
+	if v, ok := r.Metric("others_cores"); ok && v >= 0 {
+		return loadCell(r.Load1) + "; others " + strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return loadCell(r.Load1)
+}
+
+// A target reads LABEL := REF [/ REF] OP VALUE, where REF is
+// GROUP/NAME[@SIZE]:METRIC (a metric as Result.Metric names it) and OP is
+// >= or <=, e.g. dedup ≥ 3× awk := dedup/dedup:mbps / dedup/awk:mbps >= 3.
+// A figure that was not measured is said to be so, never counted as met.
+func writeTargets(w io.Writer, results []*Result, specs []string) error {
+	tb := newTable("target", "measured", "met")
+	for _, spec := range specs {
+		label, expr, ok := strings.Cut(spec, " := ")
+		op, atLeast := " >= ", true
+		if !strings.Contains(expr, op) {
+			op, atLeast = " <= ", false
+		}
+		lhs, rhs, ok2 := strings.Cut(expr, op)
+		want, err := strconv.ParseFloat(strings.TrimSpace(rhs), 64)
+		if !ok || !ok2 || err != nil {
+			return fmt.Errorf("target %q: want LABEL := EXPR >= VALUE (or <=)", spec)
+		}
+		num, den, ratio := strings.Cut(lhs, " / ")
+		v, ok, missing, err := lookup(results, num)
+		if ok && ratio && err == nil {
+			var d float64
+			d, ok, missing, err = lookup(results, den)
+			v, ok = v/d, ok && d > 0
+		}
+		switch {
+		case err != nil:
+			return fmt.Errorf("target %q: %v", spec, err)
+		case !ok:
+			tb.add(strings.TrimSpace(label), "not measured ("+missing+")", "?")
+		case atLeast && v < want || !atLeast && v > want:
+			tb.add(strings.TrimSpace(label), formatMeasured(v, num, ratio, atLeast, want), "**no**")
+		default:
+			tb.add(strings.TrimSpace(label), formatMeasured(v, num, ratio, atLeast, want), "yes")
+		}
+	}
+	tb.write(w)
+	return nil
+}
+
+// lookup finds the figure GROUP/NAME[@SIZE]:METRIC; the last row of that
+// name wins. missing is the reference, trimmed, for a figure not measured.
+func lookup(results []*Result, ref string) (v float64, ok bool, missing string, err error) {
+	missing = strings.TrimSpace(ref)
+	group, rest, ok1 := strings.Cut(missing, "/")
+	i := strings.LastIndexByte(rest, ':')
+	if !ok1 || i < 0 {
+		return 0, false, missing, fmt.Errorf("%q: want GROUP/NAME:METRIC", missing)
+	}
+	name, size, _ := strings.Cut(rest[:i], "@")
+	for k := len(results) - 1; k >= 0; k-- {
+		if r := results[k]; r.Group == group && r.Name == name && (size == "" || r.Size == size) {
+			v, ok = r.Metric(rest[i+1:])
+			return v, ok, missing, nil
+		}
+	}
+	return 0, false, missing, nil
+}
+
+func formatMeasured(v float64, ref string, ratio, atLeast bool, want float64) string {
+	switch m := ref[strings.LastIndexByte(ref, ':')+1:]; {
+	case ratio && !atLeast && want < 1.1:
+		// A ceiling a few hundredths above 1: two significant digits
+		// would show 1.04 as the 1.0 it must not pass.
+		return strconv.FormatFloat(v, 'f', 3, 64) + "×"
+	case ratio:
+		return trimFloat(v) + "×"
+	case m == "mbps":
+		return fmt.Sprintf("%.0f MB/s", v)
+	case m == "rps":
+		return cli.Thousands(int64(v)) + "/s"
+	case m == "rss_mb":
+		return fmt.Sprintf("%.1f MB", v)
+	case strings.HasSuffix(m, "_pct"):
+		return fmt.Sprintf("%.1f%%", v)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
