@@ -126,8 +126,8 @@ type runner struct {
 
 	shownFail atomic.Int64
 	bufs      sync.Pool
-	tok       tokenIDs    // --token-ids (tokenids.go)
-	arms      []armCounts // each --mix arm's figures (mix.go)
+	tok       *fleet.TokenIDs // --token-ids (tokenids.go); nil without
+	arms      []armCounts     // each --mix arm's figures (mix.go)
 	// settings are the answers' settings and their sidecar (settings.go);
 	// resumed is what reading the file continued found.
 	settings *settingsBook
