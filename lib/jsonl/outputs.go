@@ -61,15 +61,21 @@ func (o *Outputs) Open() error {
 	return nil
 }
 
-// Create opens one more output, owned like the others: for a file whose
-// name the run learns as it goes (shard's parts), checked beforehand.
+// Create opens one more output, owned like the others: one checked as
+// Later, or a file whose name the run learns as it goes (shard's parts),
+// checked beforehand. A Kept output (merge's settings sidecar) replaces
+// the file there without force.
 func (o *Outputs) Create(flag, path string) (*Writer, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.done {
 		return nil, fmt.Errorf("%s %q: the run's outputs are already closed", flag, path)
 	}
-	w, err := Create(path, o.stdout, WriterOptions{Force: o.force, Flag: flag})
+	force := o.force
+	for _, s := range o.specs {
+		force = force || s.Kept && s.Flag == flag && s.Path == path
+	}
+	w, err := Create(path, o.stdout, WriterOptions{Force: force, Flag: flag})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/zeebo/xxh3"
 
@@ -91,10 +92,33 @@ type Command struct {
 
 const minMemoryLimit = 64 << 20
 
+// Config is one merge, taken from the flags once. It has a field for
+// each flag that shapes the run, as Command has one for each flag: 26,
+// kept flat so that each reads as the flag it comes from.
+type Config struct {
+	Inputs                                     []string
+	Prompts, Output, Errors, Rejects, Manifest string
+	TempDir                                    string
+	Missing                                    bool
+	Samples                                    int
+	To, For                                    string
+	AllowMixed, AllowMixedSettings             bool
+	Tokenizer, TemplateKwargs                  string
+	ReasoningLoss, WithReasoning, SoftSwitch   bool
+	DropLength, DropEmpty, KeepTruncated, Sort bool
+	Memory                                     int64
+	Workers                                    int
+	Force                                      bool
+	Progress                                   time.Duration
+}
+
+// stdout reports whether -o is stdout.
+func (c *Config) stdout() bool { return c.Output == "" || c.Output == "-" }
+
 // merger is the state of one merge.
 type merger struct {
 	ctx        context.Context
-	cmd        *Command
+	cfg        *Config
 	budget     int64
 	missing    bool
 	sortByID   bool
@@ -144,43 +168,59 @@ type merger struct {
 
 // Run merges.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	m, err := c.newMerger(ctx)
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	return Run(ctx, env, cfg)
+}
+
+// Run merges the files cfg names.
+func Run(ctx context.Context, env *cli.Env, cfg *Config) error {
+	m, err := newMerger(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	// The budget also becomes the heap's soft limit (never raising one the
 	// user set with GOMEMLIMIT), so garbage does not carry the process past
 	// it; tiny test budgets are floored so the collector does not spin.
-	if limit := max(int64(c.Memory), minMemoryLimit); limit < debug.SetMemoryLimit(-1) {
+	if limit := max(cfg.Memory, minMemoryLimit); limit < debug.SetMemoryLimit(-1) {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
-	inputs := append(jsonl.InputsFrom(c.Inputs, env.Stdin), jsonl.Named{Flag: "--prompts", Path: c.Prompts})
-	outputs := []jsonl.Output{{Flag: "-o", Path: c.Output, MayBeInput: true},
-		{Flag: "--errors", Path: c.Errors}, {Flag: "--rejects", Path: c.Rejects}}
-	outputs = append(outputs, c.tokenOutputs()...)
-	outputs = append(outputs, c.settingsOutputs()...)
-	outputs = append(outputs, jsonl.LockSidecar("-o", c.Output)...)
-	if err := jsonl.CheckPaths(inputs, outputs, c.Force); err != nil {
+	inputs := append(jsonl.InputsFrom(cfg.Inputs, env.Stdin), jsonl.Named{Flag: "--prompts", Path: cfg.Prompts})
+	outputs := []jsonl.Output{{Flag: "-o", Path: cfg.Output, MayBeInput: true},
+		{Flag: "--errors", Path: cfg.Errors}, {Flag: "--rejects", Path: cfg.Rejects}}
+	outputs = append(outputs, cfg.tokenOutputs()...)
+	outputs = append(outputs, cfg.settingsOutputs()...)
+	outputs = append(outputs, jsonl.LockSidecar("-o", cfg.Output)...)
+	outs, err := jsonl.CheckOutputs(env.Stdout, inputs, outputs, cfg.Force)
+	if err != nil {
 		return err
 	}
-	lock, err := jsonl.LockOutput("-o", c.Output)
+	lock, err := jsonl.LockOutput("-o", cfg.Output)
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	rejects, err := jsonl.CreateRejects(c.Rejects, env.Stdout, env, c.Force)
-	if err != nil {
+	// Outputs are opened first, so that a name conflict fails before the
+	// reading, and written atomically, so that a failed merge leaves none.
+	if err := outs.Open(); err != nil {
 		return err
 	}
-	if err := m.run(env, rejects); err != nil {
-		rejects.Abort()
+	defer outs.Abort()
+	rejects := outs.Rejects(env)
+	if err := m.run(env, outs, rejects); err != nil {
+		return err
+	}
+	if err := outs.Close(); err != nil {
 		return err
 	}
 	env.Logf("%s", m.summary(rejects))
-	return rejects.Close()
+	return rejects.Err()
 }
 
-func (c *Command) newMerger(ctx context.Context) (*merger, error) {
+// config checks the flags and turns them into a Config.
+func (c *Command) config() (*Config, error) {
 	if err := c.forUsage(); err != nil {
 		return nil, err
 	}
@@ -210,18 +250,28 @@ func (c *Command) newMerger(ctx context.Context) (*merger, error) {
 	case c.Errors == "-" && c.Stdout():
 		return nil, cli.Usagef("-o and --errors name the same place (-o is stdout unless given)")
 	}
-	// Records held may take half the budget: Go's collector lets the heap
-	// grow to about twice what is live before it reclaims garbage.
 	workers, err := c.WorkersFlag.Count()
 	if err != nil {
 		return nil, err
 	}
-	m := &merger{ctx: ctx, cmd: c, budget: int64(c.Memory) / 2, missing: c.Missing, sortByID: c.Sort, workers: workers,
-		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
-		rejected: map[uint64]struct{}{}}
 	if err := c.tokenUsage(); err != nil {
 		return nil, err
 	}
+	return &Config{Inputs: c.Inputs, Prompts: c.Prompts, Output: c.Output, Errors: c.Errors, Rejects: c.Rejects,
+		Manifest: c.Manifest, TempDir: c.TempDir, Missing: c.Missing, Samples: c.Samples, To: c.To, For: c.For,
+		AllowMixed: c.AllowMixed, AllowMixedSettings: c.AllowMixedSettings, Tokenizer: c.Tokenizer,
+		TemplateKwargs: c.TemplateKwargs, ReasoningLoss: c.ReasoningLoss, WithReasoning: c.WithReasoning,
+		SoftSwitch: c.SoftSwitch, DropLength: c.DropLength, DropEmpty: c.DropEmpty, KeepTruncated: c.KeepTruncated,
+		Sort: c.Sort, Memory: int64(c.Memory), Workers: workers, Force: c.Force, Progress: c.Progress}, nil
+}
+
+func newMerger(ctx context.Context, c *Config) (*merger, error) {
+	// Records held may take half the budget: Go's collector lets the heap
+	// grow to about twice what is live before it reclaims garbage.
+	m := &merger{ctx: ctx, cfg: c, budget: c.Memory / 2, missing: c.Missing, sortByID: c.Sort, workers: c.Workers,
+		dropLength: c.DropLength, keepCut: c.KeepTruncated, tempParent: c.TempDir, dropEmpty: c.DropEmpty,
+		rejected: map[uint64]struct{}{}}
+	var err error
 	switch c.To {
 	case toGeneration:
 	case toTokens:
@@ -264,40 +314,23 @@ func (m *merger) check(n int) error {
 	return nil
 }
 
-func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
-	c := m.cmd
-	// Outputs are opened first, so that a name conflict fails before the
-	// reading, and written atomically, so that a failed merge leaves none.
-	file, err := jsonl.Create(c.Output, env.Stdout, jsonl.WriterOptions{Force: c.Force})
-	if err != nil {
-		return err
-	}
+func (m *merger) run(env *cli.Env, outs *jsonl.Outputs, rejects *jsonl.Rejects) error {
+	c := m.cfg
+	file := outs.Writer("-o")
 	m.out = file
 	if isParquet(c.Output) {
-		m.out = newParquetSink(file, c.To, int64(c.Memory))
+		m.out = newParquetSink(file, c.To, c.Memory)
 	}
 	if m.trained != nil {
 		m.out = &trainerSink{inner: m.out, tally: m.trained}
 	}
 	if m.tokens != nil {
-		ts := newTokenSink(m.out, env, c, &m.tally)
+		ts := newTokenSink(m.out, outs, c, &m.tally)
 		ts.tok = m.tokens.tok
 		ts.settings = m.settings
 		m.out = ts
 	}
-	defer func() {
-		if err != nil {
-			m.out.Abort()
-			if m.errs != nil {
-				m.errs.Abort()
-			}
-		}
-	}()
-	if c.Errors != "" {
-		if m.errs, err = jsonl.Create(c.Errors, env.Stdout, jsonl.WriterOptions{Force: c.Force, Flag: "--errors"}); err != nil {
-			return err
-		}
-	}
+	m.errs = outs.Writer("--errors")
 	defer m.closeSources()
 	progress := cli.StartProgress(m.ctx, env, c.Progress, func() []string {
 		return []string{fmt.Sprintf("read %d records, %.1f MB; spilled %.1f MB; resolved %d keys",
@@ -327,16 +360,10 @@ func (m *merger) run(env *cli.Env, rejects *jsonl.Rejects) (err error) {
 	if err := top.finish(m.emit); err != nil {
 		return err
 	}
-	if err := m.settings.writeSidecar(c, env); err != nil {
+	if err := m.settings.writeSidecar(c, outs); err != nil {
 		return err
 	}
-	if err := m.out.Close(); err != nil {
-		return err
-	}
-	if m.errs != nil {
-		return m.errs.Close()
-	}
-	return nil
+	return m.out.Finish()
 }
 
 // scanned is a worker's result for one answer record.
@@ -389,7 +416,7 @@ func (m *merger) convert(w formWorker, v *scanned, data []byte, keep bool) {
 // Workers parse batches of records in parallel; the batches are folded in
 // input order (jsonl.Parallel), so the result does not depend on timing.
 func (m *merger) readAnswers(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader(m.ctx, env, m.cmd.Inputs, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(m.ctx, env, m.cfg.Inputs, env.Stdin, jsonl.Options{})
 	var e entry
 	forms := make([]formWorker, max(m.workers, 1))
 	for i := range forms {
@@ -500,7 +527,7 @@ func rejectKey(p *parsed) uint64 {
 // Reject records elsewhere are recognised when read.
 func (m *merger) collectRejected(env *cli.Env, rejects *jsonl.Rejects) error {
 	discard := jsonl.NewRejects(nil, nil) // bad lines are reported when read again below
-	for _, name := range m.cmd.Inputs {
+	for _, name := range m.cfg.Inputs {
 		// Only regular files can be read twice: stdin, a pipe or a FIFO is
 		// read once, with the rest.
 		if st, err := os.Stat(name); name == "-" || err != nil || !st.Mode().IsRegular() {
@@ -596,7 +623,7 @@ func (m *merger) empty(data []byte) bool {
 // readPrompts folds in the prompt keys: each prompt needs samples 0 to K-1,
 // or only its own when it carries a top-level sample.
 func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *jsonl.Rejects) error {
-	in := jsonl.NewReader(m.ctx, env, []string{m.cmd.Prompts}, env.Stdin, jsonl.Options{})
+	in := jsonl.NewReader(m.ctx, env, []string{m.cfg.Prompts}, env.Stdin, jsonl.Options{})
 	defer in.Close()
 	var e entry
 	var buf, clean []byte
@@ -614,7 +641,7 @@ func (m *merger) readPrompts(top *table, seq *int64, env *cli.Env, rejects *json
 		}
 		first, last := p.sample, p.sample
 		if !p.topSample {
-			first, last = 0, m.cmd.Samples-1
+			first, last = 0, m.cfg.Samples-1
 		}
 		for s := first; s <= last; s++ {
 			e = entry{id: p.id.Text, sample: s, numeric: p.id.Numeric, prompt: true, head: s == first, order: *seq, seq: *seq}
@@ -666,7 +693,7 @@ func isCut(rank uint8) bool { return rank == rankCutStop || rank == rankCutLengt
 // emit writes one resolved (id, sample) where it belongs and counts it.
 func (m *merger) emit(e *entry) error {
 	m.resolved.Add(1)
-	hasPrompts := m.cmd.Prompts != ""
+	hasPrompts := m.cfg.Prompts != ""
 	good := m.isGood(e.rank)
 	if e.rank > rankNone {
 		m.answered++
@@ -743,7 +770,7 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 	if m.missing {
 		parts = []string{fmt.Sprintf("read %d, good %d, replaced %d, missing %d", read, m.good, read-m.answered, m.missingN)}
 	}
-	if m.cmd.Prompts != "" {
+	if m.cfg.Prompts != "" {
 		parts = append(parts, fmt.Sprintf("prompts %d", m.prompts))
 	}
 	if m.notInPrompts > 0 {
@@ -792,8 +819,8 @@ func (m *merger) summary(rejects *jsonl.Rejects) string {
 	}
 	if m.missing {
 		to := "stdout"
-		if !m.cmd.Stdout() {
-			to = m.cmd.Output
+		if !m.cfg.stdout() {
+			to = m.cfg.Output
 		}
 		parts = append(parts, fmt.Sprintf("wrote %d to-do lines to %s", m.missingN, to))
 	}

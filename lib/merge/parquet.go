@@ -17,8 +17,9 @@ func isParquet(path string) bool { return strings.HasSuffix(strings.ToLower(path
 // sink is where the good records go: JSON Lines or a Parquet file.
 type sink interface {
 	Write(rec []byte) error
-	Close() error
-	Abort()
+	// Finish ends the output's format; the file itself is the run's
+	// jsonl.Outputs' to put in place or drop.
+	Finish() error
 }
 
 // Row groups end at whichever comes first: maxGroupRows rows, or records
@@ -131,16 +132,11 @@ func newParquetSink(file *jsonl.Writer, to string, budget int64) sink {
 func newSink[T any](file *jsonl.Writer, maxBytes int64, fill func(*T, []byte) error) *parquetSink[T] {
 	// The root is named as pyarrow names it.
 	schema := parquet.NewSchema("schema", parquet.SchemaOf(new(T)))
-	pw := parquet.NewGenericWriter[T](rawWriter{file}, schema,
+	pw := parquet.NewGenericWriter[T](file.Raw(), schema,
 		parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault, Concurrency: 1}),
 		parquet.CreatedBy("tokenmill merge", "", ""))
 	return &parquetSink[T]{file: file, pw: pw, row: make([]T, 1), fill: fill, maxBytes: maxBytes}
 }
-
-// rawWriter writes the Parquet bytes through the output's writer.
-type rawWriter struct{ w *jsonl.Writer }
-
-func (r rawWriter) Write(p []byte) (int, error) { return r.w.WriteRaw(p) }
 
 func (s *parquetSink[T]) Write(rec []byte) error {
 	if err := s.fill(&s.row[0], rec); err != nil {
@@ -158,15 +154,7 @@ func (s *parquetSink[T]) Write(rec []byte) error {
 	return nil
 }
 
-func (s *parquetSink[T]) Close() error {
-	if err := s.pw.Close(); err != nil {
-		s.file.Abort()
-		return err
-	}
-	return s.file.Close()
-}
-
-func (s *parquetSink[T]) Abort() { s.file.Abort() }
+func (s *parquetSink[T]) Finish() error { return s.pw.Close() }
 
 // pqChat reads a messages or conversations training record into the
 // columns of its row, appending its turns to turns.

@@ -48,7 +48,7 @@ type settingsTally struct {
 
 // newSettings checks --allow-mixed-settings and reads the settings
 // sidecars beside the inputs; training: the output is a training file.
-func (c *Command) newSettings(training bool) (*settingsTally, error) {
+func (c *Config) newSettings(training bool) (*settingsTally, error) {
 	if c.AllowMixedSettings && !training {
 		return nil, cli.Usagef("--allow-mixed-settings goes with --to messages, conversations, sharegpt or tokens, or --for: generation records and the to-do list may hold answers of any settings")
 	}
@@ -191,19 +191,22 @@ func (t *settingsTally) manifest() []ManifestSettings {
 // sidecarPath is the settings sidecar merge writes beside generation
 // records written to a file ("" for none): the settings of the answers
 // in it, so that what merge writes is described as what infer wrote.
-func (c *Command) sidecarPath() string {
-	if c.To != toGeneration || c.Missing || c.Stdout() {
+func (c *Config) sidecarPath() string {
+	if c.To != toGeneration || c.Missing || c.stdout() {
 		return ""
 	}
 	return record.SettingsPath(c.Output)
 }
 
+// sidecarFlag names the settings sidecar in messages.
+const sidecarFlag = "-o's settings sidecar"
+
 // settingsOutputs are the files merge writes for settings, for the path
 // checks made before anything is opened: the sidecar beside -o, which
 // is -o's own (replaced with it, and it may be an input's, read first).
-func (c *Command) settingsOutputs() []jsonl.Output {
+func (c *Config) settingsOutputs() []jsonl.Output {
 	if p := c.sidecarPath(); p != "" {
-		return []jsonl.Output{{Flag: "-o's settings sidecar", Path: p, Kept: true, MayBeInput: true}}
+		return []jsonl.Output{{Flag: sidecarFlag, Path: p, Kept: true, MayBeInput: true}}
 	}
 	return nil
 }
@@ -212,7 +215,7 @@ func (c *Command) settingsOutputs() []jsonl.Output {
 // records written to a file: the lines the inputs' sidecars hold of the
 // settings of the answers written. None when no answer written names
 // settings that a sidecar describes.
-func (t *settingsTally) writeSidecar(c *Command, env *cli.Env) error {
+func (t *settingsTally) writeSidecar(c *Config, outs *jsonl.Outputs) error {
 	path := c.sidecarPath()
 	if path == "" {
 		return nil
@@ -232,13 +235,10 @@ func (t *settingsTally) writeSidecar(c *Command, env *cli.Env) error {
 	if len(body) == 0 {
 		return nil
 	}
-	w, err := jsonl.Create(path, env.Stdout, jsonl.WriterOptions{Force: true, Flag: "-o's settings sidecar"})
+	w, err := outs.Create(sidecarFlag, path) // Kept: replaced with -o
 	if err != nil {
 		return err
 	}
-	if _, err := w.WriteRaw(body); err != nil {
-		w.Abort()
-		return err
-	}
-	return w.Close()
+	_, err = w.WriteRaw(body)
+	return err
 }

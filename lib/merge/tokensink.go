@@ -101,8 +101,8 @@ const maxSamplingSets = 64
 type tokenSink struct {
 	inner      sink
 	tok        *tokenizer.Tokenizer
-	env        *cli.Env
-	cmd        *Command
+	outs       *jsonl.Outputs
+	cfg        *Config
 	tally      *tokenTally
 	keys       map[string]string // "": the first rows' model; a template's route: its hash there
 	mixed      bool
@@ -114,9 +114,9 @@ type tokenSink struct {
 	settings   *settingsTally
 }
 
-func newTokenSink(inner sink, env *cli.Env, cmd *Command, tally *tokenTally) *tokenSink {
+func newTokenSink(inner sink, outs *jsonl.Outputs, cfg *Config, tally *tokenTally) *tokenSink {
 	tally.NotPrefixReasons = map[string]int64{}
-	return &tokenSink{inner: inner, env: env, cmd: cmd, tally: tally, keys: map[string]string{}, models: map[string]bool{},
+	return &tokenSink{inner: inner, outs: outs, cfg: cfg, tally: tally, keys: map[string]string{}, models: map[string]bool{},
 		servers: map[[2]string]int64{}, templates: map[[2]string]int64{}, sampling: map[string]*ManifestSample{}}
 }
 
@@ -215,7 +215,7 @@ func (s *tokenSink) checkMix(sb record.ServedBy) error {
 		}
 	}
 	if other != "" {
-		if !s.cmd.AllowMixed {
+		if !s.cfg.AllowMixed {
 			return cli.Usagef("--to tokens: rows of %s would join rows of %s in one file: merge them apart, or give --allow-mixed", describe(sb), other)
 		}
 		s.mixed = true
@@ -253,33 +253,31 @@ func withoutSeed(raw json.RawMessage) (string, bool) {
 	return string(out), seeded
 }
 
-func (s *tokenSink) Close() error {
-	if err := s.inner.Close(); err != nil {
+func (s *tokenSink) Finish() error {
+	if err := s.inner.Finish(); err != nil {
 		return err
 	}
 	return s.writeManifest()
 }
 
-func (s *tokenSink) Abort() { s.inner.Abort() }
-
 // writeManifest writes the manifest beside the output (or at --manifest),
 // atomically; none for stdout without --manifest.
 func (s *tokenSink) writeManifest() error {
-	path := s.cmd.manifestPath()
+	path := s.cfg.manifestPath()
 	if path == "" {
 		return nil
 	}
 	if s.tally.EndOfTurn != nil {
 		s.tally.EndOfTurn.settle()
 	}
-	m := Manifest{Schema: ManifestSchema, Output: s.cmd.Output, Format: "jsonl", Mixed: s.mixed, Counts: *s.tally,
+	m := Manifest{Schema: ManifestSchema, Output: s.cfg.Output, Format: "jsonl", Mixed: s.mixed, Counts: *s.tally,
 		Models: []string{}, Servers: []ManifestServer{}, ChatTemplates: []ManifestTmpl{}, Sampling: []ManifestSample{}}
-	if isParquet(s.cmd.Output) {
+	if isParquet(s.cfg.Output) {
 		m.Format = "parquet"
 	}
 	if tok := s.tok; tok != nil {
 		m.Tokenizer = &ManifestTokenizer{Dir: tok.Dir, TokenizerSHA256: tok.Hash, ChatTemplateHash: tok.TemplateHash(), EndOfTurn: tok.EndOfTurn,
-			ReasoningLoss: s.cmd.ReasoningLoss, TemplateKwargs: s.cmd.TemplateKwargs}
+			ReasoningLoss: s.cfg.ReasoningLoss, TemplateKwargs: s.cfg.TemplateKwargs}
 	}
 	for model := range s.models {
 		m.Models = append(m.Models, model)
@@ -304,7 +302,7 @@ func (s *tokenSink) writeManifest() error {
 	if s.settings != nil {
 		m.Settings = s.settings.manifest()
 	}
-	inputs, err := checksums(append(s.cmd.Inputs[:len(s.cmd.Inputs):len(s.cmd.Inputs)], s.cmd.Prompts))
+	inputs, err := checksums(append(s.cfg.Inputs[:len(s.cfg.Inputs):len(s.cfg.Inputs)], s.cfg.Prompts))
 	if err != nil {
 		return err
 	}
@@ -313,15 +311,12 @@ func (s *tokenSink) writeManifest() error {
 	if err != nil {
 		return err
 	}
-	w, err := jsonl.Create(path, s.env.Stdout, jsonl.WriterOptions{Force: s.cmd.Force, Flag: "--manifest"})
+	w, err := s.outs.Create("--manifest", path)
 	if err != nil {
 		return err
 	}
-	if _, err := w.WriteRaw(append(body, '\n')); err != nil {
-		w.Abort()
-		return err
-	}
-	return w.Close()
+	_, err = w.WriteRaw(append(body, '\n'))
+	return err
 }
 
 // checksums are the input files' sizes and SHA-256, stdin named "-".
@@ -354,7 +349,7 @@ func checksums(names []string) ([]ManifestInput, error) {
 }
 
 // manifestPath is where the manifest goes: --manifest, else beside -o.
-func (c *Command) manifestPath() string {
+func (c *Config) manifestPath() string {
 	if c.Manifest != "" {
 		return c.Manifest
 	}
@@ -387,11 +382,11 @@ func isJSONObject(s string) bool {
 
 // tokenOutputs are the files --to tokens writes beside -o, for the path
 // checks made before anything is opened.
-func (c *Command) tokenOutputs() []jsonl.Output {
+func (c *Config) tokenOutputs() []jsonl.Output {
 	if c.To != toTokens || c.manifestPath() == "" {
 		return nil
 	}
-	return []jsonl.Output{{Flag: "--manifest", Path: c.manifestPath()}}
+	return []jsonl.Output{{Flag: "--manifest", Path: c.manifestPath(), Later: true}}
 }
 
 // pqTokenRow is a token row in Parquet: list<int32> ids and mask.

@@ -409,8 +409,7 @@ func (s *trainerSink) Write(data []byte) error {
 	return nil
 }
 
-func (s *trainerSink) Close() error { return s.inner.Close() }
-func (s *trainerSink) Abort()       { s.inner.Abort() }
+func (s *trainerSink) Finish() error { return s.inner.Finish() }
 
 // summary is the tally's part of merge's summary line.
 func (t *trainerTally) summary() string {
