@@ -133,6 +133,17 @@ type genRecord struct {
 	raw      string
 }
 
+// sample is the sample number of a generation or error record.
+func (g *genRecord) sample() int {
+	switch {
+	case g.Output != nil:
+		return g.Output.Sample
+	case g.Error != nil:
+		return g.Error.Sample
+	}
+	return g.Sample
+}
+
 // readRecords reads a JSONL file (missing file: none), failing on a line
 // that is not a JSON object or a file that does not end in a newline.
 func readRecords(t testing.TB, path string) []genRecord {
@@ -210,7 +221,7 @@ func checkAPI(t testing.TB, chat bool, lines map[string]string, samples int, out
 		if !ok {
 			t.Fatalf("%s record for unknown id %q", kind, g.ID.Text)
 		}
-		sample := g.SampleIndex()
+		sample := g.sample()
 		if sample < 0 || sample >= samples {
 			t.Fatalf("id %s: sample %d out of range", g.ID.Text, sample)
 		}

@@ -235,7 +235,7 @@ func checkConversations(t *testing.T, lines map[string]string, cc convCheck, out
 		if !ok {
 			t.Fatalf("%s record for unknown id %q", kind, g.ID.Text)
 		}
-		sample := g.SampleIndex()
+		sample := g.sample()
 		key := fmt.Sprintf("%s/%d", g.ID.Text, sample)
 		if sample < 0 || sample >= cc.samples {
 			t.Fatalf("%s: sample out of range", key)

@@ -72,11 +72,18 @@ func FuzzParseRecord(f *testing.F) {
 		}
 		kinds := map[record.Kind]bool{record.KindPrompt: p.rank == rankNone, record.KindError: p.rank == rankError,
 			record.KindGeneration: p.rank >= rankAbort}
-		if g.ID != p.id || !kinds[g.Kind()] {
-			t.Fatalf("%q: decoder says id %+v kind %v, merge says %+v", data, g.ID, g.Kind(), p)
+		kind, sample := record.KindPrompt, g.Sample
+		switch {
+		case g.Output != nil:
+			kind, sample = record.KindGeneration, g.Output.Sample
+		case g.Error != nil:
+			kind, sample = record.KindError, g.Error.Sample
 		}
-		if g.Kind() != record.KindPrompt && g.SampleIndex() != p.sample {
-			t.Fatalf("%q: decoder says sample %d, merge %d", data, g.SampleIndex(), p.sample)
+		if g.ID != p.id || !kinds[kind] {
+			t.Fatalf("%q: decoder says id %+v kind %v, merge says %+v", data, g.ID, kind, p)
+		}
+		if kind != record.KindPrompt && sample != p.sample {
+			t.Fatalf("%q: decoder says sample %d, merge %d", data, sample, p.sample)
 		}
 		if g.Output != nil && !p.conversation && (g.Output.FinishReason == record.FinishStop) != (p.rank == rankStop) {
 			t.Fatalf("%q: finish_reason %q ranked %d", data, g.Output.FinishReason, p.rank)
