@@ -43,6 +43,17 @@ func TestAppendAnswersAgain(t *testing.T) {
 	}
 	checkExactlyOnce(t, s.lines, 1, all[10:], nil)
 	checkEmptyErrors(t, s.errs())
+	const sameSeeds = "warning: --append with --seed 1 and no --seed-offset"
+	if strings.Contains(res.stderr, sameSeeds) {
+		t.Errorf("--append with --seed-offset warned of the same seeds:\n%s", res.stderr)
+	}
+	// A round without --seed-offset asks with the seeds of the run before:
+	// answered, and said.
+	res = runWant(t, cli.ExitOK, s.args("--max-tokens", "8", "--append", "--seed", "1")...)
+	if !strings.Contains(res.stderr, sameSeeds) {
+		t.Errorf("--append with the run's seeds again, no warning:\n%s", res.stderr)
+	}
+	checkExactlyOnce(t, s.lines, 1, readRecords(t, s.out)[20:], nil)
 
 	for _, args := range [][]string{{"--append"}, {"--append", "--resume"}, {"--append", "--force"}, {"--append", "--redo-length"}} {
 		if len(args) > 1 {

@@ -23,6 +23,7 @@ import (
 	"tokenmill/lib/mix"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/settings"
 	"tokenmill/lib/tokenizer"
 	"tokenmill/lib/tokens"
 )
@@ -101,7 +102,7 @@ type Generate struct {
 	cli.ProgressFlag
 	MetricsAddr string `placeholder:"HOST:PORT" help:"Serve the run's figures in Prometheus format at http://HOST:PORT/metrics; the address bound is printed. :PORT (no host) listens on every interface, as Go does; 127.0.0.1:PORT on this machine alone; port 0 picks a free one."`
 
-	// AllowChangedSettings: see settings.go.
+	// AllowChangedSettings: see lib/settings.
 	AllowChangedSettings bool `default:"false" help:"With --resume or --append, continue -o FILE under other settings than those its records were made with (--max-tokens, --temperature, --top-p, --stop, --seed, --extra-body, --mix, --samples, --token-ids, --api, the model, ...), refused by default naming the first that differs. Each record names the settings that made it (output.settings), and FILE.settings.jsonl describes them all."`
 
 	// clock is the run's time; nil: the real clock. Tests set it.
@@ -130,10 +131,10 @@ type Config struct {
 	Fit           tokens.FitFlags
 	Tokenizer     *tokenizer.Tokenizer // nil: prompts' tokens estimated or asked of the servers
 	Mix           *mix.Mix             // nil: no mixture
-	// Settings is what every answer's settings share, and ArmParams each
-	// arm's params, canonical (settings.go).
+	// Settings is what every answer's settings share, and Arms the
+	// mixture's arms as they name them.
 	Settings   record.Settings
-	ArmParams  []json.RawMessage
+	Arms       []settings.Arm
 	Seed       *int64
 	SeedOffset int64
 	MaxTokens  int // 0: the server's
@@ -197,6 +198,11 @@ func (c *Generate) config(env *cli.Env) (*Config, error) {
 		return nil, cli.Usagef("%v", err)
 	}
 	b.SetSeedOffset(c.SeedOffset)
+	if c.Append && c.Seed != nil && c.SeedOffset == 0 {
+		// A sampling server answers the same seed the same way: this round
+		// would get back the answers it is meant to replace.
+		env.Logf("warning: --append with --seed %d and no --seed-offset asks every prompt with the seeds the run before asked it with, and a sampling server gives the same answers again: pass --seed-offset (round x samples), as pipelines/rerun-missing.sh does for each round", *c.Seed)
+	}
 	b.SetHistoryReasoning(c.HistoryReasoning)
 	c.Protect(env, targets)
 	notice := c.Progress
@@ -245,10 +251,11 @@ func (c *Generate) settings(cfg *Config, extra []byte) error {
 	}
 	if m := cfg.Mix; m != nil {
 		names, weights, params := make([]string, len(m.Arms)), make([]float64, len(m.Arms)), make([]json.RawMessage, len(m.Arms))
-		cfg.ArmParams = make([]json.RawMessage, len(m.Arms))
+		cfg.Arms = make([]settings.Arm, len(m.Arms))
 		for i, a := range m.Arms {
 			names[i], weights[i], params[i] = a.Name, a.Weight, a.Params
-			if cfg.ArmParams[i], err = record.Canonical(a.Params); err != nil {
+			cfg.Arms[i].Name = a.Name
+			if cfg.Arms[i].Params, err = record.Canonical(a.Params); err != nil {
 				return cli.Usagef("--mix %s: arm %q: %v", c.Mix, a.Name, err)
 			}
 		}
