@@ -1,6 +1,7 @@
 package benchsuite
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +14,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/segmentio/encoding/json"
+
+	"tokenmill/internal/ollamaserver"
+	"tokenmill/lib/jsonl"
 )
 
 // Spec is one measured command: what to run, how often, and how its input
@@ -63,8 +69,7 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 	if s.Runs == 0 {
 		s.Runs = h.runs
 	}
-	res := &Result{Group: s.Group, Name: s.Name, Ours: s.Ours, Command: show, Note: s.Note, Size: s.Size,
-		Records: s.Records, OutRecords: -1, Load1: loadAverage()}
+	res := &Result{Group: s.Group, Name: s.Name, Ours: s.Ours, Command: show, Note: s.Note, Size: s.Size, Records: s.Records, OutRecords: -1, Load1: loadAverage()}
 	for _, f := range s.BytesOf {
 		st, err := os.Stat(h.path(f))
 		if err != nil {
@@ -72,14 +77,14 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		}
 		res.Bytes += st.Size()
 	}
-	stdout, stderr := h.path(s.Stdout), h.path("logs/"+s.Group+"-"+safeName(s.Name)+".err")
-	if s.Stdout == "" {
-		f, err := os.CreateTemp(h.path("tmp"), "stdout-*")
-		if err != nil {
-			return nil, err
+	stdout, stderr := h.path(s.Stdout), h.path("logs/"+s.Group+"-"+strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
 		}
-		f.Close()
-		stdout = f.Name()
+		return '_'
+	}, s.Name)+".err")
+	if s.Stdout == "" {
+		stdout = h.path(fmt.Sprintf("tmp/stdout-%d", time.Now().UnixNano()))
 		defer os.Remove(stdout)
 	}
 	clean := func() {
@@ -96,15 +101,28 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 				return nil, err
 			}
 		}
+		args := argv
+		if s.Fresh != nil {
+			replace, stop, err := s.Fresh(ctx)
+			if err != nil {
+				return nil, err
+			}
+			args = slices.Clone(argv)
+			for k := range args {
+				for old, repl := range replace {
+					args[k] = strings.ReplaceAll(args[k], old, repl)
+				}
+			}
+			defer stop()
+		}
 		others.begin()
-		run, floor, err := h.runFresh(ctx, &s, argv, stdout, stderr)
+		run, floor, err := h.runOnce(ctx, &s, args, stdout, stderr)
 		others.end(run)
 		if err != nil {
 			log, _ := os.ReadFile(stderr)
 			return nil, fmt.Errorf("%s/%s run %d: %v\n%s", s.Group, s.Name, i+1, err, tail(log, 2000))
 		}
-		res.Runs = append(res.Runs, run)
-		res.RSSFloorKB = max(res.RSSFloorKB, floor)
+		res.Runs, res.RSSFloorKB = append(res.Runs, run), max(res.RSSFloorKB, floor)
 		if s.NoCount {
 			continue
 		}
@@ -136,23 +154,11 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 	return res, nil
 }
 
-// runFresh starts what the run needs afresh, if anything, fills its
-// placeholders in, and runs the command once.
-func (h *harness) runFresh(ctx context.Context, s *Spec, argv []string, stdout, stderr string) (Run, int64, error) {
-	if s.Fresh != nil {
-		replace, stop, err := s.Fresh(ctx)
-		if err != nil {
-			return Run{}, 0, err
-		}
-		defer stop()
-		argv = slices.Clone(argv)
-		for i := range argv {
-			for old, repl := range replace {
-				argv[i] = strings.ReplaceAll(argv[i], old, repl)
-			}
-		}
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	return h.runOnce(ctx, s, argv, stdout, stderr)
+	return 0
 }
 
 // runOnce runs the command through the rusage helper with stdout emptied
@@ -210,43 +216,27 @@ func (h *harness) runOnce(ctx context.Context, s *Spec, argv []string, stdout, s
 
 // countLines counts the lines of a file, a last line without a newline
 // included.
-func countLines(path string) (int64, error) {
+func countLines(path string) (n int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20)
-	var n int64
-	last := byte('\n')
+	buf, last := make([]byte, 1<<20), byte('\n')
 	for {
 		k, err := f.Read(buf)
 		if k > 0 {
-			n += int64(bytes.Count(buf[:k], []byte{'\n'}))
-			last = buf[k-1]
+			n, last = n+int64(bytes.Count(buf[:k], []byte{'\n'})), buf[k-1]
 		}
 		if err == io.EOF {
-			break
+			return n + int64(b2i(last != '\n')), nil
 		} else if err != nil {
 			return 0, err
 		}
 	}
-	if last != '\n' {
-		n++
-	}
-	return n, nil
 }
 
 func tail(b []byte, n int) string { return string(b[max(0, len(b)-n):]) }
-
-func safeName(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, s)
-}
 
 // shellJoin quotes argv the way a POSIX shell would read it back.
 func shellJoin(argv []string) string {
@@ -287,8 +277,7 @@ func (h *harness) unavailable(group, name, why string) {
 }
 
 // group is the rows of one table, in the order measured.
-func (h *harness) group(name string) []*Result {
-	var rows []*Result
+func (h *harness) group(name string) (rows []*Result) {
 	for _, r := range h.results {
 		if r.Group == name {
 			rows = append(rows, r)
@@ -320,4 +309,338 @@ func (h *harness) stream(w io.Writer, group, rate string, cpuPerRecord bool) {
 	if rows := h.rows(w, group); len(rows) > 0 {
 		streamTable(w, rows, rate, cpuPerRecord)
 	}
+}
+
+// simProc is an llmsim the harness started in the background.
+type simProc struct {
+	urls []string
+	url  string // the first endpoint's
+	cmd  *exec.Cmd
+	done chan struct{}
+	dir  string
+}
+
+// startSim starts llmsim with endpoints endpoints on free loopback ports
+// and the flags given, its output appended to log, and returns once it
+// listens.
+func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags ...string) (*simProc, error) {
+	dir, err := os.MkdirTemp(h.path("tmp"), "llmsim-")
+	if err != nil {
+		return nil, err
+	}
+	out, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the child has its own descriptor
+	ready := filepath.Join(dir, "urls")
+	s := &simProc{dir: dir, done: make(chan struct{}), cmd: exec.Command(h.tool("llmsim"),
+		append([]string{"--listen", strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", endpoints), ","), "--ready-file", ready}, flags...)...)}
+	s.cmd.Dir, s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr = h.dir, h.environ, out, out
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { s.cmd.Wait(); close(s.done) }()
+	deadline := time.After(30 * time.Second)
+	for len(s.urls) != endpoints {
+		select {
+		case <-s.done:
+			err = fmt.Errorf("exited before it was ready")
+		case <-deadline:
+			err = fmt.Errorf("not ready after 30 s")
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+			data, _ := os.ReadFile(ready)
+			s.urls = strings.Fields(string(data))
+		}
+		if err != nil {
+			s.stop()
+			data, _ := os.ReadFile(log)
+			return nil, fmt.Errorf("llmsim %s: %v\n%s", strings.Join(flags, " "), err, tail(data, 2000))
+		}
+	}
+	s.url = s.urls[0]
+	return s, nil
+}
+
+// stop ends llmsim with SIGTERM (it then writes its summary and request
+// log), or kills it after 10 s.
+func (s *simProc) stop() {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+	os.RemoveAll(s.dir)
+}
+
+// ollamaHost is what internal/ollamaserver asks of its caller, for the
+// harness rather than a test: a skip or a failure ends Start by a panic
+// (hostAbort) that startOllama recovers, and the cleanups (the server's
+// stop among them) run when the harness is done with the server.
+type ollamaHost struct {
+	cleanups []func()
+	failed   bool
+	logf     func(string, ...any)
+}
+
+type hostAbort struct{ why string }
+
+func (h *ollamaHost) Helper()                           {}
+func (h *ollamaHost) Skip(args ...any)                  { panic(hostAbort{fmt.Sprint(args...)}) }
+func (h *ollamaHost) Fatal(args ...any)                 { h.failed = true; panic(hostAbort{fmt.Sprint(args...)}) }
+func (h *ollamaHost) Fatalf(format string, args ...any) { h.Fatal(fmt.Sprintf(format, args...)) }
+func (h *ollamaHost) Errorf(format string, args ...any) { h.failed = true; h.Logf(format, args...) }
+func (h *ollamaHost) Logf(format string, args ...any)   { h.logf("ollama: "+format, args...) }
+func (h *ollamaHost) Cleanup(f func())                  { h.cleanups = append(h.cleanups, f) }
+func (h *ollamaHost) Failed() bool                      { return h.failed }
+
+func (h *ollamaHost) TempDir() string {
+	dir, err := os.MkdirTemp("", "benchsuite-ollama-")
+	if err != nil {
+		h.Fatal(err)
+	}
+	h.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// stop runs the cleanups, last first; one that fails does not keep the
+// others from running.
+func (h *ollamaHost) stop() {
+	for i := len(h.cleanups) - 1; i >= 0; i-- {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					if _, ok := r.(hostAbort); !ok {
+						panic(r)
+					}
+				}
+			}()
+			h.cleanups[i]()
+		}()
+	}
+	h.cleanups = nil
+}
+
+// ollamaServer is a real Ollama server on this machine's CPU serving its
+// tiny random-weight model (internal/ollamaserver).
+type ollamaServer struct {
+	url, model, version string
+	stop                func()
+}
+
+// startOllama starts the server with parallel slots, or says why there is
+// none (no binary installed, or it did not come up).
+func startOllama(parallel int, logf func(string, ...any)) (srv *ollamaServer, why string) {
+	h := &ollamaHost{logf: logf}
+	defer func() {
+		if r := recover(); r != nil {
+			a, ok := r.(hostAbort)
+			h.stop()
+			if !ok {
+				panic(r)
+			}
+			srv, why = nil, a.why
+		}
+	}()
+	s := ollamaserver.Start(h, ollamaserver.Options{Parallel: parallel})
+	logf("ollama: %s %s at %s (started in %v, loaded in %v)", s.Binary, s.Version, s.URL, s.Timings.Start, s.Timings.Load)
+	return &ollamaServer{url: s.URL, model: s.Model, version: s.Version, stop: h.stop}, ""
+}
+
+// dataStep makes one data file in the scratch directory with a shell
+// command of tokenmill's tools (the command is also its key: a file an
+// earlier run made with the same command is kept with --reuse-data);
+// then, where no tool does it, keeps only some of the file's lines.
+type dataStep struct {
+	name string
+	deps []string // steps whose files this one reads
+	file string
+	cmd  func(*harness) string
+	keep func(h *harness, line []byte) bool // nil: every line
+}
+
+// dataSteps are every data file a section can need, each after the ones
+// it is made from.
+var dataSteps = []*dataStep{
+	{name: "corpus", file: "data/corpus.jsonl", cmd: func(h *harness) string { return fmt.Sprintf("corpus --force -n %d -o data/corpus.jsonl", h.sz.Main) }},
+	{name: "corpus-parquet", file: "data/corpus.parquet", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus --force -n %d -o data/corpus.parquet", h.sz.Main)
+	}},
+	{name: "prompts", file: "data/prompts.jsonl", deps: []string{"corpus"}, cmd: cmd("extract --force --progress 0 -o data/prompts.jsonl data/corpus.jsonl")},
+	{name: "gens", file: "data/gens.jsonl", deps: []string{"prompts"}, cmd: cmd("benchsuite generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl")},
+	{name: "prompts-slurp", file: "data/prompts-slurp.jsonl", deps: []string{"prompts"}, cmd: func(h *harness) string {
+		return fmt.Sprintf("head -n %d data/prompts.jsonl > data/prompts-slurp.jsonl", h.sz.Slurp)
+	}},
+	{name: "gens-slurp", file: "data/gens-slurp.jsonl", deps: []string{"prompts-slurp"},
+		cmd: cmd("benchsuite generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl")},
+	{name: "corpus-big", file: "data/corpus-big.jsonl", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus --force -n %d -o data/corpus-big.jsonl", h.sz.Big)
+	}},
+	{name: "prompts-big", file: "data/prompts-big.jsonl", deps: []string{"corpus-big"}, cmd: cmd("extract --force --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl")},
+	{name: "filter-gens", file: "data/filter-gens.jsonl", deps: []string{"corpus"}, cmd: func(h *harness) string {
+		return fmt.Sprintf("benchsuite filter-gens --bytes %d -o data/filter-gens.jsonl data/corpus.jsonl", h.sz.FilterBytes)
+	}},
+	// The whole lines of the first FilterLangBytes of filter-gens.
+	{name: "filter-gens-lang", file: "data/filter-gens-lang.jsonl", deps: []string{"filter-gens"}, cmd: func(h *harness) string {
+		return fmt.Sprintf("head -c %d data/filter-gens.jsonl > data/filter-gens-lang.jsonl", h.sz.FilterLangBytes)
+	}, keep: func(h *harness, line []byte) bool { return line[len(line)-1] == '\n' }},
+	{name: "prompts-exact", file: "data/prompts-exact.jsonl", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus -n %d | extract --progress 0 > data/prompts-exact.jsonl", h.sz.Exact)
+	}},
+	{name: "servers-prompts", file: "data/servers-prompts.jsonl", cmd: cmd("corpus -n 10000 | extract --progress 0 > data/servers-prompts.jsonl")},
+	// The conversations of 3 questions or more.
+	{name: "regen", file: "data/regen.jsonl", cmd: func(h *harness) string {
+		return fmt.Sprintf("corpus -n %d --conversations --seed 1 | extract --turns all --progress 0 > data/regen.jsonl", h.sz.RegenCorpus)
+	}, keep: func(h *harness, line []byte) bool { return userTurns(line) >= 3 }},
+	// Alpaca's English instructions where the real datasets are beside the
+	// repository, else the corpus's prompts.
+	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl", cmd: func(h *harness) string {
+		if a := h.shared("real/alpaca_en_demo.json"); a != "" {
+			return fmt.Sprintf("extract --progress 0 %s | dedup | sed -n 1,%dp > data/ollama-prompts.jsonl", a, h.sz.OllamaPrompts)
+		}
+		return fmt.Sprintf("corpus -n 10000 | extract --progress 0 | sed -n 1,%dp > data/ollama-prompts.jsonl", h.sz.OllamaPrompts)
+	}},
+	{name: "prompts-sources", file: "data/prompts-sources.jsonl", deps: []string{"corpus"},
+		cmd: cmd("extract --force --progress 0 --keep source -o data/prompts-sources.jsonl data/corpus.jsonl")},
+}
+
+func cmd(s string) func(*harness) string { return func(*harness) string { return s } }
+
+func stepByName(name string) *dataStep {
+	for _, st := range dataSteps {
+		if st.name == name {
+			return st
+		}
+	}
+	panic("no data step " + name)
+}
+
+// makeData makes the steps' files in order. With reuse, a file an earlier
+// run made is kept when its stamp (file.done) holds the same command and
+// none of the files it was made from was made again.
+func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
+	for _, st := range steps {
+		key, stamp := st.cmd(h), h.path(st.file+".done")
+		old, err := os.ReadFile(stamp)
+		fi, err2 := os.Stat(h.path(st.file))
+		reusable := h.reuse && err == nil && err2 == nil && fi.Size() > 0 && strings.TrimSuffix(string(old), "\n") == key
+		for _, d := range st.deps {
+			reusable = reusable && !h.remade[d]
+		}
+		if reusable {
+			h.logf("data: keeping %s", st.file)
+			continue
+		}
+		os.Remove(stamp)
+		h.logf("data: making %s", st.file)
+		err = h.sh(ctx, key)
+		if err == nil && st.keep != nil {
+			tmp := h.path(st.file + ".part")
+			if err = copyLines(h.path(st.file), tmp, 0, func(line []byte) bool { return st.keep(h, line) }); err == nil {
+				err = os.Rename(tmp, h.path(st.file))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("making %s: %w", st.file, err)
+		}
+		if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
+			return err
+		}
+		h.remade[st.name] = true
+	}
+	return nil
+}
+
+// sh runs a shell command of tokenmill's tools from the scratch directory,
+// unmeasured, its diagnostics in logs/data.log.
+func (h *harness) sh(ctx context.Context, script string) error {
+	log, err := os.OpenFile(h.path("logs/data.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	fmt.Fprintf(log, "== %s\n", script)
+	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", script)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = h.dir, h.environ, log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v (see logs/data.log)", script, err)
+	}
+	return nil
+}
+
+// generations answers prompts with made-up generation records and a rerun.
+func (h *harness) generations(ctx context.Context, prompts, gens, rerun string) error {
+	return h.sh(ctx, shellJoin([]string{"benchsuite", "generations", "--rerun", rerun, "-o", gens, prompts}))
+}
+
+// shared is a file of ../shared/data beside the repository, or "" when
+// it is not there.
+func (h *harness) shared(rel string) string {
+	d := h.repo
+	for range 5 {
+		d = filepath.Dir(d)
+		if p := filepath.Join(d, "shared", "data", rel); fileExists(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// userTurns counts the user messages of a conversation record.
+func userTurns(line []byte) (n int) {
+	var r struct {
+		Messages []message `json:"messages"`
+	}
+	if json.Unmarshal(line, &r) == nil {
+		for _, m := range r.Messages {
+			n += b2i(m.Role == "user")
+		}
+	}
+	return n
+}
+
+// head writes the first n whole lines of a data file to another.
+func (h *harness) head(src, dst string, n int) error {
+	return copyLines(h.path(src), h.path(dst), n, nil)
+}
+
+// copyLines writes the first whole lines of src that keep accepts (nil:
+// all; keep is given a last line without its newline too) to dst, n of
+// them at most (0: no limit).
+func copyLines(src, dst string, n int, keep func([]byte) bool) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return jsonl.WriteFile(dst, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		br, bw := bufio.NewReaderSize(in, 1<<20), bufio.NewWriterSize(w, 1<<20)
+		for lines := 0; n == 0 || lines < n; {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 && (keep == nil && err == nil || keep != nil && keep(line)) {
+				bw.Write(line)
+				lines++
+			}
+			if err == io.EOF {
+				break
+			} else if err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
 }

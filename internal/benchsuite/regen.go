@@ -142,11 +142,6 @@ type logLine struct {
 	} `json:"body"`
 }
 
-type message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 // regenRun is what one run did, kept as its row's metrics.
 type regenRun struct {
 	Name            string  `json:"-"`
