@@ -100,30 +100,64 @@ func (c *Run) command() []string {
 	return c.Command
 }
 
-// Run starts the servers and keeps them up until interrupted.
-func (c *Run) Run(ctx context.Context, env *cli.Env) error {
-	if err := procgroup.Supported(); err != nil {
-		return err
-	}
+// config is one serve run, taken from the flags once.
+type config struct {
+	specs                     []spec
+	command                   []string
+	host, stateDir, endpoints string
+	gpusPerServer             int
+	healthPath, apiKey        string
+	probeInterval, grace      time.Duration
+	unhealthyAfter, progress  time.Duration
+	pol                       policy
+	logMaxSize, logKeep       int
+	cgroup                    bool
+	clk                       clock.Clock
+}
+
+// config checks the flags and turns them into a config.
+func (c *Run) config() (config, error) {
 	specs, err := c.plan()
 	if err != nil {
-		return err
+		return config{}, err
 	}
 	if err := c.checkDurations(); err != nil {
-		return err
+		return config{}, err
 	}
 	endpoints := c.EndpointsFile
 	if endpoints == "" {
 		endpoints = filepath.Join(c.StateDir, endpointsName)
 	}
-	if err := checkFiles(c.StateDir, endpoints, len(specs)); err != nil {
+	return config{specs: specs, command: c.command(), host: c.Host, stateDir: c.StateDir, endpoints: endpoints,
+		gpusPerServer: c.GPUsPerServer, healthPath: c.HealthPath, apiKey: c.APIKey,
+		probeInterval: c.ProbeInterval, grace: c.Grace, unhealthyAfter: c.UnhealthyAfter, progress: c.Progress,
+		pol:        policy{startTimeout: c.StartTimeout, unhealthyAfter: c.UnhealthyAfter, backoff: c.Backoff, maxBackoff: c.MaxBackoff, maxFailures: c.MaxFailures},
+		logMaxSize: c.LogMaxSize, logKeep: c.LogKeep, cgroup: c.Cgroup == "auto", clk: clock.Or(c.clk)}, nil
+}
+
+// Run starts the servers and keeps them up until interrupted.
+func (c *Run) Run(ctx context.Context, env *cli.Env) error {
+	if err := procgroup.Supported(); err != nil {
+		return err
+	}
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	return cfg.run(ctx, env)
+}
+
+// run starts the servers cfg plans and keeps them up until interrupted.
+func (cfg config) run(ctx context.Context, env *cli.Env) error {
+	specs := cfg.specs
+	if err := checkFiles(cfg.stateDir, cfg.endpoints, len(specs)); err != nil {
 		return err
 	}
 	// The key is never printed, nor stored in the status file: a server's
 	// readiness answer or its command line may hold it.
 	secrets := env.Protect()
-	secrets.Add(c.APIKey)
-	lockFile, err := claim(c.StateDir, specs)
+	secrets.Add(cfg.apiKey)
+	lockFile, err := claim(cfg.stateDir, specs)
 	if err != nil {
 		return err
 	}
@@ -131,48 +165,77 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 	// One serve writes an endpoints file: two would replace each other's
 	// list. Each node's serve writes its own, into one directory infer
 	// reads whole.
-	epLock, err := jsonl.LockFile("--endpoints-file", endpoints)
+	epLock, err := jsonl.LockFile("--endpoints-file", cfg.endpoints)
 	if err != nil {
 		return fmt.Errorf("%w (another serve writes it: give each serve an --endpoints-file of its own, e.g. DIR/$(hostname).txt, and infer --endpoints-file DIR reads them all)", err)
 	}
 	defer epLock.Release()
-	defer setupTrees(c.Cgroup == "auto")()
+	defer setupTrees(cfg.cgroup)()
 
+	pool, closePool, err := cfg.pool()
+	if err != nil {
+		return err
+	}
+	defer closePool()
+	sup := cfg.supervisor(pool, env, secrets)
+	defer sup.closeLogs()
+	cfg.onSignals(env, sup)
+	env.Logf("starting %d servers on %s, ports %d-%d%s: %s; status, logs and endpoints in %s",
+		len(specs), cfg.host, specs[0].port, specs[len(specs)-1].port, gpuText(specs, cfg.gpusPerServer), strings.Join(cfg.command, " "), cfg.stateDir)
+	env.Logf("%s", trees.describe())
+	err = sup.run(ctx)
+	final, _ := sup.snapshot()
+	restarts := 0
+	for _, s := range final.Servers {
+		restarts += s.Restarts
+	}
+	env.Logf("%s: %d servers, %d restarts in all; status in %s", final.State, len(specs), restarts, filepath.Join(cfg.stateDir, stateName))
+	return err
+}
+
+// pool is the readiness checks of the servers, asked from their start.
+func (cfg config) pool() (*fleet.Pool, func(), error) {
 	var targets []fleet.Target
-	for _, s := range specs {
+	for _, s := range cfg.specs {
 		ts, err := fleet.ParseEndpoints(s.url)
 		if err != nil {
-			return fmt.Errorf("server %d: %w", s.index, err)
+			return nil, nil, fmt.Errorf("server %d: %w", s.index, err)
 		}
 		targets = append(targets, ts...)
 	}
 	poolCtx, cancelPool := context.WithCancel(context.Background())
 	pool := fleet.NewPool(poolCtx, targets, fleet.Config{
-		HealthPath: c.HealthPath, APIKey: c.APIKey, ProbeInterval: c.ProbeInterval, EjectAfter: 1,
-		ControlTimeout: min(10*time.Second, max(c.UnhealthyAfter/2, 100*time.Millisecond)),
+		HealthPath: cfg.healthPath, APIKey: cfg.apiKey, ProbeInterval: cfg.probeInterval, EjectAfter: 1,
+		ControlTimeout: min(10*time.Second, max(cfg.unhealthyAfter/2, 100*time.Millisecond)),
 	})
-	defer func() {
+	return pool, func() {
 		cancelPool()
 		pool.Close()
-	}()
+	}, nil
+}
 
-	clk := clock.Or(c.clk)
-	st := State{PID: os.Getpid(), PIDStart: procgroup.StartTime(os.Getpid()), State: serveRunning, Started: clk.Now(), Host: c.Host,
-		Command: c.command(), EndpointsFile: endpoints}
-	for _, s := range specs {
+// supervisor is the servers' supervisor, their logs open.
+func (cfg config) supervisor(pool *fleet.Pool, env *cli.Env, secrets *cli.Secrets) *supervisor {
+	st := State{PID: os.Getpid(), PIDStart: procgroup.StartTime(os.Getpid()), State: serveRunning, Started: cfg.clk.Now(), Host: cfg.host,
+		Command: cfg.command, EndpointsFile: cfg.endpoints}
+	for _, s := range cfg.specs {
 		st.Servers = append(st.Servers, Server{Index: s.index, URL: s.url, Port: s.port, GPUs: s.gpus, State: stateStarting})
 	}
-	sup := newSupervisor(specs, st)
-	sup.pol = policy{startTimeout: c.StartTimeout, unhealthyAfter: c.UnhealthyAfter, backoff: c.Backoff, maxBackoff: c.MaxBackoff, maxFailures: c.MaxFailures}
-	sup.clk, sup.probeEvery, sup.grace, sup.progress = clk, c.ProbeInterval, c.Grace, c.Progress
-	sup.check, sup.dir, sup.endpoints, sup.logf, sup.secrets = pool, c.StateDir, endpoints, env.Logf, secrets
-	sup.openLogs(c.LogMaxSize, c.LogKeep)
-	defer sup.closeLogs()
+	sup := newSupervisor(cfg.specs, st)
+	sup.pol = cfg.pol
+	sup.clk, sup.probeEvery, sup.grace, sup.progress = cfg.clk, cfg.probeInterval, cfg.grace, cfg.progress
+	sup.check, sup.dir, sup.endpoints, sup.logf, sup.secrets = pool, cfg.stateDir, cfg.endpoints, env.Logf, secrets
+	sup.openLogs(cfg.logMaxSize, cfg.logKeep)
+	return sup
+}
 
+// onSignals says what the first signal does, and lets a second kill the
+// servers at once unless it is the first told twice.
+func (cfg config) onSignals(env *cli.Env, sup *supervisor) {
 	var first atomic.Int64 // when the first signal came, in Unix nanoseconds
 	env.OnInterrupt(func() {
 		first.Store(time.Now().UnixNano())
-		env.Logf("interrupted: stopping %d servers (SIGTERM, then SIGKILL after %v: --grace); signal again to kill them at once", len(specs), c.Grace)
+		env.Logf("interrupted: stopping %d servers (SIGTERM, then SIGKILL after %v: --grace); signal again to kill them at once", len(cfg.specs), cfg.grace)
 	})
 	env.OnSecondInterrupt(func() bool {
 		if time.Since(time.Unix(0, first.Load())) < sameSignal {
@@ -181,17 +244,6 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 		sup.killAll()
 		return true
 	})
-	env.Logf("starting %d servers on %s, ports %d-%d%s: %s; status, logs and endpoints in %s",
-		len(specs), c.Host, specs[0].port, specs[len(specs)-1].port, gpuText(specs, c.GPUsPerServer), strings.Join(st.Command, " "), c.StateDir)
-	env.Logf("%s", trees.describe())
-	err = sup.run(ctx)
-	final, _ := sup.snapshot()
-	restarts := 0
-	for _, s := range final.Servers {
-		restarts += s.Restarts
-	}
-	env.Logf("%s: %d servers, %d restarts in all; status in %s", final.State, len(specs), restarts, filepath.Join(c.StateDir, stateName))
-	return err
 }
 
 // gpuText names the GPU groups, for the first line.
