@@ -22,23 +22,11 @@ import (
 	"tokenmill/internal/llmsim"
 )
 
-// The fleet section runs infer against a time-scaled llmsim fleet of 8
-// endpoints, one slow and one crashing, each run on a fresh fleet (so
-// that the crash strikes every run), and compares the tokens infer
-// delivered with what the fleet could give.
-//
-// While infer runs, every endpoint's /health and /metrics and infer's own
-// /metrics are polled. The steady state is the stretch between 10% and 90%
-// of the delivered tokens: there, the fleet's ideal is each endpoint's
-// calibrated full-batch rate (48 slots decoding, slowed by its slow factor)
-// for the time it was up, and its share of the ideal is what the endpoints
-// decoded in that time (their generation_tokens_total), never what infer
-// delivered: an answer delivered in the window was partly decoded before
-// it, and a window short beside an answer's time (a small run, the drain
-// of the last answers) would count more than the fleet can decode. Slot
-// utilisation is running requests over the slots of the endpoints that
-// were up.
-
+// The fleet section: infer on a time-scaled llmsim fleet of 8 endpoints,
+// one slow and one crashing, a fresh fleet each run. The share of the
+// ideal counts what the endpoints decoded in the steady state (10% to 90%
+// of the tokens delivered), never what infer delivered: an answer
+// delivered in the window was partly decoded before it.
 const (
 	fleetTimeScale = 20 // the fleet's llmsim runs this many times faster than real GPUs
 	fleetEndpoints = 8
@@ -283,16 +271,11 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 }
 
 // decodedShare is the percentage of the ideal the endpoints decoded over
-// samples, and of the ideal less the prefill they did ("with prefill").
-// Each endpoint counts over each stretch of samples it was up at: the
-// tokens it decoded (generation_tokens_total) against its full batch's
-// rate over the simulated time the stretch spans (the longer of the time
-// its counters were decoded by and its clock's, both from llmsim's
-// /llmsim/decoded, so that time idle counts), less, with prefill, the
-// time its steps spent prefilling (prompt_tokens_total). A step of n
-// sequences lasts at least what n decode at the full batch's rate plus
-// its prefill, so neither figure can pass 100%, wherever the window and
-// the readings fall.
+// samples, and of the ideal less the time their steps spent prefilling:
+// each endpoint over each stretch it was up, against its full batch's
+// rate over the simulated time the stretch spans (the longer of its
+// counters' and its clock's, so that idle time counts). Neither can pass
+// 100%, wherever the window and the readings fall.
 func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (pct, prefillPct float64) {
 	var decoded, ideal, idealPrefill float64
 	for i := range rate {
@@ -421,20 +404,9 @@ func init() {
 		if len(rows) == 0 {
 			return
 		}
-		t := newTable("policy", "delivered tok/s", "decoded tok/s", "fleet ideal tok/s", "decoded % of ideal", "% of ideal with prefill", "slot utilisation %",
-			"whole run % of ideal", "endpoint downtime s", "answers ok", "failed", "retries", "infer wall s", "infer CPU s", "infer peak RSS MB", "load")
-		for _, r := range rows {
-			cells := []string{"**" + r.Name + "**"}
-			for _, m := range []struct {
-				name     string
-				decimals int
-			}{{"tok_s", 0}, {"sim_gen_tok_s", 0}, {"ideal_tok_s", 0}, {"ideal_pct", 1}, {"ideal_prefill_pct", 1}, {"util_pct", 1}, {"whole_pct", 1}, {"down_sim_s", 0}} {
-				cells = append(cells, metricCell(r, m.name, m.decimals))
-			}
-			t.add(append(cells, outCell(r), metricCell(r, "failed", 0), metricCell(r, "retries", 0), metricCell(r, "wall_s", 1),
-				metricCell(r, "cpu_s", 1), metricCell(r, "rss_mb", 1), othersCell(r))...)
-		}
-		t.write(w)
+		columns(rows, "policy=**", "delivered tok/s=tok_s:0", "decoded tok/s=sim_gen_tok_s:0", "fleet ideal tok/s=ideal_tok_s:0", "decoded % of ideal=ideal_pct:1",
+			"% of ideal with prefill=ideal_prefill_pct:1", "slot utilisation %=util_pct:1", "whole run % of ideal=whole_pct:1", "endpoint downtime s=down_sim_s:0",
+			"answers ok=out", "failed=failed:0", "retries=retries:0", "infer wall s=wall_s:1", "infer CPU s=cpu_s:1", "infer peak RSS MB=rss_mb:1", "load=others").write(w)
 		fmt.Fprintln(w)
 		for _, r := range rows {
 			fmt.Fprintf(w, "%s:\n\n```sh\n%s\n```\n\n", r.Name, r.Command)

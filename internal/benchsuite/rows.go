@@ -311,6 +311,37 @@ func (t *table) write(w io.Writer) {
 	}
 }
 
+// columns is a table of rows, a column each HEAD=CELL: CELL a metric as
+// METRIC:DECIMALS, or name, ** (the name in bold), input, ratio, spread,
+// rss, out, load or others.
+func columns(rows []*Result, cols ...string) *table {
+	var head []string
+	for _, c := range cols {
+		h, _, _ := strings.Cut(c, "=")
+		head = append(head, h)
+	}
+	t := newTable(head...)
+	for _, r := range rows {
+		var cells []string
+		for _, c := range cols {
+			_, cell, _ := strings.Cut(c, "=")
+			metric, dec, isMetric := strings.Cut(cell, ":")
+			switch d, _ := strconv.Atoi(dec); {
+			case isMetric:
+				cell = metricCell(r, metric, d)
+			default:
+				cell = map[string]func() string{"name": func() string { return nameCell(r) }, "**": func() string { return "**" + r.Name + "**" },
+					"input": func() string { return inputCell(r) }, "ratio": func() string { return ratioCell(rows, r) }, "spread": func() string { return spreadCell(r) },
+					"rss": func() string { return rssCell(r) }, "out": func() string { return outCell(r) }, "load": func() string { return loadCell(r.Load1) },
+					"others": func() string { return othersCell(r) }}[cell]()
+			}
+			cells = append(cells, cell)
+		}
+		t.add(cells...)
+	}
+	return t
+}
+
 // streamTable writes rows measured as commands, each compared with
 // tokenmill's on the same input, and their commands under it. rate heads
 // the records/s column (e.g. requests/s); cpuPerRecord adds CPU µs a record.

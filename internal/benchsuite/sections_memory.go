@@ -85,10 +85,6 @@ func renderMemory(w io.Writer, h *harness) {
 	}
 	fmt.Fprint(w, "\nThe ledger alone (`BenchmarkLedger`, lib/infer): a million ids marked seen and done, the live heap\n"+
 		"they take an id after a collection, beside a Go map of the ids' 128-bit hashes (what the ledger was):\n\n")
-	t = newTable("ledger", "bytes an id (live heap)", "ns an id", "load")
-	for _, r := range ledger {
-		t.add(r.Name, metricCell(r, "B/id", 2), metricCell(r, "ns/id", 0), loadCell(r.Load1))
-	}
-	t.write(w)
+	columns(ledger, "ledger=name", "bytes an id (live heap)=B/id:2", "ns an id=ns/id:0", "load=load").write(w)
 	fmt.Fprintf(w, "\n- `%s`\n", ledger[0].Command)
 }

@@ -303,13 +303,9 @@ func init() {
 		t.write(w)
 	}
 	parts["neardup-speed"] = func(w io.Writer, h *harness) {
-		t := newTable("tool", "input", "MB per CPU second", "MB/s", "tokenmill is", "wall s (median)", "spread", "CPU s", "peak RSS MB", "records out", "load")
 		rows := h.group("neardup")
-		for _, r := range rows {
-			t.add(nameCell(r), inputCell(r), metricCell(r, "mb_per_cpu_s", 1), metricCell(r, "mbps", 1), ratioCell(rows, r),
-				metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2), metricCell(r, "rss_mb", 1), outCell(r), loadCell(r.Load1))
-		}
-		t.write(w)
+		columns(rows, "tool=name", "input=input", "MB per CPU second=mb_per_cpu_s:1", "MB/s=mbps:1", "tokenmill is=ratio", "wall s (median)=wall_s:2",
+			"spread=spread", "CPU s=cpu_s:2", "peak RSS MB=rss_mb:1", "records out=out", "load=load").write(w)
 		fmt.Fprintln(w)
 		commandList(w, rows)
 	}
