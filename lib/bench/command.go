@@ -233,60 +233,12 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if len(levels) == 0 {
 		levels = ladder(run.maxRunning)
 	}
-
 	rep := run.report(model)
 	rep.PromptNote = note
-	measure := func(n int) Level {
-		lv := run.level(ctx, n)
-		if ctx.Err() == nil && lv.Answers > 0 && !lv.steady() {
-			// The two halves of the window disagree: the fleet was not
-			// steady (still filling, or the machine stalled). Once more.
-			env.Logf("  the two halves of its window disagree (%s and %s tok/s): measuring it again",
-				cli.Thousands(int64(lv.Halves[0]+0.5)), cli.Thousands(int64(lv.Halves[1]+0.5)))
-			lv = run.level(ctx, n)
-			lv.Repeated, lv.Unsteady = true, !lv.steady()
-		}
-		return lv
-	}
-	for i, n := range levels {
-		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
-			i+1, len(levels), n, n*len(ready), c.Warmup, c.Duration)
-		lv := measure(n)
-		if ctx.Err() == nil && lv.Answers == 0 {
-			// No answer finished in the window: streams that never end, or
-			// answers longer than the window. More in flight would not end
-			// them sooner: the ladder stops here.
-			rep.Levels = append(rep.Levels, lv)
-			env.Logf("  no answer finished within the level's %v (%d failed requests%s): no higher level is measured; a longer --duration lets long answers finish",
-				c.Warmup+c.Duration, lv.Errors, firstErrorNote(lv))
-			break
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		rep.Levels = append(rep.Levels, lv)
-		logLevel(env, lv)
-		if why := falling(rep.Levels); why != "" && i+1 < len(levels) {
-			rep.Held = why
-			env.Logf("  %s: the levels above are not measured", why)
-			break
-		}
-	}
+	m := measurer{c: c, ctx: ctx, env: env, run: run}
+	m.climb(rep, levels)
 	if ctx.Err() == nil {
-		rep.Levels, rep.Drift, rep.Unsettled = confirm(rep.Levels, func(n int) (Level, bool) {
-			env.Logf("level %d per endpoint again, as the ladder left the servers: %v warm-up, then %v measured", n, c.Warmup, c.Duration)
-			lv := measure(n)
-			if ctx.Err() != nil {
-				return lv, false
-			}
-			logLevel(env, lv)
-			return lv, true
-		})
-		for _, why := range []string{rep.Drift, rep.Unsettled} {
-			if why != "" {
-				env.Logf("  %s", why)
-			}
-		}
+		m.confirm(rep)
 	}
 	if len(rep.Levels) > 0 {
 		rep.finish(c, run)
@@ -307,6 +259,78 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 		return fmt.Errorf("no answer finished at any level: %s", firstError(rep.Levels))
 	}
 	return nil
+}
+
+// measurer measures the levels of one bench.
+type measurer struct {
+	c   *Bench
+	ctx context.Context
+	env *cli.Env
+	run *benchRun
+}
+
+// measure measures n requests in flight per endpoint, twice when the
+// two halves of the first window disagree.
+func (m measurer) measure(n int) Level {
+	lv := m.run.level(m.ctx, n)
+	if m.ctx.Err() == nil && lv.Answers > 0 && !lv.steady() {
+		// The two halves of the window disagree: the fleet was not
+		// steady (still filling, or the machine stalled). Once more.
+		m.env.Logf("  the two halves of its window disagree (%s and %s tok/s): measuring it again",
+			cli.Thousands(int64(lv.Halves[0]+0.5)), cli.Thousands(int64(lv.Halves[1]+0.5)))
+		lv = m.run.level(m.ctx, n)
+		lv.Repeated, lv.Unsteady = true, !lv.steady()
+	}
+	return lv
+}
+
+// climb measures the levels in turn, until the output falls or no answer
+// finishes within a level.
+func (m measurer) climb(rep *Report, levels []int) {
+	c, env := m.c, m.env
+	for i, n := range levels {
+		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
+			i+1, len(levels), n, n*len(m.run.eps), c.Warmup, c.Duration)
+		lv := m.measure(n)
+		if m.ctx.Err() == nil && lv.Answers == 0 {
+			// No answer finished in the window: streams that never end, or
+			// answers longer than the window. More in flight would not end
+			// them sooner: the ladder stops here.
+			rep.Levels = append(rep.Levels, lv)
+			env.Logf("  no answer finished within the level's %v (%d failed requests%s): no higher level is measured; a longer --duration lets long answers finish",
+				c.Warmup+c.Duration, lv.Errors, firstErrorNote(lv))
+			return
+		}
+		if m.ctx.Err() != nil {
+			return
+		}
+		rep.Levels = append(rep.Levels, lv)
+		logLevel(env, lv)
+		if why := falling(rep.Levels); why != "" && i+1 < len(levels) {
+			rep.Held = why
+			env.Logf("  %s: the levels above are not measured", why)
+			return
+		}
+	}
+}
+
+// confirm measures the knee's level again, as the ladder left the
+// servers (confirm.go).
+func (m measurer) confirm(rep *Report) {
+	rep.Levels, rep.Drift, rep.Unsettled = confirm(rep.Levels, func(n int) (Level, bool) {
+		m.env.Logf("level %d per endpoint again, as the ladder left the servers: %v warm-up, then %v measured", n, m.c.Warmup, m.c.Duration)
+		lv := m.measure(n)
+		if m.ctx.Err() != nil {
+			return lv, false
+		}
+		logLevel(m.env, lv)
+		return lv, true
+	})
+	for _, why := range []string{rep.Drift, rep.Unsettled} {
+		if why != "" {
+			m.env.Logf("  %s", why)
+		}
+	}
 }
 
 // logLevel says what a level measured.

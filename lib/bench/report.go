@@ -216,10 +216,17 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 	}
 	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
 	dist, fitted := r.obs.fit()
+	benchLimit := rep.perSecond(c, r, dist, fitted)
+	if run, ok := rep.runShape(c, r, dist, fitted, benchLimit); ok {
+		rep.forecast(c, r, k, run)
+	}
+}
 
-	// Answers per second are tokens per second over the mean answer: the
-	// answers that finish inside a level are the short ones.
-	benchLimit := float64(c.answerTokens())
+// perSecond counts each level's answers per second: tokens per second
+// over the mean answer, as the answers that finish inside a level are the
+// short ones. It returns the max_tokens the bench asked with.
+func (rep *Report) perSecond(c *Bench, r *benchRun, dist forecast.Dist, fitted bool) (benchLimit float64) {
+	benchLimit = float64(c.answerTokens())
 	if benchLimit == 0 {
 		benchLimit = forecast.DefaultLimit
 	}
@@ -234,54 +241,71 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 			rep.Levels[i].RequestsPerSec = rep.Levels[i].TokPerSec / benchMean
 		}
 	}
+	return benchLimit
+}
 
-	answers := c.DatasetSize
-	if answers == 0 && len(c.Inputs) > 0 {
-		answers = max(forecast.CountInputLines(context.Background(), c.Inputs), 0)
+// runShape is what a forecast takes of the run to come: its answers and
+// their lengths, and where the lengths come from.
+type runShape struct {
+	answers             int64
+	dist                forecast.Dist
+	limit, mean, se, sd float64
+	source              string
+}
+
+// runShape finds the run's answers and lengths, or says in the report's
+// forecast note why they cannot be known (ok false).
+func (rep *Report) runShape(c *Bench, r *benchRun, dist forecast.Dist, fitted bool, benchLimit float64) (run runShape, ok bool) {
+	run = runShape{answers: c.DatasetSize, dist: dist, limit: forecast.DefaultLimit, source: "given"}
+	if run.answers == 0 && len(c.Inputs) > 0 {
+		run.answers = max(forecast.CountInputLines(context.Background(), c.Inputs), 0)
 	}
-	limit := float64(forecast.DefaultLimit)
 	if c.MaxTokens != nil {
-		limit = float64(*c.MaxTokens)
+		run.limit = float64(*c.MaxTokens)
 	}
-	var mean, se, sd float64
-	source := "given"
 	switch {
-	case answers == 0:
+	case run.answers == 0:
 		rep.ForecastNote = "give --dataset-size (or the dataset's files as input) to forecast a run"
-		return
+		return run, false
 	case c.MeanAnswerTokens > 0:
-		mean = min(c.MeanAnswerTokens, limit)
+		run.mean = min(c.MeanAnswerTokens, run.limit)
 		if !fitted {
 			// The end of the run, modelled with answers of that mean spread
 			// like typical instruction answers.
-			dist = forecast.LogNormal{Mu: math.Log(mean) - 0.5, Sigma: 1}
+			run.dist = forecast.LogNormal{Mu: math.Log(run.mean) - 0.5, Sigma: 1}
 		}
 	case len(c.Inputs) == 0:
 		rep.ForecastNote = "generated prompts say nothing of the dataset's answers: give --mean-answer-tokens, or sample prompts as input, to forecast a run"
-		return
+		return run, false
 	case c.mix != nil:
-		source = "measured per arm"
+		run.source = "measured per arm"
 		var note string
-		if dist, limit, mean, se, sd, rep.Arms, note = r.mixLengths(); note != "" {
+		if run.dist, run.limit, run.mean, run.se, run.sd, rep.Arms, note = r.mixLengths(); note != "" {
 			rep.ForecastNote = note
-			return
+			return run, false
 		}
 	default:
-		l, ok := r.obs.lengths(benchLimit, limit)
+		l, ok := r.obs.lengths(benchLimit, run.limit)
 		if !ok {
-			rep.ForecastNote = noLengthsNote(&r.obs, benchLimit, limit)
-			return
+			rep.ForecastNote = noLengthsNote(&r.obs, benchLimit, run.limit)
+			return run, false
 		}
-		dist, mean, se, sd, source = l.d, l.mean, l.se, l.sd, "measured"
+		run.dist, run.mean, run.se, run.sd, run.source = l.d, l.mean, l.se, l.sd, "measured"
 		if l.capped > 0 {
-			source = sourceCapped
+			run.source = sourceCapped
 		}
 	}
+	return run, true
+}
+
+// forecast gives each level the run's time at its rate, and the knee's
+// level (k) the forecast with its range.
+func (rep *Report) forecast(c *Bench, r *benchRun, k int, run runShape) {
 	maxTokens := 0
 	if c.MaxTokens != nil {
 		maxTokens = *c.MaxTokens
 	}
-	capped := source == sourceCapped
+	capped := run.source == sourceCapped
 	for i := range rep.Levels {
 		lv := &rep.Levels[i]
 		if lv.TokPerSec <= 0 {
@@ -292,39 +316,40 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 		// the level's slots.
 		runTime := func(rate float64) (secs, lo, hi float64) {
 			secs, lo, hi = forecast.RunTime(forecast.Run{
-				Answers: float64(answers), TokPerSec: rate, Speed: rate / r.slots(lv.Concurrency),
-				Lengths: dist, Limit: limit, Mean: mean, SE: se, SD: sd,
+				Answers: float64(run.answers), TokPerSec: rate, Speed: rate / r.slots(lv.Concurrency),
+				Lengths: run.dist, Limit: run.limit, Mean: run.mean, SE: run.se, SD: run.sd,
 			})
 			if capped {
 				// Answers of one length go in waves (waves.go); answers
 				// that drifted out of step would end as RunTime has it.
-				w, wlo, whi := r.wavesTime(rep.Levels, lv.Concurrency, rate, float64(answers), mean)
+				w, wlo, whi := r.wavesTime(rep.Levels, lv.Concurrency, rate, float64(run.answers), run.mean)
 				secs, lo, hi = w, min(lo, secs, wlo), max(hi, secs, whi)
 			}
 			return secs, lo, hi
 		}
 		secs, low, high := runTime(lv.TokPerSec)
 		lv.RunSeconds = secs
-		if i == k {
-			// The run's range spans other rates the level was seen at: its
-			// window's two halves when it did not settle, and the measurement
-			// before its last when the servers were still changing.
-			span := func(rate float64) {
-				if rate > 0 {
-					s, lo, hi := runTime(rate)
-					low, high = min(low, lo, s), max(high, hi, s)
-				}
-			}
-			if lv.Unsteady && len(lv.Halves) == 2 {
-				span(lv.Halves[0])
-				span(lv.Halves[1])
-			}
-			if rep.Unsettled != "" {
-				span(lv.PrevTokPerSec)
-			}
-			rep.Forecast = &Forecast{Answers: answers, MeanAnswerTokens: mean, MeanAnswerSE: se, MeanSource: source, MaxTokens: maxTokens,
-				Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
+		if i != k {
+			continue
 		}
+		// The run's range spans other rates the level was seen at: its
+		// window's two halves when it did not settle, and the measurement
+		// before its last when the servers were still changing.
+		span := func(rate float64) {
+			if rate > 0 {
+				s, lo, hi := runTime(rate)
+				low, high = min(low, lo, s), max(high, hi, s)
+			}
+		}
+		if lv.Unsteady && len(lv.Halves) == 2 {
+			span(lv.Halves[0])
+			span(lv.Halves[1])
+		}
+		if rep.Unsettled != "" {
+			span(lv.PrevTokPerSec)
+		}
+		rep.Forecast = &Forecast{Answers: run.answers, MeanAnswerTokens: run.mean, MeanAnswerSE: run.se, MeanSource: run.source, MaxTokens: maxTokens,
+			Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
 	}
 }
 
