@@ -163,12 +163,18 @@ var vocabulary = [...]string{
 }
 
 // appendToken appends the text of token k (0-based) of an answer whose
-// first token is digest: the digest itself, then a space and a word per
-// token, with a full stop every so often so the text reads as sentences.
+// first token is digest: the digest itself, then word k.
 func appendToken(dst []byte, digest string, h uint64, k int) []byte {
 	if k == 0 {
 		return append(dst, digest...)
 	}
+	return appendWord(dst, h, k)
+}
+
+// appendWord appends word k of the text seeded h: a space and a word of
+// the vocabulary, with a full stop every so often so the text reads as
+// sentences.
+func appendWord(dst []byte, h uint64, k int) []byte {
 	r := mix64(h + uint64(k)*0x9e3779b97f4a7c15)
 	dst = append(dst, ' ')
 	dst = append(dst, vocabulary[r%uint64(len(vocabulary))]...)

@@ -10,17 +10,17 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/internal/qualitytest"
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/quality"
 )
 
 // benchRecords makes generation records whose answers look like a
-// model's (qualitytest.Answers), some with reasoning, and a few percent
+// model's (llmsim.Answers), some with reasoning, and a few percent
 // of them degenerate.
 func benchRecords(size int) []byte {
 	var buf bytes.Buffer
-	texts := qualitytest.Answers(4000, 1)
+	texts := llmsim.Answers(4000, 1)
 	for i := 0; buf.Len() < size; i++ {
 		text, finish, reasoning := texts[i%len(texts)], "stop", ""
 		switch i % 50 {

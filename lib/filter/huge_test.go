@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"tokenmill/internal/qualitytest"
+	"tokenmill/internal/llmsim"
 	"tokenmill/internal/testbin"
 	"tokenmill/lib/quality"
 )
@@ -42,7 +42,7 @@ func writeRecords(t testing.TB, dir, name string, lines ...string) string {
 // accounted for.
 func TestHugeAnswers(t *testing.T) {
 	size := testbin.Size(9<<20, 200<<20)
-	prose := qualitytest.Prose(size)
+	prose := llmsim.Prose(size)
 	looping := prose[:size/2] + prose[:size/2]
 	detail, bad := quality.Loop(looping, &quality.DefaultLoop, nil)
 	if !bad {
@@ -91,7 +91,7 @@ func TestHugeAnswers(t *testing.T) {
 // worst case: a hash per word, a table slot per distinct n-gram), between
 // two small records; peak-per-line is that peak over the line's bytes.
 func BenchmarkHugeAnswerPeakRSS(b *testing.B) {
-	small, line, last := gen("small", goodText, "", "stop"), gen("huge", qualitytest.Prose(200<<20), "", "stop"), gen("last", goodText, "", "stop")
+	small, line, last := gen("small", goodText, "", "stop"), gen("huge", llmsim.Prose(200<<20), "", "stop"), gen("last", goodText, "", "stop")
 	path := writeRecords(b, b.TempDir(), "huge.jsonl", small, line, last)
 	b.SetBytes(int64(len(line)))
 	var peak int64

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/internal/qualitytest"
+	"tokenmill/internal/llmsim"
 )
 
 func benchCheck(b *testing.B, f func(string)) {
-	texts := qualitytest.Answers(2000, 3)
+	texts := llmsim.Answers(2000, 3)
 	var n int64
 	for _, t := range texts {
 		n += int64(len(t))
@@ -47,7 +47,7 @@ func BenchmarkRecordParseOtherScripts(b *testing.B) { benchRecordParse(b, true) 
 func benchRecordParse(b *testing.B, cjk bool) {
 	var lines [][]byte
 	var n int64
-	for i, text := range qualitytest.Answers(2000, 3) {
+	for i, text := range llmsim.Answers(2000, 3) {
 		if cjk {
 			text = strings.NewReplacer("the ", "这个 ", "of ", "的 ", "and ", "和 ", "to ", "到 ").Replace(text)
 		}

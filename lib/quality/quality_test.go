@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"tokenmill/internal/qualitytest"
+	"tokenmill/internal/llmsim"
 	"tokenmill/lib/record"
 )
 
@@ -314,7 +314,7 @@ func TestCountWords(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range qualitytest.Answers(50, 9) {
+	for _, a := range llmsim.Answers(50, 9) {
 		checkCountWords(t, a)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenmill/internal/qualitytest"
+	"tokenmill/internal/llmsim"
 	"tokenmill/internal/recordtest"
 	"tokenmill/lib/record"
 )
@@ -419,7 +419,7 @@ func TestFastPathsMatchReference(t *testing.T) {
 	for _, tc := range loopCases {
 		check(tc.name, Answer{Text: tc.text, Finish: "stop"}, nil)
 	}
-	for i, text := range qualitytest.Answers(300, 7) {
+	for i, text := range llmsim.Answers(300, 7) {
 		check(fmt.Sprint(i), Answer{Text: text, Finish: "stop"}, nil)
 	}
 	t.Logf("%d real answers, %d synthetic loops, 300 model-like answers", n, len(loopCases))
@@ -515,7 +515,7 @@ func TestHugeTextMatchesReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 1.2 MB text against the reference: seconds")
 	}
-	text := qualitytest.Prose(1200 << 10)
+	text := llmsim.Prose(1200 << 10)
 	if countWords(text) <= bigSet/2 {
 		t.Fatalf("%d words: the tables would not pass bigSet", countWords(text))
 	}
