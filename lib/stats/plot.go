@@ -16,7 +16,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
-
 )
 
 // Plot sizes: two panels side by side, one row per pair.

@@ -257,40 +257,8 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 	if r.Interrupted {
 		b.WriteString("interrupted: figures cover only what was read before the signal\n")
 	}
-	kinds := table{align: "lrr", header: []string{"kind", "records", "%"}}
-	for _, k := range []struct {
-		name string
-		n    int64
-	}{{"prompt", r.Kinds.Prompt}, {"generation", r.Kinds.Generation}, {"error", r.Kinds.Error}} {
-		kinds.add(k.name, num(k.n), percent(k.n, r.Records))
-	}
-	if r.Rejected > 0 {
-		kinds.add("rejected", num(r.Rejected), "")
-		for _, c := range r.RejectReasons {
-			kinds.add("  "+c.Name, num(c.Count), "")
-		}
-	}
-	kinds.write(&b)
-
-	lengths := table{align: "lrrrrrr", header: []string{"length", "count", "mean", "p50", "p90", "p99", "max"}}
-	for _, l := range r.lengthRows() {
-		lengths.add(lengthRow(l)...)
-	}
-	lengths.write(&b)
-	for _, l := range r.lengthRows() {
-		if l.d.Count > 0 {
-			writeHistogram(&b, l.name, l.d)
-		}
-	}
-
-	if len(r.FinishReasons) > 0 {
-		fin := table{align: "lrrl", header: []string{"finish_reason", "answers", "%", ""}}
-		for _, c := range r.FinishReasons {
-			fin.add(c.Name, num(c.Count), percent(c.Count, r.Kinds.Generation), bar(float64(c.Count)/float64(r.Kinds.Generation)))
-		}
-		fin.write(&b)
-		fmt.Fprintf(&b, "empty answers: %s (no text, or white space only, and no tool call)\n\n", plural(r.Empty, "record"))
-	}
+	r.writeKinds(&b)
+	r.writeLengths(&b)
 	if len(r.Arms) > 0 {
 		writeArms(&b, r.Arms, r.WallSeconds)
 	}
@@ -313,44 +281,99 @@ func (r *Report) WriteText(w io.Writer, top int) error {
 		writeTokens(&b, r.Tokens)
 	}
 
-	if len(r.Errors.ByStatus) > 0 {
-		st := table{align: "rrr", header: []string{"error status", "errors", "%"}}
-		for _, s := range r.Errors.ByStatus {
-			st.add(strconv.Itoa(s.Status), num(s.Count), percent(s.Count, r.Kinds.Error))
-		}
-		st.write(&b)
-		msgs := table{align: "rrl", header: []string{"errors", "status", "message (numbers aside, the first seen)"}}
-		for _, m := range r.Errors.TopMessages {
-			msgs.add(num(m.Count), strconv.Itoa(m.Status), oneLine(m.Message))
-		}
-		msgs.write(&b)
-	}
-
-	fmt.Fprintf(&b, "ids seen twice: %s repeating an (id, sample) already seen\n", plural(r.Duplicates.Records, "record"))
-	for _, d := range r.Duplicates.Examples {
-		id, _ := d.ID.MarshalJSON()
-		fmt.Fprintf(&b, "  id %s sample %d (%s) at %s:%d\n", id, d.Sample, d.Kind, d.File, d.Line)
-	}
-	b.WriteByte('\n')
-
-	if len(r.Sources) > 0 {
-		src := table{align: "lrrrrrrrr", header: []string{"source", "records", "prompts", "answers", "errors", "length", "completion tok", "mean prompt chars", "mean answer chars"}}
-		for i, s := range r.Sources {
-			if i == top {
-				src.add(fmt.Sprintf("(%d more: see --json)", len(r.Sources)-top), "", "", "", "", "", "", "", "")
-				break
-			}
-			src.add(s.Source, num(s.Records), num(s.Prompts), num(s.Generations), num(s.Errors), num(s.Length),
-				num(s.CompletionTokens), strconv.FormatFloat(s.MeanPromptChars, 'f', 1, 64), strconv.FormatFloat(s.MeanAnswerChars, 'f', 1, 64))
-		}
-		src.write(&b)
-	}
-
+	r.writeErrors(&b)
+	r.writeDuplicates(&b)
+	r.writeSources(&b, top)
 	if len(r.Endpoints) > 0 {
 		writeEndpoints(&b, r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeKinds is the table of records by kind, the rejected by reason.
+func (r *Report) writeKinds(b *strings.Builder) {
+	kinds := table{align: "lrr", header: []string{"kind", "records", "%"}}
+	for _, k := range []struct {
+		name string
+		n    int64
+	}{{"prompt", r.Kinds.Prompt}, {"generation", r.Kinds.Generation}, {"error", r.Kinds.Error}} {
+		kinds.add(k.name, num(k.n), percent(k.n, r.Records))
+	}
+	if r.Rejected > 0 {
+		kinds.add("rejected", num(r.Rejected), "")
+		for _, c := range r.RejectReasons {
+			kinds.add("  "+c.Name, num(c.Count), "")
+		}
+	}
+	kinds.write(b)
+}
+
+// writeLengths is the lengths' table, their histograms, and the finish
+// reasons.
+func (r *Report) writeLengths(b *strings.Builder) {
+	lengths := table{align: "lrrrrrr", header: []string{"length", "count", "mean", "p50", "p90", "p99", "max"}}
+	for _, l := range r.lengthRows() {
+		lengths.add(lengthRow(l)...)
+	}
+	lengths.write(b)
+	for _, l := range r.lengthRows() {
+		if l.d.Count > 0 {
+			writeHistogram(b, l.name, l.d)
+		}
+	}
+	if len(r.FinishReasons) > 0 {
+		fin := table{align: "lrrl", header: []string{"finish_reason", "answers", "%", ""}}
+		for _, c := range r.FinishReasons {
+			fin.add(c.Name, num(c.Count), percent(c.Count, r.Kinds.Generation), bar(float64(c.Count)/float64(r.Kinds.Generation)))
+		}
+		fin.write(b)
+		fmt.Fprintf(b, "empty answers: %s (no text, or white space only, and no tool call)\n\n", plural(r.Empty, "record"))
+	}
+}
+
+// writeErrors is the errors by status and their commonest messages.
+func (r *Report) writeErrors(b *strings.Builder) {
+	if len(r.Errors.ByStatus) == 0 {
+		return
+	}
+	st := table{align: "rrr", header: []string{"error status", "errors", "%"}}
+	for _, s := range r.Errors.ByStatus {
+		st.add(strconv.Itoa(s.Status), num(s.Count), percent(s.Count, r.Kinds.Error))
+	}
+	st.write(b)
+	msgs := table{align: "rrl", header: []string{"errors", "status", "message (numbers aside, the first seen)"}}
+	for _, m := range r.Errors.TopMessages {
+		msgs.add(num(m.Count), strconv.Itoa(m.Status), oneLine(m.Message))
+	}
+	msgs.write(b)
+}
+
+// writeDuplicates is the (id, sample) pairs seen twice.
+func (r *Report) writeDuplicates(b *strings.Builder) {
+	fmt.Fprintf(b, "ids seen twice: %s repeating an (id, sample) already seen\n", plural(r.Duplicates.Records, "record"))
+	for _, d := range r.Duplicates.Examples {
+		id, _ := d.ID.MarshalJSON()
+		fmt.Fprintf(b, "  id %s sample %d (%s) at %s:%d\n", id, d.Sample, d.Kind, d.File, d.Line)
+	}
+	b.WriteByte('\n')
+}
+
+// writeSources is the table of the top sources.
+func (r *Report) writeSources(b *strings.Builder, top int) {
+	if len(r.Sources) == 0 {
+		return
+	}
+	src := table{align: "lrrrrrrrr", header: []string{"source", "records", "prompts", "answers", "errors", "length", "completion tok", "mean prompt chars", "mean answer chars"}}
+	for i, s := range r.Sources {
+		if i == top {
+			src.add(fmt.Sprintf("(%d more: see --json)", len(r.Sources)-top), "", "", "", "", "", "", "", "")
+			break
+		}
+		src.add(s.Source, num(s.Records), num(s.Prompts), num(s.Generations), num(s.Errors), num(s.Length),
+			num(s.CompletionTokens), strconv.FormatFloat(s.MeanPromptChars, 'f', 1, 64), strconv.FormatFloat(s.MeanAnswerChars, 'f', 1, 64))
+	}
+	src.write(b)
 }
 
 func writeChecks(b *strings.Builder, c *Checks) {
