@@ -18,7 +18,7 @@ var (
 	// groundFloor: what stages stand on.
 	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "backoff", "tokens", "conversation", "mix", "minhash", "tokenizer", "procgroup", "ledger"}
 	// kit: internal/, for the simulator, tests and benchmarks alone.
-	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "llamaserver", "lifeline", "gguf", "benchsuite", "corpus", "recordtest", "fakeclock", "cmd/benchsuite", "cmd/corpus", "cmd/rusage"}
+	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "llamaserver", "lifeline", "gguf", "benchsuite", "corpus", "recordtest", "fakeclock", "refdoc", "doctest", "cmd/benchsuite", "cmd/corpus", "cmd/rusage"}
 	// productCommands: the binaries users run; llmsim is the simulator's.
 	productCommands = []string{"extract", "dedup", "shard", "compose", "infer", "filter", "merge", "stats", "serve", "tokenize", "llmsim"}
 )
