@@ -94,10 +94,10 @@ func TestReadyAndDiscoveryPerFlavor(t *testing.T) {
 				t.Errorf("metrics %q, want %q", got, want.metrics)
 			}
 			if want.capacity == "capacity not reported" {
-				// Ollama's default parallelism, with its spare; else from 4.
-				slots, from := 4, "in flight adapted to the server from 4 (--concurrency N fixes it)"
+				// From FirstLevel, Ollama's default parallelism said.
+				slots, from := FirstLevel, "in flight adapted to the server from 16 (--concurrency N fixes it)"
 				if fl == llmsim.FlavorOllama {
-					slots, from = 6, "in flight adapted to the server from 6 (4, Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere, + 2 spare; --concurrency N fixes it)"
+					from = "in flight adapted to the server from 16 (it may run 4, Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere; --concurrency N fixes it)"
 				}
 				if !v.Adaptive || v.Slots != slots || v.Info.Parallel != 0 && fl != llmsim.FlavorOllama || !strings.Contains(line, from) {
 					t.Errorf("capacity not reported: %+v\n%s", v, line)

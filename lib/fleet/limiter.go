@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"tokenmill/lib/cli"
@@ -54,20 +55,24 @@ import (
 // carry the spare already: it adds none). 429 and 503 answers halve the
 // limit.
 //
-// A capacity assumed rather than reported (Ollama's default parallelism,
-// Assumed) is held as a reported one is, but probed after its first
-// window: at twice the limit where that window's answers waited, or at
-// the level a climb from the capacity takes in its first step where none
-// did, climbing on as a search from scratch if that paid. A search from
-// 4 on a server whose output is flat past its slots (Ollama on a CPU)
-// costs more than it finds on a short run.
+// The pool starts a server that says nothing of its slots at FirstLevel,
+// 16, not 4: no window says anything before its answers are back, and a
+// run of a few hundred answers is only a dozen answers' latency long on
+// 32 slots. Where that first window's answers waited (its line's
+// intercept, or answers a quarter slower per token than the quickest,
+// all of its cohort back), the start was past the slots: the limit
+// settles at the number of its answers that ran at once, and probes up
+// from there as at any level held (Ollama runs 4 by default, or 1).
 //
 // The limiter is pure arithmetic on the times it is told: the pool calls
 // it under its lock, on its clock, so tests run it on virtual time.
 
 // LimiterConfig bounds the adaptive limit; zero fields take the defaults.
 type LimiterConfig struct {
-	Start      int     // the first limit [4]
+	// Start is the first limit [4]; the pool starts a server that does
+	// not say its slots at FirstLevel.
+	Start int
+
 	Min        int     // the lowest [1]
 	Max        int     // the ceiling [256]
 	MaxStep    int     // the most added in one window [256]
@@ -85,12 +90,16 @@ type LimiterConfig struct {
 	// say): the limit starts there with its spare and holds, adapting from
 	// there.
 	Capacity int
-	// Assumed: Capacity is what such a server runs unless set otherwise
-	// (Ollama's default parallelism), not what it reported: the first
-	// window held is followed at once by a probe at twice the limit, and
-	// the limit climbs from there if that paid.
-	Assumed bool
 }
+
+// FirstLevel is where the pool starts the adaptive limit of a server that
+// does not say how many requests it runs: the first window measures a
+// level, whatever it is, only once its answers are back, a whole answer's
+// latency later, and on a run of a few hundred answers a start at 4 on 32
+// slots leaves most of them idle for a tenth of the run. A level past the
+// slots only queues requests that run as slots free, and its first window
+// shows them waiting: the limit then comes down to the number that ran.
+const FirstLevel = 16
 
 func (c LimiterConfig) withDefaults() LimiterConfig {
 	def := func(v *int, d int) {
@@ -100,7 +109,6 @@ func (c LimiterConfig) withDefaults() LimiterConfig {
 	}
 	def(&c.Min, 1)
 	def(&c.Max, 256)
-	def(&c.Start, 4)
 	def(&c.MaxStep, 256)
 	def(&c.ProbeEvery, 8)
 	def(&c.MinAnswers, 8)
@@ -120,8 +128,17 @@ func (c LimiterConfig) withDefaults() LimiterConfig {
 		c.Gain = 0.05
 	}
 	c.Max = max(c.Max, c.Min)
-	c.Start = min(max(c.Start, c.Min), c.Max)
 	return c
+}
+
+// start is the first limit: Start, or 4 (0 is left as it is by
+// withDefaults, for the pool to choose).
+func (c LimiterConfig) start() int {
+	n := c.Start
+	if n <= 0 {
+		n = 4
+	}
+	return min(max(n, c.Min), c.Max)
 }
 
 type limiterPhase int
@@ -168,10 +185,6 @@ type Limiter struct {
 	// carry its spare already (settling adds none, or the spare would
 	// grow by 2 with every probe that paid).
 	probed bool
-	// doubling: the next probe doubles the limit (an assumed capacity,
-	// whose server may run many more), and a climb from it is a search
-	// from scratch.
-	doubling bool
 	// signals: the server's metrics are read, and the limit follows them
 	// (limiter_signals.go); load is the last reading.
 	signals bool
@@ -200,6 +213,15 @@ type limiterWindow struct {
 	answers     int               // of them, answered
 	fit         forecast.SpeedFit // their latency on their tokens
 	busy        int               // 429 and 503 answers
+	// whole: the window ends once every request of its cohort is back,
+	// none left out as when a climb's half is enough: the answers that
+	// waited are the ones that tell (the climb's first window, at a start
+	// that may lie past the slots, and a step measured again because its
+	// requests began to wait).
+	whole bool
+	// speeds are the latencies per token of the cohort's answers of
+	// minSpeedTokens or more.
+	speeds []float64
 }
 
 // limiterMeasure is one window's figures.
@@ -211,24 +233,34 @@ type limiterMeasure struct {
 	// wait is the share of a typical answer's latency that every answer
 	// waited, whatever its length (-1: unknown).
 	wait float64
+	// spread is ℓ over the least latency per token of one of the window's
+	// answers (0: none); ran, how many of them were within slowerLatency
+	// of that least: those that did not wait.
+	spread float64
+	ran    int
+}
+
+// waited: m's answers waited for slots. Its line says so where it has one
+// (a share of noWait or more); else answers of the same speed that took
+// a quarter longer per token than the quickest did (answers all cut at
+// max_tokens, which no line fits).
+func (m limiterMeasure) waited() bool {
+	if m.wait >= 0 {
+		return m.wait >= noWait
+	}
+	return m.spread > slowerLatency
 }
 
 // NewLimiter starts a limit at cfg.Start (defaults filled in) at now.
 func NewLimiter(cfg LimiterConfig, now time.Time) *Limiter {
 	cfg = cfg.withDefaults()
-	l := &Limiter{cfg: cfg, limit: cfg.Start}
-	l.win = limiterWindow{start: now, last: now}
+	l := &Limiter{cfg: cfg, limit: cfg.start()}
+	l.win = limiterWindow{start: now, last: now, whole: true}
 	if c := cfg.Capacity; c > 0 {
 		// What the server says it runs is the level found: held there with
 		// its spare, measured, and probed above as any level held is.
 		l.hold(c+cfg.spare(c), now)
 		l.found, l.spare = c, l.limit-c
-		if cfg.Assumed {
-			// Nothing was in flight before: the first cohort begins at
-			// once, as a climb's does.
-			l.held, l.doubling = cfg.ProbeEvery-1, true
-			l.win = limiterWindow{start: now, last: now}
-		}
 	}
 	return l
 }
@@ -276,12 +308,10 @@ func (l *Limiter) Sent(at time.Time) {
 	}
 }
 
-// searchingUp: the limit climbs, or holds at an assumed capacity before
-// the probe above it has told whether the server runs more: its windows
-// ask only whether the output grows with the level, which few answers
-// say.
+// searchingUp: the limit climbs: its windows ask only whether the output
+// grows with the level, which few answers say.
 func (l *Limiter) searchingUp() bool {
-	return l.phase == climbing || l.doubling
+	return l.phase == climbing
 }
 
 // begin starts the cohort now.
@@ -290,7 +320,7 @@ func (l *Limiter) begin(now time.Time, unsettled bool) {
 	if now.After(w.last) {
 		w.last = now
 	}
-	l.win = limiterWindow{start: now, last: w.last, inflight: w.inflight, unsettled: unsettled}
+	l.win = limiterWindow{start: now, last: w.last, inflight: w.inflight, unsettled: unsettled, whole: w.whole}
 	l.windows++
 }
 
@@ -356,6 +386,9 @@ const (
 	// the line to say anything of the slope.
 	lineAnswers = 4
 	lineSpread  = 0.05
+	// minSpeedTokens: an answer this long says how fast the server writes
+	// (in a shorter one the round trip and the prefill weigh).
+	minSpeedTokens = 32
 )
 
 // ofCohort: a request sent at sent is one of the cohort the window
@@ -373,6 +406,9 @@ func (l *Limiter) tally(latency time.Duration, tokens int, ok, busy bool) {
 	case ok:
 		w.answers++
 		w.fit.Add(float64(tokens), latency.Seconds())
+		if tokens >= minSpeedTokens {
+			w.speeds = append(w.speeds, latency.Seconds()/float64(tokens))
+		}
 	case busy:
 		w.busy++
 	}
@@ -395,7 +431,7 @@ func (l *Limiter) turnedAway() bool {
 // that waited.
 func (l *Limiter) cohortBack(now time.Time) bool {
 	w := &l.win
-	if w.cohort > 0 && l.searchingUp() && !w.unsettled && 2*w.back >= w.cohort && w.answers >= l.quorum() {
+	if w.cohort > 0 && l.searchingUp() && !w.unsettled && !w.whole && 2*w.back >= w.cohort && w.answers >= l.quorum() {
 		return true
 	}
 	return w.cohort > 0 && (w.back >= w.cohort || l.straggling(now))
@@ -419,6 +455,15 @@ func (l *Limiter) endWindow(now time.Time) {
 	m := limiterMeasure{limit: l.limit, settled: !w.unsettled}
 	m.perTok, m.wait = l.perToken()
 	m.out = mean / m.perTok
+	if len(w.speeds) > 0 {
+		least := slices.Min(w.speeds)
+		m.spread = m.perTok / least
+		for _, v := range w.speeds {
+			if v <= slowerLatency*least {
+				m.ran++
+			}
+		}
+	}
 	if l.lowest == 0 || m.limit < l.lowest {
 		l.lowest = m.limit
 	}
@@ -540,12 +585,18 @@ func (l *Limiter) climbWindow(m limiterMeasure, now time.Time) {
 	prev, stepped := l.lastLevel()
 	if stepped && !m.settled && m.perTok > sameLatency*prev.perTok {
 		// Requests began to wait, and a queue's first window after a step
-		// flatters it: measure the level again, settled.
+		// flatters it: measure the level again, settled, on all of its
+		// cohort (the first half back ran, the rest waited).
 		l.restart(now)
+		l.win.whole = true
 		return
 	}
 	l.climb = append(l.climb, m)
 	switch {
+	case !stepped && m.limit > l.cfg.MinAnswers/2 && m.waited() && m.ran > 0:
+		// The start was past the slots: the server runs about as many as
+		// the answers that did not wait.
+		l.settle(max(l.cfg.Min, min(m.ran, m.limit)), now, fmt.Sprintf("%d in flight waited, %d ran at once", m.limit, m.ran))
 	case !stepped || m.out >= prev.out*(1+l.cfg.Gain):
 		l.stepUp(m, prev, stepped, now)
 	default:
@@ -704,8 +755,13 @@ func (l *Limiter) searchWindow(m limiterMeasure, now time.Time) {
 	n := l.trying
 	if m.out >= l.ref.out*(1-l.cfg.Gain) || l.good-n <= max(1, l.good/(2*searchGap)) {
 		// As good as the knee, or too close to it to tell: no lower level
-		// is tried, each would idle slots.
-		l.settle(min(n, l.good), now, l.why)
+		// is tried, each would idle slots. A climb from a probe settles
+		// with no spare added: at the level measured, its spare in it.
+		n = min(n, l.good)
+		if l.probed {
+			n = l.limit
+		}
+		l.settle(n, now, l.why)
 		return
 	}
 	// Short of it: the slots are more, by about the share of the output
@@ -754,10 +810,7 @@ func (l *Limiter) descendWindow(m limiterMeasure, now time.Time) {
 func (l *Limiter) holdWindow(m limiterMeasure, now time.Time) {
 	if !l.hasRef {
 		l.ref, l.hasRef = m, true
-		switch {
-		case l.doubling:
-			l.keepHolding(m, now) // the probe above the assumed capacity, at once
-		case l.why != "":
+		if l.why != "" {
 			l.verify(m, now)
 		}
 		return
@@ -788,17 +841,7 @@ func (l *Limiter) keepHolding(m limiterMeasure, now time.Time) {
 	if l.held >= l.cfg.ProbeEvery && l.limit < l.cfg.Max {
 		l.phase = probing
 		l.climb = []limiterMeasure{l.ref}
-		step := max(1, l.limit/probeShare)
-		if l.doubling {
-			// Twice the limit, or where none of the level's answers
-			// waited (the server runs more than assumed) the step a climb
-			// takes from the capacity assumed.
-			step = l.limit
-			if w := l.ref.wait; w >= 0 && w < noWait {
-				step = max(step, l.found+l.step(fastStep*l.found)-l.limit)
-			}
-		}
-		l.set(l.limit+step, now)
+		l.set(l.limit+max(1, l.limit/probeShare), now)
 	}
 }
 
@@ -830,19 +873,11 @@ func (l *Limiter) followSlowdown(m limiterMeasure, now time.Time) bool {
 func (l *Limiter) probeWindow(m limiterMeasure, now time.Time) {
 	base := l.climb[0]
 	l.climb = append(l.climb, m)
-	doubled := l.doubling
-	l.doubling = false
 	if m.out < base.out*(1+l.cfg.Gain) {
 		l.hold(base.limit, now)
 		return
 	}
-	// A climb from an assumed capacity is a search from scratch: the
-	// level it finds gets its spare.
-	l.phase, l.probed = climbing, !doubled
-	if doubled {
-		l.stepUp(m, base, true, now)
-		return
-	}
+	l.phase, l.probed = climbing, true
 	if !l.settledAtCeiling(now) {
 		l.set(l.limit+l.step(l.limit), now)
 	}
@@ -890,12 +925,17 @@ func (l *Limiter) settle(n int, now time.Time, why string) {
 
 // verify is the first window held after settling, m: it moves to the
 // lowest level measured on the way within twice Gain of m (m, past the
-// knee, is the less exact of the two), and Spare more, or says where it
-// holds.
+// knee, is the less exact of the two) whose output did not fall with its
+// level, and Spare more, or says where it holds.
 func (l *Limiter) verify(m limiterMeasure, now time.Time) {
 	k, kOut := l.found, m.out
 	for _, b := range l.below {
-		if b.limit < k && b.out >= (1-kneeMargin*l.cfg.Gain)*m.out {
+		// A level that gave up half as large a share of the output as of
+		// the requests in flight, or more, ran below the slots (44 under
+		// a knee found at 47 gave 8% less): within kneeMargin Gains, but
+		// no knee.
+		short := 1 - b.out/m.out
+		if b.limit < k && short <= kneeMargin*l.cfg.Gain && 2*short < 1-float64(b.limit)/float64(l.found) {
 			k, kOut = b.limit, b.out
 		}
 	}

@@ -48,7 +48,7 @@ func TestOllamaDiscovery(t *testing.T) {
 			}
 			v := p.View()[0]
 			if v.Info.Context != tt.want || v.Info.ContextSource != tt.source || v.Info.Capacity != 0 || !v.Adaptive ||
-				v.Info.Parallel != ollamaDefaultParallel || v.Slots != ollamaDefaultParallel+2 ||
+				v.Info.Parallel != ollamaDefaultParallel || v.Slots != FirstLevel ||
 				len(v.Info.Models) != 1 || v.Info.Models[0] != srv.Model+":latest" {
 				t.Errorf("%+v", v)
 			}

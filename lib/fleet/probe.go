@@ -132,8 +132,8 @@ func (p *Pool) bringUp(ep *Endpoint, info Info, probe string) {
 	if ep.limiter == nil && !p.cfg.Ladder && p.cfg.FixedSlots == 0 && (p.cfg.Adaptive || info.Capacity == 0) {
 		cfg := p.cfg.Limiter
 		cfg.Capacity = info.Capacity
-		if cfg.Capacity == 0 {
-			cfg.Capacity, cfg.Assumed = info.Parallel, info.Parallel > 0
+		if cfg.Capacity == 0 && cfg.Start == 0 {
+			cfg.Start = FirstLevel
 		}
 		ep.limiter = NewLimiter(cfg, p.clk.Now())
 	}
@@ -179,7 +179,7 @@ func (p *Pool) describeLocked(ep *Endpoint) string {
 		case ep.limiter != nil && in.Capacity > 0:
 			fmt.Fprintf(&b, ", in flight adapted to the server from %d (%d + %d spare; --concurrency N fixes it)", ep.limiter.Limit(), in.Capacity, ep.limiter.Limit()-in.Capacity)
 		case ep.limiter != nil && in.Parallel > 0:
-			fmt.Fprintf(&b, ", in flight adapted to the server from %d (%d, %s, + %d spare; --concurrency N fixes it)", ep.limiter.Limit(), in.Parallel, in.ParallelSource, ep.limiter.Limit()-in.Parallel)
+			fmt.Fprintf(&b, ", in flight adapted to the server from %d (it may run %d, %s; --concurrency N fixes it)", ep.limiter.Limit(), in.Parallel, in.ParallelSource)
 		case ep.limiter != nil:
 			fmt.Fprintf(&b, ", in flight adapted to the server from %d (--concurrency N fixes it)", ep.limiter.Limit())
 		default:

@@ -32,11 +32,11 @@ import (
 // flavorReady is what infer says of each kind when it is ready.
 var flavorReady = map[llmsim.Flavor]string{
 	llmsim.FlavorSGLang:   ": /health 200: ready; capacity 48 (max_running_requests, /get_server_info), up to 50 in flight (--queue-depth 2); context 32768 tokens (context_length, /get_server_info)",
-	llmsim.FlavorVLLM:     ": /health 200: ready; capacity not reported, in flight adapted to the server from 4 (--concurrency N fixes it); context 32768 tokens (max_model_len, /v1/models)",
-	llmsim.FlavorVLLM0100: ": /health 200: ready; capacity not reported, in flight adapted to the server from 4 (--concurrency N fixes it); context 32768 tokens (max_model_len, /v1/models)",
+	llmsim.FlavorVLLM:     ": /health 200: ready; capacity not reported, in flight adapted to the server from 16 (--concurrency N fixes it); context 32768 tokens (max_model_len, /v1/models)",
+	llmsim.FlavorVLLM0100: ": /health 200: ready; capacity not reported, in flight adapted to the server from 16 (--concurrency N fixes it); context 32768 tokens (max_model_len, /v1/models)",
 	llmsim.FlavorLlamaCpp: ": /health 200: ready; capacity 48 (total_slots, /props), up to 50 in flight (--queue-depth 2); context 32768 tokens (n_ctx, /props)",
-	llmsim.FlavorOllama:   ": /health 404 (no such route), /v1/models 200: ready; capacity not reported, in flight adapted to the server from 6 (4, Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere, + 2 spare; --concurrency N fixes it); context 32768 tokens (num_ctx, /api/show)",
-	llmsim.FlavorOpenAI:   ": /health 404 (no such route), /v1/models 200: ready; capacity not reported, in flight adapted to the server from 4 (--concurrency N fixes it); context length not reported (--context-length N sets it)",
+	llmsim.FlavorOllama:   ": /health 404 (no such route), /v1/models 200: ready; capacity not reported, in flight adapted to the server from 16 (it may run 4, Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere; --concurrency N fixes it); context 32768 tokens (num_ctx, /api/show)",
+	llmsim.FlavorOpenAI:   ": /health 404 (no such route), /v1/models 200: ready; capacity not reported, in flight adapted to the server from 16 (--concurrency N fixes it); context length not reported (--context-length N sets it)",
 }
 
 // simFlavor runs the llmsim binary as one endpoint of flavour fl.
@@ -63,12 +63,12 @@ func TestFlavorsRun(t *testing.T) {
 				want := strings.ReplaceAll(flavorReady[fl], "48", "8")
 				want = strings.ReplaceAll(want, "up to 50", "up to 10")
 				if extra != nil {
-					want = "in flight adapted to the server from 4 (--concurrency N fixes it)"
+					want = "in flight adapted to the server from 16 (--concurrency N fixes it)"
 					switch {
 					case strings.Contains(flavorReady[fl], "capacity 48"):
 						want = "in flight adapted to the server from 10 (8 + 2 spare; --concurrency N fixes it)"
 					case fl == llmsim.FlavorOllama:
-						want = "in flight adapted to the server from 6 (4, Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere, + 2 spare; --concurrency N fixes it)"
+						want = "in flight adapted to the server from 16 (it may run 4, Ollama's default OLLAMA_NUM_PARALLEL, which it reports nowhere; --concurrency N fixes it)"
 					}
 				}
 				if !strings.Contains(r.Stderr, url+want) && !strings.Contains(r.Stderr, want) {
