@@ -20,7 +20,7 @@ const (
 // whose locks are local (local_lock=flock or all; nolock means all), a
 // Lustre mount with localflock. "" where nothing says so (a local disk, a
 // shared file system with shared locks, or one that cannot be told:
-// FUSE, see README).
+// FUSE, see GUIDE.md).
 func localOnlyLocks(f *os.File) string {
 	var fs syscall.Statfs_t
 	if err := syscall.Fstatfs(int(f.Fd()), &fs); err != nil {

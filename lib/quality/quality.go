@@ -36,7 +36,7 @@ var Checks = []string{CheckLength, CheckThinkBlock, CheckReasoningOnly, CheckEmp
 
 // DefaultChecks are the checks run unless --checks says otherwise: all
 // but lang, which costs about as much as the rest together and misjudges
-// translation prompts (see README, "Quality").
+// translation prompts (see GUIDE.md, "What filter checks").
 var DefaultChecks = []string{CheckLength, CheckThinkBlock, CheckReasoningOnly, CheckEmpty, CheckThinkResidue, CheckToolCall, CheckLoop}
 
 // IsCheck reports whether name is a check.

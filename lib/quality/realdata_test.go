@@ -149,7 +149,7 @@ func realTurns(t testing.TB, file string, data []byte) []realAnswer {
 // TestRealAnswersKept runs the default checks, and lang, on every
 // assistant turn of the real datasets: each check must keep at least 99%
 // of each dataset, and the loop check's measures are reported one by one,
-// as README's "Quality" section quotes them.
+// as GUIDE.md's "What filter checks" quotes them.
 func TestRealAnswersKept(t *testing.T) {
 	all := loadRealAnswers(t)
 	names := make([]string, 0, len(all))

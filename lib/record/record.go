@@ -1,5 +1,5 @@
 // Package record holds the record types every tokenmill stage exchanges
-// (see the record contract in README.md) and the small helpers that edit a
+// (see the record contract in GUIDE.md) and the small helpers that edit a
 // record's raw JSON without re-encoding the fields a stage does not own.
 package record
 
