@@ -17,6 +17,10 @@ test:
 test-long:
     TOKENMILL_TEST_LONG=1 go test ./...
 
+# Regenerate the reference pages, cmd/<tool>/README.md, from each tool's --help (review the diff).
+refdoc:
+    go test -count=1 ./internal/refdoc -update
+
 # Build Ollama v0.6.5 for internal/ollamaserver's tests against a real server (about 2 minutes, once).
 install-ollama:
     .ci/install-ollama
