@@ -229,7 +229,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		r.fatal(err)
 		return
 	}
-	out.Settings, out.SettingsFamily = ids.hash, ids.family
+	out.Settings, out.SettingsFamily = ids.Hash, ids.Family
 	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
 		return
 	}
@@ -374,7 +374,7 @@ func (r *runner) finishConversation(j *job) {
 		r.fatal(err)
 		return
 	}
-	out.Settings, out.SettingsFamily = ids.hash, ids.family
+	out.Settings, out.SettingsFamily = ids.Hash, ids.Family
 	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
 		return
 	}

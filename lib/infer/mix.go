@@ -8,6 +8,7 @@ import (
 	"tokenmill/lib/cli"
 	"tokenmill/lib/openai"
 	"tokenmill/lib/record"
+	"tokenmill/lib/settings"
 )
 
 // Sampling mixtures (--mix FILE, lib/mix): every (id, sample) gets an
@@ -35,7 +36,7 @@ func (r *runner) mixSeed() int64 {
 // once the record's params (p's) are laid over them; and notes the keys
 // the record's params set, for j's settings (settings.go).
 func (r *runner) assignArm(j *job, p *record.Prompt) error {
-	j.params = paramKeys(p.Params)
+	j.params = settings.ParamKeys(p.Params)
 	if r.cfg.Mix == nil {
 		return nil
 	}

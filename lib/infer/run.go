@@ -22,6 +22,7 @@ import (
 	"tokenmill/lib/ledger"
 	"tokenmill/lib/mix"
 	"tokenmill/lib/record"
+	"tokenmill/lib/settings"
 	"tokenmill/lib/tokens"
 )
 
@@ -130,7 +131,7 @@ type runner struct {
 	arms      []armCounts     // each --mix arm's figures (mix.go)
 	// settings are the answers' settings and their sidecar (settings.go);
 	// resumed is what reading the file continued found.
-	settings *settingsBook
+	settings *settings.Book
 	resumed  ledger.Info
 
 	// cleanup undoes the steps taken so far, last first (see close).
@@ -142,7 +143,7 @@ type runner struct {
 func plan(c *Config, env *cli.Env) (*runner, error) {
 	r := &runner{
 		cfg: c, env: env, clk: clock.Or(c.Clock), log: &logSink{env: env},
-		outName: "stdout", ledger: ledger.New(), ready: newReadyQueue(), settings: newSettingsBook(c),
+		outName: "stdout", ledger: ledger.New(), ready: newReadyQueue(),
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
@@ -181,12 +182,16 @@ func plan(c *Config, env *cli.Env) (*runner, error) {
 		return nil, err
 	}
 	r.known = known
+	sidecar := ""
+	if !toStdout(c.Output) {
+		sidecar = record.SettingsPath(r.outPlan.path)
+	}
+	r.settings = settings.New(c.Settings, c.Arms, sidecar, r.logf)
 	if !toStdout(c.Output) {
 		if err := r.planJournal(); err != nil {
 			return nil, err
 		}
-		r.settings.path = record.SettingsPath(r.outPlan.path)
-		if _, err := jsonl.CheckSidecar("-o's settings sidecar", r.settings.path); err != nil {
+		if _, err := jsonl.CheckSidecar("-o's settings sidecar", sidecar); err != nil {
 			return nil, err
 		}
 		// Last: a run that refuses leaves no lock behind. The locks go by
@@ -336,7 +341,7 @@ func (r *runner) prepareOutput() error {
 		}
 	}
 	arms := mix.NewCheck(c.Mix, r.mixSeed())
-	if err := r.readSettings(); err != nil {
+	if err := r.settings.Read(); err != nil {
 		return err
 	}
 	info, err := r.ledger.Resume(path, ledger.Options{Skip: c.Resume, RedoLength: c.RedoLength, Counts: counts, Arm: arms.See, Warn: r.logf})
@@ -410,9 +415,10 @@ func (r *runner) openFiles() error {
 	if err := r.out.Open(); err != nil {
 		return err
 	}
-	if err := r.openSettings(); err != nil {
+	if err := r.settings.Open(r.cfg.continues(), r.env.Secrets); err != nil {
 		return err
 	}
+	r.onClose(func() { r.settings.Close() })
 	if r.staleJournal {
 		if err := os.Remove(conversation.JournalPath(r.outPlan.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing the previous turn journal: %w", err)
@@ -573,7 +579,7 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		p.Stop()
 		r.log.p.Store(nil)
 	}
-	werr := r.closeSettings() // its lines before the records that name them
+	werr := r.settings.Close() // its lines before the records that name them
 	if err := r.out.Close(); werr == nil {
 		werr = err
 	}
