@@ -3,6 +3,7 @@ package merge
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"tokenmill/internal/llmsim"
 )
 
 // writeBenchRun writes a run of n prompts answered in ~1 KB generation
@@ -20,7 +23,15 @@ import (
 func writeBenchRun(b *testing.B, dir string, n int) (prompts string, inputs []string, size int64) {
 	b.Helper()
 	question := strings.Repeat("Summarise the causes of the French Revolution in three sentences. ", 3)
-	text := strings.Repeat("The Revolution grew out of fiscal crisis, Enlightenment ideas and social inequality. ", 8)
+	// Answers of up to 700 bytes, JSON strings to splice into the records.
+	var texts []string
+	for _, a := range llmsim.Answers(256, 1) {
+		t, err := json.Marshal(a[:min(len(a), 700)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		texts = append(texts, string(t))
+	}
 	create := func(name string) (*os.File, *bufio.Writer) {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -37,10 +48,10 @@ func writeBenchRun(b *testing.B, dir string, n int) (prompts string, inputs []st
 		if i%20 == 7 {
 			fmt.Fprintf(gw, `%s, "error": {"status": 503, "message": "Service Unavailable", "attempts": 5, "endpoint": "http://127.0.0.1:30003", "retriable": true, "sample": 0}}`+"\n", prompt)
 		} else {
-			fmt.Fprintf(gw, `%s, "output": {"text": "%s", "finish_reason": "stop", "usage": {"prompt_tokens": 61, "completion_tokens": 170, "cached_tokens": 0}, "model": "Qwen3.6-27B", "endpoint": "http://127.0.0.1:30001", "latency_ms": 6120, "attempts": 1, "sample": 0}}`+"\n", prompt, text)
+			fmt.Fprintf(gw, `%s, "output": {"text": %s, "finish_reason": "stop", "usage": {"prompt_tokens": 61, "completion_tokens": 170, "cached_tokens": 0}, "model": "Qwen3.6-27B", "endpoint": "http://127.0.0.1:30001", "latency_ms": 6120, "attempts": 1, "sample": 0}}`+"\n", prompt, texts[i%len(texts)])
 		}
 		if i%10 == 7 {
-			fmt.Fprintf(rw, `%s, "output": {"text": "%s", "finish_reason": "length", "usage": {"prompt_tokens": 61, "completion_tokens": 170, "cached_tokens": 0}, "model": "Qwen3.6-27B", "endpoint": "http://127.0.0.1:30002", "latency_ms": 5120, "attempts": 2, "sample": 0}}`+"\n", prompt, text)
+			fmt.Fprintf(rw, `%s, "output": {"text": %s, "finish_reason": "length", "usage": {"prompt_tokens": 61, "completion_tokens": 170, "cached_tokens": 0}, "model": "Qwen3.6-27B", "endpoint": "http://127.0.0.1:30002", "latency_ms": 5120, "attempts": 2, "sample": 0}}`+"\n", prompt, texts[i%len(texts)])
 		}
 	}
 	for _, w := range []*bufio.Writer{pw, gw, rw} {
