@@ -56,7 +56,7 @@ the same (id, sample), a rerun's, still wins.
 Records come out in the order their key was first read, or by id with --sort.
 Missing answers do not change the exit code; bad lines are rejected (exit 3).`
 
-// Command is the merge tool.
+// Command is the merge tool: one field per flag (27), as kong reads them.
 type Command struct {
 	cli.Globals
 	Inputs         []string `arg:"" optional:"" help:"Generation and error files, in the order to read them (later wins among equals). None or - reads stdin."`
@@ -149,6 +149,11 @@ type merger struct {
 	rejected map[uint64]struct{}
 	qrec     quality.GenerationView
 
+	mergeCounts
+}
+
+// mergeCounts are a merge's counts, for the progress line and the summary.
+type mergeCounts struct {
 	read, bytes atomic.Int64 // answer records and bytes read (progress)
 	resolved    atomic.Int64 // keys emitted (progress)
 	prompts     int64
