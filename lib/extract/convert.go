@@ -108,7 +108,9 @@ type message struct {
 }
 
 // Extractor converts records one at a time, reusing its buffers. It is not
-// safe for concurrent use.
+// safe for concurrent use. Its 42 fields are mostly those buffers, kept
+// from record to record so that converting one allocates nothing once
+// they have grown; each is used by one step of the conversion.
 type Extractor struct {
 	opts      Options
 	target    any                // *struct{fields; extra fields...}, decoded into

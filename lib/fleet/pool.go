@@ -54,7 +54,9 @@ func (s State) String() string {
 // capacity when nothing adapts it (infer bench sets its own levels).
 const DefaultSlots = 64
 
-// Endpoint is one server of the pool.
+// Endpoint is one server of the pool. Its 26 fields are its clients, the
+// state the pool keeps of it under Pool.mu and what adapts its load: the
+// pool decides on all of them under one lock.
 type Endpoint struct {
 	idx   int
 	name  string // base URL, as written in output records

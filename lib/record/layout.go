@@ -35,7 +35,8 @@ var Formats = []string{FormatBatch, FormatShareGPT, FormatOpenAI, FormatAlpaca, 
 // Fields is every top-level field any format reads, kept as raw JSON that
 // aliases the input line. Only the fields of the format chosen for a record
 // are looked at further, so an unexpected type in a field the record's
-// format does not use cannot cause a reject.
+// format does not use cannot cause a reject. It has a field for each name
+// any format reads (51), so that one pass over a line fills all of them.
 type Fields struct {
 	ID               json.RawMessage `json:"id"`
 	QuestionID       json.RawMessage `json:"question_id"`

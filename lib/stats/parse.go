@@ -170,7 +170,9 @@ type (
 )
 
 // fact is what one record contributes to the report. Its strings alias the
-// line it came from.
+// line it came from. It has a field for each thing a record tells the
+// report (33): one parse fills them, and a worker hands the aggregator one
+// value per record.
 type fact struct {
 	// parity is what --tokenizer found of the record's ids.
 	parity    *parityFact
