@@ -16,128 +16,137 @@ import (
 // files the user asked for (all of them, complete) or what it held before
 // (no temporary file, no half-written output, nothing lost).
 func TestOutputs(t *testing.T) {
-	type out struct {
-		flag, name string
-		kept       bool
+	for _, tt := range outputsCases {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t) })
 	}
-	before := map[string]string{"in.jsonl": "{\"id\":\"in\"}\n", "old.jsonl": "old\n", "blocker": "a file\n"}
-	tests := []struct {
-		name    string
-		outs    []out
-		force   bool
-		link    string // a symbolic link planted at link, to in.jsonl
-		end     string // close, abort, fail-later: how the run ends
-		refused string // CheckOutputs refuses, saying this
-		openErr string // Open fails, saying this
-		err     string // the run's end fails, saying this
-		want    map[string]string
-	}{
-		{name: "close puts every output in place", end: "close",
-			outs: []out{{"-o", "a.jsonl", false}, {"--dups", "b.jsonl", false}, {"--rejects", "old.jsonl", false}}, force: true,
-			want: map[string]string{"a.jsonl": "{\"to\":\"-o\"}\n", "b.jsonl": "{\"to\":\"--dups\"}\n", "old.jsonl": "{\"to\":\"--rejects\"}\n"}},
-		{name: "abort leaves nothing", end: "abort",
-			outs: []out{{"-o", "a.jsonl", false}, {"--dups", "b.jsonl", false}, {"--rejects", "old.jsonl", false}}, force: true},
-		{name: "a later close's error drops the earlier outputs", end: "fail-later",
-			outs: []out{{"-o", "a.jsonl", false}, {"--dups", "old.jsonl", false}}, force: true,
-			err: "writing -: no space left on device"},
-		{name: "an output that cannot be created drops those opened", end: "close",
-			outs:    []out{{"-o", "a.jsonl", false}, {"--dups", "blocker/b.jsonl", false}, {"--rejects", "c.jsonl", false}},
-			openErr: "--dups: "},
-		{name: "an existing file without --force", end: "close",
-			outs:    []out{{"-o", "a.jsonl", false}, {"--dups", "old.jsonl", false}},
-			refused: `--dups "` + "DIR" + `/old.jsonl" already exists: pass --force to replace it`},
-		{name: "an output that is the input", end: "close", force: true,
-			outs:    []out{{"-o", "a.jsonl", false}, {"--rejects", "in.jsonl", false}},
-			refused: "is the same file as input"},
-		{name: "a planted link to the input", end: "close", force: true, link: "link.jsonl",
-			outs:    []out{{"-o", "link.jsonl", false}},
-			refused: "is the same file as input"},
-		{name: "two outputs one file", end: "close", force: true,
-			outs:    []out{{"-o", "a.jsonl", false}, {"--dups", "./a.jsonl", false}},
-			refused: `is the same file as -o`},
-		{name: "a kept output is checked, not opened", end: "close",
-			outs: []out{{"-o", "a.jsonl", false}, {"--state", "old.jsonl", true}},
-			want: map[string]string{"a.jsonl": "{\"to\":\"-o\"}\n"}},
+}
+
+// outputsBefore is what the directory holds before each case.
+var outputsBefore = map[string]string{"in.jsonl": "{\"id\":\"in\"}\n", "old.jsonl": "old\n", "blocker": "a file\n"}
+
+type outputsOut struct {
+	flag, name string
+	kept       bool
+}
+
+type outputsCase struct {
+	name    string
+	outs    []outputsOut
+	force   bool
+	link    string // a symbolic link planted at link, to in.jsonl
+	end     string // close, abort, fail-later: how the run ends
+	refused string // CheckOutputs refuses, saying this
+	openErr string // Open fails, saying this
+	err     string // the run's end fails, saying this
+	want    map[string]string
+}
+
+var outputsCases = []outputsCase{
+	{name: "close puts every output in place", end: "close",
+		outs: []outputsOut{{"-o", "a.jsonl", false}, {"--dups", "b.jsonl", false}, {"--rejects", "old.jsonl", false}}, force: true,
+		want: map[string]string{"a.jsonl": "{\"to\":\"-o\"}\n", "b.jsonl": "{\"to\":\"--dups\"}\n", "old.jsonl": "{\"to\":\"--rejects\"}\n"}},
+	{name: "abort leaves nothing", end: "abort",
+		outs: []outputsOut{{"-o", "a.jsonl", false}, {"--dups", "b.jsonl", false}, {"--rejects", "old.jsonl", false}}, force: true},
+	{name: "a later close's error drops the earlier outputs", end: "fail-later",
+		outs: []outputsOut{{"-o", "a.jsonl", false}, {"--dups", "old.jsonl", false}}, force: true,
+		err: "writing -: no space left on device"},
+	{name: "an output that cannot be created drops those opened", end: "close",
+		outs:    []outputsOut{{"-o", "a.jsonl", false}, {"--dups", "blocker/b.jsonl", false}, {"--rejects", "c.jsonl", false}},
+		openErr: "--dups: "},
+	{name: "an existing file without --force", end: "close",
+		outs:    []outputsOut{{"-o", "a.jsonl", false}, {"--dups", "old.jsonl", false}},
+		refused: `--dups "` + "DIR" + `/old.jsonl" already exists: pass --force to replace it`},
+	{name: "an output that is the input", end: "close", force: true,
+		outs:    []outputsOut{{"-o", "a.jsonl", false}, {"--rejects", "in.jsonl", false}},
+		refused: "is the same file as input"},
+	{name: "a planted link to the input", end: "close", force: true, link: "link.jsonl",
+		outs:    []outputsOut{{"-o", "link.jsonl", false}},
+		refused: "is the same file as input"},
+	{name: "two outputs one file", end: "close", force: true,
+		outs:    []outputsOut{{"-o", "a.jsonl", false}, {"--dups", "./a.jsonl", false}},
+		refused: `is the same file as -o`},
+	{name: "a kept output is checked, not opened", end: "close",
+		outs: []outputsOut{{"-o", "a.jsonl", false}, {"--state", "old.jsonl", true}},
+		want: map[string]string{"a.jsonl": "{\"to\":\"-o\"}\n"}},
+}
+
+// run sets the directory up, runs the case and checks what is left.
+func (tt outputsCase) run(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range outputsBefore {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o666); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			for name, content := range before {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o666); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if tt.link != "" {
-				if err := os.Symlink(filepath.Join(dir, "in.jsonl"), filepath.Join(dir, tt.link)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want := map[string]string{}
-			for name, content := range before {
-				want[name] = content
-			}
-			for name, content := range tt.want {
-				want[name] = content
-			}
-			if tt.link != "" {
-				want[tt.link] = before["in.jsonl"]
-			}
-			var specs []Output
-			for _, o := range tt.outs {
-				specs = append(specs, Output{Flag: o.flag, Path: filepath.Join(dir, o.name), Kept: o.kept})
-			}
-			defer func() {
-				if got := files(t, dir); !reflect.DeepEqual(got, want) {
-					t.Errorf("directory holds\n%q\nwant\n%q", got, want)
-				}
-			}()
-			outs, err := CheckOutputs(nil, Inputs([]string{filepath.Join(dir, "in.jsonl")}), specs, tt.force)
-			if tt.refused != "" {
-				var usage *cli.UsageError
-				if !errors.As(err, &usage) || !strings.Contains(err.Error(), strings.ReplaceAll(tt.refused, "DIR", dir)) {
-					t.Fatalf("CheckOutputs = %v, want a usage error saying %q", err, tt.refused)
-				}
-				return
-			}
-			if err != nil {
+	if tt.link != "" {
+		if err := os.Symlink(filepath.Join(dir, "in.jsonl"), filepath.Join(dir, tt.link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{}
+	for name, content := range outputsBefore {
+		want[name] = content
+	}
+	for name, content := range tt.want {
+		want[name] = content
+	}
+	if tt.link != "" {
+		want[tt.link] = outputsBefore["in.jsonl"]
+	}
+	var specs []Output
+	for _, o := range tt.outs {
+		specs = append(specs, Output{Flag: o.flag, Path: filepath.Join(dir, o.name), Kept: o.kept})
+	}
+	defer func() {
+		if got := files(t, dir); !reflect.DeepEqual(got, want) {
+			t.Errorf("directory holds\n%q\nwant\n%q", got, want)
+		}
+	}()
+	outs, err := CheckOutputs(nil, Inputs([]string{filepath.Join(dir, "in.jsonl")}), specs, tt.force)
+	if tt.refused != "" {
+		var usage *cli.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), strings.ReplaceAll(tt.refused, "DIR", dir)) {
+			t.Fatalf("CheckOutputs = %v, want a usage error saying %q", err, tt.refused)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = outs.Open()
+	if tt.openErr != "" {
+		if err == nil || !strings.HasPrefix(err.Error(), tt.openErr) {
+			t.Fatalf("Open = %v, want an error starting %q", err, tt.openErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range tt.outs {
+		if w := outs.Writer(o.flag); w != nil {
+			if err := w.Write([]byte(`{"to":"` + o.flag + `"}`)); err != nil {
 				t.Fatal(err)
 			}
-			err = outs.Open()
-			if tt.openErr != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), tt.openErr) {
-					t.Fatalf("Open = %v, want an error starting %q", err, tt.openErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range tt.outs {
-				if w := outs.Writer(o.flag); w != nil {
-					if err := w.Write([]byte(`{"to":"` + o.flag + `"}`)); err != nil {
-						t.Fatal(err)
-					}
-				} else if !o.kept {
-					t.Fatalf("no writer for %s", o.flag)
-				}
-			}
-			switch tt.end {
-			case "abort":
-				outs.Abort()
-				err = outs.Close() // after Abort, nothing
-			case "fail-later":
-				outs.writers = append(outs.writers, NewWriter(failWriter{}))
-				outs.flags = append(outs.flags, "--clusters")
-				outs.Writer("--clusters").Write([]byte(`{}`))
-				err = outs.Close()
-			default:
-				err = outs.Close()
-				outs.Abort() // after Close, nothing
-			}
-			if tt.err == "" && err != nil || tt.err != "" && (err == nil || err.Error() != tt.err) {
-				t.Fatalf("end = %v, want %q", err, tt.err)
-			}
-		})
+		} else if !o.kept {
+			t.Fatalf("no writer for %s", o.flag)
+		}
+	}
+	switch tt.end {
+	case "abort":
+		outs.Abort()
+		err = outs.Close() // after Abort, nothing
+	case "fail-later":
+		outs.writers = append(outs.writers, NewWriter(failWriter{}))
+		outs.flags = append(outs.flags, "--clusters")
+		outs.Writer("--clusters").Write([]byte(`{}`))
+		err = outs.Close()
+	default:
+		err = outs.Close()
+		outs.Abort() // after Close, nothing
+	}
+	if tt.err == "" && err != nil || tt.err != "" && (err == nil || err.Error() != tt.err) {
+		t.Fatalf("end = %v, want %q", err, tt.err)
 	}
 }
 
