@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 // flavorCase is what one flavour answers on the routes every client
@@ -123,7 +125,7 @@ func streamedText(t *testing.T, body []byte) (string, int) {
 // and returns the completion tokens of its usage chunk (-1 without one).
 func streamed(t *testing.T, body []byte) (content, reasoning string, usage int) {
 	t.Helper()
-	events, err := sseEvents(body)
+	events, err := testbin.SSEEvents(body)
 	if err != nil {
 		t.Fatalf("%v in %s", err, body)
 	}
@@ -374,7 +376,7 @@ func TestFlavorDifferences(t *testing.T) {
 		t.Run(string(tt.flavor), func(t *testing.T) {
 			send := func(base, method, path, body string) (int, string) {
 				t.Helper()
-				a := do(t, base, goldenRequest{Method: method, Path: path, RawBody: body})
+				a := do(t, base, testbin.Request{Method: method, Path: path, RawBody: body})
 				return a.status, string(a.body)
 			}
 			chat := func(model, extra string) string {

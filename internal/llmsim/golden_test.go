@@ -1,13 +1,10 @@
 package llmsim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -26,17 +23,7 @@ const goldenDir = "../../testdata/llmsim"
 // golden is one pinned exchange. Source says which part of SGLang the
 // response shape is taken from; Request and Config are inputs; Status,
 // ContentType and Response/Events/Text are the expected answer.
-type golden struct {
-	Source      string            `json:"source"`
-	Scenario    string            `json:"scenario,omitempty"` // driven by a dedicated test, not the generic runner
-	Config      goldenConfig      `json:"config"`
-	Request     goldenRequest     `json:"request"`
-	Status      int               `json:"status"`
-	ContentType string            `json:"content_type"`
-	Response    json.RawMessage   `json:"response,omitempty"`
-	Events      []json.RawMessage `json:"events,omitempty"`
-	Text        *string           `json:"text,omitempty"`
-}
+type golden = testbin.Exchange[goldenConfig]
 
 type goldenConfig struct {
 	Flavor        Flavor  `json:"flavor,omitempty"`
@@ -55,26 +42,9 @@ type goldenConfig struct {
 	StartupDelay string `json:"startup_delay,omitempty"`
 }
 
-type goldenRequest struct {
-	Method      string            `json:"method"`
-	Path        string            `json:"path"`
-	ContentType string            `json:"content_type,omitempty"`
-	Body        json.RawMessage   `json:"body,omitempty"`
-	RawBody     string            `json:"raw_body,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-}
-
 func readGolden(t *testing.T, name string) *golden {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(goldenDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g golden
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return &g
+	return testbin.ReadExchange[goldenConfig](t, filepath.Join(goldenDir, name))
 }
 
 // TestGoldenWire sends each golden file's request to a fresh instant
@@ -115,34 +85,10 @@ type answer struct {
 	body        []byte
 }
 
-func do(t *testing.T, base string, r goldenRequest) answer {
+func do(t *testing.T, base string, r testbin.Request) answer {
 	t.Helper()
-	body := []byte(r.RawBody)
-	if len(r.Body) > 0 {
-		body = r.Body
-	}
-	req, err := http.NewRequest(r.Method, base+r.Path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range r.Headers {
-		req.Header.Set(k, v)
-	}
-	if ct := r.ContentType; ct != "" {
-		req.Header.Set("Content-Type", ct)
-	} else if len(body) > 0 {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := testClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", r.Method, r.Path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the body: %v", r.Method, r.Path, err)
-	}
-	return answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: b}
+	status, ct, body := testbin.Do(t, testClient, base, r)
+	return answer{status: status, contentType: ct, body: body}
 }
 
 var testClient = &http.Client{Timeout: 20 * time.Second}
@@ -152,22 +98,14 @@ var testClient = &http.Client{Timeout: 20 * time.Second}
 func checkGolden(t *testing.T, name string, g *golden, a answer) {
 	t.Helper()
 	got := *g
-	got.Status, got.ContentType = a.status, a.contentType
-	got.Response, got.Events, got.Text = nil, nil, nil
-	switch {
-	case strings.HasPrefix(a.contentType, "text/event-stream"):
-		events, err := sseEvents(a.body)
-		if err != nil {
-			t.Fatalf("%s: %v in %q", name, err, a.body)
-		}
-		for _, ev := range events {
-			got.Events = append(got.Events, normalize(t, ev))
-		}
-	case strings.HasPrefix(a.contentType, "application/json"):
-		got.Response = normalize(t, a.body)
-	default:
-		s := string(a.body)
-		got.Text = &s
+	if err := got.SetAnswer(a.status, a.contentType, a.body); err != nil {
+		t.Fatalf("%s: %v in %q", name, err, a.body)
+	}
+	for i, ev := range got.Events {
+		got.Events[i] = normalize(t, ev)
+	}
+	if got.Response != nil {
+		got.Response = normalize(t, got.Response)
 	}
 
 	if !testbin.Update() || len(g.Response)+len(g.Events) > 0 || g.Text != nil {
@@ -209,51 +147,17 @@ func deref(s *string) string {
 	return *s
 }
 
-// sseEvents splits a text/event-stream body into its data payloads;
-// "[DONE]" comes back as the JSON string "[DONE]".
-func sseEvents(body []byte) ([][]byte, error) {
-	var out [][]byte
-	for _, block := range strings.Split(string(body), "\n\n") {
-		if block == "" {
-			continue
-		}
-		data, ok := strings.CutPrefix(block, "data: ")
-		if !ok || strings.Contains(data, "\n") {
-			return out, fmt.Errorf("malformed event %q", block)
-		}
-		if data == "[DONE]" {
-			data = `"[DONE]"`
-		}
-		out = append(out, []byte(data))
-	}
-	if len(out) == 0 {
-		return out, fmt.Errorf("stream has no events")
-	}
-	return out, nil
-}
-
 // normalize re-encodes a JSON body with the fields that differ from run
 // to run (wall-clock "created", the listening "port") zeroed.
 func normalize(t *testing.T, b []byte) json.RawMessage {
 	t.Helper()
-	v := decodeJSON(t, b)
+	v := testbin.DecodeJSON(t, b)
 	v = zeroClock(v)
 	out, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func decodeJSON(t *testing.T, b []byte) any {
-	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, b)
-	}
-	return v
 }
 
 func zeroClock(v any) any {
@@ -278,7 +182,7 @@ func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return len(a) == len(b)
 	}
-	return reflect.DeepEqual(decodeJSON(t, a), decodeJSON(t, b))
+	return reflect.DeepEqual(testbin.DecodeJSON(t, a), testbin.DecodeJSON(t, b))
 }
 
 // shapeOf lists every path of a golden answer with its JSON type, e.g.
@@ -286,10 +190,10 @@ func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
 func shapeOf(t *testing.T, g *golden) []string {
 	set := map[string]bool{fmt.Sprintf("status %d", g.Status): true, "content-type " + g.ContentType: true}
 	if len(g.Response) > 0 {
-		walkShape(decodeJSON(t, g.Response), "response", set)
+		walkShape(testbin.DecodeJSON(t, g.Response), "response", set)
 	}
 	for i, ev := range g.Events {
-		walkShape(decodeJSON(t, ev), fmt.Sprintf("event%d", i), set)
+		walkShape(testbin.DecodeJSON(t, ev), fmt.Sprintf("event%d", i), set)
 	}
 	if g.Text != nil {
 		for _, line := range strings.Split(*g.Text, "\n") {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"tokenmill/internal/testbin"
 )
 
 type chatAnswer struct {
@@ -504,7 +506,7 @@ func TestCurlReadsStream(t *testing.T) {
 	if err != nil {
 		t.Fatalf("curl: %v\n%s", err, out)
 	}
-	events, err := sseEvents(out)
+	events, err := testbin.SSEEvents(out)
 	if err != nil || len(events) < 3 {
 		t.Fatalf("curl got %d events: %v\n%s", len(events), err, out)
 	}

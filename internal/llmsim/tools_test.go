@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"tokenmill/internal/testbin"
 )
 
 const weatherTools = `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]},"days":{"type":"integer"},"hourly":{"type":"boolean"}},"required":["city","unit"]}}},
@@ -95,7 +97,7 @@ func TestToolCalls(t *testing.T) {
 			}
 
 			s, b = postJSON(t, base+pathChat, toolChat("What is the weather in Paris?", true))
-			events, err := sseEvents(b)
+			events, err := testbin.SSEEvents(b)
 			if s != 200 || err != nil {
 				t.Fatalf("stream: %d %v %s", s, err, b)
 			}

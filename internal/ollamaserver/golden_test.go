@@ -5,9 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -25,96 +22,50 @@ var interopConfig = exchangeConfig{Parallel: 4, NumCtx: 1024}
 // exchange is one request to the real server and its answer, in the
 // layout of testdata/llmsim's golden files, so that a simulator of Ollama
 // can be checked against the same files.
-type exchange struct {
-	Source      string            `json:"source"`
-	Config      exchangeConfig    `json:"config"`
-	Request     exchangeRequest   `json:"request"`
-	Status      int               `json:"status"`
-	ContentType string            `json:"content_type"`
-	Response    json.RawMessage   `json:"response,omitempty"`
-	Events      []json.RawMessage `json:"events,omitempty"`
-	Text        *string           `json:"text,omitempty"`
-}
+type exchange = testbin.Exchange[exchangeConfig]
 
 type exchangeConfig struct {
 	Parallel int `json:"parallel"`
 	NumCtx   int `json:"num_ctx"`
 }
 
-type exchangeRequest struct {
-	Method  string          `json:"method"`
-	Path    string          `json:"path"`
-	Body    json.RawMessage `json:"body,omitempty"`
-	RawBody string          `json:"raw_body,omitempty"`
-}
-
 // send makes an exchange's request and fills in the answer; the server's
 // directory, which its paths contain, becomes $DIR.
 func send(t *testing.T, srv *Server, e *exchange) {
 	t.Helper()
-	body := []byte(e.Request.RawBody)
-	if len(e.Request.Body) > 0 {
-		body = e.Request.Body
-	}
-	req, err := http.NewRequest(e.Request.Method, srv.URL+e.Request.Path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(body) > 0 {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := testClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", e.Request.Method, e.Request.Path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the answer: %v", e.Request.Method, e.Request.Path, err)
-	}
+	status, ct, raw := testbin.Do(t, testClient, srv.URL, e.Request)
 	raw = bytes.ReplaceAll(raw, []byte(srv.Dir), []byte("$DIR"))
-	e.Status, e.ContentType = resp.StatusCode, resp.Header.Get("Content-Type")
-	e.Response, e.Events, e.Text = nil, nil, nil
-	switch {
-	case strings.HasPrefix(e.ContentType, "text/event-stream"):
-		if e.Events, err = events(raw); err != nil {
-			t.Fatalf("%s: %v:\n%s", e.Request.Path, err, raw)
-		}
-	case strings.HasPrefix(e.ContentType, "application/json"):
-		if !json.Valid(raw) {
-			t.Fatalf("%s: not JSON: %s", e.Request.Path, raw)
-		}
-		e.Response = raw
-	default:
-		s := string(raw)
-		e.Text = &s
+	err := e.SetAnswer(status, ct, raw)
+	if err == nil && e.Events != nil {
+		err = streamEnds(e.Events)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v:\n%s", e.Request.Path, err, raw)
 	}
 }
 
 // events splits a text/event-stream body into its data payloads, "[DONE]"
-// as the JSON string "[DONE]".
+// as the JSON string "[DONE]", each JSON and the last "[DONE]".
 func events(body []byte) ([]json.RawMessage, error) {
-	var out []json.RawMessage
-	for _, block := range strings.Split(string(body), "\n\n") {
-		if block == "" {
-			continue
-		}
-		data, ok := strings.CutPrefix(block, "data: ")
-		if !ok || strings.Contains(data, "\n") {
-			return nil, fmt.Errorf("malformed event %q", block)
-		}
-		if data == "[DONE]" {
-			data = `"[DONE]"`
-		}
-		if !json.Valid([]byte(data)) {
-			return nil, fmt.Errorf("event %q is not JSON", data)
-		}
-		out = append(out, json.RawMessage(data))
+	evs, err := testbin.SSEEvents(body)
+	if err != nil {
+		return nil, err
 	}
-	if len(out) == 0 || string(out[len(out)-1]) != `"[DONE]"` {
-		return nil, fmt.Errorf("the stream does not end with data: [DONE]")
+	return evs, streamEnds(evs)
+}
+
+// streamEnds checks that every event of a stream is JSON and the last is
+// "[DONE]".
+func streamEnds(evs []json.RawMessage) error {
+	for _, ev := range evs {
+		if !json.Valid(ev) {
+			return fmt.Errorf("event %q is not JSON", ev)
+		}
 	}
-	return out, nil
+	if string(evs[len(evs)-1]) != `"[DONE]"` {
+		return fmt.Errorf("the stream does not end with data: [DONE]")
+	}
+	return nil
 }
 
 // volatile are the fields whose values change from run to run (ids,
@@ -242,19 +193,6 @@ func flatten(v any, path string, out map[string]string) {
 	}
 }
 
-func readExchange(t *testing.T, path string) *exchange {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e exchange
-	if err := json.Unmarshal(b, &e); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return &e
-}
-
 // testGolden replays every exchange in testdata/ollama against srv and
 // compares the answers with the recorded ones, all but their volatile
 // values; with -update it records them instead.
@@ -268,7 +206,7 @@ func testGolden(t *testing.T, srv *Server) {
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".json")
 		t.Run(name, func(t *testing.T) {
-			want := readExchange(t, path)
+			want := testbin.ReadExchange[exchangeConfig](t, path)
 			if want.Config != interopConfig {
 				t.Fatalf("recorded with %+v, the test server runs %+v", want.Config, interopConfig)
 			}
