@@ -20,6 +20,7 @@ import (
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/ledger"
+	"tokenmill/lib/metrics"
 	"tokenmill/lib/mix"
 	"tokenmill/lib/record"
 	"tokenmill/lib/settings"
@@ -559,7 +560,7 @@ func (r *runner) startReporting(ctx, runCtx context.Context) {
 	if c.MetricsAddr == "" {
 		return
 	}
-	stop, addr, err := serveMetrics(c.MetricsAddr, newMetrics(r))
+	stop, addr, err := metrics.Serve(c.MetricsAddr, "tokenmill_infer_", r.collect)
 	if err != nil {
 		r.logf("--metrics-addr: %v (going on without metrics)", err)
 		return
