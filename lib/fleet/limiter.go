@@ -22,7 +22,7 @@ import (
 // after a change of the limit once as many requests as the limit were
 // sent (the server's batch and queue have turned over), and ends when
 // every one of them is back, the longest too (while climbing, half of
-// them). From the cohort it takes the latency per token ℓ of an answer of
+// them, but for the first window and a step measured again). From the cohort it takes the latency per token ℓ of an answer of
 // the recent mean length (the line latency = a + b × tokens fitted on it:
 // a queue's wait goes into a), and the mean number of requests in flight,
 // N; by Little's law the endpoint's output is N/ℓ tokens per second.
@@ -31,7 +31,8 @@ import (
 // compared, where counting the tokens of the answers that happen to
 // finish in a window would swing by half.
 //
-// The limit climbs from 4 while each step adds at least 5% to the output:
+// The limit climbs from its start (FirstLevel from the pool, see below)
+// while each step adds at least 5% to the output:
 // it doubles, or grows fourfold after a step whose ℓ stayed within 10% of
 // the level before (nothing waits: the server is far from full). When a
 // step adds less, the server is full: past its slots the extra requests

@@ -14,11 +14,12 @@ import (
 // what latency takes windows to show: while none of ours waits and all
 // of them run, it has room for more; once some wait and the running
 // count no longer grows, that count is its slots. The limit then climbs
-// by doubling at every reading that finds room, and holds at the running
+// fourfold at every reading that finds room, and holds at the running
 // count plus the spare (a share of it) once requests wait, so that a
 // slot that frees is refilled from the server's own queue rather than a
-// round trip later. The readings come every probe interval; latency
-// windows still measure, but decide nothing while they come.
+// round trip later. The readings come every probe interval (a sixteenth
+// of it while the limit climbs, pollEveryLocked); latency windows still
+// measure, but decide nothing while they come.
 
 // signalLoad is one reading of the server's metrics.
 type signalLoad struct {
