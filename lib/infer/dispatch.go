@@ -331,9 +331,9 @@ func (r *runner) turnDone(ep *fleet.Endpoint, j *job, c *openai.Completion, late
 		r.failJob(ep, j, &fleet.Failure{Message: fmt.Sprintf("turn %d's answer would make a record of more than %d bytes, the line limit", len(conv.Turns()), maxLineOut)})
 		return false, false
 	}
-	if r.journal != nil {
+	if jn := r.files.Journal; jn != nil {
 		l := conversation.JournalLine{ID: j.rid, Sample: j.sample, FP: j.fp, Base: j.base, Turn: len(conv.Turns()), Model: c.Model, Answer: a.Message, Meta: turn}
-		if err := r.journal.Write(&l); err != nil {
+		if err := jn.Write(&l); err != nil {
 			r.fatal(err)
 			return false, false
 		}
@@ -406,7 +406,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 	r.c.failed.Add(1)
 	r.armDone(j, false, 0)
 	r.c.answerRate.Add(r.clk.Now(), 1)
-	if r.errs != nil {
+	if r.files.Errs != nil {
 		e := record.Error{Status: f.Status, Message: f.Message, Attempts: j.attempts, Retriable: f.Retriable, Sample: j.sample, Arm: r.armName(j)}
 		if ep != nil {
 			e.Endpoint = ep.Name()
@@ -423,7 +423,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 			n := len(j.conv.Turns())
 			e.TurnsDone, e.Turn = &n, &n
 		}
-		if !r.writeRecord(r.errs, func(dst []byte) ([]byte, error) { return errorLine(dst, j.prompt, &e) }) {
+		if !r.writeRecord(r.files.Errs, func(dst []byte) ([]byte, error) { return errorLine(dst, j.prompt, &e) }) {
 			return
 		}
 	}
@@ -445,7 +445,7 @@ var maxLineOut = jsonl.MaxLine
 // false when nothing was written to -o.
 func (r *runner) writeAnswer(ep *fleet.Endpoint, j *job, build func(dst []byte) ([]byte, error)) bool {
 	var size int
-	ok := r.writeRecordIf(r.out, build, func(line []byte) bool {
+	ok := r.writeRecordIf(r.files.Out, build, func(line []byte) bool {
 		size = len(line)
 		return size <= maxLineOut
 	})

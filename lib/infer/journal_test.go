@@ -38,7 +38,7 @@ func TestJournalLoad(t *testing.T) {
 	os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
 	var warned []string
 	warn := func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }
-	counts, err := journalKeys(path, warn)
+	counts, err := ledger.JournalKeys(path, warn)
 	if err != nil {
 		t.Fatal(err)
 	}

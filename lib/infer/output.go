@@ -1,8 +1,6 @@
 package infer
 
 import (
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/segmentio/encoding/json"
@@ -29,19 +27,6 @@ func flushEvery(clk clock.Clock, interval time.Duration, stop <-chan struct{}, w
 			return
 		}
 	}
-}
-
-// DefaultErrorsPath derives the errors file from the output file:
-// gen.jsonl -> gen.errors.jsonl.
-func DefaultErrorsPath(output string) string {
-	if toStdout(output) {
-		return ""
-	}
-	ext := filepath.Ext(output)
-	if ext != ".jsonl" && ext != ".json" && ext != ".ndjson" {
-		return output + ".errors.jsonl"
-	}
-	return strings.TrimSuffix(output, ext) + ".errors" + ext
 }
 
 // stripOwnFields removes an "output" or "error" field a record already

@@ -361,10 +361,10 @@ func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []b
 			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
 			return false
 		}
-		if r.journal != nil {
-			j.base = r.journal.Base(j.id, sample)
+		if jn := r.files.Journal; jn != nil {
+			j.base = jn.Base(j.id, sample)
 			var err error
-			if j.prefer, err = j.conv.Replay(r.journal.Claim(j.id, sample, fp)); err != nil {
+			if j.prefer, err = j.conv.Replay(jn.Claim(j.id, sample, fp)); err != nil {
 				r.logf("%s:%d: id %q sample %d: the journal's turns do not fit the record (%v): regenerating it from the start", rec.File, rec.Line, j.id, sample, err)
 				j.conv, _ = conversation.New(p, paramSeed, r.cfg.ToolRounds, questions)
 			}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +13,6 @@ import (
 
 	"tokenmill/lib/cli"
 	"tokenmill/lib/clock"
-	"tokenmill/lib/conversation"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/forecast"
 	"tokenmill/lib/jsonl"
@@ -73,16 +70,10 @@ type runner struct {
 	clk     clock.Clock
 	log     *logSink
 	logf    func(format string, args ...any)
-	outName string // "stdout" or -o
-	outPlan outputPlan
-	outLock *jsonl.Lock // nil with stdout
-	errPath string      // "" for none
-	// errSpecial: the errors file is a FIFO or device, written in place.
-	errSpecial bool
-	errLock    *jsonl.Lock
-	known      ledger.Refusals // --resume: the refusals the errors file records
-	ledger     *ledger.Ledger
-	journal    *conversation.Journal // --regenerate with -o FILE: the turns of unfinished conversations
+	files   *ledger.Files   // -o, the errors file and the turn journal
+	errPath string          // the errors file ("": none), as files names it
+	known   ledger.Refusals // --resume: the refusals the errors file records
+	ledger  *ledger.Ledger
 	// contextLen is the context the first refusal for length stated, where
 	// no server said at start (see context); tokens counts prompts' tokens
 	// to fit requests into it.
@@ -92,11 +83,7 @@ type runner struct {
 	cutMu        sync.Mutex
 	keepsAtLeast int
 	tokens       *tokens.Counter
-	// staleJournal: --force replaces -o, and the journal beside it goes too.
-	staleJournal bool
 
-	out        *jsonl.Appender
-	errs       *jsonl.Appender // nil: failures are only counted and reported
 	rejects    *jsonl.Rejects
 	pool       *fleet.Pool
 	systematic *fleet.Systematic
@@ -144,148 +131,22 @@ type runner struct {
 func plan(c *Config, env *cli.Env) (*runner, error) {
 	r := &runner{
 		cfg: c, env: env, clk: clock.Or(c.Clock), log: &logSink{env: env},
-		outName: "stdout", ledger: ledger.New(), ready: newReadyQueue(),
+		ledger: ledger.New(), ready: newReadyQueue(),
 		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
 	}
 	r.logf = r.log.Logf
 	if c.Mix != nil {
 		r.arms = make([]armCounts, len(c.Mix.Arms))
 	}
-	r.outPlan = outputPlan{path: c.Output}
-	var planErr error
-	if !toStdout(c.Output) {
-		r.outName = c.Output
-		if plan, err := planOutput(c.Output, c.continues(), c.Force); err != nil {
-			planErr = err
-		} else {
-			r.outPlan = plan
-		}
-	}
-	r.errPath = errorsPath(r.outPlan.path, c.Errors)
-	if err := checkPaths(c, env, r.outPlan.path, r.errPath); err != nil {
-		return nil, err
-	}
-	if errors.Is(planErr, errOutputExists) {
-		return nil, cli.Usagef("%s already exists and is not empty: add --resume to continue it (answers already in it are skipped), --force to replace it, or choose another -o", c.Output)
-	}
-	if planErr != nil {
-		return nil, planErr
-	}
-	if r.errPath != "" {
-		info, err := jsonl.CheckSidecar("--errors", r.errPath)
-		if err != nil {
-			return nil, err
-		}
-		r.errSpecial = info.Special()
-	}
-	known, err := ledger.ReadErrors(r.errPath, c.continues())
+	files, known, err := ledger.PlanFiles(ledger.FileOptions{Inputs: c.Inputs, Stdin: env.Stdin, Output: c.Output, Errors: c.Errors,
+		Rejects: c.Rejects, Continues: c.continues(), Force: c.Force, Regenerate: c.Regenerate})
 	if err != nil {
 		return nil, err
 	}
-	r.known = known
-	sidecar := ""
-	if !toStdout(c.Output) {
-		sidecar = record.SettingsPath(r.outPlan.path)
-	}
-	r.settings = settings.New(c.Settings, c.Arms, sidecar, r.logf)
-	if !toStdout(c.Output) {
-		if err := r.planJournal(); err != nil {
-			return nil, err
-		}
-		if _, err := jsonl.CheckSidecar("-o's settings sidecar", sidecar); err != nil {
-			return nil, err
-		}
-		// Last: a run that refuses leaves no lock behind. The locks go by
-		// the file (see jsonl.Lock): a second run on it under any name,
-		// a link or a hard link, is refused.
-		lock := jsonl.LockFile
-		if r.outPlan.mode == outReplace {
-			lock = jsonl.LockReplaced // the link there is replaced, not followed
-		}
-		l, err := lock("-o", r.outPlan.path)
-		if err != nil {
-			return nil, err
-		}
-		r.outLock = l
-		r.onClose(l.Release)
-	}
-	if r.errPath != "" && !r.errSpecial {
-		l, err := jsonl.LockOutput("--errors", r.errPath)
-		if err != nil {
-			return nil, err
-		}
-		r.errLock = l
-		r.onClose(l.Release)
-	}
+	r.files, r.errPath, r.known = files, files.ErrPath, known
+	r.onClose(files.Release)
+	r.settings = settings.New(c.Settings, c.Arms, files.SettingsPath(), r.logf)
 	return r, nil
-}
-
-// errorsPath is the errors file: --errors, or beside -o.
-func errorsPath(output, errors string) string {
-	if errors == "" {
-		return DefaultErrorsPath(output)
-	}
-	return errors
-}
-
-// checkPaths refuses, before anything is opened for writing, an output
-// that is an input (stdin's file included) or another output (under any
-// name), or a directory: -o, --errors, the turn journal and the lock files
-// are infer's own files, continued or rewritten by their own rules;
-// --rejects follows the replace rule (--force), but a --resume run writes
-// it again. outPath is the file -o leads to (see planOutput).
-func checkPaths(c *Config, env *cli.Env, outPath, errPath string) error {
-	out := c.Output
-	if toStdout(out) {
-		out = "-"
-	}
-	outputs := []jsonl.Output{{Flag: "-o", Path: out, Kept: true}}
-	if !toStdout(c.Output) {
-		outputs = append(outputs, jsonl.Output{Flag: "-o's turn journal", Path: conversation.JournalPath(outPath), Kept: true})
-		outputs = append(outputs, jsonl.Output{Flag: "-o's settings sidecar", Path: record.SettingsPath(outPath), Kept: true})
-		outputs = append(outputs, jsonl.LockSidecar("-o", outPath)...)
-	}
-	switch errPath {
-	case "":
-	case "-": // a file named -, not stdout
-		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: "./-", Kept: true})
-	default:
-		outputs = append(outputs, jsonl.Output{Flag: "--errors", Path: errPath, Kept: true})
-	}
-	if c.Rejects != "" {
-		outputs = append(outputs, jsonl.Output{Flag: "--rejects", Path: c.Rejects, Kept: c.continues()})
-	}
-	var stdin io.Reader
-	if env != nil {
-		stdin = env.Stdin
-	}
-	return jsonl.CheckPaths(jsonl.InputsFrom(c.Inputs, stdin), outputs, c.Force)
-}
-
-// planJournal refuses a turn journal the run would overwrite or ignore:
-// one left beside -o is continued by --resume --regenerate or emptied by
-// --force; a run without --regenerate must not continue a --regenerate
-// run's output.
-func (r *runner) planJournal() error {
-	c := r.cfg
-	path := conversation.JournalPath(r.outPlan.path)
-	st, err := jsonl.CheckSidecar("-o's turn journal", path)
-	exists := st.Exists
-	switch {
-	case err != nil:
-		return err
-	case exists && !st.Mode.IsRegular():
-		return fmt.Errorf("%s (the turn journal of -o) is not a regular file", path)
-	case exists && !c.Regenerate && (c.continues() || st.Size > 0 && !c.Force):
-		return cli.Usagef("%s holds the turns of an infer --regenerate run on %s: add --regenerate to continue it, --force to replace both, or remove both", path, c.Output)
-	case exists && c.Regenerate && st.Size > 0 && !c.continues() && !c.Force:
-		return cli.Usagef("%s holds the turns of unfinished conversations: add --resume to continue them, --force to start over, or choose another -o", path)
-	}
-	r.staleJournal = exists && c.Force
-	if c.Regenerate {
-		r.journal = conversation.NewJournal(path)
-	}
-	return nil
 }
 
 // onClose adds f to what close undoes.
@@ -304,40 +165,16 @@ func (r *runner) close() {
 // its answers marked done), replaced (--force) or new. The file is opened
 // by openFiles.
 func (r *runner) prepareOutput() error {
-	c := r.cfg
-	if toStdout(c.Output) {
-		r.out = jsonl.NewStreamAppender("stdout", r.env.Stdout)
-		r.out.Redact(r.env.Secrets)
-		return nil
-	}
-	path := r.outPlan.path
-	r.out = jsonl.NewAppender(c.Output, func() (*os.File, error) {
-		var f *os.File
-		var err error
-		switch r.outPlan.mode {
-		case outAppend:
-			f, err = jsonl.OpenSidecar("-o", path, os.O_WRONLY|os.O_APPEND, 0)
-		case outReplace:
-			f, err = jsonl.ReplaceWithNew(path)
-		default:
-			f, err = jsonl.CreateNew("-o", path)
-		}
-		if err == nil {
-			if err = r.outLock.Hold("-o", path, f); err != nil {
-				f.Close()
-			}
-		}
-		return f, err
-	})
-	r.out.Redact(r.env.Secrets)
-	r.onClose(func() { r.out.Close() })
+	c, jn := r.cfg, r.files.Journal
+	r.files.Prepare(r.env.Stdout, r.env.Secrets)
+	r.onClose(r.files.Abort)
 	if !c.continues() {
 		return nil
 	}
 	var counts map[xxh3.Uint128]int
-	if r.journal != nil {
+	if jn != nil {
 		var err error
-		if counts, err = journalKeys(r.journal.Path(), r.logf); err != nil {
+		if counts, err = ledger.JournalKeys(jn.Path(), r.logf); err != nil {
 			return err
 		}
 	}
@@ -345,7 +182,7 @@ func (r *runner) prepareOutput() error {
 	if err := r.settings.Read(); err != nil {
 		return err
 	}
-	info, err := r.ledger.Resume(path, ledger.Options{Skip: c.Resume, RedoLength: c.RedoLength, Counts: counts, Arm: arms.See, Warn: r.logf})
+	info, err := r.ledger.Resume(r.files.Path, ledger.Options{Skip: c.Resume, RedoLength: c.RedoLength, Counts: counts, Arm: arms.See, Warn: r.logf})
 	if err != nil {
 		return err
 	}
@@ -366,12 +203,12 @@ func (r *runner) prepareOutput() error {
 	if info.Unreadable > 0 {
 		msg += fmt.Sprintf(", %s lines ignored", cli.Thousands(info.Unreadable))
 	}
-	if r.journal != nil {
-		convs, turns, err := r.journal.Load(counts, r.ledger.Done, r.logf)
+	if jn != nil {
+		convs, turns, err := jn.Load(counts, r.ledger.Done, r.logf)
 		if err != nil {
 			return err
 		}
-		msg += fmt.Sprintf("; %s unfinished conversations continue from %s turns in %s", cli.Thousands(int64(convs)), cli.Thousands(int64(turns)), r.journal.Path())
+		msg += fmt.Sprintf("; %s unfinished conversations continue from %s turns in %s", cli.Thousands(int64(convs)), cli.Thousands(int64(turns)), jn.Path())
 	}
 	r.logf("%s", msg)
 	return nil
@@ -407,52 +244,17 @@ func (r *runner) startFleet(ctx context.Context) error {
 // notReadyWarning is when the endpoints not ready yet are named.
 const notReadyWarning = time.Minute
 
-// openFiles creates the run's files, now that it can go ahead: -o (or
-// opens it to append), the rejects file, and, lazily (at the latest when
-// the run ends, empty if nothing failed), the errors file, after the
-// previous run's errors file is removed: it lists this run's failures
-// alone, and the previous run's are tried again.
+// openFiles creates the run's files, now that it can go ahead: -o, the
+// journal and the errors file (ledger.Files.Open), the settings sidecar
+// and the rejects file.
 func (r *runner) openFiles() error {
-	if err := r.out.Open(); err != nil {
+	if err := r.files.Open(r.env.Secrets); err != nil {
 		return err
 	}
 	if err := r.settings.Open(r.cfg.continues(), r.env.Secrets); err != nil {
 		return err
 	}
 	r.onClose(func() { r.settings.Close() })
-	if r.staleJournal {
-		if err := os.Remove(conversation.JournalPath(r.outPlan.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing the previous turn journal: %w", err)
-		}
-	}
-	if jn := r.journal; jn != nil {
-		if err := jn.Open(); err != nil {
-			return err
-		}
-		r.onClose(func() { jn.Close() })
-	}
-	if r.errPath != "" {
-		path := r.errPath
-		if r.errSpecial {
-			// A FIFO or device is written in place, never removed.
-			r.errs = jsonl.NewAppender(path, func() (*os.File, error) { return jsonl.OpenSidecar("--errors", path, os.O_WRONLY, 0) })
-		} else {
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("removing the previous errors file: %w", err)
-			}
-			r.errs = jsonl.NewAppender(path, func() (*os.File, error) {
-				f, err := jsonl.CreateNew("--errors", path)
-				if err == nil {
-					if err = r.errLock.Hold("--errors", path, f); err != nil {
-						f.Close()
-					}
-				}
-				return f, err
-			})
-		}
-		r.errs.Redact(r.env.Secrets)
-		r.onClose(func() { r.errs.Close() })
-	}
 	rejects, err := jsonl.CreateRejects(r.cfg.Rejects, r.env.Stdout, r.env, r.cfg.Force || r.cfg.continues())
 	if err != nil {
 		return err
@@ -505,7 +307,7 @@ func (r *runner) generate(ctx context.Context) {
 	stopFlush := make(chan struct{})
 	flushed := make(chan struct{})
 	go func() {
-		flushEvery(r.clk, c.FlushInterval, stopFlush, r.out, r.errs)
+		flushEvery(r.clk, c.FlushInterval, stopFlush, r.files.Out, r.files.Errs)
 		close(flushed)
 	}()
 	rd := jsonl.NewReader(runCtx, r.env, c.Inputs, r.env.Stdin, jsonl.Options{MaxLine: c.MaxPromptBytes, LimitName: "--max-prompt-bytes"})
@@ -581,26 +383,8 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		r.log.p.Store(nil)
 	}
 	werr := r.settings.Close() // its lines before the records that name them
-	if err := r.out.Close(); werr == nil {
+	if err := r.files.Close(); werr == nil {
 		werr = err
-	}
-	if r.errs != nil {
-		// The errors file is left even when nothing failed (empty), so
-		// that it can be named wherever the run's files are. A FIFO or
-		// device is there already, and a FIFO's open would wait for a
-		// reader: with nothing written it is only told the stream ended.
-		var err error
-		if r.errSpecial && r.errs.Empty() {
-			jsonl.EndEmpty("--errors", r.errPath)
-		} else {
-			err = r.errs.Open()
-		}
-		if cerr := r.errs.Close(); err == nil {
-			err = cerr
-		}
-		if werr == nil {
-			werr = err
-		}
 	}
 	var rerr error
 	if r.fatalErr != nil || ctx.Err() != nil {
@@ -610,9 +394,10 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 	}
 	s := r.summary(wall)
 	if werr == nil {
-		werr = r.closeJournal(s)
+		finished := r.fatalErr == nil && s.Failed == 0 && s.NotDone == 0 && r.readerDone.Load()
+		werr = r.files.CloseJournal(finished)
 	}
-	for _, line := range summaryLines(r.env.Name, s, r.outName) {
+	for _, line := range summaryLines(r.env.Name, s, r.files.Name) {
 		fmt.Fprintln(r.env.Stderr, cli.Escape(line, cli.MaxLogLine)) // it names files and endpoints
 	}
 	for _, line := range r.moreSummary(s) {
@@ -633,27 +418,6 @@ func (r *runner) summarise(ctx context.Context, wall time.Duration) error {
 		return fmt.Errorf("%d answers failed (see %s): %w", s.Failed, r.errPath, cli.ErrRejects)
 	}
 	return rerr
-}
-
-// closeJournal closes the turn journal, and removes it when the run has
-// nothing unfinished: every conversation it read was answered, none failed
-// or was left for later, and no journaled turns wait for a record this
-// input did not hold.
-func (r *runner) closeJournal(s Summary) error {
-	jn := r.journal
-	if jn == nil || !jn.IsOpen() {
-		return nil
-	}
-	if err := jn.Close(); err != nil {
-		return err
-	}
-	if r.fatalErr != nil || s.Failed > 0 || s.NotDone > 0 || !r.readerDone.Load() || jn.Unclaimed() > 0 {
-		return nil
-	}
-	if err := os.Remove(jn.Path()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the turn journal: %w", err)
-	}
-	return nil
 }
 
 // moreSummary are the summary's lines beyond the answers': empty answers,

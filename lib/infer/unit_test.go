@@ -5,17 +5,6 @@ import (
 	"time"
 )
 
-func TestDefaultErrorsPath(t *testing.T) {
-	for in, want := range map[string]string{
-		"gen.jsonl": "gen.errors.jsonl", "out/run1.json": "out/run1.errors.json", "gen": "gen.errors.jsonl",
-		"gen.txt": "gen.txt.errors.jsonl", "-": "", "": "",
-	} {
-		if got := DefaultErrorsPath(in); got != want {
-			t.Errorf("%q: got %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestStripOwnFields(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"id":1, "messages":[]}`:                              `{"id":1, "messages":[]}`,
