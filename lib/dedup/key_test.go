@@ -78,6 +78,31 @@ func keyOf(t testing.TB, spec string, mode Mode, line string) string {
 }
 
 func TestKeySameAndDifferent(t *testing.T) {
+	tests := keySameAndDifferentCases()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ka, kb := keyOf(t, tt.spec, tt.mode, tt.a), keyOf(t, tt.spec, tt.mode, tt.b)
+			if strings.HasPrefix(ka, "!") || strings.HasPrefix(kb, "!") {
+				t.Fatalf("rejected: %s / %s", ka, kb)
+			}
+			if (ka == kb) != tt.same {
+				t.Errorf("keys %q and %q: same=%v, want %v", ka, kb, ka == kb, tt.same)
+			}
+		})
+	}
+}
+
+// keySameCase is one case of TestKeySameAndDifferent.
+type keySameCase struct {
+	name string
+	spec string
+	mode Mode
+	a, b string
+	same bool
+}
+
+// keySameAndDifferentCases are TestKeySameAndDifferent's cases.
+func keySameAndDifferentCases() []keySameCase {
 	user := func(content string) string {
 		return `{"id":"x","messages":[{"role":"user","content":` + content + `}]}`
 	}
@@ -87,13 +112,7 @@ func TestKeySameAndDifferent(t *testing.T) {
 	toolResult := func(id string) string {
 		return `{"messages":[{"role":"user","content":"q"},{"role":"tool","content":"r","tool_call_id":` + id + `}]}`
 	}
-	tests := []struct {
-		name string
-		spec string
-		mode Mode
-		a, b string
-		same bool
-	}{
+	return []keySameCase{
 		{"other fields do not matter", "prompt", None, user(`"hi"`), `{"messages":[{"role":"user","content":"hi"}],"id":7,"meta":{"x":[1]}}`, true},
 		{"escapes decode", "prompt", None, user(`"中文 \"q\"\n"`), user(`"\u4e2d\u6587 \u0022q\u0022\u000a"`), true},
 		{"surrogate pairs decode", "prompt", None, user(`"😀"`), user(`"\ud83d\ude00"`), true},
@@ -167,17 +186,6 @@ func TestKeySameAndDifferent(t *testing.T) {
 		{"tool_call_id matters", "prompt", None, toolResult(`"c1"`), toolResult(`"c2"`), false},
 		{"tool_call_id null is none", "prompt", None, toolResult(`null`), `{"messages":[{"role":"user","content":"q"},{"role":"tool","content":"r"}]}`, true},
 		{"tool_calls null is none", "prompt", None, `{"messages":[{"role":"user","content":"q","tool_calls":null}]}`, `{"messages":[{"role":"user","content":"q"}]}`, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ka, kb := keyOf(t, tt.spec, tt.mode, tt.a), keyOf(t, tt.spec, tt.mode, tt.b)
-			if strings.HasPrefix(ka, "!") || strings.HasPrefix(kb, "!") {
-				t.Fatalf("rejected: %s / %s", ka, kb)
-			}
-			if (ka == kb) != tt.same {
-				t.Errorf("keys %q and %q: same=%v, want %v", ka, kb, ka == kb, tt.same)
-			}
-		})
 	}
 }
 
