@@ -137,14 +137,40 @@ func questionList(rec string) string {
 }
 
 func TestWalkRules(t *testing.T) {
-	tests := []struct {
-		name      string
-		rec       string
-		rounds    int
-		answers   []scripted
-		want      []string
-		truncated string // reason/turn
-	}{
+	tests := walkRulesCases()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, trunc, _ := walk(t, tt.rec, tt.rounds, tt.answers...)
+			if strings.Join(got, " | ") != strings.Join(tt.want, " | ") {
+				t.Errorf("got  %v\nwant %v", got, tt.want)
+			}
+			gotTrunc := ""
+			if trunc != nil {
+				gotTrunc = fmt.Sprintf("%s/%d", trunc.Reason, trunc.Turn)
+				if trunc.Detail == "" {
+					t.Error("a truncation without detail")
+				}
+			}
+			if gotTrunc != tt.truncated {
+				t.Errorf("truncated %q, want %q", gotTrunc, tt.truncated)
+			}
+		})
+	}
+}
+
+// walkRuleCase is one case of TestWalkRules.
+type walkRuleCase struct {
+	name      string
+	rec       string
+	rounds    int
+	answers   []scripted
+	want      []string
+	truncated string // reason/turn
+}
+
+// walkRulesCases are TestWalkRules's cases.
+func walkRulesCases() []walkRuleCase {
+	return []walkRuleCase{
 		{"plain turns replaced", conversation(false, "system:S", "user:q1", "assistant:a1", "user:q2", "assistant:a2"), 16,
 			[]scripted{{text: "A1"}, {text: "A2"}},
 			[]string{"system:S", "user:q1", "assistant:A1", "user:q2", "assistant:A2"}, ""},
@@ -230,24 +256,6 @@ func TestWalkRules(t *testing.T) {
 		{"a call in the final answer", conversation(true, "user:q"), 16,
 			[]scripted{{calls: []string{"f"}}},
 			[]string{"user:q", "assistant: call(f#new0_0)"}, "tool_unpaired/0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, trunc, _ := walk(t, tt.rec, tt.rounds, tt.answers...)
-			if strings.Join(got, " | ") != strings.Join(tt.want, " | ") {
-				t.Errorf("got  %v\nwant %v", got, tt.want)
-			}
-			gotTrunc := ""
-			if trunc != nil {
-				gotTrunc = fmt.Sprintf("%s/%d", trunc.Reason, trunc.Turn)
-				if trunc.Detail == "" {
-					t.Error("a truncation without detail")
-				}
-			}
-			if gotTrunc != tt.truncated {
-				t.Errorf("truncated %q, want %q", gotTrunc, tt.truncated)
-			}
-		})
 	}
 }
 
