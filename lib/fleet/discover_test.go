@@ -16,24 +16,87 @@ import (
 // SGLang's server info (either name), llama.cpp's /props where no capacity
 // was said, the models listed (vLLM's max_model_len, Ollama's "library"),
 // Ollama's /api/show, and --context-length over all of it.
+// answer is what a route of a fake server answers.
+type answer struct {
+	status int
+	body   string
+}
+
+// What fake servers answer to their info and model routes.
+const (
+	sglangInfo = `{"max_running_requests":48,"context_length":32768}`
+	oneModel   = `{"data":[{"id":"m"}]}`
+	ollamaList = `{"data":[{"id":"tiny:latest","owned_by":"library"}]}`
+)
+
 func TestDiscover(t *testing.T) {
-	type answer struct {
-		status int
-		body   string
+	tests := discoverCases()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var asked []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				key := r.Method + " " + r.URL.Path
+				body, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				if len(body) > 0 {
+					asked = append(asked, key+" "+string(body))
+				} else {
+					asked = append(asked, key)
+				}
+				mu.Unlock()
+				a, ok := tt.routes[key]
+				if !ok {
+					a = answer{404, `{"detail":"Not Found"}`}
+				}
+				w.WriteHeader(a.status)
+				io.WriteString(w, a.body)
+			}))
+			defer srv.Close()
+			targets, err := ParseEndpoints(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			p := NewPool(ctx, targets, Config{Model: tt.model, ContextLength: tt.ctxLen, ControlTimeout: 10 * time.Second})
+			defer func() {
+				cancel()
+				p.Close()
+			}()
+			got := p.discover(p.eps[0])
+			if got.Capacity != tt.want.Capacity || got.CapacitySource != tt.want.CapacitySource ||
+				got.Context != tt.want.Context || got.ContextSource != tt.want.ContextSource ||
+				!slices.Equal(got.Models, tt.want.Models) || got.Metrics != "" ||
+				got.ContextAssumed != strings.HasPrefix(got.ContextSource, "Ollama's default") {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(asked, tt.asked) {
+				t.Errorf("asked %q\nwant  %q", asked, tt.asked)
+			}
+		})
 	}
-	const (
-		sglangInfo = `{"max_running_requests":48,"context_length":32768}`
-		oneModel   = `{"data":[{"id":"m"}]}`
-		ollamaList = `{"data":[{"id":"tiny:latest","owned_by":"library"}]}`
-	)
-	tests := []struct {
-		name   string
-		routes map[string]answer // the rest are 404
-		model  string            // --model
-		ctxLen int               // --context-length
-		want   Info
-		asked  []string
-	}{
+}
+
+// discoverCase is one case of TestDiscover.
+type discoverCase struct {
+	name   string
+	routes map[string]answer // the rest are 404
+	model  string            // --model
+	ctxLen int               // --context-length
+	want   Info
+	asked  []string
+}
+
+// discoverCases are TestDiscover's cases.
+func discoverCases() []discoverCase {
+	return append(discoverServerCases(), discoverOllamaCases()...)
+}
+
+// discoverServerCases are the cases of SGLang, vLLM and llama.cpp.
+func discoverServerCases() []discoverCase {
+	return []discoverCase{
 		{name: "SGLang: capacity and context from /get_server_info",
 			routes: map[string]answer{"GET /get_server_info": {200, sglangInfo}, "GET /v1/models": {200, oneModel}},
 			want: Info{Capacity: 48, CapacitySource: "max_running_requests, /get_server_info",
@@ -75,6 +138,12 @@ func TestDiscover(t *testing.T) {
 		{name: "a model list that does not parse",
 			routes: map[string]answer{"GET /v1/models": {200, `{"data":`}},
 			asked:  []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models"}},
+	}
+}
+
+// discoverOllamaCases are the cases of Ollama and what follows them.
+func discoverOllamaCases() []discoverCase {
+	return []discoverCase{
 		{name: "Ollama: the num_ctx /api/show gives the first model",
 			routes: map[string]answer{"GET /v1/models": {200, ollamaList},
 				"POST /api/show": {200, `{"parameters":"stop \"<|im_end|>\"\nnum_ctx 4096","model_info":{"general.architecture":"llama"}}`}},
@@ -134,51 +203,5 @@ func TestDiscover(t *testing.T) {
 			asked:  []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models", `POST /api/show {"model":"tiny:latest"}`, "GET /api/ps"}},
 		{name: "nothing answers",
 			asked: []string{"GET /get_server_info", "GET /server_info", "GET /props", "GET /v1/models"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var asked []string
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				key := r.Method + " " + r.URL.Path
-				body, _ := io.ReadAll(r.Body)
-				mu.Lock()
-				if len(body) > 0 {
-					asked = append(asked, key+" "+string(body))
-				} else {
-					asked = append(asked, key)
-				}
-				mu.Unlock()
-				a, ok := tt.routes[key]
-				if !ok {
-					a = answer{404, `{"detail":"Not Found"}`}
-				}
-				w.WriteHeader(a.status)
-				io.WriteString(w, a.body)
-			}))
-			defer srv.Close()
-			targets, err := ParseEndpoints(srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			p := NewPool(ctx, targets, Config{Model: tt.model, ContextLength: tt.ctxLen, ControlTimeout: 10 * time.Second})
-			defer func() {
-				cancel()
-				p.Close()
-			}()
-			got := p.discover(p.eps[0])
-			if got.Capacity != tt.want.Capacity || got.CapacitySource != tt.want.CapacitySource ||
-				got.Context != tt.want.Context || got.ContextSource != tt.want.ContextSource ||
-				!slices.Equal(got.Models, tt.want.Models) || got.Metrics != "" ||
-				got.ContextAssumed != strings.HasPrefix(got.ContextSource, "Ollama's default") {
-				t.Errorf("got  %+v\nwant %+v", got, tt.want)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if !slices.Equal(asked, tt.asked) {
-				t.Errorf("asked %q\nwant  %q", asked, tt.asked)
-			}
-		})
 	}
 }
