@@ -27,7 +27,7 @@
 # or the fleet failed, 130 when interrupted.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd -P "$(dirname "$0")/.." && pwd) # -P: the repository, also through a linked pipelines/
 BIN=${BIN:-$root/bin}
 DEMO_PORT_BASE=${DEMO_PORT_BASE:-30000}
 DEMO_ENDPOINTS=${DEMO_ENDPOINTS:-8}
