@@ -117,35 +117,7 @@ var nearSummary = regexp.MustCompile(`dedup: read (\d+), kept (\d+), removed (\d
 // kept), an exact copy (removed as before, without dup_reason), and a
 // near-copy without an id (dup_of is the kept id, its id null).
 func TestBinaryNear(t *testing.T) {
-	words := make([]string, 100)
-	for i := range words {
-		words[i] = fmt.Sprintf("word%d", i)
-	}
-	with := func(change func(w []string)) string {
-		w := slices.Clone(words)
-		change(w)
-		return strings.Join(w, " ")
-	}
-	rec := func(id, content string) string {
-		if id == "" {
-			return fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, content)
-		}
-		return fmt.Sprintf(`{"id":%q,"messages":[{"role":"user","content":%q}]}`, id, content)
-	}
-	base := strings.Join(words, " ")
-	input := strings.Join([]string{
-		rec("a", base),
-		rec("b", with(func(w []string) { w[50] = "other" })),
-		rec("c", with(func(w []string) { w[99] = "end" })),
-		rec("d", with(func(w []string) {
-			for i := 0; i < len(w); i += 7 {
-				w[i] = "x"
-			}
-		})),
-		rec("e", base),
-		rec("", with(func(w []string) { w[10] = "ten" })),
-		rec("f", "a short prompt of its own"),
-	}, "\n") + "\n"
+	input := nearInput()
 	dir := t.TempDir()
 	out, dups, clusters := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "dups.jsonl"), filepath.Join(dir, "clusters.jsonl")
 	r := runBinary(t, []byte(input), nil, "--near", "-o", out, "--dups", dups, "--clusters", clusters)
@@ -160,21 +132,7 @@ func TestBinaryNear(t *testing.T) {
 		t.Fatalf("kept %v, want a d f", got)
 	}
 	dupData, _ := os.ReadFile(dups)
-	type dupRecord struct {
-		ID         any
-		DupOf      any     `json:"dup_of"`
-		DupReason  string  `json:"dup_reason"`
-		Similarity float64 `json:"similarity"`
-		Messages   []any
-	}
-	var dupRecs []dupRecord
-	for _, line := range lines(string(dupData)) {
-		var d dupRecord
-		if err := json.Unmarshal([]byte(line), &d); err != nil {
-			t.Fatal(err)
-		}
-		dupRecs = append(dupRecs, d)
-	}
+	dupRecs := readDupRecords(t, dupData)
 	want := []struct {
 		id, reason string
 		lo, hi     float64
@@ -221,6 +179,63 @@ func TestBinaryNear(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "never.jsonl")); err == nil {
 		t.Error("a refused run wrote its output")
 	}
+}
+
+// nearInput is TestBinaryNear's records: a, near-copies of it (b, c,
+// and one without an id), d changed too much to be one, e an exact copy,
+// and f a prompt of its own.
+func nearInput() string {
+	words := make([]string, 100)
+	for i := range words {
+		words[i] = fmt.Sprintf("word%d", i)
+	}
+	with := func(change func(w []string)) string {
+		w := slices.Clone(words)
+		change(w)
+		return strings.Join(w, " ")
+	}
+	rec := func(id, content string) string {
+		if id == "" {
+			return fmt.Sprintf(`{"messages":[{"role":"user","content":%q}]}`, content)
+		}
+		return fmt.Sprintf(`{"id":%q,"messages":[{"role":"user","content":%q}]}`, id, content)
+	}
+	base := strings.Join(words, " ")
+	return strings.Join([]string{
+		rec("a", base),
+		rec("b", with(func(w []string) { w[50] = "other" })),
+		rec("c", with(func(w []string) { w[99] = "end" })),
+		rec("d", with(func(w []string) {
+			for i := 0; i < len(w); i += 7 {
+				w[i] = "x"
+			}
+		})),
+		rec("e", base),
+		rec("", with(func(w []string) { w[10] = "ten" })),
+		rec("f", "a short prompt of its own"),
+	}, "\n") + "\n"
+}
+
+// dupRecord is what the test reads of a --dups line.
+type dupRecord struct {
+	ID         any
+	DupOf      any     `json:"dup_of"`
+	DupReason  string  `json:"dup_reason"`
+	Similarity float64 `json:"similarity"`
+	Messages   []any
+}
+
+func readDupRecords(t *testing.T, data []byte) []dupRecord {
+	t.Helper()
+	var out []dupRecord
+	for _, line := range lines(string(data)) {
+		var d dupRecord
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // TestBinaryNearWorkersAndMemory: the output, dups and clusters are the
