@@ -14,11 +14,9 @@ import (
 	"tokenmill/lib/jsonl"
 )
 
-// infer's cost a request, gated: BenchmarkRequestCost (lib/infer) is run,
-// and the run of the harness fails (after writing the report) when a
-// figure it gates grows by half over the baseline the repository keeps in
-// baselineFile. The tests never gate on it: a timing figure is the
-// machine's as much as the code's.
+// The run fails, after writing the report, when a figure of
+// BenchmarkRequestCost grows by half over the baseline; the tests never
+// gate on it: a timing figure is the machine's as much as the code's.
 
 // baselineFile is the recorded baseline, relative to the repository.
 const baselineFile = "internal/benchsuite/baseline.json"

@@ -13,13 +13,8 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// infer bench on the real Ollama server: once, with its defaults, on the
-// section's prompts; what its report said (the levels it measured,
-// whether it held, whether it could measure steadily, its knee and its
-// forecast) is kept with its row, and the run it forecast (infer at the
-// recommended --concurrency on the same prompts) is measured in turns with
-// the section's other rows.
-
+// infer bench runs once on the real Ollama server; the run it forecasts
+// is measured in turns with the section's other rows.
 const (
 	ollamaBenchGroup = "ollama-bench"
 	ollamaBenchRow   = "infer bench (defaults)"

@@ -20,13 +20,6 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// The regenerate section: eight calibrated llmsim endpoints (the default
-// decode timing, prefill at regenPrefillUS), each with a prefix cache of
-// regenKV tokens, regenerate the same multi-turn conversations three ways:
-// infer --regenerate (affinity), infer --regenerate --no-affinity, and
-// specforge_regen.py, a client that does what SpecForge's
-// scripts/regenerate_train_data.py does. llmsim's request log says what
-// each run's prompts cost.
 const (
 	regenScale = 10 // the fleet runs this many times faster than real GPUs
 	// regenPrefillUS is the prefill cost per prompt token, µs. llmsim's

@@ -9,10 +9,6 @@ import (
 	"slices"
 )
 
-// extract's sections: against jq on one core, its workers on two, the
-// same rows read from Parquet, and its cost as the input grows; and the
-// other tools' cost as theirs does.
-
 // pagesRow is the extract-parquet row of the file's pages read alone.
 const pagesRow = "Parquet pages alone, 1 core"
 

@@ -12,11 +12,6 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// The in-flight count per kind of server, on simulated time: lib/fleet's
-// TestInFlightTable runs the pool's own code against llmsim's scheduler
-// model stepped on virtual time, and writes each cell (kindCell); this
-// section keeps them as results and renders one table per slot count.
-
 // kindCell is one cell TestInFlightTable writes: a mode's median wall time
 // on a kind of server at a number of slots (lib/fleet's InFlightCell).
 type kindCell struct {

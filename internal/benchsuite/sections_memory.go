@@ -8,10 +8,7 @@ import (
 	"strings"
 )
 
-// The infer-memory section: infer's peak RSS against the prompts it reads,
-// on 8 llmsim --instant endpoints, one run a size, and the ledger's own
-// cost an id (BenchmarkLedger): what infer's memory grows with.
-
+// memEndpoints are the instant endpoints infer answers from.
 const memEndpoints = 8
 
 var memorySection = &section{

@@ -20,10 +20,6 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// The neardup section: dedup --near's quality on planted near-duplicates
-// of known Jaccard similarity, what it finds in the real datasets, and its
-// speed and growth beside exact dedup and a Python MinHash with numpy.
-
 // minhashPy is the Python peer, written into the scratch directory.
 //
 //go:embed minhash_numpy.py

@@ -15,10 +15,6 @@ import (
 	"tokenmill/lib/jsonl"
 )
 
-// The sections where infer talks to servers: llmsim answering at once,
-// llmsim imitating servers that do not say their capacity, and a real
-// Ollama server.
-
 // concurrency is the requests every client keeps in flight against the
 // zero-latency endpoint.
 const concurrency = 64

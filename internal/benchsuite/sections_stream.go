@@ -11,10 +11,6 @@ import (
 	"strings"
 )
 
-// The stream tools' sections: each tool on the same file as the commands
-// users would write instead. Peers run as the command lines a user types;
-// one that is missing gets a row saying so.
-
 // lineCounts counts the lines of each data file, for the rows' records.
 func (h *harness) lineCounts(rels ...string) ([]int64, error) {
 	counts := make([]int64, len(rels))

@@ -21,11 +21,6 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// The tokenizer section: lib/tokenizer's Encode, Render and Load, on one
-// core, beside Hugging Face's tokenizers crate (Rust) through its Node
-// binding, on the same bytes: the golden renderings of the real
-// tokenizers kept beside the repository.
-
 const (
 	tokGroup = "tokenizer"
 	// hfBindingPackage is the crate's Node binding in pipelines/bench/package.json.
@@ -71,8 +66,7 @@ var tokenizerSection = &section{
 // given and the reference's token count of it, document by document.
 type goldenStats struct{ bytes, docs, tokens int64 }
 
-func readGoldenStats(path string) (goldenStats, error) {
-	var st goldenStats
+func readGoldenStats(path string) (st goldenStats, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return st, err
@@ -86,8 +80,8 @@ func readGoldenStats(path string) (goldenStats, error) {
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
 		var c struct {
-			Rendered string `json:"rendered"`
-			IDs      []int  `json:"ids"`
+			Rendered string
+			IDs      []int
 		}
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			return st, fmt.Errorf("%s line %d: %w", path, st.docs+1, err)
@@ -105,8 +99,8 @@ func (h *harness) hfBinding(ctx context.Context) (version, why string) {
 		return "", why
 	}
 	mod := filepath.Join(dir, "node_modules", hfBindingPackage)
-	cmd := exec.CommandContext(ctx, "node", "-e", fmt.Sprintf("require(%q); console.log(require(%q).version)", mod, filepath.Join(mod, "package.json")))
 	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "node", "-e", fmt.Sprintf("require(%q); console.log(require(%q).version)", mod, filepath.Join(mod, "package.json")))
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -119,37 +113,29 @@ func (h *harness) hfBinding(ctx context.Context) (version, why string) {
 	return strings.TrimSpace(string(out)), ""
 }
 
-// hfReport is what hf-tokenizers.mjs prints.
+// hfReport is what hf-tokenizers.mjs prints (fields matched by name).
 type hfReport struct {
-	Node string `json:"node"`
-	Load struct {
-		MS          float64 `json:"ms"`
+	Node                     string
+	Bytes, Documents         int64
+	GoldenMismatches         int64   `json:"golden_mismatches"`
+	CallFloorUS              float64 `json:"call_floor_us"`
+	Whole, Docs, Batch, Cold hfMode
+	Load                     struct {
+		MS          float64
 		RSSBeforeMB float64 `json:"rss_before_mb"`
 		RSSPeakMB   float64 `json:"rss_peak_mb"`
-	} `json:"load"`
-	Bytes            int64   `json:"bytes"`
-	Documents        int64   `json:"documents"`
-	GoldenTokens     int64   `json:"golden_tokens"`
-	GoldenMismatches int64   `json:"golden_mismatches"`
-	Whole            hfMode  `json:"whole"`
-	Docs             hfMode  `json:"docs"`
-	Batch            hfMode  `json:"batch"`
-	Cold             hfMode  `json:"cold"`
-	CallFloorUS      float64 `json:"call_floor_us"`
+	}
 }
 
 type hfMode struct {
-	Seconds float64 `json:"seconds"`
-	MBps    float64 `json:"mbps"`
-	Tokens  int64   `json:"tokens"`
-	TokS    float64 `json:"tok_s"`
+	Seconds, MBps float64
+	Tokens        int64
+	TokS          float64 `json:"tok_s"`
 }
 
 func parseHFReport(out []byte) (*hfReport, error) {
 	line := bytes.TrimSpace(out)
-	if i := bytes.LastIndexByte(line, '\n'); i >= 0 {
-		line = line[i+1:]
-	}
+	line = line[bytes.LastIndexByte(line, '\n')+1:]
 	r := new(hfReport)
 	if err := json.Unmarshal(line, r); err != nil {
 		return nil, fmt.Errorf("hf-tokenizers.mjs printed no report: %v: %q", err, tail(out, 500))
@@ -158,10 +144,6 @@ func parseHFReport(out []byte) (*hfReport, error) {
 		return nil, fmt.Errorf("hf-tokenizers.mjs: a report without figures: %s", line)
 	}
 	return r, nil
-}
-
-func (r *hfReport) mode(m string) hfMode {
-	return map[string]hfMode{"whole": r.Whole, "docs": r.Docs, "batch": r.Batch, "cold": r.Cold}[m]
 }
 
 // tokenizerRuns are the outputs of a section's runs: go test's of each
@@ -331,8 +313,7 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 			if rep.Bytes != st.bytes || rep.Documents != st.docs {
 				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.Name, rep.Bytes, rep.Documents, st.bytes, st.docs)
 			}
-			for _, mode := range []string{"whole", "docs", "batch", "cold"} {
-				md := rep.mode(mode)
+			for mode, md := range map[string]hfMode{"whole": rep.Whole, "docs": rep.Docs, "batch": rep.Batch, "cold": rep.Cold} {
 				keep(hfEncodeRow(m.Name, mode), map[string]float64{"mbps": md.MBps, "tok_s": md.TokS, "tokens": float64(md.Tokens)})
 			}
 			keep(hfEncodeRow(m.Name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": float64(rep.GoldenMismatches)})

@@ -12,8 +12,6 @@ import (
 	"strings"
 )
 
-// The sections measured by go test -bench, and how their figures are read.
-
 // tokenIDsModes are BenchmarkTokenIDs' sub-benchmarks: the same run
 // without and with --token-ids, on the instant simulator and on the
 // calibrated fleet.
