@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"math"
+	"sort"
 	"sync"
 	"time"
 )
@@ -73,12 +74,15 @@ type estimator[K comparable] struct {
 	first    time.Time // the first request (zero: none yet)
 	inflight map[K]*flight
 	byEP     map[int][]*flight // in flight per endpoint, oldest first
+	batch    map[int]*batchClock
+	cost     [2]float64 // a and b of the last fit, for the batchClocks
 	answers  finished
 
 	// The forecast's own state, under fmu, so that its arithmetic does
 	// not hold up requests.
 	fmu      sync.Mutex
 	fit      LogNormal // last fit, the next one's start
+	played   played
 	produced []sample
 }
 
@@ -94,6 +98,35 @@ type finished struct {
 	// byEP is each endpoint's own speed: one slower than the rest writes
 	// its answers slower, and the run's end waits for them.
 	byEP map[int]*SpeedFit
+	// steps is the cost model of the fleet's servers, stepsEP each one's.
+	steps   BatchFit
+	stepsEP map[int]*BatchFit
+}
+
+// batchClock is an endpoint's batch over time: how many answers it writes
+// now, and since the run began the integrals over time of w(n) and of
+// n*w(n), where w(n) = 1/(a + b*n) is the tokens a second one answer gets
+// in a batch of n (by the last fit): an answer's average batch over its
+// tokens (not its seconds: it writes more of them while the batch is
+// small) is their growth's ratio.
+type batchClock struct {
+	n          int
+	tok, batch float64 // the integrals of w and n*w
+	last       time.Time
+	peak       int // the most requests in flight on it at once
+}
+
+// at moves the clock to t, the tokens a second being w(n) = 1/(a + b*n)
+// (a = 1, b = 0 before any fit: the average over seconds).
+func (b *batchClock) at(t time.Time, cost [2]float64) {
+	if d := t.Sub(b.last).Seconds(); d > 0 && !b.last.IsZero() && b.n > 0 {
+		w := 1 / (cost[0] + cost[1]*float64(b.n))
+		b.tok += w * d
+		b.batch += float64(b.n) * w * d
+	}
+	if b.last.IsZero() || t.After(b.last) {
+		b.last = t
+	}
 }
 
 type sample struct {
@@ -107,6 +140,18 @@ type flight struct {
 	ep      int
 	sent    time.Time
 	writing time.Time
+	tok0    float64 // the endpoint's batchClock integrals when it
+	batch0  float64 // started being written
+	nbar    float64 // in a snapshot: the average batch it saw so far
+}
+
+// batchSince is the average batch answer f saw from when it was taken as
+// being written until now, itself included.
+func (f *flight) batchSince(b *batchClock) float64 {
+	if d := b.tok - f.tok0; d > 0 {
+		return max((b.batch-f.batch0)/d, 1)
+	}
+	return float64(max(b.n, 1))
 }
 
 // lineOf is a fit's v (tokens per second of one answer) and q (seconds):
@@ -131,7 +176,8 @@ const minAnswers = 20
 // those in flight). K names an attempt in flight.
 func NewEstimator[K comparable](window time.Duration, maxTokens int, capacity func(i int) int) Estimator[K] {
 	return &estimator[K]{window: window, limit: float64(maxTokens), capacity: capacity,
-		inflight: map[K]*flight{}, byEP: map[int][]*flight{}, answers: finished{cut: map[int]float64{}}}
+		inflight: map[K]*flight{}, byEP: map[int][]*flight{}, batch: map[int]*batchClock{}, cost: [2]float64{1, 0},
+		answers: finished{cut: map[int]float64{}}}
 }
 
 func (e *estimator[K]) Started(k K, ep int, at time.Time) {
@@ -142,8 +188,21 @@ func (e *estimator[K]) Started(k K, ep int, at time.Time) {
 	}
 	f := &flight{ep: ep, sent: at}
 	e.inflight[k] = f
+	e.clockLocked(ep, at)
 	e.byEP[ep] = append(e.byEP[ep], f)
+	e.batch[ep].peak = max(e.batch[ep].peak, len(e.byEP[ep]))
 	e.promoteLocked(ep, at)
+}
+
+// clockLocked moves endpoint ep's batch clock to at.
+func (e *estimator[K]) clockLocked(ep int, at time.Time) *batchClock {
+	b := e.batch[ep]
+	if b == nil {
+		b = &batchClock{}
+		e.batch[ep] = b
+	}
+	b.at(at, e.cost)
+	return b
 }
 
 // promoteLocked takes the oldest waiting requests of endpoint ep as being
@@ -161,12 +220,21 @@ func (e *estimator[K]) promoteLocked(ep int, at time.Time) {
 			room--
 		}
 	}
+	b := e.clockLocked(ep, at)
+	defer func() {
+		b.n = 0
+		for _, f := range list {
+			if !f.writing.IsZero() {
+				b.n++
+			}
+		}
+	}()
 	for _, f := range list {
 		if room <= 0 {
 			return
 		}
 		if f.writing.IsZero() {
-			f.writing = at
+			f.writing, f.tok0, f.batch0 = at, b.tok, b.batch
 			room--
 		}
 	}
@@ -179,6 +247,11 @@ func (e *estimator[K]) Ended(k K, at time.Time, ok bool, tokens int, finish stri
 	delete(e.inflight, k)
 	if !found {
 		return
+	}
+	b := e.clockLocked(f.ep, at)
+	nbar := 1.0
+	if !f.writing.IsZero() {
+		nbar = f.batchSince(b)
 	}
 	list := e.byEP[f.ep]
 	for i, g := range list {
@@ -217,13 +290,22 @@ func (e *estimator[K]) Ended(k K, at time.Time, ok bool, tokens int, finish stri
 			a.byEP[f.ep] = &SpeedFit{}
 		}
 		a.byEP[f.ep].Add(l, secs)
+		a.steps.Add(l, secs, nbar)
+		if a.stepsEP == nil {
+			a.stepsEP = map[int]*BatchFit{}
+		}
+		if a.stepsEP[f.ep] == nil {
+			a.stepsEP[f.ep] = &BatchFit{}
+		}
+		a.stepsEP[f.ep].Add(l, secs, nbar)
 	}
 }
 
 // snapshot copies what the runner reported: the answers, when the first
-// request went out, and since when each answer in flight is being written
-// (those waiting in a server's queue are left out).
-func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight) {
+// request went out, since when each answer in flight is being written
+// and the batch it saw (those waiting in a server's queue are left out),
+// and each endpoint's state.
+func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight, map[int]*server) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a := e.answers
@@ -236,16 +318,42 @@ func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight) {
 		c := *s
 		a.byEP[ep] = &c
 	}
+	a.stepsEP = make(map[int]*BatchFit, len(e.answers.stepsEP))
+	for ep, s := range e.answers.stepsEP {
+		c := *s
+		a.stepsEP[ep] = &c
+	}
 	writing := make([]flight, 0, len(e.inflight))
-	for ep := range e.byEP {
+	servers := make(map[int]*server, len(e.byEP))
+	for ep, list := range e.byEP {
 		e.promoteLocked(ep, now) // an endpoint that grew
-	}
-	for _, f := range e.inflight {
-		if !f.writing.IsZero() {
-			writing = append(writing, *f)
+		b := e.batch[ep]
+		// Without a capacity every request in flight is written: as many
+		// as the runner keeps there.
+		sv := &server{cap: b.peak, keep: b.peak}
+		if e.capacity != nil {
+			if c := e.capacity(ep); c > 0 {
+				sv.cap = c
+			}
 		}
+		for _, f := range list {
+			if f.writing.IsZero() {
+				sv.waiting++
+				continue
+			}
+			c := *f
+			c.nbar = f.batchSince(b)
+			writing = append(writing, c)
+		}
+		servers[ep] = sv
 	}
-	return a, e.first, writing
+	return a, e.first, writing, servers
+}
+
+// server is an endpoint as a forecast sees it: how many it writes at once,
+// how many wait in its queue, how many the runner keeps on it.
+type server struct {
+	cap, waiting, keep int
 }
 
 // speedOf is endpoint ep's answer speed and overhead, or the fleet's
@@ -273,17 +381,17 @@ func (a *finished) answerLimit(limit float64) float64 {
 
 // lengths fits the answer lengths given the progress of those in flight,
 // starting from the last fit.
-func (e *estimator[K]) lengths(a *finished, progress []float64) (Dist, bool) {
+func (e *estimator[K]) lengths(a *finished, progress []float64) (Dist, []Censor, bool) {
 	if a.exact.N == 0 {
 		if len(a.cut) == 0 {
-			return nil, false
+			return nil, nil, false
 		}
 		// Every answer was cut: they will all be as long as the longest cut.
 		c := 0
 		for l := range a.cut {
 			c = max(c, l)
 		}
-		return PointMass{C: float64(c)}, true
+		return PointMass{C: float64(c)}, nil, true
 	}
 	cens := make([]Censor, 0, len(a.cut)+len(progress))
 	for l, w := range a.cut {
@@ -296,14 +404,14 @@ func (e *estimator[K]) lengths(a *finished, progress []float64) (Dist, bool) {
 	}
 	d, ok := FitLogNormal(a.exact, cens, e.fit)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	e.fit = d
-	return d, true
+	return d, cens, true
 }
 
 func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
-	a, first, inflight := e.snapshot(now)
+	a, first, inflight, servers := e.snapshot(now)
 	e.fmu.Lock()
 	defer e.fmu.Unlock()
 	if a.done < minAnswers || first.IsZero() {
@@ -314,21 +422,38 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 		return ETA{}, false
 	}
 	limit := a.answerLimit(e.limit)
+	fleetStep, batchOK := a.steps.Fit()
+	if batchOK {
+		e.mu.Lock()
+		e.cost = [2]float64{fleetStep.A, fleetStep.B}
+		e.mu.Unlock()
+	}
 
 	// What each answer in flight has produced so far, at the speed of
-	// the endpoint writing it.
+	// the endpoint writing it in the batch it saw.
 	progress := make([]float64, 0, len(inflight))
 	speeds := make([]float64, 0, len(inflight))
+	steps := map[int]Step{}
 	producing := a.credited
 	for _, f := range inflight {
 		vi, qi := a.speedOf(f.ep, v, q)
-		l := min(max(vi*(now.Sub(f.writing).Seconds()-qi), 0), limit-1)
+		age := now.Sub(f.writing).Seconds()
+		l := vi * (age - qi)
+		if batchOK {
+			st, ok := steps[f.ep]
+			if !ok {
+				st = a.stepOf(f.ep, fleetStep)
+				steps[f.ep] = st
+			}
+			l = (age - st.Q) / st.PerToken(f.nbar)
+		}
+		l = min(max(l, 0), limit-1)
 		progress = append(progress, l)
 		speeds = append(speeds, vi)
 		producing += l
 	}
 	rate := e.rate(now, first, producing)
-	d, ok := e.lengths(&a, progress)
+	d, cens, ok := e.lengths(&a, progress)
 	// With every answer left in flight, the time left is theirs: it needs
 	// no rate (which stalls while the last, long ones are written).
 	if !ok || (rate <= 0 && left > int64(len(progress))) {
@@ -356,19 +481,93 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 		return f, true
 	}
 
-	secs, lo, hi := RunTime(Run{
-		Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Speeds: speeds, Rest: rest,
-		TokPerSec: rate, Speed: v, Lengths: d, Limit: limit, Mean: mean, SE: se, SD: sd,
-	})
+	var secs, lo, hi float64
+	waiting := 0
+	for _, sv := range servers {
+		waiting += sv.waiting
+	}
+	unsent := left - int64(len(progress)) - int64(waiting)
+	if e.played.fresh(now) {
+		// Played out a moment ago: the plays change little in 1% of the
+		// time they gave, and cost milliseconds.
+		el := now.Sub(e.played.at).Seconds()
+		secs, lo, hi = e.played.secs-el, e.played.lo-el, e.played.hi-el
+	} else if batchOK && unsent <= maxPlayed {
+		sim := Sim{Unsent: int(max(unsent, 0)), Lengths: d, Limit: limit, Seed: 1,
+			Plays: min(maxPlays, max(minPlays, playedAnswers/int(left)))}
+		if ln, ok := d.(LogNormal); ok {
+			sim.LenCov, _ = FitCov(a.exact, cens, ln)
+		}
+		at := map[int]int{}
+		eps := make([]int, 0, len(servers))
+		for ep := range servers {
+			eps = append(eps, ep)
+		}
+		sort.Ints(eps) // the plays' draws in the same order every time
+		for _, ep := range eps {
+			sv := servers[ep]
+			at[ep] = len(sim.Servers)
+			st, ok := steps[ep]
+			if !ok {
+				st = a.stepOf(ep, fleetStep)
+			}
+			sim.Servers = append(sim.Servers, SimServer{Cap: sv.cap, Waiting: sv.waiting, Keep: max(sv.keep, sv.cap), Step: st})
+		}
+		for i, f := range inflight {
+			s := &sim.Servers[at[f.ep]]
+			s.Writing = append(s.Writing, progress[i])
+		}
+		secs, lo, hi = sim.Play()
+		e.played = played{at: now, secs: secs, lo: lo, hi: hi}
+	} else {
+		secs, lo, hi = RunTime(Run{
+			Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Speeds: speeds, Rest: rest,
+			TokPerSec: rate, Speed: v, Lengths: d, Limit: limit, Mean: mean, SE: se, SD: sd,
+		})
+	}
 	// Answers are left: the run is not over, whatever the arithmetic says.
-	secs, lo, hi = max(secs, minLeft), max(lo, minLeft), max(hi, minLeft)
+	secs, lo, hi = max(secs, minLeft), max(lo, 0), max(hi, minLeft)
 	f.Left, f.Low, f.High = seconds(secs), seconds(lo), seconds(hi)
 	return f, true
 }
 
+// played is the last play-out of a run's end.
+type played struct {
+	at           time.Time
+	secs, lo, hi float64
+}
+
+// fresh: played less than 1% of its time left before now (and at least
+// a second left): used again, less the time since.
+func (p played) fresh(now time.Time) bool {
+	el := now.Sub(p.at).Seconds()
+	return !p.at.IsZero() && el >= 0 && el < 0.01*p.secs && p.secs-el > 1
+}
+
+// A run with at most maxPlayed answers left to send is played out, from
+// maxPlays times down to minPlays as the answers left grow, about
+// playedAnswers answers in all (a few milliseconds); a longer one is
+// summed up by RunTime, its end a small part of it.
+const (
+	maxPlayed          = 1000
+	maxPlays, minPlays = 150, 60
+	playedAnswers      = 60_000
+)
+
+// stepOf is endpoint ep's cost model, or the fleet's until it has answered
+// enough to fit its own.
+func (a *finished) stepOf(ep int, fleet Step) Step {
+	if s := a.stepsEP[ep]; s != nil && s.N() >= 3 {
+		if st, ok := s.Fit(); ok {
+			return st
+		}
+	}
+	return fleet
+}
+
 // minLeft is the least time left the forecast gives while answers are
-// left, in seconds: never 0 before the end.
-const minLeft = 1.0
+// left, in seconds: never 0 before the end (the display's precision).
+const minLeft = 0.1
 
 // rate records the tokens produced so far and returns their growth per
 // second over the window. Nothing was produced before the first request.

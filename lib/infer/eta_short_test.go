@@ -1,0 +1,305 @@
+package infer
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenmill/internal/llmsim"
+	"tokenmill/internal/simfleet"
+	"tokenmill/internal/testbin"
+)
+
+// Short runs: a few hundred answers on a few endpoints, where the run is
+// mostly its end (the batch empties as the last, longest answers are
+// written, and they go faster for it). From a quarter of the answers on,
+// every ETA infer prints is within 15% of the time the run still takes,
+// or its range holds that time.
+
+// shortRun is one short run on virtual time.
+type shortRun struct {
+	name      string
+	timings   []llmsim.Timing // one endpoint each
+	slots     int             // what each endpoint runs at once
+	keep      int             // requests in flight per endpoint (slots plus infer's queue depth)
+	prompts   int
+	maxTokens int // 0: none, the answers are cut by the context only
+	// length is answer i's natural length (what the model would write
+	// with no limit).
+	length func(i int) int
+	long   bool // in the long tier only: the others cover the same ground
+}
+
+// contextLimit is where an answer ends with no max_tokens: llmsim's
+// context less a short prompt.
+const contextLimit = llmsim.DefaultContextLength - 64
+
+// seqOf is answer i of run s as the simulator writes it.
+func (s *shortRun) seqOf(i int, ref any) *llmsim.Seq {
+	limit := contextLimit
+	if s.maxTokens > 0 {
+		limit = s.maxTokens
+	}
+	seq := &llmsim.Seq{PromptTokens: 40, Target: s.length(i), End: "stop", Ref: ref}
+	if seq.Target > limit {
+		seq.Target, seq.End = limit, "length"
+	}
+	return seq
+}
+
+// lognormalLength is llmsim's answer length for prompt i (median 600,
+// mean 1,000 tokens).
+func lognormalLength(seed uint64) func(int) int {
+	return func(i int) int { return llmsim.NaturalLength(uint64(i)*0x9e3779b97f4a7c15^seed, 0) }
+}
+
+// thinkingLength is a thinking model's answer: its reasoning (at effort)
+// and then the answer.
+func thinkingLength(seed uint64, effort string) func(int) int {
+	return func(i int) int {
+		h := uint64(i)*0x9e3779b97f4a7c15 ^ seed
+		return llmsim.NaturalLength(h, 0) + llmsim.ThinkingLength(h, 0, effort) + 2
+	}
+}
+
+// repeating is lengths whose every k-th answer falls into a loop and runs
+// to the limit (finish length), the others from base.
+func repeating(base func(int) int, k int) func(int) int {
+	return func(i int) int {
+		if i%k == k-1 {
+			return math.MaxInt32
+		}
+		return base(i)
+	}
+}
+
+// alpacaLengths are the tokens of the answers of alpaca_en_demo.json
+// (real answers, llmsim's count of 4 bytes a token), times scale, in a
+// shuffled order.
+func alpacaLengths(t *testing.T, scale int) func(int) int {
+	t.Helper()
+	b, err := os.ReadFile(testbin.RealData(t, "alpaca_en_demo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []struct {
+		Output string `json:"output"`
+	}
+	if err := json.Unmarshal(b, &recs); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) < 100 {
+		t.Fatalf("alpaca_en_demo.json has %d records", len(recs))
+	}
+	return func(i int) int {
+		r := recs[(i*7919)%len(recs)]
+		return max(1, scale*llmsim.TextTokens(r.Output))
+	}
+}
+
+// batchBound is a server whose step grows with its batch far more than
+// the calibrated default: a small model, or llmsim at a time scale whose
+// steps cost CPU per request. One answer alone goes several times faster
+// than one of a full batch.
+func batchBound() llmsim.Timing {
+	return llmsim.Timing{StepBase: 8 * time.Millisecond, StepPerRequest: 700 * time.Microsecond, PrefillPerToken: 40 * time.Microsecond, Slow: 1}
+}
+
+// llamaCPP is llama-server on one GPU with a few slots: each slot's
+// decode costs about as much as the step's base.
+func llamaCPP() llmsim.Timing {
+	return llmsim.Timing{StepBase: 20 * time.Millisecond, StepPerRequest: 6 * time.Millisecond, PrefillPerToken: 100 * time.Microsecond, Slow: 1}
+}
+
+func timings(n int, t llmsim.Timing) []llmsim.Timing {
+	ts := make([]llmsim.Timing, n)
+	for i := range ts {
+		ts[i] = t
+	}
+	return ts
+}
+
+func shortRuns() []shortRun {
+	def := llmsim.DefaultTiming()
+	slow := def
+	slow.Slow = 2.5
+	mixed := append(timings(5, def), slow)
+	runs := []shortRun{
+		{name: "sglang-8x300-nomax", timings: timings(8, def), slots: 48, keep: 50, prompts: 300, length: lognormalLength(1), long: true},
+		{name: "sglang-8x200-nomax", timings: timings(8, def), slots: 48, keep: 50, prompts: 200, length: lognormalLength(2)},
+		{name: "sglang-4x600-max2048", timings: timings(4, def), slots: 48, keep: 50, prompts: 600, maxTokens: 2048, length: lognormalLength(3)},
+		{name: "vllm-batchbound-8x300-nomax", timings: timings(8, batchBound()), slots: 48, keep: 50, prompts: 300, length: lognormalLength(4)},
+		{name: "vllm-batchbound-4x500-max4096", timings: timings(4, batchBound()), slots: 32, keep: 34, prompts: 500, maxTokens: 4096, length: lognormalLength(5)},
+		{name: "sglang-thinking-6x400-max8192", timings: mixed, slots: 48, keep: 50, prompts: 400, maxTokens: 8192, length: thinkingLength(6, "medium"), long: true},
+		{name: "sglang-loops-6x400-max4096", timings: timings(6, def), slots: 48, keep: 50, prompts: 400, maxTokens: 4096, length: repeating(lognormalLength(7), 25)},
+		{name: "llamacpp-4x300-nomax", timings: timings(4, llamaCPP()), slots: 4, keep: 6, prompts: 300, length: lognormalLength(8), long: true},
+		{name: "ollama-4x200-max1024", timings: timings(4, def), slots: 2, keep: 4, prompts: 200, maxTokens: 1024, length: lognormalLength(9), long: true},
+	}
+	return runs
+}
+
+// play runs s on virtual time, feeding the estimator as the runner does
+// (the servers' capacity known, as the pool knows it from their metrics),
+// and returns the progress line of every other second and the run's
+// wall time.
+func (s *shortRun) play(t *testing.T) ([]progressLine, time.Duration) {
+	t.Helper()
+	r, fake, prog := virtualRun(t, len(s.timings), int64(s.prompts), s.maxTokens, func(int) int { return s.slots })
+	sim := simfleet.New(s.timings, s.slots)
+	sent, ended := 0, 0
+	var trace []progressLine
+	var asked time.Duration
+	sim.Keep(s.keep, func(e int, at time.Duration) (*llmsim.Seq, bool) {
+		if sent == s.prompts {
+			return nil, false
+		}
+		j := &job{}
+		r.eta.Started(j, e, simEpoch.Add(at))
+		sent++
+		return s.seqOf(sent-1, j), true
+	}, func(st simfleet.Step) bool {
+		now := simEpoch.Add(st.At)
+		for _, q := range st.Finished {
+			r.eta.Ended(q.Ref.(*job), now, true, q.Generated, q.End)
+			r.c.ok.Add(1)
+			r.c.tokenRate.Add(now, int64(q.Generated))
+			ended++
+		}
+		if st.At-asked >= lastPrint {
+			asked = st.At
+			fake.Set(now)
+			if p, ok := parseProgress(prog.lines()[0]); ok {
+				p.elapsed = st.At // exact, not the display's rounding
+				trace = append(trace, p)
+			}
+		}
+		return true
+	})
+	if ended != s.prompts {
+		t.Fatalf("%s: %d answers of %d ended", s.name, ended, s.prompts)
+	}
+	return trace, sim.Now()
+}
+
+// lastPrint is the test's progress interval: a line less than that
+// before the end is the run's last.
+const lastPrint = 2 * time.Second
+
+// resolution is the display's precision for a duration like d.
+func resolution(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Hour:
+		return time.Minute
+	case d >= time.Minute:
+		return time.Second
+	}
+	return 100 * time.Millisecond
+}
+
+// etaVerdict is how one progress line's ETA fared against the time the
+// run still took.
+type etaVerdict struct {
+	frac    float64 // answers done
+	err     float64 // the point ETA's error, of the time left
+	inRange bool
+	width   float64 // the range's width, of the time left
+}
+
+func judge(p progressLine, left time.Duration) etaVerdict {
+	v := etaVerdict{frac: float64(p.done) / float64(p.total), err: relErr(p.eta, left)}
+	if p.hasRange {
+		v.inRange = p.low-resolution(p.low) <= left && left <= p.high+resolution(p.high)
+		v.width = (p.high - p.low).Seconds() / left.Seconds()
+	}
+	return v
+}
+
+// TestETAShortRuns: at every progress line from a quarter of the answers
+// on, the point ETA is within 15% of the time the run still took, or the
+// range printed with it holds that time; and the range is of use: at half
+// the answers its width is at most maxWidth times the time left.
+func TestETAShortRuns(t *testing.T) {
+	for _, s := range shortRuns() {
+		t.Run(s.name, func(t *testing.T) { checkShortRun(t, s) })
+	}
+}
+
+// TestETAShortRunsRealLengths: the same, the answers four times as long as
+// the real answers of alpaca_en_demo.json.
+func TestETAShortRunsRealLengths(t *testing.T) {
+	for _, s := range []shortRun{
+		{name: "alpaca4x-batchbound-4x400-max2048", timings: timings(4, batchBound()), slots: 16, keep: 18, prompts: 400, maxTokens: 2048, length: alpacaLengths(t, 4)},
+	} {
+		t.Run(s.name, func(t *testing.T) { checkShortRun(t, s) })
+	}
+}
+
+// checkShortRun plays s and checks every progress line from a quarter of
+// the answers on: the point ETA within 15% of the time the run still took,
+// or that time inside the range printed with it. The range is about 98%:
+// it may miss one line in 40. It must be of use: at half the answers its
+// width is at most 1.25 times the time left where max_tokens bounds the
+// answers, 3 times where nothing does (the run's end is then its longest
+// answer, which no length seen so far bounds).
+func checkShortRun(t *testing.T, s shortRun) {
+	if s.long {
+		testbin.Long(t, "more short runs on virtual time")
+	}
+	maxWidth := 1.25
+	if s.maxTokens == 0 {
+		maxWidth = 3
+	}
+	{
+		{
+			trace, wall := s.play(t)
+			checked, missed := 0, 0
+			var at []etaVerdict
+			marks := []float64{0.25, 0.5, 0.75, 0.95}
+			for _, p := range trace {
+				if p.done*4 < p.total || p.done >= p.total {
+					continue
+				}
+				left := wall - p.elapsed
+				if !p.hasETA || p.eta <= 0 {
+					t.Errorf("at %d/%d answers, %v before the end: no ETA: %s", p.done, p.total, left, p.text)
+					continue
+				}
+				checked++
+				v := judge(p, left)
+				if left < lastPrint {
+					// The run's last line: its last answer can end at any
+					// moment, and did.
+					continue
+				}
+				if len(at) < len(marks) && v.frac >= marks[len(at)] {
+					at = append(at, v)
+				}
+				if v.err > 0.15 && !v.inRange {
+					missed++
+					if missed <= 10 {
+						t.Logf("at %d/%d answers, %v in: ETA %v (%v-%v), the run took %v more: off by %.0f%%, outside the range",
+							p.done, p.total, p.elapsed, p.eta, p.low, p.high, left, 100*v.err)
+					}
+				}
+			}
+			if checked < 10 {
+				t.Fatalf("only %d progress lines from 25%% on in a %v run", checked, wall)
+			}
+			var b strings.Builder
+			for i, v := range at {
+				fmt.Fprintf(&b, " %.0f%%: off %.0f%% in %v width %.2f;", 100*marks[i], 100*v.err, v.inRange, v.width)
+			}
+			t.Logf("%v run, %d lines, %d missed;%s", wall.Round(time.Second), checked, missed, b.String())
+			if 40*missed > checked {
+				t.Errorf("%d of %d lines missed", missed, checked)
+			}
+			if len(at) > 1 && at[1].width > maxWidth {
+				t.Errorf("at half the answers the range is %.2f times the time left, more than %.1f", at[1].width, maxWidth)
+			}
+		}
+	}
+}
