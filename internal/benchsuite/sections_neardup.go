@@ -134,7 +134,7 @@ func (h *harness) nearQuality(ctx context.Context) error {
 		}
 		for _, r := range []string{bucket(p.Bucket), "J below 0.6"} {
 			if r == bucket(p.Bucket) || p.Jaccard < 0.6 {
-				rows[r]["pairs"], rows[r]["dropped"], rows[r]["own_base"] = rows[r]["pairs"]+1, rows[r]["dropped"]+d, rows[r]["own_base"]+own*b2f(r != "J below 0.6")
+				rows[r]["pairs"], rows[r]["dropped"], rows[r]["own_base"] = rows[r]["pairs"]+1, rows[r]["dropped"]+d, rows[r]["own_base"]+own*float64(b2i(r != "J below 0.6"))
 			}
 		}
 		kinds[fmt.Sprintf("%d/%s dropped", p.Bucket, p.Kind)] += d
@@ -163,13 +163,6 @@ func (h *harness) nearQuality(ctx context.Context) error {
 		h.add(&Result{Group: "neardup-quality", Name: name, OutRecords: -1, Load1: load, Metrics: m})
 	}
 	return nil
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // nearReal extracts each real dataset and counts what exact dedup and
