@@ -3,6 +3,7 @@ package llmsim
 import (
 	"context"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,16 +177,33 @@ func (e *Endpoint) Restart() error {
 // start opens the listener and launches the server, the scheduler and the
 // startup timer.
 func (e *Endpoint) start(retry bool) error {
-	ln, err := listen(e.f.ctx, e.addr, retry)
+	e.mu.Lock()
+	delay := e.faults.StartupDelay
+	e.mu.Unlock()
+	// A server that listens once ready holds its port bound meanwhile:
+	// connections are refused while it starts.
+	late := e.d.listenWhenReady && delay > 0
+	var ln net.Listener
+	var held *heldPort
+	var err error
+	if late {
+		held, err = holdPort(e.f.ctx, e.addr, retry)
+	} else {
+		ln, err = listen(e.f.ctx, e.addr, retry)
+	}
 	if err != nil {
 		return err
 	}
 	if e.url == "" { // a restart binds the address already resolved
-		e.addr = ln.Addr().String()
+		if late {
+			e.addr = held.addr
+		} else {
+			e.addr = ln.Addr().String()
+		}
 		e.url = "http://" + e.addr
 	}
 	inc := &incarnation{
-		ln:    &trackListener{Listener: ln, conns: map[*trackConn]struct{}{}},
+		ln:    &trackListener{Listener: ln, held: held, conns: map[*trackConn]struct{}{}},
 		wake:  make(chan struct{}, 1),
 		ready: make(chan struct{}),
 	}
@@ -211,7 +229,6 @@ func (e *Endpoint) start(retry bool) error {
 	if e.f.cfg.KVTokens > 0 { // a (re)started server has an empty cache
 		e.cache = newPrefixCache(e.f.cfg.KVTokens)
 	}
-	delay := e.faults.StartupDelay
 	e.mu.Unlock()
 
 	// The server is ready delay after now, whenever its goroutines get to
@@ -219,22 +236,11 @@ func (e *Endpoint) start(retry bool) error {
 	// before a goroutine first runs (a loaded machine, a test's manual
 	// clock) would push it a whole delay further.
 	readyAt := e.f.clock.Now() + delay
-	late := e.d.listenWhenReady && delay > 0
-	if late {
-		// The port is known (bound once for it) but closed until ready:
-		// connections are refused while the server starts.
-		inc.ln.Listener = nil
-		ln.Close()
-	}
 	e.f.wg.Add(1)
 	go func() {
 		defer e.f.wg.Done()
 		if late {
-			if !e.f.clock.Sleep(inc.ctx, readyAt) {
-				return
-			}
-			ln, err := listen(inc.ctx, e.addr, true)
-			if err != nil || !inc.ln.late(ln) {
+			if !e.f.clock.Sleep(inc.ctx, readyAt) || !inc.ln.listenHeld() {
 				return
 			}
 			close(inc.ready)

@@ -225,6 +225,7 @@ func storeMax(a *atomic.Int64, v int64) {
 // drop them all at once.
 type trackListener struct {
 	net.Listener
+	held   *heldPort // while a server that listens once ready starts; nil else
 	mu     sync.Mutex
 	conns  map[*trackConn]struct{}
 	closed bool
@@ -263,14 +264,17 @@ func (l *trackListener) Accept() (net.Conn, error) {
 	return tc, nil
 }
 
-// late is a listener opened after the incarnation began (a server that
-// listens once ready): false when the incarnation was stopped meanwhile,
-// ln closed.
-func (l *trackListener) late(ln net.Listener) bool {
+// listenHeld starts listening on the held port (a server that listens
+// once ready): false when the incarnation was stopped meanwhile (closeAll
+// let the port go) or the port cannot listen.
+func (l *trackListener) listenHeld() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		ln.Close()
+		return false
+	}
+	ln, err := l.held.listen()
+	if err != nil {
 		return false
 	}
 	l.Listener = ln
@@ -293,6 +297,9 @@ func (l *trackListener) closeAll() {
 		conns = append(conns, c)
 	}
 	ln := l.Listener
+	if l.held != nil {
+		l.held.close() // the port goes now, for a restart to bind it
+	}
 	l.mu.Unlock()
 	if ln != nil {
 		ln.Close()
@@ -304,26 +311,35 @@ func (l *trackListener) closeAll() {
 
 var errDown = errors.New("endpoint went down")
 
-// listen binds addr; with retry it tries for a second: a restarted
-// endpoint may find its port still held by its previous incarnation.
+// listen binds addr; with retry it tries as retryInUse does.
 func listen(ctx context.Context, addr string, retry bool) (net.Listener, error) {
+	var ln net.Listener
+	err := retryInUse(ctx, retry, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	return ln, err
+}
+
+// retryInUse calls bind; with retry it tries for a second: a restarted
+// endpoint may find its port still held by its previous incarnation.
+func retryInUse(ctx context.Context, retry bool, bind func() error) error {
 	attempts := 1
 	if retry {
 		attempts = 50
 	}
 	var err error
 	for attempt := 0; attempt < attempts; attempt++ {
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err == nil || !retry {
-			return ln, err
+		if err = bind(); err == nil || !retry {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil, err
+	return err
 }
 
 func unsafeString(b []byte) string {
