@@ -18,6 +18,10 @@ import (
 //
 //	read    = rejected + duplicates + prompts
 //	answers = prompts * samples = skipped + ok + failed + notDone
+//
+// They are one atomic a figure, more than a struct should hold, because
+// the reader, the workers, the display, the metrics and the summary all
+// touch them at once, without a lock.
 type counters struct {
 	read       atomic.Int64
 	duplicates atomic.Int64

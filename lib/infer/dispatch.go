@@ -230,7 +230,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		return
 	}
 	out.Settings, out.SettingsFamily = ids.Hash, ids.Family
-	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return generationLine(dst, j.prompt, &out) }) {
+	if !r.writeAnswer(ep, j, func(dst []byte) ([]byte, error) { return recordLine(dst, j.prompt, "output", &out) }) {
 		return
 	}
 	r.c.ok.Add(1)
@@ -295,22 +295,7 @@ func (r *runner) prepareTurn(j *job) error {
 				r.tokens.Estimate(tokens.SizeOf(out[last.Message+1:], nil))
 		}
 	}
-	return r.prepareTurnKnown(j, known, false)
-}
-
-// prepareTurnKnown is prepareTurn with the prompt's tokens known.
-func (r *runner) prepareTurnKnown(j *job, known int, exact bool) error {
-	p := j.conv.Request()
-	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
-	ft := r.fit(p.Messages, tools, r.kwargsOf(j, p, j.conv.ParamSeed()), r.builder(j).MaxTokens(p), known, exact)
-	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(p.Messages, tools), ft, ft.Prompt, nil
-	if ft.Refused {
-		j.refused = &fleet.Failure{Message: ft.Refusal()}
-		return nil
-	}
-	body, err := r.builder(j).BodyMax(p, j.conv.ParamSeed(), j.sample, ft.Max)
-	j.body = body
-	return err
+	return r.prepare(j, known, false)
 }
 
 // turnDone takes a conversation's answer: into the walk, the journal and
@@ -375,7 +360,7 @@ func (r *runner) finishConversation(j *job) {
 		return
 	}
 	out.Settings, out.SettingsFamily = ids.Hash, ids.Family
-	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return conversationLine(dst, j.prompt, out) }) {
+	if !r.writeAnswer(nil, j, func(dst []byte) ([]byte, error) { return recordLine(dst, j.prompt, "output", out) }) {
 		return
 	}
 	r.c.ok.Add(1)
@@ -423,7 +408,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 			n := len(j.conv.Turns())
 			e.TurnsDone, e.Turn = &n, &n
 		}
-		if !r.writeRecord(r.files.Errs, func(dst []byte) ([]byte, error) { return errorLine(dst, j.prompt, &e) }) {
+		if !r.writeRecord(r.files.Errs, func(dst []byte) ([]byte, error) { return recordLine(dst, j.prompt, "error", &e) }) {
 			return
 		}
 	}

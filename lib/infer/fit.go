@@ -54,41 +54,18 @@ func (r *runner) kwargsOf(j *job, p *record.Prompt, paramSeed *int64) func() []b
 	}
 }
 
-// context is the model's context length: as the servers (or
-// --context-length) state it, or as a refusal for length stated it where
-// that is smaller (the server's own word wins over a larger
-// --context-length); 0 while unknown.
-func (r *runner) context() int {
-	said := int(r.contextLen.Load())
-	if r.pool != nil {
-		if n := r.pool.Context(); n > 0 && (said == 0 || n < said) {
-			return n
-		}
-	}
-	return said
-}
+// context is the model's context length (tokens.Context); 0 while
+// unknown.
+func (r *runner) context() int { return r.ctxLen.Len() }
 
 // learnContext takes the context a refusal for length stated, n, when it
 // is smaller than the one requests are fitted to (or none is known).
 func (r *runner) learnContext(ep *fleet.Endpoint, n int) {
-	for {
-		old := r.contextLen.Load()
-		if old > 0 && int64(n) >= old {
-			return
-		}
-		now := r.context()
-		if now > 0 && n >= now {
-			return
-		}
-		if !r.contextLen.CompareAndSwap(old, int64(n)) {
-			continue
-		}
-		if now > 0 {
-			r.logf("%s says the model's context is %d tokens, less than the %d requests were fitted to: they are fitted to %d from now on", ep.Name(), n, now, n)
-		} else {
-			r.logf("%s says the model's context is %d tokens: requests are fitted to it from now on (--context-length sets it)", ep.Name(), n)
-		}
-		return
+	switch was, ok := r.ctxLen.Learn(n); {
+	case ok && was > 0:
+		r.logf("%s says the model's context is %d tokens, less than the %d requests were fitted to: they are fitted to %d from now on", ep.Name(), n, was, n)
+	case ok:
+		r.logf("%s says the model's context is %d tokens: requests are fitted to it from now on (--context-length sets it)", ep.Name(), n)
 	}
 }
 
@@ -116,7 +93,7 @@ func (r *runner) contextRetry(ep *fleet.Endpoint, j *job, f *fleet.Failure) bool
 		known = max(known, j.promptTokens)
 	}
 	before := j.body
-	if err := r.refit(j, known, exact); err != nil {
+	if err := r.prepare(j, known, exact); err != nil {
 		r.fatal(err)
 		return true
 	}
@@ -134,28 +111,25 @@ func (r *runner) contextRetry(ep *fleet.Endpoint, j *job, f *fleet.Failure) bool
 	return true
 }
 
-// refit rebuilds j's request (a single answer, or its conversation's turn)
-// fitted to the context with the prompt's tokens known.
-func (r *runner) refit(j *job, known int, exact bool) error {
+// prepare builds j's request (a single answer's, or its conversation's
+// turn), fitted to the context with the prompt's tokens known (0: not).
+func (r *runner) prepare(j *job, known int, exact bool) error {
+	p, seed := j.rec, j.paramSeed
+	var msgs []record.Message
 	if j.conv != nil {
-		return r.prepareTurnKnown(j, known, exact)
+		p, seed = j.conv.Request(), j.conv.ParamSeed()
+		msgs = p.Messages
+	} else {
+		msgs = openai.ChatMessages(p)
 	}
-	return r.prepareSingle(j, known, exact)
-}
-
-// prepareSingle builds a single answer's request body, fitted.
-func (r *runner) prepareSingle(j *job, known int, exact bool) error {
-	p := j.rec
-	msgs := openai.ChatMessages(p)
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
-	ft := r.fit(msgs, tools, r.kwargsOf(j, p, j.paramSeed), r.builder(j).MaxTokens(p), known, exact)
-	j.size, j.fit = tokens.SizeOf(msgs, tools), ft
-	j.promptTokens = ft.Prompt
+	ft := r.fit(msgs, tools, r.kwargsOf(j, p, seed), r.builder(j).MaxTokens(p), known, exact)
+	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(msgs, tools), ft, ft.Prompt, nil
 	if ft.Refused {
 		j.refused = &fleet.Failure{Message: ft.Refusal()}
 		return nil
 	}
-	body, err := r.builder(j).BodyMax(p, j.paramSeed, j.sample, ft.Max)
+	body, err := r.builder(j).BodyMax(p, seed, j.sample, ft.Max)
 	j.body = body
 	return err
 }
@@ -261,27 +235,12 @@ func (r *runner) cutUnstated(ep *fleet.Endpoint, j *job, c *openai.Completion) b
 	return true
 }
 
-// confirmCut asks ep, once, whether it cuts prompts at n tokens: n when
-// it does, 0 when it keeps more (or could not be asked). One question at a
-// time; the answers are kept.
+// confirmCut asks ep whether it cuts prompts at n tokens: n when it
+// does, 0 when it keeps more (or could not be asked).
 func (r *runner) confirmCut(ep *fleet.Endpoint, n int) int {
-	r.cutMu.Lock()
-	defer r.cutMu.Unlock()
-	if ctx := r.context(); ctx > 0 && n >= ctx {
-		return ctx // learned meanwhile
-	}
-	if n < r.keepsAtLeast {
-		return 0
-	}
-	kept, err := r.pool.ProbeContext(ep, n, r.cfg.RequestTimeout)
-	switch {
-	case err != nil:
+	kept, err := r.ctxLen.ConfirmCut(n, func(n int) (int, error) { return r.pool.ProbeContext(ep, n, r.cfg.RequestTimeout) })
+	if err != nil {
 		r.logf("%s: could not ask whether it cuts prompts at %d tokens (%v): its answers are kept", ep.Name(), n, err)
-		r.keepsAtLeast = max(r.keepsAtLeast, n+1)
-		return 0
-	case kept > n:
-		r.keepsAtLeast = max(r.keepsAtLeast, kept)
-		return 0
 	}
 	return kept
 }

@@ -46,29 +46,12 @@ func stripOwnFields(raw []byte) ([]byte, error) {
 	return record.WithoutFields(nil, raw, "output", "error")
 }
 
-// generationLine is the prompt record with its "output" field.
-func generationLine(dst, prompt []byte, out *record.Output) ([]byte, error) {
-	v, err := json.Marshal(out)
+// recordLine is the prompt record with its "output" or "error" field,
+// key, holding v.
+func recordLine(dst, prompt []byte, key string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return dst, err
 	}
-	return record.AppendField(dst, prompt, "output", v)
-}
-
-// conversationLine is the conversation record with its "output" field.
-func conversationLine(dst, prompt []byte, out *record.ConversationOutput) ([]byte, error) {
-	v, err := json.Marshal(out)
-	if err != nil {
-		return dst, err
-	}
-	return record.AppendField(dst, prompt, "output", v)
-}
-
-// errorLine is the prompt record with its "error" field.
-func errorLine(dst, prompt []byte, e *record.Error) ([]byte, error) {
-	v, err := json.Marshal(e)
-	if err != nil {
-		return dst, err
-	}
-	return record.AppendField(dst, prompt, "error", v)
+	return record.AppendField(dst, prompt, key, b)
 }

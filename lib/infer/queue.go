@@ -20,6 +20,10 @@ import (
 )
 
 // job is one answer to generate: a prompt record and a sample number.
+// It holds more fields than a struct should because it carries the whole
+// state of an answer (its request, attempts, conversation, fitting, token
+// ids and arm) from the reader to the workers and the retry timers, which
+// take turns with it; one allocation an answer, grouped by concern below.
 type job struct {
 	prompt []byte // the record, any old output/error field removed
 	id     string
@@ -177,15 +181,29 @@ func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 	if p.ID.IsZero() {
 		return reject(ReasonNoID, `no "id" (extract and dedup give every record one)`)
 	}
-	if r.cfg.Regenerate {
-		return r.takeConversation(ctx, &p, raw, rec, reject)
+	regen := r.cfg.Regenerate
+	if regen && !p.HasPrompt() {
+		return reject(openai.ReasonNoPrompt, `neither "messages" nor "prompt"`)
 	}
-	paramSeed, err := r.cfg.Builder.Check(&p)
+	check := r.cfg.Builder.Check
+	if regen {
+		check = r.cfg.Builder.CheckParams
+	}
+	paramSeed, err := check(&p)
 	if err != nil {
 		return rejectCheck(err, reject)
 	}
 	if r.seedsWrap(paramSeed, p.Sample) {
 		return reject(ReasonBadSample, "the seeds of its samples would pass the largest integer")
+	}
+	var questions bool
+	if regen {
+		if questions, err = conversation.IsQuestionList(raw); err != nil {
+			return reject(ReasonBadQuestionList, err.Error())
+		}
+		if _, ok := conversation.New(&p, paramSeed, r.cfg.ToolRounds, questions); !ok {
+			return reject(ReasonNoConversation, "nothing to regenerate: no assistant turn after a user turn, and the last turn is not a user turn")
+		}
 	}
 	prompt, err := stripOwnFields(raw)
 	if err != nil {
@@ -194,34 +212,71 @@ func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 	if r.duplicate(&p, rec) {
 		return true
 	}
+	return r.takeSamples(ctx, &p, prompt, rec, paramSeed, questions, reject)
+}
+
+// takeSamples turns a prompt into its jobs, one per sample not done yet:
+// a conversation resumed from the journal's turns where it has some.
+func (r *runner) takeSamples(ctx context.Context, p *record.Prompt, prompt []byte, rec jsonl.RawLine, paramSeed *int64, questions bool, reject func(reason, detail string) bool) bool {
 	r.c.prompts.Add(1)
 	r.c.answers.Add(int64(r.cfg.Samples))
-	known, exact := 0, false // counted once for every sample
+	regen := r.cfg.Regenerate
+	fp, known, exact := "", 0, false // the prompt's tokens, counted once for every sample
+	if regen {
+		fp = conversation.Fingerprint(prompt)
+	}
 	for k := 0; k < r.cfg.Samples; k++ {
 		sample := p.Sample + k
 		if r.ledger.Done(p.ID.Text, sample) {
 			r.c.skipped.Add(1)
 			continue
 		}
-		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, msgs: len(openai.ChatMessages(&p)), sample: sample, file: rec.File, line: rec.Line,
-			rec: &p, paramSeed: paramSeed}
-		err := r.assignArm(j, &p)
-		if err == nil {
-			err = r.prepareSingle(j, known, exact)
+		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, fp: fp}
+		err := r.assignArm(j, p)
+		switch {
+		case err == nil && regen:
+			if j.conv = r.resumeTurns(j, p, paramSeed, questions); !j.conv.Next() {
+				r.outstanding.Add(1)
+				r.finishConversation(j)
+				continue
+			}
+		case err == nil:
+			j.msgs, j.rec, j.paramSeed = len(openai.ChatMessages(p)), p, paramSeed
+			err = r.prepare(j, known, exact)
+			known, exact = j.fit.Prompt, j.fit.Exact
+		}
+		if err == nil && regen {
+			err = r.prepareTurn(j)
+		}
+		if err != nil && k == 0 && !regen {
+			return reject(openai.ReasonBadParams, err.Error())
 		}
 		if err != nil {
-			if k == 0 {
-				return reject(openai.ReasonBadParams, err.Error())
-			}
 			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
 			return false
 		}
-		known, exact = j.fit.Prompt, j.fit.Exact
 		if !r.enqueue(ctx, j) {
 			return false
 		}
 	}
 	return true
+}
+
+// resumeTurns is the walk of j's conversation: from the journal's turns
+// where it has some that fit the record, else from the start.
+func (r *runner) resumeTurns(j *job, p *record.Prompt, paramSeed *int64, questions bool) *conversation.Walk {
+	conv, _ := conversation.New(p, paramSeed, r.cfg.ToolRounds, questions)
+	jn := r.files.Journal
+	if jn == nil {
+		return conv
+	}
+	j.base = jn.Base(j.id, j.sample)
+	var err error
+	if j.prefer, err = conv.Replay(jn.Claim(j.id, j.sample, j.fp)); err != nil {
+		r.logf("%s:%d: id %q sample %d: the journal's turns do not fit the record (%v): regenerating it from the start", j.file, j.line, j.id, j.sample, err)
+		conv, _ = conversation.New(p, paramSeed, r.cfg.ToolRounds, questions)
+	}
+	return conv
 }
 
 // checkSample says what is wrong with a record's top-level "sample" ("":
@@ -318,72 +373,6 @@ const (
 	ReasonNoConversation  = "no_conversation"
 	ReasonBadQuestionList = "bad_question_list"
 )
-
-// takeConversation turns a conversation record into its jobs (one per
-// sample), each resumed from the journal's turns when it has some.
-func (r *runner) takeConversation(ctx context.Context, p *record.Prompt, raw []byte, rec jsonl.RawLine, reject func(reason, detail string) bool) bool {
-	if !p.HasPrompt() {
-		return reject(openai.ReasonNoPrompt, `neither "messages" nor "prompt"`)
-	}
-	paramSeed, err := r.cfg.Builder.CheckParams(p)
-	if err != nil {
-		return rejectCheck(err, reject)
-	}
-	if r.seedsWrap(paramSeed, p.Sample) {
-		return reject(ReasonBadSample, "the seeds of its samples would pass the largest integer")
-	}
-	questions, err := conversation.IsQuestionList(raw)
-	if err != nil {
-		return reject(ReasonBadQuestionList, err.Error())
-	}
-	if _, ok := conversation.New(p, paramSeed, r.cfg.ToolRounds, questions); !ok {
-		return reject(ReasonNoConversation, "nothing to regenerate: no assistant turn after a user turn, and the last turn is not a user turn")
-	}
-	prompt, err := stripOwnFields(raw)
-	if err != nil {
-		return reject(jsonl.ReasonMalformedJSON, err.Error())
-	}
-	if r.duplicate(p, rec) {
-		return true
-	}
-	r.c.prompts.Add(1)
-	r.c.answers.Add(int64(r.cfg.Samples))
-	fp := conversation.Fingerprint(prompt)
-	for k := 0; k < r.cfg.Samples; k++ {
-		sample := p.Sample + k
-		if r.ledger.Done(p.ID.Text, sample) {
-			r.c.skipped.Add(1)
-			continue
-		}
-		conv, _ := conversation.New(p, paramSeed, r.cfg.ToolRounds, questions)
-		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, conv: conv, fp: fp}
-		if err := r.assignArm(j, p); err != nil {
-			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
-			return false
-		}
-		if jn := r.files.Journal; jn != nil {
-			j.base = jn.Base(j.id, sample)
-			var err error
-			if j.prefer, err = j.conv.Replay(jn.Claim(j.id, sample, fp)); err != nil {
-				r.logf("%s:%d: id %q sample %d: the journal's turns do not fit the record (%v): regenerating it from the start", rec.File, rec.Line, j.id, sample, err)
-				j.conv, _ = conversation.New(p, paramSeed, r.cfg.ToolRounds, questions)
-			}
-		}
-		if !j.conv.Next() {
-			r.outstanding.Add(1)
-			r.finishConversation(j)
-			continue
-		}
-		if err := r.prepareTurn(j); err != nil {
-			r.fatal(fmt.Errorf("%s:%d: building sample %d: %w", rec.File, rec.Line, sample, err))
-			return false
-		}
-		if !r.enqueue(ctx, j) {
-			return false
-		}
-	}
-	return true
-}
 
 // next returns the next job to send: retries whose backoff is over first,
 // then new input. nil when everything is done or the run is stopping.

@@ -65,65 +65,72 @@ func Run(ctx context.Context, env *cli.Env, cfg *Config) error {
 // each job to a free slot chosen by the pool, and a worker per request in
 // flight sends it and files the outcome.
 type runner struct {
-	cfg     *Config
-	env     *cli.Env
-	clk     clock.Clock
-	log     *logSink
-	logf    func(format string, args ...any)
-	files   *ledger.Files   // -o, the errors file and the turn journal
-	errPath string          // the errors file ("": none), as files names it
-	known   ledger.Refusals // --resume: the refusals the errors file records
-	ledger  *ledger.Ledger
-	// contextLen is the context the first refusal for length stated, where
-	// no server said at start (see context); tokens counts prompts' tokens
-	// to fit requests into it.
-	contextLen atomic.Int64
-	// cutMu guards keepsAtLeast, what a server was found to keep of a
-	// prompt (cutUnstated's questions).
-	cutMu        sync.Mutex
-	keepsAtLeast int
-	tokens       *tokens.Counter
-
-	rejects    *jsonl.Rejects
+	cfg  *Config
+	env  *cli.Env
+	clk  clock.Clock
+	log  *logSink
+	logf func(format string, args ...any)
+	books
+	flow
+	halt
+	// ctxLen is the model's context as the run learns it, and tokens
+	// counts prompts' tokens to fit requests into it (fit.go).
+	ctxLen     tokens.Context
+	tokens     *tokens.Counter
 	pool       *fleet.Pool
 	systematic *fleet.Systematic
 	model      string
+	ready      *readyQueue // answers to send again, before new input
 	eta        forecast.Estimator[*job]
 	backoff    *backoff
 	retries    retryTimers
 	c          counters
+	shownFail  atomic.Int64
+	bufs       sync.Pool
+	tok        *fleet.TokenIDs // --token-ids (tokenids.go); nil without
+	arms       []armCounts     // each --mix arm's figures (mix.go)
+	// cleanup undoes the steps taken so far, last first (see close).
+	cleanup []func()
+}
 
+// books are what the run has done and how: its files, what they held
+// when it began, and the settings of its answers.
+type books struct {
+	files    *ledger.Files   // -o, the errors file and the turn journal
+	errPath  string          // the errors file ("": none), as files names it
+	ledger   *ledger.Ledger  // the ids read and the answers done
+	known    ledger.Refusals // --resume: the refusals the errors file records
+	resumed  ledger.Info     // what reading the file continued found
+	settings *settings.Book  // the answers' settings and their sidecar
+	rejects  *jsonl.Rejects
+}
+
+// flow is how jobs move from the reader through the dispatcher to the
+// workers, and what tells when all are done.
+type flow struct {
 	input       chan *job
-	ready       *readyQueue
 	work        chan task     // attempts for idle workers
 	workDone    chan struct{} // closed at the end: workers exit
 	outstanding atomic.Int64  // jobs read and not yet ok or failed
 	inflight    sync.WaitGroup
-	stopping    atomic.Bool // interrupted or fatal: no more retries or error records
 	readerDone  atomic.Bool
-	readAll     atomic.Bool // the reader saw the end of the input
-	unread      *unread     // an interrupted run's count of the input it did not read
-	fatalOnce   sync.Once
-	fatalErr    error
-	cancelRun   context.CancelCauseFunc
+	readAll     atomic.Bool    // the reader saw the end of the input
+	unread      *ledger.Unread // an interrupted run's count of the input it did not read
+}
+
+// halt is how the run stops: interrupted, on a fatal error, or with every
+// endpoint failing every request alike.
+type halt struct {
+	stopping  atomic.Bool // interrupted or fatal: no more retries or error records
+	fatalOnce sync.Once
+	fatalErr  error
+	cancelRun context.CancelCauseFunc
 	// sendCtx is what slots are waited for under: the run's, ended too
 	// when failing is set, every endpoint failing every request alike
 	// (retry.go); from then on every answer not done is filed unsent.
 	sendCtx     context.Context
 	stopSending context.CancelCauseFunc
 	failing     atomic.Pointer[fleet.FailingError]
-
-	shownFail atomic.Int64
-	bufs      sync.Pool
-	tok       *fleet.TokenIDs // --token-ids (tokenids.go); nil without
-	arms      []armCounts     // each --mix arm's figures (mix.go)
-	// settings are the answers' settings and their sidecar (settings.go);
-	// resumed is what reading the file continued found.
-	settings *settings.Book
-	resumed  ledger.Info
-
-	// cleanup undoes the steps taken so far, last first (see close).
-	cleanup []func()
 }
 
 // plan checks the flags and the files named, refusing what the run
@@ -131,8 +138,8 @@ type runner struct {
 func plan(c *Config, env *cli.Env) (*runner, error) {
 	r := &runner{
 		cfg: c, env: env, clk: clock.Or(c.Clock), log: &logSink{env: env},
-		ledger: ledger.New(), ready: newReadyQueue(),
-		input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{}),
+		books: books{ledger: ledger.New()}, ready: newReadyQueue(),
+		flow: flow{input: make(chan *job, 64), work: make(chan task), workDone: make(chan struct{})},
 	}
 	r.logf = r.log.Logf
 	if c.Mix != nil {
@@ -221,6 +228,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 	pc := c.Pool
 	pc.Logf, pc.Clock = r.logf, r.clk
 	r.pool = fleet.NewPool(poolCtx, c.Targets, pc)
+	r.ctxLen.State(r.pool.Context)
 	r.onClose(func() {
 		cancelPool()
 		r.pool.Close()
@@ -329,7 +337,9 @@ func (r *runner) generate(ctx context.Context) {
 	select {
 	case <-readerExit:
 		if ctx.Err() != nil && r.fatalErr == nil && !r.readAll.Load() {
-			r.unread = r.countUnread(rd) // it reads rd to the end, or goes on past the summary
+			// It reads rd to the end, or goes on past the summary; a pipe
+			// whose writer goes on (or a terminal) is not waited for long.
+			r.unread = r.ledger.CountUnread(rd, r.cfg.Samples, 3*time.Second)
 		} else {
 			rd.Close()
 		}
@@ -534,8 +544,8 @@ func (r *runner) summary(wall time.Duration) Summary {
 	}
 	s.NotDone = s.Answers - s.Skipped - s.OK - s.Failed
 	if u := r.unread; u != nil {
-		s.NotDone += u.answers.Load()
-		s.NotDoneAtLeast = !u.complete
+		s.NotDone += u.Answers()
+		s.NotDoneAtLeast = !u.Complete
 	}
 	views := r.pool.View()
 	eps := r.pool.Endpoints() // after View: endpoints are only ever added
