@@ -119,33 +119,7 @@ func TestArmInEveryForm(t *testing.T) {
 		if code, _, stderr := runMerge(t, context.Background(), nil, "--to", to, "-o", pq, in); code != 0 {
 			t.Fatalf("--to %s -o %s: exit %d\n%s", to, pq, code, stderr)
 		}
-		got := map[string]string{}
-		switch to {
-		case toMessages:
-			rs, err := parquet.ReadFile[pqMessagesRow](pq)
-			for _, r := range rs {
-				got[r.ID] = deref(r.Arm)
-			}
-			check(t, err)
-		case toConversations:
-			rs, err := parquet.ReadFile[pqConversationsRow](pq)
-			for _, r := range rs {
-				got[r.ID] = deref(r.Arm)
-			}
-			check(t, err)
-		case toShareGPT:
-			rs, err := parquet.ReadFile[pqShareGPTRow](pq)
-			for _, r := range rs {
-				got[r.ID] = deref(r.Arm)
-			}
-			check(t, err)
-		default:
-			rs, err := parquet.ReadFile[pqTokenRow](pq)
-			for _, r := range rs {
-				got[r.ID] = deref(r.Arm)
-			}
-			check(t, err)
-		}
+		got := parquetArms(t, to, pq)
 		if len(got) != len(wantArm) {
 			t.Errorf("%s: %d rows, want %d", pq, len(got), len(wantArm))
 		}
@@ -160,6 +134,39 @@ func TestArmInEveryForm(t *testing.T) {
 			t.Errorf("--soft-switch --to %s: exit %d\n%s", to, code, stderr)
 		}
 	}
+}
+
+// parquetArms reads the arm of each row of pq, a Parquet file of --to to.
+func parquetArms(t *testing.T, to, pq string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	switch to {
+	case toMessages:
+		rs, err := parquet.ReadFile[pqMessagesRow](pq)
+		for _, r := range rs {
+			got[r.ID] = deref(r.Arm)
+		}
+		check(t, err)
+	case toConversations:
+		rs, err := parquet.ReadFile[pqConversationsRow](pq)
+		for _, r := range rs {
+			got[r.ID] = deref(r.Arm)
+		}
+		check(t, err)
+	case toShareGPT:
+		rs, err := parquet.ReadFile[pqShareGPTRow](pq)
+		for _, r := range rs {
+			got[r.ID] = deref(r.Arm)
+		}
+		check(t, err)
+	default:
+		rs, err := parquet.ReadFile[pqTokenRow](pq)
+		for _, r := range rs {
+			got[r.ID] = deref(r.Arm)
+		}
+		check(t, err)
+	}
+	return got
 }
 
 func check(t *testing.T, err error) {

@@ -162,80 +162,44 @@ func newBruteRun(seed int64, nPrompts, samples, nAnswers int) bruteRun {
 	return r
 }
 
-// expected computes, the slow and obvious way, what merge must write.
-func (r bruteRun) expected(t *testing.T, samples int, dropLength, sortByID, missing bool) (out, errs []string) {
-	type best struct {
-		rank, order, seq int
-		line             string
-		id               string
-		numeric          bool
-		sample           int
-	}
-	good := rankLength
-	if dropLength {
-		good = rankStop
-	}
-	keys := map[string]*best{}
-	seq := 0
-	keyOf := func(id string, sample int) string { return strings.Trim(id, `"`) + "\x00" + strconv.Itoa(sample) }
-	if missing {
-		for i, l := range r.prompts {
-			for s := 0; s < samples; s++ {
-				k := keyOf(r.ids[i], s)
-				if keys[k] == nil {
-					line := strings.TrimSuffix(l, "}") + `,"sample":` + strconv.Itoa(s) + "}"
-					if samples == 1 {
-						line = l
-					}
-					keys[k] = &best{order: seq, line: line, id: strings.Trim(r.ids[i], `"`), numeric: r.ids[i][0] != '"', sample: s}
-				}
-				seq++
-			}
+// bruteBest is the best record seen of one (id, sample).
+type bruteBest struct {
+	rank, order, seq int
+	line             string
+	id               string
+	numeric          bool
+	sample           int
+}
+
+// bruteRank is a record's id, rank and sample, read the plain way.
+func bruteRank(t *testing.T, l string) (id json.RawMessage, rank, sample int) {
+	var v struct {
+		ID     json.RawMessage
+		Output *struct {
+			FinishReason *string `json:"finish_reason"`
+			Sample       int
 		}
+		Error *struct{ Sample int }
 	}
-	for _, f := range r.files {
-		for _, l := range f {
-			var v struct {
-				ID     json.RawMessage
-				Output *struct {
-					FinishReason *string `json:"finish_reason"`
-					Sample       int
-				}
-				Error *struct{ Sample int }
-			}
-			if err := json.Unmarshal([]byte(l), &v); err != nil {
-				t.Fatal(err)
-			}
-			rank, sample := int(rankError), 0
-			if v.Output != nil {
-				sample, rank = v.Output.Sample, int(rankAbort)
-				if fr := v.Output.FinishReason; fr != nil && *fr == "stop" {
-					rank = int(rankStop)
-				} else if fr != nil && *fr == "length" {
-					rank = int(rankLength)
-				}
-			} else {
-				sample = v.Error.Sample
-			}
-			k := keyOf(string(v.ID), sample)
-			b := keys[k]
-			if b == nil {
-				b = &best{order: seq, id: strings.Trim(string(v.ID), `"`), numeric: v.ID[0] != '"', sample: sample}
-				keys[k] = b
-			}
-			if rank >= b.rank {
-				b.rank, b.seq = rank, seq
-				if !missing {
-					b.line = l
-				}
-			}
-			seq++
-		}
+	if err := json.Unmarshal([]byte(l), &v); err != nil {
+		t.Fatal(err)
 	}
-	all := make([]*best, 0, len(keys))
-	for _, b := range keys {
-		all = append(all, b)
+	rank = int(rankError)
+	if v.Output == nil {
+		return v.ID, rank, v.Error.Sample
 	}
+	sample, rank = v.Output.Sample, int(rankAbort)
+	if fr := v.Output.FinishReason; fr != nil && *fr == "stop" {
+		rank = int(rankStop)
+	} else if fr != nil && *fr == "length" {
+		rank = int(rankLength)
+	}
+	return v.ID, rank, sample
+}
+
+// sortBest orders the keys as merge writes them: in input order, or by
+// id (integers first, numerically) then sample.
+func sortBest(all []*bruteBest, sortByID bool) {
 	sort.Slice(all, func(i, j int) bool {
 		a, b := all[i], all[j]
 		if !sortByID {
@@ -255,6 +219,55 @@ func (r bruteRun) expected(t *testing.T, samples int, dropLength, sortByID, miss
 		}
 		return a.sample < b.sample
 	})
+}
+
+// expected computes, the slow and obvious way, what merge must write.
+func (r bruteRun) expected(t *testing.T, samples int, dropLength, sortByID, missing bool) (out, errs []string) {
+	good := rankLength
+	if dropLength {
+		good = rankStop
+	}
+	keys := map[string]*bruteBest{}
+	seq := 0
+	keyOf := func(id string, sample int) string { return strings.Trim(id, `"`) + "\x00" + strconv.Itoa(sample) }
+	if missing {
+		for i, l := range r.prompts {
+			for s := 0; s < samples; s++ {
+				k := keyOf(r.ids[i], s)
+				if keys[k] == nil {
+					line := strings.TrimSuffix(l, "}") + `,"sample":` + strconv.Itoa(s) + "}"
+					if samples == 1 {
+						line = l
+					}
+					keys[k] = &bruteBest{order: seq, line: line, id: strings.Trim(r.ids[i], `"`), numeric: r.ids[i][0] != '"', sample: s}
+				}
+				seq++
+			}
+		}
+	}
+	for _, f := range r.files {
+		for _, l := range f {
+			id, rank, sample := bruteRank(t, l)
+			k := keyOf(string(id), sample)
+			b := keys[k]
+			if b == nil {
+				b = &bruteBest{order: seq, id: strings.Trim(string(id), `"`), numeric: id[0] != '"', sample: sample}
+				keys[k] = b
+			}
+			if rank >= b.rank {
+				b.rank, b.seq = rank, seq
+				if !missing {
+					b.line = l
+				}
+			}
+			seq++
+		}
+	}
+	all := make([]*bruteBest, 0, len(keys))
+	for _, b := range keys {
+		all = append(all, b)
+	}
+	sortBest(all, sortByID)
 	for _, b := range all {
 		switch {
 		case missing && b.line != "" && b.rank < int(good):

@@ -33,46 +33,8 @@ func unfitLine(line, reason string) string {
 // prompt ends exactly once in the answers or the to-do list.
 func TestRejectedAnswers(t *testing.T) {
 	dir := t.TempDir()
-	loop2 := answerLine("p2", "again and again and again", "stop")
-	first7 := answerLine("p7", "a loop, the first time", "stop")
-	fit8, unfit8 := answerLine("p8", "a fit first answer", "stop"), answerLine("p8", "a later unfit one", "stop")
-	gen := []string{
-		answerLine("p1", "a good answer", "stop"),
-		loop2,
-		answerLine("p3", " \n", "stop"),
-		answerLine("p4", "cut at the limit", "length"),
-		strings.TrimSuffix(promptLine("p5"), "}") + `,"error":{"status":500,"message":"boom","sample":0}}`,
-		first7,
-		answerLine("p7", "the rerun's good answer", "stop"),
-		fit8, unfit8,
-	}
-	// filter writes the bad lines it met to the same file, first here.
-	unfit := []string{`{"raw":"not json","reject":{"reason":"malformed_json","file":"gen.jsonl","line":9}}`,
-		unfitLine(loop2, "loop"), unfitLine(first7, "loop"), unfitLine(unfit8, "loop")}
-	var prompts []string
-	for _, id := range []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"} {
-		prompts = append(prompts, promptLine(id))
-	}
-	write := func(name string, lines []string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	genF, unfitF, promptsF := write("gen.jsonl", gen), write("gen.unfit.jsonl", unfit), write("prompts.jsonl", prompts)
-
-	ids := func(out []byte) []string {
-		var got []string
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			var r struct{ ID string }
-			if l != "" {
-				json.Unmarshal([]byte(l), &r)
-				got = append(got, r.ID)
-			}
-		}
-		return got
-	}
+	genF, unfitF, promptsF := rejectedFiles(t, dir)
+	ids := recordIDs
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -137,4 +99,50 @@ func TestRejectedAnswers(t *testing.T) {
 			t.Errorf("to-do %v: p2 (rejected) must be in it, p7 (answered again) not", got)
 		}
 	})
+}
+
+// rejectedFiles writes TestRejectedAnswers's answers, filter's rejects of
+// some of them, and the prompts, into dir.
+func rejectedFiles(t *testing.T, dir string) (genF, unfitF, promptsF string) {
+	loop2 := answerLine("p2", "again and again and again", "stop")
+	first7 := answerLine("p7", "a loop, the first time", "stop")
+	fit8, unfit8 := answerLine("p8", "a fit first answer", "stop"), answerLine("p8", "a later unfit one", "stop")
+	gen := []string{
+		answerLine("p1", "a good answer", "stop"),
+		loop2,
+		answerLine("p3", " \n", "stop"),
+		answerLine("p4", "cut at the limit", "length"),
+		strings.TrimSuffix(promptLine("p5"), "}") + `,"error":{"status":500,"message":"boom","sample":0}}`,
+		first7,
+		answerLine("p7", "the rerun's good answer", "stop"),
+		fit8, unfit8,
+	}
+	// filter writes the bad lines it met to the same file, first here.
+	unfit := []string{`{"raw":"not json","reject":{"reason":"malformed_json","file":"gen.jsonl","line":9}}`,
+		unfitLine(loop2, "loop"), unfitLine(first7, "loop"), unfitLine(unfit8, "loop")}
+	var prompts []string
+	for _, id := range []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"} {
+		prompts = append(prompts, promptLine(id))
+	}
+	write := func(name string, lines []string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("gen.jsonl", gen), write("gen.unfit.jsonl", unfit), write("prompts.jsonl", prompts)
+}
+
+// recordIDs are the ids of out's records, in order.
+func recordIDs(out []byte) []string {
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r struct{ ID string }
+		if l != "" {
+			json.Unmarshal([]byte(l), &r)
+			got = append(got, r.ID)
+		}
+	}
+	return got
 }

@@ -59,6 +59,23 @@ func extractLines(t *testing.T, args ...string) []string {
 	return splitLines(string(r.Stdout))
 }
 
+// answerLast is the prompt record l with a made-up answer to its last
+// question (and reasoning, if asked).
+func answerLast(t *testing.T, l string, reasoning bool) string {
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(l), &rec); err != nil {
+		t.Fatal(err)
+	}
+	msgs := rec["messages"].([]any)
+	q := msgs[len(msgs)-1].(map[string]any)["content"].(string)
+	out := map[string]any{"text": "Answer to: " + q[:min(len(q), 60)], "finish_reason": "stop", "sample": 0, "model": "m"}
+	if reasoning {
+		out["reasoning"] = "Let me see: " + q[:min(len(q), 30)]
+	}
+	o, _ := json.Marshal(out)
+	return strings.TrimSuffix(l, "}") + `,"output":` + string(o) + "}"
+}
+
 func loadTrainerRun(t *testing.T) trainerRun {
 	t.Helper()
 	var run trainerRun
@@ -134,26 +151,12 @@ func loadTrainerRun(t *testing.T) trainerRun {
 		add(regenerateKeeping(t, l, i%3 != 0))
 	}
 	// Alpaca's and MT-Bench's first questions, answered.
-	single := func(l string, reasoning bool) string {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatal(err)
-		}
-		msgs := rec["messages"].([]any)
-		q := msgs[len(msgs)-1].(map[string]any)["content"].(string)
-		out := map[string]any{"text": "Answer to: " + q[:min(len(q), 60)], "finish_reason": "stop", "sample": 0, "model": "m"}
-		if reasoning {
-			out["reasoning"] = "Let me see: " + q[:min(len(q), 30)]
-		}
-		o, _ := json.Marshal(out)
-		return strings.TrimSuffix(l, "}") + `,"output":` + string(o) + "}"
-	}
 	for i, l := range extractLines(t, "--id-prefix", "al-", absReal(t, "alpaca_en_demo.json")) {
-		add(single(l, i%2 == 1))
+		add(answerLast(t, l, i%2 == 1))
 	}
 	mtbench := absReal(t, "mt_bench_question.jsonl")
 	for i, l := range extractLines(t, mtbench) {
-		add(single(l, i%2 == 0))
+		add(answerLast(t, l, i%2 == 0))
 	}
 	for i, l := range extractLines(t, "--turns", "all", "--id-prefix", "mt-", mtbench) {
 		add(regenerateKeeping(t, l, i%2 == 0))
@@ -367,35 +370,9 @@ func TestForOnRealData(t *testing.T) {
 			}
 			r := testbin.Run(t, dir, nil, nil, "merge", append(slices.Clone(base), "--rejects", rej, "-o", out, gen)...)
 
-			// What the test expects, record by record.
-			wantRejects := map[string]int{}
-			want := map[string]int{} // answers trained on
-			var records, answers, context, rows int
-			for _, c := range run.cases {
-				reason, ans, ctx := c.wantFor(tc.trainer)
-				if reason != "" {
-					wantRejects[reason]++
-					continue
-				}
-				records++
-				answers += len(ans)
-				context += ctx
-				for _, a := range ans {
-					if !tc.reasoning {
-						a.reasoning = ""
-					}
-					want[answerKey(c.id, loadedTurn{Role: "assistant", Content: a.content, Reasoning: a.reasoning, Calls: a.calls})]++
-				}
-			}
-			lines := records
-			switch tc.trainer {
-			case forSpecForge:
-				rows, lines = answers, answers
-			case forSpeculators:
-				rows = answers
-			default:
-				rows = records
-			}
+			w := run.expectFor(tc.trainer, tc.reasoning)
+			wantRejects, want := w.rejects, w.trained
+			records, answers, context, rows, lines := w.records, w.answers, w.context, w.rows, w.lines
 			// The run shows every reason the trainer has.
 			for _, reason := range map[string][]string{
 				forSpeculators: {ReasonContextTurn},
@@ -423,15 +400,7 @@ func TestForOnRealData(t *testing.T) {
 			}
 			t.Logf("%d records in: %s; rejects %v", len(run.cases), summary, wantRejects)
 
-			gotRejects := map[string]int{}
-			for _, l := range splitLines(readFileString(t, rej)) {
-				var v struct{ Reject struct{ Reason string } }
-				if err := json.Unmarshal([]byte(l), &v); err != nil {
-					t.Fatal(err)
-				}
-				gotRejects[v.Reject.Reason]++
-			}
-			if !maps.Equal(gotRejects, wantRejects) {
+			if gotRejects := rejectReasons(t, rej); !maps.Equal(gotRejects, wantRejects) {
 				t.Errorf("rejects %v, want %v", gotRejects, wantRejects)
 			}
 
@@ -449,55 +418,121 @@ func TestForOnRealData(t *testing.T) {
 			if len(loaded) != rows {
 				t.Errorf("the loader makes %d rows, want %d", len(loaded), rows)
 			}
-			// The same file whatever the path its records take: held from
-			// stdin, or spilled to temporary files and read back.
-			for _, how := range []string{"spilled", "stdin"} {
-				if !tc.reasoning {
-					break
-				}
-				args := append(slices.Clone(base), "-o", out+".again", gen)
-				var stdin *os.File
-				if how == "spilled" {
-					args = append(args, "--memory", "64KiB", "--workers", "3")
-				} else {
-					if stdin, err = os.Open(gen); err != nil {
-						t.Fatal(err)
-					}
-					defer stdin.Close()
-					args[len(args)-1] = "-"
-				}
-				r := testbin.Run(t, dir, stdin, nil, "merge", args...)
-				if got := readFileString(t, out+".again"); r.Code != wantCode || got != string(data) {
-					t.Errorf("%s: exit %d, the file differs (%d bytes, want %d)\n%s", how, r.Code, len(got), len(data), r.Stderr)
-				}
-				if how == "spilled" && !spilledClause.MatchString(r.Stderr) {
-					t.Errorf("--memory 64KiB did not spill:\n%s", r.Stderr)
-				}
+			if tc.reasoning {
+				checkSameFile(t, dir, slices.Clone(base), gen, out, data, wantCode)
 			}
-			got := map[string]int{}
-			for _, row := range loaded {
-				for _, tn := range row.trainedTurns() {
-					got[answerKey(row.ID, tn)]++
-				}
-			}
-			if !maps.Equal(got, want) {
-				g, w := sortedKeys(got), sortedKeys(want)
-				var extra, lacking []string
-				for _, k := range g {
-					if !slices.Contains(w, k) {
-						extra = append(extra, k)
-					}
-				}
-				for _, k := range w {
-					if !slices.Contains(g, k) {
-						lacking = append(lacking, k)
-					}
-				}
-				t.Errorf("the loader trains on %d answers, want %d; not meant (first 3): %q; left out (first 3): %q",
-					len(g), len(w), extra[:min(3, len(extra))], lacking[:min(3, len(lacking))])
-			}
+			checkTrained(t, loaded, want)
 		})
 	}
+}
+
+// checkSameFile runs merge with base again on gen, spilled to temporary
+// files and from stdin: the file is data whatever the path its records
+// take.
+func checkSameFile(t *testing.T, dir string, base []string, gen, out string, data []byte, wantCode int) {
+	t.Helper()
+	for _, how := range []string{"spilled", "stdin"} {
+		args := append(slices.Clone(base), "-o", out+".again", gen)
+		var stdin *os.File
+		if how == "spilled" {
+			args = append(args, "--memory", "64KiB", "--workers", "3")
+		} else {
+			var err error
+			if stdin, err = os.Open(gen); err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			args[len(args)-1] = "-"
+		}
+		r := testbin.Run(t, dir, stdin, nil, "merge", args...)
+		if got := readFileString(t, out+".again"); r.Code != wantCode || got != string(data) {
+			t.Errorf("%s: exit %d, the file differs (%d bytes, want %d)\n%s", how, r.Code, len(got), len(data), r.Stderr)
+		}
+		if how == "spilled" && !spilledClause.MatchString(r.Stderr) {
+			t.Errorf("--memory 64KiB did not spill:\n%s", r.Stderr)
+		}
+	}
+}
+
+// forWant is what merge --for must make of a run: the rejects by reason,
+// the answers trained on (by answerKey), and the counts of its summary.
+type forWant struct {
+	rejects, trained                       map[string]int
+	records, answers, context, rows, lines int
+}
+
+// expectFor is what merge --for trainer (--with-reasoning or not) must
+// make of the run, record by record.
+func (run trainerRun) expectFor(trainer string, reasoning bool) forWant {
+	w := forWant{rejects: map[string]int{}, trained: map[string]int{}}
+	for _, c := range run.cases {
+		reason, ans, ctx := c.wantFor(trainer)
+		if reason != "" {
+			w.rejects[reason]++
+			continue
+		}
+		w.records++
+		w.answers += len(ans)
+		w.context += ctx
+		for _, a := range ans {
+			if !reasoning {
+				a.reasoning = ""
+			}
+			w.trained[answerKey(c.id, loadedTurn{Role: "assistant", Content: a.content, Reasoning: a.reasoning, Calls: a.calls})]++
+		}
+	}
+	w.lines = w.records
+	switch trainer {
+	case forSpecForge:
+		w.rows, w.lines = w.answers, w.answers
+	case forSpeculators:
+		w.rows = w.answers
+	default:
+		w.rows = w.records
+	}
+	return w
+}
+
+// rejectReasons counts the rejects file's records by reason.
+func rejectReasons(t *testing.T, path string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for _, l := range splitLines(readFileString(t, path)) {
+		var v struct{ Reject struct{ Reason string } }
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatal(err)
+		}
+		got[v.Reject.Reason]++
+	}
+	return got
+}
+
+// checkTrained compares the answers the loader trains on with want.
+func checkTrained(t *testing.T, loaded []trainRow, want map[string]int) {
+	t.Helper()
+	got := map[string]int{}
+	for _, row := range loaded {
+		for _, tn := range row.trainedTurns() {
+			got[answerKey(row.ID, tn)]++
+		}
+	}
+	if maps.Equal(got, want) {
+		return
+	}
+	g, w := sortedKeys(got), sortedKeys(want)
+	var extra, lacking []string
+	for _, k := range g {
+		if !slices.Contains(w, k) {
+			extra = append(extra, k)
+		}
+	}
+	for _, k := range w {
+		if !slices.Contains(g, k) {
+			lacking = append(lacking, k)
+		}
+	}
+	t.Errorf("the loader trains on %d answers, want %d; not meant (first 3): %q; left out (first 3): %q",
+		len(g), len(w), extra[:min(3, len(extra))], lacking[:min(3, len(lacking))])
 }
 
 func readFileString(t *testing.T, path string) string {
