@@ -97,13 +97,7 @@ func canon(t *testing.T, e *exchange) any {
 
 func decode(t *testing.T, b []byte) any {
 	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	return blank(v)
+	return blank(testbin.DecodeJSON(t, b))
 }
 
 func blank(v any) any {
