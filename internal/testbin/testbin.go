@@ -2,7 +2,8 @@
 // so that CLI tests exercise exactly what users run: flag parsing, the exit
 // code mapping, signal handling and the buffered stdout. InProcess runs a
 // command the same way without a build, for tests that cancel it or run it
-// many times.
+// many times. It is also the one place for golden files: the -update flag,
+// CheckGolden, and the wire exchanges of the simulated servers.
 package testbin
 
 import (
