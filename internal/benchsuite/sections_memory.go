@@ -20,7 +20,7 @@ var memorySection = &section{
 				return err
 			}
 		}
-		return h.subBench(ctx, "infer-memory-ledger", "BenchmarkLedger", "3x", "./lib/infer/", []string{"tables", "map"}, func(mode string) (string, bool) {
+		return h.subBench(ctx, "infer-memory-ledger", "BenchmarkLedger", "3x", "./lib/ledger/", []string{"tables", "map"}, func(mode string) (string, bool) {
 			return mode, mode == "tables"
 		})
 	},
@@ -80,7 +80,7 @@ func renderMemory(w io.Writer, h *harness) {
 	if len(ledger) == 0 {
 		return
 	}
-	fmt.Fprint(w, "\nThe ledger alone (`BenchmarkLedger`, lib/infer): a million ids marked seen and done, the live heap\n"+
+	fmt.Fprint(w, "\nThe ledger alone (`BenchmarkLedger`, lib/ledger): a million ids marked seen and done, the live heap\n"+
 		"they take an id after a collection, beside a Go map of the ids' 128-bit hashes (what the ledger was):\n\n")
 	columns(ledger, "ledger=name", "bytes an id (live heap)=B/id:2", "ns an id=ns/id:0", "load=load").write(w)
 	fmt.Fprintf(w, "\n- `%s`\n", ledger[0].Command)
