@@ -19,63 +19,7 @@ import (
 // one worker and four, and no section for an input without arms.
 func TestArms(t *testing.T) {
 	path := filepath.Join(testdata, "arms.jsonl")
-	type sums struct {
-		answers, errors, tokens, latency, stop, length, reasoned int64
-	}
-	want := map[string]*sums{}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var total int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r struct {
-			Output *struct {
-				Arm          string `json:"arm"`
-				FinishReason string `json:"finish_reason"`
-				Reasoning    string `json:"reasoning"`
-				LatencyMS    int64  `json:"latency_ms"`
-				Usage        struct {
-					CompletionTokens int64 `json:"completion_tokens"`
-				} `json:"usage"`
-			} `json:"output"`
-			Error *struct {
-				Arm string `json:"arm"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		arm := func(a string) *sums {
-			if a == "" {
-				a = "(none)"
-			}
-			if want[a] == nil {
-				want[a] = &sums{}
-			}
-			return want[a]
-		}
-		switch {
-		case r.Output != nil:
-			s := arm(r.Output.Arm)
-			s.answers++
-			total++
-			s.tokens += r.Output.Usage.CompletionTokens
-			s.latency += r.Output.LatencyMS
-			if r.Output.FinishReason == "stop" {
-				s.stop++
-			} else {
-				s.length++
-			}
-			if r.Output.Reasoning != "" {
-				s.reasoned++
-			}
-		case r.Error != nil:
-			arm(r.Error.Arm).errors++
-		}
-	}
+	want, total := armSums(t, path)
 	code, stdout, stderr := run(t, "", "--json", "--wall", "10m", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -148,4 +92,70 @@ func TestArms(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &plain); err != nil || plain.Arms != nil || plain.Kinds.Generation == 0 {
 		t.Errorf("an input without arms: arms %+v (%v)", plain.Arms, err)
 	}
+}
+
+// armSum is what the records of one arm add up to.
+type armSum struct {
+	answers, errors, tokens, latency, stop, length, reasoned int64
+}
+
+// armSums adds up the records of path by arm, the plain way; total is
+// the answers.
+func armSums(t *testing.T, path string) (map[string]*armSum, int64) {
+	t.Helper()
+	want := map[string]*armSum{}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var total int64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r struct {
+			Output *struct {
+				Arm          string `json:"arm"`
+				FinishReason string `json:"finish_reason"`
+				Reasoning    string `json:"reasoning"`
+				LatencyMS    int64  `json:"latency_ms"`
+				Usage        struct {
+					CompletionTokens int64 `json:"completion_tokens"`
+				} `json:"usage"`
+			} `json:"output"`
+			Error *struct {
+				Arm string `json:"arm"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		arm := func(a string) *armSum {
+			if a == "" {
+				a = "(none)"
+			}
+			if want[a] == nil {
+				want[a] = &armSum{}
+			}
+			return want[a]
+		}
+		switch {
+		case r.Output != nil:
+			s := arm(r.Output.Arm)
+			s.answers++
+			total++
+			s.tokens += r.Output.Usage.CompletionTokens
+			s.latency += r.Output.LatencyMS
+			if r.Output.FinishReason == "stop" {
+				s.stop++
+			} else {
+				s.length++
+			}
+			if r.Output.Reasoning != "" {
+				s.reasoned++
+			}
+		case r.Error != nil:
+			arm(r.Error.Arm).errors++
+		}
+	}
+	return want, total
 }

@@ -33,7 +33,6 @@ func TestContextReport(t *testing.T) {
 		`{"id":1,"prompt":"p","output":{"text":"a","usage":{"prompt_tokens":3000,"completion_tokens":5}}}`,
 		`{"id":2,"prompt":"p","output":{"text":"a","usage":{"prompt_tokens":1000,"completion_tokens":5}}}`,
 		`{"id":3,"prompt":"p","error":{"status":400,"message":"too long"}}`)
-	type share struct{ half, ninety int64 }
 	tests := []struct {
 		name    string
 		env     string // TOKENMILL_STATS_CONTEXT_LENGTH
@@ -42,24 +41,24 @@ func TestContextReport(t *testing.T) {
 		source  string
 		answers quantile.Summary
 		// above 50% and 90% of the context: answers, turns, refused
-		shares   []share
+		shares   []contextShare
 		lowered  [2]int64 // answers, turns
 		records  [3]int64 // answers, turns, refused
 		full     int64
 		inferred *InferredContext
 	}{
 		{name: "given", args: []string{"--context-length", "4096", fitted}, length: 4096, source: "--context-length",
-			answers: answers, shares: []share{{3, 2}, {3, 1}, {2, 2}}, lowered: [2]int64{3, 3}, records: [3]int64{6, 5, 3}, full: 1},
+			answers: answers, shares: []contextShare{{3, 2}, {3, 1}, {2, 2}}, lowered: [2]int64{3, 3}, records: [3]int64{6, 5, 3}, full: 1},
 		{name: "given larger", args: []string{"--context-length", "8192", fitted}, length: 8192, source: "--context-length",
-			answers: answers, shares: []share{{0, 0}, {0, 0}, {1, 1}}, lowered: [2]int64{3, 3}, records: [3]int64{6, 5, 3}, full: 1},
+			answers: answers, shares: []contextShare{{0, 0}, {0, 0}, {1, 1}}, lowered: [2]int64{3, 3}, records: [3]int64{6, 5, 3}, full: 1},
 		{name: "inferred", args: []string{fitted}, length: 4096, source: "inferred",
-			answers: answers, shares: []share{{3, 2}, {3, 1}, {2, 2}}, lowered: [2]int64{3, 3}, records: [3]int64{6, 5, 3}, full: 1,
+			answers: answers, shares: []contextShare{{3, 2}, {3, 1}, {2, 2}}, lowered: [2]int64{3, 3}, records: [3]int64{6, 5, 3}, full: 1,
 			inferred: &InferredContext{Requests: 6, LargestSum: 4087, Added: 9}},
 		{name: "unknown", args: []string{plain}, source: "unknown",
 			answers: quantile.Summary{Count: 2, Mean: 2000, P50: 1000, P90: 3000, P99: 3000, Max: 3000}, records: [3]int64{2, 0, 0}},
 		{name: "from the environment", env: "4096", args: []string{plain}, length: 4096, source: "--context-length",
 			answers: quantile.Summary{Count: 2, Mean: 2000, P50: 1000, P90: 3000, P99: 3000, Max: 3000}, records: [3]int64{2, 0, 0},
-			shares: []share{{1, 0}, {0, 0}, {0, 0}}},
+			shares: []contextShare{{1, 0}, {0, 0}, {0, 0}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,48 +84,11 @@ func TestContextReport(t *testing.T) {
 			if got := [2]int64{c.LoweredAnswers, c.LoweredTurns}; got != tt.lowered || c.ContextFull != tt.full {
 				t.Errorf("lowered %v, context_full %d; want %v, %d", got, c.ContextFull, tt.lowered, tt.full)
 			}
-			for i, p := range []*ContextPrompts{&c.Answers, &c.Turns, &c.Refused} {
-				if tt.shares == nil {
-					if p.Share != nil {
-						t.Errorf("row %d: a share of an unknown context: %+v", i, p.Share)
-					}
-					continue
-				}
-				s, l := p.Share, float64(tt.length)
-				if s == nil {
-					t.Fatalf("row %d: no share of the %d-token context", i, tt.length)
-				}
-				if got := (share{s.AboveHalf, s.Above90}); got != tt.shares[i] {
-					t.Errorf("row %d: above 50%% and 90%%: %v, want %v", i, got, tt.shares[i])
-				}
-				if s.P50 != p.PromptTokens.P50/l || s.Max != p.PromptTokens.Max/l {
-					t.Errorf("row %d: share %+v of %+v over %d", i, s, p.PromptTokens, tt.length)
-				}
-			}
+			checkShares(t, c, tt.length, tt.shares)
 		})
 	}
 
-	t.Run("text", func(t *testing.T) {
-		for _, x := range []struct {
-			args []string
-			want []string
-		}{
-			{[]string{plain}, []string{"context: unknown (no lowered max_tokens to infer it from; --context-length N shows prompts as a share of it)",
-				"max_tokens lowered to fit: 0 of 2 answers (output.max_tokens)\nrefused as too long for the context (error.reason prompt_too_long): 0 prompts\n"}},
-			{[]string{fitted}, []string{"context: about 4,096 tokens, inferred: the largest usage.prompt_tokens + max_tokens of 6 lowered requests (4,087) + 9",
-				"max_tokens lowered to fit: 3 of 6 answers (output.max_tokens), 3 of 5 turns (turns[].max_tokens)", "conversations ended context_full: 1"}},
-		} {
-			code, stdout, stderr := run(t, "", x.args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			for _, w := range x.want {
-				if !strings.Contains(stdout, w) {
-					t.Errorf("%v: the report lacks %q:\n%s", x.args, w, stdout)
-				}
-			}
-		}
-	})
+	t.Run("text", func(t *testing.T) { checkContextText(t, plain, fitted) })
 
 	// Prompt records alone: no context section.
 	prompts := write("prompts.jsonl", `{"id":1,"prompt":"p"}`)
@@ -135,5 +97,55 @@ func TestContextReport(t *testing.T) {
 	}
 	if code, stdout, _ := run(t, "", prompts); strings.Contains(stdout, "context") {
 		t.Errorf("exit %d, a context section without answers or errors:\n%s", code, stdout)
+	}
+}
+
+// contextShare is the prompts above 50% and 90% of the context.
+type contextShare struct{ half, ninety int64 }
+
+// checkShares checks the answers', turns' and refusals' shares of the
+// context (none when shares is nil).
+func checkShares(t *testing.T, c *Context, length int64, shares []contextShare) {
+	t.Helper()
+	for i, p := range []*ContextPrompts{&c.Answers, &c.Turns, &c.Refused} {
+		if shares == nil {
+			if p.Share != nil {
+				t.Errorf("row %d: a share of an unknown context: %+v", i, p.Share)
+			}
+			continue
+		}
+		s, l := p.Share, float64(length)
+		if s == nil {
+			t.Fatalf("row %d: no share of the %d-token context", i, length)
+		}
+		if got := (contextShare{s.AboveHalf, s.Above90}); got != shares[i] {
+			t.Errorf("row %d: above 50%% and 90%%: %v, want %v", i, got, shares[i])
+		}
+		if s.P50 != p.PromptTokens.P50/l || s.Max != p.PromptTokens.Max/l {
+			t.Errorf("row %d: share %+v of %+v over %d", i, s, p.PromptTokens, length)
+		}
+	}
+}
+
+// checkContextText checks the context section of the text report.
+func checkContextText(t *testing.T, plain, fitted string) {
+	for _, x := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{plain}, []string{"context: unknown (no lowered max_tokens to infer it from; --context-length N shows prompts as a share of it)",
+			"max_tokens lowered to fit: 0 of 2 answers (output.max_tokens)\nrefused as too long for the context (error.reason prompt_too_long): 0 prompts\n"}},
+		{[]string{fitted}, []string{"context: about 4,096 tokens, inferred: the largest usage.prompt_tokens + max_tokens of 6 lowered requests (4,087) + 9",
+			"max_tokens lowered to fit: 3 of 6 answers (output.max_tokens), 3 of 5 turns (turns[].max_tokens)", "conversations ended context_full: 1"}},
+	} {
+		code, stdout, stderr := run(t, "", x.args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, w := range x.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: the report lacks %q:\n%s", x.args, w, stdout)
+			}
+		}
 	}
 }

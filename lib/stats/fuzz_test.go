@@ -13,6 +13,38 @@ import (
 	"tokenmill/lib/jsonl"
 )
 
+// stdRecord is what FuzzParse reads of a record with the standard
+// decoder.
+type stdRecord struct {
+	Messages []struct {
+		Content string `json:"content"`
+	} `json:"messages"`
+	Prompt *string `json:"prompt"`
+	Source string  `json:"source"`
+	Output *struct {
+		Text         string `json:"text"`
+		Reasoning    string `json:"reasoning"`
+		FinishReason string `json:"finish_reason"`
+		Endpoint     string `json:"endpoint"`
+		LatencyMS    int64  `json:"latency_ms"`
+		MaxTokens    int64  `json:"max_tokens"`
+		Messages     []struct {
+			Content   string `json:"content"`
+			Reasoning string `json:"reasoning_content"`
+		} `json:"messages"`
+		Turns []struct {
+			Message   int   `json:"message"`
+			MaxTokens int64 `json:"max_tokens"`
+		} `json:"turns"`
+	} `json:"output"`
+	Error *struct {
+		Status       int    `json:"status"`
+		Message      string `json:"message"`
+		Reason       string `json:"reason"`
+		PromptTokens int64  `json:"prompt_tokens"`
+	} `json:"error"`
+}
+
 // FuzzParse checks parse against the standard library: a line parse
 // accepts is a JSON object whose figures the standard decoder agrees with,
 // and a line it calls malformed is not JSON.
@@ -48,35 +80,7 @@ func FuzzParse(f *testing.F) {
 		if !valid || !strings.HasPrefix(strings.TrimLeft(string(line), " \t\r\n"), "{") {
 			t.Fatalf("accepted %q, which is not a JSON object", line)
 		}
-		var std struct {
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-			Prompt *string `json:"prompt"`
-			Source string  `json:"source"`
-			Output *struct {
-				Text         string `json:"text"`
-				Reasoning    string `json:"reasoning"`
-				FinishReason string `json:"finish_reason"`
-				Endpoint     string `json:"endpoint"`
-				LatencyMS    int64  `json:"latency_ms"`
-				MaxTokens    int64  `json:"max_tokens"`
-				Messages     []struct {
-					Content   string `json:"content"`
-					Reasoning string `json:"reasoning_content"`
-				} `json:"messages"`
-				Turns []struct {
-					Message   int   `json:"message"`
-					MaxTokens int64 `json:"max_tokens"`
-				} `json:"turns"`
-			} `json:"output"`
-			Error *struct {
-				Status       int    `json:"status"`
-				Message      string `json:"message"`
-				Reason       string `json:"reason"`
-				PromptTokens int64  `json:"prompt_tokens"`
-			} `json:"error"`
-		}
+		var std stdRecord
 		if err := json.Unmarshal(line, &std); err != nil {
 			t.Fatalf("parse accepted %q, the standard decoder does not: %v", line, err)
 		}
