@@ -92,6 +92,19 @@ func (h *harness) templates() *template.Template {
 		"kindsSlots":    func() []int { return kindsSlots }, "kindsOrder": func() []string { return kindsOrder },
 		"ollamaVersion": func() string { return cmp(h.info.Facts["ollama"], ollamaserver.Version) },
 		"benchRow":      h.benchRow, "benchRunRow": benchRunRow,
+		"allTargets": func() (string, error) { // every section's, for the whole report
+			var b strings.Builder
+			var all []string
+			for _, s := range sections {
+				t, err := h.targets(s)
+				if err != nil {
+					return "", err
+				}
+				all = append(all, t...)
+			}
+			err := writeTargets(&b, h.results, all)
+			return b.String(), err
+		},
 	}
 	return template.Must(template.New("report").Funcs(funcs).Parse(reportTmpl))
 }
@@ -154,18 +167,5 @@ func init() {
 			t.add(k, h.fact(k))
 		}
 		t.add("load before", "`"+h.info.LoadBefore+"`").add("load after", "`"+h.info.LoadAfter+"`").write(w)
-	}
-	parts["targets"] = func(w io.Writer, h *harness) {
-		var all []string
-		for _, s := range sections {
-			t, err := h.targets(s)
-			if err != nil {
-				panic(err)
-			}
-			all = append(all, t...)
-		}
-		if err := writeTargets(w, h.results, all); err != nil {
-			panic(err)
-		}
 	}
 }
