@@ -37,15 +37,15 @@ func (e Exp) Delay(n int) time.Duration {
 // retries of requests that failed together do not arrive together. It is
 // safe for concurrent use.
 type Jitter struct {
-	exp Exp
-	mu  sync.Mutex
-	rnd *rand.Rand
+	exp  Exp
+	mu   sync.Mutex
+	draw func(n int64) int64 // in [0, n)
 }
 
 // NewJitter draws e's waits from src: a seeded source makes them
 // repeatable.
 func NewJitter(e Exp, src rand.Source) *Jitter {
-	return &Jitter{exp: e, rnd: rand.New(src)}
+	return &Jitter{exp: e, draw: rand.New(src).Int64N}
 }
 
 // Delay is the wait after the n-th failure in a row.
@@ -55,7 +55,7 @@ func (j *Jitter) Delay(n int) time.Duration {
 		return 0
 	}
 	j.mu.Lock()
-	r := j.rnd.Int64N(int64(d/2) + 1)
+	r := j.draw(int64(d/2) + 1)
 	j.mu.Unlock()
 	return d/2 + time.Duration(r)
 }

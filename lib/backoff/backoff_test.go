@@ -66,31 +66,28 @@ func TestExpMatchesClosedForm(t *testing.T) {
 	}
 }
 
-// fixed is a rand.Source that always gives v.
-type fixed uint64
-
-func (f fixed) Uint64() uint64 { return uint64(f) }
-
 func TestJitter(t *testing.T) {
 	e := Exp{100 * ms, time.Second}
+	least := func(int64) int64 { return 0 }
+	most := func(n int64) int64 { return n - 1 }
+	half := func(n int64) int64 { return n / 2 }
 	for _, tt := range []struct {
 		name string
 		e    Exp
-		src  rand.Source
+		draw func(int64) int64
 		n    int
 		want time.Duration
 	}{
-		// Int64N is the high word of draw*bound (the low one only decides
-		// whether to draw again, which these never do): a draw of 1 is
-		// the least wait, 2^64-1 the most, 2^63+1 half way.
-		{"least", e, fixed(1), 1, 50 * ms},
-		{"most", e, fixed(math.MaxUint64), 1, 100 * ms},
-		{"least doubled", e, fixed(1), 2, 100 * ms},
-		{"most capped", e, fixed(math.MaxUint64), 9, time.Second},
-		{"half way", e, fixed(1<<63 + 1), 3, 300 * ms},
-		{"no wait draws nothing", Exp{0, time.Second}, fixed(math.MaxUint64), 3, 0},
+		{"least", e, least, 1, 50 * ms},
+		{"most", e, most, 1, 100 * ms},
+		{"least doubled", e, least, 2, 100 * ms},
+		{"most capped", e, most, 9, time.Second},
+		{"half way", e, half, 3, 300 * ms},
+		{"odd wait", Exp{3, 100}, most, 1, 2}, // 1 + at most 1: never past the wait
+		{"no wait draws nothing", Exp{0, time.Second}, func(int64) int64 { panic("drawn") }, 3, 0},
 	} {
-		if got := NewJitter(tt.e, tt.src).Delay(tt.n); got != tt.want {
+		j := &Jitter{exp: tt.e, draw: tt.draw}
+		if got := j.Delay(tt.n); got != tt.want {
 			t.Errorf("%s: Delay(%d) = %v, want %v", tt.name, tt.n, got, tt.want)
 		}
 	}
