@@ -4,9 +4,11 @@
 // resumable after a kill at any moment with exactly one record per answer.
 //
 // The fleet itself (endpoints, pool, balancing, readiness, failure
-// classes) is lib/fleet; this package is the run: the queue of answers,
-// the ledger of what is done, retries, resume, output, progress, the ETA
-// and the run's figures.
+// classes, token ids) is lib/fleet; what a run has done and the files that
+// hold it (output, errors file, turn journal) are lib/ledger, and each
+// answer's settings lib/settings. This package is the run: the queue of
+// answers, fitting them into the context, retries, progress, the ETA and
+// the run's figures.
 package infer
 
 import (

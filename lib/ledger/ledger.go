@@ -1,7 +1,9 @@
 // Package ledger remembers what a run has done: the ids its input has
 // shown and the (id, sample) answers already written, in about 13 bytes an
-// id; and it reads them back from the output file a run continues, and
-// the refusals from the errors file it leaves.
+// id. It owns the files that hold them (Files: the output a run writes or
+// continues, its errors file, the turn journal beside it, their locks),
+// and reads them back: the answers of the output a run continues, the
+// refusals of the errors file it leaves.
 package ledger
 
 import (
