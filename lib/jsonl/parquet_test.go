@@ -88,40 +88,42 @@ type pqTurnRow struct {
 
 func pqTurn(from, value string) *pqTurnRow { return &pqTurnRow{&from, &value} }
 
+// The row types of TestParquetRows.
+type pqScalars struct {
+	ID *string `parquet:"id,optional"`
+	N  *int64  `parquet:"n,optional"`
+}
+type pqConversations struct {
+	Conv []*pqTurnRow `parquet:"conversations,optional,list"`
+	ID   int64        `parquet:"id"`
+}
+type pqLabel struct {
+	AbilityEn []string `parquet:"ability_en,optional,list"`
+	AbilityZh []string `parquet:"ability_zh,optional,list"`
+}
+type pqLabelled struct {
+	Label *pqLabel `parquet:"label,optional"`
+}
+type pqNumbers struct {
+	B   bool     `parquet:"b"`
+	D   float64  `parquet:"d"`
+	Dec int32    `parquet:"dec,decimal(2:9)"`
+	Day int32    `parquet:"day,date"`
+	F   float32  `parquet:"f"`
+	I32 int32    `parquet:"i32"`
+	Raw []byte   `parquet:"raw"`
+	TS  int64    `parquet:"ts,timestamp(millisecond)"`
+	U64 uint64   `parquet:"u64"`
+	UID [16]byte `parquet:"uid,uuid"`
+}
+type pqNested struct {
+	M    map[string]*int64 `parquet:"m,optional"`
+	IM   map[int32]string  `parquet:"im"`
+	Tags []string          `parquet:"tags"`
+	LL   [][]int64         `parquet:"ll,list"`
+}
+
 func TestParquetRows(t *testing.T) {
-	type scalars struct {
-		ID *string `parquet:"id,optional"`
-		N  *int64  `parquet:"n,optional"`
-	}
-	type conversations struct {
-		Conv []*pqTurnRow `parquet:"conversations,optional,list"`
-		ID   int64        `parquet:"id"`
-	}
-	type label struct {
-		AbilityEn []string `parquet:"ability_en,optional,list"`
-		AbilityZh []string `parquet:"ability_zh,optional,list"`
-	}
-	type labelled struct {
-		Label *label `parquet:"label,optional"`
-	}
-	type numbers struct {
-		B   bool     `parquet:"b"`
-		D   float64  `parquet:"d"`
-		Dec int32    `parquet:"dec,decimal(2:9)"`
-		Day int32    `parquet:"day,date"`
-		F   float32  `parquet:"f"`
-		I32 int32    `parquet:"i32"`
-		Raw []byte   `parquet:"raw"`
-		TS  int64    `parquet:"ts,timestamp(millisecond)"`
-		U64 uint64   `parquet:"u64"`
-		UID [16]byte `parquet:"uid,uuid"`
-	}
-	type nested struct {
-		M    map[string]*int64 `parquet:"m,optional"`
-		IM   map[int32]string  `parquet:"im"`
-		Tags []string          `parquet:"tags"`
-		LL   [][]int64         `parquet:"ll,list"`
-	}
 	ts := time.Date(2024, 6, 25, 12, 30, 45, 123000000, time.UTC)
 	uid := [16]byte{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}
 	tests := []struct {
@@ -132,14 +134,14 @@ func TestParquetRows(t *testing.T) {
 		{
 			name: "optional scalars and nulls",
 			write: func(t testing.TB, p string) {
-				pqWrite(t, p, []scalars{{ID: ptr("a\"b\n"), N: ptr(int64(-7))}, {}})
+				pqWrite(t, p, []pqScalars{{ID: ptr("a\"b\n"), N: ptr(int64(-7))}, {}})
 			},
 			want: []string{`{"id":"a\"b\n","n":-7}`, `{"id":null,"n":null}`},
 		},
 		{
 			name: "Hugging Face conversations: list of structs, null list, empty list, null element and field",
 			write: func(t testing.TB, p string) {
-				pqWrite(t, p, []conversations{
+				pqWrite(t, p, []pqConversations{
 					{ID: 1, Conv: []*pqTurnRow{pqTurn("human", "Hi"), pqTurn("gpt", "Hello")}},
 					{ID: 2},
 					{ID: 3, Conv: []*pqTurnRow{}},
@@ -156,9 +158,9 @@ func TestParquetRows(t *testing.T) {
 		{
 			name: "Infinity-Instruct label: a struct of string lists",
 			write: func(t testing.TB, p string) {
-				pqWrite(t, p, []labelled{
-					{Label: &label{AbilityEn: []string{"math", "logic"}, AbilityZh: []string{"数学"}}},
-					{Label: &label{AbilityEn: []string{}}},
+				pqWrite(t, p, []pqLabelled{
+					{Label: &pqLabel{AbilityEn: []string{"math", "logic"}, AbilityZh: []string{"数学"}}},
+					{Label: &pqLabel{AbilityEn: []string{}}},
 					{},
 				})
 			},
@@ -171,7 +173,7 @@ func TestParquetRows(t *testing.T) {
 		{
 			name: "numbers, logical types and binary",
 			write: func(t testing.TB, p string) {
-				pqWrite(t, p, []numbers{
+				pqWrite(t, p, []pqNumbers{
 					{B: true, D: 0.25, Dec: -12345, Day: 19899, F: 1.5, I32: -3, Raw: []byte("text"),
 						TS: ts.UnixMilli(), U64: math.MaxUint64, UID: uid},
 					{D: math.NaN(), Dec: 5, F: float32(math.Inf(1)), Raw: []byte{0xff, 0xfe}},
@@ -185,7 +187,7 @@ func TestParquetRows(t *testing.T) {
 		{
 			name: "maps, bare repeated fields, lists of lists",
 			write: func(t testing.TB, p string) {
-				pqWrite(t, p, []nested{
+				pqWrite(t, p, []pqNested{
 					{M: map[string]*int64{"a": ptr(int64(1)), "b": nil}, IM: map[int32]string{7: "x"}, Tags: []string{"p", "q"},
 						LL: [][]int64{{1, 2}, {}, {3}}},
 					{},
