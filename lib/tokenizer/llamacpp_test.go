@@ -80,34 +80,7 @@ func TestLlamaCppAgreement(t *testing.T) {
 	t.Logf("llama-server (build %s) ready in %v, %v after the start of the test", srv.BuildInfo, srv.Ready.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
 
-	// Render every case here and there.
-	type rendered struct {
-		want, got string
-		err       error
-	}
-	renders := make([]rendered, len(cases))
-	llamacppEach(len(cases), func(i int) {
-		c := cases[i]
-		r := &renders[i]
-		var err error
-		if r.want, err = tok.Render(c.request()); err != nil {
-			r.err = fmt.Errorf("Render: %w", err)
-			return
-		}
-		body := map[string]any{"messages": c.Messages, "add_generation_prompt": c.AddGenerationPrompt}
-		if len(c.Tools) > 0 {
-			body["tools"] = c.Tools
-		}
-		if len(c.Kwargs) > 0 {
-			body["chat_template_kwargs"] = c.Kwargs
-		}
-		var out struct{ Prompt string }
-		if err := srv.Call("/apply-template", body, &out); err != nil {
-			r.err = err
-			return
-		}
-		r.got = out.Prompt
-	})
+	renders := llamacppRenderAll(tok, srv, cases)
 
 	tRender := time.Since(t0)
 
@@ -121,16 +94,12 @@ func TestLlamaCppAgreement(t *testing.T) {
 	}
 	nPrompts := len(inputs)
 	inputs = append(inputs, texts...)
-	type tokenized struct {
-		want, got []int
-		err       error
-	}
-	toks := make([]tokenized, len(inputs))
 	srvTokenize := func(text string) ([]int, error) {
 		var out struct{ Tokens []int }
 		err := srv.Call("/tokenize", map[string]any{"content": text, "add_special": false, "parse_special": true}, &out)
 		return out.Tokens, err
 	}
+	toks := make([]llamacppTokenized, len(inputs))
 	llamacppEach(len(inputs), func(i int) {
 		r := &toks[i]
 		r.want = tok.Encode(inputs[i])
@@ -140,8 +109,49 @@ func TestLlamaCppAgreement(t *testing.T) {
 		tRender.Round(time.Millisecond), (time.Since(t0) - tRender).Round(time.Millisecond))
 
 	// Count, and explain each difference or fail.
-	known := map[string]int{}
-	sameText, failed := 0, 0
+	known, sameText, sameIDs, failed := llamacppCompare(t, tok, cases, renders, inputs, nPrompts, toks, srvTokenize)
+	t.Logf("templates: %d cases, %d identical texts", len(cases), sameText)
+	t.Logf("tokens: %d rendered prompts, %d identical; %d plain texts (%d of the datasets, %d of those with CRLF line ends, %d probes), %d identical",
+		nPrompts, sameIDs[0], len(texts), nData, nCRLF, len(llamacppProbes), sameIDs[1])
+	names := make([]string, 0, len(known))
+	for name := range known {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Logf("known divergence %q: %d cases (%s)", name, known[name], llamacppDivergences[name])
+	}
+	if failed > 0 {
+		t.Fatalf("%d comparisons differ with no known reason (first 5 above)", failed)
+	}
+	if len(cases) < 5000 || nData < 3000 {
+		t.Fatalf("only %d cases and %d texts: the datasets are not all there", len(cases), nData)
+	}
+	if known[llamacppNoNFC] == 0 {
+		t.Errorf("no probe showed %q: the probes no longer reach it", llamacppNoNFC)
+	}
+}
+
+// llamacppRendered is one case rendered by Render (want) and llama.cpp.
+type llamacppRendered struct {
+	want, got string
+	err       error
+}
+
+// llamacppTokenized is one text's ids by Encode (want) and llama.cpp.
+type llamacppTokenized struct {
+	want, got []int
+	err       error
+}
+
+// llamacppCompare counts the identical renders and ids, and explains
+// each difference by a known divergence or reports it (the first five).
+// inputs are the rendered prompts (nPrompts of them), then plain texts;
+// sameIDs counts the identical ids of each.
+func llamacppCompare(t *testing.T, tok *Tokenizer, cases []llamacppCase, renders []llamacppRendered, inputs []string, nPrompts int,
+	toks []llamacppTokenized, srvTokenize func(string) ([]int, error)) (known map[string]int, sameText int, sameIDs [2]int, failed int) {
+	t.Helper()
+	known = map[string]int{}
 	report := func(format string, args ...any) {
 		if failed++; failed <= 5 {
 			t.Errorf(format, args...)
@@ -164,7 +174,6 @@ func TestLlamaCppAgreement(t *testing.T) {
 			known[name]++
 		}
 	}
-	sameIDs := [2]int{} // prompts, texts
 	for i, r := range toks {
 		kind := 0
 		if i >= nPrompts {
@@ -191,26 +200,35 @@ func TestLlamaCppAgreement(t *testing.T) {
 		}
 	}
 
-	t.Logf("templates: %d cases, %d identical texts", len(cases), sameText)
-	t.Logf("tokens: %d rendered prompts, %d identical; %d plain texts (%d of the datasets, %d of those with CRLF line ends, %d probes), %d identical",
-		nPrompts, sameIDs[0], len(texts), nData, nCRLF, len(llamacppProbes), sameIDs[1])
-	names := make([]string, 0, len(known))
-	for name := range known {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		t.Logf("known divergence %q: %d cases (%s)", name, known[name], llamacppDivergences[name])
-	}
-	if failed > 0 {
-		t.Fatalf("%d comparisons differ with no known reason (first 5 above)", failed)
-	}
-	if len(cases) < 5000 || nData < 3000 {
-		t.Fatalf("only %d cases and %d texts: the datasets are not all there", len(cases), nData)
-	}
-	if known[llamacppNoNFC] == 0 {
-		t.Errorf("no probe showed %q: the probes no longer reach it", llamacppNoNFC)
-	}
+	return known, sameText, sameIDs, failed
+}
+
+// llamacppRenderAll renders every case here and by the server.
+func llamacppRenderAll(tok *Tokenizer, srv *llamaserver.Server, cases []llamacppCase) []llamacppRendered {
+	renders := make([]llamacppRendered, len(cases))
+	llamacppEach(len(cases), func(i int) {
+		c := cases[i]
+		r := &renders[i]
+		var err error
+		if r.want, err = tok.Render(c.request()); err != nil {
+			r.err = fmt.Errorf("Render: %w", err)
+			return
+		}
+		body := map[string]any{"messages": c.Messages, "add_generation_prompt": c.AddGenerationPrompt}
+		if len(c.Tools) > 0 {
+			body["tools"] = c.Tools
+		}
+		if len(c.Kwargs) > 0 {
+			body["chat_template_kwargs"] = c.Kwargs
+		}
+		var out struct{ Prompt string }
+		if err := srv.Call("/apply-template", body, &out); err != nil {
+			r.err = err
+			return
+		}
+		r.got = out.Prompt
+	})
+	return renders
 }
 
 // llamacppDivergences are the ways llama.cpp knowingly renders or
