@@ -223,6 +223,12 @@ func refMeasures(text string) LoopMeasures {
 		m.DupParagraphs = float64(dupParas) / float64(nParas)
 	}
 	m.DupLineBytes, m.DupParagraphBytes = float64(dupLineBytes)/total, float64(dupParaBytes)/total
+	refNgrams(&m, text, total)
+	return m
+}
+
+// refNgrams fills in the word n-gram measures of text (total bytes long).
+func refNgrams(m *LoopMeasures, text string, total float64) {
 	// Words: runs of bytes between ASCII white space.
 	words := strings.FieldsFunc(text, func(r rune) bool { return r < 0x80 && spaces[r] })
 	all := 0
@@ -272,7 +278,6 @@ func refMeasures(text string) LoopMeasures {
 		}
 		m.DupNgram[n] = float64(b) / total
 	}
-	return m
 }
 
 // refTail is repeatedTail as its comment defines it: the nearest eight
