@@ -294,9 +294,12 @@ func TestFilterFiles(t *testing.T) {
 func TestFilterInterrupt(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "fit.jsonl")
-	p := testbin.Start(t, "filter", "-o", out, "--progress", "0")
+	p := testbin.Start(t, "filter", "-o", out, "--progress", "20ms")
 	fmt.Fprintln(p.Stdin, gen("a", goodText, "", "stop"))
-	time.Sleep(200 * time.Millisecond)
+	// A progress line says the run has begun, its SIGINT handler set: a
+	// signal before (a loaded machine starting the binary slowly) would
+	// kill it outright.
+	p.WaitFor(t, 20*time.Second, "^filter: read ")
 	p.Signal(t, syscall.SIGINT)
 	r := p.Wait(t, 10*time.Second)
 	if r.Code != 130 {
