@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/fakeclock"
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/simfleet"
 	"tokenmill/internal/testbin"
@@ -121,22 +122,15 @@ type simEvent struct {
 	back bool        // the answer reaches the client
 }
 
-// simulate runs s on the model and returns the limit over time, the
-// output and the wall time of the whole run, the last answer included.
-func simulate(t testing.TB, s simSetup) simRun {
-	t.Helper()
+// pool is a pool of one endpoint set up as s says, brought up with what
+// its flavour of server tells of itself.
+func (s simSetup) pool(t testing.TB) (*Pool, *fakeclock.Clock, *logs) {
 	cfg := s.mode.config()
 	cfg.Limiter = s.limiter
-	poll := simPollEvery
+	cfg.ProbeInterval = simPollEvery
 	if s.poll > 0 {
-		poll = s.poll
+		cfg.ProbeInterval = s.poll
 	}
-	cfg.ProbeInterval = poll
-	half := s.rtt / 2
-	if s.rtt == 0 {
-		half = simRTT / 2
-	}
-	half = max(half, 0)
 	p, fake, logs := testPool(t, 1, cfg)
 	ep := p.eps[0]
 	var info Info
@@ -150,6 +144,20 @@ func simulate(t testing.TB, s simSetup) simRun {
 	ep.polling = true // the test reads the metrics, on the model's time
 	p.mu.Unlock()
 	p.bringUp(ep, info, "the model")
+	return p, fake, logs
+}
+
+// simulate runs s on the model and returns the limit over time, the
+// output and the wall time of the whole run, the last answer included.
+func simulate(t testing.TB, s simSetup) simRun {
+	t.Helper()
+	half := s.rtt / 2
+	if s.rtt == 0 {
+		half = simRTT / 2
+	}
+	half = max(half, 0)
+	p, fake, logs := s.pool(t)
+	ep := p.eps[0]
 	sim := simfleet.Uniform(1, llmsim.DefaultTiming(), s.plan.at(0))
 	type req struct{ sent time.Time }
 	var run simRun
