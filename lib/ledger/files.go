@@ -62,9 +62,9 @@ type Files struct {
 
 func toStdout(path string) bool { return path == "" || path == "-" }
 
-// DefaultErrorsPath derives the errors file from the output file:
+// defaultErrorsPath derives the errors file from the output file:
 // gen.jsonl -> gen.errors.jsonl.
-func DefaultErrorsPath(output string) string {
+func defaultErrorsPath(output string) string {
 	if toStdout(output) {
 		return ""
 	}
@@ -78,7 +78,7 @@ func DefaultErrorsPath(output string) string {
 // errorsPath is the errors file: --errors, or beside -o.
 func errorsPath(output, errors string) string {
 	if errors == "" {
-		return DefaultErrorsPath(output)
+		return defaultErrorsPath(output)
 	}
 	return errors
 }

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-func TestDefaultErrorsPath(t *testing.T) {
+func TestdefaultErrorsPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"gen.jsonl": "gen.errors.jsonl", "out/run1.json": "out/run1.errors.json", "gen": "gen.errors.jsonl",
 		"gen.txt": "gen.txt.errors.jsonl", "-": "", "": "",
 	} {
-		if got := DefaultErrorsPath(in); got != want {
+		if got := defaultErrorsPath(in); got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
 	}
