@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestdefaultErrorsPath(t *testing.T) {
+func TestDefaultErrorsPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"gen.jsonl": "gen.errors.jsonl", "out/run1.json": "out/run1.errors.json", "gen": "gen.errors.jsonl",
 		"gen.txt": "gen.txt.errors.jsonl", "-": "", "": "",
