@@ -41,3 +41,69 @@ func TestRampShortRuns(t *testing.T) {
 		}
 	}
 }
+
+// The climb's first window at a start past 4: where its answers waited
+// (the line's intercept, else answers a quarter slower per token than
+// the quickest) the start was past the slots, and the limit settles at
+// the answers that ran at once with their spare; where none waited it
+// steps fourfold as any climb does.
+func TestLimiterOpening(t *testing.T) {
+	opening := func(spread float64, ran int, wait float64) limiterMeasure {
+		m := measured(FirstLevel, 400, 0.04)
+		m.wait, m.spread, m.ran = wait, spread, ran
+		return m
+	}
+	start := func(l *Limiter) { l.limit = FirstLevel }
+	runPhase(t, climbing, []phaseCase{
+		{name: "answers twice as slow per token as the quickest: settles at the 4 that ran",
+			setup: start, m: opening(2, 4, -1), limit: 6, phase: holding,
+			check: func(t *testing.T, l *Limiter) {
+				if l.found != 4 || l.spare != 2 || l.why != "16 in flight waited, 4 ran at once" {
+					t.Errorf("found %d + %d spare, why %q", l.found, l.spare, l.why)
+				}
+			}},
+		{name: "the line says a third of the latency waited: settles at the 9 that ran",
+			setup: start, m: opening(1.1, 9, 0.3), limit: 11, phase: holding},
+		{name: "as fast as the quickest, no line: fourfold",
+			setup: start, m: opening(1.05, 8, -1), limit: 64, phase: climbing},
+		{name: "the line says nothing waited, whatever the spread: fourfold",
+			setup: start, m: opening(1.5, 3, 0.02), limit: 64, phase: climbing},
+	})
+	// From 4 (a start below MinAnswers' half) the first window steps up
+	// whatever it saw, as before.
+	l := NewLimiter(LimiterConfig{}, epoch)
+	m := measured(4, 100, 0.04)
+	m.wait, m.spread, m.ran = -1, 2, 2
+	l.decide(m, epoch.Add(time.Minute))
+	if l.Limit() != 16 || l.phase != climbing {
+		t.Errorf("from 4: limit %d in phase %d, want 16 climbing", l.Limit(), l.phase)
+	}
+}
+
+// The first window takes all of its cohort back, not half of it: the
+// answers that waited are the last.
+func TestLimiterOpeningWholeCohort(t *testing.T) {
+	l := NewLimiter(LimiterConfig{Start: FirstLevel}, epoch)
+	for i := range FirstLevel {
+		at := epoch.Add(time.Duration(i) * time.Microsecond)
+		l.Inflight(at, i+1)
+		l.Sent(at)
+	}
+	cohort := l.win.cohort
+	if cohort != FirstLevel/2 {
+		t.Fatalf("cohort %d, want %d", cohort, FirstLevel/2)
+	}
+	// Four slots: the first four back after 10 s, the next four after 20.
+	for i := range cohort {
+		sent := epoch.Add(time.Duration(i) * time.Microsecond)
+		lat := time.Duration(1+i/4) * 10 * time.Second
+		l.Inflight(sent.Add(lat), FirstLevel-1)
+		l.Observe(sent.Add(lat), sent, lat, 256, true, false)
+		if i < cohort-1 && l.Limit() != FirstLevel {
+			t.Fatalf("after %d of %d answers the limit moved to %d", i+1, cohort, l.Limit())
+		}
+	}
+	if l.Limit() != 6 || !l.Settled() {
+		t.Errorf("limit %d (settled %v), want 6: the 4 that ran and 2 spare", l.Limit(), l.Settled())
+	}
+}
