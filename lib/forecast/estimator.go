@@ -487,9 +487,8 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 		waiting += sv.waiting
 	}
 	unsent := left - int64(len(progress)) - int64(waiting)
-	if e.played.fresh(now) {
-		// Played out a moment ago: the plays change little in 1% of the
-		// time they gave, and cost milliseconds.
+	if e.played.fresh(now, a.done, left) {
+		// Played out a moment ago.
 		el := now.Sub(e.played.at).Seconds()
 		secs, lo, hi = e.played.secs-el, e.played.lo-el, e.played.hi-el
 	} else if batchOK && unsent <= maxPlayed {
@@ -518,7 +517,7 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 			s.Writing = append(s.Writing, progress[i])
 		}
 		secs, lo, hi = sim.Play()
-		e.played = played{at: now, secs: secs, lo: lo, hi: hi}
+		e.played = played{at: now, done: a.done, secs: secs, lo: lo, hi: hi}
 	} else {
 		secs, lo, hi = RunTime(Run{
 			Answers: max(float64(left)-float64(len(progress)), 0), InFlight: progress, Speeds: speeds, Rest: rest,
@@ -534,15 +533,23 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 // played is the last play-out of a run's end.
 type played struct {
 	at           time.Time
+	done         float64 // answers finished then
 	secs, lo, hi float64
 }
 
-// fresh: played less than 1% of its time left before now (and at least
-// a second left): used again, less the time since.
-func (p played) fresh(now time.Time) bool {
+// fresh: played less than staleness of its time left before now, with at
+// least a second left, and fewer answers finished since than staleness of
+// those left (none when few are left): used again, less the time since.
+func (p played) fresh(now time.Time, done float64, left int64) bool {
 	el := now.Sub(p.at).Seconds()
-	return !p.at.IsZero() && el >= 0 && el < 0.01*p.secs && p.secs-el > 1
+	return !p.at.IsZero() && el >= 0 && el < staleness*p.secs && p.secs-el > 1 &&
+		done-p.done < staleness*float64(left)
 }
+
+// staleness is how old a play-out may be, as a share of the time it gave
+// and of the answers left: the plays move little in that, and cost
+// milliseconds.
+const staleness = 0.05
 
 // A run with at most maxPlayed answers left to send is played out, from
 // maxPlays times down to minPlays as the answers left grow, about
@@ -550,7 +557,7 @@ func (p played) fresh(now time.Time) bool {
 // summed up by RunTime, its end a small part of it.
 const (
 	maxPlayed          = 1000
-	maxPlays, minPlays = 150, 60
+	maxPlays, minPlays = 400, 60
 	playedAnswers      = 60_000
 )
 

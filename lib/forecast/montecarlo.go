@@ -1,7 +1,6 @@
 package forecast
 
 import (
-	"container/heap"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -46,9 +45,9 @@ type Sim struct {
 }
 
 // Play plays the rest of the run and returns the time left and about a
-// 98% range, in seconds. The time left is the median of s.Plays plays at
+// 98% range, in seconds. The time left is the median of s.Plays/2 plays at
 // the fits' parameters (only the lengths still unknown drawn), the range
-// the 1% and 99% quantiles of as many plays with the parameters drawn
+// the 1% and 99% quantiles of s.Plays plays with the parameters drawn
 // too: a parameter the data cannot pin down (how much faster a server
 // writes as its batch empties, while it never did) widens the range and
 // leaves the time left where the fit is. The range is wider than
@@ -58,7 +57,8 @@ type Sim struct {
 func (s Sim) Play() (mid, lo, hi float64) {
 	plays := max(s.Plays, 40)
 	rng := rand.New(rand.NewPCG(s.Seed, 0x5eed))
-	at := make([]float64, plays)
+	// The median needs fewer plays than the range's tails.
+	at := make([]float64, plays/2)
 	drawn := make([]float64, plays)
 	lenL := chol2(s.LenCov)
 	covL := make([][3][3]float64, len(s.Servers))
@@ -66,8 +66,10 @@ func (s Sim) Play() (mid, lo, hi float64) {
 		covL[i] = chol3(sv.Step.Cov)
 	}
 	var st simState
-	for p := range at {
-		at[p] = st.play(&s, s.Lengths, nil, [3]float64{}, rng)
+	for p := range drawn {
+		if p < len(at) {
+			at[p] = st.play(&s, s.Lengths, nil, [3]float64{}, rng)
+		}
 		d := s.Lengths
 		if ln, ok := d.(LogNormal); ok {
 			z0, z1 := rng.NormFloat64(), rng.NormFloat64()
@@ -83,7 +85,7 @@ func (s Sim) Play() (mid, lo, hi float64) {
 	sort.Float64s(at)
 	sort.Float64s(drawn)
 	q := func(times []float64, f float64) float64 {
-		return times[min(int(f*float64(plays)), plays-1)]
+		return times[min(int(f*float64(len(times))), len(times)-1)]
 	}
 	mid = q(at, 0.5)
 	return mid, min(q(drawn, rangeTail), mid), max(q(drawn, 1-rangeTail), mid)
@@ -114,19 +116,63 @@ type simServer struct {
 	keep    int
 	w       float64    // tokens one answer of the batch has written since the play began
 	running thresholds // the w at which each running answer ends
-	waiting []float64  // lengths of the answers waiting, first come first served
+	waiting fifo       // lengths of the answers waiting, first come first served
 }
 
+// thresholds is a min-heap (container/heap's boxing costs more than the
+// plays' arithmetic).
 type thresholds []float64
 
-func (h thresholds) Len() int           { return len(h) }
-func (h thresholds) Less(i, k int) bool { return h[i] < h[k] }
-func (h thresholds) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
-func (h *thresholds) Push(x any)        { *h = append(*h, x.(float64)) }
-func (h *thresholds) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (h *thresholds) push(x float64) {
+	*h = append(*h, x)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p] <= a[i] {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *thresholds) pop() {
+	a := *h
+	n := len(a) - 1
+	a[0] = a[n]
+	a = a[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && a[l] < a[m] {
+			m = l
+		}
+		if l+1 < n && a[l+1] < a[m] {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+}
+
+// fifo is the lengths of the answers waiting in a server's queue.
+type fifo struct {
+	q    []float64
+	head int
+}
+
+func (f *fifo) len() int       { return len(f.q) - f.head }
+func (f *fifo) push(x float64) { f.q = append(f.q, x) }
+func (f *fifo) reset()         { f.q, f.head = f.q[:0], 0 }
+func (f *fifo) pop() (x float64) {
+	x = f.q[f.head]
+	f.head++
+	if f.head == len(f.q) {
+		f.reset()
+	}
 	return x
 }
 
@@ -136,7 +182,7 @@ func (sv *simServer) perToken() float64 { return sv.step.PerToken(float64(len(sv
 // at the batch's speed now.
 func (sv *simServer) join(length float64) {
 	over := sv.step.Q / sv.step.PerToken(float64(len(sv.running)+1))
-	heap.Push(&sv.running, sv.w+length+over)
+	sv.running.push(sv.w + length + over)
 }
 
 func (st *simState) play(s *Sim, d Dist, covL [][3][3]float64, z [3]float64, rng *rand.Rand) float64 {
@@ -154,17 +200,15 @@ func (st *simState) play(s *Sim, d Dist, covL [][3][3]float64, z [3]float64, rng
 		}
 		sv.cap, sv.keep, sv.w = max(src.Cap, 1), src.Keep, 0
 		sv.running = sv.running[:0]
-		sv.waiting = sv.waiting[:0]
+		sv.waiting.reset()
 		for _, l := range src.Writing {
-			sv.running = append(sv.running, max(draw(l)-l, 0))
+			sv.running.push(max(draw(l)-l, 0))
 		}
-		heap.Init(&sv.running)
 		for k := 0; k < src.Waiting; k++ {
-			sv.waiting = append(sv.waiting, draw(0))
+			sv.waiting.push(draw(0))
 		}
-		for len(sv.running) < sv.cap && len(sv.waiting) > 0 {
-			sv.join(sv.waiting[0])
-			sv.waiting = sv.waiting[1:]
+		for len(sv.running) < sv.cap && sv.waiting.len() > 0 {
+			sv.join(sv.waiting.pop())
 		}
 	}
 	unsent := s.Unsent
@@ -173,14 +217,13 @@ func (st *simState) play(s *Sim, d Dist, covL [][3][3]float64, z [3]float64, rng
 		placed := false
 		for i := range st.servers {
 			sv := &st.servers[i]
-			if unsent > 0 && len(sv.running)+len(sv.waiting) < sv.keep {
-				sv.waiting = append(sv.waiting, draw(0))
+			if unsent > 0 && len(sv.running)+sv.waiting.len() < sv.keep {
+				sv.waiting.push(draw(0))
 				unsent--
 				placed = true
 			}
-			for len(sv.running) < sv.cap && len(sv.waiting) > 0 {
-				sv.join(sv.waiting[0])
-				sv.waiting = sv.waiting[1:]
+			for len(sv.running) < sv.cap && sv.waiting.len() > 0 {
+				sv.join(sv.waiting.pop())
 			}
 		}
 		if !placed {
@@ -213,14 +256,13 @@ func (st *simState) play(s *Sim, d Dist, covL [][3][3]float64, z [3]float64, rng
 		sv := &st.servers[next]
 		sv.w = max(sv.w, sv.running[0])
 		for len(sv.running) > 0 && sv.running[0] <= sv.w*(1+1e-12) {
-			heap.Pop(&sv.running)
+			sv.running.pop()
 			if unsent > 0 {
-				sv.waiting = append(sv.waiting, draw(0))
+				sv.waiting.push(draw(0))
 				unsent--
 			}
-			if len(sv.waiting) > 0 {
-				sv.join(sv.waiting[0])
-				sv.waiting = sv.waiting[1:]
+			if sv.waiting.len() > 0 {
+				sv.join(sv.waiting.pop())
 			}
 		}
 	}
