@@ -138,21 +138,5 @@ func (o *Outputs) Close() error {
 			break
 		}
 	}
-	var files []*File
-	for _, w := range o.writers {
-		w.mu.Lock()
-		if w.file != nil {
-			if first == nil {
-				files = append(files, w.file)
-			} else {
-				w.file.Abort()
-			}
-			w.file = nil
-		}
-		w.mu.Unlock()
-	}
-	if first != nil {
-		return first
-	}
-	return CommitAll(files)
+	return commitFinished(o.writers, first)
 }

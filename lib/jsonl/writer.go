@@ -206,21 +206,13 @@ func (w *Writer) Finish() error {
 
 // Commit puts a finished named file in place (nothing for stdout).
 func (w *Writer) Commit() error {
-	return CommitWriters([]*Writer{w})
+	return commitFinished([]*Writer{w}, w.Finish())
 }
 
-// CommitWriters finishes every writer, then puts all their files in place
-// together (see CommitAll), so that either every output appears or, but
-// for the moment of the renames themselves, none does. On error every
-// file not yet in place is dropped.
-func CommitWriters(ws []*Writer) error {
+// commitFinished puts the files of finished writers in place together,
+// or drops every one when first, an error met finishing them, is set.
+func commitFinished(ws []*Writer, first error) error {
 	var files []*File
-	var first error
-	for _, w := range ws {
-		if err := w.Finish(); err != nil && first == nil {
-			first = err
-		}
-	}
 	for _, w := range ws {
 		w.mu.Lock()
 		if w.file != nil {
