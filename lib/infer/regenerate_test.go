@@ -968,7 +968,9 @@ func TestRegenerateRedoLength(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	in, lines := conversations(t, dir, false, 40)
-	s := startSim(t, 2, "--instant", "--seed", "6")
+	// Greedy: a conversation redone is cut again, so each round redoes the
+	// same ones.
+	s := startSim(t, 2, "--instant", "--seed", "6", "--temperature", "0")
 	out := filepath.Join(dir, "regen.jsonl")
 	args := []string{"-e", strings.Join(s.urls, ","), "--regenerate", "--max-tokens", "1200", "-o", out, in, "--progress", "0"}
 	p := startInfer(t, args...)
