@@ -10,7 +10,7 @@ import (
 // ETA is how long the rest of a run will take, and what it rests on.
 type ETA struct {
 	Left      time.Duration // the estimate
-	Low, High time.Duration // about a 95% range
+	Low, High time.Duration // about a 95% range (98% near a run's end)
 	// TokPerSec is the fleet's output now, answers in flight included.
 	TokPerSec float64
 	// MeanTokens is the expected answer length in tokens, with its
@@ -50,7 +50,9 @@ type Estimator[K comparable] interface {
 //     round trip) come from a regression of latency, from the moment a
 //     request was taken as being written, on length over finished answers;
 //     an answer written for a seconds has then produced about v*(a-q)
-//     tokens, streaming or not.
+//     tokens, streaming or not. The speed depends on the batch: each
+//     endpoint's step cost a + b*n is fitted too (BatchFit), from the
+//     batch each answer saw over its tokens.
 //   - Output tok/s is the growth, over the last window, of the tokens
 //     produced: those of finished answers plus those in flight.
 //   - Answer lengths are fitted as a lognormal, with max_tokens cuts and
@@ -63,6 +65,10 @@ type Estimator[K comparable] interface {
 //     mean, plus what those in flight still have to write) over the rate,
 //     plus the drain at the end (the run waits for its longest answers),
 //     and never less than the longest answer in flight needs.
+//   - With few answers left to send (a short run, or a long one's end),
+//     the rest of the run is played out instead (Sim): the batch empties,
+//     the last answers go faster for it, and the time left is that of the
+//     few longest, which a sum does not capture.
 type estimator[K comparable] struct {
 	window time.Duration
 	limit  float64 // max_tokens when known (0: learn it)

@@ -307,8 +307,8 @@ func checkShortRun(t *testing.T, s shortRun) {
 }
 
 // TestETAShortRunRealTime is a short run on real time: infer against
-// eight simulated servers (at ten times real speed, so that the run takes
-// about a minute) with no max_tokens, a progress line every second. From
+// eight simulated servers at forty times real speed (a run of a few
+// seconds) with no max_tokens, a progress line every quarter second. From
 // a quarter of the answers on, every line's ETA is within 15% of the time
 // the run still took or its range holds that time, give or take the
 // display's precision and one progress interval: a check of the range,
@@ -316,12 +316,12 @@ func checkShortRun(t *testing.T, s shortRun) {
 // measures like any server's) changes the run, not the verdict. At most
 // one line in 40 may miss, as on virtual time.
 func TestETAShortRunRealTime(t *testing.T) {
-	testbin.Long(t, "a run of a minute on real time")
+	testbin.Long(t, "a run on real time")
 	const prompts = 200
-	fleet := startFleet(t, llmsim.Config{TimeScale: 10}, 8)
+	fleet := startFleet(t, llmsim.Config{TimeScale: 40}, 8)
 	dir := t.TempDir()
 	in, _ := promptSet{n: prompts}.write(t, dir, "prompts.jsonl")
-	res := runInfer(t, 10*time.Minute, "", "--endpoints", endpointsFlag(fleet.URLs()), "--progress", "1s",
+	res := runInfer(t, 10*time.Minute, "", "--endpoints", endpointsFlag(fleet.URLs()), "--progress", "250ms",
 		"-o", filepath.Join(dir, "gen.jsonl"), in)
 	if res.code != 0 {
 		t.Fatalf("infer exited %d:\n%s", res.code, res.stderr)
@@ -334,7 +334,7 @@ func TestETAShortRunRealTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const interval = time.Second
+	const interval = 250 * time.Millisecond
 	checked, missed := 0, 0
 	for _, line := range strings.Split(res.stderr, "\n") {
 		p, ok := parseProgress(line)
