@@ -204,15 +204,11 @@ func (c *Command) checkNear() error {
 
 // Run deduplicates the inputs.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
-	return Run(ctx, env, cfg)
+	return cli.RunConfig(ctx, env, c.config, Config.Run)
 }
 
 // Run deduplicates the inputs cfg names.
-func Run(ctx context.Context, env *cli.Env, cfg Config) error {
+func (cfg Config) Run(ctx context.Context, env *cli.Env) error {
 	outputs := []jsonl.Output{{Flag: "-o", Path: cfg.Output}, {Flag: "--dups", Path: cfg.Dups}, {Flag: "--clusters", Path: cfg.Clusters},
 		{Flag: "--rejects", Path: cfg.Rejects}, {Flag: "--state", Path: cfg.State, Kept: true}}
 	outputs = append(outputs, jsonl.LockSidecar("--state", cfg.State)...)
