@@ -116,15 +116,11 @@ func (c *Command) config() (Config, error) {
 
 // Run filters the inputs.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
-	return Run(ctx, env, cfg)
+	return cli.RunConfig(ctx, env, c.config, Config.Run)
 }
 
 // Run filters the inputs cfg names.
-func Run(ctx context.Context, env *cli.Env, cfg Config) error {
+func (cfg Config) Run(ctx context.Context, env *cli.Env) error {
 	train := trainLimits{maxTokens: cfg.MaxTrainTokens, minLoss: cfg.MinLossTokens, kwargs: []byte(cfg.TemplateKwargs)}
 	if cfg.Tokenizer != "" {
 		var err error
