@@ -134,15 +134,12 @@ func (c *Command) config(stdin io.Reader) (Config, error) {
 
 // Run extracts the prompts of every input.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config(env.Stdin)
-	if err != nil {
-		return err
-	}
-	return Run(ctx, env, cfg)
+	config := func() (Config, error) { return c.config(env.Stdin) }
+	return cli.RunConfig(ctx, env, config, Config.Run)
 }
 
 // Run extracts the prompts of every input cfg names.
-func Run(ctx context.Context, env *cli.Env, cfg Config) error {
+func (cfg Config) Run(ctx context.Context, env *cli.Env) error {
 	x, err := NewExtractor(cfg.Options)
 	if err != nil {
 		return cli.Usagef("%v", err)
