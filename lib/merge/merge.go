@@ -173,15 +173,11 @@ type mergeCounts struct {
 
 // Run merges.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
-	return Run(ctx, env, cfg)
+	return cli.RunConfig(ctx, env, c.config, (*Config).Run)
 }
 
 // Run merges the files cfg names.
-func Run(ctx context.Context, env *cli.Env, cfg *Config) error {
+func (cfg *Config) Run(ctx context.Context, env *cli.Env) error {
 	m, err := newMerger(ctx, cfg)
 	if err != nil {
 		return err
