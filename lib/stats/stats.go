@@ -135,18 +135,15 @@ func (c *Command) config() (Config, error) {
 
 // Run reads the inputs and writes the report.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
+	return cli.RunConfig(ctx, env, c.config, Config.Run)
+}
+
+// Run reads the records cfg names and writes their report, or
+// summarises the clusters file it names.
+func (cfg Config) Run(ctx context.Context, env *cli.Env) error {
 	if cfg.Clusters != "" {
 		return runClusters(ctx, env, cfg)
 	}
-	return Run(ctx, env, cfg)
-}
-
-// Run reads the records cfg names and writes their report.
-func Run(ctx context.Context, env *cli.Env, cfg Config) error {
 	outs, err := jsonl.CheckOutputs(env.Stdout, jsonl.InputsFrom(cfg.Files, env.Stdin),
 		[]jsonl.Output{{Flag: "report", Path: "-", Kept: true}, {Flag: "--plot", Path: cfg.Plot, Later: true}, {Flag: "--rejects", Path: cfg.Rejects}}, cfg.Force)
 	if err != nil {
