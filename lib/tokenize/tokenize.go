@@ -85,11 +85,7 @@ type config struct {
 
 // Run tokenizes the inputs.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
-	return cfg.run(ctx, env)
+	return cli.RunConfig(ctx, env, c.config, (*config).run)
 }
 
 // run tokenizes the inputs cfg names.
