@@ -157,11 +157,7 @@ type leafState struct {
 
 // Run composes the mix.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
-	return cfg.run(ctx, env)
+	return cli.RunConfig(ctx, env, c.config, config.run)
 }
 
 // run composes the mix cfg describes.
