@@ -77,11 +77,7 @@ type run struct {
 
 // Run splits the input.
 func (c *Command) Run(ctx context.Context, env *cli.Env) error {
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
-	return cfg.run(ctx, env)
+	return cli.RunConfig(ctx, env, c.config, config.run)
 }
 
 // run splits the inputs cfg names.
