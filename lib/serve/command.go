@@ -140,11 +140,7 @@ func (c *Run) Run(ctx context.Context, env *cli.Env) error {
 	if err := procgroup.Supported(); err != nil {
 		return err
 	}
-	cfg, err := c.config()
-	if err != nil {
-		return err
-	}
-	return cfg.run(ctx, env)
+	return cli.RunConfig(ctx, env, c.config, config.run)
 }
 
 // run starts the servers cfg plans and keeps them up until interrupted.
