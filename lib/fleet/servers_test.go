@@ -172,7 +172,7 @@ func TestSystematic(t *testing.T) {
 	}
 
 	s = NewSystematic(p, openai.APIChat, "m")
-	s.Succeeded()
+	s.SucceededOn(a)
 	for _, ep := range []*Endpoint{a, b, a, b} {
 		if err := s.Failed(ep, notFound); err != nil {
 			t.Errorf("after a success: %v", err)

@@ -69,19 +69,8 @@ func (s *Systematic) stopHolds() {
 	}
 }
 
-// Succeeded: a request was answered; failures from now on are the
-// prompts' own.
-func (s *Systematic) Succeeded() {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	s.armed = false
-	s.mu.Unlock()
-}
-
-// SucceededOn is Succeeded for a request ep answered: it also ends ep's
-// streak of failures alike.
+// SucceededOn: a request ep answered; failures from now on are the
+// prompts' own, and ep's streak of failures alike ends.
 func (s *Systematic) SucceededOn(ep *Endpoint) {
 	if s == nil {
 		return

@@ -286,14 +286,6 @@ func writePID(f *os.File) error {
 	return err
 }
 
-// Path is the lock file's name.
-func (l *Lock) Path() string {
-	if l == nil {
-		return ""
-	}
-	return l.path
-}
-
 // Release gives the lock up and removes the lock file. It may be called
 // more than once.
 func (l *Lock) Release() {

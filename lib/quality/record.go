@@ -26,8 +26,6 @@ type ParseError struct {
 	Err    error
 }
 
-func (e *ParseError) Error() string { return e.Reason + ": " + e.Err.Error() }
-
 func parseErr(reason, format string, args ...any) *ParseError {
 	return &ParseError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }

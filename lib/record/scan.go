@@ -111,8 +111,7 @@ func (c *container) Valid() bool { return c.state == done }
 func (c *container) End() int { return c.i }
 
 // Object walks the members of one JSON object: with Scan checking a whole
-// line as it goes, with Walk splitting an object Scan already checked,
-// or from Walker.Object within a larger text.
+// line as it goes, or from Walker.Object within a larger text.
 //
 //	var o record.Object
 //	o.Scan(line)
@@ -124,11 +123,6 @@ type Object struct{ container }
 // checking it whole.
 func (o *Object) Scan(b []byte) {
 	*o = Object{container{w: &checking, b: b, depth: scanDepth - 1, whole: true}}
-}
-
-// Walk starts walking obj, an object Scan already checked.
-func (o *Object) Walk(obj []byte) {
-	*o = Object{container{w: &trusting, b: obj, depth: MaxDepth - 1, whole: true}}
 }
 
 // Object walks the object at b[i], which may nest depth arrays and
