@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -19,7 +18,7 @@ import (
 // runBinary runs the infer binary with args, bounded by testbin.Timeout.
 func runBinary(t *testing.T, args ...string) testbin.Result {
 	t.Helper()
-	return testbin.Exec(t, exec.Command(inferBin, args...))
+	return testbin.Exec(t, testbin.Command("infer", args...))
 }
 
 // The bad inputs every tool is tried on, through the binary: bad lines
@@ -32,7 +31,7 @@ func TestBadInputFiles(t *testing.T) {
 	// Lines that are not objects are not_an_object; the repeated records
 	// before the gzip cut are duplicate ids, answered once; the huge line
 	// is past --max-prompt-bytes, skipped as it is read.
-	chaos.TryBadInputs(t, inferBin, args, chaos.Prompts, chaos.ReaderExpect(2, map[string]chaos.Expect{
+	chaos.TryBadInputs(t, testbin.Path("infer"), args, chaos.Prompts, chaos.ReaderExpect(2, map[string]chaos.Expect{
 		chaos.Garbage:       {Code: 3, Out: 0, Stderr: "garbage.bin:1: not_an_object"},
 		chaos.TruncatedGzip: {Code: 3, Out: 2, Stderr: "unreadable: input ends early"},
 		chaos.HugeLine:      {Code: 3, Out: 2, Stderr: "huge.jsonl:2: line_too_long: line longer than 8388608 bytes (--max-prompt-bytes)"},

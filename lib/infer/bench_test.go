@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 )
 
@@ -155,7 +156,7 @@ func BenchmarkMemory(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		out := filepath.Join(b.TempDir(), "gen.jsonl")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		cmd := exec.CommandContext(ctx, inferBin, "-e", strings.Join(fleet.URLs(), ","), "--concurrency", "64",
+		cmd := exec.CommandContext(ctx, testbin.Path("infer"), "-e", strings.Join(fleet.URLs(), ","), "--concurrency", "64",
 			"--max-tokens", "16", "--progress", "0", "-o", out, in)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr

@@ -19,28 +19,9 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// The real binaries, built once for the package's tests.
-var inferBin, llmsimBin, extractBin, corpusBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "infer-test-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	inferBin = filepath.Join(dir, "infer")
-	llmsimBin = filepath.Join(dir, "llmsim")
-	extractBin = filepath.Join(dir, "extract")
-	corpusBin = filepath.Join(dir, "corpus")
-	if err := testbin.Build(dir, "infer", "llmsim", "extract", "corpus"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// The real binaries, built once for the package's tests (merge for the
+// tests that turn a --regenerate output into training records).
+func TestMain(m *testing.M) { testbin.Main(m, "infer", "llmsim", "extract", "corpus", "merge") }
 
 // startSimBinary runs the llmsim binary on n free ports and returns their
 // URLs once it is listening.
@@ -49,7 +30,7 @@ func startSimBinary(t testing.TB, n int, extra ...string) []string {
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "urls")
 	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ",")
-	cmd := exec.Command(llmsimBin, append([]string{"--listen", listen, "--ready-file", ready}, extra...)...)
+	cmd := testbin.Command("llmsim", append([]string{"--listen", listen, "--ready-file", ready}, extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -79,7 +60,7 @@ type proc struct {
 
 func startInfer(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(inferBin, args...)}
+	p := &proc{cmd: testbin.Command("infer", args...)}
 	p.cmd.Stderr = &p.stderr
 	p.cmd.Stdout = &p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -306,9 +287,6 @@ func TestCommands(t *testing.T) {
 		t.Errorf("generate --help shows the hidden --progress-interval:\n%s", gen)
 	}
 }
-
-// newInferCmd is the infer binary with args, not started.
-func newInferCmd(args ...string) *exec.Cmd { return exec.Command(inferBin, args...) }
 
 // stdinPipe gives cmd a pipe for stdin; the test writes and closes it.
 func stdinPipe(t *testing.T, cmd *exec.Cmd) io.WriteCloser {

@@ -145,7 +145,7 @@ func startInferRun(t *testing.T, args []string) *inferRun {
 // pipe (nil: none).
 func startInferPiped(t *testing.T, args []string, stdin io.Reader) *inferRun {
 	t.Helper()
-	r := &inferRun{cmd: exec.Command(inferBin, args...), done: make(chan struct{})}
+	r := &inferRun{cmd: testbin.Command("infer", args...), done: make(chan struct{})}
 	r.cmd.Stdout, r.cmd.Stderr, r.cmd.Stdin = io.Discard, &r.stderr, stdin
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)

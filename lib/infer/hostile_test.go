@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -263,7 +262,7 @@ func TestStdinIsTheOutput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(inferBin, append([]string{"-o", s.in, "-e", endpointsFlag(s.fleet.URLs()), "--progress", "0"}, args...)...)
+		cmd := testbin.Command("infer", append([]string{"-o", s.in, "-e", endpointsFlag(s.fleet.URLs()), "--progress", "0"}, args...)...)
 		cmd.Stdin = f
 		r := testbin.Exec(t, cmd)
 		f.Close()
@@ -317,7 +316,7 @@ func TestEchoedSecretsAndEscapes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(su.errs())
 			args := append([]string{"-o", su.out, su.in, "-e", tt.endpoint, "--force", "--retries", "0", "--progress", "0"}, tt.args...)
-			cmd := exec.Command(inferBin, args...)
+			cmd := testbin.Command("infer", args...)
 			cmd.Env = append(os.Environ(), tt.env...)
 			r := testbin.Exec(t, cmd)
 			if r.Code != cli.ExitRejects {
@@ -327,7 +326,7 @@ func TestEchoedSecretsAndEscapes(t *testing.T) {
 			if n := strings.Count(string(errs), `"error":`); n != 3 {
 				t.Fatalf("%d error records, want 3:\n%s", n, errs)
 			}
-			bench := exec.Command(inferBin, append([]string{"bench", "-e", tt.endpoint, "--json", "--concurrency", "1", "--duration", "1s", "--warmup", "0s"}, tt.args...)...)
+			bench := testbin.Command("infer", append([]string{"bench", "-e", tt.endpoint, "--json", "--concurrency", "1", "--duration", "1s", "--warmup", "0s"}, tt.args...)...)
 			bench.Env = cmd.Env
 			br := testbin.Exec(t, bench)
 			for what, text := range map[string]string{"stderr": r.Stderr, "errors file": string(errs), "bench --json": string(br.Stdout), "bench stderr": br.Stderr} {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,13 +11,14 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 )
 
 // runPeakRSS runs the infer binary with args and returns its exit code,
 // stderr and peak resident memory in bytes (getrusage ru_maxrss).
 func runPeakRSS(b *testing.B, args ...string) (int, string, int64) {
 	b.Helper()
-	cmd := exec.Command(inferBin, args...)
+	cmd := testbin.Command("infer", args...)
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	cmd.Run()

@@ -5,13 +5,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -60,7 +58,7 @@ func realConversations(t *testing.T, dir string, nFastchat, nGlaive int) (string
 	var data bytes.Buffer
 	lines := map[string]string{}
 	pick := func(path string, n int, tools bool) {
-		out, err := exec.Command(extractBin, "--turns", "all", path).Output()
+		out, err := testbin.Command("extract", "--turns", "all", path).Output()
 		if err != nil {
 			t.Fatalf("extract --turns all %s: %v", path, err)
 		}
@@ -284,25 +282,6 @@ func checkOllamaRegen(t *testing.T, srv *ollamaserver.Server, numCtx int, lines 
 	return fig
 }
 
-// The merge binary, built on first use (only the Ollama tests need it).
-var mergeBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func mergeBinary(t *testing.T) string {
-	t.Helper()
-	mergeBuild.once.Do(func() {
-		mergeBuild.path = filepath.Join(filepath.Dir(inferBin), "merge")
-		mergeBuild.err = testbin.Build(filepath.Dir(inferBin), "merge")
-	})
-	if mergeBuild.err != nil {
-		t.Fatal(mergeBuild.err)
-	}
-	return mergeBuild.path
-}
-
 // checkMergedConversations runs merge --to conversations on a --regenerate
 // output: one training record per conversation, its turns the output's
 // messages and its tools the record's.
@@ -310,7 +289,7 @@ func checkMergedConversations(t *testing.T, lines map[string]string, out string)
 	t.Helper()
 	dir := t.TempDir()
 	train, rest := filepath.Join(dir, "train.jsonl"), filepath.Join(dir, "rest.jsonl")
-	r := testbin.Exec(t, exec.Command(mergeBinary(t), "--to", "conversations", "--keep-truncated", "--errors", rest, "-o", train, out))
+	r := testbin.Exec(t, testbin.Command("merge", "--to", "conversations", "--keep-truncated", "--errors", rest, "-o", train, out))
 	if r.Code != cli.ExitOK {
 		t.Fatalf("merge: exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -435,7 +414,7 @@ func TestOllamaRegenerate(t *testing.T) {
 	t.Run("complete", func(t *testing.T) {
 		_, logAt = readServerLog(t, srv, 0)
 		out := filepath.Join(t.TempDir(), "regen.jsonl")
-		r := testbin.Exec(t, exec.Command(inferBin, args(srv.URL, in, out)...))
+		r := testbin.Exec(t, testbin.Command("infer", args(srv.URL, in, out)...))
 		if r.Code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 		}
@@ -512,7 +491,7 @@ func TestOllamaRegenerate(t *testing.T) {
 		_, at := readServerLog(t, srv, 0)
 		out := filepath.Join(dir, "regen.jsonl")
 		// Failed answers: exit 3.
-		r := testbin.Exec(t, exec.Command(inferBin, args(srv.URL, in, out)...))
+		r := testbin.Exec(t, testbin.Command("infer", args(srv.URL, in, out)...))
 		if r.Code != cli.ExitRejects {
 			t.Fatalf("exit %d, want 3\n%s", r.Code, r.Stderr)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 )
 
@@ -38,7 +39,7 @@ func TestPipesAsInput(t *testing.T) {
 
 	// /dev/stdin, a pipe.
 	p := &proc{}
-	p.cmd = newInferCmd(reading("/dev/stdin")...)
+	p.cmd = testbin.Command("infer", reading("/dev/stdin")...)
 	p.cmd.Stderr = &p.stderr
 	w := stdinPipe(t, p.cmd)
 	if err := p.cmd.Start(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -33,7 +32,7 @@ const mtBenchFile = "mt_bench_question.jsonl"
 // and its summary.
 func extractAll(t *testing.T, files ...string) ([]byte, string) {
 	t.Helper()
-	r := testbin.Exec(t, exec.Command(extractBin, append([]string{"--turns", "all", "--progress", "0"}, files...)...))
+	r := testbin.Exec(t, testbin.Command("extract", append([]string{"--turns", "all", "--progress", "0"}, files...)...))
 	if r.Code != 0 {
 		t.Fatalf("extract --turns all: exit %d\n%s", r.Code, r.Stderr)
 	}

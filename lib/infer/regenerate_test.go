@@ -40,15 +40,15 @@ func conversations(t *testing.T, dir string, glaive bool, n int) (string, map[st
 	var data bytes.Buffer
 	if glaive {
 		path := testbin.RealData(t, glaiveFile)
-		out, err := exec.Command(extractBin, "--turns", "all", path).Output()
+		out, err := testbin.Command("extract", "--turns", "all", path).Output()
 		if err != nil {
 			t.Fatalf("extract %s: %v", path, err)
 		}
 		data.Write(out)
 	}
 	if n > 0 {
-		corpus := exec.Command(corpusBin, "-n", strconv.Itoa(n), "--conversations")
-		extract := exec.Command(extractBin, "--turns", "all")
+		corpus := testbin.Command("corpus", "-n", strconv.Itoa(n), "--conversations")
+		extract := testbin.Command("extract", "--turns", "all")
 		pipe, err := corpus.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func startSim(t *testing.T, n int, extra ...string) *sim {
 	s := &sim{log: filepath.Join(dir, "requests.jsonl"), done: make(chan struct{})}
 	ready := filepath.Join(dir, "urls")
 	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", n), ",")
-	s.cmd = exec.Command(llmsimBin, append([]string{"--listen", listen, "--ready-file", ready, "--request-log", s.log}, extra...)...)
+	s.cmd = testbin.Command("llmsim", append([]string{"--listen", listen, "--ready-file", ready, "--request-log", s.log}, extra...)...)
 	s.cmd.Stderr = &s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -733,7 +733,7 @@ func TestRegenerateWithoutAffinity(t *testing.T) {
 func TestSingleAnswerCarriesTools(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	out, err := exec.Command(extractBin, "--turns", "each", testbin.RealData(t, glaiveFile)).Output()
+	out, err := testbin.Command("extract", "--turns", "each", testbin.RealData(t, glaiveFile)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1044,7 +1044,7 @@ func TestRegenerateOneTurnOfParallelResults(t *testing.T) {
 	raw := filepath.Join(dir, "raw.jsonl")
 	os.WriteFile(raw, []byte(b.String()), 0o644)
 	in := filepath.Join(dir, "convs.jsonl")
-	ex := exec.Command(extractBin, "--turns", "all", "-o", in, raw)
+	ex := testbin.Command("extract", "--turns", "all", "-o", in, raw)
 	if out, err := ex.CombinedOutput(); err != nil {
 		t.Fatalf("extract: %v\n%s", err, out)
 	}
@@ -1081,7 +1081,7 @@ func TestRegenerateOneTurnOfParallelResults(t *testing.T) {
 	// tools in every answer, the last one too, so each conversation ends on
 	// a call nobody answers: --keep-truncated writes it up to that call.
 	train := filepath.Join(dir, "train.jsonl")
-	m := testbin.Exec(t, exec.Command(mergeBinary(t), "--to", "conversations", "--keep-truncated", "-o", train, out))
+	m := testbin.Exec(t, testbin.Command("merge", "--to", "conversations", "--keep-truncated", "-o", train, out))
 	if m.Code != 0 {
 		t.Fatalf("merge: exit %d\n%s", m.Code, m.Stderr)
 	}

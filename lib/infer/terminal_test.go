@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 )
 
 // tmuxPane is the infer binary running in a tmux pane: a real terminal,
@@ -70,7 +71,7 @@ func TestLiveDisplayOnATerminal(t *testing.T) {
 	s := newSetup(t, llmsim.Config{TimeScale: 4, MaxRunning: 4}, 2, promptSet{n: 2000})
 	p := &tmuxPane{t: t, sock: filepath.Join(t.TempDir(), "tmux.sock")}
 	args := s.args("--max-tokens", "64", "--progress", "10s")
-	cmd := fmt.Sprintf("%s %s; echo exited $?; sleep 600", inferBin, shellQuote(args))
+	cmd := fmt.Sprintf("%s %s; echo exited $?; sleep 600", testbin.Path("infer"), shellQuote(args))
 	p.tmux("new-session", "-d", "-s", "run", "-x", "200", "-y", "40", "env TERM=xterm-256color "+cmd)
 	t.Cleanup(func() { exec.Command("tmux", "-S", p.sock, "kill-server").Run() })
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,7 +41,7 @@ func TestWeightsThroughRegenerate(t *testing.T) {
 	var conv bytes.Buffer
 	wrote := 0
 	for _, s := range weightSamples {
-		r := testbin.Exec(t, exec.Command(extractBin, "--turns", "all", filepath.Join("../../testdata/extract", s.file)))
+		r := testbin.Exec(t, testbin.Command("extract", "--turns", "all", filepath.Join("../../testdata/extract", s.file)))
 		if r.Code != cli.ExitRejects || !strings.Contains(r.Stderr, fmt.Sprintf("wrote %d, rejected %d", s.wrote, s.rejected)) {
 			t.Fatalf("extract %s: exit %d\n%s", s.file, r.Code, r.Stderr)
 		}
@@ -154,7 +153,7 @@ func TestWeightsThroughRegenerate(t *testing.T) {
 
 	for _, to := range []string{"conversations", "sharegpt"} {
 		train := filepath.Join(dir, "train-"+to+".jsonl")
-		r := testbin.Exec(t, exec.Command(mergeBinary(t), "--to", to, "-o", train, out))
+		r := testbin.Exec(t, testbin.Command("merge", "--to", to, "-o", train, out))
 		if r.Code != cli.ExitOK || !strings.Contains(r.Stderr, fmt.Sprintf("unique out %d,", wrote)) {
 			t.Fatalf("merge --to %s: exit %d\n%s", to, r.Code, r.Stderr)
 		}
