@@ -108,7 +108,7 @@ func (r *runner) retry(j *job, f *fleet.Failure) bool {
 		// --max-backoff.
 		wait = min(f.RetryAfter, r.cfg.MaxBackoff)
 	case !f.Down:
-		wait = r.backoff.delay(j.attempts)
+		wait = r.backoff.Delay(j.attempts)
 	}
 	r.c.backingOff.Add(1)
 	r.retries.after(r.clk, wait, func() {
@@ -205,11 +205,9 @@ func (rt *retryTimers) stop() {
 // backoff is the retries' wait: attempt n waits between half and all of
 // --backoff*2^(n-1), at most --max-backoff, so that retries of requests
 // that failed together do not arrive together.
-type backoff struct{ j *libbackoff.Jitter }
+type backoff = libbackoff.Jitter
 
 // newBackoff draws the waits from seed.
 func newBackoff(first, max time.Duration, seed uint64) *backoff {
-	return &backoff{libbackoff.NewJitter(libbackoff.Exp{First: first, Max: max}, rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return libbackoff.NewJitter(libbackoff.Exp{First: first, Max: max}, rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
-
-func (b *backoff) delay(attempt int) time.Duration { return b.j.Delay(attempt) }
