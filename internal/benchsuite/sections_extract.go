@@ -161,18 +161,29 @@ func (h *harness) scaleAt(ctx context.Context, f int) error {
 	if err != nil {
 		return err
 	}
-	at := func(s Spec) peerSpec { s.Group, s.Size, s.Runs = "scale", label, 1; return peer(s) }
-	prompts := Spec{BytesOf: []string{p}, Records: counts[0]}
+	return h.atSize(ctx, "scale", label, append(stages(p, g, r, counts[0], counts[1], counts[2]),
+		peer(with(Spec{BytesOf: []string{fl}, Records: counts[3]}, "filter", "", "filter", "--progress", "0", fl)))...)
+}
+
+// stages are the rows growth and scale share: dedup, dedup --exact and
+// shard on the prompts p, merge and stats on their generation records g
+// and rerun r.
+func stages(p, g, r string, np, ng, nr int64) []peerSpec {
+	prompts := Spec{BytesOf: []string{p}, Records: np}
 	sharded := prompts
 	sharded.Mkdir, sharded.Count = []string{"tmp/shards"}, []string{"tmp/shards/*"}
-	return h.measureAll(ctx, []peerSpec{
-		at(with(prompts, "dedup", "", "dedup", p)),
-		at(with(prompts, "dedup --exact", "", "dedup", "--exact", p)),
-		at(with(sharded, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
-		at(with(Spec{BytesOf: []string{g, r}, Records: counts[1] + counts[2]}, "merge", "", "merge", g, r)),
-		at(with(Spec{BytesOf: []string{g}, Records: counts[1], NoCount: true}, "stats", "", "stats", g)),
-		at(with(Spec{BytesOf: []string{fl}, Records: counts[3]}, "filter", "", "filter", "--progress", "0", fl)),
-	})
+	return []peerSpec{peer(with(prompts, "dedup", "", "dedup", p)), peer(with(prompts, "dedup --exact", "", "dedup", "--exact", p)),
+		peer(with(sharded, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
+		peer(with(Spec{BytesOf: []string{g, r}, Records: ng + nr}, "merge", "", "merge", g, r)),
+		peer(with(Spec{BytesOf: []string{g}, Records: ng, NoCount: true}, "stats", "", "stats", g))}
+}
+
+// atSize measures rows once each as the rows of group at a size.
+func (h *harness) atSize(ctx context.Context, group, size string, rows ...peerSpec) error {
+	for i := range rows {
+		rows[i].Group, rows[i].Size, rows[i].Runs = group, size, 1
+	}
+	return h.measureAll(ctx, rows)
 }
 
 func init() {

@@ -315,17 +315,9 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 		return err
 	}
 	const out = "tmp/growth-gen.jsonl"
-	at := func(s Spec) peerSpec { s.Group, s.Size, s.Runs = "growth", label, 1; return peer(s) }
-	return h.measureAll(ctx, []peerSpec{
-		at(with(Spec{BytesOf: []string{c}, Records: int64(n)}, "extract", "", "extract", c)),
-		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "dedup", "", "dedup", p)),
-		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "dedup --exact", "", "dedup", "--exact", p)),
-		at(with(Spec{BytesOf: []string{p}, Records: int64(n), Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}},
-			"shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
-		at(with(Spec{BytesOf: []string{g, r}, Records: counts[0] + counts[1]}, "merge", "", "merge", g, r)),
-		at(with(Spec{BytesOf: []string{g}, Records: counts[0], NoCount: true}, "stats", "", "stats", g)),
-		at(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
+	rows := append([]peerSpec{peer(with(Spec{BytesOf: []string{c}, Records: int64(n)}, "extract", "", "extract", c))}, stages(p, g, r, int64(n), counts[0], counts[1])...)
+	return h.atSize(ctx, "growth", label, append(rows,
+		peer(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
 			"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
-		at(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)),
-	})
+		peer(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)))...)
 }
