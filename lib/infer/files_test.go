@@ -153,10 +153,15 @@ func TestAnswerTooLarge(t *testing.T) {
 }
 
 // hugeAnswers is a chat server whose answer to a prompt containing a key
-// of sizes is that many bytes, and to any other prompt its digest and a
-// word.
+// of sizes is its digest and a word, then that many bytes of a model's
+// prose (llmsim.Prose: paragraphs, lists and code, newlines the JSON
+// escapes), and to any other prompt its digest and the word alone.
 func hugeAnswers(t *testing.T, sizes map[string]int) string {
 	t.Helper()
+	prose := map[string]string{}
+	for key, n := range sizes {
+		prose[key] = llmsim.Prose(n)[:n]
+	}
 	return badServer(t, true, func(ctx *fasthttp.RequestCtx) {
 		body := string(ctx.PostBody())
 		text := ""
@@ -170,13 +175,14 @@ func hugeAnswers(t *testing.T, sizes map[string]int) string {
 			}
 			text = llmsim.PromptDigest(sp) + " ok"
 		}
-		for key, n := range sizes {
+		for key, huge := range prose {
 			if strings.Contains(body, key) {
-				text += " " + strings.Repeat("x", n)
+				text += " " + huge
 			}
 		}
+		content, _ := json.Marshal(text)
 		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + text + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":` + strconv.Itoa(len(text)/4) + `}}`)
+		ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` + string(content) + `},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":` + strconv.Itoa(len(text)/4) + `}}`)
 	})
 }
 
