@@ -301,6 +301,7 @@ func (l *Lock) Release() {
 		l.unhook()
 	}
 	for _, f := range l.files {
+		unlock(f)
 		f.Close()
 	}
 	l.files, l.ids = nil, nil
@@ -309,6 +310,7 @@ func (l *Lock) Release() {
 	if id, err := fileIdentity(l.f); err == nil && sameAsName(id, l.path) {
 		os.Remove(l.path)
 	}
+	unlock(l.f)
 	l.f.Close()
 	l.f = nil
 }

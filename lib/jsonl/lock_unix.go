@@ -24,3 +24,12 @@ func tryLock(f *os.File) (bool, error) {
 		return false, err
 	}
 }
+
+// unlock gives up f's flock before it is closed. Closing alone is not
+// enough: the lock belongs to the open file, which a child forked by
+// another goroutine shares until it execs (or for good, had it been
+// passed on), and the lock would outlive the run that released it.
+func unlock(f *os.File) {
+	for errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_UN), syscall.EINTR) {
+	}
+}
