@@ -58,6 +58,8 @@ func runPhase(t *testing.T, phase limiterPhase, cases []phaseCase) {
 	}
 }
 
+// TestLimiterClimbing: the climb steps up while the output grows, and
+// stops at the ceiling.
 func TestLimiterClimbing(t *testing.T) {
 	runPhase(t, climbing, []phaseCase{
 		{name: "the first window, at the start, steps fourfold; the cohort is the end of the step's burst",
@@ -106,6 +108,13 @@ func TestLimiterClimbing(t *testing.T) {
 					t.Errorf("trying %d in (%d, %d), why %q", l.trying, l.lo, l.good, l.why)
 				}
 			}},
+	})
+}
+
+// TestLimiterClimbingKnee: a step that added under 5% ends the climb at
+// the knee, settled there or searched for below.
+func TestLimiterClimbingKnee(t *testing.T) {
+	runPhase(t, climbing, []phaseCase{
 		{name: "a step that added under 5% right above the level before settles at the knee, with its spare",
 			setup: func(l *Limiter) {
 				l.limit, l.lowest = 16, 4
