@@ -17,6 +17,7 @@ import (
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
 	"tokenmill/lib/mix"
+	"tokenmill/lib/openai"
 	"tokenmill/lib/tokenizer"
 	"tokenmill/lib/tokens"
 )
@@ -50,14 +51,6 @@ type Bench struct {
 	JSON      bool          `name:"json" help:"Print the results as one JSON object instead of the table."`
 	WaitReady time.Duration `default:"10m" help:"How long to wait at start for every endpoint to be ready (/health, or /v1/models where a server has no /health; --health-path)."`
 	TimeScale float64       `default:"1" help:"The servers run this many times faster than real time (a simulator's --time-scale): durations are in their time, and so are the figures."`
-
-	// clock is the bench's time; nil: the real clock. Tests set it.
-	clock clock.Clock
-	// mix is --mix (mix.go); sampleArms the arm of each sample body (1 +
-	// its index, 0 none), as prompts built them.
-	mix        *mix.Mix
-	sampleArms []int
-	tok        *tokenizer.Tokenizer // --tokenizer
 }
 
 // Description is the bench's --help text.
@@ -136,43 +129,108 @@ func parseLevels(s string) ([]int, error) {
 	return slices.Compact(out), nil
 }
 
-func (c *Bench) usage() ([]fleet.Target, []int, error) {
+// Config is one bench as the flags ask for it, made once by
+// Bench.config: the bench reads it, never the flags.
+type Config struct {
+	Inputs    []string // sample prompt files; none: prompts are generated
+	Targets   []fleet.Target
+	Pool      fleet.Config // the fleet's settings; the bench adds its log and clock
+	API       openai.API
+	Model     string // --model, checked against what the servers list
+	APIKey    string
+	Extra     []byte          // --extra-body; nil: none
+	Sampling  openai.Sampling // temperature and top_p; max_tokens is AnswerTokens
+	Fit       tokens.FitFlags
+	Tokenizer *tokenizer.Tokenizer // nil: prompts' tokens estimated or asked of the servers
+	Mix       *mix.Mix             // nil: no mixture (mix.go)
+	// Levels are the requests in flight per endpoint, measured in turn;
+	// nil: benchLadder with each server's max_running_requests.
+	Levels                      []int
+	Warmup, Duration, WaitReady time.Duration
+	Requests                    int // answers that end a level's window early (0: none)
+	Sample                      int // sample prompts, read or generated
+	PromptTokens                int // generated prompts' length
+	AnswerTokens                int // the bench requests' max_tokens (0: none)
+	IgnoreEOS                   bool
+	Plan                        Plan // the run to forecast
+	JSON                        bool
+	TimeScale                   float64     // the servers' time over real time
+	Clock                       clock.Clock // nil: the real clock
+}
+
+// Plan is the run the bench forecasts.
+type Plan struct {
+	Answers          int64   // 0: the lines of the inputs
+	MeanAnswerTokens float64 // 0: measured on the sample answers
+	MaxTokens        int     // the run's --max-tokens; 0: forecast.DefaultLimit
+}
+
+// config checks the flags that kong cannot, and turns them into the
+// bench's Config.
+func (c *Bench) config(env *cli.Env) (*Config, error) {
 	targets, err := c.Targets()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var levels []int
 	if c.Concurrency != "" {
 		if levels, err = parseLevels(c.Concurrency); err != nil {
-			return nil, nil, cli.Usagef("--concurrency: %v", err)
+			return nil, cli.Usagef("--concurrency: %v", err)
 		}
 	}
-	switch {
-	case c.FitFlags.Check() != nil:
-		return nil, nil, cli.Usagef("%v", c.FitFlags.Check())
-	case c.Duration <= 0 || c.Warmup < 0 || c.WaitReady <= 0:
-		return nil, nil, cli.Usagef("--duration and --wait-ready must be positive, --warmup not negative")
-	case c.Requests < 0 || c.Sample < 1 || c.PromptTokens < 1 || c.AnswerTokens != nil && *c.AnswerTokens < 0:
-		return nil, nil, cli.Usagef("--requests and --answer-tokens must not be negative, --sample and --prompt-tokens at least 1")
-	case c.AnswerTokens != nil && *c.AnswerTokens == 0 && len(c.Inputs) == 0:
-		return nil, nil, cli.Usagef("--answer-tokens 0 (no limit) needs sample prompts as input: generated prompts ask for --answer-tokens each")
-	case c.MaxTokens != nil && *c.MaxTokens < 1:
-		return nil, nil, cli.Usagef("--max-tokens must be at least 1")
-	case c.DatasetSize < 0 || c.MeanAnswerTokens < 0 || c.TimeScale <= 0:
-		return nil, nil, cli.Usagef("--dataset-size and --mean-answer-tokens must not be negative, --time-scale positive")
+	if err := c.check(); err != nil {
+		return nil, err
 	}
-	if _, err := c.Extra(); err != nil {
-		return nil, nil, err
+	extra, err := c.Extra()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &Config{
+		Inputs: c.Inputs, Targets: targets, API: c.API, Model: c.Model, APIKey: c.APIKey, Extra: extra,
+		Pool: c.PoolConfig(fleet.Config{
+			EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
+			Policy: fleet.LeastOutstanding, Ladder: true,
+		}),
+		Sampling: openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}, Fit: c.FitFlags,
+		Levels: levels, Warmup: c.Warmup, Duration: c.Duration, WaitReady: c.WaitReady, Requests: c.Requests,
+		Sample: c.Sample, PromptTokens: c.PromptTokens, AnswerTokens: c.answerTokens(), IgnoreEOS: c.IgnoreEOS,
+		Plan: Plan{Answers: c.DatasetSize, MeanAnswerTokens: c.MeanAnswerTokens}, JSON: c.JSON, TimeScale: c.TimeScale,
+	}
+	if c.MaxTokens != nil {
+		cfg.Plan.MaxTokens = *c.MaxTokens
 	}
 	if c.Mix != "" {
-		if c.mix, err = mix.Load(c.Mix); err != nil {
-			return nil, nil, cli.Usagef("--mix %s: %v", c.Mix, err)
+		if cfg.Mix, err = mix.Load(c.Mix); err != nil {
+			return nil, cli.Usagef("--mix %s: %v", c.Mix, err)
 		}
 	}
-	if c.tok, err = c.FitFlags.LoadTokenizer(); err != nil {
-		return nil, nil, cli.Usagef("--tokenizer: %v", err)
+	if cfg.Tokenizer, err = c.FitFlags.LoadTokenizer(); err != nil {
+		return nil, cli.Usagef("--tokenizer: %v", err)
 	}
-	return targets, levels, nil
+	c.Protect(env, targets)
+	if _, err := cfg.builder(streamAsks[0].body, cfg.Model); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// check refuses what the flags cannot mean.
+func (c *Bench) check() error {
+	switch {
+	case c.FitFlags.Check() != nil:
+		return cli.Usagef("%v", c.FitFlags.Check())
+	case c.Duration <= 0 || c.Warmup < 0 || c.WaitReady <= 0:
+		return cli.Usagef("--duration and --wait-ready must be positive, --warmup not negative")
+	case c.Requests < 0 || c.Sample < 1 || c.PromptTokens < 1 || c.AnswerTokens != nil && *c.AnswerTokens < 0:
+		return cli.Usagef("--requests and --answer-tokens must not be negative, --sample and --prompt-tokens at least 1")
+	case c.AnswerTokens != nil && *c.AnswerTokens == 0 && len(c.Inputs) == 0:
+		return cli.Usagef("--answer-tokens 0 (no limit) needs sample prompts as input: generated prompts ask for --answer-tokens each")
+	case c.MaxTokens != nil && *c.MaxTokens < 1:
+		return cli.Usagef("--max-tokens must be at least 1")
+	case c.DatasetSize < 0 || c.MeanAnswerTokens < 0 || c.TimeScale <= 0:
+		return cli.Usagef("--dataset-size and --mean-answer-tokens must not be negative, --time-scale positive")
+	}
+	return nil
 }
 
 // defaultAnswerTokens is the bench's max_tokens for generated prompts.
@@ -189,33 +247,30 @@ func (c *Bench) answerTokens() int {
 	return defaultAnswerTokens
 }
 
-// Run measures the fleet and prints the report.
+// Run measures the fleet and prints the report: the flags become a
+// Config once, and the bench reads that.
 func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
-	targets, levels, err := c.usage()
-	if err != nil {
-		return err
-	}
-	c.Protect(env, targets)
-	if _, err := c.builder(streamAsks[0].body, c.Model); err != nil {
-		return err
-	}
+	config := func() (*Config, error) { return c.config(env) }
+	return cli.RunConfig(ctx, env, config, (*Config).Run)
+}
 
-	clk := clock.Or(c.clock)
+// Run measures the fleet cfg names and prints the report.
+func (cfg *Config) Run(ctx context.Context, env *cli.Env) error {
+	clk := clock.Or(cfg.Clock)
+	pc := cfg.Pool
+	pc.Logf, pc.Clock = env.Logf, clk
 	poolCtx, cancelPool := context.WithCancel(context.Background())
-	p := fleet.NewPool(poolCtx, targets, c.PoolConfig(fleet.Config{
-		EjectAfter: 1 << 30, ProbeInterval: time.Second, ControlTimeout: 10 * time.Second,
-		Policy: fleet.LeastOutstanding, Ladder: true, Logf: env.Logf, Clock: clk,
-	}))
+	p := fleet.NewPool(poolCtx, cfg.Targets, pc)
 	defer func() {
 		cancelPool()
 		p.Close()
 	}()
 	p.Start()
-	ready, err := p.WaitAll(ctx, c.WaitReady)
+	ready, err := p.WaitAll(ctx, cfg.WaitReady)
 	if err != nil {
 		return err
 	}
-	if err := fleet.CheckRun(p, c.API, c.Model); err != nil {
+	if err := fleet.CheckRun(p, cfg.API, cfg.Model); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	// Requests are built with the first endpoint's model; each endpoint
@@ -224,29 +279,29 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 	if model == "" {
 		model = "default"
 	}
-	bodies, note, wantUsage, err := c.negotiate(ctx, env, p, ready[0], model)
+	s, err := cfg.negotiate(ctx, env, p, ready[0], model)
 	if err != nil {
 		return err
 	}
-	run := newBenchRun(c, clk, p, ready, bodies)
-	run.wantUsage = wantUsage
+	run := newBenchRun(cfg, clk, p, ready, s)
+	levels := cfg.Levels
 	if len(levels) == 0 {
 		levels = ladder(run.maxRunning)
 	}
 	rep := run.report(model)
-	rep.PromptNote = note
-	m := measurer{c: c, ctx: ctx, env: env, run: run}
+	rep.PromptNote = s.note
+	m := measurer{cfg: cfg, ctx: ctx, env: env, run: run}
 	m.climb(rep, levels)
 	if ctx.Err() == nil {
 		m.confirm(rep)
 	}
 	if len(rep.Levels) > 0 {
-		rep.finish(c, run)
+		rep.finish(run)
 	}
 	// Whole, so that a credential a server echoed into an error is
 	// redacted however the writer cuts its writes.
 	var out bytes.Buffer
-	if err := rep.write(&out, c.JSON); err != nil {
+	if err := rep.write(&out, cfg.JSON); err != nil {
 		return err
 	}
 	if _, err := env.Stdout.Write(env.Secrets.Redact(out.Bytes())); err != nil {
@@ -263,7 +318,7 @@ func (c *Bench) Run(ctx context.Context, env *cli.Env) error {
 
 // measurer measures the levels of one bench.
 type measurer struct {
-	c   *Bench
+	cfg *Config
 	ctx context.Context
 	env *cli.Env
 	run *benchRun
@@ -287,10 +342,10 @@ func (m measurer) measure(n int) Level {
 // climb measures the levels in turn, until the output falls or no answer
 // finishes within a level.
 func (m measurer) climb(rep *Report, levels []int) {
-	c, env := m.c, m.env
+	cfg, env := m.cfg, m.env
 	for i, n := range levels {
 		env.Logf("level %d/%d: %d per endpoint (%d in flight): %v warm-up, then %v measured",
-			i+1, len(levels), n, n*len(m.run.eps), c.Warmup, c.Duration)
+			i+1, len(levels), n, n*len(m.run.eps), cfg.Warmup, cfg.Duration)
 		lv := m.measure(n)
 		if m.ctx.Err() == nil && lv.Answers == 0 {
 			// No answer finished in the window: streams that never end, or
@@ -298,7 +353,7 @@ func (m measurer) climb(rep *Report, levels []int) {
 			// them sooner: the ladder stops here.
 			rep.Levels = append(rep.Levels, lv)
 			env.Logf("  no answer finished within the level's %v (%d failed requests%s): no higher level is measured; a longer --duration lets long answers finish",
-				c.Warmup+c.Duration, lv.Errors, firstErrorNote(lv))
+				cfg.Warmup+cfg.Duration, lv.Errors, firstErrorNote(lv))
 			return
 		}
 		if m.ctx.Err() != nil {
@@ -318,7 +373,7 @@ func (m measurer) climb(rep *Report, levels []int) {
 // servers (confirm.go).
 func (m measurer) confirm(rep *Report) {
 	rep.Levels, rep.Drift, rep.Unsettled = confirm(rep.Levels, func(n int) (Level, bool) {
-		m.env.Logf("level %d per endpoint again, as the ladder left the servers: %v warm-up, then %v measured", n, m.c.Warmup, m.c.Duration)
+		m.env.Logf("level %d per endpoint again, as the ladder left the servers: %v warm-up, then %v measured", n, m.cfg.Warmup, m.cfg.Duration)
 		lv := m.measure(n)
 		if m.ctx.Err() != nil {
 			return lv, false

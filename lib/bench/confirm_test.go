@@ -68,8 +68,7 @@ func TestConfirmAfterTheLadder(t *testing.T) {
 	// The forecast is the second pass's: the knee moved to 4, and the run
 	// is forecast at the rate the server gives now.
 	rep := &Report{Levels: got, Drift: drift, AnswerTokens: 32}
-	c := &Bench{DatasetSize: 200, MeanAnswerTokens: 32}
-	rep.finish(c, &benchRun{cfg: c, maxRunning: []int{0}})
+	rep.finish(&benchRun{cfg: planConfig(200, 32), maxRunning: []int{0}})
 	if rep.Recommended != 4 || rep.Forecast == nil || rep.Forecast.TokPerSec != 1400 {
 		t.Fatalf("report %+v forecast %+v: want 4 recommended, forecast at 1,400 tok/s", rep, rep.Forecast)
 	}
@@ -134,8 +133,7 @@ func TestConfirmUnsettled(t *testing.T) {
 	}
 	hasAll(t, "unsettled", unsettled, "measured 3 more times after the second pass, the knee kept changing (last 2 per endpoint: 1,200 tok/s, after 1,400; 2,599 in the ladder)")
 	rep := &Report{Levels: got, Drift: drift, Unsettled: unsettled, AnswerTokens: 32}
-	c := &Bench{DatasetSize: 200, MeanAnswerTokens: 32}
-	rep.finish(c, &benchRun{cfg: c, maxRunning: []int{0}})
+	rep.finish(&benchRun{cfg: planConfig(200, 32), maxRunning: []int{0}})
 	f := rep.Forecast
 	if f == nil || f.TokPerSec != 1200 || !(f.LowSeconds <= 200*32/1400.0+1e-9 && f.HighSeconds >= 200*32/1200.0-1e-9) {
 		t.Fatalf("forecast %+v: want 1,200 tok/s, its range spanning 1,400's %.2f s to 1,200's %.2f s", f, 200*32/1400.0, 200*32/1200.0)

@@ -22,7 +22,7 @@ import (
 
 // benchRun is what every level shares.
 type benchRun struct {
-	cfg        *Bench
+	cfg        *Config
 	clk        clock.Clock
 	kind       openai.StreamKind
 	eps        []*fleet.Client
@@ -43,14 +43,14 @@ type benchRun struct {
 }
 
 // newBenchRun measures the ready endpoints of p (their indexes), each
-// with its own streaming client.
-func newBenchRun(c *Bench, clk clock.Clock, p *fleet.Pool, ready []int, bodies [][]byte) *benchRun {
-	r := &benchRun{cfg: c, clk: clk, kind: c.API.StreamKind(), bodies: bodies, pool: p}
-	r.setArms(c.sampleArms)
+// with its own streaming client, sending the sample s.
+func newBenchRun(cfg *Config, clk clock.Clock, p *fleet.Pool, ready []int, s sample) *benchRun {
+	r := &benchRun{cfg: cfg, clk: clk, kind: cfg.API.StreamKind(), bodies: s.bodies, wantUsage: s.wantUsage, pool: p}
+	r.setArms(s.arms)
 	views, eps := p.View(), p.Endpoints()
 	for _, i := range ready {
 		t := eps[i].Target()
-		r.eps = append(r.eps, fleet.NewClient(t, c.APIKey, true))
+		r.eps = append(r.eps, fleet.NewClient(t, cfg.APIKey, true))
 		r.peps = append(r.peps, eps[i])
 		r.urls = append(r.urls, t.URL)
 		r.maxRunning = append(r.maxRunning, views[i].MaxRunning)

@@ -94,9 +94,9 @@ func TestBenchForecastCapped(t *testing.T) {
 			for i := range sample {
 				sample[i].natural = 1 << 20
 			}
-			c := benchFlags()
-			c.Inputs, c.DatasetSize, c.Sample = []string{writePrompts(t, t.TempDir(), len(sample))}, int64(tt.prompts), len(sample)
-			c.Warmup, c.Duration, c.MaxTokens = 5*time.Second, 30*time.Second, ptr(tt.cap)
+			c := benchConfig()
+			c.Inputs, c.Plan.Answers, c.Sample = []string{writePrompts(t, t.TempDir(), len(sample))}, int64(tt.prompts), len(sample)
+			c.Warmup, c.Duration, c.Plan.MaxTokens, c.AnswerTokens = 5*time.Second, 30*time.Second, tt.cap, tt.cap
 			rep := replayBench(c, tt.endpoints, tt.slots, sample, levels...)
 			f := rep.Forecast
 			if f == nil || f.MeanSource != sourceCapped || f.MeanAnswerTokens != float64(tt.cap) {

@@ -36,21 +36,21 @@ type ArmForecast struct {
 
 // armOf is the arm of the sample prompt (id, sample) and the builder of
 // its requests; 0 and b without a mixture.
-func (c *Bench) armOf(b *openai.Builder, id string, sample int) (int, *openai.Builder) {
-	if c.mix == nil {
+func (cfg *Config) armOf(b *openai.Builder, id string, sample int) (int, *openai.Builder) {
+	if cfg.Mix == nil {
 		return 0, b
 	}
-	i := c.mix.Pick(0, id, sample)
-	return i + 1, b.WithArm(c.mix.Arms[i].Params)
+	i := cfg.Mix.Pick(0, id, sample)
+	return i + 1, b.WithArm(cfg.Mix.Arms[i].Params)
 }
 
 // setArms takes the arms of the bodies.
 func (r *benchRun) setArms(arms []int) {
-	if r.cfg.mix == nil {
+	if r.cfg.Mix == nil {
 		return
 	}
 	r.arms = append([]int(nil), arms...)
-	r.armObs = make([]lengthObs, len(r.cfg.mix.Arms))
+	r.armObs = make([]lengthObs, len(r.cfg.Mix.Arms))
 }
 
 // armOf is the arm of body k, 0 for none.
@@ -63,23 +63,23 @@ func (r *benchRun) armOf(k int) int {
 
 // armLimit is the longest answer of arm i in the run: its max_tokens,
 // else --max-tokens, else forecast.DefaultLimit.
-func (c *Bench) armLimit(i int) int {
-	if n := c.mix.Arms[i].MaxTokens(); n > 0 {
+func (cfg *Config) armLimit(i int) int {
+	if n := cfg.Mix.Arms[i].MaxTokens(); n > 0 {
 		return n
 	}
-	if c.MaxTokens != nil {
-		return *c.MaxTokens
+	if cfg.Plan.MaxTokens > 0 {
+		return cfg.Plan.MaxTokens
 	}
 	return forecast.DefaultLimit
 }
 
 // armBenchCap is the max_tokens the bench asked arm i's prompts with: the
 // arm's own, else the bench's (0: none).
-func (c *Bench) armBenchCap(i int) int {
-	if n := c.mix.Arms[i].MaxTokens(); n > 0 {
+func (cfg *Config) armBenchCap(i int) int {
+	if n := cfg.Mix.Arms[i].MaxTokens(); n > 0 {
 		return n
 	}
-	return c.answerTokens()
+	return cfg.AnswerTokens
 }
 
 // mixLengths are the run's answer lengths under the mixture: the arms'
@@ -87,7 +87,7 @@ func (c *Bench) armBenchCap(i int) int {
 // standard error and the standard deviation. A note says why there is no
 // forecast (an arm none of whose sample answers ended on its own).
 func (r *benchRun) mixLengths() (d forecast.Dist, limit, mean, se, sd float64, arms []ArmForecast, note string) {
-	m := r.cfg.mix
+	m := r.cfg.Mix
 	var parts forecast.Mixture
 	var m2, variance float64
 	var missing []string

@@ -31,13 +31,12 @@ const benchMix = `arms:
 // answers them under their arms (the bench draws arms as a run without
 // --seed does): a thinking answer is its reasoning and then its answer
 // (llmsim's ThinkingLength), cut at the arm's max_tokens.
-func armedPrompts(m *mix.Mix, n int) ([]simPrompt, []int) {
+func armedPrompts(m *mix.Mix, n int) []simPrompt {
 	out := make([]simPrompt, n)
-	arms := make([]int, n)
 	for i := range out {
 		p := chatPrompt("Be brief.", promptText(i))
 		a := m.Pick(0, fmt.Sprintf("p%05d", i), 0)
-		arms[i] = a + 1
+		p.arm = a + 1
 		arm := &m.Arms[a]
 		p.max = arm.MaxTokens()
 		if strings.Contains(string(arm.Params), `"enable_thinking":true`) {
@@ -48,7 +47,7 @@ func armedPrompts(m *mix.Mix, n int) ([]simPrompt, []int) {
 		}
 		out[i] = p
 	}
-	return out, arms
+	return out
 }
 
 // TestBenchForecastMix: on virtual time, a bench of a mixed run's sample
@@ -67,11 +66,10 @@ func TestBenchForecastMix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := benchFlags()
+	c := benchConfig()
 	c.Inputs = []string{writePrompts(t, dir, prompts)}
-	c.Warmup, c.Duration, c.MaxTokens, c.Mix, c.mix = 5*time.Second, 60*time.Second, ptr(2048), mixPath, m
-	sample, arms := armedPrompts(m, prompts)
-	c.sampleArms = arms[:c.Sample]
+	c.Warmup, c.Duration, c.Plan.MaxTokens, c.AnswerTokens, c.Mix = 5*time.Second, 60*time.Second, 2048, 2048, m
+	sample := armedPrompts(m, prompts)
 	rep := replayBench(c, 2, llmsim.DefaultMaxRunning, sample[:c.Sample], 48)
 	f := rep.Forecast
 	if f == nil {
@@ -123,13 +121,13 @@ func TestBenchMixNote(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := benchFlags()
+		c := benchConfig()
 		c.Inputs = []string{writePrompts(t, dir, 200)}
-		c.Warmup, c.Duration, c.Sample, c.mix, c.MaxTokens = time.Second, 120*time.Second, 200, m, ptr(8192)
+		c.Warmup, c.Duration, c.Sample, c.Mix, c.Plan.MaxTokens, c.AnswerTokens = time.Second, 120*time.Second, 200, m, 8192, 8192
 		sample := samplePrompts(200)
 		for i := range sample {
-			c.sampleArms = append(c.sampleArms, m.Pick(0, fmt.Sprintf("p%05d", i), 0)+1)
-			if c.sampleArms[i] == 1 {
+			sample[i].arm = m.Pick(0, fmt.Sprintf("p%05d", i), 0) + 1
+			if sample[i].arm == 1 {
 				armA(&sample[i])
 			}
 		}

@@ -30,23 +30,34 @@ var streamAsks = []struct{ body, refused string }{
 
 // builder is the request builder of the bench's requests with stream
 // asking for its stream options, under --extra-body.
-func (c *Bench) builder(stream, model string) (*openai.Builder, error) {
-	if c.API == openai.APIGenerate {
+func (cfg *Config) builder(stream, model string) (*openai.Builder, error) {
+	if cfg.API == openai.APIGenerate {
 		stream = `{"stream":true}` // /generate's chunks carry their meta_info
 	}
-	extra, err := openai.Merge([]byte(stream), []byte(c.ExtraBody))
+	extra, err := openai.Merge([]byte(stream), cfg.Extra)
 	if err != nil {
 		return nil, cli.Usagef("--extra-body: %v", err)
 	}
-	sampling := openai.Sampling{Temperature: c.Temperature, TopP: c.TopP}
-	if n := c.answerTokens(); n > 0 {
+	sampling := cfg.Sampling
+	if n := cfg.AnswerTokens; n > 0 {
 		sampling.MaxTokens = &n
 	}
-	b, err := openai.NewBuilder(c.API, model, sampling, extra)
+	b, err := openai.NewBuilder(cfg.API, model, sampling, extra)
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
 	}
 	return b, nil
+}
+
+// sample is the bench's request bodies, as negotiate built them.
+type sample struct {
+	bodies [][]byte
+	// arms are the arm of each body (1 + its index in the mixture, 0:
+	// none), as prompts drew them.
+	arms []int
+	note string // what the prompts are, for the report
+	// wantUsage: the bodies ask for the answers' usage.
+	wantUsage bool
 }
 
 // negotiate builds the bench's request bodies, asking for as much of the
@@ -54,39 +65,39 @@ func (c *Bench) builder(stream, model string) (*openai.Builder, error) {
 // endpoint tries each of streamAsks in turn, and a refusal that names the
 // option moves on to the next. Stream options in --extra-body are taken
 // as they are. A first request refused for another reason (a route or a
-// field the server lacks) ends the bench before any level. wantUsage
-// reports whether the answers' usage is asked for.
-func (c *Bench) negotiate(ctx context.Context, env *cli.Env, p *fleet.Pool, first int, model string) (bodies [][]byte, note string, wantUsage bool, err error) {
-	own, _ := record.FieldValue([]byte(c.ExtraBody), "stream_options")
+// field the server lacks) ends the bench before any level.
+func (cfg *Config) negotiate(ctx context.Context, env *cli.Env, p *fleet.Pool, first int, model string) (sample, error) {
+	own, _ := record.FieldValue(cfg.Extra, "stream_options")
 	asks := streamAsks
-	if c.API == openai.APIGenerate || own != nil {
+	if cfg.API == openai.APIGenerate || own != nil {
 		asks = asks[:1]
 	}
 	ep := p.Endpoints()[first]
+	var s sample
 	for i, ask := range asks {
-		b, err := c.builder(ask.body, model)
+		b, err := cfg.builder(ask.body, model)
 		if err != nil {
-			return nil, "", false, err
+			return sample{}, err
 		}
-		if bodies, note, err = c.prompts(ctx, env, b, c.fitter(p, model)); err != nil {
-			return nil, "", false, err
+		if s, err = cfg.prompts(ctx, env, b, cfg.fitter(p, model)); err != nil {
+			return sample{}, err
 		}
-		wantUsage = c.API == openai.APIGenerate || asksUsage(bodies[0])
-		status, msg := preflight(ctx, ep, c.APIKey, c.API, bodies[0])
+		s.wantUsage = cfg.API == openai.APIGenerate || asksUsage(s.bodies[0])
+		status, msg := preflight(ctx, ep, cfg.APIKey, cfg.API, s.bodies[0])
 		switch {
 		case status == fasthttp.StatusOK || status == 0:
-			return bodies, note, wantUsage, nil // 0: no answer; the levels will say
+			return s, nil // 0: no answer; the levels will say
 		case i+1 < len(asks) && refusesStreamOption(status, msg):
 			env.Logf("%s refuses %s (HTTP %d: %s): asking for less", ep.Name(), asks[i+1].refused, status, msg)
 			continue
 		}
 		f := fleet.ClassifyStatus(status, []byte(msg))
 		if f.Retriable {
-			return bodies, note, wantUsage, nil // busy or broken now, perhaps not later
+			return s, nil // busy or broken now, perhaps not later
 		}
-		return nil, "", false, fmt.Errorf("%s refused the first request (HTTP %d: %s): %s", ep.Name(), status, msg, refusalHint(status, msg, c.API))
+		return sample{}, fmt.Errorf("%s refused the first request (HTTP %d: %s): %s", ep.Name(), status, msg, refusalHint(status, msg, cfg.API))
 	}
-	return bodies, note, wantUsage, nil
+	return s, nil
 }
 
 // asksUsage reads a body's stream_options.include_usage.

@@ -19,10 +19,10 @@ import (
 // fitter fits the bench's requests into the model's context as infer
 // fits a run's: max_tokens lowered to what the prompt leaves, prompts
 // that leave too little left out.
-func (c *Bench) fitter(p *fleet.Pool, model string) *fitting {
+func (cfg *Config) fitter(p *fleet.Pool, model string) *fitting {
 	counter := tokens.NewCounter(p, func() string { return model })
-	counter.UseTokenizer(c.tok)
-	return &fitting{flags: c.FitFlags, ctx: p.Context(), counter: counter}
+	counter.UseTokenizer(cfg.Tokenizer)
+	return &fitting{flags: cfg.Fit, ctx: p.Context(), counter: counter}
 }
 
 // fitting builds fitted request bodies and counts what it changed.
@@ -62,40 +62,43 @@ func (f *fitting) note() string {
 
 // prompts builds the streamed request bodies: the input's first usable
 // records, or generated prompts, fitted to the context.
-func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fit *fitting) ([][]byte, string, error) {
-	var bodies [][]byte
-	c.sampleArms = c.sampleArms[:0]
-	if len(c.Inputs) == 0 {
-		for k := 0; k < c.Sample; k++ {
-			text := benchPromptText(k, c.PromptTokens)
+func (cfg *Config) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fit *fitting) (sample, error) {
+	var s sample
+	add := func(arm int, body []byte) {
+		if body != nil {
+			s.bodies = append(s.bodies, body)
+			s.arms = append(s.arms, arm)
+		}
+	}
+	if len(cfg.Inputs) == 0 {
+		for k := 0; k < cfg.Sample; k++ {
+			text := benchPromptText(k, cfg.PromptTokens)
 			p := record.Prompt{}
-			if c.API == openai.APIChat {
+			if cfg.API == openai.APIChat {
 				p.Messages = []record.Message{{Role: "user", Content: text}}
 			} else {
 				p.Prompt = &text
 			}
-			if c.IgnoreEOS {
+			if cfg.IgnoreEOS {
 				p.Params = []byte(`{"ignore_eos":true}`)
 			}
-			arm, ab := c.armOf(b, "bench-"+strconv.Itoa(k), 0)
+			arm, ab := cfg.armOf(b, "bench-"+strconv.Itoa(k), 0)
 			body, err := fit.body(ab, &p, nil, 0)
 			if err != nil {
-				return nil, "", err
+				return sample{}, err
 			}
-			if body != nil {
-				bodies = append(bodies, body)
-				c.sampleArms = append(c.sampleArms, arm)
-			}
+			add(arm, body)
 		}
-		if len(bodies) == 0 {
-			return nil, "", fmt.Errorf("no generated prompt of %d tokens fits the model's %d-token context with --min-answer-tokens %d", c.PromptTokens, fit.ctx, c.MinAnswerTokens)
+		if len(s.bodies) == 0 {
+			return sample{}, fmt.Errorf("no generated prompt of %d tokens fits the model's %d-token context with --min-answer-tokens %d", cfg.PromptTokens, fit.ctx, cfg.Fit.MinAnswerTokens)
 		}
-		return bodies, fmt.Sprintf("%s generated prompts of %s tokens", cli.Thousands(len(bodies)), cli.Thousands(c.PromptTokens)) + fit.note(), nil
+		s.note = fmt.Sprintf("%s generated prompts of %s tokens", cli.Thousands(len(s.bodies)), cli.Thousands(cfg.PromptTokens)) + fit.note()
+		return s, nil
 	}
-	rd := jsonl.NewReader(ctx, env, c.Inputs, env.Stdin, jsonl.Options{})
+	rd := jsonl.NewReader(ctx, env, cfg.Inputs, env.Stdin, jsonl.Options{})
 	defer rd.Close()
 	skipped := 0
-	for len(bodies) < c.Sample {
+	for len(s.bodies) < cfg.Sample {
 		rec, err := rd.Next()
 		if err == io.EOF {
 			break
@@ -106,7 +109,7 @@ func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fi
 			continue
 		}
 		if err != nil {
-			return nil, "", err
+			return sample{}, err
 		}
 		var p record.Prompt
 		if record.Decode(rec.Data, &p) != nil {
@@ -118,25 +121,23 @@ func (c *Bench) prompts(ctx context.Context, env *cli.Env, b *openai.Builder, fi
 			skipped++
 			continue
 		}
-		arm, ab := c.armOf(b, p.ID.Text, p.Sample)
+		arm, ab := cfg.armOf(b, p.ID.Text, p.Sample)
 		body, err := fit.body(ab, &p, seed, p.Sample)
 		if err != nil {
 			skipped++
 			continue
 		}
-		if body != nil {
-			bodies = append(bodies, body)
-			c.sampleArms = append(c.sampleArms, arm)
-		}
+		add(arm, body)
 	}
-	if len(bodies) == 0 {
-		return nil, "", fmt.Errorf("no usable prompt records in the input (%d skipped, %d too long for the context)", skipped, fit.refused)
+	if len(s.bodies) == 0 {
+		return sample{}, fmt.Errorf("no usable prompt records in the input (%d skipped, %d too long for the context)", skipped, fit.refused)
 	}
-	note := fmt.Sprintf("%s sample prompts", cli.Thousands(len(bodies)))
+	s.note = fmt.Sprintf("%s sample prompts", cli.Thousands(len(s.bodies)))
 	if skipped > 0 {
-		note += fmt.Sprintf(" (%d unusable records skipped)", skipped)
+		s.note += fmt.Sprintf(" (%d unusable records skipped)", skipped)
 	}
-	return bodies, note + fit.note(), nil
+	s.note += fit.note()
+	return s, nil
 }
 
 // benchWords fill generated prompts.

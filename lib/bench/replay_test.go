@@ -25,8 +25,9 @@ var epoch = time.Unix(1_700_000_000, 0)
 
 // simPrompt is a prompt as the simulator sees it: its tokens, and how
 // long its answer is before any max_tokens; max is its own max_tokens
-// (an arm's), 0 for the bench's or the run's.
-type simPrompt struct{ tokens, natural, max int }
+// (an arm's), 0 for the bench's or the run's; arm is the arm the bench
+// drew for it under --mix (1 + its index, 0: none).
+type simPrompt struct{ tokens, natural, max, arm int }
 
 func chatPrompt(system, user string) simPrompt {
 	var p llmsim.Prompt
@@ -59,7 +60,7 @@ func (p simPrompt) seq(limit int, ref any) *llmsim.Seq {
 }
 
 // generatedPrompts are the bench's own prompts of c.
-func generatedPrompts(c *Bench) []simPrompt {
+func generatedPrompts(c *Config) []simPrompt {
 	out := make([]simPrompt, c.Sample)
 	for k := range out {
 		out[k] = chatPrompt("", benchPromptText(k, c.PromptTokens))
@@ -76,30 +77,41 @@ func samplePrompts(n int) []simPrompt {
 	return out
 }
 
-// benchFlags are the bench's defaults as kong sets them, for a bench
-// built in a test.
-func benchFlags() *Bench {
-	return &Bench{ServerFlags: fleet.ServerFlags{API: openai.APIChat}, Duration: 30 * time.Second, Warmup: 10 * time.Second,
-		PromptTokens: 256, IgnoreEOS: true, Sample: 1000, TimeScale: 1}
+// benchConfig is the Config of the bench's default flags, for a bench
+// built in a test. With sample prompts and --max-tokens, AnswerTokens is
+// that --max-tokens, as Bench.answerTokens has it.
+func benchConfig() *Config {
+	return &Config{API: openai.APIChat, Duration: 30 * time.Second, Warmup: 10 * time.Second,
+		PromptTokens: 256, AnswerTokens: defaultAnswerTokens, IgnoreEOS: true, Sample: 1000, TimeScale: 1}
+}
+
+// planConfig forecasts a run of answers answers of mean tokens each, the
+// bench asking with its default max_tokens.
+func planConfig(answers int64, mean float64) *Config {
+	return &Config{AnswerTokens: defaultAnswerTokens, Plan: Plan{Answers: answers, MeanAnswerTokens: mean}}
 }
 
 // replayBench runs the bench's levels for c on a virtual fleet of
 // endpoints servers of maxRunning slots each, sending the prompts in
 // turn, and returns its report as Run writes it.
-func replayBench(c *Bench, endpoints, maxRunning int, prompts []simPrompt, levels ...int) *Report {
+func replayBench(c *Config, endpoints, maxRunning int, prompts []simPrompt, levels ...int) *Report {
 	fake := fakeclock.New(epoch)
 	r := &benchRun{cfg: c, clk: fake, eps: make([]*fleet.Client, endpoints)}
 	for i := 0; i < endpoints; i++ {
 		r.maxRunning = append(r.maxRunning, maxRunning)
 		r.urls = append(r.urls, fmt.Sprintf("http://sim:%d", 30000+i))
 	}
-	r.setArms(c.sampleArms)
+	arms := make([]int, len(prompts))
+	for i, p := range prompts {
+		arms[i] = p.arm
+	}
+	r.setArms(arms)
 	rep := r.report(llmsim.DefaultModelName)
 	rep.PromptNote = "replayed prompts"
 	for _, n := range levels {
 		rep.Levels = append(rep.Levels, replayLevel(r, fake, n, prompts))
 	}
-	rep.finish(c, r)
+	rep.finish(r)
 	return rep
 }
 
@@ -110,7 +122,7 @@ func replayLevel(r *benchRun, fake *fakeclock.Clock, n int, prompts []simPrompt)
 	lv := r.newLevel(n)
 	start := fake.Now()
 	sim := simfleet.Uniform(len(r.eps), llmsim.DefaultTiming(), r.maxRunning[0])
-	limit := r.cfg.answerTokens()
+	limit := r.cfg.AnswerTokens
 	var sent []*reqStats
 	sim.Keep(n, func(e int, at time.Duration) (*llmsim.Seq, bool) {
 		k := (r.next.Add(1) - 1) % uint64(len(prompts))
@@ -159,16 +171,14 @@ func replayRun(prompts []simPrompt, endpoints, maxRunning, perEndpoint, maxToken
 	return end
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // TestBenchCalibration: on eight simulated servers at their calibrated
 // defaults the bench measures what the production job measured: one
 // request per server, about 212 tok/s in all; 48 per server, about 9,400.
 // Prompts and answers are shaped like the job's (short prompts, answers of
 // hundreds of tokens), since prefill takes its share of a step.
 func TestBenchCalibration(t *testing.T) {
-	c := benchFlags()
-	c.Warmup, c.Duration, c.PromptTokens, c.AnswerTokens = 3*time.Second, 15*time.Second, 100, ptr(1024)
+	c := benchConfig()
+	c.Warmup, c.Duration, c.PromptTokens, c.AnswerTokens = 3*time.Second, 15*time.Second, 100, 1024
 	rep := replayBench(c, 8, llmsim.DefaultMaxRunning, generatedPrompts(c), 1, 48)
 	for _, tt := range []struct {
 		n           int
@@ -208,10 +218,10 @@ func TestBenchCalibration(t *testing.T) {
 // TestBenchKnee: servers that run 16 requests at once queue the rest, so
 // throughput stops growing at 16 per endpoint: that is the knee.
 func TestBenchKnee(t *testing.T) {
-	c := benchFlags()
+	c := benchConfig()
 	// Long answers: a slot that frees at 16 per endpoint waits for the
 	// client's next request, which costs a little throughput per answer.
-	c.Warmup, c.Duration, c.AnswerTokens = 3*time.Second, 15*time.Second, ptr(1024)
+	c.Warmup, c.Duration, c.AnswerTokens = 3*time.Second, 15*time.Second, 1024
 	rep := replayBench(c, 2, 16, generatedPrompts(c), 8, 16, 32)
 	for _, lv := range rep.Levels {
 		t.Logf("%3d per endpoint: %6.0f tok/s, TTFT p50 %.2fs", lv.Concurrency, lv.TokPerSec, lv.TTFTP50)
@@ -232,9 +242,9 @@ func TestBenchKnee(t *testing.T) {
 // prompts, against the run itself on the same fleet.
 func TestBenchForecast(t *testing.T) {
 	const prompts = 3000
-	c := benchFlags()
+	c := benchConfig()
 	c.Inputs = []string{writePrompts(t, t.TempDir(), prompts)}
-	c.Warmup, c.Duration, c.MaxTokens = 5*time.Second, 60*time.Second, ptr(2048)
+	c.Warmup, c.Duration, c.Plan.MaxTokens, c.AnswerTokens = 5*time.Second, 60*time.Second, 2048, 2048
 	sample := samplePrompts(prompts)
 	rep := replayBench(c, 2, llmsim.DefaultMaxRunning, sample[:c.Sample], 48)
 	f := rep.Forecast
@@ -264,8 +274,8 @@ func checkForecast(t *testing.T, f *Forecast, actual float64) {
 // The text report, on replayed levels: the table, the knee and the
 // forecast as a person reads them.
 func TestBenchTableReplayed(t *testing.T) {
-	c := benchFlags()
-	c.Warmup, c.Duration, c.DatasetSize, c.MeanAnswerTokens = 2*time.Second, 10*time.Second, 100_000, 800
+	c := benchConfig()
+	c.Warmup, c.Duration, c.Plan.Answers, c.Plan.MeanAnswerTokens = 2*time.Second, 10*time.Second, 100_000, 800
 	rep := replayBench(c, 2, llmsim.DefaultMaxRunning, generatedPrompts(c), 1, 2)
 	var b strings.Builder
 	if err := rep.write(&b, false); err != nil {

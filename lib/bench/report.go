@@ -120,7 +120,7 @@ type Forecast struct {
 }
 
 func (r *benchRun) report(model string) *Report {
-	return &Report{Endpoints: r.urls, API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.answerTokens(),
+	return &Report{Endpoints: r.urls, API: r.cfg.API, Model: model, MaxRunning: r.maxRunning, AnswerTokens: r.cfg.AnswerTokens,
 		Warmup: r.cfg.Warmup.Seconds(), Duration: r.cfg.Duration.Seconds(), Levels: []Level{}}
 }
 
@@ -204,7 +204,7 @@ func falling(levels []Level) string {
 }
 
 // finish counts answers per second, names the knee and forecasts the run.
-func (rep *Report) finish(c *Bench, r *benchRun) {
+func (rep *Report) finish(r *benchRun) {
 	k, found := knee(rep.Levels)
 	if k < 0 {
 		rep.ForecastNote = "no level answered: nothing to recommend or forecast"
@@ -216,17 +216,17 @@ func (rep *Report) finish(c *Bench, r *benchRun) {
 	}
 	rep.Knee, rep.KneeFound, rep.Recommended = rep.Levels[k].Concurrency, found, rep.Levels[k].Concurrency
 	dist, fitted := r.obs.fit()
-	benchLimit := rep.perSecond(c, r, dist, fitted)
-	if run, ok := rep.runShape(c, r, dist, fitted, benchLimit); ok {
-		rep.forecast(c, r, k, run)
+	benchLimit := rep.perSecond(r, dist, fitted)
+	if run, ok := rep.runShape(r, dist, fitted, benchLimit); ok {
+		rep.forecast(r, k, run)
 	}
 }
 
 // perSecond counts each level's answers per second: tokens per second
 // over the mean answer, as the answers that finish inside a level are the
 // short ones. It returns the max_tokens the bench asked with.
-func (rep *Report) perSecond(c *Bench, r *benchRun, dist forecast.Dist, fitted bool) (benchLimit float64) {
-	benchLimit = float64(c.answerTokens())
+func (rep *Report) perSecond(r *benchRun, dist forecast.Dist, fitted bool) (benchLimit float64) {
+	benchLimit = float64(r.cfg.AnswerTokens)
 	if benchLimit == 0 {
 		benchLimit = forecast.DefaultLimit
 	}
@@ -255,29 +255,30 @@ type runShape struct {
 
 // runShape finds the run's answers and lengths, or says in the report's
 // forecast note why they cannot be known (ok false).
-func (rep *Report) runShape(c *Bench, r *benchRun, dist forecast.Dist, fitted bool, benchLimit float64) (run runShape, ok bool) {
-	run = runShape{answers: c.DatasetSize, dist: dist, limit: forecast.DefaultLimit, source: "given"}
-	if run.answers == 0 && len(c.Inputs) > 0 {
-		run.answers = max(forecast.CountInputLines(context.Background(), c.Inputs), 0)
+func (rep *Report) runShape(r *benchRun, dist forecast.Dist, fitted bool, benchLimit float64) (run runShape, ok bool) {
+	cfg := r.cfg
+	run = runShape{answers: cfg.Plan.Answers, dist: dist, limit: forecast.DefaultLimit, source: "given"}
+	if run.answers == 0 && len(cfg.Inputs) > 0 {
+		run.answers = max(forecast.CountInputLines(context.Background(), cfg.Inputs), 0)
 	}
-	if c.MaxTokens != nil {
-		run.limit = float64(*c.MaxTokens)
+	if cfg.Plan.MaxTokens > 0 {
+		run.limit = float64(cfg.Plan.MaxTokens)
 	}
 	switch {
 	case run.answers == 0:
 		rep.ForecastNote = "give --dataset-size (or the dataset's files as input) to forecast a run"
 		return run, false
-	case c.MeanAnswerTokens > 0:
-		run.mean = min(c.MeanAnswerTokens, run.limit)
+	case cfg.Plan.MeanAnswerTokens > 0:
+		run.mean = min(cfg.Plan.MeanAnswerTokens, run.limit)
 		if !fitted {
 			// The end of the run, modelled with answers of that mean spread
 			// like typical instruction answers.
 			run.dist = forecast.LogNormal{Mu: math.Log(run.mean) - 0.5, Sigma: 1}
 		}
-	case len(c.Inputs) == 0:
+	case len(cfg.Inputs) == 0:
 		rep.ForecastNote = "generated prompts say nothing of the dataset's answers: give --mean-answer-tokens, or sample prompts as input, to forecast a run"
 		return run, false
-	case c.mix != nil:
+	case cfg.Mix != nil:
 		run.source = "measured per arm"
 		var note string
 		if run.dist, run.limit, run.mean, run.se, run.sd, rep.Arms, note = r.mixLengths(); note != "" {
@@ -300,11 +301,7 @@ func (rep *Report) runShape(c *Bench, r *benchRun, dist forecast.Dist, fitted bo
 
 // forecast gives each level the run's time at its rate, and the knee's
 // level (k) the forecast with its range.
-func (rep *Report) forecast(c *Bench, r *benchRun, k int, run runShape) {
-	maxTokens := 0
-	if c.MaxTokens != nil {
-		maxTokens = *c.MaxTokens
-	}
+func (rep *Report) forecast(r *benchRun, k int, run runShape) {
 	capped := run.source == sourceCapped
 	for i := range rep.Levels {
 		lv := &rep.Levels[i]
@@ -348,7 +345,7 @@ func (rep *Report) forecast(c *Bench, r *benchRun, k int, run runShape) {
 		if rep.Unsettled != "" {
 			span(lv.PrevTokPerSec)
 		}
-		rep.Forecast = &Forecast{Answers: run.answers, MeanAnswerTokens: run.mean, MeanAnswerSE: run.se, MeanSource: run.source, MaxTokens: maxTokens,
+		rep.Forecast = &Forecast{Answers: run.answers, MeanAnswerTokens: run.mean, MeanAnswerSE: run.se, MeanSource: run.source, MaxTokens: r.cfg.Plan.MaxTokens,
 			Concurrency: lv.Concurrency, TokPerSec: lv.TokPerSec, Seconds: secs, LowSeconds: low, HighSeconds: high}
 	}
 }

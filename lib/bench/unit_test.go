@@ -9,7 +9,10 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/lib/cli"
+	"tokenmill/lib/fleet"
 	"tokenmill/lib/openai"
+	"tokenmill/lib/tokens"
 )
 
 func TestLadderAndKnee(t *testing.T) {
@@ -92,7 +95,7 @@ func TestBenchOnAFallingServer(t *testing.T) {
 	}
 	// A level settled, so the report does not say it could not measure.
 	cpuRep := &Report{Levels: slices.Clone(cpuUnsteady), Held: "the output fell", AnswerTokens: 32}
-	cpuRep.finish(&Bench{DatasetSize: 100, MeanAnswerTokens: 32}, &benchRun{cfg: &Bench{}, maxRunning: []int{0}})
+	cpuRep.finish(&benchRun{cfg: planConfig(100, 32), maxRunning: []int{0}})
 	if cpuRep.Unsteady || cpuRep.Recommended != 1 {
 		t.Errorf("report %+v: unsteady or not recommending the unsteady 1", cpuRep)
 	}
@@ -108,8 +111,7 @@ func TestBenchOnAFallingServer(t *testing.T) {
 	}
 	rep := &Report{Levels: []Level{{Concurrency: 1, TokPerSec: 67, Answers: 9, Unsteady: true, Halves: []float64{50, 84}}, {Concurrency: 2, TokPerSec: 40, Answers: 5, Unsteady: true, Halves: []float64{30, 50}}},
 		Held: "the output fell", AnswerTokens: 32}
-	c := &Bench{DatasetSize: 100, MeanAnswerTokens: 32}
-	rep.finish(c, &benchRun{cfg: c, maxRunning: []int{0}})
+	rep.finish(&benchRun{cfg: planConfig(100, 32), maxRunning: []int{0}})
 	if !rep.Unsteady || rep.Recommended != 1 || !rep.KneeFound || rep.Forecast == nil {
 		t.Fatalf("report %+v", rep)
 	}
@@ -244,9 +246,9 @@ func TestReportFinite(t *testing.T) {
 		{Concurrency: 4, InFlight: 4, Errors: 9, FirstError: "HTTP 500: boom"},
 	}}
 	rep.Forecast = &Forecast{Answers: 10, MeanAnswerTokens: nan, MeanAnswerSE: inf, TokPerSec: nan, Seconds: inf, LowSeconds: nan, HighSeconds: inf}
-	c := benchFlags()
-	c.DatasetSize = 100
-	rep.finish(c, &benchRun{cfg: c})
+	c := benchConfig()
+	c.Plan.Answers = 100
+	rep.finish(&benchRun{cfg: c})
 	var text, js strings.Builder
 	if err := rep.write(&text, false); err != nil {
 		t.Fatal(err)
@@ -299,6 +301,54 @@ func TestLevelSteady(t *testing.T) {
 		lv := Level{Halves: tt.halves}
 		if lv.steady() != tt.steady {
 			t.Errorf("halves %v: steady %v", tt.halves, lv.steady())
+		}
+	}
+}
+
+// TestConfig: the flags become the Config once: the default flags give
+// the Config the replayed benches start from, and the bench's max_tokens
+// is --answer-tokens, else, with sample prompts, the run's --max-tokens,
+// else 256.
+func TestConfig(t *testing.T) {
+	flags := func() *Bench {
+		return &Bench{ServerFlags: fleet.ServerFlags{Endpoints: "127.0.0.1:30000-30001", API: openai.APIChat},
+			FitFlags: tokens.FitFlags{FitContext: true, ContextMargin: 8, MinAnswerTokens: 32},
+			Duration: 30 * time.Second, Warmup: 10 * time.Second, WaitReady: 10 * time.Minute,
+			PromptTokens: 256, IgnoreEOS: true, Sample: 1000, TimeScale: 1}
+	}
+	cfg, err := flags().config(&cli.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := benchConfig()
+	if len(cfg.Targets) != 2 || cfg.API != want.API || cfg.Warmup != want.Warmup || cfg.Duration != want.Duration ||
+		cfg.PromptTokens != want.PromptTokens || cfg.AnswerTokens != want.AnswerTokens || cfg.IgnoreEOS != want.IgnoreEOS ||
+		cfg.Sample != want.Sample || cfg.TimeScale != want.TimeScale || cfg.Levels != nil || cfg.Plan != (Plan{}) || cfg.Mix != nil {
+		t.Errorf("the default flags' config %+v, want as %+v", cfg, want)
+	}
+	ptr := func(n int) *int { return &n }
+	for _, tt := range []struct {
+		name          string
+		answer, max   *int
+		inputs        []string
+		wantAnswer    int
+		wantMaxTokens int
+	}{
+		{"generated", nil, nil, nil, 256, 0},
+		{"generated, --max-tokens", nil, ptr(2048), nil, 256, 2048},
+		{"sample", nil, nil, []string{"p.jsonl"}, 256, 0},
+		{"sample, --max-tokens", nil, ptr(2048), []string{"p.jsonl"}, 2048, 2048},
+		{"sample, --answer-tokens and --max-tokens", ptr(100), ptr(2048), []string{"p.jsonl"}, 100, 2048},
+		{"sample, --answer-tokens 0", ptr(0), nil, []string{"p.jsonl"}, 0, 0},
+	} {
+		c := flags()
+		c.AnswerTokens, c.MaxTokens, c.Inputs, c.Concurrency, c.DatasetSize = tt.answer, tt.max, tt.inputs, "8, 1,8", 5000
+		cfg, err := c.config(&cli.Env{})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if cfg.AnswerTokens != tt.wantAnswer || cfg.Plan.MaxTokens != tt.wantMaxTokens || cfg.Plan.Answers != 5000 || !slices.Equal(cfg.Levels, []int{1, 8}) {
+			t.Errorf("%s: answer tokens %d, plan %+v, levels %v; want %d, max_tokens %d", tt.name, cfg.AnswerTokens, cfg.Plan, cfg.Levels, tt.wantAnswer, tt.wantMaxTokens)
 		}
 	}
 }
