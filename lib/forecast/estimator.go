@@ -98,6 +98,7 @@ type finished struct {
 	credited    float64 // their tokens
 	sumL, sumL2 float64
 	exact       LogStats        // log lengths of answers that stopped on their own
+	ended       map[int]float64 // the same by lengthKey, for Seen
 	cut         map[int]float64 // answers cut by max_tokens (or the context), by length
 	longest     int
 	speed       SpeedFit
@@ -183,7 +184,7 @@ const minAnswers = 20
 func NewEstimator[K comparable](window time.Duration, maxTokens int, capacity func(i int) int) Estimator[K] {
 	return &estimator[K]{window: window, limit: float64(maxTokens), capacity: capacity,
 		inflight: map[K]*flight{}, byEP: map[int][]*flight{}, batch: map[int]*batchClock{}, cost: [2]float64{1, 0},
-		answers: finished{cut: map[int]float64{}}}
+		answers: finished{cut: map[int]float64{}, ended: map[int]float64{}}}
 }
 
 func (e *estimator[K]) Started(k K, ep int, at time.Time) {
@@ -285,6 +286,7 @@ func (e *estimator[K]) Ended(k K, at time.Time, ok bool, tokens int, finish stri
 		a.cut[tokens]++
 	} else {
 		a.exact.Add(tokens)
+		a.ended[lengthKey(tokens)]++
 	}
 	if tokens > 0 {
 		secs := at.Sub(sent).Seconds()
@@ -318,6 +320,10 @@ func (e *estimator[K]) snapshot(now time.Time) (finished, time.Time, []flight, m
 	a.cut = make(map[int]float64, len(e.answers.cut))
 	for l, w := range e.answers.cut {
 		a.cut[l] = w
+	}
+	a.ended = make(map[int]float64, len(e.answers.ended))
+	for k, w := range e.answers.ended {
+		a.ended[k] = w
 	}
 	a.byEP = make(map[int]*SpeedFit, len(e.answers.byEP))
 	for ep, s := range e.answers.byEP {
@@ -371,6 +377,24 @@ func (a *finished) speedOf(ep int, v, q float64) (float64, float64) {
 		}
 	}
 	return v, q
+}
+
+// seen is the lengths the answers have shown: those that ended on their
+// own, and those cut or still being written (progress) as at least what
+// they have.
+func (a *finished) seen(progress []float64) *Seen {
+	ended := make([]Count, 0, len(a.ended))
+	for k, n := range a.ended {
+		ended = append(ended, Count{X: keyLength(k), N: n})
+	}
+	least := make([]Count, 0, len(a.cut)+len(progress))
+	for l, n := range a.cut {
+		least = append(least, Count{X: float64(l), N: n})
+	}
+	for _, l := range progress {
+		least = append(least, Count{X: l, N: 1})
+	}
+	return NewSeen(ended, least)
 }
 
 // answerLimit is the longest an answer can be.
@@ -502,6 +526,14 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 			Plays: min(maxPlays, max(minPlays, playedAnswers/int(left)))}
 		if ln, ok := d.(LogNormal); ok {
 			sim.LenCov, _ = FitCov(a.exact, cens, ln)
+		}
+		if a.exact.N >= minAnswers {
+			sim.Seen = a.seen(progress)
+			if ln, ok := d.(LogNormal); ok {
+				if tail, cov, ok := sim.Seen.Tail(ln); ok {
+					sim.Lengths, sim.LenCov = tail, cov
+				}
+			}
 		}
 		at := map[int]int{}
 		eps := make([]int, 0, len(servers))

@@ -214,12 +214,19 @@ const (
 // started at start (zero: from the exact lengths). It needs one exact
 // length at least.
 func FitLogNormal(s LogStats, cens []Censor, start LogNormal) (LogNormal, bool) {
+	return fitTruncated(s, cens, start, math.Inf(-1))
+}
+
+// fitTruncated is FitLogNormal for lengths seen only above exp(t): the
+// answers below it, never counted, are what expectation-maximisation
+// fills in beside the censored ones' excess.
+func fitTruncated(s LogStats, cens []Censor, start LogNormal, t float64) (LogNormal, bool) {
 	if s.N < 1 {
 		return LogNormal{}, false
 	}
-	total := s.N
+	seen := s.N
 	for _, c := range cens {
-		total += c.W
+		seen += c.W
 	}
 	d := start
 	if d.Sigma == 0 {
@@ -230,7 +237,7 @@ func FitLogNormal(s LogStats, cens []Censor, start LogNormal) (LogNormal, bool) 
 		}
 	}
 	for iter := 0; iter < 500; iter++ {
-		t1, t2 := s.S1, s.S2
+		t1, t2, total := s.S1, s.S2, seen
 		for _, c := range cens {
 			a := (c.X - d.Mu) / d.Sigma
 			lam := mills(a)
@@ -238,6 +245,20 @@ func FitLogNormal(s LogStats, cens []Censor, start LogNormal) (LogNormal, bool) 
 			vx := d.Sigma * d.Sigma * max(1+a*lam-lam*lam, 0)
 			t1 += c.W * ex
 			t2 += c.W * (vx + ex*ex)
+		}
+		if !math.IsInf(t, -1) {
+			// The answers below t, as many as the fit says there are
+			// for those seen, at the moments of a normal cut above t.
+			a := (t - d.Mu) / d.Sigma
+			if below := 0.5 * math.Erfc(-a/math.Sqrt2); below > 0 && below < 1 {
+				m := seen * below / (1 - below)
+				lam := mills(-a)
+				ex := d.Mu - d.Sigma*lam
+				vx := d.Sigma * d.Sigma * max(1-a*lam-lam*lam, 0)
+				t1 += m * ex
+				t2 += m * (vx + ex*ex)
+				total += m
+			}
 		}
 		mu := t1 / total
 		sigma := math.Sqrt(max(t2/total-mu*mu, minSigma*minSigma))

@@ -40,8 +40,12 @@ type Sim struct {
 	Lengths Dist
 	LenCov  [2][2]float64
 	Limit   float64
-	Plays   int
-	Seed    uint64
+	// Seen, if not nil, are the lengths the run has shown: answers are
+	// drawn from them, Lengths being their tail beyond the longest seen
+	// to end; the range's plays draw from a bootstrap of them.
+	Seen  *Seen
+	Plays int
+	Seed  uint64
 }
 
 // Play plays the rest of the run and returns the time left and about a
@@ -66,9 +70,10 @@ func (s Sim) Play() (mid, lo, hi float64) {
 		covL[i] = chol3(sv.Step.Cov)
 	}
 	var st simState
+	var seen Seen
 	for p := range drawn {
 		if p < len(at) {
-			at[p] = st.play(&s, s.Lengths, nil, [3]float64{}, rng)
+			at[p] = st.play(&s, s.Lengths, s.Seen, nil, [3]float64{}, rng)
 		}
 		d := s.Lengths
 		if ln, ok := d.(LogNormal); ok {
@@ -80,7 +85,12 @@ func (s Sim) Play() (mid, lo, hi float64) {
 		// One draw of the step costs for every server: servers alike are
 		// wrong alike.
 		z := [3]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
-		drawn[p] = st.play(&s, d, covL, z, rng)
+		var sn *Seen
+		if s.Seen != nil {
+			s.Seen.resample(&seen, rng)
+			sn = &seen
+		}
+		drawn[p] = st.play(&s, d, sn, covL, z, rng)
 	}
 	sort.Float64s(at)
 	sort.Float64s(drawn)
@@ -185,12 +195,17 @@ func (sv *simServer) join(length float64) {
 	sv.running.push(sv.w + length + over)
 }
 
-func (st *simState) play(s *Sim, d Dist, covL [][3][3]float64, z [3]float64, rng *rand.Rand) float64 {
+func (st *simState) play(s *Sim, d Dist, seen *Seen, covL [][3][3]float64, z [3]float64, rng *rand.Rand) float64 {
 	if cap(st.servers) < len(s.Servers) {
 		st.servers = make([]simServer, len(s.Servers))
 	}
 	st.servers = st.servers[:len(s.Servers)]
-	draw := func(above float64) float64 { return drawLength(d, above, s.Limit, rng.Float64()) }
+	draw := func(above float64) float64 {
+		if seen != nil {
+			return seen.draw(d, above, s.Limit, rng.Float64())
+		}
+		return drawLength(d, above, s.Limit, rng.Float64())
+	}
 	for i := range s.Servers {
 		src := &s.Servers[i]
 		sv := &st.servers[i]
@@ -330,14 +345,12 @@ func chol2(m [2][2]float64) [2][2]float64 {
 // s and censored ones in cens. false where the curvature is not that of
 // a maximum.
 func FitCov(s LogStats, cens []Censor, d LogNormal) ([2][2]float64, bool) {
-	ll := func(mu, ls float64) float64 {
-		sig := math.Exp(ls)
-		v := -s.N*ls - (s.S2-2*mu*s.S1+s.N*mu*mu)/(2*sig*sig)
-		for _, c := range cens {
-			v += c.W * logQ((c.X-mu)/sig)
-		}
-		return v
-	}
+	return fitCov(s, cens, d, math.Inf(-1))
+}
+
+// fitCov is FitCov for a fit of lengths seen only above exp(t).
+func fitCov(s LogStats, cens []Censor, d LogNormal, t float64) ([2][2]float64, bool) {
+	ll := func(mu, ls float64) float64 { return truncLL(s, cens, t, mu, ls) }
 	const h = 1e-3
 	mu, ls := d.Mu, math.Log(d.Sigma)
 	f0 := ll(mu, ls)
@@ -351,6 +364,23 @@ func FitCov(s LogStats, cens []Censor, d LogNormal) ([2][2]float64, bool) {
 		return [2][2]float64{}, false
 	}
 	return [2][2]float64{{c / det, -b / det}, {-b / det, a / det}}, true
+}
+
+// truncLL is the log-likelihood, up to a constant, of a lognormal of
+// (mu, log sigma) for exact lengths in s and censored ones, all seen
+// only above exp(t) (-Inf: all seen).
+func truncLL(s LogStats, cens []Censor, t, mu, ls float64) float64 {
+	sig := math.Exp(ls)
+	v := -s.N*ls - (s.S2-2*mu*s.S1+s.N*mu*mu)/(2*sig*sig)
+	seen := s.N
+	for _, c := range cens {
+		v += c.W * logQ((c.X-mu)/sig)
+		seen += c.W
+	}
+	if !math.IsInf(t, -1) {
+		v -= seen * logQ((t-mu)/sig)
+	}
+	return v
 }
 
 // logQ is log P(Z > a) for a standard normal Z, accurate far in the tail.
