@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -21,12 +22,39 @@ func shortEnd(plays int) Sim {
 	return s
 }
 
-func BenchmarkPlay(b *testing.B) {
-	s := shortEnd(150)
-	answers := float64(s.Unsent + 8*50)
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		s.Play()
+// withSeen is s with the lengths of 700 answers that ended drawn from
+// its lognormal, and those in flight as at least what they have.
+func withSeen(s Sim) Sim {
+	ln := s.Lengths.(LogNormal)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var ended, least []Count
+	for range 700 {
+		ended = append(ended, Count{X: math.Round(math.Exp(ln.Mu + ln.Sigma*rng.NormFloat64())), N: 1})
 	}
-	b.ReportMetric(answers*1.5*float64(s.Plays)*float64(b.N)/b.Elapsed().Seconds(), "answers/s")
+	for _, sv := range s.Servers {
+		for _, l := range sv.Writing {
+			least = append(least, Count{X: l, N: 1})
+		}
+	}
+	s.Seen = NewSeen(ended, least)
+	return s
+}
+
+// BenchmarkPlay: lengths drawn from the lognormal alone, and from the
+// lengths seen (a bootstrap of them for the range's plays).
+func BenchmarkPlay(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		sim  Sim
+	}{{"lognormal", shortEnd(150)}, {"seen", withSeen(shortEnd(150))}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := c.sim
+			answers := float64(s.Unsent + 8*50)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				s.Play()
+			}
+			b.ReportMetric(answers*1.5*float64(s.Plays)*float64(b.N)/b.Elapsed().Seconds(), "answers/s")
+		})
+	}
 }
