@@ -198,20 +198,45 @@ const (
 	keysPerDoubling = 256
 )
 
-// Tail is a lognormal fitted to the upper half of the lengths seen to end
-// (those from where the estimate's survival is halfway to its last), the
-// answers cut or in flight there censored, and the covariance of its (mu,
-// log sigma); false with fewer than minTail lengths there, or where the
-// fit to every length, start, explains them. A fit to every length
-// answers to the short ones: a dataset with many answers of a line has a
-// wide one, and a tail far heavier than its answers'.
+// Tail is a lognormal fitted to the upper part of the lengths seen to end,
+// the answers cut or in flight there censored, and the covariance of its
+// (mu, log sigma); false where the fit to every length, start, explains
+// the upper half. A fit to every length answers to the short ones: a
+// dataset with many answers of a line has a wide one, and a tail far
+// heavier than its answers'. The upper half is the lengths from where the
+// estimate's survival is halfway to its last; the upper quarter's own fit
+// replaces the half's where the half's does not explain it, and so on,
+// while minTail lengths are left to fit.
 func (k *Seen) Tail(start LogNormal) (LogNormal, [2][2]float64, bool) {
 	if k.trusted == 0 {
 		return LogNormal{}, [2][2]float64{}, false
 	}
-	half := (1 + k.s[k.trusted-1]) / 2
-	i := sort.Search(k.trusted, func(i int) bool { return k.s[i] <= half })
-	u := k.x[min(i, k.trusted-1)]
+	last := k.s[k.trusted-1]
+	var cov [2][2]float64
+	found := false
+	for part := 0.5; part >= 1.0/16; part /= 2 {
+		level := last + part*(1-last)
+		i := sort.Search(k.trusted, func(i int) bool { return k.s[i] <= level })
+		s, cens, t := k.above(k.x[min(i, k.trusted-1)])
+		if s.N < minTail {
+			break
+		}
+		d, ok := fitTruncated(s, cens, start, t)
+		// Where the fit so far explains the lengths up here as well (a
+		// likelihood ratio below chi-squared's 99% with two degrees of
+		// freedom), it stays: it stands on more lengths.
+		if !ok || 2*(truncLL(s, cens, t, d.Mu, math.Log(d.Sigma))-truncLL(s, cens, t, start.Mu, math.Log(start.Sigma))) < chi2Two99 {
+			break
+		}
+		start, found = d, true
+		cov, _ = fitCov(s, cens, d, t)
+	}
+	return start, cov, found
+}
+
+// above is the lengths at least u long: the log-stats of those that
+// ended, those cut or in flight as censored, and log u.
+func (k *Seen) above(u float64) (LogStats, []Censor, float64) {
 	var s LogStats
 	var cens []Censor
 	for _, o := range k.obs {
@@ -228,19 +253,7 @@ func (k *Seen) Tail(start LogNormal) (LogNormal, [2][2]float64, bool) {
 			cens = append(cens, Censor{X: math.Log(max(o.x, 1)), W: o.least})
 		}
 	}
-	if s.N < minTail {
-		return LogNormal{}, [2][2]float64{}, false
-	}
-	t := math.Log(max(u, 1))
-	d, ok := fitTruncated(s, cens, start, t)
-	// Where the fit to every length explains the upper half as well (a
-	// likelihood ratio below chi-squared's 99% with two degrees of
-	// freedom), it stays: it stands on more lengths.
-	if !ok || 2*(truncLL(s, cens, t, d.Mu, math.Log(d.Sigma))-truncLL(s, cens, t, start.Mu, math.Log(start.Sigma))) < chi2Two99 {
-		return LogNormal{}, [2][2]float64{}, false
-	}
-	cov, _ := fitCov(s, cens, d, t)
-	return d, cov, true
+	return s, cens, math.Log(max(u, 1))
 }
 
 const chi2Two99 = 9.21
