@@ -160,10 +160,12 @@ func BenchmarkConvert(b *testing.B) {
 
 // BenchmarkParse is the walk of a record's fields alone (the scanner's
 // hot path): ShareGPT JSONL lines checked whole; the same lines as the
-// Parquet reader's trusted rows; and the synthetic Infinity-Instruct
-// corpus, with its Chinese and \u-escaped rows. MB/s is of input.
+// Parquet reader's trusted rows; the synthetic Infinity-Instruct corpus,
+// with its Chinese and \u-escaped rows; and BenchmarkExtractConversations'
+// tool-calling conversations. MB/s is of input.
 func BenchmarkParse(b *testing.B) {
 	sharegpt := bytes.Split(bytes.TrimSpace(shareGPTData(5000)), []byte("\n"))
+	conversations := bytes.Split(bytes.TrimSpace(corpusConversations(5000, 1)), []byte("\n"))
 	gen := corpus.New(1)
 	var rows [][]byte
 	for range 5000 {
@@ -173,7 +175,7 @@ func BenchmarkParse(b *testing.B) {
 		name  string
 		lines [][]byte
 		built bool
-	}{{"sharegpt", sharegpt, false}, {"sharegpt-built", sharegpt, true}, {"corpus", rows, false}} {
+	}{{"sharegpt", sharegpt, false}, {"sharegpt-built", sharegpt, true}, {"corpus", rows, false}, {"conversations", conversations, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			x, err := NewExtractor(Options{Keep: []string{"label"}})
 			if err != nil {
