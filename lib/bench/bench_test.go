@@ -155,7 +155,10 @@ func TestBenchBinary(t *testing.T) {
 	}
 	args := []string{"bench", "--json", "-e", strings.Join(urls, ","), "--warmup", "1s", "--time-scale", "50", "--answer-tokens", "64"}
 
-	r := testbin.Run(t, "", nil, nil, "infer", append(args, "--concurrency", "1,4", "--duration", "5s")...)
+	// Levels end on answers, not on the clock (--requests): at 50x a
+	// window of seconds is a tenth of a second of a loaded machine's time.
+	args = append(args, "--duration", "100h", "--requests", "4")
+	r := testbin.Run(t, "", nil, nil, "infer", append(args, "--concurrency", "1,4")...)
 	if r.Code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -164,7 +167,7 @@ func TestBenchBinary(t *testing.T) {
 		t.Fatalf("report %+v %v\n%s", rep, err, r.Stdout)
 	}
 
-	p := testbin.Start(t, "infer", append(args, "--concurrency", "1,2,4", "--duration", "1m")...)
+	p := testbin.Start(t, "infer", append(args, "--concurrency", "1,2,4")...)
 	p.WaitFor(t, 30*time.Second, "level 2/3")
 	p.Signal(t, syscall.SIGINT)
 	r = p.Wait(t, 30*time.Second)
