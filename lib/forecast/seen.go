@@ -223,9 +223,9 @@ func (k *Seen) Tail(start LogNormal) (LogNormal, [2][2]float64, bool) {
 		}
 		d, ok := fitTruncated(s, cens, start, t)
 		// Where the fit so far explains the lengths up here as well (a
-		// likelihood ratio below chi-squared's 99% with two degrees of
+		// likelihood ratio below chi-squared's 95% with two degrees of
 		// freedom), it stays: it stands on more lengths.
-		if !ok || 2*(truncLL(s, cens, t, d.Mu, math.Log(d.Sigma))-truncLL(s, cens, t, start.Mu, math.Log(start.Sigma))) < chi2Two99 {
+		if !ok || 2*(truncLL(s, cens, t, d.Mu, math.Log(d.Sigma))-truncLL(s, cens, t, start.Mu, math.Log(start.Sigma))) < chi2Two95 {
 			break
 		}
 		start, found = d, true
@@ -256,7 +256,7 @@ func (k *Seen) above(u float64) (LogStats, []Censor, float64) {
 	return s, cens, math.Log(max(u, 1))
 }
 
-const chi2Two99 = 9.21
+const chi2Two95 = 5.99
 
 // minTail is how many lengths seen to end a tail is fitted to.
 const minTail = 20
