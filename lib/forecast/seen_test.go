@@ -65,33 +65,13 @@ func TestSeenTail(t *testing.T) {
 // tenth of one-line answers added, that fit widens and the upper half's
 // tail is fitted instead, near the long answers' own.
 func TestSeenTailFit(t *testing.T) {
-	const mu, sigma = 6.0, 0.4
-	rng := rand.New(rand.NewPCG(3, 4))
-	build := func(short bool) (*Seen, LogStats, []Censor) {
-		var ended, least []Count
-		var s LogStats
-		var cens []Censor
-		for i := 0; i < 4000; i++ {
-			l := math.Round(math.Exp(mu + sigma*rng.NormFloat64()))
-			if short && i%10 == 0 {
-				l = math.Round(1 + 10*rng.Float64())
-			}
-			if c := math.Round(2000 * rng.Float64()); c < l && i%4 == 0 {
-				least = append(least, Count{c, 1}) // still being written
-				cens = append(cens, Censor{X: math.Log(max(c, 1)), W: 1})
-				continue
-			}
-			ended = append(ended, Count{l, 1})
-			s.Add(int(l))
-		}
-		return NewSeen(ended, least), s, cens
-	}
-	k, s, cens := build(false)
+	const mu, sigma = seenMu, seenSigma
+	k, s, cens := seenOf(false, 4000)
 	all, _ := FitLogNormal(s, cens, LogNormal{})
 	if _, _, ok := k.Tail(all); ok {
 		t.Errorf("lognormal lengths: the fit to every length (%+v) was replaced", all)
 	}
-	k, s, cens = build(true)
+	k, s, cens = seenOf(true, 4000)
 	all, _ = FitLogNormal(s, cens, LogNormal{})
 	tail, cov, ok := k.Tail(all)
 	if !ok {
@@ -103,4 +83,49 @@ func TestSeenTailFit(t *testing.T) {
 		math.Abs(tail.Mu-mu) > 2*math.Sqrt(cov[0][0]) || math.Abs(math.Log(tail.Sigma/sigma)) > 2*math.Sqrt(cov[1][1]) {
 		t.Errorf("every length %+v, the tail %+v (cov %v), want the tail near mu %v sigma %v", all, tail, cov, mu, sigma)
 	}
+}
+
+const seenMu, seenSigma = 6.0, 0.4
+
+// seenOf is n lengths, lognormal (seenMu, seenSigma) or with a tenth of
+// one-line answers (short), a quarter of them still being written at a
+// random length: as Seen, and as the fit to every length sees them.
+func seenOf(short bool, n int) (*Seen, LogStats, []Censor) {
+	ended, least, s, cens := seenLengths(short, n)
+	return NewSeen(ended, least), s, cens
+}
+
+// seenLengths are seenOf's lengths: those that ended and those in flight,
+// as counts and as the fit's statistics.
+func seenLengths(short bool, n int) (ended, least []Count, s LogStats, cens []Censor) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < n; i++ {
+		l := math.Round(math.Exp(seenMu + seenSigma*rng.NormFloat64()))
+		if short && i%10 == 0 {
+			l = math.Round(1 + 10*rng.Float64())
+		}
+		if c := math.Round(2000 * rng.Float64()); c < l && i%4 == 0 {
+			least = append(least, Count{c, 1}) // still being written
+			cens = append(cens, Censor{X: math.Log(max(c, 1)), W: 1})
+			continue
+		}
+		ended = append(ended, Count{l, 1})
+		s.Add(int(l))
+	}
+	return ended, least, s, cens
+}
+
+// BenchmarkSeen: what a play-out adds to a forecast before it plays, for
+// 4,000 answers (a tenth of a line, a quarter in flight): the estimate,
+// and the tail fitted to its upper part.
+func BenchmarkSeen(b *testing.B) {
+	ended, least, s, cens := seenLengths(true, 4000)
+	all, _ := FitLogNormal(s, cens, LogNormal{})
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, _, ok := NewSeen(ended, least).Tail(all); !ok {
+			b.Fatal("no tail")
+		}
+	}
+	b.ReportMetric(4000*float64(b.N)/b.Elapsed().Seconds(), "answers/s")
 }
