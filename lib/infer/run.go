@@ -527,9 +527,19 @@ func (r *runner) drain(grace time.Duration) {
 	}()
 	select {
 	case <-done:
+		return
 	case <-r.clk.After(grace):
+	}
+	// Closed again until every request has ended: one still dialling when
+	// a close came, or handed to its worker just before the stop, opens its
+	// connection after it and would run to its end.
+	for {
 		r.pool.AbortAll()
-		<-done
+		select {
+		case <-done:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
