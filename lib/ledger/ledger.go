@@ -7,6 +7,8 @@
 package ledger
 
 import (
+	"runtime"
+
 	"github.com/zeebo/xxh3"
 )
 
@@ -22,10 +24,12 @@ import (
 // table doubles once 7/8 full, so its slots are 44-88% used: 9-18 bytes
 // an id, 13 on average. Samples 1 to 64 take a second word a slot,
 // allocated for a table once one of them is done; larger sample numbers
-// (rare) go to a map of (id, sample).
+// (rare) go to a map of (id, sample). Arrays of a page or more live
+// outside the Go heap (offHeap), unmapped when the ledger is dropped.
 type Ledger struct {
 	tables [ledgerTables]ledgerTable
 	extra  map[extraKey]struct{}
+	mem    *offHeap // apart from the Ledger, so its cleanup can have it
 }
 
 const (
@@ -55,7 +59,13 @@ type extraKey struct {
 }
 
 // New is an empty ledger.
-func New() *Ledger { return &Ledger{} }
+func New() *Ledger {
+	l := &Ledger{mem: &offHeap{}}
+	// Unmapped once l is unreachable: See, Done and MarkDone keep l
+	// alive to their end, as a mapped array's address does not.
+	runtime.AddCleanup(l, (*offHeap).release, l.mem)
+	return l
+}
 
 // locate hashes id into its table and fingerprint.
 func (l *Ledger) locate(id string) (t *ledgerTable, fp uint64) {
@@ -84,9 +94,9 @@ func (t *ledgerTable) find(fp uint64) int {
 }
 
 // slot returns fp's slot in t, giving it one if it has none.
-func (t *ledgerTable) slot(fp uint64) int {
+func (t *ledgerTable) slot(fp uint64, m *offHeap) int {
 	if (t.used+1)*8 > len(t.keys)*7 {
-		t.grow()
+		t.grow(m)
 	}
 	mask := len(t.keys) - 1
 	for i := t.start(fp); ; i = (i + 1) & mask {
@@ -108,11 +118,11 @@ func (t *ledgerTable) start(fp uint64) int {
 }
 
 // grow doubles the table (8 slots to begin with) and puts every slot back.
-func (t *ledgerTable) grow() {
+func (t *ledgerTable) grow(m *offHeap) {
 	old, oldMore := t.keys, t.more
-	t.keys = make([]uint64, max(8, 2*len(old)))
+	t.keys = m.alloc(max(8, 2*len(old)))
 	if oldMore != nil {
-		t.more = make([]uint64, len(t.keys))
+		t.more = m.alloc(len(t.keys))
 	}
 	mask := len(t.keys) - 1
 	for j, k := range old {
@@ -128,19 +138,24 @@ func (t *ledgerTable) grow() {
 			t.more[i] = oldMore[j]
 		}
 	}
+	m.free(old)
+	if oldMore != nil {
+		m.free(oldMore)
+	}
 }
 
 // MarkDone records the answer (id, sample) as done.
 func (l *Ledger) MarkDone(id string, sample int) {
+	defer runtime.KeepAlive(l)
 	switch {
 	case sample == 0:
 		t, fp := l.locate(id)
-		t.keys[t.slot(fp)] |= slotDone0
+		t.keys[t.slot(fp, l.mem)] |= slotDone0
 	case sample > 0 && sample <= moreSamples:
 		t, fp := l.locate(id)
-		i := t.slot(fp)
+		i := t.slot(fp, l.mem)
 		if t.more == nil {
-			t.more = make([]uint64, len(t.keys))
+			t.more = l.mem.alloc(len(t.keys))
 		}
 		t.more[i] |= 1 << (sample - 1)
 	default:
@@ -153,6 +168,7 @@ func (l *Ledger) MarkDone(id string, sample int) {
 
 // Done reports whether the answer (id, sample) is done.
 func (l *Ledger) Done(id string, sample int) bool {
+	defer runtime.KeepAlive(l)
 	if sample < 0 || sample > moreSamples {
 		_, ok := l.extra[extraKey{xxh3.HashString128(id), sample}]
 		return ok
@@ -172,8 +188,9 @@ func (l *Ledger) Done(id string, sample int) bool {
 // See marks id as read from the input and reports whether it had been
 // read before (a duplicate).
 func (l *Ledger) See(id string) (dup bool) {
+	defer runtime.KeepAlive(l)
 	t, fp := l.locate(id)
-	i := t.slot(fp)
+	i := t.slot(fp, l.mem)
 	dup = t.keys[i]&slotSeen != 0
 	t.keys[i] |= slotSeen
 	return dup
