@@ -16,7 +16,7 @@ var (
 	// uses lib/fleet's readiness, as infer does, and no stage.
 	stages = []string{"extract", "dedup", "shard", "compose", "infer", "bench", "merge", "stats", "filter", "serve", "tokenize"}
 	// groundFloor: what stages stand on.
-	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "backoff", "tokens", "conversation", "mix", "minhash", "tokenizer", "procgroup", "ledger", "settings", "metrics"}
+	groundFloor = []string{"record", "jsonl", "cli", "openai", "quantile", "forecast", "fleet", "clock", "backoff", "tokens", "conversation", "mix", "minhash", "tokenizer", "procgroup", "ledger", "settings", "metrics", "minheap"}
 	// kit: internal/, for the simulator, tests and benchmarks alone.
 	kit = []string{"llmsim", "simfleet", "chaos", "testbin", "ollamaserver", "llamaserver", "lifeline", "gguf", "benchsuite", "corpus", "recordtest", "fakeclock", "refdoc", "doctest", "cmd/benchsuite", "cmd/corpus", "cmd/rusage"}
 	// productCommands: the binaries users run; llmsim is the simulator's.

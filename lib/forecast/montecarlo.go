@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"tokenmill/lib/minheap"
 )
 
 // The end of a short run is played out many times over instead of
@@ -129,44 +131,8 @@ type simServer struct {
 	waiting fifo       // lengths of the answers waiting, first come first served
 }
 
-// thresholds is a min-heap (container/heap's boxing costs more than the
-// plays' arithmetic).
-type thresholds []float64
-
-func (h *thresholds) push(x float64) {
-	*h = append(*h, x)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p] <= a[i] {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *thresholds) pop() {
-	a := *h
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < n && a[l] < a[m] {
-			m = l
-		}
-		if l+1 < n && a[l+1] < a[m] {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
-}
+// thresholds is a min-heap of the w at which running answers end.
+type thresholds = minheap.Heap[float64]
 
 // fifo is the lengths of the answers waiting in a server's queue.
 type fifo struct {
@@ -192,7 +158,7 @@ func (sv *simServer) perToken() float64 { return sv.step.PerToken(float64(len(sv
 // at the batch's speed now.
 func (sv *simServer) join(length float64) {
 	over := sv.step.Q / sv.step.PerToken(float64(len(sv.running)+1))
-	sv.running.push(sv.w + length + over)
+	sv.running.Push(sv.w + length + over)
 }
 
 func (st *simState) play(s *Sim, d Dist, seen *Seen, covL [][3][3]float64, z [3]float64, rng *rand.Rand) float64 {
@@ -217,7 +183,7 @@ func (st *simState) play(s *Sim, d Dist, seen *Seen, covL [][3][3]float64, z [3]
 		sv.running = sv.running[:0]
 		sv.waiting.reset()
 		for _, l := range src.Writing {
-			sv.running.push(max(draw(l)-l, 0))
+			sv.running.Push(max(draw(l)-l, 0))
 		}
 		for k := 0; k < src.Waiting; k++ {
 			sv.waiting.push(draw(0))
@@ -271,7 +237,7 @@ func (st *simState) play(s *Sim, d Dist, seen *Seen, covL [][3][3]float64, z [3]
 		sv := &st.servers[next]
 		sv.w = max(sv.w, sv.running[0])
 		for len(sv.running) > 0 && sv.running[0] <= sv.w*(1+1e-12) {
-			sv.running.pop()
+			sv.running.Pop()
 			if unsent > 0 {
 				sv.waiting.push(draw(0))
 				unsent--

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"sync/atomic"
+
+	"tokenmill/lib/minheap"
 )
 
 // The BPE model works on raw bytes: tokenizer.json spells the vocabulary
@@ -226,14 +228,14 @@ func (m *bpeModel) mergeLong(syms []int32, st *encodeState) []int32 {
 		next[i], prev[i] = int32(i+1), int32(i-1)
 	}
 	next[n-1] = -1
-	h := mergeHeap(make([]uint64, 0, n))
+	h := minheap.Heap[uint64](make([]uint64, 0, n))
 	for i := 0; i < n-1; i++ {
 		if v := m.pairs.get(syms[i], syms[i+1]); v != noMerge {
-			h.push(v>>32<<32 | uint64(i))
+			h.Push(v>>32<<32 | uint64(i))
 		}
 	}
 	for len(h) > 0 {
-		top := h.pop()
+		top := h.Pop()
 		pos := int32(uint32(top))
 		if syms[pos] < 0 || next[pos] < 0 {
 			continue
@@ -251,12 +253,12 @@ func (m *bpeModel) mergeLong(syms []int32, st *encodeState) []int32 {
 		}
 		if p := prev[pos]; p >= 0 {
 			if v := m.pairs.get(syms[p], syms[pos]); v != noMerge {
-				h.push(v>>32<<32 | uint64(p))
+				h.Push(v>>32<<32 | uint64(p))
 			}
 		}
 		if nx := next[pos]; nx >= 0 {
 			if v := m.pairs.get(syms[pos], syms[nx]); v != noMerge {
-				h.push(v>>32<<32 | uint64(pos))
+				h.Push(v>>32<<32 | uint64(pos))
 			}
 		}
 	}
@@ -265,46 +267,6 @@ func (m *bpeModel) mergeLong(syms []int32, st *encodeState) []int32 {
 		out = append(out, syms[i])
 	}
 	return out
-}
-
-// mergeHeap is a binary min-heap.
-type mergeHeap []uint64
-
-func (h *mergeHeap) push(v uint64) {
-	*h = append(*h, v)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p] <= a[i] {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *mergeHeap) pop() uint64 {
-	a := *h
-	top := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, small := 2*i+1, i
-		if l < len(a) && a[l] < a[small] {
-			small = l
-		}
-		if l+1 < len(a) && a[l+1] < a[small] {
-			small = l + 1
-		}
-		if small == i {
-			break
-		}
-		a[i], a[small] = a[small], a[i]
-		i = small
-	}
-	*h = a
-	return top
 }
 
 // maxCachedWord bounds the words kept in the cache, and with cacheSlots
