@@ -152,8 +152,8 @@ func cannedReportResults(t *testing.T) []*Result {
 		r.Ours, r.Records = true, []int64{65000, 650000, 6500000}[i]
 		add(r)
 	}
-	add(metricsRow("infer-memory-ledger", "tables", true, map[string]float64{"B/id": 16.25, "ns/id": 313, "runs": 5}),
-		metricsRow("infer-memory-ledger", "map", false, map[string]float64{"B/id": 55.8, "ns/id": 705, "runs": 5}))
+	add(metricsRow("infer-memory-ledger", "tables", true, map[string]float64{"B/id": 16.25, "heap-B/id": 0.01, "ns/id": 313, "runs": 5}),
+		metricsRow("infer-memory-ledger", "map", false, map[string]float64{"B/id": 55.8, "heap-B/id": 55.8, "ns/id": 705, "runs": 5}))
 	for i, size := range []string{"1× (62.5k)", "4× (250k)", "16× (1M)"} {
 		k := []float64{1, 4, 16}[i]
 		for _, tool := range []string{"dedup", "dedup --exact", "shard", "merge", "stats", "filter"} {

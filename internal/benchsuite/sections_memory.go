@@ -82,8 +82,9 @@ func renderMemory(w io.Writer, h *harness) {
 	if len(ledger) == 0 {
 		return
 	}
-	fmt.Fprint(w, "\nThe ledger alone (`BenchmarkLedger`, lib/ledger): a million ids marked seen and done, the live heap\n"+
-		"they take an id after a collection, beside a Go map of the ids' 128-bit hashes (what the ledger was):\n\n")
-	columns(ledger, "ledger=name", "bytes an id (live heap)=B/id:2", "ns an id=ns/id:0", "load=load").write(w)
+	fmt.Fprint(w, "\nThe ledger alone (`BenchmarkLedger`, lib/ledger): a million ids marked seen and done, the memory\n"+
+		"they take an id (the live heap after a collection, and the arrays mapped outside it), beside a Go\n"+
+		"map of the ids' 128-bit hashes (what the ledger was):\n\n")
+	columns(ledger, "ledger=name", "bytes an id (heap and mapped)=B/id:2", "of it on the heap=heap-B/id:2", "ns an id=ns/id:0", "load=load").write(w)
 	fmt.Fprintf(w, "\n- `%s`\n", ledger[0].Command)
 }
