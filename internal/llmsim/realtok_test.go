@@ -436,6 +436,17 @@ func TestModelTokenizerTemplateError(t *testing.T) {
 // linked, not copied.
 func modelFolderWith(t *testing.T, dir, template string) string {
 	t.Helper()
+	tmp := linkedModelFolder(t, dir)
+	if err := os.WriteFile(filepath.Join(tmp, "chat_template.jinja"), []byte(template), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return tmp
+}
+
+// linkedModelFolder is a new folder holding links to dir's tokenizer.json
+// and tokenizer_config.json, for a test to add files of its own to.
+func linkedModelFolder(t *testing.T, dir string) string {
+	t.Helper()
 	tmp := t.TempDir()
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
 		abs, err := filepath.Abs(filepath.Join(dir, f))
@@ -445,9 +456,6 @@ func modelFolderWith(t *testing.T, dir, template string) string {
 		if err := os.Symlink(abs, filepath.Join(tmp, f)); err != nil {
 			t.Skipf("no symlinks here: %v", err)
 		}
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "chat_template.jinja"), []byte(template), 0o644); err != nil {
-		t.Fatal(err)
 	}
 	return tmp
 }
@@ -612,16 +620,7 @@ func TestTokenizerFlagsRefused(t *testing.T) {
 // temperature, else DefaultTemperature; --temperature 0 is greedy.
 func TestTemperatureDefault(t *testing.T) {
 	qwen, _ := modelFolder(t, "qwen3")
-	withGen := t.TempDir()
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		abs, err := filepath.Abs(filepath.Join(qwen, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(abs, filepath.Join(withGen, f)); err != nil {
-			t.Skipf("no symlinks here: %v", err)
-		}
-	}
+	withGen := linkedModelFolder(t, qwen)
 	if err := os.WriteFile(filepath.Join(withGen, "generation_config.json"), []byte(`{"eos_token_id":[151645,151643],"temperature":0.7,"top_p":0.8}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
