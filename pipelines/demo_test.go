@@ -48,8 +48,24 @@ func assertStopped(t *testing.T, dir string, base int) {
 	}
 }
 
+// killLeftovers kills, once the test is over, every process that still
+// names dir: a demo killed past its bound leaves its fleet and pipeline,
+// in process groups of their own, running on and loading the machine
+// under the tests after it.
+func killLeftovers(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		for _, p := range processesMentioning(dir) {
+			pid, _, _ := strings.Cut(p, ":")
+			if n, err := strconv.Atoi(pid); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
 func TestDemo(t *testing.T) {
 	base, dir := freePorts(t, 8), t.TempDir()
+	killLeftovers(t, dir)
 	// A stale output of an earlier run must not survive into this one.
 	stale := filepath.Join(dir, "gen.rerun.jsonl")
 	if err := os.WriteFile(stale, []byte(`{"id":"stale"}`+"\n"), 0o644); err != nil {
@@ -134,14 +150,30 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base, dir := freePorts(t, 8), t.TempDir()
 			t.Parallel()
+			killLeftovers(t, dir)
 			// Real time: the run is far from done when the signal comes.
 			// A short grace: answers in flight then are not waited for long.
 			p := startScript(t, repoRoot, demoEnv(base, dir, "DEMO_TIME_SCALE=1", "INFER_ARGS=--grace 1s"), "demo.sh")
-			gen := filepath.Join(dir, "gen.jsonl")
-			waitFor(t, time.Minute, "the demo's first answer in "+gen, func() bool {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("demo.sh's stderr:\n%s", tail(p.stderr.String(), 40))
+				}
+			})
+			running := func() {
 				if p.exited() {
 					t.Fatalf("demo.sh exited %d before it was interrupted:\n%s", p.code, p.stderr.String())
 				}
+			}
+			// The build comes first: it relinks every tool whenever the
+			// sources changed since TestMain built them, so it is bounded
+			// as TestDemo bounds the whole demo, apart from the run's.
+			waitFor(t, 3*time.Minute, "demo.sh to build the tools and start the fleet", func() bool {
+				running()
+				return strings.Contains(p.stderr.String(), "demo.sh: running pipelines/generate.sh")
+			})
+			gen := filepath.Join(dir, "gen.jsonl")
+			waitFor(t, time.Minute, "the demo's first answer in "+gen, func() bool {
+				running()
 				st, err := os.Stat(gen)
 				return err == nil && st.Size() > 0
 			})
