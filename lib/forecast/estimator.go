@@ -459,27 +459,13 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 		e.mu.Unlock()
 	}
 
-	// What each answer in flight has produced so far, at the speed of
-	// the endpoint writing it in the batch it saw.
-	progress := make([]float64, 0, len(inflight))
-	speeds := make([]float64, 0, len(inflight))
-	steps := map[int]Step{}
+	var fleet *Step
+	if batchOK {
+		fleet = &fleetStep
+	}
+	progress, speeds, steps := a.inFlight(now, inflight, v, q, fleet, limit)
 	producing := a.credited
-	for _, f := range inflight {
-		vi, qi := a.speedOf(f.ep, v, q)
-		age := now.Sub(f.writing).Seconds()
-		l := vi * (age - qi)
-		if batchOK {
-			st, ok := steps[f.ep]
-			if !ok {
-				st = a.stepOf(f.ep, fleetStep)
-				steps[f.ep] = st
-			}
-			l = (age - st.Q) / st.PerToken(f.nbar)
-		}
-		l = min(max(l, 0), limit-1)
-		progress = append(progress, l)
-		speeds = append(speeds, vi)
+	for _, l := range progress {
 		producing += l
 	}
 	rate := e.rate(now, first, producing)
@@ -522,38 +508,8 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 		el := now.Sub(e.played.at).Seconds()
 		secs, lo, hi = e.played.secs-el, e.played.lo-el, e.played.hi-el
 	} else if batchOK && unsent <= maxPlayed {
-		sim := Sim{Unsent: int(max(unsent, 0)), Lengths: d, Limit: limit, Seed: 1,
-			Plays: min(maxPlays, max(minPlays, playedAnswers/int(left)))}
-		if ln, ok := d.(LogNormal); ok {
-			sim.LenCov, _ = FitCov(a.exact, cens, ln)
-		}
-		if a.exact.N >= minAnswers {
-			sim.Seen = a.seen(progress)
-			if ln, ok := d.(LogNormal); ok {
-				if tail, cov, ok := sim.Seen.Tail(ln); ok {
-					sim.Lengths, sim.LenCov = tail, cov
-				}
-			}
-		}
-		at := map[int]int{}
-		eps := make([]int, 0, len(servers))
-		for ep := range servers {
-			eps = append(eps, ep)
-		}
-		sort.Ints(eps) // the plays' draws in the same order every time
-		for _, ep := range eps {
-			sv := servers[ep]
-			at[ep] = len(sim.Servers)
-			st, ok := steps[ep]
-			if !ok {
-				st = a.stepOf(ep, fleetStep)
-			}
-			sim.Servers = append(sim.Servers, SimServer{Cap: sv.cap, Waiting: sv.waiting, Keep: max(sv.keep, sv.cap), Step: st})
-		}
-		for i, f := range inflight {
-			s := &sim.Servers[at[f.ep]]
-			s.Writing = append(s.Writing, progress[i])
-		}
+		sim := a.simulation(unsent, left, d, limit, cens, progress)
+		sim.Servers = a.simServers(servers, inflight, progress, steps, fleetStep)
 		secs, lo, hi = sim.Play()
 		e.played = played{at: now, done: a.done, secs: secs, lo: lo, hi: hi}
 	} else {
@@ -566,6 +522,77 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	secs, lo, hi = max(secs, minLeft), max(lo, 0), max(hi, minLeft)
 	f.Left, f.Low, f.High = seconds(secs), seconds(lo), seconds(hi)
 	return f, true
+}
+
+// inFlight is what each answer in flight has produced so far, at the speed
+// of the endpoint writing it in the batch it saw (fleet is nil without a
+// batch fit), with those speeds and the steps it fitted per endpoint.
+func (a *finished) inFlight(now time.Time, inflight []flight, v, q float64, fleet *Step, limit float64) (progress, speeds []float64, steps map[int]Step) {
+	progress = make([]float64, 0, len(inflight))
+	speeds = make([]float64, 0, len(inflight))
+	steps = map[int]Step{}
+	for _, f := range inflight {
+		vi, qi := a.speedOf(f.ep, v, q)
+		age := now.Sub(f.writing).Seconds()
+		l := vi * (age - qi)
+		if fleet != nil {
+			st, ok := steps[f.ep]
+			if !ok {
+				st = a.stepOf(f.ep, *fleet)
+				steps[f.ep] = st
+			}
+			l = (age - st.Q) / st.PerToken(f.nbar)
+		}
+		l = min(max(l, 0), limit-1)
+		progress = append(progress, l)
+		speeds = append(speeds, vi)
+	}
+	return progress, speeds, steps
+}
+
+// simulation sets up the play-out of the unsent answers: the fitted
+// lengths, or the tail of the lengths seen once enough answers ended.
+func (a *finished) simulation(unsent, left int64, d Dist, limit float64, cens []Censor, progress []float64) Sim {
+	sim := Sim{Unsent: int(max(unsent, 0)), Lengths: d, Limit: limit, Seed: 1,
+		Plays: min(maxPlays, max(minPlays, playedAnswers/int(left)))}
+	if ln, ok := d.(LogNormal); ok {
+		sim.LenCov, _ = FitCov(a.exact, cens, ln)
+	}
+	if a.exact.N >= minAnswers {
+		sim.Seen = a.seen(progress)
+		if ln, ok := d.(LogNormal); ok {
+			if tail, cov, ok := sim.Seen.Tail(ln); ok {
+				sim.Lengths, sim.LenCov = tail, cov
+			}
+		}
+	}
+	return sim
+}
+
+// simServers is the servers as they stand, with the answers each is
+// writing, in endpoint order so the plays draw the same way every time.
+func (a *finished) simServers(servers map[int]*server, inflight []flight, progress []float64, steps map[int]Step, fleet Step) []SimServer {
+	at := map[int]int{}
+	eps := make([]int, 0, len(servers))
+	for ep := range servers {
+		eps = append(eps, ep)
+	}
+	sort.Ints(eps)
+	out := make([]SimServer, 0, len(eps))
+	for _, ep := range eps {
+		sv := servers[ep]
+		at[ep] = len(out)
+		st, ok := steps[ep]
+		if !ok {
+			st = a.stepOf(ep, fleet)
+		}
+		out = append(out, SimServer{Cap: sv.cap, Waiting: sv.waiting, Keep: max(sv.keep, sv.cap), Step: st})
+	}
+	for i, f := range inflight {
+		s := &out[at[f.ep]]
+		s.Writing = append(s.Writing, progress[i])
+	}
+	return out
 }
 
 // played is the last play-out of a run's end.
