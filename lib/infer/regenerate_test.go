@@ -221,168 +221,206 @@ type convFigures struct {
 // endpoint the turn names.
 func checkConversations(t *testing.T, lines map[string]string, cc convCheck, outs, errs []genRecord) convFigures {
 	t.Helper()
-	fig := convFigures{turnsOf: map[string]int{}}
-	seen := map[string]string{}
-	asked := map[string][]loggedRequest{}
+	c := &convChecker{t: t, lines: lines, cc: cc, fig: convFigures{turnsOf: map[string]int{}},
+		seen: map[string]string{}, asked: map[string][]loggedRequest{}}
 	for _, r := range cc.requests {
 		if r.Status == 200 && r.Outcome == "" {
 			k := historyKey(r.Body.Messages, r.Body.Tools, r.Body.Seed)
-			asked[k] = append(asked[k], r)
+			c.asked[k] = append(c.asked[k], r)
 		}
-	}
-	own := func(g *genRecord, kind, field string) (record.Prompt, string) {
-		orig, ok := lines[g.ID.Text]
-		if !ok {
-			t.Fatalf("%s record for unknown id %q", kind, g.ID.Text)
-		}
-		sample := g.sample()
-		key := fmt.Sprintf("%s/%d", g.ID.Text, sample)
-		if sample < 0 || sample >= cc.samples {
-			t.Fatalf("%s: sample out of range", key)
-		}
-		if prev, dup := seen[key]; dup {
-			t.Fatalf("%s appears twice (%s and %s)", key, prev, kind)
-		}
-		seen[key] = kind
-		stripped, err := record.WithoutFields(nil, []byte(g.raw), field)
-		if err != nil || string(stripped) != orig {
-			t.Fatalf("%s record of %s is not its input line plus %q:\n got %s\nwant %s", kind, key, field, stripped, orig)
-		}
-		var p record.Prompt
-		if err := json.Unmarshal([]byte(orig), &p); err != nil {
-			t.Fatal(err)
-		}
-		return p, key
 	}
 	for i := range outs {
-		g := &outs[i]
-		o := g.Output
-		if o == nil || o.Messages == nil || o.Turns == nil {
-			t.Fatalf("not a conversation record: %.300s", g.raw)
-		}
-		p, key := own(g, "output", "output")
-		fig.ok++
-		fig.turnsOf[key] = len(o.Turns)
-		fig.turns += len(o.Turns)
-		if o.Truncated != nil {
-			fig.truncated++
-			if tr := o.Truncated; tr.Detail == "" || (tr.Reason != record.TruncContextFull && (tr.Turn != len(o.Turns)-1 || len(o.Messages) != o.Turns[tr.Turn].Message+1)) {
-				t.Fatalf("%s: truncation %+v does not end at its turn (%d turns, %d messages)", key, tr, len(o.Turns), len(o.Messages))
-			}
-		}
-		// The input's system and user turns, in order and untouched.
-		var want, got []string
-		for _, m := range openai.ChatMessages(&p) {
-			if m.Role == "system" || m.Role == "user" {
-				want = append(want, m.Role+":"+m.Content)
-			}
-		}
-		for _, m := range o.Messages {
-			if m.Role == "system" || m.Role == "user" {
-				got = append(got, m.Role+":"+m.Content)
-			}
-		}
-		if o.Truncated == nil && strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-			t.Fatalf("%s: system and user turns %q, want %q", key, got, want)
-		}
-		if o.Truncated != nil && !strings.HasPrefix(strings.Join(want, "\x00"), strings.Join(got, "\x00")) {
-			t.Fatalf("%s: system and user turns %q are not a prefix of %q", key, got, want)
-		}
-		endpoints := map[string]bool{}
-		var usage record.TurnUsage
-		for ti, turn := range o.Turns {
-			m := o.Messages[turn.Message]
-			if m.Role != "assistant" || turn.Endpoint == "" || turn.Attempts < 1 || turn.FinishReason == "" {
-				t.Fatalf("%s: turn %d: %+v at %+v", key, ti, turn, m)
-			}
-			if ti > 0 && turn.Endpoint != o.Turns[ti-1].Endpoint {
-				fig.moved++
-			}
-			endpoints[turn.Endpoint] = true
-			usage.PromptTokens += turn.Usage.PromptTokens
-			usage.CompletionTokens += turn.Usage.CompletionTokens
-			usage.AddCached(turn.Usage.CachedTokens)
-			history := o.Messages[:turn.Message]
-			var sim llmsim.Prompt
-			for _, h := range history {
-				sim.Messages = append(sim.Messages, llmsim.Message{Role: h.Role, Content: h.Content})
-			}
-			calls, err := openai.ToolCalls(m.ToolCalls)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fig.calls += len(calls)
-			if len(calls) == 0 {
-				opening := m.Content
-				if cc.reasoning {
-					opening = m.ReasoningContent + m.Content
-				}
-				if d := llmsim.PromptDigest(sim); !strings.HasPrefix(opening, d) {
-					t.Fatalf("%s: turn %d does not answer its history (digest %s): %.80q", key, ti, d, opening)
-				}
-			} else if turn.FinishReason != "tool_calls" {
-				t.Fatalf("%s: turn %d calls tools but finished %q", key, ti, turn.FinishReason)
-			}
-			// Tool results follow the calls, re-addressed to them.
-			for k, c := range calls {
-				if end := turn.Message + 1 + k; end < len(o.Messages) && (o.Truncated == nil || ti < o.Truncated.Turn) {
-					if r := o.Messages[end]; r.Role != "tool" || r.ToolCallID != c.ID {
-						t.Fatalf("%s: call %s of turn %d answered by %+v", key, c.ID, ti, r)
-					}
-					fig.paired++
-				}
-			}
-			if cc.requests != nil {
-				seed := cc.seed + int64(g.Output.Sample)
-				hk := historyKey(sentHistory(history, cc.historyReason), p.Tools, &seed)
-				sent := asked[hk]
-				if len(sent) == 0 {
-					t.Fatalf("%s: turn %d was never asked with its history and seed %d", key, ti, seed)
-				}
-				// Conversations that open alike ask alike: take the one
-				// request of the endpoint the turn names.
-				at := -1
-				for i, r := range sent {
-					if r.Endpoint == turn.Endpoint {
-						at = i
-						break
-					}
-				}
-				if at < 0 {
-					t.Fatalf("%s: turn %d was asked of %s, not of %s, as the record says", key, ti, sent[0].Endpoint, turn.Endpoint)
-				}
-				if len(p.Tools) > 0 && len(sent[at].Body.Tools) == 0 {
-					t.Fatalf("%s: turn %d was sent without the record's tools", key, ti)
-				}
-				asked[hk] = append(sent[:at], sent[at+1:]...)
-			}
-		}
-		if u := o.Usage; !reflect.DeepEqual(usage, record.TurnUsage(u)) {
-			t.Fatalf("%s: usage %+v, turns add up to %+v", key, o.Usage, usage)
-		}
-		if cc.affinity && len(endpoints) > 1 {
-			t.Fatalf("%s: turns on %d endpoints with affinity and no fault", key, len(endpoints))
-		}
-		if n := len(o.Turns); n > 0 && (o.FinishReason != o.Turns[n-1].FinishReason || o.Endpoint != o.Turns[0].Endpoint) {
-			t.Fatalf("%s: finish %q endpoint %q disagree with the turns", key, o.FinishReason, o.Endpoint)
-		}
+		c.output(&outs[i])
 	}
 	for i := range errs {
 		g := &errs[i]
 		if g.Error == nil || g.Error.TurnsDone == nil || g.Error.Turn == nil {
 			t.Fatalf("not a conversation error record: %s", g.raw)
 		}
-		own(g, "error", "error")
-		fig.failed++
+		c.own(g, "error", "error")
+		c.fig.failed++
 	}
 	for id := range lines {
 		for s := 0; s < cc.samples; s++ {
-			if _, ok := seen[fmt.Sprintf("%s/%d", id, s)]; !ok {
+			if _, ok := c.seen[fmt.Sprintf("%s/%d", id, s)]; !ok {
 				t.Fatalf("%s/%d is missing from both the output and the errors", id, s)
 			}
 		}
 	}
-	return fig
+	return c.fig
+}
+
+// convChecker is checkConversations' state: what it has seen, and the
+// successful requests not yet matched to a turn, by history key.
+type convChecker struct {
+	t     *testing.T
+	lines map[string]string
+	cc    convCheck
+	fig   convFigures
+	seen  map[string]string // "id/sample" -> the kind of record it was in
+	asked map[string][]loggedRequest
+}
+
+// own checks that g is its input line plus field, seen once, and returns
+// the input's prompt and g's "id/sample".
+func (c *convChecker) own(g *genRecord, kind, field string) (record.Prompt, string) {
+	t := c.t
+	t.Helper()
+	orig, ok := c.lines[g.ID.Text]
+	if !ok {
+		t.Fatalf("%s record for unknown id %q", kind, g.ID.Text)
+	}
+	sample := g.sample()
+	key := fmt.Sprintf("%s/%d", g.ID.Text, sample)
+	if sample < 0 || sample >= c.cc.samples {
+		t.Fatalf("%s: sample out of range", key)
+	}
+	if prev, dup := c.seen[key]; dup {
+		t.Fatalf("%s appears twice (%s and %s)", key, prev, kind)
+	}
+	c.seen[key] = kind
+	stripped, err := record.WithoutFields(nil, []byte(g.raw), field)
+	if err != nil || string(stripped) != orig {
+		t.Fatalf("%s record of %s is not its input line plus %q:\n got %s\nwant %s", kind, key, field, stripped, orig)
+	}
+	var p record.Prompt
+	if err := json.Unmarshal([]byte(orig), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p, key
+}
+
+// output checks one conversation record and its turns.
+func (c *convChecker) output(g *genRecord) {
+	t := c.t
+	t.Helper()
+	o := g.Output
+	if o == nil || o.Messages == nil || o.Turns == nil {
+		t.Fatalf("not a conversation record: %.300s", g.raw)
+	}
+	p, key := c.own(g, "output", "output")
+	c.fig.ok++
+	c.fig.turnsOf[key] = len(o.Turns)
+	c.fig.turns += len(o.Turns)
+	if o.Truncated != nil {
+		c.fig.truncated++
+		if tr := o.Truncated; tr.Detail == "" || (tr.Reason != record.TruncContextFull && (tr.Turn != len(o.Turns)-1 || len(o.Messages) != o.Turns[tr.Turn].Message+1)) {
+			t.Fatalf("%s: truncation %+v does not end at its turn (%d turns, %d messages)", key, tr, len(o.Turns), len(o.Messages))
+		}
+	}
+	// The input's system and user turns, in order and untouched.
+	var want, got []string
+	for _, m := range openai.ChatMessages(&p) {
+		if m.Role == "system" || m.Role == "user" {
+			want = append(want, m.Role+":"+m.Content)
+		}
+	}
+	for _, m := range o.Messages {
+		if m.Role == "system" || m.Role == "user" {
+			got = append(got, m.Role+":"+m.Content)
+		}
+	}
+	if o.Truncated == nil && strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+		t.Fatalf("%s: system and user turns %q, want %q", key, got, want)
+	}
+	if o.Truncated != nil && !strings.HasPrefix(strings.Join(want, "\x00"), strings.Join(got, "\x00")) {
+		t.Fatalf("%s: system and user turns %q are not a prefix of %q", key, got, want)
+	}
+	endpoints := map[string]bool{}
+	var usage record.TurnUsage
+	for ti, turn := range o.Turns {
+		c.turn(g, p, key, ti, turn)
+		endpoints[turn.Endpoint] = true
+		usage.PromptTokens += turn.Usage.PromptTokens
+		usage.CompletionTokens += turn.Usage.CompletionTokens
+		usage.AddCached(turn.Usage.CachedTokens)
+	}
+	if u := o.Usage; !reflect.DeepEqual(usage, record.TurnUsage(u)) {
+		t.Fatalf("%s: usage %+v, turns add up to %+v", key, o.Usage, usage)
+	}
+	if c.cc.affinity && len(endpoints) > 1 {
+		t.Fatalf("%s: turns on %d endpoints with affinity and no fault", key, len(endpoints))
+	}
+	if n := len(o.Turns); n > 0 && (o.FinishReason != o.Turns[n-1].FinishReason || o.Endpoint != o.Turns[0].Endpoint) {
+		t.Fatalf("%s: finish %q endpoint %q disagree with the turns", key, o.FinishReason, o.Endpoint)
+	}
+}
+
+// turn checks one turn of conversation g: its answer belongs to its
+// history, its tool calls are answered in order, and it was asked as the
+// record says.
+func (c *convChecker) turn(g *genRecord, p record.Prompt, key string, ti int, turn record.Turn) {
+	t, o := c.t, g.Output
+	t.Helper()
+	m := o.Messages[turn.Message]
+	if m.Role != "assistant" || turn.Endpoint == "" || turn.Attempts < 1 || turn.FinishReason == "" {
+		t.Fatalf("%s: turn %d: %+v at %+v", key, ti, turn, m)
+	}
+	if ti > 0 && turn.Endpoint != o.Turns[ti-1].Endpoint {
+		c.fig.moved++
+	}
+	history := o.Messages[:turn.Message]
+	var sim llmsim.Prompt
+	for _, h := range history {
+		sim.Messages = append(sim.Messages, llmsim.Message{Role: h.Role, Content: h.Content})
+	}
+	calls, err := openai.ToolCalls(m.ToolCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.fig.calls += len(calls)
+	if len(calls) == 0 {
+		opening := m.Content
+		if c.cc.reasoning {
+			opening = m.ReasoningContent + m.Content
+		}
+		if d := llmsim.PromptDigest(sim); !strings.HasPrefix(opening, d) {
+			t.Fatalf("%s: turn %d does not answer its history (digest %s): %.80q", key, ti, d, opening)
+		}
+	} else if turn.FinishReason != "tool_calls" {
+		t.Fatalf("%s: turn %d calls tools but finished %q", key, ti, turn.FinishReason)
+	}
+	// Tool results follow the calls, re-addressed to them.
+	for k, call := range calls {
+		if end := turn.Message + 1 + k; end < len(o.Messages) && (o.Truncated == nil || ti < o.Truncated.Turn) {
+			if r := o.Messages[end]; r.Role != "tool" || r.ToolCallID != call.ID {
+				t.Fatalf("%s: call %s of turn %d answered by %+v", key, call.ID, ti, r)
+			}
+			c.fig.paired++
+		}
+	}
+	if c.cc.requests != nil {
+		c.askedOnce(p, key, ti, turn, history, c.cc.seed+int64(o.Sample))
+	}
+}
+
+// askedOnce checks that turn ti was asked of the endpoint it names with
+// exactly its history, the record's tools and seed, and takes that
+// request off the unmatched ones.
+func (c *convChecker) askedOnce(p record.Prompt, key string, ti int, turn record.Turn, history []record.Message, seed int64) {
+	t := c.t
+	t.Helper()
+	hk := historyKey(sentHistory(history, c.cc.historyReason), p.Tools, &seed)
+	sent := c.asked[hk]
+	if len(sent) == 0 {
+		t.Fatalf("%s: turn %d was never asked with its history and seed %d", key, ti, seed)
+	}
+	// Conversations that open alike ask alike: take the one
+	// request of the endpoint the turn names.
+	at := -1
+	for i, r := range sent {
+		if r.Endpoint == turn.Endpoint {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		t.Fatalf("%s: turn %d was asked of %s, not of %s, as the record says", key, ti, sent[0].Endpoint, turn.Endpoint)
+	}
+	if len(p.Tools) > 0 && len(sent[at].Body.Tools) == 0 {
+		t.Fatalf("%s: turn %d was sent without the record's tools", key, ti)
+	}
+	c.asked[hk] = append(sent[:at], sent[at+1:]...)
 }
 
 // The real glaive conversations and synthetic multi-turn ones,
