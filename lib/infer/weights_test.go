@@ -38,6 +38,36 @@ func TestWeightsThroughRegenerate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "conv.jsonl")
+	conv, wrote := extractedConversations(t, in)
+	context, answers, nContext := weightPlan(t, conv)
+	if len(answers) != wrote || nContext != 4 {
+		t.Fatalf("%d conversations with answers to regenerate, %d context turns; want %d and 4", len(answers), nContext, wrote)
+	}
+
+	s := startSim(t, 2, "--instant", "--seed", "5")
+	out := filepath.Join(dir, "regen.jsonl")
+	p := startInfer(t, "-e", strings.Join(s.urls, ","), "--regenerate", "--seed", "3", "--max-tokens", "20", "-o", out, in, "--progress", "0")
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("infer: exit %d\n%s", code, p.stderr.String())
+	}
+	reqs := s.requests(t)
+	raw, err := os.ReadFile(s.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte(`"weight"`)) {
+		t.Error("a weight was sent to the server")
+	}
+	checkWeightedTurns(t, readRecords(t, out), reqs, wrote, context, answers, nContext)
+	for _, to := range []string{"conversations", "sharegpt"} {
+		checkWeightsMerged(t, to, filepath.Join(dir, "train-"+to+".jsonl"), out, wrote, context, nContext)
+	}
+}
+
+// extractedConversations writes the weight samples, as extract --turns all
+// makes them, to path and returns them and how many conversations they hold.
+func extractedConversations(t *testing.T, path string) ([]byte, int) {
+	t.Helper()
 	var conv bytes.Buffer
 	wrote := 0
 	for _, s := range weightSamples {
@@ -48,9 +78,16 @@ func TestWeightsThroughRegenerate(t *testing.T) {
 		conv.Write(r.Stdout)
 		wrote += s.wrote
 	}
-	if err := os.WriteFile(in, conv.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, conv.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return conv.Bytes(), wrote
+}
+
+// weightPlan reads the extracted conversations for the context turns and
+// the number of answers to regenerate of each, and counts context turns.
+func weightPlan(t *testing.T, conv []byte) (map[string][]contextTurn, map[string]int, int) {
+	t.Helper()
 	// The context turns as extract wrote them, by conversation: the
 	// message index and text of each assistant turn of weight 0.
 	context := map[string][]contextTurn{}
@@ -60,7 +97,7 @@ func TestWeightsThroughRegenerate(t *testing.T) {
 	// last question.
 	answers := map[string]int{}
 	nContext := 0
-	for _, line := range bytes.Split(bytes.TrimSpace(conv.Bytes()), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace(conv), []byte("\n")) {
 		var p record.Prompt
 		if err := json.Unmarshal(line, &p); err != nil {
 			t.Fatal(err)
@@ -85,25 +122,14 @@ func TestWeightsThroughRegenerate(t *testing.T) {
 			answers[p.ID.Text]++
 		}
 	}
-	if len(answers) != wrote || nContext != 4 {
-		t.Fatalf("%d conversations with answers to regenerate, %d context turns; want %d and 4", len(answers), nContext, wrote)
-	}
+	return context, answers, nContext
+}
 
-	s := startSim(t, 2, "--instant", "--seed", "5")
-	out := filepath.Join(dir, "regen.jsonl")
-	p := startInfer(t, "-e", strings.Join(s.urls, ","), "--regenerate", "--seed", "3", "--max-tokens", "20", "-o", out, in, "--progress", "0")
-	if code := p.wait(t, time.Minute); code != 0 {
-		t.Fatalf("infer: exit %d\n%s", code, p.stderr.String())
-	}
-	reqs := s.requests(t)
-	raw, err := os.ReadFile(s.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(raw, []byte(`"weight"`)) {
-		t.Error("a weight was sent to the server")
-	}
-	gens := readRecords(t, out)
+// checkWeightedTurns checks the regenerated conversations: each answer of
+// weight other than 0 regenerated once, context turns kept in place and
+// sent as history, and no weight on a regenerated turn.
+func checkWeightedTurns(t *testing.T, gens []genRecord, reqs []loggedRequest, wrote int, context map[string][]contextTurn, answers map[string]int, nContext int) {
+	t.Helper()
 	if len(gens) != wrote {
 		t.Fatalf("%d conversations regenerated of %d", len(gens), wrote)
 	}
@@ -150,41 +176,43 @@ func TestWeightsThroughRegenerate(t *testing.T) {
 	if sentAsHistory < nContext {
 		t.Errorf("context turns were sent %d times as history, want at least once each (%d)", sentAsHistory, nContext)
 	}
+}
 
-	for _, to := range []string{"conversations", "sharegpt"} {
-		train := filepath.Join(dir, "train-"+to+".jsonl")
-		r := testbin.Exec(t, testbin.Command("merge", "--to", to, "-o", train, out))
-		if r.Code != cli.ExitOK || !strings.Contains(r.Stderr, fmt.Sprintf("unique out %d,", wrote)) {
-			t.Fatalf("merge --to %s: exit %d\n%s", to, r.Code, r.Stderr)
+// checkWeightsMerged checks that merge --to to writes every conversation
+// to train with weight 0 on exactly the context turns.
+func checkWeightsMerged(t *testing.T, to, train, out string, wrote int, context map[string][]contextTurn, nContext int) {
+	t.Helper()
+	r := testbin.Exec(t, testbin.Command("merge", "--to", to, "-o", train, out))
+	if r.Code != cli.ExitOK || !strings.Contains(r.Stderr, fmt.Sprintf("unique out %d,", wrote)) {
+		t.Fatalf("merge --to %s: exit %d\n%s", to, r.Code, r.Stderr)
+	}
+	var recs []trainingRecord
+	for _, line := range bytes.Split(bytes.TrimSpace(mustRead(t, train)), []byte("\n")) {
+		var rec trainingRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatal(err)
 		}
-		var recs []trainingRecord
-		for _, line := range bytes.Split(bytes.TrimSpace(mustRead(t, train)), []byte("\n")) {
-			var rec trainingRecord
-			if err := json.Unmarshal(line, &rec); err != nil {
-				t.Fatal(err)
+		recs = append(recs, rec)
+	}
+	if len(recs) != wrote {
+		t.Fatalf("merge --to %s wrote %d records, want %d", to, len(recs), wrote)
+	}
+	zero, weighted := 0, 0
+	for _, rec := range recs {
+		for _, m := range rec.Conversations {
+			if m.Weight == nil {
+				continue
 			}
-			recs = append(recs, rec)
-		}
-		if len(recs) != wrote {
-			t.Fatalf("merge --to %s wrote %d records, want %d", to, len(recs), wrote)
-		}
-		zero, weighted := 0, 0
-		for _, rec := range recs {
-			for _, m := range rec.Conversations {
-				if m.Weight == nil {
-					continue
-				}
-				weighted++
-				text := m.Content + m.Value
-				if *m.Weight != 0 || !isContextOf(context[rec.ID.Text], text) {
-					t.Errorf("--to %s, %s: a turn %q of weight %v", to, rec.ID.Text, text, *m.Weight)
-				}
-				zero++
+			weighted++
+			text := m.Content + m.Value
+			if *m.Weight != 0 || !isContextOf(context[rec.ID.Text], text) {
+				t.Errorf("--to %s, %s: a turn %q of weight %v", to, rec.ID.Text, text, *m.Weight)
 			}
+			zero++
 		}
-		if zero != nContext || weighted != nContext {
-			t.Errorf("--to %s: %d turns of weight 0 (%d weighted), want the %d context turns", to, zero, weighted, nContext)
-		}
+	}
+	if zero != nContext || weighted != nContext {
+		t.Errorf("--to %s: %d turns of weight 0 (%d weighted), want the %d context turns", to, zero, weighted, nContext)
 	}
 }
 
