@@ -129,6 +129,9 @@ func regenSkeleton(src []record.Message) []*record.Message {
 	return out
 }
 
+// cutBy is how infer says it refused an answer to a prompt the server cut.
+const cutBy = "the server cut the prompt"
+
 // regenFigures are what checkOllamaRegen counted.
 type regenFigures struct {
 	complete, truncated, tooLong int // conversations
@@ -149,7 +152,6 @@ type regenFigures struct {
 func checkOllamaRegen(t *testing.T, srv *ollamaserver.Server, numCtx int, lines map[string]string, outs, errs []genRecord) regenFigures {
 	t.Helper()
 	var fig regenFigures
-	const cutBy = "the server cut the prompt"
 	seen := map[string]bool{}
 	// own is the input line of g, a record that is that line plus field.
 	own := func(g *genRecord, field string) string {
@@ -179,100 +181,7 @@ func checkOllamaRegen(t *testing.T, srv *ollamaserver.Server, numCtx int, lines 
 	}
 	for i := range outs {
 		g := &outs[i]
-		id := g.ID.Text
-		orig := own(g, "output")
-		var o record.ConversationOutput
-		var wrap struct {
-			Output json.RawMessage `json:"output"`
-		}
-		if err := json.Unmarshal([]byte(g.raw), &wrap); err != nil || json.Unmarshal(wrap.Output, &o) != nil || o.Messages == nil || o.Turns == nil {
-			t.Fatalf("%s: not a conversation record: %.300s", id, g.raw)
-		}
-		var p record.Prompt
-		if err := json.Unmarshal([]byte(orig), &p); err != nil {
-			t.Fatal(err)
-		}
-		want := regenSkeleton(openai.ChatMessages(&p))
-		if tr := o.Truncated; tr != nil {
-			fig.truncated++
-			switch {
-			case tr.Reason != record.TruncContextFull && tr.Reason != record.TruncToolUnpaired && tr.Reason != record.TruncToolRounds:
-				t.Fatalf("%s: truncated for %q, not a documented reason", id, tr.Reason)
-			case tr.Detail == "":
-				t.Fatalf("%s: truncated without a detail: %+v", id, tr)
-			case tr.Reason == record.TruncContextFull && tr.Turn != len(o.Turns):
-				t.Fatalf("%s: context_full at turn %d of %d: it names the turn not sent", id, tr.Turn, len(o.Turns))
-			case tr.Reason != record.TruncContextFull && tr.Turn != len(o.Turns)-1:
-				t.Fatalf("%s: %s at turn %d of %d: it names the last turn", id, tr.Reason, tr.Turn, len(o.Turns))
-			case len(o.Messages) >= len(want) || o.Messages[len(o.Messages)-1].Role != "assistant":
-				t.Fatalf("%s: truncated, yet %d messages of %d, the last %q", id, len(o.Messages), len(want), o.Messages[len(o.Messages)-1].Role)
-			}
-			want = want[:len(o.Messages)]
-			if strings.Contains(tr.Detail, cutBy) {
-				fig.cut++
-			}
-		}
-		if len(o.Messages) != len(want) {
-			t.Fatalf("%s: %d messages, want %d (the source's with one answer an exchange)", id, len(o.Messages), len(want))
-		}
-		var usage record.TurnUsage
-		var latency int64
-		k := 0
-		for i, w := range want {
-			m := o.Messages[i]
-			if w != nil {
-				if !reflect.DeepEqual(m, *w) {
-					t.Fatalf("%s: message %d is %+v, the source's is %+v", id, i, m, *w)
-				}
-				continue
-			}
-			if k >= len(o.Turns) || o.Turns[k].Message != i {
-				t.Fatalf("%s: message %d, an answer, is not turn %d of %+v", id, i, k, o.Turns)
-			}
-			turn := o.Turns[k]
-			sent := regenMaxTokens
-			if turn.MaxTokens > 0 {
-				sent = turn.MaxTokens // lowered to fit the context
-			}
-			if m.Role != "assistant" || len(m.ToolCalls) > 0 || turn.FinishReason != "length" || turn.Usage.CompletionTokens != sent ||
-				turn.Usage.PromptTokens <= 0 || turn.Usage.CachedTokens != nil || turn.Endpoint != srv.URL || turn.Attempts < 1 {
-				t.Fatalf("%s: turn %d: %+v, message %+v (max_tokens %d, endpoint %s)", id, k, turn, m, sent, srv.URL)
-			}
-			// Each turn's history holds the one before and its answer:
-			// Ollama kept the whole history (it drops the oldest
-			// messages of a prompt longer than num_ctx).
-			if k > 0 && turn.Usage.PromptTokens <= o.Turns[k-1].Usage.PromptTokens+o.Turns[k-1].Usage.CompletionTokens {
-				t.Fatalf("%s: turn %d was asked with %d prompt tokens, turn %d with %d and answered %d: history was lost",
-					id, k, turn.Usage.PromptTokens, k-1, o.Turns[k-1].Usage.PromptTokens, o.Turns[k-1].Usage.CompletionTokens)
-			}
-			// Ollama keeps num_ctx tokens of a longer prompt: infer
-			// refuses that answer.
-			if turn.Usage.PromptTokens >= numCtx {
-				t.Fatalf("%s: turn %d answers a prompt cut to Ollama's %d-token context: %d prompt tokens", id, k, numCtx, turn.Usage.PromptTokens)
-			}
-			usage.PromptTokens += turn.Usage.PromptTokens
-			usage.CompletionTokens += turn.Usage.CompletionTokens
-			latency += turn.LatencyMS
-			k++
-		}
-		if k != len(o.Turns) || k == 0 {
-			t.Fatalf("%s: %d turns, %d answers in the messages", id, len(o.Turns), k)
-		}
-		fig.turns += k
-		if len(p.Tools) > 0 {
-			fig.toolTurns += k
-		}
-		if o.Truncated == nil {
-			fig.complete++
-			if len(p.Tools) > 0 {
-				fig.completeTools++
-			}
-		}
-		last := o.Turns[k-1]
-		if !reflect.DeepEqual(usage, o.Usage) || o.LatencyMS != latency || o.FinishReason != last.FinishReason || o.Endpoint != srv.URL ||
-			o.Sample != 0 || !strings.HasPrefix(o.Model, srv.Model) {
-			t.Fatalf("%s: the summary of the turns %+v disagrees with them (usage %+v, latency %d ms)", id, o, usage, latency)
-		}
+		checkRegenOutput(t, srv, numCtx, g, own(g, "output"), &fig)
 	}
 	for id := range lines {
 		if !seen[id] {
@@ -280,6 +189,115 @@ func checkOllamaRegen(t *testing.T, srv *ollamaserver.Server, numCtx int, lines 
 		}
 	}
 	return fig
+}
+
+// checkRegenOutput checks conversation record g, whose input line is orig,
+// against its source's skeleton and counts it in fig.
+func checkRegenOutput(t *testing.T, srv *ollamaserver.Server, numCtx int, g *genRecord, orig string, fig *regenFigures) {
+	t.Helper()
+	id := g.ID.Text
+	var o record.ConversationOutput
+	var wrap struct {
+		Output json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal([]byte(g.raw), &wrap); err != nil || json.Unmarshal(wrap.Output, &o) != nil || o.Messages == nil || o.Turns == nil {
+		t.Fatalf("%s: not a conversation record: %.300s", id, g.raw)
+	}
+	var p record.Prompt
+	if err := json.Unmarshal([]byte(orig), &p); err != nil {
+		t.Fatal(err)
+	}
+	want := regenSkeleton(openai.ChatMessages(&p))
+	if tr := o.Truncated; tr != nil {
+		fig.truncated++
+		switch {
+		case tr.Reason != record.TruncContextFull && tr.Reason != record.TruncToolUnpaired && tr.Reason != record.TruncToolRounds:
+			t.Fatalf("%s: truncated for %q, not a documented reason", id, tr.Reason)
+		case tr.Detail == "":
+			t.Fatalf("%s: truncated without a detail: %+v", id, tr)
+		case tr.Reason == record.TruncContextFull && tr.Turn != len(o.Turns):
+			t.Fatalf("%s: context_full at turn %d of %d: it names the turn not sent", id, tr.Turn, len(o.Turns))
+		case tr.Reason != record.TruncContextFull && tr.Turn != len(o.Turns)-1:
+			t.Fatalf("%s: %s at turn %d of %d: it names the last turn", id, tr.Reason, tr.Turn, len(o.Turns))
+		case len(o.Messages) >= len(want) || o.Messages[len(o.Messages)-1].Role != "assistant":
+			t.Fatalf("%s: truncated, yet %d messages of %d, the last %q", id, len(o.Messages), len(want), o.Messages[len(o.Messages)-1].Role)
+		}
+		want = want[:len(o.Messages)]
+		if strings.Contains(tr.Detail, cutBy) {
+			fig.cut++
+		}
+	}
+	if len(o.Messages) != len(want) {
+		t.Fatalf("%s: %d messages, want %d (the source's with one answer an exchange)", id, len(o.Messages), len(want))
+	}
+	usage, latency, k := checkRegenTurns(t, srv, numCtx, id, &o, want)
+	if k != len(o.Turns) || k == 0 {
+		t.Fatalf("%s: %d turns, %d answers in the messages", id, len(o.Turns), k)
+	}
+	fig.turns += k
+	if len(p.Tools) > 0 {
+		fig.toolTurns += k
+	}
+	if o.Truncated == nil {
+		fig.complete++
+		if len(p.Tools) > 0 {
+			fig.completeTools++
+		}
+	}
+	last := o.Turns[k-1]
+	if !reflect.DeepEqual(usage, o.Usage) || o.LatencyMS != latency || o.FinishReason != last.FinishReason || o.Endpoint != srv.URL ||
+		o.Sample != 0 || !strings.HasPrefix(o.Model, srv.Model) {
+		t.Fatalf("%s: the summary of the turns %+v disagrees with them (usage %+v, latency %d ms)", id, o, usage, latency)
+	}
+}
+
+// checkRegenTurns checks the messages of conversation id against want, its
+// skeleton: the source's messages as they were and, at each nil, the next
+// turn's answer, cut by length and asked with its whole history. It
+// returns the turns' usage and latency added up, and how many there were.
+func checkRegenTurns(t *testing.T, srv *ollamaserver.Server, numCtx int, id string, o *record.ConversationOutput, want []*record.Message) (record.TurnUsage, int64, int) {
+	t.Helper()
+	var usage record.TurnUsage
+	var latency int64
+	k := 0
+	for i, w := range want {
+		m := o.Messages[i]
+		if w != nil {
+			if !reflect.DeepEqual(m, *w) {
+				t.Fatalf("%s: message %d is %+v, the source's is %+v", id, i, m, *w)
+			}
+			continue
+		}
+		if k >= len(o.Turns) || o.Turns[k].Message != i {
+			t.Fatalf("%s: message %d, an answer, is not turn %d of %+v", id, i, k, o.Turns)
+		}
+		turn := o.Turns[k]
+		sent := regenMaxTokens
+		if turn.MaxTokens > 0 {
+			sent = turn.MaxTokens // lowered to fit the context
+		}
+		if m.Role != "assistant" || len(m.ToolCalls) > 0 || turn.FinishReason != "length" || turn.Usage.CompletionTokens != sent ||
+			turn.Usage.PromptTokens <= 0 || turn.Usage.CachedTokens != nil || turn.Endpoint != srv.URL || turn.Attempts < 1 {
+			t.Fatalf("%s: turn %d: %+v, message %+v (max_tokens %d, endpoint %s)", id, k, turn, m, sent, srv.URL)
+		}
+		// Each turn's history holds the one before and its answer:
+		// Ollama kept the whole history (it drops the oldest
+		// messages of a prompt longer than num_ctx).
+		if k > 0 && turn.Usage.PromptTokens <= o.Turns[k-1].Usage.PromptTokens+o.Turns[k-1].Usage.CompletionTokens {
+			t.Fatalf("%s: turn %d was asked with %d prompt tokens, turn %d with %d and answered %d: history was lost",
+				id, k, turn.Usage.PromptTokens, k-1, o.Turns[k-1].Usage.PromptTokens, o.Turns[k-1].Usage.CompletionTokens)
+		}
+		// Ollama keeps num_ctx tokens of a longer prompt: infer
+		// refuses that answer.
+		if turn.Usage.PromptTokens >= numCtx {
+			t.Fatalf("%s: turn %d answers a prompt cut to Ollama's %d-token context: %d prompt tokens", id, k, numCtx, turn.Usage.PromptTokens)
+		}
+		usage.PromptTokens += turn.Usage.PromptTokens
+		usage.CompletionTokens += turn.Usage.CompletionTokens
+		latency += turn.LatencyMS
+		k++
+	}
+	return usage, latency, k
 }
 
 // checkMergedConversations runs merge --to conversations on a --regenerate
@@ -385,28 +403,7 @@ func TestOllamaRegenerate(t *testing.T) {
 	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4, Template: ollamaserver.ToolsTemplate, Env: []string{"OLLAMA_DEBUG=1"}})
 	dir := t.TempDir()
 	in, lines := realConversations(t, dir, 12, 8)
-	// In flight as many as Ollama runs: more only wait in its queue and
-	// take turns in its 4 slots, whose caches then hold less of each
-	// conversation's history.
-	args := func(url, in, out string, extra ...string) []string {
-		a := append([]string{"-e", url, "--concurrency", "4", "--regenerate", "--max-tokens", fmt.Sprint(regenMaxTokens), "-o", out, in}, fastFlags...)
-		return append(a, extra...)
-	}
-	// check is checkOllamaRegen, the journal gone and merge, for a run
-	// where every conversation fits.
-	check := func(t *testing.T, out string) regenFigures {
-		t.Helper()
-		fig := checkOllamaRegen(t, srv, numCtx, lines, readRecords(t, out), readRecords(t, strings.TrimSuffix(out, ".jsonl")+".errors.jsonl"))
-		if fig.complete != len(lines) || fig.completeTools != 8 {
-			t.Errorf("%d conversations complete (%d with tools), want all %d (8 with tools): %+v", fig.complete, fig.completeTools, len(lines), fig)
-		}
-		if _, err := os.Stat(journalOf(out)); !os.IsNotExist(err) {
-			t.Errorf("the turn journal is left after a complete run: %v", err)
-		}
-		checkMergedConversations(t, lines, out)
-		t.Logf("%d conversations, %d turns (%d with tools)", len(lines), fig.turns, fig.toolTurns)
-		return fig
-	}
+	o := &ollamaRegen{srv: srv, numCtx: numCtx, in: in, lines: lines}
 	logAt := 0
 
 	// Each turn asked once, with the record's tools in the prompt Ollama
@@ -414,11 +411,11 @@ func TestOllamaRegenerate(t *testing.T) {
 	t.Run("complete", func(t *testing.T) {
 		_, logAt = readServerLog(t, srv, 0)
 		out := filepath.Join(t.TempDir(), "regen.jsonl")
-		r := testbin.Exec(t, testbin.Command("infer", args(srv.URL, in, out)...))
+		r := testbin.Exec(t, testbin.Command("infer", ollamaRegenArgs(srv.URL, in, out)...))
 		if r.Code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 		}
-		fig := check(t, out)
+		fig := o.check(t, out)
 		var l serverLog
 		l, logAt = readServerLog(t, srv, logAt)
 		if l.prompts != fig.turns || l.withTools != fig.toolTurns || l.cut != 0 {
@@ -431,50 +428,7 @@ func TestOllamaRegenerate(t *testing.T) {
 		}
 	})
 
-	// kill -9 once some turns are journaled, then --resume: the
-	// conversations written before the kill are kept, the others go on
-	// from their journaled turns, and the resumed run asks for exactly the
-	// turns neither holds; each conversation ends up in the output once.
-	t.Run("kill and resume", func(t *testing.T) {
-		out := filepath.Join(t.TempDir(), "regen.jsonl")
-		a := args(srv.URL, in, out, "--flush-interval", "50ms")
-		p := startInfer(t, a...)
-		waitFor(t, 2*time.Minute, "25 turns journaled", func() bool { return len(journaled(t, journalOf(out))) >= 25 })
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(t, 10*time.Second)
-		data := mustRead(t, out)
-		written := parseRecords(t, out, data[:bytes.LastIndexByte(data, '\n')+1])
-		if len(written) >= len(lines) {
-			t.Fatalf("the run finished (%d conversations written) before it was killed", len(written))
-		}
-		writtenTurns, inJournal := 0, 0
-		done := map[string]bool{}
-		for _, g := range written {
-			done[g.ID.Text] = true
-			writtenTurns += len(g.Output.Turns)
-		}
-		for key := range journaled(t, journalOf(out)) {
-			if id, _, _ := strings.Cut(key, "/"); !done[id] {
-				inJournal++
-			}
-		}
-		p = startInfer(t, append(a, "--resume")...)
-		if code := p.wait(t, 3*time.Minute); code != cli.ExitOK {
-			t.Fatalf("resume: exit %d\n%s", code, p.stderr.String())
-		}
-		fig := check(t, out)
-		asked, continued := 0, 0
-		m := regexp.MustCompile(`conversations: ([\d,]+) turns regenerated(?:, ([\d,]+) continued from the journal)?`).FindStringSubmatch(p.stderr.String())
-		if m != nil {
-			asked, _ = strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
-			continued, _ = strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
-		}
-		if m == nil || continued != inJournal || inJournal == 0 || asked+continued+writtenTurns != fig.turns {
-			t.Errorf("killed with %d conversations (%d turns) written and %d turns of others journaled, the resumed run asked %d turns and continued %d: want %d and %d\n%s",
-				len(written), writtenTurns, inJournal, asked, continued, fig.turns-writtenTurns-inJournal, inJournal, p.stderr.String())
-		}
-		t.Logf("killed with %d conversations (%d turns) written and %d turns journaled; the resumed run asked %d", len(written), writtenTurns, inJournal, asked)
-	})
+	t.Run("kill and resume", o.killAndResume)
 
 	// The glaive conversations on a server with a 640-token context, where
 	// one opens with a prompt of 752 tokens (its tools, system and first
@@ -491,7 +445,7 @@ func TestOllamaRegenerate(t *testing.T) {
 		_, at := readServerLog(t, srv, 0)
 		out := filepath.Join(dir, "regen.jsonl")
 		// Failed answers: exit 3.
-		r := testbin.Exec(t, testbin.Command("infer", args(srv.URL, in, out)...))
+		r := testbin.Exec(t, testbin.Command("infer", ollamaRegenArgs(srv.URL, in, out)...))
 		if r.Code != cli.ExitRejects {
 			t.Fatalf("exit %d, want 3\n%s", r.Code, r.Stderr)
 		}
@@ -510,6 +464,85 @@ func TestOllamaRegenerate(t *testing.T) {
 		}
 		t.Logf("%d conversations: %d complete, %d truncated, %d too long; %d turns; %d prompts cut by Ollama", len(lines), fig.complete, fig.truncated, fig.tooLong, fig.turns, fig.cut)
 	})
+}
+
+// ollamaRegenArgs is infer --regenerate of in to out on url, with as many
+// in flight as Ollama runs: more only wait in its queue and take turns in
+// its 4 slots, whose caches then hold less of each conversation's history.
+func ollamaRegenArgs(url, in, out string, extra ...string) []string {
+	a := append([]string{"-e", url, "--concurrency", "4", "--regenerate", "--max-tokens", fmt.Sprint(regenMaxTokens), "-o", out, in}, fastFlags...)
+	return append(a, extra...)
+}
+
+// ollamaRegen is the real conversations in and their lines, regenerated on
+// srv, whose context is numCtx.
+type ollamaRegen struct {
+	srv    *ollamaserver.Server
+	numCtx int
+	in     string
+	lines  map[string]string
+}
+
+// check is checkOllamaRegen, the journal gone and merge, for a run where
+// every conversation fits.
+func (o *ollamaRegen) check(t *testing.T, out string) regenFigures {
+	t.Helper()
+	fig := checkOllamaRegen(t, o.srv, o.numCtx, o.lines, readRecords(t, out), readRecords(t, strings.TrimSuffix(out, ".jsonl")+".errors.jsonl"))
+	if fig.complete != len(o.lines) || fig.completeTools != 8 {
+		t.Errorf("%d conversations complete (%d with tools), want all %d (8 with tools): %+v", fig.complete, fig.completeTools, len(o.lines), fig)
+	}
+	if _, err := os.Stat(journalOf(out)); !os.IsNotExist(err) {
+		t.Errorf("the turn journal is left after a complete run: %v", err)
+	}
+	checkMergedConversations(t, o.lines, out)
+	t.Logf("%d conversations, %d turns (%d with tools)", len(o.lines), fig.turns, fig.toolTurns)
+	return fig
+}
+
+// killAndResume kills infer -9 once some turns are journaled, then
+// --resumes: the conversations written before the kill are kept, the
+// others go on from their journaled turns, and the resumed run asks for
+// exactly the turns neither holds; each conversation ends up in the
+// output once.
+func (o *ollamaRegen) killAndResume(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "regen.jsonl")
+	a := ollamaRegenArgs(o.srv.URL, o.in, out, "--flush-interval", "50ms")
+	p := startInfer(t, a...)
+	waitFor(t, 2*time.Minute, "25 turns journaled", func() bool { return len(journaled(t, journalOf(out))) >= 25 })
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t, 10*time.Second)
+	data := mustRead(t, out)
+	written := parseRecords(t, out, data[:bytes.LastIndexByte(data, '\n')+1])
+	if len(written) >= len(o.lines) {
+		t.Fatalf("the run finished (%d conversations written) before it was killed", len(written))
+	}
+	writtenTurns, inJournal := 0, 0
+	done := map[string]bool{}
+	for _, g := range written {
+		done[g.ID.Text] = true
+		writtenTurns += len(g.Output.Turns)
+	}
+	for key := range journaled(t, journalOf(out)) {
+		if id, _, _ := strings.Cut(key, "/"); !done[id] {
+			inJournal++
+		}
+	}
+	p = startInfer(t, append(a, "--resume")...)
+	if code := p.wait(t, 3*time.Minute); code != cli.ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, p.stderr.String())
+	}
+	fig := o.check(t, out)
+	asked, continued := 0, 0
+	m := regexp.MustCompile(`conversations: ([\d,]+) turns regenerated(?:, ([\d,]+) continued from the journal)?`).FindStringSubmatch(p.stderr.String())
+	if m != nil {
+		asked, _ = strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+		continued, _ = strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
+	}
+	if m == nil || continued != inJournal || inJournal == 0 || asked+continued+writtenTurns != fig.turns {
+		t.Errorf("killed with %d conversations (%d turns) written and %d turns of others journaled, the resumed run asked %d turns and continued %d: want %d and %d\n%s",
+			len(written), writtenTurns, inJournal, asked, continued, fig.turns-writtenTurns-inJournal, inJournal, p.stderr.String())
+	}
+	t.Logf("killed with %d conversations (%d turns) written and %d turns journaled; the resumed run asked %d", len(written), writtenTurns, inJournal, asked)
 }
 
 // journalOf is -o's turn journal, FILE.turns.
