@@ -225,16 +225,7 @@ func TestChaosKillAndResume(t *testing.T) {
 		return a, bytes.NewReader(prompts)
 	}
 
-	// Kill points: output line counts drawn from the seed, each kill
-	// landing a random few milliseconds after its count is reached, so
-	// some fall inside a flush, some inside a resume's start.
-	rng := rand.New(rand.NewPCG(chaosSeed, uint64(sc.prompts)))
-	killAt := make([]int, sc.kills)
-	for i := range killAt {
-		killAt[i] = sc.prompts/20 + rng.IntN(sc.prompts*3/4)
-	}
-	slices.Sort(killAt)
-
+	rng, killAt := chaosKillPoints(sc)
 	fig := chaosFigures{Prompts: sc.prompts}
 	var stderrs []string
 	lc := &lineCounter{path: out}
@@ -266,53 +257,14 @@ func TestChaosKillAndResume(t *testing.T) {
 				fig.RivalsViaHardLink++
 			}
 		}
-		deadline := time.Now().Add(sc.runLimit)
-		for lc.count() < at && !r.exited() {
-			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: output stuck at %d lines, waiting for %d; stderr:\n%s", k, lc.count(), at, r.stderr.String())
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
-		if r.exited() {
-			t.Fatalf("kill %d: infer exited (%d) before it could be killed at %d lines; stderr:\n%s",
-				k, r.cmd.ProcessState.ExitCode(), at, r.stderr.String())
-		}
-		r.cmd.Process.Signal(syscall.SIGKILL)
-		r.wait(t, 10*time.Second)
-		fig.Kills++
-		if data, _ := os.ReadFile(out); len(data) > 0 && data[len(data)-1] != '\n' {
-			fig.KillsMidFlush++
-		}
-		stderrs = append(stderrs, r.stderr.String())
+		stderrs = append(stderrs, killAtLines(t, r, lc, k, at, sc.runLimit, rng, &fig))
 	}
 
-	// Resume until a run ends with every answer in (exit 0); a run that
-	// ends with error records (exit 3) is resumed again.
-	for code := -1; code != cli.ExitOK; {
-		if fig.FinalRuns == 5 {
-			t.Fatalf("5 resumes after the last kill did not finish the job")
-		}
-		r := startInferRun(t, resume)
-		code = r.wait(t, sc.runLimit)
-		fig.FinalRuns++
-		stderrs = append(stderrs, r.stderr.String())
-		if code != cli.ExitOK && code != cli.ExitRejects {
-			t.Fatalf("resume exited %d:\n%s", code, r.stderr.String())
-		}
-	}
+	stderrs = append(stderrs, resumeToEnd(t, resume, sc.runLimit, &fig)...)
 	fig.Resumes = sc.kills - 1 + fig.FinalRuns
 	fig.Sim = sim.stop(t)
 	fig.Wall = time.Since(start)
-	for _, s := range stderrs {
-		fig.Ejections += strings.Count(s, "is out of service after")
-		fig.Repaired += strings.Count(s, "removed a partial last line")
-		fig.Quota += strings.Count(s, "has answered nothing but 429 Too Many Requests")
-		for _, m := range regexp.MustCompile(`; ([\d,]+) retries`).FindAllStringSubmatch(s, -1) {
-			n, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
-			fig.Retries += n
-		}
-	}
+	countChaosStderrs(stderrs, &fig)
 
 	chaosCheck(t, out, lines, &fig)
 	if errs := readRecords(t, filepath.Join(dir, "gen.errors.jsonl")); len(errs) != 0 {
@@ -332,6 +284,80 @@ func TestChaosKillAndResume(t *testing.T) {
 		t.Errorf("the endpoint answering nothing but 429 was never taken out of service")
 	}
 	writeChaosReport(t, sc, fig)
+}
+
+// chaosKillPoints draws the kill points from the seed: output line counts,
+// each kill landing a random few milliseconds (drawn from the rng it
+// returns) after its count is reached, so some fall inside a flush, some
+// inside a resume's start.
+func chaosKillPoints(sc chaosScale) (*rand.Rand, []int) {
+	rng := rand.New(rand.NewPCG(chaosSeed, uint64(sc.prompts)))
+	killAt := make([]int, sc.kills)
+	for i := range killAt {
+		killAt[i] = sc.prompts/20 + rng.IntN(sc.prompts*3/4)
+	}
+	slices.Sort(killAt)
+	return rng, killAt
+}
+
+// killAtLines kills run k with SIGKILL a random moment after out has at
+// lines, counts the kill in fig and returns the run's stderr.
+func killAtLines(t *testing.T, r *inferRun, lc *lineCounter, k, at int, runLimit time.Duration, rng *rand.Rand, fig *chaosFigures) string {
+	t.Helper()
+	deadline := time.Now().Add(runLimit)
+	for lc.count() < at && !r.exited() {
+		if time.Now().After(deadline) {
+			t.Fatalf("kill %d: output stuck at %d lines, waiting for %d; stderr:\n%s", k, lc.count(), at, r.stderr.String())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+	if r.exited() {
+		t.Fatalf("kill %d: infer exited (%d) before it could be killed at %d lines; stderr:\n%s",
+			k, r.cmd.ProcessState.ExitCode(), at, r.stderr.String())
+	}
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.wait(t, 10*time.Second)
+	fig.Kills++
+	if data, _ := os.ReadFile(lc.path); len(data) > 0 && data[len(data)-1] != '\n' {
+		fig.KillsMidFlush++
+	}
+	return r.stderr.String()
+}
+
+// resumeToEnd resumes until a run ends with every answer in (exit 0); a
+// run that ends with error records (exit 3) is resumed again. It returns
+// the runs' stderrs.
+func resumeToEnd(t *testing.T, resume []string, runLimit time.Duration, fig *chaosFigures) []string {
+	t.Helper()
+	var stderrs []string
+	for code := -1; code != cli.ExitOK; {
+		if fig.FinalRuns == 5 {
+			t.Fatalf("5 resumes after the last kill did not finish the job")
+		}
+		r := startInferRun(t, resume)
+		code = r.wait(t, runLimit)
+		fig.FinalRuns++
+		stderrs = append(stderrs, r.stderr.String())
+		if code != cli.ExitOK && code != cli.ExitRejects {
+			t.Fatalf("resume exited %d:\n%s", code, r.stderr.String())
+		}
+	}
+	return stderrs
+}
+
+// countChaosStderrs counts in fig the ejections, repairs, quota outs and
+// retries the runs reported.
+func countChaosStderrs(stderrs []string, fig *chaosFigures) {
+	for _, s := range stderrs {
+		fig.Ejections += strings.Count(s, "is out of service after")
+		fig.Repaired += strings.Count(s, "removed a partial last line")
+		fig.Quota += strings.Count(s, "has answered nothing but 429 Too Many Requests")
+		for _, m := range regexp.MustCompile(`; ([\d,]+) retries`).FindAllStringSubmatch(s, -1) {
+			n, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+			fig.Retries += n
+		}
+	}
 }
 
 // withOutput is args with -o path.
