@@ -63,15 +63,10 @@ func checkOllama(t *testing.T, srv *ollamaserver.Server, lines map[string]string
 func TestOllamaBinaries(t *testing.T) {
 	testbin.Long(t, "a real Ollama server")
 	srv := ollamaserver.Start(t, ollamaserver.Options{Parallel: 4})
-	run := func(t *testing.T, s *setup, args ...string) testbinResult {
-		t.Helper()
-		r := runBinary(t, append(s.args("-e", srv.URL), args...)...)
-		return testbinResult{r.Code, r.Stderr}
-	}
 
 	t.Run("plain", func(t *testing.T) {
 		s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 40})
-		r := run(t, s, "--max-tokens", "8")
+		r := runOllama(t, srv, s, "--max-tokens", "8")
 		if r.code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s", r.code, r.stderr)
 		}
@@ -87,42 +82,20 @@ func TestOllamaBinaries(t *testing.T) {
 	t.Run("samples and seed", func(t *testing.T) {
 		s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 10})
 		args := []string{"--max-tokens", "12", "--samples", "2", "--seed", "7", "--temperature", "0.9"}
-		if r := run(t, s, args...); r.code != cli.ExitOK {
+		if r := runOllama(t, srv, s, args...); r.code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s", r.code, r.stderr)
 		}
 		first := readRecords(t, s.out)
 		checkOllama(t, srv, s.lines, 2, 12, first, readRecords(t, s.errs()))
-		if r := run(t, s, append(args, "--force")...); r.code != cli.ExitOK {
+		if r := runOllama(t, srv, s, append(args, "--force")...); r.code != cli.ExitOK {
 			t.Fatalf("again: exit %d\n%s", r.code, r.stderr)
 		}
-		again := map[string]string{}
-		for _, g := range readRecords(t, s.out) {
-			again[fmt.Sprintf("%s/%d", g.ID.Text, g.Output.Sample)] = g.Output.Text
-		}
-		differ := 0
-		bySample := map[string][2]string{}
-		for _, g := range first {
-			key := fmt.Sprintf("%s/%d", g.ID.Text, g.Output.Sample)
-			if again[key] != g.Output.Text {
-				t.Errorf("%s: seed %d gave %q, then %q", key, 7+g.Output.Sample, g.Output.Text, again[key])
-			}
-			pair := bySample[g.ID.Text]
-			pair[g.Output.Sample] = g.Output.Text
-			bySample[g.ID.Text] = pair
-		}
-		for _, p := range bySample {
-			if p[0] != p[1] {
-				differ++
-			}
-		}
-		if differ == 0 {
-			t.Error("samples 0 and 1 (seeds 7 and 8) answered the same for every prompt")
-		}
+		checkSeededSamples(t, 7, first, readRecords(t, s.out))
 	})
 
 	t.Run("completions", func(t *testing.T) {
 		s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 20, completion: true})
-		if r := run(t, s, "--api", "completions", "--max-tokens", "6"); r.code != cli.ExitOK {
+		if r := runOllama(t, srv, s, "--api", "completions", "--max-tokens", "6"); r.code != cli.ExitOK {
 			t.Fatalf("exit %d\n%s", r.code, r.stderr)
 		}
 		checkOllama(t, srv, s.lines, 1, 6, readRecords(t, s.out), readRecords(t, s.errs()))
@@ -130,7 +103,7 @@ func TestOllamaBinaries(t *testing.T) {
 
 	t.Run("wrong model", func(t *testing.T) {
 		s := newSetup(t, llmsim.Config{}, 0, promptSet{n: 5})
-		r := run(t, s, "--model", "nope", "--max-tokens", "4")
+		r := runOllama(t, srv, s, "--model", "nope", "--max-tokens", "4")
 		if want := fmt.Sprintf(`--model "nope" is not served by %s: they serve "%s:latest"`, srv.URL, srv.Model); r.code != cli.ExitUsage || !strings.Contains(r.stderr, want) {
 			t.Errorf("exit %d, want 2 and %q:\n%s", r.code, want, r.stderr)
 		}
@@ -138,7 +111,7 @@ func TestOllamaBinaries(t *testing.T) {
 			t.Error("the output was created")
 		}
 		// The bare name is Ollama's own.
-		if r := run(t, s, "--model", srv.Model, "--max-tokens", "4"); r.code != cli.ExitOK {
+		if r := runOllama(t, srv, s, "--model", srv.Model, "--max-tokens", "4"); r.code != cli.ExitOK {
 			t.Errorf("--model %s: exit %d\n%s", srv.Model, r.code, r.stderr)
 		}
 	})
@@ -182,6 +155,43 @@ func TestOllamaBinaries(t *testing.T) {
 			t.Errorf("stderr:\n%s", err)
 		}
 	})
+}
+
+// runOllama runs infer on setup s against srv with args.
+func runOllama(t *testing.T, srv *ollamaserver.Server, s *setup, args ...string) testbinResult {
+	t.Helper()
+	r := runBinary(t, append(s.args("-e", srv.URL), args...)...)
+	return testbinResult{r.Code, r.Stderr}
+}
+
+// checkSeededSamples checks that a second run of the same seed gave again
+// the answers of first, and that two samples of a prompt (seeds seed and
+// seed+1) differ for at least one prompt.
+func checkSeededSamples(t *testing.T, seed int, first, second []genRecord) {
+	t.Helper()
+	again := map[string]string{}
+	for _, g := range second {
+		again[fmt.Sprintf("%s/%d", g.ID.Text, g.Output.Sample)] = g.Output.Text
+	}
+	differ := 0
+	bySample := map[string][2]string{}
+	for _, g := range first {
+		key := fmt.Sprintf("%s/%d", g.ID.Text, g.Output.Sample)
+		if again[key] != g.Output.Text {
+			t.Errorf("%s: seed %d gave %q, then %q", key, seed+g.Output.Sample, g.Output.Text, again[key])
+		}
+		pair := bySample[g.ID.Text]
+		pair[g.Output.Sample] = g.Output.Text
+		bySample[g.ID.Text] = pair
+	}
+	for _, p := range bySample {
+		if p[0] != p[1] {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Errorf("samples 0 and 1 (seeds %d and %d) answered the same for every prompt", seed, seed+1)
+	}
 }
 
 // testbinResult is what a binary run printed, as the tests here read it.
