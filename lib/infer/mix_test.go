@@ -123,8 +123,15 @@ func TestMixReachesTheServer(t *testing.T) {
 	if !strings.Contains(res.stderr, wantLine) {
 		t.Errorf("summary lacks %q:\n%s", wantLine, res.stderr)
 	}
+	checkArmsSent(t, reqlog.String(), m, s.lines, n*samples)
+}
 
-	// The server saw each arm's settings in every request.
+// checkArmsSent checks that the server saw each arm's settings in every
+// request of the log: the settings of the arm the mixture picks for the
+// request's (id, sample), the record's params over them, and answers
+// requests in all (the run's --seed is 5).
+func checkArmsSent(t *testing.T, reqlog string, m *mix.Mix, lines map[string]string, answers int) {
+	t.Helper()
 	type body struct {
 		Messages []struct {
 			Content string `json:"content"`
@@ -138,7 +145,7 @@ func TestMixReachesTheServer(t *testing.T) {
 		Stop      []string        `json:"stop"`
 	}
 	byUser := map[string]string{}
-	for id, line := range s.lines {
+	for id, line := range lines {
 		var p struct {
 			Messages []struct{ Content string } `json:"messages"`
 		}
@@ -146,7 +153,7 @@ func TestMixReachesTheServer(t *testing.T) {
 		byUser[p.Messages[1].Content] = id
 	}
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(reqlog.String()))
+	sc := bufio.NewScanner(strings.NewReader(reqlog))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var l struct {
@@ -169,7 +176,7 @@ func TestMixReachesTheServer(t *testing.T) {
 			"no_think":    `kwargs={"enable_thinking":false} effort=<nil> temp=0.7 top_p=0.8 max=4096 stop=[###]`,
 			"effort_high": `kwargs= effort=high temp=1 top_p=<nil> max=30000 stop=[]`,
 		}[arm]
-		if strings.Contains(s.lines[id], `"params"`) {
+		if strings.Contains(lines[id], `"params"`) {
 			want = map[string]string{
 				"think":       `kwargs={"enable_thinking":true} effort=<nil> temp=0.1 top_p=0.95 max=<nil> stop=[]`,
 				"no_think":    `kwargs={"enable_thinking":false} effort=<nil> temp=0.1 top_p=0.8 max=<nil> stop=[###]`,
@@ -180,8 +187,8 @@ func TestMixReachesTheServer(t *testing.T) {
 			t.Errorf("%s/%d (%s) was sent %s, want %s", id, sample, arm, got, want)
 		}
 	}
-	if len(seen) != n*samples {
-		t.Errorf("the request log places %d answers, want %d", len(seen), n*samples)
+	if len(seen) != answers {
+		t.Errorf("the request log places %d answers, want %d", len(seen), answers)
 	}
 }
 
