@@ -200,10 +200,36 @@ func TestRegenerateQuestionLists(t *testing.T) {
 		t.Fatalf("rejects: %v", rj)
 	}
 
-	// MT-Bench: two answers each, the second question asked after the
-	// first answer.
-	firstAnswer := map[string]string{} // by the second question
-	mtTurns, chatTurns := 0, 0
+	mtTurns, chatTurns, firstAnswer := checkRegeneratedLists(t, outs, questions, wantAnswers)
+	checkSecondQuestionsAsked(t, reqs, firstAnswer)
+	if len(reqs) != 160+chatTurns || fig.turns != len(reqs) {
+		t.Errorf("%d requests for %d turns, want %d", len(reqs), fig.turns, 160+chatTurns)
+	}
+	stderr := p.stderr.String()
+	for _, want := range []string{
+		"read 141 records: 140 prompts, 1 rejected, 0 duplicates",
+		"answers 140: ok 140, failed 0",
+		fmt.Sprintf("conversations: %d turns regenerated,", 160+chatTurns),
+		"bad_question_list",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("infer's stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	m := regexp.MustCompile(`finish stop ([\d,]+), length ([\d,]+), other ([\d,]+)`).FindStringSubmatch(stderr)
+	if m == nil || atoiThousands(m[1])+atoiThousands(m[2])+atoiThousands(m[3]) != 160+chatTurns {
+		t.Errorf("the finish counts %v do not add up to %d turns", m, 160+chatTurns)
+	}
+	t.Logf("MT-Bench: 80 records, %d answers; chat logs: 60, %d answers; %d requests", mtTurns, chatTurns, len(reqs))
+}
+
+// checkRegeneratedLists checks the regenerated records: MT-Bench's two
+// answers each, and a chat log's one per exchange, with the user's two
+// turns in a row kept in a row. It returns the answers of each kind and
+// MT-Bench's first answers by the second question.
+func checkRegeneratedLists(t *testing.T, outs []genRecord, questions map[string][]string, wantAnswers map[string]int) (mtTurns, chatTurns int, firstAnswer map[string]string) {
+	t.Helper()
+	firstAnswer = map[string]string{}
 	for i := range outs {
 		g := &outs[i]
 		if qs := questions[g.ID.Text]; qs != nil {
@@ -232,6 +258,13 @@ func TestRegenerateQuestionLists(t *testing.T) {
 	if mtTurns != 160 || len(firstAnswer) != 80 {
 		t.Fatalf("%d MT-Bench answers for %d records, want 160 for 80", mtTurns, len(firstAnswer))
 	}
+	return mtTurns, chatTurns, firstAnswer
+}
+
+// checkSecondQuestionsAsked checks that each second MT-Bench question was
+// asked once, after its first answer.
+func checkSecondQuestionsAsked(t *testing.T, reqs []loggedRequest, firstAnswer map[string]string) {
+	t.Helper()
 	asked := 0
 	for _, r := range reqs {
 		m := r.Body.Messages
@@ -247,25 +280,6 @@ func TestRegenerateQuestionLists(t *testing.T) {
 	if asked != 80 {
 		t.Errorf("%d requests asked a second MT-Bench question, want 80", asked)
 	}
-	if len(reqs) != 160+chatTurns || fig.turns != len(reqs) {
-		t.Errorf("%d requests for %d turns, want %d", len(reqs), fig.turns, 160+chatTurns)
-	}
-	stderr := p.stderr.String()
-	for _, want := range []string{
-		"read 141 records: 140 prompts, 1 rejected, 0 duplicates",
-		"answers 140: ok 140, failed 0",
-		fmt.Sprintf("conversations: %d turns regenerated,", 160+chatTurns),
-		"bad_question_list",
-	} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("infer's stderr lacks %q:\n%s", want, stderr)
-		}
-	}
-	m := regexp.MustCompile(`finish stop ([\d,]+), length ([\d,]+), other ([\d,]+)`).FindStringSubmatch(stderr)
-	if m == nil || atoiThousands(m[1])+atoiThousands(m[2])+atoiThousands(m[3]) != 160+chatTurns {
-		t.Errorf("the finish counts %v do not add up to %d turns", m, 160+chatTurns)
-	}
-	t.Logf("MT-Bench: 80 records, %d answers; chat logs: 60, %d answers; %d requests", mtTurns, chatTurns, len(reqs))
 }
 
 func atoiThousands(s string) int {
