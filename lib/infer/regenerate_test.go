@@ -1114,11 +1114,16 @@ func TestRegenerateOneTurnOfParallelResults(t *testing.T) {
 			t.Errorf("%s: %d tool results in %+v", g.ID.Text, results, o.Messages)
 		}
 	}
-	// What the trainer loads: every conversation, with every result it was
-	// given, paired with a call of the turn before it. The simulator calls
-	// tools in every answer, the last one too, so each conversation ends on
-	// a call nobody answers: --keep-truncated writes it up to that call.
-	train := filepath.Join(dir, "train.jsonl")
+	checkTrainedToolResults(t, filepath.Join(dir, "train.jsonl"), out, outs)
+}
+
+// checkTrainedToolResults merges out, infer's records outs, into train as
+// the trainer loads it: every conversation, with every result it was
+// given, paired with a call of the turn before it. The simulator calls
+// tools in every answer, the last one too, so each conversation ends on
+// a call nobody answers: --keep-truncated writes it up to that call.
+func checkTrainedToolResults(t *testing.T, train, out string, outs []genRecord) {
+	t.Helper()
 	m := testbin.Exec(t, testbin.Command("merge", "--to", "conversations", "--keep-truncated", "-o", train, out))
 	if m.Code != 0 {
 		t.Fatalf("merge: exit %d\n%s", m.Code, m.Stderr)
