@@ -195,12 +195,12 @@ func TestBenchHelp(t *testing.T) {
 func TestBenchReusesConnections(t *testing.T) {
 	_, endpoint := simFleet(t, llmsim.Config{TimeScale: 50}, 1)
 	rl := startRelay(t, endpoint)
-	runBench(t, time.Minute, "-e", rl.url, "--concurrency", "2",
+	runBench(t, time.Minute, "-e", rl.URL, "--concurrency", "2",
 		"--warmup", "5s", "--duration", "20s", "--prompt-tokens", "50", "--answer-tokens", "16", "--time-scale", "50")
 	// The durations are the simulator's (50x): half a second of real time.
 	// Every request the bench sent counts, warm-up included, so that a
 	// loaded machine that answers few in the window still tells.
-	n, reqs := rl.conns.Load(), rl.posts.Load()
+	n, reqs := rl.Accepted.Load(), rl.posts.Load()
 	if reqs < 12 {
 		t.Fatalf("only %d requests through the relay: too few to tell", reqs)
 	}

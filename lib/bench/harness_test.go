@@ -110,38 +110,23 @@ func writePrompts(t testing.TB, dir string, n int) string {
 // clients open through it and the POST requests they send. A connection
 // the server closes is closed to the client too.
 type relay struct {
-	url          string
-	conns, posts atomic.Int64
+	*testbin.Conns
+	posts atomic.Int64
 }
 
 func startRelay(t *testing.T, endpoint string) *relay {
 	t.Helper()
 	target := strings.TrimPrefix(endpoint, "http://")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	rl := &relay{url: "http://" + ln.Addr().String()}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			rl.conns.Add(1)
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go io.Copy(up, postCounter{c, &rl.posts})
-				io.Copy(c, up)
-			}()
+	rl := &relay{}
+	rl.Conns = testbin.ServeConns(t, func(c net.Conn, _ <-chan struct{}) {
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			return
 		}
-	}()
+		defer up.Close()
+		go io.Copy(up, postCounter{c, &rl.posts})
+		io.Copy(c, up)
+	})
 	return rl
 }
 

@@ -40,7 +40,7 @@ func TestBenchLlamaCppClosingStreams(t *testing.T) {
 	in, _ := cappedPrompts(t, prompts, cap)
 	f, endpoint := simFleet(t, llmsim.Config{Flavor: llmsim.FlavorLlamaCpp, MaxRunning: 4, TimeScale: 50}, 1)
 	rl := startRelay(t, endpoint)
-	rep, r := runBench(t, 2*time.Minute, "-e", rl.url, "--concurrency", "1,4,8", "--warmup", "2s", "--duration", "10s",
+	rep, r := runBench(t, 2*time.Minute, "-e", rl.URL, "--concurrency", "1,4,8", "--warmup", "2s", "--duration", "10s",
 		"--time-scale", "50", "--max-tokens", fmt.Sprint(cap), in)
 	if len(rep.Levels) < 3 {
 		t.Fatalf("levels %+v\n%s", rep.Levels, r.stderr)
@@ -54,7 +54,7 @@ func TestBenchLlamaCppClosingStreams(t *testing.T) {
 		t.Errorf("stderr tells of failed requests:\n%s", r.stderr)
 	}
 	// The streams closed their connections: one each.
-	if sent, conns := f.Stats().Requests, rl.conns.Load(); sent < 10 || conns < sent {
+	if sent, conns := f.Stats().Requests, rl.Accepted.Load(); sent < 10 || conns < sent {
 		t.Errorf("%d connections for %d generation requests: the streams did not close theirs", conns, sent)
 	}
 	fc := rep.Forecast

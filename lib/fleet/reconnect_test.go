@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/openai"
 )
 
@@ -25,8 +25,8 @@ import (
 // answer and close it, close it without answering. It counts the
 // connections it accepted and the requests it read.
 type scriptedServer struct {
-	url             string
-	conns, requests atomic.Int64
+	*testbin.Conns
+	requests atomic.Int64
 }
 
 // act is what the server does with the k-th request (from 1) read on a
@@ -46,65 +46,36 @@ const chatAnswer = `{"id":"c","object":"chat.completion","model":"m","choices":[
 
 func startScripted(t *testing.T, script func(k int) act) *scriptedServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &scriptedServer{url: "http://" + ln.Addr().String()}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		close(done)
-		ln.Close()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
+	s := &scriptedServer{}
+	s.Conns = testbin.ServeConns(t, func(c net.Conn, done <-chan struct{}) {
+		r := bufio.NewReader(c)
+		for k := 1; ; k++ {
+			req, err := http.ReadRequest(r)
 			if err != nil {
 				return
 			}
-			s.conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				go func() { // a stalled connection ends with the test
-					<-done
-					c.Close()
-				}()
-				r := bufio.NewReader(c)
-				for k := 1; ; k++ {
-					req, err := http.ReadRequest(r)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					s.requests.Add(1)
-					head := "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(chatAnswer)) + "\r\n\r\n"
-					switch script(k) {
-					case answerKeep:
-						io.WriteString(c, head+chatAnswer)
-					case answerClose:
-						io.WriteString(c, head+chatAnswer)
-						return
-					case dropUnread:
-						return
-					case answer500:
-						io.WriteString(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-					case answerHalf:
-						io.WriteString(c, head[:len(head)/2])
-						return
-					case stall:
-						<-done
-						return
-					}
-				}
-			}()
+			io.Copy(io.Discard, req.Body)
+			s.requests.Add(1)
+			head := "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(chatAnswer)) + "\r\n\r\n"
+			switch script(k) {
+			case answerKeep:
+				io.WriteString(c, head+chatAnswer)
+			case answerClose:
+				io.WriteString(c, head+chatAnswer)
+				return
+			case dropUnread:
+				return
+			case answer500:
+				io.WriteString(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+			case answerHalf:
+				io.WriteString(c, head[:len(head)/2])
+				return
+			case stall:
+				<-done
+				return
+			}
 		}
-	}()
+	})
 	return s
 }
 
@@ -160,7 +131,7 @@ func TestClosedIdleConnectionIsAReconnect(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := startScripted(t, tt.script)
-			p, ep := scriptedPool(t, srv.url)
+			p, ep := scriptedPool(t, srv.URL)
 			timeout := cmpOr(tt.timeout, 10*time.Second)
 			var ok, failed int
 			for i := 0; i < n; i++ {
@@ -186,7 +157,7 @@ func TestClosedIdleConnectionIsAReconnect(t *testing.T) {
 			if got := ep.gen.Reconnects(); got != tt.reconnects {
 				t.Errorf("%d reconnects, want %d", got, tt.reconnects)
 			}
-			if c, r := srv.conns.Load(), srv.requests.Load(); c != tt.conns || r != tt.requests {
+			if c, r := srv.Accepted.Load(), srv.requests.Load(); c != tt.conns || r != tt.requests {
 				t.Errorf("the server saw %d connections and %d requests, want %d and %d", c, r, tt.conns, tt.requests)
 			}
 		})

@@ -7,76 +7,45 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"tokenmill/internal/llmsim"
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 )
 
-// closingFront stands in front of a server and closes each connection
+// startClosingFront stands in front of a server and closes each connection
 // right after one answer, although the answer advertises keep-alive, as
 // llama.cpp's server does after a streamed answer: a client's next request
-// on that connection finds it closed before any answer. It counts the
-// connections it accepted.
-type closingFront struct {
-	url   string
-	conns atomic.Int64
-}
-
-func startClosingFront(t *testing.T, upstream string) *closingFront {
+// on that connection finds it closed before any answer. Its Accepted
+// counts the connections.
+func startClosingFront(t *testing.T, upstream string) *testbin.Conns {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &closingFront{url: "http://" + ln.Addr().String()}
 	client := &http.Client{}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		client.CloseIdleConnections()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			f.conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				out, err := http.NewRequest(req.Method, upstream+req.URL.RequestURI(), req.Body)
-				if err != nil {
-					return
-				}
-				out.Header = req.Header
-				resp, err := client.Do(out)
-				if err != nil {
-					return
-				}
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					return
-				}
-				fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nKeep-Alive: timeout=5, max=100\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
-					resp.StatusCode, http.StatusText(resp.StatusCode), resp.Header.Get("Content-Type"), len(body))
-				c.Write(body)
-			}()
+	t.Cleanup(client.CloseIdleConnections)
+	return testbin.ServeConns(t, func(c net.Conn, _ <-chan struct{}) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
-	return f
+		out, err := http.NewRequest(req.Method, upstream+req.URL.RequestURI(), req.Body)
+		if err != nil {
+			return
+		}
+		out.Header = req.Header
+		resp, err := client.Do(out)
+		if err != nil {
+			return
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nKeep-Alive: timeout=5, max=100\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+			resp.StatusCode, http.StatusText(resp.StatusCode), resp.Header.Get("Content-Type"), len(body))
+		c.Write(body)
+	})
 }
 
 // infer on llama.cpp servers: its own (llmsim's flavour, which keeps a
@@ -99,10 +68,10 @@ func TestInferClosedConnectionsAreNotFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSetup(t, llmsim.Config{Instant: true, Flavor: llmsim.FlavorLlamaCpp, Faults: llmsim.Faults{FailRate: tt.failRate}}, 1, promptSet{n: prompts})
 			url := s.fleet.URLs()[0]
-			var front *closingFront
+			var front *testbin.Conns
 			if tt.closing {
 				front = startClosingFront(t, url)
-				url = front.url
+				url = front.URL
 			}
 			args := append([]string{"-o", s.out, s.in, "-e", url, "--max-tokens", "8", "--concurrency", "4", "--retries", "50"}, fastFlags...)
 			res := runWant(t, cli.ExitOK, args...)
@@ -127,8 +96,8 @@ func TestInferClosedConnectionsAreNotFailures(t *testing.T) {
 			if want := fmt.Sprintf("(%d ok, %d failed attempts,", prompts, retried); !strings.Contains(res.stderr, want) {
 				t.Errorf("the summary does not say %q:\n%s", want, res.stderr)
 			}
-			if front != nil && front.conns.Load() < int64(prompts) {
-				t.Errorf("%d connections for %d prompts: the front did not close them", front.conns.Load(), prompts)
+			if front != nil && front.Accepted.Load() < int64(prompts) {
+				t.Errorf("%d connections for %d prompts: the front did not close them", front.Accepted.Load(), prompts)
 			}
 		})
 	}
