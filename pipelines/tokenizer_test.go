@@ -110,6 +110,7 @@ func TestTokenizerReachesTraining(t *testing.T) {
 			sim := []string{"--instant", "--seed", "3", "--tokenizer", tok, "--tool-call-rate", "0.4"}
 			sglang := startFleet(t, 2, sim...)
 			ollama := startFleet(t, 1, append(sim, "--flavor", "ollama")...)
+			llamacpp := startFleet(t, 1, append(sim, "--flavor", "llamacpp")...)
 			for _, job := range []struct {
 				name, input string
 				n           int
@@ -187,6 +188,9 @@ func TestTokenizerReachesTraining(t *testing.T) {
 						if ended == 0 || endsWith != ended {
 							t.Errorf("%d rows end with the end-of-turn id %d, %d answers ended on their own", endsWith, eot, ended)
 						}
+					}
+					if job.args == nil {
+						sameRowsFromLlamaCpp(t, d, tok, llamacpp, job.input, common, fromIDs)
 					}
 					same := 0
 					for k, r := range fromText {
@@ -285,4 +289,55 @@ func copyFile(t *testing.T, from, to string) {
 	if err := os.WriteFile(to, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// sameRowsFromLlamaCpp: the same prompts answered by llama.cpp's flavour
+// with --token-ids (the prompt's ids from /apply-template and /tokenize)
+// give, through merge, rows whose prompt part is the SGLang flavour's,
+// row for row, whose ids the model's own tokenizer and template give (the
+// parity above). The answers differ: llama.cpp's come from its
+// /completion route, which llmsim answers otherwise. The records with
+// tools are its errors, each once:
+// no_token_ids (its ids come only from /completion, which parses no tool
+// calls) or tools_unsupported (a template its /props says renders none).
+func sameRowsFromLlamaCpp(t *testing.T, d, tok, endpoint, input string, common []string, want map[string]tokenRowOf) {
+	t.Helper()
+	withTools := 0
+	for _, p := range readJSONL[struct {
+		Tools json.RawMessage `json:"tools"`
+	}](t, filepath.Join(d, input)) {
+		if len(p.Tools) > 0 && string(p.Tools) != "null" {
+			withTools++
+		}
+	}
+	code := 0
+	if withTools > 0 {
+		code = 3
+	}
+	run(t, d, code, "infer", append([]string{"-e", endpoint, "--token-ids", "-o", "llamacpp.jsonl", input}, common...)...)
+	reasons := map[string]int{}
+	for _, e := range readJSONL[struct {
+		Error struct {
+			Reason string `json:"reason"`
+		} `json:"error"`
+	}](t, filepath.Join(d, "llamacpp.errors.jsonl")) {
+		reasons[e.Error.Reason]++
+	}
+	if reasons["no_token_ids"]+reasons["tools_unsupported"] != withTools || len(reasons) > 1 {
+		t.Errorf("llama.cpp's errors %v, want the %d records with tools, for one reason", reasons, withTools)
+	}
+	written := len(readAny(t, filepath.Join(d, "llamacpp.jsonl")))
+	run(t, d, 0, "merge", "--to", "tokens", "-o", "rows-llamacpp.jsonl", "llamacpp.jsonl")
+	got := readRows(t, filepath.Join(d, "rows-llamacpp.jsonl"))
+	if len(got) != written || len(got)+withTools != len(want) {
+		t.Fatalf("%d rows from %d llama.cpp records and %d records with tools, %d rows from SGLang's", len(got), written, withTools, len(want))
+	}
+	prompt := func(r tokenRowOf) []int32 { return r.InputIDs[:slices.Index(r.LossMask, 1)] }
+	for k, r := range got {
+		w, ok := want[k]
+		if !ok || slices.Index(r.LossMask, 1) < 1 || !slices.Equal(prompt(w), prompt(r)) {
+			t.Errorf("row %s: its prompt from llama.cpp's ids differs from SGLang's", k)
+		}
+	}
+	t.Logf("llama.cpp: %d records, %d rows with SGLang's prompt ids; errors %v", written, len(got), reasons)
 }
