@@ -263,7 +263,7 @@ var ollamaSection = &section{
 		if err != nil {
 			return err
 		}
-		srv, why := startOllama(ollamaParallel, h.logf)
+		srv, stop, why := startOllama(ollamaParallel, h.logf)
 		if srv == nil {
 			for _, r := range ollamaRows {
 				h.unavailable("ollama", r, "no Ollama server: "+why)
@@ -271,9 +271,9 @@ var ollamaSection = &section{
 			h.unavailable(ollamaBenchGroup, ollamaBenchRow, "no Ollama server: "+why)
 			return nil
 		}
-		defer srv.stop()
-		h.info.Facts["ollama"] = srv.version
-		if err := writeBodies(h.path(prompts), h.path(bodies), int(n[0]), srv.model, 32); err != nil {
+		defer stop()
+		h.info.Facts["ollama"] = srv.Version
+		if err := writeBodies(h.path(prompts), h.path(bodies), int(n[0]), srv.Model, 32); err != nil {
 			return err
 		}
 		nb, err := h.lineCounts(bodies)
@@ -281,17 +281,17 @@ var ollamaSection = &section{
 			return err
 		}
 		const out = "tmp/ollama-gen.jsonl"
-		alias := []string{srv.url + "=$URL"}
+		alias := []string{srv.URL + "=$URL"}
 		infer := func(name string, ours bool, extra ...string) peerSpec {
-			argv := append(append([]string{"infer", "-e", srv.url}, extra...), "--max-tokens", "32", "--progress", "0", "--force", "-o", out, prompts)
+			argv := append(append([]string{"infer", "-e", srv.URL}, extra...), "--max-tokens", "32", "--progress", "0", "--force", "-o", out, prompts)
 			return peerSpec{Spec: Spec{Group: "ollama", Name: name, Ours: ours, Records: n[0], Clean: []string{out}, Count: []string{out}, Alias: alias, Argv: argv}}
 		}
 		rows := []peerSpec{infer(ollamaRows[0], true), infer(ollamaRows[1], false, "--concurrency", "4"),
 			// Ollama's answers end in a newline: curl needs no -w.
-			curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: nb[0]}, srv.url, ollamaParallel, false, bodies),
-			h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n[0]}, srv.url, srv.model, ollamaParallel, 32, prompts)}
-		h.logf("a real Ollama server at %s, %d prompts", srv.url, n[0])
-		k, err := h.benchOllama(ctx, srv.url, prompts, alias)
+			curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: nb[0]}, srv.URL, ollamaParallel, false, bodies),
+			h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n[0]}, srv.URL, srv.Model, ollamaParallel, 32, prompts)}
+		h.logf("a real Ollama server at %s, %d prompts", srv.URL, n[0])
+		k, err := h.benchOllama(ctx, srv.URL, prompts, alias)
 		if err != nil {
 			return err
 		}
