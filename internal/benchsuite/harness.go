@@ -10,6 +10,7 @@ package benchsuite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,9 +69,9 @@ func (c *RunCmd) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	h := &harness{repo: wd, dir: absPath(cmp(c.Dir, filepath.Join(wd, ".bench"))), runs: c.Runs, quick: c.Quick, reuse: c.ReuseData,
+	h := &harness{repo: wd, dir: absPath(cmp.Or(c.Dir, filepath.Join(wd, ".bench"))), runs: c.Runs, quick: c.Quick, reuse: c.ReuseData,
 		updateBaseline: c.UpdateBaseline, sz: sizes(c.Quick, c.ServersRuns), log: env, remade: map[string]bool{}}
-	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp(c.Out, filepath.Join(wd, "BENCHMARKS.md"))), absPath(c.Peers)
+	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp.Or(c.Out, filepath.Join(wd, "BENCHMARKS.md"))), absPath(c.Peers)
 	if c.Quick && c.Out == "" {
 		h.out = h.path("BENCHMARKS.md")
 	}
@@ -139,9 +140,9 @@ func (h *harness) logf(format string, args ...any) { h.log.Logf(format, args...)
 func (h *harness) path(rel string) string          { return filepath.Join(h.dir, rel) }
 func (h *harness) tool(name string) string         { return filepath.Join(h.bin, name) }
 func (h *harness) repoFile(rel string) string      { return filepath.Join(h.repo, rel) }
-func (h *harness) fact(key string) string          { return cmp(h.info.Facts[key], "?") }
+func (h *harness) fact(key string) string          { return cmp.Or(h.info.Facts[key], "?") }
 func (h *harness) lines(rel string) string         { return h.fact("lines " + rel) }
-func (h *harness) mb(rel string) string            { return cmp(h.info.Facts["mb "+rel], "? MB") }
+func (h *harness) mb(rel string) string            { return cmp.Or(h.info.Facts["mb "+rel], "? MB") }
 
 // aliases show paths as a reader finds them from the scratch directory.
 func (h *harness) aliases() []string {
@@ -163,14 +164,6 @@ func have(name string) bool {
 
 func missing(names string) string {
 	return names + " is not installed on this machine (.ci/install-peers installs it)"
-}
-
-// cmp is a, or b when a is empty.
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // run does the whole job: tools, data, measurements, the rows kept, the
@@ -280,7 +273,7 @@ func (h *harness) keepFacts() {
 		f["awk"] = first("awk", "--version")
 	}
 	if f["node"] = first("node", "--version"); f["node"] != "not installed" {
-		f["node"] += " (openai " + cmp(h.nodeSDK(), "not installed") + ")"
+		f["node"] += " (openai " + cmp.Or(h.nodeSDK(), "not installed") + ")"
 	}
 	var total int64
 	filepath.WalkDir(h.dir, func(_ string, d os.DirEntry, err error) error {
@@ -564,7 +557,7 @@ func (h *harness) spliceSections(secs []*section) error {
 func (h *harness) sectionText(s *section) (string, error) {
 	var b strings.Builder
 	v := h.view()
-	v.Names = cmp(strings.Join(h.info.Sections, ","), s.name)
+	v.Names = cmp.Or(strings.Join(h.info.Sections, ","), s.name)
 	note, err := h.runsNote(s)
 	targets, err2 := h.targets(s)
 	if err = errors.Join(err, err2); err == nil {

@@ -1,6 +1,7 @@
 package benchsuite
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"io"
@@ -68,7 +69,7 @@ func (h *harness) templates() *template.Template {
 			return v.Index(v.Len() - 1).Interface()
 		},
 		"num": func(r *Result, name string) float64 { // -1 where there is no figure
-			if v, ok := metricOf(r, name); ok {
+			if v, ok := r.Metric(name); ok {
 				return v
 			}
 			return -1
@@ -90,7 +91,7 @@ func (h *harness) templates() *template.Template {
 		"ours": oursEncodeRow, "hf": hfEncodeRow,
 		"inflightCases": func() []inflightCase { return inflightCases(h.sz) },
 		"kindsSlots":    func() []int { return kindsSlots }, "kindsOrder": func() []string { return kindsOrder },
-		"ollamaVersion": func() string { return cmp(h.info.Facts["ollama"], ollamaserver.Version) },
+		"ollamaVersion": func() string { return cmp.Or(h.info.Facts["ollama"], ollamaserver.Version) },
 		"benchRow":      h.benchRow, "benchRunRow": benchRunRow,
 		"allTargets": func() (string, error) { // every section's, for the whole report
 			var b strings.Builder

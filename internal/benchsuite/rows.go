@@ -3,6 +3,8 @@ package benchsuite
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -13,35 +15,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/segmentio/encoding/json"
-
 	"tokenmill/lib/cli"
 	"tokenmill/lib/jsonl"
 )
 
-// Run is one execution of a measured command, kept with its durations in
-// nanoseconds (the JSON library would write them as text).
+// Run is one execution of a measured command, its durations kept in
+// nanoseconds (encoding/json's way; segmentio's would write them as text).
 type Run struct {
-	Wall, User, Sys time.Duration
-	MaxRSSKB        int64
-}
-
-type runJSON struct {
-	Wall     int64 `json:"wall_ns"`
-	User     int64 `json:"user_ns"`
-	Sys      int64 `json:"sys_ns"`
-	MaxRSSKB int64 `json:"max_rss_kb"`
-}
-
-func (r Run) MarshalJSON() ([]byte, error) {
-	return json.Marshal(runJSON{int64(r.Wall), int64(r.User), int64(r.Sys), r.MaxRSSKB})
-}
-
-func (r *Run) UnmarshalJSON(b []byte) error {
-	var v runJSON
-	err := json.Unmarshal(b, &v)
-	*r = Run{time.Duration(v.Wall), time.Duration(v.User), time.Duration(v.Sys), v.MaxRSSKB}
-	return err
+	Wall     time.Duration `json:"wall_ns"`
+	User     time.Duration `json:"user_ns"`
+	Sys      time.Duration `json:"sys_ns"`
+	MaxRSSKB int64         `json:"max_rss_kb"`
 }
 
 // Result is one row of a table: a command measured over several runs, or
@@ -85,8 +69,12 @@ func (r *Result) medianRun() Run {
 
 // Metric is a named figure of the result: one of Metrics, or mbps, rps,
 // wall_s, spread_pct, cpu_s, mb_per_cpu_s, cpu_us_per_record or rss_mb
-// of its runs; ok is false when the result has no such figure.
+// of its runs; ok is false when the result (nil: a row not there) has no
+// such figure.
 func (r *Result) Metric(name string) (v float64, ok bool) {
+	if r == nil {
+		return 0, false
+	}
 	if v, ok := r.Metrics[name]; ok {
 		return v, true
 	}
@@ -123,14 +111,6 @@ func (r *Result) Metric(name string) (v float64, ok bool) {
 		return 0, false
 	}
 	return v, true
-}
-
-// metricOf is a row's figure; none for a row that is not there.
-func metricOf(r *Result, name string) (float64, bool) {
-	if r == nil {
-		return 0, false
-	}
-	return r.Metric(name)
 }
 
 // writeResults puts rows in a file, one JSON line each, whole or not at all.
@@ -422,8 +402,8 @@ func pivot(rows []*Result, corner, metric string, growth bool, value func(*Resul
 			}
 		}
 		if growth {
-			x, _ := metricOf(at(tool, first), metric)
-			y, ok := metricOf(at(tool, last), metric)
+			x, _ := at(tool, first).Metric(metric)
+			y, ok := at(tool, last).Metric(metric)
 			cells = append(cells, "—")
 			if x > 0 && ok {
 				cells[len(cells)-1] = fmt.Sprintf("%.1f×", y/x)
@@ -484,7 +464,7 @@ func inputCell(r *Result) string {
 	if r.Records > 0 {
 		parts = append(parts, cli.Thousands(r.Records)+" rec")
 	}
-	return cmp(strings.Join(parts, ", "), "—")
+	return cmp.Or(strings.Join(parts, ", "), "—")
 }
 
 // outCell is the records a row wrote, or a dash when not counted.

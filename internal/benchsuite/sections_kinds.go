@@ -82,7 +82,7 @@ func readKindCells(path string) (rows []*Result, err error) {
 func bestFixed(rows []*Result, metric string) (best *Result) {
 	for _, r := range rows {
 		if w, ok := r.Metric(metric); ok && !r.Ours {
-			if b, _ := metricOf(best, metric); best == nil || w < b {
+			if b, _ := best.Metric(metric); best == nil || w < b {
 				best = r
 			}
 		}
@@ -104,7 +104,7 @@ func init() {
 				cells := []string{nameCell(r)}
 				for _, kind := range kindsOrder {
 					wall, ok := r.Metrics[kind]
-					best, _ := metricOf(bestFixed(rows, kind), kind)
+					best, _ := bestFixed(rows, kind).Metric(kind)
 					cell := fmt.Sprintf("%v (%.3f×)", (time.Duration(wall * float64(time.Second))).Round(time.Second), wall/best)
 					switch {
 					case !ok || best <= 0:

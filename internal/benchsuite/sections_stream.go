@@ -1,6 +1,7 @@
 package benchsuite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -102,7 +103,7 @@ var dedupSection = &section{
 			if r, err := filepath.EvalSymlinks(awk); err == nil {
 				awk = r
 			}
-			gawk.why = missing("gawk") + "; awk here is " + cmp(awk, "none")
+			gawk.why = missing("gawk") + "; awk here is " + cmp.Or(awk, "none")
 		}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "dedup", "", "dedup", p)),
@@ -259,7 +260,7 @@ var filterSection = &section{
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "filter", "", "filter", "--progress", "0", f)),
 			peer(with(in, "filter --workers 1", "one core", "filter", "--progress", "0", "--workers", "1", f)),
-			peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+cmp(strings.TrimSpace(string(version)), "3")+", one process",
+			peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+cmp.Or(strings.TrimSpace(string(version)), "3")+", one process",
 				"python3", h.repoFile("pipelines/bench/filter_gopher.py"), f), "python3"),
 			ours(with(lang, "filter --checks default,lang", "language identification with whatlanggo", "filter", "--progress", "0", "--checks", "default,lang", l)),
 			peer(with(lang, "filter (default checks)", "", "filter", "--progress", "0", l)),

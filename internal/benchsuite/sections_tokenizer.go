@@ -3,6 +3,7 @@ package benchsuite
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -108,7 +109,7 @@ func (h *harness) hfBinding(ctx context.Context) (version, why string) {
 		if i := strings.Index(msg, "Error: "); i >= 0 {
 			msg, _, _ = strings.Cut(msg[i:], "\n")
 		}
-		return "", hfBindingPackage + " does not load here: " + cmp(msg, err.Error())
+		return "", hfBindingPackage + " does not load here: " + cmp.Or(msg, err.Error())
 	}
 	return strings.TrimSpace(string(out)), ""
 }
@@ -335,7 +336,7 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 		return r
 	}
 	missing := func(name string) {
-		r := unavailable(tokGroup, name, cmp(why, "no run of "+hfScript))
+		r := unavailable(tokGroup, name, cmp.Or(why, "no run of "+hfScript))
 		r.Load1 = load
 		out = append(out, r)
 	}
@@ -387,7 +388,7 @@ func figure(r *Result, metric string, decimals int) string {
 	if r != nil && !r.available() {
 		return "_not available_"
 	}
-	v, ok := metricOf(r, metric)
+	v, ok := r.Metric(metric)
 	if !ok || math.IsNaN(v) {
 		return "—"
 	}
@@ -396,8 +397,8 @@ func figure(r *Result, metric string, decimals int) string {
 
 // times is a over b as "12×", or a dash.
 func times(a, b *Result, metric string) string {
-	x, ok1 := metricOf(a, metric)
-	y, ok2 := metricOf(b, metric)
+	x, ok1 := a.Metric(metric)
+	y, ok2 := b.Metric(metric)
 	if !ok1 || !ok2 || y <= 0 || math.IsNaN(x) || math.IsNaN(y) {
 		return "—"
 	}
@@ -443,15 +444,15 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 	if first != nil && first.Records > 0 {
 		v.Docs = "the " + cli.Thousands(first.Records)
 	}
-	if p, ok := metricOf(first, "passes"); ok && p > 0 {
+	if p, ok := first.Metric("passes"); ok && p > 0 {
 		v.Passes = strconv.Itoa(int(p))
 	}
 	// What makes the comparison fair, or not, with this run's figures.
 	var floors, checks, notes, slower []string
 	for _, m := range tokenizerModels {
 		if whole, batch := find(hfEncodeRow(m.Name, "whole")), find(hfEncodeRow(m.Name, "batch")); whole != nil && whole.available() {
-			x, ok1 := metricOf(whole, "mbps")
-			y, ok2 := metricOf(batch, "mbps")
+			x, ok1 := whole.Metric("mbps")
+			y, ok2 := batch.Metric("mbps")
 			if ok1 && ok2 && x < y {
 				slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
 			}
@@ -492,7 +493,7 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 		v.Floors = " (an empty string's call, measured\n  here: " + strings.Join(floors, ";\n  ") + ")"
 	}
 	v.Slower = strings.Join(slower, ", ")
-	if c, ok := metricOf(find(oursRenderRow("qwen3")), "convs"); ok {
+	if c, ok := find(oursRenderRow("qwen3")).Metric("convs"); ok {
 		v.Convs = cli.Thousands(int64(c)) + " "
 	}
 	return v
@@ -528,8 +529,8 @@ func init() {
 			ours, theirs := find(h, oursLoadRow(m.Name)), find(h, hfLoadRow(m.Name))
 			for i, r := range []*Result{ours, theirs} {
 				added, ratio := "—", "—"
-				p, ok1 := metricOf(r, "rss_mb")
-				b, ok2 := metricOf(r, "rss_before_mb")
+				p, ok1 := r.Metric("rss_mb")
+				b, ok2 := r.Metric("rss_before_mb")
 				if ok1 && ok2 {
 					added = strconv.FormatFloat(p-b, 'f', 1, 64)
 				}

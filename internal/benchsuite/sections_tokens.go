@@ -150,8 +150,8 @@ func init() {
 		} {
 			without, with := h.find("tokenids", m.prefix+"without --token-ids"), h.find("tokenids", m.prefix+"with --token-ids")
 			cells := []string{m.label, "—", "—", ""}
-			a, okA := metricOf(without, m.unit)
-			b, okB := metricOf(with, m.unit)
+			a, okA := without.Metric(m.unit)
+			b, okB := with.Metric(m.unit)
 			if okA {
 				cells[1] = trimFloat(a)
 			}
