@@ -3,6 +3,7 @@ package benchsuite
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -28,10 +30,10 @@ type Spec struct {
 	Group, Name string
 	Ours        bool // tokenmill's row: the group's other rows are compared with it
 	Note        string
-	Size        string // input size label (growth tables)
-	Runs        int    // 0: the harness's --runs
-	BytesOf     []string
-	Records     int64    // input records, for records/s
+	Size        string   // input size label (growth tables)
+	Runs        int      // 0: the harness's --runs
+	BytesOf     []string // input files, for MB/s (and records/s, their lines)
+	Records     int64    // input records, for records/s (0: the lines of BytesOf)
 	Stdin       string   // file fed to stdin, shown as "< file"
 	Stdout      string   // where stdout goes (empty: a temporary file)
 	Count       []string // globs whose lines are the output, instead of stdout
@@ -73,17 +75,17 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 	res := &Result{Group: s.Group, Name: s.Name, Ours: s.Ours, Command: show, Note: s.Note, Size: s.Size, Records: s.Records, OutRecords: -1, Load1: loadAverage()}
 	for _, f := range s.BytesOf {
 		st, err := os.Stat(h.path(f))
-		if err != nil {
+		n, err2 := countLines(h.path(f))
+		if err = cmp.Or(err, err2); err != nil {
 			return nil, err
 		}
 		res.Bytes += st.Size()
-	}
-	stdout, stderr := h.path(s.Stdout), h.path("logs/"+s.Group+"-"+strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
+		if s.Records == 0 {
+			res.Records += n
 		}
-		return '_'
-	}, s.Name)+".err")
+	}
+	stdout := h.path(s.Stdout)
+	stderr := h.path("logs/" + s.Group + "-" + regexp.MustCompile(`[^a-zA-Z0-9]`).ReplaceAllString(s.Name, "_") + ".err")
 	if s.Stdout == "" {
 		stdout = h.path(fmt.Sprintf("tmp/stdout-%d", time.Now().UnixNano()))
 		defer os.Remove(stdout)

@@ -105,7 +105,7 @@ func (h *harness) extractAt(ctx context.Context, k int) error {
 		return err
 	}
 	return h.measureAll(ctx, []peerSpec{
-		ours(with(Spec{Group: "extract-scale", BytesOf: []string{c}, Records: int64(n)}, "JSONL, "+label, "", "extract", "--workers", "1", c)),
+		ours(with(Spec{Group: "extract-scale", BytesOf: []string{c}}, "JSONL, "+label, "", "extract", "--workers", "1", c)),
 		ours(with(Spec{Group: "extract-scale", BytesOf: []string{pq}, Records: int64(n)}, "Parquet, "+label, "", "extract", "--workers", "1", pq)),
 	})
 }
@@ -157,25 +157,20 @@ func (h *harness) scaleAt(ctx context.Context, f int) error {
 	if err != nil {
 		return err
 	}
-	counts, err := h.lineCounts(p, g, r, fl)
-	if err != nil {
-		return err
-	}
-	return h.atSize(ctx, "scale", label, append(stages(p, g, r, counts[0], counts[1], counts[2]),
-		peer(with(Spec{BytesOf: []string{fl}, Records: counts[3]}, "filter", "", "filter", "--progress", "0", fl)))...)
+	return h.atSize(ctx, "scale", label, append(stages(p, g, r), peer(with(Spec{BytesOf: []string{fl}}, "filter", "", "filter", "--progress", "0", fl)))...)
 }
 
 // stages are the rows growth and scale share: dedup, dedup --exact and
 // shard on the prompts p, merge and stats on their generation records g
 // and rerun r.
-func stages(p, g, r string, np, ng, nr int64) []peerSpec {
-	prompts := Spec{BytesOf: []string{p}, Records: np}
+func stages(p, g, r string) []peerSpec {
+	prompts := Spec{BytesOf: []string{p}}
 	sharded := prompts
 	sharded.Mkdir, sharded.Count = []string{"tmp/shards"}, []string{"tmp/shards/*"}
 	return []peerSpec{peer(with(prompts, "dedup", "", "dedup", p)), peer(with(prompts, "dedup --exact", "", "dedup", "--exact", p)),
 		peer(with(sharded, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
-		peer(with(Spec{BytesOf: []string{g, r}, Records: ng + nr}, "merge", "", "merge", g, r)),
-		peer(with(Spec{BytesOf: []string{g}, Records: ng, NoCount: true}, "stats", "", "stats", g))}
+		peer(with(Spec{BytesOf: []string{g, r}}, "merge", "", "merge", g, r)),
+		peer(with(Spec{BytesOf: []string{g}, NoCount: true}, "stats", "", "stats", g))}
 }
 
 // atSize measures rows once each as the rows of group at a size.

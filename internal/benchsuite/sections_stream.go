@@ -90,13 +90,9 @@ var dedupSection = &section{
 	needs: []string{"prompts", "prompts-slurp", "prompts-exact"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p, ps, pe = "data/prompts.jsonl", "data/prompts-slurp.jsonl", "data/prompts-exact.jsonl"
-		n, err := h.lineCounts(p, ps, pe)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "dedup", BytesOf: []string{p}, Records: n[0]}
-		slurp := Spec{Group: "dedup", BytesOf: []string{ps}, Records: n[1]}
-		exact := Spec{Group: "dedup-exact", BytesOf: []string{pe}, Records: n[2]}
+		in := Spec{Group: "dedup", BytesOf: []string{p}}
+		slurp := Spec{Group: "dedup", BytesOf: []string{ps}}
+		exact := Spec{Group: "dedup-exact", BytesOf: []string{pe}}
 		gawk := peer(with(in, "gawk", "whole lines, as awk", "gawk", "!seen[$0]++", p), "gawk")
 		if !have("gawk") {
 			awk, _ := exec.LookPath("awk")
@@ -130,11 +126,7 @@ var shardSection = &section{
 	needs: []string{"prompts"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p = "data/prompts.jsonl"
-		n, err := h.lineCounts(p)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "shard", BytesOf: []string{p}, Records: n[0], Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
+		in := Spec{Group: "shard", BytesOf: []string{p}, Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
 			ours(with(in, "shard --by round-robin", "", "shard", "-n", "8", "--by", "round-robin", "-o", "tmp/shards/part-{i}.jsonl", p)),
@@ -171,10 +163,6 @@ var composeSection = &section{
 	needs: []string{"prompts-sources"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p, out = "data/prompts-sources.jsonl", "tmp/mix.jsonl"
-		n, err := h.lineCounts(p)
-		if err != nil {
-			return err
-		}
 		var shares, loop []string
 		sum := 0
 		for i, c := range composeCounts(h) {
@@ -182,7 +170,7 @@ var composeSection = &section{
 			loop = append(loop, fmt.Sprintf("%s:%d", composeMix[i].source, c))
 			sum += c
 		}
-		in := Spec{Group: "compose", BytesOf: []string{p}, Records: n[0], Count: []string{out}, Clean: []string{out}}
+		in := Spec{Group: "compose", BytesOf: []string{p}, Count: []string{out}, Clean: []string{out}}
 		args := []string{"--by", "meta.source", "--share", strings.Join(shares, ","), "--total", fmt.Sprint(sum), "--progress", "0", "-o", out, p}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "compose", "", append([]string{"compose"}, args...)...)),
@@ -199,12 +187,8 @@ var mergeSection = &section{
 	needs: []string{"gens", "gens-slurp"},
 	measure: func(ctx context.Context, h *harness) error {
 		g, r, gs, rs := "data/gens.jsonl", "data/rerun.jsonl", "data/gens-slurp.jsonl", "data/rerun-slurp.jsonl"
-		n, err := h.lineCounts(g, r, gs, rs)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "merge", BytesOf: []string{g, r}, Records: n[0] + n[1]}
-		slurp := Spec{Group: "merge", BytesOf: []string{gs, rs}, Records: n[2] + n[3]}
+		in := Spec{Group: "merge", BytesOf: []string{g, r}}
+		slurp := Spec{Group: "merge", BytesOf: []string{gs, rs}}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "merge", "", "merge", g, r)),
 			ours(with(in, "merge --sort", "", "merge", "--sort", g, r)),
@@ -224,12 +208,8 @@ var statsSection = &section{
 	needs: []string{"gens", "gens-slurp"},
 	measure: func(ctx context.Context, h *harness) error {
 		const g, gs = "data/gens.jsonl", "data/gens-slurp.jsonl"
-		n, err := h.lineCounts(g, gs)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "stats", BytesOf: []string{g}, Records: n[0], NoCount: true}
-		slurp := Spec{Group: "stats", BytesOf: []string{gs}, Records: n[1], NoCount: true}
+		in := Spec{Group: "stats", BytesOf: []string{g}, NoCount: true}
+		slurp := Spec{Group: "stats", BytesOf: []string{gs}, NoCount: true}
 		const jqPct = `{n: length, p50: .[length*0.5|floor], p90: .[length*0.9|floor], p99: .[length*0.99|floor], max: .[-1]}`
 		const awkPct = `{ v[NR] = $1 } END { print "n", NR, "p50", v[int(NR*0.5)+1], "p90", v[int(NR*0.9)+1], "p99", v[int(NR*0.99)+1], "max", v[NR] }`
 		return h.measureAll(ctx, []peerSpec{
@@ -250,12 +230,8 @@ var filterSection = &section{
 	needs: []string{"filter-gens", "filter-gens-lang"},
 	measure: func(ctx context.Context, h *harness) error {
 		const f, l = "data/filter-gens.jsonl", "data/filter-gens-lang.jsonl"
-		n, err := h.lineCounts(f, l)
-		if err != nil {
-			return err
-		}
-		in := Spec{Group: "filter", BytesOf: []string{f}, Records: n[0]}
-		lang := Spec{Group: "filter-lang", BytesOf: []string{l}, Records: n[1]}
+		in := Spec{Group: "filter", BytesOf: []string{f}}
+		lang := Spec{Group: "filter-lang", BytesOf: []string{l}}
 		version, _ := exec.Command("python3", "-c", "import sys; print(sys.version.split()[0])").Output()
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "filter", "", "filter", "--progress", "0", f)),
@@ -311,14 +287,10 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 	if err := h.generations(ctx, p, g, r); err != nil {
 		return err
 	}
-	counts, err := h.lineCounts(g, r)
-	if err != nil {
-		return err
-	}
 	const out = "tmp/growth-gen.jsonl"
-	rows := append([]peerSpec{peer(with(Spec{BytesOf: []string{c}, Records: int64(n)}, "extract", "", "extract", c))}, stages(p, g, r, int64(n), counts[0], counts[1])...)
+	rows := append([]peerSpec{peer(with(Spec{BytesOf: []string{c}}, "extract", "", "extract", c))}, stages(p, g, r)...)
 	return h.atSize(ctx, "growth", label, append(rows,
 		peer(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
 			"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
-		peer(with(Spec{BytesOf: []string{p}, Records: int64(n)}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)))...)
+		peer(with(Spec{BytesOf: []string{p}}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)))...)
 }
