@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segmentio/encoding/json"
+
 	"tokenmill/internal/llmsim"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/conversation"
@@ -19,7 +21,8 @@ import (
 // empty when nothing failed.
 func TestAppendAnswersAgain(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t, llmsim.Config{Instant: true}, 1, promptSet{n: 10})
+	var reqlog lockedBuffer
+	s := newSetup(t, llmsim.Config{Instant: true, RequestLog: &reqlog}, 1, promptSet{n: 10})
 	runWant(t, cli.ExitOK, s.args("--max-tokens", "8", "--seed", "1")...)
 	checkEmptyErrors(t, s.errs())
 	first := readRecords(t, s.out)
@@ -32,6 +35,9 @@ func TestAppendAnswersAgain(t *testing.T) {
 	if !strings.Contains(res.stderr, "appending to "+s.out+": 10 answers already in it, none skipped") || !strings.Contains(res.stderr, "ok 10, failed 0, skipped 0") {
 		t.Errorf("--append's summary:\n%s", res.stderr)
 	}
+	if strings.Contains(res.stderr, "--seed-offset 4") {
+		t.Errorf("--append with --seed-offset 3 chose an offset of its own:\n%s", res.stderr)
+	}
 	all := readRecords(t, s.out)
 	if len(all) != 20 {
 		t.Fatalf("%d records after --append, want the 10 kept and 10 new", len(all))
@@ -43,17 +49,16 @@ func TestAppendAnswersAgain(t *testing.T) {
 	}
 	checkExactlyOnce(t, s.lines, 1, all[10:], nil)
 	checkEmptyErrors(t, s.errs())
-	const sameSeeds = "warning: --append with --seed 1 and no --seed-offset"
-	if strings.Contains(res.stderr, sameSeeds) {
-		t.Errorf("--append with --seed-offset warned of the same seeds:\n%s", res.stderr)
-	}
-	// A round without --seed-offset asks with the seeds of the run before:
-	// answered, and said.
+	// A round without --seed-offset asks past every seed the file's
+	// answers took (1+0 and 1+3), and says so.
 	res = runWant(t, cli.ExitOK, s.args("--max-tokens", "8", "--append", "--seed", "1")...)
-	if !strings.Contains(res.stderr, sameSeeds) {
-		t.Errorf("--append with the run's seeds again, no warning:\n%s", res.stderr)
+	if !strings.Contains(res.stderr, "asking with --seed-offset 4,") {
+		t.Errorf("--append without --seed-offset did not say the offset it chose:\n%s", res.stderr)
 	}
-	checkExactlyOnce(t, s.lines, 1, readRecords(t, s.out)[20:], nil)
+	all = readRecords(t, s.out)
+	checkExactlyOnce(t, s.lines, 1, all[20:], nil)
+	s.fleet.Close() // flushes the request log
+	checkSeedRounds(t, all, parseRequestLog(t, []byte(reqlog.String())), []int64{0, 3, 4})
 
 	for _, args := range [][]string{{"--append"}, {"--append", "--resume"}, {"--append", "--force"}, {"--append", "--redo-length"}} {
 		if len(args) > 1 {
@@ -62,6 +67,47 @@ func TestAppendAnswersAgain(t *testing.T) {
 		r := runWant(t, cli.ExitUsage, append([]string{"-e", "127.0.0.1:1", s.in}, args...)...)
 		if !strings.Contains(r.stderr, "--append") && !strings.Contains(r.stderr, "--redo-length goes with --resume") {
 			t.Errorf("%v: %s", args, r.stderr)
+		}
+	}
+
+	// A file whose answers took seeds up to the largest integer leaves no
+	// offset to pick: refused, the file as it was.
+	huge := filepath.Join(s.dir, "huge.jsonl")
+	hugeLine := `{"id":"p0","output":{"text":"x","finish_reason":"stop","sample":0,"seed_offset":9223372036854775806}}` + "\n"
+	os.WriteFile(huge, []byte(hugeLine), 0o644)
+	r := runWant(t, cli.ExitUsage, "-e", endpointsFlag(s.fleet.URLs()), "--append", "--seed", "1", "-o", huge, s.in)
+	if b, _ := os.ReadFile(huge); string(b) != hugeLine || !strings.Contains(r.stderr, "give --seed-offset") {
+		t.Errorf("seeds past the largest integer: %q left, stderr:\n%s", b, r.stderr)
+	}
+}
+
+// checkSeedRounds checks that the records, 10 a round, carry the rounds'
+// seed offsets, and that the server was asked each round with --seed 1
+// plus that offset, no seed twice.
+func checkSeedRounds(t *testing.T, recs []genRecord, reqs []loggedRequest, offsets []int64) {
+	t.Helper()
+	if len(recs) != 10*len(offsets) || len(reqs) != len(recs) {
+		t.Fatalf("%d records and %d requests, want %d of each", len(recs), len(reqs), 10*len(offsets))
+	}
+	seeds := map[int64]int{}
+	for i, g := range recs {
+		var o struct {
+			SeedOffset int64 `json:"seed_offset"`
+		}
+		v, _ := record.FieldValue([]byte(g.raw), "output")
+		if err := json.Unmarshal(v, &o); err != nil || o.SeedOffset != offsets[i/10] {
+			t.Fatalf("record %d: output.seed_offset %d (%v), want round %d's %d", i, o.SeedOffset, err, i/10, offsets[i/10])
+		}
+	}
+	for _, r := range reqs {
+		if r.Body.Seed == nil {
+			t.Fatalf("a request without a seed: %+v", r.Body)
+		}
+		seeds[*r.Body.Seed]++
+	}
+	for _, off := range offsets {
+		if seeds[1+off] != 10 {
+			t.Errorf("seed %d asked %d times, want once per prompt (10): %v", 1+off, seeds[1+off], seeds)
 		}
 	}
 }

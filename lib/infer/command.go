@@ -64,7 +64,7 @@ type Generate struct {
 	fleet.ServerFlags   `embed:""`
 	fleet.SamplingFlags `embed:""`
 	Samples             int    `default:"1" placeholder:"K" help:"Independent answers per prompt, numbered by output.sample from the record's \"sample\" (0) on."`
-	SeedOffset          int64  `default:"0" placeholder:"N" help:"Added to every seed: sample k uses seed+N+k, so a rerun of the same prompts (rerun-missing.sh passes round x samples) does not sample the same answers again."`
+	SeedOffset          *int64 `placeholder:"N" help:"Added to every seed (--seed's or a record's own): sample k uses seed+N+k, so a rerun of the same prompts does not sample the same answers again; each answer records it (output.seed_offset). Default: 0; with --append, one past the highest offset plus sample of the answers already in -o, said on stderr (rerun-missing.sh, whose rounds append to a file of their own, passes round x samples)."`
 	Mix                 string `placeholder:"FILE" help:"A sampling mixture (JSON or YAML, see GUIDE.md): named arms with weights, each a set of request parameters (chat_template_kwargs, reasoning_effort, temperature, top_p, max_tokens, stop, ...) laid over the flags and --extra-body, under a record's own params. Each (id, sample) gets its arm from a hash of the id, the sample and --seed, the same in every run and after --resume; output.arm and output.arm_params record it. Default: none."`
 
 	Regenerate       bool `help:"Regenerate whole conversations: keep each record's system and user turns, replace every assistant turn with the model's answer to the history as regenerated so far (tool calls answered from the record's own tool results), and answer a last unanswered user turn (in a record marked \"question_list\": true, as extract writes MT-Bench's, every user turn in turn). Writes output.messages and output.turns; see GUIDE.md."`
@@ -139,6 +139,9 @@ type Config struct {
 	Arms       []settings.Arm
 	Seed       *int64
 	SeedOffset int64
+	// PickSeedOffset: --append without --seed-offset, so that the run asks
+	// with seeds past those the answers already in -o took.
+	PickSeedOffset bool
 	MaxTokens  int // 0: the server's
 	Samples    int
 	// Regenerate whole conversations, sending each turn where the last went
@@ -162,6 +165,14 @@ type Files struct {
 	// its answers cut short by length, Force replaces it.
 	Resume, Append, RedoLength, Force bool
 	AllowChangedSettings              bool
+}
+
+// seedOffset is --seed-offset, 0 when not given.
+func (c *Generate) seedOffset() int64 {
+	if c.SeedOffset == nil {
+		return 0
+	}
+	return *c.SeedOffset
 }
 
 // continues tells a run that adds to an existing -o: --resume or --append.
@@ -199,12 +210,7 @@ func (c *Generate) config(env *cli.Env) (*Config, error) {
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
 	}
-	b.SetSeedOffset(c.SeedOffset)
-	if c.Append && c.Seed != nil && c.SeedOffset == 0 {
-		// A sampling server answers the same seed the same way: this round
-		// would get back the answers it is meant to replace.
-		env.Logf("warning: --append with --seed %d and no --seed-offset asks every prompt with the seeds the run before asked it with, and a sampling server gives the same answers again: pass --seed-offset (round x samples), as pipelines/rerun-missing.sh does for each round", *c.Seed)
-	}
+	b.SetSeedOffset(c.seedOffset())
 	b.SetHistoryReasoning(c.HistoryReasoning)
 	c.Protect(env, targets)
 	notice := c.Progress
@@ -218,7 +224,7 @@ func (c *Generate) config(env *cli.Env) (*Config, error) {
 			ProbeInterval: c.ProbeInterval, ControlTimeout: min(10*time.Second, c.RequestTimeout), DownTimeout: c.DownTimeout,
 			Policy: c.Policy, WaitNotice: notice, MaxAnswerBytes: int64(c.MaxAnswerBytes), AnswerMemory: int64(c.AnswerMemory), MaxPause: c.MaxBackoff,
 		}),
-		Fit: c.FitFlags, Seed: c.Seed, SeedOffset: c.SeedOffset, Samples: c.Samples,
+		Fit: c.FitFlags, Seed: c.Seed, SeedOffset: c.seedOffset(), PickSeedOffset: c.Append && c.SeedOffset == nil, Samples: c.Samples,
 		Regenerate: c.Regenerate, Affinity: c.Affinity, ToolRounds: c.ToolRounds, TokenIDs: c.TokenIDs,
 		MaxPromptBytes: int(c.MaxPromptBytes), MetricsAddr: c.MetricsAddr, Clock: c.clock,
 		Files: Files{Output: c.Output, Errors: c.Errors, Rejects: c.Rejects, Resume: c.Resume, Append: c.Append, RedoLength: c.RedoLength,
@@ -290,8 +296,8 @@ func (c *Generate) check() error {
 		return cli.Usagef("%v", c.FitFlags.Check())
 	case c.Resume && toStdout(c.Output):
 		return cli.Usagef("--resume needs -o FILE: it reads what is already done from that file")
-	case c.Seed != nil && seedOverflows(*c.Seed, c.SeedOffset, c.Samples-1):
-		return cli.Usagef("--seed %d, --seed-offset %d and --samples %d: the last sample's seed would pass the largest integer", *c.Seed, c.SeedOffset, c.Samples)
+	case c.Seed != nil && seedOverflows(*c.Seed, c.seedOffset(), c.Samples-1):
+		return cli.Usagef("--seed %d, --seed-offset %d and --samples %d: the last sample's seed would pass the largest integer", *c.Seed, c.seedOffset(), c.Samples)
 	case c.Append && toStdout(c.Output):
 		return cli.Usagef("--append needs -o FILE: the file to add the answers to")
 	case c.Append && (c.Resume || c.Force):

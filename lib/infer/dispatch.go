@@ -219,7 +219,7 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 		Text: c.Text, Reasoning: c.Reasoning, ReasoningField: c.ReasoningField, ToolCalls: r.nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
-		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample,
+		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample, SeedOffset: r.seedOffset(j),
 		ContextShifted: r.shifted(c),
 		TokenIDs:       r.answerTokenIDs(ep, j),
 		Arm:            r.armName(j), ArmParams: j.armSent,
@@ -349,7 +349,7 @@ func (r *runner) finishConversation(j *job) {
 	if r.cfg.TokenIDs {
 		out.ServedBy = r.servedBy(out.Endpoint)
 	}
-	out.Arm, out.ArmParams = r.armName(j), j.armSent
+	out.Arm, out.ArmParams, out.SeedOffset = r.armName(j), j.armSent, r.seedOffset(j)
 	var ep *fleet.Endpoint
 	if out.Endpoint != "" {
 		ep = r.pool.ByName(out.Endpoint)

@@ -231,7 +231,7 @@ func (r *runner) takeSamples(ctx context.Context, p *record.Prompt, prompt []byt
 			r.c.skipped.Add(1)
 			continue
 		}
-		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, fp: fp}
+		j := &job{prompt: prompt, id: p.ID.Text, rid: p.ID, sample: sample, file: rec.File, line: rec.Line, fp: fp, paramSeed: paramSeed}
 		err := r.assignArm(j, p)
 		switch {
 		case err == nil && regen:
@@ -241,7 +241,7 @@ func (r *runner) takeSamples(ctx context.Context, p *record.Prompt, prompt []byt
 				continue
 			}
 		case err == nil:
-			j.msgs, j.rec, j.paramSeed = len(openai.ChatMessages(p)), p, paramSeed
+			j.msgs, j.rec = len(openai.ChatMessages(p)), p
 			err = r.prepare(j, known, exact)
 			known, exact = j.fit.Prompt, j.fit.Exact
 		}
@@ -304,6 +304,15 @@ func (r *runner) seedsWrap(paramSeed *int64, sample int) bool {
 		base = paramSeed
 	}
 	return base != nil && seedOverflows(*base, r.cfg.SeedOffset, sample+r.cfg.Samples-1)
+}
+
+// seedOffset is the --seed-offset j's requests were asked with, 0 when
+// they carried no seed.
+func (r *runner) seedOffset(j *job) int64 {
+	if j.paramSeed == nil && r.cfg.Seed == nil {
+		return 0
+	}
+	return r.cfg.SeedOffset
 }
 
 // seedOverflows tells whether seed base+offset+sample passes the int64

@@ -150,6 +150,11 @@ func readRequestLog(t *testing.T, path string) []loggedRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseRequestLog(t, data)
+}
+
+func parseRequestLog(t *testing.T, data []byte) []loggedRequest {
+	t.Helper()
 	var out []loggedRequest
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)

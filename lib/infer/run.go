@@ -200,6 +200,9 @@ func (r *runner) prepareOutput() error {
 	if err := r.checkSettings(info); err != nil {
 		return err
 	}
+	if err := r.pickSeedOffset(info); err != nil {
+		return err
+	}
 	msg := fmt.Sprintf("resuming %s: %s answers already done", c.Output, cli.Thousands(info.Answers))
 	if c.Append {
 		msg = fmt.Sprintf("appending to %s: %s answers already in it, none skipped", c.Output, cli.Thousands(info.Answers))
@@ -218,6 +221,27 @@ func (r *runner) prepareOutput() error {
 		msg += fmt.Sprintf("; %s unfinished conversations continue from %s turns in %s", cli.Thousands(int64(convs)), cli.Thousands(int64(turns)), jn.Path())
 	}
 	r.logf("%s", msg)
+	return nil
+}
+
+// pickSeedOffset sets --append's seed offset, when not given, past every
+// seed the answers already in -o were asked with: a sampling server answers
+// a seed the same way, so a rerun would get back the answers it replaces.
+func (r *runner) pickSeedOffset(info ledger.Info) error {
+	c := r.cfg
+	if !c.PickSeedOffset || info.FreeSeedOffset == 0 {
+		return nil
+	}
+	c.SeedOffset = info.FreeSeedOffset
+	c.Builder.SetSeedOffset(c.SeedOffset)
+	if c.Seed == nil {
+		return nil // a record's own seed takes the offset too; --seed's runs say so
+	}
+	if seedOverflows(*c.Seed, c.SeedOffset, c.Samples-1) {
+		return cli.Usagef("--append: the answers in %s took seeds up to --seed %d plus %d: give --seed-offset (or another --seed) that the last sample's seed does not pass the largest integer with",
+			c.Output, *c.Seed, c.SeedOffset-1)
+	}
+	r.logf("appending to %s: asking with --seed-offset %s, one past the seeds its answers were asked with (give --seed-offset to choose)", c.Output, cli.Thousands(c.SeedOffset))
 	return nil
 }
 

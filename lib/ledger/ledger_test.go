@@ -165,6 +165,32 @@ func TestScanDone(t *testing.T) {
 	}
 }
 
+// TestFreeSeedOffset: the offset --append picks is one past the highest
+// seed offset plus sample the file's answers took; an offset that would
+// pass the largest integer, or a negative one, is not taken.
+func TestFreeSeedOffset(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lines []string
+		want  int64
+	}{
+		{"empty", nil, 0},
+		{"one round of 2 samples", []string{`{"id":"a","output":{"sample":0}}`, `{"id":"a","output":{"sample":1}}`}, 2},
+		{"a rerun's offset", []string{`{"id":"a","output":{"sample":0}}`, `{"id":"a","output":{"sample":0,"seed_offset":5}}`}, 6},
+		{"a record's own sample", []string{`{"id":"a","output":{"sample":9,"seed_offset":2}}`, `{"id":"b","output":{"sample":0,"seed_offset":7}}`}, 12},
+		{"errors and junk", []string{`{"id":"a","error":{"sample":40}}`, `not json`, `{"id":"b","output":{"sample":0}}`}, 1},
+		{"wraps", []string{`{"id":"a","output":{"sample":1,"seed_offset":9223372036854775807}}`, `{"id":"b","output":{"sample":3}}`}, 4},
+		{"negative", []string{`{"id":"a","output":{"sample":1,"seed_offset":-50}}`}, 0},
+	} {
+		path := filepath.Join(t.TempDir(), "gen.jsonl")
+		os.WriteFile(path, []byte(strings.Join(tt.lines, "\n")+"\n"), 0o644)
+		info, err := New().Scan(path, Options{Warn: func(string, ...any) {}})
+		if err != nil || info.FreeSeedOffset != tt.want {
+			t.Errorf("%s: free seed offset %d (%v), want %d", tt.name, info.FreeSeedOffset, err, tt.want)
+		}
+	}
+}
+
 // FuzzScanDone: whatever the output file to resume holds, a bad line is
 // counted and skipped, never fatal (only a file that cannot be read at
 // all, such as a damaged gzip stream, is refused), and no more answers

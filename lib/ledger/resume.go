@@ -30,6 +30,10 @@ type Info struct {
 	// NoSettings those without one (written before infer recorded them).
 	Settings   map[string]int64
 	NoSettings int64
+	// FreeSeedOffset is one past the highest seed offset plus sample of
+	// the records (output.seed_offset, 0 when absent): the lowest
+	// --seed-offset whose requests ask no seed any of them was asked with.
+	FreeSeedOffset int64
 }
 
 // countSettings counts a record whose settings' hash is h.
@@ -71,6 +75,7 @@ type doneRecord struct {
 	ID     record.ID `json:"id"`
 	Output *struct {
 		Sample       int    `json:"sample"`
+		SeedOffset   int64  `json:"seed_offset"`
 		FinishReason string `json:"finish_reason"`
 		Arm          string `json:"arm"`
 		Settings     string `json:"settings"`
@@ -134,6 +139,9 @@ func (l *Ledger) Scan(path string, o Options) (Info, error) {
 			o.Arm(id, sample, d.Output.Arm)
 		}
 		info.countSettings(d.Output.Settings)
+		if next := d.Output.SeedOffset + int64(sample) + 1; next > info.FreeSeedOffset && d.Output.SeedOffset >= 0 && next > 0 {
+			info.FreeSeedOffset = next
+		}
 		redo := o.RedoLength && d.cutByLength()
 		if o.Counts != nil {
 			k := conversation.Key(id, sample)

@@ -170,6 +170,10 @@ type Output struct {
 	LatencyMS int64  `json:"latency_ms"`
 	Attempts  int    `json:"attempts"`
 	Sample    int    `json:"sample"`
+	// SeedOffset is the --seed-offset of the run that asked (sample k of a
+	// seeded request asks seed+offset+k), so that infer --append can ask
+	// the file's prompts with seeds none of its answers took. Omitted when 0.
+	SeedOffset int64 `json:"seed_offset,omitempty"`
 	// Arm names the sampling mixture's arm the answer was asked under
 	// (infer --mix), and ArmParams what its requests sent of the arm's
 	// settings, the record's own params having won.
@@ -202,6 +206,7 @@ type ConversationOutput struct {
 	LatencyMS    int64       `json:"latency_ms"`
 	Attempts     int         `json:"attempts"`
 	Sample       int         `json:"sample"`
+	SeedOffset   int64       `json:"seed_offset,omitempty"` // as Output's
 	// Arm and ArmParams are as in Output (infer --mix), and so are
 	// Settings and SettingsFamily.
 	Arm            string          `json:"arm,omitempty"`
