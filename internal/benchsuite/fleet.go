@@ -1,11 +1,9 @@
 package benchsuite
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/lifeline"
 	"tokenmill/internal/llmsim"
 )
 
@@ -134,23 +133,14 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	}
 	defer sim.stop()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	slots, slow := make([]float64, len(sim.urls)), make([]float64, len(sim.urls))
-	for i, u := range sim.urls {
-		var info struct {
-			MaxRunning int `json:"max_running_requests"`
-		}
-		slots[i], slow[i] = llmsim.DefaultMaxRunning, 1
-		if getJSON(ctx, client, u+"/get_server_info", &info) == nil && info.MaxRunning > 0 {
-			slots[i] = float64(info.MaxRunning)
-		}
-	}
+	// The fleet runs llmsim's default slots; endpoint 7 is the slow one.
+	slots, slow := slices.Repeat([]float64{llmsim.DefaultMaxRunning}, fleetEndpoints), slices.Repeat([]float64{1}, fleetEndpoints)
 	slow[7] = fleetSlow
-	l, err := net.Listen("tcp", "127.0.0.1:0") // a port nobody listens on now, for infer's metrics
+	port, err := lifeline.FreePort(0) // for infer's metrics
 	if err != nil {
 		return Run{}, nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	out := filepath.Join(work, "gen.jsonl")
 	inf := exec.CommandContext(ctx, h.tool("infer"), inferArgs(strings.Join(sim.urls, ","), addr, out)...)
 	var stderr strings.Builder
@@ -187,13 +177,7 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	ru, _ := inf.ProcessState.SysUsage().(*syscall.Rusage)
 	run := Run{Wall: wall, User: time.Duration(ru.Utime.Nano()), Sys: time.Duration(ru.Stime.Nano()), MaxRSSKB: ru.Maxrss}
 	var ok, completion float64
-	if err := eachJSON(out, func(g *struct {
-		Output struct {
-			Usage struct {
-				Completion float64 `json:"completion_tokens"`
-			} `json:"usage"`
-		} `json:"output"`
-	}) error {
+	if err := eachJSON(out, func(g *generation) error {
 		ok, completion = ok+1, completion+g.Output.Usage.Completion
 		return nil
 	}); err != nil {
@@ -319,20 +303,6 @@ func counterDelta(a, b float64) float64 {
 	return b
 }
 
-// getJSON reads a JSON answer of a 200.
-func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
 // pollFleet reads every endpoint's health, metrics and decoded counters
 // and infer's metrics; ok is false until infer's metrics answer.
 func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSample, retries float64, ok bool) {
@@ -353,11 +323,10 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 				Through   float64 `json:"decoded_through_seconds"`
 				Clock     float64 `json:"clock_seconds"`
 			}
-			if _, err := scrape(client, u+"/health"); err != nil {
-				return
-			}
-			sm, err := scrape(client, u+"/metrics")
-			if err != nil || getJSON(context.Background(), client, u+"/llmsim/decoded", &d) != nil {
+			_, err := get(client, u+"/health")
+			sm, err2 := scrape(client, u+"/metrics")
+			body, err3 := get(client, u+"/llmsim/decoded")
+			if err != nil || err2 != nil || err3 != nil || json.Unmarshal(body, &d) != nil {
 				return
 			}
 			s.up[i] = true
@@ -373,29 +342,33 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 	return s, m["tokenmill_infer_retries_total"], true
 }
 
-// scrape reads a Prometheus text page of a 200 into name{labels} -> value.
-func scrape(client *http.Client, url string) (map[string]float64, error) {
+// get reads the body of a 200.
+func get(client *http.Client, url string) ([]byte, error) {
 	resp, err := client.Get(url)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, resp.Body)
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", url, resp.Status)
 	}
+	return body, err
+}
+
+// scrape reads a Prometheus text page of a 200 into name{labels} -> value.
+func scrape(client *http.Client, url string) (map[string]float64, error) {
+	body, err := get(client, url)
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	for line := range strings.Lines(string(body)) {
+		line = strings.TrimSpace(line)
 		if i := strings.LastIndexByte(line, ' '); line != "" && line[0] != '#' && i >= 0 {
 			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
 				out[line[:i]] = v
 			}
 		}
 	}
-	return out, sc.Err()
+	return out, err
 }
 
 func init() {

@@ -135,6 +135,16 @@ type logLine struct {
 	} `json:"body"`
 }
 
+// generation is what the harness reads of infer's generation records.
+type generation struct {
+	ID     json.RawMessage `json:"id"`
+	Output struct {
+		Usage struct {
+			Completion float64 `json:"completion_tokens"`
+		} `json:"usage"`
+	} `json:"output"`
+}
+
 // regenRun is what one run did, kept as its row's metrics.
 type regenRun struct {
 	Name            string  `json:"-"`
@@ -308,14 +318,6 @@ func (h *harness) regenFacts() (*Result, error) {
 		}
 		return n
 	}
-	type answer struct {
-		ID     json.RawMessage `json:"id"`
-		Output struct {
-			Usage struct {
-				Completion float64 `json:"completion_tokens"`
-			} `json:"usage"`
-		} `json:"output"`
-	}
 	var ids []string
 	sum, count, tokens := map[int]float64{}, map[int]float64{}, map[string]float64{}
 	err := errors.Join(
@@ -335,7 +337,7 @@ func (h *harness) regenFacts() (*Result, error) {
 			}
 			return nil
 		}),
-		eachJSON(h.path("tmp/regen-a.jsonl"), func(a *answer) error { tokens[string(a.ID)] = a.Output.Usage.Completion; return nil }))
+		eachJSON(h.path("tmp/regen-a.jsonl"), func(a *generation) error { tokens[string(a.ID)] = a.Output.Usage.Completion; return nil }))
 	for k := range sum {
 		f.Metrics[fmt.Sprintf("prompt %d", k)] = sum[k] / count[k]
 	}

@@ -326,28 +326,15 @@ func columns(rows []*Result, cols ...string) *table {
 // tokenmill's on the same input, and their commands under it. rate heads
 // the records/s column (e.g. requests/s); cpuPerRecord adds CPU µs a record.
 func streamTable(w io.Writer, rows []*Result, rate string, cpuPerRecord bool) {
-	hasBytes := slices.ContainsFunc(rows, func(r *Result) bool { return r.Bytes > 0 })
-	head := []string{"tool", "input"}
-	if hasBytes {
-		head = append(head, "MB/s")
+	cols := []string{"tool=name", "input=input", "MB/s=mbps:1", rate + "=rps:0", "tokenmill is=ratio", "wall s (median)=wall_s:2", "spread=spread", "CPU s=cpu_s:2",
+		"CPU µs/" + strings.TrimSuffix(strings.TrimSuffix(rate, "/s"), "s") + "=cpu_us_per_record:1", "peak RSS MB=rss", "records out=out", "load=others"}
+	if !slices.ContainsFunc(rows, func(r *Result) bool { return r.Bytes > 0 }) {
+		cols = slices.Delete(cols, 2, 3)
 	}
-	head = append(head, rate, "tokenmill is", "wall s (median)", "spread", "CPU s")
-	if cpuPerRecord {
-		head = append(head, "CPU µs/"+strings.TrimSuffix(strings.TrimSuffix(rate, "/s"), "s"))
+	if !cpuPerRecord {
+		cols = slices.DeleteFunc(cols, func(c string) bool { return strings.HasPrefix(c, "CPU µs/") })
 	}
-	t := newTable(append(head, "peak RSS MB", "records out", "load")...)
-	for _, r := range rows {
-		cells := []string{nameCell(r), inputCell(r)}
-		if hasBytes {
-			cells = append(cells, metricCell(r, "mbps", 1))
-		}
-		cells = append(cells, metricCell(r, "rps", 0), ratioCell(rows, r), metricCell(r, "wall_s", 2), spreadCell(r), metricCell(r, "cpu_s", 2))
-		if cpuPerRecord {
-			cells = append(cells, metricCell(r, "cpu_us_per_record", 1))
-		}
-		t.add(append(cells, rssCell(r), outCell(r), othersCell(r))...)
-	}
-	t.write(w)
+	columns(rows, cols...).write(w)
 	fmt.Fprintln(w)
 	commandList(w, rows)
 }

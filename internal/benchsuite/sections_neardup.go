@@ -312,11 +312,6 @@ func init() {
 			pivot(growth, m.corner, m.metric, m.growth, func(r *Result) string { return metricCell(r, m.metric, m.decimals) }).write(w)
 			fmt.Fprintln(w)
 		}
-		tools, sizes, at := bySize(growth)
-		for _, tool := range tools {
-			if r := at(tool, sizes[0]); r != nil {
-				fmt.Fprintf(w, "- %s, %s: `%s`\n", tool, sizes[0], r.Command)
-			}
-		}
+		sizeCommands(w, growth)
 	}
 }
