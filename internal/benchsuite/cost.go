@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	"github.com/segmentio/encoding/json"
-
-	"tokenmill/lib/jsonl"
 )
 
 // The run fails, after writing the report, when a figure of
@@ -141,10 +139,7 @@ func writeBaseline(path string, medians map[string]map[string]float64, when stri
 	if err != nil {
 		return err
 	}
-	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-		_, err := w.Write(append(data, '\n'))
-		return err
-	})
+	return writeFile(path, append(data, '\n'))
 }
 
 func init() {

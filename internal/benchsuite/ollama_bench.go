@@ -74,12 +74,7 @@ func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []
 }
 
 func benchMetrics(rep *benchReport) map[string]float64 {
-	flag := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
+	flag := func(b bool) float64 { return float64(b2i(b)) }
 	m := map[string]float64{"levels": float64(len(rep.Levels)), "knee": float64(rep.Knee), "recommended": float64(rep.Recommended),
 		"held": flag(rep.Held != ""), "unsteady": flag(rep.Unsteady), "drift": flag(rep.Drift != ""), "unsettled": flag(rep.Unsettled != "")}
 	if f := rep.Forecast; f != nil {

@@ -412,13 +412,8 @@ func init() {
 }
 
 func ordinal(n int) string {
-	switch n {
-	case 1:
-		return "1st"
-	case 2:
-		return "2nd"
-	case 3:
-		return "3rd"
+	if n >= 1 && n <= 3 {
+		return strconv.Itoa(n) + []string{"st", "nd", "rd"}[n-1]
 	}
-	return fmt.Sprintf("%dth", n)
+	return strconv.Itoa(n) + "th"
 }

@@ -222,16 +222,14 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 				return err
 			}
 			runs.load[m.Name] = append(runs.load[m.Name], out)
-		}
-		for _, m := range tokenizerModels {
 			if why != "" {
-				break
+				continue
 			}
 			argv := cmds.hf[m.Name]
 			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			var stderr bytes.Buffer
 			cmd.Dir, cmd.Env, cmd.Stderr = h.repo, h.environ, &stderr
-			out, err := cmd.Output()
+			out, err = cmd.Output()
 			os.WriteFile(h.path("logs/tokenizer-hf-"+m.Name+".err"), stderr.Bytes(), 0o644)
 			if err != nil {
 				return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(stderr.Bytes(), 3000))
@@ -387,10 +385,6 @@ func benchPasses(argv []string) float64 {
 func figure(r *Result, metric string, decimals int) string {
 	if r != nil && !r.available() {
 		return "_not available_"
-	}
-	v, ok := r.Metric(metric)
-	if !ok || math.IsNaN(v) {
-		return "—"
 	}
 	return metricCell(r, metric, decimals)
 }
