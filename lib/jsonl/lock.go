@@ -337,3 +337,24 @@ func LockOutput(flag, path string) (*Lock, error) {
 	}
 	return LockFile(flag, path)
 }
+
+// Flock is an exclusive flock held on an open file: Close gives the lock
+// up before closing the file (see unlock).
+type Flock struct{ *os.File }
+
+// TryFlock takes f's flock without waiting. When another process holds it
+// (false) or the lock fails, f is closed.
+func TryFlock(f *os.File) (*Flock, bool, error) {
+	held, err := tryLock(f)
+	if err != nil || !held {
+		f.Close()
+		return nil, false, err
+	}
+	return &Flock{f}, true, nil
+}
+
+// Close releases the lock, then closes the file.
+func (l *Flock) Close() error {
+	unlock(l.File)
+	return l.File.Close()
+}

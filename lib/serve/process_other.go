@@ -3,12 +3,12 @@
 package serve
 
 import (
-	"os"
 	"syscall"
 
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/procgroup"
 )
 
-func lock(string) (*os.File, bool, error) { return nil, false, procgroup.ErrUnsupported }
+func lock(string) (*jsonl.Flock, bool, error) { return nil, false, procgroup.ErrUnsupported }
 
 func signalProcess(int, syscall.Signal) error { return procgroup.ErrUnsupported }

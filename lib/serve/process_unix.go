@@ -3,7 +3,6 @@
 package serve
 
 import (
-	"errors"
 	"os"
 	"syscall"
 
@@ -15,19 +14,12 @@ import (
 // ends (kill -9 too), so a lock held is a serve that runs. It is taken on
 // the file itself, whatever name the directory is reached by, and never
 // through a symbolic link (refused).
-func lock(path string) (*os.File, bool, error) {
+func lock(path string) (*jsonl.Flock, bool, error) {
 	f, err := jsonl.OpenSidecar("--state-dir's lock", path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, false, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	return f, true, nil
+	return jsonl.TryFlock(f)
 }
 
 // signalProcess sends sig to the process pid.

@@ -266,7 +266,7 @@ func describe(ss []Server) string {
 // claim takes the state directory for a new serve: its lock, after
 // checking that no serve runs there, that no server of a previous one
 // still runs, and that every port is free. It writes nothing else.
-func claim(dir string, specs []spec) (*os.File, error) {
+func claim(dir string, specs []spec) (*jsonl.Flock, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("--state-dir: %w", err)
 	}
@@ -281,7 +281,7 @@ func claim(dir string, specs []spec) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("another serve (pid %s) runs with --state-dir %s: see serve status --state-dir %s, or stop it with serve stop --state-dir %s", pid, dir, dir, dir)
 	}
-	fail := func(err error) (*os.File, error) {
+	fail := func(err error) (*jsonl.Flock, error) {
 		f.Close()
 		return nil, err
 	}

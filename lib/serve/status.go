@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
 	"tokenmill/lib/procgroup"
 )
 
@@ -201,7 +202,7 @@ func (c *Stop) Run(ctx context.Context, env *cli.Env) error {
 
 // waitLock waits, up to bound, until the serve holding dir's lock has
 // exited, and takes the lock.
-func waitLock(ctx context.Context, dir string, bound time.Duration) (*os.File, error) {
+func waitLock(ctx context.Context, dir string, bound time.Duration) (*jsonl.Flock, error) {
 	deadline := time.Now().Add(bound)
 	for {
 		f, ok, err := lock(filepath.Join(dir, lockName))
