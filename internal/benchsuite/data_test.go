@@ -1,6 +1,7 @@
 package benchsuite
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,9 @@ func TestUserTurns(t *testing.T) {
 		`{"messages":[]}`: 0,
 		`not json`:        0,
 	} {
-		if got := userTurns([]byte(line)); got != want {
+		var c struct{ Messages []message }
+		json.Unmarshal([]byte(line), &c)
+		if got := userTurns(c.Messages); got != want {
 			t.Errorf("%s: %d, want %d", line, got, want)
 		}
 	}

@@ -438,7 +438,10 @@ var dataSteps = []*dataStep{
 	// The conversations of 3 questions or more.
 	{name: "regen", file: "data/regen.jsonl", cmd: func(h *harness) string {
 		return fmt.Sprintf("corpus -n %d --conversations --seed 1 | extract --turns all --progress 0 > data/regen.jsonl", h.sz.RegenCorpus)
-	}, keep: func(h *harness, line []byte) bool { return userTurns(line) >= 3 }},
+	}, keep: func(h *harness, line []byte) bool {
+		var c struct{ Messages []message }
+		return json.Unmarshal(line, &c) == nil && userTurns(c.Messages) >= 3
+	}},
 	// Alpaca's English instructions where the real datasets are beside the
 	// repository, else the corpus's prompts.
 	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl", cmd: func(h *harness) string {
@@ -543,15 +546,10 @@ type message struct {
 	Content string `json:"content"`
 }
 
-// userTurns counts the user messages of a conversation record.
-func userTurns(line []byte) (n int) {
-	var r struct {
-		Messages []message `json:"messages"`
-	}
-	if json.Unmarshal(line, &r) == nil {
-		for _, m := range r.Messages {
-			n += b2i(m.Role == "user")
-		}
+// userTurns counts the user messages of a conversation.
+func userTurns(msgs []message) (n int) {
+	for _, m := range msgs {
+		n += b2i(m.Role == "user")
 	}
 	return n
 }

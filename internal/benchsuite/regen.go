@@ -124,17 +124,6 @@ func (h *harness) regenRun(ctx context.Context, name string, argv []string) (reg
 	return regenStats(reqLog, name, wall, regenScale, generated)
 }
 
-// logLine is a line of llmsim's request log.
-type logLine struct {
-	Status       int    `json:"status"`
-	PromptTokens int    `json:"prompt_tokens"`
-	CachedTokens int    `json:"cached_tokens"`
-	Outcome      string `json:"outcome"`
-	Body         struct {
-		Messages []message `json:"messages"`
-	} `json:"body"`
-}
-
 // generation is what the harness reads of infer's generation records.
 type generation struct {
 	ID     json.RawMessage `json:"id"`
@@ -178,28 +167,17 @@ func regenRunOf(r *Result) (run regenRun) {
 }
 
 // regenStats reads the request log of one run: what its prompts cost, and
-// the share of history tokens served from cache. A request's history is
-// its messages up to and including the last assistant turn: what the
-// server saw in an earlier turn of the same conversation, and all a
-// prefix cache can serve (the new user turn is always computed). Tokens
-// are counted as llmsim charges them (llmsim.TextTokens, and 4 a message
-// for its chat template's <|im_start|>, role, newline and <|im_end|>).
+// the share of history tokens (llmsim.LoggedRequest.HistoryTokens) served
+// from cache.
 func regenStats(logPath, name string, wall, scale, generated float64) (regenRun, error) {
 	r := regenRun{Name: name, GeneratedTokens: generated, WallS: wall, SimWallS: wall * scale}
-	err := eachJSON(logPath, func(l *logLine) error {
-		if l.Status != 200 || l.Outcome != "" {
+	err := eachJSON(logPath, func(l *llmsim.LoggedRequest) error {
+		if !l.Answered() {
 			r.FailedRequests++
 			return nil
 		}
 		r.Requests, r.PromptTokens, r.CachedTokens = r.Requests+1, r.PromptTokens+float64(l.PromptTokens), r.CachedTokens+float64(l.CachedTokens)
-		hist, history := 0, 0
-		for _, m := range l.Body.Messages {
-			hist += 4 + llmsim.TextTokens(m.Content)
-			if m.Role == "assistant" {
-				history = hist
-			}
-		}
-		if history > 0 {
+		if history := l.HistoryTokens(); history > 0 {
 			r.LaterTurns, r.HistoryTokens, r.HistoryCached = r.LaterTurns+1, r.HistoryTokens+float64(history), r.HistoryCached+float64(min(l.CachedTokens, history))
 		}
 		return nil
@@ -310,14 +288,6 @@ func (h *harness) regenFacts() (*Result, error) {
 			break
 		}
 	}
-	users := func(msgs []message) (n int) {
-		for _, m := range msgs {
-			if m.Role == "user" {
-				n++
-			}
-		}
-		return n
-	}
 	var ids []string
 	sum, count, tokens := map[int]float64{}, map[int]float64{}, map[string]float64{}
 	err := errors.Join(
@@ -327,13 +297,13 @@ func (h *harness) regenFacts() (*Result, error) {
 		}) error {
 			ids = append(ids, string(c.ID))
 			f.Metrics["conversations"]++
-			f.Metrics[fmt.Sprintf("turns %d", users(c.Messages))]++
+			f.Metrics[fmt.Sprintf("turns %d", userTurns(c.Messages))]++
 			return nil
 		}),
-		eachJSON(h.path("tmp/regen-requests.jsonl"), func(l *logLine) error {
+		eachJSON(h.path("tmp/regen-requests.jsonl"), func(l *llmsim.LoggedRequest) error {
 			if l.Status == 200 {
-				sum[users(l.Body.Messages)] += float64(l.PromptTokens)
-				count[users(l.Body.Messages)]++
+				sum[l.UserTurns()] += float64(l.PromptTokens)
+				count[l.UserTurns()]++
 			}
 			return nil
 		}),
