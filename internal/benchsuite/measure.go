@@ -317,7 +317,6 @@ func (h *harness) stream(w io.Writer, group, rate string, cpuPerRecord bool) {
 // simProc is an llmsim the harness started in the background.
 type simProc struct {
 	urls []string
-	url  string // the first endpoint's
 	cmd  *exec.Cmd
 	done chan struct{}
 	dir  string
@@ -363,7 +362,6 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 			return nil, fmt.Errorf("llmsim %s: %v\n%s", strings.Join(flags, " "), err, tail(data, 2000))
 		}
 	}
-	s.url = s.urls[0]
 	return s, nil
 }
 

@@ -112,7 +112,7 @@ var clientSection = &section{
 			return err
 		}
 		defer sim.stop()
-		url, c := sim.url, strconv.Itoa(concurrency)
+		url, c := sim.urls[0], strconv.Itoa(concurrency)
 		const out = "tmp/client-gen.jsonl"
 		return h.measureAll(ctx, []peerSpec{
 			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
@@ -224,7 +224,7 @@ var inflightSection = &section{
 					if err != nil {
 						return nil, nil, err
 					}
-					return map[string]string{"@URL@": sim.url}, sim.stop, nil
+					return map[string]string{"@URL@": sim.urls[0]}, sim.stop, nil
 				}
 				const out = "tmp/servers-gen.jsonl"
 				for i, l := range append([]int{0}, c.Levels...) {

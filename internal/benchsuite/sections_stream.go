@@ -254,7 +254,7 @@ var growthSection = &section{
 		}
 		defer sim.stop()
 		for _, n := range h.sz.Growth {
-			if err := h.growthAt(ctx, n, sim.url); err != nil {
+			if err := h.growthAt(ctx, n, sim.urls[0]); err != nil {
 				return err
 			}
 		}
