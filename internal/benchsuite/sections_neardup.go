@@ -109,56 +109,61 @@ func (h *harness) nearQuality(ctx context.Context) error {
 		return err
 	}
 	found := map[string]string{} // each near-duplicate's id: the id it was found a copy of
-	if err := eachJSON(h.path(clusters), func(c *struct{ ID, DupOf string }) error { found[c.ID] = c.DupOf; return nil }); err != nil {
+	if err := eachJSON(h.path(clusters), func(c *struct {
+		ID    string `json:"id"`
+		DupOf string `json:"dup_of"`
+	}) error {
+		found[c.ID] = c.DupOf
+		return nil
+	}); err != nil {
 		return err
 	}
-	bucket := func(b int) string {
-		return fmt.Sprintf("J %s-%s", strconv.FormatFloat(o.Buckets[b], 'f', -1, 64), strconv.FormatFloat(o.Buckets[b+1], 'f', -1, 64))
+	// A row a bucket, highest first (rows[k] is bucket nb-1-k), then the
+	// pairs below 0.6 and the bases, whose every drop is a false one.
+	nb := len(o.Buckets) - 1
+	rows, kinds := make([]map[string]float64, nb+2), map[string]float64{} // kinds: planted and dropped, by bucket and kind
+	for k := range rows {
+		rows[k] = map[string]float64{"pairs": 0, "dropped": 0, "own_base": 0}
+		if b := nb - 1 - k; b >= 0 {
+			rows[k]["lo"], rows[k]["hi"] = o.Buckets[b], o.Buckets[b+1]
+		}
 	}
-	var names []string // the buckets, highest first, then the pairs below 0.6 and the bases
-	rows := map[string]map[string]float64{}
-	for b := len(o.Buckets) - 2; b >= 0; b-- {
-		names, rows[bucket(b)] = append(names, bucket(b)), map[string]float64{"lo": o.Buckets[b], "hi": o.Buckets[b+1], "pairs": 0, "dropped": 0, "own_base": 0}
-	}
-	names = append(names, "J below 0.6", "bases")
-	rows["J below 0.6"], rows["bases"] = map[string]float64{"pairs": 0, "dropped": 0, "own_base": 0}, map[string]float64{"pairs": float64(len(pairs)), "dropped": 0, "own_base": 0}
-	kinds := map[string]float64{} // dropped and planted, by bucket and kind
+	below, bases := rows[nb], rows[nb+1]
+	bases["pairs"] = float64(len(pairs))
 	for i, p := range pairs {
 		dupOf, dropped := found[fmt.Sprintf("v%d", i)]
-		d, own := 0.0, 0.0
-		if dropped {
-			d = 1
-			if dupOf == fmt.Sprintf("b%d", i) {
-				own = 1
-			}
-		}
-		for _, r := range []string{bucket(p.Bucket), "J below 0.6"} {
-			if r == bucket(p.Bucket) || p.Jaccard < 0.6 {
-				rows[r]["pairs"], rows[r]["dropped"], rows[r]["own_base"] = rows[r]["pairs"]+1, rows[r]["dropped"]+d, rows[r]["own_base"]+own*float64(b2i(r != "J below 0.6"))
-			}
+		d, r := float64(b2i(dropped)), rows[nb-1-p.Bucket]
+		r["pairs"], r["dropped"], r["own_base"] = r["pairs"]+1, r["dropped"]+d, r["own_base"]+float64(b2i(dupOf == fmt.Sprintf("b%d", i)))
+		if p.Jaccard < 0.6 {
+			below["pairs"], below["dropped"] = below["pairs"]+1, below["dropped"]+d
 		}
 		kinds[fmt.Sprintf("%d/%s dropped", p.Bucket, p.Kind)] += d
 		kinds[fmt.Sprintf("%d/%s", p.Bucket, p.Kind)]++
 		if _, ok := found[fmt.Sprintf("b%d", i)]; ok {
-			rows["bases"]["dropped"]++
+			bases["dropped"]++
 		}
 		if dropped && p.Jaccard >= nearThreshold {
-			rows["bases"]["precision"]++ // drops of pairs at J >= the threshold, over all drops below
+			bases["precision"]++ // drops of pairs at J >= the threshold, over all drops below
 		}
 	}
-	if rows["bases"]["drops"] = float64(len(found)); len(found) > 0 {
-		rows["bases"]["precision"] /= float64(len(found))
+	if bases["drops"] = float64(len(found)); len(found) > 0 {
+		bases["precision"] /= float64(len(found))
 	}
 	load := loadAverage()
-	for i, name := range names {
-		m, b := rows[name], len(o.Buckets)-2-i
+	for k, m := range rows {
 		for _, kind := range corpus.EditKinds {
-			if k := kinds[fmt.Sprintf("%d/%s", b, kind)]; b >= 0 && k > 0 {
-				m["rate_"+kind] = kinds[fmt.Sprintf("%d/%s dropped", b, kind)] / k
+			if n := kinds[fmt.Sprintf("%d/%s", nb-1-k, kind)]; n > 0 {
+				m["rate_"+kind] = kinds[fmt.Sprintf("%d/%s dropped", nb-1-k, kind)] / n
 			}
 		}
 		if m["pairs"] > 0 {
 			m["drop_rate"] = m["dropped"] / m["pairs"]
+		}
+		name := "J below 0.6"
+		if b := nb - 1 - k; b >= 0 {
+			name = fmt.Sprintf("J %s-%s", strconv.FormatFloat(o.Buckets[b], 'f', -1, 64), strconv.FormatFloat(o.Buckets[b+1], 'f', -1, 64))
+		} else if k == nb+1 {
+			name = "bases"
 		}
 		h.add(&Result{Group: "neardup-quality", Name: name, OutRecords: -1, Load1: load, Metrics: m})
 	}
