@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -71,6 +72,15 @@ func thinkingLength(seed uint64, effort string) func(int) int {
 	}
 }
 
+// wideLognormal is a lognormal length of median tokens and spread sigma
+// in log space: with a large sigma, a tail that reaches the context.
+func wideLognormal(seed uint64, median, sigma float64) func(int) int {
+	return func(i int) int {
+		z := rand.New(rand.NewPCG(seed, uint64(i))).NormFloat64()
+		return max(1, int(math.Round(median*math.Exp(sigma*z))))
+	}
+}
+
 // repeating is lengths whose every k-th answer falls into a loop and runs
 // to the limit (finish length), the others from base.
 func repeating(base func(int) int, k int) func(int) int {
@@ -103,6 +113,19 @@ func alpacaLengths(t *testing.T, scale int) func(int) int {
 	return func(i int) int {
 		r := recs[(i*7919)%len(recs)]
 		return max(1, scale*llmsim.TextTokens(r.Output))
+	}
+}
+
+// stretched is base up to m tokens, and past m stretched f times: the
+// same answers as base as far as a run has seen them while none past m
+// has ended, and a tail f times as long.
+func stretched(base func(int) int, m, f int) func(int) int {
+	return func(i int) int {
+		l := base(i)
+		if l > m {
+			return m + (l-m)*f
+		}
+		return l
 	}
 }
 
@@ -142,6 +165,7 @@ func shortRuns() []shortRun {
 		{name: "sglang-thinking-6x400-max8192", timings: mixed, slots: 48, keep: 50, prompts: 400, maxTokens: 8192, length: thinkingLength(6, "medium"), long: true},
 		{name: "sglang-loops-6x400-max4096", timings: timings(6, def), slots: 48, keep: 50, prompts: 400, maxTokens: 4096, length: repeating(lognormalLength(7), 25)},
 		{name: "llamacpp-4x300-nomax", timings: timings(4, llamaCPP()), slots: 4, keep: 6, prompts: 300, length: lognormalLength(8), long: true},
+		{name: "sglang-heavy-8x300-nomax", timings: timings(8, def), slots: 48, keep: 50, prompts: 300, length: wideLognormal(10, 150, 2)},
 		{name: "ollama-4x200-max1024", timings: timings(4, def), slots: 2, keep: 4, prompts: 200, maxTokens: 1024, length: lognormalLength(9), long: true},
 	}
 	return runs
@@ -239,16 +263,67 @@ func TestETAShortRunsRealLengths(t *testing.T) {
 	for _, s := range []shortRun{
 		{name: "alpaca4x-batchbound-4x400-max2048", timings: timings(4, batchBound()), slots: 16, keep: 18, prompts: 400, maxTokens: 2048, length: alpacaLengths(t, 4)},
 		// Every answer of the dataset once, on eight endpoints: many answers
-		// of a line, none past 709 tokens. With no max_tokens, until two
-		// thirds have ended what is seen of them (every length up to the
-		// answers in flight, a third of them still running) fits a tail
-		// far heavier than theirs as well as theirs, and the ETA is 17-45
-		// times too long: held to the bar from 65% on.
-		{name: "alpaca-8x999-nomax", timings: timings(8, llmsim.DefaultTiming()), slots: 48, keep: 50, prompts: 999, length: alpacaLengths(t, 1), from: 0.65},
+		// of a line, none past 709 tokens. With no max_tokens, what is seen
+		// of them until past 60% of the answers (every length up to the
+		// answers in flight, the longest of them still running) fits a
+		// tail far heavier than theirs as well as theirs: the same run with
+		// its answers past 300 tokens 20 times as long there shows the very
+		// same lines until one of those ends, past 60%, and from half the
+		// answers on takes 11 times as long (TestETAShortRunUnseenTail). No
+		// line at half the answers meets the bar on both; the estimator's,
+		// its lognormal tail the heavy one, hold the heavy run's time left
+		// and are 17-45 times this one's until its tail shows: held to the
+		// bar from 65% on.
+		alpacaNoMax(t),
 		{name: "alpaca-8x999-max1024", timings: timings(8, llmsim.DefaultTiming()), slots: 48, keep: 50, prompts: 999, maxTokens: 1024, length: alpacaLengths(t, 1)},
 	} {
 		t.Run(s.name, func(t *testing.T) { checkShortRun(t, s) })
 	}
+}
+
+// alpacaNoMax is every answer of alpaca_en_demo.json once, on eight
+// endpoints, with no max_tokens.
+func alpacaNoMax(t *testing.T) shortRun {
+	return shortRun{name: "alpaca-8x999-nomax", timings: timings(8, llmsim.DefaultTiming()), slots: 48, keep: 50, prompts: 999, length: alpacaLengths(t, 1), from: 0.65}
+}
+
+// TestETAShortRunUnseenTail is why alpaca-8x999-nomax is held to the bar
+// only from 65% of its answers: the same run with every answer past 300
+// tokens 20 times as long past there (a tail far heavier than alpaca's)
+// feeds the estimator the same events, and so shows the same lines, until
+// one of those answers ends; at half the answers that has not happened,
+// and that run takes more than six times as long to end. Whatever a line
+// shows then, its point within 15% of one run's time left or its range
+// holding it, it holds the other's only with a range more than four times
+// the first's time left: the bar at half the answers cannot be met on
+// both. A forecast that told them apart would be reading the answers it
+// has not seen.
+func TestETAShortRunUnseenTail(t *testing.T) {
+	light := alpacaNoMax(t)
+	heavy := light
+	heavy.name, heavy.length = "alpaca-stretched-8x999-nomax", stretched(light.length, 300, 20)
+	a, wallA := light.play(t)
+	b, wallB := heavy.play(t)
+	for i, p := range a {
+		if i >= len(b) {
+			t.Fatalf("the heavy run has %d lines, the light one more", len(b))
+		}
+		q := b[i]
+		if p.done != q.done || p.elapsed != q.elapsed || p.eta != q.eta || p.low != q.low || p.high != q.high {
+			t.Fatalf("line %d differs before half the answers:\n%s\n%s", i, p.text, q.text)
+		}
+		if 2*p.done < p.total {
+			continue
+		}
+		leftA, leftB := wallA-p.elapsed, wallB-p.elapsed
+		t.Logf("at %d/%d answers, %v in, both show ETA %v (%v-%v); the run took %v more, the heavy one %v (%.1f times)",
+			p.done, p.total, p.elapsed, p.eta, p.low, p.high, leftA, leftB, leftB.Seconds()/leftA.Seconds())
+		if leftB < 6*leftA {
+			t.Errorf("the heavy run took only %.1f times as long from half the answers on", leftB.Seconds()/leftA.Seconds())
+		}
+		return
+	}
+	t.Fatal("no line at half the answers")
 }
 
 // checkShortRun plays s and checks every progress line from a quarter of
