@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/segmentio/encoding/json"
@@ -146,21 +145,9 @@ func init() {
 	parts["cost"] = func(w io.Writer, h *harness) {
 		t := newTable("mode", "CPU µs/request", "allocations/request", "bytes/request", "baseline CPU µs", "baseline allocations", "CPU vs baseline", "allocations vs baseline")
 		for _, r := range h.group("cost") {
-			cells := []string{costLabels[r.Name], "—", "—", "—", "—", "—", "", ""}
-			for i, unit := range []string{"cpu-µs/req", "allocs/req", "B/req"} {
-				if v, ok := r.Metric(unit); ok {
-					cells[1+i] = trimFloat(v)
-				}
-			}
-			for i, m := range costMetrics {
-				if b, ok := r.Metric("baseline " + m.unit); ok {
-					cells[4+i] = trimFloat(b)
-					if v, ok := r.Metric(m.unit); ok {
-						cells[6+i] = strconv.FormatFloat(v/b, 'f', 2, 64) + "×"
-					}
-				}
-			}
-			t.add(cells...)
+			t.add(costLabels[r.Name], figureCell(r, "cpu-µs/req"), figureCell(r, "allocs/req"), figureCell(r, "B/req"),
+				figureCell(r, "baseline cpu-µs/req"), figureCell(r, "baseline allocs/req"),
+				overCell(r, "cpu-µs/req", r, "baseline cpu-µs/req"), overCell(r, "allocs/req", r, "baseline allocs/req"))
 		}
 		t.write(w)
 	}

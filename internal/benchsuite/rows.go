@@ -536,6 +536,24 @@ func spreadCell(r *Result) string {
 	return "—"
 }
 
+// figureCell is a row's figure as trimFloat prints it, or a dash.
+func figureCell(r *Result, metric string) string {
+	if v, ok := r.Metric(metric); ok {
+		return trimFloat(v)
+	}
+	return "—"
+}
+
+// overCell is a's figure over b's as "1.23×", or nothing without both.
+func overCell(a *Result, ma string, b *Result, mb string) string {
+	x, ok1 := a.Metric(ma)
+	y, ok2 := b.Metric(mb)
+	if !ok1 || !ok2 || y <= 0 {
+		return ""
+	}
+	return strconv.FormatFloat(x/y, 'f', 2, 64) + "×"
+}
+
 func metricCell(r *Result, name string, decimals int) string {
 	v, ok := r.Metric(name)
 	switch {

@@ -521,21 +521,16 @@ func init() {
 		t := newTable("folder", "implementation", "load ms", "peak RSS MB", "before MB", "added MB", "lib/tokenizer is", "load")
 		for _, m := range tokenizerModels {
 			ours, theirs := find(h, oursLoadRow(m.Name)), find(h, hfLoadRow(m.Name))
+			ratio := faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
 			for i, r := range []*Result{ours, theirs} {
-				added, ratio := "—", "—"
+				added := "—"
 				p, ok1 := r.Metric("rss_mb")
 				b, ok2 := r.Metric("rss_before_mb")
 				if ok1 && ok2 {
 					added = strconv.FormatFloat(p-b, 'f', 1, 64)
 				}
-				label := "**lib/tokenizer** `tokenizer.Load`"
-				if i == 1 {
-					label = "HF tokenizers `Tokenizer.fromFile`"
-					if ours != nil && theirs != nil {
-						ratio = faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
-					}
-				}
-				t.add(m.Label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, ratio, loadOf(r))
+				label := []string{"**lib/tokenizer** `tokenizer.Load`", "HF tokenizers `Tokenizer.fromFile`"}[i]
+				t.add(m.Label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, []string{"—", ratio}[i], loadOf(r))
 			}
 		}
 		t.write(w)

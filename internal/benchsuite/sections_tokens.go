@@ -149,19 +149,7 @@ func init() {
 			{"fleet-", "client-cpu-µs/req", "client CPU per request on the calibrated fleet (µs)"},
 		} {
 			without, with := h.find("tokenids", m.prefix+"without --token-ids"), h.find("tokenids", m.prefix+"with --token-ids")
-			cells := []string{m.label, "—", "—", ""}
-			a, okA := without.Metric(m.unit)
-			b, okB := with.Metric(m.unit)
-			if okA {
-				cells[1] = trimFloat(a)
-			}
-			if okB {
-				cells[2] = trimFloat(b)
-			}
-			if okA && okB && a > 0 {
-				cells[3] = strconv.FormatFloat(b/a, 'f', 2, 64) + "×"
-			}
-			t.add(cells...)
+			t.add(m.label, figureCell(without, m.unit), figureCell(with, m.unit), overCell(with, m.unit, without, m.unit))
 		}
 		t.write(w)
 	}
