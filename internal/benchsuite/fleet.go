@@ -33,15 +33,9 @@ const (
 	fleetSlow      = 3 // endpoint 7 is this many times slower
 )
 
-// fleetCrashAfter is when endpoint 6 of the fleet crashes: about half of
-// its share of the prompts.
+// fleetCrashAfter is when endpoint 6 of the fleet crashes (and comes
+// back): about half of its share of the prompts.
 func fleetCrashAfter(prompts int) int { return prompts * 3 / 40 }
-
-// fleetFaults are llmsim's faults for the fleet: endpoint 7 slow,
-// endpoint 6 crashing and coming back.
-func fleetFaults(prompts int) []string {
-	return []string{fmt.Sprintf("7=slow:%d", fleetSlow), fmt.Sprintf("6=crash-after:%d,restart-after:60s,startup-delay:20s", fleetCrashAfter(prompts))}
-}
 
 var fleetSection = &section{
 	name: "fleet", heading: "## infer on the calibrated 8-endpoint fleet",
@@ -85,10 +79,8 @@ func (h *harness) fleetRow(ctx context.Context, policy, prompts string) (*Result
 	// infer's waits are real time; scaled like the fleet's, so that
 	// probing and backoff cost what they would on real GPUs.
 	scaled := func(ms int) string { return fmt.Sprintf("%dms", ms/fleetTimeScale) }
-	simFlags := []string{"--time-scale", strconv.Itoa(fleetTimeScale)}
-	for _, f := range fleetFaults(h.sz.FleetPrompts) {
-		simFlags = append(simFlags, "--fault", f)
-	}
+	simFlags := []string{"--time-scale", strconv.Itoa(fleetTimeScale), "--fault", fmt.Sprintf("7=slow:%d", fleetSlow),
+		"--fault", fmt.Sprintf("6=crash-after:%d,restart-after:60s,startup-delay:20s", fleetCrashAfter(h.sz.FleetPrompts))}
 	inferArgs := func(urls, metrics, out string) []string {
 		return []string{"-e", urls, "--policy", policy, "--max-tokens", "1024", "--progress-interval", "0", "--metrics-addr", metrics,
 			"--probe-interval", scaled(2000), "--backoff", scaled(1000), "--max-backoff", scaled(60000), "-o", out, prompts}
@@ -149,28 +141,25 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	if err := inf.Start(); err != nil {
 		return Run{}, nil, err
 	}
-	done := make(chan struct{})
+	// Poll until infer exits; its wall time is taken as it exits.
+	var wall time.Duration
+	exited := make(chan error, 1)
+	go func() { err := inf.Wait(); wall = time.Since(start); exited <- err }()
 	var samples []fleetSample
 	var retries float64
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for tick := time.NewTicker(fleetPoll); ; {
-			select {
-			case <-done:
-				tick.Stop()
-				return
-			case <-tick.C:
-			}
+	tick := time.NewTicker(fleetPoll)
+	defer tick.Stop()
+	for polling := true; polling; {
+		select {
+		case err = <-exited:
+			polling = false
+		case <-tick.C:
 			if s, r, ok := pollFleet(client, sim.urls, addr); ok {
 				s.at = time.Since(start)
 				samples, retries = append(samples, s), r
 			}
 		}
-	})
-	err = inf.Wait()
-	wall := time.Since(start)
-	close(done)
-	wg.Wait()
+	}
 	if err != nil {
 		return Run{}, nil, fmt.Errorf("infer: %v\n%s", err, tail([]byte(stderr.String()), 3000))
 	}

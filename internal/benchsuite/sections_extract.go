@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 )
@@ -95,8 +94,7 @@ var extractScaleSection = &section{
 func (h *harness) extractAt(ctx context.Context, k int) error {
 	n, label := k*h.scaleUnit(), fmt.Sprintf("%dx", k)
 	c, pq := "data/scale-"+label+".jsonl", "data/scale-"+label+".parquet"
-	defer os.Remove(h.path(c))
-	defer os.Remove(h.path(pq))
+	defer h.remove(c, pq)
 	err := h.head("data/corpus.jsonl", c, n)
 	if err == nil {
 		err = h.sh(ctx, fmt.Sprintf("corpus --force -n %d -o %s", n, pq))
@@ -139,11 +137,7 @@ func (h *harness) scaleAt(ctx context.Context, f int) error {
 	n, label := h.sz.ScaleBase*f, scaleLabel(h, f)
 	tag := sizeLabel(n)
 	p, g, r, fl := "data/scale-prompts-"+tag+".jsonl", "data/scale-gens-"+tag+".jsonl", "data/scale-rerun-"+tag+".jsonl", "data/scale-filter-"+tag+".jsonl"
-	defer func() {
-		for _, x := range []string{p, g, r, fl} {
-			os.Remove(h.path(x))
-		}
-	}()
+	defer h.remove(p, g, r, fl)
 	all, err := h.lineCounts("data/filter-gens.jsonl")
 	if err == nil {
 		err = h.head("data/prompts-big.jsonl", p, n)

@@ -37,17 +37,13 @@ func (h *harness) memoryAt(ctx context.Context, n int) error {
 	if err := h.sh(ctx, fmt.Sprintf("corpus -n %d | extract --progress 0 > %s", n, p)); err != nil {
 		return err
 	}
-	count, err := h.lineCounts(p)
-	if err != nil {
-		return err
-	}
 	sim, err := h.startSim(ctx, memEndpoints, h.path("logs/memory-llmsim.log"), "--instant")
 	if err != nil {
 		return err
 	}
 	defer sim.stop()
 	urls := strings.Join(sim.urls, ",")
-	return h.measure(ctx, Spec{Group: "infer-memory", Name: "infer", Ours: true, Size: label, Runs: 1, Records: count[0],
+	return h.measure(ctx, Spec{Group: "infer-memory", Name: "infer", Ours: true, Size: label, Runs: 1, BytesOf: []string{p},
 		Clean: []string{out, "tmp/memory-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{urls + "=$URLS"},
 		Argv: []string{"infer", "-e", urls, "--max-tokens", "16", "--progress", "0", "-o", out, p}})
 }

@@ -124,9 +124,6 @@ func (h *harness) nearQuality(ctx context.Context) error {
 	rows, kinds := make([]map[string]float64, nb+2), map[string]float64{} // kinds: planted and dropped, by bucket and kind
 	for k := range rows {
 		rows[k] = map[string]float64{"pairs": 0, "dropped": 0, "own_base": 0}
-		if b := nb - 1 - k; b >= 0 {
-			rows[k]["lo"], rows[k]["hi"] = o.Buckets[b], o.Buckets[b+1]
-		}
 	}
 	below, bases := rows[nb], rows[nb+1]
 	bases["pairs"] = float64(len(pairs))
@@ -217,22 +214,19 @@ func python() (string, string) {
 func (h *harness) nearSpeed(ctx context.Context) error {
 	sizes := h.nearSizes()
 	files := []string{fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[0]), fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[1]), "data/prompts.jsonl"}
-	for i := range 2 {
-		defer os.Remove(h.path(files[i]))
-		if err := h.head("data/prompts.jsonl", files[i], sizes[i]); err != nil {
-			return err
-		}
-	}
 	const script = "tmp/minhash_numpy.py"
-	defer os.Remove(h.path(script))
-	counts, err := h.lineCounts(files...)
+	defer h.remove(files[0], files[1], script)
+	err := h.head("data/prompts.jsonl", files[0], sizes[0])
+	if err == nil {
+		err = h.head("data/prompts.jsonl", files[1], sizes[1])
+	}
 	if err == nil {
 		err = os.WriteFile(h.path(script), minhashPy, 0o644)
 	}
 	if err != nil {
 		return err
 	}
-	in := Spec{Group: "neardup", BytesOf: []string{files[0]}, Records: counts[0]}
+	in := Spec{Group: "neardup", BytesOf: []string{files[0]}}
 	exe, why := python()
 	py := peerSpec{Spec: with(in, pythonRow, "the same words, shingles, permutations and band keys; word hashes from libxxhash", h.pinned(exe, script, files[0])...), why: why}
 	if err := h.measureAll(ctx, []peerSpec{
@@ -251,8 +245,8 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 	}
 	for i, f := range files {
 		at := func(name string, argv ...string) peerSpec {
-			return ours(Spec{Group: "neardup-growth", Name: name, Size: fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(counts[i])), Runs: 1,
-				BytesOf: []string{f}, Records: counts[i], Argv: argv})
+			return ours(Spec{Group: "neardup-growth", Name: name, Size: fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(int64(sizes[i]))), Runs: 1,
+				BytesOf: []string{f}, Argv: argv})
 		}
 		if err := h.measureAll(ctx, []peerSpec{at("dedup --near", "dedup", "--near", f), at("dedup (exact)", "dedup", f)}); err != nil {
 			return err

@@ -46,24 +46,16 @@ func with(in Spec, name, note string, argv ...string) Spec {
 }
 
 // measureAll measures specs in order, or marks a peer's row not available
-// when it cannot run here.
+// when it cannot run here (the first of its commands not installed).
 func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
 	for _, p := range specs {
-		why := p.why
-		var absent []string
 		for _, n := range p.needs {
-			if !have(n) {
-				absent = append(absent, n)
+			if p.why == "" && !have(n) {
+				p.why = missing(n)
 			}
 		}
-		if k := len(absent); why == "" && k > 0 {
-			why = missing(strings.Join(absent, ", "))
-			if k > 1 {
-				why = missing(strings.Join(absent[:k-1], ", ") + " or " + absent[k-1])
-			}
-		}
-		if why != "" {
-			h.unavailable(p.Group, p.Name, why)
+		if p.why != "" {
+			h.unavailable(p.Group, p.Name, p.why)
 		} else if err := h.measure(ctx, p.Spec); err != nil {
 			return err
 		}
@@ -279,11 +271,7 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 			return err
 		}
 	}
-	defer func() {
-		for _, f := range made {
-			os.Remove(h.path(f))
-		}
-	}()
+	defer h.remove(made...)
 	if err := h.generations(ctx, p, g, r); err != nil {
 		return err
 	}
@@ -293,4 +281,11 @@ func (h *harness) growthAt(ctx context.Context, n int, url string) error {
 		peer(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
 			"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
 		peer(with(Spec{BytesOf: []string{p}}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)))...)
+}
+
+// remove removes files of the scratch directory, made for a measurement.
+func (h *harness) remove(rels ...string) {
+	for _, r := range rels {
+		os.Remove(h.path(r))
+	}
 }
