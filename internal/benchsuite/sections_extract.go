@@ -80,32 +80,26 @@ var extractScaleSection = &section{
 	name: "extract-scale", heading: "## extract as the input grows",
 	about: "extract at 1x, 4x and 16x the first sixteenth of the corpus, JSONL and Parquet",
 	needs: []string{"corpus"},
-	measure: func(ctx context.Context, h *harness) error {
+	measure: func(ctx context.Context, h *harness) (err error) {
 		for _, k := range []int{1, 4, 16} {
-			if err := h.extractAt(ctx, k); err != nil {
-				return err
+			n, label := k*h.scaleUnit(), fmt.Sprintf("%dx", k)
+			c, pq := "data/scale-"+label+".jsonl", "data/scale-"+label+".parquet"
+			if err == nil {
+				err = h.head("data/corpus.jsonl", c, n)
 			}
+			if err == nil {
+				err = h.sh(ctx, fmt.Sprintf("corpus --force -n %d -o %s", n, pq))
+			}
+			if err == nil {
+				err = h.measureAll(ctx, []peerSpec{
+					ours(with(Spec{Group: "extract-scale", BytesOf: []string{c}}, "JSONL, "+label, "", "extract", "--workers", "1", c)),
+					ours(with(Spec{Group: "extract-scale", BytesOf: []string{pq}, Records: int64(n)}, "Parquet, "+label, "", "extract", "--workers", "1", pq)),
+				})
+			}
+			h.remove(c, pq)
 		}
-		return nil
-	},
-}
-
-// extractAt measures extract at k times the unit, JSONL and Parquet.
-func (h *harness) extractAt(ctx context.Context, k int) error {
-	n, label := k*h.scaleUnit(), fmt.Sprintf("%dx", k)
-	c, pq := "data/scale-"+label+".jsonl", "data/scale-"+label+".parquet"
-	defer h.remove(c, pq)
-	err := h.head("data/corpus.jsonl", c, n)
-	if err == nil {
-		err = h.sh(ctx, fmt.Sprintf("corpus --force -n %d -o %s", n, pq))
-	}
-	if err != nil {
 		return err
-	}
-	return h.measureAll(ctx, []peerSpec{
-		ours(with(Spec{Group: "extract-scale", BytesOf: []string{c}}, "JSONL, "+label, "", "extract", "--workers", "1", c)),
-		ours(with(Spec{Group: "extract-scale", BytesOf: []string{pq}, Records: int64(n)}, "Parquet, "+label, "", "extract", "--workers", "1", pq)),
-	})
+	},
 }
 
 // scaleUnit is the 1x size: a sixteenth of the corpus.
@@ -116,12 +110,20 @@ var scaleSection = &section{
 	about: "time and peak RSS of dedup, shard, merge, stats and filter at three sizes",
 	needs: []string{"prompts-big", "filter-gens"},
 	measure: func(ctx context.Context, h *harness) error {
+		all, err := h.lineCounts("data/filter-gens.jsonl")
 		for _, f := range []int{1, 4, 16} {
-			if err := h.scaleAt(ctx, f); err != nil {
-				return err
+			fl := "data/scale-filter-" + sizeLabel(h.sz.ScaleBase*f) + ".jsonl" // the first f/16 of the filter file
+			if err == nil {
+				err = h.head("data/filter-gens.jsonl", fl, int(all[0])*f/16)
 			}
+			if err == nil {
+				err = h.stagesAt(ctx, "scale", scaleLabel(h, f), "data/scale-", h.sz.ScaleBase*f, func(_ string, stages []peerSpec) []peerSpec {
+					return append(stages, peer(with(Spec{BytesOf: []string{fl}}, "filter", "", "filter", "--progress", "0", fl)))
+				})
+			}
+			h.remove(fl)
 		}
-		return nil
+		return err
 	},
 }
 
@@ -130,49 +132,33 @@ func scaleLabel(h *harness, f int) string {
 	return fmt.Sprintf("%d× (%s)", f, sizeLabel(h.sz.ScaleBase*f))
 }
 
-// scaleAt measures the stages at f times the base size: the first records
-// of the big prompts, generation records made for them, and the first
-// f/16 of the filter file's records.
-func (h *harness) scaleAt(ctx context.Context, f int) error {
-	n, label := h.sz.ScaleBase*f, scaleLabel(h, f)
+// stagesAt measures the stages growth and scale share, once each as the
+// rows of group at size: dedup, dedup --exact and shard on the first n of
+// the big prompts, merge and stats on generation records and a rerun made
+// for them (files named with prefix, removed after); rows adds a
+// section's own rows around them, given the prompts' file.
+func (h *harness) stagesAt(ctx context.Context, group, size, prefix string, n int, rows func(p string, stages []peerSpec) []peerSpec) error {
 	tag := sizeLabel(n)
-	p, g, r, fl := "data/scale-prompts-"+tag+".jsonl", "data/scale-gens-"+tag+".jsonl", "data/scale-rerun-"+tag+".jsonl", "data/scale-filter-"+tag+".jsonl"
-	defer h.remove(p, g, r, fl)
-	all, err := h.lineCounts("data/filter-gens.jsonl")
-	if err == nil {
-		err = h.head("data/prompts-big.jsonl", p, n)
-	}
-	if err == nil {
-		err = h.head("data/filter-gens.jsonl", fl, int(all[0])*f/16)
-	}
+	p, g, r := prefix+"prompts-"+tag+".jsonl", prefix+"gens-"+tag+".jsonl", prefix+"rerun-"+tag+".jsonl"
+	defer h.remove(p, g, r)
+	err := h.head("data/prompts-big.jsonl", p, n)
 	if err == nil {
 		err = h.generations(ctx, p, g, r)
 	}
 	if err != nil {
 		return err
 	}
-	return h.atSize(ctx, "scale", label, append(stages(p, g, r), peer(with(Spec{BytesOf: []string{fl}}, "filter", "", "filter", "--progress", "0", fl)))...)
-}
-
-// stages are the rows growth and scale share: dedup, dedup --exact and
-// shard on the prompts p, merge and stats on their generation records g
-// and rerun r.
-func stages(p, g, r string) []peerSpec {
 	prompts := Spec{BytesOf: []string{p}}
 	sharded := prompts
 	sharded.Mkdir, sharded.Count = []string{"tmp/shards"}, []string{"tmp/shards/*"}
-	return []peerSpec{peer(with(prompts, "dedup", "", "dedup", p)), peer(with(prompts, "dedup --exact", "", "dedup", "--exact", p)),
+	specs := rows(p, []peerSpec{peer(with(prompts, "dedup", "", "dedup", p)), peer(with(prompts, "dedup --exact", "", "dedup", "--exact", p)),
 		peer(with(sharded, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
 		peer(with(Spec{BytesOf: []string{g, r}}, "merge", "", "merge", g, r)),
-		peer(with(Spec{BytesOf: []string{g}, NoCount: true}, "stats", "", "stats", g))}
-}
-
-// atSize measures rows once each as the rows of group at a size.
-func (h *harness) atSize(ctx context.Context, group, size string, rows ...peerSpec) error {
-	for i := range rows {
-		rows[i].Group, rows[i].Size, rows[i].Runs = group, size, 1
+		peer(with(Spec{BytesOf: []string{g}, NoCount: true}, "stats", "", "stats", g))})
+	for i := range specs {
+		specs[i].Group, specs[i].Size, specs[i].Runs = group, size, 1
 	}
-	return h.measureAll(ctx, rows)
+	return h.measureAll(ctx, specs)
 }
 
 func init() {

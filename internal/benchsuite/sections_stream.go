@@ -245,42 +245,25 @@ var growthSection = &section{
 			return err
 		}
 		defer sim.stop()
+		url, out := sim.urls[0], "tmp/growth-gen.jsonl"
 		for _, n := range h.sz.Growth {
-			if err := h.growthAt(ctx, n, sim.urls[0]); err != nil {
-				return err
+			label := sizeLabel(n)
+			c := "data/corpus-" + label + ".jsonl"
+			if err == nil {
+				err = h.head("data/corpus-big.jsonl", c, n)
 			}
+			if err == nil {
+				err = h.stagesAt(ctx, "growth", label, "data/", n, func(p string, stages []peerSpec) []peerSpec {
+					return append(append([]peerSpec{peer(with(Spec{BytesOf: []string{c}}, "extract", "", "extract", c))}, stages...),
+						peer(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
+							"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
+						peer(with(Spec{BytesOf: []string{p}}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)))
+				})
+			}
+			h.remove(c)
 		}
-		return nil
-	},
-}
-
-// growthAt measures every tool at n records: the first n of the big
-// corpus and its prompts, and generation records made for them.
-func (h *harness) growthAt(ctx context.Context, n int, url string) error {
-	label := sizeLabel(n)
-	c, p := "data/corpus-big.jsonl", "data/prompts-big.jsonl"
-	g, r := "data/gens-"+label+".jsonl", "data/rerun-"+label+".jsonl"
-	made := []string{g, r}
-	if n != h.sz.Big {
-		c, p = "data/corpus-"+label+".jsonl", "data/prompts-"+label+".jsonl"
-		made = append(made, c, p)
-		if err := h.head("data/corpus-big.jsonl", c, n); err != nil {
-			return err
-		}
-		if err := h.head("data/prompts-big.jsonl", p, n); err != nil {
-			return err
-		}
-	}
-	defer h.remove(made...)
-	if err := h.generations(ctx, p, g, r); err != nil {
 		return err
-	}
-	const out = "tmp/growth-gen.jsonl"
-	rows := append([]peerSpec{peer(with(Spec{BytesOf: []string{c}}, "extract", "", "extract", c))}, stages(p, g, r)...)
-	return h.atSize(ctx, "growth", label, append(rows,
-		peer(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
-			"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
-		peer(with(Spec{BytesOf: []string{p}}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)))...)
+	},
 }
 
 // remove removes files of the scratch directory, made for a measurement.
