@@ -43,7 +43,6 @@ type RunCmd struct {
 	ServersRuns int      `help:"Runs per row of the in-flight tables, taken in turns (0: 3, or 1 with --quick)." default:"0" env:"TOKENMILL_BENCHSUITE_SERVERS_RUNS,SERVERS_RUNS"`
 	Dir         string   `help:"Scratch directory: data, binaries, results and logs (default: .bench in the repository)." env:"TOKENMILL_BENCHSUITE_DIR,BENCH_DIR"`
 	Out         string   `help:"The report (default: BENCHMARKS.md in the repository; with --quick, BENCHMARKS.md in --dir)." env:"TOKENMILL_BENCHSUITE_OUT,BENCH_OUT"`
-	ReuseData   bool     `help:"Keep the data files an earlier run made with the same commands and sizes instead of making them again." env:"TOKENMILL_BENCHSUITE_REUSE_DATA,BENCH_REUSE_DATA"`
 	Peers       string   `help:"Where .ci/install-peers put the peers it installs without root: node/ (the Node packages) and bin/ (the DuckDB peer) (default: $TOKENMILL_CACHE/bench, else ~/.cache/tokenmill/bench)." env:"TOKENMILL_BENCHSUITE_PEERS"`
 	// UpdateBaseline records the cost section's figures as the baseline
 	// instead of failing the run on them.
@@ -69,17 +68,16 @@ func (c *RunCmd) Run(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	h := &harness{repo: wd, dir: absPath(cmp.Or(c.Dir, filepath.Join(wd, ".bench"))), runs: c.Runs, quick: c.Quick, reuse: c.ReuseData,
-		updateBaseline: c.UpdateBaseline, sz: sizes(c.Quick, c.ServersRuns), log: env, remade: map[string]bool{}}
-	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp.Or(c.Out, filepath.Join(wd, "BENCHMARKS.md"))), absPath(c.Peers)
-	if c.Quick && c.Out == "" {
-		h.out = h.path("BENCHMARKS.md")
+	h := &harness{repo: wd, dir: absPath(cmp.Or(c.Dir, filepath.Join(wd, ".bench"))), runs: c.Runs, quick: c.Quick,
+		updateBaseline: c.UpdateBaseline, sz: sizes(c.Quick, c.ServersRuns), log: env}
+	out, cache := filepath.Join(wd, "BENCHMARKS.md"), os.Getenv("TOKENMILL_CACHE")
+	if c.Quick {
+		out = filepath.Join(h.dir, "BENCHMARKS.md")
 	}
-	if cache := os.Getenv("TOKENMILL_CACHE"); c.Peers == "" && cache != "" {
-		h.peers = filepath.Join(cache, "bench")
-	} else if home, _ := os.UserHomeDir(); c.Peers == "" {
-		h.peers = filepath.Join(home, ".cache", "tokenmill", "bench")
+	if home, _ := os.UserHomeDir(); cache == "" {
+		cache = filepath.Join(home, ".cache", "tokenmill")
 	}
+	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp.Or(c.Out, out)), absPath(cmp.Or(c.Peers, filepath.Join(cache, "bench")))
 	if c.Render {
 		return h.rerender()
 	}
@@ -107,19 +105,18 @@ func findRepo(dir string) (string, error) {
 // harness is one benchmark run: where things are, the sizes, what was
 // measured so far.
 type harness struct {
-	repo, dir, bin, out, peers   string
-	prebuilt                     bool // bin is given: nothing is built
-	runs                         int
-	quick, reuse, updateBaseline bool
-	sz                           Sizes
-	log                          *cli.Env
-	environ                      []string // the measured commands' environment
-	results                      []*Result
-	collect                      *[]*Result // set: rows go here instead (inTurns merges them)
-	remade                       map[string]bool
-	pin                          []string // taskset -c 0, where taskset exists
-	info                         runInfo
-	failures                     []string // what fails the run once the report is written
+	repo, dir, bin, out, peers string
+	prebuilt                   bool // bin is given: nothing is built
+	runs                       int
+	quick, updateBaseline      bool
+	sz                         Sizes
+	log                        *cli.Env
+	environ                    []string // the measured commands' environment
+	results                    []*Result
+	collect                    *[]*Result // set: rows go here instead (inTurns merges them)
+	pin                        []string   // taskset -c 0, where taskset exists
+	info                       runInfo
+	failures                   []string // what fails the run once the report is written
 }
 
 // runInfo is what the report says of the run besides its rows, kept in
@@ -194,7 +191,7 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 	if have("taskset") {
 		h.pin, h.info.Facts["pin"] = []string{"taskset", "-c", "0"}, "pinned to CPU 0 with taskset"
 	}
-	h.info.LoadBefore = uptime()
+	h.info.LoadBefore = loadLine()
 	h.logf("load before: %s", h.info.LoadBefore)
 	if err := h.makeData(ctx, steps); err != nil {
 		return err
@@ -205,7 +202,7 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 			return fmt.Errorf("section %s: %w", s.name, err)
 		}
 	}
-	h.info.LoadAfter, h.info.Took = uptime(), time.Since(h.info.Started)
+	h.info.LoadAfter, h.info.Took = loadLine(), time.Since(h.info.Started)
 	h.keepFacts()
 	err := h.keep()
 	if err == nil {
@@ -301,17 +298,6 @@ func procField(path, key string) string {
 		}
 	}
 	return "unknown"
-}
-
-// uptime is uptime(1)'s line, which carries the load averages; /proc's
-// figures where uptime is missing.
-func uptime() string {
-	if out, err := exec.Command("uptime").Output(); err == nil {
-		return strings.TrimRight(string(out), "\n")
-	}
-	data, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(data))
-	return "load average: " + strings.Join(f[:min(3, len(f))], ", ")
 }
 
 // nodeModules is the directory holding the Node packages of
@@ -441,26 +427,22 @@ func plan(names []string) (secs []*section, steps []*dataStep, err error) {
 			return nil, nil, fmt.Errorf("no section %q; the sections are %s (servers: inflight, kinds and ollama)", n, strings.Join(sectionNames(), ", "))
 		}
 	}
-	var need func(string)
-	need = func(step string) {
-		if !needed[step] {
-			needed[step] = true
-			for _, d := range stepByName(step).deps {
-				need(d)
-			}
-		}
-	}
 	for _, s := range sections {
 		if len(names) == 0 || want["all"] || want[s.name] {
 			secs = append(secs, s)
 			for _, n := range s.needs {
-				need(n)
+				needed[n] = true
 			}
 		}
 	}
-	for _, st := range dataSteps {
-		if needed[st.name] {
-			steps = append(steps, st)
+	// Each step comes after the steps it reads: from the last back, a step
+	// needed needs those.
+	for i := len(dataSteps) - 1; i >= 0; i-- {
+		if st := dataSteps[i]; needed[st.name] {
+			steps = append([]*dataStep{st}, steps...)
+			for _, d := range st.deps {
+				needed[d] = true
+			}
 		}
 	}
 	return secs, steps, nil
@@ -489,7 +471,8 @@ func listSections(w io.Writer) error {
 }
 
 // writeReport writes BENCHMARKS.md from the rows kept: whole after a run
-// of every section, else each section measured in place of its old part.
+// of every section, else each section measured spliced in place of its old
+// part; How to reproduce, which names no figure of a run, either way.
 func (h *harness) writeReport() error {
 	var secs []*section
 	for _, s := range sections {
@@ -497,59 +480,41 @@ func (h *harness) writeReport() error {
 			secs = append(secs, s)
 		}
 	}
-	if len(secs) < len(sections) {
-		return h.spliceSections(secs)
-	}
-	var b strings.Builder
-	err := h.text(&b, "title", h.view())
-	for _, s := range sections {
-		if err == nil {
-			b.WriteString("\n")
-			err = h.render(&b, s)
-		}
-	}
-	if err == nil {
-		b.WriteString("\n")
-		err = h.text(&b, "reproduce", h.view())
-	}
-	if err == nil {
-		err = writeFile(h.out, []byte(normalise(b.String())))
-	}
-	if err == nil {
-		h.logf("wrote %s (%s of measuring)", h.out, elapsed(h.info.Took))
-	}
-	return err
-}
-
-// spliceSections writes each section measured into the report in place of
-// its old one, and How to reproduce, which names no figure of a run.
-func (h *harness) spliceSections(secs []*section) error {
+	alone := len(secs) < len(sections)
 	doc, err := os.ReadFile(h.out)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if !alone {
+		title, err2 := textOf(func(w io.Writer) error { return h.text(w, "title", h.view()) })
+		doc, err = []byte(title), err2
 	}
 	var texts []string
 	for _, s := range secs {
-		text, err := h.sectionText(s)
-		if err != nil {
-			return err
+		text, err2 := h.sectionText(s)
+		if !alone {
+			text, err2 = textOf(func(w io.Writer) error { return h.render(w, s) })
 		}
-		texts = append(texts, text)
+		texts, err = append(texts, text), cmp.Or(err, err2)
 	}
+	reproduce, err2 := textOf(func(w io.Writer) error { return h.text(w, "reproduce", h.view()) })
+	for _, text := range append(texts, reproduce) {
+		if err = cmp.Or(err, err2); err == nil {
+			doc, err = Splice(doc, []byte(text), docOrder())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", h.out, err)
+	}
+	h.logf("wrote %d section(s) of %s (%s of measuring)", len(secs), h.out, elapsed(h.info.Took))
+	return writeFile(h.out, doc)
+}
+
+// textOf is what write writes, normalised.
+func textOf(write func(io.Writer) error) (string, error) {
 	var b strings.Builder
-	if err := h.text(&b, "reproduce", h.view()); err != nil {
-		return err
-	}
-	for _, text := range append(texts, b.String()) {
-		if doc, err = Splice(doc, []byte(text), docOrder()); err != nil {
-			return fmt.Errorf("%s: %w", h.out, err)
-		}
-	}
-	if err := writeFile(h.out, doc); err != nil {
-		return err
-	}
-	h.logf("wrote %d section(s) of %s", len(secs), h.out)
-	return nil
+	err := write(&b)
+	return normalise(b.String()), err
 }
 
 // sectionText is a section measured alone as the report shows it: its

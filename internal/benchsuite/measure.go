@@ -393,110 +393,79 @@ func startOllama(parallel int, logf func(string, ...any)) (srv *ollamaserver.Ser
 }
 
 // dataStep makes one data file in the scratch directory with a shell
-// command of tokenmill's tools (the command is also its key: a file an
-// earlier run made with the same command is kept with --reuse-data);
-// then, where no tool does it, keeps only some of the file's lines.
+// command of tokenmill's tools, a template of the report's view (the
+// run's sizes are .Sz); then, where no tool does it, keeps only some of
+// the file's lines.
 type dataStep struct {
 	name string
 	deps []string // steps whose files this one reads
 	file string
-	cmd  func(*harness) string
-	keep func(h *harness, line []byte) bool // nil: every line
+	cmd  string
+	keep func(line []byte) bool // nil: every line
 }
 
 // dataSteps are every data file a section can need, each after the ones
 // it is made from.
 var dataSteps = []*dataStep{
-	{name: "corpus", file: "data/corpus.jsonl", cmd: func(h *harness) string { return fmt.Sprintf("corpus --force -n %d -o data/corpus.jsonl", h.sz.Main) }},
-	{name: "corpus-parquet", file: "data/corpus.parquet", cmd: func(h *harness) string {
-		return fmt.Sprintf("corpus --force -n %d -o data/corpus.parquet", h.sz.Main)
-	}},
-	{name: "prompts", file: "data/prompts.jsonl", deps: []string{"corpus"}, cmd: cmd("extract --force --progress 0 -o data/prompts.jsonl data/corpus.jsonl")},
-	{name: "gens", file: "data/gens.jsonl", deps: []string{"prompts"}, cmd: cmd("benchsuite generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl")},
-	{name: "prompts-slurp", file: "data/prompts-slurp.jsonl", deps: []string{"prompts"}, cmd: func(h *harness) string {
-		return fmt.Sprintf("head -n %d data/prompts.jsonl > data/prompts-slurp.jsonl", h.sz.Slurp)
-	}},
+	{name: "corpus", file: "data/corpus.jsonl", cmd: "corpus --force -n {{.Sz.Main}} -o data/corpus.jsonl"},
+	{name: "corpus-parquet", file: "data/corpus.parquet", cmd: "corpus --force -n {{.Sz.Main}} -o data/corpus.parquet"},
+	{name: "prompts", file: "data/prompts.jsonl", deps: []string{"corpus"}, cmd: "extract --force --progress 0 -o data/prompts.jsonl data/corpus.jsonl"},
+	{name: "gens", file: "data/gens.jsonl", deps: []string{"prompts"}, cmd: "benchsuite generations --rerun data/rerun.jsonl -o data/gens.jsonl data/prompts.jsonl"},
+	{name: "prompts-slurp", file: "data/prompts-slurp.jsonl", deps: []string{"prompts"}, cmd: "head -n {{.Sz.Slurp}} data/prompts.jsonl > data/prompts-slurp.jsonl"},
 	{name: "gens-slurp", file: "data/gens-slurp.jsonl", deps: []string{"prompts-slurp"},
-		cmd: cmd("benchsuite generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl")},
-	{name: "corpus-big", file: "data/corpus-big.jsonl", cmd: func(h *harness) string {
-		return fmt.Sprintf("corpus --force -n %d -o data/corpus-big.jsonl", h.sz.Big)
-	}},
-	{name: "prompts-big", file: "data/prompts-big.jsonl", deps: []string{"corpus-big"}, cmd: cmd("extract --force --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl")},
-	{name: "filter-gens", file: "data/filter-gens.jsonl", deps: []string{"corpus"}, cmd: func(h *harness) string {
-		return fmt.Sprintf("benchsuite filter-gens --bytes %d -o data/filter-gens.jsonl data/corpus.jsonl", h.sz.FilterBytes)
-	}},
+		cmd: "benchsuite generations --rerun data/rerun-slurp.jsonl -o data/gens-slurp.jsonl data/prompts-slurp.jsonl"},
+	{name: "corpus-big", file: "data/corpus-big.jsonl", cmd: "corpus --force -n {{.Sz.Big}} -o data/corpus-big.jsonl"},
+	{name: "prompts-big", file: "data/prompts-big.jsonl", deps: []string{"corpus-big"}, cmd: "extract --force --progress 0 -o data/prompts-big.jsonl data/corpus-big.jsonl"},
+	{name: "filter-gens", file: "data/filter-gens.jsonl", deps: []string{"corpus"},
+		cmd: "benchsuite filter-gens --bytes {{.Sz.FilterBytes}} -o data/filter-gens.jsonl data/corpus.jsonl"},
 	// The whole lines of the first FilterLangBytes of filter-gens.
-	{name: "filter-gens-lang", file: "data/filter-gens-lang.jsonl", deps: []string{"filter-gens"}, cmd: func(h *harness) string {
-		return fmt.Sprintf("head -c %d data/filter-gens.jsonl > data/filter-gens-lang.jsonl", h.sz.FilterLangBytes)
-	}, keep: func(h *harness, line []byte) bool { return line[len(line)-1] == '\n' }},
-	{name: "prompts-exact", file: "data/prompts-exact.jsonl", cmd: func(h *harness) string {
-		return fmt.Sprintf("corpus -n %d | extract --progress 0 > data/prompts-exact.jsonl", h.sz.Exact)
-	}},
-	{name: "servers-prompts", file: "data/servers-prompts.jsonl", cmd: cmd("corpus -n 10000 | extract --progress 0 > data/servers-prompts.jsonl")},
+	{name: "filter-gens-lang", file: "data/filter-gens-lang.jsonl", deps: []string{"filter-gens"},
+		cmd: "head -c {{.Sz.FilterLangBytes}} data/filter-gens.jsonl > data/filter-gens-lang.jsonl", keep: func(line []byte) bool { return line[len(line)-1] == '\n' }},
+	{name: "prompts-exact", file: "data/prompts-exact.jsonl", cmd: "corpus -n {{.Sz.Exact}} | extract --progress 0 > data/prompts-exact.jsonl"},
+	{name: "servers-prompts", file: "data/servers-prompts.jsonl", cmd: "corpus -n 10000 | extract --progress 0 > data/servers-prompts.jsonl"},
 	// The conversations of 3 questions or more.
-	{name: "regen", file: "data/regen.jsonl", cmd: func(h *harness) string {
-		return fmt.Sprintf("corpus -n %d --conversations --seed 1 | extract --turns all --progress 0 > data/regen.jsonl", h.sz.RegenCorpus)
-	}, keep: func(h *harness, line []byte) bool {
-		var c struct{ Messages []message }
-		return json.Unmarshal(line, &c) == nil && userTurns(c.Messages) >= 3
-	}},
+	{name: "regen", file: "data/regen.jsonl", cmd: "corpus -n {{.Sz.RegenCorpus}} --conversations --seed 1 | extract --turns all --progress 0 > data/regen.jsonl",
+		keep: func(line []byte) bool {
+			var c struct{ Messages []message }
+			return json.Unmarshal(line, &c) == nil && userTurns(c.Messages) >= 3
+		}},
 	// Alpaca's English instructions where the real datasets are beside the
 	// repository, else the corpus's prompts.
-	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl", cmd: func(h *harness) string {
-		if a := h.shared("real/alpaca_en_demo.json"); a != "" {
-			return fmt.Sprintf("extract --progress 0 %s | dedup | sed -n 1,%dp > data/ollama-prompts.jsonl", a, h.sz.OllamaPrompts)
-		}
-		return fmt.Sprintf("corpus -n 10000 | extract --progress 0 | sed -n 1,%dp > data/ollama-prompts.jsonl", h.sz.OllamaPrompts)
-	}},
+	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl", cmd: `{{with shared "real/alpaca_en_demo.json"}}extract --progress 0 {{.}} | dedup` +
+		`{{else}}corpus -n 10000 | extract --progress 0{{end}} | sed -n 1,{{.Sz.OllamaPrompts}}p > data/ollama-prompts.jsonl`},
 	{name: "prompts-sources", file: "data/prompts-sources.jsonl", deps: []string{"corpus"},
-		cmd: cmd("extract --force --progress 0 --keep source -o data/prompts-sources.jsonl data/corpus.jsonl")},
+		cmd: "extract --force --progress 0 --keep source -o data/prompts-sources.jsonl data/corpus.jsonl"},
 }
 
-func cmd(s string) func(*harness) string { return func(*harness) string { return s } }
-
-func stepByName(name string) *dataStep {
-	for _, st := range dataSteps {
-		if st.name == name {
-			return st
-		}
-	}
-	panic("no data step " + name)
-}
-
-// makeData makes the steps' files in order. With reuse, a file an earlier
-// run made is kept when its stamp (file.done) holds the same command and
-// none of the files it was made from was made again.
+// makeData makes the steps' files in order.
 func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
 	for _, st := range steps {
-		key, stamp := st.cmd(h), h.path(st.file+".done")
-		old, err := os.ReadFile(stamp)
-		fi, err2 := os.Stat(h.path(st.file))
-		reusable := h.reuse && err == nil && err2 == nil && fi.Size() > 0 && strings.TrimSuffix(string(old), "\n") == key
-		for _, d := range st.deps {
-			reusable = reusable && !h.remade[d]
-		}
-		if reusable {
-			h.logf("data: keeping %s", st.file)
-			continue
-		}
-		os.Remove(stamp)
 		h.logf("data: making %s", st.file)
-		err = h.sh(ctx, key)
+		script, err := h.command(st)
+		if err == nil {
+			err = h.sh(ctx, script)
+		}
 		if err == nil && st.keep != nil {
 			tmp := h.path(st.file + ".part")
-			if err = copyLines(h.path(st.file), tmp, 0, func(line []byte) bool { return st.keep(h, line) }); err == nil {
+			if err = copyLines(h.path(st.file), tmp, 0, st.keep); err == nil {
 				err = os.Rename(tmp, h.path(st.file))
 			}
 		}
 		if err != nil {
 			return fmt.Errorf("making %s: %w", st.file, err)
 		}
-		if err := os.WriteFile(stamp, []byte(key+"\n"), 0o644); err != nil {
-			return err
-		}
-		h.remade[st.name] = true
 	}
 	return nil
+}
+
+// command is a step's command with the run's figures.
+func (h *harness) command(st *dataStep) (string, error) {
+	var b strings.Builder
+	t, err := h.templates().New(st.name).Parse(st.cmd)
+	if err == nil {
+		err = t.Execute(&b, h.view())
+	}
+	return b.String(), err
 }
 
 // sh runs a shell command of tokenmill's tools from the scratch directory,

@@ -78,6 +78,9 @@ func TestPlanShape(t *testing.T) {
 		if seen[st.name] || files[st.file] {
 			t.Errorf("step %s (%s) twice", st.name, st.file)
 		}
+		if script, err := testHarness(t).command(st); err != nil || !strings.Contains(script, st.file) || strings.Contains(script, "no value") {
+			t.Errorf("step %s: %q (%v), which does not write %s", st.name, script, err, st.file)
+		}
 		seen[st.name], files[st.file] = true, true
 	}
 	order := docOrder()
@@ -119,67 +122,29 @@ func testHarness(t *testing.T) *harness {
 	var stderr bytes.Buffer
 	// The repository is a directory with no real datasets beside it, so
 	// that what is rendered does not depend on the machine.
-	return &harness{dir: dir, repo: t.TempDir(), runs: 1, sz: sizes(false, 0), remade: map[string]bool{},
+	return &harness{dir: dir, repo: t.TempDir(), runs: 1, sz: sizes(false, 0),
 		log: &cli.Env{Name: "benchsuite", Stderr: &stderr}, info: runInfo{Facts: map[string]string{"pin": "pinned to CPU 0 with taskset"}}}
 }
 
-// TestMakeDataReuse: with reuse, a file is kept when its stamp says the
-// same command made it and nothing it was made from was made again; a
-// file that is missing, empty or made another way is made again, and so
-// is everything made from it. A step's keep filters what it made.
-func TestMakeDataReuse(t *testing.T) {
+// TestMakeData: the steps run in order with the run's sizes, a step's
+// keep filters what it made, and a step that fails is named.
+func TestMakeData(t *testing.T) {
 	h := testHarness(t)
-	keys := map[string]string{"a": "a", "b": "b from a", "c": "c"}
-	step := func(name string, deps ...string) *dataStep {
-		return &dataStep{name: name, deps: deps, file: "data/" + name,
-			cmd: func(*harness) string { return "echo " + keys[name] + " >> made; echo " + name + " > data/" + name }}
-	}
-	steps := []*dataStep{step("a"), step("b", "a"), step("c")}
-	run := func(reuse bool) string {
-		t.Helper()
-		h.reuse, h.remade = reuse, map[string]bool{}
-		os.Remove(h.path("made"))
-		if err := h.makeData(context.Background(), steps); err != nil {
-			t.Fatal(err)
-		}
-		made, _ := os.ReadFile(h.path("made"))
-		return strings.Join(strings.Fields(string(made)), ",")
-	}
-	for _, tc := range []struct {
-		what   string
-		before func()
-		reuse  bool
-		want   string
-	}{
-		{"first run", func() {}, true, "a,b,from,a,c"},
-		{"nothing changed", func() {}, true, ""},
-		{"without reuse", func() {}, false, "a,b,from,a,c"},
-		{"a's command changed: b is made from it again", func() { keys["a"] = "A" }, true, "A,b,from,a"},
-		{"b's file is empty", func() { os.WriteFile(h.path("data/b"), nil, 0o644) }, true, "b,from,a"},
-		{"c's file is gone", func() { os.Remove(h.path("data/c")) }, true, "c"},
-		{"c's stamp is gone", func() { os.Remove(h.path("data/c.done")) }, true, "c"},
-	} {
-		tc.before()
-		if got := run(tc.reuse); got != tc.want {
-			t.Errorf("%s: made %q, want %q", tc.what, got, tc.want)
-		}
-	}
-
-	// A step that fails leaves no stamp: the next run makes it again.
-	boom := &dataStep{name: "d", file: "data/d", cmd: cmd("echo d > data/d; false")}
-	if err := h.makeData(context.Background(), []*dataStep{boom}); err == nil || !strings.Contains(err.Error(), "data/d") {
-		t.Fatalf("a failing step: %v", err)
-	}
-	if _, err := os.Stat(h.path("data/d.done")); err == nil {
-		t.Fatal("a failed step left its stamp")
-	}
-	// keep filters the lines made.
-	odd := &dataStep{name: "e", file: "data/e", cmd: cmd("seq 5 > data/e"), keep: func(_ *harness, line []byte) bool { return line[0]%2 == 1 }}
-	if err := h.makeData(context.Background(), []*dataStep{odd}); err != nil {
+	h.sz.Slurp = 2
+	odd := func(line []byte) bool { return line[0]%2 == 1 }
+	steps := []*dataStep{{name: "a", file: "data/a", cmd: "seq 5 > data/a"}, {name: "b", file: "data/b", deps: []string{"a"}, cmd: "head -n {{.Sz.Slurp}} data/a > data/b"},
+		{name: "odd", file: "data/odd", cmd: "seq 5 > data/odd", keep: odd}}
+	if err := h.makeData(context.Background(), steps); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(h.path("data/e")); string(got) != "1\n3\n5\n" {
-		t.Errorf("kept %q", got)
+	for file, want := range map[string]string{"data/a": "1\n2\n3\n4\n5\n", "data/b": "1\n2\n", "data/odd": "1\n3\n5\n"} {
+		if got, _ := os.ReadFile(h.path(file)); string(got) != want {
+			t.Errorf("%s: %q, want %q", file, got, want)
+		}
+	}
+	boom := &dataStep{name: "d", file: "data/d", cmd: "echo d > data/d; false"}
+	if err := h.makeData(context.Background(), []*dataStep{boom}); err == nil || !strings.Contains(err.Error(), "data/d") {
+		t.Fatalf("a failing step: %v", err)
 	}
 }
 

@@ -55,7 +55,7 @@ func (h *harness) templates() *template.Template {
 		return b.String()
 	}
 	funcs := template.FuncMap{
-		"fact": h.fact, "lines": h.lines, "mb": h.mb, "find": h.find, "runs": runsText, "join": strings.Join,
+		"fact": h.fact, "lines": h.lines, "mb": h.mb, "find": h.find, "runs": runsText, "join": strings.Join, "shared": h.shared,
 		"date":    func() string { return h.info.Started.UTC().Format("2006-01-02 15:04 UTC") },
 		"elapsed": func() string { return elapsed(h.info.Took) },
 		"label":   func(n any) string { return sizeLabel(int(toInt(n))) },

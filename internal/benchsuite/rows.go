@@ -164,13 +164,20 @@ func writeFile(path string, data []byte) error {
 	})
 }
 
+// loadAverages are the 1-, 5- and 15-minute load averages of /proc/loadavg.
+func loadAverages() []string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(data))
+	return f[:min(3, len(f))]
+}
+
+// loadLine is the load averages as uptime(1) ends its line.
+func loadLine() string { return "load average: " + strings.Join(loadAverages(), ", ") }
+
 // loadAverage is the 1-minute load average, or -1 when unknown.
 func loadAverage() float64 {
-	data, _ := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(data)); len(f) > 0 {
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			return v
-		}
+	if v, err := strconv.ParseFloat(append(loadAverages(), "")[0], 64); err == nil {
+		return v
 	}
 	return -1
 }

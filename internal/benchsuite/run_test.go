@@ -63,8 +63,7 @@ func distinctPrompts(t *testing.T, path string, n int) int64 {
 // peers this machine has: the data is made, every row measured or marked
 // not available, the records each command wrote counted against an
 // independent count, and the section spliced into an existing report
-// without touching its other parts. A second run with reuse keeps the
-// data.
+// without touching its other parts, once and again.
 func TestRunSectionEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the tools and measures a section: not in -short")
@@ -85,9 +84,8 @@ func TestRunSectionEndToEnd(t *testing.T) {
 	sz := sizes(true, 0)
 	sz.Main, sz.Slurp, sz.Exact = 3000, 1000, 3000
 	var stderr bytes.Buffer
-	newHarness := func(runs int, reuse bool) *harness {
-		return &harness{repo: repo, dir: dir, bin: bin, prebuilt: true, out: out, runs: runs, reuse: reuse, sz: sz,
-			log: &cli.Env{Name: "benchsuite", Stderr: &stderr}, remade: map[string]bool{}}
+	newHarness := func(runs int) *harness {
+		return &harness{repo: repo, dir: dir, bin: bin, prebuilt: true, out: out, runs: runs, sz: sz, log: &cli.Env{Name: "benchsuite", Stderr: &stderr}}
 	}
 	secs, steps, err := plan([]string{"dedup"})
 	if err != nil {
@@ -95,7 +93,7 @@ func TestRunSectionEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	h := newHarness(2, false)
+	h := newHarness(2)
 	if err := h.run(ctx, secs, steps); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -174,22 +172,10 @@ func TestRunSectionEndToEnd(t *testing.T) {
 		t.Errorf("the old dedup section is still there:\n%s", got)
 	}
 
-	// Again with reuse: the data is kept as it was, the section replaced.
-	stat := func() time.Time {
-		fi, err := os.Stat(filepath.Join(dir, "data/prompts.jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.ModTime()
-	}
-	made := stat()
-	stderr.Reset()
-	h = newHarness(1, true)
+	// Again: the section replaced, nothing else touched.
+	h = newHarness(1)
 	if err := h.run(ctx, secs, steps); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	if !stat().Equal(made) || !strings.Contains(stderr.String(), "keeping data/prompts.jsonl") {
-		t.Errorf("the data was made again with reuse:\n%s", stderr.String())
 	}
 	doc, _ = os.ReadFile(out)
 	if strings.Count(string(doc), "\n## dedup\n") != 1 || strings.Count(string(doc), "\n## How to reproduce\n") != 1 || !strings.Contains(string(doc), shard) {
