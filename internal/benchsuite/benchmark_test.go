@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,5 +268,46 @@ func TestAnalyseDrainNeverPassesTheIdeal(t *testing.T) {
 	}
 	if fr["ideal_pct"] < 95 {
 		t.Errorf("decoded share of the ideal %.2f%%: a fleet decoding a full batch all along is near 100%%", fr["ideal_pct"])
+	}
+}
+
+// TestStartSim: llmsim comes up on the endpoints asked for and answers
+// there until it is stopped; one that cannot start says why, with its log.
+func TestStartSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds llmsim: not in -short")
+	}
+	h := testHarness(t)
+	h.bin = t.TempDir()
+	if err := testbin.Build(h.bin, "llmsim"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sim, err := h.startSim(ctx, 2, h.path("logs/llmsim.log"), "--instant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sim.urls) != 2 {
+		t.Fatalf("endpoints %v, want 2", sim.urls)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, u := range sim.urls {
+		resp, err := client.Get(u)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		resp.Body.Close()
+	}
+	sim.stop()
+	if resp, err := client.Get(sim.urls[0]); err == nil {
+		resp.Body.Close()
+		t.Errorf("%s still answers after stop", sim.urls[0])
+	}
+	if _, err := os.Stat(sim.dir); err == nil {
+		t.Errorf("%s left behind", sim.dir)
+	}
+	if _, err := h.startSim(ctx, 1, h.path("logs/bad.log"), "--no-such-flag"); err == nil || !strings.Contains(err.Error(), "llmsim --no-such-flag: exited") {
+		t.Errorf("a llmsim that cannot start: %v", err)
 	}
 }

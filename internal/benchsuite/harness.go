@@ -27,6 +27,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/lifeline"
 	"tokenmill/lib/cli"
 )
 
@@ -70,25 +71,15 @@ func (c *RunCmd) Run(ctx context.Context, env *cli.Env) error {
 	}
 	h := &harness{repo: wd, dir: absPath(cmp.Or(c.Dir, filepath.Join(wd, ".bench"))), runs: c.Runs, quick: c.Quick,
 		updateBaseline: c.UpdateBaseline, sz: sizes(c.Quick, c.ServersRuns), log: env}
-	out, cache := filepath.Join(wd, "BENCHMARKS.md"), os.Getenv("TOKENMILL_CACHE")
+	out := filepath.Join(wd, "BENCHMARKS.md")
 	if c.Quick {
 		out = filepath.Join(h.dir, "BENCHMARKS.md")
 	}
-	if home, _ := os.UserHomeDir(); cache == "" {
-		cache = filepath.Join(home, ".cache", "tokenmill")
-	}
-	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp.Or(c.Out, out)), absPath(cmp.Or(c.Peers, filepath.Join(cache, "bench")))
+	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp.Or(c.Out, out)), absPath(cmp.Or(c.Peers, filepath.Join(lifeline.CacheDir(), "bench")))
 	if c.Render {
 		return h.rerender()
 	}
 	return h.run(ctx, secs, steps)
-}
-
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
 }
 
 // findRepo is the directory holding tokenmill's go.mod, from dir upward.
@@ -100,6 +91,13 @@ func findRepo(dir string) (string, error) {
 			return "", fmt.Errorf("%s is not inside the tokenmill repository", dir)
 		}
 	}
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // harness is one benchmark run: where things are, the sizes, what was

@@ -3,7 +3,6 @@ package benchsuite
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,16 +72,20 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		s.Runs = h.runs
 	}
 	res := &Result{Group: s.Group, Name: s.Name, Ours: s.Ours, Command: show, Note: s.Note, Size: s.Size, Records: s.Records, OutRecords: -1, Load1: loadAverage()}
+	var inputs []string
 	for _, f := range s.BytesOf {
 		st, err := os.Stat(h.path(f))
-		n, err2 := countLines(h.path(f))
-		if err = cmp.Or(err, err2); err != nil {
+		if err != nil {
 			return nil, err
 		}
-		res.Bytes += st.Size()
-		if s.Records == 0 {
-			res.Records += n
-		}
+		res.Bytes, inputs = res.Bytes+st.Size(), append(inputs, h.path(f))
+	}
+	n, err := countLines(inputs...)
+	if err != nil {
+		return nil, err
+	}
+	if s.Records == 0 {
+		res.Records = n
 	}
 	stdout := h.path(s.Stdout)
 	stderr := h.path("logs/" + s.Group + "-" + regexp.MustCompile(`[^a-zA-Z0-9]`).ReplaceAllString(s.Name, "_") + ".err")
@@ -118,9 +121,9 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 			}
 			defer stop()
 		}
-		others.begin()
+		start := cpuBusy()
 		run, floor, err := h.runOnce(ctx, &s, args, stdout, stderr)
-		others.end(run)
+		others.add(start, cpuBusy(), run)
 		if err != nil {
 			log, _ := os.ReadFile(stderr)
 			return nil, fmt.Errorf("%s/%s run %d: %v\n%s", s.Group, s.Name, i+1, err, tail(log, 2000))
@@ -132,18 +135,14 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		files := []string{stdout}
 		if len(s.Count) > 0 {
 			files = nil
-			for _, pattern := range s.Count {
-				m, _ := filepath.Glob(h.path(pattern))
-				files = append(files, m...)
-			}
 		}
-		var n int64
-		for _, f := range files {
-			k, err := countLines(f)
-			if err != nil {
-				return nil, err
-			}
-			n += k
+		for _, pattern := range s.Count {
+			m, _ := filepath.Glob(h.path(pattern))
+			files = append(files, m...)
+		}
+		n, err := countLines(files...)
+		if err != nil {
+			return nil, err
 		}
 		if i > 0 && n != res.OutRecords {
 			return nil, fmt.Errorf("%s/%s: run %d wrote %d records, run 1 wrote %d", s.Group, s.Name, i+1, n, res.OutRecords)
@@ -217,26 +216,28 @@ func (h *harness) runOnce(ctx context.Context, s *Spec, argv []string, stdout, s
 	return run, v[5], nil
 }
 
-// countLines counts the lines of a file, a last line without a newline
+// countLines counts the lines of files, a last line without a newline
 // included.
-func countLines(path string) (n int64, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	buf, last := make([]byte, 1<<20), byte('\n')
-	for {
-		k, err := f.Read(buf)
-		if k > 0 {
-			n, last = n+int64(bytes.Count(buf[:k], []byte{'\n'})), buf[k-1]
+func countLines(paths ...string) (n int64, err error) {
+	buf := make([]byte, 1<<20)
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return 0, err
 		}
-		if err == io.EOF {
-			return n + int64(b2i(last != '\n')), nil
-		} else if err != nil {
+		last := byte('\n')
+		for err == nil {
+			var k int
+			if k, err = f.Read(buf); k > 0 {
+				n, last = n+int64(bytes.Count(buf[:k], []byte{'\n'})), buf[k-1]
+			}
+		}
+		f.Close()
+		if n += int64(b2i(last != '\n')); err != io.EOF {
 			return 0, err
 		}
 	}
+	return n, nil
 }
 
 func tail(b []byte, n int) string { return string(b[max(0, len(b)-n):]) }
@@ -314,12 +315,13 @@ func (h *harness) stream(w io.Writer, group, rate string, cpuPerRecord bool) {
 	}
 }
 
-// simProc is an llmsim the harness started in the background.
+// simProc is an llmsim the harness started in the background, under a
+// lifeline: no llmsim outlives the run, however it ends.
 type simProc struct {
 	urls []string
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *lifeline.Process
 	dir  string
+	logf func(string, ...any)
 }
 
 // startSim starts llmsim with endpoints endpoints on free loopback ports
@@ -330,23 +332,14 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 	if err != nil {
 		return nil, err
 	}
-	out, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer out.Close() // the child has its own descriptor
 	ready := filepath.Join(dir, "urls")
-	s := &simProc{dir: dir, done: make(chan struct{}), cmd: exec.Command(h.tool("llmsim"),
-		append([]string{"--listen", strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", endpoints), ","), "--ready-file", ready}, flags...)...)}
-	s.cmd.Dir, s.cmd.Env, s.cmd.Stdout, s.cmd.Stderr = h.dir, h.environ, out, out
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { s.cmd.Wait(); close(s.done) }()
+	s := &simProc{dir: dir, logf: h.logf}
+	s.proc, err = lifeline.Start("llmsim", dir, h.environ, log, append([]string{h.tool("llmsim"), "--listen",
+		strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", endpoints), ","), "--ready-file", ready}, flags...)...)
 	deadline := time.After(30 * time.Second)
-	for len(s.urls) != endpoints {
+	for err == nil && len(s.urls) != endpoints {
 		select {
-		case <-s.done:
+		case <-s.proc.Done():
 			err = fmt.Errorf("exited before it was ready")
 		case <-deadline:
 			err = fmt.Errorf("not ready after 30 s")
@@ -356,24 +349,20 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 			data, _ := os.ReadFile(ready)
 			s.urls = strings.Fields(string(data))
 		}
-		if err != nil {
-			s.stop()
-			data, _ := os.ReadFile(log)
-			return nil, fmt.Errorf("llmsim %s: %v\n%s", strings.Join(flags, " "), err, tail(data, 2000))
-		}
+	}
+	if err != nil {
+		s.stop()
+		data, _ := os.ReadFile(log)
+		return nil, fmt.Errorf("llmsim %s: %v\n%s", strings.Join(flags, " "), err, tail(data, 2000))
 	}
 	return s, nil
 }
 
 // stop ends llmsim with SIGTERM (it then writes its summary and request
-// log), or kills it after 10 s.
+// log), or kills it.
 func (s *simProc) stop() {
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
+	if s.proc != nil {
+		s.proc.Stop(s.logf)
 	}
 	os.RemoveAll(s.dir)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -116,12 +117,11 @@ func (r *Result) Metric(name string) (v float64, ok bool) {
 // writeResults puts rows in a file, one JSON line each, whole or not at all.
 func writeResults(path string, rows []*Result) error {
 	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	for _, r := range rows {
-		data, err := json.Marshal(r)
-		if err != nil {
+		if err := enc.Encode(r); err != nil {
 			return err
 		}
-		b.Write(append(data, '\n'))
 	}
 	return writeFile(path, b.Bytes())
 }
@@ -217,12 +217,12 @@ func parseCPUBusy(line string) time.Duration {
 // othersMeter sums, over a measurement's runs, the CPU time other
 // processes spent and the wall time the runs took.
 type othersMeter struct {
-	others, wall, start time.Duration
-	unknown             bool
+	others, wall time.Duration
+	unknown      bool
 }
 
-func (m *othersMeter) begin()      { m.start = cpuBusy() }
-func (m *othersMeter) end(run Run) { m.add(m.start, cpuBusy(), run) }
+// add counts a run, between the CPU time all processes had spent at its
+// start and at its end.
 func (m *othersMeter) add(start, now time.Duration, run Run) {
 	if start < 0 || now < 0 {
 		m.unknown = true
@@ -302,21 +302,19 @@ func (t *table) write(w io.Writer) {
 // METRIC:DECIMALS, or name, ** (the name in bold), input, ratio, spread,
 // rss, out, load or others.
 func columns(rows []*Result, cols ...string) *table {
-	var head []string
+	t := newTable()
 	for _, c := range cols {
-		h, _, _ := strings.Cut(c, "=")
-		head = append(head, h)
+		head, _, _ := strings.Cut(c, "=")
+		t.head = append(t.head, head)
 	}
-	t := newTable(head...)
 	for _, r := range rows {
 		var cells []string
 		for _, c := range cols {
 			_, cell, _ := strings.Cut(c, "=")
 			metric, dec, isMetric := strings.Cut(cell, ":")
-			switch d, _ := strconv.Atoi(dec); {
-			case isMetric:
+			if d, _ := strconv.Atoi(dec); isMetric {
 				cell = metricCell(r, metric, d)
-			default:
+			} else {
 				cell = map[string]func() string{"name": func() string { return nameCell(r) }, "**": func() string { return "**" + r.Name + "**" },
 					"input": func() string { return inputCell(r) }, "ratio": func() string { return ratioCell(rows, r) }, "spread": func() string { return spreadCell(r) },
 					"rss": func() string { return rssCell(r) }, "out": func() string { return outCell(r) }, "load": func() string { return loadCell(r.Load1) },
@@ -437,6 +435,23 @@ func sizeCommands(w io.Writer, rows []*Result) {
 	}
 }
 
+func inputCell(r *Result) string {
+	var parts []string
+	if r.Bytes > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f MB", float64(r.Bytes)/1e6))
+	}
+	if r.Records > 0 {
+		parts = append(parts, cli.Thousands(r.Records)+" rec")
+	}
+	return cmp.Or(strings.Join(parts, ", "), "—")
+}
+
+// spreadCell is half the range of a row's wall times over their median:
+// a ratio between two rows is only as good as their spreads.
+func spreadCell(r *Result) string {
+	return figureOf(r, "spread_pct", func(v float64) string { return fmt.Sprintf("±%.0f%%", v/2) })
+}
+
 // nameCell is a row's name: tokenmill's in bold, an unavailable one with
 // the reason.
 func nameCell(r *Result) string {
@@ -448,17 +463,6 @@ func nameCell(r *Result) string {
 		name += " (_" + r.Note + "_)"
 	}
 	return name
-}
-
-func inputCell(r *Result) string {
-	var parts []string
-	if r.Bytes > 0 {
-		parts = append(parts, fmt.Sprintf("%.0f MB", float64(r.Bytes)/1e6))
-	}
-	if r.Records > 0 {
-		parts = append(parts, cli.Thousands(r.Records)+" rec")
-	}
-	return cmp.Or(strings.Join(parts, ", "), "—")
 }
 
 // outCell is the records a row wrote, or a dash when not counted.
@@ -534,22 +538,16 @@ func trimFloat(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// spreadCell is half the range of a row's wall times over their median:
-// a ratio between two rows is only as good as their spreads.
-func spreadCell(r *Result) string {
-	if v, ok := r.Metric("spread_pct"); ok {
-		return fmt.Sprintf("±%.0f%%", v/2)
+// figureOf is a row's figure as format prints it, or a dash without it.
+func figureOf(r *Result, metric string, format func(float64) string) string {
+	if v, ok := r.Metric(metric); ok && !math.IsNaN(v) {
+		return format(v)
 	}
 	return "—"
 }
 
 // figureCell is a row's figure as trimFloat prints it, or a dash.
-func figureCell(r *Result, metric string) string {
-	if v, ok := r.Metric(metric); ok {
-		return trimFloat(v)
-	}
-	return "—"
-}
+func figureCell(r *Result, metric string) string { return figureOf(r, metric, trimFloat) }
 
 // overCell is a's figure over b's as "1.23×", or nothing without both.
 func overCell(a *Result, ma string, b *Result, mb string) string {
@@ -561,15 +559,14 @@ func overCell(a *Result, ma string, b *Result, mb string) string {
 	return strconv.FormatFloat(x/y, 'f', 2, 64) + "×"
 }
 
+// metricCell is a row's figure with decimals, in thousands when whole.
 func metricCell(r *Result, name string, decimals int) string {
-	v, ok := r.Metric(name)
-	switch {
-	case !ok || math.IsNaN(v):
-		return "—"
-	case decimals == 0:
-		return cli.Thousands(int64(math.Round(v)))
-	}
-	return strconv.FormatFloat(v, 'f', decimals, 64)
+	return figureOf(r, name, func(v float64) string {
+		if decimals == 0 {
+			return cli.Thousands(int64(math.Round(v)))
+		}
+		return strconv.FormatFloat(v, 'f', decimals, 64)
+	})
 }
 
 func loadCell(v float64) string {
@@ -592,35 +589,36 @@ func othersCell(r *Result) string {
 // GROUP/NAME[@SIZE]:METRIC (a metric as Result.Metric names it) and OP is
 // >= or <=, e.g. dedup ≥ 3× awk := dedup/dedup:mbps / dedup/awk:mbps >= 3.
 // A figure that was not measured is said to be so, never counted as met.
+var (
+	targetSyntax = regexp.MustCompile(`^(.+?) := (.+?)(?: / (.+?))? (>=|<=) (\S+)$`)
+	refSyntax    = regexp.MustCompile(`^([^/]+)/(.+?)(?:@(.+))?:([^:]+)$`)
+)
+
 func writeTargets(w io.Writer, results []*Result, specs []string) error {
 	tb := newTable("target", "measured", "met")
 	for _, spec := range specs {
-		label, expr, ok := strings.Cut(spec, " := ")
-		op, atLeast := " >= ", true
-		if !strings.Contains(expr, op) {
-			op, atLeast = " <= ", false
-		}
-		lhs, rhs, ok2 := strings.Cut(expr, op)
-		want, err := strconv.ParseFloat(strings.TrimSpace(rhs), 64)
-		if !ok || !ok2 || err != nil {
+		m := targetSyntax.FindStringSubmatch(spec)
+		if m == nil {
 			return fmt.Errorf("target %q: want LABEL := EXPR >= VALUE (or <=)", spec)
 		}
-		num, den, ratio := strings.Cut(lhs, " / ")
-		v, ok, missing, err := lookup(results, num)
-		if ok && ratio && err == nil {
+		label, num, den, atLeast := strings.TrimSpace(m[1]), m[2], m[3], m[4] == ">="
+		want, err := strconv.ParseFloat(m[5], 64)
+		v, ok, err2 := lookup(results, num)
+		missing := num
+		if ok && den != "" && err2 == nil {
 			var d float64
-			d, ok, missing, err = lookup(results, den)
-			v, ok = v/d, ok && d > 0
+			d, ok, err2 = lookup(results, den)
+			v, ok, missing = v/d, ok && d > 0, den
 		}
-		switch {
-		case err != nil:
-			return fmt.Errorf("target %q: %v", spec, err)
+		switch measured := formatMeasured(v, num, den != "", atLeast, want); {
+		case err != nil || err2 != nil:
+			return fmt.Errorf("target %q: %v", spec, cmp.Or(err, err2))
 		case !ok:
-			tb.add(strings.TrimSpace(label), "not measured ("+missing+")", "?")
+			tb.add(label, "not measured ("+missing+")", "?")
 		case atLeast && v < want || !atLeast && v > want:
-			tb.add(strings.TrimSpace(label), formatMeasured(v, num, ratio, atLeast, want), "**no**")
+			tb.add(label, measured, "**no**")
 		default:
-			tb.add(strings.TrimSpace(label), formatMeasured(v, num, ratio, atLeast, want), "yes")
+			tb.add(label, measured, "yes")
 		}
 	}
 	tb.write(w)
@@ -628,22 +626,19 @@ func writeTargets(w io.Writer, results []*Result, specs []string) error {
 }
 
 // lookup finds the figure GROUP/NAME[@SIZE]:METRIC; the last row of that
-// name wins. missing is the reference, trimmed, for a figure not measured.
-func lookup(results []*Result, ref string) (v float64, ok bool, missing string, err error) {
-	missing = strings.TrimSpace(ref)
-	group, rest, ok1 := strings.Cut(missing, "/")
-	i := strings.LastIndexByte(rest, ':')
-	if !ok1 || i < 0 {
-		return 0, false, missing, fmt.Errorf("%q: want GROUP/NAME:METRIC", missing)
+// name wins.
+func lookup(results []*Result, ref string) (v float64, ok bool, err error) {
+	m := refSyntax.FindStringSubmatch(ref)
+	if m == nil {
+		return 0, false, fmt.Errorf("%q: want GROUP/NAME:METRIC", ref)
 	}
-	name, size, _ := strings.Cut(rest[:i], "@")
-	for k := len(results) - 1; k >= 0; k-- {
-		if r := results[k]; r.Group == group && r.Name == name && (size == "" || r.Size == size) {
-			v, ok = r.Metric(rest[i+1:])
-			return v, ok, missing, nil
+	for _, r := range slices.Backward(results) {
+		if r.Group == m[1] && r.Name == m[2] && (m[3] == "" || r.Size == m[3]) {
+			v, ok = r.Metric(m[4])
+			return v, ok, nil
 		}
 	}
-	return 0, false, missing, nil
+	return 0, false, nil
 }
 
 func formatMeasured(v float64, ref string, ratio, atLeast bool, want float64) string {
