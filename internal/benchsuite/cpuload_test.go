@@ -23,18 +23,20 @@ func TestParseCPUBusy(t *testing.T) {
 	}
 }
 
-func TestOthersMeter(t *testing.T) {
-	var m othersMeter
+func TestOthersCores(t *testing.T) {
 	// The machine spent 3 s of CPU in a 2 s run, 1.5 s of it the command's;
 	// then 1 s in a 1 s run that was all the command's.
-	m.add(10*time.Second, 13*time.Second, Run{Wall: 2 * time.Second, User: time.Second, Sys: 500 * time.Millisecond})
-	m.add(20*time.Second, 21*time.Second, Run{Wall: time.Second, User: time.Second})
-	if got := m.cores(); got != 0.5 {
+	busy := [][2]time.Duration{{10 * time.Second, 13 * time.Second}, {20 * time.Second, 21 * time.Second}}
+	runs := []Run{{Wall: 2 * time.Second, User: time.Second, Sys: 500 * time.Millisecond}, {Wall: time.Second, User: time.Second}}
+	if got := othersCores(busy, runs); got != 0.5 {
 		t.Errorf("cores %v, want 0.5 (1.5 s of others' CPU in 3 s)", got)
 	}
-	m.add(-1, 5*time.Second, Run{Wall: time.Second})
-	if m.cores() != -1 {
-		t.Error("a meter that missed a reading gives a figure")
+	busy = append(busy, [2]time.Duration{-1, 5 * time.Second})
+	if got := othersCores(busy, append(runs, Run{Wall: time.Second})); got != -1 {
+		t.Errorf("a run that missed a reading gives %v", got)
+	}
+	if got := othersCores(nil, nil); got != -1 {
+		t.Errorf("no runs give %v", got)
 	}
 	r := &Result{Load1: 1.25, Metrics: map[string]float64{"others_cores": 0.75}}
 	if got := othersCell(r); got != "1.2; others 0.8" && got != "1.3; others 0.8" {

@@ -263,10 +263,8 @@ func (h *harness) keepFacts() {
 		f["memory"] = fmt.Sprintf("%.1f GiB", kb/(1<<20))
 	}
 	f["kernel"], f["Go"] = first("uname", "-sr"), strings.TrimPrefix(first("go", "version"), "go version ")
-	f["jq"], f["gawk"], f["awk"] = first("jq", "--version"), first("gawk", "--version"), first("awk", "-W", "version") // mawk's way
-	if f["awk"] == "not installed" {
-		f["awk"] = first("awk", "--version")
-	}
+	// awk -W version is how mawk says its version; gawk takes it too.
+	f["jq"], f["gawk"], f["awk"] = first("jq", "--version"), first("gawk", "--version"), first("awk", "-W", "version")
 	if f["node"] = first("node", "--version"); f["node"] != "not installed" {
 		f["node"] += " (openai " + cmp.Or(h.nodeSDK(), "not installed") + ")"
 	}
@@ -568,66 +566,59 @@ func elapsed(d time.Duration) string {
 // two is meant cannot be told.
 func Splice(doc, section []byte, order []string) ([]byte, error) {
 	sec := strings.TrimRight(string(section), "\n")
-	heading, _, _ := strings.Cut(sec, "\n")
+	heading := headingOf(sec)
 	if !strings.HasPrefix(heading, "## ") {
-		return nil, fmt.Errorf("a section starts with its \"## \" heading, not %q", heading)
+		first, _, _ := strings.Cut(sec, "\n")
+		return nil, fmt.Errorf("a section starts with its \"## \" heading, not %q", first)
 	}
-	heading = strings.TrimRight(heading, " ")
 	if len(bytes.TrimSpace(doc)) == 0 {
 		doc = []byte("# Benchmarks\n")
 	}
 	parts := splitParts(string(doc))
-	at := -1
-	for i, p := range parts {
-		if p.heading == heading && at >= 0 {
-			return nil, fmt.Errorf("the report holds %q twice", heading)
-		} else if p.heading == heading {
-			at = i
+	same := func(p string) bool { return headingOf(p) == heading }
+	at := slices.IndexFunc(parts, same)
+	switch {
+	case at >= 0 && slices.ContainsFunc(parts[at+1:], same):
+		return nil, fmt.Errorf("the report holds %q twice", heading)
+	case at >= 0:
+		parts[at] = sec
+	default:
+		k := slices.Index(order, heading)
+		if at = slices.IndexFunc(parts, func(p string) bool { return k >= 0 && slices.Contains(order[k+1:], headingOf(p)) }); at < 0 {
+			at = len(parts)
 		}
+		parts = slices.Insert(parts, at, sec)
 	}
-	if at >= 0 {
-		parts[at].text = sec
-	} else {
-		at = len(parts)
-		if k := slices.Index(order, heading); k >= 0 {
-			if i := slices.IndexFunc(parts, func(p part) bool { return slices.Contains(order[k+1:], p.heading) }); i >= 0 {
-				at = i
-			}
-		}
-		parts = slices.Insert(parts, at, part{heading: heading, text: sec})
-	}
-	texts := make([]string, len(parts))
-	for i, p := range parts {
-		texts[i] = p.text
-	}
-	return []byte(strings.Join(texts, "\n\n") + "\n"), nil
+	return []byte(strings.Join(parts, "\n\n") + "\n"), nil
 }
 
-// part is the text under one heading (the preamble has none), without its
-// trailing blank lines.
-type part struct{ heading, text string }
+// headingOf is a part's "#" or "##" heading, "" for the preamble.
+func headingOf(part string) string {
+	first, _, _ := strings.Cut(part, "\n")
+	if first = strings.TrimRight(first, " "); strings.HasPrefix(first, "# ") || strings.HasPrefix(first, "## ") {
+		return first
+	}
+	return ""
+}
 
-// splitParts cuts a Markdown document at its "#" and "##" headings; a line
-// inside a code fence is never a heading.
-func splitParts(doc string) []part {
-	var parts []part
-	var cur []string
-	heading, fenced := "", false
-	flush := func() {
-		if text := strings.TrimRight(strings.Join(cur, "\n"), "\n "); heading != "" || strings.TrimSpace(text) != "" {
-			parts = append(parts, part{heading: heading, text: text})
+// splitParts cuts a Markdown document into the text under each "#" and
+// "##" heading (the preamble has none), without trailing blank lines; a
+// line inside a code fence is never a heading.
+func splitParts(doc string) []string {
+	var parts []string
+	var lines [][]string
+	fenced := false
+	for _, line := range strings.Split(doc, "\n") {
+		fenced = fenced != strings.HasPrefix(line, "```")
+		if len(lines) == 0 || !fenced && headingOf(line) != "" {
+			lines = append(lines, nil)
+		}
+		lines[len(lines)-1] = append(lines[len(lines)-1], line)
+	}
+	for _, l := range lines {
+		if text := strings.TrimRight(strings.Join(l, "\n"), "\n "); strings.TrimSpace(text) != "" {
+			parts = append(parts, text)
 		}
 	}
-	for _, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
-		if strings.HasPrefix(line, "```") {
-			fenced = !fenced
-		}
-		if !fenced && (strings.HasPrefix(line, "## ") || strings.HasPrefix(line, "# ")) {
-			flush()
-			cur, heading = nil, strings.TrimRight(line, " ")
-		}
-		cur = append(cur, line)
-	}
-	flush()
 	return parts
 }

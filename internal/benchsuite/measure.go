@@ -99,7 +99,7 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		}
 	}
 	defer clean()
-	var others othersMeter
+	var busy [][2]time.Duration // the CPU time all processes had spent at each run's start and end
 	for i := range s.Runs {
 		clean()
 		for _, d := range s.Mkdir {
@@ -123,7 +123,7 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		}
 		start := cpuBusy()
 		run, floor, err := h.runOnce(ctx, &s, args, stdout, stderr)
-		others.add(start, cpuBusy(), run)
+		busy = append(busy, [2]time.Duration{start, cpuBusy()})
 		if err != nil {
 			log, _ := os.ReadFile(stderr)
 			return nil, fmt.Errorf("%s/%s run %d: %v\n%s", s.Group, s.Name, i+1, err, tail(log, 2000))
@@ -149,7 +149,7 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		}
 		res.OutRecords = n
 	}
-	res.Metrics = map[string]float64{"others_cores": others.cores()}
+	res.Metrics = map[string]float64{"others_cores": othersCores(busy, res.Runs)}
 	m := res.medianRun()
 	h.logf("%s/%s %s: median of %d, %.2f s, CPU %.2f s, peak RSS %.1f MB, %d records out (load %.2f, others %.2f cores)", s.Group, s.Name, s.Size,
 		len(res.Runs), m.Wall.Seconds(), (m.User + m.Sys).Seconds(), float64(m.MaxRSSKB)/1024, res.OutRecords, res.Load1, res.Metrics["others_cores"])
@@ -306,13 +306,6 @@ func (h *harness) rows(w io.Writer, group string) []*Result {
 		fmt.Fprintf(w, "_No results for %s: see the log of the run._\n", group)
 	}
 	return rows
-}
-
-// stream writes a group as a stream table.
-func (h *harness) stream(w io.Writer, group, rate string, cpuPerRecord bool) {
-	if rows := h.rows(w, group); len(rows) > 0 {
-		streamTable(w, rows, rate, cpuPerRecord)
-	}
 }
 
 // simProc is an llmsim the harness started in the background, under a

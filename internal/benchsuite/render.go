@@ -76,7 +76,11 @@ func (h *harness) templates() *template.Template {
 		},
 		"perKey": func(rss float64, n int64) float64 { return rss * 1e6 / float64(n) },
 		"stream": func(group, rate string, cpu bool) string {
-			return str(func(w io.Writer) { h.stream(w, group, rate, cpu) })
+			return str(func(w io.Writer) {
+				if rows := h.rows(w, group); len(rows) > 0 {
+					streamTable(w, rows, rate, cpu)
+				}
+			})
 		},
 		"whyNot": func(g, ours, peer, why string) string {
 			return str(func(w io.Writer) { h.whyNot(w, g, ours, peer, why) })

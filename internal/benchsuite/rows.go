@@ -214,31 +214,22 @@ func parseCPUBusy(line string) time.Duration {
 	return time.Duration(ticks) * time.Second / 100
 }
 
-// othersMeter sums, over a measurement's runs, the CPU time other
-// processes spent and the wall time the runs took.
-type othersMeter struct {
-	others, wall time.Duration
-	unknown      bool
-}
-
-// add counts a run, between the CPU time all processes had spent at its
-// start and at its end.
-func (m *othersMeter) add(start, now time.Duration, run Run) {
-	if start < 0 || now < 0 {
-		m.unknown = true
-		return
+// othersCores is the cores other processes kept busy over runs, from the
+// CPU time all processes had spent at each run's start and end; -1 when
+// unknown. Counted in ticks of 10 ms, it swings over short runs: it is
+// held to the CPUs.
+func othersCores(busy [][2]time.Duration, runs []Run) float64 {
+	var others, wall time.Duration
+	for i, run := range runs {
+		if busy[i][0] < 0 || busy[i][1] < 0 {
+			return -1
+		}
+		others, wall = others+max(0, busy[i][1]-busy[i][0]-run.User-run.Sys), wall+run.Wall
 	}
-	m.others += max(0, now-start-run.User-run.Sys)
-	m.wall += run.Wall
-}
-
-// cores is the others' mean use in cores, -1 when unknown. Counted in
-// ticks of 10 ms, it swings over short runs: it is held to the CPUs.
-func (m *othersMeter) cores() float64 {
-	if m.unknown || m.wall <= 0 {
+	if wall <= 0 {
 		return -1
 	}
-	return min(m.others.Seconds()/m.wall.Seconds(), float64(runtime.NumCPU()))
+	return min(others.Seconds()/wall.Seconds(), float64(runtime.NumCPU()))
 }
 
 // median of figures (the lower of the middle two); NaN of none.
