@@ -174,10 +174,11 @@ func (h *harness) nearReal(ctx context.Context) error {
 		h.unavailable("neardup-real", "real datasets", "../shared/data/real is not beside the repository")
 		return nil
 	}
+	const prompts = "tmp/neardup-real.jsonl"
+	defer h.remove(prompts)
 	entries, err := os.ReadDir(dir)
 	load := loadAverage()
 	for _, e := range entries {
-		const prompts = "tmp/neardup-real.jsonl"
 		if name := e.Name(); !e.IsDir() && name != "README.md" && err == nil {
 			err = h.sh(ctx, shellJoin([]string{"extract", "--force", "--progress", "0", "-o", prompts, filepath.Join(dir, name)}))
 			var f []float64
@@ -190,7 +191,6 @@ func (h *harness) nearReal(ctx context.Context) error {
 			}
 		}
 	}
-	os.Remove(h.path("tmp/neardup-real.jsonl"))
 	return err
 }
 
@@ -228,30 +228,23 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 	in := Spec{Group: "neardup", BytesOf: []string{files[0]}}
 	exe, why := python()
 	py := peerSpec{Spec: with(in, pythonRow, "the same words, shingles, permutations and band keys; word hashes from libxxhash", h.pinned(exe, script, files[0])...), why: why}
-	if err := h.measureAll(ctx, []peerSpec{
+	specs := []peerSpec{
 		ours(with(in, "dedup --near, 1 core", "", h.pinned("dedup", "--near", "--workers", "1", files[0])...)),
 		ours(with(in, "dedup (exact), 1 core", "", h.pinned("dedup", "--workers", "1", files[0])...)),
 		ours(with(in, fmt.Sprintf("dedup --near, %d workers", runtime.NumCPU()), "", "dedup", "--near", files[0])),
 		py,
-	}); err != nil {
+	}
+	for i, f := range files {
+		at := Spec{Group: "neardup-growth", Size: fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(int64(sizes[i]))), Runs: 1, BytesOf: []string{f}}
+		specs = append(specs, ours(with(at, "dedup --near", "", "dedup", "--near", f)), ours(with(at, "dedup (exact)", "", "dedup", f)))
+	}
+	if err := h.measureAll(ctx, specs); err != nil {
 		return err
 	}
 	// The signatures and the LSH index alone, without reading, parsing and
 	// writing records: the part a MinHash implementation is judged by.
-	if err := h.goBench(ctx, &Result{Group: "neardup", Name: signLSHRow, Ours: true, Note: "MB of prompt text (first human turns of the corpus), not of JSONL"},
-		"BenchmarkSignLSH", "MB/cpu-s", "mb_per_cpu_s", "-count", strconv.Itoa(h.runs), "./lib/minhash/"); err != nil {
-		return err
-	}
-	for i, f := range files {
-		at := func(name string, argv ...string) peerSpec {
-			return ours(Spec{Group: "neardup-growth", Name: name, Size: fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(int64(sizes[i]))), Runs: 1,
-				BytesOf: []string{f}, Argv: argv})
-		}
-		if err := h.measureAll(ctx, []peerSpec{at("dedup --near", "dedup", "--near", f), at("dedup (exact)", "dedup", f)}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return h.goBench(ctx, &Result{Group: "neardup", Name: signLSHRow, Ours: true, Note: "MB of prompt text (first human turns of the corpus), not of JSONL"},
+		"BenchmarkSignLSH", "MB/cpu-s", "mb_per_cpu_s", "-count", strconv.Itoa(h.runs), "./lib/minhash/")
 }
 
 func init() {
