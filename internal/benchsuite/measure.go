@@ -428,10 +428,7 @@ func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
 			err = h.sh(ctx, script)
 		}
 		if err == nil && st.keep != nil {
-			tmp := h.path(st.file + ".part")
-			if err = copyLines(h.path(st.file), tmp, 0, st.keep); err == nil {
-				err = os.Rename(tmp, h.path(st.file))
-			}
+			err = copyLines(h.path(st.file), h.path(st.file), 0, st.keep)
 		}
 		if err != nil {
 			return fmt.Errorf("making %s: %w", st.file, err)
@@ -510,7 +507,8 @@ func (h *harness) head(src, dst string, n int) error {
 
 // copyLines writes the first whole lines of src that keep accepts (nil:
 // all; keep is given a last line without its newline too) to dst, n of
-// them at most (0: no limit).
+// them at most (0: no limit). dst may be src: the new file replaces it
+// once written, while src is still open.
 func copyLines(src, dst string, n int, keep func([]byte) bool) error {
 	in, err := os.Open(src)
 	if err != nil {

@@ -114,17 +114,8 @@ func (h *harness) templates() *template.Template {
 	return template.Must(template.New("report").Funcs(funcs).Parse(reportTmpl))
 }
 
-func toInt(v any) int64 {
-	switch n := v.(type) {
-	case int:
-		return int64(n)
-	case int64:
-		return n
-	case float64:
-		return int64(n)
-	}
-	panic(fmt.Sprintf("not a number: %v", v))
-}
+// toInt is a number the templates pass, of whichever type, as an int64.
+func toInt(v any) int64 { return reflect.ValueOf(v).Convert(reflect.TypeFor[int64]()).Int() }
 
 // text writes the template name, if there is one, with v.
 func (h *harness) text(w io.Writer, name string, v view) error {

@@ -2,7 +2,6 @@ package benchsuite
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -116,14 +115,15 @@ func (r *Result) Metric(name string) (v float64, ok bool) {
 
 // writeResults puts rows in a file, one JSON line each, whole or not at all.
 func writeResults(path string, rows []*Result) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	for _, r := range rows {
-		if err := enc.Encode(r); err != nil {
-			return err
+	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
 		}
-	}
-	return writeFile(path, b.Bytes())
+		return nil
+	})
 }
 
 // readResults loads every row of the file, in order.
@@ -131,29 +131,26 @@ func readResults(path string) (out []*Result, err error) {
 	return out, eachJSON(path, func(r *Result) error { out = append(out, r); return nil })
 }
 
-// eachJSON calls fn with every line of a JSONL file, decoded.
+// eachJSON calls fn with every value of a JSONL file, decoded; an error
+// names the value's place in the file (its line, when one a line).
 func eachJSON[T any](path string, fn func(*T) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for line := 1; sc.Scan(); line++ {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
-		}
+	dec := json.NewDecoder(bufio.NewReaderSize(f, 1<<20))
+	for n := 1; ; n++ {
 		v := new(T)
-		err := json.Unmarshal(sc.Bytes(), v)
-		if err == nil {
+		if err = dec.Decode(v); err == io.EOF {
+			return nil
+		} else if err == nil {
 			err = fn(v)
 		}
 		if err != nil {
-			return fmt.Errorf("%s:%d: %v", path, line, err)
+			return fmt.Errorf("%s:%d: %v", path, n, err)
 		}
 	}
-	return sc.Err()
 }
 
 // writeFile puts a file in place whole or not at all.
@@ -348,10 +345,12 @@ func commandList(w io.Writer, rows []*Result) {
 	}
 }
 
-// bySize arranges rows measured at several sizes: the tools and the sizes
-// in the order first measured, and the row of a tool at a size (nil if none).
-func bySize(rows []*Result) (tools, sizes []string, at func(tool, size string) *Result) {
-	cell := map[[2]string]*Result{}
+// pivot is a table of tools (rows) by sizes (columns), both in the order
+// first measured, of one metric, a cell's text made by value, with the
+// growth from the first size to the last when growth is set.
+func pivot(rows []*Result, corner, metric string, growth bool, value func(*Result) string) *table {
+	var tools, sizes []string
+	at := map[[2]string]*Result{}
 	for _, r := range rows {
 		if !slices.Contains(sizes, r.Size) {
 			sizes = append(sizes, r.Size)
@@ -359,16 +358,8 @@ func bySize(rows []*Result) (tools, sizes []string, at func(tool, size string) *
 		if !slices.Contains(tools, r.Name) {
 			tools = append(tools, r.Name)
 		}
-		cell[[2]string{r.Name, r.Size}] = r
+		at[[2]string{r.Name, r.Size}] = r
 	}
-	return tools, sizes, func(t, s string) *Result { return cell[[2]string{t, s}] }
-}
-
-// pivot is a table of tools (rows) by sizes (columns) of one metric, a
-// cell's text made by value, with the growth from the first size to the
-// last when growth is set.
-func pivot(rows []*Result, corner, metric string, growth bool, value func(*Result) string) *table {
-	tools, sizes, at := bySize(rows)
 	first, last := sizes[0], sizes[len(sizes)-1]
 	head := append([]string{corner}, sizes...)
 	if growth {
@@ -378,19 +369,17 @@ func pivot(rows []*Result, corner, metric string, growth bool, value func(*Resul
 	for _, tool := range tools {
 		cells := []string{tool}
 		for _, s := range sizes {
-			if r := at(tool, s); r != nil {
+			if r := at[[2]string{tool, s}]; r != nil {
 				cells = append(cells, value(r))
 			} else {
 				cells = append(cells, "—")
 			}
 		}
-		if growth {
-			x, _ := at(tool, first).Metric(metric)
-			y, ok := at(tool, last).Metric(metric)
+		x, _ := at[[2]string{tool, first}].Metric(metric)
+		if y, ok := at[[2]string{tool, last}].Metric(metric); growth && x > 0 && ok {
+			cells = append(cells, fmt.Sprintf("%.1f×", y/x))
+		} else if growth {
 			cells = append(cells, "—")
-			if x > 0 && ok {
-				cells[len(cells)-1] = fmt.Sprintf("%.1f×", y/x)
-			}
 		}
 		t.add(cells...)
 	}
@@ -415,13 +404,11 @@ func growthTable(w io.Writer, rows []*Result) {
 
 // sizeCommands lists each tool's command at the first size measured.
 func sizeCommands(w io.Writer, rows []*Result) {
-	tools, sizes, at := bySize(rows)
-	for _, t := range tools {
-		for _, s := range sizes {
-			if r := at(t, s); r != nil {
-				fmt.Fprintf(w, "- %s, %s: `%s`\n", t, s, r.Command)
-				break
-			}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !seen[r.Name] {
+			seen[r.Name] = true
+			fmt.Fprintf(w, "- %s, %s: `%s`\n", r.Name, r.Size, r.Command)
 		}
 	}
 }
