@@ -1,17 +1,13 @@
 package benchsuite
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +16,7 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
 )
 
 const (
@@ -35,9 +32,10 @@ const (
 // lib/tokenizer's benchmarks and ../shared/data/tokenizers name them.
 var tokenizerModels = []struct{ Name, Label string }{{"qwen3", "Qwen3"}, {"deepseek_v3", "DeepSeek-V3"}}
 
-// tokenizerModes are the ways the text is handed to a tokenizer: one row
-// each in the table, with lib/tokenizer's benchmark (the per-document one
-// serves both per-document rows).
+// tokenizerModes are the ways the text is handed to a tokenizer, in the
+// order hfReport.modes gives them: one row each in the table, with
+// lib/tokenizer's benchmark (the per-document one serves both per-document
+// rows, which are one row of lib/tokenizer's).
 var tokenizerModes = []struct{ mode, label, bench string }{
 	{"whole", "the renderings concatenated, one call", "BenchmarkEncode"},
 	{"docs", "one call per rendering (binding: `await encode(doc)` each)", "BenchmarkEncodeCases"},
@@ -68,55 +66,28 @@ var tokenizerSection = &section{
 type goldenStats struct{ bytes, docs, tokens int64 }
 
 func readGoldenStats(path string) (st goldenStats, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return st, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return st, fmt.Errorf("%s: %w", path, err)
-	}
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
+	in := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
+	for {
+		line, err := in.Next()
+		if err == io.EOF {
+			return st, nil
+		} else if err != nil {
+			return st, err
+		}
 		var c struct {
 			Rendered string
 			IDs      []int
 		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			return st, fmt.Errorf("%s line %d: %w", path, st.docs+1, err)
+		if err := json.Unmarshal(line.Data, &c); err != nil {
+			return st, fmt.Errorf("%s line %d: %w", path, line.Line, err)
 		}
 		st.bytes, st.tokens, st.docs = st.bytes+int64(len(c.Rendered)), st.tokens+int64(len(c.IDs)), st.docs+1
 	}
-	return st, sc.Err()
-}
-
-// hfBinding is the binding's version where it loads from the peers' node
-// modules, else why not.
-func (h *harness) hfBinding(ctx context.Context) (version, why string) {
-	dir, why := h.nodeModules()
-	if why != "" {
-		return "", why
-	}
-	mod := filepath.Join(dir, "node_modules", hfBindingPackage)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "node", "-e", fmt.Sprintf("require(%q); console.log(require(%q).version)", mod, filepath.Join(mod, "package.json")))
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.Index(msg, "Error: "); i >= 0 {
-			msg, _, _ = strings.Cut(msg[i:], "\n")
-		}
-		return "", hfBindingPackage + " does not load here: " + cmp.Or(msg, err.Error())
-	}
-	return strings.TrimSpace(string(out)), ""
 }
 
 // hfReport is what hf-tokenizers.mjs prints (fields matched by name).
 type hfReport struct {
-	Node                     string
+	Binding, Node            string
 	Bytes, Documents         int64
 	GoldenMismatches         int64   `json:"golden_mismatches"`
 	CallFloorUS              float64 `json:"call_floor_us"`
@@ -129,10 +100,12 @@ type hfReport struct {
 }
 
 type hfMode struct {
-	Seconds, MBps float64
-	Tokens        int64
-	TokS          float64 `json:"tok_s"`
+	Seconds, MBps, Tokens float64
+	TokS                  float64 `json:"tok_s"`
 }
+
+// modes are the report's figures of each of tokenizerModes.
+func (r *hfReport) modes() []hfMode { return []hfMode{r.Whole, r.Docs, r.Batch, r.Cold} }
 
 func parseHFReport(out []byte) (*hfReport, error) {
 	line := bytes.TrimSpace(out)
@@ -141,7 +114,7 @@ func parseHFReport(out []byte) (*hfReport, error) {
 	if err := json.Unmarshal(line, r); err != nil {
 		return nil, fmt.Errorf("hf-tokenizers.mjs printed no report: %v: %q", err, tail(out, 500))
 	}
-	if r.Bytes <= 0 || r.Whole.Seconds <= 0 || r.Docs.Seconds <= 0 || r.Batch.Seconds <= 0 || r.Cold.Seconds <= 0 || r.Load.MS <= 0 {
+	if r.Bytes <= 0 || slices.ContainsFunc(r.modes(), func(m hfMode) bool { return m.Seconds <= 0 }) || r.Load.MS <= 0 {
 		return nil, fmt.Errorf("hf-tokenizers.mjs: a report without figures: %s", line)
 	}
 	return r, nil
@@ -157,22 +130,27 @@ type tokenizerRuns struct {
 	loads          []float64
 }
 
-// tokenizerCommands are the commands a run takes, as run from the
-// repository.
+// tokenizerCommands are the commands a run takes, run from the repository
+// with the paths as seen from there, as the report shows them.
 type tokenizerCommands struct {
 	encode, render []string
 	load, hf       map[string][]string
 }
 
-func (h *harness) tokenizerCommands(dir string) tokenizerCommands {
+func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
 	reps := "3"
 	if h.quick {
 		reps = "1"
 	}
+	rel := func(p string) string { // near the repository, relative to it
+		if r, err := filepath.Rel(h.repo, p); err == nil && !strings.HasPrefix(r, "../..") {
+			return r
+		}
+		return p
+	}
 	goTest := func(bench, benchtime, pkg string) []string {
 		return h.pinned("env", "GOMAXPROCS=1", "go", "test", "-run", "^$", "-bench", bench, "-benchtime", benchtime, "-count", "1", pkg)
 	}
-	modules, _ := h.nodeModules()
 	c := tokenizerCommands{
 		encode: goTest("^BenchmarkEncode(|Cases|Cold)$", reps+"x", "./lib/tokenizer"),
 		render: goTest("^BenchmarkTokenizerRender$", renderBenchtime, "./internal/benchsuite"),
@@ -180,15 +158,16 @@ func (h *harness) tokenizerCommands(dir string) tokenizerCommands {
 	}
 	for _, m := range tokenizerModels {
 		c.load[m.Name] = goTest("^BenchmarkTokenizerLoad$/^"+m.Name+"$", "1x", "./internal/benchsuite")
-		c.hf[m.Name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", h.repoFile(hfScript), "--modules", modules,
-			"--golden", filepath.Join(dir, "golden", m.Name+".jsonl.gz"), "--reps", reps, "--cold-reps", reps, filepath.Join(dir, m.Name, "tokenizer.json"))
+		c.hf[m.Name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", hfScript, "--modules", rel(modules),
+			"--golden", rel(filepath.Join(dir, "golden", m.Name+".jsonl.gz")), "--reps", reps, "--cold-reps", reps, rel(filepath.Join(dir, m.Name, "tokenizer.json")))
 	}
 	return c
 }
 
+// measureTokenizer runs go test's benchmarks and the binding's script in
+// turns, --runs times; the binding's rows say why where it is not installed.
 func (h *harness) measureTokenizer(ctx context.Context) error {
 	dir := filepath.Dir(h.shared("tokenizers/golden"))
-	version, why := h.hfBinding(ctx)
 	if dir == "." {
 		for _, m := range tokenizerModels {
 			for _, name := range []string{oursEncodeRow(m.Name, "whole"), oursRenderRow(m.Name), oursLoadRow(m.Name)} {
@@ -196,6 +175,10 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 			}
 		}
 		return nil
+	}
+	modules, why := h.nodeModules()
+	if why == "" && !fileExists(filepath.Join(modules, "node_modules", hfBindingPackage)) {
+		why = hfBindingPackage + " is not in " + modules + " (.ci/install-peers installs it)"
 	}
 	stats := map[string]goldenStats{}
 	for _, m := range tokenizerModels {
@@ -205,7 +188,7 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 		}
 		stats[m.Name] = st
 	}
-	cmds := h.tokenizerCommands(dir)
+	cmds, version := h.tokenizerCommands(dir, modules), ""
 	runs := tokenizerRuns{load: map[string][][]byte{}, hf: map[string][]*hfReport{}}
 	for i := range h.runs {
 		runs.loads = append(runs.loads, loadAverage())
@@ -225,14 +208,10 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 			if why != "" {
 				continue
 			}
-			argv := cmds.hf[m.Name]
-			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			var stderr bytes.Buffer
-			cmd.Dir, cmd.Env, cmd.Stderr = h.repo, h.environ, &stderr
-			out, err = cmd.Output()
-			os.WriteFile(h.path("logs/tokenizer-hf-"+m.Name+".err"), stderr.Bytes(), 0o644)
+			// node and the binding as the peers installed them: on their PATH.
+			out, err = h.goTest(ctx, cmds.hf[m.Name], h.environ...)
 			if err != nil {
-				return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(stderr.Bytes(), 3000))
+				return err
 			}
 			rep, err := parseHFReport(out)
 			if err != nil {
@@ -240,10 +219,10 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 			}
 			h.logf("tokenizer: %s: HF tokenizers %.2f MB/s whole, %.2f per document, %.2f batch; load %.0f ms, %.0f MB",
 				m.Name, rep.Whole.MBps, rep.Docs.MBps, rep.Batch.MBps, rep.Load.MS, rep.Load.RSSPeakMB)
-			runs.hf[m.Name] = append(runs.hf[m.Name], rep)
+			runs.hf[m.Name], version = append(runs.hf[m.Name], rep), strings.TrimPrefix(rep.Binding, hfBindingPackage+" ")
 		}
 	}
-	rows, err := tokenizerResults(runs, stats, cmds, func(argv []string) string { return h.shownFromRepo(argv, dir) }, version, why)
+	rows, err := tokenizerResults(runs, stats, cmds, shellJoin, version, why)
 	for _, r := range rows {
 		h.logf("%s/%s: %v (load %.2f)", r.Group, r.Name, r.Metrics, r.Load1)
 		h.add(r)
@@ -251,60 +230,51 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	return err
 }
 
-// shownFromRepo is a command run from the repository as the report shows
-// it: paths as seen from there.
-func (h *harness) shownFromRepo(argv []string, dir string) string {
-	s := shellJoin(argv)
-	for _, d := range []string{dir, h.dir} {
-		if rel, err := filepath.Rel(h.repo, d); err == nil {
-			s = strings.ReplaceAll(s, d, rel)
-		}
-	}
-	s = strings.ReplaceAll(s, h.repo+"/", "")
-	if home, err := os.UserHomeDir(); err == nil && home != "/" {
-		s = strings.ReplaceAll(s, home+"/", "~/")
-	}
-	return s
-}
-
 // tokenizerResults makes the section's rows of its runs: each run's
 // figures, then for each the median of the runs (peak RSS: the highest).
 // why, when set, is why the binding's rows are not available.
 func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tokenizerCommands, shown func([]string) string, version, why string) ([]*Result, error) {
 	values := map[string]map[string][]float64{} // by row and figure, a value a run
-	keep := func(name string, m map[string]float64) {
+	keep := func(name string, figs map[string]float64) {
 		if values[name] == nil {
 			values[name] = map[string][]float64{}
 		}
-		for k, v := range m {
+		for k, v := range figs {
 			values[name][k] = append(values[name][k], v)
 		}
 	}
 	for i := range runs.encode {
 		for _, m := range tokenizerModels {
-			figs := benchFigures(slices.Concat(runs.encode[i], runs.render[i], runs.load[m.Name][i]))
-			fig := func(bench, unit string) float64 { return median(figs[bench+"/"+m.Name][unit]) }
-			for _, b := range []string{"BenchmarkEncode", "BenchmarkEncodeCases", "BenchmarkEncodeCold", "BenchmarkTokenizerRender", "BenchmarkTokenizerLoad"} {
-				if figs[b+"/"+m.Name] == nil {
-					return nil, fmt.Errorf("run %d: no figures of %s/%s in the output", i+1, b, m.Name)
+			figs, st := benchFigures(slices.Concat(runs.encode[i], runs.render[i], runs.load[m.Name][i])), stats[m.Name]
+			var missing error
+			fig := func(bench, unit string) float64 {
+				v := figs[bench+"/"+m.Name][unit]
+				if len(v) == 0 {
+					missing = cmp.Or(missing, fmt.Errorf("run %d: no %s of %s/%s in the output", i+1, unit, bench, m.Name))
+				}
+				return median(v)
+			}
+			for _, md := range tokenizerModes {
+				// MB/s as go test reports it; tokens/s of the tokens an op
+				// made (the concatenated text's, as BenchmarkEncode counts
+				// them; the documents', the golden ids'), over ns/op.
+				tokens := fig("BenchmarkEncode", "tokens/op")
+				if md.bench == "BenchmarkEncodeCases" {
+					tokens = float64(st.tokens)
+				}
+				if md.mode != "batch" {
+					keep(oursEncodeRow(m.Name, md.mode), map[string]float64{"mbps": fig(md.bench, "MB/s"), "tok_s": tokens * 1e9 / fig(md.bench, "ns/op"),
+						"tokens": tokens, "passes": benchPasses(cmds.encode)})
 				}
 			}
-			st, tokens := stats[m.Name], fig("BenchmarkEncode", "tokens/op")
-			// MB/s as go test reports it; tokens/s of the tokens an op made
-			// (the concatenated text's, as BenchmarkEncode counts them; the
-			// documents', the golden ids'), over ns/op.
-			keep(oursEncodeRow(m.Name, "whole"), map[string]float64{"mbps": fig("BenchmarkEncode", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncode", "ns/op"),
-				"tokens": tokens, "passes": benchPasses(cmds.encode)})
-			keep(oursEncodeRow(m.Name, "docs"), map[string]float64{"mbps": fig("BenchmarkEncodeCases", "MB/s"),
-				"tok_s": float64(st.tokens) * 1e9 / fig("BenchmarkEncodeCases", "ns/op"), "tokens": float64(st.tokens)})
-			keep(oursEncodeRow(m.Name, "cold"), map[string]float64{"mbps": fig("BenchmarkEncodeCold", "MB/s"), "tok_s": tokens * 1e9 / fig("BenchmarkEncodeCold", "ns/op")})
-			render := map[string]float64{"us_per_conv": fig("BenchmarkTokenizerRender", "µs/conv"), "convs": fig("BenchmarkTokenizerRender", "convs")}
-			if c := render["convs"]; c > 0 {
-				render["allocs_per_conv"] = fig("BenchmarkTokenizerRender", "allocs/op") / c
-			}
-			keep(oursRenderRow(m.Name), render)
+			convs := fig("BenchmarkTokenizerRender", "convs")
+			keep(oursRenderRow(m.Name), map[string]float64{"us_per_conv": fig("BenchmarkTokenizerRender", "µs/conv"), "convs": convs,
+				"allocs_per_conv": fig("BenchmarkTokenizerRender", "allocs/op") / convs})
 			keep(oursLoadRow(m.Name), map[string]float64{"load_ms": fig("BenchmarkTokenizerLoad", "ms/load"), "rss_mb": fig("BenchmarkTokenizerLoad", "peak-RSS-MB"),
 				"rss_before_mb": fig("BenchmarkTokenizerLoad", "RSS-before-MB")})
+			if missing != nil {
+				return nil, missing
+			}
 			if i >= len(runs.hf[m.Name]) {
 				continue
 			}
@@ -312,60 +282,54 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 			if rep.Bytes != st.bytes || rep.Documents != st.docs {
 				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.Name, rep.Bytes, rep.Documents, st.bytes, st.docs)
 			}
-			for mode, md := range map[string]hfMode{"whole": rep.Whole, "docs": rep.Docs, "batch": rep.Batch, "cold": rep.Cold} {
-				keep(hfEncodeRow(m.Name, mode), map[string]float64{"mbps": md.MBps, "tok_s": md.TokS, "tokens": float64(md.Tokens)})
+			for j, md := range rep.modes() {
+				keep(hfEncodeRow(m.Name, tokenizerModes[j].mode), map[string]float64{"mbps": md.MBps, "tok_s": md.TokS, "tokens": md.Tokens})
 			}
 			keep(hfEncodeRow(m.Name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": float64(rep.GoldenMismatches)})
 			keep(hfLoadRow(m.Name), map[string]float64{"load_ms": rep.Load.MS, "rss_mb": rep.Load.RSSPeakMB, "rss_before_mb": rep.Load.RSSBeforeMB})
 		}
 	}
-	load := mean(runs.loads)
 	var out []*Result
+	// add makes a row of its figures; the binding's, without any, says why.
 	add := func(name string, ours bool, argv []string, st goldenStats) *Result {
-		r := &Result{Group: tokGroup, Name: name, Ours: ours, Command: shown(argv), Bytes: st.bytes, Records: st.docs, OutRecords: -1, Load1: load,
-			Metrics: map[string]float64{"runs": float64(len(runs.encode))}}
+		r := unavailable(tokGroup, name, cmp.Or(why, "no run of "+hfScript))
+		if ours || why == "" && values[name] != nil {
+			r = &Result{Group: tokGroup, Name: name, Ours: ours, Command: shown(argv), Bytes: st.bytes, Records: st.docs, OutRecords: -1,
+				Metrics: map[string]float64{"runs": float64(len(runs.encode))}}
+		}
 		for k, v := range values[name] {
 			r.Metrics[k] = median(v)
 			if k == "rss_mb" {
 				r.Metrics[k] = slices.Max(v)
 			}
 		}
+		r.Load1 = mean(runs.loads)
 		out = append(out, r)
 		return r
 	}
-	missing := func(name string) {
-		r := unavailable(tokGroup, name, cmp.Or(why, "no run of "+hfScript))
-		r.Load1 = load
-		out = append(out, r)
-	}
 	for _, m := range tokenizerModels {
-		st, reps := stats[m.Name], runs.hf[m.Name]
+		st := stats[m.Name]
 		whole := add(oursEncodeRow(m.Name, "whole"), true, cmds.encode, st)
 		add(oursEncodeRow(m.Name, "docs"), true, cmds.encode, st)
 		add(oursEncodeRow(m.Name, "cold"), true, cmds.encode, st)
-		for _, mode := range []string{"whole", "docs", "batch", "cold"} {
-			if why != "" || len(reps) == 0 {
-				missing(hfEncodeRow(m.Name, mode))
+		for _, md := range tokenizerModes {
+			r := add(hfEncodeRow(m.Name, md.mode), false, cmds.hf[m.Name], st)
+			if !r.available() {
 				continue
 			}
-			r := add(hfEncodeRow(m.Name, mode), false, cmds.hf[m.Name], st)
 			switch got := int64(r.Metrics["tokens"]); {
-			case mode == "docs" && got != st.tokens:
+			case md.mode == "docs" && got != st.tokens:
 				r.Note = fmt.Sprintf("%s tokens of the documents, the golden ids %s", cli.Thousands(got), cli.Thousands(st.tokens))
-			case (mode == "whole" || mode == "cold") && got != int64(whole.Metrics["tokens"]):
+			case (md.mode == "whole" || md.mode == "cold") && got != int64(whole.Metrics["tokens"]):
 				r.Note = fmt.Sprintf("%s tokens of the concatenated text, lib/tokenizer %s", cli.Thousands(got), cli.Thousands(int64(whole.Metrics["tokens"])))
 			}
 			if version != "" {
-				r.Note = strings.TrimPrefix(r.Note+"; "+hfBindingPackage+" "+version+", node "+reps[0].Node, "; ")
+				r.Note = strings.TrimPrefix(r.Note+"; "+hfBindingPackage+" "+version+", node "+runs.hf[m.Name][0].Node, "; ")
 			}
 		}
 		add(oursRenderRow(m.Name), true, cmds.render, goldenStats{})
 		add(oursLoadRow(m.Name), true, cmds.load[m.Name], goldenStats{})
-		if why != "" || len(reps) == 0 {
-			missing(hfLoadRow(m.Name))
-		} else {
-			add(hfLoadRow(m.Name), false, cmds.hf[m.Name], goldenStats{})
-		}
+		add(hfLoadRow(m.Name), false, cmds.hf[m.Name], goldenStats{})
 	}
 	return out, nil
 }
@@ -410,57 +374,41 @@ func loadOf(r *Result) string {
 // tokenizerView is what the section's text says of its rows; Stop, when
 // set, is all it says.
 func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, Checks, Floors, Slower, Convs string }) {
-	rows := h.group(tokGroup)
 	find := func(name string) *Result { return h.find(tokGroup, name) }
-	first := find(oursEncodeRow(tokenizerModels[0].Name, "whole"))
-	switch {
-	case len(rows) == 0:
+	// The rows are made together: without the first, there are none.
+	switch first := find(oursEncodeRow(tokenizerModels[0].Name, "whole")); {
+	case first == nil:
 		v.Stop = "_No results for " + tokGroup + ": see the log of the run._\n"
 		return v
-	case first != nil && !first.available():
+	case !first.available():
 		v.Stop = "Not measured: " + strings.TrimPrefix(first.Note, "not available: ") + ".\n"
 		return v
+	default:
+		v.Docs, v.Passes = "the "+cli.Thousands(first.Records), metricCell(first, "passes", 0)
 	}
 	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
-	for _, r := range rows {
-		if _, after, ok := strings.Cut(r.Note, hfBindingPackage+" "); ok && !r.Ours && r.available() {
+	if r := find(hfEncodeRow(tokenizerModels[0].Name, "whole")); r != nil && r.available() {
+		if _, after, ok := strings.Cut(r.Note, hfBindingPackage+" "); ok {
 			v.Crate += " (" + after + ")"
-			break
 		}
 	}
-	var sizes []string
+	// What makes the comparison fair, or not, with this run's figures.
+	var sizes, floors, checks, notes, slower []string
 	for _, m := range tokenizerModels {
 		if r := find(oursEncodeRow(m.Name, "whole")); r != nil && r.Bytes > 0 {
 			sizes = append(sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(r.Bytes)/1e6, figure(r, "tokens", 0), m.Label))
 		}
-	}
-	v.Sizes, v.Docs, v.Passes = strings.Join(sizes, ", "), "the", "3"
-	if first != nil && first.Records > 0 {
-		v.Docs = "the " + cli.Thousands(first.Records)
-	}
-	if p, ok := first.Metric("passes"); ok && p > 0 {
-		v.Passes = strconv.Itoa(int(p))
-	}
-	// What makes the comparison fair, or not, with this run's figures.
-	var floors, checks, notes, slower []string
-	for _, m := range tokenizerModels {
-		if whole, batch := find(hfEncodeRow(m.Name, "whole")), find(hfEncodeRow(m.Name, "batch")); whole != nil && whole.available() {
-			x, ok1 := whole.Metric("mbps")
-			y, ok2 := batch.Metric("mbps")
-			if ok1 && ok2 && x < y {
-				slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
-			}
+		x, ok1 := find(hfEncodeRow(m.Name, "whole")).Metric("mbps")
+		y, ok2 := find(hfEncodeRow(m.Name, "batch")).Metric("mbps")
+		if ok1 && ok2 && x < y {
+			slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
 		}
+		// The binding's rows have figures only where it ran.
 		d := find(hfEncodeRow(m.Name, "docs"))
-		if d == nil || !d.available() {
-			continue
-		}
 		if f, ok := d.Metric("call_floor_us"); ok {
-			pass := ""
-			if mbps, ok := d.Metric("mbps"); ok && mbps > 0 && d.Bytes > 0 {
-				pass = fmt.Sprintf(": %.2f s of its %.2f s pass over the %s renderings", f*1e-6*float64(d.Records), float64(d.Bytes)/1e6/mbps, cli.Thousands(d.Records))
-			}
-			floors = append(floors, fmt.Sprintf("%.0f µs for %s%s", f, m.Label, pass))
+			mbps, _ := d.Metric("mbps")
+			floors = append(floors, fmt.Sprintf("%.0f µs for %s: %.2f s of its %.2f s pass over the %s renderings",
+				f, m.Label, f*1e-6*float64(d.Records), float64(d.Bytes)/1e6/mbps, cli.Thousands(d.Records)))
 		}
 		if bad, ok := d.Metric("golden_mismatches"); ok && bad == 0 {
 			checks = append(checks, fmt.Sprintf("all %s of %s", cli.Thousands(d.Records), m.Label))
@@ -486,7 +434,7 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 	if len(floors) > 0 {
 		v.Floors = " (an empty string's call, measured\n  here: " + strings.Join(floors, ";\n  ") + ")"
 	}
-	v.Slower = strings.Join(slower, ", ")
+	v.Sizes, v.Slower = strings.Join(sizes, ", "), strings.Join(slower, ", ")
 	if c, ok := find(oursRenderRow("qwen3")).Metric("convs"); ok {
 		v.Convs = cli.Thousands(int64(c)) + " "
 	}
