@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -85,27 +84,20 @@ func readGoldenStats(path string) (st goldenStats, err error) {
 	}
 }
 
-// hfReport is what hf-tokenizers.mjs prints (fields matched by name).
+// hfReport is what hf-tokenizers.mjs prints (fields matched by name): a
+// mode's figures are named as the rows name them (mbps, tok_s, tokens).
 type hfReport struct {
-	Binding, Node            string
-	Bytes, Documents         int64
-	GoldenMismatches         int64   `json:"golden_mismatches"`
-	CallFloorUS              float64 `json:"call_floor_us"`
-	Whole, Docs, Batch, Cold hfMode
-	Load                     struct {
-		MS          float64
-		RSSBeforeMB float64 `json:"rss_before_mb"`
-		RSSPeakMB   float64 `json:"rss_peak_mb"`
-	}
-}
-
-type hfMode struct {
-	Seconds, MBps, Tokens float64
-	TokS                  float64 `json:"tok_s"`
+	Binding, Node                  string
+	Bytes, Documents               int64
+	GoldenMismatches               float64 `json:"golden_mismatches"`
+	CallFloorUS                    float64 `json:"call_floor_us"`
+	Whole, Docs, Batch, Cold, Load map[string]float64
 }
 
 // modes are the report's figures of each of tokenizerModes.
-func (r *hfReport) modes() []hfMode { return []hfMode{r.Whole, r.Docs, r.Batch, r.Cold} }
+func (r *hfReport) modes() []map[string]float64 {
+	return []map[string]float64{r.Whole, r.Docs, r.Batch, r.Cold}
+}
 
 func parseHFReport(out []byte) (*hfReport, error) {
 	line := bytes.TrimSpace(out)
@@ -114,7 +106,7 @@ func parseHFReport(out []byte) (*hfReport, error) {
 	if err := json.Unmarshal(line, r); err != nil {
 		return nil, fmt.Errorf("hf-tokenizers.mjs printed no report: %v: %q", err, tail(out, 500))
 	}
-	if r.Bytes <= 0 || slices.ContainsFunc(r.modes(), func(m hfMode) bool { return m.Seconds <= 0 }) || r.Load.MS <= 0 {
+	if r.Bytes <= 0 || slices.ContainsFunc(r.modes(), func(m map[string]float64) bool { return m["seconds"] <= 0 }) || r.Load["ms"] <= 0 {
 		return nil, fmt.Errorf("hf-tokenizers.mjs: a report without figures: %s", line)
 	}
 	return r, nil
@@ -168,12 +160,8 @@ func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
 // turns, --runs times; the binding's rows say why where it is not installed.
 func (h *harness) measureTokenizer(ctx context.Context) error {
 	dir := filepath.Dir(h.shared("tokenizers/golden"))
-	if dir == "." {
-		for _, m := range tokenizerModels {
-			for _, name := range []string{oursEncodeRow(m.Name, "whole"), oursRenderRow(m.Name), oursLoadRow(m.Name)} {
-				h.unavailable(tokGroup, name, "../shared/data/tokenizers is not beside the repository")
-			}
-		}
+	if dir == "." { // the first row says so for the section, as its text does
+		h.unavailable(tokGroup, oursEncodeRow(tokenizerModels[0].Name, "whole"), "../shared/data/tokenizers is not beside the repository")
 		return nil
 	}
 	modules, why := h.nodeModules()
@@ -217,8 +205,6 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			h.logf("tokenizer: %s: HF tokenizers %.2f MB/s whole, %.2f per document, %.2f batch; load %.0f ms, %.0f MB",
-				m.Name, rep.Whole.MBps, rep.Docs.MBps, rep.Batch.MBps, rep.Load.MS, rep.Load.RSSPeakMB)
 			runs.hf[m.Name], version = append(runs.hf[m.Name], rep), strings.TrimPrefix(rep.Binding, hfBindingPackage+" ")
 		}
 	}
@@ -283,10 +269,10 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.Name, rep.Bytes, rep.Documents, st.bytes, st.docs)
 			}
 			for j, md := range rep.modes() {
-				keep(hfEncodeRow(m.Name, tokenizerModes[j].mode), map[string]float64{"mbps": md.MBps, "tok_s": md.TokS, "tokens": md.Tokens})
+				keep(hfEncodeRow(m.Name, tokenizerModes[j].mode), map[string]float64{"mbps": md["mbps"], "tok_s": md["tok_s"], "tokens": md["tokens"]})
 			}
-			keep(hfEncodeRow(m.Name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": float64(rep.GoldenMismatches)})
-			keep(hfLoadRow(m.Name), map[string]float64{"load_ms": rep.Load.MS, "rss_mb": rep.Load.RSSPeakMB, "rss_before_mb": rep.Load.RSSBeforeMB})
+			keep(hfEncodeRow(m.Name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": rep.GoldenMismatches})
+			keep(hfLoadRow(m.Name), map[string]float64{"load_ms": rep.Load["ms"], "rss_mb": rep.Load["rss_peak_mb"], "rss_before_mb": rep.Load["rss_before_mb"]})
 		}
 	}
 	var out []*Result
@@ -309,22 +295,12 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 	}
 	for _, m := range tokenizerModels {
 		st := stats[m.Name]
-		whole := add(oursEncodeRow(m.Name, "whole"), true, cmds.encode, st)
-		add(oursEncodeRow(m.Name, "docs"), true, cmds.encode, st)
-		add(oursEncodeRow(m.Name, "cold"), true, cmds.encode, st)
+		for _, mode := range []string{"whole", "docs", "cold"} {
+			add(oursEncodeRow(m.Name, mode), true, cmds.encode, st)
+		}
 		for _, md := range tokenizerModes {
-			r := add(hfEncodeRow(m.Name, md.mode), false, cmds.hf[m.Name], st)
-			if !r.available() {
-				continue
-			}
-			switch got := int64(r.Metrics["tokens"]); {
-			case md.mode == "docs" && got != st.tokens:
-				r.Note = fmt.Sprintf("%s tokens of the documents, the golden ids %s", cli.Thousands(got), cli.Thousands(st.tokens))
-			case (md.mode == "whole" || md.mode == "cold") && got != int64(whole.Metrics["tokens"]):
-				r.Note = fmt.Sprintf("%s tokens of the concatenated text, lib/tokenizer %s", cli.Thousands(got), cli.Thousands(int64(whole.Metrics["tokens"])))
-			}
-			if version != "" {
-				r.Note = strings.TrimPrefix(r.Note+"; "+hfBindingPackage+" "+version+", node "+runs.hf[m.Name][0].Node, "; ")
+			if r := add(hfEncodeRow(m.Name, md.mode), false, cmds.hf[m.Name], st); r.available() && version != "" {
+				r.Note = hfBindingPackage + " " + version + ", node " + runs.hf[m.Name][0].Node
 			}
 		}
 		add(oursRenderRow(m.Name), true, cmds.render, goldenStats{})
@@ -357,18 +333,10 @@ func figure(r *Result, metric string, decimals int) string {
 func times(a, b *Result, metric string) string {
 	x, ok1 := a.Metric(metric)
 	y, ok2 := b.Metric(metric)
-	if !ok1 || !ok2 || y <= 0 || math.IsNaN(x) || math.IsNaN(y) {
+	if !ok1 || !ok2 || y <= 0 {
 		return "—"
 	}
 	return trimFloat(x/y) + "×"
-}
-
-// loadOf is a row's load cell, "?" without the row.
-func loadOf(r *Result) string {
-	if r == nil {
-		return "?"
-	}
-	return loadCell(r.Load1)
 }
 
 // tokenizerView is what the section's text says of its rows; Stop, when
@@ -415,10 +383,12 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 		} else if ok {
 			checks = append(checks, fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(int64(bad)), m.Label, cli.Thousands(d.Records)))
 		}
-		for _, mode := range []string{"whole", "docs", "cold"} {
-			if r := find(hfEncodeRow(m.Name, mode)); r != nil && strings.Contains(r.Note, "tokens of") {
-				n, _, _ := strings.Cut(r.Note, ";")
-				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s**", m.Label, mode, n))
+		// The binding's token counts, each beside lib/tokenizer's of the same text.
+		for _, c := range []struct{ mode, of string }{{"whole", "concatenated text, lib/tokenizer"}, {"docs", "documents, the golden ids"}, {"cold", "concatenated text, lib/tokenizer"}} {
+			got, ok1 := find(hfEncodeRow(m.Name, c.mode)).Metric("tokens")
+			want, ok2 := find(oursEncodeRow(m.Name, c.mode)).Metric("tokens")
+			if ok1 && ok2 && got != want {
+				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s tokens of the %s %s**", m.Label, c.mode, cli.Thousands(int64(got)), c.of, cli.Thousands(int64(want))))
 			}
 		}
 	}
@@ -448,7 +418,7 @@ func init() {
 		for _, m := range tokenizerModels {
 			for _, md := range tokenizerModes {
 				ours, theirs := find(h, oursEncodeRow(m.Name, md.mode)), find(h, hfEncodeRow(m.Name, md.mode))
-				t.add(m.Label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), times(ours, theirs, "mbps"), loadOf(ours))
+				t.add(m.Label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), times(ours, theirs, "mbps"), loadCell(ours.Load1))
 			}
 		}
 		t.write(w)
@@ -461,7 +431,7 @@ func init() {
 		t := newTable("template", "conversations", "µs per conversation", "allocations per conversation", "load")
 		for _, m := range tokenizerModels {
 			r := find(h, oursRenderRow(m.Name))
-			t.add("**"+m.Label+"**", figure(r, "convs", 0), figure(r, "us_per_conv", 1), figure(r, "allocs_per_conv", 0), loadOf(r))
+			t.add("**"+m.Label+"**", figure(r, "convs", 0), figure(r, "us_per_conv", 1), figure(r, "allocs_per_conv", 0), loadCell(r.Load1))
 		}
 		t.write(w)
 	}
@@ -478,7 +448,7 @@ func init() {
 					added = strconv.FormatFloat(p-b, 'f', 1, 64)
 				}
 				label := []string{"**lib/tokenizer** `tokenizer.Load`", "HF tokenizers `Tokenizer.fromFile`"}[i]
-				t.add(m.Label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, []string{"—", ratio}[i], loadOf(r))
+				t.add(m.Label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, []string{"—", ratio}[i], loadCell(r.Load1))
 			}
 		}
 		t.write(w)

@@ -1,6 +1,7 @@
 package benchsuite
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -278,5 +279,39 @@ func TestTokenizerSection(t *testing.T) {
 	}
 	if _, err := parseHFReport([]byte(`{"bytes":1}`)); err == nil {
 		t.Error("a report without figures parsed")
+	}
+
+	// A run whose go test output lacks a figure: no rows, half-measured.
+	runs = cannedTokenizerRuns(t, true)
+	runs.render[1] = runs.render[1][:bytes.IndexByte(runs.render[1], '\n')+1]
+	if _, err := tokenizerResults(runs, cannedTokenizerStats, cmds, shellJoin, "0.6.0", ""); err == nil || !strings.Contains(err.Error(), "run 2: no convs of BenchmarkTokenizerRender/deepseek_v3") {
+		t.Errorf("a figure missing: %v, want an error", err)
+	}
+
+	// The binding's token counts differ from lib/tokenizer's: the text says
+	// so, and no longer that they are the same.
+	runs = cannedTokenizerRuns(t, true)
+	for _, rep := range runs.hf["qwen3"] {
+		rep.Whole["tokens"]++
+		rep.Docs["tokens"]--
+	}
+	rows, err := tokenizerResults(runs, cannedTokenizerStats, cmds, shellJoin, "0.6.0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := testHarness(t)
+	h.results = rows
+	text, err := h.sectionText(tokenizerSection)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"**Qwen3, whole: the binding gave 762,609 tokens of the concatenated text, lib/tokenizer 762,608**",
+		"**Qwen3, docs: the binding gave 762,607 tokens of the documents, the golden ids 762,608**"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text does not say %q", want)
+		}
+	}
+	if strings.Contains(text, "token counts are lib/tokenizer's") || strings.Contains(text, "DeepSeek-V3, whole: the binding") {
+		t.Error("the text says the counts are the same, or differ where they do not")
 	}
 }
