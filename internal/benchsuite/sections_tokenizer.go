@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,7 +88,7 @@ func readGoldenStats(path string) (st goldenStats, err error) {
 // hfReport is what hf-tokenizers.mjs prints (fields matched by name): a
 // mode's figures are named as the rows name them (mbps, tok_s, tokens).
 type hfReport struct {
-	Binding, Node                  string
+	Node                           string
 	Bytes, Documents               int64
 	GoldenMismatches               float64 `json:"golden_mismatches"`
 	CallFloorUS                    float64 `json:"call_floor_us"`
@@ -112,14 +113,12 @@ func parseHFReport(out []byte) (*hfReport, error) {
 	return r, nil
 }
 
-// tokenizerRuns are the outputs of a section's runs: go test's of each
-// run (encode, render, and load by model) and the node script's reports,
-// with the load when each run started.
+// tokenizerRuns are the outputs of a section's runs, a run each, by
+// command: go test's (encode, render, and "load MODEL") and the node
+// script's ("hf MODEL"); with the load when each run started.
 type tokenizerRuns struct {
-	encode, render [][]byte
-	load           map[string][][]byte
-	hf             map[string][]*hfReport
-	loads          []float64
+	out   map[string][][]byte
+	loads []float64
 }
 
 // tokenizerCommands are the commands a run takes, run from the repository
@@ -164,8 +163,10 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 		h.unavailable(tokGroup, oursEncodeRow(tokenizerModels[0].Name, "whole"), "../shared/data/tokenizers is not beside the repository")
 		return nil
 	}
+	// The binding's version, where it is installed, else why not.
 	modules, why := h.nodeModules()
-	if why == "" && !fileExists(filepath.Join(modules, "node_modules", hfBindingPackage)) {
+	var binding struct{ Version string }
+	if data, err := os.ReadFile(filepath.Join(modules, "node_modules", hfBindingPackage, "package.json")); why == "" && (err != nil || json.Unmarshal(data, &binding) != nil) {
 		why = hfBindingPackage + " is not in " + modules + " (.ci/install-peers installs it)"
 	}
 	stats := map[string]goldenStats{}
@@ -176,39 +177,34 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 		}
 		stats[m.Name] = st
 	}
-	cmds, version := h.tokenizerCommands(dir, modules), ""
-	runs := tokenizerRuns{load: map[string][][]byte{}, hf: map[string][]*hfReport{}}
+	// A run's commands, taken in turns, by the key their outputs are kept
+	// under; all run as the harness runs a measured command, node and the
+	// binding as the peers installed them.
+	cmds := h.tokenizerCommands(dir, modules)
+	type turn struct {
+		key  string
+		argv []string
+	}
+	turns := []turn{{"encode", cmds.encode}, {"render", cmds.render}}
+	for _, m := range tokenizerModels {
+		turns = append(turns, turn{"load " + m.Name, cmds.load[m.Name]})
+		if why == "" {
+			turns = append(turns, turn{"hf " + m.Name, cmds.hf[m.Name]})
+		}
+	}
+	runs := tokenizerRuns{out: map[string][][]byte{}}
 	for i := range h.runs {
 		runs.loads = append(runs.loads, loadAverage())
 		h.logf("tokenizer: run %d of %d (load %.2f)", i+1, h.runs, runs.loads[i])
-		enc, err := h.goTest(ctx, cmds.encode)
-		render, err2 := h.goTest(ctx, cmds.render)
-		if err != nil || err2 != nil {
-			return errors.Join(err, err2)
-		}
-		runs.encode, runs.render = append(runs.encode, enc), append(runs.render, render)
-		for _, m := range tokenizerModels {
-			out, err := h.goTest(ctx, cmds.load[m.Name])
+		for _, t := range turns {
+			out, err := h.goTest(ctx, t.argv, h.environ...)
 			if err != nil {
 				return err
 			}
-			runs.load[m.Name] = append(runs.load[m.Name], out)
-			if why != "" {
-				continue
-			}
-			// node and the binding as the peers installed them: on their PATH.
-			out, err = h.goTest(ctx, cmds.hf[m.Name], h.environ...)
-			if err != nil {
-				return err
-			}
-			rep, err := parseHFReport(out)
-			if err != nil {
-				return err
-			}
-			runs.hf[m.Name], version = append(runs.hf[m.Name], rep), strings.TrimPrefix(rep.Binding, hfBindingPackage+" ")
+			runs.out[t.key] = append(runs.out[t.key], out)
 		}
 	}
-	rows, err := tokenizerResults(runs, stats, cmds, shellJoin, version, why)
+	rows, err := tokenizerResults(runs, stats, cmds, shellJoin, binding.Version, why)
 	for _, r := range rows {
 		h.logf("%s/%s: %v (load %.2f)", r.Group, r.Name, r.Metrics, r.Load1)
 		h.add(r)
@@ -221,6 +217,7 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 // why, when set, is why the binding's rows are not available.
 func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tokenizerCommands, shown func([]string) string, version, why string) ([]*Result, error) {
 	values := map[string]map[string][]float64{} // by row and figure, a value a run
+	node := map[string]string{}                 // by model, the binding's node
 	keep := func(name string, figs map[string]float64) {
 		if values[name] == nil {
 			values[name] = map[string][]float64{}
@@ -229,9 +226,10 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 			values[name][k] = append(values[name][k], v)
 		}
 	}
-	for i := range runs.encode {
+	n := len(runs.out["encode"])
+	for i := range n {
 		for _, m := range tokenizerModels {
-			figs, st := benchFigures(slices.Concat(runs.encode[i], runs.render[i], runs.load[m.Name][i])), stats[m.Name]
+			figs, st := benchFigures(slices.Concat(runs.out["encode"][i], runs.out["render"][i], runs.out["load "+m.Name][i])), stats[m.Name]
 			var missing error
 			fig := func(bench, unit string) float64 {
 				v := figs[bench+"/"+m.Name][unit]
@@ -249,8 +247,8 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 					tokens = float64(st.tokens)
 				}
 				if md.mode != "batch" {
-					keep(oursEncodeRow(m.Name, md.mode), map[string]float64{"mbps": fig(md.bench, "MB/s"), "tok_s": tokens * 1e9 / fig(md.bench, "ns/op"),
-						"tokens": tokens, "passes": benchPasses(cmds.encode)})
+					keep(oursEncodeRow(m.Name, md.mode), map[string]float64{"mbps": fig(md.bench, "MB/s"),
+						"tok_s": tokens * 1e9 / fig(md.bench, "ns/op"), "tokens": tokens})
 				}
 			}
 			convs := fig("BenchmarkTokenizerRender", "convs")
@@ -261,10 +259,14 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 			if missing != nil {
 				return nil, missing
 			}
-			if i >= len(runs.hf[m.Name]) {
+			if i >= len(runs.out["hf "+m.Name]) {
 				continue
 			}
-			rep := runs.hf[m.Name][i]
+			rep, err := parseHFReport(runs.out["hf "+m.Name][i])
+			if err != nil {
+				return nil, err
+			}
+			node[m.Name] = rep.Node
 			if rep.Bytes != st.bytes || rep.Documents != st.docs {
 				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.Name, rep.Bytes, rep.Documents, st.bytes, st.docs)
 			}
@@ -281,7 +283,7 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 		r := unavailable(tokGroup, name, cmp.Or(why, "no run of "+hfScript))
 		if ours || why == "" && values[name] != nil {
 			r = &Result{Group: tokGroup, Name: name, Ours: ours, Command: shown(argv), Bytes: st.bytes, Records: st.docs, OutRecords: -1,
-				Metrics: map[string]float64{"runs": float64(len(runs.encode))}}
+				Metrics: map[string]float64{"runs": float64(n)}}
 		}
 		for k, v := range values[name] {
 			r.Metrics[k] = median(v)
@@ -300,7 +302,7 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 		}
 		for _, md := range tokenizerModes {
 			if r := add(hfEncodeRow(m.Name, md.mode), false, cmds.hf[m.Name], st); r.available() && version != "" {
-				r.Note = hfBindingPackage + " " + version + ", node " + runs.hf[m.Name][0].Node
+				r.Note = hfBindingPackage + " " + version + ", node " + node[m.Name]
 			}
 		}
 		add(oursRenderRow(m.Name), true, cmds.render, goldenStats{})
@@ -308,17 +310,6 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 		add(hfLoadRow(m.Name), false, cmds.hf[m.Name], goldenStats{})
 	}
 	return out, nil
-}
-
-// benchPasses is the passes a go test command's -benchtime Nx asks for,
-// 0 when it gives a time instead.
-func benchPasses(argv []string) float64 {
-	if i := slices.Index(argv, "-benchtime"); i >= 0 && i+1 < len(argv) {
-		if n, err := strconv.Atoi(strings.TrimSuffix(argv[i+1], "x")); err == nil {
-			return float64(n)
-		}
-	}
-	return 0
 }
 
 // figure is a cell of a figure, or why the row has none.
@@ -339,6 +330,8 @@ func times(a, b *Result, metric string) string {
 	return trimFloat(x/y) + "×"
 }
 
+var benchtimeX = regexp.MustCompile(`-benchtime \d+`)
+
 // tokenizerView is what the section's text says of its rows; Stop, when
 // set, is all it says.
 func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, Checks, Floors, Slower, Convs string }) {
@@ -352,7 +345,8 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 		v.Stop = "Not measured: " + strings.TrimPrefix(first.Note, "not available: ") + ".\n"
 		return v
 	default:
-		v.Docs, v.Passes = "the "+cli.Thousands(first.Records), metricCell(first, "passes", 0)
+		// The passes a run makes, as its go test command asks for them.
+		v.Docs, v.Passes = "the "+cli.Thousands(first.Records), strings.TrimPrefix(benchtimeX.FindString(first.Command), "-benchtime ")
 	}
 	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
 	if r := find(hfEncodeRow(tokenizerModels[0].Name, "whole")); r != nil && r.available() {

@@ -1,13 +1,12 @@
 package benchsuite
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -93,18 +92,12 @@ func (h *harness) subBench(ctx context.Context, group, name, benchtime, pkg stri
 // unit, every figure of every line.
 func benchFigures(out []byte) map[string]map[string][]float64 {
 	figs := map[string]map[string][]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		name := f[0]
-		if i := strings.LastIndexByte(name, '-'); i > 0 {
-			if _, err := strconv.Atoi(name[i+1:]); err == nil {
-				name = name[:i]
-			}
-		}
+		name := procsSuffix.ReplaceAllString(f[0], "")
 		for i := 3; i < len(f); i += 2 {
 			if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
 				if figs[name] == nil {
@@ -116,6 +109,8 @@ func benchFigures(out []byte) map[string]map[string][]float64 {
 	}
 	return figs
 }
+
+var procsSuffix = regexp.MustCompile(`-\d+$`)
 
 // subBenchMedians reads go test -bench output of one benchmark's
 // sub-benchmarks (name/mode-P ...): for each mode, the median of every
