@@ -408,20 +408,17 @@ func docOrder() []string {
 	return append(order, "## How to reproduce")
 }
 
-// plan turns section names (none: every section; servers: the servers'
-// three) into the sections to measure, in the report's order, and the
-// data steps they need, each once and after the steps it reads.
+// plan turns section names (none: every section) into the sections to
+// measure, in the report's order, and the data steps they need, each once
+// and after the steps it reads.
 func plan(names []string) (secs []*section, steps []*dataStep, err error) {
 	want, needed := map[string]bool{}, map[string]bool{}
 	for _, n := range names {
-		switch n = strings.TrimSpace(n); {
-		case n == "servers":
-			want["inflight"], want["kinds"], want["ollama"] = true, true, true
-		case n == "all" || slices.ContainsFunc(sections, func(s *section) bool { return s.name == n }):
-			want[n] = true
-		default:
-			return nil, nil, fmt.Errorf("no section %q; the sections are %s (servers: inflight, kinds and ollama)", n, strings.Join(sectionNames(), ", "))
+		n = strings.TrimSpace(n)
+		if n != "all" && !slices.ContainsFunc(sections, func(s *section) bool { return s.name == n }) {
+			return nil, nil, fmt.Errorf("no section %q; the sections are %s", n, strings.Join(sectionNames(), ", "))
 		}
+		want[n] = true
 	}
 	for _, s := range sections {
 		if len(names) == 0 || want["all"] || want[s.name] {

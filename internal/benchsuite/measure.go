@@ -292,11 +292,11 @@ func (h *harness) group(name string) (rows []*Result) {
 
 // find is the row of group named name, or nil.
 func (h *harness) find(group, name string) *Result {
-	rows := h.group(group)
-	if i := slices.IndexFunc(rows, func(r *Result) bool { return r.Name == name }); i >= 0 {
-		return rows[i]
+	i := slices.IndexFunc(h.results, func(r *Result) bool { return r.Group == group && r.Name == name })
+	if i < 0 {
+		return nil
 	}
-	return nil
+	return h.results[i]
 }
 
 // rows is a group's rows, or none after saying so.

@@ -27,7 +27,7 @@ func TestPlan(t *testing.T) {
 		{names: []string{"growth", "dedup", "dedup"}, sections: []string{"dedup", "growth"},
 			steps: []string{"corpus", "prompts", "prompts-slurp", "corpus-big", "prompts-big", "prompts-exact"}},
 		{names: []string{"filter"}, sections: []string{"filter"}, steps: []string{"corpus", "filter-gens", "filter-gens-lang"}},
-		{names: []string{"servers"}, sections: []string{"inflight", "kinds", "ollama"}, steps: []string{"servers-prompts", "ollama-prompts"}},
+		{names: []string{"ollama", "kinds", "inflight"}, sections: []string{"inflight", "kinds", "ollama"}, steps: []string{"servers-prompts", "ollama-prompts"}},
 		{names: []string{"regen", " client"}, sections: []string{"client", "regen"}, steps: []string{"corpus-big", "prompts-big", "regen"}},
 		{names: []string{"dedupe"}, bad: `no section "dedupe"`},
 	} {
