@@ -166,7 +166,8 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	// The binding's version, where it is installed, else why not.
 	modules, why := h.nodeModules()
 	var binding struct{ Version string }
-	if data, err := os.ReadFile(filepath.Join(modules, "node_modules", hfBindingPackage, "package.json")); why == "" && (err != nil || json.Unmarshal(data, &binding) != nil) {
+	data, err := os.ReadFile(filepath.Join(modules, "node_modules", hfBindingPackage, "package.json"))
+	if why == "" && (err != nil || json.Unmarshal(data, &binding) != nil) {
 		why = hfBindingPackage + " is not in " + modules + " (.ci/install-peers installs it)"
 	}
 	stats := map[string]goldenStats{}
@@ -346,7 +347,8 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 		return v
 	default:
 		// The passes a run makes, as its go test command asks for them.
-		v.Docs, v.Passes = "the "+cli.Thousands(first.Records), strings.TrimPrefix(benchtimeX.FindString(first.Command), "-benchtime ")
+		v.Passes = strings.TrimPrefix(benchtimeX.FindString(first.Command), "-benchtime ")
+		v.Docs = "the " + cli.Thousands(first.Records)
 	}
 	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
 	if r := find(hfEncodeRow(tokenizerModels[0].Name, "whole")); r != nil && r.available() {
@@ -378,11 +380,14 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 			checks = append(checks, fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(int64(bad)), m.Label, cli.Thousands(d.Records)))
 		}
 		// The binding's token counts, each beside lib/tokenizer's of the same text.
-		for _, c := range []struct{ mode, of string }{{"whole", "concatenated text, lib/tokenizer"}, {"docs", "documents, the golden ids"}, {"cold", "concatenated text, lib/tokenizer"}} {
+		for _, c := range []struct{ mode, of string }{
+			{"whole", "concatenated text, lib/tokenizer"}, {"docs", "documents, the golden ids"}, {"cold", "concatenated text, lib/tokenizer"},
+		} {
 			got, ok1 := find(hfEncodeRow(m.Name, c.mode)).Metric("tokens")
 			want, ok2 := find(oursEncodeRow(m.Name, c.mode)).Metric("tokens")
 			if ok1 && ok2 && got != want {
-				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s tokens of the %s %s**", m.Label, c.mode, cli.Thousands(int64(got)), c.of, cli.Thousands(int64(want))))
+				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s tokens of the %s %s**",
+					m.Label, c.mode, cli.Thousands(int64(got)), c.of, cli.Thousands(int64(want))))
 			}
 		}
 	}

@@ -205,12 +205,7 @@ var cannedTokenizerStats = map[string]goldenStats{"qwen3": {bytes: 3503792, docs
 // renders them as the report shows them: with the binding's rows, and
 // without (each of its cells saying why, lib/tokenizer's figures kept).
 func TestTokenizerSection(t *testing.T) {
-	cmds := tokenizerCommands{
-		encode: []string{"taskset", "-c", "0", "env", "GOMAXPROCS=1", "go", "test", "-run", "^$", "-bench", "^BenchmarkEncode(|Cases|Cold)$", "-benchtime", "3x", "-count", "1", "./lib/tokenizer"},
-		render: []string{"go", "test", "-bench", "^BenchmarkTokenizerRender$", "./internal/benchsuite"},
-		load:   map[string][]string{"qwen3": {"go", "test", "load", "qwen3"}, "deepseek_v3": {"go", "test", "load", "deepseek_v3"}},
-		hf:     map[string][]string{"qwen3": {"node", "hf-tokenizers.mjs", "qwen3"}, "deepseek_v3": {"node", "hf-tokenizers.mjs", "deepseek_v3"}},
-	}
+	cmds := tokenizerCommandsForTest()
 	for _, tc := range []struct {
 		name   string
 		withHF bool

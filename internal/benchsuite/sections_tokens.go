@@ -46,7 +46,8 @@ func (h *harness) goBench(ctx context.Context, row *Result, name, unit, as strin
 	return nil
 }
 
-// goTest runs a go test command from the repository, with env added.
+// goTest runs a command from the repository (go test, or a peer's script
+// beside it), with env added; its output is stdout and stderr as written.
 func (h *harness) goTest(ctx context.Context, argv []string, env ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = h.repo, append(os.Environ(), env...)
