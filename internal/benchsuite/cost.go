@@ -21,21 +21,17 @@ const baselineFile = "internal/benchsuite/baseline.json"
 // costGrowth is the growth over the baseline that fails the run.
 const costGrowth = 1.5
 
-// costModes are BenchmarkRequestCost's sub-benchmarks.
-var costModes = []string{"plain", "context", "token-ids"}
-
-// costMetrics are the figures gated, as the benchmark reports them.
-var costMetrics = []struct{ unit, label string }{
-	{"cpu-µs/req", "CPU µs/request"},
-	{"allocs/req", "allocations/request"},
-}
-
-// costLabels say what each mode runs.
-var costLabels = map[string]string{
-	"plain":     "infer (context unknown)",
-	"context":   "infer --context-length 32768 (every request fitted)",
-	"token-ids": "infer --token-ids",
-}
+// costModes are BenchmarkRequestCost's sub-benchmarks, each a row named
+// by what it runs; costUnits are the figures gated, as it reports them.
+var (
+	costModes  = []string{"plain", "context", "token-ids"}
+	costLabels = map[string]string{
+		"plain":     "infer (context unknown)",
+		"context":   "infer --context-length 32768 (every request fitted)",
+		"token-ids": "infer --token-ids",
+	}
+	costUnits = []string{"cpu-µs/req", "allocs/req"}
+)
 
 // Baseline is baselineFile: the medians BenchmarkRequestCost gave when it
 // was recorded, by mode and unit.
@@ -65,16 +61,16 @@ func readBaseline(path string) (*Baseline, error) {
 func costRegressions(base *Baseline, measured map[string]map[string]float64) []string {
 	var out []string
 	for _, mode := range costModes {
-		for _, m := range costMetrics {
-			b, okB := base.RequestCost[mode][m.unit]
-			v, okV := measured[mode][m.unit]
+		for _, unit := range costUnits {
+			b, okB := base.RequestCost[mode][unit]
+			v, okV := measured[mode][unit]
 			switch {
 			case !okB || b <= 0:
-				out = append(out, fmt.Sprintf("%s %s: no baseline in %s", mode, m.unit, baselineFile))
+				out = append(out, fmt.Sprintf("%s %s: no baseline in %s", mode, unit, baselineFile))
 			case !okV:
-				out = append(out, fmt.Sprintf("%s %s: not measured", mode, m.unit))
+				out = append(out, fmt.Sprintf("%s %s: not measured", mode, unit))
 			case v >= costGrowth*b:
-				out = append(out, fmt.Sprintf("%s %s: %s, %.2f× the baseline's %s", mode, m.unit, trimFloat(v), v/b, trimFloat(b)))
+				out = append(out, fmt.Sprintf("%s %s: %s, %.2f× the baseline's %s", mode, unit, trimFloat(v), v/b, trimFloat(b)))
 			}
 		}
 	}
@@ -107,9 +103,9 @@ var costSection = &section{
 		}
 		// The baseline compared with, kept with the rows it was compared with.
 		for _, r := range h.group("cost") {
-			for _, m := range costMetrics {
-				if b, ok := base.RequestCost[r.Name][m.unit]; ok && b > 0 {
-					r.Metrics["baseline "+m.unit] = b
+			for _, unit := range costUnits {
+				if b, ok := base.RequestCost[r.Name][unit]; ok && b > 0 {
+					r.Metrics["baseline "+unit] = b
 				}
 			}
 		}
@@ -126,12 +122,12 @@ func writeBaseline(path string, medians map[string]map[string]float64, when stri
 	}
 	for _, mode := range costModes {
 		b.RequestCost[mode] = map[string]float64{}
-		for _, m := range costMetrics {
-			v, ok := medians[mode][m.unit]
+		for _, unit := range costUnits {
+			v, ok := medians[mode][unit]
 			if !ok {
-				return errors.New("no " + m.unit + " figure of " + mode + " to record")
+				return errors.New("no " + unit + " figure of " + mode + " to record")
 			}
-			b.RequestCost[mode][m.unit] = v
+			b.RequestCost[mode][unit] = v
 		}
 	}
 	data, err := json.MarshalIndent(b, "", "  ")

@@ -78,9 +78,9 @@ func TestBaselineFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range costModes {
-		for _, m := range costMetrics {
-			if v := base.RequestCost[mode][m.unit]; v <= 0 {
-				t.Errorf("%s: %s %s is %v", baselineFile, mode, m.unit, v)
+		for _, unit := range costUnits {
+			if v := base.RequestCost[mode][unit]; v <= 0 {
+				t.Errorf("%s: %s %s is %v", baselineFile, mode, unit, v)
 			}
 		}
 	}

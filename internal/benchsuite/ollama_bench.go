@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/lib/bench"
 	"tokenmill/lib/cli"
 )
 
@@ -18,54 +19,27 @@ import (
 const (
 	ollamaBenchGroup = "ollama-bench"
 	ollamaBenchRow   = "infer bench (defaults)"
-	ollamaBenchOut   = "tmp/ollama-bench.json"
 )
-
-// benchReport is what the section reads of `infer bench --json`
-// (lib/bench's Report).
-type benchReport struct {
-	Levels []struct {
-		Concurrency int     `json:"concurrency"`
-		TokPerSec   float64 `json:"output_tokens_per_s"`
-		Answers     int     `json:"answers"`
-		Repeated    bool    `json:"repeated"`
-		Unsteady    bool    `json:"unsteady"`
-		Remeasured  bool    `json:"remeasured"`
-		First       float64 `json:"first_output_tokens_per_s"`
-	} `json:"levels"`
-	Drift        string `json:"drift"`
-	Unsettled    string `json:"unsettled"`
-	Knee         int    `json:"knee"`
-	Recommended  int    `json:"recommended_concurrency"`
-	Held         string `json:"held"`
-	Unsteady     bool   `json:"unsteady"`
-	ForecastNote string `json:"forecast_note"`
-	Forecast     *struct {
-		Answers     int64   `json:"answers"`
-		Seconds     float64 `json:"seconds"`
-		LowSeconds  float64 `json:"low_seconds"`
-		HighSeconds float64 `json:"high_seconds"`
-	} `json:"forecast"`
-}
 
 // benchOllama runs the bench once against url and keeps its row; it
 // returns the concurrency the bench recommended (0: none).
 func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []string) (int, error) {
+	const out = "tmp/ollama-bench.json"
 	argv := []string{"infer", "bench", "--json", "-e", url, "--max-tokens", "32", "--mean-answer-tokens", "32", prompts}
 	// Exit 1 is a bench that found nothing to recommend: its report says
 	// why, and the row shows it.
-	r, err := h.measureRow(ctx, Spec{Group: ollamaBenchGroup, Name: ollamaBenchRow, Ours: true, Runs: 1, Stdout: ollamaBenchOut, NoCount: true,
+	r, err := h.measureRow(ctx, Spec{Group: ollamaBenchGroup, Name: ollamaBenchRow, Ours: true, Runs: 1, Stdout: out, NoCount: true,
 		Exit: []int{0, 1}, Alias: alias, Argv: argv})
 	if err != nil {
 		return 0, err
 	}
-	b, err := os.ReadFile(h.path(ollamaBenchOut))
-	var rep benchReport
+	b, err := os.ReadFile(h.path(out))
+	var rep bench.Report
 	if err == nil {
 		err = json.Unmarshal(b, &rep)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("infer bench's report (%s): %v", ollamaBenchOut, err)
+		return 0, fmt.Errorf("infer bench's report (%s): %v", out, err)
 	}
 	r.Metrics, r.Note = benchMetrics(&rep), benchNote(&rep)
 	h.logf("ollama: infer bench: %s", r.Note)
@@ -73,10 +47,9 @@ func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []
 	return rep.Recommended, nil
 }
 
-func benchMetrics(rep *benchReport) map[string]float64 {
-	flag := func(b bool) float64 { return float64(b2i(b)) }
-	m := map[string]float64{"levels": float64(len(rep.Levels)), "knee": float64(rep.Knee), "recommended": float64(rep.Recommended),
-		"held": flag(rep.Held != ""), "unsteady": flag(rep.Unsteady), "drift": flag(rep.Drift != ""), "unsettled": flag(rep.Unsettled != "")}
+// benchMetrics are the figures of the report the section reads back.
+func benchMetrics(rep *bench.Report) map[string]float64 {
+	m := map[string]float64{"recommended": float64(rep.Recommended)}
 	if f := rep.Forecast; f != nil {
 		m["forecast_s"], m["forecast_low_s"], m["forecast_high_s"] = f.Seconds, f.LowSeconds, f.HighSeconds
 	}
@@ -84,7 +57,7 @@ func benchMetrics(rep *benchReport) map[string]float64 {
 }
 
 // benchNote says what the bench's report said, in a sentence.
-func benchNote(rep *benchReport) string {
+func benchNote(rep *bench.Report) string {
 	var levels []string
 	for _, lv := range rep.Levels {
 		s := fmt.Sprintf("%d: %s tok/s", lv.Concurrency, cli.Thousands(int64(lv.TokPerSec+0.5)))
@@ -95,25 +68,25 @@ func benchNote(rep *benchReport) string {
 			s += " (measured twice)"
 		}
 		if lv.Remeasured {
-			s += fmt.Sprintf(" (after the ladder; %s in it)", cli.Thousands(int64(lv.First+0.5)))
+			s += fmt.Sprintf(" (after the ladder; %s in it)", cli.Thousands(int64(lv.FirstTokPerSec+0.5)))
 		}
 		levels = append(levels, s)
 	}
 	parts := []string{"measured " + strings.Join(levels, ", ")}
-	if rep.Held != "" {
-		parts = append(parts, "held: "+rep.Held)
-	}
-	if rep.Drift != "" {
-		parts = append(parts, "found the server changed during the ladder and measured every level again")
-	}
-	if rep.Unsettled != "" {
-		parts = append(parts, "said it could not measure the server settled (the knee measured a third time disagreed)")
-	}
-	if rep.Unsteady {
-		parts = append(parts, "said it could not measure steadily (no level settled)")
-	}
-	if rep.Recommended > 0 {
-		parts = append(parts, fmt.Sprintf("knee and recommendation %d", rep.Recommended))
+	// What the report said of the ladder, each where it did.
+	for _, p := range []struct {
+		said bool
+		text string
+	}{
+		{rep.Held != "", "held: " + rep.Held},
+		{rep.Drift != "", "found the server changed during the ladder and measured every level again"},
+		{rep.Unsettled != "", "said it could not measure the server settled (the knee measured a third time disagreed)"},
+		{rep.Unsteady, "said it could not measure steadily (no level settled)"},
+		{rep.Recommended > 0, fmt.Sprintf("knee and recommendation %d", rep.Recommended)},
+	} {
+		if p.said {
+			parts = append(parts, p.text)
+		}
 	}
 	if f := rep.Forecast; f != nil {
 		parts = append(parts, fmt.Sprintf("forecast %s (%s-%s) for %s answers", secondsText(f.Seconds), secondsText(f.LowSeconds), secondsText(f.HighSeconds), cli.Thousands(f.Answers)))
@@ -135,13 +108,7 @@ func benchRunRow(k int) string {
 }
 
 // benchRow is the bench's row, nil when it was not measured.
-func (h *harness) benchRow() *Result {
-	rows := h.group(ollamaBenchGroup)
-	if len(rows) == 0 {
-		return nil
-	}
-	return rows[len(rows)-1]
-}
+func (h *harness) benchRow() *Result { return h.find(ollamaBenchGroup, ollamaBenchRow) }
 
 // renderOllamaBench writes what the bench did on the server, and how the
 // run it forecast went.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/segmentio/encoding/json"
+
+	"tokenmill/lib/bench"
 )
 
 // The bench's report on a CPU server whose output falls (the levels as
@@ -19,7 +21,7 @@ func TestOllamaBenchRow(t *testing.T) {
 		{"concurrency":2,"output_tokens_per_s":60,"answers":8},{"concurrency":4,"output_tokens_per_s":39.4,"answers":5,"repeated":true}],
 		"knee":1,"recommended_concurrency":1,"held":"the output fell as more were sent at once (2 and 4 per endpoint gave 60 and 39 tok/s, 1 gave 67)",
 		"unsteady":true,"drift":"the servers changed","unsettled":"could not measure the servers settled","forecast":{"answers":200,"seconds":95.5,"low_seconds":80,"high_seconds":130.25}}`
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(report), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestOllamaBenchRow(t *testing.T) {
 		t.Errorf("the run at 4 is not the section's own --concurrency 4 row")
 	}
 	// A bench that recommended nothing has no run and no target.
-	h.results[0].Metrics = benchMetrics(&benchReport{ForecastNote: "no level answered"})
+	h.results[0].Metrics = benchMetrics(&bench.Report{ForecastNote: "no level answered"})
 	if got, err := h.targets(ollamaSection); err != nil || len(got) != 3 {
 		t.Errorf("targets without a recommendation (%v): %q", err, got)
 	}

@@ -1,18 +1,18 @@
 package benchsuite
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/segmentio/encoding/json"
 
@@ -45,20 +45,20 @@ var regenSection = &section{
 			os.Remove(m)
 		}
 		// infer's waits are scaled like the fleet's, as in the fleet section.
-		infer := func(out string, flags ...string) []string {
-			return append(append([]string{"infer", "--regenerate"}, flags...), "-e", "{URLS}", "--max-tokens", strconv.Itoa(regenMaxTokens),
+		infer := func(name, out string, flags ...string) Spec {
+			return Spec{Name: name, Argv: append(append([]string{"infer", "--regenerate"}, flags...), "-e", "@URLS@", "--max-tokens", strconv.Itoa(regenMaxTokens),
 				"--probe-interval", fmt.Sprintf("%dms", 2000/regenScale), "--backoff", fmt.Sprintf("%dms", 1000/regenScale),
-				"--max-backoff", fmt.Sprintf("%dms", 60000/regenScale), "--progress", "0", "-o", out, "data/regen.jsonl")
+				"--max-backoff", fmt.Sprintf("%dms", 60000/regenScale), "--progress", "0", "-o", out, "data/regen.jsonl")}
 		}
-		clients := [][]string{infer("tmp/regen-a.jsonl"), infer("tmp/regen-b.jsonl", "--no-affinity"),
-			{"python3", h.repoFile("pipelines/bench/specforge_regen.py"), "--server-address", "{ADDRS}", "--concurrency", "64",
-				"--max-tokens", strconv.Itoa(regenMaxTokens), "--input-file-path", "data/regen.jsonl", "--output-file-path", "tmp/regen-c.jsonl"}}
-		for i, name := range []string{"(a) infer --regenerate", "(b) infer --regenerate --no-affinity", "(c) specforge_regen.py"} {
-			if i == 2 && !have("python3") {
+		// The Python client takes the servers as separate words.
+		specforge := Spec{Name: "(c) specforge_regen.py", Shell: true, Argv: []string{shellJoin([]string{"python3", h.repoFile("pipelines/bench/specforge_regen.py")}) +
+			" --server-address @ADDRS@ --concurrency 64 --max-tokens " + strconv.Itoa(regenMaxTokens) + " --input-file-path data/regen.jsonl --output-file-path tmp/regen-c.jsonl"}}
+		for _, s := range []Spec{infer("(a) infer --regenerate", "tmp/regen-a.jsonl"), infer("(b) infer --regenerate --no-affinity", "tmp/regen-b.jsonl", "--no-affinity"), specforge} {
+			if s.Shell && !have("python3") {
 				h.logf("regen: python3 is not installed: no SpecForge-style row")
 				break
 			}
-			r, err := h.regenRun(ctx, name, clients[i])
+			r, err := h.regenRun(ctx, s)
 			if err != nil {
 				return err
 			}
@@ -73,55 +73,35 @@ var regenSection = &section{
 	},
 }
 
-// regenRun runs one client against a fresh fleet of eight endpoints, its
-// arguments {URLS} (the URLs, comma-separated) and {ADDRS} (host:port each,
-// as separate arguments) filled in, and says what the request log says.
-func (h *harness) regenRun(ctx context.Context, name string, argv []string) (regenRun, error) {
+// regenRun measures one client once against a fresh fleet of eight
+// endpoints, its @URLS@ (the URLs, comma-separated) and @ADDRS@ (host:port
+// each, space-separated) filled in, and says what the request log says.
+func (h *harness) regenRun(ctx context.Context, s Spec) (regenRun, error) {
 	reqLog, simLog := h.path("tmp/regen-requests.jsonl"), h.path("logs/regen-llmsim.log")
 	os.Remove(reqLog)
-	sim, err := h.startSim(ctx, regenEndpoints, simLog, "--time-scale", strconv.Itoa(regenScale), "--kv-tokens", strconv.Itoa(regenKV),
-		"--prefill-per-token", fmt.Sprintf("%dus", regenPrefillUS), "--cache-report", "--request-log", reqLog, "--seed", "1")
-	if err != nil {
-		return regenRun{}, err
-	}
-	defer sim.stop()
-	var args []string
-	for _, a := range argv {
-		switch a {
-		case "{URLS}":
-			args = append(args, strings.Join(sim.urls, ","))
-		case "{ADDRS}":
-			for _, u := range sim.urls {
-				args = append(args, strings.TrimPrefix(u, "http://"))
-			}
-		default:
-			args = append(args, a)
+	s.Group, s.Runs, s.NoCount = "regen", 1, true
+	s.Fresh = func(ctx context.Context) (map[string]string, func(), error) {
+		sim, err := h.startSim(ctx, regenEndpoints, simLog, "--time-scale", strconv.Itoa(regenScale), "--kv-tokens", strconv.Itoa(regenKV),
+			"--prefill-per-token", fmt.Sprintf("%dus", regenPrefillUS), "--cache-report", "--request-log", reqLog, "--seed", "1")
+		if err != nil {
+			return nil, nil, err
 		}
+		urls := strings.Join(sim.urls, " ")
+		return map[string]string{"@URLS@": strings.ReplaceAll(urls, " ", ","), "@ADDRS@": strings.ReplaceAll(urls, "http://", "")}, sim.stop, nil
 	}
-	clientLog, err := os.OpenFile(h.path("logs/regen-client.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	h.logf("regen: %s on %d endpoints (time scale %d)", s.Name, regenEndpoints, regenScale)
+	// measureRow stops the fleet before it returns: llmsim then writes its
+	// request log and its summary, this run's the last.
+	r, err := h.measureRow(ctx, s)
 	if err != nil {
 		return regenRun{}, err
 	}
-	defer clientLog.Close()
-	fmt.Fprintf(clientLog, "== %s: %s\n", name, strings.Join(args, " "))
-	h.logf("regen: %s on %d endpoints (time scale %d)", name, regenEndpoints, regenScale)
-	if fileExists(h.tool(args[0])) {
-		args[0] = h.tool(args[0])
-	}
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = h.dir, h.environ, clientLog, clientLog
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		return regenRun{}, fmt.Errorf("%s: %v (see logs/regen-client.log)", name, err)
-	}
-	wall := time.Since(start).Seconds()
-	sim.stop()
-	summary, _ := os.ReadFile(simLog) // this run's summary is the last
+	summary, _ := os.ReadFile(simLog)
 	var generated float64
 	if m := regexp.MustCompile(`(\d+) tokens generated`).FindAllSubmatch(summary, -1); len(m) > 0 {
 		generated, _ = strconv.ParseFloat(string(m[len(m)-1][1]), 64)
 	}
-	return regenStats(reqLog, name, wall, regenScale, generated)
+	return regenStats(reqLog, s.Name, r.medianRun().Wall.Seconds(), regenScale, generated)
 }
 
 // generation is what the harness reads of infer's generation records.
@@ -200,32 +180,6 @@ type costModel struct {
 	endpoints            int
 }
 
-// decodeS is each endpoint's share of the run's generated tokens, in
-// seconds at a full batch.
-func (c costModel) decodeS(r regenRun) float64 {
-	return r.GeneratedTokens / float64(c.endpoints) / c.decodeTPS
-}
-
-// prefillS is each endpoint's share of tokens prefilled, in seconds.
-func (c costModel) prefillS(tokens float64) float64 {
-	return tokens * c.prefillUS / 1e6 / float64(c.endpoints)
-}
-
-// floor is the least time the run's work takes the fleet: every slot busy
-// from start to end on its answers and on the prefill its cache left.
-func (c costModel) floor(r regenRun) float64 { return c.decodeS(r) + c.prefillS(r.PrefillTokens) }
-
-// noCacheGain is how much faster a client whose cache served every prompt
-// token could be than one whose cache served none, and prefill's share
-// of the busy time without a cache.
-func (c costModel) noCacheGain(r regenRun) (gain, sharePct float64) {
-	d, p := c.decodeS(r), c.prefillS(r.PromptTokens)
-	if d <= 0 {
-		return 0, 0
-	}
-	return (d + p) / d, 100 * p / (d + p)
-}
-
 // renderRegen sets the runs side by side, the first the reference of the
 // "vs. the first row" column, with the targets and what llmsim's cost
 // model makes of them: prefill's share of the fleet's time without a
@@ -235,39 +189,48 @@ func renderRegen(w io.Writer, runs []regenRun, c costModel) {
 	if len(runs) == 0 {
 		return
 	}
+	// Each endpoint's share of the run's answers at a full batch, and of
+	// the tokens prefilled, in seconds; the floor is the two together:
+	// every slot busy from start to end on its answers and on the prefill
+	// its cache left.
+	decodeS := func(r regenRun) float64 { return r.GeneratedTokens / float64(c.endpoints) / c.decodeTPS }
+	prefillS := func(tokens float64) float64 { return tokens * c.prefillUS / 1e6 / float64(c.endpoints) }
+	floor := func(r regenRun) float64 { return decodeS(r) + prefillS(r.PrefillTokens) }
 	a, best := runs[0], runs[0]
 	t := newTable("client", "wall (simulated)", "vs. the first row", "requests", "prompt tokens", "served from cache", "prefill computed", "history served from cache", "floor")
 	for _, r := range runs {
-		if c.floor(r) < c.floor(best) {
+		if floor(r) < floor(best) {
 			best = r
 		}
 		t.add(r.Name, fmt.Sprintf("%.0f s", r.SimWallS), fmt.Sprintf("%.2f×", r.SimWallS/a.SimWallS), th(r.Requests), th(r.PromptTokens),
-			fmt.Sprintf("%s (%.1f%%)", th(r.CachedTokens), r.CacheHitPct), th(r.PrefillTokens), fmt.Sprintf("%.1f%%", r.HistoryHitPct), fmt.Sprintf("%.0f s", c.floor(r)))
+			fmt.Sprintf("%s (%.1f%%)", th(r.CachedTokens), r.CacheHitPct), th(r.PrefillTokens), fmt.Sprintf("%.1f%%", r.HistoryHitPct), fmt.Sprintf("%.0f s", floor(r)))
 	}
 	t.write(w)
 	fmt.Fprintln(w)
-	met := func(ok bool) string {
-		if ok {
-			return "yes"
-		}
-		return "**no**"
-	}
+	met := map[bool]string{true: "yes", false: "**no**"}
 	t = newTable("target", "measured", "any client at most", "met").
-		add(a.Name+": ≥ 90% of history tokens served from cache", fmt.Sprintf("%.1f%%", a.HistoryHitPct), "100%", met(a.HistoryHitPct >= 90))
+		add(a.Name+": ≥ 90% of history tokens served from cache", fmt.Sprintf("%.1f%%", a.HistoryHitPct), "100%", met[a.HistoryHitPct >= 90])
 	for _, r := range runs[1:] {
 		ratio := r.SimWallS / a.SimWallS
-		t.add(a.Name+" ≥ 1.3× faster than "+r.Name, fmt.Sprintf("%.2f×", ratio), fmt.Sprintf("%.2f×", r.SimWallS/c.floor(best)), met(ratio >= 1.3))
+		t.add(a.Name+" ≥ 1.3× faster than "+r.Name, fmt.Sprintf("%.2f×", ratio), fmt.Sprintf("%.2f×", r.SimWallS/floor(best)), met[ratio >= 1.3])
 	}
 	t.write(w)
-	gain, share := c.noCacheGain(a)
+	// How much faster a client whose cache served every prompt token could
+	// be than one whose cache served none, and prefill's share of the busy
+	// time without a cache (none without answers to set it against).
+	d, p := decodeS(a), prefillS(a.PromptTokens)
+	gain, share := 0.0, 0.0
+	if d > 0 {
+		gain, share = (d+p)/d, 100*p/(d+p)
+	}
 	fmt.Fprintf(w, "\n- Prefill's share: each endpoint's part of the %s tokens generated takes %.0f s at %s tok/s (a full batch); prefilling its part of all %s prompt tokens would take %.0f s more at %g µs a token. Without a prefix cache prefill is %.1f%% of an endpoint's busy time, so a client whose cache served every prompt token could be at most %.2f× faster than one whose cache served none.\n",
-		th(a.GeneratedTokens), c.decodeS(a), th(c.decodeTPS), th(a.PromptTokens), c.prefillS(a.PromptTokens), c.prefillUS, share, gain)
+		th(a.GeneratedTokens), d, th(c.decodeTPS), th(a.PromptTokens), p, c.prefillUS, share, gain)
 	fmt.Fprintf(w, "- The floor is the least time a run's work takes: each endpoint's part of the answers at a full batch plus its part of the prefill the cache left. No client can take less than the smallest floor, %.0f s (%s), which bounds the column \"any client at most\": each run's wall time over that floor.\n",
-		c.floor(best), best.Name)
+		floor(best), best.Name)
 	for _, r := range runs[1:] {
 		extra := r.PrefillTokens - a.PrefillTokens
 		fmt.Fprintf(w, "- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
-			r.Name, th(extra), a.Name, c.prefillUS, c.endpoints, c.prefillS(extra), r.SimWallS-a.SimWallS)
+			r.Name, th(extra), a.Name, c.prefillUS, c.endpoints, prefillS(extra), r.SimWallS-a.SimWallS)
 	}
 }
 
@@ -330,21 +293,9 @@ func roundRobinImbalance(ids []string, tokens map[string]float64, servers int) f
 	return 100 * (slices.Max(load)/(total/float64(servers)) - 1)
 }
 
-// numbered are a facts row's figures named "PREFIX k", by k in order.
-func numbered(m map[string]float64, prefix string) (keys []int, values []float64) {
-	for name := range m {
-		if k, err := strconv.Atoi(strings.TrimPrefix(name, prefix+" ")); err == nil && strings.HasPrefix(name, prefix+" ") {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		values = append(values, m[fmt.Sprintf("%s %d", prefix, k)])
-	}
-	return keys, values
-}
-
-// regenView is what the section's text says of the facts row.
+// regenView is what the section's text says of the facts row: its
+// figures "turns K" and "prompt K" by K in order ("turns 9" sorts before
+// "turns 10" by length).
 func (h *harness) regenView() (v struct {
 	Found                                  bool
 	Conversations, Turns, Prompts, History string
@@ -355,13 +306,13 @@ func (h *harness) regenView() (v struct {
 		f = &Result{}
 	}
 	var turns, prompts []string
-	keys, values := numbered(f.Metrics, "turns")
-	for i, k := range keys {
-		turns = append(turns, fmt.Sprintf("%.0f with %d", values[i], k))
-	}
-	keys, values = numbered(f.Metrics, "prompt")
-	for i, k := range keys {
-		prompts = append(prompts, fmt.Sprintf("%s %.0f", ordinal(k), values[i]))
+	for _, name := range slices.SortedFunc(maps.Keys(f.Metrics), func(a, b string) int { return cmp.Or(len(a)-len(b), strings.Compare(a, b)) }) {
+		var k int
+		if _, err := fmt.Sscanf(name, "turns %d", &k); err == nil {
+			turns = append(turns, fmt.Sprintf("%.0f with %d", f.Metrics[name], k))
+		} else if _, err := fmt.Sscanf(name, "prompt %d", &k); err == nil {
+			prompts = append(prompts, fmt.Sprintf("%s %.0f", ordinal(k), f.Metrics[name]))
+		}
 	}
 	v.Conversations, v.Turns, v.Prompts, v.History = th(f.Metrics["conversations"]), strings.Join(turns, ", "), strings.Join(prompts, ", "), th(f.Metrics["history"])
 	v.Imbalance = f.Metrics["imbalance_pct"]

@@ -37,23 +37,21 @@ func TestRenderFloorsAndBounds(t *testing.T) {
 	}
 }
 
+// The line on prefill's share: the bound a full cache sets, and none
+// without answers to set prefill against.
 func TestNoCacheGain(t *testing.T) {
 	for _, tc := range []struct {
-		prefillUS, decodeTPS float64
-		generated, prompt    float64
-		gain, share          float64
+		prefillUS, generated float64
+		want                 string
 	}{
-		{250, 1000, 200_000, 800_000, 2, 50},
-		{40, 1000, 200_000, 800_000, 1.16, 100 * 16.0 / 116},
-		{250, 1000, 0, 800_000, 0, 0}, // nothing generated: no bound
+		{250, 200_000, "prefill is 50.0% of an endpoint's busy time, so a client whose cache served every prompt token could be at most 2.00× faster"},
+		{40, 200_000, "prefill is 13.8% of an endpoint's busy time, so a client whose cache served every prompt token could be at most 1.16× faster"},
+		{250, 0, "prefill is 0.0% of an endpoint's busy time, so a client whose cache served every prompt token could be at most 0.00× faster"},
 	} {
-		c := costModel{prefillUS: tc.prefillUS, decodeTPS: tc.decodeTPS, endpoints: 2}
-		gain, share := c.noCacheGain(regenRun{GeneratedTokens: tc.generated, PromptTokens: tc.prompt})
-		if d := gain - tc.gain; d > 1e-9 || d < -1e-9 {
-			t.Errorf("%+v: gain %v, want %v", tc, gain, tc.gain)
-		}
-		if d := share - tc.share; d > 1e-9 || d < -1e-9 {
-			t.Errorf("%+v: share %v, want %v", tc, share, tc.share)
+		var out bytes.Buffer
+		renderRegen(&out, []regenRun{{Name: "(a)", GeneratedTokens: tc.generated, PromptTokens: 800_000}}, costModel{prefillUS: tc.prefillUS, decodeTPS: 1000, endpoints: 2})
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%+v: output lacks %q:\n%s", tc, tc.want, out.String())
 		}
 	}
 }
