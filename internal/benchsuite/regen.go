@@ -80,15 +80,8 @@ func (h *harness) regenRun(ctx context.Context, s Spec) (regenRun, error) {
 	reqLog, simLog := h.path("tmp/regen-requests.jsonl"), h.path("logs/regen-llmsim.log")
 	os.Remove(reqLog)
 	s.Group, s.Runs, s.NoCount = "regen", 1, true
-	s.Fresh = func(ctx context.Context) (map[string]string, func(), error) {
-		sim, err := h.startSim(ctx, regenEndpoints, simLog, "--time-scale", strconv.Itoa(regenScale), "--kv-tokens", strconv.Itoa(regenKV),
-			"--prefill-per-token", fmt.Sprintf("%dus", regenPrefillUS), "--cache-report", "--request-log", reqLog, "--seed", "1")
-		if err != nil {
-			return nil, nil, err
-		}
-		urls := strings.Join(sim.urls, " ")
-		return map[string]string{"@URLS@": strings.ReplaceAll(urls, " ", ","), "@ADDRS@": strings.ReplaceAll(urls, "http://", "")}, sim.stop, nil
-	}
+	s.Fresh = h.freshSim(regenEndpoints, simLog, "--time-scale", strconv.Itoa(regenScale), "--kv-tokens", strconv.Itoa(regenKV),
+		"--prefill-per-token", fmt.Sprintf("%dus", regenPrefillUS), "--cache-report", "--request-log", reqLog, "--seed", "1")
 	h.logf("regen: %s on %d endpoints (time scale %d)", s.Name, regenEndpoints, regenScale)
 	// measureRow stops the fleet before it returns: llmsim then writes its
 	// request log and its summary, this run's the last.

@@ -1,18 +1,14 @@
 package benchsuite
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/segmentio/encoding/json"
-
-	"tokenmill/lib/jsonl"
 )
 
 // concurrency is the requests every client keeps in flight against the
@@ -22,44 +18,30 @@ const concurrency = 64
 // writeBodies writes a chat request body for each of the first n prompt
 // records of src ({model, messages, max_tokens}), for curl to send: made
 // beforehand, so not timed. xargs passes each as one argument, so bodies
-// over 100 kB (the argument limit is 128 kB) are left out.
+// over 100 kB (the argument limit is 128 kB) are left out. src is read
+// whole: the sections give it about n records.
 func writeBodies(src, dst string, n int, model string, maxTokens int) error {
-	in, err := os.Open(src)
+	var bodies bytes.Buffer
+	err := eachJSON(src, func(p *struct {
+		Messages json.RawMessage `json:"messages"`
+	}) error {
+		if n--; n < 0 {
+			return nil
+		}
+		body, err := json.Marshal(struct {
+			Model     string          `json:"model"`
+			Messages  json.RawMessage `json:"messages"`
+			MaxTokens int             `json:"max_tokens"`
+		}{model, p.Messages, maxTokens})
+		if len(body) < 100000 {
+			bodies.Write(append(body, '\n'))
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	br := bufio.NewReaderSize(in, 1<<20)
-	return jsonl.WriteFile(dst, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-		for i := 1; i <= n; i++ {
-			line, err := br.ReadBytes('\n')
-			if err == io.EOF && len(line) == 0 {
-				return nil
-			} else if err != nil && err != io.EOF {
-				return err
-			}
-			var p struct {
-				Messages json.RawMessage `json:"messages"`
-			}
-			if err := json.Unmarshal(line, &p); err != nil {
-				return fmt.Errorf("%s:%d: %v", src, i, err)
-			}
-			body, err := json.Marshal(struct {
-				Model     string          `json:"model"`
-				Messages  json.RawMessage `json:"messages"`
-				MaxTokens int             `json:"max_tokens"`
-			}{model, p.Messages, maxTokens})
-			if err != nil {
-				return err
-			}
-			if len(body) < 100000 {
-				if _, err := w.Write(append(body, '\n')); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
+	return writeFile(dst, bodies.Bytes())
 }
 
 // curlClient is xargs running curl, parallel at once, one request body of
@@ -92,18 +74,16 @@ var clientSection = &section{
 	about: "infer against the OpenAI Node SDK and xargs -P curl, on llmsim --instant",
 	needs: []string{"prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
-		const big, bodies = "data/prompts-big.jsonl", "data/client-curl-bodies.jsonl"
-		err := h.head(big, "data/client-infer.jsonl", h.sz.ClientInfer)
-		if err == nil {
-			err = h.head(big, "data/client-node.jsonl", h.sz.ClientNode)
+		const infer, node, curl, bodies = "data/client-infer.jsonl", "data/client-node.jsonl", "data/client-curl.jsonl", "data/client-curl-bodies.jsonl"
+		for file, n := range map[string]int{infer: h.sz.ClientInfer, node: h.sz.ClientNode, curl: h.sz.ClientCurl} {
+			if err := h.head("data/prompts-big.jsonl", file, n); err != nil {
+				return err
+			}
 		}
-		if err == nil {
-			err = writeBodies(h.path(big), h.path(bodies), h.sz.ClientCurl, "Qwen3.6-27B", 16)
-		}
-		if err != nil {
+		if err := writeBodies(h.path(curl), h.path(bodies), h.sz.ClientCurl, "Qwen3.6-27B", 16); err != nil {
 			return err
 		}
-		n, err := h.lineCounts("data/client-infer.jsonl", "data/client-node.jsonl", bodies)
+		n, err := h.lineCounts(infer, node, bodies)
 		if err != nil {
 			return err
 		}
@@ -116,8 +96,8 @@ var clientSection = &section{
 		const out = "tmp/client-gen.jsonl"
 		return h.measureAll(ctx, []peerSpec{
 			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
-				Alias: []string{url + "=$URL"}, Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, "data/client-infer.jsonl"}}),
-			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + h.nodeSDK()), Records: n[1]}, url, "", concurrency, 16, "data/client-node.jsonl"),
+				Alias: []string{url + "=$URL"}, Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, infer}}),
+			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + h.nodeSDK()), Records: n[1]}, url, "", concurrency, 16, node),
 			// llmsim's answers end without a newline: -w puts one after each.
 			curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: n[2]}, url, concurrency, true, bodies),
 		})
@@ -133,18 +113,18 @@ var llmsimSection = &section{
 	},
 }
 
-// inTurns measures a table's rows in rounds: round measures every row
-// once, and is called rounds times, so that each row's runs are spread
-// over the same minutes as the others' and a shared machine's load falls
-// on every row alike. The rounds' runs of a row become one result.
-func (h *harness) inTurns(ctx context.Context, rounds int, round func(context.Context) error) error {
+// inTurns measures a table's rows in rounds: each round measures every
+// row once, so that each row's runs are spread over the same minutes as
+// the others' and a shared machine's load falls on every row alike. The
+// rounds' runs of a row become one result.
+func (h *harness) inTurns(ctx context.Context, rounds int, rows []peerSpec) error {
 	var got []*Result
 	savedRuns := h.runs
 	h.collect, h.runs = &got, 1
 	defer func() { h.collect, h.runs = nil, savedRuns }()
 	for r := 1; r <= rounds; r++ {
 		h.logf("round %d of %d", r, rounds)
-		if err := round(ctx); err != nil {
+		if err := h.measureAll(ctx, rows); err != nil {
 			return err
 		}
 	}
@@ -157,23 +137,35 @@ func (h *harness) inTurns(ctx context.Context, rounds int, round func(context.Co
 // rounds'.
 func mergeRounds(rounds []*Result) []*Result {
 	var out []*Result
-	loads := map[*Result][]float64{}
+	merged := map[*Result]float64{}
 	for _, r := range rounds {
 		i := slices.IndexFunc(out, func(o *Result) bool { return o.Group == r.Group && o.Name == r.Name })
 		if i < 0 {
 			c := *r
-			c.Runs = slices.Clone(r.Runs)
+			c.Runs, c.Load1 = nil, 0
 			out, i = append(out, &c), len(out)
-		} else {
-			out[i].Runs = append(out[i].Runs, r.Runs...)
-			out[i].RSSFloorKB = max(out[i].RSSFloorKB, r.RSSFloorKB)
 		}
-		loads[out[i]] = append(loads[out[i]], r.Load1)
-	}
-	for _, r := range out {
-		r.Load1 = mean(loads[r])
+		m := out[i]
+		merged[m]++
+		m.Runs, m.RSSFloorKB = append(m.Runs, r.Runs...), max(m.RSSFloorKB, r.RSSFloorKB)
+		m.Load1 += (r.Load1 - m.Load1) / merged[m] // the mean so far
 	}
 	return out
+}
+
+// freshSim is a Spec's Fresh that starts llmsim anew for each run, with
+// endpoints endpoints and the flags given: in the run's command @URL@ is
+// the first endpoint's URL, @URLS@ every URL comma-separated and @ADDRS@
+// every host:port space-separated.
+func (h *harness) freshSim(endpoints int, log string, flags ...string) func(context.Context) (map[string]string, func(), error) {
+	return func(ctx context.Context) (map[string]string, func(), error) {
+		sim, err := h.startSim(ctx, endpoints, log, flags...)
+		if err != nil {
+			return nil, nil, err
+		}
+		urls := strings.Join(sim.urls, " ")
+		return map[string]string{"@URL@": sim.urls[0], "@URLS@": strings.ReplaceAll(urls, " ", ","), "@ADDRS@": strings.ReplaceAll(urls, "http://", "")}, sim.stop, nil
+	}
 }
 
 // inflightScale: the in-flight tables' llmsim runs this many times faster
@@ -210,37 +202,25 @@ var inflightSection = &section{
 	about: "infer's adapted in-flight count against fixed --concurrency levels on llmsim's Ollama flavour",
 	needs: []string{"servers-prompts"},
 	measure: func(ctx context.Context, h *harness) error {
-		cases := inflightCases(h.sz)
-		for _, c := range cases {
-			if err := h.head("data/servers-prompts.jsonl", "data/servers-"+c.Key+".jsonl", c.Prompts); err != nil {
+		const out = "tmp/servers-gen.jsonl"
+		var rows []peerSpec
+		for _, c := range inflightCases(h.sz) {
+			in := "data/servers-" + c.Key + ".jsonl"
+			if err := h.head("data/servers-prompts.jsonl", in, c.Prompts); err != nil {
 				return err
 			}
-		}
-		return h.inTurns(ctx, h.sz.ServersRuns, func(ctx context.Context) error {
-			for _, c := range cases {
-				h.logf("in-flight: %s, %d prompts", c.Label, c.Prompts)
-				fresh := func(ctx context.Context) (map[string]string, func(), error) {
-					sim, err := h.startSim(ctx, 1, h.path("logs/inflight-llmsim.log"), c.SimFlags()...)
-					if err != nil {
-						return nil, nil, err
-					}
-					return map[string]string{"@URL@": sim.urls[0]}, sim.stop, nil
+			s := Spec{Group: "servers-" + c.Key, Records: int64(c.Prompts), Clean: []string{out}, Count: []string{out}, Alias: []string{"@URL@=$URL"},
+				Fresh: h.freshSim(1, h.path("logs/inflight-llmsim.log"), c.SimFlags()...)}
+			for _, l := range append([]int{0}, c.Levels...) {
+				s.Name, s.Ours, s.Argv = "infer (adapted)", l == 0, []string{"infer", "-e", "@URL@"}
+				if l > 0 {
+					s.Name, s.Argv = fmt.Sprintf("infer --concurrency %d", l), append(s.Argv, "--concurrency", strconv.Itoa(l))
 				}
-				const out = "tmp/servers-gen.jsonl"
-				for i, l := range append([]int{0}, c.Levels...) {
-					name, argv := "infer (adapted)", []string{"infer", "-e", "@URL@"}
-					if l > 0 {
-						name, argv = fmt.Sprintf("infer --concurrency %d", l), append(argv, "--concurrency", strconv.Itoa(l))
-					}
-					argv = append(argv, "--max-tokens", strconv.Itoa(c.MaxTokens), "--progress", "0", "--force", "-o", out, "data/servers-"+c.Key+".jsonl")
-					if err := h.measure(ctx, Spec{Group: "servers-" + c.Key, Name: name, Ours: i == 0, Records: int64(c.Prompts),
-						Clean: []string{out}, Count: []string{out}, Alias: []string{"@URL@=$URL"}, Fresh: fresh, Argv: argv}); err != nil {
-						return err
-					}
-				}
+				s.Argv = append(s.Argv, "--max-tokens", strconv.Itoa(c.MaxTokens), "--progress", "0", "--force", "-o", out, in)
+				rows = append(rows, peerSpec{Spec: s})
 			}
-			return nil
-		})
+		}
+		return h.inTurns(ctx, h.sz.ServersRuns, rows)
 	},
 }
 
@@ -298,6 +278,6 @@ var ollamaSection = &section{
 		if k > 0 && k != ollamaParallel {
 			rows = append(rows, infer(benchRunRow(k), false, "--concurrency", strconv.Itoa(k)))
 		}
-		return h.inTurns(ctx, h.sz.OllamaRuns, func(ctx context.Context) error { return h.measureAll(ctx, rows) })
+		return h.inTurns(ctx, h.sz.OllamaRuns, rows)
 	},
 }
