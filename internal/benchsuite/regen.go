@@ -50,10 +50,15 @@ var regenSection = &section{
 				"--probe-interval", fmt.Sprintf("%dms", 2000/regenScale), "--backoff", fmt.Sprintf("%dms", 1000/regenScale),
 				"--max-backoff", fmt.Sprintf("%dms", 60000/regenScale), "--progress", "0", "-o", out, "data/regen.jsonl")}
 		}
-		// The Python client takes the servers as separate words.
-		specforge := Spec{Name: "(c) specforge_regen.py", Shell: true, Argv: []string{shellJoin([]string{"python3", h.repoFile("pipelines/bench/specforge_regen.py")}) +
-			" --server-address @ADDRS@ --concurrency 64 --max-tokens " + strconv.Itoa(regenMaxTokens) + " --input-file-path data/regen.jsonl --output-file-path tmp/regen-c.jsonl"}}
-		for _, s := range []Spec{infer("(a) infer --regenerate", "tmp/regen-a.jsonl"), infer("(b) infer --regenerate --no-affinity", "tmp/regen-b.jsonl", "--no-affinity"), specforge} {
+		clients := []Spec{
+			infer("(a) infer --regenerate", "tmp/regen-a.jsonl"),
+			infer("(b) infer --regenerate --no-affinity", "tmp/regen-b.jsonl", "--no-affinity"),
+			// The Python client takes the servers as separate words.
+			{Name: "(c) specforge_regen.py", Shell: true, Argv: []string{shellJoin([]string{"python3", h.repoFile("pipelines/bench/specforge_regen.py")}) +
+				" --server-address @ADDRS@ --concurrency 64 --max-tokens " + strconv.Itoa(regenMaxTokens) +
+				" --input-file-path data/regen.jsonl --output-file-path tmp/regen-c.jsonl"}},
+		}
+		for _, s := range clients {
 			if s.Shell && !have("python3") {
 				h.logf("regen: python3 is not installed: no SpecForge-style row")
 				break

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,7 +165,8 @@ func (h *harness) freshSim(endpoints int, log string, flags ...string) func(cont
 			return nil, nil, err
 		}
 		urls := strings.Join(sim.urls, " ")
-		return map[string]string{"@URL@": sim.urls[0], "@URLS@": strings.ReplaceAll(urls, " ", ","), "@ADDRS@": strings.ReplaceAll(urls, "http://", "")}, sim.stop, nil
+		return map[string]string{"@URL@": sim.urls[0], "@URLS@": strings.ReplaceAll(urls, " ", ","),
+			"@ADDRS@": strings.ReplaceAll(urls, "http://", "")}, sim.stop, nil
 	}
 }
 
@@ -239,10 +241,6 @@ var ollamaSection = &section{
 		if h.shared("real/alpaca_en_demo.json") != "" {
 			h.info.Facts["ollama prompts"] = "alpaca"
 		}
-		n, err := h.lineCounts(prompts)
-		if err != nil {
-			return err
-		}
 		srv, stop, why := startOllama(ollamaParallel, h.logf)
 		if srv == nil {
 			for _, r := range ollamaRows {
@@ -253,10 +251,10 @@ var ollamaSection = &section{
 		}
 		defer stop()
 		h.info.Facts["ollama"] = srv.Version
-		if err := writeBodies(h.path(prompts), h.path(bodies), int(n[0]), srv.Model, 32); err != nil {
+		if err := writeBodies(h.path(prompts), h.path(bodies), math.MaxInt, srv.Model, 32); err != nil {
 			return err
 		}
-		nb, err := h.lineCounts(bodies)
+		n, err := h.lineCounts(prompts, bodies)
 		if err != nil {
 			return err
 		}
@@ -268,7 +266,7 @@ var ollamaSection = &section{
 		}
 		rows := []peerSpec{infer(ollamaRows[0], true), infer(ollamaRows[1], false, "--concurrency", "4"),
 			// Ollama's answers end in a newline: curl needs no -w.
-			curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: nb[0]}, srv.URL, ollamaParallel, false, bodies),
+			curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: n[1]}, srv.URL, ollamaParallel, false, bodies),
 			h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n[0]}, srv.URL, srv.Model, ollamaParallel, 32, prompts)}
 		h.logf("a real Ollama server at %s, %d prompts", srv.URL, n[0])
 		k, err := h.benchOllama(ctx, srv.URL, prompts, alias)
