@@ -75,7 +75,8 @@ var clientSection = &section{
 	about: "infer against the OpenAI Node SDK and xargs -P curl, on llmsim --instant",
 	needs: []string{"prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
-		const infer, node, curl, bodies = "data/client-infer.jsonl", "data/client-node.jsonl", "data/client-curl.jsonl", "data/client-curl-bodies.jsonl"
+		const infer, node, curl = "data/client-infer.jsonl", "data/client-node.jsonl", "data/client-curl.jsonl"
+		const bodies = "data/client-curl-bodies.jsonl"
 		for file, n := range map[string]int{infer: h.sz.ClientInfer, node: h.sz.ClientNode, curl: h.sz.ClientCurl} {
 			if err := h.head("data/prompts-big.jsonl", file, n); err != nil {
 				return err
