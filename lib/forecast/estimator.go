@@ -509,6 +509,7 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 		secs, lo, hi = e.played.secs-el, e.played.lo-el, e.played.hi-el
 	} else if batchOK && unsent <= maxPlayed {
 		sim := a.simulation(unsent, left, d, limit, cens, progress)
+		sim.Unbounded = e.limit <= 0
 		sim.Servers = a.simServers(servers, inflight, progress, steps, fleetStep)
 		secs, lo, hi = sim.Play()
 		e.played = played{at: now, done: a.done, secs: secs, lo: lo, hi: hi}

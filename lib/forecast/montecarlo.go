@@ -45,9 +45,14 @@ type Sim struct {
 	// Seen, if not nil, are the lengths the run has shown: answers are
 	// drawn from them, Lengths being their tail beyond the longest seen
 	// to end; the range's plays draw from a bootstrap of them.
-	Seen  *Seen
-	Plays int
-	Seed  uint64
+	Seen *Seen
+	// Unbounded: no max_tokens, the tail reaches the context, far past
+	// any length seen, and the range's low end is played with the
+	// lightest tail the lengths seen allow too (Seen.Light). With
+	// max_tokens the tail's plays end at the cap.
+	Unbounded bool
+	Plays     int
+	Seed      uint64
 }
 
 // Play plays the rest of the run and returns the time left and about a
@@ -71,8 +76,21 @@ func (s Sim) Play() (mid, lo, hi float64) {
 	for i, sv := range s.Servers {
 		covL[i] = chol3(sv.Step.Cov)
 	}
+	// The low end is also played with the lightest tail the lengths seen
+	// allow (Light): a tail fitted beyond them has low quantiles that
+	// already assume long answers no answer has shown, and a run whose
+	// long answers are no longer than those seen ends before them. Their
+	// own draws leave the other plays as they were.
+	var light *Seen
+	var short []float64
+	rngLight := rand.New(rand.NewPCG(s.Seed, 0x119e7))
+	if s.Seen != nil && s.Unbounded {
+		if light = s.Seen.Light(); light != nil {
+			short = make([]float64, plays)
+		}
+	}
 	var st simState
-	var seen Seen
+	var seen, seenLight Seen
 	for p := range drawn {
 		if p < len(at) {
 			at[p] = st.play(&s, s.Lengths, s.Seen, nil, [3]float64{}, rng)
@@ -93,14 +111,22 @@ func (s Sim) Play() (mid, lo, hi float64) {
 			sn = &seen
 		}
 		drawn[p] = st.play(&s, d, sn, covL, z, rng)
+		if light != nil {
+			light.resample(&seenLight, rngLight)
+			short[p] = st.play(&s, d, &seenLight, covL, z, rngLight)
+		}
 	}
 	sort.Float64s(at)
 	sort.Float64s(drawn)
 	q := func(times []float64, f float64) float64 {
 		return times[min(int(f*float64(len(times))), len(times)-1)]
 	}
-	mid = q(at, 0.5)
-	return mid, min(q(drawn, rangeTail), mid), max(q(drawn, 1-rangeTail), mid)
+	mid, lo = q(at, 0.5), q(drawn, rangeTail)
+	if short != nil {
+		sort.Float64s(short)
+		lo = min(lo, q(short, rangeTail))
+	}
+	return mid, min(lo, mid), max(q(drawn, 1-rangeTail), mid)
 }
 
 // rangeTail is what the range leaves out on either side.

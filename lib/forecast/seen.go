@@ -25,6 +25,9 @@ type Seen struct {
 	// them the answers are too few to tell a tail (the longest to end is
 	// not the longest there is), and the fitted tail takes over.
 	trusted int
+	// hazard, if not 0, is the rate per token at which the answers past
+	// the longest length seen to end end (Light), in place of a tail.
+	hazard float64
 }
 
 // minAtRisk is how many answers at least as long as a length the
@@ -88,6 +91,36 @@ func NewSeen(ended, least []Count) *Seen {
 	return k
 }
 
+// Light is the estimate with the lightest tail the answers seen allow:
+// every length seen trusted, and past the longest seen to end answers
+// ending at the constant rate per token at which those of the upper
+// half of the lengths ended (nil where none did). Lengths whose rate of
+// ending falls as they grow, the lognormal's and any heavier tail's, run
+// longer past the seen than that; a run whose long answers are no longer
+// than those seen ends sooner.
+func (k *Seen) Light() *Seen {
+	n := len(k.x)
+	if n == 0 {
+		return nil
+	}
+	last := k.s[n-1]
+	i := sort.Search(n, func(i int) bool { return k.s[i] <= last+(1-last)/2 })
+	u := k.x[min(i, n-1)]
+	ended, exposure := 0.0, 0.0
+	for _, o := range k.obs {
+		if o.x > u {
+			ended += o.ended
+			exposure += (o.x - u) * (o.ended + o.least)
+		}
+	}
+	if ended == 0 || exposure <= 0 {
+		return nil
+	}
+	c := *k
+	c.trusted, c.hazard = n, ended/exposure
+	return &c
+}
+
 // survive fills k.s: the product-limit estimate, each group of n answers
 // weighted by w(n) (nil: n). An answer known to be at least x long is at
 // risk of ending at x. The answers at risk are summed from the longest
@@ -121,7 +154,7 @@ func (k *Seen) survive(w func(n float64) float64) {
 // answers (each weighted by an exponential draw): the spread of the
 // estimate a play-out's range carries.
 func (k *Seen) resample(into *Seen, rng *rand.Rand) {
-	into.obs, into.x, into.trusted = k.obs, k.x, k.trusted
+	into.obs, into.x, into.trusted, into.hazard = k.obs, k.x, k.trusted, k.hazard
 	if cap(into.s) < len(k.x) {
 		into.s = make([]float64, len(k.x))
 	}
@@ -171,6 +204,9 @@ func (k *Seen) draw(tail Dist, above, limit, u float64) float64 {
 	from, sl := above, 1.0
 	if n > 0 {
 		from, sl = max(above, k.x[n-1]), k.s[n-1]
+	}
+	if k.hazard > 0 {
+		return min(from-math.Log(target/sl)/k.hazard, limit)
 	}
 	return drawLength(tail, from, limit, target/sl)
 }

@@ -129,3 +129,29 @@ func BenchmarkSeen(b *testing.B) {
 	}
 	b.ReportMetric(4000*float64(b.N)/b.Elapsed().Seconds(), "answers/s")
 }
+
+// TestSeenLight: ten answers ended at 10 tokens and ten at 20, five in
+// flight at 30. The upper half is past 10: ten answers ended there over
+// 10*10 + 5*20 tokens written past it, a rate of 1/20 a token; past the
+// longest seen to end (P(L > 20) = 0.2) answers end at that rate, those
+// in flight past it too, from where they are.
+func TestSeenLight(t *testing.T) {
+	k := NewSeen([]Count{{10, 10}, {20, 10}}, []Count{{30, 5}})
+	l := k.Light()
+	if l == nil || math.Abs(l.hazard-0.05) > 1e-12 {
+		t.Fatalf("light = %+v, want a rate of 0.05", l)
+	}
+	for _, c := range []struct{ above, u, want float64 }{
+		{0, 0.9, 10}, {0, 0.3, 20}, {0, 0.1, 20 + 20*math.Ln2}, {25, 0.5, 25 + 20*math.Ln2},
+	} {
+		if got := l.draw(nil, c.above, 1000, c.u); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("draw above %v at u %v = %v, want %v", c.above, c.u, got, c.want)
+		}
+	}
+	if got := l.draw(nil, 0, 25, 0.1); got != 25 {
+		t.Errorf("draw cut at 25 = %v", got)
+	}
+	if NewSeen([]Count{{10, 10}}, []Count{{30, 5}}).Light() != nil {
+		t.Error("a rate from no answer ended past the upper half's start")
+	}
+}

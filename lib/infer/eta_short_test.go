@@ -35,9 +35,11 @@ type shortRun struct {
 	// with no limit).
 	length func(i int) int
 	long   bool // in the long tier only: the others cover the same ground
-	// from is the share of the answers from which the ETA is held to the
-	// bar (0: a quarter); before it the lines show only in the log.
-	from float64
+	// twin, if set, is other lengths the run cannot tell from its own
+	// at half its answers: its longest answers far longer, none of them
+	// ended by then. The range at half is then held to holding both
+	// runs' time left instead of to a width.
+	twin func(i int) int
 }
 
 // contextLimit is where an answer ends with no max_tokens: llmsim's
@@ -165,7 +167,8 @@ func shortRuns() []shortRun {
 		{name: "sglang-thinking-6x400-max8192", timings: mixed, slots: 48, keep: 50, prompts: 400, maxTokens: 8192, length: thinkingLength(6, "medium"), long: true},
 		{name: "sglang-loops-6x400-max4096", timings: timings(6, def), slots: 48, keep: 50, prompts: 400, maxTokens: 4096, length: repeating(lognormalLength(7), 25)},
 		{name: "llamacpp-4x300-nomax", timings: timings(4, llamaCPP()), slots: 4, keep: 6, prompts: 300, length: lognormalLength(8), long: true},
-		{name: "sglang-heavy-8x300-nomax", timings: timings(8, def), slots: 48, keep: 50, prompts: 300, length: wideLognormal(10, 150, 2)},
+		{name: "sglang-heavy-8x300-nomax", timings: timings(8, def), slots: 48, keep: 50, prompts: 300, length: wideLognormal(10, 150, 2),
+			twin: stretched(wideLognormal(10, 150, 2), 250, 20)},
 		{name: "ollama-4x200-max1024", timings: timings(4, def), slots: 2, keep: 4, prompts: 200, maxTokens: 1024, length: lognormalLength(9), long: true},
 	}
 	return runs
@@ -264,26 +267,11 @@ func TestETAShortRunsRealLengths(t *testing.T) {
 		{name: "alpaca4x-batchbound-4x400-max2048", timings: timings(4, batchBound()), slots: 16, keep: 18, prompts: 400, maxTokens: 2048, length: alpacaLengths(t, 4)},
 		// Every answer of the dataset once, on eight endpoints: many answers
 		// of a line, none past 709 tokens. With no max_tokens, what is seen
-		// of them until past 60% of the answers (every length up to the
-		// answers in flight, the longest of them still running) fits a
-		// tail far heavier than theirs as well as theirs: the same run with
-		// its answers past 300 tokens 20 times as long there shows the very
-		// same lines until one of those ends, past 60%, and from half the
-		// answers on takes 11 times as long (TestETAShortRunUnseenTail). No
-		// line at half the answers meets the bar on both; the estimator's,
-		// its lognormal tail the heavy one, hold the heavy run's time left
-		// and are 17-45 times this one's until its tail shows: held to the
-		// bar from 65% on. A low end played with no answer past the lengths
-		// seen (those in flight past the longest seen to end ending where
-		// they are, or at the rate per token the upper half of the lengths
-		// ends at) holds this run from 25% and the heavy one at half, but
-		// lowers every run's without max_tokens alike: at half their
-		// answers they too have their longest in flight past any length
-		// seen to end, and vllm-batchbound-8x300-nomax's range there goes
-		// from 3.94 to 4.25 times its time left (4.01 at that rate), past
-		// the bar of 4. Nor do the lengths seen tell this run from those
-		// before 60%: the upper half's own fit is no lighter than the
-		// kept one (at a quarter its spread is 3.0 to the kept 1.6).
+		// of them until past 60% of the answers fits a tail far heavier
+		// than theirs as well as theirs, and the same run with its answers
+		// past 300 tokens 20 times as long shows the very same lines until
+		// then (TestETAShortRunUnseenTail): the range at half the answers
+		// holds both runs' time left, 11 times apart.
 		alpacaNoMax(t),
 		{name: "alpaca-8x999-max1024", timings: timings(8, llmsim.DefaultTiming()), slots: 48, keep: 50, prompts: 999, maxTokens: 1024, length: alpacaLengths(t, 1)},
 	} {
@@ -294,55 +282,67 @@ func TestETAShortRunsRealLengths(t *testing.T) {
 // alpacaNoMax is every answer of alpaca_en_demo.json once, on eight
 // endpoints, with no max_tokens.
 func alpacaNoMax(t *testing.T) shortRun {
-	return shortRun{name: "alpaca-8x999-nomax", timings: timings(8, llmsim.DefaultTiming()), slots: 48, keep: 50, prompts: 999, length: alpacaLengths(t, 1), from: 0.65}
+	light := alpacaLengths(t, 1)
+	return shortRun{name: "alpaca-8x999-nomax", timings: timings(8, llmsim.DefaultTiming()), slots: 48, keep: 50, prompts: 999, length: light,
+		twin: stretched(light, 300, 20)}
 }
 
-// TestETAShortRunUnseenTail is why alpaca-8x999-nomax is held to the bar
-// only from 65% of its answers: the same run with every answer past 300
-// tokens 20 times as long past there (a tail far heavier than alpaca's)
-// feeds the estimator the same events, and so shows the same lines, until
-// one of those answers ends; at half the answers that has not happened,
-// and that run takes more than six times as long to end. Whatever a line
-// shows then, its point within 15% of one run's time left or its range
-// holding it, it holds the other's only with a range more than four times
-// the first's time left: the bar at half the answers cannot be met on
-// both. A forecast that told them apart would be reading the answers it
-// has not seen.
+// TestETAShortRunUnseenTail is why alpaca-8x999-nomax's range at half
+// its answers is wide: the same run with every answer past 300 tokens 20
+// times as long past there (a tail far heavier than alpaca's) feeds the
+// estimator the same events, and so shows the same lines, until one of
+// those answers ends; at half the answers that has not happened, and
+// that run takes more than six times as long to end. No point is within
+// 15% of both runs' time left, and a range that holds both is more than
+// five times the first's: a forecast that told them apart would be
+// reading the answers it has not seen.
 func TestETAShortRunUnseenTail(t *testing.T) {
 	light := alpacaNoMax(t)
 	heavy := light
-	heavy.name, heavy.length = "alpaca-stretched-8x999-nomax", stretched(light.length, 300, 20)
+	heavy.name, heavy.length = "alpaca-stretched-8x999-nomax", light.twin
 	a, wallA := light.play(t)
 	b, wallB := heavy.play(t)
+	p := a[halfLine(t, a, b)]
+	leftA, leftB := wallA-p.elapsed, wallB-p.elapsed
+	t.Logf("at %d/%d answers, %v in, both show ETA %v (%v-%v); the run took %v more, the heavy one %v (%.1f times)",
+		p.done, p.total, p.elapsed, p.eta, p.low, p.high, leftA, leftB, leftB.Seconds()/leftA.Seconds())
+	if leftB < 6*leftA {
+		t.Errorf("the heavy run took only %.1f times as long from half the answers on", leftB.Seconds()/leftA.Seconds())
+	}
+}
+
+// halfLine is the index of the first line of a at half its answers or
+// more, after checking that b shows the same lines until there.
+func halfLine(t *testing.T, a, b []progressLine) int {
+	t.Helper()
 	for i, p := range a {
 		if i >= len(b) {
-			t.Fatalf("the heavy run has %d lines, the light one more", len(b))
+			t.Fatalf("the twin run has %d lines, the run more", len(b))
 		}
 		q := b[i]
 		if p.done != q.done || p.elapsed != q.elapsed || p.eta != q.eta || p.low != q.low || p.high != q.high {
 			t.Fatalf("line %d differs before half the answers:\n%s\n%s", i, p.text, q.text)
 		}
-		if 2*p.done < p.total {
-			continue
+		if 2*p.done >= p.total {
+			return i
 		}
-		leftA, leftB := wallA-p.elapsed, wallB-p.elapsed
-		t.Logf("at %d/%d answers, %v in, both show ETA %v (%v-%v); the run took %v more, the heavy one %v (%.1f times)",
-			p.done, p.total, p.elapsed, p.eta, p.low, p.high, leftA, leftB, leftB.Seconds()/leftA.Seconds())
-		if leftB < 6*leftA {
-			t.Errorf("the heavy run took only %.1f times as long from half the answers on", leftB.Seconds()/leftA.Seconds())
-		}
-		return
 	}
 	t.Fatal("no line at half the answers")
+	return 0
 }
 
 // checkShortRun plays s and checks every progress line from a quarter of
-// the answers (or s.from) on: the point ETA within 15% of the time the run still took,
-// or that time inside the range printed with it. The range is about 98%:
-// it may miss one line in 40. It must be of use: at half the answers its
-// width is at most 1.25 times the time left where max_tokens bounds the
-// answers, 4 times where nothing does (the run's end is then its longest
-// answer, which no length seen so far bounds).
+// the answers on: the point ETA within 15% of the time the run still
+// took, or that time inside the range printed with it. The range is
+// about 98%: it may miss one line in 40. It must be of use: at half the
+// answers its width is at most 1.25 times the time left where max_tokens
+// bounds the answers, 4 times where nothing does (the run's end is then
+// its longest answer, which no length seen so far bounds). A run with a
+// twin is wide at half its answers because its tail is unseen: the twin,
+// whose longest answers are far longer, shows the same lines until then.
+// Its range is held instead to holding both runs' time left at that
+// line, which is what makes a range that wide honest: narrower, it would
+// miss one of the two.
 func checkShortRun(t *testing.T, s shortRun) {
 	if s.long {
 		testbin.Long(t, "more short runs on virtual time")
@@ -351,62 +351,64 @@ func checkShortRun(t *testing.T, s shortRun) {
 	if s.maxTokens == 0 {
 		maxWidth = 4
 	}
-	from := s.from
-	if from == 0 {
-		from = 0.25
-	}
-	{
-		{
-			trace, wall := s.play(t)
-			checked, held, missed := 0, 0, 0
-			var at []etaVerdict
-			marks := []float64{0.25, 0.5, 0.75, 0.95}
-			for _, p := range trace {
-				if p.done*4 < p.total || p.done >= p.total {
-					continue
-				}
-				left := wall - p.elapsed
-				if !p.hasETA || p.eta <= 0 {
-					t.Errorf("at %d/%d answers, %v before the end: no ETA: %s", p.done, p.total, left, p.text)
-					continue
-				}
-				checked++
-				v := judge(p, left)
-				if left < lastPrint {
-					// The run's last line: its last answer can end at any
-					// moment, and did.
-					continue
-				}
-				if len(at) < len(marks) && v.frac >= marks[len(at)] {
-					at = append(at, v)
-				}
-				if v.frac < from {
-					continue
-				}
-				held++
-				if v.err > 0.15 && !v.inRange {
-					missed++
-					if missed <= 10 {
-						t.Logf("at %d/%d answers, %v in: ETA %v (%v-%v), the run took %v more: off by %.0f%%, outside the range",
-							p.done, p.total, p.elapsed, p.eta, p.low, p.high, left, 100*v.err)
-					}
-				}
-			}
-			if checked < 10 {
-				t.Fatalf("only %d progress lines from 25%% on in a %v run", checked, wall)
-			}
-			var b strings.Builder
-			for i, v := range at {
-				fmt.Fprintf(&b, " %.0f%%: off %.0f%% in %v width %.2f;", 100*marks[i], 100*v.err, v.inRange, v.width)
-			}
-			t.Logf("%v run, %d lines, %d from %.0f%%, %d missed;%s", wall.Round(time.Second), checked, held, 100*from, missed, b.String())
-			if 40*missed > held {
-				t.Errorf("%d of %d lines missed", missed, held)
-			}
-			if len(at) > 1 && from <= 0.5 && at[1].width > maxWidth {
-				t.Errorf("at half the answers the range is %.2f times the time left, more than %.1f", at[1].width, maxWidth)
+	trace, wall := s.play(t)
+	checked, missed := 0, 0
+	var at []etaVerdict
+	marks := []float64{0.25, 0.5, 0.75, 0.95}
+	for _, p := range trace {
+		if p.done*4 < p.total || p.done >= p.total {
+			continue
+		}
+		left := wall - p.elapsed
+		if !p.hasETA || p.eta <= 0 {
+			t.Errorf("at %d/%d answers, %v before the end: no ETA: %s", p.done, p.total, left, p.text)
+			continue
+		}
+		checked++
+		v := judge(p, left)
+		if left < lastPrint {
+			// The run's last line: its last answer can end at any
+			// moment, and did.
+			continue
+		}
+		if len(at) < len(marks) && v.frac >= marks[len(at)] {
+			at = append(at, v)
+		}
+		if v.err > 0.15 && !v.inRange {
+			missed++
+			if missed <= 10 {
+				t.Logf("at %d/%d answers, %v in: ETA %v (%v-%v), the run took %v more: off by %.0f%%, outside the range",
+					p.done, p.total, p.elapsed, p.eta, p.low, p.high, left, 100*v.err)
 			}
 		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d progress lines from 25%% on in a %v run", checked, wall)
+	}
+	var b strings.Builder
+	for i, v := range at {
+		fmt.Fprintf(&b, " %.0f%%: off %.0f%% in %v width %.2f;", 100*marks[i], 100*v.err, v.inRange, v.width)
+	}
+	t.Logf("%v run, %d lines from 25%%, %d missed;%s", wall.Round(time.Second), checked, missed, b.String())
+	if 40*missed > checked {
+		t.Errorf("%d of %d lines missed", missed, checked)
+	}
+	if s.twin != nil {
+		twin := s
+		twin.name, twin.length, twin.twin = s.name+"-twin", s.twin, nil
+		other, wallTwin := twin.play(t)
+		p := trace[halfLine(t, trace, other)]
+		for _, left := range []time.Duration{wall - p.elapsed, wallTwin - p.elapsed} {
+			if !p.hasRange || left < p.low-resolution(p.low) || left > p.high+resolution(p.high) {
+				t.Errorf("at %d/%d answers, %v in: ETA %v (%v-%v); the run took %v more, its twin %v: the range holds not both",
+					p.done, p.total, p.elapsed, p.eta, p.low, p.high, wall-p.elapsed, wallTwin-p.elapsed)
+				break
+			}
+		}
+		t.Logf("at %d/%d answers: ETA %v (%v-%v), the run took %v more, its twin %v",
+			p.done, p.total, p.eta, p.low, p.high, wall-p.elapsed, wallTwin-p.elapsed)
+	} else if len(at) > 1 && at[1].width > maxWidth {
+		t.Errorf("at half the answers the range is %.2f times the time left, more than %.1f", at[1].width, maxWidth)
 	}
 }
 
