@@ -336,8 +336,10 @@ func halfLine(t *testing.T, a, b []progressLine) int {
 // took, or that time inside the range printed with it. The range is
 // about 98%: it may miss one line in 40. It must be of use: at half the
 // answers its width is at most 1.25 times the time left where max_tokens
-// bounds the answers, 4 times where nothing does (the run's end is then
-// its longest answer, which no length seen so far bounds). A run with a
+// bounds the answers, 4.5 times where nothing does (the run's end is then
+// its longest answer, which no length seen so far bounds, and the low end
+// is played with the lightest tail the lengths seen allow as well: it
+// widens vllm-batchbound-8x300-nomax's range from 3.94 to 4.02). A run with a
 // twin is wide at half its answers because its tail is unseen: the twin,
 // whose longest answers are far longer, shows the same lines until then.
 // Its range is held instead to holding both runs' time left at that
@@ -349,7 +351,7 @@ func checkShortRun(t *testing.T, s shortRun) {
 	}
 	maxWidth := 1.25
 	if s.maxTokens == 0 {
-		maxWidth = 4
+		maxWidth = 4.5
 	}
 	trace, wall := s.play(t)
 	checked, missed := 0, 0
