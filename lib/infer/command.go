@@ -142,8 +142,8 @@ type Config struct {
 	// PickSeedOffset: --append without --seed-offset, so that the run asks
 	// with seeds past those the answers already in -o took.
 	PickSeedOffset bool
-	MaxTokens  int // 0: the server's
-	Samples    int
+	MaxTokens      int // 0: the server's
+	Samples        int
 	// Regenerate whole conversations, sending each turn where the last went
 	// (Affinity), with at most ToolRounds rounds of tool results a turn.
 	Regenerate, Affinity bool
