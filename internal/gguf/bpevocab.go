@@ -140,9 +140,33 @@ func ReadBPEVocab(dir, pre string) (*BPEVocab, error) {
 
 	v := &BPEVocab{Pre: pre, Special: map[string]int{}, Add: map[string]bool{}}
 
-	// The vocabulary: tokenizer.vocab is the model's tokens and the added
-	// tokens (an added token's content names its id); its size is
-	// config.json's vocab_size where given, else its number of entries.
+	size, err := v.readTokens(dir, &tj, model)
+	if err != nil {
+		return nil, err
+	}
+	merges, err := readMerges(tj.Model.Merges)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %s: merges: %w", filepath.Join(dir, "tokenizer.json"), err)
+	}
+	v.Merges = merges
+
+	if err := v.readSpecials(dir, &tj, cfg, model, size); err != nil {
+		return nil, err
+	}
+	if len(cfg) == 0 {
+		return v, nil // the converter reads no chat template without a tokenizer_config.json
+	}
+	if err := v.readTemplates(dir, cfg["chat_template"]); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// readTokens fills v's tokens and their types: tokenizer.vocab is the
+// model's tokens and the added tokens (an added token's content names its
+// id); the vocabulary's size, returned, is config.json's vocab_size where
+// given, else its number of entries.
+func (v *BPEVocab) readTokens(dir string, tj *hfTokenizer, model map[string]json.RawMessage) (int, error) {
 	byID := map[int]string{}
 	names := map[string]bool{}
 	for tok, id := range tj.Model.Vocab {
@@ -165,7 +189,7 @@ func ReadBPEVocab(dir, pre string) (*BPEVocab, error) {
 	}
 	for id := range byID {
 		if id < 0 || id >= size {
-			return nil, fmt.Errorf("gguf: %s: token id %d outside the vocabulary size %d", dir, id, size)
+			return 0, fmt.Errorf("gguf: %s: token id %d outside the vocabulary size %d", dir, id, size)
 		}
 	}
 	v.Tokens = make([]string, size)
@@ -185,21 +209,17 @@ func ReadBPEVocab(dir, pre string) (*BPEVocab, error) {
 			v.Tokens[i], v.Types[i] = tok, TokenNormal
 		}
 	}
+	return size, nil
+}
 
-	merges, err := readMerges(tj.Model.Merges)
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %s: merges: %w", filepath.Join(dir, "tokenizer.json"), err)
-	}
-	v.Merges = merges
-
-	// Special tokens: tokenizer_config.json's <kind>_token entries (cls
-	// standing in for a missing bos, sep for a missing eos), adjusted by
-	// the post processor, each looked up among the added tokens (the
-	// first with that content); then config.json's <kind>_token_id for a
-	// kind still unset.
-	kinds := slices.Clone(specialKinds)
+// readSpecials fills v's special tokens and whether each is added:
+// tokenizer_config.json's <kind>_token entries (cls standing in for a
+// missing bos, sep for a missing eos), adjusted by the post processor,
+// each looked up among the added tokens (the first with that content);
+// then config.json's <kind>_token_id for a kind still unset.
+func (v *BPEVocab) readSpecials(dir string, tj *hfTokenizer, cfg, model map[string]json.RawMessage, size int) error {
 	entry := map[string]json.RawMessage{}
-	for _, k := range kinds {
+	for _, k := range specialKinds {
 		entry[k.kind] = cfg[k.kind+"_token"]
 	}
 	if !truthy(entry["bos"]) && truthy(entry["cls"]) && len(cfg) > 0 {
@@ -208,8 +228,9 @@ func ReadBPEVocab(dir, pre string) (*BPEVocab, error) {
 	if !truthy(entry["eos"]) && truthy(entry["sep"]) && len(cfg) > 0 {
 		entry["eos"] = entry["sep"]
 	}
-	if kinds, err = v.readPostProcessor(tj.PostProcessor, entry, kinds, len(cfg) > 0); err != nil {
-		return nil, fmt.Errorf("gguf: %s: post_processor: %w", filepath.Join(dir, "tokenizer.json"), err)
+	kinds, err := v.readPostProcessor(tj.PostProcessor, entry, slices.Clone(specialKinds), len(cfg) > 0)
+	if err != nil {
+		return fmt.Errorf("gguf: %s: post_processor: %w", filepath.Join(dir, "tokenizer.json"), err)
 	}
 	if len(cfg) > 0 {
 		for _, k := range kinds {
@@ -243,17 +264,10 @@ func ReadBPEVocab(dir, pre string) (*BPEVocab, error) {
 	}
 	for kind, id := range v.Special {
 		if id < 0 || id >= size {
-			return nil, fmt.Errorf("gguf: %s: %s token id %d outside the vocabulary size %d", dir, kind, id, size)
+			return fmt.Errorf("gguf: %s: %s token id %d outside the vocabulary size %d", dir, kind, id, size)
 		}
 	}
-
-	if len(cfg) == 0 {
-		return v, nil // the converter reads no chat template without a tokenizer_config.json
-	}
-	if err := v.readTemplates(dir, cfg["chat_template"]); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return nil
 }
 
 // looksSpecial is the converter's does_token_look_special: added tokens

@@ -87,11 +87,42 @@ func (m Llama) File() (*File, error) {
 		return nil, fmt.Errorf("gguf: llama: embedding %d, heads %d, kv heads %d: heads must divide the embedding into even head sizes and kv heads divide heads",
 			m.Embedding, m.Heads, m.KVHeads)
 	}
-	var types []int32
-	var tokenizer []KV
+	types, tokenizer, err := m.tokenizerKVs()
+	if err != nil {
+		return nil, err
+	}
+	e, ff := m.Embedding, m.FeedForward
+	headDim := e / m.Heads
+
+	f := &File{KV: []KV{
+		{"general.architecture", "llama"},
+		{"general.name", m.Name},
+		{AlignmentKey, uint32(DefaultAlignment)},
+		{"general.file_type", uint32(0)}, // all F32
+		{"llama.context_length", uint32(m.Context)},
+		{"llama.embedding_length", uint32(e)},
+		{"llama.block_count", uint32(m.Layers)},
+		{"llama.feed_forward_length", uint32(ff)},
+		{"llama.attention.head_count", uint32(m.Heads)},
+		{"llama.attention.head_count_kv", uint32(m.KVHeads)},
+		{"llama.rope.dimension_count", uint32(headDim)},
+		{"llama.rope.freq_base", float32(10000)},
+		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
+	}}
+	f.KV = append(f.KV, tokenizer...)
+	if m.ChatTemplate != "" {
+		f.KV = append(f.KV, KV{"tokenizer.chat_template", m.ChatTemplate})
+	}
+	m.addTensors(f, types)
+	return f, nil
+}
+
+// tokenizerKVs is the model's token types and its tokenizer's keys: the
+// BPE vocabulary given, else the built-in English one.
+func (m Llama) tokenizerKVs() (types []int32, tokenizer []KV, err error) {
 	if m.BPE != nil {
 		if err := m.BPE.check(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		types = m.BPE.Types
 		tokenizer = m.BPE.KVs()
@@ -113,30 +144,14 @@ func (m Llama) File() (*File, error) {
 			{"tokenizer.ggml.add_eos_token", false},
 		}
 	}
+	return types, tokenizer, nil
+}
+
+// addTensors adds the model's weights to f, drawn from m.Seed, for a
+// vocabulary of the token types given.
+func (m Llama) addTensors(f *File, types []int32) {
 	nv, e, ff := len(types), m.Embedding, m.FeedForward
-	headDim := e / m.Heads
-	kv := headDim * m.KVHeads
-
-	f := &File{KV: []KV{
-		{"general.architecture", "llama"},
-		{"general.name", m.Name},
-		{AlignmentKey, uint32(DefaultAlignment)},
-		{"general.file_type", uint32(0)}, // all F32
-		{"llama.context_length", uint32(m.Context)},
-		{"llama.embedding_length", uint32(e)},
-		{"llama.block_count", uint32(m.Layers)},
-		{"llama.feed_forward_length", uint32(ff)},
-		{"llama.attention.head_count", uint32(m.Heads)},
-		{"llama.attention.head_count_kv", uint32(m.KVHeads)},
-		{"llama.rope.dimension_count", uint32(headDim)},
-		{"llama.rope.freq_base", float32(10000)},
-		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
-	}}
-	f.KV = append(f.KV, tokenizer...)
-	if m.ChatTemplate != "" {
-		f.KV = append(f.KV, KV{"tokenizer.chat_template", m.ChatTemplate})
-	}
-
+	kv := e / m.Heads * m.KVHeads
 	rng := rand.New(rand.NewPCG(m.Seed, 0x746f6b656e6d696c)) // "tokenmil"
 	// uniform draws n weights with mean 0 and standard deviation sd, from
 	// the generator's raw bits, which math/rand/v2 keeps stable.
@@ -190,5 +205,4 @@ func (m Llama) File() (*File, error) {
 		}
 	}
 	add("output.weight", out, uint64(e), uint64(nv))
-	return f, nil
 }
