@@ -81,7 +81,7 @@ func load() []sample {
 			}
 		}
 	}
-	f, _ := os.Open(filepath.Join(*real, "v1_sft_demo.jsonl"))
+	f := mustOpen(filepath.Join(*real, "v1_sft_demo.jsonl"))
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
@@ -103,7 +103,7 @@ func load() []sample {
 			}
 		}
 	}
-	f, _ = os.Open(*written)
+	f = mustOpen(*written)
 	sc = bufio.NewScanner(f)
 	for sc.Scan() {
 		var v struct{ Lang, Text string }
@@ -111,6 +111,16 @@ func load() []sample {
 		out = append(out, sample{v.Lang, v.Text, "written"})
 	}
 	return out
+}
+
+// mustOpen opens path, or ends the run saying why.
+func mustOpen(path string) *os.File {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "langid:", err)
+		os.Exit(1)
+	}
+	return f
 }
 
 var codes = []string{"en", "zh", "ja", "ko", "fr", "de", "es", "pt", "it", "ru", "ar", "nl", "tr", "vi"}
@@ -130,9 +140,40 @@ func main() {
 	}
 	fmt.Println("samples", len(samples), "bytes", bytes, counts)
 
-	var ms0 runtime.MemStats
+	det := loadLingua()
+	opts := whatlangOptions(samples[0].text)
+	lingua14 := func(s string) string {
+		l, ok := det.DetectLanguageOf(s)
+		if !ok {
+			return "?"
+		}
+		return strings.ToLower(l.IsoCode639_1().String())
+	}
+	whatlang14 := func(s string) string { return whatlanggo.DetectWithOptions(s, opts).Lang.Iso6391() }
+	eval(samples, bytes, "lingua low-accuracy 14 langs", lingua14)
+	eval(samples, bytes, "whatlanggo 14 langs", whatlang14)
+	eval(samples, bytes, "whatlanggo all", func(s string) string { return whatlanggo.Detect(s).Lang.Iso6391() })
+	for _, n := range []int{256, 512} {
+		eval(samples, bytes, fmt.Sprintf("lingua low-accuracy 14 langs, first %d bytes", n), func(s string) string { return lingua14(cut(s, n)) })
+		eval(samples, bytes, fmt.Sprintf("whatlanggo 14 langs, first %d bytes", n), func(s string) string { return whatlang14(cut(s, n)) })
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("sys %.1f MB\n", float64(ms.Sys)/1e6)
+}
+
+// heap is the live heap after a collection.
+func heap() float64 {
+	var ms runtime.MemStats
 	runtime.GC()
-	runtime.ReadMemStats(&ms0)
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapAlloc)
+}
+
+// loadLingua builds lingua's detector for the 14 languages, saying how
+// long it took and the heap its models take.
+func loadLingua() lingua.LanguageDetector {
+	before := heap()
 	var langs []lingua.Language
 	for _, c := range codes {
 		langs = append(langs, lingua.GetLanguageFromIsoCode639_1(lingua.GetIsoCode639_1FromValue(c)))
@@ -140,19 +181,16 @@ func main() {
 	t0 := time.Now()
 	det := lingua.NewLanguageDetectorBuilder().FromLanguages(langs...).WithLowAccuracyMode().WithPreloadedLanguageModels().Build()
 	load := time.Since(t0)
-	var ms1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms1)
-	fmt.Printf("lingua load %v heap %.1f MB\n", load, float64(ms1.HeapAlloc-ms0.HeapAlloc)/1e6)
+	fmt.Printf("lingua load %v heap %.1f MB\n", load, (heap()-before)/1e6)
+	return det
+}
 
-	var ms3, ms4 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms3)
-	whatlanggo.Detect(samples[0].text)
-	runtime.GC()
-	runtime.ReadMemStats(&ms4)
-	fmt.Printf("whatlanggo heap after its first use: %+.1f MB (its profiles are package variables, in the binary)\n", (float64(ms4.HeapAlloc)-float64(ms3.HeapAlloc))/1e6)
-
+// whatlangOptions is whatlanggo limited to the 14 languages, after
+// saying what its first use (of text) takes of the heap.
+func whatlangOptions(text string) whatlanggo.Options {
+	before := heap()
+	whatlanggo.Detect(text)
+	fmt.Printf("whatlanggo heap after its first use: %+.1f MB (its profiles are package variables, in the binary)\n", (heap()-before)/1e6)
 	wl := map[whatlanggo.Lang]bool{}
 	for l := range whatlanggo.Langs {
 		for _, c := range codes {
@@ -162,89 +200,64 @@ func main() {
 		}
 	}
 	fmt.Println("whitelist", len(wl))
-	opts := whatlanggo.Options{Whitelist: wl}
+	return whatlanggo.Options{Whitelist: wl}
+}
 
+// eval runs f over the samples five times and prints its accuracy per
+// language (from the first pass) and its speed (over all five).
+func eval(samples []sample, bytes int, name string, f func(string) string) {
 	type res struct {
 		ok, n int
 		wrong map[string]int
 	}
-	eval := func(name string, f func(string) string) {
-		per := map[string]*res{}
-		start := time.Now()
-		reps := 5
-		for r := 0; r < reps; r++ {
-			for _, s := range samples {
-				got := f(s.text)
-				if r > 0 {
-					continue
-				}
-				p := per[s.lang]
-				if p == nil {
-					p = &res{wrong: map[string]int{}}
-					per[s.lang] = p
-				}
-				p.n++
-				if got == s.lang {
-					p.ok++
-				} else {
-					p.wrong[got]++
-				}
+	per := map[string]*res{}
+	start := time.Now()
+	const reps = 5
+	for r := 0; r < reps; r++ {
+		for _, s := range samples {
+			got := f(s.text)
+			if r > 0 {
+				continue
+			}
+			p := per[s.lang]
+			if p == nil {
+				p = &res{wrong: map[string]int{}}
+				per[s.lang] = p
+			}
+			p.n++
+			if got == s.lang {
+				p.ok++
+			} else {
+				p.wrong[got]++
 			}
 		}
-		el := time.Since(start)
-		var keys []string
-		tot, ok := 0, 0
-		for k, p := range per {
-			keys = append(keys, k)
-			tot += p.n
-			ok += p.ok
-		}
-		sort.Strings(keys)
-		fmt.Printf("%s: accuracy %d/%d = %.1f%%, %.2f MB/s, %.1f µs/sample\n", name, ok, tot, 100*float64(ok)/float64(tot),
-			float64(bytes*reps)/el.Seconds()/1e6, el.Seconds()*1e6/float64(len(samples)*reps))
-		var parts []string
-		for _, k := range keys {
-			p := per[k]
-			parts = append(parts, fmt.Sprintf("%s %d/%d %v", k, p.ok, p.n, p.wrong))
-		}
-		fmt.Println("  ", strings.Join(parts, "; "))
 	}
-	eval("lingua low-accuracy 14 langs", func(s string) string {
-		l, ok := det.DetectLanguageOf(s)
-		if !ok {
-			return "?"
-		}
-		return strings.ToLower(l.IsoCode639_1().String())
-	})
-	eval("whatlanggo 14 langs", func(s string) string {
-		i := whatlanggo.DetectWithOptions(s, opts)
-		return i.Lang.Iso6391()
-	})
-	eval("whatlanggo all", func(s string) string {
-		return whatlanggo.Detect(s).Lang.Iso6391()
-	})
-	cut := func(s string, n int) string {
-		if len(s) <= n {
-			return s
-		}
-		for n > 0 && s[n]&0xc0 == 0x80 {
-			n--
-		}
-		return s[:n]
+	el := time.Since(start)
+	var keys []string
+	tot, ok := 0, 0
+	for k, p := range per {
+		keys = append(keys, k)
+		tot += p.n
+		ok += p.ok
 	}
-	for _, n := range []int{256, 512} {
-		eval(fmt.Sprintf("lingua low-accuracy 14 langs, first %d bytes", n), func(s string) string {
-			l, ok := det.DetectLanguageOf(cut(s, n))
-			if !ok {
-				return "?"
-			}
-			return strings.ToLower(l.IsoCode639_1().String())
-		})
-		eval(fmt.Sprintf("whatlanggo 14 langs, first %d bytes", n), func(s string) string {
-			return whatlanggo.DetectWithOptions(cut(s, n), opts).Lang.Iso6391()
-		})
+	sort.Strings(keys)
+	fmt.Printf("%s: accuracy %d/%d = %.1f%%, %.2f MB/s, %.1f µs/sample\n", name, ok, tot, 100*float64(ok)/float64(tot),
+		float64(bytes*reps)/el.Seconds()/1e6, el.Seconds()*1e6/float64(len(samples)*reps))
+	var parts []string
+	for _, k := range keys {
+		p := per[k]
+		parts = append(parts, fmt.Sprintf("%s %d/%d %v", k, p.ok, p.n, p.wrong))
 	}
-	var ms2 runtime.MemStats
-	runtime.ReadMemStats(&ms2)
-	fmt.Printf("sys %.1f MB\n", float64(ms2.Sys)/1e6)
+	fmt.Println("  ", strings.Join(parts, "; "))
+}
+
+// cut is s's first n bytes, cut back to a whole character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xc0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }
