@@ -72,6 +72,9 @@ type Estimator[K comparable] interface {
 type estimator[K comparable] struct {
 	window time.Duration
 	limit  float64 // max_tokens when known (0: learn it)
+	// context is the model's context as the run knows it (0: not yet):
+	// with no max_tokens, no answer is longer.
+	context func() int
 	// capacity is how many requests endpoint i runs at once (0: all).
 	capacity func(i int) int
 
@@ -179,10 +182,11 @@ const minAnswers = 20
 
 // NewEstimator returns the forecast the progress display uses: tokens per
 // second over the last window, answers of at most maxTokens (0: unknown),
-// and capacity(i) requests written at once by endpoint i (nil, or 0: all
-// those in flight). K names an attempt in flight.
-func NewEstimator[K comparable](window time.Duration, maxTokens int, capacity func(i int) int) Estimator[K] {
-	return &estimator[K]{window: window, limit: float64(maxTokens), capacity: capacity,
+// else of at most the model's context (context(), 0 or a nil context:
+// unknown), and capacity(i) requests written at once by endpoint i (nil,
+// or 0: all those in flight). K names an attempt in flight.
+func NewEstimator[K comparable](window time.Duration, maxTokens int, context func() int, capacity func(i int) int) Estimator[K] {
+	return &estimator[K]{window: window, limit: float64(maxTokens), context: context, capacity: capacity,
 		inflight: map[K]*flight{}, byEP: map[int][]*flight{}, batch: map[int]*batchClock{}, cost: [2]float64{1, 0},
 		answers: finished{cut: map[int]float64{}, ended: map[int]float64{}}}
 }
@@ -397,14 +401,24 @@ func (a *finished) seen(progress []float64) *Seen {
 	return NewSeen(ended, least)
 }
 
-// answerLimit is the longest an answer can be.
-func (a *finished) answerLimit(limit float64) float64 {
+// answerLimit is the longest an answer can be: max_tokens; else, the
+// model's context known, the longest answer it cut (the context less its
+// prompt) or, none cut yet, the context; else DefaultLimit. Never shorter
+// than an answer seen.
+func (a *finished) answerLimit(limit float64, context int) float64 {
 	if limit > 0 {
 		return limit
 	}
-	lim := float64(DefaultLimit)
+	cut := 0.0
 	for l := range a.cut {
-		lim = max(lim, float64(l))
+		cut = max(cut, float64(l))
+	}
+	lim := max(float64(DefaultLimit), cut)
+	switch {
+	case context > 0 && cut > 0:
+		lim = cut
+	case context > 0:
+		lim = float64(context)
 	}
 	return max(lim, float64(a.longest))
 }
@@ -451,7 +465,11 @@ func (e *estimator[K]) Forecast(now time.Time, left int64) (ETA, bool) {
 	if v <= 0 {
 		return ETA{}, false
 	}
-	limit := a.answerLimit(e.limit)
+	context := 0
+	if e.context != nil {
+		context = e.context()
+	}
+	limit := a.answerLimit(e.limit, context)
 	fleetStep, batchOK := a.steps.Fit()
 	if batchOK {
 		e.mu.Lock()

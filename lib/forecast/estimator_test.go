@@ -112,7 +112,7 @@ func feed(est Estimator[int], events []simEvent, ended func(ev simEvent, done in
 func replaySynthetic(t *testing.T, f simFleet, lengths []int, fracs []float64) []etaPoint {
 	t.Helper()
 	events, end := f.run(lengths)
-	est := NewEstimator[int](time.Minute, f.limit, nil)
+	est := NewEstimator[int](time.Minute, f.limit, nil, nil)
 	n := len(lengths)
 	var out []etaPoint
 	next := 0
@@ -207,7 +207,7 @@ func TestEstimatorMeanEarly(t *testing.T) {
 	}
 	trueMean := trueSum / float64(len(lengths))
 	events, _ := f.run(lengths)
-	est := NewEstimator[int](time.Minute, f.limit, nil)
+	est := NewEstimator[int](time.Minute, f.limit, nil, nil)
 	var finishedSum float64
 	feed(est, events, func(ev simEvent, done int) bool {
 		finishedSum += float64(ev.tokens)
@@ -234,7 +234,7 @@ func TestEstimatorMeanEarly(t *testing.T) {
 }
 
 func TestEstimatorEdges(t *testing.T) {
-	est := NewEstimator[int](time.Minute, 0, nil)
+	est := NewEstimator[int](time.Minute, 0, nil, nil)
 	t0 := simEpoch
 	if _, ok := est.Forecast(t0, 100); ok {
 		t.Fatal("a forecast before anything was sent")
@@ -281,7 +281,7 @@ func TestEstimatorEdges(t *testing.T) {
 func BenchmarkForecast(b *testing.B) {
 	f := simFleet{400, 24.6, 300 * time.Millisecond, 8192}
 	events, _ := f.run(logNormalLengths(20_000, 600, 1.01, 1))
-	est := NewEstimator[int](time.Minute, f.limit, nil)
+	est := NewEstimator[int](time.Minute, f.limit, nil, nil)
 	var at time.Time
 	feed(est, events, func(ev simEvent, done int) bool {
 		at = ev.at
@@ -297,7 +297,7 @@ func BenchmarkForecast(b *testing.B) {
 
 // BenchmarkEstimatorEvents: what the estimator adds to every request.
 func BenchmarkEstimatorEvents(b *testing.B) {
-	est := NewEstimator[int](time.Minute, 0, nil)
+	est := NewEstimator[int](time.Minute, 0, nil, nil)
 	const inFlight = 400
 	t0 := simEpoch
 	b.ResetTimer()
@@ -305,5 +305,35 @@ func BenchmarkEstimatorEvents(b *testing.B) {
 		k := i % inFlight
 		est.Started(k, 0, t0)
 		est.Ended(k, t0.Add(time.Second), true, 100+i%500, "stop")
+	}
+}
+
+// TestAnswerLimit: the longest an answer can be is max_tokens; else,
+// with the model's context known, the longest answer it cut (the context
+// less that answer's prompt) or the context while none is cut; else
+// DefaultLimit. Never shorter than an answer seen.
+func TestAnswerLimit(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		limit   float64
+		context int
+		cut     []int
+		longest int
+		want    float64
+	}{
+		{"max_tokens", 512, 4096, []int{512}, 512, 512},
+		{"nothing known", 0, 0, nil, 300, DefaultLimit},
+		{"a cut past the default", 0, 0, []int{40000}, 300, 40000},
+		{"the context", 0, 4096, nil, 300, 4096},
+		{"the context's cuts", 0, 4096, []int{4000, 4056}, 300, 4056},
+		{"an answer past them", 0, 4096, []int{4000}, 4050, 4050},
+	} {
+		a := finished{cut: map[int]float64{}, longest: c.longest}
+		for _, l := range c.cut {
+			a.cut[l]++
+		}
+		if got := a.answerLimit(c.limit, c.context); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -61,6 +61,6 @@ func RunTime(r Run) (secs, lo, hi float64) {
 	return secs, lo, hi
 }
 
-// DefaultLimit bounds answer lengths when max_tokens is not given: a
-// common context length.
+// DefaultLimit bounds answer lengths when neither max_tokens nor the
+// model's context is known: a common context length.
 const DefaultLimit = 32768

@@ -100,8 +100,7 @@ func (r *runner) send(ep *fleet.Endpoint, j *job) {
 		}
 		start := r.clk.Now()
 		if !j.etaOn {
-			r.eta.Started(j, ep.Index(), start)
-			j.etaOn, j.started = true, start
+			r.etaStarted(j, ep.Index(), start)
 		}
 		c, f := r.complete(ep, j)
 		end := r.clk.Now()

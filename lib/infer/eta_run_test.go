@@ -14,7 +14,6 @@ import (
 	"tokenmill/internal/llmsim"
 	"tokenmill/internal/simfleet"
 	"tokenmill/lib/fleet"
-	"tokenmill/lib/forecast"
 )
 
 // simEpoch is when virtual runs start.
@@ -95,16 +94,18 @@ func chatSeq(system, user string, limit int, ref any) *llmsim.Seq {
 
 // virtualRun is a runner on a fake clock for answers answers, its ETA
 // and its progress display fed by the test, with a pool of endpoints
-// that are never probed.
-func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens int, capacity func(int) int) (*runner, *fakeclock.Clock, *progress) {
+// that are never probed; modelContext, when not 0, is the model's context as
+// the servers state it.
+func virtualRun(t *testing.T, endpoints int, answers int64, maxTokens, modelContext int, capacity func(int) int) (*runner, *fakeclock.Clock, *progress) {
 	t.Helper()
 	fake := fakeclock.New(simEpoch)
 	targets, err := fleet.ParseEndpoints(fmt.Sprintf("127.0.0.1:1-%d", endpoints))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{cfg: &Config{Samples: 1}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
-	r.eta = forecast.NewEstimator[*job](time.Minute, maxTokens, capacity)
+	r := &runner{cfg: &Config{Samples: 1, MaxTokens: maxTokens}, clk: fake, pool: fleet.NewPool(context.Background(), targets, fleet.Config{}), ready: newReadyQueue()}
+	r.ctxLen.State(func() int { return modelContext })
+	r.eta = r.newETA(capacity)
 	r.c.answers.Store(answers)
 	r.readerDone.Store(true)
 	return r, fake, newProgress(r, false, r.eta)
@@ -124,7 +125,7 @@ func TestETAEarlyInSimulatedRun(t *testing.T) {
 		endpoints = 2
 		maxTokens = 2048
 	)
-	r, fake, prog := virtualRun(t, endpoints, prompts, maxTokens, nil)
+	r, fake, prog := virtualRun(t, endpoints, prompts, maxTokens, 0, nil)
 	sim := simfleet.Uniform(endpoints, llmsim.DefaultTiming(), llmsim.DefaultMaxRunning)
 	sent, tokens := 0, 0
 	var at5 *progressLine
@@ -216,7 +217,7 @@ func TestETAQueued(t *testing.T) {
 // its time) and the run's wall time.
 func etaTrace(t *testing.T, timings []llmsim.Timing, slots, keep, prompts, maxTokens int, capacity func(int) int) ([]progressLine, time.Duration) {
 	t.Helper()
-	r, fake, prog := virtualRun(t, len(timings), int64(prompts), maxTokens, capacity)
+	r, fake, prog := virtualRun(t, len(timings), int64(prompts), maxTokens, 0, capacity)
 	sim := simfleet.New(timings, slots)
 	sent := 0
 	var trace []progressLine

@@ -40,6 +40,9 @@ type shortRun struct {
 	// ended by then. The range at half is then held to holding both
 	// runs' time left instead of to a width.
 	twin func(i int) int
+	// context is the model's context (0: llmsim's), which cuts the
+	// answers of a run with no max_tokens.
+	context int
 }
 
 // contextLimit is where an answer ends with no max_tokens: llmsim's
@@ -48,11 +51,14 @@ const contextLimit = llmsim.DefaultContextLength - 64
 
 // seqOf is answer i of run s as the simulator writes it.
 func (s *shortRun) seqOf(i int, ref any) *llmsim.Seq {
+	seq := &llmsim.Seq{PromptTokens: 40, Target: s.length(i), End: "stop", Ref: ref}
 	limit := contextLimit
+	if s.context > 0 {
+		limit = s.context - seq.PromptTokens // as a server cuts it
+	}
 	if s.maxTokens > 0 {
 		limit = s.maxTokens
 	}
-	seq := &llmsim.Seq{PromptTokens: 40, Target: s.length(i), End: "stop", Ref: ref}
 	if seq.Target > limit {
 		seq.Target, seq.End = limit, "length"
 	}
@@ -169,6 +175,8 @@ func shortRuns() []shortRun {
 		{name: "llamacpp-4x300-nomax", timings: timings(4, llamaCPP()), slots: 4, keep: 6, prompts: 300, length: lognormalLength(8), long: true},
 		{name: "sglang-heavy-8x300-nomax", timings: timings(8, def), slots: 48, keep: 50, prompts: 300, length: wideLognormal(10, 150, 2),
 			twin: stretched(wideLognormal(10, 150, 2), 250, 20)},
+		{name: "sglang-heavy-8x300-ctx4096", timings: timings(8, def), slots: 48, keep: 50, prompts: 300, length: wideLognormal(11, 150, 2), context: 4096},
+		{name: "sglang-heavy-4x400-ctx4096", timings: timings(4, def), slots: 16, keep: 18, prompts: 400, length: wideLognormal(11, 150, 2), context: 4096},
 		{name: "ollama-4x200-max1024", timings: timings(4, def), slots: 2, keep: 4, prompts: 200, maxTokens: 1024, length: lognormalLength(9), long: true},
 	}
 	return runs
@@ -180,7 +188,7 @@ func shortRuns() []shortRun {
 // wall time.
 func (s *shortRun) play(t *testing.T) ([]progressLine, time.Duration) {
 	t.Helper()
-	r, fake, prog := virtualRun(t, len(s.timings), int64(s.prompts), s.maxTokens, func(int) int { return s.slots })
+	r, fake, prog := virtualRun(t, len(s.timings), int64(s.prompts), s.maxTokens, s.context, func(int) int { return s.slots })
 	sim := simfleet.New(s.timings, s.slots)
 	sent, ended := 0, 0
 	var trace []progressLine
@@ -190,9 +198,11 @@ func (s *shortRun) play(t *testing.T) ([]progressLine, time.Duration) {
 			return nil, false
 		}
 		j := &job{}
-		r.eta.Started(j, e, simEpoch.Add(at))
+		seq := s.seqOf(sent, j)
+		j.fit.Prompt = seq.PromptTokens // as infer counts it
+		r.etaStarted(j, e, simEpoch.Add(at))
 		sent++
-		return s.seqOf(sent-1, j), true
+		return seq, true
 	}, func(st simfleet.Step) bool {
 		now := simEpoch.Add(st.At)
 		for _, q := range st.Finished {

@@ -47,7 +47,7 @@ func TestProgressEndpointDown(t *testing.T) {
 	}
 	pool.Failed(eps[0], true, "connection refused") // out of service, its 3 still out
 	r := &runner{cfg: &Config{Samples: 1}, clk: clock.Real, pool: pool, ready: newReadyQueue()}
-	r.eta = forecast.NewEstimator[*job](time.Minute, 0, pool.Running)
+	r.eta = forecast.NewEstimator[*job](time.Minute, 0, nil, pool.Running)
 	lines := newProgress(r, true, r.eta).lines()
 	if !strings.Contains(lines[0], "| in flight 3/7 |") {
 		t.Errorf("totals: %s", lines[0])

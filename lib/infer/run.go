@@ -82,13 +82,16 @@ type runner struct {
 	model      string
 	ready      *readyQueue // answers to send again, before new input
 	eta        forecast.Estimator[*job]
-	backoff    *backoff
-	retries    retryTimers
-	c          counters
-	shownFail  atomic.Int64
-	bufs       sync.Pool
-	tok        *fleet.TokenIDs // --token-ids (tokenids.go); nil without
-	arms       []armCounts     // each --mix arm's figures (mix.go)
+	// shortestPrompt is the fewest prompt tokens a request sent has had
+	// (0: none counted): the context less it bounds an answer (newETA).
+	shortestPrompt atomic.Int64
+	backoff        *backoff
+	retries        retryTimers
+	c              counters
+	shownFail      atomic.Int64
+	bufs           sync.Pool
+	tok            *fleet.TokenIDs // --token-ids (tokenids.go); nil without
+	arms           []armCounts     // each --mix arm's figures (mix.go)
 	// cleanup undoes the steps taken so far, last first (see close).
 	cleanup []func()
 }
@@ -317,12 +320,39 @@ func (r *runner) discoverModel() error {
 	return nil
 }
 
+// newETA is the run's forecast: answers of at most --max-tokens, else of
+// at most what the model's context (as the run learns it) leaves of the
+// shortest prompt sent, capacity(i) of them written at once by endpoint i.
+func (r *runner) newETA(capacity func(i int) int) forecast.Estimator[*job] {
+	longest := func() int {
+		n, p := r.context(), int(r.shortestPrompt.Load())
+		if p > 0 && p < n {
+			return n - p
+		}
+		return n
+	}
+	return forecast.NewEstimator[*job](time.Minute, r.cfg.MaxTokens, longest, capacity)
+}
+
+// etaStarted tells the forecast that j's first attempt went to endpoint
+// ep at start, and notes its prompt's tokens.
+func (r *runner) etaStarted(j *job, ep int, start time.Time) {
+	for p := int64(j.fit.Prompt); p > 0; {
+		old := r.shortestPrompt.Load()
+		if (old > 0 && old <= p) || r.shortestPrompt.CompareAndSwap(old, p) {
+			break
+		}
+	}
+	r.eta.Started(j, ep, start)
+	j.etaOn, j.started = true, start
+}
+
 // generate reads the input and sends every answer, until all are done,
 // the run is interrupted or something fatal happens; then it lets the
 // answers in flight land (for --grace when interrupted).
 func (r *runner) generate(ctx context.Context) {
 	c := r.cfg
-	r.eta = forecast.NewEstimator[*job](time.Minute, c.MaxTokens, r.pool.Running)
+	r.eta = r.newETA(r.pool.Running)
 	r.backoff = newBackoff(c.Backoff, c.MaxBackoff, uint64(r.clk.Now().UnixNano()))
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	r.cancelRun = cancelRun
