@@ -404,7 +404,9 @@ func (a *finished) seen(progress []float64) *Seen {
 // answerLimit is the longest an answer can be: max_tokens; else, the
 // model's context known, the longest answer it cut (the context less its
 // prompt) or, none cut yet, the context; else DefaultLimit. Never shorter
-// than an answer seen.
+// than an answer seen. An answer longer than the context shows a server
+// that shifts its context (Ollama) rather than cut: the context then
+// bounds nothing.
 func (a *finished) answerLimit(limit float64, context int) float64 {
 	if limit > 0 {
 		return limit
@@ -415,6 +417,7 @@ func (a *finished) answerLimit(limit float64, context int) float64 {
 	}
 	lim := max(float64(DefaultLimit), cut)
 	switch {
+	case context <= 0 || a.longest > context: // unknown, or shifted: no bound
 	case context > 0 && cut > 0:
 		lim = cut
 	case context > 0:

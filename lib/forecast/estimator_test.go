@@ -311,7 +311,8 @@ func BenchmarkEstimatorEvents(b *testing.B) {
 // TestAnswerLimit: the longest an answer can be is max_tokens; else,
 // with the model's context known, the longest answer it cut (the context
 // less that answer's prompt) or the context while none is cut; else
-// DefaultLimit. Never shorter than an answer seen.
+// DefaultLimit. Never shorter than an answer seen; and no bound at all
+// once an answer passed the context (the server shifts it).
 func TestAnswerLimit(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -327,6 +328,7 @@ func TestAnswerLimit(t *testing.T) {
 		{"the context", 0, 4096, nil, 300, 4096},
 		{"the context's cuts", 0, 4096, []int{4000, 4056}, 300, 4056},
 		{"an answer past them", 0, 4096, []int{4000}, 4050, 4050},
+		{"an answer past the context: it shifts", 0, 4096, nil, 5000, DefaultLimit},
 	} {
 		a := finished{cut: map[int]float64{}, longest: c.longest}
 		for _, l := range c.cut {
