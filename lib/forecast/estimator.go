@@ -418,9 +418,9 @@ func (a *finished) answerLimit(limit float64, context int) float64 {
 	lim := max(float64(DefaultLimit), cut)
 	switch {
 	case context <= 0 || a.longest > context: // unknown, or shifted: no bound
-	case context > 0 && cut > 0:
+	case cut > 0:
 		lim = cut
-	case context > 0:
+	default:
 		lim = float64(context)
 	}
 	return max(lim, float64(a.longest))
