@@ -57,7 +57,9 @@ steps split by slashes) and flavor
   llmsim --listen 127.0.0.1:30000 --flavor vllm --tokenizer models/Qwen3-8B
   llmsim --listen 127.0.0.1:30001 --flavor vllm --tokenizer models/Qwen3-8B --template-drift`
 
-// Command is the llmsim command line.
+// Command is the llmsim command line: a field per flag, as kong reads
+// them (hence more than a struct would otherwise hold); its run turns
+// them into a Config.
 type Command struct {
 	cli.Globals
 

@@ -142,6 +142,9 @@ func (f Faults) validate() error {
 }
 
 // Config describes a simulated fleet. The zero value is a faithful default.
+// It has a field for each way a fleet can be set apart from that default
+// (its servers' kind, timing, context, faults, logs), flat so that a test
+// sets just the few it is about.
 type Config struct {
 	// Listen gives endpoint i its address (host:port); endpoints past the
 	// list listen on 127.0.0.1 with a port the system picks.

@@ -90,7 +90,10 @@ type route struct {
 	serve  func(e *Endpoint, ctx *fasthttp.RequestCtx)
 }
 
-// dialect is everything a flavour does differently.
+// dialect is everything a flavour does differently: a field for each
+// difference between the servers imitated (routes, keys, models, errors,
+// context, tool calls), so that one entry per flavour (dialects) says all
+// of a server and the handlers ask it rather than the flavour's name.
 type dialect struct {
 	flavor Flavor
 	routes map[string]route

@@ -121,7 +121,9 @@ func (c *Generate) Run(ctx context.Context, env *cli.Env) error {
 }
 
 // Config is one generation run as the flags ask for it, made once by
-// Generate.config: the run reads it, never the flags.
+// Generate.config: the run reads it, never the flags. It keeps a field
+// for each setting the run reads (26), flat as the flags are, its files
+// and limits grouped apart.
 type Config struct {
 	Inputs        []string // prompt files; none, or -, reads stdin
 	Targets       []fleet.Target
