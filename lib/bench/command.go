@@ -43,7 +43,7 @@ type Bench struct {
 	IgnoreEOS    bool          `name:"ignore-eos" default:"true" negatable:"" help:"With generated prompts, ask the servers (SGLang, vLLM) to write every answer to --answer-tokens. --no-ignore-eos for servers that refuse the field."`
 	Sample       int           `default:"1000" placeholder:"N" help:"Sample prompts read from the input, or generated."`
 
-	MaxTokens        *int    `placeholder:"N" help:"--max-tokens of the run to forecast: its answers are cut there. Default: a 32,768-token limit."`
+	MaxTokens        *int    `placeholder:"N" help:"--max-tokens of the run to forecast: its answers are cut there. Default: the model's context as the servers state it, else a 32,768-token limit."`
 	DatasetSize      int64   `placeholder:"N" help:"Answers of the run to forecast (prompts times --samples). Default: the lines of the input files."`
 	MeanAnswerTokens float64 `placeholder:"N" help:"Mean answer length of the run to forecast, in tokens. Default: measured on the sample prompts' answers; when every one runs to --max-tokens, that is the length (with generated prompts, give it)."`
 	Mix              string  `placeholder:"FILE" help:"The run's sampling mixture (infer --mix FILE): each sample prompt is asked under its arm, as the run would ask it, and the forecast mixes the arms' answer lengths (each measured apart, up to its own max_tokens) in their shares. Default: none."`
@@ -162,7 +162,7 @@ type Config struct {
 type Plan struct {
 	Answers          int64   // 0: the lines of the inputs
 	MeanAnswerTokens float64 // 0: measured on the sample answers
-	MaxTokens        int     // the run's --max-tokens; 0: forecast.DefaultLimit
+	MaxTokens        int     // the run's --max-tokens; 0: the model's context, else forecast.DefaultLimit
 }
 
 // config checks the flags that kong cannot, and turns them into the

@@ -18,6 +18,8 @@ type lengthObs struct {
 	finished, finishedTokens float64
 	// capped: answers that finished at max_tokens (finish "length").
 	capped float64
+	// longest is the most tokens an answer has been seen to write.
+	longest float64
 }
 
 func (o *lengthObs) add(tokens float64, finish string) {
@@ -26,6 +28,7 @@ func (o *lengthObs) add(tokens float64, finish string) {
 	if finish == "abort" {
 		return // cut short by the server: says nothing of the length
 	}
+	o.longest = max(o.longest, tokens)
 	if finish != "" {
 		o.finished++
 		o.finishedTokens += tokens

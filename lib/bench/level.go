@@ -14,6 +14,7 @@ import (
 	"tokenmill/lib/backoff"
 	"tokenmill/lib/clock"
 	"tokenmill/lib/fleet"
+	"tokenmill/lib/forecast"
 	"tokenmill/lib/openai"
 )
 
@@ -40,12 +41,29 @@ type benchRun struct {
 	obs    lengthObs
 	arms   []int
 	armObs []lengthObs
+	// context is the model's context as the servers state it (0: not
+	// stated): with no max_tokens, no answer is longer.
+	context int
+}
+
+// uncapped is the longest an answer with no max_tokens can be: the
+// model's context, else forecast.DefaultLimit. A sample answer longer than
+// the context shows a server that shifts its context (Ollama) rather than
+// cut the answer: the context then bounds nothing.
+func (r *benchRun) uncapped() int {
+	r.obs.mu.Lock()
+	longest := r.obs.longest
+	r.obs.mu.Unlock()
+	if r.context > 0 && longest <= float64(r.context) {
+		return r.context
+	}
+	return forecast.DefaultLimit
 }
 
 // newBenchRun measures the ready endpoints of p (their indexes), each
 // with its own streaming client, sending the sample s.
 func newBenchRun(cfg *Config, clk clock.Clock, p *fleet.Pool, ready []int, s sample) *benchRun {
-	r := &benchRun{cfg: cfg, clk: clk, kind: cfg.API.StreamKind(), bodies: s.bodies, wantUsage: s.wantUsage, pool: p}
+	r := &benchRun{cfg: cfg, clk: clk, kind: cfg.API.StreamKind(), bodies: s.bodies, wantUsage: s.wantUsage, pool: p, context: p.Context()}
 	r.setArms(s.arms)
 	views, eps := p.View(), p.Endpoints()
 	for _, i := range ready {

@@ -24,7 +24,7 @@ type ArmForecast struct {
 	Share float64 `json:"share"`
 	// Answers are the sample answers of the arm that ended on their own
 	// (the fit's exact lengths); MeanAnswerTokens its mean answer, cut at
-	// MaxTokens (the arm's, else --max-tokens, else a 32,768 limit).
+	// MaxTokens (the arm's, else --max-tokens, else the model's context or a 32,768 limit).
 	Answers int `json:"answers"`
 	// Capped: every sample answer of the arm (but at most one) ran to its
 	// max_tokens, so its answers are as long as that; their count.
@@ -62,15 +62,15 @@ func (r *benchRun) armOf(k int) int {
 }
 
 // armLimit is the longest answer of arm i in the run: its max_tokens,
-// else --max-tokens, else forecast.DefaultLimit.
-func (cfg *Config) armLimit(i int) int {
+// else --max-tokens, else uncapped.
+func (cfg *Config) armLimit(i, uncapped int) int {
 	if n := cfg.Mix.Arms[i].MaxTokens(); n > 0 {
 		return n
 	}
 	if cfg.Plan.MaxTokens > 0 {
 		return cfg.Plan.MaxTokens
 	}
-	return forecast.DefaultLimit
+	return uncapped
 }
 
 // armBenchCap is the max_tokens the bench asked arm i's prompts with: the
@@ -92,7 +92,7 @@ func (r *benchRun) mixLengths() (d forecast.Dist, limit, mean, se, sd float64, a
 	var m2, variance float64
 	var missing []string
 	for i, a := range m.Arms {
-		lim := float64(r.cfg.armLimit(i))
+		lim := float64(r.cfg.armLimit(i, r.uncapped()))
 		l, ok := r.armObs[i].lengths(float64(r.cfg.armBenchCap(i)), lim)
 		if !ok {
 			missing = append(missing, a.Name)

@@ -95,8 +95,14 @@ func planConfig(answers int64, mean float64) *Config {
 // endpoints servers of maxRunning slots each, sending the prompts in
 // turn, and returns its report as Run writes it.
 func replayBench(c *Config, endpoints, maxRunning int, prompts []simPrompt, levels ...int) *Report {
+	return replayBenchCtx(c, endpoints, maxRunning, 0, prompts, levels...)
+}
+
+// replayBenchCtx is replayBench on servers that state their model's
+// context (0: none).
+func replayBenchCtx(c *Config, endpoints, maxRunning, context int, prompts []simPrompt, levels ...int) *Report {
 	fake := fakeclock.New(epoch)
-	r := &benchRun{cfg: c, clk: fake, eps: make([]*fleet.Client, endpoints)}
+	r := &benchRun{cfg: c, clk: fake, eps: make([]*fleet.Client, endpoints), context: context}
 	for i := 0; i < endpoints; i++ {
 		r.maxRunning = append(r.maxRunning, maxRunning)
 		r.urls = append(r.urls, fmt.Sprintf("http://sim:%d", 30000+i))
@@ -255,6 +261,36 @@ func TestBenchForecast(t *testing.T) {
 		t.Errorf("forecast %+v", f)
 	}
 	checkForecast(t, f, replayRun(sample, 2, llmsim.DefaultMaxRunning, 48, 2048).Seconds())
+}
+
+// With no --max-tokens, the run's answers are cut by the model's context
+// (4,096 here), which the servers state: the forecast bounds the answers'
+// fitted lengths there, not at 32,768 tokens (50% over the run, its range
+// missing it, when it did).
+func TestBenchForecastContext(t *testing.T) {
+	const prompts, context = 3000, 4096
+	c := benchConfig()
+	c.Inputs = []string{writePrompts(t, t.TempDir(), prompts)}
+	c.Warmup, c.Duration = 5*time.Second, 60*time.Second
+	sample := samplePrompts(prompts)
+	for i := range sample {
+		sample[i].max = context - sample[i].tokens
+	}
+	rep := replayBenchCtx(c, 2, llmsim.DefaultMaxRunning, context, sample[:c.Sample], 48)
+	f := rep.Forecast
+	if f == nil || f.Answers != prompts || f.MaxTokens != 0 {
+		t.Fatalf("forecast %+v: %s", f, rep.ForecastNote)
+	}
+	checkForecast(t, f, replayRun(sample, 2, llmsim.DefaultMaxRunning, 48, 0).Seconds())
+
+	// A server whose answers run past the context it states shifts it
+	// (Ollama): the context bounds nothing, and the forecast is the one
+	// of servers that state none.
+	unbounded := replayBench(c, 2, llmsim.DefaultMaxRunning, samplePrompts(c.Sample), 48).Forecast
+	shifted := replayBenchCtx(c, 2, llmsim.DefaultMaxRunning, 100, samplePrompts(c.Sample), 48).Forecast
+	if unbounded == nil || shifted == nil || shifted.Seconds != unbounded.Seconds || shifted.HighSeconds != unbounded.HighSeconds {
+		t.Errorf("answers past a stated context of 100 tokens: forecast %+v, want that of no context stated, %+v", shifted, unbounded)
+	}
 }
 
 // checkForecast holds a forecast to the run's actual seconds: within 15%,

@@ -228,7 +228,7 @@ func (rep *Report) finish(r *benchRun) {
 func (rep *Report) perSecond(r *benchRun, dist forecast.Dist, fitted bool) (benchLimit float64) {
 	benchLimit = float64(r.cfg.AnswerTokens)
 	if benchLimit == 0 {
-		benchLimit = forecast.DefaultLimit
+		benchLimit = float64(r.uncapped())
 	}
 	var benchMean float64
 	if fitted {
@@ -257,7 +257,7 @@ type runShape struct {
 // forecast note why they cannot be known (ok false).
 func (rep *Report) runShape(r *benchRun, dist forecast.Dist, fitted bool, benchLimit float64) (run runShape, ok bool) {
 	cfg := r.cfg
-	run = runShape{answers: cfg.Plan.Answers, dist: dist, limit: forecast.DefaultLimit, source: "given"}
+	run = runShape{answers: cfg.Plan.Answers, dist: dist, limit: float64(r.uncapped()), source: "given"}
 	if run.answers == 0 && len(cfg.Inputs) > 0 {
 		run.answers = max(forecast.CountInputLines(context.Background(), cfg.Inputs), 0)
 	}
