@@ -219,25 +219,39 @@ func etaTrace(t *testing.T, timings []llmsim.Timing, slots, keep, prompts, maxTo
 	t.Helper()
 	r, fake, prog := virtualRun(t, len(timings), int64(prompts), maxTokens, 0, capacity)
 	sim := simfleet.New(timings, slots)
+	trace, _ := playVirtual(r, fake, prog, sim, keep, prompts, time.Second, func(i int, j *job) *llmsim.Seq {
+		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", i, i*7919%1000), maxTokens, j)
+	})
+	return trace, sim.Now()
+}
+
+// playVirtual plays prompts answers (answer i as seqOf has it) on sim,
+// keep in flight per endpoint, feeding r's estimator as the runner does
+// (each prompt's tokens noted as infer counts them), and returns the
+// progress line of every interval of simulated time and the answers
+// that ended.
+func playVirtual(r *runner, fake *fakeclock.Clock, prog *progress, sim *simfleet.Sim, keep, prompts int, interval time.Duration, seqOf func(i int, j *job) *llmsim.Seq) (trace []progressLine, ended int) {
 	sent := 0
-	var trace []progressLine
 	var asked time.Duration
 	sim.Keep(keep, func(e int, at time.Duration) (*llmsim.Seq, bool) {
 		if sent == prompts {
 			return nil, false
 		}
 		j := &job{}
-		r.eta.Started(j, e, simEpoch.Add(at))
+		seq := seqOf(sent, j)
+		j.fit.Prompt = seq.PromptTokens
+		r.etaStarted(j, e, simEpoch.Add(at))
 		sent++
-		return chatSeq("Be brief.", fmt.Sprintf("Question %d: explain topic number %d in a few words.", sent-1, (sent-1)*7919%1000), maxTokens, j), true
+		return seq, true
 	}, func(st simfleet.Step) bool {
 		now := simEpoch.Add(st.At)
-		for _, s := range st.Finished {
-			r.eta.Ended(s.Ref.(*job), now, true, s.Generated, s.End)
+		for _, q := range st.Finished {
+			r.eta.Ended(q.Ref.(*job), now, true, q.Generated, q.End)
 			r.c.ok.Add(1)
-			r.c.tokenRate.Add(now, int64(s.Generated))
+			r.c.tokenRate.Add(now, int64(q.Generated))
+			ended++
 		}
-		if st.At-asked >= time.Second {
+		if st.At-asked >= interval {
 			asked = st.At
 			fake.Set(now)
 			if p, ok := parseProgress(prog.lines()[0]); ok {
@@ -247,7 +261,7 @@ func etaTrace(t *testing.T, timings []llmsim.Timing, slots, keep, prompts, maxTo
 		}
 		return true
 	})
-	return trace, sim.Now()
+	return trace, ended
 }
 
 // checkTrace: from 25% of the answers on, every ETA shown puts the end of

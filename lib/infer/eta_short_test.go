@@ -190,37 +190,7 @@ func (s *shortRun) play(t *testing.T) ([]progressLine, time.Duration) {
 	t.Helper()
 	r, fake, prog := virtualRun(t, len(s.timings), int64(s.prompts), s.maxTokens, s.context, func(int) int { return s.slots })
 	sim := simfleet.New(s.timings, s.slots)
-	sent, ended := 0, 0
-	var trace []progressLine
-	var asked time.Duration
-	sim.Keep(s.keep, func(e int, at time.Duration) (*llmsim.Seq, bool) {
-		if sent == s.prompts {
-			return nil, false
-		}
-		j := &job{}
-		seq := s.seqOf(sent, j)
-		j.fit.Prompt = seq.PromptTokens // as infer counts it
-		r.etaStarted(j, e, simEpoch.Add(at))
-		sent++
-		return seq, true
-	}, func(st simfleet.Step) bool {
-		now := simEpoch.Add(st.At)
-		for _, q := range st.Finished {
-			r.eta.Ended(q.Ref.(*job), now, true, q.Generated, q.End)
-			r.c.ok.Add(1)
-			r.c.tokenRate.Add(now, int64(q.Generated))
-			ended++
-		}
-		if st.At-asked >= lastPrint {
-			asked = st.At
-			fake.Set(now)
-			if p, ok := parseProgress(prog.lines()[0]); ok {
-				p.elapsed = st.At // exact, not the display's rounding
-				trace = append(trace, p)
-			}
-		}
-		return true
-	})
+	trace, ended := playVirtual(r, fake, prog, sim, s.keep, s.prompts, lastPrint, func(i int, j *job) *llmsim.Seq { return s.seqOf(i, j) })
 	if ended != s.prompts {
 		t.Fatalf("%s: %d answers of %d ended", s.name, ended, s.prompts)
 	}
