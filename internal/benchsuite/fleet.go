@@ -39,7 +39,6 @@ func fleetCrashAfter(prompts int) int { return prompts * 3 / 40 }
 
 var fleetSection = &section{
 	name: "fleet", heading: "## infer on the calibrated 8-endpoint fleet",
-	about: "infer on 8 calibrated llmsim endpoints, one slow and one crashing: least-outstanding and round-robin against the ideal",
 	needs: []string{"prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
 		const prompts = "data/fleet-prompts.jsonl"

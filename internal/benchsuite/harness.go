@@ -9,12 +9,9 @@
 package benchsuite
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/segmentio/encoding/json"
@@ -36,18 +32,14 @@ import (
 // BENCHMARKS.md from them: whole when every section was measured, else
 // each section measured spliced in place of its old one.
 type RunCmd struct {
-	Section     []string `short:"s" help:"Sections to measure (comma-separated; default: all, and the report is written whole). Each one measured alone replaces its own part of --out. --list names them." sep:"," placeholder:"NAME" env:"TOKENMILL_BENCHSUITE_SECTION,BENCH_ONLY"`
-	List        bool     `help:"Print the sections, with what each measures and the data it needs, and exit." env:"TOKENMILL_BENCHSUITE_LIST"`
+	Section     []string `short:"s" help:"Sections to measure (comma-separated; default: all). Only a run of every section writes BENCHMARKS.md, so that its figures all come from one run; a run of some writes its report into --dir." sep:"," placeholder:"NAME" env:"TOKENMILL_BENCHSUITE_SECTION,BENCH_ONLY"`
 	Render      bool     `help:"Measure nothing: write the report again from the rows the last run kept in --dir (results.jsonl, run.json)." env:"TOKENMILL_BENCHSUITE_RENDER"`
 	Quick       bool     `help:"Small sizes: a smoke test of the harness (a few minutes), not figures to quote." env:"TOKENMILL_BENCHSUITE_QUICK,BENCH_QUICK"`
 	Runs        int      `help:"Runs per measurement; the median is reported (short runs on a shared machine swing, and a median of 5 rides out one bad window)." default:"5" env:"TOKENMILL_BENCHSUITE_RUNS,BENCH_RUNS"`
 	ServersRuns int      `help:"Runs per row of the in-flight tables, taken in turns (0: 3, or 1 with --quick)." default:"0" env:"TOKENMILL_BENCHSUITE_SERVERS_RUNS,SERVERS_RUNS"`
 	Dir         string   `help:"Scratch directory: data, binaries, results and logs (default: .bench in the repository)." env:"TOKENMILL_BENCHSUITE_DIR,BENCH_DIR"`
-	Out         string   `help:"The report (default: BENCHMARKS.md in the repository; with --quick, BENCHMARKS.md in --dir)." env:"TOKENMILL_BENCHSUITE_OUT,BENCH_OUT"`
+	Out         string   `help:"The report (default: BENCHMARKS.md in the repository; with --quick or --section, BENCHMARKS.md in --dir)." env:"TOKENMILL_BENCHSUITE_OUT,BENCH_OUT"`
 	Peers       string   `help:"Where .ci/install-peers put the peers it installs without root: node/ (the Node packages) and bin/ (the DuckDB peer) (default: $TOKENMILL_CACHE/bench, else ~/.cache/tokenmill/bench)." env:"TOKENMILL_BENCHSUITE_PEERS"`
-	// UpdateBaseline records the cost section's figures as the baseline
-	// instead of failing the run on them.
-	UpdateBaseline bool `help:"Record the cost section's figures in internal/benchsuite/baseline.json as the new baseline, instead of failing the run when they grow by half over it." env:"TOKENMILL_BENCHSUITE_UPDATE_BASELINE"`
 }
 
 // Run measures (or, with --render, reads what was measured) and writes
@@ -57,8 +49,6 @@ func (c *RunCmd) Run(ctx context.Context, env *cli.Env) error {
 	switch {
 	case err != nil:
 		return cli.Usagef("%v", err)
-	case c.List:
-		return listSections(env.Stdout)
 	case c.Runs < 1:
 		return cli.Usagef("--runs must be at least 1")
 	}
@@ -70,16 +60,33 @@ func (c *RunCmd) Run(ctx context.Context, env *cli.Env) error {
 		return cli.Usagef("%v", err)
 	}
 	h := &harness{repo: wd, dir: absPath(cmp.Or(c.Dir, filepath.Join(wd, ".bench"))), runs: c.Runs, quick: c.Quick,
-		updateBaseline: c.UpdateBaseline, sz: sizes(c.Quick, c.ServersRuns), log: env}
-	out := filepath.Join(wd, "BENCHMARKS.md")
-	if c.Quick {
-		out = filepath.Join(h.dir, "BENCHMARKS.md")
-	}
-	h.bin, h.out, h.peers = h.path("bin"), absPath(cmp.Or(c.Out, out)), absPath(cmp.Or(c.Peers, filepath.Join(lifeline.CacheDir(), "bench")))
+		sz: sizes(c.Quick, c.ServersRuns), log: env}
+	h.bin, h.peers = h.path("bin"), absPath(cmp.Or(c.Peers, filepath.Join(lifeline.CacheDir(), "bench")))
 	if c.Render {
-		return h.rerender()
+		return h.rerender(c.Out)
+	}
+	h.info.Quick, h.info.Sections = c.Quick, sectionNamesOf(secs)
+	if err := h.setOut(c.Out); err != nil {
+		return err
 	}
 	return h.run(ctx, secs, steps)
+}
+
+// setOut picks the report's path: BENCHMARKS.md only for a full run of
+// every section, and never a smaller run's report in its place.
+func (h *harness) setOut(out string) error {
+	benchmarks := h.repoFile("BENCHMARKS.md")
+	whole := !h.info.Quick && len(h.info.Sections) == len(sections)
+	if h.out = absPath(out); out == "" {
+		h.out = benchmarks
+		if !whole {
+			h.out = h.path("BENCHMARKS.md")
+		}
+	}
+	if h.out == benchmarks && !whole {
+		return cli.Usagef("%s holds a full run's figures; a --quick run or a run of some sections writes its report elsewhere (leave out --out)", benchmarks)
+	}
+	return nil
 }
 
 // findRepo is the directory holding tokenmill's go.mod, from dir upward.
@@ -106,7 +113,7 @@ type harness struct {
 	repo, dir, bin, out, peers string
 	prebuilt                   bool // bin is given: nothing is built
 	runs                       int
-	quick, updateBaseline      bool
+	quick                      bool
 	sz                         Sizes
 	log                        *cli.Env
 	environ                    []string // the measured commands' environment
@@ -114,7 +121,6 @@ type harness struct {
 	collect                    *[]*Result // set: rows go here instead (inTurns merges them)
 	pin                        []string   // taskset -c 0, where taskset exists
 	info                       runInfo
-	failures                   []string // what fails the run once the report is written
 }
 
 // runInfo is what the report says of the run besides its rows, kept in
@@ -164,10 +170,7 @@ func missing(names string) string {
 // run does the whole job: tools, data, measurements, the rows kept, the
 // report written from them.
 func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) error {
-	h.info = runInfo{Started: time.Now(), Runs: h.runs, Quick: h.quick, ServersRuns: h.sz.ServersRuns, Facts: map[string]string{}}
-	for _, s := range secs {
-		h.info.Sections = append(h.info.Sections, s.name)
-	}
+	h.info = runInfo{Sections: sectionNamesOf(secs), Started: time.Now(), Runs: h.runs, Quick: h.quick, ServersRuns: h.sz.ServersRuns, Facts: map[string]string{}}
 	for _, d := range []string{h.path("data"), h.path("tmp"), h.path("logs"), h.bin} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -202,14 +205,10 @@ func (h *harness) run(ctx context.Context, secs []*section, steps []*dataStep) e
 	}
 	h.info.LoadAfter, h.info.Took = loadLine(), time.Since(h.info.Started)
 	h.keepFacts()
-	err := h.keep()
-	if err == nil {
-		err = h.writeReport()
+	if err := h.keep(); err != nil {
+		return err
 	}
-	if err == nil && len(h.failures) > 0 {
-		err = errors.New(strings.Join(h.failures, "\n"))
-	}
-	return err
+	return h.writeReport()
 }
 
 // keep writes the run's rows and what its report says beside them.
@@ -226,7 +225,7 @@ func (h *harness) keep() error {
 
 // rerender writes the report again from the last run's rows, as that run
 // wrote it.
-func (h *harness) rerender() error {
+func (h *harness) rerender(out string) error {
 	data, err := os.ReadFile(h.path("run.json"))
 	if err == nil {
 		err = json.Unmarshal(data, &h.info)
@@ -237,8 +236,8 @@ func (h *harness) rerender() error {
 	if err != nil {
 		return fmt.Errorf("no rows kept to render (measure first): %w", err)
 	}
-	if h.info.Quick && h.out == h.repoFile("BENCHMARKS.md") {
-		return cli.Usagef("the rows kept in %s are a --quick run's, not figures for BENCHMARKS.md: give --quick or --out", h.dir)
+	if err := h.setOut(out); err != nil {
+		return err
 	}
 	h.runs, h.quick, h.sz = h.info.Runs, h.info.Quick, sizes(h.info.Quick, h.info.ServersRuns)
 	return h.writeReport()
@@ -398,16 +397,6 @@ func init() {
 	}
 }
 
-// docOrder is every heading of the report, in order: the report's own
-// parts, which only a run of every section writes, around the sections.
-func docOrder() []string {
-	order := []string{"## Machine", "## Targets", "## Data"}
-	for _, s := range sections {
-		order = append(order, s.heading)
-	}
-	return append(order, "## How to reproduce")
-}
-
 // plan turns section names (none: every section) into the sections to
 // measure, in the report's order, and the data steps they need, each once
 // and after the steps it reads.
@@ -441,95 +430,34 @@ func plan(names []string) (secs []*section, steps []*dataStep, err error) {
 	return secs, steps, nil
 }
 
-func sectionNames() (names []string) {
-	for _, s := range sections {
+func sectionNames() []string { return sectionNamesOf(sections) }
+
+func sectionNamesOf(secs []*section) (names []string) {
+	for _, s := range secs {
 		names = append(names, s.name)
 	}
 	return names
 }
 
-// listSections prints what --list shows.
-func listSections(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "SECTION\tMEASURES\tDATA")
-	for _, s := range sections {
-		_, steps, _ := plan([]string{s.name})
-		var data []string
-		for _, st := range steps {
-			data = append(data, st.file)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.name, s.about, strings.Join(data, " "))
-	}
-	return tw.Flush()
-}
-
-// writeReport writes BENCHMARKS.md from the rows kept: whole after a run
-// of every section, else each section measured spliced in place of its old
-// part; How to reproduce, which names no figure of a run, either way.
+// writeReport writes the report whole from the rows kept: the title, the
+// sections measured, How to reproduce.
 func (h *harness) writeReport() error {
-	var secs []*section
+	var b strings.Builder
+	err := h.text(&b, "title", h.view())
 	for _, s := range sections {
-		if slices.Contains(h.info.Sections, s.name) {
-			secs = append(secs, s)
+		if err == nil && slices.Contains(h.info.Sections, s.name) {
+			fmt.Fprintf(&b, "\n\n%s\n\n", s.heading)
+			err = h.text(&b, s.name, h.view())
 		}
 	}
-	alone := len(secs) < len(sections)
-	doc, err := os.ReadFile(h.out)
-	if errors.Is(err, os.ErrNotExist) {
-		err = nil
-	}
-	if !alone {
-		title, err2 := textOf(func(w io.Writer) error { return h.text(w, "title", h.view()) })
-		doc, err = []byte(title), err2
-	}
-	var texts []string
-	for _, s := range secs {
-		text, err2 := h.sectionText(s)
-		if !alone {
-			text, err2 = textOf(func(w io.Writer) error { return h.render(w, s) })
-		}
-		texts, err = append(texts, text), cmp.Or(err, err2)
-	}
-	reproduce, err2 := textOf(func(w io.Writer) error { return h.text(w, "reproduce", h.view()) })
-	for _, text := range append(texts, reproduce) {
-		if err = cmp.Or(err, err2); err == nil {
-			doc, err = Splice(doc, []byte(text), docOrder())
-		}
+	if b.WriteString("\n\n"); err == nil {
+		err = h.text(&b, "reproduce", h.view())
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", h.out, err)
 	}
-	h.logf("wrote %d section(s) of %s (%s of measuring)", len(secs), h.out, elapsed(h.info.Took))
-	return writeFile(h.out, doc)
-}
-
-// textOf is what write writes, normalised.
-func textOf(write func(io.Writer) error) (string, error) {
-	var b strings.Builder
-	err := write(&b)
-	return normalise(b.String()), err
-}
-
-// sectionText is a section measured alone as the report shows it: its
-// heading, its body, the circumstances of the run and its targets.
-func (h *harness) sectionText(s *section) (string, error) {
-	var b strings.Builder
-	v := h.view()
-	v.Names = cmp.Or(strings.Join(h.info.Sections, ","), s.name)
-	note, err := h.runsNote(s)
-	targets, err2 := h.targets(s)
-	if err = errors.Join(err, err2); err == nil {
-		v.Note = note
-		err = h.render(&b, s)
-	}
-	if err == nil {
-		err = h.text(&b, "alone", v)
-	}
-	if err == nil && len(targets) > 0 {
-		b.WriteString("\n")
-		err = writeTargets(&b, h.results, targets)
-	}
-	return normalise(b.String()), err
+	h.logf("wrote %s (%s of measuring)", h.out, elapsed(h.info.Took))
+	return writeFile(h.out, []byte(normalise(b.String())))
 }
 
 // runsText is "1 run", "3 runs".
@@ -552,70 +480,4 @@ func normalise(doc string) string {
 func elapsed(d time.Duration) string {
 	s := int(d.Round(time.Second).Seconds())
 	return fmt.Sprintf("%d min %d s", s/60, s%60)
-}
-
-// Splice puts a section (Markdown whose first line is its "## " heading)
-// into doc, the one way a part of BENCHMARKS.md is replaced: in place of
-// the part under the same heading, which runs to the next "#" or "##"
-// heading outside a code fence; else before the first part whose heading
-// comes after it in order; else at the end. Parts are separated by one
-// blank line. A doc that holds the heading twice is refused: which of the
-// two is meant cannot be told.
-func Splice(doc, section []byte, order []string) ([]byte, error) {
-	sec := strings.TrimRight(string(section), "\n")
-	heading := headingOf(sec)
-	if !strings.HasPrefix(heading, "## ") {
-		first, _, _ := strings.Cut(sec, "\n")
-		return nil, fmt.Errorf("a section starts with its \"## \" heading, not %q", first)
-	}
-	if len(bytes.TrimSpace(doc)) == 0 {
-		doc = []byte("# Benchmarks\n")
-	}
-	parts := splitParts(string(doc))
-	same := func(p string) bool { return headingOf(p) == heading }
-	at := slices.IndexFunc(parts, same)
-	switch {
-	case at >= 0 && slices.ContainsFunc(parts[at+1:], same):
-		return nil, fmt.Errorf("the report holds %q twice", heading)
-	case at >= 0:
-		parts[at] = sec
-	default:
-		k := slices.Index(order, heading)
-		if at = slices.IndexFunc(parts, func(p string) bool { return k >= 0 && slices.Contains(order[k+1:], headingOf(p)) }); at < 0 {
-			at = len(parts)
-		}
-		parts = slices.Insert(parts, at, sec)
-	}
-	return []byte(strings.Join(parts, "\n\n") + "\n"), nil
-}
-
-// headingOf is a part's "#" or "##" heading, "" for the preamble.
-func headingOf(part string) string {
-	first, _, _ := strings.Cut(part, "\n")
-	if first = strings.TrimRight(first, " "); strings.HasPrefix(first, "# ") || strings.HasPrefix(first, "## ") {
-		return first
-	}
-	return ""
-}
-
-// splitParts cuts a Markdown document into the text under each "#" and
-// "##" heading (the preamble has none), without trailing blank lines; a
-// line inside a code fence is never a heading.
-func splitParts(doc string) []string {
-	var parts []string
-	var lines [][]string
-	fenced := false
-	for _, line := range strings.Split(doc, "\n") {
-		fenced = fenced != strings.HasPrefix(line, "```")
-		if len(lines) == 0 || !fenced && headingOf(line) != "" {
-			lines = append(lines, nil)
-		}
-		lines[len(lines)-1] = append(lines[len(lines)-1], line)
-	}
-	for _, l := range lines {
-		if text := strings.TrimRight(strings.Join(l, "\n"), "\n "); strings.TrimSpace(text) != "" {
-			parts = append(parts, text)
-		}
-	}
-	return parts
 }

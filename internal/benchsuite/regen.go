@@ -37,7 +37,6 @@ const (
 
 var regenSection = &section{
 	name: "regen", heading: "## infer --regenerate: conversations on a calibrated fleet",
-	about: "infer --regenerate with and without affinity, and a SpecForge-style client, on 8 llmsim endpoints with prefix caches",
 	needs: []string{"regen"},
 	measure: func(ctx context.Context, h *harness) error {
 		old, _ := filepath.Glob(h.path("tmp/regen-*"))

@@ -3,10 +3,10 @@ package benchsuite
 import (
 	"cmp"
 	_ "embed"
-	"fmt"
 	"io"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -30,7 +30,6 @@ type view struct {
 	Info         runInfo
 	GrowthLabels []string
 	C            map[string]any // the constants the text quotes
-	Names, Note  string         // of a section measured alone
 }
 
 // parts are the tables a section's template writes with part NAME.
@@ -40,7 +39,7 @@ func (h *harness) view() view {
 	v := view{Sz: h.sz, Runs: h.runs, Quick: h.quick, Dir: filepath.Base(h.dir), Info: h.info, C: map[string]any{
 		"concurrency": concurrency, "inflightScale": inflightScale, "fleetTimeScale": fleetTimeScale, "regenPrefillUS": regenPrefillUS,
 		"regenKV": regenKV, "regenScale": regenScale, "regenMaxTokens": regenMaxTokens, "renderTurns": renderTurns, "renderBenchtime": renderBenchtime,
-		"ollamaParallel": ollamaParallel, "baselineFile": baselineFile, "nearThreshold": nearThreshold, "signLSHRow": signLSHRow}}
+		"ollamaParallel": ollamaParallel, "nearThreshold": nearThreshold, "signLSHRow": signLSHRow}}
 	for _, n := range h.sz.Growth {
 		v.GrowthLabels = append(v.GrowthLabels, sizeLabel(n))
 	}
@@ -97,10 +96,13 @@ func (h *harness) templates() *template.Template {
 		"kindsSlots":    func() []int { return kindsSlots }, "kindsOrder": func() []string { return kindsOrder },
 		"ollamaVersion": func() string { return cmp.Or(h.info.Facts["ollama"], ollamaserver.Version) },
 		"benchRow":      h.benchRow, "benchRunRow": benchRunRow,
-		"allTargets": func() (string, error) { // every section's, for the whole report
+		"allTargets": func() (string, error) { // every section's measured
 			var b strings.Builder
 			var all []string
 			for _, s := range sections {
+				if !slices.Contains(h.info.Sections, s.name) {
+					continue
+				}
 				t, err := h.targets(s)
 				if err != nil {
 					return "", err
@@ -139,21 +141,6 @@ func (h *harness) targets(s *section) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// render writes a section's heading and text.
-func (h *harness) render(w io.Writer, s *section) error {
-	fmt.Fprintf(w, "%s\n\n", s.heading)
-	return h.text(w, s.name, h.view())
-}
-
-// runsNote says how many runs each row of a section took.
-func (h *harness) runsNote(s *section) (string, error) {
-	var b strings.Builder
-	if err := h.text(&b, s.name+" runs", h.view()); err != nil || b.Len() > 0 {
-		return b.String(), err
-	}
-	return runsText(h.runs) + " each, median reported", nil
 }
 
 func init() {

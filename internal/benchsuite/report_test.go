@@ -1,6 +1,7 @@
 package benchsuite
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"tokenmill/internal/testbin"
 )
 
 // A report's every section rendered from canned rows: each section's
@@ -228,14 +230,22 @@ func tokenizerCommandsForTest() tokenizerCommands {
 	}
 }
 
-// renderSection is a section as a run of it alone writes it.
+// renderSection is a section's heading and text as the report writes
+// them, and its targets' rows of the Targets table.
 func renderSection(t *testing.T, h *harness, s *section) string {
 	t.Helper()
-	text, err := h.sectionText(s)
+	var b strings.Builder
+	b.WriteString(s.heading + "\n\n")
+	err := h.text(&b, s.name, h.view())
+	targets, err2 := h.targets(s)
+	if err = cmp.Or(err, err2); err == nil && len(targets) > 0 {
+		b.WriteString("\n\n")
+		err = writeTargets(&b, h.results, targets)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return text
+	return normalise(b.String())
 }
 
 // TestReportSections: every section's text from a whole run's canned rows.
@@ -249,8 +259,7 @@ func TestReportSections(t *testing.T) {
 }
 
 // TestRenderFromKeptRows: the rows a run keeps, read back, give the report
-// it wrote, byte for byte: whole after a run of every section, spliced
-// after a run of some.
+// it wrote, byte for byte, after a run of every section and of some.
 func TestRenderFromKeptRows(t *testing.T) {
 	for _, names := range [][]string{sectionNames(), {"dedup", "fleet", "regen", "tokenizer"}} {
 		h := cannedReport(t)
@@ -269,12 +278,18 @@ func TestRenderFromKeptRows(t *testing.T) {
 			// The whole report, its scratch directory's name made constant.
 			golden(t, "report/whole.md", []byte(strings.ReplaceAll(string(want), "`"+filepath.Base(h.dir)+"/", "`SCRATCH/")))
 		}
-		again := &harness{dir: h.dir, repo: h.repo, out: filepath.Join(t.TempDir(), "BENCHMARKS.md"), log: h.log}
-		if err := again.rerender(); err != nil {
+		again := &harness{dir: h.dir, repo: h.repo, log: h.log}
+		if err := again.rerender(filepath.Join(t.TempDir(), "BENCHMARKS.md")); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(again.out); string(got) != string(want) || len(want) < 10000 {
 			t.Errorf("%d sections: the report from the kept rows differs (%d bytes, want %d)", len(names), len(got), len(want))
 		}
 	}
+}
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	testbin.CheckGolden(t, filepath.Join("testdata", name), got)
 }

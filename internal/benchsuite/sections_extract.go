@@ -13,7 +13,6 @@ const pagesRow = "Parquet pages alone, 1 core"
 
 var extractSection = &section{
 	name: "extract", heading: "## extract: prompts from the corpus",
-	about: "extract against jq on one core, 1 and 2 workers, JSONL and the same rows as Parquet",
 	needs: []string{"corpus", "corpus-parquet"},
 	measure: func(ctx context.Context, h *harness) error {
 		const c, pq = "data/corpus.jsonl", "data/corpus.parquet"
@@ -75,7 +74,6 @@ func renderParquetFloor(w io.Writer, h *harness) {
 // the time should grow with it, the memory not.
 var extractScaleSection = &section{
 	name: "extract-scale", heading: "## extract as the input grows",
-	about: "extract at 1x, 4x and 16x the first sixteenth of the corpus, JSONL and Parquet",
 	needs: []string{"corpus"},
 	measure: func(ctx context.Context, h *harness) (err error) {
 		for _, k := range []int{1, 4, 16} {
@@ -104,7 +102,6 @@ func (h *harness) scaleUnit() int { return max(h.sz.Main/16, 1) }
 
 var scaleSection = &section{
 	name: "scale", heading: "## Scale: 1×, 4× and 16× the input",
-	about: "time and peak RSS of dedup, shard, merge, stats and filter at three sizes",
 	needs: []string{"prompts-big", "filter-gens"},
 	measure: func(ctx context.Context, h *harness) error {
 		all, err := h.lineCounts("data/filter-gens.jsonl")

@@ -33,7 +33,6 @@ var kindsArgv = []string{"go", "test", "./lib/fleet", "-run", "^TestInFlightTabl
 
 var kindsSection = &section{
 	name: "kinds", heading: "## infer's in-flight count per kind of server, on simulated time",
-	about: "infer's default and auto against every fixed --concurrency level on each kind of server at 4, 32 and 128 slots, on virtual time (go test)",
 	measure: func(ctx context.Context, h *harness) error {
 		out, load := h.path("tmp/inflight-cells.jsonl"), loadAverage()
 		_, err := h.goTest(ctx, append(slices.Clone(kindsArgv), "-args", "-inflight-json="+out), "TOKENMILL_TEST_LONG=1")

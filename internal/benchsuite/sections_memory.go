@@ -13,7 +13,6 @@ const memEndpoints = 8
 
 var memorySection = &section{
 	name: "infer-memory", heading: "## infer's memory against the prompts it reads",
-	about: "infer's peak RSS at 65k, 650k and 6.5M prompts on 8 llmsim --instant endpoints, and its ledger's bytes an id (BenchmarkLedger)",
 	measure: func(ctx context.Context, h *harness) error {
 		// The benchmark first: it takes seconds, the largest size minutes.
 		err := h.subBench(ctx, "infer-memory-ledger", "BenchmarkLedger", "3x", "./lib/ledger/", []string{"tables", "map"}, func(mode string) (string, bool) {

@@ -33,7 +33,6 @@ const (
 
 var neardupSection = &section{
 	name: "neardup", heading: "## dedup --near: near-duplicates",
-	about: "dedup --near: precision and recall on planted near-duplicates of known Jaccard similarity, the near-duplicates of the real datasets, speed per core beside exact dedup and a Python MinHash with numpy, growth at 1x, 4x, 16x",
 	needs: []string{"prompts"},
 	measure: func(ctx context.Context, h *harness) error {
 		for _, part := range []func(context.Context) error{h.nearQuality, h.nearReal, h.nearSpeed} {

@@ -82,10 +82,7 @@ func TestNeardupRendering(t *testing.T) {
 		h.results = append(h.results, &Result{Group: "neardup-growth", Name: "dedup --near", Size: size, Command: "dedup --near p" + size, Bytes: int64(24e6 * f),
 			Runs: []Run{{Wall: time.Duration(f * float64(time.Second)), User: time.Duration(f * 1.1 * 0.5 * float64(time.Second)), MaxRSSKB: int64(100*f) << 10}}, OutRecords: 1})
 	}
-	var b strings.Builder
-	if err := h.render(&b, neardupSection); err != nil {
-		t.Fatal(err)
-	}
+	text := renderSection(t, h, neardupSection)
 	for _, want := range []string{
 		"| J 0.9-1 | 1,000 | 999 | 0.999 | 1.000 | 0.997 | 1.000 | 999 |",
 		"| J below 0.6 | 2,000 | 3 | 0.002 | — | — | — | — |",
@@ -97,8 +94,8 @@ func TestNeardupRendering(t *testing.T) {
 		"| dedup --near | 43.6 | 43.6 |",
 		"| dedup --near | 100.0 | 1600.0 | 16.0× |",
 	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("no %q in:\n%s", want, b.String())
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
 		}
 	}
 	var tb strings.Builder

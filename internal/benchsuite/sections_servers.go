@@ -72,7 +72,6 @@ func (h *harness) nodeClient(s Spec, url, model string, concurrency, maxTokens i
 
 var clientSection = &section{
 	name: "client", heading: "## infer: client overhead against a zero-latency llmsim",
-	about: "infer against the OpenAI Node SDK and xargs -P curl, on llmsim --instant",
 	needs: []string{"prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
 		const infer, node, curl = "data/client-infer.jsonl", "data/client-node.jsonl", "data/client-curl.jsonl"
@@ -107,7 +106,7 @@ var clientSection = &section{
 }
 
 var llmsimSection = &section{
-	name: "llmsim", heading: "## llmsim alone", about: "llmsim's BenchmarkInstantChat (go test -bench)",
+	name: "llmsim", heading: "## llmsim alone",
 	measure: func(ctx context.Context, h *harness) error {
 		return h.goBench(ctx, &Result{Group: "llmsim", Name: "llmsim --instant, 1 endpoint", Ours: true,
 			Note: "client and simulator in one process, 32 goroutines on one fasthttp client"}, "BenchmarkInstantChat", "req/s", "rps",
@@ -202,7 +201,6 @@ func (c inflightCase) SimFlags() []string {
 
 var inflightSection = &section{
 	name: "inflight", heading: "## infer's in-flight count on servers that do not say their capacity",
-	about: "infer's adapted in-flight count against fixed --concurrency levels on llmsim's Ollama flavour",
 	needs: []string{"servers-prompts"},
 	measure: func(ctx context.Context, h *harness) error {
 		const out = "tmp/servers-gen.jsonl"
@@ -234,7 +232,6 @@ var ollamaRows = []string{"infer (defaults)", "infer --concurrency 4", "xargs -P
 
 var ollamaSection = &section{
 	name: "ollama", heading: "## infer on a real Ollama server",
-	about: "infer on a real Ollama server (internal/ollamaserver) against --concurrency 4, xargs -P curl and the Node SDK",
 	needs: []string{"ollama-prompts"},
 	measure: func(ctx context.Context, h *harness) error {
 		const prompts, bodies = "data/ollama-prompts.jsonl", "data/ollama-curl-bodies.jsonl"

@@ -74,7 +74,7 @@ func (h *harness) whyNot(w io.Writer, group, ours, peer, why string) {
 }
 
 var dedupSection = &section{
-	name: "dedup", heading: "## dedup", about: "dedup against awk, gawk and jq's key dedups",
+	name: "dedup", heading: "## dedup",
 	needs: []string{"prompts", "prompts-slurp", "prompts-exact"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p, ps, pe = "data/prompts.jsonl", "data/prompts-slurp.jsonl", "data/prompts-exact.jsonl"
@@ -108,7 +108,7 @@ var dedupSection = &section{
 }
 
 var shardSection = &section{
-	name: "shard", heading: "## shard: 8 parts", about: "shard against split and awk",
+	name: "shard", heading: "## shard: 8 parts",
 	needs: []string{"prompts"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p = "data/prompts.jsonl"
@@ -145,7 +145,7 @@ func composeCounts(h *harness) []int {
 // writes instead: a jq pass per source to pick its records, shuf to draw
 // them and take its count (shuf -n: shuf | head).
 var composeSection = &section{
-	name: "compose", heading: "## compose: a mix of three sources", about: "compose against jq + shuf -n per source",
+	name: "compose", heading: "## compose: a mix of three sources",
 	needs: []string{"prompts-sources"},
 	measure: func(ctx context.Context, h *harness) error {
 		const p, out = "data/prompts-sources.jsonl", "tmp/mix.jsonl"
@@ -169,7 +169,7 @@ var composeSection = &section{
 }
 
 var mergeSection = &section{
-	name: "merge", heading: "## merge: one record per prompt from a run and its rerun", about: "merge against jq -s group_by",
+	name: "merge", heading: "## merge: one record per prompt from a run and its rerun",
 	needs: []string{"gens", "gens-slurp"},
 	measure: func(ctx context.Context, h *harness) error {
 		g, r, gs, rs := "data/gens.jsonl", "data/rerun.jsonl", "data/gens-slurp.jsonl", "data/rerun-slurp.jsonl"
@@ -190,7 +190,7 @@ var mergeSection = &section{
 }
 
 var statsSection = &section{
-	name: "stats", heading: "## stats", about: "stats against jq, sort and awk percentiles",
+	name: "stats", heading: "## stats",
 	needs: []string{"gens", "gens-slurp"},
 	measure: func(ctx context.Context, h *harness) error {
 		const g, gs = "data/gens.jsonl", "data/gens-slurp.jsonl"
@@ -212,7 +212,7 @@ var statsSection = &section{
 }
 
 var filterSection = &section{
-	name: "filter", heading: "## filter: quality checks", about: "filter against the same checks in Python",
+	name: "filter", heading: "## filter: quality checks",
 	needs: []string{"filter-gens", "filter-gens-lang"},
 	measure: func(ctx context.Context, h *harness) error {
 		const f, l = "data/filter-gens.jsonl", "data/filter-gens-lang.jsonl"
@@ -231,7 +231,7 @@ var filterSection = &section{
 }
 
 var growthSection = &section{
-	name: "growth", heading: "## Cost as the input grows", about: "peak RSS and speed of every tool at three sizes",
+	name: "growth", heading: "## Cost as the input grows",
 	needs: []string{"corpus-big", "prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
 		sim, err := h.startSim(ctx, 1, h.path("logs/llmsim.log"), "--instant")

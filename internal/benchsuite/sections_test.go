@@ -121,10 +121,7 @@ func TestSectionRendering(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			text, err := h.sectionText(secs[0])
-			if err != nil {
-				t.Fatal(err)
-			}
+			text := renderSection(t, h, secs[0])
 			golden(t, "sections/"+name+".md", []byte(text))
 		})
 	}

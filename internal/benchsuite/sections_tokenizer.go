@@ -57,7 +57,6 @@ func hfLoadRow(model string) string         { return "HF tokenizers fromFile, " 
 
 var tokenizerSection = &section{
 	name: "tokenizer", heading: "## Tokenizing and rendering: lib/tokenizer beside Hugging Face's Rust tokenizers",
-	about:   "lib/tokenizer's Encode, Render and Load on one core, beside Hugging Face's tokenizers (Rust, its Node binding) on the same text (go test -bench, node)",
 	measure: func(ctx context.Context, h *harness) error { return h.measureTokenizer(ctx) },
 }
 

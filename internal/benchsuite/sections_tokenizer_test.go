@@ -224,10 +224,7 @@ func TestTokenizerSection(t *testing.T) {
 			h.results = rows
 			h.info.Started = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 			h.info.LoadBefore, h.info.LoadAfter = "load average: 1.00, 1.00, 1.00", "load average: 2.00, 1.50, 1.00"
-			text, err := h.sectionText(tokenizerSection)
-			if err != nil {
-				t.Fatal(err)
-			}
+			text := renderSection(t, h, tokenizerSection)
 			golden(t, "sections/"+tc.name+".md", []byte(text))
 
 			find := func(name string) *Result {
@@ -290,10 +287,7 @@ func TestTokenizerSection(t *testing.T) {
 	}
 	h := testHarness(t)
 	h.results = rows
-	text, err := h.sectionText(tokenizerSection)
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := renderSection(t, h, tokenizerSection)
 	for _, want := range []string{"**Qwen3, whole: the binding gave 762,609 tokens of the concatenated text, lib/tokenizer 762,608**",
 		"**Qwen3, docs: the binding gave 762,607 tokens of the documents, the golden ids 762,608**"} {
 		if !strings.Contains(text, want) {

@@ -18,7 +18,6 @@ var tokenIDsModes = []string{"without", "with", "fleet-without", "fleet-with"}
 
 var tokenIDsSection = &section{
 	name: "tokenids", heading: "## infer --token-ids: what the ids cost",
-	about: "infer with and without --token-ids on the instant simulator and on a calibrated fleet: client CPU, answers/s, output sizes (go test -bench)",
 	measure: func(ctx context.Context, h *harness) error {
 		return h.subBench(ctx, "tokenids", "BenchmarkTokenIDs", "5x", "./pipelines/", tokenIDsModes, func(mode string) (string, bool) {
 			return mode + " --token-ids", strings.HasSuffix(mode, "with")

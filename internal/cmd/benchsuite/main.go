@@ -13,10 +13,9 @@ func main() { cli.Main("benchsuite", Description, &Command{}) }
 const Description = `Measure tokenmill and the tools users would run instead, for BENCHMARKS.md.
 
     benchsuite run                       # every section; rewrites BENCHMARKS.md (just bench)
-    benchsuite run --section dedup       # one section, spliced into BENCHMARKS.md
+    benchsuite run --section dedup       # one section, into .bench/BENCHMARKS.md (a wrong name lists them)
     benchsuite run --quick               # small sizes, into .bench/BENCHMARKS.md
     benchsuite run --render              # the last run's report again, from its kept rows
-    benchsuite run --list                # the sections
 
 The peers it compares with come from .ci/install-peers. The data it makes, by hand:
 
