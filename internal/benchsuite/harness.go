@@ -3,8 +3,7 @@
 // the commands users would run instead (jq, awk, sort, split, curl, the
 // OpenAI Node SDK, Python, DuckDB), takes their peak memory, drives infer
 // against simulated fleets and a real Ollama server, keeps the rows, and
-// writes BENCHMARKS.md from them, whole or one section at a time. It
-// installs nothing: .ci/install-peers installs the peers, and a peer that
+// writes the report from them. It installs nothing: .ci/install-peers installs the peers, and a peer that
 // is missing gets a row saying so.
 package benchsuite
 
@@ -28,9 +27,8 @@ import (
 )
 
 // RunCmd is `just bench`: it builds the tools, makes the data, measures
-// every section (or the ones named), keeps the rows, and writes
-// BENCHMARKS.md from them: whole when every section was measured, else
-// each section measured spliced in place of its old one.
+// every section (or the ones named), keeps the rows, and writes the
+// report from them.
 type RunCmd struct {
 	Section     []string `short:"s" help:"Sections to measure (comma-separated; default: all). Only a run of every section writes BENCHMARKS.md, so that its figures all come from one run; a run of some writes its report into --dir." sep:"," placeholder:"NAME" env:"TOKENMILL_BENCHSUITE_SECTION,BENCH_ONLY"`
 	Render      bool     `help:"Measure nothing: write the report again from the rows the last run kept in --dir (results.jsonl, run.json)." env:"TOKENMILL_BENCHSUITE_RENDER"`

@@ -26,6 +26,7 @@ type view struct {
 	Sz           Sizes
 	Runs         int
 	Quick        bool
+	Partial      bool   // some sections measured, not all
 	Dir          string // the scratch directory's name
 	Info         runInfo
 	GrowthLabels []string
@@ -36,7 +37,7 @@ type view struct {
 var parts = map[string]func(io.Writer, *harness){}
 
 func (h *harness) view() view {
-	v := view{Sz: h.sz, Runs: h.runs, Quick: h.quick, Dir: filepath.Base(h.dir), Info: h.info, C: map[string]any{
+	v := view{Sz: h.sz, Runs: h.runs, Quick: h.quick, Partial: len(h.info.Sections) < len(sections), Dir: filepath.Base(h.dir), Info: h.info, C: map[string]any{
 		"concurrency": concurrency, "inflightScale": inflightScale, "fleetTimeScale": fleetTimeScale, "regenPrefillUS": regenPrefillUS,
 		"regenKV": regenKV, "regenScale": regenScale, "regenMaxTokens": regenMaxTokens, "renderTurns": renderTurns, "renderBenchtime": renderBenchtime,
 		"ollamaParallel": ollamaParallel, "nearThreshold": nearThreshold, "signLSHRow": signLSHRow}}
