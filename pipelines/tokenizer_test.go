@@ -295,9 +295,10 @@ func copyFile(t *testing.T, from, to string) {
 // with --token-ids (the prompt's ids from /apply-template and /tokenize)
 // give, through merge, rows whose prompt part is the SGLang flavour's,
 // row for row, whose ids the model's own tokenizer and template give (the
-// parity above). The answers differ: llama.cpp's come from its
-// /completion route, which llmsim answers otherwise. The records with
-// tools are its errors, each once:
+// parity above). The answers differ (llama.cpp's come from its
+// /completion route, which llmsim answers otherwise), yet each record's
+// ids, prompt and answer, are the model's own rendering of it (stats
+// --tokenizer). The records with tools are its errors, each once:
 // no_token_ids (its ids come only from /completion, which parses no tool
 // calls) or tools_unsupported (a template its /props says renders none).
 func sameRowsFromLlamaCpp(t *testing.T, d, tok, endpoint, input string, common []string, want map[string]tokenRowOf) {
@@ -327,6 +328,9 @@ func sameRowsFromLlamaCpp(t *testing.T, d, tok, endpoint, input string, common [
 		t.Errorf("llama.cpp's errors %v, want the %d records with tools, for one reason", reasons, withTools)
 	}
 	written := len(readAny(t, filepath.Join(d, "llamacpp.jsonl")))
+	if p := parityOf(t, d, tok, "llamacpp.jsonl").Parity; p.Records != written || p.RecordsIdentical != written || len(p.NotChecked) > 0 {
+		t.Errorf("parity of llama.cpp's %d records: %+v", written, *p)
+	}
 	run(t, d, 0, "merge", "--to", "tokens", "-o", "rows-llamacpp.jsonl", "llamacpp.jsonl")
 	got := readRows(t, filepath.Join(d, "rows-llamacpp.jsonl"))
 	if len(got) != written || len(got)+withTools != len(want) {

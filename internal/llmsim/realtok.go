@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -62,6 +63,10 @@ type modelTokenizer struct {
 	// rendersTools: the template prints a tool it is given, as llama.cpp
 	// finds its chat_template_caps.supports_tools.
 	rendersTools bool
+	// opens is the ids of the template's generation prompt with thinking
+	// on: a raw prompt that ends with them was rendered for the model to
+	// answer, which then writes its think block as it would in a chat.
+	opens []int
 }
 
 // loadedTokenizers holds the folders loaded in this process, by absolute
@@ -114,7 +119,21 @@ func newModelTokenizer(dir string, drift bool) (*modelTokenizer, error) {
 	}
 	m.source = m.tok.TemplateSource()
 	m.rendersTools = rendersTools(m.tok)
+	m.opens = generationPrompt(m.tok)
 	return m, nil
+}
+
+// generationPrompt is the ids the template adds to open an answer (Qwen3's
+// "<|im_start|>assistant\n"), none where it adds nothing.
+func generationPrompt(t *modeltok.Tokenizer) []int {
+	hey := modeltok.Request{Messages: []byte(`[{"role":"user","content":"Hey"}]`)}
+	without, err := t.Render(hey)
+	hey.AddGenerationPrompt = true
+	with, err2 := t.Render(hey)
+	if err != nil || err2 != nil || !strings.HasPrefix(with, without) || with == without {
+		return nil
+	}
+	return t.Encode(with[len(without):])
 }
 
 // toolProbe is the tool llama.cpp renders a template with to find whether
@@ -451,9 +470,10 @@ func (m *modelTokenizer) answerText(c *choiceState, a *modelAnswer) []byte {
 	if m.emptyThink(c) {
 		// A hybrid thinking model (Qwen3) thinking with nothing to think
 		// still writes its think block; a reasoning parser takes it out of
-		// the content (an empty reasoning), a server without one leaves it.
+		// a chat answer's content (an empty reasoning), a server without
+		// one, or a raw prompt's answer, leaves it.
 		b = append(append(b, thinkBegin...), thinkEnd...)
-		if c.f.e.parsesReasoning() {
+		if c.f.job.api == apiChat && c.f.e.parsesReasoning() {
 			a.cStart = len(b)
 		}
 	}
@@ -477,13 +497,22 @@ func (m *modelTokenizer) answerText(c *choiceState, a *modelAnswer) []byte {
 	return b
 }
 
-// emptyThink tells a chat answer with no reasoning of its own that the
-// model opens with an empty think block: its template writes one (Qwen3's
-// marks every last answer so), and the request did not turn thinking off
-// (then the template's generation prompt holds the empty block, and the
-// model writes the answer alone).
+// emptyThink tells an answer with no reasoning of its own that the model
+// opens with an empty think block: its template writes one (Qwen3's marks
+// every last answer so), and thinking is on. A chat request turns it off
+// in its kwargs; a raw prompt (a client's own rendering, as sent to
+// llama.cpp's /completion) is open to thinking when it ends with the
+// generation prompt alone: with thinking off the template puts the empty
+// block there, and the model writes the answer alone.
 func (m *modelTokenizer) emptyThink(c *choiceState) bool {
-	return m.thinks && c.f.job.api == apiChat && !c.thinkOff && c.reasoning == 0 && c.inline == 0
+	if !m.thinks || c.reasoning != 0 || c.inline != 0 {
+		return false
+	}
+	if c.f.job.api == apiChat {
+		return !c.thinkOff
+	}
+	ids := c.f.inputIDs
+	return len(m.opens) > 0 && len(ids) >= len(m.opens) && slices.Equal(ids[len(ids)-len(m.opens):], m.opens)
 }
 
 // offsets are the bytes of a text of size bytes the first i of its ids

@@ -370,35 +370,55 @@ func idsJSON(ids []int) string {
 
 // llama.cpp's chat answer has no ids: its client renders the prompt with
 // /apply-template and tokenizes it with /tokenize, and /completion with
-// return_tokens gives the answer's ids.
+// return_tokens gives the answer's ids. The model answers a prompt
+// rendered with thinking on as it answers a chat: with its think block,
+// empty when it has nothing to think; with thinking off the prompt holds
+// the empty block, and the answer does not.
 func TestModelTokenizerLlamaCpp(t *testing.T) {
 	dir, tok := modelFolder(t, "qwen3")
 	base := startFleet(t, Config{Instant: true, Flavor: FlavorLlamaCpp, Tokenizer: dir}, 1).URLs()[0]
-	rendered, want := wantPrompt(t, tok, skyMessages, "", "")
-	var tpl struct{ Prompt string }
-	if s, b := postJSON(t, base+pathApplyTemplate, `{"messages":`+skyMessages+`}`); s != 200 || json.Unmarshal(b, &tpl) != nil || tpl.Prompt != rendered {
-		t.Fatalf("/apply-template: %d %s", s, b)
-	}
-	var toks struct{ Tokens []int }
-	if s, b := postJSON(t, base+pathTokenize, `{"content":`+quote(rendered)+`}`); s != 200 || json.Unmarshal(b, &toks) != nil || !slices.Equal(toks.Tokens, want) {
-		t.Fatalf("/tokenize: %d %s\nwant %v", s, b, want)
-	}
-	var a struct {
-		Content         string `json:"content"`
-		Tokens          []int  `json:"tokens"`
-		TokensPredicted int    `json:"tokens_predicted"`
-		TokensEvaluated int    `json:"tokens_evaluated"`
-		StopType        string `json:"stop_type"`
-	}
-	s, b := postJSON(t, base+pathLlamaComplete, `{"prompt":`+quote(rendered)+`,"return_tokens":true}`)
-	if s != 200 || json.Unmarshal(b, &a) != nil {
-		t.Fatalf("/completion: %d %s", s, b)
-	}
-	n := len(a.Tokens)
-	if a.StopType != "eos" || n == 0 || a.Tokens[n-1] != qwenEOS || a.TokensPredicted != n || a.TokensEvaluated != len(want) ||
-		tok.Decode(a.Tokens[:n-1]) != a.Content {
-		t.Errorf("/completion: stop %s, %d tokens (predicted %d, last %v), evaluated %d of %d; content %q, decoded %q",
-			a.StopType, n, a.TokensPredicted, a.Tokens[max(n-1, 0):], a.TokensEvaluated, len(want), a.Content, tok.Decode(a.Tokens[:max(n-1, 0)]))
+	for _, tc := range []struct {
+		name, kwargs string
+		opens        string // what the answer opens with
+	}{
+		{"thinking on", "", "<think>\n\n</think>\n\n"},
+		{"thinking off", `{"enable_thinking":false}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rendered, want := wantPrompt(t, tok, skyMessages, "", tc.kwargs)
+			body := `{"messages":` + skyMessages
+			if tc.kwargs != "" {
+				body += `,"chat_template_kwargs":` + tc.kwargs
+			}
+			var tpl struct{ Prompt string }
+			if s, b := postJSON(t, base+pathApplyTemplate, body+"}"); s != 200 || json.Unmarshal(b, &tpl) != nil || tpl.Prompt != rendered {
+				t.Fatalf("/apply-template: %d %s", s, b)
+			}
+			var toks struct{ Tokens []int }
+			if s, b := postJSON(t, base+pathTokenize, `{"content":`+quote(rendered)+`}`); s != 200 || json.Unmarshal(b, &toks) != nil || !slices.Equal(toks.Tokens, want) {
+				t.Fatalf("/tokenize: %d %s\nwant %v", s, b, want)
+			}
+			var a struct {
+				Content         string `json:"content"`
+				Tokens          []int  `json:"tokens"`
+				TokensPredicted int    `json:"tokens_predicted"`
+				TokensEvaluated int    `json:"tokens_evaluated"`
+				StopType        string `json:"stop_type"`
+			}
+			s, b := postJSON(t, base+pathLlamaComplete, `{"prompt":`+quote(rendered)+`,"return_tokens":true}`)
+			if s != 200 || json.Unmarshal(b, &a) != nil {
+				t.Fatalf("/completion: %d %s", s, b)
+			}
+			n := len(a.Tokens)
+			if a.StopType != "eos" || n == 0 || a.Tokens[n-1] != qwenEOS || a.TokensPredicted != n || a.TokensEvaluated != len(want) ||
+				tok.Decode(a.Tokens[:n-1]) != a.Content {
+				t.Errorf("/completion: stop %s, %d tokens (predicted %d, last %v), evaluated %d of %d; content %q, decoded %q",
+					a.StopType, n, a.TokensPredicted, a.Tokens[max(n-1, 0):], a.TokensEvaluated, len(want), a.Content, tok.Decode(a.Tokens[:max(n-1, 0)]))
+			}
+			if rest, ok := strings.CutPrefix(a.Content, tc.opens); !ok || strings.Contains(rest, "<think>") {
+				t.Errorf("/completion's answer %q...: want it to open with %q and no other think block", a.Content[:min(len(a.Content), 60)], tc.opens)
+			}
+		})
 	}
 }
 
