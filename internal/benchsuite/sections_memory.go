@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 )
 
 // memEndpoints are the instant endpoints infer answers from.
@@ -18,33 +16,22 @@ var memorySection = &section{
 		err := h.subBench(ctx, "infer-memory-ledger", "BenchmarkLedger", "3x", "./lib/ledger/", []string{"tables", "map"}, func(mode string) (string, bool) {
 			return mode, mode == "tables"
 		})
+		// infer answers each size's prompts on a fresh fleet of instant endpoints.
 		for _, n := range h.sz.InferMemory {
+			p, out := "data/memory-"+sizeLabel(n)+".jsonl", "tmp/memory-gen.jsonl"
 			if err == nil {
-				err = h.memoryAt(ctx, n)
+				err = h.sh(ctx, fmt.Sprintf("corpus -n %d | extract --progress 0 > %s", n, p))
 			}
+			if err == nil {
+				err = h.measure(ctx, Spec{Group: "infer-memory", Name: "infer", Ours: true, Size: sizeLabel(n), Runs: 1, BytesOf: []string{p},
+					Clean: []string{out, "tmp/memory-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{"@URLS@=$URLS"},
+					Fresh: h.freshSim(memEndpoints, h.path("logs/memory-llmsim.log"), "--instant"),
+					Argv:  []string{"infer", "-e", "@URLS@", "--max-tokens", "16", "--progress", "0", "-o", out, p}})
+			}
+			h.remove(p)
 		}
 		return err
 	},
-}
-
-// memoryAt makes n prompts and measures infer answering them all on a
-// fresh fleet of instant endpoints.
-func (h *harness) memoryAt(ctx context.Context, n int) error {
-	label := sizeLabel(n)
-	p, out := "data/memory-"+label+".jsonl", "tmp/memory-gen.jsonl"
-	defer os.Remove(h.path(p))
-	if err := h.sh(ctx, fmt.Sprintf("corpus -n %d | extract --progress 0 > %s", n, p)); err != nil {
-		return err
-	}
-	sim, err := h.startSim(ctx, memEndpoints, h.path("logs/memory-llmsim.log"), "--instant")
-	if err != nil {
-		return err
-	}
-	defer sim.stop()
-	urls := strings.Join(sim.urls, ",")
-	return h.measure(ctx, Spec{Group: "infer-memory", Name: "infer", Ours: true, Size: label, Runs: 1, BytesOf: []string{p},
-		Clean: []string{out, "tmp/memory-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{urls + "=$URLS"},
-		Argv: []string{"infer", "-e", urls, "--max-tokens", "16", "--progress", "0", "-o", out, p}})
 }
 
 func init() { parts["infer-memory"] = renderMemory }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 
 	"github.com/segmentio/encoding/json"
@@ -88,10 +89,10 @@ func (h *harness) nearQuality(ctx context.Context) error {
 	rng := rand.New(rand.NewPCG(2, 0))
 	order := rng.Perm(len(pairs))
 	var buf []byte
-	for pass, prefix := range []string{"b", "v"} {
+	for _, prefix := range []string{"b", "v"} {
 		for _, i := range order {
 			text := pairs[i].Base
-			if pass == 1 {
+			if prefix == "v" {
 				text = pairs[i].Variant
 			}
 			q, _ := json.Marshal(text)
@@ -99,64 +100,62 @@ func (h *harness) nearQuality(ctx context.Context) error {
 		}
 		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 	}
-	if err := writeFile(h.path(data), buf); err != nil {
-		return err
-	}
-	defer os.Remove(h.path(clusters))
-	if _, err := h.dedupNear(ctx, "--clusters", clusters, data); err != nil {
-		return err
-	}
 	found := map[string]string{} // each near-duplicate's id: the id it was found a copy of
-	if err := eachJSON(h.path(clusters), func(c *struct {
-		ID    string `json:"id"`
-		DupOf string `json:"dup_of"`
-	}) error {
-		found[c.ID] = c.DupOf
-		return nil
-	}); err != nil {
+	defer os.Remove(h.path(clusters))
+	err := writeFile(h.path(data), buf)
+	if err == nil {
+		_, err = h.dedupNear(ctx, "--clusters", clusters, data)
+	}
+	if err == nil {
+		err = eachJSON(h.path(clusters), func(c *struct {
+			ID    string `json:"id"`
+			DupOf string `json:"dup_of"`
+		}) error {
+			found[c.ID] = c.DupOf
+			return nil
+		})
+	}
+	if err != nil {
 		return err
 	}
 	// A row a bucket, highest first (rows[k] is bucket nb-1-k), then the
 	// pairs below 0.6 and the bases, whose every drop is a false one.
 	nb := len(o.Buckets) - 1
-	rows, kinds := make([]map[string]float64, nb+2), map[string]float64{} // kinds: planted and dropped, by bucket and kind
+	rows := make([]map[string]float64, nb+2)
 	for k := range rows {
 		rows[k] = map[string]float64{"pairs": 0, "dropped": 0, "own_base": 0}
 	}
 	below, bases := rows[nb], rows[nb+1]
-	bases["pairs"] = float64(len(pairs))
+	bases["pairs"], bases["drops"] = float64(len(pairs)), float64(len(found))
 	for i, p := range pairs {
 		dupOf, dropped := found[fmt.Sprintf("v%d", i)]
 		d, r := float64(b2i(dropped)), rows[nb-1-p.Bucket]
 		r["pairs"], r["dropped"], r["own_base"] = r["pairs"]+1, r["dropped"]+d, r["own_base"]+float64(b2i(dupOf == fmt.Sprintf("b%d", i)))
+		r["of_"+p.Kind], r["rate_"+p.Kind] = r["of_"+p.Kind]+1, r["rate_"+p.Kind]+d // a rate once divided below
 		if p.Jaccard < 0.6 {
 			below["pairs"], below["dropped"] = below["pairs"]+1, below["dropped"]+d
 		}
-		kinds[fmt.Sprintf("%d/%s dropped", p.Bucket, p.Kind)] += d
-		kinds[fmt.Sprintf("%d/%s", p.Bucket, p.Kind)]++
 		if _, ok := found[fmt.Sprintf("b%d", i)]; ok {
 			bases["dropped"]++
 		}
 		if dropped && p.Jaccard >= nearThreshold {
-			bases["precision"]++ // drops of pairs at J >= the threshold, over all drops below
+			bases["precision"] += 1 / bases["drops"] // the drops of pairs at J >= the threshold, of all drops
 		}
-	}
-	if bases["drops"] = float64(len(found)); len(found) > 0 {
-		bases["precision"] /= float64(len(found))
 	}
 	load := loadAverage()
 	for k, m := range rows {
 		for _, kind := range corpus.EditKinds {
-			if n := kinds[fmt.Sprintf("%d/%s", nb-1-k, kind)]; n > 0 {
-				m["rate_"+kind] = kinds[fmt.Sprintf("%d/%s dropped", nb-1-k, kind)] / n
+			if n := m["of_"+kind]; n > 0 {
+				m["rate_"+kind] /= n
 			}
+			delete(m, "of_"+kind)
 		}
 		if m["pairs"] > 0 {
 			m["drop_rate"] = m["dropped"] / m["pairs"]
 		}
 		name := "J below 0.6"
 		if b := nb - 1 - k; b >= 0 {
-			name = fmt.Sprintf("J %s-%s", strconv.FormatFloat(o.Buckets[b], 'f', -1, 64), strconv.FormatFloat(o.Buckets[b+1], 'f', -1, 64))
+			name = fmt.Sprintf("J %v-%v", o.Buckets[b], o.Buckets[b+1])
 		} else if k == nb+1 {
 			name = "bases"
 		}
@@ -210,17 +209,15 @@ func python() (string, string) {
 // MinHash on one core at 1x, dedup --near on every core, and both dedups'
 // growth at 1x, 4x and 16x.
 func (h *harness) nearSpeed(ctx context.Context) error {
-	sizes := h.nearSizes()
-	files := []string{fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[0]), fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[1]), "data/prompts.jsonl"}
+	sizes, files := h.nearSizes(), []string{"", "", "data/prompts.jsonl"}
 	const script = "tmp/minhash_numpy.py"
+	err := os.WriteFile(h.path(script), minhashPy, 0o644)
+	for i := range 2 {
+		if files[i] = fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[i]); err == nil {
+			err = h.head("data/prompts.jsonl", files[i], sizes[i])
+		}
+	}
 	defer h.remove(files[0], files[1], script)
-	err := h.head("data/prompts.jsonl", files[0], sizes[0])
-	if err == nil {
-		err = h.head("data/prompts.jsonl", files[1], sizes[1])
-	}
-	if err == nil {
-		err = os.WriteFile(h.path(script), minhashPy, 0o644)
-	}
 	if err != nil {
 		return err
 	}
@@ -248,20 +245,16 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 
 func init() {
 	parts["neardup-quality"] = func(w io.Writer, h *harness) {
-		t := newTable("pairs", "planted", "variants dropped", "drop rate", "substitute", "insert", "reorder", "found a copy of its own base")
-		for _, r := range h.group("neardup-quality") {
-			if r.Name == "bases" {
-				continue
+		rows := slices.DeleteFunc(h.group("neardup-quality"), func(r *Result) bool { return r.Name == "bases" })
+		cols := []string{"pairs=name", "planted=pairs:0", "variants dropped=dropped:0", "drop rate=drop_rate:3"}
+		for _, k := range corpus.EditKinds {
+			cols = append(cols, k+"=rate_"+k+":3")
+		}
+		t := columns(rows, append(cols, "found a copy of its own base=own_base:0")...)
+		for i, r := range rows {
+			if r.Name == "J below 0.6" {
+				t.rows[i][len(cols)] = "—" // the lower buckets' pairs again: their own bases are counted there
 			}
-			cells := []string{r.Name, metricCell(r, "pairs", 0), metricCell(r, "dropped", 0), metricCell(r, "drop_rate", 3)}
-			for _, k := range corpus.EditKinds {
-				cells = append(cells, metricCell(r, "rate_"+k, 3))
-			}
-			own := "—"
-			if r.Name != "J below 0.6" {
-				own = metricCell(r, "own_base", 0)
-			}
-			t.add(append(cells, own)...)
 		}
 		t.write(w)
 		if r := h.find("neardup-quality", "bases"); r != nil {
@@ -271,13 +264,12 @@ func init() {
 		}
 	}
 	parts["neardup-real"] = func(w io.Writer, h *harness) {
-		t := newTable("file", "prompts", "exact repeats", "near-duplicates", "kept")
-		for _, r := range h.group("neardup-real") {
-			if !r.available() {
-				t.add(nameCell(r), "—", "—", "—", "—")
-				continue
+		rows := h.group("neardup-real")
+		t := columns(rows, "file=name", "prompts=prompts:0", "exact repeats=exact:0", "near-duplicates=near:0", "kept=kept:0")
+		for i, r := range rows {
+			if r.available() {
+				t.rows[i][0] = "`" + r.Name + "`"
 			}
-			t.add("`"+r.Name+"`", metricCell(r, "prompts", 0), metricCell(r, "exact", 0), metricCell(r, "near", 0), metricCell(r, "kept", 0))
 		}
 		t.write(w)
 	}

@@ -1,7 +1,6 @@
 package benchsuite
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -22,27 +21,21 @@ const concurrency = 64
 // over 100 kB (the argument limit is 128 kB) are left out. src is read
 // whole: the sections give it about n records.
 func writeBodies(src, dst string, n int, model string, maxTokens int) error {
-	var bodies bytes.Buffer
+	var bodies []byte
+	m, _ := json.Marshal(model)
 	err := eachJSON(src, func(p *struct {
 		Messages json.RawMessage `json:"messages"`
 	}) error {
-		if n--; n < 0 {
-			return nil
+		body := fmt.Appendf(nil, `{"model":%s,"messages":%s,"max_tokens":%d}`, m, p.Messages, maxTokens)
+		if n--; n >= 0 && len(body) < 100000 {
+			bodies = append(append(bodies, body...), '\n')
 		}
-		body, err := json.Marshal(struct {
-			Model     string          `json:"model"`
-			Messages  json.RawMessage `json:"messages"`
-			MaxTokens int             `json:"max_tokens"`
-		}{model, p.Messages, maxTokens})
-		if len(body) < 100000 {
-			bodies.Write(append(body, '\n'))
-		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return writeFile(dst, bodies.Bytes())
+	return writeFile(dst, bodies)
 }
 
 // curlClient is xargs running curl, parallel at once, one request body of
@@ -88,19 +81,15 @@ var clientSection = &section{
 		if err != nil {
 			return err
 		}
-		sim, err := h.startSim(ctx, 1, h.path("logs/llmsim.log"), "--instant")
-		if err != nil {
-			return err
-		}
-		defer sim.stop()
-		url, c := sim.urls[0], strconv.Itoa(concurrency)
+		// A fresh llmsim each run: @URL@ is its URL.
+		url, c, fresh := "@URL@", strconv.Itoa(concurrency), h.freshSim(1, h.path("logs/llmsim.log"), "--instant")
 		const out = "tmp/client-gen.jsonl"
 		return h.measureAll(ctx, []peerSpec{
-			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
+			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out}, Fresh: fresh,
 				Alias: []string{url + "=$URL"}, Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, infer}}),
-			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + h.nodeSDK()), Records: n[1]}, url, "", concurrency, 16, node),
+			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + h.nodeSDK()), Records: n[1], Fresh: fresh}, url, "", concurrency, 16, node),
 			// llmsim's answers end without a newline: -w puts one after each.
-			curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: n[2]}, url, concurrency, true, bodies),
+			curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: n[2], Fresh: fresh}, url, concurrency, true, bodies),
 		})
 	},
 }
@@ -129,29 +118,20 @@ func (h *harness) inTurns(ctx context.Context, rounds int, rows []peerSpec) erro
 			return err
 		}
 	}
-	h.results = append(h.results, mergeRounds(got)...)
+	h.results = append(h.results, mergeRounds(got, rounds)...)
 	return nil
 }
 
-// mergeRounds joins the results of the same row (group and name), in the
-// order first measured: their runs together, their load the mean of the
-// rounds'.
-func mergeRounds(rounds []*Result) []*Result {
-	var out []*Result
-	merged := map[*Result]float64{}
-	for _, r := range rounds {
-		i := slices.IndexFunc(out, func(o *Result) bool { return o.Group == r.Group && o.Name == r.Name })
-		if i < 0 {
-			c := *r
-			c.Runs, c.Load1 = nil, 0
-			out, i = append(out, &c), len(out)
-		}
-		m := out[i]
-		merged[m]++
+// mergeRounds folds the rows of rounds measured in the same order into
+// the first round's: their runs together, their load the rounds' mean.
+func mergeRounds(got []*Result, rounds int) []*Result {
+	n := len(got) / rounds
+	for i, r := range got[n:] {
+		m := got[i%n]
 		m.Runs, m.RSSFloorKB = append(m.Runs, r.Runs...), max(m.RSSFloorKB, r.RSSFloorKB)
-		m.Load1 += (r.Load1 - m.Load1) / merged[m] // the mean so far
+		m.Load1 += (r.Load1 - m.Load1) / float64(i/n+2) // the mean so far
 	}
-	return out
+	return got[:n]
 }
 
 // freshSim is a Spec's Fresh that starts llmsim anew for each run, with

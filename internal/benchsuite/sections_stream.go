@@ -25,19 +25,26 @@ func (h *harness) lineCounts(rels ...string) ([]int64, error) {
 	return counts, nil
 }
 
-// peerSpec is a measurement and the peers it needs.
+// peerSpec is a measurement, or why it cannot be taken here.
 type peerSpec struct {
 	Spec
-	needs []string // commands that must be installed
-	why   string   // set: not available, for this reason
+	why string
 }
 
-func ours(s Spec) peerSpec                  { s.Ours = true; return peerSpec{Spec: s} }
-func peer(s Spec, needs ...string) peerSpec { return peerSpec{Spec: s, needs: needs} }
-func shellPeer(s Spec, needs ...string) peerSpec {
-	s.Shell = true
-	return peerSpec{Spec: s, needs: needs}
+func ours(s Spec) peerSpec { s.Ours = true; return peerSpec{Spec: s} }
+
+// peer is a peer's measurement, not available where one of the commands
+// it needs is not installed.
+func peer(s Spec, needs ...string) peerSpec {
+	for _, n := range needs {
+		if !have(n) {
+			return peerSpec{s, missing(n)}
+		}
+	}
+	return peerSpec{Spec: s}
 }
+
+func shellPeer(s Spec, needs ...string) peerSpec { s.Shell = true; return peer(s, needs...) }
 
 // with is a spec of the input in, named, with a note and its command.
 func with(in Spec, name, note string, argv ...string) Spec {
@@ -45,15 +52,9 @@ func with(in Spec, name, note string, argv ...string) Spec {
 	return in
 }
 
-// measureAll measures specs in order, or marks a peer's row not available
-// when it cannot run here (the first of its commands not installed).
+// measureAll measures specs in order, or keeps a row saying why not.
 func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
 	for _, p := range specs {
-		for _, n := range p.needs {
-			if p.why == "" && !have(n) {
-				p.why = missing(n)
-			}
-		}
 		if p.why != "" {
 			h.unavailable(p.Group, p.Name, p.why)
 		} else if err := h.measure(ctx, p.Spec); err != nil {
@@ -82,10 +83,10 @@ var dedupSection = &section{
 		slurp := Spec{Group: "dedup", BytesOf: []string{ps}}
 		exact := Spec{Group: "dedup-exact", BytesOf: []string{pe}}
 		gawk := peer(with(in, "gawk", "whole lines, as awk", "gawk", "!seen[$0]++", p), "gawk")
-		if !have("gawk") {
+		if gawk.why != "" {
 			awk, _ := exec.LookPath("awk")
 			awk, _ = filepath.EvalSymlinks(awk)
-			gawk.why = missing("gawk") + "; awk here is " + cmp.Or(awk, "none")
+			gawk.why += "; awk here is " + cmp.Or(awk, "none")
 		}
 		return h.measureAll(ctx, []peerSpec{
 			ours(with(in, "dedup", "", "dedup", p)),
@@ -234,12 +235,8 @@ var growthSection = &section{
 	name: "growth", heading: "## Cost as the input grows",
 	needs: []string{"corpus-big", "prompts-big"},
 	measure: func(ctx context.Context, h *harness) error {
-		sim, err := h.startSim(ctx, 1, h.path("logs/llmsim.log"), "--instant")
-		if err != nil {
-			return err
-		}
-		defer sim.stop()
-		url, out := sim.urls[0], "tmp/growth-gen.jsonl"
+		const out = "tmp/growth-gen.jsonl"
+		var err error
 		for _, n := range h.sz.Growth {
 			label := sizeLabel(n)
 			c := "data/corpus-" + label + ".jsonl"
@@ -249,8 +246,9 @@ var growthSection = &section{
 			if err == nil {
 				err = h.stagesAt(ctx, "growth", label, "data/", n, func(p string, stages []peerSpec) []peerSpec {
 					return append(append([]peerSpec{peer(with(Spec{BytesOf: []string{c}}, "extract", "", "extract", c))}, stages...),
-						peer(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{url + "=$URL"}},
-							"infer", "", "infer", "-e", url, "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
+						peer(with(Spec{Records: int64(n), Clean: []string{out, "tmp/growth-gen.errors.jsonl"}, Count: []string{out},
+							Alias: []string{"@URL@=$URL"}, Fresh: h.freshSim(1, h.path("logs/llmsim.log"), "--instant")}, // a fresh llmsim each run at @URL@
+							"infer", "", "infer", "-e", "@URL@", "--concurrency", strconv.Itoa(concurrency), "--max-tokens", "16", "--progress-interval", "0", "-o", out, p)),
 						peer(with(Spec{BytesOf: []string{p}}, "awk '!seen[$0]++'", "", "awk", "!seen[$0]++", p)))
 				})
 			}

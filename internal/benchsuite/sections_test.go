@@ -61,7 +61,7 @@ func TestSectionRendering(t *testing.T) {
 				Runs: []Run{{Wall: time.Duration(wall * float64(time.Second)), MaxRSSKB: 22 << 10}}, OutRecords: 1100, Load1: loads[i]})
 		}
 	}
-	h.results = append(h.results, mergeRounds(rounds)...)
+	h.results = append(h.results, mergeRounds(rounds, 2)...)
 	for _, r := range ollamaRows {
 		u := unavailable("ollama", r, "no Ollama server: ollama not installed")
 		u.Load1 = 0.5
@@ -131,12 +131,12 @@ func TestMergeRounds(t *testing.T) {
 	row := func(name string, wall time.Duration, load float64) *Result {
 		return &Result{Group: "g", Name: name, Runs: []Run{{Wall: wall}}, Load1: load, RSSFloorKB: int64(load)}
 	}
-	merged := mergeRounds([]*Result{row("a", 1, 1), row("b", 5, 2), row("a", 2, 3), row("b", 6, 4), row("a", 3, 8)})
+	merged := mergeRounds([]*Result{row("a", 1, 1), row("b", 5, 2), row("a", 2, 3), row("b", 6, 4), row("a", 3, 8), row("b", 7, 3)}, 3)
 	if len(merged) != 2 || merged[0].Name != "a" || merged[1].Name != "b" {
 		t.Fatalf("merged %d rows, in the wrong order: %+v", len(merged), merged)
 	}
 	a, b := merged[0], merged[1]
-	if len(a.Runs) != 3 || a.Runs[2].Wall != 3 || a.Load1 != 4 || a.RSSFloorKB != 8 || len(b.Runs) != 2 || b.Load1 != 3 {
+	if len(a.Runs) != 3 || a.Runs[2].Wall != 3 || a.Load1 != 4 || a.RSSFloorKB != 8 || len(b.Runs) != 3 || b.Runs[1].Wall != 6 || b.Load1 != 3 || b.RSSFloorKB != 4 {
 		t.Fatalf("a %+v, b %+v", a, b)
 	}
 	if best := bestFixed(merged, "wall_s"); best == nil || best.Name != "a" {
