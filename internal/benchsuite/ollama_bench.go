@@ -73,21 +73,16 @@ func benchNote(rep *bench.Report) string {
 		levels = append(levels, s)
 	}
 	parts := []string{"measured " + strings.Join(levels, ", ")}
-	// What the report said of the ladder, each where it did.
-	for _, p := range []struct {
-		said bool
-		text string
-	}{
-		{rep.Held != "", "held: " + rep.Held},
-		{rep.Drift != "", "found the server changed during the ladder and measured every level again"},
-		{rep.Unsettled != "", "said it could not measure the server settled (the knee measured a third time disagreed)"},
-		{rep.Unsteady, "said it could not measure steadily (no level settled)"},
-		{rep.Recommended > 0, fmt.Sprintf("knee and recommendation %d", rep.Recommended)},
-	} {
-		if p.said {
-			parts = append(parts, p.text)
+	said := func(yes bool, text string) { // what the report said of the ladder, where it did
+		if yes {
+			parts = append(parts, text)
 		}
 	}
+	said(rep.Held != "", "held: "+rep.Held)
+	said(rep.Drift != "", "found the server changed during the ladder and measured every level again")
+	said(rep.Unsettled != "", "said it could not measure the server settled (the knee measured a third time disagreed)")
+	said(rep.Unsteady, "said it could not measure steadily (no level settled)")
+	said(rep.Recommended > 0, fmt.Sprintf("knee and recommendation %d", rep.Recommended))
 	if f := rep.Forecast; f != nil {
 		parts = append(parts, fmt.Sprintf("forecast %s (%s-%s) for %s answers", secondsText(f.Seconds), secondsText(f.LowSeconds), secondsText(f.HighSeconds), cli.Thousands(f.Answers)))
 	} else if rep.ForecastNote != "" {

@@ -16,15 +16,13 @@ var extractSection = &section{
 	needs: []string{"corpus", "corpus-parquet"},
 	measure: func(ctx context.Context, h *harness) error {
 		const c, pq = "data/corpus.jsonl", "data/corpus.parquet"
-		n, err := h.lineCounts(c)
+		n, err := countLines(h.path(c))
 		if err != nil {
 			return err
 		}
-		in := Spec{Group: "extract", BytesOf: []string{c}, Records: n[0]}
-		pqIn, jsonIn := Spec{Group: "extract-parquet", BytesOf: []string{pq}, Records: n[0]}, in
-		jsonIn.Group = "extract-parquet"
-		pages := with(pqIn, pagesRow, "the columns extract reads, decompressed and decoded into values, nothing built from them", h.pinned("benchsuite", "pages", "--columns", "id,conversations,langdetect,source", pq)...)
-		pages.NoCount = true
+		in, jsonIn := Spec{Group: "extract", BytesOf: []string{c}}, Spec{Group: "extract-parquet", BytesOf: []string{c}}
+		pqIn := Spec{Group: "extract-parquet", BytesOf: []string{pq}, Records: n}
+		pages := Spec{Group: "extract-parquet", BytesOf: []string{pq}, Records: n, NoCount: true}
 		// DuckDB's peer is a module of its own (cgo and DuckDB's prebuilt
 		// library), which .ci/install-peers builds.
 		duckdb := peer(with(pqIn, "DuckDB, 1 thread", "`SET threads=1; COPY (SELECT id, [{role, content: first human turn}] AS messages FROM read_parquet(...)) TO stdout (FORMAT JSON)`, the same records", h.pinned("duckdbpeer", pq)...))
@@ -40,7 +38,8 @@ var extractSection = &section{
 			ours(with(pqIn, "Parquet, 1 core", "", h.pinned("extract", pq)...)),
 			ours(with(jsonIn, "JSONL, 2 workers", "", "extract", "--workers", "2", c)),
 			ours(with(pqIn, "Parquet, 2 workers", "", "extract", "--workers", "2", pq)),
-			peer(pages),
+			peer(with(pages, pagesRow, "the columns extract reads, decompressed and decoded into values, nothing built from them",
+				h.pinned("benchsuite", "pages", "--columns", "id,conversations,langdetect,source", pq)...)),
 			duckdb,
 		})
 	},
@@ -104,11 +103,11 @@ var scaleSection = &section{
 	name: "scale", heading: "## Scale: 1×, 4× and 16× the input",
 	needs: []string{"prompts-big", "filter-gens"},
 	measure: func(ctx context.Context, h *harness) error {
-		all, err := h.lineCounts("data/filter-gens.jsonl")
+		all, err := countLines(h.path("data/filter-gens.jsonl"))
 		for _, f := range []int{1, 4, 16} {
 			fl := "data/scale-filter-" + sizeLabel(h.sz.ScaleBase*f) + ".jsonl" // the first f/16 of the filter file
 			if err == nil {
-				err = h.head("data/filter-gens.jsonl", fl, int(all[0])*f/16)
+				err = h.head("data/filter-gens.jsonl", fl, int(all)*f/16)
 			}
 			if err == nil {
 				err = h.stagesAt(ctx, "scale", scaleLabel(h, f), "data/scale-", h.sz.ScaleBase*f, func(_ string, stages []peerSpec) []peerSpec {

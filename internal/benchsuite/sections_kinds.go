@@ -21,11 +21,8 @@ type kindCell struct {
 	WallS                       float64 `json:"wall_s"`
 }
 
-// kindsOrder are the table's columns: the kinds of server.
-var kindsOrder = []string{"sglang", "vllm", "llamacpp", "ollama"}
-
-// kindsSlots are the tables' slot counts.
-var kindsSlots = []int{4, 32, 128}
+// The tables' columns, the kinds of server, and their slot counts.
+var kindsOrder, kindsSlots = []string{"sglang", "vllm", "llamacpp", "ollama"}, []int{4, 32, 128}
 
 func kindsGroup(slots int) string { return "kinds-" + strconv.Itoa(slots) }
 
@@ -40,12 +37,10 @@ var kindsSection = &section{
 		if err != nil || err2 != nil {
 			return errors.Join(err, err2)
 		}
-		command := "TOKENMILL_TEST_LONG=1 " + shellJoin(kindsArgv)
 		for _, r := range rows {
-			r.Command, r.Load1 = command, load
+			r.Command, r.Load1 = "TOKENMILL_TEST_LONG=1 "+shellJoin(kindsArgv), load
 			h.add(r)
 		}
-		h.logf("kinds: %d rows from %s", len(rows), command)
 		return nil
 	},
 }

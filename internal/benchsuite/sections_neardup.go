@@ -15,8 +15,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/segmentio/encoding/json"
-
 	"tokenmill/internal/corpus"
 	"tokenmill/lib/cli"
 )
@@ -91,12 +89,11 @@ func (h *harness) nearQuality(ctx context.Context) error {
 	var buf []byte
 	for _, prefix := range []string{"b", "v"} {
 		for _, i := range order {
-			text := pairs[i].Base
+			r := corpus.Row{ID: fmt.Sprintf("%s%d", prefix, i), Conversations: []corpus.Turn{{Value: pairs[i].Base}}}
 			if prefix == "v" {
-				text = pairs[i].Variant
+				r.Conversations[0].Value = pairs[i].Variant
 			}
-			q, _ := json.Marshal(text)
-			buf = append(fmt.Appendf(buf, `{"id":"%s%d","messages":[{"role":"user","content":%s}]}`, prefix, i, q), '\n')
+			buf = append(corpus.AppendPrompt(buf, &r), '\n')
 		}
 		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 	}
@@ -223,12 +220,11 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 	}
 	in := Spec{Group: "neardup", BytesOf: []string{files[0]}}
 	exe, why := python()
-	py := peerSpec{Spec: with(in, pythonRow, "the same words, shingles, permutations and band keys; word hashes from libxxhash", h.pinned(exe, script, files[0])...), why: why}
 	specs := []peerSpec{
 		ours(with(in, "dedup --near, 1 core", "", h.pinned("dedup", "--near", "--workers", "1", files[0])...)),
 		ours(with(in, "dedup (exact), 1 core", "", h.pinned("dedup", "--workers", "1", files[0])...)),
 		ours(with(in, fmt.Sprintf("dedup --near, %d workers", runtime.NumCPU()), "", "dedup", "--near", files[0])),
-		py,
+		{with(in, pythonRow, "the same words, shingles, permutations and band keys; word hashes from libxxhash", h.pinned(exe, script, files[0])...), why},
 	}
 	for i, f := range files {
 		at := Spec{Group: "neardup-growth", Size: fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(int64(sizes[i]))), Runs: 1, BytesOf: []string{f}}

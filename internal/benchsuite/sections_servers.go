@@ -246,7 +246,6 @@ var ollamaSection = &section{
 			// Ollama's answers end in a newline: curl needs no -w.
 			curlClient(Spec{Group: "ollama", Name: ollamaRows[2], Records: n[1]}, srv.URL, ollamaParallel, false, bodies),
 			h.nodeClient(Spec{Group: "ollama", Name: ollamaRows[3], Records: n[0]}, srv.URL, srv.Model, ollamaParallel, 32, prompts)}
-		h.logf("a real Ollama server at %s, %d prompts", srv.URL, n[0])
 		k, err := h.benchOllama(ctx, srv.URL, prompts, alias)
 		if err != nil {
 			return err
