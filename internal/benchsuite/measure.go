@@ -3,8 +3,8 @@ package benchsuite
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +21,7 @@ import (
 	"tokenmill/internal/lifeline"
 	"tokenmill/internal/ollamaserver"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/serve"
 )
 
 // Spec is one measured command: what to run, how often, and how its input
@@ -49,7 +50,6 @@ type Spec struct {
 	Argv  []string
 }
 
-// runTimeout is the longest one run may take.
 const runTimeout = 30 * time.Minute
 
 // measureRow runs a spec from the scratch directory with the built tools,
@@ -68,29 +68,22 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		old, repl, _ := strings.Cut(a, "=")
 		show = strings.ReplaceAll(show, old, repl)
 	}
-	if s.Runs == 0 {
-		s.Runs = h.runs
-	}
-	res := &Result{Group: s.Group, Name: s.Name, Ours: s.Ours, Command: show, Note: s.Note, Size: s.Size, Records: s.Records, OutRecords: -1, Load1: loadAverage()}
+	res := &Result{Group: s.Group, Name: s.Name, Ours: s.Ours, Command: show, Note: s.Note, Size: s.Size, OutRecords: -1, Load1: loadAverage()}
 	var inputs []string
 	for _, f := range s.BytesOf {
-		st, err := os.Stat(h.path(f))
-		if err != nil {
-			return nil, err
+		if st, err := os.Stat(h.path(f)); err == nil { // one missing fails countLines
+			res.Bytes += st.Size()
 		}
-		res.Bytes, inputs = res.Bytes+st.Size(), append(inputs, h.path(f))
+		inputs = append(inputs, h.path(f))
 	}
-	n, err := countLines(inputs...)
+	lines, err := countLines(inputs...)
 	if err != nil {
 		return nil, err
 	}
-	if s.Records == 0 {
-		res.Records = n
-	}
-	stdout := h.path(s.Stdout)
+	res.Records = cmp.Or(s.Records, lines)
+	stdout := h.path(cmp.Or(s.Stdout, fmt.Sprintf("tmp/stdout-%d", time.Now().UnixNano())))
 	stderr := h.path("logs/" + s.Group + "-" + regexp.MustCompile(`[^a-zA-Z0-9]`).ReplaceAllString(s.Name, "_") + ".err")
 	if s.Stdout == "" {
-		stdout = h.path(fmt.Sprintf("tmp/stdout-%d", time.Now().UnixNano()))
 		defer os.Remove(stdout)
 	}
 	clean := func() {
@@ -100,7 +93,7 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 	}
 	defer clean()
 	var busy [][2]time.Duration // the CPU time all processes had spent at each run's start and end
-	for i := range s.Runs {
+	for i := range cmp.Or(s.Runs, h.runs) {
 		clean()
 		for _, d := range s.Mkdir {
 			if err := os.MkdirAll(h.path(d), 0o755); err != nil {
@@ -113,13 +106,13 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 			if err != nil {
 				return nil, err
 			}
+			defer stop()
 			args = slices.Clone(argv)
-			for k := range args {
-				for old, repl := range replace {
+			for old, repl := range replace {
+				for k := range args {
 					args[k] = strings.ReplaceAll(args[k], old, repl)
 				}
 			}
-			defer stop()
 		}
 		start := cpuBusy()
 		run, floor, err := h.runOnce(ctx, &s, args, stdout, stderr)
@@ -143,8 +136,7 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 		n, err := countLines(files...)
 		if err != nil {
 			return nil, err
-		}
-		if i > 0 && n != res.OutRecords {
+		} else if i > 0 && n != res.OutRecords {
 			return nil, fmt.Errorf("%s/%s: run %d wrote %d records, run 1 wrote %d", s.Group, s.Name, i+1, n, res.OutRecords)
 		}
 		res.OutRecords = n
@@ -183,7 +175,7 @@ func (h *harness) runOnce(ctx context.Context, s *Spec, argv []string, stdout, s
 	// The previous run's output is still being written back to disk; flush
 	// it now so that its writeback is not timed as this run's.
 	syscall.Sync()
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, runTimeout, fmt.Errorf("timed out after %v", runTimeout))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.tool("rusage"), append([]string{stats}, argv...)...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = h.dir, h.environ, out, errf
@@ -195,11 +187,8 @@ func (h *harness) runOnce(ctx context.Context, s *Spec, argv []string, stdout, s
 		defer in.Close()
 		cmd.Stdin = in
 	}
-	err = cmd.Run()
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return Run{}, 0, fmt.Errorf("timed out after %v", runTimeout)
-	} else if ctx.Err() != nil {
-		return Run{}, 0, ctx.Err()
+	if err = cmd.Run(); ctx.Err() != nil {
+		return Run{}, 0, context.Cause(ctx)
 	}
 	var v [6]int64
 	data, rerr := os.ReadFile(stats)
@@ -216,8 +205,7 @@ func (h *harness) runOnce(ctx context.Context, s *Spec, argv []string, stdout, s
 	return run, v[5], nil
 }
 
-// countLines counts the lines of files, a last line without a newline
-// included.
+// countLines counts the lines of files, a last one without a newline too.
 func countLines(paths ...string) (n int64, err error) {
 	buf := make([]byte, 1<<20)
 	for _, p := range paths {
@@ -243,20 +231,8 @@ func countLines(paths ...string) (n int64, err error) {
 func tail(b []byte, n int) string { return string(b[max(0, len(b)-n):]) }
 
 // shellJoin quotes argv the way a POSIX shell would read it back.
-func shellJoin(argv []string) string {
-	parts := make([]string, len(argv))
-	for i, s := range argv {
-		parts[i] = s
-		if s == "" || strings.IndexFunc(s, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%{}", r))
-		}) >= 0 {
-			parts[i] = "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(parts, " ")
-}
+var shellJoin = serve.ShellJoin
 
-// add keeps a row.
 func (h *harness) add(r *Result) {
 	if h.collect != nil {
 		*h.collect = append(*h.collect, r)
@@ -265,7 +241,6 @@ func (h *harness) add(r *Result) {
 	}
 }
 
-// measure runs one spec and keeps its row.
 func (h *harness) measure(ctx context.Context, s Spec) error {
 	r, err := h.measureRow(ctx, s)
 	if err == nil {
@@ -292,11 +267,12 @@ func (h *harness) group(name string) (rows []*Result) {
 
 // find is the row of group named name, or nil.
 func (h *harness) find(group, name string) *Result {
-	i := slices.IndexFunc(h.results, func(r *Result) bool { return r.Group == group && r.Name == name })
-	if i < 0 {
-		return nil
+	for _, r := range h.results {
+		if r.Group == group && r.Name == name {
+			return r
+		}
 	}
-	return h.results[i]
+	return nil
 }
 
 // rows is a group's rows, or none after saying so.

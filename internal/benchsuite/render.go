@@ -98,7 +98,6 @@ func (h *harness) templates() *template.Template {
 		"ollamaVersion": func() string { return cmp.Or(h.info.Facts["ollama"], ollamaserver.Version) },
 		"benchRow":      h.benchRow, "benchRunRow": benchRunRow,
 		"allTargets": func() (string, error) { // every section's measured
-			var b strings.Builder
 			var all []string
 			for _, s := range sections {
 				if !slices.Contains(h.info.Sections, s.name) {
@@ -110,6 +109,7 @@ func (h *harness) templates() *template.Template {
 				}
 				all = append(all, t...)
 			}
+			var b strings.Builder
 			err := writeTargets(&b, h.results, all)
 			return b.String(), err
 		},

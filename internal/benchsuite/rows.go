@@ -2,6 +2,7 @@ package benchsuite
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -62,8 +63,7 @@ func (r *Result) medianRun() Run {
 	if len(r.Runs) == 0 {
 		return Run{}
 	}
-	runs := slices.Clone(r.Runs)
-	slices.SortFunc(runs, func(a, b Run) int { return int(a.Wall - b.Wall) })
+	runs := slices.SortedFunc(slices.Values(r.Runs), func(a, b Run) int { return cmp.Compare(a.Wall, b.Wall) })
 	return runs[(len(runs)-1)/2]
 }
 
@@ -108,22 +108,20 @@ func (r *Result) Metric(name string) (v float64, ok bool) {
 		ok = false
 	}
 	if !ok {
-		return 0, false
+		v = 0
 	}
-	return v, true
+	return v, ok
 }
 
 // writeResults puts rows in a file, one JSON line each, whole or not at all.
 func writeResults(path string, rows []*Result) error {
-	return jsonl.WriteFile(path, jsonl.CreateFileOptions{Replace: true}, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
+	var b bytes.Buffer
+	for _, r := range rows {
+		if err := json.NewEncoder(&b).Encode(r); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return writeFile(path, b.Bytes())
 }
 
 // readResults loads every row of the file, in order.
@@ -161,27 +159,21 @@ func writeFile(path string, data []byte) error {
 	})
 }
 
-// loadAverages are the 1-, 5- and 15-minute load averages of /proc/loadavg.
-func loadAverages() []string {
+// loadLine is the 1-, 5- and 15-minute load averages of /proc/loadavg as
+// uptime(1) ends its line.
+func loadLine() string {
 	data, _ := os.ReadFile("/proc/loadavg")
 	f := strings.Fields(string(data))
-	return f[:min(3, len(f))]
+	return "load average: " + strings.Join(f[:min(3, len(f))], ", ")
 }
-
-// loadLine is the load averages as uptime(1) ends its line.
-func loadLine() string { return "load average: " + strings.Join(loadAverages(), ", ") }
 
 // loadAverage is the 1-minute load average, or -1 when unknown.
 func loadAverage() float64 {
-	if v, err := strconv.ParseFloat(append(loadAverages(), "")[0], 64); err == nil {
-		return v
-	}
-	return -1
+	v := -1.0
+	data, _ := os.ReadFile("/proc/loadavg")
+	fmt.Sscan(string(data), &v) // v is left as it is on an error
+	return v
 }
-
-// What else kept the machine busy while a command ran: the CPU time every
-// process spent (/proc/stat, in ticks of USER_HZ, 100 on every Linux Go
-// runs on) less the command's own, over the run's wall time, in cores.
 
 // cpuBusy is the CPU time all processes have spent so far, or -1.
 func cpuBusy() time.Duration {
@@ -203,18 +195,17 @@ func parseCPUBusy(line string) time.Duration {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return -1
-		}
-		if i != 3 && i != 4 && i < 8 {
+		} else if i != 3 && i != 4 && i < 8 {
 			ticks += n
 		}
 	}
-	return time.Duration(ticks) * time.Second / 100
+	return time.Duration(ticks) * time.Second / 100 // ticks of USER_HZ, 100 on every Linux Go runs on
 }
 
-// othersCores is the cores other processes kept busy over runs, from the
-// CPU time all processes had spent at each run's start and end; -1 when
-// unknown. Counted in ticks of 10 ms, it swings over short runs: it is
-// held to the CPUs.
+// othersCores is what else kept the machine busy while a command ran, in
+// cores: the CPU time all processes spent over its runs (each run's start
+// and end) less its own, over their wall time; -1 when unknown. Counted in
+// ticks of 10 ms, it swings over short runs: it is held to the CPUs.
 func othersCores(busy [][2]time.Duration, runs []Run) float64 {
 	var others, wall time.Duration
 	for i, run := range runs {
@@ -234,9 +225,7 @@ func median(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
+	return slices.Sorted(slices.Values(v))[(len(v)-1)/2]
 }
 
 // mean of figures; -1 of none.
@@ -287,8 +276,10 @@ func (t *table) write(w io.Writer) {
 }
 
 // columns is a table of rows, a column each HEAD=CELL: CELL a metric as
-// METRIC:DECIMALS, or name, ** (the name in bold), input, ratio, spread,
-// rss, out, load or others.
+// METRIC:DECIMALS, or name, ** (the name in bold), input, ratio, spread
+// (half the range of a row's wall times over their median: a ratio
+// between two rows is only as good as their spreads), rss, out, load or
+// others.
 func columns(rows []*Result, cols ...string) *table {
 	t := newTable()
 	for _, c := range cols {
@@ -304,7 +295,9 @@ func columns(rows []*Result, cols ...string) *table {
 				cell = metricCell(r, metric, d)
 			} else {
 				cell = map[string]func() string{"name": func() string { return nameCell(r) }, "**": func() string { return "**" + r.Name + "**" },
-					"input": func() string { return inputCell(r) }, "ratio": func() string { return ratioCell(rows, r) }, "spread": func() string { return spreadCell(r) },
+					"input": func() string { return inputCell(r) }, "ratio": func() string { return ratioCell(rows, r) }, "spread": func() string {
+						return figureOf(r, "spread_pct", func(v float64) string { return fmt.Sprintf("±%.0f%%", v/2) })
+					},
 					"rss": func() string { return rssCell(r) }, "out": func() string { return outCell(r) }, "load": func() string { return loadCell(r.Load1) },
 					"others": func() string { return othersCell(r) }}[cell]()
 			}
@@ -346,8 +339,9 @@ func commandList(w io.Writer, rows []*Result) {
 }
 
 // pivot is a table of tools (rows) by sizes (columns), both in the order
-// first measured, of one metric, a cell's text made by value, with the
-// growth from the first size to the last when growth is set.
+// first measured, of one metric, a cell's text made by value (given nil,
+// a dash), with the growth from the first size to the last when growth is
+// set.
 func pivot(rows []*Result, corner, metric string, growth bool, value func(*Result) string) *table {
 	var tools, sizes []string
 	at := map[[2]string]*Result{}
@@ -369,11 +363,7 @@ func pivot(rows []*Result, corner, metric string, growth bool, value func(*Resul
 	for _, tool := range tools {
 		cells := []string{tool}
 		for _, s := range sizes {
-			if r := at[[2]string{tool, s}]; r != nil {
-				cells = append(cells, value(r))
-			} else {
-				cells = append(cells, "—")
-			}
+			cells = append(cells, value(at[[2]string{tool, s}]))
 		}
 		x, _ := at[[2]string{tool, first}].Metric(metric)
 		if y, ok := at[[2]string{tool, last}].Metric(metric); growth && x > 0 && ok {
@@ -422,12 +412,6 @@ func inputCell(r *Result) string {
 		parts = append(parts, cli.Thousands(r.Records)+" rec")
 	}
 	return cmp.Or(strings.Join(parts, ", "), "—")
-}
-
-// spreadCell is half the range of a row's wall times over their median:
-// a ratio between two rows is only as good as their spreads.
-func spreadCell(r *Result) string {
-	return figureOf(r, "spread_pct", func(v float64) string { return fmt.Sprintf("±%.0f%%", v/2) })
 }
 
 // nameCell is a row's name: tokenmill's in bold, an unavailable one with
@@ -485,10 +469,7 @@ func ratioCell(rows []*Result, r *Result) string {
 			base = o
 		}
 	}
-	if base == nil {
-		return "—"
-	}
-	return faster(base, r, speed)
+	return faster(base, r, speed) // a dash without a base
 }
 
 // faster says how much faster a is than b by a speed: "3.1× faster", or
@@ -507,13 +488,10 @@ func faster(a, b *Result, by func(*Result) (float64, bool)) string {
 
 // trimFloat prints a ratio with 2 significant digits below 10, whole above.
 func trimFloat(v float64) string {
-	switch {
-	case v >= 10:
+	if v >= 10 {
 		return strconv.FormatFloat(math.Round(v), 'f', 0, 64)
-	case v >= 1:
-		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+	return strconv.FormatFloat(v, 'f', 1+b2i(v < 1), 64)
 }
 
 // figureOf is a row's figure as format prints it, or a dash without it.
@@ -579,20 +557,18 @@ func writeTargets(w io.Writer, results []*Result, specs []string) error {
 		if m == nil {
 			return fmt.Errorf("target %q: want LABEL := EXPR >= VALUE (or <=)", spec)
 		}
-		label, num, den, atLeast := strings.TrimSpace(m[1]), m[2], m[3], m[4] == ">="
 		want, err := strconv.ParseFloat(m[5], 64)
-		v, ok, err2 := lookup(results, num)
-		missing := num
-		if ok && den != "" && err2 == nil {
-			var d float64
-			d, ok, err2 = lookup(results, den)
-			v, ok, missing = v/d, ok && d > 0, den
+		num, ok, err1 := lookup(results, m[2])
+		den, okDen, err2 := lookup(results, m[3])
+		if err = cmp.Or(err, err1, err2); err != nil {
+			return fmt.Errorf("target %q: %v", spec, err)
 		}
-		switch measured := formatMeasured(v, num, den != "", atLeast, want); {
-		case err != nil || err2 != nil:
-			return fmt.Errorf("target %q: %v", spec, cmp.Or(err, err2))
+		label, v, atLeast := strings.TrimSpace(m[1]), num/den, m[4] == ">="
+		switch measured := formatMeasured(v, m[2], m[3] != "", atLeast, want); {
 		case !ok:
-			tb.add(label, "not measured ("+missing+")", "?")
+			tb.add(label, "not measured ("+m[2]+")", "?")
+		case !okDen || den <= 0:
+			tb.add(label, "not measured ("+m[3]+")", "?")
 		case atLeast && v < want || !atLeast && v > want:
 			tb.add(label, measured, "**no**")
 		default:
@@ -603,20 +579,23 @@ func writeTargets(w io.Writer, results []*Result, specs []string) error {
 	return nil
 }
 
-// lookup finds the figure GROUP/NAME[@SIZE]:METRIC; the last row of that
-// name wins.
+// lookup finds the figure GROUP/NAME[@SIZE]:METRIC, of the last row of
+// that name; no ref is 1.
 func lookup(results []*Result, ref string) (v float64, ok bool, err error) {
 	m := refSyntax.FindStringSubmatch(ref)
-	if m == nil {
+	if ref == "" {
+		return 1, true, nil
+	} else if m == nil {
 		return 0, false, fmt.Errorf("%q: want GROUP/NAME:METRIC", ref)
 	}
-	for _, r := range slices.Backward(results) {
+	var row *Result
+	for _, r := range results {
 		if r.Group == m[1] && r.Name == m[2] && (m[3] == "" || r.Size == m[3]) {
-			v, ok = r.Metric(m[4])
-			return v, ok, nil
+			row = r
 		}
 	}
-	return 0, false, nil
+	v, ok = row.Metric(m[4])
+	return v, ok, nil
 }
 
 func formatMeasured(v float64, ref string, ratio, atLeast bool, want float64) string {

@@ -115,3 +115,13 @@ func readDir(dir string) ([]string, error) {
 	}
 	return names, err
 }
+
+func TestShellJoin(t *testing.T) {
+	got := ShellJoin([]string{"vllm", "serve", "--port=8000", "a b", "", "it's", "{x}@1%"})
+	if want := `vllm serve --port=8000 'a b' '' 'it'\''s' {x}@1%`; got != want {
+		t.Errorf("ShellJoin: %s, want %s", got, want)
+	}
+	if got := commandLine(spec{gpus: "0,1", args: []string{"sglang", "--tp", "2"}}); got != "CUDA_VISIBLE_DEVICES=0,1 sglang --tp 2" {
+		t.Errorf("commandLine: %s", got)
+	}
+}

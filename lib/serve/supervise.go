@@ -512,32 +512,25 @@ func waitingText(st State, now time.Time, pol policy) string {
 
 // commandLine is s's command as a shell would show it, for the log.
 func commandLine(s spec) string {
-	var b strings.Builder
 	if s.gpus != "" {
-		b.WriteString("CUDA_VISIBLE_DEVICES=" + s.gpus + " ")
+		return "CUDA_VISIBLE_DEVICES=" + s.gpus + " " + ShellJoin(s.args)
 	}
-	for i, a := range s.args {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(shellQuote(a))
-	}
-	return b.String()
+	return ShellJoin(s.args)
 }
 
-// shellQuote quotes a for a shell where it needs it.
-func shellQuote(a string) string {
-	plain := a != ""
-	for _, c := range a {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_./:=,+@%-{}", c)) {
-			plain = false
-			break
+// ShellJoin joins args as a shell would read them back, each quoted where
+// it needs it.
+func ShellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if a == "" || strings.ContainsFunc(a, func(c rune) bool {
+			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_./:=,+@%-{}", c))
+		}) {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
 	}
-	if plain {
-		return a
-	}
-	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	return strings.Join(q, " ")
 }
 
 // closeLogs closes every server's log.
