@@ -288,27 +288,30 @@ func (h *harness) rows(w io.Writer, group string) []*Result {
 // lifeline: no llmsim outlives the run, however it ends.
 type simProc struct {
 	urls []string
-	proc *lifeline.Process
 	dir  string
-	logf func(string, ...any)
+	stop func() // SIGTERM (llmsim then writes its summary and request log), or kill
 }
 
 // startSim starts llmsim with endpoints endpoints on free loopback ports
-// and the flags given, its output appended to log, and returns once it
-// listens.
+// and flags, its output appended to log, and returns once it listens.
 func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags ...string) (*simProc, error) {
 	dir, err := os.MkdirTemp(h.path("tmp"), "llmsim-")
 	if err != nil {
 		return nil, err
 	}
 	ready := filepath.Join(dir, "urls")
-	s := &simProc{dir: dir, logf: h.logf}
-	s.proc, err = lifeline.Start("llmsim", dir, h.environ, log, append([]string{h.tool("llmsim"), "--listen",
+	proc, err := lifeline.Start("llmsim", dir, h.environ, log, append([]string{h.tool("llmsim"), "--listen",
 		strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", endpoints), ","), "--ready-file", ready}, flags...)...)
+	s := &simProc{dir: dir, stop: func() {
+		if proc != nil {
+			proc.Stop(h.logf)
+		}
+		os.RemoveAll(dir)
+	}}
 	deadline := time.After(30 * time.Second)
 	for err == nil && len(s.urls) != endpoints {
 		select {
-		case <-s.proc.Done():
+		case <-proc.Done():
 			err = fmt.Errorf("exited before it was ready")
 		case <-deadline:
 			err = fmt.Errorf("not ready after 30 s")
@@ -327,15 +330,6 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 	return s, nil
 }
 
-// stop ends llmsim with SIGTERM (it then writes its summary and request
-// log), or kills it.
-func (s *simProc) stop() {
-	if s.proc != nil {
-		s.proc.Stop(s.logf)
-	}
-	os.RemoveAll(s.dir)
-}
-
 // startOllama starts a real Ollama server on this machine's CPU serving
 // its tiny random-weight model with parallel slots (internal/ollamaserver),
 // or says why there is none (no binary installed, or it did not come up).
@@ -351,9 +345,8 @@ func startOllama(parallel int, logf func(string, ...any)) (srv *ollamaserver.Ser
 }
 
 // dataStep makes one data file in the scratch directory with a shell
-// command of tokenmill's tools, a template of the report's view (the
-// run's sizes are .Sz); then, where no tool does it, keeps only some of
-// the file's lines.
+// command of tokenmill's tools (a template of the report's view: the sizes
+// are .Sz), then keeps the lines keep accepts where no tool can.
 type dataStep struct {
 	name string
 	deps []string // steps whose files this one reads

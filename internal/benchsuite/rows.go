@@ -67,10 +67,8 @@ func (r *Result) medianRun() Run {
 	return runs[(len(runs)-1)/2]
 }
 
-// Metric is a named figure of the result: one of Metrics, or mbps, rps,
-// wall_s, spread_pct, cpu_s, mb_per_cpu_s, cpu_us_per_record or rss_mb
-// of its runs; ok is false when the result (nil: a row not there) has no
-// such figure.
+// Metric is a named figure of the result: one of Metrics, or one of its
+// runs' below; ok is false when the result (nil: a row not there) has none.
 func (r *Result) Metric(name string) (v float64, ok bool) {
 	if r == nil {
 		return 0, false
@@ -79,38 +77,30 @@ func (r *Result) Metric(name string) (v float64, ok bool) {
 		return v, true
 	}
 	m, n := r.medianRun(), len(r.Runs)
-	cpu := (m.User + m.Sys).Seconds()
-	ok = n > 0
-	switch name {
-	case "mbps":
-		v, ok = float64(r.Bytes)/1e6/m.Wall.Seconds(), r.Bytes > 0 && m.Wall > 0
-	case "rps":
-		v, ok = float64(r.Records)/m.Wall.Seconds(), r.Records > 0 && m.Wall > 0
-	case "wall_s":
-		v = m.Wall.Seconds()
-	case "spread_pct": // (slowest - fastest) / median: how far one run can be trusted
-		lo, hi := m.Wall, m.Wall
-		for _, run := range r.Runs {
-			lo, hi = min(lo, run.Wall), max(hi, run.Wall)
-		}
-		v, ok = 100*float64(hi-lo)/float64(m.Wall), n > 1 && m.Wall > 0
-	case "cpu_s":
-		v = cpu
-	case "mb_per_cpu_s": // what one core does, whatever the load
-		v, ok = float64(r.Bytes)/1e6/cpu, r.Bytes > 0 && cpu > 0
-	case "cpu_us_per_record":
-		v, ok = float64((m.User+m.Sys).Microseconds())/float64(r.Records), r.Records > 0 && n > 0
-	case "rss_mb":
-		for _, run := range r.Runs {
-			v = max(v, float64(run.MaxRSSKB)/1024)
-		}
-	default:
-		ok = false
+	wall, cpu := m.Wall.Seconds(), (m.User + m.Sys).Seconds()
+	lo, hi, rss := m.Wall, m.Wall, 0.0
+	for _, run := range r.Runs {
+		lo, hi, rss = min(lo, run.Wall), max(hi, run.Wall), max(rss, float64(run.MaxRSSKB)/1024)
 	}
-	if !ok {
-		v = 0
+	f := map[string]struct {
+		v  float64
+		ok bool
+	}{
+		"mbps":   {float64(r.Bytes) / 1e6 / wall, r.Bytes > 0 && wall > 0},
+		"rps":    {float64(r.Records) / wall, r.Records > 0 && wall > 0},
+		"wall_s": {wall, n > 0},
+		// (slowest - fastest) / median: how far one run can be trusted
+		"spread_pct": {100 * float64(hi-lo) / float64(m.Wall), n > 1 && wall > 0},
+		"cpu_s":      {cpu, n > 0},
+		// what one core does, whatever the load
+		"mb_per_cpu_s":      {float64(r.Bytes) / 1e6 / cpu, r.Bytes > 0 && cpu > 0},
+		"cpu_us_per_record": {float64((m.User + m.Sys).Microseconds()) / float64(r.Records), r.Records > 0 && n > 0},
+		"rss_mb":            {rss, n > 0},
+	}[name]
+	if !f.ok {
+		return 0, false
 	}
-	return v, ok
+	return f.v, true
 }
 
 // writeResults puts rows in a file, one JSON line each, whole or not at all.
@@ -276,10 +266,8 @@ func (t *table) write(w io.Writer) {
 }
 
 // columns is a table of rows, a column each HEAD=CELL: CELL a metric as
-// METRIC:DECIMALS, or name, ** (the name in bold), input, ratio, spread
-// (half the range of a row's wall times over their median: a ratio
-// between two rows is only as good as their spreads), rss, out, load or
-// others.
+// METRIC:DECIMALS, or one of the cells below (spread: half the range of
+// the wall times over their median, as a ratio is only as sure as that).
 func columns(rows []*Result, cols ...string) *table {
 	t := newTable()
 	for _, c := range cols {
@@ -339,9 +327,8 @@ func commandList(w io.Writer, rows []*Result) {
 }
 
 // pivot is a table of tools (rows) by sizes (columns), both in the order
-// first measured, of one metric, a cell's text made by value (given nil,
-// a dash), with the growth from the first size to the last when growth is
-// set.
+// first measured, each cell made by value (nil: a dash), then the growth of
+// metric from the first size to the last when growth is set.
 func pivot(rows []*Result, corner, metric string, growth bool, value func(*Result) string) *table {
 	var tools, sizes []string
 	at := map[[2]string]*Result{}
