@@ -21,6 +21,7 @@ import (
 	"tokenmill/internal/lifeline"
 	"tokenmill/internal/ollamaserver"
 	"tokenmill/lib/jsonl"
+	"tokenmill/lib/record"
 	"tokenmill/lib/serve"
 )
 
@@ -456,10 +457,7 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-type message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
+type message = record.Message
 
 // userTurns counts the user messages of a conversation.
 func userTurns(msgs []message) (n int) {
