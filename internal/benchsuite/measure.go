@@ -53,10 +53,9 @@ type Spec struct {
 
 const runTimeout = 30 * time.Minute
 
-// measureRow runs a spec from the scratch directory with the built tools,
-// through the rusage helper, its runs times, and returns its row. A run
-// that fails, or writes a different number of records than the first,
-// fails the measurement: nothing half-measured is reported.
+// measureRow runs a spec's runs in the scratch directory with the built
+// tools and returns its row. A run that fails, or writes a different number
+// of records than the first, fails it: nothing half-measured is reported.
 func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 	argv, show := s.Argv, shellJoin(s.Argv)
 	if s.Shell {
@@ -156,10 +155,9 @@ func b2i(b bool) int {
 	return 0
 }
 
-// runOnce runs the command through the rusage helper with stdout emptied
-// first, and returns its wall time, CPU time (its own and its children's),
-// the largest single process's peak RSS, and the floor under that peak:
-// the spawning process's own.
+// runOnce runs the command through the rusage helper, stdout emptied first:
+// its wall and CPU time (with its children's), the largest single process's
+// peak RSS, and the floor under that peak (the spawning process's own).
 func (h *harness) runOnce(ctx context.Context, s *Spec, argv []string, stdout, stderr string) (Run, int64, error) {
 	out, err := os.Create(stdout)
 	if err != nil {
@@ -191,19 +189,16 @@ func (h *harness) runOnce(ctx context.Context, s *Spec, argv []string, stdout, s
 	if err = cmd.Run(); ctx.Err() != nil {
 		return Run{}, 0, context.Cause(ctx)
 	}
-	var v [6]int64
-	data, rerr := os.ReadFile(stats)
-	if rerr == nil {
-		_, rerr = fmt.Sscan(string(data), &v[0], &v[1], &v[2], &v[3], &v[4], &v[5])
+	var run Run
+	var code, floor int64
+	data, _ := os.ReadFile(stats) // none: the scan says so
+	if _, serr := fmt.Sscan(string(data), &code, &run.Wall, &run.User, &run.Sys, &run.MaxRSSKB, &floor); serr != nil {
+		return Run{}, 0, fmt.Errorf("the rusage helper left no figures (%v): %v", err, serr)
 	}
-	if rerr != nil {
-		return Run{}, 0, fmt.Errorf("the rusage helper left no figures (%v): %v", err, rerr)
+	if !slices.Contains(s.Exit, int(code)) && (len(s.Exit) > 0 || code != 0) {
+		return run, floor, fmt.Errorf("exit status %d", code)
 	}
-	run := Run{Wall: time.Duration(v[1]), User: time.Duration(v[2]), Sys: time.Duration(v[3]), MaxRSSKB: v[4]}
-	if code := int(v[0]); !slices.Contains(s.Exit, code) && (len(s.Exit) > 0 || code != 0) {
-		return run, v[5], fmt.Errorf("exit status %d", code)
-	}
-	return run, v[5], nil
+	return run, floor, nil
 }
 
 // countLines counts the lines of files, a last one without a newline too.
@@ -235,11 +230,8 @@ func tail(b []byte, n int) string { return string(b[max(0, len(b)-n):]) }
 var shellJoin = serve.ShellJoin
 
 func (h *harness) add(r *Result) {
-	if h.collect != nil {
-		*h.collect = append(*h.collect, r)
-	} else {
-		h.results = append(h.results, r)
-	}
+	to := cmp.Or(h.collect, &h.results)
+	*to = append(*to, r)
 }
 
 func (h *harness) measure(ctx context.Context, s Spec) error {
@@ -257,13 +249,8 @@ func (h *harness) unavailable(group, name, why string) {
 }
 
 // group is the rows of one table, in the order measured.
-func (h *harness) group(name string) (rows []*Result) {
-	for _, r := range h.results {
-		if r.Group == name {
-			rows = append(rows, r)
-		}
-	}
-	return rows
+func (h *harness) group(name string) []*Result {
+	return slices.DeleteFunc(slices.Clone(h.results), func(r *Result) bool { return r.Group != name })
 }
 
 // find is the row of group named name, or nil.
@@ -472,10 +459,9 @@ func (h *harness) head(src, dst string, n int) error {
 	return copyLines(h.path(src), h.path(dst), n, nil)
 }
 
-// copyLines writes the first whole lines of src that keep accepts (nil:
-// all; keep is given a last line without its newline too) to dst, n of
-// them at most (0: no limit). dst may be src: the new file replaces it
-// once written, while src is still open.
+// copyLines writes to dst the first n (0: all) whole lines of src that keep
+// accepts (nil: all; keep sees a last line without its newline too). dst
+// may be src: the new file replaces it once written.
 func copyLines(src, dst string, n int, keep func([]byte) bool) error {
 	in, err := os.Open(src)
 	if err != nil {

@@ -32,17 +32,16 @@ type Run struct {
 // Result is one row of a table: a command measured over several runs, or
 // figures a section read some other way (Metrics).
 type Result struct {
-	Group   string `json:"group"`
-	Name    string `json:"name"`
-	Ours    bool   `json:"ours,omitempty"` // tokenmill's row, which the others are compared with
-	Command string `json:"command"`
-	Note    string `json:"note,omitempty"`
-	Size    string `json:"size,omitempty"` // input size label, for growth tables
-	Bytes   int64  `json:"bytes,omitempty"`
-	Records int64  `json:"records,omitempty"`
-	// OutRecords counts the lines the command wrote; -1 when not counted.
-	OutRecords int64 `json:"out_records"`
-	Runs       []Run `json:"runs,omitempty"`
+	Group      string `json:"group"`
+	Name       string `json:"name"`
+	Ours       bool   `json:"ours,omitempty"` // tokenmill's row, which the others are compared with
+	Command    string `json:"command"`
+	Note       string `json:"note,omitempty"`
+	Size       string `json:"size,omitempty"` // input size label, for growth tables
+	Bytes      int64  `json:"bytes,omitempty"`
+	Records    int64  `json:"records,omitempty"`
+	OutRecords int64  `json:"out_records"` // the lines the command wrote; -1 when not counted
+	Runs       []Run  `json:"runs,omitempty"`
 	// RSSFloorKB is the measuring process's own peak RSS when the command
 	// started: the kernel carries it into a child made by vfork, so a
 	// child's peak is never reported below it.
@@ -588,8 +587,7 @@ func lookup(results []*Result, ref string) (v float64, ok bool, err error) {
 func formatMeasured(v float64, ref string, ratio, atLeast bool, want float64) string {
 	switch m := ref[strings.LastIndexByte(ref, ':')+1:]; {
 	case ratio && !atLeast && want < 1.1:
-		// A ceiling a few hundredths above 1: two significant digits
-		// would show 1.04 as the 1.0 it must not pass.
+		// a ceiling just above 1: two digits would show 1.04 as a passing 1.0
 		return strconv.FormatFloat(v, 'f', 3, 64) + "×"
 	case ratio:
 		return trimFloat(v) + "×"
