@@ -96,9 +96,7 @@ func (h *harness) measureRow(ctx context.Context, s Spec) (*Result, error) {
 	for i := range cmp.Or(s.Runs, h.runs) {
 		clean()
 		for _, d := range s.Mkdir {
-			if err := os.MkdirAll(h.path(d), 0o755); err != nil {
-				return nil, err
-			}
+			os.MkdirAll(h.path(d), 0o755) // a failure shows as the command's
 		}
 		args := argv
 		if s.Fresh != nil {
@@ -296,15 +294,14 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 		}
 		os.RemoveAll(dir)
 	}}
-	deadline := time.After(30 * time.Second)
+	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second, fmt.Errorf("not ready after 30 s"))
+	defer cancel()
 	for err == nil && len(s.urls) != endpoints {
 		select {
 		case <-proc.Done():
 			err = fmt.Errorf("exited before it was ready")
-		case <-deadline:
-			err = fmt.Errorf("not ready after 30 s")
 		case <-ctx.Done():
-			err = ctx.Err()
+			err = context.Cause(ctx)
 		case <-time.After(20 * time.Millisecond):
 			data, _ := os.ReadFile(ready)
 			s.urls = strings.Fields(string(data))

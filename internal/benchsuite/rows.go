@@ -442,20 +442,12 @@ func speed(r *Result) (float64, bool) {
 // ratioCell compares a row with tokenmill's row that read the same input,
 // else with the group's first (rates of different inputs, as requests/s).
 func ratioCell(rows []*Result, r *Result) string {
-	var base *Result
-	for _, o := range rows {
-		if r.Ours || !o.Ours || len(o.Runs) == 0 && len(o.Metrics) == 0 {
-			continue
-		}
-		if o.Bytes == r.Bytes && o.Records == r.Records {
-			base = o
-			break
-		}
-		if base == nil {
-			base = o
-		}
+	bases := slices.DeleteFunc(slices.Clone(rows), func(o *Result) bool { return r.Ours || !o.Ours || len(o.Runs) == 0 && len(o.Metrics) == 0 })
+	if len(bases) == 0 {
+		return "—"
 	}
-	return faster(base, r, speed) // a dash without a base
+	same := slices.IndexFunc(bases, func(o *Result) bool { return o.Bytes == r.Bytes && o.Records == r.Records })
+	return faster(bases[max(same, 0)], r, speed)
 }
 
 // faster says how much faster a is than b by a speed: "3.1× faster", or
