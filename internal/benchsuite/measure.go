@@ -251,7 +251,6 @@ func (h *harness) group(name string) []*Result {
 	return slices.DeleteFunc(slices.Clone(h.results), func(r *Result) bool { return r.Group != name })
 }
 
-// find is the row of group named name, or nil.
 func (h *harness) find(group, name string) *Result {
 	for _, r := range h.results {
 		if r.Group == group && r.Name == name {
@@ -373,7 +372,6 @@ var dataSteps = []*dataStep{
 		cmd: "extract --force --progress 0 --keep source -o data/prompts-sources.jsonl data/corpus.jsonl"},
 }
 
-// makeData makes the steps' files in order.
 func (h *harness) makeData(ctx context.Context, steps []*dataStep) error {
 	for _, st := range steps {
 		h.logf("data: making %s", st.file)
@@ -443,7 +441,6 @@ func fileExists(p string) bool {
 
 type message = record.Message
 
-// userTurns counts the user messages of a conversation.
 func userTurns(msgs []message) (n int) {
 	for _, m := range msgs {
 		n += b2i(m.Role == "user")

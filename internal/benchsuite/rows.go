@@ -113,7 +113,6 @@ func writeResults(path string, rows []*Result) error {
 	return writeFile(path, b.Bytes())
 }
 
-// readResults loads every row of the file, in order.
 func readResults(path string) (out []*Result, err error) {
 	return out, eachJSON(path, func(r *Result) error { out = append(out, r); return nil })
 }
@@ -480,7 +479,6 @@ func figureOf(r *Result, metric string, format func(float64) string) string {
 	return "—"
 }
 
-// figureCell is a row's figure as trimFloat prints it, or a dash.
 func figureCell(r *Result, metric string) string { return figureOf(r, metric, trimFloat) }
 
 // overCell is a's figure over b's as "1.23×", or nothing without both.
