@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -52,6 +51,12 @@ var fleetSection = &section{
 	},
 }
 
+// scaledWaits are infer's waits (probing, backoff), real time, scaled like
+// a fleet's clock so that they cost what they would on real GPUs.
+func scaledWaits(scale int) []string {
+	return []string{"--probe-interval", fmt.Sprintf("%dms", 2000/scale), "--backoff", fmt.Sprintf("%dms", 1000/scale), "--max-backoff", fmt.Sprintf("%dms", 60000/scale)}
+}
+
 // fleetSample is one poll of the fleet and the client.
 type fleetSample struct {
 	at        time.Duration
@@ -64,22 +69,19 @@ type fleetSample struct {
 	generated, prompted, through, clock []float64
 }
 
-// fleetRow runs the fleet and infer with a policy FleetRuns times and
-// keeps the row of their medians.
+// fleetRow runs infer with a policy on a fresh fleet FleetRuns times and
+// keeps the row of the runs' medians.
 func (h *harness) fleetRow(ctx context.Context, policy, prompts string) error {
-	// infer's waits are real time; scaled like the fleet's, so that
-	// probing and backoff cost what they would on real GPUs.
-	scaled := func(ms int) string { return fmt.Sprintf("%dms", ms/fleetTimeScale) }
 	simFlags := []string{"--time-scale", strconv.Itoa(fleetTimeScale), "--fault", fmt.Sprintf("7=slow:%d", fleetSlow),
 		"--fault", fmt.Sprintf("6=crash-after:%d,restart-after:60s,startup-delay:20s", fleetCrashAfter(h.sz.FleetPrompts))}
 	inferArgs := func(urls, metrics, out string) []string {
-		return []string{"-e", urls, "--policy", policy, "--max-tokens", "1024", "--progress-interval", "0", "--metrics-addr", metrics,
-			"--probe-interval", scaled(2000), "--backoff", scaled(1000), "--max-backoff", scaled(60000), "-o", out, prompts}
+		return slices.Concat([]string{"infer", "-e", urls, "--policy", policy, "--max-tokens", "1024", "--progress-interval", "0", "--metrics-addr", metrics},
+			scaledWaits(fleetTimeScale), []string{"-o", out, prompts})
 	}
 	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", fleetEndpoints), ",")
 	res := &Result{Group: "fleet", Name: policy, Records: int64(h.sz.FleetPrompts), OutRecords: -1, Load1: loadAverage(), Metrics: map[string]float64{},
 		Command: shellJoin(append([]string{"llmsim", "--listen", listen, simFlags[0], simFlags[1], "--ready-file", "FILE"}, simFlags[2:]...)) + " &\n" +
-			shellJoin(append([]string{"infer"}, inferArgs("URLS", "HOST:PORT", "gen.jsonl")...))}
+			shellJoin(inferArgs("URLS", "HOST:PORT", "gen.jsonl"))}
 	values := map[string][]float64{}
 	for i := range h.sz.FleetRuns {
 		run, m, err := h.fleetOnce(ctx, simFlags, inferArgs)
@@ -104,59 +106,40 @@ func (h *harness) fleetRow(ctx context.Context, policy, prompts string) error {
 // fleetOnce runs infer once on a fresh fleet, polling both, and returns
 // infer's run and the run's figures.
 func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs func(urls, metrics, out string) []string) (Run, map[string]float64, error) {
-	work, err := os.MkdirTemp(h.path("tmp"), "fleet-")
-	if err != nil {
-		return Run{}, nil, err
-	}
-	defer os.RemoveAll(work)
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
-	defer cancel()
-	sim, err := h.startSim(ctx, fleetEndpoints, filepath.Join(work, "llmsim.log"), simFlags...)
+	sim, err := h.startSim(ctx, fleetEndpoints, h.path("logs/fleet-llmsim.log"), simFlags...)
 	if err != nil {
 		return Run{}, nil, err
 	}
 	defer sim.stop()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	// The fleet runs llmsim's default slots; endpoint 7 is the slow one.
-	slots, slow := slices.Repeat([]float64{llmsim.DefaultMaxRunning}, fleetEndpoints), slices.Repeat([]float64{1}, fleetEndpoints)
-	slow[7] = fleetSlow
 	port, err := lifeline.FreePort(0) // for infer's metrics
 	if err != nil {
 		return Run{}, nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	out := filepath.Join(work, "gen.jsonl")
-	inf := exec.CommandContext(ctx, h.tool("infer"), inferArgs(strings.Join(sim.urls, ","), addr, out)...)
-	var stderr strings.Builder
-	inf.Dir, inf.Env, inf.Stderr = h.dir, h.environ, &stderr
-	start := time.Now()
-	if err := inf.Start(); err != nil {
-		return Run{}, nil, err
-	}
-	// Poll until infer exits; its wall time is taken as it exits.
-	var wall time.Duration
-	exited := make(chan error, 1)
-	go func() { err := inf.Wait(); wall = time.Since(start); exited <- err }()
+	// infer writes in llmsim's scratch directory, removed with it.
+	addr, out, stderr := "127.0.0.1:"+strconv.Itoa(port), filepath.Join(sim.dir, "gen.jsonl"), filepath.Join(sim.dir, "infer.err")
+	// infer is measured as every row is, polled until it exits; runOnce's
+	// writeback is waited for before the samples' clock starts.
+	syscall.Sync()
+	var run Run
+	start, exited := time.Now(), make(chan error, 1)
+	go func() {
+		var err error
+		run, _, err = h.runOnce(ctx, &Spec{}, inferArgs(strings.Join(sim.urls, ","), addr, out), filepath.Join(sim.dir, "infer.out"), stderr)
+		exited <- err
+	}()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	var samples []fleetSample
 	var retries float64
-	tick := time.NewTicker(fleetPoll)
-	defer tick.Stop()
-	for polling := true; polling; {
-		select {
-		case err = <-exited:
-			polling = false
-		case <-tick.C:
-			if s, r, ok := pollFleet(client, sim.urls, addr); ok {
-				s.at = time.Since(start)
-				samples, retries = append(samples, s), r
-			}
+	for tick := time.Tick(fleetPoll); len(exited) == 0; <-tick {
+		if s, r, ok := pollFleet(client, sim.urls, addr); ok {
+			s.at = time.Since(start)
+			samples, retries = append(samples, s), r
 		}
 	}
-	if err != nil {
-		return Run{}, nil, fmt.Errorf("infer: %v\n%s", err, tail([]byte(stderr.String()), 3000))
+	if err := <-exited; err != nil {
+		log, _ := os.ReadFile(stderr)
+		return Run{}, nil, fmt.Errorf("infer: %v\n%s", err, tail(log, 3000))
 	}
-	ru, _ := inf.ProcessState.SysUsage().(*syscall.Rusage)
-	run := Run{Wall: wall, User: time.Duration(ru.Utime.Nano()), Sys: time.Duration(ru.Stime.Nano()), MaxRSSKB: ru.Maxrss}
 	var ok, completion float64
 	if err := eachJSON(out, func(g *generation) error {
 		ok, completion = ok+1, completion+g.Output.Usage.Completion
@@ -164,8 +147,11 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	}); err != nil {
 		return Run{}, nil, err
 	}
-	failed, _ := countLines(filepath.Join(work, "gen.errors.jsonl"))
-	m, err := analyse(samples, slots, slow, completion, wall, fleetTimeScale)
+	failed, _ := countLines(filepath.Join(sim.dir, "gen.errors.jsonl"))
+	// The fleet runs llmsim's default slots; endpoint 7 is the slow one.
+	slots, slow := slices.Repeat([]float64{llmsim.DefaultMaxRunning}, fleetEndpoints), slices.Repeat([]float64{1}, fleetEndpoints)
+	slow[7] = fleetSlow
+	m, err := analyse(samples, slots, slow, completion, run.Wall, fleetTimeScale)
 	if err == nil {
 		m["ok"], m["failed"], m["retries"] = ok, float64(failed), retries
 	}

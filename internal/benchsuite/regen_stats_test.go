@@ -12,12 +12,11 @@ import (
 // endpoint decodes 100 s at 1,000 tok/s, and prefilling every prompt token
 // at 250 µs would take it another 100 s.
 func TestRenderFloorsAndBounds(t *testing.T) {
-	c := costModel{prefillUS: 250, decodeTPS: 1000, endpoints: 2}
 	a := regenRun{Name: "(a)", Requests: 10, PromptTokens: 800_000, CachedTokens: 720_000, PrefillTokens: 80_000, HistoryHitPct: 95, GeneratedTokens: 200_000, SimWallS: 120}
 	b := regenRun{Name: "(b)", Requests: 10, PromptTokens: 800_000, CachedTokens: 80_000, PrefillTokens: 720_000, HistoryHitPct: 10, GeneratedTokens: 200_000, SimWallS: 220}
 	cc := regenRun{Name: "(c)", Requests: 10, PromptTokens: 800_000, CachedTokens: 720_000, PrefillTokens: 80_000, HistoryHitPct: 95, GeneratedTokens: 200_000, SimWallS: 132}
 	var out bytes.Buffer
-	renderRegen(&out, []regenRun{a, b, cc}, c)
+	renderRegen(&out, []regenRun{a, b, cc}, 250, 1000, 2)
 	got := out.String()
 	for _, want := range []string{
 		// floors: 100 s of answers plus 10 s (a, c) or 90 s (b) of prefill
@@ -49,7 +48,7 @@ func TestNoCacheGain(t *testing.T) {
 		{250, 0, "prefill is 0.0% of an endpoint's busy time, so a client whose cache served every prompt token could be at most 0.00× faster"},
 	} {
 		var out bytes.Buffer
-		renderRegen(&out, []regenRun{{Name: "(a)", GeneratedTokens: tc.generated, PromptTokens: 800_000}}, costModel{prefillUS: tc.prefillUS, decodeTPS: 1000, endpoints: 2})
+		renderRegen(&out, []regenRun{{Name: "(a)", GeneratedTokens: tc.generated, PromptTokens: 800_000}}, tc.prefillUS, 1000, 2)
 		if !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%+v: output lacks %q:\n%s", tc, tc.want, out.String())
 		}
@@ -57,8 +56,8 @@ func TestNoCacheGain(t *testing.T) {
 }
 
 // TestRegenStats reads a request log as llmsim writes it: a first turn, a
-// later turn whose history the cache served in part, and a failed request,
-// which counts apart and adds no tokens.
+// later turn whose history the cache served in part, and failed requests,
+// which add nothing.
 func TestRegenStats(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "requests.jsonl")
 	lines := `{"status":200,"prompt_tokens":20,"cached_tokens":0,"body":{"messages":[{"role":"user","content":"12345678"}]}}
@@ -74,7 +73,7 @@ func TestRegenStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	// History of the later turn: (4+2) + (4+4) tokens, 10 of them cached.
-	want := regenRun{Name: "(a)", Requests: 2, FailedRequests: 2, LaterTurns: 1, PromptTokens: 60, CachedTokens: 10, PrefillTokens: 50,
+	want := regenRun{Name: "(a)", Requests: 2, LaterTurns: 1, PromptTokens: 60, CachedTokens: 10, PrefillTokens: 50,
 		HistoryTokens: 14, HistoryCached: 10, GeneratedTokens: 999, WallS: 6.5, SimWallS: 65, CacheHitPct: 100 * 10.0 / 60, HistoryHitPct: 100 * 10.0 / 14}
 	if r != want {
 		t.Fatalf("got  %+v\nwant %+v", r, want)
