@@ -142,7 +142,7 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	}
 	var ok, completion float64
 	if err := eachJSON(out, func(g *generation) error {
-		ok, completion = ok+1, completion+g.Output.Usage.Completion
+		ok, completion = ok+1, completion+g.Output.Usage["completion_tokens"]
 		return nil
 	}); err != nil {
 		return Run{}, nil, err
@@ -178,19 +178,33 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 	if a < 0 || b <= a {
 		return nil, fmt.Errorf("no steady state observed (%d samples)", len(samples))
 	}
-	window := (samples[b].at - samples[a].at).Seconds()
-	var ideal, busy, capacity, generated float64
-	for k := a; k < b; k++ {
-		dt := (samples[k+1].at - samples[k].at).Seconds()
+	// Each endpoint up from one sample to the next counts in the steady
+	// state between a and b, and in the whole run, ramp-up and tail
+	// included: before the first sample and after the last it counts as up.
+	var ideal, busy, capacity, generated, wholeIdeal, down float64
+	for k, s := range samples {
+		from, to := s.at, wall
+		if k == 0 {
+			from = 0
+		}
+		if k+1 < len(samples) {
+			to = samples[k+1].at
+		}
 		for i := range slots {
-			if samples[k].up[i] {
-				ideal, busy, capacity = ideal+rate[i]*dt, busy+samples[k].running[i]*dt, capacity+slots[i]*dt
+			if dt := (to - from).Seconds(); s.up[i] {
+				wholeIdeal += rate[i] * dt
+			} else {
+				down += dt
+			}
+			if dt := (to - s.at).Seconds(); s.up[i] && k >= a && k < b {
+				ideal, busy, capacity = ideal+rate[i]*dt, busy+s.running[i]*dt, capacity+slots[i]*dt
 			}
 		}
 	}
 	for i := range samples[a].generated {
 		generated += counterDelta(samples[a].generated[i], samples[b].generated[i])
 	}
+	window := (samples[b].at - samples[a].at).Seconds()
 	m := map[string]float64{"tok_s": (samples[b].delivered - samples[a].delivered) / window / scale, "ideal_tok_s": ideal / window,
 		"sim_gen_tok_s": generated / window / scale, "util_pct": 0}
 	if capacity > 0 {
@@ -198,25 +212,6 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 	}
 	m["delivered_pct"] = 100 * m["tok_s"] / m["ideal_tok_s"]
 	m["ideal_pct"], m["ideal_prefill_pct"] = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds())
-	// The whole run, ramp-up and tail included; before the first sample
-	// and after the last, the fleet counts as up.
-	var wholeIdeal, down float64
-	from := time.Duration(0)
-	for k, s := range samples {
-		to := wall
-		if k+1 < len(samples) {
-			to = samples[k+1].at
-		}
-		dt := (to - from).Seconds()
-		from = to
-		for i := range slots {
-			if s.up[i] {
-				wholeIdeal += rate[i] * dt
-			} else {
-				down += dt
-			}
-		}
-	}
 	m["whole_pct"], m["down_sim_s"] = 100*(final/wall.Seconds()/scale)/(wholeIdeal/wall.Seconds()), down*scale
 	return m, nil
 }
@@ -284,12 +279,7 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 	var wg sync.WaitGroup
 	for i, u := range urls {
 		wg.Go(func() {
-			var d struct {
-				Prompt    float64 `json:"prompt_tokens_total"`
-				Generated float64 `json:"generation_tokens_total"`
-				Through   float64 `json:"decoded_through_seconds"`
-				Clock     float64 `json:"clock_seconds"`
-			}
+			var d map[string]float64
 			_, err := get(client, u+"/health")
 			sm, err2 := scrape(client, u+"/metrics")
 			body, err3 := get(client, u+"/llmsim/decoded")
@@ -302,7 +292,8 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 					s.running[i] = v
 				}
 			}
-			s.generated[i], s.prompted[i], s.through[i], s.clock[i] = d.Generated, d.Prompt, d.Through, d.Clock
+			s.generated[i], s.prompted[i] = d["generation_tokens_total"], d["prompt_tokens_total"]
+			s.through[i], s.clock[i] = d["decoded_through_seconds"], d["clock_seconds"]
 		})
 	}
 	wg.Wait()

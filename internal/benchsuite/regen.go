@@ -96,12 +96,8 @@ var regenSection = &section{
 
 // generation is what the harness reads of infer's generation records.
 type generation struct {
-	ID     json.RawMessage `json:"id"`
-	Output struct {
-		Usage struct {
-			Completion float64 `json:"completion_tokens"`
-		} `json:"usage"`
-	} `json:"output"`
+	ID     json.RawMessage
+	Output struct{ Usage map[string]float64 }
 }
 
 // regenRun is what one run did, kept as its row's metrics.
@@ -227,14 +223,9 @@ func (h *harness) regenFacts() (*Result, error) {
 	count, tokens := map[string]float64{}, map[string]float64{}
 	err := errors.Join(
 		eachJSON(h.path("data/regen.jsonl"), func(c *struct {
-			ID       json.RawMessage `json:"id"`
-			Messages []message       `json:"messages"`
-		}) error {
-			ids = append(ids, string(c.ID))
-			f.Metrics["conversations"]++
-			f.Metrics[fmt.Sprintf("turns %d", userTurns(c.Messages))]++
-			return nil
-		}),
+			ID       json.RawMessage
+			Messages []message
+		}) error { ids = append(ids, string(c.ID)); f.Metrics["conversations"]++; f.Metrics[fmt.Sprintf("turns %d", userTurns(c.Messages))]++; return nil }),
 		eachJSON(h.path("tmp/regen-requests.jsonl"), func(l *llmsim.LoggedRequest) error {
 			if k := fmt.Sprintf("prompt %d", l.UserTurns()); l.Status == 200 {
 				f.Metrics[k] += float64(l.PromptTokens)
@@ -242,7 +233,7 @@ func (h *harness) regenFacts() (*Result, error) {
 			}
 			return nil
 		}),
-		eachJSON(h.path("tmp/regen-a.jsonl"), func(a *generation) error { tokens[string(a.ID)] = a.Output.Usage.Completion; return nil }))
+		eachJSON(h.path("tmp/regen-a.jsonl"), func(a *generation) error { tokens[string(a.ID)] = a.Output.Usage["completion_tokens"]; return nil }))
 	for k, n := range count {
 		f.Metrics[k] /= n
 	}
