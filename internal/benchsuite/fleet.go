@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ func scaledWaits(scale int) []string {
 type fleetSample struct {
 	at        time.Duration
 	delivered float64 // completion tokens infer has written
+	retries   float64 // infer's so far
 	up        []bool
 	running   []float64
 	// From llmsim's /llmsim/decoded, per endpoint: its
@@ -129,11 +131,10 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	}()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	var samples []fleetSample
-	var retries float64
 	for tick := time.Tick(fleetPoll); len(exited) == 0; <-tick {
-		if s, r, ok := pollFleet(client, sim.urls, addr); ok {
+		if s, ok := pollFleet(client, sim.urls, addr); ok {
 			s.at = time.Since(start)
-			samples, retries = append(samples, s), r
+			samples = append(samples, s)
 		}
 	}
 	if err := <-exited; err != nil {
@@ -153,7 +154,7 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	slow[7] = fleetSlow
 	m, err := analyse(samples, slots, slow, completion, run.Wall, fleetTimeScale)
 	if err == nil {
-		m["ok"], m["failed"], m["retries"] = ok, float64(failed), retries
+		m["ok"], m["failed"], m["retries"] = ok, float64(failed), samples[len(samples)-1].retries
 	}
 	return run, m, err
 }
@@ -265,39 +266,31 @@ func counterDelta(a, b float64) float64 {
 	return b
 }
 
-// pollFleet reads every endpoint's health, metrics and decoded counters
-// and infer's metrics; ok is false until infer's metrics answer.
-func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSample, retries float64, ok bool) {
-	n := len(urls)
-	s = fleetSample{up: make([]bool, n), running: make([]float64, n), generated: make([]float64, n), prompted: make([]float64, n),
-		through: make([]float64, n), clock: make([]float64, n)}
-	m, err := scrape(client, "http://"+inferAddr+"/metrics")
+// pollFleet reads infer's metrics and every endpoint's health, metrics
+// and decoded counters; ok is false until infer's metrics answer.
+func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSample, ok bool) {
+	page, err := get(client, "http://"+inferAddr+"/metrics")
 	if err != nil {
-		return s, 0, false
+		return s, false
 	}
-	s.delivered = m[`tokenmill_infer_tokens_total{kind="completion"}`]
+	n := len(urls)
+	s = fleetSample{delivered: promValue(page, `tokenmill_infer_tokens_total{kind="completion"}`), retries: promValue(page, "tokenmill_infer_retries_total"),
+		up: make([]bool, n), running: make([]float64, n), generated: make([]float64, n), prompted: make([]float64, n), through: make([]float64, n), clock: make([]float64, n)}
 	var wg sync.WaitGroup
 	for i, u := range urls {
 		wg.Go(func() {
 			var d map[string]float64
 			_, err := get(client, u+"/health")
-			sm, err2 := scrape(client, u+"/metrics")
+			page, err2 := get(client, u+"/metrics")
 			body, err3 := get(client, u+"/llmsim/decoded")
-			if err != nil || err2 != nil || err3 != nil || json.Unmarshal(body, &d) != nil {
-				return
+			if err == nil && err2 == nil && err3 == nil && json.Unmarshal(body, &d) == nil {
+				s.up[i], s.running[i] = true, promValue(page, "sglang:num_running_reqs")
+				s.generated[i], s.prompted[i], s.through[i], s.clock[i] = d["generation_tokens_total"], d["prompt_tokens_total"], d["decoded_through_seconds"], d["clock_seconds"]
 			}
-			s.up[i] = true
-			for k, v := range sm {
-				if strings.HasPrefix(k, "sglang:num_running_reqs") {
-					s.running[i] = v
-				}
-			}
-			s.generated[i], s.prompted[i] = d["generation_tokens_total"], d["prompt_tokens_total"]
-			s.through[i], s.clock[i] = d["decoded_through_seconds"], d["clock_seconds"]
 		})
 	}
 	wg.Wait()
-	return s, m["tokenmill_infer_retries_total"], true
+	return s, true
 }
 
 // get reads the body of a 200.
@@ -314,19 +307,14 @@ func get(client *http.Client, url string) ([]byte, error) {
 	return body, err
 }
 
-// scrape reads a Prometheus text page of a 200 into name{labels} -> value.
-func scrape(client *http.Client, url string) (map[string]float64, error) {
-	body, err := get(client, url)
-	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
-		line = strings.TrimSpace(line)
-		if i := strings.LastIndexByte(line, ' '); line != "" && line[0] != '#' && i >= 0 {
-			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-				out[line[:i]] = v
-			}
-		}
+// promValue is the value of a metric, named with or without its labels,
+// in a Prometheus text page; 0 where it is not.
+func promValue(page []byte, metric string) float64 {
+	var v float64
+	if m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + `(\{[^}]*\})? (\S+)$`).FindSubmatch(page); m != nil {
+		v, _ = strconv.ParseFloat(string(m[2]), 64)
 	}
-	return out, err
+	return v
 }
 
 func init() {

@@ -225,7 +225,12 @@ func (h *harness) regenFacts() (*Result, error) {
 		eachJSON(h.path("data/regen.jsonl"), func(c *struct {
 			ID       json.RawMessage
 			Messages []message
-		}) error { ids = append(ids, string(c.ID)); f.Metrics["conversations"]++; f.Metrics[fmt.Sprintf("turns %d", userTurns(c.Messages))]++; return nil }),
+		}) error {
+			ids = append(ids, string(c.ID))
+			f.Metrics["conversations"]++
+			f.Metrics[fmt.Sprintf("turns %d", userTurns(c.Messages))]++
+			return nil
+		}),
 		eachJSON(h.path("tmp/regen-requests.jsonl"), func(l *llmsim.LoggedRequest) error {
 			if k := fmt.Sprintf("prompt %d", l.UserTurns()); l.Status == 200 {
 				f.Metrics[k] += float64(l.PromptTokens)
