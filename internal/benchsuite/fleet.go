@@ -97,10 +97,9 @@ func (h *harness) fleetRow(ctx context.Context, policy, prompts string) error {
 		}
 	}
 	for k, v := range values {
-		if k != "ok" {
-			res.Metrics[k] = median(v)
-		}
+		res.Metrics[k] = median(v)
 	}
+	delete(res.Metrics, "ok")
 	h.add(res)
 	return nil
 }
@@ -207,10 +206,7 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 	}
 	window := (samples[b].at - samples[a].at).Seconds()
 	m := map[string]float64{"tok_s": (samples[b].delivered - samples[a].delivered) / window / scale, "ideal_tok_s": ideal / window,
-		"sim_gen_tok_s": generated / window / scale, "util_pct": 0}
-	if capacity > 0 {
-		m["util_pct"] = 100 * busy / capacity
-	}
+		"sim_gen_tok_s": generated / window / scale, "util_pct": pct(busy, capacity)}
 	m["delivered_pct"] = 100 * m["tok_s"] / m["ideal_tok_s"]
 	m["ideal_pct"], m["ideal_prefill_pct"] = decodedShare(samples[a:b+1], rate, slow, timing.PrefillPerToken.Seconds())
 	m["whole_pct"], m["down_sim_s"] = 100*(final/wall.Seconds()/scale)/(wholeIdeal/wall.Seconds()), down*scale
@@ -223,38 +219,25 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 // rate over the simulated time the stretch spans (the longer of its
 // counters' and its clock's, so that idle time counts). Neither can pass
 // 100%, wherever the window and the readings fall.
-func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (pct, prefillPct float64) {
+func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (share, prefillShare float64) {
 	var decoded, ideal, idealPrefill float64
 	for i := range rate {
-		from := -1 // the first sample of the stretch up to k
-		for k := range samples {
-			up := samples[k].up[i]
-			if up && from < 0 {
-				from = k
+		for from, k := 0, 0; k < len(samples); k++ { // from: the first sample up to k since one down
+			if !samples[k].up[i] {
+				from = k + 1
+			} else if k+1 == len(samples) || !samples[k+1].up[i] { // a stretch up ends at k
+				var gen, prompt float64
+				for j := from; j < k; j++ {
+					gen += counterDelta(samples[j].generated[i], samples[j+1].generated[i])
+					prompt += counterDelta(samples[j].prompted[i], samples[j+1].prompted[i])
+				}
+				a, b := samples[from], samples[k]
+				span := max(b.through[i]-a.through[i], b.clock[i]-a.clock[i])
+				decoded, ideal, idealPrefill = decoded+gen, ideal+rate[i]*span, idealPrefill+rate[i]*max(0, span-prompt*prefillPerToken*slow[i])
 			}
-			if last := k == len(samples)-1 || !samples[k+1].up[i]; !up || !last || from < 0 {
-				continue
-			}
-			var gen, prompt float64
-			for j := from; j < k; j++ {
-				gen += counterDelta(samples[j].generated[i], samples[j+1].generated[i])
-				prompt += counterDelta(samples[j].prompted[i], samples[j+1].prompted[i])
-			}
-			a, b := samples[from], samples[k]
-			span := max(b.through[i]-a.through[i], b.clock[i]-a.clock[i])
-			decoded += gen
-			ideal += rate[i] * span
-			idealPrefill += rate[i] * max(0, span-prompt*prefillPerToken*slow[i])
-			from = -1
 		}
 	}
-	if ideal > 0 {
-		pct = 100 * decoded / ideal
-	}
-	if idealPrefill > 0 {
-		prefillPct = 100 * decoded / idealPrefill
-	}
-	return pct, prefillPct
+	return pct(decoded, ideal), pct(decoded, idealPrefill)
 }
 
 // counterDelta is what a counter counted between two readings; one that

@@ -66,7 +66,6 @@ var regenSection = &section{
 			s.Group, s.Runs, s.NoCount = "regen", 1, true
 			s.Fresh = h.freshSim(regenEndpoints, simLog, "--time-scale", strconv.Itoa(regenScale), "--kv-tokens", strconv.Itoa(regenKV),
 				"--prefill-per-token", fmt.Sprintf("%dus", regenPrefillUS), "--cache-report", "--request-log", reqLog, "--seed", "1")
-			h.logf("regen: %s on %d endpoints (time scale %d)", s.Name, regenEndpoints, regenScale)
 			// measureRow stops the fleet before it returns: llmsim then writes
 			// its request log and its summary, this run's the last.
 			r, err := h.measureRow(ctx, s)
@@ -84,12 +83,11 @@ var regenSection = &section{
 			}
 			h.add(run.result())
 		}
-		facts, err := h.regenFacts()
-		if err != nil {
+		if facts, err := h.regenFacts(); err != nil {
 			h.logf("regen: the section's figures could not be read: %v", err)
-			return nil
+		} else {
+			h.add(facts)
 		}
-		h.add(facts)
 		return nil
 	},
 }
@@ -139,13 +137,7 @@ func regenStats(logPath, name string, wall, scale, generated float64) (regenRun,
 		}
 		return nil
 	})
-	r.PrefillTokens = r.PromptTokens - r.CachedTokens
-	if r.PromptTokens > 0 {
-		r.CacheHitPct = 100 * r.CachedTokens / r.PromptTokens
-	}
-	if r.HistoryTokens > 0 {
-		r.HistoryHitPct = 100 * r.HistoryCached / r.HistoryTokens
-	}
+	r.PrefillTokens, r.CacheHitPct, r.HistoryHitPct = r.PromptTokens-r.CachedTokens, pct(r.CachedTokens, r.PromptTokens), pct(r.HistoryCached, r.HistoryTokens)
 	return r, err
 }
 
@@ -204,6 +196,14 @@ func renderRegen(w io.Writer, runs []regenRun, prefillUS, decodeTPS float64, end
 
 // th is a count with thousands separators.
 func th(v float64) string { return cli.Thousands(int64(v)) }
+
+// pct is a of b in percent, 0 of nothing.
+func pct(a, b float64) float64 {
+	if b > 0 {
+		return 100 * a / b
+	}
+	return 0
+}
 
 // regenFacts are the figures the section's text quotes: the conversations
 // by their questions, the mean prompt of a request by its questions (from
@@ -264,14 +264,11 @@ func roundRobinImbalance(ids []string, tokens map[string]float64, servers int) f
 // regenView is what the section's text says of the facts row: its
 // figures "turns K" and "prompt K" by K in order ("turns 9" sorts before
 // "turns 10" by length).
-func (h *harness) regenView() (v struct {
-	Found                                  bool
-	Conversations, Turns, Prompts, History string
-	Imbalance                              float64
-}) {
-	var m map[string]float64 // none without the facts row
-	if f := h.find("regen-facts", "facts"); f != nil {
-		v.Found, m = true, f.Metrics
+func (h *harness) regenView() map[string]any {
+	f := h.find("regen-facts", "facts")
+	m := map[string]float64{} // none without the facts row
+	if f != nil {
+		m = f.Metrics
 	}
 	var turns, prompts []string
 	for _, name := range slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(len(a)-len(b), strings.Compare(a, b)) }) {
@@ -282,8 +279,8 @@ func (h *harness) regenView() (v struct {
 			prompts = append(prompts, fmt.Sprintf("%d%s %.0f", k, cmp.Or(map[int]string{1: "st", 2: "nd", 3: "rd"}[k], "th"), m[name]))
 		}
 	}
-	v.Conversations, v.Turns, v.Prompts, v.History, v.Imbalance = th(m["conversations"]), strings.Join(turns, ", "), strings.Join(prompts, ", "), th(m["history"]), m["imbalance_pct"]
-	return v
+	return map[string]any{"Found": f != nil, "Conversations": th(m["conversations"]), "Turns": strings.Join(turns, ", "),
+		"Prompts": strings.Join(prompts, ", "), "History": th(m["history"]), "Imbalance": m["imbalance_pct"]}
 }
 
 func init() {
