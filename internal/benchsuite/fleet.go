@@ -55,7 +55,8 @@ var fleetSection = &section{
 // scaledWaits are infer's waits (probing, backoff), real time, scaled like
 // a fleet's clock so that they cost what they would on real GPUs.
 func scaledWaits(scale int) []string {
-	return []string{"--probe-interval", fmt.Sprintf("%dms", 2000/scale), "--backoff", fmt.Sprintf("%dms", 1000/scale), "--max-backoff", fmt.Sprintf("%dms", 60000/scale)}
+	ms := func(real int) string { return fmt.Sprintf("%dms", real/scale) }
+	return []string{"--probe-interval", ms(2000), "--backoff", ms(1000), "--max-backoff", ms(60000)}
 }
 
 // fleetSample is one poll of the fleet and the client.
@@ -77,8 +78,8 @@ func (h *harness) fleetRow(ctx context.Context, policy, prompts string) error {
 	simFlags := []string{"--time-scale", strconv.Itoa(fleetTimeScale), "--fault", fmt.Sprintf("7=slow:%d", fleetSlow),
 		"--fault", fmt.Sprintf("6=crash-after:%d,restart-after:60s,startup-delay:20s", fleetCrashAfter(h.sz.FleetPrompts))}
 	inferArgs := func(urls, metrics, out string) []string {
-		return slices.Concat([]string{"infer", "-e", urls, "--policy", policy, "--max-tokens", "1024", "--progress-interval", "0", "--metrics-addr", metrics},
-			scaledWaits(fleetTimeScale), []string{"-o", out, prompts})
+		args := []string{"infer", "-e", urls, "--policy", policy, "--max-tokens", "1024", "--progress-interval", "0", "--metrics-addr", metrics}
+		return slices.Concat(args, scaledWaits(fleetTimeScale), []string{"-o", out, prompts})
 	}
 	listen := strings.TrimSuffix(strings.Repeat("127.0.0.1:0,", fleetEndpoints), ",")
 	res := &Result{Group: "fleet", Name: policy, Records: int64(h.sz.FleetPrompts), OutRecords: -1, Load1: loadAverage(), Metrics: map[string]float64{},
@@ -256,9 +257,9 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 	if err != nil {
 		return s, false
 	}
-	n := len(urls)
-	s = fleetSample{delivered: promValue(page, `tokenmill_infer_tokens_total{kind="completion"}`), retries: promValue(page, "tokenmill_infer_retries_total"),
-		up: make([]bool, n), running: make([]float64, n), generated: make([]float64, n), prompted: make([]float64, n), through: make([]float64, n), clock: make([]float64, n)}
+	zeros := func() []float64 { return make([]float64, len(urls)) }
+	s = fleetSample{delivered: promValue(page, `tokenmill_infer_tokens_total{kind="completion"}`), up: make([]bool, len(urls)),
+		retries: promValue(page, "tokenmill_infer_retries_total"), running: zeros(), generated: zeros(), prompted: zeros(), through: zeros(), clock: zeros()}
 	var wg sync.WaitGroup
 	for i, u := range urls {
 		wg.Go(func() {
@@ -268,7 +269,8 @@ func pollFleet(client *http.Client, urls []string, inferAddr string) (s fleetSam
 			body, err3 := get(client, u+"/llmsim/decoded")
 			if err == nil && err2 == nil && err3 == nil && json.Unmarshal(body, &d) == nil {
 				s.up[i], s.running[i] = true, promValue(page, "sglang:num_running_reqs")
-				s.generated[i], s.prompted[i], s.through[i], s.clock[i] = d["generation_tokens_total"], d["prompt_tokens_total"], d["decoded_through_seconds"], d["clock_seconds"]
+				s.generated[i], s.prompted[i] = d["generation_tokens_total"], d["prompt_tokens_total"]
+				s.through[i], s.clock[i] = d["decoded_through_seconds"], d["clock_seconds"]
 			}
 		})
 	}

@@ -45,8 +45,8 @@ var regenSection = &section{
 			os.Remove(m)
 		}
 		infer := func(name, out string, flags ...string) Spec {
-			return Spec{Name: name, Argv: slices.Concat([]string{"infer", "--regenerate"}, flags, []string{"-e", "@URLS@", "--max-tokens", strconv.Itoa(regenMaxTokens)},
-				scaledWaits(regenScale), []string{"--progress", "0", "-o", out, "data/regen.jsonl"})}
+			flags = append(flags, "-e", "@URLS@", "--max-tokens", strconv.Itoa(regenMaxTokens), "--progress", "0", "-o", out)
+			return Spec{Name: name, Argv: slices.Concat([]string{"infer", "--regenerate"}, flags, scaledWaits(regenScale), []string{"data/regen.jsonl"})}
 		}
 		clients := []Spec{
 			infer("(a) infer --regenerate", "tmp/regen-a.jsonl"),
@@ -77,11 +77,11 @@ var regenSection = &section{
 			if m := regexp.MustCompile(`(\d+) tokens generated`).FindAllSubmatch(summary, -1); len(m) > 0 {
 				generated, _ = strconv.ParseFloat(string(m[len(m)-1][1]), 64)
 			}
-			run, err := regenStats(reqLog, s.Name, r.medianRun().Wall.Seconds(), regenScale, generated)
+			row, err := regenStats(reqLog, s.Name, r.medianRun().Wall.Seconds(), regenScale, generated)
 			if err != nil {
 				return err
 			}
-			h.add(run.result())
+			h.add(row)
 		}
 		if facts, err := h.regenFacts(); err != nil {
 			h.logf("regen: the section's figures could not be read: %v", err)
@@ -98,47 +98,24 @@ type generation struct {
 	Output struct{ Usage map[string]float64 }
 }
 
-// regenRun is what one run did, kept as its row's metrics.
-type regenRun struct {
-	Name            string  `json:"-"`
-	Requests        float64 `json:"requests"`
-	LaterTurns      float64 `json:"later_turns"`
-	PromptTokens    float64 `json:"prompt_tokens"`
-	CachedTokens    float64 `json:"cached_tokens"`
-	PrefillTokens   float64 `json:"prefill_tokens"`
-	HistoryTokens   float64 `json:"history_tokens"`
-	HistoryCached   float64 `json:"history_cached"`
-	GeneratedTokens float64 `json:"generated_tokens"`
-	WallS           float64 `json:"wall_s"`
-	SimWallS        float64 `json:"sim_wall_s"`
-	CacheHitPct     float64 `json:"cache_hit_pct"`
-	HistoryHitPct   float64 `json:"history_hit_pct"`
-}
-
-func (r regenRun) result() *Result {
-	data, _ := json.Marshal(r)
-	res := &Result{Group: "regen", Name: r.Name, OutRecords: -1, Load1: loadAverage()}
-	json.Unmarshal(data, &res.Metrics)
-	return res
-}
-
-// regenStats reads the request log of one run: what its prompts cost, and
-// the share of history tokens (llmsim.LoggedRequest.HistoryTokens) served
-// from cache.
-func regenStats(logPath, name string, wall, scale, generated float64) (regenRun, error) {
-	r := regenRun{Name: name, GeneratedTokens: generated, WallS: wall, SimWallS: wall * scale}
+// regenStats is a run's row: what its prompts cost by its request log,
+// and the share of history tokens (llmsim.LoggedRequest.HistoryTokens)
+// served from cache.
+func regenStats(logPath, name string, wall, scale, generated float64) (*Result, error) {
+	var requests, later, prompt, cached, history, historyCached float64
 	err := eachJSON(logPath, func(l *llmsim.LoggedRequest) error {
-		if !l.Answered() {
-			return nil
-		}
-		r.Requests, r.PromptTokens, r.CachedTokens = r.Requests+1, r.PromptTokens+float64(l.PromptTokens), r.CachedTokens+float64(l.CachedTokens)
-		if history := l.HistoryTokens(); history > 0 {
-			r.LaterTurns, r.HistoryTokens, r.HistoryCached = r.LaterTurns+1, r.HistoryTokens+float64(history), r.HistoryCached+float64(min(l.CachedTokens, history))
+		if n := l.HistoryTokens(); l.Answered() {
+			requests, prompt, cached = requests+1, prompt+float64(l.PromptTokens), cached+float64(l.CachedTokens)
+			if n > 0 {
+				later, history, historyCached = later+1, history+float64(n), historyCached+float64(min(l.CachedTokens, n))
+			}
 		}
 		return nil
 	})
-	r.PrefillTokens, r.CacheHitPct, r.HistoryHitPct = r.PromptTokens-r.CachedTokens, pct(r.CachedTokens, r.PromptTokens), pct(r.HistoryCached, r.HistoryTokens)
-	return r, err
+	return &Result{Group: "regen", Name: name, OutRecords: -1, Load1: loadAverage(), Metrics: map[string]float64{
+		"requests": requests, "later_turns": later, "prompt_tokens": prompt, "cached_tokens": cached, "prefill_tokens": prompt - cached,
+		"history_tokens": history, "history_cached": historyCached, "generated_tokens": generated, "wall_s": wall, "sim_wall_s": wall * scale,
+		"cache_hit_pct": pct(cached, prompt), "history_hit_pct": pct(historyCached, history)}}, err
 }
 
 // renderRegen sets the runs side by side, the first the reference of the
@@ -149,48 +126,51 @@ func regenStats(logPath, name string, wall, scale, generated float64) (regenRun,
 // each run a floor, the least time its work takes: every slot busy from
 // start to end on its answers and on the prefill its cache left, which
 // bounds how much faster than another run any client can be.
-func renderRegen(w io.Writer, runs []regenRun, prefillUS, decodeTPS float64, endpoints int) {
+func renderRegen(w io.Writer, runs []*Result, prefillUS, decodeTPS float64, endpoints int) {
 	if len(runs) == 0 {
 		return
 	}
 	// Each endpoint's share of the answers and of the prefill, in seconds.
-	decodeS := func(r regenRun) float64 { return r.GeneratedTokens / float64(endpoints) / decodeTPS }
+	decodeS := func(r *Result) float64 { return r.Metrics["generated_tokens"] / float64(endpoints) / decodeTPS }
 	prefillS := func(tokens float64) float64 { return tokens * prefillUS / 1e6 / float64(endpoints) }
-	floor := func(r regenRun) float64 { return decodeS(r) + prefillS(r.PrefillTokens) }
-	a, best := runs[0], runs[0]
+	floor := func(r *Result) float64 { return decodeS(r) + prefillS(r.Metrics["prefill_tokens"]) }
+	first, best := runs[0], runs[0]
+	a := first.Metrics
 	t := newTable("client", "wall (simulated)", "vs. the first row", "requests", "prompt tokens", "served from cache", "prefill computed", "history served from cache", "floor")
 	for _, r := range runs {
 		if floor(r) < floor(best) {
 			best = r
 		}
-		t.add(r.Name, fmt.Sprintf("%.0f s", r.SimWallS), fmt.Sprintf("%.2f×", r.SimWallS/a.SimWallS), th(r.Requests), th(r.PromptTokens),
-			fmt.Sprintf("%s (%.1f%%)", th(r.CachedTokens), r.CacheHitPct), th(r.PrefillTokens), fmt.Sprintf("%.1f%%", r.HistoryHitPct), fmt.Sprintf("%.0f s", floor(r)))
+		m := r.Metrics
+		t.add(r.Name, fmt.Sprintf("%.0f s", m["sim_wall_s"]), fmt.Sprintf("%.2f×", m["sim_wall_s"]/a["sim_wall_s"]), th(m["requests"]),
+			th(m["prompt_tokens"]), fmt.Sprintf("%s (%.1f%%)", th(m["cached_tokens"]), m["cache_hit_pct"]), th(m["prefill_tokens"]),
+			fmt.Sprintf("%.1f%%", m["history_hit_pct"]), fmt.Sprintf("%.0f s", floor(r)))
 	}
 	t.write(w)
 	fmt.Fprintln(w)
 	met := map[bool]string{true: "yes", false: "**no**"}
 	t = newTable("target", "measured", "any client at most", "met").
-		add(a.Name+": ≥ 90% of history tokens served from cache", fmt.Sprintf("%.1f%%", a.HistoryHitPct), "100%", met[a.HistoryHitPct >= 90])
+		add(first.Name+": ≥ 90% of history tokens served from cache", fmt.Sprintf("%.1f%%", a["history_hit_pct"]), "100%", met[a["history_hit_pct"] >= 90])
 	for _, r := range runs[1:] {
-		ratio := r.SimWallS / a.SimWallS
-		t.add(a.Name+" ≥ 1.3× faster than "+r.Name, fmt.Sprintf("%.2f×", ratio), fmt.Sprintf("%.2f×", r.SimWallS/floor(best)), met[ratio >= 1.3])
+		ratio, bound := r.Metrics["sim_wall_s"]/a["sim_wall_s"], r.Metrics["sim_wall_s"]/floor(best)
+		t.add(first.Name+" ≥ 1.3× faster than "+r.Name, fmt.Sprintf("%.2f×", ratio), fmt.Sprintf("%.2f×", bound), met[ratio >= 1.3])
 	}
 	t.write(w)
 	// How much faster a client whose cache served every prompt token could
 	// be than one whose cache served none (none without answers).
-	d, p := decodeS(a), prefillS(a.PromptTokens)
+	d, p := decodeS(first), prefillS(a["prompt_tokens"])
 	gain, share := 0.0, 0.0
 	if d > 0 {
 		gain, share = (d+p)/d, 100*p/(d+p)
 	}
 	fmt.Fprintf(w, "\n- Prefill's share: each endpoint's part of the %s tokens generated takes %.0f s at %s tok/s (a full batch); prefilling its part of all %s prompt tokens would take %.0f s more at %g µs a token. Without a prefix cache prefill is %.1f%% of an endpoint's busy time, so a client whose cache served every prompt token could be at most %.2f× faster than one whose cache served none.\n",
-		th(a.GeneratedTokens), d, th(decodeTPS), th(a.PromptTokens), p, prefillUS, share, gain)
+		th(a["generated_tokens"]), d, th(decodeTPS), th(a["prompt_tokens"]), p, prefillUS, share, gain)
 	fmt.Fprintf(w, "- The floor is the least time a run's work takes: each endpoint's part of the answers at a full batch plus its part of the prefill the cache left. No client can take less than the smallest floor, %.0f s (%s), which bounds the column \"any client at most\": each run's wall time over that floor.\n",
 		floor(best), best.Name)
 	for _, r := range runs[1:] {
-		extra := r.PrefillTokens - a.PrefillTokens
+		extra := r.Metrics["prefill_tokens"] - a["prefill_tokens"]
 		fmt.Fprintf(w, "- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
-			r.Name, th(extra), a.Name, prefillUS, endpoints, prefillS(extra), r.SimWallS-a.SimWallS)
+			r.Name, th(extra), first.Name, prefillUS, endpoints, prefillS(extra), r.Metrics["sim_wall_s"]-a["sim_wall_s"])
 	}
 }
 
@@ -285,14 +265,8 @@ func (h *harness) regenView() map[string]any {
 
 func init() {
 	parts["regen"] = func(w io.Writer, h *harness) {
-		var runs []regenRun
-		for _, r := range h.group("regen") {
-			run := regenRun{Name: r.Name}
-			data, _ := json.Marshal(r.Metrics)
-			json.Unmarshal(data, &run)
-			runs = append(runs, run)
-		}
-		if !slices.ContainsFunc(runs, func(r regenRun) bool { return strings.HasPrefix(r.Name, "(c)") }) {
+		runs := h.group("regen")
+		if !slices.ContainsFunc(runs, func(r *Result) bool { return strings.HasPrefix(r.Name, "(c)") }) {
 			fmt.Fprint(w, "(c) was not measured: python3 is not installed on this machine.\n\n")
 		}
 		renderRegen(w, runs, regenPrefillUS, 1180, regenEndpoints)
