@@ -44,9 +44,8 @@ type Spec struct {
 	Shell       bool     // Argv is one bash script, e.g. a peer's pipeline
 	Exit        []int    // exit codes that count as success (default: 0)
 	Alias       []string // OLD=NEW: NEW is shown in place of OLD
-	// Fresh starts what each run needs afresh (a server whose clock starts
-	// with the run) before the run's clock starts; it returns the words
-	// that replace placeholders in Argv for that run, and a stop.
+	// Fresh starts what a run needs afresh (a server whose clock starts with
+	// it) before its clock starts: words for Argv's placeholders, and a stop.
 	Fresh func(ctx context.Context) (replace map[string]string, stop func(), err error)
 	Argv  []string
 }
@@ -314,9 +313,8 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 	return s, nil
 }
 
-// startOllama starts a real Ollama server on this machine's CPU serving
-// its tiny random-weight model with parallel slots (internal/ollamaserver),
-// or says why there is none (no binary installed, or it did not come up).
+// startOllama starts a real Ollama serving its tiny random-weight model on
+// the CPU with parallel slots, or says why there is none.
 func startOllama(parallel int, logf func(string, ...any)) (srv *ollamaserver.Server, stop func(), why string) {
 	srv, stop, why = lifeline.Hold(func(format string, args ...any) { logf("ollama: "+format, args...) },
 		func(h lifeline.Host) *ollamaserver.Server {
@@ -364,8 +362,7 @@ var dataSteps = []*dataStep{
 			var c struct{ Messages []message }
 			return json.Unmarshal(line, &c) == nil && userTurns(c.Messages) >= 3
 		}},
-	// Alpaca's English instructions where the real datasets are beside the
-	// repository, else the corpus's prompts.
+	// Alpaca's English instructions where the real datasets are, else the corpus's.
 	{name: "ollama-prompts", file: "data/ollama-prompts.jsonl", cmd: `{{with shared "real/alpaca_en_demo.json"}}extract --progress 0 {{.}} | dedup` +
 		`{{else}}corpus -n 10000 | extract --progress 0{{end}} | sed -n 1,{{.Sz.OllamaPrompts}}p > data/ollama-prompts.jsonl`},
 	{name: "prompts-sources", file: "data/prompts-sources.jsonl", deps: []string{"corpus"},
@@ -421,8 +418,7 @@ func (h *harness) generations(ctx context.Context, prompts, gens, rerun string) 
 	return h.sh(ctx, shellJoin([]string{"benchsuite", "generations", "--rerun", rerun, "-o", gens, prompts}))
 }
 
-// shared is a file of ../shared/data beside the repository, or "" when
-// it is not there.
+// shared is a file of ../shared/data beside the repository, or "".
 func (h *harness) shared(rel string) string {
 	d := h.repo
 	for range 5 {

@@ -14,9 +14,8 @@ import (
 	"tokenmill/lib/cli"
 )
 
-// The report is written by one renderer: report.tmpl holds every
-// section's text and targets as templates, which call stream (a stream
-// table) and part (a table of the section's own) to write the rows.
+// One renderer writes the report: report.tmpl holds each section's text and
+// targets, which call stream (a stream table) or part (a section's own).
 
 //go:embed report.tmpl
 var reportTmpl string

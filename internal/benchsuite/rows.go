@@ -42,9 +42,8 @@ type Result struct {
 	Records    int64  `json:"records,omitempty"`
 	OutRecords int64  `json:"out_records"` // the lines the command wrote; -1 when not counted
 	Runs       []Run  `json:"runs,omitempty"`
-	// RSSFloorKB is the measuring process's own peak RSS when the command
-	// started: the kernel carries it into a child made by vfork, so a
-	// child's peak is never reported below it.
+	// RSSFloorKB is the measuring process's peak RSS at the start: a child
+	// made by vfork inherits it, so no child's peak is reported below it.
 	RSSFloorKB int64              `json:"rss_floor_kb,omitempty"`
 	Load1      float64            `json:"load1"` // 1-minute load average when the measurement started
 	Metrics    map[string]float64 `json:"metrics,omitempty"`
@@ -170,9 +169,8 @@ func cpuBusy() time.Duration {
 	return parseCPUBusy(line)
 }
 
-// parseCPUBusy reads the "cpu" line of /proc/stat: user, nice, system,
-// irq, softirq and steal (idle and iowait are not busy; guest time is
-// already in user).
+// parseCPUBusy sums user, nice, system, irq, softirq and steal of /proc/stat's
+// "cpu" line (idle and iowait are not busy; guest time is already in user).
 func parseCPUBusy(line string) time.Duration {
 	f := strings.Fields(line)
 	if len(f) < 8 || f[0] != "cpu" {
@@ -190,10 +188,9 @@ func parseCPUBusy(line string) time.Duration {
 	return time.Duration(ticks) * time.Second / 100 // ticks of USER_HZ, 100 on every Linux Go runs on
 }
 
-// othersCores is what else kept the machine busy while a command ran, in
-// cores: the CPU time all processes spent over its runs (each run's start
-// and end) less its own, over their wall time; -1 when unknown. Counted in
-// ticks of 10 ms, it swings over short runs: it is held to the CPUs.
+// othersCores is the cores other processes kept busy over runs (all CPU time
+// between each run's start and end, less the run's own, over the wall time),
+// -1 when unknown; held to the CPUs, as ticks of 10 ms swing over short runs.
 func othersCores(busy [][2]time.Duration, runs []Run) float64 {
 	var others, wall time.Duration
 	for i, run := range runs {
