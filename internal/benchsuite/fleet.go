@@ -21,11 +21,10 @@ import (
 	"tokenmill/internal/llmsim"
 )
 
-// The fleet section: infer on a time-scaled llmsim fleet of 8 endpoints,
-// one slow and one crashing, a fresh fleet each run. The share of the
-// ideal counts what the endpoints decoded in the steady state (10% to 90%
-// of the tokens delivered), never what infer delivered: an answer
-// delivered in the window was partly decoded before it.
+// The fleet section: infer on a time-scaled llmsim fleet of 8 endpoints, one
+// slow and one crashing, a fresh fleet each run. The share of the ideal counts
+// what the endpoints decoded in the steady state (10% to 90% of the tokens
+// delivered), not what infer delivered, which was partly decoded before.
 const (
 	fleetTimeScale = 20 // the fleet's llmsim runs this many times faster than real GPUs
 	fleetEndpoints = 8
@@ -66,9 +65,8 @@ type fleetSample struct {
 	retries   float64 // infer's so far
 	up        []bool
 	running   []float64
-	// From llmsim's /llmsim/decoded, per endpoint: its
-	// generation_tokens_total, prompt_tokens_total (prefilled), the
-	// simulated time they were decoded by, and its clock's.
+	// From /llmsim/decoded per endpoint: generation_tokens_total,
+	// prompt_tokens_total, the simulated time they were decoded by, its clock.
 	generated, prompted, through, clock []float64
 }
 
@@ -95,10 +93,8 @@ func (h *harness) fleetRow(ctx context.Context, policy, prompts string) error {
 		res.Runs, res.OutRecords = append(res.Runs, run), int64(m["ok"])
 		for k, v := range m {
 			values[k] = append(values[k], v)
+			res.Metrics[k] = median(values[k]) // of the runs so far
 		}
-	}
-	for k, v := range values {
-		res.Metrics[k] = median(v)
 	}
 	delete(res.Metrics, "ok")
 	h.add(res)
@@ -215,11 +211,10 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 }
 
 // decodedShare is the percentage of the ideal the endpoints decoded over
-// samples, and of the ideal less the time their steps spent prefilling:
-// each endpoint over each stretch it was up, against its full batch's
-// rate over the simulated time the stretch spans (the longer of its
-// counters' and its clock's, so that idle time counts). Neither can pass
-// 100%, wherever the window and the readings fall.
+// samples, and of the ideal less their steps' prefill: each endpoint over
+// each stretch it was up, against its full batch's rate over the stretch's
+// simulated time (the longer of its counters' and its clock's, so that idle
+// time counts). Neither can pass 100%, wherever the readings fall.
 func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (share, prefillShare float64) {
 	var decoded, ideal, idealPrefill float64
 	for i := range rate {

@@ -118,14 +118,11 @@ func regenStats(logPath, name string, wall, scale, generated float64) (*Result, 
 		"cache_hit_pct": pct(cached, prompt), "history_hit_pct": pct(historyCached, history)}}, err
 }
 
-// renderRegen sets the runs side by side, the first the reference of the
-// "vs. the first row" column, with the targets and what llmsim's cost
-// model makes of them: an endpoint generates decodeTPS tokens a second
-// with a full batch, and each prompt token it computes costs prefillUS
-// more. So prefill has a share of the fleet's time without a cache, and
-// each run a floor, the least time its work takes: every slot busy from
-// start to end on its answers and on the prefill its cache left, which
-// bounds how much faster than another run any client can be.
+// renderRegen sets the runs side by side, the first the reference, with the
+// targets and what llmsim's cost model (an endpoint generates decodeTPS
+// tokens a second with a full batch; a prompt token computed costs
+// prefillUS more) makes of them: prefill's share without a cache, and each
+// run's floor, which bounds how much faster than another any client can be.
 func renderRegen(w io.Writer, runs []*Result, prefillUS, decodeTPS float64, endpoints int) {
 	if len(runs) == 0 {
 		return
@@ -134,8 +131,7 @@ func renderRegen(w io.Writer, runs []*Result, prefillUS, decodeTPS float64, endp
 	decodeS := func(r *Result) float64 { return r.Metrics["generated_tokens"] / float64(endpoints) / decodeTPS }
 	prefillS := func(tokens float64) float64 { return tokens * prefillUS / 1e6 / float64(endpoints) }
 	floor := func(r *Result) float64 { return decodeS(r) + prefillS(r.Metrics["prefill_tokens"]) }
-	first, best := runs[0], runs[0]
-	a := first.Metrics
+	first, a, best := runs[0].Name, runs[0].Metrics, runs[0]
 	t := newTable("client", "wall (simulated)", "vs. the first row", "requests", "prompt tokens", "served from cache", "prefill computed", "history served from cache", "floor")
 	for _, r := range runs {
 		if floor(r) < floor(best) {
@@ -150,15 +146,15 @@ func renderRegen(w io.Writer, runs []*Result, prefillUS, decodeTPS float64, endp
 	fmt.Fprintln(w)
 	met := map[bool]string{true: "yes", false: "**no**"}
 	t = newTable("target", "measured", "any client at most", "met").
-		add(first.Name+": ≥ 90% of history tokens served from cache", fmt.Sprintf("%.1f%%", a["history_hit_pct"]), "100%", met[a["history_hit_pct"] >= 90])
+		add(first+": ≥ 90% of history tokens served from cache", fmt.Sprintf("%.1f%%", a["history_hit_pct"]), "100%", met[a["history_hit_pct"] >= 90])
 	for _, r := range runs[1:] {
 		ratio, bound := r.Metrics["sim_wall_s"]/a["sim_wall_s"], r.Metrics["sim_wall_s"]/floor(best)
-		t.add(first.Name+" ≥ 1.3× faster than "+r.Name, fmt.Sprintf("%.2f×", ratio), fmt.Sprintf("%.2f×", bound), met[ratio >= 1.3])
+		t.add(first+" ≥ 1.3× faster than "+r.Name, fmt.Sprintf("%.2f×", ratio), fmt.Sprintf("%.2f×", bound), met[ratio >= 1.3])
 	}
 	t.write(w)
 	// How much faster a client whose cache served every prompt token could
 	// be than one whose cache served none (none without answers).
-	d, p := decodeS(first), prefillS(a["prompt_tokens"])
+	d, p := decodeS(runs[0]), prefillS(a["prompt_tokens"])
 	gain, share := 0.0, 0.0
 	if d > 0 {
 		gain, share = (d+p)/d, 100*p/(d+p)
@@ -170,7 +166,7 @@ func renderRegen(w io.Writer, runs []*Result, prefillUS, decodeTPS float64, endp
 	for _, r := range runs[1:] {
 		extra := r.Metrics["prefill_tokens"] - a["prefill_tokens"]
 		fmt.Fprintf(w, "- %s computed %s prefill tokens more than %s: at %g µs a token over %d endpoints, %.0f s of each endpoint's time; its wall time differs by %.0f s.\n",
-			r.Name, th(extra), first.Name, prefillUS, endpoints, prefillS(extra), r.Metrics["sim_wall_s"]-a["sim_wall_s"])
+			r.Name, th(extra), first, prefillUS, endpoints, prefillS(extra), r.Metrics["sim_wall_s"]-a["sim_wall_s"])
 	}
 }
 
@@ -186,11 +182,10 @@ func pct(a, b float64) float64 {
 }
 
 // regenFacts are the figures the section's text quotes: the conversations
-// by their questions, the mean prompt of a request by its questions (from
-// the last run's request log: every run sends the same prompts, llmsim's
-// answers depending on the prompt alone), the mean history of a later
-// turn, and how much more than the mean the busiest server of a round
-// robin generates, by (a)'s answers.
+// by their questions, the mean prompt by its questions (the last run's log
+// will do: llmsim's answers depend on the prompt alone, so every run sends
+// the same prompts), a later turn's mean history, and a round robin's
+// imbalance by (a)'s answers.
 func (h *harness) regenFacts() (*Result, error) {
 	f := &Result{Group: "regen-facts", Name: "facts", OutRecords: -1, Metrics: map[string]float64{}}
 	for _, r := range h.group("regen") {
@@ -246,10 +241,7 @@ func roundRobinImbalance(ids []string, tokens map[string]float64, servers int) f
 // "turns 10" by length).
 func (h *harness) regenView() map[string]any {
 	f := h.find("regen-facts", "facts")
-	m := map[string]float64{} // none without the facts row
-	if f != nil {
-		m = f.Metrics
-	}
+	m := cmp.Or(f, &Result{}).Metrics // none without the facts row
 	var turns, prompts []string
 	for _, name := range slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(len(a)-len(b), strings.Compare(a, b)) }) {
 		var k int

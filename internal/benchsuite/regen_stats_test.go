@@ -101,3 +101,25 @@ func TestRegenStats(t *testing.T) {
 		t.Fatalf("a malformed log line: %v, want an error naming line 2", err)
 	}
 }
+
+// TestPromValue reads figures of a Prometheus text page as the fleet
+// section polls them: by name alone whatever their labels, or by name and
+// labels; a name that only starts another's is not it.
+func TestPromValue(t *testing.T) {
+	page := []byte(`# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="Qwen3.6-27B"} 12.0
+tokenmill_infer_tokens_total{kind="prompt"} 400
+tokenmill_infer_tokens_total{kind="completion"} 1.5e+06
+tokenmill_infer_retries_total_other 9
+tokenmill_infer_retries_total 3
+`)
+	for metric, want := range map[string]float64{
+		"sglang:num_running_reqs": 12, `tokenmill_infer_tokens_total{kind="completion"}`: 1.5e6, "tokenmill_infer_retries_total": 3,
+		"sglang:num_queue_reqs": 0, "tokenmill_infer_retries": 0,
+	} {
+		if got := promValue(page, metric); got != want {
+			t.Errorf("%s = %v, want %v", metric, got, want)
+		}
+	}
+}
