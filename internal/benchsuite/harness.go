@@ -375,11 +375,10 @@ func sizeLabel(n int) string {
 }
 
 // section is one "##" part of BENCHMARKS.md that a run measures: the data
-// it needs and how it measures; its text, targets and runs note are
-// report.tmpl's templates NAME, "NAME targets" and "NAME runs".
+// it needs and how it measures; its text and targets are report.tmpl's
+// templates NAME and "NAME targets".
 type section struct {
 	name, heading string
-	about         string   // for --list
 	needs         []string // data steps
 	measure       func(context.Context, *harness) error
 }
