@@ -115,8 +115,8 @@ func (h *harness) fleetOnce(ctx context.Context, simFlags []string, inferArgs fu
 	}
 	// infer writes in llmsim's scratch directory, removed with it.
 	addr, out, stderr := "127.0.0.1:"+strconv.Itoa(port), filepath.Join(sim.dir, "gen.jsonl"), filepath.Join(sim.dir, "infer.err")
-	// infer is measured as every row is, polled until it exits; runOnce's
-	// writeback is waited for before the samples' clock starts.
+	// infer is measured as every row is, polled until it exits; the writeback
+	// runOnce waits for is done first, so that the samples' clock starts with infer.
 	syscall.Sync()
 	var run Run
 	start, exited := time.Now(), make(chan error, 1)
@@ -175,9 +175,9 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 	if a < 0 || b <= a {
 		return nil, fmt.Errorf("no steady state observed (%d samples)", len(samples))
 	}
-	// Each endpoint up from one sample to the next counts in the steady
-	// state between a and b, and in the whole run, ramp-up and tail
-	// included: before the first sample and after the last it counts as up.
+	// Each endpoint counts from one sample to the next as the first found it:
+	// in the steady state between a and b, and in the whole run, ramp-up and
+	// tail included (from 0 as the first sample found it, to wall as the last).
 	var ideal, busy, capacity, generated, wholeIdeal, down float64
 	for k, s := range samples {
 		from, to := s.at, wall
@@ -218,7 +218,7 @@ func analyse(samples []fleetSample, slots, slow []float64, final float64, wall t
 func decodedShare(samples []fleetSample, rate, slow []float64, prefillPerToken float64) (share, prefillShare float64) {
 	var decoded, ideal, idealPrefill float64
 	for i := range rate {
-		for from, k := 0, 0; k < len(samples); k++ { // from: the first sample up to k since one down
+		for from, k := 0, 0; k < len(samples); k++ { // from: the first sample after one down
 			if !samples[k].up[i] {
 				from = k + 1
 			} else if k+1 == len(samples) || !samples[k+1].up[i] { // a stretch up ends at k

@@ -23,8 +23,8 @@ import (
 const (
 	regenScale = 10 // the fleet runs this many times faster than real GPUs
 	// regenPrefillUS is the prefill cost per prompt token, µs: llmsim's 40
-	// is more than one GPU computes for a 27B model (the section's text says
-	// why 250), and prefill is what affinity saves.
+	// (25,000 tokens/s) is more than a GPU computes for a 27B model (the
+	// section's text says why 250), and prefill is what affinity saves.
 	regenPrefillUS = 250
 	// regenKV is the KV cache per endpoint, in tokens: about SGLang's
 	// max_total_num_tokens for a 27-32B model in FP8 on one 80 GB GPU.
