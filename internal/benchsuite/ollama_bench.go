@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
-
-	"github.com/segmentio/encoding/json"
 
 	"tokenmill/lib/bench"
 	"tokenmill/lib/cli"
@@ -33,15 +30,11 @@ func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []
 	if err != nil {
 		return 0, err
 	}
-	b, err := os.ReadFile(h.path(out))
-	var rep bench.Report
-	if err == nil {
-		err = json.Unmarshal(b, &rep)
-	}
-	if err != nil {
+	var rep *bench.Report
+	if err = eachJSON(h.path(out), func(r *bench.Report) error { rep = r; return nil }); err != nil || rep == nil {
 		return 0, fmt.Errorf("infer bench's report (%s): %v", out, err)
 	}
-	r.Metrics, r.Note = benchMetrics(&rep), benchNote(&rep)
+	r.Metrics, r.Note = benchMetrics(rep), benchNote(rep)
 	h.logf("ollama: infer bench: %s", r.Note)
 	h.add(r)
 	return rep.Recommended, nil

@@ -52,16 +52,17 @@ const (
 // all of the prompts.
 func (h *harness) nearSizes() []int { return []int{h.sz.Main / 16, h.sz.Main / 4, h.sz.Main} }
 
-// dedupNear runs dedup --near from the scratch directory, unmeasured, and
-// returns its summary line's figures: read, kept, removed, near-duplicates.
-func (h *harness) dedupNear(ctx context.Context, args ...string) ([]float64, error) {
-	cmd := exec.CommandContext(ctx, h.tool("dedup"), append([]string{"--near", "--force", "-o", "/dev/null"}, args...)...)
+// dedupNear runs a script ending in dedup --near from the scratch
+// directory, unmeasured, and returns the figures of dedup's summary line:
+// read, kept, removed, near-duplicates.
+func (h *harness) dedupNear(ctx context.Context, script string) ([]float64, error) {
+	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", script+" --near --force -o /dev/null")
 	var stderr bytes.Buffer
 	cmd.Dir, cmd.Env, cmd.Stderr = h.dir, h.environ, &stderr
 	err := cmd.Run()
 	m := regexp.MustCompile(`read (\d+), kept (\d+), removed (\d+).*near-duplicates (\d+)`).FindStringSubmatch(stderr.String())
 	if err != nil || m == nil {
-		return nil, fmt.Errorf("dedup --near %s: %v, no summary in:\n%s", shellJoin(args), err, tail(stderr.Bytes(), 2000))
+		return nil, fmt.Errorf("%s: %v, no summary in:\n%s", script, err, tail(stderr.Bytes(), 2000))
 	}
 	f := make([]float64, 4)
 	for i := range f {
@@ -101,7 +102,7 @@ func (h *harness) nearQuality(ctx context.Context) error {
 	defer os.Remove(h.path(clusters))
 	err := writeFile(h.path(data), buf)
 	if err == nil {
-		_, err = h.dedupNear(ctx, "--clusters", clusters, data)
+		_, err = h.dedupNear(ctx, "dedup --clusters "+clusters+" "+data)
 	}
 	if err == nil {
 		err = eachJSON(h.path(clusters), func(c *struct {
@@ -169,18 +170,12 @@ func (h *harness) nearReal(ctx context.Context) error {
 		h.unavailable("neardup-real", "real datasets", "../shared/data/real is not beside the repository")
 		return nil
 	}
-	const prompts = "tmp/neardup-real.jsonl"
-	defer h.remove(prompts)
 	entries, err := os.ReadDir(dir)
 	load := loadAverage()
 	for _, e := range entries {
 		if name := e.Name(); !e.IsDir() && name != "README.md" && err == nil {
-			err = h.sh(ctx, shellJoin([]string{"extract", "--force", "--progress", "0", "-o", prompts, filepath.Join(dir, name)}))
 			var f []float64
-			if err == nil {
-				f, err = h.dedupNear(ctx, prompts)
-			}
-			if err == nil {
+			if f, err = h.dedupNear(ctx, shellJoin([]string{"extract", "--progress", "0", filepath.Join(dir, name)})+" | dedup"); err == nil {
 				h.add(&Result{Group: "neardup-real", Name: name, OutRecords: -1, Load1: load, Command: "extract " + name + " | dedup --near",
 					Metrics: map[string]float64{"prompts": f[0], "kept": f[1], "exact": f[2] - f[3], "near": f[3]}})
 			}
