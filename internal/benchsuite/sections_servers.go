@@ -97,9 +97,10 @@ var clientSection = &section{
 var llmsimSection = &section{
 	name: "llmsim", heading: "## llmsim alone",
 	measure: func(ctx context.Context, h *harness) error {
-		return h.goBench(ctx, &Result{Group: "llmsim", Name: "llmsim --instant, 1 endpoint", Ours: true,
-			Note: "client and simulator in one process, 32 goroutines on one fasthttp client"}, "BenchmarkInstantChat", "req/s", "rps",
-			"-benchtime", h.sz.LLMSimBenchtime, "-count", strconv.Itoa(h.runs), "./internal/llmsim/")
+		return h.goBench(ctx, 1, "BenchmarkInstantChat", []string{""}, func(_ string, m map[string]float64) *Result {
+			return &Result{Group: "llmsim", Name: "llmsim --instant, 1 endpoint", Ours: true, Metrics: map[string]float64{"rps": m["req/s"], "runs": m["runs"]},
+				Note: "client and simulator in one process, 32 goroutines on one fasthttp client"}
+		}, "-benchtime", h.sz.LLMSimBenchtime, "-count", strconv.Itoa(h.runs), "./internal/llmsim/")
 	},
 }
 

@@ -25,26 +25,6 @@ var tokenIDsSection = &section{
 	},
 }
 
-// goBench runs `go test -bench '^name$' args...` once (-count in args for
-// several runs) and keeps row with the median of the figure reported in
-// unit, recorded as as.
-func (h *harness) goBench(ctx context.Context, row *Result, name, unit, as string, args ...string) error {
-	argv := append([]string{"go", "test", "-run", "^$", "-bench", "^" + name + "$"}, args...)
-	row.Command, row.OutRecords, row.Load1 = shellJoin(argv), -1, loadAverage()
-	out, err := h.goTest(ctx, argv)
-	if err != nil {
-		return err
-	}
-	values := benchFigures(out)[name][unit]
-	if len(values) == 0 {
-		return fmt.Errorf("%s: no %q figure in the output:\n%s", row.Command, unit, tail(out, 3000))
-	}
-	row.Metrics = map[string]float64{as: median(values), "runs": float64(len(values))}
-	h.logf("%s/%s: median %s %.0f of %d runs (load %.2f)", row.Group, row.Name, unit, row.Metrics[as], len(values), row.Load1)
-	h.add(row)
-	return nil
-}
-
 // goTest runs a command from the repository (go test, or a peer's script
 // beside it), with env added; its output is stdout and stderr as written.
 func (h *harness) goTest(ctx context.Context, argv []string, env ...string) ([]byte, error) {
@@ -57,17 +37,14 @@ func (h *harness) goTest(ctx context.Context, argv []string, env ...string) ([]b
 	return out, nil
 }
 
-// subBench runs go test -bench of one benchmark --runs times and keeps a
-// row for each of its sub-benchmarks modes, named by row, with the median
-// of every figure over the runs. One go test a run, not -count: -count
-// repeats each sub-benchmark back to back, and modes measured minutes
-// apart on a shared machine would compare its load, not themselves; a go
-// test a run interleaves them.
-func (h *harness) subBench(ctx context.Context, group, name, benchtime, pkg string, modes []string, row func(mode string) (string, bool)) error {
-	argv := []string{"go", "test", "-run", "^$", "-bench", "^" + name + "$", "-benchtime", benchtime, "-count", "1", pkg}
+// goBench runs `go test -bench '^name$' args...` times times and keeps a
+// row for each of modes (its sub-benchmarks; "" the benchmark itself),
+// made by row from the median of every figure over the runs.
+func (h *harness) goBench(ctx context.Context, times int, name string, modes []string, row func(mode string, m map[string]float64) *Result, args ...string) error {
+	argv := append([]string{"go", "test", "-run", "^$", "-bench", "^" + name + "$"}, args...)
 	var out []byte
 	load := loadAverage()
-	for range h.runs {
+	for range times {
 		o, err := h.goTest(ctx, argv)
 		if err != nil {
 			return err
@@ -79,12 +56,25 @@ func (h *harness) subBench(ctx context.Context, group, name, benchtime, pkg stri
 		return fmt.Errorf("%s: %v\n%s", shellJoin(argv), err, tail(out, 3000))
 	}
 	for _, mode := range modes {
-		r := &Result{Group: group, Command: shellJoin(argv), OutRecords: -1, Load1: load, Metrics: medians[mode]}
-		r.Name, r.Ours = row(mode)
-		h.logf("%s/%s: %v (load %.2f)", group, r.Name, r.Metrics, load)
+		r := row(mode, medians[mode])
+		r.Command, r.OutRecords, r.Load1 = shellJoin(argv), -1, load
+		h.logf("%s/%s: %v (load %.2f)", r.Group, r.Name, r.Metrics, load)
 		h.add(r)
 	}
 	return nil
+}
+
+// subBench keeps a row for each of one benchmark's sub-benchmarks modes,
+// named by row, over --runs go tests. One go test a run, not -count:
+// -count repeats each sub-benchmark back to back, and modes measured
+// minutes apart on a shared machine would compare its load, not
+// themselves; a go test a run interleaves them.
+func (h *harness) subBench(ctx context.Context, group, name, benchtime, pkg string, modes []string, row func(mode string) (string, bool)) error {
+	return h.goBench(ctx, h.runs, name, modes, func(mode string, m map[string]float64) *Result {
+		r := &Result{Group: group, Metrics: m}
+		r.Name, r.Ours = row(mode)
+		return r
+	}, "-benchtime", benchtime, "-count", "1", pkg)
 }
 
 // benchFigures reads go test -bench output ("BenchmarkX/mode-2  1000
@@ -113,13 +103,13 @@ func benchFigures(out []byte) map[string]map[string][]float64 {
 var procsSuffix = regexp.MustCompile(`-\d+$`)
 
 // subBenchMedians reads go test -bench output of one benchmark's
-// sub-benchmarks (name/mode-P ...): for each mode, the median of every
-// figure over the runs.
+// sub-benchmarks (name/mode-P ...; mode "": name-P): for each mode, the
+// median of every figure over the runs.
 func subBenchMedians(out []byte, name string, modes []string) (map[string]map[string]float64, error) {
 	figs := benchFigures(out)
 	medians := map[string]map[string]float64{}
 	for _, mode := range modes {
-		values := figs[name+"/"+mode]
+		values := figs[strings.TrimSuffix(name+"/"+mode, "/")]
 		if len(values) == 0 {
 			return nil, fmt.Errorf("no figures of %s/%s in the output", name, mode)
 		}
