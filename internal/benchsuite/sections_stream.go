@@ -52,6 +52,12 @@ func with(in Spec, name, note string, argv ...string) Spec {
 	return in
 }
 
+// specsSection is a section that measures the specs given, in order.
+func specsSection(name, heading string, needs []string, specs func(*harness) []peerSpec) *section {
+	measure := func(ctx context.Context, h *harness) error { return h.measureAll(ctx, specs(h)) }
+	return &section{name: name, heading: heading, needs: needs, measure: measure}
+}
+
 // measureAll measures specs in order, or keeps a row saying why not.
 func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
 	for _, p := range specs {
@@ -74,56 +80,48 @@ func (h *harness) whyNot(w io.Writer, group, ours, peer, why string) {
 	}
 }
 
-var dedupSection = &section{
-	name: "dedup", heading: "## dedup",
-	needs: []string{"prompts", "prompts-slurp", "prompts-exact"},
-	measure: func(ctx context.Context, h *harness) error {
-		const p, ps, pe = "data/prompts.jsonl", "data/prompts-slurp.jsonl", "data/prompts-exact.jsonl"
-		in := Spec{Group: "dedup", BytesOf: []string{p}}
-		slurp := Spec{Group: "dedup", BytesOf: []string{ps}}
-		exact := Spec{Group: "dedup-exact", BytesOf: []string{pe}}
-		gawk := peer(with(in, "gawk", "whole lines, as awk", "gawk", "!seen[$0]++", p), "gawk")
-		if gawk.why != "" {
-			awk, _ := exec.LookPath("awk")
-			awk, _ = filepath.EvalSymlinks(awk)
-			gawk.why += "; awk here is " + cmp.Or(awk, "none")
-		}
-		return h.measureAll(ctx, []peerSpec{
-			ours(with(in, "dedup", "", "dedup", p)),
-			peer(with(in, "dedup --workers 1", "one worker: reads, parses and decides on one core", "dedup", "--workers", "1", p)),
-			ours(with(in, "dedup --exact", "", "dedup", "--exact", p)),
-			peer(with(in, "awk", "compares whole lines, ids included, so it drops no repeated prompt", "awk", "!seen[$0]++", p)),
-			gawk,
-			shellPeer(with(in, "sort -u", "whole lines, as awk; written in byte order, not input order",
-				"LC_ALL=C sort -u "+p), "sort"),
-			shellPeer(with(in, "jq + sort", "keeps the first of each prompt, written in key order, not input order",
-				`jq -r '"\(.messages|tojson)\t\(tojson)"' `+p+` | LC_ALL=C sort -s -t $'\t' -k1,1 -u | cut -f2-`), "jq", "sort", "cut"),
-			ours(with(slurp, fmt.Sprintf("dedup, first %d", h.sz.Slurp), "", "dedup", ps)),
-			peer(with(slurp, fmt.Sprintf("jq -s unique_by, first %d", h.sz.Slurp), "", "jq", "-c", "-s", "unique_by(.messages)[]", ps), "jq"),
-			ours(with(exact, fmt.Sprintf("dedup --exact, %s", sizeLabel(h.sz.Exact)), "", "dedup", "--exact", pe)),
-			shellPeer(with(exact, fmt.Sprintf("sort -u by prompt, %s", sizeLabel(h.sz.Exact)),
-				"keyed on the bytes after the id (the prompt's JSON text), written in key order",
-				`LC_ALL=C sort -s -u -t '"' -k6 `+pe), "sort"),
-		})
-	},
-}
+var dedupSection = specsSection("dedup", "## dedup", []string{"prompts", "prompts-slurp", "prompts-exact"}, func(h *harness) []peerSpec {
+	const p, ps, pe = "data/prompts.jsonl", "data/prompts-slurp.jsonl", "data/prompts-exact.jsonl"
+	in := Spec{Group: "dedup", BytesOf: []string{p}}
+	slurp := Spec{Group: "dedup", BytesOf: []string{ps}}
+	exact := Spec{Group: "dedup-exact", BytesOf: []string{pe}}
+	gawk := peer(with(in, "gawk", "whole lines, as awk", "gawk", "!seen[$0]++", p), "gawk")
+	if gawk.why != "" {
+		awk, _ := exec.LookPath("awk")
+		awk, _ = filepath.EvalSymlinks(awk)
+		gawk.why += "; awk here is " + cmp.Or(awk, "none")
+	}
+	return []peerSpec{
+		ours(with(in, "dedup", "", "dedup", p)),
+		peer(with(in, "dedup --workers 1", "one worker: reads, parses and decides on one core", "dedup", "--workers", "1", p)),
+		ours(with(in, "dedup --exact", "", "dedup", "--exact", p)),
+		peer(with(in, "awk", "compares whole lines, ids included, so it drops no repeated prompt", "awk", "!seen[$0]++", p)),
+		gawk,
+		shellPeer(with(in, "sort -u", "whole lines, as awk; written in byte order, not input order",
+			"LC_ALL=C sort -u "+p), "sort"),
+		shellPeer(with(in, "jq + sort", "keeps the first of each prompt, written in key order, not input order",
+			`jq -r '"\(.messages|tojson)\t\(tojson)"' `+p+` | LC_ALL=C sort -s -t $'\t' -k1,1 -u | cut -f2-`), "jq", "sort", "cut"),
+		ours(with(slurp, fmt.Sprintf("dedup, first %d", h.sz.Slurp), "", "dedup", ps)),
+		peer(with(slurp, fmt.Sprintf("jq -s unique_by, first %d", h.sz.Slurp), "", "jq", "-c", "-s", "unique_by(.messages)[]", ps), "jq"),
+		ours(with(exact, fmt.Sprintf("dedup --exact, %s", sizeLabel(h.sz.Exact)), "", "dedup", "--exact", pe)),
+		shellPeer(with(exact, fmt.Sprintf("sort -u by prompt, %s", sizeLabel(h.sz.Exact)),
+			"keyed on the bytes after the id (the prompt's JSON text), written in key order",
+			`LC_ALL=C sort -s -u -t '"' -k6 `+pe), "sort"),
+	}
+})
 
-var shardSection = &section{
-	name: "shard", heading: "## shard: 8 parts",
-	needs: []string{"prompts"},
-	measure: func(ctx context.Context, h *harness) error {
-		const p = "data/prompts.jsonl"
-		in := Spec{Group: "shard", BytesOf: []string{p}, Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
-		return h.measureAll(ctx, []peerSpec{
-			ours(with(in, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
-			ours(with(in, "shard --by round-robin", "", "shard", "-n", "8", "--by", "round-robin", "-o", "tmp/shards/part-{i}.jsonl", p)),
-			peer(with(in, "split -n l/8", "8 runs of consecutive lines: a record's shard changes with the file", "split", "-n", "l/8", p, "tmp/shards/part-"), "split"),
-			peer(with(in, "awk round-robin", "", "awk", `{ print > ("tmp/shards/part-" NR % 8) }`, p), "awk"),
-			peer(with(in, "awk by id", "the 4th field between quotes (the id) mod 8: a text id counts as 0, and a quote in an earlier field moves it", "awk", "-F\"", `{ print > ("tmp/shards/part-" $4 % 8) }`, p), "awk"),
-			peer(with(in, "shard --workers 1", "one worker", "shard", "--workers", "1", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
-		})
-	},
-}
+var shardSection = specsSection("shard", "## shard: 8 parts", []string{"prompts"}, func(h *harness) []peerSpec {
+	const p = "data/prompts.jsonl"
+	in := Spec{Group: "shard", BytesOf: []string{p}, Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
+	return []peerSpec{
+		ours(with(in, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
+		ours(with(in, "shard --by round-robin", "", "shard", "-n", "8", "--by", "round-robin", "-o", "tmp/shards/part-{i}.jsonl", p)),
+		peer(with(in, "split -n l/8", "8 runs of consecutive lines: a record's shard changes with the file", "split", "-n", "l/8", p, "tmp/shards/part-"), "split"),
+		peer(with(in, "awk round-robin", "", "awk", `{ print > ("tmp/shards/part-" NR % 8) }`, p), "awk"),
+		peer(with(in, "awk by id", "the 4th field between quotes (the id) mod 8: a text id counts as 0, and a quote in an earlier field moves it", "awk", "-F\"", `{ print > ("tmp/shards/part-" $4 % 8) }`, p), "awk"),
+		peer(with(in, "shard --workers 1", "one worker", "shard", "--workers", "1", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
+	}
+})
 
 // composeMix is the mix measured: three of the corpus's sources (30%, 15%
 // and 10% of it) at shares 0.5, 0.3 and 0.2 of 45% of the records, which
@@ -145,38 +143,32 @@ func composeCounts(h *harness) []int {
 // compose's section: a mix of three sources beside the script a user
 // writes instead: a jq pass per source to pick its records, shuf to draw
 // them and take its count (shuf -n: shuf | head).
-var composeSection = &section{
-	name: "compose", heading: "## compose: a mix of three sources",
-	needs: []string{"prompts-sources"},
-	measure: func(ctx context.Context, h *harness) error {
-		const p, out = "data/prompts-sources.jsonl", "tmp/mix.jsonl"
-		var shares, loop []string
-		sum := 0
-		for i, c := range composeCounts(h) {
-			shares = append(shares, fmt.Sprintf("%s=%g", composeMix[i].source, composeMix[i].share))
-			loop = append(loop, fmt.Sprintf("%s:%d", composeMix[i].source, c))
-			sum += c
-		}
-		in := Spec{Group: "compose", BytesOf: []string{p}, Count: []string{out}, Clean: []string{out}}
-		args := []string{"--by", "meta.source", "--share", strings.Join(shares, ","), "--total", fmt.Sprint(sum), "--progress", "0", "-o", out, p}
-		return h.measureAll(ctx, []peerSpec{
-			ours(with(in, "compose", "", append([]string{"compose"}, args...)...)),
-			peer(with(in, "compose --workers 1", "one worker", append([]string{"compose", "--workers", "1"}, args...)...)),
-			shellPeer(with(in, "jq + shuf -n", "a jq pass per source, shuf -n drawing its count (shuf | head, without head's early exit failing the pipe); the draw is fixed by --random-source, not by the ids, so it changes with the file",
-				`for s in `+strings.Join(loop, " ")+`; do jq -c --arg s "${s%:*}" 'select(.meta.source == $s)' `+p+
-					` | shuf -n "${s##*:}" --random-source=<(yes); done > `+out), "jq", "shuf"),
-		})
-	},
-}
+var composeSection = specsSection("compose", "## compose: a mix of three sources", []string{"prompts-sources"}, func(h *harness) []peerSpec {
+	const p, out = "data/prompts-sources.jsonl", "tmp/mix.jsonl"
+	var shares, loop []string
+	sum := 0
+	for i, c := range composeCounts(h) {
+		shares = append(shares, fmt.Sprintf("%s=%g", composeMix[i].source, composeMix[i].share))
+		loop = append(loop, fmt.Sprintf("%s:%d", composeMix[i].source, c))
+		sum += c
+	}
+	in := Spec{Group: "compose", BytesOf: []string{p}, Count: []string{out}, Clean: []string{out}}
+	args := []string{"--by", "meta.source", "--share", strings.Join(shares, ","), "--total", fmt.Sprint(sum), "--progress", "0", "-o", out, p}
+	return []peerSpec{
+		ours(with(in, "compose", "", append([]string{"compose"}, args...)...)),
+		peer(with(in, "compose --workers 1", "one worker", append([]string{"compose", "--workers", "1"}, args...)...)),
+		shellPeer(with(in, "jq + shuf -n", "a jq pass per source, shuf -n drawing its count (shuf | head, without head's early exit failing the pipe); the draw is fixed by --random-source, not by the ids, so it changes with the file",
+			`for s in `+strings.Join(loop, " ")+`; do jq -c --arg s "${s%:*}" 'select(.meta.source == $s)' `+p+
+				` | shuf -n "${s##*:}" --random-source=<(yes); done > `+out), "jq", "shuf"),
+	}
+})
 
-var mergeSection = &section{
-	name: "merge", heading: "## merge: one record per prompt from a run and its rerun",
-	needs: []string{"gens", "gens-slurp"},
-	measure: func(ctx context.Context, h *harness) error {
+var mergeSection = specsSection("merge", "## merge: one record per prompt from a run and its rerun", []string{"gens", "gens-slurp"},
+	func(h *harness) []peerSpec {
 		g, r, gs, rs := "data/gens.jsonl", "data/rerun.jsonl", "data/gens-slurp.jsonl", "data/rerun-slurp.jsonl"
 		in := Spec{Group: "merge", BytesOf: []string{g, r}}
 		slurp := Spec{Group: "merge", BytesOf: []string{gs, rs}}
-		return h.measureAll(ctx, []peerSpec{
+		return []peerSpec{
 			ours(with(in, "merge", "", "merge", g, r)),
 			ours(with(in, "merge --sort", "", "merge", "--sort", g, r)),
 			peer(with(in, "merge --workers 1", "one worker", "merge", "--workers", "1", g, r)),
@@ -186,50 +178,41 @@ var mergeSection = &section{
 				"jq", "-c", "-s", "group_by(.id) | map(last)[]", gs, rs), "jq"),
 			shellPeer(with(in, "sort + awk join", "the last record of each id (by the 4th field between quotes), in id order; no ranking: an error read last would win",
 				`LC_ALL=C sort -s -t '"' -k4,4 `+g+" "+r+` | awk -F'"' 'NR > 1 && $4 != id { print line } { id = $4; line = $0 } END { if (NR) print line }'`), "sort", "awk"),
-		})
-	},
-}
+		}
+	})
 
-var statsSection = &section{
-	name: "stats", heading: "## stats",
-	needs: []string{"gens", "gens-slurp"},
-	measure: func(ctx context.Context, h *harness) error {
-		const g, gs = "data/gens.jsonl", "data/gens-slurp.jsonl"
-		in := Spec{Group: "stats", BytesOf: []string{g}, NoCount: true}
-		slurp := Spec{Group: "stats", BytesOf: []string{gs}, NoCount: true}
-		const jqPct = `{n: length, p50: .[length*0.5|floor], p90: .[length*0.9|floor], p99: .[length*0.99|floor], max: .[-1]}`
-		const awkPct = `{ v[NR] = $1 } END { print "n", NR, "p50", v[int(NR*0.5)+1], "p90", v[int(NR*0.9)+1], "p99", v[int(NR*0.99)+1], "max", v[NR] }`
-		return h.measureAll(ctx, []peerSpec{
-			ours(with(in, "stats", "", "stats", g)),
-			ours(with(in, "stats --json", "", "stats", "--json", g)),
-			peer(with(in, "stats --workers 1", "one worker", "stats", "--workers", "1", g)),
-			ours(with(slurp, fmt.Sprintf("stats, first %d", h.sz.Slurp), "", "stats", gs)),
-			shellPeer(with(in, "jq + sort + awk", "answer length percentiles alone; stats reports much more",
-				"jq '.output.usage.completion_tokens // empty' "+g+" | LC_ALL=C sort -n | awk '"+awkPct+"'"), "jq", "sort", "awk"),
-			peer(with(slurp, fmt.Sprintf("jq -s, first %d", h.sz.Slurp), "answer length percentiles alone",
-				"jq", "-s", "[.[].output.usage.completion_tokens // empty] | sort | "+jqPct, gs), "jq"),
-		})
-	},
-}
+var statsSection = specsSection("stats", "## stats", []string{"gens", "gens-slurp"}, func(h *harness) []peerSpec {
+	const g, gs = "data/gens.jsonl", "data/gens-slurp.jsonl"
+	in := Spec{Group: "stats", BytesOf: []string{g}, NoCount: true}
+	slurp := Spec{Group: "stats", BytesOf: []string{gs}, NoCount: true}
+	const jqPct = `{n: length, p50: .[length*0.5|floor], p90: .[length*0.9|floor], p99: .[length*0.99|floor], max: .[-1]}`
+	const awkPct = `{ v[NR] = $1 } END { print "n", NR, "p50", v[int(NR*0.5)+1], "p90", v[int(NR*0.9)+1], "p99", v[int(NR*0.99)+1], "max", v[NR] }`
+	return []peerSpec{
+		ours(with(in, "stats", "", "stats", g)),
+		ours(with(in, "stats --json", "", "stats", "--json", g)),
+		peer(with(in, "stats --workers 1", "one worker", "stats", "--workers", "1", g)),
+		ours(with(slurp, fmt.Sprintf("stats, first %d", h.sz.Slurp), "", "stats", gs)),
+		shellPeer(with(in, "jq + sort + awk", "answer length percentiles alone; stats reports much more",
+			"jq '.output.usage.completion_tokens // empty' "+g+" | LC_ALL=C sort -n | awk '"+awkPct+"'"), "jq", "sort", "awk"),
+		peer(with(slurp, fmt.Sprintf("jq -s, first %d", h.sz.Slurp), "answer length percentiles alone",
+			"jq", "-s", "[.[].output.usage.completion_tokens // empty] | sort | "+jqPct, gs), "jq"),
+	}
+})
 
-var filterSection = &section{
-	name: "filter", heading: "## filter: quality checks",
-	needs: []string{"filter-gens", "filter-gens-lang"},
-	measure: func(ctx context.Context, h *harness) error {
-		const f, l = "data/filter-gens.jsonl", "data/filter-gens-lang.jsonl"
-		in := Spec{Group: "filter", BytesOf: []string{f}}
-		lang := Spec{Group: "filter-lang", BytesOf: []string{l}}
-		version, _ := exec.Command("python3", "-c", "import sys; print(sys.version.split()[0])").Output()
-		return h.measureAll(ctx, []peerSpec{
-			ours(with(in, "filter", "", "filter", "--progress", "0", f)),
-			peer(with(in, "filter --workers 1", "one core", "filter", "--progress", "0", "--workers", "1", f)),
-			peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+cmp.Or(strings.TrimSpace(string(version)), "3")+", one process",
-				"python3", h.repoFile("pipelines/bench/filter_gopher.py"), f), "python3"),
-			ours(with(lang, "filter --checks default,lang", "language identification with whatlanggo", "filter", "--progress", "0", "--checks", "default,lang", l)),
-			peer(with(lang, "filter (default checks)", "", "filter", "--progress", "0", l)),
-		})
-	},
-}
+var filterSection = specsSection("filter", "## filter: quality checks", []string{"filter-gens", "filter-gens-lang"}, func(h *harness) []peerSpec {
+	const f, l = "data/filter-gens.jsonl", "data/filter-gens-lang.jsonl"
+	in := Spec{Group: "filter", BytesOf: []string{f}}
+	lang := Spec{Group: "filter-lang", BytesOf: []string{l}}
+	version, _ := exec.Command("python3", "-c", "import sys; print(sys.version.split()[0])").Output()
+	return []peerSpec{
+		ours(with(in, "filter", "", "filter", "--progress", "0", f)),
+		peer(with(in, "filter --workers 1", "one core", "filter", "--progress", "0", "--workers", "1", f)),
+		peer(with(in, "python3 filter_gopher.py", "the same checks in Python "+cmp.Or(strings.TrimSpace(string(version)), "3")+", one process",
+			"python3", h.repoFile("pipelines/bench/filter_gopher.py"), f), "python3"),
+		ours(with(lang, "filter --checks default,lang", "language identification with whatlanggo", "filter", "--progress", "0", "--checks", "default,lang", l)),
+		peer(with(lang, "filter (default checks)", "", "filter", "--progress", "0", l)),
+	}
+})
 
 var growthSection = &section{
 	name: "growth", heading: "## Cost as the input grows",

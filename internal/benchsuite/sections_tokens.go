@@ -40,7 +40,8 @@ func (h *harness) goTest(ctx context.Context, argv []string, env ...string) ([]b
 // goBench runs `go test -bench '^name$' args...` times times and keeps a
 // row for each of modes (its sub-benchmarks; "" the benchmark itself),
 // made by row from the median of every figure over the runs.
-func (h *harness) goBench(ctx context.Context, times int, name string, modes []string, row func(mode string, m map[string]float64) *Result, args ...string) error {
+func (h *harness) goBench(ctx context.Context, times int, name string, modes []string, row func(mode string, m map[string]float64) *Result,
+	args ...string) error {
 	argv := append([]string{"go", "test", "-run", "^$", "-bench", "^" + name + "$"}, args...)
 	var out []byte
 	load := loadAverage()
