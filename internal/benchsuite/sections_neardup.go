@@ -3,7 +3,6 @@ package benchsuite
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,11 +17,6 @@ import (
 	"tokenmill/internal/corpus"
 	"tokenmill/lib/cli"
 )
-
-// minhashPy is the Python peer, written into the scratch directory.
-//
-//go:embed minhash_numpy.py
-var minhashPy []byte
 
 // The parameters measured: dedup --near's defaults.
 const (
@@ -202,14 +196,13 @@ func python() (string, string) {
 // growth at 1x, 4x and 16x.
 func (h *harness) nearSpeed(ctx context.Context) error {
 	sizes, files := h.nearSizes(), []string{"", "", "data/prompts.jsonl"}
-	const script = "tmp/minhash_numpy.py"
-	err := os.WriteFile(h.path(script), minhashPy, 0o644)
+	var err error
 	for i := range 2 {
 		if files[i] = fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[i]); err == nil {
 			err = h.head("data/prompts.jsonl", files[i], sizes[i])
 		}
 	}
-	defer h.remove(files[0], files[1], script)
+	defer h.remove(files[0], files[1])
 	if err != nil {
 		return err
 	}
@@ -219,7 +212,8 @@ func (h *harness) nearSpeed(ctx context.Context) error {
 		ours(with(in, "dedup --near, 1 core", "", h.pinned("dedup", "--near", "--workers", "1", files[0])...)),
 		ours(with(in, "dedup (exact), 1 core", "", h.pinned("dedup", "--workers", "1", files[0])...)),
 		ours(with(in, fmt.Sprintf("dedup --near, %d workers", runtime.NumCPU()), "", "dedup", "--near", files[0])),
-		{with(in, pythonRow, "the same words, shingles, permutations and band keys; word hashes from libxxhash", h.pinned(exe, script, files[0])...), why},
+		{with(in, pythonRow, "the same words, shingles, permutations and band keys; word hashes from libxxhash",
+			h.pinned(exe, h.repoFile("internal/benchsuite/minhash_numpy.py"), files[0])...), why},
 	}
 	for i, f := range files {
 		at := Spec{Group: "neardup-growth", Size: fmt.Sprintf("%d× (%s)", []int{1, 4, 16}[i], cli.Thousands(int64(sizes[i]))), Runs: 1, BytesOf: []string{f}}
