@@ -98,8 +98,7 @@ func benchRunRow(k int) string {
 // benchRow is the bench's row, nil when it was not measured.
 func (h *harness) benchRow() *Result { return h.find(ollamaBenchGroup, ollamaBenchRow) }
 
-// renderOllamaBench writes what the bench did on the server, and how the
-// run it forecast went.
+// renderOllamaBench writes what the bench did, and how the run it forecast went.
 func renderOllamaBench(w io.Writer, h *harness) {
 	r := h.benchRow()
 	if len(r.Runs) == 0 {

@@ -49,8 +49,7 @@ var extractSection = &section{
 func (h *harness) pinned(argv ...string) []string { return append(slices.Clone(h.pin), argv...) }
 
 // renderParquetFloor says what a Parquet row costs against its JSONL line,
-// and how much of it is the pages alone, which no reader of the file
-// avoids.
+// and how much of it is the pages alone, which no reader avoids.
 func renderParquetFloor(w io.Writer, h *harness) {
 	cpu := func(name string) (float64, bool) { // no figure for a row not there
 		return h.find("extract-parquet", name).Metric("cpu_us_per_record")
@@ -125,11 +124,10 @@ func scaleLabel(h *harness, f int) string {
 	return fmt.Sprintf("%d× (%s)", f, sizeLabel(h.sz.ScaleBase*f))
 }
 
-// stagesAt measures the stages growth and scale share, once each as the
-// rows of group at size: dedup, dedup --exact and shard on the first n of
-// the big prompts, merge and stats on generation records and a rerun made
-// for them (files named with prefix, removed after); rows adds a
-// section's own rows around them, given the prompts' file.
+// stagesAt measures, once each as group's rows at size, dedup, dedup
+// --exact and shard on the first n big prompts, merge and stats on their
+// generations and rerun (files named with prefix); rows adds a section's
+// own rows around them, given the prompts' file.
 func (h *harness) stagesAt(ctx context.Context, group, size, prefix string, n int, rows func(p string, stages []peerSpec) []peerSpec) error {
 	tag := sizeLabel(n)
 	p, g, r := prefix+"prompts-"+tag+".jsonl", prefix+"gens-"+tag+".jsonl", prefix+"rerun-"+tag+".jsonl"

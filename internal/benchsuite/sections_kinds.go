@@ -45,9 +45,8 @@ var kindsSection = &section{
 	},
 }
 
-// readKindCells reads TestInFlightTable's cells into one row a slot
-// count and mode (a fixed count named by the flag that sets it), each
-// kind's median wall time a figure of it.
+// readKindCells makes TestInFlightTable's cells a row a slot count and
+// mode (a fixed count named by its flag), each kind's wall time a figure.
 func readKindCells(path string) (rows []*Result, err error) {
 	err = eachJSON(path, func(c *kindCell) error {
 		if !slices.Contains(kindsSlots, c.Slots) || !slices.Contains(kindsOrder, c.Kind) || c.WallS <= 0 {

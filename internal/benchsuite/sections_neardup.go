@@ -46,9 +46,8 @@ const (
 // all of the prompts.
 func (h *harness) nearSizes() []int { return []int{h.sz.Main / 16, h.sz.Main / 4, h.sz.Main} }
 
-// dedupNear runs a script ending in dedup --near from the scratch
-// directory, unmeasured, and returns the figures of dedup's summary line:
-// read, kept, removed, near-duplicates.
+// dedupNear runs a script ending in dedup --near, unmeasured, and returns
+// its summary's read, kept, removed and near-duplicates.
 func (h *harness) dedupNear(ctx context.Context, script string) ([]float64, error) {
 	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", script+" --near --force -o /dev/null")
 	var stderr bytes.Buffer
@@ -191,9 +190,8 @@ func python() (string, string) {
 	return "", "numpy is not installed for python3 (.ci/install-peers installs it)"
 }
 
-// nearSpeed measures dedup --near beside exact dedup and the Python
-// MinHash on one core at 1x, dedup --near on every core, and both dedups'
-// growth at 1x, 4x and 16x.
+// nearSpeed measures dedup --near beside exact dedup and the Python MinHash
+// on one core, on every core, and both dedups' growth at 1x, 4x and 16x.
 func (h *harness) nearSpeed(ctx context.Context) error {
 	sizes, files := h.nearSizes(), []string{"", "", "data/prompts.jsonl"}
 	var err error

@@ -11,15 +11,12 @@ import (
 	"github.com/segmentio/encoding/json"
 )
 
-// concurrency is the requests every client keeps in flight against the
-// zero-latency endpoint.
+// concurrency: the requests each client keeps in flight on the zero-latency endpoint.
 const concurrency = 64
 
-// writeBodies writes a chat request body for each of the first n prompt
-// records of src ({model, messages, max_tokens}), for curl to send: made
-// beforehand, so not timed. xargs passes each as one argument, so bodies
-// over 100 kB (the argument limit is 128 kB) are left out. src is read
-// whole: the sections give it about n records.
+// writeBodies writes a chat request body for each of the first n prompts
+// of src, for curl to send (made beforehand, so not timed). xargs passes
+// each as one argument: bodies over 100 kB (the limit is 128 kB) are left out.
 func writeBodies(src, dst string, n int, model string, maxTokens int) error {
 	var bodies []byte
 	m, _ := json.Marshal(model)
@@ -106,10 +103,8 @@ var llmsimSection = &section{
 	},
 }
 
-// inTurns measures a table's rows in rounds: each round measures every
-// row once, so that each row's runs are spread over the same minutes as
-// the others' and a shared machine's load falls on every row alike. The
-// rounds' runs of a row become one result.
+// inTurns measures a table's rows in rounds, each row once a round, so
+// that a shared machine's load falls on every row alike.
 func (h *harness) inTurns(ctx context.Context, rounds int, rows []peerSpec) error {
 	var got []*Result
 	savedRuns := h.runs
@@ -153,12 +148,10 @@ func (h *harness) freshSim(endpoints int, log string, flags ...string) func(cont
 	}
 }
 
-// inflightScale: the in-flight tables' llmsim runs this many times faster
-// than real time.
+// inflightScale: the in-flight tables' llmsim runs 50 times real time.
 const inflightScale = 50
 
-// inflightCase is one table of the in-flight section: a kind of server
-// and the fixed --concurrency levels set beside infer's adapted count.
+// inflightCase is an in-flight table: a server, and fixed levels beside infer's.
 type inflightCase struct {
 	Key, Label string
 	Flags      []string // llmsim's

@@ -33,8 +33,7 @@ type peerSpec struct {
 
 func ours(s Spec) peerSpec { s.Ours = true; return peerSpec{Spec: s} }
 
-// peer is a peer's measurement, not available where one of the commands
-// it needs is not installed.
+// peer is a peer's measurement, not available without a command it needs.
 func peer(s Spec, needs ...string) peerSpec {
 	for _, n := range needs {
 		if !have(n) {
@@ -123,9 +122,8 @@ var shardSection = specsSection("shard", "## shard: 8 parts", []string{"prompts"
 	}
 })
 
-// composeMix is the mix measured: three of the corpus's sources (30%, 15%
-// and 10% of it) at shares 0.5, 0.3 and 0.2 of 45% of the records, which
-// each has enough records for.
+// composeMix: three of the corpus's sources (30%, 15% and 10% of it) at
+// shares 0.5, 0.3 and 0.2 of 45% of the records, which each has enough for.
 var composeMix = []struct {
 	source string
 	share  float64
@@ -140,9 +138,8 @@ func composeCounts(h *harness) []int {
 	return out
 }
 
-// compose's section: a mix of three sources beside the script a user
-// writes instead: a jq pass per source to pick its records, shuf to draw
-// them and take its count (shuf -n: shuf | head).
+// compose's mix beside the script a user writes instead: a jq pass per
+// source to pick its records, shuf -n (shuf | head) to draw its count.
 var composeSection = specsSection("compose", "## compose: a mix of three sources", []string{"prompts-sources"}, func(h *harness) []peerSpec {
 	const p, out = "data/prompts-sources.jsonl", "tmp/mix.jsonl"
 	var shares, loop []string

@@ -11,9 +11,8 @@ import (
 	"strings"
 )
 
-// tokenIDsModes are BenchmarkTokenIDs' sub-benchmarks: the same run
-// without and with --token-ids, on the instant simulator and on the
-// calibrated fleet.
+// tokenIDsModes are BenchmarkTokenIDs' sub-benchmarks: without and with
+// --token-ids, on the instant simulator and on the calibrated fleet.
 var tokenIDsModes = []string{"without", "with", "fleet-without", "fleet-with"}
 
 var tokenIDsSection = &section{
@@ -65,11 +64,9 @@ func (h *harness) goBench(ctx context.Context, times int, name string, modes []s
 	return nil
 }
 
-// subBench keeps a row for each of one benchmark's sub-benchmarks modes,
-// named by row, over --runs go tests. One go test a run, not -count:
-// -count repeats each sub-benchmark back to back, and modes measured
-// minutes apart on a shared machine would compare its load, not
-// themselves; a go test a run interleaves them.
+// subBench keeps a row for each of a benchmark's modes over --runs go
+// tests: -count would run each mode's runs back to back, and modes measured
+// minutes apart on a shared machine compare its load, not themselves.
 func (h *harness) subBench(ctx context.Context, group, name, benchtime, pkg string, modes []string, row func(mode string) (string, bool)) error {
 	return h.goBench(ctx, h.runs, name, modes, func(mode string, m map[string]float64) *Result {
 		r := &Result{Group: group, Metrics: m}
@@ -103,9 +100,8 @@ func benchFigures(out []byte) map[string]map[string][]float64 {
 
 var procsSuffix = regexp.MustCompile(`-\d+$`)
 
-// subBenchMedians reads go test -bench output of one benchmark's
-// sub-benchmarks (name/mode-P ...; mode "": name-P): for each mode, the
-// median of every figure over the runs.
+// subBenchMedians is, for each mode of a benchmark (name/mode; "": name
+// itself), the median of every figure of go test -bench output.
 func subBenchMedians(out []byte, name string, modes []string) (map[string]map[string]float64, error) {
 	figs := benchFigures(out)
 	medians := map[string]map[string]float64{}
