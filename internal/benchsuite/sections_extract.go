@@ -78,10 +78,7 @@ var extractScaleSection = &section{
 			n, label := k*h.scaleUnit(), fmt.Sprintf("%dx", k)
 			c, pq := "data/scale-"+label+".jsonl", "data/scale-"+label+".parquet"
 			if err == nil {
-				err = h.head("data/corpus.jsonl", c, n)
-			}
-			if err == nil {
-				err = h.sh(ctx, fmt.Sprintf("corpus --force -n %d -o %s", n, pq))
+				err = h.sh(ctx, fmt.Sprintf("head -n %d data/corpus.jsonl > %s && corpus --force -n %d -o %s", n, c, n, pq))
 			}
 			if err == nil {
 				err = h.measureAll(ctx, []peerSpec{
@@ -139,9 +136,7 @@ func (h *harness) stagesAt(ctx context.Context, group, size, prefix string, n in
 	if err != nil {
 		return err
 	}
-	prompts := Spec{BytesOf: []string{p}}
-	sharded := prompts
-	sharded.Mkdir, sharded.Count = []string{"tmp/shards"}, []string{"tmp/shards/*"}
+	prompts, sharded := Spec{BytesOf: []string{p}}, Spec{BytesOf: []string{p}, Mkdir: []string{"tmp/shards"}, Count: []string{"tmp/shards/*"}}
 	specs := rows(p, []peerSpec{peer(with(prompts, "dedup", "", "dedup", p)), peer(with(prompts, "dedup --exact", "", "dedup", "--exact", p)),
 		peer(with(sharded, "shard", "", "shard", "-n", "8", "-o", "tmp/shards/part-{i}.jsonl", p)),
 		peer(with(Spec{BytesOf: []string{g, r}}, "merge", "", "merge", g, r)),

@@ -188,13 +188,11 @@ var inflightSection = &section{
 			}
 			s := Spec{Group: "servers-" + c.Key, Records: int64(c.Prompts), Clean: []string{out}, Count: []string{out}, Alias: []string{"@URL@=$URL"},
 				Fresh: h.freshSim(1, h.path("logs/inflight-llmsim.log"), c.SimFlags()...)}
-			for _, l := range append([]int{0}, c.Levels...) {
-				s.Name, s.Ours, s.Argv = "infer (adapted)", l == 0, []string{"infer", "-e", "@URL@"}
-				if l > 0 {
-					s.Name, s.Argv = fmt.Sprintf("infer --concurrency %d", l), append(s.Argv, "--concurrency", strconv.Itoa(l))
-				}
-				s.Argv = append(s.Argv, "--max-tokens", strconv.Itoa(c.MaxTokens), "--progress", "0", "--force", "-o", out, in)
-				rows = append(rows, peerSpec{Spec: s})
+			args := []string{"--max-tokens", strconv.Itoa(c.MaxTokens), "--progress", "0", "--force", "-o", out, in}
+			rows = append(rows, ours(with(s, "infer (adapted)", "", append([]string{"infer", "-e", "@URL@"}, args...)...)))
+			for _, l := range c.Levels {
+				argv := append([]string{"infer", "-e", "@URL@", "--concurrency", strconv.Itoa(l)}, args...)
+				rows = append(rows, peer(with(s, fmt.Sprintf("infer --concurrency %d", l), "", argv...)))
 			}
 		}
 		return h.inTurns(ctx, h.sz.ServersRuns, rows)
