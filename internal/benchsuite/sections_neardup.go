@@ -1,7 +1,6 @@
 package benchsuite
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -46,20 +45,17 @@ const (
 // all of the prompts.
 func (h *harness) nearSizes() []int { return []int{h.sz.Main / 16, h.sz.Main / 4, h.sz.Main} }
 
-// dedupNear runs a script ending in dedup --near, unmeasured, and returns
-// its summary's read, kept, removed and near-duplicates.
+// dedupNear runs a script of absolute paths ending in dedup --near,
+// unmeasured, and returns its summary's read, kept, removed and near-duplicates.
 func (h *harness) dedupNear(ctx context.Context, script string) ([]float64, error) {
-	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", script+" --near --force -o /dev/null")
-	var stderr bytes.Buffer
-	cmd.Dir, cmd.Env, cmd.Stderr = h.dir, h.environ, &stderr
-	err := cmd.Run()
-	m := regexp.MustCompile(`read (\d+), kept (\d+), removed (\d+).*near-duplicates (\d+)`).FindStringSubmatch(stderr.String())
+	out, err := h.goTest(ctx, []string{"bash", "-o", "pipefail", "-c", script + " --near --force -o /dev/null"}, h.environ...)
+	m := regexp.MustCompile(`read (\d+), kept (\d+), removed (\d+).*near-duplicates (\d+)`).FindSubmatch(out)
 	if err != nil || m == nil {
-		return nil, fmt.Errorf("%s: %v, no summary in:\n%s", script, err, tail(stderr.Bytes(), 2000))
+		return nil, fmt.Errorf("no dedup summary (%v) in:\n%s", err, tail(out, 2000))
 	}
 	f := make([]float64, 4)
 	for i := range f {
-		f[i], _ = strconv.ParseFloat(m[i+1], 64)
+		f[i], _ = strconv.ParseFloat(string(m[i+1]), 64)
 	}
 	return f, nil
 }
@@ -95,7 +91,7 @@ func (h *harness) nearQuality(ctx context.Context) error {
 	defer os.Remove(h.path(clusters))
 	err := writeFile(h.path(data), buf)
 	if err == nil {
-		_, err = h.dedupNear(ctx, "dedup --clusters "+clusters+" "+data)
+		_, err = h.dedupNear(ctx, shellJoin([]string{"dedup", "--clusters", h.path(clusters), h.path(data)}))
 	}
 	if err == nil {
 		err = eachJSON(h.path(clusters), func(c *struct {

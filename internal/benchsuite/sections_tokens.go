@@ -24,8 +24,8 @@ var tokenIDsSection = &section{
 	},
 }
 
-// goTest runs a command from the repository (go test, or a peer's script
-// beside it), with env added; its output is stdout and stderr as written.
+// goTest runs a command from the repository (go test, a peer's script, a
+// tool on absolute paths), with env added; its output is stdout and stderr.
 func (h *harness) goTest(ctx context.Context, argv []string, env ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = h.repo, append(os.Environ(), env...)
