@@ -78,9 +78,8 @@ func benchNote(rep *bench.Report) string {
 	said(rep.Recommended > 0, fmt.Sprintf("knee and recommendation %d", rep.Recommended))
 	if f := rep.Forecast; f != nil {
 		parts = append(parts, fmt.Sprintf("forecast %s (%s-%s) for %s answers", secondsText(f.Seconds), secondsText(f.LowSeconds), secondsText(f.HighSeconds), cli.Thousands(f.Answers)))
-	} else if rep.ForecastNote != "" {
-		parts = append(parts, "no forecast: "+rep.ForecastNote)
 	}
+	said(rep.Forecast == nil && rep.ForecastNote != "", "no forecast: "+rep.ForecastNote)
 	return strings.Join(parts, "; ")
 }
 

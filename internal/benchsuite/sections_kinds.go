@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"tokenmill/lib/cli"
 )
 
 // kindCell is one cell TestInFlightTable writes: a mode's median wall time
@@ -70,8 +68,7 @@ func readKindCells(path string) (rows []*Result, err error) {
 	return rows, err
 }
 
-// bestFixed is the row, not tokenmill's own, with the least of a metric
-// (a wall time): the best fixed level; nil if none.
+// bestFixed is the fixed level's row (not tokenmill's) with the least of metric, or nil.
 func bestFixed(rows []*Result, metric string) (best *Result) {
 	for _, r := range rows {
 		if w, ok := r.Metric(metric); ok && !r.Ours {
@@ -90,8 +87,7 @@ func init() {
 			if len(rows) == 0 {
 				continue
 			}
-			m := rows[0].Metrics
-			fmt.Fprintf(w, "\n### %d slots (%s answers, up to %s tokens)\n\n", slots, cli.Thousands(int64(m["answers"])), cli.Thousands(int64(m["max_tokens"])))
+			fmt.Fprintf(w, "\n### %d slots (%s answers, up to %s tokens)\n\n", slots, th(rows[0].Metrics["answers"]), th(rows[0].Metrics["max_tokens"]))
 			t := newTable(append([]string{"in flight"}, kindsOrder...)...)
 			for _, r := range rows {
 				cells := []string{nameCell(r)}

@@ -48,8 +48,7 @@ func renderMemory(w io.Writer, h *harness) {
 		rss, _ := r.Metric("rss_mb")
 		over, per := "—", "—"
 		if r != first && r.Records > first.Records {
-			over = fmt.Sprintf("%.1f", rss-r0)
-			per = fmt.Sprintf("%.1f", (rss-r0)*1024*1024/float64(r.Records-first.Records))
+			over, per = fmt.Sprintf("%.1f", rss-r0), fmt.Sprintf("%.1f", (rss-r0)*1024*1024/float64(r.Records-first.Records))
 		}
 		t.add(r.Size, th(float64(r.Records)), outCell(r), rssCell(r), over, per, metricCell(r, "wall_s", 1), othersCell(r))
 	}

@@ -41,8 +41,7 @@ const (
 	signLSHRow = "signatures + LSH alone (lib/minhash BenchmarkSignLSH)"
 )
 
-// nearSizes are the 1x, 4x and 16x inputs: the first Main/16, Main/4 and
-// all of the prompts.
+// nearSizes are the 1x, 4x and 16x inputs: Main/16, Main/4 and all prompts.
 func (h *harness) nearSizes() []int { return []int{h.sz.Main / 16, h.sz.Main / 4, h.sz.Main} }
 
 // dedupNear runs a script of absolute paths ending in dedup --near,
@@ -151,8 +150,7 @@ func (h *harness) nearQuality(ctx context.Context) error {
 	return nil
 }
 
-// nearReal extracts each real dataset and counts what exact dedup and
-// dedup --near remove from its prompts.
+// nearReal counts what exact dedup and dedup --near remove from each real dataset.
 func (h *harness) nearReal(ctx context.Context) error {
 	dir := filepath.Dir(h.shared("real/alpaca_en_demo.json"))
 	if dir == "." {
@@ -262,18 +260,13 @@ func init() {
 		commandList(w, rows)
 	}
 	parts["neardup-growth"] = func(w io.Writer, h *harness) {
-		growth := h.rows(w, "neardup-growth")
-		if len(growth) == 0 {
-			return
+		if growth := h.rows(w, "neardup-growth"); len(growth) > 0 {
+			for _, m := range []struct{ corner, metric string }{{"CPU s", "cpu_s"}, {"MB per CPU second", "mb_per_cpu_s"}, {"peak RSS MB", "rss_mb"}} {
+				dec := 1 + b2i(m.metric == "cpu_s") // CPU seconds to 2 decimals, the others to 1
+				pivot(growth, m.corner, m.metric, m.metric != "mb_per_cpu_s", func(r *Result) string { return metricCell(r, m.metric, dec) }).write(w)
+				fmt.Fprintln(w)
+			}
+			sizeCommands(w, growth)
 		}
-		for _, m := range []struct {
-			corner, metric string
-			decimals       int
-			growth         bool
-		}{{"CPU s", "cpu_s", 2, true}, {"MB per CPU second", "mb_per_cpu_s", 1, false}, {"peak RSS MB", "rss_mb", 1, true}} {
-			pivot(growth, m.corner, m.metric, m.growth, func(r *Result) string { return metricCell(r, m.metric, m.decimals) }).write(w)
-			fmt.Fprintln(w)
-		}
-		sizeCommands(w, growth)
 	}
 }

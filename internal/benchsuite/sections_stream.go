@@ -65,8 +65,7 @@ func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
 	return nil
 }
 
-// whyNot says in one line why tokenmill's row ours is slower than peer,
-// when this run measured it so.
+// whyNot says why tokenmill's row ours is slower than peer, when it was.
 func (h *harness) whyNot(w io.Writer, group, ours, peer, why string) {
 	x, ok1 := speed(h.find(group, ours)) // no figure for a row not there
 	y, ok2 := speed(h.find(group, peer))
