@@ -23,8 +23,7 @@ const (
 func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []string) (int, error) {
 	const out = "tmp/ollama-bench.json"
 	argv := []string{"infer", "bench", "--json", "-e", url, "--max-tokens", "32", "--mean-answer-tokens", "32", prompts}
-	// Exit 1 is a bench that found nothing to recommend: its report says
-	// why, and the row shows it.
+	// Exit 1: the bench found nothing to recommend; its report says why.
 	r, err := h.measureRow(ctx, Spec{Group: ollamaBenchGroup, Name: ollamaBenchRow, Ours: true, Runs: 1, Stdout: out, NoCount: true,
 		Exit: []int{0, 1}, Alias: alias, Argv: argv})
 	if err != nil {
@@ -35,7 +34,6 @@ func (h *harness) benchOllama(ctx context.Context, url, prompts string, alias []
 		return 0, fmt.Errorf("infer bench's report (%s): %v", out, err)
 	}
 	r.Metrics, r.Note = benchMetrics(rep), benchNote(rep)
-	h.logf("ollama: infer bench: %s", r.Note)
 	h.add(r)
 	return rep.Recommended, nil
 }

@@ -187,16 +187,13 @@ func python() (string, string) {
 // nearSpeed measures dedup --near beside exact dedup and the Python MinHash
 // on one core, on every core, and both dedups' growth at 1x, 4x and 16x.
 func (h *harness) nearSpeed(ctx context.Context) error {
-	sizes, files := h.nearSizes(), []string{"", "", "data/prompts.jsonl"}
-	var err error
-	for i := range 2 {
-		if files[i] = fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[i]); err == nil {
-			err = h.head("data/prompts.jsonl", files[i], sizes[i])
-		}
-	}
+	sizes := h.nearSizes()
+	files := []string{fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[0]), fmt.Sprintf("tmp/neardup-prompts-%d.jsonl", sizes[1]), "data/prompts.jsonl"}
 	defer h.remove(files[0], files[1])
-	if err != nil {
-		return err
+	for i := range 2 {
+		if err := h.head("data/prompts.jsonl", files[i], sizes[i]); err != nil {
+			return err
+		}
 	}
 	in := Spec{Group: "neardup", BytesOf: []string{files[0]}}
 	exe, why := python()

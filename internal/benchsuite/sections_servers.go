@@ -132,10 +132,9 @@ func mergeRounds(got []*Result, rounds int) []*Result {
 	return got[:n]
 }
 
-// freshSim is a Spec's Fresh that starts llmsim anew for each run, with
-// endpoints endpoints and the flags given: in the run's command @URL@ is
-// the first endpoint's URL, @URLS@ every URL comma-separated and @ADDRS@
-// every host:port space-separated.
+// freshSim is a Spec's Fresh that starts llmsim anew each run with endpoints
+// endpoints and flags: @URL@ is the first endpoint's URL, @URLS@ every URL
+// comma-separated, @ADDRS@ every host:port space-separated.
 func (h *harness) freshSim(endpoints int, log string, flags ...string) func(context.Context) (map[string]string, func(), error) {
 	return func(ctx context.Context) (map[string]string, func(), error) {
 		sim, err := h.startSim(ctx, endpoints, log, flags...)

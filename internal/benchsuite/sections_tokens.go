@@ -36,9 +36,8 @@ func (h *harness) goTest(ctx context.Context, argv []string, env ...string) ([]b
 	return out, nil
 }
 
-// goBench runs `go test -bench '^name$' args...` times times and keeps a
-// row for each of modes (its sub-benchmarks; "" the benchmark itself),
-// made by row from the median of every figure over the runs.
+// goBench runs `go test -bench '^name$' args...` times times and keeps a row made by
+// row for each of modes ("" the benchmark itself) from its figures' medians.
 func (h *harness) goBench(ctx context.Context, times int, name string, modes []string, row func(mode string, m map[string]float64) *Result,
 	args ...string) error {
 	argv := append([]string{"go", "test", "-run", "^$", "-bench", "^" + name + "$"}, args...)
@@ -79,13 +78,14 @@ func (h *harness) subBench(ctx context.Context, group, name, benchtime, pkg stri
 // 123 ns/op  45000 req/s"): by benchmark (the GOMAXPROCS suffix cut) and
 // unit, every figure of every line.
 func benchFigures(out []byte) map[string]map[string][]float64 {
+	procs := regexp.MustCompile(`-\d+$`)
 	figs := map[string]map[string][]float64{}
 	for line := range strings.Lines(string(out)) {
 		f := strings.Fields(line)
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		name := procsSuffix.ReplaceAllString(f[0], "")
+		name := procs.ReplaceAllString(f[0], "")
 		for i := 3; i < len(f); i += 2 {
 			if v, err := strconv.ParseFloat(f[i-1], 64); err == nil {
 				if figs[name] == nil {
@@ -97,8 +97,6 @@ func benchFigures(out []byte) map[string]map[string][]float64 {
 	}
 	return figs
 }
-
-var procsSuffix = regexp.MustCompile(`-\d+$`)
 
 // subBenchMedians is, for each mode of a benchmark (name/mode; "": name
 // itself), the median of every figure of go test -bench output.
