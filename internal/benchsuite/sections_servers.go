@@ -82,9 +82,9 @@ var clientSection = &section{
 		url, c, fresh := "@URL@", strconv.Itoa(concurrency), h.freshSim(1, h.path("logs/llmsim.log"), "--instant")
 		const out = "tmp/client-gen.jsonl"
 		return h.measureAll(ctx, []peerSpec{
-			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out}, Fresh: fresh,
-				Alias: []string{url + "=$URL"}, Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out,
-					infer}}),
+			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
+				Fresh: fresh, Alias: []string{url + "=$URL"},
+				Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, infer}}),
 			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + h.nodeSDK()), Records: n[1], Fresh: fresh},
 				url, "", concurrency, 16, node),
 			// llmsim's answers end without a newline: -w puts one after each.
