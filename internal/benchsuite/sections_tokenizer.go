@@ -32,8 +32,8 @@ const (
 // lib/tokenizer's benchmarks and ../shared/data/tokenizers name them.
 var tokenizerModels = []struct{ Name, Label string }{{"qwen3", "Qwen3"}, {"deepseek_v3", "DeepSeek-V3"}}
 
-// tokenizerModes are the ways the text is handed to a tokenizer, in the
-// order hfReport.modes gives them: one row each in the table, with
+// tokenizerModes are the ways the text is handed to a tokenizer, named as
+// the binding's report names them: one row each in the table, with
 // lib/tokenizer's benchmark (the per-document one serves both per-document
 // rows, which are one row of lib/tokenizer's).
 var tokenizerModes = []struct{ mode, label, bench string }{
@@ -66,6 +66,7 @@ type goldenStats struct{ bytes, docs, tokens int64 }
 
 func readGoldenStats(path string) (st goldenStats, err error) {
 	in := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
+	defer in.Close()
 	for {
 		line, err := in.Next()
 		if err == io.EOF {
@@ -84,37 +85,9 @@ func readGoldenStats(path string) (st goldenStats, err error) {
 	}
 }
 
-// hfReport is what hf-tokenizers.mjs prints (fields matched by name): a
-// mode's figures are named as the rows name them (mbps, tok_s, tokens).
-type hfReport struct {
-	Node                           string
-	Bytes, Documents               int64
-	GoldenMismatches               float64 `json:"golden_mismatches"`
-	CallFloorUS                    float64 `json:"call_floor_us"`
-	Whole, Docs, Batch, Cold, Load map[string]float64
-}
-
-// modes are the report's figures of each of tokenizerModes.
-func (r *hfReport) modes() []map[string]float64 {
-	return []map[string]float64{r.Whole, r.Docs, r.Batch, r.Cold}
-}
-
-func parseHFReport(out []byte) (*hfReport, error) {
-	line := bytes.TrimSpace(out)
-	line = line[bytes.LastIndexByte(line, '\n')+1:]
-	r := new(hfReport)
-	if err := json.Unmarshal(line, r); err != nil {
-		return nil, fmt.Errorf("hf-tokenizers.mjs printed no report: %v: %q", err, tail(out, 500))
-	}
-	if r.Bytes <= 0 || slices.ContainsFunc(r.modes(), func(m map[string]float64) bool { return m["seconds"] <= 0 }) || r.Load["ms"] <= 0 {
-		return nil, fmt.Errorf("hf-tokenizers.mjs: a report without figures: %s", line)
-	}
-	return r, nil
-}
-
-// tokenizerRuns are the outputs of a section's runs, a run each, by
-// command: go test's (encode, render, and "load MODEL") and the node
-// script's ("hf MODEL"); with the load when each run started.
+// tokenizerRuns are the outputs of a section's runs, a run each, by key:
+// go test's (encode, render, and "load MODEL") and the node script's
+// ("hf MODEL"); with the load when each run started.
 type tokenizerRuns struct {
 	out   map[string][][]byte
 	loads []float64
@@ -125,6 +98,12 @@ type tokenizerRuns struct {
 type tokenizerCommands struct {
 	encode, render []string
 	load, hf       map[string][]string
+}
+
+// argv is the command whose output a run keeps under key.
+func (c tokenizerCommands) argv(key string) []string {
+	what, model, _ := strings.Cut(key, " ")
+	return map[string][]string{"encode": c.encode, "render": c.render, "load": c.load[model], "hf": c.hf[model]}[what]
 }
 
 func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
@@ -155,7 +134,9 @@ func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
 }
 
 // measureTokenizer runs go test's benchmarks and the binding's script in
-// turns, --runs times; the binding's rows say why where it is not installed.
+// turns, --runs times, all as the harness runs a measured command, node
+// and the binding as the peers installed them; the binding's rows say why
+// where it is not installed.
 func (h *harness) measureTokenizer(ctx context.Context) error {
 	dir := filepath.Dir(h.shared("tokenizers/golden"))
 	if dir == "." { // the first row says so for the section, as its text does
@@ -169,39 +150,26 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	if why == "" && (err != nil || json.Unmarshal(data, &binding) != nil) {
 		why = hfBindingPackage + " is not in " + modules + " (.ci/install-peers installs it)"
 	}
-	stats := map[string]goldenStats{}
+	stats, keys := map[string]goldenStats{}, []string{"encode", "render"}
 	for _, m := range tokenizerModels {
-		st, err := readGoldenStats(filepath.Join(dir, "golden", m.Name+".jsonl.gz"))
-		if err != nil {
+		if stats[m.Name], err = readGoldenStats(filepath.Join(dir, "golden", m.Name+".jsonl.gz")); err != nil {
 			return err
 		}
-		stats[m.Name] = st
-	}
-	// A run's commands, taken in turns, by the key their outputs are kept
-	// under; all run as the harness runs a measured command, node and the
-	// binding as the peers installed them.
-	cmds := h.tokenizerCommands(dir, modules)
-	type turn struct {
-		key  string
-		argv []string
-	}
-	turns := []turn{{"encode", cmds.encode}, {"render", cmds.render}}
-	for _, m := range tokenizerModels {
-		turns = append(turns, turn{"load " + m.Name, cmds.load[m.Name]})
+		keys = append(keys, "load "+m.Name)
 		if why == "" {
-			turns = append(turns, turn{"hf " + m.Name, cmds.hf[m.Name]})
+			keys = append(keys, "hf "+m.Name)
 		}
 	}
-	runs := tokenizerRuns{out: map[string][][]byte{}}
+	cmds, runs := h.tokenizerCommands(dir, modules), tokenizerRuns{out: map[string][][]byte{}}
 	for i := range h.runs {
 		runs.loads = append(runs.loads, loadAverage())
 		h.logf("tokenizer: run %d of %d (load %.2f)", i+1, h.runs, runs.loads[i])
-		for _, t := range turns {
-			out, err := h.goTest(ctx, t.argv, h.environ...)
+		for _, k := range keys {
+			out, err := h.goTest(ctx, cmds.argv(k), h.environ...)
 			if err != nil {
 				return err
 			}
-			runs.out[t.key] = append(runs.out[t.key], out)
+			runs.out[k] = append(runs.out[k], out)
 		}
 	}
 	rows, err := tokenizerResults(runs, stats, cmds, shellJoin, binding.Version, why)
@@ -212,104 +180,106 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	return err
 }
 
-// tokenizerResults makes the section's rows of its runs: each run's
-// figures, then for each the median of the runs (peak RSS: the highest).
-// why, when set, is why the binding's rows are not available.
+// tokenizerResults makes the section's rows of its runs (at least one):
+// each figure the median of the runs' (peak RSS: the highest). why, when
+// set, is why the binding's rows are not available.
 func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tokenizerCommands, shown func([]string) string, version, why string) ([]*Result, error) {
-	values := map[string]map[string][]float64{} // by row and figure, a value a run
-	node := map[string]string{}                 // by model, the binding's node
-	keep := func(name string, figs map[string]float64) {
-		if values[name] == nil {
-			values[name] = map[string][]float64{}
+	var runRows [][]*Result // by run, its rows of every model in the same order
+	for i := range runs.out["encode"] {
+		var rows []*Result
+		row := func(name, key string, st goldenStats, figs map[string]float64, node string) {
+			r := &Result{Group: tokGroup, Name: name, Ours: !strings.HasPrefix(key, "hf "), Command: shown(cmds.argv(key)), Bytes: st.bytes, Records: st.docs,
+				OutRecords: -1, Metrics: figs}
+			if !r.Ours {
+				r.Note = hfBindingPackage + " " + version + ", node " + node
+			}
+			if figs == nil {
+				r = unavailable(tokGroup, name, cmp.Or(why, "no run of "+hfScript))
+			}
+			rows = append(rows, r)
 		}
-		for k, v := range figs {
-			values[name][k] = append(values[name][k], v)
-		}
-	}
-	n := len(runs.out["encode"])
-	for i := range n {
 		for _, m := range tokenizerModels {
-			figs, st := benchFigures(slices.Concat(runs.out["encode"][i], runs.out["render"][i], runs.out["load "+m.Name][i])), stats[m.Name]
-			var missing error
-			fig := func(bench, unit string) float64 {
-				v := figs[bench+"/"+m.Name][unit]
-				if len(v) == 0 {
-					missing = cmp.Or(missing, fmt.Errorf("run %d: no %s of %s/%s in the output", i+1, unit, bench, m.Name))
-				}
-				return median(v)
-			}
-			for _, md := range tokenizerModes {
-				// MB/s as go test reports it; tokens/s of the tokens an op
-				// made (the concatenated text's, as BenchmarkEncode counts
-				// them; the documents', the golden ids'), over ns/op.
-				tokens := fig("BenchmarkEncode", "tokens/op")
-				if md.bench == "BenchmarkEncodeCases" {
-					tokens = float64(st.tokens)
-				}
-				if md.mode != "batch" {
-					keep(oursEncodeRow(m.Name, md.mode), map[string]float64{"mbps": fig(md.bench, "MB/s"),
-						"tok_s": tokens * 1e9 / fig(md.bench, "ns/op"), "tokens": tokens})
-				}
-			}
-			convs := fig("BenchmarkTokenizerRender", "convs")
-			keep(oursRenderRow(m.Name), map[string]float64{"us_per_conv": fig("BenchmarkTokenizerRender", "µs/conv"), "convs": convs,
-				"allocs_per_conv": fig("BenchmarkTokenizerRender", "allocs/op") / convs})
-			keep(oursLoadRow(m.Name), map[string]float64{"load_ms": fig("BenchmarkTokenizerLoad", "ms/load"), "rss_mb": fig("BenchmarkTokenizerLoad", "peak-RSS-MB"),
-				"rss_before_mb": fig("BenchmarkTokenizerLoad", "RSS-before-MB")})
-			if missing != nil {
-				return nil, missing
-			}
-			if i >= len(runs.out["hf "+m.Name]) {
-				continue
-			}
-			rep, err := parseHFReport(runs.out["hf "+m.Name][i])
-			if err != nil {
+			if err := tokenizerRun(runs, i, m.Name, stats[m.Name], row); err != nil {
 				return nil, err
 			}
-			node[m.Name] = rep.Node
-			if rep.Bytes != st.bytes || rep.Documents != st.docs {
-				return nil, fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text", m.Name, rep.Bytes, rep.Documents, st.bytes, st.docs)
-			}
-			for j, md := range rep.modes() {
-				keep(hfEncodeRow(m.Name, tokenizerModes[j].mode), map[string]float64{"mbps": md["mbps"], "tok_s": md["tok_s"], "tokens": md["tokens"]})
-			}
-			keep(hfEncodeRow(m.Name, "docs"), map[string]float64{"call_floor_us": rep.CallFloorUS, "golden_mismatches": rep.GoldenMismatches})
-			keep(hfLoadRow(m.Name), map[string]float64{"load_ms": rep.Load["ms"], "rss_mb": rep.Load["rss_peak_mb"], "rss_before_mb": rep.Load["rss_before_mb"]})
 		}
+		runRows = append(runRows, rows)
 	}
-	var out []*Result
-	// add makes a row of its figures; the binding's, without any, says why.
-	add := func(name string, ours bool, argv []string, st goldenStats) *Result {
-		r := unavailable(tokGroup, name, cmp.Or(why, "no run of "+hfScript))
-		if ours || why == "" && values[name] != nil {
-			r = &Result{Group: tokGroup, Name: name, Ours: ours, Command: shown(argv), Bytes: st.bytes, Records: st.docs, OutRecords: -1,
-				Metrics: map[string]float64{"runs": float64(n)}}
-		}
-		for k, v := range values[name] {
+	for j, r := range runRows[0] {
+		for k := range r.Metrics {
+			var v []float64
+			for _, rows := range runRows {
+				v = append(v, rows[j].Metrics[k])
+			}
 			r.Metrics[k] = median(v)
 			if k == "rss_mb" {
 				r.Metrics[k] = slices.Max(v)
 			}
 		}
 		r.Load1 = mean(runs.loads)
-		out = append(out, r)
-		return r
 	}
-	for _, m := range tokenizerModels {
-		st := stats[m.Name]
-		for _, mode := range []string{"whole", "docs", "cold"} {
-			add(oursEncodeRow(m.Name, mode), true, cmds.encode, st)
+	return runRows[0], nil
+}
+
+// tokenizerRun makes run i's rows of model m with row, each with the
+// run's figures: go test's, and the binding's, of the node that ran it,
+// where it ran (without, none).
+func tokenizerRun(runs tokenizerRuns, i int, m string, st goldenStats, row func(name, key string, st goldenStats, figs map[string]float64, node string)) (err error) {
+	bench := benchFigures(slices.Concat(runs.out["encode"][i], runs.out["render"][i], runs.out["load "+m][i]))
+	fig := func(name, unit string) float64 {
+		v := bench[name+"/"+m][unit]
+		if len(v) == 0 {
+			err = cmp.Or(err, fmt.Errorf("run %d: no %s of %s/%s in the output", i+1, unit, name, m))
 		}
-		for _, md := range tokenizerModes {
-			if r := add(hfEncodeRow(m.Name, md.mode), false, cmds.hf[m.Name], st); r.available() && version != "" {
-				r.Note = hfBindingPackage + " " + version + ", node " + node[m.Name]
-			}
-		}
-		add(oursRenderRow(m.Name), true, cmds.render, goldenStats{})
-		add(oursLoadRow(m.Name), true, cmds.load[m.Name], goldenStats{})
-		add(hfLoadRow(m.Name), false, cmds.hf[m.Name], goldenStats{})
+		return median(v)
 	}
-	return out, nil
+	for _, md := range tokenizerModes {
+		// MB/s as go test reports it; tokens/s of the tokens an op made (the
+		// concatenated text's, as BenchmarkEncode counts them; the
+		// documents', the golden ids'), over ns/op.
+		tokens := fig("BenchmarkEncode", "tokens/op")
+		if md.bench == "BenchmarkEncodeCases" {
+			tokens = float64(st.tokens)
+		}
+		if md.mode != "batch" {
+			row(oursEncodeRow(m, md.mode), "encode", st, map[string]float64{"mbps": fig(md.bench, "MB/s"), "tok_s": tokens * 1e9 / fig(md.bench, "ns/op"), "tokens": tokens}, "")
+		}
+	}
+	render := func(unit string) float64 { return fig("BenchmarkTokenizerRender", unit) }
+	row(oursRenderRow(m), "render", goldenStats{}, map[string]float64{"convs": render("convs"), "us_per_conv": render("µs/conv"),
+		"allocs_per_conv": render("allocs/op") / render("convs")}, "")
+	load := func(unit string) float64 { return fig("BenchmarkTokenizerLoad", unit) }
+	row(oursLoadRow(m), "load "+m, goldenStats{}, map[string]float64{"load_ms": load("ms/load"), "rss_mb": load("peak-RSS-MB"), "rss_before_mb": load("RSS-before-MB")}, "")
+	// The script's report is its last line, each mode's figures named as
+	// the rows name them (mbps, tok_s, tokens).
+	var rep struct {
+		Node                           string
+		Bytes, Documents               int64
+		GoldenMismatches               float64 `json:"golden_mismatches"`
+		CallFloorUS                    float64 `json:"call_floor_us"`
+		Whole, Docs, Batch, Cold, Load map[string]float64
+	}
+	if i < len(runs.out["hf "+m]) && err == nil {
+		out := bytes.TrimSpace(runs.out["hf "+m][i])
+		switch err := json.Unmarshal(out[bytes.LastIndexByte(out, '\n')+1:], &rep); {
+		case err != nil:
+			return fmt.Errorf("hf-tokenizers.mjs printed no report: %v: %q", err, tail(out, 500))
+		case rep.Load["ms"] <= 0 || slices.ContainsFunc([]map[string]float64{rep.Whole, rep.Docs, rep.Batch, rep.Cold}, func(f map[string]float64) bool {
+			return f["seconds"] <= 0
+		}):
+			return fmt.Errorf("hf-tokenizers.mjs: a report without figures: %s", out)
+		case rep.Bytes != st.bytes || rep.Documents != st.docs:
+			return fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text",
+				m, rep.Bytes, rep.Documents, st.bytes, st.docs)
+		}
+		rep.Docs["call_floor_us"], rep.Docs["golden_mismatches"] = rep.CallFloorUS, rep.GoldenMismatches
+		rep.Load = map[string]float64{"load_ms": rep.Load["ms"], "rss_mb": rep.Load["rss_peak_mb"], "rss_before_mb": rep.Load["rss_before_mb"]}
+	}
+	for j, f := range []map[string]float64{rep.Whole, rep.Docs, rep.Batch, rep.Cold} { // as tokenizerModes
+		row(hfEncodeRow(m, tokenizerModes[j].mode), "hf "+m, st, f, rep.Node)
+	}
+	row(hfLoadRow(m), "hf "+m, goldenStats{}, rep.Load, rep.Node)
+	return err
 }
 
 // figure is a cell of a figure, or why the row has none.
@@ -320,92 +290,59 @@ func figure(r *Result, metric string, decimals int) string {
 	return metricCell(r, metric, decimals)
 }
 
-// times is a over b as "12×", or a dash.
-func times(a, b *Result, metric string) string {
-	x, ok1 := a.Metric(metric)
-	y, ok2 := b.Metric(metric)
-	if !ok1 || !ok2 || y <= 0 {
-		return "—"
-	}
-	return trimFloat(x/y) + "×"
-}
-
 var benchtimeX = regexp.MustCompile(`-benchtime \d+`)
 
-// tokenizerView is what the section's text says of its rows; Stop, when
-// set, is all it says.
-func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, Checks, Floors, Slower, Convs string }) {
+// tokenizerView is what the section's text says of its rows, which are
+// made together; Stop, when set, is all it says.
+func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, Checks, Notes, Floors, Slower, Convs string }) {
 	find := func(name string) *Result { return h.find(tokGroup, name) }
-	// The rows are made together: without the first, there are none.
-	switch first := find(oursEncodeRow(tokenizerModels[0].Name, "whole")); {
-	case first == nil:
+	first := find(oursEncodeRow(tokenizerModels[0].Name, "whole"))
+	if first == nil || !first.available() {
 		v.Stop = "_No results for " + tokGroup + ": see the log of the run._\n"
-		return v
-	case !first.available():
-		v.Stop = "Not measured: " + strings.TrimPrefix(first.Note, "not available: ") + ".\n"
-		return v
-	default:
-		// The passes a run makes, as its go test command asks for them.
-		v.Passes = strings.TrimPrefix(benchtimeX.FindString(first.Command), "-benchtime ")
-		v.Docs = "the " + cli.Thousands(first.Records)
-	}
-	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
-	if r := find(hfEncodeRow(tokenizerModels[0].Name, "whole")); r != nil && r.available() {
-		if _, after, ok := strings.Cut(r.Note, hfBindingPackage+" "); ok {
-			v.Crate += " (" + after + ")"
+		if first != nil {
+			v.Stop = "Not measured: " + strings.TrimPrefix(first.Note, "not available: ") + ".\n"
 		}
+		return v
 	}
-	// What makes the comparison fair, or not, with this run's figures.
+	// The passes a run makes, as its go test command asks for them.
+	v.Passes, v.Docs = strings.TrimPrefix(benchtimeX.FindString(first.Command), "-benchtime "), "the "+cli.Thousands(first.Records)
+	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
+	if r := find(hfEncodeRow(tokenizerModels[0].Name, "whole")); r.available() {
+		v.Crate += " (" + strings.TrimPrefix(r.Note, hfBindingPackage+" ") + ")"
+	}
+	// What makes the comparison fair, or not, with this run's figures; the
+	// binding's rows have figures only where it ran.
 	var sizes, floors, checks, notes, slower []string
 	for _, m := range tokenizerModels {
-		if r := find(oursEncodeRow(m.Name, "whole")); r != nil && r.Bytes > 0 {
-			sizes = append(sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(r.Bytes)/1e6, figure(r, "tokens", 0), m.Label))
-		}
-		x, ok1 := find(hfEncodeRow(m.Name, "whole")).Metric("mbps")
-		y, ok2 := find(hfEncodeRow(m.Name, "batch")).Metric("mbps")
-		if ok1 && ok2 && x < y {
+		ours := func(mode string) *Result { return find(oursEncodeRow(m.Name, mode)) }
+		hf := func(mode string) *Result { return find(hfEncodeRow(m.Name, mode)) }
+		sizes = append(sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(ours("whole").Bytes)/1e6, metricCell(ours("whole"), "tokens", 0), m.Label))
+		if x, y := hf("whole").Metrics["mbps"], hf("batch").Metrics["mbps"]; x < y {
 			slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
 		}
-		// The binding's rows have figures only where it ran.
-		d := find(hfEncodeRow(m.Name, "docs"))
-		if f, ok := d.Metric("call_floor_us"); ok {
-			mbps, _ := d.Metric("mbps")
+		if d := hf("docs"); d.available() {
+			f, docs := d.Metrics["call_floor_us"], cli.Thousands(d.Records)
 			floors = append(floors, fmt.Sprintf("%.0f µs for %s: %.2f s of its %.2f s pass over the %s renderings",
-				f, m.Label, f*1e-6*float64(d.Records), float64(d.Bytes)/1e6/mbps, cli.Thousands(d.Records)))
-		}
-		if bad, ok := d.Metric("golden_mismatches"); ok && bad == 0 {
-			checks = append(checks, fmt.Sprintf("all %s of %s", cli.Thousands(d.Records), m.Label))
-		} else if ok {
-			checks = append(checks, fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(int64(bad)), m.Label, cli.Thousands(d.Records)))
+				f, m.Label, f*1e-6*float64(d.Records), float64(d.Bytes)/1e6/d.Metrics["mbps"], docs))
+			check := "all " + docs + " of " + m.Label
+			if bad := int64(d.Metrics["golden_mismatches"]); bad > 0 {
+				check = fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(bad), m.Label, docs)
+			}
+			checks = append(checks, check)
 		}
 		// The binding's token counts, each beside lib/tokenizer's of the same text.
 		for _, c := range []struct{ mode, of string }{
 			{"whole", "concatenated text, lib/tokenizer"}, {"docs", "documents, the golden ids"}, {"cold", "concatenated text, lib/tokenizer"},
 		} {
-			got, ok1 := find(hfEncodeRow(m.Name, c.mode)).Metric("tokens")
-			want, ok2 := find(oursEncodeRow(m.Name, c.mode)).Metric("tokens")
-			if ok1 && ok2 && got != want {
+			if got, want := hf(c.mode).Metrics["tokens"], ours(c.mode).Metrics["tokens"]; hf(c.mode).available() && got != want {
 				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s tokens of the %s %s**",
 					m.Label, c.mode, cli.Thousands(int64(got)), c.of, cli.Thousands(int64(want))))
 			}
 		}
 	}
-	if len(checks) > 0 {
-		v.Checks = "The binding is the reference: before timing, each rendering's ids from it were checked against\n" +
-			"the golden ids (" + strings.Join(checks, ", ") + " equal)"
-		if len(notes) == 0 {
-			v.Checks += ", and its token counts are lib/tokenizer's in every\nrow.\n"
-		} else {
-			v.Checks += "; " + strings.Join(notes, "; ") + ".\n"
-		}
-	}
-	if len(floors) > 0 {
-		v.Floors = " (an empty string's call, measured\n  here: " + strings.Join(floors, ";\n  ") + ")"
-	}
-	v.Sizes, v.Slower = strings.Join(sizes, ", "), strings.Join(slower, ", ")
-	if c, ok := find(oursRenderRow("qwen3")).Metric("convs"); ok {
-		v.Convs = cli.Thousands(int64(c)) + " "
-	}
+	v.Sizes, v.Slower, v.Floors = strings.Join(sizes, ", "), strings.Join(slower, ", "), strings.Join(floors, ";\n  ")
+	v.Checks, v.Notes = strings.Join(checks, ", "), strings.Join(notes, "; ")
+	v.Convs = metricCell(find(oursRenderRow(tokenizerModels[0].Name)), "convs", 0)
 	return v
 }
 
@@ -416,13 +353,13 @@ func init() {
 		for _, m := range tokenizerModels {
 			for _, md := range tokenizerModes {
 				ours, theirs := find(h, oursEncodeRow(m.Name, md.mode)), find(h, hfEncodeRow(m.Name, md.mode))
-				t.add(m.Label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), times(ours, theirs, "mbps"), loadCell(ours.Load1))
+				ratio := figureOf(theirs, "mbps", func(y float64) string { return trimFloat(ours.Metrics["mbps"]/y) + "×" })
+				t.add(m.Label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), ratio, loadCell(ours.Load1))
 			}
 		}
 		t.write(w)
-		fmt.Fprintln(w)
-		if r := find(h, hfEncodeRow(tokenizerModels[0].Name, "whole")); r != nil && !r.available() {
-			fmt.Fprintf(w, "HF tokenizers %s.\n\n", r.Note)
+		if r := find(h, hfEncodeRow(tokenizerModels[0].Name, "whole")); !r.available() {
+			fmt.Fprintf(w, "\nHF tokenizers %s.\n", r.Note)
 		}
 	}
 	parts["tokenizer-render"] = func(w io.Writer, h *harness) {
@@ -439,30 +376,11 @@ func init() {
 			ours, theirs := find(h, oursLoadRow(m.Name)), find(h, hfLoadRow(m.Name))
 			ratio := faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
 			for i, r := range []*Result{ours, theirs} {
-				added := "—"
-				p, ok1 := r.Metric("rss_mb")
-				b, ok2 := r.Metric("rss_before_mb")
-				if ok1 && ok2 {
-					added = strconv.FormatFloat(p-b, 'f', 1, 64)
-				}
+				added := figureOf(r, "rss_mb", func(p float64) string { return strconv.FormatFloat(p-r.Metrics["rss_before_mb"], 'f', 1, 64) })
 				label := []string{"**lib/tokenizer** `tokenizer.Load`", "HF tokenizers `Tokenizer.fromFile`"}[i]
 				t.add(m.Label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, []string{"—", ratio}[i], loadCell(r.Load1))
 			}
 		}
 		t.write(w)
-		fmt.Fprintln(w)
-		command := func(what, name string) {
-			if r := find(h, name); r != nil && r.Command != "" {
-				fmt.Fprintf(w, "- %s: `%s`\n", what, r.Command)
-			}
-		}
-		command("lib/tokenizer, encoding", oursEncodeRow(tokenizerModels[0].Name, "whole"))
-		command("lib/tokenizer, rendering", oursRenderRow(tokenizerModels[0].Name))
-		for _, m := range tokenizerModels {
-			command("lib/tokenizer, loading "+m.Label, oursLoadRow(m.Name))
-		}
-		for _, m := range tokenizerModels {
-			command("HF tokenizers, "+m.Label, hfEncodeRow(m.Name, "whole"))
-		}
 	}
 }

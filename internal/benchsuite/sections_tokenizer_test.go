@@ -263,8 +263,9 @@ func TestTokenizerSection(t *testing.T) {
 	if _, err := tokenizerResults(runs, cannedTokenizerStats, cmds, shellJoin, "0.6.0", ""); err == nil || !strings.Contains(err.Error(), "not the same text") {
 		t.Errorf("other text: %v, want an error", err)
 	}
-	if _, err := parseHFReport([]byte(`{"bytes":1}`)); err == nil {
-		t.Error("a report without figures parsed")
+	runs.out["hf qwen3"][1] = []byte(`{"bytes":3503792,"documents":4835}`)
+	if _, err := tokenizerResults(runs, cannedTokenizerStats, cmds, shellJoin, "0.6.0", ""); err == nil || !strings.Contains(err.Error(), "without figures") {
+		t.Errorf("a report without figures: %v, want an error", err)
 	}
 
 	// A run whose go test output lacks a figure: no rows, half-measured.
