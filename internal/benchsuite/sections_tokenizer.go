@@ -1,16 +1,13 @@
 package benchsuite
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/segmentio/encoding/json"
@@ -23,7 +20,6 @@ const (
 	tokGroup = "tokenizer"
 	// hfBindingPackage is the crate's Node binding in pipelines/bench/package.json.
 	hfBindingPackage = "@anush008/tokenizers"
-	hfScript         = "pipelines/bench/hf-tokenizers.mjs"
 	renderTurns      = 10     // the length of the conversations rendered
 	renderBenchtime  = "200x" // the passes over the conversations a render run makes
 )
@@ -32,23 +28,21 @@ const (
 // lib/tokenizer's benchmarks and ../shared/data/tokenizers name them.
 var tokenizerModels = []struct{ Name, Label string }{{"qwen3", "Qwen3"}, {"deepseek_v3", "DeepSeek-V3"}}
 
-// tokenizerModes are the ways the text is handed to a tokenizer, named as
-// the binding's report names them: one row each in the table, with
-// lib/tokenizer's benchmark (the per-document one serves both per-document
-// rows, which are one row of lib/tokenizer's).
-var tokenizerModes = []struct{ mode, label, bench string }{
-	{"whole", "the renderings concatenated, one call", "BenchmarkEncode"},
-	{"docs", "one call per rendering (binding: `await encode(doc)` each)", "BenchmarkEncodeCases"},
-	{"batch", "one call per rendering (binding: all in one `encodeBatch`)", "BenchmarkEncodeCases"},
-	{"cold", "the renderings concatenated, one call, empty word cache", "BenchmarkEncodeCold"},
+// tokenizerModes are the ways the text is handed to a tokenizer, as the
+// binding's report names them, a row each in the table (both per-document
+// rows beside lib/tokenizer's one), and whose count of the text's tokens
+// lib/tokenizer's row holds.
+var tokenizerModes = []struct{ mode, label, tokens string }{
+	{"whole", "the renderings concatenated, one call", "concatenated text, lib/tokenizer"},
+	{"docs", "one call per rendering (binding: `await encode(doc)` each)", "documents, the golden ids"},
+	{"batch", "one call per rendering (binding: all in one `encodeBatch`)", "documents, the golden ids"},
+	{"cold", "the renderings concatenated, one call, empty word cache", "concatenated text, lib/tokenizer"},
 }
 
-// The rows' names, by which the table and the targets find them.
+// The rows' names, by which the table and the targets find them; the
+// binding's two per-document rows are beside lib/tokenizer's one.
 func oursEncodeRow(model, mode string) string {
-	if mode == "batch" {
-		mode = "docs"
-	}
-	return "lib/tokenizer, " + model + ", " + mode
+	return "lib/tokenizer, " + model + ", " + strings.Replace(mode, "batch", "docs", 1)
 }
 func hfEncodeRow(model, mode string) string { return "HF tokenizers, " + model + ", " + mode }
 func oursRenderRow(model string) string     { return "lib/tokenizer Render, " + model }
@@ -67,22 +61,20 @@ type goldenStats struct{ bytes, docs, tokens int64 }
 func readGoldenStats(path string) (st goldenStats, err error) {
 	in := jsonl.NewReader(context.Background(), nil, []string{path}, nil, jsonl.Options{})
 	defer in.Close()
-	for {
-		line, err := in.Next()
-		if err == io.EOF {
-			return st, nil
-		} else if err != nil {
-			return st, err
-		}
+	for line, err := in.Next(); err != io.EOF; line, err = in.Next() {
 		var c struct {
 			Rendered string
 			IDs      []int
 		}
-		if err := json.Unmarshal(line.Data, &c); err != nil {
+		if err == nil {
+			err = json.Unmarshal(line.Data, &c)
+		}
+		if err != nil {
 			return st, fmt.Errorf("%s line %d: %w", path, line.Line, err)
 		}
 		st.bytes, st.tokens, st.docs = st.bytes+int64(len(c.Rendered)), st.tokens+int64(len(c.IDs)), st.docs+1
 	}
+	return st, nil
 }
 
 // tokenizerRuns are the outputs of a section's runs, a run each, by key:
@@ -106,11 +98,11 @@ func (c tokenizerCommands) argv(key string) []string {
 	return map[string][]string{"encode": c.encode, "render": c.render, "load": c.load[model], "hf": c.hf[model]}[what]
 }
 
+// tokenizerReps are the passes a run makes over the text, after a warm-up.
+func (h *harness) tokenizerReps() string { return map[bool]string{false: "3", true: "1"}[h.quick] }
+
 func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
-	reps := "3"
-	if h.quick {
-		reps = "1"
-	}
+	reps := h.tokenizerReps()
 	rel := func(p string) string { // near the repository, relative to it
 		if r, err := filepath.Rel(h.repo, p); err == nil && !strings.HasPrefix(r, "../..") {
 			return r
@@ -127,7 +119,7 @@ func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
 	}
 	for _, m := range tokenizerModels {
 		c.load[m.Name] = goTest("^BenchmarkTokenizerLoad$/^"+m.Name+"$", "1x", "./internal/benchsuite")
-		c.hf[m.Name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", hfScript, "--modules", rel(modules),
+		c.hf[m.Name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", "pipelines/bench/hf-tokenizers.mjs", "--modules", rel(modules),
 			"--golden", rel(filepath.Join(dir, "golden", m.Name+".jsonl.gz")), "--reps", reps, "--cold-reps", reps, rel(filepath.Join(dir, m.Name, "tokenizer.json")))
 	}
 	return c
@@ -194,7 +186,7 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 				r.Note = hfBindingPackage + " " + version + ", node " + node
 			}
 			if figs == nil {
-				r = unavailable(tokGroup, name, cmp.Or(why, "no run of "+hfScript))
+				r = unavailable(tokGroup, name, why)
 			}
 			rows = append(rows, r)
 		}
@@ -227,29 +219,26 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 func tokenizerRun(runs tokenizerRuns, i int, m string, st goldenStats, row func(name, key string, st goldenStats, figs map[string]float64, node string)) (err error) {
 	bench := benchFigures(slices.Concat(runs.out["encode"][i], runs.out["render"][i], runs.out["load "+m][i]))
 	fig := func(name, unit string) float64 {
-		v := bench[name+"/"+m][unit]
+		v := bench["Benchmark"+name+"/"+m][unit]
 		if len(v) == 0 {
-			err = cmp.Or(err, fmt.Errorf("run %d: no %s of %s/%s in the output", i+1, unit, name, m))
+			err = cmp.Or(err, fmt.Errorf("run %d: no %s of Benchmark%s/%s in the output", i+1, unit, name, m))
 		}
 		return median(v)
 	}
-	for _, md := range tokenizerModes {
-		// MB/s as go test reports it; tokens/s of the tokens an op made (the
-		// concatenated text's, as BenchmarkEncode counts them; the
-		// documents', the golden ids'), over ns/op.
-		tokens := fig("BenchmarkEncode", "tokens/op")
-		if md.bench == "BenchmarkEncodeCases" {
-			tokens = float64(st.tokens)
-		}
-		if md.mode != "batch" {
-			row(oursEncodeRow(m, md.mode), "encode", st, map[string]float64{"mbps": fig(md.bench, "MB/s"), "tok_s": tokens * 1e9 / fig(md.bench, "ns/op"), "tokens": tokens}, "")
-		}
+	// MB/s as go test reports it; tokens/s of the tokens an op made (the
+	// concatenated text's, as BenchmarkEncode counts them; the documents',
+	// the golden ids'), over ns/op.
+	encode := func(mode, name string, tokens float64) {
+		row(oursEncodeRow(m, mode), "encode", st, map[string]float64{"mbps": fig(name, "MB/s"), "tok_s": tokens * 1e9 / fig(name, "ns/op"), "tokens": tokens}, "")
 	}
-	render := func(unit string) float64 { return fig("BenchmarkTokenizerRender", unit) }
-	row(oursRenderRow(m), "render", goldenStats{}, map[string]float64{"convs": render("convs"), "us_per_conv": render("µs/conv"),
-		"allocs_per_conv": render("allocs/op") / render("convs")}, "")
-	load := func(unit string) float64 { return fig("BenchmarkTokenizerLoad", unit) }
-	row(oursLoadRow(m), "load "+m, goldenStats{}, map[string]float64{"load_ms": load("ms/load"), "rss_mb": load("peak-RSS-MB"), "rss_before_mb": load("RSS-before-MB")}, "")
+	tokens := fig("Encode", "tokens/op")
+	encode("whole", "Encode", tokens)
+	encode("docs", "EncodeCases", float64(st.tokens))
+	encode("cold", "EncodeCold", tokens)
+	row(oursRenderRow(m), "render", goldenStats{}, map[string]float64{"convs": fig("TokenizerRender", "convs"), "us_per_conv": fig("TokenizerRender", "µs/conv"),
+		"allocs_per_conv": fig("TokenizerRender", "allocs/op") / fig("TokenizerRender", "convs")}, "")
+	row(oursLoadRow(m), "load "+m, goldenStats{}, map[string]float64{"load_ms": fig("TokenizerLoad", "ms/load"), "rss_mb": fig("TokenizerLoad", "peak-RSS-MB"),
+		"rss_before_mb": fig("TokenizerLoad", "RSS-before-MB")}, "")
 	// The script's report is its last line, each mode's figures named as
 	// the rows name them (mbps, tok_s, tokens).
 	var rep struct {
@@ -260,13 +249,11 @@ func tokenizerRun(runs tokenizerRuns, i int, m string, st goldenStats, row func(
 		Whole, Docs, Batch, Cold, Load map[string]float64
 	}
 	if i < len(runs.out["hf "+m]) && err == nil {
-		out := bytes.TrimSpace(runs.out["hf "+m][i])
-		switch err := json.Unmarshal(out[bytes.LastIndexByte(out, '\n')+1:], &rep); {
+		out := strings.TrimSpace(string(runs.out["hf "+m][i]))
+		switch err := json.Unmarshal([]byte(out[strings.LastIndexByte(out, '\n')+1:]), &rep); {
 		case err != nil:
-			return fmt.Errorf("hf-tokenizers.mjs printed no report: %v: %q", err, tail(out, 500))
-		case rep.Load["ms"] <= 0 || slices.ContainsFunc([]map[string]float64{rep.Whole, rep.Docs, rep.Batch, rep.Cold}, func(f map[string]float64) bool {
-			return f["seconds"] <= 0
-		}):
+			return fmt.Errorf("hf-tokenizers.mjs printed no report: %v: %q", err, tail([]byte(out), 500))
+		case rep.Whole == nil || rep.Docs == nil || rep.Batch == nil || rep.Cold == nil || rep.Load == nil:
 			return fmt.Errorf("hf-tokenizers.mjs: a report without figures: %s", out)
 		case rep.Bytes != st.bytes || rep.Documents != st.docs:
 			return fmt.Errorf("%s: the binding was given %d bytes in %d documents, lib/tokenizer %d in %d: not the same text",
@@ -290,11 +277,12 @@ func figure(r *Result, metric string, decimals int) string {
 	return metricCell(r, metric, decimals)
 }
 
-var benchtimeX = regexp.MustCompile(`-benchtime \d+`)
-
 // tokenizerView is what the section's text says of its rows, which are
 // made together; Stop, when set, is all it says.
-func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, Checks, Notes, Floors, Slower, Convs string }) {
+func (h *harness) tokenizerView() (v struct {
+	Stop, Crate, Docs, Passes, Convs     string
+	Sizes, Checks, Notes, Floors, Slower []string
+}) {
 	find := func(name string) *Result { return h.find(tokGroup, name) }
 	first := find(oursEncodeRow(tokenizerModels[0].Name, "whole"))
 	if first == nil || !first.available() {
@@ -304,44 +292,38 @@ func (h *harness) tokenizerView() (v struct{ Stop, Crate, Docs, Sizes, Passes, C
 		}
 		return v
 	}
-	// The passes a run makes, as its go test command asks for them.
-	v.Passes, v.Docs = strings.TrimPrefix(benchtimeX.FindString(first.Command), "-benchtime "), "the "+cli.Thousands(first.Records)
+	v.Passes, v.Docs = h.tokenizerReps(), "the "+cli.Thousands(first.Records)
 	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
 	if r := find(hfEncodeRow(tokenizerModels[0].Name, "whole")); r.available() {
 		v.Crate += " (" + strings.TrimPrefix(r.Note, hfBindingPackage+" ") + ")"
 	}
 	// What makes the comparison fair, or not, with this run's figures; the
 	// binding's rows have figures only where it ran.
-	var sizes, floors, checks, notes, slower []string
 	for _, m := range tokenizerModels {
 		ours := func(mode string) *Result { return find(oursEncodeRow(m.Name, mode)) }
 		hf := func(mode string) *Result { return find(hfEncodeRow(m.Name, mode)) }
-		sizes = append(sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(ours("whole").Bytes)/1e6, metricCell(ours("whole"), "tokens", 0), m.Label))
+		v.Sizes = append(v.Sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(ours("whole").Bytes)/1e6, metricCell(ours("whole"), "tokens", 0), m.Label))
 		if x, y := hf("whole").Metrics["mbps"], hf("batch").Metrics["mbps"]; x < y {
-			slower = append(slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
+			v.Slower = append(v.Slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
 		}
 		if d := hf("docs"); d.available() {
 			f, docs := d.Metrics["call_floor_us"], cli.Thousands(d.Records)
-			floors = append(floors, fmt.Sprintf("%.0f µs for %s: %.2f s of its %.2f s pass over the %s renderings",
+			v.Floors = append(v.Floors, fmt.Sprintf("%.0f µs for %s: %.2f s of its %.2f s pass over the %s renderings",
 				f, m.Label, f*1e-6*float64(d.Records), float64(d.Bytes)/1e6/d.Metrics["mbps"], docs))
 			check := "all " + docs + " of " + m.Label
 			if bad := int64(d.Metrics["golden_mismatches"]); bad > 0 {
 				check = fmt.Sprintf("**%s of %s's %s differ**", cli.Thousands(bad), m.Label, docs)
 			}
-			checks = append(checks, check)
+			v.Checks = append(v.Checks, check)
 		}
 		// The binding's token counts, each beside lib/tokenizer's of the same text.
-		for _, c := range []struct{ mode, of string }{
-			{"whole", "concatenated text, lib/tokenizer"}, {"docs", "documents, the golden ids"}, {"cold", "concatenated text, lib/tokenizer"},
-		} {
-			if got, want := hf(c.mode).Metrics["tokens"], ours(c.mode).Metrics["tokens"]; hf(c.mode).available() && got != want {
-				notes = append(notes, fmt.Sprintf("**%s, %s: the binding gave %s tokens of the %s %s**",
-					m.Label, c.mode, cli.Thousands(int64(got)), c.of, cli.Thousands(int64(want))))
+		for _, md := range tokenizerModes {
+			if got, want := hf(md.mode).Metrics["tokens"], ours(md.mode).Metrics["tokens"]; hf(md.mode).available() && got != want {
+				v.Notes = append(v.Notes, fmt.Sprintf("**%s, %s: the binding gave %s tokens of the %s %s**",
+					m.Label, md.mode, cli.Thousands(int64(got)), md.tokens, cli.Thousands(int64(want))))
 			}
 		}
 	}
-	v.Sizes, v.Slower, v.Floors = strings.Join(sizes, ", "), strings.Join(slower, ", "), strings.Join(floors, ";\n  ")
-	v.Checks, v.Notes = strings.Join(checks, ", "), strings.Join(notes, "; ")
 	v.Convs = metricCell(find(oursRenderRow(tokenizerModels[0].Name)), "convs", 0)
 	return v
 }
@@ -358,9 +340,6 @@ func init() {
 			}
 		}
 		t.write(w)
-		if r := find(h, hfEncodeRow(tokenizerModels[0].Name, "whole")); !r.available() {
-			fmt.Fprintf(w, "\nHF tokenizers %s.\n", r.Note)
-		}
 	}
 	parts["tokenizer-render"] = func(w io.Writer, h *harness) {
 		t := newTable("template", "conversations", "µs per conversation", "allocations per conversation", "load")
@@ -376,7 +355,7 @@ func init() {
 			ours, theirs := find(h, oursLoadRow(m.Name)), find(h, hfLoadRow(m.Name))
 			ratio := faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
 			for i, r := range []*Result{ours, theirs} {
-				added := figureOf(r, "rss_mb", func(p float64) string { return strconv.FormatFloat(p-r.Metrics["rss_before_mb"], 'f', 1, 64) })
+				added := figureOf(r, "rss_mb", func(p float64) string { return fmt.Sprintf("%.1f", p-r.Metrics["rss_before_mb"]) })
 				label := []string{"**lib/tokenizer** `tokenizer.Load`", "HF tokenizers `Tokenizer.fromFile`"}[i]
 				t.add(m.Label, label, figure(r, "load_ms", 0), figure(r, "rss_mb", 1), figure(r, "rss_before_mb", 1), added, []string{"—", ratio}[i], loadCell(r.Load1))
 			}
