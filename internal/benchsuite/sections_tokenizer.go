@@ -17,21 +17,18 @@ import (
 )
 
 const (
-	tokGroup = "tokenizer"
-	// hfBindingPackage is the crate's Node binding in pipelines/bench/package.json.
-	hfBindingPackage = "@anush008/tokenizers"
-	renderTurns      = 10     // the length of the conversations rendered
-	renderBenchtime  = "200x" // the passes over the conversations a render run makes
+	tokGroup         = "tokenizer"
+	hfBindingPackage = "@anush008/tokenizers" // the crate's Node binding in pipelines/bench/package.json
+	renderTurns      = 10                     // the length of the conversations rendered
+	renderBenchtime  = "200x"                 // the passes over the conversations a render run makes
 )
 
 // tokenizerModels are the real tokenizers measured, named as
 // lib/tokenizer's benchmarks and ../shared/data/tokenizers name them.
 var tokenizerModels = []struct{ Name, Label string }{{"qwen3", "Qwen3"}, {"deepseek_v3", "DeepSeek-V3"}}
 
-// tokenizerModes are the ways the text is handed to a tokenizer, as the
-// binding's report names them, a row each in the table (both per-document
-// rows beside lib/tokenizer's one), and whose count of the text's tokens
-// lib/tokenizer's row holds.
+// tokenizerModes are the ways the text is handed to a tokenizer, as the binding's
+// report names them: a row of the table each, and whose token count lib/tokenizer's holds.
 var tokenizerModes = []struct{ mode, label, tokens string }{
 	{"whole", "the renderings concatenated, one call", "concatenated text, lib/tokenizer"},
 	{"docs", "one call per rendering (binding: `await encode(doc)` each)", "documents, the golden ids"},
@@ -39,8 +36,7 @@ var tokenizerModes = []struct{ mode, label, tokens string }{
 	{"cold", "the renderings concatenated, one call, empty word cache", "concatenated text, lib/tokenizer"},
 }
 
-// The rows' names, by which the table and the targets find them; the
-// binding's two per-document rows are beside lib/tokenizer's one.
+// The rows' names, by which the table and the targets find them (lib/tokenizer has one per-document row).
 func oursEncodeRow(model, mode string) string {
 	return "lib/tokenizer, " + model + ", " + strings.Replace(mode, "batch", "docs", 1)
 }
@@ -54,8 +50,8 @@ var tokenizerSection = &section{
 	measure: func(ctx context.Context, h *harness) error { return h.measureTokenizer(ctx) },
 }
 
-// goldenStats are what a golden file holds: the text both tokenizers are
-// given and the reference's token count of it, document by document.
+// goldenStats are a golden file's text, which both tokenizers are given,
+// and the reference's token count of it.
 type goldenStats struct{ bytes, docs, tokens int64 }
 
 func readGoldenStats(path string) (st goldenStats, err error) {
@@ -66,10 +62,7 @@ func readGoldenStats(path string) (st goldenStats, err error) {
 			Rendered string
 			IDs      []int
 		}
-		if err == nil {
-			err = json.Unmarshal(line.Data, &c)
-		}
-		if err != nil {
+		if err := cmp.Or(err, json.Unmarshal(line.Data, &c)); err != nil { // the read's error, else the line's
 			return st, fmt.Errorf("%s line %d: %w", path, line.Line, err)
 		}
 		st.bytes, st.tokens, st.docs = st.bytes+int64(len(c.Rendered)), st.tokens+int64(len(c.IDs)), st.docs+1
@@ -77,16 +70,14 @@ func readGoldenStats(path string) (st goldenStats, err error) {
 	return st, nil
 }
 
-// tokenizerRuns are the outputs of a section's runs, a run each, by key:
-// go test's (encode, render, and "load MODEL") and the node script's
-// ("hf MODEL"); with the load when each run started.
+// tokenizerRuns are the outputs of a section's runs by key (encode, render,
+// "load MODEL", "hf MODEL"), and the load when each run started.
 type tokenizerRuns struct {
 	out   map[string][][]byte
 	loads []float64
 }
 
-// tokenizerCommands are the commands a run takes, run from the repository
-// with the paths as seen from there, as the report shows them.
+// tokenizerCommands are the commands a run takes, as the report shows them.
 type tokenizerCommands struct {
 	encode, render []string
 	load, hf       map[string][]string
@@ -98,17 +89,9 @@ func (c tokenizerCommands) argv(key string) []string {
 	return map[string][]string{"encode": c.encode, "render": c.render, "load": c.load[model], "hf": c.hf[model]}[what]
 }
 
-// tokenizerReps are the passes a run makes over the text, after a warm-up.
-func (h *harness) tokenizerReps() string { return map[bool]string{false: "3", true: "1"}[h.quick] }
-
 func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
-	reps := h.tokenizerReps()
-	rel := func(p string) string { // near the repository, relative to it
-		if r, err := filepath.Rel(h.repo, p); err == nil && !strings.HasPrefix(r, "../..") {
-			return r
-		}
-		return p
-	}
+	reps := map[bool]string{false: "3", true: "1"}[h.quick] // the passes over the text a run makes, after a warm-up
+	dir, _ = filepath.Rel(h.repo, dir)                      // as seen from the repository, where they run
 	goTest := func(bench, benchtime, pkg string) []string {
 		return h.pinned("env", "GOMAXPROCS=1", "go", "test", "-run", "^$", "-bench", bench, "-benchtime", benchtime, "-count", "1", pkg)
 	}
@@ -119,16 +102,15 @@ func (h *harness) tokenizerCommands(dir, modules string) tokenizerCommands {
 	}
 	for _, m := range tokenizerModels {
 		c.load[m.Name] = goTest("^BenchmarkTokenizerLoad$/^"+m.Name+"$", "1x", "./internal/benchsuite")
-		c.hf[m.Name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", "pipelines/bench/hf-tokenizers.mjs", "--modules", rel(modules),
-			"--golden", rel(filepath.Join(dir, "golden", m.Name+".jsonl.gz")), "--reps", reps, "--cold-reps", reps, rel(filepath.Join(dir, m.Name, "tokenizer.json")))
+		c.hf[m.Name] = h.pinned("env", "TOKENIZERS_PARALLELISM=false", "RAYON_NUM_THREADS=1", "node", "--expose-gc", "pipelines/bench/hf-tokenizers.mjs",
+			"--modules", modules, "--golden", filepath.Join(dir, "golden", m.Name+".jsonl.gz"), "--reps", reps, "--cold-reps", reps,
+			filepath.Join(dir, m.Name, "tokenizer.json"))
 	}
 	return c
 }
 
 // measureTokenizer runs go test's benchmarks and the binding's script in
-// turns, --runs times, all as the harness runs a measured command, node
-// and the binding as the peers installed them; the binding's rows say why
-// where it is not installed.
+// turns, --runs times; the binding's rows say why where it is not installed.
 func (h *harness) measureTokenizer(ctx context.Context) error {
 	dir := filepath.Dir(h.shared("tokenizers/golden"))
 	if dir == "." { // the first row says so for the section, as its text does
@@ -172,9 +154,8 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 	return err
 }
 
-// tokenizerResults makes the section's rows of its runs (at least one):
-// each figure the median of the runs' (peak RSS: the highest). why, when
-// set, is why the binding's rows are not available.
+// tokenizerResults makes the section's rows of its runs (at least one), each
+// figure the runs' median (peak RSS: the highest); why, if set, is why the binding's rows are not available.
 func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tokenizerCommands, shown func([]string) string, version, why string) ([]*Result, error) {
 	var runRows [][]*Result // by run, its rows of every model in the same order
 	for i := range runs.out["encode"] {
@@ -213,10 +194,10 @@ func tokenizerResults(runs tokenizerRuns, stats map[string]goldenStats, cmds tok
 	return runRows[0], nil
 }
 
-// tokenizerRun makes run i's rows of model m with row, each with the
-// run's figures: go test's, and the binding's, of the node that ran it,
-// where it ran (without, none).
-func tokenizerRun(runs tokenizerRuns, i int, m string, st goldenStats, row func(name, key string, st goldenStats, figs map[string]float64, node string)) (err error) {
+// tokenizerRun makes run i's rows of model m with row: go test's figures,
+// and the binding's where it ran (without, none) with the node it ran on.
+func tokenizerRun(runs tokenizerRuns, i int, m string, st goldenStats,
+	row func(name, key string, st goldenStats, figs map[string]float64, node string)) (err error) {
 	bench := benchFigures(slices.Concat(runs.out["encode"][i], runs.out["render"][i], runs.out["load "+m][i]))
 	fig := func(name, unit string) float64 {
 		v := bench["Benchmark"+name+"/"+m][unit]
@@ -225,22 +206,20 @@ func tokenizerRun(runs tokenizerRuns, i int, m string, st goldenStats, row func(
 		}
 		return median(v)
 	}
-	// MB/s as go test reports it; tokens/s of the tokens an op made (the
-	// concatenated text's, as BenchmarkEncode counts them; the documents',
-	// the golden ids'), over ns/op.
+	// MB/s as go test reports it; tokens/s of the tokens an op made (the concatenated
+	// text's, as BenchmarkEncode counts them; the documents', the golden ids'), over ns/op.
 	encode := func(mode, name string, tokens float64) {
-		row(oursEncodeRow(m, mode), "encode", st, map[string]float64{"mbps": fig(name, "MB/s"), "tok_s": tokens * 1e9 / fig(name, "ns/op"), "tokens": tokens}, "")
+		figs := map[string]float64{"mbps": fig(name, "MB/s"), "tok_s": tokens * 1e9 / fig(name, "ns/op"), "tokens": tokens}
+		row(oursEncodeRow(m, mode), "encode", st, figs, "")
 	}
-	tokens := fig("Encode", "tokens/op")
-	encode("whole", "Encode", tokens)
+	encode("whole", "Encode", fig("Encode", "tokens/op"))
 	encode("docs", "EncodeCases", float64(st.tokens))
-	encode("cold", "EncodeCold", tokens)
+	encode("cold", "EncodeCold", fig("Encode", "tokens/op"))
 	row(oursRenderRow(m), "render", goldenStats{}, map[string]float64{"convs": fig("TokenizerRender", "convs"), "us_per_conv": fig("TokenizerRender", "µs/conv"),
 		"allocs_per_conv": fig("TokenizerRender", "allocs/op") / fig("TokenizerRender", "convs")}, "")
 	row(oursLoadRow(m), "load "+m, goldenStats{}, map[string]float64{"load_ms": fig("TokenizerLoad", "ms/load"), "rss_mb": fig("TokenizerLoad", "peak-RSS-MB"),
 		"rss_before_mb": fig("TokenizerLoad", "RSS-before-MB")}, "")
-	// The script's report is its last line, each mode's figures named as
-	// the rows name them (mbps, tok_s, tokens).
+	// The script's report, its last line, names each mode's figures as the rows do.
 	var rep struct {
 		Node                           string
 		Bytes, Documents               int64
@@ -269,22 +248,13 @@ func tokenizerRun(runs tokenizerRuns, i int, m string, st goldenStats, row func(
 	return err
 }
 
-// figure is a cell of a figure, or why the row has none.
-func figure(r *Result, metric string, decimals int) string {
-	if r != nil && !r.available() {
-		return "_not available_"
-	}
-	return metricCell(r, metric, decimals)
-}
-
-// tokenizerView is what the section's text says of its rows, which are
-// made together; Stop, when set, is all it says.
+// tokenizerView is what the section's text says of its rows (made together);
+// Stop, when set, is all it says.
 func (h *harness) tokenizerView() (v struct {
-	Stop, Crate, Docs, Passes, Convs     string
+	Stop, Crate, Docs, Passes            string
 	Sizes, Checks, Notes, Floors, Slower []string
 }) {
-	find := func(name string) *Result { return h.find(tokGroup, name) }
-	first := find(oursEncodeRow(tokenizerModels[0].Name, "whole"))
+	first := h.find(tokGroup, oursEncodeRow(tokenizerModels[0].Name, "whole"))
 	if first == nil || !first.available() {
 		v.Stop = "_No results for " + tokGroup + ": see the log of the run._\n"
 		if first != nil {
@@ -292,16 +262,16 @@ func (h *harness) tokenizerView() (v struct {
 		}
 		return v
 	}
-	v.Passes, v.Docs = h.tokenizerReps(), "the "+cli.Thousands(first.Records)
+	f := strings.Fields(first.Command) // the passes a run makes, as its go test command asks for them
+	v.Passes, v.Docs = strings.TrimSuffix(f[slices.Index(f, "-benchtime")+1], "x"), "the "+cli.Thousands(first.Records)
 	v.Crate = "Hugging Face's `tokenizers` crate (Rust) through its Node binding `" + hfBindingPackage + "`"
-	if r := find(hfEncodeRow(tokenizerModels[0].Name, "whole")); r.available() {
+	if r := h.find(tokGroup, hfEncodeRow(tokenizerModels[0].Name, "whole")); r.available() {
 		v.Crate += " (" + strings.TrimPrefix(r.Note, hfBindingPackage+" ") + ")"
 	}
-	// What makes the comparison fair, or not, with this run's figures; the
-	// binding's rows have figures only where it ran.
+	// What makes the comparison fair, or not; the binding's rows have figures where it ran.
 	for _, m := range tokenizerModels {
-		ours := func(mode string) *Result { return find(oursEncodeRow(m.Name, mode)) }
-		hf := func(mode string) *Result { return find(hfEncodeRow(m.Name, mode)) }
+		ours := func(mode string) *Result { return h.find(tokGroup, oursEncodeRow(m.Name, mode)) }
+		hf := func(mode string) *Result { return h.find(tokGroup, hfEncodeRow(m.Name, mode)) }
 		v.Sizes = append(v.Sizes, fmt.Sprintf("%.1f MB and %s tokens for %s", float64(ours("whole").Bytes)/1e6, metricCell(ours("whole"), "tokens", 0), m.Label))
 		if x, y := hf("whole").Metrics["mbps"], hf("batch").Metrics["mbps"]; x < y {
 			v.Slower = append(v.Slower, fmt.Sprintf("%s %.2f MB/s against %.2f", m.Label, x, y))
@@ -324,17 +294,21 @@ func (h *harness) tokenizerView() (v struct {
 			}
 		}
 	}
-	v.Convs = metricCell(find(oursRenderRow(tokenizerModels[0].Name)), "convs", 0)
 	return v
 }
 
 func init() {
-	find := func(h *harness, name string) *Result { return h.find(tokGroup, name) }
+	figure := func(r *Result, metric string, decimals int) string { // or why the row has none
+		if r != nil && !r.available() {
+			return "_not available_"
+		}
+		return metricCell(r, metric, decimals)
+	}
 	parts["tokenizer-encode"] = func(w io.Writer, h *harness) {
 		t := newTable("tokenizer", "how the text is given", "lib/tokenizer MB/s", "tokens/s", "HF tokenizers MB/s", "tokens/s", "lib/tokenizer ÷ HF", "load")
 		for _, m := range tokenizerModels {
 			for _, md := range tokenizerModes {
-				ours, theirs := find(h, oursEncodeRow(m.Name, md.mode)), find(h, hfEncodeRow(m.Name, md.mode))
+				ours, theirs := h.find(tokGroup, oursEncodeRow(m.Name, md.mode)), h.find(tokGroup, hfEncodeRow(m.Name, md.mode))
 				ratio := figureOf(theirs, "mbps", func(y float64) string { return trimFloat(ours.Metrics["mbps"]/y) + "×" })
 				t.add(m.Label, md.label, figure(ours, "mbps", 1), figure(ours, "tok_s", 0), figure(theirs, "mbps", 2), figure(theirs, "tok_s", 0), ratio, loadCell(ours.Load1))
 			}
@@ -344,7 +318,7 @@ func init() {
 	parts["tokenizer-render"] = func(w io.Writer, h *harness) {
 		t := newTable("template", "conversations", "µs per conversation", "allocations per conversation", "load")
 		for _, m := range tokenizerModels {
-			r := find(h, oursRenderRow(m.Name))
+			r := h.find(tokGroup, oursRenderRow(m.Name))
 			t.add("**"+m.Label+"**", figure(r, "convs", 0), figure(r, "us_per_conv", 1), figure(r, "allocs_per_conv", 0), loadCell(r.Load1))
 		}
 		t.write(w)
@@ -352,7 +326,7 @@ func init() {
 	parts["tokenizer-load"] = func(w io.Writer, h *harness) {
 		t := newTable("folder", "implementation", "load ms", "peak RSS MB", "before MB", "added MB", "lib/tokenizer is", "load")
 		for _, m := range tokenizerModels {
-			ours, theirs := find(h, oursLoadRow(m.Name)), find(h, hfLoadRow(m.Name))
+			ours, theirs := h.find(tokGroup, oursLoadRow(m.Name)), h.find(tokGroup, hfLoadRow(m.Name))
 			ratio := faster(theirs, ours, func(r *Result) (float64, bool) { return r.Metric("load_ms") })
 			for i, r := range []*Result{ours, theirs} {
 				added := figureOf(r, "rss_mb", func(p float64) string { return fmt.Sprintf("%.1f", p-r.Metrics["rss_before_mb"]) })

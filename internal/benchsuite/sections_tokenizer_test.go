@@ -2,8 +2,11 @@ package benchsuite
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -297,5 +300,28 @@ func TestTokenizerSection(t *testing.T) {
 	}
 	if strings.Contains(text, "token counts are lib/tokenizer's") || strings.Contains(text, "DeepSeek-V3, whole: the binding") {
 		t.Error("the text says the counts are the same, or differ where they do not")
+	}
+}
+
+// TestReadGoldenStats: a golden file's text in bytes and documents and
+// the reference's tokens; a line that is not JSON is named.
+func TestReadGoldenStats(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qwen3.jsonl.gz")
+	write := func(text string) {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(text))
+		zw.Close()
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"id":"a","rendered":"ab","ids":[1,2,3]}` + "\n" + `{"id":"b","rendered":"é\n","ids":[4]}` + "\n")
+	if st, err := readGoldenStats(path); err != nil || st != (goldenStats{bytes: 5, docs: 2, tokens: 4}) {
+		t.Errorf("got %+v, %v; want 5 bytes, 2 documents, 4 tokens", st, err)
+	}
+	write(`{"rendered":"ab","ids":[1]}` + "\n" + `{"rendered":` + "\n")
+	if _, err := readGoldenStats(path); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line: %v, want an error naming line 2", err)
 	}
 }
