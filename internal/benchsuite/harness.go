@@ -263,7 +263,8 @@ func (h *harness) keepFacts() {
 	// awk -W version is how mawk says its version; gawk takes it too.
 	f["jq"], f["gawk"], f["awk"] = first("jq", "--version"), first("gawk", "--version"), first("awk", "-W", "version")
 	if f["node"] = first("node", "--version"); f["node"] != "not installed" {
-		f["node"] += " (openai " + cmp.Or(h.nodeSDK(), "not installed") + ")"
+		_, sdk, _ := h.nodePackage("openai")
+		f["node"] += " (openai " + cmp.Or(sdk, "not installed") + ")"
 	}
 	var total int64
 	filepath.WalkDir(h.dir, func(_ string, d os.DirEntry, err error) error {
@@ -293,28 +294,20 @@ func procField(path, key string) string {
 	return "unknown"
 }
 
-// nodeModules is the directory holding the Node packages of
-// pipelines/bench/package.json, or why they cannot be used.
-func (h *harness) nodeModules() (dir, why string) {
+// nodePackage is the directory holding the Node packages of
+// pipelines/bench/package.json and the version of one of them, or why
+// that one cannot be used.
+func (h *harness) nodePackage(name string) (dir, version, why string) {
 	dir = filepath.Join(h.peers, "node")
+	var pkg struct{ Version string }
+	data, err := os.ReadFile(filepath.Join(dir, "node_modules", name, "package.json"))
 	switch {
 	case !have("node"):
-		return "", missing("node")
-	case !fileExists(filepath.Join(dir, "node_modules", "openai")):
-		return "", "the OpenAI Node SDK is not in " + dir + " (.ci/install-peers installs it)"
+		return "", "", missing("node")
+	case err != nil || json.Unmarshal(data, &pkg) != nil:
+		return "", "", name + " is not in " + dir + " (.ci/install-peers installs it)"
 	}
-	return dir, ""
-}
-
-// nodeSDK is the OpenAI Node SDK's version, "" when it is not installed.
-func (h *harness) nodeSDK() string {
-	dir, _ := h.nodeModules()
-	var pkg struct{ Version string }
-	data, _ := os.ReadFile(filepath.Join(dir, "node_modules", "openai", "package.json"))
-	if dir == "" || json.Unmarshal(data, &pkg) != nil {
-		return ""
-	}
-	return pkg.Version
+	return dir, pkg.Version, ""
 }
 
 // Sizes are how much each section measures.

@@ -19,7 +19,6 @@ import (
 	"github.com/segmentio/encoding/json"
 
 	"tokenmill/internal/lifeline"
-	"tokenmill/internal/ollamaserver"
 	"tokenmill/lib/jsonl"
 	"tokenmill/lib/record"
 	"tokenmill/lib/serve"
@@ -231,14 +230,6 @@ func (h *harness) add(r *Result) {
 	*to = append(*to, r)
 }
 
-func (h *harness) measure(ctx context.Context, s Spec) error {
-	r, err := h.measureRow(ctx, s)
-	if err == nil {
-		h.add(r)
-	}
-	return err
-}
-
 // unavailable keeps the row of a tool that could not be had.
 func (h *harness) unavailable(group, name, why string) {
 	h.logf("%s/%s: not available: %s", group, name, why)
@@ -311,19 +302,6 @@ func (h *harness) startSim(ctx context.Context, endpoints int, log string, flags
 		return nil, fmt.Errorf("llmsim %s: %v\n%s", strings.Join(flags, " "), err, tail(data, 2000))
 	}
 	return s, nil
-}
-
-// startOllama starts a real Ollama serving its tiny random-weight model on
-// the CPU with parallel slots, or says why there is none.
-func startOllama(parallel int, logf func(string, ...any)) (srv *ollamaserver.Server, stop func(), why string) {
-	srv, stop, why = lifeline.Hold(func(format string, args ...any) { logf("ollama: "+format, args...) },
-		func(h lifeline.Host) *ollamaserver.Server {
-			return ollamaserver.Start(h, ollamaserver.Options{Parallel: parallel})
-		})
-	if srv != nil {
-		logf("ollama: %s %s at %s (started in %v, loaded in %v)", srv.Binary, srv.Version, srv.URL, srv.Timings.Start, srv.Timings.Load)
-	}
-	return srv, stop, why
 }
 
 // dataStep makes one data file in the scratch directory with a shell
@@ -411,11 +389,6 @@ func (h *harness) sh(ctx context.Context, script string) error {
 		return fmt.Errorf("%s: %v (see logs/data.log)", script, err)
 	}
 	return nil
-}
-
-// generations answers prompts with made-up generation records and a rerun.
-func (h *harness) generations(ctx context.Context, prompts, gens, rerun string) error {
-	return h.sh(ctx, shellJoin([]string{"benchsuite", "generations", "--rerun", rerun, "-o", gens, prompts}))
 }
 
 // shared is a file of ../shared/data beside the repository, or "".

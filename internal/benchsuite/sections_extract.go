@@ -131,7 +131,7 @@ func (h *harness) stagesAt(ctx context.Context, group, size, prefix string, n in
 	defer h.remove(p, g, r)
 	err := h.head("data/prompts-big.jsonl", p, n)
 	if err == nil {
-		err = h.generations(ctx, p, g, r)
+		err = h.sh(ctx, shellJoin([]string{"benchsuite", "generations", "--rerun", r, "-o", g, p}))
 	}
 	if err != nil {
 		return err

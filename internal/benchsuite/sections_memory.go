@@ -23,10 +23,10 @@ var memorySection = &section{
 				err = h.sh(ctx, fmt.Sprintf("corpus -n %d | extract --progress 0 > %s", n, p))
 			}
 			if err == nil {
-				err = h.measure(ctx, Spec{Group: "infer-memory", Name: "infer", Ours: true, Size: sizeLabel(n), Runs: 1, BytesOf: []string{p},
+				err = h.measureAll(ctx, []peerSpec{ours(Spec{Group: "infer-memory", Name: "infer", Size: sizeLabel(n), Runs: 1, BytesOf: []string{p},
 					Clean: []string{out, "tmp/memory-gen.errors.jsonl"}, Count: []string{out}, Alias: []string{"@URLS@=$URLS"},
 					Fresh: h.freshSim(memEndpoints, h.path("logs/memory-llmsim.log"), "--instant"),
-					Argv:  []string{"infer", "-e", "@URLS@", "--max-tokens", "16", "--progress", "0", "-o", out, p}})
+					Argv:  []string{"infer", "-e", "@URLS@", "--max-tokens", "16", "--progress", "0", "-o", out, p}})})
 			}
 			h.remove(p)
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"tokenmill/internal/lifeline"
+	"tokenmill/internal/ollamaserver"
 
 	"github.com/segmentio/encoding/json"
 )
@@ -50,7 +52,7 @@ func curlClient(s Spec, url string, parallel int, newline bool, bodies string) p
 // nodeClient is pipelines/bench/openai-client.mjs on the OpenAI Node SDK
 // of the peers' directory, or a row saying why there is none.
 func (h *harness) nodeClient(s Spec, url, model string, concurrency, maxTokens int, prompts string) peerSpec {
-	dir, why := h.nodeModules()
+	dir, _, why := h.nodePackage("openai")
 	s.Argv = []string{"node", h.repoFile("pipelines/bench/openai-client.mjs"), "--modules", dir, "--base-url", url + "/v1"}
 	if model != "" {
 		s.Argv = append(s.Argv, "--model", model)
@@ -79,13 +81,14 @@ var clientSection = &section{
 			return err
 		}
 		// A fresh llmsim each run: @URL@ is its URL.
+		_, sdk, _ := h.nodePackage("openai")
 		url, c, fresh := "@URL@", strconv.Itoa(concurrency), h.freshSim(1, h.path("logs/llmsim.log"), "--instant")
 		const out = "tmp/client-gen.jsonl"
 		return h.measureAll(ctx, []peerSpec{
 			ours(Spec{Group: "client", Name: "infer", Records: n[0], Clean: []string{out, "tmp/client-gen.errors.jsonl"}, Count: []string{out},
 				Fresh: fresh, Alias: []string{url + "=$URL"},
 				Argv: []string{"infer", "-e", url, "--concurrency", c, "--max-tokens", "16", "--progress-interval", "0", "-o", out, infer}}),
-			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + h.nodeSDK()), Records: n[1], Fresh: fresh},
+			h.nodeClient(Spec{Group: "client", Name: strings.TrimSpace("OpenAI Node SDK " + sdk), Records: n[1], Fresh: fresh},
 				url, "", concurrency, 16, node),
 			// llmsim's answers end without a newline: -w puts one after each.
 			curlClient(Spec{Group: "client", Name: "xargs -P " + c + " curl", Records: n[2], Fresh: fresh}, url, concurrency, true, bodies),
@@ -212,7 +215,11 @@ var ollamaSection = &section{
 		if h.shared("real/alpaca_en_demo.json") != "" {
 			h.info.Facts["ollama prompts"] = "alpaca"
 		}
-		srv, stop, why := startOllama(ollamaParallel, h.logf)
+		// A real Ollama on the CPU, serving its tiny random-weight model.
+		srv, stop, why := lifeline.Hold(func(format string, args ...any) { h.logf("ollama: "+format, args...) },
+			func(host lifeline.Host) *ollamaserver.Server {
+				return ollamaserver.Start(host, ollamaserver.Options{Parallel: ollamaParallel})
+			})
 		if srv == nil {
 			for _, r := range ollamaRows {
 				h.unavailable("ollama", r, "no Ollama server: "+why)
@@ -221,6 +228,7 @@ var ollamaSection = &section{
 			return nil
 		}
 		defer stop()
+		h.logf("ollama: %s %s at %s (started in %v, loaded in %v)", srv.Binary, srv.Version, srv.URL, srv.Timings.Start, srv.Timings.Load)
 		h.info.Facts["ollama"] = srv.Version
 		if err := writeBodies(h.path(prompts), h.path(bodies), math.MaxInt, srv.Model, 32); err != nil {
 			return err

@@ -58,9 +58,13 @@ func (h *harness) measureAll(ctx context.Context, specs []peerSpec) error {
 	for _, p := range specs {
 		if p.why != "" {
 			h.unavailable(p.Group, p.Name, p.why)
-		} else if err := h.measure(ctx, p.Spec); err != nil {
+			continue
+		}
+		r, err := h.measureRow(ctx, p.Spec)
+		if err != nil {
 			return err
 		}
+		h.add(r)
 	}
 	return nil
 }

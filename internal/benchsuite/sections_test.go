@@ -207,7 +207,7 @@ func TestFailedSectionWritesNothing(t *testing.T) {
 	}
 	failing := *dedupSection
 	failing.measure = func(ctx context.Context, h *harness) error {
-		return h.measure(ctx, Spec{Group: "dedup", Name: "dedup", Argv: []string{"false"}})
+		return h.measureAll(ctx, []peerSpec{ours(Spec{Group: "dedup", Name: "dedup", Argv: []string{"false"}})})
 	}
 	err := h.run(context.Background(), []*section{&failing}, nil)
 	if err == nil || !strings.Contains(err.Error(), "exit status 1") {

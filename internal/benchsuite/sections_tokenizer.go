@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -118,12 +117,8 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 		return nil
 	}
 	// The binding's version, where it is installed, else why not.
-	modules, why := h.nodeModules()
-	var binding struct{ Version string }
-	data, err := os.ReadFile(filepath.Join(modules, "node_modules", hfBindingPackage, "package.json"))
-	if why == "" && (err != nil || json.Unmarshal(data, &binding) != nil) {
-		why = hfBindingPackage + " is not in " + modules + " (.ci/install-peers installs it)"
-	}
+	modules, version, why := h.nodePackage(hfBindingPackage)
+	var err error
 	stats, keys := map[string]goldenStats{}, []string{"encode", "render"}
 	for _, m := range tokenizerModels {
 		if stats[m.Name], err = readGoldenStats(filepath.Join(dir, "golden", m.Name+".jsonl.gz")); err != nil {
@@ -146,7 +141,7 @@ func (h *harness) measureTokenizer(ctx context.Context) error {
 			runs.out[k] = append(runs.out[k], out)
 		}
 	}
-	rows, err := tokenizerResults(runs, stats, cmds, shellJoin, binding.Version, why)
+	rows, err := tokenizerResults(runs, stats, cmds, shellJoin, version, why)
 	for _, r := range rows {
 		h.logf("%s/%s: %v (load %.2f)", r.Group, r.Name, r.Metrics, r.Load1)
 		h.add(r)
