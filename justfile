@@ -37,7 +37,7 @@ demo:
 corpus N="660000":
     go run ./internal/cmd/corpus --force -n {{N}} -o corpus-{{N}}.jsonl.zst
 
-# Regenerate BENCHMARKS.md beside the peers .ci/install-peers installs; `just bench --section dedup` measures one section, `just bench --render` writes it again from the kept rows.
+# Regenerate BENCHMARKS.md beside the peers .ci/install-peers installs; `just bench --section dedup` measures one section into .bench/BENCHMARKS.md, `just bench --render` writes the report again from the kept rows.
 bench *ARGS:
     go run ./internal/cmd/benchsuite run {{ARGS}}
 
