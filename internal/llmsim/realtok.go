@@ -123,10 +123,14 @@ func newModelTokenizer(dir string, drift bool) (*modelTokenizer, error) {
 	return m, nil
 }
 
+// probeMessages is the conversation a template is rendered with to learn
+// what it writes around one.
+const probeMessages = `[{"role":"user","content":"Hey"}]`
+
 // generationPrompt is the ids the template adds to open an answer (Qwen3's
 // "<|im_start|>assistant\n"), none where it adds nothing.
 func generationPrompt(t *modeltok.Tokenizer) []int {
-	hey := modeltok.Request{Messages: []byte(`[{"role":"user","content":"Hey"}]`)}
+	hey := modeltok.Request{Messages: []byte(probeMessages)}
 	without, err := t.Render(hey)
 	hey.AddGenerationPrompt = true
 	with, err2 := t.Render(hey)
@@ -145,7 +149,7 @@ const (
 )
 
 func rendersTools(t *modeltok.Tokenizer) bool {
-	s, err := t.Render(modeltok.Request{Messages: []byte(`[{"role":"user","content":"Hey"}]`), Tools: []byte(toolProbe), AddGenerationPrompt: true})
+	s, err := t.Render(modeltok.Request{Messages: []byte(probeMessages), Tools: []byte(toolProbe), AddGenerationPrompt: true})
 	return err == nil && strings.Contains(s, toolProbeName)
 }
 
