@@ -24,6 +24,7 @@ import (
 
 	"tokenmill/internal/lifeline"
 	"tokenmill/lib/cli"
+	"tokenmill/lib/jsonl"
 )
 
 // RunCmd is `just bench`: it builds the tools, makes the data, measures
@@ -84,7 +85,9 @@ func (h *harness) setOut(out string) error {
 	if h.out == benchmarks && !whole {
 		return cli.Usagef("%s holds a full run's figures; a --quick run or a run of some sections writes its report elsewhere (leave out --out)", benchmarks)
 	}
-	return nil
+	// The report replaces its old self, never the rows it is written from.
+	rows := []jsonl.Output{{Flag: "results", Path: h.path("results.jsonl"), Kept: true}, {Flag: "run", Path: h.path("run.json"), Kept: true}}
+	return jsonl.CheckPaths(nil, append(rows, jsonl.Output{Flag: "--out", Path: h.out, Kept: true}), false)
 }
 
 // findRepo is the directory holding tokenmill's go.mod, from dir upward.

@@ -293,3 +293,18 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	testbin.CheckGolden(t, filepath.Join("testdata", name), got)
 }
+
+// TestOutAliasesNoRows: the report is refused a path that would replace
+// the rows kept, or a directory, before anything is measured or written.
+func TestOutAliasesNoRows(t *testing.T) {
+	h := testHarness(t)
+	h.info.Sections = sectionNames()
+	for _, out := range []string{h.path("results.jsonl"), h.path("run.json"), h.dir} {
+		if err := h.setOut(out); err == nil {
+			t.Errorf("--out %s: accepted", out)
+		}
+	}
+	if err := h.setOut(h.path("report.md")); err != nil {
+		t.Errorf("--out report.md: %v", err)
+	}
+}
