@@ -104,8 +104,9 @@ func (r *Result) Metric(name string) (v float64, ok bool) {
 // writeResults puts rows in a file, one JSON line each, whole or not at all.
 func writeResults(path string, rows []*Result) error {
 	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	for _, r := range rows {
-		if err := json.NewEncoder(&b).Encode(r); err != nil {
+		if err := enc.Encode(r); err != nil {
 			return err
 		}
 	}
