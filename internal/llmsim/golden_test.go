@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -91,7 +92,34 @@ func do(t *testing.T, base string, r testbin.Request) answer {
 	return answer{status: status, contentType: ct, body: body}
 }
 
-var testClient = &http.Client{Timeout: 20 * time.Second}
+var testClient = &http.Client{Timeout: 20 * time.Second, Transport: retryReused{http.DefaultTransport.(*http.Transport)}}
+
+// retryReused sends a request again on another connection when a reused
+// one fails under it. llama.cpp's server closes a connection right after a
+// streamed answer without saying so; a request sent before the client has
+// seen the close finds the connection reset. Go's transport resends only
+// idempotent requests there, and every request of these tests is safe to
+// send twice.
+type retryReused struct{ *http.Transport }
+
+func (r retryReused) RoundTrip(req *http.Request) (*http.Response, error) {
+	for {
+		var reused bool
+		trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }}
+		resp, err := r.Transport.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+		if err == nil || !reused || req.Body != nil && req.GetBody == nil {
+			return resp, err
+		}
+		if req.GetBody != nil {
+			body, berr := req.GetBody()
+			if berr != nil {
+				return nil, err
+			}
+			req = req.Clone(req.Context())
+			req.Body = body
+		}
+	}
+}
 
 // checkGolden compares an answer with a golden file, or with -update
 // rewrites the file's values after checking the shape is unchanged.
