@@ -214,8 +214,10 @@ func (r *runner) succeed(ep *fleet.Endpoint, j *job, c *openai.Completion, laten
 	if model == "" {
 		model = r.modelOf(ep)
 	}
+	// Every call gets an id of its own (record.AddressCalls).
+	r.c.readdressed.Add(int64(record.AddressCalls(c.ToolCalls, j.msgs+1)))
 	out := record.Output{
-		Text: c.Text, Reasoning: c.Reasoning, ReasoningField: c.ReasoningField, ToolCalls: r.nameCalls(c.ToolCalls, j.msgs+1), FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
+		Text: c.Text, Reasoning: c.Reasoning, ReasoningField: c.ReasoningField, ToolCalls: c.ToolCalls, FinishReason: c.FinishReason, MaxTokens: j.fit.Max,
 		Usage:    record.Usage{PromptTokens: c.PromptTokens, CompletionTokens: c.CompletionTokens, CachedTokens: c.CachedTokens},
 		Model:    model,
 		Endpoint: ep.Name(), LatencyMS: latency.Milliseconds(), Attempts: j.attempts, Sample: j.sample, SeedOffset: r.seedOffset(j),
@@ -270,13 +272,6 @@ func (r *runner) counted(ep *fleet.Endpoint, j *job, c *openai.Completion) {
 	st.OK.Add(1)
 	st.CompletionTokens.Add(int64(c.CompletionTokens))
 	st.Rate.Add(now, int64(c.CompletionTokens))
-}
-
-// nameCalls gives every call of an answer an id of its own (see
-// record.AddressCalls), counting those re-addressed.
-func (r *runner) nameCalls(calls []record.ToolCall, m int) []record.ToolCall {
-	r.c.readdressed.Add(int64(record.AddressCalls(calls, m)))
-	return calls
 }
 
 // prepareTurn builds the request of the turn j's conversation asks for,
@@ -407,7 +402,7 @@ func (r *runner) failJob(ep *fleet.Endpoint, j *job, f *fleet.Failure) {
 			n := len(j.conv.Turns())
 			e.TurnsDone, e.Turn = &n, &n
 		}
-		if !r.writeRecord(r.files.Errs, func(dst []byte) ([]byte, error) { return recordLine(dst, j.prompt, "error", &e) }) {
+		if _, ok := r.writeRecord(r.files.Errs, func(dst []byte) ([]byte, error) { return recordLine(dst, j.prompt, "error", &e) }, 0); !ok {
 			return
 		}
 	}
@@ -428,11 +423,7 @@ var maxLineOut = jsonl.MaxLine
 // (--resume included), becomes an error record answer_too_large instead.
 // false when nothing was written to -o.
 func (r *runner) writeAnswer(ep *fleet.Endpoint, j *job, build func(dst []byte) ([]byte, error)) bool {
-	var size int
-	ok := r.writeRecordIf(r.files.Out, build, func(line []byte) bool {
-		size = len(line)
-		return size <= maxLineOut
-	})
+	size, ok := r.writeRecord(r.files.Out, build, maxLineOut)
 	if ok || size <= maxLineOut {
 		return ok
 	}
@@ -442,14 +433,10 @@ func (r *runner) writeAnswer(ep *fleet.Endpoint, j *job, build func(dst []byte) 
 }
 
 // writeRecord writes the line build makes to w, in a buffer of the
-// runner's pool; false, and the run stopped, when it cannot.
-func (r *runner) writeRecord(w *jsonl.Appender, build func(dst []byte) ([]byte, error)) bool {
-	return r.writeRecordIf(w, build, nil)
-}
-
-// writeRecordIf is writeRecord that writes the line only if keep (nil:
-// any) takes it; false when it did not write it.
-func (r *runner) writeRecordIf(w *jsonl.Appender, build func(dst []byte) ([]byte, error), keep func([]byte) bool) bool {
+// runner's pool, unless it is longer than limit bytes (0: no limit). It
+// returns the line's length, and false when it did not write it (the run
+// stopped when it could not).
+func (r *runner) writeRecord(w *jsonl.Appender, build func(dst []byte) ([]byte, error), limit int) (int, bool) {
 	var buf []byte
 	if b, ok := r.bufs.Get().(*[]byte); ok {
 		buf = (*b)[:0]
@@ -457,9 +444,9 @@ func (r *runner) writeRecordIf(w *jsonl.Appender, build func(dst []byte) ([]byte
 		buf = make([]byte, 0, 8<<10)
 	}
 	line, err := build(buf)
-	if err == nil && keep != nil && !keep(line) {
+	if err == nil && limit > 0 && len(line) > limit {
 		r.bufs.Put(&buf)
-		return false
+		return len(line), false
 	}
 	if err == nil {
 		err = w.WriteLine(line)
@@ -469,9 +456,9 @@ func (r *runner) writeRecordIf(w *jsonl.Appender, build func(dst []byte) ([]byte
 	}
 	if err != nil {
 		r.fatal(err)
-		return false
+		return 0, false
 	}
-	return true
+	return len(line), true
 }
 
 // offersTools: j's request carries tools.

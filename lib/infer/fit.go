@@ -31,12 +31,6 @@ import (
 // sent again.
 const maxContextRetries = 2
 
-// fit works out the request of a prompt of msgs (and tools, and the
-// chat_template_kwargs kwargs gives): see tokens.Counter.FitPrompt.
-func (r *runner) fit(msgs []record.Message, tools []byte, kwargs func() []byte, requested, known int, exact bool) tokens.Fit {
-	return r.tokens.FitPrompt(r.cfg.Fit, r.context(), tokens.Prompt{Msgs: msgs, Tools: tools, Kwargs: kwargs}, requested, known, exact)
-}
-
 // kwargsOf gives the chat_template_kwargs j's request for p sends (the
 // flags', its arm's or its own params'), which render into the prompt:
 // the body is built for them only when the prompt is counted.
@@ -123,7 +117,7 @@ func (r *runner) prepare(j *job, known int, exact bool) error {
 		msgs = openai.ChatMessages(p)
 	}
 	tools, _, _ := record.AppendCanonicalTools(nil, p.Tools)
-	ft := r.fit(msgs, tools, r.kwargsOf(j, p, seed), r.builder(j).MaxTokens(p), known, exact)
+	ft := r.tokens.FitPrompt(r.cfg.Fit, r.context(), tokens.Prompt{Msgs: msgs, Tools: tools, Kwargs: r.kwargsOf(j, p, seed)}, r.builder(j).MaxTokens(p), known, exact)
 	j.size, j.fit, j.promptTokens, j.refused = tokens.SizeOf(msgs, tools), ft, ft.Prompt, nil
 	if ft.Refused {
 		j.refused = &fleet.Failure{Message: ft.Refusal()}
@@ -225,7 +219,12 @@ func (r *runner) cutUnstated(ep *fleet.Endpoint, j *job, c *openai.Completion) b
 	if float64(c.PromptTokens) >= cutShare*float64(est) || est-c.PromptTokens < cutGap {
 		return false
 	}
-	n := r.confirmCut(ep, c.PromptTokens)
+	// Asked whether it cuts prompts at that many tokens: 0 when it keeps
+	// more (or could not be asked).
+	n, err := r.ctxLen.ConfirmCut(c.PromptTokens, func(n int) (int, error) { return r.pool.ProbeContext(ep, n, r.cfg.RequestTimeout) })
+	if err != nil {
+		r.logf("%s: could not ask whether it cuts prompts at %d tokens (%v): its answers are kept", ep.Name(), c.PromptTokens, err)
+	}
 	if n == 0 {
 		return false
 	}
@@ -233,16 +232,6 @@ func (r *runner) cutUnstated(ep *fleet.Endpoint, j *job, c *openai.Completion) b
 	j.fit.Prompt = est
 	j.refused = &fleet.Failure{Message: fmt.Sprintf("the server cut the prompt to its %d-token context (prompt_tokens %d; the prompt's own estimate is %d): the prompt is longer", n, c.PromptTokens, est)}
 	return true
-}
-
-// confirmCut asks ep whether it cuts prompts at n tokens: n when it
-// does, 0 when it keeps more (or could not be asked).
-func (r *runner) confirmCut(ep *fleet.Endpoint, n int) int {
-	kept, err := r.ctxLen.ConfirmCut(n, func(n int) (int, error) { return r.pool.ProbeContext(ep, n, r.cfg.RequestTimeout) })
-	if err != nil {
-		r.logf("%s: could not ask whether it cuts prompts at %d tokens (%v): its answers are kept", ep.Name(), n, err)
-	}
-	return kept
 }
 
 // shifted tells an answer whose prompt and answer passed the context: the

@@ -130,7 +130,8 @@ func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
 			return
 		}
 		if err != nil {
-			if !isInputError(err) {
+			var ie *jsonl.InputError
+			if !errors.As(err, &ie) {
 				r.fatal(err)
 				return
 			}
@@ -152,11 +153,6 @@ func (r *runner) read(ctx context.Context, rd *jsonl.Reader) {
 			return
 		}
 	}
-}
-
-func isInputError(err error) bool {
-	var ie *jsonl.InputError
-	return errors.As(err, &ie)
 }
 
 // take turns one record into its jobs; false when the run is stopping.
@@ -190,8 +186,12 @@ func (r *runner) take(ctx context.Context, rec jsonl.RawLine, raw []byte) bool {
 		check = r.cfg.Builder.CheckParams
 	}
 	paramSeed, err := check(&p)
-	if err != nil {
-		return rejectCheck(err, reject)
+	var pe *openai.PromptError
+	switch {
+	case errors.As(err, &pe):
+		return reject(pe.Reason, pe.Detail)
+	case err != nil:
+		return reject(openai.ReasonBadParams, err.Error())
 	}
 	if r.seedsWrap(paramSeed, p.Sample) {
 		return reject(ReasonBadSample, "the seeds of its samples would pass the largest integer")
@@ -327,22 +327,20 @@ func seedOverflows(base, offset int64, sample int) bool {
 // enqueue hands j to the dispatcher, or files it at once when its prompt
 // does not fit the context; false when the run is stopping.
 func (r *runner) enqueue(ctx context.Context, j *job) bool {
+	r.outstanding.Add(1)
 	if j.refused != nil {
-		r.outstanding.Add(1)
 		r.refuse(nil, j)
 		return true
 	}
-	return r.queue(ctx, j)
-}
-
-// rejectCheck rejects a record the request builder refused, by its
-// reason.
-func rejectCheck(err error, reject func(reason, detail string) bool) bool {
-	var pe *openai.PromptError
-	if errors.As(err, &pe) {
-		return reject(pe.Reason, pe.Detail)
+	r.c.queued.Add(1)
+	select {
+	case r.input <- j:
+		return true
+	case <-ctx.Done():
+		r.c.queued.Add(-1)
+		r.outstanding.Add(-1)
+		return false
 	}
-	return reject(openai.ReasonBadParams, err.Error())
 }
 
 // duplicate reports (and names, the first few) a record whose id the
@@ -360,20 +358,6 @@ func (r *runner) duplicate(p *record.Prompt, rec jsonl.RawLine) bool {
 		r.logf("%s:%d: duplicate id %q: generated once%s", rec.File, rec.Line, p.ID.Text, more)
 	}
 	return true
-}
-
-// queue hands j to the dispatcher; false when the run is stopping.
-func (r *runner) queue(ctx context.Context, j *job) bool {
-	r.outstanding.Add(1)
-	r.c.queued.Add(1)
-	select {
-	case r.input <- j:
-		return true
-	case <-ctx.Done():
-		r.c.queued.Add(-1)
-		r.outstanding.Add(-1)
-		return false
-	}
 }
 
 // Reject reasons under --regenerate: a record with nothing to

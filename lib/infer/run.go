@@ -36,23 +36,12 @@ func Run(ctx context.Context, env *cli.Env, cfg *Config) error {
 		return err
 	}
 	defer r.close()
-	if err := r.prepareOutput(); err != nil {
-		return err
-	}
-	if err := r.startFleet(ctx); err != nil {
-		return err
-	}
-	if err := r.discoverModel(); err != nil {
-		return err
-	}
-	if err := r.checkModel(r.resumed); err != nil {
-		return err
-	}
-	if err := r.startTokenIDs(); err != nil {
-		return err
-	}
-	if err := r.openFiles(); err != nil {
-		return err
+	steps := []func() error{r.prepareOutput, func() error { return r.startFleet(ctx) }, r.discoverModel,
+		func() error { return r.checkModel(r.resumed) }, r.startTokenIDs, r.openFiles}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
 	}
 	start := r.clk.Now()
 	r.generate(ctx)
