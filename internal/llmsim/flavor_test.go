@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -213,7 +212,7 @@ func TestFlavorStarting(t *testing.T) {
 			}
 			done := make(chan int, 1)
 			go func() {
-				resp, err := http.Post(base+pathChat, "application/json", strings.NewReader(body))
+				resp, err := testClient.Post(base+pathChat, "application/json", strings.NewReader(body))
 				if err != nil {
 					done <- -1
 					return

@@ -330,7 +330,7 @@ func TestFaultRates(t *testing.T) {
 			}
 		}},
 		{"limit", Faults{LimitRate: 1}, func(t *testing.T, base string, fleet *Fleet) {
-			resp, err := http.Post(base+pathChat, "application/json", strings.NewReader(chatBody("x", 5, false)))
+			resp, err := testClient.Post(base+pathChat, "application/json", strings.NewReader(chatBody("x", 5, false)))
 			if err != nil {
 				t.Fatal(err)
 			}
