@@ -155,7 +155,7 @@ func TestRegenerateAppend(t *testing.T) {
 	checkConversations(t, lines, convCheck{samples: 1}, all[len(done):], nil)
 	continued := 0
 	for _, g := range all[len(done):] {
-		if strings.HasSuffix(g.Output.Messages[g.Output.Turns[0].Message].Content, " first") {
+		if strings.HasSuffix(g.Output.Messages[g.Output.Turns[0].Message].Content, firstMark) {
 			continued++
 		}
 	}

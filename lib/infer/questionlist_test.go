@@ -16,7 +16,6 @@ import (
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
 
-	"tokenmill/internal/llmsim"
 	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 	"tokenmill/lib/conversation"
@@ -290,7 +289,7 @@ func atoiThousands(s string) int {
 
 // firstQuestionsOnly is a server that answers the first question of a
 // conversation (one message: the answer is llmsim's digest of it and
-// " first") and holds every later request open without answering; hung
+// firstMark) and holds every later request open without answering; hung
 // counts the requests it holds.
 func firstQuestionsOnly(t *testing.T, hung *atomic.Int64) string {
 	t.Helper()
@@ -326,9 +325,7 @@ func firstQuestionsOnly(t *testing.T, hung *atomic.Int64) string {
 			})
 			return
 		}
-		sp := llmsim.Prompt{Messages: []llmsim.Message{{Role: req.Messages[0].Role, Content: req.Messages[0].Content}}}
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + llmsim.PromptDigest(sp) + ` first"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`)
+		firstAnswer(ctx, req.Messages)
 	}}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown() })
@@ -396,7 +393,7 @@ func TestRegenerateQuestionListKillResume(t *testing.T) {
 		g := &outs[i]
 		checkQuestionList(t, g, questions[g.ID.Text])
 		a := g.Output.Messages[1].Content
-		if !strings.HasSuffix(a, " first") || g.Output.Turns[0].Endpoint != url {
+		if !strings.HasSuffix(a, firstMark) || g.Output.Turns[0].Endpoint != url {
 			t.Fatalf("%s: the first answer %q (from %s) is not the journaled one", g.ID.Text, a, g.Output.Turns[0].Endpoint)
 		}
 		firstAnswer[g.Output.Messages[2].Content] = a

@@ -916,7 +916,7 @@ func TestRegenerateRefusalsAndErrors(t *testing.T) {
 	}
 	resumed := 0
 	for _, g := range outs {
-		if len(g.Output.Turns) > 1 && strings.HasSuffix(g.Output.Messages[g.Output.Turns[0].Message].Content, " first") {
+		if len(g.Output.Turns) > 1 && strings.HasSuffix(g.Output.Messages[g.Output.Turns[0].Message].Content, firstMark) {
 			resumed++
 		}
 	}
@@ -929,7 +929,7 @@ func TestRegenerateRefusalsAndErrors(t *testing.T) {
 }
 
 // firstTurnsOnly serves the first turn of every conversation (its text
-// the prompt's digest and " first") and refuses every later one for good
+// the prompt's digest and firstMark) and refuses every later one for good
 // (400): those conversations go to the errors file, their first turn in
 // the journal.
 func firstTurnsOnly(t *testing.T) string {
@@ -944,13 +944,23 @@ func firstTurnsOnly(t *testing.T) string {
 			ctx.SetBodyString(`{"object":"error","message":"no second turn here","type":"BadRequestError","param":null,"code":400}`)
 			return
 		}
-		var sp llmsim.Prompt
-		for _, m := range req.Messages {
-			sp.Messages = append(sp.Messages, llmsim.Message{Role: m.Role, Content: m.Content})
-		}
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + llmsim.PromptDigest(sp) + ` first"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`)
+		firstAnswer(ctx, req.Messages)
 	})
+}
+
+// firstMark ends every answer of firstTurnsOnly and firstQuestionsOnly:
+// llmsim never writes it, so an answer that ends with it is theirs, kept
+// through the journal.
+const firstMark = " (first server)"
+
+// firstAnswer answers messages with llmsim's digest of them and firstMark.
+func firstAnswer(ctx *fasthttp.RequestCtx, messages []record.Message) {
+	var sp llmsim.Prompt
+	for _, m := range messages {
+		sp.Messages = append(sp.Messages, llmsim.Message{Role: m.Role, Content: m.Content})
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` + llmsim.PromptDigest(sp) + firstMark + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`)
 }
 
 func mustRead(t *testing.T, path string) []byte {
