@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,18 +12,17 @@ import (
 
 	"github.com/segmentio/encoding/json"
 
+	"tokenmill/internal/testbin"
 	"tokenmill/lib/cli"
 )
 
 // buildTools builds the commands a section runs into a directory of their
 // own, with rusage, as the harness does for a run.
-func buildTools(t *testing.T, pkgs ...string) string {
+func buildTools(t *testing.T, names ...string) string {
 	t.Helper()
 	bin := t.TempDir()
-	args := append([]string{"build", "-o", bin + string(os.PathSeparator)}, pkgs...)
-	cmd := exec.Command("go", append(args, "../cmd/rusage")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testbin.Build(bin, append(names, "rusage")...); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -68,7 +66,7 @@ func TestRunSectionEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the tools and measures a section: not in -short")
 	}
-	bin := buildTools(t, "../../cmd/extract", "../../cmd/dedup", "../cmd/corpus")
+	bin := buildTools(t, "extract", "dedup", "corpus")
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
