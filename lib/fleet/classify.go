@@ -67,9 +67,9 @@ func ClassifyTransport(err error, timeout time.Duration) *Failure {
 	case errors.Is(err, fasthttp.ErrTimeout):
 		return &Failure{Message: fmt.Sprintf("no answer within %v (--request-timeout)", timeout), Retriable: true, Blame: true}
 	case errors.Is(err, fasthttp.ErrConnectionClosed):
-		// A connection dialled for the request: one the server had closed
-		// while it sat idle is not a failure, the client sends the request
-		// again on a new one (do, client.go).
+		// On a new connection: one that had carried an answer and that
+		// the server closed while it sat idle is not a failure, the client
+		// sends the request again on a new one (do, client.go).
 		return &Failure{Message: "the server closed the connection before answering", Retriable: true, Blame: true}
 	}
 	return &Failure{Message: "connection failed: " + err.Error(), Retriable: true, Blame: true}

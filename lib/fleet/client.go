@@ -124,9 +124,8 @@ const maxReconnects = 8
 // that fails is a failure, as is any other error.
 func do(hc *fasthttp.HostClient, conns *connSet, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
 	for i := 0; ; i++ {
-		before := conns.dialled.Load()
 		err := hc.DoDeadline(req, resp, deadline)
-		if err == nil || i == maxReconnects || !conns.closedIdle(resp, before, err) {
+		if err == nil || i == maxReconnects || !conns.closedIdle(resp, err) {
 			return err
 		}
 		conns.reconnects.Add(1)
@@ -135,14 +134,15 @@ func do(hc *fasthttp.HostClient, conns *connSet, req *fasthttp.Request, resp *fa
 	}
 }
 
-// closedIdle says whether err, the failure of a request whose attempt
-// began when before connections had been dialled, is a closed idle
-// connection: one dialled before the attempt (it had carried an answer
-// and waited in the pool), closed or reset before the server sent a byte
-// of an answer to this request.
-func (s *connSet) closedIdle(resp *fasthttp.Response, before uint64, err error) bool {
+// closedIdle says whether err, the failure of a request, is a closed idle
+// connection: one that had carried an answer before (and waited in the
+// pool), closed or reset before the server sent a byte of an answer to
+// this request. Whether the connection was dialled before the attempt
+// began does not tell: another request may dial one, be answered on it and
+// leave it in the pool for this one meanwhile.
+func (s *connSet) closedIdle(resp *fasthttp.Response, err error) bool {
 	a, ok := resp.LocalAddr().(connAddr)
-	if !ok || a.conn.set != s || a.conn.seq > before || a.conn.answered.Load() {
+	if !ok || a.conn.set != s || !a.conn.reused.Load() || a.conn.answered.Load() {
 		return false
 	}
 	// fasthttp reports any error on an answer's first byte as
@@ -150,28 +150,27 @@ func (s *connSet) closedIdle(resp *fasthttp.Response, before uint64, err error) 
 	return errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// connSet tracks a client's open connections, numbered as they are
-// dialled.
+// connSet tracks a client's open connections.
 type connSet struct {
 	mu         sync.Mutex
 	conns      map[*trackedConn]struct{}
-	dialled    atomic.Uint64
 	reconnects atomic.Int64
 }
 
 type trackedConn struct {
 	net.Conn
 	set  *connSet
-	seq  uint64 // its number among the set's dials, from 1
 	once sync.Once
-	// answered: a byte came since the last request was written.
-	answered atomic.Bool
+	// answered: a byte came since the last request was written; reused:
+	// one came before it, so the request went on a connection that had
+	// carried an answer.
+	answered, reused atomic.Bool
 }
 
 func newConnSet() *connSet { return &connSet{conns: map[*trackedConn]struct{}{}} }
 
 func (s *connSet) track(c net.Conn) net.Conn {
-	tc := &trackedConn{Conn: c, set: s, seq: s.dialled.Add(1)}
+	tc := &trackedConn{Conn: c, set: s}
 	s.mu.Lock()
 	s.conns[tc] = struct{}{}
 	s.mu.Unlock()
@@ -179,7 +178,9 @@ func (s *connSet) track(c net.Conn) net.Conn {
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
-	c.answered.Store(false)
+	if c.answered.Swap(false) {
+		c.reused.Store(true)
+	}
 	return c.Conn.Write(b)
 }
 

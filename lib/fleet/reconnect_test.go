@@ -164,36 +164,48 @@ func TestClosedIdleConnectionIsAReconnect(t *testing.T) {
 	}
 }
 
-// The client's own rule, apart: only a connection dialled before the
-// attempt and closed before a byte of its answer is a closed idle one.
+// The client's own rule, apart: only a connection that had carried an
+// answer before the request, closed before a byte of its answer, is a
+// closed idle one, whenever it was dialled.
 func TestClosedIdleRule(t *testing.T) {
 	set := newConnSet()
 	a, b := net.Pipe()
 	defer b.Close()
+	go io.Copy(io.Discard, b) // the server reads every request
 	tc := set.track(a).(*trackedConn)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
 	resp.ParseNetConn(tc)
+	// The first request on a new connection: it was dialled for one.
+	tc.Write([]byte("request"))
+	if set.closedIdle(resp, fasthttp.ErrConnectionClosed) {
+		t.Fatal("a connection that had carried no answer taken for a closed idle one")
+	}
+	// Its answer comes, and the next request goes on it.
+	go b.Write([]byte("answer"))
+	if n, err := tc.Read(make([]byte, 16)); n == 0 || err != nil {
+		t.Fatalf("read %d: %v", n, err)
+	}
+	tc.Write([]byte("request"))
 	for _, tt := range []struct {
 		name     string
-		before   uint64 // dials when the attempt began
 		answered bool
 		err      error
 		want     bool
 	}{
-		{"reused, closed before the answer", 1, false, fasthttp.ErrConnectionClosed, true},
-		{"reused, the write refused", 1, false, &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
-		{"reused, another write error", 1, false, &net.OpError{Op: "write", Err: errors.New("x")}, false},
-		{"dialled for the attempt", 0, false, fasthttp.ErrConnectionClosed, false},
-		{"reused, part of an answer came", 1, true, fasthttp.ErrConnectionClosed, false},
-		{"reused, timed out", 1, false, fasthttp.ErrTimeout, false},
+		{"reused, closed before the answer", false, fasthttp.ErrConnectionClosed, true},
+		{"reused, the write refused", false, &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{"reused, another write error", false, &net.OpError{Op: "write", Err: errors.New("x")}, false},
+		{"reused, part of an answer came", true, fasthttp.ErrConnectionClosed, false},
+		{"reused, timed out", false, fasthttp.ErrTimeout, false},
 	} {
 		tc.answered.Store(tt.answered)
-		if got := set.closedIdle(resp, tt.before, tt.err); got != tt.want {
+		if got := set.closedIdle(resp, tt.err); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
-	if other := newConnSet(); other.closedIdle(resp, 1, fasthttp.ErrConnectionClosed) {
+	tc.answered.Store(false)
+	if other := newConnSet(); other.closedIdle(resp, fasthttp.ErrConnectionClosed) {
 		t.Error("a connection of another client's taken for one of this one's")
 	}
 }
